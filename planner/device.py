@@ -1,0 +1,46 @@
+"""A device the planner targets: its performance model and its memory regions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from planner.errors import PlannerError
+from planner.memory import MemoryRegion
+from planner.perf.base import PerfModel
+
+
+@dataclass(frozen=True)
+class Device:
+    """An NPU configuration: the cost model plus where tensors may live.
+
+    ``fm_region`` holds feature maps (the region the budget applies to); ``weight_region``
+    holds constants; ``io_region`` holds the network's inputs and outputs (the feature-map
+    region unless the user streams them from DRAM).
+    """
+    name: str
+    family: str
+    perf: PerfModel = field(compare=False)
+    regions: tuple[MemoryRegion, ...]
+    fm_region: str = "sram"
+    weight_region: str = "flash"
+    io_region: str = "sram"
+
+    def __post_init__(self) -> None:
+        names = [r.name for r in self.regions]
+        for role in ("fm_region", "weight_region", "io_region"):
+            if getattr(self, role) not in names:
+                raise PlannerError(f"device {self.name}: {role}={getattr(self, role)!r} is not "
+                                   f"one of its regions {names}")
+
+    def region(self, name: str) -> MemoryRegion:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise PlannerError(f"device {self.name} has no memory region {name!r}; "
+                           f"it has {[r.name for r in self.regions]}")
+
+    def with_regions(self, *regions: MemoryRegion, **roles) -> "Device":
+        """A copy with regions replaced or added by name, and roles changed."""
+        by_name = {r.name: r for r in self.regions}
+        for r in regions:
+            by_name[r.name] = r
+        return replace(self, regions=tuple(by_name.values()), **roles)

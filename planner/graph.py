@@ -1,0 +1,229 @@
+"""The planner's view of a network: Tensors joined by Parts.
+
+A Part stands for one NPU operation (which may be several TE compute ops on the TVM side). It
+has exactly one output and one Propagator per input, so cascading analysis never needs to know
+what the operator does, only how its output stripes depend on its inputs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import networkx as nx
+
+from planner.errors import PlannerError
+from planner.propagator import Propagator
+
+DTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "float16": 2, "float32": 4,
+               "int64": 8}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "int8"
+    is_constant: bool = False
+    compression_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        if any(s < 1 for s in self.shape):
+            raise PlannerError(f"tensor {self.name!r} has a non-positive dimension {self.shape}")
+        if self.dtype not in DTYPE_BYTES:
+            raise PlannerError(f"tensor {self.name!r} has unknown dtype {self.dtype!r}; "
+                               f"known: {sorted(DTYPE_BYTES)}")
+        if not 0 < self.compression_ratio <= 1.0:
+            raise PlannerError(f"tensor {self.name!r}: compression_ratio must be in (0, 1], "
+                               f"got {self.compression_ratio}")
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes as stored: constants may be compressed (weights encoded for the NPU)."""
+        return math.ceil(self.elements * self.itemsize * self.compression_ratio)
+
+    def region_bytes(self, shape: Sequence[int]) -> int:
+        """Bytes of a sub-block of this tensor (a stripe or a buffer)."""
+        return math.ceil(math.prod(shape) * self.itemsize * self.compression_ratio)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One NPU operation: its inputs (activations and constants), one output, propagators.
+
+    ``attrs`` holds what a performance model needs (kernel, strides, activation, ...) as a
+    sorted tuple of (key, value) pairs so that Parts stay hashable and deterministic.
+    """
+    name: str
+    kind: str
+    inputs: tuple[Tensor, ...]
+    output: Tensor
+    propagators: tuple[Propagator, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.inputs) != len(self.propagators):
+            raise PlannerError(f"part {self.name!r}: {len(self.inputs)} inputs but "
+                               f"{len(self.propagators)} propagators")
+        for t, p in zip(self.inputs, self.propagators):
+            if p.input_dims != len(t.shape) or p.output_dims != len(self.output.shape):
+                raise PlannerError(
+                    f"part {self.name!r}: propagator for {t.name!r} maps "
+                    f"{p.output_dims}->{p.input_dims} dims, tensors are "
+                    f"{len(self.output.shape)}->{len(t.shape)}")
+        if isinstance(self.attrs, Mapping):
+            object.__setattr__(self, "attrs", tuple(sorted(self.attrs.items())))
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def activation_inputs(self) -> tuple[tuple[int, Tensor], ...]:
+        return tuple((i, t) for i, t in enumerate(self.inputs) if not t.is_constant)
+
+    @property
+    def constant_inputs(self) -> tuple[tuple[int, Tensor], ...]:
+        return tuple((i, t) for i, t in enumerate(self.inputs) if t.is_constant)
+
+    def performance(self, model: Any, out_shape: Sequence[int]) -> int:
+        """Estimated compute cycles of one stripe of ``out_shape`` on a device's model."""
+        return model.compute_cycles(self, tuple(out_shape))
+
+
+@dataclass(frozen=True)
+class PlannerGraph:
+    """An immutable DAG of Parts. Build it with :class:`GraphBuilder` or ``planner.io``."""
+    parts: tuple[Part, ...]
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    name: str = "graph"
+    _index: dict = field(default=None, compare=False, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        producers: dict[str, Part] = {}
+        tensors: dict[str, Tensor] = {}
+
+        def see(t: Tensor) -> None:
+            old = tensors.get(t.name)
+            if old is not None and old != t:
+                raise PlannerError(f"two different tensors are named {t.name!r}")
+            tensors[t.name] = t
+
+        names = set()
+        for p in self.parts:
+            if p.name in names:
+                raise PlannerError(f"two parts are named {p.name!r}")
+            names.add(p.name)
+            if p.output.is_constant:
+                raise PlannerError(f"part {p.name!r} produces constant tensor {p.output.name!r}")
+            if p.output.name in producers:
+                raise PlannerError(f"tensor {p.output.name!r} is produced by both "
+                                   f"{producers[p.output.name].name!r} and {p.name!r}")
+            producers[p.output.name] = p
+            see(p.output)
+            for t in p.inputs:
+                see(t)
+        for t in self.inputs:
+            see(t)
+            if t.name in producers:
+                raise PlannerError(f"network input {t.name!r} is produced by a part")
+        input_names = {t.name for t in self.inputs}
+        for p in self.parts:
+            for t in p.inputs:
+                if not t.is_constant and t.name not in producers and t.name not in input_names:
+                    raise PlannerError(f"part {p.name!r} reads {t.name!r}, which no part "
+                                       "produces and which is not a network input")
+        for t in self.outputs:
+            if t.name not in producers and t.name not in input_names:
+                raise PlannerError(f"network output {t.name!r} is produced by no part")
+        g = nx.DiGraph()
+        order = {p.name: i for i, p in enumerate(self.parts)}
+        for p in self.parts:
+            g.add_node(p.name)
+        consumers: dict[str, list[Part]] = {}
+        for p in self.parts:
+            for t in p.inputs:
+                if t.is_constant:
+                    continue
+                consumers.setdefault(t.name, []).append(p)
+                if t.name in producers:
+                    g.add_edge(producers[t.name].name, p.name)
+        if not nx.is_directed_acyclic_graph(g):
+            raise PlannerError("the graph has a cycle")
+        topo = list(nx.lexicographical_topological_sort(g, key=lambda n: order[n]))
+        by_name = {p.name: p for p in self.parts}
+        object.__setattr__(self, "_index", {
+            "producers": producers, "consumers": consumers, "tensors": tensors,
+            "topo": tuple(by_name[n] for n in topo), "nx": g,
+        })
+
+    def producer(self, tensor: Tensor | str) -> Part | None:
+        name = tensor if isinstance(tensor, str) else tensor.name
+        return self._index["producers"].get(name)
+
+    def consumers(self, tensor: Tensor | str) -> tuple[Part, ...]:
+        name = tensor if isinstance(tensor, str) else tensor.name
+        return tuple(self._index["consumers"].get(name, ()))
+
+    def tensor(self, name: str) -> Tensor:
+        try:
+            return self._index["tensors"][name]
+        except KeyError:
+            raise PlannerError(f"no tensor named {name!r}") from None
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        return tuple(self._index["tensors"].values())
+
+    def topological_parts(self) -> tuple[Part, ...]:
+        """Parts in a deterministic topological order (ties broken by insertion order)."""
+        return self._index["topo"]
+
+    def to_networkx(self) -> nx.DiGraph:
+        return self._index["nx"].copy()
+
+
+class GraphBuilder:
+    """Incremental construction of a PlannerGraph without TVM.
+
+    >>> b = GraphBuilder("tiny")
+    >>> x = b.input("x", (1, 8, 8, 4))
+    >>> y = b.add(parts.conv2d("c", x, out_channels=8, kernel=(3, 3), padding=(1, 1, 1, 1)))
+    >>> g = b.build(outputs=[y])
+    """
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self._parts: list[Part] = []
+        self._inputs: list[Tensor] = []
+
+    def input(self, name: str, shape: Sequence[int], dtype: str = "int8") -> Tensor:
+        t = Tensor(name, tuple(shape), dtype)
+        self._inputs.append(t)
+        return t
+
+    def add(self, part: Part) -> Tensor:
+        self._parts.append(part)
+        return part.output
+
+    def extend(self, parts: Iterable[Part]) -> None:
+        for p in parts:
+            self.add(p)
+
+    def build(self, outputs: Sequence[Tensor] | None = None) -> PlannerGraph:
+        if outputs is None:
+            consumed = {t.name for p in self._parts for t in p.inputs}
+            outputs = [p.output for p in self._parts if p.output.name not in consumed]
+        return PlannerGraph(tuple(self._parts), tuple(self._inputs), tuple(outputs), self.name)

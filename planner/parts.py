@@ -1,0 +1,342 @@
+"""Part constructors, one per NPU operator kind, with exact NHWC propagators.
+
+Each constructor computes the output shape, creates the constant tensors the operation reads
+(weights, bias) and derives the propagator of every input from the operator's arithmetic:
+an output stripe of height ``h`` starting at row ``o`` of a window operator with kernel ``k``,
+stride ``s``, dilation ``d`` and top padding ``p`` reads input rows
+``[o*s - p, o*s - p + (h-1)*s + d*(k-1) + 1)``, i.e. linear ``s``, constant
+``d*(k-1) + 1 - s``, offset ``-p``.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Sequence
+
+from planner.errors import PlannerError
+from planner.graph import Part, Tensor
+from planner.propagator import Number, Propagator
+
+ACTIVATIONS = (None, "relu", "relu6", "relu_n1_to_1", "tanh", "sigmoid", "leaky_relu", "clip")
+
+
+def _pair(x, name: str) -> tuple[int, int]:
+    if isinstance(x, int):
+        return (x, x)
+    x = tuple(int(v) for v in x)
+    if len(x) != 2:
+        raise PlannerError(f"{name} must be one int or two, got {x}")
+    return x
+
+
+def _pads(p) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right); one int pads all sides; two are (vertical, horizontal)."""
+    if isinstance(p, int):
+        return (p, p, p, p)
+    p = tuple(int(v) for v in p)
+    if len(p) == 2:
+        return (p[0], p[1], p[0], p[1])
+    if len(p) != 4:
+        raise PlannerError(f"padding must have 1, 2 or 4 values, got {p}")
+    return p
+
+
+def _check_nhwc(t: Tensor, who: str) -> None:
+    if len(t.shape) != 4:
+        raise PlannerError(f"{who}: input {t.name!r} must be NHWC (4 dims), has shape {t.shape}")
+
+
+def window_out(size: int, k: int, s: int, d: int, pad_lo: int, pad_hi: int) -> int:
+    """Output length of a sliding window; raises if the window never fits."""
+    eff = d * (k - 1) + 1
+    n = (size + pad_lo + pad_hi - eff) // s + 1
+    if n < 1:
+        raise PlannerError(f"window of effective size {eff} does not fit in {size} "
+                           f"with padding {pad_lo}+{pad_hi}")
+    return n
+
+
+def same_padding(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
+    """TFLite SAME padding: output ceil(size/s), extra padding at the end."""
+    eff = d * (k - 1) + 1
+    out = -(-size // s)
+    total = max((out - 1) * s + eff - size, 0)
+    return total // 2, total - total // 2
+
+
+def _window_propagator(out_channels_map: tuple[Number, Number], in_c: int, k: tuple[int, int],
+                       s: tuple[int, int], d: tuple[int, int],
+                       pads: tuple[int, int, int, int]) -> Propagator:
+    """NHWC -> NHWC for conv/pool windows; the channel row is (linear, constant)."""
+    ch_lin, ch_const = out_channels_map
+    lin = [
+        [1, 0, 0, 0],
+        [0, s[0], 0, 0],
+        [0, 0, s[1], 0],
+        [0, 0, 0, ch_lin],
+    ]
+    const = [0, d[0] * (k[0] - 1) + 1 - s[0], d[1] * (k[1] - 1) + 1 - s[1], ch_const]
+    return Propagator.build(lin, const, [0, -pads[0], -pads[1], 0])
+
+
+def _slice_along_channels(shape: Sequence[int], channel_axis: int) -> Propagator:
+    """Output NHWC -> a constant whose ``channel_axis`` follows the output channels."""
+    lin, const = [], []
+    for i, n in enumerate(shape):
+        row = [0, 0, 0, 1 if i == channel_axis else 0]
+        lin.append(row)
+        const.append(0 if i == channel_axis else n)
+    return Propagator.build(lin, const, [0] * len(shape))
+
+
+def _bias_propagator() -> Propagator:
+    return Propagator.build([[0, 0, 0, 1]], [0], [0])
+
+
+def _attrs(**kw) -> tuple:
+    return tuple(sorted(kw.items()))
+
+
+def conv2d(name: str, ifm: Tensor, out_channels: int, kernel=(1, 1), strides=(1, 1),
+           dilation=(1, 1), padding=(0, 0, 0, 0), groups: int = 1, activation: str | None = None,
+           weight_compression: float = 1.0, bias: bool = True,
+           output_name: str | None = None) -> Part:
+    _check_nhwc(ifm, name)
+    k, s, d, p = _pair(kernel, "kernel"), _pair(strides, "strides"), _pair(dilation, "dilation"), \
+        _pads(padding)
+    n, h, w, c = ifm.shape
+    if groups < 1 or c % groups or out_channels % groups:
+        raise PlannerError(f"{name}: groups={groups} must divide input channels {c} and "
+                           f"output channels {out_channels}")
+    oh = window_out(h, k[0], s[0], d[0], p[0], p[2])
+    ow = window_out(w, k[1], s[1], d[1], p[1], p[3])
+    out = Tensor(output_name or f"{name}:0", (n, oh, ow, out_channels))
+    icg, ocg = c // groups, out_channels // groups
+    ch = (0, c) if groups == 1 else (Fraction(icg, ocg), icg - Fraction(icg, ocg))
+    weights = Tensor(f"{name}:weights", (out_channels, k[0], k[1], icg), "int8", True,
+                     weight_compression)
+    inputs, props = [ifm, weights], [_window_propagator(ch, c, k, s, d, p),
+                                     _slice_along_channels(weights.shape, 0)]
+    if bias:
+        inputs.append(Tensor(f"{name}:bias", (out_channels,), "int32", True))
+        props.append(_bias_propagator())
+    return Part(name, "conv2d", tuple(inputs), out, tuple(props),
+                _attrs(kernel=k, strides=s, dilation=d, padding=p, groups=groups,
+                       activation=activation))
+
+
+def depthwise_conv2d(name: str, ifm: Tensor, kernel=(3, 3), strides=(1, 1), dilation=(1, 1),
+                     padding=(0, 0, 0, 0), depth_multiplier: int = 1,
+                     activation: str | None = None, weight_compression: float = 1.0,
+                     bias: bool = True, output_name: str | None = None) -> Part:
+    _check_nhwc(ifm, name)
+    k, s, d, p = _pair(kernel, "kernel"), _pair(strides, "strides"), _pair(dilation, "dilation"), \
+        _pads(padding)
+    n, h, w, c = ifm.shape
+    m = int(depth_multiplier)
+    oh = window_out(h, k[0], s[0], d[0], p[0], p[2])
+    ow = window_out(w, k[1], s[1], d[1], p[1], p[3])
+    out = Tensor(output_name or f"{name}:0", (n, oh, ow, c * m))
+    ch = (1, 0) if m == 1 else (Fraction(1, m), 1 - Fraction(1, m))
+    weights = Tensor(f"{name}:weights", (1, k[0], k[1], c * m), "int8", True, weight_compression)
+    inputs, props = [ifm, weights], [_window_propagator(ch, c, k, s, d, p),
+                                     _slice_along_channels(weights.shape, 3)]
+    if bias:
+        inputs.append(Tensor(f"{name}:bias", (c * m,), "int32", True))
+        props.append(_bias_propagator())
+    return Part(name, "depthwise_conv2d", tuple(inputs), out, tuple(props),
+                _attrs(kernel=k, strides=s, dilation=d, padding=p, depth_multiplier=m,
+                       activation=activation))
+
+
+def pool2d(name: str, ifm: Tensor, pool_type: str = "max", pool_size=(2, 2), strides=(2, 2),
+           padding=(0, 0, 0, 0), activation: str | None = None,
+           output_name: str | None = None) -> Part:
+    if pool_type not in ("max", "avg"):
+        raise PlannerError(f"{name}: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    _check_nhwc(ifm, name)
+    k, s, p = _pair(pool_size, "pool_size"), _pair(strides, "strides"), _pads(padding)
+    n, h, w, c = ifm.shape
+    oh = window_out(h, k[0], s[0], 1, p[0], p[2])
+    ow = window_out(w, k[1], s[1], 1, p[1], p[3])
+    out = Tensor(output_name or f"{name}:0", (n, oh, ow, c))
+    return Part(name, "pool", (ifm,), out, (_window_propagator((1, 0), c, k, s, (1, 1), p),),
+                _attrs(pool_type=pool_type, kernel=k, strides=s, padding=p,
+                       activation=activation))
+
+
+def mean(name: str, ifm: Tensor, keepdims: bool = True, output_name: str | None = None) -> Part:
+    """Global average over H and W (TFLite MEAN over axes 1, 2), as Vela runs it."""
+    _check_nhwc(ifm, name)
+    n, h, w, c = ifm.shape
+    out_shape = (n, 1, 1, c) if keepdims else (n, c)
+    out = Tensor(output_name or f"{name}:0", out_shape)
+    if keepdims:
+        lin = [[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]
+    else:
+        lin = [[1, 0], [0, 0], [0, 0], [0, 1]]
+    prop = Propagator.build(lin, [0, h, w, 0], [0, 0, 0, 0])
+    return Part(name, "mean", (ifm,), out, (prop,), _attrs(kernel=(h, w), keepdims=keepdims))
+
+
+def _broadcast_propagator(in_shape: Sequence[int], out_shape: Sequence[int]) -> Propagator:
+    """Trailing-aligned numpy broadcasting: a size-1 input axis reads element 0 always."""
+    r_in, r_out = len(in_shape), len(out_shape)
+    if r_in > r_out:
+        raise PlannerError(f"cannot broadcast {tuple(in_shape)} to {tuple(out_shape)}")
+    lin, const = [], []
+    for i, n in enumerate(in_shape):
+        j = i + r_out - r_in
+        row = [0] * r_out
+        if n == out_shape[j]:
+            row[j] = 1
+            const.append(0)
+        elif n == 1:
+            const.append(1)
+        else:
+            raise PlannerError(f"cannot broadcast {tuple(in_shape)} to {tuple(out_shape)}")
+        lin.append(row)
+    return Propagator.build(lin, const, [0] * r_in)
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    r = max(len(a), len(b))
+    a = (1,) * (r - len(a)) + tuple(a)
+    b = (1,) * (r - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise PlannerError(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def elementwise(name: str, a: Tensor, b: Tensor, op: str = "add", activation: str | None = None,
+                output_name: str | None = None) -> Part:
+    if op not in ("add", "sub", "mul", "maximum", "minimum"):
+        raise PlannerError(f"{name}: unsupported binary op {op!r}")
+    shape = broadcast_shape(a.shape, b.shape)
+    out = Tensor(output_name or f"{name}:0", shape)
+    props = (_broadcast_propagator(a.shape, shape), _broadcast_propagator(b.shape, shape))
+    return Part(name, "elementwise", (a, b), out, props, _attrs(op=op, activation=activation))
+
+
+def unary(name: str, x: Tensor, op: str = "relu", output_name: str | None = None) -> Part:
+    """Activations and per-element ops (relu, sigmoid, tanh, requantize, ...)."""
+    out = Tensor(output_name or f"{name}:0", x.shape)
+    return Part(name, "unary", (x,), out, (Propagator.identity(len(x.shape)),), _attrs(op=op))
+
+
+def fully_connected(name: str, ifm: Tensor, units: int, activation: str | None = None,
+                    weight_compression: float = 1.0, bias: bool = True,
+                    output_name: str | None = None) -> Part:
+    if len(ifm.shape) != 2:
+        raise PlannerError(f"{name}: fully connected input must be (batch, features), "
+                           f"got {ifm.shape}; reshape it first")
+    n, k = ifm.shape
+    out = Tensor(output_name or f"{name}:0", (n, units))
+    weights = Tensor(f"{name}:weights", (units, k), "int8", True, weight_compression)
+    inputs = [ifm, weights]
+    props = [Propagator.build([[1, 0], [0, 0]], [0, k], [0, 0]),
+             Propagator.build([[0, 1], [0, 0]], [0, k], [0, 0])]
+    if bias:
+        inputs.append(Tensor(f"{name}:bias", (units,), "int32", True))
+        props.append(Propagator.build([[0, 1]], [0], [0]))
+    return Part(name, "fully_connected", tuple(inputs), out, tuple(props),
+                _attrs(activation=activation))
+
+
+def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
+                output_name: str | None = None) -> Part:
+    if not inputs:
+        raise PlannerError(f"{name}: concatenate needs at least one input")
+    rank = len(inputs[0].shape)
+    axis = axis % rank
+    for t in inputs:
+        if len(t.shape) != rank or any(t.shape[i] != inputs[0].shape[i]
+                                       for i in range(rank) if i != axis):
+            raise PlannerError(f"{name}: inputs {[t.shape for t in inputs]} differ off axis {axis}")
+    shape = list(inputs[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in inputs)
+    out = Tensor(output_name or f"{name}:0", tuple(shape))
+    props, start = [], 0
+    ident = [[1 if i == j else 0 for j in range(rank)] for i in range(rank)]
+    for t in inputs:
+        offset = [0] * rank
+        offset[axis] = -start
+        props.append(Propagator.build(ident, [0] * rank, offset))
+        start += t.shape[axis]
+    return Part(name, "concatenate", tuple(inputs), out, tuple(props), _attrs(axis=axis))
+
+
+def opaque(name: str, kind: str, x: Tensor, out_shape: Sequence[int],
+           output_name: str | None = None, **attrs) -> Part:
+    """An operator whose output stripes each need the whole input (reshape, transpose...)."""
+    out = Tensor(output_name or f"{name}:0", tuple(out_shape))
+    lin = [[0] * len(out_shape) for _ in x.shape]
+    prop = Propagator.build(lin, list(x.shape), [0] * len(x.shape))
+    return Part(name, kind, (x,), out, (prop,), _attrs(**attrs))
+
+
+def reshape(name: str, x: Tensor, new_shape: Sequence[int], output_name: str | None = None) -> Part:
+    import math
+    if math.prod(new_shape) != x.elements:
+        raise PlannerError(f"{name}: cannot reshape {x.shape} ({x.elements} elements) to "
+                           f"{tuple(new_shape)}")
+    return opaque(name, "reshape", x, new_shape, output_name)
+
+
+def transpose(name: str, x: Tensor, perm: Sequence[int], output_name: str | None = None) -> Part:
+    if sorted(perm) != list(range(len(x.shape))):
+        raise PlannerError(f"{name}: {tuple(perm)} is not a permutation of {len(x.shape)} axes")
+    return opaque(name, "transpose", x, [x.shape[i] for i in perm], output_name,
+                  perm=tuple(perm))
+
+
+def resize(name: str, x: Tensor, scale=(2, 2), method: str = "nearest",
+           output_name: str | None = None) -> Part:
+    """Integer upscaling (the NPU's resize). Output row r reads input row floor(r / s)
+    (nearest) or rows around (r + 1/2) / s - 1/2 (bilinear, half pixel)."""
+    _check_nhwc(x, name)
+    sh, sw = _pair(scale, "scale")
+    if method not in ("nearest", "bilinear"):
+        raise PlannerError(f"{name}: resize method must be 'nearest' or 'bilinear'")
+    n, h, w, c = x.shape
+    out = Tensor(output_name or f"{name}:0", (n, h * sh, w * sw, c))
+    fh, fw = Fraction(1, sh), Fraction(1, sw)
+    lin = [[1, 0, 0, 0], [0, fh, 0, 0], [0, 0, fw, 0], [0, 0, 0, 1]]
+    if method == "nearest":
+        const, offset = [0, 1 - fh, 1 - fw, 0], [0, 0, 0, 0]
+    else:
+        const = [0, 2 - fh, 2 - fw, 0]
+        offset = [0, fh / 2 - Fraction(1, 2), fw / 2 - Fraction(1, 2), 0]
+    return Part(name, "resize", (x,), out, (Propagator.build(lin, const, offset),),
+                _attrs(scale=(sh, sw), method=method))
+
+
+def pad(name: str, x: Tensor, pads: Sequence[tuple[int, int]],
+        output_name: str | None = None) -> Part:
+    """Explicit padding: ``pads`` is (before, after) per axis."""
+    if len(pads) != len(x.shape):
+        raise PlannerError(f"{name}: pads need one (before, after) pair per axis of {x.shape}")
+    shape = tuple(n + a + b for n, (a, b) in zip(x.shape, pads))
+    out = Tensor(output_name or f"{name}:0", shape)
+    r = len(shape)
+    ident = [[1 if i == j else 0 for j in range(r)] for i in range(r)]
+    prop = Propagator.build(ident, [0] * r, [-a for a, _ in pads])
+    return Part(name, "pad", (x,), out, (prop,), _attrs(pads=tuple(map(tuple, pads))))
+
+
+def strided_slice(name: str, x: Tensor, begin: Sequence[int], size: Sequence[int],
+                  output_name: str | None = None) -> Part:
+    """A contiguous slice (SPLIT and SLICE lower to these)."""
+    r = len(x.shape)
+    if len(begin) != r or len(size) != r:
+        raise PlannerError(f"{name}: begin and size need {r} values")
+    for b, s, n in zip(begin, size, x.shape):
+        if b < 0 or s < 1 or b + s > n:
+            raise PlannerError(f"{name}: slice begin={tuple(begin)} size={tuple(size)} is outside "
+                               f"{x.shape}")
+    out = Tensor(output_name or f"{name}:0", tuple(size))
+    ident = [[1 if i == j else 0 for j in range(r)] for i in range(r)]
+    return Part(name, "slice", (x,), out, (Propagator.build(ident, [0] * r, list(begin)),),
+                _attrs(begin=tuple(begin)))

@@ -1,0 +1,1 @@
+"""Performance models, one module per device family. See ``base.PerfModel``."""

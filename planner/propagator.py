@@ -1,0 +1,131 @@
+"""Affine propagators: how a stripe of a Part's output maps onto a stripe of one input.
+
+A Propagator holds an augmented affine matrix ``transform`` of shape
+(input_dims + 1) x (output_dims + 1) and an ``offset`` per input dimension (the RFC's
+formulation, seed 004). Entries are ints or ``fractions.Fraction`` so that fractional strides
+(upscaling) and offsets (padding of strided windows) propagate exactly; TVM's cascader used
+floats and truncated them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence, Union
+
+Number = Union[int, Fraction]
+
+
+def _norm(x: Number) -> Number:
+    """Keep exact integers as int so hashing, JSON and fast paths stay simple."""
+    if isinstance(x, Fraction) and x.denominator == 1:
+        return int(x.numerator)
+    return x
+
+
+@dataclass(frozen=True)
+class Propagator:
+    transform: tuple[tuple[Number, ...], ...]
+    offset: tuple[Number, ...]
+
+    def __post_init__(self) -> None:
+        rows = len(self.transform)
+        if rows < 1:
+            raise ValueError("a propagator needs at least the augmentation row")
+        cols = len(self.transform[0])
+        if any(len(r) != cols for r in self.transform):
+            raise ValueError("propagator transform rows have different lengths")
+        if len(self.offset) != rows - 1:
+            raise ValueError(
+                f"propagator offset has {len(self.offset)} entries, expected {rows - 1}"
+            )
+        object.__setattr__(
+            self, "transform", tuple(tuple(_norm(Fraction(v)) for v in r) for r in self.transform)
+        )
+        object.__setattr__(self, "offset", tuple(_norm(Fraction(v)) for v in self.offset))
+
+    @property
+    def input_dims(self) -> int:
+        return len(self.transform) - 1
+
+    @property
+    def output_dims(self) -> int:
+        return len(self.transform[0]) - 1
+
+    @staticmethod
+    def build(linear: Sequence[Sequence[Number]], const: Sequence[Number],
+              offset: Sequence[Number]) -> "Propagator":
+        """Assemble from the linear part, the constant column and the offset."""
+        out_dims = len(linear[0]) if linear else 0
+        rows = [tuple(row) + (c,) for row, c in zip(linear, const)]
+        rows.append(tuple([0] * out_dims) + (1,))
+        return Propagator(tuple(rows), tuple(offset))
+
+    @staticmethod
+    def identity(dims: int) -> "Propagator":
+        lin = [[1 if i == j else 0 for j in range(dims)] for i in range(dims)]
+        return Propagator.build(lin, [0] * dims, [0] * dims)
+
+    def linear(self, i: int, j: int) -> Number:
+        return self.transform[i][j]
+
+    def const(self, i: int) -> Number:
+        return self.transform[i][-1]
+
+    def apply_shape(self, shape: Sequence[Number]) -> tuple[Number, ...]:
+        """M @ [shape, 1]: the input extent that an output extent of ``shape`` needs."""
+        cols = self.output_dims
+        out = []
+        for row in self.transform[:-1]:
+            acc: Number = row[cols]
+            for j in range(cols):
+                if row[j]:
+                    acc = acc + row[j] * shape[j]
+            out.append(_norm(Fraction(acc)) if isinstance(acc, Fraction) else acc)
+        return tuple(out)
+
+    def apply_linear(self, vec: Sequence[Number]) -> tuple[Number, ...]:
+        """The linear part only: used for strides, which have no constant term."""
+        cols = self.output_dims
+        out = []
+        for row in self.transform[:-1]:
+            acc: Number = 0
+            for j in range(cols):
+                if row[j]:
+                    acc = acc + row[j] * vec[j]
+            out.append(_norm(Fraction(acc)) if isinstance(acc, Fraction) else acc)
+        return tuple(out)
+
+    def apply_offset(self, offset: Sequence[Number]) -> tuple[Number, ...]:
+        """Where the input stripe starts, given where the output stripe starts."""
+        lin = self.apply_linear(offset)
+        return tuple(_norm(Fraction(a + b)) if isinstance(a + b, Fraction) else a + b
+                     for a, b in zip(lin, self.offset))
+
+    def driving_axis(self, i: int) -> int | None:
+        """The output axis whose position moves input axis ``i`` (None if it never moves)."""
+        row = self.transform[i]
+        for j in range(self.output_dims):
+            if row[j] != 0:
+                return j
+        return None
+
+    def compose(self, inner: "Propagator") -> "Propagator":
+        """``inner`` applied after ``self``: output of self's Part -> input of inner's Part.
+
+        ``self`` maps a stripe of Part A's output to A's input, which is Part B's output;
+        ``inner`` maps B's output to B's input. The result maps A's output to B's input.
+        """
+        if inner.output_dims != self.input_dims:
+            raise ValueError(
+                f"cannot compose: inner expects {inner.output_dims} dims, "
+                f"outer produces {self.input_dims}"
+            )
+        a, b = inner.transform, self.transform
+        rows = []
+        for i in range(len(a)):
+            rows.append(tuple(
+                sum((a[i][k] * b[k][j] for k in range(len(b))), Fraction(0))
+                for j in range(len(b[0]))
+            ))
+        offset = tuple(x + y for x, y in zip(inner.apply_linear(self.offset), inner.offset))
+        return Propagator(tuple(rows), offset)

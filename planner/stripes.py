@@ -1,0 +1,129 @@
+"""Stripe configurations: how a tensor (or the region a Part computes) is cut into stripes.
+
+Stripe ``i`` along axis ``a`` covers the half-open range
+``[floor(offset[a] + i * strides[a]), that + shape[a])``, clipped to ``[0, extent[a])``.
+``order[a]`` is 0 for an axis that is not iterated and otherwise the axis's place in the loop
+nest, 1 being outermost. Offsets and strides may be Fractions (upscaling); shapes are ints.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import product
+from typing import Sequence
+
+from planner.propagator import Number, Propagator
+
+
+def _floor(x: Number) -> int:
+    return math.floor(x)
+
+
+def _ceil(x: Number) -> int:
+    return math.ceil(x)
+
+
+@dataclass(frozen=True)
+class StripeConfig:
+    shape: tuple[int, ...]
+    extent: tuple[int, ...]
+    strides: tuple[Number, ...]
+    order: tuple[int, ...]
+    stripes: tuple[int, ...]
+    offset: tuple[Number, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.shape)
+        for name in ("extent", "strides", "order", "stripes", "offset"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"StripeConfig.{name} has {len(getattr(self, name))} dims, "
+                                 f"shape has {n}")
+        if any(s < 1 for s in self.stripes):
+            raise ValueError("every axis needs at least one stripe")
+
+    @staticmethod
+    def whole(shape: Sequence[int]) -> "StripeConfig":
+        """One stripe covering the whole tensor."""
+        n = len(shape)
+        return StripeConfig(tuple(shape), tuple(shape), tuple(shape), (0,) * n, (1,) * n, (0,) * n)
+
+    @staticmethod
+    def tiled(extent: Sequence[int], shape: Sequence[int], order: Sequence[int]) -> "StripeConfig":
+        """Non-overlapping stripes of ``shape`` tiling ``extent``; the last one clipped."""
+        shape = tuple(min(int(s), int(e)) for s, e in zip(shape, extent))
+        stripes = tuple(-(-e // s) for s, e in zip(shape, extent))
+        order = tuple(o if n > 1 else 0 for o, n in zip(order, stripes))
+        return StripeConfig(shape, tuple(extent), shape, order, stripes, (0,) * len(shape))
+
+    @property
+    def total_stripes(self) -> int:
+        return math.prod(self.stripes)
+
+    def axis_ranges(self, axis: int) -> list[tuple[int, int]]:
+        """The clipped [lo, hi) range of each stripe along ``axis`` (empty ranges kept)."""
+        out = []
+        for i in range(self.stripes[axis]):
+            lo = _floor(self.offset[axis] + i * self.strides[axis])
+            hi = lo + self.shape[axis]
+            lo_c, hi_c = max(lo, 0), min(hi, self.extent[axis])
+            out.append((lo_c, max(lo_c, hi_c)))
+        return out
+
+    def count_stripes(self) -> Counter:
+        """How many stripes of each clipped shape there are (the edges make smaller ones)."""
+        per_axis = []
+        for a in range(len(self.shape)):
+            per_axis.append(Counter(hi - lo for lo, hi in self.axis_ranges(a)))
+        counts: Counter = Counter()
+        for combo in product(*(sorted(c.items()) for c in per_axis)):
+            shape = tuple(size for size, _ in combo)
+            counts[shape] += math.prod(n for _, n in combo)
+        return counts
+
+    def propagate(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
+        """The stripes of an input that the stripes of this output need.
+
+        Shapes round up (a fractional shape means a stripe may straddle one more element);
+        strides and offsets stay exact. An input axis follows the iteration of the output axis
+        that drives it; an axis driven by none is read whole once per stripe.
+        """
+        if prop.output_dims != len(self.shape):
+            raise ValueError(f"propagator expects {prop.output_dims} dims, stripe has "
+                             f"{len(self.shape)}")
+        if prop.input_dims != len(input_shape):
+            raise ValueError(f"propagator produces {prop.input_dims} dims, input tensor has "
+                             f"{len(input_shape)}")
+        shape = tuple(max(1, _ceil(x)) for x in prop.apply_shape(self.shape))
+        strides = prop.apply_linear(self.strides)
+        offset = prop.apply_offset(self.offset)
+        order, stripes = [], []
+        for i in range(prop.input_dims):
+            j = prop.driving_axis(i)
+            if j is None or self.stripes[j] == 1:
+                order.append(0)
+                stripes.append(1)
+            else:
+                order.append(self.order[j])
+                stripes.append(self.stripes[j])
+        fixed_strides = tuple(s if n > 1 else shp for s, n, shp in zip(strides, stripes, shape))
+        return StripeConfig(shape, tuple(int(e) for e in input_shape), fixed_strides,
+                            tuple(order), tuple(stripes), offset)
+
+    def to_json(self) -> dict:
+        def num(x: Number):
+            return x if isinstance(x, int) else f"{x.numerator}/{x.denominator}"
+        return {
+            "shape": list(self.shape), "extent": list(self.extent),
+            "strides": [num(s) for s in self.strides], "order": list(self.order),
+            "stripes": list(self.stripes), "offset": [num(o) for o in self.offset],
+        }
+
+
+def parse_number(x) -> Number:
+    """Inverse of the JSON encoding above: ints stay ints, "p/q" becomes a Fraction."""
+    if isinstance(x, str):
+        f = Fraction(x)
+        return int(f) if f.denominator == 1 else f
+    return int(x)
