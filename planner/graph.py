@@ -80,8 +80,8 @@ class Part:
                     f"part {self.name!r}: propagator for {t.name!r} maps "
                     f"{p.output_dims}->{p.input_dims} dims, tensors are "
                     f"{len(self.output.shape)}->{len(t.shape)}")
-        if isinstance(self.attrs, Mapping):
-            object.__setattr__(self, "attrs", tuple(sorted(self.attrs.items())))
+        items = self.attrs.items() if isinstance(self.attrs, Mapping) else self.attrs
+        object.__setattr__(self, "attrs", tuple(sorted(items)))
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:

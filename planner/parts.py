@@ -111,7 +111,9 @@ def conv2d(name: str, ifm: Tensor, out_channels: int, kernel=(1, 1), strides=(1,
     ow = window_out(w, k[1], s[1], d[1], p[1], p[3])
     out = Tensor(output_name or f"{name}:0", (n, oh, ow, out_channels))
     icg, ocg = c // groups, out_channels // groups
-    ch = (0, c) if groups == 1 else (Fraction(icg, ocg), icg - Fraction(icg, ocg))
+    # Grouped: output channel stripes aligned to whole groups read exactly their groups'
+    # input channels (the planner only stripes channels on group boundaries).
+    ch = (0, c) if groups == 1 else (Fraction(icg, ocg), 0)
     weights = Tensor(f"{name}:weights", (out_channels, k[0], k[1], icg), "int8", True,
                      weight_compression)
     inputs, props = [ifm, weights], [_window_propagator(ch, c, k, s, d, p),
@@ -220,10 +222,13 @@ def elementwise(name: str, a: Tensor, b: Tensor, op: str = "add", activation: st
     return Part(name, "elementwise", (a, b), out, props, _attrs(op=op, activation=activation))
 
 
-def unary(name: str, x: Tensor, op: str = "relu", output_name: str | None = None) -> Part:
-    """Activations and per-element ops (relu, sigmoid, tanh, requantize, ...)."""
+def unary(name: str, x: Tensor, op: str = "relu", output_name: str | None = None,
+          **attrs) -> Part:
+    """Activations and per-element ops (relu, sigmoid, tanh, requantize, ...); extra
+    ``attrs`` carry operator parameters such as leaky relu's alpha."""
     out = Tensor(output_name or f"{name}:0", x.shape)
-    return Part(name, "unary", (x,), out, (Propagator.identity(len(x.shape)),), _attrs(op=op))
+    return Part(name, "unary", (x,), out, (Propagator.identity(len(x.shape)),),
+                _attrs(op=op, **attrs))
 
 
 def fully_connected(name: str, ifm: Tensor, units: int, activation: str | None = None,
@@ -246,7 +251,7 @@ def fully_connected(name: str, ifm: Tensor, units: int, activation: str | None =
 
 
 def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
-                output_name: str | None = None) -> Part:
+                activation: str | None = None, output_name: str | None = None) -> Part:
     if not inputs:
         raise PlannerError(f"{name}: concatenate needs at least one input")
     rank = len(inputs[0].shape)
@@ -265,7 +270,8 @@ def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
         offset[axis] = -start
         props.append(Propagator.build(ident, [0] * rank, offset))
         start += t.shape[axis]
-    return Part(name, "concatenate", tuple(inputs), out, tuple(props), _attrs(axis=axis))
+    return Part(name, "concatenate", tuple(inputs), out, tuple(props),
+                _attrs(axis=axis, activation=activation))
 
 
 def opaque(name: str, kind: str, x: Tensor, out_shape: Sequence[int],

@@ -43,6 +43,13 @@ class Propagator:
         )
         object.__setattr__(self, "offset", tuple(_norm(Fraction(v)) for v in self.offset))
 
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.transform, self.offset))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @property
     def input_dims(self) -> int:
         return len(self.transform) - 1
@@ -71,8 +78,27 @@ class Propagator:
     def const(self, i: int) -> Number:
         return self.transform[i][-1]
 
+    def _rows(self):
+        """Per input axis: ((output axis, coefficient) for non-zero entries, constant)."""
+        rows = self.__dict__.get("_sparse")
+        if rows is None:
+            cols = self.output_dims
+            rows = tuple((tuple((j, r[j]) for j in range(cols) if r[j] != 0), r[cols])
+                         for r in self.transform[:-1])
+            object.__setattr__(self, "_sparse", rows)
+        return rows
+
     def apply_shape(self, shape: Sequence[Number]) -> tuple[Number, ...]:
         """M @ [shape, 1]: the input extent that an output extent of ``shape`` needs."""
+        out = []
+        for terms, const in self._rows():
+            acc = const
+            for j, c in terms:
+                acc = acc + c * shape[j]
+            out.append(_norm(acc) if isinstance(acc, Fraction) else acc)
+        return tuple(out)
+
+    def _apply_shape_dense(self, shape: Sequence[Number]) -> tuple[Number, ...]:
         cols = self.output_dims
         out = []
         for row in self.transform[:-1]:

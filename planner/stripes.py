@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 from itertools import product
 from typing import Sequence
@@ -23,6 +24,18 @@ def _floor(x: Number) -> int:
 
 def _ceil(x: Number) -> int:
     return math.ceil(x)
+
+
+@lru_cache(maxsize=500_000)
+def _axis_ranges(offset: Number, stride: Number, shape: int, stripes: int, extent: int
+                 ) -> tuple[tuple[int, int], ...]:
+    out = []
+    for i in range(stripes):
+        lo = math.floor(offset + i * stride)
+        hi = lo + shape
+        lo_c, hi_c = max(lo, 0), min(hi, extent)
+        out.append((lo_c, max(lo_c, hi_c)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -61,18 +74,24 @@ class StripeConfig:
     def total_stripes(self) -> int:
         return math.prod(self.stripes)
 
-    def axis_ranges(self, axis: int) -> list[tuple[int, int]]:
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.shape, self.extent, self.strides, self.order, self.stripes,
+                      self.offset))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def axis_ranges(self, axis: int) -> tuple[tuple[int, int], ...]:
         """The clipped [lo, hi) range of each stripe along ``axis`` (empty ranges kept)."""
-        out = []
-        for i in range(self.stripes[axis]):
-            lo = _floor(self.offset[axis] + i * self.strides[axis])
-            hi = lo + self.shape[axis]
-            lo_c, hi_c = max(lo, 0), min(hi, self.extent[axis])
-            out.append((lo_c, max(lo_c, hi_c)))
-        return out
+        return _axis_ranges(self.offset[axis], self.strides[axis], self.shape[axis],
+                            self.stripes[axis], self.extent[axis])
 
     def count_stripes(self) -> Counter:
         """How many stripes of each clipped shape there are (the edges make smaller ones)."""
+        return _count_stripes(self)
+
+    def _count(self) -> Counter:
         per_axis = []
         for a in range(len(self.shape)):
             per_axis.append(Counter(hi - lo for lo, hi in self.axis_ranges(a)))
@@ -83,6 +102,9 @@ class StripeConfig:
         return counts
 
     def propagate(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
+        return _propagate(self, prop, tuple(input_shape))
+
+    def _propagate(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
         """The stripes of an input that the stripes of this output need.
 
         Shapes round up (a fractional shape means a stripe may straddle one more element);
@@ -119,6 +141,16 @@ class StripeConfig:
             "strides": [num(s) for s in self.strides], "order": list(self.order),
             "stripes": list(self.stripes), "offset": [num(o) for o in self.offset],
         }
+
+
+@lru_cache(maxsize=200_000)
+def _count_stripes(sc: StripeConfig) -> Counter:
+    return sc._count()
+
+
+@lru_cache(maxsize=200_000)
+def _propagate(sc: StripeConfig, prop: Propagator, input_shape: tuple[int, ...]) -> StripeConfig:
+    return sc._propagate(prop, input_shape)
 
 
 def parse_number(x) -> Number:

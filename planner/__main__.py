@@ -1,0 +1,87 @@
+"""`python -m planner`: plan a model without TVM.
+
+  python -m planner plan MODEL.tflite|GRAPH.json --device ethos-u55-128 [--budget 300KiB]
+                    [--io-region sram|dram] [--json]
+  python -m planner demo MODEL.tflite --device ethos-u55-128
+
+Exit status 0 on success, 2 on bad input or an infeasible budget (one line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from planner.errors import PlannerError
+
+
+def _options(args):
+    from planner.options import PlannerOptions
+    kw = {}
+    if args.max_plan_size is not None:
+        kw["max_plan_size"] = args.max_plan_size
+    if args.stripe_factors is not None:
+        kw["stripe_factors"] = args.stripe_factors
+    if args.no_multi_dimensional:
+        kw["multi_dimensional"] = False
+    if args.thin_frontier is not None:
+        kw["thin_frontier"] = args.thin_frontier
+    return PlannerOptions(**kw)
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m planner", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, help_ in (("plan", "plan a model and print the chosen Proposal"),
+                        ("demo", "plan a model and print the frontier and per-layer table")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("model", help="a .tflite model or a planner graph .json")
+        p.add_argument("--device", default="ethos-u55-128")
+        p.add_argument("--budget", default=None, help="SRAM budget, e.g. 300KiB (default: "
+                       "none, pick the fastest)")
+        p.add_argument("--io-region", default="sram", choices=["sram", "dram"],
+                       help="where the network input and output live")
+        p.add_argument("--max-plan-size", type=int, default=None)
+        p.add_argument("--stripe-factors", type=int, default=None)
+        p.add_argument("--no-multi-dimensional", action="store_true")
+        p.add_argument("--thin-frontier", type=int, default=None)
+        if name == "plan":
+            p.add_argument("--json", action="store_true", help="print one JSON object")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from planner.api import plan
+    from planner.report import frontier_table, layer_table
+    try:
+        t0 = time.perf_counter()
+        result = plan(args.model, args.device, budget=args.budget, io_region=args.io_region,
+                      options=_options(args))
+        elapsed = time.perf_counter() - t0
+    except PlannerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if getattr(args, "json", False):
+        print(json.dumps(result.to_json(), sort_keys=True))
+        return 0
+    g, ch = result.graph, result.chosen
+    print(f"{g.name}: {len(g.parts)} parts on {result.device.name} "
+          f"(io in {result.device.io_region}); {result.plan_candidates:,} plan candidates "
+          f"costed in {elapsed:.2f} s")
+    if args.command == "demo":
+        print("\nPareto frontier of Proposals (peak SRAM incl. network input/output, "
+              "estimated cycles):")
+        print(frontier_table(result.frontier, result.chosen_index))
+        print(f"\nSmallest memory: {result.frontier[0][0] / 1024:.1f} KiB; fastest: "
+              f"{result.frontier[-1][1]:,} cycles at {result.frontier[-1][0] / 1024:.1f} KiB")
+        print("\nChosen plan" + (f" (budget {result.budget:,} B)" if result.budget else
+                                 " (fastest)") + ":")
+    print(layer_table(g, ch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,536 @@
+"""Plan generation: every way to run a group of Parts as one cascade, costed exactly.
+
+A Plan covers an interval ``[start, end]`` of the graph's topological order whose last Part
+(the sink) is the only one whose output leaves the interval. The sink's output is cut into
+stripes (a StripeConfig); walking the interval backwards, each intermediate tensor is held
+either as a RECOMPUTE buffer (the window its consumer reads per stripe) or as a ROLLING ring
+along the innermost striped axis, whose producer computes rows on demand in chunks
+(``rolling_granules``: 1 row at a time gives the smallest rings; 0 gives the chunk its
+consumer advances per stripe). Because extending an interval backwards never changes what is
+downstream, all intervals with the same sink and stripe config are costed in one backward walk.
+
+Memory of a Plan counts what it allocates beyond its boundary tensors (which the Proposal
+accounts as live tensors): intermediate buffers, staging buffers for tensors homed in DRAM,
+and weights copied to SRAM.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator
+
+from planner.device import Device
+from planner.errors import PlannerError
+from planner.graph import Part, PlannerGraph, Tensor
+from planner.memory import BufferMode, TensorConfig
+from planner.options import PlannerOptions
+from planner.stripes import StripeConfig
+from planner.windows import ring_rows, window
+
+
+@dataclass(frozen=True)
+class PartSchedule:
+    """How one Part of a Plan runs: the stripes of its output it computes, and their cost."""
+    part: str
+    stripe: StripeConfig
+    executions: int
+    cycles: int
+    weights_region: str
+
+    def to_json(self) -> dict:
+        return {"part": self.part, "stripe": self.stripe.to_json(),
+                "executions": self.executions, "cycles": self.cycles,
+                "weights_region": self.weights_region}
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """The choices that define a Plan for a given interval (enough to rebuild it)."""
+    stripe: StripeConfig
+    mode: str            # "rolling" or "recompute"
+    granule: int         # rolling chunk rows; 0 = natural
+    weights: str         # "flash" or "sram"
+
+    def label(self) -> str:
+        if self.mode == "rolling":
+            return f"rolling(g={self.granule or 'natural'})"
+        return "recompute"
+
+
+@dataclass(frozen=True)
+class Plan:
+    start: int
+    end: int
+    parts: tuple[str, ...]
+    output: str
+    spec: PlanSpec
+    tensor_configs: tuple[TensorConfig, ...]
+    part_schedules: tuple[PartSchedule, ...]
+    memory_bytes: int
+    cycles: int
+
+    def to_json(self) -> dict:
+        return {
+            "parts": list(self.parts), "output": self.output,
+            "output_stripe": self.spec.stripe.to_json(), "buffering": self.spec.label(),
+            "weights": self.spec.weights, "memory_bytes": self.memory_bytes,
+            "cycles": self.cycles,
+            "tensors": [tc.to_json() for tc in self.tensor_configs],
+            "schedule": [ps.to_json() for ps in self.part_schedules],
+        }
+
+
+def _distinct_sizes(extent: int, granule: int, factors: int) -> list[int]:
+    """Stripe sizes along one axis: one per distinct stripe count, aligned to ``granule``,
+    thinned to ``factors`` values spread evenly (so not only powers of two)."""
+    sizes = set()
+    for n in range(1, extent + 1):
+        s = -(-extent // n)
+        s = min(extent, -(-s // granule) * granule)
+        sizes.add(s)
+    ordered = sorted(sizes)
+    if len(ordered) <= factors:
+        return ordered
+    picks = {ordered[round(k * (len(ordered) - 1) / (factors - 1))] for k in range(factors)}
+    return sorted(picks)
+
+
+class PlanGenerator:
+    """Costs candidate Plans for one graph on one device; caches per-Part stripe costs."""
+
+    def __init__(self, graph: PlannerGraph, device: Device, options: PlannerOptions) -> None:
+        self.graph = graph
+        self.device = device
+        self.options = options
+        self.topo = graph.topological_parts()
+        self.position = {p.name: i for i, p in enumerate(self.topo)}
+        self.output_names = {t.name for t in graph.outputs}
+        self.input_names = {t.name for t in graph.inputs}
+        self.fm = device.region(device.fm_region)
+        self.weight_home = device.region(device.weight_region)
+        self.io = device.region(device.io_region)
+        self._cost_cache: dict = {}
+        self._sig_cache: dict = {}
+        self._shape_cache: dict = {}
+
+    # ----- where tensors live --------------------------------------------------------------
+    def home_of(self, t: Tensor) -> str:
+        if t.is_constant:
+            return self.device.weight_region
+        if t.name in self.input_names or t.name in self.output_names:
+            return self.device.io_region
+        return self.device.fm_region
+
+    def staged(self, t: Tensor) -> bool:
+        """A boundary tensor homed outside the feature-map region is streamed through SRAM."""
+        return not t.is_constant and self.home_of(t) != self.device.fm_region
+
+    # ----- stripe candidates ---------------------------------------------------------------
+    def sink_configs(self, t: Tensor) -> list[StripeConfig]:
+        shape = t.shape
+        configs = [StripeConfig.whole(shape)]
+        if len(shape) != 4:
+            return configs
+        mh, mw, _ = self.device.perf.micro_block
+        _, h, w, _ = shape
+        heights = _distinct_sizes(h, mh, self.options.stripe_factors)
+        widths = [w]
+        if self.options.multi_dimensional and w > 1:
+            for n in range(2, self.options.max_width_tiles + 1):
+                tile = min(w, -(-(-(-w // n)) // mw) * mw)
+                if tile < w and tile not in widths:
+                    widths.append(tile)
+        for tw in widths:
+            for th in heights:
+                if th == h and tw == w:
+                    continue
+                order = (0, 2 if tw < w else 1, 1, 0) if th < h else (0, 0, 1, 0)
+                configs.append(StripeConfig.tiled(shape, (shape[0], th, tw, shape[3]), order))
+        return configs
+
+    def modes(self) -> list[tuple[str, int]]:
+        out = [("rolling", g) for g in self.options.rolling_granules]
+        if self.options.allow_recompute:
+            out.append(("recompute", 0))
+        return out
+
+    # ----- costing one Part ----------------------------------------------------------------
+    def part_cost(self, part: Part, stripe: StripeConfig, weights: str) -> int:
+        """Cycles of running ``part`` over every stripe of ``stripe`` (weights streamed from
+        their home, or copied once to SRAM when ``weights == "sram"`` and it runs more than
+        one stripe)."""
+        sig = self._signature(part)
+        key = (sig, stripe, weights)
+        hit = self._cost_cache.get(key)
+        if hit is not None:
+            return hit
+        copy_weights = weights == "sram" and stripe.total_stripes > 1
+        total = 0
+        for shape, n in sorted(stripe.count_stripes().items()):
+            if 0 not in shape:
+                total += n * self._stripe_cycles(part, sig, shape, copy_weights)
+        if copy_weights:
+            for _, t in part.constant_inputs:
+                total += self.weight_home.read_cycles(t.bytes)
+        self._cost_cache[key] = total
+        return total
+
+    def _stripe_cycles(self, part: Part, sig, shape: tuple[int, ...], copy_weights: bool
+                       ) -> int:
+        """One stripe: compute overlapped with the transfers on each memory port (the NPU's
+        DMA runs beside its MACs), whichever is longer, plus the per-stripe overhead."""
+        key = (sig, shape, copy_weights)
+        hit = self._shape_cache.get(key)
+        if hit is not None:
+            return hit
+        w_region = self.fm if copy_weights else self.weight_home
+        ports: dict[str, int] = {}
+        for t, prop in zip(part.inputs, part.propagators):
+            win = tuple(min(max(1, math.ceil(x)), e)
+                        for x, e in zip(prop.apply_shape(shape), t.shape))
+            nbytes = t.region_bytes(win)
+            rows = math.prod(win[:-1]) if len(win) > 1 else 1
+            if t.is_constant:
+                region = w_region
+            else:
+                region = self.fm
+                if self.staged(t):
+                    d = self.io
+                    ports[d.port_name] = ports.get(d.port_name, 0) + d.read_cycles(nbytes, rows)
+            ports[region.port_name] = ports.get(region.port_name, 0) + \
+                region.read_cycles(nbytes, rows)
+        out_bytes = part.output.region_bytes(shape)
+        out_rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+        ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
+            self.fm.write_cycles(out_bytes, out_rows)
+        if self.staged(part.output):
+            ports[self.io.port_name] = ports.get(self.io.port_name, 0) + \
+                self.io.write_cycles(out_bytes, out_rows)
+        compute = part.performance(self.device.perf, shape)
+        cycles = max(compute, max(ports.values())) + \
+            self.device.perf.stripe_overhead_cycles(part)
+        self._shape_cache[key] = cycles
+        return cycles
+
+    def _signature(self, part: Part):
+        """Parts that cost the same whatever their names (repeated blocks share costs)."""
+        sig = self._sig_cache.get(part.name)
+        if sig is None:
+            sig = (part.kind, part.attrs, tuple((t.shape, t.dtype, t.is_constant,
+                                                 t.compression_ratio, self.staged(t))
+                                                for t in part.inputs),
+                   part.output.shape, part.output.dtype, self.staged(part.output),
+                   part.propagators)
+            self._sig_cache[part.name] = sig
+        return sig
+
+    def weight_copy_bytes(self, part: Part, stripe: StripeConfig, weights: str) -> int:
+        if weights != "sram" or stripe.total_stripes <= 1:
+            return 0
+        return sum(t.bytes for _, t in part.constant_inputs)
+
+    # ----- the backward walk ---------------------------------------------------------------
+    def walk(self, end: int, spec: PlanSpec, build: bool = False, stop: int | None = None
+             ) -> Iterator[tuple[int, dict[str, tuple[int, int]], "Plan | None"]]:
+        """Yield (start, {weights placement: (memory, cycles)}, plan-or-None) for every valid
+        interval ending at ``end``, extending one Part at a time.
+
+        Both weight placements share the walk (they change costs, not stripes); a Plan is
+        only built when ``build`` is set, for ``spec.weights``.
+        """
+        sink = self.topo[end]
+        min_start = max(0, end - self.options.max_plan_size + 1)
+        if stop is not None:
+            min_start = max(min_start, stop)
+        compute: dict[str, StripeConfig] = {sink.name: spec.stripe}
+        rolling = spec.mode == "rolling"
+        placements = self.options.weight_placements if not build else (spec.weights,)
+        memory = {wp: 0 for wp in placements}
+        cycles = {wp: 0 for wp in placements}
+        configs: list[TensorConfig] = []
+        schedules: list[PartSchedule] = []
+
+        def add_part(p: Part) -> None:
+            st = compute[p.name]
+            for wp in placements:
+                cycles[wp] += self.part_cost(p, st, wp)
+                memory[wp] += self.weight_copy_bytes(p, st, wp)
+            stage, stage_cfgs = self._input_staging(p, st, spec, build)
+            for wp in placements:
+                memory[wp] += stage
+            if build:
+                wbytes = self.weight_copy_bytes(p, st, spec.weights)
+                schedules.append(PartSchedule(
+                    p.name, st, st.total_stripes, self.part_cost(p, st, spec.weights),
+                    self.device.fm_region if wbytes else self.device.weight_region))
+                configs.extend(stage_cfgs)
+                if wbytes:
+                    for _, t in p.constant_inputs:
+                        configs.append(TensorConfig(t.name, self.device.weight_region,
+                                                    self.device.fm_region,
+                                                    BufferMode.RECOMPUTE, t.shape, t.bytes))
+
+        if self.staged(sink.output):
+            biggest = max(spec.stripe.count_stripes(), key=lambda s: (math.prod(s), s))
+            out_stage = 2 * sink.output.region_bytes(biggest)
+            for wp in placements:
+                memory[wp] += out_stage
+            if build:
+                configs.append(TensorConfig(
+                    sink.output.name, self.home_of(sink.output), self.device.fm_region,
+                    BufferMode.RECOMPUTE, biggest, out_stage, double_buffer=True))
+        elif build:
+            configs.append(TensorConfig(sink.output.name, self.home_of(sink.output),
+                                        self.home_of(sink.output), BufferMode.RECOMPUTE,
+                                        sink.output.shape, sink.output.bytes))
+        add_part(sink)
+        i = end
+        while True:
+            plan = None
+            if build:
+                wp = spec.weights
+                plan = Plan(i, end, tuple(p.name for p in self.topo[i:end + 1]),
+                            sink.output.name, spec, tuple(configs), tuple(reversed(schedules)),
+                            memory[wp], cycles[wp])
+            yield i, {wp: (memory[wp], cycles[wp]) for wp in placements}, plan
+            i -= 1
+            if i < min_start:
+                return
+            p = self.topo[i]
+            t = p.output
+            if t.name in self.output_names:
+                return
+            cons = self.graph.consumers(t)
+            if not cons or any(self.position[q.name] > end for q in cons):
+                return
+            res = self._interior(t, cons, compute, rolling, spec.granule)
+            if res is None:
+                return
+            cfg, buf_shape, nbytes, mode = res
+            compute[p.name] = cfg
+            for wp in placements:
+                memory[wp] += nbytes
+            if build:
+                configs.append(TensorConfig(t.name, self.device.fm_region, self.device.fm_region,
+                                            mode, buf_shape, nbytes))
+            add_part(p)
+
+    def _windows(self, t: Tensor, cons: tuple[Part, ...], compute: dict
+                 ) -> list[tuple[Part, int, StripeConfig]]:
+        out = []
+        for q in cons:
+            for k, (inp, prop) in enumerate(zip(q.inputs, q.propagators)):
+                if inp.name == t.name:
+                    out.append((q, k, compute[q.name].propagate(prop, t.shape)))
+        return out
+
+    def _interior(self, t: Tensor, cons: tuple[Part, ...], compute: dict, rolling: bool,
+                  granule: int):
+        """Compute config and buffer of an intermediate tensor; None if it cannot be held."""
+        wins = self._windows(t, cons, compute)
+        first = wins[0][2]
+        for _, _, w in wins[1:]:
+            if (w.strides, w.stripes, w.order) != (first.strides, first.stripes, first.order):
+                return None   # consumers step through the tensor differently
+        rank = len(t.shape)
+        if len(wins) == 1:
+            union = first
+        else:
+            offset = tuple(min(w.offset[a] for _, _, w in wins) for a in range(rank))
+            shape = tuple(math.ceil(max(w.offset[a] + w.shape[a] for _, _, w in wins)
+                                    - offset[a]) for a in range(rank))
+            union = StripeConfig(shape, t.shape, first.strides, first.order, first.stripes,
+                                 offset)
+        buf = [_max_span(union.axis_ranges(a)) for a in range(rank)]
+        axis = None
+        if rolling and len(wins) == 1 and any(union.order):
+            inner = max(union.order)
+            cand = [a for a in range(rank) if union.order[a] == inner and union.stripes[a] > 1]
+            if len(cand) == 1:
+                axis = cand[0]
+        if axis is None:
+            return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
+        q, k, _ = wins[0]
+        prop = q.propagators[k]
+        b = prop.driving_axis(axis)
+        lin = prop.linear(axis, b)
+        if lin <= 0:
+            return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
+        windows = _axis_windows(compute[q.name].axis_ranges(b), lin, prop.const(axis),
+                                prop.offset[axis], t.shape[axis])
+        h = granule if granule else max(1, math.floor(union.strides[axis]))
+        h = min(h, _span(windows))
+        rows, lo, hi = ring_rows(windows, h)
+        n = -(-(hi - lo) // h)
+        cfg = StripeConfig(
+            tuple(h if a == axis else union.shape[a] for a in range(rank)), t.shape,
+            tuple(h if a == axis else union.strides[a] for a in range(rank)), union.order,
+            tuple(n if a == axis else union.stripes[a] for a in range(rank)),
+            tuple(lo if a == axis else union.offset[a] for a in range(rank)))
+        buf[axis] = rows
+        return cfg, tuple(buf), t.region_bytes(buf), BufferMode.ROLLING
+
+    def _input_staging(self, p: Part, stripe: StripeConfig, spec: PlanSpec, build: bool
+                       ) -> tuple[int, list[TensorConfig]]:
+        """SRAM staging for ``p``'s inputs homed in DRAM (network inputs, so always at the
+        Plan's boundary): a ring of the rows ``p`` reads, plus one chunk in flight so the DMA
+        of the next rows overlaps compute (double buffering)."""
+        total, cfgs = 0, []
+        for t, prop in zip(p.inputs, p.propagators):
+            if t.is_constant or not self.staged(t):
+                continue
+            win = stripe.propagate(prop, t.shape)
+            buf = [_max_span(win.axis_ranges(a)) for a in range(len(t.shape))]
+            if any(win.order):
+                inner = max(win.order)
+                axes = [a for a in range(len(t.shape))
+                        if win.order[a] == inner and win.stripes[a] > 1]
+                if len(axes) == 1:
+                    a = axes[0]
+                    b = prop.driving_axis(a)
+                    windows = _axis_windows(stripe.axis_ranges(b), prop.linear(a, b),
+                                            prop.const(a), prop.offset[a], t.shape[a])
+                    h = min(max(1, spec.granule or math.floor(win.strides[a])), _span(windows))
+                    rows, _, _ = ring_rows(windows, h)
+                    buf[a] = min(t.shape[a], rows + h)
+            nbytes = t.region_bytes(buf)
+            total += nbytes
+            if build:
+                cfgs.append(TensorConfig(t.name, self.home_of(t), self.device.fm_region,
+                                         BufferMode.ROLLING, tuple(buf), nbytes,
+                                         double_buffer=True))
+        return total, cfgs
+
+    def specs(self, end: int) -> Iterator[PlanSpec]:
+        """The stripe and buffering choices tried for intervals ending at ``end``.
+
+        Width tiling only pays in memory (its halos are recomputed), so it is paired with the
+        smallest-ring buffering only; height striping is tried with every mode.
+        """
+        sink = self.topo[end]
+        positive = [g for g in self.options.rolling_granules if g > 0]
+        smallest = min(positive) if positive else (0 if self.options.rolling_granules else None)
+        for stripe in self.sink_configs(sink.output):
+            if stripe.total_stripes == 1:
+                modes = [("recompute", 0)]
+            elif len(stripe.shape) == 4 and stripe.stripes[2] > 1 and stripe.stripes[1] > 1:
+                modes = [("rolling", smallest)] if smallest is not None else \
+                    [("recompute", 0)]
+            else:
+                modes = self.modes()
+            for mode, g in modes:
+                yield PlanSpec(stripe, mode, g, self.options.weight_placements[0])
+
+    def generate(self, end: int) -> Iterator[tuple[int, int, int, PlanSpec]]:
+        """Every useful (start, memory, cycles, spec) candidate for intervals ending at ``end``.
+
+        All specs are walked backwards in lockstep. What a walk adds when it extends depends
+        only on its buffering mode and on the compute stripes of the Parts that still read
+        from outside the interval, so walks that agree on those form a group: each extension
+        is costed once per group and added to every member, and a member dominated in memory
+        and cycles (for every weight placement) by another is dropped, since everything it
+        would yield later is dominated too. The frontier stays exact.
+        """
+        placements = self.options.weight_placements
+        min_start = max(0, end - self.options.max_plan_size + 1)
+        sink = self.topo[end]
+        groups: dict = {}
+        for spec in self.specs(end):
+            compute = {sink.name: spec.stripe}
+            mem, cyc = self._costs(sink, spec.stripe, spec, is_sink=True)
+            key = (spec.mode, spec.granule, spec.stripe)
+            groups.setdefault(key, (compute, []))[1].append(
+                [spec, dict(mem), dict(cyc)])
+        members = [sink]
+        i = end
+        while groups:
+            for _, (_, walkers) in groups.items():
+                for spec, mem, cyc in walkers:
+                    for wp in placements:
+                        yield i, mem[wp], cyc[wp], PlanSpec(spec.stripe, spec.mode,
+                                                            spec.granule, wp)
+            i -= 1
+            if i < min_start:
+                return
+            p = self.topo[i]
+            t = p.output
+            cons = self.graph.consumers(t)
+            if t.name in self.output_names or not cons or \
+                    any(self.position[q.name] > end for q in cons):
+                return
+            members.append(p)
+            open_parts = [q.name for q in members if any(
+                not x.is_constant and (self.graph.producer(x) is None or
+                                       self.position[self.graph.producer(x).name] < i)
+                for x in q.inputs)]
+            grown: dict = {}
+            for (mode, granule, _), (compute, walkers) in groups.items():
+                res = self._interior(t, cons, compute, mode == "rolling", granule)
+                if res is None:
+                    continue
+                cfg, _, nbytes, _ = res
+                new_compute = dict(compute)
+                new_compute[p.name] = cfg
+                dmem, dcyc = self._costs(p, cfg, walkers[0][0], is_sink=False)
+                key = (mode, granule, tuple(new_compute[q] for q in open_parts))
+                slot = grown.setdefault(key, (new_compute, []))
+                for spec, mem, cyc in walkers:
+                    slot[1].append([spec, {wp: mem[wp] + nbytes + dmem[wp] for wp in placements},
+                                    {wp: cyc[wp] + dcyc[wp] for wp in placements}])
+            groups = {k: (c, _prune(w, placements)) for k, (c, w) in grown.items()}
+
+    def _costs(self, p: Part, stripe: StripeConfig, spec: PlanSpec, is_sink: bool
+               ) -> tuple[dict, dict]:
+        """(memory, cycles) per weight placement that Part ``p`` adds to a Plan."""
+        stage, _ = self._input_staging(p, stripe, spec, False)
+        if is_sink and self.staged(p.output):
+            biggest = max(stripe.count_stripes(), key=lambda s: (math.prod(s), s))
+            stage += 2 * p.output.region_bytes(biggest)
+        mem, cyc = {}, {}
+        for wp in self.options.weight_placements:
+            cyc[wp] = self.part_cost(p, stripe, wp)
+            mem[wp] = self.weight_copy_bytes(p, stripe, wp) + stage
+        return mem, cyc
+
+    def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
+        for s, _, plan in self.walk(end, spec, build=True, stop=start):
+            if s == start:
+                return plan
+        raise PlannerError(f"internal: no plan for interval [{start}, {end}] with {spec}")
+
+
+def _prune(walkers: list, placements) -> list:
+    """Drop walkers dominated by another of the same group (see generate); the first of
+    equal ones is kept, so the result does not depend on anything but input order."""
+    kept = []
+    for k, (spec, mem, cyc) in enumerate(walkers):
+        dominated = False
+        for m, (_, mem2, cyc2) in enumerate(walkers):
+            if m == k:
+                continue
+            le = all(mem2[wp] <= mem[wp] and cyc2[wp] <= cyc[wp] for wp in placements)
+            same = all(mem2[wp] == mem[wp] and cyc2[wp] == cyc[wp] for wp in placements)
+            if le and (not same or m < k):
+                dominated = True
+                break
+        if not dominated:
+            kept.append([spec, mem, cyc])
+    return kept
+
+
+def _max_span(ranges: tuple[tuple[int, int], ...]) -> int:
+    return max((hi - lo for lo, hi in ranges), default=0)
+
+
+@lru_cache(maxsize=200_000)
+def _axis_windows(chunks: tuple[tuple[int, int], ...], lin, const, off, extent: int
+                  ) -> tuple[tuple[int, int], ...]:
+    return tuple(window(c0, c1, lin, const, off, extent) for c0, c1 in chunks if c1 > c0)
+
+
+def _span(windows: tuple[tuple[int, int], ...]) -> int:
+    ws = [w for w in windows if w[1] > w[0]]
+    if not ws:
+        return 1
+    return max(1, max(w[1] for w in ws) - min(w[0] for w in ws))

@@ -1,0 +1,143 @@
+"""Proposals: disjoint Plans covering every Part, combined by dynamic programming.
+
+Parts run in the graph's (deterministic) topological order and a Plan covers a contiguous
+interval of it. Then the tensors live while a Plan runs depend only on its interval: those
+produced before it and read at or after its start, its own output, and the network outputs
+already made. So a Proposal's peak memory is the max over its Plans of (Plan buffers + live
+boundary tensors) and its cycles the sum, both monotone: culling dominated partial Proposals
+at every prefix of the order loses nothing, and the frontier is exact.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.device import Device
+from planner.errors import PlannerError
+from planner.graph import PlannerGraph
+from planner.options import PlannerOptions
+from planner.pareto import combine, frontier, thin
+from planner.plans import Plan, PlanGenerator, PlanSpec
+
+
+@dataclass(frozen=True)
+class Proposal:
+    plans: tuple[Plan, ...]
+    memory_bytes: int
+    cycles: int
+
+    def to_json(self) -> dict:
+        return {"memory_bytes": self.memory_bytes, "cycles": self.cycles,
+                "plans": [p.to_json() for p in self.plans]}
+
+
+def live_boundary_bytes(graph: PlannerGraph, device: Device) -> tuple[list[int], list[int]]:
+    """(base, own): base[i] = bytes of boundary tensors live when a Plan starts at i,
+    own[j] = bytes of the output of the Part at j. Only feature-map-region tensors count."""
+    topo = graph.topological_parts()
+    n = len(topo)
+    pos = {p.name: i for i, p in enumerate(topo)}
+    outputs = {t.name for t in graph.outputs}
+    inputs = {t.name for t in graph.inputs}
+    fm = device.fm_region
+
+    def home(name: str) -> str:
+        return device.io_region if (name in outputs or name in inputs) else fm
+
+    diff = [0] * (n + 2)
+    tensors = [(t, -1) for t in graph.inputs] + [(p.output, pos[p.name]) for p in topo]
+    for t, made in tensors:
+        if home(t.name) != fm:
+            continue
+        cons = [pos[q.name] for q in graph.consumers(t)]
+        last = n if t.name in outputs else max(cons, default=made)
+        # live for plans starting at i with made < i <= last
+        if last > made:
+            diff[made + 1] += t.bytes
+            diff[last + 1] -= t.bytes
+    base, acc = [], 0
+    for i in range(n):
+        acc += diff[i]
+        base.append(acc)
+    own = [p.output.bytes if home(p.output.name) == fm else 0 for p in topo]
+    return base, own
+
+
+@dataclass(frozen=True)
+class _Point:
+    memory: int
+    cycles: int
+    prev: int          # prefix length this point extends
+    prev_index: int    # index in that prefix's frontier
+    start: int
+    end: int
+    spec: PlanSpec | None
+
+
+class ProposalSearch:
+    """Runs the DP and keeps what is needed to rebuild any frontier Proposal."""
+
+    def __init__(self, graph: PlannerGraph, device: Device,
+                 options: PlannerOptions | None = None) -> None:
+        if not graph.parts:
+            raise PlannerError("the graph has no parts to plan")
+        self.graph = graph
+        self.device = device
+        self.options = options or PlannerOptions()
+        self.gen = PlanGenerator(graph, device, self.options)
+        self.fronts: list[list[_Point]] = []
+        self.plan_candidates = 0
+        self._run()
+
+    def _run(self) -> None:
+        n = len(self.gen.topo)
+        base, own = live_boundary_bytes(self.graph, self.device)
+        fronts: list[list[_Point]] = [[_Point(0, 0, -1, -1, 0, -1, None)]]
+        for j in range(n):
+            by_start: dict[int, list] = {}
+            for start, mem, cyc, spec in self.gen.generate(j):
+                self.plan_candidates += 1
+                by_start.setdefault(start, []).append((mem + base[start] + own[j], cyc, spec))
+            cands = []
+            for start in sorted(by_start):
+                plans = frontier(by_start[start])
+                prev = fronts[start]
+                merged = combine([(p.memory, p.cycles, k) for k, p in enumerate(prev)], plans)
+                for m, c, (ia, ib) in merged:
+                    cands.append((m, c, _Point(m, c, start, ia, start, j, plans[ib][2])))
+            front = [pt for _, _, pt in frontier(cands)]
+            if self.options.thin_frontier:
+                front = [pt for _, _, pt in thin([(p.memory, p.cycles, p) for p in front],
+                                                 self.options.thin_frontier)]
+            fronts.append(front)
+        self.fronts = fronts
+
+    @property
+    def frontier(self) -> list[tuple[int, int]]:
+        """The whole Pareto frontier of Proposals: (memory bytes, cycles), memory ascending."""
+        return [(p.memory, p.cycles) for p in self.fronts[-1]]
+
+    def proposal(self, index: int) -> Proposal:
+        """Rebuild the frontier Proposal at ``index`` with all its Plans."""
+        pts = []
+        k, pt = len(self.fronts) - 1, self.fronts[-1][index]
+        top = pt
+        while pt.spec is not None:
+            pts.append(pt)
+            k, pt = pt.prev, self.fronts[pt.prev][pt.prev_index]
+        plans = tuple(self.gen.build(p.start, p.end, p.spec) for p in reversed(pts))
+        return Proposal(plans, top.memory, top.cycles)
+
+    def select(self, budget: int | None = None) -> Proposal:
+        """The fastest Proposal whose peak memory fits ``budget`` (the fastest overall if
+        None). Raises PlannerError naming the budget and the smallest reachable memory."""
+        front = self.fronts[-1]
+        if budget is None:
+            return self.proposal(len(front) - 1)
+        if budget < 0:
+            raise PlannerError(f"budget must be >= 0 bytes, got {budget}")
+        fits = [k for k, p in enumerate(front) if p.memory <= budget]
+        if not fits:
+            raise PlannerError(
+                f"no schedule fits the memory budget of {budget} bytes; the smallest any "
+                f"Proposal needs is {front[0].memory} bytes")
+        return self.proposal(fits[-1])

@@ -1,0 +1,53 @@
+"""Human-readable tables of a planning result, in the spirit of Vela's --verbose-schedule."""
+from __future__ import annotations
+
+from planner.graph import PlannerGraph
+from planner.proposals import Proposal
+
+
+def kib(n: int) -> str:
+    return f"{n / 1024:.1f}"
+
+
+def layer_rows(graph: PlannerGraph, proposal: Proposal) -> list[dict]:
+    """One row per Part: its cascade, stripes, the buffer holding its output, cycles."""
+    parts = {p.name: p for p in graph.parts}
+    rows = []
+    for cid, plan in enumerate(proposal.plans):
+        configs = {tc.tensor: tc for tc in plan.tensor_configs}
+        for ps in plan.part_schedules:
+            part = parts[ps.part]
+            tc = configs.get(part.output.name)
+            rows.append({
+                "cascade": cid, "part": ps.part, "operator": part.kind,
+                "stripe": list(ps.stripe.shape), "stripes": ps.executions,
+                "buffer": (tc.buffer_mode.value if ps.part != plan.parts[-1] else "output")
+                if tc else "-",
+                "region": tc.copy_region if tc else "-",
+                "bytes": tc.buffer_bytes if tc else 0,
+                "weights": ps.weights_region, "cycles": ps.cycles,
+            })
+    return rows
+
+
+def layer_table(graph: PlannerGraph, proposal: Proposal) -> str:
+    rows = layer_rows(graph, proposal)
+    head = (f"{'casc':>4} {'part':<22} {'operator':<17} {'stripe':<18} {'#str':>5} "
+            f"{'buffer':<9} {'region':<6} {'KiB':>8} {'weights':<7} {'cycles':>11}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append(f"{r['cascade']:>4} {r['part'][:22]:<22} {r['operator'][:17]:<17} "
+                   f"{'x'.join(map(str, r['stripe'])):<18} {r['stripes']:>5} {r['buffer']:<9} "
+                   f"{r['region']:<6} {kib(r['bytes']):>8} {r['weights']:<7} {r['cycles']:>11,}")
+    out.append("-" * len(head))
+    out.append(f"total: {len(proposal.plans)} cascades, peak {kib(proposal.memory_bytes)} KiB "
+               f"({proposal.memory_bytes:,} B), {proposal.cycles:,} cycles (estimated)")
+    return "\n".join(out)
+
+
+def frontier_table(frontier: list[tuple[int, int]], chosen: int | None = None) -> str:
+    out = [f"{'#':>3} {'peak KiB':>10} {'cycles':>13}", "-" * 28]
+    for k, (m, c) in enumerate(frontier):
+        mark = "  <- chosen" if chosen is not None and (m, c) == frontier[chosen] else ""
+        out.append(f"{k:>3} {kib(m):>10} {c:>13,}{mark}")
+    return "\n".join(out)

@@ -1,0 +1,171 @@
+"""A stripe-by-stripe walk of a Proposal that measures memory independently of the planner.
+
+For every Plan it replays each consumer's stripes in order, works out the exact rows each one
+reads (clipped ranges through the propagators), lets the producer compute on demand on its
+own chunk grid, and measures how many rows a buffer really has to hold; every read is checked
+to lie inside what the buffer holds at that moment. Across Plans it allocates each boundary
+tensor when its producer's Plan starts and frees it after its last reader's Plan, then reports
+the peak. The planner's numbers come from closed forms and a dynamic programme; this walk
+shares only the window definition (planner.windows.window) with them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.device import Device
+from planner.errors import PlannerError
+from planner.graph import PlannerGraph
+from planner.memory import BufferMode
+from planner.plans import Plan
+from planner.proposals import Proposal
+from planner.windows import window
+
+
+@dataclass(frozen=True)
+class SimResult:
+    peak_bytes: int
+    plan_bytes: tuple[int, ...]        # buffers each Plan needed, as measured
+    live_bytes: tuple[int, ...]        # boundary tensors live while each Plan ran
+
+
+class SimulationError(PlannerError):
+    """The schedule is wrong: a read outside its buffer, a Part run twice, a missing input."""
+
+
+def _chunk_windows(graph: PlannerGraph, plan: Plan, tensor: str, axis: int,
+                   stripes: dict) -> list[tuple[int, int]]:
+    """Windows (along ``axis`` of ``tensor``) of every consumer stripe, in execution order."""
+    out = []
+    for q_name in plan.parts:
+        q = next(p for p in graph.parts if p.name == q_name)
+        for t, prop in zip(q.inputs, q.propagators):
+            if t.name != tensor:
+                continue
+            b = prop.driving_axis(axis)
+            st = stripes[q_name]
+            if b is None:
+                out.append(window(0, 1, 0, prop.const(axis), prop.offset[axis], t.shape[axis]))
+                continue
+            for c0, c1 in st.axis_ranges(b):
+                if c1 > c0:
+                    out.append(window(c0, c1, prop.linear(axis, b), prop.const(axis),
+                                      prop.offset[axis], t.shape[axis]))
+    return out
+
+
+def _ring_walk(windows: list[tuple[int, int]], chunks: list[tuple[int, int]]) -> int:
+    """Replay on-demand production over ``chunks`` for reads ``windows``; return the rows
+    the ring must hold, checking that every read is produced and not yet overwritten."""
+    done = 0            # chunks produced
+    frontier = chunks[0][0] if chunks else 0
+    need = 0
+    for a, b in windows:
+        if b <= a:
+            continue
+        while frontier < b:
+            if done >= len(chunks):
+                raise SimulationError(f"read of rows [{a}, {b}) beyond what the producer "
+                                      f"computes (up to {frontier})")
+            lo, hi = chunks[done]
+            if lo != frontier and hi > lo:
+                raise SimulationError(f"producer chunk [{lo}, {hi}) leaves a gap at {frontier}")
+            frontier = max(frontier, hi)
+            done += 1
+        if a < chunks[0][0]:
+            raise SimulationError(f"read of row {a} before the producer's first row "
+                                  f"{chunks[0][0]}")
+        need = max(need, frontier - a)
+    return need
+
+
+def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
+    """Measure the buffer bytes ``plan`` needs (intermediates, staging, weight copies)."""
+    stripes = {ps.part: ps.stripe for ps in plan.part_schedules}
+    configs = {tc.tensor: tc for tc in plan.tensor_configs}
+    members = set(plan.parts)
+    total = 0
+    for name in plan.parts[:-1]:
+        part = next(p for p in graph.parts if p.name == name)
+        t = part.output
+        tc = configs.get(t.name)
+        if tc is None:
+            raise SimulationError(f"plan has no buffer for intermediate {t.name!r}")
+        own = stripes[name]
+        rolling_axis = None
+        if tc.buffer_mode == BufferMode.ROLLING and any(own.order):
+            rolling_axis = max(range(len(own.order)), key=lambda a: (own.order[a], -a))
+        shape = []
+        for a in range(len(t.shape)):
+            wins = _chunk_windows(graph, plan, t.name, a, stripes)
+            chunks = list(own.axis_ranges(a))
+            if a == rolling_axis:
+                shape.append(_ring_walk(wins, chunks))
+            else:
+                # recompute: each read is served by the producer stripe run just before it
+                for a_lo, a_hi in wins:
+                    if a_hi > a_lo and not any(lo <= a_lo and a_hi <= hi for lo, hi in chunks):
+                        raise SimulationError(
+                            f"{t.name}: read [{a_lo}, {a_hi}) on axis {a} is covered by no "
+                            f"producer stripe")
+                shape.append(max((hi - lo for lo, hi in wins), default=0))
+        total += t.region_bytes(shape)
+    for tc in plan.tensor_configs:
+        if tc.copy_region != tc.home_region and tc.tensor not in members:
+            total += tc.buffer_bytes     # staging and weight copies: sized by the Plan
+    return total
+
+
+def simulate(graph: PlannerGraph, device: Device, proposal: Proposal) -> SimResult:
+    """Replay ``proposal`` and return its measured peak feature-map memory."""
+    topo_names = [p.name for p in graph.topological_parts()]
+    seen: set[str] = set()
+    producer_plan: dict[str, int] = {}
+    for k, plan in enumerate(proposal.plans):
+        for name in plan.parts:
+            if name in seen:
+                raise SimulationError(f"part {name!r} is in two plans")
+            seen.add(name)
+            producer_plan[next(p for p in graph.parts if p.name == name).output.name] = k
+    if seen != set(topo_names):
+        raise SimulationError(f"parts not covered: {sorted(set(topo_names) - seen)}")
+    outputs = {t.name for t in graph.outputs}
+    inputs = {t.name for t in graph.inputs}
+
+    def counted(name: str) -> bool:
+        home = device.io_region if (name in inputs or name in outputs) else device.fm_region
+        return home == device.fm_region
+
+    # when is each boundary tensor last read, in plan index terms
+    last_read: dict[str, int] = {}
+    for k, plan in enumerate(proposal.plans):
+        members = set(plan.parts)
+        for name in plan.parts:
+            part = next(p for p in graph.parts if p.name == name)
+            for t in part.inputs:
+                if t.is_constant:
+                    continue
+                src = producer_plan.get(t.name, -1)
+                if src == k and t.name not in inputs:
+                    continue
+                if src > k:
+                    raise SimulationError(f"plan {k} reads {t.name!r} before it is produced")
+                last_read[t.name] = max(last_read.get(t.name, -1), k)
+    sizes = {t.name: t.bytes for t in graph.tensors}
+    live: set[str] = {t.name for t in graph.inputs if counted(t.name)}
+    plan_bytes, live_bytes = [], []
+    peak = 0
+    for k, plan in enumerate(proposal.plans):
+        if counted(plan.output):
+            live.add(plan.output)
+        buffers = simulate_plan(graph, device, plan)
+        now = sum(sizes[n] for n in live)
+        plan_bytes.append(buffers)
+        live_bytes.append(now)
+        peak = max(peak, buffers + now)
+        for name in list(live):
+            if name in outputs:
+                continue
+            if last_read.get(name, producer_plan.get(name, -1)) <= k:
+                live.discard(name)
+    return SimResult(peak, tuple(plan_bytes), tuple(live_bytes))

@@ -1,0 +1,42 @@
+"""Pareto culling and frontier combination against brute force."""
+from hypothesis import given, strategies as st
+
+from planner.pareto import combine, frontier, thin
+
+pts = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=0, max_size=40)
+
+
+def brute(points):
+    keep = []
+    for i, (m, c) in enumerate(points):
+        dominated = any((m2 <= m and c2 <= c and (m2, c2) != (m, c)) for m2, c2 in points)
+        if not dominated and (m, c) not in keep:
+            keep.append((m, c))
+    return sorted(keep)
+
+
+@given(pts)
+def test_frontier_is_exact(points):
+    got = frontier([(m, c, i) for i, (m, c) in enumerate(points)])
+    assert [(m, c) for m, c, _ in got] == brute(points)
+    # the first of identical points is kept: deterministic payloads
+    for m, c, i in got:
+        assert i == points.index((m, c))
+
+
+@given(pts, pts)
+def test_combine_equals_brute_force(a, b):
+    fa = frontier([(m, c, None) for m, c in a])
+    fb = frontier([(m, c, None) for m, c in b])
+    got = combine(fa, fb)
+    expect = brute([(max(m1, m2), c1 + c2) for m1, c1, _ in fa for m2, c2, _ in fb])
+    assert [(m, c) for m, c, _ in got] == expect
+    for m, c, (ia, ib) in got:
+        assert (max(fa[ia][0], fb[ib][0]), fa[ia][1] + fb[ib][1]) == (m, c)
+
+
+def test_thinning_is_opt_in_and_keeps_ends():
+    f = [(k, 100 - k, None) for k in range(50)]
+    assert thin(f, None) == f
+    t = thin(f, 5)
+    assert len(t) == 5 and t[0] == f[0] and t[-1] == f[-1]

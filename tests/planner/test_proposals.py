@@ -1,0 +1,180 @@
+"""The Proposal DP against exhaustive search, budget selection, and determinism."""
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from planner.errors import PlannerError
+from planner.options import PlannerOptions
+from planner.pareto import frontier
+from planner.plans import PlanGenerator
+from planner.proposals import ProposalSearch
+from tests.planner.simple_device import simple_device
+from tests.planner.strategies import graphs
+
+SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2, rolling_granules=(1, 0),
+                       weight_placements=("flash", "sram"))
+
+
+def live_bytes(graph, device, segments):
+    """Independent live-set count for a segmentation of the topological order."""
+    topo = graph.topological_parts()
+    where = {}
+    for k, (i, j) in enumerate(segments):
+        for p in topo[i:j + 1]:
+            where[p.output.name] = k
+    outs = {t.name for t in graph.outputs}
+    ins = {t.name for t in graph.inputs}
+    fm = lambda n: (device.io_region if n in outs or n in ins else device.fm_region) \
+        == device.fm_region
+    result = []
+    for k, (i, j) in enumerate(segments):
+        total = 0
+        for t in graph.tensors:
+            if t.is_constant or not fm(t.name):
+                continue
+            made = where.get(t.name, -1)
+            if t.name in ins:
+                made = -1
+            readers = [where[q.output.name] for q in graph.consumers(t)]
+            if made == k:
+                if t.name == topo[j].output.name:
+                    total += t.bytes          # the plan's own output
+                continue                      # an intermediate: a plan buffer
+            last = len(segments) if t.name in outs else max(readers, default=made)
+            if made < k <= last:
+                total += t.bytes
+        result.append(total)
+    return result
+
+
+def exhaustive(graph, device, options):
+    gen = PlanGenerator(graph, device, options)
+    n = len(gen.topo)
+    cands = {}
+    for j in range(n):
+        for start, mem, cyc, _ in gen.generate(j):
+            cands.setdefault((start, j), []).append((mem, cyc))
+    points = []
+    for cuts in itertools.product([0, 1], repeat=n - 1):
+        bounds = [0] + [k + 1 for k, c in enumerate(cuts) if c] + [n]
+        segs = [(bounds[k], bounds[k + 1] - 1) for k in range(len(bounds) - 1)]
+        if any(s not in cands for s in segs):
+            continue
+        live = live_bytes(graph, device, segs)
+        for choice in itertools.product(*(cands[s] for s in segs)):
+            mem = max(m + lv for (m, _), lv in zip(choice, live))
+            points.append((mem, sum(c for _, c in choice), None))
+    return [(m, c) for m, c, _ in frontier(points)]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=5))
+def test_dp_frontier_equals_exhaustive_search(g):
+    device = simple_device()
+    search = ProposalSearch(g, device, SMALL)
+    assert search.frontier == exhaustive(g, device, SMALL)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=6))
+def test_every_proposal_covers_each_part_once_and_fits(g):
+    device = simple_device()
+    search = ProposalSearch(g, device, SMALL)
+    names = sorted(p.name for p in g.parts)
+    for k, (mem, cyc) in enumerate(search.frontier):
+        prop = search.proposal(k)
+        assert sorted(n for pl in prop.plans for n in pl.parts) == names
+        assert (prop.memory_bytes, prop.cycles) == (mem, cyc)
+        assert sum(pl.cycles for pl in prop.plans) == cyc
+    # budget selection: fastest that fits, for budgets at and between frontier points
+    front = search.frontier
+    for m, c in front:
+        for budget in (m, m + 1):
+            chosen = search.select(budget)
+            assert chosen.memory_bytes <= budget
+            assert chosen.cycles == min(cc for mm, cc in front if mm <= budget)
+    with pytest.raises(PlannerError) as err:
+        search.select(front[0][0] - 1)
+    assert str(front[0][0]) in str(err.value) and str(front[0][0] - 1) in str(err.value)
+
+
+def test_frontier_is_monotone_and_fastest_is_default():
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    s = ProposalSearch(g, simple_device())
+    f = s.frontier
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(f, f[1:]))
+    assert (s.select(None).memory_bytes, s.select(None).cycles) == f[-1]
+
+
+def test_cascading_beats_layer_by_layer():
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    naive = ProposalSearch(g, simple_device(), PlannerOptions(max_plan_size=1))
+    full = ProposalSearch(g, simple_device())
+    assert full.frontier[0][0] < naive.frontier[0][0] * 0.75
+
+
+def test_residual_block_cascades_through_a_branch():
+    from planner import parts
+    from planner.graph import GraphBuilder
+    b = GraphBuilder("res")
+    x = b.add(parts.conv2d("stem", b.input("in", (1, 32, 32, 8)), 16, 3, padding=1))
+    y = b.add(parts.conv2d("c1", x, 16, 3, padding=1))
+    y = b.add(parts.conv2d("c2", y, 16, 3, padding=1))
+    out = b.add(parts.elementwise("add", y, x))
+    g = b.build([out])
+    s = ProposalSearch(g, simple_device())
+    smallest = s.proposal(0)
+    spans = [pl.parts for pl in smallest.plans]
+    assert any({"stem", "c1", "c2", "add"} <= set(p) for p in spans), spans
+
+
+def test_infeasible_budget_names_budget_and_minimum():
+    from tests.planner.mobilenet import mobilenet_v1
+    s = ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device())
+    with pytest.raises(PlannerError, match=r"budget of 100 bytes.*smallest any Proposal needs is "
+                       rf"{s.frontier[0][0]} bytes"):
+        s.select(100)
+
+
+@pytest.mark.parametrize("opt", [dict(max_plan_size=0), dict(stripe_factors=0),
+                                 dict(rolling_granules=(-1,)), dict(weight_placements=("rom",)),
+                                 dict(thin_frontier=1)])
+def test_bad_options_are_named(opt):
+    key = next(iter(opt))
+    with pytest.raises(PlannerError, match=key):
+        PlannerOptions(**opt)
+
+
+def test_thinning_is_off_by_default_and_bounded_when_on():
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    exact = ProposalSearch(g, simple_device())
+    thin = ProposalSearch(g, simple_device(), PlannerOptions(thin_frontier=4))
+    assert len(thin.frontier) <= 4 < len(exact.frontier)
+
+
+def test_json_identical_across_hash_seeds(tmp_path):
+    from planner.io import save_graph
+    from tests.planner.mobilenet import mobilenet_v1
+    path = tmp_path / "g.json"
+    save_graph(mobilenet_v1(64, 0.25, 4), str(path))
+    outs = []
+    for seed in ("0", "1", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        r = subprocess.run([sys.executable, "-m", "planner", "plan", str(path), "--device",
+                            "ethos-u55-128", "--json"], capture_output=True, text=True,
+                           env=env, cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                               os.path.abspath(__file__)))))
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] == outs[2]
+    data = json.loads(outs[0])
+    for key in ("peak_memory_bytes", "cycles", "plans", "frontier"):
+        assert key in data

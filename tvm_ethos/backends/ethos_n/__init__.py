@@ -1,0 +1,133 @@
+"""Arm Ethos-N (N78) backend.
+
+Constraints follow TVM's former Ethos-N integration and the Ethos-N support library's published
+limits: quantized int8/uint8 NHWC tensors of batch 1; conv2d and depthwise with kernels up to
+7x7, equal strides of 1 or 2, no dilation, padding smaller than the kernel, per-channel weights;
+fully connected with per-tensor weights; max pool 1x1/2x2/3x3 stride 2; average pool 3x3
+stride 1; mean over H and W of a 7x7 or 8x8 map (keep dims); add and mul of equal shapes;
+requantize; reshape; concatenate. Softmax is not on the Ethos-N list and falls back.
+"""
+from __future__ import annotations
+
+from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec
+from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks
+
+BACKEND_ID = "ethos-n"
+VARIANTS = ("n78",)
+
+
+def _conv(q, o):
+    r = []
+    kh, kw = q.weights.shape[0], q.weights.shape[1]
+    sh, sw = q.attrs["strides"]
+    if not (1 <= kh <= 7 and 1 <= kw <= 7):
+        r.append(f"kernel {kh}x{kw}; Ethos-N supports kernels up to 7x7")
+    if (sh, sw) not in ((1, 1), (2, 2)):
+        r.append(f"strides {sh}x{sw}; Ethos-N supports 1x1 and 2x2")
+    if tuple(q.attrs["dilation"]) != (1, 1):
+        r.append(f"dilation {q.attrs['dilation']}; Ethos-N supports dilation 1 only")
+    pt, pl, pb, pr = q.attrs["padding"]
+    if max(pt, pb) >= kh or max(pl, pr) >= kw:
+        r.append(f"padding {q.attrs['padding']} is not smaller than the {kh}x{kw} kernel")
+    if q.kind == "depthwise_conv2d" and q.attrs.get("depth_multiplier", 1) != 1:
+        r.append(f"depth multiplier {q.attrs['depth_multiplier']}; Ethos-N supports 1")
+    return r
+
+
+def _fc(q, o):
+    r = []
+    if q.per_channel:
+        r.append("per-channel quantized weights; Ethos-N fully connected takes per-tensor weights only")
+    if q.weights.shape[1] > 65536:
+        r.append(f"{q.weights.shape[1]} input features; at most 65536")
+    return r
+
+
+def _maxpool(q, o):
+    ps, st = tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"])
+    if (ps, st) not in (((1, 1), (2, 2)), ((2, 2), (2, 2)), ((3, 3), (2, 2))):
+        return [f"max pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 1x1, 2x2 and 3x3 with stride 2"]
+    return []
+
+
+def _avgpool(q, o):
+    ps, st = tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"])
+    if (ps, st) != ((3, 3), (1, 1)):
+        return [f"average pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 3x3 stride 1 only"]
+    return []
+
+
+def _mean(q, o):
+    r = []
+    if q.attrs.get("axis") not in ((1, 2), (2, 1)):
+        r.append(f"mean over axes {q.attrs.get('axis')}; Ethos-N reduces H and W only")
+    if not q.attrs.get("keepdims", False):
+        r.append("mean without keep_dims")
+    hw = tuple(q.in_shapes[0][1:3])
+    if hw not in ((7, 7), (8, 8)):
+        r.append(f"mean over a {hw[0]}x{hw[1]} map; Ethos-N supports 7x7 and 8x8")
+    return r
+
+
+def _binary(q, o):
+    if tuple(q.in_shapes[0]) != tuple(q.in_shapes[1]):
+        return [f"inputs of shapes {q.in_shapes[0]} and {q.in_shapes[1]}; Ethos-N needs equal shapes"]
+    return []
+
+
+def _none(q, o):
+    return []
+
+
+def _concat(q, o):
+    ax = q.attrs["axis"] % len(q.out_shape)
+    if len(q.out_shape) != 4 or ax not in (1, 2, 3):
+        return [f"concatenation along axis {q.attrs['axis']} of a {len(q.out_shape)}-D tensor; Ethos-N concatenates 4-D tensors along H, W or C"]
+    return []
+
+
+CHECKS = {
+    "conv2d": _conv,
+    "depthwise_conv2d": _conv,
+    "fully_connected": _fc,
+    "max_pool2d": _maxpool,
+    "avg_pool2d": _avgpool,
+    "mean": _mean,
+    "add": _binary,
+    "mul": _binary,
+    "requantize": _none,
+    "reshape": _none,
+    "concatenate": _concat,
+}
+
+
+class EthosNBackend(NpuBackend):
+    backend_id = BACKEND_ID
+
+    def options_schema(self):
+        return {
+            "variant": OptionSpec("n78", allowed=VARIANTS, help="Ethos-N variant"),
+            "tops": OptionSpec(1, allowed=(1, 2, 4, 8), help="tera-operations per second"),
+            "ple_ratio": OptionSpec(2, allowed=(2, 4), help="PLE ratio"),
+            "sram_size": OptionSpec(0, validator=lambda v: isinstance(v, int) and v >= 0, help="an integer >= 0 (bytes; 0 = default)"),
+        }
+
+    def layer_support(self):
+        return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o))
+
+
+class _Plugin:
+    @staticmethod
+    def get_backend_id():
+        return BACKEND_ID
+
+    @staticmethod
+    def get_version():
+        return BACKEND_API_VERSION
+
+    @staticmethod
+    def backend_factory():
+        return EthosNBackend()
+
+
+plugin = _Plugin()

@@ -1,0 +1,160 @@
+"""Arm Ethos-U (U55 / U65 / U85) backend.
+
+Constraints follow Vela's published SUPPORTED_OPS list: int8/uint8 (int16 for some operators)
+tensors of at most 4-D with every dimension in [1, 65535], batch 1; conv2d / depthwise with
+strides 1..3, dilated kernel height <= 64 and dilated kernel area <= 4096, 8-bit constant
+weights whose per-channel sum |w - zp| <= 127 * 65536, an int32 1-D bias; depthwise depth
+multiplier > 1 only with one input channel; pools with strides 1..3 and kernels up to 256 high
+and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
+convolutions; mean over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting
+only along dimensions of size 1; softmax with equal input and output shapes; reshape;
+concatenate; requantize.
+"""
+from __future__ import annotations
+
+from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec
+from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, weight_sum_ok
+
+BACKEND_ID = "ethos-u"
+ACCELERATOR_CONFIGS = (
+    "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
+    "ethos-u65-256", "ethos-u65-512",
+    "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048",
+)
+U_TYPES = ("int8", "uint8", "int16")
+
+
+def _strides(q, lo=1, hi=3):
+    sh, sw = q.attrs["strides"]
+    if not (lo <= sh <= hi and lo <= sw <= hi):
+        return [f"strides {sh}x{sw}; stride values must be in the range [{lo}, {hi}]"]
+    return []
+
+
+def _conv(q, o):
+    r = _strides(q)
+    kh, kw = q.weights.shape[0], q.weights.shape[1]
+    dh, dw = q.attrs["dilation"]
+    dkh, dkw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    if not 1 <= dkh <= 64:
+        r.append(f"dilated kernel height {dkh}; must be in the range [1, 64]")
+    if not 1 <= dkh * dkw <= 4096:
+        r.append(f"dilated kernel area {dkh * dkw}; must be in the range [1, 4096]")
+    if not weight_sum_ok(q):
+        r.append("the sum of the weights of an output channel exceeds 8323072")
+    if q.bias is not None and q.bias.ndim != 1:
+        r.append("bias must be 1-D")
+    if q.kind == "depthwise_conv2d":
+        m = q.attrs.get("depth_multiplier", 1)
+        if m > 1 and q.in_shapes[0][3] != 1:
+            r.append(f"depth multiplier {m} with {q.in_shapes[0][3]} input channels; multipliers > 1 need one input channel")
+    return r
+
+
+def _fc(q, o):
+    r = []
+    if q.bias is not None and q.bias.ndim != 1:
+        r.append("bias must be 1-D")
+    return r
+
+
+def _pool(q, o):
+    r = _strides(q)
+    ph, pw = q.attrs["pool_size"]
+    same = any(q.attrs["padding"])
+    if q.kind == "avg_pool2d" and same:
+        if not (1 <= ph <= 8 and 1 <= pw <= 8):
+            r.append(f"SAME-padded average pool {ph}x{pw}; kernel must be at most 8x8")
+    else:
+        if not 1 <= ph <= 256:
+            r.append(f"pool height {ph}; must be in the range [1, 256]")
+        if not 1 <= ph * pw <= 65536:
+            r.append(f"pool area {ph * pw}; must be in the range [1, 65536]")
+    return r
+
+
+def _mean(q, o):
+    r = []
+    axis = q.attrs.get("axis")
+    if axis not in ((1, 2), (2, 1)):
+        r.append(f"mean over axes {axis}; axis indices must correspond to height and width")
+    hw = q.in_shapes[0][1] * q.in_shapes[0][2] if len(q.in_shapes[0]) == 4 else 0
+    limit = 4096 if str(o.get("accelerator_config", "")).startswith("ethos-u55") else 65536
+    if hw > limit:
+        r.append(f"mean over {hw} elements; the product of height and width must be at most {limit}")
+    return r
+
+
+def _binary(q, o):
+    a, b = q.in_shapes
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            return [f"shapes {q.in_shapes[0]} and {q.in_shapes[1]} do not broadcast"]
+    if q.in_dtypes[0] != q.in_dtypes[1]:
+        return ["both input data types must match"]
+    return []
+
+
+def _softmax(q, o):
+    if tuple(q.in_shapes[0]) != tuple(q.out_shape):
+        return ["IFM and OFM shapes must match"]
+    return []
+
+
+def _none(q, o):
+    return []
+
+
+def _per_axis(q, o):
+    """Vela: per-axis quantization only for the convolutions."""
+    if q.per_channel and q.kind not in ("conv2d", "depthwise_conv2d"):
+        return [f"per-axis quantization is only supported for CONV_2D and DEPTHWISE_CONV_2D, not {q.tflite_name}"]
+    return []
+
+
+CHECKS = {
+    "conv2d": _conv,
+    "depthwise_conv2d": _conv,
+    "fully_connected": lambda q, o: _fc(q, o) + _per_axis(q, o),
+    "max_pool2d": _pool,
+    "avg_pool2d": _pool,
+    "mean": _mean,
+    "add": _binary,
+    "mul": _binary,
+    "softmax": _softmax,
+    "requantize": _none,
+    "reshape": _none,
+    "concatenate": _none,
+}
+
+
+class EthosUBackend(NpuBackend):
+    backend_id = BACKEND_ID
+
+    def options_schema(self):
+        return {
+            "accelerator_config": OptionSpec("ethos-u55-128", allowed=ACCELERATOR_CONFIGS, help="Ethos-U configuration"),
+        }
+
+    def layer_support(self):
+        return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535))
+
+
+class _Plugin:
+    @staticmethod
+    def get_backend_id():
+        return BACKEND_ID
+
+    @staticmethod
+    def get_version():
+        return BACKEND_API_VERSION
+
+    @staticmethod
+    def backend_factory():
+        return EthosUBackend()
+
+
+plugin = _Plugin()

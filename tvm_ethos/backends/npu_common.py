@@ -1,0 +1,95 @@
+"""What the two NPU backends share: common constraints, the emulator codegen, the host codegen."""
+from __future__ import annotations
+
+import numpy as np
+
+from tvm_ethos.backends.base import Backend, Capabilities, OptimizationViews
+
+INT8_TYPES = ("int8", "uint8")
+
+
+def shape_ok(shape, max_dim=65536):
+    return all(isinstance(d, int) and 1 <= d <= max_dim for d in shape)
+
+
+def common_npu_checks(q, options, act_types=INT8_TYPES, max_rank=4, max_dim=65536) -> list[str]:
+    """Constraints every NPU operator has: integer types, rank, batch 1, dimension limits."""
+    r = []
+    for k, (shp, dt) in enumerate(zip(q.in_shapes, q.in_dtypes)):
+        if dt not in act_types:
+            r.append(f"input {k} has type {dt}; supported: {', '.join(act_types)}")
+        if len(shp) > max_rank:
+            r.append(f"input {k} is {len(shp)}-D; at most {max_rank}-D")
+        if len(shp) == 4 and shp[0] != 1:
+            r.append(f"batch size {shp[0]}; only batch 1")
+        if not shape_ok(shp, max_dim):
+            r.append(f"input {k} shape {shp} has a dimension outside [1, {max_dim}]")
+    if q.out_dtype not in act_types:
+        r.append(f"output has type {q.out_dtype}; supported: {', '.join(act_types)}")
+    if not shape_ok(q.out_shape, max_dim):
+        r.append(f"output shape {q.out_shape} has a dimension outside [1, {max_dim}]")
+    if q.bias is not None and str(q.bias.dtype) != "int32":
+        r.append(f"bias has type {q.bias.dtype}; only int32")
+    if q.weights is not None and q.w_dtype not in INT8_TYPES:
+        r.append(f"weights have type {q.w_dtype}; only 8-bit")
+    for k, lay in (("data_layout", "NHWC"), ("layout", "NHWC"), ("out_layout", "NHWC")):
+        if k in q.attrs and q.attrs[k] != lay:
+            r.append(f"{k} {q.attrs[k]}; only {lay}")
+    return r
+
+
+def weight_sum_ok(q, limit=127 * 65536) -> bool:
+    """Vela: the sum of |w - zp| over one output channel's weights must not exceed 127*65536."""
+    w = q.weights.astype(np.int64)
+    zp = np.broadcast_to(np.asarray(q.w_zp, dtype=np.int64), (w.shape[-1],))
+    sums = np.abs(w - zp).reshape(-1, w.shape[-1]).sum(axis=0)
+    return bool(np.all(sums <= limit))
+
+
+class NpuCodegen:
+    """Codegen of an NPU: ``relax.ext.<id>`` lowers each subgraph to TE with TFLite-exact integer
+    arithmetic and builds it for the host: the NPU emulator kernel."""
+
+    kind = "npu"
+
+    def __init__(self, backend_id: str):
+        self.name = backend_id
+
+    def register(self):
+        from tvm_ethos.lower.codegen import register_npu_codegen
+
+        register_npu_codegen(self.name)
+
+
+class HostCodegen:
+    """Codegen of a host (fallback) target: the TVM target its kernels are built for."""
+
+    kind = "host"
+
+    def __init__(self, backend_id: str, build_target: str):
+        self.name = backend_id
+        self.build_target = build_target
+
+    def register(self):
+        pass
+
+
+class NpuBackend(Backend):
+    """Shared parts of Ethos-N and Ethos-U."""
+
+    def codegen_factory(self):
+        return NpuCodegen(self.backend_id)
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            memory_alignment=64,
+            import_memory_sources=frozenset({"malloc", "dma_buf"}),
+            export_memory_sources=frozenset({"dma_buf"}),
+            fallback_import_memory_required=True,
+            is_host=False,
+            is_npu=True,
+        )
+
+    def optimize_subgraph(self, view, options=None) -> OptimizationViews:
+        # The emulator takes every subgraph the pattern checks accepted, unchanged.
+        return OptimizationViews(untouched=[view])

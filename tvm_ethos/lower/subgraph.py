@@ -1,0 +1,141 @@
+"""Lower a partitioned Relax function (one NPU subgraph, or one host composite) to TE / TIR.
+
+A subgraph function made by ``MergeCompositeFunctions`` is a chain of calls to local composite
+functions. Each composite is re-read as a :class:`~tvm_ethos.patterns.QOp` and lowered with
+``te_ops``; the whole chain becomes one TE graph and one PrimFunc whose parameters are
+
+    [activation inputs..., constants (weights, bias, multipliers, shifts)..., outputs...]
+
+``lower_function`` returns the *unscheduled* PrimFunc: the seam where a cascading scheduler
+(``tvm_ethos.lower.schedule``, later) applies a Proposal before the build.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax, te
+
+from tvm_ethos.errors import CompileError
+from tvm_ethos.lower.te_ops import ConstPool, lower_qop
+from tvm_ethos.patterns import QOp, qop_from_composite
+
+NPU_FUNC_ATTRS = {"op_pattern": 8, "tirx.is_scheduled": True}
+
+
+@dataclass
+class LoweredSubgraph:
+    symbol: str
+    primfunc: "tvm.tirx.PrimFunc"  # unscheduled
+    consts: list[np.ndarray]
+    num_inputs: int
+    layers: list[QOp] = field(default_factory=list)
+    tensors: dict = field(default_factory=dict)  # TE tensors by layer name, for part matchers
+    outputs: list = field(default_factory=list)
+
+
+def _te_placeholder(var: relax.Var, name: str):
+    ty = var.ty
+    shape = [int(v) for v in ty.shape.values]
+    return te.placeholder(shape, dtype=str(ty.dtype), name=name)
+
+
+def lower_function(func: relax.Function, symbol: str, num_inputs: int | None = None) -> LoweredSubgraph:
+    """TE graph and unscheduled PrimFunc of one partitioned function."""
+    params = list(func.params)
+    if num_inputs is None:
+        num_inputs = int(func.attrs["tvm_ethos.num_inputs"]) if func.attrs and "tvm_ethos.num_inputs" in func.attrs else len(params)
+    env: dict = {}
+    in_phs = []
+    for i, p in enumerate(params[:num_inputs]):
+        ph = _te_placeholder(p, f"input{i}")
+        env[p] = ph
+        in_phs.append(ph)
+    pool = ConstPool(prefix="c")
+    layers: list[QOp] = []
+    tensors = {}
+
+    def apply_composite(cfunc: relax.Function, args):
+        op = qop_from_composite(cfunc)
+        if op.problems:
+            raise CompileError(f"cannot lower {op.kind}: {'; '.join(op.problems)}")
+        ins = []
+        for inp in op.inputs:
+            idx = next((k for k, cp in enumerate(cfunc.params) if cp.same_as(inp)), None)
+            if idx is None:
+                raise CompileError(f"{op.kind}: input is not a parameter of its composite")
+            ins.append(lookup(args[idx]))
+        name = f"l{len(layers)}_{op.kind}"
+        out = lower_qop(op, ins, pool, name=name)
+        layers.append(op)
+        tensors[name] = out
+        return out
+
+    local_funcs: dict = {}
+
+    def lookup(expr):
+        if isinstance(expr, relax.Var) and expr in env:
+            return env[expr]
+        if isinstance(expr, relax.TupleGetItem):
+            t = lookup(expr.tuple_value)
+            return t[int(expr.index)]
+        if isinstance(expr, relax.Tuple):
+            return [lookup(f) for f in expr.fields]
+        raise CompileError(f"unsupported expression in an NPU subgraph: {type(expr).__name__}")
+
+    if func.attrs is not None and "Composite" in func.attrs:
+        out = apply_composite(func, list(func.params[:num_inputs]))
+        outputs = [out]
+    else:
+        body = func.body
+        for block in body.blocks:
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, relax.Function):
+                    local_funcs[b.var] = v
+                elif isinstance(v, relax.Call) and isinstance(v.op, relax.Var) and v.op in local_funcs:
+                    env[b.var] = apply_composite(local_funcs[v.op], list(v.args))
+                elif isinstance(v, relax.Call) and isinstance(v.op, relax.Function):
+                    env[b.var] = apply_composite(v.op, list(v.args))
+                elif isinstance(v, (relax.Tuple, relax.TupleGetItem, relax.Var)):
+                    env[b.var] = lookup(v)
+                else:
+                    raise CompileError(f"unsupported binding in an NPU subgraph: {v}")
+        res = lookup(body.body)
+        outputs = res if isinstance(res, list) else [res]
+
+    # every output must be its own stage (not an input, not repeated)
+    final = []
+    seen = set()
+    for k, t in enumerate(outputs):
+        if isinstance(t.op, te.PlaceholderOp) or id(t) in seen:
+            src = t
+            t = te.compute(src.shape, lambda *i, s=src: s[i], name=f"output{k}_copy")
+        seen.add(id(t))
+        final.append(t)
+    const_phs = [ph for ph, _ in pool.items]
+    prim = te.create_prim_func(in_phs + const_phs + final)
+    prim = prim.with_attr("global_symbol", symbol)
+    for k, v in NPU_FUNC_ATTRS.items():
+        prim = prim.with_attr(k, v)
+    return LoweredSubgraph(
+        symbol=symbol,
+        primfunc=prim,
+        consts=[arr for _, arr in pool.items],
+        num_inputs=num_inputs,
+        layers=layers,
+        tensors=tensors,
+        outputs=final,
+    )
+
+
+def build_host_kernel(lowered: LoweredSubgraph, target="llvm"):
+    """Compile one subgraph's PrimFunc for the host: the NPU emulator kernel."""
+    mod = tvm.IRModule({lowered.symbol: lowered.primfunc})
+    try:
+        from tvm_ethos.lower.pipeline import PIPELINE_NAME
+
+        return tvm.compile(mod, target=target, tir_pipeline=PIPELINE_NAME)
+    except Exception as err:  # pragma: no cover - a bug, not a user error
+        raise CompileError(f"building the emulator kernel {lowered.symbol} failed: {err}") from err

@@ -1,0 +1,434 @@
+"""Quantized operators in TE with integer arithmetic identical to TFLite's reference kernels.
+
+Conventions (all checked bit-exact against ai-edge-litert's reference kernels by the tests):
+
+* int32 accumulation of ``(x - x_zp) * (w - w_zp)``; padded positions contribute 0, i.e. they
+  hold the input zero point, as TFLite's reference loops skip them;
+* requantization ``MultiplyByQuantizedMultiplier``: ``SaturatingRoundingDoublingHighMul`` with
+  the Q31 multiplier (round half away from zero on the 64-bit product) followed by
+  ``RoundingDivideByPOT`` (round half away from zero) for the right shift;
+* the output zero point is added, then the fused activation clamp, then the cast.
+
+Each ``lower_*`` function takes a :class:`~tvm_ethos.patterns.QOp`, the TE tensors of its integer
+inputs and a :class:`ConstPool` that turns numpy constants into placeholders (weights, bias,
+per-channel multipliers and shifts stay PrimFunc arguments, never baked into the code).
+"""
+from __future__ import annotations
+
+import numpy as np
+from tvm import te, tirx
+
+from tvm_ethos.lower.quant import f32, quantize_multiplier, quantize_multipliers
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+
+class ConstPool:
+    """Numpy constants that become PrimFunc parameters, in order of creation."""
+
+    def __init__(self, prefix: str = "c"):
+        self.prefix = prefix
+        self.items: list[tuple[te.Tensor, np.ndarray]] = []
+
+    def add(self, name: str, array: np.ndarray) -> te.Tensor:
+        array = np.ascontiguousarray(array)
+        ph = te.placeholder(array.shape, dtype=str(array.dtype), name=f"{self.prefix}{len(self.items)}_{name}")
+        self.items.append((ph, array))
+        return ph
+
+
+# ----------------------------------------------------------------------- fixed point
+def _i32(v):
+    return tirx.const(int(v), "int32")
+
+
+def _i64(v):
+    return tirx.const(int(v), "int64")
+
+
+_LET_COUNTER = [0]
+
+
+def _let(value, body_fn, dtype=None):
+    """Hook for sharing a sub-expression; see the comment in the body."""
+    # Plain substitution: tirx.Let bodies get duplicated by vectorization and then trip the
+    # bound analyser ("conflicts with memorization"). Expressions stay small because every
+    # requantization that feeds another one is materialised as its own TE stage instead.
+    return body_fn(value)
+
+
+def srdhm(a, b):
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 expressions."""
+
+    def with_ab(a_, b_):
+        def body(ab):
+            nudge = tirx.Select(ab >= _i64(0), _i64(1 << 30), _i64(1 - (1 << 30)))
+            hi = tirx.truncdiv(ab + nudge, _i64(1 << 31)).astype("int32")
+            overflow = tirx.all(a_ == _i32(INT32_MIN), b_ == _i32(INT32_MIN))
+            return tirx.Select(overflow, _i32(INT32_MAX), hi)
+
+        return _let(a_.astype("int64") * b_.astype("int64"), body)
+
+    return _let(a, lambda a_: _let(b, lambda b_: with_ab(a_, b_)))
+
+
+def rdbpot(x, exponent):
+    """gemmlowp RoundingDivideByPOT: arithmetic right shift rounding half away from zero."""
+    if isinstance(exponent, int) and exponent == 0:
+        return x
+
+    def body(x_, e_):
+        if isinstance(e_, int):
+            mask = _i32((1 << e_) - 1)
+            threshold_base = _i32(((1 << e_) - 1) >> 1)
+            shifted = tirx.shift_right(x_, _i32(e_))
+        else:
+            mask = tirx.shift_left(_i32(1), e_) - _i32(1)
+            threshold_base = tirx.shift_right(mask, _i32(1))
+            shifted = tirx.shift_right(x_, e_)
+        remainder = tirx.bitwise_and(x_, mask)
+        threshold = threshold_base + tirx.Select(x_ < _i32(0), _i32(1), _i32(0))
+        return shifted + tirx.Select(remainder > threshold, _i32(1), _i32(0))
+
+    if isinstance(exponent, int):
+        return _let(x, lambda x_: body(x_, exponent))
+    return _let(x, lambda x_: _let(exponent, lambda e_: body(x_, e_)))
+
+
+def mbqm(x, multiplier, shift):
+    """TFLite MultiplyByQuantizedMultiplier; multiplier/shift python ints or int32 expressions."""
+    m = _i32(multiplier) if isinstance(multiplier, int) else multiplier
+    if isinstance(shift, int):
+        left, right = max(shift, 0), max(-shift, 0)
+        xl = x * _i32(1 << left) if left else x
+        return rdbpot(srdhm(xl, m), right)
+
+    def body(s_):
+        left = tirx.max(s_, _i32(0))
+        right = tirx.max(_i32(0) - s_, _i32(0))
+        xl = x * tirx.shift_left(_i32(1), left)
+        return rdbpot(srdhm(xl, m), right)
+
+    return _let(shift, body)
+
+
+def clamp_cast(v, lo: int, hi: int, dtype: str):
+    return tirx.min(tirx.max(v, _i32(lo)), _i32(hi)).astype(dtype)
+
+
+def _out_q(op):
+    return f32(op.out_q[0]), int(op.out_q[1])
+
+
+# ----------------------------------------------------------------------- convolution
+def lower_conv2d(op, inputs, pool: ConstPool, name="conv"):
+    """conv2d and depthwise (grouped) conv2d, NHWC activations, HWIO weights."""
+    (x,) = inputs
+    n_, h_, w_, c_ = op.in_shapes[0]
+    kh, kw, cpg, co = op.weights.shape
+    sh, sw = op.attrs["strides"]
+    dh, dw = op.attrs["dilation"]
+    pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
+    groups = op.attrs["groups"]
+    opg = co // groups
+    in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
+    out_scale, out_zp = _out_q(op)
+    w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
+    w_zp = np.broadcast_to(np.asarray(op.w_zp, dtype=np.int64), (co,))
+    reals = [in_scale * float(s) / out_scale for s in w_scale]
+    mult, shift = quantize_multipliers(reals)
+    w = pool.add(f"{name}_w", op.weights)
+    wzp_t = pool.add(f"{name}_wzp", w_zp.astype(np.int32)) if np.any(w_zp != 0) else None
+    bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
+    b = pool.add(f"{name}_bias", bias)
+    m_t = pool.add(f"{name}_mult", mult)
+    s_t = pool.add(f"{name}_shift", shift)
+    _, oh_, ow_, _ = op.out_shape
+    rh = te.reduce_axis((0, kh), name="rh")
+    rw = te.reduce_axis((0, kw), name="rw")
+    rc = te.reduce_axis((0, cpg), name="rc")
+
+    def acc_fn(n, oh, ow, oc):
+        ih = oh * sh + rh * dh - pt
+        iw = ow * sw + rw * dw - pl
+        ic = rc if groups == 1 else (oc // opg) * cpg + rc
+        inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+        xv = tirx.if_then_else(inside, x[n, ih, iw, ic].astype("int32") - _i32(in_zp), _i32(0))
+        wv = w[rh, rw, rc, oc].astype("int32")
+        if wzp_t is not None:
+            wv = wv - wzp_t[oc]
+        return te.sum(xv * wv, axis=[rh, rw, rc])
+
+    acc = te.compute((n_, oh_, ow_, co), acc_fn, name=f"{name}_acc")
+
+    def out_fn(n, oh, ow, oc):
+        v = acc[n, oh, ow, oc] + b[oc]
+        v = mbqm(v, m_t[oc], s_t[oc]) + _i32(out_zp)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+def lower_fully_connected(op, inputs, pool: ConstPool, name="fc"):
+    (x,) = inputs
+    nout, k = op.weights.shape
+    in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
+    out_scale, out_zp = _out_q(op)
+    ws = np.asarray(op.w_scale, dtype=np.float32).ravel()
+    if ws.size > 1:  # per-channel: PopulateConvolutionQuantizationParams (double products)
+        mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in ws])
+    else:  # per-tensor: GetQuantizedConvolutionMultipler (the product is taken in float32)
+        real = float(np.float32(in_scale) * np.float32(ws[0])) / out_scale
+        m, s = quantize_multiplier(real)
+        mult, shift = np.full((nout,), m, np.int32), np.full((nout,), s, np.int32)
+    w_zp = int(np.asarray(op.w_zp).ravel()[0])
+    w = pool.add(f"{name}_w", op.weights)
+    bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((nout,), np.int32)
+    b = pool.add(f"{name}_bias", bias)
+    m_t = pool.add(f"{name}_mult", mult)
+    s_t = pool.add(f"{name}_shift", shift)
+    in_shape = op.in_shapes[0]
+    lead = int(np.prod(in_shape)) // k
+    out_shape = op.out_shape
+    # flatten the input to (lead, k)
+    rk = te.reduce_axis((0, k), name="rk")
+
+    def x_at(row, kk):
+        flat = row * k + kk
+        idx = []
+        for d in reversed(in_shape):
+            idx.append(tirx.floormod(flat, d))
+            flat = tirx.floordiv(flat, d)
+        return x[tuple(reversed(idx))]
+
+    acc = te.compute(
+        (lead, nout),
+        lambda r, o: te.sum(
+            (x_at(r, rk).astype("int32") - _i32(in_zp)) * (w[o, rk].astype("int32") - _i32(w_zp)), axis=rk
+        ),
+        name=f"{name}_acc",
+    )
+
+    def out_fn(*idx):
+        o = idx[-1]
+        row = 0
+        for d, i in zip(out_shape[:-1], idx[:-1]):
+            row = row * d + i
+        v = acc[row, o] + b[o]
+        v = mbqm(v, m_t[o], s_t[o]) + _i32(out_zp)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(out_shape, out_fn, name=f"{name}_out")
+
+
+# ----------------------------------------------------------------------- pooling / mean
+def _pool_geometry(op):
+    ph, pw = op.attrs["pool_size"]
+    sh, sw = op.attrs["strides"]
+    pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
+    return ph, pw, sh, sw, pt, pl
+
+
+def lower_avg_pool2d(op, inputs, pool: ConstPool, name="avgpool"):
+    (x,) = inputs
+    _, h_, w_, _ = op.in_shapes[0]
+    ph, pw, sh, sw, pt, pl = _pool_geometry(op)
+    rh = te.reduce_axis((0, ph), name="rh")
+    rw = te.reduce_axis((0, pw), name="rw")
+
+    def sum_fn(n, oh, ow, c):
+        ih = oh * sh + rh - pt
+        iw = ow * sw + rw - pl
+        inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+        return te.sum(tirx.if_then_else(inside, x[n, ih, iw, c].astype("int32"), _i32(0)), axis=[rh, rw])
+
+    acc = te.compute(op.out_shape, sum_fn, name=f"{name}_sum")
+
+    def out_fn(n, oh, ow, c):
+        h0 = oh * sh - pt
+        w0 = ow * sw - pl
+        hs, he = tirx.max(h0, 0), tirx.min(h0 + ph, h_)
+        ws, we = tirx.max(w0, 0), tirx.min(w0 + pw, w_)
+        cnt = ((he - hs) * (we - ws)).astype("int32")
+        a = acc[n, oh, ow, c]
+        half = tirx.truncdiv(cnt, _i32(2))
+        v = tirx.Select(a > _i32(0), tirx.truncdiv(a + half, cnt), tirx.truncdiv(a - half, cnt))
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+def lower_max_pool2d(op, inputs, pool: ConstPool, name="maxpool"):
+    (x,) = inputs
+    _, h_, w_, _ = op.in_shapes[0]
+    ph, pw, sh, sw, pt, pl = _pool_geometry(op)
+    rh = te.reduce_axis((0, ph), name="rh")
+    rw = te.reduce_axis((0, pw), name="rw")
+    lo = tirx.min_value("int32")
+
+    def max_fn(n, oh, ow, c):
+        ih = oh * sh + rh - pt
+        iw = ow * sw + rw - pl
+        inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+        return te.max(tirx.if_then_else(inside, x[n, ih, iw, c].astype("int32"), lo), axis=[rh, rw])
+
+    acc = te.compute(op.out_shape, max_fn, name=f"{name}_max")
+    return te.compute(
+        op.out_shape, lambda *i: clamp_cast(acc[i], op.act_min, op.act_max, op.out_dtype), name=f"{name}_out"
+    )
+
+
+def lower_mean(op, inputs, pool: ConstPool, name="mean"):
+    """MEAN over H and W of an NHWC tensor (reference_integer_ops::Mean)."""
+    (x,) = inputs
+    n_, h_, w_, c_ = op.in_shapes[0]
+    in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
+    out_scale, out_zp = _out_q(op)
+    mult, shift = quantize_multiplier(in_scale / out_scale)
+    num = h_ * w_
+    rh = te.reduce_axis((0, h_), name="rh")
+    rw = te.reduce_axis((0, w_), name="rw")
+    acc = te.compute(
+        (n_, c_),
+        lambda n, c: te.sum(x[n, rh, rw, c].astype("int32") - _i32(in_zp), axis=[rh, rw]),
+        name=f"{name}_sum",
+    )
+    keep = len(op.out_shape) == 4
+
+    def out_fn(*idx):
+        n, c = idx[0], idx[-1]
+        a = mbqm(acc[n, c], mult, shift)
+        half = _i32(num // 2)
+        v = tirx.Select(a > _i32(0), tirx.truncdiv(a + half, _i32(num)), tirx.truncdiv(a - half, _i32(num)))
+        return clamp_cast(v + _i32(out_zp), op.act_min, op.act_max, op.out_dtype)
+
+    assert keep or len(op.out_shape) == 2
+    return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+# ----------------------------------------------------------------------- elementwise
+def _broadcast_index(in_shape, out_idx):
+    """Index into an input of ``in_shape`` broadcast (numpy rules) to the output index."""
+    off = len(out_idx) - len(in_shape)
+    return tuple(0 if d == 1 else out_idx[off + i] for i, d in enumerate(in_shape))
+
+
+def _const_or_tensor(t):
+    return t
+
+
+def lower_add(op, inputs, pool: ConstPool, name="add"):
+    """ADD (reference_integer_ops::Add): both inputs rescaled to 2*max(scale) with left shift 20."""
+    a, b = inputs
+    (s1, z1), (s2, z2) = [(f32(s), int(z)) for s, z in op.in_q]
+    so, zo = _out_q(op)
+    left_shift = 20
+    twice_max = 2 * max(s1, s2)
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+
+    def scaled(t, k, zp, m, sh):
+        return te.compute(
+            op.in_shapes[k],
+            lambda *i: mbqm((t[i].astype("int32") - _i32(zp)) * _i32(1 << left_shift), m, sh),
+            name=f"{name}_in{k}",
+        )
+
+    sa = scaled(a, 0, z1, m1, sh1)
+    sb = scaled(b, 1, z2, m2, sh2)
+
+    def fn(*idx):
+        raw = sa[_broadcast_index(op.in_shapes[0], idx)] + sb[_broadcast_index(op.in_shapes[1], idx)]
+        v = mbqm(raw, mo, sho) + _i32(zo)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def lower_mul(op, inputs, pool: ConstPool, name="mul"):
+    """MUL (reference_integer_ops::Mul)."""
+    a, b = inputs
+    (s1, z1), (s2, z2) = [(f32(s), int(z)) for s, z in op.in_q]
+    so, zo = _out_q(op)
+    m, sh = quantize_multiplier(s1 * s2 / so)
+
+    def fn(*idx):
+        va = a[_broadcast_index(op.in_shapes[0], idx)].astype("int32") - _i32(z1)
+        vb = b[_broadcast_index(op.in_shapes[1], idx)].astype("int32") - _i32(z2)
+        v = mbqm(va * vb, m, sh) + _i32(zo)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def lower_requantize(op, inputs, pool: ConstPool, name="requant"):
+    (x,) = inputs
+    s1, z1 = f32(op.in_q[0][0]), int(op.in_q[0][1])
+    so, zo = _out_q(op)
+    m, sh = quantize_multiplier(s1 / so)
+
+    def fn(*idx):
+        v = mbqm(x[idx].astype("int32") - _i32(z1), m, sh) + _i32(zo)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+# ----------------------------------------------------------------------- data movement
+def lower_reshape(op, inputs, pool: ConstPool, name="reshape"):
+    (x,) = inputs
+    in_shape = op.in_shapes[0]
+
+    def fn(*idx):
+        flat = 0
+        for d, i in zip(op.out_shape, idx):
+            flat = flat * d + i
+        src = []
+        for d in reversed(in_shape):
+            src.append(tirx.floormod(flat, d))
+            flat = tirx.floordiv(flat, d)
+        return x[tuple(reversed(src))]
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
+    axis = op.attrs["axis"] % len(op.out_shape)
+    offsets = np.cumsum([0] + [s[axis] for s in op.in_shapes])
+
+    def fn(*idx):
+        i = idx[axis]
+        val = None
+        for k in reversed(range(len(inputs))):
+            src = list(idx)
+            src[axis] = i - int(offsets[k])
+            v = inputs[k][tuple(src)]
+            val = v if val is None else tirx.if_then_else(i >= int(offsets[k]), v, val)
+        return val
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+LOWERINGS = {
+    "conv2d": lower_conv2d,
+    "depthwise_conv2d": lower_conv2d,
+    "fully_connected": lower_fully_connected,
+    "avg_pool2d": lower_avg_pool2d,
+    "max_pool2d": lower_max_pool2d,
+    "mean": lower_mean,
+    "add": lower_add,
+    "mul": lower_mul,
+    "requantize": lower_requantize,
+    "reshape": lower_reshape,
+    "concatenate": lower_concatenate,
+}
+
+
+def lower_qop(op, inputs, pool: ConstPool, name: str):
+    try:
+        fn = LOWERINGS[op.kind]
+    except KeyError:
+        raise NotImplementedError(f"no integer lowering for {op.kind}") from None
+    return fn(op, inputs, pool, name=name)

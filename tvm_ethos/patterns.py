@@ -1,0 +1,444 @@
+"""Quantized-operator patterns over the QDQ Relax that the importers produce, and their reading.
+
+TFLite int8 operators arrive as regions such as::
+
+    dequantize(x) -> conv2d(., dequantize(W)) -> add(., dequantize(bias)) -> quantize -> clip
+
+Each region is matched as one quantized operator (a :class:`QOp`): its int8 inputs, constant
+weights and bias, quantization parameters and fused activation bounds. The same pattern
+variants serve every backend (the NPUs and the exact host kernels); backends differ only in the
+check they apply to a QOp. ``read_qop`` re-reads a QOp from a composite function, so the code
+generators see exactly what the checks saw.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tvm import relax
+from tvm.relax.dpl.pattern import is_const, is_op, wildcard
+
+from tvm_ethos.lower.quant import dtype_range, quantize_value
+
+# operator kinds and the TFLite operator each one stands for (used by reports)
+TFLITE_NAMES = {
+    "conv2d": "CONV_2D",
+    "depthwise_conv2d": "DEPTHWISE_CONV_2D",
+    "fully_connected": "FULLY_CONNECTED",
+    "avg_pool2d": "AVERAGE_POOL_2D",
+    "max_pool2d": "MAX_POOL_2D",
+    "mean": "MEAN",
+    "add": "ADD",
+    "mul": "MUL",
+    "reshape": "RESHAPE",
+    "concatenate": "CONCATENATION",
+    "requantize": "QUANTIZE",
+    "softmax": "SOFTMAX",
+    "clip": "RELU",
+}
+
+
+@dataclass
+class QOp:
+    """One quantized operator read from a QDQ region."""
+
+    kind: str
+    inputs: list  # relax Exprs of the integer activation inputs
+    in_shapes: list[tuple]
+    in_dtypes: list[str]
+    out_shape: tuple
+    out_dtype: str
+    in_q: list[tuple[float, int]] = field(default_factory=list)  # (scale, zero point) per input
+    out_q: tuple[float, int] | None = None
+    weights: np.ndarray | None = None  # conv: HWIO (groups folded in I); fc: (N, K)
+    w_scale: np.ndarray | None = None  # per output channel (or one value)
+    w_zp: np.ndarray | None = None
+    w_dtype: str | None = None
+    bias: np.ndarray | None = None  # int32 per output channel
+    bias_scale: np.ndarray | None = None
+    attrs: dict = field(default_factory=dict)
+    act_min: int = -128
+    act_max: int = 127
+    float_activation: str | None = None
+    problems: list[str] = field(default_factory=list)  # what could not be read (always a rejection)
+
+    @property
+    def tflite_name(self) -> str:
+        return TFLITE_NAMES.get(self.kind, self.kind.upper())
+
+    @property
+    def per_channel(self) -> bool:
+        return self.w_scale is not None and np.asarray(self.w_scale).size > 1
+
+
+# ------------------------------------------------------------------ pattern construction
+def _dq(x):
+    return is_op("relax.dequantize")(x, is_const(), is_const())
+
+
+def _q(x):
+    return is_op("relax.quantize")(x, is_const(), is_const())
+
+
+def _tail(pre, ann, with_clip: bool):
+    q = _q(pre)
+    ann["q"] = q
+    if with_clip:
+        clip = is_op("relax.clip")(q, wildcard(), wildcard())
+        ann["clip"] = clip
+        return clip
+    return q
+
+
+def _conv_variants():
+    out = []
+    for reshape_w, bias, clip in itertools.product((False, True), (True, False), (True, False)):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        w = is_const()
+        dqw = _dq(w)
+        wt = is_op("relax.reshape")(dqw, wildcard()) if reshape_w else dqw
+        conv = is_op("relax.nn.conv2d")(dqx, wt)
+        ann.update(x0=x, dq0=dqx, w=w, dqw=dqw, op=conv)
+        pre = conv
+        if bias:
+            b = _dq(is_const())
+            pre = is_op("relax.add")(conv, b)
+            ann.update(bias_dq=b, bias_add=pre)
+        root = _tail(pre, ann, clip)
+        ann["root"] = root
+        out.append(("conv2d", root, ann))
+    return out
+
+
+def _fc_variants():
+    out = []
+    for bias, clip in itertools.product((True, False), (True, False)):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        w = is_const()
+        perm = is_op("relax.permute_dims")(w)
+        dqw = _dq(perm)
+        mm = is_op("relax.matmul")(dqx, dqw)
+        ann.update(x0=x, dq0=dqx, w=w, wperm=perm, dqw=dqw, op=mm)
+        pre = mm
+        if bias:
+            b = _dq(is_const())
+            pre = is_op("relax.add")(mm, b)
+            ann.update(bias_dq=b, bias_add=pre)
+        root = _tail(pre, ann, clip)
+        ann["root"] = root
+        out.append(("fully_connected", root, ann))
+    return out
+
+
+def _pool_variants():
+    out = []
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        cin = is_op("relax.astype")(x)
+        pool = is_op("relax.nn.avg_pool2d")(cin)
+        cout = is_op("relax.astype")(pool)
+        ann.update(x0=x, cast_in=cin, op=pool, cast_out=cout)
+        root = cout
+        if clip:
+            root = is_op("relax.clip")(cout, wildcard(), wildcard())
+            ann["clip"] = root
+        ann["root"] = root
+        out.append(("avg_pool2d", root, ann))
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        pool = is_op("relax.nn.max_pool2d")(x)
+        ann.update(x0=x, op=pool)
+        root = pool
+        if clip:
+            root = is_op("relax.clip")(pool, wildcard(), wildcard())
+            ann["clip"] = root
+        ann["root"] = root
+        out.append(("max_pool2d", root, ann))
+    return out
+
+
+def _unary_qdq_variants(kind, op_name):
+    out = []
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        core = is_op(op_name)(dqx)
+        ann.update(x0=x, dq0=dqx, op=core)
+        root = _tail(core, ann, clip)
+        ann["root"] = root
+        out.append((kind, root, ann))
+    return out
+
+
+def _binary_variants():
+    out = []
+    for kind, op_name in (("add", "relax.add"), ("mul", "relax.multiply")):
+        for act, clip in itertools.product((None, "relax.nn.relu", "relax.clip"), (True, False)):
+            ann = {}
+            a, b = wildcard(), wildcard()
+            dqa, dqb = _dq(a), _dq(b)
+            core = is_op(op_name)(dqa, dqb)
+            ann.update(x0=a, x1=b, dq0=dqa, dq1=dqb, op=core)
+            pre = core
+            if act == "relax.nn.relu":
+                pre = is_op(act)(core)
+                ann["act"] = pre
+            elif act == "relax.clip":
+                pre = is_op(act)(core, wildcard(), wildcard())
+                ann["act"] = pre
+            root = _tail(pre, ann, clip)
+            ann["root"] = root
+            out.append((kind, root, ann))
+    return out
+
+
+def _requantize_variants():
+    out = []
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        ann.update(x0=x, dq0=dqx, op=dqx)
+        root = _tail(dqx, ann, clip)
+        ann["root"] = root
+        out.append(("requantize", root, ann))
+    return out
+
+
+def _reshape_variants():
+    ann = {}
+    x = wildcard()
+    r = is_op("relax.reshape")(x, wildcard())
+    ann.update(x0=x, op=r, root=r)
+    return [("reshape", r, ann)]
+
+
+def _concat_variants():
+    ann = {}
+    c = is_op("relax.concat")(wildcard())
+    ann.update(op=c, root=c)
+    return [("concatenate", c, ann)]
+
+
+def pattern_variants() -> list[tuple[str, Any, dict]]:
+    """All (kind, pattern, annotations), most specific first."""
+    return (
+        _conv_variants()
+        + _fc_variants()
+        + _binary_variants()
+        + _pool_variants()
+        + _unary_qdq_variants("mean", "relax.mean")
+        + _unary_qdq_variants("softmax", "relax.nn.softmax")
+        + _requantize_variants()
+        + _reshape_variants()
+        + _concat_variants()
+    )
+
+
+# ------------------------------------------------------------------ reading a QOp
+def _const_np(expr) -> np.ndarray:
+    return expr.value.numpy()
+
+
+def _scalar(expr) -> float:
+    return float(np.asarray(_const_np(expr)).ravel()[0])
+
+
+def _ty(expr):
+    return expr.ty
+
+
+def _shape(expr) -> tuple:
+    ty = _ty(expr)
+    try:
+        return tuple(int(v) for v in ty.shape.values)
+    except Exception:  # symbolic shapes
+        return tuple(ty.shape.values) if ty.shape is not None else ()
+
+
+def _dtype(expr) -> str:
+    return str(_ty(expr).dtype)
+
+
+def _qparams_of_dq(call) -> tuple[np.ndarray, np.ndarray, int]:
+    scale = np.asarray(_const_np(call.args[1]), dtype=np.float32).ravel()
+    zp = np.asarray(_const_np(call.args[2])).astype(np.int64).ravel()
+    return scale, zp, int(call.attrs.axis)
+
+
+def _clip_bounds(call) -> tuple[float, float]:
+    lo, hi = call.args[1], call.args[2]
+    get = lambda v: float(v.value) if hasattr(v, "value") else float(v)  # noqa: E731
+    return get(lo), get(hi)
+
+
+def read_qop(kind: str, ann: dict) -> QOp:
+    """Build a QOp from the matched expressions of one pattern variant."""
+    root = ann["root"]
+    out_shape, out_dtype = _shape(root), _dtype(root)
+    op = QOp(kind=kind, inputs=[], in_shapes=[], in_dtypes=[], out_shape=out_shape, out_dtype=out_dtype)
+    problems = op.problems
+
+    def add_input(expr, dq=None):
+        op.inputs.append(expr)
+        op.in_shapes.append(_shape(expr))
+        op.in_dtypes.append(_dtype(expr))
+        if dq is not None:
+            s, z, _ = _qparams_of_dq(dq)
+            if s.size != 1 or z.size != 1:
+                problems.append("per-channel quantization of an activation input")
+            op.in_q.append((float(s[0]), int(z[0])))
+
+    if kind == "concatenate":
+        tup = ann["op"].args[0]
+        fields = getattr(tup, "fields", None)
+        if fields is None:
+            problems.append("concatenate of a non-literal tuple")
+            fields = []
+        for f in fields:
+            add_input(f)
+        op.attrs["axis"] = int(ann["op"].attrs.axis)
+    else:
+        add_input(ann["x0"], ann.get("dq0"))
+        if "x1" in ann:
+            add_input(ann["x1"], ann.get("dq1"))
+
+    if "q" in ann:
+        s, z, _ = _qparams_of_dq(ann["q"])
+        if s.size != 1:
+            problems.append("per-channel quantization of the output")
+        op.out_q = (float(s[0]), int(z[0]))
+    qmin, qmax = dtype_range(out_dtype) if out_dtype in ("int8", "uint8", "int16") else (-128, 127)
+    op.act_min, op.act_max = qmin, qmax
+    if "clip" in ann:
+        lo, hi = _clip_bounds(ann["clip"])
+        op.act_min = max(op.act_min, int(np.ceil(lo)))
+        op.act_max = min(op.act_max, int(np.floor(hi)))
+    if "act" in ann and op.out_q is not None:
+        act = ann["act"]
+        if act.op.name == "relax.nn.relu":
+            op.float_activation = "relu"
+            op.act_min = max(op.act_min, quantize_value(0.0, *op.out_q))
+        else:
+            lo, hi = _clip_bounds(act)
+            op.float_activation = f"clip({lo:g},{hi:g})"
+            op.act_min = max(op.act_min, quantize_value(lo, *op.out_q))
+            op.act_max = min(op.act_max, quantize_value(hi, *op.out_q))
+
+    core = ann["op"]
+    if kind == "conv2d":
+        a = core.attrs
+        op.attrs.update(
+            strides=tuple(int(v) for v in a.strides),
+            padding=tuple(int(v) for v in a.padding),
+            dilation=tuple(int(v) for v in a.dilation),
+            groups=int(a.groups),
+            data_layout=str(a.data_layout),
+            kernel_layout=str(a.kernel_layout),
+            out_layout=str(a.out_layout),
+        )
+        w = _const_np(ann["w"])
+        ws, wz, waxis = _qparams_of_dq(ann["dqw"])
+        op.w_dtype = str(w.dtype)
+        layout = op.attrs["kernel_layout"]
+        if "wreshape" in ann or w.ndim != 4 or _shape(ann["op"].args[1]) != w.shape:
+            # depthwise: TFLite (1, KH, KW, C*M) reshaped to (KH, KW, C*M, 1)
+            new_shape = _shape(ann["op"].args[1])
+            if int(np.prod(new_shape)) != w.size:
+                problems.append("weight reshape that changes the element count")
+            w = w.reshape(new_shape)
+        if layout == "HWIO":
+            pass
+        elif layout == "HWOI":
+            w = w.transpose(0, 1, 3, 2)
+        elif layout == "OHWI":
+            w = w.transpose(1, 2, 3, 0)
+        else:
+            problems.append(f"kernel layout {layout}")
+        op.weights = np.ascontiguousarray(w)
+        op.w_scale, op.w_zp = ws, wz
+        cin = op.in_shapes[0][3] if len(op.in_shapes[0]) == 4 else None
+        groups = op.attrs["groups"]
+        if groups > 1 and cin is not None and groups == cin and op.weights.shape[2] == 1:
+            op.kind = "depthwise_conv2d"
+            op.attrs["depth_multiplier"] = op.weights.shape[3] // groups
+        elif groups > 1:
+            problems.append(f"grouped convolution (groups={groups}) that is not depthwise")
+    elif kind == "fully_connected":
+        w = _const_np(ann["w"])  # (N, K) as TFLite stores it
+        perm = ann["wperm"]
+        axes = [int(v) for v in perm.attrs.axes] if perm.attrs.axes is not None else [1, 0]
+        if w.ndim != 2 or axes != [1, 0]:
+            problems.append("fully connected weights that are not a transposed 2-D matrix")
+        ws, wz, _ = _qparams_of_dq(ann["dqw"])
+        op.weights, op.w_scale, op.w_zp, op.w_dtype = np.ascontiguousarray(w), ws, wz, str(w.dtype)
+    elif kind in ("avg_pool2d", "max_pool2d"):
+        a = core.attrs
+        op.attrs.update(
+            pool_size=tuple(int(v) for v in a.pool_size),
+            strides=tuple(int(v) for v in a.strides),
+            padding=tuple(int(v) for v in a.padding),
+            dilation=tuple(int(v) for v in a.dilation),
+            layout=str(a.layout),
+            ceil_mode=bool(a.ceil_mode),
+        )
+        if kind == "avg_pool2d":
+            op.attrs["count_include_pad"] = bool(a.count_include_pad)
+            if _dtype(ann["cast_in"]) != "int32":
+                problems.append("average pool not accumulated in int32")
+    elif kind == "mean":
+        axes = core.attrs.axis
+        op.attrs["axis"] = tuple(int(v) for v in axes) if axes is not None else None
+        op.attrs["keepdims"] = bool(core.attrs.keepdims)
+    elif kind == "softmax":
+        op.attrs["axis"] = int(core.attrs.axis)
+    elif kind == "reshape":
+        op.out_q = None
+
+    if "bias_dq" in ann:
+        b = _const_np(ann["bias_dq"].args[0])
+        bs, bz, _ = _qparams_of_dq(ann["bias_dq"])
+        op.bias, op.bias_scale = b, bs
+        if np.any(bz != 0):
+            problems.append("bias with a non-zero zero point")
+    return op
+
+
+def qop_from_context(kind: str, ctx) -> QOp:
+    """QOp from a ``PatternCheckContext`` (check functions)."""
+    return read_qop(kind, dict(ctx.annotated_expr.items()))
+
+
+_VARIANTS_BY_KIND: dict[str, list] = {}
+
+
+def qop_from_composite(func: relax.Function) -> QOp:
+    """Re-read the QOp from a composite function made by ``FuseOpsByPattern``."""
+    name = str(func.attrs["Composite"])
+    kind = name.split(".", 1)[1]
+    if not _VARIANTS_BY_KIND:
+        for k, pat, ann in pattern_variants():
+            _VARIANTS_BY_KIND.setdefault(k, []).append((pat, ann))
+    body = func.body
+    var2val = {}
+    for block in body.blocks:
+        for b in block.bindings:
+            var2val[b.var] = b.value
+    root = body.body
+    for pat, ann in _VARIANTS_BY_KIND[kind]:
+        matched = pat.extract_matched_expr(root, var2val)
+        if matched is None:
+            continue
+        named = {k: matched[p] for k, p in ann.items() if p in matched}
+        # matched exprs come back as values; params stay params
+        return read_qop(kind, named)
+    raise ValueError(f"composite {name} does not match any of its pattern variants")
