@@ -26,8 +26,9 @@ demo: install
 	$(PY) -m planner demo $(MODELS)/mobilenet_v1_1.0_224.tflite --device ethos-u55-128
 
 bench: install
-	$(PY) benchmarks/planner_speed.py
+	$(PY) benchmarks/planner_speed.py --models $(MODELS)
 	$(PY) benchmarks/planner_memory.py --models $(MODELS)
+	$(PY) benchmarks/zero_copy.py --out out/zero_copy
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -15,12 +15,23 @@ setup(
         "tqdm",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "ai-edge-litert"],
+        "test": ["pytest", "hypothesis", "ai-edge-litert",
+                 # notebooks/ executed by tests/tvm_ethos/test_notebook.py
+                 "nbclient", "nbformat", "ipykernel",
+                 # tvmc plan --scheduler, tested on an in-process LocalCluster
+                 "dask[distributed]"],
         "opencl": ["pyopencl[pocl]"],
         "vela": ["ethos-u-vela==5.2.0"],
         "plots": ["matplotlib"],
     },
     entry_points={
         "console_scripts": ["tvmc=tvm_ethos.cli:main"],
+        # backends are plugins, built-in ones included (tvm_ethos/backends/registry.py)
+        "tvm_ethos.backends": [
+            "ethos-n = tvm_ethos.backends.ethos_n:plugin",
+            "ethos-u = tvm_ethos.backends.ethos_u:plugin",
+            "opencl = tvm_ethos.backends.opencl:plugin",
+            "llvm = tvm_ethos.backends.llvm:plugin",
+        ],
     },
 )

@@ -230,91 +230,62 @@ class PlanGenerator:
             return 0
         return sum(t.bytes for _, t in part.constant_inputs)
 
-    # ----- the backward walk ---------------------------------------------------------------
-    def walk(self, end: int, spec: PlanSpec, build: bool = False, stop: int | None = None
-             ) -> Iterator[tuple[int, dict[str, tuple[int, int]], "Plan | None"]]:
-        """Yield (start, {weights placement: (memory, cycles)}, plan-or-None) for every valid
-        interval ending at ``end``, extending one Part at a time.
+    # ----- one Plan in full --------------------------------------------------------------
+    def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
+        """The Plan for interval [start, end] under ``spec``, with every buffer and schedule.
 
-        Both weight placements share the walk (they change costs, not stripes); a Plan is
-        only built when ``build`` is set, for ``spec.weights``.
+        Walks backwards like ``generate`` and costs with the same ``_costs``/``_interior``, so
+        a built Plan always has the memory and cycles its candidate had.
         """
         sink = self.topo[end]
-        min_start = max(0, end - self.options.max_plan_size + 1)
-        if stop is not None:
-            min_start = max(min_start, stop)
         compute: dict[str, StripeConfig] = {sink.name: spec.stripe}
-        rolling = spec.mode == "rolling"
-        placements = self.options.weight_placements if not build else (spec.weights,)
-        memory = {wp: 0 for wp in placements}
-        cycles = {wp: 0 for wp in placements}
+        memory = cycles = 0
         configs: list[TensorConfig] = []
         schedules: list[PartSchedule] = []
+        wp = spec.weights
 
-        def add_part(p: Part) -> None:
+        def add(p: Part, is_sink: bool) -> None:
+            nonlocal memory, cycles
             st = compute[p.name]
-            for wp in placements:
-                cycles[wp] += self.part_cost(p, st, wp)
-                memory[wp] += self.weight_copy_bytes(p, st, wp)
-            stage, stage_cfgs = self._input_staging(p, st, spec, build)
-            for wp in placements:
-                memory[wp] += stage
-            if build:
-                wbytes = self.weight_copy_bytes(p, st, spec.weights)
-                schedules.append(PartSchedule(
-                    p.name, st, st.total_stripes, self.part_cost(p, st, spec.weights),
-                    self.device.fm_region if wbytes else self.device.weight_region))
-                configs.extend(stage_cfgs)
-                if wbytes:
-                    for _, t in p.constant_inputs:
-                        configs.append(TensorConfig(t.name, self.device.weight_region,
-                                                    self.device.fm_region,
-                                                    BufferMode.RECOMPUTE, t.shape, t.bytes))
+            mem, cyc = self._costs(p, st, spec, is_sink)
+            memory += mem[wp]
+            cycles += cyc[wp]
+            wbytes = self.weight_copy_bytes(p, st, wp)
+            schedules.append(PartSchedule(
+                p.name, st, st.total_stripes, cyc[wp],
+                self.device.fm_region if wbytes else self.device.weight_region))
+            configs.extend(self._input_staging(p, st, spec, True)[1])
+            if wbytes:
+                for _, t in p.constant_inputs:
+                    configs.append(TensorConfig(t.name, self.device.weight_region,
+                                                self.device.fm_region, BufferMode.RECOMPUTE,
+                                                t.shape, t.bytes))
 
-        if self.staged(sink.output):
+        out = sink.output
+        if self.staged(out):
             biggest = max(spec.stripe.count_stripes(), key=lambda s: (math.prod(s), s))
-            out_stage = 2 * sink.output.region_bytes(biggest)
-            for wp in placements:
-                memory[wp] += out_stage
-            if build:
-                configs.append(TensorConfig(
-                    sink.output.name, self.home_of(sink.output), self.device.fm_region,
-                    BufferMode.RECOMPUTE, biggest, out_stage, double_buffer=True))
-        elif build:
-            configs.append(TensorConfig(sink.output.name, self.home_of(sink.output),
-                                        self.home_of(sink.output), BufferMode.RECOMPUTE,
-                                        sink.output.shape, sink.output.bytes))
-        add_part(sink)
-        i = end
-        while True:
-            plan = None
-            if build:
-                wp = spec.weights
-                plan = Plan(i, end, tuple(p.name for p in self.topo[i:end + 1]),
-                            sink.output.name, spec, tuple(configs), tuple(reversed(schedules)),
-                            memory[wp], cycles[wp])
-            yield i, {wp: (memory[wp], cycles[wp]) for wp in placements}, plan
-            i -= 1
-            if i < min_start:
-                return
+            configs.append(TensorConfig(out.name, self.home_of(out), self.device.fm_region,
+                                        BufferMode.RECOMPUTE, biggest,
+                                        2 * out.region_bytes(biggest), double_buffer=True))
+        else:
+            configs.append(TensorConfig(out.name, self.home_of(out), self.home_of(out),
+                                        BufferMode.RECOMPUTE, out.shape, out.bytes))
+        add(sink, True)
+        for i in range(end - 1, start - 1, -1):
             p = self.topo[i]
-            t = p.output
-            if t.name in self.output_names:
-                return
-            cons = self.graph.consumers(t)
-            if not cons or any(self.position[q.name] > end for q in cons):
-                return
-            res = self._interior(t, cons, compute, rolling, spec.granule)
+            res = self._interior(p.output, self.graph.consumers(p.output), compute,
+                                 spec.mode == "rolling", spec.granule)
             if res is None:
-                return
+                raise PlannerError(f"internal: interval [{start}, {end}] cannot be built "
+                                   f"with {spec}")
             cfg, buf_shape, nbytes, mode = res
             compute[p.name] = cfg
-            for wp in placements:
-                memory[wp] += nbytes
-            if build:
-                configs.append(TensorConfig(t.name, self.device.fm_region, self.device.fm_region,
-                                            mode, buf_shape, nbytes))
-            add_part(p)
+            memory += nbytes
+            configs.append(TensorConfig(p.output.name, self.device.fm_region,
+                                        self.device.fm_region, mode, buf_shape, nbytes))
+            add(p, False)
+        return Plan(start, end, tuple(p.name for p in self.topo[start:end + 1]), out.name, spec,
+                    tuple(configs), tuple(reversed(schedules)), memory, cycles)
 
     def _windows(self, t: Tensor, cons: tuple[Part, ...], compute: dict
                  ) -> list[tuple[Part, int, StripeConfig]]:
@@ -361,7 +332,7 @@ class PlanGenerator:
                                 prop.offset[axis], t.shape[axis])
         h = granule if granule else max(1, math.floor(union.strides[axis]))
         h = min(h, _span(windows))
-        rows, lo, hi = ring_rows(windows, h)
+        rows, lo, hi = ring_rows(windows, h, t.shape[axis])
         n = -(-(hi - lo) // h)
         cfg = StripeConfig(
             tuple(h if a == axis else union.shape[a] for a in range(rank)), t.shape,
@@ -392,7 +363,7 @@ class PlanGenerator:
                     windows = _axis_windows(stripe.axis_ranges(b), prop.linear(a, b),
                                             prop.const(a), prop.offset[a], t.shape[a])
                     h = min(max(1, spec.granule or math.floor(win.strides[a])), _span(windows))
-                    rows, _, _ = ring_rows(windows, h)
+                    rows, _, _ = ring_rows(windows, h, t.shape[a])
                     buf[a] = min(t.shape[a], rows + h)
             nbytes = t.region_bytes(buf)
             total += nbytes
@@ -492,12 +463,6 @@ class PlanGenerator:
             cyc[wp] = self.part_cost(p, stripe, wp)
             mem[wp] = self.weight_copy_bytes(p, stripe, wp) + stage
         return mem, cyc
-
-    def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
-        for s, _, plan in self.walk(end, spec, build=True, stop=start):
-            if s == start:
-                return plan
-        raise PlannerError(f"internal: no plan for interval [{start}, {end}] with {spec}")
 
 
 def _prune(walkers: list, placements) -> list:

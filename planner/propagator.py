@@ -98,17 +98,6 @@ class Propagator:
             out.append(_norm(acc) if isinstance(acc, Fraction) else acc)
         return tuple(out)
 
-    def _apply_shape_dense(self, shape: Sequence[Number]) -> tuple[Number, ...]:
-        cols = self.output_dims
-        out = []
-        for row in self.transform[:-1]:
-            acc: Number = row[cols]
-            for j in range(cols):
-                if row[j]:
-                    acc = acc + row[j] * shape[j]
-            out.append(_norm(Fraction(acc)) if isinstance(acc, Fraction) else acc)
-        return tuple(out)
-
     def apply_linear(self, vec: Sequence[Number]) -> tuple[Number, ...]:
         """The linear part only: used for strides, which have no constant term."""
         cols = self.output_dims

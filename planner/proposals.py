@@ -9,6 +9,8 @@ at every prefix of the order loses nothing, and the frontier is exact.
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
 from dataclasses import dataclass
 
 from planner.device import Device
@@ -62,6 +64,53 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device) -> tuple[list[int],
     return base, own
 
 
+def _sink_frontiers(gen: PlanGenerator, j: int) -> tuple[int, dict[int, list]]:
+    """Candidates for every interval ending at ``j``, culled per interval.
+
+    Memory here excludes the live boundary tensors, which are the same for every candidate of
+    an interval, so culling before adding them loses nothing.
+    """
+    by_start: dict[int, list] = {}
+    count = 0
+    for start, mem, cyc, spec in gen.generate(j):
+        count += 1
+        by_start.setdefault(start, []).append((mem, cyc, spec))
+    return count, {s: frontier(c) for s, c in by_start.items()}
+
+
+_WORKER_GEN: PlanGenerator | None = None
+
+
+def _worker(j: int):
+    return _sink_frontiers(_WORKER_GEN, j)
+
+
+def _default_workers(parts: int) -> int:
+    """Both cores for graphs big enough to repay a fork (sinks are independent)."""
+    if parts < 12 or not hasattr(os, "fork"):
+        return 1
+    return max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else (os.cpu_count() or 1)))
+
+
+def _interval_frontiers(gen: PlanGenerator, workers: int):
+    """(count, {start: plan frontier}) per sink, in sink order, whatever the worker count:
+    the results, and so the Proposals, are the same with one process or several."""
+    n = len(gen.topo)
+    if workers <= 1:
+        for j in range(n):
+            yield _sink_frontiers(gen, j)
+        return
+    global _WORKER_GEN
+    _WORKER_GEN = gen
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers) as pool:
+            yield from pool.imap(_worker, range(n), chunksize=1)
+    finally:
+        _WORKER_GEN = None
+
+
 @dataclass(frozen=True)
 class _Point:
     memory: int
@@ -77,9 +126,10 @@ class ProposalSearch:
     """Runs the DP and keeps what is needed to rebuild any frontier Proposal."""
 
     def __init__(self, graph: PlannerGraph, device: Device,
-                 options: PlannerOptions | None = None) -> None:
+                 options: PlannerOptions | None = None, workers: int | None = None) -> None:
         if not graph.parts:
             raise PlannerError("the graph has no parts to plan")
+        self.workers = _default_workers(len(graph.parts)) if workers is None else workers
         self.graph = graph
         self.device = device
         self.options = options or PlannerOptions()
@@ -92,14 +142,11 @@ class ProposalSearch:
         n = len(self.gen.topo)
         base, own = live_boundary_bytes(self.graph, self.device)
         fronts: list[list[_Point]] = [[_Point(0, 0, -1, -1, 0, -1, None)]]
-        for j in range(n):
-            by_start: dict[int, list] = {}
-            for start, mem, cyc, spec in self.gen.generate(j):
-                self.plan_candidates += 1
-                by_start.setdefault(start, []).append((mem + base[start] + own[j], cyc, spec))
+        for j, (count, by_start) in enumerate(_interval_frontiers(self.gen, self.workers)):
+            self.plan_candidates += count
             cands = []
             for start in sorted(by_start):
-                plans = frontier(by_start[start])
+                plans = [(m + base[start] + own[j], c, spec) for m, c, spec in by_start[start]]
                 prev = fronts[start]
                 merged = combine([(p.memory, p.cycles, k) for k, p in enumerate(prev)], plans)
                 for m, c, (ia, ib) in merged:

@@ -34,8 +34,13 @@ class SimulationError(PlannerError):
 
 
 def _chunk_windows(graph: PlannerGraph, plan: Plan, tensor: str, axis: int,
-                   stripes: dict) -> list[tuple[int, int]]:
-    """Windows (along ``axis`` of ``tensor``) of every consumer stripe, in execution order."""
+                   stripes: dict, exact: bool = False) -> list[tuple[int, int]]:
+    """Windows (along ``axis`` of ``tensor``) of every consumer stripe, in execution order.
+
+    ``exact=False`` gives the window the schedule reads (the propagator applied to the whole
+    stripe); ``exact=True`` the rows the operator really needs, the union of the windows of
+    its single output rows (exact for every window operator, resize included).
+    """
     out = []
     for q_name in plan.parts:
         q = next(p for p in graph.parts if p.name == q_name)
@@ -44,13 +49,21 @@ def _chunk_windows(graph: PlannerGraph, plan: Plan, tensor: str, axis: int,
                 continue
             b = prop.driving_axis(axis)
             st = stripes[q_name]
+            lin = prop.linear(axis, b) if b is not None else 0
+            args = (lin, prop.const(axis), prop.offset[axis], t.shape[axis])
             if b is None:
-                out.append(window(0, 1, 0, prop.const(axis), prop.offset[axis], t.shape[axis]))
+                out.append(window(0, 1, *args))
                 continue
             for c0, c1 in st.axis_ranges(b):
-                if c1 > c0:
-                    out.append(window(c0, c1, prop.linear(axis, b), prop.const(axis),
-                                      prop.offset[axis], t.shape[axis]))
+                if c1 <= c0:
+                    continue
+                if not exact:
+                    out.append(window(c0, c1, *args))
+                else:
+                    rows = [window(r, r + 1, *args) for r in range(c0, c1)]
+                    rows = [w for w in rows if w[1] > w[0]]
+                    if rows:
+                        out.append((min(w[0] for w in rows), max(w[1] for w in rows)))
     return out
 
 
@@ -102,13 +115,14 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
             if a == rolling_axis:
                 shape.append(_ring_walk(wins, chunks))
             else:
-                # recompute: each read is served by the producer stripe run just before it
-                for a_lo, a_hi in wins:
+                # recompute: the producer computes each of its stripes whole into the buffer
+                # just before the reads it serves; the buffer holds the largest stripe.
+                for a_lo, a_hi in _chunk_windows(graph, plan, t.name, a, stripes, exact=True):
                     if a_hi > a_lo and not any(lo <= a_lo and a_hi <= hi for lo, hi in chunks):
                         raise SimulationError(
                             f"{t.name}: read [{a_lo}, {a_hi}) on axis {a} is covered by no "
-                            f"producer stripe")
-                shape.append(max((hi - lo for lo, hi in wins), default=0))
+                            f"producer stripe {chunks}")
+                shape.append(max((hi - lo for lo, hi in chunks), default=0))
         total += t.region_bytes(shape)
     for tc in plan.tensor_configs:
         if tc.copy_region != tc.home_region and tc.tensor not in members:

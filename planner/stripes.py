@@ -18,6 +18,10 @@ from typing import Sequence
 from planner.propagator import Number, Propagator
 
 
+def _is_int(x: Number) -> bool:
+    return isinstance(x, int) or (isinstance(x, Fraction) and x.denominator == 1)
+
+
 def _floor(x: Number) -> int:
     return math.floor(x)
 
@@ -117,9 +121,9 @@ class StripeConfig:
         if prop.input_dims != len(input_shape):
             raise ValueError(f"propagator produces {prop.input_dims} dims, input tensor has "
                              f"{len(input_shape)}")
-        shape = tuple(max(1, _ceil(x)) for x in prop.apply_shape(self.shape))
+        raw_shape = list(prop.apply_shape(self.shape))
         strides = prop.apply_linear(self.strides)
-        offset = prop.apply_offset(self.offset)
+        offset = list(prop.apply_offset(self.offset))
         order, stripes = [], []
         for i in range(prop.input_dims):
             j = prop.driving_axis(i)
@@ -129,6 +133,15 @@ class StripeConfig:
             else:
                 order.append(self.order[j])
                 stripes.append(self.stripes[j])
+            if j is not None and self.stripes[j] > 1 and prop.linear(i, j) > 0 and not (
+                    _is_int(self.offset[j]) and _is_int(self.strides[j])):
+                # Stripe positions are floored; scaled by L a floored start can sit up to L
+                # below the scaled exact start, so the window starts L earlier and is L longer.
+                lin = prop.linear(i, j)
+                offset[i] = offset[i] - lin
+                raw_shape[i] = raw_shape[i] + lin
+        shape = tuple(max(1, _ceil(x)) for x in raw_shape)
+        offset = tuple(offset)
         fixed_strides = tuple(s if n > 1 else shp for s, n, shp in zip(strides, stripes, shape))
         return StripeConfig(shape, tuple(int(e) for e in input_shape), fixed_strides,
                             tuple(order), tuple(stripes), offset)

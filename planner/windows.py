@@ -35,12 +35,14 @@ def chunk_end(x: int, lo: int, hi: int, h: int) -> int:
 
 
 @lru_cache(maxsize=200_000)
-def ring_rows(windows: tuple[tuple[int, int], ...], h: int) -> tuple[int, int, int]:
+def ring_rows(windows: tuple[tuple[int, int], ...], h: int, extent: int | None = None
+              ) -> tuple[int, int, int]:
     """Rows a rolling buffer needs when one consumer reads ``windows`` in order and the
     producer computes on demand in chunks of ``h`` rows.
 
-    Returns (ring rows, lo, hi): the producer computes rows [lo, hi) in chunks from ``lo``.
-    At each consumer step the buffer holds the rows from the window's start up to the
+    Returns (ring rows, lo, hi): the producer computes rows [lo, hi) in chunks from ``lo``;
+    its last chunk is cut only by the tensor's ``extent`` (default ``hi``), so it may run past
+    ``hi``. At each consumer step the buffer holds the rows from the window's start up to the
     producer's frontier, which the chunk grid may push past the window's end.
     """
     ws = [w for w in windows if w[1] > w[0]]
@@ -48,8 +50,9 @@ def ring_rows(windows: tuple[tuple[int, int], ...], h: int) -> tuple[int, int, i
         return 0, 0, 0
     lo = min(w[0] for w in ws)
     hi = max(w[1] for w in ws)
+    end = hi if extent is None else extent
     ring, frontier = 0, lo
     for a, b in ws:
-        frontier = max(frontier, chunk_end(b, lo, hi, h))
+        frontier = max(frontier, chunk_end(b, lo, end, h))
         ring = max(ring, frontier - a)
     return ring, lo, hi

@@ -1,0 +1,61 @@
+"""tvm-ethos: compile int8 networks for Arm Ethos-N / Ethos-U NPUs with TVM, with a host fallback.
+
+    import tvm_ethos
+    mod = tvm_ethos.load_model("model.tflite")          # Relax IRModule (QDQ)
+    cm = tvm_ethos.compile(mod, target="ethos-n,llvm")  # CompiledModel
+    outputs = cm.run(x)                                 # list of numpy arrays
+    cm.partition_summary                                # {"ethos-n": 27, "llvm": 3}
+    print(tvm_ethos.partition_report(mod, "ethos-u,llvm"))
+    cm.save("model.tvmethos"); cm2 = tvm_ethos.load("model.tvmethos")
+
+The NPU subgraphs run on an emulator: their TE, with TFLite-exact integer arithmetic, built for
+the host. Design record: rfcs/0002-byoc-and-backends.md.
+"""
+from tvm_ethos.errors import (
+    BackendError,
+    CompileError,
+    ModelLoadError,
+    OptionError,
+    TargetError,
+    TvmEthosError,
+    UnsupportedModelError,
+)
+
+__all__ = [
+    "BackendError",
+    "CompileError",
+    "CompiledModel",
+    "ModelLoadError",
+    "OptionError",
+    "TargetError",
+    "TvmEthosError",
+    "UnsupportedModelError",
+    "compile",
+    "load",
+    "load_model",
+    "parse_targets",
+    "partition_for_ethos_n",
+    "partition_for_ethos_u",
+    "partition_report",
+]
+
+
+def __getattr__(name):
+    # heavy imports (tvm) only when used
+    if name == "load_model":
+        from tvm_ethos.frontend import load_model
+
+        return load_model
+    if name in ("compile", "load", "CompiledModel"):
+        from tvm_ethos import compiler
+
+        return getattr(compiler, name)
+    if name in ("partition_for_ethos_n", "partition_for_ethos_u", "partition_report"):
+        from tvm_ethos import partition as _p
+
+        return getattr(_p, name)
+    if name == "parse_targets":
+        from tvm_ethos.targets import parse_targets
+
+        return parse_targets
+    raise AttributeError(f"module 'tvm_ethos' has no attribute {name!r}")

@@ -514,21 +514,20 @@ def _dpu_cycles(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ub: Shape3,
     return total // acc.cores
 
 
-def _mac_cycles_per_block(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig,
-                          monotone: bool = True) -> int:
+def _mac_cycles_per_block(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ub: Shape3,
+                          cap_stalls: bool) -> int:
     """DPU cycles for one (stripe-clipped) OFM block.
 
     Vela adds stall cycles only when a block is a single micro-block (or, on the 32-MAC
     configuration with 40-bit accumulators, a single row or column of them), so by its formula
-    a block of one micro-block can cost more than a block of two. With ``monotone`` such a
-    block costs at most what the next larger block costs, so that a bigger block never costs
+    a block of one micro-block can cost more than a block of two. With ``cap_stalls`` such a
+    block costs at most what the next larger block costs, so that a bigger stripe never costs
     fewer cycles; blocks of two or more micro-blocks in each direction keep Vela's figure.
     """
     ofm_block = tuple(min(s, b) for s, b in zip(op.ofm[1:], cfg.ofm_block))
-    ub = _ofm_ublock(acc, op)
     n_h, n_w, n_c = (_ceil_div(s, u) for s, u in zip(ofm_block, ub))
     cycles = _dpu_cycles(acc, op, cfg, ub, n_h, n_w, n_c)
-    if monotone and (n_h == 1 or n_w == 1):
+    if cap_stalls and (n_h == 1 or n_w == 1):
         cycles = min(cycles, _dpu_cycles(acc, op, cfg, ub, n_h + 1, n_w, n_c),
                      _dpu_cycles(acc, op, cfg, ub, n_h, n_w + 1, n_c),
                      _dpu_cycles(acc, op, cfg, ub, n_h + 1, n_w + 1, n_c))
@@ -536,22 +535,40 @@ def _mac_cycles_per_block(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig,
 
 
 def _estimate_mac_op(acc: EthosUAccelerator, fm: PortTiming, const_latency: int, op: NpuOp,
-                     cfg: BlockConfig) -> CycleBreakdown:
+                     cfg: BlockConfig, whole: NpuOp | None = None) -> CycleBreakdown:
     """Cycles of a convolution, depthwise, pooling or reduce-sum run as a single command
     (EstimateMacOpCycles with OpScheduling::Single: the first IFM block and the last OFM
-    block are not hidden)."""
+    block are not hidden).
+
+    ``whole`` is the NPU operation of the Part's whole output when ``op`` is one stripe of it
+    (block policy "part"); ``None`` gives Vela's formula unchanged. With it, three things keep
+    stripes consistent with the whole, so that cost is monotone in the stripe shape and no
+    tiling is cheaper than the whole:
+
+    * the micro-block shape is decided by the whole output (Vela's 1x4 micro-block of 1xN
+      convolutions applies to all stripes of such a Part or to none);
+    * when the whole output spans several micro-blocks, single-micro-block stalls are capped
+      (see :func:`_mac_cycles_per_block`);
+    * along an axis where the whole output spans several blocks, the output stage is charged
+      per micro-block for every stripe, as Vela charges the partly filled last block of the
+      whole (Vela charges a stripe smaller than one block its exact element count).
+    """
     ofm_block = tuple(min(s, b) for s, b in zip(op.ofm[1:], cfg.ofm_block))
-    ub = _ofm_ublock(acc, op)
+    ub = _ofm_ublock(acc, whole or op)
     ublocks_in_block = math.prod(_ceil_div(s, u) for s, u in zip(ofm_block, ub))
     num_blocks = math.prod(_ceil_div(s, u) for s, u in zip(op.ofm[1:], ub)) / ublocks_in_block
+    cap_stalls, pad = False, (False, False, False)
+    if whole is not None:
+        cap_stalls = whole.ofm[1] > ub[0] or whole.ofm[2] > ub[1]
+        pad = tuple(s > b for s, b in zip(whole.ofm[1:], cfg.ofm_block))
     ao_per_elem = _ao_cycles_per_element(acc, op, cfg)
-    padded = math.prod(_ceil_div(s, u) * u for s, u in zip(ofm_block, ub))
-    ao_compute = float(math.ceil(ao_per_elem * padded))
+    elements = math.prod(_ceil_div(s, u) * u if p else s for s, u, p in zip(ofm_block, ub, pad))
+    ao_compute = float(math.ceil(ao_per_elem * elements))
     bias = 0.0
     if op.npu in (CONV, DEPTHWISE) and op.has_bias:
         bias = 10.0 * ofm_block[2] * const_latency / 256
     ao = max(ao_compute, bias)
-    mac = float(_mac_cycles_per_block(acc, op, cfg))
+    mac = float(_mac_cycles_per_block(acc, op, cfg, ub, cap_stalls))
     ifm_blk = _ifm_block_cycles(acc, fm, op, cfg)
     ofm_blk = _ofm_block_cycles(acc, fm, op, cfg)
     min_mem = abs(ofm_blk - ifm_blk) if num_blocks > 1 else 0
@@ -855,16 +872,17 @@ class EthosUPerfModel:
         """The block configuration Vela chooses for one NPU operation."""
         return self._config(op)
 
-    def _estimate_uncached(self, op: NpuOp, cfg: BlockConfig) -> CycleBreakdown:
+    def _estimate_uncached(self, op: NpuOp, cfg: BlockConfig,
+                           whole: NpuOp | None) -> CycleBreakdown:
         if op.npu in _MAC_OPS:
             return _estimate_mac_op(self.accelerator, self.fm_timing,
-                                    self.const_timing.read_latency, op, cfg)
+                                    self.const_timing.read_latency, op, cfg, whole)
         return _estimate_elementwise(self.accelerator, self.fm_timing, op, cfg)
 
     def estimate_op(self, op: NpuOp, config: BlockConfig | None = None) -> CycleBreakdown:
         """Vela's estimate for one NPU operation run as a single command, with ``config``
         (default: the block configuration Vela would choose for it)."""
-        return self._estimate(op, config if config is not None else self._config(op))
+        return self._estimate(op, config if config is not None else self._config(op), None)
 
     def _part_ops_uncached(self, part: Part) -> tuple[NpuOp, ...]:
         return tuple(lower_part(part, part.output.shape))
@@ -873,9 +891,9 @@ class EthosUPerfModel:
         """Per-NPU-operation estimates of one stripe (what compute_cycles sums)."""
         ops = lower_part(part, out_shape)
         if self.block_policy == "stripe":
-            return [self._estimate(op, self._config(op)) for op in ops]
+            return [self._estimate(op, self._config(op), None) for op in ops]
         whole = self._part_ops(part)
-        return [self._estimate(op, self._config(w)) for op, w in zip(ops, whole)]
+        return [self._estimate(op, self._config(w), w) for op, w in zip(ops, whole)]
 
     def compute_cycles(self, part: Part, out_shape: tuple[int, ...]) -> int:
         """NPU cycles of one output stripe of ``out_shape``, as Vela estimates a command of

@@ -6,7 +6,7 @@ strides 1..3, dilated kernel height <= 64 and dilated kernel area <= 4096, 8-bit
 weights whose per-channel sum |w - zp| <= 127 * 65536, an int32 1-D bias; depthwise depth
 multiplier > 1 only with one input channel; pools with strides 1..3 and kernels up to 256 high
 and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
-convolutions; mean over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting
+convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting
 only along dimensions of size 1; softmax with equal input and output shapes; reshape;
 concatenate; requantize.
 """
@@ -59,7 +59,9 @@ def _fc(q, o):
 
 
 def _pool(q, o):
-    r = _strides(q)
+    # a pool with a single window (1x1 output, window covering the input) has no effective stride
+    single = tuple(q.out_shape[1:3]) == (1, 1) and tuple(q.attrs["pool_size"]) == tuple(q.in_shapes[0][1:3])
+    r = [] if single else _strides(q)
     ph, pw = q.attrs["pool_size"]
     same = any(q.attrs["padding"])
     if q.kind == "avg_pool2d" and same:
@@ -99,9 +101,12 @@ def _binary(q, o):
 
 
 def _softmax(q, o):
+    r = []
     if tuple(q.in_shapes[0]) != tuple(q.out_shape):
-        return ["IFM and OFM shapes must match"]
-    return []
+        r.append("IFM and OFM shapes must match")
+    # Vela runs SOFTMAX on the NPU; the emulator has no TFLite-exact integer softmax yet
+    r.append("the NPU emulator has no bit-exact SOFTMAX kernel yet")
+    return r
 
 
 def _none(q, o):
@@ -109,9 +114,9 @@ def _none(q, o):
 
 
 def _per_axis(q, o):
-    """Vela: per-axis quantization only for the convolutions."""
-    if q.per_channel and q.kind not in ("conv2d", "depthwise_conv2d"):
-        return [f"per-axis quantization is only supported for CONV_2D and DEPTHWISE_CONV_2D, not {q.tflite_name}"]
+    """Vela: per-axis quantization only for the convolutions and fully connected."""
+    if q.per_channel and q.kind not in ("conv2d", "depthwise_conv2d", "fully_connected"):
+        return [f"per-axis quantization is only supported for CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED, not {q.tflite_name}"]
     return []
 
 

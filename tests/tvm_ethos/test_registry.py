@@ -1,0 +1,161 @@
+"""Backend registry: built-ins through entry points, third-party backends from a generated
+dist-info entry point and from TVM_ETHOS_BACKEND_PATH, seed 002's version and id rules."""
+import textwrap
+
+import numpy as np
+import pytest
+
+import tflite_builder as tb
+import tvm_ethos
+from conftest import assert_bit_exact
+from tvm_ethos.backends import registry as R
+from tvm_ethos.backends.base import BACKEND_API_VERSION, Backend
+
+PLUGIN = '''
+from pathlib import Path
+from tvm_ethos.backends.base import Backend, LayerSupport, OptimizationViews
+from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks
+
+MARKER = Path({marker!r})
+
+class AcmeBackend(NpuBackend):
+    backend_id = {bid!r}
+
+    def layer_support(self):
+        return LayerSupport({{"conv2d": lambda q, o: [] if q.weights.shape[0] <= {kmax} else ["kernel too tall for acme"]}},
+                            common=lambda q, o: common_npu_checks(q, o))
+
+    def optimize_subgraph(self, view, options=None):
+        if {fail!r}:
+            return OptimizationViews(failed=[(view, "acme refuses every subgraph")])
+        return OptimizationViews(untouched=[view])
+
+def get_backend_id():
+    return {bid!r}
+
+def get_version():
+    return {version!r}
+
+def backend_factory():
+    MARKER.write_text("loaded")
+    return AcmeBackend()
+'''
+
+
+def write_plugin(path, bid, marker, version=BACKEND_API_VERSION, fail=False, kmax=7):
+    path.write_text(PLUGIN.format(bid=bid, marker=str(marker), version=tuple(version), fail=fail, kmax=kmax))
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    monkeypatch.delenv(R.PATH_ENV, raising=False)
+    R.reset_registry()
+    yield
+    R.reset_registry()
+
+
+def test_builtins_registered_as_plugins(fresh_registry):
+    reg = R.get_registry()
+    assert {"ethos-n", "ethos-u", "llvm", "opencl"} <= set(reg.ids())
+    assert all("tvm_ethos.backends." in reg.source_of(b) for b in ("ethos-n", "ethos-u", "llvm", "opencl"))
+    caps = reg.get("ethos-n").capabilities()
+    assert caps.fallback_import_memory_required and caps.is_npu and "dma_buf" in caps.import_memory_sources
+    assert reg.get("llvm").capabilities().is_host
+    mm = reg.get("ethos-u").create_memory_manager()
+    mm.acquire()
+    assert mm.acquired
+    mm.release()
+    assert not mm.acquired
+
+
+@pytest.mark.parametrize("backend,host,ok", [
+    ((1, 0), (1, 0), True), ((2, 1), (2, 4), True), ((2, 4), (2, 4), True),
+    ((2, 5), (2, 4), False), ((2, 0), (1, 0), False), ((2, 0), (3, 0), False),
+])
+def test_version_rules(backend, host, ok):
+    assert R.is_compatible_version(backend, host) is ok
+
+
+@pytest.mark.parametrize("name,ok", [
+    ("Arm_GpuAcc_backend.py", True), ("Arm_GpuAcc_backend.py.1", True), ("Arm_GpuAcc_backend.py.1.2.3", True),
+    ("Arm_GpuAcc_backend.py.10.1.27", True), ("Arm123_GpuAcc_backend.py", True), ("Arm_GpuAcc456_backend.py", True),
+    ("Arm_GpuAcc_backend.py.10.1.33.", False), ("Arm_GpuAcc_backend.py.3.4..5", False),
+    ("Arm_GpuAcc_backend.py.1,1.1", False), ("Arm%Co_GpuAcc_backend.py", False), ("Arm_Gpu.Acc_backend.py", False),
+    ("GpuAcc_backend.py", False), ("_GpuAcc_backend.py", False), ("Arm__backend.py", False),
+    ("Arm_GpuAcc.py", False), ("__backend.py", False), ("__.py", False), ("Arm_GpuAcc_backend", False),
+    ("Arm_GpuAcc_backend_v1.2.py", False),
+])
+def test_file_name_rules(name, ok):
+    assert R.is_valid_backend_file_name(name) is ok
+
+
+def test_id_rules_and_duplicates(caplog):
+    reg = R.BackendRegistry()
+    make = lambda: Backend()  # noqa: E731
+    assert not reg.register("", make)
+    assert not reg.register("a,b", make)
+    assert not reg.register("has space", make)
+    assert not reg.register(None, make)
+    assert reg.register("Acme-1", make)
+    assert not reg.register("Acme-1", make)
+    assert not reg.register("future", make, version=(BACKEND_API_VERSION[0], BACKEND_API_VERSION[1] + 1))
+    assert not reg.register("old-major", make, version=(BACKEND_API_VERSION[0] + 1, 0))
+    reasons = [r.reason for r in reg.rejected]
+    assert any("invalid backend id" in r for r in reasons)
+    assert any("already registered" in r for r in reasons)
+    assert any("not compatible" in r for r in reasons)
+    assert reg.ids() == ["Acme-1"]
+    assert "rejected" in caplog.text
+
+
+def test_third_party_from_path(tmp_path, monkeypatch, fresh_registry):
+    good_marker, bad_marker = tmp_path / "good.loaded", tmp_path / "bad.loaded"
+    write_plugin(tmp_path / "Acme_Npu_backend.py", "acme-npu", good_marker)
+    write_plugin(tmp_path / "Acme_Future_backend.py.1.2", "acme-future", bad_marker,
+                 version=(BACKEND_API_VERSION[0], BACKEND_API_VERSION[1] + 1))
+    write_plugin(tmp_path / "acme-bad-name_backend.py", "acme-x", bad_marker)
+    (tmp_path / "Acme_Dangling_backend.py").symlink_to(tmp_path / "missing.py")
+    (tmp_path / "Acme_Link_backend.py").symlink_to(tmp_path / "Acme_Npu_backend.py")  # same file: once
+    monkeypatch.setenv(R.PATH_ENV, f"relative/dir:{tmp_path}:/does/not/exist")
+    reg = R.get_registry()
+    assert "acme-npu" in reg.ids()
+    assert "acme-future" not in reg.ids() and "acme-x" not in reg.ids()
+    reasons = " | ".join(r.reason for r in reg.rejected)
+    assert "not compatible" in reasons and "does not follow" in reasons and "does not exist" in reasons
+    assert not bad_marker.exists()  # a rejected backend is never loaded
+
+    rs = np.random.RandomState(1)
+    model = tb.conv2d(rs)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="acme-npu,llvm")
+    assert good_marker.exists()
+    assert cm.partition_summary == {"acme-npu": 1}
+    assert_bit_exact(cm, model, n_inputs=2)
+    tall = tb.conv2d(rs, kernel=(9, 3))
+    rep = tvm_ethos.partition_report(tvm_ethos.load_model(tall), "acme-npu,llvm")
+    assert rep.operators[0].rejections["acme-npu"] == ["kernel too tall for acme"]
+
+
+def test_third_party_from_entry_point(tmp_path, monkeypatch, fresh_registry):
+    pkg = tmp_path / "site"
+    pkg.mkdir()
+    write_plugin(pkg / "acme_picky_plugin.py", "acme-picky", tmp_path / "picky.loaded", fail=True)
+    dist = pkg / "acme_picky-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-picky\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(textwrap.dedent("""
+        [tvm_ethos.backends]
+        acme-picky = acme_picky_plugin
+        wrong-name = acme_picky_plugin
+    """))
+    monkeypatch.syspath_prepend(str(pkg))
+    reg = R.get_registry()
+    assert "acme-picky" in reg.ids()
+    assert any("entry point is named 'wrong-name'" in r.reason for r in reg.rejected)
+    # optimize_subgraph fails every subgraph: its operators go to the next target
+    rs = np.random.RandomState(2)
+    model = tb.conv2d(rs)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="acme-picky,ethos-u,llvm")
+    assert cm.partition_summary == {"ethos-u": 1}
+    assert cm.partition_report.operators[0].rejections["acme-picky"] == [
+        "optimize_subgraph failed: acme refuses every subgraph"]
+    assert_bit_exact(cm, model, n_inputs=2)

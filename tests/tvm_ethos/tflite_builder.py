@@ -1,0 +1,294 @@
+"""Build small int8 TFLite flatbuffers (one operator each) for the operator tests.
+
+Written against the flatbuffer builder functions of the ``tflite`` package. A model is a list of
+tensors (name, shape, dtype, quantization, optional constant data) and one operator.
+"""
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+import tflite
+
+_TYPES = {"float32": tflite.TensorType.FLOAT32, "int8": tflite.TensorType.INT8,
+          "int32": tflite.TensorType.INT32, "uint8": tflite.TensorType.UINT8}
+_NP = {"float32": np.float32, "int8": np.int8, "int32": np.int32, "uint8": np.uint8}
+ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
+
+
+class T:
+    def __init__(self, shape, dtype="int8", scale=None, zp=None, data=None, axis=0):
+        self.shape, self.dtype, self.data, self.axis = list(shape), dtype, data, axis
+        self.scale = None if scale is None else np.atleast_1d(np.asarray(scale, np.float32))
+        self.zp = None if zp is None else np.atleast_1d(np.asarray(zp, np.int64))
+
+
+def _vec_i32(b, vals, start):
+    start(b, len(vals))
+    for v in reversed(vals):
+        b.PrependInt32(int(v))
+    return b.EndVector()
+
+
+def _vec_f32(b, vals):
+    b.StartVector(4, len(vals), 4)
+    for v in reversed(vals):
+        b.PrependFloat32(float(v))
+    return b.EndVector()
+
+
+def _vec_i64(b, vals):
+    b.StartVector(8, len(vals), 8)
+    for v in reversed(vals):
+        b.PrependInt64(int(v))
+    return b.EndVector()
+
+
+def _vec_u8(b, data: bytes):
+    b.StartVector(1, len(data), 16)
+    b.head = b.head - len(data)
+    b.Bytes[b.head:b.head + len(data)] = data
+    return b.EndVector()
+
+
+def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, options_type=0, options_fn=None,
+          op_inputs=None, op_outputs=None) -> bytes:
+    b = flatbuffers.Builder(1024)
+    # buffers: 0 is the empty sentinel
+    buf_offsets = []
+    tflite.BufferStart(b)
+    buf_offsets.append(tflite.BufferEnd(b))
+    tensor_buf = []
+    for t in tensors:
+        if t.data is not None:
+            raw = np.ascontiguousarray(np.asarray(t.data, dtype=_NP[t.dtype])).tobytes()
+            dv = _vec_u8(b, raw)
+            tflite.BufferStart(b)
+            tflite.BufferAddData(b, dv)
+            buf_offsets.append(tflite.BufferEnd(b))
+            tensor_buf.append(len(buf_offsets) - 1)
+        else:
+            tflite.BufferStart(b)
+            buf_offsets.append(tflite.BufferEnd(b))
+            tensor_buf.append(len(buf_offsets) - 1)
+    t_offsets = []
+    for i, t in enumerate(tensors):
+        name = b.CreateString(f"t{i}")
+        shape = _vec_i32(b, t.shape, tflite.TensorStartShapeVector)
+        q = None
+        if t.scale is not None:
+            sc = _vec_f32(b, t.scale)
+            zp = _vec_i64(b, t.zp)
+            tflite.QuantizationParametersStart(b)
+            tflite.QuantizationParametersAddScale(b, sc)
+            tflite.QuantizationParametersAddZeroPoint(b, zp)
+            tflite.QuantizationParametersAddQuantizedDimension(b, t.axis)
+            q = tflite.QuantizationParametersEnd(b)
+        tflite.TensorStart(b)
+        tflite.TensorAddShape(b, shape)
+        tflite.TensorAddType(b, _TYPES[t.dtype])
+        tflite.TensorAddBuffer(b, tensor_buf[i])
+        tflite.TensorAddName(b, name)
+        if q is not None:
+            tflite.TensorAddQuantization(b, q)
+        t_offsets.append(tflite.TensorEnd(b))
+    opts = options_fn(b) if options_fn else None
+    oi = _vec_i32(b, op_inputs if op_inputs is not None else inputs, tflite.OperatorStartInputsVector)
+    oo = _vec_i32(b, op_outputs if op_outputs is not None else outputs, tflite.OperatorStartOutputsVector)
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, 0)
+    tflite.OperatorAddInputs(b, oi)
+    tflite.OperatorAddOutputs(b, oo)
+    if opts is not None:
+        tflite.OperatorAddBuiltinOptionsType(b, options_type)
+        tflite.OperatorAddBuiltinOptions(b, opts)
+    op = tflite.OperatorEnd(b)
+    tflite.SubGraphStartTensorsVector(b, len(t_offsets))
+    for o in reversed(t_offsets):
+        b.PrependUOffsetTRelative(o)
+    tv = b.EndVector()
+    gi = _vec_i32(b, inputs, tflite.SubGraphStartInputsVector)
+    go = _vec_i32(b, outputs, tflite.SubGraphStartOutputsVector)
+    tflite.SubGraphStartOperatorsVector(b, 1)
+    b.PrependUOffsetTRelative(op)
+    ov = b.EndVector()
+    sname = b.CreateString("main")
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tv)
+    tflite.SubGraphAddInputs(b, gi)
+    tflite.SubGraphAddOutputs(b, go)
+    tflite.SubGraphAddOperators(b, ov)
+    tflite.SubGraphAddName(b, sname)
+    sg = tflite.SubGraphEnd(b)
+    tflite.OperatorCodeStart(b)
+    tflite.OperatorCodeAddBuiltinCode(b, opcode)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(opcode, 127))
+    tflite.OperatorCodeAddVersion(b, 1)
+    oc = tflite.OperatorCodeEnd(b)
+    tflite.ModelStartOperatorCodesVector(b, 1)
+    b.PrependUOffsetTRelative(oc)
+    ocv = b.EndVector()
+    tflite.ModelStartSubgraphsVector(b, 1)
+    b.PrependUOffsetTRelative(sg)
+    sgv = b.EndVector()
+    tflite.ModelStartBuffersVector(b, len(buf_offsets))
+    for o in reversed(buf_offsets):
+        b.PrependUOffsetTRelative(o)
+    bv = b.EndVector()
+    desc = b.CreateString("tvm-ethos test")
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, ocv)
+    tflite.ModelAddSubgraphs(b, sgv)
+    tflite.ModelAddDescription(b, desc)
+    tflite.ModelAddBuffers(b, bv)
+    m = tflite.ModelEnd(b)
+    b.Finish(m, file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+# --------------------------------------------------------------------- operator models
+BO = tflite.BuiltinOperator
+BOPT = tflite.BuiltinOptions
+
+
+def _qact(rs, shape):
+    return T(shape, "int8", scale=rs.uniform(0.01, 0.1), zp=int(rs.randint(-20, 20)))
+
+
+def conv2d(rs, in_shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dilation=(1, 1), padding="SAME",
+           act=None, depthwise=False, multiplier=1, per_channel=True):
+    cin = in_shape[3]
+    x = _qact(rs, in_shape)
+    if depthwise:
+        cout = cin * multiplier
+        wshape = [1, kernel[0], kernel[1], cout]
+        qaxis = 3
+    else:
+        wshape = [cout, kernel[0], kernel[1], cin]
+        qaxis = 0
+    wdata = rs.randint(-127, 128, size=wshape).astype(np.int8)
+    wsc = rs.uniform(0.002, 0.02, size=cout if per_channel else 1).astype(np.float32)
+    w = T(wshape, "int8", scale=wsc, zp=np.zeros(wsc.size, np.int64), data=wdata, axis=qaxis)
+    bsc = (x.scale[0] * wsc).astype(np.float32)
+    bias = T([cout], "int32", scale=np.broadcast_to(bsc, (cout,)), zp=np.zeros(cout, np.int64),
+             data=rs.randint(-2000, 2000, size=cout).astype(np.int32))
+    pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
+    oh = -(-in_shape[1] // stride[0]) if padding == "SAME" else (in_shape[1] - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
+    ow = -(-in_shape[2] // stride[1]) if padding == "SAME" else (in_shape[2] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
+    y = T([1, oh, ow, cout], "int8", scale=rs.uniform(0.05, 0.3), zp=int(rs.randint(-20, 20)))
+
+    def opts(b):
+        if depthwise:
+            tflite.DepthwiseConv2DOptionsStart(b)
+            tflite.DepthwiseConv2DOptionsAddPadding(b, pad)
+            tflite.DepthwiseConv2DOptionsAddStrideW(b, stride[1])
+            tflite.DepthwiseConv2DOptionsAddStrideH(b, stride[0])
+            tflite.DepthwiseConv2DOptionsAddDepthMultiplier(b, multiplier)
+            tflite.DepthwiseConv2DOptionsAddFusedActivationFunction(b, ACT[act])
+            tflite.DepthwiseConv2DOptionsAddDilationWFactor(b, dilation[1])
+            tflite.DepthwiseConv2DOptionsAddDilationHFactor(b, dilation[0])
+            return tflite.DepthwiseConv2DOptionsEnd(b)
+        tflite.Conv2DOptionsStart(b)
+        tflite.Conv2DOptionsAddPadding(b, pad)
+        tflite.Conv2DOptionsAddStrideW(b, stride[1])
+        tflite.Conv2DOptionsAddStrideH(b, stride[0])
+        tflite.Conv2DOptionsAddFusedActivationFunction(b, ACT[act])
+        tflite.Conv2DOptionsAddDilationWFactor(b, dilation[1])
+        tflite.Conv2DOptionsAddDilationHFactor(b, dilation[0])
+        return tflite.Conv2DOptionsEnd(b)
+
+    return build([x, w, bias, y], [0], [3], BO.DEPTHWISE_CONV_2D if depthwise else BO.CONV_2D,
+                 BOPT.DepthwiseConv2DOptions if depthwise else BOPT.Conv2DOptions, opts, op_inputs=[0, 1, 2])
+
+
+def fully_connected(rs, k=32, n=10, act=None):
+    x = _qact(rs, (1, k))
+    w = T([n, k], "int8", scale=rs.uniform(0.002, 0.02), zp=0, data=rs.randint(-127, 128, size=(n, k)).astype(np.int8))
+    bias = T([n], "int32", scale=float(x.scale[0] * w.scale[0]), zp=0, data=rs.randint(-2000, 2000, size=n).astype(np.int32))
+    y = T([1, n], "int8", scale=rs.uniform(0.05, 0.3), zp=int(rs.randint(-20, 20)))
+
+    def opts(b):
+        tflite.FullyConnectedOptionsStart(b)
+        tflite.FullyConnectedOptionsAddFusedActivationFunction(b, ACT[act])
+        return tflite.FullyConnectedOptionsEnd(b)
+
+    return build([x, w, bias, y], [0], [3], BO.FULLY_CONNECTED, BOPT.FullyConnectedOptions, opts, op_inputs=[0, 1, 2])
+
+
+def pool(rs, kind="avg", in_shape=(1, 9, 9, 8), size=(3, 3), stride=(2, 2), padding="VALID", act=None):
+    x = _qact(rs, in_shape)
+    pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
+    oh = -(-in_shape[1] // stride[0]) if padding == "SAME" else (in_shape[1] - size[0]) // stride[0] + 1
+    ow = -(-in_shape[2] // stride[1]) if padding == "SAME" else (in_shape[2] - size[1]) // stride[1] + 1
+    y = T([1, oh, ow, in_shape[3]], "int8", scale=x.scale, zp=x.zp)
+
+    def opts(b):
+        tflite.Pool2DOptionsStart(b)
+        tflite.Pool2DOptionsAddPadding(b, pad)
+        tflite.Pool2DOptionsAddStrideW(b, stride[1])
+        tflite.Pool2DOptionsAddStrideH(b, stride[0])
+        tflite.Pool2DOptionsAddFilterWidth(b, size[1])
+        tflite.Pool2DOptionsAddFilterHeight(b, size[0])
+        tflite.Pool2DOptionsAddFusedActivationFunction(b, ACT[act])
+        return tflite.Pool2DOptionsEnd(b)
+
+    return build([x, y], [0], [1], BO.AVERAGE_POOL_2D if kind == "avg" else BO.MAX_POOL_2D, BOPT.Pool2DOptions, opts)
+
+
+def binary(rs, kind="add", a_shape=(1, 4, 4, 8), b_shape=(1, 4, 4, 8), act=None):
+    a, bb = _qact(rs, a_shape), _qact(rs, b_shape)
+    out_shape = list(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
+    y = T(out_shape, "int8", scale=rs.uniform(0.05, 0.2), zp=int(rs.randint(-20, 20)))
+
+    def opts(b):
+        if kind == "add":
+            tflite.AddOptionsStart(b)
+            tflite.AddOptionsAddFusedActivationFunction(b, ACT[act])
+            return tflite.AddOptionsEnd(b)
+        tflite.MulOptionsStart(b)
+        tflite.MulOptionsAddFusedActivationFunction(b, ACT[act])
+        return tflite.MulOptionsEnd(b)
+
+    return build([a, bb, y], [0, 1], [2], BO.ADD if kind == "add" else BO.MUL,
+                 BOPT.AddOptions if kind == "add" else BOPT.MulOptions, opts)
+
+
+def mean(rs, in_shape=(1, 6, 6, 8)):
+    x = _qact(rs, in_shape)
+    axis = T([2], "int32", data=np.array([1, 2], np.int32))
+    y = T([1, 1, 1, in_shape[3]], "int8", scale=rs.uniform(0.01, 0.1), zp=int(rs.randint(-20, 20)))
+
+    def opts(b):
+        tflite.ReducerOptionsStart(b)
+        tflite.ReducerOptionsAddKeepDims(b, True)
+        return tflite.ReducerOptionsEnd(b)
+
+    return build([x, axis, y], [0], [2], BO.MEAN, BOPT.ReducerOptions, opts, op_inputs=[0, 1])
+
+
+def softmax(rs, n=10):
+    x = _qact(rs, (1, n))
+    y = T([1, n], "int8", scale=1 / 256, zp=-128)
+
+    def opts(b):
+        tflite.SoftmaxOptionsStart(b)
+        tflite.SoftmaxOptionsAddBeta(b, 1.0)
+        return tflite.SoftmaxOptionsEnd(b)
+
+    return build([x, y], [0], [1], BO.SOFTMAX, BOPT.SoftmaxOptions, opts)
+
+
+def float_conv(rs):
+    x = T([1, 8, 8, 3], "float32")
+    w = T([4, 3, 3, 3], "float32", data=rs.randn(4, 3, 3, 3).astype(np.float32))
+    bias = T([4], "float32", data=rs.randn(4).astype(np.float32))
+    y = T([1, 8, 8, 4], "float32")
+
+    def opts(b):
+        tflite.Conv2DOptionsStart(b)
+        tflite.Conv2DOptionsAddPadding(b, tflite.Padding.SAME)
+        tflite.Conv2DOptionsAddStrideW(b, 1)
+        tflite.Conv2DOptionsAddStrideH(b, 1)
+        return tflite.Conv2DOptionsEnd(b)
+
+    return build([x, w, bias, y], [0], [3], BO.CONV_2D, BOPT.Conv2DOptions, opts, op_inputs=[0, 1, 2])

@@ -1,0 +1,399 @@
+"""``tvmc``: the command line of tvm-ethos (also ``python -m tvm_ethos``).
+
+Subcommands live in :data:`SUBCOMMANDS`, a registry of name -> :class:`Subcommand` (help line,
+``add_arguments(parser)``, ``run(args) -> exit status``); add one with :func:`register`.
+This module must stay importable without TVM: a handler that needs TVM imports it inside its
+``run`` function, so ``tvmc plan`` and ``tvmc --help`` never load it.
+
+Exit status: 0 on success; 2 on bad input (missing or unreadable model, bad target string,
+bad size, unknown option, a budget no schedule fits), with exactly one line on stderr.
+
+  tvmc plan MODEL [MODEL ...] --target ethos-u
+            [--target-ethos-u-accelerator_config=ethos-u55-128[,ethos-u55-256...]]
+            [--budget 300KiB | --sweep-budget 128KiB:2MiB:16] [--io-region sram|dram]
+            [--output-dir DIR] [--scheduler ADDRESS] [--jobs 2] [--no-vela]
+            [--planner-max_plan_size=N ...]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from planner.errors import PlannerError
+from tvm_ethos.errors import TvmEthosError
+
+PROG = "tvmc"
+
+
+class CliError(TvmEthosError, ValueError):
+    """Bad command-line input; reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``tvmc plan: error: ...`` and exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        message = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str | None = None
+
+
+#: name -> Subcommand, in the order ``tvmc --help`` lists them.
+SUBCOMMANDS: dict[str, Subcommand] = {}
+
+
+def register(name: str, help: str, add_arguments, run, description: str | None = None):
+    """Add a subcommand. ``run`` receives the parsed arguments and returns the exit status;
+    it may raise TvmEthosError / PlannerError / CliError for a one-line exit-2 error."""
+    if name in SUBCOMMANDS:
+        raise ValueError(f"tvmc subcommand {name!r} is already registered")
+    SUBCOMMANDS[name] = Subcommand(help, add_arguments, run, description)
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets for the planner
+
+
+#: The NPU targets ``tvmc plan`` can plan for, with their per-target options.
+PLAN_TARGETS = ("ethos-u", "ethos-n")
+#: Host targets accepted (and ignored) in a plan target list, so the compile target string works.
+HOST_TARGETS = ("llvm", "opencl")
+
+
+def _device_names():
+    from planner.devices import DEVICE_NAMES
+    return DEVICE_NAMES
+
+
+def _split_list(value) -> list[str]:
+    items = [v.strip() for v in str(value).split(",")]
+    if not all(items):
+        raise CliError(f"empty item in the list {value!r}")
+    return items
+
+
+def parse_plan_target(target: str, cli_options: dict[str, dict[str, str]]) -> list[str]:
+    """A tvmc target string (``"ethos-u"``, ``"ethos-u -accelerator_config=ethos-u65-256"``,
+    ``"ethos-n,opencl"``) plus ``--target-<id>-<key>`` values -> planner device names.
+
+    Exactly one NPU target; host targets are accepted and ignored. ``cli_options`` maps a
+    target id to its ``--target-<id>-<key>`` values (comma lists sweep several configs).
+    """
+    entries = [e.strip() for e in str(target).split(",")]
+    if not all(entries):
+        raise CliError(f"bad target string {target!r}: empty target name; write e.g. "
+                       "'ethos-u' or 'ethos-n,opencl'")
+    npus, inline = [], {}
+    for e in entries:
+        name, *tokens = e.split()
+        if name not in PLAN_TARGETS + HOST_TARGETS:
+            raise CliError(f"unknown target {name!r} in {target!r}; tvmc plan plans for "
+                           f"{' or '.join(PLAN_TARGETS)} (host targets "
+                           f"{', '.join(HOST_TARGETS)} are accepted and ignored)")
+        opts = {}
+        for tok in tokens:
+            if not tok.startswith("-") or "=" not in tok:
+                raise CliError(f"target {name!r}: cannot read option {tok!r}; write -key=value")
+            key, _, val = tok.lstrip("-").partition("=")
+            opts[key.replace("-", "_")] = val
+        if name in PLAN_TARGETS:
+            npus.append(name)
+            inline[name] = opts
+        elif opts:
+            raise CliError(f"target {name!r} takes no options in tvmc plan")
+    if len(npus) != 1:
+        raise CliError(f"target {target!r} names {len(npus) or 'no'} NPU"
+                       f"{'s' if len(npus) != 1 else ''}; tvmc plan plans one of "
+                       f"{', '.join(PLAN_TARGETS)} at a time")
+    npu = npus[0]
+    for other, given in cli_options.items():
+        if other != npu and given:
+            key = next(iter(given))
+            raise CliError(f"--target-{other}-{key} is an option of target {other!r}, which "
+                           f"is not in --target {target!r}")
+    opts = {**inline[npu], **cli_options.get(npu, {})}
+    allowed = TARGET_OPTIONS[npu]
+    for key in opts:
+        if key not in allowed:
+            raise CliError(f"unknown option {key!r} for target {npu!r}; allowed options: "
+                           f"{', '.join(allowed)}")
+    known = _device_names()
+    if npu == "ethos-u":
+        configs = _split_list(opts.get("accelerator_config", "ethos-u55-128"))
+        for c in configs:
+            if c not in known:
+                raise CliError(f"accelerator_config {c!r} has no planner model; choose from "
+                               f"{', '.join(n for n in known if n.startswith('ethos-u'))}")
+        return configs
+    variants = _split_list(opts.get("variant", "n78"))
+    tops = _split_list(opts.get("tops", "1"))
+    devices = [f"ethos-{v}-{t}tops" for v in variants for t in tops]
+    for d in devices:
+        if d not in known:
+            raise CliError(f"ethos-n variant/tops {d!r} has no planner model; choose from "
+                           f"{', '.join(n for n in known if n.startswith('ethos-n'))}")
+    return devices
+
+
+#: Per-target options of ``tvmc plan`` (``--target-<id>-<key>=VALUE`` or inline ``-key=VALUE``).
+TARGET_OPTIONS = {
+    "ethos-u": {"accelerator_config": "Ethos-U configuration, e.g. ethos-u55-128; a comma "
+                                      "list plans each"},
+    "ethos-n": {"variant": "Ethos-N variant (n78); a comma list plans each",
+                "tops": "Ethos-N78 TOP/s: 1, 2, 4 or 8; a comma list plans each"},
+}
+
+
+def add_target_arguments(p: argparse.ArgumentParser, options=None) -> None:
+    """``--target`` and one ``--target-<id>-<key>`` per target option (tvmc's conventions)."""
+    p.add_argument("--target", required=True, metavar="TARGETS",
+                   help="comma-separated target list, e.g. 'ethos-u' or 'ethos-n,opencl'; "
+                        "options inline as 'ethos-u -accelerator_config=ethos-u55-256'")
+    for tid, keys in (options or TARGET_OPTIONS).items():
+        group = p.add_argument_group(f"target {tid}")
+        for key, help_ in keys.items():
+            group.add_argument(f"--target-{tid}-{key}", dest=_dest(tid, key), default=None,
+                               metavar="VALUE", help=help_)
+
+
+def _dest(tid: str, key: str) -> str:
+    return f"target__{tid.replace('-', '_')}__{key}"
+
+
+def target_options(args, options=None) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for tid, keys in (options or TARGET_OPTIONS).items():
+        given = {k: getattr(args, _dest(tid, k)) for k in keys
+                 if getattr(args, _dest(tid, k), None) is not None}
+        out[tid] = given
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Planner options: --planner-<field>=VALUE for every PlannerOptions field
+
+
+def _planner_fields():
+    from planner.options import PlannerOptions
+    return [(f.name, f.default) for f in dataclasses.fields(PlannerOptions)]
+
+
+def _convert_option(name: str, default, text: str):
+    try:
+        if isinstance(default, bool):
+            low = text.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return low in ("true", "1", "yes")
+        if isinstance(default, int) or default is None:
+            return None if text.lower() == "none" else int(text)
+        if isinstance(default, tuple):
+            kind = type(default[0]) if default else str
+            return tuple(kind(v) for v in _split_list(text))
+    except ValueError:
+        pass
+    else:
+        return text
+    raise CliError(f"--planner-{name}: cannot read {text!r} (default {default!r})")
+
+
+def add_planner_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("planner options (see planner.options.PlannerOptions)")
+    for name, default in _planner_fields():
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        group.add_argument(f"--planner-{name}", dest=f"planner__{name}", default=None,
+                           metavar="VALUE", help=f"default {shown}")
+
+
+def planner_options(args) -> dict:
+    """The ``--planner-*`` values given, converted and validated (PlannerError if invalid)."""
+    from planner.options import PlannerOptions
+    out = {}
+    for name, default in _planner_fields():
+        text = getattr(args, f"planner__{name}", None)
+        if text is not None:
+            out[name] = _convert_option(name, default, text)
+    PlannerOptions(**out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tvmc plan
+
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="a .tflite model or a planner graph .json (several for a sweep)")
+    add_target_arguments(p)
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--budget", default=None, metavar="SIZE",
+                        help="SRAM budget, e.g. 300KiB or 1MiB (default: none, the fastest plan)")
+    budget.add_argument("--sweep-budget", default=None, metavar="LO:HI:N",
+                        help="plan at N budgets log-spaced from LO to HI (e.g. 128KiB:2MiB:16); "
+                             "writes sweep.csv, points.csv and sweep.png to --output-dir")
+    p.add_argument("--io-region", default="sram", choices=["sram", "dram"],
+                   help="where the network input and output live (default sram, as Vela)")
+    p.add_argument("--output-dir", default=".", metavar="DIR",
+                   help="where a sweep writes its files (default: the current directory)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the sweep on this Dask scheduler (needs dask.distributed); "
+                        "default: a local pool of processes")
+    p.add_argument("--jobs", type=int, default=2, metavar="N",
+                   help="processes of the local pool (default 2; 1 runs in this process)")
+    p.add_argument("--no-vela", action="store_true",
+                   help="do not run Vela for reference points (default: run it when "
+                        "ethos-u-vela is installed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_planner_arguments(p)
+
+
+def _check_models(models: list[str]) -> None:
+    for m in models:
+        if not os.path.isfile(m):
+            raise CliError(f"model file {m!r} does not exist")
+        if not m.endswith((".tflite", ".json")):
+            raise CliError(f"model file {m!r} is neither a .tflite model nor a planner graph "
+                           ".json")
+
+
+def _plan_run(args) -> int:
+    from planner.api import parse_size
+    _check_models(args.models)
+    devices = parse_plan_target(args.target, target_options(args))
+    options = planner_options(args)
+    if args.jobs < 1:
+        raise CliError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.sweep_budget is None:
+        if args.scheduler is not None:
+            raise CliError("--scheduler distributes a budget sweep; give --sweep-budget")
+        budget = None if args.budget is None else parse_size(args.budget)
+        several = len(args.models) * len(devices) > 1
+        for model in args.models:
+            for device in devices:
+                try:
+                    _plan_one(model, device, budget, args.io_region, options,
+                              progress=not args.no_progress)
+                except PlannerError as e:
+                    if not several:
+                        raise
+                    raise PlannerError(f"{os.path.basename(model)} on {device}: {e}") from None
+        return 0
+    return _sweep(args, devices, options)
+
+
+def _plan_one(model, device, budget, io_region, options, progress) -> None:
+    from planner.api import plan
+    from planner.options import PlannerOptions
+    from planner.report import layer_table
+    from tvm_ethos.sweep import Progress
+    with Progress(None, f"planning {os.path.basename(model)} on {device}", enabled=progress):
+        t0 = time.perf_counter()
+        result = plan(model, device, budget=budget, io_region=io_region,
+                      options=PlannerOptions(**options))
+        elapsed = time.perf_counter() - t0
+    g, front = result.graph, result.frontier
+    print(f"{g.name}: {len(g.parts)} parts on {device} (io in {io_region}); "
+          f"{result.plan_candidates:,} plan candidates costed in {elapsed:.2f} s")
+    print(f"frontier: {len(front)} proposals from {front[0][0] / 1024:.1f} KiB to "
+          f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index} "
+          + (f"(fastest within {budget:,} B)" if budget is not None else "(fastest)"))
+    print(layer_table(g, result.chosen))
+    print()
+
+
+def _sweep(args, devices, options) -> int:
+    from tvm_ethos import sweep
+    lo, hi, n = sweep.parse_sweep(args.sweep_budget)
+    budgets = sweep.log_budgets(lo, hi, n)
+    executor = args.scheduler if args.scheduler is not None else "local"
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise CliError("--scheduler needs an address, e.g. tcp://127.0.0.1:8786")
+    vela = False if args.no_vela else None
+    try:
+        os.makedirs(args.output_dir, exist_ok=True)
+    except OSError as e:
+        raise CliError(f"cannot create --output-dir {args.output_dir!r}: {e.strerror}") from None
+    t0 = time.perf_counter()
+    results = sweep.run_sweep(args.models, devices, budgets, io_region=args.io_region,
+                              options=options, vela=vela, executor=executor,
+                              workers=args.jobs, progress=not args.no_progress)
+    elapsed = time.perf_counter() - t0
+    for r in results:
+        print(sweep.summary(r))
+        print()
+    paths = [os.path.join(args.output_dir, f) for f in ("sweep.csv", "points.csv", "sweep.png")]
+    try:
+        sweep.write_sweep_csv(results, paths[0])
+        sweep.write_points_csv(results, paths[1])
+        try:
+            sweep.save_figure(results, paths[2])
+        except ImportError:
+            print(f"{PROG} plan: warning: {paths.pop()} not drawn: matplotlib is not "
+                  "installed (pip install 'tvm-ethos[plots]')", file=sys.stderr)
+    except OSError as e:
+        raise CliError(f"cannot write to --output-dir {args.output_dir!r}: "
+                       f"{e.strerror or e}") from None
+    where = args.scheduler if args.scheduler is not None else (
+        f"{args.jobs} local process{'es' if args.jobs > 1 else ''}")
+    print(f"swept {len(results)} model/config pair{'s' if len(results) > 1 else ''} x "
+          f"{len(budgets)} budgets in {elapsed:.1f} s on {where}; wrote "
+          + ", ".join(paths))
+    return 0
+
+
+register("plan", "plan a model for an NPU with the cascading planner (no TVM needed)",
+         _plan_arguments, _plan_run,
+         description="Plan a model with the TVM-agnostic cascading planner: print the "
+                     "per-layer plan within --budget, or sweep budgets with --sweep-budget "
+                     "(CSV + PNG of the Pareto frontier, the chosen points, the naive "
+                     "schedule and Vela's Size/Performance points when ethos-u-vela is "
+                     "installed) over several models and accelerator configs, locally or on "
+                     "a Dask cluster (--scheduler).")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=PROG, description="tvm-ethos: compile networks for Arm Ethos NPUs with "
+                                        "TVM, and plan their memory with the cascading planner.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, sc in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=sc.help, description=sc.description or sc.help)
+        sc.add_arguments(p)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run tvmc; returns the exit status (argparse's own exits become return values)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, one line already printed)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    try:
+        return SUBCOMMANDS[args.command].run(args)
+    except (PlannerError, TvmEthosError) as e:
+        msg = " ".join(str(e).split()) or type(e).__name__
+        print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

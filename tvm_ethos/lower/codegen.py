@@ -1,0 +1,179 @@
+"""From a partitioned module to code: NPU subgraphs via ``relax.ext.<id>``, host kernels via call_tir.
+
+* ``attach_npu_constants``: each NPU subgraph function gets its lowered constants (int8 weights,
+  int32 bias, per-channel multipliers and shifts) as extra parameters, passed as ``R.const`` at
+  the call site, so that after ``RunCodegen`` the VM hands them to the emulator kernel.
+* ``relax.ext.<id>`` (registered per NPU backend): lowers every subgraph to its TE graph
+  (``lower_function``), builds all of them into one llvm module (the NPU emulator), and returns
+  it; ``RunCodegen`` turns each call into ``R.call_dps_packed(<symbol>, ...)``.
+* ``lower_host_composites``: each host composite becomes ``R.call_tir`` of the same integer
+  kernel, compiled by TVM's pipeline with the rest of the host code.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from tvm_ethos.errors import CompileError
+from tvm_ethos.lower.pipeline import PIPELINE_NAME
+from tvm_ethos.lower.subgraph import LoweredSubgraph, lower_function
+
+NUM_INPUTS_ATTR = "tvm_ethos.num_inputs"
+_REGISTERED: set[str] = set()
+
+
+def _tensor_ty(shape, dtype):
+    return relax.TensorType([int(s) for s in shape], str(dtype))
+
+
+def _rebuild_main(mod, fn_rewrite):
+    """Rebuild main's bindings, letting ``fn_rewrite(binding) -> new value | None`` replace values."""
+    main = mod["main"]
+    blocks = []
+    for block in main.body.blocks:
+        new_bindings = []
+        for b in block.bindings:
+            nv = fn_rewrite(b) if isinstance(b, relax.VarBinding) else None
+            new_bindings.append(relax.VarBinding(b.var, nv) if nv is not None else b)
+        if isinstance(block, relax.DataflowBlock):
+            blocks.append(relax.DataflowBlock(new_bindings))
+        else:
+            blocks.append(relax.BindingBlock(new_bindings))
+    body = relax.SeqExpr(blocks, main.body.body)
+    new_main = relax.Function(main.params, body, main.ret_ty, main.is_pure, main.attrs)
+    mod = mod.copy() if hasattr(mod, "copy") else mod
+    mod["main"] = new_main
+    return relax.transform.Normalize()(mod)
+
+
+def npu_functions(mod, backend_ids=None):
+    out = []
+    for gv, f in mod.functions.items():
+        if isinstance(f, relax.Function) and f.attrs is not None and "Codegen" in f.attrs:
+            if backend_ids is None or str(f.attrs["Codegen"]) in backend_ids:
+                out.append((gv, f))
+    return out
+
+
+def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
+    """The unscheduled TE/PrimFunc of every NPU subgraph of a partitioned module, by symbol.
+
+    This is the seam for a cascading scheduler: it can schedule these PrimFuncs (s_tir) before
+    they are built.
+    """
+    out = {}
+    for gv, f in npu_functions(mod, backend_ids):
+        sym = str(f.attrs["global_symbol"])
+        out[sym] = lower_function(f, sym)
+    return out
+
+
+def attach_npu_constants(mod, backend_ids=None):
+    """Give every NPU subgraph its lowered constants as parameters and call-site arguments."""
+    consts_by_gv = {}
+    for gv, f in npu_functions(mod, backend_ids):
+        if f.attrs is not None and NUM_INPUTS_ATTR in f.attrs:
+            continue
+        sym = str(f.attrs["global_symbol"])
+        lw = lower_function(f, sym, num_inputs=len(f.params))
+        extra = [relax.Var(f"npu_const{i}", _tensor_ty(a.shape, a.dtype)) for i, a in enumerate(lw.consts)]
+        nf = relax.Function(list(f.params) + extra, f.body, f.ret_ty, f.is_pure, f.attrs)
+        nf = nf.with_attr(NUM_INPUTS_ATTR, len(f.params))
+        # a new GlobalVar (typed by the BlockBuilder): the old one carries the old signature
+        bb = relax.BlockBuilder(mod)
+        ngv = bb.add_func(nf, sym)
+        mod = bb.get()
+        del mod[gv]
+        consts_by_gv[gv] = (ngv, lw.consts)
+
+    def rewrite(b):
+        v = b.value
+        if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar):
+            for gv, (ngv, consts) in consts_by_gv.items():
+                if gv.same_as(v.op):
+                    return relax.Call(ngv, list(v.args) + [relax.const(c) for c in consts], v.attrs, v.ty_args)
+        return None
+
+    return _rebuild_main(mod, rewrite)
+
+
+def lower_host_composites(mod, host_id: str):
+    """Replace each host composite call by ``R.call_tir`` of its exact integer kernel."""
+    replace = {}
+    prefix = f"{host_id}."
+    for gv, f in list(mod.functions.items()):
+        if not isinstance(f, relax.Function) or f.attrs is None or "Composite" not in f.attrs:
+            continue
+        if not str(f.attrs["Composite"]).startswith(prefix):
+            continue
+        kind = str(f.attrs["Composite"]).split(".", 1)[1]
+        name = f"tvm_ethos_{host_id.replace('-', '_')}_k{len(replace)}_{kind}"
+        lw = lower_function(f, name, num_inputs=len(f.params))
+        prim = lw.primfunc.with_attr("global_symbol", name)
+        pgv = tvm.ir.GlobalVar(name)
+        replace[gv] = (pgv, prim, lw)
+    if not replace:
+        return mod
+    bb = relax.BlockBuilder(mod)
+    for gv, (pgv, prim, lw) in list(replace.items()):
+        replace[gv] = (bb.add_func(prim, pgv.name_hint), prim, lw)
+    mod = bb.get()
+
+    def rewrite(b):
+        v = b.value
+        if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar):
+            for gv, (pgv, prim, lw) in replace.items():
+                if gv.same_as(v.op):
+                    outs = [_tensor_ty([int(s) for s in o.shape], str(o.dtype)) for o in lw.outputs]
+                    args = list(v.args) + [relax.const(c) for c in lw.consts]
+                    return relax.call_tir(pgv, relax.Tuple(args), outs[0] if len(outs) == 1 else outs)
+        return None
+
+    mod = _rebuild_main(mod, rewrite)
+    for gv in replace:
+        del mod[gv]
+    return mod
+
+
+def _npu_ext(functions, options, constant_names):
+    """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
+    if not functions:
+        return []
+    lowered = []
+    for f in functions:
+        sym = str(f.attrs["global_symbol"])
+        lowered.append(lower_function(f, sym))
+    irmod = tvm.IRModule({lw.symbol: lw.primfunc for lw in lowered})
+    try:
+        lib = tvm.tirx.build(irmod, target="llvm", pipeline=PIPELINE_NAME)
+    except Exception as err:  # pragma: no cover - a bug, not a user error
+        raise CompileError(f"building the NPU emulator kernels failed: {err}") from err
+    return [lib]
+
+
+def register_npu_codegen(name: str):
+    """Register ``relax.ext.<name>`` (idempotent)."""
+    if name in _REGISTERED:
+        return
+    tvm_ffi.register_global_func(f"relax.ext.{name}", _npu_ext, override=True)
+    _REGISTERED.add(name)
+
+
+def run_npu_codegen(mod, backend_options: dict):
+    """``attach_npu_constants`` then ``RunCodegen`` for the NPU backends in ``backend_options``."""
+    from tvm_ethos.backends.registry import get_registry
+
+    reg = get_registry()
+    for bid in backend_options:
+        cg = reg.get(bid).codegen_factory()
+        if cg is not None:
+            cg.register()
+    mod = attach_npu_constants(mod, set(backend_options))
+    opts = {bid: {k: v for k, v in o.items() if isinstance(v, (str, int, float, bool))} for bid, o in backend_options.items()}
+    return relax.transform.RunCodegen(opts)(mod)
+
+
+def _np(x):  # pragma: no cover
+    return np.asarray(x)

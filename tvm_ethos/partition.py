@@ -1,0 +1,320 @@
+"""Relax BYOC partitioning over a target priority list, and the partition report.
+
+For each accelerator in the target list, in order:
+
+1. ``FuseOpsByPattern`` with the shared QDQ pattern variants (``tvm_ethos.patterns``), named
+   ``<backend id>.<kind>``, whose check asks the backend's ``LayerSupport`` which constraints the
+   quantized operator violates (recorded for the report; empty = accepted);
+2. ``MergeCompositeFunctions``: adjacent accepted operators become one multi-layer subgraph
+   function with ``Codegen = <backend id>``;
+3. the backend's ``optimize_subgraph`` sees each subgraph: substitutions replace it, failed
+   subgraphs are taken back and their operators offered to the next target, untouched stay.
+
+The host target (last) then takes every remaining quantized operator it has an exact integer
+kernel for (composites named ``<host id>.<kind>``, not merged); whatever is left (float
+operators) is compiled by TVM's own pipeline for the host.
+
+The report lists every operator in program order: where it went and, per target that
+refused it, the constraints that failed. It is attached to the module as the attribute
+``tvm_ethos.partition_report`` (JSON) and read back by :func:`partition_report`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import tvm
+from tvm import relax
+
+from tvm_ethos.errors import UnsupportedModelError
+from tvm_ethos.patterns import TFLITE_NAMES, pattern_variants, read_qop
+from tvm_ethos.targets import TargetList, parse_targets
+
+REPORT_ATTR = "tvm_ethos.partition_report"
+GLUE_OPS = {"relax.dequantize", "relax.quantize"}
+
+
+@dataclass
+class OperatorDecision:
+    op_id: str
+    kind: str
+    tflite_name: str
+    placed_on: str = ""
+    subgraph: str | None = None
+    via: str = ""  # "npu", "kernel" (exact host kernel) or "tvm" (TVM's own lowering)
+    rejections: dict = field(default_factory=dict)  # backend id -> [reasons]
+    order: int = 0
+
+
+@dataclass
+class PartitionReport:
+    targets: str
+    operators: list
+
+    def summary(self) -> dict:
+        out: dict = {}
+        for op in self.operators:
+            out[op.placed_on] = out.get(op.placed_on, 0) + 1
+        return out
+
+    def on(self, backend_id: str) -> list:
+        return [op for op in self.operators if op.placed_on == backend_id]
+
+    def to_json(self) -> str:
+        return json.dumps({"targets": self.targets, "operators": [asdict(o) for o in self.operators]})
+
+    @classmethod
+    def from_json(cls, text: str) -> "PartitionReport":
+        d = json.loads(text)
+        return cls(d["targets"], [OperatorDecision(**o) for o in d["operators"]])
+
+    def __str__(self):
+        lines = [f"partition for {self.targets}: " + ", ".join(f"{k}: {v}" for k, v in self.summary().items())]
+        for op in self.operators:
+            where = op.placed_on + (f" [{op.subgraph}]" if op.subgraph else "") + (f" ({op.via})" if op.via else "")
+            lines.append(f"  {op.op_id:>8} {op.tflite_name:<20} -> {where}")
+            for bid, reasons in op.rejections.items():
+                if reasons:
+                    lines.append(f"           rejected by {bid}: {'; '.join(reasons)}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _main_bindings(mod):
+    f = mod["main"]
+    out = []
+    for block in f.body.blocks:
+        out.extend(block.bindings)
+    return out
+
+
+def _var_name(v) -> str:
+    return v.name if hasattr(v, "name") else str(v)
+
+
+def _op_id_from_ann(ann: dict, value_to_var) -> str:
+    expr = ann.get("op", ann["root"])
+    var = value_to_var.get(expr) if value_to_var is not None else None
+    if var is None and expr is not ann["root"]:
+        var = value_to_var.get(ann["root"]) if value_to_var is not None else None
+    return _var_name(var) if var is not None else f"expr{hash(expr) & 0xFFFF:x}"
+
+
+def composite_op_id(cfunc) -> str:
+    """The op id (name of the core operator's binding) of a composite function."""
+    from tvm_ethos.patterns import _VARIANTS_BY_KIND, qop_from_composite
+
+    qop_from_composite(cfunc)  # fills the variant table
+    kind = str(cfunc.attrs["Composite"]).split(".", 1)[1]
+    var2val, val2var = {}, {}
+    for block in cfunc.body.blocks:
+        for b in block.bindings:
+            var2val[b.var] = b.value
+            val2var[b.value] = b.var
+    root = cfunc.body.body
+    for pat, ann in _VARIANTS_BY_KIND[kind]:
+        m = pat.extract_matched_expr(root, var2val)
+        if m is None:
+            continue
+        expr = m[ann["op"]] if ann["op"] in m else m[ann["root"]]
+        var = val2var.get(expr)
+        return _var_name(var) if var is not None else "?"
+    return "?"
+
+
+def _is_float_model(mod) -> str | None:
+    """A description of why the module is a float model, or None if it is quantized."""
+    f = mod["main"]
+    has_q = False
+    for b in _main_bindings(mod):
+        v = b.value
+        if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name in GLUE_OPS:
+            has_q = True
+            break
+    float_inputs = [p for p in f.params if hasattr(p.ty, "dtype") and str(p.ty.dtype).startswith("float")]
+    if not has_q and float_inputs:
+        return f"input {_var_name(float_inputs[0])!r} is {float_inputs[0].ty.dtype} and the model has no quantized operator"
+    return None
+
+
+def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, order, host=False):
+    pats = []
+    kinds = set(layer_support.kinds())
+    for kind, pat, ann in pattern_variants():
+        # a variant of kind "conv2d" also yields depthwise; keep it if either is supported
+        # an NPU sees every kind (an unsupported one is rejected with that reason, for the report);
+        # a host takes only the kinds it has exact kernels for, the rest goes to TVM's lowering
+        if host and kind not in kinds and not (kind == "conv2d" and "depthwise_conv2d" in kinds):
+            continue
+
+        def check(ctx, kind=kind):
+            annd = dict(ctx.annotated_expr.items())
+            q = read_qop(kind, annd)
+            op_id = _op_id_from_ann(annd, ctx.value_to_bound_var)
+            d = decisions.get(op_id)
+            if d is None:
+                d = OperatorDecision(op_id, q.kind, q.tflite_name, order=order.get(op_id, 10**6))
+                decisions[op_id] = d
+            d.kind, d.tflite_name = q.kind, q.tflite_name
+            if op_id in excluded:
+                reasons = [excluded[op_id]]
+            else:
+                reasons = layer_support.why_not(q, options)
+            d.rejections[backend_id] = reasons
+            return not reasons
+
+        pats.append(relax.transform.FusionPattern(f"{backend_id}.{kind}", pat, ann, check))
+    return pats
+
+
+def _codegen_functions(mod, backend_id):
+    return [(gv, f) for gv, f in mod.functions.items()
+            if isinstance(f, relax.Function) and f.attrs is not None and "Codegen" in f.attrs
+            and str(f.attrs["Codegen"]) == backend_id]
+
+
+def _subgraph_ops(func):
+    ops = []
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Function) and b.value.attrs is not None and "Composite" in b.value.attrs:
+                ops.append(b.value)
+    return ops
+
+
+# ---------------------------------------------------------------------------- partition
+def partition(mod, target="ethos-n,llvm", **options):
+    """Partition ``mod`` for a target list. Returns ``(partitioned module, PartitionReport)``."""
+    from tvm_ethos.backends.base import SubgraphView
+    from tvm_ethos.backends.registry import get_registry
+
+    tl = target if isinstance(target, TargetList) else parse_targets(target, options)
+    reg = get_registry()
+    if tl.accelerators:
+        why = _is_float_model(mod)
+        if why:
+            npus = ", ".join(t.backend_id for t in tl.accelerators)
+            raise UnsupportedModelError(
+                f"{npus} needs an int8/uint8 quantized model, but this is a float32 model ({why}); "
+                f"quantize it (e.g. TFLite full-integer post-training quantization) or compile for '{tl.host.backend_id}'"
+            )
+    mod = relax.transform.ConvertToDataflow()(mod)
+    order = {_var_name(b.var): i for i, b in enumerate(_main_bindings(mod))}
+    decisions: dict[str, OperatorDecision] = {}
+    subgraph_names: dict[str, str] = {}
+    counter = 0
+
+    for spec in tl.accelerators:
+        backend = reg.get(spec.backend_id)
+        ls = backend.layer_support()
+        excluded: dict[str, str] = {}
+        base = mod
+        for _attempt in range(8):
+            pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order)
+            before = {gv.name_hint for gv, _ in _codegen_functions(base, spec.backend_id)}
+            trial = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(base)
+            trial = relax.transform.MergeCompositeFunctions()(trial)
+            new_failures = {}
+            for gv, func in _codegen_functions(trial, spec.backend_id):
+                if gv.name_hint in before:
+                    continue
+                comps = _subgraph_ops(func)
+                view = SubgraphView(gv.name_hint, func, comps)
+                views = backend.optimize_subgraph(view, spec.options)
+                for v, reason in views.failed:
+                    for c in v.operators:
+                        new_failures[composite_op_id(c)] = f"optimize_subgraph failed: {reason}"
+                for v, replacement in views.substitutions:
+                    trial[gv] = replacement
+            if not new_failures:
+                mod = trial
+                break
+            excluded.update(new_failures)
+        else:  # pragma: no cover
+            mod = base
+        # short, stable symbols for the subgraphs of this backend
+        for gv, func in _codegen_functions(mod, spec.backend_id):
+            if func.attrs is not None and "tvm_ethos.subgraph" in func.attrs:
+                continue
+            sym = f"tvm_ethos_{spec.backend_id.replace('-', '_')}_sg{counter}"
+            counter += 1
+            func = func.with_attr("global_symbol", sym).with_attr("tvm_ethos.subgraph", sym)
+            mod[gv] = func
+            for c in _subgraph_ops(func):
+                subgraph_names[composite_op_id(c)] = sym
+
+    # host: exact integer kernels for the remaining quantized operators
+    host = reg.get(tl.host.backend_id)
+    pats = _patterns_for(tl.host.backend_id, host.layer_support(), tl.host.options, decisions, {}, order, host=True)
+    mod = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
+
+    report = _build_report(mod, tl, decisions, order, subgraph_names)
+    mod = mod.with_attr(REPORT_ATTR, report.to_json())
+    mod = mod.with_attr("tvm_ethos.targets", str(tl))
+    return mod, report
+
+
+def _build_report(mod, tl: TargetList, decisions, order, subgraph_names) -> PartitionReport:
+    host_id = tl.host.backend_id
+    npu_ids = {t.backend_id for t in tl.accelerators}
+    placed: list[OperatorDecision] = []
+    for b in _main_bindings(mod):
+        v = b.value
+        if not isinstance(v, relax.Call):
+            continue
+        if isinstance(v.op, tvm.ir.GlobalVar):
+            func = mod[v.op]
+            attrs = func.attrs or {}
+            if "Codegen" in attrs and str(attrs["Codegen"]) in npu_ids:
+                bid = str(attrs["Codegen"])
+                for c in _subgraph_ops(func):
+                    oid = composite_op_id(c)
+                    d = decisions.get(oid) or OperatorDecision(oid, "?", "?", order=order.get(oid, 0))
+                    d.placed_on, d.via, d.subgraph = bid, "npu", subgraph_names.get(oid, str(attrs.get("global_symbol", "")))
+                    placed.append(d)
+                continue
+            if "Composite" in attrs:
+                oid = composite_op_id(func)
+                d = decisions.get(oid) or OperatorDecision(oid, "?", "?", order=order.get(oid, 0))
+                d.placed_on, d.via = host_id, "kernel"
+                placed.append(d)
+                continue
+        if isinstance(v.op, tvm.ir.Op):
+            if v.op.name in GLUE_OPS:
+                continue
+            if all(isinstance(a, (tvm.ir.expr.GenericConst, relax.ShapeExpr)) or not isinstance(a, relax.Expr) for a in v.args):
+                continue  # constant folding material (weight reshape / transpose)
+            oid = _var_name(b.var)
+            d = decisions.get(oid) or OperatorDecision(
+                oid, v.op.name.replace("relax.", ""), v.op.name.replace("relax.nn.", "").replace("relax.", "").upper(),
+                order=order.get(oid, 0),
+            )
+            d.placed_on, d.via = host_id, "tvm"
+            if not d.rejections:
+                d.rejections = {t: ["not a quantized operator (no QDQ pattern matches)"] for t in tl.ids[:-1]}
+            placed.append(d)
+    placed.sort(key=lambda d: d.order)
+    for d in placed:
+        if d.placed_on in npu_ids:
+            d.rejections = {k: v for k, v in d.rejections.items() if v}
+        else:
+            d.rejections = {k: v for k, v in d.rejections.items() if v or k != d.placed_on}
+    return PartitionReport(str(tl), placed)
+
+
+def partition_for_ethos_n(mod, variant: str = "n78", host: str = "llvm", **options):
+    """Partition for Ethos-N (then the host target); returns the partitioned module."""
+    return partition(mod, f"ethos-n,{host}", variant=variant, **options)[0]
+
+
+def partition_for_ethos_u(mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options):
+    """Partition for Ethos-U (then the host target); returns the partitioned module."""
+    return partition(mod, f"ethos-u,{host}", accelerator_config=accelerator_config, **options)[0]
+
+
+def partition_report(mod, target=None, **options) -> PartitionReport:
+    """The report of a partitioned module (or of partitioning ``mod`` for ``target``)."""
+    attrs = mod.attrs
+    if target is None and attrs is not None and REPORT_ATTR in attrs:
+        return PartitionReport.from_json(str(attrs[REPORT_ATTR]))
+    return partition(mod, target or "ethos-n,llvm", **options)[1]
