@@ -24,7 +24,7 @@ class PlannerOptions:
     """
     max_plan_size: int = 16
     stripe_factors: int = 10
-    max_width_tiles: int = 4
+    max_width_tiles: int = 8
     multi_dimensional: bool = True
     rolling_granules: tuple[int, ...] = (1, 0)
     weight_placements: tuple[str, ...] = ("flash", "sram")

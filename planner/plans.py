@@ -190,7 +190,9 @@ class PlanGenerator:
             win = tuple(min(max(1, math.ceil(x)), e)
                         for x, e in zip(prop.apply_shape(shape), t.shape))
             nbytes = t.region_bytes(win)
-            rows = math.prod(win[:-1]) if len(win) > 1 else 1
+            # weights go to the NPU as one encoded stream; a feature-map window is as many
+            # bursts as it has contiguous runs
+            rows = 1 if t.is_constant else contiguous_runs(win, t.shape)
             if t.is_constant:
                 region = w_region
             else:
@@ -201,7 +203,7 @@ class PlanGenerator:
             ports[region.port_name] = ports.get(region.port_name, 0) + \
                 region.read_cycles(nbytes, rows)
         out_bytes = part.output.region_bytes(shape)
-        out_rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+        out_rows = contiguous_runs(shape, part.output.shape)
         ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
             self.fm.write_cycles(out_bytes, out_rows)
         if self.staged(part.output):
@@ -482,6 +484,15 @@ def _prune(walkers: list, placements) -> list:
         if not dominated:
             kept.append([spec, mem, cyc])
     return kept
+
+
+def contiguous_runs(block: tuple[int, ...], shape: tuple[int, ...]) -> int:
+    """How many contiguous runs a sub-block of a row-major tensor is made of: trailing axes
+    the block covers whole merge with the first partial axis before them into one run."""
+    k = len(shape) - 1
+    while k > 0 and block[k] == shape[k]:
+        k -= 1
+    return math.prod(block[:k]) if k > 0 else 1
 
 
 def _max_span(ranges: tuple[tuple[int, int], ...]) -> int:

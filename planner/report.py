@@ -1,6 +1,8 @@
 """Human-readable tables of a planning result, in the spirit of Vela's --verbose-schedule."""
 from __future__ import annotations
 
+import math
+
 from planner.graph import PlannerGraph
 from planner.proposals import Proposal
 
@@ -10,7 +12,8 @@ def kib(n: int) -> str:
 
 
 def layer_rows(graph: PlannerGraph, proposal: Proposal) -> list[dict]:
-    """One row per Part: its cascade, stripes, the buffer holding its output, cycles."""
+    """One row per Part: its cascade, its largest (clipped) stripe and how many it runs, the
+    buffer holding its output, cycles."""
     parts = {p.name: p for p in graph.parts}
     rows = []
     for cid, plan in enumerate(proposal.plans):
@@ -20,7 +23,9 @@ def layer_rows(graph: PlannerGraph, proposal: Proposal) -> list[dict]:
             tc = configs.get(part.output.name)
             rows.append({
                 "cascade": cid, "part": ps.part, "operator": part.kind,
-                "stripe": list(ps.stripe.shape), "stripes": ps.executions,
+                "stripe": list(max(ps.stripe.count_stripes(),
+                                   key=lambda shp: (math.prod(shp), shp))),
+                "stripes": ps.executions,
                 "buffer": (tc.buffer_mode.value if ps.part != plan.parts[-1] else "output")
                 if tc else "-",
                 "region": tc.copy_region if tc else "-",

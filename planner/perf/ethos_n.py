@@ -220,7 +220,7 @@ class EthosNPerfModel:
 
     @staticmethod
     def _activation_ple(act: str | None) -> str:
-        if act in ("sigmoid", "tanh"):
+        if act in ("sigmoid", "tanh", "hard_swish"):
             return "SIGMOID"
         if act == "leaky_relu":
             return "LEAKY_RELU"
@@ -274,10 +274,13 @@ class EthosNPerfModel:
             ple = self.ple_cycles(shapes + [out_shape], ple_op)
         elif kind == "unary":
             op = str(part.attr("op", "relu"))
-            ple = self.ple_cycles([out_shape], self._activation_ple(op)
-                                  if op in ("sigmoid", "tanh", "leaky_relu") else "PASSTHROUGH")
-        elif kind == "transpose":
+            ple = self.ple_cycles([out_shape], self._activation_ple(op))
+        elif kind in ("transpose", "depth_to_space"):
             ple = self.ple_cycles([out_shape], "TRANSPOSE_XY", (8, 8))
+        elif kind == "softmax":
+            # Not an Ethos-N78 PLE kernel (Arm NN runs it on the CPU); costed as three
+            # LUT-class PLE passes (max, exp, scale) so a graph containing it still plans.
+            ple = 3 * self.ple_cycles([out_shape], "SIGMOID")
         elif kind == "reshape":
             return 0
         elif kind == "concatenate":

@@ -122,7 +122,7 @@ CONV, DEPTHWISE, POOLING, REDUCE_SUM, ELEMENTWISE = "conv", "depthwise", "poolin
 _MAC_OPS = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 
 _RELU_FAMILY = ("relu", "relu6", "relu_n1_to_1", "relu0_to_1", "clip")
-_LUT_ACTIVATIONS = ("sigmoid", "tanh", "leaky_relu", "lut", "exp", "log")
+_LUT_ACTIVATIONS = ("sigmoid", "tanh", "leaky_relu", "hard_swish", "lut", "exp", "log")
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,6 +176,7 @@ class NpuOp:
     ifm_format: str = NHCWB16
     ifm2_format: str = NHCWB16
     ofm_format: str = NHCWB16
+    ifm2_const: bool = False              # the second operand is a constant (weights memory)
 
 
 @dataclass(frozen=True)
@@ -399,17 +400,19 @@ def _block_elements(shape: Shape4, block: Shape3) -> int:
         min(shape[3], block[2])
 
 
-def _ifm_block_cycles(acc: EthosUAccelerator, fm: PortTiming, op: NpuOp, cfg: BlockConfig) -> int:
-    """Latency plus transfer of the first IFM block(s) (MinimumIfmCycles)."""
+def _ifm_block_cycles(acc: EthosUAccelerator, fm: PortTiming, op: NpuOp, cfg: BlockConfig,
+                      const: PortTiming | None = None) -> int:
+    """Latency plus transfer of the first IFM block(s) (MinimumIfmCycles); a constant second
+    operand (``op.ifm2_const``) is read from the constants' memory."""
     worst = 0
-    inputs = [(op.ifm, op.ifm_format)]
+    inputs = [(op.ifm, op.ifm_format, fm)]
     if op.ifm2 is not None:
-        inputs.append((op.ifm2, op.ifm2_format))
-    for shape, fmt in inputs:
-        tx = _transfer_bytes(acc, True, fm.burst, fmt, op.ifm_bits, cfg.ifm_block, shape,
+        inputs.append((op.ifm2, op.ifm2_format, const if op.ifm2_const and const else fm))
+    for shape, fmt, mem in inputs:
+        tx = _transfer_bytes(acc, True, mem.burst, fmt, op.ifm_bits, cfg.ifm_block, shape,
                              _block_elements(shape, cfg.ifm_block))
-        worst = max(worst, fm.read_latency + int(np.float32(tx) / np.float32(
-            fm.read_bytes_per_cycle)))
+        worst = max(worst, mem.read_latency + int(np.float32(tx) / np.float32(
+            mem.read_bytes_per_cycle)))
     return worst
 
 
@@ -589,7 +592,7 @@ def _estimate_mac_op(acc: EthosUAccelerator, fm: PortTiming, const_latency: int,
 
 
 def _estimate_elementwise(acc: EthosUAccelerator, fm: PortTiming, op: NpuOp,
-                          cfg: BlockConfig) -> CycleBreakdown:
+                          cfg: BlockConfig, const: PortTiming | None = None) -> CycleBreakdown:
     """Cycles of an elementwise command: AO throughput or command issue, whichever limits
     (EstimateElementwiseCycles)."""
     shape = op.ofm
@@ -598,7 +601,7 @@ def _estimate_elementwise(acc: EthosUAccelerator, fm: PortTiming, op: NpuOp,
     elements = math.prod(shape)
     ao_per_elem = _ao_cycles_per_element(acc, op, cfg)
     ao = math.ceil(ao_per_elem * elements)
-    ifm_blk = _ifm_block_cycles(acc, fm, op, cfg)
+    ifm_blk = _ifm_block_cycles(acc, fm, op, cfg, const)
     ofm_blk = _ofm_block_cycles(acc, fm, op, cfg)
     block = float(max(ifm_blk, ofm_blk))
     cmd_per_elem = (block / math.prod(cfg.ofm_block) + ao_per_elem) / 4.0
@@ -670,6 +673,41 @@ def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     acc = (n_out, 1, 1, oc)
     ops.append(NpuOp(ELEMENTWISE, "Mul", acc, acc, (1, 1, 1, 1), ifm_bits=32,
                      ofm_bits=_bits(part.output), ofm_format=_format(part, "ofm_format")))
+    return ops
+
+
+def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """int8 SOFTMAX along the last axis as Vela lowers it (regor/softmax.cpp: GetGraph8bit):
+    a max over the channels; SUB with an exp LUT and a shift over the whole tensor; a sum
+    over the channels; 20 passes of 32-bit arithmetic on one value per row (a reciprocal by
+    Newton-Raphson); then a broadcast, a multiply and a shift over the whole tensor. Vela keeps
+    these tensors in NHWC (the input follows a reshape), the per-row values in NHCWB16."""
+    n, h, w, c = _to4(out_shape)
+    rows = n * h * w
+    full = (1, h * n, w, c)
+    row = (1, h * n, w, 1)
+    one = (1, 1, 1, 1)
+    bits = _bits(part.inputs[0])
+    ops = [NpuOp(POOLING, "MaxPool", (1, rows, c, 1), (1, rows, 1, 1), kernel=(1, c),
+                 ifm_bits=bits, ofm_bits=bits),
+           NpuOp(ELEMENTWISE, "Sub", full, full, row, ifm_bits=bits, ofm_bits=32,
+                 activation="lut", lut_bytes=1024, ifm_format=NHWC),
+           NpuOp(ELEMENTWISE, "Asr", full, full, one, ifm_bits=32, ofm_bits=32,
+                 ofm_format=NHWC, ifm2_const=True, ifm2_format=NHWC),
+           NpuOp(REDUCE_SUM, "ReduceSum", full, row, ifm_bits=32, ofm_bits=32,
+                 ifm_format=NHWC),
+           NpuOp(ELEMENTWISE, "CLZ", row, row, ifm_bits=32, ofm_bits=32)]
+    # (operation, has a 32-bit constant operand, which is read from the weights' memory)
+    per_row = [("Sub", True), ("Sub", True), ("SHL", False), ("Mul", True), ("Add", True)] + \
+        [("Mul", False), ("Sub", True), ("Mul", False), ("Mul", True), ("Add", False)] * 3
+    ops += [NpuOp(ELEMENTWISE, op, row, row, row, ifm_bits=32, ofm_bits=32, ifm2_const=const,
+                  ifm2_format=NHWC if const else NHCWB16) for op, const in per_row]
+    ops += [NpuOp(ELEMENTWISE, "Mul", full, full, row, ifm_bits=32, ofm_bits=32,
+                  ifm_format=NHWC),
+            NpuOp(ELEMENTWISE, "Add", full, full, one, ifm_bits=32, ofm_bits=32,
+                  ifm2_const=True, ifm2_format=NHWC),
+            NpuOp(ELEMENTWISE, "Asr", full, full, row, ifm_bits=32, ofm_bits=_bits(part.output),
+                  ofm_format=_format(part, "ofm_format"))]
     return ops
 
 
@@ -806,7 +844,10 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                              rounding=0 if bilinear else 1, ifm_format=fin, ofm_format=fout))
         return ops
 
-    if kind in ("reshape", "transpose"):
+    if kind == "softmax":
+        return _softmax_ops(part, out_shape)
+
+    if kind in ("reshape", "transpose", "depth_to_space"):
         return []  # handled by EthosUPerfModel (free, or memory bound)
 
     raise PlannerError(f"the Ethos-U performance model has no rule for part kind {kind!r} "
@@ -877,7 +918,8 @@ class EthosUPerfModel:
         if op.npu in _MAC_OPS:
             return _estimate_mac_op(self.accelerator, self.fm_timing,
                                     self.const_timing.read_latency, op, cfg, whole)
-        return _estimate_elementwise(self.accelerator, self.fm_timing, op, cfg)
+        return _estimate_elementwise(self.accelerator, self.fm_timing, op, cfg,
+                                     self.const_timing)
 
     def estimate_op(self, op: NpuOp, config: BlockConfig | None = None) -> CycleBreakdown:
         """Vela's estimate for one NPU operation run as a single command, with ``config``
@@ -904,13 +946,14 @@ class EthosUPerfModel:
     def _cycles_uncached(self, part: Part, out_shape: tuple[int, ...]) -> int:
         if part.kind == "reshape":
             return 0  # Vela turns reshapes into aliases of the same memory
-        if part.kind == "transpose":
+        if part.kind in ("transpose", "depth_to_space"):
             return self._transpose_cycles(part, out_shape)
         return int(sum(b.cycles for b in self.breakdown(part, out_shape)))
 
     def _transpose_cycles(self, part: Part, out_shape: tuple[int, ...]) -> int:
-        """Transposes are costed by their memory traffic, the slower of reading and writing
-        (regor/ethos_u55_performance.cpp:MeasureCycleCost, Compound branch)."""
+        """Transposes (and depth-to-space, a transpose of blocks) are costed by their memory
+        traffic, the slower of reading and writing (regor/ethos_u55_performance.cpp:
+        MeasureCycleCost, Compound branch)."""
         nbytes = math.prod(out_shape) * part.output.itemsize
         fm = self.fm_timing
         read = int(nbytes / fm.read_bytes_per_cycle) + fm.read_latency
@@ -927,6 +970,6 @@ class EthosUPerfModel:
 
     def macs(self, part: Part, out_shape: Sequence[int]) -> int:
         """Multiply-accumulates of one stripe, as Vela counts them."""
-        if part.kind in ("reshape", "transpose"):
+        if part.kind in ("reshape", "transpose", "depth_to_space"):
             return 0
         return int(sum(b.macs for b in self.breakdown(part, out_shape)))

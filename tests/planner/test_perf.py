@@ -376,8 +376,26 @@ def test_every_part_kind_has_a_rule(device):
         cycles = model.compute_cycles(p, p.output.shape)
         assert type(cycles) is int
         assert (cycles == 0) == (p.kind == "reshape"), p.kind
+    # Kinds the TFLite converter adds beyond planner/parts.py.
+    extra = [parts.opaque("softmax", "softmax", flat, flat.shape),
+             parts.opaque("d2s", "depth_to_space", x, (1, 32, 32, 8)),
+             parts.unary("hswish", x, "hard_swish"), parts.unary("quant", x, "quantize")]
+    for p in extra:
+        assert model.compute_cycles(p, p.output.shape) > 0, p.kind
     with pytest.raises(PlannerError, match="no rule"):
         model.compute_cycles(parts.opaque("gather", "gather", x, (1, 4)), (1, 4))
+
+
+def test_softmax_lowering_follows_vela():
+    """int8 SOFTMAX of 2 classes: 28 NPU operations, 732 cycles in Vela (mobilenet's
+    classifier on ethos-u55-128, ``--verbose-schedule``)."""
+    x = Tensor("logits", (1, 2))
+    softmax = with_attrs(parts.opaque("softmax", "softmax", x, x.shape), ofm_format=NHWC)
+    ops = lower_part(softmax, softmax.output.shape)
+    assert len(ops) == 28
+    assert [o.op for o in ops[:5]] == ["MaxPool", "Sub", "Asr", "ReduceSum", "CLZ"]
+    cycles = perf("ethos-u55-128").compute_cycles(softmax, softmax.output.shape)
+    assert abs(cycles - 732) <= 0.01 * 732
 
 
 def test_ethos_u_lowering_follows_vela():

@@ -57,3 +57,12 @@ def test_ring_rows_matches_row_by_row_replay(k, s, pad, n, rows, h):
     assert got == brute_ring(wins, h)
     # a ring never needs more than the window plus one chunk, nor less than a window
     assert max(b - a for a, b in wins) <= got <= max(b - a for a, b in wins) + h - 1
+
+
+def test_contiguous_runs_merge_whole_trailing_axes():
+    from planner.plans import contiguous_runs
+    shape = (1, 10, 12, 8)
+    assert contiguous_runs(shape, shape) == 1                 # whole tensor: one run
+    assert contiguous_runs((1, 3, 12, 8), shape) == 1         # full rows: one run
+    assert contiguous_runs((1, 3, 5, 8), shape) == 3          # a column tile: one run per row
+    assert contiguous_runs((1, 3, 5, 4), shape) == 15         # channel slice: one per pixel
