@@ -16,13 +16,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.synthetic import chain, residual  # noqa: E402
 from planner.devices import get_device  # noqa: E402
+from planner.plans import clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
 
 
 def timed(graph, device, repeat: int = 3) -> tuple[float, ProposalSearch]:
+    """Best of ``repeat`` cold searches (module caches cleared before each)."""
     best, search = None, None
     for _ in range(repeat):
+        clear_caches()
         t0 = time.perf_counter()
         search = ProposalSearch(graph, device)
         dt = time.perf_counter() - t0

@@ -50,12 +50,15 @@ class PlanSpec:
     stripe: StripeConfig
     mode: str            # "rolling" or "recompute"
     granule: int         # rolling chunk rows; 0 = natural
-    weights: str         # "flash" or "sram"
+    weights: tuple[str, ...] = ()   # Parts whose weights are copied to SRAM once
 
     def label(self) -> str:
         if self.mode == "rolling":
             return f"rolling(g={self.granule or 'natural'})"
         return "recompute"
+
+    def weights_for(self, part: str) -> str:
+        return "sram" if part in self.weights else "flash"
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class Plan:
         return {
             "parts": list(self.parts), "output": self.output,
             "output_stripe": self.spec.stripe.to_json(), "buffering": self.spec.label(),
-            "weights": self.spec.weights, "memory_bytes": self.memory_bytes,
+            "weights_in_sram": list(self.spec.weights), "memory_bytes": self.memory_bytes,
             "cycles": self.cycles,
             "tensors": [tc.to_json() for tc in self.tensor_configs],
             "schedule": [ps.to_json() for ps in self.part_schedules],
@@ -236,25 +239,26 @@ class PlanGenerator:
     def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
         """The Plan for interval [start, end] under ``spec``, with every buffer and schedule.
 
-        Walks backwards like ``generate`` and costs with the same ``_costs``/``_interior``, so
-        a built Plan always has the memory and cycles its candidate had.
+        Walks backwards like ``generate`` and costs with the same ``_placements`` and
+        ``_interior``, so a built Plan always has the memory and cycles its candidate had.
         """
         sink = self.topo[end]
         compute: dict[str, StripeConfig] = {sink.name: spec.stripe}
         memory = cycles = 0
         configs: list[TensorConfig] = []
         schedules: list[PartSchedule] = []
-        wp = spec.weights
 
         def add(p: Part, is_sink: bool) -> None:
             nonlocal memory, cycles
             st = compute[p.name]
-            mem, cyc = self._costs(p, st, spec, is_sink)
-            memory += mem[wp]
-            cycles += cyc[wp]
+            wp = spec.weights_for(p.name)
+            options = self._placements(p, st, spec, is_sink, 0, 0, ())
+            mem, cyc, _ = next(o for o in options if (p.name in o[2]) == (wp == "sram"))
+            memory += mem
+            cycles += cyc
             wbytes = self.weight_copy_bytes(p, st, wp)
             schedules.append(PartSchedule(
-                p.name, st, st.total_stripes, cyc[wp],
+                p.name, st, st.total_stripes, cyc,
                 self.device.fm_region if wbytes else self.device.weight_region))
             configs.extend(self._input_staging(p, st, spec, True)[1])
             if wbytes:
@@ -393,36 +397,37 @@ class PlanGenerator:
             else:
                 modes = self.modes()
             for mode, g in modes:
-                yield PlanSpec(stripe, mode, g, self.options.weight_placements[0])
+                yield PlanSpec(stripe, mode, g, ())
 
     def generate(self, end: int) -> Iterator[tuple[int, int, int, PlanSpec]]:
         """Every useful (start, memory, cycles, spec) candidate for intervals ending at ``end``.
 
         All specs are walked backwards in lockstep. What a walk adds when it extends depends
         only on its buffering mode and on the compute stripes of the Parts that still read
-        from outside the interval, so walks that agree on those form a group: each extension
-        is costed once per group and added to every member, and a member dominated in memory
-        and cycles (for every weight placement) by another is dropped, since everything it
-        would yield later is dominated too. The frontier stays exact.
+        from outside the interval, so walks that agree on those form a group with one future:
+        each extension is costed once per group, and the group keeps a single Pareto set of
+        (memory, cycles) points over its members and their weight placements. A dropped point
+        is dominated now and, its future being the same, forever: the frontier stays exact.
+
+        Weight placement is chosen per Part: streaming a Part's weights from their home on
+        every stripe, or copying them to SRAM once (when the Part runs several stripes and
+        both placements are allowed). That knapsack is carried exactly by the Pareto sets.
         """
-        placements = self.options.weight_placements
         min_start = max(0, end - self.options.max_plan_size + 1)
         sink = self.topo[end]
         groups: dict = {}
         for spec in self.specs(end):
-            compute = {sink.name: spec.stripe}
-            mem, cyc = self._costs(sink, spec.stripe, spec, is_sink=True)
+            pts = [(m, c, spec, copied) for m, c, copied in
+                   self._placements(sink, spec.stripe, spec, True, 0, 0, ())]
             key = (spec.mode, spec.granule, spec.stripe)
-            groups.setdefault(key, (compute, []))[1].append(
-                [spec, dict(mem), dict(cyc)])
+            groups.setdefault(key, ({sink.name: spec.stripe}, []))[1].extend(pts)
+        groups = {k: (c, _pareto(p)) for k, (c, p) in groups.items()}
         members = [sink]
         i = end
         while groups:
-            for _, (_, walkers) in groups.items():
-                for spec, mem, cyc in walkers:
-                    for wp in placements:
-                        yield i, mem[wp], cyc[wp], PlanSpec(spec.stripe, spec.mode,
-                                                            spec.granule, wp)
+            for _, (_, points) in groups.items():
+                for mem, cyc, spec, copied in points:
+                    yield i, mem, cyc, PlanSpec(spec.stripe, spec.mode, spec.granule, copied)
             i -= 1
             if i < min_start:
                 return
@@ -438,52 +443,50 @@ class PlanGenerator:
                                        self.position[self.graph.producer(x).name] < i)
                 for x in q.inputs)]
             grown: dict = {}
-            for (mode, granule, _), (compute, walkers) in groups.items():
+            for (mode, granule, _), (compute, points) in groups.items():
                 res = self._interior(t, cons, compute, mode == "rolling", granule)
                 if res is None:
                     continue
                 cfg, _, nbytes, _ = res
                 new_compute = dict(compute)
                 new_compute[p.name] = cfg
-                dmem, dcyc = self._costs(p, cfg, walkers[0][0], is_sink=False)
+                options = self._placements(p, cfg, points[0][2], False, nbytes, 0, ())
                 key = (mode, granule, tuple(new_compute[q] for q in open_parts))
                 slot = grown.setdefault(key, (new_compute, []))
-                for spec, mem, cyc in walkers:
-                    slot[1].append([spec, {wp: mem[wp] + nbytes + dmem[wp] for wp in placements},
-                                    {wp: cyc[wp] + dcyc[wp] for wp in placements}])
-            groups = {k: (c, _prune(w, placements)) for k, (c, w) in grown.items()}
+                for mem, cyc, spec, copied in points:
+                    for dm, dc, extra in options:
+                        slot[1].append((mem + dm, cyc + dc, spec, copied + extra))
+            groups = {k: (c, _pareto(p)) for k, (c, p) in grown.items()}
 
-    def _costs(self, p: Part, stripe: StripeConfig, spec: PlanSpec, is_sink: bool
-               ) -> tuple[dict, dict]:
-        """(memory, cycles) per weight placement that Part ``p`` adds to a Plan."""
+    def _placements(self, p: Part, stripe: StripeConfig, spec: PlanSpec, is_sink: bool,
+                    mem0: int, cyc0: int, copied: tuple[str, ...]
+                    ) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(memory, cycles, Parts copied) that adding ``p`` costs, one per weight placement
+        worth considering for it."""
         stage, _ = self._input_staging(p, stripe, spec, False)
         if is_sink and self.staged(p.output):
             biggest = max(stripe.count_stripes(), key=lambda s: (math.prod(s), s))
             stage += 2 * p.output.region_bytes(biggest)
-        mem, cyc = {}, {}
-        for wp in self.options.weight_placements:
-            cyc[wp] = self.part_cost(p, stripe, wp)
-            mem[wp] = self.weight_copy_bytes(p, stripe, wp) + stage
-        return mem, cyc
+        allowed = self.options.weight_placements
+        copyable = stripe.total_stripes > 1 and bool(p.constant_inputs)
+        out = []
+        if "flash" in allowed or not copyable:
+            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, "flash"), copied))
+        if "sram" in allowed and copyable:
+            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, "sram"),
+                        cyc0 + self.part_cost(p, stripe, "sram"), copied + (p.name,)))
+        return out
 
-
-def _prune(walkers: list, placements) -> list:
-    """Drop walkers dominated by another of the same group (see generate); the first of
-    equal ones is kept, so the result does not depend on anything but input order."""
-    kept = []
-    for k, (spec, mem, cyc) in enumerate(walkers):
-        dominated = False
-        for m, (_, mem2, cyc2) in enumerate(walkers):
-            if m == k:
-                continue
-            le = all(mem2[wp] <= mem[wp] and cyc2[wp] <= cyc[wp] for wp in placements)
-            same = all(mem2[wp] == mem[wp] and cyc2[wp] == cyc[wp] for wp in placements)
-            if le and (not same or m < k):
-                dominated = True
-                break
-        if not dominated:
-            kept.append([spec, mem, cyc])
-    return kept
+def _pareto(points: list) -> list:
+    """Pareto set of (memory, cycles, ...) points; the first of equal points is kept, so the
+    result depends only on the input order."""
+    order = sorted(range(len(points)), key=lambda k: (points[k][0], points[k][1], k))
+    out, best = [], None
+    for k in order:
+        if best is None or points[k][1] < best:
+            out.append(points[k])
+            best = points[k][1]
+    return out
 
 
 def contiguous_runs(block: tuple[int, ...], shape: tuple[int, ...]) -> int:
@@ -510,3 +513,12 @@ def _span(windows: tuple[tuple[int, int], ...]) -> int:
     if not ws:
         return 1
     return max(1, max(w[1] for w in ws) - min(w[0] for w in ws))
+
+
+def clear_caches() -> None:
+    """Forget every module-level memo (stripe ranges, propagations, windows, rings), so a
+    benchmark times a cold search rather than one warmed by the run before it."""
+    from planner import stripes, windows
+    for fn in (stripes._axis_ranges, stripes._count_stripes, stripes._propagate,
+               windows.ring_rows, _axis_windows):
+        fn.cache_clear()

@@ -473,6 +473,9 @@ def _weights(ctx: _OpContext, k: int, rank: int) -> _TInfo:
     if len(info.shape) != rank:
         raise ctx.err(f"weights {info.raw_name!r} have shape {list(info.shape)}, expected "
                       f"{rank} dims")
+    if any(d < 1 for d in info.shape):
+        raise ctx.err(f"weights {info.raw_name!r} have an empty or negative dimension in "
+                      f"{list(info.shape)}")
     return info
 
 

@@ -15,6 +15,10 @@ from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
 FORMAT_VERSION = 1
 _META = "meta.json"
 _LIB = "model.so"
+_PROGRAM = "program.json"
+_CONSTANTS = "constants.npz"
+#: Options of the executor (applied when a model is loaded, not part of what is compiled).
+RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests")
 
 
 @dataclass
@@ -25,9 +29,12 @@ class IOSpec:
 
 
 class CompiledModel:
-    """A compiled network: a Relax VM executable plus what was decided on the way."""
+    """A compiled network: a Relax VM executable, the executor's program (subgraphs per backend),
+    and what was decided on the way. ``run`` / ``start_async`` go through the executor
+    (tvm_ethos/runtime/executor.py); ``executable`` stays a plain Relax VM executable."""
 
-    def __init__(self, executable, targets: str, report, inputs: list[IOSpec], outputs: list[IOSpec] | None = None):
+    def __init__(self, executable, targets: str, report, inputs: list[IOSpec], outputs: list[IOSpec] | None = None,
+                 program=None, runtime_options: dict | None = None, library=None):
         self.executable = executable
         self.targets = targets
         self.report = report
@@ -35,6 +42,12 @@ class CompiledModel:
         self.outputs = outputs or []
         self._vm = None
         self._network_id = None
+        self.program = program
+        self.runtime_options = dict(runtime_options or {})
+        self._library = library
+        self._executor = None
+        self.from_cache = False
+        self.cache_path = None
 
     # ------------------------------------------------------------------ running
     @property
@@ -47,6 +60,47 @@ class CompiledModel:
         return self._vm
 
     def run(self, *inputs) -> list[np.ndarray]:
+        """One inference through the executor (the VM where a model has no program)."""
+        if self.program is not None:
+            return self.executor.run(inputs)
+        return self.run_vm(*inputs)
+
+    # ------------------------------------------------------------------ executor
+    @property
+    def executor(self):
+        """The loaded network (created on first use; :meth:`unload` frees it)."""
+        if self._executor is None or self._executor.closed:
+            from tvm_ethos.runtime.executor import Executor
+
+            if self.program is None:
+                raise TvmEthosError("this compiled model has no executor program")
+            lib = self._library if self._library is not None else self.executable.mod
+            self._executor = Executor(self.program, lib, **self.runtime_options)
+        return self._executor
+
+    def start_async(self, *inputs):
+        """Start an inference; returns a request whose ``wait()`` gives the outputs."""
+        return self.executor.start_async(inputs)
+
+    @property
+    def last_run_stats(self):
+        """Counters of the last inference (``bytes_copied``, ``bytes_imported``, ...), or None."""
+        return self._executor.last_run_stats if self._executor is not None else None
+
+    @property
+    def edge_report(self):
+        """The step chosen at every edge between backends, and why (loads the network)."""
+        return self.executor.edge_report
+
+    def unload(self) -> int:
+        """Free the loaded network's memory; returns how many fallback buffers were freed."""
+        if self._executor is None:
+            return 0
+        ex, self._executor = self._executor, None
+        return ex.unload()
+
+    def run_vm(self, *inputs) -> list[np.ndarray]:
+        """One inference with the Relax VM on ``executable`` (everything on the CPU)."""
         import tvm
 
         if len(inputs) != len(self.inputs):
@@ -86,10 +140,14 @@ class CompiledModel:
                 "report": self.report.to_json() if self.report is not None else None,
                 "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
                 "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
+                "runtime_options": self.runtime_options,
             }
             with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
                 z.write(lib, _LIB)
                 z.writestr(_META, json.dumps(meta))
+                if self.program is not None:
+                    z.writestr(_PROGRAM, self.program.to_json())
+                    z.writestr(_CONSTANTS, self.program.constants_npz())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return path
@@ -107,9 +165,16 @@ def _flatten(res) -> list[np.ndarray]:
     return out
 
 
-def load(path) -> CompiledModel:
-    """Load a model written by ``CompiledModel.save`` (works in a fresh process)."""
+def load(path, **runtime_options) -> CompiledModel:
+    """Load a model written by ``CompiledModel.save`` (works in a fresh process).
+
+    ``runtime_options`` (``fallback_mode``, ``opencl_device``, ``misaligned``, ``max_requests``)
+    override those saved with the model."""
     import tvm
+
+    from tvm_ethos.runtime.program import NetworkProgram
+
+    _check_runtime_options(runtime_options)
 
     from tvm_ethos.backends.registry import get_registry
     from tvm_ethos.partition import PartitionReport
@@ -141,18 +206,81 @@ def load(path) -> CompiledModel:
     report = PartitionReport.from_json(meta["report"]) if meta.get("report") else None
     ins = [IOSpec(n, tuple(s), d) for n, s, d in meta["inputs"]]
     outs = [IOSpec(n, tuple(s), d) for n, s, d in meta["outputs"]]
-    return CompiledModel(ex, meta["targets"], report, ins, outs)
+    program = None
+    if _PROGRAM in z.namelist():
+        try:
+            program = NetworkProgram.from_json(z.read(_PROGRAM).decode(), z.read(_CONSTANTS))
+        except (KeyError, ValueError) as err:
+            raise ModelLoadError(f"{path}: cannot read the executor program: {err}") from None
+    opts = dict(meta.get("runtime_options") or {})
+    opts.update(runtime_options)
+    return CompiledModel(ex, meta["targets"], report, ins, outs, program=program, runtime_options=opts, library=lib)
+
+
+def _check_runtime_options(opts: dict) -> None:
+    from tvm_ethos.errors import OptionError
+    from tvm_ethos.runtime.fallback_memory import FALLBACK_MODES
+
+    unknown = sorted(set(opts) - set(RUNTIME_OPTIONS))
+    if unknown:
+        raise OptionError(f"unknown runtime option(s) {', '.join(unknown)}; allowed: {', '.join(RUNTIME_OPTIONS)}")
+    if "fallback_mode" in opts and opts["fallback_mode"] not in FALLBACK_MODES:
+        raise OptionError(
+            f"option 'fallback_mode': bad value {opts['fallback_mode']!r}; allowed values: {', '.join(FALLBACK_MODES)}"
+        )
+    if "misaligned" in opts and opts["misaligned"] not in ("copy", "reject"):
+        raise OptionError(f"option 'misaligned': bad value {opts['misaligned']!r}; allowed values: copy, reject")
+    if "max_requests" in opts and (not isinstance(opts["max_requests"], int) or opts["max_requests"] < 1):
+        raise OptionError(f"option 'max_requests': bad value {opts['max_requests']!r}; a positive integer")
 
 
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
     """Partition ``mod`` for ``target``, build NPU subgraphs as emulator kernels and the rest for
-    the host, and return a :class:`CompiledModel`. Options are validated up front."""
+    the host, and return a :class:`CompiledModel`. Options are validated up front.
+
+    Runtime options (``fallback_mode="auto"|"import"|"copy"``, ``opencl_device``, ``misaligned``,
+    ``max_requests``) are kept for the executor. ``cache_dir`` (or ``$TVM_ETHOS_CACHE_DIR``):
+    a compiled-model cache; a second compile of the same model, targets and options loads it.
+    """
     import tvm
 
-    from tvm_ethos.backends.registry import get_registry
+    from tvm_ethos.runtime import cache as model_cache
+
+    runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
+    _check_runtime_options(runtime_opts)
+    cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
+    key = None
+    if cache_dir is not None:
+        from tvm_ethos.runtime.program import PROGRAM_VERSION
+        from tvm_ethos.targets import parse_targets
+
+        tl0 = parse_targets(target, dict(options))  # errors before any hashing
+        try:
+            key = model_cache.cache_key(mod, str(tl0), options, (FORMAT_VERSION, PROGRAM_VERSION))
+        except TypeError:
+            cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
+    if cache_dir is not None:
+        hit = model_cache.lookup(cache_dir, key)
+        if hit is not None:
+            try:
+                cm = load(hit, **runtime_opts)
+                cm.from_cache, cm.cache_path = True, hit
+                return cm
+            except ModelLoadError:
+                pass  # a damaged entry: compile again and overwrite it
+    cm = _compile(mod, target, runtime_opts, **options)
+    if cache_dir is not None:
+        cm.cache_path = model_cache.store(cache_dir, key, cm)
+    return cm
+
+
+def _compile(mod, target, runtime_opts, **options) -> CompiledModel:
+    import tvm
+
     from tvm_ethos.frontend import load_model
     from tvm_ethos.lower.codegen import lower_host_composites, run_npu_codegen
     from tvm_ethos.lower.pipeline import PIPELINE_NAME
+    from tvm_ethos.lower.split import build_network
     from tvm_ethos.partition import partition
     from tvm_ethos.targets import parse_targets
 
@@ -160,14 +288,13 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     if not isinstance(mod, tvm.IRModule):
         mod = load_model(mod)
     pmod, report = partition(mod, tl)
-    reg = get_registry()
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
-    host_backend = reg.get(tl.host.backend_id)
-    build_target = host_backend.codegen_factory().build_target
     try:
         pmod = run_npu_codegen(pmod, npu_opts)
         pmod = lower_host_composites(pmod, tl.host.backend_id)
-        ex = tvm.compile(pmod, target=build_target, tir_pipeline=PIPELINE_NAME)
+        # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
+        ex, program = build_network(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"),
+                                    tir_pipeline=PIPELINE_NAME)
     except TvmEthosError:
         raise
     except Exception as err:
@@ -185,4 +312,4 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
             outs.append(IOSpec("output", tuple(int(s) for s in t.shape.values), str(t.dtype)))
         except Exception:
             pass
-    return CompiledModel(ex, str(tl), report, ins, outs)
+    return CompiledModel(ex, str(tl), report, ins, outs, program=program, runtime_options=runtime_opts)

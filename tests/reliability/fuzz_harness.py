@@ -243,34 +243,41 @@ def worker_main(argv: list[str]) -> int:
                 validated.append((len(data), i))
         done += 1
     phase1_s = time.perf_counter() - t0
-    # phase 2: the validated cases through TVM's real importer, smallest first
-    full_done = 0
-    t1 = time.perf_counter()
-    if a.full_budget > 0 and "frontend" in targets.names:
-        for _, i in sorted(validated):
-            if time.perf_counter() - t1 > a.full_budget:
-                break
-            out.write(f"F {i}\n")
-            out.flush()
-            data, desc = corpus.case(a.campaign, i)
-            outcome, tmpl, violation = targets.run("frontend-full", data, a.full_timeout)
-            counts["frontend-full"][outcome] += 1
-            if tmpl:
-                templates["frontend-full"][f"{outcome}: {tmpl}"] += 1
-            if violation:
-                violations.append({"index": i, "case": desc, "problem": violation,
-                                   "phase": "full"})
-            full_done += 1
-    full_s = time.perf_counter() - t1
     result = {
-        "cases": done, "setup_s": setup_s, "phase1_s": phase1_s, "full_s": full_s,
-        "full_cases": full_done, "validated": len(validated),
+        "cases": done, "setup_s": setup_s, "phase1_s": phase1_s, "validated": len(validated),
         "counts": {k: dict(v) for k, v in counts.items()},
         "by_mutator": {k: dict(v) for k, v in by_mutator.items()},
         "templates": {k: dict(v.most_common(40)) for k, v in templates.items()},
         "violations": violations[:200], "n_violations": len(violations),
     }
     out.write("R " + json.dumps(result) + "\n")
+    out.flush()
+    # phase 2: the validated cases through TVM's real importer, until the budget is spent
+    if a.full_budget <= 0 or "frontend" not in targets.names:
+        return 0
+    counts, templates, violations = defaultdict(Counter), defaultdict(Counter), []
+    full_done = 0
+    t1 = time.perf_counter()
+    for _, i in validated:                      # case order: random over the seeds
+        if time.perf_counter() - t1 > a.full_budget:
+            break
+        out.write(f"F {i}\n")
+        out.flush()
+        data, desc = corpus.case(a.campaign, i)
+        outcome, tmpl, violation = targets.run("frontend-full", data, a.full_timeout)
+        counts["frontend-full"][outcome] += 1
+        if tmpl:
+            templates["frontend-full"][f"{outcome}: {tmpl}"] += 1
+        if violation:
+            violations.append({"index": i, "case": desc, "problem": violation})
+        full_done += 1
+    result = {
+        "full_cases": full_done, "full_s": time.perf_counter() - t1,
+        "counts": {k: dict(v) for k, v in counts.items()},
+        "templates": {k: dict(v.most_common(40)) for k, v in templates.items()},
+        "violations": violations[:200], "n_violations": len(violations),
+    }
+    out.write("Q " + json.dumps(result) + "\n")
     out.flush()
     return 0
 
@@ -303,16 +310,18 @@ class CampaignReport:
     worker_s: dict = field(default_factory=lambda: Counter())
 
     def merge(self, r: dict) -> None:
-        self.cases += r["cases"]
-        self.full_cases += r["full_cases"]
-        self.validated += r["validated"]
+        self.cases += r.get("cases", 0)
+        self.full_cases += r.get("full_cases", 0)
+        self.validated += r.get("validated", 0)
         self.n_violations += r["n_violations"]
         for k in ("setup_s", "phase1_s", "full_s"):
-            self.worker_s[k] += r[k]
-        for dst, src in ((self.counts, r["counts"]), (self.by_mutator, r["by_mutator"]),
+            self.worker_s[k] += r.get(k, 0.0)
+        for dst, src in ((self.counts, r["counts"]), (self.by_mutator, r.get("by_mutator", {})),
                          (self.templates, r["templates"])):
             for k, v in src.items():
                 dst[k].update(v)
+        for v in r["violations"]:
+            self.failures.append(Failure("violation", v["index"], v["case"], v["problem"]))
 
     def summary(self) -> str:
         lines = [f"campaign {self.campaign}: {self.cases} cases in {self.wall_s:.1f} s wall "
@@ -345,7 +354,7 @@ class _Worker:
         self.args = args
         self.current: tuple[str, int] | None = None
         self.last_beat = time.monotonic()
-        self.result: dict | None = None
+        self.results: list[dict] = []
         self.buf = b""
         self.stderr_path = os.path.join(log_dir, f"worker{wid}-{start}.stderr")
         self.stderr = open(self.stderr_path, "wb")
@@ -370,8 +379,8 @@ class _Worker:
             self.last_beat = time.monotonic()
             if text.startswith("C ") or text.startswith("F "):
                 self.current = (text[0], int(text[2:]))
-            elif text.startswith("R "):
-                self.result = json.loads(text[2:])
+            elif text.startswith("R ") or text.startswith("Q "):
+                self.results.append(json.loads(text[2:]))
                 self.current = None
 
     def kill(self) -> None:
@@ -436,15 +445,12 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
                 continue
             # EOF: the worker ended
             rc = w.proc.wait()
-            if w.result is not None and rc == 0:
-                report.merge(w.result)
-                for v in w.result["violations"]:
-                    report.failures.append(Failure("violation", v["index"], v["case"],
-                                                   v["problem"]))
-                w.close()
-                live.remove(w)
-                continue
+            for r in w.results:
+                report.merge(r)
             live.remove(w)
+            if rc == 0 and w.results:
+                w.close()
+                continue
             detail = (f"worker died with {'signal ' + str(-rc) if rc < 0 else 'exit ' + str(rc)}"
                       f"; stderr tail: {w.stderr_tail()!r}")
             w.close()
@@ -461,6 +467,8 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
             if now - w.last_beat > watchdog:
                 live.remove(w)
                 w.kill()
+                for r in w.results:
+                    report.merge(r)
                 detail = (f"no heartbeat for {watchdog:.0f} s (hang); stderr tail: "
                           f"{w.stderr_tail()!r}")
                 w.close()

@@ -39,12 +39,13 @@ def host_checks():
 
 class HostBackend(Backend):
     build_target = "llvm"
+    device_target = "llvm"
 
     def layer_support(self):
         return LayerSupport(host_checks(), common=_nhwc)
 
     def codegen_factory(self):
-        return HostCodegen(self.backend_id, self.build_target)
+        return HostCodegen(self.backend_id, self.build_target, self.device_target)
 
     def capabilities(self):
         return Capabilities(

@@ -62,13 +62,19 @@ class NpuCodegen:
 
 
 class HostCodegen:
-    """Codegen of a host (fallback) target: the TVM target its kernels are built for."""
+    """Codegen of a host (fallback) target.
+
+    ``build_target``: what its kernels are built for inside the Relax VM executable (llvm: the
+    executable runs anywhere); ``device_target``: where the executor runs them (``"llvm"``, or
+    ``"opencl"``: TVM's GPU pipeline, launched through PyOpenCL).
+    """
 
     kind = "host"
 
-    def __init__(self, backend_id: str, build_target: str):
+    def __init__(self, backend_id: str, build_target: str, device_target: str | None = None):
         self.name = backend_id
         self.build_target = build_target
+        self.device_target = device_target or build_target
 
     def register(self):
         pass

@@ -197,7 +197,9 @@ class OpenCLModuleSpec:
 # --------------------------------------------------------------------------------------------
 
 
-def extract_opencl(mod: Any, target: Any = "opencl", *, schedule: bool = True) -> OpenCLModuleSpec:
+def extract_opencl(
+    mod: Any, target: Any = "opencl", *, schedule: bool = True, tir_pipeline: str | None = None
+) -> OpenCLModuleSpec:
     """Lower ``mod`` for an OpenCL target and return its kernels with their launch recipe.
 
     ``mod`` is a ``tirx.PrimFunc``, an ``IRModule`` of PrimFuncs, or an IRModule with Relax
@@ -209,7 +211,9 @@ def extract_opencl(mod: Any, target: Any = "opencl", *, schedule: bool = True) -
     The steps are exactly those of ``tvm.tirx.build`` (bind target, default TIR pipeline,
     host/device split, device finalisation, ``target.build.opencl``), so the source equals what
     ``tvm.compile(mod, target="opencl")`` embeds; we stop before the host is compiled because the
-    launch sizes are still readable there.
+    launch sizes are still readable there. ``tir_pipeline``: the name of a registered TIR
+    pipeline to use instead of TVM's default (the compiler uses ``"tvm_ethos_gpu"``, which skips
+    three passes that cost seconds on the integer kernels and change nothing for them).
     """
     import tvm  # local: running a spec must not need TVM
     import tvm_ffi
@@ -240,7 +244,10 @@ def extract_opencl(mod: Any, target: Any = "opencl", *, schedule: bool = True) -
     host_target = Target("llvm" if tvm.runtime.enabled("llvm") else "c")
     bound_target = tgt.with_host(host_target)
     lowered = tirx.transform.BindTarget(bound_target)(mod)
-    pipeline, _finalize_host, finalize_device = tirx.get_default_tir_pipeline(bound_target)
+    if tir_pipeline is None:
+        pipeline, _finalize_host, finalize_device = tirx.get_default_tir_pipeline(bound_target)
+    else:
+        pipeline, _finalize_host, finalize_device = tirx.get_tir_pipeline(tir_pipeline)
     lowered = pipeline(lowered)
     host_mod, device_mods = build_mod.split_host_device_mods(lowered)
 

@@ -1,25 +1,51 @@
 """The GPU host backend (OpenCL).
 
-For now its kernels are built for llvm (``build_target``): OpenCL execution through PyOpenCL is
-the runtime's work (tvm_ethos/runtime/opencl_device.py). The seam is this backend's
-``build_target`` and ``capabilities`` (dma-buf / malloc import for the zero-copy fallback).
+Its subgraphs run on an OpenCL device through PyOpenCL (``device_target = "opencl"``): the
+compiler takes TVM's OpenCL C for them (default GPU schedules, dlight) and the executor launches
+it (tvm_ethos/runtime/opencl_device.py, rfcs/0003). Inside the Relax VM executable
+(``CompiledModel.executable``) the same operators are built for llvm (``build_target``), so that
+executable still runs anywhere.
+
+Option ``cpu_ops``: operator kinds or TFLite names (``softmax``, ``AVERAGE_POOL_2D``...) the GPU
+leaves to the CPU (the llvm backend), like an operator a GPU backend rejects in Arm NN's
+``GpuAcc, CpuAcc`` preference list. Several: ``+``-separated (``softmax+mean``) or a list.
 """
-from tvm_ethos.backends.base import BACKEND_API_VERSION, Capabilities
+from tvm_ethos.backends.base import BACKEND_API_VERSION, Capabilities, OptionSpec
 from tvm_ethos.backends.host_common import HostBackend
 
 BACKEND_ID = "opencl"
 
 
+def _ops_ok(value) -> bool:
+    if isinstance(value, str):
+        return True
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
 class OpenclBackend(HostBackend):
     backend_id = BACKEND_ID
-    build_target = "llvm"  # TODO(runtime): "opencl" once the PyOpenCL executor lands
+    build_target = "llvm"  # the VM executable's copy of these kernels
+    device_target = "opencl"  # what the executor runs
+
+    def options_schema(self):
+        return {
+            "cpu_ops": OptionSpec(
+                "", validator=_ops_ok,
+                help="operator kinds or TFLite names to run on the CPU (llvm) instead of the GPU, "
+                "'+'-separated or a list",
+            ),
+        }
 
     def capabilities(self):
+        # Like Arm NN's ClImportTensorHandleFactory: the GPU imports host memory
+        # (CL_MEM_USE_HOST_PTR over malloc, memfd or a mapped dma-buf) but cannot export its
+        # own, so every edge leaving it needs fallback memory. The device's own facts
+        # (alignment, unified memory) come from the OpenCL driver at load time.
         return Capabilities(
-            memory_alignment=4096,
-            import_memory_sources=frozenset({"malloc", "dma_buf"}),
-            export_memory_sources=frozenset({"malloc"}),
-            fallback_import_memory_required=False,
+            memory_alignment=128,
+            import_memory_sources=frozenset({"malloc", "memfd", "dma_buf"}),
+            export_memory_sources=frozenset(),
+            fallback_import_memory_required=True,
             is_host=True,
             is_npu=False,
         )

@@ -1,0 +1,846 @@
+"""The executor: a loaded network runs its subgraphs (emulated NPU, OpenCL GPU, llvm CPU) in order.
+
+A loaded network owns (rfcs/0003, seeds 000 and 003):
+
+* its **subgraphs**, in program order, from the compiled :class:`NetworkProgram`: NPU subgraphs
+  call their emulator kernel, llvm subgraphs call TVM-built CPU kernels, OpenCL subgraphs
+  launch TVM's OpenCL C through PyOpenCL (built once per loaded network);
+* its **edges**: every tensor that goes from a subgraph on one backend to a subgraph on
+  another gets one step, decided once at load from the two backends' capabilities and the
+  device's properties (``plan_edges``): *FallbackImport* (one buffer from the
+  :class:`FallbackMemoryManager`, aligned to the lcm of both sides, the producer's output and
+  the consumers' input), *MemImport* (the producer's own output memory, which the consumer
+  imports) or *MemCopy*. ``fallback_mode`` = ``"auto"`` | ``"import"`` | ``"copy"``;
+  :attr:`Executor.edge_report` says what was chosen and why;
+* its **memory**: per in-flight request a slot of activation buffers; every buffer (fallback
+  memory included) is allocated when its slot is first used and reused by every later
+  inference; :meth:`Executor.unload` frees them all.
+
+``run(inputs)`` executes in the calling thread; ``start_async(inputs)`` returns an
+:class:`InferRequest` whose ``wait()`` gives the outputs; up to ``max_requests`` run at once,
+each in its own slot. The GPU side is asynchronous (events): before a CPU-side subgraph (NPU
+emulator, llvm) reads a GPU-produced tensor the executor waits on the producing kernel's event
+(``begin_host_access``: the ClFallbackImportWorkload sync of seed 000), and a GPU subgraph that
+reads CPU-written imported memory waits on the unmap event where the device needs one.
+
+Counters: each inference's :class:`RunStats` (``bytes_copied``, ``bytes_imported``, per edge and
+at the caller's boundary, GPU syncs, launches, allocations, a trace).
+
+The executor never names a backend: it sees ids, capabilities (registry) and where a subgraph's
+kernels run (``device``: cpu or opencl).
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tvm_ethos.errors import TvmEthosError
+from tvm_ethos.runtime.allocators import MallocAllocator, MemorySource, is_aligned
+from tvm_ethos.runtime.fallback_memory import (
+    FALLBACK_MODES,
+    BackendCapabilities,
+    EdgeDecision,
+    EdgeStep,
+    FallbackMemoryManager,
+    plan_edges,
+)
+from tvm_ethos.runtime.program import NetworkProgram
+
+#: TVM's ``from_dlpack`` needs 64 B aligned memory; CPU kernels read caller arrays in place only then.
+CPU_ALIGNMENT = 64
+MISALIGNED_POLICIES = ("copy", "reject")
+
+_SOURCE_NAMES = {
+    "malloc": MemorySource.MALLOC,
+    "memfd": MemorySource.MEMFD,
+    "dma_buf": MemorySource.DMABUF,
+    "dmabuf": MemorySource.DMABUF,
+}
+
+
+class ExecutorError(TvmEthosError, RuntimeError):
+    """The executor cannot run as asked (unloaded network, bad inputs)."""
+
+
+class MisalignedInputError(ExecutorError, ValueError):
+    """A caller buffer breaks the alignment rule and ``misaligned="reject"`` was asked."""
+
+
+# ---------------------------------------------------------------------------- reports, stats
+@dataclass(frozen=True)
+class EdgeEntry:
+    """One edge of the loaded network: a tensor from a producer backend to a consumer backend."""
+
+    tensor: str
+    nbytes: int
+    producer: str  # subgraph name
+    consumers: tuple  # subgraph names on the destination backend
+    decision: EdgeDecision
+
+    @property
+    def step(self) -> EdgeStep:
+        return self.decision.step
+
+    def describe(self) -> str:
+        return (
+            f"{self.tensor} ({self.nbytes} B) {self.producer} -> {', '.join(self.consumers)}: "
+            f"{self.decision.describe()}"
+        )
+
+
+@dataclass
+class EdgeReport:
+    """What the loaded network chose at every edge, and why."""
+
+    mode: str
+    device: str
+    edges: list
+
+    def steps(self) -> dict:
+        out: dict = {}
+        for e in self.edges:
+            out[e.step.value] = out.get(e.step.value, 0) + 1
+        return out
+
+    def __iter__(self):
+        return iter(self.edges)
+
+    def __len__(self):
+        return len(self.edges)
+
+    def __str__(self):
+        head = f"edges (fallback_mode={self.mode!r}{', opencl: ' + self.device if self.device else ''}): "
+        head += ", ".join(f"{k} x{v}" for k, v in self.steps().items()) if self.edges else "none"
+        return "\n".join([head] + [f"  {e.describe()}" for e in self.edges])
+
+
+@dataclass
+class RunStats:
+    """One inference. ``bytes_copied`` / ``bytes_imported`` = edges + caller boundary."""
+
+    edge_bytes_copied: int = 0
+    edge_bytes_imported: int = 0
+    io_bytes_copied: int = 0
+    io_bytes_imported: int = 0
+    copies: int = 0
+    gpu_syncs: int = 0
+    gpu_launches: int = 0
+    cpu_calls: int = 0
+    allocations: int = 0
+    seconds: float = 0.0
+    slot: int = 0
+    trace: list = field(default_factory=list)
+
+    @property
+    def bytes_copied(self) -> int:
+        return self.edge_bytes_copied + self.io_bytes_copied
+
+    @property
+    def bytes_imported(self) -> int:
+        return self.edge_bytes_imported + self.io_bytes_imported
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["bytes_copied"] = self.bytes_copied
+        d["bytes_imported"] = self.bytes_imported
+        return d
+
+
+@dataclass
+class MemoryStats:
+    fallback_buffers: int
+    fallback_allocations: int
+    fallback_frees: int
+    activation_buffers: int
+    activation_allocations: int
+    device_buffers: int
+    device_allocations: int
+    slots: int
+
+
+# ---------------------------------------------------------------------------- helpers
+def _aligned_empty(shape, dtype, alignment=CPU_ALIGNMENT) -> np.ndarray:
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(n + alignment, dtype=np.uint8)
+    off = (-int(raw.ctypes.data)) % alignment
+    return raw[off : off + n].view(dt).reshape(shape)
+
+
+def runtime_capabilities(backend_id: str, caps, name: str | None = None) -> BackendCapabilities:
+    """A registry ``Capabilities`` as an edge endpoint (a CPU-side backend: unified memory)."""
+    return BackendCapabilities(
+        name=name or backend_id,
+        alignment=int(caps.memory_alignment),
+        import_sources=frozenset(_SOURCE_NAMES[s] for s in caps.import_memory_sources if s in _SOURCE_NAMES),
+        export_sources=frozenset(_SOURCE_NAMES[s] for s in caps.export_memory_sources if s in _SOURCE_NAMES),
+        fallback_import_memory_required=bool(caps.fallback_import_memory_required),
+        unified_memory=True,
+        import_extension=False,
+    )
+
+
+_DEVICES: dict = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+def shared_opencl_device(selection: str | None = None):
+    """One :class:`OpenCLDevice` per selection in this process (programs are built once per device)."""
+    import os
+
+    from tvm_ethos.runtime.opencl_device import DEVICE_ENV_VAR, OpenCLDevice
+
+    key = selection if selection is not None else os.environ.get(DEVICE_ENV_VAR, "")
+    with _DEVICES_LOCK:
+        dev = _DEVICES.get(key)
+        if dev is None:
+            dev = OpenCLDevice(selection)
+            _DEVICES[key] = dev
+        return dev
+
+
+@dataclass
+class _TensorPlan:
+    tid: int
+    name: str
+    shape: tuple
+    dtype: str
+    nbytes: int
+    producer: int  # subgraph index, -1 for a network input
+    src_backend: str | None
+    src_device: str  # "cpu" | "opencl" | "caller"
+    consumers: list
+    is_output: bool
+    decisions: dict = field(default_factory=dict)  # consumer backend -> EdgeDecision
+    shared: EdgeDecision | None = None  # the import decision whose buffer is the home
+
+    @property
+    def direct_output(self) -> bool:
+        """Only a network output, written by a CPU kernel straight into the caller's result."""
+        return self.is_output and self.src_device == "cpu" and not self.consumers
+
+
+class _Slot:
+    """One request's buffers (activation buffers, edge buffers, imports), kept for the network's life."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.host: dict = {}  # loc -> np.ndarray
+        self.allocs: dict = {}  # loc -> Allocation
+        self.tvm: dict = {}  # loc -> tvm Tensor
+        self.dev: dict = {}  # loc -> DeviceBuffer
+
+
+class _Inference:
+    def __init__(self, slot: _Slot, stats: RunStats):
+        self.slot = slot
+        self.stats = stats
+        self.events: dict = {}  # loc -> [cl events] after which the GPU side may read it
+        self.copied: set = set()  # locs filled this inference
+        self.imported: set = set()  # (tensor, backend) handed over without a copy
+        self.caller_host: dict = {}  # tid -> np array (caller input, as used by CPU kernels)
+        self.caller_dev: dict = {}  # tid -> DeviceBuffer (caller input on the GPU)
+        self.results: dict = {}  # tid -> np array written in place (direct outputs)
+        self.tvm_tmp: dict = {}
+        self.last_events: list = []
+
+
+class InferRequest:
+    """An inference started by :meth:`Executor.start_async`; ``wait()`` returns its outputs."""
+
+    def __init__(self, future: Future):
+        self._future = future
+
+    def wait(self, timeout: float | None = None) -> list:
+        return self._future.result(timeout)[0]
+
+    @property
+    def stats(self) -> RunStats:
+        return self._future.result()[1]
+
+    def done(self) -> bool:
+        return self._future.done()
+
+
+# ---------------------------------------------------------------------------- the executor
+class Executor:
+    """A loaded network (see the module docstring)."""
+
+    def __init__(
+        self,
+        program: NetworkProgram,
+        library=None,
+        *,
+        fallback_mode: str = "auto",
+        opencl_device: str | None = None,
+        misaligned: str = "copy",
+        max_requests: int = 4,
+        allocators=None,
+        capabilities: dict | None = None,
+        registry=None,
+    ):
+        if fallback_mode not in FALLBACK_MODES:
+            raise ValueError(f"fallback_mode must be one of {FALLBACK_MODES}, not {fallback_mode!r}")
+        if misaligned not in MISALIGNED_POLICIES:
+            raise ValueError(f"misaligned must be one of {MISALIGNED_POLICIES}, not {misaligned!r}")
+        if max_requests < 1:
+            raise ValueError("max_requests must be at least 1")
+        self.program = program
+        self.fallback_mode = fallback_mode
+        self.misaligned = misaligned
+        self.max_requests = max_requests
+        self._closed = False
+        self._lock = threading.Lock()
+        self.last_run_stats: RunStats | None = None
+        sgs = program.subgraphs
+
+        # kernels
+        self.device = None
+        self._cl_funcs: dict = {}
+        if any(sg.device == "opencl" for sg in sgs):
+            if program.opencl is None:
+                raise ExecutorError("the program has OpenCL subgraphs but no OpenCL kernels")
+            self.device = shared_opencl_device(opencl_device)
+            built = self.device.build(program.opencl)
+            self._cl_funcs = dict(built.functions)
+        self._funcs: dict = {}
+        self._tvm = None
+        if any(sg.device == "cpu" for sg in sgs):
+            import tvm
+
+            self._tvm = tvm
+            if library is None:
+                raise ExecutorError("the program has CPU subgraphs but no library")
+            for sg in sgs:
+                if sg.device != "cpu":
+                    continue
+                for st in sg.steps:
+                    if st.func not in self._funcs:
+                        try:
+                            self._funcs[st.func] = library.get_function(st.func, query_imports=True)
+                        except Exception as err:
+                            raise ExecutorError(f"kernel {st.func} not found in the model's library: {err}") from None
+        # constants: CPU tensors / GPU buffers, made once
+        self._const_cpu: dict = {}
+        self._const_dev: dict = {}
+        for sg in sgs:
+            for st in sg.steps:
+                for a in st.args:
+                    if a[0] != "c":
+                        continue
+                    c = program.constants[a[1]]
+                    if sg.device == "cpu" and a[1] not in self._const_cpu:
+                        self._const_cpu[a[1]] = self._tvm.runtime.tensor(c)
+                    if sg.device == "opencl" and a[1] not in self._const_dev:
+                        buf = self.device.alloc(max(c.nbytes, 1))
+                        self.device.upload(buf, np.ascontiguousarray(c), blocking=True)
+                        self._const_dev[a[1]] = buf
+
+        # capabilities and the edge plan
+        self.memory = FallbackMemoryManager(allocators)
+        self.activations = MallocAllocator()
+        self._device_allocations = 0
+        self._device_live = 0
+        self.capabilities = self._capabilities(capabilities or {}, registry)
+        self.plans = self._plan()
+        self.edge_report = EdgeReport(
+            fallback_mode, str(self.device.info.device) if self.device is not None else "",
+            self._edge_entries(),
+        )
+
+        # request slots
+        self._slots: list = []
+        self._free: queue.LifoQueue = queue.LifoQueue()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _capabilities(self, override: dict, registry) -> dict:
+        from tvm_ethos.backends.registry import get_registry
+
+        reg = registry or get_registry()
+        out = {}
+        for sg in self.program.subgraphs:
+            if sg.backend in out:
+                continue
+            if sg.backend in override:
+                out[sg.backend] = override[sg.backend]
+            elif sg.device == "opencl":
+                out[sg.backend] = self.device.info.capabilities(name=sg.backend)
+            else:
+                out[sg.backend] = runtime_capabilities(sg.backend, reg.get(sg.backend).capabilities())
+        return out
+
+    def _plan(self) -> dict:
+        prog = self.program
+        producer = prog.producer()
+        consumers = prog.consumers()
+        outputs = set(prog.outputs)
+        plans = {}
+        for tid, spec in prog.tensors.items():
+            p = producer.get(tid)
+            if p is None:
+                continue  # never written (a constant-only value would be here)
+            sg = prog.subgraphs[p] if p >= 0 else None
+            plan = _TensorPlan(
+                tid, spec.name, tuple(spec.shape), spec.dtype, spec.nbytes, p,
+                sg.backend if sg else None, sg.device if sg else "caller",
+                [c for c in consumers.get(tid, []) if c != p], tid in outputs,
+            )
+            if sg is not None:
+                dst_backends = []
+                for c in plan.consumers:
+                    b = prog.subgraphs[c].backend
+                    if b != sg.backend and b not in dst_backends:
+                        dst_backends.append(b)
+                if dst_backends:
+                    decisions = plan_edges(
+                        self.capabilities[sg.backend], [self.capabilities[b] for b in dst_backends],
+                        self.fallback_mode, available=self.memory.available_sources,
+                    )
+                    plan.decisions = dict(zip(dst_backends, decisions))
+                    plan.shared = next((d for d in decisions if d.is_import), None)
+            plans[tid] = plan
+        return plans
+
+    def _edge_entries(self) -> list:
+        out = []
+        for plan in self.plans.values():
+            for b, d in plan.decisions.items():
+                names = tuple(self.program.subgraphs[c].name for c in plan.consumers if self.program.subgraphs[c].backend == b)
+                out.append(EdgeEntry(plan.name, plan.nbytes, self.program.subgraphs[plan.producer].name, names, d))
+        return out
+
+    # ------------------------------------------------------------------ slots and buffers
+    def _acquire(self) -> _Slot:
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if self._closed:
+                raise ExecutorError("the network is unloaded")
+            if len(self._slots) < self.max_requests:
+                slot = _Slot(len(self._slots))
+                self._slots.append(slot)
+                return slot
+        return self._free.get()
+
+    def _release(self, slot: _Slot) -> None:
+        self._free.put(slot)
+
+    def _home_alloc(self, slot: _Slot, plan: _TensorPlan):
+        """The allocation behind a tensor's home when an edge imports it (None otherwise)."""
+        loc = ("home", plan.tid)
+        if loc in slot.allocs:
+            return slot.allocs[loc]
+        d = plan.shared
+        if d is None:
+            return None
+        if d.step is EdgeStep.FALLBACK_IMPORT:
+            alloc = self.memory.for_decision((slot.index, plan.tid), plan.nbytes, d)
+        else:  # MemImport: the producer's own output memory, made importable for the consumer
+            alloc = self.activations.allocate(plan.nbytes, alignment=d.alignment, pad_to=d.size_multiple)
+        slot.allocs[loc] = alloc
+        return alloc
+
+    def _host(self, slot: _Slot, loc) -> np.ndarray:
+        """A CPU-side array for ``loc`` (made on first use, then kept)."""
+        arr = slot.host.get(loc)
+        if arr is not None:
+            return arr
+        plan = self.plans[loc[1]]
+        alloc = self._home_alloc(slot, plan) if loc[0] == "home" else None
+        if alloc is None:
+            alloc = self.activations.allocate(plan.nbytes, alignment=CPU_ALIGNMENT)
+            slot.allocs[loc] = alloc
+        arr = alloc.view(plan.dtype, plan.shape)
+        slot.host[loc] = arr
+        return arr
+
+    def _tvm_tensor(self, slot: _Slot, loc):
+        t = slot.tvm.get(loc)
+        if t is None:
+            t = self._tvm.runtime.from_dlpack(self._host(slot, loc))
+            slot.tvm[loc] = t
+        return t
+
+    def _dev(self, slot: _Slot, loc):
+        """The GPU-side buffer for ``loc``: an import of its allocation, or device memory."""
+        b = slot.dev.get(loc)
+        if b is not None:
+            return b
+        plan = self.plans[loc[1]]
+        alloc = self._home_alloc(slot, plan) if loc[0] == "home" else None
+        if alloc is not None:
+            b = self.device.import_allocation(alloc)
+        else:
+            b = self.device.alloc(plan.nbytes)
+            with self._lock:
+                self._device_allocations += 1
+        slot.dev[loc] = b
+        return b
+
+    # ------------------------------------------------------------------ where a reader finds a tensor
+    def _loc_for(self, tid: int, backend: str):
+        plan = self.plans[tid]
+        if plan.producer < 0:
+            return ("input", tid)
+        if backend == plan.src_backend:
+            return ("home", tid)
+        d = plan.decisions[backend]
+        return ("home", tid) if d.is_import else ("copy", tid, backend)
+
+    # ------------------------------------------------------------------ running
+    def run(self, inputs) -> list:
+        outs, _stats = self._infer(inputs)
+        return outs
+
+    def start_async(self, inputs) -> InferRequest:
+        if self._closed:
+            raise ExecutorError("the network is unloaded")
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.max_requests, thread_name_prefix="tvm-ethos-infer")
+            pool = self._pool
+        arrays = list(inputs)  # the caller must keep them unchanged until wait()
+        return InferRequest(pool.submit(self._infer, arrays))
+
+    def _check_inputs(self, inputs) -> list:
+        inputs = list(inputs)
+        prog = self.program
+        if len(inputs) != len(prog.inputs):
+            raise ExecutorError(f"the model takes {len(prog.inputs)} input(s), {len(inputs)} given")
+        out = []
+        for tid, x in zip(prog.inputs, inputs):
+            spec = prog.tensors[tid]
+            x = np.asarray(x)
+            if tuple(x.shape) != tuple(spec.shape):
+                raise ExecutorError(f"input {spec.name!r}: shape {tuple(x.shape)}, expected {tuple(spec.shape)}")
+            if str(x.dtype) != spec.dtype:
+                raise ExecutorError(f"input {spec.name!r}: dtype {x.dtype}, expected {spec.dtype}")
+            out.append(x)
+        return out
+
+    def _infer(self, inputs):
+        if self._closed:
+            raise ExecutorError("the network is unloaded")
+        arrays = self._check_inputs(inputs)
+        before = self._alloc_count()
+        t0 = time.perf_counter()
+        slot = self._acquire()
+        stats = RunStats(slot=slot.index)
+        inf = _Inference(slot, stats)
+        try:
+            for tid, x in zip(self.program.inputs, arrays):
+                inf.caller_host[tid] = x
+            for i, sg in enumerate(self.program.subgraphs):
+                if sg.device == "opencl":
+                    self._run_gpu(inf, i, sg)
+                else:
+                    self._run_cpu(inf, i, sg)
+            outs = self._collect(inf)
+            # the slot's buffers are reused by the next request: nothing may still be in flight
+            for evs in list(inf.events.values()) + [inf.last_events]:
+                for ev in evs:
+                    if ev is not None:
+                        ev.wait()
+        finally:
+            self._release(slot)
+        stats.seconds = time.perf_counter() - t0
+        stats.allocations = self._alloc_count() - before
+        with self._lock:
+            self.last_run_stats = stats
+        return outs, stats
+
+    def _alloc_count(self) -> int:
+        return self.memory.stats().allocations + self.activations.allocations + self._device_allocations
+
+    # ---- caller inputs
+    def _caller_cpu(self, inf: _Inference, tid: int):
+        """A caller input as a TVM tensor: in place when aligned, else staged or refused."""
+        t = inf.tvm_tmp.get(("input", tid))
+        if t is not None:
+            return t
+        x = inf.caller_host[tid]
+        plan = self.plans[tid]
+        if x.flags.c_contiguous and is_aligned(int(x.ctypes.data), CPU_ALIGNMENT):
+            inf.stats.io_bytes_imported += plan.nbytes
+            arr = x
+        else:
+            why = (
+                "not C-contiguous" if not x.flags.c_contiguous
+                else f"address 0x{int(x.ctypes.data):x} is not a multiple of {CPU_ALIGNMENT} B"
+            )
+            if self.misaligned == "reject":
+                raise MisalignedInputError(f"input {plan.name!r}: {why} (misaligned='reject')")
+            arr = self._host(inf.slot, ("stage", tid))
+            np.copyto(arr, x)
+            inf.stats.io_bytes_copied += plan.nbytes
+            inf.stats.copies += 1
+            inf.stats.trace.append(f"stage input {plan.name} ({why})")
+        t = self._tvm.runtime.from_dlpack(arr)
+        inf.tvm_tmp[("input", tid)] = t
+        return t
+
+    def _caller_gpu(self, inf: _Inference, tid: int):
+        """A caller input on the GPU: imported in place (USE_HOST_PTR) where importing is the
+        chosen path and the address suits the device, else uploaded (or refused)."""
+        b = inf.caller_dev.get(tid)
+        if b is not None:
+            return b
+        x = inf.caller_host[tid]
+        plan = self.plans[tid]
+        dev = self.device
+        want_import = self.fallback_mode == "import" or (self.fallback_mode == "auto" and dev.info.import_preferred)
+        aligned = x.flags.c_contiguous and is_aligned(int(x.ctypes.data), dev.info.base_address_alignment)
+        if want_import and aligned:
+            b = dev.import_host(x, misaligned="reject")
+            inf.stats.io_bytes_imported += plan.nbytes
+        else:
+            if want_import and self.misaligned == "reject":
+                raise MisalignedInputError(
+                    f"input {plan.name!r}: address 0x{int(x.ctypes.data):x} is not a multiple of "
+                    f"{dev.info.base_address_alignment} B (misaligned='reject')"
+                )
+            b = self._dev(inf.slot, ("stage", tid))
+            ev = dev.upload(b, np.ascontiguousarray(x))
+            inf.events[("input", tid)] = [ev]
+            inf.stats.io_bytes_copied += plan.nbytes
+            inf.stats.copies += 1
+            inf.stats.trace.append(f"upload input {plan.name}")
+        inf.caller_dev[tid] = b
+        return b
+
+    # ---- making a tensor readable where a subgraph runs
+    @staticmethod
+    def _count_import(inf: _Inference, plan: _TensorPlan, backend: str) -> None:
+        if plan.src_backend == backend or (plan.tid, backend) in inf.imported:
+            return
+        inf.imported.add((plan.tid, backend))
+        inf.stats.edge_bytes_imported += plan.nbytes
+        inf.stats.trace.append(f"{plan.decisions[backend].step.value} {plan.name} {plan.src_backend} -> {backend}")
+
+    def _ready_cpu(self, inf: _Inference, tid: int, backend: str, accessed: list):
+        """The TVM tensor a CPU subgraph on ``backend`` reads for ``tid``."""
+        loc = self._loc_for(tid, backend)
+        if loc[0] == "input":
+            return self._caller_cpu(inf, tid)
+        plan = self.plans[tid]
+        slot = inf.slot
+        if loc[0] == "home":
+            if plan.src_device == "opencl":
+                # GPU-produced, imported memory: wait on the producer's event (the seed's sync)
+                b = self._dev(slot, loc)
+                self.device.begin_host_access(b, wait_for=inf.events.get(loc))
+                accessed.append(b)
+                inf.stats.gpu_syncs += 1
+                inf.stats.trace.append(f"sync {plan.name}: wait for the GPU before {backend} reads it")
+            self._count_import(inf, plan, backend)
+            return self._tvm_tensor(slot, loc)
+        # MemCopy into this backend's own memory
+        if loc not in inf.copied:
+            dst = self._host(slot, loc)
+            if plan.src_device == "opencl":
+                src = self._dev(slot, ("home", tid))
+                self.device.download(dst, src, wait_for=inf.events.get(("home", tid)), blocking=True)
+                inf.stats.gpu_syncs += 1
+            else:
+                np.copyto(dst, self._host(slot, ("home", tid)))
+            inf.copied.add(loc)
+            inf.stats.edge_bytes_copied += plan.nbytes
+            inf.stats.copies += 1
+            inf.stats.trace.append(f"MemCopy {plan.name} {plan.src_backend} -> {backend}")
+        return self._tvm_tensor(slot, loc)
+
+    def _ready_gpu(self, inf: _Inference, tid: int, backend: str, waits: list):
+        """The DeviceBuffer a GPU subgraph reads for ``tid`` (events to wait for go to ``waits``)."""
+        loc = self._loc_for(tid, backend)
+        if loc[0] == "input":
+            b = self._caller_gpu(inf, tid)
+            waits.extend(inf.events.get(("input", tid), []))
+            return b
+        plan = self.plans[tid]
+        slot = inf.slot
+        if loc[0] == "home":
+            waits.extend(inf.events.get(loc, []))
+            self._count_import(inf, plan, backend)
+            return self._dev(slot, loc)
+        if loc not in inf.copied:
+            dst = self._dev(slot, loc)
+            ev = self.device.upload(dst, self._host(slot, ("home", tid)))
+            inf.events[loc] = [ev]
+            inf.copied.add(loc)
+            inf.stats.edge_bytes_copied += plan.nbytes
+            inf.stats.copies += 1
+            inf.stats.trace.append(f"MemCopy {plan.name} {plan.src_backend} -> {backend}")
+        waits.extend(inf.events.get(loc, []))
+        return self._dev(slot, loc)
+
+    # ---- subgraphs
+    def _out_cpu(self, inf: _Inference, tid: int):
+        plan = self.plans[tid]
+        if plan.direct_output:
+            t = inf.tvm_tmp.get(("result", tid))
+            if t is None:
+                arr = _aligned_empty(plan.shape, plan.dtype)
+                inf.results[tid] = arr
+                t = self._tvm.runtime.from_dlpack(arr)
+                inf.tvm_tmp[("result", tid)] = t
+                inf.stats.io_bytes_imported += plan.nbytes
+            return t
+        return self._tvm_tensor(inf.slot, ("home", tid))
+
+    def _run_cpu(self, inf: _Inference, i: int, sg) -> None:
+        slot = inf.slot
+        accessed: list = []
+        mapped_out: list = []
+        inputs = {t: self._ready_cpu(inf, t, sg.backend, accessed) for t in sg.inputs}
+        # outputs other backends import: open them for CPU writes (map rule; nothing on PoCL)
+        for t in sg.outputs:
+            plan = self.plans[t]
+            if plan.shared is not None and any(
+                self.program.subgraphs[c].device == "opencl" and self._loc_for(t, self.program.subgraphs[c].backend)[0] == "home"
+                for c in plan.consumers
+            ):
+                b = self._dev(slot, ("home", t))
+                self.device.begin_host_access(b, write=True)
+                mapped_out.append((t, b))
+        allocs = [slot.allocs[("home", t)] for t in sg.outputs if ("home", t) in slot.allocs]
+        for a in allocs:
+            a.begin_cpu_access(read=False, write=True)
+        for st in sg.steps:
+            args = []
+            for a in st.args:
+                if a[0] == "c":
+                    args.append(self._const_cpu[a[1]])
+                elif a[1] in inputs:
+                    args.append(inputs[a[1]])
+                else:
+                    args.append(self._out_cpu(inf, a[1]))
+            args.extend(self._out_cpu(inf, o) for o in st.outs)
+            self._funcs[st.func](*args)
+            inf.stats.cpu_calls += 1
+        for a in allocs:
+            a.end_cpu_access(read=False, write=True)
+        for b in accessed:
+            self.device.end_host_access(b)
+        for t, b in mapped_out:
+            ev = self.device.end_host_access(b, wrote=True)
+            inf.events[("home", t)] = [ev] if ev is not None else []
+        inf.stats.trace.append(f"run {sg.name} on {sg.backend}")
+
+    def _run_gpu(self, inf: _Inference, i: int, sg) -> None:
+        slot = inf.slot
+        waits: list = []
+        inputs = {t: self._ready_gpu(inf, t, sg.backend, waits) for t in sg.inputs}
+        ev = None
+        for st in sg.steps:
+            bufs = []
+            for a in st.args:
+                if a[0] == "c":
+                    bufs.append(self._const_dev[a[1]])
+                elif a[1] in inputs:
+                    bufs.append(inputs[a[1]])
+                else:
+                    bufs.append(self._dev(slot, ("home", a[1])))
+            bufs.extend(self._dev(slot, ("home", o)) for o in st.outs)
+            ev = self._cl_funcs[st.func].launch(bufs, wait_for=waits or None)
+            waits = []  # one in-order queue: later kernels follow
+            inf.stats.gpu_launches += 1
+        for t in sg.outputs:
+            inf.events[("home", t)] = [ev] if ev is not None else []
+        if ev is not None:
+            inf.last_events = [ev]
+        inf.stats.trace.append(f"launch {sg.name} on {sg.backend} ({len(sg.steps)} kernel(s), async)")
+
+    # ---- outputs
+    def _collect(self, inf: _Inference) -> list:
+        outs = []
+        seen: set = set()
+        for tid in self.program.outputs:
+            plan = self.plans[tid]
+            if plan.direct_output and tid in inf.results and tid not in seen:
+                outs.append(inf.results[tid])
+                seen.add(tid)
+                continue
+            res = _aligned_empty(plan.shape, plan.dtype)
+            if plan.producer < 0:
+                np.copyto(res, inf.caller_host[tid])
+            elif plan.src_device == "opencl":
+                loc = ("home", tid)
+                b = self._dev(inf.slot, loc)
+                if plan.shared is not None:
+                    host = self.device.begin_host_access(b, wait_for=inf.events.get(loc))
+                    np.copyto(res.reshape(-1).view(np.uint8), np.asarray(host).reshape(-1).view(np.uint8)[: plan.nbytes])
+                    self.device.end_host_access(b)
+                else:
+                    self.device.download(res, b, wait_for=inf.events.get(loc), blocking=True)
+                inf.stats.gpu_syncs += 1
+            else:
+                np.copyto(res, self._host(inf.slot, ("home", tid)))
+            inf.stats.io_bytes_copied += plan.nbytes
+            inf.stats.copies += 1
+            outs.append(res)
+            seen.add(tid)
+        return outs
+
+    # ------------------------------------------------------------------ memory, unload
+    def memory_stats(self) -> MemoryStats:
+        fm = self.memory.stats()
+        live = self.activations.live()
+        dev_buffers = sum(
+            1 for s in self._slots for b in s.dev.values() if getattr(b, "kind", "") == "device"
+        )
+        return MemoryStats(
+            fallback_buffers=fm.buffers, fallback_allocations=fm.allocations, fallback_frees=fm.frees,
+            activation_buffers=live.count, activation_allocations=self.activations.allocations,
+            device_buffers=dev_buffers, device_allocations=self._device_allocations, slots=len(self._slots),
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def unload(self) -> int:
+        """Wait for requests in flight, free every buffer; returns the fallback buffers freed."""
+        with self._lock:
+            if self._closed:
+                return 0
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if self.device is not None:
+            self.device.finish()
+        freed = self.memory.unload()
+        self.activations.free_all()
+        for s in self._slots:
+            for b in s.dev.values():
+                try:
+                    b.cl_buffer.release()
+                except Exception:  # pragma: no cover - already released
+                    pass
+            s.dev.clear()
+            s.host.clear()
+            s.tvm.clear()
+            s.allocs.clear()
+        for b in self._const_dev.values():
+            try:
+                b.cl_buffer.release()
+            except Exception:  # pragma: no cover
+                pass
+        self._const_dev.clear()
+        return freed
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            if not self._closed:
+                self.unload()
+        except Exception:
+            pass
