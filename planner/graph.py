@@ -38,6 +38,14 @@ class Tensor:
             raise PlannerError(f"tensor {self.name!r}: compression_ratio must be in (0, 1], "
                                f"got {self.compression_ratio}")
 
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.name, self.shape, self.dtype, self.is_constant,
+                      self.compression_ratio))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @property
     def itemsize(self) -> int:
         return DTYPE_BYTES[self.dtype]
@@ -82,6 +90,15 @@ class Part:
                     f"{len(self.output.shape)}->{len(t.shape)}")
         items = self.attrs.items() if isinstance(self.attrs, Mapping) else self.attrs
         object.__setattr__(self, "attrs", tuple(sorted(items)))
+
+    def __hash__(self) -> int:
+        # Parts key every cost cache: hash once, not on every lookup.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.name, self.kind, self.inputs, self.output, self.propagators,
+                      self.attrs))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:

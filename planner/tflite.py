@@ -203,8 +203,19 @@ class _Converter:
         elif buf >= self.model.BuffersLength() and buf != 0:
             raise self.err(f"tensor {i} refers to buffer {buf}, the model has "
                            f"{self.model.BuffersLength()}")
-        return _TInfo(i, raw.decode("utf-8", "replace"), _ints(t.ShapeAsNumpy()), sig,
+        info = _TInfo(i, raw.decode("utf-8", "replace"), _ints(t.ShapeAsNumpy()), sig,
                       t.Type(), buf, constant, bool(t.IsVariable()))
+        if constant and info.dtype is not None and t.Sparsity() is None and \
+                all(d >= 1 for d in info.shape):
+            # weights are never read, so a buffer that disagrees with its shape (a damaged
+            # file) would otherwise be planned by the shape alone
+            b = self.model.Buffers(buf)
+            held = b.Size() if b.Offset() > 1 else b.DataLength()
+            need = math.prod(info.shape) * np.dtype(_NUMPY[info.dtype]).itemsize
+            if held != need:
+                raise self.err(f"constant tensor {info.raw_name!r} holds {held} bytes, its shape "
+                               f"{list(info.shape)} of {info.type_name} needs {need}")
+        return info
 
     def info(self, i: int, who: str = "") -> _TInfo:
         if not 0 <= i < len(self.tinfo):
@@ -286,7 +297,8 @@ class _Converter:
                 raise self.err(f"graph output {self.tinfo[i].raw_name!r} is produced by no "
                                "operator")
             outputs.append(self.values[i])
-        return PlannerGraph(tuple(self.parts), tuple(self.values[i] for i in graph_in),
+        inputs = tuple(self.values[i] for i in graph_in)
+        return PlannerGraph(_vela_layouts(self.parts, inputs, outputs), inputs,
                             tuple(outputs), self.graph_name)
 
     def opname(self, op) -> tuple[str, int]:
@@ -432,6 +444,46 @@ class _OpContext:
 
     def sub_name(self, what: str) -> str:
         return self.c.part_name(f"{self.name}/{what}")
+
+
+def _vela_layouts(parts_: Sequence[Part], inputs: Sequence[Tensor],
+                  outputs: Sequence[Tensor]) -> tuple[Part, ...]:
+    """Mark the feature maps Vela keeps in NHWC (Part attrs ``ifm_format``, ``ifm2_format``,
+    ``ofm_format`` = ``"NHWC"``); the rest are NHCWB16, Vela's intermediate layout.
+
+    As Vela 5.2.0 lays them out (``--verbose-allocation``, "Format" column, on the shipped
+    models): the network's inputs and outputs (the CPU reads and writes them); both sides of
+    a RESHAPE/SQUEEZE, which Vela turns into an alias of the same bytes; the outputs of
+    FULLY_CONNECTED and the input of SOFTMAX (1-D rows). The flatten a FULLY_CONNECTED does
+    implicitly (the ``<part>/reshape`` Part) is folded into the FC's read and keeps the
+    NHCWB16 of the map it flattens. The layout changes burst efficiency, hence NPU cycles
+    (``planner/perf/ethos_u.py``); the Ethos-N model ignores these attrs.
+    """
+    nhwc = {t.name for t in inputs} | {t.name for t in outputs}
+    consumers: dict[str, list[Part]] = {}
+    for p in parts_:
+        for t in p.inputs:
+            consumers.setdefault(t.name, []).append(p)
+    for p in parts_:
+        if p.kind == "reshape":
+            users = consumers.get(p.output.name, [])
+            if users and all(q.kind == "fully_connected" for q in users):
+                continue
+            nhwc.update((p.inputs[0].name, p.output.name))
+        elif p.kind == "fully_connected":
+            nhwc.add(p.output.name)
+        elif p.kind == "softmax":
+            nhwc.add(p.inputs[0].name)
+    out = []
+    for p in parts_:
+        extra = {}
+        for key, k in (("ifm_format", 0), ("ifm2_format", 1)):
+            if k < len(p.inputs) and not p.inputs[k].is_constant and p.inputs[k].name in nhwc:
+                extra[key] = "NHWC"
+        if p.output.name in nhwc:
+            extra["ofm_format"] = "NHWC"
+        out.append(_with_attrs(p, **extra) if extra else p)
+    return tuple(out)
 
 
 def _with_attrs(part: Part, **extra: Any) -> Part:

@@ -646,9 +646,17 @@ def _importer_failure(err: BaseException) -> str:
             code = frame.f_locals.get("op_code_str")
             op = f"operator {frame.f_locals['op_idx']}" + (f" ({code})" if code else "") + ": "
         tb = tb.tb_next
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-    # TVM errors carry a C++ backtrace before the message; the message is the last line
-    text = lines[-1] if lines else ""
+    return op + _one_line(err)
+
+
+def _one_line(err: BaseException, last: bool = True) -> str:
+    """An exception's message on one line: TVM errors carry a C++ backtrace before the message
+    (``last``: keep the last line), checkers add context lines (``last=False``: join them);
+    printed IR and its metadata notes are dropped, and a bare or cryptic message gets the
+    exception's type."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines()
+             if ln.strip() and not ln.strip().startswith(("# Metadata omitted", "==>"))]
+    text = (lines[-1] if last else " ".join(lines)) if lines else ""
     # "In ir.Op(span=None, ..., name=\"relax.add\", ...), the first ..." -> "relax.add: the first ..."
     text = re.sub(r'In ir\.Op\(.*?name="([\w.]+)".*?support_level=\d+\),\s*', r"\1: ", text)
     if len(text) > 300:
@@ -656,7 +664,7 @@ def _importer_failure(err: BaseException) -> str:
     if not text or isinstance(err, (KeyError, IndexError, TypeError, AssertionError)) or \
             len(text) < 12:
         text = f"{type(err).__name__}{': ' + text if text else ''}"
-    return op + text
+    return text
 
 
 # ---------------------------------------------------------------- ONNX
@@ -674,15 +682,15 @@ def _import_onnx(data_or_model, name: str, shape_dict):
             model = onnx.load_model_from_string(bytes(data_or_model))
             onnx.checker.check_model(model)
         except Exception as err:
-            raise ModelLoadError(f"{name}: not a valid ONNX model: {err}") from None
+            raise ModelLoadError(f"{name}: not a valid ONNX model: {_one_line(err, last=False)}") \
+                from None
     else:
         model = data_or_model
     try:
         mod = from_onnx(model, shape_dict=shape_dict)
     except Exception as err:
-        msg = str(err).strip().splitlines()
         raise UnsupportedModelError(
-            f"{name}: the ONNX importer cannot convert this model: {msg[-1] if msg else type(err).__name__}"
+            f"{name}: the ONNX importer cannot convert this model: {_one_line(err)}"
         ) from None
     return _finish(mod).with_attr("tvm_ethos.source_format", "onnx")
 
@@ -708,13 +716,13 @@ def _import_torch(obj, name: str):
         else:
             prog = obj
     except Exception as err:
-        raise ModelLoadError(f"{name}: cannot load a torch.export program: {err}") from None
+        raise ModelLoadError(f"{name}: cannot load a torch.export program: {_one_line(err)}") \
+            from None
     try:
         mod = from_exported_program(prog)
     except Exception as err:
-        msg = str(err).strip().splitlines()
         raise UnsupportedModelError(
-            f"{name}: the PyTorch importer cannot convert this program: {msg[-1] if msg else err}"
+            f"{name}: the PyTorch importer cannot convert this program: {_one_line(err)}"
         ) from None
     return _finish(mod).with_attr("tvm_ethos.source_format", "torch")
 

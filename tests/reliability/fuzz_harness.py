@@ -209,6 +209,11 @@ def worker_main(argv: list[str]) -> int:
 
     import faulthandler
     faulthandler.enable()              # a segfault prints the Python stack to stderr
+    # The protocol gets its own copy of stdout; fd 1 itself goes to stderr, so whatever the
+    # code under test prints (TVM's importers do) cannot break a heartbeat line.
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     _limit_memory(a.mem_mb)
     signal.signal(signal.SIGALRM, _on_alarm)
     t_setup = time.perf_counter()
@@ -216,7 +221,6 @@ def worker_main(argv: list[str]) -> int:
     tmp = tempfile.mkdtemp(prefix="tvm_ethos_fuzz_")
     targets = Targets([t for t in a.targets.split(",") if t], tmp)
     setup_s = time.perf_counter() - t_setup
-    out = sys.stdout
     counts: dict[str, Counter] = defaultdict(Counter)
     by_mutator: dict[str, Counter] = defaultdict(Counter)
     templates: dict[str, Counter] = defaultdict(Counter)

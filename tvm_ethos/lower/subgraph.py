@@ -33,6 +33,8 @@ class LoweredSubgraph:
     layers: list[QOp] = field(default_factory=list)
     tensors: dict = field(default_factory=dict)  # TE tensors by layer name, for part matchers
     outputs: list = field(default_factory=list)
+    input_tensors: list = field(default_factory=list)  # TE placeholders of the activation inputs
+    const_tensors: list = field(default_factory=list)  # TE placeholders of ``consts``, same order
 
 
 def _te_placeholder(var: relax.Var, name: str):
@@ -127,6 +129,8 @@ def lower_function(func: relax.Function, symbol: str, num_inputs: int | None = N
         layers=layers,
         tensors=tensors,
         outputs=final,
+        input_tensors=in_phs,
+        const_tensors=const_phs,
     )
 
 

@@ -1,0 +1,556 @@
+"""Part matchers: the TE graph of an NPU subgraph as a planner ``PlannerGraph``.
+
+One planner Part is one NPU operation, which ``te_ops`` lowers to several ComputeOps: a
+convolution is an int32 accumulation stage (a reduction) and an int8 requantization stage; an
+ADD is two int32 rescale stages and an int8 output stage. The matcher groups them by what the
+NPU keeps internal:
+
+* a *feature-map* ComputeOp (int8 / uint8 / int16 output, or a subgraph output) is the root of
+  a Part; its output is the Part's output tensor;
+* every ComputeOp with another output type (the int32 accumulators and rescaled inputs) that a
+  root reaches without passing through another feature map belongs to that root's Part;
+* placeholders are the Part's inputs: the subgraph's activation inputs, or constants (weights,
+  bias; the per-channel requantization multipliers and shifts are left out, as the NPU carries
+  them in the bias/scale stream that Vela and ``planner.tflite`` cost as the int32 bias).
+
+Propagators are derived from the TE index expressions. Every read ``X[i_0, ..., i_n]`` of every
+stage is simplified with the ranges of the stage's iteration variables and, where it is affine
+(sums of variables times constants, and ``floordiv`` by a constant), expressed in the root's
+output variables and the reduction variables of the stages on the path. A dimension that reads
+``sum_j a_j * o_j + sum_r b_r * r + c`` (``r`` in ``[0, E_r)``) for an output box ``[o, o + S)``
+reads ``[sum a_j o_j + c + sum_{b_r<0} b_r (E_r - 1), +sum a_j (S_j - 1) + sum |b_r| (E_r - 1) + 1)``:
+linear ``a_j``, constant ``sum |b_r| (E_r - 1) + 1 - sum a_j``, offset ``c + sum_{b_r<0} b_r (E_r-1)``,
+which is the planner's window formula (``planner/parts.py``). A dimension that is not affine
+falls back to the whole input extent (an opaque propagator along that dimension only).
+
+The kind of a Part and the attributes its performance model needs (kernel, strides, dilation,
+padding, activation) come from the TE structure: a reduction over a sliding window that also
+reads a weight constant is a convolution (depthwise when the input channel follows the output
+channel), a window reduction without weights is a pool, a reduction over the whole H and W is
+a mean, ... The lowering's operator list (``LoweredSubgraph.layers``) only names the fused
+activation and tells ADD from MUL.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from tvm import te, tirx
+from tvm.sym import Analyzer
+from tvm.ir import Range
+
+from planner.graph import Part, PlannerGraph, Tensor
+from planner.propagator import Propagator
+from tvm_ethos.errors import CompileError
+
+FEATURE_MAP_DTYPES = ("int8", "uint8", "int16")
+#: constants the NPU carries in its bias/scale stream (not separate planner tensors)
+REQUANT_CONST_SUFFIXES = ("_mult", "_shift")
+
+
+# --------------------------------------------------------------------------- expression walks
+def _children(e):
+    """Sub-expressions of a TIR expression (the node kinds te_ops produces)."""
+    if isinstance(e, tirx.Reduce):
+        return list(e.source) + [e.condition]
+    for names in (("a", "b"), ("value",), ("condition", "true_value", "false_value")):
+        if all(hasattr(e, n) for n in names):
+            return [getattr(e, n) for n in names]
+    if hasattr(e, "args") and not isinstance(e, te.Tensor):
+        return [a for a in e.args if not isinstance(a, te.Tensor)]
+    return []
+
+
+def tensor_loads(expr) -> list[tuple[te.Tensor, list]]:
+    """Every ``te.tensor_load`` in ``expr``: (tensor, index expressions)."""
+    out = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        op = getattr(e, "op", None)
+        if op is not None and getattr(op, "name", None) == "te.tensor_load":
+            out.append((e.args[0], list(e.args[1:])))
+            stack.extend(e.args[1:])
+            continue
+        stack.extend(_children(e))
+    return out
+
+
+@dataclass(frozen=True)
+class Affine:
+    """``sum coef[v] * v + const`` over iteration variables (by name), exact fractions."""
+    coef: tuple  # ((var name, Fraction), ...)
+    const: Fraction
+
+    def get(self, name: str) -> Fraction:
+        for n, c in self.coef:
+            if n == name:
+                return c
+        return Fraction(0)
+
+    @staticmethod
+    def make(coef: dict, const) -> "Affine":
+        return Affine(tuple(sorted((k, Fraction(v)) for k, v in coef.items() if v != 0)),
+                      Fraction(const))
+
+    def substitute(self, env: dict) -> "Affine | None":
+        """Replace variables by affine forms (variables not in ``env`` stay)."""
+        coef: dict = {}
+        const = self.const
+        for n, c in self.coef:
+            if n in env:
+                sub = env[n]
+                if sub is None:
+                    return None
+                const += c * sub.const
+                for m, d in sub.coef:
+                    coef[m] = coef.get(m, 0) + c * d
+            else:
+                coef[n] = coef.get(n, 0) + c
+        return Affine.make(coef, const)
+
+
+def to_affine(expr) -> Affine | None:
+    """An affine form of an index expression, or None."""
+    if isinstance(expr, tirx.IntImm) or isinstance(expr, int):
+        return Affine.make({}, int(expr))
+    if isinstance(expr, tirx.Var):
+        return Affine.make({expr.name: 1}, 0)
+    if isinstance(expr, tirx.Cast):
+        return to_affine(expr.value)
+    if isinstance(expr, (tirx.Add, tirx.Sub)):
+        a, b = to_affine(expr.a), to_affine(expr.b)
+        if a is None or b is None:
+            return None
+        s = 1 if isinstance(expr, tirx.Add) else -1
+        coef = dict(a.coef)
+        for n, c in b.coef:
+            coef[n] = coef.get(n, 0) + s * c
+        return Affine.make(coef, a.const + s * b.const)
+    if isinstance(expr, tirx.Mul):
+        a, b = to_affine(expr.a), to_affine(expr.b)
+        if a is None or b is None:
+            return None
+        if not a.coef:
+            a, b = b, a
+        if b.coef:
+            return None
+        k = b.const
+        return Affine.make({n: c * k for n, c in a.coef}, a.const * k)
+    if isinstance(expr, tirx.FloorDiv) and isinstance(expr.b, tirx.IntImm) and int(expr.b) > 0:
+        # floordiv(x, m) reads x/m rounded down: the planner's fractional propagator
+        # (``Fraction`` linear parts; ``StripeConfig.propagate`` adds the rounding slack)
+        a = to_affine(expr.a)
+        if a is None:
+            return None
+        m = int(expr.b)
+        return Affine.make({n: c / m for n, c in a.coef}, a.const / m)
+    return None
+
+
+def _var_ranges(op) -> dict:
+    out = {}
+    for iv in list(op.axis) + list(getattr(op, "reduce_axis", [])):
+        out[iv.var] = iv.dom
+    return out
+
+
+_READS_CACHE: dict = {}
+
+
+def stage_reads(op) -> list[tuple[te.Tensor, list, list]]:
+    """Reads of one ComputeOp: (tensor, simplified index expressions, affine forms or None)."""
+    hit = _READS_CACHE.get(op)
+    if hit is not None:
+        return hit
+    ana = Analyzer()
+    for v, dom in _var_ranges(op).items():
+        # extent-1 variables are left free: binding them would fold them to 0 and lose the
+        # linear coefficient (the batch axis, a 1-row output) that the planner's
+        # propagators keep
+        if int(dom.extent) > 1:
+            ana.bind(v, Range(dom.min, dom.min + dom.extent))
+    out = []
+    for body in op.body:
+        for t, idx in tensor_loads(body):
+            simp = [ana.simplify(i) for i in idx]
+            out.append((t, simp, [to_affine(i) for i in simp]))
+    if len(_READS_CACHE) > 4096:
+        _READS_CACHE.clear()
+    _READS_CACHE[op] = out
+    return out
+
+
+# --------------------------------------------------------------------------- matched parts
+@dataclass
+class AccessMap:
+    """How a Part's output box maps onto one input, per input dimension: an affine form in the
+    root's output variables and reduction variables (with their extents), or None."""
+    dims: list  # Affine | None per input dim
+    reduce_extent: dict  # reduction var name -> extent
+
+    def propagator(self, out_vars: list[str], in_shape: tuple[int, ...]) -> Propagator:
+        lin, const, off = [], [], []
+        for d, a in enumerate(self.dims):
+            if a is None or any(n not in out_vars and n not in self.reduce_extent
+                                for n, _ in a.coef):
+                lin.append([0] * len(out_vars))
+                const.append(in_shape[d])
+                off.append(0)
+                continue
+            row = [a.get(v) for v in out_vars]
+            red = sum(abs(c) * (self.reduce_extent[n] - 1) for n, c in a.coef
+                      if n in self.reduce_extent)
+            low = sum(c * (self.reduce_extent[n] - 1) for n, c in a.coef
+                      if n in self.reduce_extent and c < 0)
+            if any(x < 0 for x in row):
+                # a reversed axis: read the whole extent (never produced by te_ops)
+                lin.append([0] * len(out_vars))
+                const.append(in_shape[d])
+                off.append(0)
+                continue
+            lin.append(row)
+            const.append(red + 1 - sum(row))
+            off.append(a.const + low)
+        return Propagator.build(lin, const, off)
+
+    @property
+    def affine(self) -> bool:
+        return all(a is not None for a in self.dims)
+
+
+@dataclass
+class MatchedPart:
+    """One planner Part and the TE it covers."""
+    part: Part
+    root: te.Tensor                      # the feature-map ComputeOp (the Part's output)
+    stages: list[te.Tensor]              # internal ComputeOps, producers first
+    inputs: list[te.Tensor]              # TE tensors of ``part.inputs``, same order
+    access: list[AccessMap]              # derived access maps, same order
+    layer: object = None                 # the lowering's QOp, when known
+    window: dict = field(default_factory=dict)  # kernel/strides/dilation/padding when windowed
+
+    @property
+    def reductions(self) -> list[te.Tensor]:
+        return [s for s in self.stages if getattr(s.op, "reduce_axis", None)]
+
+    @property
+    def injective(self) -> list[te.Tensor]:
+        return [s for s in self.stages if not getattr(s.op, "reduce_axis", None)]
+
+    def affine(self, k: int) -> bool:
+        return self.access[k].affine
+
+
+@dataclass
+class MatchResult:
+    graph: PlannerGraph
+    parts: list[MatchedPart]
+    te_of: dict  # planner tensor name -> te.Tensor
+
+    def part(self, name: str) -> MatchedPart:
+        for mp in self.parts:
+            if mp.part.name == name:
+                return mp
+        raise KeyError(name)
+
+    def by_output(self, tensor_name: str) -> MatchedPart | None:
+        for mp in self.parts:
+            if mp.part.output.name == tensor_name:
+                return mp
+        return None
+
+
+def _is_compute(t) -> bool:
+    return isinstance(t.op, te.ComputeOp)
+
+
+def _name(t) -> str:
+    return t.op.name
+
+
+def _topo(outputs) -> list:
+    """ComputeOps and placeholders reachable from ``outputs``, producers first (deterministic:
+    inputs visited in the order the op reads them)."""
+    order, seen = [], set()
+
+    def visit(t):
+        key = _name(t)
+        if key in seen:
+            return
+        seen.add(key)
+        if _is_compute(t):
+            for x in t.op.input_tensors:
+                visit(x)
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
+
+
+def _activation_name(layer) -> str | None:
+    if layer is None:
+        return None
+    info = np.iinfo(layer.out_dtype) if layer.out_dtype in ("int8", "uint8", "int16") else None
+    if info is None or (layer.act_min <= info.min and layer.act_max >= info.max):
+        return None
+    zp = int(layer.out_q[1]) if layer.out_q is not None else 0
+    if layer.act_min == zp and layer.act_max >= info.max:
+        return "relu"
+    return "clip"
+
+
+def _compose(root, stages_by_name: dict, target: te.Tensor) -> list[AccessMap]:
+    """Access maps of ``target`` reached from ``root`` through internal stages."""
+    results = []
+    root_vars = [iv.var.name for iv in root.op.axis]
+
+    def walk(t, env: dict, red: dict, depth: int):
+        if depth > 16:
+            raise CompileError(f"part matcher: stage chain under {_name(root)} is too deep")
+        for x, _, aff in stage_reads(t.op):
+            local_red = dict(red)
+            for iv in getattr(t.op, "reduce_axis", []):
+                local_red[f"{_name(t)}.{iv.var.name}"] = int(iv.dom.extent)
+            # rename this stage's reduce vars to qualified names, then map its axis vars
+            rename = {iv.var.name: Affine.make({f"{_name(t)}.{iv.var.name}": 1}, 0)
+                      for iv in getattr(t.op, "reduce_axis", [])}
+            dims = []
+            for a in aff:
+                if a is None:
+                    dims.append(None)
+                    continue
+                a2 = a.substitute(rename)
+                dims.append(a2.substitute(env) if a2 is not None else None)
+            if _name(x) == _name(target):
+                results.append(AccessMap(dims, local_red))
+            elif _is_compute(x) and _name(x) in stages_by_name:
+                child_env = {}
+                for iv, d in zip(x.op.axis, dims):
+                    child_env[iv.var.name] = d
+                walk(x, child_env, local_red, depth + 1)
+
+    env = {v: Affine.make({v: 1}, 0) for v in root_vars}
+    walk(root, env, {}, 0)
+    return results
+
+
+def _merge(maps: list[AccessMap], in_shape) -> AccessMap:
+    """One map covering several reads of the same input (equal maps are the common case)."""
+    if len(maps) == 1:
+        return maps[0]
+    first = maps[0]
+    if all(m.dims == first.dims for m in maps[1:]):
+        red = {}
+        for m in maps:
+            red.update(m.reduce_extent)
+        return AccessMap(first.dims, red)
+    return AccessMap([None] * len(in_shape), {})
+
+
+def _window_of(mp_root, access: AccessMap, in_shape, out_shape):
+    """Kernel, stride, dilation and padding along H and W of an NHWC window read, or None."""
+    if len(in_shape) != 4 or len(out_shape) != 4:
+        return None
+    out_vars = [iv.var.name for iv in mp_root.op.axis]
+    win = {}
+    for axis, key in ((1, "h"), (2, "w")):
+        a = access.dims[axis]
+        if a is None:
+            return None
+        s = a.get(out_vars[axis])
+        others = [n for n, _ in a.coef if n != out_vars[axis]]
+        if any(n in out_vars for n in others) or s.denominator != 1 or s < 1:
+            return None
+        red = [(n, c) for n, c in a.coef if n in access.reduce_extent]
+        if len(red) > 1:
+            return None
+        if red:
+            (rn, d), = red
+            k = access.reduce_extent[rn]
+            d = int(d)
+        else:
+            k, d = 1, 1
+        if a.const.denominator != 1 or d < 1:
+            return None
+        pt = int(-a.const)
+        eff = d * (k - 1) + 1
+        pb = (out_shape[axis] - 1) * int(s) + eff - in_shape[axis] - pt
+        win[key] = (k, int(s), d, pt, max(pb, 0))
+    return {
+        "kernel": (win["h"][0], win["w"][0]), "strides": (win["h"][1], win["w"][1]),
+        "dilation": (win["h"][2], win["w"][2]),
+        "padding": (win["h"][3], win["w"][3], win["h"][4], win["w"][4]),
+    }
+
+
+def _reduce_kind(t) -> str | None:
+    """'sum' or 'max' for a reduction ComputeOp."""
+    body = t.op.body[0]
+    if not isinstance(body, tirx.Reduce):
+        return None
+    comb = body.combiner
+    res = comb.result[0]
+    if isinstance(res, tirx.Add):
+        return "sum"
+    if isinstance(res, tirx.Max):
+        return "max"
+    return "other"
+
+
+def match_subgraph(lowered, name: str | None = None) -> MatchResult:
+    """The PlannerGraph of one lowered NPU subgraph (``tvm_ethos.lower.subgraph``)."""
+    inputs = list(lowered.input_tensors)
+    consts = list(lowered.const_tensors)
+    if not inputs and not consts:
+        raise CompileError("part matcher: the lowered subgraph carries no placeholders "
+                           "(lower it with tvm_ethos.lower.subgraph.lower_function)")
+    const_names = {_name(t) for t in consts}
+    out_names = {_name(t) for t in lowered.outputs}
+    layer_of = {}
+    for (lname, t), q in zip(lowered.tensors.items(), lowered.layers):
+        layer_of[_name(t)] = q
+
+    order = _topo(lowered.outputs)
+    roots = [t for t in order if _is_compute(t) and
+             (str(t.dtype) in FEATURE_MAP_DTYPES or _name(t) in out_names)]
+    root_names = {_name(t) for t in roots}
+    owner: dict[str, str] = {}
+    stages_of: dict[str, list] = {}
+    for r in roots:
+        stack, mine = list(r.op.input_tensors), {}
+        while stack:
+            x = stack.pop()
+            if not _is_compute(x) or _name(x) in root_names or _name(x) in mine:
+                continue
+            mine[_name(x)] = x
+            stack.extend(x.op.input_tensors)
+        for n in mine:
+            if n in owner:
+                raise CompileError(f"part matcher: internal stage {n} is read by both "
+                                   f"{owner[n]} and {_name(r)}")
+            owner[n] = _name(r)
+        stages_of[_name(r)] = [t for t in order if _name(t) in mine]
+
+    tensors: dict[str, Tensor] = {}
+    te_of: dict[str, te.Tensor] = {}
+
+    def ptensor(t) -> Tensor:
+        n = _name(t)
+        if n not in tensors:
+            tensors[n] = Tensor(n, tuple(int(s) for s in t.shape), str(t.dtype),
+                                is_constant=n in const_names)
+            te_of[n] = t
+        return tensors[n]
+
+    for t in inputs:
+        ptensor(t)
+    parts: list[MatchedPart] = []
+    for r in roots:
+        stages = stages_of[_name(r)]
+        by_name = {_name(s): s for s in stages}
+        # inputs in first-read order: activations, then constants
+        seen, ins = set(), []
+        for s in [r] + list(reversed(stages)):
+            for x in s.op.input_tensors:
+                if _name(x) in seen or _name(x) in by_name:
+                    continue
+                if _is_compute(x) and _name(x) not in root_names:
+                    continue
+                seen.add(_name(x))
+                ins.append(x)
+        acts = [x for x in ins if _name(x) not in const_names]
+        cons = [x for x in ins if _name(x) in const_names and
+                not _name(x).endswith(REQUANT_CONST_SUFFIXES)]
+        cons.sort(key=lambda x: -len(x.shape))  # weights before bias, as planner.parts
+        ins = acts + cons
+        out_shape = tuple(int(s) for s in r.shape)
+        out_vars = [iv.var.name for iv in r.op.axis]
+        maps, props = [], []
+        for x in ins:
+            shape = tuple(int(s) for s in x.shape)
+            m = _merge(_compose(r, by_name, x) or [AccessMap([None] * len(shape), {})], shape)
+            maps.append(m)
+            props.append(m.propagator(out_vars, shape))
+        layer = layer_of.get(_name(r))
+        kind, attrs, window = _classify(r, stages, ins, acts, maps, layer, const_names)
+        part = Part(_part_name(r, layer_of), kind, tuple(ptensor(x) for x in ins), ptensor(r),
+                    tuple(props), attrs)
+        parts.append(MatchedPart(part, r, stages, ins, maps, layer, window or {}))
+    graph = PlannerGraph(tuple(mp.part for mp in parts),
+                         tuple(ptensor(t) for t in inputs),
+                         tuple(ptensor(t) for t in lowered.outputs),
+                         name or getattr(lowered, "symbol", "subgraph"))
+    return MatchResult(graph, parts, te_of)
+
+
+def _part_name(r, layer_of) -> str:
+    n = _name(r)
+    return n[:-4] if n.endswith("_out") and n in layer_of else n
+
+
+def _classify(r, stages, ins, acts, maps, layer, const_names):
+    """(kind, attrs, window) of a Part from its TE structure."""
+    act = _activation_name(layer)
+    out_shape = tuple(int(s) for s in r.shape)
+    reds = [s for s in stages if getattr(s.op, "reduce_axis", None)] + \
+        ([r] if getattr(r.op, "reduce_axis", None) else [])
+    if not acts:
+        return "unary", {"op": "constant"}, None
+    x_shape = tuple(int(s) for s in acts[0].shape)
+    amap = maps[0]
+    weights = [x for x in ins if _name(x) in const_names and len(x.shape) >= 2]
+    if reds:
+        red = reds[-1]
+        window = _window_of(r, amap, x_shape, out_shape)
+        rk = _reduce_kind(red)
+        if len(x_shape) == 4 and len(out_shape) == 4 and window is not None and rk == "sum" \
+                and weights:
+            ch = amap.dims[3]
+            oc = r.op.axis[3].var.name
+            follows = ch is not None and ch.get(oc) != 0
+            if follows:
+                m = out_shape[3] // x_shape[3] if x_shape[3] else 1
+                return "depthwise_conv2d", dict(window, depth_multiplier=max(m, 1),
+                                                activation=act), window
+            groups = 1 if ch is not None and ch.get(oc) == 0 else (layer.attrs.get("groups", 1)
+                                                                   if layer else 1)
+            return "conv2d", dict(window, groups=groups, activation=act), window
+        if len(x_shape) == 4 and len(out_shape) == 4 and window is not None and not weights:
+            # global (whole H and W) reductions with a 1x1 output are a mean unless the window
+            # geometry says pool; te_ops' mean reads x[n, rh, rw, c] without an output row
+            is_mean = layer is not None and layer.kind == "mean"
+            if not is_mean:
+                return "pool", {"pool_type": "max" if rk == "max" else "avg",
+                                "kernel": window["kernel"], "strides": window["strides"],
+                                "padding": window["padding"], "activation": act}, window
+        if not weights and len(x_shape) == 4:
+            keep = len(out_shape) == 4
+            return "mean", {"kernel": (x_shape[1], x_shape[2]), "keepdims": keep}, None
+        if weights and rk == "sum":
+            if len(x_shape) == 2 and len(out_shape) == 2:
+                return "fully_connected", {"activation": act}, None
+            # fully connected on NHWC tensors: a 1x1 convolution (as Vela runs it)
+            if len(x_shape) == 4 and len(out_shape) == 4 and x_shape[1:3] == (1, 1) \
+                    and out_shape[1:3] == (1, 1):
+                w = {"kernel": (1, 1), "strides": (1, 1), "dilation": (1, 1),
+                     "padding": (0, 0, 0, 0)}
+                return "conv2d", dict(w, groups=1, activation=act), w
+        return "opaque", {"op": layer.kind if layer else "reduce"}, None
+    if layer is not None and layer.kind == "concatenate":
+        axis = layer.attrs.get("axis", -1) % len(out_shape)
+        return "concatenate", {"axis": axis, "activation": act}, None
+    if len(acts) == 2:
+        op = layer.kind if layer is not None and layer.kind in ("add", "mul") else "add"
+        return "elementwise", {"op": op, "activation": act}, None
+    if all(m.affine for m in maps[:1]) and x_shape == out_shape and \
+            amap.propagator([iv.var.name for iv in r.op.axis], x_shape) == \
+            Propagator.identity(len(out_shape)):
+        op = layer.kind if layer is not None else "copy"
+        return "unary", {"op": op}, None
+    if math.prod(x_shape) == math.prod(out_shape):
+        return "reshape", {}, None
+    return "opaque", {"op": layer.kind if layer else "unknown"}, None
