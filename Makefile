@@ -23,7 +23,7 @@ test-slow: install
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
 
 demo: install
-	$(PY) -m planner demo $(MODELS)/mobilenet_v1_1.0_224.tflite --device ethos-u55-128
+	$(PY) -m planner demo $(MODELS)/mobilenet_v1_1.0_224.tflite --device ethos-u55-128 --budget 300KiB
 
 bench: install
 	$(PY) benchmarks/planner_speed.py --models $(MODELS)

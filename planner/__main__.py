@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         print("\nPareto frontier of Proposals (peak SRAM incl. network input/output, "
               "estimated cycles):")
-        print(frontier_table(result.frontier, result.chosen_index))
+        print(frontier_table(result.frontier, result.chosen_index, max_rows=16))
         print(f"\nSmallest memory: {result.frontier[0][0] / 1024:.1f} KiB; fastest: "
               f"{result.frontier[-1][1]:,} cycles at {result.frontier[-1][0] / 1024:.1f} KiB")
         print("\nChosen plan" + (f" (budget {result.budget:,} B)" if result.budget else

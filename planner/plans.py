@@ -400,7 +400,14 @@ class PlanGenerator:
                 yield PlanSpec(stripe, mode, g, ())
 
     def generate(self, end: int) -> Iterator[tuple[int, int, int, PlanSpec]]:
-        """Every useful (start, memory, cycles, spec) candidate for intervals ending at ``end``.
+        """Every useful (start, memory, cycles, spec) candidate for intervals ending at ``end``
+        (see ``candidates``)."""
+        for start, mem, cyc, raw in self.candidates(end):
+            yield start, mem, cyc, make_spec(raw)
+
+    def candidates(self, end: int) -> Iterator[tuple[int, int, int, tuple]]:
+        """Like ``generate`` but with the spec left raw (``make_spec`` builds it): most
+        candidates are culled at once, so building their PlanSpec would be wasted.
 
         All specs are walked backwards in lockstep. What a walk adds when it extends depends
         only on its buffering mode and on the compute stripes of the Parts that still read
@@ -427,7 +434,7 @@ class PlanGenerator:
         while groups:
             for _, (_, points) in groups.items():
                 for mem, cyc, spec, copied in points:
-                    yield i, mem, cyc, PlanSpec(spec.stripe, spec.mode, spec.granule, copied)
+                    yield i, mem, cyc, (spec, copied)
             i -= 1
             if i < min_start:
                 return
@@ -476,6 +483,12 @@ class PlanGenerator:
             out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, "sram"),
                         cyc0 + self.part_cost(p, stripe, "sram"), copied + (p.name,)))
         return out
+
+def make_spec(raw: tuple) -> PlanSpec:
+    """The PlanSpec of a raw candidate from ``PlanGenerator.candidates``."""
+    base, copied = raw
+    return PlanSpec(base.stripe, base.mode, base.granule, copied)
+
 
 def _pareto(points: list) -> list:
     """Pareto set of (memory, cycles, ...) points; the first of equal points is kept, so the

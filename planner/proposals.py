@@ -18,7 +18,7 @@ from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
 from planner.pareto import combine, frontier, thin
-from planner.plans import Plan, PlanGenerator, PlanSpec
+from planner.plans import Plan, PlanGenerator, PlanSpec, make_spec
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ def _sink_frontiers(gen: PlanGenerator, j: int) -> tuple[int, dict[int, list]]:
     """
     by_start: dict[int, list] = {}
     count = 0
-    for start, mem, cyc, spec in gen.generate(j):
+    for start, mem, cyc, raw in gen.candidates(j):
         count += 1
-        by_start.setdefault(start, []).append((mem, cyc, spec))
+        by_start.setdefault(start, []).append((mem, cyc, raw))
     return count, {s: frontier(c) for s, c in by_start.items()}
 
 
@@ -119,7 +119,7 @@ class _Point:
     prev_index: int    # index in that prefix's frontier
     start: int
     end: int
-    spec: PlanSpec | None
+    spec: tuple | None   # raw candidate spec (see plans.make_spec)
 
 
 class ProposalSearch:
@@ -171,7 +171,7 @@ class ProposalSearch:
         while pt.spec is not None:
             pts.append(pt)
             k, pt = pt.prev, self.fronts[pt.prev][pt.prev_index]
-        plans = tuple(self.gen.build(p.start, p.end, p.spec) for p in reversed(pts))
+        plans = tuple(self.gen.build(p.start, p.end, make_spec(p.spec)) for p in reversed(pts))
         return Proposal(plans, top.memory, top.cycles)
 
     def select(self, budget: int | None = None) -> Proposal:

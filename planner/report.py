@@ -50,9 +50,20 @@ def layer_table(graph: PlannerGraph, proposal: Proposal) -> str:
     return "\n".join(out)
 
 
-def frontier_table(frontier: list[tuple[int, int]], chosen: int | None = None) -> str:
+def frontier_table(frontier: list[tuple[int, int]], chosen: int | None = None,
+                   max_rows: int | None = None) -> str:
+    """The frontier, memory ascending; with ``max_rows``, evenly spaced rows (both ends and
+    the chosen point always shown)."""
+    keep = range(len(frontier))
+    if max_rows and len(frontier) > max_rows:
+        step = (len(frontier) - 1) / (max_rows - 1)
+        keep = sorted({round(k * step) for k in range(max_rows)} |
+                      ({chosen} if chosen is not None else set()))
     out = [f"{'#':>3} {'peak KiB':>10} {'cycles':>13}", "-" * 28]
-    for k, (m, c) in enumerate(frontier):
-        mark = "  <- chosen" if chosen is not None and (m, c) == frontier[chosen] else ""
+    for k in keep:
+        m, c = frontier[k]
+        mark = "  <- chosen" if k == chosen else ""
         out.append(f"{k:>3} {kib(m):>10} {c:>13,}{mark}")
+    if len(keep) < len(frontier):
+        out.append(f"({len(frontier)} points; {len(keep)} shown)")
     return "\n".join(out)

@@ -66,6 +66,14 @@ def _template(msg: str) -> str:
     return msg[:120]
 
 
+# Phrases of Python or TVM internals: an error that reads like this explains nothing to a user.
+_INTERNAL = re.compile(
+    r"object is not (iterable|subscriptable|callable)|object has no attribute|unpack_from|"
+    r"bad number -?\d+ for type|(list|tuple) index out of range|'NoneType'|"
+    r"(^|: )AssertionError$|(^|: )KeyError: -?\d+$|values to unpack|"
+    r"Metadata omitted|show_meta|span=None")
+
+
 def _message_problem(msg: str) -> str | None:
     if not msg.strip():
         return "empty error message"
@@ -73,6 +81,8 @@ def _message_problem(msg: str) -> str | None:
         return "multi-line error message"
     if "Traceback" in msg or "InternalError" in msg or "Check failed" in msg:
         return "error message carries a raw traceback"
+    if _INTERNAL.search(msg):
+        return "error message is a raw Python / TVM internal error"
     return None
 
 
@@ -82,6 +92,7 @@ class Targets:
     def __init__(self, names, tmpdir: str):
         self.names = list(names)
         self.tmpdir = tmpdir
+        self.case_index = -1
         self.expected: dict[str, tuple[type, ...]] = {}
         for n in self.names:
             getattr(self, f"_setup_{n.replace('-', '_')}")()
@@ -142,6 +153,31 @@ class Targets:
         with open(p, "wb") as f:
             f.write(data)
         self._load_model(p)
+        return "ok"
+
+    # the harness' own test: misbehave on one case ------------------------------------------
+    def _setup_selftest(self):
+        self.expected["selftest"] = (ValueError,)
+        self.case_index = -1
+        mode, _, index = os.environ.get("TVM_ETHOS_FUZZ_SELFTEST", "none:-1").partition(":")
+        self._selftest = (mode, int(index))
+
+    def selftest(self, data: bytes) -> str:
+        mode, index = self._selftest
+        if self.case_index != index:
+            return "ok"
+        if mode == "crash":                   # a segfault, as a bad C extension would cause
+            import ctypes
+            ctypes.string_at(0)
+        elif mode == "hang":                  # stuck in C: SIGALRM is blocked, only the parent can act
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(3600)
+        elif mode == "slow":                  # stuck in Python: the in-process guard fires
+            time.sleep(3600)
+        elif mode == "raw":
+            raise IndexError("list index out of range")
+        elif mode == "unclear":
+            raise ValueError("'NoneType' object is not subscriptable")
         return "ok"
 
     def run(self, name: str, data: bytes, timeout: float) -> tuple[str, str | None, str | None]:
@@ -234,6 +270,7 @@ def worker_main(argv: list[str]) -> int:
         out.write(f"C {i}\n")
         out.flush()
         data, desc = corpus.case(a.campaign, i)
+        targets.case_index = i
         mut = desc.split(": ", 2)[1] if ": " in desc else "none"
         for name in targets.names:
             outcome, tmpl, violation = targets.run(name, data, a.case_timeout)

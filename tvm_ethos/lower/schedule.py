@@ -1,0 +1,430 @@
+"""Apply a planner Proposal to an NPU subgraph's PrimFunc with ``tvm.s_tir.Schedule``.
+
+For every Plan (a cascade) of the Proposal:
+
+* the sink Part's output loops are split into the Plan's stripes and reordered as planned (width
+  tiles outer, rows inner: ``StripeConfig.order``);
+* every other Part of the Plan is ``compute_at``-ed into the innermost stripe loop, consumers
+  first, so it computes, per stripe, exactly the window its consumers read (TVM relaxes the
+  consumer's accesses; border rows are clipped by predicates) - the planner's RECOMPUTE buffer;
+* the intermediate tensors are moved to the NPU SRAM scope (``set_scope``) and folded to the
+  Plan's buffer shape with ``transform_layout`` (``row % rows`` along each striped axis, a ring
+  addressing): a stripe's window is contiguous and never longer than the planned buffer, so the
+  fold is injective within a stripe and the buffer has exactly the planned shape;
+* a Part's internal stages (int32 accumulators, rescaled ADD inputs) are computed at the
+  innermost loop of its output (``compute_at`` + scope ``local``: one element, the NPU's
+  accumulator) or inlined (``compute_inline``);
+* weights the Plan copies to SRAM are ``cache_read`` into the SRAM scope once, before the Plan;
+* tensors between Plans inside the subgraph live in the SRAM scope at full size.
+
+Then :func:`measure` lowers the scheduled function through the first passes of the TIR
+pipeline (up to ``CompactBufferAllocation``), reads every allocation and computes, per memory
+scope, the bytes allocated and the peak of live bytes over the Plans; both must equal what the
+Plan predicts (``planned_bytes``). ``check`` raises :class:`MemoryMismatchError` otherwise.
+
+Rolling buffers are not realized (see rfcs/0005-planner-in-compile-path.md: the planner's
+demand-driven rings need per-chunk interleaving that ``compute_at`` + ``rolling_buffer`` do not
+express; TVM's ``rolling_buffer`` holds the whole propagated stripe). The compile path asks the
+planner for RECOMPUTE plans only (``PlannerOptions(rolling_granules=())``); a Proposal with a
+rolling buffer is refused here with :class:`UnrealizableScheduleError`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import tvm
+from tvm import s_tir, tirx
+
+from planner.memory import BufferMode
+from tvm_ethos.errors import CompileError
+
+SRAM_SCOPE = "global.npu_sram"
+ACC_SCOPE = "local"
+DTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4}
+
+
+class UnrealizableScheduleError(CompileError):
+    """A Proposal uses a buffering mode this scheduler cannot express exactly in TensorIR."""
+
+
+class MemoryMismatchError(CompileError):
+    """The scheduled TIR allocates other bytes than the Plan predicts."""
+
+
+@dataclass
+class BufferInfo:
+    name: str
+    scope: str
+    shape: tuple
+    dtype: str
+    stmt: int | None  # top-level statement it is allocated in; None: the function root
+
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.shape) * DTYPE_BYTES.get(self.dtype, 4)
+
+
+@dataclass
+class ScheduledSubgraph:
+    symbol: str
+    primfunc: object
+    planned_bytes: dict
+    scheduled_bytes: dict
+    planned_peak: int
+    scheduled_peak: int
+    plans: list = field(default_factory=list)   # per Plan: parts, planned / scheduled bytes
+    buffers: list = field(default_factory=list)  # BufferInfo of every allocation
+    analysis_bytes: dict = field(default_factory=dict)  # s_tir.analysis.calculate_allocated_bytes
+
+    @property
+    def exact(self) -> bool:
+        return (self.planned_bytes == self.scheduled_bytes and
+                self.planned_peak == self.scheduled_peak and
+                all(p["planned_bytes"] == p["scheduled_bytes"] for p in self.plans))
+
+    def to_json(self) -> dict:
+        return {
+            "planned_bytes": dict(self.planned_bytes),
+            "scheduled_bytes": dict(self.scheduled_bytes),
+            "planned_peak_bytes": self.planned_peak,
+            "scheduled_peak_bytes": self.scheduled_peak,
+            "plans": [dict(p) for p in self.plans],
+        }
+
+
+# ----------------------------------------------------------------------------- scheduling
+def _ring_map(buf_shape, shape):
+    axes = [a for a, (b, n) in enumerate(zip(buf_shape, shape)) if b < n]
+
+    def fn(*idx):
+        return tuple(idx[a] % int(buf_shape[a]) if a in axes else idx[a] for a in range(len(idx)))
+
+    return fn, axes
+
+
+def _stripe_loops(sch, block, stripe):
+    """Split the output loops of ``block`` into the stripes of ``stripe`` in planned order.
+
+    Returns the loop producers are computed at (the innermost stripe loop, or the outermost
+    loop for a single stripe)."""
+    loops = sch.get_loops(block)
+    rank = len(stripe.shape)
+    if len(loops) < rank:
+        raise CompileError(f"schedule: block {sch.get(block).name_hint} has {len(loops)} "
+                           f"loops for a rank-{rank} stripe")
+    loops = loops[-rank:] if len(loops) > rank else loops
+    striped = [a for a in range(rank) if stripe.stripes[a] > 1]
+    if not striped:
+        return loops[0]
+    outer, inner = {}, {}
+    for a in striped:
+        o, i = sch.split(loops[a], factors=[None, int(stripe.shape[a])])
+        outer[a], inner[a] = o, i
+    # loop nest: unstriped leading axes (batch), stripe loops by order, then the rest
+    by_order = sorted(striped, key=lambda a: stripe.order[a])
+    lead = [loops[a] for a in range(rank) if a not in striped and a < min(striped)]
+    rest = []
+    for a in range(rank):
+        if a in striped:
+            rest.append(inner[a])
+        elif a > min(striped):
+            rest.append(loops[a])
+    sch.reorder(*(lead + [outer[a] for a in by_order] + rest))
+    return outer[by_order[-1]]
+
+
+def apply_proposal(lowered, match, proposal, device=None):
+    """The scheduled PrimFunc of ``lowered`` for ``proposal`` (see the module docstring)."""
+    func = lowered.primfunc
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    parts = {mp.part.name: mp for mp in match.parts}
+    plan_of = {}
+    for k, plan in enumerate(proposal.plans):
+        for name in plan.parts:
+            plan_of[name] = k
+    missing = [mp.part.name for mp in match.parts if mp.part.name not in plan_of]
+    if missing:
+        raise CompileError(f"schedule: parts {missing} are in no Plan of the Proposal")
+    out_names = {t.op.name for t in lowered.outputs}
+    fm_region = device.fm_region if device is not None else "sram"
+
+    def blk(t):
+        return sch.get_sblock(t.op.name)
+
+    # 1. inline the injective internal stages (ADD's rescaled inputs ...)
+    for mp in match.parts:
+        for s in mp.injective:
+            sch.compute_inline(blk(s))
+
+    # 2. weight copies: cache_read before anything moves, so the copy stays before its Plan
+    for plan in proposal.plans:
+        copies = [tc for tc in plan.tensor_configs
+                  if tc.copy_region != tc.home_region and tc.tensor not in
+                  {parts[p].part.output.name for p in plan.parts}]
+        for tc in copies:
+            const_te = match.te_of.get(tc.tensor)
+            if const_te is None or not any(t.name == tc.tensor and t.is_constant
+                                           for p in plan.parts for t in parts[p].part.inputs):
+                raise UnrealizableScheduleError(
+                    f"schedule: {tc.tensor} is staged in {tc.copy_region} "
+                    f"(home {tc.home_region}); only weight copies to SRAM are realized "
+                    "(network inputs and outputs must live in SRAM: io_region='sram')")
+            readers = [s for p in plan.parts for s in [parts[p].root] + parts[p].stages
+                       if any(x.op.name == tc.tensor for x in s.op.input_tensors)]
+            for s in readers:
+                b = blk(s)
+                idx = [i for i, r in enumerate(sch.get(b).reads) if r.source.name == tc.tensor]
+                if idx:
+                    sch.cache_read(b, idx[0], SRAM_SCOPE)
+
+    # 3. cascades
+    for plan in proposal.plans:
+        configs = {tc.tensor: tc for tc in plan.tensor_configs}
+        for name in plan.parts[:-1]:
+            tc = configs.get(parts[name].part.output.name)
+            if tc is not None and tc.buffer_mode == BufferMode.ROLLING:
+                raise UnrealizableScheduleError(
+                    f"schedule: {tc.tensor} is a rolling buffer; rolling buffers are not "
+                    "realized in TensorIR (plan with PlannerOptions(rolling_granules=()))")
+        sink = parts[plan.parts[-1]]
+        step = _stripe_loops(sch, blk(sink.root), plan.spec.stripe)
+        for name in reversed(plan.parts[:-1]):
+            sch.compute_at(blk(parts[name].root), step, preserve_unit_loops=True)
+        for name in plan.parts:
+            mp = parts[name]
+            for s in reversed(mp.reductions):
+                sch.compute_at(blk(s), sch.get_loops(blk(mp.root))[-1], preserve_unit_loops=True)
+                sch.set_scope(blk(s), 0, ACC_SCOPE)
+        for name in plan.parts[:-1]:
+            mp = parts[name]
+            tc = configs[mp.part.output.name]
+            b = blk(mp.root)
+            sch.set_scope(b, 0, SRAM_SCOPE)
+            fn, axes = _ring_map(tc.buffer_shape, mp.part.output.shape)
+            if axes:
+                sch.transform_layout(b, ("write", 0), fn)
+        # the sink's output: a boundary tensor in SRAM unless it is a subgraph output
+        if sink.root.op.name not in out_names:
+            sch.set_scope(blk(sink.root), 0, SRAM_SCOPE)
+    del fm_region
+    return sch.mod["main"]
+
+
+# ----------------------------------------------------------------------------- measuring
+_MEASURE_PASSES = None
+
+
+def _measure_passes():
+    return tvm.transform.Sequential([
+        s_tir.transform.CanonicalizeLoop(),
+        s_tir.transform.LowerCrossThreadReduction(),
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(),
+    ])
+
+
+def _walk_blocks(stmt, visit, depth=0):
+    """Call ``visit(block)`` for every SBlock under ``stmt``."""
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        if isinstance(s, s_tir.SBlockRealize):
+            stack.append(s.block)
+            continue
+        if isinstance(s, s_tir.SBlock):
+            visit(s)
+            stack.append(s.body)
+            if s.init is not None:
+                stack.append(s.init)
+            continue
+        if isinstance(s, tirx.SeqStmt):
+            stack.extend(s.seq)
+        elif isinstance(s, tirx.IfThenElse):
+            stack.extend([s.then_case, s.else_case])
+        elif hasattr(s, "body"):
+            stack.append(s.body)
+
+
+def _base(name: str) -> str:
+    """A buffer's tensor name without the scope suffix set_scope / cache_read add."""
+    for scope in (SRAM_SCOPE, ACC_SCOPE):
+        if name.endswith("_" + scope):
+            return name[: -len(scope) - 1]
+    return name
+
+
+def _buffer_dtype(buf) -> str:
+    return str(buf.dtype)
+
+
+def analyze(func) -> tuple[list[BufferInfo], list[set], tvm.IRModule]:
+    """Allocations of a scheduled function after compaction, and the buffers each top-level
+    statement touches."""
+    mod = _measure_passes()(tvm.IRModule({"main": func}))
+    f = mod["main"]
+    root = f.body.block if isinstance(f.body, s_tir.SBlockRealize) else None
+    infos: list[BufferInfo] = []
+    if root is None:
+        raise CompileError("schedule: unexpected function structure (no root block)")
+    for b in root.alloc_buffers:
+        infos.append(BufferInfo(b.name, b.scope(), tuple(int(s) for s in b.shape),
+                                _buffer_dtype(b), None))
+    body = root.body
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    touched: list[set] = []
+    for k, st in enumerate(stmts):
+        names: set = set()
+
+        def visit(blk, k=k, names=names):
+            for b in blk.alloc_buffers:
+                infos.append(BufferInfo(b.name, b.scope(), tuple(int(s) for s in b.shape),
+                                        _buffer_dtype(b), k))
+            for r in list(blk.reads) + list(blk.writes):
+                names.add(r.source.name)
+
+        _walk_blocks(st, visit)
+        touched.append(names)
+    return infos, touched, mod
+
+
+def _allocated_bytes(mod) -> dict:
+    """TVM's own count (``s_tir.analysis.calculate_allocated_bytes``) per scope."""
+    low = tvm.transform.Sequential([
+        s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+    ])(mod)
+    res = s_tir.analysis.calculate_allocated_bytes(low["main"])
+    res = res.get("main", res) if hasattr(res, "get") else res
+    return {str(k): int(v) for k, v in dict(res).items()}
+
+
+def planned_bytes(match, proposal) -> dict:
+    """What the Proposal predicts the scheduled TIR allocates, per scope: the Plans' buffers
+    (intermediates, weight copies) and the tensors between Plans in SRAM; one accumulator
+    element per reduction stage in ``local``."""
+    outputs = {t.name for t in match.graph.outputs}
+    sram = sum(p.memory_bytes for p in proposal.plans)
+    for plan in proposal.plans:
+        out = plan.output
+        if out not in outputs:
+            sram += match.graph.tensor(out).bytes
+    local = 0
+    for mp in match.parts:
+        for s in mp.reductions:
+            local += DTYPE_BYTES.get(str(s.dtype), 4)
+    res = {}
+    if sram:
+        res[SRAM_SCOPE] = sram
+    if local:
+        res[ACC_SCOPE] = local
+    return res
+
+
+def measure(lowered, match, proposal, scheduled_func, device=None) -> ScheduledSubgraph:
+    """Bytes the scheduled TIR allocates, per scope, per Plan, and its peak."""
+    infos, touched, mod = analyze(scheduled_func)
+    by_scope: dict = {}
+    for b in infos:
+        by_scope[b.scope] = by_scope.get(b.scope, 0) + b.bytes
+    # which Plan each top-level statement belongs to: the Plan of the blocks it holds
+    parts = {mp.part.name: mp for mp in match.parts}
+    block_plan = {}
+    for k, plan in enumerate(proposal.plans):
+        for name in plan.parts:
+            mp = parts[name]
+            for t in [mp.root] + mp.stages:
+                block_plan[t.op.name] = k
+    written_by = {}
+    for k, plan in enumerate(proposal.plans):
+        for name in plan.parts:
+            written_by[parts[name].root.op.name] = k
+    # allocations of each Plan: those inside its statements, plus root-level copies
+    # (weight copies are allocated at the root and used by their Plan only)
+    stmt_plan: list = []
+    for names in touched:
+        ks = {written_by[_base(n)] for n in names if _base(n) in written_by}
+        stmt_plan.append(min(ks) if ks else None)
+    for k in range(len(stmt_plan)):  # copy statements (only constants touched) -> next Plan
+        if stmt_plan[k] is None:
+            nxt = [stmt_plan[j] for j in range(k + 1, len(stmt_plan)) if stmt_plan[j] is not None]
+            stmt_plan[k] = nxt[0] if nxt else None
+    plan_bytes = [0] * len(proposal.plans)
+    io_names = {t.op.name for t in lowered.input_tensors} | {t.op.name for t in lowered.outputs}
+    boundary = {}
+    for b in infos:
+        if b.scope != SRAM_SCOPE:
+            continue
+        base = _base(b.name)
+        if b.stmt is not None and stmt_plan[b.stmt] is not None:
+            plan_bytes[stmt_plan[b.stmt]] += b.bytes
+            continue
+        users = [k for k, names in enumerate(touched) if b.name in names]
+        if base in written_by:  # a Plan's output kept for later Plans
+            boundary[b.name] = (users, b.bytes)
+        else:  # a weight copy at the root: belongs to the Plan that reads it
+            ks = sorted({stmt_plan[k] for k in users if stmt_plan[k] is not None})
+            if len(ks) != 1:
+                raise MemoryMismatchError(f"schedule: buffer {b.name} is used by Plans {ks}")
+            plan_bytes[ks[0]] += b.bytes
+    # peak: at each Plan, its buffers + the SRAM tensors live across it (as the planner counts)
+    nplans = len(proposal.plans)
+    live = [0] * nplans
+    graph = match.graph
+    for b_name, (users, nbytes) in boundary.items():
+        ks = sorted({stmt_plan[k] for k in users if stmt_plan[k] is not None})
+        if ks:
+            for k in range(ks[0], ks[-1] + 1):
+                live[k] += nbytes
+    io_region_sram = device is None or device.io_region == device.fm_region
+    if io_region_sram:
+        for t in list(lowered.input_tensors) + list(lowered.outputs):
+            users = sorted({stmt_plan[k] for k, names in enumerate(touched)
+                            if t.op.name in names and stmt_plan[k] is not None})
+            if not users:
+                continue
+            nbytes = graph.tensor(t.op.name).bytes
+            if t.op.name in {o.op.name for o in lowered.outputs}:
+                rng = range(users[0], nplans)
+            else:
+                rng = range(0, users[-1] + 1)
+            for k in rng:
+                live[k] += nbytes
+    peak = max((plan_bytes[k] + live[k] for k in range(nplans)), default=0)
+    del io_names
+    plans = []
+    for k, plan in enumerate(proposal.plans):
+        plans.append({"parts": list(plan.parts), "planned_bytes": plan.memory_bytes,
+                      "scheduled_bytes": plan_bytes[k], "stripes": plan.spec.stripe.total_stripes,
+                      "buffering": plan.spec.label(), "weights": plan.spec.weights})
+    return ScheduledSubgraph(
+        symbol=lowered.symbol, primfunc=scheduled_func,
+        planned_bytes=planned_bytes(match, proposal), scheduled_bytes=dict(sorted(by_scope.items())),
+        planned_peak=proposal.memory_bytes, scheduled_peak=peak, plans=plans, buffers=infos,
+        analysis_bytes=_allocated_bytes(mod))
+
+
+def check(result: ScheduledSubgraph) -> None:
+    """Raise :class:`MemoryMismatchError` unless planned and scheduled bytes agree exactly."""
+    problems = []
+    if result.planned_bytes != result.scheduled_bytes:
+        problems.append(f"bytes per scope: planned {result.planned_bytes}, scheduled "
+                        f"{result.scheduled_bytes}")
+    if result.analysis_bytes and {k: v for k, v in result.analysis_bytes.items() if v} != \
+            {k: v for k, v in result.scheduled_bytes.items() if v}:
+        problems.append(f"TVM's calculate_allocated_bytes {result.analysis_bytes} differs from "
+                        f"the allocations read {result.scheduled_bytes}")
+    if result.planned_peak != result.scheduled_peak:
+        problems.append(f"peak: planned {result.planned_peak}, scheduled {result.scheduled_peak}")
+    for k, p in enumerate(result.plans):
+        if p["planned_bytes"] != p["scheduled_bytes"]:
+            problems.append(f"plan {k} {p['parts'][0]}..{p['parts'][-1]}: planned "
+                            f"{p['planned_bytes']} B, scheduled {p['scheduled_bytes']} B")
+    if problems:
+        raise MemoryMismatchError(f"{result.symbol}: scheduled TIR does not allocate what the "
+                                  "Proposal predicts: " + "; ".join(problems))
