@@ -1,9 +1,12 @@
 """One call from a model (file or graph) to a planning result, used by the CLI and tvm_ethos."""
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import re
 from dataclasses import asdict, dataclass
+from typing import Mapping
 
 from planner.device import Device
 from planner.errors import PlannerError
@@ -15,16 +18,24 @@ _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000 ** 2, "kib": 1024, "mib": 1024 *
           "k": 1024, "m": 1024 ** 2, "gib": 1024 ** 3, "gb": 1000 ** 3}
 
 
-def parse_size(text: str | int) -> int:
-    """'300KiB', '1.5MiB', '250kB', '4096' -> bytes (KiB = 1024, kB = 1000)."""
-    if isinstance(text, int):
-        if text < 0:
-            raise PlannerError(f"a memory size must be >= 0, got {text}")
-        return text
+def parse_size(text: str | int, what: str | None = None) -> int:
+    """'300KiB', '1.5MiB', '250kB', '4096' -> bytes (KiB = 1024, kB = 1000).
+
+    ``what`` names the option in the error (``budget``)."""
+    where = f"{what}: " if what else ""
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
+        if not math.isfinite(text) or text < 0:
+            raise PlannerError(f"{where}a memory size must be a number of bytes >= 0, got "
+                               f"{text!r}")
+        return int(text)
+    if not isinstance(text, str):
+        raise PlannerError(f"{where}cannot read memory size {text!r} (a "
+                           f"{type(text).__name__}); give bytes as a number or a string such "
+                           "as 300KiB, 1MiB or 250kB")
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise PlannerError(f"cannot read memory size {text!r}; write e.g. 300KiB, 1MiB, "
-                           "250kB or a number of bytes")
+        raise PlannerError(f"{where}cannot read memory size {text!r}; write e.g. 300KiB, "
+                           "1MiB, 250kB or a number of bytes")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
@@ -32,7 +43,10 @@ def load_graph(source: str | PlannerGraph) -> PlannerGraph:
     """A PlannerGraph from a .tflite file, a .json planner graph, or a graph as is."""
     if isinstance(source, PlannerGraph):
         return source
-    path = str(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise PlannerError(f"source must be a .tflite / .json path or a PlannerGraph, got "
+                           f"{type(source).__name__}")
+    path = os.fspath(source)
     if not os.path.exists(path):
         raise PlannerError(f"model file {path!r} does not exist")
     if path.endswith(".json"):
@@ -67,15 +81,35 @@ class PlanResult:
 
 
 def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
-         budget: int | str | None = None, io_region: str = "sram",
-         options: PlannerOptions | None = None) -> PlanResult:
-    """Plan a model: the whole frontier and the fastest Proposal within ``budget``."""
-    graph = load_graph(source)
+         budget: int | str | None = None, io_region: str | None = None,
+         options: PlannerOptions | Mapping | None = None) -> PlanResult:
+    """Plan a model: the whole frontier and the fastest Proposal within ``budget``.
+
+    ``io_region`` (``"sram"`` by default) applies to a device given by name; a Device object
+    carries its own. ``options`` may be a PlannerOptions or a dict of its fields. Every
+    argument is checked before any work: a bad one is a PlannerError naming it.
+    """
+    from planner.devices import IO_REGIONS, get_device
+    if io_region is not None and io_region not in IO_REGIONS:
+        raise PlannerError(f"io_region must be one of {IO_REGIONS}, got {io_region!r}")
     if isinstance(device, str):
-        from planner.devices import get_device
-        device = get_device(device, io_region=io_region)
-    options = options or PlannerOptions()
-    budget_bytes = None if budget is None else parse_size(budget)
+        device = get_device(device, io_region=io_region or "sram")
+    elif not isinstance(device, Device):
+        raise PlannerError(f"device must be a device name or a planner Device, got "
+                           f"{type(device).__name__}")
+    elif io_region is not None and io_region != device.io_region:
+        raise PlannerError(f"io_region={io_region!r} conflicts with the Device passed, whose "
+                           f"io_region is {device.io_region!r}; pass the device by name or "
+                           "leave io_region out")
+    if options is None:
+        options = PlannerOptions()
+    elif isinstance(options, Mapping):
+        options = PlannerOptions.from_mapping(options)
+    elif not isinstance(options, PlannerOptions):
+        raise PlannerError(f"options must be a PlannerOptions or a dict of its fields, got "
+                           f"{type(options).__name__}")
+    budget_bytes = None if budget is None else parse_size(budget, "budget")
+    graph = load_graph(source)
     search = ProposalSearch(graph, device, options)
     chosen = search.select(budget_bytes)
     front = search.frontier

@@ -1,7 +1,7 @@
 """The planner's user-facing options, validated up front."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 
 from planner.errors import PlannerError
 
@@ -33,21 +33,56 @@ class PlannerOptions:
 
     def __post_init__(self) -> None:
         def bad(name, value, allowed):
-            raise PlannerError(f"option {name}={value!r} is invalid; allowed: {allowed}")
-        if not isinstance(self.max_plan_size, int) or not 1 <= self.max_plan_size <= 256:
+            raise PlannerOptionError(name, value, allowed)
+
+        def is_int(v) -> bool:          # bool is an int to Python, never to an option
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if not is_int(self.max_plan_size) or not 1 <= self.max_plan_size <= 256:
             bad("max_plan_size", self.max_plan_size, "an integer from 1 to 256")
-        if not isinstance(self.stripe_factors, int) or not 1 <= self.stripe_factors <= 64:
+        if not is_int(self.stripe_factors) or not 1 <= self.stripe_factors <= 64:
             bad("stripe_factors", self.stripe_factors, "an integer from 1 to 64")
-        if not isinstance(self.max_width_tiles, int) or not 1 <= self.max_width_tiles <= 64:
+        if not is_int(self.max_width_tiles) or not 1 <= self.max_width_tiles <= 64:
             bad("max_width_tiles", self.max_width_tiles, "an integer from 1 to 64")
+        for name in ("multi_dimensional", "allow_recompute"):
+            if not isinstance(getattr(self, name), bool):
+                bad(name, getattr(self, name), "True or False")
+        if isinstance(self.rolling_granules, (str, bytes)) or \
+                not hasattr(self.rolling_granules, "__iter__"):
+            bad("rolling_granules", self.rolling_granules,
+                "a sequence of non-negative integers (0 = natural; empty = no rolling buffers)")
         object.__setattr__(self, "rolling_granules", tuple(self.rolling_granules))
-        if any(not isinstance(g, int) or g < 0 for g in self.rolling_granules):
-            bad("rolling_granules", self.rolling_granules, "non-negative integers (0 = natural)")
+        if any(not is_int(g) or g < 0 for g in self.rolling_granules):
+            bad("rolling_granules", self.rolling_granules,
+                "a sequence of non-negative integers (0 = natural; empty = no rolling buffers)")
+        if isinstance(self.weight_placements, (str, bytes)) or \
+                not hasattr(self.weight_placements, "__iter__"):
+            bad("weight_placements", self.weight_placements,
+                "a non-empty subset of ('flash', 'sram')")
         object.__setattr__(self, "weight_placements", tuple(self.weight_placements))
         if not self.weight_placements or any(w not in ("flash", "sram")
                                              for w in self.weight_placements):
             bad("weight_placements", self.weight_placements, "a non-empty subset of "
                 "('flash', 'sram')")
-        if self.thin_frontier is not None and (not isinstance(self.thin_frontier, int)
+        if self.thin_frontier is not None and (not is_int(self.thin_frontier)
                                                or self.thin_frontier < 2):
             bad("thin_frontier", self.thin_frontier, "None (exact) or an integer >= 2")
+
+    @classmethod
+    def from_mapping(cls, options) -> "PlannerOptions":
+        """Options from a dict (JSON, a config file); an unknown key is a PlannerError."""
+        known = [f.name for f in fields(cls)]
+        for key in options:
+            if key not in known:
+                raise PlannerError(f"unknown planner option {key!r}; known options: "
+                                   f"{', '.join(known)}")
+        return cls(**options)
+
+
+class PlannerOptionError(PlannerError):
+    """A PlannerOptions field has a bad value: ``option``, ``value`` and ``allowed`` say which,
+    so that a front end can name its own spelling of the option (``--max-plan-size``)."""
+
+    def __init__(self, option: str, value, allowed: str) -> None:
+        self.option, self.value, self.allowed = option, value, allowed
+        super().__init__(f"option {option}={value!r} is invalid; allowed: {allowed}")

@@ -95,6 +95,8 @@ def _distinct_sizes(extent: int, granule: int, factors: int) -> list[int]:
     ordered = sorted(sizes)
     if len(ordered) <= factors:
         return ordered
+    if factors == 1:          # one size: the whole axis (no striping along it)
+        return [ordered[-1]]
     picks = {ordered[round(k * (len(ordered) - 1) / (factors - 1))] for k in range(factors)}
     return sorted(picks)
 
@@ -235,6 +237,33 @@ class PlanGenerator:
             return 0
         return sum(t.bytes for _, t in part.constant_inputs)
 
+    #: Output channels per streamed weight slice: the NPU consumes weights in OFM-depth
+    #: slices (Vela's block depths are multiples of 16) staged in SRAM. A Plan has one staging
+    #: double buffer, sized for its largest slice pair: the NPU runs one command at a time, and
+    #: the DMA fills one half with the next command's slice while the other half is read.
+    #: It is counted whatever the weight placement chosen (a Part whose weights are copied
+    #: needs no slice; counting it anyway keeps the term a function of the interval alone,
+    #: which the exact DP needs).
+    WEIGHT_SLICE_CHANNELS = 16
+
+    def weight_stages(self, part: Part) -> list[tuple[Tensor, tuple[int, ...], int]]:
+        """(constant, slice shape, bytes) staged in SRAM for a Part whose weights stream from
+        outside the feature-map region: two slices of WEIGHT_SLICE_CHANNELS output channels
+        (or of all of them, if fewer)."""
+        if not part.constant_inputs or self.device.weight_region == self.device.fm_region:
+            return []
+        oc = part.output.shape[-1]
+        share = min(oc, self.WEIGHT_SLICE_CHANNELS) / oc
+        out = []
+        for _, t in part.constant_inputs:
+            shape = ((min(t.shape[0], self.WEIGHT_SLICE_CHANNELS),) + t.shape[1:]
+                     if t.shape[0] == oc else t.shape)
+            out.append((t, shape, 2 * math.ceil(t.bytes * share)))
+        return out
+
+    def weight_stage_bytes(self, part: Part) -> int:
+        return sum(n for _, _, n in self.weight_stages(part))
+
     # ----- one Plan in full --------------------------------------------------------------
     def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
         """The Plan for interval [start, end] under ``spec``, with every buffer and schedule.
@@ -290,7 +319,14 @@ class PlanGenerator:
             configs.append(TensorConfig(p.output.name, self.device.fm_region,
                                         self.device.fm_region, mode, buf_shape, nbytes))
             add(p, False)
-        return Plan(start, end, tuple(p.name for p in self.topo[start:end + 1]), out.name, spec,
+        parts = self.topo[start:end + 1]
+        widest = max(parts, key=lambda p: (self.weight_stage_bytes(p), -parts.index(p)))
+        for t, shape, nbytes in self.weight_stages(widest):
+            # the Plan's one weight staging double buffer, sized by its widest slice pair
+            configs.append(TensorConfig(t.name, self.device.weight_region, self.device.fm_region,
+                                        BufferMode.RECOMPUTE, shape, nbytes, double_buffer=True))
+            memory += nbytes
+        return Plan(start, end, tuple(p.name for p in parts), out.name, spec,
                     tuple(configs), tuple(reversed(schedules)), memory, cycles)
 
     def _windows(self, t: Tensor, cons: tuple[Part, ...], compute: dict
@@ -339,6 +375,8 @@ class PlanGenerator:
         h = granule if granule else max(1, math.floor(union.strides[axis]))
         h = min(h, _span(windows))
         rows, lo, hi = ring_rows(windows, h, t.shape[axis])
+        if hi <= lo:          # the consumer's windows all fall in padding: nothing to roll
+            return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
         n = -(-(hi - lo) // h)
         cfg = StripeConfig(
             tuple(h if a == axis else union.shape[a] for a in range(rank)), t.shape,
@@ -430,11 +468,12 @@ class PlanGenerator:
             groups.setdefault(key, ({sink.name: spec.stripe}, []))[1].extend(pts)
         groups = {k: (c, _pareto(p)) for k, (c, p) in groups.items()}
         members = [sink]
+        stage = self.weight_stage_bytes(sink)
         i = end
         while groups:
             for _, (_, points) in groups.items():
                 for mem, cyc, spec, copied in points:
-                    yield i, mem, cyc, (spec, copied)
+                    yield i, mem + stage, cyc, (spec, copied)
             i -= 1
             if i < min_start:
                 return
@@ -445,6 +484,7 @@ class PlanGenerator:
                     any(self.position[q.name] > end for q in cons):
                 return
             members.append(p)
+            stage = max(stage, self.weight_stage_bytes(p))
             open_parts = [q.name for q in members if any(
                 not x.is_constant and (self.graph.producer(x) is None or
                                        self.position[self.graph.producer(x).name] < i)

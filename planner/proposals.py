@@ -51,7 +51,8 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device) -> tuple[list[int],
         if home(t.name) != fm:
             continue
         cons = [pos[q.name] for q in graph.consumers(t)]
-        last = n if t.name in outputs else max(cons, default=made)
+        # a network input is in memory when the first Plan starts, read or not
+        last = n if t.name in outputs else max(cons, default=max(made, 0))
         # live for plans starting at i with made < i <= last
         if last > made:
             diff[made + 1] += t.bytes

@@ -951,6 +951,9 @@ SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted(_HANDLERS))
 
 
 def _check_compression(weight_compression: float) -> float:
+    if isinstance(weight_compression, bool):
+        raise PlannerError(f"weight_compression must be a number in (0, 1], got "
+                           f"{weight_compression!r}")
     try:
         wc = float(weight_compression)
     except (TypeError, ValueError):
@@ -987,9 +990,14 @@ def _run(build: Callable[[], PlannerGraph], where: str) -> PlannerGraph:
                            "the end of the data") from None
     except (IndexError, ValueError, TypeError, OverflowError,
             UnicodeDecodeError, MemoryError) as e:
-        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise PlannerError(f"{where}truncated or corrupt TFLite flatbuffer "
-                           f"({type(e).__name__}: {detail})") from None
+        text = str(e).splitlines()[0] if str(e) else ""
+        if text.startswith("bad number"):           # flatbuffers refusing a negative position
+            detail = "an offset points outside the data"
+        elif "smaller than requested size" in text:  # numpy.frombuffer past the end
+            detail = "a vector runs past the end of the data"
+        else:
+            detail = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        raise PlannerError(f"{where}truncated or corrupt TFLite flatbuffer ({detail})") from None
 
 
 def graph_from_tflite_model(model: "_tflite_t.Model", *, weight_compression: float = 1.0,
@@ -1023,8 +1031,13 @@ def load_tflite(source: ModelSource, *, weight_compression: float = 1.0,
             names the operator and its index, or what is wrong with the file.
     """
     wc = _check_compression(weight_compression)
+    if name is not None and not isinstance(name, str):
+        raise PlannerError(f"name must be a str or None, got {type(name).__name__}")
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, where = bytes(source), ""
+    elif not isinstance(source, (str, os.PathLike)):
+        raise PlannerError(f"source must be a path or the file's bytes, got "
+                           f"{type(source).__name__}")
     else:
         path = os.fspath(source)
         try:

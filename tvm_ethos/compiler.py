@@ -142,9 +142,13 @@ class CompiledModel:
                 "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
                 "runtime_options": self.runtime_options,
             }
+            with open(lib, "rb") as f:
+                lib_bytes = f.read()
+            # Deterministic bytes: fixed member order, timestamps and permissions, sorted
+            # JSON keys (rfcs/0006-reliability.md), so the same model compiles to the same file.
             with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
-                z.write(lib, _LIB)
-                z.writestr(_META, json.dumps(meta))
+                z.writestr(_zip_info(_LIB), lib_bytes)
+                z.writestr(_zip_info(_META), json.dumps(meta, sort_keys=True))
                 if self.program is not None:
                     z.writestr(_PROGRAM, self.program.to_json())
                     z.writestr(_CONSTANTS, self.program.constants_npz())
@@ -154,6 +158,14 @@ class CompiledModel:
 
     def __repr__(self):
         return f"<CompiledModel targets={self.targets!r} partition={self.partition_summary}>"
+
+
+def _zip_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED
+    info.create_system = 3                      # unix, whatever the host
+    info.external_attr = 0o644 << 16
+    return info
 
 
 def _flatten(res) -> list[np.ndarray]:

@@ -11,13 +11,14 @@ integer domain. ``tvm_ethos.patterns`` matches those regions back into quantized
 """
 from __future__ import annotations
 
+import numbers
 import os
 import re
 import struct
 from pathlib import Path
 from typing import Any
 
-from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
+from tvm_ethos.errors import ModelLoadError, OptionError, UnsupportedModelError
 
 TFLITE_MAGIC = b"TFL3"
 _TFLITE_SUFFIXES = {".tflite", ".tfl", ".lite"}
@@ -32,6 +33,7 @@ def load_model(path_or_module: Any, shape_dict: dict | None = None):
     (returned as is), an ``onnx.ModelProto``, a ``torch.export.ExportedProgram``, or a
     ``(torch.nn.Module, example_inputs)`` pair.
     """
+    shape_dict = _check_shape_dict(shape_dict)
     import tvm  # noqa: F401  (import cost paid only here)
 
     obj = path_or_module
@@ -60,6 +62,27 @@ def load_model(path_or_module: Any, shape_dict: dict | None = None):
         f"cannot import an object of type {type(obj).__name__}: pass a .tflite/.onnx/.pt2 path, "
         "the file's bytes, a tvm.IRModule, an onnx.ModelProto or a torch ExportedProgram"
     )
+
+
+def _check_shape_dict(shape_dict):
+    """``shape_dict``: None, or input name -> shape (positive ints); an OptionError otherwise."""
+    if shape_dict is None:
+        return None
+    if not isinstance(shape_dict, dict):
+        raise OptionError(f"option 'shape_dict': bad value of type {type(shape_dict).__name__}; "
+                          "allowed: None or a dict of input name -> shape, e.g. "
+                          "{'input': (1, 224, 224, 3)}")
+    out = {}
+    for key, shape in shape_dict.items():
+        if not isinstance(key, str):
+            raise OptionError(f"option 'shape_dict': key {key!r} is not an input name (a str)")
+        dims = list(shape) if isinstance(shape, (list, tuple)) else None
+        if dims is None or any(isinstance(d, bool) or not isinstance(d, numbers.Integral)
+                               or d < 1 for d in dims):
+            raise OptionError(f"option 'shape_dict': bad shape {shape!r} for input {key!r}; "
+                              "allowed: a list or tuple of integers >= 1")
+        out[key] = tuple(int(d) for d in dims)
+    return out
 
 
 def _load_bytes(data: bytes, name: str, suffix: str, shape_dict):
@@ -396,8 +419,8 @@ class _TfliteChecker:
             for k, i in enumerate(op.ints(20)):                  # intermediates
                 index(i, f"{what} intermediate {k}")
             opts = self.check_options(op, o, opname, where)
-            if opname in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-                self.check_conv(what, where, opname, opts, ins, infos)
+            if opname in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+                self.check_weighted(what, where, opname, opts, ins, infos)
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "
@@ -420,16 +443,16 @@ class _TfliteChecker:
                     "quantization parameters; tvm-ethos imports float models and fully "
                     "quantized (int8 / int16) models only")
 
-    def check_conv(self, what, where, opname, opts, ins, infos) -> None:
-        """What TVM's convolution converter asserts without a message."""
-        if len(ins) > 2 and ins[2] < 0:
+    def check_weighted(self, what, where, opname, opts, ins, infos) -> None:
+        """What TVM's convolution and fully-connected converters assert without a message."""
+        if len(ins) > 2 and ins[2] < 0 and opname != "FULLY_CONNECTED":
             raise self.unsupported(f"{where}{what} has an absent (-1) bias, which TVM's TFLite "
                                    "importer cannot convert")
         w = infos[ins[1]]
         if w[1] not in (0, 3, 9):
             raise self.unsupported(f"{where}{what}: weights are {_TFL_TYPES[w[1]][0]}; TVM's "
                                    "TFLite importer takes INT8, UINT8 or FLOAT32 weights")
-        if len(ins) > 2 and infos[ins[2]][1] not in (0, 2, 4):
+        if len(ins) > 2 and ins[2] >= 0 and infos[ins[2]][1] not in (0, 2, 4):
             raise self.unsupported(f"{where}{what}: bias is {_TFL_TYPES[infos[ins[2]][1]][0]}; "
                                    "TVM's TFLite importer takes INT32, INT64 or FLOAT32 bias")
         if opname == "DEPTHWISE_CONV_2D" and opts is not None:
@@ -624,6 +647,16 @@ def _import_tflite(data: bytes, name: str, shape_dict):
     except ImportError as err:  # pragma: no cover - tflite is a hard dependency
         raise UnsupportedModelError(f"{name}: TFLite import needs the 'tflite' package ({err})") from None
     model = _validate_tflite(data, name)
+    if shape_dict:
+        sg = model.Subgraphs(0)
+        inputs = []
+        for i in sg.InputsAsNumpy():
+            raw = sg.Tensors(int(i)).Name()
+            inputs.append(raw.decode("utf-8") if raw is not None else f"tvmgen_tensor_{i}")
+        for key in shape_dict:
+            if key not in inputs:
+                raise OptionError(f"option 'shape_dict': {key!r} is no input of {name}; its "
+                                  f"inputs are {', '.join(map(repr, inputs)) or '(none)'}")
     try:
         mod = from_tflite(model, shape_dict=shape_dict)
     except Exception as err:

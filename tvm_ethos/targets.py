@@ -63,6 +63,30 @@ def _convert(value: str):
         return value
 
 
+def _coerce(target: str, key: str, value, spec):
+    """The option's value with its default's type: text (a CLI's, or ``-key=value`` in a target
+    string) is read as inline options are; otherwise ``True`` is no ``tops`` (though
+    ``True == 1``) and ``2.0`` no ``ple_ratio``."""
+    default = spec.default
+    if default is None:
+        return value
+    want = bool if isinstance(default, bool) else int if isinstance(default, int) else \
+        float if isinstance(default, float) else str if isinstance(default, str) else None
+    if want is None:
+        return value
+    if isinstance(value, str) and want is not str:
+        value = _convert(value)
+    ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        allowed = (f"allowed values: {', '.join(map(str, spec.allowed))}" if spec.allowed
+                   else spec.help or f"a {want.__name__}")
+        raise OptionError(f"option {key!r} of target {target!r}: bad value {value!r} "
+                          f"({type(value).__name__}, expected {want.__name__}); {allowed}")
+    return value
+
+
 def parse_targets(target, options: dict | None = None, registry=None) -> TargetList:
     """Parse and validate a target list; ``options`` are routed to the target that declares them."""
     from tvm_ethos.backends.registry import get_registry
@@ -120,16 +144,22 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
             listing = "; ".join(f"{k}: {', '.join(v) or '(none)'}" for k, v in allowed.items())
             raise OptionError(f"unknown option {key!r} for targets {', '.join(s.backend_id for s in specs)}; allowed options: {listing}")
         for s in owners:
+            if key in s.options and s.options[key] != (
+                    _convert(value) if isinstance(value, str) else value):
+                raise OptionError(
+                    f"option {key!r} of target {s.backend_id!r} is given twice: "
+                    f"-{key}={s.options[key]} in the target string and {key}={value!r}")
             s.options[key] = value
     # validate and fill defaults
     for spec, backend in zip(specs, backends):
         schema = backend.options_schema()
-        for key, value in spec.options.items():
+        for key, value in list(spec.options.items()):
             if key not in schema:
                 raise OptionError(
                     f"unknown option {key!r} for target {spec.backend_id!r}; allowed options: "
                     f"{', '.join(sorted(schema)) or '(none)'}"
                 )
+            value = spec.options[key] = _coerce(spec.backend_id, key, value, schema[key])
             schema[key].check(spec.backend_id, key, value)
         for key, opt in schema.items():
             spec.options.setdefault(key, opt.default)

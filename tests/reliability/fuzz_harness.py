@@ -158,7 +158,6 @@ class Targets:
     # the harness' own test: misbehave on one case ------------------------------------------
     def _setup_selftest(self):
         self.expected["selftest"] = (ValueError,)
-        self.case_index = -1
         mode, _, index = os.environ.get("TVM_ETHOS_FUZZ_SELFTEST", "none:-1").partition(":")
         self._selftest = (mode, int(index))
 
@@ -396,6 +395,7 @@ class _Worker:
         self.current: tuple[str, int] | None = None
         self.last_beat = time.monotonic()
         self.results: list[dict] = []
+        self.started = 0
         self.buf = b""
         self.stderr_path = os.path.join(log_dir, f"worker{wid}-{start}.stderr")
         self.stderr = open(self.stderr_path, "wb")
@@ -420,6 +420,7 @@ class _Worker:
             self.last_beat = time.monotonic()
             if text.startswith("C ") or text.startswith("F "):
                 self.current = (text[0], int(text[2:]))
+                self.started += text[0] == "C"
             elif text.startswith("R ") or text.startswith("Q "):
                 self.results.append(json.loads(text[2:]))
                 self.current = None
@@ -456,11 +457,12 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
                  full_timeout: float = 60.0, full_budget: float = 0.0, deadline: float = 0.0,
                  watchdog: float = 30.0, mem_mb: int = 3072, save_dir: str | None = None,
                  long: bool = False, first: int = 0, max_restarts: int = 20,
-                 extra_args: tuple[str, ...] = ()) -> CampaignReport:
+                 startup: float = 180.0, extra_args: tuple[str, ...] = ()) -> CampaignReport:
     """Run cases ``first .. first + n_cases`` of ``campaign`` on ``workers`` processes.
 
     ``watchdog``: seconds without a heartbeat after which a worker is killed as hung (it must
-    exceed ``case_timeout`` and ``full_timeout``, which the worker enforces itself).
+    exceed ``case_timeout`` and ``full_timeout``, which the worker enforces itself);
+    ``startup``: the same before a worker's first heartbeat (imports, building the corpus).
     """
     report = CampaignReport(campaign, n_cases)
     log_dir = tempfile.mkdtemp(prefix="tvm_ethos_fuzzlog_")
@@ -468,7 +470,7 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
                  "--case-timeout", str(case_timeout), "--full-timeout", str(full_timeout),
                  "--full-budget", str(full_budget / max(workers, 1)), "--deadline", str(deadline),
                  "--mem-mb", str(mem_mb), *(["--long"] if long else []), *extra_args]
-    watchdog = max(watchdog, case_timeout + 5, (full_timeout + 5) if full_budget else 0)
+    watchdog = max(watchdog, case_timeout + 2, (full_timeout + 5) if full_budget else 0)
     bounds = [first + n_cases * k // workers for k in range(workers + 1)]
     live = [_Worker(base_args, bounds[k], bounds[k + 1], log_dir, k)
             for k in range(workers) if bounds[k + 1] > bounds[k]]
@@ -505,12 +507,13 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
                 live.append(_Worker(base_args, w.current[1] + 1, w.end, log_dir, w.wid))
         now = time.monotonic()
         for w in list(live):
-            if now - w.last_beat > watchdog:
+            limit = watchdog if w.current is not None or w.results else startup
+            if now - w.last_beat > limit:
                 live.remove(w)
                 w.kill()
                 for r in w.results:
                     report.merge(r)
-                detail = (f"no heartbeat for {watchdog:.0f} s (hang); stderr tail: "
+                detail = (f"no heartbeat for {limit:.0f} s (hang); stderr tail: "
                           f"{w.stderr_tail()!r}")
                 w.close()
                 restarts += 1
@@ -532,6 +535,8 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
 
 def _record(report, corpus, campaign, w, kind, detail, save_dir):
     phase, index = w.current
+    if not w.results:                  # the cases it finished before this one, unreported
+        report.cases += w.started - 1
     _, desc = corpus.case(campaign, index)
     saved = _save(save_dir, corpus, campaign, index, kind, desc, detail)
     report.failures.append(Failure(kind, index, desc + (" [full import]" if phase == "F" else ""),

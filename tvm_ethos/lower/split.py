@@ -175,8 +175,8 @@ def assign_backends(mod, report, host_id: str, cpu_ops=None) -> Assignment:
                     return got
         return None
 
-    # quantize follows its producer, dequantize its consumer; tuples / projections of host
-    # values stay with them; what only touches NPU results and inputs stays in main
+    # quantize follows its producer, dequantize its consumer; tuples, projections and aliases
+    # stay in main (split_main moves one into a segment when it sits inside that segment's run)
     for _ in range(2):
         for i in glue:
             if backends[i] is not None:
@@ -186,8 +186,6 @@ def assign_backends(mod, report, host_id: str, cpu_ops=None) -> Assignment:
                 backends[i] = consumer_backend(i) or producer_backend(i) or host_id
             elif op == "relax.quantize":
                 backends[i] = producer_backend(i) or consumer_backend(i) or host_id
-            else:
-                backends[i] = producer_backend(i)
     return Assignment(binds, backends, is_npu, set(sym2backend.values()))
 
 
@@ -217,8 +215,20 @@ def split_main(mod, assignment: Assignment):
             runs[current][1].append(i)
         elif is_npu[i]:
             current = None
-    # main emits each run's call where the run ends; main glue inside a run (it reads only
-    # inputs and NPU results) is emitted before that call
+    # main glue (tuples, projections, aliases) that reads a value of a run still open at its
+    # position joins that run; other main glue is emitted where it is, before the run's call
+    defined_at = {_key(b.var): i for i, b in enumerate(binds)}
+    for i, be in enumerate(backends):
+        if be is not None or is_npu[i]:
+            continue
+        for run in runs:
+            if run[1][0] < i < run[1][-1] and any(
+                defined_at.get(_key(v), -1) in run[1] for v in _vars_in(binds[i].value)
+            ):
+                run[1].append(i)
+                run[1].sort()
+                break
+    # main emits each run's call where the run ends
     seg_of = {}
     for r, (_be, idx) in enumerate(runs):
         for i in idx:
@@ -478,6 +488,42 @@ def _device_target(backend_id: str) -> str:
 
 
 # ---------------------------------------------------------------------------- building
+GPU_THREADS = 64
+
+
+def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
+    """Bind every stage of an exact integer kernel to GPU threads, one kernel per stage.
+
+    Why not dlight: its fallback rule inlines every injective stage into its consumer, and the
+    requantization stages read their input several times (the rounding nudge, the saturation
+    test), so the inlined expression grows exponentially with the chain (an ADD with its two
+    input rescales took 400 s in TVM's simplifier). Kept as stages, each is a plain kernel:
+    spatial loops fused and split into blocks of ``threads`` threads, reductions serial inside.
+    Intermediates between stages become global workspaces (``extract_opencl`` handles them).
+    """
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(prim)
+    root = sch.get_sblock("root")
+    for block in sch.get_child_blocks(root):
+        loops = sch.get_loops(block)
+        ivs = sch.get(block).iter_vars
+        spatial = []
+        for loop, iv in zip(loops, ivs):
+            if int(iv.iter_type) != 0:  # DataPar
+                break
+            spatial.append(loop)
+        if not spatial:
+            spatial = [sch.add_unit_loop(block)]
+            if loops:
+                sch.reorder(spatial[0], *loops)
+        fused = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+        bx, tx = sch.split(fused, [None, threads])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+
+
 def opencl_kernels(fused, program: NetworkProgram):
     """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (dlight schedules)."""
     from tvm_ethos.lower.gpu_pipeline import GPU_PIPELINE_NAME
@@ -490,8 +536,8 @@ def opencl_kernels(fused, program: NetworkProgram):
     for name in names:
         f = fused[name]
         if f.attrs is not None and "tirx.is_scheduled" in f.attrs:
-            # the exact integer kernels are unscheduled loops: let dlight schedule them for the GPU
-            f = f.without_attr("tirx.is_scheduled")
+            # an exact integer kernel: one GPU kernel per stage (dlight would inline the stages)
+            f = schedule_stages_for_gpu(f)
         prims[name] = f.with_attr("global_symbol", name)
     try:
         return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)

@@ -4,8 +4,8 @@
 ``<cache_dir>/<key>.tvmethos`` first and loads it; otherwise it compiles and stores the result
 there. The key is a SHA-256 over:
 
-* the model: the file's bytes (a path), the bytes themselves, or an IRModule's JSON form
-  (``tvm.ir.save_json``: structure and constants);
+* the model: the file's bytes (a path), the bytes themselves, or an IRModule's text plus the
+  bytes of every constant in it;
 * the parsed target list, every per-target option included (defaults filled in), and the other
   compile options that change what is built (runtime-only options - ``fallback_mode``,
   ``opencl_device``, ``misaligned``, ``max_requests`` - are applied at load and left out);
@@ -64,10 +64,40 @@ def model_digest(model) -> str:
         h.update(Path(model).read_bytes())
     elif isinstance(model, tvm.IRModule):
         h.update(b"irmodule:")
-        h.update(tvm.ir.save_json(model).encode())
+        _hash_irmodule(model, h)
     else:
         raise TypeError(f"cannot hash a model of type {type(model).__name__}")
     return h.hexdigest()
+
+
+def _hash_irmodule(mod, h) -> None:
+    """The module's text (without its metadata) and the bytes of every constant in it, in a
+    fixed order. (``tvm.ir.save_json`` and ``script(show_meta=True)`` crash on the frontend's
+    ``params`` attribute in TVM 0.27, so the constants are read one by one.)"""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    h.update(mod.script().encode())
+
+    def add_tensor(t):
+        a = np.ascontiguousarray(t.numpy())
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+
+    for gv, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+        if not isinstance(func, relax.Function):
+            continue
+        consts = []
+        relax.analysis.post_order_visit(
+            func, lambda e: consts.append(e) if isinstance(e, tvm.ir.expr.GenericConst) else None
+        )
+        for c in consts:
+            add_tensor(c.value)
+        params = func.attrs["params"] if func.attrs is not None and "params" in func.attrs else []
+        for t in params:
+            if hasattr(t, "numpy"):
+                add_tensor(t)
 
 
 def _plain(v):

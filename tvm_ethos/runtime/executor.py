@@ -569,12 +569,13 @@ class Executor:
             return t
         x = inf.caller_host[tid]
         plan = self.plans[tid]
-        if x.flags.c_contiguous and is_aligned(int(x.ctypes.data), CPU_ALIGNMENT):
+        if x.flags.c_contiguous and x.flags.writeable and is_aligned(int(x.ctypes.data), CPU_ALIGNMENT):
             inf.stats.io_bytes_imported += plan.nbytes
             arr = x
         else:
             why = (
                 "not C-contiguous" if not x.flags.c_contiguous
+                else "read-only (DLPack cannot share it)" if not x.flags.writeable
                 else f"address 0x{int(x.ctypes.data):x} is not a multiple of {CPU_ALIGNMENT} B"
             )
             if self.misaligned == "reject":
@@ -598,7 +599,10 @@ class Executor:
         plan = self.plans[tid]
         dev = self.device
         want_import = self.fallback_mode == "import" or (self.fallback_mode == "auto" and dev.info.import_preferred)
-        aligned = x.flags.c_contiguous and is_aligned(int(x.ctypes.data), dev.info.base_address_alignment)
+        aligned = (
+            x.flags.c_contiguous and x.flags.writeable
+            and is_aligned(int(x.ctypes.data), dev.info.base_address_alignment)
+        )
         if want_import and aligned:
             b = dev.import_host(x, misaligned="reject")
             inf.stats.io_bytes_imported += plan.nbytes
@@ -711,9 +715,14 @@ class Executor:
                 b = self._dev(slot, ("home", t))
                 self.device.begin_host_access(b, write=True)
                 mapped_out.append((t, b))
-        allocs = [slot.allocs[("home", t)] for t in sg.outputs if ("home", t) in slot.allocs]
-        for a in allocs:
-            a.begin_cpu_access(read=False, write=True)
+        # dma-buf: the CPU access bracket (DMA_BUF_IOCTL_SYNC) around every read and write
+        for t in sg.outputs:
+            if not self.plans[t].direct_output:
+                self._host(slot, ("home", t))
+        allocs = [(slot.allocs[("home", t)], False) for t in sg.inputs if ("home", t) in slot.allocs]
+        allocs += [(slot.allocs[("home", t)], True) for t in sg.outputs if ("home", t) in slot.allocs]
+        for a, w in allocs:
+            a.begin_cpu_access(read=not w, write=w)
         for st in sg.steps:
             args = []
             for a in st.args:
@@ -726,8 +735,8 @@ class Executor:
             args.extend(self._out_cpu(inf, o) for o in st.outs)
             self._funcs[st.func](*args)
             inf.stats.cpu_calls += 1
-        for a in allocs:
-            a.end_cpu_access(read=False, write=True)
+        for a, w in allocs:
+            a.end_cpu_access(read=not w, write=w)
         for b in accessed:
             self.device.end_host_access(b)
         for t, b in mapped_out:

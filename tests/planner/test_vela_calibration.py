@@ -1,0 +1,106 @@
+"""The cost model and the memory accounting against Vela 5.2.0, on the shipped small models.
+
+Runs Vela (two compilations per model and configuration: cascading disabled, and
+``--optimise Performance``) and compares every layer, matched to the planner's Parts from
+``load_tflite`` by the tensor each writes. The comparison and its choices are in
+``benchmarks/vs_vela.py`` and rfcs/0001-appendix-cost-model.md ("Calibration against Vela").
+The full table, MobileNetV1-224 included: ``.venv/bin/python benchmarks/vs_vela.py --layers``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.vs_vela import (CONFIGS, GOAL_MEDIAN, GOAL_TOTAL, SMALL_MODELS, calibrate,
+                                calibration_table, layer_by_layer, layer_table,
+                                vela_terms_peak)
+from planner.devices import get_device
+from planner.tflite import load_tflite
+from tvm_ethos.sweep import vela_available
+
+MODELS = Path(os.environ.get("TVM_ETHOS_MODELS",
+                             Path(__file__).resolve().parents[3] / "shared" / "models"))
+
+pytestmark = [
+    pytest.mark.skipif(not vela_available(),
+                       reason="Vela (ethos-u-vela 5.2.0) is not installed: pip install '.[vela]'"),
+    pytest.mark.skipif(not all((MODELS / f"{m}.tflite").exists() for m in SMALL_MODELS),
+                       reason=f"shipped models not found in {MODELS} (set TVM_ETHOS_MODELS)"),
+]
+
+CASES = [(m, c) for m in SMALL_MODELS for c in CONFIGS]
+
+
+@pytest.fixture(scope="module")
+def calibrations(tmp_path_factory):
+    work = tmp_path_factory.mktemp("vela")
+    out = {}
+    for model in SMALL_MODELS:
+        graph = load_tflite(MODELS / f"{model}.tflite")
+        for config in CONFIGS:
+            out[model, config] = (graph, calibrate(str(MODELS / f"{model}.tflite"), config,
+                                                   graph, work_dir=str(work)))
+    print("\n" + calibration_table([c for _, c in out.values()]))
+    return out
+
+
+@pytest.mark.parametrize("model,config", CASES)
+def test_every_part_matched_to_vela(calibrations, model, config):
+    """Every Part Vela computes has its layers; the Parts Vela makes free are reshapes."""
+    _, cal = calibrations[model, config]
+    for r in cal.rows:
+        assert (r.vela_npu > 0) == (r.kind != "reshape"), (r.part, r.kind)
+
+
+@pytest.mark.parametrize("model,config", CASES)
+def test_npu_cycles_meet_the_goal(calibrations, model, config):
+    """Vela's NPU cycles per layer (cascading off) against ``compute_cycles`` of the whole
+    output: median |error| <= 10 %, network total within 5 % (in fact: every layer within
+    2 %, totals within 0.1 %)."""
+    _, cal = calibrations[model, config]
+    s = cal.npu
+    assert s.median <= GOAL_MEDIAN and abs(s.total_error) <= GOAL_TOTAL, layer_table(cal)
+    assert s.worst <= 0.02 and abs(s.total_error) <= 0.001, layer_table(cal)
+
+
+@pytest.mark.parametrize("model,config", CASES)
+def test_vela_performance_schedule_is_unstriped(calibrations, model, config):
+    """The layer comparison needs Vela's Performance schedule to run every layer whole."""
+    _, cal = calibrations[model, config]
+    assert cal.striped == []
+
+
+@pytest.mark.parametrize("model,config", CASES)
+def test_layer_cycles(calibrations, model, config):
+    """Vela's Op Cycles against the planner's ``part_cost`` of one whole-output stripe, judged
+    on the Vela schedule whose dominant terms are the planner's (Performance on the U55,
+    cascading disabled on the U65; see ``benchmarks/vs_vela.py``). The goal holds on
+    ethos-u55-128 and ethos-u65-256. On ethos-u55-256 Vela finds layers bound by SRAM
+    bandwidth where the planner does not (it re-reads IFM blocks and the SRAM-buffered
+    weights for every OFM block; the planner moves each once), which costs up to 11 % median
+    and 8 % total on these models: that is the bound kept there, to catch regressions."""
+    _, cal = calibrations[model, config]
+    s = cal.layer
+    if config == "ethos-u55-256":
+        assert s.median <= 0.15 and abs(s.total_error) <= 0.10, layer_table(cal)
+    else:
+        assert s.median <= GOAL_MEDIAN and abs(s.total_error) <= GOAL_TOTAL, layer_table(cal)
+
+
+@pytest.mark.parametrize("model,config", CASES)
+def test_layer_by_layer_memory_in_vela_terms(calibrations, model, config):
+    """The planner's peak without cascading, counted as Vela allocates (NHCWB16 channels
+    rounded to 16, 16-byte alignment), is exactly Vela's "SRAM used" with cascading off. Vela's
+    Performance figure adds its weight buffers: at most those of two consecutive operations
+    (it prefetches the next one's)."""
+    graph, cal = calibrations[model, config]
+    device = get_device(config)
+    lbl = layer_by_layer(graph, device)
+    ours = vela_terms_peak(graph, device, lbl)
+    assert ours == cal.vela_sram_no_cascade
+    extra = cal.vela_sram_performance - ours
+    pairs = [a + b for a, b in zip(cal.weight_buffers, cal.weight_buffers[1:])]
+    assert 0 < extra <= max(pairs), (extra, cal.weight_buffers)
+    assert vela_terms_peak(graph, device, lbl, align=1, brick=1) == lbl.memory_bytes

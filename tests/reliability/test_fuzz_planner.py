@@ -1,0 +1,127 @@
+"""Planner fuzzing (issue 8): random graphs, devices, options and budgets.
+
+For every drawn case the planner either raises the documented ``PlannerError`` (only for a
+budget below the smallest Proposal's memory) or returns a Proposal that
+
+* fits the budget and is the fastest frontier point that does,
+* covers every Part exactly once, its cycles the sum of its Plans',
+* needs exactly the memory the stripe-by-stripe simulator measures (peak and per Plan).
+
+The same checks run on the frontier's smallest-memory Proposal. Any other exception fails.
+``PLANNER_FUZZ_EXAMPLES`` sets the number of examples (default 300; CI derandomizes them).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from planner.api import plan
+from planner.errors import PlannerError
+from planner.proposals import Proposal, ProposalSearch
+from planner.simulate import simulate
+from tests.reliability.planner_strategies import (BUDGETS, DEVICES, device, planner_graphs,
+                                                  planner_options)
+
+EXAMPLES = int(os.environ.get("PLANNER_FUZZ_EXAMPLES", "300"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.environ.get("CI")),
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                       HealthCheck.data_too_large])
+
+
+def check_proposal(graph, dev, proposal: Proposal, budget: int | None) -> None:
+    """The invariants of one returned Proposal (AssertionError naming the broken one)."""
+    counts = collections.Counter(name for p in proposal.plans for name in p.parts)
+    names = [p.name for p in graph.parts]
+    missing = [n for n in names if counts[n] == 0]
+    twice = [n for n, c in counts.items() if c > 1]
+    unknown = [n for n in counts if n not in set(names)]
+    assert not (missing or twice or unknown), \
+        f"parts missing {missing}, in two plans {twice}, unknown {unknown}"
+    if budget is not None:
+        assert proposal.memory_bytes <= budget, (proposal.memory_bytes, budget)
+    assert sum(p.cycles for p in proposal.plans) == proposal.cycles
+    sim = simulate(graph, dev, proposal)
+    assert list(sim.plan_bytes) == [p.memory_bytes for p in proposal.plans], \
+        (sim.plan_bytes, [p.memory_bytes for p in proposal.plans])
+    assert sim.peak_bytes == proposal.memory_bytes, (sim.peak_bytes, proposal.memory_bytes)
+
+
+def _budget(spec, front) -> int | None:
+    if spec is None:
+        return None
+    kind, x = spec
+    mems = [m for m, _ in front]
+    if kind == "point":
+        return mems[min(int(x * len(mems)), len(mems) - 1)]
+    if kind == "between":
+        k = min(int(x * len(mems)), len(mems) - 1)
+        hi = mems[k + 1] if k + 1 < len(mems) else mems[k] + 4096
+        return (mems[k] + hi) // 2
+    return {"below": mems[0] - 1, "zero": 0, "huge": 1 << 40}[kind]
+
+
+@FUZZ
+@given(graph=planner_graphs(), dev_name=st.sampled_from(DEVICES),
+       io=st.sampled_from(("sram", "dram")), options=planner_options(), budget_spec=BUDGETS,
+       as_text=st.booleans())
+def test_planner_fuzz(graph, dev_name, io, options, budget_spec, as_text):
+    dev = device(dev_name, io)
+    event(f"parts: {len(graph.parts) // 3 * 3}-{len(graph.parts) // 3 * 3 + 2}")
+    event(f"kinds: {len({p.kind for p in graph.parts})} distinct")
+    search = ProposalSearch(graph, dev, options, workers=1)
+    event(f"frontier points: {'1' if len(search.frontier) == 1 else '2-9' if len(search.frontier) < 10 else '10+'}")
+    front = search.frontier
+    assert front, "empty frontier"
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(front, front[1:])), front
+    check_proposal(graph, dev, search.proposal(0), None)
+    assert search.proposal(0).memory_bytes == front[0][0]
+
+    budget = _budget(budget_spec, front)
+    arg = budget if budget is None or not as_text else str(budget)   # "123" parses as bytes
+    try:
+        result = plan(graph, dev, budget=arg, options=options)
+    except PlannerError as e:
+        assert budget is not None and budget < front[0][0], f"unexpected PlannerError: {e}"
+        assert str(front[0][0]) in str(e) and "\n" not in str(e)
+        event("budget infeasible")
+        return
+    assert budget is None or budget >= front[0][0]
+    fits = [c for m, c in front if budget is None or m <= budget]
+    assert result.chosen.cycles == min(fits)
+    assert result.frontier == front
+    check_proposal(graph, dev, result.chosen, budget)
+
+
+# ------------------------------------------------------------------ the checker can fail
+def test_check_proposal_catches_broken_proposals():
+    from tests.planner.simple_device import simple_device
+    from tests.reliability.planner_strategies import planner_graphs as _g  # noqa: F401
+    from planner import parts
+    from planner.graph import GraphBuilder
+
+    b = GraphBuilder("t")
+    x = b.input("x", (1, 16, 16, 4))
+    for k in range(4):
+        x = b.add(parts.conv2d(f"c{k}", x, 4, 3, padding=1))
+    g = b.build()
+    dev = simple_device()
+    search = ProposalSearch(g, dev, workers=1)
+    good = search.proposal(0)
+    check_proposal(g, dev, good, good.memory_bytes)
+    assert len(good.plans) >= 2
+    broken = [
+        (Proposal(good.plans[1:], good.memory_bytes, good.cycles), "missing"),
+        (Proposal(good.plans + good.plans[:1], good.memory_bytes, good.cycles), "two plans"),
+        (dataclasses.replace(good, memory_bytes=good.memory_bytes - 1), None),
+        (dataclasses.replace(good, cycles=good.cycles + 1), None),
+    ]
+    for prop, needle in broken:
+        with pytest.raises(AssertionError, match=needle):
+            check_proposal(g, dev, prop, None)
+    with pytest.raises(AssertionError):
+        check_proposal(g, dev, good, good.memory_bytes - 1)
