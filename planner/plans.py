@@ -166,47 +166,43 @@ class PlanGenerator:
         their home, or copied once to SRAM when ``weights == "sram"`` and it runs more than
         one stripe)."""
         sig = self._signature(part)
-        key = (sig, stripe, weights)
-        hit = self._cost_cache.get(key)
-        if hit is not None:
-            return hit
-        copy_weights = weights == "sram" and stripe.total_stripes > 1
-        total = 0
-        for shape, n in sorted(stripe.count_stripes().items()):
-            if 0 not in shape:
-                total += n * self._stripe_cycles(part, sig, shape, copy_weights)
-        if copy_weights:
-            for _, t in part.constant_inputs:
-                total += self.weight_home.read_cycles(t.bytes)
-        self._cost_cache[key] = total
-        return total
+        key = (sig, stripe)
+        both = self._cost_cache.get(key)
+        if both is None:
+            streamed = copied = 0
+            for shape, n in sorted(stripe.count_stripes().items()):
+                if 0 not in shape:
+                    f, c = self._stripe_cycles(part, sig, shape)
+                    streamed += n * f
+                    copied += n * c
+            copied += sum(self.weight_home.read_cycles(t.bytes) for _, t in part.constant_inputs)
+            both = self._cost_cache[key] = (streamed, copied)
+        return both[1] if weights == "sram" and stripe.total_stripes > 1 else both[0]
 
-    def _stripe_cycles(self, part: Part, sig, shape: tuple[int, ...], copy_weights: bool
-                       ) -> int:
-        """One stripe: compute overlapped with the transfers on each memory port (the NPU's
-        DMA runs beside its MACs), whichever is longer, plus the per-stripe overhead."""
-        key = (sig, shape, copy_weights)
+    def _stripe_cycles(self, part: Part, sig, shape: tuple[int, ...]) -> tuple[int, int]:
+        """One stripe with weights streamed from their home and with weights in SRAM: compute
+        overlapped with the transfers on each memory port (the NPU's DMA runs beside its
+        MACs), whichever is longer, plus the per-stripe overhead."""
+        key = (sig, shape)
         hit = self._shape_cache.get(key)
         if hit is not None:
             return hit
-        w_region = self.fm if copy_weights else self.weight_home
         ports: dict[str, int] = {}
+        weights = []
         for t, prop in zip(part.inputs, part.propagators):
             win = tuple(min(max(1, math.ceil(x)), e)
                         for x, e in zip(prop.apply_shape(shape), t.shape))
             nbytes = t.region_bytes(win)
-            # weights go to the NPU as one encoded stream; a feature-map window is as many
-            # bursts as it has contiguous runs
-            rows = 1 if t.is_constant else contiguous_runs(win, t.shape)
             if t.is_constant:
-                region = w_region
-            else:
-                region = self.fm
-                if self.staged(t):
-                    d = self.io
-                    ports[d.port_name] = ports.get(d.port_name, 0) + d.read_cycles(nbytes, rows)
-            ports[region.port_name] = ports.get(region.port_name, 0) + \
-                region.read_cycles(nbytes, rows)
+                weights.append(nbytes)   # one encoded stream, placed below
+                continue
+            # a feature-map window is as many bursts as it has contiguous runs
+            rows = contiguous_runs(win, t.shape)
+            if self.staged(t):
+                d = self.io
+                ports[d.port_name] = ports.get(d.port_name, 0) + d.read_cycles(nbytes, rows)
+            ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
+                self.fm.read_cycles(nbytes, rows)
         out_bytes = part.output.region_bytes(shape)
         out_rows = contiguous_runs(shape, part.output.shape)
         ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
@@ -215,10 +211,15 @@ class PlanGenerator:
             ports[self.io.port_name] = ports.get(self.io.port_name, 0) + \
                 self.io.write_cycles(out_bytes, out_rows)
         compute = part.performance(self.device.perf, shape)
-        cycles = max(compute, max(ports.values())) + \
-            self.device.perf.stripe_overhead_cycles(part)
-        self._shape_cache[key] = cycles
-        return cycles
+        overhead = self.device.perf.stripe_overhead_cycles(part)
+        out = []
+        for region in (self.weight_home, self.fm):
+            p = dict(ports)
+            for nbytes in weights:
+                p[region.port_name] = p.get(region.port_name, 0) + region.read_cycles(nbytes)
+            out.append(max(compute, max(p.values())) + overhead)
+        self._shape_cache[key] = hit = (out[0], out[1])
+        return hit
 
     def _signature(self, part: Part):
         """Parts that cost the same whatever their names (repeated blocks share costs)."""
