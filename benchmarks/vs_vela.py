@@ -312,14 +312,17 @@ def vela_bytes(tensor, shape, nhwc: set[str], align: int = VELA_ALIGNMENT,
 
 
 def vela_terms_peak(graph: PlannerGraph, device, proposal: Proposal,
-                    align: int = VELA_ALIGNMENT, brick: int = BRICK_DEPTH) -> int:
+                    align: int = VELA_ALIGNMENT, brick: int = BRICK_DEPTH,
+                    weight_staging: bool = True) -> int:
     """Peak SRAM of ``proposal`` counted as Vela counts "SRAM used".
 
     The same live set as the planner's (``proposals.live_boundary_bytes``: every feature map
     in the feature-map region from its producer's Plan to its last reader's, network inputs and
     outputs included when they live there, plus each Plan's buffers: cascade intermediates,
     staging rings, weight copies), with each allocation sized as Vela sizes it
-    (:func:`vela_bytes`). ``align=1, brick=1`` gives the planner's own figure."""
+    (:func:`vela_bytes`). ``align=1, brick=1`` gives the planner's own figure;
+    ``weight_staging=False`` leaves out each Plan's weight staging double buffer (Vela with
+    cascading off reads weights straight from flash and allocates none)."""
     nhwc = nhwc_tensors(graph)
     topo = graph.topological_parts()
     n = len(topo)
@@ -355,6 +358,8 @@ def vela_terms_peak(graph: PlannerGraph, device, proposal: Proposal,
             if tc.tensor == plan.output and tc.copy_region == tc.home_region:
                 continue  # the Plan's output in its home: counted as ``own``
             t = tensors[tc.tensor]
+            if not weight_staging and t.is_constant and tc.double_buffer:
+                continue
             raw = t.region_bytes(tc.buffer_shape)
             copies = round(tc.buffer_bytes / raw) if raw else 1
             buffers += copies * size(t, tc.buffer_shape)

@@ -133,11 +133,16 @@ class StripeConfig:
             else:
                 order.append(self.order[j])
                 stripes.append(self.stripes[j])
-            if j is not None and self.stripes[j] > 1 and prop.linear(i, j) > 0 and not (
-                    _is_int(self.offset[j]) and _is_int(self.strides[j])):
+            if j is None or prop.linear(i, j) <= 0:
+                continue
+            lin = prop.linear(i, j)
+            if self.stripes[j] == 1 and not _is_int(self.offset[j]):
+                # one stripe: it really starts at floor(offset); propagate from there
+                offset[i] = offset[i] - lin * (self.offset[j] - _floor(self.offset[j]))
+            elif self.stripes[j] > 1 and not (_is_int(self.offset[j]) and
+                                              _is_int(self.strides[j])):
                 # Stripe positions are floored; scaled by L a floored start can sit up to L
                 # below the scaled exact start, so the window starts L earlier and is L longer.
-                lin = prop.linear(i, j)
                 offset[i] = offset[i] - lin
                 raw_shape[i] = raw_shape[i] + lin
         shape = tuple(max(1, _ceil(x)) for x in raw_shape)

@@ -16,7 +16,7 @@ FORMAT_VERSION = 1
 _META = "meta.json"
 _LIB = "model.so"
 _PROGRAM = "program.json"
-_CONSTANTS = "constants.npz"
+_CONSTANTS = "constants.bin"
 #: Options of the executor (applied when a model is loaded, not part of what is compiled).
 RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests")
 
@@ -149,9 +149,9 @@ class CompiledModel:
             with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
                 z.writestr(_zip_info(_LIB), lib_bytes)
                 z.writestr(_zip_info(_META), json.dumps(meta, sort_keys=True))
-                if self.program is not None:
-                    z.writestr(_PROGRAM, self.program.to_json())
-                    z.writestr(_CONSTANTS, self.program.constants_npz())
+                if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
+                    z.writestr(_zip_info(_PROGRAM), self.program.to_json())
+                    z.writestr(_zip_info(_CONSTANTS), self.program.constants_blob())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return path

@@ -76,11 +76,12 @@ def _check_shape_dict(shape_dict):
     for key, shape in shape_dict.items():
         if not isinstance(key, str):
             raise OptionError(f"option 'shape_dict': key {key!r} is not an input name (a str)")
-        dims = list(shape) if isinstance(shape, (list, tuple)) else None
+        dims = None if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__") \
+            else list(shape)
         if dims is None or any(isinstance(d, bool) or not isinstance(d, numbers.Integral)
                                or d < 1 for d in dims):
             raise OptionError(f"option 'shape_dict': bad shape {shape!r} for input {key!r}; "
-                              "allowed: a list or tuple of integers >= 1")
+                              "allowed: a sequence of integers >= 1")
         out[key] = tuple(int(d) for d in dims)
     return out
 
@@ -690,6 +691,8 @@ def _one_line(err: BaseException, last: bool = True) -> str:
     lines = [ln.strip() for ln in str(err).strip().splitlines()
              if ln.strip() and not ln.strip().startswith(("# Metadata omitted", "==>"))]
     text = (lines[-1] if last else " ".join(lines)) if lines else ""
+    # TVM's ICHECK text: "Check failed: pb->value != 0 (0 vs. 0) : Divide by zero" -> the reason
+    text = re.sub(r"^.*Check failed: .*? : (?=\S)", "", text)
     # "In ir.Op(span=None, ..., name=\"relax.add\", ...), the first ..." -> "relax.add: the first ..."
     text = re.sub(r'In ir\.Op\(.*?name="([\w.]+)".*?support_level=\d+\),\s*', r"\1: ", text)
     if len(text) > 300:
@@ -717,6 +720,33 @@ def _import_onnx(data_or_model, name: str, shape_dict):
         except Exception as err:
             raise ModelLoadError(f"{name}: not a valid ONNX model: {_one_line(err, last=False)}") \
                 from None
+        # the checker lets undefined element types through; TVM's importer then fails on a
+        # KeyError of the type's number
+        known = set(onnx.TensorProto.DataType.values())
+        g = model.graph
+        for t in g.initializer:
+            if t.data_type not in known or t.data_type == 0:
+                raise ModelLoadError(f"{name}: not a valid ONNX model: initializer {t.name!r} "
+                                     f"has data type {t.data_type}, which ONNX does not define")
+        for v in list(g.input) + list(g.output) + list(g.value_info):
+            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type not in known:
+                raise ModelLoadError(f"{name}: not a valid ONNX model: {v.name!r} has element "
+                                     f"type {v.type.tensor_type.elem_type}, which ONNX does not "
+                                     "define")
+        # window attributes the checker does not range-check (TVM divides by them)
+        for k, node in enumerate(g.node):
+            if node.op_type not in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"):
+                continue
+            for a in node.attribute:
+                bad = (a.name in ("strides", "dilations", "kernel_shape") and
+                       any(v < 1 for v in a.ints)) or \
+                    (a.name in ("pads", "output_padding") and any(v < 0 for v in a.ints)) or \
+                    (a.name == "group" and a.i < 1)
+                if bad:
+                    value = a.i if a.name == "group" else list(a.ints)
+                    raise ModelLoadError(f"{name}: not a valid ONNX model: node {k} "
+                                         f"({node.op_type} {node.name!r}): {a.name} {value} is "
+                                         "out of range")
     else:
         model = data_or_model
     try:

@@ -240,6 +240,7 @@ def worker_main(argv: list[str]) -> int:
     ap.add_argument("--deadline", type=float, default=0.0,
                     help="stop taking new cases after this many seconds (0: no limit)")
     ap.add_argument("--mem-mb", type=int, default=3072)
+    ap.add_argument("--tmpdir", default=None, help="scratch files (default: a new temp dir)")
     a = ap.parse_args(argv)
 
     import faulthandler
@@ -253,7 +254,14 @@ def worker_main(argv: list[str]) -> int:
     signal.signal(signal.SIGALRM, _on_alarm)
     t_setup = time.perf_counter()
     corpus = _corpus(a.corpus, a.long)
-    tmp = tempfile.mkdtemp(prefix="tvm_ethos_fuzz_")
+    if a.tmpdir:
+        tmp = a.tmpdir
+        os.makedirs(tmp, exist_ok=True)
+    else:
+        import atexit
+        import shutil
+        tmp = tempfile.mkdtemp(prefix="tvm_ethos_fuzz_")
+        atexit.register(shutil.rmtree, tmp, True)
     targets = Targets([t for t in a.targets.split(",") if t], tmp)
     setup_s = time.perf_counter() - t_setup
     counts: dict[str, Counter] = defaultdict(Counter)
@@ -401,7 +409,8 @@ class _Worker:
         self.stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.fuzz_harness", "worker", *args,
-             "--start", str(start), "--count", str(end - start)],
+             "--start", str(start), "--count", str(end - start),
+             "--tmpdir", os.path.join(log_dir, f"tmp{wid}-{start}")],
             stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT, env=_env())
 
     def stderr_tail(self, n: int = 1500) -> str:
@@ -525,6 +534,8 @@ def run_campaign(n_cases: int, *, campaign: int = 0, workers: int = 2, corpus: s
                 if restarts <= max_restarts and w.current[0] == "C" and w.current[1] + 1 < w.end:
                     live.append(_Worker(base_args, w.current[1] + 1, w.end, log_dir, w.wid))
     report.wall_s = time.perf_counter() - t0
+    import shutil
+    shutil.rmtree(log_dir, ignore_errors=True)      # what mattered is in the failures' details
     for f in report.failures:
         if f.kind == "violation" and f.saved is None and save_dir:
             local_corpus = local_corpus or _corpus(corpus, long)

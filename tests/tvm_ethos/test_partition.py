@@ -112,10 +112,11 @@ def test_unscheduled_primfuncs_exposed():
 
 
 def test_opencl_host_seam():
-    """'<npu>,opencl' compiles; the opencl backend builds its kernels for llvm until the
-    OpenCL executor lands (OpenclBackend.build_target)."""
+    """'<npu>,opencl' compiles; the opencl subgraph's kernels run through PyOpenCL (the Relax VM
+    executable keeps an llvm build of them: OpenclBackend.build_target)."""
     rs = np.random.RandomState(9)
     model = tb.conv2d(rs, kernel=(9, 3))  # too tall for Ethos-N: goes to the host backend
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-n,opencl")
     assert cm.partition_summary == {"opencl": 1}
+    assert [sg.device for sg in cm.program.subgraphs] == ["opencl"]
     assert_bit_exact(cm, model, n_inputs=2)

@@ -129,8 +129,9 @@ def resolve_cache_dir(option) -> str | None:
     if option is False or option == "":
         return None
     if option is not None:
-        return os.fspath(option)
-    return os.environ.get(CACHE_ENV_VAR) or None
+        return os.path.expanduser(os.fspath(option))
+    env = os.environ.get(CACHE_ENV_VAR)
+    return os.path.expanduser(env) if env else None
 
 
 def entry_path(cache_dir: str, key: str) -> str:

@@ -1,19 +1,21 @@
 """What a compiled network is to the executor: tensors, constants and subgraphs, as plain data.
 
 Written by the compiler (``tvm_ethos.lower.split.read_program``), saved with the model
-(``program.json`` + ``constants.npz``), read by :class:`~tvm_ethos.runtime.executor.Executor`.
+(``program.json`` + ``constants.bin``: the constants back to back, 64 B aligned, their dtype /
+shape / offset in the JSON - byte-identical from run to run, unlike an ``.npz`` whose inner zip
+carries timestamps), read by :class:`~tvm_ethos.runtime.executor.Executor`.
 No TVM objects: kernels are named by symbol (found in the model's library, or in the OpenCL
 module spec).
 """
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 PROGRAM_VERSION = 1
+CONSTANT_ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
@@ -124,16 +126,30 @@ class NetworkProgram:
                     for s in self.subgraphs
                 ],
                 "opencl": self.opencl.to_json() if self.opencl is not None else None,
+                "constants": self._constant_index(),
             }
         )
 
-    def constants_npz(self) -> bytes:
-        buf = io.BytesIO()
-        np.savez(buf, **{f"c{i}": c for i, c in enumerate(self.constants)})
-        return buf.getvalue()
+    def _constant_index(self) -> list:
+        out, off = [], 0
+        for c in self.constants:
+            off = -(-off // CONSTANT_ALIGNMENT) * CONSTANT_ALIGNMENT
+            out.append([off, str(c.dtype), list(c.shape)])
+            off += c.nbytes
+        return out
+
+    def constants_blob(self) -> bytes:
+        """All constants back to back (64 B aligned), in the order of the JSON index."""
+        parts, off = [], 0
+        for (start, _dt, _shape), c in zip(self._constant_index(), self.constants):
+            parts.append(b"\0" * (start - off))
+            raw = np.ascontiguousarray(c).tobytes()
+            parts.append(raw)
+            off = start + len(raw)
+        return b"".join(parts)
 
     @staticmethod
-    def from_json(text: str, constants_npz: bytes | None = None) -> "NetworkProgram":
+    def from_json(text: str, constants_blob: bytes | None = None) -> "NetworkProgram":
         d = json.loads(text)
         if d.get("version") != PROGRAM_VERSION:
             raise ValueError(f"program version {d.get('version')}, this tvm-ethos reads {PROGRAM_VERSION}")
@@ -146,9 +162,12 @@ class NetworkProgram:
             for s in d["subgraphs"]
         ]
         consts: list = []
-        if constants_npz:
-            with np.load(io.BytesIO(constants_npz)) as z:
-                consts = [np.ascontiguousarray(z[f"c{i}"]) for i in range(len(z.files))]
+        for off, dt, shape in d.get("constants", []):
+            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+            if constants_blob is None or off + n > len(constants_blob):
+                raise ValueError("constants.bin is missing or shorter than its index")
+            consts.append(np.frombuffer(constants_blob, dtype=dt, count=n // np.dtype(dt).itemsize, offset=off)
+                          .reshape(shape).copy())
         opencl = None
         if d.get("opencl"):
             from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
