@@ -278,7 +278,7 @@ def _plan_run(args) -> int:
     if args.sweep_budget is None:
         if args.scheduler is not None:
             raise CliError("--scheduler distributes a budget sweep; give --sweep-budget")
-        budget = None if args.budget is None else parse_size(args.budget)
+        budget = None if args.budget is None else parse_size(args.budget, "--budget")
         several = len(args.models) * len(devices) > 1
         for model in args.models:
             for device in devices:
@@ -305,7 +305,9 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
         elapsed = time.perf_counter() - t0
     g, front = result.graph, result.frontier
     print(f"{g.name}: {len(g.parts)} parts on {device} (io in {io_region}); "
-          f"{result.plan_candidates:,} plan candidates costed in {elapsed:.2f} s")
+          f"{result.plan_candidates:,} plan candidates")
+    # timing varies run to run: stderr, so the report on stdout stays byte-identical
+    print(f"planned in {elapsed:.2f} s", file=sys.stderr)
     print(f"frontier: {len(front)} proposals from {front[0][0] / 1024:.1f} KiB to "
           f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index} "
           + (f"(fastest within {budget:,} B)" if budget is not None else "(fastest)"))

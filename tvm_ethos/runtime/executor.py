@@ -346,7 +346,6 @@ class Executor:
         self.memory = FallbackMemoryManager(allocators)
         self.activations = MallocAllocator()
         self._device_allocations = 0
-        self._device_live = 0
         self.capabilities = self._capabilities(capabilities or {}, registry)
         self.plans = self._plan()
         self.edge_report = EdgeReport(
