@@ -306,8 +306,8 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
     g, front = result.graph, result.frontier
     print(f"{g.name}: {len(g.parts)} parts on {device} (io in {io_region}); "
           f"{result.plan_candidates:,} plan candidates")
-    # timing varies run to run: stderr, so the report on stdout stays byte-identical
-    print(f"planned in {elapsed:.2f} s", file=sys.stderr)
+    if progress:   # timing varies run to run: stderr, so stdout stays byte-identical
+        print(f"planned in {elapsed:.2f} s", file=sys.stderr)
     print(f"frontier: {len(front)} proposals from {front[0][0] / 1024:.1f} KiB to "
           f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index} "
           + (f"(fastest within {budget:,} B)" if budget is not None else "(fastest)"))

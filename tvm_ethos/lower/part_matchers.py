@@ -43,6 +43,7 @@ from tvm.ir import Range
 
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
+from planner.tflite import _vela_layouts
 from tvm_ethos.errors import CompileError
 
 FEATURE_MAP_DTYPES = ("int8", "uint8", "int16")
@@ -231,6 +232,7 @@ class MatchedPart:
     access: list[AccessMap]              # derived access maps, same order
     layer: object = None                 # the lowering's QOp, when known
     window: dict = field(default_factory=dict)  # kernel/strides/dilation/padding when windowed
+    const_perm: dict = field(default_factory=dict)  # constant name -> planner axis i = TE axis
 
     @property
     def reductions(self) -> list[te.Tensor]:
@@ -438,10 +440,10 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
     tensors: dict[str, Tensor] = {}
     te_of: dict[str, te.Tensor] = {}
 
-    def ptensor(t) -> Tensor:
+    def ptensor(t, shape=None) -> Tensor:
         n = _name(t)
         if n not in tensors:
-            tensors[n] = Tensor(n, tuple(int(s) for s in t.shape), str(t.dtype),
+            tensors[n] = Tensor(n, shape or tuple(int(s) for s in t.shape), str(t.dtype),
                                 is_constant=n in const_names)
             te_of[n] = t
         return tensors[n]
@@ -469,22 +471,86 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
         ins = acts + cons
         out_shape = tuple(int(s) for s in r.shape)
         out_vars = [iv.var.name for iv in r.op.axis]
-        maps, props = [], []
+        maps = []
         for x in ins:
             shape = tuple(int(s) for s in x.shape)
-            m = _merge(_compose(r, by_name, x) or [AccessMap([None] * len(shape), {})], shape)
-            maps.append(m)
-            props.append(m.propagator(out_vars, shape))
+            maps.append(_merge(_compose(r, by_name, x) or [AccessMap([None] * len(shape), {})],
+                               shape))
         layer = layer_of.get(_name(r))
         kind, attrs, window = _classify(r, stages, ins, acts, maps, layer, const_names)
-        part = Part(_part_name(r, layer_of), kind, tuple(ptensor(x) for x in ins), ptensor(r),
-                    tuple(props), attrs)
-        parts.append(MatchedPart(part, r, stages, ins, maps, layer, window or {}))
-    graph = PlannerGraph(tuple(mp.part for mp in parts),
-                         tuple(ptensor(t) for t in inputs),
-                         tuple(ptensor(t) for t in lowered.outputs),
+        perms, ptensors, props = {}, [], []
+        for x, m in zip(ins, maps):
+            shape = tuple(int(s) for s in x.shape)
+            prop = m.propagator(out_vars, shape)
+            if _name(x) in const_names:
+                perm = _const_layout(kind, m, out_vars, shape)
+                perms[_name(x)] = perm
+                prop = _permute_rows(prop, perm)
+                ptensors.append(ptensor(x, tuple(shape[a] for a in perm)))
+            else:
+                ptensors.append(ptensor(x))
+            props.append(prop)
+        part = Part(_part_name(r, layer_of), kind, tuple(ptensors), ptensor(r), tuple(props),
+                    attrs)
+        parts.append(MatchedPart(part, r, stages, ins, maps, layer, window or {}, perms))
+    # parts in the PrimFunc's block order: the order the scheduled TIR runs them in
+    rank = {n: k for k, n in enumerate(_block_order(lowered.primfunc))}
+    parts.sort(key=lambda mp: rank.get(_name(mp.root), len(rank)))
+    ins_t = tuple(ptensor(t) for t in inputs)
+    outs_t = tuple(ptensor(t) for t in lowered.outputs)
+    laid = _vela_layouts([mp.part for mp in parts], ins_t, outs_t)
+    for mp, p in zip(parts, laid):
+        mp.part = p
+    graph = PlannerGraph(tuple(mp.part for mp in parts), ins_t, outs_t,
                          name or getattr(lowered, "symbol", "subgraph"))
     return MatchResult(graph, parts, te_of)
+
+
+def _block_order(func) -> list[str]:
+    """Names of the blocks directly under the PrimFunc's root, in program order."""
+    from tvm import s_tir
+
+    body = func.body
+    if isinstance(body, s_tir.SBlockRealize):
+        body = body.block.body
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    names = []
+    for st in stmts:
+        while st is not None and not isinstance(st, s_tir.SBlockRealize):
+            st = getattr(st, "body", None)
+        if st is not None:
+            names.append(st.block.name_hint)
+    return names
+
+
+def _const_layout(kind: str, access: "AccessMap", out_vars: list[str], shape) -> tuple:
+    """The planner's layout of a constant as a permutation of its TE axes (planner axis i is
+    TE axis perm[i]): output channels first for convolution weights ((O, KH, KW, I), as
+    ``planner.parts.conv2d``), the size-1 input axis first for depthwise weights
+    ((1, KH, KW, C), as ``planner.parts.depthwise_conv2d``); other constants as they are.
+    The planner stages weights in SRAM in slices of output channels along axis 0."""
+    rank = len(shape)
+    if rank != 4 or kind not in ("conv2d", "depthwise_conv2d"):
+        return tuple(range(rank))
+    oc = out_vars[-1]
+    follows = [a for a, d in enumerate(access.dims) if d is not None and d.get(oc) != 0]
+    if kind == "conv2d" and len(follows) == 1:
+        lead = follows[0]
+    elif kind == "depthwise_conv2d":
+        ones = [a for a in range(rank) if shape[a] == 1 and a not in follows]
+        lead = ones[-1] if ones else None
+    else:
+        lead = None
+    if lead is None:
+        return tuple(range(rank))
+    return (lead,) + tuple(a for a in range(rank) if a != lead)
+
+
+def _permute_rows(prop: Propagator, perm) -> Propagator:
+    """The propagator of a constant seen through the axis permutation ``perm``."""
+    rows = prop.transform[:-1]
+    return Propagator(tuple(rows[a] for a in perm) + (prop.transform[-1],),
+                      tuple(prop.offset[a] for a in perm))
 
 
 def _part_name(r, layer_of) -> str:
