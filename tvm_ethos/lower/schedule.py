@@ -160,28 +160,28 @@ def apply_proposal(lowered, match, proposal, device=None):
             sch.compute_inline(blk(s))
 
     # 2. weight copies: cache_read before anything moves, so the copy stays before its Plan
-    for plan in proposal.plans:
-        copies = [tc for tc in plan.tensor_configs
-                  if tc.copy_region != tc.home_region and tc.tensor not in
-                  {parts[p].part.output.name for p in plan.parts}]
-        for tc in copies:
-            const_te = match.te_of.get(tc.tensor)
-            if const_te is None or not any(t.name == tc.tensor and t.is_constant
-                                           for p in plan.parts for t in parts[p].part.inputs):
+    consts = {t.op.name for t in lowered.const_tensors}
+    copy_block = {}   # (plan index, constant) -> the copy block
+    for k, plan in enumerate(proposal.plans):
+        members = {parts[p].part.output.name for p in plan.parts}
+        for tc in plan.tensor_configs:
+            if tc.copy_region == tc.home_region or tc.tensor in members:
+                continue
+            if tc.tensor not in consts:
                 raise UnrealizableScheduleError(
-                    f"schedule: {tc.tensor} is staged in {tc.copy_region} "
-                    f"(home {tc.home_region}); only weight copies to SRAM are realized "
+                    f"schedule: {tc.tensor} is staged in {tc.copy_region} (home "
+                    f"{tc.home_region}); only weights are staged or copied in TensorIR "
                     "(network inputs and outputs must live in SRAM: io_region='sram')")
-            readers = [s for p in plan.parts for s in [parts[p].root] + parts[p].stages
-                       if any(x.op.name == tc.tensor for x in s.op.input_tensors)]
-            for s in readers:
+            if tc.double_buffer:
+                continue  # a weight staging buffer: realized in step 4
+            for s in _readers(plan, parts, tc.tensor):
                 b = blk(s)
-                idx = [i for i, r in enumerate(sch.get(b).reads) if r.source.name == tc.tensor]
-                if idx:
-                    sch.cache_read(b, idx[0], SRAM_SCOPE)
+                idx = _read_index(sch, b, tc.tensor)
+                if idx is not None:
+                    copy_block[(k, tc.tensor)] = sch.cache_read(b, idx, SRAM_SCOPE)
 
     # 3. cascades
-    for plan in proposal.plans:
+    for plan_index, plan in enumerate(proposal.plans):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}
         for name in plan.parts[:-1]:
             tc = configs.get(parts[name].part.output.name)
@@ -213,8 +213,91 @@ def apply_proposal(lowered, match, proposal, device=None):
         # the sink's output: a boundary tensor in SRAM unless it is a subgraph output
         if sink.root.op.name not in out_names:
             sch.set_scope(blk(sink.root), 0, SRAM_SCOPE)
+        # 4. the Plan's weight staging double buffer
+        staged = [tc for tc in plan.tensor_configs
+                  if tc.double_buffer and tc.tensor in consts and tc.copy_region != tc.home_region]
+        if staged:
+            _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index)
     del fm_region
     return sch.mod["main"]
+
+
+def _readers(plan, parts, tensor):
+    """The TE stages of ``plan`` that read ``tensor``."""
+    return [s for p in plan.parts for s in [parts[p].root] + parts[p].stages
+            if any(x.op.name == tensor for x in s.op.input_tensors)]
+
+
+def _read_index(sch, block, name):
+    for i, r in enumerate(sch.get(block).reads):
+        if _base(r.source.name) == name or r.source.name == name:
+            return i
+    return None
+
+
+def _slice_axis(mp, tensor):
+    """The TE axis of constant ``tensor`` that follows the Part's output channels."""
+    k = [i for i, x in enumerate(mp.inputs) if x.op.name == tensor]
+    if not k:
+        return None
+    acc = mp.access[k[0]]
+    oc = mp.root.op.axis[-1].var.name
+    follows = [a for a, d in enumerate(acc.dims) if d is not None and d.get(oc) != 0]
+    return follows[0] if len(follows) == 1 else None
+
+
+def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
+    """The staging double buffer of the Plan's widest Part: its constants pass, one slice of
+    WEIGHT_SLICE_CHANNELS output channels at a time, through two SRAM buffers (the halves the
+    DMA fills and the NPU reads) - two chained ``cache_read`` stages at the slice loop."""
+    owners = {p for p in plan.parts for tc in staged
+              if any(t.name == tc.tensor for t in parts[p].part.inputs)}
+    if len(owners) != 1:
+        raise UnrealizableScheduleError(f"schedule: staged weights {[t.tensor for t in staged]} "
+                                        f"belong to Parts {sorted(owners)}, expected one")
+    mp = parts[owners.pop()]
+    oc = int(mp.root.shape[-1])
+    width = min(oc, SLICE_CHANNELS)
+    for tc in staged:
+        copy = copy_block.get((plan_index, tc.tensor))
+        if copy is not None:
+            # the SRAM copy of the weights is filled through the staging buffer
+            reader = copy
+            loops = sch.get_loops(reader)
+            axis = _slice_axis(mp, tc.tensor) or 0
+            slice_loop = _slice_loop(sch, loops, axis, width, oc)
+            readers = [reader]
+        else:
+            readers = [sch.get_sblock(s.op.name) for s in _readers(plan, parts, tc.tensor)]
+            if len(readers) != 1:
+                raise UnrealizableScheduleError(f"schedule: {tc.tensor} has {len(readers)} readers")
+            root_loops = sch.get_loops(sch.get_sblock(mp.root.op.name))
+            pos = [i for i, l in enumerate(root_loops) if sch.get(l).same_as(sch.get(step))]
+            inner = root_loops[pos[0] + 1:] if pos else root_loops
+            slice_loop = _slice_loop(sch, inner, len(inner) - 1, width, oc)
+        reader = readers[0]
+        idx = _read_index(sch, reader, tc.tensor)
+        first = sch.cache_read(reader, idx, SRAM_SCOPE)
+        idx2 = _read_index(sch, reader, sch.get(first).writes[0].source.name)
+        second = sch.cache_read(reader, idx2, SRAM_SCOPE)
+        sch.compute_at(second, slice_loop, preserve_unit_loops=True)
+        sch.compute_at(first, slice_loop, preserve_unit_loops=True)
+
+
+SLICE_CHANNELS = 16  # planner.plans.PlanGenerator.WEIGHT_SLICE_CHANNELS
+
+
+def _slice_loop(sch, loops, axis, width, extent):
+    """Split loop ``loops[axis]`` into slices of ``width`` and make the slice loop the
+    outermost of ``loops``; returns it (the outermost loop when there is one slice)."""
+    if not loops:
+        raise CompileError("schedule: no loop to slice weights along")
+    if width >= extent:
+        return loops[0]
+    o, i = sch.split(loops[axis], factors=[None, width])
+    rest = [l for a, l in enumerate(loops) if a != axis]
+    sch.reorder(o, *rest, i) if axis == len(loops) - 1 else sch.reorder(o, *rest[:axis], i, *rest[axis:])
+    return o
 
 
 # ----------------------------------------------------------------------------- measuring
