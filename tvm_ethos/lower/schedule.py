@@ -258,24 +258,28 @@ def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
     mp = parts[owners.pop()]
     oc = int(mp.root.shape[-1])
     width = min(oc, SLICE_CHANNELS)
+    part_slice = None
     for tc in staged:
         copy = copy_block.get((plan_index, tc.tensor))
         if copy is not None:
             # the SRAM copy of the weights is filled through the staging buffer
             reader = copy
-            loops = sch.get_loops(reader)
             axis = _slice_axis(mp, tc.tensor) or 0
-            slice_loop = _slice_loop(sch, loops, axis, width, oc)
-            readers = [reader]
+            loops = sch.get_loops(reader)
+            slice_loop = _slice_loop(sch, loops, axis, width, int(sch.get(loops[axis]).extent),
+                                     outer=loops[0])
         else:
             readers = [sch.get_sblock(s.op.name) for s in _readers(plan, parts, tc.tensor)]
             if len(readers) != 1:
                 raise UnrealizableScheduleError(f"schedule: {tc.tensor} has {len(readers)} readers")
-            root_loops = sch.get_loops(sch.get_sblock(mp.root.op.name))
-            pos = [i for i, l in enumerate(root_loops) if sch.get(l).same_as(sch.get(step))]
-            inner = root_loops[pos[0] + 1:] if pos else root_loops
-            slice_loop = _slice_loop(sch, inner, len(inner) - 1, width, oc)
-        reader = readers[0]
+            reader = readers[0]
+            if part_slice is None:
+                root_loops = sch.get_loops(sch.get_sblock(mp.root.op.name))
+                pos = [i for i, l in enumerate(root_loops) if sch.get(l).same_as(sch.get(step))]
+                inner = root_loops[pos[0] + 1:] if pos else root_loops[1:]
+                part_slice = _slice_loop(sch, inner, len(inner) - 1, width, oc, outer=step) \
+                    if inner else step
+            slice_loop = part_slice
         idx = _read_index(sch, reader, tc.tensor)
         first = sch.cache_read(reader, idx, SRAM_SCOPE)
         idx2 = _read_index(sch, reader, sch.get(first).writes[0].source.name)
@@ -287,16 +291,14 @@ def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
 SLICE_CHANNELS = 16  # planner.plans.PlanGenerator.WEIGHT_SLICE_CHANNELS
 
 
-def _slice_loop(sch, loops, axis, width, extent):
+def _slice_loop(sch, loops, axis, width, extent, outer):
     """Split loop ``loops[axis]`` into slices of ``width`` and make the slice loop the
-    outermost of ``loops``; returns it (the outermost loop when there is one slice)."""
-    if not loops:
-        raise CompileError("schedule: no loop to slice weights along")
+    outermost of ``loops``; returns it (``outer`` when there is a single slice)."""
     if width >= extent:
-        return loops[0]
+        return outer
     o, i = sch.split(loops[axis], factors=[None, width])
     rest = [l for a, l in enumerate(loops) if a != axis]
-    sch.reorder(o, *rest, i) if axis == len(loops) - 1 else sch.reorder(o, *rest[:axis], i, *rest[axis:])
+    sch.reorder(o, *rest[:axis], i, *rest[axis:])
     return o
 
 

@@ -279,14 +279,27 @@ def lower_max_pool2d(op, inputs, pool: ConstPool, name="maxpool"):
     )
 
 
+def mean_multiplier(in_scale: float, out_scale: float, num: int) -> tuple[int, int]:
+    """(multiplier, shift) of TFLite's int8 MEAN with the element count folded in.
+
+    TFLite's reference MEAN (``QuantizedMeanOrSum`` with the multiplier/shift that
+    ``PrepareMeanOrSum`` derives from ``input_scale / output_scale``) does not divide the
+    rescaled sum by ``num`` with rounding: it divides the Q31 multiplier itself,
+    ``(multiplier << k) / num`` truncated, ``k = min(floor(log2 num), 32, 31 + shift)``, and
+    applies a single ``MultiplyByQuantizedMultiplier(sum, multiplier', shift - k)``. The
+    same path is taken whether or not the input and output quantization are equal."""
+    mult, shift = quantize_multiplier(in_scale / out_scale)
+    k = min(int(num).bit_length() - 1, 32, 31 + shift)
+    return int((mult << k) // num), int(shift - k)
+
+
 def lower_mean(op, inputs, pool: ConstPool, name="mean"):
-    """MEAN over H and W of an NHWC tensor (reference_integer_ops::Mean)."""
+    """MEAN over H and W of an NHWC tensor (TFLite reference int8 MEAN, see mean_multiplier)."""
     (x,) = inputs
     n_, h_, w_, c_ = op.in_shapes[0]
     in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
     out_scale, out_zp = _out_q(op)
-    mult, shift = quantize_multiplier(in_scale / out_scale)
-    num = h_ * w_
+    mult, shift = mean_multiplier(in_scale, out_scale, h_ * w_)
     rh = te.reduce_axis((0, h_), name="rh")
     rw = te.reduce_axis((0, w_), name="rw")
     acc = te.compute(
@@ -298,9 +311,7 @@ def lower_mean(op, inputs, pool: ConstPool, name="mean"):
 
     def out_fn(*idx):
         n, c = idx[0], idx[-1]
-        a = mbqm(acc[n, c], mult, shift)
-        half = _i32(num // 2)
-        v = tirx.Select(a > _i32(0), tirx.truncdiv(a + half, _i32(num)), tirx.truncdiv(a - half, _i32(num)))
+        v = mbqm(acc[n, c], mult, shift)
         return clamp_cast(v + _i32(out_zp), op.act_min, op.act_max, op.out_dtype)
 
     assert keep or len(op.out_shape) == 2

@@ -72,6 +72,18 @@ class MisalignedInputError(ExecutorError, ValueError):
     """A caller buffer breaks the alignment rule and ``misaligned="reject"`` was asked."""
 
 
+class InferenceError(ExecutorError):
+    """An inference failed part way (a kernel, an OpenCL launch, an allocation). ``step`` names
+    where; the original exception is ``__cause__``. The request's slot is returned clean (the
+    GPU queue drained, host-access brackets closed, a never-completed slot's buffers freed), so
+    the next inference on the same loaded network runs normally."""
+
+    def __init__(self, step: str, cause: BaseException):
+        self.step = step
+        first = (str(cause).strip().splitlines() or [""])[0]
+        super().__init__(f"inference failed at {step}: {type(cause).__name__}: {first}")
+
+
 # ---------------------------------------------------------------------------- reports, stats
 @dataclass(frozen=True)
 class EdgeEntry:
@@ -235,6 +247,7 @@ class _Slot:
         self.allocs: dict = {}  # loc -> Allocation
         self.tvm: dict = {}  # loc -> tvm Tensor
         self.dev: dict = {}  # loc -> DeviceBuffer
+        self.ready = False  # one inference completed in it: its buffers are the steady state
 
 
 class _Inference:
@@ -249,6 +262,7 @@ class _Inference:
         self.results: dict = {}  # tid -> np array written in place (direct outputs)
         self.tvm_tmp: dict = {}
         self.last_events: list = []
+        self.step = "preparing the inputs"  # where a failure happened (InferenceError)
 
 
 class InferRequest:
@@ -535,6 +549,7 @@ class Executor:
         slot = self._acquire()
         stats = RunStats(slot=slot.index)
         inf = _Inference(slot, stats)
+        ok = False
         try:
             for tid, x in zip(self.program.inputs, arrays):
                 inf.caller_host[tid] = x
@@ -543,19 +558,60 @@ class Executor:
                     self._run_gpu(inf, i, sg)
                 else:
                     self._run_cpu(inf, i, sg)
+            inf.step = "collecting the outputs"
             outs = self._collect(inf)
             # the slot's buffers are reused by the next request: nothing may still be in flight
+            inf.step = "waiting for the GPU"
             for evs in list(inf.events.values()) + [inf.last_events]:
                 for ev in evs:
                     if ev is not None:
                         ev.wait()
+            ok = True
+            slot.ready = True
+        except ExecutorError:
+            raise
+        except Exception as err:
+            raise InferenceError(inf.step, err) from err
         finally:
+            if not ok:
+                self._recover(inf)
             self._release(slot)
         stats.seconds = time.perf_counter() - t0
         stats.allocations = self._alloc_count() - before
         with self._lock:
             self.last_run_stats = stats
         return outs, stats
+
+    def _recover(self, inf: _Inference) -> None:
+        """After a failed inference: nothing of it may still run or stay mapped, and a slot that
+        never completed an inference gives its buffers back (live counts as before the call)."""
+        if self.device is not None:
+            try:
+                self.device.finish()  # kernels enqueued before the failure still write the slot
+            except Exception:  # pragma: no cover - a broken queue: the buffers go at unload
+                pass
+        inf.caller_dev.clear()
+        inf.tvm_tmp.clear()
+        inf.results.clear()
+        inf.events.clear()
+        inf.last_events = []
+        slot = inf.slot
+        if slot.ready:
+            return  # a complete slot: its buffers are the network's steady state, kept for reuse
+        for b in slot.dev.values():
+            try:
+                b.cl_buffer.release()
+            except Exception:  # pragma: no cover
+                pass
+        slot.dev.clear()
+        slot.tvm.clear()
+        slot.host.clear()
+        for loc, alloc in slot.allocs.items():
+            if loc[0] == "home" and (slot.index, loc[1]) in self.memory:
+                self.memory.release((slot.index, loc[1]))
+            else:
+                alloc.free()
+        slot.allocs.clear()
 
     def _alloc_count(self) -> int:
         return self.memory.stats().allocations + self.activations.allocations + self._device_allocations
@@ -700,10 +756,31 @@ class Executor:
         return self._tvm_tensor(inf.slot, ("home", tid))
 
     def _run_cpu(self, inf: _Inference, i: int, sg) -> None:
-        slot = inf.slot
         accessed: list = []
         mapped_out: list = []
+        allocs: list = []
+        try:
+            self._run_cpu_body(inf, i, sg, accessed, mapped_out, allocs)
+        except BaseException:
+            # close what was opened (CPU access brackets, maps) before the error goes up
+            for a, w in allocs:
+                try:
+                    a.end_cpu_access(read=not w, write=w)
+                except Exception:  # pragma: no cover
+                    pass
+            for b in accessed + [b for _t, b in mapped_out]:
+                try:
+                    self.device.end_host_access(b)
+                except Exception:  # pragma: no cover
+                    pass
+            raise
+
+    def _run_cpu_body(self, inf: _Inference, i: int, sg, accessed: list, mapped_out: list, allocs: list) -> None:
+        slot = inf.slot
+        where = f"subgraph {i} ({sg.name} on {sg.backend})"
+        inf.step = f"{where}: preparing its inputs"
         inputs = {t: self._ready_cpu(inf, t, sg.backend, accessed) for t in sg.inputs}
+        inf.step = f"{where}: preparing its outputs"
         # outputs other backends import: open them for CPU writes (map rule; nothing on PoCL)
         for t in sg.outputs:
             plan = self.plans[t]
@@ -718,11 +795,13 @@ class Executor:
         for t in sg.outputs:
             if not self.plans[t].direct_output:
                 self._host(slot, ("home", t))
-        allocs = [(slot.allocs[("home", t)], False) for t in sg.inputs if ("home", t) in slot.allocs]
-        allocs += [(slot.allocs[("home", t)], True) for t in sg.outputs if ("home", t) in slot.allocs]
-        for a, w in allocs:
+        bracket = [(slot.allocs[("home", t)], False) for t in sg.inputs if ("home", t) in slot.allocs]
+        bracket += [(slot.allocs[("home", t)], True) for t in sg.outputs if ("home", t) in slot.allocs]
+        for a, w in bracket:
             a.begin_cpu_access(read=not w, write=w)
+            allocs.append((a, w))
         for st in sg.steps:
+            inf.step = f"{where}: kernel {st.func}"
             args = []
             for a in st.args:
                 if a[0] == "c":
@@ -734,21 +813,27 @@ class Executor:
             args.extend(self._out_cpu(inf, o) for o in st.outs)
             self._funcs[st.func](*args)
             inf.stats.cpu_calls += 1
-        for a, w in allocs:
+        inf.step = f"{where}: handing its outputs over"
+        while allocs:
+            a, w = allocs.pop()
             a.end_cpu_access(read=not w, write=w)
-        for b in accessed:
-            self.device.end_host_access(b)
-        for t, b in mapped_out:
+        while accessed:
+            self.device.end_host_access(accessed.pop())
+        while mapped_out:
+            t, b = mapped_out.pop()
             ev = self.device.end_host_access(b, wrote=True)
             inf.events[("home", t)] = [ev] if ev is not None else []
         inf.stats.trace.append(f"run {sg.name} on {sg.backend}")
 
     def _run_gpu(self, inf: _Inference, i: int, sg) -> None:
         slot = inf.slot
+        where = f"subgraph {i} ({sg.name} on {sg.backend})"
+        inf.step = f"{where}: preparing its inputs"
         waits: list = []
         inputs = {t: self._ready_gpu(inf, t, sg.backend, waits) for t in sg.inputs}
         ev = None
         for st in sg.steps:
+            inf.step = f"{where}: OpenCL launch of {st.func}"
             bufs = []
             for a in st.args:
                 if a[0] == "c":

@@ -368,6 +368,18 @@ class FallbackMemoryManager:
             size_multiples=(decision.size_multiple,),
         )
 
+    def release(self, edge: Hashable) -> bool:
+        """Free one edge's buffer (a request slot torn down after a failed first inference);
+        a later request for ``edge`` allocates a new one. Returns whether there was one."""
+        with self._lock:
+            alloc = self._buffers.pop(edge, None)
+        if alloc is None:
+            return False
+        alloc.free()
+        with self._lock:
+            self._frees += 1
+        return True
+
     def __contains__(self, edge: Hashable) -> bool:
         return edge in self._buffers
 
