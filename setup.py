@@ -15,7 +15,7 @@ setup(
         "tqdm",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "ai-edge-litert",
+        "test": ["onnx", "pytest", "hypothesis", "ai-edge-litert",
                  # notebooks/ executed by tests/tvm_ethos/test_notebook.py
                  "nbclient", "nbformat", "ipykernel",
                  # tvmc plan --scheduler, tested on an in-process LocalCluster
