@@ -206,7 +206,9 @@ def _convert_option(name: str, default, text: str):
         pass
     else:
         return text
-    raise CliError(f"--planner-{name}: cannot read {text!r} (default {default!r})")
+    allowed = ("true, false, yes, no, 1 or 0" if isinstance(default, bool) else
+               f"a value like the default {default!r}")
+    raise CliError(f"--planner-{name}: cannot read {text!r}; allowed: {allowed}")
 
 
 def add_planner_arguments(p: argparse.ArgumentParser) -> None:
@@ -225,7 +227,12 @@ def planner_options(args) -> dict:
         text = getattr(args, f"planner__{name}", None)
         if text is not None:
             out[name] = _convert_option(name, default, text)
-    PlannerOptions(**out)
+    from planner.options import PlannerOptionError
+    try:
+        PlannerOptions(**out)
+    except PlannerOptionError as err:   # name the flag as the user spelled it
+        raise CliError(f"--planner-{err.option}={err.value!r} is invalid; allowed: "
+                       f"{err.allowed}") from None
     return out
 
 
