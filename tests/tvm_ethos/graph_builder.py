@@ -6,11 +6,10 @@ Quantization parameters are random but sane (as in tflite_builder), weights rand
 """
 from __future__ import annotations
 
-import flatbuffers
 import numpy as np
 import tflite
 
-from tflite_builder import ACT, BO, BOPT, T, _vec_f32, _vec_i32, _vec_i64, _vec_u8, _TYPES, _NP
+from tflite_builder import ACT, BO, BOPT, T, serialize
 
 
 class Graph:
@@ -138,102 +137,5 @@ class Graph:
 
     # ---- flatbuffer
     def build(self, outputs) -> bytes:
-        b = flatbuffers.Builder(4096)
-        bufs = []
-        tflite.BufferStart(b)
-        bufs.append(tflite.BufferEnd(b))
-        tensor_buf = []
-        for t in self.tensors:
-            if t.data is not None:
-                raw = np.ascontiguousarray(np.asarray(t.data, dtype=_NP[t.dtype])).tobytes()
-                dv = _vec_u8(b, raw)
-                tflite.BufferStart(b)
-                tflite.BufferAddData(b, dv)
-            else:
-                tflite.BufferStart(b)
-            bufs.append(tflite.BufferEnd(b))
-            tensor_buf.append(len(bufs) - 1)
-        t_offsets = []
-        for i, t in enumerate(self.tensors):
-            name = b.CreateString(f"t{i}")
-            shape = _vec_i32(b, t.shape, tflite.TensorStartShapeVector)
-            q = None
-            if t.scale is not None:
-                sc = _vec_f32(b, t.scale)
-                zp = _vec_i64(b, t.zp)
-                tflite.QuantizationParametersStart(b)
-                tflite.QuantizationParametersAddScale(b, sc)
-                tflite.QuantizationParametersAddZeroPoint(b, zp)
-                tflite.QuantizationParametersAddQuantizedDimension(b, t.axis)
-                q = tflite.QuantizationParametersEnd(b)
-            tflite.TensorStart(b)
-            tflite.TensorAddShape(b, shape)
-            tflite.TensorAddType(b, _TYPES[t.dtype])
-            tflite.TensorAddBuffer(b, tensor_buf[i])
-            tflite.TensorAddName(b, name)
-            if q is not None:
-                tflite.TensorAddQuantization(b, q)
-            t_offsets.append(tflite.TensorEnd(b))
-        codes = []
-        for op in self.ops:
-            if op[0] not in codes:
-                codes.append(op[0])
-        op_offsets = []
-        for code, otype, ofn, ins, outs in self.ops:
-            opts = ofn(b) if ofn else None
-            oi = _vec_i32(b, ins, tflite.OperatorStartInputsVector)
-            oo = _vec_i32(b, outs, tflite.OperatorStartOutputsVector)
-            tflite.OperatorStart(b)
-            tflite.OperatorAddOpcodeIndex(b, codes.index(code))
-            tflite.OperatorAddInputs(b, oi)
-            tflite.OperatorAddOutputs(b, oo)
-            if opts is not None:
-                tflite.OperatorAddBuiltinOptionsType(b, otype)
-                tflite.OperatorAddBuiltinOptions(b, opts)
-            op_offsets.append(tflite.OperatorEnd(b))
-        tflite.SubGraphStartTensorsVector(b, len(t_offsets))
-        for o in reversed(t_offsets):
-            b.PrependUOffsetTRelative(o)
-        tv = b.EndVector()
-        gi = _vec_i32(b, self.inputs, tflite.SubGraphStartInputsVector)
-        go = _vec_i32(b, list(outputs), tflite.SubGraphStartOutputsVector)
-        tflite.SubGraphStartOperatorsVector(b, len(op_offsets))
-        for o in reversed(op_offsets):
-            b.PrependUOffsetTRelative(o)
-        ov = b.EndVector()
-        sname = b.CreateString("main")
-        tflite.SubGraphStart(b)
-        tflite.SubGraphAddTensors(b, tv)
-        tflite.SubGraphAddInputs(b, gi)
-        tflite.SubGraphAddOutputs(b, go)
-        tflite.SubGraphAddOperators(b, ov)
-        tflite.SubGraphAddName(b, sname)
-        sg = tflite.SubGraphEnd(b)
-        code_offsets = []
-        for code in codes:
-            tflite.OperatorCodeStart(b)
-            tflite.OperatorCodeAddBuiltinCode(b, code)
-            tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-            tflite.OperatorCodeAddVersion(b, 1)
-            code_offsets.append(tflite.OperatorCodeEnd(b))
-        tflite.ModelStartOperatorCodesVector(b, len(code_offsets))
-        for o in reversed(code_offsets):
-            b.PrependUOffsetTRelative(o)
-        ocv = b.EndVector()
-        tflite.ModelStartSubgraphsVector(b, 1)
-        b.PrependUOffsetTRelative(sg)
-        sgv = b.EndVector()
-        tflite.ModelStartBuffersVector(b, len(bufs))
-        for o in reversed(bufs):
-            b.PrependUOffsetTRelative(o)
-        bv = b.EndVector()
-        desc = b.CreateString("tvm-ethos graph test")
-        tflite.ModelStart(b)
-        tflite.ModelAddVersion(b, 3)
-        tflite.ModelAddOperatorCodes(b, ocv)
-        tflite.ModelAddSubgraphs(b, sgv)
-        tflite.ModelAddDescription(b, desc)
-        tflite.ModelAddBuffers(b, bv)
-        m = tflite.ModelEnd(b)
-        b.Finish(m, file_identifier=b"TFL3")
-        return bytes(b.Output())
+        return serialize(self.tensors, self.ops, self.inputs, list(outputs),
+                         "tvm-ethos graph test")

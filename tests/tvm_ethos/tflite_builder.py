@@ -50,13 +50,14 @@ def _vec_u8(b, data: bytes):
     return b.EndVector()
 
 
-def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, options_type=0, options_fn=None,
-          op_inputs=None, op_outputs=None) -> bytes:
-    b = flatbuffers.Builder(1024)
-    # buffers: 0 is the empty sentinel
-    buf_offsets = []
+def serialize(tensors: list[T], ops: list, inputs: list[int], outputs: list[int],
+              description: str = "tvm-ethos test") -> bytes:
+    """A TFLite flatbuffer of one subgraph: ``ops`` are (builtin code, options type,
+    options builder or None, input tensor indices, output tensor indices), in order."""
+    b = flatbuffers.Builder(4096)
+    bufs = []
     tflite.BufferStart(b)
-    buf_offsets.append(tflite.BufferEnd(b))
+    bufs.append(tflite.BufferEnd(b))
     tensor_buf = []
     for t in tensors:
         if t.data is not None:
@@ -64,12 +65,10 @@ def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, 
             dv = _vec_u8(b, raw)
             tflite.BufferStart(b)
             tflite.BufferAddData(b, dv)
-            buf_offsets.append(tflite.BufferEnd(b))
-            tensor_buf.append(len(buf_offsets) - 1)
         else:
             tflite.BufferStart(b)
-            buf_offsets.append(tflite.BufferEnd(b))
-            tensor_buf.append(len(buf_offsets) - 1)
+        bufs.append(tflite.BufferEnd(b))
+        tensor_buf.append(len(bufs) - 1)
     t_offsets = []
     for i, t in enumerate(tensors):
         name = b.CreateString(f"t{i}")
@@ -91,25 +90,32 @@ def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, 
         if q is not None:
             tflite.TensorAddQuantization(b, q)
         t_offsets.append(tflite.TensorEnd(b))
-    opts = options_fn(b) if options_fn else None
-    oi = _vec_i32(b, op_inputs if op_inputs is not None else inputs, tflite.OperatorStartInputsVector)
-    oo = _vec_i32(b, op_outputs if op_outputs is not None else outputs, tflite.OperatorStartOutputsVector)
-    tflite.OperatorStart(b)
-    tflite.OperatorAddOpcodeIndex(b, 0)
-    tflite.OperatorAddInputs(b, oi)
-    tflite.OperatorAddOutputs(b, oo)
-    if opts is not None:
-        tflite.OperatorAddBuiltinOptionsType(b, options_type)
-        tflite.OperatorAddBuiltinOptions(b, opts)
-    op = tflite.OperatorEnd(b)
+    codes = []
+    for op in ops:
+        if op[0] not in codes:
+            codes.append(op[0])
+    op_offsets = []
+    for code, otype, ofn, ins, outs in ops:
+        opts = ofn(b) if ofn else None
+        oi = _vec_i32(b, ins, tflite.OperatorStartInputsVector)
+        oo = _vec_i32(b, outs, tflite.OperatorStartOutputsVector)
+        tflite.OperatorStart(b)
+        tflite.OperatorAddOpcodeIndex(b, codes.index(code))
+        tflite.OperatorAddInputs(b, oi)
+        tflite.OperatorAddOutputs(b, oo)
+        if opts is not None:
+            tflite.OperatorAddBuiltinOptionsType(b, otype)
+            tflite.OperatorAddBuiltinOptions(b, opts)
+        op_offsets.append(tflite.OperatorEnd(b))
     tflite.SubGraphStartTensorsVector(b, len(t_offsets))
     for o in reversed(t_offsets):
         b.PrependUOffsetTRelative(o)
     tv = b.EndVector()
     gi = _vec_i32(b, inputs, tflite.SubGraphStartInputsVector)
-    go = _vec_i32(b, outputs, tflite.SubGraphStartOutputsVector)
-    tflite.SubGraphStartOperatorsVector(b, 1)
-    b.PrependUOffsetTRelative(op)
+    go = _vec_i32(b, list(outputs), tflite.SubGraphStartOutputsVector)
+    tflite.SubGraphStartOperatorsVector(b, len(op_offsets))
+    for o in reversed(op_offsets):
+        b.PrependUOffsetTRelative(o)
     ov = b.EndVector()
     sname = b.CreateString("main")
     tflite.SubGraphStart(b)
@@ -119,22 +125,25 @@ def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, 
     tflite.SubGraphAddOperators(b, ov)
     tflite.SubGraphAddName(b, sname)
     sg = tflite.SubGraphEnd(b)
-    tflite.OperatorCodeStart(b)
-    tflite.OperatorCodeAddBuiltinCode(b, opcode)
-    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(opcode, 127))
-    tflite.OperatorCodeAddVersion(b, 1)
-    oc = tflite.OperatorCodeEnd(b)
-    tflite.ModelStartOperatorCodesVector(b, 1)
-    b.PrependUOffsetTRelative(oc)
+    code_offsets = []
+    for code in codes:
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddBuiltinCode(b, code)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+        tflite.OperatorCodeAddVersion(b, 1)
+        code_offsets.append(tflite.OperatorCodeEnd(b))
+    tflite.ModelStartOperatorCodesVector(b, len(code_offsets))
+    for o in reversed(code_offsets):
+        b.PrependUOffsetTRelative(o)
     ocv = b.EndVector()
     tflite.ModelStartSubgraphsVector(b, 1)
     b.PrependUOffsetTRelative(sg)
     sgv = b.EndVector()
-    tflite.ModelStartBuffersVector(b, len(buf_offsets))
-    for o in reversed(buf_offsets):
+    tflite.ModelStartBuffersVector(b, len(bufs))
+    for o in reversed(bufs):
         b.PrependUOffsetTRelative(o)
     bv = b.EndVector()
-    desc = b.CreateString("tvm-ethos test")
+    desc = b.CreateString(description)
     tflite.ModelStart(b)
     tflite.ModelAddVersion(b, 3)
     tflite.ModelAddOperatorCodes(b, ocv)
@@ -144,6 +153,17 @@ def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, 
     m = tflite.ModelEnd(b)
     b.Finish(m, file_identifier=b"TFL3")
     return bytes(b.Output())
+
+
+def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, options_type=0, options_fn=None,
+          op_inputs=None, op_outputs=None) -> bytes:
+    """A one-operator model (see ``serialize``)."""
+    op = (opcode, options_type, options_fn,
+          op_inputs if op_inputs is not None else inputs,
+          op_outputs if op_outputs is not None else outputs)
+    return serialize(tensors, [op], inputs, outputs)
+
+
 
 
 # --------------------------------------------------------------------- operator models
