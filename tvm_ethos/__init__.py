@@ -14,6 +14,7 @@ the host. Design record: rfcs/0002-byoc-and-backends.md.
 from tvm_ethos.errors import (
     BackendError,
     CompileError,
+    MemoryBudgetError,
     ModelLoadError,
     OptionError,
     TargetError,
@@ -25,6 +26,7 @@ __all__ = [
     "BackendError",
     "CompileError",
     "CompiledModel",
+    "MemoryBudgetError",
     "ModelLoadError",
     "OptionError",
     "TargetError",

@@ -34,7 +34,7 @@ class CompiledModel:
     (tvm_ethos/runtime/executor.py); ``executable`` stays a plain Relax VM executable."""
 
     def __init__(self, executable, targets: str, report, inputs: list[IOSpec], outputs: list[IOSpec] | None = None,
-                 program=None, runtime_options: dict | None = None, library=None):
+                 program=None, runtime_options: dict | None = None, library=None, plan_report=None):
         self.executable = executable
         self.targets = targets
         self.report = report
@@ -48,6 +48,9 @@ class CompiledModel:
         self._executor = None
         self.from_cache = False
         self.cache_path = None
+        #: the cascading planner's report (rfcs/0005): peak_memory_bytes, cycles, layers, and per
+        #: NPU subgraph planned_bytes / scheduled_bytes by memory scope
+        self.plan_report = plan_report
 
     # ------------------------------------------------------------------ running
     @property
@@ -123,6 +126,13 @@ class CompiledModel:
         return self.report.summary() if self.report is not None else {}
 
     @property
+    def plan_table(self) -> str:
+        """The per-layer plan table (stripes, buffers, regions, bytes, cycles, cascades)."""
+        from tvm_ethos.lower.cascade import format_table
+
+        return format_table(self.plan_report)
+
+    @property
     def partition_report(self):
         return self.report
 
@@ -141,6 +151,7 @@ class CompiledModel:
                 "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
                 "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
                 "runtime_options": self.runtime_options,
+                "plan_report": self.plan_report,
             }
             with open(lib, "rb") as f:
                 lib_bytes = f.read()
@@ -226,7 +237,8 @@ def load(path, **runtime_options) -> CompiledModel:
             raise ModelLoadError(f"{path}: cannot read the executor program: {err}") from None
     opts = dict(meta.get("runtime_options") or {})
     opts.update(runtime_options)
-    return CompiledModel(ex, meta["targets"], report, ins, outs, program=program, runtime_options=opts, library=lib)
+    return CompiledModel(ex, meta["targets"], report, ins, outs, program=program, runtime_options=opts, library=lib,
+                         plan_report=meta.get("plan_report"))
 
 
 def _check_runtime_options(opts: dict) -> None:
@@ -259,6 +271,9 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     from tvm_ethos.runtime import cache as model_cache
 
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
+    from tvm_ethos.lower.cascade import planning_options
+
+    plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     _check_runtime_options(runtime_opts)
     cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
     key = None
@@ -268,7 +283,8 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
 
         tl0 = parse_targets(target, dict(options))  # errors before any hashing
         try:
-            key = model_cache.cache_key(mod, str(tl0), options, (FORMAT_VERSION, PROGRAM_VERSION))
+            key = model_cache.cache_key(mod, str(tl0), dict(options, _planning=plan_opts.key()),
+                                        (FORMAT_VERSION, PROGRAM_VERSION))
         except TypeError:
             cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
     if cache_dir is not None:
@@ -280,13 +296,13 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
                 return cm
             except ModelLoadError:
                 pass  # a damaged entry: compile again and overwrite it
-    cm = _compile(mod, target, runtime_opts, **options)
+    cm = _compile(mod, target, runtime_opts, plan_opts, **options)
     if cache_dir is not None:
         cm.cache_path = model_cache.store(cache_dir, key, cm)
     return cm
 
 
-def _compile(mod, target, runtime_opts, **options) -> CompiledModel:
+def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     import tvm
 
     from tvm_ethos.frontend import load_model
@@ -297,12 +313,22 @@ def _compile(mod, target, runtime_opts, **options) -> CompiledModel:
     from tvm_ethos.targets import parse_targets
 
     tl = parse_targets(target, options)  # raises TargetError / OptionError before any work
+    from tvm_ethos.lower import cascade
+
+    devices = cascade.check_devices(tl, plan_opts)  # planner devices, memory pools: up front
     if not isinstance(mod, tvm.IRModule):
         mod = load_model(mod)
     pmod, report = partition(mod, tl)
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     try:
-        pmod = run_npu_codegen(pmod, npu_opts)
+        # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
+        from tvm_ethos.lower.codegen import attach_npu_constants, scheduled_primfuncs
+
+        lowered = {}
+        pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
+        plan_report, scheduled = cascade.plan_subgraphs(pmod, report, tl, plan_opts, devices, lowered)
+        with scheduled_primfuncs(scheduled):
+            pmod = run_npu_codegen(pmod, npu_opts)
         pmod = lower_host_composites(pmod, tl.host.backend_id)
         # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
         ex, program = build_network(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"),
@@ -324,4 +350,5 @@ def _compile(mod, target, runtime_opts, **options) -> CompiledModel:
             outs.append(IOSpec("output", tuple(int(s) for s in t.shape.values), str(t.dtype)))
         except Exception:
             pass
-    return CompiledModel(ex, str(tl), report, ins, outs, program=program, runtime_options=runtime_opts)
+    return CompiledModel(ex, str(tl), report, ins, outs, program=program, runtime_options=runtime_opts,
+                         plan_report=plan_report)

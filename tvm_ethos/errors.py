@@ -32,3 +32,13 @@ class BackendError(TvmEthosError):
 
 class CompileError(TvmEthosError):
     """Lowering or building failed after the inputs were validated."""
+
+
+class MemoryBudgetError(CompileError):
+    """No schedule of an NPU subgraph fits the memory budget. The message is the planner's: the
+    budget and the smallest memory any schedule needs (also in ``budget`` and ``minimum``)."""
+
+    def __init__(self, message: str, budget: int | None = None, minimum: int | None = None,
+                 subgraph: str | None = None):
+        super().__init__(message)
+        self.budget, self.minimum, self.subgraph = budget, minimum, subgraph

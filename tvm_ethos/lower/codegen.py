@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import tvm
 import tvm_ffi
@@ -70,14 +72,19 @@ def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
     return out
 
 
-def attach_npu_constants(mod, backend_ids=None):
-    """Give every NPU subgraph its lowered constants as parameters and call-site arguments."""
+def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None):
+    """Give every NPU subgraph its lowered constants as parameters and call-site arguments.
+
+    ``lowered_out`` (optional) receives each subgraph's LoweredSubgraph by symbol: the same one
+    ``lower_npu_subgraphs`` gives for the new function (its body is unchanged)."""
     consts_by_gv = {}
     for gv, f in npu_functions(mod, backend_ids):
         if f.attrs is not None and NUM_INPUTS_ATTR in f.attrs:
             continue
         sym = str(f.attrs["global_symbol"])
         lw = lower_function(f, sym, num_inputs=len(f.params))
+        if lowered_out is not None:
+            lowered_out[sym] = lw
         extra = [relax.Var(f"npu_const{i}", _tensor_ty(a.shape, a.dtype)) for i, a in enumerate(lw.consts)]
         nf = relax.Function(list(f.params) + extra, f.body, f.ret_ty, f.is_pure, f.attrs)
         nf = nf.with_attr(NUM_INPUTS_ATTR, len(f.params))
@@ -137,15 +144,34 @@ def lower_host_composites(mod, host_id: str):
     return mod
 
 
+#: Scheduled PrimFuncs of the NPU subgraphs being compiled, by symbol (the cascading
+#: scheduler's output, tvm_ethos/lower/cascade.py); set around RunCodegen only.
+_SCHEDULED: dict = {}
+
+
+@contextlib.contextmanager
+def scheduled_primfuncs(funcs: dict):
+    """Let ``relax.ext.<npu>`` build these scheduled PrimFuncs instead of the unscheduled ones."""
+    _SCHEDULED.clear()
+    _SCHEDULED.update(funcs)
+    try:
+        yield
+    finally:
+        _SCHEDULED.clear()
+
+
 def _npu_ext(functions, options, constant_names):
     """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
     if not functions:
         return []
-    lowered = []
+    prims = {}
     for f in functions:
         sym = str(f.attrs["global_symbol"])
-        lowered.append(lower_function(f, sym))
-    irmod = tvm.IRModule({lw.symbol: lw.primfunc for lw in lowered})
+        if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
+            prims[sym] = _SCHEDULED[sym]
+        else:
+            prims[sym] = lower_function(f, sym).primfunc
+    irmod = tvm.IRModule(prims)
     try:
         lib = tvm.tirx.build(irmod, target="llvm", pipeline=PIPELINE_NAME)
     except Exception as err:  # pragma: no cover - a bug, not a user error

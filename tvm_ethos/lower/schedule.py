@@ -13,8 +13,12 @@ For every Plan (a cascade) of the Proposal:
   fold is injective within a stripe and the buffer has exactly the planned shape;
 * a Part's internal stages (int32 accumulators, rescaled ADD inputs) are computed at the
   innermost loop of its output (``compute_at`` + scope ``local``: one element, the NPU's
-  accumulator) or inlined (``compute_inline``);
+  accumulator);
 * weights the Plan copies to SRAM are ``cache_read`` into the SRAM scope once, before the Plan;
+* the Plan's weight staging double buffer (the planner counts one per cascade, sized for its
+  widest Part: two slices of 16 output channels) is two chained ``cache_read`` stages of that
+  Part's constants, ``compute_at`` the loop over its 16-channel slices (or, when that Part's
+  weights are copied to SRAM, at the copy's slice loop: the copy is filled through it);
 * tensors between Plans inside the subgraph live in the SRAM scope at full size.
 
 Then :func:`measure` lowers the scheduled function through the first passes of the TIR
@@ -149,17 +153,11 @@ def apply_proposal(lowered, match, proposal, device=None):
     if missing:
         raise CompileError(f"schedule: parts {missing} are in no Plan of the Proposal")
     out_names = {t.op.name for t in lowered.outputs}
-    fm_region = device.fm_region if device is not None else "sram"
 
     def blk(t):
         return sch.get_sblock(t.op.name)
 
-    # 1. inline the injective internal stages (ADD's rescaled inputs ...)
-    for mp in match.parts:
-        for s in mp.injective:
-            sch.compute_inline(blk(s))
-
-    # 2. weight copies: cache_read before anything moves, so the copy stays before its Plan
+    # 1. weight copies: cache_read before anything moves, so the copy stays before its Plan
     consts = {t.op.name for t in lowered.const_tensors}
     copy_block = {}   # (plan index, constant) -> the copy block
     for k, plan in enumerate(proposal.plans):
@@ -173,14 +171,14 @@ def apply_proposal(lowered, match, proposal, device=None):
                     f"{tc.home_region}); only weights are staged or copied in TensorIR "
                     "(network inputs and outputs must live in SRAM: io_region='sram')")
             if tc.double_buffer:
-                continue  # a weight staging buffer: realized in step 4
+                continue  # a weight staging buffer: realized in step 3
             for s in _readers(plan, parts, tc.tensor):
                 b = blk(s)
                 idx = _read_index(sch, b, tc.tensor)
                 if idx is not None:
                     copy_block[(k, tc.tensor)] = sch.cache_read(b, idx, SRAM_SCOPE)
 
-    # 3. cascades
+    # 2. cascades
     for plan_index, plan in enumerate(proposal.plans):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}
         for name in plan.parts[:-1]:
@@ -193,8 +191,10 @@ def apply_proposal(lowered, match, proposal, device=None):
         step = _stripe_loops(sch, blk(sink.root), plan.spec.stripe)
 
         def accumulate(mp):
-            # the Part's reductions at the innermost loop of its output: one accumulator
-            for s in reversed(mp.reductions):
+            # the Part's internal stages (accumulators, ADD's rescaled inputs) at the innermost
+            # loop of its output: one element each, in the NPU's registers. (Inlining the
+            # rescaled inputs instead would nest requantizations: exponential expressions.)
+            for s in reversed(mp.stages):
                 sch.compute_at(blk(s), sch.get_loops(blk(mp.root))[-1], preserve_unit_loops=True)
                 sch.set_scope(blk(s), 0, ACC_SCOPE)
 
@@ -213,12 +213,11 @@ def apply_proposal(lowered, match, proposal, device=None):
         # the sink's output: a boundary tensor in SRAM unless it is a subgraph output
         if sink.root.op.name not in out_names:
             sch.set_scope(blk(sink.root), 0, SRAM_SCOPE)
-        # 4. the Plan's weight staging double buffer
+        # 3. the Plan's weight staging double buffer
         staged = [tc for tc in plan.tensor_configs
                   if tc.double_buffer and tc.tensor in consts and tc.copy_region != tc.home_region]
         if staged:
             _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index)
-    del fm_region
     return sch.mod["main"]
 
 
@@ -412,7 +411,7 @@ def planned_bytes(match, proposal) -> dict:
             sram += match.graph.tensor(out).bytes
     local = 0
     for mp in match.parts:
-        for s in mp.reductions:
+        for s in mp.stages:
             local += DTYPE_BYTES.get(str(s.dtype), 4)
     res = {}
     if sram:
@@ -422,8 +421,10 @@ def planned_bytes(match, proposal) -> dict:
     return res
 
 
-def measure(lowered, match, proposal, scheduled_func, device=None) -> ScheduledSubgraph:
-    """Bytes the scheduled TIR allocates, per scope, per Plan, and its peak."""
+def measure(lowered, match, proposal, scheduled_func, device=None,
+            tvm_count: bool = True) -> ScheduledSubgraph:
+    """Bytes the scheduled TIR allocates, per scope, per Plan, and its peak. ``tvm_count``
+    also lowers further for TVM's ``calculate_allocated_bytes`` (informational)."""
     infos, touched, written, mod = analyze(scheduled_func)
     by_scope: dict = {}
     for b in infos:
@@ -502,7 +503,7 @@ def measure(lowered, match, proposal, scheduled_func, device=None) -> ScheduledS
         symbol=lowered.symbol, primfunc=scheduled_func,
         planned_bytes=planned_bytes(match, proposal), scheduled_bytes=dict(sorted(by_scope.items())),
         planned_peak=proposal.memory_bytes, scheduled_peak=peak, plans=plans, buffers=infos,
-        analysis_bytes=_allocated_bytes(mod))
+        analysis_bytes=_allocated_bytes(mod) if tvm_count else {})
 
 
 def check(result: ScheduledSubgraph) -> None:

@@ -1,0 +1,402 @@
+"""The planner in the compile path: plan every NPU subgraph, schedule it, check its memory.
+
+``compile(..., budget=..., memory_pools=..., planner_options=..., plan=True)``:
+
+1. :func:`planning_options` validates the options up front (before any TVM work);
+2. :func:`plan_subgraphs`, for every NPU subgraph of the partitioned module (after its constants
+   became parameters, so that its PrimFunc is the one the emulator build sees): TE graph ->
+   ``PlannerGraph`` (``part_matchers``) -> ``ProposalSearch`` on the target's device (the
+   accelerator config / variant, memory regions overridden by ``memory_pools``) -> the fastest
+   Proposal within the budget -> ``schedule.apply_proposal`` -> ``schedule.measure`` and
+   ``schedule.check`` (planned == scheduled bytes per scope, per Plan, and the peak; a mismatch
+   is a :class:`~tvm_ethos.lower.schedule.MemoryMismatchError`);
+3. the scheduled PrimFuncs are handed to ``relax.ext.<npu>`` (``codegen.scheduled_primfuncs``),
+   which builds them instead of the unscheduled ones.
+
+Which planner modes are realized: RECOMPUTE cascades (any stripe shape, 2-D tiles, multi-reader
+tensors), weight copies to SRAM and the weight staging double buffer. Rolling buffers are not:
+the compile path plans with ``rolling_granules=()`` (rfcs/0005-planner-in-compile-path.md).
+Network inputs and outputs live in SRAM (the planner's ``io_region="sram"``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+
+from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
+
+#: the planner options the compile path fixes (the others are the user's)
+FIXED_PLANNER_OPTIONS = {"rolling_granules": ()}
+POOL_KEYS = {
+    "size": "size", "read_bandwidth": "read_bytes_per_cycle", "read_bw": "read_bytes_per_cycle",
+    "write_bandwidth": "write_bytes_per_cycle", "write_bw": "write_bytes_per_cycle",
+    "read_latency": "read_latency", "write_latency": "write_latency", "burst": "burst",
+}
+PLANNING_OPTIONS = ("budget", "memory_pools", "planner_options", "plan")
+
+
+@dataclass
+class PlanningOptions:
+    enabled: bool = True
+    budget: int | None = None
+    pools: dict = field(default_factory=dict)        # region name -> {field: value}
+    planner: object = None                            # planner.options.PlannerOptions
+
+    def key(self) -> dict:
+        """A JSON-able description (compiled-model cache key, report)."""
+        return {"plan": self.enabled, "budget": self.budget,
+                "memory_pools": {k: dict(sorted(v.items())) for k, v in sorted(self.pools.items())},
+                "planner_options": _options_json(self.planner)}
+
+
+def _options_json(opts) -> dict:
+    if opts is None:
+        return {}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(opts).items()}
+
+
+def _size(value, what: str) -> int:
+    from planner.api import parse_size
+    from planner.errors import PlannerError
+
+    if isinstance(value, bool):
+        raise OptionError(f"{what}: {value!r} is not a memory size; write e.g. 300KiB or 307200")
+    try:
+        return parse_size(value)
+    except (PlannerError, TypeError, ValueError) as err:
+        raise OptionError(f"{what}: {err}") from None
+
+
+def _number(value, what: str, integer: bool) -> float | int:
+    try:
+        v = float(value) if not integer else int(str(value), 0) if isinstance(value, str) else value
+    except (TypeError, ValueError):
+        v = None
+    if v is None or isinstance(v, bool) or (integer and not isinstance(v, int)) or v < 0 or \
+            (not integer and not isinstance(v, (int, float))):
+        kind = "a non-negative integer" if integer else "a positive number"
+        raise OptionError(f"{what}: bad value {value!r}; expected {kind}")
+    return v
+
+
+def parse_memory_pools(pools) -> dict:
+    """tvmc-style memory pools -> {name: {MemoryRegion field: value}}.
+
+    Accepted: ``"sram:300KiB"``, ``"sram:300KiB:read_bw=8:write_bw=8:read_latency=32:
+    write_latency=32:burst=32"``, a dict ``{"name": "sram", "size": "300KiB", ...}``, a list
+    of those, or a mapping ``{"sram": {"size": ..., ...}}``. Bandwidths are bytes per NPU
+    cycle, latencies cycles, burst bytes."""
+    if pools is None:
+        return {}
+    if isinstance(pools, dict) and "name" not in pools:
+        items = [dict(v, name=k) if isinstance(v, dict) else {"name": k, "size": v}
+                 for k, v in pools.items()]
+    elif isinstance(pools, (str, dict)):
+        items = [pools]
+    elif isinstance(pools, (list, tuple)):
+        items = list(pools)
+    else:
+        raise OptionError(f"memory_pools: expected a string such as 'sram:300KiB', a dict or a "
+                          f"list of them, not {type(pools).__name__}")
+    out: dict = {}
+    for item in items:
+        if isinstance(item, str):
+            fields = item.split(":")
+            if len(fields) < 2 or not fields[0]:
+                raise OptionError(f"memory_pools: cannot read {item!r}; write name:size"
+                                  "[:key=value...], e.g. 'sram:300KiB:read_bw=8:burst=32'")
+            d = {"name": fields[0], "size": fields[1]}
+            for kv in fields[2:]:
+                k, sep, v = kv.partition("=")
+                if not sep:
+                    raise OptionError(f"memory_pools: cannot read {kv!r} in {item!r}; write "
+                                      "key=value")
+                d[k.strip()] = v.strip()
+            item = d
+        if not isinstance(item, dict) or "name" not in item:
+            raise OptionError(f"memory_pools: each pool needs a name, got {item!r}")
+        name = str(item["name"])
+        spec = {}
+        for k, v in item.items():
+            if k == "name":
+                continue
+            if k not in POOL_KEYS:
+                raise OptionError(f"memory_pools: pool {name!r}: unknown key {k!r}; allowed: "
+                                  f"{', '.join(sorted(POOL_KEYS))}")
+            field_name = POOL_KEYS[k]
+            what = f"memory_pools: pool {name!r} {k}"
+            if field_name == "size":
+                spec[field_name] = _size(v, what)
+            elif field_name.endswith("bytes_per_cycle"):
+                x = _number(v, what, integer=False)
+                if x <= 0:
+                    raise OptionError(f"{what}: bad value {v!r}; expected a positive number")
+                spec[field_name] = float(x)
+            else:
+                x = _number(v, what, integer=True)
+                if field_name == "burst" and x < 1:
+                    raise OptionError(f"{what}: bad value {v!r}; expected an integer >= 1")
+                spec[field_name] = int(x)
+        if name in out:
+            raise OptionError(f"memory_pools: pool {name!r} is given twice")
+        out[name] = spec
+    return out
+
+
+def planning_options(options: dict) -> PlanningOptions:
+    """Pop and validate the planning options of a ``compile`` call."""
+    from planner.errors import PlannerError
+    from planner.options import PlannerOptions
+    from planner.options import PlannerOptionError
+
+    enabled = options.pop("plan", True)
+    if not isinstance(enabled, bool):
+        raise OptionError(f"option 'plan': bad value {enabled!r}; allowed values: True, False")
+    budget = options.pop("budget", None)
+    if budget is not None:
+        budget = _size(budget, "option 'budget'")
+    pools = parse_memory_pools(options.pop("memory_pools", None))
+    raw = options.pop("planner_options", None)
+    if raw is None:
+        raw = {}
+    if isinstance(raw, PlannerOptions):
+        raw = dataclasses.asdict(raw)
+    if not isinstance(raw, dict):
+        raise OptionError(f"option 'planner_options': expected a dict or PlannerOptions, not "
+                          f"{type(raw).__name__}")
+    raw = dict(raw)
+    granules = raw.get("rolling_granules", ())
+    if tuple(granules) != ():
+        raise OptionError(
+            f"planner option rolling_granules={tuple(granules)!r}: rolling buffers cannot be "
+            "realized exactly in TensorIR by this compiler (rfcs/0005), so the compile path "
+            "plans recompute cascades only; leave rolling_granules unset or ()")
+    raw.update(FIXED_PLANNER_OPTIONS)
+    try:
+        popts = PlannerOptions.from_mapping(raw)
+    except PlannerOptionError as err:
+        raise OptionError(f"planner option {err.option}={err.value!r} is invalid; allowed: "
+                          f"{err.allowed}") from None
+    except (PlannerError, TypeError) as err:
+        raise OptionError(f"option 'planner_options': {err}") from None
+    if not enabled and (budget is not None or pools):
+        raise OptionError("options 'budget' and 'memory_pools' need plan=True")
+    return PlanningOptions(enabled, budget, pools, popts)
+
+
+# ------------------------------------------------------------------------------- devices
+def device_name(spec) -> str | None:
+    """The planner device of an accelerator target, or None (no performance model)."""
+    from planner.devices import DEVICE_NAMES
+
+    o = spec.options
+    if spec.backend_id == "ethos-u":
+        name = str(o.get("accelerator_config", "ethos-u55-128"))
+    elif spec.backend_id == "ethos-n":
+        name = f"ethos-{o.get('variant', 'n78')}-{o.get('tops', 1)}tops"
+    else:
+        return None
+    return name if name in DEVICE_NAMES else None
+
+
+def make_device(spec, opts: PlanningOptions):
+    """The planner Device for a target, with the user's memory pools."""
+    from planner.device import Device
+    from planner.devices import get_device
+    from planner.errors import PlannerError
+    from planner.memory import MemoryRegion
+
+    name = device_name(spec)
+    if name is None:
+        return None
+    sram_size = None
+    if spec.backend_id == "ethos-n" and int(spec.options.get("sram_size", 0) or 0) > 0:
+        sram_size = int(spec.options["sram_size"])
+    base = get_device(name, io_region="sram", sram_size=sram_size)
+    if not opts.pools:
+        return base
+    regions = {r.name: r for r in base.regions}
+    for pname, fields in opts.pools.items():
+        if pname not in regions:
+            raise OptionError(f"memory_pools: {name} has no memory {pname!r}; its memories are "
+                              f"{', '.join(regions)} (feature maps in {base.fm_region}, weights "
+                              f"in {base.weight_region})")
+        try:
+            regions[pname] = dataclasses.replace(regions[pname], **fields)
+        except PlannerError as err:
+            raise OptionError(f"memory_pools: {err}") from None
+    new = tuple(regions[r.name] for r in base.regions)
+    perf = base.perf
+    if base.family == "ethos-u":
+        from planner.perf.ethos_u import EthosUPerfModel, PortTiming
+
+        perf = EthosUPerfModel(name, PortTiming.of(regions[base.fm_region]),
+                               PortTiming.of(regions[base.weight_region]))
+    return Device(base.name, base.family, perf, new, base.fm_region, base.weight_region,
+                  base.io_region)
+
+
+def check_devices(tl, opts: PlanningOptions) -> dict:
+    """Devices per accelerator target, built up front (option errors before any work)."""
+    devices = {}
+    for spec in tl.accelerators:
+        dev = make_device(spec, opts) if opts.enabled else None
+        if dev is None and opts.enabled and (opts.budget is not None or opts.pools):
+            raise OptionError(f"target {spec}: the planner has no model of this accelerator, so "
+                              "'budget' and 'memory_pools' cannot be honoured")
+        devices[spec.backend_id] = dev
+    return devices
+
+
+# ------------------------------------------------------------------------------- planning
+def _budget(opts: PlanningOptions, device) -> int | None:
+    budget = opts.budget
+    if device is not None and device.fm_region in opts.pools and \
+            "size" in opts.pools[device.fm_region]:
+        size = opts.pools[device.fm_region]["size"]
+        budget = size if budget is None else min(budget, size)
+    return budget
+
+
+def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
+                   lowered: dict | None = None):
+    """Plan and schedule every NPU subgraph of ``pmod`` (constants attached). ``lowered``: the
+    subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
+
+    Returns (plan report dict, {symbol: scheduled PrimFunc})."""
+    from planner.errors import PlannerError
+    from planner.proposals import ProposalSearch
+    from planner.report import layer_rows
+    from tvm_ethos.lower import schedule as S
+    from tvm_ethos.lower.codegen import lower_npu_subgraphs, npu_functions
+    from tvm_ethos.lower.part_matchers import match_subgraph
+
+    rep = {"planned": opts.enabled, "options": opts.key(), "subgraphs": {}, "layers": [],
+           "peak_memory_bytes": 0, "cycles": 0, "devices": {}}
+    scheduled = {}
+    if not opts.enabled:
+        return rep, scheduled
+    cascade = 0
+    for spec in tl.accelerators:
+        device = devices.get(spec.backend_id)
+        fns = npu_functions(pmod, {spec.backend_id})
+        if not fns:
+            continue
+        if device is None:
+            rep["devices"][spec.backend_id] = None
+            for gv, f in fns:
+                rep["subgraphs"][str(f.attrs["global_symbol"])] = {
+                    "backend": spec.backend_id, "planned": False,
+                    "reason": f"the planner has no model of {spec}"}
+            continue
+        rep["devices"][spec.backend_id] = device.name
+        budget = _budget(opts, device)
+        syms = {str(f.attrs["global_symbol"]) for _, f in fns}
+        have = {k: v for k, v in (lowered or {}).items() if k in syms}
+        if set(have) != syms:
+            have = lower_npu_subgraphs(pmod, {spec.backend_id})
+        for sym in sorted(have, key=_natural):
+            lw = have[sym]
+            t0 = time.perf_counter()
+            match = match_subgraph(lw, sym)
+            try:
+                search = ProposalSearch(match.graph, device, opts.planner)
+            except PlannerError as err:
+                raise CompileError(f"planning NPU subgraph {sym} ({spec.backend_id}, "
+                                   f"{device.name}) failed: {err}") from None
+            try:
+                proposal = search.select(budget)
+            except PlannerError as err:
+                raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
+                                        f"{err}", budget, search.frontier[0][0], sym) from None
+            t1 = time.perf_counter()
+            func = S.apply_proposal(lw, match, proposal, device)
+            result = S.measure(lw, match, proposal, func, device, tvm_count=False)
+            S.check(result)
+            t2 = time.perf_counter()
+            scheduled[sym] = func
+            front = search.frontier
+            sub = {
+                "backend": spec.backend_id, "device": device.name, "planned": True,
+                "budget_bytes": budget,
+                "peak_memory_bytes": proposal.memory_bytes, "cycles": proposal.cycles,
+                "smallest_memory_bytes": front[0][0], "fastest_cycles": front[-1][1],
+                "frontier": [{"memory_bytes": m, "cycles": c} for m, c in front],
+                "plan_seconds": round(t1 - t0, 3), "schedule_seconds": round(t2 - t1, 3),
+            }
+            sub.update(result.to_json())
+            rep["subgraphs"][sym] = sub
+            for row in layer_rows(match.graph, proposal):
+                row = dict(row)
+                row["cascade"] = cascade + row["cascade"]
+                row["subgraph"] = sym
+                rep["layers"].append(_jsonable(row))
+            cascade += len(proposal.plans)
+            rep["peak_memory_bytes"] = max(rep["peak_memory_bytes"], proposal.memory_bytes)
+            rep["cycles"] += proposal.cycles
+    del report
+    # exactly what save / load round-trips (lists, not tuples; str keys)
+    return json.loads(json.dumps(_jsonable(rep))), scheduled
+
+
+def _natural(sym: str):
+    import re
+
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", sym)]
+
+
+def _jsonable(v):
+    from fractions import Fraction
+
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, Fraction):
+        return f"{v.numerator}/{v.denominator}" if v.denominator != 1 else int(v)
+    if hasattr(v, "value") and not isinstance(v, (int, float, str)):
+        return v.value
+    return v
+
+
+# ------------------------------------------------------------------------------- report
+def _kib(n) -> str:
+    return f"{(n or 0) / 1024:.1f}"
+
+
+def format_table(rep: dict) -> str:
+    """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
+    --verbose-performance: one row per Part, totals per subgraph and for the network."""
+    if not rep or not rep.get("planned"):
+        return "planner: off (compile(..., plan=False))"
+    head = (f"{'casc':>4} {'part':<24} {'operator':<17} {'stripe':<16} {'#str':>5} "
+            f"{'buffer':<9} {'region':<6} {'bytes':>9} {'weights':<7} {'cycles':>11}")
+    out = []
+    for sym, sub in rep.get("subgraphs", {}).items():
+        if not sub.get("planned"):
+            out.append(f"{sym}: not planned ({sub.get('reason', '')})")
+            continue
+        out.append(f"{sym} on {sub['device']} (budget "
+                   f"{'none' if sub['budget_bytes'] is None else format(sub['budget_bytes'], ',') + ' B'})")
+        out.append(head)
+        out.append("-" * len(head))
+        for r in rep["layers"]:
+            if r.get("subgraph") != sym:
+                continue
+            stripe = "x".join(str(x) for x in r["stripe"])
+            out.append(f"{r['cascade']:>4} {str(r['part'])[:24]:<24} {str(r['operator'])[:17]:<17} "
+                       f"{stripe:<16} {r['stripes']:>5} {str(r['buffer']):<9} "
+                       f"{str(r['region']):<6} {r['bytes']:>9,} {str(r['weights']):<7} "
+                       f"{r['cycles']:>11,}")
+        out.append("-" * len(head))
+        planned = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
+        sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
+        out.append(f"{sym}: {len(sub['plans'])} cascades, peak {_kib(sub['peak_memory_bytes'])} KiB "
+                   f"({sub['peak_memory_bytes']:,} B; scheduled TIR peak "
+                   f"{sub['scheduled_peak_bytes']:,} B), {sub['cycles']:,} cycles (estimated)")
+        out.append(f"   allocated per scope: planned {planned}; scheduled {sched}")
+    out.append(f"network NPU peak {_kib(rep['peak_memory_bytes'])} KiB "
+               f"({rep['peak_memory_bytes']:,} B), {rep['cycles']:,} NPU cycles (estimated)")
+    return "\n".join(out)
