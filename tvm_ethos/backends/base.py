@@ -156,3 +156,21 @@ class Backend:
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.backend_id!r}>"
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """What a backend package exposes (entry point or module on TVM_ETHOS_BACKEND_PATH): seed
+    002's plugin interface, made from the backend's id, API version and class."""
+    backend_id: str
+    version: tuple
+    factory: Callable[[], Any]
+
+    def get_backend_id(self) -> str:
+        return self.backend_id
+
+    def get_version(self) -> tuple:
+        return self.version
+
+    def backend_factory(self):
+        return self.factory()

@@ -9,7 +9,7 @@ requantize; reshape; concatenate. Softmax is not on the Ethos-N list and falls b
 """
 from __future__ import annotations
 
-from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec
+from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks
 
 BACKEND_ID = "ethos-n"
@@ -116,18 +116,4 @@ class EthosNBackend(NpuBackend):
         return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o))
 
 
-class _Plugin:
-    @staticmethod
-    def get_backend_id():
-        return BACKEND_ID
-
-    @staticmethod
-    def get_version():
-        return BACKEND_API_VERSION
-
-    @staticmethod
-    def backend_factory():
-        return EthosNBackend()
-
-
-plugin = _Plugin()
+plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, EthosNBackend)

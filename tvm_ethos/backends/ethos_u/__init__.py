@@ -12,7 +12,7 @@ concatenate; requantize.
 """
 from __future__ import annotations
 
-from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec
+from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, weight_sum_ok
 
 BACKEND_ID = "ethos-u"
@@ -148,18 +148,4 @@ class EthosUBackend(NpuBackend):
         return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535))
 
 
-class _Plugin:
-    @staticmethod
-    def get_backend_id():
-        return BACKEND_ID
-
-    @staticmethod
-    def get_version():
-        return BACKEND_API_VERSION
-
-    @staticmethod
-    def backend_factory():
-        return EthosUBackend()
-
-
-plugin = _Plugin()
+plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, EthosUBackend)

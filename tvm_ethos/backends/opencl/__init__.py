@@ -10,7 +10,7 @@ Option ``cpu_ops``: operator kinds or TFLite names (``softmax``, ``AVERAGE_POOL_
 leaves to the CPU (the llvm backend), like an operator a GPU backend rejects in Arm NN's
 ``GpuAcc, CpuAcc`` preference list. Several: ``+``-separated (``softmax+mean``) or a list.
 """
-from tvm_ethos.backends.base import BACKEND_API_VERSION, Capabilities, OptionSpec
+from tvm_ethos.backends.base import BACKEND_API_VERSION, Capabilities, OptionSpec, Plugin
 from tvm_ethos.backends.host_common import HostBackend
 
 BACKEND_ID = "opencl"
@@ -51,18 +51,4 @@ class OpenclBackend(HostBackend):
         )
 
 
-class _Plugin:
-    @staticmethod
-    def get_backend_id():
-        return BACKEND_ID
-
-    @staticmethod
-    def get_version():
-        return BACKEND_API_VERSION
-
-    @staticmethod
-    def backend_factory():
-        return OpenclBackend()
-
-
-plugin = _Plugin()
+plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, OpenclBackend)
