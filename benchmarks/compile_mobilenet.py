@@ -116,9 +116,6 @@ def main(argv=None) -> int:
     print("-" * 80)
     print(f"Vela 5.2.0 Size: {VELA_SIZE['sram_kib']} KiB / {VELA_SIZE['cycles']:,} cycles; "
           f"Performance: {VELA_PERF['sram_kib']} KiB / {VELA_PERF['cycles']:,} cycles")
-    print(f"compile phases: planning {sub['plan_seconds']:.1f} s, scheduling + memory check "
-          f"{sub['schedule_seconds']:.1f} s, the rest (import, partition, TE, build) "
-          f"{t2 - t1 - sub['plan_seconds'] - sub['schedule_seconds']:.1f} s")
     print(f"cascades: {len(sub['plans'])}; stripes per cascade: "
           f"{[p['stripes'] for p in sub['plans']]}")
     print(f"weights streamed from flash: {streamed:,} B for a {once:,} B network "

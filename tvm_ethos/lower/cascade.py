@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass, field
 
 from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
@@ -299,7 +298,6 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             have = lower_npu_subgraphs(pmod, {spec.backend_id})
         for sym in sorted(have, key=_natural):
             lw = have[sym]
-            t0 = time.perf_counter()
             match = match_subgraph(lw, sym)
             try:
                 search = ProposalSearch(match.graph, device, opts.planner)
@@ -311,11 +309,9 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             except PlannerError as err:
                 raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
                                         f"{err}", budget, search.frontier[0][0], sym) from None
-            t1 = time.perf_counter()
             func = S.apply_proposal(lw, match, proposal, device)
             result = S.measure(lw, match, proposal, func, device, tvm_count=False)
             S.check(result)
-            t2 = time.perf_counter()
             scheduled[sym] = func
             front = search.frontier
             sub = {
@@ -324,8 +320,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                 "peak_memory_bytes": proposal.memory_bytes, "cycles": proposal.cycles,
                 "smallest_memory_bytes": front[0][0], "fastest_cycles": front[-1][1],
                 "frontier": [{"memory_bytes": m, "cycles": c} for m, c in front],
-                "plan_seconds": round(t1 - t0, 3), "schedule_seconds": round(t2 - t1, 3),
-            }
+            }   # no timings here: the report is saved and must be byte-identical run to run
             sub.update(result.to_json())
             rep["subgraphs"][sym] = sub
             for row in layer_rows(match.graph, proposal):
