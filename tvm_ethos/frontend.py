@@ -695,6 +695,9 @@ def _one_line(err: BaseException, last: bool = True) -> str:
     text = re.sub(r"^.*Check failed: .*? : (?=\S)", "", text)
     # "In ir.Op(span=None, ..., name=\"relax.add\", ...), the first ..." -> "relax.add: the first ..."
     text = re.sub(r'In ir\.Op\(.*?name="([\w.]+)".*?support_level=\d+\),\s*', r"\1: ", text)
+    # any other printed op ("Size mismatch: ir.Op(span=None, ..., name=\"relax.dequantize\", ...")
+    # -> its name; what follows a complete dump is kept, a truncated dump is dropped
+    text = re.sub(r'ir\.Op\(.*?name="([\w.]+)"(?:.*?support_level=\d+\)|.*$)', r"\1", text)
     if len(text) > 300:
         text = text[:297] + "..."
     if not text or isinstance(err, (KeyError, IndexError, TypeError, AssertionError)) or \

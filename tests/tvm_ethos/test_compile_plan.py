@@ -2,7 +2,6 @@
 bit-exact outputs under the chosen schedules, and errors that stop compilation."""
 import time
 
-import numpy as np
 import pytest
 
 import tvm_ethos
@@ -184,4 +183,3 @@ def test_mobilenet_224_within_300_kib_bit_exact():
     assert rep["peak_memory_bytes"] <= 300 * 1024
     # the reference kernels abort on this model in this ai-edge-litert build (rfcs/0002)
     assert_bit_exact(cm, path, n_inputs=1, reference=False)
-    del np

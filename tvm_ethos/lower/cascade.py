@@ -69,13 +69,19 @@ def _size(value, what: str) -> int:
 
 
 def _number(value, what: str, integer: bool) -> float | int:
-    try:
-        v = float(value) if not integer else int(str(value), 0) if isinstance(value, str) else value
-    except (TypeError, ValueError):
-        v = None
-    if v is None or isinstance(v, bool) or (integer and not isinstance(v, int)) or v < 0 or \
-            (not integer and not isinstance(v, (int, float))):
-        kind = "a non-negative integer" if integer else "a positive number"
+    """A non-negative int (``integer``) or number from an int, float or string."""
+    kind = "a non-negative integer" if integer else "a positive number"
+    v = None
+    if not isinstance(value, bool):
+        try:
+            if integer:
+                v = int(value, 0) if isinstance(value, str) else value
+                v = v if isinstance(v, int) else None
+            else:
+                v = float(value) if isinstance(value, (str, int, float)) else None
+        except (TypeError, ValueError):
+            v = None
+    if v is None or v < 0:
         raise OptionError(f"{what}: bad value {value!r}; expected {kind}")
     return v
 

@@ -305,9 +305,9 @@ def _activation_name(layer) -> str | None:
     return "clip"
 
 
-def _compose(root, stages_by_name: dict, target: te.Tensor) -> list[AccessMap]:
-    """Access maps of ``target`` reached from ``root`` through internal stages."""
-    results = []
+def _compose(root, stages_by_name: dict) -> dict[str, list[AccessMap]]:
+    """Access maps of every tensor read from ``root`` or its internal stages, by name."""
+    results: dict[str, list[AccessMap]] = {}
     root_vars = [iv.var.name for iv in root.op.axis]
 
     def walk(t, env: dict, red: dict, depth: int):
@@ -327,13 +327,13 @@ def _compose(root, stages_by_name: dict, target: te.Tensor) -> list[AccessMap]:
                     continue
                 a2 = a.substitute(rename)
                 dims.append(a2.substitute(env) if a2 is not None else None)
-            if _name(x) == _name(target):
-                results.append(AccessMap(dims, local_red))
-            elif _is_compute(x) and _name(x) in stages_by_name:
+            if _is_compute(x) and _name(x) in stages_by_name:
                 child_env = {}
                 for iv, d in zip(x.op.axis, dims):
                     child_env[iv.var.name] = d
                 walk(x, child_env, local_red, depth + 1)
+            else:
+                results.setdefault(_name(x), []).append(AccessMap(dims, local_red))
 
     env = {v: Affine.make({v: 1}, 0) for v in root_vars}
     walk(root, env, {}, 0)
@@ -472,9 +472,10 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
         out_shape = tuple(int(s) for s in r.shape)
         out_vars = [iv.var.name for iv in r.op.axis]
         maps = []
+        reads = _compose(r, by_name)
         for x in ins:
             shape = tuple(int(s) for s in x.shape)
-            maps.append(_merge(_compose(r, by_name, x) or [AccessMap([None] * len(shape), {})],
+            maps.append(_merge(reads.get(_name(x)) or [AccessMap([None] * len(shape), {})],
                                shape))
         layer = layer_of.get(_name(r))
         kind, attrs, window = _classify(r, stages, ins, acts, maps, layer, const_names)
