@@ -62,7 +62,7 @@ from planner.devices import get_device  # noqa: E402
 from planner.graph import PlannerGraph  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.plans import PlanGenerator  # noqa: E402
-from planner.proposals import Proposal, ProposalSearch  # noqa: E402
+from planner.proposals import Proposal, ProposalSearch, live_boundary_bytes  # noqa: E402
 from planner.stripes import StripeConfig  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
 from tvm_ethos.sweep import vela_available, vela_task  # noqa: E402
@@ -324,25 +324,12 @@ def vela_terms_peak(graph: PlannerGraph, device, proposal: Proposal,
     ``weight_staging=False`` leaves out each Plan's weight staging double buffer (Vela with
     cascading off reads weights straight from flash and allocates none)."""
     nhwc = nhwc_tensors(graph)
-    topo = graph.topological_parts()
-    n = len(topo)
-    pos = {p.name: i for i, p in enumerate(topo)}
-    outputs = {t.name for t in graph.outputs}
-    inputs = {t.name for t in graph.inputs}
-    fm = device.fm_region
-
-    def home(name: str) -> str:
-        return device.io_region if (name in outputs or name in inputs) else fm
 
     def size(t, shape=None) -> int:
         return vela_bytes(t, t.shape if shape is None else shape, nhwc, align, brick)
 
-    spans = []
-    for t, made in [(t, -1) for t in graph.inputs] + [(p.output, pos[p.name]) for p in topo]:
-        if home(t.name) == fm:
-            last = n if t.name in outputs else max(
-                (pos[q.name] for q in graph.consumers(t)), default=made)
-            spans.append((made, last, size(t)))
+    # the planner's own live set, each tensor sized as Vela sizes it
+    base, own_bytes = live_boundary_bytes(graph, device, size)
     tensors = {t.name: t for t in graph.inputs}
     for p in graph.parts:
         tensors[p.output.name] = p.output
@@ -350,9 +337,7 @@ def vela_terms_peak(graph: PlannerGraph, device, proposal: Proposal,
             tensors.setdefault(t.name, t)
     peak = 0
     for plan in proposal.plans:
-        live = sum(b for made, last, b in spans if made < plan.start <= last)
-        sink = topo[plan.end].output
-        own = size(sink) if home(sink.name) == fm else 0
+        live, own = base[plan.start], own_bytes[plan.end]
         buffers = 0
         for tc in plan.tensor_configs:
             if tc.tensor == plan.output and tc.copy_region == tc.home_region:

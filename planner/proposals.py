@@ -31,9 +31,12 @@ class Proposal:
                 "plans": [p.to_json() for p in self.plans]}
 
 
-def live_boundary_bytes(graph: PlannerGraph, device: Device) -> tuple[list[int], list[int]]:
+def live_boundary_bytes(graph: PlannerGraph, device: Device, size=None
+                        ) -> tuple[list[int], list[int]]:
     """(base, own): base[i] = bytes of boundary tensors live when a Plan starts at i,
-    own[j] = bytes of the output of the Part at j. Only feature-map-region tensors count."""
+    own[j] = bytes of the output of the Part at j. Only feature-map-region tensors count.
+    ``size(tensor)`` sizes each tensor (default: its bytes; a peer's allocator may round)."""
+    size = size or (lambda t: t.bytes)
     topo = graph.topological_parts()
     n = len(topo)
     pos = {p.name: i for i, p in enumerate(topo)}
@@ -54,13 +57,13 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device) -> tuple[list[int],
         last = n if t.name in outputs else max(cons, default=max(made, 0))
         # live for plans starting at i with made < i <= last
         if last > made:
-            diff[made + 1] += t.bytes
-            diff[last + 1] -= t.bytes
+            diff[made + 1] += size(t)
+            diff[last + 1] -= size(t)
     base, acc = [], 0
     for i in range(n):
         acc += diff[i]
         base.append(acc)
-    own = [p.output.bytes if home(p.output.name) == fm else 0 for p in topo]
+    own = [size(p.output) if home(p.output.name) == fm else 0 for p in topo]
     return base, own
 
 
