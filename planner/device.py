@@ -28,6 +28,10 @@ class Device:
     #: Plan stages in SRAM only weights a stripe would read more than once
     #: (``perf.weight_fetches``); False: weights always reach the NPU through SRAM (Ethos-N).
     weights_read_in_place: bool = False
+    #: The weight DMA may run ahead by one operation: while an unstriped Part runs, its idle
+    #: weight-memory port copies the next Part's weights into SRAM, hiding that copy
+    #: (Vela's weight pre-buffering; rfcs/0001 appendix, "Weights prefetched across Parts").
+    weight_prefetch: bool = False
 
     def __post_init__(self) -> None:
         names = [r.name for r in self.regions]

@@ -120,7 +120,7 @@ def _build(name: str, io_region: str, sram_size: int | None) -> Device:
         # block (Vela: "Weight buffer = 0 bytes (None)" for unbuffered operations, their
         # weights read from flash/DRAM per block and absent from "SRAM used").
         return Device(name, "ethos-u", perf, regions, fm_region="sram", weight_region=weights,
-                      io_region=io_region, weights_read_in_place=True)
+                      io_region=io_region, weights_read_in_place=True, weight_prefetch=True)
     regions = _n78_regions(name, sram_size)
     return Device(name, "ethos-n", EthosNPerfModel(name), regions, fm_region="sram",
                   weight_region="dram", io_region=io_region)

@@ -16,7 +16,7 @@ and weights copied to SRAM.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator
 
@@ -53,6 +53,11 @@ class PlanSpec:
     mode: str            # "rolling", "lockstep" (planner.lockstep) or "recompute"
     granule: int         # rolling chunk rows; 0 = natural
     weights: tuple[str, ...] = ()   # Parts whose weights are copied to SRAM once
+    #: Cross-Plan weight prefetch (one-Part unstriped Plans, PlanGenerator.prefetch_cost):
+    #: this Plan's Part finds its weights already in SRAM, copied during the previous Plan;
+    #: this Plan copies the next Part's weights to SRAM while its own Part runs.
+    prefetched: bool = False
+    prefetch_next: bool = False
 
     def label(self) -> str:
         if self.mode == "rolling":
@@ -76,9 +81,12 @@ class Plan:
     part_schedules: tuple[PartSchedule, ...]
     memory_bytes: int
     cycles: int
+    #: Cycles of the next Part's weight copy hidden under this Plan (``spec.prefetch_next``);
+    #: already taken off ``cycles``.
+    prefetch_credit: int = 0
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "parts": list(self.parts), "output": self.output,
             "output_stripe": self.spec.stripe.to_json(), "buffering": self.spec.label(),
             "weights_in_sram": list(self.spec.weights), "memory_bytes": self.memory_bytes,
@@ -86,6 +94,11 @@ class Plan:
             "tensors": [tc.to_json() for tc in self.tensor_configs],
             "schedule": [ps.to_json() for ps in self.part_schedules],
         }
+        if self.spec.prefetched or self.spec.prefetch_next:
+            out["prefetch"] = {"weights_prefetched": self.spec.prefetched,
+                               "prefetches_next": self.spec.prefetch_next,
+                               "credit_cycles": self.prefetch_credit}
+        return out
 
 
 def _distinct_sizes(extent: int, granule: int, factors: int) -> list[int]:
@@ -124,6 +137,7 @@ class PlanGenerator:
         self._sig_ids: dict = {}
         self._shape_cache: dict = {}
         self._step_cache: dict = {}
+        self._idle_cache: dict = {}
 
     # ----- where tensors live --------------------------------------------------------------
     def home_of(self, t: Tensor) -> str:
@@ -242,7 +256,7 @@ class PlanGenerator:
         access = getattr(self.device.perf, "fm_access_cycles", None)
         fm_access = access(part, shape) if access is not None else 0
         fetches = self.device.perf.weight_fetches(part, shape) if weights else 1
-        out = []
+        out, idle = [], []
         for region in (self.weight_home, self.fm):
             p = dict(ports)
             for nbytes in weights:
@@ -253,7 +267,9 @@ class PlanGenerator:
                 bound = fm_access + (self.fm.read_cycles(rereads) if rereads else 0)
                 p[self.fm.port_name] = max(p.get(self.fm.port_name, 0), bound)
             out.append(max(compute, max(p.values())) + overhead)
+            idle.append(out[-1] - p.get(self.weight_home.port_name, 0))
         self._shape_cache[key] = hit = (out[0], out[1])
+        self._idle_cache[key] = (idle[0], idle[1])
         return hit
 
     def _signature(self, part: Part) -> int:
@@ -320,6 +336,108 @@ class PlanGenerator:
                 for shape in stripe.count_stripes() if 0 not in shape)
         return hit
 
+    # ----- weights prefetched across Plans -------------------------------------------------
+    # The weight DMA runs ahead by one operation (Vela's weight pre-buffering: the copy of an
+    # operation's weights into SRAM overlaps the previous operation, whose idle weight-memory
+    # cycles hide it; legacy core ``npu_performance.py: estimate_full_op_performance``,
+    # ``slack_cycles``). Only between one-Part unstriped Plans, as Vela pre-buffers only
+    # operations outside cascades: then "the previous Plan" is known from the position alone
+    # (Plans cover contiguous intervals), the credit min(idle of Plan A, copy of Part B) is a
+    # function of Plan A and of the Part after it, and the DP carries one bit (were the next
+    # Part's weights prefetched?) and stays exact (planner/proposals.py).
+
+    def can_prefetch(self, part: Part) -> bool:
+        """Whether ``part``'s weights may be copied to SRAM under the previous Plan."""
+        return (self.device.weight_prefetch and bool(part.constant_inputs)
+                and "sram" in self.options.weight_placements
+                and self.device.weight_region != self.device.fm_region)
+
+    def weight_copy_cycles(self, part: Part) -> int:
+        """Cycles of copying all of ``part``'s constants from their home to SRAM."""
+        return sum(self.weight_home.read_cycles(t.bytes) for _, t in part.constant_inputs)
+
+    def prefetch_cost(self, j: int, prefetched: bool, prefetch_next: bool
+                      ) -> tuple[int, int, int]:
+        """(memory, cycles, credit) of the one-Part unstriped Plan [j, j].
+
+        ``prefetched``: its weights were copied to SRAM under the previous Plan; it holds them
+        (their bytes) and runs with them in SRAM, paying the copy (``weight_copy_cycles``), of
+        which the previous Plan's credit takes off what that Plan's idle port hid.
+        ``prefetch_next``: it copies the next Part's weights while it runs: it holds them too,
+        and takes credit = min(its weight-port idle cycles, the next Part's copy) off its
+        cycles (the hidden part of the copy, which the next Plan charges in full).
+        """
+        p = self.topo[j]
+        whole = StripeConfig.whole(p.output.shape)
+        stage = self._placements(p, whole, PlanSpec(whole, "recompute", 0), True, 0, 0, ())[0][0]
+        key = (self._signature(p), whole.shape, False)
+        flash, sram = self._stripe_cycles(p, key[0], whole.shape)
+        idle = self._idle_cache[key][1 if prefetched else 0]
+        if prefetched:
+            memory = stage + self._constant_bytes(p)
+            cycles = sram + self.weight_copy_cycles(p)
+        else:
+            memory = stage + self.weight_stage_bytes(p, whole)
+            cycles = flash
+        credit = 0
+        if prefetch_next:
+            nxt = self.topo[j + 1]
+            credit = min(max(idle, 0), self.weight_copy_cycles(nxt))
+            memory += self._constant_bytes(nxt)
+        return memory, cycles - credit, credit
+
+    @staticmethod
+    def _constant_bytes(part: Part) -> int:
+        return sum(t.bytes for _, t in part.constant_inputs)
+
+    def prefetch_variants(self, j: int) -> list[tuple[bool, bool, int, int, tuple]]:
+        """(prefetched, prefetch_next, memory, cycles, raw spec) of the Plan [j, j] run whole
+        with cross-Plan prefetch, beside its plain candidate (``interval_frontiers``). A
+        prefetch that hides nothing (credit 0) is not offered."""
+        p = self.topo[j]
+        ins = [False, True] if self.can_prefetch(p) else [False]
+        outs = [False, True] if j + 1 < len(self.topo) and \
+            self.can_prefetch(self.topo[j + 1]) else [False]
+        whole = StripeConfig.whole(p.output.shape)
+        out = []
+        for pre in ins:
+            for nxt in outs:
+                if not (pre or nxt):
+                    continue
+                mem, cyc, credit = self.prefetch_cost(j, pre, nxt)
+                if nxt and credit <= 0:
+                    continue
+                spec = PlanSpec(whole, "recompute", 0, (), pre, nxt)
+                out.append((pre, nxt, mem, cyc, (spec, (p.name,) if pre else ())))
+        return out
+
+    def _build_prefetch(self, j: int, spec: PlanSpec) -> Plan:
+        """The Plan [j, j] of a prefetch variant: the plain unstriped Plan with its Part's
+        weights held in SRAM (``prefetched``: no staging buffer then) and/or the next Part's
+        weights held while they are copied (``prefetch_next``)."""
+        plain = self.build(j, j, replace(spec, weights=(), prefetched=False, prefetch_next=False))
+        memory, cycles, credit = self.prefetch_cost(j, spec.prefetched, spec.prefetch_next)
+        p = self.topo[j]
+        configs = list(plain.tensor_configs)
+        schedules = list(plain.part_schedules)
+
+        def held(part: Part) -> list[TensorConfig]:
+            return [TensorConfig(t.name, self.device.weight_region, self.device.fm_region,
+                                 BufferMode.RECOMPUTE, t.shape, t.bytes)
+                    for _, t in part.constant_inputs]
+
+        if spec.prefetched:
+            consts = {t.name for _, t in p.constant_inputs}
+            configs = [tc for tc in configs if tc.tensor not in consts] + held(p)
+            ps = schedules[0]
+            schedules[0] = PartSchedule(ps.part, ps.stripe, ps.executions,
+                                        cycles + credit, self.device.fm_region)
+        if spec.prefetch_next:
+            configs += held(self.topo[j + 1])
+        return replace(plain, spec=spec, tensor_configs=tuple(configs),
+                       part_schedules=tuple(schedules), memory_bytes=memory, cycles=cycles,
+                       prefetch_credit=credit)
+
     # ----- one Plan in full --------------------------------------------------------------
     def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
         """The Plan for interval [start, end] under ``spec``, with every buffer and schedule.
@@ -327,6 +445,8 @@ class PlanGenerator:
         Walks backwards like ``generate`` and costs with the same ``_placements`` and
         ``_interior``, so a built Plan always has the memory and cycles its candidate had.
         """
+        if spec.prefetched or spec.prefetch_next:
+            return self._build_prefetch(start, spec)
         sink = self.topo[end]
         compute: dict[str, StripeConfig] = {sink.name: spec.stripe}
         memory = cycles = 0
@@ -685,7 +805,7 @@ def _extended(points: list, options: list) -> list:
 def make_spec(raw: tuple) -> PlanSpec:
     """The PlanSpec of a raw candidate from ``PlanGenerator.candidates``."""
     base, copied = raw
-    return PlanSpec(base.stripe, base.mode, base.granule, copied)
+    return replace(base, weights=copied)
 
 
 _pareto = frontier

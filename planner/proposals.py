@@ -6,6 +6,12 @@ produced before it and read at or after its start, its own output, and the netwo
 already made. So a Proposal's peak memory is the max over its Plans of (Plan buffers + live
 boundary tensors) and its cycles the sum, both monotone: culling dominated partial Proposals
 at every prefix of the order loses nothing, and the frontier is exact.
+
+One coupling crosses Plans: weights prefetched under the previous Plan
+(``PlanGenerator.prefetch_variants``). The Plan that prefetches takes the credit and holds the
+buffer, and the Plan after it must use the prefetched weights, so a prefix carries one bit of
+state (did its last Plan prefetch the next Part's weights?) and the DP keeps one frontier per
+prefix and bit: still exact.
 """
 from __future__ import annotations
 
@@ -118,6 +124,7 @@ class _Point:
     start: int
     end: int
     spec: tuple | None   # raw candidate spec (see plans.make_spec)
+    prev_state: int = 0  # the bit of the prefix this point extends (1: weights prefetched)
 
 
 class ProposalSearch:
@@ -133,6 +140,7 @@ class ProposalSearch:
         self.options = options or PlannerOptions()
         self.gen = PlanGenerator(graph, device, self.options)
         self.fronts: list[list[_Point]] = []
+        self.prefetch_fronts: list[list[_Point]] = []   # prefixes that prefetched the next
         self.plan_candidates = 0
         self._run()
 
@@ -141,6 +149,8 @@ class ProposalSearch:
         base, own = live_boundary_bytes(self.graph, self.device)
         fronts: list[list[_Point]] = [[_Point(0, 0, -1, -1, 0, -1, None)]]
         points = [[(0, 0, 0)]]    # fronts as (memory, cycles, index), what combine takes
+        pre_fronts: list[list[_Point]] = [[]]     # the same for prefixes with the bit set
+        pre_points: list[list[tuple]] = [[]]
         for j, (count, by_start) in enumerate(_interval_frontiers(self.gen, self.workers)):
             self.plan_candidates += count
             cands = []
@@ -148,16 +158,32 @@ class ProposalSearch:
                 live = base[start] + own[j]
                 plans = [(m + live, c, spec) for m, c, spec in by_start[start]]
                 for m, c, (ia, ib) in combine(points[start], plans):
-                    cands.append((m, c, start, ia, plans[ib][2]))
-            # only the survivors become _Points
-            front = [_Point(m, c, start, ia, start, j, spec)
-                     for m, c, start, ia, spec in frontier(cands)]
-            if self.options.thin_frontier:
-                front = [pt for _, _, pt in thin([(p.memory, p.cycles, p) for p in front],
-                                                 self.options.thin_frontier)]
+                    cands.append((m, c, start, ia, plans[ib][2], 0))
+            pre_cands = []
+            variants = self.gen.prefetch_variants(j)
+            self.plan_candidates += len(variants)
+            for pre, nxt, m, c, raw in variants:
+                prefix = pre_points[j] if pre else points[j]
+                for pm, pc, (ia, _) in combine(prefix, [(m + base[j] + own[j], c, raw)]):
+                    (pre_cands if nxt else cands).append((pm, pc, j, ia, raw, int(pre)))
+            front = self._front(cands, j)
+            pre_front = self._front(pre_cands, j)
             fronts.append(front)
             points.append([(p.memory, p.cycles, k) for k, p in enumerate(front)])
+            pre_fronts.append(pre_front)
+            pre_points.append([(p.memory, p.cycles, k) for k, p in enumerate(pre_front)])
         self.fronts = fronts
+        self.prefetch_fronts = pre_fronts
+
+    def _front(self, cands: list[tuple], j: int) -> list[_Point]:
+        """The survivors of ``cands`` (memory, cycles, start, index, raw spec, prefix bit) as
+        _Points, thinned if the options ask."""
+        front = [_Point(m, c, start, ia, start, j, spec, bit)
+                 for m, c, start, ia, spec, bit in frontier(cands)]
+        if self.options.thin_frontier:
+            front = [pt for _, _, pt in thin([(p.memory, p.cycles, p) for p in front],
+                                             self.options.thin_frontier)]
+        return front
 
     @property
     def frontier(self) -> list[tuple[int, int]]:
@@ -171,7 +197,8 @@ class ProposalSearch:
         top = pt
         while pt.spec is not None:
             pts.append(pt)
-            k, pt = pt.prev, self.fronts[pt.prev][pt.prev_index]
+            fronts = self.prefetch_fronts if pt.prev_state else self.fronts
+            k, pt = pt.prev, fronts[pt.prev][pt.prev_index]
         plans = tuple(self.gen.build(p.start, p.end, make_spec(p.spec)) for p in reversed(pts))
         return Proposal(plans, top.memory, top.cycles)
 

@@ -629,8 +629,9 @@ def test_weight_staging_only_where_weights_are_read_again(device):
 def test_stripe_dependent_weight_staging_keeps_the_dp_exact(g):
     """On the Ethos-U the weight staging buffer depends on the Plan's stripes (staged only
     where a stripe reads weights more than once), so the search keeps it in its group keys:
-    its frontier equals the exhaustive combination of per-interval candidates, and every
-    frontier Proposal rebuilt has the memory (recounted from its Plans' buffers, staging
+    its frontier equals the exhaustive combination of per-interval candidates (with the
+    cross-Plan weight prefetch chains the Ethos-U allows), and every frontier Proposal
+    rebuilt has the memory (recounted from its Plans' buffers, staging and prefetched weights
     included) and cycles of its point."""
     device = get_device("ethos-u55-128")
     search = ProposalSearch(g, device, SMALL, workers=1)

@@ -13,11 +13,18 @@ from planner.options import PlannerOptions
 from planner.pareto import frontier
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
+from planner.stripes import StripeConfig
 from tests.planner.simple_device import simple_device
 from tests.planner.strategies import graphs
 
 SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2, rolling_granules=(1, 0),
                        weight_placements=("flash", "sram"))
+
+
+def prefetch_device(io_region="sram"):
+    """The test device with cross-Plan weight prefetch on (its weights live in flash)."""
+    import dataclasses
+    return dataclasses.replace(simple_device(io_region), weight_prefetch=True)
 
 
 def live_bytes(graph, device, segments):
@@ -53,34 +60,46 @@ def live_bytes(graph, device, segments):
 
 
 def exhaustive(graph, device, options):
+    """Every segmentation and, along it, every chain of cross-Plan prefetch flags (none unless
+    the device prefetches): a Plan that prefetches the next Part's weights is followed by a
+    Plan whose Part uses them; the first Plan has nothing prefetched, the last prefetches
+    nothing."""
     gen = PlanGenerator(graph, device, options)
     n = len(gen.topo)
     cands = {}
     for j in range(n):
         for start, mem, cyc, _ in gen.generate(j):
-            cands.setdefault((start, j), []).append((mem, cyc))
+            cands.setdefault((start, j, False, False), []).append((mem, cyc))
+        for pre, nxt, mem, cyc, _ in gen.prefetch_variants(j):
+            cands.setdefault((j, j, pre, nxt), []).append((mem, cyc))
     culled = {k: [(m, c) for m, c, _ in frontier([(m, c, None) for m, c in v])]
               for k, v in cands.items()}
     points = []
     for cuts in itertools.product([0, 1], repeat=n - 1):
         bounds = [0] + [k + 1 for k, c in enumerate(cuts) if c] + [n]
         segs = [(bounds[k], bounds[k + 1] - 1) for k in range(len(bounds) - 1)]
-        if any(s not in cands for s in segs):
-            continue
         live = live_bytes(graph, device, segs)
-        # Within one interval every candidate meets the same live tensors and combination is
-        # monotone (max / sum), so a candidate dominated inside its interval is dominated in
-        # every Proposal: culling per interval keeps this search exhaustive.
-        for choice in itertools.product(*(culled[s] for s in segs)):
-            mem = max(m + lv for (m, _), lv in zip(choice, live))
-            points.append((mem, sum(c for _, c in choice), None))
+        for bits in itertools.product([False, True], repeat=len(segs) - 1):
+            flags = (False,) + bits + (False,)
+            keys = [(s, e, flags[k], flags[k + 1]) for k, (s, e) in enumerate(segs)]
+            if any(key not in cands for key in keys):
+                continue
+            # Within one interval (and flag pair) every candidate meets the same live tensors
+            # and combination is monotone (max / sum), so a candidate dominated there is
+            # dominated in every Proposal: culling per interval keeps this search exhaustive.
+            for choice in itertools.product(*(culled[key] for key in keys)):
+                mem = max(m + lv for (m, _), lv in zip(choice, live))
+                points.append((mem, sum(c for _, c in choice), None))
     return [(m, c) for m, c, _ in frontier(points)]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(graphs(max_parts=5))
-def test_dp_frontier_equals_exhaustive_search(g):
-    device = simple_device()
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=5), st.booleans())
+def test_dp_frontier_equals_exhaustive_search(g, prefetch):
+    """The DP against every segmentation; with cross-Plan weight prefetch, also against every
+    consistent chain of prefetch flags: its one bit of state (did the prefix prefetch the
+    next Part's weights?) keeps it exact."""
+    device = prefetch_device() if prefetch else simple_device()
     search = ProposalSearch(g, device, SMALL)
     assert search.frontier == exhaustive(g, device, SMALL)
 
@@ -201,3 +220,94 @@ def test_json_identical_across_hash_seeds(tmp_path):
     data = json.loads(outs[0])
     for key in ("peak_memory_bytes", "cycles", "plans", "frontier"):
         assert key in data
+
+
+# ----- weights prefetched across Plans --------------------------------------------------------
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=6), st.sampled_from(["sram", "dram"]))
+def test_prefetch_plans_rebuild_and_simulate_as_planned(g, io_region):
+    """Every frontier Proposal rebuilds with the memory and cycles the DP had; its prefetch
+    flags chain; the simulator measures the same buffers, prefetched weights included."""
+    from planner.simulate import simulate
+    device = prefetch_device(io_region)
+    search = ProposalSearch(g, device, SMALL)
+    for k, (mem, cyc) in enumerate(search.frontier):
+        prop = search.proposal(k)
+        assert sum(p.cycles for p in prop.plans) == cyc == prop.cycles
+        flags = [p.spec.prefetched for p in prop.plans] + [False]
+        assert [p.spec.prefetch_next for p in prop.plans] == flags[1:]
+        sim = simulate(g, device, prop)
+        assert list(sim.plan_bytes) == [p.memory_bytes for p in prop.plans]
+        assert sim.peak_bytes == prop.memory_bytes == mem
+
+
+def _ds_cnn_block():
+    """ds_cnn_kws's first three layers: a 10x4 stride-2 convolution of the 49x10 input to
+    25x5x64, a 3x3 depthwise and a 1x1 pointwise convolution, all with ReLU."""
+    from planner import parts
+    from planner.graph import GraphBuilder
+    b = GraphBuilder("ds_cnn_block")
+    t = b.input("in", (1, 49, 10, 1))
+    t = b.add(parts.conv2d("conv", t, 64, (10, 4), (2, 2), padding=(4, 1, 5, 1),
+                           activation="relu"))
+    t = b.add(parts.depthwise_conv2d("dw", t, 3, 1, padding=(1, 1, 1, 1), activation="relu"))
+    t = b.add(parts.conv2d("pw", t, 64, 1, 1, 1, activation="relu"))
+    return b.build([t])
+
+
+def test_prefetch_credit_by_hand():
+    """The credit on ethos-u55-256 (flash: 1 byte/cycle, 64 cycles latency, 128-byte bursts),
+    worked out by hand.
+
+    Copies: dw's 576 weight bytes are 5 bursts (640) + 64 latency = 704, its 256 bias bytes
+    320: 1,024 cycles; pw's 4,096 + 64 and 256 + 64: 4,480.
+    dw streaming its weights costs 4,984 (4,968 NPU + 16 overhead) with the flash busy for
+    1,024 of them: idle 3,960, so prefetching pw hides 3,960 of its 4,480. dw with its own
+    weights prefetched leaves the flash idle all 4,984 cycles: all 4,480 are hidden.
+    pw with its weights in SRAM costs 3,976 (compute-bound) + its copy 4,480 = 8,456, streamed
+    4,496 (the flash read of 4,480 + 16 binds)."""
+    from planner.devices import get_device
+    g = _ds_cnn_block()
+    device = get_device("ethos-u55-256")
+    gen = PlanGenerator(g, device, PlannerOptions())
+    conv, dw, pw = gen.topo
+    assert [gen.weight_copy_cycles(p) for p in (dw, pw)] == [1024, 4480]
+    # (memory, cycles, credit); memory: the weights held (832 B for dw, 4,352 B for pw) and
+    # dw's staging double buffer of 16-channel slices (2 x 832 / 4 = 416 B) when it streams
+    assert gen.prefetch_cost(1, False, False) == (416, 4984, 0)
+    assert gen.prefetch_cost(1, False, True) == (416 + 4352, 4984 - 3960, 3960)
+    assert gen.prefetch_cost(1, True, True) == (832 + 4352, 4984 + 1024 - 4480, 4480)
+    assert gen.prefetch_cost(2, True, False) == (4352, 3976 + 4480, 0)
+    # layer by layer, fastest: conv prefetches dw's weights (its flash idles for most of its
+    # run), dw runs from SRAM and prefetches pw's, pw runs from SRAM with its copy all hidden
+    search = ProposalSearch(g, device, PlannerOptions(max_plan_size=1))
+    best = search.select(None)
+    assert [(p.spec.prefetched, p.spec.prefetch_next) for p in best.plans] == \
+        [(False, True), (True, True), (True, False)]
+    conv_cost = gen.part_cost(conv, StripeConfig.whole(conv.output.shape), "flash")
+    assert [p.prefetch_credit for p in best.plans] == [1024, 4480, 0]
+    assert best.cycles == conv_cost + 4984 + 3976
+    plain = conv_cost + 4984 + 4496
+    assert plain - best.cycles == 520
+    # without the prefetch the fastest layer-by-layer schedule is slower (it stripes conv to
+    # copy its weights to SRAM: 22,960 cycles), and holds no weights ahead
+    import dataclasses
+    off = dataclasses.replace(device, weight_prefetch=False)
+    alone = ProposalSearch(g, off, PlannerOptions(max_plan_size=1)).select(None)
+    assert best.cycles == 22881 < alone.cycles == 22960
+    assert not any(p.prefetch_credit for p in alone.plans)
+
+
+def test_prefetch_is_off_where_the_device_or_options_say_so():
+    """No variant without the device's prefetch, nor when weights may not go to SRAM."""
+    from planner.devices import get_device
+    g = _ds_cnn_block()
+    device = get_device("ethos-u55-256")
+    import dataclasses
+    off = dataclasses.replace(device, weight_prefetch=False)
+    assert all(not PlanGenerator(g, off, PlannerOptions()).prefetch_variants(j)
+               for j in range(3))
+    flash_only = PlannerOptions(weight_placements=("flash",))
+    assert all(not PlanGenerator(g, device, flash_only).prefetch_variants(j) for j in range(3))
+    assert PlanGenerator(g, device, PlannerOptions()).prefetch_variants(1)

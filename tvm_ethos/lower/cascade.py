@@ -225,7 +225,11 @@ def make_device(spec, opts: PlanningOptions):
     sram_size = None
     if spec.backend_id == "ethos-n" and int(spec.options.get("sram_size", 0) or 0) > 0:
         sram_size = int(spec.options["sram_size"])
-    base = get_device(name, io_region="sram", sram_size=sram_size)
+    # Weights prefetched under the previous Plan (planner: PlanGenerator.prefetch_cost) have no
+    # TensorIR form yet: a weight copy is realized in the Plan that reads it (schedule.py),
+    # so the compile path plans without them and its memory check stays exact.
+    base = dataclasses.replace(get_device(name, io_region="sram", sram_size=sram_size),
+                               weight_prefetch=False)
     if not opts.pools:
         return base
     regions = {r.name: r for r in base.regions}
