@@ -6,11 +6,11 @@ import tvm
 
 import tvm_ethos
 from conftest import model_path
-from planner.devices import get_device
 from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
 from tvm_ethos.lower import schedule as S
+from tvm_ethos.lower.cascade import planning_device
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.lower.part_matchers import match_subgraph
 from tvm_ethos.lower.pipeline import PIPELINE_NAME
@@ -65,7 +65,7 @@ def test_scheduled_memory_equals_plan_and_outputs_equal():
     """ResNet-8 (residual adds, weight copies, 2-D tiles, the weight staging buffer): the
     smallest and the fastest Proposal, built and run against the unscheduled kernel."""
     lw, match = subgraph("resnet8_cifar")
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, RECOMPUTE)
     xs = inputs_of(lw)
     reference = run(lw.primfunc, lw, xs)
@@ -82,7 +82,7 @@ def test_scheduled_memory_equals_plan_and_outputs_equal():
 def test_every_frontier_point_allocates_what_it_plans(name):
     """Memory only (no build): every Proposal on the frontier, planned == scheduled."""
     lw, match = subgraph(name)
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, RECOMPUTE)
     copies = tiles = 0
     n = len(search.frontier)
@@ -101,7 +101,7 @@ def test_a_wrong_plan_is_caught():
     import dataclasses
 
     lw, match = subgraph("resnet8_cifar")
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, RECOMPUTE)
     proposal = search.proposal(0)
     func = S.apply_proposal(lw, match, proposal, device)
@@ -122,7 +122,7 @@ def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name):
     each row computed once, built and run against the unscheduled kernel at the smallest, a
     middle and the fastest Proposal."""
     lw, match = subgraph(name)
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, LOCKSTEP)
     xs = inputs_of(lw)
     reference = run(lw.primfunc, lw, xs)
@@ -150,7 +150,7 @@ def test_a_ring_one_row_short_computes_wrong_outputs():
     import dataclasses
 
     lw, match = subgraph("resnet8_cifar")
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     proposal = ProposalSearch(match.graph, device, LOCKSTEP).proposal(0)
     xs = inputs_of(lw)
     reference = run(lw.primfunc, lw, xs)
@@ -178,7 +178,7 @@ def test_a_ring_one_row_short_computes_wrong_outputs():
 
 def test_rolling_plans_are_refused():
     lw, match = subgraph("mobilenet_v1_0.25_96")
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, PlannerOptions(rolling_granules=(0,),
                                                                 allow_recompute=False))
     proposal = search.proposal(0)
@@ -191,7 +191,7 @@ def test_ring_layout_and_scopes_in_the_tir():
     """The cascade buffers are folded to the planned shape (row % rows) in the SRAM scope, the
     accumulators are single elements in 'local'."""
     lw, match = subgraph("mobilenet_v1_0.25_96")
-    device = get_device("ethos-u55-128")
+    device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, RECOMPUTE)
     proposal = search.proposal(0)
     func = S.apply_proposal(lw, match, proposal, device)
@@ -250,7 +250,7 @@ def test_tvm_rolling_buffer_is_not_the_planners_ring():
         t = g.add(P.conv2d(name, t, out_channels=C, kernel=(3, 1), bias=False,
                            output_name=name))
     graph = g.build()
-    gen = PlanGenerator(graph, get_device("ethos-u55-128"), PlannerOptions())
+    gen = PlanGenerator(graph, planning_device("ethos-u55-128"), PlannerOptions())
     sink = StripeConfig.tiled((1, H, 1, C), (1, h, 1, C), (0, 1, 0, 0))
 
     def rings(granule):
@@ -261,3 +261,17 @@ def test_tvm_rolling_buffer_is_not_the_planners_ring():
     assert rings(1) == {"c": h + 2, "b": 3}
     assert rings(0) == {"c": 2 * h, "b": 2 * h}
     assert (tvm_rows["c"], tvm_rows["b"]) not in [(rings(g)["c"], rings(g)["b"]) for g in (0, 1)]
+
+
+def test_weights_prefetched_across_plans_are_refused_by_name():
+    """The planner's cross-Plan weight prefetch (on for the Ethos-U devices) has no TensorIR
+    form: a Proposal that uses it gets a one-line UnrealizableScheduleError naming the device
+    to plan for instead, never a memory mismatch from deep inside the scheduler."""
+    from planner.devices import get_device
+    lw, match = subgraph("resnet8_cifar")
+    search = ProposalSearch(match.graph, get_device("ethos-u55-128"),
+                            PlannerOptions(max_plan_size=1, rolling_granules=()))
+    fastest = search.select(None)
+    assert any(p.spec.prefetch_next for p in fastest.plans)
+    with pytest.raises(S.UnrealizableScheduleError, match="planning_device"):
+        S.apply_proposal(lw, match, fastest)

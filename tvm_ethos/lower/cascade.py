@@ -212,10 +212,18 @@ def device_name(spec) -> str | None:
     return name if name in DEVICE_NAMES else None
 
 
+def planning_device(name: str, *, io_region: str = "sram", sram_size: int | None = None):
+    """The planner Device the compile path plans for: ``get_device``'s, without weights
+    prefetched across Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR
+    form yet (a weight copy is realized in the Plan that reads it, ``schedule.py``)."""
+    from planner.devices import get_device
+    return dataclasses.replace(get_device(name, io_region=io_region, sram_size=sram_size),
+                               weight_prefetch=False)
+
+
 def make_device(spec, opts: PlanningOptions):
     """The planner Device for a target, with the user's memory pools."""
     from planner.device import Device
-    from planner.devices import get_device
     from planner.errors import PlannerError
     from planner.memory import MemoryRegion
 
@@ -225,11 +233,7 @@ def make_device(spec, opts: PlanningOptions):
     sram_size = None
     if spec.backend_id == "ethos-n" and int(spec.options.get("sram_size", 0) or 0) > 0:
         sram_size = int(spec.options["sram_size"])
-    # Weights prefetched under the previous Plan (planner: PlanGenerator.prefetch_cost) have no
-    # TensorIR form yet: a weight copy is realized in the Plan that reads it (schedule.py),
-    # so the compile path plans without them and its memory check stays exact.
-    base = dataclasses.replace(get_device(name, io_region="sram", sram_size=sram_size),
-                               weight_prefetch=False)
+    base = planning_device(name, sram_size=sram_size)
     if not opts.pools:
         return base
     regions = {r.name: r for r in base.regions}
