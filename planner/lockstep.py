@@ -104,20 +104,33 @@ def lockstep_config(region: StripeConfig, prologue: int | None = None
 
     ``prologue``: None for no prologue; otherwise the steps before the sink's first stripe
     that ``region`` already includes (its consumer's prologue), and the windows are extended
-    backwards by as many more steps as still reach into the tensor: the loop then starts
-    where the producer's first step computes no more than its steady rows."""
+    backwards by as many more steps as still reach into the tensor (``with_prologue``)."""
     axis = lockstep_axis(region)
     if axis is None:
         return None
-    offset, stripes = region.offset, region.stripes
-    if prologue is not None:
-        extra = steps_before(region.offset[axis], region.strides[axis], region.shape[axis])
-        prologue += extra
-        offset = tuple(o - extra * region.strides[axis] if a == axis else o
-                       for a, o in enumerate(offset))
-        stripes = tuple(n + extra if a == axis else n for a, n in enumerate(stripes))
-    return LockstepStripes(region.shape, region.extent, region.strides, region.order,
-                           stripes, offset, rolling_axis=axis, prologue=prologue or 0)
+    if prologue is None:
+        return LockstepStripes(region.shape, region.extent, region.strides, region.order,
+                               region.stripes, region.offset, rolling_axis=axis)
+    return with_prologue(region, prologue, axis)
+
+
+def with_prologue(region: StripeConfig, prologue: int, rolling_axis: int = -1
+                  ) -> StripeConfig:
+    """``region``, which includes ``prologue`` steps before the sink's first stripe, extended
+    backwards along its stepping axis by the steps whose windows still reach into the tensor:
+    before its first step every window then ends above row 0 (is empty), so the loop may start
+    as early as the deepest Part of the Plan needs without this Part computing more. Its first
+    step computes no more rows than a step advances. ``rolling_axis`` -1: a window that does
+    not roll (RECOMPUTE), marked with its prologue so that its producers align on it.
+    Windows that do not step (no single integer innermost striped axis) are the same at every
+    step: they are returned as they are."""
+    axis = stepping_axis(region)
+    if axis is None:
+        return region
+    extra = steps_before(region.offset[axis], region.strides[axis], region.shape[axis])
+    cfg = extend_steps(region, extra)
+    return LockstepStripes(cfg.shape, cfg.extent, cfg.strides, cfg.order, cfg.stripes,
+                           cfg.offset, rolling_axis=rolling_axis, prologue=prologue + extra)
 
 
 def steps_before(offset: int, stride: int, rows: int) -> int:
@@ -168,19 +181,10 @@ def extend_steps(config: StripeConfig, steps: int) -> StripeConfig:
 
 
 def aligned_windows(windows: list[StripeConfig], prologues: list[int]
-                    ) -> tuple[list[StripeConfig], int] | None:
+                    ) -> tuple[list[StripeConfig], int]:
     """The windows several consumers read, extended to the largest of their prologues (so
-    that their steps line up on the sink's), with that prologue; None if one cannot be."""
+    that their steps line up on the sink's), with that prologue. Windows that do not step
+    are the same at every step and stay as they are."""
     most = max(prologues)
-    if any(p < most and stepping_axis(w) is None for w, p in zip(windows, prologues)):
-        return None
-    return [extend_steps(w, most - p) for w, p in zip(windows, prologues)], most
-
-
-def prologue_window(region: StripeConfig, prologue: int) -> StripeConfig:
-    """A window that does not roll (RECOMPUTE) in a Plan with a prologue, marked with the
-    steps before the sink's first stripe that it includes (its producer aligns on them)."""
-    if prologue == 0:
-        return region
-    return LockstepStripes(region.shape, region.extent, region.strides, region.order,
-                           region.stripes, region.offset, rolling_axis=-1, prologue=prologue)
+    return [w if stepping_axis(w) is None else extend_steps(w, most - p)
+            for w, p in zip(windows, prologues)], most

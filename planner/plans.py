@@ -24,7 +24,7 @@ from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.lockstep import (aligned_windows, lockstep_config, lockstep_ring, prologue_of,
-                              prologue_window)
+                              with_prologue)
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.pareto import frontier
@@ -404,11 +404,8 @@ class PlanGenerator:
         prologue = None
         if lockstep and self.options.lockstep_rolling == "prologue":
             # lockstep with a prologue: consumers' steps aligned on the sink's
-            aligned = aligned_windows([w for _, _, w in wins],
-                                      [prologue_of(compute[q.name]) for q, _, _ in wins])
-            if aligned is None:
-                return None
-            ws, prologue = aligned
+            ws, prologue = aligned_windows([w for _, _, w in wins],
+                                           [prologue_of(compute[q.name]) for q, _, _ in wins])
             wins = [(q, k, w) for (q, k, _), w in zip(wins, ws)]
         first = wins[0][2]
         for _, _, w in wins[1:]:
@@ -438,8 +435,8 @@ class PlanGenerator:
             if len(cand) == 1:
                 axis = cand[0]
         if axis is None:
-            if prologue:
-                union = prologue_window(union, prologue)
+            if prologue is not None:   # windows held whole, stepping with the prologue
+                union = with_prologue(union, prologue)
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
         q, k, _ = wins[0]
         prop = q.propagators[k]
