@@ -13,12 +13,13 @@ buffers are at most RECOMPUTE's. ``tvm_ethos.lower.schedule`` realizes it exactl
 addressing: TVM's ``rolling_buffer`` refuses windows clipped by padding, and sizes every ring
 by the whole window).
 
-With a *prologue* (``PlannerOptions(lockstep_rolling="prologue")``) the stripe loop starts before the
-sink's first stripe: each producer's windows are extended backwards by the steps that still
-reach into the tensor (``prologue`` of them), steps whose sink stripe lies above the tensor
-only advance the producers. Then every step of every level computes only new rows, the first
-ones included, and every ring is the steady one (``a + k - 1`` rows) instead of holding the
-whole top-clipped first window (``h + d`` rows at depth ``d`` of a SAME 3x3 chain).
+With a *prologue* (``PlannerOptions(lockstep_rolling="prologue")``) the stripe loop starts
+before the sink's first stripe: each producer's windows are extended backwards by the steps
+that still reach into the tensor (``prologue`` of them), steps whose sink stripe lies above
+the tensor only advance the producers. Then every step of every level computes only new
+rows, the first ones included, and every ring is the steady one (``a + k - 1`` rows) instead
+of holding the whole top-clipped first window (``h + d`` rows at depth ``d`` of a SAME 3x3
+chain).
 
 The planner's demand-driven rolling buffers (``rolling_granules``) have smaller rings for deep
 cascades but need each producer to run on its own chunk grid, which one loop does not express

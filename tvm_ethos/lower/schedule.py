@@ -31,8 +31,9 @@ same ``row % rows`` fold (sized by the planner for the rows the consumer compute
 block predicate keeps only the rows the previous step did not compute, and an opaque iterator
 in the producer's write region keeps the ring allocated outside the stripe loop (see
 :func:`_lockstep`). With a prologue (``lockstep_rolling="prologue"``) the stripe loop starts
-before the sink's first stripe (:func:`_start_early`), so that every ring is the steady one. The planner's demand-driven rolling buffers (``rolling_granules``) are not
-realized (rfcs/0005-planner-in-compile-path.md, section 4): a Proposal with one is refused with
+before the sink's first stripe (:func:`_start_early`), so that every ring is the steady one.
+The planner's demand-driven rolling buffers (``rolling_granules``) are not realized
+(rfcs/0005-planner-in-compile-path.md, section 4): a Proposal with one is refused with
 :class:`UnrealizableScheduleError`; the compile path plans with ``rolling_granules=()``.
 """
 from __future__ import annotations
