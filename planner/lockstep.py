@@ -13,6 +13,14 @@ buffers are at most RECOMPUTE's. ``tvm_ethos.lower.schedule`` realizes it exactl
 addressing: TVM's ``rolling_buffer`` refuses windows clipped by padding, and sizes every ring
 by the whole window).
 
+With a *prologue* (``PlannerOptions(lockstep_rolling="prologue")``) the stripe loop starts
+before the sink's first stripe: each producer's windows are extended backwards by the steps
+that still reach into the tensor (``prologue`` of them), steps whose sink stripe lies above
+the tensor only advance the producers. Then every step of every level computes only new
+rows, the first ones included, and every ring is the steady one (``a + k - 1`` rows) instead
+of holding the whole top-clipped first window (``h + d`` rows at depth ``d`` of a SAME 3x3
+chain).
+
 The planner's demand-driven rolling buffers (``rolling_granules``) have smaller rings for deep
 cascades but need each producer to run on its own chunk grid, which one loop does not express
 (rfcs/0005 section 4). Lockstep is the realizable one; ``PlannerOptions.lockstep_rolling``
@@ -32,11 +40,14 @@ class LockstepStripes(StripeConfig):
     """A lockstep producer's windows (what its consumer's whole stripes read per step, so what
     it propagates to its own inputs) with the work it does (``work_ranges``, which the cost
     model counts): along ``rolling_axis`` only the rows past the previous step's window,
-    except at the first step of each sweep."""
+    except at the first step of each sweep. ``prologue``: how many of the steps along the
+    rolling axis come before the sink's first stripe (the windows, offset and stripe count
+    include them)."""
     rolling_axis: int = -1
+    prologue: int = 0
 
     def __hash__(self) -> int:
-        return hash((StripeConfig.__hash__(self), self.rolling_axis))
+        return hash((StripeConfig.__hash__(self), self.rolling_axis, self.prologue))
 
     def work_ranges(self, axis: int) -> tuple[tuple[int, int], ...]:
         """The rows computed at each step along ``axis`` (the windows, trimmed on the rolling
@@ -52,35 +63,83 @@ class LockstepStripes(StripeConfig):
         return tuple(out)
 
     def to_json(self) -> dict:
-        return dict(super().to_json(), rolling_axis=self.rolling_axis)
+        return dict(super().to_json(), rolling_axis=self.rolling_axis, prologue=self.prologue)
+
+
+def prologue_of(config: StripeConfig) -> int:
+    """Steps before the sink's first stripe that ``config``'s stripes include (0 for a
+    config that is not a lockstep producer's)."""
+    return getattr(config, "prologue", 0)
+
+
+def stepping_axis(window: StripeConfig) -> int | None:
+    """The one innermost striped axis of ``window`` (the stripe loop's), at an integer step."""
+    if not any(window.order):
+        return None
+    inner = max(window.order)
+    axes = [a for a in range(len(window.shape))
+            if window.order[a] == inner and window.stripes[a] > 1]
+    if len(axes) != 1 or not (_is_int(window.strides[axes[0]]) and
+                              _is_int(window.offset[axes[0]])):
+        return None
+    return axes[0]
 
 
 def lockstep_axis(window: StripeConfig) -> int | None:
     """The axis a lockstep ring rolls along: the one innermost striped axis, when consecutive
     windows overlap along it at an integer step (a fractional step, an upscaling, moves the
     window by a varying number of rows, which one ring predicate cannot follow)."""
-    if not any(window.order):
+    a = stepping_axis(window)
+    if a is None:
         return None
-    inner = max(window.order)
-    axes = [a for a in range(len(window.shape))
-            if window.order[a] == inner and window.stripes[a] > 1]
-    if len(axes) != 1:
-        return None
-    a = axes[0]
-    stride, offset = window.strides[a], window.offset[a]
-    if not (_is_int(stride) and _is_int(offset)) or not 0 < stride < window.shape[a]:
+    stride = window.strides[a]
+    if not 0 < stride < window.shape[a]:
         return None
     return a
 
 
-def lockstep_config(region: StripeConfig) -> LockstepStripes | None:
+def lockstep_config(region: StripeConfig, prologue: int | None = None
+                    ) -> LockstepStripes | None:
     """``region`` (the windows a producer's consumer reads per step) as a lockstep producer's
-    config, or None where no axis can roll."""
+    config, or None where no axis can roll.
+
+    ``prologue``: None for no prologue; otherwise the steps before the sink's first stripe
+    that ``region`` already includes (its consumer's prologue), and the windows are extended
+    backwards by as many more steps as still reach into the tensor (``with_prologue``)."""
     axis = lockstep_axis(region)
     if axis is None:
         return None
-    return LockstepStripes(region.shape, region.extent, region.strides, region.order,
-                           region.stripes, region.offset, rolling_axis=axis)
+    if prologue is None:
+        return LockstepStripes(region.shape, region.extent, region.strides, region.order,
+                               region.stripes, region.offset, rolling_axis=axis)
+    return with_prologue(region, prologue, axis)
+
+
+def with_prologue(region: StripeConfig, prologue: int, rolling_axis: int = -1
+                  ) -> StripeConfig:
+    """``region``, which includes ``prologue`` steps before the sink's first stripe, extended
+    backwards along its stepping axis by the steps whose windows still reach into the tensor:
+    before its first step every window then ends above row 0 (is empty), so the loop may start
+    as early as the deepest Part of the Plan needs without this Part computing more. Its first
+    step computes no more rows than a step advances. ``rolling_axis`` -1: a window that does
+    not roll (RECOMPUTE), marked with its prologue so that its producers align on it.
+    Windows that do not step (no single integer innermost striped axis) are the same at every
+    step: they are returned as they are."""
+    axis = stepping_axis(region)
+    if axis is None:
+        return region
+    extra = steps_before(region.offset[axis], region.strides[axis], region.shape[axis])
+    cfg = extend_steps(region, extra)
+    return LockstepStripes(cfg.shape, cfg.extent, cfg.strides, cfg.order, cfg.stripes,
+                           cfg.offset, rolling_axis=rolling_axis, prologue=prologue + extra)
+
+
+def steps_before(offset: int, stride: int, rows: int) -> int:
+    """How many windows of ``rows`` rows, moving ``stride`` rows a step, come before the one
+    at ``offset`` and still end inside the tensor (below row 0): the prologue steps that
+    compute the first window's rows a stride at a time."""
+    end = offset + rows   # the window's end, one step before: end - stride
+    return max(0, -(-(end - stride) // stride)) if end > stride else 0
 
 
 def lockstep_ring(producer: LockstepStripes, consumer: StripeConfig, prop: Propagator,
@@ -92,13 +151,41 @@ def lockstep_ring(producer: LockstepStripes, consumer: StripeConfig, prop: Propa
     after), reading the window of those rows: the ring holds from that window's start to the
     producer's frontier. Consumers that roll read less than their whole window, so the rings
     stay near the kernel's height at every depth instead of growing with the receptive field;
-    the first step of a sweep, which computes whole (top-clipped) windows, sets the rest."""
+    the first step of a sweep, which computes whole (top-clipped) windows, sets the rest.
+    With a prologue the producer has steps before its consumer's first; they are aligned on
+    the steps of the sink."""
     axis = producer.rolling_axis
     b = prop.driving_axis(axis)
     lin, const, off = prop.linear(axis, b), prop.const(axis), prop.offset[axis]
     ring = 0
-    for (c0, c1), (_, hi) in zip(consumer.work_ranges(b), producer.axis_ranges(axis)):
+    lead = producer.prologue - prologue_of(consumer)
+    for (c0, c1), (_, hi) in zip(consumer.work_ranges(b), producer.axis_ranges(axis)[lead:]):
         if c1 > c0:
             lo, _ = window(c0, c1, lin, const, off, extent)
             ring = max(ring, hi - lo)
     return ring
+
+
+def extend_steps(config: StripeConfig, steps: int) -> StripeConfig:
+    """``config`` with ``steps`` more windows before its first along its innermost striped
+    axis (the same affine sequence, continued backwards)."""
+    if steps == 0:
+        return config
+    axis = stepping_axis(config)
+    if axis is None:
+        raise ValueError("extend_steps: the config has no axis to extend")
+    return StripeConfig(config.shape, config.extent, config.strides, config.order,
+                        tuple(n + steps if a == axis else n
+                              for a, n in enumerate(config.stripes)),
+                        tuple(o - steps * config.strides[axis] if a == axis else o
+                              for a, o in enumerate(config.offset)))
+
+
+def aligned_windows(windows: list[StripeConfig], prologues: list[int]
+                    ) -> tuple[list[StripeConfig], int]:
+    """The windows several consumers read, extended to the largest of their prologues (so
+    that their steps line up on the sink's), with that prologue. Windows that do not step
+    are the same at every step and stay as they are."""
+    most = max(prologues)
+    return [w if stepping_axis(w) is None else extend_steps(w, most - p)
+            for w, p in zip(windows, prologues)], most

@@ -22,6 +22,8 @@ class PlannerOptions:
         per stripe, as a ring that the producer extends by the rows it has not computed yet
         (planner.lockstep: at most RECOMPUTE's memory, each row computed once; what one
         TensorIR loop realizes). It replaces recompute cascades where a tensor can roll.
+        "prologue": lockstep rings whose stripe loop starts before the sink's first stripe,
+        so that every step computes only new rows and every ring is the steady one.
     weight_placements: "flash" streams weights from their home per stripe, "sram" copies a
         Part's weights to SRAM once per Plan when it runs more than one stripe.
     thin_frontier: keep at most this many points on each intermediate frontier (None: exact).
@@ -33,7 +35,7 @@ class PlannerOptions:
     rolling_granules: tuple[int, ...] = (1, 0)
     weight_placements: tuple[str, ...] = ("flash", "sram")
     allow_recompute: bool = True
-    lockstep_rolling: bool = False
+    lockstep_rolling: bool | str = False
     thin_frontier: int | None = None
 
     def __post_init__(self) -> None:
@@ -49,9 +51,11 @@ class PlannerOptions:
             bad("stripe_factors", self.stripe_factors, "an integer from 1 to 64")
         if not is_int(self.max_width_tiles) or not 1 <= self.max_width_tiles <= 64:
             bad("max_width_tiles", self.max_width_tiles, "an integer from 1 to 64")
-        for name in ("multi_dimensional", "allow_recompute", "lockstep_rolling"):
+        for name in ("multi_dimensional", "allow_recompute"):
             if not isinstance(getattr(self, name), bool):
                 bad(name, getattr(self, name), "True or False")
+        if not isinstance(self.lockstep_rolling, bool) and self.lockstep_rolling != "prologue":
+            bad("lockstep_rolling", self.lockstep_rolling, "True, False or 'prologue'")
         if isinstance(self.rolling_granules, (str, bytes)) or \
                 not hasattr(self.rolling_granules, "__iter__"):
             bad("rolling_granules", self.rolling_granules,

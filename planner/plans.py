@@ -23,7 +23,8 @@ from typing import Iterator
 from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
-from planner.lockstep import lockstep_config, lockstep_ring
+from planner.lockstep import (aligned_windows, lockstep_config, lockstep_ring, prologue_of,
+                              with_prologue)
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.pareto import frontier
@@ -520,6 +521,12 @@ class PlanGenerator:
                   granule: int, lockstep: bool = False):
         """Compute config and buffer of an intermediate tensor; None if it cannot be held."""
         wins = self._windows(t, cons, compute)
+        prologue = None
+        if lockstep and self.options.lockstep_rolling == "prologue":
+            # lockstep with a prologue: consumers' steps aligned on the sink's
+            ws, prologue = aligned_windows([w for _, _, w in wins],
+                                           [prologue_of(compute[q.name]) for q, _, _ in wins])
+            wins = [(q, k, w) for (q, k, _), w in zip(wins, ws)]
         first = wins[0][2]
         for _, _, w in wins[1:]:
             if (w.strides, w.stripes, w.order) != (first.strides, first.stripes, first.order):
@@ -535,7 +542,7 @@ class PlanGenerator:
                                  offset)
         buf = list(union.max_spans())
         if lockstep and len(wins) == 1:
-            cfg = lockstep_config(union)
+            cfg = lockstep_config(union, prologue)
             if cfg is not None:
                 q, k, _ = wins[0]
                 buf[cfg.rolling_axis] = lockstep_ring(cfg, compute[q.name], q.propagators[k],
@@ -548,6 +555,8 @@ class PlanGenerator:
             if len(cand) == 1:
                 axis = cand[0]
         if axis is None:
+            if prologue is not None:   # windows held whole, stepping with the prologue
+                union = with_prologue(union, prologue)
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
         q, k, _ = wins[0]
         prop = q.propagators[k]

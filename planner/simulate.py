@@ -67,6 +67,20 @@ def _chunk_windows(graph: PlannerGraph, plan: Plan, tensor: str, axis: int,
     return out
 
 
+def _step_windows(graph: PlannerGraph, plan: Plan, tensor: str, axis: int, stripes: dict
+                  ) -> list[tuple[int, int]]:
+    """What the one consumer of ``tensor`` reads along ``axis`` at each of its steps (an
+    empty range where it computes nothing), in order."""
+    (q,) = [p for p in graph.parts if p.name in plan.parts and
+            any(t.name == tensor for t in p.inputs)]
+    k = next(i for i, t in enumerate(q.inputs) if t.name == tensor)
+    prop, t = q.propagators[k], q.inputs[k]
+    b = prop.driving_axis(axis)
+    args = (prop.linear(axis, b), prop.const(axis), prop.offset[axis], t.shape[axis])
+    return [window(c0, c1, *args) if c1 > c0 else (0, 0)
+            for c0, c1 in stripes[q.name].work_ranges(b)]
+
+
 def _ring_walk(windows: list[tuple[int, int]], chunks: list[tuple[int, int]]) -> int:
     """Replay on-demand production over ``chunks`` for reads ``windows``; return the rows
     the ring must hold, checking that every read is produced and not yet overwritten."""
@@ -92,6 +106,49 @@ def _ring_walk(windows: list[tuple[int, int]], chunks: list[tuple[int, int]]) ->
     return need
 
 
+def lockstep_walk(reads: list[tuple[int, int]], steps: list[tuple[int, int]],
+                  ring: int | None = None) -> int:
+    """Replay a lockstep ring step by step and return the rows it must hold.
+
+    ``steps`` are the rows the producer computes at each step of the stripe loop, ``reads``
+    the rows its consumer reads at each step (empty where it computes nothing); the two are
+    aligned on their last step, which is the sink's last (a prologue gives the producer more
+    steps, before the consumer's first). At each step the producer computes first, then the
+    consumer reads: a read must lie within what the producer has computed by then, or the
+    lockstep order is wrong. With ``ring``, rows are stored in slot ``row % ring`` as a
+    schedule would, and a read that finds a slot overwritten by a later row raises."""
+    lead = len(steps) - len(reads)
+    if lead < 0:
+        raise SimulationError(f"the consumer has {len(reads)} steps, its lockstep producer "
+                              f"only {len(steps)}")
+    slots: dict[int, int] = {}
+    frontier = next((lo for lo, hi in steps if hi > lo), 0)
+    need = 0
+    for j, (lo, hi) in enumerate(steps):
+        if hi > lo:
+            if lo != frontier:
+                raise SimulationError(f"lockstep producer computes rows [{lo}, {hi}) at step "
+                                      f"{j}, after row {frontier}: a gap or a row computed twice")
+            frontier = hi
+            if ring is not None:
+                slots.update((r % ring, r) for r in range(lo, hi))
+        if j < lead:
+            continue
+        a, b = reads[j - lead]
+        if b <= a:
+            continue
+        if b > frontier:
+            raise SimulationError(f"read of rows [{a}, {b}) at step {j}, before the lockstep "
+                                  f"producer computed past row {frontier}")
+        need = max(need, frontier - a)
+        if ring is not None:
+            lost = [r for r in range(a, b) if slots.get(r % ring) != r]
+            if lost:
+                raise SimulationError(f"read of rows [{a}, {b}) at step {j} finds rows {lost} "
+                                      f"overwritten in a ring of {ring} rows")
+    return need
+
+
 def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
     """Measure the buffer bytes ``plan`` needs (intermediates, staging, weight copies)."""
     stripes = {ps.part: ps.stripe for ps in plan.part_schedules}
@@ -112,7 +169,11 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
         for a in range(len(t.shape)):
             wins = _chunk_windows(graph, plan, t.name, a, stripes)
             chunks = list(own.axis_ranges(a))
-            if a == rolling_axis:
+            if a == rolling_axis and getattr(own, "rolling_axis", -1) == a:
+                # a lockstep ring: producer and consumer advance one step of one loop
+                reads = _step_windows(graph, plan, t.name, a, stripes)
+                shape.append(lockstep_walk(reads, list(own.work_ranges(a))))
+            elif a == rolling_axis:
                 shape.append(_ring_walk(wins, list(own.work_ranges(a))))
             else:
                 # recompute: the producer computes each of its stripes whole into the buffer

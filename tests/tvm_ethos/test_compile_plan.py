@@ -144,7 +144,7 @@ def test_devices_follow_the_target_options():
     assert devs["ethos-n"].name == "ethos-n78-4tops"
     assert devs["ethos-u"].name == "ethos-u65-256"
     assert opts.planner.rolling_granules == ()
-    assert opts.planner.lockstep_rolling is True  # the compile path's default
+    assert opts.planner.lockstep_rolling == "prologue"  # the compile path's default
     off = cascade.planning_options({"planner_options": {"lockstep_rolling": False}})
     assert off.planner.lockstep_rolling is False
     tl = tvm_ethos.parse_targets("ethos-n -sram_size=65536,llvm")

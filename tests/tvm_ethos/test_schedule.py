@@ -19,6 +19,7 @@ from tvm_ethos.targets import parse_targets
 
 RECOMPUTE = PlannerOptions(rolling_granules=())
 LOCKSTEP = PlannerOptions(rolling_granules=(), lockstep_rolling=True)
+PROLOGUE = PlannerOptions(rolling_granules=(), lockstep_rolling="prologue")
 _CACHE = {}
 
 
@@ -116,18 +117,23 @@ def test_a_wrong_plan_is_caught():
         S.check(res)
 
 
-@pytest.mark.parametrize("name", ["resnet8_cifar", "mobilenet_v1_0.25_96"])
-def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name):
+@pytest.mark.parametrize("name,options", [
+    # without a prologue: no longer the compile path's default, so in the slow suite
+    pytest.param("resnet8_cifar", LOCKSTEP, marks=pytest.mark.slow),
+    pytest.param("mobilenet_v1_0.25_96", LOCKSTEP, marks=pytest.mark.slow),
+    ("resnet8_cifar", PROLOGUE), ("mobilenet_v1_0.25_96", PROLOGUE), ("ds_cnn_kws", PROLOGUE)])
+def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name, options):
     """Lockstep rolling buffers (planner.lockstep): rings smaller than the windows they hold,
     each row computed once, built and run against the unscheduled kernel at the smallest, a
-    middle and the fastest Proposal."""
+    middle and the fastest Proposal; with a prologue too (the stripe loop starts before the
+    sink's first stripe: residual forks on ResNet-8, one-row rings on ds_cnn)."""
     lw, match = subgraph(name)
     device = planning_device("ethos-u55-128")
-    search = ProposalSearch(match.graph, device, LOCKSTEP)
+    search = ProposalSearch(match.graph, device, options)
     xs = inputs_of(lw)
     reference = run(lw.primfunc, lw, xs)
     n = len(search.frontier)
-    rings = 0
+    rings = prologues = 0
     for k in sorted({0, n // 2, n - 1}):
         proposal = search.proposal(k)
         check_proposal(lw, match, device, proposal, reference, xs)
@@ -139,10 +145,13 @@ def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name):
                 if tc.buffer_mode.value == "rolling":
                     axis = windows[name_].rolling_axis
                     rings += tc.buffer_shape[axis] < windows[name_].shape[axis]
+                    prologues += windows[name_].prologue > 0
     assert rings, "some ring should be smaller than the window it holds"
+    assert (prologues > 0) == (options is PROLOGUE)
 
 
-def test_a_ring_one_row_short_computes_wrong_outputs():
+@pytest.mark.parametrize("options", [LOCKSTEP, PROLOGUE], ids=["lockstep", "prologue"])
+def test_a_ring_one_row_short_computes_wrong_outputs(options):
     """The planned rings are the smallest that work: one row less and a lockstep producer
     overwrites rows its consumer has not read yet (and the memory check fails too). ResNet-8:
     its output follows its input (MobileNet-0.25's subgraph output does not: it is the same
@@ -151,7 +160,10 @@ def test_a_ring_one_row_short_computes_wrong_outputs():
 
     lw, match = subgraph("resnet8_cifar")
     device = planning_device("ethos-u55-128")
-    proposal = ProposalSearch(match.graph, device, LOCKSTEP).proposal(0)
+    proposal = ProposalSearch(match.graph, device, options).proposal(0)
+    if options is PROLOGUE:
+        assert any(getattr(ps.stripe, "prologue", 0) for p in proposal.plans
+                   for ps in p.part_schedules)
     xs = inputs_of(lw)
     reference = run(lw.primfunc, lw, xs)
     assert not np.array_equal(run(lw.primfunc, lw, inputs_of(lw, seed=1))[0], reference[0])

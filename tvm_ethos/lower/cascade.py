@@ -15,7 +15,9 @@
 
 Which planner modes are realized: RECOMPUTE cascades (any stripe shape, 2-D tiles, multi-reader
 tensors), lockstep rolling buffers (``planner.lockstep``: RECOMPUTE's windows held as rings,
-each row computed once; on by default, ``lockstep_rolling=True``), weight copies to SRAM and the
+each row computed once; on by default with a prologue, ``lockstep_rolling="prologue"``: the
+stripe loop starts before the sink's first stripe so that every ring is the steady one;
+``True`` plans without it, ``False`` without rings), weight copies to SRAM and the
 weight staging double buffer. The planner's demand-driven rolling buffers are not: the compile
 path plans with ``rolling_granules=()`` (rfcs/0005-planner-in-compile-path.md).
 Network inputs and outputs live in SRAM (the planner's ``io_region="sram"``).
@@ -31,7 +33,7 @@ from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
 #: the planner options the compile path fixes (the others are the user's)
 FIXED_PLANNER_OPTIONS = {"rolling_granules": ()}
 #: the compile path's defaults for planner options the user may change
-DEFAULT_PLANNER_OPTIONS = {"lockstep_rolling": True}
+DEFAULT_PLANNER_OPTIONS = {"lockstep_rolling": "prologue"}
 POOL_KEYS = {
     "size": "size", "read_bandwidth": "read_bytes_per_cycle", "read_bw": "read_bytes_per_cycle",
     "write_bandwidth": "write_bytes_per_cycle", "write_bw": "write_bytes_per_cycle",

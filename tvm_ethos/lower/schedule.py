@@ -30,8 +30,10 @@ Lockstep rolling buffers (``planner.lockstep``) are realized on top of that: the
 same ``row % rows`` fold (sized by the planner for the rows the consumer computes per step), a
 block predicate keeps only the rows the previous step did not compute, and an opaque iterator
 in the producer's write region keeps the ring allocated outside the stripe loop (see
-:func:`_lockstep`). The planner's demand-driven rolling buffers (``rolling_granules``) are not
-realized (rfcs/0005-planner-in-compile-path.md, section 4): a Proposal with one is refused with
+:func:`_lockstep`). With a prologue (``lockstep_rolling="prologue"``) the stripe loop starts
+before the sink's first stripe (:func:`_start_early`), so that every ring is the steady one.
+The planner's demand-driven rolling buffers (``rolling_granules``) are not realized
+(rfcs/0005-planner-in-compile-path.md, section 4): a Proposal with one is refused with
 :class:`UnrealizableScheduleError`; the compile path plans with ``rolling_granules=()``.
 """
 from __future__ import annotations
@@ -200,6 +202,10 @@ def apply_proposal(lowered, match, proposal, device=None):
                     "lockstep_rolling=True))")
         sink = parts[plan.parts[-1]]
         step = _stripe_loops(sch, blk(sink.root), plan.spec.stripe)
+        prologue = max((getattr(ps.stripe, "prologue", 0) for ps in plan.part_schedules),
+                       default=0)
+        if prologue:
+            _start_early(sch, step, blk(sink.root), prologue)
 
         def accumulate(mp):
             # the Part's internal stages (accumulators, ADD's rescaled inputs) at the innermost
@@ -233,7 +239,7 @@ def apply_proposal(lowered, match, proposal, device=None):
             _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index)
         # last: the opaque ring iterator would stop the staging's loop reorder
         for mp, tc in rolling:
-            _lockstep(sch, mp, step, computed[mp.part.name], tc)
+            _lockstep(sch, mp, step, computed[mp.part.name], tc, prologue)
     return sch.mod["main"]
 
 
@@ -376,7 +382,25 @@ def _with_predicate(sch, block_rv, cond, ring_axis=None):
 OPAQUE_ITER = 4  # tvm IterVar kOpaque
 
 
-def _lockstep(sch, mp, step, window, tc) -> None:
+def _start_early(sch, step, sink, steps: int) -> None:
+    """The lockstep prologue (``planner.lockstep``): the stripe loop ``step`` starts ``steps``
+    steps before the sink's first stripe (the loop runs from ``-steps``; the sink's bindings
+    are unchanged), and the sink is predicated to its own stripes (``step >= 0``). Done before
+    the producers are computed at the loop: ``compute_at`` relaxes the sink's accesses at every
+    step, so at the early steps the producers compute the first rows of their windows, a step
+    at a time, as the planner's extended windows say."""
+    loop = sch.get(step)
+    if not (isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0):
+        raise UnrealizableScheduleError(f"schedule: stripe loop {loop.loop_var} starts at "
+                                        f"{loop.min}, not 0")
+    early = tirx.For(loop.loop_var, loop.min - steps,
+                     loop.extent + steps, loop.kind, loop.body, loop.thread_binding,
+                     loop.annotations)
+    sch.state.replace(sch.get_sref(step), early, {})
+    _with_predicate(sch, sink, tirx.GE(loop.loop_var, 0))
+
+
+def _lockstep(sch, mp, step, window, tc, prologue: int = 0) -> None:
     """Realize a lockstep rolling buffer (``planner.lockstep``): Part ``mp``, computed at the
     stripe loop ``step``, computes per step only the rows of its window that the previous step
     did not, into the ring its buffer already is (the ``row % rows`` fold of step 3, with the
@@ -419,8 +443,12 @@ def _lockstep(sch, mp, step, window, tc) -> None:
         offset = term if offset is None else offset + term
     if offset is None:   # a one-row window: every step's row is new
         return
-    new_rows = tirx.Or(tirx.LT(step_var, 1), tirx.GE(offset, int(rows - a)))
-    _with_predicate(sch, root, new_rows, ring_axis=axis)
+    new_rows = tirx.GE(offset, int(rows - a))
+    if not prologue:     # the first step of a sweep computes the whole (clipped) window
+        new_rows = tirx.Or(tirx.LT(step_var, 1), new_rows)
+    # a one-row ring (a prologue's steady ring for a one-row window) holds only the row its
+    # consumer reads in the same step: nothing outlives the step, no opaque iterator needed
+    _with_predicate(sch, root, new_rows, ring_axis=axis if tc.buffer_shape[axis] > 1 else None)
     for s in mp.stages:
         _with_predicate(sch, sch.get_sblock(s.op.name), new_rows)
 
