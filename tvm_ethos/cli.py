@@ -203,9 +203,10 @@ def _convert_option(name: str, default, text: str):
     try:
         if isinstance(default, bool):
             low = text.lower()
-            if low not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return low in ("true", "1", "yes")
+            if low in ("true", "false", "1", "0", "yes", "no"):
+                return low in ("true", "1", "yes")
+            # a word option such as lockstep_rolling=prologue; PlannerOptions says what it takes
+            return text
         if isinstance(default, int) or default is None:
             return None if text.lower() == "none" else int(text)
         if isinstance(default, tuple):
@@ -215,9 +216,8 @@ def _convert_option(name: str, default, text: str):
         pass
     else:
         return text
-    allowed = ("true, false, yes, no, 1 or 0" if isinstance(default, bool) else
-               f"a value like the default {default!r}")
-    raise CliError(f"--planner-{name}: cannot read {text!r}; allowed: {allowed}")
+    raise CliError(f"--planner-{name}: cannot read {text!r}; allowed: a value like the "
+                   f"default {default!r}")
 
 
 def add_planner_arguments(p: argparse.ArgumentParser) -> None:

@@ -242,6 +242,10 @@ def not_a_model(tmp_path_factory):
     (["--target", TARGET, "--workspace-pools", "sram:1MiB,"], ["empty pool"]),
     (["--target", TARGET, "--budget", "lots"], ["budget", "lots"]),
     (["--target", TARGET, "--planner-max_plan_size=0"], ["--planner-max_plan_size"]),
+    (["--target", TARGET, "--planner-lockstep_rolling=sometimes"],
+     ["--planner-lockstep_rolling", "'prologue'"]),
+    (["--target", TARGET, "--planner-multi_dimensional=maybe"],
+     ["--planner-multi_dimensional", "True or False"]),
     (["--target", TARGET, "--frobnicate"], ["unrecognized arguments: --frobnicate"]),
     (["--target", TARGET, "-o", "/nonexistent/dir/m.tar"], ["folder", "does not exist"]),
 ])
@@ -341,3 +345,16 @@ def test_demo_is_bit_exact_on_mobilenet(tmp_path):
     for text in ("partition: ethos-n", "casc part", "edges (fallback_mode=", "top 1: class",
                  "emulated", "output 0: bit-exact: yes"):
         assert text in out, text
+
+
+@pytest.mark.parametrize("text, value", [("prologue", "prologue"), ("true", True),
+                                         ("NO", False), ("1", True)])
+def test_planner_word_and_bool_options(text, value):
+    """lockstep_rolling takes a word besides True/False: the compile path's default
+    "prologue" must be reachable from the command line, and booleans still parse."""
+    import argparse
+    from tvm_ethos.cli import add_planner_arguments, planner_options
+    p = argparse.ArgumentParser()
+    add_planner_arguments(p)
+    args = p.parse_args([f"--planner-lockstep_rolling={text}"])
+    assert planner_options(args) == {"lockstep_rolling": value}
