@@ -201,3 +201,44 @@ def test_json_identical_across_hash_seeds(tmp_path):
     data = json.loads(outs[0])
     for key in ("peak_memory_bytes", "cycles", "plans", "frontier"):
         assert key in data
+
+
+def _everything(search):
+    return (search.frontier, search.plan_candidates,
+            [search.proposal(k).to_json() for k in range(len(search.frontier))])
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_forked_workers_give_the_one_process_result(workers):
+    """Children walk contiguous runs of sinks and take from each other's runs when done; the
+    merged result (frontier, every Proposal, candidate count) is the one-process result."""
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 4)
+    one = ProposalSearch(g, simple_device("dram"), SMALL, workers=1)
+    many = ProposalSearch(g, simple_device("dram"), SMALL, workers=workers)
+    assert _everything(many) == _everything(one)
+
+
+def test_a_failing_worker_raises_its_error_in_the_parent(monkeypatch):
+    from planner import proposals
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    half = len(g.parts) // 2
+    real = proposals._sink_frontiers
+
+    def failing(gen, j):       # every sink of the child's run fails, whoever takes it
+        if j >= half:
+            raise PlannerError(f"sink {j} failed on purpose")
+        return real(gen, j)
+
+    monkeypatch.setattr(proposals, "_sink_frontiers", failing)
+    with pytest.raises(PlannerError, match="failed on purpose"):
+        ProposalSearch(g, simple_device(), SMALL, workers=2)
+
+
+def test_small_graphs_and_workers_of_a_pool_use_one_process():
+    from planner.proposals import PARALLEL_MIN_PARTS, _default_workers
+    assert _default_workers(PARALLEL_MIN_PARTS - 1) == 1
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_default_workers, (10 * PARALLEL_MIN_PARTS,)) == 1
