@@ -49,6 +49,15 @@ class Forked:
         self._feeds.append(feed)
         return feed
 
+    @staticmethod
+    def send(feed, message: Any) -> None:
+        """Send ``message`` to a child started with ``start_fed``. A child that has already
+        stopped (failed or died) is not written to: ``results`` reports why it stopped."""
+        try:
+            feed.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def results(self) -> list:
         """Each child's result, in start order (waits for them)."""
         out = []
