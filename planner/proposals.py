@@ -9,6 +9,8 @@ at every prefix of the order loses nothing, and the frontier is exact.
 """
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from planner.device import Device
@@ -78,6 +80,23 @@ class _Point:
     spec: tuple | None   # raw candidate spec (see plans.make_spec)
 
 
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector while the search runs (and its forked workers,
+    which inherit the pause). The search builds hundreds of thousands of small tuples (the
+    candidates' points) that live until it ends; every few hundred allocations the collector
+    rescans them, a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The search makes
+    no reference cycles worth collecting meanwhile; the collector runs again afterwards (if
+    it ran before: a caller who paused it keeps it paused)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class ProposalSearch:
     """Runs the DP and keeps what is needed to rebuild any frontier Proposal."""
 
@@ -92,7 +111,8 @@ class ProposalSearch:
         self.gen = PlanGenerator(graph, device, self.options)
         self.fronts: list[list[_Point]] = []
         self.plan_candidates = 0
-        self._run()
+        with _collector_paused():
+            self._run()
 
     def _run(self) -> None:
         n = len(self.gen.topo)
