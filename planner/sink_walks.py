@@ -37,16 +37,28 @@ def _usable_cpus() -> int:
 #: than the split saves.
 PARALLEL_MIN_PARTS = 16
 
+#: A second process pays only with a core to run on: the 1-minute load average must leave at
+#: least this much of one idle (``usable CPUs - load``). On a 2-core machine whose cores are
+#: busy with other work, two processes were slower than one (rfcs/0001).
+IDLE_CORE_NEEDED = 0.5
+
+
+def _idle_cores() -> float:
+    try:
+        return _usable_cpus() - os.getloadavg()[0]
+    except (AttributeError, OSError):     # no load average here: assume the cores are free
+        return float(_usable_cpus())
+
 
 def default_workers(parts: int) -> int:
-    """Two processes when that can pay: fork is available, two CPUs are usable, this is the
-    main process (a pool's worker already shares the cores out) and the graph has at least
-    PARALLEL_MIN_PARTS Parts; one otherwise. Measured on MobileNetV1-224 (2 cores): two
-    processes each walking a contiguous run of sinks (so their cost caches barely overlap)
-    take 0.6x the wall time of one; the same frontier (rfcs/0001)."""
+    """Two processes when that can pay, one otherwise. It can when fork is available, two
+    CPUs are usable and a core is idle (IDLE_CORE_NEEDED), this is the main process (a pool's
+    worker already shares the cores out) and the graph has at least PARALLEL_MIN_PARTS Parts.
+    The worker count never changes a result, only the time it takes."""
     if parts < PARALLEL_MIN_PARTS or _usable_cpus() < 2 or \
             multiprocessing.parent_process() is not None or \
-            "fork" not in multiprocessing.get_all_start_methods():
+            "fork" not in multiprocessing.get_all_start_methods() or \
+            _idle_cores() < IDLE_CORE_NEEDED:
         return 1
     return 2
 

@@ -68,11 +68,20 @@ def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch)
         ProposalSearch(g, simple_device(), SMALL, workers=2)
 
 
-def test_small_graphs_and_workers_of_a_pool_use_one_process():
+def test_small_graphs_busy_cores_and_workers_of_a_pool_use_one_process(monkeypatch):
+    from planner import sink_walks
     from planner.sink_walks import PARALLEL_MIN_PARTS, default_workers
+    monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))
+    assert default_workers(PARALLEL_MIN_PARTS) == 2
     assert default_workers(PARALLEL_MIN_PARTS - 1) == 1
-    with multiprocessing.get_context("fork").Pool(1) as pool:
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))      # cores busy
+    assert default_workers(PARALLEL_MIN_PARTS) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    with multiprocessing.get_context("fork").Pool(1) as pool:     # idle, but in a pool
         assert pool.apply(default_workers, (10 * PARALLEL_MIN_PARTS,)) == 1
+    monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 1)
+    assert default_workers(10 * PARALLEL_MIN_PARTS) == 1
 
 
 @settings(max_examples=60, deadline=None)
