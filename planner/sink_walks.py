@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 
 from planner.forked import Forked
 from planner.plans import PlanGenerator
@@ -51,12 +52,16 @@ def _idle_cores() -> float:
 
 
 def default_workers(parts: int) -> int:
-    """Two processes when that can pay, one otherwise. It can when fork is available, two
-    CPUs are usable and a core is idle (IDLE_CORE_NEEDED), this is the main process (a pool's
-    worker already shares the cores out) and the graph has at least PARALLEL_MIN_PARTS Parts.
-    The worker count never changes a result, only the time it takes."""
+    """Two processes when that can pay and forking is safe, one otherwise: when fork is
+    available, two CPUs are usable and a core is idle (IDLE_CORE_NEEDED), this is the main
+    process (a pool's worker already shares the cores out) and runs no other thread (a fork
+    copies only the forking thread, and whatever lock another one holds stays held in the
+    child: a notebook kernel, an inference thread pool; rfcs/0004 spawns for the same
+    reason), and the graph has at least PARALLEL_MIN_PARTS Parts. The worker count never
+    changes a result, only the time it takes."""
     if parts < PARALLEL_MIN_PARTS or _usable_cpus() < 2 or \
             multiprocessing.parent_process() is not None or \
+            threading.active_count() > 1 or \
             "fork" not in multiprocessing.get_all_start_methods() or \
             _idle_cores() < IDLE_CORE_NEEDED:
         return 1

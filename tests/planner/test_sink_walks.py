@@ -68,7 +68,7 @@ def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch)
         ProposalSearch(g, simple_device(), SMALL, workers=2)
 
 
-def test_small_graphs_busy_cores_and_workers_of_a_pool_use_one_process(monkeypatch):
+def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkeypatch):
     from planner import sink_walks
     from planner.sink_walks import PARALLEL_MIN_PARTS, default_workers
     monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 2)
@@ -77,6 +77,17 @@ def test_small_graphs_busy_cores_and_workers_of_a_pool_use_one_process(monkeypat
     assert default_workers(PARALLEL_MIN_PARTS - 1) == 1
     monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))      # cores busy
     assert default_workers(PARALLEL_MIN_PARTS) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    import threading
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert default_workers(PARALLEL_MIN_PARTS) == 1                  # not forked
+    finally:
+        stop.set()
+        other.join()
+    assert default_workers(PARALLEL_MIN_PARTS) == 2
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     with multiprocessing.get_context("fork").Pool(1) as pool:     # idle, but in a pool
         assert pool.apply(default_workers, (10 * PARALLEL_MIN_PARTS,)) == 1
