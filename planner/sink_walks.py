@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import threading
 
 from planner.forked import Forked
@@ -108,9 +109,21 @@ def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int) -> dict[i
 
 def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
     """A forked costing worker: cost the (position, stripe) batches it is sent until None,
-    and return the values in the order received."""
+    and return the values in the order received. A thread keeps reading the inbox meanwhile:
+    a batch larger than the pipe's buffer would otherwise stall the sender until this worker
+    had costed the batch before (measured: the parent idle a quarter of the costing phase)."""
+    batches: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            batch = inbox.recv()
+            batches.put(batch)
+            if batch is None:
+                return
+
+    threading.Thread(target=read, daemon=True).start()
     out = []
-    while (batch := inbox.recv()) is not None:
+    while (batch := batches.get()) is not None:
         out.extend(gen.warm_cost(gen.topo[i], stripe) for i, stripe in batch)
     return out
 
