@@ -85,7 +85,7 @@ def _collector_paused():
     """Pause Python's cyclic garbage collector while the search runs (and its forked workers,
     which inherit the pause). The search builds hundreds of thousands of small tuples (the
     candidates' points) that live until it ends; every few hundred allocations the collector
-    rescans them, a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The search makes
+    rescans them, up to a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The search makes
     no reference cycles worth collecting meanwhile; the collector runs again afterwards (if
     it ran before: a caller who paused it keeps it paused)."""
     was = gc.isenabled()
@@ -104,6 +104,9 @@ class ProposalSearch:
                  options: PlannerOptions | None = None, workers: int | None = None) -> None:
         if not graph.parts:
             raise PlannerError("the graph has no parts to plan")
+        if workers is not None and (type(workers) is not int or workers < 1):
+            raise PlannerError(f"workers must be an integer >= 1 (processes for the search), "
+                               f"got {workers!r}")
         self.workers = default_workers(len(graph.parts)) if workers is None else workers
         self.graph = graph
         self.device = device

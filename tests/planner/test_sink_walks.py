@@ -2,6 +2,7 @@
 children named in the parent, one process where forking cannot pay."""
 import multiprocessing
 import os
+import threading
 from dataclasses import replace
 
 import pytest
@@ -78,7 +79,6 @@ def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkey
     monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))      # cores busy
     assert default_workers(PARALLEL_MIN_PARTS) == 1
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    import threading
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
@@ -88,11 +88,17 @@ def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkey
         stop.set()
         other.join()
     assert default_workers(PARALLEL_MIN_PARTS) == 2
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     with multiprocessing.get_context("fork").Pool(1) as pool:     # idle, but in a pool
         assert pool.apply(default_workers, (10 * PARALLEL_MIN_PARTS,)) == 1
     monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 1)
     assert default_workers(10 * PARALLEL_MIN_PARTS) == 1
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, "2", True])
+def test_bad_worker_counts_are_named(workers):
+    from tests.planner.mobilenet import mobilenet_v1
+    with pytest.raises(PlannerError, match=r"workers must be an integer >= 1.*got"):
+        ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device(), SMALL, workers=workers)
 
 
 @settings(max_examples=60, deadline=None)
