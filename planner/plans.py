@@ -139,6 +139,7 @@ class PlanGenerator:
         self._shape_cache: dict = {}
         self._step_cache: dict = {}
         self._idle_cache: dict = {}
+        self._interior_cache: dict = {}
 
     # ----- where tensors live --------------------------------------------------------------
     def home_of(self, t: Tensor) -> str:
@@ -681,7 +682,6 @@ class PlanGenerator:
         every stripe, or copying them to SRAM once (when the Part runs several stripes and
         both placements are allowed). That knapsack is carried exactly by the Pareto sets.
         """
-        min_start = max(0, end - self.options.max_plan_size + 1)
         sink = self.topo[end]
         groups: dict = {}
         for spec in self.specs(end):
@@ -692,33 +692,23 @@ class PlanGenerator:
                    self.weight_stage_bytes(sink, spec.stripe))
             groups.setdefault(key, ({sink.name: spec.stripe}, []))[1].extend(pts)
         groups = {k: (c, _pareto(p)) for k, (c, p) in groups.items()}
-        members = [sink]
+        steps = self._steps(end)
         i = end
         while groups:
             yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
-            i -= 1
-            if i < min_start:
+            step = next(steps, None)
+            if step is None:
                 return
-            p = self.topo[i]
-            t = p.output
-            cons = self.graph.consumers(t)
-            if t.name in self.output_names or not cons or \
-                    any(self.position[q.name] > end for q in cons):
-                return
-            members.append(p)
-            open_parts = [q.name for q in members if any(
-                not x.is_constant and (self.graph.producer(x) is None or
-                                       self.position[self.graph.producer(x).name] < i)
-                for x in q.inputs)]
-            readers = [q.name for q in cons]
+            i, p, cons, readers, open_parts = step
             grown: dict = {}
             for (mode, granule, _, stage), (compute, points) in groups.items():
-                step = self._extension(i, mode, granule, tuple(compute[q] for q in readers),
-                                       cons, compute, points[0][2])
-                if step is None:
+                reads = tuple(compute[q] for q in readers)
+                cfg = self._interior_config(i, mode, granule, reads, cons, compute)
+                if cfg is None:
                     continue
-                cfg, options, cfg_stage = step
-                new_compute = {q: cfg if q == p.name else compute[q] for q in open_parts}
+                options, cfg_stage = self._extension(i, mode, granule, reads, cfg,
+                                                     points[0][2])
+                new_compute = {q: cfg[0] if q == p.name else compute[q] for q in open_parts}
                 key = (mode, granule, tuple(new_compute.values()), max(stage, cfg_stage))
                 grow = _extended(points, options)
                 slot = grown.get(key)
@@ -730,27 +720,104 @@ class PlanGenerator:
             groups = {k: (c, pts if culled else _pareto(pts))
                       for k, (c, pts, culled) in grown.items()}
 
-    def _extension(self, i: int, mode: str, granule: int, reads: tuple, cons: tuple,
-                   compute: dict, spec: PlanSpec):
-        """(compute stripe of the Part at ``i``, its placement options, its weight staging
-        bytes at that stripe) when a group whose readers of that Part's output compute
-        ``reads`` extends over it; None if it cannot.
+    def _steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
+        """(position, Part, its consumers, their names, the open Parts after it) for each Part
+        a backward walk from ``end`` may extend over, nearest first; it stops at the plan size
+        limit and at a Part whose output leaves the interval (read later, or a network
+        output). Open Parts: those still reading from outside the interval."""
+        min_start = max(0, end - self.options.max_plan_size + 1)
+        members = [self.topo[end]]
+        for i in range(end - 1, min_start - 1, -1):
+            p = self.topo[i]
+            t = p.output
+            cons = self.graph.consumers(t)
+            if t.name in self.output_names or not cons or \
+                    any(self.position[q.name] > end for q in cons):
+                return
+            members.append(p)
+            open_parts = [q.name for q in members if any(
+                not x.is_constant and (self.graph.producer(x) is None or
+                                       self.position[self.graph.producer(x).name] < i)
+                for x in q.inputs)]
+            yield i, p, cons, [q.name for q in cons], open_parts
+
+    def _interior_config(self, i: int, mode: str, granule: int, reads: tuple, cons: tuple,
+                         compute: dict):
+        """(compute stripe of the Part at ``i``, its interior buffer bytes) when a group whose
+        readers of that Part's output compute ``reads`` extends over it; None if it cannot.
+        Memoised: the answer depends on nothing else (no cost), and walks from many sinks,
+        and the costing pre-walk (``cost_requests``), repeat it."""
+        key = (i, mode, granule, reads)
+        hit = self._interior_cache.get(key, self)
+        if hit is self:
+            res = self._interior(self.topo[i].output, cons, compute, mode == "rolling",
+                                 granule, lockstep=mode == "lockstep")
+            hit = self._interior_cache[key] = None if res is None else (res[0], res[2])
+        return hit
+
+    def _extension(self, i: int, mode: str, granule: int, reads: tuple, cfg: tuple,
+                   spec: PlanSpec):
+        """(placement options, weight staging bytes) of the Part at ``i`` under its interior
+        config ``cfg`` (from ``_interior_config``, which the memo key determines).
         Memoised: the answer depends on nothing else, and walks from many sinks repeat it."""
         key = (i, mode, granule, reads)
-        hit = self._step_cache.get(key, self)
-        if hit is not self:
-            return hit
-        p = self.topo[i]
-        res = self._interior(p.output, cons, compute, mode == "rolling", granule,
-                             lockstep=mode == "lockstep")
-        if res is None:
-            out = None
-        else:
-            cfg, _, nbytes, _ = res
-            out = (cfg, self._placements(p, cfg, spec, False, nbytes, 0, ()),
-                   self.weight_stage_bytes(p, cfg))
-        self._step_cache[key] = out
+        hit = self._step_cache.get(key)
+        if hit is None:
+            p = self.topo[i]
+            stripe, nbytes = cfg
+            hit = self._step_cache[key] = (
+                self._placements(p, stripe, spec, False, nbytes, 0, ()),
+                self.weight_stage_bytes(p, stripe))
+        return hit
+
+    # ----- costing ahead of the walk (to spread it over processes) ----------------------------
+    def cost_requests(self, end: int) -> list[tuple[Part, StripeConfig]]:
+        """Every (Part, compute stripe) whose cost the walk of ``end`` asks for, found
+        without costing anything: which Parts a walk reaches and with which stripes depends
+        on the modes and the open Parts' stripes only, never on costs (costs decide only
+        which points survive). Once ``warm_cost`` (or ``adopt_cost``) has seen them all,
+        the walk asks the performance model nothing."""
+        sink = self.topo[end]
+        out = []
+        fronts: dict = {}
+        for spec in self.specs(end):
+            out.append((sink, spec.stripe))
+            fronts.setdefault((spec.mode, spec.granule, spec.stripe), {sink.name: spec.stripe})
+        for i, p, cons, readers, open_parts in self._steps(end):
+            if not fronts:
+                break
+            grown: dict = {}
+            for (mode, granule, _), compute in fronts.items():
+                cfg = self._interior_config(i, mode, granule,
+                                            tuple(compute[q] for q in readers), cons, compute)
+                if cfg is None:
+                    continue
+                out.append((p, cfg[0]))
+                new_compute = {q: cfg[0] if q == p.name else compute[q] for q in open_parts}
+                grown.setdefault((mode, granule, tuple(new_compute.values())), new_compute)
+            fronts = grown
         return out
+
+    def cost_key(self, part: Part, stripe: StripeConfig) -> tuple:
+        """Requests with equal keys cost the same (same Part signature and stripe)."""
+        return self._signature(part), stripe
+
+    def warm_cost(self, part: Part, stripe: StripeConfig) -> tuple:
+        """Cost one request (both weight placements, and whether every stripe reads the
+        weights once) and return the values for ``adopt_cost`` of another generator."""
+        self.part_cost(part, stripe, "flash")
+        self.weight_stage_bytes(part, stripe)
+        sig = self._signature(part)
+        return self._cost_cache[(sig, stripe)], self._cost_cache.get(("once", sig, stripe))
+
+    def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
+        """Take what ``warm_cost(part, stripe)`` returned in another process (forked from
+        this one, so that the two agree on the graph, device and options)."""
+        both, once = value
+        sig = self._signature(part)
+        self._cost_cache[(sig, stripe)] = both
+        if once is not None:
+            self._cost_cache[("once", sig, stripe)] = once
 
     def _placements(self, p: Part, stripe: StripeConfig, spec: PlanSpec, is_sink: bool,
                     mem0: int, cyc0: int, copied: tuple[str, ...]

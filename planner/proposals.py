@@ -15,7 +15,8 @@ prefix and bit: still exact.
 """
 from __future__ import annotations
 
-import multiprocessing
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from planner.device import Device
@@ -24,6 +25,7 @@ from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
 from planner.pareto import combine, frontier, thin
 from planner.plans import Plan, PlanGenerator, PlanSpec, make_spec
+from planner.sink_walks import default_workers, interval_frontiers
 
 
 @dataclass(frozen=True)
@@ -73,48 +75,6 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device, size=None
     return base, own
 
 
-def _sink_frontiers(gen: PlanGenerator, j: int) -> tuple[int, dict[int, list]]:
-    """Candidates for every interval ending at ``j``, culled per interval.
-
-    Memory here excludes the live boundary tensors, which are the same for every candidate of
-    an interval, so culling before adding them loses nothing.
-    """
-    return gen.interval_frontiers(j)
-
-
-_WORKER_GEN: PlanGenerator | None = None
-
-
-def _worker(j: int):
-    return _sink_frontiers(_WORKER_GEN, j)
-
-
-def _default_workers(parts: int) -> int:
-    """One process. Measured on MobileNetV1-224 (2 shared cores), a forked pool of two was
-    slower than one process (wall 1.5-1.8 s against 1.1-1.2 s, same frontier): shipping the
-    per-interval frontiers back and warming each process's cost caches outweigh the split;
-    ``workers=N`` stays available."""
-    return 1
-
-
-def _interval_frontiers(gen: PlanGenerator, workers: int):
-    """(count, {start: plan frontier}) per sink, in sink order, whatever the worker count:
-    the results, and so the Proposals, are the same with one process or several."""
-    n = len(gen.topo)
-    if workers <= 1:
-        for j in range(n):
-            yield _sink_frontiers(gen, j)
-        return
-    global _WORKER_GEN
-    _WORKER_GEN = gen
-    try:
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers) as pool:
-            yield from pool.imap(_worker, range(n), chunksize=1)
-    finally:
-        _WORKER_GEN = None
-
-
 @dataclass(frozen=True)
 class _Point:
     memory: int
@@ -127,6 +87,23 @@ class _Point:
     prev_state: int = 0  # the bit of the prefix this point extends (1: weights prefetched)
 
 
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector while the search runs (and its forked workers,
+    which inherit the pause). The search builds hundreds of thousands of small tuples (the
+    candidates' points) that live until it ends; every few hundred allocations the collector
+    rescans them, up to a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The search makes
+    no reference cycles worth collecting meanwhile; the collector runs again afterwards (if
+    it ran before: a caller who paused it keeps it paused)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class ProposalSearch:
     """Runs the DP and keeps what is needed to rebuild any frontier Proposal."""
 
@@ -134,7 +111,10 @@ class ProposalSearch:
                  options: PlannerOptions | None = None, workers: int | None = None) -> None:
         if not graph.parts:
             raise PlannerError("the graph has no parts to plan")
-        self.workers = _default_workers(len(graph.parts)) if workers is None else workers
+        if workers is not None and (type(workers) is not int or workers < 1):
+            raise PlannerError(f"workers must be an integer >= 1 (processes for the search), "
+                               f"got {workers!r}")
+        self.workers = default_workers(len(graph.parts)) if workers is None else workers
         self.graph = graph
         self.device = device
         self.options = options or PlannerOptions()
@@ -142,7 +122,8 @@ class ProposalSearch:
         self.fronts: list[list[_Point]] = []
         self.prefetch_fronts: list[list[_Point]] = []   # prefixes that prefetched the next
         self.plan_candidates = 0
-        self._run()
+        with _collector_paused():
+            self._run()
 
     def _run(self) -> None:
         n = len(self.gen.topo)
@@ -151,7 +132,7 @@ class ProposalSearch:
         points = [[(0, 0, 0)]]    # fronts as (memory, cycles, index), what combine takes
         pre_fronts: list[list[_Point]] = [[]]     # the same for prefixes with the bit set
         pre_points: list[list[tuple]] = [[]]
-        for j, (count, by_start) in enumerate(_interval_frontiers(self.gen, self.workers)):
+        for j, (count, by_start) in enumerate(interval_frontiers(self.gen, self.workers)):
             self.plan_candidates += count
             cands = []
             for start in sorted(by_start):

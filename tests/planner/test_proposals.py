@@ -311,3 +311,35 @@ def test_prefetch_is_off_where_the_device_or_options_say_so():
     flash_only = PlannerOptions(weight_placements=("flash",))
     assert all(not PlanGenerator(g, device, flash_only).prefetch_variants(j) for j in range(3))
     assert PlanGenerator(g, device, PlannerOptions()).prefetch_variants(1)
+
+
+def test_the_collector_is_paused_during_a_search_only(monkeypatch):
+    import gc
+    from planner import proposals
+    seen = []
+    real = proposals.interval_frontiers
+
+    def watched(gen, workers):
+        seen.append(gc.isenabled())
+        if len(seen) == 3:
+            raise PlannerError("a search that fails")
+        yield from real(gen, workers)
+
+    monkeypatch.setattr(proposals, "interval_frontiers", watched)
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        ProposalSearch(g, simple_device(), SMALL, workers=1)
+        assert gc.isenabled()
+        gc.disable()                  # a caller's own pause is kept
+        ProposalSearch(g, simple_device(), SMALL, workers=1)
+        assert not gc.isenabled()
+        gc.enable()
+        with pytest.raises(PlannerError, match="a search that fails"):
+            ProposalSearch(g, simple_device(), SMALL, workers=1)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False, False]

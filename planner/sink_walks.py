@@ -1,0 +1,211 @@
+"""The interval frontiers of every sink (``PlanGenerator.interval_frontiers``), in sink
+order, on one process or several.
+
+With several (forked: children inherit the graph and caches copy-on-write), the work runs in
+two phases, so that no process costs what another has: first the costs, found by a walk that
+costs nothing (``PlanGenerator.cost_requests``) and computed by forked children while this
+process finds them (``warm_costs``); then the walks, over sinks shared out in contiguous runs
+(``SinkClaims``), by children forked with every cost in their cache. Each sink's result
+depends on that sink alone, so the results are the same whatever the worker count.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import threading
+
+from planner.forked import Forked
+from planner.plans import PlanGenerator
+
+
+def _sink_frontiers(gen: PlanGenerator, j: int) -> tuple[int, dict[int, list]]:
+    """Candidates for every interval ending at ``j``, culled per interval.
+
+    Memory here excludes the live boundary tensors, which are the same for every candidate of
+    an interval, so culling before adding them loses nothing.
+    """
+    return gen.interval_frontiers(j)
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:       # not on Linux
+        return os.cpu_count() or 1
+
+
+#: Below this many Parts a search is short (ds_cnn_kws, 13 Parts: about 0.13 s CPU) and the
+#: forks, the pickling and the children's cold memos would take much of what a split saves.
+PARALLEL_MIN_PARTS = 16
+
+#: A second process pays only with a core to run on: the 1-minute load average must leave at
+#: least this much of one idle (``usable CPUs - load``). On a 2-core machine whose cores are
+#: busy with other work, two processes were slower than one (rfcs/0001).
+IDLE_CORE_NEEDED = 0.5
+
+
+def _idle_cores() -> float:
+    try:
+        return _usable_cpus() - os.getloadavg()[0]
+    except (AttributeError, OSError):     # no load average here: assume the cores are free
+        return float(_usable_cpus())
+
+
+def default_workers(parts: int) -> int:
+    """Two processes when that can pay and forking is safe, one otherwise: when fork is
+    available, two CPUs are usable and a core is idle (IDLE_CORE_NEEDED), this is the main
+    process (a pool's worker already shares the cores out) and runs no other thread (a fork
+    copies only the forking thread, and whatever lock another one holds stays held in the
+    child: a notebook kernel, an inference thread pool; rfcs/0004 spawns for the same
+    reason), and the graph has at least PARALLEL_MIN_PARTS Parts. The worker count never
+    changes a result, only the time it takes."""
+    if parts < PARALLEL_MIN_PARTS or _usable_cpus() < 2 or \
+            multiprocessing.parent_process() is not None or \
+            threading.active_count() > 1 or \
+            "fork" not in multiprocessing.get_all_start_methods() or \
+            _idle_cores() < IDLE_CORE_NEEDED:
+        return 1
+    return 2
+
+
+class SinkClaims:
+    """Which sinks are left, shared by the processes of one search: the sinks are cut into one
+    contiguous run per process, each process takes its own run front to back, and one whose
+    run is done takes from the back of the run with most left. Each process so walks a
+    contiguous stretch of the graph, where neighbouring sinks share the memoised extensions
+    it builds, while the finishing times even out whatever the sinks cost."""
+
+    def __init__(self, ctx, sinks: int, workers: int) -> None:
+        cuts = [sinks * w // workers for w in range(workers + 1)]
+        bounds = []
+        for w in range(workers):
+            bounds += [cuts[w], cuts[w + 1] - 1]      # [first, last] of run w
+        self._bounds = ctx.Array("i", bounds)
+
+    def take(self, worker: int) -> int | None:
+        """The next sink for ``worker``, or None when every sink is taken."""
+        with self._bounds.get_lock():
+            b = self._bounds
+            if b[2 * worker] <= b[2 * worker + 1]:
+                b[2 * worker] += 1
+                return b[2 * worker] - 1
+            left = [b[2 * w + 1] - b[2 * w] + 1 for w in range(len(b) // 2)]
+            most = max(range(len(left)), key=lambda w: (left[w], -w))
+            if left[most] <= 0:
+                return None
+            b[2 * most + 1] -= 1
+            return b[2 * most + 1] + 1
+
+
+def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int) -> dict[int, tuple]:
+    """A forked worker's share: {sink: result} for the sinks it takes (plain tuples and the
+    shared spec objects: pickling them back is a few milliseconds)."""
+    done = {}
+    while (j := claims.take(worker)) is not None:
+        done[j] = _sink_frontiers(gen, j)
+    return done
+
+
+def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
+    """A forked costing worker: cost the (position, stripe) batches it is sent until None,
+    and return the values in the order received. A thread keeps reading the inbox meanwhile:
+    a batch larger than the pipe's buffer would otherwise stall the sender until this worker
+    had costed the batch before (measured: the parent idle a quarter of the costing phase)."""
+    batches: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            batch = inbox.recv()
+            batches.put(batch)
+            if batch is None:
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    out = []
+    while (batch := batches.get()) is not None:
+        out.extend(gen.warm_cost(gen.topo[i], stripe) for i, stripe in batch)
+    return out
+
+
+#: This process also finds the requests (the cost-free walk: 0.20 s CPU on MobileNetV1-224,
+#: beside 0.77 s of costing), so it takes a new signature as if its load were this much
+#: higher: with two processes it costs about a third. Measured: the two end within 10% CPU.
+PARENT_LOAD_FACTOR = 2
+
+
+def warm_costs(gen: PlanGenerator, workers: int) -> None:
+    """Cost everything the walks will ask for (``PlanGenerator.cost_requests``) over
+    ``workers`` processes, so that the walks, forked afterwards, inherit one warm cost cache
+    and no process costs what another has costed. This process finds the requests sink by
+    sink and streams them to forked children as it goes; each Part signature has one owner
+    (its stripes share shapes, and a shape's lowering and block search are the bulk of the
+    work), chosen when first met as the least loaded process (load: stripe shapes new to the
+    signature)."""
+    with Forked() as forked:
+        feeds = [forked.start_fed(_cost_fed, gen) for _ in range(workers - 1)]
+        owner: dict = {}
+        shapes: dict = {}
+        load = [0] * workers
+        seen: set = set()
+        share: list[list] = [[] for _ in range(workers)]
+        for j in range(len(gen.topo)):
+            batch: list[list] = [[] for _ in range(workers)]
+            for p, stripe in gen.cost_requests(j):
+                key = gen.cost_key(p, stripe)
+                if key in seen:
+                    continue
+                seen.add(key)
+                sig = key[0]
+                w = owner.get(sig)
+                if w is None:
+                    w = owner[sig] = min(range(workers), key=lambda k: (
+                        load[k] * (PARENT_LOAD_FACTOR if k == 0 else 1), -k))
+                known = shapes.setdefault(sig, set())
+                new = set(stripe.count_stripes()) - known
+                known |= new
+                load[w] += 1 + len(new)
+                batch[w].append((p, stripe))
+            for w in range(1, workers):
+                if batch[w]:
+                    forked.send(feeds[w - 1], [(gen.position[p.name], s) for p, s in batch[w]])
+            for w in range(workers):
+                share[w].extend(batch[w])
+        for feed in feeds:
+            forked.send(feed, None)
+        for p, stripe in share[0]:
+            gen.warm_cost(p, stripe)
+        for w, values in enumerate(forked.results(), 1):
+            for (p, stripe), value in zip(share[w], values):
+                gen.adopt_cost(p, stripe, value)
+
+
+def interval_frontiers(gen: PlanGenerator, workers: int):
+    """(count, {start: plan frontier}) per sink, in sink order, whatever the worker count:
+    every sink's result depends on that sink alone, so the results, and the Proposals, are
+    the same with one process or several. With several, the costs are computed first
+    (``warm_costs``), then forked children walk sinks beside this process (see
+    SinkClaims), which yields its own results as soon as they are next in order, so the
+    caller's DP overlaps the children's walks."""
+    n = len(gen.topo)
+    workers = min(workers, n)
+    if workers <= 1:
+        for j in range(n):
+            yield _sink_frontiers(gen, j)
+        return
+    warm_costs(gen, workers)
+    with Forked() as forked:
+        claims = SinkClaims(forked.ctx, n, workers)
+        for w in range(1, workers):
+            forked.start(_walk_claimed, gen, claims, w)
+        done: dict[int, tuple] = {}
+        following = 0
+        while (j := claims.take(0)) is not None:
+            done[j] = _sink_frontiers(gen, j)
+            while following in done:
+                yield done.pop(following)
+                following += 1
+        for payload in forked.results():
+            done.update(payload)
+        for j in range(following, n):
+            yield done.pop(j)

@@ -1,0 +1,153 @@
+"""Sink walks on several forked processes: the same results as one, errors and deaths of
+children named in the parent, one process where forking cannot pay."""
+import multiprocessing
+import os
+import threading
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from planner.errors import PlannerError
+from planner.options import PlannerOptions
+from planner.plans import PlanGenerator
+from planner.proposals import ProposalSearch
+from tests.planner.simple_device import simple_device
+from tests.planner.strategies import graphs
+
+SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2, rolling_granules=(1, 0),
+                       weight_placements=("flash", "sram"))
+
+
+def _everything(search):
+    return (search.frontier, search.plan_candidates,
+            [search.proposal(k).to_json() for k in range(len(search.frontier))])
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_forked_workers_give_the_one_process_result(workers):
+    """Children walk contiguous runs of sinks and take from each other's runs when done; the
+    merged result (frontier, every Proposal, candidate count) is the one-process result."""
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 4)
+    one = ProposalSearch(g, simple_device("dram"), SMALL, workers=1)
+    many = ProposalSearch(g, simple_device("dram"), SMALL, workers=workers)
+    assert _everything(many) == _everything(one)
+
+
+def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
+    from planner import sink_walks
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    half = len(g.parts) // 2
+    real = sink_walks._sink_frontiers
+
+    def failing(gen, j):       # every sink of the child's run fails, whoever takes it
+        if j >= half:
+            raise PlannerError(f"sink {j} failed on purpose")
+        return real(gen, j)
+
+    monkeypatch.setattr(sink_walks, "_sink_frontiers", failing)
+    with pytest.raises(PlannerError, match="failed on purpose"):
+        ProposalSearch(g, simple_device(), SMALL, workers=2)
+
+
+def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch):
+    from planner import sink_walks
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+
+    def failing(gen, inbox):   # only forked costing children run this
+        raise ValueError("costing failed on purpose")
+
+    monkeypatch.setattr(sink_walks, "_cost_fed", failing)
+    with pytest.raises(ValueError, match="costing failed on purpose"):
+        ProposalSearch(g, simple_device(), SMALL, workers=2)
+
+    monkeypatch.setattr(sink_walks, "_cost_fed", lambda gen, inbox: os._exit(3))
+    with pytest.raises(PlannerError, match="died without a result.*workers=1"):
+        ProposalSearch(g, simple_device(), SMALL, workers=2)
+
+
+def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkeypatch):
+    from planner import sink_walks
+    from planner.sink_walks import PARALLEL_MIN_PARTS, default_workers
+    monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))
+    assert default_workers(PARALLEL_MIN_PARTS) == 2
+    assert default_workers(PARALLEL_MIN_PARTS - 1) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))      # cores busy
+    assert default_workers(PARALLEL_MIN_PARTS) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert default_workers(PARALLEL_MIN_PARTS) == 1                  # not forked
+    finally:
+        stop.set()
+        other.join()
+    assert default_workers(PARALLEL_MIN_PARTS) == 2
+    with multiprocessing.get_context("fork").Pool(1) as pool:     # idle, but in a pool
+        assert pool.apply(default_workers, (10 * PARALLEL_MIN_PARTS,)) == 1
+    monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 1)
+    assert default_workers(10 * PARALLEL_MIN_PARTS) == 1
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, "2", True])
+def test_bad_worker_counts_are_named(workers):
+    from tests.planner.mobilenet import mobilenet_v1
+    with pytest.raises(PlannerError, match=r"workers must be an integer >= 1.*got"):
+        ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device(), SMALL, workers=workers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 4), st.lists(st.integers(0, 3), max_size=200))
+def test_sink_claims_hand_out_every_sink_once(sinks, workers, turns):
+    """Whatever order the processes ask in, every sink is taken exactly once, and a process
+    takes its own contiguous run front to back before taking from others."""
+    from planner.sink_walks import SinkClaims
+    claims = SinkClaims(multiprocessing.get_context("fork"), sinks, workers)
+    cuts = [sinks * w // workers for w in range(workers + 1)]
+    taken: list[int] = []
+    by_worker: dict[int, list[int]] = {w: [] for w in range(workers)}
+    order = [t % workers for t in turns] + list(range(workers)) * (sinks + 1)
+    for w in order:
+        j = claims.take(w)
+        if j is not None:
+            taken.append(j)
+            by_worker[w].append(j)
+    assert sorted(taken) == list(range(sinks))
+    for w, js in by_worker.items():
+        own = [j for j in js if cuts[w] <= j < cuts[w + 1]]
+        assert own == list(range(cuts[w], cuts[w] + len(own)))
+        first_foreign = next((k for k, j in enumerate(js) if not cuts[w] <= j < cuts[w + 1]),
+                             len(js))
+        assert len(own) == first_foreign       # own run first, then others'
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=7), st.sampled_from(["sram", "dram"]))
+def test_cost_requests_are_all_the_walk_costs(g, io_region):
+    """After costing what ``cost_requests`` lists (here in another generator, handed over
+    with ``adopt_cost``, as a forked child does), the walks cost nothing more, and give what a
+    cold generator gives."""
+    device = simple_device(io_region)
+    cold = PlanGenerator(g, device, SMALL)
+    costing = PlanGenerator(g, device, SMALL)
+    warm = PlanGenerator(g, device, SMALL)
+    for j in range(len(warm.topo)):
+        for p, stripe in warm.cost_requests(j):
+            warm.adopt_cost(p, stripe, costing.warm_cost(p, stripe))
+    asked = []
+
+    class Unasked:      # the performance model, recording every question but the micro block
+        def __getattr__(self, name):
+            if name != "micro_block":
+                asked.append(name)
+            return getattr(device.perf, name)
+
+    warm.device = replace(device, perf=Unasked())
+    for j in range(len(warm.topo)):
+        assert warm.interval_frontiers(j) == cold.interval_frontiers(j)
+    assert asked == []
