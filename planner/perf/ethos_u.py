@@ -244,9 +244,10 @@ def _part_kernel_first(ifm_depth: int, ifm_bits: int, kernel_elements: int) -> b
     return part_util >= depth_util
 
 
-def _depth_candidates(ub_c: int, search_c: int, ofm_c: int) -> list[int]:
+@lru_cache(maxsize=1024)
+def _depth_candidates(ub_c: int, search_c: int, ofm_c: int) -> tuple[int, ...]:
     """OFM block depths tried, in Vela's order: ublock multiples, rounded to 16 while below
-    the OFM depth (regor/ethos_u55.cpp:FindBlockConfig)."""
+    the OFM depth (regor/ethos_u55.cpp:FindBlockConfig). Cached: few OFM depths recur."""
     out = []
     depth = max(ub_c, min(search_c, _OFM_SPLIT_DEPTH))
     if depth < ofm_c:
@@ -256,7 +257,7 @@ def _depth_candidates(ub_c: int, search_c: int, ofm_c: int) -> list[int]:
         depth += ub_c
         if depth < ofm_c:
             depth = _round_up(depth, _OFM_SPLIT_DEPTH)
-    return out
+    return tuple(out)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -375,7 +376,7 @@ def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
     depths = _depth_candidates(ub_c, search_c, ofm_c)
     if not depths:
         raise PlannerError(f"no Ethos-U block configuration fits {op}")
-    dd, full_c, weight_scale = _depth_axis(tuple(depths), ofm_c)
+    dd, full_c, weight_scale = _depth_axis(depths, ofm_c)
     grid = (len(depths), hh.shape[0], ww.shape[1])
     ib_c = dd if equal_depth else ifm_block_depth
     fits = _fitting_blocks(
@@ -383,23 +384,31 @@ def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
          ofm_h if conv1d else 0, conv1d),
         (ub_w, search_w, op.stride[1], min(dkw, _SUBKERNEL_MAX[1]), op.rounding, op.upscale,
          0, False),
-        tuple(depths), None if equal_depth else ifm_block_depth, ifm_bits, ifm_granule,
+        depths, None if equal_depth else ifm_block_depth, ifm_bits, ifm_granule,
         acc_granule, acc.shram_banks - lut_banks, ew_usage, acc_bits)
     f32 = np.float32
-    weight_fetch = (weight_fetch_wh * ifm_c * full_h * full_w).astype(f32)
-    if not is_dw:
-        weight_fetch = weight_fetch * weight_scale
-    ifm_fetch = (ib_h * ib_w * ifm_c * ifm_repeats).astype(f32) * blocks_w * blocks_h
-    if not equal_depth:
-        ifm_fetch = ifm_fetch * full_c
     ofm_elements = math.prod(op.ofm)
+    ib_hw = ib_h * ib_w
     if npu == ELEMENTWISE:
         cost = f32(ofm_elements) / (hh * ww * dd).astype(f32)
     else:
-        cost = (ifm_fetch + weight_fetch) / f32(ofm_elements)
+        # (Integer products are exact in any order; the float32 ones keep Vela's order.)
+        weight_fetch = (full_h * full_w * (weight_fetch_wh * ifm_c)).astype(f32)
+        if not is_dw:
+            weight_fetch = weight_fetch * weight_scale
+        ifm_fetch = (ib_hw * (ifm_c * ifm_repeats)).astype(f32)
+        ifm_fetch *= blocks_w
+        ifm_fetch *= blocks_h
+        if not equal_depth:
+            ifm_fetch = ifm_fetch * full_c
+        cost = ifm_fetch + weight_fetch
+        cost /= f32(ofm_elements)
     # Prefer blocks whose double-buffered IFM holds the whole IFM.
-    whole = ifm_elements < ib_h * ib_w * ib_c * 2
-    cost = np.where(whole, cost / f32(2.0), cost).astype(f32)
+    if equal_depth:
+        whole = ifm_elements < ib_hw * (dd * 2)
+    else:
+        whole = ib_hw > ifm_elements // (2 * ifm_block_depth)   # exact: positive integers
+    cost = np.where(whole, cost / f32(2.0), cost)
 
     # Vela's loop order (depth outermost, then height, then width) is the grid's C order:
     # flat indices list the candidates as Vela meets them; the misfits cost infinity.
@@ -1042,6 +1051,7 @@ class EthosUPerfModel:
         self._signatures: dict[Part, int] = {}
         self._signature_ids: dict[tuple, int] = {}
         self._summaries: dict[tuple[int, tuple[int, ...]], StripeSummary] = {}
+        self._by_part: dict[tuple[Part, tuple[int, ...]], StripeSummary] = {}
 
     def __repr__(self) -> str:
         return f"EthosUPerfModel({self.name!r}, block_policy={self.block_policy!r})"
@@ -1121,10 +1131,18 @@ class EthosUPerfModel:
     def stripe_summary(self, part: Part, out_shape: Sequence[int]) -> StripeSummary:
         """Cycles, fill/drain, MACs and weight fetches of one stripe, from one lowering,
         shared by every Part that lowers the same way (see :meth:`_lowering_signature`)."""
-        key = (self._lowering_signature(part), tuple(int(s) for s in out_shape))
+        # Asked for four or five times per stripe (cycles, fill/drain, fetches, traffic): the
+        # first lookup is by the Part and the shape as given, no conversion, no signature.
+        try:
+            return self._by_part[part, out_shape]
+        except (KeyError, TypeError):
+            pass
+        shape = tuple(int(s) for s in out_shape)
+        key = (self._lowering_signature(part), shape)
         hit = self._summaries.get(key)
         if hit is None:
-            hit = self._summaries[key] = self._summarise(part, key[1])
+            hit = self._summaries[key] = self._summarise(part, shape)
+        self._by_part[part, shape] = hit
         return hit
 
     def _lowering_signature(self, part: Part) -> int:
@@ -1143,16 +1161,17 @@ class EthosUPerfModel:
         ops = lower_part(part, out_shape)
         parts = self._breakdown_of(part, ops)
         fetches = 1
+        cycles = fill_drain = macs = access = 0
+        acc, burst = self.accelerator, self.fm_timing.burst
         for op, b in zip(ops, parts):
             if op.npu in (CONV, DEPTHWISE):
                 bh, bw = b.config.ofm_block[:2]
                 fetches = max(fetches, _ceil_div(op.ofm[1], bh) * _ceil_div(op.ofm[2], bw))
-        burst = self.fm_timing.burst
-        access = sum(fm_access_bytes(self.accelerator, burst, op, b.config)
-                     for op, b in zip(ops, parts))
-        return StripeSummary(int(sum(b.cycles for b in parts)),
-                             int(sum(b.fill_drain_cycles for b in parts)),
-                             int(sum(b.macs for b in parts)), fetches, int(access))
+            cycles += b.cycles
+            fill_drain += b.fill_drain_cycles
+            macs += b.macs
+            access += fm_access_bytes(acc, burst, op, b.config)
+        return StripeSummary(int(cycles), int(fill_drain), int(macs), fetches, int(access))
 
     def fm_access_cycles(self, part: Part, out_shape: tuple[int, ...]) -> int:
         """Cycles the feature-map memory port is busy with one stripe's IFM block fetches and
