@@ -302,8 +302,8 @@ def _fitting_blocks(h_axis: tuple, w_axis: tuple, depths: tuple[int, ...],
     double-buffered IFM banks after the reserved output banks, then the accumulators (or the
     second IFM) below the LUT banks (``acc_start``). ``h_axis`` and ``w_axis`` are
     :func:`_block_axis` arguments; ``ifm_block_depth`` None means the IFM block is as deep as
-    the OFM block. Cached: it depends on the stripe only through the search ranges, which
-    many stripes share."""
+    the OFM block. Cached, and asked for with the largest search ranges (the caller slices
+    the table): it depends on the stripe only through them, so every stripe shares it."""
     _, ib_h, fit_h, _, _ = _block_axis(0, *h_axis)
     ww, ib_w, _, _, _ = _block_axis(1, *w_axis)
     dd = np.asarray(depths, dtype=np.int64)[:, None, None]
@@ -379,13 +379,16 @@ def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
     dd, full_c, weight_scale = _depth_axis(depths, ofm_c)
     grid = (len(depths), hh.shape[0], ww.shape[1])
     ib_c = dd if equal_depth else ifm_block_depth
+    # Whether a block fits depends on its own size alone, and the candidates along H and W
+    # of a smaller search are the first ones of the largest: one table serves every stripe
+    # height and width.
     fits = _fitting_blocks(
-        (ub_h, search_h, op.stride[0], min(dkh, _SUBKERNEL_MAX[0]), op.rounding, op.upscale,
-         ofm_h if conv1d else 0, conv1d),
-        (ub_w, search_w, op.stride[1], min(dkw, _SUBKERNEL_MAX[1]), op.rounding, op.upscale,
-         0, False),
+        (ub_h, _round_up(_OFM_BLOCK_MAX[0], ub_h), op.stride[0], min(dkh, _SUBKERNEL_MAX[0]),
+         op.rounding, op.upscale, ofm_h if conv1d else 0, conv1d),
+        (ub_w, _round_up(_OFM_BLOCK_MAX[1], ub_w), op.stride[1], min(dkw, _SUBKERNEL_MAX[1]),
+         op.rounding, op.upscale, 0, False),
         depths, None if equal_depth else ifm_block_depth, ifm_bits, ifm_granule,
-        acc_granule, acc.shram_banks - lut_banks, ew_usage, acc_bits)
+        acc_granule, acc.shram_banks - lut_banks, ew_usage, acc_bits)[..., :grid[1], :grid[2]]
     f32 = np.float32
     ofm_elements = math.prod(op.ofm)
     ib_hw = ib_h * ib_w
