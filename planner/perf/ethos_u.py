@@ -576,32 +576,42 @@ def _dpu_cycles(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ub: Shape3,
                 n_w: int, n_c: int) -> int:
     """DPU cycles for a block of ``n_h x n_w x n_c`` micro-blocks over the whole kernel and
     IFM depth (EstimateMacCyclesPerBlock)."""
-    ifm_block_c = min(op.ifm[3], cfg.ifm_block[2])
+    return _dpu_cycles_of(acc.name == "ethos-u55-32", acc.macs, acc.cores, op.npu, op.kernel,
+                          op.ifm_bits, op.ifm[3], cfg.ifm_block[2], cfg.acc_bits,
+                          cfg.traversal, ub[2], n_h, n_w, n_c)
+
+
+@lru_cache(maxsize=1 << 14)
+def _dpu_cycles_of(u55_32: bool, macs: int, cores: int, npu: str, kernel: tuple[int, int],
+                   ifm_bits: int, ifm_c: int, ifm_block_depth: int, acc_bits: int,
+                   traversal: str, ub_c: int, n_h: int, n_w: int, n_c: int) -> int:
+    """:func:`_dpu_cycles` from the few numbers it reads: cached on them (small ints hash
+    fast), as stripes of many shapes and layers share their blocks' micro-block counts."""
+    ifm_block_c = min(ifm_c, ifm_block_depth)
     n_wh = n_h * n_w
-    acc40 = cfg.acc_bits == 40
-    cycles_wb = 32 * ub[2] // 8
-    u55_32 = acc.name == "ethos-u55-32"
+    acc40 = acc_bits == 40
+    cycles_wb = 32 * ub_c // 8
     sk_h, sk_w = _SUBKERNEL_MAX
-    kh, kw = op.kernel
-    part_kernel = op.npu == CONV and cfg.traversal == "part_kernel"
+    kh, kw = kernel
+    part_kernel = npu == CONV and traversal == "part_kernel"
     total = 0
     for x in range(0, kw, sk_w):
         for y in range(0, kh, sk_h):
             elems = min(kh - y, sk_h) * min(kw - x, sk_w)
-            if op.npu == POOLING:
+            if npu == POOLING:
                 steps = 1
                 cycles = max(4, elems) * n_wh * n_c
                 if not u55_32:
-                    cycles *= op.ifm_bits // 2
-            elif op.npu == DEPTHWISE:
+                    cycles *= ifm_bits // 2
+            elif npu == DEPTHWISE:
                 steps = _ceil_div(elems, 4)
-                cycles = 4 * n_wh * (op.ifm_bits // 8)
+                cycles = 4 * n_wh * (ifm_bits // 8)
                 cycles = max(cycles_wb, cycles) * steps * n_c
-            elif (op.npu == CONV and not part_kernel) or op.npu == REDUCE_SUM:
+            elif (npu == CONV and not part_kernel) or npu == REDUCE_SUM:
                 steps = elems
                 cycles = max(cycles_wb, 4 * n_wh) * steps * n_c
             else:
-                steps = _ceil_div(elems, 2 if op.ifm_bits == 16 else 4)
+                steps = _ceil_div(elems, 2 if ifm_bits == 16 else 4)
                 cycles = max(cycles_wb, 4 * n_wh) * steps * n_c * _ceil_div(ifm_block_c, 8)
             # Pipeline stalls when a block is a single micro-block (or, on the 32-MAC
             # configuration with 40-bit accumulators, a single row or column of them).
@@ -616,7 +626,7 @@ def _dpu_cycles(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ub: Shape3,
                 if (n_w == 1 or n_h == 1) and n_c > 1 and acc40:
                     delay += unit * n_c
             else:
-                unit = 3 if (acc40 and acc.macs <= 128) else 2
+                unit = 3 if (acc40 and macs <= 128) else 2
                 if n_wh == 1:
                     if n_c == 1:
                         delay = unit * steps
@@ -625,9 +635,9 @@ def _dpu_cycles(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ub: Shape3,
             if part_kernel:
                 delay *= _ceil_div(ifm_block_c, 8)
             total += cycles + delay
-    if op.npu in (CONV, REDUCE_SUM):
-        total *= _ceil_div(op.ifm[3], ifm_block_c)
-    return total // acc.cores
+    if npu in (CONV, REDUCE_SUM):
+        total *= _ceil_div(ifm_c, ifm_block_c)
+    return total // cores
 
 
 def _mac_cycles_per_block(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ub: Shape3,
@@ -1090,14 +1100,22 @@ class EthosUPerfModel:
         if self.block_policy == "stripe":
             return [self._estimate(op, self._config(op), None) for op in ops]
         whole = self._part_ops(part)
-        mine = [self._estimate(op, self._config(w), w) for op, w in zip(ops, whole)]
+        # (The estimates of stripes skip the estimate cache: stripe_summary already asks for
+        # each stripe once, and hashing the NpuOps for the key would cost more.)
+        estimate = self._estimate_uncached
+        mine = [estimate(op, self._config(w), w) for op, w in zip(ops, whole)]
         if self.block_policy == "part":
             return mine
         # "best": each stripe runs the cheaper of the Part's block (clipped) and the block
-        # Vela chooses for the stripe itself, judged back to back (fill and drain aside).
-        own = [self._estimate(op, self._config(op), None) for op in ops]
-        return [min(a, b, key=lambda e: (e.cycles - e.fill_drain_cycles, e.cycles))
-                for a, b in zip(mine, own)]
+        # Vela chooses for the stripe itself, judged back to back (fill and drain aside); the
+        # Part's on a tie.
+        out = []
+        for op, a in zip(ops, mine):
+            b = estimate(op, self._config(op), None)
+            back_to_back_a, back_to_back_b = a.cycles - a.fill_drain_cycles, \
+                b.cycles - b.fill_drain_cycles
+            out.append(b if (back_to_back_b, b.cycles) < (back_to_back_a, a.cycles) else a)
+        return out
 
     def compute_cycles(self, part: Part, out_shape: tuple[int, ...]) -> int:
         """NPU cycles of one output stripe of ``out_shape``, as Vela estimates a command of
