@@ -871,6 +871,27 @@ _UNARY_ELEMENTWISE = {"abs": "Abs", "clz": "CLZ", "not": "Not", "neg": "Sub",
                       "shl": "SHL", "shr": "SHR", "asr": "Asr"}
 
 
+_WINDOW_KINDS = ("conv2d", "depthwise_conv2d", "pool")
+
+
+@lru_cache(maxsize=1 << 12)
+def _window_op(part: Part) -> tuple[str, str, dict, int]:
+    """What every stripe's NpuOp of a convolution, depthwise or pooling Part shares: the NPU
+    class, Vela's op name, the fields besides the IFM and OFM shapes, and the group count.
+    Cached per Part: the planner lowers hundreds of stripe shapes of each."""
+    fields = dict(kernel=tuple(part.attr("kernel", (1, 1))), stride=_window_strides(part),
+                  ifm_bits=_bits(part.inputs[0]), ofm_bits=_bits(part.output),
+                  activation=part.attr("activation"), ifm_format=_format(part, "ifm_format"),
+                  ofm_format=_format(part, "ofm_format"))
+    if part.kind == "pool":
+        name = "MaxPool" if part.attr("pool_type") == "max" else "AvgPool"
+        return POOLING, name, fields, 1
+    fields.update(dilation=tuple(part.attr("dilation", (1, 1))), has_bias=True)
+    if part.kind == "depthwise_conv2d":
+        return DEPTHWISE, "DepthwiseConv2D", fields, 1
+    return CONV, "Conv2D", fields, int(part.attr("groups", 1))
+
+
 def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """The NPU operations Vela would emit to compute one output stripe of ``part``.
 
@@ -885,38 +906,19 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     if any(s < 1 for s in out_shape):
         raise PlannerError(f"part {part.name!r}: stripe {out_shape} has an empty axis")
     kind = part.kind
-    out_bits = _bits(part.output)
-    fin, fout = _format(part, "ifm_format"), _format(part, "ofm_format")
-    act = part.attr("activation")
-
-    if kind in ("conv2d", "depthwise_conv2d", "pool"):
-        x = part.inputs[0]
+    if kind in _WINDOW_KINDS:
+        npu, name, fields, groups = _window_op(part)
         ifm = _to4(_input_region(part, 0, out_shape))
         ofm = _to4(out_shape)
-        kernel = tuple(part.attr("kernel", (1, 1)))
-        stride = _window_strides(part)
-        dilation = tuple(part.attr("dilation", (1, 1)))
-        if kind == "pool":
-            name = "MaxPool" if part.attr("pool_type") == "max" else "AvgPool"
-            return [NpuOp(POOLING, name, ifm, ofm, kernel=kernel, stride=stride,
-                          ifm_bits=_bits(x), ofm_bits=out_bits, activation=act,
-                          ifm_format=fin, ofm_format=fout)]
-        if kind == "depthwise_conv2d":
-            return [NpuOp(DEPTHWISE, "DepthwiseConv2D", ifm, ofm, kernel=kernel, stride=stride,
-                          dilation=dilation, ifm_bits=_bits(x), ofm_bits=out_bits,
-                          activation=act, has_bias=True, ifm_format=fin, ofm_format=fout)]
-        groups = int(part.attr("groups", 1))
         if groups > 1:
             # Vela has no grouped convolution; it is costed as one convolution per group.
             ifm_g = ifm[:3] + (max(1, ifm[3] // groups),)
             ofm_g = ofm[:3] + (max(1, _ceil_div(ofm[3], groups)),)
-            one = NpuOp(CONV, "Conv2D", ifm_g, ofm_g, kernel=kernel, stride=stride,
-                        dilation=dilation, ifm_bits=_bits(x), ofm_bits=out_bits,
-                        activation=act, has_bias=True, ifm_format=fin, ofm_format=fout)
-            return [one] * min(groups, ofm[3])
-        return [NpuOp(CONV, "Conv2D", ifm, ofm, kernel=kernel, stride=stride,
-                      dilation=dilation, ifm_bits=_bits(x), ofm_bits=out_bits, activation=act,
-                      has_bias=True, ifm_format=fin, ofm_format=fout)]
+            return [NpuOp(npu, name, ifm_g, ofm_g, **fields)] * min(groups, ofm[3])
+        return [NpuOp(npu, name, ifm, ofm, **fields)]
+    out_bits = _bits(part.output)
+    fin, fout = _format(part, "ifm_format"), _format(part, "ofm_format")
+    act = part.attr("activation")
 
     if kind == "fully_connected":
         # A 1x1 convolution over (1, 1, batch, features) (regor GetHWOp: FullyConnected ->
