@@ -177,3 +177,21 @@ def test_stripe_summaries_shared_only_between_parts_that_lower_alike(first, othe
     for ask in ("compute_cycles", "fill_drain_cycles", "weight_fetches", "macs"):
         assert getattr(model, ask)(second, b) == getattr(fresh, ask)(second, b), ask
     assert model.compute_cycles(first, stripe) == fresh.compute_cycles(first, stripe)
+
+
+@PROPS
+@given(part=nhwc_parts(), device=st.sampled_from([d for d in DEVICE_NAMES
+                                                  if d.startswith("ethos-u")]),
+       order=st.permutations(["ints", "list", "numpy"]), data=st.data())
+def test_stripe_summary_is_the_same_whatever_the_shape_is_written_as(part, device, order,
+                                                                       data):
+    """The summaries are looked up by the shape as given first (no conversion): a list, a
+    tuple of numpy integers or of ints, in any order, get what a fresh model answers."""
+    model = perf(device)
+    stripe = tuple(sub_shape(data.draw, part.output.shape))
+    fresh = EthosUPerfModel(model.name, model.fm_timing, model.const_timing,
+                            model.block_policy).stripe_summary(part, stripe)
+    written = {"ints": stripe, "list": list(stripe),
+               "numpy": tuple(np.int64(s) for s in stripe)}
+    for how in order:
+        assert model.stripe_summary(part, written[how]) == fresh, how
