@@ -650,8 +650,9 @@ def _mac_cycles_per_block(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, u
     block costs at most what the next larger block costs, so that a bigger stripe never costs
     fewer cycles; blocks of two or more micro-blocks in each direction keep Vela's figure.
     """
-    ofm_block = tuple(min(s, b) for s, b in zip(op.ofm[1:], cfg.ofm_block))
-    n_h, n_w, n_c = (_ceil_div(s, u) for s, u in zip(ofm_block, ub))
+    _, oh, ow, oc = op.ofm
+    bh, bw, bc = cfg.ofm_block
+    n_h, n_w, n_c = -(-min(oh, bh) // ub[0]), -(-min(ow, bw) // ub[1]), -(-min(oc, bc) // ub[2])
     cycles = _dpu_cycles(acc, op, cfg, ub, n_h, n_w, n_c)
     if cap_stalls and (n_h == 1 or n_w == 1):
         cycles = min(cycles, _dpu_cycles(acc, op, cfg, ub, n_h + 1, n_w, n_c),
@@ -679,16 +680,22 @@ def _estimate_mac_op(acc: EthosUAccelerator, fm: PortTiming, const_latency: int,
       per micro-block for every stripe, as Vela charges the partly filled last block of the
       whole (Vela charges a stripe smaller than one block its exact element count).
     """
-    ofm_block = tuple(min(s, b) for s, b in zip(op.ofm[1:], cfg.ofm_block))
+    # (Written out axis by axis, not as generator products: this runs twice per stripe.)
+    _, oh, ow, oc = op.ofm
+    bh, bw, bc = cfg.ofm_block
+    ofm_block = (min(oh, bh), min(ow, bw), min(oc, bc))
     ub = _ofm_ublock(acc, whole or op)
-    ublocks_in_block = math.prod(_ceil_div(s, u) for s, u in zip(ofm_block, ub))
-    num_blocks = math.prod(_ceil_div(s, u) for s, u in zip(op.ofm[1:], ub)) / ublocks_in_block
-    cap_stalls, pad = False, (False, False, False)
+    uh, uw, uc = ub
+    n_h, n_w, n_c = -(-ofm_block[0] // uh), -(-ofm_block[1] // uw), -(-ofm_block[2] // uc)
+    num_blocks = (-(-oh // uh)) * (-(-ow // uw)) * (-(-oc // uc)) / (n_h * n_w * n_c)
+    cap_stalls, pad_h, pad_w, pad_c = False, False, False, False
     if whole is not None:
-        cap_stalls = whole.ofm[1] > ub[0] or whole.ofm[2] > ub[1]
-        pad = tuple(s > b for s, b in zip(whole.ofm[1:], cfg.ofm_block))
+        _, whole_h, whole_w, whole_c = whole.ofm
+        cap_stalls = whole_h > uh or whole_w > uw
+        pad_h, pad_w, pad_c = whole_h > bh, whole_w > bw, whole_c > bc
     ao_per_elem = _ao_cycles_per_element(acc, op, cfg)
-    elements = math.prod(_ceil_div(s, u) * u if p else s for s, u, p in zip(ofm_block, ub, pad))
+    elements = (n_h * uh if pad_h else ofm_block[0]) * (n_w * uw if pad_w else ofm_block[1]) * \
+        (n_c * uc if pad_c else ofm_block[2])
     ao_compute = float(math.ceil(ao_per_elem * elements))
     bias = 0.0
     if op.npu in (CONV, DEPTHWISE) and op.has_bias:
