@@ -920,5 +920,6 @@ def clear_caches() -> None:
     from planner.perf import ethos_u
     for fn in (stripes._axis_ranges, stripes._axis_max_span, stripes._axis_sizes,
                stripes._count_stripes, stripes._propagate, windows.ring_rows, _axis_windows,
-               ethos_u._block_axis, ethos_u._depth_axis, ethos_u._fitting_blocks):
+               ethos_u._block_axis, ethos_u._depth_axis, ethos_u._fitting_blocks,
+               ethos_u._depth_candidates, ethos_u._dpu_cycles_of, ethos_u._window_op):
         fn.cache_clear()
