@@ -8,6 +8,8 @@ searched with two processes and, as the peer measured in the same run (the two t
 with one; the synthetic graphs with ``--workers`` (default 1). The default worker count of
 the planner (two where a core is idle, planner.sink_walks.default_workers) is printed. Cold: the module memos are cleared and the device (with its performance model's
 caches) is built afresh before every search, so each one pays what a fresh process pays.
+The CPU of MobileNetV1's costing phase alone (``costing_cpu``: every distinct request the
+walks make of the performance model, one process) is printed beside it.
 
     .venv/bin/python benchmarks/planner_speed.py [--models ../shared/models] [--sizes 30,300,3000]
 """
