@@ -844,6 +844,17 @@ def _extended(points: list, options: list) -> list:
     memory ascending) after adding one Part under each of its placement ``options``
     ((memory, cycles, Parts copied), one or two): equal to culling every point x option
     pair, listed point by point, with ``_pareto``, but building the survivors only."""
+    if len(options) == 2:
+        # One option no worse in memory and cycles than the other (two walks in three on
+        # MobileNetV1): the points are strictly ascending in memory and descending in
+        # cycles, so each point under the worse option comes after, and no faster than, the
+        # same point under the better one, and the merge below would keep exactly the
+        # better option's shift (the first option on a tie, as its listing comes first).
+        (dm1, dc1, _), (dm2, dc2, _) = options
+        if dm1 <= dm2 and dc1 <= dc2:
+            options = options[:1]
+        elif dm2 <= dm1 and dc2 <= dc1:
+            options = options[1:]
     if len(options) == 1:           # a shift keeps a Pareto set one
         dm, dc, extra = options[0]
         return [(mem + dm, cyc + dc, spec, copied + extra) for mem, cyc, spec, copied in points]
