@@ -139,6 +139,8 @@ class PlanGenerator:
         self._shape_cache: dict = {}
         self._step_cache: dict = {}
         self._idle_cache: dict = {}
+        self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
+        self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
         self._interior_cache: dict = {}
 
     # ----- where tensors live --------------------------------------------------------------
@@ -206,11 +208,10 @@ class PlanGenerator:
                     f, c = self._stripe_cycles(part, sig, shape, b2b)
                     streamed += n * f
                     copied += n * c
-                    if b2b:
-                        fill = max(fill, self.device.perf.fill_drain_cycles(part, shape))
+                    if b2b:     # found by _stripe_cycles(b2b=True) just now, or before
+                        fill = max(fill, self._fill_cache[sig, shape])
             streamed += fill
-            copied += fill + sum(self.weight_home.read_cycles(t.bytes)
-                                 for _, t in part.constant_inputs)
+            copied += fill + self._copy_cycles(part, sig)
             both = self._cost_cache[key] = (streamed, copied)
         return both[1] if weights == "sram" and stripe.total_stripes > 1 else both[0]
 
@@ -249,7 +250,8 @@ class PlanGenerator:
                 self.io.write_cycles(out_bytes, out_rows)
         compute = part.performance(self.device.perf, shape)
         if b2b:
-            compute -= self.device.perf.fill_drain_cycles(part, shape)
+            fill = self._fill_cache[sig, shape] = self.device.perf.fill_drain_cycles(part, shape)
+            compute -= fill
         overhead = self.device.perf.stripe_overhead_cycles(part)
         # The NPU's block fetches, as the hardware makes them: IFM blocks re-read per OFM
         # block (halos, depth blocks) and weights held in SRAM re-read per OFM block in H x W
@@ -272,6 +274,14 @@ class PlanGenerator:
             idle.append(out[-1] - p.get(self.weight_home.port_name, 0))
         self._shape_cache[key] = hit = (out[0], out[1])
         self._idle_cache[key] = (idle[0], idle[1])
+        return hit
+
+    def _copy_cycles(self, part: Part, sig: int) -> int:
+        """``weight_copy_cycles(part)`` once per signature: part_cost adds it to every
+        request of the Part."""
+        hit = self._copy_cache.get(sig)
+        if hit is None:
+            hit = self._copy_cache[sig] = self.weight_copy_cycles(part)
         return hit
 
     def _signature(self, part: Part) -> int:
