@@ -141,6 +141,7 @@ class PlanGenerator:
         self._idle_cache: dict = {}
         self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
+        self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
         self._interior_cache: dict = {}
 
     # ----- where tensors live --------------------------------------------------------------
@@ -337,7 +338,13 @@ class PlanGenerator:
         return out
 
     def weight_stage_bytes(self, part: Part, stripe: StripeConfig | None = None) -> int:
-        return sum(n for _, _, n in self.weight_stages(part, stripe))
+        """Bytes of ``weight_stages``, memoised on the Part's signature (which holds its
+        constants and output depth) and the stripe: the walks ask for every extension."""
+        key = (self._signature(part), stripe)
+        hit = self._stage_cache.get(key)
+        if hit is None:
+            hit = self._stage_cache[key] = sum(n for _, _, n in self.weight_stages(part, stripe))
+        return hit
 
     def _reads_weights_once(self, part: Part, stripe: StripeConfig) -> bool:
         key = ("once", self._signature(part), stripe)
