@@ -139,6 +139,9 @@ class PlanGenerator:
         self._shape_cache: dict = {}
         self._step_cache: dict = {}
         self._idle_cache: dict = {}
+        self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
+        self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
+        self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
         self._interior_cache: dict = {}
 
     # ----- where tensors live --------------------------------------------------------------
@@ -206,11 +209,10 @@ class PlanGenerator:
                     f, c = self._stripe_cycles(part, sig, shape, b2b)
                     streamed += n * f
                     copied += n * c
-                    if b2b:
-                        fill = max(fill, self.device.perf.fill_drain_cycles(part, shape))
+                    if b2b:     # found by _stripe_cycles(b2b=True) just now, or before
+                        fill = max(fill, self._fill_cache[sig, shape])
             streamed += fill
-            copied += fill + sum(self.weight_home.read_cycles(t.bytes)
-                                 for _, t in part.constant_inputs)
+            copied += fill + self._copy_cycles(part, sig)
             both = self._cost_cache[key] = (streamed, copied)
         return both[1] if weights == "sram" and stripe.total_stripes > 1 else both[0]
 
@@ -249,7 +251,8 @@ class PlanGenerator:
                 self.io.write_cycles(out_bytes, out_rows)
         compute = part.performance(self.device.perf, shape)
         if b2b:
-            compute -= self.device.perf.fill_drain_cycles(part, shape)
+            fill = self._fill_cache[sig, shape] = self.device.perf.fill_drain_cycles(part, shape)
+            compute -= fill
         overhead = self.device.perf.stripe_overhead_cycles(part)
         # The NPU's block fetches, as the hardware makes them: IFM blocks re-read per OFM
         # block (halos, depth blocks) and weights held in SRAM re-read per OFM block in H x W
@@ -272,6 +275,14 @@ class PlanGenerator:
             idle.append(out[-1] - p.get(self.weight_home.port_name, 0))
         self._shape_cache[key] = hit = (out[0], out[1])
         self._idle_cache[key] = (idle[0], idle[1])
+        return hit
+
+    def _copy_cycles(self, part: Part, sig: int) -> int:
+        """``weight_copy_cycles(part)`` once per signature: part_cost adds it to every
+        request of the Part."""
+        hit = self._copy_cache.get(sig)
+        if hit is None:
+            hit = self._copy_cache[sig] = self.weight_copy_cycles(part)
         return hit
 
     def _signature(self, part: Part) -> int:
@@ -327,7 +338,13 @@ class PlanGenerator:
         return out
 
     def weight_stage_bytes(self, part: Part, stripe: StripeConfig | None = None) -> int:
-        return sum(n for _, _, n in self.weight_stages(part, stripe))
+        """Bytes of ``weight_stages``, memoised on the Part's signature (which holds its
+        constants and output depth) and the stripe: the walks ask for every extension."""
+        key = (self._signature(part), stripe)
+        hit = self._stage_cache.get(key)
+        if hit is None:
+            hit = self._stage_cache[key] = sum(n for _, _, n in self.weight_stages(part, stripe))
+        return hit
 
     def _reads_weights_once(self, part: Part, stripe: StripeConfig) -> bool:
         key = ("once", self._signature(part), stripe)
@@ -844,6 +861,17 @@ def _extended(points: list, options: list) -> list:
     memory ascending) after adding one Part under each of its placement ``options``
     ((memory, cycles, Parts copied), one or two): equal to culling every point x option
     pair, listed point by point, with ``_pareto``, but building the survivors only."""
+    if len(options) == 2:
+        # One option no worse in memory and cycles than the other (two walks in three on
+        # MobileNetV1): the points are strictly ascending in memory and descending in
+        # cycles, so each point under the worse option comes after, and no faster than, the
+        # same point under the better one, and the merge below would keep exactly the
+        # better option's shift (the first option on a tie, as its listing comes first).
+        (dm1, dc1, _), (dm2, dc2, _) = options
+        if dm1 <= dm2 and dc1 <= dc2:
+            options = options[:1]
+        elif dm2 <= dm1 and dc2 <= dc1:
+            options = options[1:]
     if len(options) == 1:           # a shift keeps a Pareto set one
         dm, dc, extra = options[0]
         return [(mem + dm, cyc + dc, spec, copied + extra) for mem, cyc, spec, copied in points]

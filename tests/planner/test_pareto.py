@@ -46,6 +46,9 @@ def test_thinning_is_opt_in_and_keeps_ends():
        st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 0), st.booleans()),
                 min_size=1, max_size=3))
 @example(raw=[(0, 5), (2, 1)], opts=[(1, -1, False), (1, -1, True)])   # a tie: first wins
+@example(raw=[(0, 5), (2, 1), (4, 0)], opts=[(0, -2, False), (1, -1, True)])   # 1st better
+@example(raw=[(0, 5), (2, 1), (4, 0)], opts=[(2, -1, False), (1, -1, True)])   # 2nd better
+@example(raw=[(0, 5), (2, 1), (4, 0)], opts=[(1, -3, False), (2, -1, True)])   # neither
 def test_extending_a_pareto_set_equals_culling_every_pair(raw, opts):
     """plans._extended (the walk's merge of a Pareto set under each placement) keeps exactly
     the points, and the ties, that culling every point x placement pair would keep."""
