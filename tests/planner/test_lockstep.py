@@ -1,6 +1,6 @@
 """Lockstep rolling buffers (planner.lockstep): rings a single stripe loop realizes, costed
 exactly. The simulator (an independent replay) measures the planned memory, every row is
-computed once, and lockstep never costs more than recompute. With a prologue (the stripe loop
+computed once, and lockstep never needs more memory than recompute. With a prologue (the stripe loop
 starting before the sink's first stripe) every ring is the steady one."""
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,15 +56,17 @@ def test_simulated_memory_equals_planned_lockstep_memory(options, g):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs(max_parts=6))
-def test_lockstep_never_costs_more_than_recompute(g):
-    """Lockstep holds at most the recompute windows and computes a subset of their rows, so
-    at every budget its fastest Proposal is at least as fast."""
+def test_lockstep_never_needs_more_memory_than_recompute(g):
+    """Lockstep holds at most the recompute windows, so its smallest Proposal is no larger.
+
+    Its cycles are not always lower, although it computes a subset of the rows: a stripe's
+    transfers are counted in bursts and latencies, so a narrower stripe can cost more than a
+    wider one (a nearest resize of 1x4x6 in 4- then 2-column lockstep steps costs 236 cycles
+    on the test device against 232 for two 4-column recompute stripes), rfcs/0005 §4.1."""
     device = simple_device()
     lock = ProposalSearch(g, device, LOCKSTEP)
     rec = ProposalSearch(g, device, RECOMPUTE)
     assert lock.frontier[0][0] <= rec.frontier[0][0]
-    for mem, cyc in rec.frontier:
-        assert lock.select(mem).cycles <= cyc
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
