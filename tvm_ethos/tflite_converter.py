@@ -104,14 +104,20 @@ class EthosOperatorConverter(OperatorConverter):
             start += int(s)
         return outs[0] if len(outs) == 1 else relax.Tuple(outs)
 
+    def _split_outputs(self, op, name: str, x):
+        """The outputs of a quantized SPLIT/SPLIT_V, each checked to share ``x``'s
+        quantization (the slices copy the int8 values as they are)."""
+        outs = self.get_output_tensors(op)
+        for o in outs:
+            self._same_quantization(name, x, o)
+        return outs
+
     def convert_split(self, op):
         inputs = self.get_input_tensors(op)
         x = inputs[1]
         if x.qnn_params is None:
             return super().convert_split(op)
-        outs = self.get_output_tensors(op)
-        for o in outs:
-            self._same_quantization("SPLIT", x, o)
+        outs = self._split_outputs(op, "SPLIT", x)
         axis = int(self._const_ints(inputs[0], "SPLIT's axis").ravel()[0])
         shape = [int(d) for d in self.get_tensor_shape(x)]
         size = shape[axis]
@@ -125,9 +131,7 @@ class EthosOperatorConverter(OperatorConverter):
         x = inputs[0]
         if x.qnn_params is None:
             return super().convert_split_v(op)
-        outs = self.get_output_tensors(op)
-        for o in outs:
-            self._same_quantization("SPLIT_V", x, o)
+        outs = self._split_outputs(op, "SPLIT_V", x)
         sizes = self._const_ints(inputs[1], "SPLIT_V's size_splits").ravel()
         axis = int(self._const_ints(inputs[2], "SPLIT_V's axis").ravel()[0])
         shape = [int(d) for d in self.get_tensor_shape(x)]
