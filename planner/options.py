@@ -18,6 +18,12 @@ class PlannerOptions:
     rolling_granules: row chunk heights a rolling producer computes at once; 0 means "as many
         rows as its consumer advances per stripe" (the TVM rolling_buffer shape), 1 the fully
         pipelined line-buffer cascade with the smallest rings.
+    rolling_mixed: a demand-driven rolling Plan may hold the tensors that cannot roll (several
+        consumers, no single striped axis, a window that does not move forward) as RECOMPUTE
+        windows. False drops those Plans, and also those whose windows advance a fractional
+        number of rows: what the compile path's line-buffer cascades
+        (tvm_ethos.lower.line_buffer) realize is every intermediate tensor rolling at an
+        integer rate.
     lockstep_rolling: hold each intermediate tensor of a cascade as the window its consumers read
         per stripe, as a ring that the producer extends by the rows it has not computed yet
         (planner.lockstep: at most RECOMPUTE's memory, each row computed once; what one
@@ -35,6 +41,7 @@ class PlannerOptions:
     rolling_granules: tuple[int, ...] = (1, 0)
     weight_placements: tuple[str, ...] = ("flash", "sram")
     allow_recompute: bool = True
+    rolling_mixed: bool = True
     lockstep_rolling: bool | str = False
     thin_frontier: int | None = None
 
@@ -51,7 +58,7 @@ class PlannerOptions:
             bad("stripe_factors", self.stripe_factors, "an integer from 1 to 64")
         if not is_int(self.max_width_tiles) or not 1 <= self.max_width_tiles <= 64:
             bad("max_width_tiles", self.max_width_tiles, "an integer from 1 to 64")
-        for name in ("multi_dimensional", "allow_recompute"):
+        for name in ("multi_dimensional", "allow_recompute", "rolling_mixed"):
             if not isinstance(getattr(self, name), bool):
                 bad(name, getattr(self, name), "True or False")
         if not isinstance(self.lockstep_rolling, bool) and self.lockstep_rolling != "prologue":

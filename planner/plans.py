@@ -573,6 +573,8 @@ class PlanGenerator:
             if len(cand) == 1:
                 axis = cand[0]
         if axis is None:
+            if rolling and not self.options.rolling_mixed:
+                return None
             if prologue is not None:   # windows held whole, stepping with the prologue
                 union = with_prologue(union, prologue)
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
@@ -580,6 +582,8 @@ class PlanGenerator:
         prop = q.propagators[k]
         b = prop.driving_axis(axis)
         lin = prop.linear(axis, b)
+        if not self.options.rolling_mixed and (lin <= 0 or lin != int(lin)):
+            return None
         if lin <= 0:
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
         windows = _axis_windows(compute[q.name].axis_ranges(b), lin, prop.const(axis),
@@ -588,6 +592,8 @@ class PlanGenerator:
         h = min(h, _span(windows))
         rows, lo, hi = ring_rows(windows, h, t.shape[axis])
         if hi <= lo:          # the consumer's windows all fall in padding: nothing to roll
+            if not self.options.rolling_mixed:
+                return None
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
         n = -(-(hi - lo) // h)
         cfg = StripeConfig(
@@ -633,7 +639,9 @@ class PlanGenerator:
         """The stripe and buffering choices tried for intervals ending at ``end``.
 
         Width tiling only pays in memory (its halos are recomputed), so it is paired with the
-        smallest-ring buffering only; height striping is tried with every mode.
+        smallest-ring buffering only (and with the windowed mode too where rolling Plans may
+        not hold a window, ``rolling_mixed=False``: otherwise no tile would cross a residual
+        fork); height striping is tried with every mode.
         """
         sink = self.topo[end]
         positive = [g for g in self.options.rolling_granules if g > 0]
@@ -644,6 +652,8 @@ class PlanGenerator:
             elif len(stripe.shape) == 4 and stripe.stripes[2] > 1 and stripe.stripes[1] > 1:
                 modes = [("rolling", smallest)] if smallest is not None else \
                     self._windowed_modes()[:1] or [("recompute", 0)]
+                if smallest is not None and not self.options.rolling_mixed:
+                    modes += self._windowed_modes()[:1]
             else:
                 modes = self.modes()
             for mode, g in modes:

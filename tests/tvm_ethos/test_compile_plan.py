@@ -47,9 +47,9 @@ def test_smallest_budget_is_bit_exact_and_reported(tmp_path):
     rep = check_report(cm, budget)
     assert rep["peak_memory_bytes"] == budget
     assert any(r["stripes"] > 1 for r in rep["layers"]), "the smallest schedule cascades"
-    # lockstep rolling buffers by default (rfcs/0005 section 4), recompute where none rolls
+    # line-buffer cascades by default (rfcs/0005 section 4), recompute where none rolls
     (sub,) = rep["subgraphs"].values()
-    assert {"lockstep", "recompute"} <= {p["buffering"] for p in sub["plans"]}
+    assert {"rolling(g=1)", "recompute"} <= {p["buffering"] for p in sub["plans"]}
     assert any(r["buffer"] == "rolling" for r in rep["layers"])
     assert_bit_exact(cm, model_path(name), n_inputs=2)
     table = cm.plan_table
@@ -88,7 +88,9 @@ def test_sram_pool_size_is_a_budget():
     (dict(memory_pools="sram:1MiB:read_bw=-1"), "read_bw"),
     (dict(memory_pools=["sram:1MiB", "sram:2MiB"]), "given twice"),
     (dict(memory_pools="sram2:1MiB"), "has no memory 'sram2'.*sram"),
-    (dict(planner_options={"rolling_granules": (1,)}), "rolling_granules"),
+    (dict(planner_options={"rolling_granules": (0,)}), "rolling_granules=\\(0,\\).*line-buffer"),
+    (dict(planner_options={"rolling_granules": 1}), "rolling_granules=1"),
+    (dict(planner_options={"rolling_mixed": True}), "rolling_mixed"),
     (dict(planner_options={"max_plan_size": 0}), "max_plan_size"),
     (dict(planner_options={"stripe_factorz": 3}), "unknown planner option 'stripe_factorz'"),
     (dict(planner_options=[1]), "planner_options"),
@@ -143,8 +145,11 @@ def test_devices_follow_the_target_options():
     devs = cascade.check_devices(tl, opts)
     assert devs["ethos-n"].name == "ethos-n78-4tops"
     assert devs["ethos-u"].name == "ethos-u65-256"
-    assert opts.planner.rolling_granules == ()
+    assert opts.planner.rolling_granules == (1,)      # line-buffer cascades
+    assert opts.planner.rolling_mixed is False
     assert opts.planner.lockstep_rolling == "prologue"  # the compile path's default
+    none = cascade.planning_options({"planner_options": {"rolling_granules": ()}})
+    assert none.planner.rolling_granules == ()
     off = cascade.planning_options({"planner_options": {"lockstep_rolling": False}})
     assert off.planner.lockstep_rolling is False
     tl = tvm_ethos.parse_targets("ethos-n -sram_size=65536,llvm")

@@ -20,6 +20,7 @@ from tvm_ethos.targets import parse_targets
 RECOMPUTE = PlannerOptions(rolling_granules=())
 LOCKSTEP = PlannerOptions(rolling_granules=(), lockstep_rolling=True)
 PROLOGUE = PlannerOptions(rolling_granules=(), lockstep_rolling="prologue")
+LINE = PlannerOptions(rolling_granules=(1,), rolling_mixed=False, lockstep_rolling="prologue")
 _CACHE = {}
 
 
@@ -188,14 +189,91 @@ def test_a_ring_one_row_short_computes_wrong_outputs(options):
     assert any(not np.array_equal(g, r) for g, r in zip(got, reference))
 
 
-def test_rolling_plans_are_refused():
+def line_buffer_rings(match, plan):
+    """(tensor, ring rows, tensor rows) of each rolling buffer of a line-buffer ``plan``."""
+    from planner.line_buffer import line_timing
+
+    timing = line_timing(match.graph, plan)
+    out = []
+    for name in plan.parts[:-1]:
+        t = match.part(name).part.output
+        tc = next(c for c in plan.tensor_configs if c.tensor == t.name)
+        axis = timing.of(name).axis
+        out.append((t.name, tc.buffer_shape[axis], t.shape[axis]))
+    return out
+
+
+@pytest.mark.parametrize("name", ["resnet8_cifar", "mobilenet_v1_0.25_96", "ds_cnn_kws"])
+def test_line_buffer_cascades_allocate_what_they_plan_and_compute_exactly(name):
+    """Demand-driven rolling buffers filled a row at a time, realized as line-buffer cascades
+    (tvm_ethos.lower.line_buffer): the smallest, a middle and the fastest Proposal allocate
+    exactly what they plan and compute what the unscheduled kernel does (2-D tiles on ds_cnn
+    and MobileNet-0.25, residual forks left to recompute and lockstep Plans on ResNet-8)."""
+    lw, match = subgraph(name)
+    device = planning_device("ethos-u55-128")
+    search = ProposalSearch(match.graph, device, LINE)
+    xs = inputs_of(lw)
+    reference = run(lw.primfunc, lw, xs)
+    n = len(search.frontier)
+    small_rings = 0
+    for k in sorted({0, n // 2, n - 1}):
+        proposal = search.proposal(k)
+        check_proposal(lw, match, device, proposal, reference, xs)
+        for plan in proposal.plans:
+            if plan.spec.mode == "rolling" and len(plan.parts) > 1:
+                small_rings += sum(rows < whole for _, rows, whole in
+                                   line_buffer_rings(match, plan))
+    assert small_rings, "some line-buffer ring should be smaller than its tensor"
+
+
+def test_a_line_buffer_ring_one_row_short_computes_wrong_outputs(monkeypatch):
+    """The rings in the TensorIR are the planned ones: with one row less the planner's timing
+    check refuses the Plan, and forced past that check the kernel overwrites rows before
+    their last reader (ResNet-8, whose output follows its input)."""
+    import dataclasses
+
+    from planner import line_buffer
+
+    lw, match = subgraph("resnet8_cifar")
+    device = planning_device("ethos-u55-128")
+    search = ProposalSearch(match.graph, device, LINE)
+    proposal, k, plan, (tensor, rows, _) = next(
+        (prop, k, p, ring) for prop in map(search.proposal, range(len(search.frontier)))
+        for k, p in enumerate(prop.plans) if p.spec.mode == "rolling" and len(p.parts) > 1
+        for ring in line_buffer_rings(match, p) if ring[1] > 1)
+    axis = next(line_buffer.line_timing(match.graph, plan).of(n).axis for n in plan.parts
+                if match.part(n).part.output.name == tensor)
+    configs = []
+    for tc in plan.tensor_configs:
+        if tc.tensor == tensor:
+            shape = list(tc.buffer_shape)
+            shape[axis] = rows - 1
+            tc = dataclasses.replace(tc, buffer_shape=tuple(shape))
+        configs.append(tc)
+    plans = list(proposal.plans)
+    plans[k] = dataclasses.replace(plan, tensor_configs=tuple(configs))
+    short = dataclasses.replace(proposal, plans=tuple(plans))
+    with pytest.raises(S.UnrealizableScheduleError, match=f"{tensor}.*no longer"):
+        S.apply_proposal(lw, match, short, device)
+    timing = line_buffer.line_timing(match.graph, plan)
+    monkeypatch.setattr(S, "line_timing", lambda graph, p: timing)
+    func = S.apply_proposal(lw, match, short, device)
+    xs = inputs_of(lw)
+    reference = run(lw.primfunc, lw, xs)
+    got = run(func, lw, xs)
+    assert any(not np.array_equal(g, r) for g, r in zip(got, reference))
+
+
+def test_other_rolling_plans_are_refused():
+    """Demand-driven rolling Plans other than a row at a time (g=0 here) have no TensorIR
+    form: a one-line error naming the options that plan realizable ones."""
     lw, match = subgraph("mobilenet_v1_0.25_96")
     device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, PlannerOptions(rolling_granules=(0,),
                                                                 allow_recompute=False))
     proposal = search.proposal(0)
     assert any(tc.buffer_mode.value == "rolling" for p in proposal.plans for tc in p.tensor_configs)
-    with pytest.raises(S.UnrealizableScheduleError, match="demand-driven rolling"):
+    with pytest.raises(S.UnrealizableScheduleError, match="granule 1"):
         S.apply_proposal(lw, match, proposal, device)
 
 
@@ -222,10 +300,10 @@ def test_ring_layout_and_scopes_in_the_tir():
 
 
 def test_tvm_rolling_buffer_is_not_the_planners_ring():
-    """Why rolling plans are not realized (rfcs/0005): on a chain of three valid 3x3
-    convolutions striped by h rows, TVM's rolling_buffer (one loop, each producer computing its
-    whole region per stripe) allocates h+2 and h+4 rows; the planner's demand-driven rings are
-    h+2 and 3 rows with g=1, 2h and 2h with g=0."""
+    """Why demand-driven rings need their own loop (rfcs/0005, line buffers): on a chain of
+    three valid 3x3 convolutions striped by h rows, TVM's rolling_buffer (one loop, each
+    producer computing its whole region per stripe) allocates h+2 and h+4 rows; the planner's
+    demand-driven rings are h+2 and 3 rows with g=1, 2h and 2h with g=0."""
     from tvm import s_tir, te
 
     from planner import parts as P

@@ -18,8 +18,12 @@ tensors), lockstep rolling buffers (``planner.lockstep``: RECOMPUTE's windows he
 each row computed once; on by default with a prologue, ``lockstep_rolling="prologue"``: the
 stripe loop starts before the sink's first stripe so that every ring is the steady one;
 ``True`` plans without it, ``False`` without rings), weight copies to SRAM and the
-weight staging double buffer. The planner's demand-driven rolling buffers are not: the compile
-path plans with ``rolling_granules=()`` (rfcs/0005-planner-in-compile-path.md).
+weight staging double buffer, and the planner's demand-driven rolling buffers filled one row
+at a time (``rolling_granules=(1,)``, on by default) as line-buffer cascades
+(``planner.line_buffer``, ``tvm_ethos.lower.line_buffer``: one step loop finer than the sink's
+stripes, each Part computing its next row when its period comes round). Other granules, and
+rolling Plans that keep a tensor which cannot roll as a RECOMPUTE window, are not realized:
+the compile path fixes ``rolling_mixed=False`` (rfcs/0005-planner-in-compile-path.md).
 Network inputs and outputs live in SRAM (the planner's ``io_region="sram"``).
 """
 from __future__ import annotations
@@ -31,9 +35,11 @@ from dataclasses import dataclass, field
 from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
 
 #: the planner options the compile path fixes (the others are the user's)
-FIXED_PLANNER_OPTIONS = {"rolling_granules": ()}
+FIXED_PLANNER_OPTIONS = {"rolling_mixed": False}
 #: the compile path's defaults for planner options the user may change
-DEFAULT_PLANNER_OPTIONS = {"lockstep_rolling": "prologue"}
+DEFAULT_PLANNER_OPTIONS = {"lockstep_rolling": "prologue", "rolling_granules": (1,)}
+#: the rolling granules TensorIR realizes (line-buffer cascades), and none
+REALIZED_GRANULES = ((1,), ())
 POOL_KEYS = {
     "size": "size", "read_bandwidth": "read_bytes_per_cycle", "read_bw": "read_bytes_per_cycle",
     "write_bandwidth": "write_bytes_per_cycle", "write_bw": "write_bytes_per_cycle",
@@ -178,12 +184,21 @@ def planning_options(options: dict) -> PlanningOptions:
         raise OptionError(f"option 'planner_options': expected a dict or PlannerOptions, not "
                           f"{type(raw).__name__}")
     raw = dict(raw)
-    granules = raw.get("rolling_granules", ())
-    if tuple(granules) != ():
+    granules = raw.get("rolling_granules", (1,))
+    try:
+        granules = tuple(granules)
+    except TypeError:
+        granules = None
+    if granules not in REALIZED_GRANULES:
         raise OptionError(
-            f"planner option rolling_granules={tuple(granules)!r}: demand-driven rolling buffers "
-            "cannot be realized exactly in TensorIR by this compiler (rfcs/0005); the compile "
-            "path plans lockstep rolling buffers instead; leave rolling_granules unset or ()")
+            f"planner option rolling_granules={raw.get('rolling_granules')!r}: the compile path "
+            "realizes rolling buffers filled one row at a time, as line-buffer cascades "
+            "(rfcs/0005); use (1,) (the default) or () for none")
+    if raw.get("rolling_mixed", False) is not False:
+        raise OptionError(
+            f"planner option rolling_mixed={raw['rolling_mixed']!r}: the compile path's "
+            "line-buffer cascades need every intermediate tensor of a rolling Plan to roll; "
+            "leave rolling_mixed unset")
     raw.update(FIXED_PLANNER_OPTIONS)
     for k, v in DEFAULT_PLANNER_OPTIONS.items():
         raw.setdefault(k, v)

@@ -32,9 +32,11 @@ block predicate keeps only the rows the previous step did not compute, and an op
 in the producer's write region keeps the ring allocated outside the stripe loop (see
 :func:`_lockstep`). With a prologue (``lockstep_rolling="prologue"``) the stripe loop starts
 before the sink's first stripe (:func:`_start_early`), so that every ring is the steady one.
-The planner's demand-driven rolling buffers (``rolling_granules``) are not realized
-(rfcs/0005-planner-in-compile-path.md, section 4): a Proposal with one is refused with
-:class:`UnrealizableScheduleError`; the compile path plans with ``rolling_granules=()``.
+The planner's demand-driven rolling buffers filled one row at a time (``rolling_granules=(1,)``)
+become line-buffer cascades: the stripe loop is rewritten into a finer step loop on which
+every Part computes its next row at its own period (``tvm_ethos.lower.line_buffer``, timed by
+``planner.line_buffer``). Other granules are refused with :class:`UnrealizableScheduleError`
+(rfcs/0005-planner-in-compile-path.md, section 4).
 """
 from __future__ import annotations
 
@@ -43,10 +45,12 @@ from dataclasses import dataclass, field
 
 import tvm
 from tvm import s_tir, tirx
-from tvm.ir.expr import TensorRegion
 
+from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
 from tvm_ethos.errors import CompileError
+from tvm_ethos.lower.line_buffer import (LineBufferScheduleError, realize_line_buffer,
+                                         with_opaque_iterators)
 
 SRAM_SCOPE = "global.npu_sram"
 ACC_SCOPE = "local"
@@ -105,8 +109,13 @@ class ScheduledSubgraph:
 
 
 # ----------------------------------------------------------------------------- scheduling
-def _ring_map(buf_shape, shape):
-    axes = [a for a, (b, n) in enumerate(zip(buf_shape, shape)) if b < n]
+def _ring_map(buf_shape, shape, every_axis=False):
+    """The ``transform_layout`` folding a tensor into its planned buffer: ``i % rows`` along
+    each axis the buffer is shorter on. With ``every_axis``, along every axis longer than one:
+    a line-buffer ring is allocated above the step loop, where TVM's compaction of a
+    whole-width window can overshoot the tensor (ds_cnn: 7 columns of 5)."""
+    axes = [a for a, (b, n) in enumerate(zip(buf_shape, shape))
+            if b < n or (every_axis and b > 1)]
 
     def fn(*idx):
         return tuple(idx[a] % int(buf_shape[a]) if a in axes else idx[a] for a in range(len(idx)))
@@ -191,15 +200,7 @@ def apply_proposal(lowered, match, proposal, device=None):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}
         computed = {ps.part: ps.stripe for ps in plan.part_schedules}
         rolling = []
-        for name in plan.parts[:-1]:
-            tc = configs.get(parts[name].part.output.name)
-            if tc is not None and tc.buffer_mode == BufferMode.ROLLING and \
-                    plan.spec.mode != "lockstep":
-                raise UnrealizableScheduleError(
-                    f"schedule: {tc.tensor} is a demand-driven rolling buffer "
-                    f"({plan.spec.label()}); only lockstep rolling buffers are realized in "
-                    "TensorIR (plan with PlannerOptions(rolling_granules=(), "
-                    "lockstep_rolling=True))")
+        timing = _line_timing(match.graph, plan, configs, parts)
         sink = parts[plan.parts[-1]]
         step = _stripe_loops(sch, blk(sink.root), plan.spec.stripe)
         prologue = max((getattr(ps.stripe, "prologue", 0) for ps in plan.part_schedules),
@@ -224,7 +225,8 @@ def apply_proposal(lowered, match, proposal, device=None):
             tc = configs[mp.part.output.name]
             b = blk(mp.root)
             sch.set_scope(b, 0, SRAM_SCOPE)
-            fn, axes = _ring_map(tc.buffer_shape, mp.part.output.shape)
+            fn, axes = _ring_map(tc.buffer_shape, mp.part.output.shape,
+                                 every_axis=timing is not None)
             if axes:
                 sch.transform_layout(b, ("write", 0), fn, assume_injective_transform=True)
             if tc.buffer_mode == BufferMode.ROLLING:
@@ -238,9 +240,35 @@ def apply_proposal(lowered, match, proposal, device=None):
         if staged:
             _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index)
         # last: the opaque ring iterator would stop the staging's loop reorder
+        if timing is not None:
+            try:
+                realize_line_buffer(sch, step, plan, parts, timing)
+            except LineBufferScheduleError as err:
+                raise UnrealizableScheduleError(f"schedule: plan {plan_index}: {err}") from None
+            continue
         for mp, tc in rolling:
             _lockstep(sch, mp, step, computed[mp.part.name], tc, prologue)
     return sch.mod["main"]
+
+
+def _line_timing(graph, plan, configs, parts):
+    """The line-buffer timing of a demand-driven rolling Plan (``tvm_ethos.lower.line_buffer``),
+    or None for a Plan without demand-driven rolling buffers."""
+    if plan.spec.mode != "rolling" or not any(
+            configs.get(parts[n].part.output.name) is not None and
+            configs[parts[n].part.output.name].buffer_mode == BufferMode.ROLLING
+            for n in plan.parts[:-1]):
+        return None
+    if plan.spec.granule != 1:
+        raise UnrealizableScheduleError(
+            f"schedule: a {plan.spec.label()} Plan: only rolling buffers filled one row at a "
+            "time (granule 1) are realized in TensorIR, as line-buffer cascades; plan with "
+            "PlannerOptions(rolling_granules=(1,), rolling_mixed=False)")
+    try:
+        return line_timing(graph, plan)
+    except LineBufferError as err:
+        raise UnrealizableScheduleError(f"schedule: {err}; plan with "
+                                        "PlannerOptions(rolling_mixed=False)") from None
 
 
 def _readers(plan, parts, tensor):
@@ -341,45 +369,23 @@ def _realize_under(loop, block):
 def _with_predicate(sch, block_rv, cond, ring_axis=None):
     """Conjoin ``cond`` (an expression in the loop variables) to the predicate of ``block_rv``.
 
-    With ``ring_axis``, also keep the buffer the block writes allocated above every loop its
-    index along that axis depends on: TVM's buffer placement (``DetectBufferAccessLCA``) lifts
-    a buffer above the loops of an *opaque* block iterator found in a declared access region
-    (what ``rolling_buffer`` relies on). A new opaque iterator, bound like the axis's one,
-    goes into the write region only, so that the ring outlives the stripe loop while the
-    accumulator the block reads stays a single element inside it."""
+    With ``ring_axis``, also keep the ring the block writes allocated outside the stripe loop
+    (an opaque write iterator along that axis: ``line_buffer.with_opaque_iterators``)."""
     loop_rv = sch.get_loops(block_rv)[-1]
     loop = sch.get(loop_rv)
     block = sch.get(block_rv)
     realize, i, stmts = _realize_under(loop, block)
     new_block, values = block, list(realize.iter_values)
     if ring_axis is not None:
-        iv = block.iter_vars[ring_axis]
-        ring_var = tirx.Var(iv.var.name + "_ring", "int32")
-        write = block.writes[0]
-        region = list(write.region)
-        lo = region[ring_axis].min
-        if isinstance(lo, tirx.FloorMod) and lo.a.same_as(iv.var):
-            lo = tirx.FloorMod(ring_var, lo.b)
-        elif lo.same_as(iv.var):
-            lo = ring_var
-        else:
-            raise UnrealizableScheduleError(f"schedule: {block.name_hint} writes its ring at "
-                                            f"{lo}, not at a folded row index")
-        region[ring_axis] = tvm.ir.Range.from_min_extent(lo, region[ring_axis].extent)
-        writes = [TensorRegion(write.source, region, write.ty)] + list(block.writes[1:])
-        new_block = s_tir.SBlock(
-            list(block.iter_vars) + [tirx.IterVar(iv.dom, ring_var, OPAQUE_ITER)],
-            block.reads, writes, block.name_hint, block.body, block.init, block.alloc_buffers,
-            block.match_buffers, block.annotations)
-        values.append(values[ring_axis])
+        try:
+            new_block, values = with_opaque_iterators(block, values, [ring_axis])
+        except LineBufferScheduleError as err:
+            raise UnrealizableScheduleError(f"schedule: {err}") from None
     stmts[i] = s_tir.SBlockRealize(values, tirx.And(realize.predicate, cond), new_block)
     body = tirx.SeqStmt(stmts) if len(stmts) > 1 else stmts[0]
     new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body,
                         loop.thread_binding, loop.annotations)
     sch.state.replace(sch.get_sref(loop_rv), new_loop, {block: new_block})
-
-
-OPAQUE_ITER = 4  # tvm IterVar kOpaque
 
 
 def _start_early(sch, step, sink, steps: int) -> None:
