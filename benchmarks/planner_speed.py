@@ -57,7 +57,7 @@ def cold_search(graph, device_name: str, workers: int | None
 def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
     """(CPU seconds, requests) of the costing phase alone, one process, cold, best of
     ``repeat``: every distinct (Part signature, stripe) the walks ask for
-    (``PlanGenerator.cost_requests``), costed with ``warm_cost`` as a costing worker does, the
+    (``PlanGenerator.cost_requests``), costed with ``warm_costs`` as a costing worker does, the
     collector paused as in the search. The requests are found before the clock starts."""
     best, count = math.inf, 0
     for _ in range(repeat):
@@ -74,8 +74,7 @@ def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
         gc.disable()
         try:
             c0 = time.process_time()
-            for p, stripe in todo:
-                gen.warm_cost(p, stripe)
+            gen.warm_costs(todo)
             best = min(best, time.process_time() - c0)
         finally:
             gc.enable()

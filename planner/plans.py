@@ -827,6 +827,19 @@ class PlanGenerator:
         sig = self._signature(part)
         return self._cost_cache[(sig, stripe)], self._cost_cache.get(("once", sig, stripe))
 
+    def warm_costs(self, requests: list[tuple[Part, StripeConfig]]) -> list[tuple]:
+        """``warm_cost`` of each request, in order, with every stripe shape they need
+        summarised first, Part by Part, by the performance model in one batch where it can
+        (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
+        summarise = getattr(self.device.perf, "summarise_stripes", None)
+        if summarise is not None:
+            shapes: dict[Part, set] = {}
+            for p, stripe in requests:
+                shapes.setdefault(p, set()).update(stripe.count_stripes())
+            for p, wanted in shapes.items():
+                summarise(p, wanted)
+        return [self.warm_cost(p, stripe) for p, stripe in requests]
+
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
         """Take what ``warm_cost(part, stripe)`` returned in another process (forked from
         this one, so that the two agree on the graph, device and options)."""

@@ -123,15 +123,24 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
 
     threading.Thread(target=read, daemon=True).start()
     out = []
-    while (batch := batches.get()) is not None:
-        out.extend(gen.warm_cost(gen.topo[i], stripe) for i, stripe in batch)
+    done = False
+    while not done:
+        # Every batch already here is costed together: the model batches its work per Part.
+        todo = [batches.get()]
+        while not batches.empty():
+            todo.append(batches.get())
+        if None in todo:
+            todo, done = todo[:todo.index(None)], True
+        out.extend(gen.warm_costs([(gen.topo[i], stripe) for b in todo for i, stripe in b]))
     return out
 
 
-#: This process also finds the requests (the cost-free walk: 0.20 s CPU on MobileNetV1-224,
-#: beside 0.77 s of costing), so it takes a new signature as if its load were this much
-#: higher: with two processes it costs about a third. Measured: the two end within 10% CPU.
-PARENT_LOAD_FACTOR = 2
+#: This process also finds the requests (the cost-free walk: 0.24 s CPU on MobileNetV1-224,
+#: beside 0.39 s of batched costing), so it takes a new signature as if its load were this
+#: much higher: with two processes it costs about a fifth. Measured (timeline, rfcs/0001):
+#: the child ends its costing 0.37 s into the search, this process 0.01 s later; with 2 this
+#: process ended 0.09 s after the child.
+PARENT_LOAD_FACTOR = 4
 
 
 def warm_costs(gen: PlanGenerator, workers: int) -> None:
@@ -173,8 +182,7 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
                 share[w].extend(batch[w])
         for feed in feeds:
             forked.send(feed, None)
-        for p, stripe in share[0]:
-            gen.warm_cost(p, stripe)
+        gen.warm_costs(share[0])
         for w, values in enumerate(forked.results(), 1):
             for (p, stripe), value in zip(share[w], values):
                 gen.adopt_cost(p, stripe, value)
