@@ -11,10 +11,12 @@ depends on that sink alone, so the results are the same whatever the worker coun
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import queue
 import threading
 
+from planner.errors import PlannerError
 from planner.forked import Forked
 from planner.plans import PlanGenerator
 
@@ -98,13 +100,26 @@ class SinkClaims:
             return b[2 * most + 1] + 1
 
 
-def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int) -> dict[int, tuple]:
-    """A forked worker's share: {sink: result} for the sinks it takes (plain tuples and the
-    shared spec objects: pickling them back is a few milliseconds)."""
-    done = {}
+def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int, outbox) -> None:
+    """A forked worker's share: sends (sink, result) for each sink it takes as soon as it
+    is walked (plain tuples and the shared spec objects), so that the parent's in-order DP
+    can use it while the walks go on."""
     while (j := claims.take(worker)) is not None:
-        done[j] = _sink_frontiers(gen, j)
-    return done
+        outbox.send((j, _sink_frontiers(gen, j)))
+
+
+def _read_streams(streams: list, arrivals: queue.SimpleQueue) -> None:
+    """Move what the walk workers send into ``arrivals`` as it comes (a thread of the
+    parent: a worker whose result is larger than the pipe's buffer would otherwise wait for
+    the parent to finish its own walk); then None, once every worker has ended."""
+    live = list(streams)
+    while live:
+        for conn in multiprocessing.connection.wait(live):
+            try:
+                arrivals.put(conn.recv())
+            except (EOFError, OSError):
+                live.remove(conn)
+    arrivals.put(None)
 
 
 def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
@@ -193,8 +208,10 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
     every sink's result depends on that sink alone, so the results, and the Proposals, are
     the same with one process or several. With several, the costs are computed first
     (``warm_costs``), then forked children walk sinks beside this process (see
-    SinkClaims), which yields its own results as soon as they are next in order, so the
-    caller's DP overlaps the children's walks."""
+    SinkClaims) and send each sink's result as soon as it is walked; this process yields
+    every result, its own or a child's, as soon as it is next in order, so the caller's DP
+    overlaps the walks (with the children's results sent at their end, the DP of their
+    sinks, the back of the graph, all came after the walks: 0.06-0.09 s on MobileNetV1)."""
     n = len(gen.topo)
     workers = min(workers, n)
     if workers <= 1:
@@ -204,16 +221,29 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
     warm_costs(gen, workers)
     with Forked() as forked:
         claims = SinkClaims(forked.ctx, n, workers)
-        for w in range(1, workers):
-            forked.start(_walk_claimed, gen, claims, w)
+        streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
+                   for w in range(1, workers)]
+        arrivals: queue.SimpleQueue = queue.SimpleQueue()
+        reader = threading.Thread(target=_read_streams, args=(streams, arrivals), daemon=True)
+        reader.start()
         done: dict[int, tuple] = {}
         following = 0
-        while (j := claims.take(0)) is not None:
-            done[j] = _sink_frontiers(gen, j)
+        ended = False
+        while following < n:
+            j = claims.take(0)
+            if j is not None:
+                done[j] = _sink_frontiers(gen, j)
+            while not ended and (j is None and following not in done or not arrivals.empty()):
+                item = arrivals.get()
+                if item is None:
+                    ended = True
+                else:
+                    done[item[0]] = item[1]
+            if ended and j is None and following not in done:
+                forked.results()      # raises the error of the worker that did not send
+                raise PlannerError(f"a planner worker ended without walking sink {following}")
             while following in done:
                 yield done.pop(following)
                 following += 1
-        for payload in forked.results():
-            done.update(payload)
-        for j in range(following, n):
-            yield done.pop(j)
+        reader.join()
+        forked.results()

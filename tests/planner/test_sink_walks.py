@@ -69,6 +69,33 @@ def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch)
         ProposalSearch(g, simple_device(), SMALL, workers=2)
 
 
+def test_walk_workers_stream_sinks_and_leave_no_thread_or_child(monkeypatch):
+    """A walk worker sends each sink as soon as it is walked (the parent reads them on a
+    thread), not all at the end; when the search ends, that thread and the children are
+    gone, so the next search may fork again (default_workers wants a single thread)."""
+    from planner import sink_walks
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 4)
+    sent = []
+    real = sink_walks._read_streams
+
+    def counting(streams, arrivals):       # the parent's reader thread
+        class Seen:
+            def put(self, item):
+                sent.append(item if item is None else item[0])
+                arrivals.put(item)
+        real(streams, Seen())
+
+    monkeypatch.setattr(sink_walks, "_read_streams", counting)
+    before = threading.active_count()
+    many = ProposalSearch(g, simple_device("dram"), SMALL, workers=2)
+    assert sent and sent[-1] is None and len(set(sent[:-1])) == len(sent) - 1 > 1
+    assert threading.active_count() == before
+    assert not multiprocessing.active_children()
+    assert _everything(many) == _everything(ProposalSearch(g, simple_device("dram"), SMALL,
+                                                           workers=1))
+
+
 def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkeypatch):
     from planner import sink_walks
     from planner.sink_walks import PARALLEL_MIN_PARTS, default_workers
