@@ -1202,9 +1202,9 @@ class EthosUPerfModel:
         :meth:`stripe_summary` calls find them. The planner's costing workers call it with
         every shape a batch of requests needs: the block search is most of a summary's work
         and, run a stripe at a time, mostly numpy's per-call overhead."""
-        if self.block_policy == "part" or part.kind in self._UNSUMMARISED:
+        if part.kind in self._UNSUMMARISED:
             return
-        from planner.perf.ethos_u_batch import find_block_configs
+        from planner.perf.ethos_u_batch import find_block_configs, summarise_window_stripes
         sig = self._lowering_signature(part)
         summaries = self._summaries
         todo = sorted({shape for shape in (tuple(int(x) for x in s) for s in shapes)
@@ -1212,11 +1212,22 @@ class EthosUPerfModel:
         if not todo:
             return
         lowered = [lower_part(part, shape) for shape in todo]
-        configs = iter(find_block_configs(self.accelerator,
-                                          [op for ops in lowered for op in ops]))
+        flat = [op for ops in lowered for op in ops]
+        own = None if self.block_policy == "part" else \
+            find_block_configs(self.accelerator, flat)
+        if len(flat) == len(todo) and part.kind in _WINDOW_KINDS and \
+                len({(c.traversal, c.acc_bits) for c in own or ()}) <= 1:
+            # One MAC operation per stripe (convolution, depthwise, pooling): all the
+            # stripes' estimates on arrays at once.
+            whole = self._part_ops(part)[0]
+            for shape, summary in zip(todo, summarise_window_stripes(
+                    self, whole, self._config(whole), flat, own)):
+                summaries[sig, shape] = summary
+            return
+        configs = iter(own or ())
         for shape, ops in zip(todo, lowered):
-            own = [next(configs) for _ in ops]
-            summaries[sig, shape] = self._summarise_ops(part, ops, own)
+            mine = None if own is None else [next(configs) for _ in ops]
+            summaries[sig, shape] = self._summarise_ops(part, ops, mine)
 
     def _summarise(self, part: Part, out_shape: tuple[int, ...]) -> StripeSummary:
         return self._summarise_ops(part, lower_part(part, out_shape), None)

@@ -20,11 +20,12 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from planner.perf.ethos_u import (_BANK_BYTES, _GRANULE_ACC, _GRANULE_IFM, _OFM_BLOCK_MAX,
-                                  _SUBKERNEL_MAX, CONV, DEPTHWISE, POOLING,
+                                  _SUBKERNEL_MAX, CONV, DEPTHWISE, NHCWB16, POOLING,
                                   REDUCE_SUM, BlockConfig, EthosUAccelerator, NpuOp,
-                                  _block_axis, _ceil_div, _depth_axis, _depth_candidates,
-                                  _fitting_blocks, _part_kernel_first, _round_up,
-                                  find_block_config)
+                                  StripeSummary, _ao_cycles_per_element, _block_axis,
+                                  _ceil_div, _depth_axis, _depth_candidates, _dpu_cycles_of,
+                                  _fitting_blocks, _ofm_ublock, _part_kernel_first,
+                                  _round_up, find_block_config)
 
 _BATCHED = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 
@@ -245,3 +246,185 @@ def _search_chunk(g: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: lis
                                 d if g.equal_depth else g.ifm_block_depth),
                                g.traversal, g.acc_bits))
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Stripe estimates in a batch (the cycle formulas of planner.perf.ethos_u, on arrays)
+# --------------------------------------------------------------------------------------------
+
+class _Stripes(NamedTuple):
+    """Per-stripe int64 arrays of one Part's stripe operations and of one block
+    configuration per stripe."""
+    n: np.ndarray       # OFM batch
+    oh: np.ndarray
+    ow: np.ndarray
+    oc: np.ndarray
+    ih: np.ndarray
+    iw: np.ndarray
+    ic: np.ndarray
+    bh: np.ndarray      # OFM block
+    bw: np.ndarray
+    bc: np.ndarray
+    ibh: np.ndarray     # IFM block
+    ibw: np.ndarray
+    ibc: np.ndarray
+
+
+def _stripes(ops: Sequence[NpuOp], cfgs: Sequence[BlockConfig]) -> _Stripes:
+    rows = np.array([op.ofm + op.ifm[1:] + cfg.ofm_block + cfg.ifm_block
+                     for op, cfg in zip(ops, cfgs)], dtype=np.int64).reshape(len(ops), 13)
+    return _Stripes(*rows.T)
+
+
+def _transfer_bytes_many(acc: EthosUAccelerator, is_read: bool, burst: int, fmt: str,
+                         bits: int, bw, bc, width, depth, elements) -> np.ndarray:
+    """:func:`planner.perf.ethos_u._transfer_bytes` over arrays: ``bw``, ``bc`` the block's
+    width and depth, ``width`` and ``depth`` the feature map's."""
+    if fmt == NHCWB16:
+        z_stride = (width * bits * 16) // 8
+        other = 16 * bits * bw if is_read else 16 * bits * bw * acc.cores
+        burst_bits = np.where(z_stride == bc, bits * bw * bc, other)
+    else:
+        x_stride = (depth * bits) // 8
+        if is_read:
+            burst_bits = np.where(x_stride == bc, bits * bw * bc, bits * bc)
+        else:
+            burst_bits = np.where((bc <= 16) & (x_stride == bc), bits * bw * bc,
+                                  np.minimum(min(64 * 8, 16 * bits * acc.cores), bc * bits))
+    nbytes = (elements * bits) // 8
+    burst_bytes = np.maximum(1, np.minimum(burst, burst_bits // 8))
+    return (nbytes * burst) // burst_bytes
+
+
+def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(cycles, fill/drain cycles) of every stripe, as
+    :func:`planner.perf.ethos_u._estimate_mac_op` gives them one by one: ``op`` is any
+    stripe's operation (the fields they share), ``cfg`` any stripe's configuration (its
+    traversal and accumulator width, shared), ``s`` the stripes' shapes and blocks. Float64
+    and float32 operations in the reference's order, elementwise, so the same numbers."""
+    acc, fm = model.accelerator, model.fm_timing
+    f32 = np.float32
+    obh, obw, obc = np.minimum(s.oh, s.bh), np.minimum(s.ow, s.bw), np.minimum(s.oc, s.bc)
+    if whole is not None:
+        uh, uw, uc = _ofm_ublock(acc, whole)
+    else:
+        uh, uw, uc = acc.ofm_ublock
+        if uh == 2 and op.npu == CONV and op.kernel[0] == 1:
+            one_by_n = (s.oh == 1) & (s.ow % 2 == 0)
+            uh, uw = np.where(one_by_n, 1, uh), np.where(one_by_n, 4, uw)
+    n_h, n_w, n_c = -(-obh // uh), -(-obw // uw), -(-obc // uc)
+    num_blocks = ((-(-s.oh // uh)) * (-(-s.ow // uw)) * (-(-s.oc // uc))) / (n_h * n_w * n_c)
+    cap_stalls = False
+    pad_h = pad_w = pad_c = False
+    if whole is not None:
+        _, whole_h, whole_w, whole_c = whole.ofm
+        cap_stalls = whole_h > uh or whole_w > uw
+        pad_h, pad_w, pad_c = whole_h > s.bh, whole_w > s.bw, whole_c > s.bc
+    ao_per_elem = _ao_cycles_per_element(acc, op, cfg)
+    elements = np.where(pad_h, n_h * uh, obh) * np.where(pad_w, n_w * uw, obw) * \
+        np.where(pad_c, n_c * uc, obc)
+    ao_compute = np.ceil(ao_per_elem * elements.astype(np.float64))
+    if op.npu in (CONV, DEPTHWISE) and op.has_bias:
+        bias = 10.0 * obc.astype(np.float64) * model.const_timing.read_latency / 256
+        ao = np.maximum(ao_compute, bias)
+    else:
+        ao = np.maximum(ao_compute, 0.0)
+    uc_all = np.broadcast_to(uc, n_h.shape)
+    mac = np.array([_mac_cycles_of(acc, op, cfg, ic, ibc, ubc, nh, nw, nc, cap_stalls)
+                    for ic, ibc, ubc, nh, nw, nc in zip(
+                        s.ic.tolist(), s.ibc.tolist(), uc_all.tolist(), n_h.tolist(),
+                        n_w.tolist(), n_c.tolist())], dtype=np.float64)
+    ifm_elements = np.minimum(s.n, 1) * np.minimum(s.ih, s.ibh) * np.minimum(s.iw, s.ibw) * \
+        np.minimum(s.ic, s.ibc)
+    tx = _transfer_bytes_many(acc, True, fm.burst, op.ifm_format, op.ifm_bits, s.ibw, s.ibc,
+                              s.iw, s.ic, ifm_elements)
+    ifm_blk = np.maximum(0, fm.read_latency + (tx.astype(f32) / f32(
+        fm.read_bytes_per_cycle)).astype(np.int64))
+    ofm_elements = np.minimum(s.n, 1) * obh * obw * obc
+    tx = _transfer_bytes_many(acc, False, fm.burst, op.ofm_format, op.ofm_bits, s.bw, s.bc,
+                              s.ow, s.oc, ofm_elements)
+    ofm_blk = fm.write_latency + (tx.astype(f32) / f32(fm.write_bytes_per_cycle)).astype(
+        np.int64)
+    min_mem = np.where(num_blocks > 1, np.abs(ofm_blk - ifm_blk), 0)
+    cmd = (min_mem + mac + ao) / 4
+    mac_bal, ao_bal = np.maximum(mac, cmd), np.maximum(ao, cmd)
+    mac_led = mac_bal > ao_bal
+    steady = np.where(mac_led, mac_bal * num_blocks, ao_bal * num_blocks).astype(np.int64)
+    total = np.where(mac_led, (steady + ao_bal).astype(np.int64),
+                     (ao_bal * num_blocks + mac_bal).astype(np.int64))
+    total += ofm_blk + ifm_blk
+    return total * s.n, (total - steady) * s.n
+
+
+def _mac_cycles_of(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ifm_c: int,
+                   ifm_block_c: int, ub_c: int, n_h: int, n_w: int, n_c: int,
+                   cap_stalls: bool) -> int:
+    """:func:`planner.perf.ethos_u._mac_cycles_per_block` from one stripe's numbers."""
+    def dpu(h: int, w: int) -> int:
+        return _dpu_cycles_of(acc.name == "ethos-u55-32", acc.macs, acc.cores, op.npu,
+                              op.kernel, op.ifm_bits, ifm_c, ifm_block_c, cfg.acc_bits,
+                              cfg.traversal, ub_c, h, w, n_c)
+    cycles = dpu(n_h, n_w)
+    if cap_stalls and (n_h == 1 or n_w == 1):
+        cycles = min(cycles, dpu(n_h + 1, n_w), dpu(n_h, n_w + 1), dpu(n_h + 1, n_w + 1))
+    return cycles
+
+
+def _fm_access_many(model, op: NpuOp, s: _Stripes) -> np.ndarray:
+    """:func:`planner.perf.ethos_u.fm_access_bytes` of every stripe (MAC operations)."""
+    acc, burst = model.accelerator, model.fm_timing.burst
+    obh, obw, obc = np.minimum(s.bh, s.oh), np.minimum(s.bw, s.ow), np.minimum(s.bc, s.oc)
+    q_in = 16 if op.ifm_format == NHCWB16 else 1
+    q_out = 16 if op.ofm_format == NHCWB16 else 1
+    blocks = (-(-s.oh // obh)) * (-(-s.ow // obw))
+    if op.npu in (CONV, REDUCE_SUM):
+        blocks = blocks * (-(-s.oc // obc))
+    sub = _ceil_div(op.kernel[0], _SUBKERNEL_MAX[0]) * _ceil_div(op.kernel[1],
+                                                                 _SUBKERNEL_MAX[1])
+    read = np.minimum(s.ibh, s.ih) * np.minimum(s.ibw, s.iw) * \
+        (-(-s.ic // q_in) * q_in) * sub * blocks
+    written = s.oh * s.ow * (-(-s.oc // q_out) * q_out)
+    return _transfer_bytes_many(acc, True, burst, op.ifm_format, op.ifm_bits, s.ibw, s.ibc,
+                                s.iw, s.ic, read) + \
+        _transfer_bytes_many(acc, False, burst, op.ofm_format, op.ofm_bits, s.bw, s.bc, s.ow,
+                             s.oc, written)
+
+
+def summarise_window_stripes(model, whole: NpuOp, whole_cfg: BlockConfig,
+                             ops: Sequence[NpuOp], own: Sequence[BlockConfig] | None
+                             ) -> list[StripeSummary]:
+    """The stripe summaries (``EthosUPerfModel._summarise_ops``) of stripes that lower to one
+    MAC operation each (``ops``, one Part's: convolution, depthwise or pooling), under the
+    model's block policy: ``whole`` is the Part's whole-output operation and ``whole_cfg``
+    its configuration, ``own`` the configurations of ``ops`` themselves (not needed for
+    policy "part")."""
+    policy = model.block_policy
+    op = ops[0]
+    choices = []
+    if policy != "stripe":
+        mine = _stripes(ops, [whole_cfg] * len(ops))
+        choices.append((mine, *_estimate_many(model, op, mine, whole_cfg, whole)))
+    if policy != "part":
+        theirs = _stripes(ops, own)
+        choices.append((theirs, *_estimate_many(model, op, theirs, own[0], None)))
+    s, cycles, fill = choices[0]
+    if len(choices) == 2:
+        # "best": the stripe's own block where it is faster back to back (then in all);
+        # the Part's on a tie (EthosUPerfModel._breakdown_of).
+        _, cycles_b, fill_b = choices[1]
+        b2b_a, b2b_b = cycles - fill, cycles_b - fill_b
+        take_b = (b2b_b < b2b_a) | ((b2b_b == b2b_a) & (cycles_b < cycles))
+        s = _Stripes(*(np.where(take_b, b, a) for a, b in zip(s, choices[1][0])))
+        cycles, fill = np.where(take_b, cycles_b, cycles), np.where(take_b, fill_b, fill)
+    macs = op.kernel[0] * op.kernel[1] * s.oh * s.ow * s.oc
+    if op.npu not in (DEPTHWISE, POOLING):
+        macs = macs * s.ic
+    macs = macs * s.n
+    if op.npu in (CONV, DEPTHWISE):
+        fetches = np.maximum(1, (-(-s.oh // s.bh)) * (-(-s.ow // s.bw)))
+    else:
+        fetches = np.ones_like(s.oh)
+    access = _fm_access_many(model, op, s)
+    return [StripeSummary(*row) for row in zip(cycles.tolist(), fill.tolist(), macs.tolist(),
+                                               fetches.tolist(), access.tolist())]

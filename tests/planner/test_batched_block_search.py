@@ -1,7 +1,9 @@
 """The batched block search and stripe summaries give the one-at-a-time answers.
 
 ``find_block_configs`` searches the stripes of one Part together on padded grids, and
-``EthosUPerfModel.summarise_stripes`` uses it to summarise many stripes at once. Both are
+``EthosUPerfModel.summarise_stripes`` uses it to summarise many stripes at once, the stripes
+of a convolution, depthwise or pooling Part estimated on arrays
+(``summarise_window_stripes``). Both are
 speed devices only: the references are ``find_block_config`` one operation at a time (itself
 checked against a scalar walk of Vela's candidates in test_block_search.py) and a fresh
 model asked for one stripe at a time.
@@ -13,15 +15,17 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
+from planner import parts
 from planner.devices import DEVICE_NAMES
 from planner.errors import PlannerError
+from planner.graph import Tensor
 from planner.perf import ethos_u_batch
-from planner.perf.ethos_u import (ACCELERATORS, ELEMENTWISE, EthosUPerfModel, NpuOp,
-                                  find_block_config)
+from planner.perf.ethos_u import (ACCELERATORS, ELEMENTWISE, NHCWB16, NHWC, EthosUPerfModel,
+                                  NpuOp, find_block_config)
 from planner.perf.ethos_u_batch import find_block_configs
 from planner.plans import clear_caches
 from tests.planner.test_block_search import npu_ops
-from tests.planner.test_perf import PROPS, nhwc_parts, perf, sub_shape
+from tests.planner.test_perf import PROPS, nhwc_parts, perf, sub_shape, with_attrs
 
 ETHOS_U = [d for d in DEVICE_NAMES if d.startswith("ethos-u")]
 
@@ -95,3 +99,27 @@ def test_summarised_stripes_equal_one_stripe_at_a_time(part, device, policy, dat
         fresh = EthosUPerfModel(model.name, model.fm_timing, model.const_timing, policy)
         assert batched.stripe_summary(part, shape) == fresh.stripe_summary(part, shape)
         assert batched.compute_cycles(part, shape) == fresh.compute_cycles(part, shape)
+
+
+@PROPS
+@given(h=st.integers(1, 6), w=st.integers(1, 40), c=st.sampled_from([3, 16, 40]),
+       oc=st.sampled_from([8, 24, 64]), kw=st.sampled_from([1, 3]),
+       accelerator=st.sampled_from(["ethos-u55-256", "ethos-u65-512", "ethos-u55-128"]),
+       policy=st.sampled_from(EthosUPerfModel.BLOCK_POLICIES),
+       fmt=st.sampled_from([NHWC, NHCWB16]), data=st.data())
+def test_summarised_one_row_convolutions_equal_one_stripe_at_a_time(h, w, c, oc, kw,
+                                                                    accelerator, policy,
+                                                                    fmt, data):
+    """The 1 x N micro-block of the 2-high configurations (a stripe one row high, a kernel
+    one row high, an even width) and NHWC layouts, which random Parts rarely meet."""
+    part = parts.conv2d("p", Tensor("x", (1, h, w, c)), oc, kernel=(1, kw), strides=1,
+                        padding=(0, 0, 0, kw - 1))
+    part = with_attrs(part, ifm_format=fmt, ofm_format=data.draw(st.sampled_from([NHWC,
+                                                                                 NHCWB16])))
+    shapes = {(1, 1, data.draw(st.integers(1, w)), data.draw(st.integers(1, oc)))
+              for _ in range(6)} | {(1, data.draw(st.integers(1, h)), w, oc)}
+    batched = EthosUPerfModel(accelerator, block_policy=policy)
+    batched.summarise_stripes(part, shapes)
+    for shape in shapes:
+        fresh = EthosUPerfModel(accelerator, block_policy=policy)
+        assert batched.stripe_summary(part, shape) == fresh.stripe_summary(part, shape)
