@@ -139,6 +139,7 @@ class PlanGenerator:
         self._shape_cache: dict = {}
         self._step_cache: dict = {}
         self._idle_cache: dict = {}
+        self._specs_cache: dict[int, list[PlanSpec]] = {}
         self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
         self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
@@ -629,12 +630,22 @@ class PlanGenerator:
                                          double_buffer=True))
         return total, cfgs
 
-    def specs(self, end: int) -> Iterator[PlanSpec]:
+    def specs(self, end: int) -> list[PlanSpec]:
         """The stripe and buffering choices tried for intervals ending at ``end``.
 
         Width tiling only pays in memory (its halos are recomputed), so it is paired with the
         smallest-ring buffering only; height striping is tried with every mode.
+
+        Memoised per sink: the costing pre-walk (``cost_requests``) and the walk both ask,
+        and with the same StripeConfig objects the cost and config memos they fill find each
+        other's keys by identity (no field-by-field comparison).
         """
+        hit = self._specs_cache.get(end)
+        if hit is None:
+            hit = self._specs_cache[end] = list(self._specs(end))
+        return hit
+
+    def _specs(self, end: int) -> Iterator[PlanSpec]:
         sink = self.topo[end]
         positive = [g for g in self.options.rolling_granules if g > 0]
         smallest = min(positive) if positive else (0 if self.options.rolling_granules else None)

@@ -215,6 +215,9 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
     n = len(gen.topo)
     workers = min(workers, n)
     if workers <= 1:
+        # Costed up front too (the requests' walk is memoised for the walks): the model
+        # then costs each Part's stripes in batches, not one at a time.
+        warm_costs(gen, 1)
         for j in range(n):
             yield _sink_frontiers(gen, j)
         return

@@ -178,3 +178,31 @@ def test_cost_requests_are_all_the_walk_costs(g, io_region):
     for j in range(len(warm.topo)):
         assert warm.interval_frontiers(j) == cold.interval_frontiers(j)
     assert asked == []
+
+
+def test_one_process_costs_window_parts_in_batches(monkeypatch):
+    """With one process too, the search costs ahead (``warm_costs``): every stripe of a
+    convolution or depthwise Part is summarised by the batched path, none one at a time, and
+    the result is a cold search's where each stripe is summarised alone."""
+    from planner import devices
+    from planner.perf.ethos_u import EthosUPerfModel
+    from planner.plans import clear_caches
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    alone = []
+    real = EthosUPerfModel._summarise
+
+    def recording(self, part, shape):
+        alone.append(part.kind)
+        return real(self, part, shape)
+
+    monkeypatch.setattr(EthosUPerfModel, "_summarise", recording)
+    clear_caches()
+    devices._build.cache_clear()
+    batched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
+    assert not {"conv2d", "depthwise_conv2d"} & set(alone)
+    monkeypatch.setattr(EthosUPerfModel, "summarise_stripes", lambda self, part, shapes: None)
+    devices._build.cache_clear()
+    unbatched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
+    assert {"conv2d", "depthwise_conv2d"} <= set(alone)
+    assert _everything(batched) == _everything(unbatched)
