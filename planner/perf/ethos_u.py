@@ -1204,7 +1204,6 @@ class EthosUPerfModel:
         and, run a stripe at a time, mostly numpy's per-call overhead."""
         if part.kind in self._UNSUMMARISED:
             return
-        from planner.perf.ethos_u_batch import find_block_configs, summarise_window_stripes
         sig = self._lowering_signature(part)
         summaries = self._summaries
         todo = sorted({shape for shape in (tuple(int(x) for x in s) for s in shapes)
@@ -1214,13 +1213,13 @@ class EthosUPerfModel:
         lowered = [lower_part(part, shape) for shape in todo]
         flat = [op for ops in lowered for op in ops]
         own = None if self.block_policy == "part" else \
-            find_block_configs(self.accelerator, flat)
+            _batched.find_block_configs(self.accelerator, flat)
         if len(flat) == len(todo) and part.kind in _WINDOW_KINDS and \
                 len({(c.traversal, c.acc_bits) for c in own or ()}) <= 1:
             # One MAC operation per stripe (convolution, depthwise, pooling): all the
             # stripes' estimates on arrays at once.
             whole = self._part_ops(part)[0]
-            for shape, summary in zip(todo, summarise_window_stripes(
+            for shape, summary in zip(todo, _batched.summarise_window_stripes(
                     self, whole, self._config(whole), flat, own)):
                 summaries[sig, shape] = summary
             return
@@ -1280,3 +1279,8 @@ class EthosUPerfModel:
         if part.kind in ("reshape", "transpose", "depth_to_space"):
             return 0
         return self.stripe_summary(part, out_shape).macs
+
+
+# The batched block search and stripe estimates build on the definitions above (imported here,
+# not lazily: a forked costing worker would import it again).
+from planner.perf import ethos_u_batch as _batched  # noqa: E402
