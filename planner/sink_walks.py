@@ -15,10 +15,23 @@ import multiprocessing.connection
 import os
 import queue
 import threading
+import time
 
 from planner.errors import PlannerError
 from planner.forked import Forked
 from planner.plans import PlanGenerator
+
+
+#: When a list, a search on several processes appends (event, time.perf_counter()) to it at
+#: the end of each of its phases, as this process sees them (benchmarks/planner_speed.py
+#: prints them): "requests found", "costs in", "own walks done" (this process found no sink
+#: left to walk), "all walks in" (every sink's result is here).
+TIMELINE: list | None = None
+
+
+def _mark(event: str) -> None:
+    if TIMELINE is not None:
+        TIMELINE.append((event, time.perf_counter()))
 
 
 def _sink_frontiers(gen: PlanGenerator, j: int) -> tuple[int, dict[int, list]]:
@@ -195,6 +208,7 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
                     forked.send(feeds[w - 1], [(gen.position[p.name], s) for p, s in batch[w]])
             for w in range(workers):
                 share[w].extend(batch[w])
+        _mark("requests found")
         for feed in feeds:
             forked.send(feed, None)
         gen.warm_costs(share[0])
@@ -222,6 +236,7 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
             yield _sink_frontiers(gen, j)
         return
     warm_costs(gen, workers)
+    _mark("costs in")
     with Forked() as forked:
         claims = SinkClaims(forked.ctx, n, workers)
         streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
@@ -231,11 +246,15 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
         reader.start()
         done: dict[int, tuple] = {}
         following = 0
-        ended = False
+        ended = all_in = False
+        own = True
         while following < n:
-            j = claims.take(0)
+            j = claims.take(0) if own else None
             if j is not None:
                 done[j] = _sink_frontiers(gen, j)
+            elif own:
+                own = False
+                _mark("own walks done")
             while not ended and (j is None and following not in done or not arrivals.empty()):
                 item = arrivals.get()
                 if item is None:
@@ -245,6 +264,9 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
             if ended and j is None and following not in done:
                 forked.results()      # raises the error of the worker that did not send
                 raise PlannerError(f"a planner worker ended without walking sink {following}")
+            if following + len(done) == n and not own and not all_in:
+                all_in = True
+                _mark("all walks in")
             while following in done:
                 yield done.pop(following)
                 following += 1
