@@ -177,8 +177,8 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
     and no process costs what another has costed. This process finds the requests sink by
     sink and streams them to forked children as it goes; each Part signature has one owner
     (its stripes share shapes, and a shape's lowering and block search are the bulk of the
-    work), chosen when first met as the least loaded process (load: stripe shapes new to the
-    signature)."""
+    work), chosen when first met as the least loaded process (load: requests, plus stripe
+    shapes new to the signature)."""
     with Forked() as forked:
         feeds = [forked.start_fed(_cost_fed, gen) for _ in range(workers - 1)]
         owner: dict = {}
@@ -198,10 +198,11 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
                 if w is None:
                     w = owner[sig] = min(range(workers), key=lambda k: (
                         load[k] * (PARENT_LOAD_FACTOR if k == 0 else 1), -k))
+                # (A stripe's own shape stands for its edge stripes' too: counting those
+                # cost this process 0.035 s of MobileNetV1's 0.24 s here.)
                 known = shapes.setdefault(sig, set())
-                new = set(stripe.count_stripes()) - known
-                known |= new
-                load[w] += 1 + len(new)
+                load[w] += 1 + (stripe.shape not in known)
+                known.add(stripe.shape)
                 batch[w].append((p, stripe))
             for w in range(1, workers):
                 if batch[w]:
