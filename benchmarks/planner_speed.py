@@ -12,6 +12,7 @@ The CPU of MobileNetV1's costing phase alone (``costing_cpu``: every distinct re
 walks make of the performance model, one process) is printed beside it.
 
     .venv/bin/python benchmarks/planner_speed.py [--models ../shared/models] [--sizes 30,300,3000]
+        [--timeline]
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from planner import devices  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.plans import PlanGenerator, clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
+from planner import sink_walks  # noqa: E402
 from planner.sink_walks import default_workers  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
 
@@ -50,14 +52,35 @@ def cold_search(graph, device_name: str, workers: int | None
     devices._build.cache_clear()   # devices are memoised: a fresh one, fresh perf caches
     device = devices.get_device(device_name)
     w0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
+    if sink_walks.TIMELINE is not None:
+        sink_walks.TIMELINE[:] = [("start", w0)]
     search = ProposalSearch(graph, device, workers=workers)
-    return time.process_time() - c0 + _children_cpu() - k0, time.perf_counter() - w0, search
+    wall = time.perf_counter() - w0
+    if sink_walks.TIMELINE is not None:
+        sink_walks.TIMELINE.append(("end", w0 + wall))
+    return time.process_time() - c0 + _children_cpu() - k0, wall, search
+
+
+def timeline(graph, device_name: str, repeat: int) -> list[tuple[str, float]]:
+    """The phases of a cold two-process search (planner.sink_walks.TIMELINE), seconds from
+    its start, of the fastest of ``repeat`` searches."""
+    best: list = []
+    sink_walks.TIMELINE = marks = []
+    try:
+        for _ in range(repeat):
+            cold_search(graph, device_name, 2)
+            run = [(event, t - marks[0][1]) for event, t in marks]
+            if not best or run[-1][1] < best[-1][1]:
+                best = run
+    finally:
+        sink_walks.TIMELINE = None
+    return best[1:]
 
 
 def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
     """(CPU seconds, requests) of the costing phase alone, one process, cold, best of
     ``repeat``: every distinct (Part signature, stripe) the walks ask for
-    (``PlanGenerator.cost_requests``), costed with ``warm_cost`` as a costing worker does, the
+    (``PlanGenerator.cost_requests``), costed with ``warm_costs`` as a costing worker does, the
     collector paused as in the search. The requests are found before the clock starts."""
     best, count = math.inf, 0
     for _ in range(repeat):
@@ -74,8 +97,7 @@ def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
         gc.disable()
         try:
             c0 = time.process_time()
-            for p, stripe in todo:
-                gen.warm_cost(p, stripe)
+            gen.warm_costs(todo)
             best = min(best, time.process_time() - c0)
         finally:
             gc.enable()
@@ -104,6 +126,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1, help="processes for the synthetic graphs")
     ap.add_argument("--repeat", type=int, default=5, help="cold searches per graph below "
                     "1000 Parts (best taken); one above")
+    ap.add_argument("--timeline", action="store_true", help="also print when the phases of "
+                    "MobileNetV1's two-process search end (fastest of --repeat)")
     args = ap.parse_args()
     load = os.getloadavg()[0]         # before this run adds to it
     rows = []
@@ -114,6 +138,7 @@ def main() -> int:
         mobilenet[workers] = (cpu, wall)
         rows.append((f"mobilenet_v1_1.0_224/{workers}p", len(g.parts), cpu, wall,
                      s.plan_candidates, len(s.frontier)))
+    phases = timeline(g, args.device, args.repeat) if args.timeline else []
     costing, requests = costing_cpu(g, args.device, args.repeat)
     for n in (int(x) for x in args.sizes.split(",") if x):
         for make in (chain, residual):
@@ -137,6 +162,9 @@ def main() -> int:
                   f"(goal: within 2x)")
     print(f"MobileNetV1-224 costing phase alone (one process, cold, best of {args.repeat}): "
           f"{costing:.3f} s cpu for {requests:,} requests")
+    if phases:
+        print("MobileNetV1-224 two-process timeline (s from the start, fastest of "
+              f"{args.repeat}): " + ", ".join(f"{event} {t:.3f}" for event, t in phases))
     cpu, wall = mobilenet[2]
     cpu1, wall1 = mobilenet[1]
     print(f"MobileNetV1-224, two processes: {wall:.3f} s wall ({cpu:.3f} s cpu) = "

@@ -32,6 +32,7 @@ class Forked:
         self.ctx = multiprocessing.get_context("fork")
         self._children: list = []
         self._feeds: list = []
+        self._streams: list = []
 
     def start(self, fn: Callable, *args: Any) -> None:
         recv, send = self.ctx.Pipe(duplex=False)
@@ -48,6 +49,16 @@ class Forked:
         inbox.close()
         self._feeds.append(feed)
         return feed
+
+    def start_streamed(self, fn: Callable, *args: Any):
+        """Like ``start``, but ``fn`` gets one more argument, an outbox whose ``send()``
+        the parent reads, in order, from the connection returned here, while the child
+        runs. Once the child has ended, reading it raises EOFError."""
+        stream, outbox = self.ctx.Pipe(duplex=False)
+        self.start(fn, *args, outbox)
+        outbox.close()
+        self._streams.append(stream)
+        return stream
 
     @staticmethod
     def send(feed, message: Any) -> None:
@@ -81,6 +92,6 @@ class Forked:
                 proc.terminate()
             proc.join()
             recv.close()
-        for feed in self._feeds:
-            feed.close()
-        self._children, self._feeds = [], []
+        for conn in self._feeds + self._streams:
+            conn.close()
+        self._children, self._feeds, self._streams = [], [], []

@@ -139,6 +139,7 @@ class PlanGenerator:
         self._shape_cache: dict = {}
         self._step_cache: dict = {}
         self._idle_cache: dict = {}
+        self._specs_cache: dict[int, list[PlanSpec]] = {}
         self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
         self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
@@ -635,14 +636,24 @@ class PlanGenerator:
                                          double_buffer=True))
         return total, cfgs
 
-    def specs(self, end: int) -> Iterator[PlanSpec]:
+    def specs(self, end: int) -> list[PlanSpec]:
         """The stripe and buffering choices tried for intervals ending at ``end``.
 
         Width tiling only pays in memory (its halos are recomputed), so it is paired with the
         smallest-ring buffering only (and with the windowed mode too where rolling Plans may
         not hold a window, ``rolling_mixed=False``: otherwise no tile would cross a residual
         fork); height striping is tried with every mode.
+
+        Memoised per sink: the costing pre-walk (``cost_requests``) and the walk both ask,
+        and with the same StripeConfig objects the cost and config memos they fill find each
+        other's keys by identity (no field-by-field comparison).
         """
+        hit = self._specs_cache.get(end)
+        if hit is None:
+            hit = self._specs_cache[end] = list(self._specs(end))
+        return hit
+
+    def _specs(self, end: int) -> Iterator[PlanSpec]:
         sink = self.topo[end]
         positive = [g for g in self.options.rolling_granules if g > 0]
         smallest = min(positive) if positive else (0 if self.options.rolling_granules else None)
@@ -836,6 +847,19 @@ class PlanGenerator:
         self.weight_stage_bytes(part, stripe)
         sig = self._signature(part)
         return self._cost_cache[(sig, stripe)], self._cost_cache.get(("once", sig, stripe))
+
+    def warm_costs(self, requests: list[tuple[Part, StripeConfig]]) -> list[tuple]:
+        """``warm_cost`` of each request, in order, with every stripe shape they need
+        summarised first, Part by Part, by the performance model in one batch where it can
+        (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
+        summarise = getattr(self.device.perf, "summarise_stripes", None)
+        if summarise is not None:
+            shapes: dict[Part, set] = {}
+            for p, stripe in requests:
+                shapes.setdefault(p, set()).update(stripe.count_stripes())
+            for p, wanted in shapes.items():
+                summarise(p, wanted)
+        return [self.warm_cost(p, stripe) for p, stripe in requests]
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
         """Take what ``warm_cost(part, stripe)`` returned in another process (forked from

@@ -11,12 +11,27 @@ depends on that sink alone, so the results are the same whatever the worker coun
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import queue
 import threading
+import time
 
+from planner.errors import PlannerError
 from planner.forked import Forked
 from planner.plans import PlanGenerator
+
+
+#: When a list, a search on several processes appends (event, time.perf_counter()) to it at
+#: the end of each of its phases, as this process sees them (benchmarks/planner_speed.py
+#: prints them): "requests found", "costs in", "own walks done" (this process found no sink
+#: left to walk), "all walks in" (every sink's result is here).
+TIMELINE: list | None = None
+
+
+def _mark(event: str) -> None:
+    if TIMELINE is not None:
+        TIMELINE.append((event, time.perf_counter()))
 
 
 def _sink_frontiers(gen: PlanGenerator, j: int) -> tuple[int, dict[int, list]]:
@@ -98,13 +113,26 @@ class SinkClaims:
             return b[2 * most + 1] + 1
 
 
-def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int) -> dict[int, tuple]:
-    """A forked worker's share: {sink: result} for the sinks it takes (plain tuples and the
-    shared spec objects: pickling them back is a few milliseconds)."""
-    done = {}
+def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int, outbox) -> None:
+    """A forked worker's share: sends (sink, result) for each sink it takes as soon as it
+    is walked (plain tuples and the shared spec objects), so that the parent's in-order DP
+    can use it while the walks go on."""
     while (j := claims.take(worker)) is not None:
-        done[j] = _sink_frontiers(gen, j)
-    return done
+        outbox.send((j, _sink_frontiers(gen, j)))
+
+
+def _read_streams(streams: list, arrivals: queue.SimpleQueue) -> None:
+    """Move what the walk workers send into ``arrivals`` as it comes (a thread of the
+    parent: a worker whose result is larger than the pipe's buffer would otherwise wait for
+    the parent to finish its own walk); then None, once every worker has ended."""
+    live = list(streams)
+    while live:
+        for conn in multiprocessing.connection.wait(live):
+            try:
+                arrivals.put(conn.recv())
+            except (EOFError, OSError):
+                live.remove(conn)
+    arrivals.put(None)
 
 
 def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
@@ -123,15 +151,24 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
 
     threading.Thread(target=read, daemon=True).start()
     out = []
-    while (batch := batches.get()) is not None:
-        out.extend(gen.warm_cost(gen.topo[i], stripe) for i, stripe in batch)
+    done = False
+    while not done:
+        # Every batch already here is costed together: the model batches its work per Part.
+        todo = [batches.get()]
+        while not batches.empty():
+            todo.append(batches.get())
+        if None in todo:
+            todo, done = todo[:todo.index(None)], True
+        out.extend(gen.warm_costs([(gen.topo[i], stripe) for b in todo for i, stripe in b]))
     return out
 
 
-#: This process also finds the requests (the cost-free walk: 0.20 s CPU on MobileNetV1-224,
-#: beside 0.77 s of costing), so it takes a new signature as if its load were this much
-#: higher: with two processes it costs about a third. Measured: the two end within 10% CPU.
-PARENT_LOAD_FACTOR = 2
+#: This process also finds the requests (the cost-free walk: 0.24 s CPU on MobileNetV1-224,
+#: beside 0.39 s of batched costing), so it takes a new signature as if its load were this
+#: much higher: with two processes it costs about a fifth. Measured (timeline, rfcs/0001):
+#: the child ends its costing 0.37 s into the search, this process 0.01 s later; with 2 this
+#: process ended 0.09 s after the child.
+PARENT_LOAD_FACTOR = 4
 
 
 def warm_costs(gen: PlanGenerator, workers: int) -> None:
@@ -140,8 +177,8 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
     and no process costs what another has costed. This process finds the requests sink by
     sink and streams them to forked children as it goes; each Part signature has one owner
     (its stripes share shapes, and a shape's lowering and block search are the bulk of the
-    work), chosen when first met as the least loaded process (load: stripe shapes new to the
-    signature)."""
+    work), chosen when first met as the least loaded process (load: requests, plus stripe
+    shapes new to the signature)."""
     with Forked() as forked:
         feeds = [forked.start_fed(_cost_fed, gen) for _ in range(workers - 1)]
         owner: dict = {}
@@ -161,20 +198,21 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
                 if w is None:
                     w = owner[sig] = min(range(workers), key=lambda k: (
                         load[k] * (PARENT_LOAD_FACTOR if k == 0 else 1), -k))
+                # (A stripe's own shape stands for its edge stripes' too: counting those
+                # cost this process 0.035 s of MobileNetV1's 0.24 s here.)
                 known = shapes.setdefault(sig, set())
-                new = set(stripe.count_stripes()) - known
-                known |= new
-                load[w] += 1 + len(new)
+                load[w] += 1 + (stripe.shape not in known)
+                known.add(stripe.shape)
                 batch[w].append((p, stripe))
             for w in range(1, workers):
                 if batch[w]:
                     forked.send(feeds[w - 1], [(gen.position[p.name], s) for p, s in batch[w]])
             for w in range(workers):
                 share[w].extend(batch[w])
+        _mark("requests found")
         for feed in feeds:
             forked.send(feed, None)
-        for p, stripe in share[0]:
-            gen.warm_cost(p, stripe)
+        gen.warm_costs(share[0])
         for w, values in enumerate(forked.results(), 1):
             for (p, stripe), value in zip(share[w], values):
                 gen.adopt_cost(p, stripe, value)
@@ -185,27 +223,53 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
     every sink's result depends on that sink alone, so the results, and the Proposals, are
     the same with one process or several. With several, the costs are computed first
     (``warm_costs``), then forked children walk sinks beside this process (see
-    SinkClaims), which yields its own results as soon as they are next in order, so the
-    caller's DP overlaps the children's walks."""
+    SinkClaims) and send each sink's result as soon as it is walked; this process yields
+    every result, its own or a child's, as soon as it is next in order, so the caller's DP
+    overlaps the walks (with the children's results sent at their end, the DP of their
+    sinks, the back of the graph, all came after the walks: 0.06-0.09 s on MobileNetV1)."""
     n = len(gen.topo)
     workers = min(workers, n)
     if workers <= 1:
+        # Costed up front too (the requests' walk is memoised for the walks): the model
+        # then costs each Part's stripes in batches, not one at a time.
+        warm_costs(gen, 1)
         for j in range(n):
             yield _sink_frontiers(gen, j)
         return
     warm_costs(gen, workers)
+    _mark("costs in")
     with Forked() as forked:
         claims = SinkClaims(forked.ctx, n, workers)
-        for w in range(1, workers):
-            forked.start(_walk_claimed, gen, claims, w)
+        streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
+                   for w in range(1, workers)]
+        arrivals: queue.SimpleQueue = queue.SimpleQueue()
+        reader = threading.Thread(target=_read_streams, args=(streams, arrivals), daemon=True)
+        reader.start()
         done: dict[int, tuple] = {}
         following = 0
-        while (j := claims.take(0)) is not None:
-            done[j] = _sink_frontiers(gen, j)
+        ended = all_in = False
+        own = True
+        while following < n:
+            j = claims.take(0) if own else None
+            if j is not None:
+                done[j] = _sink_frontiers(gen, j)
+            elif own:
+                own = False
+                _mark("own walks done")
+            while not ended and (j is None and following not in done or not arrivals.empty()):
+                item = arrivals.get()
+                if item is None:
+                    ended = True
+                else:
+                    done[item[0]] = item[1]
+            if ended and j is None and following not in done:
+                forked.results()      # raises the error of the worker that did not send
+                raise PlannerError(f"a planner worker ended without walking sink {following}")
+            if following + len(done) == n and not own and not all_in:
+                all_in = True
+                _mark("all walks in")
             while following in done:
                 yield done.pop(following)
                 following += 1
-        for payload in forked.results():
-            done.update(payload)
-        for j in range(following, n):
-            yield done.pop(j)
+        reader.join()
+        forked.results()

@@ -1105,9 +1105,14 @@ class EthosUPerfModel:
         """Per-NPU-operation estimates of one stripe (what compute_cycles sums)."""
         return self._breakdown_of(part, lower_part(part, out_shape))
 
-    def _breakdown_of(self, part: Part, ops: Sequence[NpuOp]) -> list[CycleBreakdown]:
+    def _breakdown_of(self, part: Part, ops: Sequence[NpuOp],
+                      own: Sequence[BlockConfig] | None = None) -> list[CycleBreakdown]:
+        """``own``: the block configurations Vela chooses for ``ops`` themselves, when
+        known (:meth:`summarise_stripes` searches them in a batch)."""
+        if own is None and self.block_policy != "part":
+            own = [self._config(op) for op in ops]
         if self.block_policy == "stripe":
-            return [self._estimate(op, self._config(op), None) for op in ops]
+            return [self._estimate(op, cfg, None) for op, cfg in zip(ops, own)]
         whole = self._part_ops(part)
         # (The estimates of stripes skip the estimate cache: stripe_summary already asks for
         # each stripe once, and hashing the NpuOps for the key would cost more.)
@@ -1119,8 +1124,8 @@ class EthosUPerfModel:
         # Vela chooses for the stripe itself, judged back to back (fill and drain aside); the
         # Part's on a tie.
         out = []
-        for op, a in zip(ops, mine):
-            b = estimate(op, self._config(op), None)
+        for op, a, cfg in zip(ops, mine, own):
+            b = estimate(op, cfg, None)
             back_to_back_a, back_to_back_b = a.cycles - a.fill_drain_cycles, \
                 b.cycles - b.fill_drain_cycles
             out.append(b if (back_to_back_b, b.cycles) < (back_to_back_a, a.cycles) else a)
@@ -1187,9 +1192,48 @@ class EthosUPerfModel:
             self._signatures[part] = sig
         return sig
 
+    #: Part kinds without stripe summaries (compute_cycles and the rest answer directly).
+    _UNSUMMARISED = ("reshape", "transpose", "depth_to_space")
+
+    def summarise_stripes(self, part: Part, shapes) -> None:
+        """Summarise the stripe shapes of ``part`` in ``shapes`` not summarised yet, their
+        block searches in one batch (:func:`planner.perf.ethos_u_batch.find_block_configs`,
+        the same configurations as one search per stripe), so that later
+        :meth:`stripe_summary` calls find them. The planner's costing workers call it with
+        every shape a batch of requests needs: the block search is most of a summary's work
+        and, run a stripe at a time, mostly numpy's per-call overhead."""
+        if part.kind in self._UNSUMMARISED:
+            return
+        sig = self._lowering_signature(part)
+        summaries = self._summaries
+        todo = sorted({shape for shape in (tuple(int(x) for x in s) for s in shapes)
+                       if 0 not in shape and (sig, shape) not in summaries})
+        if not todo:
+            return
+        lowered = [lower_part(part, shape) for shape in todo]
+        flat = [op for ops in lowered for op in ops]
+        own = None if self.block_policy == "part" else \
+            _batched.find_block_configs(self.accelerator, flat)
+        if len(flat) == len(todo) and part.kind in _WINDOW_KINDS and \
+                len({(c.traversal, c.acc_bits) for c in own or ()}) <= 1:
+            # One MAC operation per stripe (convolution, depthwise, pooling): all the
+            # stripes' estimates on arrays at once.
+            whole = self._part_ops(part)[0]
+            for shape, summary in zip(todo, _batched.summarise_window_stripes(
+                    self, whole, self._config(whole), flat, own)):
+                summaries[sig, shape] = summary
+            return
+        configs = iter(own or ())
+        for shape, ops in zip(todo, lowered):
+            mine = None if own is None else [next(configs) for _ in ops]
+            summaries[sig, shape] = self._summarise_ops(part, ops, mine)
+
     def _summarise(self, part: Part, out_shape: tuple[int, ...]) -> StripeSummary:
-        ops = lower_part(part, out_shape)
-        parts = self._breakdown_of(part, ops)
+        return self._summarise_ops(part, lower_part(part, out_shape), None)
+
+    def _summarise_ops(self, part: Part, ops: list[NpuOp],
+                       own: list[BlockConfig] | None) -> StripeSummary:
+        parts = self._breakdown_of(part, ops, own)
         fetches = 1
         cycles = fill_drain = macs = access = 0
         acc, burst = self.accelerator, self.fm_timing.burst
@@ -1235,3 +1279,8 @@ class EthosUPerfModel:
         if part.kind in ("reshape", "transpose", "depth_to_space"):
             return 0
         return self.stripe_summary(part, out_shape).macs
+
+
+# The batched block search and stripe estimates build on the definitions above (imported here,
+# not lazily: a forked costing worker would import it again).
+from planner.perf import ethos_u_batch as _batched  # noqa: E402

@@ -69,6 +69,33 @@ def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch)
         ProposalSearch(g, simple_device(), SMALL, workers=2)
 
 
+def test_walk_workers_stream_sinks_and_leave_no_thread_or_child(monkeypatch):
+    """A walk worker sends each sink as soon as it is walked (the parent reads them on a
+    thread), not all at the end; when the search ends, that thread and the children are
+    gone, so the next search may fork again (default_workers wants a single thread)."""
+    from planner import sink_walks
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 4)
+    sent = []
+    real = sink_walks._read_streams
+
+    def counting(streams, arrivals):       # the parent's reader thread
+        class Seen:
+            def put(self, item):
+                sent.append(item if item is None else item[0])
+                arrivals.put(item)
+        real(streams, Seen())
+
+    monkeypatch.setattr(sink_walks, "_read_streams", counting)
+    before = threading.active_count()
+    many = ProposalSearch(g, simple_device("dram"), SMALL, workers=2)
+    assert sent and sent[-1] is None and len(set(sent[:-1])) == len(sent) - 1 > 1
+    assert threading.active_count() == before
+    assert not multiprocessing.active_children()
+    assert _everything(many) == _everything(ProposalSearch(g, simple_device("dram"), SMALL,
+                                                           workers=1))
+
+
 def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkeypatch):
     from planner import sink_walks
     from planner.sink_walks import PARALLEL_MIN_PARTS, default_workers
@@ -151,3 +178,31 @@ def test_cost_requests_are_all_the_walk_costs(g, io_region):
     for j in range(len(warm.topo)):
         assert warm.interval_frontiers(j) == cold.interval_frontiers(j)
     assert asked == []
+
+
+def test_one_process_costs_window_parts_in_batches(monkeypatch):
+    """With one process too, the search costs ahead (``warm_costs``): every stripe of a
+    convolution or depthwise Part is summarised by the batched path, none one at a time, and
+    the result is a cold search's where each stripe is summarised alone."""
+    from planner import devices
+    from planner.perf.ethos_u import EthosUPerfModel
+    from planner.plans import clear_caches
+    from tests.planner.mobilenet import mobilenet_v1
+    g = mobilenet_v1(96, 0.25, 2)
+    alone = []
+    real = EthosUPerfModel._summarise
+
+    def recording(self, part, shape):
+        alone.append(part.kind)
+        return real(self, part, shape)
+
+    monkeypatch.setattr(EthosUPerfModel, "_summarise", recording)
+    clear_caches()
+    devices._build.cache_clear()
+    batched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
+    assert not {"conv2d", "depthwise_conv2d"} & set(alone)
+    monkeypatch.setattr(EthosUPerfModel, "summarise_stripes", lambda self, part, shapes: None)
+    devices._build.cache_clear()
+    unbatched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
+    assert {"conv2d", "depthwise_conv2d"} <= set(alone)
+    assert _everything(batched) == _everything(unbatched)

@@ -1,0 +1,430 @@
+"""The Ethos-U block search for many NPU operations at once, in one numpy pass per group.
+
+The planner costs hundreds of stripe shapes of each Part, and with the ``"best"`` and
+``"stripe"`` block policies every one needs Vela's block search
+(:func:`planner.perf.ethos_u.find_block_config`). Run one stripe at a time, that search is
+a few dozen numpy calls on small grids, and numpy's per-call overhead, not arithmetic, is
+its cost (about 55 us a stripe on MobileNetV1). Operations that differ only in their OFM and
+IFM height and width (the stripes of one Part) share the depth candidates, the kernel
+settings and the shared-buffer fit table, so here their candidate grids, ragged (each
+stripe searches its own height and width range), are laid end to end in flat arrays and
+searched together: the same float32 costs, computed by the same operations in the same
+order, elementwise, so the same choices. ``find_block_config`` stays the reference
+(tests/planner/test_batched_block_search.py compares the two on random operations).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from planner.perf.ethos_u import (_BANK_BYTES, _GRANULE_ACC, _GRANULE_IFM, _OFM_BLOCK_MAX,
+                                  _SUBKERNEL_MAX, CONV, DEPTHWISE, NHCWB16, POOLING,
+                                  REDUCE_SUM, BlockConfig, EthosUAccelerator, NpuOp,
+                                  StripeSummary, _ao_cycles_per_element, _block_axis,
+                                  _ceil_div, _depth_axis, _depth_candidates, _dpu_cycles_of,
+                                  _fitting_blocks, _ofm_ublock, _part_kernel_first,
+                                  _round_up, find_block_config)
+
+_BATCHED = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
+
+
+def _group_key(acc: EthosUAccelerator, op: NpuOp) -> tuple | None:
+    """Everything the block search reads of ``op`` besides its OFM and IFM height, width and
+    batch; None for operations searched one at a time (elementwise, two inputs)."""
+    if op.npu not in _BATCHED or op.ifm2 is not None:
+        return None
+    conv1d = op.ofm[1] == 1 and op.kernel[0] == 1 and acc.ofm_ublock[0] == 2
+    return (op.npu, op.ofm[3], op.ifm[3], op.kernel, op.stride, op.dilation, op.ifm_bits,
+            op.rounding, op.upscale, op.lut_bytes, conv1d)
+
+
+def find_block_configs(acc: EthosUAccelerator, ops: Sequence[NpuOp]) -> list[BlockConfig]:
+    """``[find_block_config(acc, op) for op in ops]``, with the MAC operations that share a
+    group key searched together. An operation no block fits is searched alone, which raises
+    the reference's error."""
+    out: list[BlockConfig | None] = [None] * len(ops)
+    groups: dict[tuple, list[int]] = {}
+    for i, op in enumerate(ops):
+        key = _group_key(acc, op)
+        if key is None:
+            out[i] = find_block_config(acc, op)
+        else:
+            groups.setdefault(key, []).append(i)
+    for members in groups.values():
+        if len(members) == 1:
+            out[members[0]] = find_block_config(acc, ops[members[0]])
+            continue
+        for i, cfg in zip(members, _search_group(acc, [ops[i] for i in members])):
+            out[i] = cfg if cfg is not None else find_block_config(acc, ops[i])
+    return out   # type: ignore[return-value]
+
+
+def _search_group(acc: EthosUAccelerator, ops: list[NpuOp]) -> list[BlockConfig | None]:
+    """The block search of operations with one group key (see :func:`_group_key`); None
+    for one that no block fits. The statements follow ``find_block_config``'s, on flat
+    arrays with one element per (operation, depth, height, width) candidate."""
+    op0 = ops[0]
+    npu = op0.npu
+    ofm_c, ifm_c = op0.ofm[3], op0.ifm[3]
+    is_dw = npu == DEPTHWISE
+    is_pooling = npu in (POOLING, REDUCE_SUM)
+    equal_depth = npu == POOLING or is_dw
+    kh, kw = op0.kernel
+    part_kernel = npu == CONV and _part_kernel_first(ifm_c, op0.ifm_bits, kh * kw)
+    traversal = "depthwise" if is_dw else ("part_kernel" if part_kernel else "depth_first")
+    acc_bits = 40 if (op0.ifm_bits == 16 and (not is_pooling or npu == REDUCE_SUM)) else 32
+    acc_granule = acc.shram_granules[_GRANULE_ACC[acc_bits]]
+    ifm_bits = op0.ifm_bits if op0.ifm_bits in (8, 16, 32) else 8
+    ifm_granule = acc.shram_granules[_GRANULE_IFM[ifm_bits]]
+    reserved_end = 2 if acc.shram_banks > 16 else 0
+    lut_banks = max(_ceil_div(op0.lut_bytes, _BANK_BYTES), reserved_end)
+    dkh = (kh - 1) * op0.dilation[0] + 1
+    dkw = (kw - 1) * op0.dilation[1] + 1
+    ifm_repeats = _ceil_div(dkw, _SUBKERNEL_MAX[1]) * _ceil_div(dkh, _SUBKERNEL_MAX[0])
+    if ifm_bits == 16:
+        ifm_block_depth = _round_up(min(ifm_c, 16), 4)
+    else:
+        ifm_block_depth = _round_up(min(ifm_c, 16 if part_kernel else 32), acc.ifm_ublock[2])
+    weight_fetch_wh = kh * kw if npu in (CONV, DEPTHWISE) else 0
+    ub_h, ub_w, ub_c = acc.ofm_ublock
+    search_c = _round_up(min(ofm_c, _OFM_BLOCK_MAX[2]), ub_c)
+    depths = _depth_candidates(ub_c, search_c, ofm_c)
+    if not depths:
+        return [None] * len(ops)
+    conv1d = op0.ofm[1] == 1 and kh == 1 and ub_h == 2
+    k_h, k_w = min(dkh, _SUBKERNEL_MAX[0]), min(dkw, _SUBKERNEL_MAX[1])
+    h_axis = (ub_h, _round_up(_OFM_BLOCK_MAX[0], ub_h), op0.stride[0], k_h, op0.rounding,
+              op0.upscale, 1 if conv1d else 0, conv1d)
+    w_axis = (ub_w, _round_up(_OFM_BLOCK_MAX[1], ub_w), op0.stride[1], k_w, op0.rounding,
+              op0.upscale, 0, False)
+    # Per candidate index along each axis, at the largest search range (a stripe's own
+    # candidates are the first ones): block sizes and IFM block sizes.
+    all_h, all_ib_h = (a.ravel() for a in _block_axis(0, *h_axis)[:2])
+    all_w, all_ib_w = (a.ravel() for a in _block_axis(1, *w_axis)[:2])
+    fits_table = _fitting_blocks(h_axis, w_axis, depths,
+                                 None if equal_depth else ifm_block_depth, ifm_bits,
+                                 ifm_granule, acc_granule, acc.shram_banks - lut_banks, 0,
+                                 acc_bits)
+    all_d, all_full_c, all_weight_scale = (a.ravel() for a in _depth_axis(depths, ofm_c))
+
+    shared = _Shared(conv1d, equal_depth, is_dw, ifm_c, ifm_repeats, ifm_block_depth,
+                     weight_fetch_wh, traversal, acc_bits, all_h[:, None], all_w[None, :],
+                     all_ib_h[:, None], all_ib_w[None, :], np.asarray(depths)[:, None, None],
+                     all_full_c[:, None, None], all_weight_scale[:, None, None], fits_table)
+    n_h = [-(-min(op.ofm[1], _OFM_BLOCK_MAX[0]) // ub_h) for op in ops]
+    n_w = [-(-min(op.ofm[2], _OFM_BLOCK_MAX[1]) // ub_w) for op in ops]
+    out: list[BlockConfig | None] = [None] * len(ops)
+    for chunk in _chunks(n_h, n_w):
+        for s, cfg in zip(chunk, _search_chunk(shared, [ops[s] for s in chunk],
+                                               max(n_h[s] for s in chunk),
+                                               max(n_w[s] for s in chunk),
+                                               [n_h[s] for s in chunk], [n_w[s] for s in chunk])):
+            out[s] = cfg
+    return out
+
+
+#: A chunk's grid is padded to its largest height and width ranges; padding is wasted work,
+#: numpy calls are overhead: a chunk may pad up to this share of its cells, or up to
+#: PAD_CELLS cells in all (small grids, where the calls are what costs).
+PAD_SHARE = 0.6
+PAD_CELLS = 2048
+
+
+def _chunks(n_h: list[int], n_w: list[int]) -> list[list[int]]:
+    """Operations (indexes) grouped so that each group's height and width ranges are close:
+    sorted by them, then cut where padding to the group's largest would waste too much."""
+    order = sorted(range(len(n_h)), key=lambda s: (n_w[s], n_h[s]))
+    chunks: list[list[int]] = []
+    cur: list[int] = []
+    cells = top_h = top_w = 0
+    for s in order:
+        h, w = max(top_h, n_h[s]), max(top_w, n_w[s])
+        padded = (len(cur) + 1) * h * w
+        if cur and padded - cells - n_h[s] * n_w[s] > max(PAD_SHARE * padded, PAD_CELLS):
+            chunks.append(cur)
+            cur, cells, h, w = [], 0, n_h[s], n_w[s]
+        cur.append(s)
+        cells += n_h[s] * n_w[s]
+        top_h, top_w = h, w
+    chunks.append(cur)
+    return chunks
+
+
+class _Shared(NamedTuple):
+    """What the operations of one group share: settings and per-candidate arrays shaped to
+    broadcast over (operation, depth, height, width)."""
+    conv1d: bool
+    equal_depth: bool
+    is_dw: bool
+    ifm_c: int
+    ifm_repeats: int
+    ifm_block_depth: int
+    weight_fetch_wh: int
+    traversal: str
+    acc_bits: int
+    hh: np.ndarray          # (H, 1) OFM block heights, largest range
+    ww: np.ndarray          # (1, W)
+    ib_h: np.ndarray        # (H, 1) IFM block heights
+    ib_w: np.ndarray        # (1, W)
+    dd: np.ndarray          # (D, 1, 1) block depths
+    full_c: np.ndarray      # (D, 1, 1) float32 blocks over the OFM depth
+    weight_scale: np.ndarray    # (D, 1, 1) float32
+    fits: np.ndarray        # (D, H, W) blocks that fit the shared buffer
+
+
+def _search_chunk(g: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: list[int],
+                  n_w: list[int]) -> list[BlockConfig | None]:
+    """The block search of ``ops`` on one (operation, depth, height, width) grid padded to
+    ``top_h`` x ``top_w`` candidates, the padding costed infinite. The statements follow
+    ``find_block_config``'s; float32 arithmetic is elementwise, so each candidate's cost is
+    the reference's, and flat C-order indexes list each operation's candidates in Vela's
+    order, padding interleaved."""
+    f32 = np.float32
+    hh, ww = g.hh[:top_h], g.ww[:, :top_w]
+    ib_h, ib_w = g.ib_h[:top_h], g.ib_w[:, :top_w]
+    per_op = np.array([(op.ofm[1], op.ofm[2], math.prod(op.ofm), math.prod(op.ifm), nh, nw)
+                       for op, nh, nw in zip(ops, n_h, n_w)], dtype=np.int64)
+    oh, ow, ofm_elements, ifm_elements, nh_a, nw_a = (
+        per_op[:, k, None, None, None] for k in range(6))
+    fit_h = np.minimum(hh, oh) if g.conv1d else hh
+    full_h, full_w = -(-oh // fit_h), -(-ow // ww)
+    blocks_h = oh.astype(f32) / fit_h.astype(f32)
+    blocks_w = ow.astype(f32) / ww.astype(f32)
+    ib_hw = ib_h * ib_w
+    weight_fetch = (full_h * full_w * (g.weight_fetch_wh * g.ifm_c)).astype(f32)
+    if not g.is_dw:
+        weight_fetch = weight_fetch * g.weight_scale
+    ifm_fetch = (ib_hw * (g.ifm_c * g.ifm_repeats)).astype(f32)
+    ifm_fetch = ifm_fetch * blocks_w
+    ifm_fetch = ifm_fetch * blocks_h
+    if not g.equal_depth:
+        ifm_fetch = ifm_fetch * g.full_c
+    cost = ifm_fetch + weight_fetch
+    cost = cost / ofm_elements.astype(f32)
+    if g.equal_depth:
+        whole = ifm_elements < ib_hw * (g.dd * 2)
+    else:
+        whole = ib_hw > ifm_elements // (2 * g.ifm_block_depth)
+    cost = np.where(whole, cost / f32(2.0), cost)
+    inside = (np.arange(top_h)[:, None] < nh_a) & (np.arange(top_w)[None, :] < nw_a)
+    cost = np.where(g.fits[:, :top_h, :top_w] & inside, cost, np.inf)
+    grid = (len(ops), g.dd.shape[0], top_h, top_w)
+    if cost.shape != grid:
+        cost = np.broadcast_to(cost, grid)
+    flat = cost.reshape(len(ops), -1)
+    first = flat.argmin(axis=1)
+    best = flat[np.arange(len(ops)), first]
+    # Later ties with small blocks (<= 4x4) may win on IFM coverage (find_block_config).
+    small = np.broadcast_to((hh <= 4) & (ww <= 4), grid[1:]).reshape(-1)
+    later = (flat == best[:, None]) & small
+    later[np.arange(len(ops)), first] = False
+    choice = first.tolist()
+    plane = top_h * top_w
+    for s in np.flatnonzero(later.any(axis=1)).tolist():
+        ifm_h, ifm_w = ops[s].ifm[1], ops[s].ifm[2]
+        ties = np.flatnonzero(later[s]).tolist()
+        area = f32(ifm_h * ifm_w)
+        covs = []
+        for t in ties:
+            hi, wi = divmod(t % plane, top_w)
+            covs.append(area / f32(max(min(ifm_h, int(ib_h[hi, 0])) *
+                                       min(ifm_w, int(ib_w[0, wi])), 1)))
+        best_cov = min(covs)
+        choice[s] = [t for t, c in zip(ties, covs) if c == best_cov][-1]
+    out: list[BlockConfig | None] = []
+    for s, (b, c) in enumerate(zip(best.tolist(), choice)):
+        if b == math.inf:
+            out.append(None)
+            continue
+        di, rest = divmod(c, plane)
+        hi, wi = divmod(rest, top_w)
+        d = int(g.dd[di, 0, 0])
+        out.append(BlockConfig((int(hh[hi, 0]), int(ww[0, wi]), d),
+                               (int(ib_h[hi, 0]), int(ib_w[0, wi]),
+                                d if g.equal_depth else g.ifm_block_depth),
+                               g.traversal, g.acc_bits))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Stripe estimates in a batch (the cycle formulas of planner.perf.ethos_u, on arrays)
+# --------------------------------------------------------------------------------------------
+
+class _Stripes(NamedTuple):
+    """Per-stripe int64 arrays of one Part's stripe operations and of one block
+    configuration per stripe."""
+    n: np.ndarray       # OFM batch
+    oh: np.ndarray
+    ow: np.ndarray
+    oc: np.ndarray
+    ih: np.ndarray
+    iw: np.ndarray
+    ic: np.ndarray
+    bh: np.ndarray      # OFM block
+    bw: np.ndarray
+    bc: np.ndarray
+    ibh: np.ndarray     # IFM block
+    ibw: np.ndarray
+    ibc: np.ndarray
+
+
+def _stripes(ops: Sequence[NpuOp], cfgs: Sequence[BlockConfig]) -> _Stripes:
+    rows = np.array([op.ofm + op.ifm[1:] + cfg.ofm_block + cfg.ifm_block
+                     for op, cfg in zip(ops, cfgs)], dtype=np.int64).reshape(len(ops), 13)
+    return _Stripes(*rows.T)
+
+
+def _transfer_bytes_many(acc: EthosUAccelerator, is_read: bool, burst: int, fmt: str,
+                         bits: int, bw, bc, width, depth, elements) -> np.ndarray:
+    """:func:`planner.perf.ethos_u._transfer_bytes` over arrays: ``bw``, ``bc`` the block's
+    width and depth, ``width`` and ``depth`` the feature map's."""
+    if fmt == NHCWB16:
+        z_stride = (width * bits * 16) // 8
+        other = 16 * bits * bw if is_read else 16 * bits * bw * acc.cores
+        burst_bits = np.where(z_stride == bc, bits * bw * bc, other)
+    else:
+        x_stride = (depth * bits) // 8
+        if is_read:
+            burst_bits = np.where(x_stride == bc, bits * bw * bc, bits * bc)
+        else:
+            burst_bits = np.where((bc <= 16) & (x_stride == bc), bits * bw * bc,
+                                  np.minimum(min(64 * 8, 16 * bits * acc.cores), bc * bits))
+    nbytes = (elements * bits) // 8
+    burst_bytes = np.maximum(1, np.minimum(burst, burst_bits // 8))
+    return (nbytes * burst) // burst_bytes
+
+
+def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(cycles, fill/drain cycles) of every stripe, as
+    :func:`planner.perf.ethos_u._estimate_mac_op` gives them one by one: ``op`` is any
+    stripe's operation (the fields they share), ``cfg`` any stripe's configuration (its
+    traversal and accumulator width, shared), ``s`` the stripes' shapes and blocks. Float64
+    and float32 operations in the reference's order, elementwise, so the same numbers."""
+    acc, fm = model.accelerator, model.fm_timing
+    f32 = np.float32
+    obh, obw, obc = np.minimum(s.oh, s.bh), np.minimum(s.ow, s.bw), np.minimum(s.oc, s.bc)
+    if whole is not None:
+        uh, uw, uc = _ofm_ublock(acc, whole)
+    else:
+        uh, uw, uc = acc.ofm_ublock
+        if uh == 2 and op.npu == CONV and op.kernel[0] == 1:
+            one_by_n = (s.oh == 1) & (s.ow % 2 == 0)
+            uh, uw = np.where(one_by_n, 1, uh), np.where(one_by_n, 4, uw)
+    n_h, n_w, n_c = -(-obh // uh), -(-obw // uw), -(-obc // uc)
+    num_blocks = ((-(-s.oh // uh)) * (-(-s.ow // uw)) * (-(-s.oc // uc))) / (n_h * n_w * n_c)
+    cap_stalls = False
+    pad_h = pad_w = pad_c = False
+    if whole is not None:
+        _, whole_h, whole_w, whole_c = whole.ofm
+        cap_stalls = whole_h > uh or whole_w > uw
+        pad_h, pad_w, pad_c = whole_h > s.bh, whole_w > s.bw, whole_c > s.bc
+    ao_per_elem = _ao_cycles_per_element(acc, op, cfg)
+    elements = np.where(pad_h, n_h * uh, obh) * np.where(pad_w, n_w * uw, obw) * \
+        np.where(pad_c, n_c * uc, obc)
+    ao_compute = np.ceil(ao_per_elem * elements.astype(np.float64))
+    if op.npu in (CONV, DEPTHWISE) and op.has_bias:
+        bias = 10.0 * obc.astype(np.float64) * model.const_timing.read_latency / 256
+        ao = np.maximum(ao_compute, bias)
+    else:
+        ao = np.maximum(ao_compute, 0.0)
+    uc_all = np.broadcast_to(uc, n_h.shape)
+    mac = np.array([_mac_cycles_of(acc, op, cfg, ic, ibc, ubc, nh, nw, nc, cap_stalls)
+                    for ic, ibc, ubc, nh, nw, nc in zip(
+                        s.ic.tolist(), s.ibc.tolist(), uc_all.tolist(), n_h.tolist(),
+                        n_w.tolist(), n_c.tolist())], dtype=np.float64)
+    ifm_elements = np.minimum(s.n, 1) * np.minimum(s.ih, s.ibh) * np.minimum(s.iw, s.ibw) * \
+        np.minimum(s.ic, s.ibc)
+    tx = _transfer_bytes_many(acc, True, fm.burst, op.ifm_format, op.ifm_bits, s.ibw, s.ibc,
+                              s.iw, s.ic, ifm_elements)
+    ifm_blk = np.maximum(0, fm.read_latency + (tx.astype(f32) / f32(
+        fm.read_bytes_per_cycle)).astype(np.int64))
+    ofm_elements = np.minimum(s.n, 1) * obh * obw * obc
+    tx = _transfer_bytes_many(acc, False, fm.burst, op.ofm_format, op.ofm_bits, s.bw, s.bc,
+                              s.ow, s.oc, ofm_elements)
+    ofm_blk = fm.write_latency + (tx.astype(f32) / f32(fm.write_bytes_per_cycle)).astype(
+        np.int64)
+    min_mem = np.where(num_blocks > 1, np.abs(ofm_blk - ifm_blk), 0)
+    cmd = (min_mem + mac + ao) / 4
+    mac_bal, ao_bal = np.maximum(mac, cmd), np.maximum(ao, cmd)
+    mac_led = mac_bal > ao_bal
+    steady = np.where(mac_led, mac_bal * num_blocks, ao_bal * num_blocks).astype(np.int64)
+    total = np.where(mac_led, (steady + ao_bal).astype(np.int64),
+                     (ao_bal * num_blocks + mac_bal).astype(np.int64))
+    total += ofm_blk + ifm_blk
+    return total * s.n, (total - steady) * s.n
+
+
+def _mac_cycles_of(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ifm_c: int,
+                   ifm_block_c: int, ub_c: int, n_h: int, n_w: int, n_c: int,
+                   cap_stalls: bool) -> int:
+    """:func:`planner.perf.ethos_u._mac_cycles_per_block` from one stripe's numbers."""
+    def dpu(h: int, w: int) -> int:
+        return _dpu_cycles_of(acc.name == "ethos-u55-32", acc.macs, acc.cores, op.npu,
+                              op.kernel, op.ifm_bits, ifm_c, ifm_block_c, cfg.acc_bits,
+                              cfg.traversal, ub_c, h, w, n_c)
+    cycles = dpu(n_h, n_w)
+    if cap_stalls and (n_h == 1 or n_w == 1):
+        cycles = min(cycles, dpu(n_h + 1, n_w), dpu(n_h, n_w + 1), dpu(n_h + 1, n_w + 1))
+    return cycles
+
+
+def _fm_access_many(model, op: NpuOp, s: _Stripes) -> np.ndarray:
+    """:func:`planner.perf.ethos_u.fm_access_bytes` of every stripe (MAC operations)."""
+    acc, burst = model.accelerator, model.fm_timing.burst
+    obh, obw, obc = np.minimum(s.bh, s.oh), np.minimum(s.bw, s.ow), np.minimum(s.bc, s.oc)
+    q_in = 16 if op.ifm_format == NHCWB16 else 1
+    q_out = 16 if op.ofm_format == NHCWB16 else 1
+    blocks = (-(-s.oh // obh)) * (-(-s.ow // obw))
+    if op.npu in (CONV, REDUCE_SUM):
+        blocks = blocks * (-(-s.oc // obc))
+    sub = _ceil_div(op.kernel[0], _SUBKERNEL_MAX[0]) * _ceil_div(op.kernel[1],
+                                                                 _SUBKERNEL_MAX[1])
+    read = np.minimum(s.ibh, s.ih) * np.minimum(s.ibw, s.iw) * \
+        (-(-s.ic // q_in) * q_in) * sub * blocks
+    written = s.oh * s.ow * (-(-s.oc // q_out) * q_out)
+    return _transfer_bytes_many(acc, True, burst, op.ifm_format, op.ifm_bits, s.ibw, s.ibc,
+                                s.iw, s.ic, read) + \
+        _transfer_bytes_many(acc, False, burst, op.ofm_format, op.ofm_bits, s.bw, s.bc, s.ow,
+                             s.oc, written)
+
+
+def summarise_window_stripes(model, whole: NpuOp, whole_cfg: BlockConfig,
+                             ops: Sequence[NpuOp], own: Sequence[BlockConfig] | None
+                             ) -> list[StripeSummary]:
+    """The stripe summaries (``EthosUPerfModel._summarise_ops``) of stripes that lower to one
+    MAC operation each (``ops``, one Part's: convolution, depthwise or pooling), under the
+    model's block policy: ``whole`` is the Part's whole-output operation and ``whole_cfg``
+    its configuration, ``own`` the configurations of ``ops`` themselves (not needed for
+    policy "part")."""
+    policy = model.block_policy
+    op = ops[0]
+    choices = []
+    if policy != "stripe":
+        mine = _stripes(ops, [whole_cfg] * len(ops))
+        choices.append((mine, *_estimate_many(model, op, mine, whole_cfg, whole)))
+    if policy != "part":
+        theirs = _stripes(ops, own)
+        choices.append((theirs, *_estimate_many(model, op, theirs, own[0], None)))
+    s, cycles, fill = choices[0]
+    if len(choices) == 2:
+        # "best": the stripe's own block where it is faster back to back (then in all);
+        # the Part's on a tie (EthosUPerfModel._breakdown_of).
+        _, cycles_b, fill_b = choices[1]
+        b2b_a, b2b_b = cycles - fill, cycles_b - fill_b
+        take_b = (b2b_b < b2b_a) | ((b2b_b == b2b_a) & (cycles_b < cycles))
+        s = _Stripes(*(np.where(take_b, b, a) for a, b in zip(s, choices[1][0])))
+        cycles, fill = np.where(take_b, cycles_b, cycles), np.where(take_b, fill_b, fill)
+    macs = op.kernel[0] * op.kernel[1] * s.oh * s.ow * s.oc
+    if op.npu not in (DEPTHWISE, POOLING):
+        macs = macs * s.ic
+    macs = macs * s.n
+    if op.npu in (CONV, DEPTHWISE):
+        fetches = np.maximum(1, (-(-s.oh // s.bh)) * (-(-s.ow // s.bw)))
+    else:
+        fetches = np.ones_like(s.oh)
+    access = _fm_access_many(model, op, s)
+    return [StripeSummary(*row) for row in zip(cycles.tolist(), fill.tolist(), macs.tolist(),
+                                               fetches.tolist(), access.tolist())]
