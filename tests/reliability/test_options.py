@@ -142,6 +142,7 @@ BAD_PLANNER_OPTIONS = {
     "rolling_granules": [(-1,), (True,), (1.5,), 3, "10"],
     "weight_placements": [(), ("rom",), "flash", ("flash", 3), None],
     "allow_recompute": [0, "yes", None],
+    "rolling_mixed": [0, "no", None],
     "lockstep_rolling": [1, "yes", None],
     "thin_frontier": [1, 0, True, 2.5, "8"],
 }
