@@ -265,8 +265,11 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
             if ended and j is None and following not in done:
                 forked.results()      # raises the error of the worker that did not send
                 raise PlannerError(f"a planner worker ended without walking sink {following}")
-            if following + len(done) == n and not own and not all_in:
+            if following + len(done) == n and not all_in:     # nothing left to walk
                 all_in = True
+                if own:
+                    own = False
+                    _mark("own walks done")
                 _mark("all walks in")
             while following in done:
                 yield done.pop(following)
