@@ -87,9 +87,11 @@ def default_workers(parts: int) -> int:
 class SinkClaims:
     """Which sinks are left, shared by the processes of one search: the sinks are cut into one
     contiguous run per process, each process takes its own run front to back, and one whose
-    run is done takes from the back of the run with most left. Each process so walks a
-    contiguous stretch of the graph, where neighbouring sinks share the memoised extensions
-    it builds, while the finishing times even out whatever the sinks cost."""
+    run is done takes from the run with most left: worker 0 (the parent, which runs the DP
+    in sink order) from its front, the sinks the DP needs next, the others from its back.
+    Each process so walks a contiguous stretch of the graph, where neighbouring sinks share
+    the memoised extensions it builds, while the finishing times even out whatever the
+    sinks cost, and the DP is not left with a stretch of sinks to do after the walks."""
 
     def __init__(self, ctx, sinks: int, workers: int) -> None:
         cuts = [sinks * w // workers for w in range(workers + 1)]
@@ -109,6 +111,9 @@ class SinkClaims:
             most = max(range(len(left)), key=lambda w: (left[w], -w))
             if left[most] <= 0:
                 return None
+            if worker == 0:
+                b[2 * most] += 1
+                return b[2 * most] - 1
             b[2 * most + 1] -= 1
             return b[2 * most + 1] + 1
 
