@@ -131,12 +131,15 @@ def _read_streams(streams: list, arrivals: queue.SimpleQueue) -> None:
     parent: a worker whose result is larger than the pipe's buffer would otherwise wait for
     the parent to finish its own walk); then None, once every worker has ended."""
     live = list(streams)
-    while live:
-        for conn in multiprocessing.connection.wait(live):
-            try:
-                arrivals.put(conn.recv())
-            except (EOFError, OSError):
-                live.remove(conn)
+    try:
+        while live:
+            for conn in multiprocessing.connection.wait(live):
+                try:
+                    arrivals.put(conn.recv())
+                except EOFError:
+                    live.remove(conn)
+    except (OSError, ValueError):    # closed under it: the search ended early (an error)
+        pass
     arrivals.put(None)
 
 
@@ -243,41 +246,50 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
         return
     warm_costs(gen, workers)
     _mark("costs in")
-    with Forked() as forked:
-        claims = SinkClaims(forked.ctx, n, workers)
-        streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
-                   for w in range(1, workers)]
-        arrivals: queue.SimpleQueue = queue.SimpleQueue()
-        reader = threading.Thread(target=_read_streams, args=(streams, arrivals), daemon=True)
-        reader.start()
-        done: dict[int, tuple] = {}
-        following = 0
-        ended = all_in = False
-        own = True
-        while following < n:
-            j = claims.take(0) if own else None
-            if j is not None:
-                done[j] = _sink_frontiers(gen, j)
-            elif own:
-                own = False
-                _mark("own walks done")
-            while not ended and (j is None and following not in done or not arrivals.empty()):
-                item = arrivals.get()
-                if item is None:
-                    ended = True
-                else:
-                    done[item[0]] = item[1]
-            if ended and j is None and following not in done:
-                forked.results()      # raises the error of the worker that did not send
-                raise PlannerError(f"a planner worker ended without walking sink {following}")
-            if following + len(done) == n and not all_in:     # nothing left to walk
-                all_in = True
-                if own:
+    reader: threading.Thread | None = None
+    try:
+        with Forked() as forked:
+            claims = SinkClaims(forked.ctx, n, workers)
+            streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
+                       for w in range(1, workers)]
+            arrivals: queue.SimpleQueue = queue.SimpleQueue()
+            reader = threading.Thread(target=_read_streams, args=(streams, arrivals),
+                                      daemon=True)
+            reader.start()
+            done: dict[int, tuple] = {}
+            following = 0
+            ended = all_in = False
+            own = True
+            while following < n:
+                j = claims.take(0) if own else None
+                if j is not None:
+                    done[j] = _sink_frontiers(gen, j)
+                elif own:
                     own = False
                     _mark("own walks done")
-                _mark("all walks in")
-            while following in done:
-                yield done.pop(following)
-                following += 1
-        reader.join()
-        forked.results()
+                while not ended and (j is None and following not in done or
+                                     not arrivals.empty()):
+                    item = arrivals.get()
+                    if item is None:
+                        ended = True
+                    else:
+                        done[item[0]] = item[1]
+                if ended and j is None and following not in done:
+                    forked.results()      # raises the error of the worker that did not send
+                    raise PlannerError(f"a planner worker ended without walking sink "
+                                       f"{following}")
+                if following + len(done) == n and not all_in:     # nothing left to walk
+                    all_in = True
+                    if own:
+                        own = False
+                        _mark("own walks done")
+                    _mark("all walks in")
+                while following in done:
+                    yield done.pop(following)
+                    following += 1
+            forked.results()
+    finally:
+        # The reader ends when the children have (done, or terminated on an error): no
+        # thread of the search outlives it (default_workers forks only from one thread).
+        if reader is not None:
+            reader.join()

@@ -48,8 +48,11 @@ def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
         return real(gen, j)
 
     monkeypatch.setattr(sink_walks, "_sink_frontiers", failing)
+    before = threading.active_count()
     with pytest.raises(PlannerError, match="failed on purpose"):
         ProposalSearch(g, simple_device(), SMALL, workers=2)
+    assert threading.active_count() == before        # the results' reader is gone too
+    assert not multiprocessing.active_children()
 
 
 def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch):
