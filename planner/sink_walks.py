@@ -5,8 +5,10 @@ With several (forked: children inherit the graph and caches copy-on-write), the 
 two phases, so that no process costs what another has: first the costs, found by a walk that
 costs nothing (``PlanGenerator.cost_requests``) and computed by forked children while this
 process finds them (``warm_costs``); then the walks, over sinks shared out in contiguous runs
-(``SinkClaims``), by children forked with every cost in their cache. Each sink's result
-depends on that sink alone, so the results are the same whatever the worker count.
+(``SinkClaims``), by children forked with every cost in their cache, each result sent to
+this process as soon as it is walked. One process costs ahead as well (the performance model
+then costs each Part's stripes in batches). Each sink's result depends on that sink alone,
+so the results are the same whatever the worker count.
 """
 from __future__ import annotations
 
@@ -171,11 +173,12 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
     return out
 
 
-#: This process also finds the requests (the cost-free walk: 0.24 s CPU on MobileNetV1-224,
-#: beside 0.39 s of batched costing), so it takes a new signature as if its load were this
-#: much higher: with two processes it costs about a fifth. Measured (timeline, rfcs/0001):
-#: the child ends its costing 0.37 s into the search, this process 0.01 s later; with 2 this
-#: process ended 0.09 s after the child.
+#: This process also finds the requests (the cost-free walk: 0.21 s CPU on MobileNetV1-224,
+#: beside 0.30 s of batched costing), so it takes a new signature as if its load were this
+#: much higher: with two processes it costs about a fifth. Measured (timeline, load average
+#: 1.5): the child ends its costing 0.28 s into the search and this process 0.30 s; with 3,
+#: 0.29 s and 0.32 s; with 6, 0.31 s and 0.31 s; with 2 this process ended 0.09 s after the
+#: child.
 PARENT_LOAD_FACTOR = 4
 
 
