@@ -175,11 +175,11 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
 
 #: This process also finds the requests (the cost-free walk: 0.21 s CPU on MobileNetV1-224,
 #: beside 0.30 s of batched costing), so it takes a new signature as if its load were this
-#: much higher: with two processes it costs about a fifth. Measured (timeline, load average
-#: 1.5): the child ends its costing 0.28 s into the search and this process 0.30 s; with 3,
-#: 0.29 s and 0.32 s; with 6, 0.31 s and 0.31 s; with 2 this process ended 0.09 s after the
-#: child.
-PARENT_LOAD_FACTOR = 4
+#: much higher: with two processes it costs about a sixth. Measured (timeline, quiet cores,
+#: fastest of 5, two rounds): the costs are in 0.301-0.305 s into the search with 5, the
+#: child done 0.007 s before this process; 0.306-0.313 s with 4 (0.02 s before) and
+#: 0.316 s with 6 (the child last); with 2 this process ended 0.09 s after the child.
+PARENT_LOAD_FACTOR = 5
 
 
 def warm_costs(gen: PlanGenerator, workers: int) -> None:
