@@ -5,8 +5,10 @@ With several (forked: children inherit the graph and caches copy-on-write), the 
 two phases, so that no process costs what another has: first the costs, found by a walk that
 costs nothing (``PlanGenerator.cost_requests``) and computed by forked children while this
 process finds them (``warm_costs``); then the walks, over sinks shared out in contiguous runs
-(``SinkClaims``), by children forked with every cost in their cache. Each sink's result
-depends on that sink alone, so the results are the same whatever the worker count.
+(``SinkClaims``), by children forked with every cost in their cache, each result sent to
+this process as soon as it is walked. One process costs ahead as well (the performance model
+then costs each Part's stripes in batches). Each sink's result depends on that sink alone,
+so the results are the same whatever the worker count.
 """
 from __future__ import annotations
 
@@ -87,9 +89,11 @@ def default_workers(parts: int) -> int:
 class SinkClaims:
     """Which sinks are left, shared by the processes of one search: the sinks are cut into one
     contiguous run per process, each process takes its own run front to back, and one whose
-    run is done takes from the back of the run with most left. Each process so walks a
-    contiguous stretch of the graph, where neighbouring sinks share the memoised extensions
-    it builds, while the finishing times even out whatever the sinks cost."""
+    run is done takes from the run with most left: worker 0 (the parent, which runs the DP
+    in sink order) from its front, the sinks the DP needs next, the others from its back.
+    Each process so walks a contiguous stretch of the graph, where neighbouring sinks share
+    the memoised extensions it builds, while the finishing times even out whatever the
+    sinks cost, and the DP is not left with a stretch of sinks to do after the walks."""
 
     def __init__(self, ctx, sinks: int, workers: int) -> None:
         cuts = [sinks * w // workers for w in range(workers + 1)]
@@ -109,6 +113,9 @@ class SinkClaims:
             most = max(range(len(left)), key=lambda w: (left[w], -w))
             if left[most] <= 0:
                 return None
+            if worker == 0:
+                b[2 * most] += 1
+                return b[2 * most] - 1
             b[2 * most + 1] -= 1
             return b[2 * most + 1] + 1
 
@@ -126,12 +133,15 @@ def _read_streams(streams: list, arrivals: queue.SimpleQueue) -> None:
     parent: a worker whose result is larger than the pipe's buffer would otherwise wait for
     the parent to finish its own walk); then None, once every worker has ended."""
     live = list(streams)
-    while live:
-        for conn in multiprocessing.connection.wait(live):
-            try:
-                arrivals.put(conn.recv())
-            except (EOFError, OSError):
-                live.remove(conn)
+    try:
+        while live:
+            for conn in multiprocessing.connection.wait(live):
+                try:
+                    arrivals.put(conn.recv())
+                except EOFError:
+                    live.remove(conn)
+    except (OSError, ValueError):    # closed under it: the search ended early (an error)
+        pass
     arrivals.put(None)
 
 
@@ -163,12 +173,13 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
     return out
 
 
-#: This process also finds the requests (the cost-free walk: 0.24 s CPU on MobileNetV1-224,
-#: beside 0.39 s of batched costing), so it takes a new signature as if its load were this
-#: much higher: with two processes it costs about a fifth. Measured (timeline, rfcs/0001):
-#: the child ends its costing 0.37 s into the search, this process 0.01 s later; with 2 this
-#: process ended 0.09 s after the child.
-PARENT_LOAD_FACTOR = 4
+#: This process also finds the requests (the cost-free walk: 0.21 s CPU on MobileNetV1-224,
+#: beside 0.30 s of batched costing), so it takes a new signature as if its load were this
+#: much higher: with two processes it costs about a sixth. Measured (timeline, quiet cores,
+#: fastest of 5, two rounds): the costs are in 0.301-0.305 s into the search with 5, the
+#: child done 0.007 s before this process; 0.306-0.313 s with 4 (0.02 s before) and
+#: 0.316 s with 6 (the child last); with 2 this process ended 0.09 s after the child.
+PARENT_LOAD_FACTOR = 5
 
 
 def warm_costs(gen: PlanGenerator, workers: int) -> None:
@@ -238,38 +249,50 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
         return
     warm_costs(gen, workers)
     _mark("costs in")
-    with Forked() as forked:
-        claims = SinkClaims(forked.ctx, n, workers)
-        streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
-                   for w in range(1, workers)]
-        arrivals: queue.SimpleQueue = queue.SimpleQueue()
-        reader = threading.Thread(target=_read_streams, args=(streams, arrivals), daemon=True)
-        reader.start()
-        done: dict[int, tuple] = {}
-        following = 0
-        ended = all_in = False
-        own = True
-        while following < n:
-            j = claims.take(0) if own else None
-            if j is not None:
-                done[j] = _sink_frontiers(gen, j)
-            elif own:
-                own = False
-                _mark("own walks done")
-            while not ended and (j is None and following not in done or not arrivals.empty()):
-                item = arrivals.get()
-                if item is None:
-                    ended = True
-                else:
-                    done[item[0]] = item[1]
-            if ended and j is None and following not in done:
-                forked.results()      # raises the error of the worker that did not send
-                raise PlannerError(f"a planner worker ended without walking sink {following}")
-            if following + len(done) == n and not own and not all_in:
-                all_in = True
-                _mark("all walks in")
-            while following in done:
-                yield done.pop(following)
-                following += 1
-        reader.join()
-        forked.results()
+    reader: threading.Thread | None = None
+    try:
+        with Forked() as forked:
+            claims = SinkClaims(forked.ctx, n, workers)
+            streams = [forked.start_streamed(_walk_claimed, gen, claims, w)
+                       for w in range(1, workers)]
+            arrivals: queue.SimpleQueue = queue.SimpleQueue()
+            reader = threading.Thread(target=_read_streams, args=(streams, arrivals),
+                                      daemon=True)
+            reader.start()
+            done: dict[int, tuple] = {}
+            following = 0
+            ended = all_in = False
+            own = True
+            while following < n:
+                j = claims.take(0) if own else None
+                if j is not None:
+                    done[j] = _sink_frontiers(gen, j)
+                elif own:
+                    own = False
+                    _mark("own walks done")
+                while not ended and (j is None and following not in done or
+                                     not arrivals.empty()):
+                    item = arrivals.get()
+                    if item is None:
+                        ended = True
+                    else:
+                        done[item[0]] = item[1]
+                if ended and j is None and following not in done:
+                    forked.results()      # raises the error of the worker that did not send
+                    raise PlannerError(f"a planner worker ended without walking sink "
+                                       f"{following}")
+                if following + len(done) == n and not all_in:     # nothing left to walk
+                    all_in = True
+                    if own:
+                        own = False
+                        _mark("own walks done")
+                    _mark("all walks in")
+                while following in done:
+                    yield done.pop(following)
+                    following += 1
+            forked.results()
+    finally:
+        # The reader ends when the children have (done, or terminated on an error): no
+        # thread of the search outlives it (default_workers forks only from one thread).
+        if reader is not None:
+            reader.join()

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -322,15 +322,31 @@ def _fitting_blocks(h_axis: tuple, w_axis: tuple, depths: tuple[int, ...],
     return _frozen(np.asarray(fits))
 
 
-def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
-    """The block configuration Vela chooses for ``op`` (same candidates, same float32 cost and
-    the same tie-breaking), vectorised over the candidates and with the pieces that depend on
-    the search ranges alone cached, for speed (tests/planner/test_block_search.py checks it
-    against a scalar walk)."""
-    ifm = op.ifm if op.ifm2 is None or math.prod(op.ifm) >= math.prod(op.ifm2) else op.ifm2
-    _, ofm_h, ofm_w, ofm_c = op.ofm
-    ifm_elements = math.prod(ifm)
-    ifm_h, ifm_w, ifm_c = ifm[1], ifm[2], ifm[3]
+class SearchSettings(NamedTuple):
+    """What the block search reads of an operation besides its OFM and IFM height and
+    width (and batch): shared by every stripe of a Part, so the batched search
+    (planner/perf/ethos_u_batch.py) works them out once per group of stripes."""
+    ew_usage: int               # elementwise: 0 none, 1 two IFMs, 2 a scalar second IFM
+    equal_depth: bool           # the IFM block is as deep as the OFM block
+    is_dw: bool
+    ifm_c: int
+    traversal: str
+    acc_bits: int
+    ifm_block_depth: int
+    ifm_repeats: int            # sub-kernels of at most 8 x 8
+    weight_fetch_wh: int
+    conv1d: bool                # the 256/512-MAC Conv1D rule clips block heights to the OFM
+    depths: tuple[int, ...]     # block depth candidates, in Vela's order
+    h_axis: tuple               # _block_axis arguments of the largest search range
+    w_axis: tuple
+    fits: np.ndarray | None     # (depth, height, width) blocks of those ranges that fit
+
+
+def search_settings(acc: EthosUAccelerator, op: NpuOp, ifm: Shape4) -> SearchSettings:
+    """The :class:`SearchSettings` of ``op``, ``ifm`` its larger input (``fits`` None when
+    there is no depth candidate)."""
+    ofm_h, ofm_c = op.ofm[1], op.ofm[3]
+    ifm_c = ifm[3]
     npu = op.npu
     ew_usage = 0
     if npu == ELEMENTWISE:
@@ -357,38 +373,55 @@ def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
     else:
         ifm_block_depth = _round_up(min(ifm_c, 16 if part_kernel else 32), acc.ifm_ublock[2])
     weight_fetch_wh = kh * kw if npu in (CONV, DEPTHWISE) else 0
-
     ub_h, ub_w, ub_c = acc.ofm_ublock
+    depths = _depth_candidates(ub_c, _round_up(min(ofm_c, _OFM_BLOCK_MAX[2]), ub_c), ofm_c)
+    conv1d = ofm_h == 1 and kh == 1 and ub_h == 2
+    h_axis = (ub_h, _round_up(_OFM_BLOCK_MAX[0], ub_h), op.stride[0],
+              min(dkh, _SUBKERNEL_MAX[0]), op.rounding, op.upscale, ofm_h if conv1d else 0,
+              conv1d)
+    w_axis = (ub_w, _round_up(_OFM_BLOCK_MAX[1], ub_w), op.stride[1],
+              min(dkw, _SUBKERNEL_MAX[1]), op.rounding, op.upscale, 0, False)
+    # Whether a block fits depends on its own size alone, and the candidates along H and W
+    # of a smaller search are the first ones of the largest: one table serves every stripe
+    # height and width.
+    fits = _fitting_blocks(h_axis, w_axis, depths, None if equal_depth else ifm_block_depth,
+                           ifm_bits, ifm_granule, acc_granule, acc.shram_banks - lut_banks,
+                           ew_usage, acc_bits) if depths else None
+    return SearchSettings(ew_usage, equal_depth, is_dw, ifm_c, traversal, acc_bits,
+                          ifm_block_depth, ifm_repeats, weight_fetch_wh, conv1d, depths,
+                          h_axis, w_axis, fits)
+
+
+def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
+    """The block configuration Vela chooses for ``op`` (same candidates, same float32 cost and
+    the same tie-breaking), vectorised over the candidates and with the pieces that depend on
+    the search ranges alone cached, for speed (tests/planner/test_block_search.py checks it
+    against a scalar walk)."""
+    ifm = op.ifm if op.ifm2 is None or math.prod(op.ifm) >= math.prod(op.ifm2) else op.ifm2
+    _, ofm_h, ofm_w, ofm_c = op.ofm
+    ifm_elements = math.prod(ifm)
+    ifm_h, ifm_w, ifm_c = ifm[1], ifm[2], ifm[3]
+    npu = op.npu
+    g = search_settings(acc, op, ifm)
+    equal_depth, is_dw, ifm_block_depth = g.equal_depth, g.is_dw, g.ifm_block_depth
+    ub_h, ub_w, _ = acc.ofm_ublock
     search_h = _round_up(min(ofm_h, _OFM_BLOCK_MAX[0]), ub_h)
     search_w = _round_up(min(ofm_w, _OFM_BLOCK_MAX[1]), ub_w)
-    search_c = _round_up(min(ofm_c, _OFM_BLOCK_MAX[2]), ub_c)
     # Candidates form a (depth, height, width) grid; each quantity is computed on the axes
     # it depends on and numpy broadcasts (no meshgrid or broadcast_to: this runs for every
     # distinct stripe shape the planner costs, mostly on small grids where numpy's per-call
     # overhead is the cost).
-    conv1d = ofm_h == 1 and kh == 1 and ub_h == 2
-    hh, ib_h, fit_h, full_h, blocks_h = _block_axis(
-        0, ub_h, search_h, op.stride[0], min(dkh, _SUBKERNEL_MAX[0]), op.rounding, op.upscale,
-        ofm_h, conv1d)
-    ww, ib_w, _, full_w, blocks_w = _block_axis(
-        1, ub_w, search_w, op.stride[1], min(dkw, _SUBKERNEL_MAX[1]), op.rounding, op.upscale,
-        ofm_w, False)
-    depths = _depth_candidates(ub_c, search_c, ofm_c)
+    hh, ib_h, fit_h, full_h, blocks_h = _block_axis(0, ub_h, search_h, *g.h_axis[2:6], ofm_h,
+                                                    g.conv1d)
+    ww, ib_w, _, full_w, blocks_w = _block_axis(1, ub_w, search_w, *g.w_axis[2:6], ofm_w,
+                                                False)
+    depths = g.depths
     if not depths:
         raise PlannerError(f"no Ethos-U block configuration fits {op}")
     dd, full_c, weight_scale = _depth_axis(depths, ofm_c)
     grid = (len(depths), hh.shape[0], ww.shape[1])
-    ib_c = dd if equal_depth else ifm_block_depth
-    # Whether a block fits depends on its own size alone, and the candidates along H and W
-    # of a smaller search are the first ones of the largest: one table serves every stripe
-    # height and width.
-    fits = _fitting_blocks(
-        (ub_h, _round_up(_OFM_BLOCK_MAX[0], ub_h), op.stride[0], min(dkh, _SUBKERNEL_MAX[0]),
-         op.rounding, op.upscale, ofm_h if conv1d else 0, conv1d),
-        (ub_w, _round_up(_OFM_BLOCK_MAX[1], ub_w), op.stride[1], min(dkw, _SUBKERNEL_MAX[1]),
-         op.rounding, op.upscale, 0, False),
-        depths, None if equal_depth else ifm_block_depth, ifm_bits, ifm_granule,
-        acc_granule, acc.shram_banks - lut_banks, ew_usage, acc_bits)[..., :grid[1], :grid[2]]
+    fits = g.fits[..., :grid[1], :grid[2]]
+    ifm_repeats, weight_fetch_wh = g.ifm_repeats, g.weight_fetch_wh
     f32 = np.float32
     ofm_elements = math.prod(op.ofm)
     ib_hw = ib_h * ib_w
@@ -440,7 +473,7 @@ def find_block_config(acc: EthosUAccelerator, op: NpuOp) -> BlockConfig:
     h, w, d = int(hh[hi, 0]), int(ww[0, wi]), depths[di]
     ibh, ibw = int(ib_h[hi, 0]), int(ib_w[0, wi])
     ibc = d if equal_depth else ifm_block_depth
-    return BlockConfig((h, w, d), (ibh, ibw, ibc), traversal, acc_bits)
+    return BlockConfig((h, w, d), (ibh, ibw, ibc), g.traversal, g.acc_bits)
 
 
 # --------------------------------------------------------------------------------------------

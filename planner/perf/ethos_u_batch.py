@@ -1,4 +1,4 @@
-"""The Ethos-U block search for many NPU operations at once, in one numpy pass per group.
+"""The Ethos-U block search and stripe estimates for many stripes of one Part at once.
 
 The planner costs hundreds of stripe shapes of each Part, and with the ``"best"`` and
 ``"stripe"`` block policies every one needs Vela's block search
@@ -6,11 +6,13 @@ The planner costs hundreds of stripe shapes of each Part, and with the ``"best"`
 a few dozen numpy calls on small grids, and numpy's per-call overhead, not arithmetic, is
 its cost (about 55 us a stripe on MobileNetV1). Operations that differ only in their OFM and
 IFM height and width (the stripes of one Part) share the depth candidates, the kernel
-settings and the shared-buffer fit table, so here their candidate grids, ragged (each
-stripe searches its own height and width range), are laid end to end in flat arrays and
-searched together: the same float32 costs, computed by the same operations in the same
-order, elementwise, so the same choices. ``find_block_config`` stays the reference
-(tests/planner/test_batched_block_search.py compares the two on random operations).
+settings and the shared-buffer fit table (``SearchSettings``), so here they are searched in
+chunks of similar height and width ranges, each on one grid padded to the chunk's largest
+ranges: the same float32 costs, computed by the same operations in the same order,
+elementwise, so the same choices. The estimates of a convolution, depthwise or pooling
+Part's stripes (``summarise_window_stripes``) are likewise the scalar formulas on arrays.
+The scalar functions stay the reference (tests/planner/test_batched_block_search.py
+compares the two on random operations and Parts).
 """
 from __future__ import annotations
 
@@ -19,13 +21,11 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from planner.perf.ethos_u import (_BANK_BYTES, _GRANULE_ACC, _GRANULE_IFM, _OFM_BLOCK_MAX,
-                                  _SUBKERNEL_MAX, CONV, DEPTHWISE, NHCWB16, POOLING,
-                                  REDUCE_SUM, BlockConfig, EthosUAccelerator, NpuOp,
-                                  StripeSummary, _ao_cycles_per_element, _block_axis,
-                                  _ceil_div, _depth_axis, _depth_candidates, _dpu_cycles_of,
-                                  _fitting_blocks, _ofm_ublock, _part_kernel_first,
-                                  _round_up, find_block_config)
+from planner.perf.ethos_u import (_OFM_BLOCK_MAX, _SUBKERNEL_MAX, CONV, DEPTHWISE, NHCWB16,
+                                  POOLING, REDUCE_SUM, BlockConfig, EthosUAccelerator, NpuOp,
+                                  SearchSettings, StripeSummary, _ao_cycles_per_element,
+                                  _block_axis, _ceil_div, _depth_axis, _dpu_cycles_of,
+                                  _ofm_ublock, find_block_config, search_settings)
 
 _BATCHED = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 
@@ -63,56 +63,18 @@ def find_block_configs(acc: EthosUAccelerator, ops: Sequence[NpuOp]) -> list[Blo
 
 def _search_group(acc: EthosUAccelerator, ops: list[NpuOp]) -> list[BlockConfig | None]:
     """The block search of operations with one group key (see :func:`_group_key`); None
-    for one that no block fits. The statements follow ``find_block_config``'s, on flat
-    arrays with one element per (operation, depth, height, width) candidate."""
-    op0 = ops[0]
-    npu = op0.npu
-    ofm_c, ifm_c = op0.ofm[3], op0.ifm[3]
-    is_dw = npu == DEPTHWISE
-    is_pooling = npu in (POOLING, REDUCE_SUM)
-    equal_depth = npu == POOLING or is_dw
-    kh, kw = op0.kernel
-    part_kernel = npu == CONV and _part_kernel_first(ifm_c, op0.ifm_bits, kh * kw)
-    traversal = "depthwise" if is_dw else ("part_kernel" if part_kernel else "depth_first")
-    acc_bits = 40 if (op0.ifm_bits == 16 and (not is_pooling or npu == REDUCE_SUM)) else 32
-    acc_granule = acc.shram_granules[_GRANULE_ACC[acc_bits]]
-    ifm_bits = op0.ifm_bits if op0.ifm_bits in (8, 16, 32) else 8
-    ifm_granule = acc.shram_granules[_GRANULE_IFM[ifm_bits]]
-    reserved_end = 2 if acc.shram_banks > 16 else 0
-    lut_banks = max(_ceil_div(op0.lut_bytes, _BANK_BYTES), reserved_end)
-    dkh = (kh - 1) * op0.dilation[0] + 1
-    dkw = (kw - 1) * op0.dilation[1] + 1
-    ifm_repeats = _ceil_div(dkw, _SUBKERNEL_MAX[1]) * _ceil_div(dkh, _SUBKERNEL_MAX[0])
-    if ifm_bits == 16:
-        ifm_block_depth = _round_up(min(ifm_c, 16), 4)
-    else:
-        ifm_block_depth = _round_up(min(ifm_c, 16 if part_kernel else 32), acc.ifm_ublock[2])
-    weight_fetch_wh = kh * kw if npu in (CONV, DEPTHWISE) else 0
-    ub_h, ub_w, ub_c = acc.ofm_ublock
-    search_c = _round_up(min(ofm_c, _OFM_BLOCK_MAX[2]), ub_c)
-    depths = _depth_candidates(ub_c, search_c, ofm_c)
-    if not depths:
+    for one that no block fits: their shared settings worked out once, then chunks of them
+    searched on padded grids (:func:`_search_chunk`)."""
+    g = search_settings(acc, ops[0], ops[0].ifm)
+    if not g.depths:
         return [None] * len(ops)
-    conv1d = op0.ofm[1] == 1 and kh == 1 and ub_h == 2
-    k_h, k_w = min(dkh, _SUBKERNEL_MAX[0]), min(dkw, _SUBKERNEL_MAX[1])
-    h_axis = (ub_h, _round_up(_OFM_BLOCK_MAX[0], ub_h), op0.stride[0], k_h, op0.rounding,
-              op0.upscale, 1 if conv1d else 0, conv1d)
-    w_axis = (ub_w, _round_up(_OFM_BLOCK_MAX[1], ub_w), op0.stride[1], k_w, op0.rounding,
-              op0.upscale, 0, False)
+    ub_h, ub_w, _ = acc.ofm_ublock
     # Per candidate index along each axis, at the largest search range (a stripe's own
     # candidates are the first ones): block sizes and IFM block sizes.
-    all_h, all_ib_h = (a.ravel() for a in _block_axis(0, *h_axis)[:2])
-    all_w, all_ib_w = (a.ravel() for a in _block_axis(1, *w_axis)[:2])
-    fits_table = _fitting_blocks(h_axis, w_axis, depths,
-                                 None if equal_depth else ifm_block_depth, ifm_bits,
-                                 ifm_granule, acc_granule, acc.shram_banks - lut_banks, 0,
-                                 acc_bits)
-    all_d, all_full_c, all_weight_scale = (a.ravel() for a in _depth_axis(depths, ofm_c))
-
-    shared = _Shared(conv1d, equal_depth, is_dw, ifm_c, ifm_repeats, ifm_block_depth,
-                     weight_fetch_wh, traversal, acc_bits, all_h[:, None], all_w[None, :],
-                     all_ib_h[:, None], all_ib_w[None, :], np.asarray(depths)[:, None, None],
-                     all_full_c[:, None, None], all_weight_scale[:, None, None], fits_table)
+    all_h, all_ib_h = _block_axis(0, *g.h_axis)[:2]
+    all_w, all_ib_w = _block_axis(1, *g.w_axis)[:2]
+    dd, full_c, weight_scale = _depth_axis(g.depths, ops[0].ofm[3])
+    shared = _Shared(g, all_h, all_w, all_ib_h, all_ib_w, dd, full_c, weight_scale)
     n_h = [-(-min(op.ofm[1], _OFM_BLOCK_MAX[0]) // ub_h) for op in ops]
     n_w = [-(-min(op.ofm[2], _OFM_BLOCK_MAX[1]) // ub_w) for op in ops]
     out: list[BlockConfig | None] = [None] * len(ops)
@@ -153,28 +115,19 @@ def _chunks(n_h: list[int], n_w: list[int]) -> list[list[int]]:
 
 
 class _Shared(NamedTuple):
-    """What the operations of one group share: settings and per-candidate arrays shaped to
-    broadcast over (operation, depth, height, width)."""
-    conv1d: bool
-    equal_depth: bool
-    is_dw: bool
-    ifm_c: int
-    ifm_repeats: int
-    ifm_block_depth: int
-    weight_fetch_wh: int
-    traversal: str
-    acc_bits: int
-    hh: np.ndarray          # (H, 1) OFM block heights, largest range
+    """What the operations of one group share: their settings and per-candidate arrays
+    shaped to broadcast over (operation, depth, height, width), at the largest ranges."""
+    settings: SearchSettings
+    hh: np.ndarray          # (H, 1) OFM block heights
     ww: np.ndarray          # (1, W)
     ib_h: np.ndarray        # (H, 1) IFM block heights
     ib_w: np.ndarray        # (1, W)
     dd: np.ndarray          # (D, 1, 1) block depths
     full_c: np.ndarray      # (D, 1, 1) float32 blocks over the OFM depth
     weight_scale: np.ndarray    # (D, 1, 1) float32
-    fits: np.ndarray        # (D, H, W) blocks that fit the shared buffer
 
 
-def _search_chunk(g: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: list[int],
+def _search_chunk(shared: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: list[int],
                   n_w: list[int]) -> list[BlockConfig | None]:
     """The block search of ``ops`` on one (operation, depth, height, width) grid padded to
     ``top_h`` x ``top_w`` candidates, the padding costed infinite. The statements follow
@@ -182,8 +135,9 @@ def _search_chunk(g: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: lis
     the reference's, and flat C-order indexes list each operation's candidates in Vela's
     order, padding interleaved."""
     f32 = np.float32
-    hh, ww = g.hh[:top_h], g.ww[:, :top_w]
-    ib_h, ib_w = g.ib_h[:top_h], g.ib_w[:, :top_w]
+    hh, ww = shared.hh[:top_h], shared.ww[:, :top_w]
+    ib_h, ib_w = shared.ib_h[:top_h], shared.ib_w[:, :top_w]
+    g, dd = shared.settings, shared.dd
     per_op = np.array([(op.ofm[1], op.ofm[2], math.prod(op.ofm), math.prod(op.ifm), nh, nw)
                        for op, nh, nw in zip(ops, n_h, n_w)], dtype=np.int64)
     oh, ow, ofm_elements, ifm_elements, nh_a, nw_a = (
@@ -195,22 +149,22 @@ def _search_chunk(g: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: lis
     ib_hw = ib_h * ib_w
     weight_fetch = (full_h * full_w * (g.weight_fetch_wh * g.ifm_c)).astype(f32)
     if not g.is_dw:
-        weight_fetch = weight_fetch * g.weight_scale
+        weight_fetch = weight_fetch * shared.weight_scale
     ifm_fetch = (ib_hw * (g.ifm_c * g.ifm_repeats)).astype(f32)
     ifm_fetch = ifm_fetch * blocks_w
     ifm_fetch = ifm_fetch * blocks_h
     if not g.equal_depth:
-        ifm_fetch = ifm_fetch * g.full_c
+        ifm_fetch = ifm_fetch * shared.full_c
     cost = ifm_fetch + weight_fetch
     cost = cost / ofm_elements.astype(f32)
     if g.equal_depth:
-        whole = ifm_elements < ib_hw * (g.dd * 2)
+        whole = ifm_elements < ib_hw * (dd * 2)
     else:
         whole = ib_hw > ifm_elements // (2 * g.ifm_block_depth)
     cost = np.where(whole, cost / f32(2.0), cost)
     inside = (np.arange(top_h)[:, None] < nh_a) & (np.arange(top_w)[None, :] < nw_a)
     cost = np.where(g.fits[:, :top_h, :top_w] & inside, cost, np.inf)
-    grid = (len(ops), g.dd.shape[0], top_h, top_w)
+    grid = (len(ops), dd.shape[0], top_h, top_w)
     if cost.shape != grid:
         cost = np.broadcast_to(cost, grid)
     flat = cost.reshape(len(ops), -1)
@@ -240,7 +194,7 @@ def _search_chunk(g: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h: lis
             continue
         di, rest = divmod(c, plane)
         hi, wi = divmod(rest, top_w)
-        d = int(g.dd[di, 0, 0])
+        d = int(dd[di, 0, 0])
         out.append(BlockConfig((int(hh[hi, 0]), int(ww[0, wi]), d),
                                (int(ib_h[hi, 0]), int(ib_w[0, wi]),
                                 d if g.equal_depth else g.ifm_block_depth),

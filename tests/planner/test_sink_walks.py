@@ -48,8 +48,11 @@ def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
         return real(gen, j)
 
     monkeypatch.setattr(sink_walks, "_sink_frontiers", failing)
+    before = threading.active_count()
     with pytest.raises(PlannerError, match="failed on purpose"):
         ProposalSearch(g, simple_device(), SMALL, workers=2)
+    assert threading.active_count() == before        # the results' reader is gone too
+    assert not multiprocessing.active_children()
 
 
 def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch):
@@ -131,8 +134,10 @@ def test_bad_worker_counts_are_named(workers):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 4), st.lists(st.integers(0, 3), max_size=200))
 def test_sink_claims_hand_out_every_sink_once(sinks, workers, turns):
-    """Whatever order the processes ask in, every sink is taken exactly once, and a process
-    takes its own contiguous run front to back before taking from others."""
+    """Whatever order the processes ask in, every sink is taken exactly once, a process
+    takes its own contiguous run front to back before taking from others, worker 0 (the
+    parent, whose DP goes in sink order) others' sinks in ascending order, the rest in
+    descending order."""
     from planner.sink_walks import SinkClaims
     claims = SinkClaims(multiprocessing.get_context("fork"), sinks, workers)
     cuts = [sinks * w // workers for w in range(workers + 1)]
@@ -147,10 +152,14 @@ def test_sink_claims_hand_out_every_sink_once(sinks, workers, turns):
     assert sorted(taken) == list(range(sinks))
     for w, js in by_worker.items():
         own = [j for j in js if cuts[w] <= j < cuts[w + 1]]
-        assert own == list(range(cuts[w], cuts[w] + len(own)))
         first_foreign = next((k for k, j in enumerate(js) if not cuts[w] <= j < cuts[w + 1]),
                              len(js))
         assert len(own) == first_foreign       # own run first, then others'
+        assert own == list(range(cuts[w], cuts[w] + len(own))) or w != 0 and own == sorted(own)
+        foreign = js[first_foreign:]
+        for run in range(workers):             # per run taken from: its front or its back
+            theirs = [j for j in foreign if cuts[run] <= j < cuts[run + 1]]
+            assert theirs == sorted(theirs, reverse=w != 0)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
