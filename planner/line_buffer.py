@@ -62,10 +62,9 @@ class LineTiming:
         return next(p for p in self.parts if p.part == name)
 
 
-def _reads(graph: PlannerGraph, plan, compute: dict) -> dict:
+def _reads(graph: PlannerGraph, plan, compute: dict, by_name: dict) -> dict:
     """{producer: (consumer, input index, axis)} for every intermediate tensor of ``plan``."""
     members = set(plan.parts)
-    by_name = {p.name: p for p in graph.parts}
     configs = {tc.tensor: tc for tc in plan.tensor_configs}
     out = {}
     for name in plan.parts[:-1]:
@@ -94,8 +93,8 @@ def line_timing(graph: PlannerGraph, plan) -> LineTiming:
     sink_axis = stepping_axis(compute[sink])
     if sink_axis is None:
         raise LineBufferError(f"line buffer: the sink {sink} does not step along one axis")
-    reads = _reads(graph, plan, compute)
     by_name = {p.name: p for p in graph.parts}
+    reads = _reads(graph, plan, compute, by_name)
     axis = {sink: sink_axis}
     chunks = {sink: compute[sink].axis_ranges(sink_axis)}
     period = {sink: Fraction(1)}
@@ -138,7 +137,7 @@ def line_timing(graph: PlannerGraph, plan) -> LineTiming:
     first = min(p.offset for p in timings)
     last = max(p.step_of(len(p.chunks) - 1) for p in timings)
     timing = LineTiming(timings, first, last - first + 1)
-    held = _check_rings(graph, plan, timing, reads, need)
+    held = _check_rings(plan, timing, reads, need, by_name)
     return LineTiming(tuple(replace(p, held=p.part in held) for p in timings), first,
                       last - first + 1)
 
@@ -150,12 +149,12 @@ def _chunk_holding(chunks, row: int, name: str) -> int:
     raise LineBufferError(f"line buffer: no chunk of {name} computes row {row}")
 
 
-def _check_rings(graph, plan, timing: LineTiming, reads: dict, need: dict) -> set:
+def _check_rings(plan, timing: LineTiming, reads: dict, need: dict, by_name: dict) -> set:
     """Replay the steps with each ring stored at ``row % ring rows``: every row a consumer
     chunk reads must be in its slot when the chunk runs (producers run first in a step).
     Returns the producers some row of which is read at a later step than it was written."""
     configs = {tc.tensor: tc for tc in plan.tensor_configs}
-    out = {p.name: p.output.name for p in graph.parts}
+    out = {name: p.output.name for name, p in by_name.items()}
     events = []      # (step, position in the Plan, part, chunk index)
     for pos, pt in enumerate(timing.parts):
         events.extend((pt.step_of(j), pos, pt.part, j) for j in range(len(pt.chunks)))

@@ -63,6 +63,21 @@ def check_proposal(lw, match, device, proposal, reference=None, xs=None):
     return res
 
 
+def built_and_run(name, options):
+    """The smallest, a middle and the fastest Proposal of ``name`` planned with ``options``,
+    each scheduled, measured (planned == scheduled) and run against the unscheduled kernel."""
+    lw, match = subgraph(name)
+    device = planning_device("ethos-u55-128")
+    search = ProposalSearch(match.graph, device, options)
+    xs = inputs_of(lw)
+    reference = run(lw.primfunc, lw, xs)
+    n = len(search.frontier)
+    for k in sorted({0, n // 2, n - 1}):
+        proposal = search.proposal(k)
+        check_proposal(lw, match, device, proposal, reference, xs)
+        yield proposal
+
+
 def test_scheduled_memory_equals_plan_and_outputs_equal():
     """ResNet-8 (residual adds, weight copies, 2-D tiles, the weight staging buffer): the
     smallest and the fastest Proposal, built and run against the unscheduled kernel."""
@@ -128,16 +143,9 @@ def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name, option
     each row computed once, built and run against the unscheduled kernel at the smallest, a
     middle and the fastest Proposal; with a prologue too (the stripe loop starts before the
     sink's first stripe: residual forks on ResNet-8, one-row rings on ds_cnn)."""
-    lw, match = subgraph(name)
-    device = planning_device("ethos-u55-128")
-    search = ProposalSearch(match.graph, device, options)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
-    n = len(search.frontier)
+    match = subgraph(name)[1]
     rings = prologues = 0
-    for k in sorted({0, n // 2, n - 1}):
-        proposal = search.proposal(k)
-        check_proposal(lw, match, device, proposal, reference, xs)
+    for proposal in built_and_run(name, options):
         for plan in proposal.plans:
             windows = {ps.part: ps.stripe for ps in plan.part_schedules}
             for name_ in plan.parts[:-1]:
@@ -209,16 +217,9 @@ def test_line_buffer_cascades_allocate_what_they_plan_and_compute_exactly(name):
     (tvm_ethos.lower.line_buffer): the smallest, a middle and the fastest Proposal allocate
     exactly what they plan and compute what the unscheduled kernel does (2-D tiles on ds_cnn
     and MobileNet-0.25, residual forks left to recompute and lockstep Plans on ResNet-8)."""
-    lw, match = subgraph(name)
-    device = planning_device("ethos-u55-128")
-    search = ProposalSearch(match.graph, device, LINE)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
-    n = len(search.frontier)
+    match = subgraph(name)[1]
     small_rings = 0
-    for k in sorted({0, n // 2, n - 1}):
-        proposal = search.proposal(k)
-        check_proposal(lw, match, device, proposal, reference, xs)
+    for proposal in built_and_run(name, LINE):
         for plan in proposal.plans:
             if plan.spec.mode == "rolling" and len(plan.parts) > 1:
                 small_rings += sum(rows < whole for _, rows, whole in

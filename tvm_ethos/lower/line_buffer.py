@@ -67,19 +67,7 @@ def _subst(e, env: dict):
 
 def _uses(e, names) -> bool:
     """Whether ``e`` mentions one of the variables ``names``."""
-    if isinstance(e, tirx.Var):
-        return any(e.same_as(v) for v in names)
-    if isinstance(e, (tirx.IntImm, tirx.FloatImm)):
-        return False
-    if isinstance(e, _BINARY):
-        return _uses(e.a, names) or _uses(e.b, names)
-    if isinstance(e, (tirx.Not,)):
-        return _uses(e.a, names)
-    if isinstance(e, tirx.Cast):
-        return _uses(e.value, names)
-    if isinstance(e, tirx.Select):
-        return any(_uses(x, names) for x in (e.condition, e.true_value, e.false_value))
-    return True   # unknown: assume the worst
+    return any(v.same_as(n) for v in _vars(e) for n in names)
 
 
 def _conjuncts(e):
@@ -98,6 +86,7 @@ def _conjoin(terms):
 
 
 def _vars(e) -> list:
+    """The variables ``e`` mentions (each Var object once)."""
     out = []
 
     def walk(x):
@@ -107,10 +96,15 @@ def _vars(e) -> list:
         elif isinstance(x, _BINARY):
             walk(x.a)
             walk(x.b)
-        elif isinstance(x, (tirx.Not,)):
+        elif isinstance(x, tirx.Not):
             walk(x.a)
         elif isinstance(x, tirx.Cast):
             walk(x.value)
+        elif isinstance(x, tirx.Select):
+            for y in (x.condition, x.true_value, x.false_value):
+                walk(y)
+        elif not isinstance(x, (tirx.IntImm, tirx.FloatImm)):
+            raise LineBufferScheduleError(f"line buffer: cannot read {type(x).__name__} {x}")
     walk(e)
     return out
 
@@ -140,9 +134,10 @@ def _unit_loops(stmt) -> list:
     return []
 
 
-def realize_line_buffer(sch, step, plan, parts, timing: LineTiming) -> None:
+def realize_line_buffer(sch, step, plan, parts, timing: LineTiming, sram_scope: str) -> None:
     """Rewrite the stripe loop ``step`` of ``plan`` into ``timing``'s step loop (module
-    docstring). ``parts``: the matched Parts by name (root and stage TE ops)."""
+    docstring). ``parts``: the matched Parts by name (root and stage TE ops); ``sram_scope``:
+    the scope of the Plan's SRAM buffers."""
     loop = sch.get(step)
     s_var = loop.loop_var
     t_var = tirx.Var(s_var.name + "_line", "int32")
@@ -246,7 +241,7 @@ def realize_line_buffer(sch, step, plan, parts, timing: LineTiming) -> None:
                                               "Plan depends on the stripe loop")
             return r
         values, pred, hoist = rewrite[name]
-        block = _clamped_reads(r.block, ana)
+        block = _clamped_reads(r.block, ana, sram_scope)
         if hoist:
             block, values = with_opaque_iterators(block, values, hoist)
         if not block.same_as(r.block):
@@ -259,7 +254,7 @@ def realize_line_buffer(sch, step, plan, parts, timing: LineTiming) -> None:
     sch.state.replace(sch.get_sref(step), new_loop, reuse)
 
 
-def _clamped_reads(block, ana):
+def _clamped_reads(block, ana, scope: str):
     """``block`` with its declared reads of SRAM buffers clipped to the buffers' shapes.
 
     A consumer's window reaches into the padding (reads TVM guards with ``if_then_else``).
@@ -267,11 +262,9 @@ def _clamped_reads(block, ana):
     the step loop it relaxes them over every step and width tile, and a window wider than the
     tensor (a 6-column window of a 5-column tensor) would then size the ring past the tensor.
     The clipped region still covers every access that runs."""
-    from tvm_ethos.lower.schedule import SRAM_SCOPE
-
     reads, changed = [], False
     for r in block.reads:
-        if r.source.scope() != SRAM_SCOPE:
+        if r.source.scope() != scope:
             reads.append(r)
             continue
         region = []

@@ -242,7 +242,7 @@ def apply_proposal(lowered, match, proposal, device=None):
         # last: the opaque ring iterator would stop the staging's loop reorder
         if timing is not None:
             try:
-                realize_line_buffer(sch, step, plan, parts, timing)
+                realize_line_buffer(sch, step, plan, parts, timing, SRAM_SCOPE)
             except LineBufferScheduleError as err:
                 raise UnrealizableScheduleError(f"schedule: plan {plan_index}: {err}") from None
             continue
