@@ -28,7 +28,7 @@ from planner.lockstep import (aligned_windows, lockstep_config, lockstep_ring, p
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.pareto import frontier
-from planner.stripes import StripeConfig
+from planner.stripes import StripeConfig, _axis_ranges, unchecked_config
 from planner.windows import ring_rows, window
 
 
@@ -587,21 +587,21 @@ class PlanGenerator:
             return None
         if lin <= 0:
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
-        windows = _axis_windows(compute[q.name].axis_ranges(b), lin, prop.const(axis),
-                                prop.offset[axis], t.shape[axis])
-        h = granule if granule else max(1, math.floor(union.strides[axis]))
-        h = min(h, _span(windows))
-        rows, lo, hi = ring_rows(windows, h, t.shape[axis])
+        h, rows, lo, hi = _rolled_axis(compute[q.name], b, lin, prop.const(axis),
+                                       prop.offset[axis], t.shape[axis],
+                                       granule or max(1, math.floor(union.strides[axis])))
         if hi <= lo:          # the consumer's windows all fall in padding: nothing to roll
             if not self.options.rolling_mixed:
                 return None
             return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
         n = -(-(hi - lo) // h)
-        cfg = StripeConfig(
-            tuple(h if a == axis else union.shape[a] for a in range(rank)), t.shape,
-            tuple(h if a == axis else union.strides[a] for a in range(rank)), union.order,
-            tuple(n if a == axis else union.stripes[a] for a in range(rank)),
-            tuple(lo if a == axis else union.offset[a] for a in range(rank)))
+        shape, strides, stripes, offset = (list(union.shape), list(union.strides),
+                                           list(union.stripes), list(union.offset))
+        shape[axis] = strides[axis] = h
+        stripes[axis] = n
+        offset[axis] = lo
+        cfg = unchecked_config(tuple(shape), t.shape, tuple(strides), union.order,
+                               tuple(stripes), tuple(offset))
         buf[axis] = rows
         return cfg, tuple(buf), t.region_bytes(buf), BufferMode.ROLLING
 
@@ -623,10 +623,9 @@ class PlanGenerator:
                 if len(axes) == 1:
                     a = axes[0]
                     b = prop.driving_axis(a)
-                    windows = _axis_windows(stripe.axis_ranges(b), prop.linear(a, b),
-                                            prop.const(a), prop.offset[a], t.shape[a])
-                    h = min(max(1, spec.granule or math.floor(win.strides[a])), _span(windows))
-                    rows, _, _ = ring_rows(windows, h, t.shape[a])
+                    h, rows, _, _ = _rolled_axis(
+                        stripe, b, prop.linear(a, b), prop.const(a), prop.offset[a],
+                        t.shape[a], max(1, spec.granule or math.floor(win.strides[a])))
                     buf[a] = min(t.shape[a], rows + h)
             nbytes = t.region_bytes(buf)
             total += nbytes
@@ -968,6 +967,28 @@ def _axis_windows(chunks: tuple[tuple[int, int], ...], lin, const, off, extent: 
     return tuple(window(c0, c1, lin, const, off, extent) for c0, c1 in chunks if c1 > c0)
 
 
+def _rolled_axis(reader: StripeConfig, b: int, lin, const, off, extent: int, h: int
+                 ) -> tuple[int, int, int, int]:
+    """(chunk rows, ring rows, lo, hi: ``windows.ring_rows``) of a rolling buffer along an
+    axis of ``extent`` rows read through one propagator row (``lin``, ``const``, ``off``) by
+    ``reader``'s stripes along its axis ``b``, the producer computing chunks of ``h`` rows,
+    or fewer when the windows span fewer. Memoised on the reader's scalars of that axis:
+    keyed on the windows themselves, every lookup would hash a tuple as long as the stripe
+    count."""
+    return _rolled_axis_of(reader.offset[b], reader.strides[b], reader.shape[b],
+                           reader.stripes[b], reader.extent[b], lin, const, off, extent, h)
+
+
+@lru_cache(maxsize=200_000)
+def _rolled_axis_of(r_off, r_stride, r_shape: int, r_stripes: int, r_extent: int, lin, const,
+                    off, extent: int, h: int) -> tuple[int, int, int, int]:
+    windows = _axis_windows(_axis_ranges(r_off, r_stride, r_shape, r_stripes, r_extent), lin,
+                            const, off, extent)
+    h = min(h, _span(windows))
+    rows, lo, hi = ring_rows(windows, h, extent)
+    return h, rows, lo, hi
+
+
 def _span(windows: tuple[tuple[int, int], ...]) -> int:
     ws = [w for w in windows if w[1] > w[0]]
     if not ws:
@@ -982,6 +1003,7 @@ def clear_caches() -> None:
     from planner.perf import ethos_u
     for fn in (stripes._axis_ranges, stripes._axis_max_span, stripes._axis_sizes,
                stripes._count_stripes, stripes._propagate, windows.ring_rows, _axis_windows,
+               _rolled_axis_of,
                ethos_u._block_axis, ethos_u._depth_axis, ethos_u._fitting_blocks,
                ethos_u._depth_candidates, ethos_u._dpu_cycles_of, ethos_u._window_op):
         fn.cache_clear()

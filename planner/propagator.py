@@ -127,6 +127,26 @@ class Propagator:
             object.__setattr__(self, "_drivers", out)
         return out
 
+    def integer_axis_maps(self) -> tuple[tuple[int | None, int, int, int], ...] | None:
+        """Per input axis (driving output axis or None, its coefficient, constant, offset),
+        when every entry is an int and every axis is moved by at most one output axis (every
+        operator but upscaling and reshapes): then propagating a stripe with integer
+        positions is plain integer arithmetic (``StripeConfig.propagate``'s fast path, the
+        planner's hottest call). None otherwise."""
+        out = self.__dict__.get("_int_maps", self)
+        if out is self:
+            out = []
+            for (terms, const), off in zip(self._rows(), self.offset):
+                if len(terms) > 1 or type(const) is not int or type(off) is not int or \
+                        any(type(c) is not int for _, c in terms):
+                    out = None
+                    break
+                j, lin = terms[0] if terms else (None, 0)
+                out.append((j, lin, const, off))
+            out = None if out is None else tuple(out)
+            object.__setattr__(self, "_int_maps", out)
+        return out
+
     def driving_axis(self, i: int) -> int | None:
         """The output axis whose position moves input axis ``i`` (None if it never moves)."""
         row = self.transform[i]

@@ -155,6 +155,14 @@ class StripeConfig:
         if prop.input_dims != len(input_shape):
             raise ValueError(f"propagator produces {prop.input_dims} dims, input tensor has "
                              f"{len(input_shape)}")
+        maps = prop.integer_axis_maps()
+        if maps is not None and all(type(x) is int for x in self.offset) and \
+                all(type(x) is int for x in self.strides):
+            return self._propagate_integers(maps, input_shape)
+        return self._propagate_exact(prop, input_shape)
+
+    def _propagate_exact(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
+        """``_propagate`` for any propagator and positions (Fractions included)."""
         raw_shape = list(prop.apply_shape(self.shape))
         strides = prop.apply_linear(self.strides)
         offset = list(prop.apply_offset(self.offset))
@@ -189,6 +197,35 @@ class StripeConfig:
         return StripeConfig(shape, tuple(int(e) for e in input_shape), fixed_strides,
                             tuple(order), tuple(stripes), offset)
 
+    def _propagate_integers(self, maps, input_shape: Sequence[int]) -> "StripeConfig":
+        """``_propagate`` when the propagator and this config's positions are all integers
+        (``Propagator.integer_axis_maps``): no floored starts to widen, no rounding; the
+        same fields, a third of the time (MobileNetV1's search propagates ~3,800 configs)."""
+        shape, strides, order, stripes, offset = [], [], [], [], []
+        for j, lin, const, off in maps:
+            if j is None:
+                size = max(1, const)
+                shape.append(size)
+                strides.append(size)
+                order.append(0)
+                stripes.append(1)
+                offset.append(off)
+                continue
+            size = max(1, lin * self.shape[j] + const)
+            shape.append(size)
+            offset.append(lin * self.offset[j] + off)
+            n = self.stripes[j]
+            if n == 1:
+                strides.append(size)
+                order.append(0)
+                stripes.append(1)
+            else:
+                strides.append(lin * self.strides[j])
+                order.append(self.order[j])
+                stripes.append(n)
+        return unchecked_config(tuple(shape), tuple(map(int, input_shape)), tuple(strides),
+                                tuple(order), tuple(stripes), tuple(offset))
+
     def to_json(self) -> dict:
         def num(x: Number):
             return x if isinstance(x, int) else f"{x.numerator}/{x.denominator}"
@@ -197,6 +234,17 @@ class StripeConfig:
             "strides": [num(s) for s in self.strides], "order": list(self.order),
             "stripes": list(self.stripes), "offset": [num(o) for o in self.offset],
         }
+
+
+def unchecked_config(shape: tuple[int, ...], extent: tuple[int, ...],
+                     strides: tuple[Number, ...], order: tuple[int, ...],
+                     stripes: tuple[int, ...], offset: tuple[Number, ...]) -> StripeConfig:
+    """A StripeConfig built without ``__init__``'s checks (a third of the time), for the
+    search's hot paths, which derive every field from a checked config of the same rank."""
+    sc = object.__new__(StripeConfig)
+    sc.__dict__.update(shape=shape, extent=extent, strides=strides, order=order,
+                       stripes=stripes, offset=offset)
+    return sc
 
 
 @lru_cache(maxsize=200_000)

@@ -343,3 +343,18 @@ def test_the_collector_is_paused_during_a_search_only(monkeypatch):
     finally:
         (gc.enable if was else gc.disable)()
     assert seen == [False, False, False]
+
+
+def test_the_search_leaves_its_objects_to_the_oldest_generation():
+    """What the search made while the collector was paused is promoted to the oldest
+    generation when it resumes, so the next young collection does not rescan it all."""
+    import gc
+    from tests.planner.mobilenet import mobilenet_v1
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        search = ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device(), SMALL, workers=1)
+        assert any(o is search.fronts for o in gc.get_objects(generation=2))
+        assert not any(o is search.fronts for o in gc.get_objects(generation=0))
+    finally:
+        (gc.enable if was else gc.disable)()

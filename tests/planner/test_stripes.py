@@ -98,3 +98,73 @@ def test_counts_and_longest_stripes_match_every_stripe_listed(sc):
     per_axis = [[hi - lo for lo, hi in sc.axis_ranges(a)] for a in range(rank)]
     assert sc.count_stripes() == Counter(itertools.product(*per_axis))
     assert sc.max_spans() == tuple(max(sizes) for sizes in per_axis)
+
+
+@st.composite
+def integer_propagations(draw):
+    """(integer StripeConfig, integer propagator moving each input axis by at most one output
+    axis, input shape): the cases ``StripeConfig.propagate`` computes on its fast path."""
+    from planner.propagator import Propagator
+    rank = draw(st.integers(1, 4))
+    axes = [(draw(st.integers(1, 10)), draw(st.integers(1, 30)), draw(st.integers(1, 8)),
+             draw(st.integers(-4, 4)), draw(st.integers(1, 12))) for _ in range(rank)]
+    order = tuple(draw(st.permutations(range(1, rank + 1))))
+    sc = StripeConfig(tuple(a[0] for a in axes), tuple(a[1] for a in axes),
+                      tuple(a[2] for a in axes), order, tuple(a[4] for a in axes),
+                      tuple(a[3] for a in axes))
+    in_rank = draw(st.integers(1, 4))
+    linear, const, offset = [], [], []
+    for _ in range(in_rank):
+        row = [0] * rank
+        driver = draw(st.one_of(st.none(), st.integers(0, rank - 1)))
+        if driver is not None:
+            row[driver] = draw(st.integers(-3, 4).filter(bool))
+        linear.append(row)
+        const.append(draw(st.integers(-2, 6)))
+        offset.append(draw(st.integers(-3, 3)))
+    prop = Propagator.build(linear, const, offset)
+    shape = tuple(draw(st.integers(1, 40)) for _ in range(in_rank))
+    return sc, prop, shape
+
+
+@settings(max_examples=300)
+@given(integer_propagations())
+def test_integer_fast_path_equals_exact_propagation(case):
+    """The integer-only propagation (and the unchecked constructor it builds with) gives the
+    same config, field types included, as the exact one that handles Fractions."""
+    sc, prop, shape = case
+    maps = prop.integer_axis_maps()
+    assert maps is not None
+    fast, exact = sc._propagate_integers(maps, shape), sc._propagate_exact(prop, shape)
+    assert fast == exact and hash(fast) == hash(exact)
+    for name in ("shape", "extent", "strides", "order", "stripes", "offset"):
+        assert [type(v) for v in getattr(fast, name)] == [type(v) for v in getattr(exact, name)]
+    assert sc.propagate(prop, shape) == exact
+
+
+def test_integer_axis_maps_only_for_integer_single_driver_rows():
+    from fractions import Fraction
+    from planner.propagator import Propagator
+    assert Propagator.build([[2, 0], [0, 1]], [1, 0], [-1, 0]).integer_axis_maps() == \
+        ((0, 2, 1, -1), (1, 1, 0, 0))
+    assert Propagator.build([[0, 0]], [3], [0]).integer_axis_maps() == ((None, 0, 3, 0),)
+    assert Propagator.build([[1, 1]], [0], [0]).integer_axis_maps() is None      # two drivers
+    assert Propagator.build([[Fraction(1, 2)]], [0], [0]).integer_axis_maps() is None
+    assert Propagator.build([[1]], [0], [Fraction(-1, 2)]).integer_axis_maps() is None
+
+
+@settings(max_examples=200)
+@given(stripe_configs(), st.integers(1, 3), st.integers(-2, 4), st.integers(-3, 3),
+       st.integers(1, 40), st.integers(1, 6))
+def test_rolled_axis_is_the_ring_of_the_readers_windows(reader, lin, const, off, extent, h):
+    """The ring memoised on the reader's axis scalars equals the ring of the windows its
+    stripes read, listed one by one (a memo keyed wrongly would answer another reader's)."""
+    from planner.plans import _rolled_axis
+    for b in range(len(reader.shape)):
+        wins = tuple(window(lo, hi, lin, const, off, extent)
+                     for lo, hi in reader.axis_ranges(b) if hi > lo)
+        live = [w for w in wins if w[1] > w[0]]
+        span = max(1, max(w[1] for w in live) - min(w[0] for w in live)) if live else 1
+        chunk = min(h, span)
+        assert _rolled_axis(reader, b, lin, const, off, extent, h) == \
+            (chunk,) + ring_rows(wins, chunk, extent)
