@@ -19,11 +19,14 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
+
 from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
-from planner.pareto import combine, frontier, thin
+from planner.pareto import (INT64_SAFE, combine, combine_segments, frontier, frontier_order,
+                            thin)
 from planner.plans import Plan, PlanGenerator, PlanSpec, make_spec
 from planner.sink_walks import default_workers, interval_frontiers
 
@@ -126,35 +129,91 @@ class ProposalSearch:
             self._run()
 
     def _run(self) -> None:
-        n = len(self.gen.topo)
         base, own = live_boundary_bytes(self.graph, self.device)
-        fronts: list[list[_Point]] = [[_Point(0, 0, -1, -1, 0, -1, None)]]
-        points = [[(0, 0, 0)]]    # fronts as (memory, cycles, index), what combine takes
-        pre_fronts: list[list[_Point]] = [[]]     # the same for prefixes with the bit set
-        pre_points: list[list[tuple]] = [[]]
+        self.fronts = [[_Point(0, 0, -1, -1, 0, -1, None)]]
+        self.prefetch_fronts = [[]]     # prefixes whose last Plan prefetched the next Part
+        # the same fronts as int64 (memory, cycles) columns, while every value fits
+        columns: list | None = [(np.zeros(1, np.int64), np.zeros(1, np.int64))]
+        pre_columns: list = [(np.zeros(0, np.int64), np.zeros(0, np.int64))]
         for j, (count, by_start) in enumerate(interval_frontiers(self.gen, self.workers)):
             self.plan_candidates += count
-            cands = []
-            for start in sorted(by_start):
-                live = base[start] + own[j]
-                plans = [(m + live, c, spec) for m, c, spec in by_start[start]]
-                for m, c, (ia, ib) in combine(points[start], plans):
-                    cands.append((m, c, start, ia, plans[ib][2], 0))
-            pre_cands = []
             variants = self.gen.prefetch_variants(j)
             self.plan_candidates += len(variants)
-            for pre, nxt, m, c, raw in variants:
-                prefix = pre_points[j] if pre else points[j]
-                for pm, pc, (ia, _) in combine(prefix, [(m + base[j] + own[j], c, raw)]):
-                    (pre_cands if nxt else cands).append((pm, pc, j, ia, raw, int(pre)))
-            front = self._front(cands, j)
-            pre_front = self._front(pre_cands, j)
-            fronts.append(front)
-            points.append([(p.memory, p.cycles, k) for k, p in enumerate(front)])
-            pre_fronts.append(pre_front)
-            pre_points.append([(p.memory, p.cycles, k) for k, p in enumerate(pre_front)])
-        self.fronts = fronts
-        self.prefetch_fronts = pre_fronts
+            live = _LiveAt(base, own[j])
+            step = None
+            if columns is not None:
+                try:
+                    step = self._sink_on_arrays(j, by_start, variants, live, columns,
+                                                pre_columns)
+                except OverflowError:     # a value past INT64_SAFE: lists from here on
+                    columns = None
+            if step is None:
+                step = self._sink_on_lists(j, by_start, variants, live)
+            (front, pre_front), arrays = step
+            self.fronts.append(front)
+            self.prefetch_fronts.append(pre_front)
+            if columns is not None:
+                columns.append(arrays[0])
+                pre_columns.append(arrays[1])
+
+    def _sink_on_arrays(self, j: int, by_start: dict, variants: list, live: _LiveAt,
+                        columns: list, pre_columns: list) -> tuple:
+        """The DP step of the sink at ``j`` on int64 columns (``pareto.combine_segments``):
+        the same candidates in the same order as ``_sink_on_lists``, culled at once, with
+        _Points built for the survivors only. Raises OverflowError, before changing
+        anything, where a value would not fit."""
+        starts = sorted(by_start)
+        lengths = [len(by_start[start]) for start in starts]
+        plans = [plan for start in starts for plan in by_start[start]]
+        plan_memory, plan_cycles, specs = zip(*plans) if plans else ((), (), ())
+        # a Plan from ``start`` meets the live tensors of a Plan starting there
+        b_memory = _ints(plan_memory) + np.repeat(_ints([live[s] for s in starts]), lengths)
+        b_cycles = _ints(plan_cycles)
+        a_memory, a_cycles, a_lengths, a_first = _stacked([columns[s] for s in starts])
+        memory, cycles, segment, ia, ib = combine_segments(
+            a_memory, a_cycles, a_lengths, b_memory, b_cycles, lengths)
+        start_of = _ints(starts)[segment]
+        prev_index = ia - a_first[segment]
+        # each prefetch variant combines the prefix ending at j (its bit as ``pre`` says)
+        # with one point
+        v_a_memory, v_a_cycles, v_a_lengths, v_a_first = _stacked(
+            [pre_columns[j] if pre else columns[j] for pre, _, _, _, _ in variants])
+        v_memory, v_cycles, v_segment, v_ia, _ = combine_segments(
+            v_a_memory, v_a_cycles, v_a_lengths,
+            _ints([m + live[j] for _, _, m, _, _ in variants]),
+            _ints([c for _, _, _, c, _ in variants]), [1] * len(variants))
+        v_prev_index = v_ia - v_a_first[v_segment]
+        v_bit = _ints([int(pre) for pre, _, _, _, _ in variants])[v_segment]
+        v_next = np.array([nxt for _, nxt, _, _, _ in variants], bool)[v_segment]
+        v_spec = len(specs) + v_segment
+        for sums in (b_memory, memory, cycles, v_memory, v_cycles):   # the next inputs
+            _check_safe(sums)
+        all_specs = specs + tuple(raw for _, _, _, _, raw in variants)
+        stay, ahead = ~v_next, v_next
+        cands = (np.concatenate((memory, v_memory[stay])),
+                 np.concatenate((cycles, v_cycles[stay])),
+                 np.concatenate((start_of, np.full(int(stay.sum()), j, np.int64))),
+                 np.concatenate((prev_index, v_prev_index[stay])),
+                 np.concatenate((ib, v_spec[stay])),
+                 np.concatenate((np.zeros(len(memory), np.int64), v_bit[stay])))
+        pre_cands = (v_memory[ahead], v_cycles[ahead], np.full(int(ahead.sum()), j, np.int64),
+                     v_prev_index[ahead], v_spec[ahead], v_bit[ahead])
+        front, arrays = self._front_of_columns(cands, all_specs, j)
+        pre_front, pre_arrays = self._front_of_columns(pre_cands, all_specs, j)
+        return (front, pre_front), (arrays, pre_arrays)
+
+    def _front_of_columns(self, cands: tuple, specs: tuple, j: int) -> tuple:
+        """The survivors of column candidates (memory, cycles, start, index, spec index,
+        prefix bit) as _Points, thinned if the options ask, and their (memory, cycles)."""
+        memory, cycles, start, index, spec, bit = cands
+        keep = frontier_order(memory, cycles)
+        if self.options.thin_frontier:
+            keep = _ints(thin(keep.tolist(), self.options.thin_frontier))
+        kept = (memory[keep], cycles[keep])
+        front = [_Point(m, c, s, i, s, j, specs[k], b) for m, c, s, i, k, b in zip(
+            kept[0].tolist(), kept[1].tolist(), start[keep].tolist(), index[keep].tolist(),
+            spec[keep].tolist(), bit[keep].tolist())]
+        return front, kept
 
     def _front(self, cands: list[tuple], j: int) -> list[_Point]:
         """The survivors of ``cands`` (memory, cycles, start, index, raw spec, prefix bit) as
@@ -165,6 +224,24 @@ class ProposalSearch:
             front = [pt for _, _, pt in thin([(p.memory, p.cycles, p) for p in front],
                                              self.options.thin_frontier)]
         return front
+
+    def _sink_on_lists(self, j: int, by_start: dict, variants: list, live: _LiveAt
+                       ) -> tuple:
+        """The DP step of the sink at ``j`` on Python lists (``pareto.combine``), exact for
+        any integers: the definition ``_sink_on_arrays`` follows."""
+        def points(front):
+            return [(p.memory, p.cycles, k) for k, p in enumerate(front)]
+        cands = []
+        for start in sorted(by_start):
+            plans = [(m + live[start], c, spec) for m, c, spec in by_start[start]]
+            for m, c, (ia, ib) in combine(points(self.fronts[start]), plans):
+                cands.append((m, c, start, ia, plans[ib][2], 0))
+        pre_cands = []
+        for pre, nxt, m, c, raw in variants:
+            prefix = points(self.prefetch_fronts[j] if pre else self.fronts[j])
+            for pm, pc, (ia, _) in combine(prefix, [(m + live[j], c, raw)]):
+                (pre_cands if nxt else cands).append((pm, pc, j, ia, raw, int(pre)))
+        return (self._front(cands, j), self._front(pre_cands, j)), None
 
     @property
     def frontier(self) -> list[tuple[int, int]]:
@@ -197,3 +274,44 @@ class ProposalSearch:
                 f"no schedule fits the memory budget of {budget} bytes; the smallest any "
                 f"Proposal needs is {front[0].memory} bytes")
         return self.proposal(fits[-1])
+
+
+def _ints(values) -> np.ndarray:
+    """``values`` as an int64 array; OverflowError for anything but integers within
+    ``INT64_SAFE`` (a float, a huge integer), so that the caller takes the list path."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    array = np.array(values)
+    _check_safe(array)
+    return array
+
+
+def _check_safe(array: np.ndarray) -> None:
+    """OverflowError unless ``array`` holds int64 values within ``INT64_SAFE``: sums of two
+    such values are exact."""
+    if array.dtype != np.int64:
+        raise OverflowError(f"values of type {array.dtype} are not int64")
+    if len(array) and (array.max() >= INT64_SAFE or array.min() <= -INT64_SAFE):
+        raise OverflowError("a memory or cycle count past INT64_SAFE")
+
+
+def _stacked(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
+    """Fronts' (memory, cycles) columns end to end: (memory, cycles, lengths, first index
+    of each)."""
+    lengths = [len(memory) for memory, _ in columns]
+    first = np.cumsum([0] + lengths[:-1], dtype=np.int64)
+    if not columns:
+        return _ints([]), _ints([]), lengths, first
+    return (np.concatenate([m for m, _ in columns]), np.concatenate([c for _, c in columns]),
+            lengths, first)
+
+
+@dataclass(frozen=True)
+class _LiveAt:
+    """Bytes of boundary tensors live while a Plan from ``start`` to the sink runs: those
+    live at its start and the sink's own output (``live_boundary_bytes``)."""
+    base: list[int]
+    own: int
+
+    def __getitem__(self, start: int) -> int:
+        return self.base[start] + self.own
