@@ -97,7 +97,7 @@ def combine_segments(a_memory: np.ndarray, a_cycles: np.ndarray, a_lengths: Sequ
     Culling the candidates of all segments together (``frontier_order``) keeps what culling
     each segment first and then all survivors would: a point dropped within its segment is
     dropped by the same point in the whole. Segments are kept apart by offsetting memories
-    (a key per point) so that one sort and two binary searches serve them all."""
+    (a key per point) so that one merge and two binary searches serve them all."""
     nseg = len(a_lengths)
     a_len = np.asarray(a_lengths, np.int64)
     b_len = np.asarray(b_lengths, np.int64)
@@ -111,7 +111,10 @@ def combine_segments(a_memory: np.ndarray, a_cycles: np.ndarray, a_lengths: Sequ
     offsets = np.arange(nseg, dtype=np.int64) * span - low
     a_key = a_memory + np.repeat(offsets, a_len)
     b_key = b_memory + np.repeat(offsets, b_len)
-    thresholds = np.unique(np.concatenate((a_key, b_key)))
+    # both key arrays are sorted: a stable sort of the two end to end is a merge of two runs
+    keys = np.concatenate((a_key, b_key))
+    keys.sort(kind="stable")
+    thresholds = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     ia = np.searchsorted(a_key, thresholds, "right") - 1
     ib = np.searchsorted(b_key, thresholds, "right") - 1
     segment = thresholds // span
