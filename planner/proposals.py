@@ -188,60 +188,56 @@ class ProposalSearch:
 
     def _sink_on_arrays(self, j: int, by_start: dict, variants: list, live: _LiveAt,
                         columns: list, pre_columns: list) -> tuple:
-        """The DP step of the sink at ``j`` on int64 columns (``pareto.combine_segments``):
-        the same candidates in the same order as ``_sink_on_lists``, culled at once, with
-        _Points built for the survivors only. Raises OverflowError, before changing
-        anything, where a value would not fit."""
+        """The DP step of the sink at ``j`` on int64 columns: the candidates of
+        ``_sink_on_lists`` in its order, from one ``pareto.combine_segments`` over a segment
+        per start (that prefix's frontier x the Plans from there) and then one per prefetch
+        variant (the prefix ending at j, with the bit the variant's ``pre`` says, x its one
+        point), culled per frontier at once (plain, or prefetching for a variant whose
+        ``nxt`` is set). Raises OverflowError, before changing anything, where a value would
+        not fit."""
         starts = sorted(by_start)
-        lengths = [len(by_start[start]) for start in starts]
         plans = [plan for start in starts for plan in by_start[start]]
+        plans += [(m, c, raw) for _, _, m, c, raw in variants]
         plan_memory, plan_cycles, specs = zip(*plans) if plans else ((), (), ())
+        b_lengths = [len(by_start[start]) for start in starts] + [1] * len(variants)
+        prev = starts + [j] * len(variants)
         # a Plan from ``start`` meets the live tensors of a Plan starting there
-        b_memory = _ints(plan_memory) + np.repeat(_ints([live[s] for s in starts]), lengths)
-        b_cycles = _ints(plan_cycles)
-        a_memory, a_cycles, a_lengths, a_first = _stacked([columns[s] for s in starts])
+        b_memory = _ints(plan_memory) + np.repeat(_ints([live[s] for s in prev]), b_lengths)
+        _check_safe(b_memory)
+        a_memory, a_cycles, a_lengths, a_first = _stacked(
+            [columns[s] for s in starts]
+            + [pre_columns[j] if pre else columns[j] for pre, _, _, _, _ in variants])
         memory, cycles, segment, ia, ib = combine_segments(
-            a_memory, a_cycles, a_lengths, b_memory, b_cycles, lengths)
-        start_of = _ints(starts)[segment]
-        prev_index = ia - a_first[segment]
-        # each prefetch variant combines the prefix ending at j (its bit as ``pre`` says)
-        # with one point
-        v_a_memory, v_a_cycles, v_a_lengths, v_a_first = _stacked(
-            [pre_columns[j] if pre else columns[j] for pre, _, _, _, _ in variants])
-        v_memory, v_cycles, v_segment, v_ia, _ = combine_segments(
-            v_a_memory, v_a_cycles, v_a_lengths,
-            _ints([m + live[j] for _, _, m, _, _ in variants]),
-            _ints([c for _, _, _, c, _ in variants]), [1] * len(variants))
-        v_prev_index = v_ia - v_a_first[v_segment]
-        v_bit = _ints([int(pre) for pre, _, _, _, _ in variants])[v_segment]
-        v_next = np.array([nxt for _, nxt, _, _, _ in variants], bool)[v_segment]
-        v_spec = len(specs) + v_segment
-        for sums in (b_memory, memory, cycles, v_memory, v_cycles):   # the next inputs
-            _check_safe(sums)
-        all_specs = specs + tuple(raw for _, _, _, _, raw in variants)
-        stay, ahead = ~v_next, v_next
-        cands = (np.concatenate((memory, v_memory[stay])),
-                 np.concatenate((cycles, v_cycles[stay])),
-                 np.concatenate((start_of, np.full(int(stay.sum()), j, np.int64))),
-                 np.concatenate((prev_index, v_prev_index[stay])),
-                 np.concatenate((ib, v_spec[stay])),
-                 np.concatenate((np.zeros(len(memory), np.int64), v_bit[stay])))
-        pre_cands = (v_memory[ahead], v_cycles[ahead], np.full(int(ahead.sum()), j, np.int64),
-                     v_prev_index[ahead], v_spec[ahead], v_bit[ahead])
-        front, arrays = self._front_of_columns(cands, all_specs, j)
-        pre_front, pre_arrays = self._front_of_columns(pre_cands, all_specs, j)
-        return (front, pre_front), (arrays, pre_arrays)
+            a_memory, a_cycles, a_lengths, b_memory, _ints(plan_cycles), b_lengths)
+        _check_safe(cycles)   # sums; each memory is one of two safe values
+        by_segment = (np.array(prev, np.int64), a_first,
+                      np.array([0] * len(starts) + [int(pre) for pre, *_ in variants], np.int64))
+        ahead = np.array([False] * len(starts) + [nxt for _, nxt, *_ in variants], bool)
+        rows = np.arange(len(memory))
+        if ahead.any():
+            ahead = ahead[segment]
+            rows, pre_rows = rows[~ahead], rows[ahead]
+        else:
+            pre_rows = rows[:0]
+        cands = (memory, cycles, segment, ia, ib)
+        front = self._front_of_columns(rows, cands, by_segment, specs, j)
+        pre_front = self._front_of_columns(pre_rows, cands, by_segment, specs, j)
+        return (front, pre_front), ((front.memory, front.cycles),
+                                    (pre_front.memory, pre_front.cycles))
 
-    def _front_of_columns(self, cands: tuple, specs: tuple, j: int) -> tuple:
-        """The survivors of column candidates (memory, cycles, start, index, spec index,
-        prefix bit) as a _Front, thinned if the options ask, and their (memory, cycles)."""
-        memory, cycles, start, index, spec, bit = cands
-        keep = frontier_order(memory, cycles)
+    def _front_of_columns(self, rows: np.ndarray, cands: tuple, by_segment: tuple,
+                          specs: tuple, j: int) -> _Front:
+        """The survivors among ``rows`` of ``combine_segments``' candidates (memory, cycles,
+        segment, ia, ib) as a _Front, thinned if the options ask. Per segment: the prefix it
+        extends, that prefix's first index in ia, and its bit."""
+        memory, cycles, segment, ia, ib = cands
+        keep = rows[frontier_order(memory[rows], cycles[rows])]
         if self.options.thin_frontier:
             keep = _ints(thin(keep.tolist(), self.options.thin_frontier))
-        front = _Front(memory[keep], cycles[keep], start[keep], index[keep], spec[keep], specs,
-                       bit[keep], j)
-        return front, (front.memory, front.cycles)
+        prev, first, bit = by_segment
+        seg = segment[keep]
+        return _Front(memory[keep], cycles[keep], prev[seg], ia[keep] - first[seg], ib[keep],
+                      specs, bit[seg], j)
 
     def _front(self, cands: list[tuple], j: int) -> list[_Point]:
         """The survivors of ``cands`` (memory, cycles, start, index, raw spec, prefix bit) as
