@@ -101,8 +101,7 @@ class _Front(Sequence):
     cycles: np.ndarray
     prev: np.ndarray
     prev_index: np.ndarray
-    spec_index: np.ndarray    # into specs
-    specs: tuple
+    specs: list               # raw candidate specs (see plans.make_spec)
     prev_state: np.ndarray
     end: int
 
@@ -114,7 +113,7 @@ class _Front(Sequence):
             return [self[i] for i in range(*k.indices(len(self)))]
         start = int(self.prev[k])
         return _Point(int(self.memory[k]), int(self.cycles[k]), start, int(self.prev_index[k]),
-                      start, self.end, self.specs[self.spec_index[k]], int(self.prev_state[k]))
+                      start, self.end, self.specs[k], int(self.prev_state[k]))
 
     def __iter__(self):
         return (self[k] for k in range(len(self)))
@@ -236,8 +235,8 @@ class ProposalSearch:
             keep = _ints(thin(keep.tolist(), self.options.thin_frontier))
         prev, first, bit = by_segment
         seg = segment[keep]
-        return _Front(memory[keep], cycles[keep], prev[seg], ia[keep] - first[seg], ib[keep],
-                      specs, bit[seg], j)
+        return _Front(memory[keep], cycles[keep], prev[seg], ia[keep] - first[seg],
+                      [specs[k] for k in ib[keep].tolist()], bit[seg], j)
 
     def _front(self, cands: list[tuple], j: int) -> list[_Point]:
         """The survivors of ``cands`` (memory, cycles, start, index, raw spec, prefix bit) as
