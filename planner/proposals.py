@@ -12,6 +12,12 @@ One coupling crosses Plans: weights prefetched under the previous Plan
 buffer, and the Plan after it must use the prefetched weights, so a prefix carries one bit of
 state (did its last Plan prefetch the next Part's weights?) and the DP keeps one frontier per
 prefix and bit: still exact.
+
+The DP runs on int64 columns (``_sink_on_arrays``: one numpy pass per sink, four to five
+times cheaper than Python loops on MobileNetV1-224, rfcs/0001) while every value stays within
+``pareto.INT64_SAFE``; past it, it goes on with Python lists (``_sink_on_lists``), the
+definition the columns follow, with the same candidates in the same order and so the same
+Proposals.
 """
 from __future__ import annotations
 
@@ -95,8 +101,8 @@ class _Point:
 class _Front(Sequence):
     """A prefix's frontier as the DP's columns, read as _Points: a _Point is built when one
     is read (``proposal`` reads one per Plan, ``frontier`` and ``select`` the last front),
-    not for every survivor of every prefix, which cost the DP a sixth of its time on
-    MobileNetV1-224 (rfcs/0001). Plans run from ``prev`` (the prefix they extend) to ``end``."""
+    not for every survivor of every prefix (5,800 on MobileNetV1-224: 0.008 s of the DP's
+    0.027 s CPU). Plans run from ``prev`` (the prefix they extend) to ``end``."""
     memory: np.ndarray
     cycles: np.ndarray
     prev: np.ndarray
@@ -211,10 +217,10 @@ class ProposalSearch:
         _check_safe(cycles)   # sums; each memory is one of two safe values
         by_segment = (np.array(prev, np.int64), a_first,
                       np.array([0] * len(starts) + [int(pre) for pre, *_ in variants], np.int64))
-        ahead = np.array([False] * len(starts) + [nxt for _, nxt, *_ in variants], bool)
+        prefetching = np.array([False] * len(starts) + [nxt for _, nxt, *_ in variants], bool)
         rows = np.arange(len(memory))
-        if ahead.any():
-            ahead = ahead[segment]
+        if prefetching.any():
+            ahead = prefetching[segment]
             rows, pre_rows = rows[~ahead], rows[ahead]
         else:
             pre_rows = rows[:0]
@@ -322,7 +328,7 @@ def _stacked(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
     """Fronts' (memory, cycles) columns end to end: (memory, cycles, lengths, first index
     of each)."""
     lengths = [len(memory) for memory, _ in columns]
-    first = np.cumsum([0] + lengths[:-1], dtype=np.int64)
+    first = np.cumsum([0] + lengths, dtype=np.int64)[:-1]
     if not columns:
         return _ints([]), _ints([]), lengths, first
     return (np.concatenate([m for m, _ in columns]), np.concatenate([c for _, c in columns]),
