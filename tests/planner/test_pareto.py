@@ -1,7 +1,9 @@
 """Pareto culling and frontier combination against brute force."""
+import numpy as np
+import pytest
 from hypothesis import example, given, strategies as st
 
-from planner.pareto import combine, frontier, thin
+from planner.pareto import combine, combine_segments, frontier, frontier_order, thin
 
 pts = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=0, max_size=40)
 
@@ -59,3 +61,90 @@ def test_extending_a_pareto_set_equals_culling_every_pair(raw, opts):
     every = [(m + dm, c + dc, spec, copied + extra)
              for m, c, spec, copied in points for dm, dc, extra in options]
     assert _extended(points, options) == _pareto(every)
+
+
+# ----- the same rules on int64 columns (the Proposal DP's path) ------------------------------
+
+def _columns(points):
+    return (np.array([m for m, _, *_ in points], np.int64),
+            np.array([c for _, c, *_ in points], np.int64))
+
+
+@given(pts)
+@example([(3, 3), (3, 3), (1, 5), (3, 3), (1, 5), (2, 4)])   # duplicates: the first is kept
+def test_frontier_order_equals_frontier(points):
+    """The column cull keeps exactly frontier's survivors, in its order, ties to the first."""
+    got = frontier_order(*_columns(points)).tolist()
+    assert got == [i for _, _, i in frontier([(m, c, i) for i, (m, c) in enumerate(points)])]
+
+
+# memories on a scale that makes the segment keys large too; frontiers drawn from raw points
+# in a small range, so the same memories and cycle sums recur across sides and segments
+scales = st.sampled_from([1, 7, 2 ** 40])
+segment_pairs = st.lists(st.tuples(pts, pts), max_size=5)
+
+
+def _brute_combine(a, b):
+    """The definition: every pair of a x b, culled (pairs listed a-major)."""
+    return frontier([(max(ma, mb), ca + cb, (i, k))
+                     for i, (ma, ca, *_) in enumerate(a) for k, (mb, cb, *_) in enumerate(b)])
+
+
+def _segments(pairs, scale, culled):
+    """(a, b) lists per segment, memories scaled; each a frontier if ``culled`` or else just
+    sorted by memory (duplicates and dominated points left in)."""
+    def side(raw):
+        points = [(m * scale, c, None) for m, c in raw]
+        return frontier(points) if culled else sorted(points, key=lambda p: p[0])
+    return [(side(a), side(b)) for a, b in pairs]
+
+
+def _combined(segments):
+    """combine_segments on the segments, as (memory, cycles, segment, ia, ib) rows with
+    indices local to each segment."""
+    a_len = [len(a) for a, _ in segments]
+    b_len = [len(b) for _, b in segments]
+    am, ac = _columns([p for a, _ in segments for p in a])
+    bm, bc = _columns([p for _, b in segments for p in b])
+    memory, cycles, seg, ia, ib = combine_segments(am, ac, a_len, bm, bc, b_len)
+    a_first = np.cumsum([0] + a_len)[seg]
+    b_first = np.cumsum([0] + b_len)[seg]
+    return memory, cycles, seg, ia - a_first, ib - b_first
+
+
+@given(segment_pairs, scales)
+@example([([(1, 5), (2, 2)], [(1, 3), (2, 0)]), ([(1, 5), (2, 2)], [(1, 3), (2, 0)])], 1)
+def test_combined_segments_equal_brute_force_over_each_pair(pairs, scale):
+    """Per segment the candidates, culled, are the brute-force frontier of a x b with the same
+    pairs; culled all together they are the frontier of those, ties to the first segment."""
+    segments = _segments(pairs, scale, culled=True)
+    memory, cycles, seg, ia, ib = _combined(segments)
+    rows = list(zip(memory.tolist(), cycles.tolist(), zip(seg.tolist(), ia.tolist(),
+                                                           ib.tolist())))
+    expect = []
+    for s, (a, b) in enumerate(segments):
+        mine = [r for r in rows if r[2][0] == s]
+        keep = frontier_order(*_columns(mine)).tolist()
+        assert [mine[k] for k in keep] == [(m, c, (s, i, k))
+                                           for m, c, (i, k) in _brute_combine(a, b)]
+        expect += [(m, c, (s, i, k)) for m, c, (i, k) in _brute_combine(a, b)]
+    assert [rows[k] for k in frontier_order(memory, cycles).tolist()] == frontier(expect)
+
+
+@given(segment_pairs, scales)
+def test_combined_segments_equal_combine_on_any_memory_sorted_input(pairs, scale):
+    """combine's own loop (the fastest-fitting point of each side per threshold) on inputs
+    sorted by memory but not culled, duplicates included: the columns give the same pairs."""
+    segments = _segments(pairs, scale, culled=False)
+    memory, cycles, seg, ia, ib = _combined(segments)
+    for s, (a, b) in enumerate(segments):
+        mine = [k for k in range(len(seg)) if seg[k] == s]
+        keep = [mine[k] for k in frontier_order(memory[mine], cycles[mine]).tolist()]
+        assert [(memory[k], cycles[k], (ia[k], ib[k])) for k in keep] == combine(a, b)
+
+
+def test_combine_segments_refuses_keys_past_int64():
+    big = np.array([0, 2 ** 61], np.int64)
+    cycles = np.array([1, 0], np.int64)
+    with pytest.raises(OverflowError):
+        combine_segments(big, cycles, [1, 1], big, cycles, [1, 1])

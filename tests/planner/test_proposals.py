@@ -122,6 +122,35 @@ def test_interval_frontiers_are_the_culled_candidates(g, io_region):
         assert fronts == {s: frontier(c) for s, c in by_start.items()}
 
 
+def _search_on_lists_from(limit, *args):
+    """A search whose int64 columns refuse values at or past ``limit``: from the first sink
+    that meets one the DP goes on with Python lists (``_sink_on_lists``); 0: lists from the
+    start, the definition the columns follow."""
+    from planner import proposals
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proposals, "INT64_SAFE", limit)
+        return ProposalSearch(*args)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=7), st.booleans(), st.sampled_from([None, 2]), st.data())
+def test_dp_on_columns_equals_dp_on_lists(g, prefetch, thinned, data):
+    """Every prefix's frontier, plain and prefetching, reads as the same _Points (memory,
+    cycles, back pointers, spec, bit: so the same tie-breaks) whether the DP runs on int64
+    columns, on lists, or switches from the one to the other part way."""
+    import dataclasses
+    device = prefetch_device() if prefetch else simple_device()
+    options = dataclasses.replace(SMALL, thin_frontier=thinned)
+    columns = ProposalSearch(g, device, options)
+    cycles = sorted({p.cycles for front in columns.fronts for p in front} | {1})
+    lists = _search_on_lists_from(data.draw(st.sampled_from([0] + cycles), label="limit"),
+                                  g, device, options)
+    assert [list(f) for f in lists.fronts] == [list(f) for f in columns.fronts]
+    assert [list(f) for f in lists.prefetch_fronts] == \
+        [list(f) for f in columns.prefetch_fronts]
+    assert lists.plan_candidates == columns.plan_candidates
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs(max_parts=6))
 def test_every_proposal_covers_each_part_once_and_fits(g):
