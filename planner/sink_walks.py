@@ -173,13 +173,15 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
     return out
 
 
-#: This process also finds the requests (the cost-free walk: 0.21 s CPU on MobileNetV1-224,
-#: beside 0.30 s of batched costing), so it takes a new signature as if its load were this
-#: much higher: with two processes it costs about a sixth. Measured (timeline, quiet cores,
-#: fastest of 5, two rounds): the costs are in 0.301-0.305 s into the search with 5, the
-#: child done 0.007 s before this process; 0.306-0.313 s with 4 (0.02 s before) and
-#: 0.316 s with 6 (the child last); with 2 this process ended 0.09 s after the child.
-PARENT_LOAD_FACTOR = 5
+#: This process also finds the requests (the cost-free walk: 0.14 s CPU on MobileNetV1-224,
+#: beside 0.29 s of batched costing), so it takes a new signature as if its load were this
+#: much higher: with two processes it costs about a third. Measured (quiet cores, fastest
+#: of 5, two rounds, each process's costing calls timed): the costs are in 0.267-0.268 s
+#: into the search with 2, this process done 0.015 s after the child; 0.276 s with 3 and
+#: 0.286 s with 5 (the child last, 0.03-0.05 s after this process); 0.288-0.289 s with 1.5
+#: (this process last, 0.065 s after the child). Before the pre-walk's fast paths (0.21 s)
+#: 5 was best.
+PARENT_LOAD_FACTOR = 2
 
 
 def warm_costs(gen: PlanGenerator, workers: int) -> None:
