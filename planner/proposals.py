@@ -130,9 +130,10 @@ def _collector_paused():
     """Pause Python's cyclic garbage collector while the search runs (and its forked workers,
     which inherit the pause). The search builds hundreds of thousands of small tuples (the
     candidates' points) that live until it ends; every few hundred allocations the collector
-    rescans them, up to a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The search makes
-    no reference cycles worth collecting meanwhile; the collector runs again afterwards (if
-    it ran before: a caller who paused it keeps it paused)."""
+    rescans them, up to a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The
+    search makes no reference cycles worth collecting meanwhile; the collector runs again
+    afterwards (if it ran before: a caller who paused it keeps it paused), with the search's
+    objects promoted to its oldest generation."""
     was = gc.isenabled()
     gc.disable()
     try:

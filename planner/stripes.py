@@ -200,7 +200,7 @@ class StripeConfig:
     def _propagate_integers(self, maps, input_shape: Sequence[int]) -> "StripeConfig":
         """``_propagate`` when the propagator and this config's positions are all integers
         (``Propagator.integer_axis_maps``): no floored starts to widen, no rounding; the
-        same fields, a third of the time (MobileNetV1's search propagates ~3,800 configs)."""
+        same fields in less than half the time (MobileNetV1-224: 3,763 calls, 11.6 -> 4.9 us)."""
         shape, strides, order, stripes, offset = [], [], [], [], []
         for j, lin, const, off in maps:
             if j is None:
