@@ -19,6 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from planner.api import plan  # noqa: E402
+from planner.errors import PlannerError  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.simulate import simulate  # noqa: E402
 
@@ -69,4 +70,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except PlannerError as e:      # a missing or malformed model: one line, not a traceback
+        sys.exit(f"error: {e}")

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.synthetic import chain, residual  # noqa: E402
 from planner import devices  # noqa: E402
+from planner.errors import PlannerError  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.plans import PlanGenerator, clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
@@ -175,4 +176,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except PlannerError as e:      # a missing or malformed model: one line, not a traceback
+        sys.exit(f"error: {e}")

@@ -285,3 +285,16 @@ def test_tvmc_plan_options(args, needles):
     last = err.strip().splitlines()[-1]
     for n in needles:
         assert n in last, (n, last)
+
+
+@pytest.mark.parametrize("script", ["planner_speed.py", "planner_memory.py"])
+def test_planner_benchmarks_name_a_missing_model(script, tmp_path):
+    """The issue's benchmarks given a models folder without MobileNetV1-224: one line naming
+    the file, no traceback."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--models",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: ")
+    assert str(tmp_path / "mobilenet_v1_1.0_224.tflite") in lines[0]
