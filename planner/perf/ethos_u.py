@@ -1071,7 +1071,8 @@ class EthosUPerfModel:
       stripes of its cascades. Same numbers for whole layers; not monotone.
     * ``"best"`` (what ``planner.devices`` uses): per stripe, the cheaper of the two, judged
       on the cycles a stripe pays back to back. Every command programs its own block, so
-      either is what the NPU can run; never more than ``"part"``, same whole-layer figures.
+      either is what the NPU can run; never more than ``"part"`` back to back (a stripe
+      alone, its fill and drain paid, can cost a little more), same whole-layer figures.
     """
 
     #: Cycles to issue one more stripe. Vela charges none beyond the fill and drain already in

@@ -295,17 +295,23 @@ def test_cycles_are_positive_python_ints(part, device, data):
 @PROPS
 @given(part=nhwc_parts(), device=st.sampled_from(DEVICE_NAMES), data=st.data())
 def test_best_block_is_never_worse_and_fill_drain_is_part_of_a_command(part, device, data):
-    """The devices' "best" block policy costs a stripe at most what the per-Part block does,
-    exactly Vela's figure on the whole output; the fill and drain a stripe hides when run
-    back to back is a part of its single-command cycles."""
-    model = perf(device)
+    """The devices' "best" block policy costs a stripe run back to back (the cycles less the
+    fill and drain: how the stripes of a striped Part run) at most what the per-Part block
+    does, the single-command cycles deciding a tie, and exactly Vela's figure on the whole
+    output; the fill and drain a stripe hides when run back to back is a part of its
+    single-command cycles. (The single-command cycles alone may be higher: a 5x5 depthwise
+    stripe (1, 1, 1, 18) of a (1, 1, 5, 24) map on ethos-u65-512 costs 775 against 762, but
+    354 against 468 back to back.)"""
+    model, part_model = perf(device), part_policy(device)
     stripe = sub_shape(data.draw, part.output.shape)
     cycles = model.compute_cycles(part, stripe)
-    assert cycles <= part_policy(device).compute_cycles(part, stripe)
-    whole = part.output.shape
-    assert model.compute_cycles(part, whole) == part_policy(device).compute_cycles(part, whole)
     fill = model.fill_drain_cycles(part, stripe)
     assert type(fill) is int and 0 <= fill <= cycles
+    part_cycles = part_model.compute_cycles(part, stripe)
+    part_fill = part_model.fill_drain_cycles(part, stripe)
+    assert (cycles - fill, cycles) <= (part_cycles - part_fill, part_cycles)
+    whole = part.output.shape
+    assert model.compute_cycles(part, whole) == part_model.compute_cycles(part, whole)
     if device.startswith("ethos-n"):
         assert fill == 0
 
