@@ -144,8 +144,11 @@ def _collector_paused():
             # next pass would scan all of them (~150k on MobileNetV1: 10-40 ms): promote
             # them to the oldest, scanned only by the rare full collections, as if they had
             # survived the young passes they missed.
-            gc.freeze()
-            gc.unfreeze()
+            # A caller's own frozen objects (gc.freeze before forking workers, say) stay
+            # frozen: unfreeze would thaw them too, so then nothing is promoted.
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

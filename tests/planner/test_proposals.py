@@ -376,7 +376,8 @@ def test_the_collector_is_paused_during_a_search_only(monkeypatch):
 
 def test_the_search_leaves_its_objects_to_the_oldest_generation():
     """What the search made while the collector was paused is promoted to the oldest
-    generation when it resumes, so the next young collection does not rescan it all."""
+    generation when it resumes, so the next young collection does not rescan it all, unless
+    the caller has frozen objects of its own, which stay frozen."""
     import gc
     from tests.planner.mobilenet import mobilenet_v1
     was = gc.isenabled()
@@ -385,5 +386,10 @@ def test_the_search_leaves_its_objects_to_the_oldest_generation():
         search = ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device(), SMALL, workers=1)
         assert any(o is search.fronts for o in gc.get_objects(generation=2))
         assert not any(o is search.fronts for o in gc.get_objects(generation=0))
+        gc.freeze()                   # a caller's frozen objects stay frozen
+        frozen = gc.get_freeze_count()
+        ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device(), SMALL, workers=1)
+        assert gc.get_freeze_count() == frozen
     finally:
+        gc.unfreeze()
         (gc.enable if was else gc.disable)()
