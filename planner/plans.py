@@ -615,7 +615,7 @@ class PlanGenerator:
             if t.is_constant or not self.staged(t):
                 continue
             win = stripe.propagate(prop, t.shape)
-            buf = [_max_span(win.axis_ranges(a)) for a in range(len(t.shape))]
+            buf = list(win.max_spans())
             if any(win.order):
                 inner = max(win.order)
                 axes = [a for a in range(len(t.shape))
@@ -957,16 +957,6 @@ def contiguous_runs(block: tuple[int, ...], shape: tuple[int, ...]) -> int:
     return math.prod(block[:k]) if k > 0 else 1
 
 
-def _max_span(ranges: tuple[tuple[int, int], ...]) -> int:
-    return max((hi - lo for lo, hi in ranges), default=0)
-
-
-@lru_cache(maxsize=200_000)
-def _axis_windows(chunks: tuple[tuple[int, int], ...], lin, const, off, extent: int
-                  ) -> tuple[tuple[int, int], ...]:
-    return tuple(window(c0, c1, lin, const, off, extent) for c0, c1 in chunks if c1 > c0)
-
-
 def _rolled_axis(reader: StripeConfig, b: int, lin, const, off, extent: int, h: int
                  ) -> tuple[int, int, int, int]:
     """(chunk rows, ring rows, lo, hi: ``windows.ring_rows``) of a rolling buffer along an
@@ -982,8 +972,9 @@ def _rolled_axis(reader: StripeConfig, b: int, lin, const, off, extent: int, h: 
 @lru_cache(maxsize=200_000)
 def _rolled_axis_of(r_off, r_stride, r_shape: int, r_stripes: int, r_extent: int, lin, const,
                     off, extent: int, h: int) -> tuple[int, int, int, int]:
-    windows = _axis_windows(_axis_ranges(r_off, r_stride, r_shape, r_stripes, r_extent), lin,
-                            const, off, extent)
+    windows = tuple(window(c0, c1, lin, const, off, extent)
+                    for c0, c1 in _axis_ranges(r_off, r_stride, r_shape, r_stripes, r_extent)
+                    if c1 > c0)
     h = min(h, _span(windows))
     rows, lo, hi = ring_rows(windows, h, extent)
     return h, rows, lo, hi
@@ -999,11 +990,10 @@ def _span(windows: tuple[tuple[int, int], ...]) -> int:
 def clear_caches() -> None:
     """Forget every module-level memo (stripe ranges, propagations, windows, rings), so a
     benchmark times a cold search rather than one warmed by the run before it."""
-    from planner import stripes, windows
+    from planner import stripes
     from planner.perf import ethos_u
     for fn in (stripes._axis_ranges, stripes._axis_max_span, stripes._axis_sizes,
-               stripes._count_stripes, stripes._propagate, windows.ring_rows, _axis_windows,
-               _rolled_axis_of,
+               stripes._count_stripes, stripes._propagate, _rolled_axis_of,
                ethos_u._block_axis, ethos_u._depth_axis, ethos_u._fitting_blocks,
                ethos_u._depth_candidates, ethos_u._dpu_cycles_of, ethos_u._window_op):
         fn.cache_clear()

@@ -9,7 +9,6 @@ one definition, so they can only disagree through a real bug.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 from planner.propagator import Number
 
@@ -34,7 +33,6 @@ def chunk_end(x: int, lo: int, hi: int, h: int) -> int:
     return min(hi, lo + -(-(x - lo) // h) * h)
 
 
-@lru_cache(maxsize=200_000)
 def ring_rows(windows: tuple[tuple[int, int], ...], h: int, extent: int | None = None
               ) -> tuple[int, int, int]:
     """Rows a rolling buffer needs when one consumer reads ``windows`` in order and the
