@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
-from tvm_ethos.package import read_package, write_package
+from tvm_ethos.package import package_bytes, read_package, read_package_bytes, write_package
 
 FORMAT_VERSION = 1
 _META = "meta.json"
@@ -34,7 +34,8 @@ class CompiledModel:
     (tvm_ethos/runtime/executor.py); ``executable`` stays a plain Relax VM executable."""
 
     def __init__(self, executable, targets: str, report, inputs: list[IOSpec], outputs: list[IOSpec] | None = None,
-                 program=None, runtime_options: dict | None = None, library=None, plan_report=None):
+                 program=None, runtime_options: dict | None = None, library=None, plan_report=None,
+                 library_bytes: bytes | None = None):
         self.executable = executable
         self.targets = targets
         self.report = report
@@ -45,6 +46,8 @@ class CompiledModel:
         self.program = program
         self.runtime_options = dict(runtime_options or {})
         self._library = library
+        #: the exported shared library, kept once exported or loaded (save writes it again)
+        self._saved_library = library_bytes
         self._executor = None
         self.from_cache = False
         self.cache_path = None
@@ -139,31 +142,43 @@ class CompiledModel:
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> str:
         """Write one file holding the executable's shared library and metadata: a tar when
-        ``path`` ends in ``.tar`` (as tvmc's packages), a zip otherwise (tvm_ethos/package.py)."""
+        ``path`` ends in ``.tar`` (as tvmc's packages), a zip otherwise (tvm_ethos/package.py).
+
+        A model that came from :func:`load` or the cache saves the library bytes it was loaded
+        from (TVM cannot export a module loaded from a shared library), so saving it again gives
+        the same file, byte for byte."""
         path = os.fspath(path)
-        tmp = tempfile.mkdtemp(prefix="tvm_ethos_save_")
-        try:
-            lib = os.path.join(tmp, _LIB)
-            self.executable.export_library(lib)
-            meta = {
-                "format_version": FORMAT_VERSION,
-                "targets": self.targets,
-                "report": self.report.to_json() if self.report is not None else None,
-                "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
-                "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
-                "runtime_options": self.runtime_options,
-                "plan_report": self.plan_report,
-            }
-            with open(lib, "rb") as f:
-                members = [(_LIB, f.read()), (_META, json.dumps(meta, sort_keys=True).encode())]
-            if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
-                members += [(_PROGRAM, self.program.to_json().encode()),
-                            (_CONSTANTS, self.program.constants_blob())]
-            # Deterministic bytes, a tar for a *.tar name (tvmc's packages), else a zip
-            write_package(path, members)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_package(path, self._package_members())
         return path
+
+    def _package_members(self) -> list[tuple[str, bytes]]:
+        """The package's members in their fixed order (tvm_ethos/package.py writes them)."""
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "targets": self.targets,
+            "report": self.report.to_json() if self.report is not None else None,
+            "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
+            "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
+            "runtime_options": self.runtime_options,
+            "plan_report": self.plan_report,
+        }
+        members = [(_LIB, self._library_bytes()), (_META, json.dumps(meta, sort_keys=True).encode())]
+        if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
+            members += [(_PROGRAM, self.program.to_json().encode()),
+                        (_CONSTANTS, self.program.constants_blob())]
+        return members
+
+    def _library_bytes(self) -> bytes:
+        if self._saved_library is None:
+            tmp = tempfile.mkdtemp(prefix="tvm_ethos_save_")
+            try:
+                lib = os.path.join(tmp, _LIB)
+                self.executable.export_library(lib)
+                with open(lib, "rb") as f:
+                    self._saved_library = f.read()
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return self._saved_library
 
     def __repr__(self):
         return f"<CompiledModel targets={self.targets!r} partition={self.partition_summary}>"
@@ -181,21 +196,28 @@ def _flatten(res) -> list[np.ndarray]:
 def load(path, **runtime_options) -> CompiledModel:
     """Load a model written by ``CompiledModel.save`` (works in a fresh process).
 
+    A package is code: loading one loads its shared library into this process (as TVM's
+    ``tvm.runtime.load_module`` on an ``export_library`` file does), and that library runs
+    with your rights. Load only packages you built or trust, as you would a ``.so``.
+
     ``runtime_options`` (``fallback_mode``, ``opencl_device``, ``misaligned``, ``max_requests``)
     override those saved with the model."""
-    import tvm
-
-    from tvm_ethos.runtime.program import NetworkProgram
-
     _check_runtime_options(runtime_options)
-
-    from tvm_ethos.backends.registry import get_registry
-    from tvm_ethos.partition import PartitionReport
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ModelLoadError(f"compiled model not found: {path}")
-    members = read_package(path)
+    return load_members(read_package(path), path, runtime_options)
+
+
+def load_members(members: dict[str, bytes], path: str, runtime_options: dict) -> CompiledModel:
+    """:func:`load` on a package's members already read (the cache checks their hash first);
+    ``path`` names the package in errors."""
+    import tvm
+
+    from tvm_ethos.backends.registry import get_registry
+    from tvm_ethos.partition import PartitionReport
+    from tvm_ethos.runtime.program import NetworkProgram
+
     try:
         meta = json.loads(members[_META])
     except (KeyError, ValueError) as err:
@@ -216,6 +238,8 @@ def load(path, **runtime_options) -> CompiledModel:
         lib = tvm.runtime.load_module(os.path.join(tmp, _LIB))
     except Exception as err:
         raise ModelLoadError(f"{path}: cannot load the executable: {err}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     ex = tvm.runtime.Executable(lib) if not hasattr(lib, "jit") else lib
     report = PartitionReport.from_json(meta["report"]) if meta.get("report") else None
     ins = [IOSpec(n, tuple(s), d) for n, s, d in meta["inputs"]]
@@ -229,7 +253,7 @@ def load(path, **runtime_options) -> CompiledModel:
     opts = dict(meta.get("runtime_options") or {})
     opts.update(runtime_options)
     return CompiledModel(ex, meta["targets"], report, ins, outs, program=program, runtime_options=opts, library=lib,
-                         plan_report=meta.get("plan_report"))
+                         plan_report=meta.get("plan_report"), library_bytes=members[_LIB])
 
 
 def _check_runtime_options(opts: dict) -> None:
@@ -279,17 +303,19 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         except TypeError:
             cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
     if cache_dir is not None:
-        hit = model_cache.lookup(cache_dir, key)
+        model_cache.ensure_dir(cache_dir)   # 0700; CacheError when others could write there
+        hit = model_cache.lookup(cache_dir, key)   # hash checked; CacheError if untrusted
         if hit is not None:
+            path = model_cache.entry_path(cache_dir, key)
             try:
-                cm = load(hit, **runtime_opts)
-                cm.from_cache, cm.cache_path = True, hit
+                cm = load_members(read_package_bytes(hit, path), path, runtime_opts)
+                cm.from_cache, cm.cache_path = True, path
                 return cm
-            except ModelLoadError:
-                pass  # a damaged entry: compile again and overwrite it
+            except ModelLoadError as err:   # hash right, content unreadable (an older format)
+                model_cache.damaged(path, str(err))
     cm = _compile(mod, target, runtime_opts, plan_opts, **options)
     if cache_dir is not None:
-        cm.cache_path = model_cache.store(cache_dir, key, cm)
+        cm.cache_path = model_cache.store(cache_dir, key, package_bytes(cm._package_members()))
     return cm
 
 
