@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,10 +67,36 @@ class CompiledModel:
         return self._vm
 
     def run(self, *inputs) -> list[np.ndarray]:
-        """One inference through the executor (the VM where a model has no program)."""
+        """One inference through the executor (the VM where a model has no program).
+
+        ``inputs``: the arrays in the order of :attr:`inputs`, or one dict keyed by input
+        name. The outputs come back in the order, and with the shapes, of :attr:`outputs`
+        (the source model's: TFLite's ``(1, 10)`` where the module computes ``(1, 1, 1, 10)``)."""
+        arrays = self._ordered_inputs(inputs)
         if self.program is not None:
-            return self.executor.run(inputs)
-        return self.run_vm(*inputs)
+            return self._shaped(self.executor.run(arrays))
+        return self.run_vm(*arrays)
+
+    def _ordered_inputs(self, inputs: tuple) -> tuple:
+        """Positional arrays, or one dict by input name turned into them (TvmEthosError naming
+        the unknown or missing names)."""
+        if len(inputs) != 1 or not isinstance(inputs[0], Mapping):
+            return inputs
+        given, names = inputs[0], [s.name for s in self.inputs]
+        unknown = [k for k in given if k not in names]
+        missing = [n for n in names if n not in given]
+        if unknown or missing:
+            what = (f"unknown input name(s) {', '.join(map(repr, unknown))}" if unknown else
+                    f"no array for input(s) {', '.join(map(repr, missing))}")
+            raise TvmEthosError(f"{what}; the model's inputs are {', '.join(map(repr, names))}")
+        return tuple(given[n] for n in names)
+
+    def _shaped(self, outs: list[np.ndarray]) -> list[np.ndarray]:
+        """The outputs reshaped (views, no copy) to :attr:`outputs`' shapes."""
+        if len(outs) != len(self.outputs):
+            return outs
+        return [o.reshape(s.shape) if o.size == int(np.prod(s.shape, dtype=np.int64)) else o
+                for o, s in zip(outs, self.outputs)]
 
     # ------------------------------------------------------------------ executor
     @property
@@ -85,8 +112,9 @@ class CompiledModel:
         return self._executor
 
     def start_async(self, *inputs):
-        """Start an inference; returns a request whose ``wait()`` gives the outputs."""
-        return self.executor.start_async(inputs)
+        """Start an inference (inputs as :meth:`run` takes them); returns a request whose
+        ``wait()`` gives the outputs, shaped as :meth:`run` gives them."""
+        return _ShapedRequest(self.executor.start_async(self._ordered_inputs(inputs)), self._shaped)
 
     @property
     def last_run_stats(self):
@@ -109,6 +137,7 @@ class CompiledModel:
         """One inference with the Relax VM on ``executable`` (everything on the CPU)."""
         import tvm
 
+        inputs = self._ordered_inputs(inputs)
         if len(inputs) != len(self.inputs):
             raise TvmEthosError(f"the model takes {len(self.inputs)} input(s), {len(inputs)} given")
         args = []
@@ -120,7 +149,7 @@ class CompiledModel:
                 raise TvmEthosError(f"input {spec.name!r}: dtype {x.dtype}, expected {spec.dtype}")
             args.append(tvm.runtime.tensor(np.ascontiguousarray(x)))
         res = self.vm["main"](*args)
-        return _flatten(res)
+        return self._shaped(_flatten(res))
 
     # ------------------------------------------------------------------ info
     @property
@@ -182,6 +211,19 @@ class CompiledModel:
 
     def __repr__(self):
         return f"<CompiledModel targets={self.targets!r} partition={self.partition_summary}>"
+
+
+class _ShapedRequest:
+    """An executor request whose ``wait()`` gives the outputs in the model's shapes."""
+
+    def __init__(self, request, shape):
+        self._request, self._shape = request, shape
+
+    def wait(self, timeout: float | None = None) -> list[np.ndarray]:
+        return self._shape(self._request.wait(timeout))
+
+    def __getattr__(self, name):   # stats, done
+        return getattr(self._request, name)
 
 
 def _flatten(res) -> list[np.ndarray]:
@@ -360,12 +402,30 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     for p in main.params:
         ty = p.ty
         ins.append(IOSpec(p.name, tuple(int(s) for s in ty.shape.values), str(ty.dtype)))
+    return CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
+                         runtime_options=runtime_opts, plan_report=plan_report)
+
+
+def output_specs(mod) -> list[IOSpec]:
+    """The outputs as the source model declares them: its names and shapes (frontend.py
+    records them; TVM's importers lose both), the module's own where the source gives none
+    or a shape with another element count (a dynamic dimension)."""
+    from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
+
+    attrs = mod.attrs if mod.attrs is not None else {}
+    names = [str(n) for n in attrs[OUTPUT_NAMES_ATTR]] if OUTPUT_NAMES_ATTR in attrs else []
+    shapes = [tuple(int(d) for d in s) for s in attrs[OUTPUT_SHAPES_ATTR]] if OUTPUT_SHAPES_ATTR in attrs else []
+    rt = mod["main"].ret_ty
+    fields = list(rt.fields) if hasattr(rt, "fields") else [rt]
     outs = []
-    rt = main.ret_ty
-    for t in (rt.fields if hasattr(rt, "fields") else [rt]):
+    for i, t in enumerate(fields):
         try:
-            outs.append(IOSpec("output", tuple(int(s) for s in t.shape.values), str(t.dtype)))
-        except Exception:
-            pass
-    return CompiledModel(ex, str(tl), report, ins, outs, program=program, runtime_options=runtime_opts,
-                         plan_report=plan_report)
+            shape = tuple(int(d) for d in t.shape.values)
+        except Exception:   # a dynamic shape: nothing to check a run's outputs against
+            continue
+        name = names[i] if i < len(names) and len(names) == len(fields) else f"output_{i}"
+        src = shapes[i] if i < len(shapes) and len(shapes) == len(fields) else shape
+        if all(d > 0 for d in src) and int(np.prod(src, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64)):
+            shape = src
+        outs.append(IOSpec(name, shape, str(t.dtype)))
+    return outs
