@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,6 +20,8 @@ _META = "meta.json"
 _LIB = "model.so"
 _PROGRAM = "program.json"
 _CONSTANTS = "constants.bin"
+log = logging.getLogger(__name__)
+
 #: Options of the executor (applied when a model is loaded, not part of what is compiled).
 RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests")
 
@@ -248,6 +252,7 @@ def load(path, **runtime_options) -> CompiledModel:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ModelLoadError(f"compiled model not found: {path}")
+    log.info("loading %s (its shared library runs in this process)", path)
     return load_members(read_package(path), path, runtime_options)
 
 
@@ -317,11 +322,38 @@ def _check_runtime_options(opts: dict) -> None:
 
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
     """Partition ``mod`` for ``target``, build NPU subgraphs as emulator kernels and the rest for
-    the host, and return a :class:`CompiledModel`. Options are validated up front.
+    the host, and return a :class:`CompiledModel`. Options are validated up front: an unknown
+    one is an :class:`OptionError` listing those allowed.
 
-    Runtime options (``fallback_mode="auto"|"import"|"copy"``, ``opencl_device``, ``misaligned``,
-    ``max_requests``) are kept for the executor. ``cache_dir`` (or ``$TVM_ETHOS_CACHE_DIR``):
-    a compiled-model cache; a second compile of the same model, targets and options loads it.
+    ``mod``: an IRModule from :func:`load_model`, or what it takes (a .tflite/.onnx path, bytes).
+    ``target``: a priority-ordered list ending with a host target, e.g. ``"ethos-n,opencl"``;
+    each operator goes to the first target that takes it.
+
+    Target options (also written inline, ``"ethos-u -accelerator_config=ethos-u55-256,llvm"``;
+    a backend plugin adds its own, listed by its ``options_schema()``):
+
+    * ``accelerator_config`` (ethos-u): ``"ethos-u55-32"`` ... ``"ethos-u85-2048"``;
+    * ``variant`` (ethos-n, ``"n78"``), ``tops`` (1, 2, 4, 8), ``ple_ratio`` (2, 4),
+      ``sram_size`` (bytes, 0 for the variant's own);
+    * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU.
+
+    Planning options (rfcs/0005):
+
+    * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``);
+    * ``memory_pools``: memory regions overriding the device's (``{"sram": {"size": ...}}``,
+      or tvmc's ``"sram:300KiB:read_bw=8"`` strings);
+    * ``planner_options``: a dict or ``planner.options.PlannerOptions`` of search settings;
+    * ``plan``: ``False`` skips the cascading planner (each layer alone).
+
+    Runtime options, kept with the model and applied when it is loaded (not part of what is
+    compiled or of the cache key): ``fallback_mode`` (``"auto"``, ``"import"``, ``"copy"``: how
+    tensors cross from one backend to the next, rfcs/0003), ``opencl_device`` (a PyOpenCL
+    device name), ``misaligned`` (``"copy"`` or ``"reject"`` a caller buffer the GPU cannot
+    import in place), ``max_requests`` (concurrent :meth:`CompiledModel.start_async` requests).
+
+    ``cache_dir`` (or ``$TVM_ETHOS_CACHE_DIR``; ``False`` disables): a compiled-model cache; a
+    second compile of the same model, targets and options loads it (tvm_ethos/runtime/cache.py
+    says how entries are guarded: they are native code).
     """
     import tvm
 
@@ -333,6 +365,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     _check_runtime_options(runtime_opts)
     cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
+    _check_target_options(target, options)
     key = None
     if cache_dir is not None:
         from tvm_ethos.runtime.program import PROGRAM_VERSION
@@ -352,13 +385,44 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
             try:
                 cm = load_members(read_package_bytes(hit, path), path, runtime_opts)
                 cm.from_cache, cm.cache_path = True, path
+                log.info("loaded from the cache: %s", path)
                 return cm
             except ModelLoadError as err:   # hash right, content unreadable (an older format)
                 model_cache.damaged(path, str(err))
+        log.info("not in the cache %s: compiling", cache_dir)
+    t0 = time.perf_counter()
     cm = _compile(mod, target, runtime_opts, plan_opts, **options)
+    log.info("compiled for %s in %.1f s: %s", cm.targets, time.perf_counter() - t0,
+             ", ".join(f"{t} {n}" for t, n in cm.partition_summary.items()))
     if cache_dir is not None:
         cm.cache_path = model_cache.store(cache_dir, key, package_bytes(cm._package_members()))
+        log.info("stored in the cache: %s", cm.cache_path)
     return cm
+
+
+#: ``compile``'s own options (the rest belong to the targets' backends).
+COMPILE_OPTIONS = ("budget", "memory_pools", "planner_options", "plan") + RUNTIME_OPTIONS + ("cache_dir",)
+
+
+def _check_target_options(target: str, options: dict) -> None:
+    """An OptionError naming every option ``compile`` takes when one is neither its own nor
+    a target's (a misspelt ``budget`` must not read as a missing target option)."""
+    from tvm_ethos.backends.registry import get_registry
+    from tvm_ethos.errors import OptionError
+    from tvm_ethos.targets import parse_targets
+
+    if not options:
+        return
+    reg = get_registry()
+    schemas = {t.backend_id: sorted(reg.get(t.backend_id).options_schema())
+               for t in parse_targets(target, {}).targets}
+    known = {k for keys in schemas.values() for k in keys}
+    unknown = sorted(k for k in options if k not in known)
+    if unknown:
+        per_target = "; ".join(f"{b}: {', '.join(keys) or '(none)'}" for b, keys in schemas.items())
+        raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))}; allowed options: "
+                          f"{', '.join(COMPILE_OPTIONS)} (compile); {per_target}")
 
 
 def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
@@ -378,6 +442,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     if not isinstance(mod, tvm.IRModule):
         mod = load_model(mod)
     pmod, report = partition(mod, tl)
+    log.debug("partition:\n%s", report)
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     try:
         # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules

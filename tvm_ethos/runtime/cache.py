@@ -67,12 +67,8 @@ def package_fingerprint() -> str:
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
-        try:
-            from importlib.metadata import version
+        from tvm_ethos._version import __version__ as ver
 
-            ver = version("tvm-ethos")
-        except Exception:  # pragma: no cover - running from a bare source tree
-            ver = "unknown"
         _PACKAGE_DIGEST = f"tvm-ethos {ver} src {h.hexdigest()[:16]} tvm {tvm.__version__}"
     return _PACKAGE_DIGEST
 
