@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tflite_builder as tb
 import tvm_ethos
@@ -194,3 +196,14 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         model_cache.store(d, "k", b"package")
     assert os.listdir(d) == []
+
+
+@given(package=st.binary(max_size=512), where=st.integers(min_value=0), bit=st.integers(0, 7))
+@settings(max_examples=200, deadline=None)
+def test_any_flipped_bit_of_an_entry_is_caught(package, where, bit):
+    entry = model_cache.entry_bytes(package)
+    assert model_cache.verified_package(entry) == package
+    damaged = bytearray(entry)
+    damaged[where % len(entry)] ^= 1 << bit
+    assert model_cache.verified_package(bytes(damaged)) is None
+    assert model_cache.verified_package(entry[:-1]) is None
