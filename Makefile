@@ -30,10 +30,10 @@ test-torch: install
 	PYTHONPATH=$(TORCH_LIB) TVM_ETHOS_REQUIRE_TORCH=1 $(PY) -m pytest -q -k torch \
 		tests/tvm_ethos/test_import_onnx_torch.py
 
-# The TVM path: tvmc compile + tvmc run on MobileNetV1-0.25-96 for ethos-n,opencl, checked
+# The TVM path: tvmc compile + tvmc run on ResNet-8 (CIFAR-10) for ethos-n,opencl, checked
 # bit-exact against the TFLite interpreter (nonzero exit if not). Files go to out/demo.
 demo: install
-	$(PY) -m tvm_ethos.demo $(MODELS)/mobilenet_v1_0.25_96.tflite --target ethos-n,opencl --out out/demo
+	$(PY) -m tvm_ethos.demo $(MODELS)/resnet8_cifar.tflite --target ethos-n,opencl --out out/demo
 
 # The planner alone (no TVM): MobileNetV1-224 on ethos-u55-128 within 300 KiB.
 demo-planner: install

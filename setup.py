@@ -1,12 +1,23 @@
 """Packaging for tvm-ethos: the TVM-agnostic cascading planner and the TVM extension."""
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# one version, in tvm_ethos/_version.py (tvm_ethos.__version__, tvmc --version)
+VERSION = re.search(r'__version__ = "([^"]+)"',
+                    (Path(__file__).parent / "tvm_ethos" / "_version.py").read_text()).group(1)
 
 setup(
     name="tvm-ethos",
-    version="0.1.0",
+    version=VERSION,
     description="Compile neural networks for Arm Ethos NPUs with TVM, with a GPU/CPU fallback",
+    license="Apache-2.0",   # as Apache TVM
+    classifiers=["License :: OSI Approved :: Apache Software License", "Typing :: Typed"],
     python_requires=">=3.10",
     packages=find_packages(include=["planner", "planner.*", "tvm_ethos", "tvm_ethos.*"]),
+    # PEP 561: the type hints of the public API are for users' type checkers too
+    package_data={"tvm_ethos": ["py.typed"], "planner": ["py.typed"]},
     install_requires=[
         "apache-tvm==0.27.0.post1",
         "numpy",

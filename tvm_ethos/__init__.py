@@ -11,6 +11,7 @@
 The NPU subgraphs run on an emulator: their TE, with TFLite-exact integer arithmetic, built for
 the host. Design record: rfcs/0002-byoc-and-backends.md.
 """
+from tvm_ethos._version import __version__
 from tvm_ethos.errors import (
     BackendError,
     CompileError,
@@ -32,6 +33,7 @@ __all__ = [
     "TargetError",
     "TvmEthosError",
     "UnsupportedModelError",
+    "__version__",
     "compile",
     "load",
     "load_model",

@@ -414,12 +414,63 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(module)
     ap = _Parser(prog=PROG, description="tvm-ethos: compile networks for Arm Ethos NPUs with "
                                         "TVM, and plan their memory with the cascading planner.")
+    ap.add_argument("--version", action="version", version=version_line())
+    ap.add_argument("-v", "--verbose", action="count", default=0,
+                    help="log what tvm-ethos does to stderr (-v: steps, -vv: details)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, sc in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=sc.help, description=sc.description or sc.help)
+        p.add_argument("-v", "--verbose", dest="sub_verbose", action="count", default=0,
+                       help="log what tvm-ethos does to stderr (-v: steps, -vv: details)")
         sc.add_arguments(p)
     return ap
+
+
+def version_line() -> str:
+    """``tvmc --version``: tvm-ethos's version and the TVM it was installed with (read from
+    the installed distribution, so TVM is not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from tvm_ethos._version import __version__
+    try:
+        tvm = f"apache-tvm {version('apache-tvm')}"
+    except PackageNotFoundError:
+        tvm = "apache-tvm not installed"
+    return f"{PROG} (tvm-ethos) {__version__}, {tvm}"
+
+
+#: Flags of TVM's own tvmc (gone with TVM 0.20) that tvm-ethos does not take, and what to use
+#: instead; the README's table says the same.
+OLD_TVMC_FLAGS = {
+    "--pass-config": "tvm-ethos builds with its own TIR pipeline and takes no PassContext "
+                     "options; the planner's settings are --planner-<field>, --budget, "
+                     "--workspace-pools and --no-plan",
+    "--output-format": "-o NAME.tar writes a tar package (other names a zip); there is no "
+                       "Model Library Format without a C runtime",
+}
+
+#: The loggers ``-v`` turns on; library code logs through ``logging.getLogger(__name__)``.
+LOGGERS = ("tvm_ethos", "planner")
+
+
+def configure_logging(verbosity: int) -> None:
+    """``-v``: INFO, ``-vv``: DEBUG, to stderr; nothing without it (a library configures no
+    handler of its own: Python's last-resort handler shows warnings and errors only). A second
+    ``main()`` in one process replaces what the first set."""
+    import logging
+
+    level = logging.INFO if verbosity == 1 else logging.DEBUG
+    for name in LOGGERS:
+        log = logging.getLogger(name)
+        for h in [h for h in log.handlers if getattr(h, "_tvmc", False)]:
+            log.removeHandler(h)
+        log.setLevel(level if verbosity > 0 else logging.NOTSET)
+        if verbosity > 0:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+            handler._tvmc = True
+            log.addHandler(handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -432,9 +483,13 @@ def main(argv: list[str] | None = None) -> int:
     if extra:   # named by the subcommand, with a hint where the option could be a target's
         hint = (f"; tvmc {args.command} --help lists the --target-<id>-<key> options"
                 if any(a.startswith("--target-") for a in extra) else "")
+        old = [f for f in OLD_TVMC_FLAGS if any(a.split("=")[0] == f for a in extra)]
+        if old:
+            hint = f"; {old[0]} is TVM's old tvmc flag: {OLD_TVMC_FLAGS[old[0]]}"
         print(f"{PROG} {args.command}: error: unrecognized arguments: {' '.join(extra)}{hint}",
               file=sys.stderr)
         return 2
+    configure_logging(args.verbose + getattr(args, "sub_verbose", 0))
     try:
         return SUBCOMMANDS[args.command].run(args)
     except (PlannerError, TvmEthosError) as e:

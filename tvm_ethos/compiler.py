@@ -2,21 +2,26 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
-from tvm_ethos.package import read_package, write_package
+from tvm_ethos.package import package_bytes, read_package, read_package_bytes, write_package
 
 FORMAT_VERSION = 1
 _META = "meta.json"
 _LIB = "model.so"
 _PROGRAM = "program.json"
 _CONSTANTS = "constants.bin"
+log = logging.getLogger(__name__)
+
 #: Options of the executor (applied when a model is loaded, not part of what is compiled).
 RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests")
 
@@ -34,7 +39,8 @@ class CompiledModel:
     (tvm_ethos/runtime/executor.py); ``executable`` stays a plain Relax VM executable."""
 
     def __init__(self, executable, targets: str, report, inputs: list[IOSpec], outputs: list[IOSpec] | None = None,
-                 program=None, runtime_options: dict | None = None, library=None, plan_report=None):
+                 program=None, runtime_options: dict | None = None, library=None, plan_report=None,
+                 library_bytes: bytes | None = None):
         self.executable = executable
         self.targets = targets
         self.report = report
@@ -45,6 +51,8 @@ class CompiledModel:
         self.program = program
         self.runtime_options = dict(runtime_options or {})
         self._library = library
+        #: the exported shared library, kept once exported or loaded (save writes it again)
+        self._saved_library = library_bytes
         self._executor = None
         self.from_cache = False
         self.cache_path = None
@@ -63,10 +71,36 @@ class CompiledModel:
         return self._vm
 
     def run(self, *inputs) -> list[np.ndarray]:
-        """One inference through the executor (the VM where a model has no program)."""
+        """One inference through the executor (the VM where a model has no program).
+
+        ``inputs``: the arrays in the order of :attr:`inputs`, or one dict keyed by input
+        name. The outputs come back in the order, and with the shapes, of :attr:`outputs`
+        (the source model's: TFLite's ``(1, 10)`` where the module computes ``(1, 1, 1, 10)``)."""
+        arrays = self._ordered_inputs(inputs)
         if self.program is not None:
-            return self.executor.run(inputs)
-        return self.run_vm(*inputs)
+            return self._shaped(self.executor.run(arrays))
+        return self.run_vm(*arrays)
+
+    def _ordered_inputs(self, inputs: tuple) -> tuple:
+        """Positional arrays, or one dict by input name turned into them (TvmEthosError naming
+        the unknown or missing names)."""
+        if len(inputs) != 1 or not isinstance(inputs[0], Mapping):
+            return inputs
+        given, names = inputs[0], [s.name for s in self.inputs]
+        unknown = [k for k in given if k not in names]
+        missing = [n for n in names if n not in given]
+        if unknown or missing:
+            what = (f"unknown input name(s) {', '.join(map(repr, unknown))}" if unknown else
+                    f"no array for input(s) {', '.join(map(repr, missing))}")
+            raise TvmEthosError(f"{what}; the model's inputs are {', '.join(map(repr, names))}")
+        return tuple(given[n] for n in names)
+
+    def _shaped(self, outs: list[np.ndarray]) -> list[np.ndarray]:
+        """The outputs reshaped (views, no copy) to :attr:`outputs`' shapes."""
+        if len(outs) != len(self.outputs):
+            return outs
+        return [o.reshape(s.shape) if o.size == int(np.prod(s.shape, dtype=np.int64)) else o
+                for o, s in zip(outs, self.outputs)]
 
     # ------------------------------------------------------------------ executor
     @property
@@ -82,8 +116,9 @@ class CompiledModel:
         return self._executor
 
     def start_async(self, *inputs):
-        """Start an inference; returns a request whose ``wait()`` gives the outputs."""
-        return self.executor.start_async(inputs)
+        """Start an inference (inputs as :meth:`run` takes them); returns a request whose
+        ``wait()`` gives the outputs, shaped as :meth:`run` gives them."""
+        return _ShapedRequest(self.executor.start_async(self._ordered_inputs(inputs)), self._shaped)
 
     @property
     def last_run_stats(self):
@@ -106,6 +141,7 @@ class CompiledModel:
         """One inference with the Relax VM on ``executable`` (everything on the CPU)."""
         import tvm
 
+        inputs = self._ordered_inputs(inputs)
         if len(inputs) != len(self.inputs):
             raise TvmEthosError(f"the model takes {len(self.inputs)} input(s), {len(inputs)} given")
         args = []
@@ -117,7 +153,7 @@ class CompiledModel:
                 raise TvmEthosError(f"input {spec.name!r}: dtype {x.dtype}, expected {spec.dtype}")
             args.append(tvm.runtime.tensor(np.ascontiguousarray(x)))
         res = self.vm["main"](*args)
-        return _flatten(res)
+        return self._shaped(_flatten(res))
 
     # ------------------------------------------------------------------ info
     @property
@@ -139,34 +175,59 @@ class CompiledModel:
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> str:
         """Write one file holding the executable's shared library and metadata: a tar when
-        ``path`` ends in ``.tar`` (as tvmc's packages), a zip otherwise (tvm_ethos/package.py)."""
+        ``path`` ends in ``.tar`` (as tvmc's packages), a zip otherwise (tvm_ethos/package.py).
+
+        A model that came from :func:`load` or the cache saves the library bytes it was loaded
+        from (TVM cannot export a module loaded from a shared library), so saving it again gives
+        the same file, byte for byte."""
         path = os.fspath(path)
-        tmp = tempfile.mkdtemp(prefix="tvm_ethos_save_")
-        try:
-            lib = os.path.join(tmp, _LIB)
-            self.executable.export_library(lib)
-            meta = {
-                "format_version": FORMAT_VERSION,
-                "targets": self.targets,
-                "report": self.report.to_json() if self.report is not None else None,
-                "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
-                "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
-                "runtime_options": self.runtime_options,
-                "plan_report": self.plan_report,
-            }
-            with open(lib, "rb") as f:
-                members = [(_LIB, f.read()), (_META, json.dumps(meta, sort_keys=True).encode())]
-            if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
-                members += [(_PROGRAM, self.program.to_json().encode()),
-                            (_CONSTANTS, self.program.constants_blob())]
-            # Deterministic bytes, a tar for a *.tar name (tvmc's packages), else a zip
-            write_package(path, members)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_package(path, self._package_members())
         return path
+
+    def _package_members(self) -> list[tuple[str, bytes]]:
+        """The package's members in their fixed order (tvm_ethos/package.py writes them)."""
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "targets": self.targets,
+            "report": self.report.to_json() if self.report is not None else None,
+            "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
+            "outputs": [[s.name, list(s.shape), s.dtype] for s in self.outputs],
+            "runtime_options": self.runtime_options,
+            "plan_report": self.plan_report,
+        }
+        members = [(_LIB, self._library_bytes()), (_META, json.dumps(meta, sort_keys=True).encode())]
+        if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
+            members += [(_PROGRAM, self.program.to_json().encode()),
+                        (_CONSTANTS, self.program.constants_blob())]
+        return members
+
+    def _library_bytes(self) -> bytes:
+        if self._saved_library is None:
+            tmp = tempfile.mkdtemp(prefix="tvm_ethos_save_")
+            try:
+                lib = os.path.join(tmp, _LIB)
+                self.executable.export_library(lib)
+                with open(lib, "rb") as f:
+                    self._saved_library = f.read()
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return self._saved_library
 
     def __repr__(self):
         return f"<CompiledModel targets={self.targets!r} partition={self.partition_summary}>"
+
+
+class _ShapedRequest:
+    """An executor request whose ``wait()`` gives the outputs in the model's shapes."""
+
+    def __init__(self, request, shape):
+        self._request, self._shape = request, shape
+
+    def wait(self, timeout: float | None = None) -> list[np.ndarray]:
+        return self._shape(self._request.wait(timeout))
+
+    def __getattr__(self, name):   # stats, done
+        return getattr(self._request, name)
 
 
 def _flatten(res) -> list[np.ndarray]:
@@ -181,21 +242,29 @@ def _flatten(res) -> list[np.ndarray]:
 def load(path, **runtime_options) -> CompiledModel:
     """Load a model written by ``CompiledModel.save`` (works in a fresh process).
 
+    A package is code: loading one loads its shared library into this process (as TVM's
+    ``tvm.runtime.load_module`` on an ``export_library`` file does), and that library runs
+    with your rights. Load only packages you built or trust, as you would a ``.so``.
+
     ``runtime_options`` (``fallback_mode``, ``opencl_device``, ``misaligned``, ``max_requests``)
     override those saved with the model."""
-    import tvm
-
-    from tvm_ethos.runtime.program import NetworkProgram
-
     _check_runtime_options(runtime_options)
-
-    from tvm_ethos.backends.registry import get_registry
-    from tvm_ethos.partition import PartitionReport
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ModelLoadError(f"compiled model not found: {path}")
-    members = read_package(path)
+    log.info("loading %s (its shared library runs in this process)", path)
+    return load_members(read_package(path), path, runtime_options)
+
+
+def load_members(members: dict[str, bytes], path: str, runtime_options: dict) -> CompiledModel:
+    """:func:`load` on a package's members already read (the cache checks their hash first);
+    ``path`` names the package in errors."""
+    import tvm
+
+    from tvm_ethos.backends.registry import get_registry
+    from tvm_ethos.partition import PartitionReport
+    from tvm_ethos.runtime.program import NetworkProgram
+
     try:
         meta = json.loads(members[_META])
     except (KeyError, ValueError) as err:
@@ -216,6 +285,8 @@ def load(path, **runtime_options) -> CompiledModel:
         lib = tvm.runtime.load_module(os.path.join(tmp, _LIB))
     except Exception as err:
         raise ModelLoadError(f"{path}: cannot load the executable: {err}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     ex = tvm.runtime.Executable(lib) if not hasattr(lib, "jit") else lib
     report = PartitionReport.from_json(meta["report"]) if meta.get("report") else None
     ins = [IOSpec(n, tuple(s), d) for n, s, d in meta["inputs"]]
@@ -229,7 +300,7 @@ def load(path, **runtime_options) -> CompiledModel:
     opts = dict(meta.get("runtime_options") or {})
     opts.update(runtime_options)
     return CompiledModel(ex, meta["targets"], report, ins, outs, program=program, runtime_options=opts, library=lib,
-                         plan_report=meta.get("plan_report"))
+                         plan_report=meta.get("plan_report"), library_bytes=members[_LIB])
 
 
 def _check_runtime_options(opts: dict) -> None:
@@ -251,11 +322,38 @@ def _check_runtime_options(opts: dict) -> None:
 
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
     """Partition ``mod`` for ``target``, build NPU subgraphs as emulator kernels and the rest for
-    the host, and return a :class:`CompiledModel`. Options are validated up front.
+    the host, and return a :class:`CompiledModel`. Options are validated up front: an unknown
+    one is an :class:`OptionError` listing those allowed.
 
-    Runtime options (``fallback_mode="auto"|"import"|"copy"``, ``opencl_device``, ``misaligned``,
-    ``max_requests``) are kept for the executor. ``cache_dir`` (or ``$TVM_ETHOS_CACHE_DIR``):
-    a compiled-model cache; a second compile of the same model, targets and options loads it.
+    ``mod``: an IRModule from :func:`load_model`, or what it takes (a .tflite/.onnx path, bytes).
+    ``target``: a priority-ordered list ending with a host target, e.g. ``"ethos-n,opencl"``;
+    each operator goes to the first target that takes it.
+
+    Target options (also written inline, ``"ethos-u -accelerator_config=ethos-u55-256,llvm"``;
+    a backend plugin adds its own, listed by its ``options_schema()``):
+
+    * ``accelerator_config`` (ethos-u): ``"ethos-u55-32"`` ... ``"ethos-u85-2048"``;
+    * ``variant`` (ethos-n, ``"n78"``), ``tops`` (1, 2, 4, 8), ``ple_ratio`` (2, 4),
+      ``sram_size`` (bytes, 0 for the variant's own);
+    * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU.
+
+    Planning options (rfcs/0005):
+
+    * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``);
+    * ``memory_pools``: memory regions overriding the device's (``{"sram": {"size": ...}}``,
+      or tvmc's ``"sram:300KiB:read_bw=8"`` strings);
+    * ``planner_options``: a dict or ``planner.options.PlannerOptions`` of search settings;
+    * ``plan``: ``False`` skips the cascading planner (each layer alone).
+
+    Runtime options, kept with the model and applied when it is loaded (not part of what is
+    compiled or of the cache key): ``fallback_mode`` (``"auto"``, ``"import"``, ``"copy"``: how
+    tensors cross from one backend to the next, rfcs/0003), ``opencl_device`` (a PyOpenCL
+    device name), ``misaligned`` (``"copy"`` or ``"reject"`` a caller buffer the GPU cannot
+    import in place), ``max_requests`` (concurrent :meth:`CompiledModel.start_async` requests).
+
+    ``cache_dir`` (or ``$TVM_ETHOS_CACHE_DIR``; ``False`` disables): a compiled-model cache; a
+    second compile of the same model, targets and options loads it (tvm_ethos/runtime/cache.py
+    says how entries are guarded: they are native code).
     """
     import tvm
 
@@ -267,6 +365,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     _check_runtime_options(runtime_opts)
     cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
+    _check_target_options(target, options)
     key = None
     if cache_dir is not None:
         from tvm_ethos.runtime.program import PROGRAM_VERSION
@@ -279,18 +378,51 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         except TypeError:
             cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
     if cache_dir is not None:
-        hit = model_cache.lookup(cache_dir, key)
+        model_cache.ensure_dir(cache_dir)   # 0700; CacheError when others could write there
+        hit = model_cache.lookup(cache_dir, key)   # hash checked; CacheError if untrusted
         if hit is not None:
+            path = model_cache.entry_path(cache_dir, key)
             try:
-                cm = load(hit, **runtime_opts)
-                cm.from_cache, cm.cache_path = True, hit
+                cm = load_members(read_package_bytes(hit, path), path, runtime_opts)
+                cm.from_cache, cm.cache_path = True, path
+                log.info("loaded from the cache: %s", path)
                 return cm
-            except ModelLoadError:
-                pass  # a damaged entry: compile again and overwrite it
+            except ModelLoadError as err:   # hash right, content unreadable (an older format)
+                model_cache.damaged(path, str(err))
+        log.info("not in the cache %s: compiling", cache_dir)
+    t0 = time.perf_counter()
     cm = _compile(mod, target, runtime_opts, plan_opts, **options)
+    log.info("compiled for %s in %.1f s: %s", cm.targets, time.perf_counter() - t0,
+             ", ".join(f"{t} {n}" for t, n in cm.partition_summary.items()))
     if cache_dir is not None:
-        cm.cache_path = model_cache.store(cache_dir, key, cm)
+        cm.cache_path = model_cache.store(cache_dir, key, package_bytes(cm._package_members()))
+        log.info("stored in the cache: %s", cm.cache_path)
     return cm
+
+
+#: ``compile``'s own options (the rest belong to the targets' backends).
+COMPILE_OPTIONS = ("budget", "memory_pools", "planner_options", "plan") + RUNTIME_OPTIONS + ("cache_dir",)
+
+
+def _check_target_options(target: str, options: dict) -> None:
+    """An OptionError naming every option ``compile`` takes when one is neither its own nor
+    a target's (a misspelt ``budget`` must not read as a missing target option)."""
+    from tvm_ethos.backends.registry import get_registry
+    from tvm_ethos.errors import OptionError
+    from tvm_ethos.targets import parse_targets
+
+    if not options:
+        return
+    reg = get_registry()
+    schemas = {t.backend_id: sorted(reg.get(t.backend_id).options_schema())
+               for t in parse_targets(target, {}).targets}
+    known = {k for keys in schemas.values() for k in keys}
+    unknown = sorted(k for k in options if k not in known)
+    if unknown:
+        per_target = "; ".join(f"{b}: {', '.join(keys) or '(none)'}" for b, keys in schemas.items())
+        raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))}; allowed options: "
+                          f"{', '.join(COMPILE_OPTIONS)} (compile); {per_target}")
 
 
 def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
@@ -310,6 +442,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     if not isinstance(mod, tvm.IRModule):
         mod = load_model(mod)
     pmod, report = partition(mod, tl)
+    log.debug("partition:\n%s", report)
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     try:
         # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
@@ -334,12 +467,30 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     for p in main.params:
         ty = p.ty
         ins.append(IOSpec(p.name, tuple(int(s) for s in ty.shape.values), str(ty.dtype)))
+    return CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
+                         runtime_options=runtime_opts, plan_report=plan_report)
+
+
+def output_specs(mod) -> list[IOSpec]:
+    """The outputs as the source model declares them: its names and shapes (frontend.py
+    records them; TVM's importers lose both), the module's own where the source gives none
+    or a shape with another element count (a dynamic dimension)."""
+    from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
+
+    attrs = mod.attrs if mod.attrs is not None else {}
+    names = [str(n) for n in attrs[OUTPUT_NAMES_ATTR]] if OUTPUT_NAMES_ATTR in attrs else []
+    shapes = [tuple(int(d) for d in s) for s in attrs[OUTPUT_SHAPES_ATTR]] if OUTPUT_SHAPES_ATTR in attrs else []
+    rt = mod["main"].ret_ty
+    fields = list(rt.fields) if hasattr(rt, "fields") else [rt]
     outs = []
-    rt = main.ret_ty
-    for t in (rt.fields if hasattr(rt, "fields") else [rt]):
+    for i, t in enumerate(fields):
         try:
-            outs.append(IOSpec("output", tuple(int(s) for s in t.shape.values), str(t.dtype)))
-        except Exception:
-            pass
-    return CompiledModel(ex, str(tl), report, ins, outs, program=program, runtime_options=runtime_opts,
-                         plan_report=plan_report)
+            shape = tuple(int(d) for d in t.shape.values)
+        except Exception:   # a dynamic shape: nothing to check a run's outputs against
+            continue
+        name = names[i] if i < len(names) and len(names) == len(fields) else f"output_{i}"
+        src = shapes[i] if i < len(shapes) and len(shapes) == len(fields) else shape
+        if all(d > 0 for d in src) and int(np.prod(src, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64)):
+            shape = src
+        outs.append(IOSpec(name, shape, str(t.dtype)))
+    return outs

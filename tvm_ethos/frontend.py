@@ -677,7 +677,32 @@ def _import_tflite(data: bytes, name: str, shape_dict):
         ) from None
     mod = _restore_softmax_beta(_finish(mod), _softmax_betas(model), name)
     mod = mod.with_attr("tvm_ethos.source_format", "tflite")
-    return mod
+    return _with_output_specs(mod, *_tflite_outputs(model))
+
+
+#: Module attributes with the source model's output names and shapes (compiler.py reads them).
+OUTPUT_NAMES_ATTR = "tvm_ethos.output_names"
+OUTPUT_SHAPES_ATTR = "tvm_ethos.output_shapes"
+
+
+def _tflite_outputs(model) -> tuple[list[str], list[list[int]]]:
+    """The main subgraph's output tensor names and declared shapes."""
+    sg = model.Subgraphs(0)
+    names, shapes = [], []
+    for i in sg.OutputsAsNumpy():
+        t = sg.Tensors(int(i))
+        raw = t.Name()
+        names.append(raw.decode("utf-8") if raw is not None else f"tvmgen_tensor_{i}")
+        shapes.append([int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else [])
+    return names, shapes
+
+
+def _with_output_specs(mod, names: list[str], shapes: list[list[int]]):
+    """Record the source model's output names and shapes on ``mod``. TVM 0.27's TFLite
+    importer names no outputs and keeps FULLY_CONNECTED's input rank (a (1,1,1,64) input gives
+    (1,1,1,10) where TFLite, with keep_num_dims false, gives (1,10)); the compiled model hands
+    its outputs back under these names and shapes (same elements, a reshape)."""
+    return mod.with_attr(OUTPUT_NAMES_ATTR, list(names)).with_attr(OUTPUT_SHAPES_ATTR, [list(s) for s in shapes])
 
 
 def _softmax_betas(model) -> list[float]:
@@ -829,7 +854,10 @@ def _import_onnx(data_or_model, name: str, shape_dict):
         raise UnsupportedModelError(
             f"{name}: the ONNX importer cannot convert this model: {_one_line(err)}"
         ) from None
-    return _finish(mod).with_attr("tvm_ethos.source_format", "onnx")
+    g = model.graph
+    shapes = [[int(d.dim_value) for d in v.type.tensor_type.shape.dim] for v in g.output]
+    return _with_output_specs(_finish(mod).with_attr("tvm_ethos.source_format", "onnx"),
+                              [v.name for v in g.output], shapes)
 
 
 # ---------------------------------------------------------------- PyTorch

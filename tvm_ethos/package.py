@@ -28,14 +28,23 @@ def is_tar_name(path) -> bool:
 def write_package(path, members: list[tuple[str, bytes]]) -> None:
     """Write ``members`` (name, bytes), in order, as a tar (``*.tar``) or a stored zip."""
     path = os.fspath(path)
-    if is_tar_name(path):
-        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as t:
+    data = package_bytes(members, tar=is_tar_name(path))
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def package_bytes(members: list[tuple[str, bytes]], tar: bool = False) -> bytes:
+    """The bytes :func:`write_package` writes: a tar when ``tar``, else a stored zip."""
+    buf = io.BytesIO()
+    if tar:
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
             for name, data in members:
                 t.addfile(_tar_info(name, len(data)), io.BytesIO(data))
     else:
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
             for name, data in members:
                 z.writestr(_zip_info(name), data)
+    return buf.getvalue()
 
 
 def read_package(path) -> dict[str, bytes]:
@@ -45,7 +54,11 @@ def read_package(path) -> dict[str, bytes]:
     tar included, which ``tarfile`` alone would read as a shorter archive)."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        data = f.read()
+        return read_package_bytes(f.read(), path)
+
+
+def read_package_bytes(data: bytes, path: str) -> dict[str, bytes]:
+    """:func:`read_package` on bytes already read (``path`` names them in errors)."""
     try:
         if data.startswith(_ZIP_MAGIC):
             with zipfile.ZipFile(io.BytesIO(data)) as z:

@@ -260,7 +260,8 @@ def _connect(scheduler):
 
 class Progress:
     """A tqdm bar on stderr that appears only once work has run for ``delay`` seconds; a
-    thread refreshes it so the elapsed time moves while a long task runs."""
+    thread refreshes it so the elapsed time moves while a long task runs. Only on a terminal:
+    in a log file or a pipe a bar is carriage-return noise, so it stays off there."""
 
     def __init__(self, total: int | None, desc: str, enabled: bool = True,
                  delay: float = 1.0, unit: str = "task") -> None:
@@ -274,6 +275,7 @@ class Progress:
         self._thread = None
 
     def __enter__(self) -> "Progress":
+        self.enabled = self.enabled and getattr(sys.stderr, "isatty", lambda: False)()
         if self.enabled:
             self._thread = threading.Thread(target=self._tick, daemon=True)
             self._thread.start()
@@ -288,9 +290,7 @@ class Progress:
             self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr,
                              bar_format=fmt, leave=False, dynamic_ncols=True)
             self._bar.update(self.n)
-        # Keep the elapsed time moving on a terminal; in a log, print only on progress.
-        tty = getattr(sys.stderr, "isatty", lambda: False)()
-        while tty and not self._stop.wait(0.5):
+        while not self._stop.wait(0.5):   # keep the elapsed time moving
             with self._lock:
                 self._bar.refresh()
 

@@ -334,17 +334,60 @@ def test_demo_compare_says_no_when_outputs_differ():
     assert "bit-exact: no" in compare([np.zeros((1, 4), np.int8)], ref)[0]
 
 
-@pytest.mark.slow
-def test_demo_is_bit_exact_on_mobilenet(tmp_path):
+def test_demo_check_fails_when_an_output_is_perturbed(tmp_path):
+    """The demo's check on ResNet-8, whose output follows its input: the interpreter's own
+    outputs pass, the same outputs with one value moved by one fail (without TVM)."""
+    from tvm_ethos import demo
+
+    model = str(model_path("resnet8_cifar"))
+    assert demo.output_follows_input(model, 0)
+    inputs = demo.random_inputs(model, 0)
+    ref = demo.tflite_reference(model, list(inputs.values()))
+    out = tmp_path / "output.npz"
+    np.savez(out, **{f"output_{i}": r for i, r in enumerate(ref)})
+    assert demo.check_outputs(model, inputs, str(out)) == (True, ["output 0: bit-exact: yes (10 values)"])
+    bad = ref[0].copy()
+    bad.flat[3] = bad.flat[3] + 1 if bad.flat[3] < 127 else bad.flat[3] - 1
+    np.savez(out, output_0=bad)
+    ok, lines = demo.check_outputs(model, inputs, str(out))
+    assert not ok and lines == ["output 0: bit-exact: no (1 of 10 values differ, by up to 1)"]
+    # the outputs of another input fail too: the check depends on the input
+    other = demo.tflite_reference(model, list(demo.random_inputs(model, 1).values()))
+    np.savez(out, output_0=other[0])
+    assert not demo.check_outputs(model, inputs, str(out))[0]
+
+
+def test_demo_refuses_a_model_whose_output_ignores_its_input(tmp_path, capsys):
+    from tvm_ethos import demo
+
     mbn = str(model_path("mobilenet_v1_0.25_96"))
-    res = subprocess.run([sys.executable, "-m", "tvm_ethos.demo", mbn, "--out", str(tmp_path)],
+    assert not demo.output_follows_input(mbn, 0)
+    assert demo.main([mbn, "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "same output for two different inputs" in err and os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_demo_is_bit_exact_on_resnet8_with_an_opencl_fallback(tmp_path):
+    from tvm_ethos import demo
+
+    model = str(model_path("resnet8_cifar"))
+    res = subprocess.run([sys.executable, "-m", "tvm_ethos.demo", model, "--out", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     out = res.stdout
-    for text in ("partition: ethos-n", "casc part", "edges (fallback_mode=", "top 1: class",
-                 "emulated", "output 0: bit-exact: yes"):
+    partition = next(line for line in out.splitlines() if line.startswith("partition:"))
+    assert "ethos-n" in partition and "opencl" in partition, partition   # a real fallback edge
+    for text in ("casc part", "edges (fallback_mode=", "top 1: class", "emulated",
+                 "output 0: bit-exact: yes"):
         assert text in out, text
+    # the package's own output, moved by one, fails the demo's check
+    inputs = dict(np.load(tmp_path / "input.npz"))
+    got = np.load(tmp_path / "output.npz")["output_0"].copy()
+    got.flat[0] = got.flat[0] + 1 if got.flat[0] < 127 else got.flat[0] - 1
+    np.savez(tmp_path / "output.npz", output_0=got)
+    assert not demo.check_outputs(model, inputs, str(tmp_path / "output.npz"))[0]
 
 
 @pytest.mark.parametrize("text, value", [("prologue", "prologue"), ("true", True),

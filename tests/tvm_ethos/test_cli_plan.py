@@ -269,7 +269,12 @@ def test_python_m_tvm_ethos_plans_without_loading_tvm():
     assert r.returncode == 0 and "usage: tvmc plan" in r.stdout
 
 
-def test_progress_bar_only_after_a_second(capsys):
+def test_progress_bar_only_after_a_second_and_only_on_a_terminal(capsys, monkeypatch):
+    with sweep.Progress(2, "not a terminal", delay=0.1) as bar:
+        time.sleep(0.3)
+        bar.update(2)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     with sweep.Progress(3, "quick work", delay=1.0) as bar:
         bar.update(3)
     assert "quick work" not in capsys.readouterr().err

@@ -53,3 +53,20 @@ def test_load_rejects_other_files(tmp_path):
     p.write_bytes(b"nope")
     with pytest.raises(tvm_ethos.ModelLoadError, match="not a tvm-ethos compiled model"):
         tvm_ethos.load(p)
+
+
+def test_a_loaded_model_saves_the_same_bytes(tmp_path):
+    """TVM cannot export a module loaded from a shared library: the package's library bytes
+    are kept, so load + save gives the first file back, byte for byte (tar and zip)."""
+    import tflite_builder as tb
+    from conftest import assert_bit_exact
+
+    model = tb.conv2d(np.random.RandomState(3), kernel=(3, 3))
+    cm = tvm_ethos.compile(model, target="ethos-u,llvm")
+    for name in ("m.tar", "m.tvmethos"):
+        first = open(cm.save(tmp_path / name), "rb").read()
+        loaded = tvm_ethos.load(tmp_path / name)
+        again = open(loaded.save(tmp_path / ("again-" + name)), "rb").read()
+        assert again == first
+        assert open(tvm_ethos.load(tmp_path / ("again-" + name)).save(tmp_path / name), "rb").read() == first
+    assert_bit_exact(loaded, model, n_inputs=1)

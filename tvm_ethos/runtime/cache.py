@@ -13,19 +13,45 @@ there. The key is a SHA-256 over:
   invalidates the cache even when nobody bumped the version), TVM's version, and the saved
   format versions.
 
-Writes go to a temporary file in the cache directory and are renamed into place, so a reader
-never sees half a model and two processes compiling the same model do not clash.
+An entry is native code that ``compile`` loads into the process, so the cache is guarded as a
+directory of executables would be:
+
+* the directory is created ``0700``; an existing directory or entry that is not owned by the
+  user, or is writable by group or others, is refused with :class:`CacheError` (whoever can
+  write there can run code in your process; nothing is loaded, nothing is recompiled);
+* every entry starts with a header line carrying the SHA-256 of the package after it, checked
+  on the bytes that are then loaded (no second read to race with). A mismatch is damage
+  (a full disk, a killed writer of an older version, bit rot): the entry is compiled again and
+  overwritten, with a :class:`CacheWarning`;
+* writes go to a temporary file in the cache directory and are renamed into place
+  (``os.replace``), so a reader never sees half a model and two processes compiling the same
+  model do not clash: the last rename wins, with a whole entry either way.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import stat
 import tempfile
+import warnings
 from pathlib import Path
+
+from tvm_ethos.errors import TvmEthosError
 
 CACHE_ENV_VAR = "TVM_ETHOS_CACHE_DIR"
 SUFFIX = ".tvmethos"
+#: The first line of an entry: this magic, a space, the package's SHA-256 in hex, a newline.
+HEADER_MAGIC = b"tvm-ethos-cache-v1"
+_HEADER_LEN = len(HEADER_MAGIC) + 1 + 64 + 1
+
+
+class CacheError(TvmEthosError):
+    """A cache directory or entry that others could have written: refused, never loaded."""
+
+
+class CacheWarning(UserWarning):
+    """A damaged cache entry, compiled again."""
 
 _PACKAGE_DIGEST: str | None = None
 
@@ -41,12 +67,8 @@ def package_fingerprint() -> str:
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
-        try:
-            from importlib.metadata import version
+        from tvm_ethos._version import __version__ as ver
 
-            ver = version("tvm-ethos")
-        except Exception:  # pragma: no cover - running from a bare source tree
-            ver = "unknown"
         _PACKAGE_DIGEST = f"tvm-ethos {ver} src {h.hexdigest()[:16]} tvm {tvm.__version__}"
     return _PACKAGE_DIGEST
 
@@ -138,18 +160,86 @@ def entry_path(cache_dir: str, key: str) -> str:
     return os.path.join(cache_dir, key + SUFFIX)
 
 
-def lookup(cache_dir: str, key: str) -> str | None:
+def _current_uid() -> int:
+    return os.getuid()
+
+
+def _file_stat(f) -> os.stat_result:
+    return os.fstat(f.fileno())
+
+
+def check_trusted(path: str, st: os.stat_result, what: str) -> None:
+    """CacheError unless ``st`` (of ``path``) is owned by this user and not writable by group
+    or others: such a file or folder could hold code someone else wrote."""
+    if st.st_uid != _current_uid():
+        raise CacheError(f"compiled-model cache {what} {path} is owned by user id {st.st_uid}, not "
+                         f"by you ({_current_uid()}): refusing to load code someone else wrote; "
+                         "remove it or use another cache_dir")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CacheError(f"compiled-model cache {what} {path} is writable by group or others "
+                         f"(mode {stat.S_IMODE(st.st_mode):o}): refusing to load code someone else "
+                         f"could have written; run 'chmod go-w {path}' or remove it")
+
+
+def ensure_dir(cache_dir: str) -> None:
+    """Create the cache directory ``0700`` (parents as ``makedirs`` makes them) and check it."""
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    check_trusted(cache_dir, os.stat(cache_dir), "directory")
+
+
+def lookup(cache_dir: str, key: str) -> bytes | None:
+    """The package bytes stored under ``key``, or None when there is no entry or it is damaged
+    (a :class:`CacheWarning` says so; the caller compiles again and overwrites it).
+    CacheError when the directory or the entry could have been written by someone else."""
     p = entry_path(cache_dir, key)
-    return p if os.path.isfile(p) else None
-
-
-def store(cache_dir: str, key: str, compiled) -> str:
-    """Save ``compiled`` under ``key`` atomically; returns the path."""
-    os.makedirs(cache_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=cache_dir)
-    os.close(fd)
+    if not os.path.isdir(cache_dir):
+        return None
+    check_trusted(cache_dir, os.stat(cache_dir), "directory")
     try:
-        compiled.save(tmp)
+        f = open(p, "rb")
+    except FileNotFoundError:
+        return None
+    with f:
+        st = _file_stat(f)   # the file read below, not whatever the name points to later
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheError(f"compiled-model cache entry {p} is not a regular file; remove it")
+        check_trusted(p, st, "entry")
+        data = f.read()
+    package = verified_package(data)
+    if package is None:
+        damaged(p, "its content hash does not match")
+    return package
+
+
+def damaged(path: str, why: str) -> None:
+    warnings.warn(f"compiled-model cache entry {path} is damaged ({why}); compiling again",
+                  CacheWarning, stacklevel=3)
+
+
+def verified_package(data: bytes) -> bytes | None:
+    """The package after a valid header whose SHA-256 matches it, else None."""
+    head, package = data[:_HEADER_LEN], data[_HEADER_LEN:]
+    if not head.startswith(HEADER_MAGIC + b" ") or not head.endswith(b"\n"):
+        return None
+    digest = head[len(HEADER_MAGIC) + 1:-1].decode("ascii", "replace")
+    return package if hashlib.sha256(package).hexdigest() == digest else None
+
+
+def entry_bytes(package: bytes) -> bytes:
+    """An entry: the header line with the package's SHA-256, then the package."""
+    return HEADER_MAGIC + b" " + hashlib.sha256(package).hexdigest().encode() + b"\n" + package
+
+
+def store(cache_dir: str, key: str, package: bytes) -> str:
+    """Store ``package`` (a saved compiled model's bytes) under ``key`` atomically: written
+    to a temporary name in the cache directory, then renamed over the entry. Returns the path."""
+    ensure_dir(cache_dir)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=cache_dir)   # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(entry_bytes(package))
+            f.flush()
+            os.fsync(f.fileno())
         final = entry_path(cache_dir, key)
         os.replace(tmp, final)
     except BaseException:
