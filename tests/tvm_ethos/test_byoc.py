@@ -1,0 +1,115 @@
+"""The TVM way: ``partition_for_ethos_u/_n`` then a plain ``tvm.compile`` and the Relax VM,
+bit-exact with TFLite's reference kernels on every shipped model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tvm_ethos
+from tests.tvm_ethos.conftest import model_path, oracle, random_inputs
+
+MODELS = ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96", "mobilenet_v1_1.0_224"]
+PARTITION_FOR = {"ethos-u": "partition_for_ethos_u", "ethos-n": "partition_for_ethos_n"}
+
+
+def _vm_outputs(vm, xs) -> list[np.ndarray]:
+    import tvm
+
+    res = vm["main"](*[tvm.runtime.tensor(x) for x in xs])
+    return [res.numpy()] if hasattr(res, "numpy") else [r.numpy() for r in res]
+
+
+@pytest.fixture(scope="module")
+def built():
+    """One partition_for + tvm.compile per (model, NPU), shared by the tests of this module."""
+    import tvm
+    from tvm import relax
+
+    cache = {}
+
+    def get(name, backend):
+        if (name, backend) not in cache:
+            mod = tvm_ethos.load_model(model_path(name))
+            pmod = getattr(tvm_ethos, PARTITION_FOR[backend])(mod)
+            ex = tvm.compile(pmod, target="llvm")
+            cache[name, backend] = (mod, pmod, relax.VirtualMachine(ex, tvm.cpu()))
+        return cache[name, backend]
+
+    return get
+
+
+@pytest.mark.parametrize("backend", sorted(PARTITION_FOR))
+@pytest.mark.parametrize("name", MODELS)
+def test_plain_tvm_compile_bit_exact(built, name, backend):
+    _mod, pmod, vm = built(name, backend)
+    assert tvm_ethos.partition_report(pmod).summary().get(backend, 0) > 0
+    rs = np.random.RandomState(7)
+    for _ in range(2):
+        xs = random_inputs(model_path(name), rs)
+        got, ref = _vm_outputs(vm, xs), oracle(model_path(name), xs)
+        assert len(got) == len(ref)
+        for g, r in zip(got, ref):
+            assert g.size == r.size
+            np.testing.assert_array_equal(g.reshape(r.shape), r)
+
+
+def test_outputs_follow_inputs(built):
+    """The exactness checks above can fail: ResNet-8's outputs change with its input."""
+    _mod, _pmod, vm = built("resnet8_cifar", "ethos-u")
+    rs = np.random.RandomState(1)
+    a, b = (_vm_outputs(vm, random_inputs(model_path("resnet8_cifar"), rs))[0] for _ in range(2))
+    assert not np.array_equal(a, b)
+
+
+def test_same_plan_and_outputs_as_tvm_ethos_compile(built):
+    """partition_for plans every NPU subgraph as tvm_ethos.compile does, and runs the same."""
+    mod, pmod, vm = built("resnet8_cifar", "ethos-u")
+    cm = tvm_ethos.compile(mod, target="ethos-u,llvm")
+    plan = tvm_ethos.plan_report(pmod)
+    assert plan == cm.plan_report and plan["planned"] and plan["subgraphs"]
+    assert all(s["planned"] for s in plan["subgraphs"].values())
+    xs = random_inputs(model_path("resnet8_cifar"), np.random.RandomState(2))
+    np.testing.assert_array_equal(_vm_outputs(vm, xs)[0], cm.run(*xs)[0])
+
+
+def test_import_registers_npu_codegens():
+    import tvm
+
+    for bid in ("ethos-u", "ethos-n"):
+        assert tvm.get_global_func(f"relax.ext.{bid}", allow_missing=True) is not None
+
+
+def test_plugin_npu_codegen_registered_through_registry():
+    """A plugin NPU's codegen registers as ``relax.ext.<its id>`` through the registry."""
+    import tvm
+
+    from tvm_ethos.backends.base import BACKEND_API_VERSION
+    from tvm_ethos.backends.ethos_u import EthosUBackend
+    from tvm_ethos.backends.registry import BackendRegistry
+    from tvm_ethos.byoc import register_codegens
+
+    class AcmeNpu(EthosUBackend):
+        backend_id = "acme-npu"
+
+    class Broken(EthosUBackend):
+        backend_id = "broken-npu"
+
+        def codegen_factory(self):
+            raise RuntimeError("no codegen")
+
+    reg = BackendRegistry()
+    assert reg.register("acme-npu", AcmeNpu, version=BACKEND_API_VERSION)
+    assert reg.register("broken-npu", Broken, version=BACKEND_API_VERSION)
+    assert tvm.get_global_func("relax.ext.acme-npu", allow_missing=True) is None
+    assert register_codegens(reg) == ["acme-npu"]  # the broken one is logged, not raised
+    assert tvm.get_global_func("relax.ext.acme-npu", allow_missing=True) is not None
+
+
+def test_bad_option_is_one_clear_error():
+    from tvm_ethos.errors import OptionError
+
+    mod = tvm_ethos.load_model(model_path("ds_cnn_kws"))
+    with pytest.raises(OptionError, match="accelerator_config"):
+        tvm_ethos.partition_for_ethos_u(mod, accelerator_config="ethos-u99-1")
+    with pytest.raises(OptionError, match="budget"):
+        tvm_ethos.partition_for_ethos_u(mod, budget="lots")
