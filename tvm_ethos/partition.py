@@ -218,6 +218,17 @@ def _subgraph_ops(func):
     return ops
 
 
+def _keep_subgraph_symbols(mod, backend_ids) -> None:
+    """Give every named subgraph its symbol back. ``MergeCompositeFunctions`` for a later
+    accelerator of the list rebuilds an earlier accelerator's subgraph function and names it
+    after its operators (a symbol of a thousand characters that the report does not know)."""
+    for bid in backend_ids:
+        for gv, func in _codegen_functions(mod, bid):
+            attrs = func.attrs
+            if "tvm_ethos.subgraph" in attrs and str(attrs["global_symbol"]) != str(attrs["tvm_ethos.subgraph"]):
+                mod[gv] = func.with_attr("global_symbol", str(attrs["tvm_ethos.subgraph"]))
+
+
 # ---------------------------------------------------------------------------- partition
 def partition(mod, target="ethos-n,llvm", **options):
     """Partition ``mod`` for a target list. Returns ``(partitioned module, PartitionReport)``."""
@@ -273,6 +284,7 @@ def partition(mod, target="ethos-n,llvm", **options):
         else:  # pragma: no cover
             mod = base
         # short, stable symbols for the subgraphs of this backend
+        _keep_subgraph_symbols(mod, tl.ids[:-1])
         for gv, func in _codegen_functions(mod, spec.backend_id):
             if func.attrs is not None and "tvm_ethos.subgraph" in func.attrs:
                 continue
