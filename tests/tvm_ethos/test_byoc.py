@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import tvm_ethos
-from tests.tvm_ethos.conftest import model_path, oracle, random_inputs
+from conftest import model_path, oracle, random_inputs
 
-MODELS = ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96", "mobilenet_v1_1.0_224"]
+MODELS = ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96",
+          pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow)]
 PARTITION_FOR = {"ethos-u": "partition_for_ethos_u", "ethos-n": "partition_for_ethos_n"}
 
 
@@ -46,7 +47,10 @@ def test_plain_tvm_compile_bit_exact(built, name, backend):
     rs = np.random.RandomState(7)
     for _ in range(2):
         xs = random_inputs(model_path(name), rs)
-        got, ref = _vm_outputs(vm, xs), oracle(model_path(name), xs)
+        # TFLite's reference kernels abort on MobileNetV1-224 in this ai-edge-litert build: its
+        # optimized builtin kernels (no XNNPack) stand in, as in test_models.py
+        got = _vm_outputs(vm, xs)
+        ref = oracle(model_path(name), xs, reference=name != "mobilenet_v1_1.0_224")
         assert len(got) == len(ref)
         for g, r in zip(got, ref):
             assert g.size == r.size

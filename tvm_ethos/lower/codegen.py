@@ -176,13 +176,6 @@ def _npu_ext(functions, options, constant_names):
     return [lib]
 
 
-def register_npu_codegen(name: str):
-    """Register ``relax.ext.<name>`` (idempotent)."""
-    from tvm_ethos.byoc import register_ext
-
-    register_ext(name)
-
-
 def run_npu_codegen(mod, backend_options: dict):
     """``attach_npu_constants`` then ``RunCodegen`` for the NPU backends in ``backend_options``."""
     from tvm_ethos.backends.registry import get_registry
