@@ -12,6 +12,7 @@ The TVM way (importing tvm_ethos registers ``relax.ext.ethos-u`` / ``relax.ext.e
 every plugin NPU's codegen)::
 
     mod = tvm_ethos.partition_for_ethos_u(mod)           # planned, scheduled, NPU code built
+    # mod = tvm_ethos.partition_for(mod, "ethos-n,ethos-u,llvm")   # any target list
     ex = tvm.compile(mod, target="llvm")
     outputs = relax.VirtualMachine(ex, tvm.cpu())["main"](*inputs)
 
@@ -43,6 +44,7 @@ __all__ = [
     "load",
     "load_model",
     "parse_targets",
+    "partition_for",
     "partition_for_ethos_n",
     "partition_for_ethos_u",
     "partition_report",
@@ -64,10 +66,10 @@ def __getattr__(name):
         from tvm_ethos import partition as _p
 
         return getattr(_p, name)
-    if name == "plan_report":
-        from tvm_ethos.byoc import plan_report
+    if name in ("partition_for", "plan_report"):
+        from tvm_ethos import byoc
 
-        return plan_report
+        return getattr(byoc, name)
     if name == "parse_targets":
         from tvm_ethos.targets import parse_targets
 

@@ -57,13 +57,11 @@ def test_two_npus_compile_bit_exact_and_plan_per_device(compiled, resnet8):
 
 
 def test_two_npus_the_tvm_way(compiled, resnet8):
-    """The same list through ``tvm_ethos.byoc.partition_for`` and a plain tvm.compile."""
+    """The same list through ``tvm_ethos.partition_for`` and a plain tvm.compile."""
     import tvm
     from tvm import relax
 
-    from tvm_ethos.byoc import partition_for
-
-    pmod = partition_for(tvm_ethos.load_model(resnet8), "ethos-n,ethos-u,llvm")
+    pmod = tvm_ethos.partition_for(tvm_ethos.load_model(resnet8), "ethos-n,ethos-u,llvm")
     assert tvm_ethos.plan_report(pmod) == compiled.plan_report
     vm = relax.VirtualMachine(tvm.compile(pmod, target="llvm"), tvm.cpu())
     xs = random_inputs(resnet8, np.random.RandomState(5))
