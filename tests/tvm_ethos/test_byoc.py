@@ -117,3 +117,17 @@ def test_bad_option_is_one_clear_error():
         tvm_ethos.partition_for_ethos_u(mod, accelerator_config="ethos-u99-1")
     with pytest.raises(OptionError, match="budget"):
         tvm_ethos.partition_for_ethos_u(mod, budget="lots")
+
+
+def test_run_codegen_on_a_bare_partition_is_refused():
+    """A partition whose subgraphs have no constants attached cannot become a kernel; RunCodegen
+    on it names the call that works instead of building a kernel that reads past its arguments
+    (TVM's FFI hands the CompileError back as a RuntimeError with the same message)."""
+    from tvm import relax
+
+    from tvm_ethos.errors import CompileError
+    from tvm_ethos.partition import partition
+
+    pmod = partition(tvm_ethos.load_model(model_path("ds_cnn_kws")), "ethos-u,llvm")[0]
+    with pytest.raises((CompileError, RuntimeError), match="no constants attached, so RunCodegen"):
+        relax.transform.RunCodegen()(pmod)

@@ -164,6 +164,13 @@ def _npu_ext(functions, options, constant_names):
     prims = {}
     for f in functions:
         sym = str(f.attrs["global_symbol"])
+        if NUM_INPUTS_ATTR not in f.attrs:
+            # its call sites pass no constants: the kernel built from it would read past its
+            # arguments
+            raise CompileError(
+                f"NPU subgraph {sym} has no constants attached, so RunCodegen cannot build it; "
+                "use tvm_ethos.partition_for_ethos_u / partition_for_ethos_n / partition_for, "
+                "which plan, schedule and build the NPU subgraphs before tvm.compile")
         if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
             prims[sym] = _SCHEDULED[sym]
         else:
