@@ -56,6 +56,30 @@ def test_two_npus_compile_bit_exact_and_plan_per_device(compiled, resnet8):
     assert not np.array_equal(*outs)  # the check above could fail
 
 
+def test_npu_to_npu_edges_with_an_opencl_host():
+    """conv 3x3 -> conv 9x3 (too tall for Ethos-N) -> conv 3x3: Ethos-N, Ethos-U, Ethos-N, with
+    edges between the two NPUs both ways; outputs that follow the input."""
+    from graph_builder import Graph
+
+    g = Graph(np.random.RandomState(11))
+    x = g.input((1, 12, 12, 4))
+    y = g.conv2d(g.conv2d(g.conv2d(x, 8, act="relu"), 8, kernel=(9, 3), act="relu"), 6)
+    model = g.build([y])
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-n,ethos-u,opencl")
+    ops = cm.partition_report.operators
+    assert [op.placed_on for op in ops] == ["ethos-n", "ethos-u", "ethos-n"]
+    assert len({op.subgraph for op in ops}) == 3
+    assert cm.plan_report["devices"] == DEVICES
+    rs = np.random.RandomState(8)
+    outs = []
+    for _ in range(2):
+        xs = random_inputs(model, rs)
+        got, ref = cm.run(*xs)[0], oracle(model, xs)[0]
+        np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+        outs.append(got)
+    assert not np.array_equal(*outs)
+
+
 def test_two_npus_the_tvm_way(compiled, resnet8):
     """The same list through ``tvm_ethos.partition_for`` and a plain tvm.compile."""
     import tvm
