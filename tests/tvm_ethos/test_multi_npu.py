@@ -16,6 +16,18 @@ TARGETS = ["ethos-n,ethos-u,llvm", "ethos-u,ethos-n,llvm"]
 DEVICES = {"ethos-n": "ethos-n78-1tops", "ethos-u": "ethos-u55-128"}
 
 
+def _assert_bit_exact_on_varying_outputs(cm, model, seed):
+    """Bit-exact on two random inputs whose outputs differ (so that the check can fail)."""
+    rs = np.random.RandomState(seed)
+    outs = []
+    for _ in range(2):
+        xs = random_inputs(model, rs)
+        got, ref = cm.run(*xs)[0], oracle(model, xs)[0]
+        np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+        outs.append(got)
+    assert not np.array_equal(*outs)
+
+
 @pytest.fixture(scope="module")
 def resnet8():
     return model_path("resnet8_cifar")
@@ -46,14 +58,7 @@ def test_two_npus_compile_bit_exact_and_plan_per_device(compiled, resnet8):
     assert backends == {"ethos-n", "ethos-u"}
     for sub in rep["subgraphs"].values():
         assert sub["planned"] and sub["device"] == DEVICES[sub["backend"]]
-    rs = np.random.RandomState(4)
-    outs = []
-    for _ in range(2):
-        xs = random_inputs(resnet8, rs)
-        got, ref = compiled.run(*xs)[0], oracle(resnet8, xs)[0]
-        np.testing.assert_array_equal(got.reshape(ref.shape), ref)
-        outs.append(got)
-    assert not np.array_equal(*outs)  # the check above could fail
+    _assert_bit_exact_on_varying_outputs(compiled, resnet8, seed=4)
 
 
 def test_npu_to_npu_edges_with_an_opencl_host():
@@ -70,14 +75,7 @@ def test_npu_to_npu_edges_with_an_opencl_host():
     assert [op.placed_on for op in ops] == ["ethos-n", "ethos-u", "ethos-n"]
     assert len({op.subgraph for op in ops}) == 3
     assert cm.plan_report["devices"] == DEVICES
-    rs = np.random.RandomState(8)
-    outs = []
-    for _ in range(2):
-        xs = random_inputs(model, rs)
-        got, ref = cm.run(*xs)[0], oracle(model, xs)[0]
-        np.testing.assert_array_equal(got.reshape(ref.shape), ref)
-        outs.append(got)
-    assert not np.array_equal(*outs)
+    _assert_bit_exact_on_varying_outputs(cm, model, seed=8)
 
 
 def test_two_npus_the_tvm_way(compiled, resnet8):
