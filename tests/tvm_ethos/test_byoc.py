@@ -76,6 +76,26 @@ def test_same_plan_and_outputs_as_tvm_ethos_compile(built):
     np.testing.assert_array_equal(_vm_outputs(vm, xs)[0], cm.run(*xs)[0])
 
 
+def test_budget_routes_to_the_planner_and_the_library_exports(built, tmp_path):
+    """Planning options reach the planner through partition_for_*; the emulator kernels travel
+    inside the exported library (external_mods), as with any BYOC codegen."""
+    import tvm
+    from tvm import relax
+
+    mod, pmod, vm = built("resnet8_cifar", "ethos-u")
+    (sub,) = tvm_ethos.plan_report(pmod)["subgraphs"].values()
+    budget = sub["frontier"][-2]["memory_bytes"]  # the second fastest point: a cheap build
+    assert budget < sub["peak_memory_bytes"]  # so the budget changes the plan
+    tight = tvm_ethos.partition_for_ethos_u(mod, budget=budget)
+    (tsub,) = tvm_ethos.plan_report(tight)["subgraphs"].values()
+    assert tsub["budget_bytes"] == budget and tsub["peak_memory_bytes"] <= budget
+    path = str(tmp_path / "resnet8.so")
+    tvm.compile(tight, target="llvm").export_library(path)
+    vm2 = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    xs = random_inputs(model_path("resnet8_cifar"), np.random.RandomState(3))
+    np.testing.assert_array_equal(_vm_outputs(vm2, xs)[0], _vm_outputs(vm, xs)[0])
+
+
 def test_import_registers_npu_codegens():
     import tvm
 
