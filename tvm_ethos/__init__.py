@@ -8,6 +8,14 @@
     print(tvm_ethos.partition_report(mod, "ethos-u,llvm"))
     cm.save("model.tvmethos"); cm2 = tvm_ethos.load("model.tvmethos")
 
+The TVM way (importing tvm_ethos registers ``relax.ext.ethos-u`` / ``relax.ext.ethos-n`` and
+every plugin NPU's codegen)::
+
+    mod = tvm_ethos.partition_for_ethos_u(mod)           # planned, scheduled, NPU code built
+    # mod = tvm_ethos.partition_for(mod, "ethos-n,ethos-u,llvm")   # any target list
+    ex = tvm.compile(mod, target="llvm")
+    outputs = relax.VirtualMachine(ex, tvm.cpu())["main"](*inputs)
+
 The NPU subgraphs run on an emulator: their TE, with TFLite-exact integer arithmetic, built for
 the host. Design record: rfcs/0002-byoc-and-backends.md.
 """
@@ -38,9 +46,11 @@ __all__ = [
     "load",
     "load_model",
     "parse_targets",
+    "partition_for",
     "partition_for_ethos_n",
     "partition_for_ethos_u",
     "partition_report",
+    "plan_report",
 ]
 
 
@@ -58,8 +68,21 @@ def __getattr__(name):
         from tvm_ethos import partition as _p
 
         return getattr(_p, name)
+    if name in ("partition_for", "plan_report"):
+        from tvm_ethos import byoc
+
+        return getattr(byoc, name)
     if name == "parse_targets":
         from tvm_ethos.targets import parse_targets
 
         return parse_targets
     raise AttributeError(f"module 'tvm_ethos' has no attribute {name!r}")
+
+
+def _register_codegens():
+    from tvm_ethos.byoc import register_codegens
+
+    register_codegens()
+
+
+_register_codegens()

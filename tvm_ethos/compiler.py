@@ -429,7 +429,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     import tvm
 
     from tvm_ethos.frontend import load_model
-    from tvm_ethos.lower.codegen import lower_host_composites, run_npu_codegen
+    from tvm_ethos.lower.codegen import offload
     from tvm_ethos.lower.pipeline import PIPELINE_NAME
     from tvm_ethos.lower.split import build_network
     from tvm_ethos.partition import partition
@@ -443,17 +443,9 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
         mod = load_model(mod)
     pmod, report = partition(mod, tl)
     log.debug("partition:\n%s", report)
-    npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     try:
         # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
-        from tvm_ethos.lower.codegen import attach_npu_constants, scheduled_primfuncs
-
-        lowered = {}
-        pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
-        plan_report, scheduled = cascade.plan_subgraphs(pmod, report, tl, plan_opts, devices, lowered)
-        with scheduled_primfuncs(scheduled):
-            pmod = run_npu_codegen(pmod, npu_opts)
-        pmod = lower_host_composites(pmod, tl.host.backend_id)
+        pmod, plan_report = offload(pmod, tl, plan_opts, devices)
         # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
         ex, program = build_network(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"),
                                     tir_pipeline=PIPELINE_NAME)

@@ -218,6 +218,17 @@ def _subgraph_ops(func):
     return ops
 
 
+def _keep_subgraph_symbols(mod, backend_ids) -> None:
+    """Give every named subgraph its symbol back. ``MergeCompositeFunctions`` for a later
+    accelerator of the list rebuilds an earlier accelerator's subgraph function and names it
+    after its operators (a symbol of a thousand characters that the report does not know)."""
+    for bid in backend_ids:
+        for gv, func in _codegen_functions(mod, bid):
+            attrs = func.attrs
+            if "tvm_ethos.subgraph" in attrs and str(attrs["global_symbol"]) != str(attrs["tvm_ethos.subgraph"]):
+                mod[gv] = func.with_attr("global_symbol", str(attrs["tvm_ethos.subgraph"]))
+
+
 # ---------------------------------------------------------------------------- partition
 def partition(mod, target="ethos-n,llvm", **options):
     """Partition ``mod`` for a target list. Returns ``(partitioned module, PartitionReport)``."""
@@ -273,6 +284,7 @@ def partition(mod, target="ethos-n,llvm", **options):
         else:  # pragma: no cover
             mod = base
         # short, stable symbols for the subgraphs of this backend
+        _keep_subgraph_symbols(mod, tl.ids[:-1])
         for gv, func in _codegen_functions(mod, spec.backend_id):
             if func.attrs is not None and "tvm_ethos.subgraph" in func.attrs:
                 continue
@@ -343,13 +355,21 @@ def _build_report(mod, tl: TargetList, decisions, order, subgraph_names) -> Part
 
 
 def partition_for_ethos_n(mod, variant: str = "n78", host: str = "llvm", **options):
-    """Partition for Ethos-N (then the host target); returns the partitioned module."""
-    return partition(mod, f"ethos-n,{host}", variant=variant, **options)[0]
+    """Ethos-N's subgraphs planned and built (emulated), the rest left for the host: a module
+    that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
+    ``options``: Ethos-N's target options and the planning options of ``tvm_ethos.compile``."""
+    from tvm_ethos.byoc import partition_for
+
+    return partition_for(mod, f"ethos-n,{host}", variant=variant, **options)
 
 
 def partition_for_ethos_u(mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options):
-    """Partition for Ethos-U (then the host target); returns the partitioned module."""
-    return partition(mod, f"ethos-u,{host}", accelerator_config=accelerator_config, **options)[0]
+    """Ethos-U's subgraphs planned and built (emulated), the rest left for the host: a module
+    that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
+    ``options``: Ethos-U's target options and the planning options of ``tvm_ethos.compile``."""
+    from tvm_ethos.byoc import partition_for
+
+    return partition_for(mod, f"ethos-u,{host}", accelerator_config=accelerator_config, **options)
 
 
 def partition_report(mod, target=None, **options) -> PartitionReport:

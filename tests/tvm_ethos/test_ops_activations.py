@@ -210,6 +210,7 @@ def test_parts_of_an_activation_chain():
     identity propagator (planner.parts.unary) and the planner's softmax kind; tables are not
     Part inputs (Vela keeps LUTs in the NPU's LUT memory)."""
     from tvm_ethos.lower.codegen import lower_npu_subgraphs
+    from tvm_ethos.partition import partition
     from tvm_ethos.lower.part_matchers import match_subgraph
 
     shape = [1, 4, 4, 8]
@@ -235,7 +236,7 @@ def test_parts_of_an_activation_chain():
     assert cm.partition_summary == {"ethos-u": 4}
     assert len({op.subgraph for op in cm.partition_report.operators}) == 1
     assert_bit_exact(cm, model, n_inputs=3)
-    (lw,) = lower_npu_subgraphs(tvm_ethos.partition_for_ethos_u(mod)).values()
+    (lw,) = lower_npu_subgraphs(partition(mod, "ethos-u,llvm")[0]).values()
     parts = [mp.part for mp in match_subgraph(lw).parts]
     assert [(p.kind, dict(p.attrs).get("op")) for p in parts] == [
         ("unary", "sigmoid"), ("unary", "tanh"), ("unary", "leaky_relu"), ("softmax", None)]

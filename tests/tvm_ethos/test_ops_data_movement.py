@@ -154,10 +154,11 @@ def test_resize_nearest_constraints():
 # ------------------------------------------------------------------ planner Parts
 def _parts(model, backend="ethos-u"):
     from tvm_ethos.lower.codegen import lower_npu_subgraphs
+    from tvm_ethos.partition import partition
     from tvm_ethos.lower.part_matchers import match_subgraph
 
     mod = tvm_ethos.load_model(model)
-    part = tvm_ethos.partition_for_ethos_u(mod) if backend == "ethos-u" else tvm_ethos.partition_for_ethos_n(mod)
+    part = partition(mod, f"{backend},llvm")[0]
     return [[mp.part for mp in match_subgraph(lw).parts]
             for _, lw in sorted(lower_npu_subgraphs(part).items())]
 

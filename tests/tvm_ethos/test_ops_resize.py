@@ -11,6 +11,7 @@ import tvm_ethos
 from conftest import assert_bit_exact
 from tvm_ethos.lower.codegen import lower_npu_subgraphs
 from tvm_ethos.lower.part_matchers import match_subgraph
+from tvm_ethos.partition import partition
 
 CASES = {
     "2x_asymmetric": dict(),
@@ -67,7 +68,7 @@ def test_resize_with_requantization_is_not_the_integer_kernel():
 
 def test_resize_part():
     model = tb.resize_bilinear(**CASES["2x_half_pixel"])
-    (lw,) = lower_npu_subgraphs(tvm_ethos.partition_for_ethos_u(tvm_ethos.load_model(model))).values()
+    (lw,) = lower_npu_subgraphs(partition(tvm_ethos.load_model(model), "ethos-u,llvm")[0]).values()
     (mp,) = match_subgraph(lw).parts
     p = mp.part
     assert p.kind == "resize" and dict(p.attrs)["scale"] == (2, 2) and dict(p.attrs)["method"] == "bilinear"

@@ -6,6 +6,7 @@ from tvm import relax
 import tflite_builder as tb
 import tvm_ethos
 from conftest import assert_bit_exact, model_path
+from tvm_ethos.partition import partition
 
 
 def _codegen_funcs(mod, name):
@@ -36,14 +37,14 @@ def test_ds_cnn_on_ethos_n_reasons():
 
 def test_adjacent_npu_ops_form_one_subgraph():
     mod = tvm_ethos.load_model(model_path("resnet8_cifar"))
-    pmod = tvm_ethos.partition_for_ethos_u(mod)
+    pmod = partition(mod, "ethos-u,llvm")[0]
     funcs = _codegen_funcs(pmod, "ethos-u")
     assert len(funcs) == 1  # convs + residual adds + pool + conv chain: one multi-layer subgraph
     inner = [b for blk in funcs[0].body.blocks for b in blk.bindings if isinstance(b.value, relax.Function)]
     assert len(inner) >= 10
     rep = tvm_ethos.partition_report(pmod)
     assert rep.summary()["ethos-u"] == len(inner)
-    pmod_n = tvm_ethos.partition_for_ethos_n(mod, variant="n78")
+    pmod_n = partition(mod, "ethos-n -variant=n78,llvm")[0]
     assert len(_codegen_funcs(pmod_n, "ethos-n")) >= 1
 
 
@@ -102,7 +103,7 @@ def test_unscheduled_primfuncs_exposed():
     from tvm_ethos.lower.codegen import lower_npu_subgraphs
 
     mod = tvm_ethos.load_model(model_path("ds_cnn_kws"))
-    pmod = tvm_ethos.partition_for_ethos_u(mod)
+    pmod = partition(mod, "ethos-u,llvm")[0]
     subs = lower_npu_subgraphs(pmod)
     assert len(subs) == 1
     (lw,) = subs.values()

@@ -64,9 +64,9 @@ class NpuCodegen:
         self.name = backend_id
 
     def register(self):
-        from tvm_ethos.lower.codegen import register_npu_codegen
+        from tvm_ethos.byoc import register_ext
 
-        register_npu_codegen(self.name)
+        register_ext(self.name)
 
 
 class HostCodegen:

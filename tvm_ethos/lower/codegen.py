@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
 import tvm
-import tvm_ffi
 from tvm import relax
 
 from tvm_ethos.errors import CompileError
@@ -23,7 +21,6 @@ from tvm_ethos.lower.pipeline import PIPELINE_NAME
 from tvm_ethos.lower.subgraph import LoweredSubgraph, lower_function
 
 NUM_INPUTS_ATTR = "tvm_ethos.num_inputs"
-_REGISTERED: set[str] = set()
 
 
 def _tensor_ty(shape, dtype):
@@ -167,6 +164,13 @@ def _npu_ext(functions, options, constant_names):
     prims = {}
     for f in functions:
         sym = str(f.attrs["global_symbol"])
+        if NUM_INPUTS_ATTR not in f.attrs:
+            # its call sites pass no constants: the kernel built from it would read past its
+            # arguments
+            raise CompileError(
+                f"NPU subgraph {sym} has no constants attached, so RunCodegen cannot build it; "
+                "use tvm_ethos.partition_for_ethos_u / partition_for_ethos_n / partition_for, "
+                "which plan, schedule and build the NPU subgraphs before tvm.compile")
         if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
             prims[sym] = _SCHEDULED[sym]
         else:
@@ -177,14 +181,6 @@ def _npu_ext(functions, options, constant_names):
     except Exception as err:  # pragma: no cover - a bug, not a user error
         raise CompileError(f"building the NPU emulator kernels failed: {err}") from err
     return [lib]
-
-
-def register_npu_codegen(name: str):
-    """Register ``relax.ext.<name>`` (idempotent)."""
-    if name in _REGISTERED:
-        return
-    tvm_ffi.register_global_func(f"relax.ext.{name}", _npu_ext, override=True)
-    _REGISTERED.add(name)
 
 
 def run_npu_codegen(mod, backend_options: dict):
@@ -201,5 +197,18 @@ def run_npu_codegen(mod, backend_options: dict):
     return relax.transform.RunCodegen(opts)(mod)
 
 
-def _np(x):  # pragma: no cover
-    return np.asarray(x)
+def offload(pmod, tl, plan_opts, devices: dict):
+    """A partitioned module made ready for a plain ``tvm.compile``: every NPU subgraph planned,
+    scheduled and built by ``relax.ext.<npu>`` (its calls become ``call_dps_packed`` of the
+    emulator kernels, kept in the module's ``external_mods``), every host composite a
+    ``call_tir`` of its exact kernel. Returns ``(module, plan report)``; ``tvm_ethos.compile``
+    and ``partition_for_*`` share it, so both build the same kernels."""
+    from tvm_ethos.lower import cascade
+
+    npu_opts = {t.backend_id: t.options for t in tl.accelerators}
+    lowered: dict = {}
+    pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
+    plan_report, scheduled = cascade.plan_subgraphs(pmod, None, tl, plan_opts, devices, lowered)
+    with scheduled_primfuncs(scheduled):
+        pmod = run_npu_codegen(pmod, npu_opts)
+    return lower_host_composites(pmod, tl.host.backend_id), plan_report

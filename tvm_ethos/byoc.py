@@ -1,0 +1,102 @@
+"""The TVM way: ``relax.ext.<npu>`` codegens registered at import, and ``partition_for_*``.
+
+TVM's ``RunCodegen`` looks each ``Codegen`` attribute up as the global function
+``relax.ext.<name>``; a user who imports tvm_ethos and then drives TVM directly must find them
+registered, so :func:`register_codegens` runs when ``tvm_ethos`` is imported. It asks the backend
+registry (so a plugin NPU's codegen registers too) and needs only ``tvm_ffi``: the codegen
+itself (``tvm_ethos.lower.codegen``, which imports all of TVM) loads when RunCodegen first calls.
+
+``tvm.compile``'s default Relax pipeline does not run ``RunCodegen``, and cannot lower a module
+whose NPU subgraphs still hold their local composite functions. So :func:`partition_for` does
+what ``tvm_ethos.compile`` does before its own build: partition, plan and schedule every NPU
+subgraph for its device, run the codegens, and turn host composites into exact ``call_tir``
+kernels. What it returns is an ordinary Relax module that ``tvm.compile(mod, target="llvm")``
+and ``relax.VirtualMachine`` run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+log = logging.getLogger("tvm_ethos.byoc")
+
+#: Module attribute holding the cascading planner's report (JSON) of a ``partition_for_*`` module.
+PLAN_REPORT_ATTR = "tvm_ethos.plan_report"
+
+_REGISTERED: set[str] = set()
+
+
+def _ext(functions, options, constant_names):
+    from tvm_ethos.lower.codegen import _npu_ext
+
+    return _npu_ext(functions, options, constant_names)
+
+
+def register_ext(name: str) -> None:
+    """Register ``relax.ext.<name>`` as the NPU emulator codegen (idempotent)."""
+    if name in _REGISTERED:
+        return
+    import tvm_ffi
+
+    tvm_ffi.register_global_func(f"relax.ext.{name}", _ext, override=True)
+    _REGISTERED.add(name)
+
+
+def register_codegens(registry=None) -> list[str]:
+    """Register the codegen of every registered backend that has one; returns the NPU ids whose
+    ``relax.ext.<id>`` is now registered. A backend whose factory fails is logged and skipped:
+    importing tvm_ethos must not fail because of one plugin."""
+    from tvm_ethos.backends.registry import get_registry
+
+    registry = registry or get_registry()
+    done = []
+    for bid in registry.ids():
+        try:
+            cg = registry.get(bid).codegen_factory()
+            if cg is not None:
+                cg.register()
+                if getattr(cg, "kind", None) == "npu":
+                    done.append(bid)
+        except Exception as err:  # a plugin's bug: logged, the others still register
+            log.warning("backend %r: codegen not registered: %s: %s", bid, type(err).__name__, err)
+    return done
+
+
+def partition_for(mod, target, **options):
+    """Partition ``mod`` for ``target`` and generate the NPU code; the result is a module for a
+    plain ``tvm.compile``. ``options``: the target options and the planning options
+    (``budget``, ``memory_pools``, ``planner_options``, ``plan``) that ``tvm_ethos.compile``
+    takes. The partition report and the plan report are module attributes
+    (:func:`tvm_ethos.partition_report`, :func:`plan_report`)."""
+    import tvm
+
+    from tvm_ethos.errors import CompileError, TvmEthosError
+    from tvm_ethos.frontend import load_model
+    from tvm_ethos.lower import cascade
+    from tvm_ethos.lower.codegen import offload
+    from tvm_ethos.partition import partition
+    from tvm_ethos.targets import parse_targets
+
+    options = dict(options)
+    plan_opts = cascade.planning_options(options)
+    tl = parse_targets(target, options)
+    devices = cascade.check_devices(tl, plan_opts)
+    if not isinstance(mod, tvm.IRModule):
+        mod = load_model(mod)
+    pmod, _report = partition(mod, tl)
+    try:
+        pmod, plan_rep = offload(pmod, tl, plan_opts, devices)
+    except TvmEthosError:
+        raise
+    except Exception as err:
+        msg = str(err).strip().splitlines()
+        raise CompileError(f"code generation for {tl} failed: {msg[-1] if msg else type(err).__name__}") from err
+    return pmod.with_attr(PLAN_REPORT_ATTR, json.dumps(plan_rep, sort_keys=True))
+
+
+def plan_report(mod) -> dict | None:
+    """The plan report (as ``CompiledModel.plan_report``) of a ``partition_for_*`` module."""
+    attrs = mod.attrs
+    if attrs is None or PLAN_REPORT_ATTR not in attrs:
+        return None
+    return json.loads(str(attrs[PLAN_REPORT_ATTR]))
