@@ -1,0 +1,92 @@
+"""ELEMENTWISE: binary add/sub/mul/min/max/shr/shl with IFM2 broadcast or a scalar, and
+unary abs/clz/lrelu.
+
+Add/sub scaling (Vela's "advanced" form): one operand, chosen by IFM_PRECISION bits 8-9, is
+multiplied by OPA_SCALE/shift; the other is shifted left by the input shift less one (20 for
+8-bit inputs, 15 for 16-bit, as Vela derives its scales); the sum is scaled by OFM_SCALE.
+When no operand is singled out both are scaled, OPA and OPB, after the full input shift.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import rounding
+from .errors import StreamError
+from .feature_map import from_registers
+from .memory import Memory
+from .ops_common import ShramInfo, global_scale, ofm_shape, read_fm, rounding_mode, write_ofm
+from .registers import RegisterState
+
+MUL, ADD, SUB, MIN, MAX, LRELU, ABS, CLZ, SHR, SHL = range(10)
+UNARY = (LRELU, ABS, CLZ)
+_NAMES = ("MUL", "ADD", "SUB", "MIN", "MAX", "LRELU", "ABS", "CLZ", "SHR", "SHL")
+_BCAST_H, _BCAST_W, _BCAST_C, _REVERSED, _SCALAR = 1, 2, 4, 64, 128
+
+
+def _ifm2(mem: Memory, state: RegisterState, shape) -> np.ndarray:
+    b = state.param("IFM2_BROADCAST")
+    ifm2 = from_registers(state, "IFM2")
+    if b & _SCALAR:
+        return np.full(shape, state.signed("IFM2_SCALAR") - ifm2.zero_point, np.int64)
+    h, w, c = shape
+    h2, w2, c2 = (1 if b & _BCAST_H else h), (1 if b & _BCAST_W else w), (1 if b & _BCAST_C else c)
+    return np.broadcast_to(read_fm(mem, ifm2, h2, w2, c2, "the IFM2") - ifm2.zero_point, shape)
+
+
+def _clz32(x: np.ndarray) -> np.ndarray:
+    u = np.asarray(x, np.int64) & 0xFFFFFFFF
+    out = np.full(u.shape, 32, np.int64)
+    nz = u > 0
+    out[nz] = 31 - np.floor(np.log2(u[nz].astype(np.float64))).astype(np.int64)
+    return out
+
+
+def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
+    if mode >= len(_NAMES):
+        raise StreamError(f"elementwise mode {mode} is unknown")
+    shape = ofm_shape(state)
+    ifm = from_registers(state, "IFM")
+    ofm = from_registers(state, "OFM")
+    a = read_fm(mem, ifm, *shape, "the IFM") - ifm.zero_point
+    rmode = rounding_mode(state)
+    scale, shift = global_scale(state)
+    if mode in UNARY:
+        if mode == ABS:
+            out = rounding.scale(np.abs(a), scale, shift, rmode)
+        elif mode == CLZ:
+            out = _clz32(a)
+        else:
+            raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
+        write_ofm(mem, state, out + ofm.zero_point, shram)
+        return a.size
+    b = _ifm2(mem, state, shape)
+    if state.param("IFM2_BROADCAST") & _REVERSED:
+        a, b = b, a
+    if mode in (ADD, SUB):
+        op_to_scale = (state.param("IFM_PRECISION") >> 8) & 3
+        in_shift = 20 if ifm.dtype.itemsize == 1 else 15
+        opa, opa_shift = state.payload("OPA_SCALE"), state.param("OPA_SCALE") & 0x3F
+        opb = state.payload("OPB_SCALE")
+        if op_to_scale:
+            scaled = rounding.scale(a if op_to_scale == 1 else b, opa, opa_shift, rounding.TFL)
+            plain = (b if op_to_scale == 1 else a) << (in_shift - 1)
+            a, b = (scaled, plain) if op_to_scale == 1 else (plain, scaled)
+        else:
+            a, b = a * opa, b * opb
+        acc = a + b if mode == ADD else a - b
+        out = rounding.scale(acc, scale, shift, rmode)
+    elif mode == MUL:
+        out = rounding.scale(a * b, scale, shift, rmode) if scale else a * b
+    elif mode in (MIN, MAX):
+        out = np.minimum(a, b) if mode == MIN else np.maximum(a, b)
+    elif mode == SHR:
+        s = np.clip(b, 0, 63)
+        half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
+        out = (a + half) >> s if rmode != rounding.TRUNCATE else a >> s
+    elif mode == SHL:
+        out = (a << np.clip(b, 0, 31)).astype(np.int64)
+        out = ((out + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+    else:
+        raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
+    write_ofm(mem, state, out + ofm.zero_point, shram)
+    return int(np.prod(shape))
