@@ -114,6 +114,9 @@ def write_ofm(mem: Memory, state: RegisterState, values: np.ndarray, shram: "Shr
     func = act & 0xFFF
     lo, hi = state.signed("ACTIVATION_MIN"), state.signed("ACTIVATION_MAX")
     info = np.iinfo(ofm.dtype)
+    if ofm.dtype.itemsize == 4:
+        # the clamp registers are 16-bit: a 32-bit OFM saturates to its own range instead
+        lo, hi = info.min, info.max
     if func == ACT_NONE:
         out = np.clip(values, max(lo, info.min), min(hi, info.max))
     elif ACT_LUT_START <= func <= ACT_LUT_END:

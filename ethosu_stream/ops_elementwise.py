@@ -41,6 +41,19 @@ def _clz32(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _shift_only(product: np.ndarray, shift: int, rmode: int) -> np.ndarray:
+    """A 32-bit MUL's 64-bit product goes through the shift alone: Vela writes multiplier 1
+    or 2**30 with the shift that turns the product into the intended Q-format (shift 31 for
+    gemmlowp's rounding doubling high multiply), so applying the multiplier as well would
+    halve those results. Rounding is half up, as in that multiply."""
+    if shift == 0:
+        return product
+    if rmode == rounding.TRUNCATE:
+        return np.where(product >= 0, product >> shift, -((-product) >> shift))
+    p = np.asarray(product, dtype=object)
+    return np.asarray((p + (1 << (shift - 1))) >> shift, dtype=np.int64)
+
+
 def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
     if mode >= len(_NAMES):
         raise StreamError(f"elementwise mode {mode} is unknown")
@@ -75,8 +88,10 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
             a, b = a * opa, b * opb
         acc = a + b if mode == ADD else a - b
         out = rounding.scale(acc, scale, shift, rmode)
+    elif mode == MUL and ifm.dtype.itemsize == 4:
+        out = _shift_only(a * b, shift, rmode)
     elif mode == MUL:
-        out = rounding.scale(a * b, scale, shift, rmode) if scale else a * b
+        out = rounding.scale(a * b, scale, shift, rmode)
     elif mode in (MIN, MAX):
         out = np.minimum(a, b) if mode == MIN else np.maximum(a, b)
     elif mode == SHR:
