@@ -41,20 +41,7 @@ def _clz32(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _shift_only(product: np.ndarray, shift: int, rmode: int) -> np.ndarray:
-    """A 32-bit MUL's 64-bit product goes through the shift alone: Vela writes multiplier 1
-    or 2**30 with the shift that turns the product into the intended Q-format (shift 31 for
-    gemmlowp's rounding doubling high multiply), so applying the multiplier as well would
-    halve those results. Rounding is half up, as in that multiply."""
-    if shift == 0:
-        return product
-    if rmode == rounding.TRUNCATE:
-        return np.where(product >= 0, product >> shift, -((-product) >> shift))
-    p = np.asarray(product, dtype=object)
-    return np.asarray((p + (1 << (shift - 1))) >> shift, dtype=np.int64)
-
-
-def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
+def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> None:
     if mode >= len(_NAMES):
         raise StreamError(f"elementwise mode {mode} is unknown")
     shape = ofm_shape(state)
@@ -71,7 +58,7 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         else:
             raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
         write_ofm(mem, state, out + ofm.zero_point, shram)
-        return a.size
+        return
     b = _ifm2(mem, state, shape)
     if state.param("IFM2_BROADCAST") & _REVERSED:
         a, b = b, a
@@ -89,7 +76,11 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         acc = a + b if mode == ADD else a - b
         out = rounding.scale(acc, scale, shift, rmode)
     elif mode == MUL and ifm.dtype.itemsize == 4:
-        out = _shift_only(a * b, shift, rmode)
+        # a 32-bit product goes through the shift alone (the multiplier is not applied):
+        # Vela writes multiplier 1 or 2**30 with the shift that makes the product the
+        # intended Q-format (31 for gemmlowp's doubling high multiply in its softmax, 31 + n
+        # for MEAN's multiply-then-shift), so applying 2**30 as well would halve those
+        out = rounding.scale(a * b, 1, shift, rmode)
     elif mode == MUL:
         out = rounding.scale(a * b, scale, shift, rmode)
     elif mode in (MIN, MAX):
@@ -104,4 +95,3 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
     else:
         raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
     write_ofm(mem, state, out + ofm.zero_point, shram)
-    return int(np.prod(shape))

@@ -19,8 +19,8 @@ from .registers import Command, RegisterState, decode_stream
 
 @dataclass(frozen=True)
 class StreamStats:
-    """What one run did. ``macs`` counts multiply-accumulates of CONV/DEPTHWISE and window
-    elements of pooling; ``dma_bytes`` is keyed (source region, destination region);
+    """What one run did. ``macs`` counts as Vela's ``nn_macs`` does: multiply-accumulates of
+    CONV/DEPTHWISE plus the window elements of every POOL; ``dma_bytes`` is keyed (source region, destination region);
     ``high_water`` is the highest byte address (exclusive) touched per region."""
 
     commands: dict[str, int]
@@ -75,7 +75,8 @@ def _execute(cmd: Command, mem: Memory, state: RegisterState, info, shram, dma) 
     if name == "NPU_OP_POOL":
         return run_pool(mem, state, cmd.param, shram)
     if name == "NPU_OP_ELEMENTWISE":
-        return run_elementwise(mem, state, cmd.param, shram)
+        run_elementwise(mem, state, cmd.param, shram)
+        return 0
     if name == "NPU_OP_DMA_START":
         src, dst, n = run_dma(mem, state, cmd.param)
         dma[(src, dst)] += n

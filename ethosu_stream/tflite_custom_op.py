@@ -135,3 +135,34 @@ def read_ethos_u_ops(data: bytes) -> list[EthosUOp]:
                             size(ins[3]), tuple(slot(t) for t in ins[4:]),
                             tuple(slot(t) for t in outs)))
     return ops
+
+
+def run_vela_model(data: bytes, inputs: list[np.ndarray], accelerator: str
+                   ) -> tuple[list[np.ndarray], StreamStats]:
+    """Runs a Vela ``.tflite`` whose graph is one ``ethos-u`` operator from the network's
+    inputs to its outputs (Vela maps every shipped model that way). Graphs with operators
+    left on the CPU are refused by name rather than run partially."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(data, 0)
+    g = model.Subgraphs(0)
+    others = sorted({_op_name(model, g.Operators(i)) for i in range(g.OperatorsLength())} -
+                    {CUSTOM_CODE.decode()})
+    if others:
+        raise ValueError(f"the model keeps {', '.join(others)} on the CPU; running CPU "
+                         "operators around the ethos-u operator is not supported yet")
+    ops = read_ethos_u_ops(data)
+    if len(ops) != 1:
+        raise ValueError(f"expected one ethos-u operator, found {len(ops)}")
+    return ops[0].run(inputs, accelerator)
+
+
+def _op_name(model, op) -> str:
+    import tflite
+
+    code = model.OperatorCodes(op.OpcodeIndex())
+    if code.CustomCode():
+        return code.CustomCode().decode()
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    return names.get(builtin, str(builtin))
