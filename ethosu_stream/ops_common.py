@@ -56,16 +56,27 @@ def read_fm(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> n
     return mem.read(fm.region, fm.grid(h, w, c), fm.dtype, what).astype(np.int64)
 
 
+def _spans(k: Kernel, out_hw: tuple[int, int]) -> tuple[int, int]:
+    oh, ow = out_hw
+    return ((oh - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1,
+            (ow - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1)
+
+
+def ifm_hw(state: RegisterState, k: Kernel, out_hw: tuple[int, int]) -> tuple[int, int]:
+    """The IFM extent a kernel operation reads: what the OFM box, stride and dilated kernel
+    span, less the padding (the registers hold no IFM height or width)."""
+    top, left, bottom, right = padding(state)
+    span_h, span_w = _spans(k, out_hw)
+    return span_h - top - bottom, span_w - left - right
+
+
 def padded_ifm(mem: Memory, state: RegisterState, k: Kernel, out_hw: tuple[int, int],
                depth: int, fill: int | None) -> tuple[np.ndarray, np.ndarray]:
     """The IFM the kernel walks over, zero point removed, with the padding applied: returns
-    (values, valid) where ``valid`` marks real (not padded) positions. The IFM's extent is the
-    one the OFM box, stride, dilated kernel and padding imply, as on the hardware."""
-    top, left, bottom, right = padding(state)
-    oh, ow = out_hw
-    span_h = (oh - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1
-    span_w = (ow - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1
-    ih, iw = span_h - top - bottom, span_w - left - right
+    (values, valid) where ``valid`` marks real (not padded) positions."""
+    top, left, _, _ = padding(state)
+    span_h, span_w = _spans(k, out_hw)
+    ih, iw = ifm_hw(state, k, out_hw)
     ifm = from_registers(state, "IFM")
     vals = read_fm(mem, ifm, ih, iw, depth, "the IFM") - ifm.zero_point
     full = np.full((span_h, span_w, depth), 0 if fill is None else fill, np.int64)

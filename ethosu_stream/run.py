@@ -34,8 +34,8 @@ class StreamStats:
 def run_stream(words, memory: Memory, accelerator: str = "ethos-u55-128",
                trace: Callable[[Command, RegisterState, Memory], None] | None = None) -> StreamStats:
     """Decodes ``words`` and executes them on ``memory`` (modified in place). Any fault ends in
-    one :class:`StreamError` naming the command. ``trace`` is called after each operation
-    (to inspect intermediate feature maps)."""
+    one :class:`StreamError` naming the command. ``trace`` is called before each operation
+    executes, with the registers it will run with (to inspect its inputs)."""
     commands = decode_stream(words)
     info = accelerator_info(accelerator)
     shram = ShramInfo(info.lut_address, info.lut_slot_size)
@@ -48,6 +48,8 @@ def run_stream(words, memory: Memory, accelerator: str = "ethos-u55-128",
         if not cmd.is_operation:
             state.apply(cmd)
             continue
+        if trace is not None:
+            trace(cmd, state, memory)
         try:
             macs += _execute(cmd, memory, state, info, shram, dma)
         except StreamError as exc:
@@ -57,8 +59,6 @@ def run_stream(words, memory: Memory, accelerator: str = "ethos-u55-128",
         except (ValueError, IndexError) as exc:
             raise StreamError(f"the registers describe an operation the model cannot run: "
                               f"{exc}", cmd.index, cmd.name) from None
-        if trace is not None:
-            trace(cmd, state, memory)
     acc = memory.access
     return StreamStats(dict(sorted(kinds.items())), macs, dict(sorted(dma.items())),
                        {r: a.high_water for r, a in sorted(acc.items())},

@@ -11,7 +11,7 @@ import pytest
 
 from ethosu_stream import StreamError, decode_stream
 from ethosu_stream.feature_map import from_registers
-from ethosu_stream.ops_common import ofm_shape
+from ethosu_stream.ops_common import ifm_hw, kernel, ofm_shape
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
@@ -42,10 +42,12 @@ def vela_out(tmp_path_factory):
     return compile_
 
 
-def _reference(model, x, want_tensor_before_softmax=True):
-    """TFLite's outputs and the tensor feeding SOFTMAX. BUILTIN_REF, except for the 224x224
-    model whose reference kernels abort in this LiteRT build: there the optimized kernels
-    without XNNPack (the integer paths used here are the same arithmetic)."""
+def _reference(model, x):
+    """TFLite's outputs and an intermediate tensor that must appear among the stream's IFMs:
+    the one feeding SOFTMAX. BUILTIN_REF, except for the 224x224 model whose reference
+    kernels abort in this LiteRT build: there the optimized kernels without XNNPack, whose
+    MEAN rounds unlike the reference MEAN that Vela reproduces, so the tensor checked is the
+    one feeding MEAN."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     kind = (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if "224" in model
@@ -56,9 +58,9 @@ def _reference(model, x, want_tensor_before_softmax=True):
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
     outs = [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
-    softmax = [op for op in it._get_ops_details() if op["op_name"] == "SOFTMAX"]
-    logits = it.get_tensor(softmax[-1]["inputs"][0]).copy() if softmax else None
-    return outs, logits
+    checked = "MEAN" if "224" in model else "SOFTMAX"
+    op = [op for op in it._get_ops_details() if op["op_name"] == checked][-1]
+    return outs, it.get_tensor(op["inputs"][0]).copy()
 
 
 def _input(data, seed):
@@ -70,31 +72,37 @@ def _input(data, seed):
 def test_stream_is_bit_exact_with_tflite(vela_out, model, config):
     data, _ = vela_out(model, config)
     x = _input(data, 0)
-    ofms = []
+    ifms = []
 
-    def keep_int8_ofms(cmd, state, mem):
-        if cmd.name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE"):
-            ofm = from_registers(state, "OFM")
-            if ofm.dtype == np.int8:
-                ofms.append(mem.read(ofm.region, ofm.grid(*ofm_shape(state)), np.int8).ravel())
+    def keep_int8_inputs(cmd, state, mem):
+        ifm = from_registers(state, "IFM")
+        if ifm.dtype != np.int8:
+            return
+        h, w, c = ofm_shape(state)
+        if cmd.name == "NPU_OP_ELEMENTWISE":  # an elementwise IFM has the OFM's shape
+            ifms.append(mem.read(ifm.region, ifm.grid(h, w, c), np.int8).ravel())
+        elif cmd.name == "NPU_OP_DEPTHWISE":
+            ih, iw = ifm_hw(state, kernel(state), (h, w))
+            ifms.append(mem.read(ifm.region, ifm.grid(ih, iw, c), np.int8).ravel())
 
     op = read_ethos_u_ops(data)[0]
     import ethosu_stream.tflite_custom_op as custom_op
 
     real_run = custom_op.run_stream
-    custom_op.run_stream = lambda w, mem, acc: real_run(w, mem, acc, keep_int8_ofms)
+    custom_op.run_stream = lambda w, mem, acc: real_run(w, mem, acc, keep_int8_inputs)
     try:
         outs, _ = op.run([x], config)
     finally:
         custom_op.run_stream = real_run
-    ref, logits = _reference(model, x)
+    ref, checked = _reference(model, x)
     assert len(outs) == len(ref)
     for got, want in zip(outs, ref):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert np.array_equal(got, want), f"{np.count_nonzero(got != want)} of {got.size} differ"
-    # the softmax of a random-weight model can saturate to one value; the logits cannot hide
-    # a wrong layer that way: they must be one of the stream's int8 OFMs, bit for bit
-    assert any(o.size == logits.size and np.array_equal(o, logits.ravel()) for o in ofms)
+    # the softmax of a random-weight model can saturate to one value; its input cannot hide
+    # a wrong layer that way: the softmax's first NPU step (a subtraction; for MEAN a
+    # depthwise sum) must read it bit for bit
+    assert any(i.size == checked.size and np.array_equal(i, checked.ravel()) for i in ifms)
 
 
 def test_outputs_follow_the_input(vela_out):
