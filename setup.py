@@ -6,7 +6,8 @@ setup(
     version="0.1.0",
     description="Compile neural networks for Arm Ethos NPUs with TVM, with a GPU/CPU fallback",
     python_requires=">=3.10",
-    packages=find_packages(include=["planner", "planner.*", "tvm_ethos", "tvm_ethos.*"]),
+    packages=find_packages(include=["planner", "planner.*", "tvm_ethos", "tvm_ethos.*",
+                                    "ethosu_stream", "ethosu_stream.*"]),
     install_requires=[
         "apache-tvm==0.27.0.post1",
         "numpy",
