@@ -5,11 +5,13 @@ network's input and output sit in that arena (the ``OfflineMemoryAllocation`` me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from .accelerator import accelerator_info
 from .errors import StreamError
-from .memory import Memory
+from .memory import SHRAM_REGION, Memory
 from .run import StreamStats, run_stream
 
 CUSTOM_CODE = b"ethos-u"
@@ -68,17 +70,27 @@ class EthosUOp:
     inputs: tuple[TensorSlot, ...]
     outputs: tuple[TensorSlot, ...]
 
-    def run(self, inputs: list[np.ndarray], accelerator: str) -> tuple[list[np.ndarray], StreamStats]:
+    def run(self, inputs: list[np.ndarray], accelerator: str,
+            trace: Callable | None = None) -> tuple[list[np.ndarray], StreamStats]:
+        """Places ``inputs`` at their arena offsets, runs the stream (``trace`` as in
+        :func:`run_stream`) and reads the outputs back."""
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"the ethos-u operator takes {len(self.inputs)} input(s), "
+                             f"got {len(inputs)}")
         slots = self.inputs + self.outputs
         arena = max([self.scratch_bytes] + [s.arena_offset + int(np.prod(s.shape)) *
                                             s.dtype.itemsize for s in slots])
         mem = Memory({FLASH_REGION: self.flash, SCRATCH_REGION: arena,
                       SCRATCH_FAST_REGION: max(self.scratch_fast_bytes, 1),
-                      (1 << 8) | 3: 64 * 1024})
+                      SHRAM_REGION: accelerator_info(accelerator).shram_bytes})
         for slot, x in zip(self.inputs, inputs):
-            x = np.asarray(x, slot.dtype).reshape(-1).view(np.uint8)
+            x = np.asarray(x)
+            if x.dtype != slot.dtype or x.size != int(np.prod(slot.shape)):
+                raise ValueError(f"input {slot.name!r} must be {slot.dtype} with shape "
+                                 f"{slot.shape}, got {x.dtype} {x.shape}")
+            x = x.reshape(-1).view(np.uint8)
             mem.regions[SCRATCH_REGION][slot.arena_offset:slot.arena_offset + x.size] = x
-        stats = run_stream(self.words, mem, accelerator)
+        stats = run_stream(self.words, mem, accelerator, trace)
         outs = []
         for slot in self.outputs:
             n = int(np.prod(slot.shape)) * slot.dtype.itemsize

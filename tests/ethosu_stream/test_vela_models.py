@@ -85,15 +85,7 @@ def test_stream_is_bit_exact_with_tflite(vela_out, model, config):
             ih, iw = ifm_hw(state, kernel(state), (h, w))
             ifms.append(mem.read(ifm.region, ifm.grid(ih, iw, c), np.int8).ravel())
 
-    op = read_ethos_u_ops(data)[0]
-    import ethosu_stream.tflite_custom_op as custom_op
-
-    real_run = custom_op.run_stream
-    custom_op.run_stream = lambda w, mem, acc: real_run(w, mem, acc, keep_int8_inputs)
-    try:
-        outs, _ = op.run([x], config)
-    finally:
-        custom_op.run_stream = real_run
+    outs, _ = read_ethos_u_ops(data)[0].run([x], config, keep_int8_inputs)
     ref, checked = _reference(model, x)
     assert len(outs) == len(ref)
     for got, want in zip(outs, ref):
