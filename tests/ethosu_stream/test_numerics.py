@@ -9,26 +9,14 @@ from ethosu_stream import rounding
 from ethosu_stream.bias import decode_bias_stream
 from ethosu_stream.weights import decode_weights
 
-
-def _tflite_multiply(x: int, multiplier: int, shift: int) -> int:
-    """TFLite's MultiplyByQuantizedMultiplier with Vela's (scale, shift): exponent 31 - shift,
-    stated with Python integers."""
-    exponent = 31 - shift
-    x = x * (1 << max(exponent, 0))
-    ab = x * multiplier
-    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
-    high = abs(ab + nudge) // (1 << 31) * (1 if ab + nudge >= 0 else -1)
-    right = max(-exponent, 0)
-    mask = (1 << right) - 1
-    rem, threshold = high & mask, (mask >> 1) + (1 if high < 0 else 0)
-    return (high >> right) + (1 if rem > threshold else 0)
+from .reference import tflite_multiply
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(-(1 << 24), 1 << 24), st.integers(1 << 30, (1 << 31) - 1), st.integers(20, 50))
 def test_tfl_rounding_is_tflites_double_rounding(acc, multiplier, shift):
     got = int(rounding.scale(np.array([acc]), multiplier, shift, rounding.TFL)[0])
-    assert got == _tflite_multiply(acc, multiplier, shift)
+    assert got == tflite_multiply(acc, multiplier, shift)
 
 
 @settings(max_examples=200, deadline=None)
