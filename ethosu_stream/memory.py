@@ -45,6 +45,9 @@ class Memory:
             raise StreamError(f"region {region} is not mapped (mapped: "
                               f"{sorted(self.regions)}); give the memory a buffer for it") from None
 
+    def region_size(self, region: int) -> int:
+        return self._region(region).size
+
     def _check(self, region: int, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
         mem = self._region(region)
         if addr.size == 0:
@@ -76,6 +79,7 @@ class Memory:
         mem[idx.ravel()] = raw.reshape(-1)
 
     def read_bytes(self, region: int, start: int, length: int, what: str = "a read") -> np.ndarray:
+        self._check(region, np.array([start, start + length - 1]), 1, what)
         return self.read(region, np.arange(start, start + length), np.uint8, what)
 
     def write_bytes(self, region: int, start: int, data: np.ndarray, what: str = "a write") -> None:

@@ -27,6 +27,9 @@ class Kernel:
     part_kernel_first: bool
 
 
+MAX_KERNEL = 256  # Vela's largest kernel (pooling); bounds what one operation may allocate
+
+
 def kernel(state: RegisterState) -> Kernel:
     """KERNEL_STRIDE packs: bit 0/1 stride x/y - 1 low bits, bit 2 part-kernel-first
     traversal, bits 3/4 dilation x/y - 1, bits 6-8 / 9-11 the stride x/y - 1 high bits."""
@@ -36,6 +39,9 @@ def kernel(state: RegisterState) -> Kernel:
     dx, dy = ((v >> 3) & 1) + 1, ((v >> 4) & 1) + 1
     kh = state.param("KERNEL_HEIGHT_M1") // dy + 1
     kw = state.param("KERNEL_WIDTH_M1") // dx + 1
+    if max(kh, kw) > MAX_KERNEL:
+        raise StreamError(f"a {kh}x{kw} kernel is larger than any Vela emits "
+                          f"({MAX_KERNEL}x{MAX_KERNEL})")
     return Kernel(kh, kw, sy, sx, dy, dx, bool(v & 4))
 
 
@@ -49,11 +55,28 @@ def padding(state: RegisterState) -> tuple[int, int, int, int]:
     return tuple(state.param(f"IFM_PAD_{s}") for s in ("TOP", "LEFT", "BOTTOM", "RIGHT"))
 
 
-def read_fm(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> np.ndarray:
+def check_box(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> None:
+    """Refuses a box that cannot fit its region before anything is allocated for it: its
+    elements have distinct addresses, so it needs at least h * w * c elements of room."""
     if min(h, w, c) <= 0:
         raise StreamError(f"{what} box is empty ({h}x{w}x{c}): the OFM shape, kernel and "
                           "padding registers disagree")
+    size = mem.region_size(fm.region)
+    if h * w * c * fm.dtype.itemsize > size:
+        raise StreamError(f"{what} box {h}x{w}x{c} ({fm.dtype}) needs more bytes than region "
+                          f"{fm.region} holds ({size})")
+
+
+def read_fm(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> np.ndarray:
+    check_box(mem, fm, h, w, c, what)
     return mem.read(fm.region, fm.grid(h, w, c), fm.dtype, what).astype(np.int64)
+
+
+def ofm_box(mem: Memory, state: RegisterState) -> tuple[int, int, int]:
+    """The OFM shape, checked against its region before the operation computes anything."""
+    shape = ofm_shape(state)
+    check_box(mem, from_registers(state, "OFM"), *shape, "the OFM")
+    return shape
 
 
 def _spans(k: Kernel, out_hw: tuple[int, int]) -> tuple[int, int]:
@@ -67,6 +90,9 @@ def ifm_hw(state: RegisterState, k: Kernel, out_hw: tuple[int, int]) -> tuple[in
     span, less the padding (the registers hold no IFM height or width)."""
     top, left, bottom, right = padding(state)
     span_h, span_w = _spans(k, out_hw)
+    if max(top, bottom) >= span_h or max(left, right) >= span_w:
+        raise StreamError(f"padding (top {top}, left {left}, bottom {bottom}, right {right}) "
+                          f"covers the whole {span_h}x{span_w} window span")
     return span_h - top - bottom, span_w - left - right
 
 

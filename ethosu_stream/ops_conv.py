@@ -8,7 +8,7 @@ from .accelerator import AcceleratorInfo
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import (ShramInfo, channel_scales, kernel, ofm_shape, padded_ifm,
+from .ops_common import (ShramInfo, channel_scales, kernel, ofm_box, padded_ifm,
                          rounding_mode, scale_stage, windows, write_ofm)
 from .registers import RegisterState
 from .weights import decode_weights
@@ -41,7 +41,7 @@ def run_conv(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shram: Shr
              depthwise: bool) -> int:
     """Executes the operation; returns its MAC count."""
     _check_upscale(state)
-    oh, ow, od = ofm_shape(state)
+    oh, ow, od = ofm_box(mem, state)
     k = kernel(state)
     ifm_depth = od if depthwise else state.param("IFM_DEPTH_M1") + 1
     ifm_bits = from_registers(state, "IFM").dtype.itemsize * 8

@@ -14,7 +14,7 @@ from . import rounding
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import ShramInfo, global_scale, ofm_shape, read_fm, rounding_mode, write_ofm
+from .ops_common import ShramInfo, global_scale, ofm_box, read_fm, rounding_mode, write_ofm
 from .registers import RegisterState
 
 MUL, ADD, SUB, MIN, MAX, LRELU, ABS, CLZ, SHR, SHL = range(10)
@@ -44,7 +44,7 @@ def _clz32(x: np.ndarray) -> np.ndarray:
 def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> None:
     if mode >= len(_NAMES):
         raise StreamError(f"elementwise mode {mode} is unknown")
-    shape = ofm_shape(state)
+    shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
     ofm = from_registers(state, "OFM")
     a = read_fm(mem, ifm, *shape, "the IFM") - ifm.zero_point

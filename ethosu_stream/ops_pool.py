@@ -7,7 +7,7 @@ from . import rounding
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import (ShramInfo, channel_scales, global_scale, kernel, ofm_shape,
+from .ops_common import (ShramInfo, channel_scales, global_scale, kernel, ofm_box,
                          padded_ifm, read_fm, rounding_mode, scale_stage, uses_global_scale,
                          windows, write_ofm)
 from .registers import RegisterState
@@ -19,7 +19,7 @@ _NEG = -(1 << 40)
 def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
     if state.param("IFM_UPSCALE"):
         raise StreamError(f"IFM upscaling mode {state.param('IFM_UPSCALE')} is not modelled")
-    oh, ow, od = ofm_shape(state)
+    oh, ow, od = ofm_box(mem, state)
     k = kernel(state)
     ofm_zp = from_registers(state, "OFM").zero_point
     if mode == REDUCE_SUM:

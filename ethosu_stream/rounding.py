@@ -61,4 +61,5 @@ def _mul_round_shift(x: np.ndarray, m_hi: np.ndarray, m_lo: np.ndarray, s: np.nd
     p = xs * (np.asarray(m_hi, dtype=object) * 65536 + np.asarray(m_lo, dtype=object))
     sh = np.asarray(s, dtype=object)
     out = (p + np.where(sh > 0, 2 ** np.maximum(sh - 1, 0), 0)) // 2 ** sh
-    return np.asarray(out, dtype=np.int64)
+    # past 64 bits only saturation downstream can follow; keep the sign and the magnitude
+    return np.asarray(np.clip(out, -(1 << 62), 1 << 62), dtype=np.int64)

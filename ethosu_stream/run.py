@@ -56,7 +56,7 @@ def run_stream(words, memory: Memory, accelerator: str = "ethos-u55-128",
             if exc.index is not None:
                 raise
             raise StreamError(str(exc), cmd.index, cmd.name) from None
-        except (ValueError, IndexError) as exc:
+        except (ValueError, IndexError, OverflowError) as exc:
             raise StreamError(f"the registers describe an operation the model cannot run: "
                               f"{exc}", cmd.index, cmd.name) from None
     acc = memory.access

@@ -10,6 +10,8 @@ out), and decoding those tells where each element went. The result is cached per
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 
 import numpy as np
 
@@ -49,9 +51,13 @@ def decode_weights(stream: bytes, shape_ohwi: tuple[int, int, int, int], *, ifm_
                    ofm_ublock: int, block_depth: int, depthwise: bool, part_kernel: bool,
                    ifm_bits: int, dilation: tuple[int, int]) -> np.ndarray:
     """The OHWI int64 weights ``stream`` holds (already zero-point corrected by Vela)."""
+    dec = _decode_isolated(bytes(stream))
+    if int(np.prod(shape_ohwi)) > dec.size:
+        raise ValueError(f"the weight stream decodes to {dec.size} values, fewer than an OHWI "
+                         f"volume of {shape_ohwi} holds (WEIGHT_LENGTH, kernel or depth "
+                         "registers disagree with the stream)")
     order = element_order(tuple(shape_ohwi), ifm_ublock, ofm_ublock, block_depth, depthwise,
                           part_kernel, ifm_bits, tuple(dilation))
-    dec = np.asarray(mlw_codec().decode(bytearray(stream)), np.int64)
     if dec.size != order.size:
         raise ValueError(f"the weight stream decodes to {dec.size} values; an OHWI volume of "
                          f"{shape_ohwi} with block depth {block_depth} needs {order.size} "
@@ -60,3 +66,55 @@ def decode_weights(stream: bytes, shape_ohwi: tuple[int, int, int, int], *, ifm_
     keep = order >= 0
     out[order[keep]] = dec[keep]
     return out.reshape(shape_ohwi)
+
+
+_decoded: dict[bytes, np.ndarray] = {}
+
+
+def _decode_isolated(stream: bytes) -> np.ndarray:
+    """``mlw_codec.decode`` ends the whole process (C ``exit``) on a stream that runs out of
+    bits, so a stream from an untrusted command stream is decoded in a forked child; a
+    failure becomes a ValueError. Results are memoised by content."""
+    key = hashlib.sha256(stream).digest()
+    if key in _decoded:
+        return _decoded[key]
+    if not hasattr(os, "fork"):  # pragma: no cover - no fork: decode in-process
+        out = np.asarray(mlw_codec().decode(bytearray(stream)), np.int64)
+    else:
+        out = _decode_in_child(stream)
+    if len(_decoded) >= 1024:
+        _decoded.clear()
+    _decoded[key] = out
+    return out
+
+
+def _decode_in_child(stream: bytes) -> np.ndarray:
+    codec = mlw_codec()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: decode, send int16 values, exit without running parent cleanup
+        status = 0
+        try:
+            os.close(read_end)
+            devnull = os.open(os.devnull, os.O_WRONLY)  # the codec prints its complaint
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            data = np.asarray(codec.decode(bytearray(stream)), np.int16).tobytes()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+        except BaseException:
+            status = 2
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    chunks = []
+    with os.fdopen(read_end, "rb") as f:
+        while chunk := f.read(1 << 16):
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise ValueError("the weight stream does not decode (mlw_codec runs out of bits or "
+                         "rejects it): WEIGHT_BASE/WEIGHT_LENGTH do not point at an encoded "
+                         "stream")
+    return np.frombuffer(b"".join(chunks), np.int16).astype(np.int64)

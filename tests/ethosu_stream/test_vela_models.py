@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ethosu_stream import StreamError, decode_stream
 from ethosu_stream.feature_map import from_registers
@@ -139,3 +140,23 @@ def test_a_stream_with_a_short_flash_names_the_command(vela_out):
     with pytest.raises(StreamError, match=r"command #\d+ \(NPU_OP_DMA_START\): the DMA source "
                                           r"reaches .* of region 0, past its end \(64 bytes\)"):
         short.run([_input(data, 0)], "ethos-u55-128")
+
+
+@settings(max_examples=int(__import__("os").environ.get("STREAM_FUZZ_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 2**32 - 1), st.booleans()),
+                min_size=1, max_size=3))
+def test_a_corrupted_vela_stream_runs_or_names_a_command(vela_out, edits):
+    """Words overwritten or bit-flipped anywhere: the run completes or ends in one
+    StreamError; nothing else escapes (no IndexError, MemoryError, numpy error)."""
+    data, _ = vela_out("ds_cnn_kws", "ethos-u55-128")
+    op = read_ethos_u_ops(data)[0]
+    words = op.words.copy()
+    for pos, value, flip in edits:
+        i = pos % len(words)
+        words[i] = words[i] ^ (1 << (value % 32)) if flip else value
+    from dataclasses import replace
+
+    try:
+        replace(op, words=words).run([_input(data, 0)], "ethos-u55-128")
+    except StreamError as exc:
+        assert "command #" in str(exc)
