@@ -27,7 +27,8 @@ class Kernel:
     part_kernel_first: bool
 
 
-MAX_KERNEL = 256  # Vela's largest kernel (pooling); bounds what one operation may allocate
+# bounds what one operation may allocate; Vela's softmax max-pools a whole row (1 x classes)
+MAX_KERNEL_TAPS = 1 << 16
 
 
 def kernel(state: RegisterState) -> Kernel:
@@ -39,9 +40,9 @@ def kernel(state: RegisterState) -> Kernel:
     dx, dy = ((v >> 3) & 1) + 1, ((v >> 4) & 1) + 1
     kh = state.param("KERNEL_HEIGHT_M1") // dy + 1
     kw = state.param("KERNEL_WIDTH_M1") // dx + 1
-    if max(kh, kw) > MAX_KERNEL:
-        raise StreamError(f"a {kh}x{kw} kernel is larger than any Vela emits "
-                          f"({MAX_KERNEL}x{MAX_KERNEL})")
+    if kh * kw > MAX_KERNEL_TAPS:
+        raise StreamError(f"a {kh}x{kw} kernel has more taps than the model runs "
+                          f"({MAX_KERNEL_TAPS})")
     return Kernel(kh, kw, sy, sx, dy, dx, bool(v & 4))
 
 

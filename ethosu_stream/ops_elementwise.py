@@ -1,10 +1,10 @@
 """ELEMENTWISE: binary add/sub/mul/min/max/shr/shl with IFM2 broadcast or a scalar, and
 unary abs/clz/lrelu.
 
-Add/sub scaling (Vela's "advanced" form): one operand, chosen by IFM_PRECISION bits 8-9, is
-multiplied by OPA_SCALE/shift; the other is shifted left by the input shift less one (20 for
-8-bit inputs, 15 for 16-bit, as Vela derives its scales); the sum is scaled by OFM_SCALE.
-When no operand is singled out both are scaled, OPA and OPB, after the full input shift.
+Add/sub scaling: with an operand singled out by IFM_PRECISION bits 8-9 (Vela's "advanced"
+form) it is rescaled by OPA_SCALE/shift and the other is shifted left by 19 (14 for 16-bit
+inputs), the factor Vela's scales assume for the larger-scaled input; otherwise each operand
+is multiplied by its OPA/OPB_SCALE. The sum is then scaled by OFM_SCALE.
 """
 from __future__ import annotations
 
@@ -64,12 +64,12 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         a, b = b, a
     if mode in (ADD, SUB):
         op_to_scale = (state.param("IFM_PRECISION") >> 8) & 3
-        in_shift = 20 if ifm.dtype.itemsize == 1 else 15
+        plain_shift = 19 if ifm.dtype.itemsize == 1 else 14
         opa, opa_shift = state.payload("OPA_SCALE"), state.param("OPA_SCALE") & 0x3F
         opb = state.payload("OPB_SCALE")
         if op_to_scale:
             scaled = rounding.scale(a if op_to_scale == 1 else b, opa, opa_shift, rounding.TFL)
-            plain = (b if op_to_scale == 1 else a) << (in_shift - 1)
+            plain = (b if op_to_scale == 1 else a) << plain_shift
             a, b = (scaled, plain) if op_to_scale == 1 else (plain, scaled)
         else:
             a, b = a * opa, b * opb
