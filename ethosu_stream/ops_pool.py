@@ -7,13 +7,24 @@ from . import rounding
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import (ShramInfo, channel_scales, global_scale, kernel, ofm_box,
+from .ops_common import (ShramInfo, channel_scales, global_scale, kernel, ofm_box, padding,
                          padded_ifm, read_fm, rounding_mode, scale_stage, uses_global_scale,
                          windows, write_ofm)
 from .registers import RegisterState
 
 MAX, AVERAGE, REDUCE_SUM = 0, 1, 2
 _NEG = -(1 << 40)
+
+
+def _padded_average(acc: np.ndarray, count: np.ndarray, state: RegisterState) -> np.ndarray:
+    """A padded window: the hardware divides by the real (unpadded) elements itself, rounding
+    half away from zero as TFLite's average pool does; Vela then writes OFM_SCALE 1, shift 0.
+    Other scales with padding are not modelled."""
+    if global_scale(state) != (1, 0):
+        raise StreamError(f"average pooling over padding with OFM_SCALE {global_scale(state)} "
+                          "is not modelled (only (1, 0), what Vela writes)")
+    half = count // 2
+    return np.where(acc >= 0, (acc + half) // count, -((-acc + half) // count))
 
 
 def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
@@ -46,12 +57,13 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
         raise StreamError(f"pooling mode {mode} is unknown (MAX 0, AVERAGE 1, REDUCE_SUM 2)")
     if mode == MAX:
         out = acc
+    elif mode == AVERAGE and any(padding(state)):
+        out = _padded_average(acc, count, state)
     elif uses_global_scale(state):
         scale, shift = global_scale(state)
         out = rounding.scale(acc, scale, shift, rounding_mode(state))
     elif mode == AVERAGE:
-        raise StreamError("average pooling with per-channel scaling (padded windows) is not "
-                          "modelled")
+        raise StreamError("average pooling with per-channel scaling is not modelled")
     else:
         out = scale_stage(acc, channel_scales(mem, state, od), rounding_mode(state))
     write_ofm(mem, state, out + ofm_zp, shram)

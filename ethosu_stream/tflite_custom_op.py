@@ -166,7 +166,12 @@ def run_vela_model(data: bytes, inputs: list[np.ndarray], accelerator: str
     ops = read_ethos_u_ops(data)
     if len(ops) != 1:
         raise ValueError(f"expected one ethos-u operator, found {len(ops)}")
-    return ops[0].run(inputs, accelerator)
+    op = ops[0]
+    # the operator's tensors may be listed in another order than the network's
+    by_tensor = dict(zip(g.InputsAsNumpy().tolist(), inputs))
+    outs, stats = op.run([by_tensor[s.index] for s in op.inputs], accelerator)
+    by_tensor = {s.index: o for s, o in zip(op.outputs, outs)}
+    return [by_tensor[t] for t in g.OutputsAsNumpy().tolist()], stats
 
 
 def _op_name(model, op) -> str:
