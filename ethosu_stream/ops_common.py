@@ -14,6 +14,7 @@ from .memory import SHRAM_REGION, Memory
 from .registers import RegisterState
 
 ACT_NONE, ACT_LUT_START, ACT_LUT_END = 0, 16, 23
+UPSCALE_NEAREST = 1
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,14 @@ def padded_ifm(mem: Memory, state: RegisterState, k: Kernel, out_hw: tuple[int, 
     span_h, span_w = _spans(k, out_hw)
     ih, iw = ifm_hw(state, k, out_hw)
     ifm = from_registers(state, "IFM")
-    vals = read_fm(mem, ifm, ih, iw, depth, "the IFM") - ifm.zero_point
+    upscale = state.param("IFM_UPSCALE")
+    if upscale == UPSCALE_NEAREST:  # the kernel walks a 2x nearest-neighbour enlargement
+        small = read_fm(mem, ifm, (ih + 1) // 2, (iw + 1) // 2, depth, "the IFM")
+        vals = small.repeat(2, axis=0).repeat(2, axis=1)[:ih, :iw] - ifm.zero_point
+    elif upscale:
+        raise StreamError(f"IFM upscaling mode {upscale} (transpose) is not modelled")
+    else:
+        vals = read_fm(mem, ifm, ih, iw, depth, "the IFM") - ifm.zero_point
     full = np.full((span_h, span_w, depth), 0 if fill is None else fill, np.int64)
     valid = np.zeros((span_h, span_w, 1), bool)
     full[top:top + ih, left:left + iw] = vals

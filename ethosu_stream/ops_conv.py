@@ -32,15 +32,9 @@ def _weights(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shape_ohwi
         raise StreamError(str(exc)) from None
 
 
-def _check_upscale(state: RegisterState) -> None:
-    if state.param("IFM_UPSCALE"):
-        raise StreamError(f"IFM upscaling mode {state.param('IFM_UPSCALE')} is not modelled")
-
-
 def run_conv(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shram: ShramInfo,
              depthwise: bool) -> int:
     """Executes the operation; returns its MAC count."""
-    _check_upscale(state)
     oh, ow, od = ofm_box(mem, state)
     k = kernel(state)
     ifm_depth = od if depthwise else state.param("IFM_DEPTH_M1") + 1

@@ -28,12 +28,12 @@ def _padded_average(acc: np.ndarray, count: np.ndarray, state: RegisterState) ->
 
 
 def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
-    if state.param("IFM_UPSCALE"):
-        raise StreamError(f"IFM upscaling mode {state.param('IFM_UPSCALE')} is not modelled")
     oh, ow, od = ofm_box(mem, state)
     k = kernel(state)
     ofm_zp = from_registers(state, "OFM").zero_point
     if mode == REDUCE_SUM:
+        if state.param("IFM_UPSCALE"):
+            raise StreamError("an upscaled REDUCE_SUM is not modelled")
         ifm = from_registers(state, "IFM")
         depth = state.param("IFM_DEPTH_M1") + 1
         x = read_fm(mem, ifm, oh, ow, depth, "the IFM") - ifm.zero_point

@@ -1,7 +1,7 @@
 """One TFLite operator at a time (tests/tvm_ethos/tflite_builder.py), compiled by Vela's CLI
 and run on the model, bit-exact with TFLite's reference kernels: the operator forms the
 shipped models do not reach (SAME average pooling, dilation, LUT activations, multiple
-outputs, broadcasts) and the refusals for what is not modelled."""
+outputs, broadcasts, nearest-neighbour upscaling) and the refusal of CPU operators."""
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +39,10 @@ EXACT = {
     "pad": lambda rs: B.pad(),
     "pad_conv": lambda rs: B.pad_conv(rs),
     "split": lambda rs: B.split(),
+    "resize_nearest": lambda rs: B.resize_nearest(),
+    "resize_bilinear": lambda rs: B.resize_bilinear(),
+    "resize_bilinear_half_pixel": lambda rs: B.resize_bilinear(half_pixel=True),
+    "resize_bilinear_x4": lambda rs: B.resize_bilinear(size=(16, 16)),
 }
 
 
