@@ -41,17 +41,20 @@ def run_conv(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shram: Shr
     ifm_bits = from_registers(state, "IFM").dtype.itemsize * 8
     shape = (od, k.height, k.width, 1 if depthwise else ifm_depth)
     w = _weights(mem, state, acc, shape, depthwise, k.part_kernel_first and not depthwise,
-                 ifm_bits, (k.dilation_x, k.dilation_y)).astype(np.float64)
+                 ifm_bits, (k.dilation_x, k.dilation_y))
     x, _ = padded_ifm(mem, state, k, (oh, ow), ifm_depth, fill=0)
-    x = x.astype(np.float64)
-    total = np.zeros((oh, ow, od), np.float64)
+    # float64 matrix products are fast and exact while every partial sum stays below 2**53
+    bound = k.height * k.width * shape[3] * int(np.abs(x).max(initial=0)) * \
+        int(np.abs(w).max(initial=0))
+    dtype = np.float64 if bound < 1 << 53 else np.int64
+    x, w = x.astype(dtype), w.astype(dtype)
+    total = np.zeros((oh, ow, od), dtype)
     for ky, kx, tap in windows(x, k, (oh, ow)):
         if depthwise:
             total += tap * w[:, ky, kx, 0]
         else:
             total += tap @ w[:, ky, kx, :].T
-    # float64 holds these sums exactly: |ifm| < 2^17, |w| < 2^9, taps x depth < 2^26
-    out = scale_stage(np.rint(total).astype(np.int64), channel_scales(mem, state, od),
+    out = scale_stage(total.astype(np.int64), channel_scales(mem, state, od),
                       rounding_mode(state))
     write_ofm(mem, state, out + from_registers(state, "OFM").zero_point, shram)
     return oh * ow * od * k.height * k.width * (1 if depthwise else ifm_depth)

@@ -10,10 +10,9 @@ def run_dma(mem: Memory, state: RegisterState, param: int) -> tuple[int, int, in
     """Copies DMA0_LEN bytes; returns (source region, destination region, bytes)."""
     if param & 0xF:
         raise StreamError(f"DMA mode {param & 0xF} is not modelled (only 1-D copies, mode 0)")
+    # a base-pointer index, or 0x103 (bit 8 set) for the NPU's internal SHRAM (LUTs)
     src_region = state.param("DMA0_SRC_REGION")
     dst_region = state.param("DMA0_DST_REGION")
-    src_region = src_region if src_region & (1 << 8) else src_region & 7
-    dst_region = dst_region if dst_region & (1 << 8) else dst_region & 7
     length = state.address("DMA0_LEN")
     data = mem.read_bytes(src_region, state.address("DMA0_SRC"), length, "the DMA source")
     mem.write_bytes(dst_region, state.address("DMA0_DST"), data, "the DMA destination")

@@ -20,8 +20,9 @@ from .registers import Command, RegisterState, decode_stream
 @dataclass(frozen=True)
 class StreamStats:
     """What one run did. ``macs`` counts as Vela's ``nn_macs`` does: multiply-accumulates of
-    CONV/DEPTHWISE plus the window elements of every POOL; ``dma_bytes`` is keyed (source region, destination region);
-    ``high_water`` is the highest byte address (exclusive) touched per region."""
+    CONV/DEPTHWISE plus the window elements of every POOL; ``dma_bytes`` is keyed by
+    (source region, destination region); ``high_water`` is the highest byte address
+    (exclusive) touched per region."""
 
     commands: dict[str, int]
     macs: int
