@@ -41,9 +41,9 @@ def command_words(payload: bytes) -> np.ndarray:
                 raise StreamError(f"the driver payload announces {n} command words but holds "
                                   f"{w.size - i - 1}: the stream is cut short")
             return w[i + 1:i + 1 + n].astype(np.int64)
-        i += {_DA_CONFIG: 3}.get(kind, 1)
         if kind not in (_DA_CONFIG, _DA_READ_APB, _DA_DUMP_SHRAM, _DA_NOP):
             raise StreamError(f"driver payload word {i}: unknown driver action {kind}")
+        i += 3 if kind == _DA_CONFIG else 1
     raise StreamError("the driver payload holds no command stream")
 
 

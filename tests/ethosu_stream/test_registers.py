@@ -102,3 +102,25 @@ def test_operation_on_an_unmapped_ifm_region_is_one_error():
              + stop())
     with pytest.raises(StreamError, match=r"command #2 \(NPU_OP_POOL\): region 6 is not mapped"):
         run_stream(words, Memory({1: 64}))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(commands, max_size=30))
+def test_driver_payload_yields_the_stream_vela_wrapped(cmds):
+    from ethosu.vela.api import NpuAccelerator, npu_create_driver_payload
+    from ethosu_stream.tflite_custom_op import command_words
+
+    words = _words(cmds)
+    payload = npu_create_driver_payload(words, NpuAccelerator.Ethos_U55_128)
+    assert command_words(payload).tolist() == words
+    with pytest.raises(StreamError, match="cut short"):
+        command_words(payload[:-4])
+
+
+def test_driver_payload_must_be_cop1():
+    from ethosu_stream.tflite_custom_op import command_words
+
+    with pytest.raises(StreamError, match="does not start with 'COP1'"):
+        command_words(b"COP2" + bytes(12))
+    with pytest.raises(StreamError, match="unknown driver action 9"):
+        command_words(b"COP1" + (9).to_bytes(4, "little"))
