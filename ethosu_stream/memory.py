@@ -6,7 +6,7 @@ scratch in 2; ``SHRAM_REGION`` is the NPU's internal buffer, the target of LUT c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -11,7 +11,6 @@ import pytest
 
 import tflite_builder as B
 from conftest import oracle
-from ethosu_stream import StreamError
 from ethosu_stream.tflite_custom_op import run_vela_model
 
 VELA = Path(sys.executable).parent / "vela"
