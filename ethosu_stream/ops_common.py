@@ -1,0 +1,202 @@
+"""What every block operation shares: the OFM box, kernel/stride/padding, the output stage
+(rounding, zero point, clamp, LUT) and the per-channel scale stream."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import rounding
+from .bias import ENTRY_BYTES, ChannelScales, decode_bias_stream
+from .errors import StreamError
+from .feature_map import FeatureMap, from_registers
+from .memory import SHRAM_REGION, Memory
+from .registers import RegisterState
+
+ACT_NONE, ACT_LUT_START, ACT_LUT_END = 0, 16, 23
+UPSCALE_NEAREST = 1
+
+
+@dataclass(frozen=True)
+class Kernel:
+    height: int  # undilated taps
+    width: int
+    stride_y: int
+    stride_x: int
+    dilation_y: int
+    dilation_x: int
+    part_kernel_first: bool
+
+
+# bounds what one operation may allocate; Vela's softmax max-pools a whole row (1 x classes)
+MAX_KERNEL_TAPS = 1 << 16
+
+
+def kernel(state: RegisterState) -> Kernel:
+    """KERNEL_STRIDE packs: bit 0/1 stride x/y - 1 low bits, bit 2 part-kernel-first
+    traversal, bits 3/4 dilation x/y - 1, bits 6-8 / 9-11 the stride x/y - 1 high bits."""
+    v = state.param("KERNEL_STRIDE")
+    sx = ((v & 1) | (((v >> 6) & 7) << 1)) + 1
+    sy = (((v >> 1) & 1) | (((v >> 9) & 7) << 1)) + 1
+    dx, dy = ((v >> 3) & 1) + 1, ((v >> 4) & 1) + 1
+    kh = state.param("KERNEL_HEIGHT_M1") // dy + 1
+    kw = state.param("KERNEL_WIDTH_M1") // dx + 1
+    if kh * kw > MAX_KERNEL_TAPS:
+        raise StreamError(f"a {kh}x{kw} kernel has more taps than the model runs "
+                          f"({MAX_KERNEL_TAPS})")
+    return Kernel(kh, kw, sy, sx, dy, dx, bool(v & 4))
+
+
+def ofm_shape(state: RegisterState) -> tuple[int, int, int]:
+    return (state.param("OFM_HEIGHT_M1") + 1, state.param("OFM_WIDTH_M1") + 1,
+            state.param("OFM_DEPTH_M1") + 1)
+
+
+def padding(state: RegisterState) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right)."""
+    return tuple(state.param(f"IFM_PAD_{s}") for s in ("TOP", "LEFT", "BOTTOM", "RIGHT"))
+
+
+def check_box(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> None:
+    """Refuses a box that cannot fit its region before anything is allocated for it: its
+    elements have distinct addresses, so it needs at least h * w * c elements of room."""
+    if min(h, w, c) <= 0:
+        raise StreamError(f"{what} box is empty ({h}x{w}x{c}): the OFM shape, kernel and "
+                          "padding registers disagree")
+    size = mem.region_size(fm.region)
+    if h * w * c * fm.dtype.itemsize > size:
+        raise StreamError(f"{what} box {h}x{w}x{c} ({fm.dtype}) needs more bytes than region "
+                          f"{fm.region} holds ({size})")
+
+
+def read_fm(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> np.ndarray:
+    check_box(mem, fm, h, w, c, what)
+    return mem.read(fm.region, fm.grid(h, w, c), fm.dtype, what).astype(np.int64)
+
+
+def ofm_box(mem: Memory, state: RegisterState) -> tuple[int, int, int]:
+    """The OFM shape, checked against its region before the operation computes anything."""
+    shape = ofm_shape(state)
+    check_box(mem, from_registers(state, "OFM"), *shape, "the OFM")
+    return shape
+
+
+def _spans(k: Kernel, out_hw: tuple[int, int]) -> tuple[int, int]:
+    oh, ow = out_hw
+    return ((oh - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1,
+            (ow - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1)
+
+
+def ifm_hw(state: RegisterState, k: Kernel, out_hw: tuple[int, int]) -> tuple[int, int]:
+    """The IFM extent a kernel operation reads: what the OFM box, stride and dilated kernel
+    span, less the padding (the registers hold no IFM height or width)."""
+    top, left, bottom, right = padding(state)
+    span_h, span_w = _spans(k, out_hw)
+    if max(top, bottom) >= span_h or max(left, right) >= span_w:
+        raise StreamError(f"padding (top {top}, left {left}, bottom {bottom}, right {right}) "
+                          f"covers the whole {span_h}x{span_w} window span")
+    return span_h - top - bottom, span_w - left - right
+
+
+def padded_ifm(mem: Memory, state: RegisterState, k: Kernel, out_hw: tuple[int, int],
+               depth: int, fill: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The IFM the kernel walks over, zero point removed, with the padding applied: returns
+    (values, valid) where ``valid`` marks real (not padded) positions."""
+    top, left, _, _ = padding(state)
+    span_h, span_w = _spans(k, out_hw)
+    ih, iw = ifm_hw(state, k, out_hw)
+    ifm = from_registers(state, "IFM")
+    upscale = state.param("IFM_UPSCALE")
+    if upscale == UPSCALE_NEAREST:  # the kernel walks a 2x nearest-neighbour enlargement
+        small = read_fm(mem, ifm, (ih + 1) // 2, (iw + 1) // 2, depth, "the IFM")
+        vals = small.repeat(2, axis=0).repeat(2, axis=1)[:ih, :iw] - ifm.zero_point
+    elif upscale:
+        raise StreamError(f"IFM upscaling mode {upscale} (transpose) is not modelled")
+    else:
+        vals = read_fm(mem, ifm, ih, iw, depth, "the IFM") - ifm.zero_point
+    full = np.full((span_h, span_w, depth), 0 if fill is None else fill, np.int64)
+    valid = np.zeros((span_h, span_w, 1), bool)
+    full[top:top + ih, left:left + iw] = vals
+    valid[top:top + ih, left:left + iw] = True
+    return full, valid
+
+
+def windows(a: np.ndarray, k: Kernel, out_hw: tuple[int, int]):
+    """(ky, kx, view of a at that tap for every output position)."""
+    oh, ow = out_hw
+    for ky in range(k.height):
+        for kx in range(k.width):
+            y0, x0 = ky * k.dilation_y, kx * k.dilation_x
+            yield ky, kx, a[y0:y0 + (oh - 1) * k.stride_y + 1:k.stride_y,
+                            x0:x0 + (ow - 1) * k.stride_x + 1:k.stride_x]
+
+
+def channel_scales(mem: Memory, state: RegisterState, channels: int) -> ChannelScales:
+    length = state.address("SCALE_LENGTH")
+    if length < channels * ENTRY_BYTES:
+        raise StreamError(f"SCALE_LENGTH {length} is short of {channels} entries of "
+                          f"{ENTRY_BYTES} bytes")
+    raw = mem.read_bytes(state.param("SCALE_REGION"), state.address("SCALE_BASE"),
+                         channels * ENTRY_BYTES, "the scale stream")
+    return decode_bias_stream(raw, channels)
+
+
+def rounding_mode(state: RegisterState) -> int:
+    return (state.param("OFM_PRECISION") >> 14) & 3
+
+
+def uses_global_scale(state: RegisterState) -> bool:
+    return bool(state.param("OFM_PRECISION") & (1 << 8))
+
+
+def global_scale(state: RegisterState) -> tuple[int, int]:
+    return state.payload("OFM_SCALE"), state.param("OFM_SCALE") & 0x3F
+
+
+def write_ofm(mem: Memory, state: RegisterState, values: np.ndarray, shram: "ShramInfo | None") -> None:
+    """Zero point already added: apply the activation (clamp, or LUT then clamp) and store."""
+    ofm = from_registers(state, "OFM")
+    act = state.param("ACTIVATION")
+    func = act & 0xFFF
+    lo, hi = state.signed("ACTIVATION_MIN"), state.signed("ACTIVATION_MAX")
+    info = np.iinfo(ofm.dtype)
+    if ofm.dtype.itemsize == 4:
+        # the clamp registers are 16-bit: a 32-bit OFM saturates to its own range instead
+        lo, hi = info.min, info.max
+    if func == ACT_NONE:
+        out = np.clip(values, max(lo, info.min), min(hi, info.max))
+    elif ACT_LUT_START <= func <= ACT_LUT_END:
+        # the clamp picks the LUT index; the table's entry is the output
+        index = np.clip(np.clip(values, lo, hi), -128, 127)
+        out = np.clip(apply_lut(mem, index, func - ACT_LUT_START, ofm.dtype, shram),
+                      info.min, info.max)
+    else:
+        raise StreamError(f"activation function {func} (tanh/sigmoid) is not modelled; only "
+                          "none/clamp and LUTs are")
+    h, w, c = values.shape
+    mem.write(ofm.region, ofm.grid(h, w, c), out.astype(ofm.dtype), "the OFM")
+
+
+@dataclass(frozen=True)
+class ShramInfo:
+    lut_address: int
+    slot_size: int
+
+
+def apply_lut(mem: Memory, index: np.ndarray, slot: int, dtype: np.dtype,
+              shram: ShramInfo | None) -> np.ndarray:
+    """A 256-entry LUT indexed by an int8 value + 128: int8 entries, or int32 entries for a
+    32-bit OFM (the form Vela's int8 softmax uses for its exponentials)."""
+    if shram is None:
+        raise StreamError("a LUT activation needs the accelerator's SHRAM layout (run with an "
+                          "accelerator)")
+    base = shram.lut_address + slot * shram.slot_size
+    if np.dtype(dtype).itemsize == 4:
+        table = mem.read(SHRAM_REGION, base + 4 * np.arange(256), np.int32, "the LUT")
+    else:
+        table = mem.read(SHRAM_REGION, base + np.arange(256), np.int8, "the LUT")
+    return table.astype(np.int64)[index + 128]
+
+
+def scale_stage(acc: np.ndarray, s: ChannelScales, mode: int) -> np.ndarray:
+    return rounding.scale(acc + s.bias, s.scale, s.shift, mode)

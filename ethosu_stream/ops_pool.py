@@ -1,0 +1,70 @@
+"""POOL: max, average and reduce-sum."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import rounding
+from .errors import StreamError
+from .feature_map import from_registers
+from .memory import Memory
+from .ops_common import (ShramInfo, channel_scales, global_scale, kernel, ofm_box, padding,
+                         padded_ifm, read_fm, rounding_mode, scale_stage, uses_global_scale,
+                         windows, write_ofm)
+from .registers import RegisterState
+
+MAX, AVERAGE, REDUCE_SUM = 0, 1, 2
+_NEG = -(1 << 40)
+
+
+def _padded_average(acc: np.ndarray, count: np.ndarray, state: RegisterState) -> np.ndarray:
+    """A padded window: the hardware divides by the real (unpadded) elements itself, rounding
+    half away from zero as TFLite's average pool does; Vela then writes OFM_SCALE 1, shift 0.
+    Other scales with padding are not modelled."""
+    if global_scale(state) != (1, 0):
+        raise StreamError(f"average pooling over padding with OFM_SCALE {global_scale(state)} "
+                          "is not modelled (only (1, 0), what Vela writes)")
+    half = count // 2
+    return np.where(acc >= 0, (acc + half) // count, -((-acc + half) // count))
+
+
+def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
+    oh, ow, od = ofm_box(mem, state)
+    k = kernel(state)
+    ofm_zp = from_registers(state, "OFM").zero_point
+    if mode == REDUCE_SUM:
+        if state.param("IFM_UPSCALE"):
+            raise StreamError("an upscaled REDUCE_SUM is not modelled")
+        ifm = from_registers(state, "IFM")
+        depth = state.param("IFM_DEPTH_M1") + 1
+        x = read_fm(mem, ifm, oh, ow, depth, "the IFM") - ifm.zero_point
+        acc = x.sum(axis=2, keepdims=True)
+        macs = oh * ow * depth
+    elif mode in (MAX, AVERAGE):
+        x, valid = padded_ifm(mem, state, k, (oh, ow), od, fill=_NEG if mode == MAX else 0)
+        if mode == MAX:
+            acc = np.full((oh, ow, od), _NEG, np.int64)
+            for _, _, tap in windows(x, k, (oh, ow)):
+                acc = np.maximum(acc, tap)
+        else:
+            acc = np.zeros((oh, ow, od), np.int64)
+            count = np.zeros((oh, ow, 1), np.int64)
+            for _, _, tap in windows(x, k, (oh, ow)):
+                acc += tap
+            for _, _, tap in windows(valid.astype(np.int64), k, (oh, ow)):
+                count += tap
+        macs = oh * ow * od * k.height * k.width
+    else:
+        raise StreamError(f"pooling mode {mode} is unknown (MAX 0, AVERAGE 1, REDUCE_SUM 2)")
+    if mode == MAX:
+        out = acc
+    elif mode == AVERAGE and any(padding(state)):
+        out = _padded_average(acc, count, state)
+    elif uses_global_scale(state):
+        scale, shift = global_scale(state)
+        out = rounding.scale(acc, scale, shift, rounding_mode(state))
+    elif mode == AVERAGE:
+        raise StreamError("average pooling with per-channel scaling is not modelled")
+    else:
+        out = scale_stage(acc, channel_scales(mem, state, od), rounding_mode(state))
+    write_ofm(mem, state, out + ofm_zp, shram)
+    return macs

@@ -1,0 +1,120 @@
+"""Decoding the 32-bit command words and keeping the register state they set.
+
+Word layout (Vela's ``CommandStreamEmitter``): bits 0-9 opcode, bits 14-15 the payload mode
+(0: cmd0, the 16-bit parameter in bits 16-31 is the whole value; 1: cmd1, one more 32-bit
+word follows), bits 10-13 zero. Address registers (cmd1) carry bits 32-39 in the parameter,
+which is how Ethos-U65's 40-bit addresses fit.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .errors import StreamError
+from .vela_defs import regs
+
+_MODE_CMD0 = 0
+_MODE_CMD1 = 1
+
+
+@dataclass(frozen=True)
+class Command:
+    """One decoded command: ``index`` counts commands, ``word`` is its first word's offset."""
+
+    index: int
+    word: int
+    name: str
+    opcode: int
+    is_cmd1: bool
+    param: int
+    payload: int | None = None
+
+    @property
+    def is_operation(self) -> bool:
+        return self.name.startswith("NPU_OP_")
+
+
+@functools.lru_cache(maxsize=None)
+def opcode_tables() -> tuple[dict[int, str], dict[int, str]]:
+    """(cmd0 opcode -> name, cmd1 opcode -> name) from Vela's register definitions."""
+    r = regs()
+    return ({e.value: e.name for e in r.cmd0}, {e.value: e.name for e in r.cmd1})
+
+
+def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
+    """Split ``words`` into commands. The stream must end with ``NPU_OP_STOP``; an unknown
+    opcode, a set reserved bit, a cmd1 without its payload word, a stream that stops short of
+    ``NPU_OP_STOP`` or words after it raise :class:`StreamError` naming the command."""
+    words = [int(w) for w in words]
+    cmd0_names, cmd1_names = opcode_tables()
+    out: list[Command] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        index = len(out)
+        if not 0 <= w < 1 << 32:
+            raise StreamError(f"word {i} ({w}) is not a 32-bit unsigned value", index)
+        opcode, mode, param = w & 0x3FF, (w >> 14) & 3, w >> 16
+        if (w >> 10) & 0xF or mode not in (_MODE_CMD0, _MODE_CMD1):
+            raise StreamError(f"word {i} (0x{w:08x}) has reserved bits set: not a command word "
+                              "(is the stream misaligned, or a payload word read as a command?)",
+                              index)
+        if mode == _MODE_CMD0:
+            name = cmd0_names.get(opcode)
+            if name is None:
+                raise StreamError(f"unknown cmd0 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index)
+            out.append(Command(index, i, name, opcode, False, param))
+            i += 1
+            if name == "NPU_OP_STOP":
+                if i != len(words):
+                    raise StreamError(f"{len(words) - i} word(s) follow NPU_OP_STOP; the stream "
+                                      "must end there", index, name)
+                return out
+        else:
+            name = cmd1_names.get(opcode)
+            if name is None:
+                raise StreamError(f"unknown cmd1 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index)
+            if i + 1 >= len(words):
+                raise StreamError("the stream is cut short: this cmd1 has no payload word", index, name)
+            out.append(Command(index, i, name, opcode, True, param, words[i + 1]))
+            i += 2
+    raise StreamError("the stream is cut short: it ends without NPU_OP_STOP",
+                      len(out) - 1 if out else 0, out[-1].name if out else None)
+
+
+def _signed16(v: int) -> int:
+    return v - (1 << 16) if v & 0x8000 else v
+
+
+class RegisterState:
+    """The value each ``NPU_SET_*`` command last wrote; names drop the ``NPU_SET_`` prefix."""
+
+    def __init__(self) -> None:
+        self._params: dict[str, int] = {}
+        self._payloads: dict[str, int] = {}
+
+    def apply(self, cmd: Command) -> None:
+        name = cmd.name[len("NPU_SET_"):]
+        self._params[name] = cmd.param
+        if cmd.is_cmd1:
+            self._payloads[name] = cmd.payload
+
+    def has(self, name: str) -> bool:
+        return name in self._params
+
+    def param(self, name: str, default: int = 0) -> int:
+        """The unsigned 16-bit parameter."""
+        return self._params.get(name, default)
+
+    def signed(self, name: str, default: int = 0) -> int:
+        """The parameter as a signed 16-bit value (zero points, clamps, scalars)."""
+        return _signed16(self._params[name]) if name in self._params else default
+
+    def payload(self, name: str, default: int = 0) -> int:
+        """A cmd1 register's 32-bit payload."""
+        return self._payloads.get(name, default)
+
+    def address(self, name: str) -> int:
+        """A cmd1 address/stride/length: payload plus bits 32-39 from the parameter."""
+        return self._payloads.get(name, 0) | ((self._params.get(name, 0) & 0xFF) << 32)

@@ -1,0 +1,87 @@
+"""Running a decoded stream: register writes update the state, operations execute on the
+memory, and what the stream did is tallied."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from .accelerator import accelerator_info
+from .errors import StreamError
+from .memory import Memory
+from .ops_common import ShramInfo
+from .ops_conv import run_conv
+from .ops_dma import run_dma
+from .ops_elementwise import run_elementwise
+from .ops_pool import run_pool
+from .registers import Command, RegisterState, decode_stream
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """What one run did. ``macs`` counts as Vela's ``nn_macs`` does: multiply-accumulates of
+    CONV/DEPTHWISE plus the window elements of every POOL; ``dma_bytes`` is keyed by
+    (source region, destination region); ``high_water`` is the highest byte address
+    (exclusive) touched per region."""
+
+    commands: dict[str, int]
+    macs: int
+    dma_bytes: dict[tuple[int, int], int]
+    high_water: dict[int, int]
+    bytes_read: dict[int, int]
+    bytes_written: dict[int, int]
+
+
+def run_stream(words, memory: Memory, accelerator: str = "ethos-u55-128",
+               trace: Callable[[Command, RegisterState, Memory], None] | None = None) -> StreamStats:
+    """Decodes ``words`` and executes them on ``memory`` (modified in place). Any fault ends in
+    one :class:`StreamError` naming the command. ``trace`` is called before each operation
+    executes, with the registers it will run with (to inspect its inputs)."""
+    commands = decode_stream(words)
+    info = accelerator_info(accelerator)
+    shram = ShramInfo(info.lut_address, info.lut_slot_size)
+    state = RegisterState()
+    kinds: Counter = Counter()
+    dma: Counter = Counter()
+    macs = 0
+    for cmd in commands:
+        kinds[cmd.name] += 1
+        if not cmd.is_operation:
+            state.apply(cmd)
+            continue
+        if trace is not None:
+            trace(cmd, state, memory)
+        try:
+            macs += _execute(cmd, memory, state, info, shram, dma)
+        except StreamError as exc:
+            if exc.index is not None:
+                raise
+            raise StreamError(str(exc), cmd.index, cmd.name) from None
+        except (ValueError, IndexError, OverflowError) as exc:
+            raise StreamError(f"the registers describe an operation the model cannot run: "
+                              f"{exc}", cmd.index, cmd.name) from None
+    acc = memory.access
+    return StreamStats(dict(sorted(kinds.items())), macs, dict(sorted(dma.items())),
+                       {r: a.high_water for r, a in sorted(acc.items())},
+                       {r: a.read for r, a in sorted(acc.items())},
+                       {r: a.written for r, a in sorted(acc.items())})
+
+
+def _execute(cmd: Command, mem: Memory, state: RegisterState, info, shram, dma) -> int:
+    name = cmd.name
+    if name == "NPU_OP_CONV":
+        return run_conv(mem, state, info, shram, depthwise=False)
+    if name == "NPU_OP_DEPTHWISE":
+        return run_conv(mem, state, info, shram, depthwise=True)
+    if name == "NPU_OP_POOL":
+        return run_pool(mem, state, cmd.param, shram)
+    if name == "NPU_OP_ELEMENTWISE":
+        run_elementwise(mem, state, cmd.param, shram)
+        return 0
+    if name == "NPU_OP_DMA_START":
+        src, dst, n = run_dma(mem, state, cmd.param)
+        dma[(src, dst)] += n
+        return 0
+    # STOP, IRQ, and the waits: the model runs each command to completion, so a wait has
+    # nothing left to wait for
+    return 0

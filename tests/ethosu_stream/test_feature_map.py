@@ -1,0 +1,55 @@
+"""Feature-map addressing: NHWC and NHCWB16, strides and the four tiles."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from ethosu_stream import Memory
+from ethosu_stream.feature_map import FeatureMap
+
+
+def _fm(h, w, c, layout16, tiles=None):
+    esize = 1
+    if layout16:
+        sx, sc, sy = 16, 16 * w, w * ((c + 15) // 16) * 16
+    else:
+        sx, sc, sy = c, 1, w * c
+    size = h * sy
+    h0, h1, w0, bases = tiles or (h, h, w, (0, 0, 0, 0))
+    return FeatureMap(1, bases, h0, h1, w0, sx, sy, sc, layout16, np.dtype(np.int8), 0), size
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 40), st.booleans())
+def test_every_element_has_its_own_byte_and_round_trips(h, w, c, layout16):
+    fm, size = _fm(h, w, c, layout16)
+    addr = fm.grid(h, w, c)
+    assert len(np.unique(addr)) == addr.size and addr.min() >= 0 and addr.max() < size
+    data = np.random.RandomState(h * 100 + w * 10 + c).randint(-128, 128, (h, w, c)).astype(np.int8)
+    mem = Memory({1: size})
+    mem.write(1, addr, data)
+    assert np.array_equal(mem.read(1, addr, np.int8), data)
+
+
+def test_nhcwb16_places_channel_bricks_apart():
+    fm, _ = _fm(2, 3, 20, True)
+    # (y, x, c): x steps 16 bytes, channel 16 starts the second brick (width * 16 bytes on)
+    assert fm.addresses(0, 1, 0) == 16
+    assert fm.addresses(0, 0, 16) == 3 * 16
+    assert fm.addresses(1, 0, 0) == 3 * 32
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 6), st.data())
+def test_tiles_split_the_map_by_width0_and_heights(h, w, data):
+    w0 = data.draw(st.integers(1, w - 1))
+    h0 = data.draw(st.integers(1, h - 1))
+    h1 = data.draw(st.integers(1, h - 1))
+    bases = (0, 1000, 2000, 3000)
+    fm, _ = _fm(h, w, 4, False, (h0, h1, w0, bases))
+    for y in range(h):
+        for x in range(w):
+            right = x >= w0
+            lower = y >= (h1 if right else h0)
+            t = int(right) + 2 * int(lower)
+            yy = y - ((h1 if right else h0) if lower else 0)
+            xx = x - (w0 if right else 0)
+            assert fm.addresses(y, x, 2) == bases[t] + yy * w * 4 + xx * 4 + 2
