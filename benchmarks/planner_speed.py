@@ -50,7 +50,7 @@ def cold_search(graph, device_name: str, workers: int | None
     """(CPU seconds of all processes, wall seconds, search) of one cold search with
     ``workers`` processes (None: the planner's default)."""
     clear_caches()
-    devices._build.cache_clear()   # devices are memoised: a fresh one, fresh perf caches
+    devices.clear_caches()   # devices are memoised: a fresh one, fresh perf caches
     device = devices.get_device(device_name)
     w0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
     if sink_walks.TIMELINE is not None:
@@ -86,7 +86,7 @@ def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
     best, count = math.inf, 0
     for _ in range(repeat):
         clear_caches()
-        devices._build.cache_clear()
+        devices.clear_caches()
         gen = PlanGenerator(graph, devices.get_device(device_name), PlannerOptions())
         seen, todo = set(), []
         for j in range(len(gen.topo)):

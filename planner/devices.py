@@ -104,6 +104,12 @@ def _n78_regions(name: str, sram_size: int | None) -> tuple[MemoryRegion, ...]:
     return sram, dram
 
 
+def clear_caches() -> None:
+    """Forget the built devices, so the next get_device builds a fresh one (with fresh
+    performance model caches)."""
+    _build.cache_clear()
+
+
 @lru_cache(maxsize=None)
 def _build(name: str, io_region: str, sram_size: int | None) -> Device:
     if name in ETHOS_U55 or name in ETHOS_U65:

@@ -257,9 +257,8 @@ def _propagate(sc: StripeConfig, prop: Propagator, input_shape: tuple[int, ...])
     return sc._propagate(prop, input_shape)
 
 
-def parse_number(x) -> Number:
-    """Inverse of the JSON encoding above: ints stay ints, "p/q" becomes a Fraction."""
-    if isinstance(x, str):
-        f = Fraction(x)
-        return int(f) if f.denominator == 1 else f
-    return int(x)
+def clear_caches() -> None:
+    """Forget this module's memos (stripe ranges, spans, counts, propagations), so a benchmark
+    times a cold search."""
+    for fn in (_axis_ranges, _axis_max_span, _axis_sizes, _count_stripes, _propagate):
+        fn.cache_clear()
