@@ -259,8 +259,7 @@ class PlanGenerator:
         # block (halos, depth blocks) and weights held in SRAM re-read per OFM block in H x W
         # (perf.fm_access_cycles, perf.weight_fetches). They bound the feature-map port when
         # they exceed the windows moved once.
-        access = getattr(self.device.perf, "fm_access_cycles", None)
-        fm_access = access(part, shape) if access is not None else 0
+        fm_access = self.device.perf.fm_access_cycles(part, shape)
         fetches = self.device.perf.weight_fetches(part, shape) if weights else 1
         out, idle = [], []
         for region in (self.weight_home, self.fm):
@@ -851,13 +850,11 @@ class PlanGenerator:
         """``warm_cost`` of each request, in order, with every stripe shape they need
         summarised first, Part by Part, by the performance model in one batch where it can
         (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
-        summarise = getattr(self.device.perf, "summarise_stripes", None)
-        if summarise is not None:
-            shapes: dict[Part, set] = {}
-            for p, stripe in requests:
-                shapes.setdefault(p, set()).update(stripe.count_stripes())
-            for p, wanted in shapes.items():
-                summarise(p, wanted)
+        shapes: dict[Part, set] = {}
+        for p, stripe in requests:
+            shapes.setdefault(p, set()).update(stripe.count_stripes())
+        for p, wanted in shapes.items():
+            self.device.perf.summarise_stripes(p, wanted)
         return [self.warm_cost(p, stripe) for p, stripe in requests]
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:

@@ -38,6 +38,7 @@ from planner.errors import PlannerError
 from planner.graph import Part
 from planner.perf import ethos_u_batch as _batched
 from planner.perf import ethos_u_npu
+from planner.perf.base import PerfModel
 from planner.perf.ethos_u_npu import (
     ACCELERATORS,
     CONV,
@@ -351,7 +352,7 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 # The PerfModel
 # --------------------------------------------------------------------------------------------
 
-class EthosUPerfModel:
+class EthosUPerfModel(PerfModel):
     """``PerfModel`` for one Ethos-U55/U65 configuration and system memory timing.
 
     ``fm_timing`` is the memory feature maps are read from and written to (the planner keeps
