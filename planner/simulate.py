@@ -17,7 +17,7 @@ from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.memory import BufferMode
-from planner.plans import Plan
+from planner.plan import Plan
 from planner.proposals import Proposal
 from planner.windows import window
 

@@ -9,7 +9,8 @@ from planner import parts as P
 from planner.graph import GraphBuilder
 from planner.lockstep import LockstepStripes
 from planner.options import PlannerOptions
-from planner.plans import PlanGenerator, PlanSpec
+from planner.plan import PlanSpec
+from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
 from planner.simulate import SimulationError, _step_windows, lockstep_walk, simulate
 from planner.stripes import StripeConfig
