@@ -12,9 +12,35 @@ and weights copied to SRAM.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from planner.memory import TensorConfig
 from planner.stripes import StripeConfig
+
+
+class Buffering(str, Enum):
+    """How a Plan holds its intermediate tensors (``PlanSpec.mode``).
+
+    ROLLING: a ring of rows along the innermost striped axis, its producer computing rows on
+    demand in chunks (``PlanSpec.granule``). LOCKSTEP: the windows its consumers read, each
+    row computed once as the stripes advance together (planner/lockstep.py). RECOMPUTE: the
+    windows, overlapping rows computed again. Members are their string values (JSON, labels).
+    """
+    ROLLING = "rolling"
+    LOCKSTEP = "lockstep"
+    RECOMPUTE = "recompute"
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class WeightPlacement(str, Enum):
+    """Where a Part's weights are read from while it runs: FLASH streams them from their home
+    region every stripe, SRAM copies them to SRAM once per Plan (or prefetches them under the
+    previous Plan). Members are their string values (JSON, options)."""
+    FLASH = "flash"
+    SRAM = "sram"
+    __str__ = str.__str__
+    __format__ = str.__format__
 
 
 @dataclass(frozen=True)
@@ -24,7 +50,7 @@ class PartSchedule:
     stripe: StripeConfig
     executions: int
     cycles: int
-    weights_region: str
+    weights_region: WeightPlacement
 
     def to_json(self) -> dict:
         return {"part": self.part, "stripe": self.stripe.to_json(),
@@ -36,7 +62,7 @@ class PartSchedule:
 class PlanSpec:
     """The choices that define a Plan for a given interval (enough to rebuild it)."""
     stripe: StripeConfig
-    mode: str            # "rolling", "lockstep" (planner.lockstep) or "recompute"
+    mode: Buffering      # a plain string naming one is converted
     granule: int         # rolling chunk rows; 0 = natural
     weights: tuple[str, ...] = ()   # Parts whose weights are copied to SRAM once
     #: Cross-Plan weight prefetch (one-Part unstriped Plans, PlanGenerator.prefetch_cost):
@@ -45,15 +71,17 @@ class PlanSpec:
     prefetched: bool = False
     prefetch_next: bool = False
 
-    def label(self) -> str:
-        if self.mode == "rolling":
-            return f"rolling(g={self.granule or 'natural'})"
-        if self.mode == "lockstep":
-            return "lockstep"
-        return "recompute"
+    def __post_init__(self) -> None:
+        if type(self.mode) is not Buffering:
+            object.__setattr__(self, "mode", Buffering(self.mode))
 
-    def weights_for(self, part: str) -> str:
-        return "sram" if part in self.weights else "flash"
+    def label(self) -> str:
+        if self.mode == Buffering.ROLLING:
+            return f"rolling(g={self.granule or 'natural'})"
+        return self.mode.value
+
+    def weights_for(self, part: str) -> WeightPlacement:
+        return WeightPlacement.SRAM if part in self.weights else WeightPlacement.FLASH
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from planner.device import Device
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
-from planner.plan import PlanSpec
+from planner.plan import Buffering, PlanSpec, WeightPlacement
 from planner.stripes import StripeConfig, _axis_ranges
 from planner.windows import ring_rows, window
 
@@ -59,9 +59,9 @@ class PlanCosting:
         return not t.is_constant and self.home_of(t) != self.device.fm_region
 
     # ----- costing one Part ----------------------------------------------------------------
-    def part_cost(self, part: Part, stripe: StripeConfig, weights: str) -> int:
+    def part_cost(self, part: Part, stripe: StripeConfig, weights: WeightPlacement) -> int:
         """Cycles of running ``part`` over every stripe of ``stripe`` (weights streamed from
-        their home, or copied once to SRAM when ``weights == "sram"`` and it runs more than
+        their home, or copied once to SRAM when ``weights`` is SRAM and it runs more than
         one stripe)."""
         sig = self._signature(part)
         key = (sig, stripe)
@@ -81,7 +81,7 @@ class PlanCosting:
             streamed += fill
             copied += fill + self._copy_cycles(part, sig)
             both = self._cost_cache[key] = (streamed, copied)
-        return both[1] if weights == "sram" and stripe.total_stripes > 1 else both[0]
+        return both[1] if weights == WeightPlacement.SRAM and stripe.total_stripes > 1 else both[0]
 
     def _stripe_cycles(self, part: Part, sig: int, shape: tuple[int, ...], b2b: bool = False
                        ) -> tuple[int, int]:
@@ -164,8 +164,9 @@ class PlanCosting:
             sig = self._sig_cache[part.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
         return sig
 
-    def weight_copy_bytes(self, part: Part, stripe: StripeConfig, weights: str) -> int:
-        if weights != "sram" or stripe.total_stripes <= 1:
+    def weight_copy_bytes(self, part: Part, stripe: StripeConfig, weights: WeightPlacement
+                          ) -> int:
+        if weights != WeightPlacement.SRAM or stripe.total_stripes <= 1:
             return 0
         return sum(t.bytes for _, t in part.constant_inputs)
 
@@ -235,7 +236,7 @@ class PlanCosting:
     def can_prefetch(self, part: Part) -> bool:
         """Whether ``part``'s weights may be copied to SRAM under the previous Plan."""
         return (self.device.weight_prefetch and bool(part.constant_inputs)
-                and "sram" in self.options.weight_placements
+                and WeightPlacement.SRAM in self.options.weight_placements
                 and self.device.weight_region != self.device.fm_region)
 
     def weight_copy_cycles(self, part: Part) -> int:
@@ -255,7 +256,8 @@ class PlanCosting:
         """
         p = self.topo[j]
         whole = StripeConfig.whole(p.output.shape)
-        stage = self._placements(p, whole, PlanSpec(whole, "recompute", 0), True, 0, 0, ())[0][0]
+        plain = PlanSpec(whole, Buffering.RECOMPUTE, 0)
+        stage = self._placements(p, whole, plain, True, 0, 0, ())[0][0]
         key = (self._signature(p), whole.shape, False)
         flash, sram = self._stripe_cycles(p, key[0], whole.shape)
         idle = self._idle_cache[key][1 if prefetched else 0]
@@ -313,7 +315,7 @@ class PlanCosting:
     def warm_cost(self, part: Part, stripe: StripeConfig) -> tuple:
         """Cost one request (both weight placements, and whether every stripe reads the
         weights once) and return the values for ``adopt_cost`` of another generator."""
-        self.part_cost(part, stripe, "flash")
+        self.part_cost(part, stripe, WeightPlacement.FLASH)
         self.weight_stage_bytes(part, stripe)
         sig = self._signature(part)
         return self._cost_cache[(sig, stripe)], self._cost_cache.get(("once", sig, stripe))
@@ -350,11 +352,12 @@ class PlanCosting:
         allowed = self.options.weight_placements
         copyable = stripe.total_stripes > 1 and bool(p.constant_inputs)
         out = []
-        if "flash" in allowed or not copyable:
-            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, "flash"), copied))
-        if "sram" in allowed and copyable:
-            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, "sram"),
-                        cyc0 + self.part_cost(p, stripe, "sram"), copied + (p.name,)))
+        flash, sram = WeightPlacement.FLASH, WeightPlacement.SRAM
+        if flash in allowed or not copyable:
+            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, flash), copied))
+        if sram in allowed and copyable:
+            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, sram),
+                        cyc0 + self.part_cost(p, stripe, sram), copied + (p.name,)))
         return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from planner.device import Device
 from planner.errors import PlannerError
@@ -22,12 +22,37 @@ from planner.lockstep import (aligned_windows, lockstep_config, lockstep_ring, p
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.pareto import frontier
-from planner.plan import PartSchedule, Plan, PlanSpec
+from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacement
 from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.stripes import StripeConfig, unchecked_config
 
 # The Plan values are still imported from here by callers outside planner/.
-__all__ = ["PartSchedule", "Plan", "PlanGenerator", "PlanSpec", "clear_caches", "make_spec"]
+__all__ = ["FrontierPoint", "PartSchedule", "Plan", "PlanGenerator", "PlanSpec", "PrefetchVariant",
+           "RawSpec", "clear_caches", "make_spec"]
+
+
+class RawSpec(NamedTuple):
+    """A candidate's PlanSpec left unbuilt (``make_spec`` builds it): most candidates are
+    culled, so building their PlanSpec would be wasted."""
+    base: PlanSpec            # every choice but the weights copied to SRAM
+    copied: tuple[str, ...]   # Parts whose weights are copied to SRAM once
+
+
+class FrontierPoint(NamedTuple):
+    """One point of an interval's Pareto frontier (``interval_frontiers``)."""
+    memory: int
+    cycles: int
+    raw: RawSpec
+
+
+class PrefetchVariant(NamedTuple):
+    """The one-Part unstriped Plan [j, j] run with cross-Plan weight prefetch
+    (``prefetch_variants``)."""
+    prefetched: bool          # its weights were copied to SRAM under the previous Plan
+    prefetch_next: bool       # it copies the next Part's weights while it runs
+    memory: int
+    cycles: int
+    raw: RawSpec
 
 
 def _distinct_sizes(extent: int, granule: int, factors: int) -> list[int]:
@@ -83,7 +108,7 @@ class PlanGenerator(PlanCosting):
         return configs
 
     def modes(self) -> list[tuple[str, int]]:
-        out = [("rolling", g) for g in self.options.rolling_granules]
+        out = [(Buffering.ROLLING, g) for g in self.options.rolling_granules]
         out.extend(self._windowed_modes())
         return out
 
@@ -91,13 +116,12 @@ class PlanGenerator(PlanCosting):
         """Modes whose buffers are the windows: lockstep rolling (planner.lockstep) holds the
         same windows as recompute with each row computed once, so it replaces recompute."""
         if self.options.lockstep_rolling:
-            return [("lockstep", 0)]
-        return [("recompute", 0)] if self.options.allow_recompute else []
+            return [(Buffering.LOCKSTEP, 0)]
+        return [(Buffering.RECOMPUTE, 0)] if self.options.allow_recompute else []
 
-    def prefetch_variants(self, j: int) -> list[tuple[bool, bool, int, int, tuple]]:
-        """(prefetched, prefetch_next, memory, cycles, raw spec) of the Plan [j, j] run whole
-        with cross-Plan prefetch, beside its plain candidate (``interval_frontiers``). A
-        prefetch that hides nothing (credit 0) is not offered."""
+    def prefetch_variants(self, j: int) -> list[PrefetchVariant]:
+        """The Plan [j, j] run whole with cross-Plan prefetch, beside its plain candidate
+        (``interval_frontiers``). A prefetch that hides nothing (credit 0) is not offered."""
         p = self.topo[j]
         ins = [False, True] if self.can_prefetch(p) else [False]
         outs = [False, True] if j + 1 < len(self.topo) and \
@@ -111,8 +135,9 @@ class PlanGenerator(PlanCosting):
                 mem, cyc, credit = self.prefetch_cost(j, pre, nxt)
                 if nxt and credit <= 0:
                     continue
-                spec = PlanSpec(whole, "recompute", 0, (), pre, nxt)
-                out.append((pre, nxt, mem, cyc, (spec, (p.name,) if pre else ())))
+                spec = PlanSpec(whole, Buffering.RECOMPUTE, 0, (), pre, nxt)
+                out.append(PrefetchVariant(pre, nxt, mem, cyc,
+                                           RawSpec(spec, (p.name,) if pre else ())))
         return out
 
     def _build_prefetch(self, j: int, spec: PlanSpec) -> Plan:
@@ -163,7 +188,8 @@ class PlanGenerator(PlanCosting):
             st = compute[p.name]
             wp = spec.weights_for(p.name)
             options = self._placements(p, st, spec, is_sink, 0, 0, ())
-            mem, cyc, _ = next(o for o in options if (p.name in o[2]) == (wp == "sram"))
+            copied = wp == WeightPlacement.SRAM
+            mem, cyc, _ = next(o for o in options if (p.name in o[2]) == copied)
             memory += mem
             cycles += cyc
             wbytes = self.weight_copy_bytes(p, st, wp)
@@ -190,8 +216,8 @@ class PlanGenerator(PlanCosting):
         for i in range(end - 1, start - 1, -1):
             p = self.topo[i]
             res = self._interior(p.output, self.graph.consumers(p.output), compute,
-                                 spec.mode == "rolling", spec.granule,
-                                 lockstep=spec.mode == "lockstep")
+                                 spec.mode == Buffering.ROLLING, spec.granule,
+                                 lockstep=spec.mode == Buffering.LOCKSTEP)
             if res is None:
                 raise PlannerError(f"internal: interval [{start}, {end}] cannot be built "
                                    f"with {spec}")
@@ -313,10 +339,10 @@ class PlanGenerator(PlanCosting):
         smallest = min(positive) if positive else (0 if self.options.rolling_granules else None)
         for stripe in self.sink_configs(sink.output):
             if stripe.total_stripes == 1:
-                modes = [("recompute", 0)]
+                modes = [(Buffering.RECOMPUTE, 0)]
             elif len(stripe.shape) == 4 and stripe.stripes[2] > 1 and stripe.stripes[1] > 1:
-                modes = [("rolling", smallest)] if smallest is not None else \
-                    self._windowed_modes()[:1] or [("recompute", 0)]
+                modes = [(Buffering.ROLLING, smallest)] if smallest is not None else \
+                    self._windowed_modes()[:1] or [(Buffering.RECOMPUTE, 0)]
                 if smallest is not None and not self.options.rolling_mixed:
                     modes += self._windowed_modes()[:1]
             else:
@@ -330,16 +356,16 @@ class PlanGenerator(PlanCosting):
         for start, mem, cyc, raw in self.candidates(end):
             yield start, mem, cyc, make_spec(raw)
 
-    def candidates(self, end: int) -> Iterator[tuple[int, int, int, tuple]]:
+    def candidates(self, end: int) -> Iterator[tuple[int, int, int, RawSpec]]:
         """Like ``generate`` but with the spec left raw (``make_spec`` builds it): most
         candidates are culled at once, so building their PlanSpec would be wasted."""
         for start, point_sets in self._walk(end):
             for stage, points in point_sets:
                 for mem, cyc, spec, copied in points:
-                    yield start, mem + stage, cyc, (spec, copied)
+                    yield start, mem + stage, cyc, RawSpec(spec, copied)
 
-    def interval_frontiers(self, end: int) -> tuple[int, dict[int, list]]:
-        """(candidate count, {start: Pareto frontier of (memory, cycles, raw spec)}) for every
+    def interval_frontiers(self, end: int) -> tuple[int, dict[int, list[FrontierPoint]]]:
+        """(candidate count, {start: Pareto frontier}) for every
         interval ending at ``end``: the frontiers of ``candidates`` culled per interval, with
         the same points and tie-breaks, but built for the survivors only."""
         count = 0
@@ -348,10 +374,10 @@ class PlanGenerator(PlanCosting):
             count += sum(len(points) for _, points in point_sets)
             if len(point_sets) == 1:        # one group: already a Pareto set, shifted
                 stage, points = point_sets[0]
-                by_start[start] = [(mem + stage, cyc, (spec, copied))
+                by_start[start] = [FrontierPoint(mem + stage, cyc, RawSpec(spec, copied))
                                    for mem, cyc, spec, copied in points]
             else:
-                by_start[start] = _pareto([(mem + stage, cyc, (spec, copied))
+                by_start[start] = _pareto([FrontierPoint(mem + stage, cyc, RawSpec(spec, copied))
                                            for stage, points in point_sets
                                            for mem, cyc, spec, copied in points])
         return count, by_start
@@ -433,7 +459,7 @@ class PlanGenerator(PlanCosting):
                 for x in q.inputs)]
             yield i, p, cons, [q.name for q in cons], open_parts
 
-    def _interior_config(self, i: int, mode: str, granule: int, reads: tuple, cons: tuple,
+    def _interior_config(self, i: int, mode: Buffering, granule: int, reads: tuple, cons: tuple,
                          compute: dict):
         """(compute stripe of the Part at ``i``, its interior buffer bytes) when a group whose
         readers of that Part's output compute ``reads`` extends over it; None if it cannot.
@@ -442,12 +468,12 @@ class PlanGenerator(PlanCosting):
         key = (i, mode, granule, reads)
         hit = self._interior_cache.get(key, self)
         if hit is self:
-            res = self._interior(self.topo[i].output, cons, compute, mode == "rolling",
-                                 granule, lockstep=mode == "lockstep")
+            res = self._interior(self.topo[i].output, cons, compute, mode == Buffering.ROLLING,
+                                 granule, lockstep=mode == Buffering.LOCKSTEP)
             hit = self._interior_cache[key] = None if res is None else (res[0], res[2])
         return hit
 
-    def _extension(self, i: int, mode: str, granule: int, reads: tuple, cfg: tuple,
+    def _extension(self, i: int, mode: Buffering, granule: int, reads: tuple, cfg: tuple,
                    spec: PlanSpec):
         """(placement options, weight staging bytes) of the Part at ``i`` under its interior
         config ``cfg`` (from ``_interior_config``, which the memo key determines).
@@ -543,7 +569,7 @@ def _extended(points: list, options: list) -> list:
 
 
 def make_spec(raw: tuple) -> PlanSpec:
-    """The PlanSpec of a raw candidate from ``PlanGenerator.candidates``."""
+    """The PlanSpec of a RawSpec (or a (base, copied) pair)."""
     base, copied = raw
     return replace(base, weights=copied)
 

@@ -207,13 +207,13 @@ class ProposalSearch:
         """The DP step of the sink at ``j`` on int64 columns: the candidates of
         ``_sink_on_lists`` in its order, from one ``pareto.combine_segments`` over a segment
         per start (that prefix's frontier x the Plans from there) and then one per prefetch
-        variant (the prefix ending at j, with the bit the variant's ``pre`` says, x its one
-        point), culled per frontier at once (plain, or prefetching for a variant whose
-        ``nxt`` is set). Raises OverflowError, before changing anything, where a value would
-        not fit."""
+        variant (the prefix ending at j, with the bit the variant's ``prefetched`` says, x its
+        one point), culled per frontier at once (plain, or prefetching for a variant whose
+        ``prefetch_next`` is set). Raises OverflowError, before changing anything, where a
+        value would not fit."""
         starts = sorted(by_start)
         plans = [plan for start in starts for plan in by_start[start]]
-        plans += [(m, c, raw) for _, _, m, c, raw in variants]
+        plans += [(v.memory, v.cycles, v.raw) for v in variants]
         plan_memory, plan_cycles, specs = zip(*plans) if plans else ((), (), ())
         b_lengths = [len(by_start[start]) for start in starts] + [1] * len(variants)
         prev = starts + [j] * len(variants)
@@ -222,13 +222,14 @@ class ProposalSearch:
         _check_safe(b_memory)
         a_memory, a_cycles, a_lengths, a_first = _stacked(
             [columns[s] for s in starts]
-            + [pre_columns[j] if pre else columns[j] for pre, _, _, _, _ in variants])
+            + [pre_columns[j] if v.prefetched else columns[j] for v in variants])
         memory, cycles, segment, ia, ib = combine_segments(
             a_memory, a_cycles, a_lengths, b_memory, _ints(plan_cycles), b_lengths)
         _check_safe(cycles)   # sums; each memory is one of two safe values
+        prefetched = [int(v.prefetched) for v in variants]
         by_segment = (np.array(prev, np.int64), a_first,
-                      np.array([0] * len(starts) + [int(pre) for pre, *_ in variants], np.int64))
-        prefetching = np.array([False] * len(starts) + [nxt for _, nxt, *_ in variants], bool)
+                      np.array([0] * len(starts) + prefetched, np.int64))
+        prefetching = np.array([False] * len(starts) + [v.prefetch_next for v in variants], bool)
         rows = np.arange(len(memory))
         if prefetching.any():
             ahead = prefetching[segment]
@@ -277,10 +278,11 @@ class ProposalSearch:
             for m, c, (ia, ib) in combine(points(self.fronts[start]), plans):
                 cands.append((m, c, start, ia, plans[ib][2], 0))
         pre_cands = []
-        for pre, nxt, m, c, raw in variants:
-            prefix = points(self.prefetch_fronts[j] if pre else self.fronts[j])
-            for pm, pc, (ia, _) in combine(prefix, [(m + live[j], c, raw)]):
-                (pre_cands if nxt else cands).append((pm, pc, j, ia, raw, int(pre)))
+        for v in variants:
+            prefix = points(self.prefetch_fronts[j] if v.prefetched else self.fronts[j])
+            for pm, pc, (ia, _) in combine(prefix, [(v.memory + live[j], v.cycles, v.raw)]):
+                (pre_cands if v.prefetch_next else cands).append(
+                    (pm, pc, j, ia, v.raw, int(v.prefetched)))
         return (self._front(cands, j), self._front(pre_cands, j)), None
 
     @property
@@ -291,12 +293,11 @@ class ProposalSearch:
     def proposal(self, index: int) -> Proposal:
         """Rebuild the frontier Proposal at ``index`` with all its Plans."""
         pts = []
-        k, pt = len(self.fronts) - 1, self.fronts[-1][index]
-        top = pt
+        pt = top = self.fronts[-1][index]
         while pt.spec is not None:
             pts.append(pt)
             fronts = self.prefetch_fronts if pt.prev_state else self.fronts
-            k, pt = pt.prev, fronts[pt.prev][pt.prev_index]
+            pt = fronts[pt.prev][pt.prev_index]
         plans = tuple(self.gen.build(p.start, p.end, make_spec(p.spec)) for p in reversed(pts))
         return Proposal(plans, top.memory, top.cycles)
 

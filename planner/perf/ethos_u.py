@@ -53,6 +53,7 @@ from planner.perf.ethos_u_npu import (
     POOLING,
     REDUCE_SUM,
     BlockConfig,
+    BlockPolicy,
     CycleBreakdown,
     NpuOp,
     PortTiming,
@@ -359,18 +360,19 @@ class EthosUPerfModel(PerfModel):
     them in SRAM); ``const_timing`` the memory scales and biases are read from (its read
     latency bounds the output stage, as in Vela).
 
-    ``block_policy`` says which block configuration a stripe runs with:
+    ``block_policy`` (a BlockPolicy, or its string value) says which block configuration a
+    stripe runs with:
 
-    * ``"part"`` (default): the one Vela chooses for the Part's whole output, clipped to the
+    * ``PART`` (default): the one Vela chooses for the Part's whole output, clipped to the
       stripe. A whole layer costs exactly what Vela estimates, and the estimate is monotone in
       the stripe shape: Vela's block search optimises memory fetches, not cycles, so letting
       every stripe shape pick its own block makes some taller stripes cheaper than shorter
       ones, which a planner would exploit (see the design note).
-    * ``"stripe"``: the block Vela would choose for the stripe shape, as Vela itself costs the
+    * ``STRIPE``: the block Vela would choose for the stripe shape, as Vela itself costs the
       stripes of its cascades. Same numbers for whole layers; not monotone.
-    * ``"best"`` (what ``planner.devices`` uses): per stripe, the cheaper of the two, judged
+    * ``BEST`` (what ``planner.devices`` uses): per stripe, the cheaper of the two, judged
       on the cycles a stripe pays back to back. Every command programs its own block, so
-      either is what the NPU can run; never more than ``"part"`` back to back (a stripe
+      either is what the NPU can run; never more than ``PART`` back to back (a stripe
       alone, its fill and drain paid, can cost a little more), same whole-layer figures.
     """
 
@@ -379,17 +381,18 @@ class EthosUPerfModel(PerfModel):
     #: start the operation, one cycle each (an estimate, see the design note).
     COMMANDS_PER_FEATURE_MAP = 6
     COMMANDS_PER_STRIPE = 4
-    BLOCK_POLICIES = ("part", "stripe", "best")
+    BLOCK_POLICIES = tuple(p.value for p in BlockPolicy)
 
     def __init__(self, accelerator: str, fm_timing: PortTiming = DEFAULT_FM_TIMING,
                  const_timing: PortTiming = DEFAULT_CONST_TIMING,
-                 block_policy: str = "part") -> None:
+                 block_policy: BlockPolicy | str = BlockPolicy.PART) -> None:
         if accelerator not in ACCELERATORS:
             raise PlannerError(f"unknown Ethos-U configuration {accelerator!r}; known: "
                                f"{sorted(ACCELERATORS)}")
         if block_policy not in self.BLOCK_POLICIES:
             raise PlannerError(f"block_policy must be one of {self.BLOCK_POLICIES}, got "
                                f"{block_policy!r}")
+        block_policy = BlockPolicy(block_policy)
         self.accelerator = ACCELERATORS[accelerator]
         self.name = accelerator
         self.micro_block: tuple[int, int, int] = self.accelerator.ofm_ublock
@@ -409,7 +412,7 @@ class EthosUPerfModel(PerfModel):
         self._by_part: dict[tuple[Part, tuple[int, ...]], StripeSummary] = {}
 
     def __repr__(self) -> str:
-        return f"EthosUPerfModel({self.name!r}, block_policy={self.block_policy!r})"
+        return f"EthosUPerfModel({self.name!r}, block_policy={self.block_policy.value!r})"
 
     def _config_uncached(self, op: NpuOp) -> BlockConfig:
         return find_block_config(self.accelerator, op)
@@ -442,18 +445,18 @@ class EthosUPerfModel(PerfModel):
                       own: Sequence[BlockConfig] | None = None) -> list[CycleBreakdown]:
         """``own``: the block configurations Vela chooses for ``ops`` themselves, when
         known (:meth:`summarise_stripes` searches them in a batch)."""
-        if own is None and self.block_policy != "part":
+        if own is None and self.block_policy != BlockPolicy.PART:
             own = [self._config(op) for op in ops]
-        if self.block_policy == "stripe":
+        if self.block_policy == BlockPolicy.STRIPE:
             return [self._estimate(op, cfg, None) for op, cfg in zip(ops, own)]
         whole = self._part_ops(part)
         # (The estimates of stripes skip the estimate cache: stripe_summary already asks for
         # each stripe once, and hashing the NpuOps for the key would cost more.)
         estimate = self._estimate_uncached
         mine = [estimate(op, self._config(w), w) for op, w in zip(ops, whole)]
-        if self.block_policy == "part":
+        if self.block_policy == BlockPolicy.PART:
             return mine
-        # "best": each stripe runs the cheaper of the Part's block (clipped) and the block
+        # BEST: each stripe runs the cheaper of the Part's block (clipped) and the block
         # Vela chooses for the stripe itself, judged back to back (fill and drain aside); the
         # Part's on a tie.
         out = []
@@ -545,7 +548,7 @@ class EthosUPerfModel(PerfModel):
             return
         lowered = [lower_part(part, shape) for shape in todo]
         flat = [op for ops in lowered for op in ops]
-        own = None if self.block_policy == "part" else \
+        own = None if self.block_policy == BlockPolicy.PART else \
             _batched.find_block_configs(self.accelerator, flat)
         if len(flat) == len(todo) and part.kind in _WINDOW_KINDS and \
                 len({(c.traversal, c.acc_bits) for c in own or ()}) <= 1:

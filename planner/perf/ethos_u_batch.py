@@ -1,7 +1,7 @@
 """The Ethos-U block search and stripe estimates for many stripes of one Part at once.
 
-The planner costs hundreds of stripe shapes of each Part, and with the ``"best"`` and
-``"stripe"`` block policies every one needs Vela's block search
+The planner costs hundreds of stripe shapes of each Part, and with the BEST and STRIPE
+block policies every one needs Vela's block search
 (:func:`planner.perf.ethos_u_npu.find_block_config`). Run one stripe at a time, that search is
 a few dozen numpy calls on small grids, and numpy's per-call overhead, not arithmetic, is
 its cost (about 55 us a stripe on MobileNetV1). Operations that differ only in their OFM and
@@ -30,6 +30,7 @@ from planner.perf.ethos_u_npu import (
     REDUCE_SUM,
     SUBKERNEL_MAX,
     BlockConfig,
+    BlockPolicy,
     EthosUAccelerator,
     NpuOp,
     SearchSettings,
@@ -369,19 +370,19 @@ def summarise_window_stripes(model, whole: NpuOp, whole_cfg: BlockConfig,
     MAC operation each (``ops``, one Part's: convolution, depthwise or pooling), under the
     model's block policy: ``whole`` is the Part's whole-output operation and ``whole_cfg``
     its configuration, ``own`` the configurations of ``ops`` themselves (not needed for
-    policy "part")."""
+    policy PART)."""
     policy = model.block_policy
     op = ops[0]
     choices = []
-    if policy != "stripe":
+    if policy != BlockPolicy.STRIPE:
         mine = _stripes(ops, [whole_cfg] * len(ops))
         choices.append((mine, *_estimate_many(model, op, mine, whole_cfg, whole)))
-    if policy != "part":
+    if policy != BlockPolicy.PART:
         theirs = _stripes(ops, own)
         choices.append((theirs, *_estimate_many(model, op, theirs, own[0], None)))
     s, cycles, fill = choices[0]
     if len(choices) == 2:
-        # "best": the stripe's own block where it is faster back to back (then in all);
+        # BEST: the stripe's own block where it is faster back to back (then in all);
         # the Part's on a tie (EthosUPerfModel._breakdown_of).
         _, cycles_b, fill_b = choices[1]
         b2b_a, b2b_b = cycles - fill, cycles_b - fill_b

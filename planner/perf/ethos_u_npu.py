@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -102,6 +103,18 @@ MAC_OPS = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 
 _RELU_FAMILY = ("relu", "relu6", "relu_n1_to_1", "relu0_to_1", "clip")
 LUT_ACTIVATIONS = ("sigmoid", "tanh", "leaky_relu", "hard_swish", "lut", "exp", "log")
+
+
+class BlockPolicy(str, Enum):
+    """Which block configuration each stripe of a Part runs with
+    (planner.perf.ethos_u.EthosUPerfModel says why each exists): PART the one chosen for the
+    Part's whole output, clipped to the stripe; STRIPE the one chosen for the stripe's own
+    shape; BEST the cheaper of the two back to back. Members are their string values."""
+    PART = "part"
+    STRIPE = "stripe"
+    BEST = "best"
+    __str__ = str.__str__
+    __format__ = str.__format__
 
 
 # --------------------------------------------------------------------------------------------
@@ -685,7 +698,7 @@ def estimate_mac_op(acc: EthosUAccelerator, fm: PortTiming, const_latency: int, 
     block are not hidden).
 
     ``whole`` is the NPU operation of the Part's whole output when ``op`` is one stripe of it
-    (block policy "part"); ``None`` gives Vela's formula unchanged. With it, three things keep
+    (block policy PART); ``None`` gives Vela's formula unchanged. With it, three things keep
     stripes consistent with the whole, so that cost is monotone in the stripe shape and no
     tiling is cheaper than the whole:
 
