@@ -1,5 +1,4 @@
 """Stripe counting with edge clipping and the exact ring arithmetic."""
-import math
 
 from hypothesis import assume, given, settings, strategies as st
 

@@ -164,7 +164,7 @@ def planner_options(draw) -> PlannerOptions:
 
 def device(name: str, io_region: str):
     if name == "simple":
-        from tests.planner.simple_device import simple_device
+        from tests.helpers.simple_device import simple_device
         return simple_device(io_region=io_region)
     from planner.devices import get_device
     return get_device(name, io_region=io_region)
