@@ -86,6 +86,14 @@ class PlanSpec:
 
 @dataclass(frozen=True)
 class Plan:
+    """One interval ``[start, end]`` of the topological order run as a cascade, costed.
+
+    Invariants: ``parts`` are the Parts at positions start..end in order, the last the sink
+    whose tensor ``output`` is the only one leaving the interval; ``memory_bytes`` is what
+    the Plan allocates beyond its boundary tensors (intermediate and staging buffers, weights
+    held in SRAM); ``cycles`` is the sum of ``part_schedules``' cycles less
+    ``prefetch_credit``. A Plan is rebuilt exactly from (start, end, spec).
+    """
     start: int
     end: int
     parts: tuple[str, ...]

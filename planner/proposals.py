@@ -13,8 +13,8 @@ buffer, and the Plan after it must use the prefetched weights, so a prefix carri
 state (did its last Plan prefetch the next Part's weights?) and the DP keeps one frontier per
 prefix and bit: still exact.
 
-The DP runs on int64 columns (``_sink_on_arrays``: one numpy pass per sink, four to five
-times cheaper than Python loops on MobileNetV1-224, rfcs/0001) while every value stays within
+The DP runs on int64 columns (``_sink_on_arrays``: one numpy pass per sink instead of Python
+loops over every memory threshold, rfcs/0001) while every value stays within
 ``pareto.INT64_SAFE``; past it, it goes on with Python lists (``_sink_on_lists``), the
 definition the columns follow, with the same candidates in the same order and so the same
 Proposals.
@@ -41,6 +41,12 @@ from planner.sink_walks import default_workers, interval_frontiers
 
 @dataclass(frozen=True)
 class Proposal:
+    """A schedule of the whole network: disjoint Plans covering every Part once, in order.
+
+    Invariants: the Plans' intervals tile the topological order from 0 to its end;
+    ``memory_bytes`` is the peak over the Plans of their own memory plus the boundary
+    tensors live while each runs; ``cycles`` is the sum of the Plans' cycles.
+    """
     plans: tuple[Plan, ...]
     memory_bytes: int
     cycles: int
@@ -102,8 +108,8 @@ class _Point:
 class _Front(Sequence):
     """A prefix's frontier as the DP's columns, read as _Points: a _Point is built when one
     is read (``proposal`` reads one per Plan, ``frontier`` and ``select`` the last front),
-    not for every survivor of every prefix (5,800 on MobileNetV1-224: 0.008 s of the DP's
-    0.027 s CPU). Plans run from ``prev`` (the prefix they extend) to ``end``."""
+    not for every survivor of every prefix (building those was a third of the DP's time).
+    Plans run from ``prev`` (the prefix they extend) to ``end``."""
     memory: np.ndarray
     cycles: np.ndarray
     prev: np.ndarray
@@ -131,7 +137,7 @@ def _collector_paused():
     """Pause Python's cyclic garbage collector while the search runs (and its forked workers,
     which inherit the pause). The search builds hundreds of thousands of small tuples (the
     candidates' points) that live until it ends; every few hundred allocations the collector
-    rescans them, up to a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The
+    rescans them, a large share of the search's CPU (rfcs/0001, performance notes). The
     search makes no reference cycles worth collecting meanwhile; the collector runs again
     afterwards (if it ran before: a caller who paused it keeps it paused), with the search's
     objects promoted to its oldest generation."""
@@ -142,7 +148,7 @@ def _collector_paused():
     finally:
         if was:
             # Every object made meanwhile is in the youngest generation, so the collector's
-            # next pass would scan all of them (~150k on MobileNetV1: 10-40 ms): promote
+            # next pass would scan all of them (hundreds of thousands): promote
             # them to the oldest, scanned only by the rare full collections, as if they had
             # survived the young passes they missed.
             # A caller's own frozen objects (gc.freeze before forking workers, say) stay

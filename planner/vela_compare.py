@@ -27,7 +27,7 @@ from planner.vela_run import VelaError, VelaRun, run_vela
 #: doc says why).
 U65_SHARED_SRAM = ("--config", "Arm/vela.ini", "--system-config", "Ethos_U65_Client_Server",
                    "--memory-mode", "Shared_Sram")
-#: Calibration goals (issue 7): median per-layer |error| and network-total |error|.
+#: Calibration goals: median per-layer |error| and network-total |error|.
 GOAL_MEDIAN, GOAL_TOTAL = 0.10, 0.05
 #: The planner's options for Vela's layer-by-layer runs: one Part per Plan, run whole.
 UNSTRIPED_LAYERS = PlannerOptions(max_plan_size=1, stripe_factors=1, multi_dimensional=False)

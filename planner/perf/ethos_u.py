@@ -367,7 +367,7 @@ class EthosUPerfModel(PerfModel):
       stripe. A whole layer costs exactly what Vela estimates, and the estimate is monotone in
       the stripe shape: Vela's block search optimises memory fetches, not cycles, so letting
       every stripe shape pick its own block makes some taller stripes cheaper than shorter
-      ones, which a planner would exploit (see the design note).
+      ones, which a planner would exploit (rfcs/0001-appendix-cost-model.md).
     * ``STRIPE``: the block Vela would choose for the stripe shape, as Vela itself costs the
       stripes of its cascades. Same numbers for whole layers; not monotone.
     * ``BEST`` (what ``planner.devices`` uses): per stripe, the cheaper of the two, judged
@@ -378,7 +378,7 @@ class EthosUPerfModel(PerfModel):
 
     #: Cycles to issue one more stripe. Vela charges none beyond the fill and drain already in
     #: compute_cycles; we charge the register commands that re-point the feature maps and
-    #: start the operation, one cycle each (an estimate, see the design note).
+    #: start the operation, one cycle each (an estimate, rfcs/0001-appendix-cost-model.md).
     COMMANDS_PER_FEATURE_MAP = 6
     COMMANDS_PER_STRIPE = 4
     BLOCK_POLICIES = tuple(p.value for p in BlockPolicy)

@@ -4,7 +4,7 @@ The planner costs hundreds of stripe shapes of each Part, and with the BEST and 
 block policies every one needs Vela's block search
 (:func:`planner.perf.ethos_u_npu.find_block_config`). Run one stripe at a time, that search is
 a few dozen numpy calls on small grids, and numpy's per-call overhead, not arithmetic, is
-its cost (about 55 us a stripe on MobileNetV1). Operations that differ only in their OFM and
+its cost. Operations that differ only in their OFM and
 IFM height and width (the stripes of one Part) share the depth candidates, the kernel
 settings and the shared-buffer fit table (``SearchSettings``), so here they are searched in
 chunks of similar height and width ranges, each on one grid padded to the chunk's largest

@@ -182,7 +182,8 @@ class BlockConfig:
 
 @dataclass(frozen=True)
 class CycleBreakdown:
-    """Components of one NpuOp's estimate (for tests, debugging and the design note)."""
+    """Components of one NpuOp's estimate (for tests, debugging and
+    rfcs/0001-appendix-cost-model.md)."""
     cycles: int
     macs: int
     mac_cycles_per_block: float
