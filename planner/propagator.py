@@ -45,8 +45,8 @@ class Propagator:
             raise PlannerError("a propagator's transform rows must all have output_dims + 1 "
                                f"entries, got rows of {sorted({len(r) for r in self.transform})}")
         if len(self.offset) != rows - 1:
-            raise PlannerError(f"a propagator's offset needs one entry per input dimension "
-                               f"({rows - 1}), got {len(self.offset)}")
+            raise PlannerError(f"propagator offset has {len(self.offset)} entries, expected "
+                               f"{rows - 1} (one per input dimension)")
         object.__setattr__(
             self, "transform", tuple(tuple(_norm(Fraction(v)) for v in r) for r in self.transform)
         )
