@@ -202,7 +202,7 @@ class PlannerGraph:
         by_name = {p.name: p for p in self.parts}
         object.__setattr__(self, "_index", {
             "producers": producers, "consumers": consumers, "tensors": tensors,
-            "topo": tuple(by_name[n] for n in topo), "nx": g,
+            "topo": tuple(by_name[n] for n in topo),
         })
 
     def producer(self, tensor: Tensor | str) -> Part | None:
@@ -226,9 +226,6 @@ class PlannerGraph:
     def topological_parts(self) -> tuple[Part, ...]:
         """Parts in a deterministic topological order (ties broken by insertion order)."""
         return self._index["topo"]
-
-    def to_networkx(self) -> nx.DiGraph:
-        return self._index["nx"].copy()
 
 
 class GraphBuilder:

@@ -429,11 +429,6 @@ class EthosUPerfModel(PerfModel):
         return estimate_elementwise(self.accelerator, self.fm_timing, op, cfg,
                                      self.const_timing)
 
-    def estimate_op(self, op: NpuOp, config: BlockConfig | None = None) -> CycleBreakdown:
-        """Vela's estimate for one NPU operation run as a single command, with ``config``
-        (default: the block configuration Vela would choose for it)."""
-        return self._estimate(op, config if config is not None else self._config(op), None)
-
     def _part_ops_uncached(self, part: Part) -> tuple[NpuOp, ...]:
         return tuple(lower_part(part, part.output.shape))
 

@@ -56,10 +56,6 @@ class EthosUAccelerator:
     output_cycles: tuple[float, ...]
     activation_cycles: tuple[float, ...]
 
-    @property
-    def total_macs(self) -> int:
-        return self.macs * self.cores
-
 
 _U55_256_PERF = ((0.625, 1.125, 0.5, 0.375, 0.5, 0.75, 0.125, 0.25), (1.0, 0.25, 0.0))
 _BIG_GRANULES = (8, 8, 8, 8, 16, 8, 16, 20)
