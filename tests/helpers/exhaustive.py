@@ -22,8 +22,11 @@ def live_bytes(graph, device, segments):
             where[p.output.name] = k
     outs = {t.name for t in graph.outputs}
     ins = {t.name for t in graph.inputs}
-    fm = lambda n: (device.io_region if n in outs or n in ins else device.fm_region) \
-        == device.fm_region
+
+    def fm(n: str) -> bool:
+        home = device.io_region if n in outs or n in ins else device.fm_region
+        return home == device.fm_region
+
     result = []
     for k, (i, j) in enumerate(segments):
         total = 0

@@ -72,6 +72,13 @@ def sub_shape(draw, full):
     return tuple(draw(st.integers(1, n)) for n in full)
 
 
+def parts_and_stripes(**kw) -> st.SearchStrategy:
+    """(Part, stripe shape) pairs: an ``nhwc_parts(**kw)`` Part and a stripe of its output
+    (a strategy, unlike ``sub_shape``, so that tests can give ``@example`` cases)."""
+    return nhwc_parts(**kw).flatmap(lambda p: st.tuples(
+        st.just(p), st.tuples(*(st.integers(1, n) for n in p.output.shape))))
+
+
 @st.composite
 def npu_ops(draw):
     npu = draw(st.sampled_from([CONV, DEPTHWISE, POOLING, REDUCE_SUM, ELEMENTWISE]))
