@@ -63,9 +63,18 @@ from planner.pareto import frontier  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
 from planner.stripes import StripeConfig  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
-from planner.vela_compare import (GOAL_MEDIAN, GOAL_TOTAL, LayerRow, calibrate,  # noqa: E402
-                                  calibration_table, layer_by_layer, layer_table, match_layers,
-                                  run_vela_layers, vela_terms_peak)
+from planner.vela_compare import (  # noqa: E402
+    GOAL_MEDIAN,
+    GOAL_TOTAL,
+    LayerRow,
+    calibrate,
+    calibration_table,
+    layer_by_layer,
+    layer_table,
+    match_layers,
+    run_vela_layers,
+    vela_terms_peak,
+)
 from planner.vela_run import VELA_MODES, vela_available, vela_point  # noqa: E402
 
 MODELS = ("mobilenet_v1_0.25_96", "ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_1.0_224")

@@ -17,8 +17,13 @@ from typing import Iterator, NamedTuple
 from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
-from planner.lockstep import (aligned_windows, lockstep_config, lockstep_ring, prologue_of,
-                              with_prologue)
+from planner.lockstep import (
+    aligned_windows,
+    lockstep_config,
+    lockstep_ring,
+    prologue_of,
+    with_prologue,
+)
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.pareto import frontier

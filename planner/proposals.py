@@ -32,8 +32,7 @@ from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
-from planner.pareto import (INT64_SAFE, combine, combine_segments, frontier, frontier_order,
-                            thin)
+from planner.pareto import INT64_SAFE, combine, combine_segments, frontier, frontier_order, thin
 from planner.plan import Plan
 from planner.plans import PlanGenerator, make_spec
 from planner.sink_walks import default_workers, interval_frontiers

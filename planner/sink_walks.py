@@ -23,7 +23,6 @@ from planner.errors import PlannerError
 from planner.forked import Forked
 from planner.plans import PlanGenerator
 
-
 #: When a list, a search on several processes appends (event, time.perf_counter()) to it at
 #: the end of each of its phases, as this process sees them (benchmarks/planner_speed.py
 #: prints them): "requests found", "costs in", "own walks done" (this process found no sink

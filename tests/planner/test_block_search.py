@@ -18,8 +18,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner.devices import DEVICE_NAMES
-from planner.perf.ethos_u import (ACCELERATORS, CONV, DEPTHWISE, ELEMENTWISE, NHWC, POOLING,
-                                  REDUCE_SUM, EthosUPerfModel, NpuOp, find_block_config)
+from planner.perf.ethos_u import (
+    ACCELERATORS,
+    CONV,
+    DEPTHWISE,
+    ELEMENTWISE,
+    NHWC,
+    POOLING,
+    REDUCE_SUM,
+    EthosUPerfModel,
+    NpuOp,
+    find_block_config,
+)
 from planner.plans import clear_caches
 from tests.helpers.perf_strategies import PROPS, nhwc_parts, npu_ops, perf, sub_shape, with_attrs
 

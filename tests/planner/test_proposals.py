@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.errors import PlannerError
 from planner.options import PlannerOptions
@@ -13,9 +14,10 @@ from planner.pareto import frontier
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
 from planner.stripes import StripeConfig
-from tests.helpers.simple_device import simple_device
 from tests.helpers.exhaustive import SMALL, exhaustive
+from tests.helpers.simple_device import simple_device
 from tests.helpers.strategies import graphs
+
 
 def prefetch_device(io_region="sram"):
     """The test device with cross-Plan weight prefetch on (its weights live in flash)."""
@@ -274,6 +276,7 @@ def test_prefetch_is_off_where_the_device_or_options_say_so():
 
 def test_the_collector_is_paused_during_a_search_only(monkeypatch):
     import gc
+
     from planner import proposals
     seen = []
     real = proposals.interval_frontiers
@@ -309,6 +312,7 @@ def test_the_search_leaves_its_objects_to_the_oldest_generation():
     generation when it resumes, so the next young collection does not rescan it all, unless
     the caller has frozen objects of its own, which stay frozen."""
     import gc
+
     from tests.helpers.mobilenet import mobilenet_v1
     was = gc.isenabled()
     try:

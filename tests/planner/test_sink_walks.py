@@ -6,7 +6,8 @@ import threading
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.errors import PlannerError
 from planner.options import PlannerOptions

@@ -1,6 +1,7 @@
 """Stripe counting with edge clipping and the exact ring arithmetic."""
 
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from planner.stripes import StripeConfig
 from planner.windows import ring_rows, window
@@ -143,6 +144,7 @@ def test_integer_fast_path_equals_exact_propagation(case):
 
 def test_integer_axis_maps_only_for_integer_single_driver_rows():
     from fractions import Fraction
+
     from planner.propagator import Propagator
     assert Propagator.build([[2, 0], [0, 1]], [1, 0], [-1, 0]).integer_axis_maps() == \
         ((0, 2, 1, -1), (1, 1, 0, 0))

@@ -14,9 +14,17 @@ from planner.devices import get_device
 from planner.options import PlannerOptions
 from planner.perf.ethos_u import EthosUPerfModel
 from planner.tflite import load_tflite
-from planner.vela_compare import (GOAL_MEDIAN, GOAL_TOTAL, calibrate, calibration_table,
-                                  layer_by_layer, layer_table, match_layers, run_vela_layers,
-                                  vela_terms_peak)
+from planner.vela_compare import (
+    GOAL_MEDIAN,
+    GOAL_TOTAL,
+    calibrate,
+    calibration_table,
+    layer_by_layer,
+    layer_table,
+    match_layers,
+    run_vela_layers,
+    vela_terms_peak,
+)
 from planner.vela_run import vela_available
 from tests.helpers.models import MODELS_DIR as MODELS
 
