@@ -1,6 +1,6 @@
 """Hypothesis strategies for planner fuzzing: random DAGs, devices, options and budgets.
 
-Wider than ``tests/planner/strategies.py`` (which the planner's own tests keep): every Part
+Wider than ``tests/helpers/strategies.py`` (which the planner's own tests use): every Part
 constructor the TFLite reader uses, random kernels / strides / dilations / paddings including
 ones that do not fit (the constructor's PlannerError is part of the contract, the draw is then
 skipped), branches that read any earlier tensor (so tensors have several consumers and graphs
