@@ -208,11 +208,11 @@ def test_one_process_costs_window_parts_in_batches(monkeypatch):
 
     monkeypatch.setattr(EthosUPerfModel, "_summarise", recording)
     clear_caches()
-    devices._build.cache_clear()
+    devices.clear_caches()
     batched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
     assert not {"conv2d", "depthwise_conv2d"} & set(alone)
     monkeypatch.setattr(EthosUPerfModel, "summarise_stripes", lambda self, part, shapes: None)
-    devices._build.cache_clear()
+    devices.clear_caches()
     unbatched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
     assert {"conv2d", "depthwise_conv2d"} <= set(alone)
     assert _everything(batched) == _everything(unbatched)
