@@ -45,7 +45,6 @@ class PlanCosting:
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
         self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
 
-
     # ----- where tensors live --------------------------------------------------------------
     def home_of(self, t: Tensor) -> str:
         if t.is_constant:
@@ -221,7 +220,6 @@ class PlanCosting:
                 self.device.perf.weight_fetches(part, shape) <= 1
                 for shape in stripe.count_stripes() if 0 not in shape)
         return hit
-
 
     # ----- weights prefetched across Plans -------------------------------------------------
     # The weight DMA runs ahead by one operation (Vela's weight pre-buffering: the copy of an

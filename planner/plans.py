@@ -112,12 +112,12 @@ class PlanGenerator(PlanCosting):
                 configs.append(StripeConfig.tiled(shape, (shape[0], th, tw, shape[3]), order))
         return configs
 
-    def modes(self) -> list[tuple[str, int]]:
+    def modes(self) -> list[tuple[Buffering, int]]:
         out = [(Buffering.ROLLING, g) for g in self.options.rolling_granules]
         out.extend(self._windowed_modes())
         return out
 
-    def _windowed_modes(self) -> list[tuple[str, int]]:
+    def _windowed_modes(self) -> list[tuple[Buffering, int]]:
         """Modes whose buffers are the windows: lockstep rolling (planner.lockstep) holds the
         same windows as recompute with each row computed once, so it replaces recompute."""
         if self.options.lockstep_rolling:
@@ -171,7 +171,6 @@ class PlanGenerator(PlanCosting):
         return replace(plain, spec=spec, tensor_configs=tuple(configs),
                        part_schedules=tuple(schedules), memory_bytes=memory, cycles=cycles,
                        prefetch_credit=credit)
-
 
     # ----- one Plan in full --------------------------------------------------------------
     def build(self, start: int, end: int, spec: PlanSpec) -> Plan:
@@ -492,7 +491,6 @@ class PlanGenerator(PlanCosting):
                 self._placements(p, stripe, spec, False, nbytes, 0, ()),
                 self.weight_stage_bytes(p, stripe))
         return hit
-
 
     # ----- costing ahead of the walk (to spread it over processes) ----------------------------
     def cost_requests(self, end: int) -> list[tuple[Part, StripeConfig]]:
