@@ -21,6 +21,10 @@ from planner.plan import Buffering, PlanSpec, WeightPlacement
 from planner.stripes import StripeConfig, _axis_ranges
 from planner.windows import ring_rows, window
 
+# Members bound once: read through their Enum class, each costs a Python-level lookup, and
+# these are read on the hot paths.
+_FLASH, _SRAM = WeightPlacement.FLASH, WeightPlacement.SRAM
+
 
 class PlanCosting:
     """Costs Parts, their weights and their staging for one graph on one device, with the
@@ -80,7 +84,7 @@ class PlanCosting:
             streamed += fill
             copied += fill + self._copy_cycles(part, sig)
             both = self._cost_cache[key] = (streamed, copied)
-        return both[1] if weights == WeightPlacement.SRAM and stripe.total_stripes > 1 else both[0]
+        return both[1] if weights == _SRAM and stripe.total_stripes > 1 else both[0]
 
     def _stripe_cycles(self, part: Part, sig: int, shape: tuple[int, ...], b2b: bool = False
                        ) -> tuple[int, int]:
@@ -165,7 +169,7 @@ class PlanCosting:
 
     def weight_copy_bytes(self, part: Part, stripe: StripeConfig, weights: WeightPlacement
                           ) -> int:
-        if weights != WeightPlacement.SRAM or stripe.total_stripes <= 1:
+        if weights != _SRAM or stripe.total_stripes <= 1:
             return 0
         return sum(t.bytes for _, t in part.constant_inputs)
 
@@ -234,7 +238,7 @@ class PlanCosting:
     def can_prefetch(self, part: Part) -> bool:
         """Whether ``part``'s weights may be copied to SRAM under the previous Plan."""
         return (self.device.weight_prefetch and bool(part.constant_inputs)
-                and WeightPlacement.SRAM in self.options.weight_placements
+                and _SRAM in self.options.weight_placements
                 and self.device.weight_region != self.device.fm_region)
 
     def weight_copy_cycles(self, part: Part) -> int:
@@ -313,7 +317,7 @@ class PlanCosting:
     def warm_cost(self, part: Part, stripe: StripeConfig) -> tuple:
         """Cost one request (both weight placements, and whether every stripe reads the
         weights once) and return the values for ``adopt_cost`` of another generator."""
-        self.part_cost(part, stripe, WeightPlacement.FLASH)
+        self.part_cost(part, stripe, _FLASH)
         self.weight_stage_bytes(part, stripe)
         sig = self._signature(part)
         return self._cost_cache[(sig, stripe)], self._cost_cache.get(("once", sig, stripe))
@@ -350,12 +354,11 @@ class PlanCosting:
         allowed = self.options.weight_placements
         copyable = stripe.total_stripes > 1 and bool(p.constant_inputs)
         out = []
-        flash, sram = WeightPlacement.FLASH, WeightPlacement.SRAM
-        if flash in allowed or not copyable:
-            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, flash), copied))
-        if sram in allowed and copyable:
-            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, sram),
-                        cyc0 + self.part_cost(p, stripe, sram), copied + (p.name,)))
+        if _FLASH in allowed or not copyable:
+            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, _FLASH), copied))
+        if _SRAM in allowed and copyable:
+            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, _SRAM),
+                        cyc0 + self.part_cost(p, stripe, _SRAM), copied + (p.name,)))
         return out
 
 

@@ -31,6 +31,10 @@ from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacemen
 from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.stripes import StripeConfig, unchecked_config
 
+# Members bound once: read through their Enum class, each costs a Python-level lookup, and
+# these are read on the hot paths.
+_ROLLING, _LOCKSTEP, _SRAM = Buffering.ROLLING, Buffering.LOCKSTEP, WeightPlacement.SRAM
+
 # The Plan values are still imported from here by callers outside planner/.
 __all__ = ["FrontierPoint", "PartSchedule", "Plan", "PlanGenerator", "PlanSpec", "PrefetchVariant",
            "RawSpec", "clear_caches", "make_spec"]
@@ -48,6 +52,20 @@ class FrontierPoint(NamedTuple):
     memory: int
     cycles: int
     raw: RawSpec
+
+
+def frontiers_to_wire(by_start: dict[int, list[FrontierPoint]]) -> dict[int, list[tuple]]:
+    """``interval_frontiers``' frontiers as plain tuples, to send to another process: pickle
+    writes and reads plain tuples in C, but calls Python for every NamedTuple (several times
+    slower over the thousands of points of a network; rfcs/0001, performance notes)."""
+    return {start: [(m, c, (raw[0], raw[1])) for m, c, raw in points]
+            for start, points in by_start.items()}
+
+
+def frontiers_from_wire(wire: dict[int, list[tuple]]) -> dict[int, list[FrontierPoint]]:
+    """The inverse of ``frontiers_to_wire``."""
+    return {start: [FrontierPoint(m, c, RawSpec(*raw)) for m, c, raw in points]
+            for start, points in wire.items()}
 
 
 class PrefetchVariant(NamedTuple):
@@ -192,7 +210,7 @@ class PlanGenerator(PlanCosting):
             st = compute[p.name]
             wp = spec.weights_for(p.name)
             options = self._placements(p, st, spec, is_sink, 0, 0, ())
-            copied = wp == WeightPlacement.SRAM
+            copied = wp == _SRAM
             mem, cyc, _ = next(o for o in options if (p.name in o[2]) == copied)
             memory += mem
             cycles += cyc
@@ -220,8 +238,8 @@ class PlanGenerator(PlanCosting):
         for i in range(end - 1, start - 1, -1):
             p = self.topo[i]
             res = self._interior(p.output, self.graph.consumers(p.output), compute,
-                                 spec.mode == Buffering.ROLLING, spec.granule,
-                                 lockstep=spec.mode == Buffering.LOCKSTEP)
+                                 spec.mode == _ROLLING, spec.granule,
+                                 lockstep=spec.mode == _LOCKSTEP)
             if res is None:
                 raise PlannerError(f"internal: interval [{start}, {end}] cannot be built "
                                    f"with {spec}")
@@ -378,12 +396,14 @@ class PlanGenerator(PlanCosting):
             count += sum(len(points) for _, points in point_sets)
             if len(point_sets) == 1:        # one group: already a Pareto set, shifted
                 stage, points = point_sets[0]
-                by_start[start] = [FrontierPoint(mem + stage, cyc, RawSpec(spec, copied))
-                                   for mem, cyc, spec, copied in points]
+                front = [(mem + stage, cyc, spec, copied) for mem, cyc, spec, copied in points]
             else:
-                by_start[start] = _pareto([FrontierPoint(mem + stage, cyc, RawSpec(spec, copied))
-                                           for stage, points in point_sets
-                                           for mem, cyc, spec, copied in points])
+                front = _pareto([(mem + stage, cyc, spec, copied)
+                                 for stage, points in point_sets
+                                 for mem, cyc, spec, copied in points])
+            # named once culled: most candidates are not
+            by_start[start] = [FrontierPoint(mem, cyc, RawSpec(spec, copied))
+                               for mem, cyc, spec, copied in front]
         return count, by_start
 
     def _walk(self, end: int) -> Iterator[tuple[int, list[tuple[int, list[tuple]]]]]:
@@ -472,8 +492,8 @@ class PlanGenerator(PlanCosting):
         key = (i, mode, granule, reads)
         hit = self._interior_cache.get(key, self)
         if hit is self:
-            res = self._interior(self.topo[i].output, cons, compute, mode == Buffering.ROLLING,
-                                 granule, lockstep=mode == Buffering.LOCKSTEP)
+            res = self._interior(self.topo[i].output, cons, compute, mode == _ROLLING,
+                                 granule, lockstep=mode == _LOCKSTEP)
             hit = self._interior_cache[key] = None if res is None else (res[0], res[2])
         return hit
 

@@ -21,7 +21,7 @@ import time
 
 from planner.errors import PlannerError
 from planner.forked import Forked
-from planner.plans import PlanGenerator
+from planner.plans import PlanGenerator, frontiers_from_wire, frontiers_to_wire
 
 #: When a list, a search on several processes appends (event, time.perf_counter()) to it at
 #: the end of each of its phases, as this process sees them (benchmarks/planner_speed.py
@@ -124,7 +124,8 @@ def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int, outbox) -
     is walked (plain tuples and the shared spec objects), so that the parent's in-order DP
     can use it while the walks go on."""
     while (j := claims.take(worker)) is not None:
-        outbox.send((j, _sink_frontiers(gen, j)))
+        count, by_start = _sink_frontiers(gen, j)
+        outbox.send((j, count, frontiers_to_wire(by_start)))
 
 
 def _read_streams(streams: list, arrivals: queue.SimpleQueue) -> None:
@@ -273,7 +274,8 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
                     if item is None:
                         ended = True
                     else:
-                        done[item[0]] = item[1]
+                        j_sent, count, wire = item
+                        done[j_sent] = count, frontiers_from_wire(wire)
                 if ended and j is None and following not in done:
                     forked.results()      # raises the error of the worker that did not send
                     raise PlannerError(f"a planner worker ended without walking sink "

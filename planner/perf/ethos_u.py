@@ -66,6 +66,11 @@ from planner.perf.ethos_u_npu import (
     fm_access_bytes,
 )
 
+# Members bound once: read through their Enum class, each costs a Python-level lookup, and
+# these are read on the hot paths.
+_PART, _STRIPE = BlockPolicy.PART, BlockPolicy.STRIPE
+
+
 # --------------------------------------------------------------------------------------------
 # Lowering Parts to NPU operations
 # --------------------------------------------------------------------------------------------
@@ -440,16 +445,16 @@ class EthosUPerfModel(PerfModel):
                       own: Sequence[BlockConfig] | None = None) -> list[CycleBreakdown]:
         """``own``: the block configurations Vela chooses for ``ops`` themselves, when
         known (:meth:`summarise_stripes` searches them in a batch)."""
-        if own is None and self.block_policy != BlockPolicy.PART:
+        if own is None and self.block_policy != _PART:
             own = [self._config(op) for op in ops]
-        if self.block_policy == BlockPolicy.STRIPE:
+        if self.block_policy == _STRIPE:
             return [self._estimate(op, cfg, None) for op, cfg in zip(ops, own)]
         whole = self._part_ops(part)
         # (The estimates of stripes skip the estimate cache: stripe_summary already asks for
         # each stripe once, and hashing the NpuOps for the key would cost more.)
         estimate = self._estimate_uncached
         mine = [estimate(op, self._config(w), w) for op, w in zip(ops, whole)]
-        if self.block_policy == BlockPolicy.PART:
+        if self.block_policy == _PART:
             return mine
         # BEST: each stripe runs the cheaper of the Part's block (clipped) and the block
         # Vela chooses for the stripe itself, judged back to back (fill and drain aside); the
@@ -543,7 +548,7 @@ class EthosUPerfModel(PerfModel):
             return
         lowered = [lower_part(part, shape) for shape in todo]
         flat = [op for ops in lowered for op in ops]
-        own = None if self.block_policy == BlockPolicy.PART else \
+        own = None if self.block_policy == _PART else \
             _batched.find_block_configs(self.accelerator, flat)
         if len(flat) == len(todo) and part.kind in _WINDOW_KINDS and \
                 len({(c.traversal, c.acc_bits) for c in own or ()}) <= 1:

@@ -47,6 +47,10 @@ from planner.perf.ethos_u_npu import (
 
 _BATCHED = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 
+# Members bound once: read through their Enum class, each costs a Python-level lookup, and
+# these are read on every stripe summary.
+_PART, _STRIPE = BlockPolicy.PART, BlockPolicy.STRIPE
+
 
 def _group_key(acc: EthosUAccelerator, op: NpuOp) -> tuple | None:
     """Everything the block search reads of ``op`` besides its OFM and IFM height, width and
@@ -374,10 +378,10 @@ def summarise_window_stripes(model, whole: NpuOp, whole_cfg: BlockConfig,
     policy = model.block_policy
     op = ops[0]
     choices = []
-    if policy != BlockPolicy.STRIPE:
+    if policy != _STRIPE:
         mine = _stripes(ops, [whole_cfg] * len(ops))
         choices.append((mine, *_estimate_many(model, op, mine, whole_cfg, whole)))
-    if policy != BlockPolicy.PART:
+    if policy != _PART:
         theirs = _stripes(ops, own)
         choices.append((theirs, *_estimate_many(model, op, theirs, own[0], None)))
     s, cycles, fill = choices[0]
