@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 MODELS ?= ../shared/models
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-torch demo demo-planner bench clean
+.PHONY: install test test-slow test-torch lint demo demo-planner bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
+
+# ruff.toml holds the rules (pycodestyle, pyflakes, import order; 100 columns).
+lint: install
+	$(PY) -m ruff check .
 
 # The optional PyTorch front door (the 'torch' extra). torch goes to a side directory, not
 # into .venv: once installed, every `import tvm` imports it too (about 3 s per process).

@@ -33,7 +33,9 @@ setup(
                  # notebooks/ executed by tests/tvm_ethos/test_notebook.py
                  "nbclient", "nbformat", "ipykernel",
                  # tvmc plan --scheduler, tested on an in-process LocalCluster
-                 "dask[distributed]"],
+                 "dask[distributed]",
+                 # make lint (rules in ruff.toml)
+                 "ruff"],
         "opencl": ["pyopencl[pocl]"],
         "vela": ["ethos-u-vela==5.2.0"],
         "plots": ["matplotlib"],

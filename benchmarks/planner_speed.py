@@ -6,8 +6,9 @@ of cold searches, seconds per Part, and the ratio to the goals (issue 2): Mobile
 most 0.5 s on 2 cores; seconds per Part flat within 2x from 30 to 3000 Parts. MobileNetV1 is
 searched with two processes and, as the peer measured in the same run (the two taking turns),
 with one; the synthetic graphs with ``--workers`` (default 1). The default worker count of
-the planner (two where a core is idle, planner.sink_walks.default_workers) is printed. Cold: the module memos are cleared and the device (with its performance model's
-caches) is built afresh before every search, so each one pays what a fresh process pays.
+the planner (two where a core is idle, planner.sink_walks.default_workers) is printed.
+Cold: the module memos are cleared and the device (with its performance model's caches) is
+built afresh before every search, so each one pays what a fresh process pays.
 The CPU of MobileNetV1's costing phase alone (``costing_cpu``: every distinct request the
 walks make of the performance model, one process) is printed beside it.
 
@@ -27,15 +28,16 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.synthetic import chain, residual  # noqa: E402
-from planner import devices  # noqa: E402
+from planner import (
+    devices,  # noqa: E402
+    sink_walks,  # noqa: E402
+)
 from planner.errors import PlannerError  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.plans import PlanGenerator, clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
-from planner import sink_walks  # noqa: E402
 from planner.sink_walks import default_workers  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
-
 
 GOAL_SECONDS = 0.5
 
@@ -50,7 +52,7 @@ def cold_search(graph, device_name: str, workers: int | None
     """(CPU seconds of all processes, wall seconds, search) of one cold search with
     ``workers`` processes (None: the planner's default)."""
     clear_caches()
-    devices._build.cache_clear()   # devices are memoised: a fresh one, fresh perf caches
+    devices.clear_caches()   # devices are memoised: a fresh one, fresh perf caches
     device = devices.get_device(device_name)
     w0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
     if sink_walks.TIMELINE is not None:
@@ -86,7 +88,7 @@ def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
     best, count = math.inf, 0
     for _ in range(repeat):
         clear_caches()
-        devices._build.cache_clear()
+        devices.clear_caches()
         gen = PlanGenerator(graph, devices.get_device(device_name), PlannerOptions())
         seen, todo = set(), []
         for j in range(len(gen.topo)):

@@ -78,7 +78,7 @@ def _register_nvidia_icd() -> None:
     """Make NVIDIA's OpenCL platform visible when its driver is installed but not registered.
 
     On the NVIDIA machines measured, ``libnvidia-opencl.so.1`` exists but no ICD file names it;
-    an ICD file in a folder given by ``OCL_ICD_VENDORS`` fixes that (shared/notes/zero-copy.md).
+    an ICD file in a folder given by ``OCL_ICD_VENDORS`` (read by the ICD loader) fixes that.
     Must run before pyopencl is imported.
     """
     if os.environ.get("OCL_ICD_VENDORS") or os.path.exists("/etc/OpenCL/vendors/nvidia.icd"):

@@ -26,9 +26,9 @@ from functools import lru_cache
 from planner.device import Device
 from planner.errors import PlannerError
 from planner.memory import MemoryRegion
-from planner.perf.ethos_n import VARIANTS as ETHOS_N_VARIANTS
 from planner.perf.ethos_n import DMA_BYTES_PER_CYCLE, PER_STRIPE_OVERHEAD_CYCLES, EthosNPerfModel
-from planner.perf.ethos_u import EthosUPerfModel, PortTiming
+from planner.perf.ethos_n import VARIANTS as ETHOS_N_VARIANTS
+from planner.perf.ethos_u import BlockPolicy, EthosUPerfModel, PortTiming
 
 ETHOS_U55 = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256")
 ETHOS_U65 = ("ethos-u65-256", "ethos-u65-512")
@@ -104,6 +104,12 @@ def _n78_regions(name: str, sram_size: int | None) -> tuple[MemoryRegion, ...]:
     return sram, dram
 
 
+def clear_caches() -> None:
+    """Forget the built devices, so the next get_device builds a fresh one (with fresh
+    performance model caches)."""
+    _build.cache_clear()
+
+
 @lru_cache(maxsize=None)
 def _build(name: str, io_region: str, sram_size: int | None) -> Device:
     if name in ETHOS_U55 or name in ETHOS_U65:
@@ -115,7 +121,7 @@ def _build(name: str, io_region: str, sram_size: int | None) -> Device:
             weights = "dram"
         by_name = {r.name: r for r in regions}
         perf = EthosUPerfModel(name, PortTiming.of(by_name["sram"]),
-                               PortTiming.of(by_name[weights]), block_policy="best")
+                               PortTiming.of(by_name[weights]), block_policy=BlockPolicy.BEST)
         # The weight stream is read by the NPU over AXI1 wherever it lives, once per OFM
         # block (Vela: "Weight buffer = 0 bytes (None)" for unbuffered operations, their
         # weights read from flash/DRAM per block and absent from "SRAM used").

@@ -21,6 +21,12 @@ DTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "float16": 2, "flo
 
 @dataclass(frozen=True)
 class Tensor:
+    """A tensor of the network, as the planner sizes it.
+
+    Invariants: every dimension of ``shape`` is a positive int; ``dtype`` is a key of
+    DTYPE_BYTES; ``0 < compression_ratio <= 1`` (stored bytes of an encoded constant over its
+    raw bytes; 1 for activations). Equal fields mean an equal tensor (the name included).
+    """
     name: str
     shape: tuple[int, ...]
     dtype: str = "int8"
@@ -72,8 +78,9 @@ class Tensor:
 class Part:
     """One NPU operation: its inputs (activations and constants), one output, propagators.
 
-    ``attrs`` holds what a performance model needs (kernel, strides, activation, ...) as a
-    sorted tuple of (key, value) pairs so that Parts stay hashable and deterministic.
+    Invariants: one Propagator per input, each mapping the output's rank to its input's
+    rank; ``attrs`` (what a performance model needs: kernel, strides, activation, ...) is a
+    tuple of (key, value) pairs sorted by key, so that Parts stay hashable and deterministic.
     """
     name: str
     kind: str
@@ -195,7 +202,7 @@ class PlannerGraph:
         by_name = {p.name: p for p in self.parts}
         object.__setattr__(self, "_index", {
             "producers": producers, "consumers": consumers, "tensors": tensors,
-            "topo": tuple(by_name[n] for n in topo), "nx": g,
+            "topo": tuple(by_name[n] for n in topo),
         })
 
     def producer(self, tensor: Tensor | str) -> Part | None:
@@ -219,9 +226,6 @@ class PlannerGraph:
     def topological_parts(self) -> tuple[Part, ...]:
         """Parts in a deterministic topological order (ties broken by insertion order)."""
         return self._index["topo"]
-
-    def to_networkx(self) -> nx.DiGraph:
-        return self._index["nx"].copy()
 
 
 class GraphBuilder:

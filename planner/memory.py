@@ -72,6 +72,7 @@ class MemoryRegion:
 class TensorConfig:
     """Where one tensor of a Plan lives and how it is buffered.
 
+    Invariants: ``buffer_shape`` has the tensor's rank and no axis larger than the tensor's.
     ``home_region`` holds the whole tensor (or nothing, for a cascade's intermediate, whose
     home is the ``copy_region`` buffer alone); ``copy_region`` is where stripes are staged for
     the NPU when it differs from home (DMA copies, double buffered when ``double_buffer``).

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence, Union
 
+from planner.errors import PlannerError
+
 Number = Union[int, Fraction]
 
 
@@ -24,20 +26,27 @@ def _norm(x: Number) -> Number:
 
 @dataclass(frozen=True)
 class Propagator:
+    """How a stripe of a Part's output maps onto the region of one input it reads.
+
+    Invariants: ``transform`` is (input_dims + 1) rows of (output_dims + 1) entries, its last
+    row the augmentation row; ``offset`` has one entry per input dimension; every entry is an
+    int, or a Fraction that is not an integer (exact integers are stored as ints).
+    """
     transform: tuple[tuple[Number, ...], ...]
     offset: tuple[Number, ...]
 
     def __post_init__(self) -> None:
         rows = len(self.transform)
         if rows < 1:
-            raise ValueError("a propagator needs at least the augmentation row")
+            raise PlannerError("a propagator's transform needs at least the augmentation row "
+                               "(0, ..., 0, 1)")
         cols = len(self.transform[0])
         if any(len(r) != cols for r in self.transform):
-            raise ValueError("propagator transform rows have different lengths")
+            raise PlannerError("a propagator's transform rows must all have output_dims + 1 "
+                               f"entries, got rows of {sorted({len(r) for r in self.transform})}")
         if len(self.offset) != rows - 1:
-            raise ValueError(
-                f"propagator offset has {len(self.offset)} entries, expected {rows - 1}"
-            )
+            raise PlannerError(f"propagator offset has {len(self.offset)} entries, expected "
+                               f"{rows - 1} (one per input dimension)")
         object.__setattr__(
             self, "transform", tuple(tuple(_norm(Fraction(v)) for v in r) for r in self.transform)
         )
@@ -162,10 +171,8 @@ class Propagator:
         ``inner`` maps B's output to B's input. The result maps A's output to B's input.
         """
         if inner.output_dims != self.input_dims:
-            raise ValueError(
-                f"cannot compose: inner expects {inner.output_dims} dims, "
-                f"outer produces {self.input_dims}"
-            )
+            raise PlannerError(f"cannot compose propagators: the inner one expects "
+                               f"{inner.output_dims} dims, the outer produces {self.input_dims}")
         a, b = inner.transform, self.transform
         rows = []
         for i in range(len(a)):

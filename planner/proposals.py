@@ -13,8 +13,8 @@ buffer, and the Plan after it must use the prefetched weights, so a prefix carri
 state (did its last Plan prefetch the next Part's weights?) and the DP keeps one frontier per
 prefix and bit: still exact.
 
-The DP runs on int64 columns (``_sink_on_arrays``: one numpy pass per sink, four to five
-times cheaper than Python loops on MobileNetV1-224, rfcs/0001) while every value stays within
+The DP runs on int64 columns (``_sink_on_arrays``: one numpy pass per sink instead of Python
+loops over every memory threshold, rfcs/0001) while every value stays within
 ``pareto.INT64_SAFE``; past it, it goes on with Python lists (``_sink_on_lists``), the
 definition the columns follow, with the same candidates in the same order and so the same
 Proposals.
@@ -32,14 +32,20 @@ from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
-from planner.pareto import (INT64_SAFE, combine, combine_segments, frontier, frontier_order,
-                            thin)
-from planner.plans import Plan, PlanGenerator, PlanSpec, make_spec
+from planner.pareto import INT64_SAFE, combine, combine_segments, frontier, frontier_order, thin
+from planner.plan import Plan
+from planner.plans import PlanGenerator, make_spec
 from planner.sink_walks import default_workers, interval_frontiers
 
 
 @dataclass(frozen=True)
 class Proposal:
+    """A schedule of the whole network: disjoint Plans covering every Part once, in order.
+
+    Invariants: the Plans' intervals tile the topological order from 0 to its end;
+    ``memory_bytes`` is the peak over the Plans of their own memory plus the boundary
+    tensors live while each runs; ``cycles`` is the sum of the Plans' cycles.
+    """
     plans: tuple[Plan, ...]
     memory_bytes: int
     cycles: int
@@ -101,8 +107,8 @@ class _Point:
 class _Front(Sequence):
     """A prefix's frontier as the DP's columns, read as _Points: a _Point is built when one
     is read (``proposal`` reads one per Plan, ``frontier`` and ``select`` the last front),
-    not for every survivor of every prefix (5,800 on MobileNetV1-224: 0.008 s of the DP's
-    0.027 s CPU). Plans run from ``prev`` (the prefix they extend) to ``end``."""
+    not for every survivor of every prefix (building those was a third of the DP's time).
+    Plans run from ``prev`` (the prefix they extend) to ``end``."""
     memory: np.ndarray
     cycles: np.ndarray
     prev: np.ndarray
@@ -130,7 +136,7 @@ def _collector_paused():
     """Pause Python's cyclic garbage collector while the search runs (and its forked workers,
     which inherit the pause). The search builds hundreds of thousands of small tuples (the
     candidates' points) that live until it ends; every few hundred allocations the collector
-    rescans them, up to a third of the search's CPU on MobileNetV1-224 (rfcs/0001). The
+    rescans them, a large share of the search's CPU (rfcs/0001, performance notes). The
     search makes no reference cycles worth collecting meanwhile; the collector runs again
     afterwards (if it ran before: a caller who paused it keeps it paused), with the search's
     objects promoted to its oldest generation."""
@@ -141,7 +147,7 @@ def _collector_paused():
     finally:
         if was:
             # Every object made meanwhile is in the youngest generation, so the collector's
-            # next pass would scan all of them (~150k on MobileNetV1: 10-40 ms): promote
+            # next pass would scan all of them (hundreds of thousands): promote
             # them to the oldest, scanned only by the rare full collections, as if they had
             # survived the young passes they missed.
             # A caller's own frozen objects (gc.freeze before forking workers, say) stay
@@ -206,13 +212,13 @@ class ProposalSearch:
         """The DP step of the sink at ``j`` on int64 columns: the candidates of
         ``_sink_on_lists`` in its order, from one ``pareto.combine_segments`` over a segment
         per start (that prefix's frontier x the Plans from there) and then one per prefetch
-        variant (the prefix ending at j, with the bit the variant's ``pre`` says, x its one
-        point), culled per frontier at once (plain, or prefetching for a variant whose
-        ``nxt`` is set). Raises OverflowError, before changing anything, where a value would
-        not fit."""
+        variant (the prefix ending at j, with the bit the variant's ``prefetched`` says, x its
+        one point), culled per frontier at once (plain, or prefetching for a variant whose
+        ``prefetch_next`` is set). Raises OverflowError, before changing anything, where a
+        value would not fit."""
         starts = sorted(by_start)
         plans = [plan for start in starts for plan in by_start[start]]
-        plans += [(m, c, raw) for _, _, m, c, raw in variants]
+        plans += [(v.memory, v.cycles, v.raw) for v in variants]
         plan_memory, plan_cycles, specs = zip(*plans) if plans else ((), (), ())
         b_lengths = [len(by_start[start]) for start in starts] + [1] * len(variants)
         prev = starts + [j] * len(variants)
@@ -221,13 +227,14 @@ class ProposalSearch:
         _check_safe(b_memory)
         a_memory, a_cycles, a_lengths, a_first = _stacked(
             [columns[s] for s in starts]
-            + [pre_columns[j] if pre else columns[j] for pre, _, _, _, _ in variants])
+            + [pre_columns[j] if v.prefetched else columns[j] for v in variants])
         memory, cycles, segment, ia, ib = combine_segments(
             a_memory, a_cycles, a_lengths, b_memory, _ints(plan_cycles), b_lengths)
         _check_safe(cycles)   # sums; each memory is one of two safe values
+        prefetched = [int(v.prefetched) for v in variants]
         by_segment = (np.array(prev, np.int64), a_first,
-                      np.array([0] * len(starts) + [int(pre) for pre, *_ in variants], np.int64))
-        prefetching = np.array([False] * len(starts) + [nxt for _, nxt, *_ in variants], bool)
+                      np.array([0] * len(starts) + prefetched, np.int64))
+        prefetching = np.array([False] * len(starts) + [v.prefetch_next for v in variants], bool)
         rows = np.arange(len(memory))
         if prefetching.any():
             ahead = prefetching[segment]
@@ -276,10 +283,11 @@ class ProposalSearch:
             for m, c, (ia, ib) in combine(points(self.fronts[start]), plans):
                 cands.append((m, c, start, ia, plans[ib][2], 0))
         pre_cands = []
-        for pre, nxt, m, c, raw in variants:
-            prefix = points(self.prefetch_fronts[j] if pre else self.fronts[j])
-            for pm, pc, (ia, _) in combine(prefix, [(m + live[j], c, raw)]):
-                (pre_cands if nxt else cands).append((pm, pc, j, ia, raw, int(pre)))
+        for v in variants:
+            prefix = points(self.prefetch_fronts[j] if v.prefetched else self.fronts[j])
+            for pm, pc, (ia, _) in combine(prefix, [(v.memory + live[j], v.cycles, v.raw)]):
+                (pre_cands if v.prefetch_next else cands).append(
+                    (pm, pc, j, ia, v.raw, int(v.prefetched)))
         return (self._front(cands, j), self._front(pre_cands, j)), None
 
     @property
@@ -290,12 +298,11 @@ class ProposalSearch:
     def proposal(self, index: int) -> Proposal:
         """Rebuild the frontier Proposal at ``index`` with all its Plans."""
         pts = []
-        k, pt = len(self.fronts) - 1, self.fronts[-1][index]
-        top = pt
+        pt = top = self.fronts[-1][index]
         while pt.spec is not None:
             pts.append(pt)
             fronts = self.prefetch_fronts if pt.prev_state else self.fronts
-            k, pt = pt.prev, fronts[pt.prev][pt.prev_index]
+            pt = fronts[pt.prev][pt.prev_index]
         plans = tuple(self.gen.build(p.start, p.end, make_spec(p.spec)) for p in reversed(pts))
         return Proposal(plans, top.memory, top.cycles)
 

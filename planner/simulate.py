@@ -10,14 +10,13 @@ shares only the window definition (planner.windows.window) with them.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.memory import BufferMode
-from planner.plans import Plan
+from planner.plan import Plan
 from planner.proposals import Proposal
 from planner.windows import window
 
@@ -214,7 +213,6 @@ def simulate(graph: PlannerGraph, device: Device, proposal: Proposal) -> SimResu
     # when is each boundary tensor last read, in plan index terms
     last_read: dict[str, int] = {}
     for k, plan in enumerate(proposal.plans):
-        members = set(plan.parts)
         for name in plan.parts:
             part = next(p for p in graph.parts if p.name == name)
             for t in part.inputs:

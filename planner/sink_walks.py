@@ -21,8 +21,7 @@ import time
 
 from planner.errors import PlannerError
 from planner.forked import Forked
-from planner.plans import PlanGenerator
-
+from planner.plans import PlanGenerator, frontiers_from_wire, frontiers_to_wire
 
 #: When a list, a search on several processes appends (event, time.perf_counter()) to it at
 #: the end of each of its phases, as this process sees them (benchmarks/planner_speed.py
@@ -52,13 +51,13 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-#: Below this many Parts a search is short (ds_cnn_kws, 13 Parts: about 0.13 s CPU) and the
-#: forks, the pickling and the children's cold memos would take much of what a split saves.
+#: Below this many Parts a search is short and the forks, the pickling and the children's
+#: cold memos would take much of what a split saves (rfcs/0001, performance notes).
 PARALLEL_MIN_PARTS = 16
 
 #: A second process pays only with a core to run on: the 1-minute load average must leave at
-#: least this much of one idle (``usable CPUs - load``). On a 2-core machine whose cores are
-#: busy with other work, two processes were slower than one (rfcs/0001).
+#: least this much of one idle (``usable CPUs - load``): on busy cores two processes are
+#: slower than one (rfcs/0001).
 IDLE_CORE_NEEDED = 0.5
 
 
@@ -125,7 +124,8 @@ def _walk_claimed(gen: PlanGenerator, claims: SinkClaims, worker: int, outbox) -
     is walked (plain tuples and the shared spec objects), so that the parent's in-order DP
     can use it while the walks go on."""
     while (j := claims.take(worker)) is not None:
-        outbox.send((j, _sink_frontiers(gen, j)))
+        count, by_start = _sink_frontiers(gen, j)
+        outbox.send((j, count, frontiers_to_wire(by_start)))
 
 
 def _read_streams(streams: list, arrivals: queue.SimpleQueue) -> None:
@@ -173,14 +173,10 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
     return out
 
 
-#: This process also finds the requests (the cost-free walk: 0.14 s CPU on MobileNetV1-224,
-#: beside 0.29 s of batched costing), so it takes a new signature as if its load were this
-#: much higher: with two processes it costs about a third. Measured (quiet cores, fastest
-#: of 5, two rounds, each process's costing calls timed): the costs are in 0.267-0.268 s
-#: into the search with 2, this process done 0.015 s after the child; 0.276 s with 3 and
-#: 0.286 s with 5 (the child last, 0.03-0.05 s after this process); 0.288-0.289 s with 1.5
-#: (this process last, 0.065 s after the child). Before the pre-walk's fast paths (0.21 s)
-#: 5 was best.
+#: This process also finds the requests (the cost-free walk, about half as long as the
+#: costing), so it takes a new signature as if its load were this much higher: with two
+#: processes it costs about a third, and both finish costing together (the factors tried
+#: and their timings: rfcs/0001, performance notes).
 PARENT_LOAD_FACTOR = 2
 
 
@@ -212,7 +208,7 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
                     w = owner[sig] = min(range(workers), key=lambda k: (
                         load[k] * (PARENT_LOAD_FACTOR if k == 0 else 1), -k))
                 # (A stripe's own shape stands for its edge stripes' too: counting those
-                # cost this process 0.035 s of MobileNetV1's 0.24 s here.)
+                # would cost this process more than the balance gains.)
                 known = shapes.setdefault(sig, set())
                 load[w] += 1 + (stripe.shape not in known)
                 known.add(stripe.shape)
@@ -239,7 +235,7 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
     SinkClaims) and send each sink's result as soon as it is walked; this process yields
     every result, its own or a child's, as soon as it is next in order, so the caller's DP
     overlaps the walks (with the children's results sent at their end, the DP of their
-    sinks, the back of the graph, all came after the walks: 0.06-0.09 s on MobileNetV1)."""
+    sinks, the back of the graph, would all come after the walks)."""
     n = len(gen.topo)
     workers = min(workers, n)
     if workers <= 1:
@@ -278,7 +274,8 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
                     if item is None:
                         ended = True
                     else:
-                        done[item[0]] = item[1]
+                        j_sent, count, wire = item
+                        done[j_sent] = count, frontiers_from_wire(wire)
                 if ended and j is None and following not in done:
                     forked.results()      # raises the error of the worker that did not send
                     raise PlannerError(f"a planner worker ended without walking sink "

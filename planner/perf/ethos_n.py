@@ -27,6 +27,7 @@ from typing import Sequence
 
 from planner.errors import PlannerError
 from planner.graph import Part
+from planner.perf.base import PerfModel
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def _input_region(part: Part, index: int, out_shape: Sequence[int]) -> tuple[int
     return tuple(max(1, min(int(math.ceil(Fraction(n))), f)) for n, f in zip(need, full))
 
 
-class EthosNPerfModel:
+class EthosNPerfModel(PerfModel):
     """``PerfModel`` for one Ethos-N78 variant."""
 
     def __init__(self, variant: str) -> None:

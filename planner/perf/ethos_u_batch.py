@@ -1,10 +1,10 @@
 """The Ethos-U block search and stripe estimates for many stripes of one Part at once.
 
-The planner costs hundreds of stripe shapes of each Part, and with the ``"best"`` and
-``"stripe"`` block policies every one needs Vela's block search
-(:func:`planner.perf.ethos_u.find_block_config`). Run one stripe at a time, that search is
+The planner costs hundreds of stripe shapes of each Part, and with the BEST and STRIPE
+block policies every one needs Vela's block search
+(:func:`planner.perf.ethos_u_npu.find_block_config`). Run one stripe at a time, that search is
 a few dozen numpy calls on small grids, and numpy's per-call overhead, not arithmetic, is
-its cost (about 55 us a stripe on MobileNetV1). Operations that differ only in their OFM and
+its cost. Operations that differ only in their OFM and
 IFM height and width (the stripes of one Part) share the depth candidates, the kernel
 settings and the shared-buffer fit table (``SearchSettings``), so here they are searched in
 chunks of similar height and width ranges, each on one grid padded to the chunk's largest
@@ -21,13 +21,35 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from planner.perf.ethos_u import (_OFM_BLOCK_MAX, _SUBKERNEL_MAX, CONV, DEPTHWISE, NHCWB16,
-                                  POOLING, REDUCE_SUM, BlockConfig, EthosUAccelerator, NpuOp,
-                                  SearchSettings, StripeSummary, _ao_cycles_per_element,
-                                  _block_axis, _ceil_div, _depth_axis, _dpu_cycles_of,
-                                  _ofm_ublock, find_block_config, search_settings)
+from planner.perf.ethos_u_npu import (
+    CONV,
+    DEPTHWISE,
+    NHCWB16,
+    OFM_BLOCK_MAX,
+    POOLING,
+    REDUCE_SUM,
+    SUBKERNEL_MAX,
+    BlockConfig,
+    BlockPolicy,
+    EthosUAccelerator,
+    NpuOp,
+    SearchSettings,
+    StripeSummary,
+    ao_cycles_per_element,
+    block_axis,
+    ceil_div,
+    depth_axis,
+    dpu_cycles_of,
+    find_block_config,
+    ofm_ublock,
+    search_settings,
+)
 
 _BATCHED = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
+
+# Members bound once: read through their Enum class, each costs a Python-level lookup, and
+# these are read on every stripe summary.
+_PART, _STRIPE = BlockPolicy.PART, BlockPolicy.STRIPE
 
 
 def _group_key(acc: EthosUAccelerator, op: NpuOp) -> tuple | None:
@@ -71,12 +93,12 @@ def _search_group(acc: EthosUAccelerator, ops: list[NpuOp]) -> list[BlockConfig 
     ub_h, ub_w, _ = acc.ofm_ublock
     # Per candidate index along each axis, at the largest search range (a stripe's own
     # candidates are the first ones): block sizes and IFM block sizes.
-    all_h, all_ib_h = _block_axis(0, *g.h_axis)[:2]
-    all_w, all_ib_w = _block_axis(1, *g.w_axis)[:2]
-    dd, full_c, weight_scale = _depth_axis(g.depths, ops[0].ofm[3])
+    all_h, all_ib_h = block_axis(0, *g.h_axis)[:2]
+    all_w, all_ib_w = block_axis(1, *g.w_axis)[:2]
+    dd, full_c, weight_scale = depth_axis(g.depths, ops[0].ofm[3])
     shared = _Shared(g, all_h, all_w, all_ib_h, all_ib_w, dd, full_c, weight_scale)
-    n_h = [-(-min(op.ofm[1], _OFM_BLOCK_MAX[0]) // ub_h) for op in ops]
-    n_w = [-(-min(op.ofm[2], _OFM_BLOCK_MAX[1]) // ub_w) for op in ops]
+    n_h = [-(-min(op.ofm[1], OFM_BLOCK_MAX[0]) // ub_h) for op in ops]
+    n_w = [-(-min(op.ofm[2], OFM_BLOCK_MAX[1]) // ub_w) for op in ops]
     out: list[BlockConfig | None] = [None] * len(ops)
     for chunk in _chunks(n_h, n_w):
         for s, cfg in zip(chunk, _search_chunk(shared, [ops[s] for s in chunk],
@@ -203,7 +225,7 @@ def _search_chunk(shared: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h
 
 
 # --------------------------------------------------------------------------------------------
-# Stripe estimates in a batch (the cycle formulas of planner.perf.ethos_u, on arrays)
+# Stripe estimates in a batch (the cycle formulas of planner.perf.ethos_u_npu, on arrays)
 # --------------------------------------------------------------------------------------------
 
 class _Stripes(NamedTuple):
@@ -232,7 +254,7 @@ def _stripes(ops: Sequence[NpuOp], cfgs: Sequence[BlockConfig]) -> _Stripes:
 
 def _transfer_bytes_many(acc: EthosUAccelerator, is_read: bool, burst: int, fmt: str,
                          bits: int, bw, bc, width, depth, elements) -> np.ndarray:
-    """:func:`planner.perf.ethos_u._transfer_bytes` over arrays: ``bw``, ``bc`` the block's
+    """:func:`planner.perf.ethos_u_npu.transfer_bytes` over arrays: ``bw``, ``bc`` the block's
     width and depth, ``width`` and ``depth`` the feature map's."""
     if fmt == NHCWB16:
         z_stride = (width * bits * 16) // 8
@@ -253,7 +275,7 @@ def _transfer_bytes_many(acc: EthosUAccelerator, is_read: bool, burst: int, fmt:
 def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp | None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, fill/drain cycles) of every stripe, as
-    :func:`planner.perf.ethos_u._estimate_mac_op` gives them one by one: ``op`` is any
+    :func:`planner.perf.ethos_u_npu.estimate_mac_op` gives them one by one: ``op`` is any
     stripe's operation (the fields they share), ``cfg`` any stripe's configuration (its
     traversal and accumulator width, shared), ``s`` the stripes' shapes and blocks. Float64
     and float32 operations in the reference's order, elementwise, so the same numbers."""
@@ -261,7 +283,7 @@ def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp
     f32 = np.float32
     obh, obw, obc = np.minimum(s.oh, s.bh), np.minimum(s.ow, s.bw), np.minimum(s.oc, s.bc)
     if whole is not None:
-        uh, uw, uc = _ofm_ublock(acc, whole)
+        uh, uw, uc = ofm_ublock(acc, whole)
     else:
         uh, uw, uc = acc.ofm_ublock
         if uh == 2 and op.npu == CONV and op.kernel[0] == 1:
@@ -275,7 +297,7 @@ def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp
         _, whole_h, whole_w, whole_c = whole.ofm
         cap_stalls = whole_h > uh or whole_w > uw
         pad_h, pad_w, pad_c = whole_h > s.bh, whole_w > s.bw, whole_c > s.bc
-    ao_per_elem = _ao_cycles_per_element(acc, op, cfg)
+    ao_per_elem = ao_cycles_per_element(acc, op, cfg)
     elements = np.where(pad_h, n_h * uh, obh) * np.where(pad_w, n_w * uw, obw) * \
         np.where(pad_c, n_c * uc, obc)
     ao_compute = np.ceil(ao_per_elem * elements.astype(np.float64))
@@ -314,9 +336,9 @@ def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp
 def _mac_cycles_of(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ifm_c: int,
                    ifm_block_c: int, ub_c: int, n_h: int, n_w: int, n_c: int,
                    cap_stalls: bool) -> int:
-    """:func:`planner.perf.ethos_u._mac_cycles_per_block` from one stripe's numbers."""
+    """:func:`planner.perf.ethos_u_npu.mac_cycles_per_block` from one stripe's numbers."""
     def dpu(h: int, w: int) -> int:
-        return _dpu_cycles_of(acc.name == "ethos-u55-32", acc.macs, acc.cores, op.npu,
+        return dpu_cycles_of(acc.name == "ethos-u55-32", acc.macs, acc.cores, op.npu,
                               op.kernel, op.ifm_bits, ifm_c, ifm_block_c, cfg.acc_bits,
                               cfg.traversal, ub_c, h, w, n_c)
     cycles = dpu(n_h, n_w)
@@ -326,7 +348,7 @@ def _mac_cycles_of(acc: EthosUAccelerator, op: NpuOp, cfg: BlockConfig, ifm_c: i
 
 
 def _fm_access_many(model, op: NpuOp, s: _Stripes) -> np.ndarray:
-    """:func:`planner.perf.ethos_u.fm_access_bytes` of every stripe (MAC operations)."""
+    """:func:`planner.perf.ethos_u_npu.fm_access_bytes` of every stripe (MAC operations)."""
     acc, burst = model.accelerator, model.fm_timing.burst
     obh, obw, obc = np.minimum(s.bh, s.oh), np.minimum(s.bw, s.ow), np.minimum(s.bc, s.oc)
     q_in = 16 if op.ifm_format == NHCWB16 else 1
@@ -334,8 +356,8 @@ def _fm_access_many(model, op: NpuOp, s: _Stripes) -> np.ndarray:
     blocks = (-(-s.oh // obh)) * (-(-s.ow // obw))
     if op.npu in (CONV, REDUCE_SUM):
         blocks = blocks * (-(-s.oc // obc))
-    sub = _ceil_div(op.kernel[0], _SUBKERNEL_MAX[0]) * _ceil_div(op.kernel[1],
-                                                                 _SUBKERNEL_MAX[1])
+    sub = ceil_div(op.kernel[0], SUBKERNEL_MAX[0]) * ceil_div(op.kernel[1],
+                                                                 SUBKERNEL_MAX[1])
     read = np.minimum(s.ibh, s.ih) * np.minimum(s.ibw, s.iw) * \
         (-(-s.ic // q_in) * q_in) * sub * blocks
     written = s.oh * s.ow * (-(-s.oc // q_out) * q_out)
@@ -352,19 +374,19 @@ def summarise_window_stripes(model, whole: NpuOp, whole_cfg: BlockConfig,
     MAC operation each (``ops``, one Part's: convolution, depthwise or pooling), under the
     model's block policy: ``whole`` is the Part's whole-output operation and ``whole_cfg``
     its configuration, ``own`` the configurations of ``ops`` themselves (not needed for
-    policy "part")."""
+    policy PART)."""
     policy = model.block_policy
     op = ops[0]
     choices = []
-    if policy != "stripe":
+    if policy != _STRIPE:
         mine = _stripes(ops, [whole_cfg] * len(ops))
         choices.append((mine, *_estimate_many(model, op, mine, whole_cfg, whole)))
-    if policy != "part":
+    if policy != _PART:
         theirs = _stripes(ops, own)
         choices.append((theirs, *_estimate_many(model, op, theirs, own[0], None)))
     s, cycles, fill = choices[0]
     if len(choices) == 2:
-        # "best": the stripe's own block where it is faster back to back (then in all);
+        # BEST: the stripe's own block where it is faster back to back (then in all);
         # the Part's on a tie (EthosUPerfModel._breakdown_of).
         _, cycles_b, fill_b = choices[1]
         b2b_a, b2b_b = cycles - fill, cycles_b - fill_b

@@ -20,12 +20,18 @@ from planner.devices import DEVICE_NAMES
 from planner.errors import PlannerError
 from planner.graph import Tensor
 from planner.perf import ethos_u_batch
-from planner.perf.ethos_u import (ACCELERATORS, ELEMENTWISE, NHCWB16, NHWC, EthosUPerfModel,
-                                  NpuOp, find_block_config)
+from planner.perf.ethos_u import (
+    ACCELERATORS,
+    ELEMENTWISE,
+    NHCWB16,
+    NHWC,
+    EthosUPerfModel,
+    NpuOp,
+    find_block_config,
+)
 from planner.perf.ethos_u_batch import find_block_configs
 from planner.plans import clear_caches
-from tests.planner.test_block_search import npu_ops
-from tests.planner.test_perf import PROPS, nhwc_parts, perf, sub_shape, with_attrs
+from tests.helpers.perf_strategies import PROPS, nhwc_parts, npu_ops, perf, sub_shape, with_attrs
 
 ETHOS_U = [d for d in DEVICE_NAMES if d.startswith("ethos-u")]
 

@@ -18,10 +18,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner.devices import DEVICE_NAMES
-from planner.perf.ethos_u import (ACCELERATORS, CONV, DEPTHWISE, ELEMENTWISE, NHWC, POOLING,
-                                  REDUCE_SUM, EthosUPerfModel, NpuOp, find_block_config)
+from planner.perf.ethos_u import (
+    ACCELERATORS,
+    CONV,
+    DEPTHWISE,
+    ELEMENTWISE,
+    NHWC,
+    POOLING,
+    REDUCE_SUM,
+    EthosUPerfModel,
+    NpuOp,
+    find_block_config,
+)
 from planner.plans import clear_caches
-from tests.planner.test_perf import PROPS, nhwc_parts, perf, sub_shape, with_attrs
+from tests.helpers.perf_strategies import PROPS, nhwc_parts, npu_ops, perf, sub_shape, with_attrs
 
 f32 = np.float32
 
@@ -119,27 +129,6 @@ def oracle_block(acc, op: NpuOp) -> tuple:
         return ties[0][3]
     best_cov = min(t[1] for t in later)
     return [t for t in later if t[1] == best_cov][-1][3]
-
-
-@st.composite
-def npu_ops(draw):
-    npu = draw(st.sampled_from([CONV, DEPTHWISE, POOLING, REDUCE_SUM, ELEMENTWISE]))
-    oh, ow = draw(st.integers(1, 40)), draw(st.integers(1, 80))
-    oc = draw(st.sampled_from([1, 3, 8, 16, 24, 40, 64, 128, 200, 512]))
-    ih, iw = draw(st.integers(1, 90)), draw(st.integers(1, 170))
-    ic = oc if npu in (DEPTHWISE, POOLING, ELEMENTWISE) else \
-        draw(st.sampled_from([1, 3, 8, 16, 32, 100, 256]))
-    ifm2 = None
-    if npu == ELEMENTWISE:
-        ifm2 = draw(st.sampled_from([(1, ih, iw, ic), (1, 1, 1, 1), (1, oh, ow, oc)]))
-    mac = npu != ELEMENTWISE
-    return NpuOp(npu, "Op", (1, ih, iw, ic), (1, oh, ow, oc), ifm2,
-                 kernel=(draw(st.integers(1, 9)), draw(st.integers(1, 9))) if mac else (1, 1),
-                 stride=(draw(st.integers(1, 3)), draw(st.integers(1, 3))) if mac else (1, 1),
-                 dilation=(draw(st.integers(1, 2)), draw(st.integers(1, 2))),
-                 ifm_bits=draw(st.sampled_from([8, 16, 32] if not mac else [8, 16])),
-                 upscale=draw(st.sampled_from([1, 2])), rounding=draw(st.sampled_from([0, 1])),
-                 lut_bytes=draw(st.sampled_from([0, 256, 2048])))
 
 
 @PROPS

@@ -15,8 +15,15 @@ from hypothesis import strategies as st
 from planner import parts
 from planner.errors import PlannerError
 from planner.graph import GraphBuilder, Part, PlannerGraph, Tensor
-from planner.io import (COMPACT_OPS, dumps, graph_from_json, graph_to_json, load_graph, loads,
-                        save_graph)
+from planner.io import (
+    COMPACT_OPS,
+    dumps,
+    graph_from_json,
+    graph_to_json,
+    load_graph,
+    loads,
+    save_graph,
+)
 from planner.propagator import Propagator
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"

@@ -15,8 +15,8 @@ from planner.memory import BufferMode
 from planner.options import PlannerOptionError, PlannerOptions
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
-from tests.planner.simple_device import simple_device
-from tests.planner.strategies import graphs
+from tests.helpers.simple_device import simple_device
+from tests.helpers.strategies import graphs
 
 LINE = PlannerOptions(rolling_granules=(1,), rolling_mixed=False, stripe_factors=4)
 

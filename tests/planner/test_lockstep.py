@@ -9,12 +9,13 @@ from planner import parts as P
 from planner.graph import GraphBuilder
 from planner.lockstep import LockstepStripes
 from planner.options import PlannerOptions
-from planner.plans import PlanGenerator, PlanSpec
+from planner.plan import PlanSpec
+from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
 from planner.simulate import SimulationError, _step_windows, lockstep_walk, simulate
 from planner.stripes import StripeConfig
-from tests.planner.simple_device import simple_device
-from tests.planner.strategies import graphs
+from tests.helpers.simple_device import simple_device
+from tests.helpers.strategies import graphs
 
 LOCKSTEP = PlannerOptions(rolling_granules=(), lockstep_rolling=True, stripe_factors=4)
 PROLOGUE = PlannerOptions(rolling_granules=(), lockstep_rolling="prologue",
@@ -185,7 +186,7 @@ def test_a_prologue_makes_every_ring_steady(padding, plain, prologue):
         return plan, {tc.tensor: tc.buffer_shape[1] for tc in plan.tensor_configs
                       if tc.tensor in ("b", "c", "d")}
 
-    (p_plain, r_plain), (p_pro, r_pro) = rings(LOCKSTEP), rings(PROLOGUE)
+    (_, r_plain), (p_pro, r_pro) = rings(LOCKSTEP), rings(PROLOGUE)
     assert (r_plain, r_pro) == (plain, prologue)
     schedules = {ps.part: ps.stripe for ps in p_pro.part_schedules}
     for name in ("b", "c", "d"):
@@ -225,7 +226,7 @@ def test_a_prologue_aligns_the_readers_of_a_fork():
 
 
 def test_mobilenet_plans_roll_and_simulate_exactly():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 4)
     device = simple_device()
     search = ProposalSearch(g, device, LOCKSTEP)

@@ -1,7 +1,8 @@
 """Pareto culling and frontier combination against brute force."""
 import numpy as np
 import pytest
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from planner.pareto import combine, combine_segments, frontier, frontier_order, thin
 

@@ -130,8 +130,23 @@ def test_composition_equals_chained_propagation():
 
 
 def test_bad_propagator_shapes_are_rejected():
-    with pytest.raises(ValueError):
+    with pytest.raises(PlannerError, match=r"offset has 2 entries, expected 1 \(one per input"):
         Propagator(((1, 0), (0, 1)), (0, 0))
+    with pytest.raises(PlannerError, match="rows must all have"):
+        Propagator(((1, 0), (0,)), (0,))
+    with pytest.raises(PlannerError, match="augmentation row"):
+        Propagator((), ())
+    with pytest.raises(PlannerError, match="cannot compose"):
+        Propagator.identity(2).compose(Propagator.identity(3))
+
+
+def test_bad_stripe_configs_are_rejected():
+    with pytest.raises(PlannerError, match="StripeConfig.stripes has 1 dims"):
+        StripeConfig((4, 4), (4, 4), (4, 4), (0, 0), (1,), (0, 0))
+    with pytest.raises(PlannerError, match="at least one stripe"):
+        StripeConfig((4,), (4,), (4,), (0,), (0,), (0,))
+    with pytest.raises(PlannerError, match="propagator expects 3 dims"):
+        StripeConfig.whole((4, 4)).propagate(Propagator.identity(3), (4, 4, 4))
 
 
 def test_drivers_agree_with_driving_axis_and_linear():

@@ -1,12 +1,12 @@
 """The Proposal DP against exhaustive search, budget selection, and determinism."""
-import itertools
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.errors import PlannerError
 from planner.options import PlannerOptions
@@ -14,83 +14,15 @@ from planner.pareto import frontier
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
 from planner.stripes import StripeConfig
-from tests.planner.simple_device import simple_device
-from tests.planner.strategies import graphs
-
-SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2, rolling_granules=(1, 0),
-                       weight_placements=("flash", "sram"))
+from tests.helpers.exhaustive import SMALL, exhaustive
+from tests.helpers.simple_device import simple_device
+from tests.helpers.strategies import graphs
 
 
 def prefetch_device(io_region="sram"):
     """The test device with cross-Plan weight prefetch on (its weights live in flash)."""
     import dataclasses
     return dataclasses.replace(simple_device(io_region), weight_prefetch=True)
-
-
-def live_bytes(graph, device, segments):
-    """Independent live-set count for a segmentation of the topological order."""
-    topo = graph.topological_parts()
-    where = {}
-    for k, (i, j) in enumerate(segments):
-        for p in topo[i:j + 1]:
-            where[p.output.name] = k
-    outs = {t.name for t in graph.outputs}
-    ins = {t.name for t in graph.inputs}
-    fm = lambda n: (device.io_region if n in outs or n in ins else device.fm_region) \
-        == device.fm_region
-    result = []
-    for k, (i, j) in enumerate(segments):
-        total = 0
-        for t in graph.tensors:
-            if t.is_constant or not fm(t.name):
-                continue
-            made = where.get(t.name, -1)
-            if t.name in ins:
-                made = -1
-            readers = [where[q.output.name] for q in graph.consumers(t)]
-            if made == k:
-                if t.name == topo[j].output.name:
-                    total += t.bytes          # the plan's own output
-                continue                      # an intermediate: a plan buffer
-            last = len(segments) if t.name in outs else max(readers, default=made)
-            if made < k <= last:
-                total += t.bytes
-        result.append(total)
-    return result
-
-
-def exhaustive(graph, device, options):
-    """Every segmentation and, along it, every chain of cross-Plan prefetch flags (none unless
-    the device prefetches): a Plan that prefetches the next Part's weights is followed by a
-    Plan whose Part uses them; the first Plan has nothing prefetched, the last prefetches
-    nothing."""
-    gen = PlanGenerator(graph, device, options)
-    n = len(gen.topo)
-    cands = {}
-    for j in range(n):
-        for start, mem, cyc, _ in gen.generate(j):
-            cands.setdefault((start, j, False, False), []).append((mem, cyc))
-        for pre, nxt, mem, cyc, _ in gen.prefetch_variants(j):
-            cands.setdefault((j, j, pre, nxt), []).append((mem, cyc))
-    culled = {k: [(m, c) for m, c, _ in frontier([(m, c, None) for m, c in v])]
-              for k, v in cands.items()}
-    points = []
-    for cuts in itertools.product([0, 1], repeat=n - 1):
-        bounds = [0] + [k + 1 for k, c in enumerate(cuts) if c] + [n]
-        segs = [(bounds[k], bounds[k + 1] - 1) for k in range(len(bounds) - 1)]
-        live = live_bytes(graph, device, segs)
-        for bits in itertools.product([False, True], repeat=len(segs) - 1):
-            flags = (False,) + bits + (False,)
-            keys = [(s, e, flags[k], flags[k + 1]) for k, (s, e) in enumerate(segs)]
-            if any(key not in cands for key in keys):
-                continue
-            # Within one interval (and flag pair) every candidate meets the same live tensors
-            # and combination is monotone (max / sum), so a candidate dominated there is
-            # dominated in every Proposal: culling per interval keeps this search exhaustive.
-            for choice in itertools.product(*(culled[key] for key in keys)):
-                mem = max(m + lv for (m, _), lv in zip(choice, live))
-                points.append((mem, sum(c for _, c in choice), None))
-    return [(m, c) for m, c, _ in frontier(points)]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -175,7 +107,7 @@ def test_every_proposal_covers_each_part_once_and_fits(g):
 
 
 def test_frontier_is_monotone_and_fastest_is_default():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
     s = ProposalSearch(g, simple_device())
     f = s.frontier
@@ -184,7 +116,7 @@ def test_frontier_is_monotone_and_fastest_is_default():
 
 
 def test_cascading_beats_layer_by_layer():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
     naive = ProposalSearch(g, simple_device(), PlannerOptions(max_plan_size=1))
     full = ProposalSearch(g, simple_device())
@@ -207,7 +139,7 @@ def test_residual_block_cascades_through_a_branch():
 
 
 def test_infeasible_budget_names_budget_and_minimum():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     s = ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device())
     with pytest.raises(PlannerError, match=r"budget of 100 bytes.*smallest any Proposal needs is "
                        rf"{s.frontier[0][0]} bytes"):
@@ -224,7 +156,7 @@ def test_bad_options_are_named(opt):
 
 
 def test_thinning_is_off_by_default_and_bounded_when_on():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
     exact = ProposalSearch(g, simple_device())
     thin = ProposalSearch(g, simple_device(), PlannerOptions(thin_frontier=4))
@@ -233,7 +165,7 @@ def test_thinning_is_off_by_default_and_bounded_when_on():
 
 def test_json_identical_across_hash_seeds(tmp_path):
     from planner.io import save_graph
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     path = tmp_path / "g.json"
     save_graph(mobilenet_v1(64, 0.25, 4), str(path))
     outs = []
@@ -344,6 +276,7 @@ def test_prefetch_is_off_where_the_device_or_options_say_so():
 
 def test_the_collector_is_paused_during_a_search_only(monkeypatch):
     import gc
+
     from planner import proposals
     seen = []
     real = proposals.interval_frontiers
@@ -355,7 +288,7 @@ def test_the_collector_is_paused_during_a_search_only(monkeypatch):
         yield from real(gen, workers)
 
     monkeypatch.setattr(proposals, "interval_frontiers", watched)
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
     was = gc.isenabled()
     try:
@@ -379,7 +312,8 @@ def test_the_search_leaves_its_objects_to_the_oldest_generation():
     generation when it resumes, so the next young collection does not rescan it all, unless
     the caller has frozen objects of its own, which stay frozen."""
     import gc
-    from tests.planner.mobilenet import mobilenet_v1
+
+    from tests.helpers.mobilenet import mobilenet_v1
     was = gc.isenabled()
     try:
         gc.enable()

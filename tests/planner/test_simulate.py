@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from planner.options import PlannerOptions
 from planner.proposals import Proposal, ProposalSearch
 from planner.simulate import SimulationError, simulate
-from tests.planner.simple_device import simple_device
-from tests.planner.strategies import graphs
+from tests.helpers.simple_device import simple_device
+from tests.helpers.strategies import graphs
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -25,7 +25,7 @@ def test_simulated_peak_equals_planned_memory(g):
 
 
 def test_mobilenet_frontier_simulates_exactly():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(224)
     device = simple_device()
     search = ProposalSearch(g, device)
@@ -35,7 +35,7 @@ def test_mobilenet_frontier_simulates_exactly():
 
 
 def _search():
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(64, 0.25, 4)
     return g, ProposalSearch(g, simple_device())
 

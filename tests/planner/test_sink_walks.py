@@ -6,14 +6,15 @@ import threading
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.errors import PlannerError
 from planner.options import PlannerOptions
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
-from tests.planner.simple_device import simple_device
-from tests.planner.strategies import graphs
+from tests.helpers.simple_device import simple_device
+from tests.helpers.strategies import graphs
 
 SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2, rolling_granules=(1, 0),
                        weight_placements=("flash", "sram"))
@@ -28,7 +29,7 @@ def _everything(search):
 def test_forked_workers_give_the_one_process_result(workers):
     """Children walk contiguous runs of sinks and take from each other's runs when done; the
     merged result (frontier, every Proposal, candidate count) is the one-process result."""
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 4)
     one = ProposalSearch(g, simple_device("dram"), SMALL, workers=1)
     many = ProposalSearch(g, simple_device("dram"), SMALL, workers=workers)
@@ -37,7 +38,7 @@ def test_forked_workers_give_the_one_process_result(workers):
 
 def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
     from planner import sink_walks
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
     half = len(g.parts) // 2
     real = sink_walks._sink_frontiers
@@ -57,7 +58,7 @@ def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
 
 def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch):
     from planner import sink_walks
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
 
     def failing(gen, inbox):   # only forked costing children run this
@@ -77,7 +78,7 @@ def test_walk_workers_stream_sinks_and_leave_no_thread_or_child(monkeypatch):
     thread), not all at the end; when the search ends, that thread and the children are
     gone, so the next search may fork again (default_workers wants a single thread)."""
     from planner import sink_walks
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 4)
     sent = []
     real = sink_walks._read_streams
@@ -126,7 +127,7 @@ def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkey
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, "2", True])
 def test_bad_worker_counts_are_named(workers):
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     with pytest.raises(PlannerError, match=r"workers must be an integer >= 1.*got"):
         ProposalSearch(mobilenet_v1(96, 0.25, 2), simple_device(), SMALL, workers=workers)
 
@@ -196,7 +197,7 @@ def test_one_process_costs_window_parts_in_batches(monkeypatch):
     from planner import devices
     from planner.perf.ethos_u import EthosUPerfModel
     from planner.plans import clear_caches
-    from tests.planner.mobilenet import mobilenet_v1
+    from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
     alone = []
     real = EthosUPerfModel._summarise
@@ -207,11 +208,11 @@ def test_one_process_costs_window_parts_in_batches(monkeypatch):
 
     monkeypatch.setattr(EthosUPerfModel, "_summarise", recording)
     clear_caches()
-    devices._build.cache_clear()
+    devices.clear_caches()
     batched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
     assert not {"conv2d", "depthwise_conv2d"} & set(alone)
     monkeypatch.setattr(EthosUPerfModel, "summarise_stripes", lambda self, part, shapes: None)
-    devices._build.cache_clear()
+    devices.clear_caches()
     unbatched = ProposalSearch(g, devices.get_device("ethos-u55-128"), SMALL, workers=1)
     assert {"conv2d", "depthwise_conv2d"} <= set(alone)
     assert _everything(batched) == _everything(unbatched)

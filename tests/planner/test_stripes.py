@@ -1,7 +1,7 @@
 """Stripe counting with edge clipping and the exact ring arithmetic."""
-import math
 
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from planner.stripes import StripeConfig
 from planner.windows import ring_rows, window
@@ -60,7 +60,7 @@ def test_ring_rows_matches_row_by_row_replay(k, s, pad, n, rows, h):
 
 
 def test_contiguous_runs_merge_whole_trailing_axes():
-    from planner.plans import contiguous_runs
+    from planner.plan_costing import contiguous_runs
     shape = (1, 10, 12, 8)
     assert contiguous_runs(shape, shape) == 1                 # whole tensor: one run
     assert contiguous_runs((1, 3, 12, 8), shape) == 1         # full rows: one run
@@ -144,6 +144,7 @@ def test_integer_fast_path_equals_exact_propagation(case):
 
 def test_integer_axis_maps_only_for_integer_single_driver_rows():
     from fractions import Fraction
+
     from planner.propagator import Propagator
     assert Propagator.build([[2, 0], [0, 1]], [1, 0], [-1, 0]).integer_axis_maps() == \
         ((0, 2, 1, -1), (1, 1, 0, 0))
@@ -159,7 +160,7 @@ def test_integer_axis_maps_only_for_integer_single_driver_rows():
 def test_rolled_axis_is_the_ring_of_the_readers_windows(reader, lin, const, off, extent, h):
     """The ring memoised on the reader's axis scalars equals the ring of the windows its
     stripes read, listed one by one (a memo keyed wrongly would answer another reader's)."""
-    from planner.plans import _rolled_axis
+    from planner.plan_costing import _rolled_axis
     for b in range(len(reader.shape)):
         wins = tuple(window(lo, hi, lin, const, off, extent)
                      for lo, hi in reader.axis_ranges(b) if hi > lo)

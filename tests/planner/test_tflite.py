@@ -22,12 +22,9 @@ from tflite.TensorType import TensorType as TT
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.tflite import SUPPORTED_OPERATORS, graph_from_tflite_model, load_tflite
+from tests.helpers.models import MODELS_DIR as MODELS
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
-if not MODELS.is_dir():  # the repository may sit elsewhere; shared/ is beside it by contract
-    MODELS = Path("/work/shared/models")
-
-# TFLite operator counts from shared/models/README.md.
+# TFLite operator counts from the shipped models' README.md.
 README_OPS = {
     "mobilenet_v1_1.0_224": {"CONV_2D": 15, "DEPTHWISE_CONV_2D": 13, "MEAN": 1, "RESHAPE": 1,
                              "SOFTMAX": 1},

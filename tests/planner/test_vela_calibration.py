@@ -3,28 +3,36 @@
 Runs Vela (two compilations per model and configuration: cascading disabled, and
 ``--optimise Performance``) and compares every layer, matched to the planner's Parts from
 ``load_tflite`` by the tensor each writes. The comparison and its choices are in
-``benchmarks/vs_vela.py`` and rfcs/0001-appendix-cost-model.md ("Calibration against Vela").
+``planner/vela_compare.py`` and rfcs/0001-appendix-cost-model.md ("Calibration against Vela").
 The full table, MobileNetV1-224 included: ``.venv/bin/python benchmarks/vs_vela.py --layers``.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from planner.options import PlannerOptions
-
-from benchmarks.vs_vela import (CONFIGS, GOAL_MEDIAN, GOAL_TOTAL, SMALL_MODELS, calibrate,
-                                calibration_table, layer_by_layer, layer_table, match_layers,
-                                run_vela_layers, vela_terms_peak)
-from planner.perf.ethos_u import EthosUPerfModel
 from planner.devices import get_device
+from planner.options import PlannerOptions
+from planner.perf.ethos_u import EthosUPerfModel
 from planner.tflite import load_tflite
-from tvm_ethos.sweep import vela_available
+from planner.vela_compare import (
+    GOAL_MEDIAN,
+    GOAL_TOTAL,
+    calibrate,
+    calibration_table,
+    layer_by_layer,
+    layer_table,
+    match_layers,
+    run_vela_layers,
+    vela_terms_peak,
+)
+from planner.vela_run import vela_available
+from tests.helpers.models import MODELS_DIR as MODELS
 
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS",
-                             Path(__file__).resolve().parents[3] / "shared" / "models"))
+#: The shipped models small enough to compile with Vela in a test, and the configurations
+#: the cost model is calibrated on (benchmarks/vs_vela.py adds MobileNetV1-224).
+SMALL_MODELS = ("mobilenet_v1_0.25_96", "ds_cnn_kws", "resnet8_cifar")
+CONFIGS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
+
 
 pytestmark = [
     pytest.mark.skipif(not vela_available(),

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.models import MODELS_DIR as MODELS
+
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", ROOT.parent / "shared" / "models"))
 SEEDS = ("0", "4242")
 
 

@@ -27,8 +27,8 @@ from planner.api import plan
 from planner.errors import PlannerError
 from planner.proposals import Proposal, ProposalSearch
 from planner.simulate import simulate
-from tests.reliability.planner_strategies import (BUDGETS, DEVICES, device, planner_graphs,
-                                                  planner_options)
+from tests.helpers.planner_strategies import (BUDGETS, DEVICES, device, planner_graphs,
+                                              planner_options)
 
 EXAMPLES = int(os.environ.get("PLANNER_FUZZ_EXAMPLES", "600"))
 RANDOM = bool(os.environ.get("PLANNER_FUZZ_RANDOM"))
@@ -103,7 +103,7 @@ def test_planner_fuzz(graph, dev_name, io, options, budget_spec, as_text):
 
 # ------------------------------------------------------------------ the checker can fail
 def test_check_proposal_catches_broken_proposals():
-    from tests.planner.simple_device import simple_device
+    from tests.helpers.simple_device import simple_device
     from planner import parts
     from planner.graph import GraphBuilder
 
@@ -140,7 +140,7 @@ def _fractional_offset_chain():
     from planner import parts
     from planner.graph import GraphBuilder
     from planner.options import PlannerOptions
-    from tests.planner.simple_device import simple_device
+    from tests.helpers.simple_device import simple_device
 
     b = GraphBuilder("r")
     x = b.input("in0", (1, 4, 3, 4))

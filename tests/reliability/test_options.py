@@ -20,10 +20,10 @@ from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.options import PlannerOptions
 from planner.tflite import load_tflite
+from tests.helpers.models import MODELS_DIR as MODELS
 from tvm_ethos.errors import OptionError, TargetError
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", ROOT.parent / "shared" / "models"))
 KWS = str(MODELS / "ds_cnn_kws.tflite")
 
 

@@ -19,7 +19,6 @@ flatbuffers whose content is wrong.
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import struct
 import zlib
@@ -28,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.helpers.models import MODELS_DIR as MODELS
+
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", ROOT.parent / "shared" / "models"))
 
 #: Shipped models used as seeds: name -> relative weight of the cases it seeds.
 SHIPPED = {"ds_cnn_kws": 4, "resnet8_cifar": 3, "mobilenet_v1_0.25_96": 2}

@@ -1,66 +1,9 @@
-"""Shared helpers: the TFLite oracle (ai-edge-litert's reference kernels) and model paths."""
+"""The TVM side's tests import these by bare name (``from conftest import oracle``; pytest.ini
+puts tests/tvm_ethos on the path); they live in tests/helpers."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from tests.helpers.models import MODELS_DIR as MODELS
+from tests.helpers.models import model_path
+from tests.helpers.tflite_oracle import assert_bit_exact, oracle, random_inputs
 
-import numpy as np
-import pytest
-
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", Path(__file__).resolve().parents[3] / "shared" / "models"))
-
-
-def model_path(name: str) -> Path:
-    p = MODELS / f"{name}.tflite"
-    if not p.exists():
-        pytest.skip(f"model {p} not available")
-    return p
-
-
-def oracle(model, inputs, reference=True):
-    """Outputs of ai-edge-litert's interpreter. ``reference=True`` selects TFLite's reference
-    kernels (BUILTIN_REF): the integer arithmetic the NPU emulator reproduces. The default
-    resolver adds XNNPack, whose int8 requantization is float-based and differs by 1 LSB."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    kind = OpResolverType.BUILTIN_REF if reference else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    if isinstance(model, (bytes, bytearray)):
-        it = Interpreter(model_content=bytes(model), experimental_op_resolver_type=kind)
-    else:
-        it = Interpreter(model_path=str(model), experimental_op_resolver_type=kind)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
-
-
-def random_inputs(model, rs):
-    from ai_edge_litert.interpreter import Interpreter
-
-    if isinstance(model, (bytes, bytearray)):
-        it = Interpreter(model_content=bytes(model))
-    else:
-        it = Interpreter(model_path=str(model))
-    out = []
-    for d in it.get_input_details():
-        if np.issubdtype(d["dtype"], np.integer):
-            info = np.iinfo(d["dtype"])
-            out.append(rs.randint(info.min, info.max + 1, size=d["shape"]).astype(d["dtype"]))
-        else:
-            out.append(rs.randn(*d["shape"]).astype(d["dtype"]))
-    return out
-
-
-def assert_bit_exact(compiled, model, n_inputs=3, seed=0, reference=True):
-    rs = np.random.RandomState(seed)
-    for _ in range(n_inputs):
-        xs = random_inputs(model, rs)
-        got = compiled.run(*xs)
-        ref = oracle(model, xs, reference=reference)
-        assert len(got) == len(ref)
-        for g, r in zip(got, ref):
-            assert g.size == r.size
-            g = g.reshape(r.shape)
-            diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
-            assert diff.max() == 0, f"max diff {diff.max()} at {np.argwhere(diff)[:5].tolist()}"
+__all__ = ["MODELS", "assert_bit_exact", "model_path", "oracle", "random_inputs"]

@@ -12,8 +12,8 @@ idempotent. Memory is exposed as numpy views; a view keeps its memory mapped (Py
 protocol pins it), so freeing only ends *our* ownership and can never leave a dangling view.
 The allocator counts the block as freed at once; the pages go when the last view goes.
 
-Allocation is expensive (memfd first touch: 3.4 ms at 4 MiB, 55 ms at 64 MiB, notes/zero-copy):
-allocate when a network is loaded, never per inference.
+Allocation is expensive (a memfd's pages are touched the first time; benchmarks/zero_copy.py
+measures it): allocate when a network is loaded, never per inference.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Hypothesis strategies for planner fuzzing: random DAGs, devices, options and budgets.
 
-Wider than ``tests/planner/strategies.py`` (which the planner's own tests keep): every Part
+Wider than ``tests/helpers/strategies.py`` (which the planner's own tests use): every Part
 constructor the TFLite reader uses, random kernels / strides / dilations / paddings including
 ones that do not fit (the constructor's PlannerError is part of the contract, the draw is then
 skipped), branches that read any earlier tensor (so tensors have several consumers and graphs
@@ -164,7 +164,7 @@ def planner_options(draw) -> PlannerOptions:
 
 def device(name: str, io_region: str):
     if name == "simple":
-        from tests.planner.simple_device import simple_device
+        from tests.helpers.simple_device import simple_device
         return simple_device(io_region=io_region)
     from planner.devices import get_device
     return get_device(name, io_region=io_region)

@@ -7,9 +7,10 @@ import math
 from planner.device import Device
 from planner.graph import Part
 from planner.memory import MemoryRegion
+from planner.perf.base import PerfModel
 
 
-class SimplePerf:
+class SimplePerf(PerfModel):
     name = "simple"
 
     def __init__(self, macs_per_cycle: int = 128, micro_block=(1, 1, 1), overhead: int = 32):

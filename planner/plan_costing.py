@@ -1,0 +1,410 @@
+"""Costing the pieces of a Plan: a Part over the stripes of a StripeConfig, its weights in
+their home or copied to SRAM (or prefetched under the previous Plan), and the SRAM staging of
+tensors homed in DRAM.
+
+A Part's cycles per stripe are the slower of its compute (the device's PerfModel) and each
+memory port's traffic (the MemoryRegion bandwidths), plus the stripe's issue overhead. Costs
+are cached per Part *signature* (everything the costing reads of a Part but its name), so
+identical layers under other names share them, and they can be computed ahead of the walks in
+other processes (``warm_costs``, ``adopt_cost``).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from planner.device import Device
+from planner.graph import Part, PlannerGraph, Tensor
+from planner.memory import BufferMode, TensorConfig
+from planner.options import PlannerOptions
+from planner.plan import Buffering, PlanSpec, WeightPlacement
+from planner.stripes import StripeConfig, _axis_ranges
+from planner.windows import ring_rows, window
+
+# Members bound once: read through their Enum class, each costs a Python-level lookup, and
+# these are read on the hot paths.
+_FLASH, _SRAM = WeightPlacement.FLASH, WeightPlacement.SRAM
+
+
+class PlanCosting:
+    """Costs Parts, their weights and their staging for one graph on one device, with the
+    per-Part stripe costs cached (the half of PlanGenerator that knows no interval)."""
+
+    def __init__(self, graph: PlannerGraph, device: Device, options: PlannerOptions) -> None:
+        self.graph = graph
+        self.device = device
+        self.options = options
+        self.topo = graph.topological_parts()
+        self.output_names = {t.name for t in graph.outputs}
+        self.input_names = {t.name for t in graph.inputs}
+        self.fm = device.region(device.fm_region)
+        self.weight_home = device.region(device.weight_region)
+        self.io = device.region(device.io_region)
+        self._cost_cache: dict = {}
+        self._sig_cache: dict = {}
+        self._sig_ids: dict = {}
+        self._shape_cache: dict = {}
+        self._idle_cache: dict = {}
+        self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
+        self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
+        self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
+
+    # ----- where tensors live --------------------------------------------------------------
+    def home_of(self, t: Tensor) -> str:
+        if t.is_constant:
+            return self.device.weight_region
+        if t.name in self.input_names or t.name in self.output_names:
+            return self.device.io_region
+        return self.device.fm_region
+
+    def staged(self, t: Tensor) -> bool:
+        """A boundary tensor homed outside the feature-map region is streamed through SRAM."""
+        return not t.is_constant and self.home_of(t) != self.device.fm_region
+
+    # ----- costing one Part ----------------------------------------------------------------
+    def part_cost(self, part: Part, stripe: StripeConfig, weights: WeightPlacement) -> int:
+        """Cycles of running ``part`` over every stripe of ``stripe`` (weights streamed from
+        their home, or copied once to SRAM when ``weights`` is SRAM and it runs more than
+        one stripe)."""
+        sig = self._signature(part)
+        key = (sig, stripe)
+        both = self._cost_cache.get(key)
+        if both is None:
+            # Several stripes run back to back: the pipeline fills and drains once per Part,
+            # not once per stripe (perf.fill_drain_cycles).
+            b2b = stripe.total_stripes > 1
+            streamed = copied = fill = 0
+            for shape, n in sorted(stripe.count_stripes().items()):
+                if 0 not in shape:
+                    f, c = self._stripe_cycles(part, sig, shape, b2b)
+                    streamed += n * f
+                    copied += n * c
+                    if b2b:     # found by _stripe_cycles(b2b=True) just now, or before
+                        fill = max(fill, self._fill_cache[sig, shape])
+            streamed += fill
+            copied += fill + self._copy_cycles(part, sig)
+            both = self._cost_cache[key] = (streamed, copied)
+        return both[1] if weights == _SRAM and stripe.total_stripes > 1 else both[0]
+
+    def _stripe_cycles(self, part: Part, sig: int, shape: tuple[int, ...], b2b: bool = False
+                       ) -> tuple[int, int]:
+        """One stripe with weights streamed from their home and with weights in SRAM: compute
+        overlapped with the transfers on each memory port (the NPU's DMA runs beside its
+        MACs), whichever is longer, plus the per-stripe overhead. ``b2b``: the stripe runs
+        back to back with others, its fill and drain hidden (charged once by part_cost)."""
+        key = (sig, shape, b2b)
+        hit = self._shape_cache.get(key)
+        if hit is not None:
+            return hit
+        ports: dict[str, int] = {}
+        weights = []
+        for t, prop in zip(part.inputs, part.propagators):
+            win = tuple(min(max(1, math.ceil(x)), e)
+                        for x, e in zip(prop.apply_shape(shape), t.shape))
+            nbytes = t.region_bytes(win)
+            if t.is_constant:
+                weights.append(nbytes)   # one encoded stream, placed below
+                continue
+            # a feature-map window is as many bursts as it has contiguous runs
+            rows = contiguous_runs(win, t.shape)
+            if self.staged(t):
+                d = self.io
+                ports[d.port_name] = ports.get(d.port_name, 0) + d.read_cycles(nbytes, rows)
+            ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
+                self.fm.read_cycles(nbytes, rows)
+        out_bytes = part.output.region_bytes(shape)
+        out_rows = contiguous_runs(shape, part.output.shape)
+        ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
+            self.fm.write_cycles(out_bytes, out_rows)
+        if self.staged(part.output):
+            ports[self.io.port_name] = ports.get(self.io.port_name, 0) + \
+                self.io.write_cycles(out_bytes, out_rows)
+        compute = part.performance(self.device.perf, shape)
+        if b2b:
+            fill = self._fill_cache[sig, shape] = self.device.perf.fill_drain_cycles(part, shape)
+            compute -= fill
+        overhead = self.device.perf.stripe_overhead_cycles(part)
+        # The NPU's block fetches, as the hardware makes them: IFM blocks re-read per OFM
+        # block (halos, depth blocks) and weights held in SRAM re-read per OFM block in H x W
+        # (perf.fm_access_cycles, perf.weight_fetches). They bound the feature-map port when
+        # they exceed the windows moved once.
+        fm_access = self.device.perf.fm_access_cycles(part, shape)
+        fetches = self.device.perf.weight_fetches(part, shape) if weights else 1
+        out, idle = [], []
+        for region in (self.weight_home, self.fm):
+            p = dict(ports)
+            for nbytes in weights:
+                p[region.port_name] = p.get(region.port_name, 0) + region.read_cycles(nbytes)
+            if fm_access:
+                in_sram = region is self.fm or fetches > 1
+                rereads = sum(weights) * fetches if in_sram else 0
+                bound = fm_access + (self.fm.read_cycles(rereads) if rereads else 0)
+                p[self.fm.port_name] = max(p.get(self.fm.port_name, 0), bound)
+            out.append(max(compute, max(p.values())) + overhead)
+            idle.append(out[-1] - p.get(self.weight_home.port_name, 0))
+        self._shape_cache[key] = hit = (out[0], out[1])
+        self._idle_cache[key] = (idle[0], idle[1])
+        return hit
+
+    def _copy_cycles(self, part: Part, sig: int) -> int:
+        """``weight_copy_cycles(part)`` once per signature: part_cost adds it to every
+        request of the Part."""
+        hit = self._copy_cache.get(sig)
+        if hit is None:
+            hit = self._copy_cache[sig] = self.weight_copy_cycles(part)
+        return hit
+
+    def _signature(self, part: Part) -> int:
+        """Parts that cost the same whatever their names (repeated blocks share costs) share
+        a signature; it is a small int so that the cost caches' keys hash cheaply."""
+        sig = self._sig_cache.get(part.name)
+        if sig is None:
+            full = (part.kind, part.attrs, tuple((t.shape, t.dtype, t.is_constant,
+                                                  t.compression_ratio, self.staged(t))
+                                                 for t in part.inputs),
+                    part.output.shape, part.output.dtype, self.staged(part.output),
+                    part.propagators)
+            sig = self._sig_cache[part.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
+        return sig
+
+    def weight_copy_bytes(self, part: Part, stripe: StripeConfig, weights: WeightPlacement
+                          ) -> int:
+        if weights != _SRAM or stripe.total_stripes <= 1:
+            return 0
+        return sum(t.bytes for _, t in part.constant_inputs)
+
+    #: Output channels per streamed weight slice: the NPU consumes weights in OFM-depth
+    #: slices (Vela's block depths are multiples of 16) staged in SRAM. A Plan has one staging
+    #: double buffer, sized for its largest slice pair: the NPU runs one command at a time, and
+    #: the DMA fills one half with the next command's slice while the other half is read.
+    #: It is counted whatever the weight placement chosen (a Part whose weights are copied
+    #: needs no slice; counting it anyway keeps the term a function of the Plan's stripes,
+    #: which the search keeps in the key of its groups of walks so the DP stays exact).
+    WEIGHT_SLICE_CHANNELS = 16
+
+    def weight_stages(self, part: Part, stripe: StripeConfig | None = None
+                      ) -> list[tuple[Tensor, tuple[int, ...], int]]:
+        """(constant, slice shape, bytes) staged in SRAM for a Part whose weights stream from
+        outside the feature-map region: two slices of WEIGHT_SLICE_CHANNELS output channels
+        (or of all of them, if fewer). None when the NPU reads the weight stream in place
+        (``Device.weights_read_in_place``) and every stripe of ``stripe`` reads it once
+        (``perf.weight_fetches`` = 1: one OFM block in H x W): staging only saves re-reading
+        the weights from their home for every OFM block, which is what Vela's unbuffered
+        weights cost ("Weight buffer = 0 bytes (None)": flash read per OFM block, no SRAM)."""
+        if not part.constant_inputs or self.device.weight_region == self.device.fm_region:
+            return []
+        if self.device.weights_read_in_place and stripe is not None and \
+                self._reads_weights_once(part, stripe):
+            return []
+        oc = part.output.shape[-1]
+        share = min(oc, self.WEIGHT_SLICE_CHANNELS) / oc
+        out = []
+        for _, t in part.constant_inputs:
+            shape = list(t.shape)   # the output-channel axis: first (OHWI), last (depthwise)
+            axis = 0 if t.shape[0] == oc else (len(shape) - 1 if t.shape[-1] == oc else None)
+            if axis is not None:
+                shape[axis] = min(oc, self.WEIGHT_SLICE_CHANNELS)
+            out.append((t, tuple(shape), 2 * math.ceil(t.bytes * share)))
+        return out
+
+    def weight_stage_bytes(self, part: Part, stripe: StripeConfig | None = None) -> int:
+        """Bytes of ``weight_stages``, memoised on the Part's signature (which holds its
+        constants and output depth) and the stripe: the walks ask for every extension."""
+        key = (self._signature(part), stripe)
+        hit = self._stage_cache.get(key)
+        if hit is None:
+            hit = self._stage_cache[key] = sum(n for _, _, n in self.weight_stages(part, stripe))
+        return hit
+
+    def _reads_weights_once(self, part: Part, stripe: StripeConfig) -> bool:
+        key = ("once", self._signature(part), stripe)
+        hit = self._cost_cache.get(key)
+        if hit is None:
+            hit = self._cost_cache[key] = all(
+                self.device.perf.weight_fetches(part, shape) <= 1
+                for shape in stripe.count_stripes() if 0 not in shape)
+        return hit
+
+    # ----- weights prefetched across Plans -------------------------------------------------
+    # The weight DMA runs ahead by one operation (Vela's weight pre-buffering: the copy of an
+    # operation's weights into SRAM overlaps the previous operation, whose idle weight-memory
+    # cycles hide it; legacy core ``npu_performance.py: estimate_full_op_performance``,
+    # ``slack_cycles``). Only between one-Part unstriped Plans, as Vela pre-buffers only
+    # operations outside cascades: then "the previous Plan" is known from the position alone
+    # (Plans cover contiguous intervals), the credit min(idle of Plan A, copy of Part B) is a
+    # function of Plan A and of the Part after it, and the DP carries one bit (were the next
+    # Part's weights prefetched?) and stays exact (planner/proposals.py).
+
+    def can_prefetch(self, part: Part) -> bool:
+        """Whether ``part``'s weights may be copied to SRAM under the previous Plan."""
+        return (self.device.weight_prefetch and bool(part.constant_inputs)
+                and _SRAM in self.options.weight_placements
+                and self.device.weight_region != self.device.fm_region)
+
+    def weight_copy_cycles(self, part: Part) -> int:
+        """Cycles of copying all of ``part``'s constants from their home to SRAM."""
+        return sum(self.weight_home.read_cycles(t.bytes) for _, t in part.constant_inputs)
+
+    def prefetch_cost(self, j: int, prefetched: bool, prefetch_next: bool
+                      ) -> tuple[int, int, int]:
+        """(memory, cycles, credit) of the one-Part unstriped Plan [j, j].
+
+        ``prefetched``: its weights were copied to SRAM under the previous Plan; it holds them
+        (their bytes) and runs with them in SRAM, paying the copy (``weight_copy_cycles``), of
+        which the previous Plan's credit takes off what that Plan's idle port hid.
+        ``prefetch_next``: it copies the next Part's weights while it runs: it holds them too,
+        and takes credit = min(its weight-port idle cycles, the next Part's copy) off its
+        cycles (the hidden part of the copy, which the next Plan charges in full).
+        """
+        p = self.topo[j]
+        whole = StripeConfig.whole(p.output.shape)
+        plain = PlanSpec(whole, Buffering.RECOMPUTE, 0)
+        stage = self._placements(p, whole, plain, True, 0, 0, ())[0][0]
+        key = (self._signature(p), whole.shape, False)
+        flash, sram = self._stripe_cycles(p, key[0], whole.shape)
+        idle = self._idle_cache[key][1 if prefetched else 0]
+        if prefetched:
+            memory = stage + self._constant_bytes(p)
+            cycles = sram + self.weight_copy_cycles(p)
+        else:
+            memory = stage + self.weight_stage_bytes(p, whole)
+            cycles = flash
+        credit = 0
+        if prefetch_next:
+            nxt = self.topo[j + 1]
+            credit = min(max(idle, 0), self.weight_copy_cycles(nxt))
+            memory += self._constant_bytes(nxt)
+        return memory, cycles - credit, credit
+
+    @staticmethod
+    def _constant_bytes(part: Part) -> int:
+        return sum(t.bytes for _, t in part.constant_inputs)
+
+    def _input_staging(self, p: Part, stripe: StripeConfig, spec: PlanSpec, build: bool
+                       ) -> tuple[int, list[TensorConfig]]:
+        """SRAM staging for ``p``'s inputs homed in DRAM (network inputs, so always at the
+        Plan's boundary): a ring of the rows ``p`` reads, plus one chunk in flight so the DMA
+        of the next rows overlaps compute (double buffering)."""
+        total, cfgs = 0, []
+        for t, prop in zip(p.inputs, p.propagators):
+            if t.is_constant or not self.staged(t):
+                continue
+            win = stripe.propagate(prop, t.shape)
+            buf = list(win.max_spans())
+            if any(win.order):
+                inner = max(win.order)
+                axes = [a for a in range(len(t.shape))
+                        if win.order[a] == inner and win.stripes[a] > 1]
+                if len(axes) == 1:
+                    a = axes[0]
+                    b = prop.driving_axis(a)
+                    h, rows, _, _ = _rolled_axis(
+                        stripe, b, prop.linear(a, b), prop.const(a), prop.offset[a],
+                        t.shape[a], max(1, spec.granule or math.floor(win.strides[a])))
+                    buf[a] = min(t.shape[a], rows + h)
+            nbytes = t.region_bytes(buf)
+            total += nbytes
+            if build:
+                cfgs.append(TensorConfig(t.name, self.home_of(t), self.device.fm_region,
+                                         BufferMode.ROLLING, tuple(buf), nbytes,
+                                         double_buffer=True))
+        return total, cfgs
+
+    def cost_key(self, part: Part, stripe: StripeConfig) -> tuple:
+        """Requests with equal keys cost the same (same Part signature and stripe)."""
+        return self._signature(part), stripe
+
+    def warm_cost(self, part: Part, stripe: StripeConfig) -> tuple:
+        """Cost one request (both weight placements, and whether every stripe reads the
+        weights once) and return the values for ``adopt_cost`` of another generator."""
+        self.part_cost(part, stripe, _FLASH)
+        self.weight_stage_bytes(part, stripe)
+        sig = self._signature(part)
+        return self._cost_cache[(sig, stripe)], self._cost_cache.get(("once", sig, stripe))
+
+    def warm_costs(self, requests: list[tuple[Part, StripeConfig]]) -> list[tuple]:
+        """``warm_cost`` of each request, in order, with every stripe shape they need
+        summarised first, Part by Part, by the performance model in one batch where it can
+        (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
+        shapes: dict[Part, set] = {}
+        for p, stripe in requests:
+            shapes.setdefault(p, set()).update(stripe.count_stripes())
+        for p, wanted in shapes.items():
+            self.device.perf.summarise_stripes(p, wanted)
+        return [self.warm_cost(p, stripe) for p, stripe in requests]
+
+    def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
+        """Take what ``warm_cost(part, stripe)`` returned in another process (forked from
+        this one, so that the two agree on the graph, device and options)."""
+        both, once = value
+        sig = self._signature(part)
+        self._cost_cache[(sig, stripe)] = both
+        if once is not None:
+            self._cost_cache[("once", sig, stripe)] = once
+
+    def _placements(self, p: Part, stripe: StripeConfig, spec: PlanSpec, is_sink: bool,
+                    mem0: int, cyc0: int, copied: tuple[str, ...]
+                    ) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(memory, cycles, Parts copied) that adding ``p`` costs, one per weight placement
+        worth considering for it."""
+        stage, _ = self._input_staging(p, stripe, spec, False)
+        if is_sink and self.staged(p.output):
+            biggest = max(stripe.count_stripes(), key=lambda s: (math.prod(s), s))
+            stage += 2 * p.output.region_bytes(biggest)
+        allowed = self.options.weight_placements
+        copyable = stripe.total_stripes > 1 and bool(p.constant_inputs)
+        out = []
+        if _FLASH in allowed or not copyable:
+            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, _FLASH), copied))
+        if _SRAM in allowed and copyable:
+            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, _SRAM),
+                        cyc0 + self.part_cost(p, stripe, _SRAM), copied + (p.name,)))
+        return out
+
+
+
+def contiguous_runs(block: tuple[int, ...], shape: tuple[int, ...]) -> int:
+    """How many contiguous runs a sub-block of a row-major tensor is made of: trailing axes
+    the block covers whole merge with the first partial axis before them into one run."""
+    k = len(shape) - 1
+    while k > 0 and block[k] == shape[k]:
+        k -= 1
+    return math.prod(block[:k]) if k > 0 else 1
+
+
+
+def _rolled_axis(reader: StripeConfig, b: int, lin, const, off, extent: int, h: int
+                 ) -> tuple[int, int, int, int]:
+    """(chunk rows, ring rows, lo, hi: ``windows.ring_rows``) of a rolling buffer along an
+    axis of ``extent`` rows read through one propagator row (``lin``, ``const``, ``off``) by
+    ``reader``'s stripes along its axis ``b``, the producer computing chunks of ``h`` rows,
+    or fewer when the windows span fewer. Memoised on the reader's scalars of that axis:
+    keyed on the windows themselves, every lookup would hash a tuple as long as the stripe
+    count."""
+    return _rolled_axis_of(reader.offset[b], reader.strides[b], reader.shape[b],
+                           reader.stripes[b], reader.extent[b], lin, const, off, extent, h)
+
+
+@lru_cache(maxsize=200_000)
+def _rolled_axis_of(r_off, r_stride, r_shape: int, r_stripes: int, r_extent: int, lin, const,
+                    off, extent: int, h: int) -> tuple[int, int, int, int]:
+    windows = tuple(window(c0, c1, lin, const, off, extent)
+                    for c0, c1 in _axis_ranges(r_off, r_stride, r_shape, r_stripes, r_extent)
+                    if c1 > c0)
+    h = min(h, _span(windows))
+    rows, lo, hi = ring_rows(windows, h, extent)
+    return h, rows, lo, hi
+
+
+def _span(windows: tuple[tuple[int, int], ...]) -> int:
+    ws = [w for w in windows if w[1] > w[0]]
+    if not ws:
+        return 1
+    return max(1, max(w[1] for w in ws) - min(w[0] for w in ws))
+
+
+
+def clear_caches() -> None:
+    """Forget this module's memo of rolling-buffer rings, so a benchmark times a cold
+    search."""
+    _rolled_axis_of.cache_clear()
