@@ -464,9 +464,10 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
 
 
 def output_specs(mod) -> list[IOSpec]:
-    """The outputs as the source model declares them: its names and shapes (frontend.py
-    records them; TVM's importers lose both), the module's own where the source gives none
-    or a shape with another element count (a dynamic dimension)."""
+    """The outputs as the source model declares them: its names and shapes
+    (tvm_ethos/frontend/relax_module.py records them; TVM's importers lose both), the module's
+    own where the source gives none or a shape with another element count (a dynamic
+    dimension)."""
     from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
 
     attrs = mod.attrs if mod.attrs is not None else {}

@@ -175,8 +175,9 @@ def _pool_variants():
 
 def _unary_qdq_variants(kind, op_name, prescale: bool = False, extra_args: int = 0):
     """``dequantize -> op -> quantize [-> clip]``; with ``prescale`` also the variant with a
-    constant multiply before the op (SOFTMAX's beta, see ``frontend._restore_softmax_beta``);
-    ``extra_args`` non-tensor arguments of the op (resize2d's size)."""
+    constant multiply before the op (SOFTMAX's beta, see
+    ``tvm_ethos/frontend/tflite_import.py``); ``extra_args`` non-tensor arguments of the op
+    (resize2d's size)."""
     out = []
     for scaled, clip in itertools.product((True, False) if prescale else (False,), (True, False)):
         ann = {}
