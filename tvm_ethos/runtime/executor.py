@@ -43,18 +43,17 @@ import numpy as np
 from tvm_ethos.errors import TvmEthosError
 from tvm_ethos.runtime.allocators import MallocAllocator, MemorySource, aligned_empty, is_aligned
 from tvm_ethos.runtime.fallback_memory import (
-    FALLBACK_MODES,
     BackendCapabilities,
     EdgeDecision,
     EdgeStep,
     FallbackMemoryManager,
     plan_edges,
 )
+from tvm_ethos.runtime.options import check_runtime_options
 from tvm_ethos.runtime.program import NetworkProgram
 
 #: TVM's ``from_dlpack`` needs 64 B aligned memory; CPU kernels read caller arrays in place only then.
 CPU_ALIGNMENT = 64
-MISALIGNED_POLICIES = ("copy", "reject")
 
 _SOURCE_NAMES = {
     "malloc": MemorySource.MALLOC,
@@ -302,12 +301,8 @@ class Executor:
         capabilities: dict | None = None,
         registry=None,
     ):
-        if fallback_mode not in FALLBACK_MODES:
-            raise ValueError(f"fallback_mode must be one of {FALLBACK_MODES}, not {fallback_mode!r}")
-        if misaligned not in MISALIGNED_POLICIES:
-            raise ValueError(f"misaligned must be one of {MISALIGNED_POLICIES}, not {misaligned!r}")
-        if max_requests < 1:
-            raise ValueError("max_requests must be at least 1")
+        check_runtime_options({"fallback_mode": fallback_mode, "opencl_device": opencl_device,
+                               "misaligned": misaligned, "max_requests": max_requests})
         self.program = program
         self.fallback_mode = fallback_mode
         self.misaligned = misaligned

@@ -41,8 +41,7 @@ from tvm_ethos.runtime.allocators import (
     is_power_of_two,
     lcm,
 )
-
-FALLBACK_MODES = ("auto", "import", "copy")
+from tvm_ethos.runtime.options import check_runtime_options
 
 #: Simplest memory first: plain host memory needs no fd; dma-buf only when a side demands it.
 DEFAULT_SOURCE_PREFERENCE = (MemorySource.MALLOC, MemorySource.MEMFD, MemorySource.DMABUF)
@@ -177,8 +176,7 @@ def plan_edge(
     ``available``: memory kinds this machine can allocate (default: all; pass the keys of the
     FallbackMemoryManager's allocators so dma-buf is not chosen where it cannot be made).
     """
-    if mode not in FALLBACK_MODES:
-        raise ValueError(f"fallback_mode must be one of {FALLBACK_MODES}, not {mode!r}")
+    check_runtime_options({"fallback_mode": mode})
     avail = frozenset(available) if available is not None else frozenset(MemorySource)
 
     def copy(reason: str) -> EdgeDecision:
