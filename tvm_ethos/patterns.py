@@ -297,10 +297,6 @@ def _const_np(expr) -> np.ndarray:
     return expr.value.numpy()
 
 
-def _scalar(expr) -> float:
-    return float(np.asarray(_const_np(expr)).ravel()[0])
-
-
 def _ty(expr):
     return expr.ty
 
@@ -598,11 +594,6 @@ NEAREST_FLAGS = {mode: flags for flags, mode in NEAREST_MODES.items()}
 
 _DATA_MOVEMENT_READERS = {"pad": _read_pad, "split": _read_split, "depth_to_space": _read_depth_to_space,
                           "resize_nearest": _read_resize_nearest}
-
-
-def qop_from_context(kind: str, ctx) -> QOp:
-    """QOp from a ``PatternCheckContext`` (check functions)."""
-    return read_qop(kind, dict(ctx.annotated_expr.items()))
 
 
 _VARIANTS_BY_KIND: dict[str, list] = {}
