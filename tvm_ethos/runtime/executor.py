@@ -1,6 +1,6 @@
 """The executor: a loaded network runs its subgraphs (emulated NPU, OpenCL GPU, llvm CPU) in order.
 
-A loaded network owns (rfcs/0003, seeds 000 and 003):
+A loaded network owns (rfcs/0003; after Arm NN's zero-copy fallback):
 
 * its **subgraphs**, in program order, from the compiled :class:`NetworkProgram`: NPU subgraphs
   call their emulator kernel, llvm subgraphs call TVM-built CPU kernels, OpenCL subgraphs
@@ -20,7 +20,7 @@ A loaded network owns (rfcs/0003, seeds 000 and 003):
 :class:`InferRequest` whose ``wait()`` gives the outputs; up to ``max_requests`` run at once,
 each in its own slot. The GPU side is asynchronous (events): before a CPU-side subgraph (NPU
 emulator, llvm) reads a GPU-produced tensor the executor waits on the producing kernel's event
-(``begin_host_access``: the ClFallbackImportWorkload sync of seed 000), and a GPU subgraph that
+(``begin_host_access``: Arm NN's ClFallbackImportWorkload sync), and a GPU subgraph that
 reads CPU-written imported memory waits on the unmap event where the device needs one.
 
 Counters: each inference's :class:`RunStats` (``bytes_copied``, ``bytes_imported``, per edge and
@@ -687,7 +687,7 @@ class Executor:
         slot = inf.slot
         if loc[0] == "home":
             if plan.src_device == "opencl":
-                # GPU-produced, imported memory: wait on the producer's event (the seed's sync)
+                # GPU-produced, imported memory: wait on the producer's event (Arm NN's sync)
                 b = self._dev(slot, loc)
                 self.device.begin_host_access(b, wait_for=inf.events.get(loc))
                 accessed.append(b)
