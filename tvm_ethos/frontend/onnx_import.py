@@ -7,6 +7,8 @@ from tvm_ethos.frontend.relax_module import finish, with_output_specs
 
 
 def import_onnx(data_or_model, name: str, shape_dict):
+    """``data_or_model``: the file's bytes (checked first) or an ``onnx.ModelProto`` (taken as
+    the caller built it); ``name`` labels every error."""
     try:
         import onnx
     except ImportError:
@@ -60,4 +62,4 @@ def import_onnx(data_or_model, name: str, shape_dict):
     g = model.graph
     shapes = [[int(d.dim_value) for d in v.type.tensor_type.shape.dim] for v in g.output]
     return with_output_specs(finish(mod).with_attr("tvm_ethos.source_format", "onnx"),
-                              [v.name for v in g.output], shapes)
+                             [v.name for v in g.output], shapes)

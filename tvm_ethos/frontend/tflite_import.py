@@ -9,6 +9,8 @@ from tvm_ethos.frontend.tflite_check import validate_tflite
 
 
 def import_tflite(data: bytes, name: str, shape_dict):
+    """Check ``data`` (tflite_check.py), then convert it; ``shape_dict`` may only name the
+    model's inputs. ``name`` labels every error."""
     try:
         import tflite  # noqa: F401
         from tvm.relax.frontend.tflite import from_tflite

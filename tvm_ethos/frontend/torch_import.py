@@ -18,6 +18,8 @@ def is_torch_object(obj) -> bool:
 
 
 def import_torch(obj, name: str):
+    """``obj``: a saved ``torch.export`` program's bytes, an ``ExportedProgram``, or a
+    ``(torch.nn.Module, example_inputs)`` pair to export; ``name`` labels every error."""
     try:
         import torch
     except ImportError:
