@@ -142,9 +142,9 @@ class _Converter:
         self.data = data
         self.wc = weight_compression
         self.where = where
-        self.names = enum_names(_tfl().BuiltinOperator)
         tfl = _tfl()
         self.tfl = tfl
+        self.names = enum_names(tfl.BuiltinOperator)
         if model.SubgraphsLength() < 1:
             raise self.err("the model has no subgraph")
         if model.Version() != 3:

@@ -24,7 +24,6 @@ _CONSTANTS = "constants.bin"
 log = logging.getLogger(__name__)
 
 
-
 @dataclass
 class IOSpec:
     name: str
