@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import struct
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
 
@@ -34,6 +33,8 @@ from planner import parts
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
+from planner.tflite_format import (DECODING_ERRORS, FILE_IDENTIFIER, TENSOR_TYPES, Truncated,
+                                   check_external_buffer, describe_decoding_error, enum_names)
 
 if TYPE_CHECKING:  # pragma: no cover
     import tflite as _tflite_t
@@ -42,15 +43,9 @@ __all__ = ["load_tflite", "graph_from_tflite_model", "SUPPORTED_OPERATORS"]
 
 ModelSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
-_IDENTIFIER = b"TFL3"
-
 # TensorType -> planner dtype. Types missing here cannot appear anywhere in a planned graph.
 _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "int16",
            9: "int8"}
-_TYPE_NAMES = {0: "FLOAT32", 1: "FLOAT16", 2: "INT32", 3: "UINT8", 4: "INT64", 5: "STRING",
-               6: "BOOL", 7: "INT16", 8: "COMPLEX64", 9: "INT8", 10: "FLOAT64",
-               11: "COMPLEX128", 12: "UINT64", 13: "RESOURCE", 14: "VARIANT", 15: "UINT32",
-               16: "UINT16", 17: "INT4", 18: "BFLOAT16"}
 # The NPU computes on quantized integers only; everything between Parts must be one of these.
 _ACTIVATION_DTYPES = ("int8", "uint8", "int16")
 _NUMPY = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32,
@@ -74,15 +69,6 @@ def _tfl():
     return tflite
 
 
-def _op_names() -> dict[int, str]:
-    ops = _tfl().BuiltinOperator
-    return {v: k for k, v in vars(ops).items() if not k.startswith("_") and isinstance(v, int)}
-
-
-class _Corrupt(Exception):
-    """Internal: a read ran off the end of the flatbuffer."""
-
-
 def _string(tab, slot: int) -> bytes | None:
     """A flatbuffer string field with bounds checks (the generated accessor slices silently)."""
     import flatbuffers  # installed with tflite
@@ -94,7 +80,7 @@ def _string(tab, slot: int) -> bytes | None:
     pos += tab.Get(uoffset, pos)
     n = tab.Get(uoffset, pos)
     if pos + 4 + n > len(tab.Bytes):
-        raise _Corrupt(f"a string at byte {pos} runs past the end of the file")
+        raise Truncated(f"a string at byte {pos} runs past the end of the file")
     return bytes(tab.Bytes[pos + 4:pos + 4 + n])
 
 
@@ -119,7 +105,8 @@ class _TInfo:
 
     @property
     def type_name(self) -> str:
-        return _TYPE_NAMES.get(self.type_code, f"type {self.type_code}")
+        return TENSOR_TYPES[self.type_code][0] if self.type_code in TENSOR_TYPES \
+            else f"type {self.type_code}"
 
     @property
     def dtype(self) -> str | None:
@@ -155,9 +142,9 @@ class _Converter:
         self.data = data
         self.wc = weight_compression
         self.where = where
-        self.names = _op_names()
         tfl = _tfl()
         self.tfl = tfl
+        self.names = enum_names(tfl.BuiltinOperator)
         if model.SubgraphsLength() < 1:
             raise self.err("the model has no subgraph")
         if model.Version() != 3:
@@ -187,9 +174,7 @@ class _Converter:
             b = self.model.Buffers(j)
             if b.DataLength():
                 b.DataAsNumpy()  # np.frombuffer raises if the vector runs past the end
-            off, size = b.Offset(), b.Size()
-            if off > 1 and off + size > n:
-                raise _Corrupt(f"buffer {j} ends at byte {off + size}, past the end ({n})")
+            check_external_buffer(j, b.Offset(), b.Size(), n)
 
     def _read_tensor(self, i: int) -> _TInfo:
         t = self.sg.Tensors(i)
@@ -305,7 +290,7 @@ class _Converter:
         n = self.model.OperatorCodesLength()
         idx = op.OpcodeIndex()
         if idx >= n:
-            raise _Corrupt(f"opcode index {idx} out of range ({n} operator codes)")
+            raise Truncated(f"opcode index {idx} out of range ({n} operator codes)")
         oc = self.model.OperatorCodes(idx)
         code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
         name = self.names.get(code, f"BUILTIN_{code}")
@@ -971,9 +956,9 @@ def _parse(data: bytes | memoryview, where: str):
     if len(data) < 8:
         raise PlannerError(f"{where}not a TFLite flatbuffer: only {len(data)} bytes")
     ident = bytes(data[4:8])
-    if ident != _IDENTIFIER:
+    if ident != FILE_IDENTIFIER:
         raise PlannerError(f"{where}not a TFLite flatbuffer: file identifier is {ident!r}, "
-                           f"expected {_IDENTIFIER!r}")
+                           f"expected {FILE_IDENTIFIER!r}")
     return _tfl().Model.GetRootAs(data, 0)
 
 
@@ -983,21 +968,9 @@ def _run(build: Callable[[], PlannerGraph], where: str) -> PlannerGraph:
         return build()
     except PlannerError:
         raise
-    except _Corrupt as e:
-        raise PlannerError(f"{where}truncated or corrupt TFLite flatbuffer: {e}") from None
-    except struct.error:
-        raise PlannerError(f"{where}truncated or corrupt TFLite flatbuffer: a field lies past "
-                           "the end of the data") from None
-    except (IndexError, ValueError, TypeError, OverflowError,
-            UnicodeDecodeError, MemoryError) as e:
-        text = str(e).splitlines()[0] if str(e) else ""
-        if text.startswith("bad number"):           # flatbuffers refusing a negative position
-            detail = "an offset points outside the data"
-        elif "smaller than requested size" in text:  # numpy.frombuffer past the end
-            detail = "a vector runs past the end of the data"
-        else:
-            detail = f"{type(e).__name__}: {text}" if text else type(e).__name__
-        raise PlannerError(f"{where}truncated or corrupt TFLite flatbuffer ({detail})") from None
+    except DECODING_ERRORS as e:
+        raise PlannerError(f"{where}truncated or corrupt TFLite flatbuffer: "
+                           f"{describe_decoding_error(e)}") from None
 
 
 def graph_from_tflite_model(model: "_tflite_t.Model", *, weight_compression: float = 1.0,

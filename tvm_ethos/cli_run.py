@@ -17,7 +17,7 @@ import zipfile
 import numpy as np
 
 from tvm_ethos.cli import CliError, register, require_file, require_writable
-from tvm_ethos.cli_compile import FALLBACK_MODES
+from tvm_ethos.runtime.options import FALLBACK_MODES
 
 HELP = "run a compiled package on inputs (NPU subgraphs emulated)"
 DESCRIPTION = (

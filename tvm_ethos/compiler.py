@@ -14,6 +14,7 @@ import numpy as np
 
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
 from tvm_ethos.package import package_bytes, read_package, read_package_bytes, write_package
+from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 
 FORMAT_VERSION = 1
 _META = "meta.json"
@@ -21,9 +22,6 @@ _LIB = "model.so"
 _PROGRAM = "program.json"
 _CONSTANTS = "constants.bin"
 log = logging.getLogger(__name__)
-
-#: Options of the executor (applied when a model is loaded, not part of what is compiled).
-RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests")
 
 
 @dataclass
@@ -248,7 +246,7 @@ def load(path, **runtime_options) -> CompiledModel:
 
     ``runtime_options`` (``fallback_mode``, ``opencl_device``, ``misaligned``, ``max_requests``)
     override those saved with the model."""
-    _check_runtime_options(runtime_options)
+    check_runtime_options(runtime_options)
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ModelLoadError(f"compiled model not found: {path}")
@@ -303,23 +301,6 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
                          plan_report=meta.get("plan_report"), library_bytes=members[_LIB])
 
 
-def _check_runtime_options(opts: dict) -> None:
-    from tvm_ethos.errors import OptionError
-    from tvm_ethos.runtime.fallback_memory import FALLBACK_MODES
-
-    unknown = sorted(set(opts) - set(RUNTIME_OPTIONS))
-    if unknown:
-        raise OptionError(f"unknown runtime option(s) {', '.join(unknown)}; allowed: {', '.join(RUNTIME_OPTIONS)}")
-    if "fallback_mode" in opts and opts["fallback_mode"] not in FALLBACK_MODES:
-        raise OptionError(
-            f"option 'fallback_mode': bad value {opts['fallback_mode']!r}; allowed values: {', '.join(FALLBACK_MODES)}"
-        )
-    if "misaligned" in opts and opts["misaligned"] not in ("copy", "reject"):
-        raise OptionError(f"option 'misaligned': bad value {opts['misaligned']!r}; allowed values: copy, reject")
-    if "max_requests" in opts and (not isinstance(opts["max_requests"], int) or opts["max_requests"] < 1):
-        raise OptionError(f"option 'max_requests': bad value {opts['max_requests']!r}; a positive integer")
-
-
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
     """Partition ``mod`` for ``target``, build NPU subgraphs as emulator kernels and the rest for
     the host, and return a :class:`CompiledModel`. Options are validated up front: an unknown
@@ -363,7 +344,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     from tvm_ethos.lower.cascade import planning_options
 
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
-    _check_runtime_options(runtime_opts)
+    check_runtime_options(runtime_opts)
     cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
     _check_target_options(target, options)
     key = None
@@ -464,9 +445,10 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
 
 
 def output_specs(mod) -> list[IOSpec]:
-    """The outputs as the source model declares them: its names and shapes (frontend.py
-    records them; TVM's importers lose both), the module's own where the source gives none
-    or a shape with another element count (a dynamic dimension)."""
+    """The outputs as the source model declares them: its names and shapes
+    (tvm_ethos/frontend/relax_module.py records them; TVM's importers lose both), the module's
+    own where the source gives none or a shape with another element count (a dynamic
+    dimension)."""
     from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
 
     attrs = mod.attrs if mod.attrs is not None else {}

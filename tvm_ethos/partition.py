@@ -27,7 +27,7 @@ import tvm
 from tvm import relax
 
 from tvm_ethos.errors import UnsupportedModelError
-from tvm_ethos.patterns import TFLITE_NAMES, pattern_variants, read_qop
+from tvm_ethos.patterns import pattern_variants, read_qop
 from tvm_ethos.targets import TargetList, parse_targets
 
 REPORT_ATTR = "tvm_ethos.partition_report"

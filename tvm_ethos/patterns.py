@@ -175,8 +175,9 @@ def _pool_variants():
 
 def _unary_qdq_variants(kind, op_name, prescale: bool = False, extra_args: int = 0):
     """``dequantize -> op -> quantize [-> clip]``; with ``prescale`` also the variant with a
-    constant multiply before the op (SOFTMAX's beta, see ``frontend._restore_softmax_beta``);
-    ``extra_args`` non-tensor arguments of the op (resize2d's size)."""
+    constant multiply before the op (SOFTMAX's beta, see
+    ``tvm_ethos/frontend/tflite_import.py``); ``extra_args`` non-tensor arguments of the op
+    (resize2d's size)."""
     out = []
     for scaled, clip in itertools.product((True, False) if prescale else (False,), (True, False)):
         ann = {}
@@ -294,10 +295,6 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
 # ------------------------------------------------------------------ reading a QOp
 def _const_np(expr) -> np.ndarray:
     return expr.value.numpy()
-
-
-def _scalar(expr) -> float:
-    return float(np.asarray(_const_np(expr)).ravel()[0])
 
 
 def _ty(expr):
@@ -597,11 +594,6 @@ NEAREST_FLAGS = {mode: flags for flags, mode in NEAREST_MODES.items()}
 
 _DATA_MOVEMENT_READERS = {"pad": _read_pad, "split": _read_split, "depth_to_space": _read_depth_to_space,
                           "resize_nearest": _read_resize_nearest}
-
-
-def qop_from_context(kind: str, ctx) -> QOp:
-    """QOp from a ``PatternCheckContext`` (check functions)."""
-    return read_qop(kind, dict(ctx.annotated_expr.items()))
 
 
 _VARIANTS_BY_KIND: dict[str, list] = {}

@@ -89,11 +89,11 @@ def test_errors_share_a_base():
 def test_printed_ops_in_importer_errors_become_their_names():
     """Found by the fuzz campaign: a CONV_2D whose scale count disagrees with its shape made
     TVM print a whole ``ir.Op(...)`` in the message."""
-    from tvm_ethos.frontend import _one_line
+    from tvm_ethos.frontend.messages import one_line
     msg = ('Size mismatch: ir.Op(span=None, ty=ir.Type(span=None), name="relax.dequantize", '
            'description="", arguments=(ir.ArgumentInfo(name="data", type_info="Tensor"')
-    assert _one_line(ValueError(msg)) == "Size mismatch: relax.dequantize"
+    assert one_line(ValueError(msg)) == "Size mismatch: relax.dequantize"
     full = ('In ir.Op(span=None, name="relax.add", support_level=1), the first input is bad; '
             'Size mismatch: ir.Op(span=None, name="relax.multiply", support_level=1): shapes')
-    assert _one_line(ValueError(full)) == ("relax.add: the first input is bad; Size mismatch: "
-                                           "relax.multiply: shapes")
+    assert one_line(ValueError(full)) == ("relax.add: the first input is bad; Size mismatch: "
+                                          "relax.multiply: shapes")

@@ -1,4 +1,4 @@
-"""Memory allocators for tensors shared between backends (the seed's FallbackMemoryAllocators).
+"""Memory allocators for tensors shared between backends (Arm NN's fallback memory allocators).
 
 Why: at a fallback edge the producer and the consumer both work on one buffer instead of
 copying, so the buffer must satisfy both sides - base-address alignment and size padding - and
@@ -12,8 +12,9 @@ idempotent. Memory is exposed as numpy views; a view keeps its memory mapped (Py
 protocol pins it), so freeing only ends *our* ownership and can never leave a dangling view.
 The allocator counts the block as freed at once; the pages go when the last view goes.
 
-Allocation is expensive (a memfd's pages are touched the first time; benchmarks/zero_copy.py
-measures it): allocate when a network is loaded, never per inference.
+Allocation is expensive (a memfd's first touch costs in proportion to its size; figures in
+rfcs/0003 section 3, measured by benchmarks/zero_copy.py): allocate when a network is loaded,
+never per inference.
 """
 from __future__ import annotations
 

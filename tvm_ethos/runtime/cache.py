@@ -1,4 +1,4 @@
-"""Compiled-model cache (seed 003: OpenVINO's NPU model caching).
+"""Compiled-model cache (after OpenVINO's NPU model caching).
 
 ``compile(model, target, cache_dir=...)`` (or ``$TVM_ETHOS_CACHE_DIR``) looks for
 ``<cache_dir>/<key>.tvmethos`` first and loads it; otherwise it compiles and stores the result

@@ -1,6 +1,6 @@
 """The executor: a loaded network runs its subgraphs (emulated NPU, OpenCL GPU, llvm CPU) in order.
 
-A loaded network owns (rfcs/0003, seeds 000 and 003):
+A loaded network owns (rfcs/0003; after Arm NN's zero-copy fallback):
 
 * its **subgraphs**, in program order, from the compiled :class:`NetworkProgram`: NPU subgraphs
   call their emulator kernel, llvm subgraphs call TVM-built CPU kernels, OpenCL subgraphs
@@ -20,7 +20,7 @@ A loaded network owns (rfcs/0003, seeds 000 and 003):
 :class:`InferRequest` whose ``wait()`` gives the outputs; up to ``max_requests`` run at once,
 each in its own slot. The GPU side is asynchronous (events): before a CPU-side subgraph (NPU
 emulator, llvm) reads a GPU-produced tensor the executor waits on the producing kernel's event
-(``begin_host_access``: the ClFallbackImportWorkload sync of seed 000), and a GPU subgraph that
+(``begin_host_access``: Arm NN's ClFallbackImportWorkload sync), and a GPU subgraph that
 reads CPU-written imported memory waits on the unmap event where the device needs one.
 
 Counters: each inference's :class:`RunStats` (``bytes_copied``, ``bytes_imported``, per edge and
@@ -43,18 +43,17 @@ import numpy as np
 from tvm_ethos.errors import TvmEthosError
 from tvm_ethos.runtime.allocators import MallocAllocator, MemorySource, aligned_empty, is_aligned
 from tvm_ethos.runtime.fallback_memory import (
-    FALLBACK_MODES,
     BackendCapabilities,
     EdgeDecision,
     EdgeStep,
     FallbackMemoryManager,
     plan_edges,
 )
+from tvm_ethos.runtime.options import check_runtime_options
 from tvm_ethos.runtime.program import NetworkProgram
 
 #: TVM's ``from_dlpack`` needs 64 B aligned memory; CPU kernels read caller arrays in place only then.
 CPU_ALIGNMENT = 64
-MISALIGNED_POLICIES = ("copy", "reject")
 
 _SOURCE_NAMES = {
     "malloc": MemorySource.MALLOC,
@@ -302,12 +301,8 @@ class Executor:
         capabilities: dict | None = None,
         registry=None,
     ):
-        if fallback_mode not in FALLBACK_MODES:
-            raise ValueError(f"fallback_mode must be one of {FALLBACK_MODES}, not {fallback_mode!r}")
-        if misaligned not in MISALIGNED_POLICIES:
-            raise ValueError(f"misaligned must be one of {MISALIGNED_POLICIES}, not {misaligned!r}")
-        if max_requests < 1:
-            raise ValueError("max_requests must be at least 1")
+        check_runtime_options({"fallback_mode": fallback_mode, "opencl_device": opencl_device,
+                               "misaligned": misaligned, "max_requests": max_requests})
         self.program = program
         self.fallback_mode = fallback_mode
         self.misaligned = misaligned
@@ -692,7 +687,7 @@ class Executor:
         slot = inf.slot
         if loc[0] == "home":
             if plan.src_device == "opencl":
-                # GPU-produced, imported memory: wait on the producer's event (the seed's sync)
+                # GPU-produced, imported memory: wait on the producer's event (Arm NN's sync)
                 b = self._dev(slot, loc)
                 self.device.begin_host_access(b, wait_for=inf.events.get(loc))
                 accessed.append(b)

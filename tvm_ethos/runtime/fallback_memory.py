@@ -1,6 +1,6 @@
 """Edge steps between backends and the memory that makes the import steps zero-copy.
 
-The design is Arm NN's zero-copy fallback (shared/seeds/000): at every edge between subgraphs
+The design is Arm NN's zero-copy fallback: at every edge between subgraphs
 on two backends the runtime inserts one of three steps -
 
 * **FallbackImport** - the source backend cannot export memory (its capability says
@@ -11,11 +11,12 @@ on two backends the runtime inserts one of three steps -
 * **MemCopy** - anything else, or where importing is measured to be slower.
 
 ``fallback_mode``: ``"copy"`` and ``"import"`` force a path (an impossible forced import is an
-error, not a silent copy); ``"auto"`` decides per edge from device properties, because the
-measurements disagree by device: on unified memory (PoCL, a Mali next to the Ethos-N) import is
-3-4x faster than copying, on a discrete NVIDIA card reading imported host memory was 1.5-3.6x
-*slower* (shared/notes/zero-copy.md). So auto imports only when both ends have unified host
-memory or an import extension (``cl_arm_import_memory``).
+error, not a silent copy); ``"auto"`` decides per edge from device properties, because which
+path wins depends on the device: where device and host share memory (PoCL, a Mali next to the
+Ethos-N) an import moves nothing, while a discrete card's driver mirrors imported host memory,
+so the import is a copy after all, and a slower one (figures: rfcs/0003 sections 1 and 6). So
+auto imports only when both ends have unified host memory or an import extension
+(``cl_arm_import_memory``).
 
 Backend specifics stay out: a backend describes itself with a plain
 :class:`BackendCapabilities`; this module never names a backend.
@@ -41,15 +42,14 @@ from tvm_ethos.runtime.allocators import (
     is_power_of_two,
     lcm,
 )
-
-FALLBACK_MODES = ("auto", "import", "copy")
+from tvm_ethos.runtime.options import check_runtime_options
 
 #: Simplest memory first: plain host memory needs no fd; dma-buf only when a side demands it.
 DEFAULT_SOURCE_PREFERENCE = (MemorySource.MALLOC, MemorySource.MEMFD, MemorySource.DMABUF)
 
 
 class EdgeStep(str, enum.Enum):
-    """The step at one edge (the names of the seed's compatibility layers)."""
+    """The step at one edge (the names of Arm NN's compatibility layers)."""
 
     FALLBACK_IMPORT = "FallbackImport"
     MEM_IMPORT = "MemImport"
@@ -62,7 +62,7 @@ class EdgePlanError(TvmEthosError, ValueError):
 
 @dataclass(frozen=True)
 class BackendCapabilities:
-    """What one side of an edge can do with memory (the seed's tensor-handle-factory facts).
+    """What one side of an edge can do with memory (Arm NN's tensor-handle-factory facts).
 
     ``alignment``: base-address alignment, bytes, for memory it imports (a power of two).
     ``size_multiple``: imported buffers must be a multiple of this many bytes (Ethos-N: 1024
@@ -177,8 +177,7 @@ def plan_edge(
     ``available``: memory kinds this machine can allocate (default: all; pass the keys of the
     FallbackMemoryManager's allocators so dma-buf is not chosen where it cannot be made).
     """
-    if mode not in FALLBACK_MODES:
-        raise ValueError(f"fallback_mode must be one of {FALLBACK_MODES}, not {mode!r}")
+    check_runtime_options({"fallback_mode": mode})
     avail = frozenset(available) if available is not None else frozenset(MemorySource)
 
     def copy(reason: str) -> EdgeDecision:
@@ -294,7 +293,7 @@ class FallbackMemoryManager:
     The first request for an edge allocates a buffer aligned to the lcm of all the alignments
     given (source and destinations) and padded to the lcm of their size multiples; every later
     request - every later inference - gets the same buffer back, so a loaded network allocates
-    nothing after its first inference. :meth:`unload` frees them all (the seed's
+    nothing after its first inference. :meth:`unload` frees them all (Arm NN's
     ``DeallocateMemory`` on network unload); the manager refuses requests afterwards.
     """
 

@@ -1,133 +1,21 @@
-"""Model import: TFLite (primary), ONNX (QDQ) and PyTorch (torch.export) into a Relax IRModule.
+"""The TFLite flatbuffer check run before TVM's importer sees a file.
 
-``load_model`` picks the importer from the object type, the file's magic bytes and its suffix,
-validates the file before TVM sees it, and turns every failure into a
-:class:`~tvm_ethos.errors.ModelLoadError` or :class:`~tvm_ethos.errors.UnsupportedModelError`
-that names the file and the problem.
-
-Int8 TFLite models import as QDQ Relax: ``R.dequantize`` / ``R.quantize`` around float
-operators, the int32 bias dequantized and added, fused activations as ``R.clip`` in the
-integer domain; data-movement operators (reshape, split, depth-to-space, nearest resize) act on
-the codes directly (TVM's converter is extended for the quantized ones it refuses:
-``tvm_ethos.tflite_converter``). ``tvm_ethos.patterns`` matches those regions back into
-quantized operators.
+It walks the whole flatbuffer once, with bounds checks: every table, vector and string a reader
+touches, every index, shape, type, quantization parameter and the options of the operators the
+NPUs take. A corrupt file fails with a :class:`~tvm_ethos.errors.ModelLoadError` naming what is
+wrong; a well-formed file with content tvm-ethos cannot import (no quantization on an int8
+tensor, a dynamic or absurd shape) with an :class:`~tvm_ethos.errors.UnsupportedModelError`.
+The rules are listed in rfcs/0006-reliability.md. The format facts it shares with the planner's
+reader (identifier, TensorTypes, what counts as truncated) live in planner/tflite_format.py.
 """
 from __future__ import annotations
 
-import numbers
-import os
-import re
 import struct
-import sys
-from pathlib import Path
-from typing import Any
 
-from tvm_ethos.errors import ModelLoadError, OptionError, UnsupportedModelError
+from planner.tflite_format import (TENSOR_TYPES, Truncated, check_external_buffer,
+                                   describe_decoding_error, enum_names)
+from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 
-TFLITE_MAGIC = b"TFL3"
-_TFLITE_SUFFIXES = {".tflite", ".tfl", ".lite"}
-_ONNX_SUFFIXES = {".onnx"}
-_TORCH_SUFFIXES = {".pt2", ".pt", ".pth"}
-
-
-def load_model(path_or_module: Any, shape_dict: dict | None = None, example_inputs: Any = None):
-    """Import a model into a Relax ``tvm.IRModule``.
-
-    ``path_or_module`` may be a path (str / Path), the file's bytes, a ``tvm.IRModule``
-    (returned as is), an ``onnx.ModelProto``, a ``torch.export.ExportedProgram``, a
-    ``torch.nn.Module`` with ``example_inputs`` (a tuple of tensors, exported with
-    ``torch.export.export``), or a ``(torch.nn.Module, example_inputs)`` pair.
-    """
-    shape_dict = _check_shape_dict(shape_dict)
-    import tvm  # noqa: F401  (import cost paid only here)
-
-    obj = path_or_module
-    if example_inputs is not None:
-        return _import_torch((obj, example_inputs), "<torch object>")
-    if _is_torch_object(obj):
-        return _import_torch(obj, "<torch object>")
-    if isinstance(obj, tvm.IRModule):
-        return obj
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        data = bytes(obj)
-        return _load_bytes(data, name="<bytes>", suffix="", shape_dict=shape_dict)
-    if isinstance(obj, (str, os.PathLike)):
-        path = Path(obj)
-        if not path.exists():
-            raise ModelLoadError(f"model file not found: {path}")
-        if path.is_dir():
-            raise ModelLoadError(f"model path is a directory, not a file: {path}")
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise ModelLoadError(f"cannot read model file {path}: {err.strerror}") from None
-        return _load_bytes(data, name=str(path), suffix=path.suffix.lower(), shape_dict=shape_dict)
-    mod_name = type(obj).__module__ or ""
-    if mod_name.startswith("onnx"):
-        return _import_onnx(obj, "<onnx.ModelProto>", shape_dict)
-    if mod_name.startswith("torch") or (isinstance(obj, tuple) and len(obj) == 2):
-        return _import_torch(obj, "<torch object>")
-    raise UnsupportedModelError(
-        f"cannot import an object of type {type(obj).__name__}: pass a .tflite/.onnx/.pt2 path, "
-        "the file's bytes, a tvm.IRModule, an onnx.ModelProto or a torch ExportedProgram"
-    )
-
-
-def _check_shape_dict(shape_dict):
-    """``shape_dict``: None, or input name -> shape (positive ints); an OptionError otherwise."""
-    if shape_dict is None:
-        return None
-    if not isinstance(shape_dict, dict):
-        raise OptionError(f"option 'shape_dict': bad value of type {type(shape_dict).__name__}; "
-                          "allowed: None or a dict of input name -> shape, e.g. "
-                          "{'input': (1, 224, 224, 3)}")
-    out = {}
-    for key, shape in shape_dict.items():
-        if not isinstance(key, str):
-            raise OptionError(f"option 'shape_dict': key {key!r} is not an input name (a str)")
-        dims = None if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__") \
-            else list(shape)
-        if dims is None or any(isinstance(d, bool) or not isinstance(d, numbers.Integral)
-                               or d < 1 for d in dims):
-            raise OptionError(f"option 'shape_dict': bad shape {shape!r} for input {key!r}; "
-                              "allowed: a sequence of integers >= 1")
-        out[key] = tuple(int(d) for d in dims)
-    return out
-
-
-def _load_bytes(data: bytes, name: str, suffix: str, shape_dict):
-    if len(data) == 0:
-        raise ModelLoadError(f"{name}: the file is empty")
-    if len(data) >= 8 and data[4:8] == TFLITE_MAGIC:
-        return _import_tflite(data, name, shape_dict)
-    if suffix in _TFLITE_SUFFIXES:
-        raise ModelLoadError(
-            f"{name}: not a TFLite flatbuffer (file identifier {data[4:8]!r}, expected {TFLITE_MAGIC!r})"
-        )
-    if suffix in _ONNX_SUFFIXES:
-        return _import_onnx(data, name, shape_dict)
-    if suffix in _TORCH_SUFFIXES or data[:2] == b"PK":
-        return _import_torch(data, name)
-    raise ModelLoadError(
-        f"{name}: not a recognised model file (no TFLite identifier 'TFL3'; "
-        f"suffix {suffix or '(none)'!r} is none of .tflite, .onnx, .pt2)"
-    )
-
-
-# ---------------------------------------------------------------- TFLite
-# Validation walks the whole flatbuffer once, with bounds checks, before TVM's importer sees it:
-# every table, vector and string a reader touches, every index, shape, type, quantization
-# parameter and the options of the operators the NPUs take. A corrupt file fails with a
-# ModelLoadError naming what is wrong; a well-formed file with content tvm-ethos cannot import
-# (no quantization on an int8 tensor, a dynamic or absurd shape) with an UnsupportedModelError.
-# The rules are listed in rfcs/0006-reliability.md.
-
-# TensorType -> (name, bytes per element; None: variable width or sub-byte)
-_TFL_TYPES = {0: ("FLOAT32", 4), 1: ("FLOAT16", 2), 2: ("INT32", 4), 3: ("UINT8", 1),
-              4: ("INT64", 8), 5: ("STRING", None), 6: ("BOOL", 1), 7: ("INT16", 2),
-              8: ("COMPLEX64", 8), 9: ("INT8", 1), 10: ("FLOAT64", 8), 11: ("COMPLEX128", 16),
-              12: ("UINT64", 8), 13: ("RESOURCE", None), 14: ("VARIANT", None),
-              15: ("UINT32", 4), 16: ("UINT16", 2), 17: ("INT4", None), 18: ("BFLOAT16", 2)}
 # Quantized integer types: zero points must lie in their range.
 _QUANT_RANGE = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767)}
 MAX_TENSOR_BYTES = 1 << 31      # 2 GiB: no NPU network has a larger tensor
@@ -196,10 +84,6 @@ _COMPUTED_INPUT0 = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
 
 
-class _Corrupt(Exception):
-    """Internal: a read that would fall outside the file."""
-
-
 _I8 = struct.Struct("<b").unpack_from
 _U8 = struct.Struct("<B").unpack_from
 _U16 = struct.Struct("<H").unpack_from
@@ -217,13 +101,13 @@ class _Table:
     def __init__(self, d: bytes, pos: int):
         n = len(d)
         if not 0 <= pos <= n - 4:
-            raise _Corrupt(f"a table at byte {pos} lies outside the file")
+            raise Truncated(f"a table at byte {pos} lies outside the file")
         vt = pos - _I32(d, pos)[0]
         if not 0 <= vt <= n - 4:
-            raise _Corrupt(f"the vtable of the table at byte {pos} lies outside the file")
+            raise Truncated(f"the vtable of the table at byte {pos} lies outside the file")
         vlen = _U16(d, vt)[0]
         if vlen < 4 or vlen % 2 or vt + vlen > n:
-            raise _Corrupt(f"the vtable at byte {vt} has an invalid size {vlen}")
+            raise Truncated(f"the vtable at byte {vt} has an invalid size {vlen}")
         self.d, self.n, self.pos, self.vt, self.vlen = d, n, pos, vt, vlen
 
     def field(self, slot: int) -> int:
@@ -238,7 +122,7 @@ class _Table:
         if not p:
             return default
         if p + width > self.n:
-            raise _Corrupt(f"a field at byte {p} runs past the end")
+            raise Truncated(f"a field at byte {p} runs past the end")
         return unpack(self.d, p)[0]
 
     def ref(self, slot: int) -> int | None:
@@ -247,10 +131,10 @@ class _Table:
         if not p:
             return None
         if p + 4 > self.n:
-            raise _Corrupt(f"a field at byte {p} runs past the end")
+            raise Truncated(f"a field at byte {p} runs past the end")
         target = p + _U32(self.d, p)[0]
         if target + 4 > self.n:
-            raise _Corrupt(f"a reference at byte {p} points past the end ({target})")
+            raise Truncated(f"a reference at byte {p} points past the end ({target})")
         return target
 
     def vector(self, slot: int, width: int) -> tuple[int, int]:
@@ -260,7 +144,7 @@ class _Table:
             return 0, 0
         length = _U32(self.d, p)[0]
         if p + 4 + length * width > self.n:
-            raise _Corrupt(f"a vector of {length} elements at byte {p} runs past the end")
+            raise Truncated(f"a vector of {length} elements at byte {p} runs past the end")
         return p + 4, length
 
     def ints(self, slot: int):
@@ -294,10 +178,8 @@ class _TfliteChecker:
         self.tfl = tflite
         self.data = data
         self.name = name
-        self._ops = {v: k for k, v in vars(tflite.BuiltinOperator).items()
-                     if not k.startswith("_") and isinstance(v, int)}
-        self._opt_types = {v: k for k, v in vars(tflite.BuiltinOptions).items()
-                           if not k.startswith("_") and isinstance(v, int)}
+        self._ops = enum_names(tflite.BuiltinOperator)
+        self._opt_types = enum_names(tflite.BuiltinOptions)
 
     def bad(self, msg: str) -> ModelLoadError:
         return ModelLoadError(f"{self.name}: invalid TFLite model: {msg}")
@@ -325,9 +207,7 @@ class _TfliteChecker:
             _, size = buf.vector(4, 1)
             off, ext = buf.scalar(6, _U64, 8), buf.scalar(8, _U64, 8)
             if off > 1:
-                if off + ext > len(self.data):
-                    raise self.bad(f"buffer {b} lies at bytes {off}..{off + ext} but the file "
-                                   f"has {len(self.data)} bytes (truncated)")
+                check_external_buffer(b, off, ext, len(self.data))
                 size = ext
             buffer_bytes.append(size)
         codes = []
@@ -440,7 +320,7 @@ class _TfliteChecker:
             info = infos[i]
             if info[1] not in _IMPORTABLE_TYPES:
                 raise self.unsupported(f"{where}tensor {i} ({info[0]!r}) is "
-                                       f"{_TFL_TYPES[info[1]][0]}, which TVM's TFLite importer "
+                                       f"{TENSOR_TYPES[info[1]][0]}, which TVM's TFLite importer "
                                        "cannot represent")
             if info[0] in names:
                 raise self.unsupported(
@@ -449,7 +329,7 @@ class _TfliteChecker:
             names[info[0]] = i
             if info[1] in _QUANT_RANGE and not info[2]:
                 raise self.unsupported(
-                    f"{where}tensor {i} ({info[0]!r}) is {_TFL_TYPES[info[1]][0]} but has no "
+                    f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
                     "quantized (int8 / int16) models only")
 
@@ -460,10 +340,10 @@ class _TfliteChecker:
                                    "importer cannot convert")
         w = infos[ins[1]]
         if w[1] not in (0, 3, 9):
-            raise self.unsupported(f"{where}{what}: weights are {_TFL_TYPES[w[1]][0]}; TVM's "
+            raise self.unsupported(f"{where}{what}: weights are {TENSOR_TYPES[w[1]][0]}; TVM's "
                                    "TFLite importer takes INT8, UINT8 or FLOAT32 weights")
         if len(ins) > 2 and ins[2] >= 0 and infos[ins[2]][1] not in (0, 2, 4):
-            raise self.unsupported(f"{where}{what}: bias is {_TFL_TYPES[infos[ins[2]][1]][0]}; "
+            raise self.unsupported(f"{where}{what}: bias is {TENSOR_TYPES[infos[ins[2]][1]][0]}; "
                                    "TVM's TFLite importer takes INT32, INT64 or FLOAT32 bias")
         if opname == "DEPTHWISE_CONV_2D" and opts is not None:
             c, oc, m = infos[ins[0]][7][3], w[7][3], opts.DepthMultiplier()
@@ -492,8 +372,6 @@ class _TfliteChecker:
                                        "a constant; tvm-ethos needs constant weights and bias")
 
     def check_tensor(self, ten: _Table, t: int, where: str, buffer_bytes: list) -> tuple:
-        import numpy as np
-
         raw = ten.string(10)
         if raw is None:
             name = f"tvmgen_tensor_{t}"
@@ -505,9 +383,9 @@ class _TfliteChecker:
                                f"({raw[:40]!r})") from None
         label = f"{where}tensor {t} ({name!r})"
         ttype = ten.scalar(6, _I8, 1)
-        if ttype not in _TFL_TYPES:
+        if ttype not in TENSOR_TYPES:
             raise self.bad(f"{label} has type code {ttype}, which is no TFLite TensorType")
-        tname, itemsize = _TFL_TYPES[ttype]
+        tname, itemsize = TENSOR_TYPES[ttype]
         shape = ten.ints(4)
         signature = ten.ints(18)
         buf = ten.scalar(8, _U32, 4)
@@ -577,7 +455,7 @@ class _TfliteChecker:
         if lim is not None:
             out = (zp < lim[0]) | (zp > lim[1])
             if out.any():
-                raise self.bad(f"{label} is {_TFL_TYPES[ttype][0]} with zero point(s) "
+                raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]} with zero point(s) "
                                f"{zp[out][:4].tolist()} outside [{lim[0]}, {lim[1]}]")
         return True
 
@@ -631,292 +509,14 @@ def _accessors(cls) -> tuple[str, ...]:
     return got
 
 
-def _validate_tflite(data: bytes, name: str):
-    """Walk the flatbuffer and check it (see the comment above); returns the ``tflite.Model``."""
+def validate_tflite(data: bytes, name: str):
+    """Walk the flatbuffer and check it (see the module docstring); returns the
+    ``tflite.Model``. Any other failure of a read is the file's damage, not a bug here: the
+    generated accessors the options check calls raise whatever their arithmetic hits."""
     try:
         return _TfliteChecker(data, name).check()
     except (ModelLoadError, UnsupportedModelError):
         raise
-    except _Corrupt as err:
+    except Exception as err:
         raise ModelLoadError(f"{name}: truncated or corrupt TFLite file ({len(data)} bytes): "
-                             f"{err}") from None
-    except struct.error:
-        raise ModelLoadError(f"{name}: truncated or corrupt TFLite file ({len(data)} bytes): a "
-                             "field lies past the end of the data") from None
-    except Exception as err:  # ValueError, TypeError, IndexError from a cut flatbuffer
-        raise ModelLoadError(
-            f"{name}: truncated or corrupt TFLite file ({len(data)} bytes): "
-            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        ) from None
-
-
-def _import_tflite(data: bytes, name: str, shape_dict):
-    try:
-        import tflite  # noqa: F401
-        from tvm.relax.frontend.tflite import from_tflite
-
-        from tvm_ethos.tflite_converter import EthosOperatorConverter
-    except ImportError as err:  # pragma: no cover - tflite is a hard dependency
-        raise UnsupportedModelError(f"{name}: TFLite import needs the 'tflite' package ({err})") from None
-    model = _validate_tflite(data, name)
-    if shape_dict:
-        sg = model.Subgraphs(0)
-        inputs = []
-        for i in sg.InputsAsNumpy():
-            raw = sg.Tensors(int(i)).Name()
-            inputs.append(raw.decode("utf-8") if raw is not None else f"tvmgen_tensor_{i}")
-        for key in shape_dict:
-            if key not in inputs:
-                raise OptionError(f"option 'shape_dict': {key!r} is no input of {name}; its "
-                                  f"inputs are {', '.join(map(repr, inputs)) or '(none)'}")
-    try:
-        mod = from_tflite(model, shape_dict=shape_dict, op_converter=EthosOperatorConverter)
-    except Exception as err:
-        raise UnsupportedModelError(
-            f"{name}: the TFLite importer cannot convert this model: {_importer_failure(err)}"
-        ) from None
-    mod = _restore_softmax_beta(_finish(mod), _softmax_betas(model), name)
-    mod = mod.with_attr("tvm_ethos.source_format", "tflite")
-    return _with_output_specs(mod, *_tflite_outputs(model))
-
-
-#: Module attributes with the source model's output names and shapes (compiler.py reads them).
-OUTPUT_NAMES_ATTR = "tvm_ethos.output_names"
-OUTPUT_SHAPES_ATTR = "tvm_ethos.output_shapes"
-
-
-def _tflite_outputs(model) -> tuple[list[str], list[list[int]]]:
-    """The main subgraph's output tensor names and declared shapes."""
-    sg = model.Subgraphs(0)
-    names, shapes = [], []
-    for i in sg.OutputsAsNumpy():
-        t = sg.Tensors(int(i))
-        raw = t.Name()
-        names.append(raw.decode("utf-8") if raw is not None else f"tvmgen_tensor_{i}")
-        shapes.append([int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else [])
-    return names, shapes
-
-
-def _with_output_specs(mod, names: list[str], shapes: list[list[int]]):
-    """Record the source model's output names and shapes on ``mod``. TVM 0.27's TFLite
-    importer names no outputs and keeps FULLY_CONNECTED's input rank (a (1,1,1,64) input gives
-    (1,1,1,10) where TFLite, with keep_num_dims false, gives (1,10)); the compiled model hands
-    its outputs back under these names and shapes (same elements, a reshape)."""
-    return mod.with_attr(OUTPUT_NAMES_ATTR, list(names)).with_attr(OUTPUT_SHAPES_ATTR, [list(s) for s in shapes])
-
-
-def _softmax_betas(model) -> list[float]:
-    """The ``beta`` of every SOFTMAX of the main subgraph, in operator order."""
-    import tflite
-
-    sg = model.Subgraphs(0)
-    betas = []
-    for i in range(sg.OperatorsLength()):
-        op = sg.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) != tflite.BuiltinOperator.SOFTMAX:
-            continue
-        beta = 1.0
-        table = op.BuiltinOptions()
-        if table is not None:
-            opts = tflite.SoftmaxOptions()
-            opts.Init(table.Bytes, table.Pos)
-            beta = float(opts.Beta())
-        betas.append(beta)
-    return betas
-
-
-def _restore_softmax_beta(mod, betas: list[float], name: str):
-    """TVM's TFLite importer drops SOFTMAX's ``beta`` (it emits ``softmax(x)`` for
-    ``softmax(beta * x)``): put it back as ``softmax(multiply(x, beta))`` on each softmax whose
-    beta is not 1. The importer converts operators in order, so the k-th ``relax.nn.softmax``
-    of ``main`` is the k-th SOFTMAX."""
-    if all(b == 1.0 for b in betas):
-        return mod
-    from tvm import relax
-
-    calls = []
-    for block in mod["main"].body.blocks:
-        for b in block.bindings:
-            v = b.value
-            if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.nn.softmax":
-                calls.append(v)
-    if len(calls) != len(betas):
-        raise UnsupportedModelError(
-            f"{name}: found {len(calls)} softmax operators in the imported module for "
-            f"{len(betas)} SOFTMAX operators with beta {betas}; cannot restore beta"
-        )
-    scaled = {c: b for c, b in zip(calls, betas) if b != 1.0}
-
-    @relax.expr_functor.mutator
-    class _AddBeta(relax.PyExprMutator):
-        def visit_call_(self, call):
-            new = super().visit_call_(call)
-            beta = scaled.get(call)
-            if beta is None:
-                return new
-            arg = new.args[0]
-            dtype = str(arg.ty.dtype)
-            k = self.builder_.emit(relax.op.multiply(arg, relax.const(beta, dtype)))
-            return relax.Call(new.op, [k], new.attrs)
-
-    mutator = _AddBeta(mod)
-    mod["main"] = mutator.visit_expr(mod["main"])
-    return _finish(mod)
-
-
-def _importer_failure(err: BaseException) -> str:
-    """One line about an exception from TVM's TFLite importer: the operator it was converting
-    (found in the traceback) and the error's own message, or its type when it has none."""
-    op = ""
-    tb = err.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == "convert_op_to_relax" and "op_idx" in frame.f_locals:
-            code = frame.f_locals.get("op_code_str")
-            op = f"operator {frame.f_locals['op_idx']}" + (f" ({code})" if code else "") + ": "
-        tb = tb.tb_next
-    return op + _one_line(err)
-
-
-def _one_line(err: BaseException, last: bool = True) -> str:
-    """An exception's message on one line: TVM errors carry a C++ backtrace before the message
-    (``last``: keep the last line), checkers add context lines (``last=False``: join them);
-    printed IR and its metadata notes are dropped, and a bare or cryptic message gets the
-    exception's type."""
-    lines = [ln.strip() for ln in str(err).strip().splitlines()
-             if ln.strip() and not ln.strip().startswith(("# Metadata omitted", "==>"))]
-    text = (lines[-1] if last else " ".join(lines)) if lines else ""
-    # TVM's ICHECK text: "Check failed: pb->value != 0 (0 vs. 0) : Divide by zero" -> the reason
-    text = re.sub(r"^.*Check failed: .*? : (?=\S)", "", text)
-    # "In ir.Op(span=None, ..., name=\"relax.add\", ...), the first ..." -> "relax.add: the first ..."
-    text = re.sub(r'In ir\.Op\(.*?name="([\w.]+)".*?support_level=\d+\),\s*', r"\1: ", text)
-    # any other printed op ("Size mismatch: ir.Op(span=None, ..., name=\"relax.dequantize\", ...")
-    # -> its name; what follows a complete dump is kept, a truncated dump is dropped
-    text = re.sub(r'ir\.Op\(.*?name="([\w.]+)"(?:.*?support_level=\d+\)|.*$)', r"\1", text)
-    if len(text) > 300:
-        text = text[:297] + "..."
-    if not text or isinstance(err, (KeyError, IndexError, TypeError, AssertionError)) or \
-            len(text) < 12:
-        text = f"{type(err).__name__}{': ' + text if text else ''}"
-    return text
-
-
-# ---------------------------------------------------------------- ONNX
-def _import_onnx(data_or_model, name: str, shape_dict):
-    try:
-        import onnx
-    except ImportError:
-        raise UnsupportedModelError(
-            f"{name}: ONNX import needs the optional 'onnx' package (pip install onnx)"
-        ) from None
-    from tvm.relax.frontend.onnx import from_onnx
-
-    if isinstance(data_or_model, (bytes, bytearray)):
-        try:
-            model = onnx.load_model_from_string(bytes(data_or_model))
-            onnx.checker.check_model(model)
-        except Exception as err:
-            raise ModelLoadError(f"{name}: not a valid ONNX model: {_one_line(err, last=False)}") \
-                from None
-        # the checker lets undefined element types through; TVM's importer then fails on a
-        # KeyError of the type's number
-        known = set(onnx.TensorProto.DataType.values())
-        g = model.graph
-        for t in g.initializer:
-            if t.data_type not in known or t.data_type == 0:
-                raise ModelLoadError(f"{name}: not a valid ONNX model: initializer {t.name!r} "
-                                     f"has data type {t.data_type}, which ONNX does not define")
-        for v in list(g.input) + list(g.output) + list(g.value_info):
-            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type not in known:
-                raise ModelLoadError(f"{name}: not a valid ONNX model: {v.name!r} has element "
-                                     f"type {v.type.tensor_type.elem_type}, which ONNX does not "
-                                     "define")
-        # window attributes the checker does not range-check (TVM divides by them)
-        for k, node in enumerate(g.node):
-            if node.op_type not in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"):
-                continue
-            for a in node.attribute:
-                bad = (a.name in ("strides", "dilations", "kernel_shape") and
-                       any(v < 1 for v in a.ints)) or \
-                    (a.name in ("pads", "output_padding") and any(v < 0 for v in a.ints)) or \
-                    (a.name == "group" and a.i < 1)
-                if bad:
-                    value = a.i if a.name == "group" else list(a.ints)
-                    raise ModelLoadError(f"{name}: not a valid ONNX model: node {k} "
-                                         f"({node.op_type} {node.name!r}): {a.name} {value} is "
-                                         "out of range")
-    else:
-        model = data_or_model
-    try:
-        mod = from_onnx(model, shape_dict=shape_dict)
-    except Exception as err:
-        raise UnsupportedModelError(
-            f"{name}: the ONNX importer cannot convert this model: {_one_line(err)}"
-        ) from None
-    g = model.graph
-    shapes = [[int(d.dim_value) for d in v.type.tensor_type.shape.dim] for v in g.output]
-    return _with_output_specs(_finish(mod).with_attr("tvm_ethos.source_format", "onnx"),
-                              [v.name for v in g.output], shapes)
-
-
-# ---------------------------------------------------------------- PyTorch
-def _is_torch_object(obj) -> bool:
-    """A torch ``nn.Module`` or ``ExportedProgram`` (without importing torch: a program that
-    holds one has imported it already)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
-    return isinstance(obj, (torch.nn.Module, torch.export.ExportedProgram))
-
-
-def _import_torch(obj, name: str):
-    try:
-        import torch
-    except ImportError:
-        raise UnsupportedModelError(
-            f"{name}: PyTorch import needs the optional 'torch' package "
-            "(pip install 'tvm-ethos[torch]', which pins torch==2.13.0)"
-        ) from None
-    from tvm.relax.frontend.torch import from_exported_program
-
-    try:
-        if isinstance(obj, (bytes, bytearray)):
-            import io
-
-            prog = torch.export.load(io.BytesIO(bytes(obj)))
-        elif isinstance(obj, tuple):
-            module, example = obj
-            if isinstance(module, torch.export.ExportedProgram):
-                prog = module
-            elif not isinstance(module, torch.nn.Module):
-                raise ModelLoadError(f"{name}: example_inputs go with a torch.nn.Module, not a "
-                                     f"{type(module).__name__}")
-            else:
-                if isinstance(example, torch.Tensor):
-                    example = (example,)
-                prog = torch.export.export(module.eval(), tuple(example))
-        elif isinstance(obj, torch.nn.Module):
-            raise ModelLoadError(f"{name}: a torch.nn.Module needs example_inputs "
-                                 "(load_model(module, example_inputs=(x,))) to be exported")
-        else:
-            prog = obj
-    except ModelLoadError:
-        raise
-    except Exception as err:
-        raise ModelLoadError(f"{name}: cannot load a torch.export program: {_one_line(err)}") \
-            from None
-    try:
-        mod = from_exported_program(prog)
-    except Exception as err:
-        raise UnsupportedModelError(
-            f"{name}: the PyTorch importer cannot convert this program: {_one_line(err)}"
-        ) from None
-    return _finish(mod).with_attr("tvm_ethos.source_format", "torch")
-
-
-def _finish(mod):
-    """Normalise an imported module: dataflow blocks everywhere (FuseOpsByPattern needs them)."""
-    from tvm import relax
-
-    return relax.transform.ConvertToDataflow()(mod)
+                             f"{describe_decoding_error(err)}") from None

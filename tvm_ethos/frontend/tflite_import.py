@@ -1,0 +1,129 @@
+"""TFLite -> Relax: TVM's importer with tvm-ethos's converters, then what it loses put back
+(SOFTMAX's beta, the source's output names and shapes)."""
+from __future__ import annotations
+
+from tvm_ethos.errors import OptionError, UnsupportedModelError
+from tvm_ethos.frontend.messages import one_line
+from tvm_ethos.frontend.relax_module import finish, with_output_specs
+from tvm_ethos.frontend.tflite_check import validate_tflite
+
+
+def import_tflite(data: bytes, name: str, shape_dict):
+    """Check ``data`` (tflite_check.py), then convert it; ``shape_dict`` may only name the
+    model's inputs. ``name`` labels every error."""
+    try:
+        import tflite  # noqa: F401
+        from tvm.relax.frontend.tflite import from_tflite
+
+        from tvm_ethos.tflite_converter import EthosOperatorConverter
+    except ImportError as err:  # pragma: no cover - tflite is a hard dependency
+        raise UnsupportedModelError(f"{name}: TFLite import needs the 'tflite' package ({err})") from None
+    model = validate_tflite(data, name)
+    if shape_dict:
+        sg = model.Subgraphs(0)
+        inputs = []
+        for i in sg.InputsAsNumpy():
+            raw = sg.Tensors(int(i)).Name()
+            inputs.append(raw.decode("utf-8") if raw is not None else f"tvmgen_tensor_{i}")
+        for key in shape_dict:
+            if key not in inputs:
+                raise OptionError(f"option 'shape_dict': {key!r} is no input of {name}; its "
+                                  f"inputs are {', '.join(map(repr, inputs)) or '(none)'}")
+    try:
+        mod = from_tflite(model, shape_dict=shape_dict, op_converter=EthosOperatorConverter)
+    except Exception as err:
+        raise UnsupportedModelError(
+            f"{name}: the TFLite importer cannot convert this model: {_importer_failure(err)}"
+        ) from None
+    mod = _restore_softmax_beta(finish(mod), _softmax_betas(model), name)
+    mod = mod.with_attr("tvm_ethos.source_format", "tflite")
+    return with_output_specs(mod, *_tflite_outputs(model))
+
+
+
+def _tflite_outputs(model) -> tuple[list[str], list[list[int]]]:
+    """The main subgraph's output tensor names and declared shapes."""
+    sg = model.Subgraphs(0)
+    names, shapes = [], []
+    for i in sg.OutputsAsNumpy():
+        t = sg.Tensors(int(i))
+        raw = t.Name()
+        names.append(raw.decode("utf-8") if raw is not None else f"tvmgen_tensor_{i}")
+        shapes.append([int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else [])
+    return names, shapes
+
+
+
+
+def _softmax_betas(model) -> list[float]:
+    """The ``beta`` of every SOFTMAX of the main subgraph, in operator order."""
+    import tflite
+
+    sg = model.Subgraphs(0)
+    betas = []
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) != tflite.BuiltinOperator.SOFTMAX:
+            continue
+        beta = 1.0
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts = tflite.SoftmaxOptions()
+            opts.Init(table.Bytes, table.Pos)
+            beta = float(opts.Beta())
+        betas.append(beta)
+    return betas
+
+
+def _restore_softmax_beta(mod, betas: list[float], name: str):
+    """TVM's TFLite importer drops SOFTMAX's ``beta`` (it emits ``softmax(x)`` for
+    ``softmax(beta * x)``): put it back as ``softmax(multiply(x, beta))`` on each softmax whose
+    beta is not 1. The importer converts operators in order, so the k-th ``relax.nn.softmax``
+    of ``main`` is the k-th SOFTMAX."""
+    if all(b == 1.0 for b in betas):
+        return mod
+    from tvm import relax
+
+    calls = []
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.nn.softmax":
+                calls.append(v)
+    if len(calls) != len(betas):
+        raise UnsupportedModelError(
+            f"{name}: found {len(calls)} softmax operators in the imported module for "
+            f"{len(betas)} SOFTMAX operators with beta {betas}; cannot restore beta"
+        )
+    scaled = {c: b for c, b in zip(calls, betas) if b != 1.0}
+
+    @relax.expr_functor.mutator
+    class _AddBeta(relax.PyExprMutator):
+        def visit_call_(self, call):
+            new = super().visit_call_(call)
+            beta = scaled.get(call)
+            if beta is None:
+                return new
+            arg = new.args[0]
+            dtype = str(arg.ty.dtype)
+            k = self.builder_.emit(relax.op.multiply(arg, relax.const(beta, dtype)))
+            return relax.Call(new.op, [k], new.attrs)
+
+    mutator = _AddBeta(mod)
+    mod["main"] = mutator.visit_expr(mod["main"])
+    return finish(mod)
+
+
+def _importer_failure(err: BaseException) -> str:
+    """One line about an exception from TVM's TFLite importer: the operator it was converting
+    (found in the traceback) and the error's own message, or its type when it has none."""
+    op = ""
+    tb = err.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "convert_op_to_relax" and "op_idx" in frame.f_locals:
+            code = frame.f_locals.get("op_code_str")
+            op = f"operator {frame.f_locals['op_idx']}" + (f" ({code})" if code else "") + ": "
+        tb = tb.tb_next
+    return op + one_line(err)
