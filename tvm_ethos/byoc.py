@@ -72,6 +72,7 @@ def partition_for(mod, target, **options):
 
     from tvm_ethos.errors import CompileError, TvmEthosError
     from tvm_ethos.frontend import load_model
+    from tvm_ethos.frontend.relax_module import reshape_outputs
     from tvm_ethos.lower import cascade
     from tvm_ethos.lower.codegen import offload
     from tvm_ethos.partition import partition
@@ -91,6 +92,8 @@ def partition_for(mod, target, **options):
     except Exception as err:
         msg = str(err).strip().splitlines()
         raise CompileError(f"code generation for {tl} failed: {msg[-1] if msg else type(err).__name__}") from err
+    # the source model's output shapes (a host view), as CompiledModel.run gives them
+    pmod = reshape_outputs(pmod)
     return pmod.with_attr(PLAN_REPORT_ATTR, json.dumps(plan_rep, sort_keys=True))
 
 
