@@ -546,6 +546,18 @@ def opencl_kernels(fused, program: NetworkProgram):
         raise CompileError(f"building the OpenCL kernels failed: {msg[-1] if msg else type(err).__name__}") from err
 
 
+def schedule_host_kernels(fused):
+    """A copy of ``fused`` whose exact integer host kernels carry the CPU schedule
+    (``cpu_schedule``); ``fused`` itself keeps them unscheduled for the OpenCL build."""
+    from tvm_ethos.lower.cpu_schedule import schedule_for_cpu
+
+    out = fused.copy() if hasattr(fused, "copy") else fused
+    for gv, f in list(fused.functions.items()):
+        if isinstance(f, tvm.tirx.PrimFunc) and _KERNEL_NAME.match(gv.name_hint):
+            out[gv] = schedule_for_cpu(f)
+    return out
+
+
 def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     """Split, legalize, build: returns ``(executable, NetworkProgram)``."""
     asg = assign_backends(pmod, report, host_id, cpu_ops)
@@ -553,6 +565,6 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     fused = legalize(smod)
     program = read_program(fused, segments, asg.npu_backends, host_id)
     kwargs = {"tir_pipeline": tir_pipeline} if tir_pipeline is not None else {}
-    ex = tvm.compile(fused, target="llvm", relax_pipeline=vm_tail("llvm"), **kwargs)
+    ex = tvm.compile(schedule_host_kernels(fused), target="llvm", relax_pipeline=vm_tail("llvm"), **kwargs)
     program.opencl = opencl_kernels(fused, program)
     return ex, program

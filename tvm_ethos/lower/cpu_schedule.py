@@ -1,0 +1,183 @@
+"""CPU (llvm) schedules for the exact integer kernels of ``te_ops``, applied with ``s_tir.Schedule``.
+
+The kernels are TE graphs of NHWC stages: int32 accumulators (``te.sum`` / ``te.max`` stages)
+followed by injective requantization stages. Unscheduled, each stage is a scalar loop nest over
+the whole tensor, and every accumulator is a full-size int32 tensor written once and read
+back. The rule here, per stage, whatever the operator:
+
+* an injective stage runs its leading axes (batch, rows, columns) fused into one parallel loop
+  and its last axis (channels, contiguous in NHWC) split into vector lanes;
+* an accumulator read only by the injective stage after it, at the same index (conv2d,
+  depthwise, pooling), is computed inside that stage's parallel loop, one output pixel at a
+  time: its buffer shrinks to one pixel's channels, its reduction loops move outside the channel
+  loop, and the channel loop is vectorized, so every multiply-add is a vector over output
+  channels with the input code broadcast (HWIO weights are contiguous along output channels);
+* any other accumulator (fully connected, mean, softmax's row max and sum) runs its spatial axes
+  in parallel, its reduction loops innermost and in their original order (softmax's float sum
+  stays sequential per row, as TFLite computes it).
+
+None of this changes an expression: the same int32 products are summed (integer addition is
+associative, so the order across channels does not matter) and the same requantization is
+applied, so results stay bit-exact; the tests compare scheduled against unscheduled builds
+and TFLite's reference kernels.
+
+This CPU has AVX2 and no AVX-512 VNNI (``lscpu``); s_tir's VNNI/dot-product intrinsics expect
+uint8 x int8 operands with a blocked weight layout, which would need a zero-point correction
+term to stay exact for int8 x int8: left out (rfcs/0008-host-kernels.md).
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+#: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
+VECTOR_LANES = 16
+_REDUCE = 2  # IterVar.CommReduce
+
+
+def _realize(sch, block):
+    """The SBlockRealize of ``block`` (the body of its innermost loop)."""
+    loops = sch.get_loops(block)
+    stmt = sch.get(loops[-1]).body if loops else None
+    while stmt is not None and not isinstance(stmt, s_tir.SBlockRealize):
+        stmt = getattr(stmt, "body", None) or getattr(stmt, "then_case", None)
+    return stmt
+
+
+def _vars_of(expr) -> set:
+    return set(tirx.analysis.undefined_vars(expr))
+
+
+def _loop_kinds(sch, block, loops) -> list[bool]:
+    """For each loop, whether it drives a reduction iterator of ``block``."""
+    realize = _realize(sch, block)
+    red_vars = set()
+    for iv, val in zip(realize.block.iter_vars, realize.iter_values):
+        if int(iv.iter_type) == _REDUCE:
+            red_vars |= _vars_of(val)
+    return [sch.get(lp).loop_var in red_vars for lp in loops]
+
+
+def _is_reduction(sch, block) -> bool:
+    return any(int(iv.iter_type) == _REDUCE for iv in sch.get(block).iter_vars)
+
+
+def _extent(sch, loop) -> int:
+    ext = sch.get(loop).extent
+    return int(ext) if isinstance(ext, tirx.IntImm) else -1
+
+
+def _lanes(extent: int, lanes: int) -> int:
+    """The widest vector (a power of two, at most ``lanes``, at least 4) dividing ``extent``."""
+    v = lanes
+    while v >= 4:
+        if extent % v == 0:
+            return v
+        v //= 2
+    return 0
+
+
+def _vectorize_last(sch, loop, lanes: int):
+    """Vectorize ``loop`` (split into vector lanes when longer); returns its outer part or None."""
+    ext = _extent(sch, loop)
+    v = _lanes(ext, lanes)
+    if not v:
+        return None
+    if ext == v:
+        sch.vectorize(loop)
+        return None
+    outer, inner = sch.split(loop, [None, v])
+    sch.vectorize(inner)
+    return outer
+
+
+def _parallel_outer(sch, loops):
+    """Fuse the leading loops into one and run it in parallel; returns it (None when none)."""
+    if not loops:
+        return None
+    outer = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    sch.parallel(outer)
+    return outer
+
+
+def _region_buffer(region):
+    return region.source
+
+
+def _sole_same_shape_consumer(sch, producer, consumer) -> bool:
+    """Whether ``consumer`` is the only reader of ``producer`` and writes its shape."""
+    if len(sch.get_consumers(producer)) != 1:
+        return False
+    pw = sch.get(producer).writes
+    cw = sch.get(consumer).writes
+    if len(pw) != 1 or len(cw) != 1:
+        return False
+    return [int(x) for x in _region_buffer(pw[0]).shape] == [int(x) for x in _region_buffer(cw[0]).shape]
+
+
+def _schedule_inner_reduction(sch, block, lanes: int) -> None:
+    """An accumulator computed per output pixel: reductions outside, channels vectorized."""
+    loops = sch.get_loops(block)
+    kinds = _loop_kinds(sch, block, loops)
+    # the loops compute_at created (spatial) and the reduction loops below them
+    first = next((i for i, k in enumerate(kinds) if k), None)
+    if first is None:
+        return
+    spatial = [lp for lp, k in zip(loops, kinds) if not k and _extent(sch, lp) != 1]
+    reds = [lp for lp, k in zip(loops, kinds) if k]
+    channel = next((lp for lp in reversed(loops[:first]) if _extent(sch, lp) > 1), None)
+    if channel is None or channel not in spatial:
+        return
+    ext = _extent(sch, channel)
+    v = _lanes(ext, lanes)
+    if not v:
+        return
+    if ext > v:
+        c_out, c_in = sch.split(channel, [None, v])
+        sch.reorder(c_out, *reds, c_in)
+    else:
+        c_in = channel
+        sch.reorder(*reds, c_in)
+    # vectorized while the block still has its init (a reduction block), then the init is
+    # split off above the reduction loops so the vector loop holds only the update
+    sch.vectorize(c_in)
+    sch.decompose_reduction(block, reds[0])
+
+
+def _schedule_standalone_reduction(sch, block) -> None:
+    loops = sch.get_loops(block)
+    kinds = _loop_kinds(sch, block, loops)
+    spatial = [lp for lp, k in zip(loops, kinds) if not k]
+    if spatial and spatial == loops[: len(spatial)]:
+        _parallel_outer(sch, spatial)
+
+
+def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
+    """``prim`` (an unscheduled exact integer kernel) with the CPU schedule of the module doc."""
+    sch = s_tir.Schedule(prim)
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    attached = set()
+    for blk in reversed(blocks):
+        if _is_reduction(sch, blk):
+            continue
+        loops = sch.get_loops(blk)
+        if not loops:
+            continue
+        outer = _parallel_outer(sch, loops[:-1])
+        c_outer = _vectorize_last(sch, loops[-1], lanes)
+        if outer is None:
+            continue
+        for prod in sch.get_producers(blk):
+            name = sch.get(prod).name_hint
+            if name in attached or not _is_reduction(sch, prod):
+                continue
+            if not _sole_same_shape_consumer(sch, prod, blk):
+                continue
+            sch.compute_at(prod, outer, preserve_unit_loops=True)
+            _schedule_inner_reduction(sch, prod, lanes)
+            attached.add(name)
+        del c_outer
+    for blk in blocks:
+        if _is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
+            _schedule_standalone_reduction(sch, blk)
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
