@@ -32,6 +32,9 @@ from tvm import s_tir, tirx
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
+#: output columns per accumulator tile: 4 x 16 int32 accumulators fill 8 of AVX2's 16 registers,
+#: and each weight vector loaded serves 4 columns
+COLUMN_TILE = 4
 _REDUCE = 2  # IterVar.CommReduce
 
 
@@ -115,33 +118,48 @@ def _sole_same_shape_consumer(sch, producer, consumer) -> bool:
     return [int(x) for x in _region_buffer(pw[0]).shape] == [int(x) for x in _region_buffer(cw[0]).shape]
 
 
-def _schedule_inner_reduction(sch, block, lanes: int) -> None:
-    """An accumulator computed per output pixel: reductions outside, channels vectorized."""
+def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
+    """An accumulator computed per tile of output columns x vector of channels: reductions
+    outside, the columns unrolled and the channels vectorized inside, kept in registers."""
     loops = sch.get_loops(block)
     kinds = _loop_kinds(sch, block, loops)
-    # the loops compute_at created (spatial) and the reduction loops below them
     first = next((i for i, k in enumerate(kinds) if k), None)
     if first is None:
         return
-    spatial = [lp for lp, k in zip(loops, kinds) if not k and _extent(sch, lp) != 1]
     reds = [lp for lp, k in zip(loops, kinds) if k]
-    channel = next((lp for lp in reversed(loops[:first]) if _extent(sch, lp) > 1), None)
-    if channel is None or channel not in spatial:
+    start = next(i for i, lp in enumerate(loops) if sch.get(lp).same_as(sch.get(at))) + 1
+    # the loops compute_at made: at most (columns, channels); anything longer is left scalar
+    inner = [lp for lp in loops[start:first] if _extent(sch, lp) > 1]
+    if not inner or len(inner) > 2:
         return
-    ext = _extent(sch, channel)
-    v = _lanes(ext, lanes)
-    if not v:
-        return
-    if ext > v:
-        c_out, c_in = sch.split(channel, [None, v])
-        sch.reorder(c_out, *reds, c_in)
-    else:
-        c_in = channel
-        sch.reorder(*reds, c_in)
-    # vectorized while the block still has its init (a reduction block), then the init is
-    # split off above the reduction loops so the vector loop holds only the update
-    sch.vectorize(c_in)
+    sch.reorder(*reds, *inner)
+    channel = inner[-1]
+    v = _lanes(_extent(sch, channel), lanes)
+    if v == _extent(sch, channel):
+        # vectorized while the block still has its init (a reduction block); the init is then
+        # split off above the reduction loops so the vector loop holds only the update
+        sch.vectorize(channel)
+    if len(inner) == 2:
+        sch.unroll(inner[0])
+    sch.set_scope(block, 0, "local")
     sch.decompose_reduction(block, reds[0])
+
+
+def _tile_pixels(sch, loops, lanes: int):
+    """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``,
+    channels in vectors. Returns the loop an accumulator is computed at (per column tile and
+    channel vector), or None when the channels do not split into vectors."""
+    n, h, w, c = loops
+    outer = _parallel_outer(sch, [n, h])
+    v = _lanes(_extent(sch, c), lanes)
+    if not v:
+        return None
+    tile = next(t for t in (COLUMN_TILE, 3, 2, 1) if _extent(sch, w) % t == 0)
+    w_o, w_i = sch.split(w, [None, tile])
+    c_o, c_i = sch.split(c, [None, v])
+    sch.reorder(outer, w_o, c_o, w_i, c_i)
+    sch.vectorize(c_i)
+    return c_o
 
 
 def _schedule_standalone_reduction(sch, block) -> None:
@@ -163,20 +181,18 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
         loops = sch.get_loops(blk)
         if not loops:
             continue
-        outer = _parallel_outer(sch, loops[:-1])
-        c_outer = _vectorize_last(sch, loops[-1], lanes)
-        if outer is None:
+        prods = [p for p in sch.get_producers(blk)
+                 if _is_reduction(sch, p) and _sole_same_shape_consumer(sch, p, blk)]
+        at = _tile_pixels(sch, loops, lanes) if prods and len(loops) == 4 else None
+        if at is None:
+            at = _parallel_outer(sch, loops[:-1])
+            _vectorize_last(sch, loops[-1], lanes)
+        if at is None:
             continue
-        for prod in sch.get_producers(blk):
-            name = sch.get(prod).name_hint
-            if name in attached or not _is_reduction(sch, prod):
-                continue
-            if not _sole_same_shape_consumer(sch, prod, blk):
-                continue
-            sch.compute_at(prod, outer, preserve_unit_loops=True)
-            _schedule_inner_reduction(sch, prod, lanes)
-            attached.add(name)
-        del c_outer
+        for prod in prods:
+            sch.compute_at(prod, at, preserve_unit_loops=True)
+            _schedule_inner_reduction(sch, prod, at, lanes)
+            attached.add(sch.get(prod).name_hint)
     for blk in blocks:
         if _is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
             _schedule_standalone_reduction(sch, blk)
