@@ -38,6 +38,15 @@ COLUMN_TILE = 4
 _REDUCE = 2  # IterVar.CommReduce
 
 
+def host_target() -> dict:
+    """The llvm target of this machine's CPU. Plain ``"llvm"`` means generic x86-64 (SSE2:
+    no 32-bit vector multiply, no AVX), which leaves the vector loops here scalar in effect; the
+    compiled host code is for the CPU that compiles it, as the NPU emulator is."""
+    from tvm.target import codegen
+
+    return {"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())}
+
+
 def _realize(sch, block):
     """The SBlockRealize of ``block`` (the body of its innermost loop)."""
     loops = sch.get_loops(block)
@@ -150,10 +159,10 @@ def _tile_pixels(sch, loops, lanes: int):
     channels in vectors. Returns the loop an accumulator is computed at (per column tile and
     channel vector), or None when the channels do not split into vectors."""
     n, h, w, c = loops
-    outer = _parallel_outer(sch, [n, h])
     v = _lanes(_extent(sch, c), lanes)
     if not v:
         return None
+    outer = _parallel_outer(sch, [n, h])
     tile = next(t for t in (COLUMN_TILE, 3, 2, 1) if _extent(sch, w) % t == 0)
     w_o, w_i = sch.split(w, [None, tile])
     c_o, c_i = sch.split(c, [None, v])

@@ -565,6 +565,9 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     fused = legalize(smod)
     program = read_program(fused, segments, asg.npu_backends, host_id)
     kwargs = {"tir_pipeline": tir_pipeline} if tir_pipeline is not None else {}
-    ex = tvm.compile(schedule_host_kernels(fused), target="llvm", relax_pipeline=vm_tail("llvm"), **kwargs)
+    from tvm_ethos.lower.cpu_schedule import host_target
+
+    host = tvm.target.Target(host_target())
+    ex = tvm.compile(schedule_host_kernels(fused), target=host, relax_pipeline=vm_tail(host), **kwargs)
     program.opencl = opencl_kernels(fused, program)
     return ex, program
