@@ -172,8 +172,10 @@ def _npu_ext(functions, options, constant_names):
         else:
             prims[sym] = lower_function(f, sym).primfunc
     irmod = tvm.IRModule(prims)
+    from tvm_ethos.lower.cpu_schedule import host_target
+
     try:
-        lib = tvm.tirx.build(irmod, target="llvm", pipeline=PIPELINE_NAME)
+        lib = tvm.tirx.build(irmod, target=tvm.target.Target(host_target()), pipeline=PIPELINE_NAME)
     except Exception as err:  # pragma: no cover - a bug, not a user error
         raise CompileError(f"building the NPU emulator kernels failed: {err}") from err
     return [lib]
