@@ -162,18 +162,18 @@ def scheduled_primfuncs(funcs: dict):
 
 def _npu_ext(functions, options, constant_names):
     """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
+    from tvm_ethos.lower.cpu_schedule import host_target, vectorize_stripes
+
     if not functions:
         return []
     prims = {}
     for f in functions:
         sym = str(f.attrs["global_symbol"])
         if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
-            prims[sym] = _SCHEDULED[sym]
+            prims[sym] = vectorize_stripes(_SCHEDULED[sym])
         else:
             prims[sym] = lower_function(f, sym).primfunc
     irmod = tvm.IRModule(prims)
-    from tvm_ethos.lower.cpu_schedule import host_target
-
     try:
         lib = tvm.tirx.build(irmod, target=tvm.target.Target(host_target()), pipeline=PIPELINE_NAME)
     except Exception as err:  # pragma: no cover - a bug, not a user error

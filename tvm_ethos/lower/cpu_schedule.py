@@ -206,3 +206,91 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
         if _is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
             _schedule_standalone_reduction(sch, blk)
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+
+
+
+def _split_channel_loop(sch, parent_loop, loop) -> bool:
+    """Loop fission of ``loop`` (a stripe's channel loop holding a Part's stages, then its
+    output block) into two loops over the same channels: the stages first, then the output.
+    Each stage element is in its own place of its ``local`` buffer, so computing all channels'
+    stages before any output reads them changes no value. False where the body is not that."""
+    from tvm_ethos.lower.line_buffer import _subst
+
+    stmt = sch.get(loop)
+    body = stmt.body
+    if not isinstance(body, tirx.SeqStmt) or len(body.seq) < 2:
+        return False
+    *stages, out = list(body.seq)
+    if not isinstance(out, s_tir.SBlockRealize) or not all(isinstance(s, tirx.For) for s in stages):
+        return False
+    var = tirx.Var(f"{stmt.loop_var.name}_stages", stmt.loop_var.ty)
+    env = {stmt.loop_var: var}
+
+    def rebuild(s):
+        if isinstance(s, tirx.SeqStmt):
+            return tirx.SeqStmt([rebuild(x) for x in s.seq])
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, _subst(s.min, env), _subst(s.extent, env), s.kind,
+                            rebuild(s.body), s.thread_binding, s.annotations)
+        if isinstance(s, s_tir.SBlockRealize):
+            return s_tir.SBlockRealize([_subst(v, env) for v in s.iter_values],
+                                       _subst(s.predicate, env), s.block)
+        raise ValueError(type(s).__name__)
+
+    try:
+        first = tirx.For(var, stmt.min, stmt.extent, stmt.kind,
+                         tirx.SeqStmt([rebuild(s) for s in stages]) if len(stages) > 1 else rebuild(stages[0]),
+                         stmt.thread_binding, stmt.annotations)
+    except Exception:  # an expression the substitution does not read: leave the loop whole
+        return False
+    second = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, out,
+                      stmt.thread_binding, stmt.annotations)
+    # the state replaces loops by loops: rebuild the parent loop with the two in place of one
+    parent = sch.get(parent_loop)
+    kids = list(parent.body.seq) if isinstance(parent.body, tirx.SeqStmt) else [parent.body]
+    if not any(k.same_as(stmt) for k in kids):
+        return False
+    new_kids = []
+    for k in kids:
+        new_kids.extend([first, second] if k.same_as(stmt) else [k])
+    new_parent = tirx.For(parent.loop_var, parent.min, parent.extent, parent.kind,
+                          tirx.SeqStmt(new_kids), parent.thread_binding, parent.annotations)
+    sch.state.replace(sch.get_sref(parent_loop), new_parent, {})
+    return True
+
+
+def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
+    """The NPU emulator's scheduled TIR (``schedule.apply_proposal``) with its accumulators and
+    output channel loops run on vectors.
+
+    The cascading schedule computes a Part's stages (int32 accumulators) one element at a time
+    inside the innermost loop of its output, a stripe's channels. That loop is split in two
+    (:func:`_split_channel_loop`): all channels' stages, then all channels' outputs. The stage
+    loop then runs its reduction loops outside the channels, which are vectorized
+    (:func:`_schedule_inner_reduction`), and the output loop is vectorized too. Stripe loops,
+    SRAM buffers and what every stripe computes stay as planned and checked (the ``local``
+    accumulator holds one pixel's channels of the stripe instead of one element: a register
+    file, not memory the planner places; rfcs/0008-host-kernels.md). A block where a step
+    refuses is left as it was."""
+    sch = s_tir.Schedule(prim)
+    for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
+        if _is_reduction(sch, blk):
+            continue
+        loops = sch.get_loops(blk)
+        if len(loops) < 2 or _lanes(_extent(sch, loops[-1]), lanes) != _extent(sch, loops[-1]):
+            continue
+        accs = [p for p in sch.get_producers(blk)
+                if _is_reduction(sch, p) and len(sch.get_consumers(p)) == 1]
+        if not accs:
+            continue
+        trial = sch.copy()
+        try:
+            if not _split_channel_loop(trial, loops[-2], loops[-1]):
+                continue
+            for acc in accs:
+                _schedule_inner_reduction(trial, acc, loops[-2], lanes)
+            trial.vectorize(trial.get_loops(blk)[-1])
+        except (s_tir.schedule.ScheduleError, tvm.error.InternalError):
+            continue
+        sch = trial
+    return sch.mod["main"]
