@@ -155,15 +155,15 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
 
 
 def _tile_pixels(sch, loops, lanes: int):
-    """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``,
-    channels in vectors. Returns the loop an accumulator is computed at (per column tile and
+    """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``
+    (or the first of 7, 6, 5, 3, 2 that divides them: no tail loop), channels in vectors. Returns the loop an accumulator is computed at (per column tile and
     channel vector), or None when the channels do not split into vectors."""
     n, h, w, c = loops
     v = _lanes(_extent(sch, c), lanes)
     if not v:
         return None
     outer = _parallel_outer(sch, [n, h])
-    tile = next(t for t in (COLUMN_TILE, 3, 2, 1) if _extent(sch, w) % t == 0)
+    tile = next(t for t in (COLUMN_TILE, 7, 6, 5, 3, 2, 1) if _extent(sch, w) % t == 0)
     w_o, w_i = sch.split(w, [None, tile])
     c_o, c_i = sch.split(c, [None, v])
     sch.reorder(outer, w_o, c_o, w_i, c_i)
@@ -277,18 +277,20 @@ def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
         if _is_reduction(sch, blk):
             continue
         loops = sch.get_loops(blk)
-        if len(loops) < 2 or _lanes(_extent(sch, loops[-1]), lanes) != _extent(sch, loops[-1]):
-            continue
+        v = _lanes(_extent(sch, loops[-1]), lanes) if loops else 0
         accs = [p for p in sch.get_producers(blk)
                 if _is_reduction(sch, p) and len(sch.get_consumers(p)) == 1]
-        if not accs:
+        if len(loops) < 2 or not v or not accs:
             continue
         trial = sch.copy()
         try:
-            if not _split_channel_loop(trial, loops[-2], loops[-1]):
+            parent, channel = loops[-2], loops[-1]
+            if v < _extent(trial, channel):  # whole vectors of channels, one after the other
+                parent, channel = trial.split(channel, [None, v])
+            if not _split_channel_loop(trial, parent, channel):
                 continue
             for acc in accs:
-                _schedule_inner_reduction(trial, acc, loops[-2], lanes)
+                _schedule_inner_reduction(trial, acc, parent, lanes)
             trial.vectorize(trial.get_loops(blk)[-1])
         except (s_tir.schedule.ScheduleError, tvm.error.InternalError):
             continue
