@@ -503,9 +503,23 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     """
     from tvm import s_tir
 
+    from tvm_ethos.lower.cpu_schedule import _is_reduction, _sole_same_shape_consumer
+
     sch = s_tir.Schedule(prim)
     root = sch.get_sblock("root")
-    for block in sch.get_child_blocks(root):
+    blocks = list(sch.get_child_blocks(root))
+    # an accumulator read only by the next stage at the same index is computed by the thread
+    # that reads it (no global int32 workspace, one kernel less)
+    fused_into = {}
+    for block in blocks:
+        if _is_reduction(sch, block):
+            users = sch.get_consumers(block)
+            if len(users) == 1 and not _is_reduction(sch, users[0]) and \
+                    _sole_same_shape_consumer(sch, block, users[0]):
+                fused_into[sch.get(block).name_hint] = users[0]
+    for block in blocks:
+        if sch.get(block).name_hint in fused_into:
+            continue
         loops = sch.get_loops(block)
         ivs = sch.get(block).iter_vars
         spatial = []
@@ -521,6 +535,11 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
         bx, tx = sch.split(fused, [None, threads])
         sch.bind(bx, "blockIdx.x")
         sch.bind(tx, "threadIdx.x")
+    for block in blocks:
+        user = fused_into.get(sch.get(block).name_hint)
+        if user is not None:
+            sch.compute_at(block, sch.get_loops(user)[-1], preserve_unit_loops=True)
+            sch.set_scope(block, 0, "local")
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
@@ -551,11 +570,12 @@ def schedule_host_kernels(fused):
     (``cpu_schedule``); ``fused`` itself keeps them unscheduled for the OpenCL build."""
     from tvm_ethos.lower.cpu_schedule import schedule_for_cpu
 
-    out = fused.copy() if hasattr(fused, "copy") else fused
-    for gv, f in list(fused.functions.items()):
+    funcs = {}
+    for gv, f in fused.functions.items():
         if isinstance(f, tvm.tirx.PrimFunc) and _KERNEL_NAME.match(gv.name_hint):
-            out[gv] = schedule_for_cpu(f)
-    return out
+            f = schedule_for_cpu(f)
+        funcs[gv] = f
+    return tvm.IRModule(funcs, attrs=fused.attrs, global_infos=fused.global_infos)
 
 
 def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
