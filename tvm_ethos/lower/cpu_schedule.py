@@ -2,28 +2,26 @@
 
 The kernels are TE graphs of NHWC stages: int32 accumulators (``te.sum`` / ``te.max`` stages)
 followed by injective requantization stages. Unscheduled, each stage is a scalar loop nest over
-the whole tensor, and every accumulator is a full-size int32 tensor written once and read
-back. The rule here, per stage, whatever the operator:
+the whole tensor, and every accumulator a full-size int32 tensor written once and read back.
+The rule here, per stage, by its shape rather than by operator name:
 
-* an injective stage runs its leading axes (batch, rows, columns) fused into one parallel loop
-  and its last axis (channels, contiguous in NHWC) split into vector lanes;
+* an injective stage runs its leading axes fused into one parallel loop and its last axis
+  (channels, contiguous in NHWC) in vector lanes;
 * an accumulator read only by the injective stage after it, at the same index (conv2d,
-  depthwise, pooling), is computed inside that stage's parallel loop, one output pixel at a
-  time: its buffer shrinks to one pixel's channels, its reduction loops move outside the channel
-  loop, and the channel loop is vectorized, so every multiply-add is a vector over output
-  channels with the input code broadcast (HWIO weights are contiguous along output channels);
+  depthwise, pooling), is computed inside that stage's loops one register tile at a time
+  (``COLUMN_TILE`` output columns x ``VECTOR_LANES`` channels): its reduction loops outside the
+  tile, the columns unrolled, the channels vectorized, so every multiply-add is a vector over
+  output channels (HWIO weights are contiguous along them) with the input code broadcast, and
+  each weight vector loaded serves a whole tile;
 * any other accumulator (fully connected, mean, softmax's row max and sum) runs its spatial axes
-  in parallel, its reduction loops innermost and in their original order (softmax's float sum
+  in parallel and its reduction loops innermost in their original order (softmax's float sum
   stays sequential per row, as TFLite computes it).
 
-None of this changes an expression: the same int32 products are summed (integer addition is
-associative, so the order across channels does not matter) and the same requantization is
-applied, so results stay bit-exact; the tests compare scheduled against unscheduled builds
-and TFLite's reference kernels.
-
-This CPU has AVX2 and no AVX-512 VNNI (``lscpu``); s_tir's VNNI/dot-product intrinsics expect
-uint8 x int8 operands with a blocked weight layout, which would need a zero-point correction
-term to stay exact for int8 x int8: left out (rfcs/0008-host-kernels.md).
+No expression changes: the same int32 products are summed (integer addition is associative,
+so the order across channels does not matter) and the same requantization applied, so results
+stay bit-exact with TFLite's reference kernels (tests/tvm_ethos/test_cpu_schedule.py and every
+operator and model test). :func:`vectorize_stripes` does the same for the NPU emulator inside
+each stripe. Why no VNNI / dot-product intrinsics: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
 
@@ -70,7 +68,7 @@ def _loop_kinds(sch, block, loops) -> list[bool]:
     return [sch.get(lp).loop_var in red_vars for lp in loops]
 
 
-def _is_reduction(sch, block) -> bool:
+def is_reduction(sch, block) -> bool:
     return any(int(iv.iter_type) == _REDUCE for iv in sch.get(block).iter_vars)
 
 
@@ -89,18 +87,14 @@ def _lanes(extent: int, lanes: int) -> int:
     return 0
 
 
-def _vectorize_last(sch, loop, lanes: int):
-    """Vectorize ``loop`` (split into vector lanes when longer); returns its outer part or None."""
+def _vectorize_last(sch, loop, lanes: int) -> None:
+    """Vectorize ``loop``, split into vectors when longer (left scalar when none divides it)."""
     ext = _extent(sch, loop)
     v = _lanes(ext, lanes)
-    if not v:
-        return None
-    if ext == v:
+    if v and ext == v:
         sch.vectorize(loop)
-        return None
-    outer, inner = sch.split(loop, [None, v])
-    sch.vectorize(inner)
-    return outer
+    elif v:
+        sch.vectorize(sch.split(loop, [None, v])[1])
 
 
 def _parallel_outer(sch, loops):
@@ -112,11 +106,7 @@ def _parallel_outer(sch, loops):
     return outer
 
 
-def _region_buffer(region):
-    return region.source
-
-
-def _sole_same_shape_consumer(sch, producer, consumer) -> bool:
+def sole_same_shape_consumer(sch, producer, consumer) -> bool:
     """Whether ``consumer`` is the only reader of ``producer`` and writes its shape."""
     if len(sch.get_consumers(producer)) != 1:
         return False
@@ -124,7 +114,7 @@ def _sole_same_shape_consumer(sch, producer, consumer) -> bool:
     cw = sch.get(consumer).writes
     if len(pw) != 1 or len(cw) != 1:
         return False
-    return [int(x) for x in _region_buffer(pw[0]).shape] == [int(x) for x in _region_buffer(cw[0]).shape]
+    return [int(x) for x in pw[0].source.shape] == [int(x) for x in cw[0].source.shape]
 
 
 def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
@@ -156,8 +146,9 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
 
 def _tile_pixels(sch, loops, lanes: int):
     """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``
-    (or the first of 7, 6, 5, 3, 2 that divides them: no tail loop), channels in vectors. Returns the loop an accumulator is computed at (per column tile and
-    channel vector), or None when the channels do not split into vectors."""
+    (or the first of 7, 6, 5, 3, 2 that divides them: no tail loop), channels in vectors.
+    Returns the loop an accumulator is computed at (per column tile and channel vector), or
+    None when the channels do not split into vectors."""
     n, h, w, c = loops
     v = _lanes(_extent(sch, c), lanes)
     if not v:
@@ -185,13 +176,13 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
     attached = set()
     for blk in reversed(blocks):
-        if _is_reduction(sch, blk):
+        if is_reduction(sch, blk):
             continue
         loops = sch.get_loops(blk)
         if not loops:
             continue
         prods = [p for p in sch.get_producers(blk)
-                 if _is_reduction(sch, p) and _sole_same_shape_consumer(sch, p, blk)]
+                 if is_reduction(sch, p) and sole_same_shape_consumer(sch, p, blk)]
         at = _tile_pixels(sch, loops, lanes) if prods and len(loops) == 4 else None
         if at is None:
             at = _parallel_outer(sch, loops[:-1])
@@ -203,10 +194,9 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
             _schedule_inner_reduction(sch, prod, at, lanes)
             attached.add(sch.get(prod).name_hint)
     for blk in blocks:
-        if _is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
+        if is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
             _schedule_standalone_reduction(sch, blk)
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
-
 
 
 def _split_channel_loop(sch, parent_loop, loop) -> bool:
@@ -214,7 +204,7 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
     output block) into two loops over the same channels: the stages first, then the output.
     Each stage element is in its own place of its ``local`` buffer, so computing all channels'
     stages before any output reads them changes no value. False where the body is not that."""
-    from tvm_ethos.lower.line_buffer import _subst
+    from tvm_ethos.lower.line_buffer import LineBufferScheduleError, _subst
 
     stmt = sch.get(loop)
     body = stmt.body
@@ -235,13 +225,13 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
         if isinstance(s, s_tir.SBlockRealize):
             return s_tir.SBlockRealize([_subst(v, env) for v in s.iter_values],
                                        _subst(s.predicate, env), s.block)
-        raise ValueError(type(s).__name__)
+        raise LineBufferScheduleError(f"unexpected {type(s).__name__} in a stage loop")
 
     try:
         first = tirx.For(var, stmt.min, stmt.extent, stmt.kind,
                          tirx.SeqStmt([rebuild(s) for s in stages]) if len(stages) > 1 else rebuild(stages[0]),
                          stmt.thread_binding, stmt.annotations)
-    except Exception:  # an expression the substitution does not read: leave the loop whole
+    except LineBufferScheduleError:  # an expression _subst does not read: leave the loop whole
         return False
     second = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, out,
                       stmt.thread_binding, stmt.annotations)
@@ -274,12 +264,12 @@ def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
     refuses is left as it was."""
     sch = s_tir.Schedule(prim)
     for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
-        if _is_reduction(sch, blk):
+        if is_reduction(sch, blk):
             continue
         loops = sch.get_loops(blk)
         v = _lanes(_extent(sch, loops[-1]), lanes) if loops else 0
         accs = [p for p in sch.get_producers(blk)
-                if _is_reduction(sch, p) and len(sch.get_consumers(p)) == 1]
+                if is_reduction(sch, p) and len(sch.get_consumers(p)) == 1]
         if len(loops) < 2 or not v or not accs:
             continue
         trial = sch.copy()

@@ -503,7 +503,7 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     """
     from tvm import s_tir
 
-    from tvm_ethos.lower.cpu_schedule import _is_reduction, _sole_same_shape_consumer
+    from tvm_ethos.lower.cpu_schedule import is_reduction, sole_same_shape_consumer
 
     sch = s_tir.Schedule(prim)
     root = sch.get_sblock("root")
@@ -512,10 +512,10 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     # that reads it (no global int32 workspace, one kernel less)
     fused_into = {}
     for block in blocks:
-        if _is_reduction(sch, block):
+        if is_reduction(sch, block):
             users = sch.get_consumers(block)
-            if len(users) == 1 and not _is_reduction(sch, users[0]) and \
-                    _sole_same_shape_consumer(sch, block, users[0]):
+            if len(users) == 1 and not is_reduction(sch, users[0]) and \
+                    sole_same_shape_consumer(sch, block, users[0]):
                 fused_into[sch.get(block).name_hint] = users[0]
     for block in blocks:
         if sch.get(block).name_hint in fused_into:
