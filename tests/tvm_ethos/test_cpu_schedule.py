@@ -11,17 +11,17 @@ from conftest import assert_bit_exact
 from tvm_ethos.lower import cpu_schedule
 
 
-def _captured(monkeypatch):
-    """Record every (unscheduled, scheduled) PrimFunc pair the llvm build schedules."""
+def _captured(monkeypatch, name="schedule_for_cpu"):
+    """Record every (before, after) PrimFunc pair that ``cpu_schedule.<name>`` makes."""
     seen = []
-    real = cpu_schedule.schedule_for_cpu
+    real = getattr(cpu_schedule, name)
 
     def spy(prim, *a, **k):
         out = real(prim, *a, **k)
         seen.append((prim, out))
         return out
 
-    monkeypatch.setattr(cpu_schedule, "schedule_for_cpu", spy)
+    monkeypatch.setattr(cpu_schedule, name, spy)
     return seen
 
 
@@ -99,15 +99,7 @@ def test_accumulator_is_one_register_tile(monkeypatch):
 def test_emulator_stripes_vectorized_and_exact(make, monkeypatch):
     """The emulator builds the checked schedule with its accumulators on vectors; the plan is
     still exact (planned == scheduled bytes) and the outputs bit-exact with TFLite."""
-    seen = []
-    real = cpu_schedule.vectorize_stripes
-
-    def spy(prim, *a, **k):
-        out = real(prim, *a, **k)
-        seen.append((prim, out))
-        return out
-
-    monkeypatch.setattr(cpu_schedule, "vectorize_stripes", spy)
+    seen = _captured(monkeypatch, "vectorize_stripes")
     model = make(np.random.RandomState(5))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
     assert cm.partition_summary == {"ethos-u": 1}

@@ -30,9 +30,9 @@ from tvm import s_tir, tirx
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
-#: output columns per accumulator tile: 4 x 16 int32 accumulators fill 8 of AVX2's 16 registers,
-#: and each weight vector loaded serves 4 columns
-COLUMN_TILE = 4
+#: output columns per accumulator tile (2 x 16 int32: 4 AVX2 registers; each weight vector
+#: loaded serves both columns). Wider tiles ran slower on MobileNetV1-224 (rfcs/0008)
+COLUMN_TILE = 2
 _REDUCE = 2  # IterVar.CommReduce
 
 
@@ -146,7 +146,7 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
 
 def _tile_pixels(sch, loops, lanes: int):
     """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``
-    (or the first of 7, 6, 5, 3, 2 that divides them: no tail loop), channels in vectors.
+    (single columns where it does not divide them: no tail loop), channels in vectors.
     Returns the loop an accumulator is computed at (per column tile and channel vector), or
     None when the channels do not split into vectors."""
     n, h, w, c = loops
@@ -154,7 +154,7 @@ def _tile_pixels(sch, loops, lanes: int):
     if not v:
         return None
     outer = _parallel_outer(sch, [n, h])
-    tile = next(t for t in (COLUMN_TILE, 7, 6, 5, 3, 2, 1) if _extent(sch, w) % t == 0)
+    tile = next(t for t in (COLUMN_TILE, 1) if _extent(sch, w) % t == 0)
     w_o, w_i = sch.split(w, [None, tile])
     c_o, c_i = sch.split(c, [None, v])
     sch.reorder(outer, w_o, c_o, w_i, c_i)
