@@ -159,6 +159,8 @@ def scheduled_primfuncs(funcs: dict):
 
 def _npu_ext(functions, options, constant_names):
     """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
+    from tvm_ethos.lower.cpu_schedule import host_target, vectorize_stripes
+
     if not functions:
         return []
     prims = {}
@@ -172,12 +174,12 @@ def _npu_ext(functions, options, constant_names):
                 "use tvm_ethos.partition_for_ethos_u / partition_for_ethos_n / partition_for, "
                 "which plan, schedule and build the NPU subgraphs before tvm.compile")
         if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
-            prims[sym] = _SCHEDULED[sym]
+            prims[sym] = vectorize_stripes(_SCHEDULED[sym])
         else:
             prims[sym] = lower_function(f, sym).primfunc
     irmod = tvm.IRModule(prims)
     try:
-        lib = tvm.tirx.build(irmod, target="llvm", pipeline=PIPELINE_NAME)
+        lib = tvm.tirx.build(irmod, target=tvm.target.Target(host_target()), pipeline=PIPELINE_NAME)
     except Exception as err:  # pragma: no cover - a bug, not a user error
         raise CompileError(f"building the NPU emulator kernels failed: {err}") from err
     return [lib]

@@ -503,9 +503,23 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     """
     from tvm import s_tir
 
+    from tvm_ethos.lower.cpu_schedule import is_reduction, sole_same_shape_consumer
+
     sch = s_tir.Schedule(prim)
     root = sch.get_sblock("root")
-    for block in sch.get_child_blocks(root):
+    blocks = list(sch.get_child_blocks(root))
+    # an accumulator read only by the next stage at the same index is computed by the thread
+    # that reads it (no global int32 workspace, one kernel less)
+    fused_into = {}
+    for block in blocks:
+        if is_reduction(sch, block):
+            users = sch.get_consumers(block)
+            if len(users) == 1 and not is_reduction(sch, users[0]) and \
+                    sole_same_shape_consumer(sch, block, users[0]):
+                fused_into[sch.get(block).name_hint] = users[0]
+    for block in blocks:
+        if sch.get(block).name_hint in fused_into:
+            continue
         loops = sch.get_loops(block)
         ivs = sch.get(block).iter_vars
         spatial = []
@@ -521,6 +535,11 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
         bx, tx = sch.split(fused, [None, threads])
         sch.bind(bx, "blockIdx.x")
         sch.bind(tx, "threadIdx.x")
+    for block in blocks:
+        user = fused_into.get(sch.get(block).name_hint)
+        if user is not None:
+            sch.compute_at(block, sch.get_loops(user)[-1], preserve_unit_loops=True)
+            sch.set_scope(block, 0, "local")
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
@@ -546,6 +565,19 @@ def opencl_kernels(fused, program: NetworkProgram):
         raise CompileError(f"building the OpenCL kernels failed: {msg[-1] if msg else type(err).__name__}") from err
 
 
+def schedule_host_kernels(fused):
+    """A copy of ``fused`` whose exact integer host kernels carry the CPU schedule
+    (``cpu_schedule``); ``fused`` itself keeps them unscheduled for the OpenCL build."""
+    from tvm_ethos.lower.cpu_schedule import schedule_for_cpu
+
+    funcs = {}
+    for gv, f in fused.functions.items():
+        if isinstance(f, tvm.tirx.PrimFunc) and _KERNEL_NAME.match(gv.name_hint):
+            f = schedule_for_cpu(f)
+        funcs[gv] = f
+    return tvm.IRModule(funcs, attrs=fused.attrs, global_infos=fused.global_infos)
+
+
 def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     """Split, legalize, build: returns ``(executable, NetworkProgram)``."""
     asg = assign_backends(pmod, report, host_id, cpu_ops)
@@ -553,6 +585,9 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     fused = legalize(smod)
     program = read_program(fused, segments, asg.npu_backends, host_id)
     kwargs = {"tir_pipeline": tir_pipeline} if tir_pipeline is not None else {}
-    ex = tvm.compile(fused, target="llvm", relax_pipeline=vm_tail("llvm"), **kwargs)
+    from tvm_ethos.lower.cpu_schedule import host_target
+
+    host = tvm.target.Target(host_target())
+    ex = tvm.compile(schedule_host_kernels(fused), target=host, relax_pipeline=vm_tail(host), **kwargs)
     program.opencl = opencl_kernels(fused, program)
     return ex, program

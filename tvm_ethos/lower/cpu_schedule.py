@@ -1,0 +1,288 @@
+"""CPU (llvm) schedules for the exact integer kernels of ``te_ops``, applied with ``s_tir.Schedule``.
+
+The kernels are TE graphs of NHWC stages: int32 accumulators (``te.sum`` / ``te.max`` stages)
+followed by injective requantization stages. Unscheduled, each stage is a scalar loop nest over
+the whole tensor, and every accumulator a full-size int32 tensor written once and read back.
+The rule here, per stage, by its shape rather than by operator name:
+
+* an injective stage runs its leading axes fused into one parallel loop and its last axis
+  (channels, contiguous in NHWC) in vector lanes;
+* an accumulator read only by the injective stage after it, at the same index (conv2d,
+  depthwise, pooling), is computed inside that stage's loops one register tile at a time
+  (``COLUMN_TILE`` output columns x ``VECTOR_LANES`` channels): its reduction loops outside the
+  tile, the columns unrolled, the channels vectorized, so every multiply-add is a vector over
+  output channels (HWIO weights are contiguous along them) with the input code broadcast, and
+  each weight vector loaded serves a whole tile;
+* any other accumulator (fully connected, mean, softmax's row max and sum) runs its spatial axes
+  in parallel and its reduction loops innermost in their original order (softmax's float sum
+  stays sequential per row, as TFLite computes it).
+
+No expression changes: the same int32 products are summed (integer addition is associative,
+so the order across channels does not matter) and the same requantization applied, so results
+stay bit-exact with TFLite's reference kernels (tests/tvm_ethos/test_cpu_schedule.py and every
+operator and model test). :func:`vectorize_stripes` does the same for the NPU emulator inside
+each stripe. Why no VNNI / dot-product intrinsics: rfcs/0008-host-kernels.md.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+#: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
+VECTOR_LANES = 16
+#: output columns per accumulator tile (2 x 16 int32: 4 AVX2 registers; each weight vector
+#: loaded serves both columns). Wider tiles ran slower on MobileNetV1-224 (rfcs/0008)
+COLUMN_TILE = 2
+_REDUCE = 2  # IterVar.CommReduce
+
+
+def host_target() -> dict:
+    """The llvm target of this machine's CPU. Plain ``"llvm"`` means generic x86-64 (SSE2:
+    no 32-bit vector multiply, no AVX), which leaves the vector loops here scalar in effect; the
+    compiled host code is for the CPU that compiles it, as the NPU emulator is."""
+    from tvm.target import codegen
+
+    return {"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())}
+
+
+def _realize(sch, block):
+    """The SBlockRealize of ``block`` (the body of its innermost loop)."""
+    loops = sch.get_loops(block)
+    stmt = sch.get(loops[-1]).body if loops else None
+    while stmt is not None and not isinstance(stmt, s_tir.SBlockRealize):
+        stmt = getattr(stmt, "body", None) or getattr(stmt, "then_case", None)
+    return stmt
+
+
+def _vars_of(expr) -> set:
+    return set(tirx.analysis.undefined_vars(expr))
+
+
+def _loop_kinds(sch, block, loops) -> list[bool]:
+    """For each loop, whether it drives a reduction iterator of ``block``."""
+    realize = _realize(sch, block)
+    red_vars = set()
+    for iv, val in zip(realize.block.iter_vars, realize.iter_values):
+        if int(iv.iter_type) == _REDUCE:
+            red_vars |= _vars_of(val)
+    return [sch.get(lp).loop_var in red_vars for lp in loops]
+
+
+def is_reduction(sch, block) -> bool:
+    return any(int(iv.iter_type) == _REDUCE for iv in sch.get(block).iter_vars)
+
+
+def _extent(sch, loop) -> int:
+    ext = sch.get(loop).extent
+    return int(ext) if isinstance(ext, tirx.IntImm) else -1
+
+
+def _lanes(extent: int, lanes: int) -> int:
+    """The widest vector (a power of two, at most ``lanes``, at least 4) dividing ``extent``."""
+    v = lanes
+    while v >= 4:
+        if extent % v == 0:
+            return v
+        v //= 2
+    return 0
+
+
+def _vectorize_last(sch, loop, lanes: int) -> None:
+    """Vectorize ``loop``, split into vectors when longer (left scalar when none divides it)."""
+    ext = _extent(sch, loop)
+    v = _lanes(ext, lanes)
+    if v and ext == v:
+        sch.vectorize(loop)
+    elif v:
+        sch.vectorize(sch.split(loop, [None, v])[1])
+
+
+def _parallel_outer(sch, loops):
+    """Fuse the leading loops into one and run it in parallel; returns it (None when none)."""
+    if not loops:
+        return None
+    outer = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    sch.parallel(outer)
+    return outer
+
+
+def sole_same_shape_consumer(sch, producer, consumer) -> bool:
+    """Whether ``consumer`` is the only reader of ``producer`` and writes its shape."""
+    if len(sch.get_consumers(producer)) != 1:
+        return False
+    pw = sch.get(producer).writes
+    cw = sch.get(consumer).writes
+    if len(pw) != 1 or len(cw) != 1:
+        return False
+    return [int(x) for x in pw[0].source.shape] == [int(x) for x in cw[0].source.shape]
+
+
+def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
+    """An accumulator computed per tile of output columns x vector of channels: reductions
+    outside, the columns unrolled and the channels vectorized inside, kept in registers."""
+    loops = sch.get_loops(block)
+    kinds = _loop_kinds(sch, block, loops)
+    first = next((i for i, k in enumerate(kinds) if k), None)
+    if first is None:
+        return
+    reds = [lp for lp, k in zip(loops, kinds) if k]
+    start = next(i for i, lp in enumerate(loops) if sch.get(lp).same_as(sch.get(at))) + 1
+    # the loops compute_at made: at most (columns, channels); anything longer is left scalar
+    inner = [lp for lp in loops[start:first] if _extent(sch, lp) > 1]
+    if not inner or len(inner) > 2:
+        return
+    sch.reorder(*reds, *inner)
+    channel = inner[-1]
+    v = _lanes(_extent(sch, channel), lanes)
+    if v == _extent(sch, channel):
+        # vectorized while the block still has its init (a reduction block); the init is then
+        # split off above the reduction loops so the vector loop holds only the update
+        sch.vectorize(channel)
+    if len(inner) == 2:
+        sch.unroll(inner[0])
+    sch.set_scope(block, 0, "local")
+    sch.decompose_reduction(block, reds[0])
+
+
+def _tile_pixels(sch, loops, lanes: int):
+    """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``
+    (single columns where it does not divide them: no tail loop), channels in vectors.
+    Returns the loop an accumulator is computed at (per column tile and channel vector), or
+    None when the channels do not split into vectors."""
+    n, h, w, c = loops
+    v = _lanes(_extent(sch, c), lanes)
+    if not v:
+        return None
+    outer = _parallel_outer(sch, [n, h])
+    tile = next(t for t in (COLUMN_TILE, 1) if _extent(sch, w) % t == 0)
+    w_o, w_i = sch.split(w, [None, tile])
+    c_o, c_i = sch.split(c, [None, v])
+    sch.reorder(outer, w_o, c_o, w_i, c_i)
+    sch.vectorize(c_i)
+    return c_o
+
+
+def _schedule_standalone_reduction(sch, block) -> None:
+    loops = sch.get_loops(block)
+    kinds = _loop_kinds(sch, block, loops)
+    spatial = [lp for lp, k in zip(loops, kinds) if not k]
+    if spatial and spatial == loops[: len(spatial)]:
+        _parallel_outer(sch, spatial)
+
+
+def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
+    """``prim`` (an unscheduled exact integer kernel) with the CPU schedule of the module doc."""
+    sch = s_tir.Schedule(prim)
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    attached = set()
+    for blk in reversed(blocks):
+        if is_reduction(sch, blk):
+            continue
+        loops = sch.get_loops(blk)
+        if not loops:
+            continue
+        prods = [p for p in sch.get_producers(blk)
+                 if is_reduction(sch, p) and sole_same_shape_consumer(sch, p, blk)]
+        at = _tile_pixels(sch, loops, lanes) if prods and len(loops) == 4 else None
+        if at is None:
+            at = _parallel_outer(sch, loops[:-1])
+            _vectorize_last(sch, loops[-1], lanes)
+        if at is None:
+            continue
+        for prod in prods:
+            sch.compute_at(prod, at, preserve_unit_loops=True)
+            _schedule_inner_reduction(sch, prod, at, lanes)
+            attached.add(sch.get(prod).name_hint)
+    for blk in blocks:
+        if is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
+            _schedule_standalone_reduction(sch, blk)
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+
+
+def _split_channel_loop(sch, parent_loop, loop) -> bool:
+    """Loop fission of ``loop`` (a stripe's channel loop holding a Part's stages, then its
+    output block) into two loops over the same channels: the stages first, then the output.
+    Each stage element is in its own place of its ``local`` buffer, so computing all channels'
+    stages before any output reads them changes no value. False where the body is not that."""
+    from tvm_ethos.lower.line_buffer import LineBufferScheduleError, _subst
+
+    stmt = sch.get(loop)
+    body = stmt.body
+    if not isinstance(body, tirx.SeqStmt) or len(body.seq) < 2:
+        return False
+    *stages, out = list(body.seq)
+    if not isinstance(out, s_tir.SBlockRealize) or not all(isinstance(s, tirx.For) for s in stages):
+        return False
+    var = tirx.Var(f"{stmt.loop_var.name}_stages", stmt.loop_var.ty)
+    env = {stmt.loop_var: var}
+
+    def rebuild(s):
+        if isinstance(s, tirx.SeqStmt):
+            return tirx.SeqStmt([rebuild(x) for x in s.seq])
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, _subst(s.min, env), _subst(s.extent, env), s.kind,
+                            rebuild(s.body), s.thread_binding, s.annotations)
+        if isinstance(s, s_tir.SBlockRealize):
+            return s_tir.SBlockRealize([_subst(v, env) for v in s.iter_values],
+                                       _subst(s.predicate, env), s.block)
+        raise LineBufferScheduleError(f"unexpected {type(s).__name__} in a stage loop")
+
+    try:
+        first = tirx.For(var, stmt.min, stmt.extent, stmt.kind,
+                         tirx.SeqStmt([rebuild(s) for s in stages]) if len(stages) > 1 else rebuild(stages[0]),
+                         stmt.thread_binding, stmt.annotations)
+    except LineBufferScheduleError:  # an expression _subst does not read: leave the loop whole
+        return False
+    second = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, out,
+                      stmt.thread_binding, stmt.annotations)
+    # the state replaces loops by loops: rebuild the parent loop with the two in place of one
+    parent = sch.get(parent_loop)
+    kids = list(parent.body.seq) if isinstance(parent.body, tirx.SeqStmt) else [parent.body]
+    if not any(k.same_as(stmt) for k in kids):
+        return False
+    new_kids = []
+    for k in kids:
+        new_kids.extend([first, second] if k.same_as(stmt) else [k])
+    new_parent = tirx.For(parent.loop_var, parent.min, parent.extent, parent.kind,
+                          tirx.SeqStmt(new_kids), parent.thread_binding, parent.annotations)
+    sch.state.replace(sch.get_sref(parent_loop), new_parent, {})
+    return True
+
+
+def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
+    """The NPU emulator's scheduled TIR (``schedule.apply_proposal``) with its accumulators and
+    output channel loops run on vectors.
+
+    The cascading schedule computes a Part's stages (int32 accumulators) one element at a time
+    inside the innermost loop of its output, a stripe's channels. That loop is split in two
+    (:func:`_split_channel_loop`): all channels' stages, then all channels' outputs. The stage
+    loop then runs its reduction loops outside the channels, which are vectorized
+    (:func:`_schedule_inner_reduction`), and the output loop is vectorized too. Stripe loops,
+    SRAM buffers and what every stripe computes stay as planned and checked (the ``local``
+    accumulator holds one pixel's channels of the stripe instead of one element: a register
+    file, not memory the planner places; rfcs/0008-host-kernels.md). A block where a step
+    refuses is left as it was."""
+    sch = s_tir.Schedule(prim)
+    for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
+        if is_reduction(sch, blk):
+            continue
+        loops = sch.get_loops(blk)
+        v = _lanes(_extent(sch, loops[-1]), lanes) if loops else 0
+        accs = [p for p in sch.get_producers(blk)
+                if is_reduction(sch, p) and len(sch.get_consumers(p)) == 1]
+        if len(loops) < 2 or not v or not accs:
+            continue
+        trial = sch.copy()
+        try:
+            parent, channel = loops[-2], loops[-1]
+            if v < _extent(trial, channel):  # whole vectors of channels, one after the other
+                parent, channel = trial.split(channel, [None, v])
+            if not _split_channel_loop(trial, parent, channel):
+                continue
+            for acc in accs:
+                _schedule_inner_reduction(trial, acc, parent, lanes)
+            trial.vectorize(trial.get_loops(blk)[-1])
+        except (s_tir.schedule.ScheduleError, tvm.error.InternalError):
+            continue
+        sch = trial
+    return sch.mod["main"]
