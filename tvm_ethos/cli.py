@@ -19,7 +19,6 @@ bad size, unknown option, a budget no schedule fits), with exactly one line on s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -194,55 +193,16 @@ def target_options(args, options=None) -> dict[str, dict[str, str]]:
 # Planner options: --planner-<field>=VALUE for every PlannerOptions field
 
 
-def _planner_fields():
-    from planner.options import PlannerOptions
-    return [(f.name, f.default) for f in dataclasses.fields(PlannerOptions)]
-
-
-def _convert_option(name: str, default, text: str):
-    try:
-        if isinstance(default, bool):
-            low = text.lower()
-            if low in ("true", "false", "1", "0", "yes", "no"):
-                return low in ("true", "1", "yes")
-            # a word option such as lockstep_rolling=prologue; PlannerOptions says what it takes
-            return text
-        if isinstance(default, int) or default is None:
-            return None if text.lower() == "none" else int(text)
-        if isinstance(default, tuple):
-            kind = type(default[0]) if default else str
-            return tuple(kind(v) for v in _split_list(text))
-    except ValueError:
-        pass
-    else:
-        return text
-    raise CliError(f"--planner-{name}: cannot read {text!r}; allowed: a value like the "
-                   f"default {default!r}")
-
-
-def add_planner_arguments(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("planner options (see planner.options.PlannerOptions)")
-    for name, default in _planner_fields():
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        group.add_argument(f"--planner-{name}", dest=f"planner__{name}", default=None,
-                           metavar="VALUE", help=f"default {shown}")
+def add_planner_arguments(p: argparse.ArgumentParser, notes: dict | None = None) -> None:
+    """The ``--planner-*`` flags, shared with ``python -m planner`` (planner.option_flags)."""
+    from planner.option_flags import add_arguments
+    add_arguments(p, notes)
 
 
 def planner_options(args) -> dict:
-    """The ``--planner-*`` values given, converted and validated (PlannerError if invalid)."""
-    from planner.options import PlannerOptions
-    out = {}
-    for name, default in _planner_fields():
-        text = getattr(args, f"planner__{name}", None)
-        if text is not None:
-            out[name] = _convert_option(name, default, text)
-    from planner.options import PlannerOptionError
-    try:
-        PlannerOptions(**out)
-    except PlannerOptionError as err:   # name the flag as the user spelled it
-        raise CliError(f"--planner-{err.option}={err.value!r} is invalid; allowed: "
-                       f"{err.allowed}") from None
-    return out
+    """The ``--planner-*`` values given, read and validated (PlannerError naming the flag)."""
+    from planner.option_flags import options_from_args
+    return options_from_args(args)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,12 +34,16 @@ from dataclasses import dataclass, field
 
 from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
 
-#: the planner options the compile path fixes (the others are the user's)
-FIXED_PLANNER_OPTIONS = {"rolling_mixed": False}
-#: the compile path's defaults for planner options the user may change
-DEFAULT_PLANNER_OPTIONS = {"lockstep_rolling": "prologue", "rolling_granules": (1,)}
-#: the rolling granules TensorIR realizes (line-buffer cascades), and none
-REALIZED_GRANULES = ((1,), ())
+#: The planner options whose other values only planner studies use: field -> (the values the
+#: compile path realizes, why). The planner's defaults are among them (planner.options).
+REALIZED_PLANNER_OPTIONS = {
+    "rolling_granules": (((1,), ()), "the compile path realizes rolling buffers filled one row "
+                         "at a time, as line-buffer cascades (rfcs/0005)"),
+    "rolling_mixed": ((False,), "the compile path's line-buffer cascades need every "
+                      "intermediate tensor of a rolling Plan to roll"),
+    "weight_prefetch": ((False,), "TensorIR has no form for a weight copy that crosses Plans "
+                        "(a copy is realized in the Plan that reads it)"),
+}
 POOL_KEYS = {
     "size": "size", "read_bandwidth": "read_bytes_per_cycle", "read_bw": "read_bytes_per_cycle",
     "write_bandwidth": "write_bytes_per_cycle", "write_bw": "write_bytes_per_cycle",
@@ -183,25 +187,6 @@ def planning_options(options: dict) -> PlanningOptions:
     if not isinstance(raw, dict):
         raise OptionError(f"option 'planner_options': expected a dict or PlannerOptions, not "
                           f"{type(raw).__name__}")
-    raw = dict(raw)
-    granules = raw.get("rolling_granules", (1,))
-    try:
-        granules = tuple(granules)
-    except TypeError:
-        granules = None
-    if granules not in REALIZED_GRANULES:
-        raise OptionError(
-            f"planner option rolling_granules={raw.get('rolling_granules')!r}: the compile path "
-            "realizes rolling buffers filled one row at a time, as line-buffer cascades "
-            "(rfcs/0005); use (1,) (the default) or () for none")
-    if raw.get("rolling_mixed", False) is not False:
-        raise OptionError(
-            f"planner option rolling_mixed={raw['rolling_mixed']!r}: the compile path's "
-            "line-buffer cascades need every intermediate tensor of a rolling Plan to roll; "
-            "leave rolling_mixed unset")
-    raw.update(FIXED_PLANNER_OPTIONS)
-    for k, v in DEFAULT_PLANNER_OPTIONS.items():
-        raw.setdefault(k, v)
     try:
         popts = PlannerOptions.from_mapping(raw)
     except PlannerOptionError as err:
@@ -209,6 +194,12 @@ def planning_options(options: dict) -> PlanningOptions:
                           f"{err.allowed}") from None
     except (PlannerError, TypeError) as err:
         raise OptionError(f"option 'planner_options': {err}") from None
+    for name, (realized, why) in REALIZED_PLANNER_OPTIONS.items():
+        if getattr(popts, name) not in realized:
+            raise OptionError(
+                f"planner option {name}={raw[name]!r} is a planner study setting: {why}; "
+                f"compile takes {' or '.join(map(repr, realized))} (the default is "
+                f"{getattr(PlannerOptions(), name)!r})")
     if not enabled and (budget is not None or pools):
         raise OptionError("options 'budget' and 'memory_pools' need plan=True")
     return PlanningOptions(enabled, budget, pools, popts)
