@@ -17,6 +17,7 @@ import sys
 import time
 
 from planner import option_flags
+from planner.budgets import BUDGET_HELP, budget_line
 from planner.errors import PlannerError
 
 
@@ -29,8 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_)
         p.add_argument("model", help="a .tflite model or a planner graph .json")
         p.add_argument("--device", default="ethos-u55-128")
-        p.add_argument("--budget", default=None, help="SRAM budget, e.g. 300KiB (default: "
-                       "none, pick the fastest)")
+        p.add_argument("--budget", default="system", help=BUDGET_HELP)
         p.add_argument("--io-region", default="sram", choices=["sram", "dram"],
                        help="where the network input and output live")
         option_flags.add_arguments(p)
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(frontier_table(result.frontier, result.chosen_index, max_rows=16))
         print(f"\nSmallest memory: {result.frontier[0][0] / 1024:.1f} KiB; fastest: "
               f"{result.frontier[-1][1]:,} cycles at {result.frontier[-1][0] / 1024:.1f} KiB")
-        print("\nChosen plan" + (f" (budget {result.budget:,} B)" if result.budget else
-                                 " (fastest)") + ":")
+        print("\nChosen plan:")
+    print(budget_line(result.budget, result.budget_source))
     print(layer_table(g, ch))
     return 0
 

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from planner.budgets import BUDGET_HELP
 from planner.errors import PlannerError
 from tvm_ethos.errors import TvmEthosError
 
@@ -214,8 +215,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="a .tflite model or a planner graph .json (several for a sweep)")
     add_target_arguments(p)
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--budget", default=None, metavar="SIZE",
-                        help="SRAM budget, e.g. 300KiB or 1MiB (default: none, the fastest plan)")
+    budget.add_argument("--budget", default="system", metavar="SIZE", help=BUDGET_HELP)
     budget.add_argument("--sweep-budget", default=None, metavar="LO:HI:N",
                         help="plan at N budgets log-spaced from LO to HI (e.g. 128KiB:2MiB:16); "
                              "writes sweep.csv, points.csv and sweep.png to --output-dir")
@@ -261,7 +261,8 @@ def _check_models(models: list[str]) -> None:
 
 
 def _plan_run(args) -> int:
-    from planner.api import parse_size
+    from planner.budgets import resolve_budget
+    from planner.devices import get_device
     _check_models(args.models)
     devices = parse_plan_target(args.target, target_options(args))
     options = planner_options(args)
@@ -270,7 +271,8 @@ def _plan_run(args) -> int:
     if args.sweep_budget is None:
         if args.scheduler is not None:
             raise CliError("--scheduler distributes a budget sweep; give --sweep-budget")
-        budget = None if args.budget is None else parse_size(args.budget, "--budget")
+        budget = args.budget
+        resolve_budget(budget, get_device(devices[0]))   # a bad size: one line, before any work
         several = len(args.models) * len(devices) > 1
         for model in args.models:
             for device in devices:
@@ -287,6 +289,7 @@ def _plan_run(args) -> int:
 
 def _plan_one(model, device, budget, io_region, options, progress) -> None:
     from planner.api import plan
+    from planner.budgets import budget_line
     from planner.options import PlannerOptions
     from planner.report import layer_table
     from tvm_ethos.sweep import Progress
@@ -301,8 +304,8 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
     if progress:   # timing varies run to run: stderr, so stdout stays byte-identical
         print(f"planned in {elapsed:.2f} s", file=sys.stderr)
     print(f"frontier: {len(front)} proposals from {front[0][0] / 1024:.1f} KiB to "
-          f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index} "
-          + (f"(fastest within {budget:,} B)" if budget is not None else "(fastest)"))
+          f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index}")
+    print(budget_line(result.budget, result.budget_source))
     print(layer_table(g, result.chosen))
     print()
 

@@ -135,9 +135,9 @@ def test_memory_pools_map_to_planner_regions():
     slow = ProposalSearch(g, dev, o).select(None).cycles
     fast = ProposalSearch(g, base, o).select(None).cycles
     assert slow > fast
-    assert cascade._budget(opts, dev) == 200 * 1024
+    assert cascade._budget(opts, dev) == (200 * 1024, "the sram size given for this target")
     assert cascade._budget(cascade.planning_options({"budget": "100KiB",
-                                                     "memory_pools": "sram:200KiB"}), dev) == 102400
+                                                     "memory_pools": "sram:200KiB"}), dev)[0] == 102400
 
 
 def test_devices_follow_the_target_options():

@@ -32,6 +32,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
+from planner.budgets import NONE, SYSTEM
 from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
 
 #: The planner options whose other values only planner studies use: field -> (the values the
@@ -55,7 +56,7 @@ PLANNING_OPTIONS = ("budget", "memory_pools", "planner_options", "plan")
 @dataclass
 class PlanningOptions:
     enabled: bool = True
-    budget: int | None = None
+    budget: int | str | None = "system"                # bytes, "system" or None (fastest)
     pools: dict = field(default_factory=dict)        # region name -> {field: value}
     planner: object = None                            # planner.options.PlannerOptions
 
@@ -175,9 +176,11 @@ def planning_options(options: dict) -> PlanningOptions:
     enabled = options.pop("plan", True)
     if not isinstance(enabled, bool):
         raise OptionError(f"option 'plan': bad value {enabled!r}; allowed values: True, False")
-    budget = options.pop("budget", None)
-    if budget is not None:
-        budget = _size(budget, "option 'budget'")
+    budget = options.pop("budget", SYSTEM)
+    if isinstance(budget, str) and budget.strip().lower() in (SYSTEM, NONE):
+        budget = SYSTEM if budget.strip().lower() == SYSTEM else None
+    elif budget is not None:
+        budget = _size(budget, "option 'budget' (a size, 'system' or None)")
     pools = parse_memory_pools(options.pop("memory_pools", None))
     raw = options.pop("planner_options", None)
     if raw is None:
@@ -200,7 +203,7 @@ def planning_options(options: dict) -> PlanningOptions:
                 f"planner option {name}={raw[name]!r} is a planner study setting: {why}; "
                 f"compile takes {' or '.join(map(repr, realized))} (the default is "
                 f"{getattr(PlannerOptions(), name)!r})")
-    if not enabled and (budget is not None or pools):
+    if not enabled and (isinstance(budget, int) or pools):
         raise OptionError("options 'budget' and 'memory_pools' need plan=True")
     return PlanningOptions(enabled, budget, pools, popts)
 
@@ -270,7 +273,7 @@ def check_devices(tl, opts: PlanningOptions) -> dict:
     devices = {}
     for spec in tl.accelerators:
         dev = make_device(spec, opts) if opts.enabled else None
-        if dev is None and opts.enabled and (opts.budget is not None or opts.pools):
+        if dev is None and opts.enabled and (isinstance(opts.budget, int) or opts.pools):
             raise OptionError(f"target {spec}: the planner has no model of this accelerator, so "
                               "'budget' and 'memory_pools' cannot be honoured")
         devices[spec.backend_id] = dev
@@ -278,13 +281,17 @@ def check_devices(tl, opts: PlanningOptions) -> dict:
 
 
 # ------------------------------------------------------------------------------- planning
-def _budget(opts: PlanningOptions, device) -> int | None:
-    budget = opts.budget
-    if device is not None and device.fm_region in opts.pools and \
-            "size" in opts.pools[device.fm_region]:
-        size = opts.pools[device.fm_region]["size"]
-        budget = size if budget is None else min(budget, size)
-    return budget
+def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
+    """The budget a subgraph is planned within and where it came from: the one given, capped
+    by the size of a feature-map memory pool; by default the device's SRAM (pools included,
+    planner.budgets)."""
+    from planner.budgets import resolve_budget
+
+    budget, whence = resolve_budget(opts.budget, device)
+    pool = opts.pools.get(device.fm_region, {}) if device is not None else {}
+    if "size" in pool and (budget is None or pool["size"] < budget):
+        budget, whence = pool["size"], f"the {device.fm_region} memory pool"
+    return budget, whence
 
 
 def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
@@ -293,6 +300,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
     subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
 
     Returns (plan report dict, {symbol: scheduled PrimFunc})."""
+    from planner.api import select
     from planner.errors import PlannerError
     from planner.proposals import ProposalSearch
     from planner.report import layer_rows
@@ -319,7 +327,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                     "reason": f"the planner has no model of {spec}"}
             continue
         rep["devices"][spec.backend_id] = device.name
-        budget = _budget(opts, device)
+        budget, whence = _budget(opts, device)
         syms = {str(f.attrs["global_symbol"]) for _, f in fns}
         have = {k: v for k, v in (lowered or {}).items() if k in syms}
         if set(have) != syms:
@@ -333,7 +341,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                 raise CompileError(f"planning NPU subgraph {sym} ({spec.backend_id}, "
                                    f"{device.name}) failed: {err}") from None
             try:
-                proposal = search.select(budget)
+                proposal = select(search, budget, whence)
             except PlannerError as err:
                 raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
                                         f"{err}", budget, search.frontier[0][0], sym) from None
@@ -344,7 +352,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             front = search.frontier
             sub = {
                 "backend": spec.backend_id, "device": device.name, "planned": True,
-                "budget_bytes": budget,
+                "budget_bytes": budget, "budget_source": whence,
                 "peak_memory_bytes": proposal.memory_bytes, "cycles": proposal.cycles,
                 "smallest_memory_bytes": front[0][0], "fastest_cycles": front[-1][1],
                 "frontier": [{"memory_bytes": m, "cycles": c} for m, c in front],
@@ -392,6 +400,8 @@ def _kib(n) -> str:
 def format_table(rep: dict) -> str:
     """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
     --verbose-performance: one row per Part, totals per subgraph and for the network."""
+    from planner.budgets import budget_line
+
     if not rep or not rep.get("planned"):
         return "planner: off (compile(..., plan=False))"
     head = (f"{'casc':>4} {'part':<24} {'operator':<17} {'stripe':<16} {'#str':>5} "
@@ -401,8 +411,8 @@ def format_table(rep: dict) -> str:
         if not sub.get("planned"):
             out.append(f"{sym}: not planned ({sub.get('reason', '')})")
             continue
-        out.append(f"{sym} on {sub['device']} (budget "
-                   f"{'none' if sub['budget_bytes'] is None else format(sub['budget_bytes'], ',') + ' B'})")
+        out.append(f"{sym} on {sub['device']}")
+        out.append(budget_line(sub["budget_bytes"], sub.get("budget_source", "given")))
         out.append(head)
         out.append("-" * len(head))
         for r in rep["layers"]:
