@@ -309,7 +309,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
     from tvm_ethos.lower.part_matchers import match_subgraph
 
     rep = {"planned": opts.enabled, "options": opts.key(), "subgraphs": {}, "layers": [],
-           "peak_memory_bytes": 0, "cycles": 0, "devices": {}}
+           "peak_memory_bytes": None, "cycles": None, "devices": {}}   # None: not planned
     scheduled = {}
     if not opts.enabled:
         return rep, scheduled
@@ -365,8 +365,8 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                 row["subgraph"] = sym
                 rep["layers"].append(_jsonable(row))
             cascade += len(proposal.plans)
-            rep["peak_memory_bytes"] = max(rep["peak_memory_bytes"], proposal.memory_bytes)
-            rep["cycles"] += proposal.cycles
+            rep["peak_memory_bytes"] = max(rep["peak_memory_bytes"] or 0, proposal.memory_bytes)
+            rep["cycles"] = (rep["cycles"] or 0) + proposal.cycles
     del report
     # exactly what save / load round-trips (lists, not tuples; str keys)
     return json.loads(json.dumps(_jsonable(rep))), scheduled
@@ -393,43 +393,35 @@ def _jsonable(v):
 
 
 # ------------------------------------------------------------------------------- report
-def _kib(n) -> str:
-    return f"{(n or 0) / 1024:.1f}"
-
-
 def format_table(rep: dict) -> str:
     """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
-    --verbose-performance: one row per Part, totals per subgraph and for the network."""
+    --verbose-performance: one row per Part, totals per subgraph and for the network. Its
+    columns and units are the plan table's (planner.report); a subgraph or a network the
+    planner did not plan says "not planned", never 0 cycles."""
     from planner.budgets import budget_line
+    from planner.report import kib, table_lines, total_line
 
     if not rep or not rep.get("planned"):
-        return "planner: off (compile(..., plan=False))"
-    head = (f"{'casc':>4} {'part':<24} {'operator':<17} {'stripe':<16} {'#str':>5} "
-            f"{'buffer':<9} {'region':<6} {'bytes':>9} {'weights':<7} {'cycles':>11}")
+        return "planner: off (compile(..., plan=False)): not planned"
     out = []
+    planned = 0
     for sym, sub in rep.get("subgraphs", {}).items():
         if not sub.get("planned"):
-            out.append(f"{sym}: not planned ({sub.get('reason', '')})")
+            out.append(f"{sym} on {sub.get('backend', '?')}: not planned "
+                       f"({sub.get('reason', 'no planner')})")
             continue
+        planned += 1
         out.append(f"{sym} on {sub['device']}")
         out.append(budget_line(sub["budget_bytes"], sub.get("budget_source", "given")))
-        out.append(head)
-        out.append("-" * len(head))
-        for r in rep["layers"]:
-            if r.get("subgraph") != sym:
-                continue
-            stripe = "x".join(str(x) for x in r["stripe"])
-            out.append(f"{r['cascade']:>4} {str(r['part'])[:24]:<24} {str(r['operator'])[:17]:<17} "
-                       f"{stripe:<16} {r['stripes']:>5} {str(r['buffer']):<9} "
-                       f"{str(r['region']):<6} {r['bytes']:>9,} {str(r['weights']):<7} "
-                       f"{r['cycles']:>11,}")
-        out.append("-" * len(head))
-        planned = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
+        out.extend(table_lines([r for r in rep["layers"] if r.get("subgraph") == sym]))
+        out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
+        given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
         sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
-        out.append(f"{sym}: {len(sub['plans'])} cascades, peak {_kib(sub['peak_memory_bytes'])} KiB "
-                   f"({sub['peak_memory_bytes']:,} B; scheduled TIR peak "
-                   f"{sub['scheduled_peak_bytes']:,} B), {sub['cycles']:,} cycles (estimated)")
-        out.append(f"   allocated per scope: planned {planned}; scheduled {sched}")
-    out.append(f"network NPU peak {_kib(rep['peak_memory_bytes'])} KiB "
-               f"({rep['peak_memory_bytes']:,} B), {rep['cycles']:,} NPU cycles (estimated)")
+        out.append(f"   allocated per scope: planned {given}; scheduled {sched} (scheduled TIR "
+                   f"peak {sub['scheduled_peak_bytes']:,} B)")
+    if not planned:
+        out.append("network: not planned (no NPU subgraph on an accelerator the planner models)")
+    else:
+        out.append(f"network NPU peak {kib(rep['peak_memory_bytes'])} KiB "
+                   f"({rep['peak_memory_bytes']:,} B), {rep['cycles']:,} NPU cycles (estimated)")
     return "\n".join(out)
