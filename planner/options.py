@@ -123,7 +123,7 @@ class PlannerOptions:
 
 class PlannerOptionError(PlannerError):
     """A PlannerOptions field has a bad value: ``option``, ``value`` and ``allowed`` say which,
-    so that a front end can name its own spelling of the option (``--max-plan-size``)."""
+    so that a front end can name its own spelling of the option (``--planner-max_plan_size``)."""
 
     def __init__(self, option: str, value, allowed: str) -> None:
         self.option, self.value, self.allowed = option, value, allowed
