@@ -149,3 +149,32 @@ def test_default_budget_too_small_says_whose_it_is():
     with pytest.raises(PlannerError, match=r"the sram size given for this target; give a "
                                            r"budget"):
         plan(model_path("ds_cnn_kws"), dev)
+
+
+def test_plan_and_compile_tables_share_columns_units_and_budget_line():
+    from planner.report import TABLE_HEAD
+    from tvm_ethos.cli import main
+    path = model_path("ds_cnn_kws")
+    cm = tvm_ethos.compile(tvm_ethos.load_model(path), target="ethos-u,llvm", budget=None)
+    planned = _main(main, ["plan", str(path), "--target", "ethos-u", "--budget", "none",
+                           "--no-progress"])
+    for text in (cm.plan_table, planned):
+        assert TABLE_HEAD in text and "budget: none (the fastest Proposal)" in text
+        assert re.search(r"peak [0-9.]+ KiB \([0-9,]+ B\), [0-9,]+ cycles \(estimated\)", text)
+    (sub,) = cm.plan_report["subgraphs"].values()
+    assert sub["budget_bytes"] is None and sub["budget_source"].startswith("none")
+
+
+def test_a_host_only_compile_is_not_planned_not_zero_cycles():
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model_path("ds_cnn_kws")), target="llvm")
+    assert cm.plan_report["cycles"] is None and cm.plan_report["peak_memory_bytes"] is None
+    assert "not planned" in cm.plan_table and "0 NPU cycles" not in cm.plan_table
+
+
+def test_unmodelled_subgraph_prints_not_planned():
+    rep = {"planned": True, "layers": [], "peak_memory_bytes": None, "cycles": None,
+           "subgraphs": {"sg0": {"planned": False, "backend": "plug",
+                                 "reason": "the planner has no model of plug"}}}
+    text = cascade.format_table(rep)
+    assert "sg0 on plug: not planned (the planner has no model of plug)" in text
+    assert "cycles" not in text.replace("not planned", "")
