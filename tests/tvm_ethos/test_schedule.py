@@ -17,7 +17,7 @@ from tvm_ethos.lower.pipeline import PIPELINE_NAME
 from tvm_ethos.partition import partition
 from tvm_ethos.targets import parse_targets
 
-RECOMPUTE = PlannerOptions(rolling_granules=())
+RECOMPUTE = PlannerOptions(rolling_granules=(), lockstep_rolling=False)
 LOCKSTEP = PlannerOptions(rolling_granules=(), lockstep_rolling=True)
 PROLOGUE = PlannerOptions(rolling_granules=(), lockstep_rolling="prologue")
 LINE = PlannerOptions(rolling_granules=(1,), rolling_mixed=False, lockstep_rolling="prologue")
