@@ -116,6 +116,7 @@ def main(argv=None) -> int:
     from planner.proposals import ProposalSearch
 
     budget = parse_size(args.budget)
+    no_rolling = {"rolling_granules": (), "lockstep_rolling": False}   # recompute cascades
     target = "ethos-u -accelerator_config=ethos-u55-128,llvm"
     popts = {"max_width_tiles": args.max_width_tiles}
     t0 = time.perf_counter()
@@ -133,8 +134,7 @@ def main(argv=None) -> int:
         sub["planned_peak_bytes"] == sub["scheduled_peak_bytes"]
 
     # the same graph, planned (not compiled) in other ways, to explain the cycles
-    from tvm_ethos.lower.cascade import (DEFAULT_PLANNER_OPTIONS, FIXED_PLANNER_OPTIONS,
-                                         planning_device)
+    from tvm_ethos.lower.cascade import planning_device
     from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
     from tvm_ethos.lower.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
@@ -146,8 +146,7 @@ def main(argv=None) -> int:
     (lw,) = lower_npu_subgraphs(pmod).values()
     match = match_subgraph(lw, sym)
     dev = planning_device("ethos-u55-128")   # the compile path's: no cross-Plan prefetch
-    chosen = ProposalSearch(match.graph, dev, PlannerOptions(
-        **{**DEFAULT_PLANNER_OPTIONS, **FIXED_PLANNER_OPTIONS, **popts})).select(budget)
+    chosen = ProposalSearch(match.graph, dev, PlannerOptions(**popts)).select(budget)
     if chosen.cycles != cycles:
         print("warning: the benchmark's own planning differs from the compile path's")
     streamed, once = weight_traffic(match.graph, chosen)
@@ -155,13 +154,14 @@ def main(argv=None) -> int:
     for label, extra in (("lockstep + prologue (session 3)", dict(lockstep_rolling="prologue")),
                          ("lockstep, no prologue", dict(lockstep_rolling=True)),
                          ("recompute only (session 1)", {}),
-                         ("rolling g=0 (not realizable)", dict(rolling_granules=(0,))),
-                         ("rolling g=1,0 (not realizable)", dict(rolling_granules=(1, 0)))):
-        s = ProposalSearch(match.graph, dev,
-                           PlannerOptions(**{"rolling_granules": (), **extra, **popts}))
+                         ("rolling g=0 (not realizable)", dict(rolling_granules=(0,),
+                                                               rolling_mixed=True)),
+                         ("rolling g=1,0 (not realizable)", dict(rolling_granules=(1, 0),
+                                                                 rolling_mixed=True))):
+        s = ProposalSearch(match.graph, dev, PlannerOptions(**{**no_rolling, **extra, **popts}))
         fit = [p for p in s.frontier if p[0] <= budget]
         alt[label] = fit[-1] if fit else None
-    fastest = ProposalSearch(match.graph, dev, PlannerOptions(rolling_granules=())).frontier[-1]
+    fastest = ProposalSearch(match.graph, dev, PlannerOptions(**no_rolling)).frontier[-1]
 
     rows = [
         ("peak SRAM (Vela's count)", f"{peak / 1024:.1f} KiB ({peak:,} B)",

@@ -1,8 +1,11 @@
 """`python -m planner`: plan a model without TVM.
 
   python -m planner plan MODEL.tflite|GRAPH.json --device ethos-u55-128 [--budget 300KiB]
-                    [--io-region sram|dram] [--json]
+                    [--io-region sram|dram] [--planner-<field>=VALUE ...] [--json]
   python -m planner demo MODEL.tflite --device ethos-u55-128
+
+The --planner-<field> options are tvmc's (planner/option_flags.py); their defaults are the
+settings tvmc compile realizes, so both report the same plan for the same budget.
 
 Exit status 0 on success, 2 on bad input or an infeasible budget (one line on stderr).
 """
@@ -13,25 +16,9 @@ import json
 import sys
 import time
 
+from planner import option_flags
+from planner.budgets import BUDGET_HELP, budget_line
 from planner.errors import PlannerError
-from planner.options import PlannerOptionError
-
-_FLAGS = {"max_plan_size": "--max-plan-size", "stripe_factors": "--stripe-factors",
-          "thin_frontier": "--thin-frontier"}
-
-
-def _options(args):
-    from planner.options import PlannerOptions
-    kw = {}
-    if args.max_plan_size is not None:
-        kw["max_plan_size"] = args.max_plan_size
-    if args.stripe_factors is not None:
-        kw["stripe_factors"] = args.stripe_factors
-    if args.no_multi_dimensional:
-        kw["multi_dimensional"] = False
-    if args.thin_frontier is not None:
-        kw["thin_frontier"] = args.thin_frontier
-    return PlannerOptions(**kw)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,14 +30,10 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_)
         p.add_argument("model", help="a .tflite model or a planner graph .json")
         p.add_argument("--device", default="ethos-u55-128")
-        p.add_argument("--budget", default=None, help="SRAM budget, e.g. 300KiB (default: "
-                       "none, pick the fastest)")
+        p.add_argument("--budget", default="system", help=BUDGET_HELP)
         p.add_argument("--io-region", default="sram", choices=["sram", "dram"],
                        help="where the network input and output live")
-        p.add_argument("--max-plan-size", type=int, default=None)
-        p.add_argument("--stripe-factors", type=int, default=None)
-        p.add_argument("--no-multi-dimensional", action="store_true")
-        p.add_argument("--thin-frontier", type=int, default=None)
+        option_flags.add_arguments(p)
         if name == "plan":
             p.add_argument("--json", action="store_true", help="print one JSON object")
     return ap
@@ -61,14 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     from planner.api import plan
     from planner.report import frontier_table, layer_table
     try:
+        options = option_flags.options_from_args(args)
         t0 = time.perf_counter()
         result = plan(args.model, args.device, budget=args.budget, io_region=args.io_region,
-                      options=_options(args))
+                      options=options)
         elapsed = time.perf_counter() - t0
-    except PlannerOptionError as e:      # name the flag the user typed, not the field
-        flag = _FLAGS.get(e.option, e.option)
-        print(f"error: {flag} {e.value!r} is invalid; allowed: {e.allowed}", file=sys.stderr)
-        return 2
     except PlannerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -90,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(frontier_table(result.frontier, result.chosen_index, max_rows=16))
         print(f"\nSmallest memory: {result.frontier[0][0] / 1024:.1f} KiB; fastest: "
               f"{result.frontier[-1][1]:,} cycles at {result.frontier[-1][0] / 1024:.1f} KiB")
-        print("\nChosen plan" + (f" (budget {result.budget:,} B)" if result.budget else
-                                 " (fastest)") + ":")
+        print("\nChosen plan:")
+    print(budget_line(result.budget, result.budget_source))
     print(layer_table(g, ch))
     return 0
 

@@ -8,6 +8,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
+from planner.budgets import resolve_budget
 from planner.device import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
@@ -62,6 +63,7 @@ class PlanResult:
     device: Device
     options: PlannerOptions
     budget: int | None
+    budget_source: str
     frontier: list[tuple[int, int]]
     chosen: Proposal
     chosen_index: int
@@ -71,6 +73,7 @@ class PlanResult:
         return {
             "graph": self.graph.name, "device": self.device.name,
             "io_region": self.device.io_region, "budget_bytes": self.budget,
+            "budget_source": self.budget_source,
             "options": {k: (list(v) if isinstance(v, tuple) else v)
                         for k, v in asdict(self.options).items()},
             "peak_memory_bytes": self.chosen.memory_bytes, "cycles": self.chosen.cycles,
@@ -81,9 +84,13 @@ class PlanResult:
 
 
 def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
-         budget: int | str | None = None, io_region: str | None = None,
+         budget: int | str | None = "system", io_region: str | None = None,
          options: PlannerOptions | Mapping | None = None) -> PlanResult:
     """Plan a model: the whole frontier and the fastest Proposal within ``budget``.
+
+    ``budget``: a size (bytes, ``"300KiB"``); ``"system"`` (the default) the SRAM of the
+    device's system configuration, as Vela plans (planner.budgets); ``None`` or ``"none"``
+    the fastest Proposal whatever its memory.
 
     ``io_region`` (``"sram"`` by default) applies to a device given by name; a Device object
     carries its own. ``options`` may be a PlannerOptions or a dict of its fields. Every
@@ -108,11 +115,22 @@ def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
     elif not isinstance(options, PlannerOptions):
         raise PlannerError(f"options must be a PlannerOptions or a dict of its fields, got "
                            f"{type(options).__name__}")
-    budget_bytes = None if budget is None else parse_size(budget, "budget")
+    budget_bytes, whence = resolve_budget(budget, device)
     graph = load_graph(source)
     search = ProposalSearch(graph, device, options)
-    chosen = search.select(budget_bytes)
+    chosen = select(search, budget_bytes, whence)
     front = search.frontier
     index = front.index((chosen.memory_bytes, chosen.cycles))
-    return PlanResult(graph, device, options, budget_bytes, front, chosen, index,
+    return PlanResult(graph, device, options, budget_bytes, whence, front, chosen, index,
                       search.plan_candidates)
+
+
+def select(search: ProposalSearch, budget: int | None, whence: str) -> Proposal:
+    """``search.select(budget)``; where the budget was not given, the error says whose it is."""
+    try:
+        return search.select(budget)
+    except PlannerError as err:
+        if whence == "given" or budget is None:
+            raise
+        raise PlannerError(f"{err} (the budget is {whence}; give a budget to set another)"
+                           ) from None

@@ -237,7 +237,8 @@ class PlanCosting:
 
     def can_prefetch(self, part: Part) -> bool:
         """Whether ``part``'s weights may be copied to SRAM under the previous Plan."""
-        return (self.device.weight_prefetch and bool(part.constant_inputs)
+        return (self.options.weight_prefetch and self.device.weight_prefetch
+                and bool(part.constant_inputs)
                 and _SRAM in self.options.weight_placements
                 and self.device.weight_region != self.device.fm_region)
 

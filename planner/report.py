@@ -35,18 +35,33 @@ def layer_rows(graph: PlannerGraph, proposal: Proposal) -> list[dict]:
     return rows
 
 
-def layer_table(graph: PlannerGraph, proposal: Proposal) -> str:
-    rows = layer_rows(graph, proposal)
-    head = (f"{'casc':>4} {'part':<22} {'operator':<17} {'stripe':<18} {'#str':>5} "
-            f"{'buffer':<9} {'region':<6} {'KiB':>8} {'weights':<7} {'cycles':>11}")
-    out = [head, "-" * len(head)]
+#: The per-layer table's columns: the plan table (``tvmc plan``, ``python -m planner``) and the
+#: compile table (``tvmc compile``, ``CompiledModel.plan_table``) both print these.
+TABLE_HEAD = (f"{'casc':>4} {'part':<24} {'operator':<17} {'stripe':<16} {'#str':>5} "
+              f"{'buffer':<9} {'region':<6} {'bytes':>9} {'weights':<7} {'cycles':>11}")
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The head, one line per :func:`layer_rows` row, and the rules around them."""
+    out = [TABLE_HEAD, "-" * len(TABLE_HEAD)]
     for r in rows:
-        out.append(f"{r['cascade']:>4} {r['part'][:22]:<22} {r['operator'][:17]:<17} "
-                   f"{'x'.join(map(str, r['stripe'])):<18} {r['stripes']:>5} {r['buffer']:<9} "
-                   f"{r['region']:<6} {kib(r['bytes']):>8} {r['weights']:<7} {r['cycles']:>11,}")
-    out.append("-" * len(head))
-    out.append(f"total: {len(proposal.plans)} cascades, peak {kib(proposal.memory_bytes)} KiB "
-               f"({proposal.memory_bytes:,} B), {proposal.cycles:,} cycles (estimated)")
+        out.append(f"{r['cascade']:>4} {str(r['part'])[:24]:<24} {str(r['operator'])[:17]:<17} "
+                   f"{'x'.join(map(str, r['stripe'])):<16} {r['stripes']:>5} "
+                   f"{str(r['buffer']):<9} {str(r['region']):<6} {r['bytes']:>9,} "
+                   f"{str(r['weights']):<7} {r['cycles']:>11,}")
+    out.append("-" * len(TABLE_HEAD))
+    return out
+
+
+def total_line(label: str, cascades: int, peak_bytes: int, cycles: int) -> str:
+    """A table's total: peak SRAM in KiB and bytes, estimated cycles."""
+    return (f"{label}: {cascades} cascades, peak {kib(peak_bytes)} KiB ({peak_bytes:,} B), "
+            f"{cycles:,} cycles (estimated)")
+
+
+def layer_table(graph: PlannerGraph, proposal: Proposal) -> str:
+    out = table_lines(layer_rows(graph, proposal))
+    out.append(total_line("total", len(proposal.plans), proposal.memory_bytes, proposal.cycles))
     return "\n".join(out)
 
 

@@ -29,8 +29,12 @@ U65_SHARED_SRAM = ("--config", "Arm/vela.ini", "--system-config", "Ethos_U65_Cli
                    "--memory-mode", "Shared_Sram")
 #: Calibration goals: median per-layer |error| and network-total |error|.
 GOAL_MEDIAN, GOAL_TOTAL = 0.10, 0.05
+#: The planner's options where it is compared with Vela: Vela pre-buffers the next operation's
+#: weights, so the planner's cross-Plan weight prefetch (a study setting) is on.
+VELA_LIKE = PlannerOptions(weight_prefetch=True)
 #: The planner's options for Vela's layer-by-layer runs: one Part per Plan, run whole.
-UNSTRIPED_LAYERS = PlannerOptions(max_plan_size=1, stripe_factors=1, multi_dimensional=False)
+UNSTRIPED_LAYERS = PlannerOptions(max_plan_size=1, stripe_factors=1, multi_dimensional=False,
+                                  weight_prefetch=True)
 #: Vela's allocation granularity: every tensor starts on a 16-byte boundary.
 VELA_ALIGNMENT = 16
 #: NHCWB16 stores channels in bricks of 16 (Vela's storage_rounding_quantums).
@@ -207,7 +211,7 @@ def calibrate(model_path: str, config: str, graph: PlannerGraph | None = None,
                            work_dir=work_dir)
     npu_rows, op_rows = match_layers(graph, flat.layers), match_layers(graph, perf.layers)
     device = get_device(config)
-    gen = PlanGenerator(graph, device, PlannerOptions())
+    gen = PlanGenerator(graph, device, VELA_LIKE)
     buffered = layer_charges(
         ProposalSearch(graph, device, UNSTRIPED_LAYERS, workers=1).select(None))
     rows = []
@@ -303,7 +307,8 @@ def vela_terms_peak(graph: PlannerGraph, device, proposal: Proposal,
 
 def layer_by_layer(graph: PlannerGraph, device) -> Proposal:
     """The planner's schedule without cascading: one Part per Plan, fastest."""
-    return ProposalSearch(graph, device, PlannerOptions(max_plan_size=1), workers=1).select(None)
+    return ProposalSearch(graph, device, PlannerOptions(max_plan_size=1, weight_prefetch=True),
+                          workers=1).select(None)
 
 
 def layer_charges(proposal: Proposal) -> dict[str, int]:

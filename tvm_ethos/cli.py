@@ -19,13 +19,13 @@ bad size, unknown option, a budget no schedule fits), with exactly one line on s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
+from planner.budgets import BUDGET_HELP
 from planner.errors import PlannerError
 from tvm_ethos.errors import TvmEthosError
 
@@ -194,55 +194,16 @@ def target_options(args, options=None) -> dict[str, dict[str, str]]:
 # Planner options: --planner-<field>=VALUE for every PlannerOptions field
 
 
-def _planner_fields():
-    from planner.options import PlannerOptions
-    return [(f.name, f.default) for f in dataclasses.fields(PlannerOptions)]
-
-
-def _convert_option(name: str, default, text: str):
-    try:
-        if isinstance(default, bool):
-            low = text.lower()
-            if low in ("true", "false", "1", "0", "yes", "no"):
-                return low in ("true", "1", "yes")
-            # a word option such as lockstep_rolling=prologue; PlannerOptions says what it takes
-            return text
-        if isinstance(default, int) or default is None:
-            return None if text.lower() == "none" else int(text)
-        if isinstance(default, tuple):
-            kind = type(default[0]) if default else str
-            return tuple(kind(v) for v in _split_list(text))
-    except ValueError:
-        pass
-    else:
-        return text
-    raise CliError(f"--planner-{name}: cannot read {text!r}; allowed: a value like the "
-                   f"default {default!r}")
-
-
-def add_planner_arguments(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("planner options (see planner.options.PlannerOptions)")
-    for name, default in _planner_fields():
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        group.add_argument(f"--planner-{name}", dest=f"planner__{name}", default=None,
-                           metavar="VALUE", help=f"default {shown}")
+def add_planner_arguments(p: argparse.ArgumentParser, notes: dict | None = None) -> None:
+    """The ``--planner-*`` flags, shared with ``python -m planner`` (planner.option_flags)."""
+    from planner.option_flags import add_arguments
+    add_arguments(p, notes)
 
 
 def planner_options(args) -> dict:
-    """The ``--planner-*`` values given, converted and validated (PlannerError if invalid)."""
-    from planner.options import PlannerOptions
-    out = {}
-    for name, default in _planner_fields():
-        text = getattr(args, f"planner__{name}", None)
-        if text is not None:
-            out[name] = _convert_option(name, default, text)
-    from planner.options import PlannerOptionError
-    try:
-        PlannerOptions(**out)
-    except PlannerOptionError as err:   # name the flag as the user spelled it
-        raise CliError(f"--planner-{err.option}={err.value!r} is invalid; allowed: "
-                       f"{err.allowed}") from None
-    return out
+    """The ``--planner-*`` values given, read and validated (PlannerError naming the flag)."""
+    from planner.option_flags import options_from_args
+    return options_from_args(args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,8 +215,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="a .tflite model or a planner graph .json (several for a sweep)")
     add_target_arguments(p)
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--budget", default=None, metavar="SIZE",
-                        help="SRAM budget, e.g. 300KiB or 1MiB (default: none, the fastest plan)")
+    budget.add_argument("--budget", default="system", metavar="SIZE", help=BUDGET_HELP)
     budget.add_argument("--sweep-budget", default=None, metavar="LO:HI:N",
                         help="plan at N budgets log-spaced from LO to HI (e.g. 128KiB:2MiB:16); "
                              "writes sweep.csv, points.csv and sweep.png to --output-dir")
@@ -301,7 +261,8 @@ def _check_models(models: list[str]) -> None:
 
 
 def _plan_run(args) -> int:
-    from planner.api import parse_size
+    from planner.budgets import resolve_budget
+    from planner.devices import get_device
     _check_models(args.models)
     devices = parse_plan_target(args.target, target_options(args))
     options = planner_options(args)
@@ -310,7 +271,8 @@ def _plan_run(args) -> int:
     if args.sweep_budget is None:
         if args.scheduler is not None:
             raise CliError("--scheduler distributes a budget sweep; give --sweep-budget")
-        budget = None if args.budget is None else parse_size(args.budget, "--budget")
+        budget = args.budget
+        resolve_budget(budget, get_device(devices[0]))   # a bad size: one line, before any work
         several = len(args.models) * len(devices) > 1
         for model in args.models:
             for device in devices:
@@ -327,6 +289,7 @@ def _plan_run(args) -> int:
 
 def _plan_one(model, device, budget, io_region, options, progress) -> None:
     from planner.api import plan
+    from planner.budgets import budget_line
     from planner.options import PlannerOptions
     from planner.report import layer_table
     from tvm_ethos.sweep import Progress
@@ -341,8 +304,8 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
     if progress:   # timing varies run to run: stderr, so stdout stays byte-identical
         print(f"planned in {elapsed:.2f} s", file=sys.stderr)
     print(f"frontier: {len(front)} proposals from {front[0][0] / 1024:.1f} KiB to "
-          f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index} "
-          + (f"(fastest within {budget:,} B)" if budget is not None else "(fastest)"))
+          f"{front[-1][0] / 1024:.1f} KiB; chosen #{result.chosen_index}")
+    print(budget_line(result.budget, result.budget_source))
     print(layer_table(g, result.chosen))
     print()
 

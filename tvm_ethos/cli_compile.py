@@ -1,7 +1,7 @@
 """``tvmc compile``: a model file -> a compiled package (``-o module.tar``) and its plan report.
 
   tvmc compile MODEL --target ethos-n,opencl [--target-ethos-n-variant=n78 ...]
-               [-o module.tar] [--budget 300KiB] [--workspace-pools sram:300KiB:read_bw=8]
+               [-o module.tar] [--budget 300KiB|system|none] [--workspace-pools sram:300KiB:read_bw=8]
                [--planner-<field>=VALUE ...] [--no-plan] [--fallback-mode auto|import|copy]
                [--planner-report plan.json] [--quiet] [--no-progress]
 
@@ -17,6 +17,7 @@ import os
 import sys
 import time
 
+from planner.budgets import BUDGET_HELP
 from tvm_ethos.cli import (CliError, add_planner_arguments, add_target_arguments,
                            check_option_targets, planner_options, register, require_file,
                            require_writable, target_options)
@@ -65,8 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the package to write (default module.tar; a tar for a .tar name, a "
                         "zip otherwise)")
     p.add_argument("--budget", default=None, metavar="SIZE",
-                   help="limit on every NPU subgraph's peak SRAM, e.g. 300KiB (default: none, "
-                        "the fastest schedule); an impossible budget is an error")
+                   help=f"limit on every NPU subgraph's peak SRAM; {BUDGET_HELP}; an "
+                        "impossible budget is an error")
     p.add_argument("--workspace-pools", action="append", default=None, metavar="POOLS",
                    help="NPU memories as name:size[:key=value...], e.g. "
                         "'sram:300KiB:read_bw=8:write_bw=8:burst=32'; several separated by "
@@ -83,7 +84,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print one line, not the partition summary and per-layer plan")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_planner_arguments(p)
+    add_planner_arguments(p, compile_notes())
+
+
+def compile_notes() -> dict[str, str]:
+    """What ``tvmc compile`` takes of the planner options it does not realize in full."""
+    from planner.option_flags import show
+    from tvm_ethos.lower.cascade import REALIZED_PLANNER_OPTIONS
+
+    return {name: "tvmc compile takes " + " or ".join(show(v) for v in values)
+            for name, (values, _) in REALIZED_PLANNER_OPTIONS.items()}
 
 
 def resolve_targets(target: str, cli_options: dict[str, dict[str, str]]):

@@ -202,7 +202,7 @@ def emulation_note(cm) -> str:
         return f"ran on {cm.targets} (no NPU subgraph)"
     rep = cm.plan_report or {}
     cycles = (f"; {rep['cycles']:,} NPU cycles estimated by the planner"
-              if rep.get("planned") else "")
+              if rep.get("cycles") is not None else "; not planned")
     return (f"NPU subgraphs ({', '.join(npus)}) were emulated on this host (bit-exact with "
             f"TFLite's reference kernels; no NPU here){cycles}")
 

@@ -10,7 +10,8 @@ from planner.pareto import frontier
 from planner.plans import PlanGenerator
 
 SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2, rolling_granules=(1, 0),
-                       weight_placements=("flash", "sram"))
+                       weight_placements=("flash", "sram"), rolling_mixed=True,
+                       weight_prefetch=True)
 
 
 def live_bytes(graph, device, segments):

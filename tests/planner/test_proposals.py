@@ -18,6 +18,10 @@ from tests.helpers.exhaustive import SMALL, exhaustive
 from tests.helpers.simple_device import simple_device
 from tests.helpers.strategies import graphs
 
+#: cross-Plan weight prefetch is a planner study setting (off by default: the compile path has
+#: no form for it)
+PREFETCH = PlannerOptions(weight_prefetch=True)
+
 
 def prefetch_device(io_region="sram"):
     """The test device with cross-Plan weight prefetch on (its weights live in flash)."""
@@ -231,7 +235,7 @@ def test_prefetch_credit_by_hand():
     from planner.devices import get_device
     g = _ds_cnn_block()
     device = get_device("ethos-u55-256")
-    gen = PlanGenerator(g, device, PlannerOptions())
+    gen = PlanGenerator(g, device, PREFETCH)
     conv, dw, pw = gen.topo
     assert [gen.weight_copy_cycles(p) for p in (dw, pw)] == [1024, 4480]
     # (memory, cycles, credit); memory: the weights held (832 B for dw, 4,352 B for pw) and
@@ -242,7 +246,7 @@ def test_prefetch_credit_by_hand():
     assert gen.prefetch_cost(2, True, False) == (4352, 3976 + 4480, 0)
     # layer by layer, fastest: conv prefetches dw's weights (its flash idles for most of its
     # run), dw runs from SRAM and prefetches pw's, pw runs from SRAM with its copy all hidden
-    search = ProposalSearch(g, device, PlannerOptions(max_plan_size=1))
+    search = ProposalSearch(g, device, PlannerOptions(max_plan_size=1, weight_prefetch=True))
     best = search.select(None)
     assert [(p.spec.prefetched, p.spec.prefetch_next) for p in best.plans] == \
         [(False, True), (True, True), (True, False)]
@@ -255,23 +259,29 @@ def test_prefetch_credit_by_hand():
     # copy its weights to SRAM: 22,960 cycles), and holds no weights ahead
     import dataclasses
     off = dataclasses.replace(device, weight_prefetch=False)
-    alone = ProposalSearch(g, off, PlannerOptions(max_plan_size=1)).select(None)
+    alone = ProposalSearch(g, off, PlannerOptions(max_plan_size=1, weight_prefetch=True)
+                           ).select(None)
     assert best.cycles == 22881 < alone.cycles == 22960
     assert not any(p.prefetch_credit for p in alone.plans)
+    # the same without the option, on the device that can: the planner's default
+    default = ProposalSearch(g, device, PlannerOptions(max_plan_size=1)).select(None)
+    assert (default.cycles, default.memory_bytes) == (alone.cycles, alone.memory_bytes)
 
 
 def test_prefetch_is_off_where_the_device_or_options_say_so():
-    """No variant without the device's prefetch, nor when weights may not go to SRAM."""
+    """No variant without the device's prefetch or the option, nor when weights may not go to
+    SRAM."""
     from planner.devices import get_device
     g = _ds_cnn_block()
     device = get_device("ethos-u55-256")
     import dataclasses
     off = dataclasses.replace(device, weight_prefetch=False)
-    assert all(not PlanGenerator(g, off, PlannerOptions()).prefetch_variants(j)
-               for j in range(3))
-    flash_only = PlannerOptions(weight_placements=("flash",))
+    assert all(not PlanGenerator(g, off, PREFETCH).prefetch_variants(j) for j in range(3))
+    assert all(not PlanGenerator(g, device, PlannerOptions()).prefetch_variants(j)
+               for j in range(3))                          # off by default
+    flash_only = PlannerOptions(weight_placements=("flash",), weight_prefetch=True)
     assert all(not PlanGenerator(g, device, flash_only).prefetch_variants(j) for j in range(3))
-    assert PlanGenerator(g, device, PlannerOptions()).prefetch_variants(1)
+    assert PlanGenerator(g, device, PREFETCH).prefetch_variants(1)
 
 
 def test_the_collector_is_paused_during_a_search_only(monkeypatch):

@@ -144,6 +144,7 @@ BAD_PLANNER_OPTIONS = {
     "allow_recompute": [0, "yes", None],
     "rolling_mixed": [0, "no", None],
     "lockstep_rolling": [1, "yes", None],
+    "weight_prefetch": [0, "no", None],
     "thin_frontier": [1, 0, True, 2.5, "8"],
 }
 
@@ -243,10 +244,11 @@ def _run(main, argv):
     (["--budget", "lots"], ["budget", "'lots'", "300KiB"]),
     (["--budget=-5"], ["budget", "'-5'"]),
     (["--io-region", "rom"], ["--io-region", "'rom'", "sram"]),
-    (["--max-plan-size", "0"], ["--max-plan-size", "0", "an integer from 1 to 256"]),
-    (["--max-plan-size", "abc"], ["--max-plan-size", "'abc'"]),
-    (["--stripe-factors", "65"], ["--stripe-factors", "65", "from 1 to 64"]),
-    (["--thin-frontier", "1"], ["--thin-frontier", "1", "integer >= 2"]),
+    (["--planner-max_plan_size", "0"], ["--planner-max_plan_size", "0", "from 1 to 256"]),
+    (["--planner-max_plan_size", "abc"], ["--planner-max_plan_size", "'abc'"]),
+    (["--planner-stripe_factors", "65"], ["--planner-stripe_factors", "65", "from 1 to 64"]),
+    (["--planner-thin_frontier", "1"], ["--planner-thin_frontier", "1", "integer >= 2"]),
+    (["--planner-rolling_granules", "1,x"], ["--planner-rolling_granules", "'x'"]),
 ])
 def test_planner_cli_options(args, needles):
     if not os.path.exists(KWS):

@@ -90,7 +90,8 @@ def test_sram_pool_size_is_a_budget():
     (dict(memory_pools="sram2:1MiB"), "has no memory 'sram2'.*sram"),
     (dict(planner_options={"rolling_granules": (0,)}), "rolling_granules=\\(0,\\).*line-buffer"),
     (dict(planner_options={"rolling_granules": 1}), "rolling_granules=1"),
-    (dict(planner_options={"rolling_mixed": True}), "rolling_mixed"),
+    (dict(planner_options={"rolling_mixed": True}), "rolling_mixed=True is a planner study"),
+    (dict(planner_options={"weight_prefetch": True}), "weight_prefetch=True .*crosses Plans"),
     (dict(planner_options={"max_plan_size": 0}), "max_plan_size"),
     (dict(planner_options={"stripe_factorz": 3}), "unknown planner option 'stripe_factorz'"),
     (dict(planner_options=[1]), "planner_options"),
@@ -134,9 +135,9 @@ def test_memory_pools_map_to_planner_regions():
     slow = ProposalSearch(g, dev, o).select(None).cycles
     fast = ProposalSearch(g, base, o).select(None).cycles
     assert slow > fast
-    assert cascade._budget(opts, dev) == 200 * 1024
+    assert cascade._budget(opts, dev) == (200 * 1024, "the sram size given for this target")
     assert cascade._budget(cascade.planning_options({"budget": "100KiB",
-                                                     "memory_pools": "sram:200KiB"}), dev) == 102400
+                                                     "memory_pools": "sram:200KiB"}), dev)[0] == 102400
 
 
 def test_devices_follow_the_target_options():

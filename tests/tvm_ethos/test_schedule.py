@@ -17,7 +17,7 @@ from tvm_ethos.lower.pipeline import PIPELINE_NAME
 from tvm_ethos.partition import partition
 from tvm_ethos.targets import parse_targets
 
-RECOMPUTE = PlannerOptions(rolling_granules=())
+RECOMPUTE = PlannerOptions(rolling_granules=(), lockstep_rolling=False)
 LOCKSTEP = PlannerOptions(rolling_granules=(), lockstep_rolling=True)
 PROLOGUE = PlannerOptions(rolling_granules=(), lockstep_rolling="prologue")
 LINE = PlannerOptions(rolling_granules=(1,), rolling_mixed=False, lockstep_rolling="prologue")
@@ -270,8 +270,9 @@ def test_other_rolling_plans_are_refused():
     form: a one-line error naming the options that plan realizable ones."""
     lw, match = subgraph("mobilenet_v1_0.25_96")
     device = planning_device("ethos-u55-128")
-    search = ProposalSearch(match.graph, device, PlannerOptions(rolling_granules=(0,),
-                                                                allow_recompute=False))
+    search = ProposalSearch(match.graph, device, PlannerOptions(
+        rolling_granules=(0,), allow_recompute=False, rolling_mixed=True,
+        lockstep_rolling=False))
     proposal = search.proposal(0)
     assert any(tc.buffer_mode.value == "rolling" for p in proposal.plans for tc in p.tensor_configs)
     with pytest.raises(S.UnrealizableScheduleError, match="granule 1"):

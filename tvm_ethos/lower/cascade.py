@@ -32,14 +32,19 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
+from planner.budgets import NONE, SYSTEM
 from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
 
-#: the planner options the compile path fixes (the others are the user's)
-FIXED_PLANNER_OPTIONS = {"rolling_mixed": False}
-#: the compile path's defaults for planner options the user may change
-DEFAULT_PLANNER_OPTIONS = {"lockstep_rolling": "prologue", "rolling_granules": (1,)}
-#: the rolling granules TensorIR realizes (line-buffer cascades), and none
-REALIZED_GRANULES = ((1,), ())
+#: The planner options whose other values only planner studies use: field -> (the values the
+#: compile path realizes, why). The planner's defaults are among them (planner.options).
+REALIZED_PLANNER_OPTIONS = {
+    "rolling_granules": (((1,), ()), "the compile path realizes rolling buffers filled one row "
+                         "at a time, as line-buffer cascades (rfcs/0005)"),
+    "rolling_mixed": ((False,), "the compile path's line-buffer cascades need every "
+                      "intermediate tensor of a rolling Plan to roll"),
+    "weight_prefetch": ((False,), "TensorIR has no form for a weight copy that crosses Plans "
+                        "(a copy is realized in the Plan that reads it)"),
+}
 POOL_KEYS = {
     "size": "size", "read_bandwidth": "read_bytes_per_cycle", "read_bw": "read_bytes_per_cycle",
     "write_bandwidth": "write_bytes_per_cycle", "write_bw": "write_bytes_per_cycle",
@@ -51,7 +56,7 @@ PLANNING_OPTIONS = ("budget", "memory_pools", "planner_options", "plan")
 @dataclass
 class PlanningOptions:
     enabled: bool = True
-    budget: int | None = None
+    budget: int | str | None = "system"                # bytes, "system" or None (fastest)
     pools: dict = field(default_factory=dict)        # region name -> {field: value}
     planner: object = None                            # planner.options.PlannerOptions
 
@@ -171,9 +176,11 @@ def planning_options(options: dict) -> PlanningOptions:
     enabled = options.pop("plan", True)
     if not isinstance(enabled, bool):
         raise OptionError(f"option 'plan': bad value {enabled!r}; allowed values: True, False")
-    budget = options.pop("budget", None)
-    if budget is not None:
-        budget = _size(budget, "option 'budget'")
+    budget = options.pop("budget", SYSTEM)
+    if isinstance(budget, str) and budget.strip().lower() in (SYSTEM, NONE):
+        budget = SYSTEM if budget.strip().lower() == SYSTEM else None
+    elif budget is not None:
+        budget = _size(budget, "option 'budget' (a size, 'system' or None)")
     pools = parse_memory_pools(options.pop("memory_pools", None))
     raw = options.pop("planner_options", None)
     if raw is None:
@@ -183,25 +190,6 @@ def planning_options(options: dict) -> PlanningOptions:
     if not isinstance(raw, dict):
         raise OptionError(f"option 'planner_options': expected a dict or PlannerOptions, not "
                           f"{type(raw).__name__}")
-    raw = dict(raw)
-    granules = raw.get("rolling_granules", (1,))
-    try:
-        granules = tuple(granules)
-    except TypeError:
-        granules = None
-    if granules not in REALIZED_GRANULES:
-        raise OptionError(
-            f"planner option rolling_granules={raw.get('rolling_granules')!r}: the compile path "
-            "realizes rolling buffers filled one row at a time, as line-buffer cascades "
-            "(rfcs/0005); use (1,) (the default) or () for none")
-    if raw.get("rolling_mixed", False) is not False:
-        raise OptionError(
-            f"planner option rolling_mixed={raw['rolling_mixed']!r}: the compile path's "
-            "line-buffer cascades need every intermediate tensor of a rolling Plan to roll; "
-            "leave rolling_mixed unset")
-    raw.update(FIXED_PLANNER_OPTIONS)
-    for k, v in DEFAULT_PLANNER_OPTIONS.items():
-        raw.setdefault(k, v)
     try:
         popts = PlannerOptions.from_mapping(raw)
     except PlannerOptionError as err:
@@ -209,7 +197,13 @@ def planning_options(options: dict) -> PlanningOptions:
                           f"{err.allowed}") from None
     except (PlannerError, TypeError) as err:
         raise OptionError(f"option 'planner_options': {err}") from None
-    if not enabled and (budget is not None or pools):
+    for name, (realized, why) in REALIZED_PLANNER_OPTIONS.items():
+        if getattr(popts, name) not in realized:
+            raise OptionError(
+                f"planner option {name}={raw[name]!r} is a planner study setting: {why}; "
+                f"compile takes {' or '.join(map(repr, realized))} (the default is "
+                f"{getattr(PlannerOptions(), name)!r})")
+    if not enabled and (isinstance(budget, int) or pools):
         raise OptionError("options 'budget' and 'memory_pools' need plan=True")
     return PlanningOptions(enabled, budget, pools, popts)
 
@@ -279,7 +273,7 @@ def check_devices(tl, opts: PlanningOptions) -> dict:
     devices = {}
     for spec in tl.accelerators:
         dev = make_device(spec, opts) if opts.enabled else None
-        if dev is None and opts.enabled and (opts.budget is not None or opts.pools):
+        if dev is None and opts.enabled and (isinstance(opts.budget, int) or opts.pools):
             raise OptionError(f"target {spec}: the planner has no model of this accelerator, so "
                               "'budget' and 'memory_pools' cannot be honoured")
         devices[spec.backend_id] = dev
@@ -287,13 +281,17 @@ def check_devices(tl, opts: PlanningOptions) -> dict:
 
 
 # ------------------------------------------------------------------------------- planning
-def _budget(opts: PlanningOptions, device) -> int | None:
-    budget = opts.budget
-    if device is not None and device.fm_region in opts.pools and \
-            "size" in opts.pools[device.fm_region]:
-        size = opts.pools[device.fm_region]["size"]
-        budget = size if budget is None else min(budget, size)
-    return budget
+def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
+    """The budget a subgraph is planned within and where it came from: the one given, capped
+    by the size of a feature-map memory pool; by default the device's SRAM (pools included,
+    planner.budgets)."""
+    from planner.budgets import resolve_budget
+
+    budget, whence = resolve_budget(opts.budget, device)
+    pool = opts.pools.get(device.fm_region, {}) if device is not None else {}
+    if "size" in pool and (budget is None or pool["size"] < budget):
+        budget, whence = pool["size"], f"the {device.fm_region} memory pool"
+    return budget, whence
 
 
 def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
@@ -302,6 +300,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
     subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
 
     Returns (plan report dict, {symbol: scheduled PrimFunc})."""
+    from planner.api import select
     from planner.errors import PlannerError
     from planner.proposals import ProposalSearch
     from planner.report import layer_rows
@@ -310,7 +309,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
     from tvm_ethos.lower.part_matchers import match_subgraph
 
     rep = {"planned": opts.enabled, "options": opts.key(), "subgraphs": {}, "layers": [],
-           "peak_memory_bytes": 0, "cycles": 0, "devices": {}}
+           "peak_memory_bytes": None, "cycles": None, "devices": {}}   # None: not planned
     scheduled = {}
     if not opts.enabled:
         return rep, scheduled
@@ -328,7 +327,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                     "reason": f"the planner has no model of {spec}"}
             continue
         rep["devices"][spec.backend_id] = device.name
-        budget = _budget(opts, device)
+        budget, whence = _budget(opts, device)
         syms = {str(f.attrs["global_symbol"]) for _, f in fns}
         have = {k: v for k, v in (lowered or {}).items() if k in syms}
         if set(have) != syms:
@@ -342,7 +341,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                 raise CompileError(f"planning NPU subgraph {sym} ({spec.backend_id}, "
                                    f"{device.name}) failed: {err}") from None
             try:
-                proposal = search.select(budget)
+                proposal = select(search, budget, whence)
             except PlannerError as err:
                 raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
                                         f"{err}", budget, search.frontier[0][0], sym) from None
@@ -353,7 +352,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             front = search.frontier
             sub = {
                 "backend": spec.backend_id, "device": device.name, "planned": True,
-                "budget_bytes": budget,
+                "budget_bytes": budget, "budget_source": whence,
                 "peak_memory_bytes": proposal.memory_bytes, "cycles": proposal.cycles,
                 "smallest_memory_bytes": front[0][0], "fastest_cycles": front[-1][1],
                 "frontier": [{"memory_bytes": m, "cycles": c} for m, c in front],
@@ -366,8 +365,8 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                 row["subgraph"] = sym
                 rep["layers"].append(_jsonable(row))
             cascade += len(proposal.plans)
-            rep["peak_memory_bytes"] = max(rep["peak_memory_bytes"], proposal.memory_bytes)
-            rep["cycles"] += proposal.cycles
+            rep["peak_memory_bytes"] = max(rep["peak_memory_bytes"] or 0, proposal.memory_bytes)
+            rep["cycles"] = (rep["cycles"] or 0) + proposal.cycles
     del report
     # exactly what save / load round-trips (lists, not tuples; str keys)
     return json.loads(json.dumps(_jsonable(rep))), scheduled
@@ -394,41 +393,35 @@ def _jsonable(v):
 
 
 # ------------------------------------------------------------------------------- report
-def _kib(n) -> str:
-    return f"{(n or 0) / 1024:.1f}"
-
-
 def format_table(rep: dict) -> str:
     """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
-    --verbose-performance: one row per Part, totals per subgraph and for the network."""
+    --verbose-performance: one row per Part, totals per subgraph and for the network. Its
+    columns and units are the plan table's (planner.report); a subgraph or a network the
+    planner did not plan says "not planned", never 0 cycles."""
+    from planner.budgets import budget_line
+    from planner.report import kib, table_lines, total_line
+
     if not rep or not rep.get("planned"):
-        return "planner: off (compile(..., plan=False))"
-    head = (f"{'casc':>4} {'part':<24} {'operator':<17} {'stripe':<16} {'#str':>5} "
-            f"{'buffer':<9} {'region':<6} {'bytes':>9} {'weights':<7} {'cycles':>11}")
+        return "planner: off (compile(..., plan=False)): not planned"
     out = []
+    planned = 0
     for sym, sub in rep.get("subgraphs", {}).items():
         if not sub.get("planned"):
-            out.append(f"{sym}: not planned ({sub.get('reason', '')})")
+            out.append(f"{sym} on {sub.get('backend', '?')}: not planned "
+                       f"({sub.get('reason', 'no planner')})")
             continue
-        out.append(f"{sym} on {sub['device']} (budget "
-                   f"{'none' if sub['budget_bytes'] is None else format(sub['budget_bytes'], ',') + ' B'})")
-        out.append(head)
-        out.append("-" * len(head))
-        for r in rep["layers"]:
-            if r.get("subgraph") != sym:
-                continue
-            stripe = "x".join(str(x) for x in r["stripe"])
-            out.append(f"{r['cascade']:>4} {str(r['part'])[:24]:<24} {str(r['operator'])[:17]:<17} "
-                       f"{stripe:<16} {r['stripes']:>5} {str(r['buffer']):<9} "
-                       f"{str(r['region']):<6} {r['bytes']:>9,} {str(r['weights']):<7} "
-                       f"{r['cycles']:>11,}")
-        out.append("-" * len(head))
-        planned = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
+        planned += 1
+        out.append(f"{sym} on {sub['device']}")
+        out.append(budget_line(sub["budget_bytes"], sub.get("budget_source", "given")))
+        out.extend(table_lines([r for r in rep["layers"] if r.get("subgraph") == sym]))
+        out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
+        given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
         sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
-        out.append(f"{sym}: {len(sub['plans'])} cascades, peak {_kib(sub['peak_memory_bytes'])} KiB "
-                   f"({sub['peak_memory_bytes']:,} B; scheduled TIR peak "
-                   f"{sub['scheduled_peak_bytes']:,} B), {sub['cycles']:,} cycles (estimated)")
-        out.append(f"   allocated per scope: planned {planned}; scheduled {sched}")
-    out.append(f"network NPU peak {_kib(rep['peak_memory_bytes'])} KiB "
-               f"({rep['peak_memory_bytes']:,} B), {rep['cycles']:,} NPU cycles (estimated)")
+        out.append(f"   allocated per scope: planned {given}; scheduled {sched} (scheduled TIR "
+                   f"peak {sub['scheduled_peak_bytes']:,} B)")
+    if not planned:
+        out.append("network: not planned (no NPU subgraph on an accelerator the planner models)")
+    else:
+        out.append(f"network NPU peak {kib(rep['peak_memory_bytes'])} KiB "
+                   f"({rep['peak_memory_bytes']:,} B), {rep['cycles']:,} NPU cycles (estimated)")
     return "\n".join(out)
