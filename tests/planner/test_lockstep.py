@@ -20,7 +20,7 @@ from tests.helpers.strategies import graphs
 LOCKSTEP = PlannerOptions(rolling_granules=(), lockstep_rolling=True, stripe_factors=4)
 PROLOGUE = PlannerOptions(rolling_granules=(), lockstep_rolling="prologue",
                           stripe_factors=4)
-RECOMPUTE = PlannerOptions(rolling_granules=(), stripe_factors=4)
+RECOMPUTE = PlannerOptions(rolling_granules=(), lockstep_rolling=False, stripe_factors=4)
 
 
 def lockstep_parts(proposal):
