@@ -356,14 +356,16 @@ def test_tvm_rolling_buffer_is_not_the_planners_ring():
 
 
 def test_weights_prefetched_across_plans_are_refused_by_name():
-    """The planner's cross-Plan weight prefetch (on for the Ethos-U devices) has no TensorIR
-    form: a Proposal that uses it gets a one-line UnrealizableScheduleError naming the device
-    to plan for instead, never a memory mismatch from deep inside the scheduler."""
+    """The planner's cross-Plan weight prefetch (an option, off by default, that the Ethos-U
+    devices can do) has no TensorIR form: a Proposal that uses it gets a one-line
+    UnrealizableScheduleError naming the option, never a memory mismatch from deep inside the
+    scheduler."""
     from planner.devices import get_device
     lw, match = subgraph("resnet8_cifar")
     search = ProposalSearch(match.graph, get_device("ethos-u55-128"),
-                            PlannerOptions(max_plan_size=1, rolling_granules=()))
+                            PlannerOptions(max_plan_size=1, rolling_granules=(),
+                                               weight_prefetch=True))
     fastest = search.select(None)
     assert any(p.spec.prefetch_next for p in fastest.plans)
-    with pytest.raises(S.UnrealizableScheduleError, match="planning_device"):
+    with pytest.raises(S.UnrealizableScheduleError, match=r"weight_prefetch=False"):
         S.apply_proposal(lw, match, fastest)

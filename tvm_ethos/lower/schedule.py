@@ -162,8 +162,8 @@ def apply_proposal(lowered, match, proposal, device=None):
         if getattr(plan.spec, "prefetch_next", False):
             raise UnrealizableScheduleError(
                 f"schedule: plan {k} prefetches the next Part's weights across Plans, which "
-                "TensorIR does not realize; plan for tvm_ethos.lower.cascade.planning_device "
-                "(weight_prefetch=False)")
+                "TensorIR does not realize; plan with PlannerOptions(weight_prefetch=False), "
+                "the default")
         for name in plan.parts:
             plan_of[name] = k
     missing = [mp.part.name for mp in match.parts if mp.part.name not in plan_of]
