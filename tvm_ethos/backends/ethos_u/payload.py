@@ -1,0 +1,45 @@
+"""What one Ethos-U NPU subgraph hands the device: the value the command-stream generator makes
+and the TFLite Micro exporter writes.
+
+It mirrors the inputs of Vela's ``ethos-u`` custom operator (the driver payload, the read-only
+flash buffer, the scratch arena and the fast scratch), so an exporter only has to lay it out,
+and the functional model in ``ethosu_stream`` can run it without knowing who made it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ArenaTensor:
+    """Where one subgraph input or output lives in the scratch arena.
+
+    Invariants: ``offset + size(shape, dtype) <= EthosUPayload.scratch_bytes``; ``name`` is the
+    Relax/TFLite tensor name the subgraph boundary had.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class EthosUPayload:
+    """One NPU subgraph's command stream and memory, as TFLite Micro's Ethos-U kernel wants it.
+
+    Invariants: ``driver_payload`` is what ``npu_create_driver_payload`` returns (``COP1``
+    header, whole 32-bit words); region 0 is ``flash`` (weights, biases, LUTs: read-only),
+    region 1 the scratch arena of ``scratch_bytes`` (inputs, outputs, intermediates), region 2
+    the fast scratch of ``fast_scratch_bytes`` (the planner's SRAM on an Ethos-U65; 0 on an
+    Ethos-U55, where the arena itself is SRAM). ``inputs``/``outputs`` are in the subgraph's
+    parameter/result order.
+    """
+
+    accelerator: str
+    driver_payload: bytes
+    flash: bytes
+    scratch_bytes: int
+    fast_scratch_bytes: int
+    inputs: tuple[ArenaTensor, ...]
+    outputs: tuple[ArenaTensor, ...]
