@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 from planner.budgets import resolve_budget
-from planner.device import Device
+from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions

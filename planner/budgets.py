@@ -22,7 +22,7 @@ budget is the size of the device's feature-map region, memory pools included.
 """
 from __future__ import annotations
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.errors import PlannerError
 
 #: The budget value meaning "the SRAM of the device's system configuration".

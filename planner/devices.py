@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.memory import MemoryRegion
 from planner.perf.ethos_n import DMA_BYTES_PER_CYCLE, PER_STRIPE_OVERHEAD_CYCLES, EthosNPerfModel

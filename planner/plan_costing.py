@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions

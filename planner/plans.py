@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 from typing import Iterator, NamedTuple
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.lockstep import (

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.memory import BufferMode

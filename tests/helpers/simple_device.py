@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.graph import Part
 from planner.memory import MemoryRegion
 from planner.perf.base import PerfModel

@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-from planner.device import Device
+from planner.device_model import Device
 from planner.devices import CORE_CLOCK_HZ, DEVICE_NAMES, get_device
 from planner.errors import PlannerError
 from planner.perf.ethos_n import EthosNPerfModel

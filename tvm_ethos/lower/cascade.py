@@ -234,7 +234,7 @@ def planning_device(name: str, *, io_region: str = "sram", sram_size: int | None
 
 def make_device(spec, opts: PlanningOptions):
     """The planner Device for a target, with the user's memory pools."""
-    from planner.device import Device
+    from planner.device_model import Device
     from planner.errors import PlannerError
     from planner.memory import MemoryRegion
 
