@@ -411,7 +411,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
 
     from tvm_ethos.frontend import load_model
     from tvm_ethos.lower.codegen import offload
-    from tvm_ethos.lower.pipeline import PIPELINE_NAME
+    from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
     from tvm_ethos.lower.network_build import build_network
     from tvm_ethos.partition import partition
     from tvm_ethos.targets import parse_targets

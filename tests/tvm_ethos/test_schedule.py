@@ -13,7 +13,7 @@ from tvm_ethos.lower import schedule as S
 from tvm_ethos.lower.cascade import planning_device
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.lower.part_matchers import match_subgraph
-from tvm_ethos.lower.pipeline import PIPELINE_NAME
+from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.partition import partition
 from tvm_ethos.targets import parse_targets
 

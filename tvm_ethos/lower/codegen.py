@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 
 from tvm_ethos.errors import CompileError
-from tvm_ethos.lower.pipeline import PIPELINE_NAME
+from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.lower.subgraph import LoweredSubgraph, lower_function
 
 NUM_INPUTS_ATTR = "tvm_ethos.num_inputs"

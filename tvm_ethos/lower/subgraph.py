@@ -141,7 +141,7 @@ def build_host_kernel(lowered: LoweredSubgraph, target="llvm"):
     """Compile one subgraph's PrimFunc for the host: the NPU emulator kernel."""
     mod = tvm.IRModule({lowered.symbol: lowered.primfunc})
     try:
-        from tvm_ethos.lower.pipeline import PIPELINE_NAME
+        from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
 
         return tvm.compile(mod, target=target, tir_pipeline=PIPELINE_NAME)
     except Exception as err:  # pragma: no cover - a bug, not a user error
