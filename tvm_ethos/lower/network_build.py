@@ -546,7 +546,7 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
 def opencl_kernels(fused, program: NetworkProgram):
     """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (dlight schedules)."""
     from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.runtime.opencl_device import extract_opencl
+    from tvm_ethos.lower.opencl_extraction import extract_opencl
 
     names = sorted({s.func for sg in program.subgraphs if sg.device == "opencl" for s in sg.steps})
     if not names:

@@ -6,6 +6,7 @@ import pytest
 
 cl = pytest.importorskip("pyopencl", reason="pyopencl not installed (pip install 'tvm-ethos[opencl]')")
 
+from tvm_ethos.lower.opencl_extraction import UnsupportedKernelError, extract_opencl  # noqa: E402
 from tvm_ethos.runtime.allocators import (  # noqa: E402
     LiveStats,
     MallocAllocator,
@@ -25,9 +26,7 @@ from tvm_ethos.runtime.opencl_device import (  # noqa: E402
     OpenCLDeviceInfo,
     OpenCLModuleSpec,
     OpenCLUnavailableError,
-    UnsupportedKernelError,
     device_info,
-    extract_opencl,
     list_devices,
     select_device,
 )

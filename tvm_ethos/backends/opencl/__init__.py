@@ -1,10 +1,11 @@
 """The GPU host backend (OpenCL).
 
 Its subgraphs run on an OpenCL device through PyOpenCL (``device_target = "opencl"``): the
-compiler takes TVM's OpenCL C for them (default GPU schedules, dlight) and the executor launches
-it (tvm_ethos/runtime/opencl_device.py, rfcs/0003). Inside the Relax VM executable
-(``CompiledModel.executable``) the same operators are built for llvm (``build_target``), so that
-executable still runs anywhere.
+compiler takes TVM's OpenCL C for them (default GPU schedules, dlight;
+tvm_ethos/lower/opencl_extraction.py) and the executor launches it
+(tvm_ethos/runtime/opencl_device.py, rfcs/0003). Inside the Relax VM executable
+(``CompiledModel.executable``) the same operators are built for llvm (``build_target``), so
+that executable still runs anywhere.
 
 Option ``cpu_ops``: operator kinds or TFLite names (``softmax``, ``AVERAGE_POOL_2D``...) the GPU
 leaves to the CPU (the llvm backend), like an operator a GPU backend rejects in Arm NN's
