@@ -1,5 +1,6 @@
-"""The runtime runs a cached package without TVM: its modules import no tvm (nor pyopencl)
-when imported, so TVM stays a compile-time dependency (rfcs/0003)."""
+"""The runtime runs a cached package without TVM: importing its modules imports no tvm (nor
+pyopencl, loaded on first use), so TVM stays a compile-time dependency (rfcs/0003). (``import
+tvm_ethos`` itself loads the small ``tvm_ffi`` to register the codegens, tvm_ethos/byoc.py.)"""
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ MODULES = ("opencl_device", "allocators", "fallback_memory", "options", "program
 @pytest.mark.parametrize("module", MODULES)
 def test_runtime_module_imports_no_tvm(module):
     script = (f"import sys, tvm_ethos.runtime.{module}; "
-              "print(sorted(m for m in ('tvm', 'tvm_ffi', 'pyopencl') if m in sys.modules))")
+              "print(sorted(m for m in ('tvm', 'pyopencl') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
