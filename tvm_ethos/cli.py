@@ -292,7 +292,7 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
     from planner.budgets import budget_line
     from planner.options import PlannerOptions
     from planner.report import layer_table
-    from tvm_ethos.sweep import Progress
+    from planner.sweep import Progress
     with Progress(None, f"planning {os.path.basename(model)} on {device}", enabled=progress):
         t0 = time.perf_counter()
         result = plan(model, device, budget=budget, io_region=io_region,
@@ -311,7 +311,7 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
 
 
 def _sweep(args, devices, options) -> int:
-    from tvm_ethos import sweep
+    from planner import sweep
     lo, hi, n = sweep.parse_sweep(args.sweep_budget)
     budgets = sweep.log_budgets(lo, hi, n)
     executor = args.scheduler if args.scheduler is not None else "local"

@@ -134,7 +134,7 @@ def run(args) -> int:
         options["fallback_mode"] = args.fallback_mode
 
     import tvm_ethos
-    from tvm_ethos.sweep import Progress
+    from planner.sweep import Progress
 
     name = os.path.basename(args.model)
     t0 = time.perf_counter()

@@ -156,7 +156,7 @@ def run(args) -> int:
     if args.outputs is not None:
         require_writable(args.outputs, "--outputs")
     import tvm_ethos
-    from tvm_ethos.sweep import Progress
+    from planner.sweep import Progress
 
     runtime = {} if args.fallback_mode is None else {"fallback_mode": args.fallback_mode}
     with Progress(None, f"loading {os.path.basename(args.package)}", enabled=not args.no_progress):

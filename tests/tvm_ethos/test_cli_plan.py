@@ -10,7 +10,7 @@ import time
 import pytest
 
 from planner.api import plan
-from tvm_ethos import sweep
+from planner import sweep
 from tvm_ethos.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

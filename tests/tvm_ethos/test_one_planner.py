@@ -47,7 +47,7 @@ def tvmc_plan(path, budget):
 
 
 def sweep_point(path, budget_bytes):
-    from tvm_ethos.sweep import frontier_task
+    from planner.sweep import frontier_task
     res = frontier_task(str(path), DEVICE, "sram", [budget_bytes])
     (row,) = res["rows"]
     return [tuple(p) for p in res["frontier"]], (row["peak_bytes"], row["cycles"])
