@@ -90,7 +90,7 @@ DEFAULT_MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".
 class SideBySide:
     model: str
     config: str
-    vela: dict                       # {"Size": {...}, "Performance": {...}} from vela_task
+    vela: dict                       # {"Size": {...}, "Performance": {...}} from vela_point
     frontier: list[tuple[int, int]]  # the planner's, memory in Vela's terms
     raw_frontier: list[tuple[int, int]]
     planner_seconds: float

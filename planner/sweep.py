@@ -7,7 +7,8 @@ Plain functions with no TVM import, shared by ``tvmc plan --sweep-budget`` and t
   not depend on the budget), then the fastest Proposal within every budget is selected, exactly
   as ``planner.api.plan(budget=...)`` does. The naive layer-by-layer schedule
   (``PlannerOptions(max_plan_size=1)``) and, when ``ethos-u-vela`` is importable, Vela's
-  ``--optimise Size`` / ``Performance`` results are computed alongside as separate tasks.
+  ``--optimise Size`` / ``Performance`` results (``planner.vela_run.vela_point``) are
+  computed alongside as separate tasks.
   Tasks run in-process (``executor="serial"``), on a local pool of processes (``"local"``), or
   on a Dask cluster (a scheduler address or a ``dask.distributed.Client``).
 * :func:`write_sweep_csv`, :func:`write_points_csv`, :func:`plot_sweep`, :func:`save_figure`,
@@ -21,24 +22,21 @@ from __future__ import annotations
 import bisect
 import concurrent.futures as cf
 import csv
-import glob
-import importlib.util
 import math
 import multiprocessing
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
 from planner.api import load_graph, parse_size
 from planner.errors import PlannerError
+from planner.vela_run import VELA_MODES, vela_available, vela_point
 
 __all__ = [
     "SweepResult", "parse_sweep", "log_budgets", "run_sweep", "frontier_task", "naive_task",
-    "vela_task", "vela_available", "write_sweep_csv", "write_points_csv", "plot_sweep",
+    "vela_available", "write_sweep_csv", "write_points_csv", "plot_sweep",
     "save_figure", "summary", "Progress",
 ]
 
@@ -47,7 +45,6 @@ SWEEP_COLUMNS = ("model", "accelerator_config", "io_region", "budget_bytes", "fe
                  "peak_bytes", "cycles", "cascades")
 #: Columns of ``points.csv``: the whole frontier and the reference points.
 POINT_COLUMNS = ("model", "accelerator_config", "io_region", "kind", "memory_bytes", "cycles")
-VELA_MODES = ("Size", "Performance")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,47 +159,6 @@ def naive_task(model: str, config: str, io_region: str, options: dict | None = N
     chosen = search.select(None)
     return {"memory_bytes": chosen.memory_bytes, "cycles": chosen.cycles,
             "cascades": len(chosen.plans)}
-
-
-def vela_available() -> bool:
-    """Whether ``ethos-u-vela`` is importable here."""
-    try:
-        return importlib.util.find_spec("ethosu.vela") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def vela_task(model: str, config: str, optimise: str, timeout: float = 600.0) -> dict:
-    """Run Vela on ``model`` for ``config`` with ``--optimise optimise`` (default system config)
-    and read its summary CSV: ``{"sram_bytes", "cycles", "seconds"}``, or ``{"error": line}``
-    (a failed Vela run is reported, never fatal to a sweep)."""
-    if optimise not in VELA_MODES:
-        raise PlannerError(f"vela --optimise must be one of {VELA_MODES}, got {optimise!r}")
-    if not vela_available():
-        return {"error": "ethos-u-vela is not installed"}
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="tvmc-vela-") as out:
-        cmd = [sys.executable, "-m", "ethosu.vela", os.path.abspath(model),
-               "--accelerator-config", config, "--optimise", optimise, "--output-dir", out]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  cwd=out)
-        except subprocess.TimeoutExpired:
-            return {"error": f"vela timed out after {timeout:.0f} s"}
-        summaries = glob.glob(os.path.join(out, "*_summary_*.csv"))
-        if proc.returncode != 0 or not summaries:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()
-            return {"error": f"vela exited with {proc.returncode}: "
-                             f"{tail[-1] if tail else 'no output'}"}
-        with open(summaries[0], newline="") as f:
-            row = next(csv.DictReader(f))
-    try:
-        # sram_memory_used is in KiB (Vela's "Total SRAM used"); cycles_total is its estimate.
-        return {"sram_bytes": int(round(float(row["sram_memory_used"]) * 1024)),
-                "cycles": int(float(row["cycles_total"])),
-                "seconds": time.perf_counter() - t0}
-    except (KeyError, ValueError) as e:
-        return {"error": f"cannot read vela's summary CSV: {e}"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +308,7 @@ def run_sweep(models, configs, budgets, *, io_region: str = "sram",
     for m, c in by_size:
         if vela and c.startswith("ethos-u") and m.endswith(".tflite"):
             for mode in VELA_MODES:
-                tasks.append(((m, c), f"vela {mode}", vela_task, (here[m], c, mode)))
+                tasks.append(((m, c), f"vela {mode}", vela_point, (here[m], c, mode)))
         if naive:
             tasks.append(((m, c), "naive", naive_task, (here[m], c, io_region, options, pw)))
 
