@@ -18,6 +18,7 @@ import sys
 import time
 
 from planner.budgets import BUDGET_HELP
+from tvm_ethos.runtime.options import FALLBACK_MODES
 from tvm_ethos.cli import (CliError, add_planner_arguments, add_target_arguments,
                            check_option_targets, planner_options, register, require_file,
                            require_writable, target_options)
@@ -31,7 +32,6 @@ DESCRIPTION = (
     ".tar, as tvmc's were) that 'tvmc run' and tvm_ethos.load() read, prints the partition "
     "summary and the per-layer plan (cycles are the planner's estimates), and writes the plan "
     "report as JSON with --planner-report.")
-FALLBACK_MODES = ("auto", "import", "copy")
 
 
 def target_option_table() -> dict[str, dict[str, str]]:

@@ -336,8 +336,6 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     second compile of the same model, targets and options loads it (tvm_ethos/runtime/cache.py
     says how entries are guarded: they are native code).
     """
-    import tvm
-
     from tvm_ethos.runtime import cache as model_cache
 
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}

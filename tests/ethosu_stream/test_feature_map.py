@@ -7,7 +7,6 @@ from ethosu_stream.feature_map import FeatureMap
 
 
 def _fm(h, w, c, layout16, tiles=None):
-    esize = 1
     if layout16:
         sx, sc, sy = 16, 16 * w, w * ((c + 15) // 16) * 16
     else:

@@ -3,7 +3,6 @@ bit in every coordinate mode, and each NPU's resize constraints.
 
 The oracle is the reference resolver (conftest.oracle); the builtin kernels agree, XNNPack's
 float interpolation does not (it differs by one on a few elements) and is not the oracle."""
-import numpy as np
 import pytest
 
 import tflite_builder as tb

@@ -1,6 +1,5 @@
 """Partition decisions: what went where and, for each rejection, which constraint failed."""
 import numpy as np
-import pytest
 from tvm import relax
 
 import tflite_builder as tb

@@ -50,7 +50,6 @@ POOL_KEYS = {
     "write_bandwidth": "write_bytes_per_cycle", "write_bw": "write_bytes_per_cycle",
     "read_latency": "read_latency", "write_latency": "write_latency", "burst": "burst",
 }
-PLANNING_OPTIONS = ("budget", "memory_pools", "planner_options", "plan")
 
 
 @dataclass
@@ -236,7 +235,6 @@ def make_device(spec, opts: PlanningOptions):
     """The planner Device for a target, with the user's memory pools."""
     from planner.device_model import Device
     from planner.errors import PlannerError
-    from planner.memory import MemoryRegion
 
     name = device_name(spec)
     if name is None:

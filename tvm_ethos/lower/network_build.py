@@ -319,7 +319,6 @@ def split_main(mod, assignment: Assignment):
 def legalize(mod, target="llvm"):
     """TVM's legalization and fusion (inside each function: never across two backends)."""
     from tvm.relax.backend import cpu_generic
-    from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
     tgt = tvm.target.Target(target)
     with tgt:

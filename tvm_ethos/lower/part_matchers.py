@@ -472,7 +472,6 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
                 not _name(x).endswith(REQUANT_CONST_SUFFIXES + LUT_CONST_SUFFIXES)]
         cons.sort(key=lambda x: -len(x.shape))  # weights before bias, as planner.parts
         ins = acts + cons
-        out_shape = tuple(int(s) for s in r.shape)
         out_vars = [iv.var.name for iv in r.op.axis]
         maps = []
         reads = _compose(r, by_name)

@@ -48,6 +48,7 @@ from tvm import s_tir, tirx
 
 from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
+from planner.plan_costing import PlanCosting
 from tvm_ethos.errors import CompileError
 from tvm_ethos.lower.line_buffer import (LineBufferScheduleError, realize_line_buffer,
                                          with_opaque_iterators)
@@ -297,7 +298,7 @@ def _slice_axis(mp, tensor):
 
 def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
     """The staging double buffer of the Plan's widest Part: its constants pass, one slice of
-    WEIGHT_SLICE_CHANNELS output channels at a time, through two SRAM buffers (the halves the
+    SLICE_CHANNELS output channels at a time, through two SRAM buffers (the halves the
     DMA fills and the NPU reads) - two chained ``cache_read`` stages at the slice loop."""
     owners = {p for p in plan.parts for tc in staged
               if any(t.name == tc.tensor for t in parts[p].part.inputs)}
@@ -340,7 +341,8 @@ def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
             sch.compute_at(first, slice_loop, preserve_unit_loops=True)
 
 
-SLICE_CHANNELS = 16  # planner.plans.PlanGenerator.WEIGHT_SLICE_CHANNELS
+#: The slice the planner costs (one definition: the schedule must stage what was costed).
+SLICE_CHANNELS = PlanCosting.WEIGHT_SLICE_CHANNELS
 
 
 def _slice_loop(sch, loops, axis, width, extent, outer):
@@ -460,9 +462,6 @@ def _lockstep(sch, mp, step, window, tc, prologue: int = 0) -> None:
 
 
 # ----------------------------------------------------------------------------- measuring
-_MEASURE_PASSES = None
-
-
 def _measure_passes():
     return tvm.transform.Sequential([
         s_tir.transform.CanonicalizeLoop(),

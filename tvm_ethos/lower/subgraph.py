@@ -135,14 +135,3 @@ def lower_function(func: relax.Function, symbol: str, num_inputs: int | None = N
         input_tensors=in_phs,
         const_tensors=const_phs,
     )
-
-
-def build_host_kernel(lowered: LoweredSubgraph, target="llvm"):
-    """Compile one subgraph's PrimFunc for the host: the NPU emulator kernel."""
-    mod = tvm.IRModule({lowered.symbol: lowered.primfunc})
-    try:
-        from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
-
-        return tvm.compile(mod, target=target, tir_pipeline=PIPELINE_NAME)
-    except Exception as err:  # pragma: no cover - a bug, not a user error
-        raise CompileError(f"building the emulator kernel {lowered.symbol} failed: {err}") from err

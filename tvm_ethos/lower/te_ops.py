@@ -57,9 +57,6 @@ def _i64(v):
     return tirx.const(int(v), "int64")
 
 
-_LET_COUNTER = [0]
-
-
 def _let(value, body_fn, dtype=None):
     """Hook for sharing a sub-expression; see the comment in the body."""
     # Plain substitution: tirx.Let bodies get duplicated by vectorization and then trip the
@@ -337,10 +334,6 @@ def _broadcast_index(in_shape, out_idx):
     """Index into an input of ``in_shape`` broadcast (numpy rules) to the output index."""
     off = len(out_idx) - len(in_shape)
     return tuple(0 if d == 1 else out_idx[off + i] for i, d in enumerate(in_shape))
-
-
-def _const_or_tensor(t):
-    return t
 
 
 def lower_add(op, inputs, pool: ConstPool, name="add"):

@@ -125,7 +125,7 @@ def test_writable_by_others_is_refused(tmp_path, model, what):
 @pytest.mark.parametrize("what", ["entry", "directory"])
 def test_foreign_owned_is_refused(tmp_path, model, monkeypatch, what):
     d = tmp_path / "c"
-    first = tvm_ethos.compile(model, target="llvm", cache_dir=d)
+    tvm_ethos.compile(model, target="llvm", cache_dir=d)
     me = os.getuid()
     if what == "directory":   # we are someone else now: the directory is not ours
         monkeypatch.setattr(model_cache, "_current_uid", lambda: me + 1)
