@@ -149,7 +149,7 @@ def _cost_fed(gen: PlanGenerator, inbox) -> list[tuple]:
     """A forked costing worker: cost the (position, stripe) batches it is sent until None,
     and return the values in the order received. A thread keeps reading the inbox meanwhile:
     a batch larger than the pipe's buffer would otherwise stall the sender until this worker
-    had costed the batch before (measured: the parent idle a quarter of the costing phase)."""
+    had costed the batch before (rfcs/0001, performance notes)."""
     batches: queue.SimpleQueue = queue.SimpleQueue()
 
     def read() -> None:

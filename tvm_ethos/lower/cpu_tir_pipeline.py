@@ -1,9 +1,9 @@
 """A lighter TIR pipeline for the emulator kernels and the exact host kernels.
 
 The integer kernels guard padded reads with ``if_then_else``; TVM's default CPU pipeline then
-spends most of its time in ``HoistIfThenElse``, ``RemoveNoOp`` and ``LoopPartition`` (about 8 of
-the 9 s a 11-layer subgraph took), which buy nothing for these loops. This pipeline runs the
-lowering passes a CPU build needs and leaves those three out. Registered as ``"tvm_ethos"``.
+spends most of its time in ``HoistIfThenElse``, ``RemoveNoOp`` and ``LoopPartition`` (figures in
+rfcs/0002), which buy nothing for these loops. This pipeline runs the lowering passes a CPU
+build needs and leaves those three out. Registered as ``"tvm_ethos"``.
 """
 from __future__ import annotations
 

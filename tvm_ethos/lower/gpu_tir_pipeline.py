@@ -4,9 +4,9 @@ TVM's default pipeline (``s_tir``) with the passes left out that only restructur
 control flow and index expressions: ``LoopPartition``, ``HoistIfThenElse``, ``RemoveNoOp``,
 ``RenormalizeSplitPattern`` and the late ``StmtSimplify`` (here and in the device
 finalisation; the early ``s_tir.StmtSimplify`` stays). On the exact integer kernels (padded
-reads guarded by ``if_then_else``, dlight-scheduled) they took ~21 of the ~22 s that lowering
-the three ds_cnn host kernels for OpenCL cost (measured with ``PassTimingInstrument``). The
-arithmetic, and so the results, are the same: the OpenCL tests compare bit for bit with TFLite.
+reads guarded by ``if_then_else``, dlight-scheduled) they take nearly all of the lowering time
+(rfcs/0003 section 7.2, measured with ``PassTimingInstrument``) and change no arithmetic: the
+OpenCL tests compare bit for bit with TFLite.
 """
 from __future__ import annotations
 

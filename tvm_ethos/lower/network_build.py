@@ -495,8 +495,8 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
 
     Why not dlight: its fallback rule inlines every injective stage into its consumer, and the
     requantization stages read their input several times (the rounding nudge, the saturation
-    test), so the inlined expression grows exponentially with the chain (an ADD with its two
-    input rescales took 400 s in TVM's simplifier). Kept as stages, each is a plain kernel:
+    test), so the inlined expression grows exponentially with the chain and TVM's simplifier
+    stalls on it (rfcs/0003 section 7.2). Kept as stages, each is a plain kernel:
     spatial loops fused and split into blocks of ``threads`` threads, reductions serial inside.
     Intermediates between stages become global workspaces (``extract_opencl`` handles them).
     """
