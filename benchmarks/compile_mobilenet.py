@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -35,9 +34,9 @@ GOAL = {"sram_bytes": 300 * 1024, "cycles": VELA_SIZE["cycles"], "compile_s": 20
 
 
 def _default_model() -> str:
-    env = os.environ.get("TVM_ETHOS_MODELS")
-    base = Path(env) if env else REPO.parent / "shared" / "models"
-    return str(base / "mobilenet_v1_1.0_224.tflite")
+    from tests.helpers.models import MODELS_DIR
+
+    return str(MODELS_DIR / "mobilenet_v1_1.0_224.tflite")
 
 
 def weight_traffic(graph, proposal) -> tuple[int, int]:
@@ -69,8 +68,8 @@ class PhaseTimer:
         self._undo = []
 
     def __enter__(self):
-        import importlib
         import functools
+        import importlib
 
         for label, module, attr in self.PHASES:
             owner = importlib.import_module(module)

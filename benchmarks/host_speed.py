@@ -33,7 +33,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", REPO.parent / "shared" / "models"))
+
+from tests.helpers.models import MODELS_DIR as MODELS  # noqa: E402
+
 TVM_RUNS = ("llvm", "ethos-u,llvm", "opencl")
 
 

@@ -31,7 +31,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", REPO.parent / "shared" / "models"))
+sys.path.insert(0, str(REPO))
+
+from tests.helpers.models import MODELS_DIR as MODELS  # noqa: E402
 
 CHILD = r"""
 import json, sys, time

@@ -29,6 +29,7 @@ from planner.devices import get_device  # noqa: E402
 from planner.graph import PlannerGraph  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
+from tests.helpers.models import MODELS_DIR  # noqa: E402
 
 DEVICES = ("ethos-u55-128", "ethos-u65-256", "ethos-n78-1tops")
 IO_REGIONS = ("sram", "dram")
@@ -74,8 +75,7 @@ def main() -> int:
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", metavar="DIR")
     mode.add_argument("--check", metavar="DIR")
-    ap.add_argument("--models", default=os.path.join(os.path.dirname(__file__), "..", "..",
-                                                     "shared", "models"))
+    ap.add_argument("--models", default=str(MODELS_DIR))
     args = ap.parse_args()
     folder = args.write or args.check
     os.makedirs(folder, exist_ok=True)

@@ -22,6 +22,7 @@ from planner.api import plan  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.simulate import simulate  # noqa: E402
+from tests.helpers.models import MODELS_DIR  # noqa: E402
 
 
 def kib(b: int) -> str:
@@ -30,8 +31,7 @@ def kib(b: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--models", default=os.path.join(os.path.dirname(__file__), "..", "..",
-                                                     "shared", "models"))
+    ap.add_argument("--models", default=str(MODELS_DIR))
     ap.add_argument("--device", default="ethos-u55-128")
     args = ap.parse_args()
     model = os.path.join(args.models, "mobilenet_v1_1.0_224.tflite")

@@ -38,6 +38,7 @@ from planner.plans import PlanGenerator, clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
 from planner.sink_walks import default_workers  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
+from tests.helpers.models import MODELS_DIR  # noqa: E402
 
 GOAL_SECONDS = 0.5
 
@@ -122,8 +123,7 @@ def timed(graph, device_name: str, repeat: int = 5, peers=(None,)) -> list[tuple
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=os.path.join(os.path.dirname(__file__), "..", "..",
-                                                     "shared", "models"))
+    ap.add_argument("--models", default=str(MODELS_DIR))
     ap.add_argument("--sizes", default="30,300,3000")
     ap.add_argument("--device", default="ethos-u55-128")
     ap.add_argument("--workers", type=int, default=1, help="processes for the synthetic graphs")

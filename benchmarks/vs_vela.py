@@ -76,12 +76,12 @@ from planner.vela_compare import (  # noqa: E402
     vela_terms_peak,
 )
 from planner.vela_run import VELA_MODES, vela_available, vela_point  # noqa: E402
+from tests.helpers.models import MODELS_DIR  # noqa: E402
 
 MODELS = ("mobilenet_v1_0.25_96", "ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_1.0_224")
 SMALL_MODELS = MODELS[:3]
 CONFIGS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
-DEFAULT_MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                  "shared", "models")
+DEFAULT_MODELS_DIR = str(MODELS_DIR)
 # ---------------------------------------------------------------------------------------------
 # Side by side
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ethosu_stream import StreamError, decode_stream
 from ethosu_stream.feature_map import from_registers
 from ethosu_stream.ops_common import ifm_hw, kernel, ofm_shape
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 VELA = Path(sys.executable).parent / "vela"
 CONFIGS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 SMALL = ("ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96")
@@ -27,7 +27,7 @@ CASES = [pytest.param(m, c, o, id=f"{m}-{c}-{o}") for m in SMALL for c in CONFIG
 
 
 @pytest.fixture(scope="session")
-def vela_out(tmp_path_factory):
+def vela_out(tmp_path_factory, models_dir):
     """(model, config, optimise) -> (Vela .tflite bytes, summary row); each compiled once a
     session."""
     root = tmp_path_factory.mktemp("vela")
@@ -37,7 +37,7 @@ def vela_out(tmp_path_factory):
         key = model, config, optimise
         if key not in cache:
             out = root / config / optimise
-            subprocess.run([str(VELA), str(MODELS / f"{model}.tflite"), "--accelerator-config",
+            subprocess.run([str(VELA), str(models_dir / f"{model}.tflite"), "--accelerator-config",
                             config, "--optimise", optimise, "--output-dir", str(out)],
                            check=True, capture_output=True)
             summary = next(out.glob(f"{model}_summary_*.csv"))
@@ -48,7 +48,7 @@ def vela_out(tmp_path_factory):
     return compile_
 
 
-def _reference(model, x):
+def _reference(path, x):
     """TFLite's outputs and an intermediate tensor that must appear among the stream's IFMs:
     the one feeding SOFTMAX. BUILTIN_REF, except for the 224x224 model whose reference
     kernels abort in this LiteRT build: there the optimized kernels without XNNPack, whose
@@ -56,15 +56,15 @@ def _reference(model, x):
     one feeding MEAN."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    kind = (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if "224" in model
+    kind = (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if "224" in path.name
             else OpResolverType.BUILTIN_REF)
-    it = Interpreter(model_path=str(MODELS / f"{model}.tflite"), experimental_op_resolver_type=kind,
+    it = Interpreter(model_path=str(path), experimental_op_resolver_type=kind,
                      experimental_preserve_all_tensors=True)
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
     outs = [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
-    checked = "MEAN" if "224" in model else "SOFTMAX"
+    checked = "MEAN" if "224" in path.name else "SOFTMAX"
     op = [op for op in it._get_ops_details() if op["op_name"] == checked][-1]
     return outs, it.get_tensor(op["inputs"][0]).copy()
 
@@ -75,7 +75,7 @@ def _input(data, seed):
 
 
 @pytest.mark.parametrize("model,config,optimise", CASES)
-def test_stream_is_bit_exact_with_tflite(vela_out, model, config, optimise):
+def test_stream_is_bit_exact_with_tflite(vela_out, models_dir, model, config, optimise):
     data, _ = vela_out(model, config, optimise)
     x = _input(data, 0)
     ifms = []
@@ -92,7 +92,7 @@ def test_stream_is_bit_exact_with_tflite(vela_out, model, config, optimise):
             ifms.append(mem.read(ifm.region, ifm.grid(ih, iw, c), np.int8).ravel())
 
     outs, _ = read_ethos_u_ops(data)[0].run([x], config, keep_int8_inputs)
-    ref, checked = _reference(model, x)
+    ref, checked = _reference(models_dir / f"{model}.tflite", x)
     assert len(outs) == len(ref)
     for got, want in zip(outs, ref):
         assert got.dtype == want.dtype and got.shape == want.shape

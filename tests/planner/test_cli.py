@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
+from tests.helpers.models import MODELS_DIR
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELS = os.path.join(ROOT, "..", "shared", "models")
-KWS = os.path.join(MODELS, "ds_cnn_kws.tflite")
+KWS = str(MODELS_DIR / "ds_cnn_kws.tflite")
 
 
 def run(*args):

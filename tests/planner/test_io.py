@@ -26,9 +26,6 @@ from planner.io import (
 )
 from planner.propagator import Propagator
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
-if not MODELS.is_dir():
-    MODELS = Path("/work/shared/models")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "planner-graph-json.md"
 
 
@@ -165,9 +162,9 @@ def test_round_trip_keeps_fractions_and_order():
 
 
 @pytest.mark.parametrize("stem", ["mobilenet_v1_1.0_224", "ds_cnn_kws", "resnet8_cifar"])
-def test_shipped_models_round_trip_through_files(stem, tmp_path):
+def test_shipped_models_round_trip_through_files(stem, tmp_path, models_dir):
     from planner.tflite import load_tflite
-    path = MODELS / f"{stem}.tflite"
+    path = models_dir / f"{stem}.tflite"
     if not path.exists():
         pytest.skip(f"{path} is not available")
     g = load_tflite(path, weight_compression=0.7)

@@ -20,7 +20,7 @@ import dataclasses
 import os
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from planner.api import plan
@@ -69,10 +69,40 @@ def _budget(spec, front) -> int | None:
     return {"below": mems[0] - 1, "zero": 0, "huge": 1 << 40}[kind]
 
 
+# ------------------------------------------------------------------ the fuzz campaign
+def _fractional_offset_chain():
+    """Nearest x3 resize -> depthwise (1x4, stride 2) -> slice -> bilinear x2 resize in one
+    cascade. The bilinear resize's fractional offset (-1/4) reaches the depthwise stripe as
+    offset 7/4 (rows [1, 3)) and the resize stripe as 7/2 (rows [3, 6)): flooring at each
+    level separately, the producer would not compute row 2, which the depthwise's row 1
+    reads."""
+    from planner import parts
+    from planner.graph import GraphBuilder
+    from planner.options import PlannerOptions
+    from tests.helpers.simple_device import simple_device
+
+    b = GraphBuilder("r")
+    x = b.input("in0", (1, 4, 3, 4))
+    x = b.add(parts.strided_slice("p0", x, (0, 0, 0, 0), (1, 2, 2, 1)))
+    x = b.add(parts.resize("p1", x, (3, 2), "nearest"))
+    x = b.add(parts.depthwise_conv2d("p2", x, (1, 4), (2, 1), (1, 1), (0, 0, 0, 0)))
+    x = b.add(parts.strided_slice("p3", x, (0, 2, 0, 0), (1, 1, 1, 1)))
+    b.add(parts.resize("p4", x, (2, 1), "bilinear"))
+    opts = PlannerOptions(max_plan_size=8, stripe_factors=1, max_width_tiles=1,
+                          multi_dimensional=False, rolling_granules=(0,),
+                          weight_placements=("flash",), allow_recompute=False)
+    return b.build(), simple_device(), opts
+
+
+_FRACTIONAL = _fractional_offset_chain()
+
+
 @FUZZ
 @given(graph=planner_graphs(), dev_name=st.sampled_from(DEVICES),
        io=st.sampled_from(("sram", "dram")), options=planner_options(), budget_spec=BUDGETS,
        as_text=st.booleans())
+@example(graph=_FRACTIONAL[0], dev_name="simple", io="sram", options=_FRACTIONAL[2],
+         budget_spec=None, as_text=False)
 def test_planner_fuzz(graph, dev_name, io, options, budget_spec, as_text):
     dev = device(dev_name, io)
     event(f"parts: {len(graph.parts) // 3 * 3}-{len(graph.parts) // 3 * 3 + 2}")
@@ -130,31 +160,6 @@ def test_check_proposal_catches_broken_proposals():
         check_proposal(g, dev, good, good.memory_bytes - 1)
 
 
-# ------------------------------------------------------------------ bugs the fuzzer found
-def _fractional_offset_chain():
-    """Found by test_planner_fuzz: nearest x3 resize -> depthwise (1x4, stride 2) -> slice ->
-    bilinear x2 resize in one cascade. The bilinear resize's fractional offset (-1/4) reaches
-    the depthwise stripe as offset 7/4 (rows [1, 3)) and the resize stripe as 7/2 (rows
-    [3, 6)): flooring at each level separately, the producer does not compute row 2, which the
-    depthwise's row 1 reads."""
-    from planner import parts
-    from planner.graph import GraphBuilder
-    from planner.options import PlannerOptions
-    from tests.helpers.simple_device import simple_device
-
-    b = GraphBuilder("r")
-    x = b.input("in0", (1, 4, 3, 4))
-    x = b.add(parts.strided_slice("p0", x, (0, 0, 0, 0), (1, 2, 2, 1)))
-    x = b.add(parts.resize("p1", x, (3, 2), "nearest"))
-    x = b.add(parts.depthwise_conv2d("p2", x, (1, 4), (2, 1), (1, 1), (0, 0, 0, 0)))
-    x = b.add(parts.strided_slice("p3", x, (0, 2, 0, 0), (1, 1, 1, 1)))
-    b.add(parts.resize("p4", x, (2, 1), "bilinear"))
-    opts = PlannerOptions(max_plan_size=8, stripe_factors=1, max_width_tiles=1,
-                          multi_dimensional=False, rolling_granules=(0,),
-                          weight_placements=("flash",), allow_recompute=False)
-    return b.build(), simple_device(), opts
-
-
 def test_fractional_offsets_through_a_cascade_control():
     """The same graph planned Part by Part is consistent (the checker is not at fault)."""
     from dataclasses import replace
@@ -165,8 +170,9 @@ def test_fractional_offsets_through_a_cascade_control():
 
 
 def test_fractional_offsets_through_a_cascade():
-    """Regression (found by fuzzing): a single stripe with a fractional offset starts at the
-    floor of it, and its input windows are propagated from there (planner/stripes.py)."""
+    """A single stripe with a fractional offset starts at the floor of it, and its input
+    windows are propagated from there (planner/stripes.py), so every Proposal of the chain
+    computes the rows its consumers read."""
     g, dev, opts = _fractional_offset_chain()
     search = ProposalSearch(g, dev, opts, workers=1)
     for k in range(len(search.frontier)):

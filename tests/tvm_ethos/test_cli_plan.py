@@ -9,14 +9,15 @@ import time
 
 import pytest
 
-from planner.api import plan
 from planner import sweep
+from planner.api import plan
+from tests.helpers.models import MODELS_DIR
 from tvm_ethos.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELS = os.path.join(ROOT, "..", "shared", "models")
-KWS = os.path.join(MODELS, "ds_cnn_kws.tflite")
-MBN = os.path.join(MODELS, "mobilenet_v1_0.25_96.tflite")
+# Module constants (parametrize lists name them): the path the models_dir fixture gives.
+KWS = str(MODELS_DIR / "ds_cnn_kws.tflite")
+MBN = str(MODELS_DIR / "mobilenet_v1_0.25_96.tflite")
 LO, HI, N = 8 * 1024, 256 * 1024, 10
 # Vela 5.2.0, --optimise Size / Performance on ethos-u55-128 (shared/models/README.md), KiB.
 VELA_KIB = {"ds_cnn_kws": {"Size": (15.6, 123164), "Performance": (21.6, 89916)},

@@ -87,8 +87,8 @@ def test_errors_share_a_base():
 
 
 def test_printed_ops_in_importer_errors_become_their_names():
-    """Found by the fuzz campaign: a CONV_2D whose scale count disagrees with its shape made
-    TVM print a whole ``ir.Op(...)`` in the message."""
+    """A CONV_2D whose scale count disagrees with its shape makes TVM print a whole
+    ``ir.Op(...)`` in the message; the user sees the operator's name."""
     from tvm_ethos.frontend.messages import one_line
     msg = ('Size mismatch: ir.Op(span=None, ty=ir.Type(span=None), name="relax.dequantize", '
            'description="", arguments=(ir.ArgumentInfo(name="data", type_info="Tensor"')

@@ -11,17 +11,16 @@ pytest.importorskip("ipykernel", reason="ipykernel not installed (pip install -e
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "planner_sweep.ipynb")
-MODELS = os.path.abspath(os.path.join(ROOT, "..", "shared", "models"))
 
 
 @pytest.fixture(scope="module")
-def executed():
+def executed(models_dir):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     for cell in nb.cells:  # the shipped notebook carries no outputs; the test makes them
         if cell.cell_type == "code":
             assert not cell.outputs, "commit the notebook with its outputs cleared"
     env_before = os.environ.get("TVM_ETHOS_MODELS")
-    os.environ["TVM_ETHOS_MODELS"] = MODELS
+    os.environ["TVM_ETHOS_MODELS"] = str(models_dir.resolve())
     t0 = time.perf_counter()
     try:
         nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
