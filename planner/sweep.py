@@ -98,6 +98,7 @@ def _where(model: str, config: str) -> str:
 def _search(graph, device, options, planner_workers):
     """ProposalSearch, with ``workers`` when this planner version parallelises internally."""
     import inspect
+
     from planner.proposals import ProposalSearch
     if planner_workers is not None and \
             "workers" in inspect.signature(ProposalSearch).parameters:

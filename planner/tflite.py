@@ -33,8 +33,15 @@ from planner import parts
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
-from planner.tflite_format import (DECODING_ERRORS, FILE_IDENTIFIER, TENSOR_TYPES, Truncated,
-                                   check_external_buffer, describe_decoding_error, enum_names)
+from planner.tflite_format import (
+    DECODING_ERRORS,
+    FILE_IDENTIFIER,
+    TENSOR_TYPES,
+    Truncated,
+    check_external_buffer,
+    describe_decoding_error,
+    enum_names,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import tflite as _tflite_t
