@@ -91,7 +91,9 @@ def partition_for(mod, target, **options):
         raise
     except Exception as err:
         msg = str(err).strip().splitlines()
-        raise CompileError(f"code generation for {tl} failed: {msg[-1] if msg else type(err).__name__}") from err
+        raise CompileError(
+            f"code generation for {tl} failed: {msg[-1] if msg else type(err).__name__}"
+        ) from err
     # the source model's output shapes (a host view), as CompiledModel.run gives them
     pmod = reshape_outputs(pmod)
     return pmod.with_attr(PLAN_REPORT_ATTR, json.dumps(plan_rep, sort_keys=True))

@@ -1,8 +1,9 @@
 """``tvmc compile``: a model file -> a compiled package (``-o module.tar``) and its plan report.
 
   tvmc compile MODEL --target ethos-n,opencl [--target-ethos-n-variant=n78 ...]
-               [-o module.tar] [--budget 300KiB|system|none] [--workspace-pools sram:300KiB:read_bw=8]
-               [--planner-<field>=VALUE ...] [--no-plan] [--fallback-mode auto|import|copy]
+               [-o module.tar] [--budget 300KiB|system|none]
+               [--workspace-pools sram:300KiB:read_bw=8] [--planner-<field>=VALUE ...]
+               [--no-plan] [--fallback-mode auto|import|copy]
                [--planner-report plan.json] [--quiet] [--no-progress]
 
 The per-target options (``--target-<id>-<key>``) are generated from the registered backends'
@@ -18,10 +19,18 @@ import sys
 import time
 
 from planner.budgets import BUDGET_HELP
+from tvm_ethos.cli import (
+    CliError,
+    add_planner_arguments,
+    add_target_arguments,
+    check_option_targets,
+    planner_options,
+    register,
+    require_file,
+    require_writable,
+    target_options,
+)
 from tvm_ethos.runtime.options import FALLBACK_MODES
-from tvm_ethos.cli import (CliError, add_planner_arguments, add_target_arguments,
-                           check_option_targets, planner_options, register, require_file,
-                           require_writable, target_options)
 
 HELP = "compile a model for NPUs with a GPU/CPU fallback into one package file"
 DESCRIPTION = (

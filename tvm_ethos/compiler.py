@@ -36,9 +36,19 @@ class CompiledModel:
     and what was decided on the way. ``run`` / ``start_async`` go through the executor
     (tvm_ethos/runtime/executor.py); ``executable`` stays a plain Relax VM executable."""
 
-    def __init__(self, executable, targets: str, report, inputs: list[IOSpec], outputs: list[IOSpec] | None = None,
-                 program=None, runtime_options: dict | None = None, library=None, plan_report=None,
-                 library_bytes: bytes | None = None):
+    def __init__(
+        self,
+        executable,
+        targets: str,
+        report,
+        inputs: list[IOSpec],
+        outputs: list[IOSpec] | None = None,
+        program=None,
+        runtime_options: dict | None = None,
+        library=None,
+        plan_report=None,
+        library_bytes: bytes | None = None,
+    ):
         self.executable = executable
         self.targets = targets
         self.report = report
@@ -146,7 +156,9 @@ class CompiledModel:
         for spec, x in zip(self.inputs, inputs):
             x = np.asarray(x)
             if tuple(x.shape) != tuple(spec.shape):
-                raise TvmEthosError(f"input {spec.name!r}: shape {tuple(x.shape)}, expected {tuple(spec.shape)}")
+                raise TvmEthosError(
+                    f"input {spec.name!r}: shape {tuple(x.shape)}, expected {tuple(spec.shape)}"
+                )
             if str(x.dtype) != spec.dtype:
                 raise TvmEthosError(f"input {spec.name!r}: dtype {x.dtype}, expected {spec.dtype}")
             args.append(tvm.runtime.tensor(np.ascontiguousarray(x)))
@@ -193,7 +205,10 @@ class CompiledModel:
             "runtime_options": self.runtime_options,
             "plan_report": self.plan_report,
         }
-        members = [(_LIB, self._library_bytes()), (_META, json.dumps(meta, sort_keys=True).encode())]
+        members = [
+            (_LIB, self._library_bytes()),
+            (_META, json.dumps(meta, sort_keys=True).encode()),
+        ]
         if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
             members += [(_PROGRAM, self.program.to_json().encode()),
                         (_CONSTANTS, self.program.constants_blob())]
@@ -268,10 +283,17 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
     except (KeyError, ValueError) as err:
         raise ModelLoadError(f"{path}: not a tvm-ethos compiled model ({err})") from None
     if meta.get("format_version") != FORMAT_VERSION:
-        raise ModelLoadError(f"{path}: format version {meta.get('format_version')}, this tvm-ethos reads {FORMAT_VERSION}")
+        raise ModelLoadError(
+            f"{path}: format version {meta.get('format_version')}, this tvm-ethos reads "
+            f"{FORMAT_VERSION}"
+        )
     # re-register the backends (codegens, emulator hooks) before the library is loaded
     reg = get_registry()
-    for bid in meta["targets_ids"] if "targets_ids" in meta else [t.split()[0] for t in meta["targets"].split(",")]:
+    for bid in (
+        meta["targets_ids"]
+        if "targets_ids" in meta
+        else [t.split()[0] for t in meta["targets"].split(",")]
+    ):
         if reg.is_registered(bid):
             cg = reg.get(bid).codegen_factory()
             if cg is not None:
@@ -297,8 +319,18 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
             raise ModelLoadError(f"{path}: cannot read the executor program: {err}") from None
     opts = dict(meta.get("runtime_options") or {})
     opts.update(runtime_options)
-    return CompiledModel(ex, meta["targets"], report, ins, outs, program=program, runtime_options=opts, library=lib,
-                         plan_report=meta.get("plan_report"), library_bytes=members[_LIB])
+    return CompiledModel(
+        ex,
+        meta["targets"],
+        report,
+        ins,
+        outs,
+        program=program,
+        runtime_options=opts,
+        library=lib,
+        plan_report=meta.get("plan_report"),
+        library_bytes=members[_LIB],
+    )
 
 
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
@@ -380,7 +412,9 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
 
 
 #: ``compile``'s own options (the rest belong to the targets' backends).
-COMPILE_OPTIONS = ("budget", "memory_pools", "planner_options", "plan") + RUNTIME_OPTIONS + ("cache_dir",)
+COMPILE_OPTIONS = (
+    ("budget", "memory_pools", "planner_options", "plan") + RUNTIME_OPTIONS + ("cache_dir",)
+)
 
 
 def _check_target_options(target: str, options: dict) -> None:
@@ -426,13 +460,20 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
         # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
         pmod, plan_report = offload(pmod, tl, plan_opts, devices)
         # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
-        ex, program = build_network(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"),
-                                    tir_pipeline=PIPELINE_NAME)
+        ex, program = build_network(
+            pmod,
+            report,
+            tl.host.backend_id,
+            tl.host.options.get("cpu_ops"),
+            tir_pipeline=PIPELINE_NAME,
+        )
     except TvmEthosError:
         raise
     except Exception as err:
         msg = str(err).strip().splitlines()
-        raise CompileError(f"compiling for {tl} failed: {msg[-1] if msg else type(err).__name__}") from err
+        raise CompileError(
+            f"compiling for {tl} failed: {msg[-1] if msg else type(err).__name__}"
+        ) from err
     main = mod["main"]
     ins = []
     for p in main.params:
@@ -451,7 +492,11 @@ def output_specs(mod) -> list[IOSpec]:
 
     attrs = mod.attrs if mod.attrs is not None else {}
     names = [str(n) for n in attrs[OUTPUT_NAMES_ATTR]] if OUTPUT_NAMES_ATTR in attrs else []
-    shapes = [tuple(int(d) for d in s) for s in attrs[OUTPUT_SHAPES_ATTR]] if OUTPUT_SHAPES_ATTR in attrs else []
+    shapes = (
+        [tuple(int(d) for d in s) for s in attrs[OUTPUT_SHAPES_ATTR]]
+        if OUTPUT_SHAPES_ATTR in attrs
+        else []
+    )
     rt = mod["main"].ret_ty
     fields = list(rt.fields) if hasattr(rt, "fields") else [rt]
     outs = []
@@ -462,7 +507,9 @@ def output_specs(mod) -> list[IOSpec]:
             continue
         name = names[i] if i < len(names) and len(names) == len(fields) else f"output_{i}"
         src = shapes[i] if i < len(shapes) and len(shapes) == len(fields) else shape
-        if all(d > 0 for d in src) and int(np.prod(src, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64)):
+        if all(d > 0 for d in src) and int(np.prod(src, dtype=np.int64)) == int(
+            np.prod(shape, dtype=np.int64)
+        ):
             shape = src
         outs.append(IOSpec(name, shape, str(t.dtype)))
     return outs

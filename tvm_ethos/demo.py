@@ -82,7 +82,9 @@ def output_follows_input(model: str, seed: int) -> bool:
     return any(not np.array_equal(x, y) for x, y in zip(a, b))
 
 
-def check_outputs(model: str, inputs: dict[str, np.ndarray], out_path: str) -> tuple[bool, list[str]]:
+def check_outputs(
+    model: str, inputs: dict[str, np.ndarray], out_path: str
+) -> tuple[bool, list[str]]:
     """``tvmc run``'s outputs (``out_path``, an .npz of output_0, output_1, ...) against the
     interpreter on the same inputs: (all bit-exact, one line per output)."""
     with np.load(out_path) as f:

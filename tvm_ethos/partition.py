@@ -61,7 +61,9 @@ class PartitionReport:
         return [op for op in self.operators if op.placed_on == backend_id]
 
     def to_json(self) -> str:
-        return json.dumps({"targets": self.targets, "operators": [asdict(o) for o in self.operators]})
+        return json.dumps(
+            {"targets": self.targets, "operators": [asdict(o) for o in self.operators]}
+        )
 
     @classmethod
     def from_json(cls, text: str) -> "PartitionReport":
@@ -69,9 +71,16 @@ class PartitionReport:
         return cls(d["targets"], [OperatorDecision(**o) for o in d["operators"]])
 
     def __str__(self):
-        lines = [f"partition for {self.targets}: " + ", ".join(f"{k}: {v}" for k, v in self.summary().items())]
+        lines = [
+            f"partition for {self.targets}: "
+            + ", ".join(f"{k}: {v}" for k, v in self.summary().items())
+        ]
         for op in self.operators:
-            where = op.placed_on + (f" [{op.subgraph}]" if op.subgraph else "") + (f" ({op.via})" if op.via else "")
+            where = (
+                op.placed_on
+                + (f" [{op.subgraph}]" if op.subgraph else "")
+                + (f" ({op.via})" if op.via else "")
+            )
             lines.append(f"  {op.op_id:>8} {op.tflite_name:<20} -> {where}")
             for bid, reasons in op.rejections.items():
                 if reasons:
@@ -155,7 +164,11 @@ def _tag_op_ids(mod):
 
 def _source_format(mod) -> str | None:
     attrs = mod.attrs
-    return str(attrs["tvm_ethos.source_format"]) if attrs is not None and "tvm_ethos.source_format" in attrs else None
+    return (
+        str(attrs["tvm_ethos.source_format"])
+        if attrs is not None and "tvm_ethos.source_format" in attrs
+        else None
+    )
 
 
 def _is_float_model(mod) -> str | None:
@@ -167,9 +180,12 @@ def _is_float_model(mod) -> str | None:
         if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name in GLUE_OPS:
             has_q = True
             break
-    float_inputs = [p for p in f.params if hasattr(p.ty, "dtype") and str(p.ty.dtype).startswith("float")]
+    float_inputs = [
+        p for p in f.params if hasattr(p.ty, "dtype") and str(p.ty.dtype).startswith("float")
+    ]
     if not has_q and float_inputs:
-        return f"input {_var_name(float_inputs[0])!r} is {float_inputs[0].ty.dtype} and the model has no quantized operator"
+        x = float_inputs[0]
+        return f"input {_var_name(x)!r} is {x.ty.dtype} and the model has no quantized operator"
     return None
 
 
@@ -213,7 +229,11 @@ def _subgraph_ops(func):
     ops = []
     for block in func.body.blocks:
         for b in block.bindings:
-            if isinstance(b.value, relax.Function) and b.value.attrs is not None and "Composite" in b.value.attrs:
+            if (
+                isinstance(b.value, relax.Function)
+                and b.value.attrs is not None
+                and "Composite" in b.value.attrs
+            ):
                 ops.append(b.value)
     return ops
 
@@ -225,7 +245,9 @@ def _keep_subgraph_symbols(mod, backend_ids) -> None:
     for bid in backend_ids:
         for gv, func in _codegen_functions(mod, bid):
             attrs = func.attrs
-            if "tvm_ethos.subgraph" in attrs and str(attrs["global_symbol"]) != str(attrs["tvm_ethos.subgraph"]):
+            if "tvm_ethos.subgraph" in attrs and str(attrs["global_symbol"]) != str(
+                attrs["tvm_ethos.subgraph"]
+            ):
                 mod[gv] = func.with_attr("global_symbol", str(attrs["tvm_ethos.subgraph"]))
 
 
@@ -247,7 +269,8 @@ def partition(mod, target="ethos-n,llvm", **options):
             npus = ", ".join(t.backend_id for t in tl.accelerators)
             raise UnsupportedModelError(
                 f"{npus} needs an int8/uint8 quantized model, but this is a float32 model ({why}); "
-                f"quantize it (e.g. TFLite full-integer post-training quantization) or compile for '{tl.host.backend_id}'"
+                "quantize it (e.g. TFLite full-integer post-training quantization) or compile for "
+                f"'{tl.host.backend_id}'"
             )
     mod = relax.transform.ConvertToDataflow()(mod)
     order = {_var_name(b.var): i for i, b in enumerate(_main_bindings(mod))}
@@ -263,7 +286,9 @@ def partition(mod, target="ethos-n,llvm", **options):
         for _attempt in range(8):
             pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order)
             before = {gv.name_hint for gv, _ in _codegen_functions(base, spec.backend_id)}
-            trial = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(base)
+            trial = relax.transform.FuseOpsByPattern(
+                pats, bind_constants=True, annotate_codegen=False
+            )(base)
             trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial))
             new_failures = {}
             for gv, func in _codegen_functions(trial, spec.backend_id):
@@ -297,8 +322,12 @@ def partition(mod, target="ethos-n,llvm", **options):
 
     # host: exact integer kernels for the remaining quantized operators
     host = reg.get(tl.host.backend_id)
-    pats = _patterns_for(tl.host.backend_id, host.layer_support(), tl.host.options, decisions, {}, order, host=True)
-    mod = _tag_op_ids(relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod))
+    pats = _patterns_for(
+        tl.host.backend_id, host.layer_support(), tl.host.options, decisions, {}, order, host=True
+    )
+    mod = _tag_op_ids(
+        relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
+    )
 
     report = _build_report(mod, tl, decisions, order, subgraph_names)
     mod = mod.with_attr(REPORT_ATTR, report.to_json())
@@ -321,8 +350,14 @@ def _build_report(mod, tl: TargetList, decisions, order, subgraph_names) -> Part
                 bid = str(attrs["Codegen"])
                 for c in _subgraph_ops(func):
                     oid = composite_op_id(c)
-                    d = decisions.get(oid) or OperatorDecision(oid, "?", "?", order=order.get(oid, 0))
-                    d.placed_on, d.via, d.subgraph = bid, "npu", subgraph_names.get(oid, str(attrs.get("global_symbol", "")))
+                    d = decisions.get(oid) or OperatorDecision(
+                        oid, "?", "?", order=order.get(oid, 0)
+                    )
+                    d.placed_on, d.via, d.subgraph = (
+                        bid,
+                        "npu",
+                        subgraph_names.get(oid, str(attrs.get("global_symbol", ""))),
+                    )
                     placed.append(d)
                 continue
             if "Composite" in attrs:
@@ -334,16 +369,24 @@ def _build_report(mod, tl: TargetList, decisions, order, subgraph_names) -> Part
         if isinstance(v.op, tvm.ir.Op):
             if v.op.name in GLUE_OPS:
                 continue
-            if all(isinstance(a, (tvm.ir.expr.GenericConst, relax.ShapeExpr)) or not isinstance(a, relax.Expr) for a in v.args):
+            if all(
+                isinstance(a, (tvm.ir.expr.GenericConst, relax.ShapeExpr))
+                or not isinstance(a, relax.Expr)
+                for a in v.args
+            ):
                 continue  # constant folding material (weight reshape / transpose)
             oid = _var_name(b.var)
             d = decisions.get(oid) or OperatorDecision(
-                oid, v.op.name.replace("relax.", ""), v.op.name.replace("relax.nn.", "").replace("relax.", "").upper(),
+                oid,
+                v.op.name.replace("relax.", ""),
+                v.op.name.replace("relax.nn.", "").replace("relax.", "").upper(),
                 order=order.get(oid, 0),
             )
             d.placed_on, d.via = host_id, "tvm"
             if not d.rejections:
-                d.rejections = {t: ["not a quantized operator (no QDQ pattern matches)"] for t in tl.ids[:-1]}
+                d.rejections = {
+                    t: ["not a quantized operator (no QDQ pattern matches)"] for t in tl.ids[:-1]
+                }
             placed.append(d)
     placed.sort(key=lambda d: d.order)
     for d in placed:
@@ -363,7 +406,9 @@ def partition_for_ethos_n(mod, variant: str = "n78", host: str = "llvm", **optio
     return partition_for(mod, f"ethos-n,{host}", variant=variant, **options)
 
 
-def partition_for_ethos_u(mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options):
+def partition_for_ethos_u(
+    mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options
+):
     """Ethos-U's subgraphs planned and built (emulated), the rest left for the host: a module
     that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
     ``options``: Ethos-U's target options and the planning options of ``tvm_ethos.compile``."""

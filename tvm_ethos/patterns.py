@@ -329,7 +329,9 @@ def read_qop(kind: str, ann: dict) -> QOp:
     """Build a QOp from the matched expressions of one pattern variant."""
     root = ann["root"]
     out_shape, out_dtype = _shape(root), _dtype(root)
-    op = QOp(kind=kind, inputs=[], in_shapes=[], in_dtypes=[], out_shape=out_shape, out_dtype=out_dtype)
+    op = QOp(
+        kind=kind, inputs=[], in_shapes=[], in_dtypes=[], out_shape=out_shape, out_dtype=out_dtype
+    )
     problems = op.problems
 
     def add_input(expr, dq=None):
@@ -447,8 +449,10 @@ def read_qop(kind: str, ann: dict) -> QOp:
         rank = len(op.in_shapes[0])
         op.attrs["axis"] = int(core.attrs.axis)
         if rank == 0 or op.attrs["axis"] % rank != rank - 1:
-            problems.append(f"softmax over axis {op.attrs['axis']} of a {rank}-D tensor; the integer kernel "
-                            "normalises the last axis")
+            problems.append(
+                f"softmax over axis {op.attrs['axis']} of a {rank}-D tensor; the integer kernel "
+                "normalises the last axis"
+            )
         beta = 1.0
         if "prescale" in ann:
             b = np.asarray(_const_np(ann["prescale"].args[1]), dtype=np.float32)
@@ -462,9 +466,14 @@ def read_qop(kind: str, ann: dict) -> QOp:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:
         _DATA_MOVEMENT_READERS[kind](op, ann, problems)
-    if kind in TABLE_KINDS and (op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]):
-        problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is TFLite's "
-                        "8-bit one (same input and output type); int16 is a different fixed-point kernel")
+    if kind in TABLE_KINDS and (
+        op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]
+    ):
+        problems.append(
+            f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
+            "TFLite's "
+            "8-bit one (same input and output type); int16 is a different fixed-point kernel"
+        )
     elif kind == "reshape":
         op.out_q = None
 
@@ -478,7 +487,11 @@ def read_qop(kind: str, ann: dict) -> QOp:
 
 
 #: resize2d coordinate modes and TFLite's (align_corners, half_pixel_centers) for each
-RESIZE_MODES = {"asymmetric": (False, False), "align_corners": (True, False), "half_pixel": (False, True)}
+RESIZE_MODES = {
+    "asymmetric": (False, False),
+    "align_corners": (True, False),
+    "half_pixel": (False, True),
+}
 
 
 def _read_resize(op: QOp, core, problems: list) -> None:
@@ -491,13 +504,20 @@ def _read_resize(op: QOp, core, problems: list) -> None:
     if op.attrs["method"] != "linear":
         problems.append(f"resize method {op.attrs['method']}; the integer kernel is bilinear")
     if mode not in RESIZE_MODES:
-        problems.append(f"resize coordinate mode {mode}; the integer kernel takes {', '.join(RESIZE_MODES)}")
+        problems.append(
+            f"resize coordinate mode {mode}; the integer kernel takes {', '.join(RESIZE_MODES)}"
+        )
     else:
         op.attrs["align_corners"], op.attrs["half_pixel_centers"] = RESIZE_MODES[mode]
     if len(op.in_shapes[0]) != 4:
-        problems.append(f"resize of a {len(op.in_shapes[0])}-D tensor; the integer kernel takes NHWC")
+        problems.append(
+            f"resize of a {len(op.in_shapes[0])}-D tensor; the integer kernel takes NHWC"
+        )
     if op.in_dtypes[0] != "int8" or op.out_dtype != "int8":
-        problems.append(f"RESIZE_BILINEAR from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is TFLite's int8 one")
+        problems.append(
+            f"RESIZE_BILINEAR from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
+            "TFLite's int8 one"
+        )
     if op.in_q and op.out_q is not None and op.in_q[0] != op.out_q:
         problems.append(f"resize with input quantization {op.in_q[0]} and output {op.out_q}; "
                         "TFLite's int8 kernel interpolates codes and needs them equal")
@@ -573,12 +593,17 @@ def _read_resize_nearest(op: QOp, ann: dict, problems: list) -> None:
         problems.append(f"resize method {op.attrs['method']} on integer codes")
     flags = NEAREST_FLAGS.get(mode)
     if flags is None:
-        problems.append(f"nearest resize with coordinate mode {mode[0]} and rounding {mode[1] or '(default)'}; "
-                        "the integer kernel takes TFLite's three modes")
+        problems.append(
+            f"nearest resize with coordinate mode {mode[0]} and rounding {mode[1] or '(default)'}; "
+            "the integer kernel takes TFLite's three modes"
+        )
     else:
         op.attrs["align_corners"], op.attrs["half_pixel_centers"] = flags
     if len(op.in_shapes[0]) != 4 or op.attrs["layout"] != "NHWC":
-        problems.append(f"resize of a {len(op.in_shapes[0])}-D {op.attrs['layout']} tensor; the kernel takes NHWC")
+        problems.append(
+            f"resize of a {len(op.in_shapes[0])}-D {op.attrs['layout']} tensor; the kernel takes "
+            "NHWC"
+        )
 
 
 #: TFLite's (align_corners, half_pixel_centers) -> the resize2d (coordinate mode, rounding) the
@@ -592,8 +617,12 @@ NEAREST_MODES = {
 }
 NEAREST_FLAGS = {mode: flags for flags, mode in NEAREST_MODES.items()}
 
-_DATA_MOVEMENT_READERS = {"pad": _read_pad, "split": _read_split, "depth_to_space": _read_depth_to_space,
-                          "resize_nearest": _read_resize_nearest}
+_DATA_MOVEMENT_READERS = {
+    "pad": _read_pad,
+    "split": _read_split,
+    "depth_to_space": _read_depth_to_space,
+    "resize_nearest": _read_resize_nearest,
+}
 
 
 _VARIANTS_BY_KIND: dict[str, list] = {}

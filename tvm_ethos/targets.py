@@ -1,4 +1,5 @@
-"""Target lists: ``"ethos-n,opencl"``, ``"ethos-u -accelerator_config=ethos-u65-256,llvm"``, ``"llvm"``.
+"""Target lists: ``"ethos-n,opencl"``, ``"ethos-u -accelerator_config=ethos-u65-256,llvm"``,
+``"llvm"``.
 
 A target string is a comma-separated priority list of backend ids (as tvmc had it): each
 operator goes to the first target that accepts it; the last target must be a host target
@@ -100,7 +101,9 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
         elif isinstance(target, str):
             parts = target.split(",")
         else:
-            raise TargetError(f"target must be a string such as 'ethos-n,llvm', not {type(target).__name__}")
+            raise TargetError(
+                f"target must be a string such as 'ethos-n,llvm', not {type(target).__name__}"
+            )
         specs = []
         for raw in parts:
             tokens = raw.split()
@@ -109,7 +112,9 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
             name, opts = tokens[0], {}
             for tok in tokens[1:]:
                 if not tok.startswith("-") or "=" not in tok:
-                    raise TargetError(f"target {name!r}: cannot read option {tok!r}; write -key=value")
+                    raise TargetError(
+                        f"target {name!r}: cannot read option {tok!r}; write -key=value"
+                    )
                 key, _, val = tok.lstrip("-").partition("=")
                 opts[key.replace("-", "_")] = _convert(val)
             specs.append(TargetSpec(name, opts))
@@ -134,7 +139,8 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
         )
     if len(hosts) > 1:
         raise TargetError(
-            f"target list {target!r} has more than one host target ({', '.join(hosts)}); only the last entry may be a host"
+            f"target list {target!r} has more than one host target ({', '.join(hosts)}); only the "
+            "last entry may be a host"
         )
     # route keyword options
     for key, value in (options or {}).items():
@@ -142,7 +148,10 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
         if not owners:
             allowed = {s.backend_id: sorted(b.options_schema()) for s, b in zip(specs, backends)}
             listing = "; ".join(f"{k}: {', '.join(v) or '(none)'}" for k, v in allowed.items())
-            raise OptionError(f"unknown option {key!r} for targets {', '.join(s.backend_id for s in specs)}; allowed options: {listing}")
+            raise OptionError(
+                f"unknown option {key!r} for targets {', '.join(s.backend_id for s in specs)}; "
+                f"allowed options: {listing}"
+            )
         for s in owners:
             if key in s.options and s.options[key] != (
                     _convert(value) if isinstance(value, str) else value):

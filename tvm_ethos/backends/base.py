@@ -54,7 +54,9 @@ class OptionSpec:
                 f"allowed values: {', '.join(map(str, self.allowed))}"
             )
         if self.validator is not None and not self.validator(value):
-            raise OptionError(f"option {name!r} of target {target!r}: bad value {value!r}; {self.help}")
+            raise OptionError(
+                f"option {name!r} of target {target!r}: bad value {value!r}; {self.help}"
+            )
         return value
 
 
@@ -151,7 +153,9 @@ class Backend:
     def create_backend_context(self, options: dict | None = None) -> BackendContext | None:
         return None
 
-    def optimize_subgraph(self, view: SubgraphView, options: dict | None = None) -> OptimizationViews:
+    def optimize_subgraph(
+        self, view: SubgraphView, options: dict | None = None
+    ) -> OptimizationViews:
         return OptimizationViews(untouched=[view])
 
     def __repr__(self):

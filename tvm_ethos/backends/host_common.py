@@ -19,8 +19,12 @@ def _nhwc(q, o):
         r.append("ceil_mode pooling")
     if q.kind == "avg_pool2d" and q.attrs.get("count_include_pad"):
         r.append("average pool counting padding")
-    if q.kind == "mean" and (q.attrs.get("axis") not in ((1, 2), (2, 1)) or len(q.in_shapes[0]) != 4):
-        r.append(f"mean over axes {q.attrs.get('axis')}; the integer kernel reduces H and W of NHWC")
+    if q.kind == "mean" and (
+        q.attrs.get("axis") not in ((1, 2), (2, 1)) or len(q.in_shapes[0]) != 4
+    ):
+        r.append(
+            f"mean over axes {q.attrs.get('axis')}; the integer kernel reduces H and W of NHWC"
+        )
     for dt in list(q.in_dtypes) + [q.out_dtype]:
         if dt not in ("int8", "uint8", "int16"):
             r.append(f"type {dt}; the integer kernels take int8, uint8 and int16")

@@ -115,8 +115,10 @@ class BackendRegistry:
             return self._reject(source, backend_id, f"invalid version: {err}")
         if not is_valid_backend_id(backend_id):
             return self._reject(
-                source, backend_id,
-                f"invalid backend id {backend_id!r}: must be a non-empty string of letters, digits and '-'",
+                source,
+                backend_id,
+                f"invalid backend id {backend_id!r}: must be a non-empty string of letters, digits "
+                "and '-'",
             )
         if not is_compatible_version(version, self.host_version):
             return self._reject(
@@ -127,8 +129,10 @@ class BackendRegistry:
             )
         if backend_id in self._entries:
             return self._reject(
-                source, backend_id,
-                f"backend id {backend_id!r} is already registered (by {self._entries[backend_id].source})",
+                source,
+                backend_id,
+                f"backend id {backend_id!r} is already registered (by "
+                f"{self._entries[backend_id].source})",
             )
         if not callable(factory):
             return self._reject(source, backend_id, "the backend factory is not callable")
@@ -140,7 +144,9 @@ class BackendRegistry:
         self._entries.pop(backend_id, None)
 
     def _reject(self, source, backend_id, reason) -> bool:
-        self.rejected.append(Rejection(source, backend_id if isinstance(backend_id, str) else None, reason))
+        self.rejected.append(
+            Rejection(source, backend_id if isinstance(backend_id, str) else None, reason)
+        )
         log.warning("backend %r from %s rejected: %s", backend_id, source, reason)
         return False
 
@@ -160,11 +166,15 @@ class BackendRegistry:
             entry = self._entries[backend_id]
         except KeyError:
             raise BackendError(
-                f"no backend {backend_id!r} is registered; registered backends: {', '.join(sorted(self._entries))}"
+                f"no backend {backend_id!r} is registered; registered backends: "
+                f"{', '.join(sorted(self._entries))}"
             ) from None
         backend = entry.factory()
         if not isinstance(backend, Backend):
-            raise BackendError(f"the factory of backend {backend_id!r} returned {type(backend).__name__}, not a Backend")
+            raise BackendError(
+                f"the factory of backend {backend_id!r} returned {type(backend).__name__}, not a "
+                "Backend"
+            )
         return backend
 
     # ------------------------------------------------------------ plugins
@@ -176,11 +186,15 @@ class BackendRegistry:
         try:
             backend_id = plugin.get_backend_id()
         except Exception as err:
-            return self._reject(source, expected_id, f"get_backend_id() raised {type(err).__name__}: {err}")
+            return self._reject(
+                source, expected_id, f"get_backend_id() raised {type(err).__name__}: {err}"
+            )
         if expected_id is not None and backend_id != expected_id:
             return self._reject(
-                source, backend_id,
-                f"the entry point is named {expected_id!r} but the plugin's backend id is {backend_id!r}",
+                source,
+                backend_id,
+                f"the entry point is named {expected_id!r} but the plugin's backend id is "
+                f"{backend_id!r}",
             )
         try:
             version = _parse_version(plugin.get_version())
@@ -191,10 +205,14 @@ class BackendRegistry:
         def checked_factory(factory=factory, backend_id=backend_id):
             backend = factory()
             if not isinstance(backend, Backend):
-                raise BackendError(f"backend_factory() of {backend_id!r} returned {type(backend).__name__}, not a Backend")
+                raise BackendError(
+                    f"backend_factory() of {backend_id!r} returned {type(backend).__name__}, not a "
+                    "Backend"
+                )
             if backend.backend_id != backend_id:
                 raise BackendError(
-                    f"backend_factory() of {backend_id!r} made a backend with id {backend.backend_id!r}"
+                    f"backend_factory() of {backend_id!r} made a backend with id "
+                    f"{backend.backend_id!r}"
                 )
             return backend
 
@@ -246,7 +264,12 @@ class BackendRegistry:
                 full = os.path.join(directory, fname)
                 if not is_valid_backend_file_name(fname):
                     if fname.endswith(".py") or "_backend" in fname:
-                        self._reject(full, None, f"file name {fname!r} does not follow <vendor>_<name>_backend.py[.<version>]")
+                        self._reject(
+                            full,
+                            None,
+                            f"file name {fname!r} does not follow "
+                            "<vendor>_<name>_backend.py[.<version>]",
+                        )
                     continue
                 if not os.path.exists(full):  # dangling symlink
                     self._reject(full, None, "symlink resolves to a file that does not exist")

@@ -14,7 +14,8 @@ def one_line(err: BaseException, last: bool = True) -> str:
     text = (lines[-1] if last else " ".join(lines)) if lines else ""
     # TVM's ICHECK text: "Check failed: pb->value != 0 (0 vs. 0) : Divide by zero" -> the reason
     text = re.sub(r"^.*Check failed: .*? : (?=\S)", "", text)
-    # "In ir.Op(span=None, ..., name=\"relax.add\", ...), the first ..." -> "relax.add: the first ..."
+    # "In ir.Op(span=None, ..., name=\"relax.add\", ...), the first ..." -> "relax.add: the first
+    # ..."
     text = re.sub(r'In ir\.Op\(.*?name="([\w.]+)".*?support_level=\d+\),\s*', r"\1: ", text)
     # any other printed op ("Size mismatch: ir.Op(span=None, ..., name=\"relax.dequantize\", ...")
     # -> its name; what follows a complete dump is kept, a truncated dump is dropped

@@ -13,7 +13,9 @@ def with_output_specs(mod, names: list[str], shapes: list[list[int]]):
     importer names no outputs and keeps FULLY_CONNECTED's input rank (a (1,1,1,64) input gives
     (1,1,1,10) where TFLite, with keep_num_dims false, gives (1,10)); the compiled model hands
     its outputs back under these names and shapes (same elements, a reshape)."""
-    return mod.with_attr(OUTPUT_NAMES_ATTR, list(names)).with_attr(OUTPUT_SHAPES_ATTR, [list(s) for s in shapes])
+    return mod.with_attr(OUTPUT_NAMES_ATTR, list(names)).with_attr(
+        OUTPUT_SHAPES_ATTR, [list(s) for s in shapes]
+    )
 
 
 def reshape_outputs(mod):

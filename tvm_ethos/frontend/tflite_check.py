@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import struct
 
-from planner.tflite_format import (TENSOR_TYPES, Truncated, check_external_buffer,
-                                   describe_decoding_error, enum_names)
+from planner.tflite_format import (
+    TENSOR_TYPES,
+    Truncated,
+    check_external_buffer,
+    describe_decoding_error,
+    enum_names,
+)
 from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 
 # Quantized integer types: zero points must lie in their range.

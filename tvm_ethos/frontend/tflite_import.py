@@ -17,7 +17,9 @@ def import_tflite(data: bytes, name: str, shape_dict):
 
         from tvm_ethos.tflite_converter import EthosOperatorConverter
     except ImportError as err:  # pragma: no cover - tflite is a hard dependency
-        raise UnsupportedModelError(f"{name}: TFLite import needs the 'tflite' package ({err})") from None
+        raise UnsupportedModelError(
+            f"{name}: TFLite import needs the 'tflite' package ({err})"
+        ) from None
     model = validate_tflite(data, name)
     if shape_dict:
         sg = model.Subgraphs(0)

@@ -69,7 +69,9 @@ class PlanningOptions:
 def _options_json(opts) -> dict:
     if opts is None:
         return {}
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(opts).items()}
+    return {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(opts).items()
+    }
 
 
 def _size(value, what: str) -> int:
@@ -169,8 +171,7 @@ def parse_memory_pools(pools) -> dict:
 def planning_options(options: dict) -> PlanningOptions:
     """Pop and validate the planning options of a ``compile`` call."""
     from planner.errors import PlannerError
-    from planner.options import PlannerOptions
-    from planner.options import PlannerOptionError
+    from planner.options import PlannerOptionError, PlannerOptions
 
     enabled = options.pop("plan", True)
     if not isinstance(enabled, bool):

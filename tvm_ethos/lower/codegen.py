@@ -1,4 +1,5 @@
-"""From a partitioned module to code: NPU subgraphs via ``relax.ext.<id>``, host kernels via call_tir.
+"""From a partitioned module to code: NPU subgraphs via ``relax.ext.<id>``, host kernels via
+call_tir.
 
 * ``attach_npu_constants``: each NPU subgraph function gets its lowered constants (int8 weights,
   int32 bias, per-channel multipliers and shifts) as extra parameters, passed as ``R.const`` at
@@ -28,7 +29,8 @@ def _tensor_ty(shape, dtype):
 
 
 def _rebuild_main(mod, fn_rewrite):
-    """Rebuild main's bindings, letting ``fn_rewrite(binding) -> new value | None`` replace values."""
+    """Rebuild main's bindings, letting ``fn_rewrite(binding) -> new value | None`` replace
+    values."""
     main = mod["main"]
     blocks = []
     for block in main.body.blocks:
@@ -82,7 +84,10 @@ def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None)
         lw = lower_function(f, sym, num_inputs=len(f.params))
         if lowered_out is not None:
             lowered_out[sym] = lw
-        extra = [relax.Var(f"npu_const{i}", _tensor_ty(a.shape, a.dtype)) for i, a in enumerate(lw.consts)]
+        extra = [
+            relax.Var(f"npu_const{i}", _tensor_ty(a.shape, a.dtype))
+            for i, a in enumerate(lw.consts)
+        ]
         nf = relax.Function(list(f.params) + extra, f.body, f.ret_ty, f.is_pure, f.attrs)
         nf = nf.with_attr(NUM_INPUTS_ATTR, len(f.params))
         # a new GlobalVar (typed by the BlockBuilder): the old one carries the old signature
@@ -97,7 +102,9 @@ def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None)
         if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar):
             for gv, (ngv, consts) in consts_by_gv.items():
                 if gv.same_as(v.op):
-                    return relax.Call(ngv, list(v.args) + [relax.const(c) for c in consts], v.attrs, v.ty_args)
+                    return relax.Call(
+                        ngv, list(v.args) + [relax.const(c) for c in consts], v.attrs, v.ty_args
+                    )
         return None
 
     return _rebuild_main(mod, rewrite)
@@ -132,7 +139,9 @@ def lower_host_composites(mod, host_id: str):
                 if gv.same_as(v.op):
                     outs = [_tensor_ty([int(s) for s in o.shape], str(o.dtype)) for o in lw.outputs]
                     args = list(v.args) + [relax.const(c) for c in lw.consts]
-                    return relax.call_tir(pgv, relax.Tuple(args), outs[0] if len(outs) == 1 else outs)
+                    return relax.call_tir(
+                        pgv, relax.Tuple(args), outs[0] if len(outs) == 1 else outs
+                    )
         return None
 
     mod = _rebuild_main(mod, rewrite)
@@ -195,7 +204,10 @@ def run_npu_codegen(mod, backend_options: dict):
         if cg is not None:
             cg.register()
     mod = attach_npu_constants(mod, set(backend_options))
-    opts = {bid: {k: v for k, v in o.items() if isinstance(v, (str, int, float, bool))} for bid, o in backend_options.items()}
+    opts = {
+        bid: {k: v for k, v in o.items() if isinstance(v, (str, int, float, bool))}
+        for bid, o in backend_options.items()
+    }
     return relax.transform.RunCodegen(opts)(mod)
 
 

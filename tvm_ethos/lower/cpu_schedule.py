@@ -1,4 +1,5 @@
-"""CPU (llvm) schedules for the exact integer kernels of ``te_ops``, applied with ``s_tir.Schedule``.
+"""CPU (llvm) schedules for the exact integer kernels of ``te_ops``, applied with
+``s_tir.Schedule``.
 
 The kernels are TE graphs of NHWC stages: int32 accumulators (``te.sum`` / ``te.max`` stages)
 followed by injective requantization stages. Unscheduled, each stage is a scalar loop nest over
@@ -228,9 +229,15 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
         raise LineBufferScheduleError(f"unexpected {type(s).__name__} in a stage loop")
 
     try:
-        first = tirx.For(var, stmt.min, stmt.extent, stmt.kind,
-                         tirx.SeqStmt([rebuild(s) for s in stages]) if len(stages) > 1 else rebuild(stages[0]),
-                         stmt.thread_binding, stmt.annotations)
+        first = tirx.For(
+            var,
+            stmt.min,
+            stmt.extent,
+            stmt.kind,
+            tirx.SeqStmt([rebuild(s) for s in stages]) if len(stages) > 1 else rebuild(stages[0]),
+            stmt.thread_binding,
+            stmt.annotations,
+        )
     except LineBufferScheduleError:  # an expression _subst does not read: leave the loop whole
         return False
     second = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, out,

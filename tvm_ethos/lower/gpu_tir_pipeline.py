@@ -63,7 +63,9 @@ def _passes(config):
 
 
 def _finalize_device():
-    return tvm.ir.transform.Sequential([tirx.transform.LowerWarpMemory(), tirx.transform.LowerIntrin()])
+    return tvm.ir.transform.Sequential(
+        [tirx.transform.LowerWarpMemory(), tirx.transform.LowerIntrin()]
+    )
 
 
 def tvm_ethos_gpu_pipeline():

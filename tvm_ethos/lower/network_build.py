@@ -17,8 +17,9 @@ an explicit edge (rfcs/0003).
    runs it as before.
 3. :func:`legalize` runs TVM's legalization and fusion inside each segment function (never
    across: a fused kernel never spans two backends).
-4. :func:`read_program` reads the legalized module into a :class:`~tvm_ethos.runtime.program.NetworkProgram`:
-   tensors, constants, subgraphs and, per subgraph, its kernel calls in order.
+4. :func:`read_program` reads the legalized module into a
+   :class:`~tvm_ethos.runtime.program.NetworkProgram`: tensors, constants, subgraphs and, per
+   subgraph, its kernel calls in order.
 5. :func:`build_network` compiles: one llvm library (emulator kernels, CPU kernels, the VM's
    ``main``) and, where a subgraph runs on OpenCL, the OpenCL C of its kernels with TVM's default
    GPU schedules (dlight) and their launch recipe (``extract_opencl``).
@@ -80,7 +81,9 @@ def _substitute(expr, vmap: dict):
     if isinstance(expr, relax.Var):
         return vmap.get(_key(expr), expr)
     if isinstance(expr, relax.Call):
-        return relax.Call(expr.op, [_substitute(a, vmap) for a in expr.args], expr.attrs, expr.ty_args)
+        return relax.Call(
+            expr.op, [_substitute(a, vmap) for a in expr.args], expr.attrs, expr.ty_args
+        )
     if isinstance(expr, relax.Tuple):
         return relax.Tuple([_substitute(f, vmap) for f in expr.fields])
     if isinstance(expr, relax.TupleGetItem):
@@ -124,7 +127,9 @@ class Assignment:
 def assign_backends(mod, report, host_id: str, cpu_ops=None) -> Assignment:
     """Give every binding of ``mod["main"]`` its backend (see the module docstring)."""
     names = _normalise_ops(cpu_ops)
-    sym2backend = {op.subgraph: op.placed_on for op in (report.operators if report else []) if op.via == "npu"}
+    sym2backend = {
+        op.subgraph: op.placed_on for op in (report.operators if report else []) if op.via == "npu"
+    }
     binds = _bindings(mod["main"])
     n = len(binds)
     backends: list = [None] * n
@@ -322,7 +327,9 @@ def legalize(mod, target="llvm"):
 
     tgt = tvm.target.Target(target)
     with tgt:
-        seq = tvm.transform.Sequential(cpu_generic.library_dispatch_passes(tgt) + cpu_generic.legalize_passes(tgt))
+        seq = tvm.transform.Sequential(
+            cpu_generic.library_dispatch_passes(tgt) + cpu_generic.legalize_passes(tgt)
+        )
         return seq(mod)
 
 
@@ -355,7 +362,9 @@ class _Reader:
         try:
             shape = tuple(int(s) for s in ty.shape.values)
         except Exception as err:
-            raise CompileError(f"tensor {name} has no static shape ({ty}); the executor needs static shapes") from err
+            raise CompileError(
+                f"tensor {name} has no static shape ({ty}); the executor needs static shapes"
+            ) from err
         tid = self._next
         self._next += 1
         self.tensors[tid] = TensorSpec(tid, name, shape, str(ty.dtype))
@@ -423,15 +432,33 @@ def read_program(fused, segments: list[Segment], npu_backends: set, host_id: str
         op = _op_name(v)
         if op == "relax.call_dps_packed":
             sym = str(v.args[0].global_symbol)
-            backend = next((s_be for s_be in npu_backends if sym.startswith(f"tvm_ethos_{s_be.replace('-', '_')}_sg")), None)
+            backend = next(
+                (
+                    s_be
+                    for s_be in npu_backends
+                    if sym.startswith(f"tvm_ethos_{s_be.replace('-', '_')}_sg")
+                ),
+                None,
+            )
             if backend is None:
                 raise CompileError(f"cannot tell the NPU of {sym}")
             args = [arg_ref(a, env) for a in v.args[1].fields]
-            outs = [rd.new_tensor(t, f"{sym}.out{k}") for k, t in enumerate(_fields(v.ty_args[0] if v.ty_args else b.var.ty))]
+            outs = [
+                rd.new_tensor(t, f"{sym}.out{k}")
+                for k, t in enumerate(_fields(v.ty_args[0] if v.ty_args else b.var.ty))
+            ]
             env[_key(b.var)] = outs[0] if len(outs) == 1 else outs
             ins = [r[1] for r in args if r[0] == "t"]
-            subgraphs.append(SubgraphSpec(sym, backend, "npu", "cpu", _dedupe(ins), outs, [Step(sym, args, outs)]))
-        elif isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in seg_by_name:
+            subgraphs.append(
+                SubgraphSpec(
+                    sym, backend, "npu", "cpu", _dedupe(ins), outs, [Step(sym, args, outs)]
+                )
+            )
+        elif (
+            isinstance(v, relax.Call)
+            and isinstance(v.op, tvm.ir.GlobalVar)
+            and v.op.name_hint in seg_by_name
+        ):
             seg = seg_by_name[v.op.name_hint]
             func = fused[v.op]
             local = {}
@@ -446,27 +473,42 @@ def read_program(fused, segments: list[Segment], npu_backends: set, host_id: str
                 fop = _op_name(fv)
                 if fop == "relax.call_tir":
                     if len(fv.args) > 2:
-                        raise CompileError(f"{seg.name}: call_tir with symbolic shape arguments is not supported")
+                        raise CompileError(
+                            f"{seg.name}: call_tir with symbolic shape arguments is not supported"
+                        )
                     gv = fv.args[0]
                     args = [arg_ref(a, local) for a in fv.args[1].fields]
-                    outs = [rd.new_tensor(t, f"{gv.name_hint}.out{k}") for k, t in enumerate(_fields(fb.var.ty))]
+                    outs = [
+                        rd.new_tensor(t, f"{gv.name_hint}.out{k}")
+                        for k, t in enumerate(_fields(fb.var.ty))
+                    ]
                     local[_key(fb.var)] = outs[0] if len(outs) == 1 else outs
                     steps.append(Step(gv.name_hint, args, outs))
                 elif isinstance(fv, (relax.Var, relax.Tuple, relax.TupleGetItem)):
                     local[_key(fb.var)] = value_of(fv, local)
                 else:
-                    raise CompileError(f"{seg.name}: unsupported binding after legalization: {fb.value}")
+                    raise CompileError(
+                        f"{seg.name}: unsupported binding after legalization: {fb.value}"
+                    )
             res = value_of(func.body.body, local)
             env[_key(b.var)] = res
             device = "opencl" if _device_target(seg.backend) == "opencl" else "cpu"
-            subgraphs.append(SubgraphSpec(seg.name, seg.backend, "host", device, _dedupe(ins), flatten(res), steps))
+            subgraphs.append(
+                SubgraphSpec(
+                    seg.name, seg.backend, "host", device, _dedupe(ins), flatten(res), steps
+                )
+            )
         elif isinstance(v, (relax.Var, relax.Tuple, relax.TupleGetItem)):
             env[_key(b.var)] = value_of(v, env)
         else:
             raise CompileError(f"unsupported binding in main: {b.var.name} = {v}")
     outputs = flatten(value_of(main.body.body, env))
     return NetworkProgram(
-        inputs=inputs, outputs=outputs, tensors=rd.tensors, subgraphs=subgraphs, constants=rd.constants,
+        inputs=inputs,
+        outputs=outputs,
+        tensors=rd.tensors,
+        subgraphs=subgraphs,
+        constants=rd.constants,
     )
 
 
@@ -543,7 +585,8 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
 
 
 def opencl_kernels(fused, program: NetworkProgram):
-    """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (dlight schedules)."""
+    """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (dlight
+    schedules)."""
     from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
     from tvm_ethos.lower.opencl_extraction import extract_opencl
 
@@ -561,7 +604,9 @@ def opencl_kernels(fused, program: NetworkProgram):
         return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)
     except Exception as err:
         msg = str(err).strip().splitlines()
-        raise CompileError(f"building the OpenCL kernels failed: {msg[-1] if msg else type(err).__name__}") from err
+        raise CompileError(
+            f"building the OpenCL kernels failed: {msg[-1] if msg else type(err).__name__}"
+        ) from err
 
 
 def schedule_host_kernels(fused):
@@ -587,6 +632,8 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     from tvm_ethos.lower.cpu_schedule import host_target
 
     host = tvm.target.Target(host_target())
-    ex = tvm.compile(schedule_host_kernels(fused), target=host, relax_pipeline=vm_tail(host), **kwargs)
+    ex = tvm.compile(
+        schedule_host_kernels(fused), target=host, relax_pipeline=vm_tail(host), **kwargs
+    )
     program.opencl = opencl_kernels(fused, program)
     return ex, program

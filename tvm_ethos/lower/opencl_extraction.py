@@ -59,7 +59,9 @@ def extract_opencl(
     build_mod = _tirx_build_module()
     tgt = Target(target) if not isinstance(target, Target) else target
     if tgt.kind.name != "opencl":
-        raise UnsupportedKernelError(f"extract_opencl needs an opencl target, got {tgt.kind.name!r}")
+        raise UnsupportedKernelError(
+            f"extract_opencl needs an opencl target, got {tgt.kind.name!r}"
+        )
 
     if isinstance(mod, tirx.PrimFunc):
         symbol = mod.attrs.get("global_symbol", "main") if mod.attrs is not None else "main"
@@ -103,7 +105,9 @@ def extract_opencl(
         name = gv.name_hint
         if name not in originals:
             continue  # host helpers the pipeline created
-        functions[name] = _function_spec(name, originals[name], host_func, kernels, tvm, tirx, tvm_ffi)
+        functions[name] = _function_spec(
+            name, originals[name], host_func, kernels, tvm, tirx, tvm_ffi
+        )
     return OpenCLModuleSpec(source="\n".join(sources), functions=functions)
 
 
@@ -204,7 +208,9 @@ def _function_spec(
             data = decl_data.get(k)
             if data is None:
                 break
-            if not (isinstance(data, tvm.ir.Call) and getattr(data.op, "name", "") == "tirx.buffer_data"):
+            if not (
+                isinstance(data, tvm.ir.Call) and getattr(data.op, "name", "") == "tirx.buffer_data"
+            ):
                 # The outermost declaration: MakePackedAPI names it after the PrimFunc param.
                 if buf.name in param_names:
                     return KernelArg("param", name=buf.name)

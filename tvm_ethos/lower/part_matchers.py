@@ -18,10 +18,10 @@ stage is simplified with the ranges of the stage's iteration variables and, wher
 (sums of variables times constants, and ``floordiv`` by a constant), expressed in the root's
 output variables and the reduction variables of the stages on the path. A dimension that reads
 ``sum_j a_j * o_j + sum_r b_r * r + c`` (``r`` in ``[0, E_r)``) for an output box ``[o, o + S)``
-reads ``[sum a_j o_j + c + sum_{b_r<0} b_r (E_r - 1), +sum a_j (S_j - 1) + sum |b_r| (E_r - 1) + 1)``:
-linear ``a_j``, constant ``sum |b_r| (E_r - 1) + 1 - sum a_j``, offset ``c + sum_{b_r<0} b_r (E_r-1)``,
-which is the planner's window formula (``planner/parts.py``). A dimension that is not affine
-falls back to the whole input extent (an opaque propagator along that dimension only).
+reads ``[sum a_j o_j + c + sum_{b_r<0} b_r (E_r - 1), +sum a_j (S_j - 1) + sum |b_r| (E_r - 1) +
+1)``: linear ``a_j``, constant ``sum |b_r| (E_r - 1) + 1 - sum a_j``, offset ``c + sum_{b_r<0} b_r
+(E_r-1)``, which is the planner's window formula (``planner/parts.py``). A dimension that is not
+affine falls back to the whole input extent (an opaque propagator along that dimension only).
 
 The kind of a Part and the attributes its performance model needs (kernel, strides, dilation,
 padding, activation) come from the TE structure: a reduction over a sliding window that also
@@ -38,8 +38,8 @@ from fractions import Fraction
 
 import numpy as np
 from tvm import te, tirx
-from tvm.sym import Analyzer
 from tvm.ir import Range
+from tvm.sym import Analyzer
 
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
@@ -599,8 +599,14 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         # planner.tflite's kind, with the upscale rounded up to an integer (the cost models
         # step by factors of 2: 2n-1 for 2n costs as 2); the TE reads clamp the source rows
         # (max / min), so the derived propagator takes whole H and W (safe, if coarse)
-        return "resize", {"method": "bilinear",
-                          "scale": (-(-out_shape[1] // x_shape[1]), -(-out_shape[2] // x_shape[2]))}, None
+        return (
+            "resize",
+            {
+                "method": "bilinear",
+                "scale": (-(-out_shape[1] // x_shape[1]), -(-out_shape[2] // x_shape[2])),
+            },
+            None,
+        )
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None

@@ -21,7 +21,8 @@ def tflite_round(x: float) -> int:
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
-    """(Q31 multiplier, shift) with real ~= multiplier * 2**(shift - 31); shift > 0 is a left shift."""
+    """(Q31 multiplier, shift) with real ~= multiplier * 2**(shift - 31); shift > 0 is a left
+    shift."""
     if real == 0.0:
         return 0, 0
     mant, shift = math.frexp(real)
@@ -83,7 +84,9 @@ def mbqm_np(x, multiplier, shift) -> np.ndarray:
     shift = np.asarray(shift, dtype=np.int64)
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)
-    return rdbpot_np(srdhm_np(np.asarray(x, dtype=np.int64) * (np.int64(1) << left), multiplier), right)
+    return rdbpot_np(
+        srdhm_np(np.asarray(x, dtype=np.int64) * (np.int64(1) << left), multiplier), right
+    )
 
 
 # ------------------------------------------------------- lookup tables built at compile time
@@ -188,6 +191,10 @@ def softmax_np(x: np.ndarray, in_scale: float, beta: float, out_q: tuple, dtype:
         inv = np.float32(np.float32(1) / np.float32(total * np.float32(out_q[0])))
         for j, v in enumerate(e):
             p = np.float32(v * inv)
-            q = int(np.float32(p + np.float32(0.5))) if dtype == "uint8" else int(round_half_away_f32(p))
+            q = (
+                int(np.float32(p + np.float32(0.5)))
+                if dtype == "uint8"
+                else int(round_half_away_f32(p))
+            )
             out[r, j] = min(hi, max(lo, q + int(out_q[1])))
     return out.reshape(np.asarray(x).shape).astype(dtype)

@@ -50,8 +50,11 @@ from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
 from planner.plan_costing import PlanCosting
 from tvm_ethos.errors import CompileError
-from tvm_ethos.lower.line_buffer import (LineBufferScheduleError, realize_line_buffer,
-                                         with_opaque_iterators)
+from tvm_ethos.lower.line_buffer import (
+    LineBufferScheduleError,
+    realize_line_buffer,
+    with_opaque_iterators,
+)
 
 SRAM_SCOPE = "global.npu_sram"
 ACC_SCOPE = "local"
@@ -327,7 +330,7 @@ def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
             reader = readers[0]
             if part_slice is None:
                 root_loops = sch.get_loops(sch.get_sblock(mp.root.op.name))
-                pos = [i for i, l in enumerate(root_loops) if sch.get(l).same_as(sch.get(step))]
+                pos = [i for i, lp in enumerate(root_loops) if sch.get(lp).same_as(sch.get(step))]
                 inner = root_loops[pos[0] + 1:] if pos else root_loops[1:]
                 part_slice = _slice_loop(sch, inner, len(inner) - 1, width, oc, outer=step) \
                     if inner else step
@@ -351,7 +354,7 @@ def _slice_loop(sch, loops, axis, width, extent, outer):
     if width >= extent:
         return outer
     o, i = sch.split(loops[axis], factors=[None, width])
-    rest = [l for a, l in enumerate(loops) if a != axis]
+    rest = [lp for a, lp in enumerate(loops) if a != axis]
     sch.reorder(o, *rest[:axis], i, *rest[axis:])
     return o
 
@@ -429,8 +432,8 @@ def _lockstep(sch, mp, step, window, tc, prologue: int = 0) -> None:
     root = sch.get_sblock(mp.root.op.name)
     loops = sch.get_loops(root)
     step_var = sch.get(step).loop_var
-    extent = {sch.get(l).loop_var.name: (sch.get(l).loop_var, int(sch.get(l).extent))
-              for l in loops}
+    extent = {sch.get(lp).loop_var.name: (sch.get(lp).loop_var, int(sch.get(lp).extent))
+              for lp in loops}
     realize, _, _ = _realize_under(sch.get(loops[-1]), sch.get(root))
     aff = to_affine(realize.iter_values[axis]) if 0 <= axis < len(realize.iter_values) else None
     inner = [] if aff is None else \
@@ -659,10 +662,16 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
                       "scheduled_bytes": plan_bytes[k], "stripes": plan.spec.stripe.total_stripes,
                       "buffering": plan.spec.label(), "weights": plan.spec.weights})
     return ScheduledSubgraph(
-        symbol=lowered.symbol, primfunc=scheduled_func,
-        planned_bytes=planned_bytes(match, proposal), scheduled_bytes=dict(sorted(by_scope.items())),
-        planned_peak=proposal.memory_bytes, scheduled_peak=peak, plans=plans, buffers=infos,
-        analysis_bytes=_allocated_bytes(mod) if tvm_count else {})
+        symbol=lowered.symbol,
+        primfunc=scheduled_func,
+        planned_bytes=planned_bytes(match, proposal),
+        scheduled_bytes=dict(sorted(by_scope.items())),
+        planned_peak=proposal.memory_bytes,
+        scheduled_peak=peak,
+        plans=plans,
+        buffers=infos,
+        analysis_bytes=_allocated_bytes(mod) if tvm_count else {},
+    )
 
 
 def check(result: ScheduledSubgraph) -> None:

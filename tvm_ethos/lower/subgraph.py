@@ -43,11 +43,17 @@ def _te_placeholder(var: relax.Var, name: str):
     return te.placeholder(shape, dtype=str(ty.dtype), name=name)
 
 
-def lower_function(func: relax.Function, symbol: str, num_inputs: int | None = None) -> LoweredSubgraph:
+def lower_function(
+    func: relax.Function, symbol: str, num_inputs: int | None = None
+) -> LoweredSubgraph:
     """TE graph and unscheduled PrimFunc of one partitioned function."""
     params = list(func.params)
     if num_inputs is None:
-        num_inputs = int(func.attrs["tvm_ethos.num_inputs"]) if func.attrs and "tvm_ethos.num_inputs" in func.attrs else len(params)
+        num_inputs = (
+            int(func.attrs["tvm_ethos.num_inputs"])
+            if func.attrs and "tvm_ethos.num_inputs" in func.attrs
+            else len(params)
+        )
     env: dict = {}
     in_phs = []
     for i, p in enumerate(params[:num_inputs]):
@@ -99,7 +105,11 @@ def lower_function(func: relax.Function, symbol: str, num_inputs: int | None = N
                 v = b.value
                 if isinstance(v, relax.Function):
                     local_funcs[b.var] = v
-                elif isinstance(v, relax.Call) and isinstance(v.op, relax.Var) and v.op in local_funcs:
+                elif (
+                    isinstance(v, relax.Call)
+                    and isinstance(v.op, relax.Var)
+                    and v.op in local_funcs
+                ):
                     env[b.var] = apply_composite(local_funcs[v.op], list(v.args))
                 elif isinstance(v, relax.Call) and isinstance(v.op, relax.Function):
                     env[b.var] = apply_composite(v.op, list(v.args))

@@ -43,7 +43,9 @@ class ConstPool:
 
     def add(self, name: str, array: np.ndarray) -> te.Tensor:
         array = np.ascontiguousarray(array)
-        ph = te.placeholder(array.shape, dtype=str(array.dtype), name=f"{self.prefix}{len(self.items)}_{name}")
+        ph = te.placeholder(
+            array.shape, dtype=str(array.dtype), name=f"{self.prefix}{len(self.items)}_{name}"
+        )
         self.items.append((ph, array))
         return ph
 
@@ -216,7 +218,8 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc"):
     acc = te.compute(
         (lead, nout),
         lambda r, o: te.sum(
-            (x_at(r, rk).astype("int32") - _i32(in_zp)) * (w[o, rk].astype("int32") - _i32(w_zp)), axis=rk
+            (x_at(r, rk).astype("int32") - _i32(in_zp)) * (w[o, rk].astype("int32") - _i32(w_zp)),
+            axis=rk,
         ),
         name=f"{name}_acc",
     )
@@ -252,7 +255,9 @@ def lower_avg_pool2d(op, inputs, pool: ConstPool, name="avgpool"):
         ih = oh * sh + rh - pt
         iw = ow * sw + rw - pl
         inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
-        return te.sum(tirx.if_then_else(inside, x[n, ih, iw, c].astype("int32"), _i32(0)), axis=[rh, rw])
+        return te.sum(
+            tirx.if_then_else(inside, x[n, ih, iw, c].astype("int32"), _i32(0)), axis=[rh, rw]
+        )
 
     acc = te.compute(op.out_shape, sum_fn, name=f"{name}_sum")
 
@@ -286,7 +291,9 @@ def lower_max_pool2d(op, inputs, pool: ConstPool, name="maxpool"):
 
     acc = te.compute(op.out_shape, max_fn, name=f"{name}_max")
     return te.compute(
-        op.out_shape, lambda *i: clamp_cast(acc[i], op.act_min, op.act_max, op.out_dtype), name=f"{name}_out"
+        op.out_shape,
+        lambda *i: clamp_cast(acc[i], op.act_min, op.act_max, op.out_dtype),
+        name=f"{name}_out",
     )
 
 
@@ -358,7 +365,9 @@ def lower_add(op, inputs, pool: ConstPool, name="add"):
     sb = scaled(b, 1, z2, m2, sh2)
 
     def fn(*idx):
-        raw = sa[_broadcast_index(op.in_shapes[0], idx)] + sb[_broadcast_index(op.in_shapes[1], idx)]
+        raw = (
+            sa[_broadcast_index(op.in_shapes[0], idx)] + sb[_broadcast_index(op.in_shapes[1], idx)]
+        )
         v = mbqm(raw, mo, sho) + _i32(zo)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
@@ -466,7 +475,9 @@ def lower_depth_to_space(op, inputs, pool: ConstPool, name="d2s"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
-def nearest_source_index(out_size: int, in_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+def nearest_source_index(
+    out_size: int, in_size: int, align_corners: bool, half_pixel: bool
+) -> np.ndarray:
     """The input index of every output index of ``reference_ops::ResizeNearestNeighbor``
     (float32 scale and product, ``std::floor`` or ``std::round``, clamped to the input)."""
     if align_corners and out_size > 1:
@@ -562,7 +573,9 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
     table = pool.add(f"{name}_exp", softmax_exp_table(op.in_q[0][0], op.attrs.get("beta", 1.0)))
     out_scale, out_zp = _out_q(op)
     rmax = te.reduce_axis((0, depth), name="rmax")
-    mx = te.compute(lead, lambda *i: te.max(x[i + (rmax,)].astype("int32"), axis=rmax), name=f"{name}_max")
+    mx = te.compute(
+        lead, lambda *i: te.max(x[i + (rmax,)].astype("int32"), axis=rmax), name=f"{name}_max"
+    )
 
     def e_at(i, j):
         return table[_i32(255) - mx[i] + x[i + (j,)].astype("int32")]
@@ -570,7 +583,9 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
     rsum = te.reduce_axis((0, depth), name="rsum")
     total = te.compute(lead, lambda *i: te.sum(e_at(i, rsum), axis=rsum), name=f"{name}_sum")
     inv = te.compute(
-        lead, lambda *i: tirx.const(1.0, "float32") / (total[i] * tirx.const(out_scale, "float32")), name=f"{name}_inv"
+        lead,
+        lambda *i: tirx.const(1.0, "float32") / (total[i] * tirx.const(out_scale, "float32")),
+        name=f"{name}_inv",
     )
     prob = te.compute(shape, lambda *i: e_at(i[:-1], i[-1]) * inv[i[:-1]], name=f"{name}_prob")
 
@@ -580,7 +595,9 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
             q = (p + tirx.const(0.5, "float32")).astype("int32")
         else:
             fl = tirx.floor(p)
-            q = fl.astype("int32") + tirx.Select(p >= fl + tirx.const(0.5, "float32"), _i32(1), _i32(0))
+            q = fl.astype("int32") + tirx.Select(
+                p >= fl + tirx.const(0.5, "float32"), _i32(1), _i32(0)
+            )
         return clamp_cast(q + _i32(out_zp), op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")

@@ -390,7 +390,9 @@ class DmaBufAllocator(Allocator):
         order = ["heap", "udmabuf"] if prefer == "heap" else ["udmabuf", "heap"]
         self.method = next(m for m in order if m in usable)
         path = heap_path if self.method == "heap" else udmabuf_path
-        self._node_fd = os.open(path, (os.O_RDONLY if self.method == "heap" else os.O_RDWR) | os.O_CLOEXEC)
+        self._node_fd = os.open(
+            path, (os.O_RDONLY if self.method == "heap" else os.O_RDWR) | os.O_CLOEXEC
+        )
 
     def close(self) -> None:
         """Free everything and close the device node."""
@@ -402,7 +404,9 @@ class DmaBufAllocator(Allocator):
     def _obtain(self, nbytes: int, padded: int, alignment: int) -> Allocation:
         length = round_up(max(padded, 1), PAGE_SIZE)
         if self.method == "heap":
-            data = bytearray(struct.pack(DMA_HEAP_ALLOC_FMT, length, 0, os.O_RDWR | os.O_CLOEXEC, 0))
+            data = bytearray(
+                struct.pack(DMA_HEAP_ALLOC_FMT, length, 0, os.O_RDWR | os.O_CLOEXEC, 0)
+            )
             self._ioctl(self._node_fd, DMA_HEAP_IOCTL_ALLOC, data, True)
             buf_fd = struct.unpack(DMA_HEAP_ALLOC_FMT, bytes(data))[1]
         else:

@@ -147,7 +147,8 @@ def cache_key(model, targets: str, options: dict, format_versions=()) -> str:
 
 
 def resolve_cache_dir(option) -> str | None:
-    """The cache directory: the option (``False`` / ``""`` disables), else the env var, else None."""
+    """The cache directory: the option (``False`` / ``""`` disables), else the env var, else
+    None."""
     if option is False or option == "":
         return None
     if option is not None:

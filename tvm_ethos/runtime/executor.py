@@ -52,7 +52,8 @@ from tvm_ethos.runtime.fallback_memory import (
 from tvm_ethos.runtime.options import check_runtime_options
 from tvm_ethos.runtime.program import NetworkProgram
 
-#: TVM's ``from_dlpack`` needs 64 B aligned memory; CPU kernels read caller arrays in place only then.
+#: TVM's ``from_dlpack`` needs 64 B aligned memory; CPU kernels read caller arrays in place only
+#: then.
 CPU_ALIGNMENT = 64
 
 _SOURCE_NAMES = {
@@ -126,7 +127,8 @@ class EdgeReport:
         return len(self.edges)
 
     def __str__(self):
-        head = f"edges (fallback_mode={self.mode!r}{', opencl: ' + self.device if self.device else ''}): "
+        opencl = f", opencl: {self.device}" if self.device else ""
+        head = f"edges (fallback_mode={self.mode!r}{opencl}): "
         head += ", ".join(f"{k} x{v}" for k, v in self.steps().items()) if self.edges else "none"
         return "\n".join([head] + [f"  {e.describe()}" for e in self.edges])
 
@@ -192,8 +194,12 @@ def runtime_capabilities(backend_id: str, caps, name: str | None = None) -> Back
     return BackendCapabilities(
         name=name or backend_id,
         alignment=int(caps.memory_alignment),
-        import_sources=frozenset(_SOURCE_NAMES[s] for s in caps.import_memory_sources if s in _SOURCE_NAMES),
-        export_sources=frozenset(_SOURCE_NAMES[s] for s in caps.export_memory_sources if s in _SOURCE_NAMES),
+        import_sources=frozenset(
+            _SOURCE_NAMES[s] for s in caps.import_memory_sources if s in _SOURCE_NAMES
+        ),
+        export_sources=frozenset(
+            _SOURCE_NAMES[s] for s in caps.export_memory_sources if s in _SOURCE_NAMES
+        ),
         fallback_import_memory_required=bool(caps.fallback_import_memory_required),
         unified_memory=True,
         import_extension=False,
@@ -205,7 +211,8 @@ _DEVICES_LOCK = threading.Lock()
 
 
 def shared_opencl_device(selection: str | None = None):
-    """One :class:`OpenCLDevice` per selection in this process (programs are built once per device)."""
+    """One :class:`OpenCLDevice` per selection in this process (programs are built once per
+    device)."""
     import os
 
     from tvm_ethos.runtime.opencl_device import DEVICE_ENV_VAR, OpenCLDevice
@@ -241,7 +248,8 @@ class _TensorPlan:
 
 
 class _Slot:
-    """One request's buffers (activation buffers, edge buffers, imports), kept for the network's life."""
+    """One request's buffers (activation buffers, edge buffers, imports), kept for the network's
+    life."""
 
     def __init__(self, index: int):
         self.index = index
@@ -337,7 +345,9 @@ class Executor:
                         try:
                             self._funcs[st.func] = library.get_function(st.func, query_imports=True)
                         except Exception as err:
-                            raise ExecutorError(f"kernel {st.func} not found in the model's library: {err}") from None
+                            raise ExecutorError(
+                                f"kernel {st.func} not found in the model's library: {err}"
+                            ) from None
         # constants: CPU tensors / GPU buffers, made once
         self._const_cpu: dict = {}
         self._const_dev: dict = {}
@@ -384,7 +394,9 @@ class Executor:
             elif sg.device == "opencl":
                 out[sg.backend] = self.device.info.capabilities(name=sg.backend)
             else:
-                out[sg.backend] = runtime_capabilities(sg.backend, reg.get(sg.backend).capabilities())
+                out[sg.backend] = runtime_capabilities(
+                    sg.backend, reg.get(sg.backend).capabilities()
+                )
         return out
 
     def _plan(self) -> dict:
@@ -423,8 +435,16 @@ class Executor:
         out = []
         for plan in self.plans.values():
             for b, d in plan.decisions.items():
-                names = tuple(self.program.subgraphs[c].name for c in plan.consumers if self.program.subgraphs[c].backend == b)
-                out.append(EdgeEntry(plan.name, plan.nbytes, self.program.subgraphs[plan.producer].name, names, d))
+                names = tuple(
+                    self.program.subgraphs[c].name
+                    for c in plan.consumers
+                    if self.program.subgraphs[c].backend == b
+                )
+                out.append(
+                    EdgeEntry(
+                        plan.name, plan.nbytes, self.program.subgraphs[plan.producer].name, names, d
+                    )
+                )
         return out
 
     # ------------------------------------------------------------------ slots and buffers
@@ -456,7 +476,9 @@ class Executor:
         if d.step is EdgeStep.FALLBACK_IMPORT:
             alloc = self.memory.for_decision((slot.index, plan.tid), plan.nbytes, d)
         else:  # MemImport: the producer's own output memory, made importable for the consumer
-            alloc = self.activations.allocate(plan.nbytes, alignment=d.alignment, pad_to=d.size_multiple)
+            alloc = self.activations.allocate(
+                plan.nbytes, alignment=d.alignment, pad_to=d.size_multiple
+            )
         slot.allocs[loc] = alloc
         return alloc
 
@@ -497,7 +519,7 @@ class Executor:
         slot.dev[loc] = b
         return b
 
-    # ------------------------------------------------------------------ where a reader finds a tensor
+    # ---------------------------------------------------------------- where a reader finds a tensor
     def _loc_for(self, tid: int, backend: str):
         plan = self.plans[tid]
         if plan.producer < 0:
@@ -517,7 +539,9 @@ class Executor:
             raise ExecutorError("the network is unloaded")
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.max_requests, thread_name_prefix="tvm-ethos-infer")
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.max_requests, thread_name_prefix="tvm-ethos-infer"
+                )
             pool = self._pool
         arrays = list(inputs)  # the caller must keep them unchanged until wait()
         return InferRequest(pool.submit(self._infer, arrays))
@@ -532,7 +556,9 @@ class Executor:
             spec = prog.tensors[tid]
             x = np.asarray(x)
             if tuple(x.shape) != tuple(spec.shape):
-                raise ExecutorError(f"input {spec.name!r}: shape {tuple(x.shape)}, expected {tuple(spec.shape)}")
+                raise ExecutorError(
+                    f"input {spec.name!r}: shape {tuple(x.shape)}, expected {tuple(spec.shape)}"
+                )
             if str(x.dtype) != spec.dtype:
                 raise ExecutorError(f"input {spec.name!r}: dtype {x.dtype}, expected {spec.dtype}")
             out.append(x)
@@ -607,7 +633,11 @@ class Executor:
         slot.allocs.clear()
 
     def _alloc_count(self) -> int:
-        return self.memory.stats().allocations + self.activations.allocations + self._device_allocations
+        return (
+            self.memory.stats().allocations
+            + self.activations.allocations
+            + self._device_allocations
+        )
 
     # ---- caller inputs
     def _caller_cpu(self, inf: _Inference, tid: int):
@@ -617,7 +647,11 @@ class Executor:
             return t
         x = inf.caller_host[tid]
         plan = self.plans[tid]
-        if x.flags.c_contiguous and x.flags.writeable and is_aligned(int(x.ctypes.data), CPU_ALIGNMENT):
+        if (
+            x.flags.c_contiguous
+            and x.flags.writeable
+            and is_aligned(int(x.ctypes.data), CPU_ALIGNMENT)
+        ):
             inf.stats.io_bytes_imported += plan.nbytes
             arr = x
         else:
@@ -646,7 +680,9 @@ class Executor:
         x = inf.caller_host[tid]
         plan = self.plans[tid]
         dev = self.device
-        want_import = self.fallback_mode == "import" or (self.fallback_mode == "auto" and dev.info.import_preferred)
+        want_import = self.fallback_mode == "import" or (
+            self.fallback_mode == "auto" and dev.info.import_preferred
+        )
         aligned = (
             x.flags.c_contiguous and x.flags.writeable
             and is_aligned(int(x.ctypes.data), dev.info.base_address_alignment)
@@ -676,7 +712,9 @@ class Executor:
             return
         inf.imported.add((plan.tid, backend))
         inf.stats.edge_bytes_imported += plan.nbytes
-        inf.stats.trace.append(f"{plan.decisions[backend].step.value} {plan.name} {plan.src_backend} -> {backend}")
+        inf.stats.trace.append(
+            f"{plan.decisions[backend].step.value} {plan.name} {plan.src_backend} -> {backend}"
+        )
 
     def _ready_cpu(self, inf: _Inference, tid: int, backend: str, accessed: list):
         """The TVM tensor a CPU subgraph on ``backend`` reads for ``tid``."""
@@ -692,7 +730,9 @@ class Executor:
                 self.device.begin_host_access(b, wait_for=inf.events.get(loc))
                 accessed.append(b)
                 inf.stats.gpu_syncs += 1
-                inf.stats.trace.append(f"sync {plan.name}: wait for the GPU before {backend} reads it")
+                inf.stats.trace.append(
+                    f"sync {plan.name}: wait for the GPU before {backend} reads it"
+                )
             self._count_import(inf, plan, backend)
             return self._tvm_tensor(slot, loc)
         # MemCopy into this backend's own memory
@@ -700,7 +740,9 @@ class Executor:
             dst = self._host(slot, loc)
             if plan.src_device == "opencl":
                 src = self._dev(slot, ("home", tid))
-                self.device.download(dst, src, wait_for=inf.events.get(("home", tid)), blocking=True)
+                self.device.download(
+                    dst, src, wait_for=inf.events.get(("home", tid)), blocking=True
+                )
                 inf.stats.gpu_syncs += 1
             else:
                 np.copyto(dst, self._host(slot, ("home", tid)))
@@ -711,7 +753,8 @@ class Executor:
         return self._tvm_tensor(slot, loc)
 
     def _ready_gpu(self, inf: _Inference, tid: int, backend: str, waits: list):
-        """The DeviceBuffer a GPU subgraph reads for ``tid`` (events to wait for go to ``waits``)."""
+        """The DeviceBuffer a GPU subgraph reads for ``tid`` (events to wait for go to
+        ``waits``)."""
         loc = self._loc_for(tid, backend)
         if loc[0] == "input":
             b = self._caller_gpu(inf, tid)
@@ -768,7 +811,9 @@ class Executor:
                     pass
             raise
 
-    def _run_cpu_body(self, inf: _Inference, i: int, sg, accessed: list, mapped_out: list, allocs: list) -> None:
+    def _run_cpu_body(
+        self, inf: _Inference, i: int, sg, accessed: list, mapped_out: list, allocs: list
+    ) -> None:
         slot = inf.slot
         where = f"subgraph {i} ({sg.name} on {sg.backend})"
         inf.step = f"{where}: preparing its inputs"
@@ -778,7 +823,8 @@ class Executor:
         for t in sg.outputs:
             plan = self.plans[t]
             if plan.shared is not None and any(
-                self.program.subgraphs[c].device == "opencl" and self._loc_for(t, self.program.subgraphs[c].backend)[0] == "home"
+                self.program.subgraphs[c].device == "opencl"
+                and self._loc_for(t, self.program.subgraphs[c].backend)[0] == "home"
                 for c in plan.consumers
             ):
                 b = self._dev(slot, ("home", t))
@@ -788,8 +834,12 @@ class Executor:
         for t in sg.outputs:
             if not self.plans[t].direct_output:
                 self._host(slot, ("home", t))
-        bracket = [(slot.allocs[("home", t)], False) for t in sg.inputs if ("home", t) in slot.allocs]
-        bracket += [(slot.allocs[("home", t)], True) for t in sg.outputs if ("home", t) in slot.allocs]
+        bracket = [
+            (slot.allocs[("home", t)], False) for t in sg.inputs if ("home", t) in slot.allocs
+        ]
+        bracket += [
+            (slot.allocs[("home", t)], True) for t in sg.outputs if ("home", t) in slot.allocs
+        ]
         for a, w in bracket:
             a.begin_cpu_access(read=not w, write=w)
             allocs.append((a, w))
@@ -843,7 +893,9 @@ class Executor:
             inf.events[("home", t)] = [ev] if ev is not None else []
         if ev is not None:
             inf.last_events = [ev]
-        inf.stats.trace.append(f"launch {sg.name} on {sg.backend} ({len(sg.steps)} kernel(s), async)")
+        inf.stats.trace.append(
+            f"launch {sg.name} on {sg.backend} ({len(sg.steps)} kernel(s), async)"
+        )
 
     # ---- outputs
     def _collect(self, inf: _Inference) -> list:
@@ -863,7 +915,10 @@ class Executor:
                 b = self._dev(inf.slot, loc)
                 if plan.shared is not None:
                     host = self.device.begin_host_access(b, wait_for=inf.events.get(loc))
-                    np.copyto(res.reshape(-1).view(np.uint8), np.asarray(host).reshape(-1).view(np.uint8)[: plan.nbytes])
+                    np.copyto(
+                        res.reshape(-1).view(np.uint8),
+                        np.asarray(host).reshape(-1).view(np.uint8)[: plan.nbytes],
+                    )
                     self.device.end_host_access(b)
                 else:
                     self.device.download(res, b, wait_for=inf.events.get(loc), blocking=True)
@@ -884,9 +939,14 @@ class Executor:
             1 for s in self._slots for b in s.dev.values() if getattr(b, "kind", "") == "device"
         )
         return MemoryStats(
-            fallback_buffers=fm.buffers, fallback_allocations=fm.allocations, fallback_frees=fm.frees,
-            activation_buffers=live.count, activation_allocations=self.activations.allocations,
-            device_buffers=dev_buffers, device_allocations=self._device_allocations, slots=len(self._slots),
+            fallback_buffers=fm.buffers,
+            fallback_allocations=fm.allocations,
+            fallback_frees=fm.frees,
+            activation_buffers=live.count,
+            activation_allocations=self.activations.allocations,
+            device_buffers=dev_buffers,
+            device_allocations=self._device_allocations,
+            slots=len(self._slots),
         )
 
     @property

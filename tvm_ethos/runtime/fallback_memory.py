@@ -188,7 +188,9 @@ def plan_edge(
     step, usable, why = _candidates(src, dst, avail)
     if not usable:
         if mode == "import":
-            raise EdgePlanError(f"fallback_mode='import' impossible at {src.name} -> {dst.name}: {why}")
+            raise EdgePlanError(
+                f"fallback_mode='import' impossible at {src.name} -> {dst.name}: {why}"
+            )
         return copy(f"auto: {why}; nothing to share, so copy")
     slow = [b.name for b in (src, dst) if not b.prefers_import]
     slow_why = (

@@ -295,7 +295,9 @@ class OpenCLDeviceInfo:
         return BackendCapabilities(
             name=name,
             alignment=self.base_address_alignment,
-            import_sources=frozenset({MemorySource.MALLOC, MemorySource.MEMFD, MemorySource.DMABUF}),
+            import_sources=frozenset(
+                {MemorySource.MALLOC, MemorySource.MEMFD, MemorySource.DMABUF}
+            ),
             export_sources=frozenset(),
             fallback_import_memory_required=True,
             unified_memory=self.unified_memory,
@@ -344,7 +346,10 @@ class TransferCounters:
 
     def since(self, before: "TransferCounters") -> "TransferCounters":
         return TransferCounters(
-            **{f.name: getattr(self, f.name) - getattr(before, f.name) for f in dataclasses.fields(self)}
+            **{
+                f.name: getattr(self, f.name) - getattr(before, f.name)
+                for f in dataclasses.fields(self)
+            }
         )
 
 
@@ -441,7 +446,9 @@ class OpenCLDevice:
     def alloc(self, nbytes: int) -> DeviceBuffer:
         """Device memory for the copy path (contents undefined)."""
         mf = self.cl.mem_flags
-        return DeviceBuffer(self.cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 1)), nbytes, "device")
+        return DeviceBuffer(
+            self.cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 1)), nbytes, "device"
+        )
 
     def upload(
         self, buf: DeviceBuffer, host: np.ndarray, *, wait_for: Iterable[Any] | None = None,
@@ -657,14 +664,18 @@ class OpenCLFunction:
         spec = self.spec
         if not isinstance(buffers, Mapping):
             if len(buffers) != len(spec.params):
-                raise ValueError(f"{spec.name} takes {len(spec.params)} buffers, got {len(buffers)}")
+                raise ValueError(
+                    f"{spec.name} takes {len(spec.params)} buffers, got {len(buffers)}"
+                )
             buffers = {p.name: b for p, b in zip(spec.params, buffers)}
         for p in spec.params:
             b = buffers.get(p.name)
             if b is None:
                 raise ValueError(f"{spec.name}: no buffer for parameter {p.name}")
             if b.nbytes < p.nbytes:
-                raise ValueError(f"{spec.name}: {p.name} needs {p.nbytes} B, buffer has {b.nbytes} B")
+                raise ValueError(
+                    f"{spec.name}: {p.name} needs {p.nbytes} B, buffer has {b.nbytes} B"
+                )
         dev = self.program.device
         cl = dev.cl
         events = _events(wait_for)

@@ -106,7 +106,10 @@ class NetworkProgram:
         for i, sg in enumerate(self.subgraphs):
             ins = ", ".join(self.tensors[t].name for t in sg.inputs)
             outs = ", ".join(self.tensors[t].name for t in sg.outputs)
-            lines.append(f"{i}: {sg.name} [{sg.backend}/{sg.device}] {len(sg.steps)} kernel(s) ({ins}) -> ({outs})")
+            lines.append(
+                f"{i}: {sg.name} [{sg.backend}/{sg.device}] {len(sg.steps)} kernel(s) ({ins}) -> "
+                f"({outs})"
+            )
         return "\n".join(lines)
 
     # ---- serialisation
@@ -152,11 +155,18 @@ class NetworkProgram:
     def from_json(text: str, constants_blob: bytes | None = None) -> "NetworkProgram":
         d = json.loads(text)
         if d.get("version") != PROGRAM_VERSION:
-            raise ValueError(f"program version {d.get('version')}, this tvm-ethos reads {PROGRAM_VERSION}")
+            raise ValueError(
+                f"program version {d.get('version')}, this tvm-ethos reads {PROGRAM_VERSION}"
+            )
         tensors = {t[0]: TensorSpec(t[0], t[1], tuple(t[2]), t[3]) for t in d["tensors"]}
         subgraphs = [
             SubgraphSpec(
-                s["name"], s["backend"], s["kind"], s["device"], list(s["inputs"]), list(s["outputs"]),
+                s["name"],
+                s["backend"],
+                s["kind"],
+                s["device"],
+                list(s["inputs"]),
+                list(s["outputs"]),
                 [Step(st[0], [tuple(a) for a in st[1]], list(st[2])) for st in s["steps"]],
             )
             for s in d["subgraphs"]
@@ -166,11 +176,18 @@ class NetworkProgram:
             n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
             if constants_blob is None or off + n > len(constants_blob):
                 raise ValueError("constants.bin is missing or shorter than its index")
-            consts.append(np.frombuffer(constants_blob, dtype=dt, count=n // np.dtype(dt).itemsize, offset=off)
-                          .reshape(shape).copy())
+            consts.append(
+                np.frombuffer(
+                    constants_blob, dtype=dt, count=n // np.dtype(dt).itemsize, offset=off
+                )
+                .reshape(shape)
+                .copy()
+            )
         opencl = None
         if d.get("opencl"):
             from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
 
             opencl = OpenCLModuleSpec.from_json(d["opencl"])
-        return NetworkProgram(list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl)
+        return NetworkProgram(
+            list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl
+        )

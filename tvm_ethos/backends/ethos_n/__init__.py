@@ -40,7 +40,9 @@ def _conv(q, o):
 def _fc(q, o):
     r = []
     if q.per_channel:
-        r.append("per-channel quantized weights; Ethos-N fully connected takes per-tensor weights only")
+        r.append(
+            "per-channel quantized weights; Ethos-N fully connected takes per-tensor weights only"
+        )
     if q.weights.shape[1] > 65536:
         r.append(f"{q.weights.shape[1]} input features; at most 65536")
     return r
@@ -49,14 +51,20 @@ def _fc(q, o):
 def _maxpool(q, o):
     ps, st = tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"])
     if (ps, st) not in (((1, 1), (2, 2)), ((2, 2), (2, 2)), ((3, 3), (2, 2))):
-        return [f"max pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 1x1, 2x2 and 3x3 with stride 2"]
+        return [
+            f"max pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 1x1, 2x2 and 3x3 "
+            "with stride 2"
+        ]
     return []
 
 
 def _avgpool(q, o):
     ps, st = tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"])
     if (ps, st) != ((3, 3), (1, 1)):
-        return [f"average pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 3x3 stride 1 only"]
+        return [
+            f"average pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 3x3 stride 1 "
+            "only"
+        ]
     return []
 
 
@@ -74,7 +82,9 @@ def _mean(q, o):
 
 def _binary(q, o):
     if tuple(q.in_shapes[0]) != tuple(q.in_shapes[1]):
-        return [f"inputs of shapes {q.in_shapes[0]} and {q.in_shapes[1]}; Ethos-N needs equal shapes"]
+        return [
+            f"inputs of shapes {q.in_shapes[0]} and {q.in_shapes[1]}; Ethos-N needs equal shapes"
+        ]
     return []
 
 
@@ -85,7 +95,10 @@ def _none(q, o):
 def _concat(q, o):
     ax = q.attrs["axis"] % len(q.out_shape)
     if len(q.out_shape) != 4 or ax not in (1, 2, 3):
-        return [f"concatenation along axis {q.attrs['axis']} of a {len(q.out_shape)}-D tensor; Ethos-N concatenates 4-D tensors along H, W or C"]
+        return [
+            f"concatenation along axis {q.attrs['axis']} of a {len(q.out_shape)}-D tensor; Ethos-N "
+            "concatenates 4-D tensors along H, W or C"
+        ]
     return []
 
 
@@ -179,7 +192,11 @@ class EthosNBackend(NpuBackend):
             "variant": OptionSpec("n78", allowed=VARIANTS, help="Ethos-N variant"),
             "tops": OptionSpec(1, allowed=(1, 2, 4, 8), help="tera-operations per second"),
             "ple_ratio": OptionSpec(2, allowed=(2, 4), help="PLE ratio"),
-            "sram_size": OptionSpec(0, validator=lambda v: isinstance(v, int) and v >= 0, help="an integer >= 0 (bytes; 0 = default)"),
+            "sram_size": OptionSpec(
+                0,
+                validator=lambda v: isinstance(v, int) and v >= 0,
+                help="an integer >= 0 (bytes; 0 = default)",
+            ),
         }
 
     def layer_support(self):

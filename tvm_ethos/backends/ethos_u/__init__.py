@@ -6,13 +6,14 @@ strides 1..3, dilated kernel height <= 64 and dilated kernel area <= 4096, 8-bit
 weights whose per-channel sum |w - zp| <= 127 * 65536, an int32 1-D bias; depthwise depth
 multiplier > 1 only with one input channel; pools with strides 1..3 and kernels up to 256 high
 and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
-convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting
-only along dimensions of size 1; softmax with equal input and output shapes and types,
-beta >= 0 and H*W <= 65535; logistic, tanh and leaky relu (a LUT on the NPU; no specific
-constraints); bilinear and nearest resize by one 1x/2x/4x/8x factor (bilinear half-pixel
-centres: 2x); pad of a 3-D/4-D tensor without batch padding, filled with the zero point; split
-(each output a slice; Vela's axis and even-split rules hold for every valid SPLIT); reshape;
-concatenate; requantize. DEPTH_TO_SPACE is not on Vela's list and stays on the host.
+convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean
+over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting only along dimensions of
+size 1; softmax with equal input and output shapes and types, beta >= 0 and H*W <= 65535; logistic,
+tanh and leaky relu (a LUT on the NPU; no specific constraints); bilinear and nearest resize by one
+1x/2x/4x/8x factor (bilinear half-pixel centres: 2x); pad of a 3-D/4-D tensor without batch padding,
+filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
+every valid SPLIT); reshape; concatenate; requantize. DEPTH_TO_SPACE is not on Vela's list and stays
+on the host.
 """
 from __future__ import annotations
 
@@ -51,7 +52,10 @@ def _conv(q, o):
     if q.kind == "depthwise_conv2d":
         m = q.attrs.get("depth_multiplier", 1)
         if m > 1 and q.in_shapes[0][3] != 1:
-            r.append(f"depth multiplier {m} with {q.in_shapes[0][3]} input channels; multipliers > 1 need one input channel")
+            r.append(
+                f"depth multiplier {m} with {q.in_shapes[0][3]} input channels; multipliers > 1 "
+                "need one input channel"
+            )
     return r
 
 
@@ -64,7 +68,9 @@ def _fc(q, o):
 
 def _pool(q, o):
     # a pool with a single window (1x1 output, window covering the input) has no effective stride
-    single = tuple(q.out_shape[1:3]) == (1, 1) and tuple(q.attrs["pool_size"]) == tuple(q.in_shapes[0][1:3])
+    single = tuple(q.out_shape[1:3]) == (1, 1) and tuple(q.attrs["pool_size"]) == tuple(
+        q.in_shapes[0][1:3]
+    )
     r = [] if single else _strides(q)
     ph, pw = q.attrs["pool_size"]
     same = any(q.attrs["padding"])
@@ -87,7 +93,9 @@ def _mean(q, o):
     hw = q.in_shapes[0][1] * q.in_shapes[0][2] if len(q.in_shapes[0]) == 4 else 0
     limit = 4096 if str(o.get("accelerator_config", "")).startswith("ethos-u55") else 65536
     if hw > limit:
-        r.append(f"mean over {hw} elements; the product of height and width must be at most {limit}")
+        r.append(
+            f"mean over {hw} elements; the product of height and width must be at most {limit}"
+        )
     return r
 
 
@@ -115,7 +123,9 @@ def _softmax(q, o):
         r.append(f"beta {q.attrs['beta']:g}; beta value needs to be positive")
     shp = (1,) * (4 - len(q.in_shapes[0])) + tuple(q.in_shapes[0])
     if shp[1] * shp[2] > 65535:
-        r.append(f"IFM height x width {shp[1] * shp[2]}; the product must be in the range [1, 65535]")
+        r.append(
+            f"IFM height x width {shp[1] * shp[2]}; the product must be in the range [1, 65535]"
+        )
     return r
 
 
@@ -149,8 +159,14 @@ def _resize(q, o):
     _, ih, iw, _ = q.in_shapes[0]
     _, oh, ow, _ = q.out_shape
     r = _resize_scale(q, o)
-    if q.attrs.get("half_pixel_centers", False) and (ih, iw) != (1, 1) and (oh, ow) != (2 * ih, 2 * iw):
-        r.append(f"half-pixel centres with {ih}x{iw} -> {oh}x{ow}; only a 2x scale (or a 1x1 input)")
+    if (
+        q.attrs.get("half_pixel_centers", False)
+        and (ih, iw) != (1, 1)
+        and (oh, ow) != (2 * ih, 2 * iw)
+    ):
+        r.append(
+            f"half-pixel centres with {ih}x{iw} -> {oh}x{ow}; only a 2x scale (or a 1x1 input)"
+        )
     return r
 
 
@@ -161,11 +177,15 @@ def _pad(q, o):
     r = []
     pads = q.attrs["pad_width"]
     if len(pads) not in (3, 4):
-        r.append(f"padding of a {len(pads)}-D tensor; the pad tensor must have the shape [3,2] or [4,2]")
+        r.append(
+            f"padding of a {len(pads)}-D tensor; the pad tensor must have the shape [3,2] or [4,2]"
+        )
     elif len(pads) == 4 and any(pads[0]):
         r.append(f"batch padding {pads[0]}; the pad tensor can only pad height, width and depth")
     if q.out_q is not None and q.attrs.get("fill") != q.out_q[1]:
-        r.append(f"pad value code {q.attrs.get('fill')}; the NPU pads with the zero point {q.out_q[1]}")
+        r.append(
+            f"pad value code {q.attrs.get('fill')}; the NPU pads with the zero point {q.out_q[1]}"
+        )
     return r
 
 
@@ -176,7 +196,10 @@ def _none(q, o):
 def _per_axis(q, o):
     """Vela: per-axis quantization only for the convolutions and fully connected."""
     if q.per_channel and q.kind not in ("conv2d", "depthwise_conv2d", "fully_connected"):
-        return [f"per-axis quantization is only supported for CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED, not {q.tflite_name}"]
+        return [
+            "per-axis quantization is only supported for CONV_2D, DEPTHWISE_CONV_2D and "
+            f"FULLY_CONNECTED, not {q.tflite_name}"
+        ]
     return []
 
 
@@ -208,11 +231,15 @@ class EthosUBackend(NpuBackend):
 
     def options_schema(self):
         return {
-            "accelerator_config": OptionSpec("ethos-u55-128", allowed=ACCELERATOR_CONFIGS, help="Ethos-U configuration"),
+            "accelerator_config": OptionSpec(
+                "ethos-u55-128", allowed=ACCELERATOR_CONFIGS, help="Ethos-U configuration"
+            ),
         }
 
     def layer_support(self):
-        return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535))
+        return LayerSupport(
+            CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535)
+        )
 
 
 plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, EthosUBackend)

@@ -1,4 +1,5 @@
-"""The CPU host backend: quantized operators as exact integer kernels, the rest through TVM, for llvm."""
+"""The CPU host backend: quantized operators as exact integer kernels, the rest through TVM, for
+llvm."""
 from tvm_ethos.backends.base import BACKEND_API_VERSION, Plugin
 from tvm_ethos.backends.host_common import HostBackend
 
