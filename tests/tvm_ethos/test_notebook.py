@@ -5,8 +5,12 @@ import time
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat", reason="nbformat not installed (pip install -e '.[test]')")
-nbclient = pytest.importorskip("nbclient", reason="nbclient not installed (pip install -e '.[test]')")
+nbformat = pytest.importorskip(
+    "nbformat", reason="nbformat not installed (pip install -e '.[test]')"
+)
+nbclient = pytest.importorskip(
+    "nbclient", reason="nbclient not installed (pip install -e '.[test]')"
+)
 pytest.importorskip("ipykernel", reason="ipykernel not installed (pip install -e '.[test]')")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -19,18 +23,23 @@ def executed(models_dir):
     for cell in nb.cells:  # the shipped notebook carries no outputs; the test makes them
         if cell.cell_type == "code":
             assert not cell.outputs, "commit the notebook with its outputs cleared"
-    env_before = os.environ.get("TVM_ETHOS_MODELS")
-    os.environ["TVM_ETHOS_MODELS"] = str(models_dir.resolve())
+    # The kernel imports this checkout's planner and tvm_ethos (not an installed copy's) and
+    # reads the models the models_dir fixture names.
+    path = os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))
+    env = {"TVM_ETHOS_MODELS": str(models_dir.resolve()), "PYTHONPATH": path}
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     t0 = time.perf_counter()
     try:
         nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
                                 resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}
                                 ).execute()
     finally:
-        if env_before is None:
-            os.environ.pop("TVM_ETHOS_MODELS", None)
-        else:
-            os.environ["TVM_ETHOS_MODELS"] = env_before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return nb, time.perf_counter() - t0
 
 
