@@ -1,6 +1,7 @@
 """Feature-map addressing: NHWC and NHCWB16, strides and the four tiles."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ethosu_stream import Memory
 from ethosu_stream.feature_map import FeatureMap

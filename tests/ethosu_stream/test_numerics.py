@@ -1,10 +1,11 @@
 """Rounding, the bias stream and the weight decode, each against an independent statement of
 the rule (Python integers, Vela's own encoders)."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
-
 from ethosu.mlw_codec import reorder_encode
 from ethosu.vela.weight_compressor import encode_bias
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ethosu_stream import rounding
 from ethosu_stream.bias import decode_bias_stream
 from ethosu_stream.weights import decode_weights
@@ -33,14 +34,18 @@ def test_natural_rounds_half_up(acc, multiplier, shift):
 def test_bias_stream_round_trips_vela_encoding(entries):
     raw = b"".join(bytes(encode_bias(np.int64(b), s, sh)) for b, s, sh in entries)
     dec = decode_bias_stream(np.frombuffer(raw, np.uint8), len(entries))
-    assert [(int(b), int(s), int(sh)) for b, s, sh in zip(dec.bias, dec.scale, dec.shift)] == entries
+    assert [
+        (int(b), int(s), int(sh)) for b, s, sh in zip(dec.bias, dec.scale, dec.shift)
+    ] == entries
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 40), st.sampled_from([1, 3]), st.sampled_from([1, 3]), st.integers(1, 40),
        st.sampled_from([8, 16, 32]), st.booleans(), st.sampled_from([(8, 8), (4, 8)]),
        st.integers(0, 2**32 - 1))
-def test_weights_decode_to_what_vela_encoded(ofm, kh, kw, ifm, block_depth, part_kernel, ublocks, seed):
+def test_weights_decode_to_what_vela_encoded(
+    ofm, kh, kw, ifm, block_depth, part_kernel, ublocks, seed
+):
     w = np.random.RandomState(seed % 2**31).randint(-255, 256, (ofm, kh, kw, ifm)).astype(np.int16)
     encoded, _ = reorder_encode(ublocks[0], ublocks[1], w, block_depth, False, part_kernel, 8, 8, 8)
     got = decode_weights(bytes(encoded), w.shape, ifm_ublock=ublocks[0], ofm_ublock=ublocks[1],

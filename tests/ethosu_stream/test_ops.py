@@ -3,9 +3,10 @@ the model and compared with plain-loop references: strides, padding, NHWC/NHCWB1
 IFM, per-channel scales, pooling, elementwise with broadcast and scalars, clamps."""
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
-
 from ethosu.vela import api
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from ethosu_stream import Memory, run_stream
 
 from .reference import from_nhcwb16, nhcwb16_bytes, nhwc_bytes, tflite_multiply
@@ -99,7 +100,9 @@ def test_conv_matches_a_plain_loop(depthwise, data):
     encoded = api.npu_encode_weights(ACC, wts, (1, 1), 8, op.block_config.depth, depthwise,
                                      api.NpuBlockTraversal.DEPTH_FIRST if depthwise
                                      else op.block_traversal)
-    biases = b"".join(bytes(api.npu_encode_bias(np.int64(b), m, s)) for b, (m, s) in zip(bias, scales))
+    biases = b"".join(
+        bytes(api.npu_encode_bias(np.int64(b), m, s)) for b, (m, s) in zip(bias, scales)
+    )
     biases += bytes(-len(biases) % 16)
     flash = bytes(encoded) + biases
     op.weights = [api.NpuAddressRange(FLASH, 0, len(encoded))]
@@ -109,13 +112,21 @@ def test_conv_matches_a_plain_loop(depthwise, data):
     scratch[: raw.size] = raw
     mem = Memory({FLASH: flash, SCRATCH: scratch})
     stats = run_stream(api.npu_generate_register_command_stream([op], ACC), mem, ACC_NAME)
-    want = _conv_reference(x, zp_in, wts, bias, scales, zp_out, stride, top, left, oh, ow, depthwise)
+    want = _conv_reference(
+        x, zp_in, wts, bias, scales, zp_out, stride, top, left, oh, ow, depthwise
+    )
     assert np.array_equal(_read_ofm(mem, oh, ow, cout, out16), want)
     assert stats.macs == oh * ow * cout * k * k * (1 if depthwise else cin)
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(2, 8), st.integers(1, 7), st.integers(1, 30), st.booleans(), st.integers(0, 2**31 - 1))
+@given(
+    st.integers(2, 8),
+    st.integers(1, 7),
+    st.integers(1, 30),
+    st.booleans(),
+    st.integers(0, 2**31 - 1),
+)
 def test_tiled_ifm_max_pool_with_padding(h, split, c, out16, seed):
     """A 3x3/1 max pool, SAME padding, IFM in two tiles (rows from ``split`` live elsewhere)."""
     split = min(split, h - 1)

@@ -1,9 +1,10 @@
 """Decoding and the errors bad streams end in."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0, cmd1
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ethosu_stream import Memory, RegisterState, StreamError, decode_stream, run_stream
 
 from .streams import c0, c1, dma, stop
@@ -27,7 +28,9 @@ def _words(cmds):
 @given(st.lists(commands, max_size=30))
 def test_decode_recovers_every_command(cmds):
     decoded = decode_stream(_words(cmds))
-    assert [(c.name.startswith("NPU_SET") and c.name) for c in decoded[:-1]] == [n for _, n, _, _ in cmds]
+    assert [(c.name.startswith("NPU_SET") and c.name) for c in decoded[:-1]] == [
+        n for _, n, _, _ in cmds
+    ]
     for c, (kind, name, param, payload) in zip(decoded, cmds):
         assert (c.is_cmd1, c.param) == (kind == 1, param)
         if kind:
@@ -93,7 +96,9 @@ def test_address_past_a_region_end_names_the_command():
 
 
 def test_unmapped_region_names_the_command():
-    with pytest.raises(StreamError, match=r"command #5 \(NPU_OP_DMA_START\): region 5 is not mapped"):
+    with pytest.raises(
+        StreamError, match=r"command #5 \(NPU_OP_DMA_START\): region 5 is not mapped"
+    ):
         run_stream(dma(5, 0, 1, 0, 8) + stop(), Memory({1: 64}))
 
 
@@ -108,6 +113,7 @@ def test_operation_on_an_unmapped_ifm_region_is_one_error():
 @given(st.lists(commands, max_size=30))
 def test_driver_payload_yields_the_stream_vela_wrapped(cmds):
     from ethosu.vela.api import NpuAccelerator, npu_create_driver_payload
+
     from ethosu_stream.tflite_custom_op import command_words
 
     words = _words(cmds)

@@ -150,7 +150,11 @@ def test_a_stream_with_a_short_flash_names_the_command(vela_out):
         short.run([_input(data, 0)], "ethos-u55-128")
 
 
-@settings(max_examples=int(__import__("os").environ.get("STREAM_FUZZ_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(__import__("os").environ.get("STREAM_FUZZ_EXAMPLES", 40)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 2**32 - 1), st.booleans()),
                 min_size=1, max_size=3))
 def test_a_corrupted_vela_stream_runs_or_names_a_command(vela_out, edits):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import tflite_builder as B
 from conftest import oracle
+
 from ethosu_stream.tflite_custom_op import run_vela_model
 
 VELA = Path(sys.executable).parent / "vela"

@@ -168,7 +168,8 @@ class Targets:
         if mode == "crash":                   # a segfault, as a bad C extension would cause
             import ctypes
             ctypes.string_at(0)
-        elif mode == "hang":                  # stuck in C: SIGALRM is blocked, only the parent can act
+        elif mode == "hang":
+            # stuck in C: SIGALRM is blocked, only the parent can act
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
             time.sleep(3600)
         elif mode == "slow":                  # stuck in Python: the in-process guard fires

@@ -27,8 +27,13 @@ from planner.api import plan
 from planner.errors import PlannerError
 from planner.proposals import Proposal, ProposalSearch
 from planner.simulate import simulate
-from tests.helpers.planner_strategies import (BUDGETS, DEVICES, device, planner_graphs,
-                                              planner_options)
+from tests.helpers.planner_strategies import (
+    BUDGETS,
+    DEVICES,
+    device,
+    planner_graphs,
+    planner_options,
+)
 
 EXAMPLES = int(os.environ.get("PLANNER_FUZZ_EXAMPLES", "600"))
 RANDOM = bool(os.environ.get("PLANNER_FUZZ_RANDOM"))
@@ -108,7 +113,10 @@ def test_planner_fuzz(graph, dev_name, io, options, budget_spec, as_text):
     event(f"parts: {len(graph.parts) // 3 * 3}-{len(graph.parts) // 3 * 3 + 2}")
     event(f"kinds: {len({p.kind for p in graph.parts})} distinct")
     search = ProposalSearch(graph, dev, options, workers=1)
-    event(f"frontier points: {'1' if len(search.frontier) == 1 else '2-9' if len(search.frontier) < 10 else '10+'}")
+    event(
+        "frontier points: "
+        f"{'1' if len(search.frontier) == 1 else '2-9' if len(search.frontier) < 10 else '10+'}"
+    )
     front = search.frontier
     assert front, "empty frontier"
     assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(front, front[1:])), front
@@ -133,9 +141,9 @@ def test_planner_fuzz(graph, dev_name, io, options, budget_spec, as_text):
 
 # ------------------------------------------------------------------ the checker can fail
 def test_check_proposal_catches_broken_proposals():
-    from tests.helpers.simple_device import simple_device
     from planner import parts
     from planner.graph import GraphBuilder
+    from tests.helpers.simple_device import simple_device
 
     b = GraphBuilder("t")
     x = b.input("x", (1, 16, 16, 4))

@@ -35,9 +35,9 @@ import pytest
 pytest.importorskip("pyopencl")
 
 import pyopencl as cl  # noqa: E402
+from graph_builder import Graph  # noqa: E402
 
 import tvm_ethos  # noqa: E402
-from graph_builder import Graph  # noqa: E402
 from tvm_ethos.errors import TvmEthosError  # noqa: E402
 from tvm_ethos.runtime.allocators import AllocationError, MemorySource, aligned_copy  # noqa: E402
 from tvm_ethos.runtime.executor import Executor, InferenceError, shared_opencl_device  # noqa: E402
@@ -352,7 +352,10 @@ def test_load_unload_cycles_do_not_leak(net, oracle):
     check(cycle(), ref)
     gc.collect()
     d_rss, d_fd = rss() - rss0, fds() - fd0
-    print(f"\n{n} load/unload cycles: {per * 1e3:.2f} ms each, RSS {d_rss / 1024:+.0f} KiB, fds {d_fd:+d}")
+    print(
+        f"\n{n} load/unload cycles: {per * 1e3:.2f} ms each, RSS {d_rss / 1024:+.0f} KiB, fds "
+        f"{d_fd:+d}"
+    )
     assert d_fd <= FD_TOLERANCE, f"{d_fd} fds leaked over {n} cycles"
     assert d_rss <= RSS_TOLERANCE, f"RSS grew {d_rss / 1024:.0f} KiB over {n} cycles"
 
@@ -378,8 +381,11 @@ def test_many_inferences_on_one_network_do_not_leak(net, oracle):
             assert ex.last_run_stats.allocations == 0
         gc.collect()
         d_rss, d_fd = rss() - rss0, fds() - fd0
-        print(f"\n{m} inferences: {per * 1e3:.3f} ms each, RSS {d_rss / 1024:+.0f} KiB, fds {d_fd:+d}")
-        assert live(ex) == steady and ex.memory_stats() == stats0  # nothing allocated after the first
+        print(
+            f"\n{m} inferences: {per * 1e3:.3f} ms each, RSS {d_rss / 1024:+.0f} KiB, fds {d_fd:+d}"
+        )
+        # nothing allocated after the first
+        assert live(ex) == steady and ex.memory_stats() == stats0
         assert d_fd <= FD_TOLERANCE, f"{d_fd} fds leaked over {m} inferences"
         assert d_rss <= RSS_TOLERANCE, f"RSS grew {d_rss / 1024:.0f} KiB over {m} inferences"
     finally:

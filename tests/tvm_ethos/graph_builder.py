@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import tflite
-
 from tflite_builder import ACT, BO, BOPT, T, serialize
 
 
@@ -26,7 +25,9 @@ class Graph:
 
     def _act(self, shape) -> int:
         rs = self.rs
-        return self._add(T(list(shape), "int8", scale=rs.uniform(0.02, 0.1), zp=int(rs.randint(-20, 20))))
+        return self._add(
+            T(list(shape), "int8", scale=rs.uniform(0.02, 0.1), zp=int(rs.randint(-20, 20)))
+        )
 
     def shape(self, t: int) -> tuple:
         return tuple(self.tensors[t].shape)
@@ -37,7 +38,9 @@ class Graph:
         return t
 
     # ---- operators
-    def conv2d(self, x, cout, kernel=(3, 3), stride=(1, 1), padding="SAME", act=None, depthwise=False):
+    def conv2d(
+        self, x, cout, kernel=(3, 3), stride=(1, 1), padding="SAME", act=None, depthwise=False
+    ):
         rs = self.rs
         n, h, w, cin = self.shape(x)
         xs = self.tensors[x].scale[0]
@@ -49,8 +52,15 @@ class Graph:
         wsc = rs.uniform(0.002, 0.02, size=cout).astype(np.float32)
         wt = self._add(T(wshape, "int8", scale=wsc, zp=np.zeros(cout, np.int64),
                          data=rs.randint(-127, 128, size=wshape).astype(np.int8), axis=qaxis))
-        bias = self._add(T([cout], "int32", scale=(xs * wsc).astype(np.float32), zp=np.zeros(cout, np.int64),
-                           data=rs.randint(-2000, 2000, size=cout).astype(np.int32)))
+        bias = self._add(
+            T(
+                [cout],
+                "int32",
+                scale=(xs * wsc).astype(np.float32),
+                zp=np.zeros(cout, np.int64),
+                data=rs.randint(-2000, 2000, size=cout).astype(np.int32),
+            )
+        )
         if padding == "SAME":
             oh, ow = -(-h // stride[0]), -(-w // stride[1])
         else:
@@ -92,8 +102,15 @@ class Graph:
             tflite.MulOptionsAddFusedActivationFunction(bd, ACT[act])
             return tflite.MulOptionsEnd(bd)
 
-        self.ops.append((BO.ADD if kind == "add" else BO.MUL, BOPT.AddOptions if kind == "add" else BOPT.MulOptions,
-                         opts, [a, b], [y]))
+        self.ops.append(
+            (
+                BO.ADD if kind == "add" else BO.MUL,
+                BOPT.AddOptions if kind == "add" else BOPT.MulOptions,
+                opts,
+                [a, b],
+                [y],
+            )
+        )
         return y
 
     def add(self, a, b, act=None):
@@ -119,7 +136,15 @@ class Graph:
             tflite.Pool2DOptionsAddFusedActivationFunction(b, 0)
             return tflite.Pool2DOptionsEnd(b)
 
-        self.ops.append((BO.AVERAGE_POOL_2D if kind == "avg" else BO.MAX_POOL_2D, BOPT.Pool2DOptions, opts, [x], [y]))
+        self.ops.append(
+            (
+                BO.AVERAGE_POOL_2D if kind == "avg" else BO.MAX_POOL_2D,
+                BOPT.Pool2DOptions,
+                opts,
+                [x],
+                [y],
+            )
+        )
         return y
 
     def mean(self, x):

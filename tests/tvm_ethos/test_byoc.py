@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import model_path, oracle, random_inputs
 
 import tvm_ethos
-from conftest import model_path, oracle, random_inputs
 
 MODELS = ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96",
           pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow)]

@@ -345,7 +345,10 @@ def test_demo_check_fails_when_an_output_is_perturbed(tmp_path):
     ref = demo.tflite_reference(model, list(inputs.values()))
     out = tmp_path / "output.npz"
     np.savez(out, **{f"output_{i}": r for i, r in enumerate(ref)})
-    assert demo.check_outputs(model, inputs, str(out)) == (True, ["output 0: bit-exact: yes (10 values)"])
+    assert demo.check_outputs(model, inputs, str(out)) == (
+        True,
+        ["output 0: bit-exact: yes (10 values)"],
+    )
     bad = ref[0].copy()
     bad.flat[3] = bad.flat[3] + 1 if bad.flat[3] < 127 else bad.flat[3] - 1
     np.savez(out, output_0=bad)
@@ -396,6 +399,7 @@ def test_planner_word_and_bool_options(text, value):
     """lockstep_rolling takes a word besides True/False: the compile path's default
     "prologue" must be reachable from the command line, and booleans still parse."""
     import argparse
+
     from tvm_ethos.cli import add_planner_arguments, planner_options
     p = argparse.ArgumentParser()
     add_planner_arguments(p)

@@ -3,9 +3,9 @@ bit-exact outputs under the chosen schedules, and errors that stop compilation."
 import time
 
 import pytest
+from conftest import assert_bit_exact, model_path
 
 import tvm_ethos
-from conftest import assert_bit_exact, model_path
 from tvm_ethos.lower import cascade
 
 U55 = "ethos-u,llvm"
@@ -136,8 +136,12 @@ def test_memory_pools_map_to_planner_regions():
     fast = ProposalSearch(g, base, o).select(None).cycles
     assert slow > fast
     assert cascade._budget(opts, dev) == (200 * 1024, "the sram size given for this target")
-    assert cascade._budget(cascade.planning_options({"budget": "100KiB",
-                                                     "memory_pools": "sram:200KiB"}), dev)[0] == 102400
+    assert (
+        cascade._budget(
+            cascade.planning_options({"budget": "100KiB", "memory_pools": "sram:200KiB"}), dev
+        )[0]
+        == 102400
+    )
 
 
 def test_devices_follow_the_target_options():

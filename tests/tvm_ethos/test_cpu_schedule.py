@@ -2,12 +2,12 @@
 TFLite's reference kernels for any convolution geometry, and actually parallel and vectorized."""
 import numpy as np
 import pytest
+import tflite_builder as tb
+from conftest import assert_bit_exact
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tflite_builder as tb
 import tvm_ethos
-from conftest import assert_bit_exact
 from tvm_ethos.lower import cpu_schedule
 
 

@@ -1,11 +1,17 @@
 """Bad input gives a clear tvm-ethos error naming the problem, never a raw TVM traceback."""
 import numpy as np
 import pytest
-
 import tflite_builder as tb
-import tvm_ethos
 from conftest import model_path
-from tvm_ethos.errors import ModelLoadError, OptionError, TargetError, TvmEthosError, UnsupportedModelError
+
+import tvm_ethos
+from tvm_ethos.errors import (
+    ModelLoadError,
+    OptionError,
+    TargetError,
+    TvmEthosError,
+    UnsupportedModelError,
+)
 
 
 def test_not_a_model(tmp_path):

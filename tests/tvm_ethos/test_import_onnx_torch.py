@@ -59,8 +59,13 @@ def qdq_conv_add_mul(rs):
         n("QuantizeLinear", ["m", "s_o", "z_o"], ["mq"]),
         n("DequantizeLinear", ["mq", "s_o", "z_o"], ["out"]),
     ]
-    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    g = helper.make_graph(
+        nodes,
+        "qdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])],
+        inits,
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m)
     return m
@@ -137,7 +142,8 @@ def test_torch_float_model_compiles_for_ethos_u_on_the_host():
     cm = tvm_ethos.compile(mod, target="ethos-u,llvm")
     rep = cm.partition_report
     assert rep.summary() == {"llvm": len(rep.operators)} and len(rep.operators) >= 5
-    for op in rep.operators:  # float operators: TVM's own lowering on the host, and the report says why
+    # float operators: TVM's own lowering on the host, and the report says why
+    for op in rep.operators:
         assert op.via == "tvm"
         reasons = op.rejections["ethos-u"]
         assert reasons == ["not a quantized operator (no QDQ pattern matches)"] or \

@@ -1,14 +1,15 @@
 """MEAN (global average over H and W) and AVERAGE_POOL_2D bit-exact with TFLite's reference
 kernels over random quantization parameters (input/output scale and zero point differing or
 equal), alone and after a convolution."""
+import graph_builder as gb
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
-import graph_builder as gb
 import tflite_builder as tb
-import tvm_ethos
 from conftest import oracle
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
 from tvm_ethos.lower.quant import mbqm_np
 from tvm_ethos.lower.te_ops import mean_multiplier
 
@@ -18,14 +19,21 @@ SHAPES = [(1, 7, 7), (1, 3, 3), (1, 5, 4), (1, 8, 8), (1, 2, 6), (1, 1, 1)]
 def mean_model(shape, in_q, out_q, keep_dims=True):
     x = tb.T(shape, "int8", scale=in_q[0], zp=in_q[1])
     axis = tb.T([2], "int32", data=np.array([1, 2], np.int32))
-    y = tb.T([shape[0], 1, 1, shape[3]] if keep_dims else [shape[0], shape[3]], "int8", scale=out_q[0], zp=out_q[1])
+    y = tb.T(
+        [shape[0], 1, 1, shape[3]] if keep_dims else [shape[0], shape[3]],
+        "int8",
+        scale=out_q[0],
+        zp=out_q[1],
+    )
 
     def opts(b):
         tb.tflite.ReducerOptionsStart(b)
         tb.tflite.ReducerOptionsAddKeepDims(b, keep_dims)
         return tb.tflite.ReducerOptionsEnd(b)
 
-    return tb.build([x, axis, y], [0], [2], tb.BO.MEAN, tb.BOPT.ReducerOptions, opts, op_inputs=[0, 1])
+    return tb.build(
+        [x, axis, y], [0], [2], tb.BO.MEAN, tb.BOPT.ReducerOptions, opts, op_inputs=[0, 1]
+    )
 
 
 def random_quant(rs, equal):
@@ -131,7 +139,9 @@ def test_avg_pool_random_quant(seed):
         tb.tflite.Pool2DOptionsAddStrideH(b, stride[0])
         tb.tflite.Pool2DOptionsAddFilterWidth(b, size[1])
         tb.tflite.Pool2DOptionsAddFilterHeight(b, size[0])
-        tb.tflite.Pool2DOptionsAddFusedActivationFunction(b, tb.ACT["relu" if seed % 3 == 0 else None])
+        tb.tflite.Pool2DOptionsAddFusedActivationFunction(
+            b, tb.ACT["relu" if seed % 3 == 0 else None]
+        )
         return tb.tflite.Pool2DOptionsEnd(b)
 
     model = tb.build([x, y], [0], [1], tb.BO.AVERAGE_POOL_2D, tb.BOPT.Pool2DOptions, opts)

@@ -2,9 +2,9 @@
 import time
 
 import pytest
+from conftest import assert_bit_exact, model_path
 
 import tvm_ethos
-from conftest import assert_bit_exact, model_path
 
 TARGETS = ["ethos-n,llvm", "ethos-u,llvm", "llvm"]
 MODELS = [
@@ -15,7 +15,12 @@ MODELS = [
 ]
 
 # operators per model (CONV_2D, DEPTHWISE, pools, FC, ADD, MEAN, RESHAPE, SOFTMAX ...)
-EXPECTED_TOTAL = {"ds_cnn_kws": 12, "resnet8_cifar": 15, "mobilenet_v1_0.25_96": 31, "mobilenet_v1_1.0_224": 31}
+EXPECTED_TOTAL = {
+    "ds_cnn_kws": 12,
+    "resnet8_cifar": 15,
+    "mobilenet_v1_0.25_96": 31,
+    "mobilenet_v1_1.0_224": 31,
+}
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -8,9 +8,9 @@ import json
 import re
 
 import pytest
+from conftest import model_path
 
 import tvm_ethos
-from conftest import model_path
 from planner.api import plan
 from planner.options import PlannerOptions
 from tvm_ethos.lower import cascade
@@ -115,6 +115,7 @@ def test_compile_help_shows_no_default_it_refuses():
 
 def test_both_clis_have_the_same_planner_flags_with_help():
     import argparse
+
     from planner.__main__ import _parser
     from tvm_ethos.cli import build_parser
 
@@ -143,8 +144,8 @@ def test_default_budget_is_the_systems_sram(budget, expected):
 
 
 def test_default_budget_too_small_says_whose_it_is():
-    from planner.errors import PlannerError
     from planner.devices import get_device
+    from planner.errors import PlannerError
     dev = get_device("ethos-u65-256", sram_size=4096)
     with pytest.raises(PlannerError, match=r"the sram size given for this target; give a "
                                            r"budget"):

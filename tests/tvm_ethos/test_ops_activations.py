@@ -7,13 +7,13 @@ without the reference resolver, while XNNPack's float-based int8 leaky relu diff
 what the NPU emulator reproduces), so the tests use the resolvers without XNNPack."""
 import numpy as np
 import pytest
+import tflite_builder as tb
+from conftest import assert_bit_exact, oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tvm import relax
 
-import tflite_builder as tb
 import tvm_ethos
-from conftest import assert_bit_exact, oracle
 from planner import parts as P
 from planner.graph import Tensor
 from tvm_ethos.lower.quant import leaky_relu_lut, logistic_lut, softmax_np, tanh_lut
@@ -57,8 +57,14 @@ def test_round_half_away_is_c_roundf(v):
 
 # ------------------------------------------------------------------ tables vs the interpreter
 @settings(max_examples=30, deadline=None)
-@given(kind=st.sampled_from(["sigmoid", "tanh", "leaky_relu"]), s_in=scales, z_in=zero_points,
-       s_out=scales, z_out=zero_points, alpha=st.floats(0.0, 3.0).map(lambda v: float(np.float32(v))))
+@given(
+    kind=st.sampled_from(["sigmoid", "tanh", "leaky_relu"]),
+    s_in=scales,
+    z_in=zero_points,
+    s_out=scales,
+    z_out=zero_points,
+    alpha=st.floats(0.0, 3.0).map(lambda v: float(np.float32(v))),
+)
 def test_table_matches_interpreter_on_every_code(kind, s_in, z_in, s_out, z_out, alpha):
     # LOGISTIC's int8 kernel requires its output quantization; TANH and LEAKY_RELU take any
     out_q = tb.ACTIVATION_OUT_Q["sigmoid"] if kind == "sigmoid" else (s_out, z_out)
@@ -67,7 +73,9 @@ def test_table_matches_interpreter_on_every_code(kind, s_in, z_in, s_out, z_out,
     for resolver in ("BUILTIN_REF", "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):
         want = _interpreter(model, ALL_CODES.reshape(1, 256), resolver).ravel()
         bad = np.flatnonzero(table != want)
-        assert bad.size == 0, f"{resolver}: codes {ALL_CODES[bad][:5]} give {table[bad][:5]}, want {want[bad][:5]}"
+        assert bad.size == 0, (
+            f"{resolver}: codes {ALL_CODES[bad][:5]} give {table[bad][:5]}, want {want[bad][:5]}"
+        )
 
 
 @settings(max_examples=30, deadline=None)
@@ -144,7 +152,9 @@ def test_ethos_n_tanh_needs_its_output_quantization():
     op = _only(tvm_ethos.partition_report(tvm_ethos.load_model(model), "ethos-n,llvm"))
     assert op.placed_on == "llvm" and op.via == "kernel"
     assert op.rejections["ethos-n"] == [
-        "tanh output quantization (scale 0.01, zero point 5); Ethos-N needs scale 1/128, zero point 0"]
+        "tanh output quantization (scale 0.01, zero point 5); Ethos-N needs scale 1/128, zero "
+        "point 0"
+    ]
 
 
 def test_ethos_n_sigmoid_needs_its_output_quantization():
@@ -163,7 +173,9 @@ def test_leaky_relu_alpha_on_ethos_n(alpha, on_n):
         assert op.placed_on == "ethos-n"
     else:
         assert op.placed_on == "llvm"
-        assert op.rejections["ethos-n"] == [f"leaky relu alpha {alpha:g}; Ethos-N needs 0 < alpha < 1"]
+        assert op.rejections["ethos-n"] == [
+            f"leaky relu alpha {alpha:g}; Ethos-N needs 0 < alpha < 1"
+        ]
     # Vela lists LEAKY_RELU without an alpha constraint
     assert _only(tvm_ethos.partition_report(mod, "ethos-u,llvm")).placed_on == "ethos-u"
 
@@ -193,10 +205,15 @@ def test_softmax_not_over_the_last_axis_goes_to_tvm():
     x = relax.Var("x", relax.TensorType((1, 6, 4), "int8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            d = bb.emit(relax.op.dequantize(x, relax.const(0.05, "float32"), relax.const(0, "int32")))
+            d = bb.emit(
+                relax.op.dequantize(x, relax.const(0.05, "float32"), relax.const(0, "int32"))
+            )
             s = bb.emit(relax.op.nn.softmax(d, axis=1))
-            q = bb.emit_output(relax.op.quantize(s, relax.const(1 / 256, "float32"), relax.const(-128, "int32"),
-                                                 out_dtype="int8"))
+            q = bb.emit_output(
+                relax.op.quantize(
+                    s, relax.const(1 / 256, "float32"), relax.const(-128, "int32"), out_dtype="int8"
+                )
+            )
         bb.emit_func_output(q)
     rep = tvm_ethos.partition_report(bb.get(), "ethos-u,llvm")
     op = _only(rep)
@@ -210,8 +227,8 @@ def test_parts_of_an_activation_chain():
     identity propagator (planner.parts.unary) and the planner's softmax kind; tables are not
     Part inputs (Vela keeps LUTs in the NPU's LUT memory)."""
     from tvm_ethos.lower.codegen import lower_npu_subgraphs
-    from tvm_ethos.partition import partition
     from tvm_ethos.lower.part_matchers import match_subgraph
+    from tvm_ethos.partition import partition
 
     shape = [1, 4, 4, 8]
     ts = [tb.T(shape, "int8", scale=0.05, zp=3), tb.T(shape, "int8", scale=1 / 256, zp=-128),

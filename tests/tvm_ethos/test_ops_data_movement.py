@@ -4,12 +4,12 @@ against LiteRT's reference kernels on every target, and each NPU constraint send
 case to the host with its reason."""
 import numpy as np
 import pytest
+import tflite_builder as tb
+from conftest import assert_bit_exact
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tflite_builder as tb
 import tvm_ethos
-from conftest import assert_bit_exact
 
 TARGETS = ["ethos-u,llvm", "ethos-n,llvm", "llvm"]
 
@@ -17,19 +17,35 @@ TARGETS = ["ethos-u,llvm", "ethos-n,llvm", "llvm"]
 CASES = {
     "pad_hw": (lambda: tb.pad(), ("ethos-u", "llvm")),
     "padv2_constant": (lambda: tb.pad(constant=-7, q=(0.1, -5)), ("llvm", "llvm")),
-    "padv2_zero_point": (lambda: tb.pad(constant=3, paddings=((0, 0), (0, 1), (1, 0), (2, 1))), ("ethos-u", "llvm")),
+    "padv2_zero_point": (
+        lambda: tb.pad(constant=3, paddings=((0, 0), (0, 1), (1, 0), (2, 1))),
+        ("ethos-u", "llvm"),
+    ),
     "split_c": (lambda: tb.split(in_shape=(1, 3, 4, 32)), ("ethos-u", "ethos-n")),
     "split_h": (lambda: tb.split(in_shape=(1, 6, 4, 3), axis=1, num=3), ("ethos-u", "ethos-n")),
     "split_v_c": (lambda: tb.split_v(sizes=(3, 5)), ("ethos-u", "llvm")),
     "depth_to_space": (lambda: tb.depth_to_space(), ("llvm", "ethos-n")),
-    "depth_to_space_b3": (lambda: tb.depth_to_space(in_shape=(1, 2, 3, 18), block=3), ("llvm", "llvm")),
+    "depth_to_space_b3": (
+        lambda: tb.depth_to_space(in_shape=(1, 2, 3, 18), block=3),
+        ("llvm", "llvm"),
+    ),
     "nearest_2x": (lambda: tb.resize_nearest(), ("ethos-u", "ethos-n")),
-    "nearest_half_pixel": (lambda: tb.resize_nearest(in_shape=(1, 3, 5, 2), size=(6, 10), half_pixel=True),
-                           ("ethos-u", "ethos-n")),
-    "nearest_align_corners": (lambda: tb.resize_nearest(size=(7, 7), align_corners=True), ("ethos-u", "ethos-n")),
-    "nearest_down": (lambda: tb.resize_nearest(in_shape=(1, 7, 5, 3), size=(3, 4)), ("llvm", "llvm")),
-    "nearest_odd_up": (lambda: tb.resize_nearest(in_shape=(1, 3, 5, 3), size=(7, 11), half_pixel=True),
-                       ("llvm", "llvm")),
+    "nearest_half_pixel": (
+        lambda: tb.resize_nearest(in_shape=(1, 3, 5, 2), size=(6, 10), half_pixel=True),
+        ("ethos-u", "ethos-n"),
+    ),
+    "nearest_align_corners": (
+        lambda: tb.resize_nearest(size=(7, 7), align_corners=True),
+        ("ethos-u", "ethos-n"),
+    ),
+    "nearest_down": (
+        lambda: tb.resize_nearest(in_shape=(1, 7, 5, 3), size=(3, 4)),
+        ("llvm", "llvm"),
+    ),
+    "nearest_odd_up": (
+        lambda: tb.resize_nearest(in_shape=(1, 3, 5, 3), size=(7, 11), half_pixel=True),
+        ("llvm", "llvm"),
+    ),
 }
 
 
@@ -42,7 +58,9 @@ def test_bit_exact(case, target):
     want = "llvm" if target == "llvm" else on[target.startswith("ethos-n")]
     placed = {op.placed_on for op in cm.partition_report.operators}
     assert placed == {want}, cm.partition_report
-    assert all(op.via == ("kernel" if want == "llvm" else "npu") for op in cm.partition_report.operators)
+    assert all(
+        op.via == ("kernel" if want == "llvm" else "npu") for op in cm.partition_report.operators
+    )
     assert_bit_exact(cm, model, n_inputs=3, seed=11)
 
 
@@ -71,8 +89,11 @@ def test_import_refuses_what_would_be_wrong():
     """Cases TFLite's converter never writes and the code copy cannot reproduce: one line each."""
     from tvm_ethos.errors import UnsupportedModelError
 
-    with pytest.raises(UnsupportedModelError, match=r"operator 0 \(RESIZE_NEAREST_NEIGHBOR\): .*both "
-                       "align_corners and half_pixel_centers; TensorFlow refuses"):
+    with pytest.raises(
+        UnsupportedModelError,
+        match=r"operator 0 \(RESIZE_NEAREST_NEIGHBOR\): .*both "
+        "align_corners and half_pixel_centers; TensorFlow refuses",
+    ):
         tvm_ethos.load_model(tb.resize_nearest(size=(7, 7), align_corners=True, half_pixel=True))
     with pytest.raises(UnsupportedModelError, match=r"DEPTH_TO_SPACE with input quantization "
                        r"\(0.05.*, 3\) and output \(0.1.*, 3\): the operator copies int8 codes"):
@@ -115,8 +136,9 @@ def _reasons(model, target):
 
 
 def test_pad_constraints():
-    assert _reasons(tb.pad(in_shape=(1, 2, 3, 4), paddings=((1, 0), (1, 1), (0, 0), (0, 0))),
-                    "ethos-u,llvm") == [["batch padding (1, 0); the pad tensor can only pad height, width and depth"]]
+    assert _reasons(
+        tb.pad(in_shape=(1, 2, 3, 4), paddings=((1, 0), (1, 1), (0, 0), (0, 0))), "ethos-u,llvm"
+    ) == [["batch padding (1, 0); the pad tensor can only pad height, width and depth"]]
     assert _reasons(tb.pad(in_shape=(5, 6), paddings=((1, 1), (2, 0))), "ethos-u,llvm") == [
         ["padding of a 2-D tensor; the pad tensor must have the shape [3,2] or [4,2]"]]
     assert _reasons(tb.pad(constant=-7, q=(0.1, -5)), "ethos-u,llvm") == [
@@ -135,7 +157,9 @@ def test_split_constraints():
 
 
 def test_depth_to_space_constraints():
-    assert _reasons(tb.depth_to_space(), "ethos-u,llvm") == [["operator DEPTH_TO_SPACE is not supported"]]
+    assert _reasons(tb.depth_to_space(), "ethos-u,llvm") == [
+        ["operator DEPTH_TO_SPACE is not supported"]
+    ]
     assert _reasons(tb.depth_to_space(in_shape=(1, 2, 3, 18), block=3), "ethos-n,llvm") == [
         ["depth to space with block size 3; Ethos-N supports block size 2"]]
 
@@ -143,10 +167,16 @@ def test_depth_to_space_constraints():
 def test_resize_nearest_constraints():
     odd = tb.resize_nearest(in_shape=(1, 3, 5, 3), size=(7, 11))
     assert _reasons(odd, "ethos-u,llvm") == [
-        ["resize 3x5 -> 7x11 (align_corners=False); the scale must be 1x/2x/4x/8x, equal for height and width"]]
+        [
+            "resize 3x5 -> 7x11 (align_corners=False); the scale must be 1x/2x/4x/8x, equal for "
+            "height and width"
+        ]
+    ]
     assert _reasons(odd, "ethos-n,llvm") == [["resize 3x5 -> 7x11; Ethos-N resizes to 2n or 2n-1"]]
     # nearest has no half-pixel 2x-only rule on Ethos-U (that one is RESIZE_BILINEAR's)
-    assert _reasons(tb.resize_nearest(in_shape=(1, 2, 2, 3), size=(8, 8), half_pixel=True), "ethos-u,llvm") == [[]]
+    assert _reasons(
+        tb.resize_nearest(in_shape=(1, 2, 2, 3), size=(8, 8), half_pixel=True), "ethos-u,llvm"
+    ) == [[]]
     assert _reasons(tb.resize_nearest(size=(8, 7)), "ethos-n,llvm") == [
         ["resize to 8x7; Ethos-N needs height and width both odd or both even"]]
 
@@ -154,8 +184,8 @@ def test_resize_nearest_constraints():
 # ------------------------------------------------------------------ planner Parts
 def _parts(model, backend="ethos-u"):
     from tvm_ethos.lower.codegen import lower_npu_subgraphs
-    from tvm_ethos.partition import partition
     from tvm_ethos.lower.part_matchers import match_subgraph
+    from tvm_ethos.partition import partition
 
     mod = tvm_ethos.load_model(model)
     part = partition(mod, f"{backend},llvm")[0]
@@ -170,7 +200,9 @@ def test_pad_conv_parts():
 
     ((pad, conv),) = _parts(tb.pad_conv(np.random.RandomState(3)))
     assert (pad.kind, dict(pad.attrs)["pads"]) == ("pad", ((0, 0), (1, 1), (1, 1), (0, 0)))
-    assert pad.propagators == pp.pad("p", pad.inputs[0], ((0, 0), (1, 1), (1, 1), (0, 0))).propagators
+    assert (
+        pad.propagators == pp.pad("p", pad.inputs[0], ((0, 0), (1, 1), (1, 1), (0, 0))).propagators
+    )
     assert conv.kind == "conv2d" and conv.inputs[0] is pad.output
     # a 2-row output stripe of the conv needs 4 padded rows, i.e. input rows [-1, 3)
     rows = conv.propagators[0].apply_shape((1, 2, 6, 8))[1]
@@ -181,15 +213,25 @@ def test_split_parts_are_slices():
     from planner import parts as pp
 
     (s0, s1) = [p for (p,) in _parts(tb.split(in_shape=(1, 6, 4, 3), axis=1, num=2))]
-    assert [(p.kind, dict(p.attrs)["begin"]) for p in (s0, s1)] == [("slice", (0, 0, 0, 0)), ("slice", (0, 3, 0, 0))]
-    assert s1.propagators == pp.strided_slice("s", s1.inputs[0], (0, 3, 0, 0), (1, 3, 4, 3)).propagators
+    assert [(p.kind, dict(p.attrs)["begin"]) for p in (s0, s1)] == [
+        ("slice", (0, 0, 0, 0)),
+        ("slice", (0, 3, 0, 0)),
+    ]
+    assert (
+        s1.propagators
+        == pp.strided_slice("s", s1.inputs[0], (0, 3, 0, 0), (1, 3, 4, 3)).propagators
+    )
 
 
 def test_resize_nearest_part():
     from planner import parts as pp
 
     ((p,),) = _parts(tb.resize_nearest(in_shape=(1, 3, 5, 2), size=(6, 10)))
-    assert p.kind == "resize" and dict(p.attrs)["scale"] == (2, 2) and dict(p.attrs)["method"] == "nearest"
+    assert (
+        p.kind == "resize"
+        and dict(p.attrs)["scale"] == (2, 2)
+        and dict(p.attrs)["method"] == "nearest"
+    )
     assert p.propagators == pp.resize("r", p.inputs[0], (2, 2), "nearest").propagators
 
 
@@ -210,8 +252,12 @@ def test_depth_to_space_part():
 @given(ih=st.integers(1, 6), iw=st.integers(1, 6), oh=st.integers(1, 13), ow=st.integers(1, 13),
        mode=st.sampled_from([(False, False), (True, False), (False, True)]))
 def test_resize_nearest_any_size(ih, iw, oh, ow, mode):
-    model = tb.resize_nearest(in_shape=(1, ih, iw, 2), size=(oh, ow), align_corners=mode[0], half_pixel=mode[1])
-    assert_bit_exact(tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm"), model, n_inputs=1)
+    model = tb.resize_nearest(
+        in_shape=(1, ih, iw, 2), size=(oh, ow), align_corners=mode[0], half_pixel=mode[1]
+    )
+    assert_bit_exact(
+        tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm"), model, n_inputs=1
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -219,8 +265,9 @@ def test_resize_nearest_any_size(ih, iw, oh, ow, mode):
 def test_nearest_index_rule(i, o, ac, hp):
     """The integer expression of the index map equals the float32 table for every output index
     (the table itself is checked against LiteRT above)."""
-    from tvm.sym import Analyzer
     from tvm import tirx
+    from tvm.sym import Analyzer
+
     from tvm_ethos.lower.te_ops import _index_expr, nearest_source_index
 
     if ac and hp:
@@ -238,8 +285,9 @@ def test_nearest_index_rule(i, o, ac, hp):
 
 def test_index_select_chain():
     """A table no rational rule gives is a Select chain over its runs."""
-    from tvm.sym import Analyzer
     from tvm import tirx
+    from tvm.sym import Analyzer
+
     from tvm_ethos.lower.te_ops import _index_expr
 
     table = np.array([0, 0, 1, 3, 3, 4])

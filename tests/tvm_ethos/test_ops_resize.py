@@ -4,10 +4,10 @@ bit in every coordinate mode, and each NPU's resize constraints.
 The oracle is the reference resolver (conftest.oracle); the builtin kernels agree, XNNPack's
 float interpolation does not (it differs by one on a few elements) and is not the oracle."""
 import pytest
-
 import tflite_builder as tb
-import tvm_ethos
 from conftest import assert_bit_exact
+
+import tvm_ethos
 from tvm_ethos.lower.codegen import lower_npu_subgraphs
 from tvm_ethos.lower.part_matchers import match_subgraph
 from tvm_ethos.partition import partition
@@ -47,9 +47,12 @@ def _reasons(model, target):
 
 def test_resize_constraints():
     assert _reasons(tb.resize_bilinear(**CASES["downscale_host"]), "ethos-u,llvm") == [
-        "resize 5x3 -> 2x7 (align_corners=False); the scale must be 1x/2x/4x/8x, equal for height and width"]
-    assert _reasons(tb.resize_bilinear(in_shape=(1, 2, 2, 3), size=(8, 8), half_pixel=True), "ethos-u,llvm") == [
-        "half-pixel centres with 2x2 -> 8x8; only a 2x scale (or a 1x1 input)"]
+        "resize 5x3 -> 2x7 (align_corners=False); the scale must be 1x/2x/4x/8x, equal for height "
+        "and width"
+    ]
+    assert _reasons(
+        tb.resize_bilinear(in_shape=(1, 2, 2, 3), size=(8, 8), half_pixel=True), "ethos-u,llvm"
+    ) == ["half-pixel centres with 2x2 -> 8x8; only a 2x scale (or a 1x1 input)"]
     assert _reasons(tb.resize_bilinear(**CASES["4x"]), "ethos-n,llvm") == [
         "resize 2x3 -> 8x12; Ethos-N resizes to 2n or 2n-1"]
     assert _reasons(tb.resize_bilinear(in_shape=(1, 4, 4, 3), size=(8, 7)), "ethos-n,llvm") == [
@@ -70,7 +73,11 @@ def test_resize_part():
     (lw,) = lower_npu_subgraphs(partition(tvm_ethos.load_model(model), "ethos-u,llvm")[0]).values()
     (mp,) = match_subgraph(lw).parts
     p = mp.part
-    assert p.kind == "resize" and dict(p.attrs)["scale"] == (2, 2) and dict(p.attrs)["method"] == "bilinear"
+    assert (
+        p.kind == "resize"
+        and dict(p.attrs)["scale"] == (2, 2)
+        and dict(p.attrs)["method"] == "bilinear"
+    )
     assert p.output.shape == (1, 6, 10, 2)
     # any output row may read any input row: the whole (3, 5) input map for one output element
     assert tuple(p.propagators[0].apply_shape((1, 1, 1, 2))) == (1, 3, 5, 2)

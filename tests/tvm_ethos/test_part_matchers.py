@@ -3,10 +3,10 @@ index expressions, checked against the planner's hand-written constructors (plan
 
 import numpy as np
 import pytest
-
 import tflite_builder as tb
-import tvm_ethos
 from conftest import model_path
+
+import tvm_ethos
 from planner import parts as P
 from planner.graph import Tensor
 from planner.stripes import StripeConfig
@@ -146,8 +146,9 @@ def test_opaque_only_where_not_affine():
     for mp in m.parts:
         # SOFTMAX reads its input inside the exp-table gather: not affine, so whole-extent,
         # which is planner.tflite's opaque softmax dependence
-        assert all(mp.affine(k) for k in range(len(mp.part.inputs))) == (mp.part.kind != "softmax"), \
-            mp.part.name
+        assert all(mp.affine(k) for k in range(len(mp.part.inputs))) == (
+            mp.part.kind != "softmax"
+        ), mp.part.name
     # the graph is exactly the TE graph: one Part per feature-map ComputeOp, in block order
     assert [mp.root.op.name for mp in m.parts] == [t.op.name for t in lw.tensors.values()]
     assert m.graph.inputs[0].shape == (1, 96, 96, 3)
@@ -167,12 +168,18 @@ def test_non_affine_reads_fall_back_to_whole_extent():
                    name="y")
     (t, idx, aff), = stage_reads(y.op)
     assert t.op.name == "x"
-    assert aff[0] is not None and aff[0].get("i") == Fraction(2, 3) and aff[0].get("j") == Fraction(1, 6)
+    assert (
+        aff[0] is not None
+        and aff[0].get("i") == Fraction(2, 3)
+        and aff[0].get("j") == Fraction(1, 6)
+    )
     assert aff[1] is None
     prop = AccessMap(aff, {}).propagator(["i", "j"], (4, 6))
     assert prop.apply_shape((1, 1)) == (1, 6)      # one element; the floormod axis whole
     assert prop.apply_shape((6, 4)) == (Fraction(29, 6), 6)  # (4*5 + 3)/6 + 1 >= the 4 real rows
-    assert to_affine(tirx.floordiv(tirx.Var("v", "int32") * 2 + 3, 4)).coef == (("v", Fraction(1, 2)),)
+    assert to_affine(tirx.floordiv(tirx.Var("v", "int32") * 2 + 3, 4)).coef == (
+        ("v", Fraction(1, 2)),
+    )
     assert to_affine(tirx.floormod(tirx.Var("v", "int32"), 4)) is None
 
 

@@ -1,10 +1,10 @@
 """Partition decisions: what went where and, for each rejection, which constraint failed."""
 import numpy as np
+import tflite_builder as tb
+from conftest import assert_bit_exact, model_path
 from tvm import relax
 
-import tflite_builder as tb
 import tvm_ethos
-from conftest import assert_bit_exact, model_path
 from tvm_ethos.partition import partition
 
 
@@ -25,7 +25,9 @@ def test_ds_cnn_on_ethos_n_reasons():
     assert any("kernel 10x4" in r for r in first_conv.rejections["ethos-n"])
     assert all(op.placed_on == "ethos-n" for op in by_name["DEPTHWISE_CONV_2D"])
     assert by_name["AVERAGE_POOL_2D"][0].placed_on == "llvm"
-    assert any("3x3 stride 1 only" in r for r in by_name["AVERAGE_POOL_2D"][0].rejections["ethos-n"])
+    assert any(
+        "3x3 stride 1 only" in r for r in by_name["AVERAGE_POOL_2D"][0].rejections["ethos-n"]
+    )
     assert any("per-channel" in r for r in by_name["FULLY_CONNECTED"][0].rejections["ethos-n"])
     assert any("not supported" in r for r in by_name["SOFTMAX"][0].rejections["ethos-n"])
     text = str(rep)
@@ -39,7 +41,12 @@ def test_adjacent_npu_ops_form_one_subgraph():
     pmod = partition(mod, "ethos-u,llvm")[0]
     funcs = _codegen_funcs(pmod, "ethos-u")
     assert len(funcs) == 1  # convs + residual adds + pool + conv chain: one multi-layer subgraph
-    inner = [b for blk in funcs[0].body.blocks for b in blk.bindings if isinstance(b.value, relax.Function)]
+    inner = [
+        b
+        for blk in funcs[0].body.blocks
+        for b in blk.bindings
+        if isinstance(b.value, relax.Function)
+    ]
     assert len(inner) >= 10
     rep = tvm_ethos.partition_report(pmod)
     assert rep.summary()["ethos-u"] == len(inner)

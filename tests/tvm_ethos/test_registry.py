@@ -4,10 +4,10 @@ import textwrap
 
 import numpy as np
 import pytest
-
 import tflite_builder as tb
-import tvm_ethos
 from conftest import assert_bit_exact
+
+import tvm_ethos
 from tvm_ethos.backends import registry as R
 from tvm_ethos.backends.base import BACKEND_API_VERSION, Backend
 
@@ -22,7 +22,10 @@ class AcmeBackend(NpuBackend):
     backend_id = {bid!r}
 
     def layer_support(self):
-        return LayerSupport({{"conv2d": lambda q, o: [] if q.weights.shape[0] <= {kmax} else ["kernel too tall for acme"]}},
+        def conv2d(q, o):
+            return [] if q.weights.shape[0] <= {kmax} else ["kernel too tall for acme"]
+
+        return LayerSupport({{"conv2d": conv2d}},
                             common=lambda q, o: common_npu_checks(q, o))
 
     def optimize_subgraph(self, view, options=None):
@@ -43,7 +46,9 @@ def backend_factory():
 
 
 def write_plugin(path, bid, marker, version=BACKEND_API_VERSION, fail=False, kmax=7):
-    path.write_text(PLUGIN.format(bid=bid, marker=str(marker), version=tuple(version), fail=fail, kmax=kmax))
+    path.write_text(
+        PLUGIN.format(bid=bid, marker=str(marker), version=tuple(version), fail=fail, kmax=kmax)
+    )
 
 
 @pytest.fixture
@@ -57,9 +62,15 @@ def fresh_registry(monkeypatch):
 def test_builtins_registered_as_plugins(fresh_registry):
     reg = R.get_registry()
     assert {"ethos-n", "ethos-u", "llvm", "opencl"} <= set(reg.ids())
-    assert all("tvm_ethos.backends." in reg.source_of(b) for b in ("ethos-n", "ethos-u", "llvm", "opencl"))
+    assert all(
+        "tvm_ethos.backends." in reg.source_of(b) for b in ("ethos-n", "ethos-u", "llvm", "opencl")
+    )
     caps = reg.get("ethos-n").capabilities()
-    assert caps.fallback_import_memory_required and caps.is_npu and "dma_buf" in caps.import_memory_sources
+    assert (
+        caps.fallback_import_memory_required
+        and caps.is_npu
+        and "dma_buf" in caps.import_memory_sources
+    )
     assert reg.get("llvm").capabilities().is_host
     mm = reg.get("ethos-u").create_memory_manager()
     mm.acquire()
@@ -76,15 +87,30 @@ def test_version_rules(backend, host, ok):
     assert R.is_compatible_version(backend, host) is ok
 
 
-@pytest.mark.parametrize("name,ok", [
-    ("Arm_GpuAcc_backend.py", True), ("Arm_GpuAcc_backend.py.1", True), ("Arm_GpuAcc_backend.py.1.2.3", True),
-    ("Arm_GpuAcc_backend.py.10.1.27", True), ("Arm123_GpuAcc_backend.py", True), ("Arm_GpuAcc456_backend.py", True),
-    ("Arm_GpuAcc_backend.py.10.1.33.", False), ("Arm_GpuAcc_backend.py.3.4..5", False),
-    ("Arm_GpuAcc_backend.py.1,1.1", False), ("Arm%Co_GpuAcc_backend.py", False), ("Arm_Gpu.Acc_backend.py", False),
-    ("GpuAcc_backend.py", False), ("_GpuAcc_backend.py", False), ("Arm__backend.py", False),
-    ("Arm_GpuAcc.py", False), ("__backend.py", False), ("__.py", False), ("Arm_GpuAcc_backend", False),
-    ("Arm_GpuAcc_backend_v1.2.py", False),
-])
+@pytest.mark.parametrize(
+    "name,ok",
+    [
+        ("Arm_GpuAcc_backend.py", True),
+        ("Arm_GpuAcc_backend.py.1", True),
+        ("Arm_GpuAcc_backend.py.1.2.3", True),
+        ("Arm_GpuAcc_backend.py.10.1.27", True),
+        ("Arm123_GpuAcc_backend.py", True),
+        ("Arm_GpuAcc456_backend.py", True),
+        ("Arm_GpuAcc_backend.py.10.1.33.", False),
+        ("Arm_GpuAcc_backend.py.3.4..5", False),
+        ("Arm_GpuAcc_backend.py.1,1.1", False),
+        ("Arm%Co_GpuAcc_backend.py", False),
+        ("Arm_Gpu.Acc_backend.py", False),
+        ("GpuAcc_backend.py", False),
+        ("_GpuAcc_backend.py", False),
+        ("Arm__backend.py", False),
+        ("Arm_GpuAcc.py", False),
+        ("__backend.py", False),
+        ("__.py", False),
+        ("Arm_GpuAcc_backend", False),
+        ("Arm_GpuAcc_backend_v1.2.py", False),
+    ],
+)
 def test_file_name_rules(name, ok):
     assert R.is_valid_backend_file_name(name) is ok
 
@@ -98,7 +124,9 @@ def test_id_rules_and_duplicates(caplog):
     assert not reg.register(None, make)
     assert reg.register("Acme-1", make)
     assert not reg.register("Acme-1", make)
-    assert not reg.register("future", make, version=(BACKEND_API_VERSION[0], BACKEND_API_VERSION[1] + 1))
+    assert not reg.register(
+        "future", make, version=(BACKEND_API_VERSION[0], BACKEND_API_VERSION[1] + 1)
+    )
     assert not reg.register("old-major", make, version=(BACKEND_API_VERSION[0] + 1, 0))
     reasons = [r.reason for r in reg.rejected]
     assert any("invalid backend id" in r for r in reasons)
@@ -115,13 +143,16 @@ def test_third_party_from_path(tmp_path, monkeypatch, fresh_registry):
                  version=(BACKEND_API_VERSION[0], BACKEND_API_VERSION[1] + 1))
     write_plugin(tmp_path / "acme-bad-name_backend.py", "acme-x", bad_marker)
     (tmp_path / "Acme_Dangling_backend.py").symlink_to(tmp_path / "missing.py")
-    (tmp_path / "Acme_Link_backend.py").symlink_to(tmp_path / "Acme_Npu_backend.py")  # same file: once
+    # same file: once
+    (tmp_path / "Acme_Link_backend.py").symlink_to(tmp_path / "Acme_Npu_backend.py")
     monkeypatch.setenv(R.PATH_ENV, f"relative/dir:{tmp_path}:/does/not/exist")
     reg = R.get_registry()
     assert "acme-npu" in reg.ids()
     assert "acme-future" not in reg.ids() and "acme-x" not in reg.ids()
     reasons = " | ".join(r.reason for r in reg.rejected)
-    assert "not compatible" in reasons and "does not follow" in reasons and "does not exist" in reasons
+    assert (
+        "not compatible" in reasons and "does not follow" in reasons and "does not exist" in reasons
+    )
     assert not bad_marker.exists()  # a rejected backend is never loaded
 
     rs = np.random.RandomState(1)

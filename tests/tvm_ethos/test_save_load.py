@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import tvm
+from conftest import model_path, oracle, random_inputs
 from tvm import relax
 
 import tvm_ethos
-from conftest import model_path, oracle, random_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,5 +68,8 @@ def test_a_loaded_model_saves_the_same_bytes(tmp_path):
         loaded = tvm_ethos.load(tmp_path / name)
         again = open(loaded.save(tmp_path / ("again-" + name)), "rb").read()
         assert again == first
-        assert open(tvm_ethos.load(tmp_path / ("again-" + name)).save(tmp_path / name), "rb").read() == first
+        assert (
+            open(tvm_ethos.load(tmp_path / ("again-" + name)).save(tmp_path / name), "rb").read()
+            == first
+        )
     assert_bit_exact(loaded, model, n_inputs=1)

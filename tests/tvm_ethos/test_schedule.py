@@ -3,17 +3,17 @@
 import numpy as np
 import pytest
 import tvm
+from conftest import model_path
 
 import tvm_ethos
-from conftest import model_path
 from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
 from tvm_ethos.lower import schedule as S
 from tvm_ethos.lower.cascade import planning_device
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
-from tvm_ethos.lower.part_matchers import match_subgraph
 from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
+from tvm_ethos.lower.part_matchers import match_subgraph
 from tvm_ethos.partition import partition
 from tvm_ethos.targets import parse_targets
 
@@ -39,7 +39,9 @@ def subgraph(name, target="ethos-u,llvm"):
 def run(func, lw, xs):
     lib = tvm.tirx.build(tvm.IRModule({"main": func}), target="llvm", pipeline=PIPELINE_NAME)
     args = [tvm.runtime.tensor(x) for x in xs] + [tvm.runtime.tensor(c) for c in lw.consts]
-    outs = [tvm.runtime.tensor(np.zeros([int(s) for s in o.shape], str(o.dtype))) for o in lw.outputs]
+    outs = [
+        tvm.runtime.tensor(np.zeros([int(s) for s in o.shape], str(o.dtype))) for o in lw.outputs
+    ]
     lib(*(args + outs))
     return [o.numpy() for o in outs]
 
@@ -296,7 +298,9 @@ def test_ring_layout_and_scopes_in_the_tir():
         out = match.part(name).part.output.name
         assert shapes[out].scope == S.SRAM_SCOPE
         assert shapes[out].shape == tuple(cfg[out].buffer_shape)
-    assert all(b.shape in ((1,), (1, 1), (1, 1, 1, 1)) for b in res.buffers if b.scope == S.ACC_SCOPE)
+    assert all(
+        b.shape in ((1,), (1, 1), (1, 1, 1, 1)) for b in res.buffers if b.scope == S.ACC_SCOPE
+    )
     script = func.script()
     assert "global.npu_sram" in script and "% " in script
 

@@ -5,14 +5,18 @@ import struct
 import numpy as np
 import pytest
 import tflite
+import tflite_builder as tb
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import tflite_builder as tb
 from planner.errors import PlannerError
 from planner.tflite import load_tflite
-from planner.tflite_format import (TENSOR_TYPES, Truncated, check_external_buffer,
-                                   describe_decoding_error)
+from planner.tflite_format import (
+    TENSOR_TYPES,
+    Truncated,
+    check_external_buffer,
+    describe_decoding_error,
+)
 from tvm_ethos.errors import ModelLoadError
 from tvm_ethos.frontend.tflite_check import validate_tflite
 

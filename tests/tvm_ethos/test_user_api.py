@@ -2,9 +2,9 @@
 name, and a loaded package that keeps both."""
 import numpy as np
 import pytest
+from conftest import model_path, oracle, random_inputs
 
 import tvm_ethos
-from conftest import model_path, oracle, random_inputs
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,9 @@ def test_run_takes_a_dict_by_input_name(resnet8):
         assert np.array_equal(got, cm.run(x)[0])
         assert np.array_equal(got, oracle(path, [x])[0])
     assert np.array_equal(cm.start_async({name: xs[1]}).wait()[0], by_name[1])
-    with pytest.raises(tvm_ethos.TvmEthosError, match=r"unknown input name\(s\) 'nope'.* inputs are '"):
+    with pytest.raises(
+        tvm_ethos.TvmEthosError, match=r"unknown input name\(s\) 'nope'.* inputs are '"
+    ):
         cm.run({name: xs[0], "nope": xs[0]})
     with pytest.raises(tvm_ethos.TvmEthosError, match=rf"no array for input\(s\) '{name}'"):
         cm.run({})
@@ -108,16 +110,32 @@ def test_version_license_and_py_typed(capsys):
         assert "py.typed" in dist.package_data[pkg] and (root / pkg / "py.typed").is_file()
 
 
-@pytest.mark.parametrize("flags, shown, hidden", [([], [], ["INFO", "DEBUG"]),
-                                                  (["-v"], ["tvm_ethos.compiler: INFO: compiled for"], ["DEBUG"]),
-                                                  (["-vv"], ["INFO: compiled for", "DEBUG: partition:"], [])])
+@pytest.mark.parametrize(
+    "flags, shown, hidden",
+    [
+        ([], [], ["INFO", "DEBUG"]),
+        (["-v"], ["tvm_ethos.compiler: INFO: compiled for"], ["DEBUG"]),
+        (["-vv"], ["INFO: compiled for", "DEBUG: partition:"], []),
+    ],
+)
 def test_tvmc_verbose_turns_logging_on(tmp_path, capsys, flags, shown, hidden):
     from tvm_ethos.cli import main
 
     model = tmp_path / "m.tflite"
     model.write_bytes(_small_model())
-    rc = main([*flags, "compile", str(model), "--target", "ethos-u,llvm", "-o", str(tmp_path / "m.tar"),
-               "--no-progress", "--quiet"])
+    rc = main(
+        [
+            *flags,
+            "compile",
+            str(model),
+            "--target",
+            "ethos-u,llvm",
+            "-o",
+            str(tmp_path / "m.tar"),
+            "--no-progress",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 0, err
     assert all(s in err for s in shown) and not any(h in err for h in hidden), err
@@ -133,7 +151,9 @@ def test_old_tvmc_flags_get_one_line_saying_what_to_use(tmp_path, capsys, flag):
 
     model = tmp_path / "m.tflite"
     model.write_bytes(_small_model())
-    assert main(["compile", str(model), "--target", "ethos-u,llvm", f"{flag}=x", "--no-progress"]) == 2
+    assert (
+        main(["compile", str(model), "--target", "ethos-u,llvm", f"{flag}=x", "--no-progress"]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"tvmc compile: error: unrecognized arguments: {flag}=x; {flag} is TVM's old "
                    f"tvmc flag: {OLD_TVMC_FLAGS[flag]}"]

@@ -155,8 +155,16 @@ def serialize(tensors: list[T], ops: list, inputs: list[int], outputs: list[int]
     return bytes(b.Output())
 
 
-def build(tensors: list[T], inputs: list[int], outputs: list[int], opcode: int, options_type=0, options_fn=None,
-          op_inputs=None, op_outputs=None) -> bytes:
+def build(
+    tensors: list[T],
+    inputs: list[int],
+    outputs: list[int],
+    opcode: int,
+    options_type=0,
+    options_fn=None,
+    op_inputs=None,
+    op_outputs=None,
+) -> bytes:
     """A one-operator model (see ``serialize``)."""
     op = (opcode, options_type, options_fn,
           op_inputs if op_inputs is not None else inputs,
@@ -175,8 +183,19 @@ def _qact(rs, shape):
     return T(shape, "int8", scale=rs.uniform(0.01, 0.1), zp=int(rs.randint(-20, 20)))
 
 
-def conv2d(rs, in_shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dilation=(1, 1), padding="SAME",
-           act=None, depthwise=False, multiplier=1, per_channel=True):
+def conv2d(
+    rs,
+    in_shape=(1, 8, 8, 4),
+    cout=6,
+    kernel=(3, 3),
+    stride=(1, 1),
+    dilation=(1, 1),
+    padding="SAME",
+    act=None,
+    depthwise=False,
+    multiplier=1,
+    per_channel=True,
+):
     cin = in_shape[3]
     x = _qact(rs, in_shape)
     if depthwise:
@@ -193,8 +212,16 @@ def conv2d(rs, in_shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dila
     bias = T([cout], "int32", scale=np.broadcast_to(bsc, (cout,)), zp=np.zeros(cout, np.int64),
              data=rs.randint(-2000, 2000, size=cout).astype(np.int32))
     pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
-    oh = -(-in_shape[1] // stride[0]) if padding == "SAME" else (in_shape[1] - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
-    ow = -(-in_shape[2] // stride[1]) if padding == "SAME" else (in_shape[2] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
+    oh = (
+        -(-in_shape[1] // stride[0])
+        if padding == "SAME"
+        else (in_shape[1] - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
+    )
+    ow = (
+        -(-in_shape[2] // stride[1])
+        if padding == "SAME"
+        else (in_shape[2] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
+    )
     y = T([1, oh, ow, cout], "int8", scale=rs.uniform(0.05, 0.3), zp=int(rs.randint(-20, 20)))
 
     def opts(b):
@@ -217,14 +244,33 @@ def conv2d(rs, in_shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dila
         tflite.Conv2DOptionsAddDilationHFactor(b, dilation[0])
         return tflite.Conv2DOptionsEnd(b)
 
-    return build([x, w, bias, y], [0], [3], BO.DEPTHWISE_CONV_2D if depthwise else BO.CONV_2D,
-                 BOPT.DepthwiseConv2DOptions if depthwise else BOPT.Conv2DOptions, opts, op_inputs=[0, 1, 2])
+    return build(
+        [x, w, bias, y],
+        [0],
+        [3],
+        BO.DEPTHWISE_CONV_2D if depthwise else BO.CONV_2D,
+        BOPT.DepthwiseConv2DOptions if depthwise else BOPT.Conv2DOptions,
+        opts,
+        op_inputs=[0, 1, 2],
+    )
 
 
 def fully_connected(rs, k=32, n=10, act=None):
     x = _qact(rs, (1, k))
-    w = T([n, k], "int8", scale=rs.uniform(0.002, 0.02), zp=0, data=rs.randint(-127, 128, size=(n, k)).astype(np.int8))
-    bias = T([n], "int32", scale=float(x.scale[0] * w.scale[0]), zp=0, data=rs.randint(-2000, 2000, size=n).astype(np.int32))
+    w = T(
+        [n, k],
+        "int8",
+        scale=rs.uniform(0.002, 0.02),
+        zp=0,
+        data=rs.randint(-127, 128, size=(n, k)).astype(np.int8),
+    )
+    bias = T(
+        [n],
+        "int32",
+        scale=float(x.scale[0] * w.scale[0]),
+        zp=0,
+        data=rs.randint(-2000, 2000, size=n).astype(np.int32),
+    )
     y = T([1, n], "int8", scale=rs.uniform(0.05, 0.3), zp=int(rs.randint(-20, 20)))
 
     def opts(b):
@@ -232,14 +278,32 @@ def fully_connected(rs, k=32, n=10, act=None):
         tflite.FullyConnectedOptionsAddFusedActivationFunction(b, ACT[act])
         return tflite.FullyConnectedOptionsEnd(b)
 
-    return build([x, w, bias, y], [0], [3], BO.FULLY_CONNECTED, BOPT.FullyConnectedOptions, opts, op_inputs=[0, 1, 2])
+    return build(
+        [x, w, bias, y],
+        [0],
+        [3],
+        BO.FULLY_CONNECTED,
+        BOPT.FullyConnectedOptions,
+        opts,
+        op_inputs=[0, 1, 2],
+    )
 
 
-def pool(rs, kind="avg", in_shape=(1, 9, 9, 8), size=(3, 3), stride=(2, 2), padding="VALID", act=None):
+def pool(
+    rs, kind="avg", in_shape=(1, 9, 9, 8), size=(3, 3), stride=(2, 2), padding="VALID", act=None
+):
     x = _qact(rs, in_shape)
     pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
-    oh = -(-in_shape[1] // stride[0]) if padding == "SAME" else (in_shape[1] - size[0]) // stride[0] + 1
-    ow = -(-in_shape[2] // stride[1]) if padding == "SAME" else (in_shape[2] - size[1]) // stride[1] + 1
+    oh = (
+        -(-in_shape[1] // stride[0])
+        if padding == "SAME"
+        else (in_shape[1] - size[0]) // stride[0] + 1
+    )
+    ow = (
+        -(-in_shape[2] // stride[1])
+        if padding == "SAME"
+        else (in_shape[2] - size[1]) // stride[1] + 1
+    )
     y = T([1, oh, ow, in_shape[3]], "int8", scale=x.scale, zp=x.zp)
 
     def opts(b):
@@ -252,7 +316,14 @@ def pool(rs, kind="avg", in_shape=(1, 9, 9, 8), size=(3, 3), stride=(2, 2), padd
         tflite.Pool2DOptionsAddFusedActivationFunction(b, ACT[act])
         return tflite.Pool2DOptionsEnd(b)
 
-    return build([x, y], [0], [1], BO.AVERAGE_POOL_2D if kind == "avg" else BO.MAX_POOL_2D, BOPT.Pool2DOptions, opts)
+    return build(
+        [x, y],
+        [0],
+        [1],
+        BO.AVERAGE_POOL_2D if kind == "avg" else BO.MAX_POOL_2D,
+        BOPT.Pool2DOptions,
+        opts,
+    )
 
 
 def binary(rs, kind="add", a_shape=(1, 4, 4, 8), b_shape=(1, 4, 4, 8), act=None):
@@ -333,14 +404,30 @@ def float_conv(rs):
         tflite.Conv2DOptionsAddStrideH(b, 1)
         return tflite.Conv2DOptionsEnd(b)
 
-    return build([x, w, bias, y], [0], [3], BO.CONV_2D, BOPT.Conv2DOptions, opts, op_inputs=[0, 1, 2])
+    return build(
+        [x, w, bias, y], [0], [3], BO.CONV_2D, BOPT.Conv2DOptions, opts, op_inputs=[0, 1, 2]
+    )
 
 
-def resize_bilinear(in_shape=(1, 4, 4, 3), size=(8, 8), align_corners=False, half_pixel=False, q=(0.05, 3),
-                    out_q=None):
+def resize_bilinear(
+    in_shape=(1, 4, 4, 3),
+    size=(8, 8),
+    align_corners=False,
+    half_pixel=False,
+    q=(0.05, 3),
+    out_q=None,
+):
     """RESIZE_BILINEAR to ``size``; input quantization ``q``, output ``out_q`` (default: ``q``)."""
-    return _resize("ResizeBilinear", BO.RESIZE_BILINEAR, in_shape, size, align_corners, half_pixel, q,
-                   out_q or q)
+    return _resize(
+        "ResizeBilinear",
+        BO.RESIZE_BILINEAR,
+        in_shape,
+        size,
+        align_corners,
+        half_pixel,
+        q,
+        out_q or q,
+    )
 
 
 def _resize(name, code, in_shape, size, align_corners, half_pixel, q, out_q):
@@ -355,7 +442,9 @@ def _resize(name, code, in_shape, size, align_corners, half_pixel, q, out_q):
         getattr(tflite, f"{name}OptionsAddHalfPixelCenters")(b, half_pixel)
         return getattr(tflite, f"{name}OptionsEnd")(b)
 
-    return build([x, sz, y], [0], [2], code, getattr(BOPT, f"{name}Options"), opts, op_inputs=[0, 1])
+    return build(
+        [x, sz, y], [0], [2], code, getattr(BOPT, f"{name}Options"), opts, op_inputs=[0, 1]
+    )
 
 
 # --------------------------------------------------------------------- data movement
@@ -365,8 +454,13 @@ def _conv_tensors(rs, x: T, cout: int, kernel=(3, 3)):
     wsc = rs.uniform(0.002, 0.02, size=cout).astype(np.float32)
     w = T([cout, kernel[0], kernel[1], cin], "int8", scale=wsc, zp=np.zeros(cout, np.int64),
           data=rs.randint(-127, 128, size=(cout, kernel[0], kernel[1], cin)).astype(np.int8))
-    bias = T([cout], "int32", scale=(x.scale[0] * wsc).astype(np.float32), zp=np.zeros(cout, np.int64),
-             data=rs.randint(-2000, 2000, size=cout).astype(np.int32))
+    bias = T(
+        [cout],
+        "int32",
+        scale=(x.scale[0] * wsc).astype(np.float32),
+        zp=np.zeros(cout, np.int64),
+        data=rs.randint(-2000, 2000, size=cout).astype(np.int32),
+    )
     y = T([x.shape[0], x.shape[1], x.shape[2], cout], "int8", scale=rs.uniform(0.05, 0.3),
           zp=int(rs.randint(-20, 20)))
     return w, bias, y
@@ -396,7 +490,9 @@ def _pad_parts(in_shape, paddings, q, constant):
     return tensors, (BO.PADV2, 0, None, [0, 1, 3], [2])
 
 
-def pad(in_shape=(1, 4, 5, 3), paddings=((0, 0), (1, 2), (2, 1), (0, 0)), q=(0.05, 3), constant=None):
+def pad(
+    in_shape=(1, 4, 5, 3), paddings=((0, 0), (1, 2), (2, 1), (0, 0)), q=(0.05, 3), constant=None
+):
     """PAD (or PADV2 with the int8 ``constant``) by ``paddings`` (one (before, after) per axis)."""
     tensors, op = _pad_parts(in_shape, paddings, q, constant)
     return serialize(tensors, [op], [0], [2])
@@ -405,11 +501,15 @@ def pad(in_shape=(1, 4, 5, 3), paddings=((0, 0), (1, 2), (2, 1), (0, 0)), q=(0.0
 def pad_conv(rs, in_shape=(1, 6, 6, 4), cout=8):
     """PAD by 1 on H and W, then a VALID 3x3 CONV_2D: how TF exports a SAME strided conv."""
     x = _qact(rs, in_shape)
-    tensors, op = _pad_parts(in_shape, ((0, 0), (1, 1), (1, 1), (0, 0)), (float(x.scale[0]), int(x.zp[0])), None)
+    tensors, op = _pad_parts(
+        in_shape, ((0, 0), (1, 1), (1, 1), (0, 0)), (float(x.scale[0]), int(x.zp[0])), None
+    )
     padded = tensors[2]
     w, bias, y = _conv_tensors(rs, padded, cout)
     y.shape = [1, in_shape[1], in_shape[2], cout]
-    return serialize(tensors + [w, bias, y], [op, _conv_op([2, 3, 4], [5], tflite.Padding.VALID)], [0], [5])
+    return serialize(
+        tensors + [w, bias, y], [op, _conv_op([2, 3, 4], [5], tflite.Padding.VALID)], [0], [5]
+    )
 
 
 def _split_parts(in_shape, axis, sizes, q, split_v):
@@ -421,7 +521,11 @@ def _split_parts(in_shape, axis, sizes, q, split_v):
         shape[axis] = s
         outs.append(T(shape, "int8", scale=q[0], zp=q[1]))
     out_idx = list(range(2, 2 + len(sizes)))
-    ax = T([] if not split_v else [1], "int32", data=np.array(axis, np.int32).reshape(() if not split_v else (1,)))
+    ax = T(
+        [] if not split_v else [1],
+        "int32",
+        data=np.array(axis, np.int32).reshape(() if not split_v else (1,)),
+    )
     if not split_v:
         def opts(b):
             tflite.SplitOptionsStart(b)
@@ -436,7 +540,13 @@ def _split_parts(in_shape, axis, sizes, q, split_v):
         tflite.SplitVOptionsAddNumSplits(b, len(sizes))
         return tflite.SplitVOptionsEnd(b)
 
-    return [x, ax] + outs + [sz], (BO.SPLIT_V, BOPT.SplitVOptions, opts_v, [0, 2 + len(sizes), 1], out_idx)
+    return [x, ax] + outs + [sz], (
+        BO.SPLIT_V,
+        BOPT.SplitVOptions,
+        opts_v,
+        [0, 2 + len(sizes), 1],
+        out_idx,
+    )
 
 
 def split(in_shape=(1, 4, 4, 8), axis=3, num=2, q=(0.05, 3)):
@@ -454,7 +564,9 @@ def split_v(in_shape=(1, 4, 4, 8), axis=3, sizes=(3, 5), q=(0.05, 3)):
 def split_convs(rs, in_shape=(1, 6, 6, 8), cout=(4, 6)):
     """SPLIT along channels into two halves, each feeding its own 3x3 CONV_2D."""
     x = _qact(rs, in_shape)
-    tensors, op = _split_parts(in_shape, 3, [in_shape[3] // 2] * 2, (float(x.scale[0]), int(x.zp[0])), False)
+    tensors, op = _split_parts(
+        in_shape, 3, [in_shape[3] // 2] * 2, (float(x.scale[0]), int(x.zp[0])), False
+    )
     ops, outputs = [op], []
     for half, c in zip((2, 3), cout):
         w, bias, y = _conv_tensors(rs, tensors[half], c)
@@ -480,7 +592,17 @@ def depth_to_space(in_shape=(1, 3, 4, 8), block=2, q=(0.05, 3), out_q=None):
     return build([x, y], [0], [1], BO.DEPTH_TO_SPACE, BOPT.DepthToSpaceOptions, opts)
 
 
-def resize_nearest(in_shape=(1, 4, 4, 3), size=(8, 8), align_corners=False, half_pixel=False, q=(0.05, 3)):
+def resize_nearest(
+    in_shape=(1, 4, 4, 3), size=(8, 8), align_corners=False, half_pixel=False, q=(0.05, 3)
+):
     """RESIZE_NEAREST_NEIGHBOR to ``size`` (input and output quantization ``q``)."""
-    return _resize("ResizeNearestNeighbor", BO.RESIZE_NEAREST_NEIGHBOR, in_shape, size, align_corners,
-                   half_pixel, q, q)
+    return _resize(
+        "ResizeNearestNeighbor",
+        BO.RESIZE_NEAREST_NEIGHBOR,
+        in_shape,
+        size,
+        align_corners,
+        half_pixel,
+        q,
+        q,
+    )

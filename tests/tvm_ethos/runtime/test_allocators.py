@@ -55,7 +55,11 @@ def test_malloc_alignment_and_padding(exp: int, nbytes: int, pad_to: int) -> Non
 
 
 @settings(max_examples=40, deadline=None)
-@given(exp=st.integers(0, PAGE.bit_length() - 1), nbytes=st.integers(1, 3 * PAGE), pad_to=st.integers(1, 2048))
+@given(
+    exp=st.integers(0, PAGE.bit_length() - 1),
+    nbytes=st.integers(1, 3 * PAGE),
+    pad_to=st.integers(1, 2048),
+)
 def test_memfd_alignment_and_padding(exp: int, nbytes: int, pad_to: int) -> None:
     alloc = MemfdAllocator()
     a = alloc.allocate(nbytes, alignment=1 << exp, pad_to=pad_to)
@@ -293,7 +297,9 @@ def test_dmabuf_ioctl_protocol_with_fake_driver(tmp_path, method: str) -> None:
     other = map_shared_fd(blk.fd, blk.nbytes)
     assert (other == 9).all()
     blk.end_cpu_access(read=True, write=False)
-    syncs = [struct.unpack(A.DMA_BUF_SYNC_FMT, d)[0] for r, d in fake.calls if r == A.DMA_BUF_IOCTL_SYNC]
+    syncs = [
+        struct.unpack(A.DMA_BUF_SYNC_FMT, d)[0] for r, d in fake.calls if r == A.DMA_BUF_IOCTL_SYNC
+    ]
     assert syncs == [
         A.DMA_BUF_SYNC_START | A.DMA_BUF_SYNC_WRITE,
         A.DMA_BUF_SYNC_END | A.DMA_BUF_SYNC_WRITE,

@@ -17,14 +17,14 @@ import pytest
 
 pytest.importorskip("pyopencl")
 
-import tvm_ethos  # noqa: E402
+from conftest import oracle  # noqa: E402
 from graph_builder import Graph  # noqa: E402
+
+import tvm_ethos  # noqa: E402
 from tvm_ethos.runtime.allocators import MemorySource, aligned_copy  # noqa: E402
 from tvm_ethos.runtime.executor import Executor, MisalignedInputError  # noqa: E402
 from tvm_ethos.runtime.fallback_memory import EdgeStep  # noqa: E402
 from tvm_ethos.runtime.opencl_device import OpenCLUnavailableError, list_devices  # noqa: E402
-
-from conftest import oracle  # noqa: E402
 
 if not list_devices():  # pragma: no cover - PoCL is installed with the opencl extra
     pytest.skip("no OpenCL device", allow_module_level=True)
@@ -125,7 +125,10 @@ def compiled(name):
         outs = build(g, g.input(SHAPE))
         model = g.build(outs)
         opts = {"cpu_ops": cpu_ops} if cpu_ops else {}
-        _COMPILED[name] = (model, tvm_ethos.compile(tvm_ethos.load_model(model), target=target, **opts))
+        _COMPILED[name] = (
+            model,
+            tvm_ethos.compile(tvm_ethos.load_model(model), target=target, **opts),
+        )
     return _COMPILED[name]
 
 
@@ -141,7 +144,9 @@ def check_exact(model, outs, xs):
     ref = oracle(model, xs)
     assert len(outs) == len(ref)
     for o, r in zip(outs, ref):
-        assert np.array_equal(o.reshape(r.shape), r), f"max diff {np.abs(o.astype(int) - r.reshape(o.shape)).max()}"
+        assert np.array_equal(o.reshape(r.shape), r), (
+            f"max diff {np.abs(o.astype(int) - r.reshape(o.shape)).max()}"
+        )
 
 
 def executor(cm, **opts):
@@ -192,7 +197,9 @@ def test_scenario_import_and_copy(name):
         for loc, buf in ex._slots[0].dev.items():
             if loc[0] == "home" and loc in ex._slots[0].allocs:
                 alloc = ex._slots[0].allocs[loc]
-                assert buf.kind == "imported" and buf.host_address == alloc.address and buf.zero_copy
+                assert (
+                    buf.kind == "imported" and buf.host_address == alloc.address and buf.zero_copy
+                )
                 checked += 1
         assert checked == len({e.tensor for e in ex.edge_report})
     finally:
@@ -250,8 +257,11 @@ def test_cpu_gpu_with_fallback_memory_on_the_cpu_side():
         cpu = ex.capabilities["llvm"]
     finally:
         ex.unload()
-    ex = executor(cm, fallback_mode="import",
-                  capabilities={"llvm": dataclasses.replace(cpu, fallback_import_memory_required=True)})
+    ex = executor(
+        cm,
+        fallback_mode="import",
+        capabilities={"llvm": dataclasses.replace(cpu, fallback_import_memory_required=True)},
+    )
     try:
         assert {e.step for e in ex.edge_report} == {EdgeStep.FALLBACK_IMPORT}
         xs = inputs_for(5)
@@ -272,7 +282,9 @@ def test_output_feeding_consumers_on_two_other_backends():
     x = g.input(SHAPE)
     a = npu_conv(g, x)
     model = g.build([tall(g, a), g.pool("avg", a)])
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=f"{NPU},opencl", cpu_ops="avg_pool2d")
+    cm = tvm_ethos.compile(
+        tvm_ethos.load_model(model), target=f"{NPU},opencl", cpu_ops="avg_pool2d"
+    )
     assert [sg.backend for sg in cm.program.subgraphs] == [NPU, "opencl", "llvm"]
     ex = executor(cm, fallback_mode="import")
     try:
@@ -297,7 +309,9 @@ def test_real_model_gpu_npu_gpu():
     from conftest import assert_bit_exact, model_path
 
     path = model_path("ds_cnn_kws")
-    cm = tvm_ethos.compile(tvm_ethos.load_model(path), target=f"{NPU},opencl", fallback_mode="import")
+    cm = tvm_ethos.compile(
+        tvm_ethos.load_model(path), target=f"{NPU},opencl", fallback_mode="import"
+    )
     assert [sg.backend for sg in cm.program.subgraphs] == ["opencl", NPU, "opencl"]
     assert_bit_exact(cm, path, n_inputs=2, seed=3)
     st = cm.last_run_stats
@@ -361,7 +375,8 @@ def test_misaligned_caller_buffers(name):
         st = ex.last_run_stats
         assert st.io_bytes_copied >= x.nbytes and st.edge_bytes_copied == 0
         assert any("input" in t for t in st.trace)
-        assert np.array_equal(raw, before)  # the caller's memory (and the bytes around it) untouched
+        # the caller's memory (and the bytes around it) untouched
+        assert np.array_equal(raw, before)
     finally:
         ex.unload()
     ex = executor(cm, fallback_mode="import", misaligned="reject")
@@ -381,7 +396,11 @@ def test_bad_inputs_are_refused():
     with pytest.raises(tvm_ethos.TvmEthosError, match="dtype"):
         cm.run(np.zeros(SHAPE, np.uint8))
     with pytest.raises(tvm_ethos.OptionError, match="fallback_mode"):
-        tvm_ethos.compile(tvm_ethos.load_model(compiled("npu_gpu")[0]), target=f"{NPU},opencl", fallback_mode="zero")
+        tvm_ethos.compile(
+            tvm_ethos.load_model(compiled("npu_gpu")[0]),
+            target=f"{NPU},opencl",
+            fallback_mode="zero",
+        )
     with pytest.raises(OpenCLUnavailableError):
         executor(cm, opencl_device="no-such-device")
 
@@ -450,9 +469,18 @@ def test_save_load_fresh_process_runs_the_executor(tmp_path):
         print(json.dumps({{"copied": st.bytes_copied, "imported": st.edge_bytes_imported,
                           "steps": cm.edge_report.steps(), "freed": cm.unload()}}))
     """)
-    res = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path))},
-                         timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={
+            "PYTHONPATH": str(repo),
+            "PATH": "/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", str(tmp_path)),
+        },
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     info = json.loads(res.stdout.strip().splitlines()[-1])
     assert np.array_equal(np.load(tmp_path / "out.npy").reshape(ref.shape), ref)

@@ -143,8 +143,28 @@ TABLE = [
     (NPU, GPU, "auto", None, EdgeStep.FALLBACK_IMPORT, D, 4096, 1024, "lcm(4096, 128) = 4096"),
     (GPU, NPU, "auto", None, EdgeStep.FALLBACK_IMPORT, D, 4096, 1024, "both import dmabuf"),
     (NPU, CPU, "auto", None, EdgeStep.FALLBACK_IMPORT, D, 4096, 1024, "npu requires fallback"),
-    (CPU, NPU, "auto", None, EdgeStep.MEM_COPY, None, 1, 1, "cpu exports malloc, npu imports dmabuf"),
-    (NPU, GPU, "auto", NO_DMABUF, EdgeStep.MEM_COPY, None, 1, 1, "none of which this machine can allocate"),
+    (
+        CPU,
+        NPU,
+        "auto",
+        None,
+        EdgeStep.MEM_COPY,
+        None,
+        1,
+        1,
+        "cpu exports malloc, npu imports dmabuf",
+    ),
+    (
+        NPU,
+        GPU,
+        "auto",
+        NO_DMABUF,
+        EdgeStep.MEM_COPY,
+        None,
+        1,
+        1,
+        "none of which this machine can allocate",
+    ),
     (CPU, DGPU, "auto", None, EdgeStep.MEM_COPY, None, 1, 1, "discrete"),
     (DGPU, NPU, "auto", None, EdgeStep.MEM_COPY, None, 1, 1, "dgpu has neither unified"),
     (CPU, DGPU, "import", None, EdgeStep.MEM_IMPORT, M, 512, 1, "auto would copy"),
@@ -161,7 +181,12 @@ TABLE = [
 )
 def test_decision_table(src, dst, mode, available, step, memory, align, mult, words) -> None:
     dec = plan_edge(src, dst, mode, available=available)
-    assert (dec.step, dec.memory_source, dec.alignment, dec.size_multiple) == (step, memory, align, mult)
+    assert (dec.step, dec.memory_source, dec.alignment, dec.size_multiple) == (
+        step,
+        memory,
+        align,
+        mult,
+    )
     assert words in dec.reason, dec.reason
     assert dec.source == src.name and dec.destination == dst.name and dec.mode == mode
     assert dec.step.value in dec.describe()

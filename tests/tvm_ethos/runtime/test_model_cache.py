@@ -7,12 +7,12 @@ import warnings
 
 import numpy as np
 import pytest
+import tflite_builder as tb
+from conftest import assert_bit_exact
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tflite_builder as tb
 import tvm_ethos
-from conftest import assert_bit_exact
 from tvm_ethos.runtime import cache as model_cache
 
 
@@ -44,17 +44,31 @@ def test_second_compile_loads_from_the_cache(tmp_path, model):
 
 def test_key_covers_targets_options_and_package(tmp_path, model, monkeypatch):
     d = tmp_path / "c"
-    base = model_cache.cache_key(model, "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1))
-    assert base == model_cache.cache_key(bytes(model), "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1))
-    assert base != model_cache.cache_key(model, "ethos-u -accelerator_config=ethos-u65-256,llvm", {}, (1, 1))
-    assert base != model_cache.cache_key(model, "ethos-u -accelerator_config=ethos-u55-128,llvm", {"x": 1}, (1, 1))
-    assert base != model_cache.cache_key(model + b"\0", "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1))
+    base = model_cache.cache_key(
+        model, "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1)
+    )
+    assert base == model_cache.cache_key(
+        bytes(model), "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1)
+    )
+    assert base != model_cache.cache_key(
+        model, "ethos-u -accelerator_config=ethos-u65-256,llvm", {}, (1, 1)
+    )
+    assert base != model_cache.cache_key(
+        model, "ethos-u -accelerator_config=ethos-u55-128,llvm", {"x": 1}, (1, 1)
+    )
+    assert base != model_cache.cache_key(
+        model + b"\0", "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1)
+    )
     monkeypatch.setattr(model_cache, "_PACKAGE_DIGEST", "tvm-ethos 9.9.9 src x tvm y")
-    assert base != model_cache.cache_key(model, "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1))
+    assert base != model_cache.cache_key(
+        model, "ethos-u -accelerator_config=ethos-u55-128,llvm", {}, (1, 1)
+    )
     monkeypatch.undo()
     # a different target option compiles again; runtime options do not change the key
     tvm_ethos.compile(model, target="ethos-u,llvm", cache_dir=d)
-    other = tvm_ethos.compile(model, target="ethos-u,llvm", accelerator_config="ethos-u65-256", cache_dir=d)
+    other = tvm_ethos.compile(
+        model, target="ethos-u,llvm", accelerator_config="ethos-u65-256", cache_dir=d
+    )
     assert not other.from_cache
     again = tvm_ethos.compile(model, target="ethos-u,llvm", cache_dir=d, fallback_mode="copy")
     assert again.from_cache and again.runtime_options["fallback_mode"] == "copy"
@@ -116,7 +130,9 @@ def test_writable_by_others_is_refused(tmp_path, model, what):
     d = tmp_path / "c"
     first = tvm_ethos.compile(model, target="llvm", cache_dir=d)
     os.chmod(first.cache_path if what == "entry" else d, 0o666 if what == "entry" else 0o777)
-    with pytest.raises(model_cache.CacheError, match=f"cache {what} .* writable by group or others"):
+    with pytest.raises(
+        model_cache.CacheError, match=f"cache {what} .* writable by group or others"
+    ):
         tvm_ethos.compile(model, target="llvm", cache_dir=d)
     os.chmod(first.cache_path if what == "entry" else d, 0o600 if what == "entry" else 0o700)
     assert tvm_ethos.compile(model, target="llvm", cache_dir=d).from_cache
@@ -132,7 +148,9 @@ def test_foreign_owned_is_refused(tmp_path, model, monkeypatch, what):
     else:                     # another user's entry in our directory
         stat_of = model_cache._file_stat
         monkeypatch.setattr(model_cache, "_file_stat", lambda f: _with_uid(stat_of(f), me + 1))
-    with pytest.raises(model_cache.CacheError, match=f"cache {what} .* owned by user id .*refusing"):
+    with pytest.raises(
+        model_cache.CacheError, match=f"cache {what} .* owned by user id .*refusing"
+    ):
         tvm_ethos.compile(model, target="llvm", cache_dir=d)
     monkeypatch.undo()
     assert tvm_ethos.compile(model, target="llvm", cache_dir=d).from_cache

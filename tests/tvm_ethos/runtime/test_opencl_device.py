@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-cl = pytest.importorskip("pyopencl", reason="pyopencl not installed (pip install 'tvm-ethos[opencl]')")
+cl = pytest.importorskip(
+    "pyopencl", reason="pyopencl not installed (pip install 'tvm-ethos[opencl]')"
+)
 
 from tvm_ethos.lower.opencl_extraction import UnsupportedKernelError, extract_opencl  # noqa: E402
 from tvm_ethos.runtime.allocators import (  # noqa: E402
@@ -62,15 +64,23 @@ def _conv_i8():
         ),
         name="pad",
     )
-    kh, kw, ci = te.reduce_axis((0, 3), "kh"), te.reduce_axis((0, 3), "kw"), te.reduce_axis((0, 8), "ci")
+    kh, kw, ci = (
+        te.reduce_axis((0, 3), "kh"),
+        te.reduce_axis((0, 3), "kw"),
+        te.reduce_axis((0, 8), "ci"),
+    )
     acc = te.compute(
         (1, 8, 8, 16),
-        lambda n, h, w_, o: te.sum(pad[n, h + kh, w_ + kw, ci] * w[kh, kw, ci, o].astype("int32"), axis=[kh, kw, ci]),
+        lambda n, h, w_, o: te.sum(
+            pad[n, h + kh, w_ + kw, ci] * w[kh, kw, ci, o].astype("int32"), axis=[kh, kw, ci]
+        ),
         name="acc",
     )
 
     def requant(n, h, w_, o):
-        v = (acc[n, h, w_, o] + bias[o]).astype("int64") * MULT + (tirx.const(1, "int64") << (SHIFT - 1))
+        v = (acc[n, h, w_, o] + bias[o]).astype("int64") * MULT + (
+            tirx.const(1, "int64") << (SHIFT - 1)
+        )
         v = (v >> SHIFT).astype("int32") + ZY
         return tirx.max(tirx.min(v, 127), -128).astype("int8")
 
@@ -82,7 +92,11 @@ def _matmul_i8():
     a = te.placeholder((32, 64), "int8", name="A")
     b = te.placeholder((64, 48), "int8", name="B")
     k = te.reduce_axis((0, 64), "k")
-    c = te.compute((32, 48), lambda i, j: te.sum(a[i, k].astype("int32") * b[k, j].astype("int32"), axis=k), name="C")
+    c = te.compute(
+        (32, 48),
+        lambda i, j: te.sum(a[i, k].astype("int32") * b[k, j].astype("int32"), axis=k),
+        name="C",
+    )
     return te.create_prim_func([a, b, c])
 
 
@@ -142,7 +156,9 @@ def _ref(name: str, arrays: list[np.ndarray]) -> np.ndarray:
         acc = np.zeros((1, 8, 8, 16), np.int64)
         for i in range(3):
             for j in range(3):
-                acc += np.einsum("nhwc,co->nhwo", xp[:, i : i + 8, j : j + 8, :], w[i, j].astype(np.int64))
+                acc += np.einsum(
+                    "nhwc,co->nhwo", xp[:, i : i + 8, j : j + 8, :], w[i, j].astype(np.int64)
+                )
         v = ((acc + bias) * MULT + (1 << (SHIFT - 1))) >> SHIFT
         return np.clip(v + ZY, -128, 127).astype(np.int8)
     if name == "matmul_i8":
@@ -170,7 +186,9 @@ def _inputs(fspec, alloc: MallocAllocator | None = None, align: int = 128) -> li
         if p.written:
             arr[...] = 0
         elif np.dtype(p.dtype).kind == "f":
-            arr[...] = rng.standard_normal(p.shape).astype(p.dtype) * 3 + (4 if fspec.name == "norm" else 0)
+            arr[...] = rng.standard_normal(p.shape).astype(p.dtype) * 3 + (
+                4 if fspec.name == "norm" else 0
+            )
         elif p.dtype == "int32":
             arr[...] = rng.integers(-5000, 5000, p.shape)
         else:
@@ -233,7 +251,8 @@ def test_launch_sizes_are_block_times_thread(spec) -> None:
     for f in spec.functions.values():
         for launch in f.launches:
             assert len(launch.global_size) == len(launch.local_size)
-            assert all(g % l == 0 and g >= l for g, l in zip(launch.global_size, launch.local_size))
+            assert all(g % loc == 0 and g >= loc
+                       for g, loc in zip(launch.global_size, launch.local_size))
 
 
 def test_multi_kernel_function_with_workspace(spec) -> None:
@@ -249,7 +268,11 @@ def test_source_is_what_tvm_compile_generates(irmodule, spec) -> None:
     single = tvm.IRModule({"add_i8": irmodule["add_i8"]})
     with tvm.target.Target("opencl"):
         scheduled = dl.ApplyDefaultSchedule(
-            dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
+            dl.gpu.Matmul(),
+            dl.gpu.GEMV(),
+            dl.gpu.Reduction(),
+            dl.gpu.GeneralReduction(),
+            dl.gpu.Fallback(),
         )(single)
     theirs = tvm.compile(scheduled, target="opencl").mod.imports[0].inspect_source()
     assert extract_opencl(single).source == theirs
@@ -289,7 +312,9 @@ def test_relax_module_kernels_chain_on_device(device) -> None:
     @I.ir_module
     class Mod:
         @R.function
-        def main(x: R.Tensor((4, 32), "float32"), y: R.Tensor((4, 32), "float32")) -> R.Tensor((4, 32), "float32"):
+        def main(x: R.Tensor((4, 32), "float32"), y: R.Tensor((4, 32), "float32")) -> R.Tensor(
+            (4, 32), "float32"
+        ):
             with R.dataflow():
                 a = R.add(x, y)
                 b = R.nn.softmax(a, axis=1)
@@ -318,11 +343,15 @@ def test_relax_module_kernels_chain_on_device(device) -> None:
 def test_zero_copy_host_writes_reach_kernel_without_copy(program, device, spec) -> None:
     """The proof on PoCL: no enqueue_copy, no map - plain host writes, plain host reads."""
     if not (device.info.is_cpu and device.info.unified_memory):
-        pytest.skip(f"{device.info.device} is not a CPU device with unified memory: a GPU driver "
-                    "may mirror USE_HOST_PTR memory (NVIDIA does), so there is no zero-copy to prove")
+        pytest.skip(
+            f"{device.info.device} is not a CPU device with unified memory: a GPU driver "
+            "may mirror USE_HOST_PTR memory (NVIDIA does), so there is no zero-copy to prove"
+        )
     fspec = spec.functions["add_i8"]
     alloc = MallocAllocator()
-    blocks = [alloc.allocate(p.nbytes, alignment=device.info.base_address_alignment) for p in fspec.params]
+    blocks = [
+        alloc.allocate(p.nbytes, alignment=device.info.base_address_alignment) for p in fspec.params
+    ]
     a, b, c = (blk.view(np.int8) for blk in blocks)
     a[:] = 0
     b[:] = 0
@@ -430,7 +459,10 @@ def test_npu_gpu_npu_edges_run_on_fallback_memory(program, device, kind) -> None
                 wrapped[name] = device.import_allocation(alloc)
             bufs.append(wrapped[name])
         # The "NPU" produces A and B in place, the GPU consumes them, the "NPU" reads C.
-        with device.host_access(bufs[0], write=True) as a, device.host_access(bufs[1], write=True) as b:
+        with (
+            device.host_access(bufs[0], write=True) as a,
+            device.host_access(bufs[1], write=True) as b,
+        ):
             a.view(np.int8)[:1000] = (np.arange(1000) + inference) % 120
             b.view(np.int8)[:1000] = -5
         ev = program["add_i8"].launch(bufs)
@@ -467,7 +499,9 @@ def test_device_selection_by_option_and_env(monkeypatch) -> None:
     pairs = list_devices()
     platform, dev = pairs[-1]
     want = dev.name.strip().lower()
-    first_match = next(d for p, d in pairs if want in f"{p.name.strip()} / {d.name.strip()}".lower())
+    first_match = next(
+        d for p, d in pairs if want in f"{p.name.strip()} / {d.name.strip()}".lower()
+    )
     monkeypatch.setenv(DEVICE_ENV_VAR, want.upper())  # case-insensitive substring
     assert select_device().int_ptr == first_match.int_ptr
     assert select_device(platform.name[:5] + ":" + dev.name[:5]).name.startswith(dev.name[:5])

@@ -12,8 +12,12 @@ from tvm_ethos.errors import ModelLoadError, OptionError
 from tvm_ethos.runtime.allocators import MemorySource
 from tvm_ethos.runtime.executor import Executor
 from tvm_ethos.runtime.fallback_memory import BackendCapabilities, plan_edge
-from tvm_ethos.runtime.options import (FALLBACK_MODES, MISALIGNED_POLICIES, RUNTIME_OPTIONS,
-                                       check_runtime_options)
+from tvm_ethos.runtime.options import (
+    FALLBACK_MODES,
+    MISALIGNED_POLICIES,
+    RUNTIME_OPTIONS,
+    check_runtime_options,
+)
 
 _VALUES = {
     "fallback_mode": st.sampled_from(FALLBACK_MODES + ("zero-copy", "", None, "IMPORT", 1)),
