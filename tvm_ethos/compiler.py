@@ -284,8 +284,8 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
         raise ModelLoadError(f"{path}: not a tvm-ethos compiled model ({err})") from None
     if meta.get("format_version") != FORMAT_VERSION:
         raise ModelLoadError(
-            f"{path}: format version {meta.get('format_version')}, this tvm-ethos reads "
-            f"{FORMAT_VERSION}"
+            f"{path}: format version {meta.get('format_version')}, "
+            f"this tvm-ethos reads {FORMAT_VERSION}"
         )
     # re-register the backends (codegens, emulator hooks) before the library is loaded
     reg = get_registry()

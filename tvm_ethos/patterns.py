@@ -470,8 +470,8 @@ def read_qop(kind: str, ann: dict) -> QOp:
         op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]
     ):
         problems.append(
-            f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
-            "TFLite's "
+            f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; "
+            "the exact kernel is TFLite's "
             "8-bit one (same input and output type); int16 is a different fixed-point kernel"
         )
     elif kind == "reshape":
@@ -515,8 +515,8 @@ def _read_resize(op: QOp, core, problems: list) -> None:
         )
     if op.in_dtypes[0] != "int8" or op.out_dtype != "int8":
         problems.append(
-            f"RESIZE_BILINEAR from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
-            "TFLite's int8 one"
+            f"RESIZE_BILINEAR from {op.in_dtypes[0]} to {op.out_dtype}; "
+            "the exact kernel is TFLite's int8 one"
         )
     if op.in_q and op.out_q is not None and op.in_q[0] != op.out_q:
         problems.append(f"resize with input quantization {op.in_q[0]} and output {op.out_q}; "
@@ -601,8 +601,8 @@ def _read_resize_nearest(op: QOp, ann: dict, problems: list) -> None:
         op.attrs["align_corners"], op.attrs["half_pixel_centers"] = flags
     if len(op.in_shapes[0]) != 4 or op.attrs["layout"] != "NHWC":
         problems.append(
-            f"resize of a {len(op.in_shapes[0])}-D {op.attrs['layout']} tensor; the kernel takes "
-            "NHWC"
+            f"resize of a {len(op.in_shapes[0])}-D {op.attrs['layout']} tensor; "
+            "the kernel takes NHWC"
         )
 
 

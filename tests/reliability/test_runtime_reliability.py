@@ -353,8 +353,8 @@ def test_load_unload_cycles_do_not_leak(net, oracle):
     gc.collect()
     d_rss, d_fd = rss() - rss0, fds() - fd0
     print(
-        f"\n{n} load/unload cycles: {per * 1e3:.2f} ms each, RSS {d_rss / 1024:+.0f} KiB, fds "
-        f"{d_fd:+d}"
+        f"\n{n} load/unload cycles: {per * 1e3:.2f} ms each, RSS {d_rss / 1024:+.0f} KiB, "
+        f"fds {d_fd:+d}"
     )
     assert d_fd <= FD_TOLERANCE, f"{d_fd} fds leaked over {n} cycles"
     assert d_rss <= RSS_TOLERANCE, f"RSS grew {d_rss / 1024:.0f} KiB over {n} cycles"

@@ -152,8 +152,8 @@ def test_ethos_n_tanh_needs_its_output_quantization():
     op = _only(tvm_ethos.partition_report(tvm_ethos.load_model(model), "ethos-n,llvm"))
     assert op.placed_on == "llvm" and op.via == "kernel"
     assert op.rejections["ethos-n"] == [
-        "tanh output quantization (scale 0.01, zero point 5); Ethos-N needs scale 1/128, zero "
-        "point 0"
+        "tanh output quantization (scale 0.01, zero point 5); Ethos-N needs scale 1/128, "
+        "zero point 0"
     ]
 
 

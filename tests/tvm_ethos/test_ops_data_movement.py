@@ -168,8 +168,8 @@ def test_resize_nearest_constraints():
     odd = tb.resize_nearest(in_shape=(1, 3, 5, 3), size=(7, 11))
     assert _reasons(odd, "ethos-u,llvm") == [
         [
-            "resize 3x5 -> 7x11 (align_corners=False); the scale must be 1x/2x/4x/8x, equal for "
-            "height and width"
+            "resize 3x5 -> 7x11 (align_corners=False); the scale must be 1x/2x/4x/8x, "
+            "equal for height and width"
         ]
     ]
     assert _reasons(odd, "ethos-n,llvm") == [["resize 3x5 -> 7x11; Ethos-N resizes to 2n or 2n-1"]]

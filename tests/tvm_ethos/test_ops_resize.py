@@ -47,8 +47,8 @@ def _reasons(model, target):
 
 def test_resize_constraints():
     assert _reasons(tb.resize_bilinear(**CASES["downscale_host"]), "ethos-u,llvm") == [
-        "resize 5x3 -> 2x7 (align_corners=False); the scale must be 1x/2x/4x/8x, equal for height "
-        "and width"
+        "resize 5x3 -> 2x7 (align_corners=False); the scale must be 1x/2x/4x/8x, "
+        "equal for height and width"
     ]
     assert _reasons(
         tb.resize_bilinear(in_shape=(1, 2, 2, 3), size=(8, 8), half_pixel=True), "ethos-u,llvm"

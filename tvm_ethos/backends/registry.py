@@ -117,8 +117,8 @@ class BackendRegistry:
             return self._reject(
                 source,
                 backend_id,
-                f"invalid backend id {backend_id!r}: must be a non-empty string of letters, digits "
-                "and '-'",
+                f"invalid backend id {backend_id!r}: must be a non-empty string of letters, "
+                "digits and '-'",
             )
         if not is_compatible_version(version, self.host_version):
             return self._reject(
@@ -172,8 +172,8 @@ class BackendRegistry:
         backend = entry.factory()
         if not isinstance(backend, Backend):
             raise BackendError(
-                f"the factory of backend {backend_id!r} returned {type(backend).__name__}, not a "
-                "Backend"
+                f"the factory of backend {backend_id!r} returned {type(backend).__name__}, "
+                "not a Backend"
             )
         return backend
 
@@ -206,8 +206,8 @@ class BackendRegistry:
             backend = factory()
             if not isinstance(backend, Backend):
                 raise BackendError(
-                    f"backend_factory() of {backend_id!r} returned {type(backend).__name__}, not a "
-                    "Backend"
+                    f"backend_factory() of {backend_id!r} returned {type(backend).__name__}, "
+                    "not a Backend"
                 )
             if backend.backend_id != backend_id:
                 raise BackendError(

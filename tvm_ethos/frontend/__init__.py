@@ -109,8 +109,8 @@ def _load_bytes(data: bytes, name: str, suffix: str, shape_dict):
         return import_tflite(data, name, shape_dict)
     if suffix in _TFLITE_SUFFIXES:
         raise ModelLoadError(
-            f"{name}: not a TFLite flatbuffer (file identifier {data[4:8]!r}, expected "
-            f"{FILE_IDENTIFIER!r})"
+            f"{name}: not a TFLite flatbuffer (file identifier {data[4:8]!r}, "
+            f"expected {FILE_IDENTIFIER!r})"
         )
     if suffix in _ONNX_SUFFIXES:
         return import_onnx(data, name, shape_dict)

@@ -325,8 +325,8 @@ class _TfliteChecker:
             info = infos[i]
             if info[1] not in _IMPORTABLE_TYPES:
                 raise self.unsupported(f"{where}tensor {i} ({info[0]!r}) is "
-                                       f"{TENSOR_TYPES[info[1]][0]}, which TVM's TFLite importer "
-                                       "cannot represent")
+                                       f"{TENSOR_TYPES[info[1]][0]}, "
+                                       "which TVM's TFLite importer cannot represent")
             if info[0] in names:
                 raise self.unsupported(
                     f"{where}tensors {names[info[0]]} and {i} are both named {info[0]!r}; "

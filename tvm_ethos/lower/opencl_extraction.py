@@ -133,8 +133,8 @@ def _function_spec(
         ty = p.ty
         if not isinstance(ty, tirx.BufferType):
             raise UnsupportedKernelError(
-                f"{name}: parameter {p.name} is a scalar; only static-shape tensor parameters "
-                "are supported"
+                f"{name}: parameter {p.name} is a scalar; "
+                "only static-shape tensor parameters are supported"
             )
         try:
             shape = tuple(int(d) for d in ty.shape)

@@ -226,8 +226,8 @@ class Allocator(ABC):
         if self.max_alignment is not None and alignment > self.max_alignment:
             raise AllocationError(
                 f"{type(self).__name__} cannot align to {alignment} B: its memory is mapped by "
-                f"the kernel at page granularity ({self.max_alignment} B); use MallocAllocator "
-                "for larger alignments"
+                f"the kernel at page granularity ({self.max_alignment} B); "
+                "use MallocAllocator for larger alignments"
             )
         padded = round_up(nbytes, pad_to)
         alloc = self._obtain(nbytes, padded, alignment)

@@ -52,8 +52,8 @@ def _maxpool(q, o):
     ps, st = tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"])
     if (ps, st) not in (((1, 1), (2, 2)), ((2, 2), (2, 2)), ((3, 3), (2, 2))):
         return [
-            f"max pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 1x1, 2x2 and 3x3 "
-            "with stride 2"
+            f"max pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 1x1, "
+            "2x2 and 3x3 with stride 2"
         ]
     return []
 
@@ -62,8 +62,8 @@ def _avgpool(q, o):
     ps, st = tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"])
     if (ps, st) != ((3, 3), (1, 1)):
         return [
-            f"average pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; Ethos-N supports 3x3 stride 1 "
-            "only"
+            f"average pool {ps[0]}x{ps[1]} stride {st[0]}x{st[1]}; "
+            "Ethos-N supports 3x3 stride 1 only"
         ]
     return []
 
