@@ -12,8 +12,8 @@ The compile path plans the planner's demand-driven rolling buffers filled one ro
 with a prologue (``planner.lockstep``). The same TE-derived graph is also planned in the ways
 earlier compile paths did (lockstep with and without the prologue, recompute cascades only),
 with the planner's other demand-driven rolling buffers (g=0: not realizable in TensorIR,
-rfcs/0005) and without cascading, to say where the cycles go. The compile time is broken down by phase
-(wall and CPU seconds: the machine is shared, CPU time is the steadier number).
+rfcs/0005) and without cascading, to say where the cycles go. The compile time is broken down by
+phase (wall and CPU seconds: the machine is shared, CPU time is the steadier number).
 
     python benchmarks/compile_mobilenet.py [--budget 300KiB] [--max-width-tiles 16] [--check]
 """

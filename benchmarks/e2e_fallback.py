@@ -78,9 +78,17 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="32x32x16,64x64x32,128x128x32,256x256x32",
                     help="HxWxC of the fallback tensors, comma-separated")
     ap.add_argument("--seconds", type=float, default=2.0, help="measuring time per mode and size")
-    ap.add_argument("--device", default=None, help="OpenCL device selection (default: $TVM_ETHOS_OPENCL_DEVICE or the first)")
-    ap.add_argument("--net", choices=("add", "dwconv"), default="add",
-                    help="NPU layers: an elementwise ADD (cheap) or a 3x3 depthwise conv (compute-bound)")
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="OpenCL device selection (default: $TVM_ETHOS_OPENCL_DEVICE or the first)",
+    )
+    ap.add_argument(
+        "--net",
+        choices=("add", "dwconv"),
+        default="add",
+        help="NPU layers: an elementwise ADD (cheap) or a 3x3 depthwise conv (compute-bound)",
+    )
     ap.add_argument("--csv", default=None)
     args = ap.parse_args(argv)
 
@@ -96,9 +104,13 @@ def main(argv=None) -> int:
         t_compile = time.perf_counter() - t0
         backends = [sg.backend for sg in cm.program.subgraphs]
         assert backends == ["ethos-n", "opencl", "ethos-n"], cm.program.summary()
-        xs = [aligned(np.random.RandomState(1).randint(-128, 128, size=(1, h, w, c)).astype(np.int8))]
-        executors = {m: Executor(cm.program, cm.executable.mod, fallback_mode=m, opencl_device=args.device)
-                     for m in ("copy", "import")}
+        xs = [
+            aligned(np.random.RandomState(1).randint(-128, 128, size=(1, h, w, c)).astype(np.int8))
+        ]
+        executors = {
+            m: Executor(cm.program, cm.executable.mod, fallback_mode=m, opencl_device=args.device)
+            for m in ("copy", "import")
+        }
         try:
             measured = measure(executors, xs, args.seconds)
             dev = str(executors["copy"].device.info.device)
@@ -121,17 +133,26 @@ def main(argv=None) -> int:
         print(f"# {h}x{w}x{c}: compiled in {t_compile:.1f} s", file=sys.stderr, flush=True)
 
     dev = rows[0]["device"] if rows else "?"
-    print(f"NPU -> GPU -> NPU ({args.net}), ethos-n (emulated) + opencl ({dev}); {args.seconds:g} s per mode, "
-          "modes interleaved in 10 rounds; speed-up = copy median / import median")
+    print(
+        f"NPU -> GPU -> NPU ({args.net}), ethos-n (emulated) + opencl ({dev}); "
+        f"{args.seconds:g} s per mode, "
+        "modes interleaved in 10 rounds; speed-up = copy median / import median"
+    )
     print()
-    print("| fallback tensor | bytes per edge | mode | inferences/s | median ms | p90 ms | bytes copied / inf | bytes imported / inf | speed-up |")
+    print(
+        "| fallback tensor | bytes per edge | mode | inferences/s | median ms | p90 ms | bytes "
+        "copied / inf | bytes imported / inf | speed-up |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for i in range(0, len(rows), 2):
         cp, im = rows[i], rows[i + 1]
         for r in (cp, im):
             speed = "" if r is cp else f"{cp['median_ms'] / im['median_ms']:.2f}x"
-            print(f"| {r['tensor']} | {r['edge_bytes']} | {r['mode']} | {r['inf_per_s']:.1f} | {r['median_ms']:.3f} | "
-                  f"{r['p90_ms']:.3f} | {r['bytes_copied']} | {r['bytes_imported']} | {speed} |")
+            print(
+                f"| {r['tensor']} | {r['edge_bytes']} | {r['mode']} | {r['inf_per_s']:.1f} | "
+                f"{r['median_ms']:.3f} | "
+                f"{r['p90_ms']:.3f} | {r['bytes_copied']} | {r['bytes_imported']} | {speed} |"
+            )
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=list(rows[0]))

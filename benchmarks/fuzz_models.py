@@ -61,10 +61,10 @@ def _atheris(a) -> int:
     with atheris.instrument_imports():
         import planner.tflite
         import tvm_ethos.frontend
+    import tvm.relax.frontend.tflite as tfl
+
     from planner.errors import PlannerError
     from tvm_ethos.errors import TvmEthosError
-
-    import tvm.relax.frontend.tflite as tfl
 
     class Validated(BaseException):
         pass

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Inference latency of every shipped model: LiteRT against tvm-ethos's host, emulator and GPU builds.
+"""Inference latency of every shipped model: LiteRT against tvm-ethos's host, emulator and GPU
+builds.
 
 Run: ``.venv/bin/python benchmarks/host_speed.py`` (options: ``--models ds_cnn_kws,resnet8_cifar``,
 ``--runs ethos-u,llvm;llvm``, ``--seconds 2``, ``--threads 2``). Prints one table.
@@ -18,7 +19,8 @@ Each cell is the median latency in milliseconds over ``--seconds`` of back-to-ba
 (after two warm-up runs), with the ratio to XNNPack. The tvm-ethos outputs are checked equal to
 LiteRT's reference kernels (``BUILTIN_REF``, run in a child process: they abort on
 MobileNetV1-224 in this build, where the builtin kernels are the reference instead, as in
-tests/tvm_ethos/test_models.py), and a mismatch is printed in the cell. Compile seconds per tvm-ethos target are printed below the table.
+tests/tvm_ethos/test_models.py), and a mismatch is printed in the cell. Compile seconds per
+tvm-ethos target are printed below the table.
 """
 from __future__ import annotations
 
@@ -79,7 +81,8 @@ xs = np.load(sys.argv[2])
 for k, d in enumerate(it.get_input_details()):
     it.set_tensor(d["index"], xs[f"x{k}"])
 it.invoke()
-np.savez(sys.argv[3], **{f"y{k}": it.get_tensor(d["index"]) for k, d in enumerate(it.get_output_details())})
+outs = it.get_output_details()
+np.savez(sys.argv[3], **{f"y{k}": it.get_tensor(d["index"]) for k, d in enumerate(outs)})
 """
 
 
@@ -92,8 +95,10 @@ def reference_outputs(path: Path, xs) -> list | None:
     with tempfile.TemporaryDirectory() as tmp:
         x_file, y_file = Path(tmp) / "x.npz", Path(tmp) / "y.npz"
         np.savez(x_file, **{f"x{k}": x for k, x in enumerate(xs)})
-        done = subprocess.run([sys.executable, "-c", REF_CHILD, str(path), str(x_file), str(y_file)],
-                              capture_output=True)
+        done = subprocess.run(
+            [sys.executable, "-c", REF_CHILD, str(path), str(x_file), str(y_file)],
+            capture_output=True,
+        )
         if done.returncode != 0 or not y_file.exists():
             return None
         with np.load(y_file) as ys:
@@ -131,15 +136,21 @@ def measure_model(path: Path, runs: list[str], seconds: float, threads: int) -> 
             cm = tvm_ethos.compile(tvm_ethos.load_model(str(path)), target=target)
             compile_s[target] = time.perf_counter() - t0
             got = cm.run(*xs)
-            if not all(np.array_equal(np.asarray(g).reshape(e.shape), e) for g, e in zip(got, expected)):
+            if not all(
+                np.array_equal(np.asarray(g).reshape(e.shape), e) for g, e in zip(got, expected)
+            ):
                 cells[target] = "MISMATCH"
             else:
                 cells[target] = median_ms(lambda: cm.run(*xs), seconds)
             cm.unload()
         except Exception as err:  # a column that cannot run is reported, not fatal
             cells[target] = f"error: {type(err).__name__}"
-        print(f"# {path.stem} {target}: {cells[target] if isinstance(cells[target], str) else f'{cells[target]:.2f} ms'}",
-              file=sys.stderr, flush=True)
+        print(
+            f"# {path.stem} {target}: "
+            f"{cells[target] if isinstance(cells[target], str) else f'{cells[target]:.2f} ms'}",
+            file=sys.stderr,
+            flush=True,
+        )
     return cells, compile_s
 
 
@@ -151,9 +162,13 @@ def _cell(v, peer: float) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=None, help="comma-separated model stems (default: every shipped model)")
+    ap.add_argument(
+        "--models", default=None, help="comma-separated model stems (default: every shipped model)"
+    )
     ap.add_argument("--runs", default=";".join(TVM_RUNS), help="tvm-ethos targets, ';'-separated")
-    ap.add_argument("--seconds", type=float, default=2.0, help="measuring time per column and model")
+    ap.add_argument(
+        "--seconds", type=float, default=2.0, help="measuring time per column and model"
+    )
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="LiteRT threads")
     args = ap.parse_args(argv)
 
@@ -163,8 +178,11 @@ def main(argv=None) -> int:
         paths = sorted(MODELS.glob("*.tflite"))
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        print(f"host_speed: no model file {', '.join(missing)}; pass --models with stems of {MODELS}/*.tflite",
-              file=sys.stderr)
+        print(
+            f"host_speed: no model file {', '.join(missing)}; "
+            f"pass --models with stems of {MODELS}/*.tflite",
+            file=sys.stderr,
+        )
         return 2
     runs = [r.strip() for r in args.runs.split(";") if r.strip()]
     cols = ["xnnpack", "litert-ref", *runs]
@@ -181,8 +199,13 @@ def main(argv=None) -> int:
         peer = cells["xnnpack"]
         print(f"| {stem} | " + " | ".join(_cell(cells[c], peer) for c in cols) + " |")
     print()
-    print("compile seconds: " + "; ".join(
-        f"{stem} " + ", ".join(f"{t} {s:.1f}" for t, s in cs.items()) for stem, cs in compiles.items()))
+    print(
+        "compile seconds: "
+        + "; ".join(
+            f"{stem} " + ", ".join(f"{t} {s:.1f}" for t, s in cs.items())
+            for stem, cs in compiles.items()
+        )
+    )
     return 0
 
 

@@ -55,8 +55,13 @@ print(json.dumps({"hit": cm.from_cache, "compile_or_load": t1 - t0, "network": t
 
 def child(model: str, target: str, cache: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-c", CHILD, model, target, cache], capture_output=True, text=True,
-                         env=env, timeout=1800)
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, model, target, cache],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -65,7 +70,9 @@ def child(model: str, target: str, cache: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="ds_cnn_kws,resnet8_cifar,mobilenet_v1_0.25_96")
-    ap.add_argument("--targets", default="ethos-n,llvm;ethos-n,opencl", help="';'-separated target lists")
+    ap.add_argument(
+        "--targets", default="ethos-n,llvm;ethos-n,opencl", help="';'-separated target lists"
+    )
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     rows = []
@@ -84,20 +91,33 @@ def main(argv=None) -> int:
                     # the key covers a digest of tvm-ethos's sources: someone edited one in between
                     print("# cache miss after a source change; measuring again", file=sys.stderr)
                 else:
-                    raise RuntimeError("the cache never hit: are the sources changing continuously?")
+                    raise RuntimeError(
+                        "the cache never hit: are the sources changing continuously?"
+                    )
                 feil.append(cold)
                 fil.append(warm)
             med = {k: statistics.median(r[k] for r in feil) for k in feil[0] if k != "hit"}
             medw = {k: statistics.median(r[k] for r in fil) for k in fil[0] if k != "hit"}
             rows.append((name, target, med, medw))
-            print(f"# {name} {target}: FEIL {med['total']:.2f} s, FIL {medw['total']:.2f} s", file=sys.stderr, flush=True)
+            print(
+                f"# {name} {target}: FEIL {med['total']:.2f} s, FIL {medw['total']:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     print(f"median of {args.repeat} fresh processes each; seconds")
     print()
-    print("| model | targets | FEIL total | compile | load network | 1st inference | FIL total | load from cache | load network | 1st inference | FEIL / FIL |")
+    print(
+        "| model | targets | FEIL total | compile | load network | 1st inference | FIL total | "
+        "load from cache | load network | 1st inference | FEIL / FIL |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, target, a, b in rows:
-        print(f"| {name} | {target} | {a['total']:.2f} | {a['compile_or_load']:.2f} | {a['network']:.2f} | {a['infer']:.3f} | "
-              f"{b['total']:.2f} | {b['compile_or_load']:.2f} | {b['network']:.2f} | {b['infer']:.3f} | {a['total'] / b['total']:.1f}x |")
+        print(
+            f"| {name} | {target} | {a['total']:.2f} | {a['compile_or_load']:.2f} | "
+            f"{a['network']:.2f} | {a['infer']:.3f} | "
+            f"{b['total']:.2f} | {b['compile_or_load']:.2f} | {b['network']:.2f} | "
+            f"{b['infer']:.3f} | {a['total'] / b['total']:.1f}x |"
+        )
     return 0
 
 

@@ -135,7 +135,10 @@ def select_device(cl, spec: str | None):
         else:
             hits = [(p, d) for p, d in pairs if want in f"{p.name} / {d.name}".lower()]
         if not hits:
-            sys.exit(f"no device matches {spec!r}: " + "; ".join(f"{p.name} / {d.name}" for p, d in pairs))
+            sys.exit(
+                f"no device matches {spec!r}: "
+                + "; ".join(f"{p.name} / {d.name}" for p, d in pairs)
+            )
         return hits[0][1]
     gpus = [d for _p, d in pairs if d.type & cl.device_type.GPU]
     return gpus[0] if gpus else pairs[0][1]
@@ -187,7 +190,9 @@ def bench(cl, device, sizes: list[int], base_runs: int) -> tuple[list[Row], dict
         dev_out = cl.Buffer(ctx, mf.READ_WRITE, n)
         # Wrapped once, as the runtime does at load time.
         imported = cl.Buffer(ctx, mf.READ_WRITE | mf.USE_HOST_PTR, hostbuf=host)
-        m, _ = cl.enqueue_map_buffer(q, imported, cl.map_flags.READ, 0, (n,), np.uint8, is_blocking=True)
+        m, _ = cl.enqueue_map_buffer(
+            q, imported, cl.map_flags.READ, 0, (n,), np.uint8, is_blocking=True
+        )
         same_address = int(m.ctypes.data) == int(host.ctypes.data)
         m.base.release(q).wait()
         del m
@@ -202,7 +207,9 @@ def bench(cl, device, sizes: list[int], base_runs: int) -> tuple[list[Row], dict
         # The rule of tvm_ethos.runtime.opencl_device (host_sync="auto").
         rule = "event" if (same_address and is_cpu and unified) else "map"
         rules[n] = rule
-        expect = (np.arange(words, dtype=np.uint32)[:, None] + np.uint32(8)).repeat(4, 1).reshape(-1)
+        expect = (
+            (np.arange(words, dtype=np.uint32)[:, None] + np.uint32(8)).repeat(4, 1).reshape(-1)
+        )
 
         def check_out() -> bool:
             cl.enqueue_copy(q, host_out, dev_out, is_blocking=True)
@@ -292,7 +299,11 @@ def bench(cl, device, sizes: list[int], base_runs: int) -> tuple[list[Row], dict
         def d2h_event():
             ev.wait()
         t = timed(d2h_event, runs)
-        ok = bool(np.array_equal(host.view(np.uint32), expect - np.uint32(1))) if rule == "event" else False
+        ok = (
+            bool(np.array_equal(host.view(np.uint32), expect - np.uint32(1)))
+            if rule == "event"
+            else False
+        )
         add(n, "to-host", "import/event", t, 0, ok)
         for b in (dev_in, dev_out, imported):
             b.release()
@@ -326,16 +337,26 @@ def report(rows: list[Row], info: dict, out: Path) -> int:
     get = {(r.size, r.direction, r.path): r for r in rows}
     sizes = sorted({r.size for r in rows})
     first = rows[0]
-    print(f"device: {info['platform']} / {info['device']}  unified memory: {info['unified_memory']}  "
-          f"CPU device: {info['cpu']}  base alignment: {info['base_align']} B")
-    print(f"USE_HOST_PTR: map returns our address: {bool(first.same_address)}; kernel reads our memory "
-          f"(probe): {bool(first.shared)}{'' if first.shared else ' -> the driver mirrors it and copies at map/unmap'}")
-    print("handoff medians in microseconds; moved = bytes copied per handoff, by the runtime or (probed) "
-          "by the driver; rule = the sync rule tvm-ethos uses here\n")
+    print(
+        f"device: {info['platform']} / {info['device']}  unified memory: {info['unified_memory']}  "
+        f"CPU device: {info['cpu']}  base alignment: {info['base_align']} B"
+    )
+    mirror = "" if first.shared else " -> the driver mirrors it and copies at map/unmap"
+    print(
+        f"USE_HOST_PTR: map returns our address: {bool(first.same_address)}; "
+        f"kernel reads our memory (probe): {bool(first.shared)}{mirror}"
+    )
+    print(
+        "handoff medians in microseconds; moved = bytes copied per handoff, by the runtime or "
+        "(probed) by the driver; rule = the sync rule tvm-ethos uses here\n"
+    )
     for direction in ("to-device", "to-host"):
         print(f"{direction}:")
-        hdr = (f"{'size':>8} | {'copy':>9} {'moved':>9} | {'imp/map':>9} {'imp/event':>9} {'moved':>9} | "
-               f"{'rule':>5} {'copy/rule':>9} {'copy/map':>8}")
+        hdr = (
+            f"{'size':>8} | {'copy':>9} {'moved':>9} | {'imp/map':>9} {'imp/event':>9} "
+            f"{'moved':>9} | "
+            f"{'rule':>5} {'copy/rule':>9} {'copy/map':>8}"
+        )
         if direction == "to-device":
             hdr += f" | {'copy+k':>9} {'import+k':>9}"
         print(hdr)
@@ -345,15 +366,21 @@ def report(rows: list[Row], info: dict, out: Path) -> int:
             ie = get[(n, direction, "import/event")]
             rule = info["rules"][n]
             rt = ie if rule == "event" else im
-            line = (f"{human(n):>8} | {c.median_us:9.1f} {c.bytes_moved:9d} | {im.median_us:9.1f} "
-                    f"{ie.median_us:9.2f} {rt.bytes_moved:9d} | {rule:>5} "
-                    f"{c.median_us / max(rt.median_us, 1e-3):8.1f}x {c.median_us / im.median_us:7.1f}x")
+            line = (
+                f"{human(n):>8} | {c.median_us:9.1f} {c.bytes_moved:9d} | {im.median_us:9.1f} "
+                f"{ie.median_us:9.2f} {rt.bytes_moved:9d} | {rule:>5} "
+                f"{c.median_us / max(rt.median_us, 1e-3):8.1f}x {c.median_us / im.median_us:7.1f}x"
+            )
             if direction == "to-device":
                 line += (f" | {get[(n, direction, 'copy+kernel')].median_us:9.1f} "
                          f"{get[(n, direction, 'import+kernel')].median_us:9.1f}")
             print(line)
         print()
-    bad = [r for r in rows if not r.correct and not (r.path == "import/event" and info["rules"][r.size] != "event")]
+    bad = [
+        r
+        for r in rows
+        if not r.correct and not (r.path == "import/event" and info["rules"][r.size] != "event")
+    ]
     if bad:
         print("WRONG RESULTS:", ", ".join(f"{human(r.size)} {r.direction} {r.path}" for r in bad))
     n = 4 << 20
@@ -403,10 +430,18 @@ def report(rows: list[Row], info: dict, out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/zero_copy", help="output folder for CSV and PNG")
-    ap.add_argument("--device", default=None,
-                    help=f"platform/device name substring (default: ${DEVICE_ENV_VAR}, else a GPU, else the first)")
-    ap.add_argument("--sizes", default=None, help="comma-separated byte sizes (default 16K,256K,4M,64M)")
-    ap.add_argument("--runs", type=int, default=400, help="runs at <=256 KiB (fewer for larger sizes)")
+    ap.add_argument(
+        "--device",
+        default=None,
+        help=f"platform/device name substring (default: ${DEVICE_ENV_VAR}, else a GPU, "
+        "else the first)",
+    )
+    ap.add_argument(
+        "--sizes", default=None, help="comma-separated byte sizes (default 16K,256K,4M,64M)"
+    )
+    ap.add_argument(
+        "--runs", type=int, default=400, help="runs at <=256 KiB (fewer for larger sizes)"
+    )
     ap.add_argument("--strict", action="store_true", help="exit 1 when the 4 MiB goal is missed")
     args = ap.parse_args(argv)
     _register_nvidia_icd()

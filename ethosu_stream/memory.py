@@ -60,7 +60,9 @@ class Memory:
         acc.high_water = max(acc.high_water, hi)
         return mem
 
-    def read(self, region: int, addr: np.ndarray, dtype: np.dtype, what: str = "a read") -> np.ndarray:
+    def read(
+        self, region: int, addr: np.ndarray, dtype: np.dtype, what: str = "a read"
+    ) -> np.ndarray:
         """Elements of ``dtype`` (little endian) starting at each byte address in ``addr``."""
         dtype = np.dtype(dtype)
         addr = np.asarray(addr, np.int64)
@@ -69,7 +71,9 @@ class Memory:
         idx = addr[..., None] + np.arange(dtype.itemsize)
         return mem[idx].copy().view(dtype.newbyteorder("<"))[..., 0].astype(dtype)
 
-    def write(self, region: int, addr: np.ndarray, values: np.ndarray, what: str = "a write") -> None:
+    def write(
+        self, region: int, addr: np.ndarray, values: np.ndarray, what: str = "a write"
+    ) -> None:
         values = np.asarray(values)
         addr = np.asarray(addr, np.int64)
         mem = self._check(region, addr, values.dtype.itemsize, what)

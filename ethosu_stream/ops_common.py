@@ -153,7 +153,9 @@ def global_scale(state: RegisterState) -> tuple[int, int]:
     return state.payload("OFM_SCALE"), state.param("OFM_SCALE") & 0x3F
 
 
-def write_ofm(mem: Memory, state: RegisterState, values: np.ndarray, shram: "ShramInfo | None") -> None:
+def write_ofm(
+    mem: Memory, state: RegisterState, values: np.ndarray, shram: "ShramInfo | None"
+) -> None:
     """Zero point already added: apply the activation (clamp, or LUT then clamp) and store."""
     ofm = from_registers(state, "OFM")
     act = state.param("ACTIVATION")

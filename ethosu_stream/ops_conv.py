@@ -8,8 +8,17 @@ from .accelerator import AcceleratorInfo
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import (ShramInfo, channel_scales, kernel, ofm_box, padded_ifm,
-                         rounding_mode, scale_stage, windows, write_ofm)
+from .ops_common import (
+    ShramInfo,
+    channel_scales,
+    kernel,
+    ofm_box,
+    padded_ifm,
+    rounding_mode,
+    scale_stage,
+    windows,
+    write_ofm,
+)
 from .registers import RegisterState
 from .weights import decode_weights
 

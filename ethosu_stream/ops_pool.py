@@ -7,9 +7,21 @@ from . import rounding
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import (ShramInfo, channel_scales, global_scale, kernel, ofm_box, padding,
-                         padded_ifm, read_fm, rounding_mode, scale_stage, uses_global_scale,
-                         windows, write_ofm)
+from .ops_common import (
+    ShramInfo,
+    channel_scales,
+    global_scale,
+    kernel,
+    ofm_box,
+    padded_ifm,
+    padding,
+    read_fm,
+    rounding_mode,
+    scale_stage,
+    uses_global_scale,
+    windows,
+    write_ofm,
+)
 from .registers import RegisterState
 
 MAX, AVERAGE, REDUCE_SUM = 0, 1, 2

@@ -63,7 +63,9 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
         if mode == _MODE_CMD0:
             name = cmd0_names.get(opcode)
             if name is None:
-                raise StreamError(f"unknown cmd0 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index)
+                raise StreamError(
+                    f"unknown cmd0 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index
+                )
             out.append(Command(index, i, name, opcode, False, param))
             i += 1
             if name == "NPU_OP_STOP":
@@ -74,9 +76,13 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
         else:
             name = cmd1_names.get(opcode)
             if name is None:
-                raise StreamError(f"unknown cmd1 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index)
+                raise StreamError(
+                    f"unknown cmd1 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index
+                )
             if i + 1 >= len(words):
-                raise StreamError("the stream is cut short: this cmd1 has no payload word", index, name)
+                raise StreamError(
+                    "the stream is cut short: this cmd1 has no payload word", index, name
+                )
             out.append(Command(index, i, name, opcode, True, param, words[i + 1]))
             i += 2
     raise StreamError("the stream is cut short: it ends without NPU_OP_STOP",

@@ -50,7 +50,9 @@ def scale(acc: np.ndarray, multiplier, shift, mode: int) -> np.ndarray:
                      "NATURAL 2)")
 
 
-def _mul_round_shift(x: np.ndarray, m_hi: np.ndarray, m_lo: np.ndarray, s: np.ndarray) -> np.ndarray:
+def _mul_round_shift(
+    x: np.ndarray, m_hi: np.ndarray, m_lo: np.ndarray, s: np.ndarray
+) -> np.ndarray:
     """floor((x * (m_hi * 2**16 + m_lo) + 2**(s-1)) / 2**s) without 64-bit overflow while
     the result fits in 64 bits (x up to 2**47, m below 2**32)."""
     if np.all(np.abs(x) < (1 << 31)):

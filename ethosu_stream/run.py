@@ -32,8 +32,12 @@ class StreamStats:
     bytes_written: dict[int, int]
 
 
-def run_stream(words, memory: Memory, accelerator: str = "ethos-u55-128",
-               trace: Callable[[Command, RegisterState, Memory], None] | None = None) -> StreamStats:
+def run_stream(
+    words,
+    memory: Memory,
+    accelerator: str = "ethos-u55-128",
+    trace: Callable[[Command, RegisterState, Memory], None] | None = None,
+) -> StreamStats:
     """Decodes ``words`` and executes them on ``memory`` (modified in place). Any fault ends in
     one :class:`StreamError` naming the command. ``trace`` is called before each operation
     executes, with the registers it will run with (to inspect its inputs)."""
