@@ -106,8 +106,8 @@ def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
                            f"{type(device).__name__}")
     elif io_region is not None and io_region != device.io_region:
         raise PlannerError(f"io_region={io_region!r} conflicts with the Device passed, whose "
-                           f"io_region is {device.io_region!r}; "
-                           "pass the device by name or leave io_region out")
+                           f"io_region is {device.io_region!r}; pass the device by name or "
+                           "leave io_region out")
     if options is None:
         options = PlannerOptions()
     elif isinstance(options, Mapping):

@@ -77,8 +77,8 @@ def _default_size(device: Device) -> int | None:
 
 #: The help line of every ``--budget`` option (python -m planner, tvmc plan, tvmc compile).
 BUDGET_HELP = ("memory budget: a size such as 300KiB or 1MiB; 'system' (the default) the SRAM of "
-               "the accelerator's system configuration, as Vela plans; "
-               "'none' the fastest plan whatever its memory")
+               "the accelerator's system configuration, as Vela plans; 'none' the fastest plan "
+               "whatever its memory")
 
 
 def budget_line(budget: int | None, whence: str) -> str:
