@@ -609,7 +609,7 @@ class Executor:
         slot.allocs.clear()
 
     def _alloc_count(self) -> int:
-        return self.memory.stats().allocations + self.activations.allocations + self._device_allocations
+        return self.memory.allocations + self.activations.allocations + self._device_allocations
 
     # ---- caller inputs
     def _caller_cpu(self, inf: _Inference, tid: int):
