@@ -91,6 +91,30 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     assert f"(1, 1, {COLUMN_TILE}, {VECTOR_LANES})" in acc[0] and 'scope="local"' in acc[0], acc
 
 
+@pytest.mark.parametrize("make, channel_blocks", [
+    # fewer pixels than output channels: channel blocks outside the rows, in parallel
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)), 4),
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 5, 3, 16), cout=48, kernel=(3, 3)), 3),
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 3, 3, 32), depthwise=True), 2),
+    # more pixels than channels: rows in parallel
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)), 0),
+])
+def test_odd_widths_and_deep_layers_exact(make, channel_blocks, monkeypatch):
+    """Widths the column tile does not divide (a predicated last tile) and layers with fewer
+    pixels than channels (channel blocks in parallel outside the rows) stay bit-exact."""
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(6))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    parallel = [line for line in after.script().splitlines() if "T.parallel" in line]
+    assert parallel, after.script()
+    if channel_blocks:
+        assert f"T.parallel({channel_blocks})" in parallel[0], parallel
+    else:
+        assert "T.parallel(7)" in parallel[0], parallel  # the rows
+    assert_bit_exact(cm, model, n_inputs=3)
+
+
 @pytest.mark.parametrize("make", [
     lambda rs: tb.conv2d(rs, in_shape=(1, 12, 12, 32), cout=32, kernel=(1, 1)),
     lambda rs: tb.conv2d(rs, in_shape=(1, 12, 12, 32), depthwise=True, stride=(2, 2)),

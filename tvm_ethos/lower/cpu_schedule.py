@@ -9,7 +9,8 @@ The rule here, per stage, by its shape rather than by operator name:
 * an injective stage runs its leading axes fused into one parallel loop and its last axis
   (channels, contiguous in NHWC) in vector lanes;
 * an accumulator read only by the injective stage after it, at the same index (conv2d,
-  depthwise, pooling), is computed inside that stage's loops one register tile at a time
+  depthwise, pooling), is computed inside that stage's loops (rows or, for deep layers,
+  channel blocks in parallel) one register tile at a time
   (``COLUMN_TILE`` output columns x ``VECTOR_LANES`` channels): its reduction loops outside the
   tile, the columns unrolled, the channels vectorized, so every multiply-add is a vector over
   output channels (HWIO weights are contiguous along them) with the input code broadcast, and
@@ -146,21 +147,31 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
 
 
 def _tile_pixels(sch, loops, lanes: int):
-    """NHWC output loops ``(n, h, w, c)``: rows parallel, columns in tiles of ``COLUMN_TILE``
-    (single columns where it does not divide them: no tail loop), channels in vectors.
-    Returns the loop an accumulator is computed at (per column tile and channel vector), or
-    None when the channels do not split into vectors."""
+    """NHWC output loops ``(n, h, w, c)``: columns in tiles of ``COLUMN_TILE`` (a width it does
+    not divide gets a last tile whose extra column is predicated off, rather than single-column
+    tiles throughout, which reuse each weight vector only once), channels in vectors. Rows run
+    in parallel, or, where an image has fewer pixels than output channels (the deep layers,
+    whose weights outgrow the caches), blocks of channels run in parallel outside the rows, so
+    each block's weights stay cached while every pixel uses them. Returns the loop an
+    accumulator is computed at (per column tile and channel vector), or None when the channels
+    do not split into vectors."""
     n, h, w, c = loops
     v = _lanes(_extent(sch, c), lanes)
     if not v:
         return None
-    outer = _parallel_outer(sch, [n, h])
-    tile = next(t for t in (COLUMN_TILE, 1) if _extent(sch, w) % t == 0)
+    tile = min(COLUMN_TILE, _extent(sch, w))
     w_o, w_i = sch.split(w, [None, tile])
     c_o, c_i = sch.split(c, [None, v])
-    sch.reorder(outer, w_o, c_o, w_i, c_i)
+    if _extent(sch, h) * (_extent(sch, w_o) * tile) < _extent(sch, c_o) * v:
+        sch.reorder(c_o, n, h, w_o, w_i, c_i)
+        sch.parallel(c_o)
+        at = w_o
+    else:
+        outer = _parallel_outer(sch, [n, h])
+        sch.reorder(outer, w_o, c_o, w_i, c_i)
+        at = c_o
     sch.vectorize(c_i)
-    return c_o
+    return at
 
 
 def _schedule_standalone_reduction(sch, block) -> None:

@@ -92,7 +92,8 @@ def aligned_empty(shape, dtype=np.uint8, alignment: int = 4096) -> np.ndarray:
     """Host array whose first byte sits at a multiple of ``alignment``: what a zero-copy import
     needs from memory the caller allocated (numpy gives no alignment guarantee beyond 16 B)."""
     dt = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    n = math.prod(int(d) for d in dims) * dt.itemsize
     raw = np.empty(n + alignment, dtype=np.uint8)
     off = (-int(raw.ctypes.data)) % alignment
     return raw[off : off + n].view(dt).reshape(shape)

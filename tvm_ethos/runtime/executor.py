@@ -257,6 +257,7 @@ class _Slot:
         self.allocs: dict = {}  # loc -> Allocation
         self.tvm: dict = {}  # loc -> tvm Tensor
         self.dev: dict = {}  # loc -> DeviceBuffer
+        self.bound: dict = {}  # CPU subgraph index -> its steps with this slot's tensors bound
         self.ready = False  # one inference completed in it: its buffers are the steady state
 
 
@@ -623,6 +624,7 @@ class Executor:
         if slot.ready:
             return  # a complete slot: its buffers are the network's steady state, kept for reuse
         _release_device_buffers(slot.dev)
+        slot.bound.clear()
         slot.tvm.clear()
         slot.host.clear()
         for loc, alloc in slot.allocs.items():
@@ -633,11 +635,7 @@ class Executor:
         slot.allocs.clear()
 
     def _alloc_count(self) -> int:
-        return (
-            self.memory.stats().allocations
-            + self.activations.allocations
-            + self._device_allocations
-        )
+        return self.memory.allocations + self.activations.allocations + self._device_allocations
 
     # ---- caller inputs
     def _caller_cpu(self, inf: _Inference, tid: int):
@@ -843,19 +841,23 @@ class Executor:
         for a, w in bracket:
             a.begin_cpu_access(read=not w, write=w)
             allocs.append((a, w))
-        for st in sg.steps:
-            inf.step = f"{where}: kernel {st.func}"
-            args = []
-            for a in st.args:
-                if a[0] == "c":
-                    args.append(self._const_cpu[a[1]])
-                elif a[1] in inputs:
-                    args.append(inputs[a[1]])
-                else:
-                    args.append(self._out_cpu(inf, a[1]))
-            args.extend(self._out_cpu(inf, o) for o in st.outs)
-            self._funcs[st.func](*args)
-            inf.stats.cpu_calls += 1
+        bound = slot.bound.get(i)
+        if bound is None:
+            bound = slot.bound[i] = self._bind_steps(inf, sg, where)
+        done = 0
+        try:
+            for func, _name, args, late in bound:
+                if late:
+                    args = list(args)
+                    for k, tid, is_input in late:
+                        args[k] = inputs[tid] if is_input else self._out_cpu(inf, tid)
+                func(*args)
+                done += 1
+        except BaseException:
+            inf.step = f"{where}: kernel {bound[done][1]}"
+            raise
+        finally:
+            inf.stats.cpu_calls += done
         inf.step = f"{where}: handing its outputs over"
         while allocs:
             a, w = allocs.pop()
@@ -867,6 +869,27 @@ class Executor:
             ev = self.device.end_host_access(b, wrote=True)
             inf.events[("home", t)] = [ev] if ev is not None else []
         inf.stats.trace.append(f"run {sg.name} on {sg.backend}")
+
+    def _bind_steps(self, inf: _Inference, sg, where: str) -> list:
+        """``sg``'s steps as ``(function, name, args, late)``: constants and the slot's own
+        buffers bound once, since they stay the same for the slot's life; ``late`` lists the
+        positions, with their tensor ids, of what changes per inference (the caller's inputs
+        and the arrays returned as outputs)."""
+        bound = []
+        for st in sg.steps:
+            inf.step = f"{where}: kernel {st.func}"
+            args, late = [], []
+            reads = [(a, a[0] == "t" and a[1] in sg.inputs) for a in st.args]
+            for k, (a, is_input) in enumerate(reads + [(("t", o), False) for o in st.outs]):
+                if a[0] == "c":
+                    args.append(self._const_cpu[a[1]])
+                elif is_input or self.plans[a[1]].direct_output:
+                    args.append(None)
+                    late.append((k, a[1], is_input))
+                else:
+                    args.append(self._out_cpu(inf, a[1]))
+            bound.append((self._funcs[st.func], st.func, tuple(args), tuple(late)))
+        return bound
 
     def _run_gpu(self, inf: _Inference, i: int, sg) -> None:
         slot = inf.slot
@@ -969,6 +992,7 @@ class Executor:
         for s in self._slots:
             _release_device_buffers(s.dev)
             s.host.clear()
+            s.bound.clear()
             s.tvm.clear()
             s.allocs.clear()
         _release_device_buffers(self._const_dev)

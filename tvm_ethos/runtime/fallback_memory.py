@@ -405,6 +405,11 @@ class FallbackMemoryManager:
     def __exit__(self, *exc: object) -> None:
         self.unload()
 
+    @property
+    def allocations(self) -> int:
+        """Buffers allocated so far (what :meth:`stats` counts, without building the rest)."""
+        return self._allocations
+
     def stats(self) -> FallbackMemoryStats:
         with self._lock:
             return FallbackMemoryStats(
