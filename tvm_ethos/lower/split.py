@@ -546,6 +546,7 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
 def opencl_kernels(fused, program: NetworkProgram):
     """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (dlight schedules)."""
     from tvm_ethos.lower.gpu_pipeline import GPU_PIPELINE_NAME
+    from tvm_ethos.lower.gpu_schedule import schedule_for_gpu
     from tvm_ethos.runtime.opencl_device import extract_opencl
 
     names = sorted({s.func for sg in program.subgraphs if sg.device == "opencl" for s in sg.steps})
@@ -555,8 +556,8 @@ def opencl_kernels(fused, program: NetworkProgram):
     for name in names:
         f = fused[name]
         if f.attrs is not None and "tirx.is_scheduled" in f.attrs:
-            # an exact integer kernel: one GPU kernel per stage (dlight would inline the stages)
-            f = schedule_stages_for_gpu(f)
+            # an exact integer kernel: register-tiled GPU schedule (dlight would inline the stages)
+            f = schedule_for_gpu(f)
         prims[name] = f.with_attr("global_symbol", name)
     try:
         return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)
