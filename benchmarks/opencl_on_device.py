@@ -4,24 +4,27 @@
 Two steps, so the kernels can run where TVM cannot be installed (a GPU machine with only numpy
 and PyOpenCL):
 
-* ``dump``: compile the model for ``target="opencl"`` (needs TVM), build its kernels twice -
+* ``dump``: compile the model for ``target="opencl"`` (needs TVM), build its kernels with
   ``stages`` (``split.schedule_stages_for_gpu``: one work-item per output element, the schedule
-  before ``gpu_schedule``) and ``tiled`` (``gpu_schedule.schedule_for_gpu``) - run both on the
-  local OpenCL device (PoCL here), check every tensor equal between them, and write the folder:
-  ``program.json`` + ``constants.bin`` (the network), ``stages.json`` / ``tiled.json`` (OpenCL C
-  and launch recipes), ``tensors.npz`` (the input and every tensor as PoCL computed it).
-* ``run DIR``: load the folder with nothing but numpy, PyOpenCL and
-  ``tvm_ethos.runtime.opencl_device`` (no TVM), run both kernel sets on the chosen device
-  (``--device nvidia``), check every tensor equal to PoCL's, and print per kernel and in total
-  the median milliseconds (OpenCL profiling events; total: wall time of the whole network with a
-  ``finish``) and the ratio stages / tiled.
+  before ``gpu_schedule``) and with each ``--tilings`` entry of ``gpu_schedule.schedule_for_gpu``
+  (``tiled-THREADSxCOLUMNSxLANES``), run them all on the local OpenCL device (PoCL here), check
+  every tensor equal to ``stages``', and write the folder: ``program.json`` + ``constants.bin``
+  (the network), one ``<variant>.json`` per schedule (OpenCL C and launch recipes),
+  ``variants.json`` (their names), ``tensors.npz`` (the input and every tensor PoCL computed).
+* ``run DIR``: load the folder with nothing but numpy, PyOpenCL and ``tvm_ethos.runtime``'s
+  OpenCL and program modules (no TVM), run every variant on the chosen device (``--device
+  nvidia``), check every tensor equal to PoCL's, and print per kernel the median device
+  milliseconds (OpenCL profiling: start to end of each kernel, summed per PrimFunc), the sum,
+  and the median wall time of the whole network (enqueue to ``finish``), each with its speed-up
+  over the first variant.
 
 Run: ``.venv/bin/python benchmarks/opencl_on_device.py dump --model mobilenet_v1_1.0_224 --out
-out/ocl_mbv1`` then ``.venv/bin/python benchmarks/opencl_on_device.py run out/ocl_mbv1``.
+out/ocl_mbv1 --tilings 64x2x4,128x1x4`` then ``... run out/ocl_mbv1 --device nvidia``.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -33,10 +36,25 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 MODELS = Path(os.environ.get("TVM_ETHOS_MODELS", REPO.parent / "shared" / "models"))
-VARIANTS = ("stages", "tiled")
 
 
 # ------------------------------------------------------------------------------ running (no tvm)
+class _KernelEvents:
+    """The pyopencl module with ``enqueue_nd_range_kernel`` recording every kernel's event."""
+
+    def __init__(self, cl) -> None:
+        self._cl = cl
+        self.events: list = []
+
+    def __getattr__(self, name):
+        return getattr(self._cl, name)
+
+    def enqueue_nd_range_kernel(self, *args, **kwargs):
+        ev = self._cl.enqueue_nd_range_kernel(*args, **kwargs)
+        self.events.append(ev)
+        return ev
+
+
 class Network:
     """The OpenCL steps of a program, with every tensor and constant in device memory."""
 
@@ -55,16 +73,26 @@ class Network:
         for tid, a in values.items():
             self.dev.upload(self.bufs[("t", tid)], np.ascontiguousarray(a), blocking=True)
 
-    def launch_all(self, timed: bool = False) -> list:
-        """Enqueue every step; with ``timed``, a marker before each gives its start event."""
-        cl, q = self.dev.cl, self.dev.queue
-        marks = []
+    def launch_all(self) -> None:
         for s in self.steps:
             args = [self.bufs[tuple(a)] for a in s.args] + [self.bufs[("t", o)] for o in s.outs]
-            start = cl.enqueue_marker(q) if timed else None
-            end = self.built[s.func].launch(args)
-            marks.append((start, end))
-        return marks
+            self.built[s.func].launch(args)
+
+    def kernel_ms(self) -> dict:
+        """Device milliseconds per step (the sum of its kernels' profiled start..end), one run."""
+        rec = _KernelEvents(self.dev.cl)
+        self.dev.cl = rec
+        try:
+            out = {}
+            for s in self.steps:
+                first = len(rec.events)
+                args = [self.bufs[tuple(a)] for a in s.args] + [self.bufs[("t", o)] for o in s.outs]
+                self.built[s.func].launch(args)
+                out[s.func] = rec.events[first:]
+        finally:
+            self.dev.cl = rec._cl
+        self.dev.finish()
+        return {k: sum(e.profile.end - e.profile.start for e in evs) * 1e-6 for k, evs in out.items()}
 
     def read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
@@ -74,24 +102,19 @@ class Network:
 
 
 def time_network(net: Network, seconds: float) -> tuple[float, dict]:
-    """Median wall ms of the whole network and median device ms per step (by function)."""
+    """Median wall ms of the whole network (enqueue to finish) and median device ms per step."""
     for _ in range(2):
         net.launch_all()
     net.dev.finish()
-    walls, per_step = [], {}
+    walls = []
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end or len(walls) < 3:
         t0 = time.perf_counter()
         net.launch_all()
         net.dev.finish()
         walls.append(time.perf_counter() - t0)
-    for _ in range(5):
-        marks = net.launch_all(timed=True)
-        net.dev.finish()
-        for s, (start, end) in zip(net.steps, marks):
-            ns = end.profile.end - start.profile.end
-            per_step.setdefault(s.func, []).append(ns * 1e-6)
-    return statistics.median(walls) * 1e3, {k: statistics.median(v) for k, v in per_step.items()}
+    runs = [net.kernel_ms() for _ in range(5)]
+    return statistics.median(walls) * 1e3, {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def load_folder(folder: Path):
@@ -100,7 +123,8 @@ def load_folder(folder: Path):
 
     program = NetworkProgram.from_json((folder / "program.json").read_text(),
                                        (folder / "constants.bin").read_bytes())
-    specs = {v: OpenCLModuleSpec.from_json((folder / f"{v}.json").read_text()) for v in VARIANTS}
+    names = json.loads((folder / "variants.json").read_text())
+    specs = {v: OpenCLModuleSpec.from_json((folder / f"{v}.json").read_text()) for v in names}
     with np.load(folder / "tensors.npz") as z:
         tensors = {int(k[1:]): z[k] for k in z.files}
     return program, specs, tensors
@@ -126,20 +150,25 @@ def run_variants(program, specs, device: str | None, seconds: float, inputs: dic
         if first is None:
             first = got
         totals[v], results[v] = time_network(net, seconds)
-        print(f"# {v}: {totals[v]:.2f} ms", flush=True)
+        print(f"# {v}: {totals[v]:.3f} ms", flush=True)
     return results, totals, mismatches, first
 
 
 def print_table(results: dict, totals: dict) -> None:
-    a, b = VARIANTS
-    print(f"| kernel | {a} ms | {b} ms | {a}/{b} |")
-    print("|---|---|---|---|")
-    for k in results[a]:
-        x, y = results[a][k], results[b][k]
-        print(f"| {k} | {x:.3f} | {y:.3f} | {x / y:.2f} |")
-    sa, sb = sum(results[a].values()), sum(results[b].values())
-    print(f"| sum of kernels | {sa:.3f} | {sb:.3f} | {sa / sb:.2f} |")
-    print(f"| network wall | {totals[a]:.3f} | {totals[b]:.3f} | {totals[a] / totals[b]:.2f} |")
+    """One row per kernel, one column per variant (device ms, ratio to the first variant)."""
+    names = list(results)
+    base = names[0]
+    print("| kernel | " + " | ".join(f"{v} ms" for v in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+
+    def row(label, cells):
+        print(f"| {label} | " + " | ".join(
+            f"{cells[v]:.3f}" + ("" if v == base else f" ({cells[base] / cells[v]:.2f}x)") for v in names) + " |")
+
+    for k in results[base]:
+        row(k, {v: results[v][k] for v in names})
+    row("sum of kernels", {v: sum(results[v].values()) for v in names})
+    row("network wall", totals)
 
 
 def cmd_run(args) -> int:
@@ -150,7 +179,7 @@ def cmd_run(args) -> int:
     if mismatches:
         print(f"MISMATCH against PoCL: {', '.join(mismatches[:8])}")
         return 1
-    print("every tensor of both variants equal to PoCL's")
+    print("every tensor of every variant equal to PoCL's")
     return 0
 
 
@@ -186,7 +215,23 @@ def build_spec(fused, program, schedule):
     return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)
 
 
+def parse_tiling(text: str):
+    """``"64x2x4"``: threads x columns x lanes (:class:`GpuTiling`)."""
+    from tvm_ethos.lower.gpu_schedule import GpuTiling
+
+    try:
+        threads, columns, lanes = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"tiling {text!r} is not THREADSxCOLUMNSxLANES, e.g. 64x2x4") from None
+    try:
+        return GpuTiling(threads, columns, lanes)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def cmd_dump(args) -> int:
+    from functools import partial
+
     from tvm_ethos.lower.gpu_schedule import schedule_for_gpu
     from tvm_ethos.lower.split import schedule_stages_for_gpu
 
@@ -197,8 +242,9 @@ def cmd_dump(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     program, fused = compile_captured(path)
-    specs = {"stages": build_spec(fused, program, schedule_stages_for_gpu),
-             "tiled": build_spec(fused, program, schedule_for_gpu)}
+    specs = {"stages": build_spec(fused, program, schedule_stages_for_gpu)}
+    for t in args.tilings:
+        specs[f"tiled-{t.threads}x{t.columns}x{t.lanes}"] = build_spec(fused, program, partial(schedule_for_gpu, tiling=t))
     rng = np.random.RandomState(0)
     inputs = {}
     for tid in program.inputs:
@@ -214,8 +260,9 @@ def cmd_dump(args) -> int:
     (out / "constants.bin").write_bytes(program.constants_blob())
     for v, spec in specs.items():
         (out / f"{v}.json").write_text(spec.to_json())
+    (out / "variants.json").write_text(json.dumps(list(specs)))
     np.savez(out / "tensors.npz", **{f"t{k}": a for k, a in {**inputs, **got}.items()})
-    print(f"wrote {out}: both schedules equal on every tensor")
+    print(f"wrote {out}: every schedule equal to stages on every tensor")
     return 0
 
 
@@ -225,6 +272,8 @@ def main(argv=None) -> int:
     d = sub.add_parser("dump", help="compile, check both schedules equal here, write the folder")
     d.add_argument("--model", default="mobilenet_v1_1.0_224")
     d.add_argument("--out", default="out/ocl_kernels")
+    d.add_argument("--tilings", type=lambda v: [parse_tiling(t) for t in v.split(",")], default="64x2x4",
+                   help="GpuTilings to build besides stages, THREADSxCOLUMNSxLANES, comma-separated")
     r = sub.add_parser("run", help="run a dumped folder (numpy + PyOpenCL only)")
     r.add_argument("folder")
     for p in (d, r):

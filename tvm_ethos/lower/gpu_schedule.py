@@ -128,7 +128,11 @@ def _register_tile(sch, acc, at) -> None:
     sch.reorder(*reds, *tile)
     for lp in tile:
         sch.unroll(lp)
-    sch.decompose_reduction(acc, reds[0])
+    try:
+        # the init as its own loop before the reductions, not a branch inside them
+        sch.decompose_reduction(acc, reds[0])
+    except s_tir.ScheduleError:
+        pass  # bindings not quasi-affine after the fuse: the init stays a first-iteration branch
 
 
 def schedule_for_gpu(prim, tiling: GpuTiling = DEFAULT_TILING):
