@@ -192,9 +192,9 @@ def compile_captured(path: Path):
     captured = {}
     build = split.opencl_kernels
 
-    def capture(fused, program):
+    def capture(fused, program, *rest):
         captured["fused"] = fused
-        return build(fused, program)
+        return build(fused, program, *rest)
 
     split.opencl_kernels = capture
     try:
@@ -215,16 +215,11 @@ def build_spec(fused, program, schedule):
     return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)
 
 
-def parse_tiling(text: str):
-    """``"64x2x4"``: threads x columns x lanes (:class:`GpuTiling`)."""
-    from tvm_ethos.lower.gpu_schedule import GpuTiling
+def _tiling(text: str):
+    from tvm_ethos.lower.gpu_schedule import parse_tiling
 
     try:
-        threads, columns, lanes = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"tiling {text!r} is not THREADSxCOLUMNSxLANES, e.g. 64x2x4") from None
-    try:
-        return GpuTiling(threads, columns, lanes)
+        return parse_tiling(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -272,7 +267,7 @@ def main(argv=None) -> int:
     d = sub.add_parser("dump", help="compile, check both schedules equal here, write the folder")
     d.add_argument("--model", default="mobilenet_v1_1.0_224")
     d.add_argument("--out", default="out/ocl_kernels")
-    d.add_argument("--tilings", type=lambda v: [parse_tiling(t) for t in v.split(",")], default="64x2x4",
+    d.add_argument("--tilings", type=lambda v: [_tiling(t) for t in v.split(",")], default="64x2x4",
                    help="GpuTilings to build besides stages, THREADSxCOLUMNSxLANES, comma-separated")
     r = sub.add_parser("run", help="run a dumped folder (numpy + PyOpenCL only)")
     r.add_argument("folder")

@@ -95,9 +95,9 @@ def test_tilings_agree_with_the_unscheduled_kernel(tiling):
     captured = {}
     real = split.opencl_kernels
 
-    def grab(fused, program):
+    def grab(fused, program, *rest):
         captured["fused"], captured["program"] = fused, program
-        return real(fused, program)
+        return real(fused, program, *rest)
 
     split.opencl_kernels = grab
     try:
@@ -131,3 +131,34 @@ def test_tilings_agree_with_the_unscheduled_kernel(tiling):
 def test_tiling_must_be_powers_of_two(bad):
     with pytest.raises(ValueError, match="power of two"):
         GpuTiling(**bad)
+
+
+@pytest.mark.parametrize("options, launch", [
+    ({"tiling": "128x1x1"}, (128, 1, 1)),
+    ({}, (64, 2, 4)),
+], ids=["keyword", "default"])
+def test_tiling_option_reaches_the_kernels(options, launch):
+    """The opencl target's ``tiling`` option sets the launch; the results stay bit-exact."""
+    threads, columns, lanes = launch
+    model = tb.conv2d(np.random.RandomState(6), in_shape=(1, 8, 8, 16), cout=16)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="opencl", **options)
+    (func,) = cm.program.opencl.functions.values()
+    (got,) = func.launches
+    assert got.local_size == (threads,)
+    assert got.global_size == (8 * 8 * 16 // (columns * lanes),)
+    assert_bit_exact(cm, model, n_inputs=1)
+
+
+def test_inline_tiling_option():
+    model = tb.conv2d(np.random.RandomState(6), in_shape=(1, 8, 8, 16), cout=16)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="opencl -tiling=32x2x2")
+    (func,) = cm.program.opencl.functions.values()
+    assert func.launches[0].local_size == (32,)
+    assert func.launches[0].global_size == (8 * 8 * 16 // 4,)
+
+
+@pytest.mark.parametrize("bad", ["64x2", "64x3x4", "big", "0x1x1"])
+def test_bad_tiling_option_is_one_clear_error(bad):
+    model = tb.conv2d(np.random.RandomState(6), in_shape=(1, 4, 4, 8), cout=8)
+    with pytest.raises(tvm_ethos.OptionError, match="tiling.*64x2x4"):
+        tvm_ethos.compile(tvm_ethos.load_model(model), target="opencl", tiling=bad)

@@ -59,6 +59,22 @@ class GpuTiling:
 DEFAULT_TILING = GpuTiling()
 
 
+def parse_tiling(value) -> GpuTiling:
+    """A :class:`GpuTiling` from the opencl target's ``tiling`` option: ``"THREADSxCOLUMNSxLANES"``
+    (``"64x2x4"``), a GpuTiling, or None/"" for the default."""
+    if isinstance(value, GpuTiling):
+        return value
+    if value is None or value == "":
+        return DEFAULT_TILING
+    try:
+        threads, columns, lanes = (int(v) for v in str(value).lower().split("x"))
+        return GpuTiling(threads, columns, lanes)
+    except ValueError:
+        raise ValueError(
+            f"tiling {value!r} is not THREADSxCOLUMNSxLANES of powers of two (e.g. 64x2x4)"
+        ) from None
+
+
 def _divisor(extent: int, want: int) -> int:
     """The largest power of two at most ``want`` that divides ``extent``."""
     v = want
