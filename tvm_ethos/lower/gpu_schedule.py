@@ -8,13 +8,13 @@ one structure that carries nearly all the work, an accumulator read only by the 
 after it at the same index (conv2d, depthwise, pooling), gets a register tile per thread:
 
 * the output's NHWC loops become ``work-groups x threads x (columns x channels)``: each thread
-  owns ``columns`` output columns (unrolled) x ``lanes`` output channels (one OpenCL vector), and
-  consecutive threads own consecutive channel vectors, so a work-group's weight and output
-  accesses are contiguous along channels (coalesced on a GPU, one vector per work-item on PoCL);
-* the accumulator is computed at the thread, in ``local`` scope (registers): its reduction loops
-  run outside the tile, so each weight vector (HWIO: contiguous along output channels) is loaded
-  once with ``vloadN`` and serves every column of the tile, and each input value serves a whole
-  channel vector (depthwise reads its input as a vector too: the channel is the group);
+  owns ``columns`` output columns x ``lanes`` output channels, and consecutive threads own
+  consecutive channel groups, so a work-group's weight and output accesses are contiguous along
+  channels (coalesced on a GPU; PoCL's work-group vectorizer makes the work-items vector lanes);
+* the accumulator is computed at the thread, in ``local`` scope (registers), its tile loops
+  unrolled: its reduction loops run outside the tile, so each weight byte (HWIO: contiguous
+  along output channels) is loaded once and serves every column of the tile, and each input
+  byte serves every lane (not OpenCL vector loads: rfcs/0008 section 4 says why);
 * the requantization of the tile runs in the same thread straight from the registers.
 
 Every other stage (injective ops, fully connected and mean accumulators, softmax's row max and
@@ -124,14 +124,12 @@ def _tile_output(sch, block, tiling: GpuTiling):
     c_o, c_i = sch.split(c, [None, lanes])
     sch.reorder(n, h, w_o, c_o, w_i, c_i)
     tx = _bind(sch, [n, h, w_o, c_o], tiling.threads)
-    sch.unroll(w_i)
-    sch.unroll(c_i)
     return tx, w_i, c_i
 
 
 def _register_tile(sch, acc, at) -> None:
     """The accumulator computed at thread loop ``at``: reductions outside the tile, the column
-    loop unrolled, the channel loop an OpenCL vector, the whole tile in registers."""
+    and channel loops unrolled, the whole tile in registers."""
     sch.compute_at(acc, at, preserve_unit_loops=True)
     loops = sch.get_loops(acc)
     kinds = _loop_kinds(sch, acc, loops)
