@@ -348,7 +348,8 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     * ``accelerator_config`` (ethos-u): ``"ethos-u55-32"`` ... ``"ethos-u85-2048"``;
     * ``variant`` (ethos-n, ``"n78"``), ``tops`` (1, 2, 4, 8), ``ple_ratio`` (2, 4),
       ``sram_size`` (bytes, 0 for the variant's own);
-    * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU.
+    * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU;
+    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``.
 
     Planning options (rfcs/0005):
 
@@ -466,6 +467,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
             tl.host.backend_id,
             tl.host.options.get("cpu_ops"),
             tir_pipeline=PIPELINE_NAME,
+            gpu_tiling=tl.host.options.get("tiling"),
         )
     except TvmEthosError:
         raise

@@ -584,9 +584,10 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
-def opencl_kernels(fused, program: NetworkProgram):
-    """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (dlight
-    schedules)."""
+def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
+    """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (``gpu_schedule``
+    for the exact integer kernels, with the opencl target's ``tiling``; dlight for the rest)."""
+    from tvm_ethos.lower.gpu_schedule import parse_tiling, schedule_for_gpu
     from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
     from tvm_ethos.lower.opencl_extraction import extract_opencl
 
@@ -597,8 +598,8 @@ def opencl_kernels(fused, program: NetworkProgram):
     for name in names:
         f = fused[name]
         if f.attrs is not None and "tirx.is_scheduled" in f.attrs:
-            # an exact integer kernel: one GPU kernel per stage (dlight would inline the stages)
-            f = schedule_stages_for_gpu(f)
+            # an exact integer kernel: register-tiled GPU schedule (dlight would inline the stages)
+            f = schedule_for_gpu(f, parse_tiling(gpu_tiling))
         prims[name] = f.with_attr("global_symbol", name)
     try:
         return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)
@@ -622,7 +623,7 @@ def schedule_host_kernels(fused):
     return tvm.IRModule(funcs, attrs=fused.attrs, global_infos=fused.global_infos)
 
 
-def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
+def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None, gpu_tiling=None):
     """Split, legalize, build: returns ``(executable, NetworkProgram)``."""
     asg = assign_backends(pmod, report, host_id, cpu_ops)
     smod, segments = split_main(pmod, asg)
@@ -635,5 +636,5 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None):
     ex = tvm.compile(
         schedule_host_kernels(fused), target=host, relax_pipeline=vm_tail(host), **kwargs
     )
-    program.opencl = opencl_kernels(fused, program)
+    program.opencl = opencl_kernels(fused, program, gpu_tiling)
     return ex, program

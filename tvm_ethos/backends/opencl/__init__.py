@@ -10,6 +10,11 @@ that executable still runs anywhere.
 Option ``cpu_ops``: operator kinds or TFLite names (``softmax``, ``AVERAGE_POOL_2D``...) the GPU
 leaves to the CPU (the llvm backend), like an operator a GPU backend rejects in Arm NN's
 ``GpuAcc, CpuAcc`` preference list. Several: ``+``-separated (``softmax+mean``) or a list.
+
+Option ``tiling``: the register tile of the conv / depthwise / pooling kernels,
+``THREADSxCOLUMNSxLANES`` (``tvm_ethos/lower/gpu_schedule.py``). The default, ``64x2x4``, suits
+devices with few compute units (PoCL on a CPU, and the same reasoning holds for a mobile GPU); a
+large discrete GPU wants one output per work-item to fill its cores (``256x1x1``; rfcs/0008).
 """
 from tvm_ethos.backends.base import BACKEND_API_VERSION, Capabilities, OptionSpec, Plugin
 from tvm_ethos.backends.host_common import HostBackend
@@ -23,6 +28,16 @@ def _ops_ok(value) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
 
+def _tiling_ok(value) -> bool:
+    from tvm_ethos.lower.gpu_schedule import parse_tiling
+
+    try:
+        parse_tiling(value)
+    except ValueError:
+        return False
+    return True
+
+
 class OpenclBackend(HostBackend):
     backend_id = BACKEND_ID
     build_target = "llvm"  # the VM executable's copy of these kernels
@@ -34,6 +49,11 @@ class OpenclBackend(HostBackend):
                 "", validator=_ops_ok,
                 help="operator kinds or TFLite names to run on the CPU (llvm) instead of the GPU, "
                 "'+'-separated or a list",
+            ),
+            "tiling": OptionSpec(
+                "64x2x4", validator=_tiling_ok,
+                help="work-items per work-group x output columns x output channels per work-item, "
+                "powers of two, e.g. 64x2x4 (PoCL, small GPUs) or 256x1x1 (large discrete GPUs)",
             ),
         }
 
