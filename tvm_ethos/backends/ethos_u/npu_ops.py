@@ -10,6 +10,7 @@ feature maps' float scales as its own compiler does.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,11 +166,24 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
         # TFLite divides a padded window by its valid elements; the NPU by the kernel area
         raise UnsupportedOperatorError(op.tflite_name, "a padded average pool")
     sub = api.NpuPoolingOp.AVERAGE if op.kind == "avg_pool2d" else api.NpuPoolingOp.MAX
+    if op.kind == "avg_pool2d":
+        # TFLite averages the stored values, zero point included, and rounds that; the NPU
+        # would round the average of (x - zero point): a tie then rounds the other way
+        ifm = dataclasses.replace(ifm, zero_point=0)
+        ofm = dataclasses.replace(ofm, zero_point=0)
     npu = _common(api.NpuPoolingOperation(sub), op, ifm, ofm)
     ph, pw = op.attrs["pool_size"]
     sh, sw = op.attrs["strides"]
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
     npu.padding = _padding(op)
+    area = ph * pw
+    if op.kind == "avg_pool2d" and area & (area - 1) == 0:
+        # TFLite rounds sum / area half away from zero; with a multiplier of 2**31 the NPU's
+        # first (ties-up) rounding is exact and its second, a rounding shift by log2(area),
+        # rounds half away from zero: the same result for every input
+        from ethosu.vela.operation import ExplicitScaling
+
+        npu.rescale = ExplicitScaling(False, [31 + area.bit_length() - 1], [1 << 31])
     return npu
 
 
