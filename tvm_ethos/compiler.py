@@ -426,10 +426,12 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     log.debug("partition:\n%s", report)
     try:
         # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
-        pmod, plan_report = offload(pmod, tl, plan_opts, devices)
+        payloads: dict = {}
+        pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
         # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
         ex, program = build_network(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"),
                                     tir_pipeline=PIPELINE_NAME)
+        program.payloads = payloads
     except TvmEthosError:
         raise
     except Exception as err:

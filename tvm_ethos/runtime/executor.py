@@ -285,6 +285,18 @@ class InferRequest:
 
 
 # ---------------------------------------------------------------------------- the executor
+def _run_stream(payload, args: list, n_outs: int) -> None:
+    """One NPU kernel call as its command stream on the functional model: the activation
+    inputs come first in ``args`` (the constants after them are in the stream's flash), the
+    outputs last."""
+    from tvm_ethos.backends.ethos_u.stream_run import run_payload
+
+    ins = [a.numpy() for a in args[:len(payload.inputs)]]
+    outs, _ = run_payload(payload, ins)
+    for dst, got in zip(args[-n_outs:], outs):
+        dst.copyfrom(got.reshape(dst.shape))
+
+
 class Executor:
     """A loaded network (see the module docstring)."""
 
@@ -297,12 +309,16 @@ class Executor:
         opencl_device: str | None = None,
         misaligned: str = "copy",
         max_requests: int = 4,
+        npu_runtime: str = "tir",
         allocators=None,
         capabilities: dict | None = None,
         registry=None,
     ):
         check_runtime_options({"fallback_mode": fallback_mode, "opencl_device": opencl_device,
-                               "misaligned": misaligned, "max_requests": max_requests})
+                               "misaligned": misaligned, "max_requests": max_requests,
+                               "npu_runtime": npu_runtime})
+        #: NPU kernels that run as command streams on the functional model, by symbol
+        self._streams = dict(program.payloads) if npu_runtime == "stream" else {}
         self.program = program
         self.fallback_mode = fallback_mode
         self.misaligned = misaligned
@@ -804,7 +820,11 @@ class Executor:
                 else:
                     args.append(self._out_cpu(inf, a[1]))
             args.extend(self._out_cpu(inf, o) for o in st.outs)
-            self._funcs[st.func](*args)
+            if st.func in self._streams:
+                _run_stream(self._streams[st.func], args, len(st.outs))
+                inf.stats.trace.append(f"stream {st.func} on the Ethos-U functional model")
+            else:
+                self._funcs[st.func](*args)
             inf.stats.cpu_calls += 1
         inf.step = f"{where}: handing its outputs over"
         while allocs:

@@ -211,6 +211,17 @@ class EthosUBackend(NpuBackend):
             "accelerator_config": OptionSpec("ethos-u55-128", allowed=ACCELERATOR_CONFIGS, help="Ethos-U configuration"),
         }
 
+    def command_stream(self, lowered, options: dict):
+        """A register command stream through Vela's API (``stream_gen``, the ``vela`` extra)."""
+        from tvm_ethos.backends.ethos_u.stream_gen import generate
+
+        return generate(lowered, str(options.get("accelerator_config", "ethos-u55-128")))
+
+    def stream_report(self, payload, planned_peak: int | None) -> dict:
+        from tvm_ethos.backends.ethos_u.stream_run import stream_report
+
+        return stream_report(payload, planned_peak)
+
     def layer_support(self):
         return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535))
 

@@ -27,7 +27,7 @@ from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.errors import CompileError
 
 FLASH_REGION, SCRATCH_REGION = 0, 1
-#: Vela aligns every feature map and constant to 16 bytes (the NPU's burst)
+#: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
 ALIGN = 16
 STREAM_ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
                        "ethos-u65-256", "ethos-u65-512")
@@ -83,12 +83,14 @@ def _is_reshape(op) -> bool:
 
 def arena_layout(lw) -> dict[str, int]:
     """Offset in the scratch arena of every feature map (by TE tensor name): first fit by
-    lifetime, a reshape sharing its input's bytes (NHWC reshapes move no data)."""
+    lifetime, packed to the element (as the planner counts bytes), a reshape sharing its
+    input's bytes (NHWC reshapes move no data)."""
     alias = {}
     for q, out, ins in zip(lw.layers, lw.tensors.values(), lw.layer_inputs):
         if _is_reshape(q):
             alias[_key(out)] = alias.get(_key(ins[0]), _key(ins[0]))
     size: dict[str, int] = {}
+    item: dict[str, int] = {}    # NHWC feature maps need only element alignment
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     const_names = {_key(t) for t in lw.const_tensors}
@@ -100,6 +102,7 @@ def arena_layout(lw) -> dict[str, int]:
         root = alias.get(k, k)
         nbytes = int(np.prod([int(s) for s in t.shape])) * np.dtype(str(t.dtype)).itemsize
         size[root] = max(size.get(root, 0), nbytes)
+        item[root] = np.dtype(str(t.dtype)).itemsize
         first.setdefault(root, step)
         last[root] = max(last.get(root, step), step)
 
@@ -120,7 +123,7 @@ def arena_layout(lw) -> dict[str, int]:
         for o, s in live:
             if off + size[root] <= o:
                 break
-            off = max(off, _align(o + s))
+            off = max(off, -(-(o + s) // item[root]) * item[root])
         placed.append((off, size[root], first[root], last[root]))
         offsets[root] = off
     for k, root in alias.items():
@@ -215,10 +218,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
 
     ins = tuple(arena(t) for t in lw.input_tensors)
     outs = tuple(arena(t) for t in lw.outputs)
-    scratch = max(_align(a.offset + int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize)
-                  for a in ins + outs)
-    scratch = max([scratch] + [_align(s.offset + s.nbytes) for s in slots.values()
-                               if s.region == SCRATCH_REGION])
+    scratch = max([s.offset + s.nbytes for s in slots.values() if s.region == SCRATCH_REGION])
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), scratch, 0, ins, outs)
 
 

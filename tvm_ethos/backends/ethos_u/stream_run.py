@@ -35,3 +35,19 @@ def run_payload(payload: EthosUPayload, inputs) -> tuple[list[np.ndarray], objec
         n = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
         outs.append(arena[spec.offset:spec.offset + n].copy().view(spec.dtype).reshape(spec.shape))
     return outs, stats
+
+
+def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
+    """What the stream does on the functional model (one run on zero inputs), beside the
+    plan's predicted peak, as the plan report keeps it (JSON values)."""
+    zeros = [np.zeros(a.shape, a.dtype) for a in payload.inputs]
+    _outs, stats = run_payload(payload, zeros)
+    return {
+        "generated": True, "schedule": "layer by layer",
+        "command_stream_bytes": len(payload.driver_payload), "flash_bytes": len(payload.flash),
+        "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
+        "planned_peak_bytes": planned_peak,
+        "macs": int(stats.macs),
+        "dma_bytes": {f"{s}->{d}": int(n) for (s, d), n in stats.dma_bytes.items()},
+        "commands": {k: int(v) for k, v in stats.commands.items()},
+    }

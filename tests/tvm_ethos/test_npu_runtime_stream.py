@@ -1,0 +1,82 @@
+"""``npu_runtime="stream"``: an Ethos-U subgraph runs as its generated command stream on the
+functional model, bit-exact with TFLite's reference kernels; one the generator cannot express
+keeps the emulator, and the plan report says why."""
+import numpy as np
+import pytest
+
+import tflite_builder as tb
+import tvm_ethos
+from tests.helpers.tflite_oracle import oracle, random_inputs
+from tvm_ethos.errors import OptionError
+
+pytest.importorskip("ethosu.vela")
+
+
+def _check(model, cm, runs=2):
+    rs = np.random.RandomState(1)
+    outs = []
+    for _ in range(runs):
+        xs = random_inputs(model, rs)
+        got = cm.run(*xs)[0]
+        ref = oracle(model, xs)[0]
+        np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+        outs.append(ref)
+    assert not np.array_equal(outs[0], outs[1])   # the output follows the input
+
+
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, stride=(2, 2), act="relu"),
+    lambda rs: tb.conv2d(rs, depthwise=True, act="relu6"),
+    lambda rs: tb.binary(rs, "add", b_shape=(1, 1, 1, 8)),
+    lambda rs: tb.binary(rs, "mul"),
+    lambda rs: tb.pool(rs, "max"),
+], ids=["conv", "depthwise", "add-broadcast", "mul", "maxpool"])
+def test_stream_runtime_bit_exact_with_tflite(make, tmp_path):
+    model = make(np.random.RandomState(0))
+    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-256,llvm",
+                           npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"]
+    assert {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_ELEMENTWISE", "NPU_OP_POOL"} & \
+        set(entry["commands"])
+    # one operator, one whole-tensor Plan: the stream touches exactly the planned peak
+    assert entry["realizes_plan"]
+    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
+    _check(model, cm)
+    assert any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+    # saved and loaded, the stream goes with the model
+    loaded = tvm_ethos.load(cm.save(tmp_path / "m.zip"))
+    assert loaded.program.payloads == cm.program.payloads
+    _check(model, loaded)
+
+
+def test_tir_runtime_keeps_the_emulator():
+    model = tb.conv2d(np.random.RandomState(0))
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    _check(model, cm)
+    assert not any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+
+
+def test_unsupported_operator_keeps_the_emulator_and_says_why():
+    model = tb.softmax(np.random.RandomState(0))
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert not entry["generated"] and "SOFTMAX" in entry["reason"]
+    assert not cm.program.payloads
+
+
+def test_bad_npu_runtime_is_one_clear_error():
+    with pytest.raises(OptionError, match="npu_runtime.*stream"):
+        tvm_ethos.compile(tb.conv2d(np.random.RandomState(0)), "ethos-u,llvm",
+                          npu_runtime="vela", cache_dir=False)
+
+
+def test_stream_memory_must_equal_the_plan():
+    from tvm_ethos.lower.codegen import check_stream_memory
+    from tvm_ethos.lower.schedule import MemoryMismatchError
+
+    entry = {"realizes_plan": True, "scratch_high_water_bytes": 784, "planned_peak_bytes": 776}
+    with pytest.raises(MemoryMismatchError, match="784 B.*776 B"):
+        check_stream_memory("sg0", entry)
+    check_stream_memory("sg0", dict(entry, realizes_plan=False))   # a cascaded plan: no claim
+    check_stream_memory("sg0", dict(entry, scratch_high_water_bytes=776))
