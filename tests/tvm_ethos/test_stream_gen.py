@@ -10,7 +10,7 @@ from tvm import te
 
 import tvm_ethos
 from tests.helpers.models import MODELS_DIR
-from tvm_ethos.backends.ethos_u.npu_ops import UnsupportedOperatorError
+from tvm_ethos.backends.ethos_u.npu_ops import UnsupportedOperatorError, avg_pool_scale
 from tvm_ethos.backends.ethos_u.stream_gen import arena_layout, generate
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
@@ -111,3 +111,19 @@ def test_an_operator_without_a_stream_is_named():
 def test_ethos_u85_has_no_stream():
     with pytest.raises(UnsupportedOperatorError, match="Ethos-U85"):
         generate(prefix(subgraph("ds_cnn_kws"), 1), "ethos-u85-256")
+
+
+@pytest.mark.parametrize("area", range(2, 65))
+def test_average_pool_scale_rounds_as_tflite_for_every_int8_sum(area):
+    """Brute force over every sum of ``area`` int8 values: the OFM scale an unpadded average
+    pool gets (npu_ops.pool_op's explicit one for a power-of-two area, Vela's otherwise)
+    rounds sum / area half away from zero, as TFLite's reference kernel does."""
+    from ethosu.vela import scaling
+
+    from ethosu_stream import rounding
+
+    x = np.arange(-128 * area, 128 * area)
+    scale, shift = avg_pool_scale(area) or scaling.quantise_pooling_scale(area, 0)
+    half = area // 2
+    ref = np.where(x > 0, (x + half) // area, -((-x + half) // area))
+    np.testing.assert_array_equal(rounding.scale(x, scale, shift, rounding.TFL), ref)

@@ -169,22 +169,31 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     if op.kind == "avg_pool2d":
         # TFLite averages the stored values, zero point included, and rounds that; the NPU
         # would round the average of (x - zero point): a tie then rounds the other way
-        ifm = dataclasses.replace(ifm, zero_point=0)
-        ofm = dataclasses.replace(ofm, zero_point=0)
+        # (TFLite requires equal input and output scales: the NPU's scale is 1 / area)
+        ifm = dataclasses.replace(ifm, scale=1.0, zero_point=0)
+        ofm = dataclasses.replace(ofm, scale=1.0, zero_point=0)
     npu = _common(api.NpuPoolingOperation(sub), op, ifm, ofm)
     ph, pw = op.attrs["pool_size"]
     sh, sw = op.attrs["strides"]
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
     npu.padding = _padding(op)
-    area = ph * pw
-    if op.kind == "avg_pool2d" and area & (area - 1) == 0:
-        # TFLite rounds sum / area half away from zero; with a multiplier of 2**31 the NPU's
-        # first (ties-up) rounding is exact and its second, a rounding shift by log2(area),
-        # rounds half away from zero: the same result for every input
+    explicit = avg_pool_scale(ph * pw) if op.kind == "avg_pool2d" else None
+    if explicit is not None:
         from ethosu.vela.operation import ExplicitScaling
 
-        npu.rescale = ExplicitScaling(False, [31 + area.bit_length() - 1], [1 << 31])
+        npu.rescale = ExplicitScaling(False, [explicit[1]], [explicit[0]])
     return npu
+
+
+def avg_pool_scale(area: int) -> tuple[int, int] | None:
+    """The OFM (scale, shift) an unpadded average pool of ``area`` elements gets, or None
+    for Vela's own (which rounds as TFLite for every int8 sum when the area is not a power
+    of two). TFLite rounds sum / area half away from zero; for a power-of-two area a scale of
+    2**31 makes the NPU's first (ties-up) rounding exact and its second, a rounding shift by
+    log2(area), rounds half away from zero."""
+    if area & (area - 1):
+        return None
+    return 1 << 31, 31 + area.bit_length() - 1
 
 
 def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):

@@ -34,6 +34,8 @@ STREAM_ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u
 _CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
 _POOL_KINDS = ("avg_pool2d", "max_pool2d")
 _ELEMENTWISE_KINDS = ("add", "mul")
+#: the operators a stream is generated for
+STREAM_KINDS = _CONV_KINDS + _POOL_KINDS + _ELEMENTWISE_KINDS + ("reshape",)
 
 
 def vela_api():
@@ -154,6 +156,10 @@ def generate(lw, accelerator: str) -> EthosUPayload:
     """The command stream and memory of one lowered NPU subgraph, layer by layer."""
     api = vela_api()
     acc = npu_accelerator(accelerator)
+    for q in lw.layers:   # before any weight is encoded
+        if q.kind not in STREAM_KINDS:
+            raise UnsupportedOperatorError(q.tflite_name, "no NPU operation is generated for "
+                                           "it yet (rfcs/0007 section 2)")
     offsets = arena_layout(lw)
     flash = _Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
@@ -200,9 +206,8 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         elif q.kind in _ELEMENTWISE_KINDS:
             npu = elementwise_op(q, operands[0], operands[1], ofm)
             npu.block_config = _block_config(npu, acc)
-        else:
-            raise UnsupportedOperatorError(q.tflite_name, "no NPU operation is generated for it "
-                                           "yet (rfcs/0007 section 2)")
+        else:   # pragma: no cover - STREAM_KINDS and the branches above agree
+            raise AssertionError(q.kind)
         npu.name = q.kind
         ops.append(npu)
     if not ops:
