@@ -3,6 +3,8 @@ functional model, bit-exact with TFLite's reference kernels; one the generator c
 keeps the emulator, and the plan report says why."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tflite_builder as tb
 from test_ops import CASES
@@ -84,8 +86,7 @@ def test_stream_memory_must_equal_the_plan():
 
 
 # test_ops.py's single-operator models the generator has no stream for (yet)
-NO_STREAM = {"avg_pool_same": "AVERAGE_POOL_2D",
-             "mean": "MEAN", "softmax": "SOFTMAX", "softmax_4d_beta": "SOFTMAX",
+NO_STREAM = {"mean": "MEAN", "softmax": "SOFTMAX", "softmax_4d_beta": "SOFTMAX",
              "sigmoid": "LOGISTIC", "tanh": "TANH", "leaky_relu": "LEAKY_RELU",
              "resize_bilinear": "RESIZE_BILINEAR"}
 
@@ -107,3 +108,50 @@ def test_every_operator_case_streams_or_says_why(case):
         ref = oracle(model, xs)[0]
         np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
     assert any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+
+
+@given(kind=st.sampled_from(["conv", "depthwise", "avg", "max"]), h=st.integers(3, 9),
+       w=st.integers(3, 9), c=st.integers(2, 12), k=st.integers(1, 3), s=st.integers(1, 2),
+       same=st.booleans(), seed=st.integers(0, 2**16))
+@settings(max_examples=12, deadline=None)
+def test_window_operators_stream_bit_exact_for_any_geometry(kind, h, w, c, k, s, same, seed):
+    rs = np.random.RandomState(seed)
+    padding = "SAME" if same else "VALID"
+    if kind in ("conv", "depthwise"):
+        model = tb.conv2d(rs, in_shape=(1, h, w, c), cout=int(rs.randint(1, 17)), kernel=(k, k),
+                          stride=(s, s), padding=padding, depthwise=kind == "depthwise")
+    else:
+        model = tb.pool(rs, kind, in_shape=(1, h, w, c), size=(k, k), stride=(s, s),
+                        padding=padding)
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"], entry
+    if entry["realizes_plan"]:
+        assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
+    xs = random_inputs(model, rs)
+    ref = oracle(model, xs)[0]
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
+
+
+def _residual_block():
+    from graph_builder import Graph
+
+    g = Graph(np.random.RandomState(5))
+    x = g.input((1, 12, 12, 8))
+    a = g.conv2d(x, 16, act="relu")
+    b = g.conv2d(a, 16, kernel=(3, 3), depthwise=True)
+    c = g.conv2d(b, 8, kernel=(1, 1))
+    y = g.add(c, x, act="relu")
+    return g.build([g.pool("avg", g.pool("max", y), size=(6, 6), stride=(6, 6))])
+
+
+@pytest.mark.parametrize("budget", [None, "system", "3KiB"], ids=["fastest", "system", "tight"])
+def test_multi_operator_subgraph_streams_at_every_budget(budget):
+    model = _residual_block()
+    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u65-256,llvm", budget=budget,
+                           npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"] and entry["commands"]["NPU_OP_ELEMENTWISE"] == 1
+    if entry["realizes_plan"]:
+        assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
+    _check(model, cm)

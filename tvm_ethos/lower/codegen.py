@@ -236,10 +236,11 @@ def command_streams(pmod, tl, lowered: dict, plan_report: dict) -> dict:
 
 def realizes_plan(planned: dict) -> bool:
     """Whether a layer-by-layer stream is the planned schedule itself: every Plan one Part
-    over its whole tensors (one stripe), no weights copied to SRAM."""
+    over its whole tensors (one stripe), no buffer of its own in SRAM (a staged input, weights
+    copied there)."""
     plans = planned.get("plans") or []
     return bool(plans) and all(len(p["parts"]) == 1 and p["stripes"] == 1 and not p["weights"]
-                               for p in plans)
+                               and p["planned_bytes"] == 0 for p in plans)
 
 
 def check_stream_memory(sym: str, entry: dict) -> None:

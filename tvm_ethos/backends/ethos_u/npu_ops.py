@@ -162,9 +162,6 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
 
 def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     api = _api()
-    if op.kind == "avg_pool2d" and any(int(p) for p in op.attrs["padding"]):
-        # TFLite divides a padded window by its valid elements; the NPU by the kernel area
-        raise UnsupportedOperatorError(op.tflite_name, "a padded average pool")
     sub = api.NpuPoolingOp.AVERAGE if op.kind == "avg_pool2d" else api.NpuPoolingOp.MAX
     if op.kind == "avg_pool2d":
         # TFLite averages the stored values, zero point included, and rounds that; the NPU
@@ -177,7 +174,8 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     sh, sw = op.attrs["strides"]
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
     npu.padding = _padding(op)
-    explicit = avg_pool_scale(ph * pw) if op.kind == "avg_pool2d" else None
+    padded = any(int(p) for p in op.attrs["padding"])
+    explicit = avg_pool_scale(ph * pw, padded) if op.kind == "avg_pool2d" else None
     if explicit is not None:
         from ethosu.vela.operation import ExplicitScaling
 
@@ -185,12 +183,16 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     return npu
 
 
-def avg_pool_scale(area: int) -> tuple[int, int] | None:
-    """The OFM (scale, shift) an unpadded average pool of ``area`` elements gets, or None
-    for Vela's own (which rounds as TFLite for every int8 sum when the area is not a power
-    of two). TFLite rounds sum / area half away from zero; for a power-of-two area a scale of
-    2**31 makes the NPU's first (ties-up) rounding exact and its second, a rounding shift by
-    log2(area), rounds half away from zero."""
+def avg_pool_scale(area: int, padded: bool = False) -> tuple[int, int] | None:
+    """The OFM (scale, shift) an average pool of ``area`` elements gets, or None for Vela's
+    own (which rounds as TFLite for every int8 sum when the area is not a power of two).
+    TFLite rounds sum / (valid elements) half away from zero. Over padding the NPU divides
+    by the valid elements itself, so rounding as TFLite, when the scale is the identity (what
+    Vela writes there). Without padding, for a power-of-two area a scale of 2**31 makes the
+    NPU's first (ties-up) rounding exact and its second, a rounding shift by log2(area),
+    rounds half away from zero."""
+    if padded:
+        return 1, 0
     if area & (area - 1):
         return None
     return 1 << 31, 31 + area.bit_length() - 1
