@@ -155,3 +155,24 @@ def test_multi_operator_subgraph_streams_at_every_budget(budget):
     if entry["realizes_plan"]:
         assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
     _check(model, cm)
+
+
+def test_a_stream_vela_or_the_npu_cannot_make_keeps_the_emulator(monkeypatch):
+    from tvm_ethos.backends.ethos_u import stream_gen
+
+    dilated = tb.conv2d(np.random.RandomState(0), in_shape=(1, 12, 12, 3), dilation=(3, 3))
+    cm = tvm_ethos.compile(dilated, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert not entry["generated"] and "dilation 3x3" in entry["reason"]
+    _check(dilated, cm)
+
+    def refuse(*_args):
+        raise AssertionError("a check inside Vela")
+
+    monkeypatch.setattr(stream_gen, "generate", refuse)
+    model = tb.conv2d(np.random.RandomState(0))
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert not entry["generated"] and "Vela's API refused" in entry["reason"]
+    assert not cm.program.payloads
+    _check(model, cm)

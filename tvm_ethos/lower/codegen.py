@@ -202,7 +202,7 @@ def run_npu_codegen(mod, backend_options: dict):
 def command_streams(pmod, tl, lowered: dict, plan_report: dict) -> dict:
     """Every NPU subgraph's own device code where its backend makes one
     (``Backend.command_stream``: Ethos-U register command streams), by symbol. Each one is
-    run once on the functional model (zero inputs) so the plan report can set what the
+    run once on the functional model (zero inputs) so the plan report can show what the
     stream touches beside what the plan predicts; a subgraph the generator cannot express
     keeps the emulator, and the report says why (``plan_report["streams"]``)."""
     from tvm_ethos.backends.registry import get_registry
@@ -216,16 +216,16 @@ def command_streams(pmod, tl, lowered: dict, plan_report: dict) -> dict:
             continue
         for _gv, f in npu_functions(pmod, {spec.backend_id}):
             sym = str(f.attrs["global_symbol"])
+            planned = plan_report.get("subgraphs", {}).get(sym) or {}
             try:
                 payload = backend.command_stream(lowered[sym], spec.options)
+                if payload is None:
+                    continue
+                entry = backend.stream_report(payload, planned.get("peak_memory_bytes"))
             except CompileError as err:
                 streams[sym] = {"generated": False, "reason": str(err)}
                 continue
-            if payload is None:
-                continue
             payloads[sym] = payload
-            planned = plan_report.get("subgraphs", {}).get(sym) or {}
-            entry = backend.stream_report(payload, planned.get("peak_memory_bytes"))
             entry["realizes_plan"] = realizes_plan(planned)
             check_stream_memory(sym, entry)
             streams[sym] = entry

@@ -155,6 +155,10 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         kh, kw = op.weights.shape[:2]
         sh, sw = op.attrs["strides"]
         dh, dw = op.attrs["dilation"]
+        if max(dh, dw) > 2:
+            # the NPU dilates by 1 or 2; Vela splits larger dilations into several operations
+            raise UnsupportedOperatorError(op.tflite_name, f"dilation {dh}x{dw} (the NPU "
+                                           "takes 1 or 2)")
         npu.kernel = api.NpuKernel(kw, kh, sw, sh, dw, dh)
         npu.padding = _padding(op)
     return npu
