@@ -459,7 +459,8 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     log.debug("partition:\n%s", report)
     try:
         # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
-        pmod, plan_report = offload(pmod, tl, plan_opts, devices)
+        payloads: dict = {}
+        pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
         # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
         ex, program = build_network(
             pmod,
@@ -469,6 +470,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
             tir_pipeline=PIPELINE_NAME,
             gpu_tiling=tl.host.options.get("tiling"),
         )
+        program.payloads = payloads
     except TvmEthosError:
         raise
     except Exception as err:

@@ -104,6 +104,15 @@ class NpuBackend(Backend):
             is_npu=True,
         )
 
+    def command_stream(self, lowered, options: dict):
+        """The device's own code for one lowered subgraph (an ``EthosUPayload``), or None where
+        the backend has none; raises ``CompileError`` naming what it cannot express."""
+        return None
+
+    def stream_report(self, payload, planned_peak: int | None) -> dict:
+        """What ``payload`` does when run (bytes, MACs, memory touched), for the plan report."""
+        return {"generated": True}
+
     def optimize_subgraph(self, view, options=None) -> OptimizationViews:
         # The emulator takes every subgraph the pattern checks accepted, unchanged.
         return OptimizationViews(untouched=[view])

@@ -211,18 +211,78 @@ def run_npu_codegen(mod, backend_options: dict):
     return relax.transform.RunCodegen(opts)(mod)
 
 
-def offload(pmod, tl, plan_opts, devices: dict):
+def command_streams(pmod, tl, lowered: dict, plan_report: dict) -> dict:
+    """Every NPU subgraph's own device code where its backend makes one
+    (``Backend.command_stream``: Ethos-U register command streams), by symbol. Each one is
+    run once on the functional model (zero inputs) so the plan report can show what the
+    stream touches beside what the plan predicts; a subgraph the generator cannot express
+    keeps the emulator, and the report says why (``plan_report["streams"]``)."""
+    from tvm_ethos.backends.registry import get_registry
+
+    reg = get_registry()
+    payloads: dict = {}
+    streams: dict = {}
+    for spec in tl.accelerators:
+        backend = reg.get(spec.backend_id)
+        if not hasattr(backend, "command_stream"):
+            continue
+        for _gv, f in npu_functions(pmod, {spec.backend_id}):
+            sym = str(f.attrs["global_symbol"])
+            planned = plan_report.get("subgraphs", {}).get(sym) or {}
+            try:
+                payload = backend.command_stream(lowered[sym], spec.options)
+                if payload is None:
+                    continue
+                entry = backend.stream_report(payload, planned.get("peak_memory_bytes"))
+            except CompileError as err:
+                streams[sym] = {"generated": False, "reason": str(err)}
+                continue
+            payloads[sym] = payload
+            entry["realizes_plan"] = realizes_plan(planned)
+            check_stream_memory(sym, entry)
+            streams[sym] = entry
+    if streams:
+        plan_report["streams"] = streams
+    return payloads
+
+
+def realizes_plan(planned: dict) -> bool:
+    """Whether a layer-by-layer stream is the planned schedule itself: every Plan one Part
+    over its whole tensors (one stripe), no buffer of its own in SRAM (a staged input, weights
+    copied there)."""
+    plans = planned.get("plans") or []
+    return bool(plans) and all(len(p["parts"]) == 1 and p["stripes"] == 1 and not p["weights"]
+                               and p["planned_bytes"] == 0 for p in plans)
+
+
+def check_stream_memory(sym: str, entry: dict) -> None:
+    """A stream that realizes its plan must touch exactly the SRAM the plan predicts, as the
+    scheduled TIR must allocate it (``schedule.check``)."""
+    from tvm_ethos.lower.schedule import MemoryMismatchError
+
+    touched, planned = entry.get("scratch_high_water_bytes"), entry.get("planned_peak_bytes")
+    if entry.get("realizes_plan") and touched is not None and touched != planned:
+        raise MemoryMismatchError(
+            f"NPU subgraph {sym}: its command stream touches {touched:,} B of scratch on the "
+            f"functional model, its plan predicts a peak of {planned:,} B; the stream "
+            "generator's arena layout and the planner's memory model disagree")
+
+
+def offload(pmod, tl, plan_opts, devices: dict, payloads_out: dict | None = None):
     """A partitioned module made ready for a plain ``tvm.compile``: every NPU subgraph planned,
     scheduled and built by ``relax.ext.<npu>`` (its calls become ``call_dps_packed`` of the
     emulator kernels, kept in the module's ``external_mods``), every host composite a
     ``call_tir`` of its exact kernel. Returns ``(module, plan report)``; ``tvm_ethos.compile``
-    and ``partition_for_*`` share it, so both build the same kernels."""
+    and ``partition_for_*`` share it, so both build the same kernels. ``payloads_out``, when
+    given, receives the subgraphs' command streams (:func:`command_streams`)."""
     from tvm_ethos.lower import cascade
 
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     lowered: dict = {}
     pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
     plan_report, scheduled = cascade.plan_subgraphs(pmod, None, tl, plan_opts, devices, lowered)
+    if payloads_out is not None:
+        payloads_out.update(command_streams(pmod, tl, lowered, plan_report))
     with scheduled_primfuncs(scheduled):
         pmod = run_npu_codegen(pmod, npu_opts)
     return lower_host_composites(pmod, tl.host.backend_id), plan_report

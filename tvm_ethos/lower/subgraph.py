@@ -35,6 +35,9 @@ class LoweredSubgraph:
     outputs: list = field(default_factory=list)
     input_tensors: list = field(default_factory=list)  # TE placeholders of the activation inputs
     const_tensors: list = field(default_factory=list)  # TE placeholders of ``consts``, same order
+    #: per layer, the TE tensors it reads in operand order (inputs, constants or earlier
+    #: layers' outputs): the dataflow a command-stream generator walks
+    layer_inputs: list = field(default_factory=list)
 
 
 def _te_placeholder(var: relax.Var, name: str):
@@ -63,6 +66,7 @@ def lower_function(
     pool = ConstPool(prefix="c")
     layers: list[QOp] = []
     tensors = {}
+    layer_inputs: list = []
 
     def apply_composite(cfunc: relax.Function, args):
         op = qop_from_composite(cfunc)
@@ -80,6 +84,7 @@ def lower_function(
             ins.append(lookup(args[idx]))
         out = lower_qop(op, ins, pool, name=name)
         layers.append(op)
+        layer_inputs.append(list(ins))
         tensors[name] = out
         return out
 
@@ -144,4 +149,5 @@ def lower_function(
         outputs=final,
         input_tensors=in_phs,
         const_tensors=const_phs,
+        layer_inputs=layer_inputs,
     )

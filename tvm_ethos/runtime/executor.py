@@ -294,6 +294,18 @@ class InferRequest:
 
 
 # ---------------------------------------------------------------------------- the executor
+def _run_stream(payload, args: list, n_outs: int) -> None:
+    """One NPU kernel call as its command stream on the functional model: the activation
+    inputs come first in ``args`` (the constants after them are in the stream's flash), the
+    outputs last."""
+    from tvm_ethos.backends.ethos_u.stream_run import run_payload
+
+    ins = [a.numpy() for a in args[:len(payload.inputs)]]
+    outs, _ = run_payload(payload, ins)
+    for dst, got in zip(args[-n_outs:], outs):
+        dst.copyfrom(got.reshape(dst.shape))
+
+
 class Executor:
     """A loaded network (see the module docstring)."""
 
@@ -306,12 +318,16 @@ class Executor:
         opencl_device: str | None = None,
         misaligned: str = "copy",
         max_requests: int = 4,
+        npu_runtime: str = "tir",
         allocators=None,
         capabilities: dict | None = None,
         registry=None,
     ):
         check_runtime_options({"fallback_mode": fallback_mode, "opencl_device": opencl_device,
-                               "misaligned": misaligned, "max_requests": max_requests})
+                               "misaligned": misaligned, "max_requests": max_requests,
+                               "npu_runtime": npu_runtime})
+        #: NPU kernels that run as command streams on the functional model, by symbol
+        self._streams = dict(program.payloads) if npu_runtime == "stream" else {}
         self.program = program
         self.fallback_mode = fallback_mode
         self.misaligned = misaligned
@@ -846,12 +862,14 @@ class Executor:
             bound = slot.bound[i] = self._bind_steps(inf, sg, where)
         done = 0
         try:
-            for func, _name, args, late in bound:
+            for func, name, args, late in bound:
                 if late:
                     args = list(args)
                     for k, tid, is_input in late:
                         args[k] = inputs[tid] if is_input else self._out_cpu(inf, tid)
                 func(*args)
+                if name in self._streams:
+                    inf.stats.trace.append(f"stream {name} on the Ethos-U functional model")
                 done += 1
         except BaseException:
             inf.step = f"{where}: kernel {bound[done][1]}"
@@ -888,8 +906,17 @@ class Executor:
                     late.append((k, a[1], is_input))
                 else:
                     args.append(self._out_cpu(inf, a[1]))
-            bound.append((self._funcs[st.func], st.func, tuple(args), tuple(late)))
+            bound.append((self._kernel(st), st.func, tuple(args), tuple(late)))
         return bound
+
+    def _kernel(self, st):
+        """What runs step ``st`` on the CPU: its compiled function, or for an NPU kernel with a
+        generated command stream (``npu_runtime="stream"``), the stream on the functional model."""
+        payload = self._streams.get(st.func)
+        if payload is None:
+            return self._funcs[st.func]
+        n_outs = len(st.outs)
+        return lambda *args: _run_stream(payload, args, n_outs)
 
     def _run_gpu(self, inf: _Inference, i: int, sg) -> None:
         slot = inf.slot

@@ -12,14 +12,18 @@ from typing import Any
 
 from tvm_ethos.errors import OptionError
 
-__all__ = ["RUNTIME_OPTIONS", "FALLBACK_MODES", "MISALIGNED_POLICIES", "check_runtime_options"]
+__all__ = ["RUNTIME_OPTIONS", "FALLBACK_MODES", "MISALIGNED_POLICIES", "NPU_RUNTIMES",
+           "check_runtime_options"]
 
 #: Options of the executor (applied when a model is loaded, not part of what is compiled).
-RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests")
+RUNTIME_OPTIONS = ("fallback_mode", "opencl_device", "misaligned", "max_requests", "npu_runtime")
 #: How tensors cross from one backend to the next (rfcs/0003).
 FALLBACK_MODES = ("auto", "import", "copy")
 #: What to do with a caller buffer the GPU cannot import in place.
 MISALIGNED_POLICIES = ("copy", "reject")
+#: How an Ethos-U subgraph runs: its generated command stream on the functional model
+#: (``ethosu_stream``; a subgraph with no stream keeps the emulator), or the TensorIR emulator.
+NPU_RUNTIMES = ("tir", "stream")
 
 
 def check_runtime_options(opts: Mapping[str, Any]) -> None:
@@ -45,6 +49,7 @@ _ACCEPTS = {
     "opencl_device": _is_device,
     "misaligned": lambda v: v in MISALIGNED_POLICIES,
     "max_requests": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "npu_runtime": lambda v: v in NPU_RUNTIMES,
 }
 _ALLOWED = {
     "fallback_mode": f"allowed values: {', '.join(FALLBACK_MODES)}",
@@ -52,4 +57,6 @@ _ALLOWED = {
                      "'<platform>:<device>', or a pyopencl.Device",
     "misaligned": f"allowed values: {', '.join(MISALIGNED_POLICIES)}",
     "max_requests": "a positive integer",
+    "npu_runtime": f"allowed values: {', '.join(NPU_RUNTIMES)} (the Ethos-U command stream on "
+                   "the functional model, or the TensorIR emulator)",
 }

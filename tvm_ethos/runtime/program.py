@@ -73,6 +73,9 @@ class NetworkProgram:
     subgraphs: list
     constants: list
     opencl: object = None  # OpenCLModuleSpec | None
+    #: generated Ethos-U command streams by NPU kernel symbol (``EthosUPayload``), run on the
+    #: functional model when the executor's ``npu_runtime`` is "stream"
+    payloads: dict = field(default_factory=dict)
 
     # ---- derived facts
     def producer(self) -> dict:
@@ -114,6 +117,8 @@ class NetworkProgram:
 
     # ---- serialisation
     def to_json(self) -> str:
+        extra = {"payloads": {k: _payload_json(v) for k, v in sorted(self.payloads.items())}} \
+            if self.payloads else {}
         return json.dumps(
             {
                 "version": PROGRAM_VERSION,
@@ -130,6 +135,7 @@ class NetworkProgram:
                 ],
                 "opencl": self.opencl.to_json() if self.opencl is not None else None,
                 "constants": self._constant_index(),
+                **extra,
             }
         )
 
@@ -188,6 +194,34 @@ class NetworkProgram:
             from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
 
             opencl = OpenCLModuleSpec.from_json(d["opencl"])
-        return NetworkProgram(
-            list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl
-        )
+        payloads = {k: _payload_from_json(v) for k, v in d.get("payloads", {}).items()}
+        return NetworkProgram(list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl,
+                              payloads)
+
+
+_PAYLOAD_BYTES = ("driver_payload", "flash")
+
+
+def _payload_json(p) -> dict:
+    import base64
+    import dataclasses
+
+    d = dataclasses.asdict(p)
+    for k in _PAYLOAD_BYTES:
+        d[k] = base64.b64encode(d[k]).decode()
+    for k in ("inputs", "outputs"):
+        d[k] = [[a["name"], list(a["shape"]), a["dtype"], a["offset"]] for a in d[k]]
+    return d
+
+
+def _payload_from_json(d: dict):
+    import base64
+
+    from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
+
+    d = dict(d)
+    for k in _PAYLOAD_BYTES:
+        d[k] = base64.b64decode(d[k])
+    for k in ("inputs", "outputs"):
+        d[k] = tuple(ArenaTensor(n, tuple(s), t, o) for n, s, t, o in d[k])
+    return EthosUPayload(**d)

@@ -24,6 +24,7 @@ _VALUES = {
     "misaligned": st.sampled_from(MISALIGNED_POLICIES + ("ignore", None, True)),
     "max_requests": st.sampled_from((1, 2, 64, 0, -1, 2.0, "4", True, None)),
     "opencl_device": st.sampled_from((None, "pocl", "x:y", 0, b"pocl", 1.5)),
+    "npu_runtime": st.sampled_from(("tir", "stream", "vela", "", None, "STREAM")),
 }
 _OPTIONS = st.fixed_dictionaries({}, optional=_VALUES)
 
@@ -36,6 +37,8 @@ def _good(key: str, value) -> bool:
         return value in ("copy", "reject")
     if key == "max_requests":
         return type(value) is int and value >= 1
+    if key == "npu_runtime":
+        return value in ("tir", "stream")
     return value is None or type(value) is str
 
 
@@ -67,7 +70,7 @@ def test_rule_accepts_exactly_the_documented_values(opts):
 def test_unknown_option_is_named_with_those_allowed():
     msg = _error(check_runtime_options, {"fallback": "copy"})
     assert msg == ("unknown runtime option(s) fallback; allowed: "
-                   "fallback_mode, opencl_device, misaligned, max_requests")
+                   "fallback_mode, opencl_device, misaligned, max_requests, npu_runtime")
 
 
 @given(_OPTIONS)

@@ -236,6 +236,31 @@ class EthosUBackend(NpuBackend):
             ),
         }
 
+    def command_stream(self, lowered, options: dict):
+        """A register command stream through Vela's API (``stream_gen``, the ``vela`` extra)."""
+        from tvm_ethos.backends.ethos_u.stream_gen import generate
+        from tvm_ethos.errors import CompileError
+
+        try:
+            return generate(lowered, str(options.get("accelerator_config", "ethos-u55-128")))
+        except CompileError:
+            raise
+        except Exception as err:   # Vela's own checks (asserts, size errors): no stream
+            raise CompileError(f"Vela's API refused the subgraph's stream: "
+                               f"{type(err).__name__}: {err}") from err
+
+    def stream_report(self, payload, planned_peak: int | None) -> dict:
+        from ethosu_stream import StreamError
+
+        from tvm_ethos.backends.ethos_u.stream_run import stream_report
+        from tvm_ethos.errors import CompileError
+
+        try:
+            return stream_report(payload, planned_peak)
+        except StreamError as err:
+            raise CompileError(f"the functional model cannot run the generated stream: "
+                               f"{err}") from err
+
     def layer_support(self):
         return LayerSupport(
             CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535)

@@ -1,0 +1,223 @@
+"""One quantized operator (a :class:`~tvm_ethos.patterns.QOp`) as one Vela ``NpuOperation``.
+
+Each builder takes the operator and where its operands live (:class:`FmSlot`) and returns a
+block operation without a block config or weights: ``stream_gen`` picks the block config
+(the weight encoding depends on its depth) and places the encoded constants. The integer
+arithmetic must be TFLite's: the per-channel (multiplier, shift) pairs are the ones the "tir"
+emulator computes (``lower.quant``), written in the NPU's form ``(multiplier, 31 - shift)``;
+elementwise and pooling scales are left to Vela's generator, which derives them from the
+feature maps' float scales as its own compiler does.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from tvm_ethos.errors import CompileError
+from tvm_ethos.lower.quant import f32, quantize_multiplier, quantize_multipliers
+
+
+class UnsupportedOperatorError(CompileError):
+    """The stream generator has no NPU operation for this operator: the subgraph keeps the
+    "tir" emulator. ``kind`` names the operator."""
+
+    def __init__(self, kind: str, why: str):
+        super().__init__(f"the Ethos-U stream generator cannot express {kind}: {why}")
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class FmSlot:
+    """A feature map in memory: NHWC, ``shape`` the (height, width, depth) the NPU sees."""
+
+    region: int
+    offset: int
+    shape: tuple[int, int, int]
+    dtype: str
+    scale: float | None
+    zero_point: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
+    """(height, width, depth) of an NHWC tensor of rank 1 to 4 with batch 1."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) > 4 or (len(shape) == 4 and shape[0] != 1):
+        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes batch 1, "
+                                       "at most 4-D")
+    full = (1,) * (3 - len(shape[-3:])) + shape[-3:]
+    return full[0], full[1], full[2]
+
+
+def _api():
+    from tvm_ethos.backends.ethos_u.stream_gen import vela_api
+
+    return vela_api()
+
+
+def feature_map(slot: FmSlot):
+    api = _api()
+    fm = api.NpuFeatureMap()
+    fm.data_type = {"int8": api.NpuDataType.INT8, "uint8": api.NpuDataType.UINT8,
+                    "int16": api.NpuDataType.INT16}[slot.dtype]
+    fm.region = slot.region
+    h, w, c = slot.shape
+    fm.shape = api.NpuShape3D(h, w, c)
+    fm.tiles = api.NpuTileBox(h, 0, w, [slot.offset, 0, 0, 0])
+    fm.quantization = api.NpuQuantization(slot.scale, slot.zero_point)
+    fm.layout = api.NpuLayout.NHWC
+    return fm
+
+
+def real_bound(q: int, scale: float, zero_point: int) -> float:
+    """A real value that Vela's generator quantizes back to exactly ``q`` (its activation
+    registers are set from real bounds; the clamp must be the integer one TFLite applies)."""
+    from ethosu.vela.numeric_util import quantise_float32
+
+    for nudge in (0.0, 0.25, -0.25, 0.45, -0.45):
+        v = (q - zero_point + nudge) * scale
+        if quantise_float32(v, scale, zero_point) == q:
+            return v
+    raise CompileError(f"no real activation bound quantizes to {q} at scale {scale}")
+
+
+def activation(op, out: FmSlot):
+    api = _api()
+    act = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    lo, hi = np.iinfo(np.dtype(out.dtype)).min, np.iinfo(np.dtype(out.dtype)).max
+    scale = out.scale if out.scale is not None else 1.0
+    if op.act_min > lo:
+        act.min = real_bound(op.act_min, scale, out.zero_point)
+    if op.act_max < hi:
+        act.max = real_bound(op.act_max, scale, out.zero_point)
+    return act
+
+
+def _common(npu, op, ifm: FmSlot, ofm: FmSlot):
+    api = _api()
+    npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
+    npu.activation = activation(op, ofm)
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return npu
+
+
+def _padding(op):
+    top, left, bottom, right = (int(v) for v in op.attrs["padding"])
+    return _api().NpuPadding(top, left, bottom, right)
+
+
+def conv_scales(op, channels: int) -> list[tuple[int, int]]:
+    """Per output channel (multiplier, NPU shift), exactly as ``te_ops`` requantizes."""
+    in_scale = f32(op.in_q[0][0])
+    out_scale = f32(op.out_q[0])
+    ws = np.asarray(op.w_scale, dtype=np.float32).ravel()
+    if op.kind == "fully_connected" and ws.size == 1:
+        # TFLite's per-tensor multiplier takes the product in float32
+        m, s = quantize_multiplier(float(np.float32(in_scale) * np.float32(ws[0])) / out_scale)
+        pairs = [(m, s)] * channels
+    else:
+        ws = np.broadcast_to(ws, (channels,))
+        mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in ws])
+        pairs = list(zip(mult.tolist(), shift.tolist()))
+    return [(int(m), 31 - int(s)) for m, s in pairs]
+
+
+def weights_ohwi(op) -> np.ndarray:
+    """The weights, zero point removed, in the OHWI volume ``npu_encode_weights`` takes."""
+    w = np.asarray(op.weights, np.int64)
+    zp = np.asarray(op.w_zp if op.w_zp is not None else 0, np.int64)
+    if op.kind == "fully_connected":       # (N, K)
+        return (w - zp.ravel()[0])[:, None, None, :].astype(np.int16)
+    zp = np.broadcast_to(zp.ravel(), (w.shape[3],))
+    w = w - zp                              # HWIO, zero point per output channel
+    return np.ascontiguousarray(w.transpose(3, 0, 1, 2)).astype(np.int16)
+
+
+def conv_op(op, ifm: FmSlot, ofm: FmSlot):
+    api = _api()
+    if op.kind == "depthwise_conv2d":
+        if op.attrs.get("depth_multiplier", 1) != 1:
+            raise UnsupportedOperatorError(op.tflite_name, "a depth multiplier above 1")
+        npu = api.NpuConvDepthWiseOperation()
+    else:
+        npu = api.NpuConv2DOperation()
+        npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    _common(npu, op, ifm, ofm)
+    if op.kind == "fully_connected":
+        npu.kernel = api.NpuKernel(1, 1)
+        npu.padding = api.NpuPadding(0, 0, 0, 0)
+    else:
+        kh, kw = op.weights.shape[:2]
+        sh, sw = op.attrs["strides"]
+        dh, dw = op.attrs["dilation"]
+        if max(dh, dw) > 2:
+            # the NPU dilates by 1 or 2; Vela splits larger dilations into several operations
+            raise UnsupportedOperatorError(op.tflite_name, f"dilation {dh}x{dw} (the NPU "
+                                           "takes 1 or 2)")
+        npu.kernel = api.NpuKernel(kw, kh, sw, sh, dw, dh)
+        npu.padding = _padding(op)
+    return npu
+
+
+def pool_op(op, ifm: FmSlot, ofm: FmSlot):
+    api = _api()
+    sub = api.NpuPoolingOp.AVERAGE if op.kind == "avg_pool2d" else api.NpuPoolingOp.MAX
+    if op.kind == "avg_pool2d":
+        # TFLite averages the stored values, zero point included, and rounds that; the NPU
+        # would round the average of (x - zero point): a tie then rounds the other way
+        # (TFLite requires equal input and output scales: the NPU's scale is 1 / area)
+        ifm = dataclasses.replace(ifm, scale=1.0, zero_point=0)
+        ofm = dataclasses.replace(ofm, scale=1.0, zero_point=0)
+    npu = _common(api.NpuPoolingOperation(sub), op, ifm, ofm)
+    ph, pw = op.attrs["pool_size"]
+    sh, sw = op.attrs["strides"]
+    npu.kernel = api.NpuKernel(pw, ph, sw, sh)
+    npu.padding = _padding(op)
+    padded = any(int(p) for p in op.attrs["padding"])
+    explicit = avg_pool_scale(ph * pw, padded) if op.kind == "avg_pool2d" else None
+    if explicit is not None:
+        from ethosu.vela.operation import ExplicitScaling
+
+        npu.rescale = ExplicitScaling(False, [explicit[1]], [explicit[0]])
+    return npu
+
+
+def avg_pool_scale(area: int, padded: bool = False) -> tuple[int, int] | None:
+    """The OFM (scale, shift) an average pool of ``area`` elements gets, or None for Vela's
+    own (which rounds as TFLite for every int8 sum when the area is not a power of two).
+    TFLite rounds sum / (valid elements) half away from zero. Over padding the NPU divides
+    by the valid elements itself, so rounding as TFLite, when the scale is the identity (what
+    Vela writes there). Without padding, for a power-of-two area a scale of 2**31 makes the
+    NPU's first (ties-up) rounding exact and its second, a rounding shift by log2(area),
+    rounds half away from zero."""
+    if padded:
+        return 1, 0
+    if area & (area - 1):
+        return None
+    return 1 << 31, 31 + area.bit_length() - 1
+
+
+def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
+    """ADD / MUL; the NPU broadcasts only its second operand, so a broadcast first operand
+    swaps them (``reversed_operands`` keeps the arithmetic the same)."""
+    api = _api()
+    sub = {"add": api.NpuElementWiseOp.ADD, "mul": api.NpuElementWiseOp.MUL}[op.kind]
+    npu = api.NpuElementWiseOperation(sub)
+    reverse = a.shape != ofm.shape
+    if reverse and b.shape != ofm.shape:
+        raise UnsupportedOperatorError(op.tflite_name, "both operands broadcast")
+    first, second = (b, a) if reverse else (a, b)
+    _common(npu, op, first, ofm)
+    npu.ifm2 = feature_map(second)
+    npu.reversed_operands = reverse
+    if op.kind == "mul":
+        # TFLite's multiplier of the product, so the rounding is its own
+        (s1, _), (s2, _) = op.in_q
+        m, s = quantize_multiplier(f32(s1) * f32(s2) / f32(op.out_q[0]))
+        npu.rescale = (m, 31 - s)
+    return npu

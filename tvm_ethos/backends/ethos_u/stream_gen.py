@@ -1,0 +1,245 @@
+"""A real Ethos-U register command stream for one NPU subgraph, through Vela's Python API.
+
+Each operator of the lowered subgraph (``LoweredSubgraph.layers``, its operands in
+``layer_inputs``) becomes one ``NpuOperation`` over its whole tensors (layer by layer); every
+feature map lives in the scratch arena (region 1) at an offset of :func:`arena_layout`,
+weights, biases and constant operands in the read-only flash (region 0). Block configs come
+from ``npu_find_block_configs``; the weights are encoded for the chosen block depth.
+``npu_generate_register_command_stream`` and ``npu_create_driver_payload`` make the
+:class:`EthosUPayload` that the functional model (``ethosu_stream``) runs and a TFLite Micro
+exporter writes. An operator with no NPU form raises :class:`UnsupportedOperatorError`
+naming it, so the caller keeps the "tir" emulator for that subgraph.
+
+Vela is the ``vela`` extra and is imported only here, lazily.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import (FmSlot, UnsupportedOperatorError, conv_op,
+                                                conv_scales, elementwise_op, pool_op, shape3,
+                                                weights_ohwi)
+from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
+from tvm_ethos.errors import CompileError
+
+FLASH_REGION, SCRATCH_REGION = 0, 1
+#: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
+ALIGN = 16
+STREAM_ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
+                       "ethos-u65-256", "ethos-u65-512")
+_CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
+_POOL_KINDS = ("avg_pool2d", "max_pool2d")
+_ELEMENTWISE_KINDS = ("add", "mul")
+#: the operators a stream is generated for
+STREAM_KINDS = _CONV_KINDS + _POOL_KINDS + _ELEMENTWISE_KINDS + ("reshape",)
+
+
+def vela_api():
+    """``ethosu.vela.api``, or a CompileError saying how to install it."""
+    try:
+        from ethosu.vela import api
+    except ImportError:
+        raise CompileError("generating Ethos-U command streams needs Vela: "
+                           "pip install 'tvm-ethos[vela]' (ethos-u-vela)") from None
+    return api
+
+
+def npu_accelerator(accelerator: str):
+    if accelerator not in STREAM_ACCELERATORS:
+        raise UnsupportedOperatorError(
+            accelerator, "Vela's Python API has no Ethos-U85 (or this configuration); "
+            f"streams are generated for {', '.join(STREAM_ACCELERATORS)}")
+    name = "Ethos_" + accelerator[len("ethos-"):].replace("-", "_").upper()
+    return getattr(vela_api().NpuAccelerator, name)
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+class _Flash:
+    """The read-only constants, each 16-byte aligned, in the order they are added."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def add(self, raw: bytes):
+        """The range of ``raw``, zero padded: the NPU's stream lengths are whole bursts."""
+        off = len(self.data)
+        self.data += bytes(raw)
+        self.data += bytes(_align(len(self.data)) - len(self.data))
+        return vela_api().NpuAddressRange(FLASH_REGION, off, len(self.data) - off)
+
+
+def _key(t) -> str:
+    return t.op.name
+
+
+def _is_reshape(op) -> bool:
+    return op.kind == "reshape"
+
+
+def arena_layout(lw) -> dict[str, int]:
+    """Offset in the scratch arena of every feature map (by TE tensor name): first fit by
+    lifetime, packed to the element (as the planner counts bytes), a reshape sharing its
+    input's bytes (NHWC reshapes move no data)."""
+    alias = {}
+    for q, out, ins in zip(lw.layers, lw.tensors.values(), lw.layer_inputs):
+        if _is_reshape(q):
+            alias[_key(out)] = alias.get(_key(ins[0]), _key(ins[0]))
+    size: dict[str, int] = {}
+    item: dict[str, int] = {}    # NHWC feature maps need only element alignment
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    const_names = {_key(t) for t in lw.const_tensors}
+
+    def touch(t, step):
+        k = _key(t)
+        if k in const_names:
+            return
+        root = alias.get(k, k)
+        nbytes = int(np.prod([int(s) for s in t.shape])) * np.dtype(str(t.dtype)).itemsize
+        size[root] = max(size.get(root, 0), nbytes)
+        item[root] = np.dtype(str(t.dtype)).itemsize
+        first.setdefault(root, step)
+        last[root] = max(last.get(root, step), step)
+
+    end = len(lw.layers)
+    for t in lw.input_tensors:
+        touch(t, -1)
+    for step, (out, ins) in enumerate(zip(lw.tensors.values(), lw.layer_inputs)):
+        for t in ins:
+            touch(t, step)
+        touch(out, step)
+    for t in lw.outputs:
+        touch(_output_source(lw, t), end)
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
+    offsets: dict[str, int] = {}
+    for root in sorted(size, key=lambda r: (first[r], -size[r], r)):
+        live = sorted((o, s) for o, s, f, l in placed if not (l < first[root] or f > last[root]))
+        off = 0
+        for o, s in live:
+            if off + size[root] <= o:
+                break
+            off = max(off, -(-(o + s) // item[root]) * item[root])
+        placed.append((off, size[root], first[root], last[root]))
+        offsets[root] = off
+    for k, root in alias.items():
+        offsets[k] = offsets[root]
+    return offsets
+
+
+def _output_source(lw, t):
+    """An output copy stage (``lower_function`` adds one for an output that is an input or
+    repeated) reads its source's bytes."""
+    layer_names = {_key(x) for x in lw.tensors.values()}
+    while _key(t) not in layer_names and t.op.input_tensors:
+        t = t.op.input_tensors[0]
+    return t
+
+
+def _block_config(npu, accelerator):
+    """The largest legal block (fewest blocks), ties broken by shape: deterministic."""
+    api = vela_api()
+    with contextlib.redirect_stdout(io.StringIO()):
+        configs = api.npu_find_block_configs(npu, accelerator)
+    if not configs:
+        raise CompileError(f"Vela offers no block config for {npu.op_type.name}")
+    return max(configs, key=lambda c: (c.height * c.width * c.depth, c.depth, c.width, c.height))
+
+
+def generate(lw, accelerator: str) -> EthosUPayload:
+    """The command stream and memory of one lowered NPU subgraph, layer by layer."""
+    api = vela_api()
+    acc = npu_accelerator(accelerator)
+    for q in lw.layers:   # before any weight is encoded
+        if q.kind not in STREAM_KINDS:
+            raise UnsupportedOperatorError(q.tflite_name, "no NPU operation is generated for "
+                                           "it yet (rfcs/0007 section 2)")
+    offsets = arena_layout(lw)
+    flash = _Flash()
+    consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
+    slots: dict[str, FmSlot] = {}
+
+    def slot(t, q=None) -> FmSlot:
+        k = _key(t)
+        if k in consts:   # a constant operand: a feature map in flash
+            arr = np.ascontiguousarray(consts[k])
+            rng = flash.add(arr.tobytes())
+            return FmSlot(FLASH_REGION, rng.address, shape3(arr.shape, k), str(arr.dtype),
+                          q[0] if q else None, q[1] if q else 0)
+        base = slots.get(k) or FmSlot(SCRATCH_REGION, offsets[k], shape3(t.shape, k),
+                                      str(t.dtype), None, 0)
+        if q is None or q[0] is None:
+            return base
+        return dataclasses.replace(base, scale=float(q[0]), zero_point=int(q[1]))
+
+    for t in lw.input_tensors:
+        slots[_key(t)] = slot(t)
+    ops = []
+    for q, out, ins in zip(lw.layers, lw.tensors.values(), lw.layer_inputs):
+        if isinstance(out, (list, tuple)):
+            raise UnsupportedOperatorError(q.tflite_name, "an operator with several outputs")
+        in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
+        operands = [slot(t, iq) for t, iq in zip(ins, in_q)]
+        out_q = q.out_q
+        if out_q is None:     # pools and reshapes keep their input's quantization
+            out_q = (operands[0].scale, operands[0].zero_point)
+        ofm = slot(out, out_q)
+        slots[_key(out)] = ofm
+        if _is_reshape(q):
+            continue          # the same bytes, read with another shape
+        if q.kind in _CONV_KINDS:
+            if q.kind == "fully_connected":
+                lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
+                operands[0] = dataclasses.replace(operands[0], shape=(1, lead, q.weights.shape[1]))
+                ofm = dataclasses.replace(ofm, shape=(1, lead, q.weights.shape[0]))
+            npu = conv_op(q, operands[0], ofm)
+            _attach_constants(npu, q, ofm.shape[2], acc, flash)
+        elif q.kind in _POOL_KINDS:
+            npu = pool_op(q, operands[0], ofm)
+            npu.block_config = _block_config(npu, acc)
+        elif q.kind in _ELEMENTWISE_KINDS:
+            npu = elementwise_op(q, operands[0], operands[1], ofm)
+            npu.block_config = _block_config(npu, acc)
+        else:   # pragma: no cover - STREAM_KINDS and the branches above agree
+            raise AssertionError(q.kind)
+        npu.name = q.kind
+        ops.append(npu)
+    if not ops:
+        raise UnsupportedOperatorError("an empty subgraph", "it computes nothing on the NPU")
+    with contextlib.redirect_stdout(io.StringIO()):   # Vela's notes on its default config
+        words = api.npu_generate_register_command_stream(ops, acc)
+        payload = api.npu_create_driver_payload(words, acc)
+
+    def arena(t) -> ArenaTensor:
+        src = _output_source(lw, t)
+        return ArenaTensor(_key(t), tuple(int(s) for s in t.shape), str(t.dtype),
+                           offsets[_key(src)])
+
+    ins = tuple(arena(t) for t in lw.input_tensors)
+    outs = tuple(arena(t) for t in lw.outputs)
+    scratch = max([s.offset + s.nbytes for s in slots.values() if s.region == SCRATCH_REGION])
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), scratch, 0, ins, outs)
+
+
+def _attach_constants(npu, q, channels: int, acc, flash: _Flash) -> None:
+    """Block config first (the encoding depends on its depth), then the encoded weights and
+    the bias/scale stream."""
+    api = vela_api()
+    npu.block_config = _block_config(npu, acc)
+    depthwise = q.kind == "depthwise_conv2d"
+    traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]   # (x, y)
+    ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
+    enc = api.npu_encode_weights(acc, weights_ohwi(q), dilation, ifm_bits,
+                                 npu.block_config.depth, depthwise, traversal)
+    npu.weights = [flash.add(enc)]
+    bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
+    entries = b"".join(bytes(api.npu_encode_bias(np.int64(b), m, s))
+                       for b, (m, s) in zip(bias.tolist(), conv_scales(q, channels)))
+    npu.biases = [flash.add(entries)]
