@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""The OpenCL fallback kernels of one model, with and without the GPU schedules, on any OpenCL device.
+"""The OpenCL fallback kernels of one model, with and without the GPU schedules, on any OpenCL
+device.
 
 Two steps, so the kernels can run where TVM cannot be installed (a GPU machine with only numpy
 and PyOpenCL):
 
 * ``dump``: compile the model for ``target="opencl"`` (needs TVM), build its kernels with
-  ``stages`` (``network_build.schedule_stages_for_gpu``: one work-item per output element, the schedule
-  before ``gpu_schedule``) and with each ``--tilings`` entry of ``gpu_schedule.schedule_for_gpu``
-  (``tiled-THREADSxCOLUMNSxLANES``), run them all on the local OpenCL device (PoCL here), check
-  every tensor equal to ``stages``', and write the folder: ``program.json`` + ``constants.bin``
-  (the network), one ``<variant>.json`` per schedule (OpenCL C and launch recipes),
-  ``variants.json`` (their names), ``tensors.npz`` (the input and every tensor PoCL computed).
+  ``stages`` (``network_build.schedule_stages_for_gpu``: one work-item per output element, the
+  schedule before ``gpu_schedule``) and with each ``--tilings`` entry of
+  ``gpu_schedule.schedule_for_gpu`` (``tiled-THREADSxCOLUMNSxLANES``), run them all on the local
+  OpenCL device (PoCL here), check every tensor equal to ``stages``', and write the folder:
+  ``program.json`` + ``constants.bin`` (the network), one ``<variant>.json`` per schedule (OpenCL
+  C and launch recipes), ``variants.json`` (their names), ``tensors.npz`` (the input and every
+  tensor PoCL computed).
 * ``run DIR``: load the folder with nothing but numpy, PyOpenCL and ``tvm_ethos.runtime``'s
   OpenCL and program modules (no TVM), run every variant on the chosen device (``--device
   nvidia``), check every tensor equal to PoCL's, and print per kernel the median device
@@ -21,6 +23,7 @@ and PyOpenCL):
 Run: ``.venv/bin/python benchmarks/opencl_on_device.py dump --model mobilenet_v1_1.0_224 --out
 out/ocl_mbv1 --tilings 64x2x4,128x1x4`` then ``... run out/ocl_mbv1 --device nvidia``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,7 +95,9 @@ class Network:
         finally:
             self.dev.cl = rec._cl
         self.dev.finish()
-        return {k: sum(e.profile.end - e.profile.start for e in evs) * 1e-6 for k, evs in out.items()}
+        return {
+            k: sum(e.profile.end - e.profile.start for e in evs) * 1e-6 for k, evs in out.items()
+        }
 
     def read(self, tid: int) -> np.ndarray:
         t = self.tensors[tid]
@@ -114,15 +119,18 @@ def time_network(net: Network, seconds: float) -> tuple[float, dict]:
         net.dev.finish()
         walls.append(time.perf_counter() - t0)
     runs = [net.kernel_ms() for _ in range(5)]
-    return statistics.median(walls) * 1e3, {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    return statistics.median(walls) * 1e3, {
+        k: statistics.median(r[k] for r in runs) for k in runs[0]
+    }
 
 
 def load_folder(folder: Path):
     from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
     from tvm_ethos.runtime.program import NetworkProgram
 
-    program = NetworkProgram.from_json((folder / "program.json").read_text(),
-                                       (folder / "constants.bin").read_bytes())
+    program = NetworkProgram.from_json(
+        (folder / "program.json").read_text(), (folder / "constants.bin").read_bytes()
+    )
     names = json.loads((folder / "variants.json").read_text())
     specs = {v: OpenCLModuleSpec.from_json((folder / f"{v}.json").read_text()) for v in names}
     with np.load(folder / "tensors.npz") as z:
@@ -130,7 +138,9 @@ def load_folder(folder: Path):
     return program, specs, tensors
 
 
-def run_variants(program, specs, device: str | None, seconds: float, inputs: dict, reference: dict | None):
+def run_variants(
+    program, specs, device: str | None, seconds: float, inputs: dict, reference: dict | None
+):
     """Run every variant on ``inputs``; every tensor is compared with ``reference`` (None: with
     the first variant's). Returns (ms per step, network ms, mismatches, first variant's tensors)."""
     from tvm_ethos.runtime.opencl_device import OpenCLDevice
@@ -146,7 +156,11 @@ def run_variants(program, specs, device: str | None, seconds: float, inputs: dic
         got = {tid: net.read(tid) for tid in program.tensors if tid not in program.inputs}
         ref = reference if reference is not None else first
         if ref is not None:
-            mismatches += [f"{v}: {program.tensors[t].name}" for t, a in got.items() if not np.array_equal(a, ref[t])]
+            mismatches += [
+                f"{v}: {program.tensors[t].name}"
+                for t, a in got.items()
+                if not np.array_equal(a, ref[t])
+            ]
         if first is None:
             first = got
         totals[v], results[v] = time_network(net, seconds)
@@ -162,8 +176,14 @@ def print_table(results: dict, totals: dict) -> None:
     print("|---" * (len(names) + 1) + "|")
 
     def row(label, cells):
-        print(f"| {label} | " + " | ".join(
-            f"{cells[v]:.3f}" + ("" if v == base else f" ({cells[base] / cells[v]:.2f}x)") for v in names) + " |")
+        print(
+            f"| {label} | "
+            + " | ".join(
+                f"{cells[v]:.3f}" + ("" if v == base else f" ({cells[base] / cells[v]:.2f}x)")
+                for v in names
+            )
+            + " |"
+        )
 
     for k in results[base]:
         row(k, {v: results[v][k] for v in names})
@@ -174,7 +194,9 @@ def print_table(results: dict, totals: dict) -> None:
 def cmd_run(args) -> int:
     program, specs, tensors = load_folder(Path(args.folder))
     inputs = {t: tensors[t] for t in program.inputs}
-    results, totals, mismatches, _ = run_variants(program, specs, args.device, args.seconds, inputs, tensors)
+    results, totals, mismatches, _ = run_variants(
+        program, specs, args.device, args.seconds, inputs, tensors
+    )
     print_table(results, totals)
     if mismatches:
         print(f"MISMATCH against PoCL: {', '.join(mismatches[:8])}")
@@ -232,21 +254,28 @@ def cmd_dump(args) -> int:
 
     path = MODELS / f"{args.model}.tflite"
     if not path.is_file():
-        print(f"opencl_on_device: no model {path}; pass --model with a stem of {MODELS}/*.tflite", file=sys.stderr)
+        print(
+            f"opencl_on_device: no model {path}; pass --model with a stem of {MODELS}/*.tflite",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     program, fused = compile_captured(path)
     specs = {"stages": build_spec(fused, program, schedule_stages_for_gpu)}
     for t in args.tilings:
-        specs[f"tiled-{t.threads}x{t.columns}x{t.lanes}"] = build_spec(fused, program, partial(schedule_for_gpu, tiling=t))
+        specs[f"tiled-{t.threads}x{t.columns}x{t.lanes}"] = build_spec(
+            fused, program, partial(schedule_for_gpu, tiling=t)
+        )
     rng = np.random.RandomState(0)
     inputs = {}
     for tid in program.inputs:
         t = program.tensors[tid]
         info = np.iinfo(t.dtype)
         inputs[tid] = rng.randint(info.min, info.max + 1, size=t.shape).astype(t.dtype)
-    results, totals, mismatches, got = run_variants(program, specs, args.device, args.seconds, inputs, None)
+    results, totals, mismatches, got = run_variants(
+        program, specs, args.device, args.seconds, inputs, None
+    )
     print_table(results, totals)
     if mismatches:
         print(f"MISMATCH between the schedules: {', '.join(mismatches[:8])}")
@@ -267,12 +296,20 @@ def main(argv=None) -> int:
     d = sub.add_parser("dump", help="compile, check both schedules equal here, write the folder")
     d.add_argument("--model", default="mobilenet_v1_1.0_224")
     d.add_argument("--out", default="out/ocl_kernels")
-    d.add_argument("--tilings", type=lambda v: [_tiling(t) for t in v.split(",")], default="64x2x4",
-                   help="GpuTilings to build besides stages, THREADSxCOLUMNSxLANES, comma-separated")
+    d.add_argument(
+        "--tilings",
+        type=lambda v: [_tiling(t) for t in v.split(",")],
+        default="64x2x4",
+        help="GpuTilings to build besides stages, THREADSxCOLUMNSxLANES, comma-separated",
+    )
     r = sub.add_parser("run", help="run a dumped folder (numpy + PyOpenCL only)")
     r.add_argument("folder")
     for p in (d, r):
-        p.add_argument("--device", default=None, help="OpenCL device substring (default: the first GPU, else PoCL)")
+        p.add_argument(
+            "--device",
+            default=None,
+            help="OpenCL device substring (default: the first GPU, else PoCL)",
+        )
         p.add_argument("--seconds", type=float, default=1.0, help="timing per variant")
     args = ap.parse_args(argv)
     return cmd_dump(args) if args.cmd == "dump" else cmd_run(args)

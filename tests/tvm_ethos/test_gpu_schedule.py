@@ -1,13 +1,14 @@
 """The GPU schedule of the OpenCL kernels (tvm_ethos/lower/gpu_schedule.py): bit-exact with
 TFLite's reference kernels on PoCL for any convolution geometry, and actually register-tiled."""
+
 import numpy as np
 import pytest
+import tflite_builder as tb
+from conftest import assert_bit_exact
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tflite_builder as tb
 import tvm_ethos
-from conftest import assert_bit_exact
 from tvm_ethos.lower import gpu_schedule
 from tvm_ethos.lower.gpu_schedule import GpuTiling
 
@@ -32,24 +33,38 @@ def _opencl(model):
     act=st.sampled_from([None, "relu6"]),
     seed=st.integers(0, 1000),
 )
-def test_conv_any_geometry_bit_exact_on_opencl(cin, cout, hw, kernel, stride, padding, depthwise, act, seed):
+def test_conv_any_geometry_bit_exact_on_opencl(
+    cin, cout, hw, kernel, stride, padding, depthwise, act, seed
+):
     """Widths and channel counts that the tile does not divide fall back to narrower tiles."""
     if padding == "VALID" and (hw[0] < kernel[0] or hw[1] < kernel[1]):
         hw = (max(hw[0], kernel[0]), max(hw[1], kernel[1]))
     rs = np.random.RandomState(seed)
-    model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
-                      padding=padding, act=act, depthwise=depthwise)
+    model = tb.conv2d(
+        rs,
+        in_shape=(1, *hw, cin),
+        cout=cout,
+        kernel=kernel,
+        stride=stride,
+        padding=padding,
+        act=act,
+        depthwise=depthwise,
+    )
     assert_bit_exact(_opencl(model), model, n_inputs=2, seed=seed)
 
 
-@pytest.mark.parametrize("make", [
-    lambda rs: tb.pool(rs, "avg", in_shape=(1, 9, 9, 8), padding="SAME"),
-    lambda rs: tb.pool(rs, "max", in_shape=(1, 9, 9, 12)),
-    lambda rs: tb.fully_connected(rs, k=40, n=12, act="relu"),
-    lambda rs: tb.binary(rs, "add", a_shape=(1, 5, 5, 8), b_shape=(1, 5, 5, 8)),
-    lambda rs: tb.mean(rs, in_shape=(1, 6, 6, 8)),
-    lambda rs: tb.softmax(rs, n=37),
-], ids=["avgpool", "maxpool", "fc", "add", "mean", "softmax"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda rs: tb.pool(rs, "avg", in_shape=(1, 9, 9, 8), padding="SAME"),
+        lambda rs: tb.pool(rs, "max", in_shape=(1, 9, 9, 12)),
+        lambda rs: tb.fully_connected(rs, k=40, n=12, act="relu"),
+        lambda rs: tb.binary(rs, "add", a_shape=(1, 5, 5, 8), b_shape=(1, 5, 5, 8)),
+        lambda rs: tb.mean(rs, in_shape=(1, 6, 6, 8)),
+        lambda rs: tb.softmax(rs, n=37),
+    ],
+    ids=["avgpool", "maxpool", "fc", "add", "mean", "softmax"],
+)
 def test_other_kernels_bit_exact_on_opencl(make):
     model = make(np.random.RandomState(5))
     assert_bit_exact(_opencl(model), model, n_inputs=2)
@@ -118,10 +133,19 @@ def test_tilings_agree_with_the_unscheduled_kernel(tiling):
     out_t = program.tensors[step.outs[0]]
     want = tvm.runtime.tensor(np.zeros(out_t.shape, out_t.dtype))
     tvm.compile(tvm.IRModule({"main": prim}), target="llvm")["main"](
-        *[tvm.runtime.tensor(a) for a in args], want)
+        *[tvm.runtime.tensor(a) for a in args], want
+    )
     spec = extract_opencl(
-        tvm.IRModule({step.func: gpu_schedule.schedule_for_gpu(prim, tiling).with_attr("global_symbol", step.func)}),
-        "opencl", tir_pipeline=GPU_PIPELINE_NAME)
+        tvm.IRModule(
+            {
+                step.func: gpu_schedule.schedule_for_gpu(prim, tiling).with_attr(
+                    "global_symbol", step.func
+                )
+            }
+        ),
+        "opencl",
+        tir_pipeline=GPU_PIPELINE_NAME,
+    )
     got = np.zeros(out_t.shape, out_t.dtype)
     OpenCLDevice().build(spec)[step.func](*args, got)
     np.testing.assert_array_equal(got, want.numpy())
@@ -133,10 +157,14 @@ def test_tiling_must_be_powers_of_two(bad):
         GpuTiling(**bad)
 
 
-@pytest.mark.parametrize("options, launch", [
-    ({"tiling": "128x1x1"}, (128, 1, 1)),
-    ({}, (64, 2, 4)),
-], ids=["keyword", "default"])
+@pytest.mark.parametrize(
+    "options, launch",
+    [
+        ({"tiling": "128x1x1"}, (128, 1, 1)),
+        ({}, (64, 2, 4)),
+    ],
+    ids=["keyword", "default"],
+)
 def test_tiling_option_reaches_the_kernels(options, launch):
     """The opencl target's ``tiling`` option sets the launch; the results stay bit-exact."""
     threads, columns, lanes = launch

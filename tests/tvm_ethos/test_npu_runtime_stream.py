@@ -1,13 +1,14 @@
 """``npu_runtime="stream"``: an Ethos-U subgraph runs as its generated command stream on the
 functional model, bit-exact with TFLite's reference kernels; one the generator cannot express
 keeps the emulator, and the plan report says why."""
+
 import numpy as np
 import pytest
+import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import tflite_builder as tb
 from test_ops import CASES
+
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs
 from tvm_ethos.errors import OptionError
@@ -24,24 +25,33 @@ def _check(model, cm, runs=2):
         ref = oracle(model, xs)[0]
         np.testing.assert_array_equal(got.reshape(ref.shape), ref)
         outs.append(ref)
-    assert not np.array_equal(outs[0], outs[1])   # the output follows the input
+    assert not np.array_equal(outs[0], outs[1])  # the output follows the input
 
 
-@pytest.mark.parametrize("make", [
-    lambda rs: tb.conv2d(rs, stride=(2, 2), act="relu"),
-    lambda rs: tb.conv2d(rs, depthwise=True, act="relu6"),
-    lambda rs: tb.binary(rs, "add", b_shape=(1, 1, 1, 8)),
-    lambda rs: tb.binary(rs, "mul"),
-    lambda rs: tb.pool(rs, "max"),
-], ids=["conv", "depthwise", "add-broadcast", "mul", "maxpool"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda rs: tb.conv2d(rs, stride=(2, 2), act="relu"),
+        lambda rs: tb.conv2d(rs, depthwise=True, act="relu6"),
+        lambda rs: tb.binary(rs, "add", b_shape=(1, 1, 1, 8)),
+        lambda rs: tb.binary(rs, "mul"),
+        lambda rs: tb.pool(rs, "max"),
+    ],
+    ids=["conv", "depthwise", "add-broadcast", "mul", "maxpool"],
+)
 def test_stream_runtime_bit_exact_with_tflite(make, tmp_path):
     model = make(np.random.RandomState(0))
-    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-256,llvm",
-                           npu_runtime="stream", cache_dir=False)
+    cm = tvm_ethos.compile(
+        model,
+        "ethos-u -accelerator_config=ethos-u55-256,llvm",
+        npu_runtime="stream",
+        cache_dir=False,
+    )
     (entry,) = cm.plan_report["streams"].values()
     assert entry["generated"]
-    assert {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_ELEMENTWISE", "NPU_OP_POOL"} & \
-        set(entry["commands"])
+    assert {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_ELEMENTWISE", "NPU_OP_POOL"} & set(
+        entry["commands"]
+    )
     # one operator, one whole-tensor Plan: the stream touches exactly the planned peak
     assert entry["realizes_plan"]
     assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
@@ -70,8 +80,9 @@ def test_unsupported_operator_keeps_the_emulator_and_says_why():
 
 def test_bad_npu_runtime_is_one_clear_error():
     with pytest.raises(OptionError, match="npu_runtime.*stream"):
-        tvm_ethos.compile(tb.conv2d(np.random.RandomState(0)), "ethos-u,llvm",
-                          npu_runtime="vela", cache_dir=False)
+        tvm_ethos.compile(
+            tb.conv2d(np.random.RandomState(0)), "ethos-u,llvm", npu_runtime="vela", cache_dir=False
+        )
 
 
 def test_stream_memory_must_equal_the_plan():
@@ -81,14 +92,20 @@ def test_stream_memory_must_equal_the_plan():
     entry = {"realizes_plan": True, "scratch_high_water_bytes": 784, "planned_peak_bytes": 776}
     with pytest.raises(MemoryMismatchError, match="784 B.*776 B"):
         check_stream_memory("sg0", entry)
-    check_stream_memory("sg0", dict(entry, realizes_plan=False))   # a cascaded plan: no claim
+    check_stream_memory("sg0", dict(entry, realizes_plan=False))  # a cascaded plan: no claim
     check_stream_memory("sg0", dict(entry, scratch_high_water_bytes=776))
 
 
 # test_ops.py's single-operator models the generator has no stream for (yet)
-NO_STREAM = {"mean": "MEAN", "softmax": "SOFTMAX", "softmax_4d_beta": "SOFTMAX",
-             "sigmoid": "LOGISTIC", "tanh": "TANH", "leaky_relu": "LEAKY_RELU",
-             "resize_bilinear": "RESIZE_BILINEAR"}
+NO_STREAM = {
+    "mean": "MEAN",
+    "softmax": "SOFTMAX",
+    "softmax_4d_beta": "SOFTMAX",
+    "sigmoid": "LOGISTIC",
+    "tanh": "TANH",
+    "leaky_relu": "LEAKY_RELU",
+    "resize_bilinear": "RESIZE_BILINEAR",
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -110,19 +127,34 @@ def test_every_operator_case_streams_or_says_why(case):
     assert any(t.startswith("stream ") for t in cm.last_run_stats.trace)
 
 
-@given(kind=st.sampled_from(["conv", "depthwise", "avg", "max"]), h=st.integers(3, 9),
-       w=st.integers(3, 9), c=st.integers(2, 12), k=st.integers(1, 3), s=st.integers(1, 2),
-       same=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    kind=st.sampled_from(["conv", "depthwise", "avg", "max"]),
+    h=st.integers(3, 9),
+    w=st.integers(3, 9),
+    c=st.integers(2, 12),
+    k=st.integers(1, 3),
+    s=st.integers(1, 2),
+    same=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 @settings(max_examples=12, deadline=None)
 def test_window_operators_stream_bit_exact_for_any_geometry(kind, h, w, c, k, s, same, seed):
     rs = np.random.RandomState(seed)
     padding = "SAME" if same else "VALID"
     if kind in ("conv", "depthwise"):
-        model = tb.conv2d(rs, in_shape=(1, h, w, c), cout=int(rs.randint(1, 17)), kernel=(k, k),
-                          stride=(s, s), padding=padding, depthwise=kind == "depthwise")
+        model = tb.conv2d(
+            rs,
+            in_shape=(1, h, w, c),
+            cout=int(rs.randint(1, 17)),
+            kernel=(k, k),
+            stride=(s, s),
+            padding=padding,
+            depthwise=kind == "depthwise",
+        )
     else:
-        model = tb.pool(rs, kind, in_shape=(1, h, w, c), size=(k, k), stride=(s, s),
-                        padding=padding)
+        model = tb.pool(
+            rs, kind, in_shape=(1, h, w, c), size=(k, k), stride=(s, s), padding=padding
+        )
     cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
     (entry,) = cm.plan_report["streams"].values()
     assert entry["generated"], entry
@@ -148,8 +180,13 @@ def _residual_block():
 @pytest.mark.parametrize("budget", [None, "system", "3KiB"], ids=["fastest", "system", "tight"])
 def test_multi_operator_subgraph_streams_at_every_budget(budget):
     model = _residual_block()
-    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u65-256,llvm", budget=budget,
-                           npu_runtime="stream", cache_dir=False)
+    cm = tvm_ethos.compile(
+        model,
+        "ethos-u -accelerator_config=ethos-u65-256,llvm",
+        budget=budget,
+        npu_runtime="stream",
+        cache_dir=False,
+    )
     (entry,) = cm.plan_report["streams"].values()
     assert entry["generated"] and entry["commands"]["NPU_OP_ELEMENTWISE"] == 1
     if entry["realizes_plan"]:

@@ -1,6 +1,7 @@
 """Command streams generated from tvm-ethos's own lowering (backends/ethos_u/stream_gen.py),
 run on the functional model (ethosu_stream), against the "tir" emulator of the same subgraph:
 every output bit-exact, for inputs whose outputs vary with the input."""
+
 import dataclasses
 
 import numpy as np
@@ -38,31 +39,42 @@ def prefix(lw, n):
     """The subgraph's first ``n`` operators, the n-th one's output the result."""
     outs = [list(lw.tensors.values())[n - 1]]
     func = te.create_prim_func(list(lw.input_tensors) + list(lw.const_tensors) + outs)
-    return dataclasses.replace(lw, layers=lw.layers[:n], layer_inputs=lw.layer_inputs[:n],
-                               tensors=dict(list(lw.tensors.items())[:n]), outputs=outs,
-                               primfunc=func)
+    return dataclasses.replace(
+        lw,
+        layers=lw.layers[:n],
+        layer_inputs=lw.layer_inputs[:n],
+        tensors=dict(list(lw.tensors.items())[:n]),
+        outputs=outs,
+        primfunc=func,
+    )
 
 
 def emulate(lw, xs):
-    lib = tvm.tirx.build(tvm.IRModule({"main": lw.primfunc}), target="llvm",
-                         pipeline=PIPELINE_NAME)
+    lib = tvm.tirx.build(tvm.IRModule({"main": lw.primfunc}), target="llvm", pipeline=PIPELINE_NAME)
     args = [tvm.runtime.tensor(x) for x in xs] + [tvm.runtime.tensor(c) for c in lw.consts]
-    outs = [tvm.runtime.tensor(np.zeros([int(s) for s in o.shape], str(o.dtype)))
-            for o in lw.outputs]
+    outs = [
+        tvm.runtime.tensor(np.zeros([int(s) for s in o.shape], str(o.dtype))) for o in lw.outputs
+    ]
     lib(*(args + outs))
     return [o.numpy() for o in outs]
 
 
 def inputs_of(lw, seed):
     rs = np.random.RandomState(seed)
-    return [rs.randint(-128, 128, size=[int(s) for s in t.shape]).astype(str(t.dtype))
-            for t in lw.input_tensors]
+    return [
+        rs.randint(-128, 128, size=[int(s) for s in t.shape]).astype(str(t.dtype))
+        for t in lw.input_tensors
+    ]
 
 
 # the operators before the final SOFTMAX (no generated stream yet); ds_cnn_kws's random
 # weights saturate its pool to one output for every input, so it stops at the last conv
-CASES = [("resnet8_cifar", "ethos-u55-128", 14), ("ds_cnn_kws", "ethos-u55-128", 9),
-         ("resnet8_cifar", "ethos-u65-256", 14), ("ds_cnn_kws", "ethos-u55-256", 9)]
+CASES = [
+    ("resnet8_cifar", "ethos-u55-128", 14),
+    ("ds_cnn_kws", "ethos-u55-128", 9),
+    ("resnet8_cifar", "ethos-u65-256", 14),
+    ("ds_cnn_kws", "ethos-u55-256", 9),
+]
 
 
 @pytest.mark.parametrize("name,accelerator,n", CASES)
@@ -79,7 +91,7 @@ def test_stream_bit_exact_with_the_emulator(name, accelerator, n):
         np.testing.assert_array_equal(got[0].reshape(ref.shape), ref)
         assert stats.macs > 0 and stats.high_water[1] <= payload.scratch_bytes
         outs.append(ref)
-    assert not np.array_equal(outs[0], outs[1])   # the output follows the input
+    assert not np.array_equal(outs[0], outs[1])  # the output follows the input
 
 
 def test_arena_layout_never_overlaps_live_tensors():
@@ -94,7 +106,7 @@ def test_arena_layout_never_overlaps_live_tensors():
                 live[t.op.name] = (first, step)
     names = [k for k in live if k in nbytes]
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             (fa, la), (fb, lb) = live[a], live[b]
             if la < fb or lb < fa:
                 continue

@@ -1,10 +1,11 @@
-"""GPU (OpenCL) schedules for the exact integer kernels of ``te_ops``, applied with ``s_tir.Schedule``.
+"""GPU (OpenCL) schedules for the exact integer kernels of ``te_ops``, applied with
+``s_tir.Schedule``.
 
 Why hand-written rather than dlight: dlight's rules inline every injective stage into its
 consumer, and the requantization stages read their input several times (rounding nudge,
 saturation test), so the inlined expression grows exponentially along a chain
-(``network_build.schedule_stages_for_gpu`` says more). The stages stay separate kernels here, and the
-one structure that carries nearly all the work, an accumulator read only by the requantization
+(``network_build.schedule_stages_for_gpu`` says more). The stages stay separate kernels here, and
+the one structure that carries nearly all the work, an accumulator read only by the requantization
 after it at the same index (conv2d, depthwise, pooling), gets a register tile per thread:
 
 * the output's NHWC loops become ``work-groups x threads x (columns x channels)``: each thread
@@ -26,13 +27,19 @@ the same requantization applied per element, so results are bit-exact with the u
 kernels and TFLite (tests/tvm_ethos/test_gpu_schedule.py, the OpenCL operator and model tests).
 Tile sizes and why: rfcs/0008-host-kernels.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tvm import s_tir
 
-from tvm_ethos.lower.cpu_schedule import _extent, _loop_kinds, is_reduction, sole_same_shape_consumer
+from tvm_ethos.lower.cpu_schedule import (
+    _extent,
+    _loop_kinds,
+    is_reduction,
+    sole_same_shape_consumer,
+)
 
 
 @dataclass(frozen=True)
@@ -157,8 +164,11 @@ def schedule_for_gpu(prim, tiling: GpuTiling = DEFAULT_TILING):
     for blk in reversed(blocks):
         if is_reduction(sch, blk) or not sch.get_loops(blk):
             continue
-        prods = [p for p in sch.get_producers(blk)
-                 if is_reduction(sch, p) and sole_same_shape_consumer(sch, p, blk)]
+        prods = [
+            p
+            for p in sch.get_producers(blk)
+            if is_reduction(sch, p) and sole_same_shape_consumer(sch, p, blk)
+        ]
         if prods and len(sch.get_loops(blk)) == 4:
             tx, _w, _c = _tile_output(sch, blk, tiling)
             for p in prods:

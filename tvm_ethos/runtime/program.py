@@ -195,8 +195,9 @@ class NetworkProgram:
 
             opencl = OpenCLModuleSpec.from_json(d["opencl"])
         payloads = {k: _payload_from_json(v) for k, v in d.get("payloads", {}).items()}
-        return NetworkProgram(list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl,
-                              payloads)
+        return NetworkProgram(
+            list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl, payloads
+        )
 
 
 _PAYLOAD_BYTES = ("driver_payload", "flash")

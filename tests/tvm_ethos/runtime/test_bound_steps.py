@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import tvm_ethos
 from conftest import oracle
 from graph_builder import Graph
+
+import tvm_ethos
 from tvm_ethos.runtime.executor import Executor, InferenceError
 
 SHAPE = (1, 8, 8, 4)

@@ -251,7 +251,6 @@ class EthosUBackend(NpuBackend):
 
     def stream_report(self, payload, planned_peak: int | None) -> dict:
         from ethosu_stream import StreamError
-
         from tvm_ethos.backends.ethos_u.stream_run import stream_report
         from tvm_ethos.errors import CompileError
 

@@ -8,6 +8,7 @@ emulator computes (``lower.quant``), written in the NPU's form ``(multiplier, 31
 elementwise and pooling scales are left to Vela's generator, which derives them from the
 feature maps' float scales as its own compiler does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,8 +49,9 @@ def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
     """(height, width, depth) of an NHWC tensor of rank 1 to 4 with batch 1."""
     shape = tuple(int(s) for s in shape)
     if len(shape) > 4 or (len(shape) == 4 and shape[0] != 1):
-        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes batch 1, "
-                                       "at most 4-D")
+        raise UnsupportedOperatorError(
+            what, f"tensor shape {shape}: the NPU takes batch 1, at most 4-D"
+        )
     full = (1,) * (3 - len(shape[-3:])) + shape[-3:]
     return full[0], full[1], full[2]
 
@@ -63,8 +65,11 @@ def _api():
 def feature_map(slot: FmSlot):
     api = _api()
     fm = api.NpuFeatureMap()
-    fm.data_type = {"int8": api.NpuDataType.INT8, "uint8": api.NpuDataType.UINT8,
-                    "int16": api.NpuDataType.INT16}[slot.dtype]
+    fm.data_type = {
+        "int8": api.NpuDataType.INT8,
+        "uint8": api.NpuDataType.UINT8,
+        "int16": api.NpuDataType.INT16,
+    }[slot.dtype]
     fm.region = slot.region
     h, w, c = slot.shape
     fm.shape = api.NpuShape3D(h, w, c)
@@ -131,10 +136,10 @@ def weights_ohwi(op) -> np.ndarray:
     """The weights, zero point removed, in the OHWI volume ``npu_encode_weights`` takes."""
     w = np.asarray(op.weights, np.int64)
     zp = np.asarray(op.w_zp if op.w_zp is not None else 0, np.int64)
-    if op.kind == "fully_connected":       # (N, K)
+    if op.kind == "fully_connected":  # (N, K)
         return (w - zp.ravel()[0])[:, None, None, :].astype(np.int16)
     zp = np.broadcast_to(zp.ravel(), (w.shape[3],))
-    w = w - zp                              # HWIO, zero point per output channel
+    w = w - zp  # HWIO, zero point per output channel
     return np.ascontiguousarray(w.transpose(3, 0, 1, 2)).astype(np.int16)
 
 
@@ -157,8 +162,9 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         dh, dw = op.attrs["dilation"]
         if max(dh, dw) > 2:
             # the NPU dilates by 1 or 2; Vela splits larger dilations into several operations
-            raise UnsupportedOperatorError(op.tflite_name, f"dilation {dh}x{dw} (the NPU "
-                                           "takes 1 or 2)")
+            raise UnsupportedOperatorError(
+                op.tflite_name, f"dilation {dh}x{dw} (the NPU takes 1 or 2)"
+            )
         npu.kernel = api.NpuKernel(kw, kh, sw, sh, dw, dh)
         npu.padding = _padding(op)
     return npu

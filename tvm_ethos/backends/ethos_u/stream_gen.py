@@ -12,6 +12,7 @@ naming it, so the caller keeps the "tir" emulator for that subgraph.
 
 Vela is the ``vela`` extra and is imported only here, lazily.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,17 +21,30 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.npu_ops import (FmSlot, UnsupportedOperatorError, conv_op,
-                                                conv_scales, elementwise_op, pool_op, shape3,
-                                                weights_ohwi)
+from tvm_ethos.backends.ethos_u.npu_ops import (
+    FmSlot,
+    UnsupportedOperatorError,
+    conv_op,
+    conv_scales,
+    elementwise_op,
+    pool_op,
+    shape3,
+    weights_ohwi,
+)
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.errors import CompileError
 
 FLASH_REGION, SCRATCH_REGION = 0, 1
 #: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
 ALIGN = 16
-STREAM_ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
-                       "ethos-u65-256", "ethos-u65-512")
+STREAM_ACCELERATORS = (
+    "ethos-u55-32",
+    "ethos-u55-64",
+    "ethos-u55-128",
+    "ethos-u55-256",
+    "ethos-u65-256",
+    "ethos-u65-512",
+)
 _CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
 _POOL_KINDS = ("avg_pool2d", "max_pool2d")
 _ELEMENTWISE_KINDS = ("add", "mul")
@@ -43,17 +57,21 @@ def vela_api():
     try:
         from ethosu.vela import api
     except ImportError:
-        raise CompileError("generating Ethos-U command streams needs Vela: "
-                           "pip install 'tvm-ethos[vela]' (ethos-u-vela)") from None
+        raise CompileError(
+            "generating Ethos-U command streams needs Vela: "
+            "pip install 'tvm-ethos[vela]' (ethos-u-vela)"
+        ) from None
     return api
 
 
 def npu_accelerator(accelerator: str):
     if accelerator not in STREAM_ACCELERATORS:
         raise UnsupportedOperatorError(
-            accelerator, "Vela's Python API has no Ethos-U85 (or this configuration); "
-            f"streams are generated for {', '.join(STREAM_ACCELERATORS)}")
-    name = "Ethos_" + accelerator[len("ethos-"):].replace("-", "_").upper()
+            accelerator,
+            "Vela's Python API has no Ethos-U85 (or this configuration); "
+            f"streams are generated for {', '.join(STREAM_ACCELERATORS)}",
+        )
+    name = "Ethos_" + accelerator[len("ethos-") :].replace("-", "_").upper()
     return getattr(vela_api().NpuAccelerator, name)
 
 
@@ -92,7 +110,7 @@ def arena_layout(lw) -> dict[str, int]:
         if _is_reshape(q):
             alias[_key(out)] = alias.get(_key(ins[0]), _key(ins[0]))
     size: dict[str, int] = {}
-    item: dict[str, int] = {}    # NHWC feature maps need only element alignment
+    item: dict[str, int] = {}  # NHWC feature maps need only element alignment
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     const_names = {_key(t) for t in lw.const_tensors}
@@ -120,7 +138,9 @@ def arena_layout(lw) -> dict[str, int]:
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
     offsets: dict[str, int] = {}
     for root in sorted(size, key=lambda r: (first[r], -size[r], r)):
-        live = sorted((o, s) for o, s, f, l in placed if not (l < first[root] or f > last[root]))
+        live = sorted(
+            (o, s) for o, s, lo, hi in placed if not (hi < first[root] or lo > last[root])
+        )
         off = 0
         for o, s in live:
             if off + size[root] <= o:
@@ -156,10 +176,11 @@ def generate(lw, accelerator: str) -> EthosUPayload:
     """The command stream and memory of one lowered NPU subgraph, layer by layer."""
     api = vela_api()
     acc = npu_accelerator(accelerator)
-    for q in lw.layers:   # before any weight is encoded
+    for q in lw.layers:  # before any weight is encoded
         if q.kind not in STREAM_KINDS:
-            raise UnsupportedOperatorError(q.tflite_name, "no NPU operation is generated for "
-                                           "it yet (rfcs/0007 section 2)")
+            raise UnsupportedOperatorError(
+                q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)"
+            )
     offsets = arena_layout(lw)
     flash = _Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
@@ -167,13 +188,20 @@ def generate(lw, accelerator: str) -> EthosUPayload:
 
     def slot(t, q=None) -> FmSlot:
         k = _key(t)
-        if k in consts:   # a constant operand: a feature map in flash
+        if k in consts:  # a constant operand: a feature map in flash
             arr = np.ascontiguousarray(consts[k])
             rng = flash.add(arr.tobytes())
-            return FmSlot(FLASH_REGION, rng.address, shape3(arr.shape, k), str(arr.dtype),
-                          q[0] if q else None, q[1] if q else 0)
-        base = slots.get(k) or FmSlot(SCRATCH_REGION, offsets[k], shape3(t.shape, k),
-                                      str(t.dtype), None, 0)
+            return FmSlot(
+                FLASH_REGION,
+                rng.address,
+                shape3(arr.shape, k),
+                str(arr.dtype),
+                q[0] if q else None,
+                q[1] if q else 0,
+            )
+        base = slots.get(k) or FmSlot(
+            SCRATCH_REGION, offsets[k], shape3(t.shape, k), str(t.dtype), None, 0
+        )
         if q is None or q[0] is None:
             return base
         return dataclasses.replace(base, scale=float(q[0]), zero_point=int(q[1]))
@@ -187,12 +215,12 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
         operands = [slot(t, iq) for t, iq in zip(ins, in_q)]
         out_q = q.out_q
-        if out_q is None:     # pools and reshapes keep their input's quantization
+        if out_q is None:  # pools and reshapes keep their input's quantization
             out_q = (operands[0].scale, operands[0].zero_point)
         ofm = slot(out, out_q)
         slots[_key(out)] = ofm
         if _is_reshape(q):
-            continue          # the same bytes, read with another shape
+            continue  # the same bytes, read with another shape
         if q.kind in _CONV_KINDS:
             if q.kind == "fully_connected":
                 lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
@@ -206,20 +234,21 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         elif q.kind in _ELEMENTWISE_KINDS:
             npu = elementwise_op(q, operands[0], operands[1], ofm)
             npu.block_config = _block_config(npu, acc)
-        else:   # pragma: no cover - STREAM_KINDS and the branches above agree
+        else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         npu.name = q.kind
         ops.append(npu)
     if not ops:
         raise UnsupportedOperatorError("an empty subgraph", "it computes nothing on the NPU")
-    with contextlib.redirect_stdout(io.StringIO()):   # Vela's notes on its default config
+    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
         words = api.npu_generate_register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
         src = _output_source(lw, t)
-        return ArenaTensor(_key(t), tuple(int(s) for s in t.shape), str(t.dtype),
-                           offsets[_key(src)])
+        return ArenaTensor(
+            _key(t), tuple(int(s) for s in t.shape), str(t.dtype), offsets[_key(src)]
+        )
 
     ins = tuple(arena(t) for t in lw.input_tensors)
     outs = tuple(arena(t) for t in lw.outputs)
@@ -234,12 +263,15 @@ def _attach_constants(npu, q, channels: int, acc, flash: _Flash) -> None:
     npu.block_config = _block_config(npu, acc)
     depthwise = q.kind == "depthwise_conv2d"
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
-    dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]   # (x, y)
+    dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
     ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
-    enc = api.npu_encode_weights(acc, weights_ohwi(q), dilation, ifm_bits,
-                                 npu.block_config.depth, depthwise, traversal)
+    enc = api.npu_encode_weights(
+        acc, weights_ohwi(q), dilation, ifm_bits, npu.block_config.depth, depthwise, traversal
+    )
     npu.weights = [flash.add(enc)]
     bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
-    entries = b"".join(bytes(api.npu_encode_bias(np.int64(b), m, s))
-                       for b, (m, s) in zip(bias.tolist(), conv_scales(q, channels)))
+    entries = b"".join(
+        bytes(api.npu_encode_bias(np.int64(b), m, s))
+        for b, (m, s) in zip(bias.tolist(), conv_scales(q, channels))
+    )
     npu.biases = [flash.add(entries)]

@@ -1,5 +1,6 @@
 """Running an :class:`EthosUPayload` on the functional model (``ethosu_stream``): the regions
 laid out as the Ethos-U driver maps them, the inputs at their arena offsets."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,28 +13,42 @@ def run_payload(payload: EthosUPayload, inputs) -> tuple[list[np.ndarray], objec
     from ethosu_stream import Memory, run_stream
     from ethosu_stream.accelerator import accelerator_info
     from ethosu_stream.memory import SHRAM_REGION
-    from ethosu_stream.tflite_custom_op import (FLASH_REGION, SCRATCH_FAST_REGION,
-                                                SCRATCH_REGION, command_words)
+    from ethosu_stream.tflite_custom_op import (
+        FLASH_REGION,
+        SCRATCH_FAST_REGION,
+        SCRATCH_REGION,
+        command_words,
+    )
 
     if len(inputs) != len(payload.inputs):
-        raise ValueError(f"the NPU subgraph takes {len(payload.inputs)} input(s), "
-                         f"got {len(inputs)}")
-    mem = Memory({FLASH_REGION: payload.flash, SCRATCH_REGION: payload.scratch_bytes,
-                  SCRATCH_FAST_REGION: max(payload.fast_scratch_bytes, 1),
-                  SHRAM_REGION: accelerator_info(payload.accelerator).shram_bytes})
+        raise ValueError(
+            f"the NPU subgraph takes {len(payload.inputs)} input(s), got {len(inputs)}"
+        )
+    mem = Memory(
+        {
+            FLASH_REGION: payload.flash,
+            SCRATCH_REGION: payload.scratch_bytes,
+            SCRATCH_FAST_REGION: max(payload.fast_scratch_bytes, 1),
+            SHRAM_REGION: accelerator_info(payload.accelerator).shram_bytes,
+        }
+    )
     arena = mem.regions[SCRATCH_REGION]
     for spec, x in zip(payload.inputs, inputs):
         x = np.ascontiguousarray(x)
         if str(x.dtype) != spec.dtype or x.size != int(np.prod(spec.shape)):
-            raise ValueError(f"input {spec.name!r} must be {spec.dtype} with shape {spec.shape}, "
-                             f"got {x.dtype} {x.shape}")
+            raise ValueError(
+                f"input {spec.name!r} must be {spec.dtype} with shape {spec.shape}, "
+                f"got {x.dtype} {x.shape}"
+            )
         raw = x.reshape(-1).view(np.uint8)
-        arena[spec.offset:spec.offset + raw.size] = raw
+        arena[spec.offset : spec.offset + raw.size] = raw
     stats = run_stream(command_words(payload.driver_payload), mem, payload.accelerator)
     outs = []
     for spec in payload.outputs:
         n = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
-        outs.append(arena[spec.offset:spec.offset + n].copy().view(spec.dtype).reshape(spec.shape))
+        outs.append(
+            arena[spec.offset : spec.offset + n].copy().view(spec.dtype).reshape(spec.shape)
+        )
     return outs, stats
 
 
@@ -43,8 +58,10 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
     zeros = [np.zeros(a.shape, a.dtype) for a in payload.inputs]
     _outs, stats = run_payload(payload, zeros)
     return {
-        "generated": True, "schedule": "layer by layer",
-        "command_stream_bytes": len(payload.driver_payload), "flash_bytes": len(payload.flash),
+        "generated": True,
+        "schedule": "layer by layer",
+        "command_stream_bytes": len(payload.driver_payload),
+        "flash_bytes": len(payload.flash),
         "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
         "planned_peak_bytes": planned_peak,
         "macs": int(stats.macs),
