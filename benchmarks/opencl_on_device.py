@@ -229,8 +229,8 @@ def compile_captured(path: Path):
 def build_spec(fused, program, schedule):
     import tvm
 
-    from tvm_ethos.lower.gpu_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.runtime.opencl_device import extract_opencl
+    from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
+    from tvm_ethos.lower.opencl_extraction import extract_opencl
 
     names = sorted({s.func for sg in program.subgraphs if sg.device == "opencl" for s in sg.steps})
     prims = {n: schedule(fused[n]).with_attr("global_symbol", n) for n in names}

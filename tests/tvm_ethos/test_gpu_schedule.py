@@ -103,8 +103,9 @@ def test_tilings_agree_with_the_unscheduled_kernel(tiling):
     import tvm
 
     from tvm_ethos.lower import network_build
-    from tvm_ethos.lower.gpu_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.runtime.opencl_device import OpenCLDevice, extract_opencl
+    from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
+    from tvm_ethos.lower.opencl_extraction import extract_opencl
+    from tvm_ethos.runtime.opencl_device import OpenCLDevice
 
     model = tb.conv2d(np.random.RandomState(9), in_shape=(1, 7, 10, 12), cout=20, stride=(1, 1))
     captured = {}
