@@ -47,18 +47,27 @@ def export_tflite_bytes(cm, source) -> bytes:
     spec = next(s for s in cm.program.subgraphs if s.name == sym)
     by_prog_in = dict(zip(cm.program.inputs, in_tensors))
     by_prog_out = dict(zip(cm.program.outputs, out_tensors))
-    if sorted(spec.inputs) != sorted(by_prog_in) or sorted(spec.outputs) != sorted(by_prog_out) \
-            or len(set(spec.inputs) | set(spec.outputs)) != len(spec.inputs) + len(spec.outputs):
-        raise UnsupportedModelError(f"NPU subgraph {sym} does not run from the model's inputs straight to "
-                       "its outputs; only that graph shape is written as an ethos-u operator")
+    if (
+        sorted(spec.inputs) != sorted(by_prog_in)
+        or sorted(spec.outputs) != sorted(by_prog_out)
+        or len(set(spec.inputs) | set(spec.outputs)) != len(spec.inputs) + len(spec.outputs)
+    ):
+        raise UnsupportedModelError(
+            f"NPU subgraph {sym} does not run from the model's inputs straight to "
+            "its outputs; only that graph shape is written as an ethos-u operator"
+        )
     ifms = [(g.Tensors(by_prog_in[t]), a) for t, a in zip(spec.inputs, payload.inputs)]
     ofms = [(g.Tensors(by_prog_out[t]), a) for t, a in zip(spec.outputs, payload.outputs)]
     for tensor, arena in ifms + ofms:
         _check_same(sym, tensor, arena)
     # the graph's inputs/outputs in the source's order, as positions among the written tensors
     first = 4 if payload.fast_scratch_bytes else 3
-    pos = {src: first + i for i, src in enumerate(
-        [by_prog_in[t] for t in spec.inputs] + [by_prog_out[t] for t in spec.outputs])}
+    pos = {
+        src: first + i
+        for i, src in enumerate(
+            [by_prog_in[t] for t in spec.inputs] + [by_prog_out[t] for t in spec.outputs]
+        )
+    }
     return _Writer(payload, ifms, ofms).model(
         [pos[int(t)] for t in g.InputsAsNumpy()], [pos[int(t)] for t in g.OutputsAsNumpy()]
     )
@@ -68,8 +77,10 @@ def _the_npu_subgraph(cm):
     """(symbol, payload) of the one Ethos-U subgraph, or the refusal naming what is in the way."""
     ids = [t.strip().split()[0] for t in str(cm.targets).split(",") if t.strip()]
     if BACKEND not in ids:
-        raise TargetError(f"a TFLite Micro .tflite holds Ethos-U command streams; this model was "
-                          f"compiled for {cm.targets}: compile it for 'ethos-u,llvm'")
+        raise TargetError(
+            f"a TFLite Micro .tflite holds Ethos-U command streams; this model was "
+            f"compiled for {cm.targets}: compile it for 'ethos-u,llvm'"
+        )
     if cm.program is None:
         raise UnsupportedModelError("the compiled model has no executor program to export")
     host = [s for s in cm.program.subgraphs if not (s.kind == "npu" and s.backend == BACKEND)]
@@ -83,15 +94,19 @@ def _the_npu_subgraph(cm):
         )
     npu = [s.name for s in cm.program.subgraphs]
     if len(npu) != 1:
-        raise UnsupportedModelError(f"the model has {len(npu)} Ethos-U subgraphs ({', '.join(npu)}); only a "
-                       "model that is one Ethos-U subgraph can be exported")
+        raise UnsupportedModelError(
+            f"the model has {len(npu)} Ethos-U subgraphs ({', '.join(npu)}); only a "
+            "model that is one Ethos-U subgraph can be exported"
+        )
     sym = npu[0]
     payload = cm.program.payloads.get(sym)
     if payload is None:
         entry = ((cm.plan_report or {}).get("streams") or {}).get(sym) or {}
         why = entry.get("reason", "no command stream was generated for it")
-        raise UnsupportedModelError(f"NPU subgraph {sym} has no command stream ({why}); it runs only on the "
-                       "emulator, so it cannot be written as an ethos-u operator")
+        raise UnsupportedModelError(
+            f"NPU subgraph {sym} has no command stream ({why}); it runs only on the "
+            "emulator, so it cannot be written as an ethos-u operator"
+        )
     return sym, payload
 
 
@@ -99,28 +114,39 @@ def _operators_on(cm, where: set) -> list[str]:
     """TFLite operator names the partition report places on a host subgraph/backend."""
     if cm.report is None:
         return []
-    return sorted({op.tflite_name for op in cm.report.operators
-                   if op.placed_on in where or op.subgraph in where})
+    return sorted(
+        {
+            op.tflite_name
+            for op in cm.report.operators
+            if op.placed_on in where or op.subgraph in where
+        }
+    )
 
 
 def _read_source(source: bytes):
     import tflite
 
     if source is None:
-        raise UnsupportedModelError("the compiled model does not hold its source .tflite (it was loaded from "
-                       "a package or compiled from an IRModule): pass it as "
-                       "export_tflite(path, model=...)")
+        raise UnsupportedModelError(
+            "the compiled model does not hold its source .tflite (it was loaded from "
+            "a package or compiled from an IRModule): pass it as "
+            "export_tflite(path, model=...)"
+        )
     if not isinstance(source, (bytes, bytearray)):
         with open(source, "rb") as f:
             source = f.read()
     source = bytes(source)
     if len(source) < 8 or source[4:8] != b"TFL3":
-        raise UnsupportedModelError("the source model is not a TFLite flatbuffer; only a model compiled "
-                       "from a .tflite can be exported as one")
+        raise UnsupportedModelError(
+            "the source model is not a TFLite flatbuffer; only a model compiled "
+            "from a .tflite can be exported as one"
+        )
     model = tflite.Model.GetRootAsModel(source, 0)
     if model.SubgraphsLength() != 1:
-        raise UnsupportedModelError(f"the source .tflite has {model.SubgraphsLength()} subgraphs; only "
-                       "a model of one subgraph can be exported")
+        raise UnsupportedModelError(
+            f"the source .tflite has {model.SubgraphsLength()} subgraphs; only "
+            "a model of one subgraph can be exported"
+        )
     return model
 
 
@@ -133,8 +159,10 @@ def _boundary(g, indices, specs, what: str) -> list[int]:
     for spec in specs:
         hits = by_name.get(spec.name, [])
         if len(hits) != 1:
-            raise UnsupportedModelError(f"the compiled model's {what} {spec.name!r} is not exactly one of "
-                           "the source .tflite's: export the model it was compiled from")
+            raise UnsupportedModelError(
+                f"the compiled model's {what} {spec.name!r} is not exactly one of "
+                "the source .tflite's: export the model it was compiled from"
+            )
         out.append(hits[0])
     if len(set(out)) != len(indices) or len(out) != len(indices):
         raise UnsupportedModelError(f"the source .tflite's {what}s and the compiled model's differ")
@@ -146,9 +174,11 @@ def _check_same(sym: str, tensor, arena) -> None:
     dtype = types.get(tensor.Type())
     n = int(np.prod(tensor.ShapeAsNumpy())) if tensor.ShapeLength() else 1
     if dtype != arena.dtype or n != int(np.prod(arena.shape)):
-        raise UnsupportedModelError(f"NPU subgraph {sym}: tensor {tensor.Name().decode()!r} is {dtype} "
-                       f"with {n} elements in the source, the stream's is {arena.dtype} "
-                       f"{arena.shape}")
+        raise UnsupportedModelError(
+            f"NPU subgraph {sym}: tensor {tensor.Name().decode()!r} is {dtype} "
+            f"with {n} elements in the source, the stream's is {arena.dtype} "
+            f"{arena.shape}"
+        )
 
 
 class _Writer:
@@ -184,7 +214,7 @@ class _Writer:
         b = self.b
         b.StartVector(1, len(data), alignment)
         b.head = b.head - len(data)
-        b.Bytes[b.head:b.head + len(data)] = data
+        b.Bytes[b.head : b.head + len(data)] = data
         return b.EndVector()
 
     def _offsets(self, offs) -> int:
@@ -204,8 +234,7 @@ class _Writer:
         q_off = None
         if quant is not None and (quant.ScaleLength() or quant.ZeroPointLength()):
             scale = self._floats(quant.ScaleAsNumpy().tolist() if quant.ScaleLength() else [])
-            zp = self._ints(quant.ZeroPointAsNumpy().tolist() if quant.ZeroPointLength() else [],
-                            8)
+            zp = self._ints(quant.ZeroPointAsNumpy().tolist() if quant.ZeroPointLength() else [], 8)
             Q.QuantizationParametersStart(b)
             Q.QuantizationParametersAddScale(b, scale)
             Q.QuantizationParametersAddZeroPoint(b, zp)
@@ -236,13 +265,21 @@ class _Writer:
             tensors.append(self._tensor("scratch_fast", [p.fast_scratch_bytes], _UINT8, 0))
             offsets.append(0)
         for src, arena in self.ifms + self.ofms:
-            tensors.append(self._tensor(src.Name().decode(), src.ShapeAsNumpy().tolist(),
-                                        src.Type(), 0, src.Quantization()))
+            tensors.append(
+                self._tensor(
+                    src.Name().decode(),
+                    src.ShapeAsNumpy().tolist(),
+                    src.Type(),
+                    0,
+                    src.Quantization(),
+                )
+            )
             offsets.append(arena.offset)
         n_ifm = len(self.ifms)
         fast = 3 if p.fast_scratch_bytes else 2
-        op_inputs = [0, 1, 2, fast] + [len(offsets) - len(self.ofms) - n_ifm + i
-                                       for i in range(n_ifm)]
+        op_inputs = [0, 1, 2, fast] + [
+            len(offsets) - len(self.ofms) - n_ifm + i for i in range(n_ifm)
+        ]
         op_outputs = [len(offsets) - len(self.ofms) + i for i in range(len(self.ofms))]
 
         options = self._bytes(NPU_OP_OPTIONS)
