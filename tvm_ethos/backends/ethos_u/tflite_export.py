@@ -150,23 +150,18 @@ def _read_source(source: bytes):
     return model
 
 
+_NOT_THE_SOURCE = "export with the .tflite it was compiled from"
+
+
 def _boundary(g, indices, specs, what: str) -> list[int]:
     """The source tensor of each compiled input/output, by the name the importer kept."""
-    by_name: dict[str, list[int]] = {}
-    for t in indices.tolist():
-        by_name.setdefault(g.Tensors(t).Name().decode(), []).append(int(t))
-    out = []
-    for spec in specs:
-        hits = by_name.get(spec.name, [])
-        if len(hits) != 1:
-            raise UnsupportedModelError(
-                f"the compiled model's {what} {spec.name!r} is not exactly one of "
-                "the source .tflite's: export the model it was compiled from"
-            )
-        out.append(hits[0])
-    if len(set(out)) != len(indices) or len(out) != len(indices):
-        raise UnsupportedModelError(f"the source .tflite's {what}s and the compiled model's differ")
-    return out
+    names = [g.Tensors(t).Name().decode() for t in indices.tolist()]
+    if sorted(names) != sorted(s.name for s in specs) or len(set(names)) != len(names):
+        raise UnsupportedModelError(
+            f"the source .tflite's {what}s {names} are not the compiled model's "
+            f"{[s.name for s in specs]}: {_NOT_THE_SOURCE}"
+        )
+    return [int(indices[names.index(s.name)]) for s in specs]
 
 
 def _check_same(sym: str, tensor, arena) -> None:
@@ -177,7 +172,7 @@ def _check_same(sym: str, tensor, arena) -> None:
         raise UnsupportedModelError(
             f"NPU subgraph {sym}: tensor {tensor.Name().decode()!r} is {dtype} "
             f"with {n} elements in the source, the stream's is {arena.dtype} "
-            f"{arena.shape}"
+            f"{arena.shape}: {_NOT_THE_SOURCE}"
         )
 
 
