@@ -139,6 +139,15 @@ def test_structure_matches_velas_own_file(residual, config, tmp_path):
     assert [s.arena_offset for s in op.inputs] == [a.offset for a in payload.inputs]
     assert [s.arena_offset for s in op.outputs] == [a.offset for a in payload.outputs]
     assert op.flash == payload.flash and op.scratch_bytes == payload.scratch_bytes
+    # the driver wants the command stream on 16 bytes; the flash too, as Vela writes it
+    for t in o_in[:2]:
+        assert _data_offset(ours, og.Tensors(t).Buffer()) % 16 == 0
+
+
+def _data_offset(data: bytes, buffer: int) -> int:
+    """Where buffer ``buffer``'s bytes start in the file."""
+    tab = tflite.Model.GetRootAsModel(data, 0).Buffers(buffer)._tab
+    return tab.Vector(tab.Offset(4))
 
 
 @pytest.mark.parametrize("config", ["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"])
