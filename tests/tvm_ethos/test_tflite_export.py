@@ -18,6 +18,8 @@ from graph_builder import Graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli_compile import call
+from test_npu_runtime_stream import NO_STREAM
+from test_ops import CASES
 
 import tvm_ethos
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
@@ -168,6 +170,42 @@ def test_inputs_and_outputs_keep_the_source_order(tmp_path):
                          (g.OutputsAsNumpy(), src.OutputsAsNumpy())):
         assert [g.Tensors(t).Name() for t in ours] == [src.Tensors(t).Name() for t in theirs]
     _run_both(model, data, "ethos-u55-128")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_operator_case_exports_bit_exact_or_is_refused(case):
+    model = CASES[case](np.random.RandomState(zlib.crc32(case.encode())))
+    cm = _compile(model, "ethos-u65-256")
+    from tvm_ethos.backends.ethos_u.tflite_export import export_tflite_bytes
+
+    if case in NO_STREAM:
+        with pytest.raises(UnsupportedModelError, match=f"no command stream.*{NO_STREAM[case]}"):
+            export_tflite_bytes(cm, model)
+        return
+    data = export_tflite_bytes(cm, model)
+    xs = random_inputs(model, np.random.RandomState(1))
+    got, _ = run_vela_model(data, xs, "ethos-u65-256")
+    for g, r in zip(got, oracle(model, xs), strict=True):
+        np.testing.assert_array_equal(g.reshape(r.shape), r)
+
+
+def test_a_fast_scratch_is_its_own_tensor(residual, tmp_path):
+    """A payload with an Ethos-U65 fast scratch gets Vela's separate ``scratch_fast`` tensor
+    (pinned at 0, as Vela pins it), and the file still runs."""
+    import dataclasses
+
+    cm = _compile(residual, "ethos-u65-256")
+    ((sym, payload),) = cm.program.payloads.items()
+    cm.program.payloads[sym] = dataclasses.replace(payload, fast_scratch_bytes=4096)
+    data = _export(cm, tmp_path)
+    _, g, op = _ethos_u_op(data)
+    ins = op.InputsAsNumpy().tolist()
+    assert len(ins) == 5 and len(set(ins[:4])) == 4
+    assert g.Tensors(ins[3]).Name() == b"scratch_fast"
+    assert g.Tensors(ins[3]).ShapeAsNumpy().tolist() == [4096]
+    (eop,) = read_ethos_u_ops(data)
+    assert eop.scratch_fast_bytes == 4096
+    _run_both(residual, data, "ethos-u65-256")
 
 
 @given(
