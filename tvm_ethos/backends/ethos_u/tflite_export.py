@@ -19,7 +19,7 @@ from __future__ import annotations
 import flatbuffers
 import numpy as np
 
-from tvm_ethos.errors import TargetError, UnsupportedModelError
+from tvm_ethos.errors import CompileError, TargetError, UnsupportedModelError
 
 BACKEND = "ethos-u"
 CUSTOM_CODE = "ethos-u"
@@ -165,8 +165,7 @@ def _boundary(g, indices, specs, what: str) -> list[int]:
 
 
 def _check_same(sym: str, tensor, arena) -> None:
-    types = {v: k for k, v in _TYPES.items()}
-    dtype = types.get(tensor.Type())
+    dtype = {v: k for k, v in _TYPES.items()}.get(tensor.Type())
     n = int(np.prod(tensor.ShapeAsNumpy())) if tensor.ShapeLength() else 1
     if dtype != arena.dtype or n != int(np.prod(arena.shape)):
         raise UnsupportedModelError(
@@ -220,9 +219,7 @@ class _Writer:
         return b.EndVector()
 
     def _tensor(self, name: str, shape, ttype: int, buffer: int, quant=None) -> int:
-        from ethosu.vela.tflite import QuantizationParameters as Q
-        from ethosu.vela.tflite import Tensor
-
+        Q, Tensor = _schema("QuantizationParameters"), _schema("Tensor")
         b = self.b
         name_off = b.CreateString(name)
         shape_off = self._ints(shape)
@@ -245,83 +242,21 @@ class _Writer:
         return Tensor.TensorEnd(b)
 
     def model(self, graph_inputs: list[int], graph_outputs: list[int]) -> bytes:
-        from ethosu.vela.tflite import Buffer, Metadata, Model, Operator, OperatorCode, SubGraph
-
+        """The file: the tensors (constants first, IFMs, OFMs), the one operator, the
+        subgraph whose inputs/outputs are ``graph_inputs``/``graph_outputs`` (tensor
+        indices), then buffers and the arena offsets."""
+        Model = _schema("Model")
         b, p = self.b, self.payload
-        cmd_buf = self._buffer(p.driver_payload)
-        flash_buf = self._buffer(p.flash)
-        tensors = [
-            self._tensor("ethos_u_command_stream", [len(p.driver_payload)], _UINT8, cmd_buf),
-            self._tensor("read_only", [len(p.flash)], _UINT8, flash_buf),
-            self._tensor("scratch", [p.scratch_bytes], _UINT8, 0),
-        ]
-        offsets = [-1, -1, 0]
-        if p.fast_scratch_bytes:
-            tensors.append(self._tensor("scratch_fast", [p.fast_scratch_bytes], _UINT8, 0))
-            offsets.append(0)
-        for src, arena in self.ifms + self.ofms:
-            tensors.append(
-                self._tensor(
-                    src.Name().decode(),
-                    src.ShapeAsNumpy().tolist(),
-                    src.Type(),
-                    0,
-                    src.Quantization(),
-                )
-            )
-            offsets.append(arena.offset)
-        n_ifm = len(self.ifms)
-        fast = 3 if p.fast_scratch_bytes else 2
-        op_inputs = [0, 1, 2, fast] + [
-            len(offsets) - len(self.ofms) - n_ifm + i for i in range(n_ifm)
-        ]
-        op_outputs = [len(offsets) - len(self.ofms) + i for i in range(len(self.ofms))]
-
-        options = self._bytes(NPU_OP_OPTIONS)
-        op_in, op_out = self._ints(op_inputs), self._ints(op_outputs)
-        Operator.OperatorStart(b)
-        Operator.OperatorAddOpcodeIndex(b, 0)
-        Operator.OperatorAddInputs(b, op_in)
-        Operator.OperatorAddOutputs(b, op_out)
-        Operator.OperatorAddCustomOptions(b, options)
-        Operator.OperatorAddCustomOptionsFormat(b, 0)  # FLEXBUFFERS
-        op = Operator.OperatorEnd(b)
-
-        tensors_off = self._offsets(tensors)
-        g_in, g_out = self._ints(graph_inputs), self._ints(graph_outputs)
-        ops_off = self._offsets([op])
-        sg_name = b.CreateString("main")
-        SubGraph.SubGraphStart(b)
-        SubGraph.SubGraphAddTensors(b, tensors_off)
-        SubGraph.SubGraphAddInputs(b, g_in)
-        SubGraph.SubGraphAddOutputs(b, g_out)
-        SubGraph.SubGraphAddOperators(b, ops_off)
-        SubGraph.SubGraphAddName(b, sg_name)
-        subgraph = SubGraph.SubGraphEnd(b)
-
-        custom = b.CreateString(CUSTOM_CODE)
-        OperatorCode.OperatorCodeStart(b)
-        OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(b, _BUILTIN_CUSTOM)
-        OperatorCode.OperatorCodeAddBuiltinCode(b, _BUILTIN_CUSTOM)
-        OperatorCode.OperatorCodeAddCustomCode(b, custom)
-        OperatorCode.OperatorCodeAddVersion(b, 1)
-        code = OperatorCode.OperatorCodeEnd(b)
-
+        tensors, offsets = self._tensors()
+        n_fixed, n_ifm = len(tensors) - len(self.ifms) - len(self.ofms), len(self.ifms)
+        # the scratch tensor stands in for the fast scratch where there is none
+        op_inputs = [0, 1, 2, 3 if p.fast_scratch_bytes else 2]
+        op_inputs += list(range(n_fixed, n_fixed + n_ifm))
+        op_outputs = list(range(n_fixed + n_ifm, len(tensors)))
+        subgraph = self._subgraph(tensors, op_inputs, op_outputs, graph_inputs, graph_outputs)
+        code = self._operator_code()
         allocation = np.array([0, 1, len(offsets)] + offsets, "<i4").tobytes()
-        md_buf = self._buffer(allocation)
-        buffers = []
-        for data in self.buffers:
-            data_off = self._bytes(data, 16) if data else None
-            Buffer.BufferStart(b)
-            if data_off is not None:
-                Buffer.BufferAddData(b, data_off)
-            buffers.append(Buffer.BufferEnd(b))
-        md_name = b.CreateString(OFFLINE_ALLOCATION)
-        Metadata.MetadataStart(b)
-        Metadata.MetadataAddName(b, md_name)
-        Metadata.MetadataAddBuffer(b, md_buf)
-        metadata = Metadata.MetadataEnd(b)
-
+        buffers, metadata = self._buffers_and_metadata(self._buffer(allocation))
         codes_off, subgraphs_off = self._offsets([code]), self._offsets([subgraph])
         buffers_off, md_off = self._offsets(buffers), self._offsets([metadata])
         description = b.CreateString(f"tvm-ethos Ethos-U {p.accelerator}")
@@ -334,3 +269,89 @@ class _Writer:
         Model.ModelAddMetadata(b, md_off)
         b.Finish(Model.ModelEnd(b), file_identifier=b"TFL3")
         return bytes(b.Output())
+
+    def _tensors(self) -> tuple[list[int], list[int]]:
+        """(tensor offsets, arena offset of each tensor or -1)."""
+        p = self.payload
+        cmd_buf, flash_buf = self._buffer(p.driver_payload), self._buffer(p.flash)
+        tensors = [
+            self._tensor("ethos_u_command_stream", [len(p.driver_payload)], _UINT8, cmd_buf),
+            self._tensor("read_only", [len(p.flash)], _UINT8, flash_buf),
+            self._tensor("scratch", [p.scratch_bytes], _UINT8, 0),
+        ]
+        offsets = [-1, -1, 0]
+        if p.fast_scratch_bytes:
+            tensors.append(self._tensor("scratch_fast", [p.fast_scratch_bytes], _UINT8, 0))
+            offsets.append(0)
+        for src, arena in self.ifms + self.ofms:
+            shape = src.ShapeAsNumpy().tolist() if src.ShapeLength() else []
+            name = src.Name().decode()
+            tensors.append(self._tensor(name, shape, src.Type(), 0, src.Quantization()))
+            offsets.append(arena.offset)
+        return tensors, offsets
+
+    def _subgraph(self, tensors, op_inputs, op_outputs, graph_inputs, graph_outputs) -> int:
+        Operator, SubGraph = _schema("Operator"), _schema("SubGraph")
+        b = self.b
+        options = self._bytes(NPU_OP_OPTIONS)
+        op_in, op_out = self._ints(op_inputs), self._ints(op_outputs)
+        Operator.OperatorStart(b)
+        Operator.OperatorAddOpcodeIndex(b, 0)
+        Operator.OperatorAddInputs(b, op_in)
+        Operator.OperatorAddOutputs(b, op_out)
+        Operator.OperatorAddCustomOptions(b, options)
+        Operator.OperatorAddCustomOptionsFormat(b, 0)  # FLEXBUFFERS
+        op = Operator.OperatorEnd(b)
+        tensors_off, ops_off = self._offsets(tensors), self._offsets([op])
+        g_in, g_out = self._ints(graph_inputs), self._ints(graph_outputs)
+        name = b.CreateString("main")
+        SubGraph.SubGraphStart(b)
+        SubGraph.SubGraphAddTensors(b, tensors_off)
+        SubGraph.SubGraphAddInputs(b, g_in)
+        SubGraph.SubGraphAddOutputs(b, g_out)
+        SubGraph.SubGraphAddOperators(b, ops_off)
+        SubGraph.SubGraphAddName(b, name)
+        return SubGraph.SubGraphEnd(b)
+
+    def _operator_code(self) -> int:
+        OperatorCode = _schema("OperatorCode")
+        b = self.b
+        custom = b.CreateString(CUSTOM_CODE)
+        OperatorCode.OperatorCodeStart(b)
+        OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(b, _BUILTIN_CUSTOM)
+        OperatorCode.OperatorCodeAddBuiltinCode(b, _BUILTIN_CUSTOM)
+        OperatorCode.OperatorCodeAddCustomCode(b, custom)
+        OperatorCode.OperatorCodeAddVersion(b, 1)
+        return OperatorCode.OperatorCodeEnd(b)
+
+    def _buffers_and_metadata(self, allocation_buffer: int) -> tuple[list[int], int]:
+        """Every buffer (data 16-byte aligned, as Vela writes it: the driver wants the
+        command stream there) and the ``OfflineMemoryAllocation`` entry."""
+        Buffer, Metadata = _schema("Buffer"), _schema("Metadata")
+        b = self.b
+        buffers = []
+        for data in self.buffers:
+            data_off = self._bytes(data, 16) if data else None
+            Buffer.BufferStart(b)
+            if data_off is not None:
+                Buffer.BufferAddData(b, data_off)
+            buffers.append(Buffer.BufferEnd(b))
+        name = b.CreateString(OFFLINE_ALLOCATION)
+        Metadata.MetadataStart(b)
+        Metadata.MetadataAddName(b, name)
+        Metadata.MetadataAddBuffer(b, allocation_buffer)
+        return buffers, Metadata.MetadataEnd(b)
+
+
+def _schema(table: str):
+    """Vela's generated TFLite schema module of ``table`` (the builder functions the
+    ``tflite`` package lacks), or a CompileError saying how to install Vela."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"ethosu.vela.tflite.{table}")
+    except ImportError:
+        raise CompileError(
+            "writing a TFLite Micro .tflite needs Vela's schema modules: "
+            "pip install 'tvm-ethos[vela]' (ethos-u-vela)"
+        ) from None
