@@ -77,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
              "--target-<id>-<key> flags below (a flag wins over the inline value)")
     p.add_argument("-o", "--output", default="module.tar", metavar="FILE",
                    help="the package to write (default module.tar; a tar for a .tar name, a "
-                        "zip otherwise)")
+                        "zip otherwise), or the .tflite with --output-format tflite")
     p.add_argument("--output-format", default="package", choices=OUTPUT_FORMATS,
                    help="package: the tvm-ethos package 'tvmc run' reads (default); tflite: "
                         "a TFLite Micro .tflite whose Ethos-U subgraph is one 'ethos-u' custom "

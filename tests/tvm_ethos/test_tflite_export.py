@@ -238,6 +238,14 @@ def test_export_is_deterministic(residual, tmp_path):
     assert _export(_compile(residual), tmp_path, "c.tflite") == first  # a fresh compile too
 
 
+def test_a_model_from_the_cache_keeps_its_source(tmp_path):
+    model = tb.conv2d(np.random.RandomState(3))
+    first = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=tmp_path / "cache")
+    again = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=tmp_path / "cache")
+    assert again.from_cache
+    assert _export(again, tmp_path, "b.tflite") == _export(first, tmp_path, "a.tflite")
+
+
 def test_a_model_without_its_source_needs_it_passed(residual, tmp_path):
     cm = tvm_ethos.compile(tvm_ethos.load_model(residual), "ethos-u,llvm", cache_dir=False)
     with pytest.raises(UnsupportedModelError, match=r"source \.tflite.*model="):
