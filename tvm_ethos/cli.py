@@ -409,8 +409,6 @@ OLD_TVMC_FLAGS = {
     "--pass-config": "tvm-ethos builds with its own TIR pipeline and takes no PassContext "
                      "options; the planner's settings are --planner-<field>, --budget, "
                      "--workspace-pools and --no-plan",
-    "--output-format": "-o NAME.tar writes a tar package (other names a zip); there is no "
-                       "Model Library Format without a C runtime",
 }
 
 #: The loggers ``-v`` turns on; library code logs through ``logging.getLogger(__name__)``.

@@ -1,7 +1,8 @@
 """``tvmc compile``: a model file -> a compiled package (``-o module.tar``) and its plan report.
 
   tvmc compile MODEL --target ethos-n,opencl [--target-ethos-n-variant=n78 ...]
-               [-o module.tar] [--budget 300KiB|system|none]
+               [-o module.tar | -o out.tflite --output-format tflite]
+               [--budget 300KiB|system|none]
                [--workspace-pools sram:300KiB:read_bw=8] [--planner-<field>=VALUE ...]
                [--no-plan] [--fallback-mode auto|import|copy]
                [--planner-report plan.json] [--quiet] [--no-progress]
@@ -43,6 +44,9 @@ DESCRIPTION = (
     "report as JSON with --planner-report.")
 
 
+OUTPUT_FORMATS = ("package", "tflite")
+
+
 def target_option_table() -> dict[str, dict[str, str]]:
     """``{backend id: {option: help}}`` from the registered backends' option schemas."""
     from tvm_ethos.backends.registry import get_registry
@@ -73,7 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
              "--target-<id>-<key> flags below (a flag wins over the inline value)")
     p.add_argument("-o", "--output", default="module.tar", metavar="FILE",
                    help="the package to write (default module.tar; a tar for a .tar name, a "
-                        "zip otherwise)")
+                        "zip otherwise), or the .tflite with --output-format tflite")
+    p.add_argument("--output-format", default="package", choices=OUTPUT_FORMATS,
+                   help="package: the tvm-ethos package 'tvmc run' reads (default); tflite: "
+                        "a TFLite Micro .tflite whose Ethos-U subgraph is one 'ethos-u' custom "
+                        "operator in Vela's layout (needs an ethos-u target and a .tflite "
+                        "MODEL whose operators all go to one Ethos-U subgraph)")
     p.add_argument("--budget", default=None, metavar="SIZE",
                    help=f"limit on every NPU subgraph's peak SRAM; {BUDGET_HELP}; an "
                         "impossible budget is an error")
@@ -116,6 +125,16 @@ def resolve_targets(target: str, cli_options: dict[str, dict[str, str]]):
     return parse_targets(targets)          # validates and converts the flags' values
 
 
+def check_tflite_output(model: str, targets) -> None:
+    """``--output-format tflite`` needs what the exporter writes: an Ethos-U command stream
+    and the source .tflite's tensors (checked before anything is compiled)."""
+    if "ethos-u" not in targets.ids:
+        raise CliError(f"--output-format tflite writes Ethos-U command streams; --target "
+                       f"{targets} has no ethos-u: use e.g. --target ethos-u,llvm")
+    if not model.lower().endswith(".tflite"):
+        raise CliError(f"--output-format tflite rewrites a .tflite model; {model} is not one")
+
+
 def workspace_pools(values: list[str] | None) -> list[str] | None:
     """``--workspace-pools`` values (repeated and/or comma-separated) -> pool strings."""
     if not values:
@@ -133,6 +152,8 @@ def run(args) -> int:
     if args.planner_report is not None:
         require_writable(args.planner_report, "--planner-report")
     targets = resolve_targets(args.target, target_options(args, target_option_table()))
+    if args.output_format == "tflite":
+        check_tflite_output(args.model, targets)
     options = {"planner_options": planner_options(args),
                "memory_pools": workspace_pools(args.workspace_pools)}
     if args.budget is not None:
@@ -152,7 +173,10 @@ def run(args) -> int:
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)
         bar.update(1, "compiled")
-        cm.save(args.output)
+        if args.output_format == "tflite":
+            cm.export_tflite(args.output, model=args.model)
+        else:
+            cm.save(args.output)
         bar.update(1, "saved")
     if not args.no_progress:   # timing varies run to run: stderr, so stdout stays identical
         print(f"compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)

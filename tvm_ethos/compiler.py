@@ -67,6 +67,9 @@ class CompiledModel:
         #: the cascading planner's report (rfcs/0005): peak_memory_bytes, cycles, layers, and per
         #: NPU subgraph planned_bytes / scheduled_bytes by memory scope
         self.plan_report = plan_report
+        #: the .tflite compiled (its bytes), for export_tflite; None when compiled from an
+        #: IRModule or loaded from a package
+        self.source_tflite = None
 
     # ------------------------------------------------------------------ running
     @property
@@ -183,6 +186,21 @@ class CompiledModel:
         return self.report
 
     # ------------------------------------------------------------------ save / load
+    def export_tflite(self, path, model=None) -> str:
+        """Write the model for TFLite Micro: its Ethos-U NPU subgraph as one ``ethos-u``
+        custom operator in Vela's layout (tvm_ethos/backends/ethos_u/tflite_export.py says
+        which models can be written; the others are refused by name).
+
+        ``model``: the source .tflite (bytes or path), needed where this model does not hold
+        it (compiled from an IRModule, or loaded from a package)."""
+        from tvm_ethos.backends.ethos_u.tflite_export import export_tflite_bytes
+
+        data = export_tflite_bytes(self, model if model is not None else self.source_tflite)
+        path = os.fspath(path)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
     def save(self, path) -> str:
         """Write one file holding the executable's shared library and metadata: a tar when
         ``path`` ends in ``.tar`` (as tvmc's packages), a zip otherwise (tvm_ethos/package.py).
@@ -397,6 +415,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
             try:
                 cm = load_members(read_package_bytes(hit, path), path, runtime_opts)
                 cm.from_cache, cm.cache_path = True, path
+                cm.source_tflite = _tflite_source(mod)
                 log.info("loaded from the cache: %s", path)
                 return cm
             except ModelLoadError as err:   # hash right, content unreadable (an older format)
@@ -404,12 +423,23 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         log.info("not in the cache %s: compiling", cache_dir)
     t0 = time.perf_counter()
     cm = _compile(mod, target, runtime_opts, plan_opts, **options)
+    cm.source_tflite = _tflite_source(mod)
     log.info("compiled for %s in %.1f s: %s", cm.targets, time.perf_counter() - t0,
              ", ".join(f"{t} {n}" for t, n in cm.partition_summary.items()))
     if cache_dir is not None:
         cm.cache_path = model_cache.store(cache_dir, key, package_bytes(cm._package_members()))
         log.info("stored in the cache: %s", cm.cache_path)
     return cm
+
+
+def _tflite_source(mod):
+    """``mod`` when it is a TFLite model's bytes or the path of a .tflite, else None."""
+    if isinstance(mod, (bytes, bytearray)):
+        return bytes(mod) if bytes(mod[4:8]) == b"TFL3" else None
+    if isinstance(mod, (str, os.PathLike)) and os.fspath(mod).lower().endswith(".tflite"):
+        with open(mod, "rb") as f:
+            return f.read()
+    return None
 
 
 #: ``compile``'s own options (the rest belong to the targets' backends).

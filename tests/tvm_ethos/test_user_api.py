@@ -145,7 +145,7 @@ def test_tvmc_verbose_turns_logging_on(tmp_path, capsys, flags, shown, hidden):
         assert "INFO: loading" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--pass-config", "--output-format"])
+@pytest.mark.parametrize("flag", ["--pass-config"])
 def test_old_tvmc_flags_get_one_line_saying_what_to_use(tmp_path, capsys, flag):
     from tvm_ethos.cli import OLD_TVMC_FLAGS, main
 
