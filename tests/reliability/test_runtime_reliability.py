@@ -183,6 +183,10 @@ def _fail_emulator(monkeypatch, ex: Executor):
         raise tvm.error.InternalError("ethos-n emulator: command stream error at op 0 (injected)")
 
     monkeypatch.setitem(ex._funcs, func, kernel)
+    for slot in ex._slots:
+        # a warm slot bound its kernels on its first run; it binds the failing one afresh, and
+        # gets its own bindings back when the patch is undone
+        monkeypatch.setattr(slot, "bound", {})
     return func
 
 
