@@ -1,6 +1,6 @@
-"""tvm-ethos's planner side by side with Arm's Vela 5.2.0 (issue 7).
+"""tvm-ethos's planner and its command streams side by side with Arm's Vela 5.2.0.
 
-Three tables, for every shipped model on ethos-u55-128, ethos-u55-256 and ethos-u65-256:
+Four tables, for every shipped model on ethos-u55-128, ethos-u55-256 and ethos-u65-256:
 
 1. **Calibration** of the cost model, layer by layer, unstriped. Two comparisons:
 
@@ -40,11 +40,17 @@ Three tables, for every shipped model on ethos-u55-128, ethos-u55-256 and ethos-
    SRAM KiB and cycles, the planner's smallest memory at no more than Vela's cycles and its
    fewest cycles within Vela's memory, as ratios, and compile wall times.
 
+4. **Streams** (``--streams``, printed alone): Vela's own ``.tflite`` (Size and Performance)
+   and tvm-ethos's generated stream, each run on the functional Ethos-U model: SRAM touched,
+   flash, DMA bytes, command counts, compile time and exactness against LiteRT
+   (``benchmarks/stream_compare.py``), with issue 15's MobileNetV1-224 goal.
+
 Prints the tables; ``--out DIR`` also writes ``calibration_layers.csv``, ``calibration.csv``,
 ``memory.csv``, ``vs_vela.csv`` and ``frontier.csv``. Skips with a message when Vela is not
 installed.
 
     .venv/bin/python benchmarks/vs_vela.py [--models ../shared/models] [--out out/vs_vela]
+    .venv/bin/python benchmarks/vs_vela.py --streams [--only resnet8_cifar]
 """
 from __future__ import annotations
 
@@ -276,6 +282,27 @@ def _write_csv(path: str, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+def streams_main(args, models: list[str], configs: list[str]) -> int:
+    """Table 4: Vela's streams and tvm-ethos's, run on the functional model."""
+    from benchmarks.stream_compare import compare, goal_lines, stream_table
+
+    rows = [r for m in models for c in configs
+            for r in compare(os.path.join(args.models, m + ".tflite"), c)]
+    print("Command streams side by side, run on the functional Ethos-U model "
+          "(benchmarks/stream_compare.py says what each column is)")
+    print(stream_table(rows))
+    goal = goal_lines(rows)
+    if goal:
+        print("\nMobileNetV1-224 on ethos-u55-128 (issue 15):")
+        for line in goal:
+            print("  " + line)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        _write_csv(os.path.join(args.out, "streams.csv"), [r.__dict__ for r in rows])
+        print(f"\nCSV written to {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakdown", action="store_true",
                     help="only print where MobileNetV1-224's cycles go within 68%% of Vela "
                          "Size's SRAM on ethos-u55-128, per Part and term")
+    ap.add_argument("--streams", action="store_true",
+                    help="only print the command streams side by side (table 4)")
     args = ap.parse_args(argv)
     if not vela_available():
         print("vs_vela: skipped: Vela is not installed (pip install ethos-u-vela==5.2.0)")
@@ -302,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"vs_vela: skipped: models not found in {args.models}: {missing}")
         return 0
+    if args.streams:
+        return streams_main(args, models, configs)
     cals, mem_rows, sides, layer_csv = [], [], [], []
     for model in models:
         path = os.path.join(args.models, model + ".tflite")

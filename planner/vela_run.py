@@ -40,11 +40,13 @@ def vela_available() -> bool:
 class VelaRun:
     """What one Vela compilation reported: its per-layer CSV rows (operators with cycles
     only; empty without ``--verbose-performance``), its summary CSV row, its stdout (the
-    ``--verbose-*`` reports) and its wall time."""
+    ``--verbose-*`` reports), its wall time and the ``.tflite`` it wrote (the ``ethos-u``
+    operators' command streams, for the stream comparisons)."""
     layers: list[dict]
     summary: dict
     stdout: str
     seconds: float
+    tflite: bytes = b""
 
     @property
     def sram_bytes(self) -> int:
@@ -89,7 +91,12 @@ def run_vela(model: str, config: str, *flags: str, timeout: float = 600.0,
             with open(path, newline="") as f:
                 layers = [r for r in csv.DictReader(f)
                           if float(r["Op Cycles"]) > 0 or float(r["NPU"]) > 0]
-    return VelaRun(layers, summary, proc.stdout, seconds)
+        written = glob.glob(os.path.join(out, "*_vela.tflite"))
+        tflite = b""
+        if written:
+            with open(written[0], "rb") as f:
+                tflite = f.read()
+    return VelaRun(layers, summary, proc.stdout, seconds, tflite)
 
 
 def vela_point(model: str, config: str, optimise: str, *flags: str,

@@ -39,3 +39,5 @@ def test_summary_and_per_layer_report_read_from_one_run(models_dir: Path):
     assert run.layers and all(float(r["Op Cycles"]) <= run.cycles for r in run.layers)
     plain = run_vela(str(model), "ethos-u55-128", "--optimise", "Size")
     assert plain.layers == [] and plain.cycles == run.cycles
+    # the .tflite Vela wrote comes back (a TFLite flatbuffer: identifier at bytes 4..8)
+    assert run.tflite[4:8] == b"TFL3" and plain.tflite == run.tflite
