@@ -100,7 +100,9 @@ def partition_for(mod, target, **options):
 
 
 def plan_report(mod) -> dict | None:
-    """The plan report (as ``CompiledModel.plan_report``) of a ``partition_for_*`` module."""
+    """The plan report of a ``partition_for_*`` module: ``CompiledModel.plan_report`` less its
+    ``"streams"`` entry, which ``tvm_ethos.compile`` adds when it generates the Ethos-U command
+    streams (a partitioned module built by ``tvm.compile`` runs the TensorIR emulator)."""
     attrs = mod.attrs
     if attrs is None or PLAN_REPORT_ATTR not in attrs:
         return None

@@ -84,7 +84,8 @@ def test_two_npus_the_tvm_way(compiled, resnet8):
     from tvm import relax
 
     pmod = tvm_ethos.partition_for(tvm_ethos.load_model(resnet8), "ethos-n,ethos-u,llvm")
-    assert tvm_ethos.plan_report(pmod) == compiled.plan_report
+    assert tvm_ethos.plan_report(pmod) == {k: v for k, v in compiled.plan_report.items()
+                                           if k != "streams"}
     vm = relax.VirtualMachine(tvm.compile(pmod, target="llvm"), tvm.cpu())
     xs = random_inputs(resnet8, np.random.RandomState(5))
     got = vm["main"](tvm.runtime.tensor(xs[0])).numpy()
