@@ -159,3 +159,18 @@ def test_a_mean_over_more_than_64_rows_keeps_the_emulator():
     (entry,) = cm.plan_report["streams"].values()
     assert not entry["generated"] and "MEAN" in entry["reason"] and "65x2" in entry["reason"]
     _check(model, cm, vary=False, streamed=False)
+
+
+def test_softmax_stream_is_exact_where_the_float_kernel_is_not():
+    """A row where TFLite's optimized kernel (the float table ``quant.softmax_np`` models, and
+    the "tir" emulator computes) rounds one output 1 LSB below the reference fixed-point
+    kernel that BUILTIN_REF runs: the stream follows the reference."""
+    from tvm_ethos.lower.quant import softmax_np
+
+    model = tb.softmax(None, shape=(1, 12), in_q=(0.05, 3))
+    x = np.array([[96, 95, 82, 125, 28, -39, 36, -22, 17, -33, 21, -118]], np.int8)
+    ref = oracle(model, [x])[0]
+    assert ref[0, 3] == 32 and softmax_np(x, 0.05, 1.0, (1 / 256, -128), "int8")[0, 3] == 31
+    np.testing.assert_array_equal(softmax_int8(x, 0.05, 1.0), ref)
+    cm = _compile(model, "ethos-u55-128")
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(ref.shape), ref)
