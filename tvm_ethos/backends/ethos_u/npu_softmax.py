@@ -69,7 +69,6 @@ class _Builder:
 
     api: object
     rows: int
-    depth: int
     work: int  # scratch offset of the lowering's own maps
     flash: object
     block_config: object
@@ -140,7 +139,7 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
 
     api = vela_api()
     rows, n = geometry(q)
-    b = _Builder(api, rows, n, work, flash, block_config)
+    b = _Builder(api, rows, work, flash, block_config)
     full = (1, rows, n)
     x = FmSlot(ifm.region, ifm.offset, full, "int8", None, 0)
     exps = b.scratch(full)
@@ -181,4 +180,5 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
     product = b.multiply(exps, est, spare, 30)
     b.elementwise("SHR", product, shift, FmSlot(ofm.region, ofm.offset, full, "int8", None, -128),
                   natural=True)
+    assert b._next <= work_bytes(q), "work_bytes must cover every intermediate"
     return b.ops

@@ -7,8 +7,10 @@ weights, biases and constant operands in the read-only flash (region 0). Block c
 from ``npu_find_block_configs``; the weights are encoded for the chosen block depth.
 ``npu_generate_register_command_stream`` and ``npu_create_driver_payload`` make the
 :class:`EthosUPayload` that the functional model (``ethosu_stream``) runs and a TFLite Micro
-exporter writes. An operator with no NPU form raises :class:`UnsupportedOperatorError`
-naming it, so the caller keeps the "tir" emulator for that subgraph.
+exporter writes. SOFTMAX becomes a sequence of NPU operations with intermediates of its own
+(``npu_softmax``; their arena is a work block of :func:`arena_layout`), MEAN one depthwise
+convolution. An operator with no NPU form raises :class:`UnsupportedOperatorError` naming
+it, so the caller keeps the "tir" emulator for that subgraph.
 
 Vela is the ``vela`` extra and is imported only here, lazily.
 """
