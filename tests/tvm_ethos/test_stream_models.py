@@ -141,3 +141,20 @@ def test_mobilenet_224_runs_wholly_through_its_stream(compiled):
 
     run_payload(cm.program.payloads[sym], [x], keep)
     assert any(np.array_equal(s, mean_in.ravel()) for s in seen)
+
+
+def test_a_tight_budget_gives_the_same_layer_by_layer_stream(compiled):
+    """The stream does not follow the plan's stripes or cascades yet (rfcs/0007, Part 2): a
+    plan that fits 20 KiB gives the same stream as the fastest one, bit-exact, and the report
+    says it does not realize the plan."""
+    fastest = compiled("resnet8_cifar", "ethos-u55-128")
+    tight = tvm_ethos.compile(str(model_path("resnet8_cifar")),
+                              "ethos-u -accelerator_config=ethos-u55-128,llvm", budget="20KiB",
+                              npu_runtime="stream", cache_dir=False)
+    (sym, entry), = tight.plan_report["streams"].items()
+    assert entry["generated"] and not entry["realizes_plan"]
+    assert entry["planned_peak_bytes"] <= 20 * 1024 < entry["scratch_high_water_bytes"]
+    assert tight.program.payloads[sym] == fastest.program.payloads[sym]
+    x = np.random.RandomState(5).randint(-128, 128, (1, 32, 32, 3)).astype(np.int8)
+    ref, _ = _reference(model_path("resnet8_cifar"), x)
+    np.testing.assert_array_equal(tight.run(x)[0].reshape(ref[0].shape), ref[0])
