@@ -69,6 +69,7 @@ def feature_map(slot: FmSlot):
         "int8": api.NpuDataType.INT8,
         "uint8": api.NpuDataType.UINT8,
         "int16": api.NpuDataType.INT16,
+        "int32": api.NpuDataType.INT32,
     }[slot.dtype]
     fm.region = slot.region
     h, w, c = slot.shape
@@ -227,3 +228,42 @@ def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
         m, s = quantize_multiplier(f32(s1) * f32(s2) / f32(op.out_q[0]))
         npu.rescale = (m, 31 - s)
     return npu
+
+
+def mean_op(op, ifm: FmSlot, ofm: FmSlot):
+    """MEAN over height and width as a depthwise convolution with all-one weights over the
+    whole input (its IFM zero point subtracted by the NPU, as TFLite sums ``x - zp``); the
+    division by the element count lives in the per-channel scale (``mean_scales``), so the
+    only rounding is TFLite's own ``MultiplyByQuantizedMultiplier``."""
+    api = _api()
+    if tuple(op.attrs.get("axis", ())) not in ((1, 2), (2, 1)) or len(op.in_shapes[0]) != 4:
+        raise UnsupportedOperatorError(op.tflite_name, f"mean over axes {op.attrs.get('axis')}")
+    _, h, w, c = (int(s) for s in op.in_shapes[0])
+    if h > 64 or h * w > 4096:
+        # the NPU's kernel limits; Vela splits such a MEAN into several convolutions
+        raise UnsupportedOperatorError(
+            op.tflite_name, f"a {h}x{w} mean (one kernel takes at most 64 rows, 4096 taps)")
+    npu = api.NpuConvDepthWiseOperation()
+    _common(npu, op, dataclasses.replace(ifm, shape=(h, w, c)),
+            dataclasses.replace(ofm, shape=(1, 1, c)))
+    npu.kernel = api.NpuKernel(w, h)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    return npu
+
+
+def mean_scales(op) -> tuple[int, int]:
+    """(multiplier, NPU shift) of TFLite's int8 MEAN, the element count folded into the
+    multiplier as its reference kernel does (``te_ops.mean_multiplier``)."""
+    from tvm_ethos.lower.te_ops import mean_multiplier
+
+    _, h, w, _ = (int(s) for s in op.in_shapes[0])
+    mult, shift = mean_multiplier(f32(op.in_q[0][0]), f32(op.out_q[0]), h * w)
+    if not 0 <= 31 - shift <= 63:
+        raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {shift}")
+    return int(mult), 31 - int(shift)
+
+
+def mean_weights(op) -> np.ndarray:
+    """All-one OHWI weights of the depthwise convolution that sums the mean's window."""
+    _, h, w, c = (int(s) for s in op.in_shapes[0])
+    return np.ones((c, h, w, 1), np.int16)

@@ -33,7 +33,8 @@ class EthosUPayload:
     region 1 the scratch arena of ``scratch_bytes`` (inputs, outputs, intermediates), region 2
     the fast scratch of ``fast_scratch_bytes`` (the planner's SRAM on an Ethos-U65; 0 on an
     Ethos-U55, where the arena itself is SRAM). ``inputs``/``outputs`` are in the subgraph's
-    parameter/result order.
+    parameter/result order. ``work_bytes`` is arena the stream needs beyond the plan's
+    tensors: the intermediates of operators lowered to several NPU operations (SOFTMAX).
     """
 
     accelerator: str
@@ -43,3 +44,4 @@ class EthosUPayload:
     fast_scratch_bytes: int
     inputs: tuple[ArenaTensor, ...]
     outputs: tuple[ArenaTensor, ...]
+    work_bytes: int = 0

@@ -7,8 +7,10 @@ weights, biases and constant operands in the read-only flash (region 0). Block c
 from ``npu_find_block_configs``; the weights are encoded for the chosen block depth.
 ``npu_generate_register_command_stream`` and ``npu_create_driver_payload`` make the
 :class:`EthosUPayload` that the functional model (``ethosu_stream``) runs and a TFLite Micro
-exporter writes. An operator with no NPU form raises :class:`UnsupportedOperatorError`
-naming it, so the caller keeps the "tir" emulator for that subgraph.
+exporter writes. SOFTMAX becomes a sequence of NPU operations with intermediates of its own
+(``npu_softmax``; their arena is a work block of :func:`arena_layout`), MEAN one depthwise
+convolution. An operator with no NPU form raises :class:`UnsupportedOperatorError` naming
+it, so the caller keeps the "tir" emulator for that subgraph.
 
 Vela is the ``vela`` extra and is imported only here, lazily.
 """
@@ -21,12 +23,16 @@ import io
 
 import numpy as np
 
+from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     UnsupportedOperatorError,
     conv_op,
     conv_scales,
     elementwise_op,
+    mean_op,
+    mean_scales,
+    mean_weights,
     pool_op,
     shape3,
     weights_ohwi,
@@ -49,7 +55,7 @@ _CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
 _POOL_KINDS = ("avg_pool2d", "max_pool2d")
 _ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
-STREAM_KINDS = _CONV_KINDS + _POOL_KINDS + _ELEMENTWISE_KINDS + ("reshape",)
+STREAM_KINDS = _CONV_KINDS + _POOL_KINDS + _ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
 
 
 def vela_api():
@@ -101,10 +107,17 @@ def _is_reshape(op) -> bool:
     return op.kind == "reshape"
 
 
-def arena_layout(lw) -> dict[str, int]:
+def work_key(step: int) -> str:
+    """The arena name of the working memory of operator ``step`` (see arena_layout)."""
+    return f"__work{step}"
+
+
+def arena_layout(lw, work: dict[int, int] | None = None) -> dict[str, int]:
     """Offset in the scratch arena of every feature map (by TE tensor name): first fit by
     lifetime, packed to the element (as the planner counts bytes), a reshape sharing its
-    input's bytes (NHWC reshapes move no data)."""
+    input's bytes (NHWC reshapes move no data). ``work`` gives operators lowered to several
+    NPU operations (SOFTMAX) bytes of their own, live only during that operator, 16-byte
+    aligned, at ``offsets[work_key(step)]``."""
     alias = {}
     for q, out, ins in zip(lw.layers, lw.tensors.values(), lw.layer_inputs):
         if _is_reshape(q):
@@ -135,6 +148,9 @@ def arena_layout(lw) -> dict[str, int]:
         touch(out, step)
     for t in lw.outputs:
         touch(_output_source(lw, t), end)
+    for step, nbytes in (work or {}).items():
+        k = work_key(step)
+        size[k], item[k], first[k], last[k] = nbytes, ALIGN, step, step
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
     offsets: dict[str, int] = {}
     for root in sorted(size, key=lambda r: (first[r], -size[r], r)):
@@ -181,7 +197,8 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             raise UnsupportedOperatorError(
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)"
             )
-    offsets = arena_layout(lw)
+    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
+    offsets = arena_layout(lw, work)
     flash = _Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
     slots: dict[str, FmSlot] = {}
@@ -209,7 +226,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
     for t in lw.input_tensors:
         slots[_key(t)] = slot(t)
     ops = []
-    for q, out, ins in zip(lw.layers, lw.tensors.values(), lw.layer_inputs):
+    for step, (q, out, ins) in enumerate(zip(lw.layers, lw.tensors.values(), lw.layer_inputs)):
         if isinstance(out, (list, tuple)):
             raise UnsupportedOperatorError(q.tflite_name, "an operator with several outputs")
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
@@ -221,7 +238,17 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         slots[_key(out)] = ofm
         if _is_reshape(q):
             continue  # the same bytes, read with another shape
-        if q.kind in _CONV_KINDS:
+        if q.kind == "softmax":
+            ops += npu_softmax.softmax_ops(
+                q, operands[0], ofm, offsets[work_key(step)], flash, _lut_address(accelerator),
+                lambda npu: _block_config(npu, acc),
+            )
+            continue
+        if q.kind == "mean":
+            npu = mean_op(q, operands[0], ofm)
+            _attach_constants(npu, q, ofm.shape[2], acc, flash, mean_weights(q),
+                              [mean_scales(q)] * ofm.shape[2])
+        elif q.kind in _CONV_KINDS:
             if q.kind == "fully_connected":
                 lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
                 operands[0] = dataclasses.replace(operands[0], shape=(1, lead, q.weights.shape[1]))
@@ -252,26 +279,38 @@ def generate(lw, accelerator: str) -> EthosUPayload:
 
     ins = tuple(arena(t) for t in lw.input_tensors)
     outs = tuple(arena(t) for t in lw.outputs)
-    scratch = max([s.offset + s.nbytes for s in slots.values() if s.region == SCRATCH_REGION])
-    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), scratch, 0, ins, outs)
+    scratch = max([s.offset + s.nbytes for s in slots.values() if s.region == SCRATCH_REGION]
+                  + [offsets[work_key(i)] + n for i, n in work.items()])
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), scratch, 0, ins, outs,
+                         sum(work.values()))
 
 
-def _attach_constants(npu, q, channels: int, acc, flash: _Flash) -> None:
+def _lut_address(accelerator: str) -> int:
+    """Where LUTs go in SHRAM (the last two banks; Vela's ``shram_lut_address``)."""
+    from ethosu.vela.architecture_features import Accelerator, create_default_arch
+
+    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
+        return int(create_default_arch(Accelerator(accelerator)).shram_lut_address)
+
+
+def _attach_constants(npu, q, channels: int, acc, flash: _Flash, weights=None,
+                      scales=None) -> None:
     """Block config first (the encoding depends on its depth), then the encoded weights and
-    the bias/scale stream."""
+    the bias/scale stream (``weights``/``scales`` default to the operator's own)."""
     api = vela_api()
     npu.block_config = _block_config(npu, acc)
-    depthwise = q.kind == "depthwise_conv2d"
+    depthwise = q.kind in ("depthwise_conv2d", "mean")
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
     dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
     ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
     enc = api.npu_encode_weights(
-        acc, weights_ohwi(q), dilation, ifm_bits, npu.block_config.depth, depthwise, traversal
+        acc, weights_ohwi(q) if weights is None else weights, dilation, ifm_bits,
+        npu.block_config.depth, depthwise, traversal,
     )
     npu.weights = [flash.add(enc)]
     bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
     entries = b"".join(
         bytes(api.npu_encode_bias(np.int64(b), m, s))
-        for b, (m, s) in zip(bias.tolist(), conv_scales(q, channels))
+        for b, (m, s) in zip(bias.tolist(), scales or conv_scales(q, channels))
     )
     npu.biases = [flash.add(entries)]

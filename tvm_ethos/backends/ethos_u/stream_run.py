@@ -8,8 +8,9 @@ import numpy as np
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 
 
-def run_payload(payload: EthosUPayload, inputs) -> tuple[list[np.ndarray], object]:
-    """(outputs in ``payload.outputs`` order, the run's ``StreamStats``)."""
+def run_payload(payload: EthosUPayload, inputs, trace=None) -> tuple[list[np.ndarray], object]:
+    """(outputs in ``payload.outputs`` order, the run's ``StreamStats``); ``trace`` as
+    ``ethosu_stream.run_stream`` takes it (called before each operation)."""
     from ethosu_stream import Memory, run_stream
     from ethosu_stream.accelerator import accelerator_info
     from ethosu_stream.memory import SHRAM_REGION
@@ -42,7 +43,7 @@ def run_payload(payload: EthosUPayload, inputs) -> tuple[list[np.ndarray], objec
             )
         raw = x.reshape(-1).view(np.uint8)
         arena[spec.offset : spec.offset + raw.size] = raw
-    stats = run_stream(command_words(payload.driver_payload), mem, payload.accelerator)
+    stats = run_stream(command_words(payload.driver_payload), mem, payload.accelerator, trace)
     outs = []
     for spec in payload.outputs:
         n = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
@@ -63,6 +64,7 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
         "command_stream_bytes": len(payload.driver_payload),
         "flash_bytes": len(payload.flash),
         "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
+        "work_bytes": payload.work_bytes,
         "planned_peak_bytes": planned_peak,
         "macs": int(stats.macs),
         "dma_bytes": {f"{s}->{d}": int(n) for (s, d), n in stats.dma_bytes.items()},

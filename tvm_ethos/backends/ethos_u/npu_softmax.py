@@ -1,0 +1,184 @@
+"""An int8 SOFTMAX as a sequence of NPU operations, bit-exact with TFLite's reference kernel.
+
+The arithmetic is ``fixed_point.softmax_int8`` step by step; what the NPU offers for it was
+read from Vela 5.2 (``softmax.py`` and the streams of its C++ core): a 256-entry LUT with
+int32 entries applied to an elementwise result whose OFM is int32 (indexed by the clamped
+value, so the subtraction ``x - max`` with OFM zero point 127 indexes entry ``d + 255``),
+REDUCE_SUM over the depth, CLZ/SHL/SHR, and 32-bit MUL whose 64-bit product is rounded by the
+OFM shift alone (shift 31 is gemmlowp's doubling high multiply). LUTs live in SHRAM and are
+copied there from flash by a DMA before the operation that uses them.
+
+Layout: the ``R`` rows of ``n`` values are a ``1 x R x n`` feature map (the row maximum a
+max pool over an ``R x n x 1`` view of the same bytes); each per-row value is a
+``1 x R x 1`` int32 map the NPU broadcasts over the depth as IFM2. Every int32 map has zero
+point 0 and no scale, so no step depends on how the hardware treats zero points of 32-bit
+maps; constants are 1x1x1 int32 maps in flash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u import fixed_point as fp
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, UnsupportedOperatorError, feature_map
+
+#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
+SHRAM_REGION = 0x103
+_ALIGN = 16
+#: rows of n values the sum of exponentials (each at most 2**19 in Q12.19) cannot overflow
+MAX_DEPTH = 4095
+#: per-row int32 maps the lowering keeps (sum, clz, clz - 1, half, the Newton-Raphson's
+#: intermediates and its two alternating estimates, the output shift)
+_ROW_MAPS = 12
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def geometry(q) -> tuple[int, int]:
+    """(rows, depth) of the SOFTMAX, or UnsupportedOperatorError saying why not."""
+    shape = tuple(int(s) for s in q.in_shapes[0])
+    if q.in_dtypes[0] != "int8" or q.out_dtype != "int8":
+        raise UnsupportedOperatorError(
+            "SOFTMAX", f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU lowering takes int8 -> int8")
+    scale, zp = q.out_q
+    if zp != -128 or abs(float(scale) * 256 - 1) > 1e-3:
+        raise UnsupportedOperatorError(
+            "SOFTMAX", f"output quantization ({scale}, {zp}); TFLite's int8 SOFTMAX "
+            "requires (1/256, -128)")
+    n = shape[-1]
+    if n > MAX_DEPTH:
+        raise UnsupportedOperatorError(
+            "SOFTMAX", f"a depth of {n}; over {MAX_DEPTH} values the int32 sum of "
+            "exponentials can overflow")
+    return int(np.prod(shape[:-1])), n
+
+
+def work_bytes(q) -> int:
+    """Scratch the lowering needs beside its input and output (int32 intermediates)."""
+    rows, n = geometry(q)
+    return 2 * _align(4 * rows * n) + _align(rows) + _ROW_MAPS * _align(4 * rows)
+
+
+@dataclass
+class _Builder:
+    """Appends NPU operations; ``block_config`` picks each block config."""
+
+    api: object
+    rows: int
+    work: int  # scratch offset of the lowering's own maps
+    flash: object
+    block_config: object
+    ops: list = field(default_factory=list)
+    _next: int = 0
+
+    def scratch(self, shape, dtype="int32") -> FmSlot:
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        slot = FmSlot(1, self.work + self._next, shape, dtype, None, 0)
+        self._next += _align(nbytes)
+        return slot
+
+    def row(self) -> FmSlot:
+        return self.scratch((1, self.rows, 1))
+
+    def const(self, value: int) -> FmSlot:
+        rng = self.flash.add(np.int32(value).tobytes())
+        return FmSlot(0, rng.address, (1, 1, 1), "int32", None, 0)
+
+    def _add(self, npu, name: str):
+        npu.block_config = self.block_config(npu)
+        npu.name = f"softmax_{name}"
+        self.ops.append(npu)
+
+    def elementwise(self, kind: str, a: FmSlot, b: FmSlot | None, out: FmSlot, *, reverse=False,
+                    rescale=None, natural=False, lut=False):
+        """``out = a <kind> b`` (``b <kind> a`` with ``reverse``: the NPU broadcasts only
+        its second operand; ``b`` None for a unary operation)."""
+        api = self.api
+        npu = api.NpuElementWiseOperation(getattr(api.NpuElementWiseOp, kind))
+        npu.ifm, npu.ofm = feature_map(a), feature_map(out)
+        if b is not None:
+            npu.ifm2 = feature_map(b)
+        npu.reversed_operands = reverse
+        npu.rounding_mode = api.NpuRoundingMode.NATURAL if natural else api.NpuRoundingMode.TFL
+        if lut:
+            npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+            npu.activation.lookup_table_index = 0
+        else:
+            npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        if rescale is not None:
+            npu.rescale = rescale
+        self._add(npu, kind.lower())
+        return out
+
+    def pool(self, kind: str, ifm: FmSlot, out: FmSlot, kernel_width: int):
+        api = self.api
+        npu = api.NpuPoolingOperation(getattr(api.NpuPoolingOp, kind))
+        npu.ifm, npu.ofm = feature_map(ifm), feature_map(out)
+        npu.kernel = api.NpuKernel(kernel_width, 1)
+        npu.padding = api.NpuPadding(0, 0, 0, 0)
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        self._add(npu, kind.lower())
+        return out
+
+    def multiply(self, a: FmSlot, b: FmSlot, out: FmSlot, shift: int):
+        """round(a * b / 2**shift), ties up, saturated: 31 is a doubling high multiply.
+        Vela's streams write the multiplier 2**30 (never applied to a 32-bit product)."""
+        return self.elementwise("MUL", a, b, out, rescale=(1 << 30, shift))
+
+
+def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
+                block_config) -> list:
+    """The NPU operations of one int8 SOFTMAX reading ``ifm`` and writing ``ofm`` (both in
+    the scratch arena), its intermediates at ``work`` (``work_bytes(q)`` bytes)."""
+    from tvm_ethos.backends.ethos_u.stream_gen import vela_api
+
+    api = vela_api()
+    rows, n = geometry(q)
+    b = _Builder(api, rows, work, flash, block_config)
+    full = (1, rows, n)
+    x = FmSlot(ifm.region, ifm.offset, full, "int8", None, 0)
+    exps = b.scratch(full)
+    spare = b.scratch(full)  # e >> 12, later the scaled exponentials
+    row_max = b.scratch((1, rows, 1), "int8")
+
+    # the row maximum: a max pool across the depth of an R x n x 1 view of the same bytes
+    b.pool("MAX", FmSlot(x.region, x.offset, (rows, n, 1), "int8", None, 0),
+           FmSlot(1, row_max.offset, (rows, 1, 1), "int8", None, 0), n)
+    # exp(x - max) from the LUT: OFM zero point 127 makes d in [-255, 0] index d + 255
+    table = fp.exp_table(float(q.in_q[0][0]), float(q.attrs.get("beta", 1.0)))
+    src = flash.add(table.astype("<i4").tobytes())
+    b.ops.append(api.NpuDmaOperation(src, api.NpuAddressRange(SHRAM_REGION, lut_address,
+                                                               src.length)))
+    b.elementwise("SUB", x, row_max, FmSlot(1, exps.offset, full, "int32", None, 127), lut=True)
+
+    # the Q12.19 sum of the exponentials and the reciprocal's operands
+    acc = b.elementwise("SHR", exps, b.const(fp.SUM_INTEGER_BITS), spare, natural=True)
+    total = b.pool("REDUCE_SUM", acc, b.row(), 1)
+    clz = b.elementwise("CLZ", total, None, b.row())
+    clz_m1 = b.elementwise("SUB", clz, b.const(1), b.row())
+    half = b.elementwise("SHL", total, clz_m1, b.row())
+    # Newton-Raphson for 1 / (1 + x) in Q2.29, from 48/17 - 32/17 * half
+    start = b.multiply(half, b.const(fp.CNEG32_OVER_17), b.row(), 31)
+    est = b.elementwise("ADD", start, b.const(fp.C48_OVER_17), b.row())
+    one_q229, four = b.const(1 << 29), b.const(4)
+    p, r, scaled, spare_est = b.row(), b.row(), b.row(), b.row()
+    one_minus = b.row()
+    for _ in range(3):
+        b.multiply(half, est, p, 31)
+        b.elementwise("SUB", p, one_q229, one_minus, reverse=True)  # 1 - half * x
+        b.multiply(est, one_minus, r, 31)
+        b.elementwise("MUL", r, four, scaled, rescale=(1, 0))  # Q4 -> Q2, saturating
+        b.elementwise("ADD", est, scaled, spare_est)
+        est, spare_est = spare_est, est
+    shift = b.elementwise("SUB", clz, b.const(35), b.row(), reverse=True)  # 35 - clz
+    # e * 2x / 2**31 = e * x / 2**30, then the rounding shift to the int8 output
+    product = b.multiply(exps, est, spare, 30)
+    b.elementwise("SHR", product, shift, FmSlot(ofm.region, ofm.offset, full, "int8", None, -128),
+                  natural=True)
+    assert b._next <= work_bytes(q), "work_bytes must cover every intermediate"
+    return b.ops
