@@ -15,7 +15,12 @@ no check on it could fail.
 3. ``tvmc run OUT/model.tar --inputs OUT/input.npz --print-top 5 --print-edges --outputs
    OUT/output.npz``: the zero-copy edge report and the top-5 classes (NPU part emulated);
 4. the same input through the TFLite interpreter (ai-edge-litert, reference kernels: the
-   integer arithmetic the emulator reproduces) and ``np.array_equal`` on every output.
+   integer arithmetic the emulator reproduces) and ``np.array_equal`` on every output;
+5. the Ethos-U file for TFLite Micro: ``tvmc compile MODEL --target ethos-u,llvm -o
+   OUT/model_ethos_u.tflite --output-format tflite`` (the model as one ``ethos-u`` custom
+   operator holding tvm-ethos's generated command stream, Vela's layout), read back and run
+   on the functional Ethos-U model (``ethosu_stream``: emulated, no board here), checked
+   against the interpreter the same way. ``--no-ethos-u`` skips it.
 
 Exit status 0 only when every output is bit-exact with the interpreter's; 1 when one is not,
 or when the model's output does not depend on its input; 2 on bad input (as tvmc).
@@ -93,6 +98,23 @@ def check_outputs(
     return all("bit-exact: yes" in line for line in lines), lines
 
 
+def check_ethos_u_tflite(model: str, path: str, inputs: dict[str, np.ndarray],
+                         accelerator: str) -> tuple[bool, list[str]]:
+    """Runs the written ``.tflite`` (one ``ethos-u`` operator) on the functional model, as a
+    Vela file would be run, and compares with the interpreter on the source model."""
+    from ethosu_stream.tflite_custom_op import run_vela_model
+
+    with open(path, "rb") as f:
+        data = f.read()
+    got, stats = run_vela_model(data, list(inputs.values()), accelerator)
+    ops = sum(n for k, n in stats.commands.items()
+              if k.startswith("NPU_OP_") and k != "NPU_OP_STOP")
+    lines = [f"{os.path.basename(path)}: {len(data)} bytes; the stream ran {ops} NPU "
+             f"operations, touched {stats.high_water.get(1, 0)} bytes of the arena"]
+    lines += compare(got, tflite_reference(model, list(inputs.values())))
+    return all("bit-exact: yes" in line for line in lines[1:]), lines
+
+
 def _step(title: str, argv: list[str]) -> int:
     print(f"\n== {title}\n$ tvmc {' '.join(argv)}", flush=True)
     return cli.main(argv)
@@ -106,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.path.join("out", "demo"), metavar="DIR",
                     help="where the package, input, outputs and plan report go (out/demo)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random input (0)")
+    ap.add_argument("--no-ethos-u", dest="ethos_u", action="store_false",
+                    help="skip writing and checking the Ethos-U .tflite (step 5)")
     args = ap.parse_args(argv)
     if not os.path.isfile(args.model):
         print(f"demo: error: model file {args.model!r} does not exist", file=sys.stderr)
@@ -134,7 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== against the TFLite interpreter (ai-edge-litert, reference kernels)")
     ok, lines = check_outputs(args.model, inputs, out_path)
     print("\n".join(lines))
-    return 0 if ok else 1
+    if not args.ethos_u:
+        return 0 if ok else 1
+    tfl = os.path.join(args.out, "model_ethos_u.tflite")
+    rc = _step("Ethos-U for TFLite Micro: the generated command stream as an ethos-u operator",
+               ["compile", args.model, "--target", "ethos-u,llvm", "-o", tfl,
+                "--output-format", "tflite"])
+    if rc:
+        return rc
+    print("\n== the .tflite's stream on the functional Ethos-U model (emulated) against the "
+          "interpreter")
+    ok_u, lines = check_ethos_u_tflite(args.model, tfl, inputs, "ethos-u55-128")
+    print("\n".join(lines))
+    return 0 if ok and ok_u else 1
 
 
 if __name__ == "__main__":

@@ -360,6 +360,31 @@ def test_demo_check_fails_when_an_output_is_perturbed(tmp_path):
     assert not demo.check_outputs(model, inputs, str(out))[0]
 
 
+def test_demo_ethos_u_check_runs_the_written_file_and_can_fail(tmp_path, monkeypatch):
+    """Step 5: the .tflite tvmc writes for ethos-u runs on the functional model, bit-exact;
+    the same file checked against outputs moved by one fails."""
+    from tvm_ethos import demo
+
+    model = str(model_path("resnet8_cifar"))
+    path = str(tmp_path / "m.tflite")
+    assert call(["compile", model, "--target", "ethos-u,llvm", "-o", path,
+                 "--output-format", "tflite"])[0] == 0
+    inputs = demo.random_inputs(model, 0)
+    ok, lines = demo.check_ethos_u_tflite(model, path, inputs, "ethos-u55-128")
+    assert ok and lines[1:] == ["output 0: bit-exact: yes (10 values)"]
+    assert lines[0].startswith("m.tflite: ") and "NPU operations" in lines[0]
+    real = demo.tflite_reference
+
+    def moved(m, xs):
+        out = real(m, xs)
+        out[0].flat[2] = out[0].flat[2] + 1 if out[0].flat[2] < 127 else out[0].flat[2] - 1
+        return out
+
+    monkeypatch.setattr(demo, "tflite_reference", moved)
+    ok, lines = demo.check_ethos_u_tflite(model, path, inputs, "ethos-u55-128")
+    assert not ok and lines[1] == "output 0: bit-exact: no (1 of 10 values differ, by up to 1)"
+
+
 def test_demo_refuses_a_model_whose_output_ignores_its_input(tmp_path, capsys):
     from tvm_ethos import demo
 
@@ -383,8 +408,11 @@ def test_demo_is_bit_exact_on_resnet8_with_an_opencl_fallback(tmp_path):
     partition = next(line for line in out.splitlines() if line.startswith("partition:"))
     assert "ethos-n" in partition and "opencl" in partition, partition   # a real fallback edge
     for text in ("casc part", "edges (fallback_mode=", "top 1: class", "emulated",
-                 "output 0: bit-exact: yes"):
+                 "output 0: bit-exact: yes", "wrote " + str(tmp_path / "model_ethos_u.tflite"),
+                 "model_ethos_u.tflite: "):
         assert text in out, text
+    # both checks passed: the package's and the Ethos-U file's
+    assert out.count("output 0: bit-exact: yes") == 2
     # the package's own output, moved by one, fails the demo's check
     inputs = dict(np.load(tmp_path / "input.npz"))
     got = np.load(tmp_path / "output.npz")["output_0"].copy()
