@@ -460,6 +460,12 @@ def read_qop(kind: str, ann: dict) -> QOp:
                 problems.append("softmax input scaled by a non-scalar constant")
             beta = float(b.ravel()[0]) if b.size else 1.0
         op.attrs["beta"] = beta
+        lowest = -128 if out_dtype == "int8" else 0
+        if op.out_q is not None and (abs(op.out_q[0] * 256 - 1) > 1e-3 or op.out_q[1] != lowest):
+            problems.append(
+                f"softmax output quantization (scale {op.out_q[0]:g}, zero point {op.out_q[1]}); "
+                f"TFLite's 8-bit kernel requires scale 1/256 and zero point {lowest}"
+            )
     elif kind == "leaky_relu":
         op.attrs["alpha"] = float(np.float32(core.attrs.alpha))
     elif kind == "resize_bilinear":

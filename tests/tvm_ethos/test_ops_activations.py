@@ -1,10 +1,12 @@
 """LOGISTIC, TANH, LEAKY_RELU and SOFTMAX on int8: the compile-time tables and the kernels,
 bit-exact with the LiteRT interpreter, and the partition decisions of each NPU's checks.
 
-The oracle is ai-edge-litert. LOGISTIC / TANH tables and SOFTMAX agree with every op resolver
-(reference, builtin, builtin + XNNPack); LEAKY_RELU agrees with the builtin kernels with or
-without the reference resolver, while XNNPack's float-based int8 leaky relu differs (it is not
-what the NPU emulator reproduces), so the tests use the resolvers without XNNPack."""
+The oracle is ai-edge-litert. LOGISTIC / TANH tables agree with every op resolver (reference,
+builtin, builtin + XNNPack); SOFTMAX is the reference resolver's fixed-point kernel (the
+builtin one tabulates ``expf`` and differs on rare ties, test_softmax_reference.py); LEAKY_RELU
+agrees with the builtin kernels with or without the reference resolver, while XNNPack's
+float-based int8 leaky relu differs (it is not what the NPU emulator reproduces), so the tests
+use the resolvers without XNNPack."""
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -16,7 +18,8 @@ from tvm import relax
 import tvm_ethos
 from planner import parts as P
 from planner.graph import Tensor
-from tvm_ethos.lower.quant import leaky_relu_lut, logistic_lut, softmax_np, tanh_lut
+from tvm_ethos.lower.fixed_point import softmax_8bit
+from tvm_ethos.lower.quant import leaky_relu_lut, logistic_lut, tanh_lut
 
 ALL_CODES = np.arange(-128, 128, dtype=np.int8)
 
@@ -82,15 +85,15 @@ def test_table_matches_interpreter_on_every_code(kind, s_in, z_in, s_out, z_out,
 @given(s_in=st.floats(1e-3, 1.0).map(lambda v: float(np.float32(v))), z_in=zero_points,
        beta=st.sampled_from([1.0, 0.5, 2.0, 0.1, 1.7]),
        shape=st.sampled_from([(1, 10), (3, 7), (2, 1), (1, 2, 3, 17), (1, 300)]),
-       seed=st.integers(0, 2**16))
-def test_softmax_model_matches_interpreter(s_in, z_in, beta, shape, seed):
-    """The numpy model of TFLite's 8-bit SOFTMAX (what the TE kernel computes) against every
-    resolver, XNNPack included (it does not take int8 softmax)."""
-    model = tb.softmax(None, shape=shape, beta=beta, in_q=(s_in, z_in))
-    x = np.random.RandomState(seed).randint(-128, 128, size=shape).astype(np.int8)
-    mine = softmax_np(x, s_in, beta, (1 / 256, -128), "int8")
-    for resolver in ("BUILTIN_REF", "BUILTIN"):
-        np.testing.assert_array_equal(mine, _interpreter(model, x, resolver), err_msg=resolver)
+       seed=st.integers(0, 2**16), dtype=st.sampled_from(["int8", "uint8"]))
+def test_softmax_model_matches_interpreter(s_in, z_in, beta, shape, seed, dtype):
+    """The numpy statement of TFLite's 8-bit SOFTMAX (what the TE kernel computes) against the
+    reference resolver, int8 and uint8."""
+    lo = -128 if dtype == "int8" else 0
+    model = tb.softmax(None, shape=shape, beta=beta, in_q=(s_in, z_in + 128 + lo), dtype=dtype)
+    x = np.random.RandomState(seed).randint(lo, lo + 256, size=shape).astype(dtype)
+    mine = softmax_8bit(x, s_in, beta, dtype)
+    np.testing.assert_array_equal(mine, _interpreter(model, x, "BUILTIN_REF"))
 
 
 # ------------------------------------------------------------------ kernels in the compile path

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs
-from tvm_ethos.backends.ethos_u.fixed_point import exp_table, softmax_int8
+from tvm_ethos.lower.fixed_point import exp_table, softmax_8bit
 
 pytest.importorskip("ethosu.vela")
 
@@ -24,12 +24,12 @@ betas = st.sampled_from([1.0, 0.5, 2.0, 0.1, 1.7])
        shape=st.sampled_from([(1, 10), (3, 7), (2, 1), (1, 2, 3, 17), (1, 300), (2, 1001)]),
        seed=st.integers(0, 2**16))
 def test_fixed_point_softmax_is_tflites_reference_kernel(s_in, z_in, beta, shape, seed):
-    """``fixed_point.softmax_int8``, the arithmetic each NPU step reproduces, against
+    """``fixed_point.softmax_8bit``, the arithmetic each NPU step reproduces, against
     BUILTIN_REF (which runs the fixed-point kernel for int8; the optimized kernel's float
     table differs from it on rare ties)."""
     model = tb.softmax(None, shape=shape, beta=beta, in_q=(s_in, z_in))
     x = np.random.RandomState(seed).randint(-128, 128, size=shape).astype(np.int8)
-    np.testing.assert_array_equal(softmax_int8(x, s_in, beta), oracle(model, [x])[0])
+    np.testing.assert_array_equal(softmax_8bit(x, s_in, beta), oracle(model, [x])[0])
 
 
 def test_exp_table_is_exp_of_the_scaled_distance():
@@ -162,15 +162,14 @@ def test_a_mean_over_more_than_64_rows_keeps_the_emulator():
 
 
 def test_softmax_stream_is_exact_where_the_float_kernel_is_not():
-    """A row where TFLite's optimized kernel (the float table ``quant.softmax_np`` models, and
-    the "tir" emulator computes) rounds one output 1 LSB below the reference fixed-point
-    kernel that BUILTIN_REF runs: the stream follows the reference."""
-    from tvm_ethos.lower.quant import softmax_np
-
+    """A row where TFLite's optimized kernel (a float table of ``expf``, which the BUILTIN
+    resolver runs) rounds one output 1 LSB below the reference fixed-point kernel that
+    BUILTIN_REF runs: the stream follows the reference (as the host kernel does,
+    test_softmax_reference.py)."""
     model = tb.softmax(None, shape=(1, 12), in_q=(0.05, 3))
     x = np.array([[96, 95, 82, 125, 28, -39, 36, -22, 17, -33, 21, -118]], np.int8)
     ref = oracle(model, [x])[0]
-    assert ref[0, 3] == 32 and softmax_np(x, 0.05, 1.0, (1 / 256, -128), "int8")[0, 3] == 31
-    np.testing.assert_array_equal(softmax_int8(x, 0.05, 1.0), ref)
+    assert ref[0, 3] == 32 and oracle(model, [x], reference=False)[0][0, 3] == 31
+    np.testing.assert_array_equal(softmax_8bit(x, 0.05, 1.0), ref)
     cm = _compile(model, "ethos-u55-128")
     np.testing.assert_array_equal(cm.run(x)[0].reshape(ref.shape), ref)

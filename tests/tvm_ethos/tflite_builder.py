@@ -357,11 +357,14 @@ def mean(rs, in_shape=(1, 6, 6, 8)):
     return build([x, axis, y], [0], [2], BO.MEAN, BOPT.ReducerOptions, opts, op_inputs=[0, 1])
 
 
-def softmax(rs, n=10, shape=None, beta=1.0, in_q=None):
-    """SOFTMAX over the last axis of ``shape`` (default ``(1, n)``); ``in_q`` (scale, zp)."""
+def softmax(rs, n=10, shape=None, beta=1.0, in_q=None, dtype="int8", out_q=None):
+    """SOFTMAX over the last axis of ``shape`` (default ``(1, n)``); ``in_q`` (scale, zp);
+    ``dtype`` int8 or uint8 (then ``in_q`` is required); ``out_q`` defaults to the one TFLite
+    requires, (1/256, lowest code)."""
     shape = tuple(shape or (1, n))
-    x = _qact(rs, shape) if in_q is None else T(shape, "int8", scale=in_q[0], zp=in_q[1])
-    y = T(list(shape), "int8", scale=1 / 256, zp=-128)
+    x = _qact(rs, shape) if in_q is None else T(shape, dtype, scale=in_q[0], zp=in_q[1])
+    out_q = out_q or (1 / 256, -128 if dtype == "int8" else 0)
+    y = T(list(shape), dtype, scale=out_q[0], zp=out_q[1])
 
     def opts(b):
         tflite.SoftmaxOptionsStart(b)

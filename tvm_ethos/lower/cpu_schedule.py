@@ -15,9 +15,8 @@ The rule here, per stage, by its shape rather than by operator name:
   tile, the columns unrolled, the channels vectorized, so every multiply-add is a vector over
   output channels (HWIO weights are contiguous along them) with the input code broadcast, and
   each weight vector loaded serves a whole tile;
-* any other accumulator (fully connected, mean, softmax's row max and sum) runs its spatial axes
-  in parallel and its reduction loops innermost in their original order (softmax's float sum
-  stays sequential per row, as TFLite computes it).
+* any other accumulator (fully connected, mean, softmax's row max and integer sum) runs its
+  spatial axes in parallel and its reduction loops innermost in their original order.
 
 No expression changes: the same int32 products are summed (integer addition is associative,
 so the order across channels does not matter) and the same requantization applied, so results

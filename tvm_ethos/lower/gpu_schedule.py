@@ -19,8 +19,8 @@ after it at the same index (conv2d, depthwise, pooling), gets a register tile pe
 * the requantization of the tile runs in the same thread straight from the registers.
 
 Every other stage (injective ops, fully connected and mean accumulators, softmax's row max and
-float sum) keeps one thread per output element in work-groups of ``threads``: reductions stay
-serial per thread, so float sums keep TFLite's order.
+integer sum) keeps one thread per output element in work-groups of ``threads``: reductions stay
+serial per thread.
 
 No expression changes: the same int32 products are summed (integer addition is associative) and
 the same requantization applied per element, so results are bit-exact with the unscheduled

@@ -90,10 +90,10 @@ def mbqm_np(x, multiplier, shift) -> np.ndarray:
 
 
 # ------------------------------------------------------- lookup tables built at compile time
-# TFLite computes LOGISTIC / TANH (int8, uint8) and the exponentials of SOFTMAX in float32 at
-# prepare time, with the C library's expf / tanhf. numpy's own float32 exp may differ from
-# glibc's by one ulp, which can move a table entry across a rounding boundary; so the tables
-# are computed with the very functions TFLite calls, through ctypes.
+# TFLite computes LOGISTIC / TANH (int8, uint8) in float32 at prepare time, with the C
+# library's expf / tanhf. numpy's own float32 exp may differ from glibc's by one ulp, which
+# can move a table entry across a rounding boundary; so the tables are computed with the very
+# functions TFLite calls, through ctypes.
 def _libm_fn(name: str):
     import ctypes
     import ctypes.util
@@ -162,39 +162,3 @@ def leaky_relu_lut(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> np.nd
     v = np.arange(lo, hi + 1, dtype=np.int64) - int(in_q[1])
     out = np.where(v >= 0, mbqm_np(v, mi, si), mbqm_np(v, ma, sa)) + int(out_q[1])
     return np.clip(out, lo, hi).astype(dtype)
-
-
-def softmax_exp_table(in_scale: float, beta: float) -> np.ndarray:
-    """The float32 table of TFLite's quantized SOFTMAX (``PopulateSoftmaxLookupTable``):
-    ``table[255 - d] = expf((-s_in * beta) * d)`` for the distance ``d = max - x`` in codes."""
-    scale = np.float32(-np.float32(in_scale) * np.float32(beta))
-    table = np.empty(256, dtype=np.float32)
-    for d in range(256):
-        table[255 - d] = libm_f32("expf", np.float32(scale * np.float32(d)))
-    return table
-
-
-def softmax_np(x: np.ndarray, in_scale: float, beta: float, out_q: tuple, dtype: str) -> np.ndarray:
-    """numpy model of TFLite's quantized SOFTMAX over the last axis (``optimized_ops::Softmax``
-    for 8-bit inputs and outputs, which every op resolver runs): sequential float32 sum of the
-    table entries, ``inv = 1 / (sum * s_out)``, ``round(e * inv) + zp_out`` clamped (uint8
-    output: ``int(e * inv + 0.5f)``). For tests and documentation."""
-    table = softmax_exp_table(in_scale, beta)
-    lo, hi = dtype_range(dtype)
-    rows = np.asarray(x).reshape(-1, np.asarray(x).shape[-1]).astype(np.int64)
-    out = np.empty(rows.shape, dtype=np.int64)
-    for r, row in enumerate(rows):
-        e = table[255 - (row.max() - row)]
-        total = np.float32(0)
-        for v in e:
-            total = np.float32(total + v)
-        inv = np.float32(np.float32(1) / np.float32(total * np.float32(out_q[0])))
-        for j, v in enumerate(e):
-            p = np.float32(v * inv)
-            q = (
-                int(np.float32(p + np.float32(0.5)))
-                if dtype == "uint8"
-                else int(round_half_away_f32(p))
-            )
-            out[r, j] = min(hi, max(lo, q + int(out_q[1])))
-    return out.reshape(np.asarray(x).shape).astype(dtype)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import te, tirx
 
+from tvm_ethos.lower import fixed_point
 from tvm_ethos.lower.quant import (
     dtype_range,
     f32,
@@ -26,7 +27,6 @@ from tvm_ethos.lower.quant import (
     quantize_multiplier,
     quantize_multipliers,
     round_half_away_f32,
-    softmax_exp_table,
     tanh_lut,
 )
 
@@ -557,21 +557,41 @@ def lower_lut(op, inputs, pool: ConstPool, name="lut"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
-def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
-    """SOFTMAX over the last axis as TFLite computes it for 8-bit tensors (``quant.softmax_np``):
-    float32 throughout, every step its own rounding, so the result matches bit for bit.
+def _mul_hi(a, b):
+    """``round(a * b / 2**31)``, ties up, for int32 operands that are never both INT32_MIN:
+    :func:`srdhm` without its saturation test, so each operand appears once (the reciprocal's
+    Newton-Raphson nests it three deep)."""
+    prod = a.astype("int64") * b.astype("int64") + _i64(1 << 30)
+    return tirx.shift_right(prod, _i64(31)).astype("int32")
 
-    * ``e = table[255 - (max - x)]`` (the float32 table of ``expf``, a PrimFunc argument);
-    * the row sum accumulated sequentially in float32 (a plain reduction loop: TVM compiles
-      float adds without reassociation);
-    * ``inv = 1 / (sum * s_out)``; ``p = e * inv``; round half away from zero as
-      ``floor(p) + (p >= floor(p) + 0.5)`` (``p >= 0``; no add on the product, so no FMA
-      contraction can skip its rounding); uint8 outputs truncate ``p + 0.5`` instead."""
+
+def _times_four_saturated(v):
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<2>`` (``Rescale<2>``) on int32."""
+    wide = v.astype("int64") * _i64(4)
+    return tirx.min(tirx.max(wide, _i64(INT32_MIN)), _i64(INT32_MAX)).astype("int32")
+
+
+def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
+    """SOFTMAX over the last axis as TFLite's reference kernel computes it for 8-bit tensors
+    (``reference_ops::Softmax``, the one BUILTIN_REF and TFLite Micro run; the numpy statement is
+    ``fixed_point.softmax_8bit``): integer arithmetic only, so the result matches bit for bit on
+    every target, OpenCL included.
+
+    * ``e = table[255 - (max - x)]``: the Q0.31 ``exp`` of every distance to the row maximum,
+      computed at compile time (``fixed_point.exp_table``, a PrimFunc argument);
+    * the Q12.19 row sum of ``e`` rounded by 2**12 (int32: integer adds in any order);
+    * per row, the position of the sum's top bit (a count of comparisons: no ``clz`` intrinsic,
+      which OpenCL C and LLVM spell differently) and gemmlowp's Newton-Raphson reciprocal of
+      the half sum in Q2.29, one TE stage per step so no expression is duplicated;
+    * per element, the rounding doubling high multiply by the Q0.31 reciprocal and the rounding
+      shift by ``num_bits_over_unit + 23`` (int64: the shift reaches 34), plus the lowest output
+      code (-128 for int8, 0 for uint8; the output scale is 1/256, which ``patterns`` checks)."""
     (x,) = inputs
     shape = tuple(op.in_shapes[0])
     lead, depth = shape[:-1], shape[-1]
-    table = pool.add(f"{name}_exp", softmax_exp_table(op.in_q[0][0], op.attrs.get("beta", 1.0)))
-    out_scale, out_zp = _out_q(op)
+    exps = fixed_point.exp_table(op.in_q[0][0], op.attrs.get("beta", 1.0))
+    table = pool.add(f"{name}_exp", exps)
+    lowest = dtype_range(op.out_dtype)[0]
     rmax = te.reduce_axis((0, depth), name="rmax")
     mx = te.compute(
         lead, lambda *i: te.max(x[i + (rmax,)].astype("int32"), axis=rmax), name=f"{name}_max"
@@ -581,24 +601,46 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
         return table[_i32(255) - mx[i] + x[i + (j,)].astype("int32")]
 
     rsum = te.reduce_axis((0, depth), name="rsum")
-    total = te.compute(lead, lambda *i: te.sum(e_at(i, rsum), axis=rsum), name=f"{name}_sum")
-    inv = te.compute(
+    total = te.compute(
         lead,
-        lambda *i: tirx.const(1.0, "float32") / (total[i] * tirx.const(out_scale, "float32")),
-        name=f"{name}_inv",
+        lambda *i: te.sum(rdbpot(e_at(i, rsum), fixed_point.SUM_INTEGER_BITS), axis=rsum),
+        name=f"{name}_sum",
     )
-    prob = te.compute(shape, lambda *i: e_at(i[:-1], i[-1]) * inv[i[:-1]], name=f"{name}_prob")
+    # significant bits of the (positive) sum: 32 - CountLeadingZeros
+    bits = te.compute(
+        lead,
+        lambda *i: sum(
+            (tirx.Select(total[i] >= _i32(1 << k), _i32(1), _i32(0)) for k in range(1, 31)),
+            _i32(1),
+        ),
+        name=f"{name}_bits",
+    )
+
+    def half_at(i):  # the sum with its top bit at bit 30: RoundingHalfSum(shifted - 1, 1)
+        return tirx.shift_left(total[i], _i32(31) - bits[i])
+
+    c48, cneg32 = _i32(fixed_point.C48_OVER_17), _i32(fixed_point.CNEG32_OVER_17)
+    est = te.compute(
+        lead, lambda *i: c48 + _mul_hi(half_at(i), cneg32), name=f"{name}_recip0"
+    )
+    def newton(prev):
+        def step(*i):
+            one_minus = _i32(1 << 29) - _mul_hi(half_at(i), prev[i])
+            return prev[i] + _times_four_saturated(_mul_hi(prev[i], one_minus))
+
+        return step
+
+    for k in range(1, 4):
+        est = te.compute(lead, newton(est), name=f"{name}_recip{k}")
 
     def out_fn(*i):
-        p = prob[i]
-        if op.out_dtype == "uint8":
-            q = (p + tirx.const(0.5, "float32")).astype("int32")
-        else:
-            fl = tirx.floor(p)
-            q = fl.astype("int32") + tirx.Select(
-                p >= fl + tirx.const(0.5, "float32"), _i32(1), _i32(0)
-            )
-        return clamp_cast(q + _i32(out_zp), op.act_min, op.act_max, op.out_dtype)
+        row = i[:-1]
+        scale = tirx.min(est[row].astype("int64") * _i64(2), _i64(INT32_MAX))
+        prod = tirx.shift_right(scale * e_at(row, i[-1]).astype("int64") + _i64(1 << 30), _i64(31))
+        shift = bits[row].astype("int64") + _i64(3)  # num_bits_over_unit + 23
+        half = tirx.shift_left(_i64(1), shift - _i64(1))
+        q = tirx.shift_right(prod + half, shift).astype("int32")
+        return clamp_cast(q + _i32(lowest), op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
 

@@ -1,6 +1,6 @@
 """An int8 SOFTMAX as a sequence of NPU operations, bit-exact with TFLite's reference kernel.
 
-The arithmetic is ``fixed_point.softmax_int8`` step by step; what the NPU offers for it was
+The arithmetic is ``fixed_point.softmax_8bit`` step by step; what the NPU offers for it was
 read from Vela 5.2 (``softmax.py`` and the streams of its C++ core): a 256-entry LUT with
 int32 entries applied to an elementwise result whose OFM is int32 (indexed by the clamped
 value, so the subtraction ``x - max`` with OFM zero point 127 indexes entry ``d + 255``),
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import fixed_point as fp
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, UnsupportedOperatorError, feature_map
+from tvm_ethos.lower import fixed_point as fp
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103

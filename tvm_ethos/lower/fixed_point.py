@@ -1,13 +1,15 @@
-"""TFLite's integer SOFTMAX (the reference kernel, gemmlowp fixed point) in Python integers.
+"""TFLite's 8-bit SOFTMAX (the reference kernel, gemmlowp fixed point) in Python integers.
 
-The NPU has no floating point, so an int8 SOFTMAX is exact only if the stream computes the
-very fixed-point arithmetic of TFLite's reference kernel (``reference_ops::Softmax`` for 8-bit
-inputs, which BUILTIN_REF and TFLite Micro run): ``exp`` of the scaled distance to the row
-maximum in Q0.31, a Q12.19 sum, a reciprocal by Newton-Raphson in Q2.29 and a rounding shift
-to the 8-bit output. The exponential depends only on the distance ``x - max`` (256 values for
-8-bit inputs), so it becomes a table computed here; every other step is one NPU operation
-(``npu_softmax``). :func:`softmax_int8` is the whole kernel in numpy, the statement each NPU
-step is checked against.
+LiteRT's BUILTIN_REF resolver and TFLite Micro run ``reference_ops::Softmax`` for int8 and
+uint8 inputs: ``exp`` of the scaled distance to the row maximum in Q0.31, a Q12.19 sum, a
+reciprocal by Newton-Raphson in Q2.29 and a rounding shift to the 8-bit output. (The
+optimized kernel of the other resolvers tabulates ``expf`` in float32 instead and differs by
+1 LSB on rare ties, so only this arithmetic is exact against the project's oracle.) The
+exponential depends only on the distance ``x - max`` (256 values for 8-bit inputs), so it is a
+table computed here at compile time; the rest runs per row and per element in the kernels that
+use it: the host TE kernel (``te_ops.lower_softmax``) and the Ethos-U stream
+(``npu_softmax``). :func:`softmax_8bit` is the whole kernel in numpy, the statement both are
+checked against. Plain numpy, no TVM: the planner-free layers import it too.
 
 The arithmetic is gemmlowp's (``fixedpoint.h``): a rounding doubling high multiply that
 rounds half up and saturates, a rounding divide by a power of two that rounds half away from
@@ -110,13 +112,14 @@ def exp_table(in_scale: float, beta: float) -> np.ndarray:
 
 
 def reciprocal(total: int) -> tuple[int, int]:
-    """(Q0.31 reciprocal scale, right shift of the output) for a Q12.19 sum of exponentials,
+    """(Q2.29 reciprocal of the half sum, right shift of the output) for a Q12.19 sum of
+    exponentials,
     as TFLite's ``GetReciprocal`` and the output shift ``num_bits_over_unit + 23``.
 
     ``half = total << (clz - 1)`` is gemmlowp's ``RoundingHalfSum(shifted_sum - 1, 1)`` exactly
     (the sum with its top bit at bit 30), the Newton-Raphson of
-    ``one_over_one_plus_x_for_x_in_0_1`` runs in Q2.29, and its result doubled (Q1 to Q0)
-    is folded into the final multiply by the caller."""
+    ``one_over_one_plus_x_for_x_in_0_1`` runs in Q2.29, and its result doubled (Q1 to Q0,
+    :func:`output_scale`) is left to the caller."""
     clz = 32 - total.bit_length()
     half = total << (clz - 1)
     x = _sat(C48_OVER_17 + srdhm(half, CNEG32_OVER_17))
@@ -126,9 +129,17 @@ def reciprocal(total: int) -> tuple[int, int]:
     return x, 35 - clz
 
 
-def softmax_int8(x: np.ndarray, in_scale: float, beta: float) -> np.ndarray:
-    """TFLite's reference int8 SOFTMAX over the last axis (output scale 1/256, zero point
-    -128), step by step as the NPU computes it."""
+def output_scale(x_recip: int) -> int:
+    """The Q0.31 reciprocal ``one_over_one_plus_x_for_x_in_0_1`` returns for the Q2.29
+    Newton-Raphson result: twice it, saturated (``Rescale<0>`` of a Q1.30 view of the same
+    raw value). It saturates only where the sum is a power of two (``x_recip == 2**30``)."""
+    return min(2 * x_recip, INT32_MAX)
+
+
+def softmax_8bit(x: np.ndarray, in_scale: float, beta: float, dtype: str = "int8") -> np.ndarray:
+    """TFLite's reference 8-bit SOFTMAX over the last axis (output scale 1/256, zero point the
+    lowest code of ``dtype``: -128 for int8, 0 for uint8), step by step."""
+    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
     table = exp_table(in_scale, beta).astype(np.int64)
     rows = np.asarray(x, np.int64).reshape(-1, np.asarray(x).shape[-1])
     out = np.empty(rows.shape, np.int64)
@@ -136,6 +147,6 @@ def softmax_int8(x: np.ndarray, in_scale: float, beta: float) -> np.ndarray:
         e = table[row - row.max() + 255]
         total = sum(rdbpot(int(v), SUM_INTEGER_BITS) for v in e)
         x_recip, shift = reciprocal(total)
-        # srdhm(2 * x, e): x <= 2**29, so the doubling never saturates
-        out[i] = [rdbpot(srdhm(2 * x_recip, int(v)), shift) - 128 for v in e]
-    return np.clip(out, -128, 127).reshape(np.asarray(x).shape).astype(np.int8)
+        scale = output_scale(x_recip)
+        out[i] = [rdbpot(srdhm(scale, int(v)), shift) + lo for v in e]
+    return np.clip(out, lo, hi).reshape(np.asarray(x).shape).astype(dtype)
