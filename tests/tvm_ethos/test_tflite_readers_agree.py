@@ -85,3 +85,27 @@ def test_both_readers_reject_an_external_buffer_past_the_end(monkeypatch):
         validate_tflite(data, "m.tflite")
     assert want in str(planner_err.value)
     assert want in str(frontend_err.value)
+
+
+def test_one_scale_quantization_reaches_tvm_with_axis_zero():
+    """A one-channel depthwise weight is quantized by one scale whose axis is 3 (as converters
+    write it); TVM's importer wants axis 0 for one scale. Only that field changes, and
+    TFLite computes the same on both files."""
+    from tests.helpers.tflite_oracle import oracle, random_inputs
+    from tvm_ethos.frontend.tflite_import import _single_scale_axis_zero
+
+    data = tb.conv2d(np.random.RandomState(0), in_shape=(1, 5, 5, 1), cout=1, kernel=(3, 3),
+                     stride=(1, 1), padding="SAME", act=None, depthwise=True)
+    model = tflite.Model.GetRootAsModel(data, 0)
+    fixed = _single_scale_axis_zero(model, data)
+    g = tflite.Model.GetRootAsModel(fixed, 0).Subgraphs(0)
+    dims = [g.Tensors(t).Quantization().QuantizedDimension() for t in range(g.TensorsLength())
+            if g.Tensors(t).Quantization() is not None]
+    assert 3 in [model.Subgraphs(0).Tensors(t).Quantization().QuantizedDimension()
+                 for t in range(g.TensorsLength()) if g.Tensors(t).Quantization() is not None]
+    assert set(dims) == {0} and len(fixed) == len(data)
+    assert sum(a != b for a, b in zip(fixed, data)) <= 4
+    xs = random_inputs(data, np.random.RandomState(1))
+    assert all(np.array_equal(a, b) for a, b in zip(oracle(data, xs), oracle(fixed, xs)))
+    # a model that needs nothing comes back as it is
+    assert _single_scale_axis_zero(tflite.Model.GetRootAsModel(fixed, 0), fixed) is fixed

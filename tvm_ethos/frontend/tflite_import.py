@@ -21,6 +21,11 @@ def import_tflite(data: bytes, name: str, shape_dict):
             f"{name}: TFLite import needs the 'tflite' package ({err})"
         ) from None
     model = validate_tflite(data, name)
+    patched = _single_scale_axis_zero(model, data)
+    if patched is not data:
+        import tflite
+
+        model = tflite.Model.GetRootAsModel(patched, 0)
     if shape_dict:
         sg = model.Subgraphs(0)
         inputs = []
@@ -41,6 +46,30 @@ def import_tflite(data: bytes, name: str, shape_dict):
     mod = mod.with_attr("tvm_ethos.source_format", "tflite")
     return with_output_specs(mod, *_tflite_outputs(model))
 
+
+
+def _single_scale_axis_zero(model, data: bytes) -> bytes:
+    """``data`` with the quantized dimension of every one-scale quantization set to 0.
+
+    One scale quantizes the whole tensor whatever axis is named, and the TFLite runtime ignores
+    the axis then; TVM's importer refuses a per-tensor depthwise weight whose axis is not 0
+    (a depthwise convolution with one channel, as converters write it: axis 3). The field is
+    rewritten in place, so no other byte of the model moves; ``data`` itself is returned when
+    nothing needs it."""
+    fixes = []
+    for s in range(model.SubgraphsLength()):
+        sg = model.Subgraphs(s)
+        for t in range(sg.TensorsLength()):
+            q = sg.Tensors(t).Quantization()
+            if q is None or q.ScaleLength() != 1 or q.QuantizedDimension() == 0:
+                continue
+            fixes.append(q._tab.Pos + q._tab.Offset(16))  # field 6: quantized_dimension
+    if not fixes:
+        return data
+    out = bytearray(data)
+    for at in fixes:
+        out[at:at + 4] = (0).to_bytes(4, "little")
+    return bytes(out)
 
 
 def _tflite_outputs(model) -> tuple[list[str], list[list[int]]]:
