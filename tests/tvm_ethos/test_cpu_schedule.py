@@ -133,3 +133,100 @@ def test_emulator_stripes_vectorized_and_exact(make, monkeypatch):
     for sub in cm.plan_report["subgraphs"].values():
         assert sub["planned_bytes"] == sub["scheduled_bytes"]
     assert_bit_exact(cm, model, n_inputs=2, seed=6)
+
+
+# ---------------------------------------------------------------- AVX-512 VNNI (x86_dot)
+def _vnni_host() -> bool:
+    from tvm_ethos.lower.x86_dot import has_vnni
+
+    return has_vnni(cpu_schedule.host_target())
+
+
+needs_vnni = pytest.mark.skipif(not _vnni_host(), reason="this CPU has no AVX-512 VNNI")
+
+
+def _without_vnni(monkeypatch):
+    """Build the host kernels for an AVX2-only CPU (Zen 3) on any x86 machine: the int32
+    multiply-add kernels that CPUs without VNNI run."""
+    monkeypatch.setattr(cpu_schedule, "host_target", lambda: {"kind": "llvm", "mcpu": "znver3"})
+
+
+def test_has_vnni_reads_mcpu_and_mattr():
+    from tvm_ethos.lower.x86_dot import has_vnni
+
+    assert has_vnni({"kind": "llvm", "mcpu": "znver4"})
+    assert has_vnni({"kind": "llvm", "mcpu": "cascadelake"})
+    assert not has_vnni({"kind": "llvm", "mcpu": "znver3"})
+    assert not has_vnni({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512vnni"]})
+    assert not has_vnni("c")
+
+
+@needs_vnni
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),  # odd width
+    lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)),  # channel blocks
+    lambda rs: tb.conv2d(rs, in_shape=(1, 9, 9, 8), cout=16, kernel=(1, 1), stride=(2, 2),
+                         act="relu6"),
+])
+def test_pointwise_conv_runs_vpdpbusd_exact(make, monkeypatch):
+    """On a VNNI host a 1x1 conv's accumulator is one vpdpbusd per 16 channels x 4 inputs
+    (weights re-laid out at compile time, the +128 shift taken out of the bias) and stays
+    bit-exact with TFLite's reference kernels."""
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(8))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=8)
+
+
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)),
+])
+def test_pointwise_conv_without_vnni_exact(make, monkeypatch):
+    """A target without VNNI (CI's AVX2 machines) keeps the int32 multiply-add kernel."""
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(9))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" not in after.script()
+    assert "_wvnni" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=9)
+
+
+@needs_vnni
+@settings(max_examples=10, deadline=None)
+@given(
+    cin4=st.integers(1, 20),
+    cout16=st.integers(1, 4),
+    hw=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+    stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
+    act=st.sampled_from([None, "relu", "relu6"]),
+    per_channel=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_pointwise_conv_vnni_any_geometry_bit_exact(cin4, cout16, hw, stride, act, per_channel,
+                                                    seed):
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=16 * cout16, kernel=(1, 1),
+                      stride=stride, act=act, per_channel=per_channel)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+def test_pointwise_conv_vnni_extreme_codes_exact():
+    """Inputs at -128 and 127 (the shifted byte at 0 and 255) and weights at -127 and 127: the
+    widest products vpdpbusd sums, and the bias correction at its largest."""
+    from conftest import oracle
+
+    rs = np.random.RandomState(2)
+    model = tb.conv2d(rs, in_shape=(1, 4, 4, 64), cout=32, kernel=(1, 1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    for fill in (-128, 127):
+        x = np.full((1, 4, 4, 64), fill, np.int8)
+        x[0, 0, 0] = -fill - 1
+        (got,), (ref,) = cm.run(x), oracle(model, [x])
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import tvm
 from tvm import s_tir, tirx
 
+from tvm_ethos.lower import x86_dot
+
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
 #: output columns per accumulator tile (2 x 16 int32: 4 AVX2 registers; each weight vector
@@ -133,6 +135,9 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
     inner = [lp for lp in loops[start:first] if _extent(sch, lp) > 1]
     if not inner or len(inner) > 2:
         return
+    intrin = _dot_intrinsic(sch, block)
+    if intrin is not None and _tensorize_dot(sch, block, reds, inner, intrin):
+        return
     sch.reorder(*reds, *inner)
     channel = inner[-1]
     v = _lanes(_extent(sch, channel), lanes)
@@ -144,6 +149,33 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
         sch.unroll(inner[0])
     sch.set_scope(block, 0, "local")
     sch.decompose_reduction(block, reds[0])
+
+
+def _dot_intrinsic(sch, block) -> str | None:
+    """The ``x86_dot`` intrinsic a conv accumulator was laid out for (te_ops), or None."""
+    ann = sch.get(block).annotations
+    return str(ann[x86_dot.DOT_ANNOTATION]) if x86_dot.DOT_ANNOTATION in ann else None
+
+
+def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
+    """An accumulator tile on ``vpdpbusd``: the reduction in steps of 4 outside the tile, the
+    columns unrolled, each (16 channels x 4) step one instruction. False (nothing changed)
+    where the tile is not whole vectors of 16 channels."""
+    if len(reds) != 1 or _extent(sch, inner[-1]) != x86_dot.VNNI_LANES:
+        return False
+    if _extent(sch, reds[0]) % x86_dot.VNNI_DEPTH:
+        return False
+    sch.unannotate(block, x86_dot.DOT_ANNOTATION)
+    r_o, r_i = sch.split(reds[0], [None, x86_dot.VNNI_DEPTH])
+    sch.reorder(r_o, *inner, r_i)
+    sch.set_scope(block, 0, "local")
+    init = sch.decompose_reduction(block, r_o)
+    sch.vectorize(sch.get_loops(init)[-1])
+    step = sch.blockize(inner[-1])
+    x86_dot.replace_with_vnni(sch, step, intrin)
+    if len(inner) == 2:
+        sch.unroll(inner[0])
+    return True
 
 
 def _tile_pixels(sch, loops, lanes: int):
@@ -186,9 +218,10 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
     """``prim`` (an unscheduled exact integer kernel) with the CPU schedule of the module doc."""
     sch = s_tir.Schedule(prim)
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
-    attached = set()
-    for blk in reversed(blocks):
-        if is_reduction(sch, blk):
+    names = [sch.get(blk).name_hint for blk in blocks]
+    attached = set()  # accumulators computed inside their consumers (some replaced: x86_dot)
+    for name, blk in reversed(list(zip(names, blocks))):
+        if name in attached or is_reduction(sch, blk):
             continue
         loops = sch.get_loops(blk)
         if not loops:
@@ -202,11 +235,11 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
         if at is None:
             continue
         for prod in prods:
+            attached.add(sch.get(prod).name_hint)
             sch.compute_at(prod, at, preserve_unit_loops=True)
             _schedule_inner_reduction(sch, prod, at, lanes)
-            attached.add(sch.get(prod).name_hint)
-    for blk in blocks:
-        if is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
+    for name, blk in zip(names, blocks):
+        if name not in attached and is_reduction(sch, blk):
             _schedule_standalone_reduction(sch, blk)
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 

@@ -1,0 +1,106 @@
+"""AVX-512 VNNI dot products for the exact int8 host kernels.
+
+``vpdpbusd`` adds to each of 16 int32 lanes the sum of four products of an unsigned byte and a
+signed byte, with no intermediate rounding or saturation, so an int32 accumulation of
+``u8 x s8`` products is exact. TFLite's int8 kernels multiply two signed codes; the activation
+code ``x`` is made unsigned as ``x + 128`` (the same byte with its top bit flipped, so one XOR
+of the four broadcast bytes) and the difference, ``128 * sum(w)`` per output channel, is taken
+out of the bias at compile time together with the input zero point's term
+(``te_ops.vnni_conv_eligible``, ``te_ops.lower_conv2d``).
+
+The weights are laid out at compile time as ``(OC/16, K/4, 16 * 4)``: one 64-byte vector holds
+four consecutive reduction elements of 16 output channels, the operand ``vpdpbusd`` takes.
+
+``cpu_schedule`` tiles such an accumulator as any other (columns x 16 channels in registers),
+splits its reduction into steps of 4 and makes each step one instruction
+(:func:`replace_with_vnni`).
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.ir.expr import TensorLoad
+from tvm.sym import Analyzer
+from tvm.target import codegen
+
+#: int32 lanes of one vpdpbusd (a 512-bit register)
+VNNI_LANES = 16
+#: reduction elements per lane and instruction
+VNNI_DEPTH = 4
+#: the block annotation that marks an accumulator laid out for VNNI (value: its form)
+DOT_ANNOTATION = "tvm_ethos.x86_dot"
+#: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights
+VNNI_S8 = "vnni_16x4_s8"
+_FLIP_SIGN_BITS = -0x7F7F7F80  # 0x80808080 as int32: the top bit of each of four bytes
+
+
+def _loads(expr) -> list:
+    """The BufferLoads of an accumulator update's value (adds, products, casts of loads)."""
+    if isinstance(expr, TensorLoad):
+        return [expr]
+    if isinstance(expr, (tirx.Add, tirx.Mul)):
+        return _loads(expr.a) + _loads(expr.b)
+    if isinstance(expr, tirx.Cast):
+        return _loads(expr.value)
+    return []
+
+
+def replace_with_vnni(sch, step, kind: str) -> None:
+    """Replace the body of ``step`` (a block made by ``Schedule.blockize`` over the loops
+    ``16 channels x 4 reduction elements`` of an accumulator update in ``te_ops``' VNNI form)
+    by one ``vpdpbusd``: the 16 accumulators, the four activation bytes broadcast (their top
+    bits flipped for int8, ``x + 128``) and the 64 weight bytes.
+
+    This is what ``Schedule.tensorize`` would do with a registered intrinsic; it is written out
+    because tensorize goes through TVM's JSON serialiser (``ToJSONGraph``), which segfaults in
+    this TVM build (``tvm.ir.save_json`` of any object does). The block keeps its iterators and
+    regions, so buffer compaction still sees the tile."""
+    from tvm_ethos.lower.line_buffer import _subst
+
+    blk = sch.get(step)
+    loop_c, loop_k = blk.body, blk.body.body
+    realize = loop_k.body
+    if not isinstance(realize, s_tir.SBlockRealize) or blk.init is not None:
+        raise ValueError("replace_with_vnni: not a blockized 16x4 accumulator update")
+    at_zero = {loop_c.loop_var: tirx.const(0, "int32"), loop_k.loop_var: tirx.const(0, "int32")}
+    env = {iv.var: _subst(val, at_zero)
+           for iv, val in zip(realize.block.iter_vars, realize.iter_values)}
+    store = realize.block.body
+    ana = Analyzer()
+
+    def vector(load_or_store, lanes: int):
+        base = [ana.simplify(_subst(e, env)) for e in load_or_store.indices]
+        return base[:-1] + [tirx.Ramp(base[-1], 1, lanes)]
+
+    loads = _loads(store.value)
+    weights = next(ld for ld in loads if len(ld.source.shape) == 3)
+    acts = next(ld for ld in loads if str(ld.source.dtype) == "int8"
+                and not ld.source.same_as(weights.source))
+    acc_index = vector(store, VNNI_LANES)
+    if kind != VNNI_S8:
+        raise ValueError(f"replace_with_vnni: unknown form {kind!r}")
+    a = tirx.reinterpret("int32", tirx.BufferLoad(acts.source, vector(acts, VNNI_DEPTH)))
+    a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
+    w = tirx.BufferLoad(weights.source, vector(weights, VNNI_LANES * VNNI_DEPTH))
+    dot = tirx.call_llvm_pure_intrin(
+        "int32x16", "llvm.x86.avx512.vpdpbusd.512",
+        tirx.BufferLoad(store.buffer, acc_index),
+        tirx.reinterpret("int8x64", tirx.Broadcast(a, VNNI_LANES)),
+        w,
+    )
+    new = s_tir.SBlock(blk.iter_vars, blk.reads, blk.writes, blk.name_hint,
+                       tirx.BufferStore(store.buffer, dot, acc_index), None,
+                       blk.alloc_buffers, blk.match_buffers, blk.annotations)
+    sch.state.replace(sch.get_sref(step), new, {blk: new})
+
+
+def has_vnni(target: dict | str) -> bool:
+    """Whether the llvm ``target`` (its ``-mcpu`` / ``-mattr``) has AVX-512 VNNI; CPUs without
+    it (AVX2 only, e.g. Zen 3) keep the int32 multiply-add kernels."""
+    tgt = tvm.target.Target(target)
+    if tgt.kind.name != "llvm":
+        return False
+    return bool(codegen.target_has_features("avx512vnni", tgt)) and bool(
+        codegen.target_has_features("avx512bw", tgt)
+    )
+
