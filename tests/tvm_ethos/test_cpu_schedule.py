@@ -69,16 +69,24 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     """The conv accumulator lives inside the parallel row loop, one tile of output columns x
     channel vector in the local scope (after the TIR pipeline's buffer compaction), not as the
     whole int32 feature map."""
-    import tvm
-    from tvm import s_tir
-
     from tvm_ethos.lower.cpu_schedule import COLUMN_TILE, VECTOR_LANES
 
+    _without_vnni(monkeypatch)  # the VNNI tile: test_vnni_accumulator_tile
     seen = _captured(monkeypatch)
     model = tb.conv2d(np.random.RandomState(4), in_shape=(1, 8, 8, 16), cout=32)
     tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
     (_before, after), = seen
-    mod = tvm.IRModule({"main": after})
+    assert _local_accumulator(after) == f"(1, 1, {COLUMN_TILE}, {VECTOR_LANES})"
+
+
+def _local_accumulator(prim) -> str:
+    """The shape of the conv accumulator's allocation after the TIR pipeline's compaction."""
+    import re
+
+    import tvm
+    from tvm import s_tir
+
+    mod = tvm.IRModule({"main": prim})
     mod = tvm.ir.transform.Sequential([
         s_tir.transform.LowerInitBlock(),
         s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
@@ -88,7 +96,8 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     text = mod["main"].script()
     acc = [line for line in text.splitlines() if "_acc" in line and "alloc" in line]
     assert len(acc) == 1, text
-    assert f"(1, 1, {COLUMN_TILE}, {VECTOR_LANES})" in acc[0] and 'scope="local"' in acc[0], acc
+    assert 'scope="local"' in acc[0], acc
+    return re.search(r"\(\d+(, \d+)*\)", acc[0]).group(0)
 
 
 @pytest.mark.parametrize("make, channel_blocks", [
@@ -102,6 +111,7 @@ def test_accumulator_is_one_register_tile(monkeypatch):
 def test_odd_widths_and_deep_layers_exact(make, channel_blocks, monkeypatch):
     """Widths the column tile does not divide (a predicated last tile) and layers with fewer
     pixels than channels (channel blocks in parallel outside the rows) stay bit-exact."""
+    _without_vnni(monkeypatch)  # 16-channel blocks (VNNI's are 32)
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(6))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
@@ -180,6 +190,23 @@ def test_pointwise_conv_runs_vpdpbusd_exact(make, monkeypatch):
     assert_bit_exact(cm, model, n_inputs=3, seed=8)
 
 
+@needs_vnni
+@pytest.mark.parametrize("shape, cout, tile", [
+    ((1, 8, 8, 16), 32, "(1, 1, 8, 32)"),  # 8 columns x 2 vectors of 16 channels
+    ((1, 14, 14, 16), 48, "(1, 1, 7, 16)"),  # 7 divides 14; 48 channels: vectors of 16
+    ((1, 5, 11, 16), 32, "(1, 1, 8, 32)"),  # no tile of 4..8 divides 11: a predicated tail
+])
+def test_vnni_accumulator_tile(shape, cout, tile, monkeypatch):
+    """A VNNI conv accumulator tile: up to 8 columns (the widest of at least 4 dividing the
+    width) x 32 channels, 16 zmm registers, in the local scope."""
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(4), in_shape=shape, cout=cout, kernel=(1, 1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert _local_accumulator(after) == tile
+    assert_bit_exact(cm, model, n_inputs=2, seed=4)
+
+
 @pytest.mark.parametrize("make", [
     lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),
     lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)),
@@ -200,20 +227,37 @@ def test_pointwise_conv_without_vnni_exact(make, monkeypatch):
 @settings(max_examples=10, deadline=None)
 @given(
     cin4=st.integers(1, 20),
-    cout16=st.integers(1, 4),
+    cout=st.integers(1, 70),
     hw=st.tuples(st.integers(1, 9), st.integers(1, 9)),
     stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
     act=st.sampled_from([None, "relu", "relu6"]),
     per_channel=st.booleans(),
     seed=st.integers(0, 1000),
 )
-def test_pointwise_conv_vnni_any_geometry_bit_exact(cin4, cout16, hw, stride, act, per_channel,
+def test_pointwise_conv_vnni_any_geometry_bit_exact(cin4, cout, hw, stride, act, per_channel,
                                                     seed):
     rs = np.random.RandomState(seed)
-    model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=16 * cout16, kernel=(1, 1),
+    model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=cout, kernel=(1, 1),
                       stride=stride, act=act, per_channel=per_channel)
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
     assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.fully_connected(rs, k=64, n=10),
+    lambda rs: tb.fully_connected(rs, k=256, n=37, act="relu"),
+    # output channels padded to whole vectors: the accumulator outside its consumer
+    lambda rs: tb.conv2d(rs, in_shape=(1, 1, 1, 64), cout=21, kernel=(1, 1)),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 5, 3, 8), cout=24, kernel=(1, 1)),
+])
+def test_fully_connected_and_padded_outputs_run_vpdpbusd_exact(make, monkeypatch):
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=1)
 
 
 @needs_vnni

@@ -27,6 +27,11 @@ from tvm.target import codegen
 VNNI_LANES = 16
 #: reduction elements per lane and instruction
 VNNI_DEPTH = 4
+#: accumulator tile of a VNNI conv, at most: output columns x channels, 16 zmm accumulators
+#: (of 32), so 16 vpdpbusd are in flight and each 64-byte weight load serves 8 columns, each
+#: broadcast input word 2 vectors (rfcs/0008 for the tiles measured)
+VNNI_TILE_COLUMNS = 8
+VNNI_TILE_CHANNELS = 32
 #: the block annotation that marks an accumulator laid out for VNNI (value: its form)
 DOT_ANNOTATION = "tvm_ethos.x86_dot"
 #: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights
