@@ -274,3 +274,52 @@ def test_pointwise_conv_vnni_extreme_codes_exact():
         x[0, 0, 0] = -fill - 1
         (got,), (ref,) = cm.run(x), oracle(model, [x])
         assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+@needs_vnni
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, in_shape=(1, 12, 12, 32), cout=32, kernel=(1, 1)),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 9, 9, 64), cout=48, kernel=(1, 1), stride=(2, 2),
+                         act="relu6"),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 128), cout=128, kernel=(1, 1), act="relu"),
+])
+def test_emulator_pointwise_conv_runs_vpdpbusd_exact(make, monkeypatch):
+    """On a VNNI host the emulator's 1x1 conv stripes accumulate with vpdpbusd (operands
+    interleaved in registers, sum(w) alongside); the plan is still exact and the outputs
+    bit-exact with TFLite."""
+    seen = _captured(monkeypatch, "vectorize_stripes")
+    model = make(np.random.RandomState(7))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
+    assert cm.partition_summary == {"ethos-u": 1}
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    for sub in cm.plan_report["subgraphs"].values():
+        assert sub["planned_bytes"] == sub["scheduled_bytes"]
+    assert_bit_exact(cm, model, n_inputs=3, seed=7)
+
+
+def test_emulator_without_vnni_keeps_int32_stripes(monkeypatch):
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch, "vectorize_stripes")
+    model = tb.conv2d(np.random.RandomState(7), in_shape=(1, 12, 12, 32), cout=32,
+                      kernel=(1, 1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" not in after.script() and "T.vectorized" in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=7)
+
+
+@needs_vnni
+@settings(max_examples=6, deadline=None)
+@given(
+    cin4=st.integers(1, 24),
+    cout=st.integers(1, 48),
+    hw=st.tuples(st.integers(1, 10), st.integers(1, 10)),
+    stride=st.sampled_from([(1, 1), (2, 2)]),
+    seed=st.integers(0, 1000),
+)
+def test_emulator_pointwise_conv_any_geometry_bit_exact(cin4, cout, hw, stride, seed):
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=cout, kernel=(1, 1), stride=stride)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
