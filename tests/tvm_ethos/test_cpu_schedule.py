@@ -72,16 +72,24 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     """The conv accumulator lives inside the parallel row loop, one tile of output columns x
     channel vector in the local scope (after the TIR pipeline's buffer compaction), not as the
     whole int32 feature map."""
-    import tvm
-    from tvm import s_tir
-
     from tvm_ethos.lower.cpu_schedule import COLUMN_TILE, VECTOR_LANES
 
+    _without_vnni(monkeypatch)  # the VNNI tile: test_vnni_accumulator_tile
     seen = _captured(monkeypatch)
     model = tb.conv2d(np.random.RandomState(4), in_shape=(1, 8, 8, 16), cout=32)
     tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
     (_before, after), = seen
-    mod = tvm.IRModule({"main": after})
+    assert _local_accumulator(after) == f"(1, 1, {COLUMN_TILE}, {VECTOR_LANES})"
+
+
+def _local_accumulator(prim) -> str:
+    """The shape of the conv accumulator's allocation after the TIR pipeline's compaction."""
+    import re
+
+    import tvm
+    from tvm import s_tir
+
+    mod = tvm.IRModule({"main": prim})
     mod = tvm.ir.transform.Sequential([
         s_tir.transform.LowerInitBlock(),
         s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
@@ -91,7 +99,8 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     text = mod["main"].script()
     acc = [line for line in text.splitlines() if "_acc" in line and "alloc" in line]
     assert len(acc) == 1, text
-    assert f"(1, 1, {COLUMN_TILE}, {VECTOR_LANES})" in acc[0] and 'scope="local"' in acc[0], acc
+    assert 'scope="local"' in acc[0], acc
+    return re.search(r"\(\d+(, \d+)*\)", acc[0]).group(0)
 
 
 @pytest.mark.parametrize("make, channel_blocks", [
@@ -105,6 +114,7 @@ def test_accumulator_is_one_register_tile(monkeypatch):
 def test_odd_widths_and_deep_layers_exact(make, channel_blocks, monkeypatch):
     """Widths the column tile does not divide (a predicated last tile) and layers with fewer
     pixels than channels (channel blocks in parallel outside the rows) stay bit-exact."""
+    _without_vnni(monkeypatch)  # 16-channel blocks (VNNI's are 32)
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(6))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
@@ -136,3 +146,183 @@ def test_emulator_stripes_vectorized_and_exact(make, monkeypatch):
     for sub in cm.plan_report["subgraphs"].values():
         assert sub["planned_bytes"] == sub["scheduled_bytes"]
     assert_bit_exact(cm, model, n_inputs=2, seed=6)
+
+
+# ---------------------------------------------------------------- AVX-512 VNNI (x86_dot)
+def _vnni_host() -> bool:
+    from tvm_ethos.lower.x86_dot import has_vnni
+
+    return has_vnni(cpu_schedule.host_target())
+
+
+needs_vnni = pytest.mark.skipif(not _vnni_host(), reason="this CPU has no AVX-512 VNNI")
+
+
+def _without_vnni(monkeypatch):
+    """Build the host kernels for an AVX2-only CPU (Zen 3) on any x86 machine: the int32
+    multiply-add kernels that CPUs without VNNI run."""
+    monkeypatch.setattr(cpu_schedule, "host_target", lambda: {"kind": "llvm", "mcpu": "znver3"})
+
+
+def test_has_vnni_reads_mcpu_and_mattr():
+    from tvm_ethos.lower.x86_dot import has_vnni
+
+    assert has_vnni({"kind": "llvm", "mcpu": "znver4"})
+    assert has_vnni({"kind": "llvm", "mcpu": "cascadelake"})
+    assert not has_vnni({"kind": "llvm", "mcpu": "znver3"})
+    assert not has_vnni({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512vnni"]})
+    assert not has_vnni("c")
+
+
+@needs_vnni
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),  # odd width
+    lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)),  # channel blocks
+    lambda rs: tb.conv2d(rs, in_shape=(1, 9, 9, 8), cout=16, kernel=(1, 1), stride=(2, 2),
+                         act="relu6"),
+])
+def test_pointwise_conv_runs_vpdpbusd_exact(make, monkeypatch):
+    """On a VNNI host a 1x1 conv's accumulator is one vpdpbusd per 16 channels x 4 inputs
+    (weights re-laid out at compile time, the +128 shift taken out of the bias) and stays
+    bit-exact with TFLite's reference kernels."""
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(8))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=8)
+
+
+@needs_vnni
+@pytest.mark.parametrize("shape, cout, tile", [
+    ((1, 8, 8, 16), 32, "(1, 1, 8, 32)"),  # 8 columns x 2 vectors of 16 channels
+    ((1, 14, 14, 16), 48, "(1, 1, 7, 16)"),  # 7 divides 14; 48 channels: vectors of 16
+    ((1, 5, 11, 16), 32, "(1, 1, 8, 32)"),  # no tile of 4..8 divides 11: a predicated tail
+])
+def test_vnni_accumulator_tile(shape, cout, tile, monkeypatch):
+    """A VNNI conv accumulator tile: up to 8 columns (the widest of at least 4 dividing the
+    width) x 32 channels, 16 zmm registers, in the local scope."""
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(4), in_shape=shape, cout=cout, kernel=(1, 1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert _local_accumulator(after) == tile
+    assert_bit_exact(cm, model, n_inputs=2, seed=4)
+
+
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)),
+])
+def test_pointwise_conv_without_vnni_exact(make, monkeypatch):
+    """A target without VNNI (CI's AVX2 machines) keeps the int32 multiply-add kernel."""
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(9))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" not in after.script()
+    assert "_wvnni" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=9)
+
+
+@needs_vnni
+@settings(max_examples=10, deadline=None)
+@given(
+    cin4=st.integers(1, 20),
+    cout=st.integers(1, 70),
+    hw=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+    stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
+    act=st.sampled_from([None, "relu", "relu6"]),
+    per_channel=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_pointwise_conv_vnni_any_geometry_bit_exact(cin4, cout, hw, stride, act, per_channel,
+                                                    seed):
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=cout, kernel=(1, 1),
+                      stride=stride, act=act, per_channel=per_channel)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.fully_connected(rs, k=64, n=10),
+    lambda rs: tb.fully_connected(rs, k=256, n=37, act="relu"),
+    # output channels padded to whole vectors: the accumulator outside its consumer
+    lambda rs: tb.conv2d(rs, in_shape=(1, 1, 1, 64), cout=21, kernel=(1, 1)),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 5, 3, 8), cout=24, kernel=(1, 1)),
+])
+def test_fully_connected_and_padded_outputs_run_vpdpbusd_exact(make, monkeypatch):
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=1)
+
+
+@needs_vnni
+def test_pointwise_conv_vnni_extreme_codes_exact():
+    """Inputs at -128 and 127 (the shifted byte at 0 and 255) and weights at -127 and 127: the
+    widest products vpdpbusd sums, and the bias correction at its largest."""
+    from conftest import oracle
+
+    rs = np.random.RandomState(2)
+    model = tb.conv2d(rs, in_shape=(1, 4, 4, 64), cout=32, kernel=(1, 1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    for fill in (-128, 127):
+        x = np.full((1, 4, 4, 64), fill, np.int8)
+        x[0, 0, 0] = -fill - 1
+        (got,), (ref,) = cm.run(x), oracle(model, [x])
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+@needs_vnni
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.conv2d(rs, in_shape=(1, 12, 12, 32), cout=32, kernel=(1, 1)),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 9, 9, 64), cout=48, kernel=(1, 1), stride=(2, 2),
+                         act="relu6"),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 128), cout=128, kernel=(1, 1), act="relu"),
+])
+def test_emulator_pointwise_conv_runs_vpdpbusd_exact(make, monkeypatch):
+    """On a VNNI host the emulator's 1x1 conv stripes accumulate with vpdpbusd (operands
+    interleaved in registers, sum(w) alongside); the plan is still exact and the outputs
+    bit-exact with TFLite."""
+    seen = _captured(monkeypatch, "vectorize_stripes")
+    model = make(np.random.RandomState(7))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
+    assert cm.partition_summary == {"ethos-u": 1}
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    for sub in cm.plan_report["subgraphs"].values():
+        assert sub["planned_bytes"] == sub["scheduled_bytes"]
+    assert_bit_exact(cm, model, n_inputs=3, seed=7)
+
+
+def test_emulator_without_vnni_keeps_int32_stripes(monkeypatch):
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch, "vectorize_stripes")
+    model = tb.conv2d(np.random.RandomState(7), in_shape=(1, 12, 12, 32), cout=32,
+                      kernel=(1, 1))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" not in after.script() and "T.vectorized" in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=7)
+
+
+@needs_vnni
+@settings(max_examples=6, deadline=None)
+@given(
+    cin4=st.integers(1, 24),
+    cout=st.integers(1, 48),
+    hw=st.tuples(st.integers(1, 10), st.integers(1, 10)),
+    stride=st.sampled_from([(1, 1), (2, 2)]),
+    seed=st.integers(0, 1000),
+)
+def test_emulator_pointwise_conv_any_geometry_bit_exact(cin4, cout, hw, stride, seed):
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=cout, kernel=(1, 1), stride=stride)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="ethos-u,llvm")
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)

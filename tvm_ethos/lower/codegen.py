@@ -110,8 +110,18 @@ def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None)
     return _rebuild_main(mod, rewrite)
 
 
-def lower_host_composites(mod, host_id: str):
-    """Replace each host composite call by ``R.call_tir`` of its exact integer kernel."""
+def host_kernels_vnni(tl) -> bool:
+    """Whether the host kernels are built for VNNI: the llvm host target has it and no OpenCL
+    device shares the kernels (an OpenCL build takes the same PrimFuncs)."""
+    from tvm_ethos.lower.cpu_schedule import host_target
+    from tvm_ethos.lower.x86_dot import has_vnni
+
+    return "opencl" not in tl.ids and has_vnni(host_target())
+
+
+def lower_host_composites(mod, host_id: str, vnni: bool = False):
+    """Replace each host composite call by ``R.call_tir`` of its exact integer kernel
+    (``vnni``: the kernels run only on an llvm host with AVX-512 VNNI; ``te_ops.lower_qop``)."""
     replace = {}
     prefix = f"{host_id}."
     for gv, f in list(mod.functions.items()):
@@ -121,7 +131,7 @@ def lower_host_composites(mod, host_id: str):
             continue
         kind = str(f.attrs["Composite"]).split(".", 1)[1]
         name = f"tvm_ethos_{host_id.replace('-', '_')}_k{len(replace)}_{kind}"
-        lw = lower_function(f, name, num_inputs=len(f.params))
+        lw = lower_function(f, name, num_inputs=len(f.params), vnni=vnni)
         prim = lw.primfunc.with_attr("global_symbol", name)
         pgv = tvm.ir.GlobalVar(name)
         replace[gv] = (pgv, prim, lw)
@@ -287,4 +297,4 @@ def offload(pmod, tl, plan_opts, devices: dict, payloads_out: dict | None = None
         payloads_out.update(command_streams(pmod, tl, lowered, plan_report))
     with scheduled_primfuncs(scheduled):
         pmod = run_npu_codegen(pmod, npu_opts)
-    return lower_host_composites(pmod, tl.host.backend_id), plan_report
+    return lower_host_composites(pmod, tl.host.backend_id, host_kernels_vnni(tl)), plan_report

@@ -22,18 +22,29 @@ No expression changes: the same int32 products are summed (integer addition is a
 so the order across channels does not matter) and the same requantization applied, so results
 stay bit-exact with TFLite's reference kernels (tests/tvm_ethos/test_cpu_schedule.py and every
 operator and model test). :func:`vectorize_stripes` does the same for the NPU emulator inside
-each stripe. Why no VNNI / dot-product intrinsics: rfcs/0008-host-kernels.md.
+each stripe.
+
+On CPUs with AVX-512 VNNI, ``te_ops`` lays the pointwise conv and fully connected accumulators
+out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each 16 x 4 reduction step
+becomes one instruction (:func:`_tensorize_dot`, :func:`_schedule_standalone_dot`). Which
+kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
 
 import tvm
 from tvm import s_tir, tirx
 
+from tvm_ethos.lower import x86_dot
+
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
 #: output columns per accumulator tile (2 x 16 int32: 4 AVX2 registers; each weight vector
 #: loaded serves both columns). Wider tiles ran slower on MobileNetV1-224 (rfcs/0008)
 COLUMN_TILE = 2
+#: the int32 tile on CPUs with AVX-512 (32 zmm registers): 4 columns x 32 channels, 8
+#: registers (rfcs/0008)
+AVX512_COLUMN_TILE = 4
+AVX512_VECTOR_LANES = 32
 _REDUCE = 2  # IterVar.CommReduce
 
 
@@ -44,6 +55,17 @@ def host_target() -> dict:
     from tvm.target import codegen
 
     return {"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())}
+
+
+def host_tile(target) -> tuple[int, int]:
+    """``(lanes, columns)`` of the int32 kernels for the llvm ``target``: AVX-512's 32
+    registers hold a wider tile than AVX2's 16."""
+    from tvm.target import codegen
+
+    tgt = tvm.target.Target(target)
+    if tgt.kind.name == "llvm" and codegen.target_has_features("avx512f", tgt):
+        return AVX512_VECTOR_LANES, AVX512_COLUMN_TILE
+    return VECTOR_LANES, COLUMN_TILE
 
 
 def _realize(sch, block):
@@ -132,6 +154,9 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
     inner = [lp for lp in loops[start:first] if _extent(sch, lp) > 1]
     if not inner or len(inner) > 2:
         return
+    intrin = _dot_intrinsic(sch, block)
+    if intrin is not None and _tensorize_dot(sch, block, reds, inner, intrin):
+        return
     sch.reorder(*reds, *inner)
     channel = inner[-1]
     v = _lanes(_extent(sch, channel), lanes)
@@ -145,10 +170,43 @@ def _schedule_inner_reduction(sch, block, at, lanes: int) -> None:
     sch.decompose_reduction(block, reds[0])
 
 
-def _tile_pixels(sch, loops, lanes: int):
-    """NHWC output loops ``(n, h, w, c)``: columns in tiles of ``COLUMN_TILE`` (a width it does
+def _dot_intrinsic(sch, block) -> str | None:
+    """The ``x86_dot`` intrinsic a conv accumulator was laid out for (te_ops), or None."""
+    ann = sch.get(block).annotations
+    return str(ann[x86_dot.DOT_ANNOTATION]) if x86_dot.DOT_ANNOTATION in ann else None
+
+
+def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
+    """An accumulator tile on ``vpdpbusd``: the reduction in steps of 4 outside the tile, the
+    columns unrolled, each (16 channels x 4) step one instruction. False (nothing changed)
+    where the tile is not whole vectors of 16 channels."""
+    channels = _extent(sch, inner[-1])
+    if len(reds) != 1 or channels % x86_dot.VNNI_LANES:
+        return False
+    if _extent(sch, reds[0]) % x86_dot.VNNI_DEPTH:
+        return False
+    sch.unannotate(block, x86_dot.DOT_ANNOTATION)
+    r_o, r_i = sch.split(reds[0], [None, x86_dot.VNNI_DEPTH])
+    tile = list(inner)
+    if channels > x86_dot.VNNI_LANES:
+        tile[-1:] = sch.split(inner[-1], [None, x86_dot.VNNI_LANES])
+    sch.reorder(r_o, *tile, r_i)
+    sch.set_scope(block, 0, "local")
+    init = sch.decompose_reduction(block, r_o)
+    sch.vectorize(sch.get_loops(init)[-1])
+    step = sch.blockize(tile[-1])
+    x86_dot.replace_with_vnni(sch, step, intrin)
+    for loop in tile[:-1]:
+        sch.unroll(loop)
+    return True
+
+
+def _tile_pixels(sch, loops, lanes: int, columns: int = COLUMN_TILE):
+    """NHWC output loops ``(n, h, w, c)``: columns in tiles of ``columns`` (a width it does
     not divide gets a last tile whose extra column is predicated off, rather than single-column
-    tiles throughout, which reuse each weight vector only once), channels in vectors. Rows run
+    tiles throughout, which reuse each weight vector only once; a wider tile, VNNI's, takes
+    the widest of at least 4 that divides the width instead, where one does), channels in
+    vectors of ``lanes``. Rows run
     in parallel, or, where an image has fewer pixels than output channels (the deep layers,
     whose weights outgrow the caches), blocks of channels run in parallel outside the rows, so
     each block's weights stay cached while every pixel uses them. Returns the loop an
@@ -158,7 +216,9 @@ def _tile_pixels(sch, loops, lanes: int):
     v = _lanes(_extent(sch, c), lanes)
     if not v:
         return None
-    tile = min(COLUMN_TILE, _extent(sch, w))
+    tile = min(columns, _extent(sch, w))
+    if columns > COLUMN_TILE:  # a wide tile: the widest (at least 4) that divides the width
+        tile = next((t for t in range(tile, 3, -1) if _extent(sch, w) % t == 0), tile)
     w_o, w_i = sch.split(w, [None, tile])
     c_o, c_i = sch.split(c, [None, v])
     if _extent(sch, h) * (_extent(sch, w_o) * tile) < _extent(sch, c_o) * v:
@@ -173,39 +233,68 @@ def _tile_pixels(sch, loops, lanes: int):
     return at
 
 
+def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
+    """A VNNI accumulator not computed inside its consumer (fully connected; a conv whose
+    output channels were padded to whole vectors): its pixels or rows and vectors of 16
+    outputs in parallel, the reduction in steps of 4, each step one vpdpbusd. False (nothing
+    changed) where the loops are not ``(spatial..., outputs, reduction)``."""
+    lanes, depth = x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH
+    if len(reds) != 1 or _extent(sch, spatial[-1]) % lanes or _extent(sch, reds[0]) % depth:
+        return False
+    sch.unannotate(block, x86_dot.DOT_ANNOTATION)
+    o_o, o_i = sch.split(spatial[-1], [None, lanes])
+    r_o, r_i = sch.split(reds[0], [None, depth])
+    sch.reorder(o_o, r_o, o_i, r_i)
+    _parallel_outer(sch, [*spatial[:-1], o_o])
+    init = sch.decompose_reduction(block, r_o)
+    sch.vectorize(sch.get_loops(init)[-1])
+    x86_dot.replace_with_vnni(sch, sch.blockize(o_i), intrin)
+    return True
+
+
 def _schedule_standalone_reduction(sch, block) -> None:
     loops = sch.get_loops(block)
     kinds = _loop_kinds(sch, block, loops)
     spatial = [lp for lp, k in zip(loops, kinds) if not k]
+    reds = [lp for lp, k in zip(loops, kinds) if k]
+    intrin = _dot_intrinsic(sch, block)
+    if intrin is not None and loops == spatial + reds:
+        if _schedule_standalone_dot(sch, block, spatial, reds, intrin):
+            return
     if spatial and spatial == loops[: len(spatial)]:
         _parallel_outer(sch, spatial)
 
 
-def schedule_for_cpu(prim, lanes: int = VECTOR_LANES):
-    """``prim`` (an unscheduled exact integer kernel) with the CPU schedule of the module doc."""
+def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE):
+    """``prim`` (an unscheduled exact integer kernel) with the CPU schedule of the module doc:
+    vectors of ``lanes``, accumulator tiles of ``columns`` x ``lanes`` (:func:`host_tile`)."""
     sch = s_tir.Schedule(prim)
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
-    attached = set()
-    for blk in reversed(blocks):
-        if is_reduction(sch, blk):
+    names = [sch.get(blk).name_hint for blk in blocks]
+    attached = set()  # accumulators computed inside their consumers (some replaced: x86_dot)
+    for name, blk in reversed(list(zip(names, blocks))):
+        if name in attached or is_reduction(sch, blk):
             continue
         loops = sch.get_loops(blk)
         if not loops:
             continue
         prods = [p for p in sch.get_producers(blk)
                  if is_reduction(sch, p) and sole_same_shape_consumer(sch, p, blk)]
-        at = _tile_pixels(sch, loops, lanes) if prods and len(loops) == 4 else None
+        tile = (lanes, columns)
+        if any(_dot_intrinsic(sch, p) for p in prods):
+            tile = (x86_dot.VNNI_TILE_CHANNELS, x86_dot.VNNI_TILE_COLUMNS)
+        at = _tile_pixels(sch, loops, *tile) if prods and len(loops) == 4 else None
         if at is None:
             at = _parallel_outer(sch, loops[:-1])
             _vectorize_last(sch, loops[-1], lanes)
         if at is None:
             continue
         for prod in prods:
+            attached.add(sch.get(prod).name_hint)
             sch.compute_at(prod, at, preserve_unit_loops=True)
             _schedule_inner_reduction(sch, prod, at, lanes)
-            attached.add(sch.get(prod).name_hint)
-    for blk in blocks:
-        if is_reduction(sch, blk) and sch.get(blk).name_hint not in attached:
+    for name, blk in zip(names, blocks):
+        if name not in attached and is_reduction(sch, blk):
             _schedule_standalone_reduction(sch, blk)
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
@@ -277,9 +366,11 @@ def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
     (:func:`_schedule_inner_reduction`), and the output loop is vectorized too. Stripe loops,
     SRAM buffers and what every stripe computes stay as planned and checked (the ``local``
     accumulator holds one pixel's channels of the stripe instead of one element: a register
-    file, not memory the planner places; rfcs/0008-host-kernels.md). A block where a step
-    refuses is left as it was."""
+    file, not memory the planner places; rfcs/0008-host-kernels.md). On a host with AVX-512
+    VNNI a 1x1 conv's accumulator then runs on ``vpdpbusd`` (``x86_dot.stripe_acc_to_vnni``).
+    A block where a step refuses is left as it was."""
     sch = s_tir.Schedule(prim)
+    vnni = x86_dot.has_vnni(host_target())
     for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
         if is_reduction(sch, blk):
             continue
@@ -302,4 +393,11 @@ def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
         except (s_tir.schedule.ScheduleError, tvm.error.InternalError):
             continue
         sch = trial
+        for acc in accs if vnni else ():
+            dot = sch.copy()
+            try:
+                x86_dot.stripe_acc_to_vnni(dot, acc)
+            except (ValueError, s_tir.schedule.ScheduleError, tvm.error.InternalError):
+                continue
+            sch = dot
     return sch.mod["main"]

@@ -613,12 +613,13 @@ def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
 def schedule_host_kernels(fused):
     """A copy of ``fused`` whose exact integer host kernels carry the CPU schedule
     (``cpu_schedule``); ``fused`` itself keeps them unscheduled for the OpenCL build."""
-    from tvm_ethos.lower.cpu_schedule import schedule_for_cpu
+    from tvm_ethos.lower.cpu_schedule import host_target, host_tile, schedule_for_cpu
 
+    tile = host_tile(host_target())
     funcs = {}
     for gv, f in fused.functions.items():
         if isinstance(f, tvm.tirx.PrimFunc) and _KERNEL_NAME.match(gv.name_hint):
-            f = schedule_for_cpu(f)
+            f = schedule_for_cpu(f, *tile)
         funcs[gv] = f
     return tvm.IRModule(funcs, attrs=fused.attrs, global_infos=fused.global_infos)
 

@@ -131,9 +131,104 @@ def _out_q(op):
 
 
 # ----------------------------------------------------------------------- convolution
-def lower_conv2d(op, inputs, pool: ConstPool, name="conv"):
-    """conv2d and depthwise (grouped) conv2d, NHWC activations, HWIO weights."""
+def vnni_conv_eligible(op, x_dtype: str) -> bool:
+    """Whether a conv2d can run on ``vpdpbusd`` (``x86_dot``) exactly: a 1x1 convolution
+    (no padding, so every read is inside the input), int8 weights with zero point 0 and int8
+    activations (TFLite's uint8 models have uint8 weights) and input channels a multiple of 4
+    (whole 4-byte groups of one pixel). Output channels are padded to whole vectors of 16."""
+    kh, kw, cpg, co = op.weights.shape
+    return (
+        op.attrs["groups"] == 1
+        and (kh, kw) == (1, 1)
+        and not any(op.attrs["padding"])
+        and str(op.weights.dtype) == "int8"
+        and not np.any(np.asarray(op.w_zp) != 0)
+        and x_dtype == "int8"
+        and cpg % 4 == 0
+    )
+
+
+def vnni_fc_eligible(op, x_dtype: str) -> bool:
+    """As :func:`vnni_conv_eligible` for fully connected: int8 codes, weight zero point 0, and
+    the input's last axis a multiple of 4 (so every 4-byte group lies in one row of it)."""
+    _nout, k = op.weights.shape
+    return (
+        str(op.weights.dtype) == "int8"
+        and not np.any(np.asarray(op.w_zp) != 0)
+        and x_dtype == "int8"
+        and k % 4 == 0
+        and op.in_shapes[0][-1] % 4 == 0
+    )
+
+
+def _vnni_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
+    """``wk`` (reduction x outputs, int8) laid out for ``x86_dot`` as ``(OC/16, K/4, 16 * 4)``,
+    the outputs padded with zero weights to whole vectors of 16, and the bias with
+    ``(128 + x_zp) * sum(w)`` taken out: ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is
+    ``sum((x - x_zp) * w)``, so ``acc + bias`` is the same int32 as TFLite's. None when the
+    corrected bias leaves int32."""
+    from tvm_ethos.lower.x86_dot import VNNI_DEPTH, VNNI_LANES
+
+    k, co = wk.shape
+    co_p = -(-co // VNNI_LANES) * VNNI_LANES
+    padded = np.zeros((k, co_p), np.int8)
+    padded[:, :co] = wk
+    packed = padded.reshape(k // VNNI_DEPTH, VNNI_DEPTH, co_p // VNNI_LANES, VNNI_LANES)
+    packed = np.ascontiguousarray(packed.transpose(2, 0, 3, 1)).reshape(
+        co_p // VNNI_LANES, k // VNNI_DEPTH, VNNI_LANES * VNNI_DEPTH)
+    corrected = bias.astype(np.int64) - (128 + in_zp) * wk.astype(np.int64).sum(axis=0)
+    if corrected.min() < INT32_MIN or corrected.max() > INT32_MAX:
+        return None
+    return packed, corrected.astype(np.int32)
+
+
+def _vnni_acc(shape, x_at, wp, k: int, name: str):
+    """The accumulator ``sum((x + 128) * w)`` in ``x86_dot``'s form over the last axis of
+    ``shape`` (output channels, padded to whole vectors) and ``k`` reduction elements;
+    ``x_at(spatial, rk)`` reads an activation code."""
+    from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_LANES, VNNI_S8
+
+    rk = te.reduce_axis((0, k), name="rk")
+
+    def acc_fn(*idx):
+        oc = idx[-1]
+        xv = x_at(idx[:-1], rk).astype("int32") + _i32(128)
+        wv = wp[oc // VNNI_LANES, rk // VNNI_DEPTH,
+                (oc % VNNI_LANES) * VNNI_DEPTH + rk % VNNI_DEPTH]
+        return te.sum(xv * wv.astype("int32"), axis=rk)
+
+    return te.compute(shape, acc_fn, name=name, attrs={DOT_ANNOTATION: VNNI_S8})
+
+
+def _vnni_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
+    """The 1x1 conv accumulator in ``x86_dot``'s form and its corrected bias (None when the
+    bias would leave int32)."""
+    _, _, k, co = op.weights.shape
+    sh, sw = op.attrs["strides"]
+    made = _vnni_weights(op.weights.reshape(k, co), bias, int(op.in_q[0][1]))
+    if made is None:
+        return None
+    packed, corrected = made
+    wp = pool.add(f"{name}_wvnni", packed)
+    _, oh_, ow_, _ = op.out_shape
+    shape = (op.in_shapes[0][0], oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
+    acc = _vnni_acc(shape, lambda s, rk: x[s[0], s[1] * sh, s[2] * sw, rk], wp, k,
+                    f"{name}_acc")
+    return acc, corrected
+
+
+def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
+    """conv2d and depthwise (grouped) conv2d, NHWC activations, HWIO weights. With ``vnni``
+    (an llvm host with AVX-512 VNNI), an eligible conv (:func:`vnni_conv_eligible`) gets its
+    accumulator in ``x86_dot``'s form instead: the same int32 sums, plus a constant the bias
+    takes out."""
     (x,) = inputs
+    if vnni and vnni_conv_eligible(op, str(x.dtype)):
+        bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros(
+            (op.weights.shape[3],), np.int32)
+        made = _vnni_conv_acc(op, x, pool, name, bias)
+        if made is not None:
+            return _conv_output(op, made[0], pool, name, made[1])
     n_, h_, w_, c_ = op.in_shapes[0]
     kh, kw, cpg, co = op.weights.shape
     sh, sw = op.attrs["strides"]
@@ -141,18 +236,11 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv"):
     pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
     groups = op.attrs["groups"]
     opg = co // groups
-    in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
-    out_scale, out_zp = _out_q(op)
-    w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
+    in_zp = int(op.in_q[0][1])
     w_zp = np.broadcast_to(np.asarray(op.w_zp, dtype=np.int64), (co,))
-    reals = [in_scale * float(s) / out_scale for s in w_scale]
-    mult, shift = quantize_multipliers(reals)
     w = pool.add(f"{name}_w", op.weights)
     wzp_t = pool.add(f"{name}_wzp", w_zp.astype(np.int32)) if np.any(w_zp != 0) else None
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
-    b = pool.add(f"{name}_bias", bias)
-    m_t = pool.add(f"{name}_mult", mult)
-    s_t = pool.add(f"{name}_shift", shift)
     _, oh_, ow_, _ = op.out_shape
     rh = te.reduce_axis((0, kh), name="rh")
     rw = te.reduce_axis((0, kw), name="rw")
@@ -170,6 +258,20 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv"):
         return te.sum(xv * wv, axis=[rh, rw, rc])
 
     acc = te.compute((n_, oh_, ow_, co), acc_fn, name=f"{name}_acc")
+    return _conv_output(op, acc, pool, name, bias)
+
+
+def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray):
+    """The requantization stage of a conv accumulator: ``acc + bias``, TFLite's per-channel
+    multiplier and shift, the output zero point and the activation clamp."""
+    co = op.weights.shape[3]
+    in_scale = f32(op.in_q[0][0])
+    out_scale, out_zp = _out_q(op)
+    w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
+    mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in w_scale])
+    b = pool.add(f"{name}_bias", bias)
+    m_t = pool.add(f"{name}_mult", mult)
+    s_t = pool.add(f"{name}_shift", shift)
 
     def out_fn(n, oh, ow, oc):
         v = acc[n, oh, ow, oc] + b[oc]
@@ -188,7 +290,9 @@ def _unflatten(flat, shape) -> tuple:
     return tuple(reversed(idx))
 
 
-def lower_fully_connected(op, inputs, pool: ConstPool, name="fc"):
+def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = False):
+    """FULLY_CONNECTED: ``(out, in)`` weights, the input flattened to rows of ``in``. With
+    ``vnni``, an eligible one (:func:`vnni_fc_eligible`) accumulates in ``x86_dot``'s form."""
     (x,) = inputs
     nout, k = op.weights.shape
     in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
@@ -201,28 +305,37 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc"):
         m, s = quantize_multiplier(real)
         mult, shift = np.full((nout,), m, np.int32), np.full((nout,), s, np.int32)
     w_zp = int(np.asarray(op.w_zp).ravel()[0])
-    w = pool.add(f"{name}_w", op.weights)
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((nout,), np.int32)
-    b = pool.add(f"{name}_bias", bias)
-    m_t = pool.add(f"{name}_mult", mult)
-    s_t = pool.add(f"{name}_shift", shift)
     in_shape = op.in_shapes[0]
     lead = int(np.prod(in_shape)) // k
     out_shape = op.out_shape
-    # flatten the input to (lead, k)
-    rk = te.reduce_axis((0, k), name="rk")
 
-    def x_at(row, kk):
+    def x_at(row, kk):  # the input flattened to (lead, k)
         return x[_unflatten(row * k + kk, in_shape)]
 
-    acc = te.compute(
-        (lead, nout),
-        lambda r, o: te.sum(
-            (x_at(r, rk).astype("int32") - _i32(in_zp)) * (w[o, rk].astype("int32") - _i32(w_zp)),
-            axis=rk,
-        ),
-        name=f"{name}_acc",
-    )
+    made = None
+    if vnni and vnni_fc_eligible(op, str(x.dtype)):
+        made = _vnni_weights(op.weights.T, bias, in_zp)
+    if made is not None:
+        packed, bias = made
+        wp = pool.add(f"{name}_wvnni", packed)
+        acc = _vnni_acc((lead, packed.shape[0] * packed.shape[2] // 4),
+                        lambda s, rk: x_at(s[0], rk), wp, k, f"{name}_acc")
+    else:
+        w = pool.add(f"{name}_w", op.weights)
+        rk = te.reduce_axis((0, k), name="rk")
+        acc = te.compute(
+            (lead, nout),
+            lambda r, o: te.sum(
+                (x_at(r, rk).astype("int32") - _i32(in_zp))
+                * (w[o, rk].astype("int32") - _i32(w_zp)),
+                axis=rk,
+            ),
+            name=f"{name}_acc",
+        )
+    b = pool.add(f"{name}_bias", bias)
+    m_t = pool.add(f"{name}_mult", mult)
+    s_t = pool.add(f"{name}_shift", shift)
 
     def out_fn(*idx):
         o = idx[-1]
@@ -711,9 +824,13 @@ LOWERINGS = {
 }
 
 
-def lower_qop(op, inputs, pool: ConstPool, name: str):
+def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False):
+    """``op`` in TE. ``vnni``: the kernels are for an llvm host with AVX-512 VNNI (the conv
+    and fully connected accumulators that can take ``x86_dot``'s form get it)."""
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
+    if vnni and fn in (lower_conv2d, lower_fully_connected):
+        return fn(op, inputs, pool, name=name, vnni=True)
     return fn(op, inputs, pool, name=name)
