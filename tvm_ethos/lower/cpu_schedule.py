@@ -366,11 +366,9 @@ def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
     (:func:`_schedule_inner_reduction`), and the output loop is vectorized too. Stripe loops,
     SRAM buffers and what every stripe computes stay as planned and checked (the ``local``
     accumulator holds one pixel's channels of the stripe instead of one element: a register
-    file, not memory the planner places; rfcs/0008-host-kernels.md). On a host with AVX-512
-    VNNI a 1x1 conv's accumulator then runs on ``vpdpbusd`` (``x86_dot.stripe_acc_to_vnni``).
-    A block where a step refuses is left as it was."""
+    file, not memory the planner places; rfcs/0008-host-kernels.md). A block where a step
+    refuses is left as it was."""
     sch = s_tir.Schedule(prim)
-    vnni = x86_dot.has_vnni(host_target())
     for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
         if is_reduction(sch, blk):
             continue
@@ -393,11 +391,4 @@ def vectorize_stripes(prim, lanes: int = VECTOR_LANES):
         except (s_tir.schedule.ScheduleError, tvm.error.InternalError):
             continue
         sch = trial
-        for acc in accs if vnni else ():
-            dot = sch.copy()
-            try:
-                x86_dot.stripe_acc_to_vnni(dot, acc)
-            except (ValueError, s_tir.schedule.ScheduleError, tvm.error.InternalError):
-                continue
-            sch = dot
     return sch.mod["main"]
