@@ -174,6 +174,17 @@ def test_has_vnni_reads_mcpu_and_mattr():
     assert not has_vnni("c")
 
 
+def _assert_vpdpbusd_exact(make, monkeypatch, seed):
+    """The model ``make`` builds compiles for llvm to a kernel with vpdpbusd in it and runs
+    bit-exact with TFLite's reference kernels."""
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(seed))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=seed)
+
+
 @needs_vnni
 @pytest.mark.parametrize("make", [
     lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),  # odd width
@@ -185,12 +196,7 @@ def test_pointwise_conv_runs_vpdpbusd_exact(make, monkeypatch):
     """On a VNNI host a 1x1 conv's accumulator is one vpdpbusd per 16 channels x 4 inputs
     (weights re-laid out at compile time, the +128 shift taken out of the bias) and stays
     bit-exact with TFLite's reference kernels."""
-    seen = _captured(monkeypatch)
-    model = make(np.random.RandomState(8))
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
-    (_before, after), = seen
-    assert "vpdpbusd" in after.script()
-    assert_bit_exact(cm, model, n_inputs=3, seed=8)
+    _assert_vpdpbusd_exact(make, monkeypatch, seed=8)
 
 
 @needs_vnni
@@ -255,12 +261,7 @@ def test_pointwise_conv_vnni_any_geometry_bit_exact(cin4, cout, hw, stride, act,
     lambda rs: tb.conv2d(rs, in_shape=(1, 5, 3, 8), cout=24, kernel=(1, 1)),
 ])
 def test_fully_connected_and_padded_outputs_run_vpdpbusd_exact(make, monkeypatch):
-    seen = _captured(monkeypatch)
-    model = make(np.random.RandomState(1))
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
-    (_before, after), = seen
-    assert "vpdpbusd" in after.script()
-    assert_bit_exact(cm, model, n_inputs=3, seed=1)
+    _assert_vpdpbusd_exact(make, monkeypatch, seed=1)
 
 
 @needs_vnni
