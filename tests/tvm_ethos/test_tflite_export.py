@@ -120,12 +120,13 @@ def test_structure_matches_velas_own_file(residual, config, tmp_path):
     _assert_structure_like_velas(cm, ours, vela, config)
 
 
-@pytest.mark.parametrize("name", ["resnet8_cifar", "ds_cnn_kws"])
+@pytest.mark.parametrize("name", ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96"])
 def test_shipped_model_exports_like_velas_file(name, tmp_path):
-    """A whole shipped model (SOFTMAX included) as one ethos-u operator: Vela's structure,
-    and bit-exact on the functional model with LiteRT on the source (ds_cnn_kws's random
-    weights saturate its output to one value for every input; test_stream_models.py checks
-    its intermediates through the same stream)."""
+    """A whole shipped model (SOFTMAX, and the MobileNet's MEAN and RESHAPE, included) as one
+    ethos-u operator: Vela's structure, and bit-exact on the functional model with LiteRT on
+    the source (ds_cnn_kws's and the MobileNet's random weights saturate their outputs to one
+    value for every input; test_stream_models.py checks their intermediates through the same
+    stream)."""
     from tests.helpers.models import model_path
 
     model = model_path(name).read_bytes()
@@ -133,7 +134,7 @@ def test_shipped_model_exports_like_velas_file(name, tmp_path):
     ours = _export(cm, tmp_path)
     _assert_structure_like_velas(cm, ours, _vela(model, "ethos-u55-128", tmp_path),
                                  "ethos-u55-128")
-    _run_both(model, ours, "ethos-u55-128", vary=name != "ds_cnn_kws")
+    _run_both(model, ours, "ethos-u55-128", vary=name == "resnet8_cifar")
 
 
 def _assert_structure_like_velas(cm, ours: bytes, vela: bytes, config: str):
