@@ -28,9 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: NPU operation commands that are bookkeeping, not work
-_NOT_WORK = {"NPU_OP_STOP"}
-
 
 @dataclass(frozen=True)
 class StreamRow:
@@ -50,17 +47,13 @@ class StreamRow:
     reason: str = ""
 
 
-def _inputs(model_path: str, seed: int = 0) -> list[np.ndarray]:
-    from tests.helpers.tflite_oracle import random_inputs
+def oracle_case(model_path: str, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(inputs, LiteRT's outputs) every stream of a model is checked against."""
+    from tests.helpers.tflite_oracle import oracle, random_inputs
 
-    return random_inputs(model_path, np.random.RandomState(seed))
-
-
-def _reference(model_path: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from tests.helpers.tflite_oracle import oracle
-
+    xs = random_inputs(model_path, np.random.RandomState(seed))
     large = "224" in os.path.basename(model_path)
-    return oracle(model_path, inputs, reference=not large)
+    return xs, oracle(model_path, xs, reference=not large)
 
 
 def _same(got: list[np.ndarray], ref: list[np.ndarray]) -> bool:
@@ -69,13 +62,14 @@ def _same(got: list[np.ndarray], ref: list[np.ndarray]) -> bool:
 
 
 def _counts(commands: dict[str, int]) -> tuple[int, int]:
-    ops = sum(n for k, n in commands.items() if k.startswith("NPU_OP_") and k not in _NOT_WORK)
-    return ops, sum(commands.values())
+    from ethosu_stream.run import operation_count
+
+    return operation_count(commands), sum(commands.values())
 
 
-def vela_stream(model_path: str, config: str, optimise: str) -> StreamRow:
+def vela_stream(model_path: str, config: str, optimise: str, case=None) -> StreamRow:
     """Vela ``--optimise optimise`` (its default system config), its stream run on the
-    functional model."""
+    functional model and checked on ``case`` (:func:`oracle_case`)."""
     from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
     from planner.vela_run import VelaError, run_vela
 
@@ -84,20 +78,21 @@ def vela_stream(model_path: str, config: str, optimise: str) -> StreamRow:
     try:
         run = run_vela(model_path, config, "--optimise", optimise)
         ops = read_ethos_u_ops(run.tflite)
-        xs = _inputs(model_path)
+        xs, ref = case or oracle_case(model_path)
         outs, stats = run_vela_model(run.tflite, xs, config)
     except (VelaError, ValueError) as e:
         return StreamRow(name, config, who, reason=str(e).splitlines()[0][:100])
     n_ops, n_cmds = _counts(stats.commands)
     return StreamRow(name, config, who, stats.high_water.get(1, 0), stats.high_water.get(2, 0),
                      sum(len(op.flash) for op in ops), sum(stats.dma_bytes.values()), n_ops,
-                     n_cmds, run.seconds, _same(outs, _reference(model_path, xs)))
+                     n_cmds, run.seconds, _same(outs, ref))
 
 
-def tvm_ethos_stream(model_path: str, config: str, **options) -> StreamRow:
+def tvm_ethos_stream(model_path: str, config: str, case=None, **options) -> StreamRow:
     """``tvm_ethos.compile`` for ``ethos-u`` on ``config`` (its default budget: the system
-    config's SRAM) run with ``npu_runtime="stream"``; the figures are the compile-time stream
-    report's (the same functional model), summed over the NPU subgraphs."""
+    config's SRAM) run with ``npu_runtime="stream"`` and checked on ``case``
+    (:func:`oracle_case`); the figures are the compile-time stream report's (the same
+    functional model), summed over the NPU subgraphs."""
     import tvm_ethos
 
     name = os.path.splitext(os.path.basename(model_path))[0]
@@ -117,19 +112,21 @@ def tvm_ethos_stream(model_path: str, config: str, **options) -> StreamRow:
         for k, n in e["commands"].items():
             commands[k] = commands.get(k, 0) + n
     n_ops, n_cmds = _counts(commands)
-    xs = _inputs(model_path)
+    xs, ref = case or oracle_case(model_path)
     return StreamRow(name, config, "tvm-ethos",
                      max(e["scratch_high_water_bytes"] for e in entries), 0,
                      sum(e["flash_bytes"] for e in entries),
                      sum(sum(e["dma_bytes"].values()) for e in entries), n_ops, n_cmds, seconds,
-                     _same(cm.run(*xs), _reference(model_path, xs)))
+                     _same(cm.run(*xs), ref))
 
 
 def compare(model_path: str, config: str) -> list[StreamRow]:
-    """Vela Size, Vela Performance and tvm-ethos for one model on one accelerator."""
-    return [vela_stream(model_path, config, "Size"),
-            vela_stream(model_path, config, "Performance"),
-            tvm_ethos_stream(model_path, config)]
+    """Vela Size, Vela Performance and tvm-ethos for one model on one accelerator, all checked
+    on the same inputs and LiteRT outputs."""
+    case = oracle_case(model_path)
+    return [vela_stream(model_path, config, "Size", case),
+            vela_stream(model_path, config, "Performance", case),
+            tvm_ethos_stream(model_path, config, case)]
 
 
 def _kib(n: int | None) -> str:

@@ -32,6 +32,12 @@ class StreamStats:
     bytes_written: dict[int, int]
 
 
+def operation_count(commands: dict[str, int]) -> int:
+    """NPU operations among ``commands`` (per-kind counts, as ``StreamStats.commands``): every
+    ``NPU_OP_*`` command but the closing STOP."""
+    return sum(n for k, n in commands.items() if k.startswith("NPU_OP_") and k != "NPU_OP_STOP")
+
+
 def run_stream(
     words,
     memory: Memory,

@@ -102,13 +102,13 @@ def check_ethos_u_tflite(model: str, path: str, inputs: dict[str, np.ndarray],
                          accelerator: str) -> tuple[bool, list[str]]:
     """Runs the written ``.tflite`` (one ``ethos-u`` operator) on the functional model, as a
     Vela file would be run, and compares with the interpreter on the source model."""
+    from ethosu_stream.run import operation_count
     from ethosu_stream.tflite_custom_op import run_vela_model
 
     with open(path, "rb") as f:
         data = f.read()
     got, stats = run_vela_model(data, list(inputs.values()), accelerator)
-    ops = sum(n for k, n in stats.commands.items()
-              if k.startswith("NPU_OP_") and k != "NPU_OP_STOP")
+    ops = operation_count(stats.commands)
     lines = [f"{os.path.basename(path)}: {len(data)} bytes; the stream ran {ops} NPU "
              f"operations, touched {stats.high_water.get(1, 0)} bytes of the arena"]
     lines += compare(got, tflite_reference(model, list(inputs.values())))

@@ -23,9 +23,8 @@ import math
 
 import numpy as np
 
-from tvm_ethos.lower.quant import quantize_multiplier
+from tvm_ethos.lower.quant import INT32_MAX, INT32_MIN, quantize_multiplier
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 #: integer bits of the scaled input difference (``kScaledDiffIntegerBits``)
 DIFF_INTEGER_BITS = 5
 #: integer bits of the sum of exponentials (``kAccumulationIntegerBits``)

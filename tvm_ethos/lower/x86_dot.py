@@ -108,4 +108,3 @@ def has_vnni(target: dict | str) -> bool:
     return bool(codegen.target_has_features("avx512vnni", tgt)) and bool(
         codegen.target_has_features("avx512bw", tgt)
     )
-
