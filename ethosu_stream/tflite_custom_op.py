@@ -151,35 +151,9 @@ def read_ethos_u_ops(data: bytes) -> list[EthosUOp]:
 
 def run_vela_model(data: bytes, inputs: list[np.ndarray], accelerator: str
                    ) -> tuple[list[np.ndarray], StreamStats]:
-    """Runs a Vela ``.tflite`` whose graph is one ``ethos-u`` operator from the network's
-    inputs to its outputs (Vela maps every shipped model that way). Graphs with operators
-    left on the CPU are refused by name rather than run partially."""
-    import tflite
+    """Runs a Vela-layout ``.tflite``: its ``ethos-u`` operators on the functional model, the
+    operators left on the CPU through TFLite's reference kernels (:mod:`.tflite_graph`).
+    Returns the graph's outputs and what the streams did together."""
+    from .tflite_graph import TfliteGraph
 
-    model = tflite.Model.GetRootAsModel(data, 0)
-    g = model.Subgraphs(0)
-    others = sorted({_op_name(model, g.Operators(i)) for i in range(g.OperatorsLength())} -
-                    {CUSTOM_CODE.decode()})
-    if others:
-        raise ValueError(f"the model keeps {', '.join(others)} on the CPU; running CPU "
-                         "operators around the ethos-u operator is not supported yet")
-    ops = read_ethos_u_ops(data)
-    if len(ops) != 1:
-        raise ValueError(f"expected one ethos-u operator, found {len(ops)}")
-    op = ops[0]
-    # the operator's tensors may be listed in another order than the network's
-    by_tensor = dict(zip(g.InputsAsNumpy().tolist(), inputs))
-    outs, stats = op.run([by_tensor[s.index] for s in op.inputs], accelerator)
-    by_tensor = {s.index: o for s, o in zip(op.outputs, outs)}
-    return [by_tensor[t] for t in g.OutputsAsNumpy().tolist()], stats
-
-
-def _op_name(model, op) -> str:
-    import tflite
-
-    code = model.OperatorCodes(op.OpcodeIndex())
-    if code.CustomCode():
-        return code.CustomCode().decode()
-    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
-    return names.get(builtin, str(builtin))
+    return TfliteGraph(data, accelerator).run(inputs)

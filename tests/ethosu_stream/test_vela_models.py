@@ -1,11 +1,6 @@
 """The model on streams no one here wrote: each shipped model compiled by Vela's CLI, the
 ``ethos-u`` operator run on the functional model, outputs bit-exact with TFLite's reference
 kernels; the statistics checked against Vela's own summary."""
-import csv
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +11,6 @@ from ethosu_stream.feature_map import from_registers
 from ethosu_stream.ops_common import ifm_hw, kernel, ofm_shape
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
 
-VELA = Path(sys.executable).parent / "vela"
 CONFIGS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 SMALL = ("ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96")
 OPTIMISE = ("Performance", "Size")
@@ -24,28 +18,6 @@ CASES = [pytest.param(m, c, o, id=f"{m}-{c}-{o}") for m in SMALL for c in CONFIG
          for o in OPTIMISE] + [
     pytest.param("mobilenet_v1_1.0_224", c, "Performance", id=f"mobilenet_v1_1.0_224-{c}",
                  marks=pytest.mark.slow) for c in CONFIGS]
-
-
-@pytest.fixture(scope="session")
-def vela_out(tmp_path_factory, models_dir):
-    """(model, config, optimise) -> (Vela .tflite bytes, summary row); each compiled once a
-    session."""
-    root = tmp_path_factory.mktemp("vela")
-    cache = {}
-
-    def compile_(model, config, optimise="Performance"):
-        key = model, config, optimise
-        if key not in cache:
-            out = root / config / optimise
-            subprocess.run([str(VELA), str(models_dir / f"{model}.tflite"), "--accelerator-config",
-                            config, "--optimise", optimise, "--output-dir", str(out)],
-                           check=True, capture_output=True)
-            summary = next(out.glob(f"{model}_summary_*.csv"))
-            cache[key] = ((out / f"{model}_vela.tflite").read_bytes(),
-                          next(csv.DictReader(summary.open())))
-        return cache[key]
-
-    return compile_
 
 
 def _reference(path, x):

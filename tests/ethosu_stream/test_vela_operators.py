@@ -1,7 +1,7 @@
 """One TFLite operator at a time (tests/tvm_ethos/tflite_builder.py), compiled by Vela's CLI
 and run on the model, bit-exact with TFLite's reference kernels: the operator forms the
 shipped models do not reach (SAME average pooling, dilation, LUT activations, multiple
-outputs, broadcasts, nearest-neighbour upscaling) and the refusal of CPU operators."""
+outputs, broadcasts, nearest-neighbour upscaling), and CPU operators run around them."""
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +12,7 @@ import tflite_builder as B
 from conftest import oracle
 
 from ethosu_stream.tflite_custom_op import run_vela_model
+from ethosu_stream.tflite_graph import TfliteGraph
 
 VELA = Path(sys.executable).parent / "vela"
 
@@ -77,7 +78,26 @@ def test_operator_is_bit_exact(tmp_path, name, config):
         assert np.array_equal(g, w), f"{np.count_nonzero(g != w)} of {g.size} differ"
 
 
-def test_cpu_operators_are_refused_by_name(tmp_path):
-    vela_model = _compile(tmp_path, B.depth_to_space(), "ethos-u55-128")
-    with pytest.raises(ValueError, match="keeps DEPTH_TO_SPACE on the CPU"):
-        run_vela_model(vela_model, [np.zeros((1, 3, 4, 8), np.int8)], "ethos-u55-128")
+@pytest.mark.parametrize("make,cpu", [
+    (lambda rs: B.depth_to_space(), ["DEPTH_TO_SPACE (operator 0)"]),
+    (B.conv_resize_conv, ["RESIZE_BILINEAR (operator 1)"]),
+])
+def test_cpu_operators_run_through_tflite(tmp_path, make, cpu):
+    """What Vela leaves on the CPU runs through TFLite's reference kernels around the ethos-u
+    operators, in the file's order: bit-exact, and an output that follows the input."""
+    rs = np.random.RandomState(0)
+    model = make(rs)
+    data = _compile(tmp_path, model, "ethos-u55-128")
+    graph = TfliteGraph(data, "ethos-u55-128")
+    assert graph.cpu_operators == cpu
+    outs = []
+    for seed in (1, 2):
+        xs = _inputs(model, np.random.RandomState(seed))
+        got, stats = graph.run(xs)
+        want = oracle(bytes(model), xs)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+        outs.append(got[0])
+    assert not np.array_equal(*outs)
+    # two ethos-u operators around the resize: both streams ran, and their counts add up
+    if "RESIZE" in cpu[0]:
+        assert stats.commands["NPU_OP_STOP"] == 2 and stats.commands["NPU_OP_CONV"] >= 2

@@ -609,3 +609,23 @@ def resize_nearest(
         q,
         q,
     )
+
+
+def conv_resize_conv(rs, size=(6, 6)):
+    """CONV_2D, RESIZE_BILINEAR 4x4 -> ``size`` (6x6: a scale no NPU takes, so it stays on the
+    CPU), CONV_2D: a CPU operator between two NPU ones."""
+    x = _qact(rs, [1, 4, 4, 8])
+    w, bias, y = _conv_tensors(rs, x, 8)
+    sz = T([2], "int32", data=np.array(size, np.int32))
+    r = T([1, size[0], size[1], 8], "int8", scale=float(y.scale[0]), zp=int(y.zp[0]))
+    w2, bias2, y2 = _conv_tensors(rs, r, 8)
+
+    def opts(b):
+        tflite.ResizeBilinearOptionsStart(b)
+        tflite.ResizeBilinearOptionsAddAlignCorners(b, False)
+        tflite.ResizeBilinearOptionsAddHalfPixelCenters(b, False)
+        return tflite.ResizeBilinearOptionsEnd(b)
+
+    resize = (BO.RESIZE_BILINEAR, BOPT.ResizeBilinearOptions, opts, [3, 4], [5])
+    return serialize([x, w, bias, y, sz, r, w2, bias2, y2],
+                     [_conv_op([0, 1, 2], [3]), resize, _conv_op([5, 6, 7], [8])], [0], [8])
