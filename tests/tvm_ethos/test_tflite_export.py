@@ -52,6 +52,14 @@ def _two_inputs():
     return g.build([g.add(x, a), a])
 
 
+def _conv_on_both_sides():
+    """A stride-4 convolution (no Ethos-U takes it: the host runs it) feeding a stride-1 one
+    (the NPU's): one operator kind on both sides."""
+    g = Graph(np.random.RandomState(3))
+    x = g.input((1, 16, 16, 8))
+    return g.build([g.conv2d(g.conv2d(x, 8, stride=(4, 4)), 8)])
+
+
 def _compile(model, config="ethos-u55-128"):
     return tvm_ethos.compile(
         model, f"ethos-u -accelerator_config={config},llvm", cache_dir=False
@@ -289,11 +297,14 @@ def test_a_model_without_its_source_needs_it_passed(residual, tmp_path):
         ("ethos-u,llvm", lambda rs: tb.activation("sigmoid"), UnsupportedModelError,
          "NPU subgraph tvm_ethos_ethos_u_sg0 has no command stream.*LOGISTIC"),
         ("ethos-u,llvm", lambda rs: tb.depth_to_space(), UnsupportedModelError,
-         "subgraph tvm_ethos_seg0_llvm runs on llvm.*DEPTH_TO_SPACE.*not supported"),
+         "no operator of the model runs on the Ethos-U .DEPTH_TO_SPACE run on the host"),
         ("ethos-u,llvm", lambda rs: tb.split_convs(rs), UnsupportedModelError,
-         "2 Ethos-U subgraphs"),
+         "tvm_ethos_ethos_u_sg0 has no command stream.*SPLIT"),
+        ("ethos-u,llvm", lambda rs: _conv_on_both_sides(), UnsupportedModelError,
+         "1 of the source's 2 CONV_2D operators run on the host and the rest on the Ethos-U"),
     ],
-    ids=["no-ethos-u", "no-stream", "host-operator", "two-subgraphs"],
+    ids=["no-ethos-u", "no-stream", "nothing-on-the-npu", "split-has-no-stream",
+         "a-kind-on-both-sides"],
 )
 def test_what_cannot_be_written_is_refused_by_name(target, make, error, match, tmp_path):
     cm = tvm_ethos.compile(make(np.random.RandomState(0)), target, cache_dir=False)
@@ -332,3 +343,59 @@ def test_tvmc_bad_combinations_are_one_line(make, args, match, tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and re.search(match, lines[0]), err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("config", ["ethos-u55-128", "ethos-u65-256"])
+def test_host_operators_are_written_around_the_ethos_u_operators(config, tmp_path):
+    """CONV_2D, a RESIZE_BILINEAR no NPU takes, CONV_2D: two ethos-u operators around the
+    copied TFLite operator, laid out as Vela lays out the same model (one flash and one
+    scratch tensor shared, each operator its own command stream), bit-exact on the
+    functional model with TFLite's reference kernels for the resize, and written the same
+    every time."""
+    from ethosu_stream.tflite_graph import TfliteGraph
+
+    model = tb.conv_resize_conv(np.random.RandomState(0))
+    cm = _compile(model, config)
+    ours = _export(cm, tmp_path)
+    assert ours == _export(_compile(model, config), tmp_path, name="again.tflite")
+    vela = _vela(model, config, tmp_path)
+    shapes = []
+    for data in (ours, vela):
+        m = tflite.Model.GetRootAsModel(data, 0)
+        g = m.Subgraphs(0)
+        ops = [g.Operators(i) for i in range(g.OperatorsLength())]
+        codes = [m.OperatorCodes(op.OpcodeIndex()) for op in ops]
+        kinds = [c.CustomCode() or c.BuiltinCode() for c in codes]
+        ins = [op.InputsAsNumpy().tolist() for op in ops]
+        names = [[g.Tensors(t).Name() for t in i[:3]] for i in (ins[0], ins[2])]
+        shapes.append((kinds, names, ins[0][1:3] == ins[2][1:3], ins[0][0] != ins[2][0],
+                       [g.Tensors(t).ShapeAsNumpy().tolist() for t in ins[1]],
+                       ops[1].BuiltinOptionsType()))
+    assert shapes[0] == shapes[1]
+    assert shapes[0][0] == [b"ethos-u", tflite.BuiltinOperator.RESIZE_BILINEAR, b"ethos-u"]
+    graph = TfliteGraph(ours, config)
+    assert graph.cpu_operators == ["RESIZE_BILINEAR (operator 1)"]
+    _run_both(model, ours, config)
+    # each stream's feature maps live in its own stretch of the one arena
+    first, second = read_ethos_u_ops(ours)
+    assert first.scratch_bytes == second.scratch_bytes
+    end_first = max(s.arena_offset + int(np.prod(s.shape)) for s in first.inputs + first.outputs)
+    assert min(s.arena_offset for s in second.inputs) >= end_first
+
+
+@pytest.mark.slow
+def test_mobilenet_224_exports_like_velas_file(tmp_path):
+    """MobileNetV1-224 as one ethos-u operator: Vela's structure, and the file's stream
+    computes what the compiled model's stream computes (test_stream_models.py checks that one
+    against TFLite; the reference kernels abort on this model in this LiteRT build)."""
+    from tests.helpers.models import model_path
+
+    model = model_path("mobilenet_v1_1.0_224").read_bytes()
+    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-128,llvm",
+                           cache_dir=False, npu_runtime="stream")
+    ours = _export(cm, tmp_path)
+    _assert_structure_like_velas(cm, ours, _vela(model, "ethos-u55-128", tmp_path),
+                                 "ethos-u55-128")
+    x = np.random.RandomState(0).randint(-128, 128, (1, 224, 224, 3)).astype(np.int8)
+    got, _ = run_vela_model(ours, [x], "ethos-u55-128")
+    np.testing.assert_array_equal(got[0], cm.run(x)[0].reshape(got[0].shape))

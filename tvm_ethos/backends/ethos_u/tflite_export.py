@@ -1,25 +1,36 @@
-"""The compiled model as a TFLite Micro ``.tflite``: the NPU subgraph's command stream written
-as one ``ethos-u`` custom operator in the layout Vela's writer uses, so TFLite Micro's Ethos-U
-kernel and driver run it on a board.
+"""The compiled model as a TFLite Micro ``.tflite``: each Ethos-U subgraph's command stream
+written as one ``ethos-u`` custom operator in the layout Vela's writer uses, the operators
+that run on the host copied from the source model around them, so TFLite Micro's Ethos-U
+kernel and driver run the NPU part on a board and its reference kernels the rest.
 
-The operator's inputs are, in Vela's order: the driver payload (command stream), the
-read-only flash buffer, the scratch arena, the fast scratch, then the IFMs; its outputs are
-the OFMs. The command stream addresses feature maps as offsets in the scratch arena, so the
+An ``ethos-u`` operator's inputs are, in Vela's order: its driver payload (command stream),
+the read-only flash buffer, the scratch arena, the fast scratch, then its IFMs; its outputs
+are its OFMs. Every operator shares one flash tensor and one scratch arena, as in Vela's
+files; the command stream addresses feature maps as offsets in that arena, so the
 ``OfflineMemoryAllocation`` metadata pins every IFM/OFM at its arena offset (the scratch
-tensor at 0), as Vela's does. Where the fast scratch is empty the scratch tensor is passed
+tensor at 0), and TFLite Micro's planner places the host operators' other tensors. Each
+subgraph's stream was generated with its data at offset 0 of its own regions; with several,
+each gets its own stretch of the flash and arena and its stream is relocated there
+(``ethosu_stream.relocate``). Where the fast scratch is empty the scratch tensor is passed
 twice, as Vela does on an Ethos-U55.
 
-Only a model whose operators all run in one Ethos-U subgraph with a generated stream can be
-written (the one subgraph from the model's inputs to its outputs); anything else is refused by
-name rather than written as a file that would compute something else.
+Which source operators an NPU subgraph took is recovered from the source graph: the
+operators the partition report puts on the host are every source operator of their kinds,
+the rest fall into connected NPU groups, and each group must match one subgraph's inputs and
+outputs. A model where that cannot be told (an operator kind on both sides, groups that do not
+match) is refused by name rather than written as a file that would compute something else.
 """
 
 from __future__ import annotations
 
-import flatbuffers
+import dataclasses
+import heapq
+from collections import Counter
+
 import numpy as np
 
-from tvm_ethos.errors import CompileError, TargetError, UnsupportedModelError
+from tvm_ethos.backends.ethos_u.tflite_writer import Operator, Tensor, copied_options, write_model
+from tvm_ethos.errors import TargetError, UnsupportedModelError
 
 BACKEND = "ethos-u"
 CUSTOM_CODE = "ethos-u"
@@ -27,54 +38,31 @@ CUSTOM_CODE = "ethos-u"
 #: (``CustomOptionsSerializer.CUSTOM_OPTIONS_NPU_OP`` in ethosu/vela/tflite_mapping.py)
 NPU_OP_OPTIONS = bytes([0x01, 0x04, 0x01])
 _BUILTIN_CUSTOM = 32
-_SCHEMA_VERSION = 3
 _UINT8 = 3
 _TYPES = {"int8": 9, "uint8": 3, "int16": 7, "int32": 2}
-#: what TFLite Micro's offline planner reads (version, subgraphs, tensors, then one offset per
-#: tensor, -1 for "allocate it yourself")
-OFFLINE_ALLOCATION = "OfflineMemoryAllocation"
+#: where each subgraph's flash, arena and fast scratch start (the streams' own alignment)
+_ALIGN = 16
+_NOT_THE_SOURCE = "export with the .tflite it was compiled from"
 
 
 def export_tflite_bytes(cm, source) -> bytes:
     """The ``.tflite`` of ``cm``, a CompiledModel compiled from the TFLite model ``source``
-    (its bytes or path): the source names, shapes and quantization of the model's inputs and
-    outputs, which the compiled model does not keep."""
-    sym, payload = _the_npu_subgraph(cm)
-    model = _read_source(source)
+    (its bytes or path): the source names, shapes and quantization of the model's tensors and
+    its host operators, which the compiled model does not keep."""
+    npu = _npu_subgraphs(cm)
+    data = _source_bytes(source)
+    model = _read_source(data)
     g = model.Subgraphs(0)
-    in_tensors = _boundary(g, g.InputsAsNumpy(), cm.inputs, "input")
-    out_tensors = _boundary(g, g.OutputsAsNumpy(), cm.outputs, "output")
-    spec = next(s for s in cm.program.subgraphs if s.name == sym)
-    by_prog_in = dict(zip(cm.program.inputs, in_tensors))
-    by_prog_out = dict(zip(cm.program.outputs, out_tensors))
-    if (
-        sorted(spec.inputs) != sorted(by_prog_in)
-        or sorted(spec.outputs) != sorted(by_prog_out)
-        or len(set(spec.inputs) | set(spec.outputs)) != len(spec.inputs) + len(spec.outputs)
-    ):
-        raise UnsupportedModelError(
-            f"NPU subgraph {sym} does not run from the model's inputs straight to "
-            "its outputs; only that graph shape is written as an ethos-u operator"
-        )
-    ifms = [(g.Tensors(by_prog_in[t]), a) for t, a in zip(spec.inputs, payload.inputs)]
-    ofms = [(g.Tensors(by_prog_out[t]), a) for t, a in zip(spec.outputs, payload.outputs)]
-    for tensor, arena in ifms + ofms:
-        _check_same(sym, tensor, arena)
-    # the graph's inputs/outputs in the source's order, as positions among the written tensors
-    first = 4 if payload.fast_scratch_bytes else 3
-    pos = {
-        src: first + i
-        for i, src in enumerate(
-            [by_prog_in[t] for t in spec.inputs] + [by_prog_out[t] for t in spec.outputs]
-        )
-    }
-    return _Writer(payload, ifms, ofms).model(
-        [pos[int(t)] for t in g.InputsAsNumpy()], [pos[int(t)] for t in g.OutputsAsNumpy()]
-    )
+    graph = _SourceGraph(model)
+    known = dict(zip(cm.program.inputs, _boundary(g, g.InputsAsNumpy(), cm.inputs, "input")))
+    known.update(zip(cm.program.outputs, _boundary(g, g.OutputsAsNumpy(), cm.outputs, "output")))
+    groups = _npu_groups(cm, graph, npu, known)
+    return _Layout(cm, data, graph, npu, groups).write()
 
 
-def _the_npu_subgraph(cm):
-    """(symbol, payload) of the one Ethos-U subgraph, or the refusal naming what is in the way."""
+def _npu_subgraphs(cm) -> list[tuple]:
+    """(spec, payload) of every Ethos-U subgraph in program order, or the refusal naming what
+    is in the way."""
     ids = [t.strip().split()[0] for t in str(cm.targets).split(",") if t.strip()]
     if BACKEND not in ids:
         raise TargetError(
@@ -83,31 +71,33 @@ def _the_npu_subgraph(cm):
         )
     if cm.program is None:
         raise UnsupportedModelError("the compiled model has no executor program to export")
-    host = [s for s in cm.program.subgraphs if not (s.kind == "npu" and s.backend == BACKEND)]
-    if host:
-        names = _operators_on(cm, {s.backend for s in host} | {s.name for s in host})
+    other = [s for s in cm.program.subgraphs if s.kind == "npu" and s.backend != BACKEND]
+    if other:
         raise UnsupportedModelError(
-            f"subgraph {host[0].name} runs on {host[0].backend}"
-            + (f" ({', '.join(names)})" if names else "")
-            + ": writing host operators beside the ethos-u operator is not supported; only a "
-            "model whose operators all go to one Ethos-U subgraph can be exported"
+            f"subgraph {other[0].name} runs on {other[0].backend}; a TFLite Micro file holds "
+            "Ethos-U operators and TFLite operators only"
         )
-    npu = [s.name for s in cm.program.subgraphs]
-    if len(npu) != 1:
+    out = []
+    for spec in cm.program.subgraphs:
+        if spec.kind != "npu":
+            continue
+        payload = cm.program.payloads.get(spec.name)
+        if payload is None:
+            entry = ((cm.plan_report or {}).get("streams") or {}).get(spec.name) or {}
+            why = entry.get("reason", "no command stream was generated for it")
+            raise UnsupportedModelError(
+                f"NPU subgraph {spec.name} has no command stream ({why}); it runs only on the "
+                "emulator, so it cannot be written as an ethos-u operator"
+            )
+        out.append((spec, payload))
+    if not out:
+        names = _operators_on(cm, {s.backend for s in cm.program.subgraphs})
         raise UnsupportedModelError(
-            f"the model has {len(npu)} Ethos-U subgraphs ({', '.join(npu)}); only a "
-            "model that is one Ethos-U subgraph can be exported"
+            "no operator of the model runs on the Ethos-U"
+            + (f" ({', '.join(names)} run on the host)" if names else "")
+            + ": there is no ethos-u operator to write"
         )
-    sym = npu[0]
-    payload = cm.program.payloads.get(sym)
-    if payload is None:
-        entry = ((cm.plan_report or {}).get("streams") or {}).get(sym) or {}
-        why = entry.get("reason", "no command stream was generated for it")
-        raise UnsupportedModelError(
-            f"NPU subgraph {sym} has no command stream ({why}); it runs only on the "
-            "emulator, so it cannot be written as an ethos-u operator"
-        )
-    return sym, payload
+    return out
 
 
 def _operators_on(cm, where: set) -> list[str]:
@@ -123,9 +113,7 @@ def _operators_on(cm, where: set) -> list[str]:
     )
 
 
-def _read_source(source: bytes):
-    import tflite
-
+def _source_bytes(source) -> bytes:
     if source is None:
         raise UnsupportedModelError(
             "the compiled model does not hold its source .tflite (it was loaded from "
@@ -135,7 +123,12 @@ def _read_source(source: bytes):
     if not isinstance(source, (bytes, bytearray)):
         with open(source, "rb") as f:
             source = f.read()
-    source = bytes(source)
+    return bytes(source)
+
+
+def _read_source(source: bytes):
+    import tflite
+
     if len(source) < 8 or source[4:8] != b"TFL3":
         raise UnsupportedModelError(
             "the source model is not a TFLite flatbuffer; only a model compiled "
@@ -150,9 +143,6 @@ def _read_source(source: bytes):
     return model
 
 
-_NOT_THE_SOURCE = "export with the .tflite it was compiled from"
-
-
 def _boundary(g, indices, specs, what: str) -> list[int]:
     """The source tensor of each compiled input/output, by the name the importer kept."""
     names = [g.Tensors(t).Name().decode() for t in indices.tolist()]
@@ -164,6 +154,277 @@ def _boundary(g, indices, specs, what: str) -> list[int]:
     return [int(indices[names.index(s.name)]) for s in specs]
 
 
+class _SourceGraph:
+    """The source subgraph's operators as tensor reads and writes."""
+
+    def __init__(self, model):
+        import tflite
+
+        self.model = model
+        self.g = g = model.Subgraphs(0)
+        names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+        self.kinds, self.reads, self.writes, self.codes = [], [], [], []
+        for i in range(g.OperatorsLength()):
+            op = g.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            custom = code.CustomCode().decode() if code.CustomCode() else None
+            self.kinds.append(custom or names.get(builtin, str(builtin)))
+            self.codes.append((builtin, custom, max(code.Version(), 1)))
+            self.reads.append([int(t) for t in op.InputsAsNumpy() if t >= 0
+                               and not self.constant(int(t))] if op.InputsLength() else [])
+            self.writes.append([int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else [])
+        self.graph_outputs = set(g.OutputsAsNumpy().tolist())
+
+    def constant(self, t: int) -> bool:
+        return self.model.Buffers(self.g.Tensors(t).Buffer()).DataLength() > 0
+
+    def all_inputs(self, i: int) -> list[int]:
+        op = self.g.Operators(i)
+        return [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
+
+    def boundary(self, ops: set[int]) -> tuple[list[int], list[int]]:
+        """(tensors ``ops`` read that none of them writes, tensors they write that another
+        operator or the graph's outputs read), each in first-use order."""
+        written = {t for i in ops for t in self.writes[i]}
+        read_outside = {t for i in range(len(self.kinds)) if i not in ops for t in self.reads[i]}
+        ins, outs = [], []
+        for i in sorted(ops):
+            ins += [t for t in self.reads[i] if t not in written and t not in ins]
+            outs += [t for t in self.writes[i]
+                     if (t in read_outside or t in self.graph_outputs) and t not in outs]
+        return ins, outs
+
+    def numel_dtype(self, t: int) -> tuple[int, int]:
+        tensor = self.g.Tensors(t)
+        n = int(np.prod(tensor.ShapeAsNumpy())) if tensor.ShapeLength() else 1
+        return n, tensor.Type()
+
+
+def _npu_groups(cm, graph: _SourceGraph, npu, known: dict) -> dict[str, tuple]:
+    """Subgraph name -> (its source operators, its IFM source tensors, its OFM source
+    tensors), IFMs/OFMs in the payload's order; ``known`` (program tensor -> source tensor)
+    grows as the subgraphs are matched."""
+    n_ops = len(graph.kinds)
+    host_kinds = Counter(op.tflite_name for op in (cm.report.operators if cm.report else [])
+                         if op.placed_on != BACKEND)
+    if "?" in host_kinds:
+        raise UnsupportedModelError("the partition report has a host operator of unknown kind, "
+                                    "so the host operators cannot be found in the source")
+    source_kinds = Counter(graph.kinds)
+    for kind, n in sorted(host_kinds.items()):
+        if source_kinds[kind] != n:
+            raise UnsupportedModelError(
+                f"{n} of the source's {source_kinds[kind]} {kind} operators run on the host "
+                "and the rest on the Ethos-U; which is which cannot be told from the source, "
+                "so the model cannot be written with host operators"
+            )
+    npu_ops = [i for i in range(n_ops) if graph.kinds[i] not in host_kinds]
+    # one subgraph and nothing on the host: every operator is in it, joined or not
+    groups = [set(npu_ops)] if len(npu) == 1 and not host_kinds else _connected(graph, npu_ops)
+    out: dict[str, tuple] = {}
+    for spec, payload in npu:
+        matches = []
+        for ops in groups:
+            ins, outs = graph.boundary(ops)
+            pair = (_match(graph, spec.inputs, payload.inputs, ins, known),
+                    _match(graph, spec.outputs, payload.outputs, outs, known))
+            if None not in pair:
+                matches.append((ops, pair))
+        if len(matches) != 1:
+            raise UnsupportedModelError(
+                f"NPU subgraph {spec.name} matches {len(matches)} of the source's "
+                f"{len(groups)} groups of NPU operators by its inputs and outputs; the "
+                "operators it took cannot be told, so the model cannot be written"
+            )
+        ops, (ifms, ofms) = matches[0]
+        groups.remove(ops)
+        known.update(zip(spec.inputs, ifms))
+        known.update(zip(spec.outputs, ofms))
+        out[spec.name] = (tuple(sorted(ops)), tuple(ifms), tuple(ofms))
+    if groups:
+        left = sorted(graph.kinds[i] for ops in groups for i in ops)
+        raise UnsupportedModelError(
+            f"source operators {', '.join(left)} belong to no compiled subgraph; "
+            f"{_NOT_THE_SOURCE}"
+        )
+    return out
+
+
+def _connected(graph: _SourceGraph, ops: list[int]) -> list[set[int]]:
+    """``ops`` in groups joined by the tensors one writes and another reads."""
+    import networkx as nx
+
+    writer = {t: i for i in ops for t in graph.writes[i]}
+    g = nx.Graph()
+    g.add_nodes_from(ops)
+    g.add_edges_from((writer[t], i) for i in ops for t in graph.reads[i] if t in writer)
+    return sorted((set(c) for c in nx.connected_components(g)), key=min)
+
+
+def _match(graph, program_tensors, arena_tensors, source_tensors, known) -> list[int] | None:
+    """The source tensor of each of a subgraph's boundary tensors (payload order), or None
+    where they do not correspond one to one: a tensor already identified must be that one,
+    the others are told apart by element count and type."""
+    if len(program_tensors) != len(source_tensors):
+        return None
+    left = list(source_tensors)
+    out: list[int | None] = []
+    for pt, at in zip(program_tensors, arena_tensors):
+        if pt in known:
+            out.append(known[pt] if known[pt] in left else -1)
+        else:
+            key = (int(np.prod(at.shape)), _TYPES.get(at.dtype))
+            same = [t for t in left if graph.numel_dtype(t) == key]
+            out.append(same[0] if len(same) == 1 else -1)
+        if out[-1] == -1:
+            return None
+        left.remove(out[-1])
+    for t, at in zip(out, arena_tensors):
+        if graph.numel_dtype(t) != (int(np.prod(at.shape)), _TYPES.get(at.dtype)):
+            return None
+    return out
+
+
+class _Layout:
+    """The written file: operators in an execution order, tensors in first-use order, each
+    subgraph's flash, arena and fast scratch at its own offset."""
+
+    def __init__(self, cm, data: bytes, graph: _SourceGraph, npu, groups):
+        self.data, self.graph = data, graph
+        self.npu = [(spec.name, payload) for spec, payload in npu]
+        self.groups = groups
+        flash = arena = fast = 0
+        self.bases = {}
+        for name, p in self.npu:
+            flash, arena, fast = _aligned(flash), _aligned(arena), _aligned(fast)
+            self.bases[name] = (flash, arena, fast)
+            flash, arena, fast = (flash + len(p.flash), arena + p.scratch_bytes,
+                                  fast + p.fast_scratch_bytes)
+        parts, end = [], 0
+        for name, p in self.npu:
+            parts.append(bytes(self.bases[name][0] - end) + p.flash)
+            end = self.bases[name][0] + len(p.flash)
+        self.flash_bytes = b"".join(parts)
+        self.arena_bytes, self.fast_bytes = arena, fast
+        self.accelerator = self.npu[0][1].accelerator
+
+    def write(self) -> bytes:
+        g = self.graph.g
+        tensors: list[Tensor] = []
+        index: dict = {}
+
+        def tensor(key, make) -> int:
+            if key not in index:
+                index[key] = len(tensors)
+                tensors.append(make())
+            return index[key]
+
+        offsets: dict[int, int] = {}
+        operators = []
+        for node in self._order():
+            if isinstance(node, str):
+                operators.append(self._npu_operator(node, tensor, offsets))
+            else:
+                ins = [tensor(t, lambda t=t: self._source_tensor(t)) if t >= 0 else -1
+                       for t in self.graph.all_inputs(node)]
+                outs = [tensor(t, lambda t=t: self._source_tensor(t))
+                        for t in self.graph.writes[node]]
+                options, custom = copied_options(self.data, node)
+                operators.append(Operator(self.graph.codes[node], tuple(ins), tuple(outs),
+                                          options, custom))
+        graph_in = [tensor(int(t), lambda t=int(t): self._source_tensor(t))
+                    for t in g.InputsAsNumpy()]
+        graph_out = [tensor(int(t), lambda t=int(t): self._source_tensor(t))
+                     for t in g.OutputsAsNumpy()]
+        for t, off in offsets.items():
+            tensors[index[t]] = dataclasses.replace(tensors[index[t]], offset=off)
+        return write_model(tensors, operators, graph_in, graph_out,
+                           f"tvm-ethos Ethos-U {self.accelerator}")
+
+    def _order(self) -> list:
+        """Host operators and subgraphs, each after what it reads (ties: source order)."""
+        owner = {i: name for name, (ops, _, _) in self.groups.items() for i in ops}
+        nodes = {}
+        for i in range(len(self.graph.kinds)):
+            node = owner.get(i, i)
+            nodes.setdefault(node, []).append(i)
+        writer = {t: owner.get(i, i) for i in range(len(self.graph.kinds))
+                  for t in self.graph.writes[i]}
+        deps = {n: {writer[t] for i in ops for t in self.graph.reads[i]
+                    if t in writer and writer[t] != n} for n, ops in nodes.items()}
+        key = {n: (min(ops), str(n)) for n, ops in nodes.items()}
+        ready = [key[n] + (n,) for n in nodes if not deps[n]]
+        heapq.heapify(ready)
+        done, order = set(), []
+        while ready:
+            *_, n = heapq.heappop(ready)
+            done.add(n)
+            order.append(n)
+            for m in nodes:
+                if m not in done and n in deps[m] and deps[m] <= done and \
+                        all(r[-1] != m for r in ready):
+                    heapq.heappush(ready, key[m] + (m,))
+        if len(order) != len(nodes):
+            raise UnsupportedModelError(
+                "the Ethos-U subgraphs and the host operators read each other's results in a "
+                "cycle, so no operator order runs them; the model cannot be written")
+        return order
+
+    def _npu_operator(self, name: str, tensor, offsets: dict) -> Operator:
+        payload = dict(self.npu)[name]
+        flash_base, arena_base, fast_base = self.bases[name]
+        _, ifms, ofms = self.groups[name]
+        cmd = self._driver_payload(name, payload)
+        cmd_t = tensor(("cmd", name), lambda: Tensor("ethos_u_command_stream", (len(cmd),),
+                                                      _UINT8, cmd))
+        flash_t = tensor("flash", lambda: Tensor("read_only", (len(self.flash_bytes),), _UINT8,
+                                                 self.flash_bytes))
+        scratch_t = tensor("scratch", lambda: Tensor("scratch", (self.arena_bytes,), _UINT8,
+                                                     offset=0))
+        fast_t = scratch_t
+        if self.fast_bytes:
+            fast_t = tensor("fast", lambda: Tensor("scratch_fast", (self.fast_bytes,), _UINT8,
+                                                   offset=0))
+        fm = []
+        for src, arena in list(zip(ifms, payload.inputs)) + list(zip(ofms, payload.outputs)):
+            _check_same(name, self.graph.g.Tensors(src), arena)
+            off = arena_base + arena.offset
+            if offsets.setdefault(src, off) != off:
+                raise UnsupportedModelError(
+                    f"tensor {self.graph.g.Tensors(src).Name().decode()!r} sits at arena "
+                    f"offset {offsets[src]} for one Ethos-U subgraph and {off} for {name}; "
+                    "one tensor has one place in a TFLite Micro arena"
+                )
+            fm.append(tensor(src, lambda src=src: self._source_tensor(src)))
+        inputs = (cmd_t, flash_t, scratch_t, fast_t) + tuple(fm[: len(ifms)])
+        return Operator((_BUILTIN_CUSTOM, CUSTOM_CODE, 1), inputs, tuple(fm[len(ifms):]),
+                        custom_options=NPU_OP_OPTIONS)
+
+    def _driver_payload(self, name: str, payload) -> bytes:
+        flash, arena, fast = self.bases[name]
+        if not (flash or arena or fast):
+            return payload.driver_payload
+        from ethosu_stream.relocate import relocate
+        from ethosu_stream.tflite_custom_op import command_words
+        from tvm_ethos.backends.ethos_u.stream_gen import npu_accelerator, vela_api
+
+        words = relocate(command_words(payload.driver_payload), {0: flash, 1: arena, 2: fast})
+        return bytes(vela_api().npu_create_driver_payload(
+            [int(w) for w in words], npu_accelerator(payload.accelerator)))
+
+    def _source_tensor(self, t: int) -> Tensor:
+        src = self.graph.g.Tensors(t)
+        shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
+        buf = self.graph.model.Buffers(src.Buffer())
+        data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
+        return Tensor(src.Name().decode(), shape, src.Type(), data, src.Quantization())
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
 def _check_same(sym: str, tensor, arena) -> None:
     dtype = {v: k for k, v in _TYPES.items()}.get(tensor.Type())
     n = int(np.prod(tensor.ShapeAsNumpy())) if tensor.ShapeLength() else 1
@@ -173,185 +434,3 @@ def _check_same(sym: str, tensor, arena) -> None:
             f"with {n} elements in the source, the stream's is {arena.dtype} "
             f"{arena.shape}: {_NOT_THE_SOURCE}"
         )
-
-
-class _Writer:
-    """One flatbuffer: operator code, the tensors, one operator, buffers, metadata. Vela's
-    generated schema modules (``ethosu.vela.tflite``) hold the builder functions."""
-
-    def __init__(self, payload, ifms, ofms):
-        self.payload, self.ifms, self.ofms = payload, ifms, ofms
-        self.b = flatbuffers.Builder(1024 + len(payload.driver_payload) + len(payload.flash))
-        self.buffers: list[bytes] = [b""]
-
-    def _buffer(self, data: bytes) -> int:
-        if not data:
-            return 0
-        self.buffers.append(bytes(data))
-        return len(self.buffers) - 1
-
-    def _ints(self, vals, width=4) -> int:
-        b = self.b
-        b.StartVector(width, len(vals), width)
-        for v in reversed(list(vals)):
-            (b.PrependInt32 if width == 4 else b.PrependInt64)(int(v))
-        return b.EndVector()
-
-    def _floats(self, vals) -> int:
-        b = self.b
-        b.StartVector(4, len(vals), 4)
-        for v in reversed(list(vals)):
-            b.PrependFloat32(float(v))
-        return b.EndVector()
-
-    def _bytes(self, data: bytes, alignment: int = 1) -> int:
-        b = self.b
-        b.StartVector(1, len(data), alignment)
-        b.head = b.head - len(data)
-        b.Bytes[b.head : b.head + len(data)] = data
-        return b.EndVector()
-
-    def _offsets(self, offs) -> int:
-        b = self.b
-        b.StartVector(4, len(offs), 4)
-        for o in reversed(offs):
-            b.PrependUOffsetTRelative(o)
-        return b.EndVector()
-
-    def _tensor(self, name: str, shape, ttype: int, buffer: int, quant=None) -> int:
-        Q, Tensor = _schema("QuantizationParameters"), _schema("Tensor")
-        b = self.b
-        name_off = b.CreateString(name)
-        shape_off = self._ints(shape)
-        q_off = None
-        if quant is not None and (quant.ScaleLength() or quant.ZeroPointLength()):
-            scale = self._floats(quant.ScaleAsNumpy().tolist() if quant.ScaleLength() else [])
-            zp = self._ints(quant.ZeroPointAsNumpy().tolist() if quant.ZeroPointLength() else [], 8)
-            Q.QuantizationParametersStart(b)
-            Q.QuantizationParametersAddScale(b, scale)
-            Q.QuantizationParametersAddZeroPoint(b, zp)
-            Q.QuantizationParametersAddQuantizedDimension(b, quant.QuantizedDimension())
-            q_off = Q.QuantizationParametersEnd(b)
-        Tensor.TensorStart(b)
-        Tensor.TensorAddShape(b, shape_off)
-        Tensor.TensorAddType(b, ttype)
-        Tensor.TensorAddBuffer(b, buffer)
-        Tensor.TensorAddName(b, name_off)
-        if q_off is not None:
-            Tensor.TensorAddQuantization(b, q_off)
-        return Tensor.TensorEnd(b)
-
-    def model(self, graph_inputs: list[int], graph_outputs: list[int]) -> bytes:
-        """The file: the tensors (constants first, IFMs, OFMs), the one operator, the
-        subgraph whose inputs/outputs are ``graph_inputs``/``graph_outputs`` (tensor
-        indices), then buffers and the arena offsets."""
-        Model = _schema("Model")
-        b, p = self.b, self.payload
-        tensors, offsets = self._tensors()
-        n_fixed, n_ifm = len(tensors) - len(self.ifms) - len(self.ofms), len(self.ifms)
-        # the scratch tensor stands in for the fast scratch where there is none
-        op_inputs = [0, 1, 2, 3 if p.fast_scratch_bytes else 2]
-        op_inputs += list(range(n_fixed, n_fixed + n_ifm))
-        op_outputs = list(range(n_fixed + n_ifm, len(tensors)))
-        subgraph = self._subgraph(tensors, op_inputs, op_outputs, graph_inputs, graph_outputs)
-        code = self._operator_code()
-        allocation = np.array([0, 1, len(offsets)] + offsets, "<i4").tobytes()
-        buffers, metadata = self._buffers_and_metadata(self._buffer(allocation))
-        codes_off, subgraphs_off = self._offsets([code]), self._offsets([subgraph])
-        buffers_off, md_off = self._offsets(buffers), self._offsets([metadata])
-        description = b.CreateString(f"tvm-ethos Ethos-U {p.accelerator}")
-        Model.ModelStart(b)
-        Model.ModelAddVersion(b, _SCHEMA_VERSION)
-        Model.ModelAddOperatorCodes(b, codes_off)
-        Model.ModelAddSubgraphs(b, subgraphs_off)
-        Model.ModelAddDescription(b, description)
-        Model.ModelAddBuffers(b, buffers_off)
-        Model.ModelAddMetadata(b, md_off)
-        b.Finish(Model.ModelEnd(b), file_identifier=b"TFL3")
-        return bytes(b.Output())
-
-    def _tensors(self) -> tuple[list[int], list[int]]:
-        """(tensor offsets, arena offset of each tensor or -1)."""
-        p = self.payload
-        cmd_buf, flash_buf = self._buffer(p.driver_payload), self._buffer(p.flash)
-        tensors = [
-            self._tensor("ethos_u_command_stream", [len(p.driver_payload)], _UINT8, cmd_buf),
-            self._tensor("read_only", [len(p.flash)], _UINT8, flash_buf),
-            self._tensor("scratch", [p.scratch_bytes], _UINT8, 0),
-        ]
-        offsets = [-1, -1, 0]
-        if p.fast_scratch_bytes:
-            tensors.append(self._tensor("scratch_fast", [p.fast_scratch_bytes], _UINT8, 0))
-            offsets.append(0)
-        for src, arena in self.ifms + self.ofms:
-            shape = src.ShapeAsNumpy().tolist() if src.ShapeLength() else []
-            name = src.Name().decode()
-            tensors.append(self._tensor(name, shape, src.Type(), 0, src.Quantization()))
-            offsets.append(arena.offset)
-        return tensors, offsets
-
-    def _subgraph(self, tensors, op_inputs, op_outputs, graph_inputs, graph_outputs) -> int:
-        Operator, SubGraph = _schema("Operator"), _schema("SubGraph")
-        b = self.b
-        options = self._bytes(NPU_OP_OPTIONS)
-        op_in, op_out = self._ints(op_inputs), self._ints(op_outputs)
-        Operator.OperatorStart(b)
-        Operator.OperatorAddOpcodeIndex(b, 0)
-        Operator.OperatorAddInputs(b, op_in)
-        Operator.OperatorAddOutputs(b, op_out)
-        Operator.OperatorAddCustomOptions(b, options)
-        Operator.OperatorAddCustomOptionsFormat(b, 0)  # FLEXBUFFERS
-        op = Operator.OperatorEnd(b)
-        tensors_off, ops_off = self._offsets(tensors), self._offsets([op])
-        g_in, g_out = self._ints(graph_inputs), self._ints(graph_outputs)
-        name = b.CreateString("main")
-        SubGraph.SubGraphStart(b)
-        SubGraph.SubGraphAddTensors(b, tensors_off)
-        SubGraph.SubGraphAddInputs(b, g_in)
-        SubGraph.SubGraphAddOutputs(b, g_out)
-        SubGraph.SubGraphAddOperators(b, ops_off)
-        SubGraph.SubGraphAddName(b, name)
-        return SubGraph.SubGraphEnd(b)
-
-    def _operator_code(self) -> int:
-        OperatorCode = _schema("OperatorCode")
-        b = self.b
-        custom = b.CreateString(CUSTOM_CODE)
-        OperatorCode.OperatorCodeStart(b)
-        OperatorCode.OperatorCodeAddDeprecatedBuiltinCode(b, _BUILTIN_CUSTOM)
-        OperatorCode.OperatorCodeAddBuiltinCode(b, _BUILTIN_CUSTOM)
-        OperatorCode.OperatorCodeAddCustomCode(b, custom)
-        OperatorCode.OperatorCodeAddVersion(b, 1)
-        return OperatorCode.OperatorCodeEnd(b)
-
-    def _buffers_and_metadata(self, allocation_buffer: int) -> tuple[list[int], int]:
-        """Every buffer (data 16-byte aligned, as Vela writes it: the driver wants the
-        command stream there) and the ``OfflineMemoryAllocation`` entry."""
-        Buffer, Metadata = _schema("Buffer"), _schema("Metadata")
-        b = self.b
-        buffers = []
-        for data in self.buffers:
-            data_off = self._bytes(data, 16) if data else None
-            Buffer.BufferStart(b)
-            if data_off is not None:
-                Buffer.BufferAddData(b, data_off)
-            buffers.append(Buffer.BufferEnd(b))
-        name = b.CreateString(OFFLINE_ALLOCATION)
-        Metadata.MetadataStart(b)
-        Metadata.MetadataAddName(b, name)
-        Metadata.MetadataAddBuffer(b, allocation_buffer)
-        return buffers, Metadata.MetadataEnd(b)
-
-
-def _schema(table: str):
-    """Vela's generated TFLite schema module of ``table`` (the builder functions the
-    ``tflite`` package lacks), or a CompileError saying how to install Vela."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"ethosu.vela.tflite.{table}")
-    except ImportError:
-        raise CompileError(
-            "writing a TFLite Micro .tflite needs Vela's schema modules: "
-            "pip install 'tvm-ethos[vela]' (ethos-u-vela)"
-        ) from None
