@@ -5,6 +5,7 @@ hardware derives the IFM extent from the OFM shape, the kernel and the padding).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,10 +51,19 @@ class FeatureMap:
 
     def grid(self, h: int, w: int, c: int) -> np.ndarray:
         """Addresses of the whole (h, w, c) box from the origin."""
-        return self.addresses(np.arange(h)[:, None, None], np.arange(w)[None, :, None],
-                              np.arange(c)[None, None, :])
+        ys, xs, cs = np.arange(h)[:, None, None], np.arange(w)[None, :, None], \
+            np.arange(c)[None, None, :]
+        if h > self.height0 or w > self.width0:
+            return self.addresses(ys, xs, cs)
+        # the box lies in tile 0: one base, no tile selection
+        esize = self.dtype.itemsize
+        if self.nhcwb16:
+            return self.bases[0] + ys * self.stride_y + xs * (BRICK * esize) + \
+                (cs // BRICK) * self.stride_c + (cs % BRICK) * esize
+        return self.bases[0] + ys * self.stride_y + xs * self.stride_x + cs * esize
 
 
+@functools.lru_cache(maxsize=None)
 def ifm_dtype(precision: int) -> np.dtype:
     bits = _IFM_BITS.get((precision >> 2) & 3)
     if bits is None:
@@ -62,6 +72,7 @@ def ifm_dtype(precision: int) -> np.dtype:
     return np.dtype(f"{'i' if signed else 'u'}{bits // 8}")
 
 
+@functools.lru_cache(maxsize=None)
 def ofm_dtype(precision: int) -> np.dtype:
     bits = _IFM_BITS.get((precision >> 1) & 3)
     if bits is None:

@@ -2,6 +2,7 @@
 (rounding, zero point, clamp, LUT) and the per-channel scale stream."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,7 +162,7 @@ def write_ofm(
     act = state.param("ACTIVATION")
     func = act & 0xFFF
     lo, hi = state.signed("ACTIVATION_MIN"), state.signed("ACTIVATION_MAX")
-    info = np.iinfo(ofm.dtype)
+    info = _iinfo(ofm.dtype)
     if ofm.dtype.itemsize == 4:
         # the clamp registers are 16-bit: a 32-bit OFM saturates to its own range instead
         lo, hi = info.min, info.max
@@ -177,6 +178,11 @@ def write_ofm(
                           "none/clamp and LUTs are")
     h, w, c = values.shape
     mem.write(ofm.region, ofm.grid(h, w, c), out.astype(ofm.dtype), "the OFM")
+
+
+@functools.lru_cache(maxsize=None)
+def _iinfo(dtype: np.dtype) -> np.iinfo:
+    return np.iinfo(dtype)
 
 
 @dataclass(frozen=True)
