@@ -278,3 +278,99 @@ def test_pointwise_conv_vnni_extreme_codes_exact():
         x[0, 0, 0] = -fill - 1
         (got,), (ref,) = cm.run(x), oracle(model, [x])
         assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+# ------------------------------------------ VNNI depthwise and KxK convolutions (x86_dot)
+@needs_vnni
+@settings(max_examples=14, deadline=None)
+@example(cin=3, cout=32, hw=(11, 11), kernel=(3, 3), stride=(2, 2), padding="SAME",
+         depthwise=False, multiplier=1, dilation=(1, 1), seed=0)  # MobileNet's first layer
+@example(cin=1, cout=20, hw=(13, 7), kernel=(10, 4), stride=(2, 2), padding="SAME",
+         depthwise=False, multiplier=1, dilation=(1, 1), seed=1)  # DS-CNN's first layer
+@example(cin=24, cout=24, hw=(9, 5), kernel=(5, 5), stride=(1, 1), padding="SAME",
+         depthwise=True, multiplier=1, dilation=(1, 1), seed=2)  # two groups of 4 taps
+@given(
+    cin=st.integers(1, 40),
+    cout=st.integers(1, 40),
+    hw=st.tuples(st.integers(3, 12), st.integers(3, 12)),
+    kernel=st.sampled_from([(3, 3), (5, 3), (1, 3), (3, 1), (2, 2), (1, 1)]),
+    stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
+    padding=st.sampled_from(["SAME", "VALID"]),
+    depthwise=st.booleans(),
+    multiplier=st.sampled_from([1, 1, 2]),
+    dilation=st.sampled_from([(1, 1), (1, 1), (2, 1)]),
+    seed=st.integers(0, 1000),
+)
+def test_window_conv_vnni_any_geometry_bit_exact(cin, cout, hw, kernel, stride, padding,
+                                                 depthwise, multiplier, dilation, seed):
+    """On a VNNI host every int8 depthwise conv and every full conv (any kernel, stride,
+    padding, dilation, channel count) runs its accumulator on vpdpbusd and stays bit-exact with
+    TFLite's reference kernels."""
+    if padding == "VALID":
+        need = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+        hw = (max(hw[0], need[0]), max(hw[1], need[1]))
+    if depthwise and cin * multiplier > 48:
+        multiplier = 1
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
+                      padding=padding, depthwise=depthwise, multiplier=multiplier,
+                      dilation=dilation)
+    with pytest.MonkeyPatch.context() as mp:
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+@pytest.mark.parametrize("shape, kw, stage", [
+    ((1, 12, 12, 32), dict(depthwise=True), "_taps"),
+    ((1, 12, 12, 16), dict(depthwise=True, stride=(2, 2)), "_taps"),
+    ((1, 12, 12, 16), dict(cout=32), "_pad"),
+    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_im2col"),
+])
+def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
+    """Inputs at -128 and 127 (the shifted bytes at 0 and 255, the padded ones at the zero
+    point) against TFLite's reference kernels, and the source stage the form reads from."""
+    from conftest import oracle
+
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(2), in_shape=shape, **kw)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert stage in after.script() and "vpdpbusd" in after.script()
+    for fill in (-128, 127):
+        x = np.full(shape, fill, np.int8)
+        x[0, 0, 0] = -fill - 1
+        (got,), (ref,) = cm.run(x), oracle(model, [x])
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    cin=st.integers(1, 24),
+    cout=st.integers(1, 24),
+    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
+    kernel=st.sampled_from([(3, 3), (5, 3)]),
+    stride=st.sampled_from([(1, 1), (2, 2)]),
+    padding=st.sampled_from(["SAME", "VALID"]),
+    depthwise=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_window_conv_without_vnni_bit_exact(cin, cout, hw, kernel, stride, padding, depthwise,
+                                            seed):
+    """An AVX2-only target (Zen 3) keeps the int32 multiply-add kernels for the same shapes,
+    bit-exact, with no VNNI stage or instruction."""
+    if padding == "VALID":
+        hw = (max(hw[0], kernel[0]), max(hw[1], kernel[1]))
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
+                      padding=padding, depthwise=depthwise)
+    with pytest.MonkeyPatch.context() as mp:
+        _without_vnni(mp)
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" not in after.script() and "_wvnni" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)

@@ -67,12 +67,17 @@ def _let(value, body_fn, dtype=None):
 
 
 def srdhm(a, b):
-    """gemmlowp SaturatingRoundingDoublingHighMul on int32 expressions."""
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 expressions.
+
+    gemmlowp adds a nudge of ``2**30`` (``ab >= 0``) or ``1 - 2**30`` and divides by ``2**31``
+    truncating toward zero; for ``ab < 0`` that is ``ceil((ab + 1 - 2**30) / 2**31)``
+    ``= floor((ab + 2**30) / 2**31)``, the same as for ``ab >= 0``. So one add and one
+    arithmetic shift, no sign-dependent nudge or division
+    (tests/tvm_ethos/test_te_ops_fixed_point.py checks it against gemmlowp's form)."""
 
     def with_ab(a_, b_):
         def body(ab):
-            nudge = tirx.Select(ab >= _i64(0), _i64(1 << 30), _i64(1 - (1 << 30)))
-            hi = tirx.truncdiv(ab + nudge, _i64(1 << 31)).astype("int32")
+            hi = tirx.shift_right(ab + _i64(1 << 30), _i64(31)).astype("int32")
             overflow = tirx.all(a_ == _i32(INT32_MIN), b_ == _i32(INT32_MIN))
             return tirx.Select(overflow, _i32(INT32_MAX), hi)
 
@@ -229,16 +234,173 @@ def _vnni_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     return acc, corrected
 
 
+def vnni_window_eligible(op, x_dtype: str) -> bool:
+    """Whether a KxK (or padded, or strided 1x1) conv2d or a depthwise conv can run on
+    ``vpdpbusd`` exactly: int8 codes, int8 weights with zero point 0, and either one group
+    (a full conv: :func:`_vnni_window_conv_acc`) or one input channel per group (depthwise:
+    :func:`_vnni_depthwise_acc`). Padding is a stage that holds the input zero point, so every
+    product the instruction sums is one TFLite sums, or zero."""
+    _kh, _kw, cpg, _co = op.weights.shape
+    return (
+        (op.attrs["groups"] == 1 or cpg == 1)
+        and str(op.weights.dtype) == "int8"
+        and not np.any(np.asarray(op.w_zp) != 0)
+        and x_dtype == "int8"
+    )
+
+
+def _conv_window(op):
+    """``(n, h, w, oh, ow, sh, sw, dh, dw, pt, pl, rows, cols)``: the geometry of a conv, with
+    ``rows`` x ``cols`` the input rows and columns its windows span from ``(-pt, -pl)``."""
+    kh, kw, _cpg, _co = op.weights.shape
+    n_, h_, w_, _ = op.in_shapes[0]
+    _, oh_, ow_, _ = op.out_shape
+    sh, sw = op.attrs["strides"]
+    dh, dw = op.attrs["dilation"]
+    pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
+    rows = (oh_ - 1) * sh + (kh - 1) * dh + 1
+    cols = (ow_ - 1) * sw + (kw - 1) * dw + 1
+    return n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols
+
+
+def _clamped(v, size: int):
+    """``v`` clamped into ``[0, size)``: a padded read's index stays inside the input even
+    where the vectorizer evaluates both sides of its ``if_then_else``."""
+    return tirx.max(tirx.min(v, _i32(size - 1)), _i32(0))
+
+
+def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
+    """A full conv (one group) in ``x86_dot``'s form: a sum over its taps of 1x1 dot products.
+
+    The reduction runs over ``(kh, kw, cin)`` of a source that needs no bounds checks: with
+    input channels a multiple of 4, the input padded with its zero point (a stage, absent when
+    the windows stay inside the input), so every 4-byte group is 4 channels of one pixel; with
+    fewer (MobileNet's RGB, DS-CNN's single channel), the rows of each window laid out along
+    one axis, ``(kw, cin)`` padded to a multiple of 4 with zero weights (im2col along the
+    width only). Padded positions hold ``x_zp``, so ``(x + 128) * w`` there is exactly the
+    ``(128 + x_zp) * w`` the bias takes out. Returns ``(acc, corrected bias)`` or None."""
+    kh, kw, cin, co = op.weights.shape
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
+    zp = int(op.in_q[0][1])
+    if cin % 4 == 0:
+        if pt == 0 and pl == 0 and rows <= h_ and cols <= w_:
+            src = x
+        else:
+            def pad_fn(n, i, j, c):
+                ih, iw = i - pt, j - pl
+                inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+                return tirx.if_then_else(
+                    inside, x[n, _clamped(ih, h_), _clamped(iw, w_), c], tirx.const(zp, "int8"))
+
+            src = te.compute((n_, rows, cols, cin), pad_fn, name=f"{name}_pad")
+        kwe, swe, dwe, cs = kw, sw, dw, cin
+        wk = op.weights.reshape(kh * kw * cin, co)
+    else:
+        cs = -(-kw * cin // 4) * 4
+
+        def col_fn(n, i, j, k):
+            ih, iw = i - pt, j * sw + (k // cin) * dw - pl
+            inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
+            return tirx.if_then_else(
+                inside, x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin], tirx.const(zp, "int8"))
+
+        src = te.compute((n_, rows, ow_, cs), col_fn, name=f"{name}_im2col")
+        kwe, swe, dwe = 1, 1, 1
+        wk = np.zeros((kh, cs, co), np.int8)
+        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
+        wk = wk.reshape(kh * cs, co)
+    made = _vnni_weights(wk, bias, zp)
+    if made is None:
+        return None
+    packed, corrected = made
+    wp = pool.add(f"{name}_wvnni", packed)
+    shape = (n_, oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
+
+    def x_at(s, r):
+        return src[s[0], s[1] * sh + r // (kwe * cs) * dh, s[2] * swe + r // cs % kwe * dwe,
+                   r % cs]
+
+    return _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc"), corrected
+
+
+def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
+    """A depthwise conv in ``x86_dot``'s depthwise form: each int32 lane one channel, each
+    ``vpdpbusd`` four horizontal taps of it.
+
+    A stage packs, per output column and channel, the four input bytes of taps ``4g .. 4g+3``
+    of a window row (``x + 128``, padded positions ``x_zp + 128``, taps past the kernel 0) into
+    one uint32, so 16 channels' words are one 64-byte operand; the weights are laid out the
+    same way, ``(kh * groups of 4 taps, channels * 4)``, zero past the kernel and the channels.
+    Channels are padded to whole vectors of 16. ``sum((x + 128) * w) - (128 + x_zp) * sum(w)``
+    is TFLite's sum, the second term taken out of the bias. Returns ``(acc, corrected bias)``
+    or None when that bias leaves int32."""
+    from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_DW_S8, VNNI_LANES
+
+    kh, kw, _one, co = op.weights.shape
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, _cols = _conv_window(op)
+    cin = op.in_shapes[0][3]
+    opg = co // cin
+    zp = int(op.in_q[0][1])
+    groups = -(-kw // VNNI_DEPTH)
+    cp = -(-co // VNNI_LANES) * VNNI_LANES
+    wt = np.zeros((kh, groups * VNNI_DEPTH, cp), np.int8)
+    wt[:, :kw, :co] = op.weights[:, :, 0, :]
+    wq = np.ascontiguousarray(
+        wt.reshape(kh * groups, VNNI_DEPTH, cp).transpose(0, 2, 1)).reshape(kh * groups, cp * 4)
+    corrected = bias.astype(np.int64) - (128 + zp) * op.weights.astype(np.int64).sum(axis=(0, 1, 2))
+    if corrected.min() < INT32_MIN or corrected.max() > INT32_MAX:
+        return None
+    wp = pool.add(f"{name}_wvnni", wq)
+
+    def pack_fn(n, i, j, g, c):
+        ih = i - pt
+        word = tirx.const(0, "uint32")
+        for k in range(VNNI_DEPTH):
+            t = g * VNNI_DEPTH + k
+            iw = j * sw + t * dw - pl
+            inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+            code = tirx.if_then_else(
+                inside,
+                x[n, _clamped(ih, h_), _clamped(iw, w_), tirx.min(c, _i32(co - 1)) // opg]
+                .astype("int32"),
+                _i32(zp),
+            ) + _i32(128)
+            byte = tirx.if_then_else(tirx.all(t < kw, c < co), code, _i32(0)).astype("uint32")
+            word = word | (byte << tirx.const(8 * k, "uint32")) if k else byte
+        return word
+
+    packed = te.compute((n_, rows, ow_, groups, cp), pack_fn, name=f"{name}_taps")
+    r = te.reduce_axis((0, kh * groups * VNNI_DEPTH), name="rk")
+
+    def acc_fn(n, oh, ow, c):
+        g4 = r // VNNI_DEPTH
+        word = packed[n, oh * sh + g4 // groups * dh, ow, g4 % groups, c]
+        byte = (word >> (r % VNNI_DEPTH * 8).astype("uint32")) & tirx.const(255, "uint32")
+        wv = wp[g4, c * VNNI_DEPTH + r % VNNI_DEPTH]
+        return te.sum(byte.astype("int32") * wv.astype("int32"), axis=r)
+
+    acc = te.compute((n_, oh_, ow_, cp), acc_fn, name=f"{name}_acc",
+                     attrs={DOT_ANNOTATION: VNNI_DW_S8})
+    return acc, corrected.astype(np.int32)
+
+
 def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
     """conv2d and depthwise (grouped) conv2d, NHWC activations, HWIO weights. With ``vnni``
-    (an llvm host with AVX-512 VNNI), an eligible conv (:func:`vnni_conv_eligible`) gets its
-    accumulator in ``x86_dot``'s form instead: the same int32 sums, plus a constant the bias
-    takes out."""
+    (an llvm host with AVX-512 VNNI), an eligible conv (:func:`vnni_conv_eligible`,
+    :func:`vnni_window_eligible`) gets its accumulator in ``x86_dot``'s form instead: the same
+    int32 sums, plus a constant the bias takes out."""
     (x,) = inputs
     kh, kw, cpg, co = op.weights.shape
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
     if vnni and vnni_conv_eligible(op, str(x.dtype)):
         made = _vnni_conv_acc(op, x, pool, name, bias)
+        if made is not None:
+            return _conv_output(op, made[0], pool, name, made[1])
+    elif vnni and vnni_window_eligible(op, str(x.dtype)):
+        if op.attrs["groups"] == 1:
+            made = _vnni_window_conv_acc(op, x, pool, name, bias)
+        else:
+            made = _vnni_depthwise_acc(op, x, pool, name, bias)
         if made is not None:
             return _conv_output(op, made[0], pool, name, made[1])
     n_, h_, w_, c_ = op.in_shapes[0]
