@@ -57,6 +57,7 @@ def test_conv_any_geometry_bit_exact(cin, cout, hw, kernel, stride, padding, dep
     lambda rs: tb.binary(rs, "add", a_shape=(1, 4, 4, 16), b_shape=(1, 4, 4, 16)),
 ])
 def test_kernels_are_parallel_and_vectorized(make, monkeypatch):
+    monkeypatch.setattr(cpu_schedule, "PARALLEL_MIN_WORK", 0)  # small kernels run serial
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(3))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
@@ -65,6 +66,23 @@ def test_kernels_are_parallel_and_vectorized(make, monkeypatch):
         text_before, text_after = before.script(), after.script()
         assert "T.parallel" not in text_before and "T.vectorized" not in text_before
         assert "T.parallel" in text_after and "T.vectorized" in text_after
+    assert_bit_exact(cm, model, n_inputs=2)
+
+
+@pytest.mark.parametrize("make, parallel", [
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 25, 5, 64), depthwise=True), False),  # DS-CNN's
+    (lambda rs: tb.binary(rs, "add", a_shape=(1, 8, 8, 16), b_shape=(1, 8, 8, 16)), False),
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 32, 32, 16), cout=32), True),  # 4.7M products
+])
+def test_small_kernels_run_on_the_calling_thread(make, parallel, monkeypatch):
+    """A kernel with less work than ``PARALLEL_MIN_WORK`` has no parallel loop (the thread
+    pool's start and join cost more than it saves); a large one keeps its rows parallel."""
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(3))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert ("T.parallel" in after.script()) == parallel
+    assert "T.vectorized" in after.script()
     assert_bit_exact(cm, model, n_inputs=2)
 
 
@@ -115,6 +133,7 @@ def test_odd_widths_and_deep_layers_exact(make, channel_blocks, monkeypatch):
     """Widths the column tile does not divide (a predicated last tile) and layers with fewer
     pixels than channels (channel blocks in parallel outside the rows) stay bit-exact."""
     _without_vnni(monkeypatch)  # 16-channel blocks (VNNI's are 32)
+    monkeypatch.setattr(cpu_schedule, "PARALLEL_MIN_WORK", 0)
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(6))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
