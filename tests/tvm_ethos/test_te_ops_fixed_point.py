@@ -53,3 +53,62 @@ def test_srdhm_is_gemmlowps(pairs):
     f(tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
     want = [gemmlowp_srdhm(int(x), int(y)) for x, y in zip(a, b)]
     assert out.numpy().tolist() == want
+
+
+def gemmlowp_rdbpot(x: int, exponent: int) -> int:
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def tflite_mbqm(x: int, multiplier: int, shift: int) -> int:
+    """TFLite's MultiplyByQuantizedMultiplier (double rounding)."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return gemmlowp_rdbpot(gemmlowp_srdhm(x * (1 << left), multiplier), right)
+
+
+_ONE_SHIFT = {}
+
+
+def _one_shift_kernel():
+    """``te_ops.mbqm_one_shift`` elementwise over 64 (x, multiplier, shift) triples."""
+    if not _ONE_SHIFT:
+        import tvm
+        from tvm import te
+
+        from tvm_ethos.lower.te_ops import mbqm_one_shift
+
+        x = te.placeholder((64,), "int32", name="x")
+        m = te.placeholder((64,), "int32", name="m")
+        lmul = te.placeholder((64,), "int32", name="lmul")
+        right = te.placeholder((64,), "int32", name="right")
+        out = te.compute((64,), lambda i: mbqm_one_shift(x[i], m[i], lmul[i], right[i]),
+                         name="out")
+        f = te.create_prim_func([x, m, lmul, right, out])
+        _ONE_SHIFT["f"] = tvm.tirx.build(f, target="llvm")
+    return _ONE_SHIFT["f"]
+
+
+TRIPLE = st.tuples(INT32, st.integers(0, 2**31 - 1), st.integers(-31, 8)).filter(
+    lambda t: t[2] <= 0 or -(2**31) <= t[0] * (1 << t[2]) < 2**31)  # no int32 overflow (UB)
+
+
+@settings(max_examples=40, deadline=None)
+@example(triples=[(-(2**31), 2**31 - 1, 0), (2**31 - 1, 2**31 - 1, -31), (-(2**31), 1 << 30, -1),
+                  (-3, 1 << 30, -1), (3, 1 << 30, -1), (-1, 1 << 30, -1), (0, 0, -5),
+                  (-(2**31), 2**31 - 1, -31), (-6, 1 << 30, -2), (-2, 1 << 30, -2)])
+@given(triples=st.lists(TRIPLE, min_size=1, max_size=64))
+def test_mbqm_one_shift_is_tflites(triples):
+    import tvm
+
+    from tvm_ethos.lower.te_ops import mbqm_one_shift_constants
+
+    f = _one_shift_kernel()
+    triples = (triples * 64)[:64]
+    x = np.array([t[0] for t in triples], np.int32)
+    m = np.array([t[1] for t in triples], np.int32)
+    k = mbqm_one_shift_constants(m, np.array([t[2] for t in triples], np.int32))
+    out = tvm.runtime.tensor(np.zeros(64, np.int32))
+    f(*[tvm.runtime.tensor(a) for a in (x, m, k["lmul"], k["right"])], out)
+    assert out.numpy().tolist() == [tflite_mbqm(*t) for t in triples]

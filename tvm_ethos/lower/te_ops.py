@@ -126,6 +126,39 @@ def mbqm(x, multiplier, shift):
     return _let(shift, body)
 
 
+def mbqm_one_shift_constants(mult: np.ndarray, shift: np.ndarray) -> dict:
+    """Per-channel int32 constants of :func:`mbqm_one_shift` for TFLite multipliers ``mult``
+    (``[0, 2**31)``) and shifts ``shift``: the left-shift factor and the right shift (int32:
+    Relax constants of int64 arrays come out int32)."""
+    mult = np.asarray(mult, np.int64)
+    shift = np.asarray(shift, np.int64)
+    if mult.min() < 0:
+        raise ValueError("mbqm_one_shift: a negative multiplier (gemmlowp's saturating case)")
+    return {
+        "lmul": np.left_shift(np.int64(1), np.maximum(shift, 0)).astype(np.int32),
+        "right": np.maximum(-shift, 0).astype(np.int32),
+    }
+
+
+def mbqm_one_shift(x, multiplier, lmul, right):
+    """:func:`mbqm` for a non-negative multiplier as one 64-bit add and arithmetic shift
+    (``lmul = 2**left`` and ``right`` from :func:`mbqm_one_shift_constants`, per channel).
+
+    With ``P = (x << left) * M``, gemmlowp's high multiply is ``y = floor((P + 2**30) / 2**31)``
+    (:func:`srdhm`) and ``RoundingDivideByPOT(y, r)`` for ``r >= 1`` is
+    ``floor((y + 2**(r-1) - [y < 0]) / 2**r)`` (its remainder compare, rounding half away
+    from zero). The added term is an integer, so the two floors nest into one:
+    ``floor((P + 2**30 + (2**(r-1) - [y < 0]) * 2**31) / 2**(31 + r))``, and ``y < 0`` exactly
+    when ``P + 2**30 < 0``. ``|P| < 2**62``, so the sum stays inside int64. The same int32 as
+    :func:`mbqm` for every int32 ``x`` (tests/tvm_ethos/test_te_ops_fixed_point.py), without
+    the int32 remainder, compare and correction after the 64-bit step."""
+    r = right.astype("int64")
+    p = (x * lmul).astype("int64") * multiplier.astype("int64")
+    rounding = tirx.Select(r > _i64(0), tirx.shift_left(_i64(1), r + _i64(30)), _i64(0))
+    neg = tirx.Select(tirx.all(r > _i64(0), p < _i64(-(1 << 30))), _i64(1 << 31), _i64(0))
+    return tirx.shift_right(p + _i64(1 << 30) + rounding - neg, r + _i64(31)).astype("int32")
+
+
 def mbqm_single_rounding(x, multiplier, shift):
     """TFLite's ``MultiplyByQuantizedMultiplier`` in its single-rounding form:
     ``(x * multiplier + 2**(30 - shift)) >> (31 - shift)`` in int64, one rounding (ties up).
@@ -395,14 +428,14 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
     if vnni and vnni_conv_eligible(op, str(x.dtype)):
         made = _vnni_conv_acc(op, x, pool, name, bias)
         if made is not None:
-            return _conv_output(op, made[0], pool, name, made[1])
+            return _conv_output(op, made[0], pool, name, made[1], one_shift=True)
     elif vnni and vnni_window_eligible(op, str(x.dtype)):
         if op.attrs["groups"] == 1:
             made = _vnni_window_conv_acc(op, x, pool, name, bias)
         else:
             made = _vnni_depthwise_acc(op, x, pool, name, bias)
         if made is not None:
-            return _conv_output(op, made[0], pool, name, made[1])
+            return _conv_output(op, made[0], pool, name, made[1], one_shift=True)
     n_, h_, w_, c_ = op.in_shapes[0]
     sh, sw = op.attrs["strides"]
     dh, dw = op.attrs["dilation"]
@@ -433,15 +466,29 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
     return _conv_output(op, acc, pool, name, bias)
 
 
-def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray):
+def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
+                 one_shift: bool = False):
     """The requantization stage of a conv accumulator: ``acc + bias``, TFLite's per-channel
-    multiplier and shift, the output zero point and the activation clamp."""
+    multiplier and shift, the output zero point and the activation clamp. ``one_shift`` (the
+    AVX-512 host kernels, whose vector units shift 64-bit lanes by per-lane amounts):
+    :func:`mbqm_one_shift`, the same int32 in fewer instructions."""
     co = op.weights.shape[3]
     in_scale = f32(op.in_q[0][0])
     out_scale, out_zp = _out_q(op)
     w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
     mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in w_scale])
     b = pool.add(f"{name}_bias", bias)
+    if one_shift and mult.min() >= 0:
+        m_t = pool.add(f"{name}_mult", mult)
+        k = {key: pool.add(f"{name}_{key}", arr)
+             for key, arr in mbqm_one_shift_constants(mult, shift).items()}
+
+        def fused_fn(n, oh, ow, oc):
+            v = acc[n, oh, ow, oc] + b[oc]
+            v = mbqm_one_shift(v, m_t[oc], k["lmul"][oc], k["right"][oc]) + _i32(out_zp)
+            return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+        return te.compute(op.out_shape, fused_fn, name=f"{name}_out")
     m_t = pool.add(f"{name}_mult", mult)
     s_t = pool.add(f"{name}_shift", shift)
 
