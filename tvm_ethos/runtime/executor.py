@@ -688,18 +688,16 @@ class Executor:
         x = inf.caller_host[tid]
         plan = self.plans[tid]
         flags = x.flags
-        if (
-            flags.c_contiguous
-            and flags.writeable
-            and is_aligned(_address(x), CPU_ALIGNMENT)
-        ):
+        contiguous, writeable = flags.c_contiguous, flags.writeable
+        addr = _address(x) if contiguous and writeable else None
+        if addr is not None and is_aligned(addr, CPU_ALIGNMENT):
             inf.stats.io_bytes_imported += plan.nbytes
             arr = x
         else:
             why = (
-                "not C-contiguous" if not x.flags.c_contiguous
-                else "read-only (DLPack cannot share it)" if not x.flags.writeable
-                else f"address 0x{int(x.ctypes.data):x} is not a multiple of {CPU_ALIGNMENT} B"
+                "not C-contiguous" if not contiguous
+                else "read-only (DLPack cannot share it)" if not writeable
+                else f"address 0x{addr:x} is not a multiple of {CPU_ALIGNMENT} B"
             )
             if self.misaligned == "reject":
                 raise MisalignedInputError(f"input {plan.name!r}: {why} (misaligned='reject')")
