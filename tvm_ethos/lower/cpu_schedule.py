@@ -48,7 +48,7 @@ AVX512_VECTOR_LANES = 32
 #: a stage whose loops (times its attached accumulators' reductions) do fewer iterations
 #: than this runs on the calling thread: starting the thread pool and joining it costs more
 #: than the work (DS-CNN's and ResNet-8's layers; rfcs/0008 section 5)
-PARALLEL_MIN_WORK = 1 << 20
+PARALLEL_MIN_WORK = 1 << 22
 _REDUCE = 2  # IterVar.CommReduce
 
 
