@@ -71,9 +71,11 @@ def tflite_mbqm(x: int, multiplier: int, shift: int) -> int:
 _ONE_SHIFT = {}
 
 
-def _one_shift_kernel():
-    """``te_ops.mbqm_one_shift`` elementwise over 64 (x, multiplier, shift) triples."""
-    if not _ONE_SHIFT:
+def _one_shift_kernel(form: str = "general"):
+    """``te_ops.mbqm_one_shift`` elementwise over 64 (x, multiplier, shift) triples; ``form``
+    "right_only": the specialization for shifts that are all negative (no left factor, every
+    lane rounds)."""
+    if form not in _ONE_SHIFT:
         import tvm
         from tvm import te
 
@@ -83,11 +85,15 @@ def _one_shift_kernel():
         m = te.placeholder((64,), "int32", name="m")
         lmul = te.placeholder((64,), "int32", name="lmul")
         right = te.placeholder((64,), "int32", name="right")
-        out = te.compute((64,), lambda i: mbqm_one_shift(x[i], m[i], lmul[i], right[i]),
-                         name="out")
+        if form == "general":
+            out = te.compute((64,), lambda i: mbqm_one_shift(x[i], m[i], lmul[i], right[i]),
+                             name="out")
+        else:
+            out = te.compute((64,), lambda i: mbqm_one_shift(x[i], m[i], None, right[i], True),
+                             name="out")
         f = te.create_prim_func([x, m, lmul, right, out])
-        _ONE_SHIFT["f"] = tvm.tirx.build(f, target="llvm")
-    return _ONE_SHIFT["f"]
+        _ONE_SHIFT[form] = tvm.tirx.build(f, target="llvm")
+    return _ONE_SHIFT[form]
 
 
 TRIPLE = st.tuples(INT32, st.integers(0, 2**31 - 1), st.integers(-31, 8)).filter(
@@ -97,14 +103,20 @@ TRIPLE = st.tuples(INT32, st.integers(0, 2**31 - 1), st.integers(-31, 8)).filter
 @settings(max_examples=40, deadline=None)
 @example(triples=[(-(2**31), 2**31 - 1, 0), (2**31 - 1, 2**31 - 1, -31), (-(2**31), 1 << 30, -1),
                   (-3, 1 << 30, -1), (3, 1 << 30, -1), (-1, 1 << 30, -1), (0, 0, -5),
-                  (-(2**31), 2**31 - 1, -31), (-6, 1 << 30, -2), (-2, 1 << 30, -2)])
-@given(triples=st.lists(TRIPLE, min_size=1, max_size=64))
-def test_mbqm_one_shift_is_tflites(triples):
+                  (-(2**31), 2**31 - 1, -31), (-6, 1 << 30, -2), (-2, 1 << 30, -2)],
+         form="general")
+@example(triples=[(-3, 1 << 30, -1), (3, 1 << 30, -1), (-6, 1 << 30, -2), (-2, 1 << 30, -2),
+                  (-(2**31), 2**31 - 1, -31), (2**31 - 1, 2**31 - 1, -1)], form="right_only")
+@given(triples=st.lists(TRIPLE, min_size=1, max_size=64),
+       form=st.sampled_from(["general", "right_only"]))
+def test_mbqm_one_shift_is_tflites(triples, form):
     import tvm
 
     from tvm_ethos.lower.te_ops import mbqm_one_shift_constants
 
-    f = _one_shift_kernel()
+    if form == "right_only":
+        triples = [(x, m, min(s, -1)) for x, m, s in triples]
+    f = _one_shift_kernel(form)
     triples = (triples * 64)[:64]
     x = np.array([t[0] for t in triples], np.int32)
     m = np.array([t[1] for t in triples], np.int32)

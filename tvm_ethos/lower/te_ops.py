@@ -140,7 +140,7 @@ def mbqm_one_shift_constants(mult: np.ndarray, shift: np.ndarray) -> dict:
     }
 
 
-def mbqm_one_shift(x, multiplier, lmul, right):
+def mbqm_one_shift(x, multiplier, lmul, right, all_right: bool = False):
     """:func:`mbqm` for a non-negative multiplier as one 64-bit add and arithmetic shift
     (``lmul = 2**left`` and ``right`` from :func:`mbqm_one_shift_constants`, per channel).
 
@@ -151,11 +151,18 @@ def mbqm_one_shift(x, multiplier, lmul, right):
     ``floor((P + 2**30 + (2**(r-1) - [y < 0]) * 2**31) / 2**(31 + r))``, and ``y < 0`` exactly
     when ``P + 2**30 < 0``. ``|P| < 2**62``, so the sum stays inside int64. The same int32 as
     :func:`mbqm` for every int32 ``x`` (tests/tvm_ethos/test_te_ops_fixed_point.py), without
-    the int32 remainder, compare and correction after the 64-bit step."""
+    the int32 remainder, compare and correction after the 64-bit step. ``lmul`` None: no
+    channel shifts left (the usual conv, whose multipliers are below one); ``all_right``: every
+    channel shifts right, so the ``r > 0`` tests fold away."""
     r = right.astype("int64")
-    p = (x * lmul).astype("int64") * multiplier.astype("int64")
-    rounding = tirx.Select(r > _i64(0), tirx.shift_left(_i64(1), r + _i64(30)), _i64(0))
-    neg = tirx.Select(tirx.all(r > _i64(0), p < _i64(-(1 << 30))), _i64(1 << 31), _i64(0))
+    xl = x if lmul is None else x * lmul
+    p = xl.astype("int64") * multiplier.astype("int64")
+    if all_right:
+        rounding = tirx.shift_left(_i64(1), r + _i64(30))
+        neg = tirx.Select(p < _i64(-(1 << 30)), _i64(1 << 31), _i64(0))
+    else:
+        rounding = tirx.Select(r > _i64(0), tirx.shift_left(_i64(1), r + _i64(30)), _i64(0))
+        neg = tirx.Select(tirx.all(r > _i64(0), p < _i64(-(1 << 30))), _i64(1 << 31), _i64(0))
     return tirx.shift_right(p + _i64(1 << 30) + rounding - neg, r + _i64(31)).astype("int32")
 
 
@@ -480,12 +487,15 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
     b = pool.add(f"{name}_bias", bias)
     if one_shift and mult.min() >= 0:
         m_t = pool.add(f"{name}_mult", mult)
-        k = {key: pool.add(f"{name}_{key}", arr)
-             for key, arr in mbqm_one_shift_constants(mult, shift).items()}
+        consts = mbqm_one_shift_constants(mult, shift)
+        lmul = pool.add(f"{name}_lmul", consts["lmul"]) if (shift > 0).any() else None
+        right = pool.add(f"{name}_right", consts["right"])
+        all_right = bool((shift < 0).all())
 
         def fused_fn(n, oh, ow, oc):
             v = acc[n, oh, ow, oc] + b[oc]
-            v = mbqm_one_shift(v, m_t[oc], k["lmul"][oc], k["right"][oc]) + _i32(out_zp)
+            v = mbqm_one_shift(v, m_t[oc], None if lmul is None else lmul[oc], right[oc],
+                               all_right) + _i32(out_zp)
             return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
         return te.compute(op.out_shape, fused_fn, name=f"{name}_out")
