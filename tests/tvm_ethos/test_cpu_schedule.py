@@ -393,3 +393,30 @@ def test_window_conv_without_vnni_bit_exact(cin, cout, hw, kernel, stride, paddi
     (_before, after), = seen
     assert "vpdpbusd" not in after.script() and "_wvnni" not in after.script()
     assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+@settings(max_examples=12, deadline=None)
+@given(
+    shapes=st.sampled_from([((1, 5, 7, 16), (1, 5, 7, 16)), ((1, 4, 4, 8), (1, 1, 1, 8)),
+                            ((1, 3, 9, 12), (1, 3, 9, 12)), ((1, 8, 8, 32), (1, 8, 1, 32))]),
+    act=st.sampled_from([None, "relu", "relu6"]),
+    seed=st.integers(0, 1000),
+)
+def test_add_vnni_host_is_one_stage_and_exact(shapes, act, seed):
+    """On an AVX-512 host ADD's three rescales are one stage (mbqm_one_shift reads its operand
+    once), bit-exact with TFLite's reference kernel, extreme codes included."""
+    from conftest import oracle
+
+    rs = np.random.RandomState(seed)
+    model = tb.binary(rs, "add", a_shape=shapes[0], b_shape=shapes[1], act=act)
+    with pytest.MonkeyPatch.context() as mp:
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "_add_in0" not in after.script() and "_add_in1" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+    for fa, fb in ((-128, 127), (127, 127), (-128, -128)):
+        xa, xb = np.full(shapes[0], fa, np.int8), np.full(shapes[1], fb, np.int8)
+        got, ref = cm.run(xa, xb)[0], oracle(model, [xa, xb])[0]
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)

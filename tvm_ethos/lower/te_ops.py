@@ -685,8 +685,18 @@ def _broadcast_index(in_shape, out_idx):
     return tuple(0 if d == 1 else out_idx[off + i] for i, d in enumerate(in_shape))
 
 
-def lower_add(op, inputs, pool: ConstPool, name="add"):
-    """ADD (reference_integer_ops::Add): both inputs rescaled to 2*max(scale) with left shift 20."""
+def _mbqm_const_one_shift(x, multiplier: int, shift: int):
+    """:func:`mbqm` by a constant multiplier and shift in :func:`mbqm_one_shift`'s form."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return mbqm_one_shift(x, _i32(multiplier), _i32(1 << left) if left else None, _i32(right),
+                          right > 0)
+
+
+def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
+    """ADD (reference_integer_ops::Add): both inputs rescaled to 2*max(scale) with left shift 20.
+    With ``vnni`` (an AVX-512 host), each rescale is :func:`mbqm_one_shift`'s single 64-bit
+    add and shift, which reads its operand once, so the three rescales are one stage (no
+    int32 tensors between them); the same int32 values."""
     a, b = inputs
     (s1, z1), (s2, z2) = [(f32(s), int(z)) for s, z in op.in_q]
     so, zo = _out_q(op)
@@ -695,6 +705,16 @@ def lower_add(op, inputs, pool: ConstPool, name="add"):
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)
     mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+    if vnni and min(m1, m2, mo) >= 0:
+        def fused(*idx):
+            xa = a[_broadcast_index(op.in_shapes[0], idx)].astype("int32") - _i32(z1)
+            xb = b[_broadcast_index(op.in_shapes[1], idx)].astype("int32") - _i32(z2)
+            raw = (_mbqm_const_one_shift(xa * _i32(1 << left_shift), m1, sh1)
+                   + _mbqm_const_one_shift(xb * _i32(1 << left_shift), m2, sh2))
+            v = _mbqm_const_one_shift(raw, mo, sho) + _i32(zo)
+            return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+        return te.compute(op.out_shape, fused, name=f"{name}_out")
 
     def scaled(t, k, zp, m, sh):
         return te.compute(
@@ -1060,6 +1080,6 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False):
         fn = LOWERINGS[op.kind]
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
-    if vnni and fn in (lower_conv2d, lower_fully_connected):
+    if vnni and fn in (lower_conv2d, lower_fully_connected, lower_add):
         return fn(op, inputs, pool, name=name, vnni=True)
     return fn(op, inputs, pool, name=name)
