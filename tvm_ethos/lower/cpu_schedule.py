@@ -24,10 +24,11 @@ stay bit-exact with TFLite's reference kernels (tests/tvm_ethos/test_cpu_schedul
 operator and model test). :func:`vectorize_stripes` does the same for the NPU emulator inside
 each stripe.
 
-On CPUs with AVX-512 VNNI, ``te_ops`` lays the pointwise conv and fully connected accumulators
-out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each 16 x 4 reduction step
-becomes one instruction (:func:`_tensorize_dot`, :func:`_schedule_standalone_dot`). Which
-kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
+On CPUs with AVX-512 VNNI, ``te_ops`` lays the conv (1x1, KxK, depthwise) and fully
+connected accumulators out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each
+16 x 4 reduction step becomes one instruction (:func:`_tensorize_dot`,
+:func:`_schedule_standalone_dot`). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
+parallel loop. Which kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
 

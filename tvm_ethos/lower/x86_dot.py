@@ -11,6 +11,10 @@ out of the bias at compile time together with the input zero point's term
 The weights are laid out at compile time as ``(OC/16, K/4, 16 * 4)``: one 64-byte vector holds
 four consecutive reduction elements of 16 output channels, the operand ``vpdpbusd`` takes.
 
+Depthwise convolutions use a second form (``VNNI_DW_S8``): each lane one channel, its four
+bytes four horizontal taps of that channel, the activations packed per output column into a
+uint32 per channel by a ``te_ops`` stage, so the operand is a plain 64-byte load.
+
 ``cpu_schedule`` tiles such an accumulator as any other (columns x 16 channels in registers),
 splits its reduction into steps of 4 and makes each step one instruction
 (:func:`replace_with_vnni`).
