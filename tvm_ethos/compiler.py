@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -110,7 +111,7 @@ class CompiledModel:
         """The outputs reshaped (views, no copy) to :attr:`outputs`' shapes."""
         if len(outs) != len(self.outputs):
             return outs
-        return [o.reshape(s.shape) if o.size == int(np.prod(s.shape, dtype=np.int64)) else o
+        return [o.reshape(s.shape) if o.size == math.prod(s.shape) else o
                 for o, s in zip(outs, self.outputs)]
 
     # ------------------------------------------------------------------ executor

@@ -57,6 +57,7 @@ def test_conv_any_geometry_bit_exact(cin, cout, hw, kernel, stride, padding, dep
     lambda rs: tb.binary(rs, "add", a_shape=(1, 4, 4, 16), b_shape=(1, 4, 4, 16)),
 ])
 def test_kernels_are_parallel_and_vectorized(make, monkeypatch):
+    monkeypatch.setattr(cpu_schedule, "PARALLEL_MIN_WORK", 0)  # small kernels run serial
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(3))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
@@ -65,6 +66,23 @@ def test_kernels_are_parallel_and_vectorized(make, monkeypatch):
         text_before, text_after = before.script(), after.script()
         assert "T.parallel" not in text_before and "T.vectorized" not in text_before
         assert "T.parallel" in text_after and "T.vectorized" in text_after
+    assert_bit_exact(cm, model, n_inputs=2)
+
+
+@pytest.mark.parametrize("make, parallel", [
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 25, 5, 64), depthwise=True), False),  # DS-CNN's
+    (lambda rs: tb.binary(rs, "add", a_shape=(1, 8, 8, 16), b_shape=(1, 8, 8, 16)), False),
+    (lambda rs: tb.conv2d(rs, in_shape=(1, 32, 32, 16), cout=32), True),  # 4.7M products
+])
+def test_small_kernels_run_on_the_calling_thread(make, parallel, monkeypatch):
+    """A kernel with less work than ``PARALLEL_MIN_WORK`` has no parallel loop (the thread
+    pool's start and join cost more than it saves); a large one keeps its rows parallel."""
+    seen = _captured(monkeypatch)
+    model = make(np.random.RandomState(3))
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert ("T.parallel" in after.script()) == parallel
+    assert "T.vectorized" in after.script()
     assert_bit_exact(cm, model, n_inputs=2)
 
 
@@ -115,6 +133,7 @@ def test_odd_widths_and_deep_layers_exact(make, channel_blocks, monkeypatch):
     """Widths the column tile does not divide (a predicated last tile) and layers with fewer
     pixels than channels (channel blocks in parallel outside the rows) stay bit-exact."""
     _without_vnni(monkeypatch)  # 16-channel blocks (VNNI's are 32)
+    monkeypatch.setattr(cpu_schedule, "PARALLEL_MIN_WORK", 0)
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(6))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
@@ -277,4 +296,127 @@ def test_pointwise_conv_vnni_extreme_codes_exact():
         x = np.full((1, 4, 4, 64), fill, np.int8)
         x[0, 0, 0] = -fill - 1
         (got,), (ref,) = cm.run(x), oracle(model, [x])
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+# ------------------------------------------ VNNI depthwise and KxK convolutions (x86_dot)
+@needs_vnni
+@settings(max_examples=14, deadline=None)
+@example(cin=3, cout=32, hw=(11, 11), kernel=(3, 3), stride=(2, 2), padding="SAME",
+         depthwise=False, multiplier=1, dilation=(1, 1), seed=0)  # MobileNet's first layer
+@example(cin=1, cout=20, hw=(13, 7), kernel=(10, 4), stride=(2, 2), padding="SAME",
+         depthwise=False, multiplier=1, dilation=(1, 1), seed=1)  # DS-CNN's first layer
+@example(cin=24, cout=24, hw=(9, 5), kernel=(5, 5), stride=(1, 1), padding="SAME",
+         depthwise=True, multiplier=1, dilation=(1, 1), seed=2)  # two groups of 4 taps
+@given(
+    cin=st.integers(1, 40),
+    cout=st.integers(1, 40),
+    hw=st.tuples(st.integers(3, 12), st.integers(3, 12)),
+    kernel=st.sampled_from([(3, 3), (5, 3), (1, 3), (3, 1), (2, 2), (1, 1)]),
+    stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
+    padding=st.sampled_from(["SAME", "VALID"]),
+    depthwise=st.booleans(),
+    multiplier=st.sampled_from([1, 1, 2]),
+    dilation=st.sampled_from([(1, 1), (1, 1), (2, 1)]),
+    seed=st.integers(0, 1000),
+)
+def test_window_conv_vnni_any_geometry_bit_exact(cin, cout, hw, kernel, stride, padding,
+                                                 depthwise, multiplier, dilation, seed):
+    """On a VNNI host every int8 depthwise conv and every full conv (any kernel, stride,
+    padding, dilation, channel count) runs its accumulator on vpdpbusd and stays bit-exact with
+    TFLite's reference kernels."""
+    if padding == "VALID":
+        need = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+        hw = (max(hw[0], need[0]), max(hw[1], need[1]))
+    if depthwise and cin * multiplier > 48:
+        multiplier = 1
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
+                      padding=padding, depthwise=depthwise, multiplier=multiplier,
+                      dilation=dilation)
+    with pytest.MonkeyPatch.context() as mp:
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+@pytest.mark.parametrize("shape, kw, stage", [
+    ((1, 12, 12, 32), dict(depthwise=True), "_taps"),
+    ((1, 12, 12, 16), dict(depthwise=True, stride=(2, 2)), "_taps"),
+    ((1, 12, 12, 16), dict(cout=32), "_pad"),
+    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_im2col"),
+])
+def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
+    """Inputs at -128 and 127 (the shifted bytes at 0 and 255, the padded ones at the zero
+    point) against TFLite's reference kernels, and the source stage the form reads from."""
+    from conftest import oracle
+
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(2), in_shape=shape, **kw)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert stage in after.script() and "vpdpbusd" in after.script()
+    for fill in (-128, 127):
+        x = np.full(shape, fill, np.int8)
+        x[0, 0, 0] = -fill - 1
+        (got,), (ref,) = cm.run(x), oracle(model, [x])
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    cin=st.integers(1, 24),
+    cout=st.integers(1, 24),
+    hw=st.tuples(st.integers(3, 9), st.integers(3, 9)),
+    kernel=st.sampled_from([(3, 3), (5, 3)]),
+    stride=st.sampled_from([(1, 1), (2, 2)]),
+    padding=st.sampled_from(["SAME", "VALID"]),
+    depthwise=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_window_conv_without_vnni_bit_exact(cin, cout, hw, kernel, stride, padding, depthwise,
+                                            seed):
+    """An AVX2-only target (Zen 3) keeps the int32 multiply-add kernels for the same shapes,
+    bit-exact, with no VNNI stage or instruction."""
+    if padding == "VALID":
+        hw = (max(hw[0], kernel[0]), max(hw[1], kernel[1]))
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
+                      padding=padding, depthwise=depthwise)
+    with pytest.MonkeyPatch.context() as mp:
+        _without_vnni(mp)
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "vpdpbusd" not in after.script() and "_wvnni" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+
+
+@needs_vnni
+@settings(max_examples=12, deadline=None)
+@given(
+    shapes=st.sampled_from([((1, 5, 7, 16), (1, 5, 7, 16)), ((1, 4, 4, 8), (1, 1, 1, 8)),
+                            ((1, 3, 9, 12), (1, 3, 9, 12)), ((1, 8, 8, 32), (1, 8, 1, 32))]),
+    act=st.sampled_from([None, "relu", "relu6"]),
+    seed=st.integers(0, 1000),
+)
+def test_add_vnni_host_is_one_stage_and_exact(shapes, act, seed):
+    """On an AVX-512 host ADD's three rescales are one stage (mbqm_one_shift reads its operand
+    once), bit-exact with TFLite's reference kernel, extreme codes included."""
+    from conftest import oracle
+
+    rs = np.random.RandomState(seed)
+    model = tb.binary(rs, "add", a_shape=shapes[0], b_shape=shapes[1], act=act)
+    with pytest.MonkeyPatch.context() as mp:
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "_add_in0" not in after.script() and "_add_in1" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=2, seed=seed)
+    for fa, fb in ((-128, 127), (127, 127), (-128, -128)):
+        xa, xb = np.full(shapes[0], fa, np.int8), np.full(shapes[1], fb, np.int8)
+        got, ref = cm.run(xa, xb)[0], oracle(model, [xa, xb])[0]
         assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)

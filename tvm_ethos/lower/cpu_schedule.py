@@ -24,10 +24,11 @@ stay bit-exact with TFLite's reference kernels (tests/tvm_ethos/test_cpu_schedul
 operator and model test). :func:`vectorize_stripes` does the same for the NPU emulator inside
 each stripe.
 
-On CPUs with AVX-512 VNNI, ``te_ops`` lays the pointwise conv and fully connected accumulators
-out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each 16 x 4 reduction step
-becomes one instruction (:func:`_tensorize_dot`, :func:`_schedule_standalone_dot`). Which
-kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
+On CPUs with AVX-512 VNNI, ``te_ops`` lays the conv (1x1, KxK, depthwise) and fully
+connected accumulators out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each
+16 x 4 reduction step becomes one instruction (:func:`_tensorize_dot`,
+:func:`_schedule_standalone_dot`). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
+parallel loop. Which kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ COLUMN_TILE = 2
 #: registers (rfcs/0008)
 AVX512_COLUMN_TILE = 4
 AVX512_VECTOR_LANES = 32
+#: a stage whose loops (times its attached accumulators' reductions) do fewer iterations
+#: than this runs on the calling thread: starting the thread pool and joining it costs more
+#: than the work (DS-CNN's and ResNet-8's layers; rfcs/0008 section 5)
+PARALLEL_MIN_WORK = 1 << 22
 _REDUCE = 2  # IterVar.CommReduce
 
 
@@ -120,13 +125,28 @@ def _vectorize_last(sch, loop, lanes: int) -> None:
         sch.vectorize(sch.split(loop, [None, v])[1])
 
 
-def _parallel_outer(sch, loops):
-    """Fuse the leading loops into one and run it in parallel; returns it (None when none)."""
+def _parallel_outer(sch, loops, parallel: bool = True):
+    """Fuse the leading loops into one and (``parallel``) run it in parallel; returns it (None
+    when none)."""
     if not loops:
         return None
     outer = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-    sch.parallel(outer)
+    if parallel:
+        sch.parallel(outer)
     return outer
+
+
+def _work(sch, block, producers=()) -> int:
+    """Iterations of ``block``'s loops times the reduction extents of ``producers`` (the
+    accumulators computed inside it): what decides whether a parallel loop pays."""
+    work = 1
+    for lp in sch.get_loops(block):
+        work *= max(_extent(sch, lp), 1)
+    for prod in producers:
+        for lp, red in zip(sch.get_loops(prod), _loop_kinds(sch, prod, sch.get_loops(prod))):
+            if red:
+                work *= max(_extent(sch, lp), 1)
+    return work
 
 
 def sole_same_shape_consumer(sch, producer, consumer) -> bool:
@@ -201,7 +221,7 @@ def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
     return True
 
 
-def _tile_pixels(sch, loops, lanes: int, columns: int = COLUMN_TILE):
+def _tile_pixels(sch, loops, lanes: int, columns: int = COLUMN_TILE, parallel: bool = True):
     """NHWC output loops ``(n, h, w, c)``: columns in tiles of ``columns`` (a width it does
     not divide gets a last tile whose extra column is predicated off, rather than single-column
     tiles throughout, which reuse each weight vector only once; a wider tile, VNNI's, takes
@@ -223,10 +243,11 @@ def _tile_pixels(sch, loops, lanes: int, columns: int = COLUMN_TILE):
     c_o, c_i = sch.split(c, [None, v])
     if _extent(sch, h) * (_extent(sch, w_o) * tile) < _extent(sch, c_o) * v:
         sch.reorder(c_o, n, h, w_o, w_i, c_i)
-        sch.parallel(c_o)
+        if parallel:
+            sch.parallel(c_o)
         at = w_o
     else:
-        outer = _parallel_outer(sch, [n, h])
+        outer = _parallel_outer(sch, [n, h], parallel)
         sch.reorder(outer, w_o, c_o, w_i, c_i)
         at = c_o
     sch.vectorize(c_i)
@@ -245,7 +266,7 @@ def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
     o_o, o_i = sch.split(spatial[-1], [None, lanes])
     r_o, r_i = sch.split(reds[0], [None, depth])
     sch.reorder(o_o, r_o, o_i, r_i)
-    _parallel_outer(sch, [*spatial[:-1], o_o])
+    _parallel_outer(sch, [*spatial[:-1], o_o], _work(sch, block) >= PARALLEL_MIN_WORK)
     init = sch.decompose_reduction(block, r_o)
     sch.vectorize(sch.get_loops(init)[-1])
     x86_dot.replace_with_vnni(sch, sch.blockize(o_i), intrin)
@@ -262,7 +283,7 @@ def _schedule_standalone_reduction(sch, block) -> None:
         if _schedule_standalone_dot(sch, block, spatial, reds, intrin):
             return
     if spatial and spatial == loops[: len(spatial)]:
-        _parallel_outer(sch, spatial)
+        _parallel_outer(sch, spatial, _work(sch, block) >= PARALLEL_MIN_WORK)
 
 
 def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE):
@@ -283,9 +304,10 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
         tile = (lanes, columns)
         if any(_dot_intrinsic(sch, p) for p in prods):
             tile = (x86_dot.VNNI_TILE_CHANNELS, x86_dot.VNNI_TILE_COLUMNS)
-        at = _tile_pixels(sch, loops, *tile) if prods and len(loops) == 4 else None
+        parallel = _work(sch, blk, prods) >= PARALLEL_MIN_WORK
+        at = _tile_pixels(sch, loops, *tile, parallel) if prods and len(loops) == 4 else None
         if at is None:
-            at = _parallel_outer(sch, loops[:-1])
+            at = _parallel_outer(sch, loops[:-1], parallel)
             _vectorize_last(sch, loops[-1], lanes)
         if at is None:
             continue

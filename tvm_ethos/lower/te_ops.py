@@ -67,12 +67,17 @@ def _let(value, body_fn, dtype=None):
 
 
 def srdhm(a, b):
-    """gemmlowp SaturatingRoundingDoublingHighMul on int32 expressions."""
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 expressions.
+
+    gemmlowp adds a nudge of ``2**30`` (``ab >= 0``) or ``1 - 2**30`` and divides by ``2**31``
+    truncating toward zero; for ``ab < 0`` that is ``ceil((ab + 1 - 2**30) / 2**31)``
+    ``= floor((ab + 2**30) / 2**31)``, the same as for ``ab >= 0``. So one add and one
+    arithmetic shift, no sign-dependent nudge or division
+    (tests/tvm_ethos/test_te_ops_fixed_point.py checks it against gemmlowp's form)."""
 
     def with_ab(a_, b_):
         def body(ab):
-            nudge = tirx.Select(ab >= _i64(0), _i64(1 << 30), _i64(1 - (1 << 30)))
-            hi = tirx.truncdiv(ab + nudge, _i64(1 << 31)).astype("int32")
+            hi = tirx.shift_right(ab + _i64(1 << 30), _i64(31)).astype("int32")
             overflow = tirx.all(a_ == _i32(INT32_MIN), b_ == _i32(INT32_MIN))
             return tirx.Select(overflow, _i32(INT32_MAX), hi)
 
@@ -119,6 +124,46 @@ def mbqm(x, multiplier, shift):
         return rdbpot(srdhm(xl, m), right)
 
     return _let(shift, body)
+
+
+def mbqm_one_shift_constants(mult: np.ndarray, shift: np.ndarray) -> dict:
+    """Per-channel int32 constants of :func:`mbqm_one_shift` for TFLite multipliers ``mult``
+    (``[0, 2**31)``) and shifts ``shift``: the left-shift factor and the right shift (int32:
+    Relax constants of int64 arrays come out int32)."""
+    mult = np.asarray(mult, np.int64)
+    shift = np.asarray(shift, np.int64)
+    if mult.min() < 0:
+        raise ValueError("mbqm_one_shift: a negative multiplier (gemmlowp's saturating case)")
+    return {
+        "lmul": np.left_shift(np.int64(1), np.maximum(shift, 0)).astype(np.int32),
+        "right": np.maximum(-shift, 0).astype(np.int32),
+    }
+
+
+def mbqm_one_shift(x, multiplier, lmul, right, all_right: bool = False):
+    """:func:`mbqm` for a non-negative multiplier as one 64-bit add and arithmetic shift
+    (``lmul = 2**left`` and ``right`` from :func:`mbqm_one_shift_constants`, per channel).
+
+    With ``P = (x << left) * M``, gemmlowp's high multiply is ``y = floor((P + 2**30) / 2**31)``
+    (:func:`srdhm`) and ``RoundingDivideByPOT(y, r)`` for ``r >= 1`` is
+    ``floor((y + 2**(r-1) - [y < 0]) / 2**r)`` (its remainder compare, rounding half away
+    from zero). The added term is an integer, so the two floors nest into one:
+    ``floor((P + 2**30 + (2**(r-1) - [y < 0]) * 2**31) / 2**(31 + r))``, and ``y < 0`` exactly
+    when ``P + 2**30 < 0``. ``|P| < 2**62``, so the sum stays inside int64. The same int32 as
+    :func:`mbqm` for every int32 ``x`` (tests/tvm_ethos/test_te_ops_fixed_point.py), without
+    the int32 remainder, compare and correction after the 64-bit step. ``lmul`` None: no
+    channel shifts left (the usual conv, whose multipliers are below one); ``all_right``: every
+    channel shifts right, so the ``r > 0`` tests fold away."""
+    r = right.astype("int64")
+    xl = x if lmul is None else x * lmul
+    p = xl.astype("int64") * multiplier.astype("int64")
+    if all_right:
+        rounding = tirx.shift_left(_i64(1), r + _i64(30))
+        neg = tirx.Select(p < _i64(-(1 << 30)), _i64(1 << 31), _i64(0))
+    else:
+        rounding = tirx.Select(r > _i64(0), tirx.shift_left(_i64(1), r + _i64(30)), _i64(0))
+        neg = tirx.Select(tirx.all(r > _i64(0), p < _i64(-(1 << 30))), _i64(1 << 31), _i64(0))
+    return tirx.shift_right(p + _i64(1 << 30) + rounding - neg, r + _i64(31)).astype("int32")
 
 
 def mbqm_single_rounding(x, multiplier, shift):
@@ -229,18 +274,175 @@ def _vnni_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     return acc, corrected
 
 
+def vnni_window_eligible(op, x_dtype: str) -> bool:
+    """Whether a KxK (or padded, or strided 1x1) conv2d or a depthwise conv can run on
+    ``vpdpbusd`` exactly: int8 codes, int8 weights with zero point 0, and either one group
+    (a full conv: :func:`_vnni_window_conv_acc`) or one input channel per group (depthwise:
+    :func:`_vnni_depthwise_acc`). Padding is a stage that holds the input zero point, so every
+    product the instruction sums is one TFLite sums, or zero."""
+    _kh, _kw, cpg, _co = op.weights.shape
+    return (
+        (op.attrs["groups"] == 1 or cpg == 1)
+        and str(op.weights.dtype) == "int8"
+        and not np.any(np.asarray(op.w_zp) != 0)
+        and x_dtype == "int8"
+    )
+
+
+def _conv_window(op):
+    """``(n, h, w, oh, ow, sh, sw, dh, dw, pt, pl, rows, cols)``: the geometry of a conv, with
+    ``rows`` x ``cols`` the input rows and columns its windows span from ``(-pt, -pl)``."""
+    kh, kw, _cpg, _co = op.weights.shape
+    n_, h_, w_, _ = op.in_shapes[0]
+    _, oh_, ow_, _ = op.out_shape
+    sh, sw = op.attrs["strides"]
+    dh, dw = op.attrs["dilation"]
+    pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
+    rows = (oh_ - 1) * sh + (kh - 1) * dh + 1
+    cols = (ow_ - 1) * sw + (kw - 1) * dw + 1
+    return n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols
+
+
+def _clamped(v, size: int):
+    """``v`` clamped into ``[0, size)``: a padded read's index stays inside the input even
+    where the vectorizer evaluates both sides of its ``if_then_else``."""
+    return tirx.max(tirx.min(v, _i32(size - 1)), _i32(0))
+
+
+def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
+    """A full conv (one group) in ``x86_dot``'s form: a sum over its taps of 1x1 dot products.
+
+    The reduction runs over ``(kh, kw, cin)`` of a source that needs no bounds checks: with
+    input channels a multiple of 4, the input padded with its zero point (a stage, absent when
+    the windows stay inside the input), so every 4-byte group is 4 channels of one pixel; with
+    fewer (MobileNet's RGB, DS-CNN's single channel), the rows of each window laid out along
+    one axis, ``(kw, cin)`` padded to a multiple of 4 with zero weights (im2col along the
+    width only). Padded positions hold ``x_zp``, so ``(x + 128) * w`` there is exactly the
+    ``(128 + x_zp) * w`` the bias takes out. Returns ``(acc, corrected bias)`` or None."""
+    kh, kw, cin, co = op.weights.shape
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
+    zp = int(op.in_q[0][1])
+    if cin % 4 == 0:
+        if pt == 0 and pl == 0 and rows <= h_ and cols <= w_:
+            src = x
+        else:
+            def pad_fn(n, i, j, c):
+                ih, iw = i - pt, j - pl
+                inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+                return tirx.if_then_else(
+                    inside, x[n, _clamped(ih, h_), _clamped(iw, w_), c], tirx.const(zp, "int8"))
+
+            src = te.compute((n_, rows, cols, cin), pad_fn, name=f"{name}_pad")
+        kwe, swe, dwe, cs = kw, sw, dw, cin
+        wk = op.weights.reshape(kh * kw * cin, co)
+    else:
+        cs = -(-kw * cin // 4) * 4
+
+        def col_fn(n, i, j, k):
+            ih, iw = i - pt, j * sw + (k // cin) * dw - pl
+            inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
+            return tirx.if_then_else(
+                inside, x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin], tirx.const(zp, "int8"))
+
+        src = te.compute((n_, rows, ow_, cs), col_fn, name=f"{name}_im2col")
+        kwe, swe, dwe = 1, 1, 1
+        wk = np.zeros((kh, cs, co), np.int8)
+        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
+        wk = wk.reshape(kh * cs, co)
+    made = _vnni_weights(wk, bias, zp)
+    if made is None:
+        return None
+    packed, corrected = made
+    wp = pool.add(f"{name}_wvnni", packed)
+    shape = (n_, oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
+
+    def x_at(s, r):
+        return src[s[0], s[1] * sh + r // (kwe * cs) * dh, s[2] * swe + r // cs % kwe * dwe,
+                   r % cs]
+
+    return _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc"), corrected
+
+
+def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
+    """A depthwise conv in ``x86_dot``'s depthwise form: each int32 lane one channel, each
+    ``vpdpbusd`` four horizontal taps of it.
+
+    A stage packs, per output column and channel, the four input bytes of taps ``4g .. 4g+3``
+    of a window row (``x + 128``, padded positions ``x_zp + 128``, taps past the kernel 0) into
+    one uint32, so 16 channels' words are one 64-byte operand; the weights are laid out the
+    same way, ``(kh * groups of 4 taps, channels * 4)``, zero past the kernel and the channels.
+    Channels are padded to whole vectors of 16. ``sum((x + 128) * w) - (128 + x_zp) * sum(w)``
+    is TFLite's sum, the second term taken out of the bias. Returns ``(acc, corrected bias)``
+    or None when that bias leaves int32."""
+    from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_DW_S8, VNNI_LANES
+
+    kh, kw, _one, co = op.weights.shape
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, _cols = _conv_window(op)
+    cin = op.in_shapes[0][3]
+    opg = co // cin
+    zp = int(op.in_q[0][1])
+    groups = -(-kw // VNNI_DEPTH)
+    cp = -(-co // VNNI_LANES) * VNNI_LANES
+    wt = np.zeros((kh, groups * VNNI_DEPTH, cp), np.int8)
+    wt[:, :kw, :co] = op.weights[:, :, 0, :]
+    wq = np.ascontiguousarray(
+        wt.reshape(kh * groups, VNNI_DEPTH, cp).transpose(0, 2, 1)).reshape(kh * groups, cp * 4)
+    corrected = bias.astype(np.int64) - (128 + zp) * op.weights.astype(np.int64).sum(axis=(0, 1, 2))
+    if corrected.min() < INT32_MIN or corrected.max() > INT32_MAX:
+        return None
+    wp = pool.add(f"{name}_wvnni", wq)
+
+    def pack_fn(n, i, j, g, c):
+        ih = i - pt
+        word = tirx.const(0, "uint32")
+        for k in range(VNNI_DEPTH):
+            t = g * VNNI_DEPTH + k
+            iw = j * sw + t * dw - pl
+            inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+            code = tirx.if_then_else(
+                inside,
+                x[n, _clamped(ih, h_), _clamped(iw, w_), tirx.min(c, _i32(co - 1)) // opg]
+                .astype("int32"),
+                _i32(zp),
+            ) + _i32(128)
+            byte = tirx.if_then_else(tirx.all(t < kw, c < co), code, _i32(0)).astype("uint32")
+            word = word | (byte << tirx.const(8 * k, "uint32")) if k else byte
+        return word
+
+    packed = te.compute((n_, rows, ow_, groups, cp), pack_fn, name=f"{name}_taps")
+    r = te.reduce_axis((0, kh * groups * VNNI_DEPTH), name="rk")
+
+    def acc_fn(n, oh, ow, c):
+        g4 = r // VNNI_DEPTH
+        word = packed[n, oh * sh + g4 // groups * dh, ow, g4 % groups, c]
+        byte = (word >> (r % VNNI_DEPTH * 8).astype("uint32")) & tirx.const(255, "uint32")
+        wv = wp[g4, c * VNNI_DEPTH + r % VNNI_DEPTH]
+        return te.sum(byte.astype("int32") * wv.astype("int32"), axis=r)
+
+    acc = te.compute((n_, oh_, ow_, cp), acc_fn, name=f"{name}_acc",
+                     attrs={DOT_ANNOTATION: VNNI_DW_S8})
+    return acc, corrected.astype(np.int32)
+
+
 def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
     """conv2d and depthwise (grouped) conv2d, NHWC activations, HWIO weights. With ``vnni``
-    (an llvm host with AVX-512 VNNI), an eligible conv (:func:`vnni_conv_eligible`) gets its
-    accumulator in ``x86_dot``'s form instead: the same int32 sums, plus a constant the bias
-    takes out."""
+    (an llvm host with AVX-512 VNNI), an eligible conv (:func:`vnni_conv_eligible`,
+    :func:`vnni_window_eligible`) gets its accumulator in ``x86_dot``'s form instead: the same
+    int32 sums, plus a constant the bias takes out."""
     (x,) = inputs
     kh, kw, cpg, co = op.weights.shape
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
     if vnni and vnni_conv_eligible(op, str(x.dtype)):
         made = _vnni_conv_acc(op, x, pool, name, bias)
         if made is not None:
-            return _conv_output(op, made[0], pool, name, made[1])
+            return _conv_output(op, made[0], pool, name, made[1], one_shift=True)
+    elif vnni and vnni_window_eligible(op, str(x.dtype)):
+        if op.attrs["groups"] == 1:
+            made = _vnni_window_conv_acc(op, x, pool, name, bias)
+        else:
+            made = _vnni_depthwise_acc(op, x, pool, name, bias)
+        if made is not None:
+            return _conv_output(op, made[0], pool, name, made[1], one_shift=True)
     n_, h_, w_, c_ = op.in_shapes[0]
     sh, sw = op.attrs["strides"]
     dh, dw = op.attrs["dilation"]
@@ -271,15 +473,32 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
     return _conv_output(op, acc, pool, name, bias)
 
 
-def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray):
+def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
+                 one_shift: bool = False):
     """The requantization stage of a conv accumulator: ``acc + bias``, TFLite's per-channel
-    multiplier and shift, the output zero point and the activation clamp."""
+    multiplier and shift, the output zero point and the activation clamp. ``one_shift`` (the
+    AVX-512 host kernels, whose vector units shift 64-bit lanes by per-lane amounts):
+    :func:`mbqm_one_shift`, the same int32 in fewer instructions."""
     co = op.weights.shape[3]
     in_scale = f32(op.in_q[0][0])
     out_scale, out_zp = _out_q(op)
     w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
     mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in w_scale])
     b = pool.add(f"{name}_bias", bias)
+    if one_shift and mult.min() >= 0:
+        m_t = pool.add(f"{name}_mult", mult)
+        consts = mbqm_one_shift_constants(mult, shift)
+        lmul = pool.add(f"{name}_lmul", consts["lmul"]) if (shift > 0).any() else None
+        right = pool.add(f"{name}_right", consts["right"])
+        all_right = bool((shift < 0).all())
+
+        def fused_fn(n, oh, ow, oc):
+            v = acc[n, oh, ow, oc] + b[oc]
+            v = mbqm_one_shift(v, m_t[oc], None if lmul is None else lmul[oc], right[oc],
+                               all_right) + _i32(out_zp)
+            return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+        return te.compute(op.out_shape, fused_fn, name=f"{name}_out")
     m_t = pool.add(f"{name}_mult", mult)
     s_t = pool.add(f"{name}_shift", shift)
 
@@ -466,8 +685,18 @@ def _broadcast_index(in_shape, out_idx):
     return tuple(0 if d == 1 else out_idx[off + i] for i, d in enumerate(in_shape))
 
 
-def lower_add(op, inputs, pool: ConstPool, name="add"):
-    """ADD (reference_integer_ops::Add): both inputs rescaled to 2*max(scale) with left shift 20."""
+def _mbqm_const_one_shift(x, multiplier: int, shift: int):
+    """:func:`mbqm` by a constant multiplier and shift in :func:`mbqm_one_shift`'s form."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return mbqm_one_shift(x, _i32(multiplier), _i32(1 << left) if left else None, _i32(right),
+                          right > 0)
+
+
+def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
+    """ADD (reference_integer_ops::Add): both inputs rescaled to 2*max(scale) with left shift 20.
+    With ``vnni`` (an AVX-512 host), each rescale is :func:`mbqm_one_shift`'s single 64-bit
+    add and shift, which reads its operand once, so the three rescales are one stage (no
+    int32 tensors between them); the same int32 values."""
     a, b = inputs
     (s1, z1), (s2, z2) = [(f32(s), int(z)) for s, z in op.in_q]
     so, zo = _out_q(op)
@@ -476,6 +705,16 @@ def lower_add(op, inputs, pool: ConstPool, name="add"):
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)
     mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+    if vnni and min(m1, m2, mo) >= 0:
+        def fused(*idx):
+            xa = a[_broadcast_index(op.in_shapes[0], idx)].astype("int32") - _i32(z1)
+            xb = b[_broadcast_index(op.in_shapes[1], idx)].astype("int32") - _i32(z2)
+            raw = (_mbqm_const_one_shift(xa * _i32(1 << left_shift), m1, sh1)
+                   + _mbqm_const_one_shift(xb * _i32(1 << left_shift), m2, sh2))
+            v = _mbqm_const_one_shift(raw, mo, sho) + _i32(zo)
+            return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+        return te.compute(op.out_shape, fused, name=f"{name}_out")
 
     def scaled(t, k, zp, m, sh):
         return te.compute(
@@ -841,6 +1080,6 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False):
         fn = LOWERINGS[op.kind]
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
-    if vnni and fn in (lower_conv2d, lower_fully_connected):
+    if vnni and fn in (lower_conv2d, lower_fully_connected, lower_add):
         return fn(op, inputs, pool, name=name, vnni=True)
     return fn(op, inputs, pool, name=name)

@@ -11,6 +11,10 @@ out of the bias at compile time together with the input zero point's term
 The weights are laid out at compile time as ``(OC/16, K/4, 16 * 4)``: one 64-byte vector holds
 four consecutive reduction elements of 16 output channels, the operand ``vpdpbusd`` takes.
 
+Depthwise convolutions use a second form (``VNNI_DW_S8``): each lane one channel, its four
+bytes four horizontal taps of that channel, the activations packed per output column into a
+uint32 per channel by a ``te_ops`` stage, so the operand is a plain 64-byte load.
+
 ``cpu_schedule`` tiles such an accumulator as any other (columns x 16 channels in registers),
 splits its reduction into steps of 4 and makes each step one instruction
 (:func:`replace_with_vnni`).
@@ -36,6 +40,9 @@ VNNI_TILE_CHANNELS = 32
 DOT_ANNOTATION = "tvm_ethos.x86_dot"
 #: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights
 VNNI_S8 = "vnni_16x4_s8"
+#: the depthwise form: each lane one channel, its four bytes four taps of that channel, the
+#: activations packed per output column into a uint32 per channel (``te_ops``)
+VNNI_DW_S8 = "vnni_dw_16x4_s8"
 _FLIP_SIGN_BITS = -0x7F7F7F80  # 0x80808080 as int32: the top bit of each of four bytes
 
 
@@ -47,6 +54,8 @@ def _loads(expr) -> list:
         return _loads(expr.a) + _loads(expr.b)
     if isinstance(expr, tirx.Cast):
         return _loads(expr.value)
+    if isinstance(expr, (tirx.RShift, tirx.BitwiseAnd)):  # the depthwise form's byte
+        return _loads(expr.a) + _loads(expr.b)
     return []
 
 
@@ -78,20 +87,25 @@ def replace_with_vnni(sch, step, kind: str) -> None:
         return base[:-1] + [tirx.Ramp(base[-1], 1, lanes)]
 
     loads = _loads(store.value)
-    weights = next(ld for ld in loads if len(ld.source.shape) == 3)
-    acts = next(ld for ld in loads if str(ld.source.dtype) == "int8"
-                and not ld.source.same_as(weights.source))
     acc_index = vector(store, VNNI_LANES)
-    if kind != VNNI_S8:
+    if kind == VNNI_S8:
+        weights = next(ld for ld in loads if len(ld.source.shape) == 3)
+        acts = next(ld for ld in loads if str(ld.source.dtype) == "int8"
+                    and not ld.source.same_as(weights.source))
+        a = tirx.reinterpret("int32", tirx.BufferLoad(acts.source, vector(acts, VNNI_DEPTH)))
+        a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
+        a = tirx.reinterpret("int8x64", tirx.Broadcast(a, VNNI_LANES))
+    elif kind == VNNI_DW_S8:
+        # 16 channels' packed words (already x + 128) against their 16 x 4 weight bytes
+        weights = next(ld for ld in loads if str(ld.source.dtype) == "int8")
+        acts = next(ld for ld in loads if str(ld.source.dtype) == "uint32")
+        a = tirx.reinterpret("int8x64", tirx.BufferLoad(acts.source, vector(acts, VNNI_LANES)))
+    else:
         raise ValueError(f"replace_with_vnni: unknown form {kind!r}")
-    a = tirx.reinterpret("int32", tirx.BufferLoad(acts.source, vector(acts, VNNI_DEPTH)))
-    a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
     w = tirx.BufferLoad(weights.source, vector(weights, VNNI_LANES * VNNI_DEPTH))
     dot = tirx.call_llvm_pure_intrin(
         "int32x16", "llvm.x86.avx512.vpdpbusd.512",
-        tirx.BufferLoad(store.buffer, acc_index),
-        tirx.reinterpret("int8x64", tirx.Broadcast(a, VNNI_LANES)),
-        w,
+        tirx.BufferLoad(store.buffer, acc_index), a, w,
     )
     new = s_tir.SBlock(blk.iter_vars, blk.reads, blk.writes, blk.name_hint,
                        tirx.BufferStore(store.buffer, dot, acc_index), None,

@@ -31,6 +31,7 @@ kernels run (``device``: cpu or opencl).
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import queue
 import threading
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tvm_ethos.errors import TvmEthosError
-from tvm_ethos.runtime.allocators import MallocAllocator, MemorySource, aligned_empty, is_aligned
+from tvm_ethos.runtime.allocators import MallocAllocator, MemorySource, is_aligned
 from tvm_ethos.runtime.fallback_memory import (
     BackendCapabilities,
     EdgeDecision,
@@ -306,6 +307,25 @@ def _run_stream(payload, args: list, n_outs: int) -> None:
         dst.copyfrom(got.reshape(dst.shape))
 
 
+def _address(x: np.ndarray) -> int:
+    """The address of a C-contiguous, writeable array's first byte (``x.ctypes.data`` builds a
+    ctypes object on every call, several microseconds of a small network's inference)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+    except (TypeError, ValueError):  # empty or not a writeable buffer
+        return int(x.ctypes.data)
+
+
+def _aligned_output(plan: _TensorPlan) -> np.ndarray:
+    """A new host array of ``plan``'s shape and dtype at a multiple of ``CPU_ALIGNMENT``
+    (``allocators.aligned_empty`` with the dtype and size the plan already knows)."""
+    dt = np.dtype(plan.dtype)
+    n = plan.nbytes
+    raw = np.empty(n + CPU_ALIGNMENT, dtype=np.uint8)
+    off = (-_address(raw)) % CPU_ALIGNMENT
+    return raw[off : off + n].view(dt).reshape(plan.shape)
+
+
 class Executor:
     """A loaded network (see the module docstring)."""
 
@@ -387,6 +407,11 @@ class Executor:
         self._device_allocations = 0
         self.capabilities = self._capabilities(capabilities or {}, registry)
         self.plans = self._plan()
+        # what _check_inputs compares per call, built once (numpy's dtype names are slow)
+        self._input_checks = [
+            (tid, tuple(program.tensors[tid].shape), np.dtype(program.tensors[tid].dtype))
+            for tid in program.inputs
+        ]
         self.edge_report = EdgeReport(
             fallback_mode, str(self.device.info.device) if self.device is not None else "",
             self._edge_entries(),
@@ -569,14 +594,15 @@ class Executor:
         if len(inputs) != len(prog.inputs):
             raise ExecutorError(f"the model takes {len(prog.inputs)} input(s), {len(inputs)} given")
         out = []
-        for tid, x in zip(prog.inputs, inputs):
-            spec = prog.tensors[tid]
+        for (tid, shape, dtype), x in zip(self._input_checks, inputs):
             x = np.asarray(x)
-            if tuple(x.shape) != tuple(spec.shape):
+            if x.shape != shape:
+                spec = prog.tensors[tid]
                 raise ExecutorError(
                     f"input {spec.name!r}: shape {tuple(x.shape)}, expected {tuple(spec.shape)}"
                 )
-            if str(x.dtype) != spec.dtype:
+            if x.dtype != dtype:
+                spec = prog.tensors[tid]
                 raise ExecutorError(f"input {spec.name!r}: dtype {x.dtype}, expected {spec.dtype}")
             out.append(x)
         return out
@@ -661,18 +687,17 @@ class Executor:
             return t
         x = inf.caller_host[tid]
         plan = self.plans[tid]
-        if (
-            x.flags.c_contiguous
-            and x.flags.writeable
-            and is_aligned(int(x.ctypes.data), CPU_ALIGNMENT)
-        ):
+        flags = x.flags
+        contiguous, writeable = flags.c_contiguous, flags.writeable
+        addr = _address(x) if contiguous and writeable else None
+        if addr is not None and is_aligned(addr, CPU_ALIGNMENT):
             inf.stats.io_bytes_imported += plan.nbytes
             arr = x
         else:
             why = (
-                "not C-contiguous" if not x.flags.c_contiguous
-                else "read-only (DLPack cannot share it)" if not x.flags.writeable
-                else f"address 0x{int(x.ctypes.data):x} is not a multiple of {CPU_ALIGNMENT} B"
+                "not C-contiguous" if not contiguous
+                else "read-only (DLPack cannot share it)" if not writeable
+                else f"address 0x{addr:x} is not a multiple of {CPU_ALIGNMENT} B"
             )
             if self.misaligned == "reject":
                 raise MisalignedInputError(f"input {plan.name!r}: {why} (misaligned='reject')")
@@ -797,7 +822,7 @@ class Executor:
         if plan.direct_output:
             t = inf.tvm_tmp.get(("result", tid))
             if t is None:
-                arr = aligned_empty(plan.shape, plan.dtype, CPU_ALIGNMENT)
+                arr = _aligned_output(plan)
                 inf.results[tid] = arr
                 t = self._tvm.runtime.from_dlpack(arr)
                 inf.tvm_tmp[("result", tid)] = t
@@ -957,7 +982,7 @@ class Executor:
                 outs.append(inf.results[tid])
                 seen.add(tid)
                 continue
-            res = aligned_empty(plan.shape, plan.dtype, CPU_ALIGNMENT)
+            res = _aligned_output(plan)
             if plan.producer < 0:
                 np.copyto(res, inf.caller_host[tid])
             elif plan.src_device == "opencl":
