@@ -3,7 +3,7 @@ made fast on the host without changing what any stripe computes or allocates.
 
 :func:`schedule_stripes` is what ``relax.ext.<npu>`` builds: ``cpu_schedule.vectorize_stripes``
 (each Part's accumulator on vectors of a stripe's channels), then, on a host with AVX-512 VNNI,
-every 1x1 convolution's accumulator on ``vpdpbusd`` (:func:`pointwise_acc_to_vnni`). The stripe
+every int8 convolution's accumulator on ``vpdpbusd`` (:func:`conv_acc_to_vnni`). The stripe
 loops, the SRAM buffers (shapes, scopes, rings), the weight staging and every predicate stay as
 ``schedule.check`` verified them; only the innermost loops of a Part's accumulator change.
 Why and how, and what it measures: rfcs/0008-host-kernels.md section 3.
@@ -36,7 +36,7 @@ def schedule_stripes(prim):
     prim = cpu_schedule.vectorize_stripes(prim)
     forms = [_int32_tile]
     if x86_dot.has_vnni(cpu_schedule.host_target()):
-        forms = [_vnni_tile, pointwise_acc_to_vnni, *forms]
+        forms = [_vnni_tile, conv_acc_to_vnni, *forms]
     sch = s_tir.Schedule(prim)
     for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
         if not cpu_schedule.is_reduction(sch, blk):
@@ -71,11 +71,11 @@ def _first_that_applies(sch, blk, forms, rows):
 def _vnni_tile(sch, block) -> None:
     at = tile_columns(sch, block)
     loops = sch.get_loops(block)
-    between = loops[at + 1:_unit_start(sch, loops)]  # vectors of an unsliced channel loop
+    between = loops[at + 1:_window_start(sch, block, loops)]  # an unsliced channel loop
     if between:
         sch.reorder(*between, loops[at])
         at += len(between)
-    pointwise_acc_to_vnni(sch, block, tile_at=at)
+    conv_acc_to_vnni(sch, block, tile_at=at)
 
 
 def _int32_tile(sch, block) -> None:
@@ -167,16 +167,6 @@ def parallel_rows(sch, block):
 #: interleaved) serves every column, so wider tiles load and interleave less per product;
 #: 8 zmm accumulators of 32 (rfcs/0008 section 3)
 TILE_COLUMNS = 8
-
-
-def _unit_start(sch, loops) -> int:
-    """The index of the first of the unit loops ``compute_at`` left above an accumulator's
-    reduction and channel loops (``len(loops) - 2`` when there are none)."""
-    first = next((i for i in range(len(loops) - 1) if all(
-        _extent(sch, q) == 1 for q in loops[i:-2])), None)
-    if first is None:
-        raise ValueError("loops between the pixel and the reduction")
-    return first
 
 
 def _rebuild(stmt, env: dict):
@@ -320,35 +310,54 @@ def _put_block(sch, step, old, new, predicate) -> None:
                                             parent.annotations), {old: new})
 
 
-def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
-    """A stripe's 1x1 conv accumulator (``vectorize_stripes``: per output pixel, a reduction
-    over ``K`` input channels outside a vector of 16 output channels, the weights a staged
-    HWIO slice) on ``vpdpbusd``, its operands built in registers: the four activation bytes of
-    each step broadcast with their top bits flipped (``x + 128``), the weight rows
-    ``k .. k+3`` of the 16 channels interleaved into one 64-byte vector (a shuffle), and
-    ``sum(w)`` accumulated alongside with a broadcast of ones, so after the reduction
-    ``acc - (128 + x_zp) * sum(w)`` is TFLite's ``sum((x - x_zp) * w)`` (exact in int32).
+def _window_start(sch, block, loops) -> int:
+    """The index of the first of the loops ``compute_at`` left above an accumulator's channel
+    vector: unit loops and reduction loops (kernel rows and columns, input channels)."""
+    kinds = cpu_schedule._loop_kinds(sch, block, loops)
+    i = len(loops) - 1
+    while i > 0 and (kinds[i - 1] or _extent(sch, loops[i - 1]) == 1):
+        i -= 1
+    return i
+
+
+def _byte_word(code: int) -> int:
+    """The int32 whose four bytes are the int8 ``code``."""
+    v = (code & 0xFF) * 0x01010101
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def conv_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
+    """A stripe's conv accumulator (``vectorize_stripes``: per output pixel, a reduction over
+    the kernel window and ``K`` input channels outside a vector of 16 output channels, the
+    weights a staged HWIO slice) on ``vpdpbusd``, its operands built in registers: the four
+    activation bytes of each step broadcast with their top bits flipped (``x + 128``), the
+    weight rows ``k .. k+3`` of the 16 channels interleaved into one 64-byte vector (a
+    shuffle), and ``sum(w)`` over the whole window accumulated alongside with a broadcast of
+    ones, so after the reduction ``acc - (128 + x_zp) * sum(w)`` is TFLite's
+    ``sum((x - x_zp) * w)`` (exact in int32). A read in the padding (the update's guard false)
+    takes the word of four ``x_zp`` bytes instead, whose products the correction cancels, as
+    TFLite's padded ``x - x_zp = 0``; the load itself stays under the guard.
 
     The NPU's TE and constants stay as they are (the planner, the part matchers and the
     command streams read them), hence the interleave in registers rather than a re-laid-out
     weight. The block keeps its predicate (:func:`_outer_predicate`): without it the prologue
     steps of a lockstep cascade would accumulate into rows outside the compacted accumulator.
     With ``tile_at`` (after :func:`tile_columns`: the index of its tile loop, right above the
-    unit loops) the accumulator is computed for a tile of output columns: each weight vector
+    window loops) the accumulator is computed for a tile of output columns: each weight vector
     built serves every column, and ``sum(w)`` is taken once per tile. Raises ValueError (the
     caller keeps its schedule) where the block is not that."""
     loops = sch.get_loops(block)
     if len(loops) < 2:
         raise ValueError("not an accumulator update")
-    # the loops compute_at left: unit loops, the reduction over K, the 16 channels (vector)
+    # the loops compute_at left: unit and window loops, the reduction over K, the channels
     if _extent(sch, loops[-1]) != _LANES:
         raise ValueError("not 16 channels")
     k = _extent(sch, loops[-2])
     if k % _DEPTH:
         raise ValueError("reduction not whole groups of 4")
     tiled = tile_at is not None
-    first = _unit_start(sch, loops) - (1 if tiled else 0)
-    if tiled and first != tile_at:
+    first = _window_start(sch, block, loops) - (1 if tiled else 0)
+    if first < 0 or (tiled and first != tile_at):
         raise ValueError("loops between the column tile and the reduction")
     columns = _extent(sch, loops[first]) if tiled else 1
     predicate = _outer_predicate(sch, block, loops[first + (1 if tiled else 0):])
@@ -357,11 +366,14 @@ def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
     step = sch.blockize(loops[first])
     outer = sch.get(step)
     # walk the loops blockize left inside to the update block
-    stmt, loop_vars = outer.body, []
+    stmt, loop_vars, extents = outer.body, [], []
     while isinstance(stmt, tirx.For):
         if not (isinstance(stmt.min, tirx.IntImm) and int(stmt.min) == 0):
             raise ValueError("a loop not from 0")
+        if not isinstance(stmt.extent, tirx.IntImm):
+            raise ValueError("a loop of unknown extent")
         loop_vars.append(stmt.loop_var)
+        extents.append(int(stmt.extent))
         stmt = stmt.body
     if not isinstance(stmt, s_tir.SBlockRealize) or outer.init is not None:
         raise ValueError("blockize did not leave one update block")
@@ -369,6 +381,9 @@ def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
     store = inner.block.body
     if not isinstance(store, tirx.BufferStore):
         raise ValueError("not an accumulator update")
+    # the window loops (kernel rows, columns) stay loops, on their own variables
+    window = [(v, e) for i, (v, e) in enumerate(zip(loop_vars, extents))
+              if e > 1 and not (tiled and i == 0) and i < len(loop_vars) - 2]
     terms = _terms(store.value)
     loads = [t for t in terms if isinstance(t, TensorLoad)]
     # ``(x - zp) * w`` with the input read guarded: after simplification ``x + (-zp)``
@@ -392,19 +407,22 @@ def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
     if str(acts.source.dtype) != "int8" or str(weights.source.dtype) != "int8":
         raise ValueError("not int8 x int8")
     wshape = [int(d) for d in weights.source.shape]
-    if len(wshape) != 4 or wshape[:2] != [1, 1] or wshape[2] != k:
-        raise ValueError("not a 1x1 convolution over the reduction")
+    if len(wshape) != 4 or wshape[2] != k:
+        raise ValueError("not an HWIO convolution weight over the reduction")
     k4 = tirx.Var("k4", "int32")
     zero = tirx.const(0, "int32")
     ana = Analyzer()
     for iv in outer.iter_vars:
         ana.bind(iv.var, iv.dom)
     ana.bind(k4, tvm.ir.Range(zero, tirx.const(k // _DEPTH, "int32")))
+    for v, e in window:
+        ana.bind(v, tvm.ir.Range(zero, tirx.const(e, "int32")))
+    fixed = [v for v in loop_vars if not any(v.same_as(wv) for wv, _ in window)]
 
     def at_point(load_or_store, j: int, c: int, col: int = 0) -> list:
         """The indices of a load or store at reduction element ``4 * k4 + j``, channel ``c``,
         column ``col`` of the tile."""
-        at = {v: zero for v in loop_vars}
+        at = {v: zero for v in fixed}
         at[loop_vars[-2]] = k4 * _DEPTH + j  # the reduction loop
         at[loop_vars[-1]] = tirx.const(c, "int32")  # the channel loop
         if tiled:
@@ -437,17 +455,27 @@ def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
         raise ValueError("operands not contiguous along channels / the reduction")
     if not ana.can_prove(inner.predicate):
         raise ValueError("a predicate inside the blockized loops")
-    # the input read's guard (padding) must hold everywhere: every product is summed
-    for guard in [t.args[0] for t in terms if isinstance(t, Call) and len(t.args) == 3]:
-        for col in range(columns):
-            at = {v: zero for v in loop_vars}
+    # the input read's guard (padding): per column and window position, the same for the
+    # four reduction elements of a step
+    calls = [t for t in terms if isinstance(t, Call) and len(t.args) == 3]
+    if len(calls) > 1 or any(not str(c.op.name).endswith("if_then_else") for c in calls):
+        raise ValueError("not one guarded read")
+    if calls and not (isinstance(calls[0].args[2], tirx.IntImm) and int(calls[0].args[2]) == 0):
+        raise ValueError("a guard that does not give 0")
+    guards = [None] * columns
+    for col in range(columns):
+        for guard in [c.args[0] for c in calls]:
+            at = {v: zero for v in fixed}
             at[loop_vars[-2]] = k4 * _DEPTH
             if tiled:
                 at[loop_vars[0]] = tirx.const(col, "int32")
             env = {iv.var: _subst(val, at)
                    for iv, val in zip(inner.block.iter_vars, inner.iter_values)}
-            if not ana.can_prove(_subst(guard, env)):
-                raise ValueError("a padded input read")
+            cond = ana.simplify(_subst(guard, env))
+            if any(v.same_as(k4) for v in tirx.analysis.undefined_vars(cond)):
+                raise ValueError("a guard inside a step of four")
+            if not ana.can_prove(cond):
+                guards[col] = cond
     acc_index = [indices(store, 0, _LANES, col) for col in range(columns)]
     rows = [tirx.BufferLoad(weights.source, indices(weights, j, _LANES)) for j in range(_DEPTH)]
     order = [tirx.const(j * _LANES + c, "int32") for c in range(_LANES) for j in range(_DEPTH)]
@@ -462,6 +490,8 @@ def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
     def word(col: int):
         """Column ``col``'s four input bytes of the step, top bits flipped, in every lane."""
         a = tirx.reinterpret("int32", tirx.BufferLoad(acts.source, indices(acts, 0, _DEPTH, col)))
+        if guards[col] is not None:  # in the padding: four x_zp bytes, never loaded
+            a = tirx.if_then_else(guards[col], a, tirx.const(_byte_word(x_zp), "int32"))
         a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
         return tirx.reinterpret("int8x64", tirx.Broadcast(a, _LANES))
 
@@ -470,10 +500,13 @@ def pointwise_acc_to_vnni(sch, block, tile_at: int | None = None) -> None:
         for col in range(columns)]
     step_body.append(tirx.BufferStore(sums, dpbusd(tirx.BufferLoad(sums, sums_index), ones, w),
                                       sums_index))
+    reduction = tirx.For(k4, zero, tirx.const(k // _DEPTH, "int32"), tirx.ForKind.SERIAL,
+                         tirx.SeqStmt([tirx.Bind(w, tirx.Shuffle(rows, order)), *step_body]))
+    for v, e in reversed(window):
+        reduction = tirx.For(v, zero, tirx.const(e, "int32"), tirx.ForKind.SERIAL, reduction)
     body = tirx.SeqStmt([
         tirx.BufferStore(sums, tirx.Broadcast(zero, _LANES), sums_index),
-        tirx.For(k4, zero, tirx.const(k // _DEPTH, "int32"), tirx.ForKind.SERIAL,
-                 tirx.SeqStmt([tirx.Bind(w, tirx.Shuffle(rows, order)), *step_body])),
+        reduction,
         *[tirx.BufferStore(store.buffer, tirx.BufferLoad(store.buffer, acc_index[col])
                            - tirx.BufferLoad(sums, sums_index)
                            * tirx.Broadcast(tirx.const(128 + x_zp, "int32"), _LANES),
