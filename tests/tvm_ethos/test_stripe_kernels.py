@@ -94,6 +94,20 @@ def assert_predicates_kept(before, after):
     return checked
 
 
+def _staging_copies_vectorized(prim) -> int:
+    """How many weight / bias staging copies ``prim`` has; asserts each runs on vectors."""
+    from tvm import s_tir, tirx
+
+    sch = s_tir.Schedule(prim)
+    n = 0
+    for blk in sch.get_child_blocks(sch.get_sblock("root")):
+        if sch.get(blk).name_hint.endswith("_global.npu_sram"):
+            kinds = [sch.get(lp).kind for lp in sch.get_loops(blk)]
+            assert kinds[-1] == tirx.ForKind.VECTORIZED, sch.get(blk).name_hint
+            n += 1
+    return n
+
+
 @needs_vnni
 @pytest.mark.parametrize("make", [
     lambda rs: tb.conv2d(rs, in_shape=(1, 12, 12, 32), cout=32, kernel=(1, 1)),
@@ -178,6 +192,7 @@ def test_prologue_predicates_survive_vpdpbusd(monkeypatch):
     (before, after), = seen
     assert "l4_conv2d_acc_update_o" in after.script(), "l4 runs on vpdpbusd"
     assert assert_predicates_kept(before, after) > 0
+    assert _staging_copies_vectorized(after) > 0
     assert_bit_exact(cm, model_path("resnet8_cifar"), n_inputs=2)
 
 

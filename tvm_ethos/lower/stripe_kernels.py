@@ -32,7 +32,8 @@ def schedule_stripes(prim):
     a 1x1 convolution on ``vpdpbusd`` over a tile of output columns, the same one column at a
     time (where the host has AVX-512 VNNI), or the int32 form over a tile of columns
     (:func:`tile_columns`); then its rows in parallel where a stripe holds enough work
-    (:func:`parallel_rows`). A block where a step is refused keeps the form before it."""
+    (:func:`parallel_rows`); then every copy block (weight and bias staging) on vectors
+    (:func:`vectorize_copy`). A block where a step is refused keeps the form before it."""
     prim = cpu_schedule.vectorize_stripes(prim)
     forms = [_int32_tile]
     if x86_dot.has_vnni(cpu_schedule.host_target()):
@@ -46,7 +47,35 @@ def schedule_stripes(prim):
         except _REFUSED:
             rows = None
         sch = _first_that_applies(sch, blk, forms, rows)
+    for blk in list(sch.get_child_blocks(sch.get_sblock("root"))):
+        trial = sch.copy()
+        try:
+            vectorize_copy(trial, blk)
+        except _REFUSED:
+            continue
+        sch = trial
     return sch.mod["main"]
+
+
+#: bytes per vector of a copy loop (one AVX-512 register)
+COPY_BYTES = 64
+
+
+def vectorize_copy(sch, block) -> None:
+    """A copy block (a weight slice staged into SRAM, its double buffer, a bias slice: the
+    value is a load of another buffer) with its innermost loop on vectors. Raises ValueError
+    where the block is not a copy or no vector width divides its innermost loop."""
+    realize = cpu_schedule._realize(sch, block)
+    store = realize.block.body if realize is not None else None
+    if not (isinstance(store, tirx.BufferStore) and isinstance(store.value, TensorLoad)):
+        raise ValueError("not a copy")
+    loops = sch.get_loops(block)
+    if not loops or sch.get(loops[-1]).kind != tirx.ForKind.SERIAL:
+        raise ValueError("no serial loop")
+    lanes = COPY_BYTES // max(tvm.runtime.DataType(str(store.buffer.dtype)).bits // 8, 1)
+    if not cpu_schedule._lanes(_extent(sch, loops[-1]), lanes):
+        raise ValueError("no vector width divides the loop")
+    cpu_schedule._vectorize_last(sch, loops[-1], lanes)
 
 
 def _first_that_applies(sch, blk, forms, rows):
