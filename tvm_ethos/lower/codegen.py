@@ -178,7 +178,8 @@ def scheduled_primfuncs(funcs: dict):
 
 def _npu_ext(functions, options, constant_names):
     """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
-    from tvm_ethos.lower.cpu_schedule import host_target, vectorize_stripes
+    from tvm_ethos.lower.cpu_schedule import host_target
+    from tvm_ethos.lower.stripe_kernels import schedule_stripes
 
     if not functions:
         return []
@@ -193,7 +194,7 @@ def _npu_ext(functions, options, constant_names):
                 "use tvm_ethos.partition_for_ethos_u / partition_for_ethos_n / partition_for, "
                 "which plan, schedule and build the NPU subgraphs before tvm.compile")
         if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
-            prims[sym] = vectorize_stripes(_SCHEDULED[sym])
+            prims[sym] = schedule_stripes(_SCHEDULED[sym])
         else:
             prims[sym] = lower_function(f, sym).primfunc
     irmod = tvm.IRModule(prims)
