@@ -185,7 +185,9 @@ def test_multi_operator_subgraph_streams_at_every_budget(budget):
         cache_dir=False,
     )
     (entry,) = cm.plan_report["streams"].values()
-    assert entry["generated"] and entry["commands"]["NPU_OP_ELEMENTWISE"] == 1
+    # one ADD per stripe of its Plan
+    assert entry["generated"] and entry["commands"]["NPU_OP_ELEMENTWISE"] >= 1
+    assert entry["realizes_plan"] and entry["schedule"] == "plan"
     if entry["realizes_plan"]:
         assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
     _check(model, cm)

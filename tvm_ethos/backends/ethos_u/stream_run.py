@@ -60,7 +60,7 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
     _outs, stats = run_payload(payload, zeros)
     return {
         "generated": True,
-        "schedule": "layer by layer",
+        "schedule": payload.schedule,
         "command_stream_bytes": len(payload.driver_payload),
         "flash_bytes": len(payload.flash),
         "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
