@@ -107,3 +107,48 @@ def test_a_cascade_whose_ring_wraps_is_bit_exact(budget):
         ref = oracle(model, [x])[0]
         np.testing.assert_array_equal(outs[0].reshape(ref.shape), ref)
         np.testing.assert_array_equal(plain.run(x)[0], cm.run(x)[0])
+
+
+LAYERS = st.sampled_from(["conv3", "conv3s2", "dw3", "conv1", "avg3", "max2"])
+
+
+def _chain(seed, h, w, c, layers):
+    g = Graph(np.random.RandomState(seed))
+    x = g.input((1, h, w, c))
+    for kind in layers:
+        _, hh, ww, _ = g.shape(x)
+        if kind == "conv3":
+            x = g.conv2d(x, 8, act="relu")
+        elif kind == "conv3s2" and min(hh, ww) >= 4:
+            x = g.conv2d(x, 8, stride=(2, 2))
+        elif kind == "dw3":
+            x = g.conv2d(x, 0, depthwise=True, act="relu")
+        elif kind == "conv1":
+            x = g.conv2d(x, 6, kernel=(1, 1))
+        elif kind == "avg3":
+            x = g.pool("avg", x, size=(3, 3), stride=(1, 1), padding="SAME")
+        elif kind == "max2" and min(hh, ww) >= 4:
+            x = g.pool("max", x)
+    return g.build([x])
+
+
+@given(seed=st.integers(0, 2**16), h=st.integers(8, 24), w=st.integers(3, 12),
+       c=st.integers(1, 8), layers=st.lists(LAYERS, min_size=2, max_size=4),
+       where=st.floats(0, 1))
+@settings(max_examples=4, deadline=None)
+def test_any_chain_at_any_budget_streams_its_plan(seed, h, w, c, layers, where):
+    """Any small chain of convolutions and pools, planned at any point of its memory/cycles
+    frontier: the stream is bit-exact with LiteRT and touches exactly the plan's peak."""
+    model = _chain(seed, h, w, c, layers)
+    target = "ethos-u -accelerator_config=ethos-u55-128,llvm"
+    fast = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=None)
+    (sub,) = fast.plan_report["subgraphs"].values()
+    front = sub["frontier"]
+    budget = front[min(int(where * len(front)), len(front) - 1)]["memory_bytes"]
+    cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=budget)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"] <= budget
+    xs = random_inputs(model, np.random.RandomState(seed))
+    ref = oracle(model, xs)[0]
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)

@@ -159,9 +159,10 @@ class ArenaLayout:
                     if b.kind in kinds and b.nbytes), default=0)
 
 
-def _first_fit(buffers: list[Buffer], key, lowest=None) -> tuple[dict, int]:
-    """First fit in ``key`` order; ``lowest(b)``: the lowest offset ``b`` may take."""
-    placed: list[tuple[int, int, int, int]] = []
+def _first_fit(buffers: list[Buffer], key, lowest=None, placed=None) -> tuple[dict, int]:
+    """First fit in ``key`` order; ``lowest(b)``: the lowest offset ``b`` may take; ``placed``:
+    (offset, bytes, first, last) blocks already there."""
+    placed = list(placed or [])
     offsets: dict = {}
     for b in sorted(buffers, key=key):
         live = sorted((o, s) for o, s, lo, hi in placed if not (hi < b.first or lo > b.last))
@@ -181,7 +182,8 @@ def _first_fit(buffers: list[Buffer], key, lowest=None) -> tuple[dict, int]:
 def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     """A first-fit placement of ``buffers`` within ``peak`` bytes that ends, where it can,
     with a byte the stream touches (the reserved weights below the feature maps). Tried in
-    turn: each Plan's weights at the bottom and every other buffer above the weights of the
+    turn: the touched buffers placed down from the peak, the weights into the holes left;
+    each Plan's weights at the bottom and every other buffer above the weights of the
     Plans it lives across and of the next one or two (room its successors can share); all
     weights in one floor; the weights among the rest; each in
     several orders (by first Plan, lifetime, size). The first that fits the peak and ends
@@ -211,12 +213,25 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     weights = [b for b in buffers if b.kind == "weights"]
     floor_bytes = max((sum(b.nbytes for b in weights if b.first <= k <= b.last) for k in plans),
                       default=0)
+    touched = [b for b in buffers if b.kind != "weights"]
+    if weights and peak is not None:
+        # the touched buffers first fit down from the peak (their highest byte is the peak),
+        # then the reserved weights first fit into what they leave
+        for key in orders[1:]:
+            down, span = _first_fit(touched, key)
+            if span > peak:
+                continue
+            offsets = {n: peak - o - b.nbytes for b in touched for n, o in [(b.name, down[b.name])]}
+            blocks = [(offsets[b.name], b.nbytes, b.first, b.last) for b in touched]
+            low, size = _first_fit(weights, key, placed=blocks)
+            if size <= peak:
+                offsets.update(low)
+                return ArenaLayout(offsets, list(buffers), peak)
     attempts = []
     if weights:
         # each Plan's reserved weights at the bottom, every buffer above the weights of the
         # Plans it lives across
         per_plan = {k: sum(b.nbytes for b in weights if b.first == k) for k in plans}
-        touched = [b for b in buffers if b.kind != "weights"]
         for ahead in (1, 0, 2):
             def above(b, ahead=ahead):  # over its Plans, and ``ahead`` more
                 return max(per_plan.get(k, 0) for k in range(b.first, b.last + 1 + ahead))
