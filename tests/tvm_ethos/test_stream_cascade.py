@@ -152,3 +152,35 @@ def test_any_chain_at_any_budget_streams_its_plan(seed, h, w, c, layers, where):
     xs = random_inputs(model, np.random.RandomState(seed))
     ref = oracle(model, xs)[0]
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
+
+
+def test_a_plan_form_without_a_stream_keeps_the_emulator_and_says_why(monkeypatch):
+    """A step the generator has no per-stripe form for (as FULLY_CONNECTED, MEAN, SOFTMAX
+    and RESHAPE have none; here a convolution made one of them and given half its rows) is
+    refused by name, never run half-right: the subgraph keeps the emulator."""
+    import dataclasses
+
+    from tvm_ethos.backends.ethos_u import stream_cascade
+
+    g = Graph(np.random.RandomState(2))
+    x = g.input((1, 6, 6, 4))
+    model = g.build([g.conv2d(x, 8, act="relu")])
+    real = stream_cascade.plan_steps
+
+    def halved(graph, plan, index=0):
+        steps = real(graph, plan, index)
+        (lo, hi) = steps[-1].box[1]
+        box = (steps[-1].box[0], (lo, lo + (hi - lo) // 2)) + steps[-1].box[2:]
+        return steps[:-1] + [dataclasses.replace(steps[-1], box=box)]
+
+    monkeypatch.setattr(stream_cascade, "plan_steps", halved)
+    monkeypatch.setattr(stream_cascade, "_WHOLE_ONLY",
+                        stream_cascade._WHOLE_ONLY + ("conv2d",))
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert not entry["generated"] and "CONV_2D" in entry["reason"]
+    assert "stripes it" in entry["reason"]
+    xs = random_inputs(model, np.random.RandomState(0))
+    ref = oracle(model, xs)[0]
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
+    assert not any(t.startswith("stream ") for t in cm.last_run_stats.trace)
