@@ -95,6 +95,11 @@ def test_stream_memory_must_equal_the_plan():
     # no claim: a layer-by-layer stream of a cascaded plan, or SOFTMAX beyond the plan's memory
     check_stream_memory("sg0", dict(entry, realizes_plan=False))
     check_stream_memory("sg0", dict(entry, scratch_high_water_bytes=776))
+    # reserved weight bytes the stream never touches, at the arena's top, are said, not hidden
+    check_stream_memory("sg0", dict(entry, scratch_high_water_bytes=770, untouched_top_bytes=6))
+    with pytest.raises(MemoryMismatchError, match="770 B.*below 8 B of reserved"):
+        check_stream_memory("sg0", dict(entry, scratch_high_water_bytes=770,
+                                        untouched_top_bytes=8))
 
 
 # test_ops.py's single-operator models the generator has no stream for (yet)

@@ -224,3 +224,20 @@ def test_a_tight_budget_streams_its_own_plan(compiled):
     assert entry["scratch_high_water_bytes"] <= 20 * 1024 < fast["scratch_high_water_bytes"]
     assert sum(entry["commands"].values()) > sum(fast["commands"].values())
     assert tight.program.payloads[sym] != fastest.program.payloads[sym]
+
+
+@pytest.mark.parametrize("options, modes", [
+    ({"rolling_granules": (), "lockstep_rolling": False}, {"recompute"}),
+    ({"rolling_granules": (), "lockstep_rolling": True}, {"recompute", "lockstep"}),
+    ({"rolling_granules": (), "lockstep_rolling": "prologue"}, {"recompute", "lockstep"}),
+], ids=["recompute", "lockstep", "lockstep-prologue"])
+def test_every_cascade_form_streams_its_plan(options, modes):
+    """RECOMPUTE windows and lockstep rings with and without the prologue (the compile
+    path's default plans use line buffers), within 30 KiB."""
+    cm = tvm_ethos.compile(str(model_path("resnet8_cifar")),
+                           "ethos-u -accelerator_config=ethos-u55-128,llvm", budget="30KiB",
+                           planner_options=options, npu_runtime="stream", cache_dir=False)
+    (sub,) = cm.plan_report["subgraphs"].values()
+    assert {p["buffering"] for p in sub["plans"]} == modes
+    assert any(p["stripes"] > 1 and len(p["parts"]) > 1 for p in sub["plans"])
+    _streams_its_plan(cm, "resnet8_cifar")

@@ -50,3 +50,6 @@ class EthosUPayload:
     outputs: tuple[ArenaTensor, ...]
     work_bytes: int = 0
     schedule: str = "layer by layer"
+    #: reserved bytes at the top of a planned arena that the stream never touches (the plan's
+    #: weight buffers, where no layout puts a feature map highest; 0 on every shipped model)
+    untouched_top_bytes: int = 0

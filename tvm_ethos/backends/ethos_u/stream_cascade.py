@@ -413,4 +413,5 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
 
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
                          tuple(arena(t) for t in lw.input_tensors),
-                         tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule)
+                         tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
+                         layout.size - layout.top())

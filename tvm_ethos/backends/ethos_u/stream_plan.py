@@ -153,6 +153,13 @@ class ArenaLayout:
     buffers: list = field(default_factory=list)      # every Buffer placed
     size: int = 0                                    # the highest byte + 1 of any buffer
 
+    def mirrored(self) -> "ArenaLayout":
+        """The same layout upside down (still valid: nothing live at once overlaps), so that
+        what was at the bottom ends at the top."""
+        sizes = {b.name: b.nbytes for b in self.buffers}
+        return ArenaLayout({n: self.size - o - sizes[n] for n, o in self.offsets.items()},
+                           list(self.buffers), self.size)
+
     def top(self, kinds=("tensor", "work")) -> int:
         """The highest byte + 1 of the buffers of ``kinds`` (what the stream touches)."""
         return max((self.offsets[b.name] + b.nbytes for b in self.buffers
@@ -183,12 +190,12 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     """A first-fit placement of ``buffers`` within ``peak`` bytes that ends, where it can,
     with a byte the stream touches (the reserved weights below the feature maps). Tried in
     turn: the touched buffers placed down from the peak, the weights into the holes left;
-    each Plan's weights at the bottom and every other buffer above the weights of the
-    Plans it lives across and of the next one or two (room its successors can share); all
-    weights in one floor; the weights among the rest; each in
-    several orders (by first Plan, lifetime, size). The first that fits the peak and ends
-    with a touched byte is taken, else the first that fits; :class:`LayoutError` when none
-    fits. ``peak`` None: the smallest layout, whatever its size."""
+    each Plan's weights at the bottom and every other buffer above the weights of the Plans
+    it lives across and of the next one or two (room its successors can share); all weights
+    in one floor; the weights among the rest; each in several orders (by first Plan,
+    lifetime, size), each also upside down. The first that fits the peak and ends with a
+    touched byte is taken, else the first that fits; :class:`LayoutError` when none fits.
+    ``peak`` None: the smallest layout, whatever its size."""
     rank = {"weights": 0, "tensor": 1, "work": 2}
     touched_first = {"tensor": 0, "work": 0, "weights": 1}
     plans = range(min((b.first for b in buffers), default=0),
@@ -260,8 +267,9 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
             continue
         if size > peak:
             continue
-        if layout.top() == size:
-            return layout
+        for candidate in (layout, layout.mirrored()):
+            if candidate.top() == size:
+                return candidate
         fitting.append(layout)
     if peak is None:
         return best
