@@ -1,6 +1,8 @@
 """A real Ethos-U register command stream for one NPU subgraph, through Vela's Python API.
 
-Each operator of the lowered subgraph (``LoweredSubgraph.layers``, its operands in
+A planned subgraph's stream executes the planner's Proposal (``stream_cascade``: one
+operation per stripe, rings, the plan's arena layout). Without a plan (``plan=False``),
+each operator of the lowered subgraph (``LoweredSubgraph.layers``, its operands in
 ``layer_inputs``) becomes one ``NpuOperation`` over its whole tensors (layer by layer); every
 feature map lives in the scratch arena (region 1) at an offset of :func:`arena_layout`,
 weights, biases and constant operands in the read-only flash (region 0). Block configs come
