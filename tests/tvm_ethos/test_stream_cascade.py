@@ -184,3 +184,12 @@ def test_a_plan_form_without_a_stream_keeps_the_emulator_and_says_why(monkeypatc
     ref = oracle(model, xs)[0]
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
     assert not any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+
+
+def test_the_layout_keeps_alignments():
+    """A working block needs 16-byte alignment (Vela's address checks): no layout tried, the
+    upside-down ones included, may move it off."""
+    bufs = [Buffer("x", 7, 1, 0, 0), Buffer("y", 5, 1, 0, 1), Buffer("wk", 16, 16, 1, 1, "work"),
+            Buffer("z", 3, 1, 1, 1)]
+    layout = arena_layout(bufs, 40)
+    assert layout.offsets["wk"] % 16 == 0 and layout.aligned()

@@ -326,10 +326,11 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
     for t in lw.outputs:
         last[_output_source(lw, t).op.name] = nplans - 1
     buffers, shapes = [], {}
+    inputs = {t.op.name for t in lw.input_tensors}
     for name, k in producer.items():
         t = tensors[name]
         buffers.append(Buffer(name, t.bytes, np.dtype(t.dtype).itemsize, k,
-                              max(last.get(name, k), k)))
+                              max(last.get(name, k), k), "input" if name in inputs else "tensor"))
         shapes[name] = tuple(int(s) for s in t.shape)
     for k, plan in enumerate(proposal.plans):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}

@@ -144,7 +144,9 @@ class Buffer:
     align: int
     first: int
     last: int
-    kind: str = "tensor"        # "tensor" | "weights" (reserved, untouched) | "work"
+    #: "tensor" (written by the stream), "input" (written by the host; the stream may read
+    #: only part of it), "weights" (reserved, untouched) or "work"
+    kind: str = "tensor"
 
 
 @dataclass
@@ -160,8 +162,13 @@ class ArenaLayout:
         return ArenaLayout({n: self.size - o - sizes[n] for n, o in self.offsets.items()},
                            list(self.buffers), self.size)
 
+    def aligned(self) -> bool:
+        """Every buffer on its alignment (an upside-down layout may move them off it)."""
+        return all(self.offsets[b.name] % b.align == 0 for b in self.buffers)
+
     def top(self, kinds=("tensor", "work")) -> int:
-        """The highest byte + 1 of the buffers of ``kinds`` (what the stream touches)."""
+        """The highest byte + 1 of the buffers of ``kinds`` (what the stream writes, so
+        touches whole)."""
         return max((self.offsets[b.name] + b.nbytes for b in self.buffers
                     if b.kind in kinds and b.nbytes), default=0)
 
@@ -196,8 +203,8 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     lifetime, size), each also upside down. The first that fits the peak and ends with a
     touched byte is taken, else the first that fits; :class:`LayoutError` when none fits.
     ``peak`` None: the smallest layout, whatever its size."""
-    rank = {"weights": 0, "tensor": 1, "work": 2}
-    touched_first = {"tensor": 0, "work": 0, "weights": 1}
+    rank = {"weights": 0, "tensor": 1, "work": 2, "input": 3}
+    touched_first = {"tensor": 0, "work": 0, "input": 0, "weights": 1}
     plans = range(min((b.first for b in buffers), default=0),
                   max((b.last for b in buffers), default=0) + 1)
     live = {k: sum(b.nbytes for b in buffers if b.first <= k <= b.last) for k in plans}
@@ -231,9 +238,9 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
             offsets = {n: peak - o - b.nbytes for b in touched for n, o in [(b.name, down[b.name])]}
             blocks = [(offsets[b.name], b.nbytes, b.first, b.last) for b in touched]
             low, size = _first_fit(weights, key, placed=blocks)
-            if size <= peak:
-                offsets.update(low)
-                return ArenaLayout(offsets, list(buffers), peak)
+            layout = ArenaLayout(dict(offsets, **low), list(buffers), peak)
+            if size <= peak and layout.top() == peak and layout.aligned():
+                return layout
     attempts = []
     if weights:
         # each Plan's reserved weights at the bottom, every buffer above the weights of the
@@ -268,7 +275,7 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
         if size > peak:
             continue
         for candidate in (layout, layout.mirrored()):
-            if candidate.top() == size:
+            if candidate.top() == size and candidate.aligned():
                 return candidate
         fitting.append(layout)
     if peak is None:
