@@ -4,7 +4,7 @@ addressing with tile boxes, per-stripe operations, the arena layout at the plan'
 import numpy as np
 import pytest
 from graph_builder import Graph
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
@@ -115,9 +115,6 @@ LAYERS = st.sampled_from(["conv3", "conv3s2", "dw3", "conv1", "avg3", "max2"])
 def _chain(seed, h, w, c, layers):
     g = Graph(np.random.RandomState(seed))
     x = g.input((1, h, w, c))
-    # a convolution first, so that there is an NPU subgraph (a lone tiny pool may stay on
-    # the host)
-    x = g.conv2d(x, 4, kernel=(1, 1))
     for kind in layers:
         _, hh, ww, _ = g.shape(x)
         if kind == "conv3":
@@ -145,6 +142,7 @@ def test_any_chain_at_any_budget_streams_its_plan(seed, h, w, c, layers, where):
     model = _chain(seed, h, w, c, layers)
     target = "ethos-u -accelerator_config=ethos-u55-128,llvm"
     fast = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=None)
+    assume(fast.plan_report["subgraphs"])   # a lone pool on a tiny input stays on the host
     (sub,) = fast.plan_report["subgraphs"].values()
     front = sub["frontier"]
     budget = front[min(int(where * len(front)), len(front) - 1)]["memory_bytes"]
