@@ -287,7 +287,7 @@ def streams_main(args, models: list[str], configs: list[str]) -> int:
     from benchmarks.stream_compare import compare, goal_lines, stream_table
 
     rows = [r for m in models for c in configs
-            for r in compare(os.path.join(args.models, m + ".tflite"), c)]
+            for r in compare(os.path.join(args.models, m + ".tflite"), c, args.stream_budget)]
     print("Command streams side by side, run on the functional Ethos-U model "
           "(benchmarks/stream_compare.py says what each column is)")
     print(stream_table(rows))
@@ -318,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
                          "Size's SRAM on ethos-u55-128, per Part and term")
     ap.add_argument("--streams", action="store_true",
                     help="only print the command streams side by side (table 4)")
+    ap.add_argument("--stream-budget", default="300KiB",
+                    help="with --streams, also plan tvm-ethos within this budget where its "
+                         "default stream touches more (issue 15's goal: 300KiB); 'none' to "
+                         "skip")
     args = ap.parse_args(argv)
     if not vela_available():
         print("vs_vela: skipped: Vela is not installed (pip install ethos-u-vela==5.2.0)")
@@ -332,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vs_vela: skipped: models not found in {args.models}: {missing}")
         return 0
     if args.streams:
+        if str(args.stream_budget).lower() == "none":
+            args.stream_budget = None
         return streams_main(args, models, configs)
     cals, mem_rows, sides, layer_csv = [], [], [], []
     for model in models:

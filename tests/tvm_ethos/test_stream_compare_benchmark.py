@@ -59,3 +59,18 @@ def test_goal_and_missing_streams_are_reported_not_hidden():
     missing = [size, row("tvm-ethos", 0, 0, reason="SOFTMAX")]
     assert goal_lines(missing) == ["goal not judged: SOFTMAX"]
     assert "no stream: SOFTMAX" in stream_table(missing)
+    # a row planned within the goal's budget is the one judged
+    budgeted = [size, row("tvm-ethos", 900 * 1024, 1000), row("tvm-ethos 300KiB", 250 * 1024, 1)]
+    assert [line.endswith(": met") for line in goal_lines(budgeted)] == [True, True]
+
+
+def test_a_budget_adds_a_stream_planned_within_it(tmp_path):
+    rows = compare(_model(tmp_path), "ethos-u55-128", budget="4KiB")
+    assert [r.who for r in rows] == ["vela Size", "vela Performance", "tvm-ethos",
+                                     "tvm-ethos 4KiB"]
+    default, tight = rows[2:]
+    assert not tight.reason and tight.exact is True
+    assert tight.arena_bytes <= 4 * 1024 < default.arena_bytes
+    assert tight.operations > default.operations   # one operation per stripe
+    # a budget the default stream already meets adds nothing
+    assert len(compare(_model(tmp_path), "ethos-u55-128", budget="1MiB")) == 3

@@ -104,9 +104,11 @@ class NpuBackend(Backend):
             is_npu=True,
         )
 
-    def command_stream(self, lowered, options: dict):
+    def command_stream(self, lowered, options: dict, planned=None):
         """The device's own code for one lowered subgraph (an ``EthosUPayload``), or None where
-        the backend has none; raises ``CompileError`` naming what it cannot express."""
+        the backend has none; raises ``CompileError`` naming what it cannot express.
+        ``planned``: ``(match, proposal)``, the planner's schedule, when the subgraph was
+        planned."""
         return None
 
     def stream_report(self, payload, planned_peak: int | None) -> dict:

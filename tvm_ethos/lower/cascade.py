@@ -294,9 +294,11 @@ def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
 
 
 def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
-                   lowered: dict | None = None):
+                   lowered: dict | None = None, proposals_out: dict | None = None):
     """Plan and schedule every NPU subgraph of ``pmod`` (constants attached). ``lowered``: the
     subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
+    ``proposals_out``, when given, receives ``(match, proposal)`` per planned symbol: what a
+    command-stream generator executes (``Backend.command_stream``).
 
     Returns (plan report dict, {symbol: scheduled PrimFunc})."""
     from planner.api import select
@@ -348,6 +350,8 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             result = S.measure(lw, match, proposal, func, device, tvm_count=False)
             S.check(result)
             scheduled[sym] = func
+            if proposals_out is not None:
+                proposals_out[sym] = (match, proposal)
             front = search.frontier
             sub = {
                 "backend": spec.backend_id, "device": device.name, "planned": True,

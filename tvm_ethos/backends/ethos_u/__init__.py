@@ -236,13 +236,16 @@ class EthosUBackend(NpuBackend):
             ),
         }
 
-    def command_stream(self, lowered, options: dict):
-        """A register command stream through Vela's API (``stream_gen``, the ``vela`` extra)."""
+    def command_stream(self, lowered, options: dict, planned=None):
+        """A register command stream through Vela's API (``stream_gen``, the ``vela`` extra):
+        the planner's schedule when ``planned`` (``(match, proposal)``) is given, else layer by
+        layer."""
         from tvm_ethos.backends.ethos_u.stream_gen import generate
         from tvm_ethos.errors import CompileError
 
         try:
-            return generate(lowered, str(options.get("accelerator_config", "ethos-u55-128")))
+            return generate(lowered, str(options.get("accelerator_config", "ethos-u55-128")),
+                            planned)
         except CompileError:
             raise
         except Exception as err:   # Vela's own checks (asserts, size errors): no stream

@@ -35,6 +35,10 @@ class EthosUPayload:
     Ethos-U55, where the arena itself is SRAM). ``inputs``/``outputs`` are in the subgraph's
     parameter/result order. ``work_bytes`` is arena the stream needs beyond the plan's
     tensors: the intermediates of operators lowered to several NPU operations (SOFTMAX).
+    ``schedule`` is ``"plan"`` for a stream that executes the planner's Proposal (stripes,
+    rings, its arena layout within the plan's peak), ``"plan, SOFTMAX beyond its memory"``
+    when SOFTMAX's intermediates did not fit in it, ``"layer by layer"`` for one operation
+    per operator (an unplanned subgraph).
     """
 
     accelerator: str
@@ -45,3 +49,7 @@ class EthosUPayload:
     inputs: tuple[ArenaTensor, ...]
     outputs: tuple[ArenaTensor, ...]
     work_bytes: int = 0
+    schedule: str = "layer by layer"
+    #: reserved bytes at the top of a planned arena that the stream never touches (the plan's
+    #: weight buffers, where no layout puts a feature map highest; 0 on every shipped model)
+    untouched_top_bytes: int = 0

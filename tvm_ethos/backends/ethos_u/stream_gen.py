@@ -1,6 +1,8 @@
 """A real Ethos-U register command stream for one NPU subgraph, through Vela's Python API.
 
-Each operator of the lowered subgraph (``LoweredSubgraph.layers``, its operands in
+A planned subgraph's stream executes the planner's Proposal (``stream_cascade``: one
+operation per stripe, rings, the plan's arena layout). Without a plan (``plan=False``),
+each operator of the lowered subgraph (``LoweredSubgraph.layers``, its operands in
 ``layer_inputs``) becomes one ``NpuOperation`` over its whole tensors (layer by layer); every
 feature map lives in the scratch arena (region 1) at an offset of :func:`arena_layout`,
 weights, biases and constant operands in the read-only flash (region 0). Block configs come
@@ -188,8 +190,13 @@ def _block_config(npu, accelerator):
     return max(configs, key=lambda c: (c.height * c.width * c.depth, c.depth, c.width, c.height))
 
 
-def generate(lw, accelerator: str) -> EthosUPayload:
-    """The command stream and memory of one lowered NPU subgraph, layer by layer."""
+def generate(lw, accelerator: str, planned=None) -> EthosUPayload:
+    """The command stream and memory of one lowered NPU subgraph: the planner's schedule when
+    ``planned`` (``(match, proposal)``) is given (``stream_cascade``), else layer by layer."""
+    if planned is not None:
+        from tvm_ethos.backends.ethos_u.stream_cascade import generate_planned
+
+        return generate_planned(lw, accelerator, *planned)
     api = vela_api()
     acc = npu_accelerator(accelerator)
     for q in lw.layers:  # before any weight is encoded
@@ -298,7 +305,8 @@ def _attach_constants(npu, q, channels: int, acc, flash: _Flash, weights=None,
     """Block config first (the encoding depends on its depth), then the encoded weights and
     the bias/scale stream (``weights``/``scales`` default to the operator's own)."""
     api = vela_api()
-    npu.block_config = _block_config(npu, acc)
+    if getattr(npu, "block_config", None) is None:
+        npu.block_config = _block_config(npu, acc)
     depthwise = q.kind in ("depthwise_conv2d", "mean")
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
     dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)

@@ -60,11 +60,12 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
     _outs, stats = run_payload(payload, zeros)
     return {
         "generated": True,
-        "schedule": "layer by layer",
+        "schedule": payload.schedule,
         "command_stream_bytes": len(payload.driver_payload),
         "flash_bytes": len(payload.flash),
         "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
         "work_bytes": payload.work_bytes,
+        "untouched_top_bytes": payload.untouched_top_bytes,
         "planned_peak_bytes": planned_peak,
         "macs": int(stats.macs),
         "dma_bytes": {f"{s}->{d}": int(n) for (s, d), n in stats.dma_bytes.items()},

@@ -1,0 +1,418 @@
+"""A command stream that executes the planner's Proposal: stripes, rings and its arena layout.
+
+``stream_plan.plan_steps`` lists what each Plan computes, step by step (the schedule the
+"tir" emulator runs, ``lower.schedule``); every step becomes one NPU operation over that box
+of its Part's output:
+
+* its IFM is the window the box reads (stride, dilated kernel, padding), clipped to the input
+  tensor, and its padding only what the window reaches past the tensor's edges (a stripe
+  inside the tensor has none);
+* every tensor lives where ``stream_plan.arena_layout`` puts it: the tensors between Plans
+  whole, a Plan's intermediates in their planned buffers, folded ``row % rows`` along every
+  axis the buffer is shorter on (the ring addressing the TensorIR schedule uses). A box that
+  wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
+  past the ring's end, tiles 1 and 3 the columns;
+* weights are read in place from flash (region 0), encoded once per block depth; the Plan's
+  weight copies and staging buffers are reserved in the layout, untouched;
+* FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
+  only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
+  ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
+  ``plan_steps`` does not list.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u import npu_softmax
+from tvm_ethos.backends.ethos_u.npu_ops import (
+    FmSlot,
+    UnsupportedOperatorError,
+    conv_op,
+    elementwise_op,
+    mean_op,
+    mean_scales,
+    mean_weights,
+    pool_op,
+    shape3,
+)
+from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
+from tvm_ethos.backends.ethos_u.stream_plan import (
+    Buffer,
+    LayoutError,
+    ScheduleFormError,
+    arena_layout,
+    plan_steps,
+)
+
+_WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
+_WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Storage:
+    """Where a feature map lives: its buffer of ``shape`` (height, width, depth) at ``offset``
+    of the arena; a tensor taller or wider than its buffer is folded (a ring)."""
+
+    offset: int
+    shape: tuple[int, int, int]
+    tensor: tuple[int, int, int]
+    dtype: str
+
+    @property
+    def whole(self) -> bool:
+        return self.shape == self.tensor
+
+
+def _geometry(q):
+    """(kernel (h, w), strides, dilation, padding (top, left, bottom, right)) of a windowed
+    operator; elementwise operators read their OFM's box."""
+    if q.kind in ("conv2d", "depthwise_conv2d"):
+        kh, kw = (int(v) for v in q.weights.shape[:2])
+        return ((kh, kw), tuple(q.attrs["strides"]), tuple(q.attrs["dilation"]),
+                tuple(int(v) for v in q.attrs["padding"]))
+    if q.kind in ("avg_pool2d", "max_pool2d"):
+        return (tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"]), (1, 1),
+                tuple(int(v) for v in q.attrs["padding"]))
+    return (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)
+
+
+def _window(o0, o1, k, s, d, before, extent):
+    """The clipped input range [lo, hi) output rows [o0, o1) read, and the padding before and
+    after it."""
+    lo = o0 * s - before
+    hi = (o1 - 1) * s - before + (k - 1) * d + 1
+    clo, chi = max(lo, 0), min(hi, extent)
+    return clo, chi, clo - lo, hi - chi
+
+
+def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
+    """The NpuFeatureMap of the box ``rows`` x ``cols`` (all channels) of a tensor held in
+    ``st``: up to four tiles where the box wraps the buffer."""
+    from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain
+
+    (y0, y1), (x0, x1) = rows, cols
+    bh, bw, c = st.shape
+    e = np.dtype(st.dtype).itemsize
+    h, w = y1 - y0, x1 - x0
+    if h > bh or w > bw:  # pragma: no cover - the planner sizes buffers for their windows
+        raise UnsupportedOperatorError("a ring", f"a {h}x{w} box in a {bh}x{bw} buffer")
+    fm = plain(FmSlot(region, st.offset, (h, w, c), st.dtype, scale, zero_point))
+    sy, sx = bw * c * e, c * e
+    ry, rx = y0 % bh, x0 % bw
+    h0, w0 = min(h, bh - ry), min(w, bw - rx)
+    base = st.offset
+    fm.tiles = api.NpuTileBox(h0, h0 if w0 < w else 0, w0,
+                              [base + ry * sy + rx * sx, base + ry * sy, base + rx * sx, base])
+    fm.strides = api.NpuShape3D(sy, sx, e)
+    return fm
+
+
+class _Emitter:
+    """Turns steps into NPU operations (block configs and encoded weights cached)."""
+
+    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts):
+        from tvm_ethos.backends.ethos_u.stream_gen import vela_api
+
+        self.api = vela_api()
+        self.lw, self.acc, self.accelerator, self.flash = lw, acc, accelerator, flash
+        self.storage, self.offsets, self.part_layer, self.consts = (storage, offsets,
+                                                                    part_layer, consts)
+        self.layers = list(lw.layers)
+        self.outs = list(lw.tensors.values())
+        self.blocks: dict = {}
+        self.encoded: dict = {}
+        self.const_slots: dict = {}
+        self.ops: list = []
+
+    # --- constants and configs
+    def block_config(self, npu, key):
+        from tvm_ethos.backends.ethos_u.stream_gen import _block_config
+
+        if key not in self.blocks:
+            self.blocks[key] = _block_config(npu, self.acc)
+        return self.blocks[key]
+
+    def constants(self, npu, step: int, q, channels, key, weights=None, scales=None):
+        """Block config, then the weights encoded for its depth and the bias/scale stream,
+        each added to flash once per (operator, block depth)."""
+        from tvm_ethos.backends.ethos_u.stream_gen import _attach_constants
+
+        npu.block_config = self.block_config(npu, key)
+        ck = (step, npu.block_config.depth)
+        if ck not in self.encoded:
+            _attach_constants(npu, q, channels, self.acc, self.flash, weights, scales)
+            self.encoded[ck] = (npu.weights, npu.biases)
+        npu.weights, npu.biases = self.encoded[ck]
+
+    def const_slot(self, t, qz) -> FmSlot:
+        from tvm_ethos.backends.ethos_u.stream_gen import FLASH_REGION
+
+        k = t.op.name
+        if k not in self.const_slots:
+            arr = np.ascontiguousarray(self.consts[k])
+            rng = self.flash.add(arr.tobytes())
+            self.const_slots[k] = FmSlot(FLASH_REGION, rng.address, shape3(arr.shape, k),
+                                         str(arr.dtype), None, 0)
+        return dataclasses.replace(self.const_slots[k], scale=qz[0] if qz else None,
+                                   zero_point=qz[1] if qz else 0)
+
+    def whole_slot(self, t, qz, what) -> FmSlot:
+        from tvm_ethos.backends.ethos_u.stream_gen import SCRATCH_REGION
+
+        k = t.op.name
+        if k in self.consts:
+            return self.const_slot(t, qz)
+        st = self.storage[k]
+        if not st.whole:
+            raise UnsupportedOperatorError(what, f"its operand {k} is held in a ring "
+                                                 f"{st.shape} of a {st.tensor} tensor")
+        return FmSlot(SCRATCH_REGION, st.offset, shape3(t.shape, k), str(t.dtype),
+                      qz[0] if qz else None, qz[1] if qz else 0)
+
+    # --- one step
+    def emit(self, part: str, box):
+        from tvm_ethos.backends.ethos_u.stream_gen import (
+            _CONV_KINDS,
+            _block_config,
+            _lut_address,
+            work_key,
+        )
+
+        step = self.part_layer[part]
+        q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
+        full = tuple((0, int(s)) for s in out.shape)
+        in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
+        if q.kind in _WHOLE_ONLY:
+            if tuple(box) != full:
+                raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it ({box})")
+            operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
+            out_q = q.out_q or (operands[0].scale, operands[0].zero_point)
+            ofm = self.whole_slot(out, out_q, q.tflite_name)
+            if q.kind == "reshape":
+                self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
+                return
+            if q.kind == "softmax":
+                self.ops += npu_softmax.softmax_ops(
+                    q, operands[0], ofm, self.offsets[work_key(step)], self.flash,
+                    _lut_address(self.accelerator),
+                    lambda npu: _block_config(npu, self.acc))
+                return
+            if q.kind == "mean":
+                npu = mean_op(q, operands[0], ofm)
+                self.constants(npu, step, q, ofm.shape[2], (step,), mean_weights(q),
+                               [mean_scales(q)] * ofm.shape[2])
+            else:  # fully_connected: a 1x1 conv over a 1 x rows x K IFM
+                lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
+                ifm = dataclasses.replace(operands[0], shape=(1, lead, q.weights.shape[1]))
+                ofm = dataclasses.replace(ofm, shape=(1, lead, q.weights.shape[0]))
+                npu = conv_op(q, ifm, ofm)
+                self.constants(npu, step, q, ofm.shape[2], (step,))
+            npu.name = q.kind
+            self.ops.append(npu)
+            return
+        if len(out.shape) != 4 or int(out.shape[0]) != 1:
+            raise UnsupportedOperatorError(q.tflite_name, f"output shape {tuple(out.shape)}")
+        (_, _), (y0, y1), (x0, x1), (c0, c1) = box
+        if (c0, c1) != (0, int(out.shape[3])):
+            raise UnsupportedOperatorError(q.tflite_name, f"the plan computes channels "
+                                                          f"[{c0}, {c1}) of a stripe")
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl, _pb, _pr) = _geometry(q)
+        out_q = q.out_q
+        src = ins[0]
+        if out_q is None:  # pools keep their input's quantization
+            out_q = in_q[0]
+        ofm_fm = self.box_fm(out, (y0, y1), (x0, x1), out_q)
+        iy0, iy1, top, bottom = _window(y0, y1, kh, sh, dh, pt, int(src.shape[1]))
+        ix0, ix1, left, right = _window(x0, x1, kw, sw, dw, pl, int(src.shape[2]))
+        pad = (top, left, bottom, right)
+        qs = dataclasses.replace(q, attrs=dict(q.attrs, padding=pad)) if q.kind in _WINDOWED \
+            else q
+        h, w, c = y1 - y0, x1 - x0, int(out.shape[3])
+        ofm_slot = FmSlot(1, 0, (h, w, c), str(out.dtype), *(out_q or (None, 0)))
+        operands = []
+        for t, iq in zip(ins, in_q):
+            if t.op.name in self.consts:
+                operands.append((self.const_slot(t, iq), None))
+                continue
+            tshape = shape3(t.shape, t.op.name)
+            if q.kind in _WINDOWED or tshape == (h, w, c) or tshape[:2] == (int(out.shape[1]),
+                                                                           int(out.shape[2])):
+                ry, rx = ((iy0, iy1), (ix0, ix1)) if q.kind in _WINDOWED else ((y0, y1),
+                                                                                 (x0, x1))
+                slot = FmSlot(1, 0, (ry[1] - ry[0], rx[1] - rx[0], tshape[2]), str(t.dtype),
+                              *(iq or (None, 0)))
+                operands.append((slot, self.box_fm(t, ry, rx, iq)))
+            else:  # a broadcast operand: read whole
+                operands.append((self.whole_slot(t, iq, q.tflite_name), None))
+        if q.kind in _CONV_KINDS:
+            npu = conv_op(qs, operands[0][0], ofm_slot)
+        elif q.kind in ("avg_pool2d", "max_pool2d"):
+            npu = pool_op(qs, operands[0][0], ofm_slot)
+        elif q.kind in ("add", "mul"):
+            npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
+        else:  # pragma: no cover - STREAM_KINDS and the branches above agree
+            raise AssertionError(q.kind)
+        self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
+        key = (step, (h, w), tuple(fm.shape for fm in [npu.ifm] if fm), pad)
+        if q.kind in _CONV_KINDS:
+            self.constants(npu, step, q, c, key)
+        else:
+            npu.block_config = self.block_config(npu, key)
+        npu.name = q.kind
+        self.ops.append(npu)
+
+    def copy_op(self, src: FmSlot, dst: FmSlot, key):
+        """A RESHAPE: its bytes copied by a 1x1 MAX pool over a flat 1 x 1 x n view, the
+        identity (DMA lengths must be whole 16-byte bursts)."""
+        from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain
+
+        n = src.nbytes // np.dtype(src.dtype).itemsize
+        if n > 65536 or src.dtype not in ("int8", "uint8"):
+            raise UnsupportedOperatorError("RESHAPE", f"a copy of {n} {src.dtype} elements")
+        api = self.api
+        npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+        npu.ifm = plain(dataclasses.replace(src, shape=(1, 1, n), scale=1.0, zero_point=0))
+        npu.ofm = plain(dataclasses.replace(dst, shape=(1, 1, n), scale=1.0, zero_point=0))
+        npu.kernel = api.NpuKernel(1, 1)
+        npu.padding = api.NpuPadding(0, 0, 0, 0)
+        npu.activation = None
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.block_config = self.block_config(npu, key)
+        npu.name = "reshape"
+        return npu
+
+    def box_fm(self, t, rows, cols, qz):
+        from tvm_ethos.backends.ethos_u.stream_gen import SCRATCH_REGION
+
+        st = self.storage[t.op.name]
+        return feature_map(self.api, st, rows, cols, SCRATCH_REGION,
+                           qz[0] if qz else None, qz[1] if qz else 0)
+
+    @staticmethod
+    def place(npu, operands, ofm_fm, reversed_: bool):
+        """Give the operation the boxes' tiles and strides (the builders made plain maps with
+        the quantization each operation needs)."""
+        def patch(dst, fm):
+            if fm is not None:
+                dst.tiles, dst.strides, dst.region = fm.tiles, fm.strides, fm.region
+
+        order = list(reversed(operands)) if reversed_ else operands
+        patch(npu.ifm, order[0][1])
+        if len(order) > 1 and getattr(npu, "ifm2", None) is not None:
+            patch(npu.ifm2, order[1][1])
+        patch(npu.ofm, ofm_fm)
+
+
+def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer], dict]:
+    """Every block the arena holds, and the buffer shape of every feature map."""
+    from tvm_ethos.backends.ethos_u.stream_gen import _output_source, work_key
+
+    tensors = {t.name: t for t in graph.tensors}
+    by_part = {p.name: p for p in graph.parts}
+    nplans = len(proposal.plans)
+    producer, last = {}, {}
+    for t in lw.input_tensors:
+        producer[t.op.name] = 0
+    for k, plan in enumerate(proposal.plans):
+        producer[plan.output] = k
+        for name in plan.parts:
+            for t in by_part[name].inputs:
+                if not t.is_constant:
+                    last[t.name] = max(last.get(t.name, k), k)
+    for t in lw.outputs:
+        last[_output_source(lw, t).op.name] = nplans - 1
+    buffers, shapes = [], {}
+    inputs = {t.op.name for t in lw.input_tensors}
+    for name, k in producer.items():
+        t = tensors[name]
+        buffers.append(Buffer(name, t.bytes, np.dtype(t.dtype).itemsize, k,
+                              max(last.get(name, k), k), "input" if name in inputs else "tensor"))
+        shapes[name] = tuple(int(s) for s in t.shape)
+    for k, plan in enumerate(proposal.plans):
+        configs = {tc.tensor: tc for tc in plan.tensor_configs}
+        members = {by_part[n].output.name for n in plan.parts}
+        own = 0
+        for name in plan.parts[:-1]:
+            tname = by_part[name].output.name
+            tc = configs[tname]
+            shapes[tname] = tuple(int(s) for s in tc.buffer_shape)
+            buffers.append(Buffer(tname, tc.buffer_bytes, 1, k, k))
+            own += tc.buffer_bytes
+        for j, tc in enumerate(plan.tensor_configs):
+            if tc.copy_region != tc.home_region and tc.tensor not in members:
+                kind = "staging" if tc.double_buffer else "copy"
+                buffers.append(Buffer(f"{tc.tensor}@plan{k}.{kind}{j}", tc.buffer_bytes, 1, k,
+                                      k, "weights"))
+                own += tc.buffer_bytes
+        if own != plan.memory_bytes:
+            raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
+                                    f"{plan.memory_bytes:,} B")
+        for name in plan.parts:
+            step = part_layer[name]
+            if step in work:
+                buffers.append(Buffer(work_key(step), work[step], 16, k, k, "work"))
+    return buffers, shapes
+
+
+def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
+    """The command stream of ``lw`` executing ``proposal`` (see the module docstring)."""
+    from tvm_ethos.backends.ethos_u.stream_gen import (
+        STREAM_KINDS,
+        _Flash,
+        _output_source,
+        npu_accelerator,
+        vela_api,
+    )
+
+    api = vela_api()
+    acc = npu_accelerator(accelerator)
+    for q in lw.layers:
+        if q.kind not in STREAM_KINDS:
+            raise UnsupportedOperatorError(
+                q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)")
+    layer_of = {t.op.name: i for i, t in enumerate(lw.tensors.values())}
+    part_layer = {mp.part.name: layer_of[mp.root.op.name] for mp in match.parts}
+    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
+    graph = match.graph
+    schedule = "plan"
+    try:
+        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work)
+        steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
+        try:
+            layout = arena_layout(buffers, proposal.memory_bytes)
+        except LayoutError:
+            if not work:
+                raise
+            # SOFTMAX's intermediates are not in the planner's memory model: where the plan
+            # leaves no room for them, the arena grows and the stream does not claim the peak
+            layout = arena_layout(buffers, None)
+            schedule = "plan, SOFTMAX beyond its memory"
+    except (ScheduleFormError, LayoutError) as err:
+        raise UnsupportedOperatorError("this plan", str(err)) from None
+    storage = {}
+    for name, buf_shape in shapes.items():
+        t = graph.tensor(name)
+        storage[name] = _Storage(layout.offsets[name], shape3(buf_shape, name),
+                                 shape3(t.shape, name), str(np.dtype(t.dtype)))
+    flash = _Flash()
+    consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
+    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts)
+    for s in steps:
+        em.emit(s.part, s.box)
+    with contextlib.redirect_stdout(io.StringIO()):
+        words = api.npu_generate_register_command_stream(em.ops, acc)
+        payload = api.npu_create_driver_payload(words, acc)
+
+    def arena(t) -> ArenaTensor:
+        src = _output_source(lw, t)
+        return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
+                           layout.offsets[src.op.name])
+
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
+                         tuple(arena(t) for t in lw.input_tensors),
+                         tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
+                         layout.size - layout.top())

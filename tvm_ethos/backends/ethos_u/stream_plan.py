@@ -1,0 +1,286 @@
+"""What a planner Proposal asks the NPU to do, in order, and where every buffer of it lives.
+
+The command-stream generator (``stream_gen``) executes the same schedule as the "tir"
+emulator (``lower.schedule``): for each Plan, the Parts run stripe by stripe, each computing
+per step the box of its output the planner gives it. :func:`plan_steps` lists those boxes in
+execution order for the three cascade forms the compile path realizes:
+
+* RECOMPUTE: per sink stripe, every Part computes its whole window (``axis_ranges``);
+* lockstep rings (``planner.lockstep``): along the rolling axis a producer computes only the
+  rows past its previous window (``work_ranges``); with a prologue the step loop starts
+  ``prologue`` steps before the sink's first stripe, the steps aligned on their last one;
+* line buffers (``planner.line_buffer``): one finer step loop on which Part ``p`` computes
+  chunk ``j`` at step ``offset + period * j``, producers before consumers within a step.
+
+Axes striped outside the innermost stripe loop (the width tiles of 2-D stripes) repeat the
+inner loop once per tile. :func:`arena_layout` places every buffer the Proposal counts in the
+scratch arena: the tensors between Plans (network inputs until their last reader, outputs to
+the end), and per Plan its intermediates (the planned buffer shape, a ring along every axis
+the buffer is shorter on), its weight copies and staging buffers (reserved: the stream reads
+encoded weights in place from flash) and working memory the stream needs beyond the plan
+(SOFTMAX's intermediates). The layout is first fit by Plan lifetime; it must fit the plan's
+peak exactly, else :class:`LayoutError`.
+
+Nothing here imports TVM or Vela: the inputs are the planner's graph and Proposal.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from planner.lockstep import prologue_of
+from planner.memory import BufferMode
+
+Box = tuple[tuple[int, int], ...]
+
+
+class ScheduleFormError(Exception):
+    """The Proposal uses a form :func:`plan_steps` does not list (the message says which)."""
+
+
+class LayoutError(Exception):
+    """No first-fit layout of the Proposal's buffers fits its peak."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Part ``part`` of Plan ``plan`` computes ``box`` (a [lo, hi) range per output axis)."""
+
+    plan: int
+    part: str
+    box: Box
+
+
+def _line_timing(graph, plan):
+    """The line-buffer timing of a demand-driven rolling Plan, None for other Plans (the
+    test ``lower.schedule`` applies)."""
+    from planner.line_buffer import LineBufferError, line_timing
+
+    configs = {tc.tensor: tc for tc in plan.tensor_configs}
+    by_name = {p.name: p for p in graph.parts}
+    if plan.spec.mode != "rolling" or not any(
+            configs.get(by_name[n].output.name) is not None
+            and configs[by_name[n].output.name].buffer_mode == BufferMode.ROLLING
+            for n in plan.parts[:-1]):
+        return None
+    if plan.spec.granule != 1:
+        raise ScheduleFormError(f"a {plan.spec.label()} Plan (only granule 1 is realized)")
+    try:
+        return line_timing(graph, plan)
+    except LineBufferError as err:
+        raise ScheduleFormError(str(err)) from None
+
+
+def plan_steps(graph, plan, index: int = 0) -> list[Step]:
+    """Every (Part, output box) of ``plan`` in the order the schedule runs them."""
+    compute = {ps.part: ps.stripe for ps in plan.part_schedules}
+    sink = compute[plan.parts[-1]]
+    rank = len(sink.shape)
+    striped = sorted((a for a in range(rank) if sink.stripes[a] > 1),
+                     key=lambda a: sink.order[a])
+    timing = _line_timing(graph, plan)
+
+    def fixed(name, a, outer_index):
+        cfg = compute[name]
+        ranges = cfg.axis_ranges(a)
+        if a in outer_index:
+            if cfg.stripes[a] != sink.stripes[a]:
+                raise ScheduleFormError(f"{name} has {cfg.stripes[a]} stripes along axis {a}, "
+                                        f"its Plan's sink {sink.stripes[a]}")
+            return ranges[outer_index[a]]
+        if len(ranges) != 1:
+            raise ScheduleFormError(f"{name} is striped along axis {a}, its sink is not")
+        return ranges[0]
+
+    def box(name, outer_index, inner_axis=None, inner=None):
+        cfg = compute[name]
+        return tuple(inner if a == inner_axis else fixed(name, a, outer_index)
+                     for a in range(len(cfg.shape)))
+
+    steps: list[Step] = []
+    if not striped:
+        for name in plan.parts:
+            steps.append(Step(index, name, box(name, {})))
+        return steps
+    inner_axis, outer_axes = striped[-1], striped[:-1]
+    for combo in itertools.product(*(range(sink.stripes[a]) for a in outer_axes)):
+        outer_index = dict(zip(outer_axes, combo))
+        if timing is not None:
+            for t in range(timing.first_step, timing.first_step + timing.steps):
+                for pt in timing.parts:
+                    j, r = divmod(t - pt.offset, pt.period)
+                    if r or not 0 <= j < len(pt.chunks):
+                        continue
+                    lo, hi = pt.chunks[j]
+                    if hi > lo:
+                        steps.append(Step(index, pt.part,
+                                          box(pt.part, outer_index, pt.axis, (lo, hi))))
+            continue
+        lead = max(prologue_of(compute[n]) for n in plan.parts)
+        for j in range(-lead, sink.stripes[inner_axis]):
+            for name in plan.parts:
+                cfg = compute[name]
+                k = j + prologue_of(cfg)
+                ranges = cfg.work_ranges(inner_axis)
+                if k < 0:
+                    continue
+                if k >= len(ranges):
+                    raise ScheduleFormError(f"{name} has {len(ranges)} stripes along axis "
+                                            f"{inner_axis}, its step loop more")
+                lo, hi = ranges[k]
+                if hi > lo:
+                    steps.append(Step(index, name, box(name, outer_index, inner_axis, (lo, hi))))
+    return steps
+
+
+# ----------------------------------------------------------------------------- memory
+@dataclass(frozen=True)
+class Buffer:
+    """One block of the arena: ``name`` (a tensor, a reservation or a working block), its
+    bytes, element alignment and the Plans it is live across (inclusive)."""
+
+    name: str
+    nbytes: int
+    align: int
+    first: int
+    last: int
+    #: "tensor" (written by the stream), "input" (written by the host; the stream may read
+    #: only part of it), "weights" (reserved, untouched) or "work"
+    kind: str = "tensor"
+
+
+@dataclass
+class ArenaLayout:
+    offsets: dict = field(default_factory=dict)      # buffer name -> byte offset
+    buffers: list = field(default_factory=list)      # every Buffer placed
+    size: int = 0                                    # the highest byte + 1 of any buffer
+
+    def mirrored(self) -> "ArenaLayout":
+        """The same layout upside down (still valid: nothing live at once overlaps), so that
+        what was at the bottom ends at the top."""
+        sizes = {b.name: b.nbytes for b in self.buffers}
+        return ArenaLayout({n: self.size - o - sizes[n] for n, o in self.offsets.items()},
+                           list(self.buffers), self.size)
+
+    def aligned(self) -> bool:
+        """Every buffer on its alignment (an upside-down layout may move them off it)."""
+        return all(self.offsets[b.name] % b.align == 0 for b in self.buffers)
+
+    def top(self, kinds=("tensor", "work")) -> int:
+        """The highest byte + 1 of the buffers of ``kinds`` (what the stream writes, so
+        touches whole)."""
+        return max((self.offsets[b.name] + b.nbytes for b in self.buffers
+                    if b.kind in kinds and b.nbytes), default=0)
+
+
+def _first_fit(buffers: list[Buffer], key, lowest=None, placed=None) -> tuple[dict, int]:
+    """First fit in ``key`` order; ``lowest(b)``: the lowest offset ``b`` may take; ``placed``:
+    (offset, bytes, first, last) blocks already there."""
+    placed = list(placed or [])
+    offsets: dict = {}
+    for b in sorted(buffers, key=key):
+        live = sorted((o, s) for o, s, lo, hi in placed if not (hi < b.first or lo > b.last))
+        off = lowest(b) if lowest else 0
+        for o, s in live:
+            if off + b.nbytes <= o:
+                break
+            if o + s <= off:
+                continue
+            off = max(off, -(-(o + s) // b.align) * b.align)
+        placed.append((off, b.nbytes, b.first, b.last))
+        offsets[b.name] = off
+    size = max((o + s for o, s, _, _ in placed), default=0)
+    return offsets, size
+
+
+def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
+    """A first-fit placement of ``buffers`` within ``peak`` bytes that ends, where it can,
+    with a byte the stream touches (the reserved weights below the feature maps). Tried in
+    turn: the touched buffers placed down from the peak, the weights into the holes left;
+    each Plan's weights at the bottom and every other buffer above the weights of the Plans
+    it lives across and of the next one or two (room its successors can share); all weights
+    in one floor; the weights among the rest; each in several orders (by first Plan,
+    lifetime, size), each also upside down. The first that fits the peak and ends with a
+    touched byte is taken, else the first that fits; :class:`LayoutError` when none fits.
+    ``peak`` None: the smallest layout, whatever its size."""
+    rank = {"weights": 0, "tensor": 1, "work": 2, "input": 3}
+    touched_first = {"tensor": 0, "work": 0, "input": 0, "weights": 1}
+    plans = range(min((b.first for b in buffers), default=0),
+                  max((b.last for b in buffers), default=0) + 1)
+    live = {k: sum(b.nbytes for b in buffers if b.first <= k <= b.last) for k in plans}
+    fullest = {k for k, n in live.items() if n == max(live.values(), default=0)}
+
+    def bottom(b):  # the fullest Plans' reserved weights at the bottom, under what they touch
+        return 0 if b.kind == "weights" and b.first in fullest else 1
+
+    orders = (
+        lambda b: (bottom(b), b.first, rank[b.kind], -b.nbytes, b.name),
+        lambda b: (b.first, rank[b.kind], -b.nbytes, b.name),
+        lambda b: (touched_first[b.kind], b.first, -b.nbytes, b.name),
+        lambda b: (touched_first[b.kind], -(b.last - b.first), -b.nbytes, b.name),
+        lambda b: (-(b.last - b.first), -b.nbytes, b.name),
+        lambda b: (-b.nbytes, b.first, b.name),
+    )
+    fitting = []
+    smallest = None
+    best = None
+    weights = [b for b in buffers if b.kind == "weights"]
+    floor_bytes = max((sum(b.nbytes for b in weights if b.first <= k <= b.last) for k in plans),
+                      default=0)
+    touched = [b for b in buffers if b.kind != "weights"]
+    if weights and peak is not None:
+        # the touched buffers first fit down from the peak (their highest byte is the peak),
+        # then the reserved weights first fit into what they leave
+        for key in orders[1:]:
+            down, span = _first_fit(touched, key)
+            if span > peak:
+                continue
+            offsets = {n: peak - o - b.nbytes for b in touched for n, o in [(b.name, down[b.name])]}
+            blocks = [(offsets[b.name], b.nbytes, b.first, b.last) for b in touched]
+            low, size = _first_fit(weights, key, placed=blocks)
+            layout = ArenaLayout(dict(offsets, **low), list(buffers), peak)
+            if size <= peak and layout.top() == peak and layout.aligned():
+                return layout
+    attempts = []
+    if weights:
+        # each Plan's reserved weights at the bottom, every buffer above the weights of the
+        # Plans it lives across
+        per_plan = {k: sum(b.nbytes for b in weights if b.first == k) for k in plans}
+        for ahead in (1, 0, 2):
+            def above(b, ahead=ahead):  # over its Plans, and ``ahead`` more
+                return max(per_plan.get(k, 0) for k in range(b.first, b.last + 1 + ahead))
+
+            attempts += [(touched, key, above) for key in orders]
+        # every Plan's reserved weights in one floor under everything else: the feature maps
+        # above it then end at the peak wherever they fit
+        floor = Buffer("__weights_floor", floor_bytes, 1, plans.start, plans.stop - 1)
+        rest = [b for b in buffers if b.kind != "weights"] + [floor]
+        attempts += [(rest, key, None) for key in orders[:1] + orders[3:]]
+    attempts += [(buffers, key, None) for key in orders]
+    for group, key, lowest in attempts:
+        offsets, size = _first_fit(group, key, lowest)
+        if lowest is not None or "__weights_floor" in offsets:
+            base = offsets.pop("__weights_floor", 0)
+            stacked: dict = {}
+            for b in sorted(weights, key=lambda b: (b.first, b.name)):
+                offsets[b.name] = base + stacked.get(b.first, 0)
+                stacked[b.first] = stacked.get(b.first, 0) + b.nbytes
+                size = max(size, offsets[b.name] + b.nbytes)
+        layout = ArenaLayout(offsets, list(buffers), size)
+        smallest = size if smallest is None else min(smallest, size)
+        if best is None or (size, size - layout.top()) < (best.size, best.size - best.top()):
+            best = layout
+        if peak is None:
+            continue
+        if size > peak:
+            continue
+        for candidate in (layout, layout.mirrored()):
+            if candidate.top() == size and candidate.aligned():
+                return candidate
+        fitting.append(layout)
+    if peak is None:
+        return best
+    if not fitting:
+        raise LayoutError(f"the first-fit arena layout needs {smallest:,} B, the plan's peak "
+                          f"is {peak:,} B")
+    return fitting[0]
