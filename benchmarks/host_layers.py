@@ -56,7 +56,8 @@ def main(argv=None) -> int:
         if only and not any(o in name for o in only):
             continue
         model = make(np.random.RandomState(0))
-        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=args.target)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=args.target,
+                               npu_runtime="tir")
         xs = random_inputs(model, np.random.RandomState(0))
         for _ in range(3):
             cm.run(*xs)

@@ -3,7 +3,7 @@ inputs from a file or filled in, with the top classes, timings and outputs on re
 
   tvmc run PACKAGE [--inputs in.npz] [--fill-mode random|zeros|ones] [--seed 0]
            [--print-top N] [--print-time] [--repeat N] [--outputs out.npz]
-           [--print-edges] [--fallback-mode auto|import|copy]
+           [--print-edges] [--fallback-mode auto|import|copy] [--npu-runtime stream|tir]
 
 There is no NPU here: NPU subgraphs run on the emulator, and the output says so.
 """
@@ -17,15 +17,17 @@ import zipfile
 import numpy as np
 
 from tvm_ethos.cli import CliError, register, require_file, require_writable
-from tvm_ethos.runtime.options import FALLBACK_MODES
+from tvm_ethos.runtime.options import FALLBACK_MODES, NPU_RUNTIMES
 
-HELP = "run a compiled package on inputs (NPU subgraphs emulated)"
+HELP = "run a compiled package on inputs (NPU subgraphs on models of the NPU)"
 DESCRIPTION = (
     "Load PACKAGE (written by 'tvmc compile'), run one inference on --inputs (a .npz whose "
     "arrays are named after the model's inputs, or unnamed in their order, as numpy.savez "
     "writes them) or on filled-in inputs (--fill-mode), and print the outputs, the --print-top "
-    "classes and --print-time timings. NPU subgraphs run on the emulator (TensorIR built for "
-    "this host, bit-exact with TFLite's reference kernels): their time is the emulator's, "
+    "classes and --print-time timings. There is no NPU here: an Ethos-U subgraph's command "
+    "stream runs on the functional Ethos-U model (--npu-runtime stream, the default), other "
+    "NPU subgraphs (and every one with --npu-runtime tir) on the emulator (TensorIR built for "
+    "this host); both bit-exact with TFLite's reference kernels. Their time is the model's, "
     "their cycles the planner's estimates.")
 FILL_MODES = ("random", "zeros", "ones")
 
@@ -43,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the N highest-scoring classes (index, raw score) of each output")
     p.add_argument("--print-time", action="store_true",
                    help="print the mean / min / max wall time of --repeat runs after one "
-                        "warm-up run (the emulator's time on this host, not an NPU's)")
+                        "warm-up run (the NPU models' time on this host, not an NPU's)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="timed runs for --print-time (default 1)")
     p.add_argument("--outputs", default=None, metavar="FILE.npz",
@@ -52,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print how tensors cross between backends (zero-copy edge report)")
     p.add_argument("--fallback-mode", default=None, choices=FALLBACK_MODES,
                    help="override the package's fallback mode")
+    p.add_argument("--npu-runtime", default=None, choices=NPU_RUNTIMES,
+                   help="stream: Ethos-U command streams on the functional model (the "
+                        "package's default); tir: every NPU subgraph on the TensorIR emulator")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -159,6 +164,8 @@ def run(args) -> int:
     from planner.sweep import Progress
 
     runtime = {} if args.fallback_mode is None else {"fallback_mode": args.fallback_mode}
+    if args.npu_runtime is not None:
+        runtime["npu_runtime"] = args.npu_runtime
     with Progress(None, f"loading {os.path.basename(args.package)}", enabled=not args.no_progress):
         cm = tvm_ethos.load(args.package, **runtime)
     xs = read_inputs(args.inputs, cm.inputs, args.fill_mode, args.seed)
@@ -203,8 +210,12 @@ def emulation_note(cm) -> str:
     rep = cm.plan_report or {}
     cycles = (f"; {rep['cycles']:,} NPU cycles estimated by the planner"
               if rep.get("cycles") is not None else "; not planned")
-    return (f"NPU subgraphs ({', '.join(npus)}) were emulated on this host (bit-exact with "
-            f"TFLite's reference kernels; no NPU here){cycles}")
+    streams = ([] if cm.runtime_options.get("npu_runtime", "stream") != "stream" or
+               cm.program is None else sorted(cm.program.payloads))
+    how = (f"{len(streams)} ran as Ethos-U command streams on the functional model, the rest "
+           "on the TensorIR emulator" if streams else "ran on the TensorIR emulator")
+    return (f"NPU subgraphs ({', '.join(npus)}) were emulated on this host: {how} (bit-exact "
+            f"with TFLite's reference kernels; no NPU here){cycles}")
 
 
 register("run", HELP, add_arguments, run, description=DESCRIPTION)

@@ -383,8 +383,9 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     tensors cross from one backend to the next, rfcs/0003), ``opencl_device`` (a PyOpenCL
     device name), ``misaligned`` (``"copy"`` or ``"reject"`` a caller buffer the GPU cannot
     import in place), ``max_requests`` (concurrent :meth:`CompiledModel.start_async` requests),
-    ``npu_runtime`` (``"stream"``: each Ethos-U subgraph's generated command stream on the
-    functional model; ``"tir"``: the TensorIR emulator; rfcs/0007).
+    ``npu_runtime`` (``"stream"``, the default: each Ethos-U subgraph's generated command
+    stream on the functional model, a subgraph without one on the TensorIR emulator;
+    ``"tir"``: every NPU subgraph on the TensorIR emulator, which is faster; rfcs/0007).
 
     ``cache_dir`` (or ``$TVM_ETHOS_CACHE_DIR``; ``False`` disables): a compiled-model cache; a
     second compile of the same model, targets and options loads it (tvm_ethos/runtime/cache.py

@@ -433,3 +433,32 @@ def test_planner_word_and_bool_options(text, value):
     add_planner_arguments(p)
     args = p.parse_args([f"--planner-lockstep_rolling={text}"])
     assert planner_options(args) == {"lockstep_rolling": value}
+
+
+def test_run_says_which_npu_model_ran_and_takes_npu_runtime(tmp_path):
+    """An Ethos-U package runs its command stream on the functional model by default and
+    says so; --npu-runtime tir runs the emulator instead; both match TFLite."""
+    import tflite_builder as tb
+
+    model = tb.conv2d(np.random.RandomState(0))
+    src, pkg = tmp_path / "m.tflite", tmp_path / "m.tar"
+    src.write_bytes(model)
+    rc, _, err = call(["compile", str(src), "--target", "ethos-u,llvm", "-o", str(pkg)])
+    assert rc == 0, err
+    xs = random_inputs(model, np.random.RandomState(1))
+    np.savez(tmp_path / "in.npz", *xs)
+    outs = {}
+    for runtime, says in ((None, "1 ran as Ethos-U command streams on the functional model"),
+                          ("tir", "ran on the TensorIR emulator")):
+        argv = ["run", str(pkg), "--inputs", str(tmp_path / "in.npz"),
+                "--outputs", str(tmp_path / f"{runtime}.npz")]
+        rc, out, err = call(argv + (["--npu-runtime", runtime] if runtime else []))
+        assert rc == 0, err
+        assert says in out
+        with np.load(tmp_path / f"{runtime}.npz") as f:
+            outs[runtime] = f["output_0"]
+    want = oracle(model, xs)[0]
+    for got in outs.values():
+        assert np.array_equal(got.reshape(want.shape), want)
+    rc, _, err = call(["run", str(pkg), "--npu-runtime", "vela"])
+    assert rc == 2 and "--npu-runtime" in err

@@ -8,6 +8,8 @@ from conftest import assert_bit_exact, model_path
 import tvm_ethos
 from tvm_ethos.lower import cascade
 
+#: these tests check the TensorIR emulator of the plan (streams: test_stream_models.py)
+EMULATOR = {"npu_runtime": "tir"}
 U55 = "ethos-u,llvm"
 
 
@@ -43,7 +45,8 @@ def check_report(cm, budget=None):
 def test_smallest_budget_is_bit_exact_and_reported(tmp_path):
     name = "resnet8_cifar"
     budget = smallest_budget(name)
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model_path(name)), target=U55, budget=budget)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model_path(name)), target=U55, budget=budget,
+                           **EMULATOR)
     rep = check_report(cm, budget)
     assert rep["peak_memory_bytes"] == budget
     assert any(r["stripes"] > 1 for r in rep["layers"]), "the smallest schedule cascades"
@@ -162,7 +165,8 @@ def test_devices_follow_the_target_options():
 
 
 def test_plan_false_compiles_unscheduled():
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model_path("ds_cnn_kws")), target=U55, plan=False)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model_path("ds_cnn_kws")), target=U55, plan=False,
+                           **EMULATOR)
     assert cm.plan_report["planned"] is False and not cm.plan_report["layers"]
     assert "off" in cm.plan_table
     assert_bit_exact(cm, model_path("ds_cnn_kws"), n_inputs=1)
@@ -178,7 +182,7 @@ MODELS = ["ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96"]
 def test_every_model_bit_exact_at_generous_tight_and_smallest_budgets(name, target):
     path = model_path(name)
     mod = tvm_ethos.load_model(path)
-    generous = tvm_ethos.compile(mod, target=target)  # no budget: the fastest schedule
+    generous = tvm_ethos.compile(mod, target=target, **EMULATOR)  # no budget: the fastest one
     rep = check_report(generous)
     assert_bit_exact(generous, path, n_inputs=2)
     (sym, sub), = [(k, v) for k, v in rep["subgraphs"].items() if v.get("planned")][:1]
@@ -186,7 +190,7 @@ def test_every_model_bit_exact_at_generous_tight_and_smallest_budgets(name, targ
     smallest = front[0]["memory_bytes"]
     tight = front[len(front) // 2]["memory_bytes"]
     for budget in (tight, smallest):
-        cm = tvm_ethos.compile(mod, target=target, budget=budget)
+        cm = tvm_ethos.compile(mod, target=target, budget=budget, **EMULATOR)
         check_report(cm, budget)
         assert_bit_exact(cm, path, n_inputs=2)
 
@@ -195,7 +199,7 @@ def test_every_model_bit_exact_at_generous_tight_and_smallest_budgets(name, targ
 def test_mobilenet_224_within_300_kib_bit_exact():
     path = model_path("mobilenet_v1_1.0_224")
     cm = tvm_ethos.compile(tvm_ethos.load_model(path), target=U55, budget="300KiB",
-                           planner_options={"max_width_tiles": 16})
+                           planner_options={"max_width_tiles": 16}, **EMULATOR)
     rep = check_report(cm, 300 * 1024)
     assert rep["peak_memory_bytes"] <= 300 * 1024
     # the reference kernels abort on this model in this ai-edge-litert build (rfcs/0002)

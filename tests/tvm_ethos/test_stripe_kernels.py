@@ -121,7 +121,7 @@ def test_pointwise_conv_stripes_run_vpdpbusd_exact(make, monkeypatch):
     bit-exact with TFLite."""
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(7))
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55, npu_runtime="tir")
     assert cm.partition_summary == {"ethos-u": 1}
     (_before, after), = seen
     assert "vpdpbusd" in after.script()
@@ -144,7 +144,7 @@ def test_padded_conv_stripes_run_vpdpbusd_exact(make, monkeypatch):
     bytes, whose products the sum(w) correction cancels; bit-exact with TFLite."""
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(3))
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55, npu_runtime="tir")
     (_before, after), = seen
     assert "vpdpbusd" in after.script()
     assert_bit_exact(cm, model, n_inputs=3, seed=3)
@@ -155,7 +155,7 @@ def test_without_vnni_stripes_stay_int32(monkeypatch):
     seen = _captured(monkeypatch)
     model = tb.conv2d(np.random.RandomState(7), in_shape=(1, 12, 12, 32), cout=32,
                       kernel=(1, 1))
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55, npu_runtime="tir")
     (_before, after), = seen
     assert "vpdpbusd" not in after.script() and "T.vectorized" in after.script()
     assert_bit_exact(cm, model, n_inputs=2, seed=7)
@@ -175,7 +175,7 @@ def test_without_vnni_stripes_stay_int32(monkeypatch):
 def test_conv_any_geometry_bit_exact(cin4, cout, hw, stride, kernel, seed):
     rs = np.random.RandomState(seed)
     model = tb.conv2d(rs, in_shape=(1, *hw, 4 * cin4), cout=cout, kernel=kernel, stride=stride)
-    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target=U55, npu_runtime="tir")
     assert_bit_exact(cm, model, n_inputs=2, seed=seed)
 
 
@@ -187,6 +187,7 @@ def test_prologue_predicates_survive_vpdpbusd(monkeypatch):
     rows before the compacted accumulator (the heap corruption of the reverted 8be7cf2)."""
     seen = _captured(monkeypatch)
     cm = tvm_ethos.compile(tvm_ethos.load_model(model_path("resnet8_cifar")), target=U55,
+                           npu_runtime="tir",
                            budget=17776)
     assert cm.plan_report["peak_memory_bytes"] == 17776
     (before, after), = seen
@@ -198,7 +199,7 @@ def test_prologue_predicates_survive_vpdpbusd(monkeypatch):
 
 _MALLOC_CASE = """
 import sys, tempfile, numpy as np, tvm_ethos
-cm = tvm_ethos.compile(tvm_ethos.load_model(sys.argv[1]), target="ethos-u,llvm",
+cm = tvm_ethos.compile(tvm_ethos.load_model(sys.argv[1]), target="ethos-u,llvm", npu_runtime="tir",
                        budget=int(sys.argv[2]))
 x = np.random.RandomState(0).randint(-128, 128, (1, 32, 32, 3)).astype(np.int8)
 cm.run(x)

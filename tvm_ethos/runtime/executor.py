@@ -338,7 +338,7 @@ class Executor:
         opencl_device: str | None = None,
         misaligned: str = "copy",
         max_requests: int = 4,
-        npu_runtime: str = "tir",
+        npu_runtime: str = "stream",
         allocators=None,
         capabilities: dict | None = None,
         registry=None,

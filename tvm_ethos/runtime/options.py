@@ -23,7 +23,7 @@ FALLBACK_MODES = ("auto", "import", "copy")
 MISALIGNED_POLICIES = ("copy", "reject")
 #: How an Ethos-U subgraph runs: its generated command stream on the functional model
 #: (``ethosu_stream``; a subgraph with no stream keeps the emulator), or the TensorIR emulator.
-NPU_RUNTIMES = ("tir", "stream")
+NPU_RUNTIMES = ("stream", "tir")
 
 
 def check_runtime_options(opts: Mapping[str, Any]) -> None:
