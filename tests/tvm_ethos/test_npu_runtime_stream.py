@@ -63,9 +63,12 @@ def test_stream_runtime_bit_exact_with_tflite(make, tmp_path):
     _check(model, loaded)
 
 
-def test_tir_runtime_keeps_the_emulator():
+def test_the_stream_is_the_default_and_tir_keeps_the_emulator():
     model = tb.conv2d(np.random.RandomState(0))
     cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    _check(model, cm)
+    assert any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="tir", cache_dir=False)
     _check(model, cm)
     assert not any(t.startswith("stream ") for t in cm.last_run_stats.trace)
 
