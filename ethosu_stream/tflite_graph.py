@@ -37,11 +37,16 @@ class TfliteGraph:
         npu = ({op.op_index: op for op in read_ethos_u_ops(data)}
                if CUSTOM_CODE in codes else {})
         self.steps: list = []
+        parsed = None  # the file as LiteRT's object API sees it, read once for every CPU operator
         for i in range(g.OperatorsLength()):
             if codes[i] == CUSTOM_CODE:
                 self.steps.append(npu[i])
-            else:
-                self.steps.append(_CpuOperator(data, i))
+                continue
+            if parsed is None:
+                from ai_edge_litert import schema_py_generated as schema
+
+                parsed = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+            self.steps.append(_CpuOperator(parsed, i))
 
     @property
     def cpu_operators(self) -> list[str]:
@@ -72,11 +77,13 @@ class TfliteGraph:
 class _CpuOperator:
     """One CPU operator of the file as a one-operator model for LiteRT's reference kernels."""
 
-    def __init__(self, data: bytes, index: int):
+    def __init__(self, model, index: int):
+        """``model``: the file's ``ModelT``; its subgraph and metadata are set for this
+        operator while it is packed, then put back."""
+        import flatbuffers
         from ai_edge_litert import schema_py_generated as schema
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
         g = model.subgraphs[0]
         op = g.operators[index]
         code = model.operatorCodes[op.opcodeIndex]
@@ -86,13 +93,15 @@ class _CpuOperator:
                     and len(model.buffers[tensor.buffer].data)}
         self.inputs = [int(t) for t in op.inputs if t >= 0 and int(t) not in constant]
         self.outputs = [int(t) for t in op.outputs]
+        kept = (g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs)
         g.operators, g.inputs, g.outputs = [op], self.inputs, self.outputs
         model.metadata = None  # the arena offsets are TFLite Micro's, not the interpreter's
         model.signatureDefs = None
-        import flatbuffers
-
         b = flatbuffers.Builder(1024)
-        b.Finish(model.Pack(b), file_identifier=b"TFL3")
+        try:
+            b.Finish(model.Pack(b), file_identifier=b"TFL3")
+        finally:
+            g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs = kept
         self._it = Interpreter(model_content=bytes(b.Output()),
                                experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
         self._it.allocate_tensors()

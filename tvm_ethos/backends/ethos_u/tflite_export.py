@@ -40,6 +40,7 @@ NPU_OP_OPTIONS = bytes([0x01, 0x04, 0x01])
 _BUILTIN_CUSTOM = 32
 _UINT8 = 3
 _TYPES = {"int8": 9, "uint8": 3, "int16": 7, "int32": 2}
+_TYPE_NAMES = {v: k for k, v in _TYPES.items()}
 #: where each subgraph's flash, arena and fast scratch start (the streams' own alignment)
 _ALIGN = 16
 _NOT_THE_SOURCE = "export with the .tflite it was compiled from"
@@ -57,7 +58,7 @@ def export_tflite_bytes(cm, source) -> bytes:
     known = dict(zip(cm.program.inputs, _boundary(g, g.InputsAsNumpy(), cm.inputs, "input")))
     known.update(zip(cm.program.outputs, _boundary(g, g.OutputsAsNumpy(), cm.outputs, "output")))
     groups = _npu_groups(cm, graph, npu, known)
-    return _Layout(cm, data, graph, npu, groups).write()
+    return _Layout(data, graph, npu, groups).write()
 
 
 def _npu_subgraphs(cm) -> list[tuple]:
@@ -290,7 +291,7 @@ class _Layout:
     """The written file: operators in an execution order, tensors in first-use order, each
     subgraph's flash, arena and fast scratch at its own offset."""
 
-    def __init__(self, cm, data: bytes, graph: _SourceGraph, npu, groups):
+    def __init__(self, data: bytes, graph: _SourceGraph, npu, groups):
         self.data, self.graph = data, graph
         self.npu = [(spec.name, payload) for spec, payload in npu]
         self.groups = groups
@@ -426,7 +427,7 @@ def _aligned(n: int) -> int:
 
 
 def _check_same(sym: str, tensor, arena) -> None:
-    dtype = {v: k for k, v in _TYPES.items()}.get(tensor.Type())
+    dtype = _TYPE_NAMES.get(tensor.Type())
     n = int(np.prod(tensor.ShapeAsNumpy())) if tensor.ShapeLength() else 1
     if dtype != arena.dtype or n != int(np.prod(arena.shape)):
         raise UnsupportedModelError(
