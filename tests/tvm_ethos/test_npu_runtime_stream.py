@@ -203,7 +203,7 @@ def test_multi_operator_subgraph_streams_at_every_budget(budget):
 
 
 def test_a_stream_vela_or_the_npu_cannot_make_keeps_the_emulator(monkeypatch):
-    from tvm_ethos.backends.ethos_u import stream_gen
+    from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
 
     dilated = tb.conv2d(np.random.RandomState(0), in_shape=(1, 12, 12, 3), dilation=(3, 3))
     cm = tvm_ethos.compile(dilated, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
@@ -215,6 +215,7 @@ def test_a_stream_vela_or_the_npu_cannot_make_keeps_the_emulator(monkeypatch):
         raise AssertionError("a check inside Vela")
 
     monkeypatch.setattr(stream_gen, "generate", refuse)
+    monkeypatch.setattr(stream_cascade, "generate_planned", refuse)
     model = tb.conv2d(np.random.RandomState(0))
     cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
     (entry,) = cm.plan_report["streams"].values()

@@ -24,8 +24,8 @@ def test_a_box_of_a_ring_is_addressed_row_mod_rows(bh, bw, c, y0, x0, data):
     """Whatever box of a ring, wrapping or not, its tiles address element (y, x, ch) at the
     ring's slot ((y0 + y) % rows, (x0 + x) % cols): the fold the TensorIR schedule uses."""
     from ethosu_stream.feature_map import FeatureMap
+    from tvm_ethos.backends.ethos_u.stream_base import vela_api
     from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
-    from tvm_ethos.backends.ethos_u.stream_gen import vela_api
 
     h, w = data.draw(st.integers(1, bh)), data.draw(st.integers(1, bw))
     base = 1000

@@ -11,7 +11,8 @@ from tvm import te
 
 import tvm_ethos
 from tests.helpers.models import MODELS_DIR
-from tvm_ethos.backends.ethos_u.npu_ops import UnsupportedOperatorError, avg_pool_scale
+from tvm_ethos.backends.ethos_u.npu_ops import avg_pool_scale
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
 from tvm_ethos.backends.ethos_u.stream_gen import arena_layout, generate
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs

@@ -237,15 +237,17 @@ class EthosUBackend(NpuBackend):
         }
 
     def command_stream(self, lowered, options: dict, planned=None):
-        """A register command stream through Vela's API (``stream_gen``, the ``vela`` extra):
-        the planner's schedule when ``planned`` (``(match, proposal)``) is given, else layer by
-        layer."""
-        from tvm_ethos.backends.ethos_u.stream_gen import generate
+        """A register command stream through Vela's API (the ``vela`` extra): the planner's
+        schedule when ``planned`` (``(match, proposal)``) is given (``stream_cascade``), else
+        layer by layer (``stream_gen``)."""
+        from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
         from tvm_ethos.errors import CompileError
 
+        accelerator = str(options.get("accelerator_config", "ethos-u55-128"))
         try:
-            return generate(lowered, str(options.get("accelerator_config", "ethos-u55-128")),
-                            planned)
+            if planned is not None:
+                return stream_cascade.generate_planned(lowered, accelerator, *planned)
+            return stream_gen.generate(lowered, accelerator)
         except CompileError:
             raise
         except Exception as err:   # Vela's own checks (asserts, size errors): no stream

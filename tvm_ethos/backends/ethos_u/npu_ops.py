@@ -1,8 +1,8 @@
 """One quantized operator (a :class:`~tvm_ethos.patterns.QOp`) as one Vela ``NpuOperation``.
 
 Each builder takes the operator and where its operands live (:class:`FmSlot`) and returns a
-block operation without a block config or weights: ``stream_gen`` picks the block config
-(the weight encoding depends on its depth) and places the encoded constants. The integer
+block operation without a block config or weights; :func:`block_config` picks one and
+:func:`attach_constants` encodes the weights for its depth. The integer
 arithmetic must be TFLite's: the per-channel (multiplier, shift) pairs are the ones the "tir"
 emulator computes (``lower.quant``), written in the NPU's form ``(multiplier, 31 - shift)``;
 elementwise and pooling scales are left to Vela's generator, which derives them from the
@@ -11,22 +11,16 @@ feature maps' float scales as its own compiler does.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 from dataclasses import dataclass
 
 import numpy as np
 
+from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 from tvm_ethos.errors import CompileError
 from tvm_ethos.lower.quant import f32, quantize_multiplier, quantize_multipliers
-
-
-class UnsupportedOperatorError(CompileError):
-    """The stream generator has no NPU operation for this operator: the subgraph keeps the
-    "tir" emulator. ``kind`` names the operator."""
-
-    def __init__(self, kind: str, why: str):
-        super().__init__(f"the Ethos-U stream generator cannot express {kind}: {why}")
-        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -56,14 +50,8 @@ def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
     return full[0], full[1], full[2]
 
 
-def _api():
-    from tvm_ethos.backends.ethos_u.stream_gen import vela_api
-
-    return vela_api()
-
-
 def feature_map(slot: FmSlot):
-    api = _api()
+    api = vela_api()
     fm = api.NpuFeatureMap()
     fm.data_type = {
         "int8": api.NpuDataType.INT8,
@@ -93,7 +81,7 @@ def real_bound(q: int, scale: float, zero_point: int) -> float:
 
 
 def activation(op, out: FmSlot):
-    api = _api()
+    api = vela_api()
     act = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
     lo, hi = np.iinfo(np.dtype(out.dtype)).min, np.iinfo(np.dtype(out.dtype)).max
     scale = out.scale if out.scale is not None else 1.0
@@ -105,7 +93,7 @@ def activation(op, out: FmSlot):
 
 
 def _common(npu, op, ifm: FmSlot, ofm: FmSlot):
-    api = _api()
+    api = vela_api()
     npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
     npu.activation = activation(op, ofm)
     npu.rounding_mode = api.NpuRoundingMode.TFL
@@ -114,7 +102,7 @@ def _common(npu, op, ifm: FmSlot, ofm: FmSlot):
 
 def _padding(op):
     top, left, bottom, right = (int(v) for v in op.attrs["padding"])
-    return _api().NpuPadding(top, left, bottom, right)
+    return vela_api().NpuPadding(top, left, bottom, right)
 
 
 def conv_scales(op, channels: int) -> list[tuple[int, int]]:
@@ -145,7 +133,7 @@ def weights_ohwi(op) -> np.ndarray:
 
 
 def conv_op(op, ifm: FmSlot, ofm: FmSlot):
-    api = _api()
+    api = vela_api()
     if op.kind == "depthwise_conv2d":
         if op.attrs.get("depth_multiplier", 1) != 1:
             raise UnsupportedOperatorError(op.tflite_name, "a depth multiplier above 1")
@@ -175,7 +163,7 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
 
 
 def pool_op(op, ifm: FmSlot, ofm: FmSlot):
-    api = _api()
+    api = vela_api()
     sub = api.NpuPoolingOp.AVERAGE if op.kind == "avg_pool2d" else api.NpuPoolingOp.MAX
     if op.kind == "avg_pool2d":
         # TFLite averages the stored values, zero point included, and rounds that; the NPU
@@ -215,7 +203,7 @@ def avg_pool_scale(area: int, padded: bool = False) -> tuple[int, int] | None:
 def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
     """ADD / MUL; the NPU broadcasts only its second operand, so a broadcast first operand
     swaps them (``reversed_operands`` keeps the arithmetic the same)."""
-    api = _api()
+    api = vela_api()
     sub = {"add": api.NpuElementWiseOp.ADD, "mul": api.NpuElementWiseOp.MUL}[op.kind]
     npu = api.NpuElementWiseOperation(sub)
     reverse = a.shape != ofm.shape
@@ -238,7 +226,7 @@ def mean_op(op, ifm: FmSlot, ofm: FmSlot):
     whole input (its IFM zero point subtracted by the NPU, as TFLite sums ``x - zp``); the
     division by the element count lives in the per-channel scale (``mean_scales``), so the
     only rounding is TFLite's own ``MultiplyByQuantizedMultiplier``."""
-    api = _api()
+    api = vela_api()
     if tuple(op.attrs.get("axis", ())) not in ((1, 2), (2, 1)) or len(op.in_shapes[0]) != 4:
         raise UnsupportedOperatorError(op.tflite_name, f"mean over axes {op.attrs.get('axis')}")
     _, h, w, c = (int(s) for s in op.in_shapes[0])
@@ -270,3 +258,38 @@ def mean_weights(op) -> np.ndarray:
     """All-one OHWI weights of the depthwise convolution that sums the mean's window."""
     _, h, w, c = (int(s) for s in op.in_shapes[0])
     return np.ones((c, h, w, 1), np.int16)
+
+
+def block_config(npu, accelerator):
+    """The largest legal block (fewest blocks), ties broken by shape: deterministic."""
+    api = vela_api()
+    with contextlib.redirect_stdout(io.StringIO()):
+        configs = api.npu_find_block_configs(npu, accelerator)
+    if not configs:
+        raise CompileError(f"Vela offers no block config for {npu.op_type.name}")
+    return max(configs, key=lambda c: (c.height * c.width * c.depth, c.depth, c.width, c.height))
+
+
+
+def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
+                      scales=None) -> None:
+    """Block config first (the encoding depends on its depth), then the encoded weights and
+    the bias/scale stream (``weights``/``scales`` default to the operator's own)."""
+    api = vela_api()
+    if getattr(npu, "block_config", None) is None:
+        npu.block_config = block_config(npu, acc)
+    depthwise = q.kind in ("depthwise_conv2d", "mean")
+    traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
+    ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
+    enc = api.npu_encode_weights(
+        acc, weights_ohwi(q) if weights is None else weights, dilation, ifm_bits,
+        npu.block_config.depth, depthwise, traversal,
+    )
+    npu.weights = [flash.add(enc)]
+    bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
+    entries = b"".join(
+        bytes(api.npu_encode_bias(np.int64(b), m, s))
+        for b, (m, s) in zip(bias.tolist(), scales or conv_scales(q, channels))
+    )
+    npu.biases = [flash.add(entries)]

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, UnsupportedOperatorError, feature_map
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
 from tvm_ethos.lower import fixed_point as fp
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
@@ -135,8 +136,6 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
                 block_config) -> list:
     """The NPU operations of one int8 SOFTMAX reading ``ifm`` and writing ``ofm`` (both in
     the scratch arena), its intermediates at ``work`` (``work_bytes(q)`` bytes)."""
-    from tvm_ethos.backends.ethos_u.stream_gen import vela_api
-
     api = vela_api()
     rows, n = geometry(q)
     b = _Builder(api, rows, work, flash, block_config)

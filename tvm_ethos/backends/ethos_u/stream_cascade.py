@@ -30,7 +30,8 @@ import numpy as np
 from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
-    UnsupportedOperatorError,
+    attach_constants,
+    block_config,
     conv_op,
     elementwise_op,
     mean_op,
@@ -39,7 +40,23 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     pool_op,
     shape3,
 )
+from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
+from tvm_ethos.backends.ethos_u.stream_base import (
+    FLASH_REGION,
+    SCRATCH_REGION,
+    Flash,
+    UnsupportedOperatorError,
+    lut_address,
+    npu_accelerator,
+    vela_api,
+)
+from tvm_ethos.backends.ethos_u.stream_gen import (
+    CONV_KINDS,
+    STREAM_KINDS,
+    output_source,
+    work_key,
+)
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
     LayoutError,
@@ -92,15 +109,13 @@ def _window(o0, o1, k, s, d, before, extent):
 def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
     """The NpuFeatureMap of the box ``rows`` x ``cols`` (all channels) of a tensor held in
     ``st``: up to four tiles where the box wraps the buffer."""
-    from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain
-
     (y0, y1), (x0, x1) = rows, cols
     bh, bw, c = st.shape
     e = np.dtype(st.dtype).itemsize
     h, w = y1 - y0, x1 - x0
     if h > bh or w > bw:  # pragma: no cover - the planner sizes buffers for their windows
         raise UnsupportedOperatorError("a ring", f"a {h}x{w} box in a {bh}x{bw} buffer")
-    fm = plain(FmSlot(region, st.offset, (h, w, c), st.dtype, scale, zero_point))
+    fm = plain_feature_map(FmSlot(region, st.offset, (h, w, c), st.dtype, scale, zero_point))
     sy, sx = bw * c * e, c * e
     ry, rx = y0 % bh, x0 % bw
     h0, w0 = min(h, bh - ry), min(w, bw - rx)
@@ -115,8 +130,6 @@ class _Emitter:
     """Turns steps into NPU operations (block configs and encoded weights cached)."""
 
     def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts):
-        from tvm_ethos.backends.ethos_u.stream_gen import vela_api
-
         self.api = vela_api()
         self.lw, self.acc, self.accelerator, self.flash = lw, acc, accelerator, flash
         self.storage, self.offsets, self.part_layer, self.consts = (storage, offsets,
@@ -130,27 +143,21 @@ class _Emitter:
 
     # --- constants and configs
     def block_config(self, npu, key):
-        from tvm_ethos.backends.ethos_u.stream_gen import _block_config
-
         if key not in self.blocks:
-            self.blocks[key] = _block_config(npu, self.acc)
+            self.blocks[key] = block_config(npu, self.acc)
         return self.blocks[key]
 
     def constants(self, npu, step: int, q, channels, key, weights=None, scales=None):
         """Block config, then the weights encoded for its depth and the bias/scale stream,
         each added to flash once per (operator, block depth)."""
-        from tvm_ethos.backends.ethos_u.stream_gen import _attach_constants
-
         npu.block_config = self.block_config(npu, key)
         ck = (step, npu.block_config.depth)
         if ck not in self.encoded:
-            _attach_constants(npu, q, channels, self.acc, self.flash, weights, scales)
+            attach_constants(npu, q, channels, self.acc, self.flash, weights, scales)
             self.encoded[ck] = (npu.weights, npu.biases)
         npu.weights, npu.biases = self.encoded[ck]
 
     def const_slot(self, t, qz) -> FmSlot:
-        from tvm_ethos.backends.ethos_u.stream_gen import FLASH_REGION
-
         k = t.op.name
         if k not in self.const_slots:
             arr = np.ascontiguousarray(self.consts[k])
@@ -161,8 +168,6 @@ class _Emitter:
                                    zero_point=qz[1] if qz else 0)
 
     def whole_slot(self, t, qz, what) -> FmSlot:
-        from tvm_ethos.backends.ethos_u.stream_gen import SCRATCH_REGION
-
         k = t.op.name
         if k in self.consts:
             return self.const_slot(t, qz)
@@ -175,12 +180,6 @@ class _Emitter:
 
     # --- one step
     def emit(self, part: str, box):
-        from tvm_ethos.backends.ethos_u.stream_gen import (
-            _CONV_KINDS,
-            _block_config,
-            _lut_address,
-            work_key,
-        )
 
         step = self.part_layer[part]
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
@@ -198,8 +197,8 @@ class _Emitter:
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(
                     q, operands[0], ofm, self.offsets[work_key(step)], self.flash,
-                    _lut_address(self.accelerator),
-                    lambda npu: _block_config(npu, self.acc))
+                    lut_address(self.accelerator),
+                    lambda npu: block_config(npu, self.acc))
                 return
             if q.kind == "mean":
                 npu = mean_op(q, operands[0], ofm)
@@ -248,7 +247,7 @@ class _Emitter:
                 operands.append((slot, self.box_fm(t, ry, rx, iq)))
             else:  # a broadcast operand: read whole
                 operands.append((self.whole_slot(t, iq, q.tflite_name), None))
-        if q.kind in _CONV_KINDS:
+        if q.kind in CONV_KINDS:
             npu = conv_op(qs, operands[0][0], ofm_slot)
         elif q.kind in ("avg_pool2d", "max_pool2d"):
             npu = pool_op(qs, operands[0][0], ofm_slot)
@@ -258,7 +257,7 @@ class _Emitter:
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
         key = (step, (h, w), tuple(fm.shape for fm in [npu.ifm] if fm), pad)
-        if q.kind in _CONV_KINDS:
+        if q.kind in CONV_KINDS:
             self.constants(npu, step, q, c, key)
         else:
             npu.block_config = self.block_config(npu, key)
@@ -268,15 +267,14 @@ class _Emitter:
     def copy_op(self, src: FmSlot, dst: FmSlot, key):
         """A RESHAPE: its bytes copied by a 1x1 MAX pool over a flat 1 x 1 x n view, the
         identity (DMA lengths must be whole 16-byte bursts)."""
-        from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain
-
         n = src.nbytes // np.dtype(src.dtype).itemsize
         if n > 65536 or src.dtype not in ("int8", "uint8"):
             raise UnsupportedOperatorError("RESHAPE", f"a copy of {n} {src.dtype} elements")
         api = self.api
         npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
-        npu.ifm = plain(dataclasses.replace(src, shape=(1, 1, n), scale=1.0, zero_point=0))
-        npu.ofm = plain(dataclasses.replace(dst, shape=(1, 1, n), scale=1.0, zero_point=0))
+        flat = {"shape": (1, 1, n), "scale": 1.0, "zero_point": 0}
+        npu.ifm = plain_feature_map(dataclasses.replace(src, **flat))
+        npu.ofm = plain_feature_map(dataclasses.replace(dst, **flat))
         npu.kernel = api.NpuKernel(1, 1)
         npu.padding = api.NpuPadding(0, 0, 0, 0)
         npu.activation = None
@@ -286,8 +284,6 @@ class _Emitter:
         return npu
 
     def box_fm(self, t, rows, cols, qz):
-        from tvm_ethos.backends.ethos_u.stream_gen import SCRATCH_REGION
-
         st = self.storage[t.op.name]
         return feature_map(self.api, st, rows, cols, SCRATCH_REGION,
                            qz[0] if qz else None, qz[1] if qz else 0)
@@ -309,8 +305,6 @@ class _Emitter:
 
 def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer], dict]:
     """Every block the arena holds, and the buffer shape of every feature map."""
-    from tvm_ethos.backends.ethos_u.stream_gen import _output_source, work_key
-
     tensors = {t.name: t for t in graph.tensors}
     by_part = {p.name: p for p in graph.parts}
     nplans = len(proposal.plans)
@@ -324,7 +318,7 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
                 if not t.is_constant:
                     last[t.name] = max(last.get(t.name, k), k)
     for t in lw.outputs:
-        last[_output_source(lw, t).op.name] = nplans - 1
+        last[output_source(lw, t).op.name] = nplans - 1
     buffers, shapes = [], {}
     inputs = {t.op.name for t in lw.input_tensors}
     for name, k in producer.items():
@@ -360,13 +354,6 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
 
 def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     """The command stream of ``lw`` executing ``proposal`` (see the module docstring)."""
-    from tvm_ethos.backends.ethos_u.stream_gen import (
-        STREAM_KINDS,
-        _Flash,
-        _output_source,
-        npu_accelerator,
-        vela_api,
-    )
 
     api = vela_api()
     acc = npu_accelerator(accelerator)
@@ -398,7 +385,7 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
         t = graph.tensor(name)
         storage[name] = _Storage(layout.offsets[name], shape3(buf_shape, name),
                                  shape3(t.shape, name), str(np.dtype(t.dtype)))
-    flash = _Flash()
+    flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
     em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts)
     for s in steps:
@@ -408,7 +395,7 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
-        src = _output_source(lw, t)
+        src = output_source(lw, t)
         return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
                            layout.offsets[src.op.name])
 

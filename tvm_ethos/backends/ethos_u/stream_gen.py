@@ -14,7 +14,7 @@ exporter writes. SOFTMAX becomes a sequence of NPU operations with intermediates
 convolution. An operator with no NPU form raises :class:`UnsupportedOperatorError` naming
 it, so the caller keeps the "tir" emulator for that subgraph.
 
-Vela is the ``vela`` extra and is imported only here, lazily.
+Vela is the ``vela`` extra, imported lazily (``stream_base.vela_api``).
 """
 
 from __future__ import annotations
@@ -28,77 +28,33 @@ import numpy as np
 from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
-    UnsupportedOperatorError,
+    attach_constants,
+    block_config,
     conv_op,
-    conv_scales,
     elementwise_op,
     mean_op,
     mean_scales,
     mean_weights,
     pool_op,
     shape3,
-    weights_ohwi,
 )
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
-from tvm_ethos.errors import CompileError
-
-FLASH_REGION, SCRATCH_REGION = 0, 1
-#: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
-ALIGN = 16
-STREAM_ACCELERATORS = (
-    "ethos-u55-32",
-    "ethos-u55-64",
-    "ethos-u55-128",
-    "ethos-u55-256",
-    "ethos-u65-256",
-    "ethos-u65-512",
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    FLASH_REGION,
+    SCRATCH_REGION,
+    Flash,
+    UnsupportedOperatorError,
+    lut_address,
+    npu_accelerator,
+    vela_api,
 )
-_CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
-_POOL_KINDS = ("avg_pool2d", "max_pool2d")
-_ELEMENTWISE_KINDS = ("add", "mul")
+
+CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
+POOL_KINDS = ("avg_pool2d", "max_pool2d")
+ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
-STREAM_KINDS = _CONV_KINDS + _POOL_KINDS + _ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
-
-
-def vela_api():
-    """``ethosu.vela.api``, or a CompileError saying how to install it."""
-    try:
-        from ethosu.vela import api
-    except ImportError:
-        raise CompileError(
-            "generating Ethos-U command streams needs Vela: "
-            "pip install 'tvm-ethos[vela]' (ethos-u-vela)"
-        ) from None
-    return api
-
-
-def npu_accelerator(accelerator: str):
-    if accelerator not in STREAM_ACCELERATORS:
-        raise UnsupportedOperatorError(
-            accelerator,
-            "Vela's Python API has no Ethos-U85 (or this configuration); "
-            f"streams are generated for {', '.join(STREAM_ACCELERATORS)}",
-        )
-    name = "Ethos_" + accelerator[len("ethos-") :].replace("-", "_").upper()
-    return getattr(vela_api().NpuAccelerator, name)
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
-class _Flash:
-    """The read-only constants, each 16-byte aligned, in the order they are added."""
-
-    def __init__(self):
-        self.data = bytearray()
-
-    def add(self, raw: bytes):
-        """The range of ``raw``, zero padded: the NPU's stream lengths are whole bursts."""
-        off = len(self.data)
-        self.data += bytes(raw)
-        self.data += bytes(_align(len(self.data)) - len(self.data))
-        return vela_api().NpuAddressRange(FLASH_REGION, off, len(self.data) - off)
+STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
 
 
 def _key(t) -> str:
@@ -149,7 +105,7 @@ def arena_layout(lw, work: dict[int, int] | None = None) -> dict[str, int]:
             touch(t, step)
         touch(out, step)
     for t in lw.outputs:
-        touch(_output_source(lw, t), end)
+        touch(output_source(lw, t), end)
     for step, nbytes in (work or {}).items():
         k = work_key(step)
         size[k], item[k], first[k], last[k] = nbytes, ALIGN, step, step
@@ -171,7 +127,7 @@ def arena_layout(lw, work: dict[int, int] | None = None) -> dict[str, int]:
     return offsets
 
 
-def _output_source(lw, t):
+def output_source(lw, t):
     """An output copy stage (``lower_function`` adds one for an output that is an input or
     repeated) reads its source's bytes."""
     layer_names = {_key(x) for x in lw.tensors.values()}
@@ -180,23 +136,9 @@ def _output_source(lw, t):
     return t
 
 
-def _block_config(npu, accelerator):
-    """The largest legal block (fewest blocks), ties broken by shape: deterministic."""
-    api = vela_api()
-    with contextlib.redirect_stdout(io.StringIO()):
-        configs = api.npu_find_block_configs(npu, accelerator)
-    if not configs:
-        raise CompileError(f"Vela offers no block config for {npu.op_type.name}")
-    return max(configs, key=lambda c: (c.height * c.width * c.depth, c.depth, c.width, c.height))
-
-
-def generate(lw, accelerator: str, planned=None) -> EthosUPayload:
-    """The command stream and memory of one lowered NPU subgraph: the planner's schedule when
-    ``planned`` (``(match, proposal)``) is given (``stream_cascade``), else layer by layer."""
-    if planned is not None:
-        from tvm_ethos.backends.ethos_u.stream_cascade import generate_planned
-
-        return generate_planned(lw, accelerator, *planned)
+def generate(lw, accelerator: str) -> EthosUPayload:
+    """The command stream and memory of one lowered NPU subgraph, layer by layer (a planned
+    subgraph's is ``stream_cascade.generate_planned``)."""
     api = vela_api()
     acc = npu_accelerator(accelerator)
     for q in lw.layers:  # before any weight is encoded
@@ -206,7 +148,7 @@ def generate(lw, accelerator: str, planned=None) -> EthosUPayload:
             )
     work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
     offsets = arena_layout(lw, work)
-    flash = _Flash()
+    flash = Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
     slots: dict[str, FmSlot] = {}
 
@@ -247,27 +189,27 @@ def generate(lw, accelerator: str, planned=None) -> EthosUPayload:
             continue  # the same bytes, read with another shape
         if q.kind == "softmax":
             ops += npu_softmax.softmax_ops(
-                q, operands[0], ofm, offsets[work_key(step)], flash, _lut_address(accelerator),
-                lambda npu: _block_config(npu, acc),
+                q, operands[0], ofm, offsets[work_key(step)], flash, lut_address(accelerator),
+                lambda npu: block_config(npu, acc),
             )
             continue
         if q.kind == "mean":
             npu = mean_op(q, operands[0], ofm)
-            _attach_constants(npu, q, ofm.shape[2], acc, flash, mean_weights(q),
+            attach_constants(npu, q, ofm.shape[2], acc, flash, mean_weights(q),
                               [mean_scales(q)] * ofm.shape[2])
-        elif q.kind in _CONV_KINDS:
+        elif q.kind in CONV_KINDS:
             if q.kind == "fully_connected":
                 lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
                 operands[0] = dataclasses.replace(operands[0], shape=(1, lead, q.weights.shape[1]))
                 ofm = dataclasses.replace(ofm, shape=(1, lead, q.weights.shape[0]))
             npu = conv_op(q, operands[0], ofm)
-            _attach_constants(npu, q, ofm.shape[2], acc, flash)
-        elif q.kind in _POOL_KINDS:
+            attach_constants(npu, q, ofm.shape[2], acc, flash)
+        elif q.kind in POOL_KINDS:
             npu = pool_op(q, operands[0], ofm)
-            npu.block_config = _block_config(npu, acc)
-        elif q.kind in _ELEMENTWISE_KINDS:
+            npu.block_config = block_config(npu, acc)
+        elif q.kind in ELEMENTWISE_KINDS:
             npu = elementwise_op(q, operands[0], operands[1], ofm)
-            npu.block_config = _block_config(npu, acc)
+            npu.block_config = block_config(npu, acc)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         npu.name = q.kind
@@ -279,7 +221,7 @@ def generate(lw, accelerator: str, planned=None) -> EthosUPayload:
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
-        src = _output_source(lw, t)
+        src = output_source(lw, t)
         return ArenaTensor(
             _key(t), tuple(int(s) for s in t.shape), str(t.dtype), offsets[_key(src)]
         )
@@ -290,35 +232,3 @@ def generate(lw, accelerator: str, planned=None) -> EthosUPayload:
                   + [offsets[work_key(i)] + n for i, n in work.items()])
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), scratch, 0, ins, outs,
                          sum(work.values()))
-
-
-def _lut_address(accelerator: str) -> int:
-    """Where LUTs go in SHRAM (the last two banks; Vela's ``shram_lut_address``)."""
-    from ethosu.vela.architecture_features import Accelerator, create_default_arch
-
-    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        return int(create_default_arch(Accelerator(accelerator)).shram_lut_address)
-
-
-def _attach_constants(npu, q, channels: int, acc, flash: _Flash, weights=None,
-                      scales=None) -> None:
-    """Block config first (the encoding depends on its depth), then the encoded weights and
-    the bias/scale stream (``weights``/``scales`` default to the operator's own)."""
-    api = vela_api()
-    if getattr(npu, "block_config", None) is None:
-        npu.block_config = _block_config(npu, acc)
-    depthwise = q.kind in ("depthwise_conv2d", "mean")
-    traversal = api.NpuBlockTraversal.DEPTH_FIRST
-    dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
-    ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
-    enc = api.npu_encode_weights(
-        acc, weights_ohwi(q) if weights is None else weights, dilation, ifm_bits,
-        npu.block_config.depth, depthwise, traversal,
-    )
-    npu.weights = [flash.add(enc)]
-    bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
-    entries = b"".join(
-        bytes(api.npu_encode_bias(np.int64(b), m, s))
-        for b, (m, s) in zip(bias.tolist(), scales or conv_scales(q, channels))
-    )
-    npu.biases = [flash.add(entries)]

@@ -408,7 +408,7 @@ class _Layout:
             return payload.driver_payload
         from ethosu_stream.relocate import relocate
         from ethosu_stream.tflite_custom_op import command_words
-        from tvm_ethos.backends.ethos_u.stream_gen import npu_accelerator, vela_api
+        from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
 
         words = relocate(command_words(payload.driver_payload), {0: flash, 1: arena, 2: fast})
         return bytes(vela_api().npu_create_driver_payload(

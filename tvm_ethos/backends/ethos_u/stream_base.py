@@ -1,0 +1,81 @@
+"""What every part of the Ethos-U stream generator shares: Vela's Python API behind one door
+(the ``vela`` extra, imported lazily, so tvm-ethos imports without it), the memory regions a
+stream addresses, the read-only constant store, and the error that sends a subgraph back to
+the "tir" emulator."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from tvm_ethos.errors import CompileError
+
+FLASH_REGION, SCRATCH_REGION = 0, 1
+#: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
+ALIGN = 16
+STREAM_ACCELERATORS = (
+    "ethos-u55-32",
+    "ethos-u55-64",
+    "ethos-u55-128",
+    "ethos-u55-256",
+    "ethos-u65-256",
+    "ethos-u65-512",
+)
+
+
+class UnsupportedOperatorError(CompileError):
+    """The stream generator has no NPU operation for this operator: the subgraph keeps the
+    "tir" emulator. ``kind`` names the operator."""
+
+    def __init__(self, kind: str, why: str):
+        super().__init__(f"the Ethos-U stream generator cannot express {kind}: {why}")
+        self.kind = kind
+
+
+def vela_api():
+    """``ethosu.vela.api``, or a CompileError saying how to install it."""
+    try:
+        from ethosu.vela import api
+    except ImportError:
+        raise CompileError(
+            "generating Ethos-U command streams needs Vela: "
+            "pip install 'tvm-ethos[vela]' (ethos-u-vela)"
+        ) from None
+    return api
+
+
+def npu_accelerator(accelerator: str):
+    if accelerator not in STREAM_ACCELERATORS:
+        raise UnsupportedOperatorError(
+            accelerator,
+            "Vela's Python API has no Ethos-U85 (or this configuration); "
+            f"streams are generated for {', '.join(STREAM_ACCELERATORS)}",
+        )
+    name = "Ethos_" + accelerator[len("ethos-") :].replace("-", "_").upper()
+    return getattr(vela_api().NpuAccelerator, name)
+
+
+def lut_address(accelerator: str) -> int:
+    """Where LUTs go in SHRAM (the last two banks; Vela's ``shram_lut_address``)."""
+    from ethosu.vela.architecture_features import Accelerator, create_default_arch
+
+    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
+        return int(create_default_arch(Accelerator(accelerator)).shram_lut_address)
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+class Flash:
+    """The read-only constants, each 16-byte aligned, in the order they are added."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def add(self, raw: bytes):
+        """The range of ``raw``, zero padded: the NPU's stream lengths are whole bursts."""
+        off = len(self.data)
+        self.data += bytes(raw)
+        self.data += bytes(_align(len(self.data)) - len(self.data))
+        return vela_api().NpuAddressRange(FLASH_REGION, off, len(self.data) - off)
