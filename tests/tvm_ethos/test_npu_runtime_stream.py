@@ -73,12 +73,30 @@ def test_the_stream_is_the_default_and_tir_keeps_the_emulator():
     assert not any(t.startswith("stream ") for t in cm.last_run_stats.trace)
 
 
+def test_the_plan_table_prints_what_the_stream_did():
+    """The printed report carries the stream's figures from the JSON report, beside the plan."""
+    import re
+
+    cm = tvm_ethos.compile(tb.conv2d(np.random.RandomState(0)), "ethos-u,llvm", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    ops = sum(v for k, v in entry["commands"].items()
+              if k in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE"))
+    line = next(t for t in cm.plan_table.splitlines() if "command stream" in t)
+    assert f"{entry['command_stream_bytes']:,} B, {ops:,} NPU operations (conv " in line
+    assert f"flash {entry['flash_bytes']:,} B" in line
+    found = re.search(r"scratch touched ([0-9,]+) B = the plan's peak; DMA none; ([0-9,]+) MACs",
+                      cm.plan_table)
+    assert found and int(found[1].replace(",", "")) == entry["planned_peak_bytes"]
+    assert int(found[2].replace(",", "")) == entry["macs"] > 0
+
+
 def test_unsupported_operator_keeps_the_emulator_and_says_why():
     model = tb.activation("tanh")
     cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
     (entry,) = cm.plan_report["streams"].values()
     assert not entry["generated"] and "TANH" in entry["reason"]
     assert not cm.program.payloads
+    assert "command stream: none, the subgraph runs on the emulator: " in cm.plan_table
 
 
 def test_bad_npu_runtime_is_one_clear_error():

@@ -396,6 +396,41 @@ def _jsonable(v):
 
 
 # ------------------------------------------------------------------------------- report
+#: region numbers of a stream's DMA, as the report names them (``ethosu_stream.memory``)
+_REGION_NAMES = {0: "flash", 1: "scratch", 2: "scratch_fast", (1 << 8) | 3: "LUT"}
+_OP_NAMES = {"NPU_OP_CONV": "conv", "NPU_OP_DEPTHWISE": "depthwise", "NPU_OP_POOL": "pool",
+             "NPU_OP_ELEMENTWISE": "elementwise", "NPU_OP_DMA_START": "DMA"}
+
+
+def stream_lines(entry: dict) -> list[str]:
+    """What a subgraph's command stream did on the functional model, beside the plan: the
+    figures a board would show (stream and constant sizes, operations, DMA, MACs), so a user
+    reads them without opening the JSON report."""
+    if not entry.get("generated"):
+        return [f"   command stream: none, the subgraph runs on the emulator: {entry['reason']}"]
+    ops = entry.get("commands", {})
+    kinds = ", ".join(f"{name} {ops[k]:,}" for k, name in _OP_NAMES.items() if ops.get(k))
+    n = sum(ops.get(k, 0) for k in _OP_NAMES if k != "NPU_OP_DMA_START")
+
+    def region(r: str) -> str:
+        return _REGION_NAMES.get(int(r), f"region {r}")
+
+    dma = "; ".join(f"{region(a)}->{region(b)} {v:,} B"
+                    for a, b, v in sorted((*k.split("->"), v)
+                                          for k, v in entry.get("dma_bytes", {}).items()))
+    touched, peak = entry["scratch_high_water_bytes"], entry.get("planned_peak_bytes")
+    vs = ""
+    if peak is not None:
+        vs = " = the plan's peak" if touched + (entry.get("untouched_top_bytes") or 0) == peak \
+            else f" (the plan's peak: {peak:,} B)"
+    form = entry.get("schedule", "layer by layer").replace("plan", "the plan's stripes", 1)
+    return [f"   command stream ({form}): "
+            f"{entry['command_stream_bytes']:,} B, {n:,} NPU operations ({kinds}); "
+            f"flash {entry['flash_bytes']:,} B (encoded weights, biases, LUTs)",
+            f"   on the functional model: scratch touched {touched:,} B{vs}; "
+            f"DMA {dma or 'none'}; {entry['macs']:,} MACs"]
+
+
 def format_table(rep: dict) -> str:
     """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
     --verbose-performance: one row per Part, totals per subgraph and for the network. Its
@@ -422,6 +457,8 @@ def format_table(rep: dict) -> str:
         sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
         out.append(f"   allocated per scope: planned {given}; scheduled {sched} (scheduled TIR "
                    f"peak {sub['scheduled_peak_bytes']:,} B)")
+        if sym in rep.get("streams", {}):
+            out.extend(stream_lines(rep["streams"][sym]))
     if not planned:
         out.append("network: not planned (no NPU subgraph on an accelerator the planner models)")
     else:
