@@ -30,6 +30,7 @@ from tvm_ethos.errors import (
     TvmEthosError,
     UnsupportedModelError,
 )
+from tvm_ethos.runtime.host_threads import default_threads as _default_threads
 
 __all__ = [
     "BackendError",
@@ -52,6 +53,9 @@ __all__ = [
     "partition_report",
     "plan_report",
 ]
+
+# before any host kernel runs: TVM's thread pool reads TVM_NUM_THREADS once per thread
+_default_threads()
 
 
 def __getattr__(name):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import tvm
 from tvm import s_tir, tirx
 
-from tvm_ethos.lower import x86_dot
+from tvm_ethos.lower import x86_dot, x86_requant
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
@@ -293,6 +293,8 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
     blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
     names = [sch.get(blk).name_hint for blk in blocks]
     attached = set()  # accumulators computed inside their consumers (some replaced: x86_dot)
+    requants = [name for name, blk in zip(names, blocks)
+                if x86_requant.REQUANT_ANNOTATION in sch.get(blk).annotations]
     for name, blk in reversed(list(zip(names, blocks))):
         if name in attached or is_reduction(sch, blk):
             continue
@@ -318,7 +320,25 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
     for name, blk in zip(names, blocks):
         if name not in attached and is_reduction(sch, blk):
             _schedule_standalone_reduction(sch, blk)
+    for name in requants:
+        _vector_requant(sch, sch.get_sblock(name))
     return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+
+
+def _vector_requant(sch, block) -> None:
+    """An output stage in ``mbqm_one_shift``'s form (te_ops) with its vector loop over the
+    channels in steps of 16, each step :func:`x86_requant.requant_vector` (``vpmuldq`` on even
+    and odd lanes, no int64 widening). Left as it is where the last loop is not whole vectors
+    of 16."""
+    value = str(sch.get(block).annotations[x86_requant.REQUANT_ANNOTATION])
+    sch.unannotate(block, x86_requant.REQUANT_ANNOTATION)
+    loop = sch.get_loops(block)[-1]
+    ext = _extent(sch, loop)
+    if ext <= 0 or ext % x86_requant.LANES or not x86_requant.applies(sch, block, value):
+        return
+    if ext > x86_requant.LANES:
+        loop = sch.split(loop, [None, x86_requant.LANES])[1]
+    x86_requant.replace_with_vector_requant(sch, sch.blockize(loop), value)
 
 
 def _split_channel_loop(sch, parent_loop, loop) -> bool:

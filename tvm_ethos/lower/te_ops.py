@@ -473,6 +473,19 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
     return _conv_output(op, acc, pool, name, bias)
 
 
+def conv_x_bound(op) -> np.ndarray:
+    """Per output channel, a bound on ``|acc + bias|`` of a conv with int8 input codes and
+    weight zero point 0 (the VNNI forms; TFLite's int32 accumulator, whatever the input): the
+    largest ``|x - x_zp|`` times the sum of the channel's ``|w|``, plus ``|bias|``.
+    ``x86_requant`` needs it below ``2**30`` (times the left-shift factor)."""
+    lo, hi = dtype_range("int8")
+    in_zp = int(op.in_q[0][1])
+    span = max(hi - in_zp, in_zp - lo)
+    w = np.abs(np.asarray(op.weights, np.int64)).reshape(-1, op.weights.shape[-1]).sum(axis=0)
+    b = np.zeros_like(w) if op.bias is None else np.abs(np.asarray(op.bias, np.int64))
+    return span * w + b
+
+
 def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
                  one_shift: bool = False):
     """The requantization stage of a conv accumulator: ``acc + bias``, TFLite's per-channel
@@ -490,15 +503,12 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
         consts = mbqm_one_shift_constants(mult, shift)
         lmul = pool.add(f"{name}_lmul", consts["lmul"]) if (shift > 0).any() else None
         right = pool.add(f"{name}_right", consts["right"])
-        all_right = bool((shift < 0).all())
+        from tvm_ethos.lower.x86_requant import X_LIMIT
 
-        def fused_fn(n, oh, ow, oc):
-            v = acc[n, oh, ow, oc] + b[oc]
-            v = mbqm_one_shift(v, m_t[oc], None if lmul is None else lmul[oc], right[oc],
-                               all_right) + _i32(out_zp)
-            return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
-
-        return te.compute(op.out_shape, fused_fn, name=f"{name}_out")
+        vector = bool((conv_x_bound(op) * consts["lmul"]).max() < X_LIMIT)
+        return one_shift_output(acc, b, m_t, lmul, right, bool((shift < 0).all()), out_zp,
+                                (op.act_min, op.act_max), op.out_dtype, op.out_shape,
+                                f"{name}_out", vector)
     m_t = pool.add(f"{name}_mult", mult)
     s_t = pool.add(f"{name}_shift", shift)
 
@@ -508,6 +518,30 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+def one_shift_output(acc, b, m_t, lmul, right, all_right: bool, out_zp: int,
+                     clamp: tuple[int, int], out_dtype: str, shape, name: str, vector: bool):
+    """The output stage ``clamp(mbqm_one_shift(acc + b) + out_zp)`` (NHWC ``shape``, at most
+    the accumulator's: padded channels dropped) of an NHWC accumulator with
+    per-channel constants (:func:`mbqm_one_shift_constants`; ``lmul`` None where no channel
+    shifts left). ``vector``: every ``|(acc + b) * lmul|`` is below ``x86_requant.X_LIMIT``
+    (:func:`conv_x_bound`), so the stage is marked for ``x86_requant``'s 16-lane form, which
+    the CPU schedule puts in its place (the same int32 values)."""
+    from tvm_ethos.lower import x86_requant
+
+    def fused_fn(n, oh, ow, oc):
+        v = acc[n, oh, ow, oc] + b[oc]
+        v = mbqm_one_shift(v, m_t[oc], None if lmul is None else lmul[oc], right[oc],
+                           all_right) + _i32(out_zp)
+        return clamp_cast(v, clamp[0], clamp[1], out_dtype)
+
+    attrs = {}
+    if vector:
+        attrs[x86_requant.REQUANT_ANNOTATION] = x86_requant.encode(
+            b.op.name, m_t.op.name, right.op.name, None if lmul is None else lmul.op.name,
+            out_zp, clamp[0], clamp[1], all_right)
+    return te.compute(shape, fused_fn, name=name, attrs=attrs)
 
 
 def _unflatten(flat, shape) -> tuple:
