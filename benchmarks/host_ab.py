@@ -2,8 +2,9 @@
 """Host (llvm) latency of two source trees and LiteRT XNNPack, measured in turn.
 
 Run: ``.venv/bin/python benchmarks/host_ab.py --base /path/to/base/tree [--models a,b]
-[--rounds 5] [--slice 1.5]``. One child process per column (XNNPack with 2 threads, the base
-tree, this tree) loads its model once (``target="llvm"``); then the children run one at a time,
+[--rounds 5] [--slice 1.5] [--mcpu znver3]``. One child process per column (XNNPack with 2
+threads, the base tree, this tree) loads its model once (``target="llvm"``; ``--mcpu``: both
+trees' host kernels built for that CPU); then the children run one at a time,
 ``--slice`` seconds each, for ``--rounds`` rounds, so load from other processes falls on all
 columns alike, which back-to-back runs of ``host_speed.py`` do not give on a shared machine.
 Prints the median milliseconds of all runs, the 25th percentile, and the ratio to XNNPack.
@@ -41,6 +42,9 @@ if os.environ.get("AB_XNNPACK"):
         it.invoke()
 else:
     import tvm_ethos
+    if os.environ.get("AB_MCPU"):  # host kernels for that CPU (e.g. znver3: AVX2, no VNNI)
+        from tvm_ethos.lower import cpu_schedule
+        cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": os.environ["AB_MCPU"]}
     cm = tvm_ethos.compile(tvm_ethos.load_model(str(path)), target="llvm")
     def run():
         cm.run(*xs)
@@ -92,9 +96,12 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=MODELS)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--slice", type=float, default=1.5)
+    ap.add_argument("--mcpu", help="build both trees' host kernels for this CPU (e.g. znver3: "
+                    "AVX2, no VNNI) instead of the compiling machine's; XNNPack is unchanged")
     args = ap.parse_args(argv)
-    trees = {"xnnpack": (REPO, {"AB_XNNPACK": "1"}), "base": (Path(args.base), {}),
-             "this": (REPO, {})}
+    cpu = {"AB_MCPU": args.mcpu} if args.mcpu else {}
+    trees = {"xnnpack": (REPO, {"AB_XNNPACK": "1"}), "base": (Path(args.base), cpu),
+             "this": (REPO, cpu)}
     print("| model | xnnpack | llvm base | llvm this |\n|---|---|---|---|")
     for model in args.models.split(","):
         res = measure(model, trees, args.rounds, args.slice)

@@ -315,7 +315,7 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
         tile = (lanes, columns)
         forms = {_dot_intrinsic(sch, p) for p in prods} - {None}
         if forms & set(x86_avx2.FORMS):
-            tile = x86_avx2.madd_tile()
+            tile = x86_avx2.madd_tile(_extent(sch, loops[-2]) if len(loops) == 4 else 0)
         elif forms:
             tile = (x86_dot.VNNI_TILE_CHANNELS, x86_dot.VNNI_TILE_COLUMNS)
         parallel = _work(sch, blk, prods) >= PARALLEL_MIN_WORK

@@ -32,10 +32,6 @@ from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, _loads
 MADD_LANES = 8
 #: reduction elements per lane and instruction
 MADD_DEPTH = 2
-#: the accumulator tile: output columns x channels; 4 x 16 = 8 ymm accumulators (of 16), so 8
-#: independent multiply-add chains, each weight vector serving 4 columns (rfcs/0008)
-MADD_TILE_COLUMNS = 4
-MADD_TILE_CHANNELS = 16
 #: the form: int16 activation codes times int16 weights, pairs along the reduction
 AVX2_MADD = "avx2_madd_8x2_s16"
 FORMS = (AVX2_MADD,)
@@ -48,9 +44,21 @@ def has_avx2(target: dict | str) -> bool:
     return tgt.kind.name == "llvm" and bool(codegen.target_has_features("avx2", tgt))
 
 
-def madd_tile() -> tuple[int, int]:
-    """``(channels, columns)`` of an accumulator tile in this form."""
-    return MADD_TILE_CHANNELS, MADD_TILE_COLUMNS
+def madd_tile(width: int) -> tuple[int, int]:
+    """``(channels, columns)`` of an accumulator tile in this form for an output ``width``:
+    4 columns x 16 channels (8 ymm accumulators) where 4 divides the width; else a tile of
+    columns that divides it (no predicated tail column, whose accumulators LLVM keeps in
+    memory): 5 to 8 columns x 8 channels, 2 x 32, 3 x 16, or 1 x 32 (rfcs/0008)."""
+    if width % 4 == 0:
+        return 16, 4
+    for cols in (8, 7, 6, 5):
+        if width % cols == 0:
+            return 8, cols
+    if width % 2 == 0:
+        return 32, 2
+    if width % 3 == 0:
+        return 16, 3
+    return 32, 1
 
 
 # ----------------------------------------------------------------------- TE forms
