@@ -27,7 +27,9 @@ each stripe.
 On CPUs with AVX-512 VNNI, ``te_ops`` lays the conv (1x1, KxK, depthwise) and fully
 connected accumulators out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each
 16 x 4 reduction step becomes one instruction (:func:`_tensorize_dot`,
-:func:`_schedule_standalone_dot`). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
+:func:`_schedule_standalone_dot`); on CPUs with AVX2 and no VNNI, the full conv and fully
+connected accumulators take ``x86_avx2``'s ``vpmaddwd`` form the same way (8 x 2 steps, its
+tile by output width). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
 parallel loop. Which kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
