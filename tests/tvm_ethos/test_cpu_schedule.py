@@ -203,6 +203,16 @@ def test_has_vnni_reads_mcpu_and_mattr():
     assert not has_vnni("c")
 
 
+def test_has_avx2_reads_mcpu_and_mtriple():
+    from tvm_ethos.lower.x86_avx2 import has_avx2
+
+    assert has_avx2({"kind": "llvm", "mcpu": "znver3"})
+    assert has_avx2({"kind": "llvm", "mcpu": "haswell"})
+    assert not has_avx2({"kind": "llvm", "mcpu": "x86-64"})
+    assert not has_avx2({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"})
+    assert not has_avx2("c")
+
+
 def _assert_vpdpbusd_exact(make, monkeypatch, seed):
     """The model ``make`` builds compiles for llvm to a kernel with vpdpbusd in it and runs
     bit-exact with TFLite's reference kernels."""
