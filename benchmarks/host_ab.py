@@ -7,7 +7,10 @@ threads, the base tree, this tree) loads its model once (``target="llvm"``; ``--
 trees' host kernels built for that CPU); then the children run one at a time,
 ``--slice`` seconds each, for ``--rounds`` rounds, so load from other processes falls on all
 columns alike, which back-to-back runs of ``host_speed.py`` do not give on a shared machine.
-Prints the median milliseconds of all runs, the 25th percentile, and the ratio to XNNPack.
+Prints the median milliseconds of all runs, the 25th percentile, and the ratio to XNNPack, and
+the CPU milliseconds per inference (user + system, all threads, during the slices) with its
+ratio: on a machine other processes load, a column's wall time says how much CPU it got as much
+as what it costs.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODELS = "ds_cnn_kws,resnet8_cifar,mobilenet_v1_0.25_96,mobilenet_v1_1.0_224"
 
 CHILD = r"""
-import os, statistics, sys, time
+import os, resource, statistics, sys, time
 import numpy as np
 sys.path.insert(0, os.environ["PYTHONPATH"])
 from tests.helpers.models import MODELS_DIR
@@ -50,21 +53,28 @@ else:
         cm.run(*xs)
 run(); run()
 open(go + ".ready", "w").close()
-lat = []
+def cpu_s():
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+lat, cpu = [], 0.0
 for r in range(rounds):
     while not os.path.exists(f"{go}{r}"):
         time.sleep(0.01)
     end = time.perf_counter() + slice_s
+    c0 = cpu_s()
     while time.perf_counter() < end:
         t0 = time.perf_counter(); run(); lat.append(time.perf_counter() - t0)
+    cpu += cpu_s() - c0
     open(f"{go}{r}.done", "w").close()
 lat.sort()
-print(f"{statistics.median(lat) * 1e3:.4f} {lat[len(lat) // 4] * 1e3:.4f}")
+print(f"{statistics.median(lat) * 1e3:.4f} {lat[len(lat) // 4] * 1e3:.4f} "
+      f"{cpu / len(lat) * 1e3:.4f}")
 """
 
 
 def measure(model: str, trees: dict, rounds: int, slice_s: float) -> dict:
-    """Median and 25th-percentile ms per column, the columns run in turn."""
+    """Median and 25th-percentile ms per column, and CPU ms per inference (all its threads),
+    the columns run in turn."""
     with tempfile.TemporaryDirectory() as tmp:
         procs = {}
         for col, (tree, env_extra) in trees.items():
@@ -85,8 +95,8 @@ def measure(model: str, trees: dict, rounds: int, slice_s: float) -> dict:
                     time.sleep(0.01)
         out = {}
         for col, (_go, proc) in procs.items():
-            med, p25 = proc.communicate()[0].split()
-            out[col] = (float(med), float(p25))
+            med, p25, cpu = proc.communicate()[0].split()
+            out[col] = (float(med), float(p25), float(cpu))
         return out
 
 
@@ -105,9 +115,10 @@ def main(argv=None) -> int:
     print("| model | xnnpack | llvm base | llvm this |\n|---|---|---|---|")
     for model in args.models.split(","):
         res = measure(model, trees, args.rounds, args.slice)
-        x = res["xnnpack"][0]
-        cells = [f"{x:.3f}"] + [f"{res[c][0]:.3f} ({res[c][0] / x:.2f}x, p25 {res[c][1]:.3f})"
-                                for c in ("base", "this")]
+        x, xc = res["xnnpack"][0], res["xnnpack"][2]
+        cells = [f"{x:.3f} (cpu {xc:.3f})"] + [
+            f"{res[c][0]:.3f} ({res[c][0] / x:.2f}x, p25 {res[c][1]:.3f}, "
+            f"cpu {res[c][2]:.3f} = {res[c][2] / xc:.2f}x)" for c in ("base", "this")]
         print(f"| {model} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
