@@ -561,3 +561,23 @@ def test_avx2_tile_fits_the_registers_and_divides_the_width(width):
     assert width % columns == 0
     vectors = channels // MADD_LANES
     assert columns * vectors + vectors + 1 <= 16
+
+
+@pytest.mark.parametrize("name", [
+    "ds_cnn_kws",
+    "resnet8_cifar",
+    "mobilenet_v1_0.25_96",
+    pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow),
+])
+def test_shipped_models_on_avx2_bit_exact(name, monkeypatch):
+    """Every shipped model built for an AVX2-only host (Zen 3): its convolutions and fully
+    connected layers on vpmaddwd, bit-exact with TFLite's reference kernels (MobileNetV1-224:
+    the builtin kernels, test_models.py says why)."""
+    from conftest import model_path
+
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch)
+    path = model_path(name)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(path), target="llvm")
+    assert any("pmadd.wd" in after.script() for _before, after in seen)
+    assert_bit_exact(cm, path, n_inputs=3, reference=name != "mobilenet_v1_1.0_224")
