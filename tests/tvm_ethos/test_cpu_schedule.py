@@ -499,6 +499,22 @@ def test_fully_connected_and_padded_outputs_run_vpmaddwd_exact(make):
     _assert_vpmaddwd_exact(make(np.random.RandomState(1)), seed=1, n_inputs=3)
 
 
+@settings(max_examples=10, deadline=None)
+@given(k=st.integers(1, 300), n=st.integers(1, 70), act=st.sampled_from([None, "relu"]),
+       seed=st.integers(0, 1000))
+def test_fully_connected_avx2_any_shape_bit_exact(k, n, act, seed):
+    """Fully connected layers of any depth and width on an AVX2 host: vpmaddwd where the depth
+    is even (outputs padded to vectors of 8), int32 where it is odd; bit-exact either way."""
+    model = tb.fully_connected(np.random.RandomState(seed), k=k, n=n, act=act)
+    with pytest.MonkeyPatch.context() as mp:
+        _without_vnni(mp)
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert ("pmadd.wd" in after.script()) == (k % 2 == 0)
+    assert_bit_exact(cm, model, n_inputs=3, seed=seed)
+
+
 def test_fully_connected_odd_depth_keeps_int32_exact(monkeypatch):
     """A fully connected layer whose input depth is odd (a pair would straddle two rows) keeps
     the int32 kernel, bit-exact."""
