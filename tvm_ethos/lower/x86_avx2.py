@@ -16,7 +16,8 @@ Output channels are padded with zero weights to whole vectors of 8.
 
 ``cpu_schedule`` tiles these accumulators as the VNNI ones (columns x channels in ymm
 registers, the reduction in steps of 2) and :func:`replace_with_madd` makes each step one
-instruction. Which layers, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
+``vpmaddwd`` and one ``vpaddd``. Which layers, tiles and CPUs, and why:
+rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
 
