@@ -269,9 +269,10 @@ def _tile_pixels(sch, loops, lanes: int, columns: int = COLUMN_TILE, parallel: b
 
 def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
     """A VNNI accumulator not computed inside its consumer (fully connected; a conv whose
-    output channels were padded to whole vectors): its pixels or rows and vectors of 16
-    outputs in parallel, the reduction in steps of 4, each step one vpdpbusd. False (nothing
-    changed) where the loops are not ``(spatial..., outputs, reduction)``."""
+    output channels were padded to whole vectors): its pixels or rows and vectors of outputs
+    (16 for vpdpbusd, 8 for vpmaddwd) in parallel, the reduction in steps of the form's depth,
+    each step one instruction. False (nothing changed) where the loops are not
+    ``(spatial..., outputs, reduction)``."""
     lanes, depth, replace = _dot_form(intrin)
     if len(reds) != 1 or _extent(sch, spatial[-1]) % lanes or _extent(sch, reds[0]) % depth:
         return False
