@@ -2,17 +2,19 @@
 """Host (llvm) latency of two source trees and LiteRT XNNPack, measured in turn.
 
 Run: ``.venv/bin/python benchmarks/host_ab.py --base /path/to/base/tree [--models a,b]
-[--rounds 5] [--slice 1.5] [--threads N] [--cpu-time]``. One child process per column
-(XNNPack with 2 threads or ``--threads``, the base tree, this tree) loads its model
-once (``target="llvm"``); then the children run one at a time, ``--slice`` seconds each, for
-``--rounds`` rounds, so load from other processes falls on all columns alike, which
-back-to-back runs of ``host_speed.py`` do not give on a shared machine.
-Prints the median milliseconds of all runs, the 25th percentile, and the ratio to XNNPack.
-``--threads N`` also sets TVM_NUM_THREADS of the two trees (unset, TVM takes half the
-logical CPUs on x86). ``--threads 1 --cpu-time`` times the CPU seconds of the one thread that
-runs each inference (``time.thread_time``) instead of wall time: on a machine whose cores
-other processes hold, a parallel loop waits for its slowest thread and a preempted run counts
-the time it waited, which swamps kernel differences; CPU time leaves the waiting out.
+[--rounds 5] [--slice 1.5] [--mcpu znver3] [--threads N] [--cpu-time]``. One child process
+per column (XNNPack with 2 threads or ``--threads``, the base tree, this tree) loads its
+model once (``target="llvm"``; ``--mcpu``: both trees' host kernels built for that CPU); then
+the children run one at a time,
+``--slice`` seconds each, for ``--rounds`` rounds, so load from other processes falls on all
+columns alike, which back-to-back runs of ``host_speed.py`` do not give on a shared machine.
+Prints the median milliseconds of all runs, the 25th percentile, and the ratio to XNNPack, and
+the CPU milliseconds per inference (user + system, all threads, during the slices) with its
+ratio: on a machine other processes load, a column's wall time says how much CPU it got as much
+as what it costs. ``--threads N`` also sets TVM_NUM_THREADS of the two trees (unset,
+``import tvm_ethos`` takes one thread per physical core). ``--threads 1 --cpu-time`` times
+the CPU seconds of the one thread that runs each inference (``time.thread_time``) instead of
+wall time: a preempted run then does not count the time it waited.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODELS = "ds_cnn_kws,resnet8_cifar,mobilenet_v1_0.25_96,mobilenet_v1_1.0_224"
 
 CHILD = r"""
-import os, statistics, sys, time
+import os, resource, statistics, sys, time
 import numpy as np
 sys.path.insert(0, os.environ["PYTHONPATH"])
 from tests.helpers.models import MODELS_DIR
@@ -49,26 +51,36 @@ if os.environ.get("AB_XNNPACK"):
         it.invoke()
 else:
     import tvm_ethos
+    if os.environ.get("AB_MCPU"):  # host kernels for that CPU (e.g. znver3: AVX2, no VNNI)
+        from tvm_ethos.lower import cpu_schedule
+        cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": os.environ["AB_MCPU"]}
     cm = tvm_ethos.compile(tvm_ethos.load_model(str(path)), target="llvm")
     def run():
         cm.run(*xs)
 run(); run()
 open(go + ".ready", "w").close()
-lat = []
+def cpu_s():
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+lat, cpu = [], 0.0
 for r in range(rounds):
     while not os.path.exists(f"{go}{r}"):
         time.sleep(0.01)
     end = time.perf_counter() + slice_s
+    c0 = cpu_s()
     while time.perf_counter() < end:
         t0 = clock(); run(); lat.append(clock() - t0)
+    cpu += cpu_s() - c0
     open(f"{go}{r}.done", "w").close()
 lat.sort()
-print(f"{statistics.median(lat) * 1e3:.4f} {lat[len(lat) // 4] * 1e3:.4f}")
+print(f"{statistics.median(lat) * 1e3:.4f} {lat[len(lat) // 4] * 1e3:.4f} "
+      f"{cpu / len(lat) * 1e3:.4f}")
 """
 
 
 def measure(model: str, trees: dict, rounds: int, slice_s: float, env_all=None) -> dict:
-    """Median and 25th-percentile ms per column, the columns run in turn."""
+    """Median and 25th-percentile ms per column, and CPU ms per inference (all its threads),
+    the columns run in turn."""
     with tempfile.TemporaryDirectory() as tmp:
         procs = {}
         for col, (tree, env_extra) in trees.items():
@@ -89,8 +101,8 @@ def measure(model: str, trees: dict, rounds: int, slice_s: float, env_all=None) 
                     time.sleep(0.01)
         out = {}
         for col, (_go, proc) in procs.items():
-            med, p25 = proc.communicate()[0].split()
-            out[col] = (float(med), float(p25))
+            med, p25, cpu = proc.communicate()[0].split()
+            out[col] = (float(med), float(p25), float(cpu))
         return out
 
 
@@ -100,6 +112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=MODELS)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--slice", type=float, default=1.5)
+    ap.add_argument("--mcpu", help="build both trees' host kernels for this CPU (e.g. znver3: "
+                    "AVX2, no VNNI) instead of the compiling machine's; XNNPack is unchanged")
     ap.add_argument("--threads", type=int, default=None,
                     help="XNNPack's threads (2 if not given) and the trees' TVM_NUM_THREADS")
     ap.add_argument("--cpu-time", action="store_true",
@@ -112,14 +126,16 @@ def main(argv=None) -> int:
         env_all = {"AB_THREADS": str(args.threads), "TVM_NUM_THREADS": str(args.threads)}
     if args.cpu_time:
         env_all["AB_CPU_TIME"] = "1"
-    trees = {"xnnpack": (REPO, {"AB_XNNPACK": "1"}), "base": (Path(args.base), {}),
-             "this": (REPO, {})}
+    cpu = {"AB_MCPU": args.mcpu} if args.mcpu else {}
+    trees = {"xnnpack": (REPO, {"AB_XNNPACK": "1"}), "base": (Path(args.base), cpu),
+             "this": (REPO, cpu)}
     print("| model | xnnpack | llvm base | llvm this |\n|---|---|---|---|")
     for model in args.models.split(","):
         res = measure(model, trees, args.rounds, args.slice, env_all)
-        x = res["xnnpack"][0]
-        cells = [f"{x:.3f}"] + [f"{res[c][0]:.3f} ({res[c][0] / x:.2f}x, p25 {res[c][1]:.3f})"
-                                for c in ("base", "this")]
+        x, xc = res["xnnpack"][0], res["xnnpack"][2]
+        cells = [f"{x:.3f} (cpu {xc:.3f})"] + [
+            f"{res[c][0]:.3f} ({res[c][0] / x:.2f}x, p25 {res[c][1]:.3f}, "
+            f"cpu {res[c][2]:.3f} = {res[c][2] / xc:.2f}x)" for c in ("base", "this")]
         print(f"| {model} | " + " | ".join(cells) + " |", flush=True)
     return 0
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Host (llvm) kernel latency of MobileNetV1-224's layer shapes, one operator per model.
 
-Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/host_layers.py [--target T] [NAME ...]``
+Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/host_layers.py [--target T] [--mcpu CPU]
+[NAME ...]``
 (``NAME``: substrings of the layer names to run). Each layer is a one-operator int8 model
 (``tests/tvm_ethos/tflite_builder``, random weights, seed 0) compiled for ``--target``
 (``llvm``; ``ethos-u,llvm`` for the emulated NPU); the median milliseconds of ``run`` over
@@ -41,6 +42,14 @@ LAYERS = [
 ]
 
 
+def force_host_cpu(mcpu: str) -> None:
+    """Build every host kernel of this process for the CPU ``mcpu`` (its kernels run here
+    only where this machine has that CPU's instructions, e.g. znver3 on a Zen 4)."""
+    from tvm_ethos.lower import cpu_schedule
+
+    cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": mcpu}
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -49,9 +58,13 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="llvm")
+    ap.add_argument("--mcpu", help="build the host kernels for this CPU (e.g. znver3: AVX2, "
+                    "no VNNI) instead of the compiling machine's")
     ap.add_argument("names", nargs="*", help="substrings of layer names (default: all)")
     args = ap.parse_args(argv)
     only = args.names
+    if args.mcpu:
+        force_host_cpu(args.mcpu)
     for name, make in LAYERS:
         if only and not any(o in name for o in only):
             continue

@@ -3,7 +3,8 @@
 builds.
 
 Run: ``.venv/bin/python benchmarks/host_speed.py`` (options: ``--models ds_cnn_kws,resnet8_cifar``,
-``--runs ethos-u,llvm;llvm``, ``--seconds 2``, ``--threads 2``). Prints one table.
+``--runs ethos-u,llvm;llvm``, ``--seconds 2``, ``--threads 2``, ``--mcpu znver3``: the host
+kernels built for that CPU instead of this machine's). Prints one table.
 
 Columns, each measured in this one run on the same input (random int8 codes, seed 0):
 
@@ -173,7 +174,13 @@ def main(argv=None) -> int:
         "--seconds", type=float, default=2.0, help="measuring time per column and model"
     )
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="LiteRT threads")
+    ap.add_argument("--mcpu", help="build the host kernels for this CPU (e.g. znver3: AVX2, no "
+                    "VNNI) instead of this machine's; LiteRT is unchanged")
     args = ap.parse_args(argv)
+    if args.mcpu:
+        from tvm_ethos.lower import cpu_schedule
+
+        cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": args.mcpu}
 
     if args.models:
         paths = [MODELS / f"{m}.tflite" for m in args.models.split(",")]

@@ -92,7 +92,7 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     whole int32 feature map."""
     from tvm_ethos.lower.cpu_schedule import COLUMN_TILE, VECTOR_LANES
 
-    _without_vnni(monkeypatch)  # the VNNI tile: test_vnni_accumulator_tile
+    _int32_kernels(monkeypatch)  # VNNI's tile: test_vnni_accumulator_tile; AVX2's: x86_avx2
     seen = _captured(monkeypatch)
     model = tb.conv2d(np.random.RandomState(4), in_shape=(1, 8, 8, 16), cout=32)
     tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
@@ -132,7 +132,7 @@ def _local_accumulator(prim) -> str:
 def test_odd_widths_and_deep_layers_exact(make, channel_blocks, monkeypatch):
     """Widths the column tile does not divide (a predicated last tile) and layers with fewer
     pixels than channels (channel blocks in parallel outside the rows) stay bit-exact."""
-    _without_vnni(monkeypatch)  # 16-channel blocks (VNNI's are 32)
+    _int32_kernels(monkeypatch)  # 16-channel blocks (VNNI's are 32)
     monkeypatch.setattr(cpu_schedule, "PARALLEL_MIN_WORK", 0)
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(6))
@@ -178,9 +178,19 @@ needs_vnni = pytest.mark.skipif(not _vnni_host(), reason="this CPU has no AVX-51
 
 
 def _without_vnni(monkeypatch):
-    """Build the host kernels for an AVX2-only CPU (Zen 3) on any x86 machine: the int32
-    multiply-add kernels that CPUs without VNNI run."""
+    """Build the host kernels for an AVX2-only CPU (Zen 3) on any x86 machine: the vpmaddwd
+    kernels of ``x86_avx2`` where a conv or fully connected layer takes them, int32
+    multiply-adds elsewhere."""
     monkeypatch.setattr(cpu_schedule, "host_target", lambda: {"kind": "llvm", "mcpu": "znver3"})
+
+
+def _int32_kernels(monkeypatch):
+    """As :func:`_without_vnni`, with no dot-product form at all: every accumulator in the
+    int32 multiply-add form (a CPU with neither VNNI nor AVX2, or an OpenCL build)."""
+    from tvm_ethos.lower import codegen
+
+    _without_vnni(monkeypatch)
+    monkeypatch.setattr(codegen, "host_kernels_avx2", lambda tl: False)
 
 
 def test_has_vnni_reads_mcpu_and_mattr():
@@ -191,6 +201,16 @@ def test_has_vnni_reads_mcpu_and_mattr():
     assert not has_vnni({"kind": "llvm", "mcpu": "znver3"})
     assert not has_vnni({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512vnni"]})
     assert not has_vnni("c")
+
+
+def test_has_avx2_reads_mcpu_and_mtriple():
+    from tvm_ethos.lower.x86_avx2 import has_avx2
+
+    assert has_avx2({"kind": "llvm", "mcpu": "znver3"})
+    assert has_avx2({"kind": "llvm", "mcpu": "haswell"})
+    assert not has_avx2({"kind": "llvm", "mcpu": "x86-64"})
+    assert not has_avx2({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"})
+    assert not has_avx2("c")
 
 
 def _assert_vpdpbusd_exact(make, monkeypatch, seed):
@@ -239,15 +259,18 @@ def test_vnni_accumulator_tile(shape, cout, tile, monkeypatch):
     lambda rs: tb.conv2d(rs, in_shape=(1, 7, 7, 16), cout=32, kernel=(1, 1)),
     lambda rs: tb.conv2d(rs, in_shape=(1, 3, 5, 24), cout=64, kernel=(1, 1)),
 ])
-def test_pointwise_conv_without_vnni_exact(make, monkeypatch):
-    """A target without VNNI (CI's AVX2 machines) keeps the int32 multiply-add kernel."""
-    _without_vnni(monkeypatch)
+@pytest.mark.parametrize("form", ["avx2", "int32"])
+def test_pointwise_conv_without_vnni_exact(make, form, monkeypatch):
+    """A target without VNNI (CI's AVX2 machines) runs the conv on vpmaddwd (``x86_avx2``),
+    or, without that form, on int32 multiply-adds; bit-exact either way."""
+    (_without_vnni if form == "avx2" else _int32_kernels)(monkeypatch)
     seen = _captured(monkeypatch)
     model = make(np.random.RandomState(9))
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
     (_before, after), = seen
     assert "vpdpbusd" not in after.script()
     assert "_wvnni" not in after.script()
+    assert ("pmadd.wd" in after.script()) == (form == "avx2")
     assert_bit_exact(cm, model, n_inputs=3, seed=9)
 
 
@@ -377,21 +400,21 @@ def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
     depthwise=st.booleans(),
     seed=st.integers(0, 1000),
 )
-def test_window_conv_without_vnni_bit_exact(cin, cout, hw, kernel, stride, padding, depthwise,
-                                            seed):
-    """An AVX2-only target (Zen 3) keeps the int32 multiply-add kernels for the same shapes,
-    bit-exact, with no VNNI stage or instruction."""
+def test_window_conv_int32_bit_exact(cin, cout, hw, kernel, stride, padding, depthwise, seed):
+    """Without a dot-product form (no VNNI, no AVX2 form) the int32 multiply-add kernels run
+    the same shapes bit-exact, with no VNNI stage or instruction."""
     if padding == "VALID":
         hw = (max(hw[0], kernel[0]), max(hw[1], kernel[1]))
     rs = np.random.RandomState(seed)
     model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
                       padding=padding, depthwise=depthwise)
     with pytest.MonkeyPatch.context() as mp:
-        _without_vnni(mp)
+        _int32_kernels(mp)
         seen = _captured(mp)
         cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
     (_before, after), = seen
     assert "vpdpbusd" not in after.script() and "_wvnni" not in after.script()
+    assert "pmadd" not in after.script()
     assert_bit_exact(cm, model, n_inputs=2, seed=seed)
 
 
@@ -420,3 +443,157 @@ def test_add_vnni_host_is_one_stage_and_exact(shapes, act, seed):
         xa, xb = np.full(shapes[0], fa, np.int8), np.full(shapes[1], fb, np.int8)
         got, ref = cm.run(xa, xb)[0], oracle(model, [xa, xb])[0]
         assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+# ------------------------------------------------- AVX2 vpmaddwd kernels (x86_avx2, Zen 3)
+def _assert_vpmaddwd_exact(model, seed, n_inputs=2):
+    """``model`` compiles for an AVX2-only llvm host to kernels with vpmaddwd in them and runs
+    bit-exact with TFLite's reference kernels."""
+    with pytest.MonkeyPatch.context() as mp:
+        _without_vnni(mp)
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "llvm.x86.avx2.pmadd.wd" in after.script() and "vpdpbusd" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=n_inputs, seed=seed)
+    return cm, after
+
+
+@settings(max_examples=14, deadline=None)
+@example(cin=3, cout=32, hw=(11, 11), kernel=(3, 3), stride=(2, 2), padding="SAME",
+         dilation=(1, 1), seed=0)  # MobileNet's first layer: im2col of an odd depth
+@example(cin=1, cout=20, hw=(13, 7), kernel=(10, 4), stride=(2, 2), padding="SAME",
+         dilation=(1, 1), seed=1)  # DS-CNN's first layer
+@example(cin=16, cout=16, hw=(8, 8), kernel=(3, 3), stride=(1, 1), padding="SAME",
+         dilation=(1, 1), seed=2)  # ResNet-8's: the zero-point padded int16 source
+@given(
+    cin=st.integers(1, 40),
+    cout=st.integers(1, 40),
+    hw=st.tuples(st.integers(1, 12), st.integers(1, 12)),
+    kernel=st.sampled_from([(1, 1), (3, 3), (5, 3), (1, 3), (3, 1), (2, 2)]),
+    stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
+    padding=st.sampled_from(["SAME", "VALID"]),
+    dilation=st.sampled_from([(1, 1), (1, 1), (2, 1)]),
+    seed=st.integers(0, 1000),
+)
+def test_conv_avx2_any_geometry_bit_exact(cin, cout, hw, kernel, stride, padding, dilation,
+                                          seed):
+    """On an AVX2 host without VNNI every int8 full conv (any kernel, stride, padding,
+    dilation, depth, width: the tile follows the width) runs its accumulator on vpmaddwd and
+    stays bit-exact with TFLite's reference kernels."""
+    if padding == "VALID":
+        need = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+        hw = (max(hw[0], need[0]), max(hw[1], need[1]))
+    rs = np.random.RandomState(seed)
+    model = tb.conv2d(rs, in_shape=(1, *hw, cin), cout=cout, kernel=kernel, stride=stride,
+                      padding=padding, dilation=dilation)
+    _assert_vpmaddwd_exact(model, seed)
+
+
+@pytest.mark.parametrize("make", [
+    lambda rs: tb.fully_connected(rs, k=64, n=10),
+    lambda rs: tb.fully_connected(rs, k=256, n=37, act="relu"),
+    lambda rs: tb.conv2d(rs, in_shape=(1, 1, 1, 64), cout=21, kernel=(1, 1)),  # padded outputs
+])
+def test_fully_connected_and_padded_outputs_run_vpmaddwd_exact(make):
+    _assert_vpmaddwd_exact(make(np.random.RandomState(1)), seed=1, n_inputs=3)
+
+
+@settings(max_examples=10, deadline=None)
+@given(k=st.integers(1, 300), n=st.integers(1, 70), act=st.sampled_from([None, "relu"]),
+       seed=st.integers(0, 1000))
+def test_fully_connected_avx2_any_shape_bit_exact(k, n, act, seed):
+    """Fully connected layers of any depth and width on an AVX2 host: vpmaddwd where the depth
+    is even (outputs padded to vectors of 8), int32 where it is odd; bit-exact either way."""
+    model = tb.fully_connected(np.random.RandomState(seed), k=k, n=n, act=act)
+    with pytest.MonkeyPatch.context() as mp:
+        _without_vnni(mp)
+        seen = _captured(mp)
+        cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert ("pmadd.wd" in after.script()) == (k % 2 == 0)
+    assert_bit_exact(cm, model, n_inputs=3, seed=seed)
+
+
+def test_fully_connected_odd_depth_keeps_int32_exact(monkeypatch):
+    """A fully connected layer whose input depth is odd (a pair would straddle two rows) keeps
+    the int32 kernel, bit-exact."""
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch)
+    model = tb.fully_connected(np.random.RandomState(3), k=63, n=20)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert "pmadd" not in after.script()
+    assert_bit_exact(cm, model, n_inputs=3, seed=3)
+
+
+@pytest.mark.parametrize("shape, kw, stage", [
+    ((1, 8, 8, 64), dict(cout=32, kernel=(1, 1)), "_x16"),
+    ((1, 12, 12, 16), dict(cout=32), "_pad16"),
+    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_im2col16"),
+])
+def test_conv_avx2_extreme_codes_exact(shape, kw, stage):
+    """Inputs at -128 and 127 (the widest int16 pairs vpmaddwd sums, and the bias correction
+    ``x_zp * sum(w)`` against padded positions that hold the zero point) against TFLite's
+    reference kernels, and the int16 source stage the form reads from."""
+    from conftest import oracle
+
+    model = tb.conv2d(np.random.RandomState(2), in_shape=shape, **kw)
+    cm, after = _assert_vpmaddwd_exact(model, seed=2)
+    assert stage in after.script()
+    for fill in (-128, 127):
+        x = np.full(shape, fill, np.int8)
+        x[0, 0, 0] = -fill - 1
+        (got,), (ref,) = cm.run(x), oracle(model, [x])
+        assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+@pytest.mark.parametrize("width, tile", [
+    (16, "(1, 1, 4, 16)"),  # 4 columns x 16 channels: 8 ymm accumulators
+    (14, "(1, 1, 7, 8)"),  # 4 does not divide 14: 7 columns x 8 channels, no predicated tail
+    (22, "(1, 1, 2, 32)"),
+    (11, "(1, 1, 1, 32)"),
+])
+def test_avx2_accumulator_tile(width, tile, monkeypatch):
+    """The vpmaddwd accumulator tile follows the width (``x86_avx2.madd_tile``), in the local
+    scope."""
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(4), in_shape=(1, 2, width, 16), cout=32,
+                      kernel=(1, 1))
+    tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    assert _local_accumulator(after) == tile
+
+
+@settings(max_examples=200, deadline=None)
+@given(width=st.integers(1, 300))
+def test_avx2_tile_fits_the_registers_and_divides_the_width(width):
+    """Every tile is whole columns of the width (no predicated tail) or 4 columns, and its
+    accumulators plus one weight vector per 8 channels and a broadcast fit AVX2's 16 ymm."""
+    from tvm_ethos.lower.x86_avx2 import MADD_LANES, madd_tile
+
+    channels, columns = madd_tile(width)
+    assert width % columns == 0
+    vectors = channels // MADD_LANES
+    assert columns * vectors + vectors + 1 <= 16
+
+
+@pytest.mark.parametrize("name", [
+    "ds_cnn_kws",
+    "resnet8_cifar",
+    "mobilenet_v1_0.25_96",
+    pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow),
+])
+def test_shipped_models_on_avx2_bit_exact(name, monkeypatch):
+    """Every shipped model built for an AVX2-only host (Zen 3): its convolutions and fully
+    connected layers on vpmaddwd, bit-exact with TFLite's reference kernels (MobileNetV1-224:
+    the builtin kernels, test_models.py says why)."""
+    from conftest import model_path
+
+    _without_vnni(monkeypatch)
+    seen = _captured(monkeypatch)
+    path = model_path(name)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(path), target="llvm")
+    assert any("pmadd.wd" in after.script() for _before, after in seen)
+    assert_bit_exact(cm, path, n_inputs=3, reference=name != "mobilenet_v1_1.0_224")

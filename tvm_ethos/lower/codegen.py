@@ -119,9 +119,21 @@ def host_kernels_vnni(tl) -> bool:
     return "opencl" not in tl.ids and has_vnni(host_target())
 
 
-def lower_host_composites(mod, host_id: str, vnni: bool = False):
+def host_kernels_avx2(tl) -> bool:
+    """Whether the host kernels are built for AVX2's multiply-add (``x86_avx2``): the llvm
+    host target has AVX2 but no VNNI, and no OpenCL device shares the kernels."""
+    from tvm_ethos.lower.cpu_schedule import host_target
+    from tvm_ethos.lower.x86_avx2 import has_avx2
+    from tvm_ethos.lower.x86_dot import has_vnni
+
+    host = host_target()
+    return "opencl" not in tl.ids and has_avx2(host) and not has_vnni(host)
+
+
+def lower_host_composites(mod, host_id: str, vnni: bool = False, avx2: bool = False):
     """Replace each host composite call by ``R.call_tir`` of its exact integer kernel
-    (``vnni``: the kernels run only on an llvm host with AVX-512 VNNI; ``te_ops.lower_qop``)."""
+    (``vnni``: the kernels run only on an llvm host with AVX-512 VNNI; ``avx2``: on one with
+    AVX2; ``te_ops.lower_qop``)."""
     replace = {}
     prefix = f"{host_id}."
     for gv, f in list(mod.functions.items()):
@@ -131,7 +143,7 @@ def lower_host_composites(mod, host_id: str, vnni: bool = False):
             continue
         kind = str(f.attrs["Composite"]).split(".", 1)[1]
         name = f"tvm_ethos_{host_id.replace('-', '_')}_k{len(replace)}_{kind}"
-        lw = lower_function(f, name, num_inputs=len(f.params), vnni=vnni)
+        lw = lower_function(f, name, num_inputs=len(f.params), vnni=vnni, avx2=avx2)
         prim = lw.primfunc.with_attr("global_symbol", name)
         pgv = tvm.ir.GlobalVar(name)
         replace[gv] = (pgv, prim, lw)
@@ -309,4 +321,5 @@ def offload(pmod, tl, plan_opts, devices: dict, payloads_out: dict | None = None
         payloads_out.update(command_streams(pmod, tl, lowered, plan_report, proposals))
     with scheduled_primfuncs(scheduled):
         pmod = run_npu_codegen(pmod, npu_opts)
-    return lower_host_composites(pmod, tl.host.backend_id, host_kernels_vnni(tl)), plan_report
+    return (lower_host_composites(pmod, tl.host.backend_id, host_kernels_vnni(tl),
+                                  host_kernels_avx2(tl)), plan_report)

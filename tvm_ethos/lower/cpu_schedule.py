@@ -27,7 +27,9 @@ each stripe.
 On CPUs with AVX-512 VNNI, ``te_ops`` lays the conv (1x1, KxK, depthwise) and fully
 connected accumulators out for ``vpdpbusd`` (``x86_dot``); their tiles here are wider and each
 16 x 4 reduction step becomes one instruction (:func:`_tensorize_dot`,
-:func:`_schedule_standalone_dot`). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
+:func:`_schedule_standalone_dot`); on CPUs with AVX2 and no VNNI, the full conv and fully
+connected accumulators take ``x86_avx2``'s ``vpmaddwd`` form the same way (8 x 2 steps, its
+tile by output width). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
 parallel loop. Which kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ from __future__ import annotations
 import tvm
 from tvm import s_tir, tirx
 
-from tvm_ethos.lower import x86_dot, x86_requant
+from tvm_ethos.lower import x86_avx2, x86_dot, x86_requant
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
@@ -196,26 +198,37 @@ def _dot_intrinsic(sch, block) -> str | None:
     return str(ann[x86_dot.DOT_ANNOTATION]) if x86_dot.DOT_ANNOTATION in ann else None
 
 
+def _dot_form(intrin: str):
+    """``(lanes, depth, replace)`` of a dot-product form: the int32 lanes and reduction
+    elements of one instruction step, and the function that makes a blockized step that
+    instruction (``x86_dot``'s VNNI forms, ``x86_avx2``'s multiply-add)."""
+    if intrin in x86_avx2.FORMS:
+        return x86_avx2.MADD_LANES, x86_avx2.MADD_DEPTH, x86_avx2.replace_with_madd
+    return x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH, x86_dot.replace_with_vnni
+
+
 def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
-    """An accumulator tile on ``vpdpbusd``: the reduction in steps of 4 outside the tile, the
-    columns unrolled, each (16 channels x 4) step one instruction. False (nothing changed)
-    where the tile is not whole vectors of 16 channels."""
+    """An accumulator tile on a dot-product instruction (``vpdpbusd``: 16 channels x 4;
+    ``vpmaddwd``: 8 x 2): the reduction in steps of its depth outside the tile, the columns
+    unrolled, each step one instruction. False (nothing changed) where the tile is not whole
+    vectors of its lanes."""
+    lanes, depth, replace = _dot_form(intrin)
     channels = _extent(sch, inner[-1])
-    if len(reds) != 1 or channels % x86_dot.VNNI_LANES:
+    if len(reds) != 1 or channels % lanes:
         return False
-    if _extent(sch, reds[0]) % x86_dot.VNNI_DEPTH:
+    if _extent(sch, reds[0]) % depth:
         return False
     sch.unannotate(block, x86_dot.DOT_ANNOTATION)
-    r_o, r_i = sch.split(reds[0], [None, x86_dot.VNNI_DEPTH])
+    r_o, r_i = sch.split(reds[0], [None, depth])
     tile = list(inner)
-    if channels > x86_dot.VNNI_LANES:
-        tile[-1:] = sch.split(inner[-1], [None, x86_dot.VNNI_LANES])
+    if channels > lanes:
+        tile[-1:] = sch.split(inner[-1], [None, lanes])
     sch.reorder(r_o, *tile, r_i)
     sch.set_scope(block, 0, "local")
     init = sch.decompose_reduction(block, r_o)
     sch.vectorize(sch.get_loops(init)[-1])
     step = sch.blockize(tile[-1])
-    x86_dot.replace_with_vnni(sch, step, intrin)
+    replace(sch, step, intrin)
     for loop in tile[:-1]:
         sch.unroll(loop)
     return True
@@ -256,10 +269,11 @@ def _tile_pixels(sch, loops, lanes: int, columns: int = COLUMN_TILE, parallel: b
 
 def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
     """A VNNI accumulator not computed inside its consumer (fully connected; a conv whose
-    output channels were padded to whole vectors): its pixels or rows and vectors of 16
-    outputs in parallel, the reduction in steps of 4, each step one vpdpbusd. False (nothing
-    changed) where the loops are not ``(spatial..., outputs, reduction)``."""
-    lanes, depth = x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH
+    output channels were padded to whole vectors): its pixels or rows and vectors of outputs
+    (16 for vpdpbusd, 8 for vpmaddwd) in parallel, the reduction in steps of the form's depth,
+    each step one instruction. False (nothing changed) where the loops are not
+    ``(spatial..., outputs, reduction)``."""
+    lanes, depth, replace = _dot_form(intrin)
     if len(reds) != 1 or _extent(sch, spatial[-1]) % lanes or _extent(sch, reds[0]) % depth:
         return False
     sch.unannotate(block, x86_dot.DOT_ANNOTATION)
@@ -269,7 +283,7 @@ def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
     _parallel_outer(sch, [*spatial[:-1], o_o], _work(sch, block) >= PARALLEL_MIN_WORK)
     init = sch.decompose_reduction(block, r_o)
     sch.vectorize(sch.get_loops(init)[-1])
-    x86_dot.replace_with_vnni(sch, sch.blockize(o_i), intrin)
+    replace(sch, sch.blockize(o_i), intrin)
     return True
 
 
@@ -304,7 +318,10 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
         prods = [p for p in sch.get_producers(blk)
                  if is_reduction(sch, p) and sole_same_shape_consumer(sch, p, blk)]
         tile = (lanes, columns)
-        if any(_dot_intrinsic(sch, p) for p in prods):
+        forms = {_dot_intrinsic(sch, p) for p in prods} - {None}
+        if forms & set(x86_avx2.FORMS):
+            tile = x86_avx2.madd_tile(_extent(sch, loops[-2]) if len(loops) == 4 else 0)
+        elif forms:
             tile = (x86_dot.VNNI_TILE_CHANNELS, x86_dot.VNNI_TILE_COLUMNS)
         parallel = _work(sch, blk, prods) >= PARALLEL_MIN_WORK
         at = _tile_pixels(sch, loops, *tile, parallel) if prods and len(loops) == 4 else None

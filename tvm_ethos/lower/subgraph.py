@@ -47,10 +47,11 @@ def _te_placeholder(var: relax.Var, name: str):
 
 
 def lower_function(
-    func: relax.Function, symbol: str, num_inputs: int | None = None, vnni: bool = False
+    func: relax.Function, symbol: str, num_inputs: int | None = None, vnni: bool = False,
+    avx2: bool = False,
 ) -> LoweredSubgraph:
     """TE graph and unscheduled PrimFunc of one partitioned function (``vnni``: for an llvm
-    host with AVX-512 VNNI, see ``te_ops.lower_qop``)."""
+    host with AVX-512 VNNI; ``avx2``: with AVX2 and no VNNI; see ``te_ops.lower_qop``)."""
     params = list(func.params)
     if num_inputs is None:
         num_inputs = (
@@ -83,7 +84,7 @@ def lower_function(
             if idx is None:
                 raise CompileError(f"{op.kind}: input is not a parameter of its composite")
             ins.append(lookup(args[idx]))
-        out = lower_qop(op, ins, pool, name=name, vnni=vnni)
+        out = lower_qop(op, ins, pool, name=name, vnni=vnni, avx2=avx2)
         layers.append(op)
         layer_inputs.append(list(ins))
         tensors[name] = out

@@ -424,14 +424,23 @@ def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     return acc, corrected.astype(np.int32)
 
 
-def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False):
+def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False,
+                 avx2: bool = False):
     """conv2d and depthwise (grouped) conv2d, NHWC activations, HWIO weights. With ``vnni``
     (an llvm host with AVX-512 VNNI), an eligible conv (:func:`vnni_conv_eligible`,
     :func:`vnni_window_eligible`) gets its accumulator in ``x86_dot``'s form instead: the same
-    int32 sums, plus a constant the bias takes out."""
+    int32 sums, plus a constant the bias takes out. With ``avx2`` (an llvm host with AVX2 and
+    no VNNI), an eligible full conv gets ``x86_avx2``'s multiply-add form the same way."""
     (x,) = inputs
     kh, kw, cpg, co = op.weights.shape
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
+    if avx2:
+        from tvm_ethos.lower import x86_avx2
+
+        made = (x86_avx2.conv_acc(op, x, pool, name, bias)
+                if x86_avx2.conv_eligible(op, str(x.dtype)) else None)
+        if made is not None:
+            return _conv_output(op, made[0], pool, name, made[1])
     if vnni and vnni_conv_eligible(op, str(x.dtype)):
         made = _vnni_conv_acc(op, x, pool, name, bias)
         if made is not None:
@@ -553,9 +562,11 @@ def _unflatten(flat, shape) -> tuple:
     return tuple(reversed(idx))
 
 
-def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = False):
+def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = False,
+                          avx2: bool = False):
     """FULLY_CONNECTED: ``(out, in)`` weights, the input flattened to rows of ``in``. With
-    ``vnni``, an eligible one (:func:`vnni_fc_eligible`) accumulates in ``x86_dot``'s form."""
+    ``vnni``, an eligible one (:func:`vnni_fc_eligible`) accumulates in ``x86_dot``'s form;
+    with ``avx2``, in ``x86_avx2``'s."""
     (x,) = inputs
     nout, k = op.weights.shape
     in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
@@ -576,14 +587,19 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
     def x_at(row, kk):  # the input flattened to (lead, k)
         return x[_unflatten(row * k + kk, in_shape)]
 
-    made = None
-    if vnni and vnni_fc_eligible(op, str(x.dtype)):
-        made = _vnni_weights(op.weights.T, bias, in_zp)
+    from tvm_ethos.lower import x86_avx2
+
+    made = None  # (accumulator, corrected bias) in a dot-product form
+    if avx2 and x86_avx2.fc_eligible(op, str(x.dtype)):
+        made = x86_avx2.fc_acc(op, x_at, lead, pool, name, bias)
+    elif vnni and vnni_fc_eligible(op, str(x.dtype)):
+        laid = _vnni_weights(op.weights.T, bias, in_zp)
+        if laid is not None:
+            wp = pool.add(f"{name}_wvnni", laid[0])
+            made = (_vnni_acc((lead, laid[0].shape[0] * laid[0].shape[2] // 4),
+                              lambda s, rk: x_at(s[0], rk), wp, k, f"{name}_acc"), laid[1])
     if made is not None:
-        packed, bias = made
-        wp = pool.add(f"{name}_wvnni", packed)
-        acc = _vnni_acc((lead, packed.shape[0] * packed.shape[2] // 4),
-                        lambda s, rk: x_at(s[0], rk), wp, k, f"{name}_acc")
+        acc, bias = made
     else:
         w = pool.add(f"{name}_w", op.weights)
         rk = te.reduce_axis((0, k), name="rk")
@@ -1107,13 +1123,16 @@ LOWERINGS = {
 }
 
 
-def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False):
+def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: bool = False):
     """``op`` in TE. ``vnni``: the kernels are for an llvm host with AVX-512 VNNI (the conv
-    and fully connected accumulators that can take ``x86_dot``'s form get it)."""
+    and fully connected accumulators that can take ``x86_dot``'s form get it); ``avx2``: for
+    one with AVX2 and no VNNI (``x86_avx2``'s form)."""
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
+    if avx2 and fn in (lower_conv2d, lower_fully_connected):
+        return fn(op, inputs, pool, name=name, avx2=True)
     if vnni and fn in (lower_conv2d, lower_fully_connected, lower_add):
         return fn(op, inputs, pool, name=name, vnni=True)
     return fn(op, inputs, pool, name=name)
