@@ -64,6 +64,12 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
     arena_layout,
     plan_steps,
 )
+from tvm_ethos.backends.ethos_u.stream_weights import (
+    PrefetchFormError,
+    copy_weights,
+    pool_key,
+    weight_pool,
+)
 
 _WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
 _WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
@@ -336,12 +342,13 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
             shapes[tname] = tuple(int(s) for s in tc.buffer_shape)
             buffers.append(Buffer(tname, tc.buffer_bytes, 1, k, k))
             own += tc.buffer_bytes
-        for j, tc in enumerate(plan.tensor_configs):
-            if tc.copy_region != tc.home_region and tc.tensor not in members:
-                kind = "staging" if tc.double_buffer else "copy"
-                buffers.append(Buffer(f"{tc.tensor}@plan{k}.{kind}{j}", tc.buffer_bytes, 1, k,
-                                      k, "weights"))
-                own += tc.buffer_bytes
+        pool = weight_pool(plan, members)
+        if pool.nbytes:
+            # one block: the encoded weight streams are larger than the raw bytes each
+            # TensorConfig counts (stream headers), and the Plan's total is what they share
+            buffers.append(Buffer(pool_key(k), pool.nbytes, 16 if pool.copied else 1, k, k,
+                                  "weights"))
+            own += pool.nbytes
         if own != plan.memory_bytes:
             raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
                                     f"{plan.memory_bytes:,} B")
@@ -378,7 +385,7 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
             # leaves no room for them, the arena grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
             schedule = "plan, SOFTMAX beyond its memory"
-    except (ScheduleFormError, LayoutError) as err:
+    except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
     storage = {}
     for name, buf_shape in shapes.items():
@@ -388,10 +395,22 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
     em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts)
+    plan_starts: dict = {}
+    part_ops: dict = {}
     for s in steps:
+        plan_starts.setdefault(s.plan, len(em.ops))
+        first = len(em.ops)
         em.emit(s.part, s.box)
+        part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
+    outputs = {p.name: p.output.name for p in graph.parts}
+    pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts})
+             for k, plan in enumerate(proposal.plans)}
+    ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
+    # the weight blocks the DMAs fill are touched too
+    touched_top = max([layout.top()] + [layout.offsets[pool_key(k)] + used
+                                         for k, used in copied.pool_used.items()])
     with contextlib.redirect_stdout(io.StringIO()):
-        words = api.npu_generate_register_command_stream(em.ops, acc)
+        words = api.npu_generate_register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
@@ -402,4 +421,4 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
                          tuple(arena(t) for t in lw.input_tensors),
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
-                         layout.size - layout.top())
+                         layout.size - touched_top, copied.dma_bytes, copied.left_in_flash)
