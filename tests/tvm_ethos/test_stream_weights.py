@@ -1,0 +1,127 @@
+"""Weights a Plan copies to SRAM (``stream_weights``): DMAs of their encoded streams into the
+Plan's weight block, the copied Parts' operations reading them there, bit-exact."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from planner.options import PlannerOptions
+from tests.helpers.models import model_path
+from tvm_ethos.backends.ethos_u.stream_run import run_payload
+
+pytest.importorskip("ethosu.vela")
+
+
+def _api():
+    from tvm_ethos.backends.ethos_u.stream_base import vela_api
+
+    return vela_api()
+
+
+@given(parts=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(1, 4)),
+                      min_size=1, max_size=5),
+       room=st.integers(0, 1200), base=st.integers(0, 20).map(lambda n: 16 * n))
+@settings(max_examples=60, deadline=None)
+def test_the_block_holds_what_it_can_and_every_reader_reads_its_copy(parts, room, base):
+    """Whatever the streams and the block: the DMAs land 16-aligned inside the block without
+    overlapping, copy each stream whole from flash, come before the Plan's first operation;
+    a reader of a copied stream reads its copy; weights are copied before any bias; copied
+    and left-in-flash bytes add up to every copied Part's streams."""
+    from tvm_ethos.backends.ethos_u.stream_weights import WeightPool, copy_weights, pool_key
+
+    api = _api()
+    ops, part_ops, flash, streams = [SimpleNamespace(weights=[], biases=[])], {}, 0, {}
+    for j, (w16, b16, n) in enumerate(parts):
+        w = api.NpuAddressRange(0, flash, 16 * w16)
+        b = api.NpuAddressRange(0, flash + 16 * w16, 16 * b16)
+        flash += 16 * (w16 + b16)
+        streams[f"p{j}"] = (w, b)
+        mine = [SimpleNamespace(weights=[w], biases=[b]) for _ in range(n)]
+        part_ops[(3, f"p{j}")] = mine
+        ops += mine
+    pool = WeightPool(room, tuple(streams))
+    out, rep = copy_weights(api, ops, {3: 1}, part_ops, {3: pool}, {pool_key(3): base})
+    dmas = [op for op in out if isinstance(op, api.NpuDmaOperation)]
+    assert out[0] is ops[0] and out[1:1 + len(dmas)] == dmas and out[1 + len(dmas):] == ops[1:]
+    spans = sorted((d.dest.address, d.dest.address + d.dest.length) for d in dmas)
+    assert all(a % 16 == 0 and base <= a and e <= base + room for a, e in spans)
+    assert all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
+    assert rep.dma_bytes == sum(d.src.length for d in dmas)
+    total = sum(w.length + b.length for w, b in streams.values())
+    assert rep.dma_bytes + rep.left_in_flash == total
+    by_src = {d.src.address: d for d in dmas}
+    for name, (w, b) in streams.items():
+        for op in part_ops[(3, name)]:
+            for what, src in (("weights", w), ("biases", b)):
+                got = getattr(op, what)[0]
+                d = by_src.get(src.address)
+                if d is None:
+                    assert got is src
+                else:
+                    assert d.src.length == src.length == d.dest.length
+                    assert (got.region, got.address, got.length) == (1, d.dest.address,
+                                                                      src.length)
+            if b.address in by_src:
+                assert w.address in by_src
+    # weights first: a bias is copied only where no weight stream was left out for want of room
+    kinds = ["weights" if any(d.src.address == w.address for w, _ in streams.values())
+             else "biases" for d in dmas]
+    assert kinds == sorted(kinds, key=lambda k: k != "weights")
+
+
+def test_a_plan_prefetching_across_plans_is_refused_by_name():
+    from tvm_ethos.backends.ethos_u.stream_weights import PrefetchFormError, weight_pool
+
+    plan = SimpleNamespace(spec=SimpleNamespace(prefetched=True, prefetch_next=False, weights=()),
+                           tensor_configs=(), parts=("a",))
+    with pytest.raises(PrefetchFormError, match="weight_prefetch=False"):
+        weight_pool(plan, set())
+
+
+def _weight_traffic(payload, x):
+    """(outputs, DMAs into the arena as (src, dst, length), (region, base, length) of every
+    weight and bias/scale stream an operation reads)."""
+    dmas, reads = [], []
+
+    def keep(cmd, state, mem):
+        if cmd.name == "NPU_OP_DMA_START":
+            if state.param("DMA0_DST_REGION") == 1:
+                dmas.append((state.address("DMA0_SRC"), state.address("DMA0_DST"),
+                             state.address("DMA0_LEN")))
+        elif cmd.name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE"):
+            for reg in ("WEIGHT", "SCALE"):
+                reads.append((state.param(f"{reg}_REGION"), state.address(f"{reg}_BASE"),
+                              state.address(f"{reg}_LENGTH")))
+
+    outs, _ = run_payload(payload, [x], keep)
+    return outs, dmas, reads
+
+
+def test_copied_weights_are_dmas_of_their_encoded_streams_into_the_plan():
+    """resnet8_cifar within 40 KiB, every striped Part's weights copied to SRAM: the stream
+    DMAs encoded streams from flash into the arena (the bytes the report counts), the copied
+    operations read them there, the high-water mark is still the plan's peak and the output
+    bit-exact with BUILTIN_REF."""
+    from tests.tvm_ethos.test_stream_models import _streams_its_plan
+
+    name = "resnet8_cifar"
+    cm = tvm_ethos.compile(str(model_path(name)), "ethos-u -accelerator_config=ethos-u55-128,llvm",
+                           budget="40KiB", npu_runtime="stream", cache_dir=False,
+                           planner_options=PlannerOptions(weight_placements=("sram",)))
+    (sub,) = cm.plan_report["subgraphs"].values()
+    assert any(p["weights"] for p in sub["plans"])
+    entry = _streams_its_plan(cm, name)
+    (sym, _), = cm.plan_report["streams"].items()
+    payload = cm.program.payloads[sym]
+    x = np.zeros([int(s) for s in cm.inputs[0].shape], np.int8)
+    _, dmas, reads = _weight_traffic(payload, x)
+    assert dmas and sum(n for _, _, n in dmas) == entry["weight_dma_bytes"] == \
+        entry["dma_bytes"]["0->1"]
+    assert all(src + n <= len(payload.flash) for src, _, n in dmas)
+    # every copy is read, every weight read from the arena is a copy, whole
+    in_sram = [r for r in reads if r[0] == 1]
+    assert {(1, dst, n) for _, dst, n in dmas} == set(in_sram)
