@@ -125,3 +125,65 @@ def test_copied_weights_are_dmas_of_their_encoded_streams_into_the_plan():
     # every copy is read, every weight read from the arena is a copy, whole
     in_sram = [r for r in reads if r[0] == 1]
     assert {(1, dst, n) for _, dst, n in dmas} == set(in_sram)
+
+
+@given(h=st.integers(1, 5), w=st.integers(1, 5), c=st.integers(1, 40), data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_channel_slice_addresses_its_channels_of_the_tensor(h, w, c, data):
+    """Channels [c0, c0 + n) of any feature map (ring tiles included) address element
+    (y, x, ch) where the whole map has (y, x, c0 + ch)."""
+    from ethosu_stream.feature_map import FeatureMap
+    from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
+    from tvm_ethos.backends.ethos_u.stream_weights import channel_slice
+
+    c0 = data.draw(st.integers(0, c - 1))
+    n = data.draw(st.integers(1, c - c0))
+    y0, x0 = data.draw(st.integers(0, 9)), data.draw(st.integers(0, 9))
+    st_ = _Storage(512, (h, w, c), (30, 30, c), "int8")
+    whole = feature_map(_api(), st_, (y0, y0 + h), (x0, x0 + w), 1, None, 0)
+
+    def grid(fm, depth):
+        t = fm.tiles
+        return FeatureMap(1, tuple(t.addresses), t.height_0, t.height_1, t.width_0,
+                          fm.strides.width, fm.strides.height, fm.strides.depth, False,
+                          np.dtype(np.int8), 0).grid(h, w, depth)
+
+    part = channel_slice(whole, c0, n)
+    assert part.shape.depth == n
+    np.testing.assert_array_equal(grid(part, n), grid(whole, c)[:, :, c0:c0 + n])
+
+
+def test_staged_weights_are_dmad_slice_by_slice_into_the_staging_buffer():
+    """ds_cnn_kws's fastest plan stages its pointwise convolutions' weights: each is run in
+    slices of 16 output channels, each slice reading the encoded weights the DMA just before
+    it put in the arena (the bytes the report counts), the high-water mark still the plan's
+    peak and the output bit-exact with BUILTIN_REF."""
+    from tests.tvm_ethos.test_stream_models import _streams_its_plan
+    from tvm_ethos.backends.ethos_u.stream_weights import Stager
+
+    name = "ds_cnn_kws"
+    cm = tvm_ethos.compile(str(model_path(name)), "ethos-u -accelerator_config=ethos-u55-128,llvm",
+                           npu_runtime="stream", cache_dir=False, budget=None)
+    entry = _streams_its_plan(cm, name)
+    (sym, _), = cm.plan_report["streams"].items()
+    payload = cm.program.payloads[sym]
+    last, dma_bytes, sram_reads = {}, 0, 0
+
+    def keep(cmd, state, mem):
+        nonlocal dma_bytes, sram_reads
+        if cmd.name == "NPU_OP_DMA_START" and state.param("DMA0_DST_REGION") == 1:
+            n = state.address("DMA0_LEN")
+            last[state.address("DMA0_DST")] = (n, state.address("DMA0_SRC"))
+            dma_bytes += n
+        elif cmd.name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE"):
+            for reg in ("WEIGHT", "SCALE"):
+                if state.param(f"{reg}_REGION") == 1:
+                    base, n = state.address(f"{reg}_BASE"), state.address(f"{reg}_LENGTH")
+                    assert last[base][0] == n        # what the last DMA there wrote, whole
+                    src = last[base][1]
+                    assert mem.read_bytes(1, base, n).tobytes() == payload.flash[src:src + n]
+                    assert state.param("OFM_DEPTH_M1") + 1 <= Stager.SLICE_CHANNELS
+                    sram_reads += 1
+
+    run_payload(payload, [np.zeros([int(s) for s in cm.inputs[0].shape], np.int8)], keep)
+    assert sram_reads and dma_bytes == entry["weight_dma_bytes"] == entry["dma_bytes"]["0->1"]

@@ -66,6 +66,7 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
 )
 from tvm_ethos.backends.ethos_u.stream_weights import (
     PrefetchFormError,
+    Stager,
     copy_weights,
     pool_key,
     weight_pool,
@@ -135,8 +136,10 @@ def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
 class _Emitter:
     """Turns steps into NPU operations (block configs and encoded weights cached)."""
 
-    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts):
+    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts,
+                 stager=None):
         self.api = vela_api()
+        self.stager = stager
         self.lw, self.acc, self.accelerator, self.flash = lw, acc, accelerator, flash
         self.storage, self.offsets, self.part_layer, self.consts = (storage, offsets,
                                                                     part_layer, consts)
@@ -263,6 +266,11 @@ class _Emitter:
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
         key = (step, (h, w), tuple(fm.shape for fm in [npu.ifm] if fm), pad)
+        npu.name = q.kind
+        if self.stager is not None and step in self.stager.halves:
+            # weights staged slice by slice through the Plan's double buffer
+            self.ops += self.stager.slices(npu, q, step, c, self.block_config)
+            return
         if q.kind in CONV_KINDS:
             self.constants(npu, step, q, c, key)
         else:
@@ -309,7 +317,8 @@ class _Emitter:
         patch(npu.ofm, ofm_fm)
 
 
-def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer], dict]:
+def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict
+             ) -> tuple[list[Buffer], dict]:
     """Every block the arena holds, and the buffer shape of every feature map."""
     tensors = {t.name: t for t in graph.tensors}
     by_part = {p.name: p for p in graph.parts}
@@ -334,7 +343,6 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
         shapes[name] = tuple(int(s) for s in t.shape)
     for k, plan in enumerate(proposal.plans):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}
-        members = {by_part[n].output.name for n in plan.parts}
         own = 0
         for name in plan.parts[:-1]:
             tname = by_part[name].output.name
@@ -342,12 +350,12 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
             shapes[tname] = tuple(int(s) for s in tc.buffer_shape)
             buffers.append(Buffer(tname, tc.buffer_bytes, 1, k, k))
             own += tc.buffer_bytes
-        pool = weight_pool(plan, members)
+        pool = pools[k]
         if pool.nbytes:
             # one block: the encoded weight streams are larger than the raw bytes each
             # TensorConfig counts (stream headers), and the Plan's total is what they share
-            buffers.append(Buffer(pool_key(k), pool.nbytes, 16 if pool.copied else 1, k, k,
-                                  "weights"))
+            buffers.append(Buffer(pool_key(k), pool.nbytes,
+                                  16 if pool.copied or pool.staged else 1, k, k, "weights"))
             own += pool.nbytes
         if own != plan.memory_bytes:
             raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
@@ -373,8 +381,14 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
     graph = match.graph
     schedule = "plan"
+    outputs = {p.name: p.output.name for p in graph.parts}
+    owner = {t.name: p.name for p in graph.parts for t in p.inputs if t.is_constant}
+    stageable = {n for n, i in part_layer.items()
+                 if lw.layers[i].kind in ("conv2d", "depthwise_conv2d")}
     try:
-        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work)
+        pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
+                 for k, plan in enumerate(proposal.plans)}
+        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
         steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
         try:
             layout = arena_layout(buffers, proposal.memory_bytes)
@@ -394,7 +408,11 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
                                  shape3(t.shape, name), str(np.dtype(t.dtype)))
     flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
-    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts)
+    stager = Stager(api, flash, acc, {
+        part_layer[pool.staged]: (k,) + pool.halves(layout.offsets[pool_key(k)])
+        for k, pool in pools.items() if pool.staged})
+    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
+                  stager)
     plan_starts: dict = {}
     part_ops: dict = {}
     for s in steps:
@@ -402,13 +420,11 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
         first = len(em.ops)
         em.emit(s.part, s.box)
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
-    outputs = {p.name: p.output.name for p in graph.parts}
-    pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts})
-             for k, plan in enumerate(proposal.plans)}
     ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
     # the weight blocks the DMAs fill are touched too
     touched_top = max([layout.top()] + [layout.offsets[pool_key(k)] + used
-                                         for k, used in copied.pool_used.items()])
+                                         for k, used in copied.pool_used.items()]
+                      + [at + n for at, n in stager.touched])
     with contextlib.redirect_stdout(io.StringIO()):
         words = api.npu_generate_register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
@@ -421,4 +437,5 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
                          tuple(arena(t) for t in lw.input_tensors),
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
-                         layout.size - touched_top, copied.dma_bytes, copied.left_in_flash)
+                         layout.size - touched_top, copied.dma_bytes + stager.dma_bytes,
+                         copied.left_in_flash + stager.left_in_flash)

@@ -20,9 +20,17 @@ its streamed weights in place from flash.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from tvm_ethos.backends.ethos_u.stream_base import ALIGN, FLASH_REGION, SCRATCH_REGION
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    FLASH_REGION,
+    SCRATCH_REGION,
+    vela_api,
+)
 
 
 def pool_key(plan_index: int) -> str:
@@ -32,30 +40,55 @@ def pool_key(plan_index: int) -> str:
 
 @dataclass(frozen=True)
 class WeightPool:
-    """A Plan's weight block: ``nbytes`` (what the planner counts for its copies and staging)
-    and the Parts whose weights the Plan copies to SRAM, in Plan order."""
+    """A Plan's weight block: ``nbytes`` (what the planner counts for its copies and staging),
+    the Parts whose weights the Plan copies to SRAM, in Plan order, and the Part whose
+    weights stream through its staging double buffer (``staging_bytes`` of the block, at its
+    top), if any."""
 
     nbytes: int
     copied: tuple[str, ...] = ()
+    staged: str | None = None
+    staging_bytes: int = 0
+
+    @property
+    def copy_room(self) -> int:
+        """Bytes at the block's bottom for the copies (the staging buffer keeps its own)."""
+        return self.nbytes - (self.staging_bytes if self.staged else 0)
+
+    def halves(self, base: int) -> tuple[tuple[int, int], int]:
+        """The arena offsets of the staging buffer's two halves and their bytes, 16-aligned
+        (the NPU reads weight streams from 16-byte boundaries), for the block at ``base``."""
+        start = base + _aligned(self.copy_room)
+        half = (base + self.nbytes - start) // 2 // ALIGN * ALIGN
+        return (start, start + half), half
 
 
 class PrefetchFormError(Exception):
     """A Plan prefetches weights across Plans (the compile path plans without that)."""
 
 
-def weight_pool(plan, members: set[str]) -> WeightPool:
+def weight_pool(plan, members: set[str], owner: dict | None = None,
+                stageable: set | None = None) -> WeightPool:
     """The weight block of ``plan``: its TensorConfigs of constants held in SRAM (copies and
-    staging), ``members`` being the names of the Plan's own output tensors."""
+    staging), ``members`` being the names of the Plan's own output tensors. ``owner``: the
+    Part reading each constant; the staging buffer's Part is staged when it is in
+    ``stageable`` (a convolution) and not copied."""
     if plan.spec.prefetched or plan.spec.prefetch_next:
         raise PrefetchFormError(
             "a Plan with cross-Plan weight prefetch (the compile path plans without it: "
             "PlannerOptions(weight_prefetch=False))")
-    nbytes = 0
+    nbytes = staging = 0
+    staged = None
     for tc in plan.tensor_configs:
         if tc.copy_region != tc.home_region and tc.tensor not in members:
             nbytes += tc.buffer_bytes
+            if tc.double_buffer:
+                staging += tc.buffer_bytes
+                staged = (owner or {}).get(tc.tensor, staged)
     copied = tuple(p for p in plan.parts if p in plan.spec.weights)
-    return WeightPool(nbytes, copied)
+    if staged in copied or staged not in (stageable or ()):
+        staged = None
+    return WeightPool(nbytes, copied, staged, staging)
 
 
 @dataclass
@@ -90,10 +123,10 @@ def copy_weights(api, ops: list, plan_starts: dict, part_ops: dict, pools: dict,
     for k, pool in sorted(pools.items()):
         if not pool.copied:
             continue
-        base, room = offsets[pool_key(k)], pool.nbytes
+        base, room = offsets[pool_key(k)], pool.copy_room
         chosen = []
         for part in pool.copied:
-            readers = [op for op in part_ops.get((k, part), []) if op.weights]
+            readers = [op for op in part_ops.get((k, part), []) if getattr(op, "weights", None)]
             if not readers:
                 continue
             streams: dict = {}
@@ -134,3 +167,98 @@ def copy_weights(api, ops: list, plan_starts: dict, part_ops: dict, pools: dict,
             out.extend(dmas.get(starts[i], []))
         out.append(op)
     return out, report
+
+
+def channel_slice(fm, c0: int, n: int):
+    """The feature map of channels [c0, c0 + n) of ``fm`` (NHWC: the same rows and columns,
+    every tile moved by ``c0`` elements, the full tensor's strides)."""
+    import copy
+
+    api = vela_api()
+    out = copy.deepcopy(fm)
+    h, w, c = fm.shape.height, fm.shape.width, fm.shape.depth
+    if out.strides is None:
+        e = {api.NpuDataType.INT16: 2, api.NpuDataType.INT32: 4}.get(fm.data_type, 1)
+        out.strides = api.NpuShape3D(w * c * e, c * e, e)
+    e = out.strides.depth
+    out.shape = api.NpuShape3D(h, w, n)
+    t = out.tiles
+    out.tiles = api.NpuTileBox(t.height_0, t.height_1, t.width_0,
+                               [a + c0 * e for a in t.addresses])
+    return out
+
+
+class Stager:
+    """The staged Parts' operations, one per slice of ``SLICE_CHANNELS`` output channels, each
+    after the DMA of its encoded weight slice (and its bias/scale slice, where both fit) into
+    the next half of its Plan's staging buffer. A slice whose encoded weights exceed a half
+    is read in place from flash."""
+
+    #: output channels per slice: the planner's (``PlanCosting.WEIGHT_SLICE_CHANNELS``)
+    SLICE_CHANNELS = 16
+
+    def __init__(self, api, flash, acc, halves: dict):
+        """``halves``: layer step -> (Plan, (offset A, offset B), bytes of a half)."""
+        self.api, self.flash, self.acc, self.halves = api, flash, acc, halves
+        self.turn: dict = {}
+        self.encoded: dict = {}
+        self.dma_bytes = 0
+        self.left_in_flash = 0
+        self.touched: list = []     # (arena offset, bytes) of every DMA into a half
+
+    def slices(self, npu, q, step: int, channels: int, block_config) -> list:
+        """DMAs and operations computing ``npu`` (its block config not chosen yet) slice by
+        slice; ``block_config(op, key)`` picks one, cached by ``key``."""
+        from tvm_ethos.backends.ethos_u.npu_ops import attach_constants, conv_scales, weights_ohwi
+
+        api = self.api
+        plan, (half_a, half_b), half = self.halves[step]
+        depthwise = q.kind == "depthwise_conv2d"
+        ohwi = weights_ohwi(q)
+        scales = conv_scales(q, channels)
+        out = []
+        for c0 in range(0, channels, self.SLICE_CHANNELS):
+            n = min(self.SLICE_CHANNELS, channels - c0)
+            op = _shallow(npu)
+            op.ofm = channel_slice(npu.ofm, c0, n)
+            if depthwise:
+                op.ifm = channel_slice(npu.ifm, c0, n)
+            op.block_config = block_config(op, ("slice", step, c0, n, op.ifm.shape.height,
+                                                op.ifm.shape.width, op.ofm.shape.height,
+                                                op.ofm.shape.width, op.padding.top,
+                                                op.padding.left, op.padding.bottom,
+                                                op.padding.right))
+            ck = (step, c0, n, op.block_config.depth)
+            if ck not in self.encoded:
+                qs = dataclasses.replace(q, bias=None if q.bias is None else q.bias[c0:c0 + n])
+                attach_constants(op, qs, n, self.acc, self.flash,
+                                 np.ascontiguousarray(ohwi[c0:c0 + n]), scales[c0:c0 + n])
+                self.encoded[ck] = (op.weights, op.biases)
+            (w,), (b,) = self.encoded[ck]
+            op.weights, op.biases = [w], [b]
+            if w.length <= half:
+                dst = (half_a, half_b)[self.turn.get(plan, 0)]
+                self.turn[plan] = 1 - self.turn.get(plan, 0)
+                moved = [("weights", w, dst)]
+                if _aligned(w.length) + b.length <= half:
+                    moved.append(("biases", b, dst + _aligned(w.length)))
+                else:
+                    self.left_in_flash += b.length
+                for what, src, at in moved:
+                    sram = api.NpuAddressRange(SCRATCH_REGION, at, src.length)
+                    out.append(api.NpuDmaOperation(src, sram))
+                    setattr(op, what, [sram])
+                    self.dma_bytes += src.length
+                    self.touched.append((at, src.length))
+            else:
+                self.left_in_flash += w.length + b.length
+            out.append(op)
+        return out
+
+
+def _shallow(npu):
+    import copy
+
+    op = copy.copy(npu)
+    op.weights, op.biases, op.block_config = [], [], None
+    return op
