@@ -187,3 +187,26 @@ def test_staged_weights_are_dmad_slice_by_slice_into_the_staging_buffer():
 
     run_payload(payload, [np.zeros([int(s) for s in cm.inputs[0].shape], np.int8)], keep)
     assert sram_reads and dma_bytes == entry["weight_dma_bytes"] == entry["dma_bytes"]["0->1"]
+
+
+def test_where_no_aligned_weight_block_fits_the_weights_stay_in_flash(monkeypatch):
+    """A weight block a DMA fills is 16-byte aligned; where no layout with aligned blocks
+    fits the plan's peak, the stream keeps its plan with the blocks reserved and every
+    weight read in place from flash (no weight DMA), bit-exact."""
+    from tests.tvm_ethos.test_stream_models import _streams_its_plan
+    from tvm_ethos.backends.ethos_u import stream_cascade
+    from tvm_ethos.backends.ethos_u.stream_plan import LayoutError
+
+    real = stream_cascade.arena_layout
+
+    def no_aligned_weights(buffers, peak):
+        if any(b.kind == "weights" and b.align == 16 for b in buffers):
+            raise LayoutError("no aligned weight block fits (test)")
+        return real(buffers, peak)
+
+    monkeypatch.setattr(stream_cascade, "arena_layout", no_aligned_weights)
+    name = "ds_cnn_kws"
+    cm = tvm_ethos.compile(str(model_path(name)), "ethos-u -accelerator_config=ethos-u55-128,llvm",
+                           npu_runtime="stream", cache_dir=False, budget=None)
+    entry = _streams_its_plan(cm, name)
+    assert entry["weight_dma_bytes"] == 0 and "0->1" not in entry["dma_bytes"]

@@ -12,8 +12,10 @@ of its Part's output:
   axis the buffer is shorter on (the ring addressing the TensorIR schedule uses). A box that
   wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
   past the ring's end, tiles 1 and 3 the columns;
-* weights are read in place from flash (region 0), encoded once per block depth; the Plan's
-  weight copies and staging buffers are reserved in the layout, untouched;
+* weights are encoded once per block depth into flash (region 0); a Plan's weight copies
+  and staging buffer are one block of the layout, which DMAs fill with encoded streams
+  (``stream_weights``: copies before the Plan, staged Parts slice by slice); what does not
+  fit is read in place from flash;
 * FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
   only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
   ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
@@ -67,6 +69,7 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
 from tvm_ethos.backends.ethos_u.stream_weights import (
     PrefetchFormError,
     Stager,
+    WeightPool,
     copy_weights,
     pool_key,
     weight_pool,
@@ -391,7 +394,16 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
         buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
         steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
         try:
-            layout = arena_layout(buffers, proposal.memory_bytes)
+            try:
+                layout = arena_layout(buffers, proposal.memory_bytes)
+            except LayoutError:
+                if not any(p.copied or p.staged for p in pools.values()):
+                    raise
+                # a weight block a DMA writes is 16-byte aligned; where no layout of aligned
+                # blocks fits the peak, the weights stay in flash (reserved blocks, no DMA)
+                pools = {k: WeightPool(p.nbytes) for k, p in pools.items()}
+                buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
+                layout = arena_layout(buffers, proposal.memory_bytes)
         except LayoutError:
             if not work:
                 raise
