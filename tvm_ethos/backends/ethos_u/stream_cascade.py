@@ -278,7 +278,6 @@ class _Emitter:
             self.constants(npu, step, q, c, key)
         else:
             npu.block_config = self.block_config(npu, key)
-        npu.name = q.kind
         self.ops.append(npu)
 
     def copy_op(self, src: FmSlot, dst: FmSlot, key):
