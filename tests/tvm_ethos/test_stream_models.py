@@ -87,7 +87,8 @@ def _window_inputs(payload, x):
 
 
 def _box_of(read, tensors) -> int | None:
-    """The index of a tensor (NHWC or rows x depth) of which ``read`` is a box, else None."""
+    """The index of a tensor (NHWC or rows x depth) of which ``read`` is a box (all channels,
+    or 16-channel slices), else None."""
     ih, iw, c = read.shape
     for k, t in enumerate(tensors):
         t3 = t.reshape(-1, t.shape[-1])[None] if t.ndim < 4 else t[0]
@@ -95,14 +96,17 @@ def _box_of(read, tensors) -> int | None:
             if np.array_equal(t3.ravel(), read.ravel()):
                 return k
             continue
-        if t3.shape[2] != c or t3.shape[0] < ih or t3.shape[1] < iw:
+        if t3.shape[2] < c or t3.shape[0] < ih or t3.shape[1] < iw:
             continue
-        # candidate corners: where the read's first element vector sits in the tensor
-        hits = np.argwhere(np.all(t3[: t3.shape[0] - ih + 1, : t3.shape[1] - iw + 1]
-                                  == read[0, 0], axis=-1))
-        for y, x in hits[:64]:
-            if np.array_equal(t3[y:y + ih, x:x + iw], read):
-                return k
+        # a depthwise operation whose weights are staged reads slices of 16 channels
+        for c0 in range(0, t3.shape[2] - c + 1, 16):
+            t3c = t3[:, :, c0:c0 + c]
+            # candidate corners: where the read's first element vector sits in the tensor
+            hits = np.argwhere(np.all(t3c[: t3.shape[0] - ih + 1, : t3.shape[1] - iw + 1]
+                                      == read[0, 0], axis=-1))
+            for y, x in hits[:64]:
+                if np.array_equal(t3c[y:y + ih, x:x + iw], read):
+                    return k
     return None
 
 

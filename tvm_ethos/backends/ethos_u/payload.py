@@ -53,3 +53,7 @@ class EthosUPayload:
     #: reserved bytes at the top of a planned arena that the stream never touches (the plan's
     #: weight buffers, where no layout puts a feature map highest; 0 on every shipped model)
     untouched_top_bytes: int = 0
+    #: encoded weight and bias/scale bytes the stream DMAs from flash into the plan's weight
+    #: blocks, and the encoded bytes of copied Parts that found no room there (read in place)
+    weight_dma_bytes: int = 0
+    weights_left_in_flash: int = 0

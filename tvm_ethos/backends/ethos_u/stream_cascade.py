@@ -12,8 +12,10 @@ of its Part's output:
   axis the buffer is shorter on (the ring addressing the TensorIR schedule uses). A box that
   wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
   past the ring's end, tiles 1 and 3 the columns;
-* weights are read in place from flash (region 0), encoded once per block depth; the Plan's
-  weight copies and staging buffers are reserved in the layout, untouched;
+* weights are encoded once per block depth into flash (region 0); a Plan's weight copies
+  and staging buffer are one block of the layout, which DMAs fill with encoded streams
+  (``stream_weights``: copies before the Plan, staged Parts slice by slice); what does not
+  fit is read in place from flash;
 * FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
   only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
   ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
@@ -63,6 +65,14 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
     ScheduleFormError,
     arena_layout,
     plan_steps,
+)
+from tvm_ethos.backends.ethos_u.stream_weights import (
+    PrefetchFormError,
+    Stager,
+    WeightPool,
+    copy_weights,
+    pool_key,
+    weight_pool,
 )
 
 _WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
@@ -129,8 +139,10 @@ def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
 class _Emitter:
     """Turns steps into NPU operations (block configs and encoded weights cached)."""
 
-    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts):
+    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts,
+                 stager=None):
         self.api = vela_api()
+        self.stager = stager
         self.lw, self.acc, self.accelerator, self.flash = lw, acc, accelerator, flash
         self.storage, self.offsets, self.part_layer, self.consts = (storage, offsets,
                                                                     part_layer, consts)
@@ -257,11 +269,15 @@ class _Emitter:
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
         key = (step, (h, w), tuple(fm.shape for fm in [npu.ifm] if fm), pad)
+        npu.name = q.kind
+        if self.stager is not None and step in self.stager.halves:
+            # weights staged slice by slice through the Plan's double buffer
+            self.ops += self.stager.slices(npu, q, step, c, self.block_config)
+            return
         if q.kind in CONV_KINDS:
             self.constants(npu, step, q, c, key)
         else:
             npu.block_config = self.block_config(npu, key)
-        npu.name = q.kind
         self.ops.append(npu)
 
     def copy_op(self, src: FmSlot, dst: FmSlot, key):
@@ -303,7 +319,8 @@ class _Emitter:
         patch(npu.ofm, ofm_fm)
 
 
-def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer], dict]:
+def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict
+             ) -> tuple[list[Buffer], dict]:
     """Every block the arena holds, and the buffer shape of every feature map."""
     tensors = {t.name: t for t in graph.tensors}
     by_part = {p.name: p for p in graph.parts}
@@ -328,7 +345,6 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
         shapes[name] = tuple(int(s) for s in t.shape)
     for k, plan in enumerate(proposal.plans):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}
-        members = {by_part[n].output.name for n in plan.parts}
         own = 0
         for name in plan.parts[:-1]:
             tname = by_part[name].output.name
@@ -336,12 +352,13 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
             shapes[tname] = tuple(int(s) for s in tc.buffer_shape)
             buffers.append(Buffer(tname, tc.buffer_bytes, 1, k, k))
             own += tc.buffer_bytes
-        for j, tc in enumerate(plan.tensor_configs):
-            if tc.copy_region != tc.home_region and tc.tensor not in members:
-                kind = "staging" if tc.double_buffer else "copy"
-                buffers.append(Buffer(f"{tc.tensor}@plan{k}.{kind}{j}", tc.buffer_bytes, 1, k,
-                                      k, "weights"))
-                own += tc.buffer_bytes
+        pool = pools[k]
+        if pool.nbytes:
+            # one block: the encoded weight streams are larger than the raw bytes each
+            # TensorConfig counts (stream headers), and the Plan's total is what they share
+            buffers.append(Buffer(pool_key(k), pool.nbytes,
+                                  16 if pool.copied or pool.staged else 1, k, k, "weights"))
+            own += pool.nbytes
         if own != plan.memory_bytes:
             raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
                                     f"{plan.memory_bytes:,} B")
@@ -366,11 +383,26 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
     graph = match.graph
     schedule = "plan"
+    outputs = {p.name: p.output.name for p in graph.parts}
+    owner = {t.name: p.name for p in graph.parts for t in p.inputs if t.is_constant}
+    stageable = {n for n, i in part_layer.items()
+                 if lw.layers[i].kind in ("conv2d", "depthwise_conv2d")}
     try:
-        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work)
+        pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
+                 for k, plan in enumerate(proposal.plans)}
+        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
         steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
         try:
-            layout = arena_layout(buffers, proposal.memory_bytes)
+            try:
+                layout = arena_layout(buffers, proposal.memory_bytes)
+            except LayoutError:
+                if not any(p.copied or p.staged for p in pools.values()):
+                    raise
+                # a weight block a DMA writes is 16-byte aligned; where no layout of aligned
+                # blocks fits the peak, the weights stay in flash (reserved blocks, no DMA)
+                pools = {k: WeightPool(p.nbytes) for k, p in pools.items()}
+                buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
+                layout = arena_layout(buffers, proposal.memory_bytes)
         except LayoutError:
             if not work:
                 raise
@@ -378,7 +410,7 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
             # leaves no room for them, the arena grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
             schedule = "plan, SOFTMAX beyond its memory"
-    except (ScheduleFormError, LayoutError) as err:
+    except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
     storage = {}
     for name, buf_shape in shapes.items():
@@ -387,11 +419,25 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
                                  shape3(t.shape, name), str(np.dtype(t.dtype)))
     flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
-    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts)
+    stager = Stager(api, flash, acc, {
+        part_layer[pool.staged]: (k,) + pool.halves(layout.offsets[pool_key(k)])
+        for k, pool in pools.items() if pool.staged})
+    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
+                  stager)
+    plan_starts: dict = {}
+    part_ops: dict = {}
     for s in steps:
+        plan_starts.setdefault(s.plan, len(em.ops))
+        first = len(em.ops)
         em.emit(s.part, s.box)
+        part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
+    ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
+    # the weight blocks the DMAs fill are touched too
+    touched_top = max([layout.top()] + [layout.offsets[pool_key(k)] + used
+                                         for k, used in copied.pool_used.items()]
+                      + [at + n for at, n in stager.touched])
     with contextlib.redirect_stdout(io.StringIO()):
-        words = api.npu_generate_register_command_stream(em.ops, acc)
+        words = api.npu_generate_register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
@@ -402,4 +448,5 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
                          tuple(arena(t) for t in lw.input_tensors),
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
-                         layout.size - layout.top())
+                         layout.size - touched_top, copied.dma_bytes + stager.dma_bytes,
+                         copied.left_in_flash + stager.left_in_flash)

@@ -16,8 +16,8 @@ Axes striped outside the innermost stripe loop (the width tiles of 2-D stripes) 
 inner loop once per tile. :func:`arena_layout` places every buffer the Proposal counts in the
 scratch arena: the tensors between Plans (network inputs until their last reader, outputs to
 the end), and per Plan its intermediates (the planned buffer shape, a ring along every axis
-the buffer is shorter on), its weight copies and staging buffers (reserved: the stream reads
-encoded weights in place from flash) and working memory the stream needs beyond the plan
+the buffer is shorter on), its weight copies and staging buffers (one block per Plan, which
+``stream_weights`` fills by DMA) and working memory the stream needs beyond the plan
 (SOFTMAX's intermediates). The layout is first fit by Plan lifetime; it must fit the plan's
 peak exactly, else :class:`LayoutError`.
 
@@ -145,7 +145,7 @@ class Buffer:
     first: int
     last: int
     #: "tensor" (written by the stream), "input" (written by the host; the stream may read
-    #: only part of it), "weights" (reserved, untouched) or "work"
+    #: only part of it), "weights" (a Plan's weight block: DMAs may fill part of it) or "work"
     kind: str = "tensor"
 
 

@@ -66,6 +66,8 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
         "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
         "work_bytes": payload.work_bytes,
         "untouched_top_bytes": payload.untouched_top_bytes,
+        "weight_dma_bytes": payload.weight_dma_bytes,
+        "weights_left_in_flash_bytes": payload.weights_left_in_flash,
         "planned_peak_bytes": planned_peak,
         "macs": int(stats.macs),
         "dma_bytes": {f"{s}->{d}": int(n) for (s, d), n in stats.dma_bytes.items()},
