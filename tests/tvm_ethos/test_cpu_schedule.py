@@ -366,6 +366,47 @@ def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
         assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
 
 
+@needs_vnni
+@pytest.mark.parametrize("shape, kw, stage, steps", [
+    ((1, 10, 10, 16), dict(cout=16), "_pad", (3, 12)),  # ResNet-8's 32x32x16 layers
+    ((1, 10, 10, 16), dict(cout=32, stride=(2, 2)), "_pad", (3, 12)),
+    ((1, 9, 9, 3), dict(cout=16), "_im2col", (3, 3)),  # one window row: 3 x 3 channels + 3
+    ((1, 7, 9, 8), dict(cout=16, kernel=(5, 3)), "_pad", (5, 6)),
+])
+def test_window_conv_source_holds_shifted_bytes(shape, kw, stage, steps, monkeypatch):
+    """The source stage of a KxK conv stores ``x + 128`` as uint8, so the kernel broadcasts
+    it without the per-step sign flip, and the reduction runs as window rows x steps along
+    the row, so a step's source address is affine in its loops; bit-exact with TFLite."""
+    import re
+
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(5), in_shape=shape, **kw)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    text = after.script()
+    alloc = next(line for line in text.splitlines() if stage in line and "alloc" in line)
+    assert '"uint8"' in alloc, alloc
+    assert "vpdpbusd" in text and "^ -2139062144" not in text  # no sign flip left
+    rows, per_row = steps
+    assert re.search(rf"T\.axis\.reduce\({rows * per_row}, \w+ \* {per_row} \+ \w+\)", text), text
+    assert_bit_exact(cm, model, n_inputs=2, seed=5)
+
+
+def test_unpadded_window_conv_keeps_the_sign_flip(monkeypatch):
+    """A conv whose windows stay inside its input reads the input itself (no source stage):
+    the kernel flips the sign bits of each broadcast word instead."""
+    if not _vnni_host():
+        pytest.skip("this CPU has no AVX-512 VNNI")
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(6), in_shape=(1, 8, 8, 16), cout=16,
+                      padding="VALID")
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    text = after.script()
+    assert "_pad" not in text and "^ -2139062144" in text
+    assert_bit_exact(cm, model, n_inputs=2, seed=6)
+
+
 @settings(max_examples=8, deadline=None)
 @given(
     cin=st.integers(1, 24),

@@ -196,6 +196,25 @@ def _dot_intrinsic(sch, block) -> str | None:
     return str(ann[x86_dot.DOT_ANNOTATION]) if x86_dot.DOT_ANNOTATION in ann else None
 
 
+def _dot_steps(sch, block) -> list[int]:
+    """The nested extents (steps of 4) a window conv's reduction is split into (``te_ops``
+    annotates them), extents of 1 left out; empty where there are none. Split so, the
+    source address of each step is affine in the loops instead of a division per step."""
+    ann = sch.get(block).annotations
+    if x86_dot.DOT_STEPS not in ann:
+        return []
+    steps = [int(s) for s in ann[x86_dot.DOT_STEPS]]
+    sch.unannotate(block, x86_dot.DOT_STEPS)
+    return [s for s in steps if s > 1]
+
+
+def _product(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
 def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
     """An accumulator tile on ``vpdpbusd``: the reduction in steps of 4 outside the tile, the
     columns unrolled, each (16 channels x 4) step one instruction. False (nothing changed)
@@ -205,14 +224,18 @@ def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
         return False
     if _extent(sch, reds[0]) % x86_dot.VNNI_DEPTH:
         return False
+    steps = _dot_steps(sch, block)
     sch.unannotate(block, x86_dot.DOT_ANNOTATION)
     r_o, r_i = sch.split(reds[0], [None, x86_dot.VNNI_DEPTH])
+    outer = [r_o]
+    if steps and _extent(sch, r_o) == _product(steps):
+        outer = list(sch.split(r_o, steps))
     tile = list(inner)
     if channels > x86_dot.VNNI_LANES:
         tile[-1:] = sch.split(inner[-1], [None, x86_dot.VNNI_LANES])
-    sch.reorder(r_o, *tile, r_i)
+    sch.reorder(*outer, *tile, r_i)
     sch.set_scope(block, 0, "local")
-    init = sch.decompose_reduction(block, r_o)
+    init = sch.decompose_reduction(block, outer[0])
     sch.vectorize(sch.get_loops(init)[-1])
     step = sch.blockize(tile[-1])
     x86_dot.replace_with_vnni(sch, step, intrin)
@@ -262,12 +285,16 @@ def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
     lanes, depth = x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH
     if len(reds) != 1 or _extent(sch, spatial[-1]) % lanes or _extent(sch, reds[0]) % depth:
         return False
+    steps = _dot_steps(sch, block)
     sch.unannotate(block, x86_dot.DOT_ANNOTATION)
     o_o, o_i = sch.split(spatial[-1], [None, lanes])
     r_o, r_i = sch.split(reds[0], [None, depth])
-    sch.reorder(o_o, r_o, o_i, r_i)
+    outer = [r_o]
+    if steps and _extent(sch, r_o) == _product(steps):
+        outer = list(sch.split(r_o, steps))
+    sch.reorder(o_o, *outer, o_i, r_i)
     _parallel_outer(sch, [*spatial[:-1], o_o], _work(sch, block) >= PARALLEL_MIN_WORK)
-    init = sch.decompose_reduction(block, r_o)
+    init = sch.decompose_reduction(block, outer[0])
     sch.vectorize(sch.get_loops(init)[-1])
     x86_dot.replace_with_vnni(sch, sch.blockize(o_i), intrin)
     return True

@@ -38,7 +38,11 @@ VNNI_TILE_COLUMNS = 8
 VNNI_TILE_CHANNELS = 32
 #: the block annotation that marks an accumulator laid out for VNNI (value: its form)
 DOT_ANNOTATION = "tvm_ethos.x86_dot"
-#: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights
+#: the block annotation with the nested extents, in steps of 4, of a window conv's reduction
+#: (rows, columns, channel groups): split so, the source address of a step is affine
+DOT_STEPS = "tvm_ethos.x86_dot_steps"
+#: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights; a uint8
+#: source already holds the shifted bytes
 VNNI_S8 = "vnni_16x4_s8"
 #: the depthwise form: each lane one channel, its four bytes four taps of that channel, the
 #: activations packed per output column into a uint32 per channel (``te_ops``)
@@ -90,10 +94,11 @@ def replace_with_vnni(sch, step, kind: str) -> None:
     acc_index = vector(store, VNNI_LANES)
     if kind == VNNI_S8:
         weights = next(ld for ld in loads if len(ld.source.shape) == 3)
-        acts = next(ld for ld in loads if str(ld.source.dtype) == "int8"
+        acts = next(ld for ld in loads if str(ld.source.dtype) in ("int8", "uint8")
                     and not ld.source.same_as(weights.source))
         a = tirx.reinterpret("int32", tirx.BufferLoad(acts.source, vector(acts, VNNI_DEPTH)))
-        a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
+        if str(acts.source.dtype) == "int8":  # a uint8 source holds x + 128 already
+            a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
         a = tirx.reinterpret("int8x64", tirx.Broadcast(a, VNNI_LANES))
     elif kind == VNNI_DW_S8:
         # 16 channels' packed words (already x + 128) against their 16 x 4 weight bytes
