@@ -387,6 +387,8 @@ def test_window_conv_source_holds_shifted_bytes(shape, kw, stage, steps, monkeyp
     alloc = next(line for line in text.splitlines() if stage in line and "alloc" in line)
     assert '"uint8"' in alloc, alloc
     assert "vpdpbusd" in text and "^ -2139062144" not in text  # no sign flip left
+    # a serial stage keeps its row and column loops (fused, it divides the index per pixel)
+    assert "n_i_j_fused" not in text
     rows, per_row = steps
     assert re.search(rf"T\.axis\.reduce\({rows * per_row}, \w+ \* {per_row} \+ \w+\)", text), text
     assert_bit_exact(cm, model, n_inputs=2, seed=5)

@@ -6,8 +6,9 @@ followed by injective requantization stages. Unscheduled, each stage is a scalar
 the whole tensor, and every accumulator a full-size int32 tensor written once and read back.
 The rule here, per stage, by its shape rather than by operator name:
 
-* an injective stage runs its leading axes fused into one parallel loop and its last axis
-  (channels, contiguous in NHWC) in vector lanes;
+* an injective stage runs its leading axes fused into one parallel loop (serial: left as
+  they are, so a padding stage's bounds test reads its row and column without dividing a
+  fused index) and its last axis (channels, contiguous in NHWC) in vector lanes;
 * an accumulator read only by the injective stage after it, at the same index (conv2d,
   depthwise, pooling), is computed inside that stage's loops (rows or, for deep layers,
   channel blocks in parallel) one register tile at a time
@@ -334,7 +335,8 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
         parallel = _work(sch, blk, prods) >= PARALLEL_MIN_WORK
         at = _tile_pixels(sch, loops, *tile, parallel) if prods and len(loops) == 4 else None
         if at is None:
-            at = _parallel_outer(sch, loops[:-1], parallel)
+            if parallel or prods:
+                at = _parallel_outer(sch, loops[:-1], parallel)
             _vectorize_last(sch, loops[-1], lanes)
         if at is None:
             continue
