@@ -266,12 +266,18 @@ class _Slot:
 @dataclass
 class _FlatCalls:
     """A slot's whole inference as one list of kernel calls (a network whose subgraphs all run
-    on one CPU backend, :meth:`Executor._flat_calls`): ``calls`` holds ``(function, args,
-    step)`` with ``args`` a list whose caller-dependent positions are filled per inference
-    and cleared after it: ``inputs`` as ``(tensor id, [(call, position), ...])`` and
-    ``outputs`` as ``(_OutputArrays, [(call, position), ...])``, in the program's order."""
+    on one CPU backend, :meth:`Executor._flat_calls`). ``calls`` holds ``(function, args,
+    step)`` with ``args`` a tuple, so calling it makes no new one; the calls that take a
+    caller's input or write a returned output (``late``) are rebuilt per inference from
+    ``base`` (the same calls with None there) and their ``scratch`` argument lists, filled at
+    ``inputs`` ``(tensor id, [(call, position), ...])`` and ``outputs``
+    ``(_OutputArrays, [(call, position), ...])``, in the program's order, and cleared after
+    it."""
 
     calls: list
+    base: list
+    late: list
+    scratch: dict
     inputs: list
     outputs: list
     trace: list
@@ -759,6 +765,7 @@ class Executor:
         calls: list = []
         inputs: dict = {t: [] for t in prog.inputs}
         outputs: dict = {t: [] for t in prog.outputs}
+        scratch: dict = {}
         for i, sg in enumerate(prog.subgraphs):
             where = f"subgraph {i} ({sg.name} on {sg.backend})"
             for func, name, args, late in slot.bound[i]:
@@ -768,17 +775,19 @@ class Executor:
                         args[k] = self._tvm_tensor(slot, ("home", tid))
                     else:
                         (inputs if is_input else outputs)[tid].append((len(calls), k))
-                calls.append((func, args, f"{where}: kernel {name}"))
+                        scratch[len(calls)] = args
+                calls.append((func, tuple(args), f"{where}: kernel {name}"))
         trace = [f"run {sg.name} on {sg.backend}" for sg in prog.subgraphs]
         outputs = [(_OutputArrays(self.plans[t]), where) for t, where in outputs.items()]
-        return _FlatCalls(calls, list(inputs.items()), outputs, trace)
+        return _FlatCalls(calls, list(calls), sorted(scratch), scratch, list(inputs.items()),
+                          outputs, trace)
 
     def _infer_flat(self, slot: _Slot, arrays: list, before: int, t0: float):
         """One inference of an all-CPU network on a slot that completed one before: the
         caller's inputs and new output arrays put in the bound calls, then every kernel
         called in order (what :meth:`_infer` does, without its per-subgraph edge handling)."""
         flat = slot.flat
-        calls = flat.calls
+        calls, scratch = flat.calls, flat.scratch
         stats = RunStats(slot=slot.index)
         outs = []
         done = 0
@@ -787,14 +796,17 @@ class Executor:
             for (tid, where), x in zip(flat.inputs, arrays):
                 t = self._caller_tensor(slot, stats, tid, x)
                 for c, k in where:
-                    calls[c][1][k] = t
+                    scratch[c][k] = t
             for made, where in flat.outputs:
                 arr = made.new()
                 outs.append(arr)
                 t = self._tvm.runtime.from_dlpack(arr)
                 stats.io_bytes_imported += made.plan.nbytes
                 for c, k in where:
-                    calls[c][1][k] = t
+                    scratch[c][k] = t
+            for c in flat.late:
+                func, _args, name = calls[c]
+                calls[c] = (func, tuple(scratch[c]), name)
             for func, args, step in calls:
                 func(*args)
                 done += 1
@@ -806,7 +818,9 @@ class Executor:
             stats.cpu_calls = done
             for _tid, where in flat.inputs + flat.outputs:  # the caller's arrays are not kept
                 for c, k in where:
-                    calls[c][1][k] = None
+                    scratch[c][k] = None
+            for c in flat.late:
+                calls[c] = flat.base[c]
             self._release(slot)
         stats.trace.extend(flat.trace)
         stats.seconds = time.perf_counter() - t0
