@@ -347,7 +347,8 @@ def test_window_conv_vnni_any_geometry_bit_exact(cin, cout, hw, kernel, stride, 
     ((1, 12, 12, 32), dict(depthwise=True), "_taps"),
     ((1, 12, 12, 16), dict(depthwise=True, stride=(2, 2)), "_taps"),
     ((1, 12, 12, 16), dict(cout=32), "_pad"),
-    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_im2col"),
+    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_rows"),
+    ((1, 12, 12, 3), dict(cout=16, dilation=(1, 2)), "_im2col"),
 ])
 def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
     """Inputs at -128 and 127 (the shifted bytes at 0 and 255, the padded ones at the zero
@@ -370,7 +371,9 @@ def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
 @pytest.mark.parametrize("shape, kw, stage, steps", [
     ((1, 10, 10, 16), dict(cout=16), "_pad", (3, 12)),  # ResNet-8's 32x32x16 layers
     ((1, 10, 10, 16), dict(cout=32, stride=(2, 2)), "_pad", (3, 12)),
-    ((1, 9, 9, 3), dict(cout=16), "_im2col", (3, 3)),  # one window row: 3 x 3 channels + 3
+    ((1, 9, 9, 3), dict(cout=16), "_rows", (3, 3)),  # a window row: 3 x 3 channels + 3
+    ((1, 9, 9, 3), dict(cout=16, dilation=(1, 2)), "_im2col", (3, 3)),
+    ((1, 11, 7, 1), dict(cout=16, kernel=(10, 4), stride=(2, 2)), "_rows", (10, 1)),  # DS-CNN
     ((1, 7, 9, 8), dict(cout=16, kernel=(5, 3)), "_pad", (5, 6)),
 ])
 def test_window_conv_source_holds_shifted_bytes(shape, kw, stage, steps, monkeypatch):
@@ -390,7 +393,8 @@ def test_window_conv_source_holds_shifted_bytes(shape, kw, stage, steps, monkeyp
     # a serial stage keeps its row and column loops (fused, it divides the index per pixel)
     assert "n_i_j_fused" not in text
     rows, per_row = steps
-    assert re.search(rf"T\.axis\.reduce\({rows * per_row}, \w+ \* {per_row} \+ \w+\)", text), text
+    split = rf"\w+ \* {per_row} \+ \w+" if per_row > 1 else r"\w+"  # one step a row: one loop
+    assert re.search(rf"T\.axis\.reduce\({rows * per_row}, {split}\)", text), text
     assert_bit_exact(cm, model, n_inputs=2, seed=5)
 
 

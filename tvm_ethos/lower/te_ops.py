@@ -335,12 +335,14 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     The reduction runs over ``(kh, kw, cin)`` of a source that needs no bounds checks: with
     input channels a multiple of 4, the input padded with its zero point (a stage, absent when
     the windows stay inside the input), so every 4-byte group is 4 channels of one pixel; with
-    fewer (MobileNet's RGB, DS-CNN's single channel), the rows of each window laid out along
-    one axis, ``(kw, cin)`` padded to a multiple of 4 with zero weights (im2col along the
-    width only). Either stage stores the shifted byte ``x + 128`` (:func:`_shifted_code`), so
-    the kernel broadcasts it as it is. Padded positions hold ``x_zp + 128``, so their products
-    are exactly the ``(128 + x_zp) * w`` the bias takes out. Returns ``(acc, corrected bias)``
-    or None."""
+    fewer (MobileNet's RGB, DS-CNN's single channel), the padded input rows with ``(width,
+    cin)`` along one axis (``_rows``), where a window row is ``kw * cin`` contiguous bytes,
+    taken in steps of 4 (the bytes past it meet zero weights); with a dilated width, each
+    window row laid out along one axis, ``(kw, cin)`` padded to a multiple of 4 with zero
+    weights (``_im2col``, along the width only). Each stage stores the shifted byte
+    ``x + 128`` (:func:`_shifted_code`), so the kernel broadcasts it as it is. Padded
+    positions hold ``x_zp + 128``, so their products are exactly the ``(128 + x_zp) * w`` the
+    bias takes out. Returns ``(acc, corrected bias)`` or None."""
     kh, kw, cin, co = op.weights.shape
     n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
     zp = int(op.in_q[0][1])
@@ -358,6 +360,36 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
             src = te.compute((n_, rows, cols, cin), pad_fn, name=f"{name}_pad")
         kwe, swe, dwe, cs = kw, sw, dw, cin
         wk = op.weights.reshape(kh * kw * cin, co)
+    elif dw == 1:
+        # each window row is kw * cin contiguous bytes of the padded input row: the rows laid
+        # out flat, (width, channels) along one axis, read at ow * sw * cin; cs rounds a
+        # window row up to whole steps of 4 (the bytes past it meet zero weights)
+        cs = -(-kw * cin // 4) * 4
+        flat = -(-((ow_ - 1) * sw * cin + cs) // cin) * cin
+
+        def row_fn(n, i, f):
+            ih, iw = i - pt, f // cin - pl
+            inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+            return tirx.if_then_else(
+                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), f % cin]),
+                tirx.const(zp + 128, "uint8"))
+
+        rows_src = te.compute((n_, rows, flat), row_fn, name=f"{name}_rows")
+        wk = np.zeros((kh, cs, co), np.int8)
+        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
+        wk = wk.reshape(kh * cs, co)
+
+        def x_at(s, r):
+            return rows_src[s[0], s[1] * sh + r // cs * dh, s[2] * (sw * cin) + r % cs]
+
+        made = _vnni_weights(wk, bias, zp)
+        if made is None:
+            return None
+        packed, corrected = made
+        wp = pool.add(f"{name}_wvnni", packed)
+        shape = (n_, oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
+        acc = _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc", (kh, cs // 4))
+        return acc, corrected
     else:
         cs = -(-kw * cin // 4) * 4
 
