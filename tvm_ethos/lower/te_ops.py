@@ -245,8 +245,8 @@ def _vnni_acc(shape, x_at, wp, k: int, name: str, steps: tuple | None = None):
     ``x_at(spatial, rk)`` reads an activation code: int8 ``x``, or uint8 ``x + 128`` already
     (a source stage that stores the shifted byte, :func:`_shifted_code`, so the schedule's
     broadcast needs no sign flip). ``steps``: the reduction's nested extents in steps of 4
-    (a window conv's rows, columns, channel groups), so the schedule can split it into loops
-    whose source addresses are affine instead of divided per step (``DOT_STEPS``)."""
+    (a window conv's rows, then its steps along a row), so the schedule can split it into
+    loops whose source addresses are affine instead of divided per step (``DOT_STEPS``)."""
     from tvm_ethos.lower.x86_dot import (
         DOT_ANNOTATION,
         DOT_STEPS,

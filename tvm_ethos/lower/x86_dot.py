@@ -39,7 +39,7 @@ VNNI_TILE_CHANNELS = 32
 #: the block annotation that marks an accumulator laid out for VNNI (value: its form)
 DOT_ANNOTATION = "tvm_ethos.x86_dot"
 #: the block annotation with the nested extents, in steps of 4, of a window conv's reduction
-#: (rows, columns, channel groups): split so, the source address of a step is affine
+#: (window rows, then steps along a row): split so, the source address of a step is affine
 DOT_STEPS = "tvm_ethos.x86_dot_steps"
 #: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights; a uint8
 #: source already holds the shifted bytes
