@@ -48,7 +48,8 @@ def _own_tensor(plan):
 
 def measure(model: str, seconds: float = 0.3) -> dict:
     """``{"kernels": [(name, us)], "sum": us, "run": us, "executor": us, "calls": us,
-    "no_op": us}`` for ``model`` (a stem of the shipped models) on ``target="llvm"``."""
+    "no_op": us, "cpu_calls": the kernels an inference calls}`` for ``model`` (a stem of the
+    shipped models) on ``target="llvm"``."""
     import tvm_ethos
     from tests.helpers.tflite_oracle import random_inputs
 
@@ -59,6 +60,7 @@ def measure(model: str, seconds: float = 0.3) -> dict:
     cm.run(*xs)
     ex = cm.executor
     slot = ex._slots[0]
+    out = {"kernels": [], "cpu_calls": ex.last_run_stats.cpu_calls}
     calls = []
     for i in sorted(slot.bound):
         for func, name, args, late in slot.bound[i]:
@@ -66,7 +68,6 @@ def measure(model: str, seconds: float = 0.3) -> dict:
             for k, tid, _is_input in late:
                 args[k] = _own_tensor(ex.plans[tid])
             calls.append((name, func, args))
-    out = {"kernels": []}
     for name, func, args in calls:
         out["kernels"].append((name, _median_us(lambda f=func, a=args: f(*a), seconds)))
     out["sum"] = sum(us for _, us in out["kernels"])
