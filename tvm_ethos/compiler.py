@@ -96,7 +96,7 @@ class CompiledModel:
     def _ordered_inputs(self, inputs: tuple) -> tuple:
         """Positional arrays, or one dict by input name turned into them (TvmEthosError naming
         the unknown or missing names)."""
-        if len(inputs) != 1 or not isinstance(inputs[0], Mapping):
+        if len(inputs) != 1 or type(inputs[0]) is np.ndarray or not isinstance(inputs[0], Mapping):
             return inputs
         given, names = inputs[0], [s.name for s in self.inputs]
         unknown = [k for k in given if k not in names]
@@ -111,7 +111,7 @@ class CompiledModel:
         """The outputs reshaped (views, no copy) to :attr:`outputs`' shapes."""
         if len(outs) != len(self.outputs):
             return outs
-        return [o.reshape(s.shape) if o.size == math.prod(s.shape) else o
+        return [o if o.shape == s.shape or o.size != math.prod(s.shape) else o.reshape(s.shape)
                 for o, s in zip(outs, self.outputs)]
 
     # ------------------------------------------------------------------ executor

@@ -370,7 +370,8 @@ def test_window_conv_vnni_any_geometry_bit_exact(cin, cout, hw, kernel, stride, 
     ((1, 12, 12, 32), dict(depthwise=True), "_taps"),
     ((1, 12, 12, 16), dict(depthwise=True, stride=(2, 2)), "_taps"),
     ((1, 12, 12, 16), dict(cout=32), "_pad"),
-    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_im2col"),
+    ((1, 12, 12, 3), dict(cout=32, stride=(2, 2)), "_rows"),
+    ((1, 12, 12, 3), dict(cout=16, dilation=(1, 2)), "_im2col"),
 ])
 def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
     """Inputs at -128 and 127 (the shifted bytes at 0 and 255, the padded ones at the zero
@@ -387,6 +388,52 @@ def test_window_conv_vnni_extreme_codes_exact(shape, kw, stage, monkeypatch):
         x[0, 0, 0] = -fill - 1
         (got,), (ref,) = cm.run(x), oracle(model, [x])
         assert np.array_equal(np.asarray(got).reshape(ref.shape), ref)
+
+
+@needs_vnni
+@pytest.mark.parametrize("shape, kw, stage, steps", [
+    ((1, 10, 10, 16), dict(cout=16), "_pad", (3, 12)),  # ResNet-8's 32x32x16 layers
+    ((1, 10, 10, 16), dict(cout=32, stride=(2, 2)), "_pad", (3, 12)),
+    ((1, 9, 9, 3), dict(cout=16), "_rows", (3, 3)),  # a window row: 3 x 3 channels + 3
+    ((1, 9, 9, 3), dict(cout=16, dilation=(1, 2)), "_im2col", (3, 3)),
+    ((1, 11, 7, 1), dict(cout=16, kernel=(10, 4), stride=(2, 2)), "_rows", (10, 1)),  # DS-CNN
+    ((1, 7, 9, 8), dict(cout=16, kernel=(5, 3)), "_pad", (5, 6)),
+])
+def test_window_conv_source_holds_shifted_bytes(shape, kw, stage, steps, monkeypatch):
+    """The source stage of a KxK conv stores ``x + 128`` as uint8, so the kernel broadcasts
+    it without the per-step sign flip, and the reduction runs as window rows x steps along
+    the row, so a step's source address is affine in its loops; bit-exact with TFLite."""
+    import re
+
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(5), in_shape=shape, **kw)
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    text = after.script()
+    alloc = next(line for line in text.splitlines() if stage in line and "alloc" in line)
+    assert '"uint8"' in alloc, alloc
+    assert "vpdpbusd" in text and "^ -2139062144" not in text  # no sign flip left
+    # a serial stage keeps its row and column loops (fused, it divides the index per pixel)
+    assert "n_i_j_fused" not in text
+    rows, per_row = steps
+    split = rf"\w+ \* {per_row} \+ \w+" if per_row > 1 else r"\w+"  # one step a row: one loop
+    assert re.search(rf"T\.axis\.reduce\({rows * per_row}, {split}\)", text), text
+    assert_bit_exact(cm, model, n_inputs=2, seed=5)
+
+
+def test_unpadded_window_conv_keeps_the_sign_flip(monkeypatch):
+    """A conv whose windows stay inside its input reads the input itself (no source stage):
+    the kernel flips the sign bits of each broadcast word instead."""
+    if not _vnni_host():
+        pytest.skip("this CPU has no AVX-512 VNNI")
+    seen = _captured(monkeypatch)
+    model = tb.conv2d(np.random.RandomState(6), in_shape=(1, 8, 8, 16), cout=16,
+                      padding="VALID")
+    cm = tvm_ethos.compile(tvm_ethos.load_model(model), target="llvm")
+    (_before, after), = seen
+    text = after.script()
+    assert "_pad" not in text and "^ -2139062144" in text
+    assert_bit_exact(cm, model, n_inputs=2, seed=6)
 
 
 @settings(max_examples=8, deadline=None)

@@ -6,8 +6,9 @@ followed by injective requantization stages. Unscheduled, each stage is a scalar
 the whole tensor, and every accumulator a full-size int32 tensor written once and read back.
 The rule here, per stage, by its shape rather than by operator name:
 
-* an injective stage runs its leading axes fused into one parallel loop and its last axis
-  (channels, contiguous in NHWC) in vector lanes;
+* an injective stage runs its leading axes fused into one parallel loop (serial: left as
+  they are, so a padding stage's bounds test reads its row and column without dividing a
+  fused index) and its last axis (channels, contiguous in NHWC) in vector lanes;
 * an accumulator read only by the injective stage after it, at the same index (conv2d,
   depthwise, pooling), is computed inside that stage's loops (rows or, for deep layers,
   channel blocks in parallel) one register tile at a time
@@ -33,6 +34,8 @@ tile by output width). A stage with less work than ``PARALLEL_MIN_WORK`` gets no
 parallel loop. Which kernels, tiles and CPUs, and why: rfcs/0008-host-kernels.md.
 """
 from __future__ import annotations
+
+import math
 
 import tvm
 from tvm import s_tir, tirx
@@ -207,6 +210,18 @@ def _dot_form(intrin: str):
     return x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH, x86_dot.replace_with_vnni
 
 
+def _dot_steps(sch, block) -> list[int]:
+    """The nested extents (steps of 4) a window conv's reduction is split into (``te_ops``
+    annotates them), extents of 1 left out; empty where there are none. Split so, the
+    source address of each step is affine in the loops instead of a division per step."""
+    ann = sch.get(block).annotations
+    if x86_dot.DOT_STEPS not in ann:
+        return []
+    steps = [int(s) for s in ann[x86_dot.DOT_STEPS]]
+    sch.unannotate(block, x86_dot.DOT_STEPS)
+    return [s for s in steps if s > 1]
+
+
 def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
     """An accumulator tile on a dot-product instruction (``vpdpbusd``: 16 channels x 4;
     ``vpmaddwd``: 8 x 2): the reduction in steps of its depth outside the tile, the columns
@@ -218,14 +233,18 @@ def _tensorize_dot(sch, block, reds, inner, intrin: str) -> bool:
         return False
     if _extent(sch, reds[0]) % depth:
         return False
+    steps = _dot_steps(sch, block)
     sch.unannotate(block, x86_dot.DOT_ANNOTATION)
     r_o, r_i = sch.split(reds[0], [None, depth])
+    outer = [r_o]
+    if steps and _extent(sch, r_o) == math.prod(steps):
+        outer = list(sch.split(r_o, steps))
     tile = list(inner)
     if channels > lanes:
         tile[-1:] = sch.split(inner[-1], [None, lanes])
-    sch.reorder(r_o, *tile, r_i)
+    sch.reorder(*outer, *tile, r_i)
     sch.set_scope(block, 0, "local")
-    init = sch.decompose_reduction(block, r_o)
+    init = sch.decompose_reduction(block, outer[0])
     sch.vectorize(sch.get_loops(init)[-1])
     step = sch.blockize(tile[-1])
     replace(sch, step, intrin)
@@ -276,12 +295,16 @@ def _schedule_standalone_dot(sch, block, spatial, reds, intrin: str) -> bool:
     lanes, depth, replace = _dot_form(intrin)
     if len(reds) != 1 or _extent(sch, spatial[-1]) % lanes or _extent(sch, reds[0]) % depth:
         return False
+    steps = _dot_steps(sch, block)
     sch.unannotate(block, x86_dot.DOT_ANNOTATION)
     o_o, o_i = sch.split(spatial[-1], [None, lanes])
     r_o, r_i = sch.split(reds[0], [None, depth])
-    sch.reorder(o_o, r_o, o_i, r_i)
+    outer = [r_o]
+    if steps and _extent(sch, r_o) == math.prod(steps):
+        outer = list(sch.split(r_o, steps))
+    sch.reorder(o_o, *outer, o_i, r_i)
     _parallel_outer(sch, [*spatial[:-1], o_o], _work(sch, block) >= PARALLEL_MIN_WORK)
-    init = sch.decompose_reduction(block, r_o)
+    init = sch.decompose_reduction(block, outer[0])
     sch.vectorize(sch.get_loops(init)[-1])
     replace(sch, sch.blockize(o_i), intrin)
     return True
@@ -326,7 +349,8 @@ def schedule_for_cpu(prim, lanes: int = VECTOR_LANES, columns: int = COLUMN_TILE
         parallel = _work(sch, blk, prods) >= PARALLEL_MIN_WORK
         at = _tile_pixels(sch, loops, *tile, parallel) if prods and len(loops) == 4 else None
         if at is None:
-            at = _parallel_outer(sch, loops[:-1], parallel)
+            if parallel or prods:
+                at = _parallel_outer(sch, loops[:-1], parallel)
             _vectorize_last(sch, loops[-1], lanes)
         if at is None:
             continue

@@ -239,22 +239,42 @@ def _vnni_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
     return packed, corrected.astype(np.int32)
 
 
-def _vnni_acc(shape, x_at, wp, k: int, name: str):
+def _vnni_acc(shape, x_at, wp, k: int, name: str, steps: tuple | None = None):
     """The accumulator ``sum((x + 128) * w)`` in ``x86_dot``'s form over the last axis of
     ``shape`` (output channels, padded to whole vectors) and ``k`` reduction elements;
-    ``x_at(spatial, rk)`` reads an activation code."""
-    from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_LANES, VNNI_S8
+    ``x_at(spatial, rk)`` reads an activation code: int8 ``x``, or uint8 ``x + 128`` already
+    (a source stage that stores the shifted byte, :func:`_shifted_code`, so the schedule's
+    broadcast needs no sign flip). ``steps``: the reduction's nested extents in steps of 4
+    (a window conv's rows, then its steps along a row), so the schedule can split it into
+    loops whose source addresses are affine instead of divided per step (``DOT_STEPS``)."""
+    from tvm_ethos.lower.x86_dot import (
+        DOT_ANNOTATION,
+        DOT_STEPS,
+        VNNI_DEPTH,
+        VNNI_LANES,
+        VNNI_S8,
+    )
 
     rk = te.reduce_axis((0, k), name="rk")
 
     def acc_fn(*idx):
         oc = idx[-1]
-        xv = x_at(idx[:-1], rk).astype("int32") + _i32(128)
+        code = x_at(idx[:-1], rk)
+        xv = code.astype("int32") if code.dtype == "uint8" else code.astype("int32") + _i32(128)
         wv = wp[oc // VNNI_LANES, rk // VNNI_DEPTH,
                 (oc % VNNI_LANES) * VNNI_DEPTH + rk % VNNI_DEPTH]
         return te.sum(xv * wv.astype("int32"), axis=rk)
 
-    return te.compute(shape, acc_fn, name=name, attrs={DOT_ANNOTATION: VNNI_S8})
+    attrs = {DOT_ANNOTATION: VNNI_S8}
+    if steps is not None and len(steps) > 1:
+        attrs[DOT_STEPS] = [int(s) for s in steps]
+    return te.compute(shape, acc_fn, name=name, attrs=attrs)
+
+
+def _shifted_code(code):
+    """An int8 activation code as the uint8 byte ``x + 128`` (its top bit flipped): what
+    ``vpdpbusd`` takes as its unsigned operand."""
+    return (code.astype("int32") + _i32(128)).astype("uint8")
 
 
 def _vnni_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
@@ -315,10 +335,14 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     The reduction runs over ``(kh, kw, cin)`` of a source that needs no bounds checks: with
     input channels a multiple of 4, the input padded with its zero point (a stage, absent when
     the windows stay inside the input), so every 4-byte group is 4 channels of one pixel; with
-    fewer (MobileNet's RGB, DS-CNN's single channel), the rows of each window laid out along
-    one axis, ``(kw, cin)`` padded to a multiple of 4 with zero weights (im2col along the
-    width only). Padded positions hold ``x_zp``, so ``(x + 128) * w`` there is exactly the
-    ``(128 + x_zp) * w`` the bias takes out. Returns ``(acc, corrected bias)`` or None."""
+    fewer (MobileNet's RGB, DS-CNN's single channel), the padded input rows with ``(width,
+    cin)`` along one axis (``_rows``), where a window row is ``kw * cin`` contiguous bytes,
+    taken in steps of 4 (the bytes past it meet zero weights); with a dilated width, each
+    window row laid out along one axis, ``(kw, cin)`` padded to a multiple of 4 with zero
+    weights (``_im2col``, along the width only). Each stage stores the shifted byte
+    ``x + 128`` (:func:`_shifted_code`), so the kernel broadcasts it as it is. Padded
+    positions hold ``x_zp + 128``, so their products are exactly the ``(128 + x_zp) * w`` the
+    bias takes out. Returns ``(acc, corrected bias)`` or None."""
     kh, kw, cin, co = op.weights.shape
     n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
     zp = int(op.in_q[0][1])
@@ -330,11 +354,42 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
                 ih, iw = i - pt, j - pl
                 inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
                 return tirx.if_then_else(
-                    inside, x[n, _clamped(ih, h_), _clamped(iw, w_), c], tirx.const(zp, "int8"))
+                    inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), c]),
+                    tirx.const(zp + 128, "uint8"))
 
             src = te.compute((n_, rows, cols, cin), pad_fn, name=f"{name}_pad")
         kwe, swe, dwe, cs = kw, sw, dw, cin
         wk = op.weights.reshape(kh * kw * cin, co)
+    elif dw == 1:
+        # each window row is kw * cin contiguous bytes of the padded input row: the rows laid
+        # out flat, (width, channels) along one axis, read at ow * sw * cin; cs rounds a
+        # window row up to whole steps of 4 (the bytes past it meet zero weights)
+        cs = -(-kw * cin // 4) * 4
+        flat = -(-((ow_ - 1) * sw * cin + cs) // cin) * cin
+
+        def row_fn(n, i, f):
+            ih, iw = i - pt, f // cin - pl
+            inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+            return tirx.if_then_else(
+                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), f % cin]),
+                tirx.const(zp + 128, "uint8"))
+
+        rows_src = te.compute((n_, rows, flat), row_fn, name=f"{name}_rows")
+        wk = np.zeros((kh, cs, co), np.int8)
+        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
+        wk = wk.reshape(kh * cs, co)
+
+        def x_at(s, r):
+            return rows_src[s[0], s[1] * sh + r // cs * dh, s[2] * (sw * cin) + r % cs]
+
+        made = _vnni_weights(wk, bias, zp)
+        if made is None:
+            return None
+        packed, corrected = made
+        wp = pool.add(f"{name}_wvnni", packed)
+        shape = (n_, oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
+        acc = _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc", (kh, cs // 4))
+        return acc, corrected
     else:
         cs = -(-kw * cin // 4) * 4
 
@@ -342,7 +397,8 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
             ih, iw = i - pt, j * sw + (k // cin) * dw - pl
             inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
             return tirx.if_then_else(
-                inside, x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin], tirx.const(zp, "int8"))
+                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin]),
+                tirx.const(zp + 128, "uint8"))
 
         src = te.compute((n_, rows, ow_, cs), col_fn, name=f"{name}_im2col")
         kwe, swe, dwe = 1, 1, 1
@@ -360,7 +416,8 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
         return src[s[0], s[1] * sh + r // (kwe * cs) * dh, s[2] * swe + r // cs % kwe * dwe,
                    r % cs]
 
-    return _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc"), corrected
+    steps = (kh, kwe * cs // 4)
+    return _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc", steps), corrected
 
 
 def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):

@@ -38,11 +38,17 @@ VNNI_TILE_COLUMNS = 8
 VNNI_TILE_CHANNELS = 32
 #: the block annotation that marks an accumulator laid out for VNNI (value: its form)
 DOT_ANNOTATION = "tvm_ethos.x86_dot"
-#: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights
+#: the block annotation with the nested extents, in steps of 4, of a window conv's reduction
+#: (window rows, then steps along a row): split so, the source address of a step is affine
+DOT_STEPS = "tvm_ethos.x86_dot_steps"
+#: the form: int8 activations shifted to unsigned (``x + 128``) times int8 weights; a uint8
+#: source already holds the shifted bytes
 VNNI_S8 = "vnni_16x4_s8"
 #: the depthwise form: each lane one channel, its four bytes four taps of that channel, the
 #: activations packed per output column into a uint32 per channel (``te_ops``)
 VNNI_DW_S8 = "vnni_dw_16x4_s8"
+#: the name ``te_ops`` gives the weight constants laid out for ``vpdpbusd``
+WEIGHTS_SUFFIX = "_wvnni"
 _FLIP_SIGN_BITS = -0x7F7F7F80  # 0x80808080 as int32: the top bit of each of four bytes
 
 
@@ -57,6 +63,15 @@ def _loads(expr) -> list:
     if isinstance(expr, (tirx.RShift, tirx.BitwiseAnd)):  # the depthwise form's byte
         return _loads(expr.a) + _loads(expr.b)
     return []
+
+
+def _weight_load(loads: list):
+    """The load of the ``(OC/16, K/4, 64)`` weights among an update's loads: the int8 constant
+    ``te_ops`` names ``..._wvnni`` (an activation source can be three-dimensional too: a
+    conv's padded rows, a fully connected layer's input)."""
+    cands = [ld for ld in loads if len(ld.source.shape) == 3 and str(ld.source.dtype) == "int8"]
+    named = [ld for ld in cands if ld.source.name.endswith(WEIGHTS_SUFFIX)]
+    return (named or cands)[0]
 
 
 def replace_with_vnni(sch, step, kind: str) -> None:
@@ -89,11 +104,12 @@ def replace_with_vnni(sch, step, kind: str) -> None:
     loads = _loads(store.value)
     acc_index = vector(store, VNNI_LANES)
     if kind == VNNI_S8:
-        weights = next(ld for ld in loads if len(ld.source.shape) == 3)
-        acts = next(ld for ld in loads if str(ld.source.dtype) == "int8"
+        weights = _weight_load(loads)
+        acts = next(ld for ld in loads if str(ld.source.dtype) in ("int8", "uint8")
                     and not ld.source.same_as(weights.source))
         a = tirx.reinterpret("int32", tirx.BufferLoad(acts.source, vector(acts, VNNI_DEPTH)))
-        a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
+        if str(acts.source.dtype) == "int8":  # a uint8 source holds x + 128 already
+            a = tirx.bitwise_xor(a, tirx.const(_FLIP_SIGN_BITS, "int32"))
         a = tirx.reinterpret("int8x64", tirx.Broadcast(a, VNNI_LANES))
     elif kind == VNNI_DW_S8:
         # 16 channels' packed words (already x + 128) against their 16 x 4 weight bytes

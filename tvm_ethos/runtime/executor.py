@@ -260,6 +260,27 @@ class _Slot:
         self.dev: dict = {}  # loc -> DeviceBuffer
         self.bound: dict = {}  # CPU subgraph index -> its steps with this slot's tensors bound
         self.ready = False  # one inference completed in it: its buffers are the steady state
+        self.flat: _FlatCalls | None = None  # every kernel call of an all-CPU network, bound
+
+
+@dataclass
+class _FlatCalls:
+    """A slot's whole inference as one list of kernel calls (a network whose subgraphs all run
+    on one CPU backend, :meth:`Executor._flat_calls`). ``calls`` holds ``(function, args,
+    step)`` with ``args`` a tuple, so calling it makes no new one; the calls that take a
+    caller's input or write a returned output (``late``) are rebuilt per inference from
+    ``base`` (the same calls with None there) and their ``scratch`` argument lists, filled at
+    ``inputs`` ``(tensor id, [(call, position), ...])`` and ``outputs``
+    ``(_OutputArrays, [(call, position), ...])``, in the program's order, and cleared after
+    it."""
+
+    calls: list
+    base: list
+    late: list
+    scratch: dict
+    inputs: list
+    outputs: list
+    trace: list
 
 
 class _Inference:
@@ -275,6 +296,38 @@ class _Inference:
         self.tvm_tmp: dict = {}
         self.last_events: list = []
         self.step = "preparing the inputs"  # where a failure happened (InferenceError)
+
+
+class _IdleSlots:
+    """Free request slots, last in first out. ``get_nowait`` is a list pop (atomic under the
+    GIL, no lock: the per-inference path); ``get`` waits on a condition that ``put``
+    notifies. (``queue.LifoQueue`` takes its condition on every get and put.)"""
+
+    def __init__(self):
+        self._items: list = []
+        self._cv = threading.Condition(threading.Lock())
+
+    def get_nowait(self) -> _Slot:
+        try:
+            return self._items.pop()
+        except IndexError:
+            raise queue.Empty from None
+
+    def get(self) -> _Slot:
+        with self._cv:
+            while True:
+                try:
+                    return self._items.pop()
+                except IndexError:  # none, or taken by a get_nowait since the last check
+                    self._cv.wait()
+
+    def put(self, slot: _Slot) -> None:
+        with self._cv:
+            self._items.append(slot)
+            self._cv.notify()
+
+    def qsize(self) -> int:
+        return len(self._items)
 
 
 class InferRequest:
@@ -324,6 +377,44 @@ def _aligned_output(plan: _TensorPlan) -> np.ndarray:
     raw = np.empty(n + CPU_ALIGNMENT, dtype=np.uint8)
     off = (-_address(raw)) % CPU_ALIGNMENT
     return raw[off : off + n].view(dt).reshape(plan.shape)
+
+
+#: output arrays up to this size are cut from shared blocks of this many bytes
+_BLOCK_BYTES = 16384
+_BLOCK_ROWS = 64
+
+
+class _OutputArrays:
+    """New arrays for one network output, each at a multiple of ``CPU_ALIGNMENT``: small ones
+    (at most half of ``_BLOCK_BYTES``) cut, up to ``_BLOCK_ROWS`` at a time, from one block
+    allocated at once, so an inference takes a ready array from a list instead of allocating
+    and aligning one (an array keeps its block alive: at most ``_BLOCK_BYTES``); larger ones
+    made one by one (:func:`_aligned_output`)."""
+
+    def __init__(self, plan: _TensorPlan):
+        self.plan = plan
+        self.dtype = np.dtype(plan.dtype)
+        stride = -(-max(plan.nbytes, 1) // CPU_ALIGNMENT) * CPU_ALIGNMENT
+        self.stride = stride
+        self.rows = min(_BLOCK_ROWS, _BLOCK_BYTES // stride) if 2 * stride <= _BLOCK_BYTES else 1
+        self._ready: list = []
+
+    def new(self) -> np.ndarray:
+        try:
+            return self._ready.pop()
+        except IndexError:
+            pass
+        if self.rows == 1:
+            return _aligned_output(self.plan)
+        plan, stride = self.plan, self.stride
+        raw = np.empty(self.rows * stride + CPU_ALIGNMENT, dtype=np.uint8)
+        off = (-_address(raw)) % CPU_ALIGNMENT
+        base = raw[off:off + self.rows * stride]
+        rows = [base[k * stride:k * stride + plan.nbytes].view(self.dtype).reshape(plan.shape)
+                for k in range(self.rows)]
+        rows.reverse()  # handed out in address order
+        self._ready = rows
+        return self._ready.pop()
 
 
 class Executor:
@@ -419,7 +510,20 @@ class Executor:
 
         # request slots
         self._slots: list = []
-        self._free: queue.LifoQueue = queue.LifoQueue()
+        self._free = _IdleSlots()
+        # a network on one CPU backend runs as one flat list of calls (_FlatCalls) once a slot
+        # has completed an inference: no edges, brackets or streams to handle per subgraph
+        outs = list(program.outputs)
+        self._flat_ok = (
+            bool(sgs)
+            and all(sg.device == "cpu" for sg in sgs)
+            and len({sg.backend for sg in sgs}) == 1
+            and not any(st.func in self._streams for sg in sgs for st in sg.steps)
+            and not any(p.decisions or p.shared is not None for p in self.plans.values())
+            and len(set(outs)) == len(outs)
+            and len(set(program.inputs)) == len(program.inputs)
+            and all(t in self.plans and self.plans[t].direct_output for t in outs)
+        )
         self._pool: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ set-up
@@ -614,6 +718,8 @@ class Executor:
         before = self._alloc_count()
         t0 = time.perf_counter()
         slot = self._acquire()
+        if slot.flat is not None:
+            return self._infer_flat(slot, arrays, before, t0)
         stats = RunStats(slot=slot.index)
         inf = _Inference(slot, stats)
         ok = False
@@ -635,6 +741,8 @@ class Executor:
                         ev.wait()
             ok = True
             slot.ready = True
+            if self._flat_ok:
+                slot.flat = self._flat_calls(slot)
         except ExecutorError:
             raise
         except Exception as err:
@@ -647,6 +755,77 @@ class Executor:
         stats.allocations = self._alloc_count() - before
         with self._lock:
             self.last_run_stats = stats
+        return outs, stats
+
+    def _flat_calls(self, slot: _Slot) -> _FlatCalls:
+        """``slot``'s steps (bound by its first inference) as one list of calls
+        (:class:`_FlatCalls`); tensors passed from one subgraph to the next are the slot's own
+        buffers, bound as they are."""
+        prog = self.program
+        calls: list = []
+        inputs: dict = {t: [] for t in prog.inputs}
+        outputs: dict = {t: [] for t in prog.outputs}
+        scratch: dict = {}
+        for i, sg in enumerate(prog.subgraphs):
+            where = f"subgraph {i} ({sg.name} on {sg.backend})"
+            for func, name, args, late in slot.bound[i]:
+                args = list(args)
+                for k, tid, is_input in late:
+                    if is_input and tid not in inputs:  # from an earlier subgraph: the slot's
+                        args[k] = self._tvm_tensor(slot, ("home", tid))
+                    else:
+                        (inputs if is_input else outputs)[tid].append((len(calls), k))
+                        scratch[len(calls)] = args
+                calls.append((func, tuple(args), f"{where}: kernel {name}"))
+        trace = [f"run {sg.name} on {sg.backend}" for sg in prog.subgraphs]
+        outputs = [(_OutputArrays(self.plans[t]), where) for t, where in outputs.items()]
+        return _FlatCalls(calls, list(calls), sorted(scratch), scratch, list(inputs.items()),
+                          outputs, trace)
+
+    def _infer_flat(self, slot: _Slot, arrays: list, before: int, t0: float):
+        """One inference of an all-CPU network on a slot that completed one before: the
+        caller's inputs and new output arrays put in the bound calls, then every kernel
+        called in order (what :meth:`_infer` does, without its per-subgraph edge handling)."""
+        flat = slot.flat
+        calls, scratch = flat.calls, flat.scratch
+        stats = RunStats(slot=slot.index)
+        outs = []
+        done = 0
+        step = "preparing the inputs"
+        try:
+            for (tid, where), x in zip(flat.inputs, arrays):
+                t = self._caller_tensor(slot, stats, tid, x)
+                for c, k in where:
+                    scratch[c][k] = t
+            for made, where in flat.outputs:
+                arr = made.new()
+                outs.append(arr)
+                t = self._tvm.runtime.from_dlpack(arr)
+                stats.io_bytes_imported += made.plan.nbytes
+                for c, k in where:
+                    scratch[c][k] = t
+            for c in flat.late:
+                func, _args, name = calls[c]
+                calls[c] = (func, tuple(scratch[c]), name)
+            for func, args, step in calls:
+                func(*args)
+                done += 1
+        except ExecutorError:
+            raise
+        except Exception as err:
+            raise InferenceError(step, err) from err
+        finally:
+            stats.cpu_calls = done
+            for _tid, where in flat.inputs + flat.outputs:  # the caller's arrays are not kept
+                for c, k in where:
+                    scratch[c][k] = None
+            for c in flat.late:
+                calls[c] = flat.base[c]
+            self._release(slot)
+        stats.trace.extend(flat.trace)
+        stats.seconds = time.perf_counter() - t0
+        stats.allocations = self._alloc_count() - before
+        self.last_run_stats = stats
         return outs, stats
 
     def _recover(self, inf: _Inference) -> None:
@@ -667,6 +846,7 @@ class Executor:
             return  # a complete slot: its buffers are the network's steady state, kept for reuse
         _release_device_buffers(slot.dev)
         slot.bound.clear()
+        slot.flat = None
         slot.tvm.clear()
         slot.host.clear()
         for loc, alloc in slot.allocs.items():
@@ -683,15 +863,20 @@ class Executor:
     def _caller_cpu(self, inf: _Inference, tid: int):
         """A caller input as a TVM tensor: in place when aligned, else staged or refused."""
         t = inf.tvm_tmp.get(("input", tid))
-        if t is not None:
-            return t
-        x = inf.caller_host[tid]
+        if t is None:
+            t = self._caller_tensor(inf.slot, inf.stats, tid, inf.caller_host[tid])
+            inf.tvm_tmp[("input", tid)] = t
+        return t
+
+    def _caller_tensor(self, slot: _Slot, stats: RunStats, tid: int, x: np.ndarray):
+        """``x`` (the caller's input ``tid``) as a TVM tensor: in place when aligned, else
+        copied into ``slot``'s staging buffer (or refused, ``misaligned="reject"``)."""
         plan = self.plans[tid]
         flags = x.flags
         contiguous, writeable = flags.c_contiguous, flags.writeable
         addr = _address(x) if contiguous and writeable else None
-        if addr is not None and is_aligned(addr, CPU_ALIGNMENT):
-            inf.stats.io_bytes_imported += plan.nbytes
+        if addr is not None and not addr % CPU_ALIGNMENT:
+            stats.io_bytes_imported += plan.nbytes
             arr = x
         else:
             why = (
@@ -701,14 +886,12 @@ class Executor:
             )
             if self.misaligned == "reject":
                 raise MisalignedInputError(f"input {plan.name!r}: {why} (misaligned='reject')")
-            arr = self._host(inf.slot, ("stage", tid))
+            arr = self._host(slot, ("stage", tid))
             np.copyto(arr, x)
-            inf.stats.io_bytes_copied += plan.nbytes
-            inf.stats.copies += 1
-            inf.stats.trace.append(f"stage input {plan.name} ({why})")
-        t = self._tvm.runtime.from_dlpack(arr)
-        inf.tvm_tmp[("input", tid)] = t
-        return t
+            stats.io_bytes_copied += plan.nbytes
+            stats.copies += 1
+            stats.trace.append(f"stage input {plan.name} ({why})")
+        return self._tvm.runtime.from_dlpack(arr)
 
     def _caller_gpu(self, inf: _Inference, tid: int):
         """A caller input on the GPU: imported in place (USE_HOST_PTR) where importing is the
@@ -1045,6 +1228,7 @@ class Executor:
             _release_device_buffers(s.dev)
             s.host.clear()
             s.bound.clear()
+            s.flat = None
             s.tvm.clear()
             s.allocs.clear()
         _release_device_buffers(self._const_dev)
