@@ -297,8 +297,9 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                    lowered: dict | None = None, proposals_out: dict | None = None):
     """Plan and schedule every NPU subgraph of ``pmod`` (constants attached). ``lowered``: the
     subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
-    ``proposals_out``, when given, receives ``(match, proposal)`` per planned symbol: what a
-    command-stream generator executes (``Backend.command_stream``).
+    ``proposals_out``, when given, receives ``(match, proposal, device)`` per planned symbol:
+    what a command-stream generator executes (``Backend.command_stream``) and the Device
+    whose performance model costed it.
 
     Returns (plan report dict, {symbol: scheduled PrimFunc})."""
     from planner.api import select
@@ -351,7 +352,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             S.check(result)
             scheduled[sym] = func
             if proposals_out is not None:
-                proposals_out[sym] = (match, proposal)
+                proposals_out[sym] = (match, proposal, device)
             front = search.frontier
             sub = {
                 "backend": spec.backend_id, "device": device.name, "planned": True,

@@ -29,9 +29,11 @@ import numpy as np
 
 from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.backends.ethos_u.npu_ops import (
+    NO_PLANNER_BLOCK,
     FmSlot,
     attach_constants,
     block_config,
+    chosen_block,
     conv_op,
     elementwise_op,
     mean_op,
@@ -43,12 +45,15 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    FAST_SCRATCH_REGION,
     FLASH_REGION,
     SCRATCH_REGION,
     Flash,
     UnsupportedOperatorError,
     lut_address,
     npu_accelerator,
+    sram_region,
     vela_api,
 )
 from tvm_ethos.backends.ethos_u.stream_gen import (
@@ -65,6 +70,9 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
     plan_steps,
 )
 
+#: the planner's NPU operation class (planner.perf.ethos_u_npu) of each Vela operation type
+_NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
+              "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
 _WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
 _WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
 
@@ -127,15 +135,26 @@ def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
 
 
 class _Emitter:
-    """Turns steps into NPU operations (block configs and encoded weights cached)."""
+    """Turns steps into NPU operations (block configs and encoded weights cached).
 
-    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts):
+    Each operation's block is the one the planner's performance model (``perf``, the
+    device's) costed its stripe with, where Vela lists it as legal for the operation
+    (:func:`~tvm_ethos.backends.ethos_u.npu_ops.chosen_block`); ``block_sources`` counts the
+    operations by where their block came from."""
+
+    def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts,
+                 graph=None, perf=None):
         self.api = vela_api()
         self.lw, self.acc, self.accelerator, self.flash = lw, acc, accelerator, flash
         self.storage, self.offsets, self.part_layer, self.consts = (storage, offsets,
                                                                     part_layer, consts)
         self.layers = list(lw.layers)
         self.outs = list(lw.tensors.values())
+        self.parts = {p.name: p for p in graph.parts} if graph is not None else {}
+        self.perf = perf if hasattr(perf, "breakdown") else None
+        self.step_at = None          # (part, box) of the step being emitted
+        self.planned: dict = {}      # (part, stripe shape) -> [(NPU class, OFM block)]
+        self.block_sources: dict = {}
         self.blocks: dict = {}
         self.encoded: dict = {}
         self.const_slots: dict = {}
@@ -143,9 +162,49 @@ class _Emitter:
 
     # --- constants and configs
     def block_config(self, npu, key):
+        """The block of ``npu``, an operation of the current step (cached by ``key``)."""
         if key not in self.blocks:
-            self.blocks[key] = block_config(npu, self.acc)
-        return self.blocks[key]
+            wanted = self.planner_block(npu) if self.step_at is not None else None
+            self.blocks[key] = chosen_block(npu, self.acc, wanted)
+        cfg, why = self.blocks[key]
+        self.block_sources[why] = self.block_sources.get(why, 0) + 1
+        return cfg
+
+    def fallback_block(self, npu):
+        """Vela's block for an operation the planner does not cost as such (a SOFTMAX's
+        pieces)."""
+        self.block_sources[NO_PLANNER_BLOCK] = self.block_sources.get(NO_PLANNER_BLOCK, 0) + 1
+        return block_config(npu, self.acc)
+
+    def planner_block(self, npu):
+        """The OFM block (height, width, depth) the planner's performance model costed
+        the current step with, for the one operation of its lowering of ``npu``'s class,
+        clipped to the OFM as Vela lists blocks (rounded up to the micro-block); None when
+        there is no model, no such operation or several."""
+        from planner.errors import PlannerError
+        from planner.perf.ethos_u import lower_part
+        from planner.perf.ethos_u_npu import ACCELERATORS
+
+        part, box = self.step_at
+        if self.perf is None or part not in self.parts:
+            return None
+        shape = tuple(hi - lo for lo, hi in box)
+        if (part, shape) not in self.planned:
+            p = self.parts[part]
+            try:
+                ops = lower_part(p, shape)
+                costs = self.perf.breakdown(p, shape)
+            except PlannerError:
+                ops, costs = [], []
+            self.planned[part, shape] = [(op.npu, b.config.ofm_block)
+                                         for op, b in zip(ops, costs)]
+        cls = _NPU_CLASS.get(type(npu).__name__)
+        blocks = [blk for c, blk in self.planned[part, shape] if c == cls]
+        if len(blocks) != 1:
+            return None
+        ub = ACCELERATORS[self.accelerator].ofm_ublock
+        ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
+        return tuple(-(-min(b, o) // u) * u for b, o, u in zip(blocks[0], ofm, ub))
 
     def constants(self, npu, step: int, q, channels, key, weights=None, scales=None):
         """Block config, then the weights encoded for its depth and the bias/scale stream,
@@ -182,6 +241,7 @@ class _Emitter:
     def emit(self, part: str, box):
 
         step = self.part_layer[part]
+        self.step_at = (part, box)
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
@@ -197,8 +257,7 @@ class _Emitter:
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(
                     q, operands[0], ofm, self.offsets[work_key(step)], self.flash,
-                    lut_address(self.accelerator),
-                    lambda npu: block_config(npu, self.acc))
+                    lut_address(self.accelerator), self.fallback_block)
                 return
             if q.kind == "mean":
                 npu = mean_op(q, operands[0], ofm)
@@ -268,18 +327,12 @@ class _Emitter:
         """A RESHAPE: its bytes copied by a 1x1 MAX pool over a flat 1 x 1 x n view, the
         identity (DMA lengths must be whole 16-byte bursts)."""
         n = src.nbytes // np.dtype(src.dtype).itemsize
-        if n > 65536 or src.dtype not in ("int8", "uint8"):
+        if n > 65536:
             raise UnsupportedOperatorError("RESHAPE", f"a copy of {n} {src.dtype} elements")
-        api = self.api
-        npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
-        flat = {"shape": (1, 1, n), "scale": 1.0, "zero_point": 0}
-        npu.ifm = plain_feature_map(dataclasses.replace(src, **flat))
-        npu.ofm = plain_feature_map(dataclasses.replace(dst, **flat))
-        npu.kernel = api.NpuKernel(1, 1)
-        npu.padding = api.NpuPadding(0, 0, 0, 0)
-        npu.activation = None
-        npu.rounding_mode = api.NpuRoundingMode.TFL
-        npu.block_config = self.block_config(npu, key)
+        flat = {"shape": (1, 1, n)}
+        npu = identity_copy(dataclasses.replace(src, **flat), dataclasses.replace(dst, **flat),
+                            "RESHAPE")
+        npu.block_config = self.fallback_block(npu)
         npu.name = "reshape"
         return npu
 
@@ -301,6 +354,80 @@ class _Emitter:
         if len(order) > 1 and getattr(npu, "ifm2", None) is not None:
             patch(npu.ifm2, order[1][1])
         patch(npu.ofm, ofm_fm)
+
+
+def identity_copy(src: FmSlot, dst: FmSlot, what: str):
+    """A 1x1 MAX pool of ``src`` into ``dst`` (the same shape, 8-bit): the identity, so a
+    byte-exact copy between any regions (DMA lengths are whole 16-byte bursts, which would
+    spill past a tensor's end). No block config yet."""
+    if src.dtype not in ("int8", "uint8") or src.shape != dst.shape:
+        raise UnsupportedOperatorError(what, f"a copy of a {src.dtype} {src.shape} tensor")
+    api = vela_api()
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    unit = {"scale": 1.0, "zero_point": 0}
+    npu.ifm = plain_feature_map(dataclasses.replace(src, **unit))
+    npu.ofm = plain_feature_map(dataclasses.replace(dst, **unit))
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return npu
+
+
+def move_region(ops, src: int, dst: int) -> None:
+    """Point every feature map, weight/bias range and DMA range of ``ops`` that is in region
+    ``src`` at region ``dst`` (same offsets)."""
+    for npu in ops:
+        for name in ("ifm", "ifm2", "ofm"):
+            fm = getattr(npu, name, None)
+            if fm is not None and fm.region == src:
+                fm.region = dst
+        for name in ("src", "dest"):
+            rng = getattr(npu, name, None)
+            if rng is not None and rng.region == src:
+                setattr(npu, name, rng._replace(region=dst))
+        for name in ("weights", "biases"):
+            ranges = getattr(npu, name, None)
+            if ranges:
+                setattr(npu, name, [r._replace(region=dst) if r.region == src else r
+                                    for r in ranges])
+
+
+def _io_in_fast_scratch(em, lw, layout) -> tuple[dict, int]:
+    """On an Ethos-U65 (``sram_region`` 2): the plan's SRAM becomes the fast scratch, and
+    the network's inputs and outputs, which TFLite Micro puts in the arena (region 1, DRAM),
+    are copied into the SRAM buffers the plan gives them before the first operation and out
+    of them after the last (:func:`identity_copy`). Returns (arena offset of every input and
+    output, arena bytes): the inputs, then the outputs, each on 16 bytes."""
+    moved = list(em.ops)
+    move_region(moved, SCRATCH_REGION, FAST_SCRATCH_REGION)
+    arena, top = {}, 0
+    for t in list(lw.input_tensors) + list(lw.outputs):
+        if t.op.name in arena:
+            continue
+        arena[t.op.name] = top
+        top = -(-(top + int(np.prod([int(s) for s in t.shape])) *
+                  np.dtype(str(t.dtype)).itemsize) // ALIGN) * ALIGN
+
+    def slot(region, offset, t):
+        return FmSlot(region, offset, shape3(t.shape, t.op.name), str(t.dtype), 1.0, 0)
+
+    copies_in, copies_out = [], []
+    for t in lw.input_tensors:
+        copies_in.append(identity_copy(slot(SCRATCH_REGION, arena[t.op.name], t),
+                                       slot(FAST_SCRATCH_REGION, layout.offsets[t.op.name], t),
+                                       f"input {t.op.name}"))
+    for t in lw.outputs:
+        src = output_source(lw, t)
+        copies_out.append(identity_copy(slot(FAST_SCRATCH_REGION, layout.offsets[src.op.name],
+                                             t),
+                                        slot(SCRATCH_REGION, arena[t.op.name], t),
+                                        f"output {t.op.name}"))
+    for npu in copies_in + copies_out:
+        npu.block_config = em.fallback_block(npu)
+        npu.name = "io copy"
+    em.ops = copies_in + moved + copies_out
+    return arena, top
 
 
 def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer], dict]:
@@ -352,8 +479,10 @@ def _buffers(graph, proposal, lw, part_layer, work: dict) -> tuple[list[Buffer],
     return buffers, shapes
 
 
-def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
-    """The command stream of ``lw`` executing ``proposal`` (see the module docstring)."""
+def generate_planned(lw, accelerator: str, match, proposal, device=None) -> EthosUPayload:
+    """The command stream of ``lw`` executing ``proposal`` (see the module docstring);
+    ``device``: the planner Device it was planned for (its performance model chose the
+    blocks; default ``planner.devices.get_device(accelerator)``'s)."""
 
     api = vela_api()
     acc = npu_accelerator(accelerator)
@@ -387,19 +516,28 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
                                  shape3(t.shape, name), str(np.dtype(t.dtype)))
     flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
-    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts)
+    if device is None:
+        from planner.devices import get_device
+        device = get_device(accelerator)
+    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
+                  graph, device.perf)
     for s in steps:
         em.emit(s.part, s.box)
+    em.step_at = None
+    io_offsets, arena_bytes, fast_bytes = layout.offsets, layout.size, 0
+    if sram_region(accelerator) == FAST_SCRATCH_REGION:
+        io_offsets, arena_bytes = _io_in_fast_scratch(em, lw, layout)
+        fast_bytes = layout.size
     with contextlib.redirect_stdout(io.StringIO()):
         words = api.npu_generate_register_command_stream(em.ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
-        src = output_source(lw, t)
+        name = t.op.name if fast_bytes else output_source(lw, t).op.name
         return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
-                           layout.offsets[src.op.name])
+                           io_offsets[name])
 
-    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
                          tuple(arena(t) for t in lw.input_tensors),
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
-                         layout.size - layout.top())
+                         layout.size - layout.top(), tuple(sorted(em.block_sources.items())))
