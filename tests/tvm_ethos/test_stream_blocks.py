@@ -129,8 +129,8 @@ def _blocks_run(payload, x):
     seen = []
 
     def keep(cmd, state, mem):
-        if not cmd.name.startswith("NPU_OP_") or cmd.name in ("NPU_OP_STOP",
-                                                                "NPU_OP_DMA_START"):
+        if cmd.name not in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL",
+                            "NPU_OP_ELEMENTWISE"):
             return
         seen.append((cmd.name, tuple(state.param(f"OFM_BLK_{a}_M1") + 1
                                      for a in ("HEIGHT", "WIDTH", "DEPTH")),

@@ -287,6 +287,9 @@ PLANNER_BLOCK = "planner"
 PLANNER_BLOCK_UNLISTED = "planner, not in npu_find_block_configs' list"
 NOT_LEGAL = "fallback: planner block not legal"
 NO_PLANNER_BLOCK = "fallback: no planner block"
+#: an operation the planner does not cost (SOFTMAX's pieces, copies) running the block its
+#: search finds for the operation itself (``stream_cascade``)
+SEARCHED = "planner's search, operation not costed"
 #: Vela's OFM split depth and deepest block (``ArchitectureFeatures.OFMSplitDepth``,
 #: ``ofm_block_max``), the rule ``npu_find_block_configs`` applies besides the fit
 _OFM_SPLIT_DEPTH, _OFM_BLOCK_DEPTH_MAX = 16, 128

@@ -29,10 +29,11 @@ import numpy as np
 
 from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.backends.ethos_u.npu_ops import (
-    NO_PLANNER_BLOCK,
+    PLANNER_BLOCK,
+    PLANNER_BLOCK_UNLISTED,
+    SEARCHED,
     FmSlot,
     attach_constants,
-    block_config,
     chosen_block,
     conv_op,
     elementwise_op,
@@ -171,10 +172,50 @@ class _Emitter:
         return cfg
 
     def fallback_block(self, npu):
-        """Vela's block for an operation the planner does not cost as such (a SOFTMAX's
-        pieces)."""
-        self.block_sources[NO_PLANNER_BLOCK] = self.block_sources.get(NO_PLANNER_BLOCK, 0) + 1
-        return block_config(npu, self.acc)
+        """The block of an operation the planner does not cost as such (a SOFTMAX's pieces,
+        copies): its own block search's for the operation, where Vela takes it
+        (:data:`SEARCHED`), else Vela's largest."""
+        cfg, why = chosen_block(npu, self.acc, self.searched_block(npu))
+        if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
+            why = SEARCHED
+        self.block_sources[why] = self.block_sources.get(why, 0) + 1
+        return cfg
+
+    def searched_block(self, npu):
+        """The planner's block search (``find_block_config``, regor's) run on ``npu``
+        itself, clipped as :meth:`planner_block` clips; None where it finds none."""
+        from planner.errors import PlannerError
+        from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
+
+        api = self.api
+        cls = _NPU_CLASS.get(type(npu).__name__)
+        if cls == "pooling" and npu.sub_op_type == api.NpuPoolingOp.REDUCE_SUM:
+            cls = "reduce_sum"
+
+        def shape4(fm):
+            return (1, fm.shape.height, fm.shape.width, fm.shape.depth)
+
+        ifm2 = getattr(npu, "ifm2", None)
+        k = npu.kernel
+        lut = npu.activation is not None and \
+            npu.activation.op_type == api.NpuActivationOp.TABLE_LOOKUP
+        op = NpuOp(cls, type(npu).__name__, shape4(npu.ifm), shape4(npu.ofm),
+                   ifm2=shape4(ifm2) if ifm2 is not None else (
+                       (1, 1, 1, 1) if getattr(npu, "ifm2_scalar", None) is not None else None),
+                   kernel=(k.height, k.width) if k else (1, 1),
+                   stride=(k.stride_y, k.stride_x) if k else (1, 1),
+                   dilation=(k.dilation_y, k.dilation_x) if k else (1, 1),
+                   ifm_bits=npu.ifm.data_type.size_in_bits(),
+                   ofm_bits=npu.ofm.data_type.size_in_bits(),
+                   upscale=1 if npu.ifm_upscale == api.NpuResamplingMode.NONE else 2,
+                   lut_bytes=2048 if lut else 0)   # Vela reserves two banks for any LUT
+        acc = ACCELERATORS[self.accelerator]
+        try:
+            block = find_block_config(acc, op).ofm_block
+        except PlannerError:
+            return None
+        ofm = op.ofm[1:]
+        return tuple(-(-min(b, o) // u) * u for b, o, u in zip(block, ofm, acc.ofm_ublock))
 
     def planner_block(self, npu):
         """The OFM block (height, width, depth) the planner's performance model costed
