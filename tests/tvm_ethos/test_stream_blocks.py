@@ -7,11 +7,12 @@ them."""
 import numpy as np
 import pytest
 from graph_builder import Graph
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs
+from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 
 pytest.importorskip("ethosu.vela")
@@ -231,3 +232,29 @@ def test_ethos_u55_keeps_the_plan_in_the_arena():
     assert entry["sram_high_water_bytes"] == entry["scratch_high_water_bytes"] \
         == entry["planned_peak_bytes"]
     assert entry["fast_scratch_high_water_bytes"] == 0
+
+
+@given(seed=st.integers(0, 2**16), h=st.integers(8, 20), w=st.integers(3, 10),
+       c=st.integers(1, 8), where=st.floats(0, 1), data=st.data())
+@settings(max_examples=3, deadline=None)
+def test_any_chain_at_any_budget_keeps_its_plan_in_the_u65_fast_scratch(seed, h, w, c, where,
+                                                                        data):
+    """Any small chain planned anywhere on its frontier for an Ethos-U65: the fast scratch's
+    high-water mark is the plan's peak (wherever the layout puts the input, which the copy
+    touches whole), and the outputs are bit-exact with LiteRT."""
+    model = _chain(seed, h, w, c, data.draw(st.lists(LAYERS, min_size=2, max_size=3)))
+    target = "ethos-u -accelerator_config=ethos-u65-256,llvm"
+    fast = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=None)
+    assume(fast.plan_report["subgraphs"])
+    (sub,) = fast.plan_report["subgraphs"].values()
+    front = sub["frontier"]
+    budget = front[min(int(where * len(front)), len(front) - 1)]["memory_bytes"]
+    cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=budget)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    assert entry["sram_region"] == 2
+    assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+        == entry["planned_peak_bytes"] <= budget
+    xs = random_inputs(model, np.random.RandomState(seed))
+    ref = oracle(model, xs)[0]
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)

@@ -566,9 +566,12 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         em.emit(s.part, s.box)
     em.step_at = None
     io_offsets, arena_bytes, fast_bytes = layout.offsets, layout.size, 0
+    touched = ("tensor", "work")
     if sram_region(accelerator) == FAST_SCRATCH_REGION:
         io_offsets, arena_bytes = _io_in_fast_scratch(em, lw, layout)
         fast_bytes = layout.size
+        touched += ("input",)   # copied in whole
+
     with contextlib.redirect_stdout(io.StringIO()):
         words = api.npu_generate_register_command_stream(em.ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
@@ -581,4 +584,5 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
                          tuple(arena(t) for t in lw.input_tensors),
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
-                         layout.size - layout.top(), tuple(sorted(em.block_sources.items())))
+                         layout.size - layout.top(touched),
+                         tuple(sorted(em.block_sources.items())))
