@@ -258,3 +258,28 @@ def test_any_chain_at_any_budget_keeps_its_plan_in_the_u65_fast_scratch(seed, h,
     xs = random_inputs(model, np.random.RandomState(seed))
     ref = oracle(model, xs)[0]
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
+
+
+def test_a_convolution_runs_the_traversal_the_planner_costed():
+    """A 3x3 convolution over 16 channels is costed part-kernel-first (it fills the MAC
+    array better, as Vela chooses), a 1x1 over 32 depth-first: the stream programs each
+    (KERNEL_STRIDE bit 2), its weights encoded in that order, bit-exact with LiteRT."""
+    g = Graph(np.random.RandomState(3))
+    x = g.input((1, 10, 8, 16))
+    a = g.conv2d(x, 32, act="relu")
+    model = g.build([g.conv2d(a, 8, kernel=(1, 1))])
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={ACC_NAME},llvm",
+                           npu_runtime="stream", cache_dir=False)
+    ((sym, payload),) = cm.program.payloads.items()
+    order = []
+
+    def keep(cmd, state, mem):
+        if cmd.name == "NPU_OP_CONV":
+            order.append((state.param("KERNEL_HEIGHT_M1") + 1,
+                          (state.param("KERNEL_STRIDE") >> 2) & 1))
+
+    (xv,) = random_inputs(model, np.random.RandomState(8))
+    outs, _ = run_payload(payload, [xv], keep)
+    assert {k: pk for k, pk in order} == {3: 1, 1: 0}
+    ref = oracle(model, [xv])[0]
+    np.testing.assert_array_equal(outs[0].reshape(ref.shape), ref)

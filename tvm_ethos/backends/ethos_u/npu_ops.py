@@ -353,13 +353,16 @@ def chosen_block(npu, accelerator, wanted: tuple[int, int, int] | None):
 
 def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
                       scales=None) -> None:
-    """Block config first (the encoding depends on its depth), then the encoded weights and
-    the bias/scale stream (``weights``/``scales`` default to the operator's own)."""
+    """Block config first (the encoding depends on its depth and a convolution's
+    traversal), then the encoded weights and the bias/scale stream (``weights``/``scales``
+    default to the operator's own)."""
     api = vela_api()
     if getattr(npu, "block_config", None) is None:
         npu.block_config = block_config(npu, acc)
     depthwise = q.kind in ("depthwise_conv2d", "mean")
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    if isinstance(npu, api.NpuConv2DOperation):   # the weights follow the operation's order
+        traversal = npu.block_traversal
     dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
     ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
     enc = api.npu_encode_weights(

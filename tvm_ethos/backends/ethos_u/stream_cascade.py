@@ -34,6 +34,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     SEARCHED,
     FmSlot,
     attach_constants,
+    block_config,
     chosen_block,
     conv_op,
     elementwise_op,
@@ -163,11 +164,25 @@ class _Emitter:
 
     # --- constants and configs
     def block_config(self, npu, key):
-        """The block of ``npu``, an operation of the current step (cached by ``key``)."""
+        """The block of ``npu``, an operation of the current step (cached by ``key``); a
+        convolution also takes the traversal the planner costed with its block
+        (part-kernel-first where that uses the MAC array better, as Vela chooses), else
+        depth-first."""
+        api = self.api
         if key not in self.blocks:
-            wanted = self.planner_block(npu) if self.step_at is not None else None
-            self.blocks[key] = chosen_block(npu, self.acc, wanted)
-        cfg, why = self.blocks[key]
+            wanted, traversal = self.planner_block(npu) if self.step_at is not None \
+                else (None, None)
+            conv = isinstance(npu, api.NpuConv2DOperation)
+            if conv and traversal == "part_kernel":
+                npu.block_traversal = api.NpuBlockTraversal.PART_KERNEL_FIRST
+            cfg, why = chosen_block(npu, self.acc, wanted)
+            if conv and why not in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
+                npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
+                cfg = block_config(npu, self.acc)
+            self.blocks[key] = (cfg, why, getattr(npu, "block_traversal", None))
+        cfg, why, traversal = self.blocks[key]
+        if traversal is not None:
+            npu.block_traversal = traversal
         self.block_sources[why] = self.block_sources.get(why, 0) + 1
         return cfg
 
@@ -218,17 +233,18 @@ class _Emitter:
         return tuple(-(-min(b, o) // u) * u for b, o, u in zip(block, ofm, acc.ofm_ublock))
 
     def planner_block(self, npu):
-        """The OFM block (height, width, depth) the planner's performance model costed
-        the current step with, for the one operation of its lowering of ``npu``'s class,
-        clipped to the OFM as Vela lists blocks (rounded up to the micro-block); None when
-        there is no model, no such operation or several."""
+        """(OFM block (height, width, depth), traversal): what the planner's performance
+        model costed the current step with, for the one operation of its lowering of
+        ``npu``'s class, the block clipped to the OFM as Vela lists blocks (rounded up to
+        the micro-block); (None, None) when there is no model, no such operation or
+        several."""
         from planner.errors import PlannerError
         from planner.perf.ethos_u import lower_part
         from planner.perf.ethos_u_npu import ACCELERATORS
 
         part, box = self.step_at
         if self.perf is None or part not in self.parts:
-            return None
+            return None, None
         shape = tuple(hi - lo for lo, hi in box)
         if (part, shape) not in self.planned:
             p = self.parts[part]
@@ -237,21 +253,21 @@ class _Emitter:
                 costs = self.perf.breakdown(p, shape)
             except PlannerError:
                 ops, costs = [], []
-            self.planned[part, shape] = [(op.npu, b.config.ofm_block)
-                                         for op, b in zip(ops, costs)]
+            self.planned[part, shape] = [(op.npu, b.config) for op, b in zip(ops, costs)]
         cls = _NPU_CLASS.get(type(npu).__name__)
-        blocks = [blk for c, blk in self.planned[part, shape] if c == cls]
-        if len(blocks) != 1:
-            return None
+        configs = [cfg for c, cfg in self.planned[part, shape] if c == cls]
+        if len(configs) != 1:
+            return None, None
         ub = ACCELERATORS[self.accelerator].ofm_ublock
         ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
-        return tuple(-(-min(b, o) // u) * u for b, o, u in zip(blocks[0], ofm, ub))
+        return (tuple(-(-min(b, o) // u) * u for b, o, u in zip(configs[0].ofm_block, ofm, ub)),
+                configs[0].traversal)
 
     def constants(self, npu, step: int, q, channels, key, weights=None, scales=None):
         """Block config, then the weights encoded for its depth and the bias/scale stream,
-        each added to flash once per (operator, block depth)."""
+        each added to flash once per (operator, block depth, traversal)."""
         npu.block_config = self.block_config(npu, key)
-        ck = (step, npu.block_config.depth)
+        ck = (step, npu.block_config.depth, getattr(npu, "block_traversal", None))
         if ck not in self.encoded:
             attach_constants(npu, q, channels, self.acc, self.flash, weights, scales)
             self.encoded[ck] = (npu.weights, npu.biases)
