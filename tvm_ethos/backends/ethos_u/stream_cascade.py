@@ -11,9 +11,14 @@ of its Part's output:
   whole, a Plan's intermediates in their planned buffers, folded ``row % rows`` along every
   axis the buffer is shorter on (the ring addressing the TensorIR schedule uses). A box that
   wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
-  past the ring's end, tiles 1 and 3 the columns;
-* weights are read in place from flash (region 0), encoded once per block depth; the Plan's
-  weight copies and staging buffers are reserved in the layout, untouched;
+  past the ring's end, tiles 1 and 3 the columns. The layout is the plan's SRAM: the arena
+  (region 1) on an Ethos-U55, the fast scratch (region 2) on an Ethos-U65, whose arena then
+  holds only the network's inputs and outputs, copied in and out (``_io_in_fast_scratch``);
+* its block config (and a convolution's traversal) is the one the planner's performance
+  model costed the step with, where Vela takes it (``_Emitter.block_config``);
+* weights are read in place from flash (region 0), encoded once per block depth and
+  traversal; the Plan's weight copies and staging buffers are reserved in the layout,
+  untouched;
 * FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
   only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
   ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
