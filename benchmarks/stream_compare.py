@@ -6,8 +6,9 @@ What each row measures comes from running the stream, not from an estimate:
 * ``arena KiB`` / ``fast KiB``: the highest byte touched in the scratch arena (region 1) and in
   the fast scratch (region 2). Vela's default Ethos-U55 system keeps the arena in SRAM; its
   default Ethos-U65 system keeps the arena in DRAM and uses the SRAM as the fast scratch, so
-  there "SRAM touched" is the fast column. tvm-ethos's streams keep every feature map in the
-  arena (region 1) and use no fast scratch (rfcs/0007, Part 2);
+  there "SRAM touched" is the fast column. tvm-ethos's planned streams do the same: the plan
+  in the arena on an Ethos-U55, in the fast scratch on an Ethos-U65, whose arena holds only
+  the network's input and output (rfcs/0007, Part 2);
 * ``flash KiB``: the constant data the stream reads (encoded weights, bias/scale streams,
   LUTs, constant operands);
 * ``DMA KiB``: every byte the stream's DMA commands move;
@@ -116,10 +117,17 @@ def tvm_ethos_stream(model_path: str, config: str, case=None, who: str = "tvm-et
     n_ops, n_cmds = _counts(commands)
     xs, ref = case or oracle_case(model_path)
     return StreamRow(name, config, who,
-                     max(e["scratch_high_water_bytes"] for e in entries), 0,
+                     max(e["scratch_high_water_bytes"] for e in entries),
+                     max(e.get("fast_scratch_high_water_bytes", 0) for e in entries),
                      sum(e["flash_bytes"] for e in entries),
                      sum(sum(e["dma_bytes"].values()) for e in entries), n_ops, n_cmds, seconds,
                      _same(cm.run(*xs), ref))
+
+
+def sram_bytes(row: StreamRow) -> int | None:
+    """The SRAM a stream touched: the fast scratch where it has one (an Ethos-U65), else the
+    arena."""
+    return row.fast_bytes or row.arena_bytes
 
 
 def compare(model_path: str, config: str, budget: str | None = None) -> list[StreamRow]:
@@ -133,7 +141,7 @@ def compare(model_path: str, config: str, budget: str | None = None) -> list[Str
     if budget is not None:
         from planner.api import parse_size
 
-        if rows[-1].arena_bytes is None or rows[-1].arena_bytes > parse_size(budget):
+        if rows[-1].arena_bytes is None or sram_bytes(rows[-1]) > parse_size(budget):
             rows.append(tvm_ethos_stream(model_path, config, case, f"tvm-ethos {budget}",
                                          budget=budget))
     return rows

@@ -109,8 +109,10 @@ def check_ethos_u_tflite(model: str, path: str, inputs: dict[str, np.ndarray],
         data = f.read()
     got, stats = run_vela_model(data, list(inputs.values()), accelerator)
     ops = operation_count(stats.commands)
+    fast = stats.high_water.get(2, 0)   # an Ethos-U65's SRAM
     lines = [f"{os.path.basename(path)}: {len(data)} bytes; the stream ran {ops} NPU "
-             f"operations, touched {stats.high_water.get(1, 0)} bytes of the arena"]
+             f"operations, touched {stats.high_water.get(1, 0)} bytes of the arena"
+             + (f" and {fast} of the fast scratch" if fast else "")]
     lines += compare(got, tflite_reference(model, list(inputs.values())))
     return all("bit-exact: yes" in line for line in lines[1:]), lines
 

@@ -78,6 +78,8 @@ def _window_inputs(payload, x):
         ifm = from_registers(state, "IFM")
         if cmd.name not in ("NPU_OP_POOL", "NPU_OP_DEPTHWISE") or ifm.dtype != np.int8:
             return
+        if state.param("IFM_REGION") != state.param("OFM_REGION"):
+            return   # an Ethos-U65's io copy between the arena and the fast scratch
         h, w, c = ofm_shape(state)
         ih, iw = ifm_hw(state, kernel(state), (h, w))
         seen.append(mem.read(ifm.region, ifm.grid(ih, iw, c), np.int8).reshape(ih, iw, c))
@@ -128,7 +130,7 @@ def test_model_runs_wholly_through_its_stream(compiled, name, config):
     assert list(cm.partition_summary) == ["ethos-u"], cm.partition_summary
     (sym, entry), = cm.plan_report["streams"].items()
     assert entry["generated"] and entry["schedule"] == "plan", entry
-    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
+    assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"]
     payload = cm.program.payloads[sym]
     rs = np.random.RandomState(0)
     checked = []
@@ -165,7 +167,7 @@ def test_mobilenet_224_runs_wholly_through_its_stream(compiled):
     (sym, entry), = cm.plan_report["streams"].items()
     assert entry["generated"] and entry["schedule"] == "plan", entry
     # issue 15's goal: at most 300 KiB of SRAM touched
-    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"] <= 300 * 1024
+    assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"] <= 300 * 1024
     x = np.random.RandomState(0).randint(-128, 128, (1, 224, 224, 3)).astype(np.int8)
     it = Interpreter(model_path=str(model_path(name)),
                      experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -195,7 +197,7 @@ def _streams_its_plan(cm, name, seed=5):
     with BUILTIN_REF, the tensors feeding windowed operators included."""
     (sym, entry), = cm.plan_report["streams"].items()
     assert entry["generated"] and entry["schedule"] == "plan" and entry["realizes_plan"], entry
-    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
+    assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"]
     x = np.random.RandomState(seed).randint(
         -128, 128, [int(s) for s in cm.inputs[0].shape]).astype(np.int8)
     ref, fed = _reference(model_path(name), x)
@@ -225,7 +227,7 @@ def test_a_tight_budget_streams_its_own_plan(compiled):
     tight = compiled("resnet8_cifar", "ethos-u55-128", "20KiB")
     entry = _streams_its_plan(tight, "resnet8_cifar")
     (sym, fast), = fastest.plan_report["streams"].items()
-    assert entry["scratch_high_water_bytes"] <= 20 * 1024 < fast["scratch_high_water_bytes"]
+    assert entry["sram_high_water_bytes"] <= 20 * 1024 < fast["sram_high_water_bytes"]
     assert sum(entry["commands"].values()) > sum(fast["commands"].values())
     assert tight.program.payloads[sym] != fastest.program.payloads[sym]
 

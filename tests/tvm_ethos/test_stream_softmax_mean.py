@@ -78,14 +78,15 @@ def test_softmax_stream_bit_exact_with_tflite(case):
     assert entry["generated"], entry
     # one LUT copied to SHRAM, the row maximum and the sum as pools, the rest elementwise
     assert entry["commands"]["NPU_OP_DMA_START"] == 1
-    assert entry["commands"]["NPU_OP_POOL"] == 2
+    # (an Ethos-U65's input and output are copied into and out of its fast scratch by pools)
+    assert entry["commands"]["NPU_OP_POOL"] == 2 + 2 * config.startswith("ethos-u65")
     assert entry["dma_bytes"] == {"0->259": 1024}
     # its int32 intermediates are working memory the plan does not model: a model that is
     # one SOFTMAX leaves them no room within its peak
     assert entry["work_bytes"] > 0 and not entry["realizes_plan"]
     assert entry["schedule"] == "plan, SOFTMAX beyond its memory"
-    assert entry["scratch_high_water_bytes"] <= cm.program.payloads[
-        next(iter(cm.program.payloads))].scratch_bytes
+    payload = cm.program.payloads[next(iter(cm.program.payloads))]
+    assert entry["sram_high_water_bytes"] <= (payload.fast_scratch_bytes or payload.scratch_bytes)
     _check(model, cm)
 
 

@@ -156,10 +156,12 @@ def _assert_structure_like_velas(cm, ours: bytes, vela: bytes, config: str):
     assert [og.Tensors(t).Type() for t in o_in[:4]] == [UINT8] * 4
     names = [og.Tensors(t).Name() for t in o_in[:3]]
     assert names == [vg.Tensors(t).Name() for t in v_in[:3]]
-    # no fast scratch in our stream: the scratch is passed again, as Vela does on an Ethos-U55
-    assert o_in[3] == o_in[2]
-    if config.startswith("ethos-u55"):
-        assert v_in[3] == v_in[2]
+    # an Ethos-U55 has no fast scratch: the scratch is passed again; an Ethos-U65's is its own
+    # tensor, the plan's SRAM, the scratch only the inputs and outputs (in both files)
+    fast = config.startswith("ethos-u65")
+    assert (o_in[3] != o_in[2]) == fast == (v_in[3] != v_in[2])
+    if fast:
+        assert og.Tensors(o_in[3]).Name() == vg.Tensors(v_in[3]).Name() == b"scratch_fast"
     ifm, ofm = og.Tensors(o_in[4]), og.Tensors(oop.Outputs(0))
     assert ifm.Name() == vg.Tensors(v_in[4]).Name() and _quant(ifm) == _quant(
         vg.Tensors(v_in[4])
@@ -220,21 +222,22 @@ def test_every_operator_case_exports_bit_exact_or_is_refused(case):
 
 
 def test_a_fast_scratch_is_its_own_tensor(residual, tmp_path):
-    """A payload with an Ethos-U65 fast scratch gets Vela's separate ``scratch_fast`` tensor
-    (pinned at 0, as Vela pins it), and the file still runs."""
-    import dataclasses
-
+    """An Ethos-U65 stream keeps its plan in the fast scratch: Vela's separate
+    ``scratch_fast`` tensor of the plan's peak (pinned at 0, as Vela pins it), the scratch
+    holding the input and output, and the file runs bit-exact."""
     cm = _compile(residual, "ethos-u65-256")
     ((sym, payload),) = cm.program.payloads.items()
-    cm.program.payloads[sym] = dataclasses.replace(payload, fast_scratch_bytes=4096)
+    assert payload.fast_scratch_bytes == cm.plan_report["subgraphs"][sym]["peak_memory_bytes"]
     data = _export(cm, tmp_path)
     _, g, op = _ethos_u_op(data)
     ins = op.InputsAsNumpy().tolist()
     assert len(ins) == 5 and len(set(ins[:4])) == 4
     assert g.Tensors(ins[3]).Name() == b"scratch_fast"
-    assert g.Tensors(ins[3]).ShapeAsNumpy().tolist() == [4096]
+    assert g.Tensors(ins[3]).ShapeAsNumpy().tolist() == [payload.fast_scratch_bytes]
     (eop,) = read_ethos_u_ops(data)
-    assert eop.scratch_fast_bytes == 4096
+    assert eop.scratch_fast_bytes == payload.fast_scratch_bytes
+    assert eop.scratch_bytes == payload.scratch_bytes == sum(
+        -(-int(np.prod(a.shape)) // 16) * 16 for a in payload.inputs + payload.outputs)
     _run_both(residual, data, "ethos-u65-256")
 
 

@@ -107,7 +107,7 @@ class NpuBackend(Backend):
     def command_stream(self, lowered, options: dict, planned=None):
         """The device's own code for one lowered subgraph (an ``EthosUPayload``), or None where
         the backend has none; raises ``CompileError`` naming what it cannot express.
-        ``planned``: ``(match, proposal)``, the planner's schedule, when the subgraph was
+        ``planned``: ``(match, proposal, device)``, the planner's schedule, when the subgraph was
         planned."""
         return None
 

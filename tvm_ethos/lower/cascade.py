@@ -297,8 +297,9 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
                    lowered: dict | None = None, proposals_out: dict | None = None):
     """Plan and schedule every NPU subgraph of ``pmod`` (constants attached). ``lowered``: the
     subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
-    ``proposals_out``, when given, receives ``(match, proposal)`` per planned symbol: what a
-    command-stream generator executes (``Backend.command_stream``).
+    ``proposals_out``, when given, receives ``(match, proposal, device)`` per planned symbol:
+    what a command-stream generator executes (``Backend.command_stream``) and the Device
+    whose performance model costed it.
 
     Returns (plan report dict, {symbol: scheduled PrimFunc})."""
     from planner.api import select
@@ -351,7 +352,7 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
             S.check(result)
             scheduled[sym] = func
             if proposals_out is not None:
-                proposals_out[sym] = (match, proposal)
+                proposals_out[sym] = (match, proposal, device)
             front = search.frontier
             sub = {
                 "backend": spec.backend_id, "device": device.name, "planned": True,
@@ -418,16 +419,21 @@ def stream_lines(entry: dict) -> list[str]:
     dma = "; ".join(f"{region(a)}->{region(b)} {v:,} B"
                     for a, b, v in sorted((*k.split("->"), v)
                                           for k, v in entry.get("dma_bytes", {}).items()))
-    touched, peak = entry["scratch_high_water_bytes"], entry.get("planned_peak_bytes")
+    touched = entry.get("sram_high_water_bytes", entry["scratch_high_water_bytes"])
+    peak = entry.get("planned_peak_bytes")
+    where = _REGION_NAMES[entry.get("sram_region", 1)]
     vs = ""
     if peak is not None:
         vs = " = the plan's peak" if touched + (entry.get("untouched_top_bytes") or 0) == peak \
             else f" (the plan's peak: {peak:,} B)"
+    blocks = entry.get("block_configs") or {}
+    block_text = "; blocks: " + ", ".join(f"{why} {n:,}" for why, n in sorted(blocks.items())) \
+        if blocks else ""
     form = entry.get("schedule", "layer by layer").replace("plan", "the plan's stripes", 1)
     return [f"   command stream ({form}): "
             f"{entry['command_stream_bytes']:,} B, {n:,} NPU operations ({kinds}); "
-            f"flash {entry['flash_bytes']:,} B (encoded weights, biases, LUTs)",
-            f"   on the functional model: scratch touched {touched:,} B{vs}; "
+            f"flash {entry['flash_bytes']:,} B (encoded weights, biases, LUTs){block_text}",
+            f"   on the functional model: {where} touched {touched:,} B{vs}; "
             f"DMA {dma or 'none'}; {entry['macs']:,} MACs"]
 
 

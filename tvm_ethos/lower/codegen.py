@@ -241,7 +241,7 @@ def command_streams(pmod, tl, lowered: dict, plan_report: dict,
     run once on the functional model (zero inputs) so the plan report can show what the
     stream touches beside what the plan predicts; a subgraph the generator cannot express
     keeps the emulator, and the report says why (``plan_report["streams"]``). ``proposals``:
-    ``(match, proposal)`` per planned symbol, the schedule a stream executes."""
+    ``(match, proposal, device)`` per planned symbol, the schedule a stream executes."""
     from tvm_ethos.backends.registry import get_registry
 
     reg = get_registry()
@@ -291,13 +291,14 @@ def check_stream_memory(sym: str, entry: dict) -> None:
     scheduled TIR must allocate it (``schedule.check``)."""
     from tvm_ethos.lower.schedule import MemoryMismatchError
 
-    touched, planned = entry.get("scratch_high_water_bytes"), entry.get("planned_peak_bytes")
+    touched = entry.get("sram_high_water_bytes", entry.get("scratch_high_water_bytes"))
+    planned = entry.get("planned_peak_bytes")
     # a planned arena may end with reserved weight bytes the stream does not touch (reported)
     reserved = entry.get("untouched_top_bytes") or 0
     if entry.get("realizes_plan") and touched is not None and touched + reserved != planned:
         above = f" below {reserved:,} B of reserved weights" if reserved else ""
         raise MemoryMismatchError(
-            f"NPU subgraph {sym}: its command stream touches {touched:,} B of scratch on the "
+            f"NPU subgraph {sym}: its command stream touches {touched:,} B of SRAM on the "
             f"functional model{above}, its plan predicts a peak of {planned:,} B; the stream "
             "generator's arena layout and the planner's memory model disagree")
 

@@ -225,4 +225,5 @@ def _payload_from_json(d: dict):
         d[k] = base64.b64decode(d[k])
     for k in ("inputs", "outputs"):
         d[k] = tuple(ArenaTensor(n, tuple(s), t, o) for n, s, t, o in d[k])
+    d["block_configs"] = tuple((str(why), int(n)) for why, n in d.get("block_configs", ()))
     return EthosUPayload(**d)

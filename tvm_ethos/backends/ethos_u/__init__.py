@@ -238,8 +238,8 @@ class EthosUBackend(NpuBackend):
 
     def command_stream(self, lowered, options: dict, planned=None):
         """A register command stream through Vela's API (the ``vela`` extra): the planner's
-        schedule when ``planned`` (``(match, proposal)``) is given (``stream_cascade``), else
-        layer by layer (``stream_gen``)."""
+        schedule when ``planned`` (``(match, proposal, device)``) is given
+        (``stream_cascade``), else layer by layer (``stream_gen``)."""
         from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
         from tvm_ethos.errors import CompileError
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 from dataclasses import dataclass
 
@@ -260,26 +261,108 @@ def mean_weights(op) -> np.ndarray:
     return np.ones((c, h, w, 1), np.int16)
 
 
-def block_config(npu, accelerator):
-    """The largest legal block (fewest blocks), ties broken by shape: deterministic."""
+def legal_blocks(npu, accelerator) -> list:
+    """Vela's legal OFM blocks for ``npu`` (``npu_find_block_configs``: those that fit the
+    shared buffer, ``NpuShape3D`` (height, width, depth))."""
     api = vela_api()
     with contextlib.redirect_stdout(io.StringIO()):
         configs = api.npu_find_block_configs(npu, accelerator)
     if not configs:
         raise CompileError(f"Vela offers no block config for {npu.op_type.name}")
+    return configs
+
+
+def largest_block(configs):
+    """The largest legal block (fewest blocks), ties broken by shape: deterministic."""
     return max(configs, key=lambda c: (c.height * c.width * c.depth, c.depth, c.width, c.height))
 
+
+def block_config(npu, accelerator):
+    """The largest of Vela's legal blocks: the choice where no plan says otherwise."""
+    return largest_block(legal_blocks(npu, accelerator))
+
+
+#: why an operation runs the block it runs (:func:`chosen_block`)
+PLANNER_BLOCK = "planner"
+PLANNER_BLOCK_UNLISTED = "planner, not in npu_find_block_configs' list"
+NOT_LEGAL = "fallback: planner block not legal"
+NO_PLANNER_BLOCK = "fallback: no planner block"
+#: an operation the planner does not cost (SOFTMAX's pieces, copies) running the block its
+#: search finds for the operation itself (``stream_cascade``)
+SEARCHED = "planner's search, operation not costed"
+#: Vela's OFM split depth and deepest block (``ArchitectureFeatures.OFMSplitDepth``,
+#: ``ofm_block_max``), the rule ``npu_find_block_configs`` applies besides the fit
+_OFM_SPLIT_DEPTH, _OFM_BLOCK_DEPTH_MAX = 16, 128
+
+
+@functools.lru_cache(maxsize=None)
+def _architecture(accelerator):
+    from ethosu.vela.architecture_features import Accelerator, create_default_arch
+
+    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
+        return create_default_arch(Accelerator.from_npu_accelerator(accelerator))
+
+
+def generator_accepts(npu, accelerator, block: tuple[int, int, int]) -> bool:
+    """Whether Vela's register generator takes ``block`` (height, width, depth) for ``npu``:
+    its own check (``get_arch_block_config``: a multiple of the micro-block that fits the
+    shared buffer), which every block it writes must pass."""
+    from ethosu.vela.register_command_stream_generator import get_arch_block_config
+
+    api = vela_api()
+    saved = getattr(npu, "block_config", None)
+    npu.block_config = api.NpuShape3D(*block)
+    traversal = getattr(npu, "block_traversal", None) or api.NpuBlockTraversal.DEPTH_FIRST
+    try:
+        return get_arch_block_config(npu, traversal, _architecture(accelerator)) is not None
+    except AssertionError:
+        return False
+    finally:
+        npu.block_config = saved
+
+
+def chosen_block(npu, accelerator, wanted: tuple[int, int, int] | None):
+    """(block config, why): the block ``wanted`` ((height, width, depth), the one the
+    planner's performance model costed the operation with) where Vela takes it for ``npu``,
+    else the largest of Vela's legal blocks, with the reason (:data:`NOT_LEGAL`,
+    :data:`NO_PLANNER_BLOCK` when ``wanted`` is None). The planner's search mirrors Vela's,
+    but not every operation the stream emits is one the planner lowered the same way (a
+    MEAN, a stripe clipped at a tensor's edge), so its block is checked, not trusted.
+
+    ``npu_find_block_configs`` lists only blocks at least 2 high and 2 wide (its resampling
+    test compares the internal resampling mode with the API's enum, never equal), though
+    its generator takes the 1-high micro-blocks of the Ethos-U55-32/64/128 (which Vela's own
+    compiler programs): a planner block the list lacks but the generator's own fit check
+    (:func:`generator_accepts`) takes is used and counted apart
+    (:data:`PLANNER_BLOCK_UNLISTED`)."""
+    configs = legal_blocks(npu, accelerator)
+    if wanted is None:
+        return largest_block(configs), NO_PLANNER_BLOCK
+    wanted = tuple(int(v) for v in wanted)
+    for c in configs:
+        if (c.height, c.width, c.depth) == wanted:
+            return c, PLANNER_BLOCK
+    # the list's other rule: a block that splits the OFM's depth splits it in 16s
+    ofm_depth = npu.ofm.shape.depth
+    whole_depth = wanted[2] >= min(ofm_depth, _OFM_BLOCK_DEPTH_MAX)
+    if (whole_depth or wanted[2] % _OFM_SPLIT_DEPTH == 0) and generator_accepts(
+            npu, accelerator, wanted):
+        return vela_api().NpuShape3D(*wanted), PLANNER_BLOCK_UNLISTED
+    return largest_block(configs), NOT_LEGAL
 
 
 def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
                       scales=None) -> None:
-    """Block config first (the encoding depends on its depth), then the encoded weights and
-    the bias/scale stream (``weights``/``scales`` default to the operator's own)."""
+    """Block config first (the encoding depends on its depth and a convolution's
+    traversal), then the encoded weights and the bias/scale stream (``weights``/``scales``
+    default to the operator's own)."""
     api = vela_api()
     if getattr(npu, "block_config", None) is None:
         npu.block_config = block_config(npu, acc)
     depthwise = q.kind in ("depthwise_conv2d", "mean")
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    if isinstance(npu, api.NpuConv2DOperation):   # the weights follow the operation's order
+        traversal = npu.block_traversal
     dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
     ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
     enc = api.npu_encode_weights(

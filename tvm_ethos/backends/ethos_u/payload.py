@@ -30,11 +30,12 @@ class EthosUPayload:
 
     Invariants: ``driver_payload`` is what ``npu_create_driver_payload`` returns (``COP1``
     header, whole 32-bit words); region 0 is ``flash`` (weights, biases, LUTs: read-only),
-    region 1 the scratch arena of ``scratch_bytes`` (inputs, outputs, intermediates), region 2
-    the fast scratch of ``fast_scratch_bytes`` (the planner's SRAM on an Ethos-U65; 0 on an
-    Ethos-U55, where the arena itself is SRAM). ``inputs``/``outputs`` are in the subgraph's
-    parameter/result order. ``work_bytes`` is arena the stream needs beyond the plan's
-    tensors: the intermediates of operators lowered to several NPU operations (SOFTMAX).
+    region 1 the scratch arena of ``scratch_bytes`` (inputs, outputs, and on an Ethos-U55 every
+    intermediate), region 2 the fast scratch of ``fast_scratch_bytes`` (the planner's SRAM
+    on an Ethos-U65, every buffer of the plan; 0 on an Ethos-U55, where the arena itself is
+    SRAM, and for a layer-by-layer stream, which has no plan). ``inputs``/``outputs`` are in
+    the subgraph's parameter/result order. ``work_bytes`` is arena the stream needs beyond
+    the plan's tensors: the intermediates of operators lowered to several NPU operations (SOFTMAX).
     ``schedule`` is ``"plan"`` for a stream that executes the planner's Proposal (stripes,
     rings, its arena layout within the plan's peak), ``"plan, SOFTMAX beyond its memory"``
     when SOFTMAX's intermediates did not fit in it, ``"layer by layer"`` for one operation
@@ -57,3 +58,13 @@ class EthosUPayload:
     #: blocks, and the encoded bytes of copied Parts that found no room there (read in place)
     weight_dma_bytes: int = 0
     weights_left_in_flash: int = 0
+    #: (why, operations) pairs: how many operations run the block the planner's performance
+    #: model costed them with and how many fall back to Vela's (``npu_ops.chosen_block``);
+    #: empty for a layer-by-layer stream (every block Vela's)
+    block_configs: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def sram_region(self) -> int:
+        """The region holding what the plan puts in SRAM: the fast scratch (2) where there
+        is one (a planned Ethos-U65 stream), else the arena (1)."""
+        return 2 if self.fast_scratch_bytes else 1

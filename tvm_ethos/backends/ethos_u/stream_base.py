@@ -10,7 +10,7 @@ import io
 
 from tvm_ethos.errors import CompileError
 
-FLASH_REGION, SCRATCH_REGION = 0, 1
+FLASH_REGION, SCRATCH_REGION, FAST_SCRATCH_REGION = 0, 1, 2
 #: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
 ALIGN = 16
 STREAM_ACCELERATORS = (
@@ -53,6 +53,14 @@ def npu_accelerator(accelerator: str):
         )
     name = "Ethos_" + accelerator[len("ethos-") :].replace("-", "_").upper()
     return getattr(vela_api().NpuAccelerator, name)
+
+
+def sram_region(accelerator: str) -> int:
+    """The region a plan's SRAM is in. An Ethos-U65 system (Vela's default memory mode,
+    Dedicated_Sram) keeps the arena (region 1, where TFLite Micro puts the network's inputs
+    and outputs) in DRAM and gives the NPU its SRAM as the fast scratch (region 2, the
+    driver's fast memory); an Ethos-U55 (Shared_Sram) has the arena itself in SRAM."""
+    return FAST_SCRATCH_REGION if accelerator.startswith("ethos-u65") else SCRATCH_REGION
 
 
 def lut_address(accelerator: str) -> int:

@@ -11,11 +11,15 @@ of its Part's output:
   whole, a Plan's intermediates in their planned buffers, folded ``row % rows`` along every
   axis the buffer is shorter on (the ring addressing the TensorIR schedule uses). A box that
   wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
-  past the ring's end, tiles 1 and 3 the columns;
-* weights are encoded once per block depth into flash (region 0); a Plan's weight copies
-  and staging buffer are one block of the layout, which DMAs fill with encoded streams
-  (``stream_weights``: copies before the Plan, staged Parts slice by slice); what does not
-  fit is read in place from flash;
+  past the ring's end, tiles 1 and 3 the columns. The layout is the plan's SRAM: the arena
+  (region 1) on an Ethos-U55, the fast scratch (region 2) on an Ethos-U65, whose arena then
+  holds only the network's inputs and outputs, copied in and out (``_io_in_fast_scratch``);
+* its block config (and a convolution's traversal) is the one the planner's performance
+  model costed the step with, where Vela takes it (``_Emitter.block_config``);
+* weights are encoded once per block depth and traversal into flash (region 0); a Plan's
+  weight copies and staging buffer are one block of the layout, which DMAs fill with encoded
+  streams (``stream_weights``: copies before the Plan, staged Parts slice by slice); what
+  does not fit is read in place from flash;
 * FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
   only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
   ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
@@ -31,9 +35,13 @@ import numpy as np
 
 from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.backends.ethos_u.npu_ops import (
+    PLANNER_BLOCK,
+    PLANNER_BLOCK_UNLISTED,
+    SEARCHED,
     FmSlot,
     attach_constants,
     block_config,
+    chosen_block,
     conv_op,
     elementwise_op,
     mean_op,
@@ -45,12 +53,15 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    FAST_SCRATCH_REGION,
     FLASH_REGION,
     SCRATCH_REGION,
     Flash,
     UnsupportedOperatorError,
     lut_address,
     npu_accelerator,
+    sram_region,
     vela_api,
 )
 from tvm_ethos.backends.ethos_u.stream_gen import (
@@ -75,6 +86,9 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
     weight_pool,
 )
 
+#: the planner's NPU operation class (planner.perf.ethos_u_npu) of each Vela operation type
+_NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
+              "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
 _WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
 _WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
 
@@ -137,10 +151,15 @@ def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
 
 
 class _Emitter:
-    """Turns steps into NPU operations (block configs and encoded weights cached)."""
+    """Turns steps into NPU operations (block configs and encoded weights cached).
+
+    Each operation's block is the one the planner's performance model (``perf``, the
+    device's) costed its stripe with, where Vela lists it as legal for the operation
+    (:func:`~tvm_ethos.backends.ethos_u.npu_ops.chosen_block`); ``block_sources`` counts the
+    operations by where their block came from."""
 
     def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts,
-                 stager=None):
+                 stager=None, graph=None, perf=None):
         self.api = vela_api()
         self.stager = stager
         self.lw, self.acc, self.accelerator, self.flash = lw, acc, accelerator, flash
@@ -148,6 +167,11 @@ class _Emitter:
                                                                     part_layer, consts)
         self.layers = list(lw.layers)
         self.outs = list(lw.tensors.values())
+        self.parts = {p.name: p for p in graph.parts} if graph is not None else {}
+        self.perf = perf if hasattr(perf, "breakdown") else None
+        self.step_at = None          # (part, box) of the step being emitted
+        self.planned: dict = {}      # (part, stripe shape) -> [(NPU class, OFM block)]
+        self.block_sources: dict = {}
         self.blocks: dict = {}
         self.encoded: dict = {}
         self.const_slots: dict = {}
@@ -155,15 +179,110 @@ class _Emitter:
 
     # --- constants and configs
     def block_config(self, npu, key):
+        """The block of ``npu``, an operation of the current step (cached by ``key``); a
+        convolution also takes the traversal the planner costed with its block
+        (part-kernel-first where that uses the MAC array better, as Vela chooses), else
+        depth-first."""
+        api = self.api
         if key not in self.blocks:
-            self.blocks[key] = block_config(npu, self.acc)
-        return self.blocks[key]
+            wanted, traversal = self.planner_block(npu) if self.step_at is not None \
+                else (None, None)
+            conv = isinstance(npu, api.NpuConv2DOperation)
+            if conv and traversal == "part_kernel":
+                npu.block_traversal = api.NpuBlockTraversal.PART_KERNEL_FIRST
+            cfg, why = chosen_block(npu, self.acc, wanted)
+            if conv and why not in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
+                npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
+                cfg = block_config(npu, self.acc)
+            self.blocks[key] = (cfg, why, getattr(npu, "block_traversal", None))
+        cfg, why, traversal = self.blocks[key]
+        if traversal is not None:
+            npu.block_traversal = traversal
+        self.block_sources[why] = self.block_sources.get(why, 0) + 1
+        return cfg
+
+    def fallback_block(self, npu):
+        """The block of an operation the planner does not cost as such (a SOFTMAX's pieces,
+        copies): its own block search's for the operation, where Vela takes it
+        (:data:`SEARCHED`), else Vela's largest."""
+        cfg, why = chosen_block(npu, self.acc, self.searched_block(npu))
+        if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
+            why = SEARCHED
+        self.block_sources[why] = self.block_sources.get(why, 0) + 1
+        return cfg
+
+    def searched_block(self, npu):
+        """The planner's block search (``find_block_config``, regor's) run on ``npu``
+        itself, clipped as :meth:`planner_block` clips; None where it finds none."""
+        from planner.errors import PlannerError
+        from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
+
+        api = self.api
+        cls = _NPU_CLASS.get(type(npu).__name__)
+        if cls == "pooling" and npu.sub_op_type == api.NpuPoolingOp.REDUCE_SUM:
+            cls = "reduce_sum"
+
+        def shape4(fm):
+            return (1, fm.shape.height, fm.shape.width, fm.shape.depth)
+
+        ifm2 = getattr(npu, "ifm2", None)
+        k = npu.kernel
+        lut = npu.activation is not None and \
+            npu.activation.op_type == api.NpuActivationOp.TABLE_LOOKUP
+        op = NpuOp(cls, type(npu).__name__, shape4(npu.ifm), shape4(npu.ofm),
+                   ifm2=shape4(ifm2) if ifm2 is not None else (
+                       (1, 1, 1, 1) if getattr(npu, "ifm2_scalar", None) is not None else None),
+                   kernel=(k.height, k.width) if k else (1, 1),
+                   stride=(k.stride_y, k.stride_x) if k else (1, 1),
+                   dilation=(k.dilation_y, k.dilation_x) if k else (1, 1),
+                   ifm_bits=npu.ifm.data_type.size_in_bits(),
+                   ofm_bits=npu.ofm.data_type.size_in_bits(),
+                   upscale=1 if npu.ifm_upscale == api.NpuResamplingMode.NONE else 2,
+                   lut_bytes=2048 if lut else 0)   # Vela reserves two banks for any LUT
+        acc = ACCELERATORS[self.accelerator]
+        try:
+            block = find_block_config(acc, op).ofm_block
+        except PlannerError:
+            return None
+        ofm = op.ofm[1:]
+        return tuple(-(-min(b, o) // u) * u for b, o, u in zip(block, ofm, acc.ofm_ublock))
+
+    def planner_block(self, npu):
+        """(OFM block (height, width, depth), traversal): what the planner's performance
+        model costed the current step with, for the one operation of its lowering of
+        ``npu``'s class, the block clipped to the OFM as Vela lists blocks (rounded up to
+        the micro-block); (None, None) when there is no model, no such operation or
+        several."""
+        from planner.errors import PlannerError
+        from planner.perf.ethos_u import lower_part
+        from planner.perf.ethos_u_npu import ACCELERATORS
+
+        part, box = self.step_at
+        if self.perf is None or part not in self.parts:
+            return None, None
+        shape = tuple(hi - lo for lo, hi in box)
+        if (part, shape) not in self.planned:
+            p = self.parts[part]
+            try:
+                ops = lower_part(p, shape)
+                costs = self.perf.breakdown(p, shape)
+            except PlannerError:
+                ops, costs = [], []
+            self.planned[part, shape] = [(op.npu, b.config) for op, b in zip(ops, costs)]
+        cls = _NPU_CLASS.get(type(npu).__name__)
+        configs = [cfg for c, cfg in self.planned[part, shape] if c == cls]
+        if len(configs) != 1:
+            return None, None
+        ub = ACCELERATORS[self.accelerator].ofm_ublock
+        ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
+        return (tuple(-(-min(b, o) // u) * u for b, o, u in zip(configs[0].ofm_block, ofm, ub)),
+                configs[0].traversal)
 
     def constants(self, npu, step: int, q, channels, key, weights=None, scales=None):
         """Block config, then the weights encoded for its depth and the bias/scale stream,
-        each added to flash once per (operator, block depth)."""
+        each added to flash once per (operator, block depth, traversal)."""
         npu.block_config = self.block_config(npu, key)
-        ck = (step, npu.block_config.depth)
+        ck = (step, npu.block_config.depth, getattr(npu, "block_traversal", None))
         if ck not in self.encoded:
             attach_constants(npu, q, channels, self.acc, self.flash, weights, scales)
             self.encoded[ck] = (npu.weights, npu.biases)
@@ -194,6 +313,7 @@ class _Emitter:
     def emit(self, part: str, box):
 
         step = self.part_layer[part]
+        self.step_at = (part, box)
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
@@ -209,8 +329,7 @@ class _Emitter:
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(
                     q, operands[0], ofm, self.offsets[work_key(step)], self.flash,
-                    lut_address(self.accelerator),
-                    lambda npu: block_config(npu, self.acc))
+                    lut_address(self.accelerator), self.fallback_block)
                 return
             if q.kind == "mean":
                 npu = mean_op(q, operands[0], ofm)
@@ -284,18 +403,12 @@ class _Emitter:
         """A RESHAPE: its bytes copied by a 1x1 MAX pool over a flat 1 x 1 x n view, the
         identity (DMA lengths must be whole 16-byte bursts)."""
         n = src.nbytes // np.dtype(src.dtype).itemsize
-        if n > 65536 or src.dtype not in ("int8", "uint8"):
+        if n > 65536:
             raise UnsupportedOperatorError("RESHAPE", f"a copy of {n} {src.dtype} elements")
-        api = self.api
-        npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
-        flat = {"shape": (1, 1, n), "scale": 1.0, "zero_point": 0}
-        npu.ifm = plain_feature_map(dataclasses.replace(src, **flat))
-        npu.ofm = plain_feature_map(dataclasses.replace(dst, **flat))
-        npu.kernel = api.NpuKernel(1, 1)
-        npu.padding = api.NpuPadding(0, 0, 0, 0)
-        npu.activation = None
-        npu.rounding_mode = api.NpuRoundingMode.TFL
-        npu.block_config = self.block_config(npu, key)
+        flat = {"shape": (1, 1, n)}
+        npu = identity_copy(dataclasses.replace(src, **flat), dataclasses.replace(dst, **flat),
+                            "RESHAPE")
+        npu.block_config = self.fallback_block(npu)
         npu.name = "reshape"
         return npu
 
@@ -317,6 +430,80 @@ class _Emitter:
         if len(order) > 1 and getattr(npu, "ifm2", None) is not None:
             patch(npu.ifm2, order[1][1])
         patch(npu.ofm, ofm_fm)
+
+
+def identity_copy(src: FmSlot, dst: FmSlot, what: str):
+    """A 1x1 MAX pool of ``src`` into ``dst`` (the same shape, 8-bit): the identity, so a
+    byte-exact copy between any regions (DMA lengths are whole 16-byte bursts, which would
+    spill past a tensor's end). No block config yet."""
+    if src.dtype not in ("int8", "uint8") or src.shape != dst.shape:
+        raise UnsupportedOperatorError(what, f"a copy of a {src.dtype} {src.shape} tensor")
+    api = vela_api()
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    unit = {"scale": 1.0, "zero_point": 0}
+    npu.ifm = plain_feature_map(dataclasses.replace(src, **unit))
+    npu.ofm = plain_feature_map(dataclasses.replace(dst, **unit))
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return npu
+
+
+def move_region(ops, src: int, dst: int) -> None:
+    """Point every feature map, weight/bias range and DMA range of ``ops`` that is in region
+    ``src`` at region ``dst`` (same offsets)."""
+    for npu in ops:
+        for name in ("ifm", "ifm2", "ofm"):
+            fm = getattr(npu, name, None)
+            if fm is not None and fm.region == src:
+                fm.region = dst
+        for name in ("src", "dest"):
+            rng = getattr(npu, name, None)
+            if rng is not None and rng.region == src:
+                setattr(npu, name, rng._replace(region=dst))
+        for name in ("weights", "biases"):
+            ranges = getattr(npu, name, None)
+            if ranges:
+                setattr(npu, name, [r._replace(region=dst) if r.region == src else r
+                                    for r in ranges])
+
+
+def _io_in_fast_scratch(em, lw, layout) -> tuple[dict, int]:
+    """On an Ethos-U65 (``sram_region`` 2): the plan's SRAM becomes the fast scratch, and
+    the network's inputs and outputs, which TFLite Micro puts in the arena (region 1, DRAM),
+    are copied into the SRAM buffers the plan gives them before the first operation and out
+    of them after the last (:func:`identity_copy`). Returns (arena offset of every input and
+    output, arena bytes): the inputs, then the outputs, each on 16 bytes."""
+    moved = list(em.ops)
+    move_region(moved, SCRATCH_REGION, FAST_SCRATCH_REGION)
+    arena, top = {}, 0
+    for t in list(lw.input_tensors) + list(lw.outputs):
+        if t.op.name in arena:
+            continue
+        arena[t.op.name] = top
+        top = -(-(top + int(np.prod([int(s) for s in t.shape])) *
+                  np.dtype(str(t.dtype)).itemsize) // ALIGN) * ALIGN
+
+    def slot(region, offset, t):
+        return FmSlot(region, offset, shape3(t.shape, t.op.name), str(t.dtype), 1.0, 0)
+
+    copies_in, copies_out = [], []
+    for t in lw.input_tensors:
+        copies_in.append(identity_copy(slot(SCRATCH_REGION, arena[t.op.name], t),
+                                       slot(FAST_SCRATCH_REGION, layout.offsets[t.op.name], t),
+                                       f"input {t.op.name}"))
+    for t in lw.outputs:
+        src = output_source(lw, t)
+        copies_out.append(identity_copy(slot(FAST_SCRATCH_REGION, layout.offsets[src.op.name],
+                                             t),
+                                        slot(SCRATCH_REGION, arena[t.op.name], t),
+                                        f"output {t.op.name}"))
+    for npu in copies_in + copies_out:
+        npu.block_config = em.fallback_block(npu)
+        npu.name = "io copy"
+    em.ops = copies_in + moved + copies_out
+    return arena, top
 
 
 def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict
@@ -369,8 +556,10 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict
     return buffers, shapes
 
 
-def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
-    """The command stream of ``lw`` executing ``proposal`` (see the module docstring)."""
+def generate_planned(lw, accelerator: str, match, proposal, device=None) -> EthosUPayload:
+    """The command stream of ``lw`` executing ``proposal`` (see the module docstring);
+    ``device``: the planner Device it was planned for (its performance model chose the
+    blocks; default ``planner.devices.get_device(accelerator)``'s)."""
 
     api = vela_api()
     acc = npu_accelerator(accelerator)
@@ -422,8 +611,11 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
     stager = Stager(api, flash, acc, {
         part_layer[pool.staged]: (k,) + pool.halves(layout.offsets[pool_key(k)])
         for k, pool in pools.items() if pool.staged})
+    if device is None:
+        from planner.devices import get_device
+        device = get_device(accelerator)
     em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
-                  stager)
+                  stager, graph, device.perf)
     plan_starts: dict = {}
     part_ops: dict = {}
     for s in steps:
@@ -431,22 +623,30 @@ def generate_planned(lw, accelerator: str, match, proposal) -> EthosUPayload:
         first = len(em.ops)
         em.emit(s.part, s.box)
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
-    ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
+    em.step_at = None
+    em.ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
+    io_offsets, arena_bytes, fast_bytes = layout.offsets, layout.size, 0
+    touched = ("tensor", "work")
+    if sram_region(accelerator) == FAST_SCRATCH_REGION:
+        io_offsets, arena_bytes = _io_in_fast_scratch(em, lw, layout)
+        fast_bytes = layout.size
+        touched += ("input",)   # copied in whole
     # the weight blocks the DMAs fill are touched too
-    touched_top = max([layout.top()] + [layout.offsets[pool_key(k)] + used
-                                         for k, used in copied.pool_used.items()]
+    touched_top = max([layout.top(touched)] + [layout.offsets[pool_key(k)] + used
+                                                for k, used in copied.pool_used.items()]
                       + [at + n for at, n in stager.touched])
     with contextlib.redirect_stdout(io.StringIO()):
-        words = api.npu_generate_register_command_stream(ops, acc)
+        words = api.npu_generate_register_command_stream(em.ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
-        src = output_source(lw, t)
+        name = t.op.name if fast_bytes else output_source(lw, t).op.name
         return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
-                           layout.offsets[src.op.name])
+                           io_offsets[name])
 
-    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), layout.size, 0,
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
                          tuple(arena(t) for t in lw.input_tensors),
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
                          layout.size - touched_top, copied.dma_bytes + stager.dma_bytes,
-                         copied.left_in_flash + stager.left_in_flash)
+                         copied.left_in_flash + stager.left_in_flash,
+                         tuple(sorted(em.block_sources.items())))

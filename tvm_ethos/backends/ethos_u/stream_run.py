@@ -55,7 +55,10 @@ def run_payload(payload: EthosUPayload, inputs, trace=None) -> tuple[list[np.nda
 
 def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
     """What the stream does on the functional model (one run on zero inputs), beside the
-    plan's predicted peak, as the plan report keeps it (JSON values)."""
+    plan's predicted peak, as the plan report keeps it (JSON values): the highest byte
+    touched in the arena (region 1), the fast scratch (region 2) and the one of them that
+    holds the plan's SRAM (``sram_region``), and how many operations run the planner's
+    block (``block_configs``)."""
     zeros = [np.zeros(a.shape, a.dtype) for a in payload.inputs]
     _outs, stats = run_payload(payload, zeros)
     return {
@@ -64,6 +67,10 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
         "command_stream_bytes": len(payload.driver_payload),
         "flash_bytes": len(payload.flash),
         "scratch_high_water_bytes": int(stats.high_water.get(1, 0)),
+        "fast_scratch_bytes": payload.fast_scratch_bytes,
+        "fast_scratch_high_water_bytes": int(stats.high_water.get(2, 0)),
+        "sram_region": payload.sram_region,
+        "sram_high_water_bytes": int(stats.high_water.get(payload.sram_region, 0)),
         "work_bytes": payload.work_bytes,
         "untouched_top_bytes": payload.untouched_top_bytes,
         "weight_dma_bytes": payload.weight_dma_bytes,
@@ -72,4 +79,5 @@ def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
         "macs": int(stats.macs),
         "dma_bytes": {f"{s}->{d}": int(n) for (s, d), n in stats.dma_bytes.items()},
         "commands": {k: int(v) for k, v in stats.commands.items()},
+        "block_configs": dict(payload.block_configs),
     }
