@@ -2,9 +2,12 @@
 memory, and what the stream did is tallied."""
 from __future__ import annotations
 
-from collections import Counter
+import hashlib
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from .accelerator import accelerator_info
 from .errors import StreamError
@@ -43,11 +46,47 @@ def run_stream(
     memory: Memory,
     accelerator: str = "ethos-u55-128",
     trace: Callable[[Command, RegisterState, Memory], None] | None = None,
+    *,
+    compute: bool = True,
 ) -> StreamStats:
     """Decodes ``words`` and executes them on ``memory`` (modified in place). Any fault ends in
     one :class:`StreamError` naming the command. ``trace`` is called before each operation
-    executes, with the registers it will run with (to inspect its inputs)."""
-    commands = decode_stream(words)
+    executes, with the registers it will run with (to inspect its inputs).
+
+    ``compute=False`` is a dry run: every operation checks its registers and records the
+    bytes it would read and write, but no data moves and nothing is computed (``memory``
+    keeps its contents). The statistics are those of a full run; what a dry run cannot find
+    are faults in the data itself (a weight stream that does not decode)."""
+    memory.dry = not compute
+    try:
+        return _run(words, memory, accelerator, trace)
+    finally:
+        memory.dry = False
+
+
+_DECODED: OrderedDict[bytes, list[Command]] = OrderedDict()
+_DECODED_STREAMS = 8
+
+
+def _decode(words) -> list[Command]:
+    """``decode_stream(words)``, remembered for the last few word arrays (a model's stream
+    runs again at every inference; commands are immutable)."""
+    if not (isinstance(words, np.ndarray) and words.dtype.kind in "iu"):
+        return decode_stream(words)
+    key = hashlib.sha256(words.dtype.str.encode() + words.tobytes()).digest()
+    commands = _DECODED.get(key)
+    if commands is None:
+        commands = decode_stream(words)
+        _DECODED[key] = commands
+        if len(_DECODED) > _DECODED_STREAMS:
+            _DECODED.popitem(last=False)
+    else:
+        _DECODED.move_to_end(key)
+    return commands
+
+
+def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
+    commands = _decode(words)
     info = accelerator_info(accelerator)
     shram = ShramInfo(info.lut_address, info.lut_slot_size)
     state = RegisterState()
@@ -55,10 +94,10 @@ def run_stream(
     dma: Counter = Counter()
     macs = 0
     for cmd in commands:
-        kinds[cmd.name] += 1
-        if not cmd.is_operation:
+        if not cmd.name.startswith("NPU_OP_"):
             state.apply(cmd)
             continue
+        kinds[cmd.name] += 1
         if trace is not None:
             trace(cmd, state, memory)
         try:
@@ -70,6 +109,7 @@ def run_stream(
         except (ValueError, IndexError, OverflowError) as exc:
             raise StreamError(f"the registers describe an operation the model cannot run: "
                               f"{exc}", cmd.index, cmd.name) from None
+    kinds.update(cmd.name for cmd in commands if not cmd.name.startswith("NPU_OP_"))
     acc = memory.access
     return StreamStats(dict(sorted(kinds.items())), macs, dict(sorted(dma.items())),
                        {r: a.high_water for r, a in sorted(acc.items())},
