@@ -33,6 +33,21 @@ class Kernel:
 MAX_KERNEL_TAPS = 1 << 16
 
 
+def _derived(f):
+    """``f(state)`` remembered in ``state.derived`` (until the next register write)."""
+    name = f.__name__
+
+    @functools.wraps(f)
+    def get(state: RegisterState):
+        value = state.derived.get(name)
+        if value is None:
+            value = state.derived[name] = f(state)
+        return value
+
+    return get
+
+
+@_derived
 def kernel(state: RegisterState) -> Kernel:
     """KERNEL_STRIDE packs: bit 0/1 stride x/y - 1 low bits, bit 2 part-kernel-first
     traversal, bits 3/4 dilation x/y - 1, bits 6-8 / 9-11 the stride x/y - 1 high bits."""
@@ -48,11 +63,13 @@ def kernel(state: RegisterState) -> Kernel:
     return Kernel(kh, kw, sy, sx, dy, dx, bool(v & 4))
 
 
+@_derived
 def ofm_shape(state: RegisterState) -> tuple[int, int, int]:
     return (state.param("OFM_HEIGHT_M1") + 1, state.param("OFM_WIDTH_M1") + 1,
             state.param("OFM_DEPTH_M1") + 1)
 
 
+@_derived
 def padding(state: RegisterState) -> tuple[int, int, int, int]:
     """(top, left, bottom, right)."""
     return tuple(state.param(f"IFM_PAD_{s}") for s in ("TOP", "LEFT", "BOTTOM", "RIGHT"))

@@ -25,18 +25,29 @@ from .ops_common import (
 from .registers import RegisterState
 from .weights import decode_weights
 
-#: float64 sums integers exactly while every partial sum stays below this
-_EXACT = 1 << 53
+#: float32 and float64 hold every integer below these exactly
+_EXACT32, _EXACT64 = 1 << 24, 1 << 53
 
 
 @dataclass(frozen=True)
 class _Weights:
-    """A decoded weight stream: OHWI int64, its largest magnitude, and the float64 matrix
-    the products take (``(I*H*W, O)`` for CONV, ``(H, W, O)`` for DEPTHWISE)."""
+    """A decoded weight stream: OHWI int64, its largest magnitude, and the matrix the
+    products take (``(I*H*W, O)`` for CONV, ``(H, W, O)`` for DEPTHWISE) in float64 and
+    float32."""
 
     ohwi: np.ndarray
     max_abs: int
     matrix: np.ndarray
+    matrix32: np.ndarray
+
+    @classmethod
+    def of(cls, ohwi: np.ndarray, depthwise: bool) -> "_Weights":
+        if depthwise:
+            matrix = ohwi[:, :, :, 0].transpose(1, 2, 0).astype(np.float64)
+        else:
+            # rows in (I, H, W) order: the order the IFM windows are gathered in
+            matrix = ohwi.transpose(3, 1, 2, 0).reshape(-1, ohwi.shape[0]).astype(np.float64)
+        return cls(ohwi, int(np.abs(ohwi).max(initial=0)), matrix, matrix.astype(np.float32))
 
 
 def _weights(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shape_ohwi, depthwise,
@@ -59,12 +70,7 @@ def _weights(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shape_ohwi
                                dilation=dilation)
         except ValueError as exc:
             raise StreamError(str(exc)) from None
-        if depthwise:
-            matrix = w[:, :, :, 0].transpose(1, 2, 0).astype(np.float64)
-        else:
-            # rows in (I, H, W) order: the order the IFM windows are gathered in
-            matrix = w.transpose(3, 1, 2, 0).reshape(-1, w.shape[0]).astype(np.float64)
-        return _Weights(w, int(np.abs(w).max(initial=0)), matrix)
+        return _Weights.of(w, depthwise)
 
     key = ("weights", base, length, tuple(shape_ohwi), acc.ifm_ublock_depth,
            acc.ofm_ublock_depth, block_depth, depthwise, part_kernel, ifm_bits, tuple(dilation))
@@ -74,16 +80,19 @@ def _weights(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shape_ohwi
 def _conv_sums(x: np.ndarray, w: _Weights, k: Kernel, out_hw: tuple[int, int],
                depthwise: bool) -> np.ndarray:
     """The (oh, ow, od) int64 sums of products. CONV gathers every window once (im2col) and
-    makes one matrix product; DEPTHWISE adds one product per tap. Both in float64 while the
-    bound ``taps * depth * max|x| * max|w|`` on every partial sum stays below 2**53 (every
-    value is then an integer float64 holds exactly, in any summation order), else in int64."""
+    makes one matrix product; DEPTHWISE adds one product per tap. The bound
+    ``taps * depth * max|x| * max|w|`` holds every product and partial sum, in any summation
+    order; below 2**24 the arithmetic is float32, below 2**53 float64 (every value is then an
+    integer the type holds exactly), else int64."""
     oh, ow = out_hw
     taps = k.height * k.width * (1 if depthwise else x.shape[2])
     x_abs = max(int(x.max()), -int(x.min())) if x.size else 0
-    exact = taps * x_abs * w.max_abs < _EXACT
+    bound = taps * x_abs * w.max_abs
+    exact = bound < _EXACT64
+    ftype, fmatrix = (np.float32, w.matrix32) if bound < _EXACT32 else (np.float64, w.matrix)
     if depthwise:
-        dtype = np.float64 if exact else np.int64
-        wt = w.matrix if exact else w.ohwi[:, :, :, 0].transpose(1, 2, 0)
+        dtype = ftype if exact else np.int64
+        wt = fmatrix if exact else w.ohwi[:, :, :, 0].transpose(1, 2, 0)
         xs = x.astype(dtype)
         total = np.zeros((oh, ow, x.shape[2]), dtype)
         for ky, kx, tap in windows(xs, k, out_hw):
@@ -96,16 +105,16 @@ def _conv_sums(x: np.ndarray, w: _Weights, k: Kernel, out_hw: tuple[int, int],
         return total
     depth = x.shape[2]
     if k.height == k.width == 1 and k.stride_y == k.stride_x == 1:
-        cols = x[:oh, :ow].reshape(oh * ow, depth).astype(np.float64)
+        cols = x[:oh, :ow].reshape(oh * ow, depth).astype(ftype)
     else:
         span = ((k.height - 1) * k.dilation_y + 1, (k.width - 1) * k.dilation_x + 1)
         win = np.lib.stride_tricks.sliding_window_view(x, span, axis=(0, 1))
         win = win[:(oh - 1) * k.stride_y + 1:k.stride_y, :(ow - 1) * k.stride_x + 1:k.stride_x,
                   :, ::k.dilation_y, ::k.dilation_x]
-        cols = np.empty((oh, ow, depth, k.height, k.width), np.float64)
+        cols = np.empty((oh, ow, depth, k.height, k.width), ftype)
         cols[...] = win
         cols = cols.reshape(oh * ow, taps)
-    return (cols @ w.matrix).reshape(oh, ow, -1).astype(np.int64)
+    return (cols @ fmatrix).reshape(oh, ow, -1).astype(np.int64)
 
 
 def run_conv(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shram: ShramInfo,

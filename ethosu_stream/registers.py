@@ -114,6 +114,13 @@ class RegisterState:
         if self.derived:
             self.derived.clear()
 
+    def snapshot(self) -> "RegisterState":
+        """A copy that later writes to this state leave alone."""
+        copy = RegisterState()
+        copy._params = dict(self._params)
+        copy._payloads = dict(self._payloads)
+        return copy
+
     def has(self, name: str) -> bool:
         return name in self._params
 

@@ -64,40 +64,56 @@ def run_stream(
         memory.dry = False
 
 
-_DECODED: OrderedDict[bytes, list[Command]] = OrderedDict()
-_DECODED_STREAMS = 8
+@dataclass(frozen=True)
+class _Program:
+    """A decoded stream ready to run: each operation with the registers in force when it
+    starts (a snapshot, so what operations derive from them is derived once), and the
+    commands per kind (fixed by the words)."""
+
+    operations: tuple[tuple[Command, RegisterState], ...]
+    kinds: dict[str, int]
 
 
-def _decode(words) -> list[Command]:
-    """``decode_stream(words)``, remembered for the last few word arrays (a model's stream
-    runs again at every inference; commands are immutable)."""
+def _prepare(words) -> _Program:
+    state = RegisterState()
+    operations = []
+    kinds: Counter = Counter()
+    for cmd in decode_stream(words):
+        kinds[cmd.name] += 1
+        if cmd.name.startswith("NPU_OP_"):
+            operations.append((cmd, state.snapshot()))
+        else:
+            state.apply(cmd)
+    return _Program(tuple(operations), dict(sorted(kinds.items())))
+
+
+_PROGRAMS: OrderedDict[bytes, _Program] = OrderedDict()
+_PROGRAMS_KEPT = 4
+
+
+def _program(words) -> _Program:
+    """``_prepare(words)``, remembered for the last few word arrays (a model's stream runs
+    again at every inference)."""
     if not (isinstance(words, np.ndarray) and words.dtype.kind in "iu"):
-        return decode_stream(words)
+        return _prepare(words)
     key = hashlib.sha256(words.dtype.str.encode() + words.tobytes()).digest()
-    commands = _DECODED.get(key)
-    if commands is None:
-        commands = decode_stream(words)
-        _DECODED[key] = commands
-        if len(_DECODED) > _DECODED_STREAMS:
-            _DECODED.popitem(last=False)
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = _PROGRAMS[key] = _prepare(words)
+        if len(_PROGRAMS) > _PROGRAMS_KEPT:
+            _PROGRAMS.popitem(last=False)
     else:
-        _DECODED.move_to_end(key)
-    return commands
+        _PROGRAMS.move_to_end(key)
+    return program
 
 
 def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
-    commands = _decode(words)
+    program = _program(words)
     info = accelerator_info(accelerator)
     shram = ShramInfo(info.lut_address, info.lut_slot_size)
-    state = RegisterState()
-    kinds: Counter = Counter()
     dma: Counter = Counter()
     macs = 0
-    for cmd in commands:
-        if not cmd.name.startswith("NPU_OP_"):
-            state.apply(cmd)
-            continue
-        kinds[cmd.name] += 1
+    for cmd, state in program.operations:
         if trace is not None:
             trace(cmd, state, memory)
         try:
@@ -109,9 +125,8 @@ def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
         except (ValueError, IndexError, OverflowError) as exc:
             raise StreamError(f"the registers describe an operation the model cannot run: "
                               f"{exc}", cmd.index, cmd.name) from None
-    kinds.update(cmd.name for cmd in commands if not cmd.name.startswith("NPU_OP_"))
     acc = memory.access
-    return StreamStats(dict(sorted(kinds.items())), macs, dict(sorted(dma.items())),
+    return StreamStats(dict(program.kinds), macs, dict(sorted(dma.items())),
                        {r: a.high_water for r, a in sorted(acc.items())},
                        {r: a.read for r, a in sorted(acc.items())},
                        {r: a.written for r, a in sorted(acc.items())})

@@ -1,5 +1,5 @@
-"""The convolution's sums of products against Python integers: the float64 matrix product
-(exact while the bound on partial sums is below 2**53) and the int64 fallback beyond it."""
+"""The convolution's sums of products against Python integers: float32 (exact while the bound
+on partial sums is below 2**24), float64 (below 2**53) and the int64 fallback beyond."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,9 +9,7 @@ from ethosu_stream.ops_conv import _conv_sums, _Weights
 
 
 def _weights(w: np.ndarray, depthwise: bool) -> _Weights:
-    matrix = (w[:, :, :, 0].transpose(1, 2, 0) if depthwise
-              else w.transpose(3, 1, 2, 0).reshape(-1, w.shape[0])).astype(np.float64)
-    return _Weights(w, int(np.abs(w).max(initial=0)), matrix)
+    return _Weights.of(w, depthwise)
 
 
 def _brute(x, w, k, oh, ow, depthwise):
@@ -33,10 +31,10 @@ def _brute(x, w, k, oh, ow, depthwise):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.data(), st.booleans(), st.sampled_from([255, 1 << 15, 1 << 40]))
+@given(st.data(), st.booleans(), st.sampled_from([255, 1 << 12, 1 << 15, 1 << 40]))
 def test_sums_are_exact(data, depthwise, magnitude):
-    """Small magnitudes take the float64 product, 2**40 (past 2**53 with the weights) the
-    int64 path; both equal the sums in Python integers."""
+    """int8-sized inputs take float32, 2**12 to 2**15 float32 or float64 (by depth), 2**40
+    (past 2**53 with the weights) the int64 path; all equal the sums in Python integers."""
     kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
     sy, sx, dy, dx = (data.draw(st.integers(1, 2)) for _ in range(4))
     oh, ow = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
