@@ -5,8 +5,9 @@ Columns (seconds of wall time; the CPU seconds of this process beside them, whic
 disturb less):
 
 * ``compile``: ``tvm_ethos.compile``, which runs the stream once for the memory check;
-* ``check``: that run alone (``stream_run.stream_report``): a dry run where the checkout has
-  one (``run_stream(..., compute=False)``), else a full run on zero inputs;
+* ``check``: that run alone (``stream_run.stream_report``), timed after the runs (where the
+  checkout remembers decoded streams, this one is then decoded already): a dry run where the
+  checkout has one (``run_stream(..., compute=False)``), else a full run on zero inputs;
 * ``first run`` / ``run``: ``cm.run`` on a random input, the first after the compile (it
   measures the weight orders and decodes the weights) and the fastest of ``--repeat`` more;
 * for Vela's streams: one full run of its ``ethos-u`` operator, then the fastest of the

@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 
 from .accelerator import accelerator_info
+from .blas import single_blas_thread
 from .errors import StreamError
 from .memory import Memory
 from .ops_common import ShramInfo
@@ -59,7 +60,8 @@ def run_stream(
     are faults in the data itself (a weight stream that does not decode)."""
     memory.dry = not compute
     try:
-        return _run(words, memory, accelerator, trace)
+        with single_blas_thread():
+            return _run(words, memory, accelerator, trace)
     finally:
         memory.dry = False
 
