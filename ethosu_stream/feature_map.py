@@ -49,6 +49,12 @@ class FeatureMap:
                 + (cs % BRICK) * esize
         return base + y * self.stride_y + x * self.stride_x + cs * esize
 
+    def tile_views(self, h: int, w: int, c: int) -> tuple["TileView", ...]:
+        """The (h, w, c) box from the origin as one strided block per tile it covers (the
+        rule of :meth:`addresses`), each with its byte span (remembered: a stream runs the
+        same boxes at every inference)."""
+        return _tile_views(self, h, w, c)
+
     def grid(self, h: int, w: int, c: int) -> np.ndarray:
         """Addresses of the whole (h, w, c) box from the origin."""
         ys, xs, cs = np.arange(h)[:, None, None], np.arange(w)[None, :, None], \
@@ -81,19 +87,139 @@ def ofm_dtype(precision: int) -> np.dtype:
 
 
 def from_registers(state: RegisterState, prefix: str) -> FeatureMap:
-    """The feature map the ``IFM``, ``IFM2`` or ``OFM`` registers describe."""
-    prec = state.param(f"{prefix}_PRECISION")
+    """The feature map the ``IFM``, ``IFM2`` or ``OFM`` registers describe (remembered until
+    the next register write)."""
+    fm = state.derived.get(prefix)
+    if fm is None:
+        fm = state.derived[prefix] = _from_registers(state, prefix)
+    return fm
+
+
+@functools.lru_cache(maxsize=None)
+def _register_names(prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}_{n}" for n in (
+        "PRECISION", "REGION", "BASE0", "BASE1", "BASE2", "BASE3", "HEIGHT0_M1", "HEIGHT1_M1",
+        "WIDTH0_M1", "STRIDE_X", "STRIDE_Y", "STRIDE_C", "ZERO_POINT"))
+
+
+def _from_registers(state: RegisterState, prefix: str) -> FeatureMap:
+    prec_r, region, b0, b1, b2, b3, h0, h1, w0, sx, sy, sc, zp = _register_names(prefix)
+    prec = state.param(prec_r)
     dtype = ofm_dtype(prec) if prefix == "OFM" else ifm_dtype(prec)
+    address = state.address
     return FeatureMap(
-        region=state.param(f"{prefix}_REGION"),
-        bases=tuple(state.address(f"{prefix}_BASE{i}") for i in range(4)),
-        height0=state.param(f"{prefix}_HEIGHT0_M1") + 1,
-        height1=state.param(f"{prefix}_HEIGHT1_M1") + 1,
-        width0=state.param(f"{prefix}_WIDTH0_M1") + 1,
-        stride_x=state.address(f"{prefix}_STRIDE_X"),
-        stride_y=state.address(f"{prefix}_STRIDE_Y"),
-        stride_c=state.address(f"{prefix}_STRIDE_C"),
+        region=state.param(region),
+        bases=(address(b0), address(b1), address(b2), address(b3)),
+        height0=state.param(h0) + 1,
+        height1=state.param(h1) + 1,
+        width0=state.param(w0) + 1,
+        stride_x=address(sx),
+        stride_y=address(sy),
+        stride_c=address(sc),
         nhcwb16=bool(prec & (1 << 6)),
         dtype=dtype,
-        zero_point=state.signed(f"{prefix}_ZERO_POINT"),
+        zero_point=state.signed(zp),
     )
+
+
+@dataclass(frozen=True)
+class TileView:
+    """The part of a box that lies in one tile: box rows ``ys:ye`` and columns ``xs:xe``, a
+    strided block at byte ``offset`` (shape, byte strides; NHCWB16 in whole bricks plus the
+    remainder) spanning bytes [lo, hi) of the region."""
+
+    ys: int
+    ye: int
+    xs: int
+    xe: int
+    lo: int
+    hi: int
+    blocks: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]
+    self_disjoint: bool
+
+    def _arrays(self, mem: np.ndarray, dtype: np.dtype) -> list[np.ndarray]:
+        le = dtype.newbyteorder("<")
+        return [np.ndarray(shape, le, buffer=mem, offset=off, strides=strides)
+                for off, shape, strides in self.blocks]
+
+    def view(self, mem: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The (rows, cols, c) elements (a view for NHWC, a copy for NHCWB16)."""
+        arrays = self._arrays(mem, dtype)
+        if len(arrays) == 1 and arrays[0].ndim == 3:
+            return arrays[0]
+        flat = [a.reshape(a.shape[0], a.shape[1], -1) for a in arrays]
+        return flat[0] if len(flat) == 1 else np.concatenate(flat, axis=2)
+
+    def assign(self, mem: np.ndarray, dtype: np.dtype, values: np.ndarray) -> None:
+        c0 = 0
+        for a in self._arrays(mem, dtype):
+            if a.ndim == 3:
+                a[...] = values[:, :, c0:c0 + a.shape[2]]
+                c0 += a.shape[2]
+            else:
+                n = a.shape[2] * a.shape[3]
+                a[...] = values[:, :, c0:c0 + n].reshape(a.shape)
+                c0 += n
+
+
+def _no_overlap(shape: tuple[int, ...], strides: tuple[int, ...], esize: int) -> bool:
+    """A sufficient test that no two elements of a strided block share a byte: taken from
+    the smallest stride up, each stride clears everything the smaller ones span."""
+    extent = esize
+    for n, s in zip(reversed(shape), reversed(strides)):  # the usual order, innermost last
+        if n > 1:
+            if s < extent:
+                break
+            extent = s * (n - 1) + extent
+    else:
+        return True
+    extent = esize
+    for n, s in sorted(((n, s) for n, s in zip(shape, strides) if n > 1), key=lambda t: t[1]):
+        if s < extent:
+            return False
+        extent = s * (n - 1) + extent
+    return True
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _tile_views(fm: FeatureMap, h: int, w: int, c: int) -> tuple[TileView, ...]:
+    esize = fm.dtype.itemsize
+    h0, h1, w0 = fm.height0, fm.height1, fm.width0
+    rects = [(0, min(h, h0), 0, min(w, w0), 0)]
+    if h > h0:
+        rects.append((h0, h, 0, min(w, w0), 2))
+    if w > w0:
+        rects.append((0, min(h, h1), w0, w, 1))
+        if h > h1:
+            rects.append((h1, h, w0, w, 3))
+    xstep = BRICK * esize if fm.nhcwb16 else fm.stride_x
+    if fm.nhcwb16:
+        last = c - 1
+        cmax = (last // BRICK) * fm.stride_c + (last % BRICK) * esize
+        if last >= BRICK:
+            cmax = max(cmax, (last // BRICK - 1) * fm.stride_c + (BRICK - 1) * esize)
+    else:
+        cmax = (c - 1) * esize
+    out = []
+    for ys, ye, xs, xe, tile in rects:
+        if ye <= ys or xe <= xs:
+            continue
+        th, tw = ye - ys, xe - xs
+        base = fm.bases[tile]
+        hi = base + (th - 1) * fm.stride_y + (tw - 1) * xstep + cmax + esize
+        if fm.nhcwb16:
+            full, rem = divmod(c, BRICK)
+            blocks = []
+            if full:
+                blocks.append((base, (th, tw, full, BRICK),
+                               (fm.stride_y, xstep, fm.stride_c, esize)))
+            if rem:
+                blocks.append((base + full * fm.stride_c, (th, tw, rem),
+                               (fm.stride_y, xstep, esize)))
+            disjoint = _no_overlap((th, tw, (c + BRICK - 1) // BRICK, min(c, BRICK)),
+                                   (fm.stride_y, xstep, fm.stride_c, esize), esize)
+        else:
+            blocks = [(base, (th, tw, c), (fm.stride_y, xstep, esize))]
+            disjoint = _no_overlap((th, tw, c), (fm.stride_y, xstep, esize), esize)
+        out.append(TileView(ys, ye, xs, xe, base, hi, tuple(blocks), disjoint))
+    return tuple(out)

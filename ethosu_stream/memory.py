@@ -7,6 +7,7 @@ scratch in 2; ``SHRAM_REGION`` is the NPU's internal buffer, the target of LUT c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -25,8 +26,13 @@ class Access:
 
 
 class Memory:
-    """Named byte regions. Reads and writes go through index arrays so a whole feature map
-    moves in one numpy call; every access is bounds-checked and counted."""
+    """Named byte regions. Reads and writes go through index arrays or strided views so a
+    whole feature map moves in one numpy call; every access is bounds-checked and counted.
+
+    ``dry`` (set by ``run_stream(..., compute=False)``): the box and byte accessors check and
+    count as usual but move no data (reads return ``None``), so a run records what it touches
+    without computing it. Values derived from a byte range (decoded weights, scales) can be
+    memoised with :meth:`memo`; a write to the range forgets them."""
 
     def __init__(self, regions: dict[int, np.ndarray | bytes | bytearray | int]):
         self.regions: dict[int, np.ndarray] = {}
@@ -37,6 +43,8 @@ class Memory:
                 self.regions[int(k)] = np.frombuffer(bytes(v), np.uint8).copy() \
                     if not isinstance(v, np.ndarray) else v.astype(np.uint8).ravel().copy()
         self.access: dict[int, Access] = {k: Access() for k in self.regions}
+        self.dry = False
+        self._memo: dict[int, dict[tuple, tuple[int, int, object]]] = {}
 
     def _region(self, region: int) -> np.ndarray:
         try:
@@ -48,17 +56,40 @@ class Memory:
     def region_size(self, region: int) -> int:
         return self._region(region).size
 
-    def _check(self, region: int, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
+    def _span(self, region: int, lo: int, hi: int, what: str) -> np.ndarray:
+        """Checks that bytes [lo, hi) lie in the region and raises the high-water mark."""
         mem = self._region(region)
-        if addr.size == 0:
-            return mem
-        lo, hi = int(addr.min()), int(addr.max()) + nbytes
         if lo < 0 or hi > mem.size:
             raise StreamError(f"{what} reaches bytes [{lo}, {hi}) of region {region}, past its "
                               f"end ({mem.size} bytes)")
         acc = self.access[region]
-        acc.high_water = max(acc.high_water, hi)
+        if hi > acc.high_water:
+            acc.high_water = hi
         return mem
+
+    def _check(self, region: int, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
+        if addr.size == 0:
+            return self._region(region)
+        return self._span(region, int(addr.min()), int(addr.max()) + nbytes, what)
+
+    def _forget(self, region: int, lo: int, hi: int) -> None:
+        """Drops memoised values derived from bytes that [lo, hi) overwrites."""
+        memo = self._memo.get(region)
+        if memo:
+            for key in [k for k, (a, b, _) in memo.items() if a < hi and lo < b]:
+                del memo[key]
+
+    def memo(self, region: int, start: int, length: int, key: tuple,
+             make: Callable[[], object]) -> object:
+        """``make()``, remembered under ``key`` until bytes [start, start + length) of
+        ``region`` are written (the caller still reads them, for the record)."""
+        memo = self._memo.setdefault(region, {})
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[2]
+        value = make()
+        memo[key] = (start, start + length, value)
+        return value
 
     def read(
         self, region: int, addr: np.ndarray, dtype: np.dtype, what: str = "a read"
@@ -78,14 +109,74 @@ class Memory:
         addr = np.asarray(addr, np.int64)
         mem = self._check(region, addr, values.dtype.itemsize, what)
         self.access[region].written += addr.size * values.dtype.itemsize
+        if addr.size:
+            self._forget(region, int(addr.min()), int(addr.max()) + values.dtype.itemsize)
         raw = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"))).view(np.uint8)
         idx = addr[..., None] + np.arange(values.dtype.itemsize)
         mem[idx.ravel()] = raw.reshape(-1)
 
-    def read_bytes(self, region: int, start: int, length: int, what: str = "a read") -> np.ndarray:
-        self._check(region, np.array([start, start + length - 1]), 1, what)
-        return self.read(region, np.arange(start, start + length), np.uint8, what)
+    def read_bytes(self, region: int, start: int, length: int,
+                   what: str = "a read") -> np.ndarray | None:
+        """``length`` bytes from ``start`` (``None`` when dry)."""
+        last = start + length - 1
+        mem = self._span(region, min(start, last), max(start, last) + 1, what)
+        if length <= 0:
+            return None if self.dry else np.zeros(0, np.uint8)
+        self.access[region].read += length
+        return None if self.dry else mem[start:start + length].copy()
 
-    def write_bytes(self, region: int, start: int, data: np.ndarray, what: str = "a write") -> None:
-        data = np.asarray(data, np.uint8)
-        self.write(region, np.arange(start, start + data.size), data, what)
+    def write_bytes(self, region: int, start: int, data: np.ndarray | None, what: str = "a write",
+                    length: int | None = None) -> None:
+        """``data`` at ``start``; dry, ``data`` may be ``None`` with its ``length``."""
+        n = int(length if data is None else np.asarray(data).size)
+        if n == 0:
+            return
+        mem = self._span(region, start, start + n, what)
+        self.access[region].written += n
+        self._forget(region, start, start + n)
+        if not self.dry:
+            mem[start:start + n] = np.asarray(data, np.uint8).ravel()
+
+    def read_box(self, fm, h: int, w: int, c: int, what: str) -> np.ndarray | None:
+        """The (h, w, c) box of feature map ``fm`` from its origin as int64 (``None`` when
+        dry): the same bytes, checks and counts as ``read(fm.region, fm.grid(h, w, c))``,
+        gathered through one strided view per tile."""
+        parts = fm.tile_views(h, w, c)
+        esize = fm.dtype.itemsize
+        mem = self._span(fm.region, min(p.lo for p in parts), max(p.hi for p in parts), what)
+        self.access[fm.region].read += h * w * c * esize
+        if self.dry:
+            return None
+        out = np.empty((h, w, c), np.int64)
+        for p in parts:
+            out[p.ys:p.ye, p.xs:p.xe] = p.view(mem, fm.dtype)
+        return out
+
+    def write_box(self, fm, values: np.ndarray | None, shape: tuple[int, int, int],
+                  what: str) -> None:
+        """Stores ``values`` (already in ``fm.dtype``'s range) as the ``shape`` box of ``fm``,
+        as ``write(fm.region, fm.grid(*shape), values)`` does; where the box's bytes could
+        overlap themselves (strides smaller than the box), through that index path."""
+        h, w, c = shape
+        parts = fm.tile_views(h, w, c)
+        esize = fm.dtype.itemsize
+        lo, hi = min(p.lo for p in parts), max(p.hi for p in parts)
+        if not self.dry and not _disjoint(parts):
+            self.write(fm.region, fm.grid(h, w, c), np.asarray(values).astype(fm.dtype), what)
+            return
+        mem = self._span(fm.region, lo, hi, what)
+        self.access[fm.region].written += h * w * c * esize
+        self._forget(fm.region, lo, hi)
+        if self.dry:
+            return
+        values = np.asarray(values).astype(fm.dtype, copy=False)
+        for p in parts:
+            p.assign(mem, fm.dtype, values[p.ys:p.ye, p.xs:p.xe])
+
+
+def _disjoint(parts) -> bool:
+    """Whether no two elements of the tiles share a byte."""
+    if not all(p.self_disjoint for p in parts):
+        return False
+    spans = sorted((p.lo, p.hi) for p in parts)
+    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))

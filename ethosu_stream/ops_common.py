@@ -33,6 +33,21 @@ class Kernel:
 MAX_KERNEL_TAPS = 1 << 16
 
 
+def _derived(f):
+    """``f(state)`` remembered in ``state.derived`` (until the next register write)."""
+    name = f.__name__
+
+    @functools.wraps(f)
+    def get(state: RegisterState):
+        value = state.derived.get(name)
+        if value is None:
+            value = state.derived[name] = f(state)
+        return value
+
+    return get
+
+
+@_derived
 def kernel(state: RegisterState) -> Kernel:
     """KERNEL_STRIDE packs: bit 0/1 stride x/y - 1 low bits, bit 2 part-kernel-first
     traversal, bits 3/4 dilation x/y - 1, bits 6-8 / 9-11 the stride x/y - 1 high bits."""
@@ -48,11 +63,13 @@ def kernel(state: RegisterState) -> Kernel:
     return Kernel(kh, kw, sy, sx, dy, dx, bool(v & 4))
 
 
+@_derived
 def ofm_shape(state: RegisterState) -> tuple[int, int, int]:
     return (state.param("OFM_HEIGHT_M1") + 1, state.param("OFM_WIDTH_M1") + 1,
             state.param("OFM_DEPTH_M1") + 1)
 
 
+@_derived
 def padding(state: RegisterState) -> tuple[int, int, int, int]:
     """(top, left, bottom, right)."""
     return tuple(state.param(f"IFM_PAD_{s}") for s in ("TOP", "LEFT", "BOTTOM", "RIGHT"))
@@ -70,9 +87,11 @@ def check_box(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) ->
                           f"{fm.region} holds ({size})")
 
 
-def read_fm(mem: Memory, fm: FeatureMap, h: int, w: int, c: int, what: str) -> np.ndarray:
+def read_fm(mem: Memory, fm: FeatureMap, h: int, w: int, c: int,
+            what: str) -> np.ndarray | None:
+    """The box as int64 (``None`` on a dry run, which only records the access)."""
     check_box(mem, fm, h, w, c, what)
-    return mem.read(fm.region, fm.grid(h, w, c), fm.dtype, what).astype(np.int64)
+    return mem.read_box(fm, h, w, c, what)
 
 
 def ofm_box(mem: Memory, state: RegisterState) -> tuple[int, int, int]:
@@ -100,9 +119,10 @@ def ifm_hw(state: RegisterState, k: Kernel, out_hw: tuple[int, int]) -> tuple[in
 
 
 def padded_ifm(mem: Memory, state: RegisterState, k: Kernel, out_hw: tuple[int, int],
-               depth: int, fill: int | None) -> tuple[np.ndarray, np.ndarray]:
+               depth: int, fill: int | None) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
     """The IFM the kernel walks over, zero point removed, with the padding applied: returns
-    (values, valid) where ``valid`` marks real (not padded) positions."""
+    (values, valid) where ``valid`` marks real (not padded) positions ((None, None) on a dry
+    run)."""
     top, left, _, _ = padding(state)
     span_h, span_w = _spans(k, out_hw)
     ih, iw = ifm_hw(state, k, out_hw)
@@ -110,11 +130,18 @@ def padded_ifm(mem: Memory, state: RegisterState, k: Kernel, out_hw: tuple[int, 
     upscale = state.param("IFM_UPSCALE")
     if upscale == UPSCALE_NEAREST:  # the kernel walks a 2x nearest-neighbour enlargement
         small = read_fm(mem, ifm, (ih + 1) // 2, (iw + 1) // 2, depth, "the IFM")
+        if small is None:
+            return None, None
         vals = small.repeat(2, axis=0).repeat(2, axis=1)[:ih, :iw] - ifm.zero_point
     elif upscale:
         raise StreamError(f"IFM upscaling mode {upscale} (transpose) is not modelled")
     else:
-        vals = read_fm(mem, ifm, ih, iw, depth, "the IFM") - ifm.zero_point
+        vals = read_fm(mem, ifm, ih, iw, depth, "the IFM")
+        if vals is None:
+            return None, None
+        vals -= ifm.zero_point
+        if not (top or left or span_h > ih or span_w > iw):
+            return vals, np.ones((span_h, span_w, 1), bool)
     full = np.full((span_h, span_w, depth), 0 if fill is None else fill, np.int64)
     valid = np.zeros((span_h, span_w, 1), bool)
     full[top:top + ih, left:left + iw] = vals
@@ -132,14 +159,19 @@ def windows(a: np.ndarray, k: Kernel, out_hw: tuple[int, int]):
                             x0:x0 + (ow - 1) * k.stride_x + 1:k.stride_x]
 
 
-def channel_scales(mem: Memory, state: RegisterState, channels: int) -> ChannelScales:
+def channel_scales(mem: Memory, state: RegisterState, channels: int) -> ChannelScales | None:
+    """The first ``channels`` entries of the scale stream (``None`` on a dry run)."""
     length = state.address("SCALE_LENGTH")
     if length < channels * ENTRY_BYTES:
         raise StreamError(f"SCALE_LENGTH {length} is short of {channels} entries of "
                           f"{ENTRY_BYTES} bytes")
-    raw = mem.read_bytes(state.param("SCALE_REGION"), state.address("SCALE_BASE"),
-                         channels * ENTRY_BYTES, "the scale stream")
-    return decode_bias_stream(raw, channels)
+    region, base, n = state.param("SCALE_REGION"), state.address("SCALE_BASE"), \
+        channels * ENTRY_BYTES
+    raw = mem.read_bytes(region, base, n, "the scale stream")
+    if raw is None:
+        return None
+    return mem.memo(region, base, n, ("scales", base, channels),
+                    lambda: decode_bias_stream(raw, channels))
 
 
 def rounding_mode(state: RegisterState) -> int:
@@ -155,9 +187,12 @@ def global_scale(state: RegisterState) -> tuple[int, int]:
 
 
 def write_ofm(
-    mem: Memory, state: RegisterState, values: np.ndarray, shram: "ShramInfo | None"
+    mem: Memory, state: RegisterState, values: np.ndarray | None, shram: "ShramInfo | None",
+    shape: tuple[int, int, int] | None = None,
 ) -> None:
-    """Zero point already added: apply the activation (clamp, or LUT then clamp) and store."""
+    """Zero point already added: apply the activation (clamp, or LUT then clamp) and store.
+    On a dry run ``values`` is ``None`` and ``shape`` the OFM box: the LUT and the OFM are
+    only recorded."""
     ofm = from_registers(state, "OFM")
     act = state.param("ACTIVATION")
     func = act & 0xFFF
@@ -167,17 +202,18 @@ def write_ofm(
         # the clamp registers are 16-bit: a 32-bit OFM saturates to its own range instead
         lo, hi = info.min, info.max
     if func == ACT_NONE:
-        out = np.clip(values, max(lo, info.min), min(hi, info.max))
+        out = None if values is None else np.clip(values, max(lo, info.min), min(hi, info.max))
     elif ACT_LUT_START <= func <= ACT_LUT_END:
         # the clamp picks the LUT index; the table's entry is the output
-        index = np.clip(np.clip(values, lo, hi), -128, 127)
-        out = np.clip(apply_lut(mem, index, func - ACT_LUT_START, ofm.dtype, shram),
-                      info.min, info.max)
+        index = None if values is None else np.clip(np.clip(values, lo, hi), -128, 127)
+        out = apply_lut(mem, index, func - ACT_LUT_START, ofm.dtype, shram)
+        if out is not None:
+            out = np.clip(out, info.min, info.max)
     else:
         raise StreamError(f"activation function {func} (tanh/sigmoid) is not modelled; only "
                           "none/clamp and LUTs are")
-    h, w, c = values.shape
-    mem.write(ofm.region, ofm.grid(h, w, c), out.astype(ofm.dtype), "the OFM")
+    box = values.shape if values is not None else shape
+    mem.write_box(ofm, out, box, "the OFM")
 
 
 @functools.lru_cache(maxsize=None)
@@ -191,19 +227,21 @@ class ShramInfo:
     slot_size: int
 
 
-def apply_lut(mem: Memory, index: np.ndarray, slot: int, dtype: np.dtype,
-              shram: ShramInfo | None) -> np.ndarray:
+def apply_lut(mem: Memory, index: np.ndarray | None, slot: int, dtype: np.dtype,
+              shram: ShramInfo | None) -> np.ndarray | None:
     """A 256-entry LUT indexed by an int8 value + 128: int8 entries, or int32 entries for a
-    32-bit OFM (the form Vela's int8 softmax uses for its exponentials)."""
+    32-bit OFM (the form Vela's int8 softmax uses for its exponentials). ``index`` ``None``
+    (a dry run): the table is only recorded as read."""
     if shram is None:
         raise StreamError("a LUT activation needs the accelerator's SHRAM layout (run with an "
                           "accelerator)")
     base = shram.lut_address + slot * shram.slot_size
-    if np.dtype(dtype).itemsize == 4:
-        table = mem.read(SHRAM_REGION, base + 4 * np.arange(256), np.int32, "the LUT")
-    else:
-        table = mem.read(SHRAM_REGION, base + np.arange(256), np.int8, "the LUT")
-    return table.astype(np.int64)[index + 128]
+    entry = np.dtype(np.int32 if np.dtype(dtype).itemsize == 4 else np.int8)
+    raw = mem.read_bytes(SHRAM_REGION, base, 256 * entry.itemsize, "the LUT")
+    if raw is None:
+        return None
+    table = raw.view(entry.newbyteorder("<")).astype(np.int64)
+    return table[index + 128]
 
 
 def scale_stage(acc: np.ndarray, s: ChannelScales, mode: int) -> np.ndarray:

@@ -15,5 +15,6 @@ def run_dma(mem: Memory, state: RegisterState, param: int) -> tuple[int, int, in
     dst_region = state.param("DMA0_DST_REGION")
     length = state.address("DMA0_LEN")
     data = mem.read_bytes(src_region, state.address("DMA0_SRC"), length, "the DMA source")
-    mem.write_bytes(dst_region, state.address("DMA0_DST"), data, "the DMA destination")
+    mem.write_bytes(dst_region, state.address("DMA0_DST"), data, "the DMA destination",
+                    length=max(length, 0))
     return src_region, dst_region, length

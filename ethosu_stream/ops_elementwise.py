@@ -27,10 +27,13 @@ def _ifm2(mem: Memory, state: RegisterState, shape) -> np.ndarray:
     b = state.param("IFM2_BROADCAST")
     ifm2 = from_registers(state, "IFM2")
     if b & _SCALAR:
+        if mem.dry:
+            return None
         return np.full(shape, state.signed("IFM2_SCALAR") - ifm2.zero_point, np.int64)
     h, w, c = shape
     h2, w2, c2 = (1 if b & _BCAST_H else h), (1 if b & _BCAST_W else w), (1 if b & _BCAST_C else c)
-    return np.broadcast_to(read_fm(mem, ifm2, h2, w2, c2, "the IFM2") - ifm2.zero_point, shape)
+    x = read_fm(mem, ifm2, h2, w2, c2, "the IFM2")
+    return None if x is None else np.broadcast_to(x - ifm2.zero_point, shape)
 
 
 def _clz32(x: np.ndarray) -> np.ndarray:
@@ -47,7 +50,15 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
     shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
     ofm = from_registers(state, "OFM")
-    a = read_fm(mem, ifm, *shape, "the IFM") - ifm.zero_point
+    a = read_fm(mem, ifm, *shape, "the IFM")
+    if a is None:  # a dry run: what the operation reads and writes, its faults
+        if mode not in UNARY:
+            _ifm2(mem, state, shape)
+        if mode not in (ABS, CLZ) and mode in UNARY:
+            raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
+        write_ofm(mem, state, None, shram, shape)
+        return
+    a -= ifm.zero_point
     rmode = rounding_mode(state)
     scale, shift = global_scale(state)
     if mode in UNARY:

@@ -28,13 +28,16 @@ MAX, AVERAGE, REDUCE_SUM = 0, 1, 2
 _NEG = -(1 << 40)
 
 
-def _padded_average(acc: np.ndarray, count: np.ndarray, state: RegisterState) -> np.ndarray:
+def _padded_average(acc: np.ndarray | None, count: np.ndarray | None,
+                    state: RegisterState) -> np.ndarray | None:
     """A padded window: the hardware divides by the real (unpadded) elements itself, rounding
     half away from zero as TFLite's average pool does; Vela then writes OFM_SCALE 1, shift 0.
     Other scales with padding are not modelled."""
     if global_scale(state) != (1, 0):
         raise StreamError(f"average pooling over padding with OFM_SCALE {global_scale(state)} "
                           "is not modelled (only (1, 0), what Vela writes)")
+    if acc is None:
+        return None
     half = count // 2
     return np.where(acc >= 0, (acc + half) // count, -((-acc + half) // count))
 
@@ -48,12 +51,15 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
             raise StreamError("an upscaled REDUCE_SUM is not modelled")
         ifm = from_registers(state, "IFM")
         depth = state.param("IFM_DEPTH_M1") + 1
-        x = read_fm(mem, ifm, oh, ow, depth, "the IFM") - ifm.zero_point
-        acc = x.sum(axis=2, keepdims=True)
+        x = read_fm(mem, ifm, oh, ow, depth, "the IFM")
+        acc = None if x is None else (x - ifm.zero_point).sum(axis=2, keepdims=True)
         macs = oh * ow * depth
     elif mode in (MAX, AVERAGE):
         x, valid = padded_ifm(mem, state, k, (oh, ow), od, fill=_NEG if mode == MAX else 0)
-        if mode == MAX:
+        acc = count = None
+        if x is None:  # a dry run
+            pass
+        elif mode == MAX:
             acc = np.full((oh, ow, od), _NEG, np.int64)
             for _, _, tap in windows(x, k, (oh, ow)):
                 acc = np.maximum(acc, tap)
@@ -73,10 +79,11 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
         out = _padded_average(acc, count, state)
     elif uses_global_scale(state):
         scale, shift = global_scale(state)
-        out = rounding.scale(acc, scale, shift, rounding_mode(state))
+        out = None if acc is None else rounding.scale(acc, scale, shift, rounding_mode(state))
     elif mode == AVERAGE:
         raise StreamError("average pooling with per-channel scaling is not modelled")
     else:
-        out = scale_stage(acc, channel_scales(mem, state, od), rounding_mode(state))
-    write_ofm(mem, state, out + ofm_zp, shram)
+        scales = channel_scales(mem, state, od)
+        out = None if acc is None else scale_stage(acc, scales, rounding_mode(state))
+    write_ofm(mem, state, None if out is None else out + ofm_zp, shram, (oh, ow, od))
     return macs

@@ -8,19 +8,17 @@ which is how Ethos-U65's 40-bit addresses fit.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
+
+import numpy as np
 
 from .errors import StreamError
 from .vela_defs import regs
 
-_MODE_CMD0 = 0
-_MODE_CMD1 = 1
 
-
-@dataclass(frozen=True)
-class Command:
-    """One decoded command: ``index`` counts commands, ``word`` is its first word's offset."""
+class Command(NamedTuple):
+    """One decoded command: ``index`` counts commands, ``word`` is its first word's offset.
+    (A named tuple: a long stream decodes into tens of thousands of them.)"""
 
     index: int
     word: int
@@ -46,31 +44,37 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
     """Split ``words`` into commands. The stream must end with ``NPU_OP_STOP``; an unknown
     opcode, a set reserved bit, a cmd1 without its payload word, a stream that stops short of
     ``NPU_OP_STOP`` or words after it raise :class:`StreamError` naming the command."""
-    words = [int(w) for w in words]
+    if isinstance(words, np.ndarray) and words.dtype.kind in "iu":
+        words = words.tolist()
+    else:
+        words = [int(w) for w in words]
     cmd0_names, cmd1_names = opcode_tables()
     out: list[Command] = []
+    append = out.append
+    n = len(words)
     i = 0
-    while i < len(words):
+    while i < n:
         w = words[i]
         index = len(out)
         if not 0 <= w < 1 << 32:
             raise StreamError(f"word {i} ({w}) is not a 32-bit unsigned value", index)
-        opcode, mode, param = w & 0x3FF, (w >> 14) & 3, w >> 16
-        if (w >> 10) & 0xF or mode not in (_MODE_CMD0, _MODE_CMD1):
+        # bits 10-13 reserved, bits 14-15 the mode: cmd0 (0) or cmd1 (1)
+        if w & 0x3C00 or w & 0x8000:
             raise StreamError(f"word {i} (0x{w:08x}) has reserved bits set: not a command word "
                               "(is the stream misaligned, or a payload word read as a command?)",
                               index)
-        if mode == _MODE_CMD0:
+        opcode, param = w & 0x3FF, w >> 16
+        if not w & 0x4000:
             name = cmd0_names.get(opcode)
             if name is None:
                 raise StreamError(
                     f"unknown cmd0 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index
                 )
-            out.append(Command(index, i, name, opcode, False, param))
+            append(Command(index, i, name, opcode, False, param))
             i += 1
             if name == "NPU_OP_STOP":
-                if i != len(words):
-                    raise StreamError(f"{len(words) - i} word(s) follow NPU_OP_STOP; the stream "
+                if i != n:
+                    raise StreamError(f"{n - i} word(s) follow NPU_OP_STOP; the stream "
                                       "must end there", index, name)
                 return out
         else:
@@ -79,11 +83,11 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
                 raise StreamError(
                     f"unknown cmd1 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index
                 )
-            if i + 1 >= len(words):
+            if i + 1 >= n:
                 raise StreamError(
                     "the stream is cut short: this cmd1 has no payload word", index, name
                 )
-            out.append(Command(index, i, name, opcode, True, param, words[i + 1]))
+            append(Command(index, i, name, opcode, True, param, words[i + 1]))
             i += 2
     raise StreamError("the stream is cut short: it ends without NPU_OP_STOP",
                       len(out) - 1 if out else 0, out[-1].name if out else None)
@@ -99,12 +103,23 @@ class RegisterState:
     def __init__(self) -> None:
         self._params: dict[str, int] = {}
         self._payloads: dict[str, int] = {}
+        #: values computed from the registers (feature maps), forgotten at the next write
+        self.derived: dict = {}
 
     def apply(self, cmd: Command) -> None:
         name = cmd.name[len("NPU_SET_"):]
         self._params[name] = cmd.param
         if cmd.is_cmd1:
             self._payloads[name] = cmd.payload
+        if self.derived:
+            self.derived.clear()
+
+    def snapshot(self) -> "RegisterState":
+        """A copy that later writes to this state leave alone."""
+        copy = RegisterState()
+        copy._params = dict(self._params)
+        copy._payloads = dict(self._payloads)
+        return copy
 
     def has(self, name: str) -> bool:
         return name in self._params

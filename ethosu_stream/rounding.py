@@ -39,7 +39,8 @@ def scale(acc: np.ndarray, multiplier, shift, mode: int) -> np.ndarray:
         # acc * m may not fit 64 bits for 32-bit operands: split m into 16-bit halves
         m_hi, m_lo = m >> 16, m & 0xFFFF
         first = _mul_round_shift(acc, m_hi, m_lo, single)
-        return np.where(high > 0, rounding_divide_by_pot(first, high), first)
+        # a rounding divide by 2**0 is the identity
+        return rounding_divide_by_pot(first, high) if np.any(high > 0) else first
     prod = acc * m
     if mode == NATURAL:
         half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
@@ -55,7 +56,7 @@ def _mul_round_shift(
 ) -> np.ndarray:
     """floor((x * (m_hi * 2**16 + m_lo) + 2**(s-1)) / 2**s) without 64-bit overflow while
     the result fits in 64 bits (x up to 2**47, m below 2**32)."""
-    if np.all(np.abs(x) < (1 << 31)):
+    if x.size == 0 or (x.max() < (1 << 31) and x.min() > -(1 << 31)):
         p = x * ((m_hi << 16) + m_lo)
         half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
         return (p + half) >> s

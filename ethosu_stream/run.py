@@ -2,11 +2,15 @@
 memory, and what the stream did is tallied."""
 from __future__ import annotations
 
-from collections import Counter
+import hashlib
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from .accelerator import accelerator_info
+from .blas import single_blas_thread
 from .errors import StreamError
 from .memory import Memory
 from .ops_common import ShramInfo
@@ -43,22 +47,75 @@ def run_stream(
     memory: Memory,
     accelerator: str = "ethos-u55-128",
     trace: Callable[[Command, RegisterState, Memory], None] | None = None,
+    *,
+    compute: bool = True,
 ) -> StreamStats:
     """Decodes ``words`` and executes them on ``memory`` (modified in place). Any fault ends in
     one :class:`StreamError` naming the command. ``trace`` is called before each operation
-    executes, with the registers it will run with (to inspect its inputs)."""
-    commands = decode_stream(words)
+    executes, with the registers it will run with (to inspect its inputs).
+
+    ``compute=False`` is a dry run: every operation checks its registers and records the
+    bytes it would read and write, but no data moves and nothing is computed (``memory``
+    keeps its contents). The statistics are those of a full run; what a dry run cannot find
+    are faults in the data itself (a weight stream that does not decode)."""
+    memory.dry = not compute
+    try:
+        with single_blas_thread():
+            return _run(words, memory, accelerator, trace)
+    finally:
+        memory.dry = False
+
+
+@dataclass(frozen=True)
+class _Program:
+    """A decoded stream ready to run: each operation with the registers in force when it
+    starts (a snapshot, so what operations derive from them is derived once), and the
+    commands per kind (fixed by the words)."""
+
+    operations: tuple[tuple[Command, RegisterState], ...]
+    kinds: dict[str, int]
+
+
+def _prepare(words) -> _Program:
+    state = RegisterState()
+    operations = []
+    kinds: Counter = Counter()
+    for cmd in decode_stream(words):
+        kinds[cmd.name] += 1
+        if cmd.name.startswith("NPU_OP_"):
+            operations.append((cmd, state.snapshot()))
+        else:
+            state.apply(cmd)
+    return _Program(tuple(operations), dict(sorted(kinds.items())))
+
+
+_PROGRAMS: OrderedDict[bytes, _Program] = OrderedDict()
+_PROGRAMS_KEPT = 4
+
+
+def _program(words) -> _Program:
+    """``_prepare(words)``, remembered for the last few word arrays (a model's stream runs
+    again at every inference)."""
+    if not (isinstance(words, np.ndarray) and words.dtype.kind in "iu"):
+        return _prepare(words)
+    key = hashlib.sha256(words.dtype.str.encode() + words.tobytes()).digest()
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = _PROGRAMS[key] = _prepare(words)
+        if len(_PROGRAMS) > _PROGRAMS_KEPT:
+            _PROGRAMS.popitem(last=False)
+    else:
+        _PROGRAMS.move_to_end(key)
+    return program
+
+
+def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
+    program = _program(words)
     info = accelerator_info(accelerator)
     shram = ShramInfo(info.lut_address, info.lut_slot_size)
-    state = RegisterState()
-    kinds: Counter = Counter()
     dma: Counter = Counter()
     macs = 0
-    for cmd in commands:
-        kinds[cmd.name] += 1
-        if not cmd.is_operation:
-            state.apply(cmd)
-            continue
+    for cmd, state in program.operations:
         if trace is not None:
             trace(cmd, state, memory)
         try:
@@ -71,7 +128,7 @@ def run_stream(
             raise StreamError(f"the registers describe an operation the model cannot run: "
                               f"{exc}", cmd.index, cmd.name) from None
     acc = memory.access
-    return StreamStats(dict(sorted(kinds.items())), macs, dict(sorted(dma.items())),
+    return StreamStats(dict(program.kinds), macs, dict(sorted(dma.items())),
                        {r: a.high_water for r, a in sorted(acc.items())},
                        {r: a.read for r, a in sorted(acc.items())},
                        {r: a.written for r, a in sorted(acc.items())})

@@ -70,10 +70,10 @@ class EthosUOp:
     inputs: tuple[TensorSlot, ...]
     outputs: tuple[TensorSlot, ...]
 
-    def run(self, inputs: list[np.ndarray], accelerator: str,
-            trace: Callable | None = None) -> tuple[list[np.ndarray], StreamStats]:
-        """Places ``inputs`` at their arena offsets, runs the stream (``trace`` as in
-        :func:`run_stream`) and reads the outputs back."""
+    def run(self, inputs: list[np.ndarray], accelerator: str, trace: Callable | None = None,
+            *, compute: bool = True) -> tuple[list[np.ndarray], StreamStats]:
+        """Places ``inputs`` at their arena offsets, runs the stream (``trace`` and
+        ``compute`` as in :func:`run_stream`) and reads the outputs back."""
         if len(inputs) != len(self.inputs):
             raise ValueError(f"the ethos-u operator takes {len(self.inputs)} input(s), "
                              f"got {len(inputs)}")
@@ -90,7 +90,7 @@ class EthosUOp:
                                  f"{slot.shape}, got {x.dtype} {x.shape}")
             x = x.reshape(-1).view(np.uint8)
             mem.regions[SCRATCH_REGION][slot.arena_offset:slot.arena_offset + x.size] = x
-        stats = run_stream(self.words, mem, accelerator, trace)
+        stats = run_stream(self.words, mem, accelerator, trace, compute=compute)
         outs = []
         for slot in self.outputs:
             n = int(np.prod(slot.shape)) * slot.dtype.itemsize

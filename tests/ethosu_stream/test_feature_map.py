@@ -53,3 +53,56 @@ def test_tiles_split_the_map_by_width0_and_heights(h, w, data):
             yy = y - ((h1 if right else h0) if lower else 0)
             xx = x - (w0 if right else 0)
             assert fm.addresses(y, x, 2) == bases[t] + yy * w * 4 + xx * 4 + 2
+
+
+@st.composite
+def _any_map(draw):
+    """Any feature map over a small region: tiles, NHWC or NHCWB16, int8/int16/int32, and
+    strides drawn freely (so boxes may overlap themselves or each other's tiles)."""
+    h, w, c = draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 35))
+    dtype = np.dtype(draw(st.sampled_from([np.int8, np.int16, np.int32])))
+    layout16 = draw(st.booleans())
+    strides = [draw(st.integers(0, 700)) for _ in range(3)]
+    bases = tuple(draw(st.integers(0, 600)) for _ in range(4))
+    h0, h1, w0 = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    fm = FeatureMap(1, bases, h0, h1, w0, strides[0], strides[1], strides[2], layout16, dtype, 0)
+    return fm, (h, w, c)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_any_map(), st.integers(0, 2**31 - 1), st.booleans())
+def test_box_access_is_the_element_access(fm_box, seed, dry):
+    """The strided-view box reads and writes (what operations use) move the same bytes, and
+    count and check the same, as element-wise reads and writes at ``grid`` addresses; a dry
+    box access counts and checks the same and moves nothing."""
+    from ethosu_stream import StreamError
+
+    fm, (h, w, c) = fm_box
+    rs = np.random.RandomState(seed)
+    size = 20000
+    start = rs.randint(0, 256, size).astype(np.uint8)
+    info = np.iinfo(fm.dtype)
+    values = rs.randint(info.min, info.max, (h, w, c), dtype=np.int64).astype(fm.dtype)
+    by_element, by_box = Memory({1: start}), Memory({1: start})
+    by_box.dry = dry
+
+    def attempt(f):
+        try:
+            return f()
+        except StreamError as exc:
+            return str(exc)
+
+    got = attempt(lambda: by_box.read_box(fm, h, w, c, "the IFM"))
+    want = attempt(lambda: by_element.read(1, fm.grid(h, w, c), fm.dtype, "the IFM"))
+    if isinstance(want, str) or dry:
+        assert got == want if isinstance(want, str) else got is None
+    else:
+        assert np.array_equal(got, want) and got.dtype == np.int64
+    got = attempt(lambda: by_box.write_box(fm, None if dry else values, (h, w, c), "the OFM"))
+    want = attempt(lambda: by_element.write(1, fm.grid(h, w, c), values, "the OFM"))
+    assert got == want
+    assert by_box.access == by_element.access
+    if dry:
+        assert np.array_equal(by_box.regions[1], start)
+    else:
+        assert np.array_equal(by_box.regions[1], by_element.regions[1])

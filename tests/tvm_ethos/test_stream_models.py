@@ -144,6 +144,12 @@ def test_model_runs_wholly_through_its_stream(compiled, name, config):
         _check_windows(reads, fed)
         checked.append(fed)
     assert any(not np.array_equal(a, b) for a, b in zip(*checked))  # they follow the input
+    # the compile-time report comes from a dry run: a full run does what it says
+    _, full = run_payload(payload, [x])
+    assert run_payload(payload, [x], compute=False)[1] == full
+    assert (entry["macs"], entry["scratch_high_water_bytes"], entry["commands"]) == \
+        (full.macs, full.high_water[1], full.commands)
+    assert entry["dma_bytes"] == {f"{s}->{d}": n for (s, d), n in full.dma_bytes.items()}
 
 
 def test_resnet8_outputs_follow_the_input(compiled):

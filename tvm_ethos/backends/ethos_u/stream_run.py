@@ -8,9 +8,11 @@ import numpy as np
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 
 
-def run_payload(payload: EthosUPayload, inputs, trace=None) -> tuple[list[np.ndarray], object]:
-    """(outputs in ``payload.outputs`` order, the run's ``StreamStats``); ``trace`` as
-    ``ethosu_stream.run_stream`` takes it (called before each operation)."""
+def run_payload(payload: EthosUPayload, inputs, trace=None, *,
+                compute: bool = True) -> tuple[list[np.ndarray], object]:
+    """(outputs in ``payload.outputs`` order, the run's ``StreamStats``); ``trace`` and
+    ``compute`` as ``ethosu_stream.run_stream`` takes them (``compute=False``: a dry run, the
+    same statistics without computing the outputs, which are then meaningless)."""
     from ethosu_stream import Memory, run_stream
     from ethosu_stream.accelerator import accelerator_info
     from ethosu_stream.memory import SHRAM_REGION
@@ -43,7 +45,8 @@ def run_payload(payload: EthosUPayload, inputs, trace=None) -> tuple[list[np.nda
             )
         raw = x.reshape(-1).view(np.uint8)
         arena[spec.offset : spec.offset + raw.size] = raw
-    stats = run_stream(command_words(payload.driver_payload), mem, payload.accelerator, trace)
+    stats = run_stream(command_words(payload.driver_payload), mem, payload.accelerator, trace,
+                       compute=compute)
     outs = []
     for spec in payload.outputs:
         n = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
@@ -54,13 +57,14 @@ def run_payload(payload: EthosUPayload, inputs, trace=None) -> tuple[list[np.nda
 
 
 def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:
-    """What the stream does on the functional model (one run on zero inputs), beside the
-    plan's predicted peak, as the plan report keeps it (JSON values): the highest byte
-    touched in the arena (region 1), the fast scratch (region 2) and the one of them that
-    holds the plan's SRAM (``sram_region``), and how many operations run the planner's
-    block (``block_configs``)."""
+    """What the stream does on the functional model, beside the plan's predicted peak, as the
+    plan report keeps it (JSON values): the highest byte touched in the arena (region 1), the
+    fast scratch (region 2) and the one of them that holds the plan's SRAM (``sram_region``),
+    and how many operations run the planner's block (``block_configs``). A dry run: the
+    statistics (commands, MACs, DMA bytes, the high-water marks) follow from the registers
+    alone, so nothing is computed."""
     zeros = [np.zeros(a.shape, a.dtype) for a in payload.inputs]
-    _outs, stats = run_payload(payload, zeros)
+    _outs, stats = run_payload(payload, zeros, compute=False)
     return {
         "generated": True,
         "schedule": payload.schedule,
