@@ -88,6 +88,8 @@ def test_the_plan_table_prints_what_the_stream_did():
                       cm.plan_table)
     assert found and int(found[1].replace(",", "")) == entry["planned_peak_bytes"]
     assert int(found[2].replace(",", "")) == entry["macs"] > 0
+    blocks = next(t for t in cm.plan_table.splitlines() if "block configs: " in t)
+    assert all(f"{why} {n:,}" in blocks for why, n in entry["block_configs"].items())
 
 
 def test_unsupported_operator_keeps_the_emulator_and_says_why():

@@ -400,7 +400,7 @@ def _jsonable(v):
 #: region numbers of a stream's DMA, as the report names them (``ethosu_stream.memory``)
 _REGION_NAMES = {0: "flash", 1: "scratch", 2: "scratch_fast", (1 << 8) | 3: "LUT"}
 _OP_NAMES = {"NPU_OP_CONV": "conv", "NPU_OP_DEPTHWISE": "depthwise", "NPU_OP_POOL": "pool",
-             "NPU_OP_ELEMENTWISE": "elementwise", "NPU_OP_DMA_START": "DMA"}
+             "NPU_OP_ELEMENTWISE": "elementwise"}
 
 
 def stream_lines(entry: dict) -> list[str]:
@@ -411,7 +411,8 @@ def stream_lines(entry: dict) -> list[str]:
         return [f"   command stream: none, the subgraph runs on the emulator: {entry['reason']}"]
     ops = entry.get("commands", {})
     kinds = ", ".join(f"{name} {ops[k]:,}" for k, name in _OP_NAMES.items() if ops.get(k))
-    n = sum(ops.get(k, 0) for k in _OP_NAMES if k != "NPU_OP_DMA_START")
+    n = sum(ops.get(k, 0) for k in _OP_NAMES)
+    dmas = ops.get("NPU_OP_DMA_START", 0)
 
     def region(r: str) -> str:
         return _REGION_NAMES.get(int(r), f"region {r}")
@@ -426,15 +427,18 @@ def stream_lines(entry: dict) -> list[str]:
     if peak is not None:
         vs = " = the plan's peak" if touched + (entry.get("untouched_top_bytes") or 0) == peak \
             else f" (the plan's peak: {peak:,} B)"
-    blocks = entry.get("block_configs") or {}
-    block_text = "; blocks: " + ", ".join(f"{why} {n:,}" for why, n in sorted(blocks.items())) \
-        if blocks else ""
     form = entry.get("schedule", "layer by layer").replace("plan", "the plan's stripes", 1)
-    return [f"   command stream ({form}): "
-            f"{entry['command_stream_bytes']:,} B, {n:,} NPU operations ({kinds}); "
-            f"flash {entry['flash_bytes']:,} B (encoded weights, biases, LUTs){block_text}",
-            f"   on the functional model: {where} touched {touched:,} B{vs}; "
-            f"DMA {dma or 'none'}; {entry['macs']:,} MACs"]
+    lines = [f"   command stream ({form}): "
+             f"{entry['command_stream_bytes']:,} B, {n:,} NPU operations ({kinds}) and "
+             f"{dmas:,} DMA{'s' if dmas != 1 else ''}; "
+             f"flash {entry['flash_bytes']:,} B (encoded weights, biases, LUTs)",
+             f"   on the functional model: {where} touched {touched:,} B{vs}; "
+             f"DMA {dma or 'none'}; {entry['macs']:,} MACs"]
+    blocks = entry.get("block_configs") or {}
+    if blocks:
+        lines.append("   block configs: " + "; ".join(f"{why} {n:,}"
+                                                     for why, n in sorted(blocks.items())))
+    return lines
 
 
 def format_table(rep: dict) -> str:
