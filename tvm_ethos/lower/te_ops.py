@@ -329,6 +329,46 @@ def _clamped(v, size: int):
     return tirx.max(tirx.min(v, _i32(size - 1)), _i32(0))
 
 
+def window_pad_stage(op, x, code, fill, name: str):
+    """The input of a conv padded to the rows and columns its windows span, as the kernel's
+    operand type: ``code(x)`` inside, ``fill`` (the zero point's code) outside. A dot-product
+    form reads it with no bounds check."""
+    n_, h_, w_, _oh, _ow, _sh, _sw, _dh, _dw, pt, pl, rows, cols = _conv_window(op)
+
+    def pad_fn(n, i, j, c):
+        ih, iw = i - pt, j - pl
+        inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
+        return tirx.if_then_else(inside, code(x[n, _clamped(ih, h_), _clamped(iw, w_), c]),
+                                 fill)
+
+    return te.compute((n_, rows, cols, int(x.shape[3])), pad_fn, name=name)
+
+
+def window_im2col_stage(op, x, cs: int, code, fill, name: str):
+    """Each window row of a conv laid out along one axis, ``(kw, cin)`` padded to ``cs`` (an
+    im2col along the width only), as the kernel's operand type (see window_pad_stage); the
+    weights of the padded positions are zero (:func:`window_row_weights`)."""
+    _kh, kw, cin, _co = op.weights.shape
+    n_, h_, w_, _oh, ow_, _sh, sw, _dh, dw, pt, pl, rows, _cols = _conv_window(op)
+
+    def col_fn(n, i, j, k):
+        ih, iw = i - pt, j * sw + (k // cin) * dw - pl
+        inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
+        return tirx.if_then_else(
+            inside, code(x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin]), fill)
+
+    return te.compute((n_, rows, ow_, cs), col_fn, name=name)
+
+
+def window_row_weights(op, cs: int) -> np.ndarray:
+    """``(kh * cs, co)`` weights of a conv whose window rows are read as ``cs`` elements:
+    ``kw * cin`` real ones, then zeros."""
+    kh, kw, cin, co = op.weights.shape
+    wk = np.zeros((kh, cs, co), np.int8)
+    wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
+    return wk.reshape(kh * cs, co)
+
+
 def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     """A full conv (one group) in ``x86_dot``'s form: a sum over its taps of 1x1 dot products.
 
@@ -346,20 +386,20 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     kh, kw, cin, co = op.weights.shape
     n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
     zp = int(op.in_q[0][1])
+    fill = tirx.const(zp + 128, "uint8")
     if cin % 4 == 0:
         if pt == 0 and pl == 0 and rows <= h_ and cols <= w_:
             src = x
         else:
-            def pad_fn(n, i, j, c):
-                ih, iw = i - pt, j - pl
-                inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
-                return tirx.if_then_else(
-                    inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), c]),
-                    tirx.const(zp + 128, "uint8"))
-
-            src = te.compute((n_, rows, cols, cin), pad_fn, name=f"{name}_pad")
-        kwe, swe, dwe, cs = kw, sw, dw, cin
+            src = window_pad_stage(op, x, _shifted_code, fill, f"{name}_pad")
+        cs = cin
         wk = op.weights.reshape(kh * kw * cin, co)
+
+        def x_at(s, r):
+            return src[s[0], s[1] * sh + r // (kw * cs) * dh, s[2] * sw + r // cs % kw * dw,
+                       r % cs]
+
+        steps = (kh, kw * cs // 4)
     elif dw == 1:
         # each window row is kw * cin contiguous bytes of the padded input row: the rows laid
         # out flat, (width, channels) along one axis, read at ow * sw * cin; cs rounds a
@@ -371,52 +411,30 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
             ih, iw = i - pt, f // cin - pl
             inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
             return tirx.if_then_else(
-                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), f % cin]),
-                tirx.const(zp + 128, "uint8"))
+                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), f % cin]), fill)
 
         rows_src = te.compute((n_, rows, flat), row_fn, name=f"{name}_rows")
-        wk = np.zeros((kh, cs, co), np.int8)
-        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
-        wk = wk.reshape(kh * cs, co)
+        wk = window_row_weights(op, cs)
 
         def x_at(s, r):
             return rows_src[s[0], s[1] * sh + r // cs * dh, s[2] * (sw * cin) + r % cs]
 
-        made = _vnni_weights(wk, bias, zp)
-        if made is None:
-            return None
-        packed, corrected = made
-        wp = pool.add(f"{name}_wvnni", packed)
-        shape = (n_, oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
-        acc = _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc", (kh, cs // 4))
-        return acc, corrected
+        steps = (kh, cs // 4)
     else:
         cs = -(-kw * cin // 4) * 4
+        src = window_im2col_stage(op, x, cs, _shifted_code, fill, f"{name}_im2col")
+        wk = window_row_weights(op, cs)
 
-        def col_fn(n, i, j, k):
-            ih, iw = i - pt, j * sw + (k // cin) * dw - pl
-            inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
-            return tirx.if_then_else(
-                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin]),
-                tirx.const(zp + 128, "uint8"))
+        def x_at(s, r):
+            return src[s[0], s[1] * sh + r // cs * dh, s[2], r % cs]
 
-        src = te.compute((n_, rows, ow_, cs), col_fn, name=f"{name}_im2col")
-        kwe, swe, dwe = 1, 1, 1
-        wk = np.zeros((kh, cs, co), np.int8)
-        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
-        wk = wk.reshape(kh * cs, co)
+        steps = (kh, cs // 4)
     made = _vnni_weights(wk, bias, zp)
     if made is None:
         return None
     packed, corrected = made
     wp = pool.add(f"{name}_wvnni", packed)
     shape = (n_, oh_, ow_, packed.shape[0] * packed.shape[2] // 4)
-
-    def x_at(s, r):
-        return src[s[0], s[1] * sh + r // (kwe * cs) * dh, s[2] * swe + r // cs % kwe * dwe,
-                   r % cs]
-
-    steps = (kh, kwe * cs // 4)
     return _vnni_acc(shape, x_at, wp, wk.shape[0], f"{name}_acc", steps), corrected
 
 

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from tvm import s_tir, te, tirx
-from tvm.sym import Analyzer
+from tvm import te, tirx
 from tvm.target import codegen
 
-from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, _loads
+from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, open_step, put_step
 
 #: int32 lanes of one vpmaddwd (a 256-bit register)
 MADD_LANES = 8
@@ -125,41 +124,34 @@ def conv_acc(op, x, pool, name: str, bias: np.ndarray):
     pair is two channels of one pixel; with an odd one (RGB, DS-CNN's single channel), each
     window row laid out along one axis, ``(kw, cin)`` padded to even with zero weights (im2col
     along the width). Returns ``(acc, corrected bias)`` or None."""
-    from tvm_ethos.lower.te_ops import _clamped, _conv_window
+    from tvm_ethos.lower.te_ops import (
+        _conv_window,
+        window_im2col_stage,
+        window_pad_stage,
+        window_row_weights,
+    )
 
     kh, kw, cin, co = op.weights.shape
     n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
     zp = int(op.in_q[0][1])
     fill = tirx.const(zp, "int16")
+
+    def int16(v):
+        return v.astype("int16")
+
     if cin % MADD_DEPTH == 0:
         if pt == 0 and pl == 0 and rows <= h_ and cols <= w_:
             src = te.compute((n_, h_, w_, cin), lambda *i: x[i].astype("int16"),
                              name=f"{name}_x16")
         else:
-            def pad_fn(n, i, j, c):
-                ih, iw = i - pt, j - pl
-                inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
-                return tirx.if_then_else(
-                    inside, x[n, _clamped(ih, h_), _clamped(iw, w_), c].astype("int16"), fill)
-
-            src = te.compute((n_, rows, cols, cin), pad_fn, name=f"{name}_pad16")
+            src = window_pad_stage(op, x, int16, fill, f"{name}_pad16")
         kwe, swe, dwe, cs = kw, sw, dw, cin
         wk = op.weights.reshape(kh * kw * cin, co)
     else:
         cs = -(-kw * cin // MADD_DEPTH) * MADD_DEPTH
-
-        def col_fn(n, i, j, k):
-            ih, iw = i - pt, j * sw + (k // cin) * dw - pl
-            inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
-            return tirx.if_then_else(
-                inside, x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin].astype("int16"),
-                fill)
-
-        src = te.compute((n_, rows, ow_, cs), col_fn, name=f"{name}_im2col16")
+        src = window_im2col_stage(op, x, cs, int16, fill, f"{name}_im2col16")
         kwe, swe, dwe = 1, 1, 1
-        wk = np.zeros((kh, cs, co), np.int8)
-        wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
-        wk = wk.reshape(kh * cs, co)
+        wk = window_row_weights(op, cs)
     made = madd_weights(wk, bias, zp)
     if made is None:
         return None
@@ -200,26 +192,9 @@ def replace_with_madd(sch, step, kind: str) -> None:
     Written out rather than ``Schedule.tensorize`` for the reason ``x86_dot`` gives (its JSON
     serialiser segfaults in this TVM build); the block keeps its iterators and regions, so
     buffer compaction still sees the tile."""
-    from tvm_ethos.lower.line_buffer import _subst
-
     if kind != AVX2_MADD:
         raise ValueError(f"replace_with_madd: unknown form {kind!r}")
-    blk = sch.get(step)
-    loop_c, loop_k = blk.body, blk.body.body
-    realize = loop_k.body
-    if not isinstance(realize, s_tir.SBlockRealize) or blk.init is not None:
-        raise ValueError("replace_with_madd: not a blockized 8x2 accumulator update")
-    at_zero = {loop_c.loop_var: tirx.const(0, "int32"), loop_k.loop_var: tirx.const(0, "int32")}
-    env = {iv.var: _subst(val, at_zero)
-           for iv, val in zip(realize.block.iter_vars, realize.iter_values)}
-    store = realize.block.body
-    ana = Analyzer()
-
-    def vector(load_or_store, lanes: int):
-        base = [ana.simplify(_subst(e, env)) for e in load_or_store.indices]
-        return base[:-1] + [tirx.Ramp(base[-1], 1, lanes)]
-
-    loads = _loads(store.value)
+    store, loads, vector = open_step(sch, step, "replace_with_madd")
     weights = next(ld for ld in loads if len(ld.source.shape) == 3)
     acts = next(ld for ld in loads if str(ld.source.dtype) == "int16"
                 and not ld.source.same_as(weights.source))
@@ -228,8 +203,4 @@ def replace_with_madd(sch, step, kind: str) -> None:
     w = tirx.BufferLoad(weights.source, vector(weights, MADD_LANES * MADD_DEPTH))
     acc_index = vector(store, MADD_LANES)
     madd = tirx.call_llvm_pure_intrin("int32x8", "llvm.x86.avx2.pmadd.wd", a, w)
-    value = tirx.BufferLoad(store.buffer, acc_index) + madd
-    new = s_tir.SBlock(blk.iter_vars, blk.reads, blk.writes, blk.name_hint,
-                       tirx.BufferStore(store.buffer, value, acc_index), None,
-                       blk.alloc_buffers, blk.match_buffers, blk.annotations)
-    sch.state.replace(sch.get_sref(step), new, {blk: new})
+    put_step(sch, step, store, tirx.BufferLoad(store.buffer, acc_index) + madd, acc_index)

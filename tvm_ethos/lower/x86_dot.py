@@ -74,23 +74,19 @@ def _weight_load(loads: list):
     return (named or cands)[0]
 
 
-def replace_with_vnni(sch, step, kind: str) -> None:
-    """Replace the body of ``step`` (a block made by ``Schedule.blockize`` over the loops
-    ``16 channels x 4 reduction elements`` of an accumulator update in ``te_ops``' VNNI form)
-    by one ``vpdpbusd``: the 16 accumulators, the four activation bytes broadcast (their top
-    bits flipped for int8, ``x + 128``) and the 64 weight bytes.
-
-    This is what ``Schedule.tensorize`` would do with a registered intrinsic; it is written out
-    because tensorize goes through TVM's JSON serialiser (``ToJSONGraph``), which segfaults in
-    this TVM build (``tvm.ir.save_json`` of any object does). The block keeps its iterators and
-    regions, so buffer compaction still sees the tile."""
+def open_step(sch, step, what: str):
+    """``(store, loads, vector)`` of ``step``, a block ``Schedule.blockize`` made over the
+    ``channels x reduction`` loops of an accumulator update: the update's store and the loads
+    of its value, and ``vector(load_or_store, lanes)``, that access's indices at the step's
+    origin with the innermost one a ramp of ``lanes``. What an instruction replacing the body
+    needs; ``what`` names the form in the error raised on any other block."""
     from tvm_ethos.lower.line_buffer import _subst
 
     blk = sch.get(step)
     loop_c, loop_k = blk.body, blk.body.body
     realize = loop_k.body
     if not isinstance(realize, s_tir.SBlockRealize) or blk.init is not None:
-        raise ValueError("replace_with_vnni: not a blockized 16x4 accumulator update")
+        raise ValueError(f"{what}: not a blockized accumulator update")
     at_zero = {loop_c.loop_var: tirx.const(0, "int32"), loop_k.loop_var: tirx.const(0, "int32")}
     env = {iv.var: _subst(val, at_zero)
            for iv, val in zip(realize.block.iter_vars, realize.iter_values)}
@@ -101,7 +97,31 @@ def replace_with_vnni(sch, step, kind: str) -> None:
         base = [ana.simplify(_subst(e, env)) for e in load_or_store.indices]
         return base[:-1] + [tirx.Ramp(base[-1], 1, lanes)]
 
-    loads = _loads(store.value)
+    return store, _loads(store.value), vector
+
+
+def put_step(sch, step, store, value, index) -> None:
+    """Replace ``step``'s body by one store of ``value`` at ``index`` of the update's
+    buffer, keeping the block's iterators and regions (buffer compaction still sees the
+    tile)."""
+    blk = sch.get(step)
+    new = s_tir.SBlock(blk.iter_vars, blk.reads, blk.writes, blk.name_hint,
+                       tirx.BufferStore(store.buffer, value, index), None,
+                       blk.alloc_buffers, blk.match_buffers, blk.annotations)
+    sch.state.replace(sch.get_sref(step), new, {blk: new})
+
+
+def replace_with_vnni(sch, step, kind: str) -> None:
+    """Replace the body of ``step`` (a block made by ``Schedule.blockize`` over the loops
+    ``16 channels x 4 reduction elements`` of an accumulator update in ``te_ops``' VNNI form)
+    by one ``vpdpbusd``: the 16 accumulators, the four activation bytes broadcast (their top
+    bits flipped for int8, ``x + 128``) and the 64 weight bytes.
+
+    This is what ``Schedule.tensorize`` would do with a registered intrinsic; it is written out
+    because tensorize goes through TVM's JSON serialiser (``ToJSONGraph``), which segfaults in
+    this TVM build (``tvm.ir.save_json`` of any object does). The block keeps its iterators and
+    regions, so buffer compaction still sees the tile."""
+    store, loads, vector = open_step(sch, step, "replace_with_vnni")
     acc_index = vector(store, VNNI_LANES)
     if kind == VNNI_S8:
         weights = _weight_load(loads)
@@ -123,10 +143,7 @@ def replace_with_vnni(sch, step, kind: str) -> None:
         "int32x16", "llvm.x86.avx512.vpdpbusd.512",
         tirx.BufferLoad(store.buffer, acc_index), a, w,
     )
-    new = s_tir.SBlock(blk.iter_vars, blk.reads, blk.writes, blk.name_hint,
-                       tirx.BufferStore(store.buffer, dot, acc_index), None,
-                       blk.alloc_buffers, blk.match_buffers, blk.annotations)
-    sch.state.replace(sch.get_sref(step), new, {blk: new})
+    put_step(sch, step, store, dot, acc_index)
 
 
 def has_vnni(target: dict | str) -> bool:
