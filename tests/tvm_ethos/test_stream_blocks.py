@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs
-from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain
+from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain, _two_convs
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 
 pytest.importorskip("ethosu.vela")
@@ -116,13 +116,6 @@ def test_a_one_high_block_outside_velas_list_is_taken():
     # more than the shared buffer holds: Vela's largest
     op, _ = _conv(12, 12, 24, 40, 3, np.random.RandomState(0))
     assert npu_ops.chosen_block(op, acc, (32, 64, 128))[1] == npu_ops.NOT_LEGAL
-
-
-def _two_convs():
-    g = Graph(np.random.RandomState(11))
-    x = g.input((1, 20, 9, 8))
-    a = g.conv2d(x, 16, act="relu")
-    return g.build([g.conv2d(a, 8, kernel=(3, 3), act="relu")])
 
 
 def _blocks_run(payload, x):
