@@ -7,12 +7,12 @@ them."""
 import numpy as np
 import pytest
 from graph_builder import Graph
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs
-from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain, _two_convs
+from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain, _two_convs, compile_on_frontier
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 
 pytest.importorskip("ethosu.vela")
@@ -237,14 +237,7 @@ def test_any_chain_at_any_budget_keeps_its_plan_in_the_u65_fast_scratch(seed, h,
     touches whole), and the outputs are bit-exact with LiteRT."""
     model = _chain(seed, h, w, c, data.draw(st.lists(LAYERS, min_size=2, max_size=3)))
     target = "ethos-u -accelerator_config=ethos-u65-256,llvm"
-    fast = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=None)
-    assume(fast.plan_report["subgraphs"])
-    (sub,) = fast.plan_report["subgraphs"].values()
-    front = sub["frontier"]
-    budget = front[min(int(where * len(front)), len(front) - 1)]["memory_bytes"]
-    cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=budget)
-    (entry,) = cm.plan_report["streams"].values()
-    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    cm, budget, entry = compile_on_frontier(model, target, where)
     assert entry["sram_region"] == 2
     assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
         == entry["planned_peak_bytes"] <= budget

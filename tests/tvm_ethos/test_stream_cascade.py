@@ -132,6 +132,22 @@ def _chain(seed, h, w, c, layers):
     return g.build([x])
 
 
+def compile_on_frontier(model, target: str, where: float):
+    """``model`` compiled at the point ``where`` (0: fastest .. 1: smallest) of its
+    memory/cycles frontier: (compiled model, budget, its stream entry), the stream checked to
+    execute its plan. A model with no NPU subgraph is rejected (``assume``): a lone pool on a
+    tiny input stays on the host."""
+    fast = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=None)
+    assume(fast.plan_report["subgraphs"])
+    (sub,) = fast.plan_report["subgraphs"].values()
+    front = sub["frontier"]
+    budget = front[min(int(where * len(front)), len(front) - 1)]["memory_bytes"]
+    cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=budget)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    return cm, budget, entry
+
+
 @given(seed=st.integers(0, 2**16), h=st.integers(8, 24), w=st.integers(3, 12),
        c=st.integers(1, 8), layers=st.lists(LAYERS, min_size=2, max_size=4),
        where=st.floats(0, 1))
@@ -141,14 +157,7 @@ def test_any_chain_at_any_budget_streams_its_plan(seed, h, w, c, layers, where):
     frontier: the stream is bit-exact with LiteRT and touches exactly the plan's peak."""
     model = _chain(seed, h, w, c, layers)
     target = "ethos-u -accelerator_config=ethos-u55-128,llvm"
-    fast = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=None)
-    assume(fast.plan_report["subgraphs"])   # a lone pool on a tiny input stays on the host
-    (sub,) = fast.plan_report["subgraphs"].values()
-    front = sub["frontier"]
-    budget = front[min(int(where * len(front)), len(front) - 1)]["memory_bytes"]
-    cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False, budget=budget)
-    (entry,) = cm.plan_report["streams"].values()
-    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    cm, budget, entry = compile_on_frontier(model, target, where)
     assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"] <= budget
     xs = random_inputs(model, np.random.RandomState(seed))
     ref = oracle(model, xs)[0]

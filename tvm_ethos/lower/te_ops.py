@@ -218,25 +218,34 @@ def vnni_fc_eligible(op, x_dtype: str) -> bool:
     )
 
 
-def _vnni_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
-    """``wk`` (reduction x outputs, int8) laid out for ``x86_dot`` as ``(OC/16, K/4, 16 * 4)``,
-    the outputs padded with zero weights to whole vectors of 16, and the bias with
-    ``(128 + x_zp) * sum(w)`` taken out: ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is
-    ``sum((x - x_zp) * w)``, so ``acc + bias`` is the same int32 as TFLite's. None when the
-    corrected bias leaves int32."""
-    from tvm_ethos.lower.x86_dot import VNNI_DEPTH, VNNI_LANES
-
+def dot_weights(wk: np.ndarray, bias: np.ndarray, offset: int, lanes: int, depth: int,
+                dtype) -> tuple[np.ndarray, np.ndarray] | None:
+    """``wk`` (reduction x outputs) laid out for a dot-product instruction as ``(OC/lanes,
+    K/depth, lanes * depth)`` of ``dtype``, one vector = ``depth`` consecutive reduction
+    elements of ``lanes`` outputs, the outputs padded with zero weights to whole vectors; and
+    the bias less ``offset * sum(w)``, the constant the instruction's operand coding adds to
+    every product. None when that bias leaves int32."""
     k, co = wk.shape
-    co_p = -(-co // VNNI_LANES) * VNNI_LANES
-    padded = np.zeros((k, co_p), np.int8)
+    co_p = -(-co // lanes) * lanes
+    padded = np.zeros((k, co_p), dtype)
     padded[:, :co] = wk
-    packed = padded.reshape(k // VNNI_DEPTH, VNNI_DEPTH, co_p // VNNI_LANES, VNNI_LANES)
+    packed = padded.reshape(k // depth, depth, co_p // lanes, lanes)
     packed = np.ascontiguousarray(packed.transpose(2, 0, 3, 1)).reshape(
-        co_p // VNNI_LANES, k // VNNI_DEPTH, VNNI_LANES * VNNI_DEPTH)
-    corrected = bias.astype(np.int64) - (128 + in_zp) * wk.astype(np.int64).sum(axis=0)
+        co_p // lanes, k // depth, lanes * depth)
+    corrected = bias.astype(np.int64) - offset * wk.astype(np.int64).sum(axis=0)
     if corrected.min() < INT32_MIN or corrected.max() > INT32_MAX:
         return None
     return packed, corrected.astype(np.int32)
+
+
+def _vnni_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
+    """``wk`` (reduction x outputs, int8) laid out for ``x86_dot`` as ``(OC/16, K/4, 16 * 4)``
+    (:func:`dot_weights`), and the bias with ``(128 + x_zp) * sum(w)`` taken out:
+    ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is ``sum((x - x_zp) * w)``, so ``acc +
+    bias`` is the same int32 as TFLite's. None when the corrected bias leaves int32."""
+    from tvm_ethos.lower.x86_dot import VNNI_DEPTH, VNNI_LANES
+
+    return dot_weights(wk, bias, 128 + in_zp, VNNI_LANES, VNNI_DEPTH, np.int8)
 
 
 def _vnni_acc(shape, x_at, wp, k: int, name: str, steps: tuple | None = None):

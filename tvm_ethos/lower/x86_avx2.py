@@ -35,7 +35,6 @@ MADD_DEPTH = 2
 #: the form: int16 activation codes times int16 weights, pairs along the reduction
 AVX2_MADD = "avx2_madd_8x2_s16"
 FORMS = (AVX2_MADD,)
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def has_avx2(target: dict | str) -> bool:
@@ -89,17 +88,9 @@ def madd_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
     """``wk`` (reduction x outputs, int8, the reduction even) as int16 ``(OC/8, K/2, 8 * 2)``,
     the outputs padded with zero weights to whole vectors of 8, and the bias less
     ``x_zp * sum(w)``. None when that bias leaves int32."""
-    k, co = wk.shape
-    co_p = -(-co // MADD_LANES) * MADD_LANES
-    padded = np.zeros((k, co_p), np.int16)
-    padded[:, :co] = wk
-    packed = padded.reshape(k // MADD_DEPTH, MADD_DEPTH, co_p // MADD_LANES, MADD_LANES)
-    packed = np.ascontiguousarray(packed.transpose(2, 0, 3, 1)).reshape(
-        co_p // MADD_LANES, k // MADD_DEPTH, MADD_LANES * MADD_DEPTH)
-    corrected = bias.astype(np.int64) - in_zp * wk.astype(np.int64).sum(axis=0)
-    if corrected.min() < _INT32_MIN or corrected.max() > _INT32_MAX:
-        return None
-    return packed, corrected.astype(np.int32)
+    from tvm_ethos.lower.te_ops import dot_weights
+
+    return dot_weights(wk, bias, in_zp, MADD_LANES, MADD_DEPTH, np.int16)
 
 
 def madd_acc(shape, x_at, wp, k: int, name: str):
