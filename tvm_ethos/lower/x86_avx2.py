@@ -26,7 +26,7 @@ import tvm
 from tvm import te, tirx
 from tvm.target import codegen
 
-from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, open_step, put_step
+from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, _loads, open_step, put_step
 
 #: int32 lanes of one vpmaddwd (a 256-bit register)
 MADD_LANES = 8
@@ -185,7 +185,8 @@ def replace_with_madd(sch, step, kind: str) -> None:
     buffer compaction still sees the tile."""
     if kind != AVX2_MADD:
         raise ValueError(f"replace_with_madd: unknown form {kind!r}")
-    store, loads, vector = open_step(sch, step, "replace_with_madd")
+    store, vector, _ = open_step(sch, step, "replace_with_madd")
+    loads = _loads(store.value)
     weights = next(ld for ld in loads if len(ld.source.shape) == 3)
     acts = next(ld for ld in loads if str(ld.source.dtype) == "int16"
                 and not ld.source.same_as(weights.source))

@@ -74,30 +74,33 @@ def _weight_load(loads: list):
     return (named or cands)[0]
 
 
-def open_step(sch, step, what: str):
-    """``(store, loads, vector)`` of ``step``, a block ``Schedule.blockize`` made over the
-    ``channels x reduction`` loops of an accumulator update: the update's store and the loads
-    of its value, and ``vector(load_or_store, lanes)``, that access's indices at the step's
-    origin with the innermost one a ramp of ``lanes``. What an instruction replacing the body
-    needs; ``what`` names the form in the error raised on any other block."""
+def open_step(sch, step, what: str, loops: int = 2):
+    """``(store, vector, loops)`` of ``step``, a block ``Schedule.blockize`` made over the
+    ``loops`` innermost loops of an update (an accumulator's ``channels x reduction``, a
+    requantization's channels): the update's store, ``vector(load_or_store, lanes)``, that
+    access's indices at the step's origin with the innermost one a ramp of ``lanes``, and the
+    loops. What an instruction replacing the body needs; ``what`` names the form in the error
+    raised on any other block."""
     from tvm_ethos.lower.line_buffer import _subst
 
     blk = sch.get(step)
-    loop_c, loop_k = blk.body, blk.body.body
-    realize = loop_k.body
-    if not isinstance(realize, s_tir.SBlockRealize) or blk.init is not None:
-        raise ValueError(f"{what}: not a blockized accumulator update")
-    at_zero = {loop_c.loop_var: tirx.const(0, "int32"), loop_k.loop_var: tirx.const(0, "int32")}
+    found, body = [], blk.body
+    while isinstance(body, tirx.For):
+        found.append(body)
+        body = body.body
+    if len(found) != loops or not isinstance(body, s_tir.SBlockRealize) or \
+            blk.init is not None:
+        raise ValueError(f"{what}: not a blockized update over {loops} loops")
+    at_zero = {loop.loop_var: tirx.const(0, "int32") for loop in found}
     env = {iv.var: _subst(val, at_zero)
-           for iv, val in zip(realize.block.iter_vars, realize.iter_values)}
-    store = realize.block.body
+           for iv, val in zip(body.block.iter_vars, body.iter_values)}
     ana = Analyzer()
 
     def vector(load_or_store, lanes: int):
         base = [ana.simplify(_subst(e, env)) for e in load_or_store.indices]
         return base[:-1] + [tirx.Ramp(base[-1], 1, lanes)]
 
-    return store, _loads(store.value), vector
+    return body.block.body, vector, found
 
 
 def put_step(sch, step, store, value, index) -> None:
@@ -121,7 +124,8 @@ def replace_with_vnni(sch, step, kind: str) -> None:
     because tensorize goes through TVM's JSON serialiser (``ToJSONGraph``), which segfaults in
     this TVM build (``tvm.ir.save_json`` of any object does). The block keeps its iterators and
     regions, so buffer compaction still sees the tile."""
-    store, loads, vector = open_step(sch, step, "replace_with_vnni")
+    store, vector, _ = open_step(sch, step, "replace_with_vnni")
+    loads = _loads(store.value)
     acc_index = vector(store, VNNI_LANES)
     if kind == VNNI_S8:
         weights = _weight_load(loads)

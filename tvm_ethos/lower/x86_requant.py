@@ -35,9 +35,10 @@ blockizes each and replaces the block's body by :func:`requant_vector`
 """
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.ir.expr import TensorLoad
-from tvm.sym import Analyzer
+
+from tvm_ethos.lower.x86_dot import open_step, put_step
 
 #: the block annotation of an output stage in this form; its value (:func:`encode`):
 #: ``"bias,mult,right,lmul|zp|lo|hi|all_right"``: the names of the per-channel constants'
@@ -141,29 +142,19 @@ def replace_with_vector_requant(sch, step, value: str) -> None:
     """Replace the body of ``step`` (a block made by ``Schedule.blockize`` over a loop of 16
     output channels of a stage annotated :data:`REQUANT_ANNOTATION` with ``value``) by
     :func:`requant_vector`. The block keeps its iterators and regions."""
-    from tvm_ethos.lower.line_buffer import _subst
-
-    blk = sch.get(step)
-    loop = blk.body
-    realize = loop.body if isinstance(loop, tirx.For) else None
-    if (not isinstance(realize, s_tir.SBlockRealize) or blk.init is not None
-            or int(loop.extent) != LANES):
-        raise ValueError("replace_with_vector_requant: not a blockized loop of 16 channels")
-    at_zero = {loop.loop_var: tirx.const(0, "int32")}
-    env = {iv.var: _subst(val, at_zero)
-           for iv, val in zip(realize.block.iter_vars, realize.iter_values)}
-    store = realize.block.body
+    what = "replace_with_vector_requant"
+    store, ramp, (loop,) = open_step(sch, step, what, loops=1)
+    if int(loop.extent) != LANES:
+        raise ValueError(f"{what}: not a blockized loop of 16 channels")
     bias_n, mult_n, right_n, lmul_n, zp, lo, hi, all_right = _decode(value)
     loads = _loads(store.value, {})
     consts = {bias_n, mult_n, right_n, lmul_n}
     acc = [ld for name, ld in loads.items() if name not in consts]
     if len(acc) != 1 or any(n not in loads for n in consts if n):
-        raise ValueError("replace_with_vector_requant: not a conv requantization stage")
-    ana = Analyzer()
+        raise ValueError(f"{what}: not a conv requantization stage")
 
     def vector(load_or_store):
-        base = [ana.simplify(_subst(e, env)) for e in load_or_store.indices]
-        return base[:-1] + [tirx.Ramp(base[-1], 1, LANES)]
+        return ramp(load_or_store, LANES)
 
     def load(name):
         return tirx.BufferLoad(loads[name].source, vector(loads[name]))
@@ -173,7 +164,4 @@ def replace_with_vector_requant(sch, step, value: str) -> None:
         load(right_n), load(lmul_n) if lmul_n else None, zp, lo, hi, all_right,
         str(store.buffer.dtype),
     )
-    new = s_tir.SBlock(blk.iter_vars, blk.reads, blk.writes, blk.name_hint,
-                       tirx.BufferStore(store.buffer, value_vec, vector(store)), None,
-                       blk.alloc_buffers, blk.match_buffers, blk.annotations)
-    sch.state.replace(sch.get_sref(step), new, {blk: new})
+    put_step(sch, step, store, value_vec, vector(store))
