@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,opencl,vela,plots]'
+	$(PY) -m pip install -q -e '.[test,opencl,vela,plots,tflm]'
 	touch $(STAMP)
 
 test: install

@@ -39,6 +39,9 @@ setup(
         "opencl": ["pyopencl[pocl]"],
         "vela": ["ethos-u-vela==5.2.0"],
         "plots": ["matplotlib"],
+        # TFLite Micro's own interpreter: the reference for every Ethos-U / .tflite path and
+        # the host that runs a .tflite's TFLite operators (wheels for CPython 3.11 and 3.12)
+        "tflm": ["tflite-micro==0.dev20261023182759"],
         # load_model(torch module / ExportedProgram); pinned: the CPU build (a plain torch
         # resolves to a multi-GB CUDA build). Not in `make install`: once torch is installed,
         # tvm_ffi imports it on every `import tvm` (+2.8 s CPU, +255 MB per process here)
