@@ -16,19 +16,20 @@ CANDIDATES = ("znver4", "sapphirerapids", "icelake-server", "cascadelake", "skyl
               "znver3", "znver2", "haswell", "x86-64-v4", "x86-64-v3", "x86-64-v2")
 
 
-def runs_here(mcpu: str) -> bool:
-    """Whether code built for ``mcpu`` can run on this machine."""
-    host = host_features()
+def runs_here(mcpu: str, host: frozenset[str] | None = None) -> bool:
+    """Whether code built for ``mcpu`` can run on this machine (``host``: on a CPU with these
+    extensions)."""
+    host = host_features() if host is None else host
     if host is None or not is_valid_cpu(mcpu):
         return False
     return not missing_features(cpu_record({"kind": "llvm", "mcpu": mcpu}), host)
 
 
-def runnable_mcpu(has=(), lacks=(), candidates=CANDIDATES) -> str | None:
-    """The first of ``candidates`` that runs here, has every extension of ``has`` and none of
-    ``lacks`` (LLVM's names), or None."""
+def runnable_mcpu(has=(), lacks=(), candidates=CANDIDATES, host=None) -> str | None:
+    """The first of ``candidates`` that runs here (``host``: as :func:`runs_here`), has every
+    extension of ``has`` and none of ``lacks`` (LLVM's names), or None."""
     for mcpu in candidates:
-        if not runs_here(mcpu):
+        if not runs_here(mcpu, host):
             continue
         feats = cpu_record({"kind": "llvm", "mcpu": mcpu}).features
         if all(f in feats for f in has) and not any(f in feats for f in lacks):
