@@ -381,7 +381,10 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     * ``variant`` (ethos-n, ``"n78"``), ``tops`` (1, 2, 4, 8), ``ple_ratio`` (2, 4),
       ``sram_size`` (bytes, 0 for the variant's own);
     * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU;
-    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``.
+    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``;
+    * ``mcpu`` (llvm): the LLVM CPU the host code is built for (``"x86-64-v3"``, ``"haswell"``;
+      default this machine's). The model then runs on CPUs with that one's extensions only:
+      its package records them and ``load`` refuses a CPU without them (runtime/host_cpu.py).
 
     Planning options (rfcs/0005):
 
