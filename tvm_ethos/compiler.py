@@ -15,6 +15,7 @@ import numpy as np
 
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
 from tvm_ethos.package import package_bytes, read_package, read_package_bytes, write_package
+from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 
 FORMAT_VERSION = 1
@@ -71,11 +72,15 @@ class CompiledModel:
         #: the .tflite compiled (its bytes), for export_tflite; None when compiled from an
         #: IRModule or loaded from a package
         self.source_tflite = None
+        #: what the host code needs of the CPU that runs it (runtime/host_cpu.py; None: a
+        #: package older than the record, not checked)
+        self.cpu_record = None
 
     # ------------------------------------------------------------------ running
     @property
     def vm(self):
         if self._vm is None:
+            check_host_cpu(self.cpu_record, "this compiled model")
             import tvm
             from tvm import relax
 
@@ -120,6 +125,8 @@ class CompiledModel:
         """The loaded network (created on first use; :meth:`unload` frees it)."""
         if self._executor is None or self._executor.closed:
             from tvm_ethos.runtime.executor import Executor
+
+            check_host_cpu(self.cpu_record, "this compiled model")
 
             if self.program is None:
                 raise TvmEthosError("this compiled model has no executor program")
@@ -224,6 +231,8 @@ class CompiledModel:
             "runtime_options": self.runtime_options,
             "plan_report": self.plan_report,
         }
+        if self.cpu_record is not None:
+            meta["host_cpu"] = self.cpu_record.to_json()
         members = [
             (_LIB, self._library_bytes()),
             (_META, json.dumps(meta, sort_keys=True).encode()),
@@ -306,6 +315,8 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
             f"{path}: format version {meta.get('format_version')}, "
             f"this tvm-ethos reads {FORMAT_VERSION}"
         )
+    record = read_cpu_record(meta, path)
+    check_host_cpu(record, path)   # before its code is loaded: SIGILL otherwise
     # re-register the backends (codegens, emulator hooks) before the library is loaded
     reg = get_registry()
     for bid in (
@@ -338,7 +349,7 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
             raise ModelLoadError(f"{path}: cannot read the executor program: {err}") from None
     opts = dict(meta.get("runtime_options") or {})
     opts.update(runtime_options)
-    return CompiledModel(
+    cm = CompiledModel(
         ex,
         meta["targets"],
         report,
@@ -350,6 +361,8 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
         plan_report=meta.get("plan_report"),
         library_bytes=members[_LIB],
     )
+    cm.cpu_record = record
+    return cm
 
 
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
@@ -368,7 +381,10 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     * ``variant`` (ethos-n, ``"n78"``), ``tops`` (1, 2, 4, 8), ``ple_ratio`` (2, 4),
       ``sram_size`` (bytes, 0 for the variant's own);
     * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU;
-    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``.
+    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``;
+    * ``mcpu`` (llvm): the LLVM CPU the host code is built for (``"x86-64-v3"``, ``"haswell"``;
+      default this machine's). The model then runs on CPUs with that one's extensions only:
+      its package records them and ``load`` refuses a CPU without them (runtime/host_cpu.py).
 
     Planning options (rfcs/0005):
 
@@ -408,7 +424,8 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         tl0 = parse_targets(target, dict(options))  # errors before any hashing
         try:
             key = model_cache.cache_key(mod, str(tl0), dict(options, _planning=plan_opts.key()),
-                                        (FORMAT_VERSION, PROGRAM_VERSION))
+                                        (FORMAT_VERSION, PROGRAM_VERSION),
+                                        cpu=_cpu_record_for(tl0).to_json())
         except TypeError:
             cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
     if cache_dir is not None:
@@ -479,6 +496,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     from tvm_ethos.frontend import load_model
     from tvm_ethos.lower.codegen import offload
     from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
+    from tvm_ethos.lower.host_cpu import building_for
     from tvm_ethos.lower.network_build import build_network
     from tvm_ethos.partition import partition
     from tvm_ethos.targets import parse_targets
@@ -492,19 +510,20 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     pmod, report = partition(mod, tl)
     log.debug("partition:\n%s", report)
     try:
-        # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
-        payloads: dict = {}
-        pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
-        # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
-        ex, program = build_network(
-            pmod,
-            report,
-            tl.host.backend_id,
-            tl.host.options.get("cpu_ops"),
-            tir_pipeline=PIPELINE_NAME,
-            gpu_tiling=tl.host.options.get("tiling"),
-        )
-        program.payloads = payloads
+        with building_for(tl.host.options.get("mcpu")):   # llvm -mcpu=..., else this CPU's
+            # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds them
+            payloads: dict = {}
+            pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
+            # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
+            ex, program = build_network(
+                pmod,
+                report,
+                tl.host.backend_id,
+                tl.host.options.get("cpu_ops"),
+                tir_pipeline=PIPELINE_NAME,
+                gpu_tiling=tl.host.options.get("tiling"),
+            )
+            program.payloads = payloads
     except TvmEthosError:
         raise
     except Exception as err:
@@ -517,8 +536,20 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     for p in main.params:
         ty = p.ty
         ins.append(IOSpec(p.name, tuple(int(s) for s in ty.shape.values), str(ty.dtype)))
-    return CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
-                         runtime_options=runtime_opts, plan_report=plan_report)
+    cm = CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
+                       runtime_options=runtime_opts, plan_report=plan_report)
+    cm.cpu_record = _cpu_record_for(tl)
+    return cm
+
+
+def _cpu_record_for(tl):
+    """What the host code compiled for the target list ``tl`` needs of the CPU
+    (its llvm ``-mcpu``, else this machine's)."""
+    from tvm_ethos.lower.cpu_schedule import host_target
+    from tvm_ethos.lower.host_cpu import building_for, cpu_record
+
+    with building_for(tl.host.options.get("mcpu")):
+        return cpu_record(host_target())
 
 
 def output_specs(mod) -> list[IOSpec]:

@@ -11,7 +11,10 @@ there. The key is a SHA-256 over:
   ``opencl_device``, ``misaligned``, ``max_requests`` - are applied at load and left out);
 * the package: tvm-ethos's version *and* a digest of its Python sources (a code change
   invalidates the cache even when nobody bumped the version), TVM's version, and the saved
-  format versions.
+  format versions;
+* the CPU the host code is built for: its ``-mcpu`` and the instruction-set extensions the code
+  may use (runtime/host_cpu.py), so a cache shared by machines of different CPUs never hands
+  one of them code it cannot run.
 
 An entry is native code that ``compile`` loads into the process, so the cache is guarded as a
 directory of executables would be:
@@ -132,7 +135,10 @@ def _plain(v):
     return repr(v)
 
 
-def cache_key(model, targets: str, options: dict, format_versions=()) -> str:
+def cache_key(model, targets: str, options: dict, format_versions=(), cpu=None) -> str:
+    """``cpu``: the CPU record of the host code that will be built (``CpuRecord.to_json()``,
+    runtime/host_cpu.py): machines with different CPUs sharing a cache get different entries,
+    each with code its CPU can run."""
     payload = json.dumps(
         {
             "model": model_digest(model),
@@ -140,6 +146,7 @@ def cache_key(model, targets: str, options: dict, format_versions=()) -> str:
             "options": _plain(dict(options)),
             "package": package_fingerprint(),
             "formats": list(format_versions),
+            "cpu": _plain(cpu),
         },
         sort_keys=True,
     )
