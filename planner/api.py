@@ -8,7 +8,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from planner.budgets import resolve_budget
+from planner.budgets import SMALLEST_SOURCE, resolve_budget
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
@@ -126,7 +126,10 @@ def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
 
 
 def select(search: ProposalSearch, budget: int | None, whence: str) -> Proposal:
-    """``search.select(budget)``; where the budget was not given, the error says whose it is."""
+    """``search.select(budget)``; where the budget was not given, the error says whose it is.
+    A ``smallest`` budget (``whence``) selects the fastest Proposal of the least memory."""
+    if whence == SMALLEST_SOURCE:
+        return search.select(search.frontier[0][0])
     try:
         return search.select(budget)
     except PlannerError as err:
