@@ -163,9 +163,10 @@ class Summary(NamedTuple):
                 label = f"{_DISPLAY[m]} bandwidth"
                 w(f"Design peak {label:25}    {bw / 1024 ** 3:12.2f} GB/s\n")
         w("\n")
-        used = [("SRAM", self.sram_used), ("DRAM", self.dram_used),
-                ("Off-chip Flash" if s.accelerator.startswith("ethos-u55") else "DRAM (weights)",
-                 self.flash_used)]
+        u55 = s.accelerator.startswith("ethos-u55")
+        used = [("SRAM", self.sram_used),
+                ("DRAM", self.dram_used + (0 if u55 else self.flash_used)),
+                ("Off-chip Flash", self.flash_used if u55 else 0)]
         for label, n in used:
             if n:
                 label = f"{label} used"
