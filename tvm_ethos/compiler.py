@@ -88,7 +88,8 @@ class CompiledModel:
 
         ``inputs``: the arrays in the order of :attr:`inputs` (as arguments, or one list of
         them), or one dict keyed by input name. The outputs come back in the order, and with
-        the shapes, of :attr:`outputs` (the source model's: TFLite's ``(1, 10)`` where the module computes ``(1, 1, 1, 10)``)."""
+        the shapes, of :attr:`outputs` (the source model's: TFLite's ``(1, 10)`` where the
+        module computes ``(1, 1, 1, 10)``)."""
         arrays = self._ordered_inputs(inputs)
         if self.program is not None:
             return self._shaped(self.executor.run(arrays))
