@@ -109,8 +109,12 @@ def prepare(data: bytes, path: str, accelerator: str | None):
 
 
 def run(graph, accelerator: str, xs: list[np.ndarray]) -> TfliteRun:
-    """One inference on the prepared file."""
-    outs, stats = graph.run(list(xs))
+    """One inference on the prepared file (a CliError naming the operator the interpreter or
+    the functional model could not run)."""
+    try:
+        outs, stats = graph.run(list(xs))
+    except (ValueError, RuntimeError) as err:   # StreamError is a ValueError
+        raise CliError(f"cannot run the .tflite: {' '.join(str(err).split())}") from None
     cpu = len(graph.cpu_operators)
     return TfliteRun(list(outs), accelerator, len(graph.steps) - cpu, cpu, stats)
 

@@ -68,31 +68,55 @@ def _norm(text: str) -> str:
     return _ALIASES.get(key, key)
 
 
-def layers(ops: list[TfliteOperator], plan_layers: list[dict], npu_count: int) -> list[Layer]:
-    """The model's operators beside the plan's layers: the plan's parts are the NPU
+def placements(ops: list[TfliteOperator], decisions, backend: str = "ethos-u"
+               ) -> list[bool | None]:
+    """Whether each operator of the file went to ``backend``, from the partition report's
+    ``decisions`` (``OperatorDecision``s, in the module's order): the k-th decision naming a
+    TFLite operator type is the k-th operator of that type in the file; operators the report
+    does not name (a reshape it lists as ``?``) take the one placement those share, else None
+    (unknown)."""
+    by_type: dict[str, list[bool]] = {}
+    unnamed = set()
+    for d in decisions:
+        if d.tflite_name and d.tflite_name != "?":
+            by_type.setdefault(d.tflite_name, []).append(d.placed_on == backend)
+        else:
+            unnamed.add(d.placed_on == backend)
+    counts = {t: sum(1 for op in ops if op.builtin == t) for t in by_type}
+    seen: dict[str, int] = {}
+    out: list[bool | None] = []
+    for op in ops:
+        if op.builtin in by_type and counts[op.builtin] == len(by_type[op.builtin]):
+            k = seen.get(op.builtin, 0)
+            seen[op.builtin] = k + 1
+            out.append(by_type[op.builtin][k])
+        else:
+            out.append(next(iter(unnamed)) if len(unnamed) == 1 else None)
+    return out
+
+
+def layers(ops: list[TfliteOperator], plan_layers: list[dict],
+           placed: list[bool | None] | None = None) -> list[Layer]:
+    """The model's operators beside the plan's layers. The plan's parts are the NPU
     operators in the model's order, so each is matched with the next operator of its kind
-    (the planner names a part ``l<i>_<kind>``). Operators no part matched are NPU operators
-    the plan has no row for (a reshape folded away) while the partition's NPU count allows,
-    CPU operators after that."""
-    rows, j = [], 0
+    (the planner names a part ``l<i>_<kind>``) that ``placed`` (:func:`placements`) does not
+    put on the host. An operator is an NPU one where ``placed`` says so, or where it is
+    unknown and a part matched it."""
+    placed = list(placed) if placed is not None else [None] * len(ops)
+    j = 0
     matched: dict[int, dict] = {}
     for layer in plan_layers:
         kind = _norm(layer["part"].split("_", 1)[1] if "_" in layer["part"] else layer["part"])
         k = j
-        while k < len(ops) and _norm(ops[k].builtin) != kind:
+        while k < len(ops) and (placed[k] is False or _norm(ops[k].builtin) != kind):
             k += 1
         if k < len(ops):
             matched[k] = layer
             j = k + 1
-    spare = npu_count - len(matched)
+    rows = []
     for i, op in enumerate(ops):
-        plan = matched.get(i)
-        if plan is None and spare > 0 and op.builtin != "CUSTOM":
-            spare -= 1
-            target = "NPU"
-        else:
-            target = "NPU" if plan is not None else "CPU"
-        rows.append(Layer(op, target, plan))
+        npu = placed[i] if placed[i] is not None else i in matched
+        rows.append(Layer(op, "NPU" if npu else "CPU", matched.get(i)))
     return rows
 
 
@@ -199,10 +223,10 @@ def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summ
     rep = cm.plan_report or {}
     streams = rep.get("streams") or {}
     ops = read_operators(source)
-    npu = sum(n for t, n in cm.partition_summary.items() if t == "ethos-u")
+    placed = placements(ops, cm.report.operators) if cm.report is not None else None
     rows = layers(ops, [row for row in rep.get("layers", [])
                         if (rep.get("subgraphs", {}).get(row["subgraph"], {})
-                            .get("backend") == "ethos-u")], npu)
+                            .get("backend") == "ethos-u")], placed)
     payloads = getattr(cm.program, "payloads", None) or {}
     ar = arena(payloads)
     generated = [s for s in streams.values() if s.get("generated")]
