@@ -136,9 +136,14 @@ def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
 
 def select(search: ProposalSearch, budget: int | None, whence: str) -> Proposal:
     """``search.select(budget)``; where the budget was not given, the error says whose it is.
-    A ``smallest`` budget (``whence``) selects the fastest Proposal of the least memory."""
+    A ``smallest`` budget (``whence``) selects the fastest Proposal of the least memory, which
+    must fit ``budget`` where that is given (the size of a memory pool)."""
     if whence == SMALLEST_SOURCE:
-        return search.select(search.frontier[0][0])
+        smallest = search.frontier[0][0]
+        if budget is not None and smallest > budget:
+            raise PlannerError(f"the smallest plan needs {smallest} bytes, more than the "
+                               f"{budget} bytes of the memory it must fit")
+        return search.select(smallest)
     try:
         return search.select(budget)
     except PlannerError as err:

@@ -35,8 +35,8 @@ from tvm_ethos.cli import (
     require_writable,
     target_options,
 )
+from tvm_ethos.reports import vela_summary
 from tvm_ethos.runtime.options import FALLBACK_MODES
-from tvm_ethos.vela_options import add_arguments as add_vela_arguments
 
 HELP = "compile a model for NPUs with a GPU/CPU fallback into one package file"
 DESCRIPTION = (
@@ -109,7 +109,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print one line, not the partition summary and per-layer plan")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_planner_arguments(p, compile_notes())
-    add_vela_arguments(p)
+    vela_options.add_arguments(p)
 
 
 def compile_notes() -> dict[str, str]:
@@ -263,30 +263,35 @@ def vela_reports(args, cm, system, quiet: bool = False) -> None:
     """Vela's summary (printed; ``--output-dir``: its CSV), ``--verbose-performance``'s
     per-layer table and CSV, ``--verbose-allocation``'s buffers, for the Ethos-U part
     (``quiet``: the files only, and the line naming them)."""
-    from tvm_ethos.reports import vela_summary as V
-
     with open(args.model, "rb") as f:
         source = f.read()
     network = os.path.splitext(os.path.basename(args.model))[0]
-    summary, rows = V.summarize(cm, network, source, system)
+    summary, rows = vela_summary.summarize(cm, network, source, system)
     folder = args.output_dir if args.output_dir is not None else (
         os.path.dirname(args.output) or ".")
-    written = []
+    files = []
     say = (lambda *a, **k: None) if quiet else print
     say()
     say(summary.text(), end="")
     if args.output_dir is not None:
-        written.append(V.summary_path(folder, network, system))
-        V.write_csv(written[-1], [summary.csv_row()])
+        files.append((vela_summary.summary_path(folder, network, system), [summary.csv_row()],
+                      None))
     if args.verbose_performance:
-        layer_rows = V.per_layer_rows(rows, summary, int(system.accelerator.rsplit("-", 1)[1]))
+        layer_rows = vela_summary.per_layer_rows(rows, summary)
         say()
-        say(V.per_layer_text(layer_rows))
-        written.append(V.per_layer_path(folder, network))
-        V.write_csv(written[-1], layer_rows)
+        say(vela_summary.per_layer_text(layer_rows))
+        files.append((vela_summary.per_layer_path(folder, network), layer_rows,
+                      vela_summary.PER_LAYER_COLUMNS))
+    written = []
+    for path, table, columns in files:
+        try:
+            vela_summary.write_csv(path, table, columns)
+        except OSError as e:
+            raise CliError(f"cannot write {path!r}: {e.strerror or e}") from None
+        written.append(path)
     if args.verbose_allocation:
         say()
-        say(V.allocation_text(cm))
+        say(vela_summary.allocation_text(cm))
     if written:
         print("wrote " + " and ".join(written))
 

@@ -49,11 +49,6 @@ class VelaSystem:
     feature_map_area: str
     pools: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]   # planner memory pools
 
-    @property
-    def system_label(self) -> str:
-        """The name Vela's summary file carries (``<model>_summary_<system_config>.csv``)."""
-        return self.system_config
-
     def memory_pools(self) -> dict:
         """``compile``'s ``memory_pools``: the planner's SRAM and weight memory as this system's."""
         return {name: dict(fields) for name, fields in self.pools}

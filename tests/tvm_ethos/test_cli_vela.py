@@ -149,6 +149,14 @@ def test_optimise_size_is_the_plan_of_least_memory(same_flags):
     assert f"budget: {SMALLEST_SOURCE}" in same_flags["stdout"]
 
 
+def test_optimise_size_must_fit_the_arena(kws, tmp_path):
+    rc, _, err = call(["compile", kws, "--target", "ethos-u,llvm", "--optimise", "Size",
+                       "--arena-cache-size", "10000", "-o", str(tmp_path / "k.tflite")])
+    line = one_line_error(rc, err, "compile", "more than the 10000 bytes")
+    assert int(re.search(r"the smallest plan needs (\d+) bytes", line).group(1)) > 10000
+    assert not (tmp_path / "k.tflite").exists()
+
+
 def test_a_users_config_file_is_read_with_velas_parser(kws, tmp_path):
     """--config my.ini defines a system and a memory mode as Vela reads them: the arena is the
     plan's budget (Performance: the fastest within it) and the memories' timings are Vela's."""

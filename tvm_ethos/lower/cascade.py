@@ -287,9 +287,9 @@ def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
     from planner.budgets import resolve_budget
 
     budget, whence = resolve_budget(opts.budget, device)
-    if whence == SMALLEST_SOURCE:
-        return budget, whence
     pool = opts.pools.get(device.fm_region, {}) if device is not None else {}
+    if whence == SMALLEST_SOURCE:   # the least memory, within the pool where one is given
+        return pool.get("size"), whence
     if "size" in pool and (budget is None or pool["size"] < budget):
         budget, whence = pool["size"], f"the {device.fm_region} memory pool"
     return budget, whence

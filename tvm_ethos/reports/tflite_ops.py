@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import tflite
+
 #: Vela's operator name per TFLite builtin it maps to another (``tflite_mapping``'s Op, less
 #: the ``Bias`` its convolutions carry internally).
 _BIAS = "Bias"
@@ -27,8 +29,7 @@ class TfliteOperator(NamedTuple):
 
 def read_operators(data: bytes) -> list[TfliteOperator]:
     """The operators of the first subgraph of the TFLite model ``data``."""
-    import tflite
-    from ethosu.vela.tflite_mapping import builtin_operator_map
+    from ethosu.vela.tflite_mapping import builtin_operator_map  # Vela: imported when used
 
     names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
     model = tflite.Model.GetRootAsModel(data, 0)
@@ -80,8 +81,6 @@ def vela_macs(builtin: str, g, op) -> int:
         cin = _shape(g, op.Inputs(1))[-1]
         return cin * ofm_elems
     if builtin in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        import tflite
-
         opts = tflite.Pool2DOptions()
         table = op.BuiltinOptions()
         opts.Init(table.Bytes, table.Pos)

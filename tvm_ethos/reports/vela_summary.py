@@ -4,16 +4,18 @@ and written as ``<model>_summary_<system>.csv``, and the per-layer CSV of
 quantity exists here and tvm-ethos's own columns after them.
 
 Every figure says where it comes from: MACs as Vela counts them come from the model file
-(:mod:`tvm_ethos.reports.tflite_ops`); cycles are the planner's estimates; memory is the plan's
-peak; the computed MACs and DMA bytes were counted by running the command stream on the
-functional model (emulated). The arena line says what a TFLite Micro application must give the
-``ethos-u`` operators: the scratch tensor in its tensor arena and, on an Ethos-U65, the fast
-scratch in the NPU's SRAM.
+(:mod:`tvm_ethos.reports.tflite_ops`); cycles are the planner's estimates; memory is what the
+written ``.tflite`` declares (its scratch, fast scratch and flash; the plan's peak where no
+stream was generated); the computed MACs and DMA bytes were counted by running the command
+stream on the functional model (emulated). The arena line says what a TFLite Micro
+application must give the ``ethos-u`` operators: the scratch tensor in its tensor arena and,
+on an Ethos-U65, the fast scratch in the NPU's SRAM.
 """
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import re
 from typing import NamedTuple
@@ -125,9 +127,9 @@ class Summary(NamedTuple):
 
     network: str
     system: VelaSystem
-    sram_used: int            # bytes: the plans' peak (estimated)
-    dram_used: int
-    flash_used: int
+    scratch_used: int         # bytes of the arena, in the feature maps' memory
+    fast_used: int            # bytes of the fast scratch (an Ethos-U65's SRAM)
+    flash_used: int           # command streams and encoded weights, in the weights' memory
     cycles: int               # NPU cycles (estimated)
     nn_macs: int              # as Vela counts them
     computed_macs: int | None  # counted by the functional model (emulated), recomputation included
@@ -139,6 +141,15 @@ class Summary(NamedTuple):
     @property
     def inference_time(self) -> float:
         return self.cycles / self.system.core_clock
+
+    def memory_used(self) -> dict[str, int]:
+        """Bytes used per Vela memory (identifier names), as Vela's "Total ... used" lines."""
+        ids = {display: ident for ident, display in _DISPLAY.items()}
+        used = dict.fromkeys(MEMORIES, 0)
+        used[ids[self.system.feature_map_area]] += self.scratch_used
+        used["sram"] += self.fast_used
+        used[ids[self.system.weights_area]] += self.flash_used
+        return used
 
     def csv_row(self) -> dict:
         """Vela's summary columns where the quantity exists here, then tvm-ethos's own."""
@@ -152,12 +163,7 @@ class Summary(NamedTuple):
                     "feature_map_storage_area": s.feature_map_area,
                     "inferences_per_second": 1 / self.inference_time if self.cycles else "",
                     "batch_size": 1, "inference_time": self.inference_time})
-        used = {"sram": self.sram_used, "dram": self.dram_used,
-                "off_chip_flash" if s.accelerator.startswith("ethos-u55") else "dram_flash":
-                    self.flash_used}
-        if "dram_flash" in used:
-            used["dram"] += used.pop("dram_flash")
-        row.update({f"{m}_memory_used": used.get(m, 0) / 1024 for m in MEMORIES})
+        row.update({f"{m}_memory_used": n / 1024 for m, n in self.memory_used().items()})
         row.update({"nn_macs": self.nn_macs,
                     "nn_tops": self.nn_macs * 2 / self.inference_time / 1e12 if self.cycles
                     else "",
@@ -187,13 +193,9 @@ class Summary(NamedTuple):
                 label = f"{_DISPLAY[m]} bandwidth"
                 w(f"Design peak {label:25}    {bw / 1024 ** 3:12.2f} GB/s\n")
         w("\n")
-        u55 = s.accelerator.startswith("ethos-u55")
-        used = [("SRAM", self.sram_used),
-                ("DRAM", self.dram_used + (0 if u55 else self.flash_used)),
-                ("Off-chip Flash", self.flash_used if u55 else 0)]
-        for label, n in used:
+        for m, n in self.memory_used().items():
             if n:
-                label = f"{label} used"
+                label = f"{_DISPLAY[m]} used"
                 w(f"Total {label:25}          {n / 1024:12.2f} KiB\n")
         w("\n")
         total = max(self.npu_operators + self.cpu_operators, 1)
@@ -237,14 +239,11 @@ def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summ
         for pair, n in s.get("dma_bytes", {}).items():
             key = "->".join(_region(r) for r in pair.split("->"))
             dma[key] = dma.get(key, 0) + n
-    peak = rep.get("peak_memory_bytes") or 0
-    u65 = system.accelerator.startswith("ethos-u65")
-    sram = ar.fast_scratch_bytes if u65 and ar.fast_scratch_bytes else peak
-    dram = ar.scratch_bytes if u65 else 0
+    scratch = ar.scratch_bytes if payloads else rep.get("peak_memory_bytes") or 0
     nn_macs = sum(r.op.macs for r in rows if r.target == "NPU")
     cpu = sum(1 for r in rows if r.target == "CPU")
-    summary = Summary(network, system, sram, dram, flash, int(rep.get("cycles") or 0), nn_macs,
-                      computed, len(rows) - cpu, cpu, dma, ar)
+    summary = Summary(network, system, scratch, ar.fast_scratch_bytes, flash,
+                      int(rep.get("cycles") or 0), nn_macs, computed, len(rows) - cpu, cpu, dma, ar)
     return summary, rows
 
 
@@ -262,11 +261,13 @@ PER_LAYER_COLUMNS = ("Original Operator", "Target", "Op Cycles", "Network% (cycl
                      "Computed MACs (estimated)")
 
 
-def per_layer_rows(rows: list[Layer], summary: Summary, macs_per_cycle: int) -> list[dict]:
+def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
     """The per-layer CSV's rows: every operator of the model, keyed by Vela's ``Name`` (its
     output tensor's name); cycles are the planner's estimates, ``Computed MACs`` the
     plan's (its stripes' output elements times the operator's MACs per output element:
-    recomputation included, a partial last stripe counted whole)."""
+    recomputation included, a partial last stripe counted whole). ``Util% (MAC)`` is
+    against the accelerator's MACs per cycle (the number its name ends in, as Vela's)."""
+    macs_per_cycle = int(summary.system.accelerator.rsplit("-", 1)[1])
     out = []
     for r in rows:
         p = r.plan or {}
@@ -274,7 +275,7 @@ def per_layer_rows(rows: list[Layer], summary: Summary, macs_per_cycle: int) -> 
         stripe = p.get("stripe")
         computed = ""
         if stripe and p.get("stripes") and r.op.ofm_elements:
-            done = _elements(stripe) * p["stripes"]
+            done = math.prod(int(d) for d in stripe) * p["stripes"]
             computed = max(r.op.macs, r.op.macs * done // r.op.ofm_elements)
         out.append({
             "Original Operator": r.op.vela_name, "Target": r.target, "Op Cycles": cycles,
@@ -290,23 +291,17 @@ def per_layer_rows(rows: list[Layer], summary: Summary, macs_per_cycle: int) -> 
     return out
 
 
-def _elements(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def write_csv(path: str, rows: list[dict]) -> None:
-    """``rows`` (dicts of one set of keys, in order) as a CSV with a header."""
+def write_csv(path: str, rows: list[dict], columns: tuple[str, ...] | None = None) -> None:
+    """``rows`` (dicts of one set of keys, in order; ``columns`` where there may be none) as a
+    CSV with a header."""
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer = csv.DictWriter(f, fieldnames=list(columns or rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
 
 
 def summary_path(output_dir: str, network: str, system: VelaSystem) -> str:
-    return os.path.join(output_dir, f"{network}_summary_{system.system_label}.csv")
+    return os.path.join(output_dir, f"{network}_summary_{system.system_config}.csv")
 
 
 def per_layer_path(output_dir: str, network: str) -> str:
