@@ -467,7 +467,8 @@ def format_table(rep: dict) -> str:
         out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
         given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
         sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
-        out.append(f"   allocated per scope: planned {given}; scheduled {sched} (scheduled TIR "
+        out.append(f"   allocated per scope (every buffer of every cascade summed; the peak "
+                   f"above sizes the arena): planned {given}; scheduled {sched} (scheduled TIR "
                    f"peak {sub['scheduled_peak_bytes']:,} B)")
         if sym in rep.get("streams", {}):
             out.extend(stream_lines(rep["streams"][sym]))
