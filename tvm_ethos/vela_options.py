@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import os
 from dataclasses import dataclass
@@ -173,7 +174,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--verbose-performance", action="store_true",
                    help="print the per-layer table and write DIR/MODEL_per-layer.csv")
     g.add_argument("--verbose-allocation", action="store_true",
-                   help="print where each buffer of the plan lives in the arena")
+                   help="print each cascade's buffer bytes, the stream's scratch high water "
+                        "and the arena they add up to")
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,12 @@ def choices(args, targets) -> VelaChoices:
         raise CliError("--workspace-pools and Vela's system options (--system-config, "
                        "--memory-mode, --config, --arena-cache-size) both set the memories; "
                        "give one")
+    if not vela_installed():
+        if uses_system(args):
+            raise CliError("--system-config, --memory-mode, --config and --arena-cache-size "
+                           "are read with Vela's parser: pip install 'tvm-ethos[vela]'")
+        budget = "smallest" if args.optimise == "Size" else None
+        return VelaChoices(acc, budget, None, None)   # no Vela: no Vela reports either
     files = [config_path(c) for c in args.config or ()]
     system = None
     if acc.startswith(tuple(_WEIGHT_REGION)) or uses_system(args):
@@ -255,6 +263,14 @@ def choices(args, targets) -> VelaChoices:
         raise CliError(f"accelerator {acc}: the planner has no model of it, so Vela's system "
                        "options cannot be honoured")
     return VelaChoices(acc, budget, pools, system)
+
+
+def vela_installed() -> bool:
+    """Whether Vela (the ``vela`` extra) can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec("ethosu.vela") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def output_name(model: str, output_dir: str, extension: str) -> str:

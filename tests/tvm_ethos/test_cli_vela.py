@@ -224,6 +224,15 @@ def test_bad_vela_options_are_one_line_before_any_work(kws, tmp_path, target, fl
     assert not out.exists() or os.listdir(out) == []
 
 
+def test_without_vela_its_system_options_say_what_to_install(kws, tmp_path, monkeypatch):
+    from tvm_ethos import vela_options
+
+    monkeypatch.setattr(vela_options, "vela_installed", lambda: False)
+    rc, _, err = call(["compile", kws, "--target", "ethos-u,llvm", "--system-config",
+                       "Ethos_U55_High_End_Embedded", "-o", str(tmp_path / "k.tflite")])
+    one_line_error(rc, err, "compile", "Vela's parser", "tvm-ethos[vela]")
+
+
 def test_the_readme_maps_every_vela_option():
     """Every option of Vela 5.2's CLI (read from its vela.py) has a row in the README's table,
     and every one the table says tvmc compile takes is one of its options."""
