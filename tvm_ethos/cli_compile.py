@@ -201,11 +201,11 @@ def run(args) -> int:
     vela_options.accelerator_option(args, cli_options, args.target)
     targets = resolve_targets(args.target, cli_options)
     vela = vela_options.choices(args, targets)
-    prepare_output_dir(args.output_dir)
     args.output, args.output_format = output_file(args, targets)
-    require_writable(args.output, "the output (-o)")
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
+    prepare_output_dir(args.output_dir)
+    require_writable(args.output, "the output (-o)")
     options = {"planner_options": planner_options(args),
                "memory_pools": vela.memory_pools or workspace_pools(args.workspace_pools)}
     if args.budget is not None:
