@@ -213,15 +213,15 @@ def run_tflite(args) -> int:
 
     with open(args.package, "rb") as f:
         data = f.read()
-    graph, accelerator = tflite_run.prepare(data, args.package, args.accelerator_config)
-    xs = read_inputs(args.inputs, tflite_run.inputs_of(data), args.fill_mode, args.seed)
+    model = tflite_run.prepare(data, args.package, args.accelerator_config)
+    xs = read_inputs(args.inputs, model.inputs, args.fill_mode, args.seed)
     times = []
     with Progress(None, "running", enabled=not args.no_progress):
-        result = tflite_run.run(graph, accelerator, xs)
+        result = tflite_run.run(model, xs)
         if args.print_time:
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
-                result = tflite_run.run(graph, accelerator, xs)
+                result = tflite_run.run(model, xs)
                 times.append(time.perf_counter() - t0)
     print(tflite_run.note(result))
     print_outputs(args, result.outputs, times)

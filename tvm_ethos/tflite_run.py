@@ -77,6 +77,8 @@ def inputs_of(data: bytes) -> list[Spec]:
 
 
 class TfliteRun(NamedTuple):
+    """One inference: the outputs and what ran where (the streams' stats: emulated)."""
+
     outputs: list
     accelerator: str
     npu_operators: int
@@ -84,13 +86,24 @@ class TfliteRun(NamedTuple):
     stats: object
 
 
-def prepare(data: bytes, path: str, accelerator: str | None):
-    """The file ready to run (``ethosu_stream.tflite_graph.TfliteGraph``) and its accelerator;
-    a CliError naming what is wrong otherwise."""
-    if not has_ethos_u(data):
+class Prepared(NamedTuple):
+    """A ``.tflite`` ready to run: its graph, the Ethos-U running it and its inputs."""
+
+    graph: TfliteGraph
+    accelerator: str
+    inputs: list[Spec]
+
+
+def prepare(data: bytes, path: str, accelerator: str | None) -> Prepared:
+    """The file ready to run; a CliError naming what is wrong otherwise."""
+    try:
+        ethos_u, found, specs = has_ethos_u(data), accelerator_of(data), inputs_of(data)
+    except Exception as err:   # a damaged flatbuffer fails anywhere in the generated readers
+        raise CliError(f"{path} is not a readable TFLite model ({type(err).__name__}: "
+                       f"{' '.join(str(err).split())})") from None
+    if not ethos_u:
         raise CliError(f"{path} has no ethos-u operator: compile it first, e.g. tvmc compile "
                        f"{path} --target ethos-u,llvm -o model.tflite (or with Vela)")
-    found = accelerator_of(data)
     if accelerator is None:
         accelerator = found
     if accelerator is None:
@@ -103,20 +116,22 @@ def prepare(data: bytes, path: str, accelerator: str | None):
         raise CliError(f"{path} was compiled for {found}, not {accelerator}: drop "
                        "--accelerator-config or give the file's")
     try:
-        return TfliteGraph(data, accelerator), accelerator
+        graph = TfliteGraph(data, accelerator)
     except ValueError as err:
         raise CliError(f"{path}: cannot run it: {' '.join(str(err).split())}") from None
+    return Prepared(graph, accelerator, specs)
 
 
-def run(graph, accelerator: str, xs: list[np.ndarray]) -> TfliteRun:
+def run(prepared: Prepared, xs: list[np.ndarray]) -> TfliteRun:
     """One inference on the prepared file (a CliError naming the operator the interpreter or
     the functional model could not run)."""
     try:
-        outs, stats = graph.run(list(xs))
+        outs, stats = prepared.graph.run(list(xs))
     except (ValueError, RuntimeError) as err:   # StreamError is a ValueError
         raise CliError(f"cannot run the .tflite: {' '.join(str(err).split())}") from None
-    cpu = len(graph.cpu_operators)
-    return TfliteRun(list(outs), accelerator, len(graph.steps) - cpu, cpu, stats)
+    cpu = len(prepared.graph.cpu_operators)
+    return TfliteRun(list(outs), prepared.accelerator, len(prepared.graph.steps) - cpu, cpu,
+                     stats)
 
 
 def note(r: TfliteRun) -> str:

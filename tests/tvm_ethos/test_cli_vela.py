@@ -398,3 +398,10 @@ def test_tvmc_run_tflite_bad_input_is_one_line(same_flags, args, words):
 def test_tvmc_run_refuses_a_tflite_without_ethos_u_operators(kws):
     rc, _, err = call(["run", kws])
     one_line_error(rc, err, "run", "has no ethos-u operator", "tvmc compile")
+
+
+def test_tvmc_run_refuses_a_damaged_tflite(same_flags, tmp_path):
+    cut = tmp_path / "cut.tflite"
+    cut.write_bytes((same_flags["vela"] / "ds_cnn_kws_vela.tflite").read_bytes()[:3000])
+    rc, _, err = call(["run", str(cut)])
+    one_line_error(rc, err, "run", "is not a readable TFLite model")
