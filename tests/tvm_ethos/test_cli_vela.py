@@ -308,6 +308,43 @@ def test_network_macs_are_velas(name, tmp_path):
         assert sum(op.macs for op in read_operators(f.read())) == int(row["nn_macs"])
 
 
+@pytest.fixture(scope="module")
+def systems():
+    from tvm_ethos.vela_options import read_system
+
+    return {a: read_system(a) for a in ("ethos-u55-128", "ethos-u65-256")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["ethos-u55-128", "ethos-u65-256"]), st.integers(0, 1 << 24),
+       st.integers(0, 1 << 20), st.integers(0, 1 << 24), st.integers(0, 10 ** 7))
+def test_memory_used_is_counted_where_velas_system_puts_it(systems, acc, scratch, fast, flash,
+                                                           cycles):
+    """The arena in the feature maps' memory, the fast scratch in SRAM, the flash in the
+    weights' memory (Vela's default U55: SRAM and off-chip flash; U65: DRAM for both and
+    its SRAM for the fast scratch), nothing lost; no cycles, no time."""
+    from tvm_ethos.reports.vela_summary import Arena, Summary
+
+    system = systems[acc]
+    s = Summary("m", system, scratch, fast, flash, cycles, 0, None, 1, 0, {}, Arena(scratch, fast))
+    used = s.memory_used()
+    assert sum(used.values()) == scratch + fast + flash
+    if acc.startswith("ethos-u55"):
+        assert used == {"sram": scratch + fast, "dram": 0, "on_chip_flash": 0,
+                        "off_chip_flash": flash}
+    else:
+        assert used == {"sram": fast, "dram": scratch + flash, "on_chip_flash": 0,
+                        "off_chip_flash": 0}
+    row, text = s.csv_row(), s.text()
+    assert row["sram_memory_used"] == used["sram"] / 1024
+    if cycles:
+        assert row["cycles_total"] == cycles and float(row["inference_time"]) > 0
+        assert re.search(rf"\nNPU cycles \(estimated\) +{cycles} cycles/batch\n", text)
+    else:
+        assert row["cycles_total"] == row["inference_time"] == ""
+        assert "NPU cycles: none estimated (not planned)" in text
+
+
 _KINDS = ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "SOFTMAX",
           "RESHAPE", "ADD", "MEAN"]
 _PART = {"AVERAGE_POOL_2D": "avg_pool2d", "DEPTHWISE_CONV_2D": "depthwise_conv2d",

@@ -130,7 +130,7 @@ class Summary(NamedTuple):
     scratch_used: int         # bytes of the arena, in the feature maps' memory
     fast_used: int            # bytes of the fast scratch (an Ethos-U65's SRAM)
     flash_used: int           # command streams and encoded weights, in the weights' memory
-    cycles: int               # NPU cycles (estimated)
+    cycles: int               # NPU cycles (estimated); 0 where nothing was planned
     nn_macs: int              # as Vela counts them
     computed_macs: int | None  # counted by the functional model (emulated), recomputation included
     npu_operators: int
@@ -162,12 +162,13 @@ class Summary(NamedTuple):
         row.update({"weights_storage_area": s.weights_area,
                     "feature_map_storage_area": s.feature_map_area,
                     "inferences_per_second": 1 / self.inference_time if self.cycles else "",
-                    "batch_size": 1, "inference_time": self.inference_time})
+                    "batch_size": 1, "inference_time": self.inference_time if self.cycles
+                    else ""})
         row.update({f"{m}_memory_used": n / 1024 for m, n in self.memory_used().items()})
         row.update({"nn_macs": self.nn_macs,
                     "nn_tops": self.nn_macs * 2 / self.inference_time / 1e12 if self.cycles
                     else "",
-                    "cycles_npu": self.cycles, "cycles_total": self.cycles})
+                    "cycles_npu": self.cycles or "", "cycles_total": self.cycles or ""})
         row.update({"tvm_ethos_computed_macs": "" if self.computed_macs is None
                     else self.computed_macs,
                     "tvm_ethos_npu_operators": self.npu_operators,
@@ -204,8 +205,10 @@ class Summary(NamedTuple):
         w(f"Neural network macs                      {self.nn_macs:12d} MACs/batch\n")
         if self.computed_macs is not None:
             w(f"Computed macs (emulated, recomputation)  {self.computed_macs:12d} MACs/batch\n")
-        w(f"NPU cycles (estimated)                   {self.cycles:12d} cycles/batch\n")
-        if self.cycles:
+        if not self.cycles:
+            w("NPU cycles: none estimated (not planned)\n")
+        else:
+            w(f"NPU cycles (estimated)                   {self.cycles:12d} cycles/batch\n")
             w(f"Batch Inference time (estimated)  {self.inference_time * 1000:7.2f} ms, "
               f"{1 / self.inference_time:7.2f} inferences/s (batch size 1)\n")
         w("\n" + self.arena.line(s.accelerator) + "\n")
