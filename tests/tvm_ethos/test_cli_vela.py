@@ -385,10 +385,17 @@ def test_u65_arena_line_is_the_written_files_and_the_file_runs(kws, tmp_path):
     """On an Ethos-U65 the one arena line gives the scratch (tensor arena) and fast scratch
     (SRAM) the written file's ethos-u operator declares; tvmc run finds the U65 in the file
     and its outputs are TFLite's."""
-    out = tmp_path / "kws.tflite"
+    import json
+
+    out, rep_path = tmp_path / "kws.tflite", tmp_path / "plan.json"
     rc, stdout, err = call(["compile", kws, "--target", "ethos-u,llvm", "--accelerator-config",
-                            "ethos-u65-256", "-o", str(out), "--verbose-allocation"])
+                            "ethos-u65-256", "-o", str(out), "--verbose-allocation",
+                            "--planner-report", str(rep_path)])
     assert rc == 0, err
+    (sub,) = json.loads(rep_path.read_text())["subgraphs"].values()
+    cascades = re.findall(r"^  cascade +(\d+) +\S+ +([\d,]+) B  (.*)$", stdout, re.M)
+    assert [(int(k), int(b.replace(",", "")), parts.split(", ")) for k, b, parts in cascades] \
+        == [(k, p["planned_bytes"], p["parts"]) for k, p in enumerate(sub["plans"])]
     (op,) = read_ethos_u_ops(out.read_bytes())
     assert op.scratch_fast_bytes > 0
     arena = [ln for ln in stdout.splitlines() if ln.startswith("TFLite Micro arena")]
