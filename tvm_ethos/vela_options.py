@@ -14,6 +14,7 @@ Importing this module imports neither TVM nor Vela; :func:`read_system` imports 
 from __future__ import annotations
 
 import argparse
+import configparser
 import contextlib
 import importlib.util
 import io
@@ -73,8 +74,6 @@ def config_path(config: str) -> str:
 
 
 def _sections(paths: list[str], kind: str) -> list[str]:
-    import configparser
-
     cp = configparser.ConfigParser()
     cp.read(paths)
     return sorted(s.split(".", 1)[1] for s in cp.sections() if s.startswith(kind + "."))
@@ -88,10 +87,17 @@ def read_system(accelerator: str, system_config: str | None = None,
     ``Dedicated_Sram_384KB``), ``config_files`` (resolved paths) read as a group, or Vela's
     own ``Arm/vela.ini`` without them. A name no file defines is a CliError listing those
     that are."""
-    from ethosu.vela.architecture_features import CONFIG_FILES_PATH, ArchitectureFeatures
+    from ethosu.vela.architecture_features import (
+        CONFIG_FILES_PATH,
+        Accelerator,
+        ArchitectureFeatures,
+    )
     from ethosu.vela.errors import VelaError
     from ethosu.vela.tensor import MemArea, TensorPurpose
 
+    if accelerator not in Accelerator.member_list():
+        raise CliError(f"--accelerator-config {accelerator!r}: Vela knows "
+                       f"{', '.join(Accelerator.member_list())}")
     files = list(config_files) or [os.path.join(CONFIG_FILES_PATH, "Arm", "vela.ini")]
     quiet = io.StringIO()   # Vela prints "Warning: No system configuration specified" to stdout
     try:
@@ -104,9 +110,10 @@ def read_system(accelerator: str, system_config: str | None = None,
                 arena_cache_size=arena_cache_size)
     except VelaError as err:
         raise CliError(_vela_message(err, files, system_config, memory_mode)) from None
-    except (ValueError, KeyError) as err:   # an accelerator Vela does not know
-        raise CliError(f"--accelerator-config {accelerator!r}: Vela cannot read it ({err})"
-                       ) from None
+    except (ValueError, KeyError, configparser.Error) as err:   # a value Vela cannot read
+        raise CliError(f"Vela cannot read the system {system_config or 'default'} / "
+                       f"{memory_mode or 'default'} in {', '.join(files)}: "
+                       f"{type(err).__name__}: {err}") from None
     areas = [MemArea.Sram, MemArea.Dram, MemArea.OnChipFlash, MemArea.OffChipFlash]
     bw = tuple((a.identifier_name(), float(arch.memory_bandwidths_per_second[a])) for a in areas)
     bpc = tuple((a.identifier_name(), float(arch.memory_bandwidths_per_cycle[a])) for a in areas)

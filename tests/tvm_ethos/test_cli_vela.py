@@ -224,6 +224,15 @@ def test_bad_vela_options_are_one_line_before_any_work(kws, tmp_path, target, fl
     assert not out.exists() or os.listdir(out) == []
 
 
+def test_a_config_file_vela_cannot_read_is_one_line(kws, tmp_path):
+    ini = tmp_path / "bad.ini"
+    ini.write_text("[System_Config.Bad]\ncore_clock=fast\n[Memory_Mode.M]\n"
+                   "const_mem_area=Axi1\n")
+    rc, _, err = call(["compile", kws, "--target", "ethos-u,llvm", "--config", str(ini),
+                       "--system-config", "Bad", "--memory-mode", "M"])
+    one_line_error(rc, err, "compile", "Vela cannot read the system Bad / M", "'fast'")
+
+
 def test_without_vela_its_system_options_say_what_to_install(kws, tmp_path, monkeypatch):
     from tvm_ethos import vela_options
 
