@@ -224,6 +224,21 @@ def test_bad_vela_options_are_one_line_before_any_work(kws, tmp_path, target, fl
     assert not out.exists() or os.listdir(out) == []
 
 
+def test_config_paths_resolve_as_velas(tmp_path, monkeypatch):
+    """``Vendor/file.ini`` is one of Vela's shipped files, any other name a path."""
+    from ethosu.vela.architecture_features import CONFIG_FILES_PATH
+
+    from tvm_ethos.vela_options import config_path
+
+    assert config_path("Arm/vela.ini") == os.path.join(CONFIG_FILES_PATH, "Arm", "vela.ini")
+    mine = tmp_path / "sub" / "my.ini"
+    mine.parent.mkdir()
+    mine.write_text("")
+    assert config_path(str(mine)) == str(mine)
+    monkeypatch.chdir(tmp_path)
+    assert config_path("./sub/my.ini") == os.path.join("sub", "my.ini")
+
+
 def test_a_config_file_vela_cannot_read_is_one_line(kws, tmp_path):
     ini = tmp_path / "bad.ini"
     ini.write_text("[System_Config.Bad]\ncore_clock=fast\n[Memory_Mode.M]\n"
