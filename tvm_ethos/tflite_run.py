@@ -16,6 +16,7 @@ import tflite
 from ethosu_stream.tflite_custom_op import CUSTOM_CODE
 from ethosu_stream.tflite_graph import TfliteGraph
 from tvm_ethos.cli import CliError
+from tvm_ethos.vela_options import vela_installed
 
 #: TFLite's file identifier, at bytes 4..8 of every flatbuffer model.
 TFLITE_MAGIC = b"TFL3"
@@ -115,10 +116,16 @@ def prepare(data: bytes, path: str, accelerator: str | None) -> Prepared:
     if found is not None and found != accelerator:
         raise CliError(f"{path} was compiled for {found}, not {accelerator}: drop "
                        "--accelerator-config or give the file's")
+    if not vela_installed():
+        raise CliError(f"running {path}'s ethos-u operators needs Vela's register definitions:"
+                       " pip install 'tvm-ethos[vela]'")
     try:
         graph = TfliteGraph(data, accelerator)
     except ValueError as err:
         raise CliError(f"{path}: cannot run it: {' '.join(str(err).split())}") from None
+    except ImportError as err:   # host operators run through LiteRT's interpreter
+        raise CliError(f"{path} has host operators, which run through {err.name or err}: "
+                       "pip install ai-edge-litert") from None
     return Prepared(graph, accelerator, specs)
 
 
