@@ -124,8 +124,8 @@ def prepare(data: bytes, path: str, accelerator: str | None) -> Prepared:
     except ValueError as err:
         raise CliError(f"{path}: cannot run it: {' '.join(str(err).split())}") from None
     except ImportError as err:   # host operators run through LiteRT's interpreter
-        raise CliError(f"{path} has host operators, which run through {err.name or err}: "
-                       "pip install ai-edge-litert") from None
+        raise CliError(f"{path} has host operators, and the interpreter that runs them is not "
+                       f"installed (no module {err.name!r})") from None
     return Prepared(graph, accelerator, specs)
 
 
