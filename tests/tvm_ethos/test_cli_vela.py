@@ -382,7 +382,7 @@ def test_each_plan_layer_is_matched_with_its_own_operator(ops):
     placements every part lands on the operator it came from and every operator on its
     target; a report that does not name the reshapes still places them when it puts all of
     them on one side."""
-    tops = [TfliteOperator(i, k, k, f"t{i}", i + 1, 1) for i, (k, _) in enumerate(ops)]
+    tops = [TfliteOperator(i, k, k, f"t{i}", i + 1) for i, (k, _) in enumerate(ops)]
     planned = [i for i, (_, on_npu) in enumerate(ops) if on_npu]
     plan = [{"part": f"l{j}_{_PART.get(ops[i][0], ops[i][0].lower())}", "src": i}
             for j, i in enumerate(planned)]

@@ -24,7 +24,6 @@ class TfliteOperator(NamedTuple):
     vela_name: str          # Vela's, e.g. Conv2D
     name: str               # its first output tensor's name, as Vela names the layer
     macs: int               # as Vela counts them
-    ofm_elements: int       # of its first output
 
 
 def read_operators(data: bytes) -> list[TfliteOperator]:
@@ -41,17 +40,14 @@ def read_operators(data: bytes) -> list[TfliteOperator]:
         builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
         if builtin == tflite.BuiltinOperator.CUSTOM:
             custom = (code.CustomCode() or b"").decode()
-            out.append(TfliteOperator(i, "CUSTOM", custom, _tensor_name(g, op.Outputs(0)), 0,
-                                      0))
+            out.append(TfliteOperator(i, "CUSTOM", custom, _tensor_name(g, op.Outputs(0)), 0))
             continue
         mapped = builtin_operator_map.get(builtin)
         vela = mapped[0].name if mapped is not None else names.get(builtin, str(builtin))
         vela = vela[: -len(_BIAS)] if vela.endswith(_BIAS) else vela
         tname = _tensor_name(g, op.Outputs(0)) if op.OutputsLength() else ""
-        ofm = _shape(g, op.Outputs(0)) if op.OutputsLength() else ()
         out.append(TfliteOperator(i, names.get(builtin, str(builtin)), vela, tname,
-                                  vela_macs(names.get(builtin, ""), g, op),
-                                  math.prod(ofm) if ofm else 0))
+                                  vela_macs(names.get(builtin, ""), g, op)))
     return out
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import re
 from typing import NamedTuple
@@ -260,15 +259,13 @@ def _region(r: str) -> str:
 #: Vela's per-layer columns that exist here, then tvm-ethos's.
 PER_LAYER_COLUMNS = ("Original Operator", "Target", "Op Cycles", "Network% (cycles)",
                      "MAC Count", "Network% (MAC)", "Util% (MAC)", "Name",
-                     "Part", "Cascade", "Stripe", "Stripes", "Buffer", "Region", "Bytes",
-                     "Computed MACs (estimated)")
+                     "Part", "Cascade", "Stripe", "Stripes", "Buffer", "Region", "Bytes")
 
 
 def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
     """The per-layer CSV's rows: every operator of the model, keyed by Vela's ``Name`` (its
-    output tensor's name); cycles are the planner's estimates, ``Computed MACs`` the
-    plan's (its stripes' output elements times the operator's MACs per output element:
-    recomputation included, a partial last stripe counted whole). ``Util% (MAC)`` is
+    output tensor's name); cycles are the planner's estimates, MACs Vela's count (the
+    recomputed ones are the summary's, counted on the functional model). ``Util% (MAC)`` is
     against the accelerator's MACs per cycle (the number its name ends in, as Vela's)."""
     macs_per_cycle = int(summary.system.accelerator.rsplit("-", 1)[1])
     out = []
@@ -276,10 +273,6 @@ def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
         p = r.plan or {}
         cycles = p.get("cycles", 0) or 0
         stripe = p.get("stripe")
-        computed = ""
-        if stripe and p.get("stripes") and r.op.ofm_elements:
-            done = math.prod(int(d) for d in stripe) * p["stripes"]
-            computed = max(r.op.macs, r.op.macs * done // r.op.ofm_elements)
         out.append({
             "Original Operator": r.op.vela_name, "Target": r.target, "Op Cycles": cycles,
             "Network% (cycles)": 100 * cycles / summary.cycles if summary.cycles else 0.0,
@@ -289,8 +282,7 @@ def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
             "Name": r.op.name, "Part": p.get("part", ""), "Cascade": p.get("cascade", ""),
             "Stripe": "x".join(map(str, stripe)) if stripe else "",
             "Stripes": p.get("stripes", ""), "Buffer": p.get("buffer", ""),
-            "Region": p.get("region", ""), "Bytes": p.get("bytes", ""),
-            "Computed MACs (estimated)": computed})
+            "Region": p.get("region", ""), "Bytes": p.get("bytes", "")})
     return out
 
 
