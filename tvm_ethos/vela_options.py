@@ -238,17 +238,18 @@ def accelerator_option(args, cli_options: dict, target: str) -> None:
 
 def choices(args, targets) -> VelaChoices:
     """Vela's flags against the resolved target list (after :func:`accelerator_option`)."""
-    spec = next((t for t in targets.targets if t.backend_id == "ethos-u"), None)
-    if spec is None:
-        if uses_system(args) or args.optimise is not None:
-            raise CliError(f"--system-config, --memory-mode, --config, --arena-cache-size and "
-                           f"--optimise describe an Ethos-U system; --target {targets} has no "
-                           "ethos-u: use e.g. --target ethos-u,llvm")
-        return VelaChoices(None, None, None, None)
-    acc = str(spec.options.get("accelerator_config", "ethos-u55-128"))
     if args.optimise is not None and args.budget is not None:
         raise CliError(f"--optimise {args.optimise} and --budget {args.budget} both choose "
                        "the plan; give one")
+    budget = "smallest" if args.optimise == "Size" else None   # any planned NPU's
+    spec = next((t for t in targets.targets if t.backend_id == "ethos-u"), None)
+    if spec is None:
+        if uses_system(args):
+            raise CliError(f"--system-config, --memory-mode, --config and --arena-cache-size "
+                           f"describe an Ethos-U system; --target {targets} has no ethos-u: "
+                           "use e.g. --target ethos-u,llvm")
+        return VelaChoices(None, budget, None, None)
+    acc = str(spec.options.get("accelerator_config", "ethos-u55-128"))
     if uses_system(args) and args.workspace_pools:
         raise CliError("--workspace-pools and Vela's system options (--system-config, "
                        "--memory-mode, --config, --arena-cache-size) both set the memories; "
@@ -257,14 +258,12 @@ def choices(args, targets) -> VelaChoices:
         if uses_system(args):
             raise CliError("--system-config, --memory-mode, --config and --arena-cache-size "
                            "are read with Vela's parser: pip install 'tvm-ethos[vela]'")
-        budget = "smallest" if args.optimise == "Size" else None
         return VelaChoices(acc, budget, None, None)   # no Vela: no Vela reports either
     files = [config_path(c) for c in args.config or ()]
     system = None
     if acc.startswith(tuple(_WEIGHT_REGION)) or uses_system(args):
         system = read_system(acc, args.system_config, args.memory_mode, files,
                              arena_size(args.arena_cache_size))
-    budget = "smallest" if args.optimise == "Size" else None
     pools = system.memory_pools() if system is not None and uses_system(args) else None
     if pools == {}:
         raise CliError(f"accelerator {acc}: the planner has no model of it, so Vela's system "
