@@ -1,6 +1,7 @@
 """``compile`` and ``CompiledModel``: partition, NPU codegen, host build, save and load."""
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
@@ -90,9 +91,10 @@ class CompiledModel:
     def run(self, *inputs) -> list[np.ndarray]:
         """One inference through the executor (the VM where a model has no program).
 
-        ``inputs``: the arrays in the order of :attr:`inputs`, or one dict keyed by input
-        name. The outputs come back in the order, and with the shapes, of :attr:`outputs`
-        (the source model's: TFLite's ``(1, 10)`` where the module computes ``(1, 1, 1, 10)``)."""
+        ``inputs``: the arrays in the order of :attr:`inputs` (as arguments, or one list of
+        them), or one dict keyed by input name. The outputs come back in the order, and with
+        the shapes, of :attr:`outputs` (the source model's: TFLite's ``(1, 10)`` where the
+        module computes ``(1, 1, 1, 10)``)."""
         arrays = self._ordered_inputs(inputs)
         if self.program is not None:
             return self._shaped(self.executor.run(arrays))
@@ -101,6 +103,9 @@ class CompiledModel:
     def _ordered_inputs(self, inputs: tuple) -> tuple:
         """Positional arrays, or one dict by input name turned into them (TvmEthosError naming
         the unknown or missing names)."""
+        if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)) and inputs[0] and all(
+                isinstance(x, np.ndarray) for x in inputs[0]):
+            return tuple(inputs[0])   # cm.run([x0, x1]) as cm.run(x0, x1)
         if len(inputs) != 1 or type(inputs[0]) is np.ndarray or not isinstance(inputs[0], Mapping):
             return inputs
         given, names = inputs[0], [s.name for s in self.inputs]
@@ -388,7 +393,10 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
 
     Planning options (rfcs/0005):
 
-    * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``);
+    * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``: kB =
+      1000, KiB = 1024, a bare ``k`` refused), ``"system"`` (the default: the device's SRAM),
+      ``"smallest"`` (the plan of least memory, Vela's ``--optimise Size``) or ``None`` (the
+      fastest);
     * ``memory_pools``: memory regions overriding the device's (``{"sram": {"size": ...}}``,
       or tvmc's ``"sram:300KiB:read_bw=8"`` strings);
     * ``planner_options``: a dict or ``planner.options.PlannerOptions`` of search settings;
@@ -415,7 +423,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     check_runtime_options(runtime_opts)
     cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
-    _check_target_options(target, options)
+    check_target_options(target, options)
     key = None
     if cache_dir is not None:
         from tvm_ethos.runtime.program import PROGRAM_VERSION
@@ -463,15 +471,17 @@ def _tflite_source(mod):
     return None
 
 
+#: The planning options ``compile`` and ``partition_for*`` take.
+PLANNING_OPTIONS = ("budget", "memory_pools", "planner_options", "plan")
 #: ``compile``'s own options (the rest belong to the targets' backends).
-COMPILE_OPTIONS = (
-    ("budget", "memory_pools", "planner_options", "plan") + RUNTIME_OPTIONS + ("cache_dir",)
-)
+COMPILE_OPTIONS = PLANNING_OPTIONS + RUNTIME_OPTIONS + ("cache_dir",)
 
 
-def _check_target_options(target: str, options: dict) -> None:
-    """An OptionError naming every option ``compile`` takes when one is neither its own nor
-    a target's (a misspelt ``budget`` must not read as a missing target option)."""
+def check_target_options(target, options: dict, own=COMPILE_OPTIONS,
+                         caller: str = "compile") -> None:
+    """An OptionError naming every option ``caller`` takes (``own``, then each target's) when
+    one is neither (a misspelt ``budget`` must not read as a missing target option), with the
+    closest accepted name."""
     from tvm_ethos.backends.registry import get_registry
     from tvm_ethos.errors import OptionError
     from tvm_ethos.targets import parse_targets
@@ -485,9 +495,11 @@ def _check_target_options(target: str, options: dict) -> None:
     unknown = sorted(k for k in options if k not in known)
     if unknown:
         per_target = "; ".join(f"{b}: {', '.join(keys) or '(none)'}" for b, keys in schemas.items())
+        close = difflib.get_close_matches(unknown[0], list(own) + sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(map(repr, unknown))}; allowed options: "
-                          f"{', '.join(COMPILE_OPTIONS)} (compile); {per_target}")
+                          f"{', '.join(map(repr, unknown))}{hint}; allowed options: "
+                          f"{', '.join(own)} ({caller}); {per_target}")
 
 
 def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
