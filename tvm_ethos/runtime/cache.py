@@ -183,9 +183,22 @@ def check_trusted(path: str, st: os.stat_result, what: str) -> None:
 
 
 def ensure_dir(cache_dir: str) -> None:
-    """Create the cache directory ``0700`` (parents as ``makedirs`` makes them) and check it."""
-    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-    check_trusted(cache_dir, os.stat(cache_dir), "directory")
+    """Create the cache directory ``0700`` (parents as ``makedirs`` makes them) and check it;
+    CacheError, one line, for a path that is not a directory or cannot be made one."""
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise CacheError(f"compiled-model cache directory {cache_dir} (cache_dir or "
+                         f"${CACHE_ENV_VAR}) is not a directory; name a directory, or remove it")
+    try:
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+        st = os.stat(cache_dir)
+    except OSError as err:
+        raise CacheError(f"cannot create the compiled-model cache directory {cache_dir} "
+                         f"(cache_dir or ${CACHE_ENV_VAR}): {err.strerror}; name another "
+                         "directory") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise CacheError(f"compiled-model cache directory {cache_dir} is not a directory; name "
+                         "a directory, or remove it")
+    check_trusted(cache_dir, st, "directory")
 
 
 def lookup(cache_dir: str, key: str) -> bytes | None:
@@ -197,15 +210,24 @@ def lookup(cache_dir: str, key: str) -> bytes | None:
         return None
     check_trusted(cache_dir, os.stat(cache_dir), "directory")
     try:
-        f = open(p, "rb")
+        # O_NONBLOCK: a FIFO put in an entry's place must not block the open (it is refused
+        # below, as a directory or a device is: only regular files are read)
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None
-    with f:
+    except OSError as err:
+        raise CacheError(f"cannot open compiled-model cache entry {p} ({err.strerror}); "
+                         "remove it") from None
+    with os.fdopen(fd, "rb") as f:
         st = _file_stat(f)   # the file read below, not whatever the name points to later
         if not stat.S_ISREG(st.st_mode):
             raise CacheError(f"compiled-model cache entry {p} is not a regular file; remove it")
         check_trusted(p, st, "entry")
-        data = f.read()
+        try:
+            data = f.read()
+        except OSError as err:
+            raise CacheError(f"cannot read compiled-model cache entry {p} ({err.strerror}); "
+                             "remove it") from None
     package = verified_package(data)
     if package is None:
         damaged(p, "its content hash does not match")

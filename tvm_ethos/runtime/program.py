@@ -9,10 +9,14 @@ module spec).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from tvm_ethos.schema import MAX_TENSOR_BYTES, Node, SchemaError, check_tensor_size, parse_json
 
 PROGRAM_VERSION = 1
 CONSTANT_ALIGNMENT = 64
@@ -158,53 +162,125 @@ class NetworkProgram:
         return b"".join(parts)
 
     @staticmethod
-    def from_json(text: str, constants_blob: bytes | None = None) -> "NetworkProgram":
-        d = json.loads(text)
-        if d.get("version") != PROGRAM_VERSION:
-            raise ValueError(
-                f"program version {d.get('version')}, this tvm-ethos reads {PROGRAM_VERSION}"
-            )
-        tensors = {t[0]: TensorSpec(t[0], t[1], tuple(t[2]), t[3]) for t in d["tensors"]}
-        subgraphs = [
-            SubgraphSpec(
-                s["name"],
-                s["backend"],
-                s["kind"],
-                s["device"],
-                list(s["inputs"]),
-                list(s["outputs"]),
-                [Step(st[0], [tuple(a) for a in st[1]], list(st[2])) for st in s["steps"]],
-            )
-            for s in d["subgraphs"]
-        ]
-        consts: list = []
-        for off, dt, shape in d.get("constants", []):
-            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
-            if constants_blob is None or off + n > len(constants_blob):
-                raise ValueError("constants.bin is missing or shorter than its index")
-            consts.append(
-                np.frombuffer(
-                    constants_blob, dtype=dt, count=n // np.dtype(dt).itemsize, offset=off
-                )
-                .reshape(shape)
-                .copy()
-            )
-        opencl = None
-        if d.get("opencl"):
-            from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
+    def from_json(text: str | bytes, constants_blob: bytes | None = None) -> "NetworkProgram":
+        """Parse and validate ``program.json`` (and ``constants.bin``): every field's type and
+        range, every tensor / constant reference and every constant's place in the blob are
+        checked, so a damaged description is one :class:`~tvm_ethos.schema.SchemaError` (a
+        ``ValueError``) naming the field, before any kernel is looked up."""
+        data = text.encode() if isinstance(text, str) else text
+        return _parse_program(parse_json(data, "program.json"), constants_blob)
 
-            opencl = OpenCLModuleSpec.from_json(d["opencl"])
-        payloads = {k: _payload_from_json(v) for k, v in d.get("payloads", {}).items()}
-        return NetworkProgram(
-            list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl, payloads
-        )
+
+_SUBGRAPH_FIELDS = ("name", "backend", "kind", "device", "inputs", "outputs", "steps")
+_PROGRAM_FIELDS = ("version", "inputs", "outputs", "tensors", "subgraphs", "opencl",
+                   "constants", "payloads")
+SUBGRAPH_KINDS = ("npu", "host")
+DEVICES = ("cpu", "opencl")
+
+
+def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
+    root = Node(d, "program.json").obj(_PROGRAM_FIELDS)
+    version = root.get("version").int()
+    if version != PROGRAM_VERSION:
+        raise SchemaError(f"program.json: program version {version}, this tvm-ethos reads "
+                          f"{PROGRAM_VERSION}")
+    tensors: dict = {}
+    for t in root.get("tensors").items():
+        tid_n, name_n, shape_n, dtype_n = t.items(length=4)
+        tid = tid_n.int(0, 2**31)
+        if tid in tensors:
+            raise tid_n.error(f"tensor id {tid} given twice")
+        shape, dtype = shape_n.shape(), dtype_n.dtype()
+        check_tensor_size(shape, dtype, t.where)
+        tensors[tid] = TensorSpec(tid, name_n.str(), shape, dtype)
+
+    def tensor_id(n: Node) -> int:
+        tid = n.int(0, 2**31)
+        if tid not in tensors:
+            raise n.error(f"tensor id {tid} is not in program.json.tensors")
+        return tid
+
+    def tensor_ids(node: Node) -> list:
+        return [tensor_id(n) for n in node.items()]
+
+    consts = _constants(root.get("constants"), blob)
+    subgraphs = []
+    for s in root.get("subgraphs").items():
+        s.obj(_SUBGRAPH_FIELDS)
+        steps = []
+        for st in s.get("steps").items():
+            func_n, args_n, outs_n = st.items(length=3)
+            args = []
+            for a in args_n.items():
+                tag_n, ref_n = a.items(length=2)
+                tag = tag_n.str(("t", "c"))
+                if tag == "t":
+                    args.append(("t", tensor_id(ref_n)))
+                else:
+                    c = ref_n.int(0, 2**31)
+                    if c >= len(consts):
+                        raise ref_n.error(f"constant {c} is not in program.json.constants "
+                                          f"({len(consts)} of them)")
+                    args.append(("c", c))
+            steps.append(Step(func_n.str(nonempty=True), args, tensor_ids(outs_n)))
+        subgraphs.append(SubgraphSpec(
+            s.get("name").str(), s.get("backend").str(nonempty=True),
+            s.get("kind").str(SUBGRAPH_KINDS), s.get("device").str(DEVICES),
+            tensor_ids(s.get("inputs")), tensor_ids(s.get("outputs")), steps))
+    opencl = None
+    if root.opt("opencl") is not None:
+        opencl = _opencl(root.get("opencl"))
+    payloads = {}
+    node = root.opt("payloads")
+    if node is not None:
+        payloads = {k: _payload_from_json(v) for k, v in node.entries()}
+    return NetworkProgram(tensor_ids(root.get("inputs")), tensor_ids(root.get("outputs")),
+                          tensors, subgraphs, consts, opencl, payloads)
+
+
+def _constants(node: Node, blob: bytes | None) -> list:
+    """The constants of the index ``node``, read from ``blob``: each 64 B aligned, after the
+    one before it, inside the blob, which ends where the last one does (as written)."""
+    consts, end = [], 0
+    items = list(node.items())
+    if items and blob is None:
+        raise SchemaError("constants.bin is missing but program.json.constants lists "
+                          f"{len(items)} constant(s)")
+    for c in items:
+        off_n, dtype_n, shape_n = c.items(length=3)
+        off, dtype, shape = off_n.int(), dtype_n.dtype(), shape_n.shape()
+        n = check_tensor_size(shape, dtype, c.where)
+        if off % CONSTANT_ALIGNMENT or off < end:
+            raise off_n.error(f"offset {off} is not the next {CONSTANT_ALIGNMENT} B aligned "
+                              f"offset at or after {end}")
+        end = off + n
+        if end > len(blob):
+            raise c.error(f"bytes {off}..{end} are past the end of constants.bin "
+                          f"({len(blob)} bytes)")
+        consts.append(np.frombuffer(blob, dtype=dtype, count=n // np.dtype(dtype).itemsize,
+                                    offset=off).reshape(shape).copy())
+    if blob is not None and len(blob) != end:
+        raise SchemaError(f"constants.bin is {len(blob)} bytes, its index in program.json "
+                          f"ends at {end}")
+    return consts
+
+
+def _opencl(node: Node):
+    from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
+
+    node.obj(("source", "functions"))
+    node.get("source").str()
+    try:
+        return OpenCLModuleSpec.from_json(json.dumps(node.value))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise node.error(f"not an OpenCL module description ({type(err).__name__}: "
+                         f"{' '.join(str(err).split())[:100]})") from None
 
 
 _PAYLOAD_BYTES = ("driver_payload", "flash")
 
 
 def _payload_json(p) -> dict:
-    import base64
     import dataclasses
 
     d = dataclasses.asdict(p)
@@ -215,15 +291,43 @@ def _payload_json(p) -> dict:
     return d
 
 
-def _payload_from_json(d: dict):
-    import base64
+_PAYLOAD_FIELDS = ("accelerator", "driver_payload", "flash", "scratch_bytes",
+                   "fast_scratch_bytes", "inputs", "outputs", "work_bytes", "schedule",
+                   "untouched_top_bytes", "weight_dma_bytes", "weights_left_in_flash",
+                   "block_configs")
 
+
+def _payload_from_json(node: Node):
     from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 
-    d = dict(d)
+    node.obj(_PAYLOAD_FIELDS)
+    d: dict = {"accelerator": node.get("accelerator").str(nonempty=True)}
     for k in _PAYLOAD_BYTES:
-        d[k] = base64.b64decode(d[k])
+        d[k] = _base64(node.get(k))
+    for k in ("scratch_bytes", "fast_scratch_bytes"):
+        d[k] = node.get(k).int(0, MAX_TENSOR_BYTES)
+    for k in ("work_bytes", "untouched_top_bytes", "weight_dma_bytes", "weights_left_in_flash"):
+        if node.opt(k) is not None:
+            d[k] = node.get(k).int(0, MAX_TENSOR_BYTES)
+    if node.opt("schedule") is not None:
+        d["schedule"] = node.get("schedule").str()
     for k in ("inputs", "outputs"):
-        d[k] = tuple(ArenaTensor(n, tuple(s), t, o) for n, s, t, o in d[k])
-    d["block_configs"] = tuple((str(why), int(n)) for why, n in d.get("block_configs", ()))
+        arena = []
+        for a in node.get(k).items():
+            name_n, shape_n, dtype_n, off_n = a.items(length=4)
+            shape, dtype, off = shape_n.shape(), dtype_n.dtype(), off_n.int()
+            if off + check_tensor_size(shape, dtype, a.where) > d["scratch_bytes"]:
+                raise a.error(f"lies outside the {d['scratch_bytes']} B scratch arena")
+            arena.append(ArenaTensor(name_n.str(), shape, dtype, off))
+        d[k] = tuple(arena)
+    if node.opt("block_configs") is not None:
+        d["block_configs"] = tuple((why.str(), n.int()) for why, n in
+                                   (b.items(length=2) for b in node.get("block_configs").items()))
     return EthosUPayload(**d)
+
+
+def _base64(node: Node) -> bytes:
+    try:
+        return base64.b64decode(node.str(), validate=True)
+    except binascii.Error as err:
+        raise node.error(f"base64 data, not decodable ({err})") from None
