@@ -197,11 +197,12 @@ def read_package(path) -> dict[str, bytes]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
         raise ModelLoadError(f"{path}: cannot open the compiled model ({err.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ModelLoadError(f"{path}: not a regular file; give the path of a package "
+                             "written by tvmc compile or CompiledModel.save")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ModelLoadError(f"{path}: not a regular file; give the path of a package "
-                                 "written by tvmc compile or CompiledModel.save")
         return _read(f, st.st_size, path)
 
 

@@ -218,11 +218,12 @@ def lookup(cache_dir: str, key: str) -> bytes | None:
     except OSError as err:
         raise CacheError(f"cannot open compiled-model cache entry {p} ({err.strerror}); "
                          "remove it") from None
+    st = os.fstat(fd)   # the file read below, not whatever the name points to later
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise CacheError(f"compiled-model cache entry {p} is not a regular file; remove it")
     with os.fdopen(fd, "rb") as f:
-        st = _file_stat(f)   # the file read below, not whatever the name points to later
-        if not stat.S_ISREG(st.st_mode):
-            raise CacheError(f"compiled-model cache entry {p} is not a regular file; remove it")
-        check_trusted(p, st, "entry")
+        check_trusted(p, _file_stat(f), "entry")
         try:
             data = f.read()
         except OSError as err:
