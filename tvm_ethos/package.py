@@ -57,6 +57,7 @@ MEMBERS = (LIBRARY, META, PROGRAM, CONSTANTS)
 MANIFEST_LIMIT = 64 * 1024
 _OLD_META_LIMIT = 16 * 1024 * 1024
 _CHUNK = 1 << 20
+_SMALL_CHUNK = 1 << 16
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _TAR_MAGIC_OFFSET = 257          # "ustar" in a POSIX tar header
@@ -377,10 +378,15 @@ def _old_meta_tar(t: tarfile.TarFile, first, size: int) -> bytes | None:
 
 
 def _read_limited(stream, name: str, limit: int) -> bytes:
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise _Damaged(f"{name} is larger than {limit:,} bytes")
-    return data
+    """At most ``limit`` bytes of ``stream``, in chunks (a reader asked for ``limit`` bytes at
+    once may allocate them all before it finds the member is short)."""
+    chunks, n = [], 0
+    while chunk := stream.read(min(_SMALL_CHUNK, limit + 1 - n)):
+        chunks.append(chunk)
+        n += len(chunk)
+        if n > limit:
+            raise _Damaged(f"{name} is larger than {limit:,} bytes")
+    return b"".join(chunks)
 
 
 def _read_entry(stream, e: Entry) -> bytes:
