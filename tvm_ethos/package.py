@@ -171,8 +171,9 @@ def _verify(members: dict[str, bytes], path: str) -> VerifiedPackage:
 
 
 def _check_io(meta: PackageMeta, program: NetworkProgram) -> None:
-    """meta.json's inputs and outputs are the program's (names aside): a run checks inputs
-    against the one and allocates by the other."""
+    """meta.json's inputs and outputs are the program's, up to a reshape (the model's own
+    shapes, e.g. 1x12, against the kernels' 1x1x1x12): a run checks and shapes its tensors by
+    the one and allocates by the other."""
     for what, descs, tids in (("inputs", meta.inputs, program.inputs),
                               ("outputs", meta.outputs, program.outputs)):
         if len(descs) != len(tids):
@@ -180,10 +181,17 @@ def _check_io(meta: PackageMeta, program: NetworkProgram) -> None:
                               f"{len(tids)}")
         for i, (d, tid) in enumerate(zip(descs, tids)):
             t = program.tensors[tid]
-            if (tuple(d.shape), d.dtype) != (tuple(t.shape), t.dtype):
+            if (_elements(d.shape), d.dtype) != (_elements(t.shape), t.dtype):
                 raise SchemaError(
                     f"meta.json.{what}[{i}]: {'x'.join(map(str, d.shape))} {d.dtype}, but "
                     f"program.json's tensor {tid} is {'x'.join(map(str, t.shape))} {t.dtype}")
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def read_package(path) -> dict[str, bytes]:

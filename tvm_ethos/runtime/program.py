@@ -266,15 +266,52 @@ def _constants(node: Node, blob: bytes | None) -> list:
 
 
 def _opencl(node: Node):
-    from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
+    """The OpenCL kernels' description (a JSON text inside program.json), field by field."""
+    from tvm_ethos.runtime.opencl_device import (
+        FunctionSpec,
+        KernelArg,
+        KernelLaunch,
+        OpenCLModuleSpec,
+        ParamSpec,
+        WorkspaceSpec,
+    )
 
-    node.obj(("source", "functions"))
-    node.get("source").str()
-    try:
-        return OpenCLModuleSpec.from_json(json.dumps(node.value))
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise node.error(f"not an OpenCL module description ({type(err).__name__}: "
-                         f"{' '.join(str(err).split())[:100]})") from None
+    text = node.str()
+    root = Node(parse_json(text.encode("utf-8", "replace"), f"{node.where} (JSON text)"),
+                node.where).obj(("source", "functions"))
+    functions = {}
+    for key, f in root.get("functions").entries():
+        f.obj(("name", "params", "launches", "workspaces"))
+        params = []
+        for p in f.get("params").items():
+            p.obj(("name", "shape", "dtype", "written"))
+            shape, dtype = p.get("shape").shape(), p.get("dtype").dtype()
+            check_tensor_size(shape, dtype, p.where)
+            params.append(ParamSpec(p.get("name").str(), shape, dtype, p.get("written").bool()))
+        launches = []
+        for k in f.get("launches").items():
+            k.obj(("kernel", "args", "global_size", "local_size"))
+            args = []
+            for a in k.get("args").items():
+                a.obj(("kind", "name", "dtype", "value"))
+                value = a.opt("value")
+                if value is not None and (isinstance(value.value, bool) or
+                                          not isinstance(value.value, (int, float))):
+                    raise value.error(f"a number or null, got {value.value!r:.40}")
+                args.append(KernelArg(a.get("kind").str(("param", "workspace", "scalar")),
+                                      a.get("name").str(), a.get("dtype").str(),
+                                      None if value is None else value.value))
+            launches.append(KernelLaunch(
+                k.get("kernel").str(nonempty=True), tuple(args),
+                tuple(d.int(0, 2**31) for d in k.get("global_size").items(max_len=3)),
+                tuple(d.int(0, 2**31) for d in k.get("local_size").items(max_len=3))))
+        workspaces = tuple(
+            WorkspaceSpec(w.obj(("name", "nbytes")).get("name").str(),
+                          w.get("nbytes").int(0, MAX_TENSOR_BYTES))
+            for w in f.get("workspaces").items())
+        functions[key] = FunctionSpec(f.get("name").str(), tuple(params), tuple(launches),
+                                      workspaces)
+    return OpenCLModuleSpec(source=root.get("source").str(), functions=functions)
 
 
 _PAYLOAD_BYTES = ("driver_payload", "flash")
