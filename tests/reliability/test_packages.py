@@ -40,7 +40,7 @@ from tvm_ethos import cli
 from tvm_ethos.runtime import cache as model_cache
 
 CAMPAIGN = int(os.environ.get("TVM_ETHOS_FUZZ_CAMPAIGN", "0"))
-CASES = int(os.environ.get("TVM_ETHOS_PACKAGE_FUZZ_CASES", "1000"))
+CASES = int(os.environ.get("TVM_ETHOS_PACKAGE_FUZZ_CASES", "800"))
 SAVE = os.environ.get("TVM_ETHOS_FUZZ_SAVE", str(ROOT / "out" / "fuzz-failures"))
 
 
