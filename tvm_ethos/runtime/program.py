@@ -239,8 +239,9 @@ def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
 
 
 def _constants(node: Node, blob: bytes | None) -> list:
-    """The constants of the index ``node``, read from ``blob``: each 64 B aligned, after the
-    one before it, inside the blob, which ends where the last one does (as written)."""
+    """The constants of the index ``node``, read from ``blob``: each at the first 64 B aligned
+    offset after the one before it (no gaps, no overlaps), inside the blob, which ends where
+    the last one does (as written)."""
     consts, end = [], 0
     items = list(node.items())
     if items and blob is None:
@@ -250,9 +251,11 @@ def _constants(node: Node, blob: bytes | None) -> list:
         off_n, dtype_n, shape_n = c.items(length=3)
         off, dtype, shape = off_n.int(), dtype_n.dtype(), shape_n.shape()
         n = check_tensor_size(shape, dtype, c.where)
-        if off % CONSTANT_ALIGNMENT or off < end:
-            raise off_n.error(f"offset {off} is not the next {CONSTANT_ALIGNMENT} B aligned "
-                              f"offset at or after {end}")
+        start = -(-end // CONSTANT_ALIGNMENT) * CONSTANT_ALIGNMENT
+        if off != start:
+            raise off_n.error(f"offset {off}: a constant starts at the first "
+                              f"{CONSTANT_ALIGNMENT} B aligned offset after the one before "
+                              f"it, here {start}")
         end = off + n
         if end > len(blob):
             raise c.error(f"bytes {off}..{end} are past the end of constants.bin "
