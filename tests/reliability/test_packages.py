@@ -199,6 +199,10 @@ TAMPERED = [
      r"program.json.constants\[1\]\[0\]: offset 4096: a constant starts at the first 64 B "
      r"aligned offset after the one before it, here 256"),
     ("program.json", _edit("constants/3/2", [600]), r"past the end of constants.bin"),
+    ("program.json", _edit("subgraphs/0/steps/0/2", []),
+     r"program.json.subgraphs\[0\].outputs: tensor 1 is not written by any of its steps"),
+    ("program.json", _edit("subgraphs/0/steps/0/1/0/1", 1),
+     r"program.json.subgraphs\[0\].steps\[0\]: reads tensor 1 before anything writes it"),
     ("program.json", _edit("subgraphs/0/kind", "gpu"),
      r"program.json.subgraphs\[0\].kind: one of npu, host, got 'gpu'"),
     ("program.json", _edit("version", 9), r"program version 9, this tvm-ethos reads 1"),

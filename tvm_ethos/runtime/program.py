@@ -234,8 +234,38 @@ def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
     node = root.opt("payloads")
     if node is not None:
         payloads = {k: _payload_from_json(v) for k, v in node.entries()}
-    return NetworkProgram(tensor_ids(root.get("inputs")), tensor_ids(root.get("outputs")),
-                          tensors, subgraphs, consts, opencl, payloads)
+    inputs, outputs = tensor_ids(root.get("inputs")), tensor_ids(root.get("outputs"))
+    _check_dataflow(inputs, outputs, subgraphs)
+    return NetworkProgram(inputs, outputs, tensors, subgraphs, consts, opencl, payloads)
+
+
+def _check_dataflow(inputs: list, outputs: list, subgraphs: list) -> None:
+    """Every tensor is written before it is read: a subgraph's inputs and its steps' tensor
+    arguments come from the network's inputs, an earlier subgraph or an earlier step; each
+    subgraph writes all its outputs; the network's outputs are written by some subgraph."""
+    available = set(inputs)
+    for i, sg in enumerate(subgraphs):
+        where = f"program.json.subgraphs[{i}]"
+        for t in sg.inputs:
+            if t not in available:
+                raise SchemaError(f"{where}.inputs: tensor {t} is neither a network input nor "
+                                  "written by an earlier subgraph")
+        written: set = set()
+        for j, st in enumerate(sg.steps):
+            for a in st.args:
+                if a[0] == "t" and a[1] not in available and a[1] not in written:
+                    raise SchemaError(f"{where}.steps[{j}]: reads tensor {a[1]} before "
+                                      "anything writes it")
+            written.update(st.outs)
+        missing = [t for t in sg.outputs if t not in written]
+        if missing:
+            raise SchemaError(f"{where}.outputs: tensor {missing[0]} is not written by any of "
+                              "its steps")
+        available |= written
+    missing = [t for t in outputs if t not in available]
+    if missing:
+        raise SchemaError(f"program.json.outputs: tensor {missing[0]} is written by no "
+                          "subgraph")
 
 
 def _constants(node: Node, blob: bytes | None) -> list:
