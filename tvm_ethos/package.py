@@ -157,17 +157,26 @@ def verify_package_bytes(data: bytes, path: str) -> VerifiedPackage:
 
 
 def _verify(members: dict[str, bytes], path: str) -> VerifiedPackage:
-    # 1. members: done by read_package; 2. metadata
+    """Steps 2 and 3 on the members step 1 (:func:`read_package`) checked."""
+    meta, program = _metadata(members, path)
+    # 3. the host: a check that this machine can run the package's code goes here
+    return VerifiedPackage(meta, program, members[LIBRARY], MappingProxyType(members))
+
+
+def _metadata(members: dict[str, bytes], path: str) -> tuple[PackageMeta, NetworkProgram | None]:
+    """Step 2: meta.json and program.json (with constants.bin) against their schema."""
     try:
         meta = parse_meta(members[META])
+        if meta.format_version != FORMAT_VERSION:
+            raise SchemaError(f"meta.json.format_version: {meta.format_version}, but the "
+                              f"manifest says {FORMAT_VERSION}")
         program = None
         if PROGRAM in members:
             program = NetworkProgram.from_json(members[PROGRAM], members[CONSTANTS])
             _check_io(meta, program)
     except SchemaError as err:
         raise ModelLoadError(f"{path}: invalid compiled model: {err}") from None
-    # 3. the host: a check that this machine can run the package's code belongs here
-    return VerifiedPackage(meta, program, members[LIBRARY], MappingProxyType(members))
+    return meta, program
 
 
 def _check_io(meta: PackageMeta, program: NetworkProgram) -> None:
