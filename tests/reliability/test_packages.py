@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.reliability.fuzz_harness import ROOT, run_campaign
@@ -223,6 +225,53 @@ def test_tampered_metadata_is_one_line_naming_the_field(seeds, tmp_path, member,
     with pytest.raises(tvm_ethos.ModelLoadError, match=words) as err:
         tvm_ethos.load(pkg)
     assert "\n" not in str(err.value) and str(err.value).startswith(f"{pkg}: invalid ")
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=3), max_leaves=6)
+
+
+def _paths(doc, path=()):
+    yield path
+    children = (doc.items() if isinstance(doc, dict) else
+                enumerate(doc) if isinstance(doc, list) else ())
+    for k, v in children:
+        yield from _paths(v, path + (k,))
+
+
+@pytest.fixture(scope="module")
+def seed_members(seeds) -> dict:
+    return dict(_members(seeds / "seed.tvmethos"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_schema_refuses_any_edit_with_one_error_or_takes_it(seed_members, data):
+    """Any JSON value put at any place of meta.json or program.json: the parse gives a
+    description or one SchemaError line naming the member, never another exception."""
+    from tvm_ethos.package_meta import parse_meta
+    from tvm_ethos.runtime.program import NetworkProgram
+    from tvm_ethos.schema import SchemaError
+
+    member = data.draw(st.sampled_from(["meta.json", "program.json"]))
+    doc = json.loads(seed_members[member])
+    paths = [p for p in _paths(doc) if p]
+    path = data.draw(st.sampled_from(paths))
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    if data.draw(st.booleans()) and isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = data.draw(_JSON_VALUES)
+    text = json.dumps(doc).encode()
+    blob = seed_members["constants.bin"]
+    try:
+        parse_meta(text) if member == "meta.json" else NetworkProgram.from_json(text, blob)
+    except SchemaError as err:
+        assert str(err).startswith(member) and "\n" not in str(err), err
 
 
 def test_tvmc_run_refuses_bad_packages_in_one_line(seeds, tmp_path, capsys):

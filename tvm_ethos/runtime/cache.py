@@ -19,13 +19,18 @@ directory of executables would be:
 * the directory is created ``0700``; an existing directory or entry that is not owned by the
   user, or is writable by group or others, is refused with :class:`CacheError` (whoever can
   write there can run code in your process; nothing is loaded, nothing is recompiled);
+* an entry is read only if it is a regular file (opened without blocking, then checked with
+  ``fstat``): a FIFO, a directory or a device in its place is a :class:`CacheError`, as is a
+  cache directory that names a file;
 * every entry starts with a header line carrying the SHA-256 of the package after it, checked
   on the bytes that are then loaded (no second read to race with). A mismatch is damage
   (a full disk, a killed writer of an older version, bit rot): the entry is compiled again and
   overwritten, with a :class:`CacheWarning`;
 * writes go to a temporary file in the cache directory and are renamed into place
   (``os.replace``), so a reader never sees half a model and two processes compiling the same
-  model do not clash: the last rename wins, with a whole entry either way.
+  model do not clash: the last rename wins, with a whole entry either way;
+* the package inside is then verified as any package is (tvm_ethos/package.py: manifest,
+  schema) before its library is loaded; one that fails is damage too.
 """
 from __future__ import annotations
 
