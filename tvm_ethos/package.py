@@ -175,7 +175,8 @@ def _metadata(members: dict[str, bytes], path: str) -> tuple[PackageMeta, Networ
             program = NetworkProgram.from_json(members[PROGRAM], members[CONSTANTS])
             _check_io(meta, program)
     except SchemaError as err:
-        raise ModelLoadError(f"{path}: invalid compiled model: {err}") from None
+        raise ModelLoadError(f"{path}: invalid compiled model: {err} (edited, or written by "
+                             "another tool: compile it again)") from None
     return meta, program
 
 

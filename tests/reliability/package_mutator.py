@@ -47,6 +47,13 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import tflite_builder as tb
+
+import tvm_ethos
+from tvm_ethos import compiler
+from tvm_ethos.errors import TvmEthosError
+from tvm_ethos.package import manifest_bytes, read_package, read_package_bytes, verify_package
+from tvm_ethos.runtime import cache as model_cache
 
 SEEDS_ENV = "TVM_ETHOS_FUZZ_PACKAGE_SEEDS"
 TARGET = "ethos-u,llvm"
@@ -58,10 +65,6 @@ _ABSURD = (None, True, -1, 0, 1.5, 2**31, 2**40, 10**30, "", "x", [], {}, [1, 2]
 # ---------------------------------------------------------------------------------- the seeds
 def make_seeds(out_dir: str) -> str:
     """Compile the seed model and write the seeds into ``out_dir`` (returned)."""
-    import tflite_builder as tb
-
-    import tvm_ethos
-
     model = tb.conv2d(np.random.RandomState(3), kernel=(3, 3))
     cm = tvm_ethos.compile(model, target=TARGET)
     x = np.random.RandomState(0).randint(-128, 128, size=cm.inputs[0].shape).astype(np.int8)
@@ -107,8 +110,6 @@ def container(members: list[tuple[str, bytes]], tar: bool, deflate: str | None =
 
 
 def manifest_for(members: list[tuple[str, bytes]]) -> bytes:
-    from tvm_ethos.package import manifest_bytes
-
     return manifest_bytes([(n, d) for n, d in members if n != MANIFEST])
 
 
@@ -365,11 +366,6 @@ class PackageTarget:
     as its cache entry (``cache``)."""
 
     def __init__(self, tmpdir: str):
-        import tvm_ethos
-        from tvm_ethos import compiler
-        from tvm_ethos.errors import TvmEthosError
-        from tvm_ethos.package import read_package, verify_package
-
         self.tvm_ethos, self.compiler = tvm_ethos, compiler
         self.read_package, self.verify_package = read_package, verify_package
         self.expected = (TvmEthosError,)
@@ -438,8 +434,6 @@ class PackageTarget:
         return self._run_loaded(cm, self.read_package(self.path))
 
     def cache(self, data: bytes) -> str:
-        from tvm_ethos.runtime import cache as model_cache
-
         os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
         with open(self.entry, "wb") as f:
             f.write(model_cache.entry_bytes(data))
@@ -460,8 +454,4 @@ class PackageTarget:
         finally:
             self.compiler._compile = self.real_compile
             self._check_scratch()
-        return self._run_loaded(cm, self.read_package_bytes(data))
-
-    def read_package_bytes(self, data: bytes):
-        from tvm_ethos.package import read_package_bytes
-        return read_package_bytes(data, "entry")
+        return self._run_loaded(cm, read_package_bytes(data, "entry"))

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -39,7 +40,10 @@ from tests.reliability.package_mutator import (
     manifest_for,
 )
 from tvm_ethos import cli
+from tvm_ethos.package_meta import parse_meta
 from tvm_ethos.runtime import cache as model_cache
+from tvm_ethos.runtime.program import NetworkProgram
+from tvm_ethos.schema import SchemaError
 
 CAMPAIGN = int(os.environ.get("TVM_ETHOS_FUZZ_CAMPAIGN", "0"))
 CASES = int(os.environ.get("TVM_ETHOS_PACKAGE_FUZZ_CASES", "800"))
@@ -251,10 +255,6 @@ def seed_members(seeds) -> dict:
 def test_the_schema_refuses_any_edit_with_one_error_or_takes_it(seed_members, data):
     """Any JSON value put at any place of meta.json or program.json: the parse gives a
     description or one SchemaError line naming the member, never another exception."""
-    from tvm_ethos.package_meta import parse_meta
-    from tvm_ethos.runtime.program import NetworkProgram
-    from tvm_ethos.schema import SchemaError
-
     member = data.draw(st.sampled_from(["meta.json", "program.json"]))
     doc = json.loads(seed_members[member])
     paths = [p for p in _paths(doc) if p]
@@ -292,7 +292,6 @@ def test_tvmc_run_refuses_bad_packages_in_one_line(seeds, tmp_path, capsys):
 
 
 def test_a_library_that_fails_to_load_leaves_nothing(seeds, tmp_path, monkeypatch):
-    import tempfile
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     pkg = _forge(seeds, tmp_path / "m.tvmethos", model_so=b"\x7fELF not really")
     with pytest.raises(tvm_ethos.ModelLoadError, match="cannot load the executable"):

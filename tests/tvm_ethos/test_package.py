@@ -19,6 +19,7 @@ from tvm_ethos.errors import ModelLoadError
 from tvm_ethos.package import (
     FORMAT_VERSION,
     MANIFEST,
+    _manifest_digest,
     manifest_bytes,
     package_bytes,
     read_package,
@@ -201,7 +202,6 @@ def test_a_package_of_format_1_says_recompile(tar):
 def test_a_newer_format_says_upgrade():
     _, members = _package(False)
     entries = json.loads(manifest_bytes(list(members.items())))["members"]
-    from tvm_ethos.package import _manifest_digest
     manifest = {"format_version": FORMAT_VERSION + 1, "members": entries,
                 "sha256": _manifest_digest(FORMAT_VERSION + 1, entries)}
     data = _container([(MANIFEST, json.dumps(manifest).encode()), *members.items()], False)
