@@ -15,15 +15,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
-from tvm_ethos.package import package_bytes, read_package, read_package_bytes, write_package
+from tvm_ethos.package import (
+    CONSTANTS,
+    FORMAT_VERSION,
+    LIBRARY,
+    META,
+    PROGRAM,
+    VerifiedPackage,
+    package_bytes,
+    verify_package,
+    verify_package_bytes,
+    write_package,
+)
 from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 
-FORMAT_VERSION = 1
-_META = "meta.json"
-_LIB = "model.so"
-_PROGRAM = "program.json"
-_CONSTANTS = "constants.bin"
+_META, _LIB, _PROGRAM, _CONSTANTS = META, LIBRARY, PROGRAM, CONSTANTS
 log = logging.getLogger(__name__)
 
 
@@ -296,39 +303,26 @@ def load(path, **runtime_options) -> CompiledModel:
     override those saved with the model."""
     check_runtime_options(runtime_options)
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ModelLoadError(f"compiled model not found: {path}")
     log.info("loading %s (its shared library runs in this process)", path)
-    return load_members(read_package(path), path, runtime_options)
+    return load_members(verify_package(path), path, runtime_options)
 
 
-def load_members(members: dict[str, bytes], path: str, runtime_options: dict) -> CompiledModel:
-    """:func:`load` on a package's members already read (the cache checks their hash first);
-    ``path`` names the package in errors."""
+def load_members(pkg: VerifiedPackage, path: str, runtime_options: dict) -> CompiledModel:
+    """:func:`load` on a package already verified (tvm_ethos/package.py: members, metadata,
+    host): the last step, loading its library; ``path`` names the package in errors."""
     import tvm
 
     from tvm_ethos.backends.registry import get_registry
     from tvm_ethos.partition import PartitionReport
-    from tvm_ethos.runtime.program import NetworkProgram
 
-    try:
-        meta = json.loads(members[_META])
-    except (KeyError, ValueError) as err:
-        raise ModelLoadError(f"{path}: not a tvm-ethos compiled model ({err})") from None
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ModelLoadError(
-            f"{path}: format version {meta.get('format_version')}, "
-            f"this tvm-ethos reads {FORMAT_VERSION}"
-        )
-    record = read_cpu_record(meta, path)
+    meta = pkg.meta
+    record = read_cpu_record(dict(meta.extra), path)
     check_host_cpu(record, path)   # before its code is loaded: SIGILL otherwise
     # re-register the backends (codegens, emulator hooks) before the library is loaded
     reg = get_registry()
-    for bid in (
-        meta["targets_ids"]
-        if "targets_ids" in meta
-        else [t.split()[0] for t in meta["targets"].split(",")]
-    ):
+    for bid in meta.target_ids:
         if reg.is_registered(bid):
             cg = reg.get(bid).codegen_factory()
             if cg is not None:
@@ -336,35 +330,29 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
     tmp = tempfile.mkdtemp(prefix="tvm_ethos_load_")
     try:
         with open(os.path.join(tmp, _LIB), "wb") as f:
-            f.write(members[_LIB])
+            f.write(pkg.library)
         lib = tvm.runtime.load_module(os.path.join(tmp, _LIB))
     except Exception as err:
         raise ModelLoadError(f"{path}: cannot load the executable: {err}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ex = tvm.runtime.Executable(lib) if not hasattr(lib, "jit") else lib
-    report = PartitionReport.from_json(meta["report"]) if meta.get("report") else None
-    ins = [IOSpec(n, tuple(s), d) for n, s, d in meta["inputs"]]
-    outs = [IOSpec(n, tuple(s), d) for n, s, d in meta["outputs"]]
-    program = None
-    if _PROGRAM in members:
-        try:
-            program = NetworkProgram.from_json(members[_PROGRAM].decode(), members[_CONSTANTS])
-        except (KeyError, ValueError) as err:
-            raise ModelLoadError(f"{path}: cannot read the executor program: {err}") from None
-    opts = dict(meta.get("runtime_options") or {})
+    report = PartitionReport.from_json(meta.report) if meta.report else None
+    ins = [IOSpec(n, tuple(s), d) for n, s, d in meta.inputs]
+    outs = [IOSpec(n, tuple(s), d) for n, s, d in meta.outputs]
+    opts = dict(meta.runtime_options)
     opts.update(runtime_options)
     cm = CompiledModel(
         ex,
-        meta["targets"],
+        meta.targets,
         report,
         ins,
         outs,
-        program=program,
+        program=pkg.program,
         runtime_options=opts,
         library=lib,
-        plan_report=meta.get("plan_report"),
-        library_bytes=members[_LIB],
+        plan_report=dict(meta.plan_report) if meta.plan_report is not None else None,
+        library_bytes=pkg.library,
     )
     cm.cpu_record = record
     return cm
@@ -442,7 +430,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         if hit is not None:
             path = model_cache.entry_path(cache_dir, key)
             try:
-                cm = load_members(read_package_bytes(hit, path), path, runtime_opts)
+                cm = load_members(verify_package_bytes(hit, path), path, runtime_opts)
                 cm.from_cache, cm.cache_path = True, path
                 cm.source_tflite = _tflite_source(mod)
                 log.info("loaded from the cache: %s", path)
