@@ -21,7 +21,7 @@ from tvm_ethos.compiler import load_members
 from tvm_ethos.errors import ModelLoadError, OptionError
 from tvm_ethos.lower import cpu_schedule
 from tvm_ethos.lower import host_cpu as lower_cpu
-from tvm_ethos.package import package_bytes, read_package, read_package_bytes
+from tvm_ethos.package import package_bytes, read_package, verify_package_bytes
 from tvm_ethos.runtime import cache
 from tvm_ethos.runtime import host_cpu as rt_cpu
 
@@ -297,4 +297,4 @@ def test_shared_cache_gives_each_cpu_its_own_entry(tmp_path, monkeypatch):
     with open(first.cache_path, "rb") as f:
         package = cache.verified_package(f.read())
     with pytest.raises(rt_cpu.HostCpuError, match="needs CPU features this CPU lacks: "):
-        load_members(read_package_bytes(package, "entry"), "entry", {})
+        load_members(verify_package_bytes(package, "entry"), "entry", {})
