@@ -31,6 +31,7 @@ from tvm_ethos.cli import (
     require_writable,
     target_options,
 )
+from tvm_ethos.cli_paths import require_distinct, write_failed
 from tvm_ethos.runtime.options import FALLBACK_MODES
 
 HELP = "compile a model for NPUs with a GPU/CPU fallback into one package file"
@@ -147,10 +148,13 @@ def workspace_pools(values: list[str] | None) -> list[str] | None:
 
 
 def run(args) -> int:
+    output = "the .tflite (-o)" if args.output_format == "tflite" else "the package (-o)"
     require_file(args.model, "model file")
-    require_writable(args.output, "the package (-o)")
+    require_writable(args.output, output)
     if args.planner_report is not None:
         require_writable(args.planner_report, "--planner-report")
+    require_distinct({"model file": args.model, output: args.output,
+                      "--planner-report": args.planner_report})
     targets = resolve_targets(args.target, target_options(args, target_option_table()))
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
@@ -173,17 +177,23 @@ def run(args) -> int:
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)
         bar.update(1, "compiled")
-        if args.output_format == "tflite":
-            cm.export_tflite(args.output, model=args.model)
-        else:
-            cm.save(args.output)
+        try:
+            if args.output_format == "tflite":
+                cm.export_tflite(args.output, model=args.model)
+            else:
+                cm.save(args.output)
+        except OSError as e:       # checked writable above; the disk may still fill up
+            raise write_failed(args.output, output, e) from None
         bar.update(1, "saved")
     if not args.no_progress:   # timing varies run to run: stderr, so stdout stays identical
         print(f"compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if args.planner_report is not None:
-        with open(args.planner_report, "w") as f:
-            json.dump(cm.plan_report, f, indent=1, sort_keys=True)
-            f.write("\n")
+        try:
+            with open(args.planner_report, "w") as f:
+                json.dump(cm.plan_report, f, indent=1, sort_keys=True)
+                f.write("\n")
+        except OSError as e:
+            raise write_failed(args.planner_report, "--planner-report", e) from None
     wrote = f"wrote {args.output}" + (f" and {args.planner_report}" if args.planner_report
                                       else "")
     if args.quiet:
