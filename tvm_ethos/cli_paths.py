@@ -43,6 +43,9 @@ def _stat(path: str, what: str, verb: str) -> os.stat_result | None:
         raise CliError(f"cannot {verb} {what} {path!r}: the path contains a NUL byte") from None
     except FileNotFoundError:
         return None
+    except NotADirectoryError:
+        raise CliError(f"cannot {verb} {what} {path!r}: {os.path.dirname(path)!r} is not a "
+                       "folder") from None
     except OSError as e:
         raise CliError(f"cannot {verb} {what} {path!r}: {e.strerror}") from None
 
