@@ -334,7 +334,7 @@ class _CliCases:
         if command == "plan":
             argv = ["plan", pick(self.model, self.bad_inputs, "model"),
                     "--target", pick("ethos-u", ["ethos-x", "", "ethos-u,ethos-x"], "target"),
-                    "--budget", pick("system", ["lots", "-1", "1KiB", "0"], "budget"),
+                    "--budget", pick("system", ["lots", "-1", "1", "0"], "budget"),
                     "--jobs", pick("1", ["0", "-2"], "jobs")]
         elif command == "compile":
             out = pick(fresh(".tar"), self.bad_outputs + [self.model], "-o")

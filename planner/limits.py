@@ -40,11 +40,16 @@ def check_tensor(t: Tensor, where: str) -> None:
 
 
 def check_part(p: Part) -> None:
-    """``check_tensor`` on every tensor of ``p``, and its window attributes (kernel, strides,
-    dilation, padding, scale) at most MAX_AXIS."""
+    """``check_tensor`` on every tensor of ``p``; its propagators' entries and its window
+    attributes (kernel, strides, dilation, padding, scale) at most MAX_AXIS in size."""
     where = f"part {p.name!r} ({p.kind})"
     for t in (*p.inputs, p.output):
         check_tensor(t, where)
+    for k, prop in enumerate(p.propagators):
+        for v in (*(x for row in prop.transform for x in row), *prop.offset):
+            if abs(v) > MAX_AXIS:
+                raise PlannerError(f"{where}: propagator {k} has an entry {v}; the limit is "
+                                   f"{MAX_AXIS:,} (no window is larger than a tensor)")
     attrs = dict(p.attrs)
     for key in WINDOW_ATTRS:
         for v in _numbers(attrs.get(key)):
