@@ -23,7 +23,7 @@ from planner import parts as P
 from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph, Tensor
-from planner.io import graph_from_json
+from planner.io import graph_from_json, graph_to_json
 from planner.limits import MAX_AXIS, MAX_TENSOR_BYTES, check_graph, check_tensor
 from planner.options import PlannerOptions
 from planner.plans import MAX_STRIPES_PER_AXIS, PlanGenerator, _distinct_sizes
@@ -191,3 +191,18 @@ def test_the_largest_accepted_tflite_axis_plans(tmp_path):
                       stride=(1, 1))
     with pytest.raises(PlannerError, match=r"\(index 0\) has shape \[1, 65537, 1, 1\]"):
         load_tflite(too_big)
+
+
+def test_an_absurd_propagator_in_the_full_form_is_refused():
+    """A full-form graph whose transform asks for a 2^20-row window (the planner corpus of
+    benchmarks/reliability.py found it: a lockstep prologue of a million steps)."""
+    data = tb.conv2d(np.random.RandomState(0))
+    doc = graph_to_json(load_tflite(data))
+    graph_from_json(doc)                                   # the seed itself is accepted
+    prop = doc["parts"][0]["propagators"][0]
+    prop["transform"][1][-1] = 1 << 20
+    with pytest.raises(PlannerError, match=r"propagator 0 has an entry 1048576; the limit is "
+                                           r"65,536"):
+        graph_from_json(doc)
+    prop["transform"][1][-1] = MAX_AXIS
+    graph_from_json(doc)
