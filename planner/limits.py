@@ -10,6 +10,7 @@ check a graph before it is planned; ``check_graph`` is for graphs built in code.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Iterable
 
 from planner.errors import PlannerError
@@ -21,6 +22,8 @@ MAX_AXIS = 1 << 16
 MAX_TENSOR_BYTES = 1 << 31
 #: Operator attributes that are window geometry, bounded by ``MAX_AXIS`` too.
 WINDOW_ATTRS = ("kernel", "strides", "dilation", "padding", "pads", "scale")
+#: Of those, the ones that must be at least 1 (the others at least 0).
+_POSITIVE = ("kernel", "strides", "dilation", "scale")
 
 _FIX = "the planner plans NPU networks only; split or downscale the tensor"
 
@@ -40,22 +43,35 @@ def check_tensor(t: Tensor, where: str) -> None:
 
 
 def check_part(p: Part) -> None:
-    """``check_tensor`` on every tensor of ``p``; its propagators' entries and its window
-    attributes (kernel, strides, dilation, padding, scale) at most MAX_AXIS in size."""
+    """``check_tensor`` on every tensor of ``p``; its propagators' entries at most MAX_AXIS
+    in size; its window attributes (kernel, strides, dilation, padding, pads, scale) numbers
+    (integers but the scale), positive (padding: non-negative) and at most MAX_AXIS, as the
+    performance models read them."""
     where = f"part {p.name!r} ({p.kind})"
     for t in (*p.inputs, p.output):
         check_tensor(t, where)
+    attrs = dict(p.attrs)
+    for key in WINDOW_ATTRS:
+        if key not in attrs:
+            continue
+        lowest = 1 if key in _POSITIVE else 0
+        for v in _numbers(attrs[key]):
+            if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v < lowest:
+                raise PlannerError(f"{where}: {key} {_show(attrs[key])} must hold "
+                                   f"{'positive' if lowest else 'non-negative'} "
+                                   f"{'numbers' if key == 'scale' else 'integers'}, "
+                                   f"not {v!r}")
+            if key != "scale" and not isinstance(v, int):
+                raise PlannerError(f"{where}: {key} {_show(attrs[key])} must hold integers, "
+                                   f"not {v!r}")
+            if v > MAX_AXIS:
+                raise PlannerError(f"{where}: {key} {_show(attrs[key])} has a value of "
+                                   f"{v:,}; the limit is {MAX_AXIS:,}")
     for k, prop in enumerate(p.propagators):
         for v in (*(x for row in prop.transform for x in row), *prop.offset):
             if abs(v) > MAX_AXIS:
                 raise PlannerError(f"{where}: propagator {k} has an entry {v}; the limit is "
                                    f"{MAX_AXIS:,} (no window is larger than a tensor)")
-    attrs = dict(p.attrs)
-    for key in WINDOW_ATTRS:
-        for v in _numbers(attrs.get(key)):
-            if abs(v) > MAX_AXIS:
-                raise PlannerError(f"{where}: {key} {_show(attrs[key])} has a value of "
-                                   f"{v:,}; the limit is {MAX_AXIS:,}")
 
 
 def check_graph(graph: PlannerGraph) -> None:
@@ -67,17 +83,12 @@ def check_graph(graph: PlannerGraph) -> None:
 
 
 def _numbers(v) -> Iterable:
-    """The numbers in an attribute value (a number, or nested tuples of numbers)."""
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return
+    """The leaves of an attribute value (a value, or nested tuples of values)."""
     if isinstance(v, (tuple, list)):
         for x in v:
             yield from _numbers(x)
         return
-    try:
-        yield float(v) if not isinstance(v, int) else v
-    except (TypeError, ValueError):
-        return
+    yield v
 
 
 def _show(v) -> str:

@@ -206,3 +206,20 @@ def test_an_absurd_propagator_in_the_full_form_is_refused():
         graph_from_json(doc)
     prop["transform"][1][-1] = MAX_AXIS
     graph_from_json(doc)
+
+
+@pytest.mark.parametrize("kernel,words", [
+    (["1/0", 3], "must hold positive integers, not '1/0'"),     # the planner corpus' case
+    ([0, 3], "must hold positive integers, not 0"),
+    ([1.5, 3], "must hold positive integers, not 1.5"),
+    ([True, 3], "must hold positive integers, not True"),
+    ([MAX_AXIS + 1, 3], "has a value of 65,537; the limit is 65,536"),
+])
+def test_full_form_window_attributes_are_numbers_in_range(kernel, words):
+    """The performance models read these attributes: a string there was a TypeError deep in
+    the Ethos-U model, a zero a division by zero."""
+    doc = graph_to_json(load_tflite(tb.conv2d(np.random.RandomState(0))))
+    doc["parts"][0]["attrs"]["kernel"] = kernel
+    with pytest.raises(PlannerError) as e:
+        graph_from_json(doc)
+    assert words in str(e.value) and "kernel" in str(e.value), str(e.value)
