@@ -24,6 +24,8 @@ MAX_TENSOR_BYTES = 1 << 31
 WINDOW_ATTRS = ("kernel", "strides", "dilation", "padding", "pads", "scale")
 #: Of those, the ones that must be at least 1 (the others at least 0).
 _POSITIVE = ("kernel", "strides", "dilation", "scale")
+#: How many numbers each holds (height and width; padding top, left, bottom, right).
+_ARITY = {"kernel": 2, "strides": 2, "dilation": 2, "padding": 4, "scale": 2}
 
 _FIX = "the planner plans NPU networks only; split or downscale the tensor"
 
@@ -44,9 +46,11 @@ def check_tensor(t: Tensor, where: str) -> None:
 
 def check_part(p: Part) -> None:
     """``check_tensor`` on every tensor of ``p``; its propagators' entries at most MAX_AXIS
-    in size; its window attributes (kernel, strides, dilation, padding, pads, scale) numbers
-    (integers but the scale), positive (padding: non-negative) and at most MAX_AXIS, as the
-    performance models read them."""
+    in size, each input axis moved by at most one output axis, forwards (what the stripe
+    search and the simulator assume: otherwise a Plan may read rows no stripe produces);
+    its window attributes (kernel, strides, dilation, padding, pads, scale) numbers of the
+    right count (integers but the scale), positive (padding: non-negative) and at most
+    MAX_AXIS, as the performance models read them."""
     where = f"part {p.name!r} ({p.kind})"
     for t in (*p.inputs, p.output):
         check_tensor(t, where)
@@ -55,6 +59,10 @@ def check_part(p: Part) -> None:
         if key not in attrs:
             continue
         lowest = 1 if key in _POSITIVE else 0
+        value = attrs[key]
+        arity = _ARITY.get(key)
+        if arity is not None and not (isinstance(value, tuple) and len(value) == arity):
+            raise PlannerError(f"{where}: {key} {_show(value)} must be {arity} numbers")
         for v in _numbers(attrs[key]):
             if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v < lowest:
                 raise PlannerError(f"{where}: {key} {_show(attrs[key])} must hold "
@@ -72,6 +80,14 @@ def check_part(p: Part) -> None:
             if abs(v) > MAX_AXIS:
                 raise PlannerError(f"{where}: propagator {k} has an entry {v}; the limit is "
                                    f"{MAX_AXIS:,} (no window is larger than a tensor)")
+        for i, row in enumerate(prop.transform[:-1]):
+            moving = [x for x in row[:-1] if x != 0]
+            if len(moving) > 1 or any(x < 0 for x in moving):
+                raise PlannerError(
+                    f"{where}: propagator {k}, transform row {i} "
+                    f"{[str(x) for x in row]}: an input axis must follow at most one output "
+                    "axis, forwards (one non-negative coefficient; the constant column may "
+                    "be anything)")
 
 
 def check_graph(graph: PlannerGraph) -> None:

@@ -223,3 +223,21 @@ def test_full_form_window_attributes_are_numbers_in_range(kernel, words):
     with pytest.raises(PlannerError) as e:
         graph_from_json(doc)
     assert words in str(e.value) and "kernel" in str(e.value), str(e.value)
+
+
+def test_full_form_window_attributes_have_their_count():
+    doc = graph_to_json(load_tflite(tb.conv2d(np.random.RandomState(0))))
+    doc["parts"][0]["attrs"]["dilation"] = []                   # the planner corpus' case
+    with pytest.raises(PlannerError, match=r"dilation \[\] must be 2 numbers"):
+        graph_from_json(doc)
+
+
+@pytest.mark.parametrize("row,col,value", [(3, 2, -7), (2, 1, 5)])
+def test_a_propagator_row_moves_with_one_output_axis_forwards(row, col, value):
+    """A negative coefficient, or an input axis moved by two output axes: the search assumed
+    neither, and the simulator found the Plan reading rows no stripe produced."""
+    doc = graph_to_json(load_tflite(tb.conv2d(np.random.RandomState(0))))
+    doc["parts"][0]["propagators"][0]["transform"][row][col] = value
+    with pytest.raises(PlannerError, match=rf"propagator 0, transform row {row} .*at most one "
+                                           "output axis, forwards"):
+        graph_from_json(doc)
