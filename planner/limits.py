@@ -46,8 +46,9 @@ def check_tensor(t: Tensor, where: str) -> None:
 
 def check_part(p: Part) -> None:
     """``check_tensor`` on every tensor of ``p``; its propagators' entries at most MAX_AXIS
-    in size, each input axis moved by at most one output axis, forwards (what the stripe
-    search and the simulator assume: otherwise a Plan may read rows no stripe produces);
+    in size, each input axis moved by at most one output axis, forwards, and read at least
+    one row per output row (what the stripe search and the simulator assume: otherwise a
+    Plan may read rows no stripe produces);
     its window attributes (kernel, strides, dilation, padding, pads, scale) numbers of the
     right count (integers but the scale), positive (padding: non-negative) and at most
     MAX_AXIS, as the performance models read them."""
@@ -88,6 +89,11 @@ def check_part(p: Part) -> None:
                     f"{[str(x) for x in row]}: an input axis must follow at most one output "
                     "axis, forwards (one non-negative coefficient; the constant column may "
                     "be anything)")
+            if (moving[0] if moving else 0) + row[-1] <= 0:
+                raise PlannerError(
+                    f"{where}: propagator {k}, transform row {i} "
+                    f"{[str(x) for x in row]}: one output row must read at least one input "
+                    "row (coefficient + constant > 0)")
 
 
 def check_graph(graph: PlannerGraph) -> None:

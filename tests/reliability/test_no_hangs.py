@@ -241,3 +241,14 @@ def test_a_propagator_row_moves_with_one_output_axis_forwards(row, col, value):
     with pytest.raises(PlannerError, match=rf"propagator 0, transform row {row} .*at most one "
                                            "output axis, forwards"):
         graph_from_json(doc)
+
+
+def test_a_propagator_window_reads_at_least_one_row():
+    """A window constant of -1 on a stride-1 axis (one output row reading no input row): the
+    simulator found such a Plan reading rows no stripe produced."""
+    doc = graph_to_json(load_tflite(tb.conv2d(np.random.RandomState(0))))
+    doc["parts"][0]["propagators"][0]["transform"][1][-1] = -1
+    with pytest.raises(PlannerError, match=r"transform row 1 .*at least one input row"):
+        graph_from_json(doc)
+    doc["parts"][0]["propagators"][0]["transform"][1][-1] = 0      # one row per row: fine
+    graph_from_json(doc)
