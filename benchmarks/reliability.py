@@ -125,30 +125,35 @@ def _run_workers(corpus: str, cases: int, seed: int, case_timeout: float, extra:
             [sys.executable, str(Path(__file__).resolve()), "--worker", corpus,
              "--first", str(start), "--cases", str(cases - start), "--seed", str(seed),
              "--case-timeout", str(case_timeout), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(), text=True, bufsize=1)
-        current, last = None, time.monotonic()
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env())
+        fd = proc.stdout.fileno()
+        current, last, pending = None, time.monotonic(), b""
         startup = True
         while True:
             limit = 300 if startup else case_timeout + 5
-            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            # the pipe read raw: a buffered reader may hold a line select() no longer sees
+            ready, _, _ = select.select([fd], [], [], 1.0)
             if ready:
-                line = proc.stdout.readline()
-                if not line:
+                chunk = os.read(fd, 65536)
+                if not chunk:
                     break
                 last = time.monotonic()
-                kind, _, rest = line.rstrip("\n").partition(" ")
-                if kind == "C":
-                    current, startup = int(rest), False
-                elif kind == "R":
-                    r = json.loads(rest)
-                    done += 1
-                    slowest = max(slowest, r["s"])
-                    accepted += r["detail"] == "ok"
-                    if r["problem"]:
-                        counts[r["problem"]] += 1
-                        if len(examples) < 5:
-                            examples.append(f"{r['problem']} case {r['i']}: {r['detail'][:200]}")
-                    current = None
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    kind, _, rest = line.decode().partition(" ")
+                    if kind == "C":
+                        current, startup = int(rest), False
+                    elif kind == "R":
+                        r = json.loads(rest)
+                        done += 1
+                        slowest = max(slowest, r["s"])
+                        accepted += r["detail"] == "ok"
+                        if r["problem"]:
+                            counts[r["problem"]] += 1
+                            if len(examples) < 5:
+                                examples.append(f"{r['problem']} case {r['i']}: "
+                                                f"{r['detail'][:200]}")
+                        current = None
                 continue
             if time.monotonic() - last > limit:
                 proc.kill()
@@ -156,6 +161,7 @@ def _run_workers(corpus: str, cases: int, seed: int, case_timeout: float, extra:
                 counts["hangs"] += 1
                 examples.append(f"hang case {current}: no heartbeat for {limit:.0f} s")
                 break
+        proc.stdout.close()
         rc = proc.wait()
         if current is None and rc == 0:
             break
@@ -181,7 +187,8 @@ def _worker(corpus: str, first: int, cases: int, seed: int, case_timeout: float,
     sys.stdout = sys.stderr
     soft = 3 << 30
     resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    run_case = {"planner": _PlannerCases, "cli": _CliCases}[corpus](seed, extra)
+    run_case = {"planner": _PlannerCases, "cli": _CliCases,
+                "selftest": _SelfTestCases}[corpus](seed, extra)
 
     def alarm(signum, frame):
         raise _CaseTimeout()
@@ -203,6 +210,31 @@ def _worker(corpus: str, first: int, cases: int, seed: int, case_timeout: float,
 
 class _CaseTimeout(BaseException):
     """A case ran past ``--case-timeout`` (SIGALRM)."""
+
+
+class _SelfTestCases:
+    """The runner's own test (tests/reliability/test_reliability_benchmark.py): case i
+    misbehaves as ``extra[str(i)]`` says: ``crash`` (abort), ``hang`` (stuck with SIGALRM
+    blocked, so only the parent's watchdog can end it), ``slow`` (stuck in Python),
+    ``raw`` (an undocumented exception), ``wrong``; other cases pass."""
+
+    def __init__(self, seed: int, extra: dict):
+        self.modes = extra
+
+    def __call__(self, i: int) -> tuple[str | None, str]:
+        mode = self.modes.get(str(i))
+        if mode == "crash":
+            os.abort()
+        if mode == "hang":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(3600)
+        if mode == "slow":
+            time.sleep(3600)
+        if mode == "raw":
+            return "tracebacks", "IndexError: list index out of range"
+        if mode == "wrong":
+            return "wrong", "accepted a bad argument"
+        return None, "ok"
 
 
 def _message_problem(msg: str) -> str | None:
