@@ -1,9 +1,9 @@
 """The largest graphs the planner accepts: refused up front, with the limit named.
 
 The search walks stripes, windows and rolling rings along each axis, so its work grows with
-the tensors' extents as well as with the number of Parts. These limits keep every accepted
-graph within seconds of planning, and they are the NPUs' own: the Ethos-U command stream
-holds feature-map heights, widths and depths, kernel sizes and paddings in 16-bit fields,
+the tensors' extents as well as with the number of Parts. These limits bound that work, and
+they are no tighter than the NPUs' own: the Ethos-U command stream holds feature-map
+heights, widths and depths in 16-bit fields (its kernels and paddings are smaller still),
 and no NPU network has a tensor of 2 GiB. The readers (``planner.io``, ``planner.tflite``)
 check a graph before it is planned; ``check_graph`` is for graphs built in code.
 """
@@ -45,13 +45,13 @@ def check_tensor(t: Tensor, where: str) -> None:
 
 
 def check_part(p: Part) -> None:
-    """``check_tensor`` on every tensor of ``p``; its propagators' entries at most MAX_AXIS
-    in size, each input axis moved by at most one output axis, forwards, and read at least
-    one row per output row (what the stripe search and the simulator assume: otherwise a
-    Plan may read rows no stripe produces);
-    its window attributes (kernel, strides, dilation, padding, pads, scale) numbers of the
-    right count (integers but the scale), positive (padding: non-negative) and at most
-    MAX_AXIS, as the performance models read them."""
+    """``check_tensor`` on every tensor of ``p``, then what the stripe search, the
+    performance models and the simulator assume of it (a hand-written full-form Part can
+    break it; otherwise a Plan may read rows no stripe produces): propagator entries at most
+    MAX_AXIS in size, each input axis moved by at most one output axis, forwards, reading at
+    least one row per output row; window attributes (kernel, strides, dilation, padding,
+    pads, scale) of the right count, integers (the scale: numbers), positive (paddings:
+    non-negative) and at most MAX_AXIS."""
     where = f"part {p.name!r} ({p.kind})"
     for t in (*p.inputs, p.output):
         check_tensor(t, where)
@@ -87,8 +87,8 @@ def check_part(p: Part) -> None:
                 raise PlannerError(
                     f"{where}: propagator {k}, transform row {i} "
                     f"{[str(x) for x in row]}: an input axis must follow at most one output "
-                    "axis, forwards (one non-negative coefficient; the constant column may "
-                    "be anything)")
+                    "axis, forwards (one positive coefficient; the constant column may be "
+                    "anything)")
             if (moving[0] if moving else 0) + row[-1] <= 0:
                 raise PlannerError(
                     f"{where}: propagator {k}, transform row {i} "
