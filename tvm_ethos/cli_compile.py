@@ -35,6 +35,7 @@ from tvm_ethos.cli import (
     require_writable,
     target_options,
 )
+from tvm_ethos.cli_paths import require_distinct, write_failed
 from tvm_ethos.reports import vela_summary
 from tvm_ethos.runtime.options import FALLBACK_MODES
 
@@ -202,10 +203,13 @@ def run(args) -> int:
     targets = resolve_targets(args.target, cli_options)
     vela = vela_options.choices(args, targets)
     args.output, args.output_format = output_file(args, targets)
+    output = "the .tflite (-o)" if args.output_format == "tflite" else "the package (-o)"
+    require_distinct({"model file": args.model, output: args.output,
+                      "--planner-report": args.planner_report})
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
     prepare_output_dir(args.output_dir)
-    require_writable(args.output, "the output (-o)")
+    require_writable(args.output, output)
     options = {"planner_options": planner_options(args),
                "memory_pools": vela.memory_pools or workspace_pools(args.workspace_pools)}
     if args.budget is not None:
@@ -227,17 +231,23 @@ def run(args) -> int:
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)
         bar.update(1, "compiled")
-        if args.output_format == "tflite":
-            cm.export_tflite(args.output, model=args.model)
-        else:
-            cm.save(args.output)
+        try:
+            if args.output_format == "tflite":
+                cm.export_tflite(args.output, model=args.model)
+            else:
+                cm.save(args.output)
+        except OSError as e:       # checked writable above; the disk may still fill up
+            raise write_failed(args.output, output, e) from None
         bar.update(1, "saved")
     if not args.no_progress:   # timing varies run to run: stderr, so stdout stays identical
         print(f"compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if args.planner_report is not None:
-        with open(args.planner_report, "w") as f:
-            json.dump(cm.plan_report, f, indent=1, sort_keys=True)
-            f.write("\n")
+        try:
+            with open(args.planner_report, "w") as f:
+                json.dump(cm.plan_report, f, indent=1, sort_keys=True)
+                f.write("\n")
+        except OSError as e:
+            raise write_failed(args.planner_report, "--planner-report", e) from None
     wrote = f"wrote {args.output}" + (f" and {args.planner_report}" if args.planner_report
                                       else "")
     if args.quiet:

@@ -21,6 +21,7 @@ import numpy as np
 
 from tvm_ethos import tflite_run
 from tvm_ethos.cli import CliError, register, require_file, require_writable
+from tvm_ethos.cli_paths import check_int_range, require_distinct, write_failed
 from tvm_ethos.runtime.options import FALLBACK_MODES, NPU_RUNTIMES
 
 HELP = "run a compiled package on inputs (NPU subgraphs on models of the NPU)"
@@ -172,8 +173,13 @@ def run(args) -> int:
         raise CliError(f"--print-top must be >= 1, got {args.print_top}")
     if args.repeat < 1:
         raise CliError(f"--repeat must be >= 1, got {args.repeat}")
+    check_int_range(args.seed, "--seed", 0, 2**32 - 1)     # numpy's RandomState seeds
+    if args.inputs is not None:
+        require_file(args.inputs, "--inputs file")
     if args.outputs is not None:
         require_writable(args.outputs, "--outputs")
+        require_distinct({"package": args.package, "--inputs file": args.inputs,
+                          "--outputs": args.outputs})
     if tflite_run.is_tflite(args.package):
         return run_tflite(args)
     if args.accelerator_config is not None:
@@ -245,7 +251,10 @@ def print_outputs(args, outputs, times) -> None:
         print(f"time (ms, {len(ms)} run{'s' if len(ms) > 1 else ''} after a warm-up, this "
               f"host): mean {ms.mean():.2f}  min {ms.min():.2f}  max {ms.max():.2f}")
     if args.outputs is not None:
-        np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        try:
+            np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        except OSError as e:
+            raise write_failed(args.outputs, "--outputs", e) from None
         print(f"wrote {args.outputs}")
 
 
