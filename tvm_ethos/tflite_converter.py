@@ -26,13 +26,25 @@ from __future__ import annotations
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
 from tvm_ethos.patterns import NEAREST_MODES
 
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR"})
+
+
+def _static_shape(ty) -> list[int] | None:
+    """A tensor type's shape as ints, None when it is no tensor or not static."""
+    shape = getattr(ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None:
+        return None
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError):
+        return None
 
 
 def _refuse(msg: str):
@@ -43,6 +55,34 @@ class EthosOperatorConverter(OperatorConverter):
     """``OperatorConverter`` that also takes the quantized data-movement operators."""
 
     _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | DATA_MOVEMENT_OPS
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.convert_map = {name: self._shape_checked(name, fn)
+                            for name, fn in self.convert_map.items()}
+
+    def _shape_checked(self, name: str, convert):
+        """``convert`` whose result must have the shapes the model declares for the operator's
+        outputs: TVM's converters compute shapes from the inputs and never compare, and a
+        model whose declared shapes disagree is one TFLite's runtimes refuse."""
+        def checked(op):
+            ret = convert(op=op)
+            if ret is None or self.bb is None:
+                return ret
+            ret = self.bb.normalize(ret)
+            ty = ret.ty
+            fields = list(ty.fields) if hasattr(ty, "fields") else [ty]
+            outs = self.get_output_tensors(op)
+            for out, info in zip(outs, fields):
+                got = _static_shape(info)
+                want = [int(d) for d in self.get_tensor_shape(out)]
+                if got is not None and got != want:
+                    raise _refuse(f"{name}: output tensor {out.tensor_idx} "
+                                  f"({out.tensor.Name().decode('utf-8', 'replace')!r}) is "
+                                  f"declared {want}, but the operator's inputs give {got}")
+            return ret
+
+        return checked
 
     # ------------------------------------------------------------------ helpers
     def _qparams(self, tensor) -> tuple[float, int] | None:
@@ -173,3 +213,37 @@ class EthosOperatorConverter(OperatorConverter):
         return relax.op.image.resize2d(self.get_expr(inputs[0].tensor_idx),
                                        tuple(int(v) for v in size), None, "NHWC",
                                        "nearest_neighbor", mode, rounding)
+
+    # ------------------------------------------------------------------ FULLY_CONNECTED
+    def convert_fully_connected(self, op):
+        """TFLite reads FULLY_CONNECTED's input as ``[elements / depth, depth]`` whatever its
+        shape (``depth``: the weights' second dimension); TVM's converter multiplies the input
+        as it is, so a 4-D input or one whose last dimension is not the depth fails. The input
+        is reshaped first (exact on int8 codes) unless the options keep its dimensions."""
+        from tflite.FullyConnectedOptions import FullyConnectedOptions
+
+        inputs = self.get_input_tensors(op)
+        x, w = inputs[0], inputs[1]
+        in_shape = [int(d) for d in self.get_tensor_shape(x)]
+        depth = int(self.get_tensor_shape(w)[1])
+        keep = False
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts = FullyConnectedOptions()
+            opts.Init(table.Bytes, table.Pos)
+            keep = bool(opts.KeepNumDims())
+        elements = int(np.prod(in_shape, dtype=np.int64))
+        if keep or (len(in_shape) == 2 and in_shape[1] == depth) or not self.has_expr(
+                x.tensor_idx):
+            return super().convert_fully_connected(op)
+        if depth <= 0 or elements % depth:
+            raise _refuse(f"FULLY_CONNECTED input of shape {in_shape} ({elements} elements) "
+                          f"does not split into rows of the weights' depth {depth}")
+        name = get_tensor_name(self.subgraph, x.tensor_idx)
+        original = self.exp_tab.get_expr(name)
+        self.exp_tab.set_expr(name, relax.op.reshape(original, (elements // depth, depth)),
+                              force_override=True)
+        try:
+            return super().convert_fully_connected(op)
+        finally:
+            self.exp_tab.set_expr(name, original, force_override=True)

@@ -2,9 +2,11 @@
 
 It walks the whole flatbuffer once, with bounds checks: every table, vector and string a reader
 touches, every index, shape, type, quantization parameter and the options of the operators the
-NPUs take. A corrupt file fails with a :class:`~tvm_ethos.errors.ModelLoadError` naming what is
-wrong; a well-formed file with content tvm-ethos cannot import (no quantization on an int8
-tensor, a dynamic or absurd shape) with an :class:`~tvm_ethos.errors.UnsupportedModelError`.
+NPUs take. A file that cannot be read (truncated, corrupt, another schema version) fails with a
+:class:`~tvm_ethos.errors.ModelLoadError` naming what is wrong; a readable file whose content
+contradicts the schema or itself (an index out of range, a NaN scale) or that tvm-ethos cannot
+import (no quantization on an int8 tensor, a dynamic or absurd shape) with an
+:class:`~tvm_ethos.errors.UnsupportedModelError`.
 The rules are listed in rfcs/0006-reliability.md. The format facts it shares with the planner's
 reader (identifier, TensorTypes, what counts as truncated) live in planner/tflite_format.py.
 
@@ -93,6 +95,23 @@ _COMPUTED_INPUT0 = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_
                     "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH", "MEAN", "PAD", "PADV2",
                     "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE",
                     "SPACE_TO_DEPTH"}
+# Builtin operators whose computed inputs and outputs share one type (TFLite's kernels refuse a
+# mix; TVM's importer would build it and compute something): (the weights' type per activation
+# type, the bias types per activation type), None for operators without weights.
+_ACT_WEIGHTS = {0: (0,), 9: (9,), 3: (3,), 7: (9,)}      # FLOAT32, INT8, UINT8, INT16
+_ACT_BIAS = {0: (0,), 9: (2,), 3: (2,), 7: (2, 4)}       # INT32 bias; INT16 may take INT64
+_WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+_SAME_TYPE = frozenset(_WEIGHTED + (
+    "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM",
+    "SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU",
+    "HARD_SWISH", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "CONCATENATION", "PAD", "PADV2",
+    "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
+    "SPLIT", "SPLIT_V", "SQUEEZE", "TRANSPOSE", "STRIDED_SLICE", "SLICE"))
+# Input positions that are no activation (axes, shapes, paddings, sizes, split counts).
+_PARAMETER_INPUTS = {"MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,), "REDUCE_MIN": (1,),
+                     "PAD": (1,), "PADV2": (1,), "RESIZE_BILINEAR": (1,),
+                     "RESIZE_NEAREST_NEIGHBOR": (1,), "SPLIT": (0,), "SPLIT_V": (1, 2),
+                     "TRANSPOSE": (1,), "STRIDED_SLICE": (1, 2, 3), "SLICE": (1, 2)}
 # Types TVM's TFLite importer has a Relax dtype for.
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
 
@@ -251,8 +270,15 @@ class _TfliteChecker:
         self.operators: list[CheckedOperator] = []
         self._subgraph = 0
 
-    def bad(self, msg: str) -> ModelLoadError:
+    def invalid(self, msg: str) -> ModelLoadError:
+        """A file no TFLite runtime reads (TFLite Micro refuses it too)."""
         return ModelLoadError(f"{self.name}: invalid TFLite model: {msg}")
+
+    def bad(self, msg: str) -> UnsupportedModelError:
+        """Content that contradicts the schema or itself. TFLite Micro does not check most of
+        it and may run such a model all the same, so it is not called invalid: tvm-ethos
+        cannot import it, and says what is wrong."""
+        return UnsupportedModelError(f"{self.name}: cannot import this model: {msg}")
 
     def unsupported(self, msg: str) -> UnsupportedModelError:
         return UnsupportedModelError(f"{self.name}: {msg}")
@@ -266,17 +292,15 @@ class _TfliteChecker:
         model = _Table(self.data, _U32(self.data, 0)[0])
         version = model.scalar(4, _U32, 4)
         if version != 3:
-            raise self.bad(f"schema version {version}, expected 3")
-        model.string(10)                                         # description
+            raise self.invalid(f"schema version {version}, expected 3")
+        # the description, the signatures and the subgraphs' names are read by neither TFLite
+        # Micro nor TVM's importer: damage there is no reason to refuse a model
         model.vector(14, 4)                                      # metadata_buffer
         for meta in model.tables(16):
             meta.string(4)
-        for sig in model.tables(18):
-            sig.string(8)
-            sig.tables(4), sig.tables(6)
         subgraphs = model.tables(8)
         if not subgraphs:
-            raise self.bad("the model has no subgraph")
+            raise self.invalid("the model has no subgraph")
         buffer_bytes = []
         for b, buf in enumerate(model.tables(12)):
             _, size = buf.vector(4, 1)
@@ -318,7 +342,6 @@ class _TfliteChecker:
         where = f"subgraph {s}: " if s else ""
         tensors = sg.tables(4)
         n_tensors = len(tensors)
-        sg.string(12)
         before = len(self.findings)
         infos = [self.check_tensor(ten, t, where, buffer_bytes) for t, ten in enumerate(tensors)]
         tensor_findings = self.findings[before:]
@@ -396,7 +419,9 @@ class _TfliteChecker:
             op.vector(18, 1)                                     # mutating_variable_inputs
             mids = [index(i, f"{what} intermediate {k}") for k, i in enumerate(op.ints(20))]
             opts = self.check_options(op, o, opname, where)
-            if opname in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            if opname in _SAME_TYPE:
+                self.check_types(what, where, opname, ins, outs, infos, o)
+            if opname in _WEIGHTED:
                 self.check_weighted(what, where, opname, opts, ins, infos, o)
             io = [i for i in ins + outs if i >= 0]
             touched.update(io, mids)
@@ -425,6 +450,40 @@ class _TfliteChecker:
                     f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
                     "quantized (int8 / int16) models only", tensor=i)
+
+    def check_types(self, what, where, opname, ins, outs, infos, o) -> None:
+        """One activation type per operator; weights and bias of the types TFLite's kernels
+        take with it (an int8 convolution's bias is INT32, a float one's FLOAT32)."""
+        skip = _PARAMETER_INPUTS.get(opname, ())
+        weighted = opname in _WEIGHTED
+        acts = [("input", k, i) for k, i in enumerate(ins)
+                if i >= 0 and k not in skip and not (weighted and k > 0)]
+        acts += [("output", k, i) for k, i in enumerate(outs)]
+        types = {infos[i][1] for _, _, i in acts}
+        if opname == "SOFTMAX" and [infos[i][1] for _, _, i in acts] == [9, 7]:
+            types = {9}                                          # int8 in, int16 out: TFLite's
+        if len(types) > 1:
+            listed = ", ".join(f"{kind} {k} {TENSOR_TYPES[infos[i][1]][0]}"
+                               for kind, k, i in acts)
+            return self.refuse(f"{where}{what} mixes tensor types ({listed}); TFLite's "
+                               f"{opname} takes one type", operator=o)
+        if not weighted or not types:
+            return None
+        act = types.pop()
+        w = infos[ins[1]][1]
+        if w not in _ACT_WEIGHTS.get(act, (w,)):
+            return self.refuse(
+                f"{where}{what}: {TENSOR_TYPES[act][0]} activations with "
+                f"{TENSOR_TYPES[w][0]} weights; TFLite's {opname} takes "
+                f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_WEIGHTS[act])}", operator=o)
+        if len(ins) > 2 and ins[2] >= 0:
+            b = infos[ins[2]][1]
+            if b not in _ACT_BIAS.get(act, (b,)):
+                return self.refuse(
+                    f"{where}{what}: {TENSOR_TYPES[act][0]} activations with a "
+                    f"{TENSOR_TYPES[b][0]} bias; TFLite's {opname} takes "
+                    f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_BIAS[act])}", operator=o)
+        return None
 
     def check_weighted(self, what, where, opname, opts, ins, infos, o) -> None:
         """What TVM's convolution and fully-connected converters assert without a message."""
