@@ -35,6 +35,10 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "RESIZE_NEAREST_NEIGHBOR"})
 
 
+#: operators whose input 2 is a bias quantized by the input's and the weights' scales
+_BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+
+
 def _static_shape(ty) -> list[int] | None:
     """A tensor type's shape as ints, None when it is no tensor or not static."""
     shape = getattr(ty, "shape", None)
@@ -83,6 +87,28 @@ class EthosOperatorConverter(OperatorConverter):
             return ret
 
         return checked
+
+    # ------------------------------------------------------------------ bias quantization
+    def get_input_tensors(self, op):
+        """TVM's inputs, with the quantization TFLite defines for a weighted operator's INT32
+        bias given to a bias that carries none: scale input scale x weight scale, zero point
+        0. TFLite's runtimes never read the bias's own parameters; without them TVM's
+        converter builds the scale as a product at run time, which no pattern takes, so the
+        operator fell to a float path a step off TFLite."""
+        tensors = super().get_input_tensors(op)
+        if len(tensors) < 3 or tensors[2].tensor_idx < 0 or tensors[2].qnn_params is not None:
+            return tensors
+        x, w, b = tensors[:3]
+        if x.qnn_params is None or w.qnn_params is None or \
+                self.get_op_code_str(op) not in _BIASED:
+            return tensors
+        scale = (np.float32(x.qnn_params["scale"].value.numpy())
+                 * np.asarray(w.qnn_params["scale"].value.numpy(), np.float32))
+        zero = np.zeros(scale.shape, np.int32)
+        b.qnn_params = {"scale": relax.const(scale, "float32"),
+                        "zero_point": relax.const(zero if scale.ndim else 0, "int32"),
+                        "axis": 0}
+        return tensors
 
     # ------------------------------------------------------------------ helpers
     def _qparams(self, tensor) -> tuple[float, int] | None:
