@@ -51,6 +51,14 @@ def _static_shape(ty) -> list[int] | None:
         return None
 
 
+def _same_rows(got: list[int], want: list[int]) -> bool:
+    """The same rows of the same width: TVM's FULLY_CONNECTED keeps its input's leading
+    dimensions where TFLite flattens them (a pooled 1x1x1x64 input gives 1x1x1x10, declared
+    1x10), and the operators after it inherit them."""
+    return (got[-1:] == want[-1:]
+            and int(np.prod(got, dtype=np.int64)) == int(np.prod(want, dtype=np.int64)))
+
+
 def _refuse(msg: str):
     return tvm.error.OpNotImplemented(msg)
 
@@ -80,7 +88,7 @@ class EthosOperatorConverter(OperatorConverter):
             for out, info in zip(outs, fields):
                 got = _static_shape(info)
                 want = [int(d) for d in self.get_tensor_shape(out)]
-                if got is not None and got != want:
+                if got is not None and got != want and not _same_rows(got, want):
                     raise _refuse(f"{name}: output tensor {out.tensor_idx} "
                                   f"({out.tensor.Name().decode('utf-8', 'replace')!r}) is "
                                   f"declared {want}, but the operator's inputs give {got}")
@@ -244,8 +252,8 @@ class EthosOperatorConverter(OperatorConverter):
     def convert_fully_connected(self, op):
         """TFLite reads FULLY_CONNECTED's input as ``[elements / depth, depth]`` whatever its
         shape (``depth``: the weights' second dimension); TVM's converter multiplies the input
-        as it is, so a 4-D input or one whose last dimension is not the depth fails. The input
-        is reshaped first (exact on int8 codes) unless the options keep its dimensions."""
+        as it is, which fails when its last dimension is not the depth (a 1x25x20x8 input
+        against 4000-deep weights). Such an input is reshaped first (exact on int8 codes)."""
         from tflite.FullyConnectedOptions import FullyConnectedOptions
 
         inputs = self.get_input_tensors(op)
@@ -259,8 +267,9 @@ class EthosOperatorConverter(OperatorConverter):
             opts.Init(table.Bytes, table.Pos)
             keep = bool(opts.KeepNumDims())
         elements = int(np.prod(in_shape, dtype=np.int64))
-        if keep or (len(in_shape) == 2 and in_shape[1] == depth) or not self.has_expr(
-                x.tensor_idx):
+        if keep or in_shape[-1:] == [depth] or not self.has_expr(x.tensor_idx):
+            # rows of the right depth already: TVM's matmul keeps the leading dimensions,
+            # the same rows as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
             return super().convert_fully_connected(op)
         if depth <= 0 or elements % depth:
             raise _refuse(f"FULLY_CONNECTED input of shape {in_shape} ({elements} elements) "

@@ -162,13 +162,6 @@ class CheckedModel:
         return tuple(f for f in self.findings if f.subgraph == op.subgraph and (
             f.operator == op.index or (f.operator is None and f.tensor in tensors)))
 
-    def model_findings(self) -> tuple[Finding, ...]:
-        """The findings no operator is concerned by."""
-        used = {(op.subgraph, t) for op in self.operators
-                for t in op.inputs + op.outputs + op.intermediates}
-        return tuple(f for f in self.findings if f.operator is None and (
-            f.tensor is None or (f.subgraph, f.tensor) not in used))
-
 
 _I8 = struct.Struct("<b").unpack_from
 _U8 = struct.Struct("<B").unpack_from
