@@ -217,3 +217,83 @@ def test_tvmc_compile_refusals_are_one_line_exit_2(model, words, tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tvmc compile: error:"), err
     assert all(w in lines[0] for w in words), lines[0]
+
+
+# ------------------------------------------------------------------ LiteRT vs TFLite Micro
+def _resnet8_tie():
+    """ResNet-8 and an input on which LiteRT's reference kernels and TFLite Micro differ
+    (rfcs/0002, section 4: uniform int8 images of RandomState(11), the second one)."""
+    p = MODELS_DIR / "resnet8_cifar.tflite"
+    if not p.exists():
+        pytest.skip(f"model {p} not available (set TVM_ETHOS_MODELS)")
+    rs = np.random.RandomState(11)
+    rs.randint(-128, 128, (1, 32, 32, 3))
+    return p.read_bytes(), rs.randint(-128, 128, (1, 32, 32, 3)).astype(np.int8)
+
+
+def test_resnet8_references_differ_only_in_fully_connected_rounding():
+    """The first tensor that differs is FULLY_CONNECTED's output (operator 13), and each side
+    is its own rounding of the same accumulators: LiteRT's once, TFLite Micro's twice."""
+    import tflite
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tflite_micro.python.tflite_micro import runtime
+
+    from tvm_ethos.lower.quant import mbqm_np, quantize_multiplier
+
+    data, x = _resnet8_tie()
+    lr = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                     experimental_preserve_all_tensors=True)
+    lr.allocate_tensors()
+    lr.set_tensor(lr.get_input_details()[0]["index"], x)
+    lr.invoke()
+    tm = runtime.Interpreter.from_bytes(
+        data, intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+    tm.set_input(x, 0)
+    tm.invoke()
+    assert not np.array_equal(lr.get_tensor(lr.get_output_details()[0]["index"]),
+                              tm.get_output(0))
+    sg = tflite.Model.GetRootAs(data, 0).Subgraphs(0)
+    model = tflite.Model.GetRootAs(data, 0)
+    first = None
+    for o in range(sg.OperatorsLength()):
+        t = int(sg.Operators(o).OutputsAsNumpy()[0])
+        a = lr.get_tensor(t).ravel()
+        b = np.asarray(tm.GetTensor(t, 0)["tensor_data"]).ravel()
+        if not np.array_equal(a, b):
+            first = o
+            break
+    op = sg.Operators(first)
+    code = model.OperatorCodes(op.OpcodeIndex())
+    assert max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == \
+        tflite.BuiltinOperator.FULLY_CONNECTED
+    xi, wi = (int(i) for i in op.InputsAsNumpy()[:2])
+    out = int(op.OutputsAsNumpy()[0])
+
+    def qp(t):
+        q = sg.Tensors(t).Quantization()
+        return q.ScaleAsNumpy().astype(np.float64), q.ZeroPointAsNumpy().astype(np.int64)
+
+    (sx, zx), (sw, _), (so, zo) = qp(xi), qp(wi), qp(out)
+    wt = sg.Tensors(wi)
+    w = model.Buffers(wt.Buffer()).DataAsNumpy().view(np.int8).reshape(wt.ShapeAsNumpy())
+    acc = w.astype(np.int64) @ (lr.get_tensor(xi).ravel().astype(np.int64) - zx[0])
+    ms = [quantize_multiplier(float(sx[0] * s / so[0])) for s in sw]
+    m = np.array([v for v, _ in ms], np.int64)
+    shift = np.array([v for _, v in ms], np.int64)
+    once = ((acc * m + (np.int64(1) << (30 - shift))) >> (31 - shift)) + zo[0]
+    twice = mbqm_np(acc, m, shift) + zo[0]
+    np.testing.assert_array_equal(np.clip(once, -128, 127), lr.get_tensor(out).ravel())
+    np.testing.assert_array_equal(np.clip(twice, -128, 127),
+                                  np.asarray(tm.GetTensor(out, 0)["tensor_data"]).ravel())
+    assert not np.array_equal(once, twice)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["llvm", "ethos-u,llvm"])
+def test_resnet8_paths_match_litert_on_the_fully_connected_tie(target):
+    """Every tvm-ethos path rounds FULLY_CONNECTED once: on the tie it gives LiteRT's output,
+    not TFLite Micro's (rfcs/0002 records it)."""
+    data, x = _resnet8_tie()
+    got = tvm_ethos.compile(data, target=target).run(x)[0]
+    np.testing.assert_array_equal(got.reshape(1, 10), oracle(data, [x])[0].reshape(1, 10))
+    assert not np.array_equal(got.reshape(1, 10), tflm_oracle(data, [x])[0].reshape(1, 10))

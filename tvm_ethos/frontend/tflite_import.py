@@ -75,9 +75,8 @@ def _single_scale_axis_zero(model, data: bytes) -> bytes:
     (a depthwise convolution with one channel, as converters write it: axis 3). A 1-D tensor's
     scales run along its only dimension: converters copy a depthwise weight's axis 3 onto its
     bias (the bias's scales are the input's times the weight's, read by no TFLite runtime). The
-    field is
-    rewritten in place, so no other byte of the model moves; ``data`` itself is returned when
-    nothing needs it."""
+    field is rewritten in place, so no other byte of the model moves; ``data`` itself is
+    returned when nothing needs it."""
     fixes = []
     for s in range(model.SubgraphsLength()):
         sg = model.Subgraphs(s)
