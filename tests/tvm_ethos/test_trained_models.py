@@ -74,8 +74,14 @@ def assert_matches_references(cm, data: bytes, inputs: list[list[np.ndarray]], h
 
 
 # ------------------------------------------------------------------ micro_speech, every target
-@pytest.fixture(scope="module", params=["llvm", "ethos-u,llvm", "ethos-n,llvm"])
+@pytest.fixture(scope="module", params=[
+    "llvm", "ethos-u,llvm", "ethos-n,llvm",
+    pytest.param("opencl", marks=pytest.mark.slow),
+    pytest.param("ethos-n,opencl", marks=pytest.mark.slow),
+])
 def micro_speech(request):
+    if "opencl" in request.param:
+        pytest.importorskip("pyopencl")
     data = trained("micro_speech_quantized")
     return request.param, data, tvm_ethos.compile(data, target=request.param)
 
@@ -86,9 +92,9 @@ def test_micro_speech_bit_exact(micro_speech):
     target, data, cm = micro_speech
     rs = np.random.RandomState(7)
     inputs = [tflm_random_inputs(data, rs) for _ in range(4)]
-    assert_matches_references(cm, data, inputs, host=target == "llvm")
+    assert_matches_references(cm, data, inputs, host="," not in target)
     npu = target.split(",")[0]
-    if npu != "llvm":
+    if "," in target:
         assert cm.partition_summary.get(npu, 0) >= 3, cm.partition_summary
 
 
@@ -113,8 +119,11 @@ PERSON = {"person.bmp": [-113, 113], "no_person.bmp": [57, -57]}    # tflite-mic
     "llvm",
     pytest.param("ethos-u,llvm", marks=pytest.mark.slow),
     pytest.param("ethos-n,llvm", marks=pytest.mark.slow),
+    pytest.param("ethos-n,opencl", marks=pytest.mark.slow),
 ])
 def person_detect(request):
+    if "opencl" in request.param:
+        pytest.importorskip("pyopencl")
     data = trained("person_detect")
     return request.param, data, tvm_ethos.compile(data, target=request.param)
 
@@ -131,7 +140,7 @@ def test_person_detect_classifies_its_test_images(person_detect):
         np.testing.assert_array_equal(got.reshape(1, 2), np.array([scores], np.int8))
     images = [[grey_bmp(image)] for image in PERSON]
     noise = tflm_random_inputs(data, np.random.RandomState(3))
-    assert_matches_references(cm, data, images + [noise], host=target == "llvm")
+    assert_matches_references(cm, data, images + [noise], host="," not in target)
 
 
 # ------------------------------------------------------------------ hello_world (slow)

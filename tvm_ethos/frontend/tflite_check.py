@@ -35,6 +35,7 @@ from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 _QUANT_RANGE = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767)}
 MAX_TENSOR_BYTES = 1 << 31      # 2 GiB: no NPU network has a larger tensor
 MAX_RANK = 8
+_MIN_SCALE, _MAX_SCALE = 2.0 ** -126, 2.0 ** 64     # normal float32, and far above any model's
 _FUSED_ACTIVATIONS = range(6)   # NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT
 # Builtin operator -> (options table, required?, {accessor: smallest allowed value}).
 _WINDOW = {"StrideH": 1, "StrideW": 1}
@@ -414,6 +415,8 @@ class _TfliteChecker:
             opts = self.check_options(op, o, opname, where)
             if opname in _SAME_TYPE:
                 self.check_types(what, where, opname, ins, outs, infos, o)
+            if opname == "SOFTMAX" and ins and ins[0] >= 0 and infos[ins[0]][8] is not None:
+                self.check_softmax_beta(what, where, opts, infos[ins[0]][8], o)
             if opname in _WEIGHTED:
                 self.check_weighted(what, where, opname, opts, ins, infos, o)
             io = [i for i in ins + outs if i >= 0]
@@ -443,6 +446,17 @@ class _TfliteChecker:
                     f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
                     "quantized (int8 / int16) models only", tensor=i)
+
+    def check_softmax_beta(self, what, where, opts, in_scale: float, o: int) -> None:
+        """TFLite's integer SOFTMAX scales input differences by ``beta * scale * 2^26`` as a
+        multiplier above one (``QuantizeMultiplierGreaterThanOne``, an abort in TFLite
+        Micro otherwise); without SoftmaxOptions beta is the schema's default, 0."""
+        import math
+
+        beta = float(opts.Beta()) if opts is not None else 0.0
+        if not (math.isfinite(beta) and beta * in_scale * 2.0 ** 26 > 1.0):
+            self.refuse(f"{where}{what}: beta {beta} with input scale {in_scale:.6g}; TFLite's "
+                        "integer softmax needs beta x scale x 2^26 above 1", operator=o)
 
     def check_types(self, what, where, opname, ins, outs, infos, o) -> None:
         """One activation type per operator; weights and bias of the types TFLite's kernels
@@ -517,7 +531,12 @@ class _TfliteChecker:
                             "constant; tvm-ethos needs constant weights and bias", operator=o)
 
     def check_tensor(self, ten: _Table, t: int, where: str, buffer_bytes: list) -> tuple:
-        raw = ten.string(10)
+        try:
+            raw = ten.string(10)
+        except Truncated as err:        # TFLite Micro reads no names; TVM's importer does
+            raw = None
+            self.refuse(f"{where}tensor {t}'s name cannot be read ({err}); TVM's TFLite "
+                        "importer binds tensors by name", tensor=t)
         if raw is None:
             name = f"tvmgen_tensor_{t}"
         else:
@@ -558,14 +577,17 @@ class _TfliteChecker:
             raise self.bad(f"{label} is a constant of shape {shape.tolist()} {tname}, which "
                            f"needs {elements * itemsize} bytes, but its buffer holds {stored}")
         q = ten.table(12)
-        quantized = self.check_quantization(q, label, ttype, shape, t) if q is not None else False
+        scale = self.check_quantization(q, label, ttype, shape, t) if q is not None else None
         variable = bool(ten.scalar(14, _U8, 1))
         has_shape = ten.ref(4) is not None
-        # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape)
-        return (name, ttype, quantized, has_shape, bool(stored) or variable, len(shape),
-                bool(stored), tuple(shape.tolist()))
+        # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape,
+        # first scale or None)
+        return (name, ttype, scale is not None, has_shape, bool(stored) or variable, len(shape),
+                bool(stored), tuple(shape.tolist()), scale)
 
-    def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int) -> bool:
+    def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int
+                           ) -> float | None:
+        """The quantization's first scale (None: not quantized), once checked."""
         import numpy as np
 
         s0, n_scale = q.vector(8, 4)
@@ -577,15 +599,18 @@ class _TfliteChecker:
         if n_scale == 0:
             if n_zp:
                 raise self.bad(f"{label} has {n_zp} zero points but no scales")
-            return False
+            return None
         if n_zp != n_scale:
             raise self.bad(f"{label} has {n_scale} quantization scales but {n_zp} zero points")
         scale = np.frombuffer(self.data, "<f4", n_scale, s0)
         zp = np.frombuffer(self.data, "<i8", n_zp, z0)
-        ok = np.isfinite(scale) & (scale > 0)
+        # TFLite turns scale ratios into Q31 multipliers and shifts: a subnormal or huge scale
+        # gives none it can represent (TFLite Micro aborts or fails to prepare)
+        ok = np.isfinite(scale) & (scale >= _MIN_SCALE) & (scale <= _MAX_SCALE)
         if not ok.all():
             raise self.bad(f"{label} has quantization scale(s) {scale[~ok][:4].tolist()}; "
-                           "scales must be finite and positive")
+                           f"scales must be finite, positive and in [{_MIN_SCALE:.3g}, "
+                           f"{_MAX_SCALE:.3g}]")
         # one scale quantizes the whole tensor: TFLite (and TFLite Micro) ignore the axis then
         # and a 1-D tensor's scales run along its only dimension (converters copy a depthwise
         # weight's dimension 3 onto its bias; TFLite Micro never reads the bias's scales)
@@ -608,7 +633,7 @@ class _TfliteChecker:
             if out.any():
                 raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]} with zero point(s) "
                                f"{zp[out][:4].tolist()} outside [{lim[0]}, {lim[1]}]")
-        return True
+        return float(scale[0])
 
     def check_options(self, op: _Table, o: int, opname: str, where: str):
         kind = op.scalar(10, _U8, 1)

@@ -110,7 +110,8 @@ def _tflite_outputs(model) -> tuple[list[str], list[list[int]]]:
 
 
 def _softmax_betas(model) -> list[float]:
-    """The ``beta`` of every SOFTMAX of the main subgraph, in operator order."""
+    """The ``beta`` of every SOFTMAX of the main subgraph, in operator order (0 where it has no
+    SoftmaxOptions, as TFLite reads it)."""
     import tflite
 
     sg = model.Subgraphs(0)
@@ -120,9 +121,9 @@ def _softmax_betas(model) -> list[float]:
         code = model.OperatorCodes(op.OpcodeIndex())
         if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) != tflite.BuiltinOperator.SOFTMAX:
             continue
-        beta = 1.0
+        beta = 0.0                      # TFLite's without SoftmaxOptions (the schema default)
         table = op.BuiltinOptions()
-        if table is not None:
+        if table is not None and op.BuiltinOptionsType() == tflite.BuiltinOptions.SoftmaxOptions:
             opts = tflite.SoftmaxOptions()
             opts.Init(table.Bytes, table.Pos)
             beta = float(opts.Beta())
