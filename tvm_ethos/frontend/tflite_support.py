@@ -18,10 +18,10 @@ from functools import lru_cache
 
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
-#: Where an operator the importer cannot convert can still run: tvm-ethos's Ethos-U TFLite
-#: output keeps it as a TFLite operator for TFLite Micro.
-TFLM_TARGET_HINT = ("target ethos-u takes it as a TFLite operator that TFLite Micro runs: "
-                    "tvmc compile --target ethos-u,llvm --output-format tflite")
+#: Where an operator the importer cannot convert can still run: the tflite-micro host (what
+#: ``ethos-u`` alone in a target list means) keeps it a TFLite operator for TFLite Micro.
+TFLM_TARGET_HINT = ("target ethos-u (= ethos-u,tflite-micro) keeps it a TFLite operator that "
+                    "TFLite Micro runs: tvmc compile --target ethos-u --output-format tflite")
 
 
 @dataclass(frozen=True)
