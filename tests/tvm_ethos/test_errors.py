@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 import tflite_builder as tb
 from conftest import model_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tvm_ethos
 from tvm_ethos.errors import (
@@ -178,3 +180,23 @@ def test_content_tflite_cannot_take_is_refused_in_one_line(make, words, monkeypa
         tvm_ethos.load_model(make())
     msg = str(err.value)
     assert "\n" not in msg and all(w in msg for w in words), msg
+
+
+@settings(max_examples=12, deadline=None)
+@given(bias_axis=st.integers(-(1 << 31), (1 << 31) - 1),
+       act_axis=st.integers(-(1 << 31), (1 << 31) - 1))
+def test_quantized_dimension_of_one_scale_or_a_1d_tensor_is_ignored(bias_axis, act_axis):
+    """Whatever quantized_dimension a per-tensor activation or a 1-D per-channel bias names,
+    TFLite Micro runs the model and it imports to the very module its axis-0 twin gives (the
+    axis says nothing there: person_detect's biases name dimension 3)."""
+    import tvm
+
+    from tests.helpers.tflite_oracle import tflm_accepts
+
+    def axes(ts):
+        ts[0].axis, ts[3].axis, ts[2].axis = act_axis, act_axis, bias_axis
+
+    data = _conv_variant(axes)
+    assert tflm_accepts(data) == "ok"
+    tvm.ir.assert_structural_equal(tvm_ethos.load_model(data),
+                                   tvm_ethos.load_model(_conv_variant()))
