@@ -137,6 +137,8 @@ def tflm_verdicts(cases: list[bytes], timeout: float = 20.0) -> list[str]:
                 [sys.executable, "-m", "tests.helpers.tflite_oracle", tmp, str(len(verdicts)),
                  str(len(cases))], cwd=root, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True)
+            # the worker's start (importing TFLite Micro, then READY) is not the case's time
+            select.select([proc.stdout], [], [], 300.0)
             while len(verdicts) < len(cases):
                 ready, _, _ = select.select([proc.stdout], [], [], timeout)
                 line = proc.stdout.readline() if ready else None
@@ -159,6 +161,10 @@ def _worker(folder: str, start: int, stop: int) -> None:
     import sys
     from pathlib import Path
 
+    from tflite_micro.python.tflite_micro import runtime  # noqa: F401  (imported before READY)
+
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
     for k in range(start, stop):
         verdict = tflm_accepts(Path(folder, f"{k}.tflite").read_bytes())
         sys.stdout.write("V " + verdict.replace("\n", " ") + "\n")
