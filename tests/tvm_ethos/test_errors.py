@@ -2,11 +2,19 @@
 import numpy as np
 import pytest
 import tflite_builder as tb
+import tvm
 from conftest import model_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from tests.helpers.tflite_oracle import (
+    tflm_accepts,
+    tflm_oracle,
+    tflm_random_inputs,
+    tflm_verdicts,
+)
+from tests.reliability.tflite_mutator import _captured, _copy_t
 from tvm_ethos.errors import (
     ModelLoadError,
     OptionError,
@@ -111,8 +119,6 @@ def test_printed_ops_in_importer_errors_become_their_names():
 def _conv_variant(change=None, **build_kw):
     """tflite_builder's int8 convolution rebuilt with ``change(tensors)`` applied (tensors:
     input, weights, bias, output) and the build arguments ``build_kw`` replaced."""
-    from tests.reliability.tflite_mutator import _captured, _copy_t
-
     _, (tensors, args, kwargs) = _captured(tb.conv2d, np.random.RandomState(0))
     ts = [_copy_t(tb, t) for t in tensors]
     if change is not None:
@@ -121,8 +127,6 @@ def _conv_variant(change=None, **build_kw):
 
 
 def _assert_bit_exact_with_tflm(data, target, n=4):
-    from tests.helpers.tflite_oracle import tflm_oracle, tflm_random_inputs
-
     cm = tvm_ethos.compile(data, target=target)
     rs = np.random.RandomState(1)
     for _ in range(n):
@@ -148,8 +152,6 @@ def test_conv_bias_without_quantization_gets_tflites(target):
 def test_conv_without_bias_follows_tflite_micro():
     """TFLite Micro runs an int8 CONV_2D with no bias input (LiteRT's kernel refuses it): it is
     accepted and exact on the NPU."""
-    from tests.helpers.tflite_oracle import tflm_verdicts
-
     data = _conv_variant(op_inputs=[0, 1])
     assert tflm_verdicts([data]) == ["ok"]
     cm = _assert_bit_exact_with_tflm(data, "ethos-n,llvm")
@@ -189,10 +191,6 @@ def test_quantized_dimension_of_one_scale_or_a_1d_tensor_is_ignored(bias_axis, a
     """Whatever quantized_dimension a per-tensor activation or a 1-D per-channel bias names,
     TFLite Micro runs the model and it imports to the very module its axis-0 twin gives (the
     axis says nothing there: person_detect's biases name dimension 3)."""
-    import tvm
-
-    from tests.helpers.tflite_oracle import tflm_accepts
-
     def axes(ts):
         ts[0].axis, ts[3].axis, ts[2].axis = act_axis, act_axis, bias_axis
 

@@ -11,6 +11,9 @@ import struct
 
 import numpy as np
 import pytest
+import tflite
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from tflite_micro.python.tflite_micro import runtime
 
 import tvm_ethos
 from tests.helpers.models import MODELS_DIR
@@ -18,6 +21,7 @@ from tests.helpers.tflite_oracle import oracle, tflm_oracle, tflm_random_inputs
 from tvm_ethos.cli import main
 from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 from tvm_ethos.frontend import OperatorSupport, operator_support
+from tvm_ethos.lower.quant import mbqm_np, quantize_multiplier
 
 TRAINED = MODELS_DIR / "tflite-micro"
 
@@ -45,8 +49,6 @@ def grey_bmp(name: str) -> np.ndarray:
 
 
 def litert_takes(data: bytes) -> bool:
-    from ai_edge_litert.interpreter import Interpreter
-
     try:
         Interpreter(model_content=data).allocate_tensors()
     except (RuntimeError, ValueError):
@@ -243,12 +245,6 @@ def _resnet8_tie():
 def test_resnet8_references_differ_only_in_fully_connected_rounding():
     """The first tensor that differs is FULLY_CONNECTED's output (operator 13), and each side
     is its own rounding of the same accumulators: LiteRT's once, TFLite Micro's twice."""
-    import tflite
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    from tflite_micro.python.tflite_micro import runtime
-
-    from tvm_ethos.lower.quant import mbqm_np, quantize_multiplier
-
     data, x = _resnet8_tie()
     lr = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
                      experimental_preserve_all_tensors=True)

@@ -19,6 +19,7 @@ imports; :func:`validate_tflite` raises the first one.
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
@@ -451,8 +452,6 @@ class _TfliteChecker:
         """TFLite's integer SOFTMAX scales input differences by ``beta * scale * 2^26`` as a
         multiplier above one (``QuantizeMultiplierGreaterThanOne``, an abort in TFLite
         Micro otherwise); without SoftmaxOptions beta is the schema's default, 0."""
-        import math
-
         beta = float(opts.Beta()) if opts is not None else 0.0
         if not (math.isfinite(beta) and beta * in_scale * 2.0 ** 26 > 1.0):
             self.refuse(f"{where}{what}: beta {beta} with input scale {in_scale:.6g}; TFLite's "

@@ -77,6 +77,7 @@ def converter_refusal(op: CheckedOperator) -> str:
 def _converter_names() -> tuple[frozenset, frozenset]:
     """The operator names TVM's converter (tvm-ethos's subclass) converts, and those of them
     it converts quantized."""
+    # imported here: it imports TVM, whose cost load_model pays only when it imports a model
     from tvm_ethos.tflite_converter import EthosOperatorConverter
 
     conv = EthosOperatorConverter(None, None, None, None)
