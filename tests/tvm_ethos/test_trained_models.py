@@ -121,6 +121,7 @@ PERSON = {"person.bmp": [-113, 113], "no_person.bmp": [57, -57]}    # tflite-mic
     "llvm",
     pytest.param("ethos-u,llvm", marks=pytest.mark.slow),
     pytest.param("ethos-n,llvm", marks=pytest.mark.slow),
+    pytest.param("opencl", marks=pytest.mark.slow),
     pytest.param("ethos-n,opencl", marks=pytest.mark.slow),
 ])
 def person_detect(request):
