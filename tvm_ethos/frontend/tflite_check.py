@@ -2,15 +2,26 @@
 
 It walks the whole flatbuffer once, with bounds checks: every table, vector and string a reader
 touches, every index, shape, type, quantization parameter and the options of the operators the
-NPUs take. A corrupt file fails with a :class:`~tvm_ethos.errors.ModelLoadError` naming what is
-wrong; a well-formed file with content tvm-ethos cannot import (no quantization on an int8
-tensor, a dynamic or absurd shape) with an :class:`~tvm_ethos.errors.UnsupportedModelError`.
+NPUs take. A file that cannot be read (truncated, corrupt, another schema version) fails with a
+:class:`~tvm_ethos.errors.ModelLoadError` naming what is wrong; a readable file whose content
+contradicts the schema or itself (an index out of range, a NaN scale) or that tvm-ethos cannot
+import (no quantization on an int8 tensor, a dynamic or absurd shape) with an
+:class:`~tvm_ethos.errors.UnsupportedModelError`.
 The rules are listed in rfcs/0006-reliability.md. The format facts it shares with the planner's
 reader (identifier, TensorTypes, what counts as truncated) live in planner/tflite_format.py.
+
+TFLite Micro's interpreter is the reference for what is a valid model: what it allocates and
+runs is never called invalid here (one scale quantizes a whole tensor whatever
+``quantized_dimension`` says; an LSTM's intermediate tensors have empty shapes; optional
+inputs are -1). Content tvm-ethos cannot import is a :class:`Finding` tied to the operator or
+tensor it concerns, so that :mod:`~tvm_ethos.frontend.tflite_support` can say per operator what
+imports; :func:`validate_tflite` raises the first one.
 """
 from __future__ import annotations
 
+import math
 import struct
+from dataclasses import dataclass
 
 from planner.tflite_format import (
     TENSOR_TYPES,
@@ -25,6 +36,7 @@ from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 _QUANT_RANGE = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767)}
 MAX_TENSOR_BYTES = 1 << 31      # 2 GiB: no NPU network has a larger tensor
 MAX_RANK = 8
+_MIN_SCALE, _MAX_SCALE = 2.0 ** -126, 2.0 ** 64     # normal float32, and far above any model's
 _FUSED_ACTIVATIONS = range(6)   # NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT
 # Builtin operator -> (options table, required?, {accessor: smallest allowed value}).
 _WINDOW = {"StrideH": 1, "StrideW": 1}
@@ -85,8 +97,72 @@ _COMPUTED_INPUT0 = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_
                     "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH", "MEAN", "PAD", "PADV2",
                     "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE",
                     "SPACE_TO_DEPTH"}
+# Builtin operators whose computed inputs and outputs share one type (TFLite's kernels refuse a
+# mix; TVM's importer would build it and compute something): (the weights' type per activation
+# type, the bias types per activation type), None for operators without weights.
+_ACT_WEIGHTS = {0: (0,), 9: (9,), 3: (3,), 7: (9,)}      # FLOAT32, INT8, UINT8, INT16
+_ACT_BIAS = {0: (0,), 9: (2,), 3: (2,), 7: (2, 4)}       # INT32 bias; INT16 may take INT64
+_WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+_SAME_TYPE = frozenset(_WEIGHTED + (
+    "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM",
+    "SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU",
+    "HARD_SWISH", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "CONCATENATION", "PAD", "PADV2",
+    "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
+    "SPLIT", "SPLIT_V", "SQUEEZE", "TRANSPOSE", "STRIDED_SLICE", "SLICE"))
+# Input positions that are no activation (axes, shapes, paddings, sizes, split counts).
+_PARAMETER_INPUTS = {"MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,), "REDUCE_MIN": (1,),
+                     "PAD": (1,), "PADV2": (1,), "RESIZE_BILINEAR": (1,),
+                     "RESIZE_NEAREST_NEIGHBOR": (1,), "SPLIT": (0,), "SPLIT_V": (1, 2),
+                     "TRANSPOSE": (1,), "STRIDED_SLICE": (1, 2, 3), "SLICE": (1, 2)}
 # Types TVM's TFLite importer has a Relax dtype for.
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
+
+
+#: The custom operator Vela and tvm-ethos's TFLite export put an NPU command stream in.
+ETHOS_U_CUSTOM_CODE = b"ethos-u"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Content tvm-ethos cannot import, in a well-formed model: the one-line reason (without the
+    file name), and the operator or tensor it concerns (None: the model as a whole)."""
+
+    message: str
+    subgraph: int = 0
+    operator: int | None = None
+    tensor: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckedOperator:
+    """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
+    operator), its tensor indices (-1: an absent optional input) and whether any of its
+    inputs or outputs is quantized / INT16."""
+
+    subgraph: int
+    index: int
+    name: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    intermediates: tuple[int, ...]
+    quantized: bool
+    int16: bool
+
+
+@dataclass(frozen=True)
+class CheckedModel:
+    """What :func:`check_tflite` found: the ``tflite.Model``, the operators of every subgraph
+    in order, and the findings in the order the walk met them."""
+
+    model: object
+    operators: tuple[CheckedOperator, ...]
+    findings: tuple[Finding, ...]
+
+    def operator_findings(self, op: CheckedOperator) -> tuple[Finding, ...]:
+        """The findings about ``op`` or about a tensor it reads or writes."""
+        tensors = {t for t in op.inputs + op.outputs + op.intermediates if t >= 0}
+        return tuple(f for f in self.findings if f.subgraph == op.subgraph and (
+            f.operator == op.index or (f.operator is None and f.tensor in tensors)))
 
 
 _I8 = struct.Struct("<b").unpack_from
@@ -185,28 +261,41 @@ class _TfliteChecker:
         self.name = name
         self._ops = enum_names(tflite.BuiltinOperator)
         self._opt_types = enum_names(tflite.BuiltinOptions)
+        self.findings: list[Finding] = []
+        self.operators: list[CheckedOperator] = []
+        self._subgraph = 0
 
-    def bad(self, msg: str) -> ModelLoadError:
+    def invalid(self, msg: str) -> ModelLoadError:
+        """A file no TFLite runtime reads (TFLite Micro refuses it too)."""
         return ModelLoadError(f"{self.name}: invalid TFLite model: {msg}")
+
+    def bad(self, msg: str) -> UnsupportedModelError:
+        """Content that contradicts the schema or itself. TFLite Micro does not check most of
+        it and may run such a model all the same, so it is not called invalid: tvm-ethos
+        cannot import it, and says what is wrong."""
+        return UnsupportedModelError(f"{self.name}: cannot import this model: {msg}")
 
     def unsupported(self, msg: str) -> UnsupportedModelError:
         return UnsupportedModelError(f"{self.name}: {msg}")
 
-    def check(self):
+    def refuse(self, msg: str, operator: int | None = None, tensor: int | None = None) -> None:
+        """Record content tvm-ethos cannot import; the walk goes on (the file may still be
+        invalid further on, and every operator's verdict is wanted)."""
+        self.findings.append(Finding(msg, self._subgraph, operator, tensor))
+
+    def check(self) -> CheckedModel:
         model = _Table(self.data, _U32(self.data, 0)[0])
         version = model.scalar(4, _U32, 4)
         if version != 3:
-            raise self.bad(f"schema version {version}, expected 3")
-        model.string(10)                                         # description
+            raise self.invalid(f"schema version {version}, expected 3")
+        # the description, the signatures and the subgraphs' names are read by neither TFLite
+        # Micro nor TVM's importer: damage there is no reason to refuse a model
         model.vector(14, 4)                                      # metadata_buffer
         for meta in model.tables(16):
             meta.string(4)
-        for sig in model.tables(18):
-            sig.string(8)
-            sig.tables(4), sig.tables(6)
         subgraphs = model.tables(8)
         if not subgraphs:
-            raise self.bad("the model has no subgraph")
+            raise self.invalid("the model has no subgraph")
         buffer_bytes = []
         for b, buf in enumerate(model.tables(12)):
             _, size = buf.vector(4, 1)
@@ -226,21 +315,33 @@ class _TfliteChecker:
                                f"deprecated_builtin_code {deprecated}")
             custom = oc.string(6)
             oc.scalar(8, _I32, 4)
+            if code == 32 and custom == ETHOS_U_CUSTOM_CODE:
+                raise self.unsupported(
+                    "the model is already compiled for Ethos-U (its 'ethos-u' custom operator "
+                    "holds an NPU command stream, as Vela and tvm-ethos's --output-format "
+                    "tflite write it); run it with TFLite Micro and the Ethos-U driver on the "
+                    "device, or compile the original .tflite and run the package with "
+                    "'tvmc run'")
             if code not in self._ops:
                 raise self.unsupported(f"operator code {c} is builtin operator {code}, which "
                                        "this TFLite schema does not define")
             codes.append(self._ops[code] if code != 32 or not custom else
                          f"CUSTOM {custom.decode('utf-8', 'replace')!r}")
         for s, sg in enumerate(subgraphs):
+            self._subgraph = s
             self.check_subgraph(sg, s, codes, buffer_bytes)
-        return self.tfl.Model.GetRootAs(self.data, 0)
+        return CheckedModel(self.tfl.Model.GetRootAs(self.data, 0), tuple(self.operators),
+                            tuple(self.findings))
 
     def check_subgraph(self, sg: _Table, s: int, codes: list, buffer_bytes: list) -> None:
         where = f"subgraph {s}: " if s else ""
         tensors = sg.tables(4)
         n_tensors = len(tensors)
-        sg.string(12)
+        before = len(self.findings)
         infos = [self.check_tensor(ten, t, where, buffer_bytes) for t, ten in enumerate(tensors)]
+        tensor_findings = self.findings[before:]
+        del self.findings[before:]
+        touched = set()
 
         def index(i, what, optional=False):
             i = int(i)
@@ -260,8 +361,8 @@ class _TfliteChecker:
         used.update(graph_inputs, graph_outputs)
         for i in graph_inputs:
             if not infos[i][3]:
-                raise self.unsupported(f"{where}graph input {i} ({infos[i][0]!r}) has no shape; "
-                                       "tvm-ethos needs static shapes")
+                self.refuse(f"{where}graph input {i} ({infos[i][0]!r}) has no shape; "
+                            "tvm-ethos needs static shapes")
         # a tensor is defined once it is a graph input, a constant, a variable or the output of
         # an earlier operator (TFLite runs operators in the order they are stored)
         defined = set(graph_inputs) | {t for t, info in enumerate(infos) if info[4]}
@@ -289,8 +390,8 @@ class _TfliteChecker:
                     raise self.bad(f"{where}{what} reads tensor {i} ({infos[i][0]!r}), which is "
                                    "no graph input, constant or output of an earlier operator")
             if opname in _COMPUTED_INPUT0 and ins and ins[0] >= 0 and infos[ins[0]][6]:
-                raise self.unsupported(f"{where}{what}: input 0 ({infos[ins[0]][0]!r}) is a "
-                                       "constant; fold it before conversion")
+                self.refuse(f"{where}{what}: input 0 ({infos[ins[0]][0]!r}) is a constant; "
+                            "fold it before conversion", operator=o)
             if not outs:
                 raise self.bad(f"{where}{what} has no outputs")
             if arity is not None and opname not in ("SPLIT", "SPLIT_V") and len(outs) != 1:
@@ -308,57 +409,109 @@ class _TfliteChecker:
                 defined.add(i)
             operands = _OP_OPERANDS.get(opname)
             if operands is not None:
-                self.check_operands(what, where, opname, operands, ins, outs, infos)
+                self.check_operands(what, where, opname, operands, ins, outs, infos, o)
             op.vector(14, 1)                                     # custom_options
             op.vector(18, 1)                                     # mutating_variable_inputs
-            for k, i in enumerate(op.ints(20)):                  # intermediates
-                index(i, f"{what} intermediate {k}")
+            mids = [index(i, f"{what} intermediate {k}") for k, i in enumerate(op.ints(20))]
             opts = self.check_options(op, o, opname, where)
-            if opname in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
-                self.check_weighted(what, where, opname, opts, ins, infos)
+            if opname in _SAME_TYPE:
+                self.check_types(what, where, opname, ins, outs, infos, o)
+            if opname == "SOFTMAX" and ins and ins[0] >= 0 and infos[ins[0]][8] is not None:
+                self.check_softmax_beta(what, where, opts, infos[ins[0]][8], o)
+            if opname in _WEIGHTED:
+                self.check_weighted(what, where, opname, opts, ins, infos, o)
+            io = [i for i in ins + outs if i >= 0]
+            touched.update(io, mids)
+            self.operators.append(CheckedOperator(
+                s, o, opname, tuple(ins), tuple(outs), tuple(mids),
+                any(infos[i][2] for i in io), any(infos[i][1] == 7 for i in io)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "
                                "produced by no operator")
+        # what is wrong with a tensor matters only where something reads or writes it
+        touched.update(used)
+        self.findings.extend(f for f in tensor_findings if f.tensor in touched)
         names = {}
         for i in sorted(used):
             info = infos[i]
             if info[1] not in _IMPORTABLE_TYPES:
-                raise self.unsupported(f"{where}tensor {i} ({info[0]!r}) is "
-                                       f"{TENSOR_TYPES[info[1]][0]}, "
-                                       "which TVM's TFLite importer cannot represent")
+                self.refuse(f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]}, "
+                            "which TVM's TFLite importer cannot represent", tensor=i)
             if info[0] in names:
-                raise self.unsupported(
-                    f"{where}tensors {names[info[0]]} and {i} are both named {info[0]!r}; "
-                    "TVM's TFLite importer binds tensors by name")
+                self.refuse(f"{where}tensors {names[info[0]]} and {i} are both named "
+                            f"{info[0]!r}; TVM's TFLite importer binds tensors by name")
             names[info[0]] = i
             if info[1] in _QUANT_RANGE and not info[2]:
-                raise self.unsupported(
+                self.refuse(
                     f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
-                    "quantized (int8 / int16) models only")
+                    "quantized (int8 / int16) models only", tensor=i)
 
-    def check_weighted(self, what, where, opname, opts, ins, infos) -> None:
+    def check_softmax_beta(self, what, where, opts, in_scale: float, o: int) -> None:
+        """TFLite's integer SOFTMAX scales input differences by ``beta * scale * 2^26`` as a
+        multiplier above one (``QuantizeMultiplierGreaterThanOne``, an abort in TFLite
+        Micro otherwise); without SoftmaxOptions beta is the schema's default, 0."""
+        beta = float(opts.Beta()) if opts is not None else 0.0
+        if not (math.isfinite(beta) and beta * in_scale * 2.0 ** 26 > 1.0):
+            self.refuse(f"{where}{what}: beta {beta} with input scale {in_scale:.6g}; TFLite's "
+                        "integer softmax needs beta x scale x 2^26 above 1", operator=o)
+
+    def check_types(self, what, where, opname, ins, outs, infos, o) -> None:
+        """One activation type per operator; weights and bias of the types TFLite's kernels
+        take with it (an int8 convolution's bias is INT32, a float one's FLOAT32)."""
+        skip = _PARAMETER_INPUTS.get(opname, ())
+        weighted = opname in _WEIGHTED
+        acts = [("input", k, i) for k, i in enumerate(ins)
+                if i >= 0 and k not in skip and not (weighted and k > 0)]
+        acts += [("output", k, i) for k, i in enumerate(outs)]
+        types = {infos[i][1] for _, _, i in acts}
+        if opname == "SOFTMAX" and [infos[i][1] for _, _, i in acts] == [9, 7]:
+            types = {9}                                          # int8 in, int16 out: TFLite's
+        if len(types) > 1:
+            listed = ", ".join(f"{kind} {k} {TENSOR_TYPES[infos[i][1]][0]}"
+                               for kind, k, i in acts)
+            return self.refuse(f"{where}{what} mixes tensor types ({listed}); TFLite's "
+                               f"{opname} takes one type", operator=o)
+        if not weighted or not types:
+            return None
+        act = types.pop()
+        w = infos[ins[1]][1]
+        if w not in _ACT_WEIGHTS.get(act, (w,)):
+            return self.refuse(
+                f"{where}{what}: {TENSOR_TYPES[act][0]} activations with "
+                f"{TENSOR_TYPES[w][0]} weights; TFLite's {opname} takes "
+                f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_WEIGHTS[act])}", operator=o)
+        if len(ins) > 2 and ins[2] >= 0:
+            b = infos[ins[2]][1]
+            if b not in _ACT_BIAS.get(act, (b,)):
+                return self.refuse(
+                    f"{where}{what}: {TENSOR_TYPES[act][0]} activations with a "
+                    f"{TENSOR_TYPES[b][0]} bias; TFLite's {opname} takes "
+                    f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_BIAS[act])}", operator=o)
+        return None
+
+    def check_weighted(self, what, where, opname, opts, ins, infos, o) -> None:
         """What TVM's convolution and fully-connected converters assert without a message."""
         if len(ins) > 2 and ins[2] < 0 and opname != "FULLY_CONNECTED":
-            raise self.unsupported(f"{where}{what} has an absent (-1) bias, which TVM's TFLite "
-                                   "importer cannot convert")
+            self.refuse(f"{where}{what} has an absent (-1) bias, which TVM's TFLite importer "
+                        "cannot convert", operator=o)
         w = infos[ins[1]]
         if w[1] not in (0, 3, 9):
-            raise self.unsupported(f"{where}{what}: weights are {TENSOR_TYPES[w[1]][0]}; TVM's "
-                                   "TFLite importer takes INT8, UINT8 or FLOAT32 weights")
+            self.refuse(f"{where}{what}: weights are {TENSOR_TYPES[w[1]][0]}; TVM's TFLite "
+                        "importer takes INT8, UINT8 or FLOAT32 weights", operator=o)
         if len(ins) > 2 and ins[2] >= 0 and infos[ins[2]][1] not in (0, 2, 4):
-            raise self.unsupported(f"{where}{what}: bias is {TENSOR_TYPES[infos[ins[2]][1]][0]}; "
-                                   "TVM's TFLite importer takes INT32, INT64 or FLOAT32 bias")
+            self.refuse(f"{where}{what}: bias is {TENSOR_TYPES[infos[ins[2]][1]][0]}; TVM's "
+                        "TFLite importer takes INT32, INT64 or FLOAT32 bias", operator=o)
         if opname == "DEPTHWISE_CONV_2D" and opts is not None:
             c, oc, m = infos[ins[0]][7][3], w[7][3], opts.DepthMultiplier()
             if w[7][0] != 1 or oc != c * m:
-                raise self.unsupported(
+                self.refuse(
                     f"{where}{what}: weights of shape {list(w[7])} for {c} input channels "
                     f"disagree with depth_multiplier {m} (TVM's importer needs "
-                    f"[1, kh, kw, channels * depth_multiplier])")
+                    f"[1, kh, kw, channels * depth_multiplier])", operator=o)
 
-    def check_operands(self, what, where, opname, operands, ins, outs, infos) -> None:
+    def check_operands(self, what, where, opname, operands, ins, outs, infos, o) -> None:
         four_d, constant, ranks = operands
         for k in four_d:
             if k < len(ins) and ins[k] >= 0 and infos[ins[k]][5] != 4:
@@ -373,11 +526,16 @@ class _TfliteChecker:
                                f"expected {rank}")
         for k in constant:
             if k < len(ins) and ins[k] >= 0 and not infos[ins[k]][6]:
-                raise self.unsupported(f"{where}{what}: input {k} ({infos[ins[k]][0]!r}) is not "
-                                       "a constant; tvm-ethos needs constant weights and bias")
+                self.refuse(f"{where}{what}: input {k} ({infos[ins[k]][0]!r}) is not a "
+                            "constant; tvm-ethos needs constant weights and bias", operator=o)
 
     def check_tensor(self, ten: _Table, t: int, where: str, buffer_bytes: list) -> tuple:
-        raw = ten.string(10)
+        try:
+            raw = ten.string(10)
+        except Truncated as err:        # TFLite Micro reads no names; TVM's importer does
+            raw = None
+            self.refuse(f"{where}tensor {t}'s name cannot be read ({err}); TVM's TFLite "
+                        "importer binds tensors by name", tensor=t)
         if raw is None:
             name = f"tvmgen_tensor_{t}"
         else:
@@ -397,35 +555,38 @@ class _TfliteChecker:
         if buf >= len(buffer_bytes):
             raise self.bad(f"{label} refers to buffer {buf}; the model has {len(buffer_bytes)}")
         if len(shape) > MAX_RANK:
-            raise self.unsupported(f"{label} has rank {len(shape)}; at most {MAX_RANK} "
-                                   "dimensions are supported")
+            self.refuse(f"{label} has rank {len(shape)}; at most {MAX_RANK} dimensions are "
+                        "supported", tensor=t)
         if (shape < 0).any():
-            if len(signature) and (signature < 0).any():
-                raise self.unsupported(f"{label} has a dynamic shape (signature "
-                                       f"{signature.tolist()}); tvm-ethos needs static shapes")
-            raise self.bad(f"{label} has a negative dimension in {shape.tolist()}")
-        if (shape == 0).any():
-            raise self.unsupported(f"{label} has an empty dimension in {shape.tolist()}")
+            if not (len(signature) and (signature < 0).any()):
+                raise self.bad(f"{label} has a negative dimension in {shape.tolist()}")
+            self.refuse(f"{label} has a dynamic shape (signature {signature.tolist()}); "
+                        "tvm-ethos needs static shapes", tensor=t)
+        elif (shape == 0).any():
+            self.refuse(f"{label} has an empty dimension in {shape.tolist()}", tensor=t)
         elements = 1
         for dim in shape.tolist():
-            elements *= dim
+            elements *= max(dim, 0)
         nbytes = elements * (itemsize or 1)
         if nbytes > MAX_TENSOR_BYTES:
-            raise self.unsupported(f"{label} has shape {shape.tolist()} ({nbytes:,} bytes); "
-                                   f"tensors are limited to {MAX_TENSOR_BYTES:,} bytes")
+            self.refuse(f"{label} has shape {shape.tolist()} ({nbytes:,} bytes); tensors are "
+                        f"limited to {MAX_TENSOR_BYTES:,} bytes", tensor=t)
         stored = buffer_bytes[buf] if buf else 0
         if stored and itemsize is not None and stored != elements * itemsize:
             raise self.bad(f"{label} is a constant of shape {shape.tolist()} {tname}, which "
                            f"needs {elements * itemsize} bytes, but its buffer holds {stored}")
         q = ten.table(12)
-        quantized = self.check_quantization(q, label, ttype, shape) if q is not None else False
+        scale = self.check_quantization(q, label, ttype, shape, t) if q is not None else None
         variable = bool(ten.scalar(14, _U8, 1))
         has_shape = ten.ref(4) is not None
-        # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape)
-        return (name, ttype, quantized, has_shape, bool(stored) or variable, len(shape),
-                bool(stored), tuple(shape.tolist()))
+        # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape,
+        # first scale or None)
+        return (name, ttype, scale is not None, has_shape, bool(stored) or variable, len(shape),
+                bool(stored), tuple(shape.tolist()), scale)
 
-    def check_quantization(self, q: _Table, label: str, ttype: int, shape) -> bool:
+    def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int
+                           ) -> float | None:
+        """The quantization's first scale (None: not quantized), once checked."""
         import numpy as np
 
         s0, n_scale = q.vector(8, 4)
@@ -437,32 +598,41 @@ class _TfliteChecker:
         if n_scale == 0:
             if n_zp:
                 raise self.bad(f"{label} has {n_zp} zero points but no scales")
-            return False
+            return None
         if n_zp != n_scale:
             raise self.bad(f"{label} has {n_scale} quantization scales but {n_zp} zero points")
         scale = np.frombuffer(self.data, "<f4", n_scale, s0)
         zp = np.frombuffer(self.data, "<i8", n_zp, z0)
-        ok = np.isfinite(scale) & (scale > 0)
+        # TFLite turns scale ratios into Q31 multipliers and shifts: a subnormal or huge scale
+        # gives none it can represent (TFLite Micro aborts or fails to prepare)
+        ok = np.isfinite(scale) & (scale >= _MIN_SCALE) & (scale <= _MAX_SCALE)
         if not ok.all():
             raise self.bad(f"{label} has quantization scale(s) {scale[~ok][:4].tolist()}; "
-                           "scales must be finite and positive")
-        if not 0 <= axis < max(len(shape), 1):
-            raise self.bad(f"{label} has quantized_dimension {axis}, out of range for shape "
-                           f"{shape.tolist()}")
+                           f"scales must be finite, positive and in [{_MIN_SCALE:.3g}, "
+                           f"{_MAX_SCALE:.3g}]")
+        # one scale quantizes the whole tensor: TFLite (and TFLite Micro) ignore the axis then
+        # and a 1-D tensor's scales run along its only dimension (converters copy a depthwise
+        # weight's dimension 3 onto its bias; TFLite Micro never reads the bias's scales)
         if n_scale > 1:
-            if axis >= len(shape) or int(shape[axis]) != n_scale:
+            if len(shape) == 1:
+                axis = 0
+            if not 0 <= axis < len(shape):
+                raise self.bad(f"{label} has {n_scale} per-channel scales along "
+                               f"quantized_dimension {axis}, out of range for shape "
+                               f"{shape.tolist()}")
+            if int(shape[axis]) != n_scale:
                 raise self.bad(f"{label} has {n_scale} per-channel scales along dimension "
                                f"{axis} of shape {shape.tolist()}")
             if zp.any():
-                raise self.unsupported(f"{label} is quantized per channel with non-zero zero "
-                                       "points, which TFLite's quantization spec does not allow")
+                self.refuse(f"{label} is quantized per channel with non-zero zero points, "
+                            "which TFLite's quantization spec does not allow", tensor=t)
         lim = _QUANT_RANGE.get(ttype)
         if lim is not None:
             out = (zp < lim[0]) | (zp > lim[1])
             if out.any():
                 raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]} with zero point(s) "
                                f"{zp[out][:4].tolist()} outside [{lim[0]}, {lim[1]}]")
-        return True
+        return float(scale[0])
 
     def check_options(self, op: _Table, o: int, opname: str, where: str):
         kind = op.scalar(10, _U8, 1)
@@ -516,8 +686,18 @@ def _accessors(cls) -> tuple[str, ...]:
 
 def validate_tflite(data: bytes, name: str):
     """Walk the flatbuffer and check it (see the module docstring); returns the
-    ``tflite.Model``. Any other failure of a read is the file's damage, not a bug here: the
-    generated accessors the options check calls raise whatever their arithmetic hits."""
+    ``tflite.Model``, or raises the first :class:`Finding` as an UnsupportedModelError."""
+    checked = check_tflite(data, name)
+    if checked.findings:
+        raise UnsupportedModelError(f"{name}: {checked.findings[0].message}")
+    return checked.model
+
+
+def check_tflite(data: bytes, name: str) -> CheckedModel:
+    """Walk the flatbuffer and check it: a ModelLoadError when the file is invalid (damaged,
+    or content no TFLite runtime takes), else what was read and the findings. Any other
+    failure of a read is the file's damage, not a bug here: the generated accessors the
+    options check calls raise whatever their arithmetic hits."""
     try:
         return _TfliteChecker(data, name).check()
     except (ModelLoadError, UnsupportedModelError):
