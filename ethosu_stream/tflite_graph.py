@@ -1,13 +1,12 @@
 """Running a whole Ethos-U ``.tflite``: its ``ethos-u`` operators on the functional model and
-every operator left to the CPU through the TFLite interpreter, in the file's operator order
-(which TFLite requires to be an execution order), as TFLite Micro would run the file on a
-board.
+every operator left to the CPU through TFLite Micro's interpreter, in the file's operator
+order (which TFLite requires to be an execution order), as TFLite Micro runs the file beside
+the NPU on a board.
 
 A CPU operator runs as a model of its own: the file with only that operator in its subgraph
-and its non-constant inputs as the subgraph's inputs, so the reference kernels (LiteRT's
-``BUILTIN_REF``, the oracle the tests use) compute it from exactly the bytes the NPU wrote.
-LiteRT (``ai-edge-litert``, the ``test`` extra) is imported only when a file has CPU
-operators.
+and its non-constant inputs as the subgraph's inputs, so TFLite Micro's kernels (the oracle
+the tests use) compute it from exactly the bytes the NPU wrote. TFLite Micro
+(``tflite-micro``, the ``tflm`` extra) is imported only when a file has CPU operators.
 """
 from __future__ import annotations
 
@@ -15,49 +14,94 @@ from collections import Counter
 
 import numpy as np
 
+from .errors import StreamError
 from .run import StreamStats
-from .tflite_custom_op import CUSTOM_CODE, read_ethos_u_ops
+from .tflite_custom_op import (
+    CUSTOM_CODE,
+    FM_DTYPES,
+    MAX_ARENA_BYTES,
+    checked_nbytes,
+    parse_model,
+    read_ethos_u_ops,
+    reading,
+)
+
+#: bytes of TFLite Micro arena beyond four times an operator's tensors (its bookkeeping)
+_ARENA_SLACK = 64 << 10
+#: bytes per element of each TFLite tensor type (schema ``TensorType``)
+_ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 8: 8, 9: 1, 10: 8, 11: 16, 12: 8,
+             15: 4, 16: 2, 17: 1}
 
 
 class TfliteGraph:
-    """A Vela-layout ``.tflite`` ready to run; CPU operators are prepared once."""
+    """A Vela-layout ``.tflite`` ready to run; CPU operators are prepared once. A file this
+    model cannot run (malformed, or an ``ethos-u`` operator whose tensors or metadata are
+    wrong) raises :class:`StreamError` naming what is wrong."""
 
     def __init__(self, data: bytes, accelerator: str):
-        import tflite
-
         self.accelerator = accelerator
-        model = tflite.Model.GetRootAsModel(data, 0)
-        if model.SubgraphsLength() != 1:
-            raise ValueError(f"the model has {model.SubgraphsLength()} subgraphs; one is run")
-        g = model.Subgraphs(0)
-        self.inputs = g.InputsAsNumpy().tolist()
-        self.outputs = g.OutputsAsNumpy().tolist()
-        codes = [model.OperatorCodes(g.Operators(i).OpcodeIndex()).CustomCode()
-                 for i in range(g.OperatorsLength())]
+        model = parse_model(data)
+        with reading("its subgraph"):
+            if model.SubgraphsLength() != 1:
+                raise StreamError(f"the model has {model.SubgraphsLength()} subgraphs; one "
+                                  "is run")
+            g = model.Subgraphs(0)
+            self.inputs = [int(t) for t in g.InputsAsNumpy()] if g.InputsLength() else []
+            self.outputs = [int(t) for t in g.OutputsAsNumpy()] if g.OutputsLength() else []
+            #: variable tensors (an LSTM's state an ethos-u operator updates in place), zero
+            #: until a run writes them
+            self._variables = {}
+            for t in range(g.TensorsLength()):
+                tens = g.Tensors(t)
+                if tens.IsVariable() and tens.Type() in FM_DTYPES:
+                    shape = tuple(int(d) for d in tens.ShapeAsNumpy()) if tens.ShapeLength() \
+                        else ()
+                    checked_nbytes(shape, 1, f"variable tensor {t}")
+                    self._variables[t] = np.zeros(shape, FM_DTYPES[tens.Type()])
+            self._state = dict(self._variables)
+            ncodes = model.OperatorCodesLength()
+            codes = []
+            for i in range(g.OperatorsLength()):
+                k = g.Operators(i).OpcodeIndex()
+                if not 0 <= k < ncodes:
+                    raise StreamError(f"operator {i} names operator code {k}, but the file "
+                                      f"has {ncodes}")
+                codes.append(model.OperatorCodes(k).CustomCode())
         npu = ({op.op_index: op for op in read_ethos_u_ops(data)}
                if CUSTOM_CODE in codes else {})
         self.steps: list = []
-        parsed = None  # the file as LiteRT's object API sees it, read once for every CPU operator
-        for i in range(g.OperatorsLength()):
+        parsed = None  # the file as an object tree, read once for every CPU operator
+        for i in range(len(codes)):
             if codes[i] == CUSTOM_CODE:
                 self.steps.append(npu[i])
                 continue
             if parsed is None:
-                from ai_edge_litert import schema_py_generated as schema
+                from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
-                parsed = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-            self.steps.append(_CpuOperator(parsed, i))
+                with reading("its operators"):
+                    parsed = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+            with reading(f"operator {i}"):
+                self.steps.append(_CpuOperator(parsed, i))
 
     @property
     def cpu_operators(self) -> list[str]:
         return [s.name for s in self.steps if isinstance(s, _CpuOperator)]
 
+    def reset(self) -> None:
+        """Forgets the state operators keep between runs (an SVDF's or LSTM's, on the CPU or
+        in the arena), as a fresh interpreter would start."""
+        self._state = dict(self._variables)
+        for s in self.steps:
+            if isinstance(s, _CpuOperator):
+                s.reset()
+
     def run(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], StreamStats]:
         """The graph's outputs for ``inputs`` (in the graph's input order) and what the
-        ``ethos-u`` operators' streams did, together (:func:`merge_stats`)."""
+        ``ethos-u`` operators' streams did, together (:func:`merge_stats`). Operators with
+        state keep it from the previous run, as on a board (:meth:`reset` forgets it)."""
         if len(inputs) != len(self.inputs):
-            raise ValueError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
-        values = dict(zip(self.inputs, inputs))
+            raise StreamError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
+        values = {**self._state, **dict(zip(self.inputs, inputs))}
         stats = []
         for step in self.steps:
             if isinstance(step, _CpuOperator):
@@ -66,56 +110,103 @@ class TfliteGraph:
                 continue
             missing = [s.name for s in step.inputs if s.index not in values]
             if missing:
-                raise ValueError(f"ethos-u operator {step.op_index} reads {missing}, which no "
-                                 "earlier operator writes")
-            outs, st = step.run([values[s.index] for s in step.inputs], self.accelerator)
+                raise StreamError(f"ethos-u operator {step.op_index} reads {missing}, which no "
+                                  "earlier operator writes")
+            after: dict = {}
+            outs, st = step.run([values[s.index] for s in step.inputs], self.accelerator,
+                                after=after)
             values.update(zip((s.index for s in step.outputs), outs))
+            for t in self._variables:
+                if t in after:
+                    values[t] = self._state[t] = after[t]
             stats.append(st)
+        missing = [t for t in self.outputs if t not in values]
+        if missing:
+            raise StreamError(f"the graph's output tensor(s) {missing} are written by no "
+                              "operator")
         return [values[t] for t in self.outputs], merge_stats(stats)
 
 
+def _tensor_bytes(tensor, owner: str) -> int:
+    """The bytes of a tensor (an object-API ``TensorT``), refused past ``MAX_ARENA_BYTES``."""
+    shape = [int(d) for d in (tensor.shape if tensor.shape is not None else [])]
+    if any(d < 0 for d in shape):
+        raise StreamError(f"{owner}: tensor {tensor.name!r} has shape {shape}, with a "
+                          "negative dimension")
+    n = _ITEMSIZE.get(int(tensor.type), 8)
+    for d in shape:
+        n *= d
+        if n > MAX_ARENA_BYTES:
+            raise StreamError(f"{owner}: tensor {tensor.name!r} of shape {shape} needs more "
+                              f"than MAX_ARENA_BYTES ({MAX_ARENA_BYTES} bytes)")
+    return n
+
+
 class _CpuOperator:
-    """One CPU operator of the file as a one-operator model for LiteRT's reference kernels."""
+    """One CPU operator of the file as a one-operator model for TFLite Micro's interpreter."""
 
     def __init__(self, model, index: int):
         """``model``: the file's ``ModelT``; its subgraph and metadata are set for this
         operator while it is packed, then put back."""
         import flatbuffers
-        from ai_edge_litert import schema_py_generated as schema
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+        from tflite_micro.python.tflite_micro import runtime
+        from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
         g = model.subgraphs[0]
         op = g.operators[index]
+        if not 0 <= op.opcodeIndex < len(model.operatorCodes or []):
+            raise StreamError(f"operator {index} names operator code {op.opcodeIndex}, but the "
+                              f"file has {len(model.operatorCodes or [])}")
         code = model.operatorCodes[op.opcodeIndex]
         self.name = f"{_builtin_name(schema, code)} (operator {index})"
-        constant = {t for t, tensor in enumerate(g.tensors)
-                    if model.buffers[tensor.buffer].data is not None
-                    and len(model.buffers[tensor.buffer].data)}
-        self.inputs = [int(t) for t in op.inputs if t >= 0 and int(t) not in constant]
+        n = len(g.tensors or [])
+        used = [int(t) for t in list(op.inputs if op.inputs is not None else []) +
+                list(op.outputs if op.outputs is not None else []) if t >= 0]
+        bad = [t for t in used if t >= n]
+        if bad:
+            raise StreamError(f"{self.name} names tensor(s) {bad}, but the subgraph has {n}")
+        nbuf = len(model.buffers or [])
+
+        def held(t: int) -> bool:  # a constant: its bytes are in the file
+            b = g.tensors[t].buffer
+            return 0 <= b < nbuf and model.buffers[b].data is not None \
+                and len(model.buffers[b].data) > 0
+
+        # a variable tensor (an SVDF's or LSTM's state) belongs to the operator, not to the
+        # graph: the interpreter keeps it between invocations, as on a board
+        self.inputs = [int(t) for t in op.inputs if t >= 0 and not held(int(t))
+                       and not g.tensors[int(t)].isVariable]
         self.outputs = [int(t) for t in op.outputs]
+        arena = _ARENA_SLACK + 4 * sum(_tensor_bytes(g.tensors[t], self.name) for t in used)
         kept = (g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs)
         g.operators, g.inputs, g.outputs = [op], self.inputs, self.outputs
-        model.metadata = None  # the arena offsets are TFLite Micro's, not the interpreter's
+        model.metadata = None  # the arena offsets are the NPU's, not this operator's
         model.signatureDefs = None
         b = flatbuffers.Builder(1024)
         try:
             b.Finish(model.Pack(b), file_identifier=b"TFL3")
         finally:
             g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs = kept
-        self._it = Interpreter(model_content=bytes(b.Output()),
-                               experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-        self._it.allocate_tensors()
-        self._in = [d["index"] for d in self._it.get_input_details()]
-        self._out = [d["index"] for d in self._it.get_output_details()]
+        try:
+            self._it = runtime.Interpreter.from_bytes(bytes(b.Output()), arena_size=arena)
+        except RuntimeError as exc:
+            raise StreamError(f"TFLite Micro refuses {self.name}: {exc}") from None
 
     def run(self, values: dict) -> list[np.ndarray]:
-        for t, idx in zip(self.inputs, self._in):
+        for i, t in enumerate(self.inputs):
             if t not in values:
-                raise ValueError(f"{self.name} reads tensor {t}, which no earlier operator "
-                                 "writes")
-            self._it.set_tensor(idx, np.asarray(values[t]))
-        self._it.invoke()
-        return [self._it.get_tensor(idx).copy() for idx in self._out]
+                raise StreamError(f"{self.name} reads tensor {t}, which no earlier operator "
+                                  "writes")
+            self._it.set_input(np.asarray(values[t]), i)
+        try:
+            self._it.invoke()
+        except RuntimeError as exc:
+            raise StreamError(f"TFLite Micro fails running {self.name}: {exc}") from None
+        return [np.asarray(self._it.get_output(i)).copy() for i in range(len(self.outputs))]
+
+    def reset(self) -> None:
+        """Forgets the state the operator keeps between invocations."""
+        self._it.reset()
 
 
 def _builtin_name(schema, code) -> str:
