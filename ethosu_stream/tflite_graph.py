@@ -11,6 +11,7 @@ the tests use) compute it from exactly the bytes the NPU wrote. TFLite Micro
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable
 
 import numpy as np
 
@@ -95,10 +96,13 @@ class TfliteGraph:
             if isinstance(s, _CpuOperator):
                 s.reset()
 
-    def run(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], StreamStats]:
+    def run(self, inputs: list[np.ndarray], trace: Callable | None = None,
+            tensors: dict | None = None) -> tuple[list[np.ndarray], StreamStats]:
         """The graph's outputs for ``inputs`` (in the graph's input order) and what the
         ``ethos-u`` operators' streams did, together (:func:`merge_stats`). Operators with
-        state keep it from the previous run, as on a board (:meth:`reset` forgets it)."""
+        state keep it from the previous run, as on a board (:meth:`reset` forgets it).
+        ``trace`` goes to every stream (as in :func:`run_stream`); ``tensors``, when given,
+        receives every tensor value the run computed (tensor index -> array)."""
         if len(inputs) != len(self.inputs):
             raise StreamError(f"the model takes {len(self.inputs)} input(s), got {len(inputs)}")
         values = {**self._state, **dict(zip(self.inputs, inputs))}
@@ -114,7 +118,7 @@ class TfliteGraph:
                                   "earlier operator writes")
             after: dict = {}
             outs, st = step.run([values[s.index] for s in step.inputs], self.accelerator,
-                                after=after)
+                                trace, after=after)
             values.update(zip((s.index for s in step.outputs), outs))
             for t in self._variables:
                 if t in after:
@@ -124,6 +128,8 @@ class TfliteGraph:
         if missing:
             raise StreamError(f"the graph's output tensor(s) {missing} are written by no "
                               "operator")
+        if tensors is not None:
+            tensors.update(values)
         return [values[t] for t in self.outputs], merge_stats(stats)
 
 
@@ -174,19 +180,29 @@ class _CpuOperator:
 
         # a variable tensor (an SVDF's or LSTM's state) belongs to the operator, not to the
         # graph: the interpreter keeps it between invocations, as on a board
-        self.inputs = [int(t) for t in op.inputs if t >= 0 and not held(int(t))
-                       and not g.tensors[int(t)].isVariable]
+        self.inputs = list(dict.fromkeys(int(t) for t in op.inputs if t >= 0 and not held(int(t))
+                                         and not g.tensors[int(t)].isVariable))
         self.outputs = [int(t) for t in op.outputs]
         arena = _ARENA_SLACK + 4 * sum(_tensor_bytes(g.tensors[t], self.name) for t in used)
-        kept = (g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs)
-        g.operators, g.inputs, g.outputs = [op], self.inputs, self.outputs
+        # only the operator's own tensors, renumbered: TFLite Micro plans memory for every
+        # tensor of a subgraph, and the file's other tensors include the NPU's arenas
+        own = list(dict.fromkeys(used))
+        new = {t: i for i, t in enumerate(own)}
+        kept = (g.tensors, g.operators, g.inputs, g.outputs, op.inputs, op.outputs,
+                model.metadata, model.signatureDefs)
+        g.tensors = [g.tensors[t] for t in own]
+        op.inputs = [new.get(int(t), -1) for t in op.inputs]
+        op.outputs = [new[int(t)] for t in op.outputs]
+        g.operators = [op]
+        g.inputs, g.outputs = [new[t] for t in self.inputs], [new[t] for t in self.outputs]
         model.metadata = None  # the arena offsets are the NPU's, not this operator's
         model.signatureDefs = None
         b = flatbuffers.Builder(1024)
         try:
             b.Finish(model.Pack(b), file_identifier=b"TFL3")
         finally:
-            g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs = kept
+            (g.tensors, g.operators, g.inputs, g.outputs, op.inputs, op.outputs,
+             model.metadata, model.signatureDefs) = kept
         try:
             self._it = runtime.Interpreter.from_bytes(bytes(b.Output()), arena_size=arena)
         except RuntimeError as exc:

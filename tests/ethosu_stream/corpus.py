@@ -71,3 +71,51 @@ def oracle(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
         it.set_input(x, i)
     it.invoke()
     return [np.asarray(it.get_output(i)).copy() for i in range(_io_counts(data)[1])]
+
+
+def intermediates(data: bytes):
+    """(tensor index, ``data`` with that tensor as its only output) for every operator's
+    output, last operator first: TFLite Micro reuses its arena, so an intermediate tensor is
+    read by making it the output."""
+    import flatbuffers
+    from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    g = model.subgraphs[0]
+    for op in reversed(g.operators):
+        for t in op.outputs:
+            g.outputs = [int(t)]
+            b = flatbuffers.Builder(1024)
+            b.Finish(model.Pack(b), file_identifier=b"TFL3")
+            yield int(t), bytes(b.Output())
+
+
+def ifm_reads():
+    """A ``trace`` for the streams that keeps every operation's IFM (and IFM2) box as the
+    stream reads it, flattened, and the list it fills."""
+    from ethosu_stream.feature_map import from_registers
+    from ethosu_stream.ops_common import ifm_hw, kernel, ofm_shape
+
+    seen: list[np.ndarray] = []
+
+    def keep(cmd, state, mem):
+        if cmd.name not in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL",
+                            "NPU_OP_ELEMENTWISE"):
+            return
+        h, w, c = ofm_shape(state)
+        prefixes = ["IFM"]
+        if cmd.name == "NPU_OP_ELEMENTWISE":
+            if state.has("IFM2_REGION"):
+                prefixes.append("IFM2")
+        else:
+            h, w = ifm_hw(state, kernel(state), (h, w))
+            if cmd.name == "NPU_OP_CONV":
+                c = state.param("IFM_DEPTH_M1") + 1
+        for prefix in prefixes:
+            try:
+                fm = from_registers(state, prefix)
+                seen.append(mem.read(fm.region, fm.grid(h, w, c), fm.dtype).ravel())
+            except Exception:  # noqa: BLE001 - a box this guess gets wrong is just not kept
+                continue
+
+    return keep, seen
