@@ -27,7 +27,7 @@ corpus: install
 test: install corpus
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
 
-test-slow: install
+test-slow: install corpus
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
 
 # ruff.toml holds the rules (pycodestyle, pyflakes, import order; 100 columns).

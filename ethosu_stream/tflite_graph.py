@@ -44,8 +44,8 @@ class TfliteGraph:
         model = parse_model(data)
         with reading("its subgraph"):
             if model.SubgraphsLength() != 1:
-                raise StreamError(f"the model has {model.SubgraphsLength()} subgraphs; one "
-                                  "is run")
+                raise StreamError(f"the .tflite has {model.SubgraphsLength()} subgraphs; only "
+                                  "files with one are run (a corrupt file?)")
             g = model.Subgraphs(0)
             self.inputs = [int(t) for t in g.InputsAsNumpy()] if g.InputsLength() else []
             self.outputs = [int(t) for t in g.OutputsAsNumpy()] if g.OutputsLength() else []
@@ -172,18 +172,25 @@ class _CpuOperator:
         if bad:
             raise StreamError(f"{self.name} names tensor(s) {bad}, but the subgraph has {n}")
         nbuf = len(model.buffers or [])
+        for t in used:
+            if not 0 <= g.tensors[t].buffer < nbuf:
+                raise StreamError(f"{self.name}: tensor {t} names buffer {g.tensors[t].buffer}, "
+                                  f"but the file has {nbuf}")
 
         def held(t: int) -> bool:  # a constant: its bytes are in the file
             b = g.tensors[t].buffer
-            return 0 <= b < nbuf and model.buffers[b].data is not None \
-                and len(model.buffers[b].data) > 0
+            return model.buffers[b].data is not None and len(model.buffers[b].data) > 0
 
         # a variable tensor (an SVDF's or LSTM's state) belongs to the operator, not to the
         # graph: the interpreter keeps it between invocations, as on a board
         self.inputs = list(dict.fromkeys(int(t) for t in op.inputs if t >= 0 and not held(int(t))
                                          and not g.tensors[int(t)].isVariable))
         self.outputs = [int(t) for t in op.outputs]
-        arena = _ARENA_SLACK + 4 * sum(_tensor_bytes(g.tensors[t], self.name) for t in used)
+        sizes = {t: _tensor_bytes(g.tensors[t], self.name) for t in used}
+        for t in used:
+            _check_tensor(g.tensors[t], t, sizes[t], model.buffers[g.tensors[t].buffer].data
+                          if held(t) else None, self.name)
+        arena = _ARENA_SLACK + 4 * sum(sizes.values())
         # only the operator's own tensors, renumbered: TFLite Micro plans memory for every
         # tensor of a subgraph, and the file's other tensors include the NPU's arenas
         own = list(dict.fromkeys(used))
@@ -223,6 +230,28 @@ class _CpuOperator:
     def reset(self) -> None:
         """Forgets the state the operator keeps between invocations."""
         self._it.reset()
+
+
+def _check_tensor(tensor, t: int, nbytes: int, data, owner: str) -> None:
+    """Refuses what TFLite Micro's kernels would read past (they trust the file): constant
+    bytes that do not fill the tensor's shape, quantization with a count of scales or zero
+    points that fits no axis."""
+    if data is not None and len(data) != nbytes:
+        raise StreamError(f"{owner}: constant tensor {t} holds {len(data)} bytes, but its "
+                          f"shape {list(tensor.shape if tensor.shape is not None else [])} "
+                          f"needs {nbytes}")
+    q = tensor.quantization
+    if q is None:
+        return
+    shape = list(tensor.shape if tensor.shape is not None else [])
+    scales = 0 if q.scale is None else len(q.scale)
+    zeros = 0 if q.zeroPoint is None else len(q.zeroPoint)
+    axis = int(q.quantizedDimension)
+    if scales > 1 or zeros > 1:
+        if not 0 <= axis < len(shape) or max(scales, zeros) != shape[axis] \
+                or min(scales, zeros) not in (0, 1, shape[axis]):
+            raise StreamError(f"{owner}: tensor {t} has {scales} scale(s) and {zeros} zero "
+                              f"point(s) along axis {axis} of shape {shape}")
 
 
 def _builtin_name(schema, code) -> str:

@@ -6,7 +6,8 @@ flatbuffer error), no case runs past ``CASE_SECONDS``, and nothing crashes the p
 The cases run in a child process (this file run as a script), because a corrupt operator
 left to the CPU goes to TFLite Micro's native kernels: a crash there would end the child,
 which the test reports with the case that caused it, rather than end the test session.
-``STREAM_FUZZ_CASES`` sets the number of cases per kind (``make test`` runs the default).
+``STREAM_FUZZ_CASES`` sets the number of cases per kind (``make test`` runs the default,
+``make test-slow`` ten times as many).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from tests.helpers.models import REPO
 
 KINDS = ("stream-bitflip", "stream-truncate", "tflite-bitflip", "tflite-truncate")
 CASES = int(os.environ.get("STREAM_FUZZ_CASES", 40))
+SLOW_CASES = 10 * CASES
 CASE_SECONDS = 10
 #: the corpus's small models: each case runs in well under a second, so the bound on a
 #: case's time is a bound on hangs, not on the model's size
@@ -109,15 +111,27 @@ def _child(kind: str, cases: int) -> int:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_corrupted_corpus_streams_run_or_raise_stream_error(kind):
+    _fuzz(kind, CASES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_many_corrupted_corpus_streams_run_or_raise_stream_error(kind):
+    _fuzz(kind, SLOW_CASES)
+
+
+def _fuzz(kind: str, cases: int) -> None:
+    """Runs ``cases`` seeded cases of ``kind`` in a child; fails on anything but a run or a
+    StreamError that says where, on a case past ``CASE_SECONDS``, or on the child dying."""
     if not _sources():
         pytest.skip(NOT_BUILT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get(
         "PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, __file__, kind, str(CASES)], capture_output=True,
-                          text=True, env=env, timeout=CASES * CASE_SECONDS + 120)
+    proc = subprocess.run([sys.executable, __file__, kind, str(cases)], capture_output=True,
+                          text=True, env=env, timeout=cases * CASE_SECONDS + 120)
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert proc.returncode == 0 and len(results) == CASES, (
-        f"the child died (exit {proc.returncode}) after {len(results)} of {CASES} cases; "
+    assert proc.returncode == 0 and len(results) == cases, (
+        f"the child died (exit {proc.returncode}) after {len(results)} of {cases} cases; "
         f"the next one is seed {len(results)}:\n{proc.stderr[-3000:]}")
     bad = [r for r in results if r["outcome"] != "ran"
            and not r["outcome"].startswith("StreamError: ")]
@@ -130,7 +144,7 @@ def test_corrupted_corpus_streams_run_or_raise_stream_error(kind):
     assert not unnamed, "\n".join(f"{r['case']}: {r['outcome']}" for r in unnamed)
     counts = {"ran": sum(r["outcome"] == "ran" for r in results)}
     counts["StreamError"] = len(results) - counts["ran"]
-    print(f"\n{kind}: {CASES} cases, {counts['ran']} ran, {counts['StreamError']} StreamError, "
+    print(f"\n{kind}: {cases} cases, {counts['ran']} ran, {counts['StreamError']} StreamError, "
           f"slowest {max(r['seconds'] for r in results):.2f} s")
 
 
