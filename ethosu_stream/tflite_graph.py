@@ -57,8 +57,9 @@ class TfliteGraph:
                 if tens.IsVariable() and tens.Type() in FM_DTYPES:
                     shape = tuple(int(d) for d in tens.ShapeAsNumpy()) if tens.ShapeLength() \
                         else ()
-                    checked_nbytes(shape, 1, f"variable tensor {t}")
-                    self._variables[t] = np.zeros(shape, FM_DTYPES[tens.Type()])
+                    dtype = np.dtype(FM_DTYPES[tens.Type()])
+                    checked_nbytes(shape, dtype.itemsize, f"variable tensor {t}")
+                    self._variables[t] = np.zeros(shape, dtype)
             self._state = dict(self._variables)
             ncodes = model.OperatorCodesLength()
             codes = []
