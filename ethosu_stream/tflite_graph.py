@@ -29,6 +29,9 @@ from .tflite_custom_op import (
 
 #: bytes of TFLite Micro arena beyond four times an operator's tensors (its bookkeeping)
 _ARENA_SLACK = 64 << 10
+#: inputs (optional ones as -1) of the builtins whose TFLite Micro kernel reads them by
+#: position without checking how many there are: fewer would have it read past the list
+_FIXED_INPUTS = {"SVDF": 5, "UNIDIRECTIONAL_SEQUENCE_LSTM": 24}
 #: bytes per element of each TFLite tensor type (schema ``TensorType``)
 _ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 8: 8, 9: 1, 10: 8, 11: 16, 12: 8,
              15: 4, 16: 2, 17: 1}
@@ -166,10 +169,17 @@ class _CpuOperator:
                               f"file has {len(model.operatorCodes or [])}")
         code = model.operatorCodes[op.opcodeIndex]
         self.name = f"{_builtin_name(schema, code)} (operator {index})"
+        fixed = _FIXED_INPUTS.get(self.name.split(" ")[0])
+        if fixed is not None and len(op.inputs if op.inputs is not None else []) != fixed:
+            raise StreamError(f"{self.name} has {len(op.inputs)} inputs; TFLite Micro's kernel "
+                              f"reads {fixed}")
+        if op.outputs is None or not len(op.outputs):
+            raise StreamError(f"{self.name} has no output")
         n = len(g.tensors or [])
-        used = [int(t) for t in list(op.inputs if op.inputs is not None else []) +
-                list(op.outputs if op.outputs is not None else []) if t >= 0]
-        bad = [t for t in used if t >= n]
+        named = [int(t) for t in list(op.inputs if op.inputs is not None else []) +
+                 list(op.outputs if op.outputs is not None else [])]
+        used = [t for t in named if t >= 0]
+        bad = [t for t in named if not -1 <= t < n]  # -1: an optional input left out
         if bad:
             raise StreamError(f"{self.name} names tensor(s) {bad}, but the subgraph has {n}")
         nbuf = len(model.buffers or [])
