@@ -176,17 +176,22 @@ class _CpuOperator:
         if op.outputs is None or not len(op.outputs):
             raise StreamError(f"{self.name} has no output")
         n = len(g.tensors or [])
+        between = [int(t) for t in (op.intermediates if op.intermediates is not None else [])]
         named = [int(t) for t in list(op.inputs if op.inputs is not None else []) +
                  list(op.outputs if op.outputs is not None else [])]
         used = [t for t in named if t >= 0]
         bad = [t for t in named if not -1 <= t < n]  # -1: an optional input left out
+        bad += [t for t in between if not 0 <= t < n]
         if bad:
             raise StreamError(f"{self.name} names tensor(s) {bad}, but the subgraph has {n}")
         nbuf = len(model.buffers or [])
-        for t in used:
+        for t in used + between:
             if not 0 <= g.tensors[t].buffer < nbuf:
                 raise StreamError(f"{self.name}: tensor {t} names buffer {g.tensors[t].buffer}, "
                                   f"but the file has {nbuf}")
+            if model.buffers[g.tensors[t].buffer].offset or g.tensors[t].sparsity is not None:
+                raise StreamError(f"{self.name}: tensor {t} is sparse or kept outside the "
+                                  "flatbuffer (a buffer offset), which Vela never writes")
 
         def held(t: int) -> bool:  # a constant: its bytes are in the file
             b = g.tensors[t].buffer
@@ -204,13 +209,14 @@ class _CpuOperator:
         arena = _ARENA_SLACK + 4 * sum(sizes.values())
         # only the operator's own tensors, renumbered: TFLite Micro plans memory for every
         # tensor of a subgraph, and the file's other tensors include the NPU's arenas
-        own = list(dict.fromkeys(used))
+        own = list(dict.fromkeys(used + between))
         new = {t: i for i, t in enumerate(own)}
         kept = (g.tensors, g.operators, g.inputs, g.outputs, op.inputs, op.outputs,
-                model.metadata, model.signatureDefs)
+                op.intermediates, model.metadata, model.signatureDefs)
         g.tensors = [g.tensors[t] for t in own]
         op.inputs = [new.get(int(t), -1) for t in op.inputs]
         op.outputs = [new[int(t)] for t in op.outputs]
+        op.intermediates = [new[t] for t in between]
         g.operators = [op]
         g.inputs, g.outputs = [new[t] for t in self.inputs], [new[t] for t in self.outputs]
         model.metadata = None  # the arena offsets are the NPU's, not this operator's
@@ -220,7 +226,7 @@ class _CpuOperator:
             b.Finish(model.Pack(b), file_identifier=b"TFL3")
         finally:
             (g.tensors, g.operators, g.inputs, g.outputs, op.inputs, op.outputs,
-             model.metadata, model.signatureDefs) = kept
+             op.intermediates, model.metadata, model.signatureDefs) = kept
         try:
             self._it = runtime.Interpreter.from_bytes(bytes(b.Output()), arena_size=arena)
         except RuntimeError as exc:
