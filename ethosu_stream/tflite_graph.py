@@ -175,6 +175,7 @@ class _CpuOperator:
                               f"reads {fixed}")
         if op.outputs is None or not len(op.outputs):
             raise StreamError(f"{self.name} has no output")
+        _check_options(schema, op, self.name)
         n = len(g.tensors or [])
         between = [int(t) for t in (op.intermediates if op.intermediates is not None else [])]
         named = [int(t) for t in list(op.inputs if op.inputs is not None else []) +
@@ -269,6 +270,25 @@ def _check_tensor(tensor, t: int, nbytes: int, data, owner: str) -> None:
                 or min(scales, zeros) not in (0, 1, shape[axis]):
             raise StreamError(f"{owner}: tensor {t} has {scales} scale(s) and {zeros} zero "
                               f"point(s) along axis {axis} of shape {shape}")
+
+
+def _normal(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _check_options(schema, op, owner: str) -> None:
+    """Refuses options of another operator's kind (TFLite Micro's kernels read them as their
+    own; none at all gets the defaults) and an SVDF of rank 0 (its kernel divides by the
+    rank)."""
+    kinds = {v: k for k, v in vars(schema.BuiltinOptions).items() if not k.startswith("_")}
+    kind = _normal(owner.split(" ")[0])
+    own = [v for v, k in kinds.items() if _normal(k) == kind + "options"]
+    got = int(op.builtinOptionsType)
+    if own and got not in (own[0], schema.BuiltinOptions.NONE):
+        raise StreamError(f"{owner} carries {kinds.get(got, got)} options, not "
+                          f"{kinds[own[0]]}")
+    if kind == "svdf" and op.builtinOptions is not None and op.builtinOptions.rank < 1:
+        raise StreamError(f"{owner} has rank {op.builtinOptions.rank}; an SVDF's is at least 1")
 
 
 def _builtin_name(schema, code) -> str:
