@@ -40,17 +40,10 @@ def opcode_tables() -> tuple[dict[int, str], dict[int, str]]:
     return ({e.value: e.name for e in r.cmd0}, {e.value: e.name for e in r.cmd1})
 
 
-#: registers whose parameter is a field narrower than 16 bits: its largest value. A region
-#: register names one of the eight base pointers (the DMA region registers also carry mode
-#: bits, so they are not here).
-PARAM_MAX = {f"NPU_SET_{r}_REGION": 7 for r in ("IFM", "IFM2", "OFM", "WEIGHT", "SCALE")}
-
-
 def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
     """Split ``words`` into commands. The stream must end with ``NPU_OP_STOP``; an unknown
     opcode, a set reserved bit, a cmd1 without its payload word, a stream that stops short of
-    ``NPU_OP_STOP``, words after it, or a register value past its field (``PARAM_MAX``)
-    raise :class:`StreamError` naming the command."""
+    ``NPU_OP_STOP`` or words after it raise :class:`StreamError` naming the command."""
     if isinstance(words, np.ndarray) and words.dtype.kind in "iu":
         words = words.tolist()
     else:
@@ -77,10 +70,6 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
                 raise StreamError(
                     f"unknown cmd0 opcode 0x{opcode:03x} (word {i}, 0x{w:08x})", index
                 )
-            if param > PARAM_MAX.get(name, 0xFFFF):
-                raise StreamError(f"register value out of range: {param} is past "
-                                  f"{PARAM_MAX[name]}, the largest this register holds",
-                                  index, name)
             append(Command(index, i, name, opcode, False, param))
             i += 1
             if name == "NPU_OP_STOP":
@@ -102,6 +91,21 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
             i += 2
     raise StreamError("the stream is cut short: it ends without NPU_OP_STOP",
                       len(out) - 1 if out else 0, out[-1].name if out else None)
+
+
+#: registers whose parameter is a field narrower than 16 bits: its largest value. A region
+#: register names one of the eight base pointers (the DMA region registers also carry mode
+#: bits, so they are not here).
+PARAM_MAX = {f"{r}_REGION": 7 for r in ("IFM", "IFM2", "OFM", "WEIGHT", "SCALE")}
+
+
+def check_ranges(state: "RegisterState") -> None:
+    """Refuses a register an operation would read whose value is past its field
+    (``PARAM_MAX``); the caller names the operation."""
+    for name, limit in PARAM_MAX.items():
+        if state.param(name) > limit:
+            raise StreamError(f"register value out of range: NPU_SET_{name} is "
+                              f"{state.param(name)}, past {limit}, the largest it holds")
 
 
 def _signed16(v: int) -> int:

@@ -18,7 +18,7 @@ from .ops_conv import run_conv
 from .ops_dma import run_dma
 from .ops_elementwise import run_elementwise
 from .ops_pool import run_pool
-from .registers import Command, RegisterState, decode_stream
+from .registers import Command, RegisterState, check_ranges, decode_stream
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,7 @@ def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
 def _execute(cmd: Command, mem: Memory, state: RegisterState, info, shram, dma) -> int:
     name = cmd.name
     if name in _BLOCK_OPERATIONS:
+        check_ranges(state)
         check_block_config(state, info)
     if name == "NPU_OP_CONV":
         return run_conv(mem, state, info, shram, depthwise=False)

@@ -73,13 +73,14 @@ def test_an_unknown_opcode_names_the_command(vela_file):
         _run(op, words)
 
 
-def test_a_register_value_out_of_range_names_the_command(vela_file):
+def test_a_register_value_out_of_range_names_the_operation(vela_file):
     op = read_ethos_u_ops(vela_file)[0]
     cmds = decode_stream(op.words)
     reg = _first(cmds, "NPU_SET_IFM_REGION")
-    words = _with_param(op.words, reg, PARAM_MAX["NPU_SET_IFM_REGION"] + 1)
-    with pytest.raises(StreamError, match=rf"^command #{reg.index} \(NPU_SET_IFM_REGION\): "
-                                          r"register value out of range: 8 is past 7"):
+    user = _next_operation(cmds, reg.index)
+    words = _with_param(op.words, reg, PARAM_MAX["IFM_REGION"] + 1)
+    with pytest.raises(StreamError, match=rf"^command #{user.index} \({user.name}\): register "
+                                          r"value out of range: NPU_SET_IFM_REGION is 8, past 7"):
         _run(op, words)
 
 
