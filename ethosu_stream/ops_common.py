@@ -190,14 +190,20 @@ def write_ofm(
     mem: Memory, state: RegisterState, values: np.ndarray | None, shram: "ShramInfo | None",
     shape: tuple[int, int, int] | None = None,
 ) -> None:
-    """Zero point already added: apply the activation (clamp, or LUT then clamp) and store.
-    On a dry run ``values`` is ``None`` and ``shape`` the OFM box: the LUT and the OFM are
-    only recorded."""
+    """The output stage on scaled ``values`` (no zero point yet): add the OFM zero point,
+    apply the activation (clamp, or LUT then clamp) and store. On a dry run ``values`` is
+    ``None`` and ``shape`` the OFM box: the LUT and the OFM are only recorded.
+
+    A 32-bit OFM without a LUT takes neither the zero point nor the 16-bit clamp registers:
+    it saturates to its own range (rfcs/0007, "32-bit OFM"). With a LUT the zero point and
+    the clamp form the table index, whatever the OFM's width."""
     ofm = from_registers(state, "OFM")
     act = state.param("ACTIVATION")
     func = act & 0xFFF
     lo, hi = state.signed("ACTIVATION_MIN"), state.signed("ACTIVATION_MAX")
     info = _iinfo(ofm.dtype)
+    if values is not None and not (ofm.dtype.itemsize == 4 and func == ACT_NONE):
+        values = values + ofm.zero_point
     if ofm.dtype.itemsize == 4:
         # the clamp registers are 16-bit: a 32-bit OFM saturates to its own range instead
         lo, hi = info.min, info.max

@@ -49,7 +49,6 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         raise StreamError(f"elementwise mode {mode} is unknown")
     shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
-    ofm = from_registers(state, "OFM")
     a = read_fm(mem, ifm, *shape, "the IFM")
     if a is None:  # a dry run: what the operation reads and writes, its faults
         if mode not in UNARY:
@@ -68,7 +67,7 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
             out = _clz32(a)
         else:
             raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
-        write_ofm(mem, state, out + ofm.zero_point, shram)
+        write_ofm(mem, state, out, shram)
         return
     b = _ifm2(mem, state, shape)
     if state.param("IFM2_BROADCAST") & _REVERSED:
@@ -105,4 +104,4 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         out = ((out + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     else:
         raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
-    write_ofm(mem, state, out + ofm.zero_point, shram)
+    write_ofm(mem, state, out, shram)

@@ -45,7 +45,6 @@ def _padded_average(acc: np.ndarray | None, count: np.ndarray | None,
 def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
     oh, ow, od = ofm_box(mem, state)
     k = kernel(state)
-    ofm_zp = from_registers(state, "OFM").zero_point
     if mode == REDUCE_SUM:
         if state.param("IFM_UPSCALE"):
             raise StreamError("an upscaled REDUCE_SUM is not modelled")
@@ -85,5 +84,5 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
     else:
         scales = channel_scales(mem, state, od)
         out = None if acc is None else scale_stage(acc, scales, rounding_mode(state))
-    write_ofm(mem, state, None if out is None else out + ofm_zp, shram, (oh, ow, od))
+    write_ofm(mem, state, out, shram, (oh, ow, od))
     return macs
