@@ -14,7 +14,15 @@ from . import rounding
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import ShramInfo, global_scale, ofm_box, read_fm, rounding_mode, write_ofm
+from .ops_common import (
+    ShramInfo,
+    global_scale,
+    ofm_box,
+    read_fm,
+    rounding_mode,
+    uses_global_scale,
+    write_ofm,
+)
 from .registers import RegisterState
 
 MUL, ADD, SUB, MIN, MAX, LRELU, ABS, CLZ, SHR, SHL = range(10)
@@ -44,9 +52,28 @@ def _clz32(x: np.ndarray) -> np.ndarray:
     return out
 
 
+# the modes whose result goes through OFM_SCALE, and those that take no output scaling
+_SCALED = (MUL, ADD, SUB, ABS)
+
+
+def _check_scale_mode(state: RegisterState, mode: int) -> None:
+    """OFM_PRECISION bit 8 picks the global OFM_SCALE (Vela's choice for MUL/ADD/SUB/ABS/LRELU)
+    or per-channel scales (its choice for MIN/MAX/SHR/SHL/CLZ, which it leaves unscaled).
+    The other pairings are not modelled."""
+    if mode in _SCALED and not uses_global_scale(state):
+        raise StreamError(f"elementwise {_NAMES[mode]} with per-channel scaling (OFM_PRECISION "
+                          "bit 8 clear) is not modelled; only the global OFM_SCALE is")
+    if mode not in _SCALED and uses_global_scale(state) and global_scale(state) != (1, 0):
+        raise StreamError(f"elementwise {_NAMES[mode]} with OFM_SCALE {global_scale(state)} "
+                          "is not modelled; it runs unscaled (OFM_SCALE (1, 0) or OFM_PRECISION "
+                          "bit 8 clear)")
+
+
 def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> None:
     if mode >= len(_NAMES):
         raise StreamError(f"elementwise mode {mode} is unknown")
+    if mode != LRELU:
+        _check_scale_mode(state, mode)
     shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
     a = read_fm(mem, ifm, *shape, "the IFM")

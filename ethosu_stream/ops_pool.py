@@ -73,6 +73,11 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
     else:
         raise StreamError(f"pooling mode {mode} is unknown (MAX 0, AVERAGE 1, REDUCE_SUM 2)")
     if mode == MAX:
+        # Vela writes max pooling unscaled: per-channel mode with no scale stream (3.x,
+        # 4.x) or the global OFM_SCALE (1, 0) (5.x)
+        if uses_global_scale(state) and global_scale(state) != (1, 0):
+            raise StreamError(f"max pooling with OFM_SCALE {global_scale(state)} is not "
+                              "modelled; it runs unscaled")
         out = acc
     elif mode == AVERAGE and any(padding(state)):
         out = _padded_average(acc, count, state)
