@@ -74,6 +74,10 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         raise StreamError(f"elementwise mode {mode} is unknown")
     if mode != LRELU:
         _check_scale_mode(state, mode)
+    if mode == SHR and rounding_mode(state) != rounding.NATURAL:
+        # every Vela release writes SHR with NATURAL (its softmax's "HalfUp" shifts)
+        raise StreamError(f"SHR with rounding mode {rounding_mode(state)} is not modelled; only "
+                          f"NATURAL ({rounding.NATURAL}), which adds half before shifting")
     shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
     a = read_fm(mem, ifm, *shape, "the IFM")
@@ -125,7 +129,7 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
     elif mode == SHR:
         s = np.clip(b, 0, 63)
         half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
-        out = (a + half) >> s if rmode != rounding.TRUNCATE else a >> s
+        out = (a + half) >> s
     elif mode == SHL:
         out = (a << np.clip(b, 0, 31)).astype(np.int64)
         out = ((out + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)

@@ -123,6 +123,49 @@ def test_a_lut_on_a_32bit_ofm_is_indexed_with_the_zero_point(pairs, zp, seed):
     assert _ofm(mem, n, np.int32).tolist() == want
 
 
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >> 31 else v
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(*INT32), st.integers(0, 31)), min_size=1, max_size=24),
+       st.sampled_from(["SHL", "SHR", "CLZ"]))
+def test_shifts_and_clz_on_int32(pairs, kind):
+    """The softmax's integer steps against Python integers: SHL by IFM2 wraps to int32, SHR
+    (NATURAL) adds half then shifts, CLZ counts the leading zeros of the 32-bit pattern."""
+    a = np.array([p[0] for p in pairs], np.int32).reshape(1, 1, -1)
+    b = np.array([p[1] for p in pairs], np.int32).reshape(1, 1, -1)
+    n = a.size
+    op = api.NpuElementWiseOperation(getattr(api.NpuElementWiseOp, kind))
+    op.ifm = _fm((1, 1, n), api.NpuDataType.INT32, 0)
+    if kind != "CLZ":
+        op.ifm2 = _fm((1, 1, n), api.NpuDataType.INT32, IFM2_BASE)
+    op.ofm = _fm((1, 1, n), api.NpuDataType.INT32, OFM_BASE)
+    op.rounding_mode = api.NpuRoundingMode.NATURAL
+    mem = _memory(a, b)
+    run_stream(_words([op]), mem, ACC_NAME)
+    if kind == "SHL":
+        want = [_int32(x << s) for x, s in pairs]
+    elif kind == "SHR":
+        want = [(x + (1 << s - 1)) >> s if s else x for x, s in pairs]
+    else:
+        want = [32 - (x & 0xFFFFFFFF).bit_length() for x, _ in pairs]
+    assert _ofm(mem, n, np.int32).tolist() == want
+
+
+@pytest.mark.parametrize("rounding", ["TFL", "TRUNCATE"])
+def test_a_shift_right_rounded_other_than_natural_is_refused(rounding):
+    op = api.NpuElementWiseOperation(api.NpuElementWiseOp.SHR)
+    op.ifm = _fm((1, 1, 4), api.NpuDataType.INT32, 0)
+    op.ifm2 = _fm((1, 1, 4), api.NpuDataType.INT32, IFM2_BASE)
+    op.ofm = _fm((1, 1, 4), api.NpuDataType.INT32, OFM_BASE)
+    op.rounding_mode = getattr(api.NpuRoundingMode, rounding)
+    with pytest.raises(StreamError, match=r"\(NPU_OP_ELEMENTWISE\): SHR with rounding mode "
+                                          r"\d is not modelled"):
+        run_stream(_words([op]), _memory(np.zeros(4, np.int32)), ACC_NAME)
+
+
 def _patched(words, name: str, param: int, payload: int | None = None) -> list[int]:
     """``words`` with every ``name`` command's parameter (and payload) replaced."""
     out = list(int(w) for w in words)
