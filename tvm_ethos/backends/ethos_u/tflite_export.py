@@ -50,15 +50,30 @@ def export_tflite_bytes(cm, source) -> bytes:
     """The ``.tflite`` of ``cm``, a CompiledModel compiled from the TFLite model ``source``
     (its bytes or path): the source names, shapes and quantization of the model's tensors and
     its host operators, which the compiled model does not keep."""
-    npu = _npu_subgraphs(cm)
     data = _source_bytes(source)
+    npu, groups = npu_parts(cm, data)
+    return write_tflite(data, [(spec.name, payload) for spec, payload in npu], groups)
+
+
+def npu_parts(cm, data: bytes) -> tuple[list[tuple], dict[str, tuple]]:
+    """(spec, payload) of every Ethos-U subgraph of ``cm`` (compiled from the TFLite model
+    ``data``) and, by subgraph name, the source operators it took with its IFM and OFM source
+    tensors (the payload's order); the refusal naming what is in the way otherwise."""
+    npu = _npu_subgraphs(cm)
     model = _read_source(data)
     g = model.Subgraphs(0)
-    graph = _SourceGraph(model)
+    graph = SourceGraph(model)
     known = dict(zip(cm.program.inputs, _boundary(g, g.InputsAsNumpy(), cm.inputs, "input")))
     known.update(zip(cm.program.outputs, _boundary(g, g.OutputsAsNumpy(), cm.outputs, "output")))
-    groups = _npu_groups(cm, graph, npu, known)
-    return _Layout(data, graph, npu, groups).write()
+    return npu, _npu_groups(cm, graph, npu, known)
+
+
+def write_tflite(data: bytes, npu: list[tuple], groups: dict[str, tuple]) -> bytes:
+    """The TFLite Micro file of the source model ``data``: each (name, payload) of ``npu`` as
+    an ``ethos-u`` operator in place of the source operators ``groups[name]`` names (with its
+    IFM and OFM source tensors), every other source operator copied unchanged."""
+    model = _read_source(data)
+    return _Layout(data, SourceGraph(model), npu, groups).write()
 
 
 def _npu_subgraphs(cm) -> list[tuple]:
@@ -127,6 +142,12 @@ def _source_bytes(source) -> bytes:
     return bytes(source)
 
 
+def read_source(source: bytes):
+    """The source's flatbuffer model, refused by name unless a TFLite model of one
+    subgraph."""
+    return _read_source(source)
+
+
 def _read_source(source: bytes):
     import tflite
 
@@ -155,7 +176,7 @@ def _boundary(g, indices, specs, what: str) -> list[int]:
     return [int(indices[names.index(s.name)]) for s in specs]
 
 
-class _SourceGraph:
+class SourceGraph:
     """The source subgraph's operators as tensor reads and writes."""
 
     def __init__(self, model):
@@ -202,7 +223,7 @@ class _SourceGraph:
         return n, tensor.Type()
 
 
-def _npu_groups(cm, graph: _SourceGraph, npu, known: dict) -> dict[str, tuple]:
+def _npu_groups(cm, graph: SourceGraph, npu, known: dict) -> dict[str, tuple]:
     """Subgraph name -> (its source operators, its IFM source tensors, its OFM source
     tensors), IFMs/OFMs in the payload's order; ``known`` (program tensor -> source tensor)
     grows as the subgraphs are matched."""
@@ -252,7 +273,7 @@ def _npu_groups(cm, graph: _SourceGraph, npu, known: dict) -> dict[str, tuple]:
     return out
 
 
-def _connected(graph: _SourceGraph, ops: list[int]) -> list[set[int]]:
+def _connected(graph: SourceGraph, ops: list[int]) -> list[set[int]]:
     """``ops`` in groups joined by the tensors one writes and another reads."""
     import networkx as nx
 
@@ -291,9 +312,9 @@ class _Layout:
     """The written file: operators in an execution order, tensors in first-use order, each
     subgraph's flash, arena and fast scratch at its own offset."""
 
-    def __init__(self, data: bytes, graph: _SourceGraph, npu, groups):
+    def __init__(self, data: bytes, graph: SourceGraph, npu, groups):
         self.data, self.graph = data, graph
-        self.npu = [(spec.name, payload) for spec, payload in npu]
+        self.npu = list(npu)
         self.groups = groups
         flash = arena = fast = 0
         self.bases = {}
@@ -308,7 +329,7 @@ class _Layout:
             end = self.bases[name][0] + len(p.flash)
         self.flash_bytes = b"".join(parts)
         self.arena_bytes, self.fast_bytes = arena, fast
-        self.accelerator = self.npu[0][1].accelerator
+        self.accelerator = self.npu[0][1].accelerator if self.npu else None
 
     def write(self) -> bytes:
         g = self.graph.g
@@ -341,7 +362,8 @@ class _Layout:
         for t, off in offsets.items():
             tensors[index[t]] = dataclasses.replace(tensors[index[t]], offset=off)
         return write_model(tensors, operators, graph_in, graph_out,
-                           f"tvm-ethos Ethos-U {self.accelerator}")
+                           f"tvm-ethos Ethos-U {self.accelerator}" if self.accelerator
+                           else "tvm-ethos (no Ethos-U operator)")
 
     def _order(self) -> list:
         """Host operators and subgraphs, each after what it reads (ties: source order)."""
@@ -415,11 +437,18 @@ class _Layout:
             [int(w) for w in words], npu_accelerator(payload.accelerator)))
 
     def _source_tensor(self, t: int) -> Tensor:
-        src = self.graph.g.Tensors(t)
-        shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
-        buf = self.graph.model.Buffers(src.Buffer())
-        data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
-        return Tensor(src.Name().decode(), shape, src.Type(), data, src.Quantization())
+        return source_tensor(self.graph, t)
+
+
+def source_tensor(graph: SourceGraph, t: int) -> Tensor:
+    """Source tensor ``t`` as the writer takes it: name, shape, type, constant data,
+    quantization and whether it is a state tensor, unchanged."""
+    src = graph.g.Tensors(t)
+    shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
+    buf = graph.model.Buffers(src.Buffer())
+    data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
+    return Tensor(src.Name().decode(), shape, src.Type(), data, src.Quantization(),
+                  variable=bool(src.IsVariable()))
 
 
 def _aligned(n: int) -> int:

@@ -24,7 +24,8 @@ OFFLINE_ALLOCATION = "OfflineMemoryAllocation"
 @dataclass(frozen=True)
 class Tensor:
     """``quant`` is the source's ``tflite.QuantizationParameters`` (or None); ``offset`` the
-    arena offset TFLite Micro must give it, -1 to let its planner choose."""
+    arena offset TFLite Micro must give it, -1 to let its planner choose; ``variable`` marks
+    a state tensor an operator keeps between inferences (SVDF's, an LSTM's)."""
 
     name: str
     shape: tuple[int, ...]
@@ -32,6 +33,7 @@ class Tensor:
     data: bytes = b""
     quant: object = None
     offset: int = -1
+    variable: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,8 @@ class _Writer:
         TensorT.TensorAddName(b, name_off)
         if q_off is not None:
             TensorT.TensorAddQuantization(b, q_off)
+        if t.variable:
+            TensorT.TensorAddIsVariable(b, True)
         return TensorT.TensorEnd(b)
 
     def _operator(self, op: Operator, code_index: int) -> int:

@@ -1,0 +1,106 @@
+"""The source ``.tflite`` partitioned on its own graph: which operators the importer can
+turn into Relax, the groups of those the Ethos-U may take, and any set of operators cut out
+as a model of its own.
+
+A group must be convex (no path leaves it and comes back), or the ethos-u operator it
+becomes would wait for its own result through a TFLite operator. Every operator gets a level:
+the most operators the importer cannot take on any path from the graph's inputs to it. A path
+through such an operator raises the level and no path lowers it, so the importable operators
+of one level joined by tensors are convex, and maximal with that property along each level.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, source_tensor
+from tvm_ethos.backends.ethos_u.tflite_writer import Operator, copied_options, write_model
+from tvm_ethos.errors import TvmEthosError
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A set of source operators as a model of its own: its bytes, and the source index of
+    each of its tensors (its operator ``j`` is source operator ``operators[j]``)."""
+
+    data: bytes
+    operators: tuple[int, ...]
+    tensors: tuple[int, ...]
+
+
+def cut_model(data: bytes, graph: SourceGraph, ops) -> Cut:
+    """Source operators ``ops`` of the model ``data`` as a model whose inputs are the tensors
+    they read and none of them writes, and whose outputs are those they write that the rest
+    of the graph (or its outputs) reads; names, quantization and options unchanged."""
+    ops = tuple(sorted(ops))
+    ins, outs = graph.boundary(set(ops))
+    order: list[int] = []
+    for t in ins + [t for i in ops for t in graph.all_inputs(i) + graph.writes[i]] + outs:
+        if t >= 0 and t not in order:
+            order.append(t)
+    index = {t: k for k, t in enumerate(order)}
+    operators = []
+    for i in ops:
+        options, custom = copied_options(data, i)
+        operators.append(Operator(graph.codes[i],
+                                  tuple(index[t] if t >= 0 else -1 for t in graph.all_inputs(i)),
+                                  tuple(index[t] for t in graph.writes[i]), options, custom))
+    tensors = [source_tensor(graph, t) for t in order]
+    out = write_model(tensors, operators, [index[t] for t in ins], [index[t] for t in outs],
+                      "tvm-ethos cut")
+    return Cut(out, ops, tuple(order))
+
+
+def import_refusals(data: bytes, graph: SourceGraph) -> list[str | None]:
+    """Per source operator, None where the importer takes it, else its one-line refusal.
+    The whole model is tried first (one import for a model that imports); otherwise each
+    operator is tried alone."""
+    n = len(graph.kinds)
+    if _refusal(data) is None:
+        return [None] * n
+    out: list[str | None] = []
+    for i in range(n):
+        try:
+            cut = cut_model(data, graph, (i,))
+        except TvmEthosError as err:
+            out.append(str(err))
+            continue
+        out.append(_refusal(cut.data))
+    return out
+
+
+def _refusal(data: bytes) -> str | None:
+    from tvm_ethos.frontend import load_model
+
+    try:
+        load_model(data)
+    except TvmEthosError as err:
+        return str(err).removeprefix("<bytes>: ")
+    return None
+
+
+def npu_candidates(graph: SourceGraph, importable: list[bool]) -> list[tuple[int, ...]]:
+    """The maximal convex groups of importable operators joined by tensors, in source
+    order (the module docstring says why they are convex)."""
+    n = len(graph.kinds)
+    writer = {t: i for i in range(n) for t in graph.writes[i]}
+    preds = [sorted({writer[t] for t in graph.reads[i] if t in writer}) for i in range(n)]
+    level: list[int] = []
+    for i in range(n):  # a TFLite operator list is an execution order
+        level.append(max((level[p] + (not importable[p]) for p in preds[i]), default=0))
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for p in preds[i]:
+            if importable[i] and importable[p] and level[i] == level[p]:
+                parent[root(i)] = root(p)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        if importable[i]:
+            groups.setdefault(root(i), []).append(i)
+    return sorted((tuple(g) for g in groups.values()), key=min)
