@@ -201,6 +201,10 @@ class SourceGraph:
     def constant(self, t: int) -> bool:
         return self.model.Buffers(self.g.Tensors(t).Buffer()).DataLength() > 0
 
+    def intermediates(self, i: int) -> list[int]:
+        op = self.g.Operators(i)
+        return [int(t) for t in op.IntermediatesAsNumpy()] if op.IntermediatesLength() else []
+
     def all_inputs(self, i: int) -> list[int]:
         op = self.g.Operators(i)
         return [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
@@ -352,9 +356,11 @@ class _Layout:
                        for t in self.graph.all_inputs(node)]
                 outs = [tensor(t, lambda t=t: self._source_tensor(t))
                         for t in self.graph.writes[node]]
+                mids = [tensor(t, lambda t=t: self._source_tensor(t))
+                        for t in self.graph.intermediates(node)]
                 options, custom = copied_options(self.data, node)
                 operators.append(Operator(self.graph.codes[node], tuple(ins), tuple(outs),
-                                          options, custom))
+                                          options, custom, tuple(mids)))
         graph_in = [tensor(int(t), lambda t=int(t): self._source_tensor(t))
                     for t in g.InputsAsNumpy()]
         graph_out = [tensor(int(t), lambda t=int(t): self._source_tensor(t))
@@ -447,7 +453,7 @@ def source_tensor(graph: SourceGraph, t: int) -> Tensor:
     shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
     buf = graph.model.Buffers(src.Buffer())
     data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
-    return Tensor(src.Name().decode(), shape, src.Type(), data, src.Quantization(),
+    return Tensor((src.Name() or b"").decode(), shape, src.Type(), data, src.Quantization(),
                   variable=bool(src.IsVariable()))
 
 

@@ -57,14 +57,8 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []
-    for gi, ops in enumerate(npu_candidates(graph, [r is None for r in refusals])):
-        cut = cut_model(data, graph, ops)
-        try:
-            cm = _compile_group(cut.data, npu_target, options)
-            parts, taken = npu_parts(cm, cut.data)
-        except TvmEthosError as err:
-            why.update((i, f"its group stays TFLite operators: {err}") for i in ops)
-            continue
+    for gi, ops in enumerate(_npu_groups(data, graph, refusals, npu_target, options, why)):
+        cut, cm, parts, taken = ops
         plans.append(cm.plan_report)
         for spec, payload in parts:
             name = f"g{gi}_{spec.name}"
@@ -75,7 +69,7 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
                             tuple(cut.tensors[t] for t in ofms))
         on_npu = {cut.operators[j] for spec, _ in parts for j in taken[spec.name][0]}
         why.update((i, "the Ethos-U does not take it (the partition gives it to the host)")
-                   for i in ops if i not in on_npu)
+                   for i in cut.operators if i not in on_npu)
     owner = {i: name for name, (ops, _, _) in groups.items() for i in ops}
     placement = tuple(
         Placement(i, graph.kinds[i], NPU_ID if i in owner else BACKEND_ID,
@@ -83,6 +77,45 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         for i in range(len(graph.kinds)))
     return TfliteMicroModel(write_tflite(data, npu, groups), str(tl), accelerator, placement,
                             tuple(plans))
+
+
+def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
+    """(cut, compiled model, parts, taken) of every NPU group written, in source order.
+
+    A group whose compile or export is refused is tried again one operator at a time: the
+    operators refused alone leave the candidates (``why`` says why) and the groups are
+    formed anew without them, so one operator the NPU cannot write (a QUANTIZE without a
+    stream) does not keep its neighbours off the NPU. A group refused although each of its
+    operators compiles alone stays TFLite operators whole."""
+    out_of: dict[int, str] = {}
+    done: dict[tuple, object] = {}
+
+    def attempt(ops):
+        if ops not in done:
+            cut = cut_model(data, graph, ops)
+            try:
+                cm = _compile_group(cut.data, target, options)
+                done[ops] = (cut, cm) + npu_parts(cm, cut.data)
+            except TvmEthosError as err:
+                done[ops] = str(err)
+        return done[ops]
+
+    while True:
+        candidates = npu_candidates(graph, [r is None and i not in out_of
+                                            for i, r in enumerate(refusals)])
+        left = len(out_of)
+        for ops in candidates:
+            result = attempt(ops)
+            if not isinstance(result, str):
+                continue
+            alone = {i: attempt((i,)) for i in ops} if len(ops) > 1 else {ops[0]: result}
+            failed = {i: r for i, r in alone.items() if isinstance(r, str)}
+            for i in ops if not failed else failed:
+                out_of[i] = failed.get(i, result)
+        if len(out_of) == left:
+            break
+    why.update((i, f"the Ethos-U stream cannot take it: {r}") for i, r in out_of.items())
+    return [done[ops] for ops in candidates if not isinstance(done[ops], str)]
 
 
 def _compile_group(data: bytes, target: str, options: dict):

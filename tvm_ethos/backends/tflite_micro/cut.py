@@ -10,6 +10,7 @@ of one level joined by tensors are convex, and maximal with that property along 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, source_tensor
@@ -34,7 +35,8 @@ def cut_model(data: bytes, graph: SourceGraph, ops) -> Cut:
     ops = tuple(sorted(ops))
     ins, outs = graph.boundary(set(ops))
     order: list[int] = []
-    for t in ins + [t for i in ops for t in graph.all_inputs(i) + graph.writes[i]] + outs:
+    used = [t for i in ops for t in graph.all_inputs(i) + graph.writes[i] + graph.intermediates(i)]
+    for t in ins + used + outs:
         if t >= 0 and t not in order:
             order.append(t)
     index = {t: k for k, t in enumerate(order)}
@@ -43,8 +45,11 @@ def cut_model(data: bytes, graph: SourceGraph, ops) -> Cut:
         options, custom = copied_options(data, i)
         operators.append(Operator(graph.codes[i],
                                   tuple(index[t] if t >= 0 else -1 for t in graph.all_inputs(i)),
-                                  tuple(index[t] for t in graph.writes[i]), options, custom))
-    tensors = [source_tensor(graph, t) for t in order]
+                                  tuple(index[t] for t in graph.writes[i]), options, custom,
+                                  tuple(index[t] for t in graph.intermediates(i))))
+    # the importer binds tensors by name: a nameless source tensor gets one in the cut
+    tensors = [t_ if t_.name else dataclasses.replace(t_, name=f"tvm_ethos_tensor_{t}")
+               for t, t_ in ((t, source_tensor(graph, t)) for t in order)]
     out = write_model(tensors, operators, [index[t] for t in ins], [index[t] for t in outs],
                       "tvm-ethos cut")
     return Cut(out, ops, tuple(order))
