@@ -7,10 +7,18 @@ wrong; a well-formed file with content tvm-ethos cannot import (no quantization 
 tensor, a dynamic or absurd shape) with an :class:`~tvm_ethos.errors.UnsupportedModelError`.
 The rules are listed in rfcs/0006-reliability.md. The format facts it shares with the planner's
 reader (identifier, TensorTypes, what counts as truncated) live in planner/tflite_format.py.
+
+TFLite Micro's interpreter is the reference for what is a valid model: what it allocates and
+runs is never called invalid here (one scale quantizes a whole tensor whatever
+``quantized_dimension`` says; an LSTM's intermediate tensors have empty shapes; optional
+inputs are -1). Content tvm-ethos cannot import is a :class:`Finding` tied to the operator or
+tensor it concerns, so that :mod:`~tvm_ethos.frontend.tflite_support` can say per operator what
+imports; :func:`validate_tflite` raises the first one.
 """
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from planner.tflite_format import (
     TENSOR_TYPES,
@@ -87,6 +95,60 @@ _COMPUTED_INPUT0 = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_
                     "SPACE_TO_DEPTH"}
 # Types TVM's TFLite importer has a Relax dtype for.
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
+
+
+#: The custom operator Vela and tvm-ethos's TFLite export put an NPU command stream in.
+ETHOS_U_CUSTOM_CODE = b"ethos-u"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Content tvm-ethos cannot import, in a well-formed model: the one-line reason (without the
+    file name), and the operator or tensor it concerns (None: the model as a whole)."""
+
+    message: str
+    subgraph: int = 0
+    operator: int | None = None
+    tensor: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckedOperator:
+    """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
+    operator), its tensor indices (-1: an absent optional input) and whether any of its
+    inputs or outputs is quantized / INT16."""
+
+    subgraph: int
+    index: int
+    name: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    intermediates: tuple[int, ...]
+    quantized: bool
+    int16: bool
+
+
+@dataclass(frozen=True)
+class CheckedModel:
+    """What :func:`check_tflite` found: the ``tflite.Model``, the operators of every subgraph
+    in order, and the findings in the order the walk met them."""
+
+    model: object
+    operators: tuple[CheckedOperator, ...]
+    findings: tuple[Finding, ...]
+
+    def operator_findings(self, op: CheckedOperator) -> tuple[Finding, ...]:
+        """The findings about ``op`` or about a tensor it reads or writes."""
+        tensors = {t for t in op.inputs + op.outputs + op.intermediates if t >= 0}
+        return tuple(f for f in self.findings if f.subgraph == op.subgraph and (
+            f.operator == op.index or (f.operator is None and f.tensor in tensors)))
+
+    def model_findings(self) -> tuple[Finding, ...]:
+        """The findings no operator is concerned by."""
+        used = {(op.subgraph, t) for op in self.operators
+                for t in op.inputs + op.outputs + op.intermediates}
+        return tuple(f for f in self.findings if f.operator is None and (
+            f.tensor is None or (f.subgraph, f.tensor) not in used))
 
 
 _I8 = struct.Struct("<b").unpack_from
@@ -185,6 +247,9 @@ class _TfliteChecker:
         self.name = name
         self._ops = enum_names(tflite.BuiltinOperator)
         self._opt_types = enum_names(tflite.BuiltinOptions)
+        self.findings: list[Finding] = []
+        self.operators: list[CheckedOperator] = []
+        self._subgraph = 0
 
     def bad(self, msg: str) -> ModelLoadError:
         return ModelLoadError(f"{self.name}: invalid TFLite model: {msg}")
@@ -192,7 +257,12 @@ class _TfliteChecker:
     def unsupported(self, msg: str) -> UnsupportedModelError:
         return UnsupportedModelError(f"{self.name}: {msg}")
 
-    def check(self):
+    def refuse(self, msg: str, operator: int | None = None, tensor: int | None = None) -> None:
+        """Record content tvm-ethos cannot import; the walk goes on (the file may still be
+        invalid further on, and every operator's verdict is wanted)."""
+        self.findings.append(Finding(msg, self._subgraph, operator, tensor))
+
+    def check(self) -> CheckedModel:
         model = _Table(self.data, _U32(self.data, 0)[0])
         version = model.scalar(4, _U32, 4)
         if version != 3:
@@ -226,21 +296,34 @@ class _TfliteChecker:
                                f"deprecated_builtin_code {deprecated}")
             custom = oc.string(6)
             oc.scalar(8, _I32, 4)
+            if code == 32 and custom == ETHOS_U_CUSTOM_CODE:
+                raise self.unsupported(
+                    "the model is already compiled for Ethos-U (its 'ethos-u' custom operator "
+                    "holds an NPU command stream, as Vela and tvm-ethos's --output-format "
+                    "tflite write it); run it with TFLite Micro and the Ethos-U driver on the "
+                    "device, or compile the original .tflite and run the package with "
+                    "'tvmc run'")
             if code not in self._ops:
                 raise self.unsupported(f"operator code {c} is builtin operator {code}, which "
                                        "this TFLite schema does not define")
             codes.append(self._ops[code] if code != 32 or not custom else
                          f"CUSTOM {custom.decode('utf-8', 'replace')!r}")
         for s, sg in enumerate(subgraphs):
+            self._subgraph = s
             self.check_subgraph(sg, s, codes, buffer_bytes)
-        return self.tfl.Model.GetRootAs(self.data, 0)
+        return CheckedModel(self.tfl.Model.GetRootAs(self.data, 0), tuple(self.operators),
+                            tuple(self.findings))
 
     def check_subgraph(self, sg: _Table, s: int, codes: list, buffer_bytes: list) -> None:
         where = f"subgraph {s}: " if s else ""
         tensors = sg.tables(4)
         n_tensors = len(tensors)
         sg.string(12)
+        before = len(self.findings)
         infos = [self.check_tensor(ten, t, where, buffer_bytes) for t, ten in enumerate(tensors)]
+        tensor_findings = self.findings[before:]
+        del self.findings[before:]
+        touched = set()
 
         def index(i, what, optional=False):
             i = int(i)
@@ -260,8 +343,8 @@ class _TfliteChecker:
         used.update(graph_inputs, graph_outputs)
         for i in graph_inputs:
             if not infos[i][3]:
-                raise self.unsupported(f"{where}graph input {i} ({infos[i][0]!r}) has no shape; "
-                                       "tvm-ethos needs static shapes")
+                self.refuse(f"{where}graph input {i} ({infos[i][0]!r}) has no shape; "
+                            "tvm-ethos needs static shapes")
         # a tensor is defined once it is a graph input, a constant, a variable or the output of
         # an earlier operator (TFLite runs operators in the order they are stored)
         defined = set(graph_inputs) | {t for t, info in enumerate(infos) if info[4]}
@@ -289,8 +372,8 @@ class _TfliteChecker:
                     raise self.bad(f"{where}{what} reads tensor {i} ({infos[i][0]!r}), which is "
                                    "no graph input, constant or output of an earlier operator")
             if opname in _COMPUTED_INPUT0 and ins and ins[0] >= 0 and infos[ins[0]][6]:
-                raise self.unsupported(f"{where}{what}: input 0 ({infos[ins[0]][0]!r}) is a "
-                                       "constant; fold it before conversion")
+                self.refuse(f"{where}{what}: input 0 ({infos[ins[0]][0]!r}) is a constant; "
+                            "fold it before conversion", operator=o)
             if not outs:
                 raise self.bad(f"{where}{what} has no outputs")
             if arity is not None and opname not in ("SPLIT", "SPLIT_V") and len(outs) != 1:
@@ -308,57 +391,62 @@ class _TfliteChecker:
                 defined.add(i)
             operands = _OP_OPERANDS.get(opname)
             if operands is not None:
-                self.check_operands(what, where, opname, operands, ins, outs, infos)
+                self.check_operands(what, where, opname, operands, ins, outs, infos, o)
             op.vector(14, 1)                                     # custom_options
             op.vector(18, 1)                                     # mutating_variable_inputs
-            for k, i in enumerate(op.ints(20)):                  # intermediates
-                index(i, f"{what} intermediate {k}")
+            mids = [index(i, f"{what} intermediate {k}") for k, i in enumerate(op.ints(20))]
             opts = self.check_options(op, o, opname, where)
             if opname in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
-                self.check_weighted(what, where, opname, opts, ins, infos)
+                self.check_weighted(what, where, opname, opts, ins, infos, o)
+            io = [i for i in ins + outs if i >= 0]
+            touched.update(io, mids)
+            self.operators.append(CheckedOperator(
+                s, o, opname, tuple(ins), tuple(outs), tuple(mids),
+                any(infos[i][2] for i in io), any(infos[i][1] == 7 for i in io)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "
                                "produced by no operator")
+        # what is wrong with a tensor matters only where something reads or writes it
+        touched.update(used)
+        self.findings.extend(f for f in tensor_findings if f.tensor in touched)
         names = {}
         for i in sorted(used):
             info = infos[i]
             if info[1] not in _IMPORTABLE_TYPES:
-                raise self.unsupported(f"{where}tensor {i} ({info[0]!r}) is "
-                                       f"{TENSOR_TYPES[info[1]][0]}, "
-                                       "which TVM's TFLite importer cannot represent")
+                self.refuse(f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]}, "
+                            "which TVM's TFLite importer cannot represent", tensor=i)
             if info[0] in names:
-                raise self.unsupported(
-                    f"{where}tensors {names[info[0]]} and {i} are both named {info[0]!r}; "
-                    "TVM's TFLite importer binds tensors by name")
+                self.refuse(f"{where}tensors {names[info[0]]} and {i} are both named "
+                            f"{info[0]!r}; TVM's TFLite importer binds tensors by name")
             names[info[0]] = i
             if info[1] in _QUANT_RANGE and not info[2]:
-                raise self.unsupported(
+                self.refuse(
                     f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
-                    "quantized (int8 / int16) models only")
+                    "quantized (int8 / int16) models only", tensor=i)
 
-    def check_weighted(self, what, where, opname, opts, ins, infos) -> None:
+    def check_weighted(self, what, where, opname, opts, ins, infos, o) -> None:
         """What TVM's convolution and fully-connected converters assert without a message."""
         if len(ins) > 2 and ins[2] < 0 and opname != "FULLY_CONNECTED":
-            raise self.unsupported(f"{where}{what} has an absent (-1) bias, which TVM's TFLite "
-                                   "importer cannot convert")
+            self.refuse(f"{where}{what} has an absent (-1) bias, which TVM's TFLite importer "
+                        "cannot convert", operator=o)
         w = infos[ins[1]]
         if w[1] not in (0, 3, 9):
-            raise self.unsupported(f"{where}{what}: weights are {TENSOR_TYPES[w[1]][0]}; TVM's "
-                                   "TFLite importer takes INT8, UINT8 or FLOAT32 weights")
+            self.refuse(f"{where}{what}: weights are {TENSOR_TYPES[w[1]][0]}; TVM's TFLite "
+                        "importer takes INT8, UINT8 or FLOAT32 weights", operator=o)
         if len(ins) > 2 and ins[2] >= 0 and infos[ins[2]][1] not in (0, 2, 4):
-            raise self.unsupported(f"{where}{what}: bias is {TENSOR_TYPES[infos[ins[2]][1]][0]}; "
-                                   "TVM's TFLite importer takes INT32, INT64 or FLOAT32 bias")
+            self.refuse(f"{where}{what}: bias is {TENSOR_TYPES[infos[ins[2]][1]][0]}; TVM's "
+                        "TFLite importer takes INT32, INT64 or FLOAT32 bias", operator=o)
         if opname == "DEPTHWISE_CONV_2D" and opts is not None:
             c, oc, m = infos[ins[0]][7][3], w[7][3], opts.DepthMultiplier()
             if w[7][0] != 1 or oc != c * m:
-                raise self.unsupported(
+                self.refuse(
                     f"{where}{what}: weights of shape {list(w[7])} for {c} input channels "
                     f"disagree with depth_multiplier {m} (TVM's importer needs "
-                    f"[1, kh, kw, channels * depth_multiplier])")
+                    f"[1, kh, kw, channels * depth_multiplier])", operator=o)
 
-    def check_operands(self, what, where, opname, operands, ins, outs, infos) -> None:
+    def check_operands(self, what, where, opname, operands, ins, outs, infos, o) -> None:
         four_d, constant, ranks = operands
         for k in four_d:
             if k < len(ins) and ins[k] >= 0 and infos[ins[k]][5] != 4:
@@ -373,8 +461,8 @@ class _TfliteChecker:
                                f"expected {rank}")
         for k in constant:
             if k < len(ins) and ins[k] >= 0 and not infos[ins[k]][6]:
-                raise self.unsupported(f"{where}{what}: input {k} ({infos[ins[k]][0]!r}) is not "
-                                       "a constant; tvm-ethos needs constant weights and bias")
+                self.refuse(f"{where}{what}: input {k} ({infos[ins[k]][0]!r}) is not a "
+                            "constant; tvm-ethos needs constant weights and bias", operator=o)
 
     def check_tensor(self, ten: _Table, t: int, where: str, buffer_bytes: list) -> tuple:
         raw = ten.string(10)
@@ -397,35 +485,35 @@ class _TfliteChecker:
         if buf >= len(buffer_bytes):
             raise self.bad(f"{label} refers to buffer {buf}; the model has {len(buffer_bytes)}")
         if len(shape) > MAX_RANK:
-            raise self.unsupported(f"{label} has rank {len(shape)}; at most {MAX_RANK} "
-                                   "dimensions are supported")
+            self.refuse(f"{label} has rank {len(shape)}; at most {MAX_RANK} dimensions are "
+                        "supported", tensor=t)
         if (shape < 0).any():
-            if len(signature) and (signature < 0).any():
-                raise self.unsupported(f"{label} has a dynamic shape (signature "
-                                       f"{signature.tolist()}); tvm-ethos needs static shapes")
-            raise self.bad(f"{label} has a negative dimension in {shape.tolist()}")
-        if (shape == 0).any():
-            raise self.unsupported(f"{label} has an empty dimension in {shape.tolist()}")
+            if not (len(signature) and (signature < 0).any()):
+                raise self.bad(f"{label} has a negative dimension in {shape.tolist()}")
+            self.refuse(f"{label} has a dynamic shape (signature {signature.tolist()}); "
+                        "tvm-ethos needs static shapes", tensor=t)
+        elif (shape == 0).any():
+            self.refuse(f"{label} has an empty dimension in {shape.tolist()}", tensor=t)
         elements = 1
         for dim in shape.tolist():
-            elements *= dim
+            elements *= max(dim, 0)
         nbytes = elements * (itemsize or 1)
         if nbytes > MAX_TENSOR_BYTES:
-            raise self.unsupported(f"{label} has shape {shape.tolist()} ({nbytes:,} bytes); "
-                                   f"tensors are limited to {MAX_TENSOR_BYTES:,} bytes")
+            self.refuse(f"{label} has shape {shape.tolist()} ({nbytes:,} bytes); tensors are "
+                        f"limited to {MAX_TENSOR_BYTES:,} bytes", tensor=t)
         stored = buffer_bytes[buf] if buf else 0
         if stored and itemsize is not None and stored != elements * itemsize:
             raise self.bad(f"{label} is a constant of shape {shape.tolist()} {tname}, which "
                            f"needs {elements * itemsize} bytes, but its buffer holds {stored}")
         q = ten.table(12)
-        quantized = self.check_quantization(q, label, ttype, shape) if q is not None else False
+        quantized = self.check_quantization(q, label, ttype, shape, t) if q is not None else False
         variable = bool(ten.scalar(14, _U8, 1))
         has_shape = ten.ref(4) is not None
         # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape)
         return (name, ttype, quantized, has_shape, bool(stored) or variable, len(shape),
                 bool(stored), tuple(shape.tolist()))
 
-    def check_quantization(self, q: _Table, label: str, ttype: int, shape) -> bool:
+    def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int) -> bool:
         import numpy as np
 
         s0, n_scale = q.vector(8, 4)
@@ -446,16 +534,22 @@ class _TfliteChecker:
         if not ok.all():
             raise self.bad(f"{label} has quantization scale(s) {scale[~ok][:4].tolist()}; "
                            "scales must be finite and positive")
-        if not 0 <= axis < max(len(shape), 1):
-            raise self.bad(f"{label} has quantized_dimension {axis}, out of range for shape "
-                           f"{shape.tolist()}")
+        # one scale quantizes the whole tensor: TFLite (and TFLite Micro) ignore the axis then
+        # and a 1-D tensor's scales run along its only dimension (converters copy a depthwise
+        # weight's dimension 3 onto its bias; TFLite Micro never reads the bias's scales)
         if n_scale > 1:
-            if axis >= len(shape) or int(shape[axis]) != n_scale:
+            if len(shape) == 1:
+                axis = 0
+            if not 0 <= axis < len(shape):
+                raise self.bad(f"{label} has {n_scale} per-channel scales along "
+                               f"quantized_dimension {axis}, out of range for shape "
+                               f"{shape.tolist()}")
+            if int(shape[axis]) != n_scale:
                 raise self.bad(f"{label} has {n_scale} per-channel scales along dimension "
                                f"{axis} of shape {shape.tolist()}")
             if zp.any():
-                raise self.unsupported(f"{label} is quantized per channel with non-zero zero "
-                                       "points, which TFLite's quantization spec does not allow")
+                self.refuse(f"{label} is quantized per channel with non-zero zero points, "
+                            "which TFLite's quantization spec does not allow", tensor=t)
         lim = _QUANT_RANGE.get(ttype)
         if lim is not None:
             out = (zp < lim[0]) | (zp > lim[1])
@@ -516,8 +610,18 @@ def _accessors(cls) -> tuple[str, ...]:
 
 def validate_tflite(data: bytes, name: str):
     """Walk the flatbuffer and check it (see the module docstring); returns the
-    ``tflite.Model``. Any other failure of a read is the file's damage, not a bug here: the
-    generated accessors the options check calls raise whatever their arithmetic hits."""
+    ``tflite.Model``, or raises the first :class:`Finding` as an UnsupportedModelError."""
+    checked = check_tflite(data, name)
+    if checked.findings:
+        raise UnsupportedModelError(f"{name}: {checked.findings[0].message}")
+    return checked.model
+
+
+def check_tflite(data: bytes, name: str) -> CheckedModel:
+    """Walk the flatbuffer and check it: a ModelLoadError when the file is invalid (damaged,
+    or content no TFLite runtime takes), else what was read and the findings. Any other
+    failure of a read is the file's damage, not a bug here: the generated accessors the
+    options check calls raise whatever their arithmetic hits."""
     try:
         return _TfliteChecker(data, name).check()
     except (ModelLoadError, UnsupportedModelError):

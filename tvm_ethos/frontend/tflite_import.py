@@ -5,7 +5,8 @@ from __future__ import annotations
 from tvm_ethos.errors import OptionError, UnsupportedModelError
 from tvm_ethos.frontend.messages import one_line
 from tvm_ethos.frontend.relax_module import finish, with_output_specs
-from tvm_ethos.frontend.tflite_check import validate_tflite
+from tvm_ethos.frontend.tflite_check import check_tflite
+from tvm_ethos.frontend.tflite_support import TFLM_TARGET_HINT, converter_refusal
 
 
 def import_tflite(data: bytes, name: str, shape_dict):
@@ -20,7 +21,7 @@ def import_tflite(data: bytes, name: str, shape_dict):
         raise UnsupportedModelError(
             f"{name}: TFLite import needs the 'tflite' package ({err})"
         ) from None
-    model = validate_tflite(data, name)
+    model = _checked_model(data, name)
     patched = _single_scale_axis_zero(model, data)
     if patched is not data:
         import tflite
@@ -48,20 +49,43 @@ def import_tflite(data: bytes, name: str, shape_dict):
 
 
 
+def _checked_model(data: bytes, name: str):
+    """The ``tflite.Model`` of ``data`` once checked; refused in one line when an operator has
+    no converter (naming it and the target that takes it), else at the check's first
+    finding."""
+    checked = check_tflite(data, name)
+    for op in checked.operators:
+        reason = converter_refusal(op)
+        if reason:
+            where = f"subgraph {op.subgraph} " if op.subgraph else ""
+            raise UnsupportedModelError(
+                f"{name}: {where}operator {op.index} ({op.name}) cannot be imported: {reason}; "
+                f"no host target (llvm, opencl) runs it; {TFLM_TARGET_HINT}")
+    if checked.findings:
+        raise UnsupportedModelError(f"{name}: {checked.findings[0].message}")
+    return checked.model
+
+
 def _single_scale_axis_zero(model, data: bytes) -> bytes:
-    """``data`` with the quantized dimension of every one-scale quantization set to 0.
+    """``data`` with the quantized dimension of every one-scale quantization, and of every 1-D
+    tensor's, set to 0.
 
     One scale quantizes the whole tensor whatever axis is named, and the TFLite runtime ignores
     the axis then; TVM's importer refuses a per-tensor depthwise weight whose axis is not 0
-    (a depthwise convolution with one channel, as converters write it: axis 3). The field is
+    (a depthwise convolution with one channel, as converters write it: axis 3). A 1-D tensor's
+    scales run along its only dimension: converters copy a depthwise weight's axis 3 onto its
+    bias (the bias's scales are the input's times the weight's, read by no TFLite runtime). The
+    field is
     rewritten in place, so no other byte of the model moves; ``data`` itself is returned when
     nothing needs it."""
     fixes = []
     for s in range(model.SubgraphsLength()):
         sg = model.Subgraphs(s)
         for t in range(sg.TensorsLength()):
-            q = sg.Tensors(t).Quantization()
-            if q is None or q.ScaleLength() != 1 or q.QuantizedDimension() == 0:
+            ten = sg.Tensors(t)
+            q = ten.Quantization()
+            if q is None or q.QuantizedDimension() == 0 or not (
+                    q.ScaleLength() == 1 or ten.ShapeLength() == 1):
                 continue
             fixes.append(q._tab.Pos + q._tab.Offset(16))  # field 6: quantized_dimension
     if not fixes:

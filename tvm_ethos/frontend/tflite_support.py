@@ -1,0 +1,83 @@
+"""Which operators of a TFLite model the importer can convert, one verdict per operator.
+
+Paths that keep some operators as TFLite operators (an Ethos-U ``.tflite`` run by TFLite Micro)
+ask here which ones the importer converts; ``import_tflite`` asks the same question before
+TVM's importer runs, so an operator it cannot convert is refused in one line that names the
+operator and the target that takes it, instead of TVM's own error.
+
+An operator is importable when TVM's converter (with tvm-ethos's extensions) has a converter
+for it, takes its quantized form when it is quantized, and the flatbuffer check found nothing
+about it or the tensors it reads and writes. INT16 activations are not importable: TVM's
+importer computes them through float32 quantize / dequantize, not TFLite's integer
+arithmetic, so their results would not be TFLite's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
+
+#: Where an operator the importer cannot convert can still run: tvm-ethos's Ethos-U TFLite
+#: output keeps it as a TFLite operator for TFLite Micro.
+TFLM_TARGET_HINT = ("target ethos-u takes it as a TFLite operator that TFLite Micro runs: "
+                    "tvmc compile --target ethos-u,llvm --output-format tflite")
+
+
+@dataclass(frozen=True)
+class OperatorSupport:
+    """The importer's verdict on one operator: ``index`` in ``subgraph``, its builtin name
+    (``"CUSTOM 'name'"`` for a custom operator), whether it imports, and why not (one line;
+    empty when it imports)."""
+
+    subgraph: int
+    index: int
+    builtin: str
+    importable: bool
+    reason: str
+
+
+def operator_support(data: bytes, name: str = "<bytes>") -> tuple[OperatorSupport, ...]:
+    """Per operator of every subgraph of the TFLite model ``data``, in order, whether the
+    importer can convert it. A file that is no valid TFLite model raises
+    :class:`~tvm_ethos.errors.ModelLoadError` (or UnsupportedModelError for a model already
+    compiled for Ethos-U) naming ``name``."""
+    return support_of(check_tflite(bytes(data), name))
+
+
+def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
+    """:func:`operator_support` of a model already checked."""
+    out = []
+    for op in checked.operators:
+        reason = converter_refusal(op)
+        if not reason:
+            found = checked.operator_findings(op)
+            reason = found[0].message if found else ""
+        out.append(OperatorSupport(op.subgraph, op.index, op.name, not reason, reason))
+    return tuple(out)
+
+
+def converter_refusal(op: CheckedOperator) -> str:
+    """Why TVM's converter cannot take ``op`` at all (its kind, its quantized or INT16 form),
+    or ``""``."""
+    if op.name.startswith("CUSTOM"):
+        return f"{op.name} is a custom operator, which the TFLite importer has no converter for"
+    names, quantized = _converter_names()
+    if op.name not in names:
+        return f"TVM's TFLite importer has no converter for {op.name}"
+    if op.quantized and op.name not in quantized:
+        return f"TVM's TFLite importer does not convert a quantized {op.name}"
+    if op.int16:
+        return (f"{op.name} has INT16 tensors; the TFLite importer computes them in float32, "
+                "not with TFLite's integer arithmetic")
+    return ""
+
+
+@lru_cache(maxsize=1)
+def _converter_names() -> tuple[frozenset, frozenset]:
+    """The operator names TVM's converter (tvm-ethos's subclass) converts, and those of them
+    it converts quantized."""
+    from tvm_ethos.tflite_converter import EthosOperatorConverter
+
+    conv = EthosOperatorConverter(None, None, None, None)
+    return frozenset(conv.convert_map), frozenset(EthosOperatorConverter._SUPPORTED_QUANTIZED_OPS)
