@@ -130,7 +130,7 @@ def check_tflite_output(model: str, targets) -> None:
     and the source .tflite's tensors (checked before anything is compiled)."""
     if "ethos-u" not in targets.ids:
         raise CliError(f"--output-format tflite writes Ethos-U command streams; --target "
-                       f"{targets} has no ethos-u: use e.g. --target ethos-u,llvm")
+                       f"{targets} has no ethos-u: use e.g. --target ethos-u")
     if not model.lower().endswith(".tflite"):
         raise CliError(f"--output-format tflite rewrites a .tflite model; {model} is not one")
 
@@ -154,6 +154,10 @@ def run(args) -> int:
     targets = resolve_targets(args.target, target_options(args, target_option_table()))
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
+    elif targets.host.backend_id == "tflite-micro":
+        raise CliError(f"--target {args.target} runs on the tflite-micro host, whose output is a "
+                       "TFLite Micro .tflite, not a package: add --output-format tflite, or "
+                       "name a host for a package (e.g. --target ethos-u,llvm)")
     options = {"planner_options": planner_options(args),
                "memory_pools": workspace_pools(args.workspace_pools)}
     if args.budget is not None:
@@ -169,7 +173,9 @@ def run(args) -> int:
     name = os.path.basename(args.model)
     t0 = time.perf_counter()
     with Progress(3, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar:
-        mod = tvm_ethos.load_model(args.model)
+        # the tflite-micro host partitions the .tflite itself: TVM imports only its NPU groups
+        mod = (args.model if targets.host.backend_id == "tflite-micro"
+               else tvm_ethos.load_model(args.model))
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)
         bar.update(1, "compiled")

@@ -52,7 +52,7 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     accelerator = str(tl.options_of(NPU_ID)["accelerator_config"])
     source = read_source(data)
     graph = SourceGraph(source)
-    refusals = import_refusals(data, graph)
+    refusals = import_refusals(data)
     why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
@@ -114,7 +114,8 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
                 out_of[i] = failed.get(i, result)
         if len(out_of) == left:
             break
-    why.update((i, f"the Ethos-U stream cannot take it: {r}") for i, r in out_of.items())
+    why.update((i, f"it does not compile for the Ethos-U: {r.removeprefix('<bytes>: ')}")
+               for i, r in out_of.items())
     return [done[ops] for ops in candidates if not isinstance(done[ops], str)]
 
 

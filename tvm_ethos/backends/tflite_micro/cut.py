@@ -1,6 +1,6 @@
 """The source ``.tflite`` partitioned on its own graph: which operators the importer can
-turn into Relax, the groups of those the Ethos-U may take, and any set of operators cut out
-as a model of its own.
+turn into Relax (the frontend says), the groups of those the Ethos-U may take, and any set of
+operators cut out as a model of its own.
 
 A group must be convex (no path leaves it and comes back), or the ethos-u operator it
 becomes would wait for its own result through a TFLite operator. Every operator gets a level:
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, source_tensor
 from tvm_ethos.backends.ethos_u.tflite_writer import Operator, copied_options, write_model
-from tvm_ethos.errors import TvmEthosError
 
 
 @dataclass(frozen=True)
@@ -55,32 +54,12 @@ def cut_model(data: bytes, graph: SourceGraph, ops) -> Cut:
     return Cut(out, ops, tuple(order))
 
 
-def import_refusals(data: bytes, graph: SourceGraph) -> list[str | None]:
-    """Per source operator, None where the importer takes it, else its one-line refusal.
-    The whole model is tried first (one import for a model that imports); otherwise each
-    operator is tried alone."""
-    n = len(graph.kinds)
-    if _refusal(data) is None:
-        return [None] * n
-    out: list[str | None] = []
-    for i in range(n):
-        try:
-            cut = cut_model(data, graph, (i,))
-        except TvmEthosError as err:
-            out.append(str(err))
-            continue
-        out.append(_refusal(cut.data))
-    return out
+def import_refusals(data: bytes) -> list[str | None]:
+    """Per operator of the model's subgraph, None where the importer converts it, else why
+    not (the frontend's own verdict, ``tflite_support.operator_support``)."""
+    from tvm_ethos.frontend.tflite_support import operator_support
 
-
-def _refusal(data: bytes) -> str | None:
-    from tvm_ethos.frontend import load_model
-
-    try:
-        load_model(data)
-    except TvmEthosError as err:
-        return str(err).removeprefix("<bytes>: ")
-    return None
+    return [None if s.importable else s.reason for s in operator_support(data) if s.subgraph == 0]
 
 
 def npu_candidates(graph: SourceGraph, importable: list[bool]) -> list[tuple[int, ...]]:

@@ -37,7 +37,8 @@ class TfliteMicroModel(CompiledModel):
         g = reader.Model.GetRootAsModel(tflite, 0).Subgraphs(0)
         super().__init__(None, targets, None, _specs(g, g.InputsAsNumpy()),
                          _specs(g, g.OutputsAsNumpy()),
-                         plan_report=plan_reports[0] if len(plan_reports) == 1 else None)
+                         plan_report=(plan_reports[0] if len(plan_reports) == 1
+                                      else {"groups": list(plan_reports)}))
         self.tflite = tflite
         self.source_tflite = None
         self.accelerator = accelerator
