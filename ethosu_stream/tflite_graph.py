@@ -89,8 +89,8 @@ class _CpuOperator:
         code = model.operatorCodes[op.opcodeIndex]
         self.name = f"{_builtin_name(schema, code)} (operator {index})"
         constant = {t for t, tensor in enumerate(g.tensors)
-                    if tensor.isVariable or (model.buffers[tensor.buffer].data is not None
-                                             and len(model.buffers[tensor.buffer].data))}
+                    if model.buffers[tensor.buffer].data is not None
+                    and len(model.buffers[tensor.buffer].data)}
         self.inputs = [int(t) for t in op.inputs if t >= 0 and int(t) not in constant]
         self.outputs = [int(t) for t in op.outputs]
         kept = (g.operators, g.inputs, g.outputs, model.metadata, model.signatureDefs)
