@@ -29,6 +29,7 @@ from collections import Counter
 
 import numpy as np
 
+from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
 from tvm_ethos.backends.ethos_u.tflite_writer import Operator, Tensor, copied_options, write_model
 from tvm_ethos.errors import TargetError, UnsupportedModelError
 
@@ -320,13 +321,15 @@ class _Layout:
         self.data, self.graph = data, graph
         self.npu = list(npu)
         self.groups = groups
-        flash = arena = fast = 0
+        self.order = self._order()
+        arena_at = self._arena_bases()
+        flash = fast = 0
         self.bases = {}
         for name, p in self.npu:
-            flash, arena, fast = _aligned(flash), _aligned(arena), _aligned(fast)
-            self.bases[name] = (flash, arena, fast)
-            flash, arena, fast = (flash + len(p.flash), arena + p.scratch_bytes,
-                                  fast + p.fast_scratch_bytes)
+            flash, fast = _aligned(flash), _aligned(fast)
+            self.bases[name] = (flash, arena_at[name], fast)
+            flash, fast = flash + len(p.flash), fast + p.fast_scratch_bytes
+        arena = max((arena_at[name] + p.scratch_bytes for name, p in self.npu), default=0)
         parts, end = [], 0
         for name, p in self.npu:
             parts.append(bytes(self.bases[name][0] - end) + p.flash)
@@ -348,7 +351,7 @@ class _Layout:
 
         offsets: dict[int, int] = {}
         operators = []
-        for node in self._order():
+        for node in self.order:
             if isinstance(node, str):
                 operators.append(self._npu_operator(node, tensor, offsets))
             else:
@@ -370,6 +373,25 @@ class _Layout:
         return write_model(tensors, operators, graph_in, graph_out,
                            f"tvm-ethos Ethos-U {self.accelerator}" if self.accelerator
                            else "tvm-ethos (no Ethos-U operator)")
+
+    def _arena_bases(self) -> dict[str, int]:
+        """Each subgraph's start in the shared arena (arena_layout.py: a tensor two ethos-u
+        operators share sits at one address, so their stretches may overlap)."""
+        payloads = dict(self.npu)
+        steps = []
+        for node in self.order:
+            if isinstance(node, str):
+                _, ifms, ofms = self.groups[node]
+                p = payloads[node]
+                steps.append(NpuStep(node, _slots(ifms, p.inputs), _slots(ofms, p.outputs),
+                                     p.scratch_bytes))
+            else:
+                steps.append(CpuStep(tuple(self.graph.reads[node]),
+                                     tuple(self.graph.writes[node])))
+        g = self.graph.g
+        names = {t: (g.Tensors(t).Name() or b"").decode() for s in steps
+                 if isinstance(s, NpuStep) for t in (x.tensor for x in s.ifms + s.ofms)}
+        return arena_bases(steps, set(self.graph.graph_outputs), names)
 
     def _order(self) -> list:
         """Host operators and subgraphs, each after what it reads (ties: source order)."""
@@ -455,6 +477,11 @@ def source_tensor(graph: SourceGraph, t: int) -> Tensor:
     data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
     return Tensor((src.Name() or b"").decode(), shape, src.Type(), data, src.Quantization(),
                   variable=bool(src.IsVariable()))
+
+
+def _slots(tensors, arena) -> tuple[Slot, ...]:
+    return tuple(Slot(t, a.offset, int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize)
+                 for t, a in zip(tensors, arena))
 
 
 def _aligned(n: int) -> int:

@@ -3,10 +3,9 @@ turn into Relax (the frontend says), the groups of those the Ethos-U may take, a
 operators cut out as a model of its own.
 
 A group must be convex (no path leaves it and comes back), or the ethos-u operator it
-becomes would wait for its own result through a TFLite operator. Every operator gets a level:
-the most operators the importer cannot take on any path from the graph's inputs to it. A path
-through such an operator raises the level and no path lowers it, so the importable operators
-of one level joined by tensors are convex, and maximal with that property along each level.
+becomes would wait for its own result through a TFLite operator; within that rule the groups
+are made as large as they can be, so the NPU's operators share as few arena hand-overs as
+they can.
 """
 from __future__ import annotations
 
@@ -63,28 +62,39 @@ def import_refusals(data: bytes) -> list[str | None]:
 
 
 def npu_candidates(graph: SourceGraph, importable: list[bool]) -> list[tuple[int, ...]]:
-    """The maximal convex groups of importable operators joined by tensors, in source
-    order (the module docstring says why they are convex)."""
+    """Groups of importable operators joined by tensors, each convex, in source order: every
+    operator starts alone and two groups joined by a tensor merge while their union stays
+    convex, until no pair can (so no two neighbouring groups could be one)."""
     n = len(graph.kinds)
     writer = {t: i for i in range(n) for t in graph.writes[i]}
     preds = [sorted({writer[t] for t in graph.reads[i] if t in writer}) for i in range(n)]
-    level: list[int] = []
-    for i in range(n):  # a TFLite operator list is an execution order
-        level.append(max((level[p] + (not importable[p]) for p in preds[i]), default=0))
-    parent = list(range(n))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    succ: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
         for p in preds[i]:
-            if importable[i] and importable[p] and level[i] == level[p]:
-                parent[root(i)] = root(p)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        if importable[i]:
-            groups.setdefault(root(i), []).append(i)
-    return sorted((tuple(g) for g in groups.values()), key=min)
+            succ[p].append(i)
+    group = {i: frozenset([i]) for i in range(n) if importable[i]}
+    merged = True
+    while merged:
+        merged = False
+        for i in range(n):  # a TFLite operator list is an execution order
+            for p in preds[i]:
+                if i in group and p in group and group[i] is not group[p]:
+                    both = group[i] | group[p]
+                    if _convex(both, succ):
+                        group.update((k, both) for k in both)
+                        merged = True
+    return sorted({tuple(sorted(g)) for g in group.values()}, key=min)
+
+
+def _convex(ops: frozenset, succ: list[list[int]]) -> bool:
+    """Whether no path leaves ``ops`` and comes back into it."""
+    todo = [k for i in ops for k in succ[i] if k not in ops]
+    seen: set[int] = set()
+    while todo:
+        v = todo.pop()
+        if v in ops:
+            return False
+        if v not in seen:
+            seen.add(v)
+            todo += succ[v]
+    return True
