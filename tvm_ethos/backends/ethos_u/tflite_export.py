@@ -134,7 +134,8 @@ def _source_bytes(source) -> bytes:
     if source is None:
         raise UnsupportedModelError(
             "the compiled model does not hold its source .tflite (it was loaded from "
-            "a package or compiled from an IRModule): pass it as "
+            "a package, or compiled from an IRModule not imported from a .tflite in this "
+            "process): pass it as "
             "export_tflite(path, model=...)"
         )
     if not isinstance(source, (bytes, bytearray)):
