@@ -8,6 +8,7 @@ person_detect), and the compile time. A printed table, not a test.
 
   python benchmarks/real_models.py [--models DIR] [--runs 20] [--only NAME ...]
                                    [--accelerators ethos-u55-128,ethos-u55-256,ethos-u65-256]
+                                   [--budget SIZE|system|none|vela]
 
 Each (model, accelerator) runs in a process of its own, so one that crashes an interpreter
 reports as such instead of ending the table. SRAM is the arena on an Ethos-U55 (Vela's
@@ -55,8 +56,9 @@ def vela_sram(model: str, accelerator: str) -> tuple[float | None, str]:
     return float(m.group(1)), cpu.group(1) if cpu else "?"
 
 
-def one(model: str, accelerator: str, runs: int) -> dict:
-    """Compile and compare one model for one accelerator (run in a child process)."""
+def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
+    """Compile and compare one model for one accelerator (run in a child process) within
+    ``budget`` (a compile budget, or "" for compile's default)."""
     import tvm_ethos
     from ethosu_stream.tflite_graph import TfliteGraph
     from tvm_ethos.backends.tflite_micro.reference import TflmReference
@@ -67,8 +69,9 @@ def one(model: str, accelerator: str, runs: int) -> dict:
         source = f.read()
     t0 = time.perf_counter()
     try:
+        options = {"budget": budget} if budget else {}
         cm = tvm_ethos.compile(source, f"ethos-u -accelerator_config={accelerator}",
-                               cache_dir=False)
+                               cache_dir=False, **options)
     except tvm_ethos.TvmEthosError as err:
         return {"compiled": False,
                 "why": str(err).splitlines()[0].removeprefix("<bytes>: ")[:90]}
@@ -105,8 +108,9 @@ def one(model: str, accelerator: str, runs: int) -> dict:
     return out
 
 
-def _child(model: str, accelerator: str, runs: int) -> dict:
-    r = subprocess.run([sys.executable, __file__, "--child", model, accelerator, str(runs)],
+def _child(model: str, accelerator: str, runs: int, budget: str) -> dict:
+    r = subprocess.run([sys.executable, __file__, "--child", model, accelerator, str(runs),
+                        budget],
                        capture_output=True, text=True, timeout=3600)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode or not lines:
@@ -123,10 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, metavar="NAME",
                     help="model names (no suffix) to run")
     ap.add_argument("--accelerators", default=",".join(ACCELERATORS))
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--budget", default="",
+                    help="the NPU groups' SRAM budget (compile's budget option: a size, "
+                         "'system', 'none'); 'vela': Vela's Size SRAM for that model and "
+                         "accelerator; default compile's own")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(one(args.child[0], args.child[1], int(args.child[2]))), flush=True)
+        print(json.dumps(one(args.child[0], args.child[1], int(args.child[2]),
+                             args.child[3])), flush=True)
         return 0
     models = [m for m in model_files(args.models)
               if args.only is None or os.path.splitext(os.path.basename(m))[0] in args.only]
@@ -141,8 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     for model in models:
         name = os.path.splitext(os.path.basename(model))[0]
         for acc in args.accelerators.split(","):
-            r = _child(model, acc, args.runs)
             vela, vela_cpu = vela_sram(model, acc)
+            budget = args.budget
+            if budget == "vela":
+                budget = str(int(vela * 1024)) if vela else ""
+            r = _child(model, acc, args.runs, budget)
             if not r.get("compiled"):
                 print(f"{name:<28} {acc:<14} {'no':>8} {'':>4} {'':>4} {'':>9} {'':>8} "
                       f"{'':>9} {_kib(vela):>9} {'':>6} {'':>6} {'':>9}  {r.get('why', '')}")

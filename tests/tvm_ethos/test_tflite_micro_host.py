@@ -4,6 +4,7 @@ TFLite operator it was; the written file run as a board runs it, output for outp
 TFLite Micro's interpreter on the source model. ``ethos-u`` alone means this host."""
 
 import re
+import tempfile
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,8 +17,11 @@ from test_cli_compile import call
 
 import tvm_ethos
 from tests.helpers.models import model_path
+from tvm_ethos import demo_person
+from tvm_ethos.backends.tflite_micro import reference
 from tvm_ethos.backends.tflite_micro.cut import npu_candidates
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
+from tvm_ethos.demo_person import image_input, label, read_grey_bmp
 from tvm_ethos.errors import TargetError
 from tvm_ethos.targets import parse_targets
 
@@ -273,8 +277,6 @@ def test_a_trained_model_runs_as_tflite_micro_runs_it(name, accelerator):
 
 
 def test_person_detection_on_its_test_images():
-    from tvm_ethos.demo_person import image_input, label
-
     cm, source = _trained("person_detect", "ethos-u55-128")
     folder = model_path("tflite-micro/person_detect").parent
     xs = [image_input(str(folder / f), cm.inputs[0].shape)
@@ -283,3 +285,58 @@ def test_person_detection_on_its_test_images():
     assert [label(g) for g in got] == ["person", "no person"]
     assert [g.ravel().tolist() for g in got] == [[-113, 113], [57, -57]]   # TFLite Micro's
     _assert_equals_tflm(cm, source, runs=0, extra=[[x] for x in xs])
+
+
+def _bmp(pixels: np.ndarray, bottom_up: bool) -> bytes:
+    """An uncompressed 8-bit BMP of ``pixels`` (rows top-down), grey palette."""
+    h, w = pixels.shape
+    stride = (w + 3) // 4 * 4
+    rows = pixels[::-1] if bottom_up else pixels
+    body = b"".join(bytes(r) + bytes(stride - w) for r in rows.astype(np.uint8))
+    palette = b"".join(bytes([i, i, i, 0]) for i in range(256))
+    offset = 14 + 40 + len(palette)
+    head = b"BM" + (offset + len(body)).to_bytes(4, "little") + bytes(4) + \
+        offset.to_bytes(4, "little")
+    info = (40).to_bytes(4, "little") + w.to_bytes(4, "little", signed=True) + \
+        (h if bottom_up else -h).to_bytes(4, "little", signed=True) + (1).to_bytes(2, "little") + \
+        (8).to_bytes(2, "little") + bytes(4) + len(body).to_bytes(4, "little") + bytes(16)
+    return head + info + palette + body
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.booleans(), st.integers(0, 2**31 - 1))
+def test_a_grey_bmp_reads_top_down_whatever_its_row_order_and_padding(h, w, bottom_up, seed):
+    pixels = np.random.RandomState(seed).randint(0, 256, size=(h, w)).astype(np.uint8)
+    with tempfile.NamedTemporaryFile(suffix=".bmp") as f:
+        f.write(_bmp(pixels, bottom_up))
+        f.flush()
+        assert np.array_equal(read_grey_bmp(f.name), pixels)
+
+
+def test_a_bmp_that_is_not_8_bit_grey_is_refused_by_name(tmp_path):
+    data = bytearray(_bmp(np.zeros((2, 2), np.uint8), True))
+    data[28:30] = (24).to_bytes(2, "little")
+    (tmp_path / "c.bmp").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="a 24-bit BMP.*uncompressed 8-bit grey"):
+        read_grey_bmp(str(tmp_path / "c.bmp"))
+    (tmp_path / "t.bmp").write_bytes(bytes(data[:40]))
+    with pytest.raises(ValueError, match="not a BMP"):
+        read_grey_bmp(str(tmp_path / "t.bmp"))
+
+
+def test_the_person_demo_check_can_fail(tmp_path, monkeypatch, capsys):
+    """demo_person's check on the written file: true against TFLite Micro, false once the
+    reference moves by one."""
+    cm, _ = _trained("person_detect", "ethos-u55-128")
+    model = model_path("tflite-micro/person_detect")
+    images = [str(model.parent / f) for f in ("person.bmp", "no_person.bmp")]
+    path = cm.export_tflite(tmp_path / "p.tflite")
+    assert demo_person._detect(str(model), path, images, "ethos-u55-128")
+    out = capsys.readouterr().out
+    assert "person.bmp: person (scores [-113, 113]" in out
+    assert "no_person.bmp: no person (scores [57, -57]" in out
+    real = reference.TflmReference.run
+    monkeypatch.setattr(reference.TflmReference, "run",
+                        lambda self, xs: [o + np.int8(1) for o in real(self, xs)])
+    assert not demo_person._detect(str(model), path, images, "ethos-u55-128")
+    assert "DIFFERENT" in capsys.readouterr().out
