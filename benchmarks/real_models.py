@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                 budget = str(int(vela * 1024)) if vela else ""
             r = _child(model, acc, args.runs, budget)
             if not r.get("compiled"):
-                print(f"{name:<28} {acc:<14} {'no':>8} {'':>4} {'':>4} {'':>9} {'':>8} "
+                done = "no" if r.get("compiled") is False else "crash"
+                print(f"{name:<28} {acc:<14} {done:>8} {'':>4} {'':>4} {'':>9} {'':>8} "
                       f"{'':>9} {_kib(vela):>9} {'':>6} {'':>6} {'':>9}  {r.get('why', '')}")
                 continue
             sram = (r["fast"] if acc.startswith("ethos-u65") else r["arena"]) \
