@@ -340,3 +340,16 @@ def test_the_person_demo_check_can_fail(tmp_path, monkeypatch, capsys):
                         lambda self, xs: [o + np.int8(1) for o in real(self, xs)])
     assert not demo_person._detect(str(model), path, images, "ethos-u55-128")
     assert "DIFFERENT" in capsys.readouterr().out
+
+
+def test_a_bad_option_is_refused_up_front_not_hidden_in_a_group():
+    from tvm_ethos.errors import OptionError
+
+    model = tb.conv2d(np.random.RandomState(0))
+    with pytest.raises(OptionError, match="unknown option 'budgte'.*allowed options: "
+                                          "accelerator_config, budget"):
+        tvm_ethos.compile_tflite(model, "ethos-u", budgte="10KiB")
+    with pytest.raises(OptionError, match="budget"):
+        tvm_ethos.compile(model, "ethos-u", budget="lots")
+    with pytest.raises(OptionError, match="accelerator_config.*allowed values"):
+        tvm_ethos.compile(model, "ethos-u", accelerator_config="ethos-u99")

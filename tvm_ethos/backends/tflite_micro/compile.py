@@ -18,7 +18,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
 )
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
-from tvm_ethos.errors import TargetError, TvmEthosError
+from tvm_ethos.errors import OptionError, TargetError, TvmEthosError
 
 BACKEND_ID = "tflite-micro"
 NPU_ID = "ethos-u"
@@ -48,6 +48,7 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
             "it compiles a .tflite model (its path or bytes, or load_model's module of one); "
             f"this {type(model).__name__} is none: compile it for a host such as "
             "'ethos-u,llvm'")
+    _check_options(options)
     npu_target = f"{tl.targets[0]},llvm"
     accelerator = str(tl.options_of(NPU_ID)["accelerator_config"])
     source = read_source(data)
@@ -117,6 +118,22 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
     why.update((i, f"it does not compile for the Ethos-U: {r.removeprefix('<bytes>: ')}")
                for i, r in out_of.items())
     return [done[ops] for ops in candidates if not isinstance(done[ops], str)]
+
+
+def _check_options(options: dict) -> None:
+    """An OptionError for an option no group compile takes or a bad value, up front: a
+    group whose compile is refused stays TFLite operators, which must not hide a typo."""
+    from tvm_ethos.compiler import COMPILE_OPTIONS
+    from tvm_ethos.lower.cascade import planning_options
+    from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
+
+    unknown = sorted(k for k in options if k not in COMPILE_OPTIONS)
+    if unknown:
+        raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))} for target ethos-u,tflite-micro; "
+                          f"allowed options: accelerator_config, {', '.join(COMPILE_OPTIONS)}")
+    planning_options(dict(options))
+    check_runtime_options({k: v for k, v in options.items() if k in RUNTIME_OPTIONS})
 
 
 def _compile_group(data: bytes, target: str, options: dict):
