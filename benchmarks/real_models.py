@@ -80,6 +80,7 @@ def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
     out = {"compiled": True, "seconds": seconds, "npu": summary.get("ethos-u", 0),
            "kept": summary.get("tflite-micro", 0),
            "kept_kinds": sorted({p.kind for p in cm.placement if p.placed_on != "ethos-u"})}
+    print(json.dumps(dict(out, why="the process died running the file")), flush=True)
     rs = np.random.RandomState(0)
     inputs = []
     for _ in range(runs):
@@ -88,23 +89,32 @@ def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
     for image in IMAGES.get(name, ()):
         inputs.append([image_input(os.path.join(os.path.dirname(model), image),
                                    cm.inputs[0].shape)])
+    # the file first, then TFLite Micro: each step reported before the next may crash
     try:
-        graph, ref = TfliteGraph(cm.tflite, accelerator), TflmReference(source)
-        arena = fast = 0
-        equal = True
+        graph = TfliteGraph(cm.tflite, accelerator)
+        got_all, arena, fast = [], 0, 0
         for xs in inputs:
             got, stats = graph.run(xs)
-            want = ref.run(xs)
-            equal &= len(got) == len(want) and all(
-                g.size == w.size and np.array_equal(g.reshape(w.shape).astype(np.int64),
-                                                    w.astype(np.int64))
-                for g, w in zip(got, want))
+            got_all.append(got)
             arena = max(arena, stats.high_water.get(1, 0))
             fast = max(fast, stats.high_water.get(2, 0))
     except Exception as err:   # a runner that cannot run the file: reported, not raised
-        out.update(equal=None, why=f"{type(err).__name__}: {str(err).splitlines()[0][:70]}")
+        out.update(equal=None, why=f"the file: {type(err).__name__}: "
+                                   f"{str(err).splitlines()[0][:70]}")
         return out
-    out.update(equal=bool(equal), inputs=len(inputs), arena=arena, fast=fast)
+    out.update(inputs=len(inputs), arena=arena, fast=fast, equal=None,
+               why="TFLite Micro's interpreter died on the source model")
+    print(json.dumps(out), flush=True)
+    ref = TflmReference(source)
+    equal = True
+    for xs, got in zip(inputs, got_all):
+        want = ref.run(xs)
+        equal &= len(got) == len(want) and all(
+            g.size == w.size and np.array_equal(g.reshape(w.shape).astype(np.int64),
+                                                w.astype(np.int64))
+            for g, w in zip(got, want))
+    out.update(equal=bool(equal))
+    del out["why"]
     return out
 
 
@@ -113,10 +123,12 @@ def _child(model: str, accelerator: str, runs: int, budget: str) -> dict:
                         budget],
                        capture_output=True, text=True, timeout=3600)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    if r.returncode or not lines:
+    if lines:   # the last step reported (a crash after it is named in its "why")
+        return json.loads(lines[-1])
+    if r.returncode:
         err = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return {"compiled": None, "why": f"the process ended ({r.returncode}): {err[:60]}"}
-    return json.loads(lines[-1])
+    return {"compiled": None, "why": "the process reported nothing"}
 
 
 def main(argv: list[str] | None = None) -> int:
