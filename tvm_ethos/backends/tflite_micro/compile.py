@@ -58,8 +58,8 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []
-    for gi, ops in enumerate(_npu_groups(data, graph, refusals, npu_target, options, why)):
-        cut, cm, parts, taken = ops
+    written = _npu_groups(data, graph, refusals, npu_target, options, why)
+    for gi, (cut, cm, parts, taken) in enumerate(written):
         plans.append(cm.plan_report)
         for spec, payload in parts:
             name = f"g{gi}_{spec.name}"
