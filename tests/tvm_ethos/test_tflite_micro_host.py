@@ -197,15 +197,21 @@ def test_the_same_model_gives_the_same_bytes_and_no_package(tmp_path):
 
 
 # ----------------------------------------------------------------------------- tvmc
-def test_tvmc_compile_with_ethos_u_alone_writes_the_tflite(tmp_path):
+@pytest.mark.parametrize("target,flags,python", [
+    ("ethos-u", [], "ethos-u"),
+    ("ethos-u -accelerator_config=ethos-u65-256", [], "ethos-u -accelerator_config=ethos-u65-256"),
+    ("ethos-u", ["--target-ethos-u-accelerator_config=ethos-u55-256"],
+     "ethos-u -accelerator_config=ethos-u55-256"),
+], ids=["alone", "inline-option", "option-flag"])
+def test_tvmc_compile_with_ethos_u_alone_writes_the_tflite(target, flags, python, tmp_path):
     model = _conv_transpose_conv(np.random.RandomState(4))
     src, out = tmp_path / "m.tflite", tmp_path / "out.tflite"
     src.write_bytes(model)
-    rc, stdout, err = call(["compile", str(src), "--target", "ethos-u", "-o", str(out),
-                            "--output-format", "tflite"])
+    rc, stdout, err = call(["compile", str(src), "--target", target, "-o", str(out),
+                            "--output-format", "tflite"] + flags)
     assert rc == 0, err
     assert "partition: ethos-u 2 operators, tflite-micro 1 operator" in stdout
-    assert out.read_bytes() == tvm_ethos.compile(model, "ethos-u", cache_dir=False).tflite
+    assert out.read_bytes() == tvm_ethos.compile(model, python, cache_dir=False).tflite
 
 
 @pytest.mark.parametrize("args,match", [
