@@ -8,19 +8,23 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from planner.budgets import resolve_budget
+from planner.budgets import SMALLEST_SOURCE, resolve_budget
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
 from planner.proposals import Proposal, ProposalSearch
 
+#: The one rule for sizes: kB / MB / GB are powers of 1000, KiB / MiB / GiB of 1024 (any case);
+#: a bare k / m / g says neither, so it is refused.
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000 ** 2, "kib": 1024, "mib": 1024 ** 2,
-          "k": 1024, "m": 1024 ** 2, "gib": 1024 ** 3, "gb": 1000 ** 3}
+          "gib": 1024 ** 3, "gb": 1000 ** 3}
+_BARE = {"k": ("KiB", "kB"), "m": ("MiB", "MB"), "g": ("GiB", "GB")}
 
 
 def parse_size(text: str | int, what: str | None = None) -> int:
-    """'300KiB', '1.5MiB', '250kB', '4096' -> bytes (KiB = 1024, kB = 1000).
+    """'300KiB', '1.5MiB', '250kB', '4096' -> bytes (KiB = 1024, kB = 1000, any case; a bare
+    '300k' is refused: it could mean either).
 
     ``what`` names the option in the error (``budget``)."""
     where = f"{what}: " if what else ""
@@ -34,6 +38,11 @@ def parse_size(text: str | int, what: str | None = None) -> int:
                            f"{type(text).__name__}); give bytes as a number or a string such "
                            "as 300KiB, 1MiB or 250kB")
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+    if m and m.group(2).lower() in _BARE:
+        unit = m.group(2)
+        raise PlannerError(f"{where}memory size {text!r}: a bare {unit!r} says neither 1000 nor "
+                           f"1024; write {m.group(1)}{_BARE[unit.lower()][0]} (x1024) or "
+                           f"{m.group(1)}{_BARE[unit.lower()][1]} (x1000)")
     if not m or m.group(2).lower() not in _UNITS:
         raise PlannerError(f"{where}cannot read memory size {text!r}; write e.g. 300KiB, "
                            "1MiB, 250kB or a number of bytes")
@@ -126,7 +135,15 @@ def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
 
 
 def select(search: ProposalSearch, budget: int | None, whence: str) -> Proposal:
-    """``search.select(budget)``; where the budget was not given, the error says whose it is."""
+    """``search.select(budget)``; where the budget was not given, the error says whose it is.
+    A ``smallest`` budget (``whence``) selects the fastest Proposal of the least memory, which
+    must fit ``budget`` where that is given (the size of a memory pool)."""
+    if whence == SMALLEST_SOURCE:
+        smallest = search.frontier[0][0]
+        if budget is not None and smallest > budget:
+            raise PlannerError(f"the smallest plan needs {smallest} bytes, more than the "
+                               f"{budget} bytes of the memory it must fit")
+        return search.select(smallest)
     try:
         return search.select(budget)
     except PlannerError as err:

@@ -29,6 +29,10 @@ from planner.errors import PlannerError
 SYSTEM = "system"
 #: The budget value meaning "no budget: the fastest Proposal".
 NONE = "none"
+#: The budget value meaning "the Proposal with the least memory" (Vela's ``--optimise Size``).
+SMALLEST = "smallest"
+#: Where a ``smallest`` budget came from, in the reports' words.
+SMALLEST_SOURCE = "smallest: the plan with the least memory, as Vela's --optimise Size"
 
 #: The system Vela assumes per accelerator family, as the reports name it.
 VELA_DEFAULT_SYSTEMS = {
@@ -53,6 +57,8 @@ def resolve_budget(budget, device: Device) -> tuple[int | None, str]:
     word = budget.strip().lower() if isinstance(budget, str) else None
     if budget is None or word == NONE:
         return None, "none: the fastest Proposal"
+    if word == SMALLEST:
+        return None, SMALLEST_SOURCE
     if word == SYSTEM:
         size = device.region(device.fm_region).size
         default = _default_size(device)
@@ -78,11 +84,13 @@ def _default_size(device: Device) -> int | None:
 #: The help line of every ``--budget`` option (python -m planner, tvmc plan, tvmc compile).
 BUDGET_HELP = ("memory budget: a size such as 300KiB or 1MiB; 'system' (the default) the SRAM of "
                "the accelerator's system configuration, as Vela plans; 'none' the fastest plan "
-               "whatever its memory")
+               "whatever its memory; 'smallest' the plan with the least memory")
 
 
 def budget_line(budget: int | None, whence: str) -> str:
     """The report's line saying which budget a plan was chosen within, and why."""
+    if whence == SMALLEST_SOURCE:
+        return f"budget: {whence}"
     if budget is None:
         return "budget: none (the fastest Proposal)"
     return f"budget: {budget:,} B" + ("" if whence == "given" else f", {whence}")

@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 from planner import parts as P
 from planner.errors import PlannerError
 from planner.graph import DTYPE_BYTES, Part, PlannerGraph, Tensor
+from planner.limits import check_part, check_tensor
 from planner.propagator import Number, Propagator
 
 __all__ = ["FORMAT", "VERSION", "graph_to_json", "graph_from_json", "save_graph", "load_graph",
@@ -582,6 +583,7 @@ def graph_from_json(d: Mapping[str, Any]) -> PlannerGraph:
             t = _dec_tensor(v, f"inputs[{i}]")
             if t.is_constant:
                 raise _fail(f"inputs[{i}].constant", "a graph input cannot be constant", True)
+            check_tensor(t, f"inputs[{i}]")
             ctx.add_tensor(t, f"inputs[{i}]")
             inputs.append(t)
     built: list[Part] = []
@@ -593,6 +595,7 @@ def graph_from_json(d: Mapping[str, Any]) -> PlannerGraph:
                                "(full form)")
         try:
             part = _compact(pd, where, ctx) if "op" in pd else _full_part(pd, where, ctx)
+            check_part(part)    # sizes and windows within the planner's limits
         except PlannerError as e:
             msg = str(e)
             if not msg.startswith(where):

@@ -78,21 +78,45 @@ class PrefetchVariant(NamedTuple):
     raw: RawSpec
 
 
+#: The most stripes a sink is cut into along one axis. Every later step of the search (the
+#: ranges of the stripes, their windows, rings and costs) walks the stripes of an axis, so
+#: this bounds the planner's work by the model's size rather than its tensors' extents; no
+#: real network's sink is taller than this, and past it per-stripe overheads dominate.
+MAX_STRIPES_PER_AXIS = 1024
+
+
 def _distinct_sizes(extent: int, granule: int, factors: int) -> list[int]:
-    """Stripe sizes along one axis: one per distinct stripe count, aligned to ``granule``,
-    thinned to ``factors`` values spread evenly (so not only powers of two)."""
-    sizes = set()
-    for n in range(1, extent + 1):
-        s = -(-extent // n)
-        s = min(extent, -(-s // granule) * granule)
-        sizes.add(s)
-    ordered = sorted(sizes)
+    """Stripe sizes along one axis: one per distinct stripe count up to
+    ``MAX_STRIPES_PER_AXIS``, aligned to ``granule``, thinned to ``factors`` values spread
+    evenly (so not only powers of two).
+
+    The stripe counts are walked in blocks that share one size (``_ceil_quotients``), never
+    one by one, so a 2^30-row axis costs no more than a 1024-row one."""
+    ordered = sorted({min(extent, -(-q // granule) * granule)
+                      for q in _ceil_quotients(extent, MAX_STRIPES_PER_AXIS)})
     if len(ordered) <= factors:
         return ordered
     if factors == 1:          # one size: the whole axis (no striping along it)
         return [ordered[-1]]
     picks = {ordered[round(k * (len(ordered) - 1) / (factors - 1))] for k in range(factors)}
     return sorted(picks)
+
+
+def _ceil_quotients(extent: int, most: int) -> list[int]:
+    """The distinct values of ceil(extent / n) for n = 1 .. min(extent, most), descending.
+
+    Walks the blocks of stripe counts n that share one quotient q, at most
+    O(sqrt(extent)) of them: ceil(extent / n) >= q exactly when n <= (extent - 1) // (q - 1),
+    so the block of q ends there and the next block starts one count later."""
+    out = []
+    n = 1
+    while n <= min(extent, most):
+        q = -(-extent // n)
+        out.append(q)
+        if q == 1:
+            break
+        n = (extent - 1) // (q - 1) + 1
+    return out
 
 
 class PlanGenerator(PlanCosting):

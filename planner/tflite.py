@@ -32,6 +32,7 @@ import numpy as np
 from planner import parts
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
+from planner.limits import MAX_AXIS, check_graph
 from planner.propagator import Propagator
 from planner.tflite_format import (
     DECODING_ERRORS,
@@ -244,6 +245,10 @@ class _Converter:
         if any(s < 1 for s in info.shape):
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) has an unknown or "
                            f"empty dimension in {list(info.shape)}")
+        if any(s > MAX_AXIS for s in info.shape):
+            raise self.err(f"tensor {info.raw_name!r} (index {info.index}) has shape "
+                           f"{list(info.shape)}; the planner's limit is {MAX_AXIS:,} elements "
+                           "per axis (the NPUs' 16-bit dimension fields)")
 
     def check_activation(self, info: _TInfo) -> str:
         self.check_shape(info)
@@ -290,8 +295,13 @@ class _Converter:
                                "operator")
             outputs.append(self.values[i])
         inputs = tuple(self.values[i] for i in graph_in)
-        return PlannerGraph(_vela_layouts(self.parts, inputs, outputs), inputs,
-                            tuple(outputs), self.graph_name)
+        graph = PlannerGraph(_vela_layouts(self.parts, inputs, outputs), inputs,
+                             tuple(outputs), self.graph_name)
+        try:
+            check_graph(graph)      # window attributes and sizes, before any planning
+        except PlannerError as e:
+            raise self.err(str(e)) from None
+        return graph
 
     def opname(self, op) -> tuple[str, int]:
         n = self.model.OperatorCodesLength()

@@ -70,6 +70,7 @@ def partition_for(mod, target, **options):
     (:func:`tvm_ethos.partition_report`, :func:`plan_report`)."""
     import tvm
 
+    from tvm_ethos.compiler import PLANNING_OPTIONS, check_target_options
     from tvm_ethos.errors import CompileError, TvmEthosError
     from tvm_ethos.frontend import load_model
     from tvm_ethos.frontend.relax_module import reshape_outputs
@@ -80,6 +81,7 @@ def partition_for(mod, target, **options):
 
     options = dict(options)
     plan_opts = cascade.planning_options(options)
+    check_target_options(target, options, PLANNING_OPTIONS, "partition_for")
     tl = parse_targets(target, options)
     devices = cascade.check_devices(tl, plan_opts)
     if not isinstance(mod, tvm.IRModule):

@@ -27,13 +27,10 @@ from typing import Callable
 
 from planner.budgets import BUDGET_HELP
 from planner.errors import PlannerError
+from tvm_ethos.cli_paths import CliError, require_file, require_writable
 from tvm_ethos.errors import TvmEthosError
 
 PROG = "tvmc"
-
-
-class CliError(TvmEthosError, ValueError):
-    """Bad command-line input; reported as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -235,23 +232,6 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     add_planner_arguments(p)
 
 
-def require_file(path: str, what: str) -> None:
-    """A one-line error unless ``path`` is an existing file (``what`` names it, e.g. 'model')."""
-    if os.path.isdir(path):
-        raise CliError(f"{what} {path!r} is a directory, not a file")
-    if not os.path.isfile(path):
-        raise CliError(f"{what} {path!r} does not exist")
-
-
-def require_writable(path: str, what: str) -> None:
-    """A one-line error, before any work, when ``path``'s folder does not exist."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CliError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise CliError(f"cannot write {what} {path!r}: it is a folder; give a file name")
-
-
 def _check_models(models: list[str]) -> None:
     for m in models:
         require_file(m, "model file")
@@ -322,6 +302,8 @@ def _sweep(args, devices, options) -> int:
         os.makedirs(args.output_dir, exist_ok=True)
     except OSError as e:
         raise CliError(f"cannot create --output-dir {args.output_dir!r}: {e.strerror}") from None
+    for f in ("sweep.csv", "points.csv", "sweep.png"):     # before the sweep, not after it
+        require_writable(os.path.join(args.output_dir, f), "--output-dir's file")
     t0 = time.perf_counter()
     results = sweep.run_sweep(args.models, devices, budgets, io_region=args.io_region,
                               options=options, vela=vela, executor=executor,

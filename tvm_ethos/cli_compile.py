@@ -1,11 +1,14 @@
 """``tvmc compile``: a model file -> a compiled package (``-o module.tar``) and its plan report.
 
   tvmc compile MODEL --target ethos-n,opencl [--target-ethos-n-variant=n78 ...]
-               [-o module.tar | -o out.tflite --output-format tflite]
+               [-o module.tar | -o out.tflite] [--output-format package|tflite]
                [--budget 300KiB|system|none]
                [--workspace-pools sram:300KiB:read_bw=8] [--planner-<field>=VALUE ...]
                [--no-plan] [--fallback-mode auto|import|copy]
                [--planner-report plan.json] [--quiet] [--no-progress]
+               [Vela's: --accelerator-config --optimise --system-config --memory-mode
+                --config --arena-cache-size --output-dir --verbose-performance
+                --verbose-allocation]
 
 The per-target options (``--target-<id>-<key>``) are generated from the registered backends'
 option schemas, so a third-party backend's options appear here too. Everything is validated
@@ -20,6 +23,7 @@ import sys
 import time
 
 from planner.budgets import BUDGET_HELP
+from tvm_ethos import vela_options
 from tvm_ethos.cli import (
     CliError,
     add_planner_arguments,
@@ -31,6 +35,8 @@ from tvm_ethos.cli import (
     require_writable,
     target_options,
 )
+from tvm_ethos.cli_paths import require_distinct, write_failed
+from tvm_ethos.reports import vela_summary
 from tvm_ethos.runtime.options import FALLBACK_MODES
 
 HELP = "compile a model for NPUs with a GPU/CPU fallback into one package file"
@@ -75,14 +81,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
              "'ethos-n,opencl' or 'ethos-u,llvm'; options inline as "
              "'ethos-u -accelerator_config=ethos-u65-256,llvm' or with the "
              "--target-<id>-<key> flags below (a flag wins over the inline value)")
-    p.add_argument("-o", "--output", default="module.tar", metavar="FILE",
-                   help="the package to write (default module.tar; a tar for a .tar name, a "
-                        "zip otherwise), or the .tflite with --output-format tflite")
-    p.add_argument("--output-format", default="package", choices=OUTPUT_FORMATS,
-                   help="package: the tvm-ethos package 'tvmc run' reads (default); tflite: "
-                        "a TFLite Micro .tflite whose Ethos-U subgraph is one 'ethos-u' custom "
-                        "operator in Vela's layout (needs an ethos-u target and a .tflite "
-                        "MODEL whose operators all go to one Ethos-U subgraph)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="the file to write; its extension sets the format: .tflite a TFLite "
+                        "Micro file, .tar a tar package, any other name a zip package "
+                        "(default module.tar, module.tflite with --output-format tflite)")
+    p.add_argument("--output-format", default=None, choices=OUTPUT_FORMATS,
+                   help="package: the tvm-ethos package 'tvmc run' reads; tflite: "
+                        "a TFLite Micro .tflite whose Ethos-U subgraphs are 'ethos-u' custom "
+                        "operators in Vela's layout (needs an ethos-u target and a .tflite "
+                        "MODEL); default: -o's extension; one contradicting -o is an error")
     p.add_argument("--budget", default=None, metavar="SIZE",
                    help=f"limit on every NPU subgraph's peak SRAM; {BUDGET_HELP}; an "
                         "impossible budget is an error")
@@ -103,6 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print one line, not the partition summary and per-layer plan")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_planner_arguments(p, compile_notes())
+    vela_options.add_arguments(p)
 
 
 def compile_notes() -> dict[str, str]:
@@ -135,6 +143,47 @@ def check_tflite_output(model: str, targets) -> None:
         raise CliError(f"--output-format tflite rewrites a .tflite model; {model} is not one")
 
 
+#: The output format each file extension means (any other extension: a zip package).
+EXTENSION_FORMATS = {".tflite": "tflite", ".tar": "package", ".zip": "package"}
+
+
+def output_file(args, targets) -> tuple[str, str]:
+    """(path, format): the format follows ``-o``'s extension, ``--output-format`` may only
+    agree with it; without ``-o`` the name follows the format (``module.tar``,
+    ``module.tflite``, or Vela's ``DIR/MODEL_tvm_ethos.tflite`` with ``--output-dir``, where
+    an ethos-u target and a .tflite model default to the TFLite Micro file, as Vela writes)."""
+    fmt = args.output_format
+    if args.output is not None:
+        ext = os.path.splitext(args.output)[1].lower()
+        named = EXTENSION_FORMATS.get(ext)
+        if fmt is None:
+            return args.output, named or "package"
+        if named is not None and named != fmt or named is None and fmt == "tflite":
+            kind = {"tflite": "a TFLite Micro file", "package": "a package"}
+            raise CliError(f"--output-format {fmt} contradicts -o {args.output} (a {ext or 'bare'}"
+                           f" name is {kind[named or 'package']}): drop --output-format, or "
+                           f"name the output {'.tflite' if fmt == 'tflite' else '.tar'}")
+        return args.output, fmt
+    if fmt is None:
+        fmt = ("tflite" if targets.host.backend_id == "tflite-micro" or (
+            args.output_dir is not None and "ethos-u" in targets.ids
+            and args.model.lower().endswith(".tflite")) else "package")
+    ext = ".tflite" if fmt == "tflite" else ".tar"
+    if args.output_dir is not None:
+        return vela_options.output_name(args.model, args.output_dir, ext), fmt
+    return "module" + ext, fmt
+
+
+def prepare_output_dir(path: str | None) -> None:
+    """``--output-dir``: created when missing, as Vela does (one line when it cannot be)."""
+    if path is None:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise CliError(f"cannot create --output-dir {path!r}: {e.strerror or e}") from None
+
+
 def workspace_pools(values: list[str] | None) -> list[str] | None:
     """``--workspace-pools`` values (repeated and/or comma-separated) -> pool strings."""
     if not values:
@@ -148,20 +197,30 @@ def workspace_pools(values: list[str] | None) -> list[str] | None:
 
 def run(args) -> int:
     require_file(args.model, "model file")
-    require_writable(args.output, "the package (-o)")
     if args.planner_report is not None:
         require_writable(args.planner_report, "--planner-report")
-    targets = resolve_targets(args.target, target_options(args, target_option_table()))
+    cli_options = target_options(args, target_option_table())
+    vela_options.accelerator_option(args, cli_options, args.target)
+    targets = resolve_targets(args.target, cli_options)
+    vela = vela_options.choices(args, targets)
+    args.output, args.output_format = output_file(args, targets)
+    output = "the .tflite (-o)" if args.output_format == "tflite" else "the package (-o)"
+    require_distinct({"model file": args.model, output: args.output,
+                      "--planner-report": args.planner_report})
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
     elif targets.host.backend_id == "tflite-micro":
         raise CliError(f"--target {args.target} runs on the tflite-micro host, whose output is a "
-                       "TFLite Micro .tflite, not a package: add --output-format tflite, or "
+                       "TFLite Micro .tflite, not a package: name the output .tflite, or "
                        "name a host for a package (e.g. --target ethos-u,llvm)")
+    prepare_output_dir(args.output_dir)
+    require_writable(args.output, output)
     options = {"planner_options": planner_options(args),
-               "memory_pools": workspace_pools(args.workspace_pools)}
+               "memory_pools": vela.memory_pools or workspace_pools(args.workspace_pools)}
     if args.budget is not None:
         options["budget"] = args.budget
+    elif vela.budget is not None:
+        options["budget"] = vela.budget
     if args.no_plan:
         options["plan"] = False
     if args.fallback_mode is not None:
@@ -179,21 +238,29 @@ def run(args) -> int:
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)
         bar.update(1, "compiled")
-        if args.output_format == "tflite":
-            cm.export_tflite(args.output, model=args.model)
-        else:
-            cm.save(args.output)
+        try:
+            if args.output_format == "tflite":
+                cm.export_tflite(args.output, model=args.model)
+            else:
+                cm.save(args.output)
+        except OSError as e:       # checked writable above; the disk may still fill up
+            raise write_failed(args.output, output, e) from None
         bar.update(1, "saved")
     if not args.no_progress:   # timing varies run to run: stderr, so stdout stays identical
         print(f"compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if args.planner_report is not None:
-        with open(args.planner_report, "w") as f:
-            json.dump(cm.plan_report, f, indent=1, sort_keys=True)
-            f.write("\n")
+        try:
+            with open(args.planner_report, "w") as f:
+                json.dump(cm.plan_report, f, indent=1, sort_keys=True)
+                f.write("\n")
+        except OSError as e:
+            raise write_failed(args.planner_report, "--planner-report", e) from None
     wrote = f"wrote {args.output}" + (f" and {args.planner_report}" if args.planner_report
                                       else "")
     if args.quiet:
         print(wrote)
+        if vela.system is not None and args.model.lower().endswith(".tflite"):
+            vela_reports(args, cm, vela.system, quiet=True)
         return 0
     print(f"{name} compiled for {cm.targets}")
     print("partition: " + ", ".join(f"{t} {n} operator{'s' if n != 1 else ''}"
@@ -204,7 +271,46 @@ def run(args) -> int:
           else cm.plan_table)
     print()
     print(wrote)
+    if vela.system is not None and args.model.lower().endswith(".tflite"):
+        vela_reports(args, cm, vela.system)
     return 0
+
+
+def vela_reports(args, cm, system, quiet: bool = False) -> None:
+    """Vela's summary (printed; ``--output-dir``: its CSV), ``--verbose-performance``'s
+    per-layer table and CSV, ``--verbose-allocation``'s buffers, for the Ethos-U part
+    (``quiet``: the files only, and the line naming them)."""
+    with open(args.model, "rb") as f:
+        source = f.read()
+    network = os.path.splitext(os.path.basename(args.model))[0]
+    summary, rows = vela_summary.summarize(cm, network, source, system)
+    folder = args.output_dir if args.output_dir is not None else (
+        os.path.dirname(args.output) or ".")
+    files = []
+    say = (lambda *a, **k: None) if quiet else print
+    say()
+    say(summary.text(), end="")
+    if args.output_dir is not None:
+        files.append((vela_summary.summary_path(folder, network, system), [summary.csv_row()],
+                      None))
+    if args.verbose_performance:
+        layer_rows = vela_summary.per_layer_rows(rows, summary)
+        say()
+        say(vela_summary.per_layer_text(layer_rows))
+        files.append((vela_summary.per_layer_path(folder, network), layer_rows,
+                      vela_summary.PER_LAYER_COLUMNS))
+    written = []
+    for path, table, columns in files:
+        try:
+            vela_summary.write_csv(path, table, columns)
+        except OSError as e:
+            raise CliError(f"cannot write {path!r}: {e.strerror or e}") from None
+        written.append(path)
+    if args.verbose_allocation:
+        say()
+        say(vela_summary.allocation_text(cm))
+    if written:
+        print("wrote " + " and ".join(written))
 
 
 register("compile", HELP, add_arguments, run, description=DESCRIPTION)

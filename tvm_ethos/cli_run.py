@@ -5,7 +5,10 @@ inputs from a file or filled in, with the top classes, timings and outputs on re
            [--print-top N] [--print-time] [--repeat N] [--outputs out.npz]
            [--print-edges] [--fallback-mode auto|import|copy] [--npu-runtime stream|tir]
 
-There is no NPU here: NPU subgraphs run on the emulator, and the output says so.
+  tvmc run MODEL.tflite [--accelerator-config ethos-u55-128] [the same input/print options]
+
+There is no NPU here: NPU subgraphs run on the emulator, and the output says so. A ``.tflite``
+with ``ethos-u`` operators (ours or Vela's) runs through ``tvm_ethos/tflite_run.py``.
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import zipfile
 
 import numpy as np
 
+from tvm_ethos import tflite_run
 from tvm_ethos.cli import CliError, register, require_file, require_writable
+from tvm_ethos.cli_paths import check_int_range, require_distinct, write_failed
 from tvm_ethos.runtime.options import FALLBACK_MODES, NPU_RUNTIMES
 
 HELP = "run a compiled package on inputs (NPU subgraphs on models of the NPU)"
@@ -28,12 +33,16 @@ DESCRIPTION = (
     "stream runs on the functional Ethos-U model (--npu-runtime stream, the default), other "
     "NPU subgraphs (and every one with --npu-runtime tir) on the emulator (TensorIR built for "
     "this host); both bit-exact with TFLite's reference kernels. Their time is the model's, "
-    "their cycles the planner's estimates.")
+    "their cycles the planner's estimates. PACKAGE may also be a .tflite with ethos-u "
+    "operators (written by tvmc compile or by Vela): its streams run on the functional model "
+    "and its other operators through the TFLite interpreter.")
 FILL_MODES = ("random", "zeros", "ones")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("package", metavar="PACKAGE", help="a package written by tvmc compile")
+    p.add_argument("package", metavar="PACKAGE",
+                   help="a package written by tvmc compile, or a .tflite with ethos-u "
+                        "operators (tvmc compile's or Vela's)")
     p.add_argument("--inputs", default=None, metavar="FILE.npz",
                    help="input arrays: named after the model's inputs, or positional "
                         "(numpy.savez(path, x0, x1)); a .npy for a one-input model")
@@ -57,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--npu-runtime", default=None, choices=NPU_RUNTIMES,
                    help="stream: Ethos-U command streams on the functional model (the "
                         "package's default); tir: every NPU subgraph on the TensorIR emulator")
+    p.add_argument("--accelerator-config", default=None, metavar="CONFIG",
+                   help="for a .tflite: the Ethos-U running it, e.g. ethos-u55-128 (default: "
+                        "the one its command stream names)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -153,13 +165,26 @@ def top_classes(output: np.ndarray, n: int) -> list[tuple[int, int | float]]:
 
 
 def run(args) -> int:
-    require_file(args.package, "package")
+    if not os.path.exists(args.package) or os.path.isdir(args.package):
+        require_file(args.package, "package")    # missing, or a folder: one line
+    # anything else that is not a sound package (a FIFO, a device, damaged or altered bytes) is
+    # refused by tvm_ethos.load as one ModelLoadError line before its library is loaded
     if args.print_top is not None and args.print_top < 1:
         raise CliError(f"--print-top must be >= 1, got {args.print_top}")
     if args.repeat < 1:
         raise CliError(f"--repeat must be >= 1, got {args.repeat}")
+    check_int_range(args.seed, "--seed", 0, 2**32 - 1)     # numpy's RandomState seeds
+    if args.inputs is not None:
+        require_file(args.inputs, "--inputs file")
     if args.outputs is not None:
         require_writable(args.outputs, "--outputs")
+        require_distinct({"package": args.package, "--inputs file": args.inputs,
+                          "--outputs": args.outputs})
+    if tflite_run.is_tflite(args.package):
+        return run_tflite(args)
+    if args.accelerator_config is not None:
+        raise CliError("--accelerator-config chooses the Ethos-U of a .tflite; a package "
+                       "keeps the one it was compiled for")
     import tvm_ethos
     from planner.sweep import Progress
 
@@ -180,6 +205,40 @@ def run(args) -> int:
     print(emulation_note(cm))
     if args.print_edges:
         print(cm.edge_report)
+    print_outputs(args, outputs, times)
+    cm.unload()
+    return 0
+
+
+def run_tflite(args) -> int:
+    """``tvmc run MODEL.tflite``: the file's ethos-u operators emulated, the rest on the
+    host; inputs and printing as for a package."""
+    for flag, value in (("--fallback-mode", args.fallback_mode),
+                        ("--npu-runtime", args.npu_runtime), ("--print-edges", args.print_edges)):
+        if value:
+            raise CliError(f"{flag} applies to a package; {args.package} is a .tflite (its "
+                           "NPU part runs as its command stream, the rest on the host)")
+    from planner.sweep import Progress
+
+    with open(args.package, "rb") as f:
+        data = f.read()
+    model = tflite_run.prepare(data, args.package, args.accelerator_config)
+    xs = read_inputs(args.inputs, model.inputs, args.fill_mode, args.seed)
+    times = []
+    with Progress(None, "running", enabled=not args.no_progress):
+        result = tflite_run.run(model, xs)
+        if args.print_time:
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                result = tflite_run.run(model, xs)
+                times.append(time.perf_counter() - t0)
+    print(tflite_run.note(result))
+    print_outputs(args, result.outputs, times)
+    return 0
+
+
+def print_outputs(args, outputs, times) -> None:
+    """The outputs (or their top classes), the timings and the --outputs file."""
     for i, out in enumerate(outputs):
         print(f"output {i}: {_describe_array(out)}")
         if args.print_top is not None:
@@ -192,10 +251,11 @@ def run(args) -> int:
         print(f"time (ms, {len(ms)} run{'s' if len(ms) > 1 else ''} after a warm-up, this "
               f"host): mean {ms.mean():.2f}  min {ms.min():.2f}  max {ms.max():.2f}")
     if args.outputs is not None:
-        np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        try:
+            np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        except OSError as e:
+            raise write_failed(args.outputs, "--outputs", e) from None
         print(f"wrote {args.outputs}")
-    cm.unload()
-    return 0
 
 
 def emulation_note(cm) -> str:

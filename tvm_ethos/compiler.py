@@ -1,6 +1,7 @@
 """``compile`` and ``CompiledModel``: partition, NPU codegen, host build, save and load."""
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
@@ -14,14 +15,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
-from tvm_ethos.package import package_bytes, read_package, read_package_bytes, write_package
+from tvm_ethos.package import (
+    CONSTANTS,
+    FORMAT_VERSION,
+    LIBRARY,
+    META,
+    PROGRAM,
+    VerifiedPackage,
+    package_bytes,
+    verify_package,
+    verify_package_bytes,
+    write_package,
+)
+from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 
-FORMAT_VERSION = 1
-_META = "meta.json"
-_LIB = "model.so"
-_PROGRAM = "program.json"
-_CONSTANTS = "constants.bin"
+_META, _LIB, _PROGRAM, _CONSTANTS = META, LIBRARY, PROGRAM, CONSTANTS
 log = logging.getLogger(__name__)
 
 
@@ -71,11 +80,15 @@ class CompiledModel:
         #: the .tflite compiled (its bytes), for export_tflite; None when compiled from an
         #: IRModule or loaded from a package
         self.source_tflite = None
+        #: what the host code needs of the CPU that runs it (runtime/host_cpu.py; None: a
+        #: package older than the record, not checked)
+        self.cpu_record = None
 
     # ------------------------------------------------------------------ running
     @property
     def vm(self):
         if self._vm is None:
+            check_host_cpu(self.cpu_record, "this compiled model")
             import tvm
             from tvm import relax
 
@@ -85,9 +98,10 @@ class CompiledModel:
     def run(self, *inputs) -> list[np.ndarray]:
         """One inference through the executor (the VM where a model has no program).
 
-        ``inputs``: the arrays in the order of :attr:`inputs`, or one dict keyed by input
-        name. The outputs come back in the order, and with the shapes, of :attr:`outputs`
-        (the source model's: TFLite's ``(1, 10)`` where the module computes ``(1, 1, 1, 10)``)."""
+        ``inputs``: the arrays in the order of :attr:`inputs` (as arguments, or one list of
+        them), or one dict keyed by input name. The outputs come back in the order, and with
+        the shapes, of :attr:`outputs` (the source model's: TFLite's ``(1, 10)`` where the
+        module computes ``(1, 1, 1, 10)``)."""
         arrays = self._ordered_inputs(inputs)
         if self.program is not None:
             return self._shaped(self.executor.run(arrays))
@@ -96,6 +110,9 @@ class CompiledModel:
     def _ordered_inputs(self, inputs: tuple) -> tuple:
         """Positional arrays, or one dict by input name turned into them (TvmEthosError naming
         the unknown or missing names)."""
+        if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)) and inputs[0] and all(
+                isinstance(x, np.ndarray) for x in inputs[0]):
+            return tuple(inputs[0])   # cm.run([x0, x1]) as cm.run(x0, x1)
         if len(inputs) != 1 or type(inputs[0]) is np.ndarray or not isinstance(inputs[0], Mapping):
             return inputs
         given, names = inputs[0], [s.name for s in self.inputs]
@@ -120,6 +137,8 @@ class CompiledModel:
         """The loaded network (created on first use; :meth:`unload` frees it)."""
         if self._executor is None or self._executor.closed:
             from tvm_ethos.runtime.executor import Executor
+
+            check_host_cpu(self.cpu_record, "this compiled model")
 
             if self.program is None:
                 raise TvmEthosError("this compiled model has no executor program")
@@ -224,6 +243,8 @@ class CompiledModel:
             "runtime_options": self.runtime_options,
             "plan_report": self.plan_report,
         }
+        if self.cpu_record is not None:
+            meta["host_cpu"] = self.cpu_record.to_json()
         members = [
             (_LIB, self._library_bytes()),
             (_META, json.dumps(meta, sort_keys=True).encode()),
@@ -282,37 +303,26 @@ def load(path, **runtime_options) -> CompiledModel:
     override those saved with the model."""
     check_runtime_options(runtime_options)
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ModelLoadError(f"compiled model not found: {path}")
     log.info("loading %s (its shared library runs in this process)", path)
-    return load_members(read_package(path), path, runtime_options)
+    return load_members(verify_package(path), path, runtime_options)
 
 
-def load_members(members: dict[str, bytes], path: str, runtime_options: dict) -> CompiledModel:
-    """:func:`load` on a package's members already read (the cache checks their hash first);
-    ``path`` names the package in errors."""
+def load_members(pkg: VerifiedPackage, path: str, runtime_options: dict) -> CompiledModel:
+    """:func:`load` on a package already verified (tvm_ethos/package.py: members, metadata,
+    host): the last step, loading its library; ``path`` names the package in errors."""
     import tvm
 
     from tvm_ethos.backends.registry import get_registry
     from tvm_ethos.partition import PartitionReport
-    from tvm_ethos.runtime.program import NetworkProgram
 
-    try:
-        meta = json.loads(members[_META])
-    except (KeyError, ValueError) as err:
-        raise ModelLoadError(f"{path}: not a tvm-ethos compiled model ({err})") from None
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ModelLoadError(
-            f"{path}: format version {meta.get('format_version')}, "
-            f"this tvm-ethos reads {FORMAT_VERSION}"
-        )
+    meta = pkg.meta
+    record = read_cpu_record(dict(meta.extra), path)
+    check_host_cpu(record, path)   # before its code is loaded: SIGILL otherwise
     # re-register the backends (codegens, emulator hooks) before the library is loaded
     reg = get_registry()
-    for bid in (
-        meta["targets_ids"]
-        if "targets_ids" in meta
-        else [t.split()[0] for t in meta["targets"].split(",")]
-    ):
+    for bid in meta.target_ids:
         if reg.is_registered(bid):
             cg = reg.get(bid).codegen_factory()
             if cg is not None:
@@ -320,36 +330,32 @@ def load_members(members: dict[str, bytes], path: str, runtime_options: dict) ->
     tmp = tempfile.mkdtemp(prefix="tvm_ethos_load_")
     try:
         with open(os.path.join(tmp, _LIB), "wb") as f:
-            f.write(members[_LIB])
+            f.write(pkg.library)
         lib = tvm.runtime.load_module(os.path.join(tmp, _LIB))
     except Exception as err:
         raise ModelLoadError(f"{path}: cannot load the executable: {err}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ex = tvm.runtime.Executable(lib) if not hasattr(lib, "jit") else lib
-    report = PartitionReport.from_json(meta["report"]) if meta.get("report") else None
-    ins = [IOSpec(n, tuple(s), d) for n, s, d in meta["inputs"]]
-    outs = [IOSpec(n, tuple(s), d) for n, s, d in meta["outputs"]]
-    program = None
-    if _PROGRAM in members:
-        try:
-            program = NetworkProgram.from_json(members[_PROGRAM].decode(), members[_CONSTANTS])
-        except (KeyError, ValueError) as err:
-            raise ModelLoadError(f"{path}: cannot read the executor program: {err}") from None
-    opts = dict(meta.get("runtime_options") or {})
+    report = PartitionReport.from_json(meta.report) if meta.report else None
+    ins = [IOSpec(n, tuple(s), d) for n, s, d in meta.inputs]
+    outs = [IOSpec(n, tuple(s), d) for n, s, d in meta.outputs]
+    opts = dict(meta.runtime_options)
     opts.update(runtime_options)
-    return CompiledModel(
+    cm = CompiledModel(
         ex,
-        meta["targets"],
+        meta.targets,
         report,
         ins,
         outs,
-        program=program,
+        program=pkg.program,
         runtime_options=opts,
         library=lib,
-        plan_report=meta.get("plan_report"),
-        library_bytes=members[_LIB],
+        plan_report=dict(meta.plan_report) if meta.plan_report is not None else None,
+        library_bytes=pkg.library,
     )
+    cm.cpu_record = record
+    return cm
 
 
 def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # noqa: A001
@@ -370,11 +376,17 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     * ``variant`` (ethos-n, ``"n78"``), ``tops`` (1, 2, 4, 8), ``ple_ratio`` (2, 4),
       ``sram_size`` (bytes, 0 for the variant's own);
     * ``cpu_ops`` (opencl): operator kinds or TFLite names to run on the CPU instead of the GPU;
-    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``.
+    * ``tiling`` (opencl): the conv kernels' work-group and register tile, ``"64x2x4"``;
+    * ``mcpu`` (llvm): the LLVM CPU the host code is built for (``"x86-64-v3"``, ``"haswell"``;
+      default this machine's). The model then runs on CPUs with that one's extensions only:
+      its package records them and ``load`` refuses a CPU without them (runtime/host_cpu.py).
 
     Planning options (rfcs/0005):
 
-    * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``);
+    * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``: kB =
+      1000, KiB = 1024, a bare ``k`` refused), ``"system"`` (the default: the device's SRAM),
+      ``"smallest"`` (the plan of least memory, Vela's ``--optimise Size``) or ``None`` (the
+      fastest);
     * ``memory_pools``: memory regions overriding the device's (``{"sram": {"size": ...}}``,
       or tvmc's ``"sram:300KiB:read_bw=8"`` strings);
     * ``planner_options``: a dict or ``planner.options.PlannerOptions`` of search settings;
@@ -405,7 +417,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     check_runtime_options(runtime_opts)
     cache_dir = model_cache.resolve_cache_dir(options.pop("cache_dir", None))
-    _check_target_options(target, options)
+    check_target_options(target, options)
     key = None
     if cache_dir is not None:
         from tvm_ethos.runtime.program import PROGRAM_VERSION
@@ -414,7 +426,8 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         tl0 = parse_targets(target, dict(options))  # errors before any hashing
         try:
             key = model_cache.cache_key(mod, str(tl0), dict(options, _planning=plan_opts.key()),
-                                        (FORMAT_VERSION, PROGRAM_VERSION))
+                                        (FORMAT_VERSION, PROGRAM_VERSION),
+                                        cpu=_cpu_record_for(tl0).to_json())
         except TypeError:
             cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
     if cache_dir is not None:
@@ -423,7 +436,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         if hit is not None:
             path = model_cache.entry_path(cache_dir, key)
             try:
-                cm = load_members(read_package_bytes(hit, path), path, runtime_opts)
+                cm = load_members(verify_package_bytes(hit, path), path, runtime_opts)
                 cm.from_cache, cm.cache_path = True, path
                 cm.source_tflite = _tflite_source(mod)
                 log.info("loaded from the cache: %s", path)
@@ -455,15 +468,17 @@ def _tflite_source(mod):
     return source_of(mod)
 
 
+#: The planning options ``compile`` and ``partition_for*`` take.
+PLANNING_OPTIONS = ("budget", "memory_pools", "planner_options", "plan")
 #: ``compile``'s own options (the rest belong to the targets' backends).
-COMPILE_OPTIONS = (
-    ("budget", "memory_pools", "planner_options", "plan") + RUNTIME_OPTIONS + ("cache_dir",)
-)
+COMPILE_OPTIONS = PLANNING_OPTIONS + RUNTIME_OPTIONS + ("cache_dir",)
 
 
-def _check_target_options(target: str, options: dict) -> None:
-    """An OptionError naming every option ``compile`` takes when one is neither its own nor
-    a target's (a misspelt ``budget`` must not read as a missing target option)."""
+def check_target_options(target, options: dict, own=COMPILE_OPTIONS,
+                         caller: str = "compile") -> None:
+    """An OptionError naming every option ``caller`` takes (``own``, then each target's) when
+    one is neither (a misspelt ``budget`` must not read as a missing target option), with the
+    closest accepted name."""
     from tvm_ethos.backends.registry import get_registry
     from tvm_ethos.errors import OptionError
     from tvm_ethos.targets import parse_targets
@@ -477,9 +492,11 @@ def _check_target_options(target: str, options: dict) -> None:
     unknown = sorted(k for k in options if k not in known)
     if unknown:
         per_target = "; ".join(f"{b}: {', '.join(keys) or '(none)'}" for b, keys in schemas.items())
+        close = difflib.get_close_matches(unknown[0], list(own) + sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(map(repr, unknown))}; allowed options: "
-                          f"{', '.join(COMPILE_OPTIONS)} (compile); {per_target}")
+                          f"{', '.join(map(repr, unknown))}{hint}; allowed options: "
+                          f"{', '.join(own)} ({caller}); {per_target}")
 
 
 def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
@@ -488,6 +505,7 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     from tvm_ethos.frontend import load_model
     from tvm_ethos.lower.codegen import offload
     from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
+    from tvm_ethos.lower.host_cpu import building_for
     from tvm_ethos.lower.network_build import build_network
     from tvm_ethos.partition import partition
     from tvm_ethos.targets import parse_targets
@@ -501,19 +519,20 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     pmod, report = partition(mod, tl)
     log.debug("partition:\n%s", report)
     try:
-        # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds the schedules
-        payloads: dict = {}
-        pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
-        # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
-        ex, program = build_network(
-            pmod,
-            report,
-            tl.host.backend_id,
-            tl.host.options.get("cpu_ops"),
-            tir_pipeline=PIPELINE_NAME,
-            gpu_tiling=tl.host.options.get("tiling"),
-        )
-        program.payloads = payloads
+        with building_for(tl.host.options.get("mcpu")):   # llvm -mcpu=..., else this CPU's
+            # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds them
+            payloads: dict = {}
+            pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
+            # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
+            ex, program = build_network(
+                pmod,
+                report,
+                tl.host.backend_id,
+                tl.host.options.get("cpu_ops"),
+                tir_pipeline=PIPELINE_NAME,
+                gpu_tiling=tl.host.options.get("tiling"),
+            )
+            program.payloads = payloads
     except TvmEthosError:
         raise
     except Exception as err:
@@ -526,8 +545,20 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
     for p in main.params:
         ty = p.ty
         ins.append(IOSpec(p.name, tuple(int(s) for s in ty.shape.values), str(ty.dtype)))
-    return CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
-                         runtime_options=runtime_opts, plan_report=plan_report)
+    cm = CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
+                       runtime_options=runtime_opts, plan_report=plan_report)
+    cm.cpu_record = _cpu_record_for(tl)
+    return cm
+
+
+def _cpu_record_for(tl):
+    """What the host code compiled for the target list ``tl`` needs of the CPU
+    (its llvm ``-mcpu``, else this machine's)."""
+    from tvm_ethos.lower.cpu_schedule import host_target
+    from tvm_ethos.lower.host_cpu import building_for, cpu_record
+
+    with building_for(tl.host.options.get("mcpu")):
+        return cpu_record(host_target())
 
 
 def output_specs(mod) -> list[IOSpec]:

@@ -27,7 +27,8 @@ class TargetSpec:
     options: dict = field(default_factory=dict)
 
     def __str__(self):
-        opts = "".join(f" -{k}={v}" for k, v in sorted(self.options.items()))
+        # an empty option (llvm's -mcpu, opencl's -cpu_ops: "none given") is left out
+        opts = "".join(f" -{k}={v}" for k, v in sorted(self.options.items()) if v != "")
         return f"{self.backend_id}{opts}"
 
 

@@ -141,7 +141,10 @@ class Targets:
 
     # ONNX bytes through tvm_ethos.load_model (a file: bytes carry no ONNX magic) -------------
     def _setup_onnx(self):
+        # TVM's importer is imported here, not by the first case under its alarm: an alarm
+        # in the middle of TVM's import leaves it half-initialised for every later case
         import onnx  # noqa: F401  (the test skips when it is missing)
+        import tvm.relax.frontend.onnx  # noqa: F401
 
         from tvm_ethos.errors import TvmEthosError
         from tvm_ethos.frontend import load_model
@@ -154,6 +157,24 @@ class Targets:
             f.write(data)
         self._load_model(p)
         return "ok"
+
+    # compiled-model packages: tvm_ethos.load, and compile's cache (package_mutator.py) ------
+    def _setup_package(self):
+        if getattr(self, "_packages", None) is None:
+            from tests.reliability.package_mutator import PackageTarget
+            self._packages = PackageTarget(self.tmpdir)
+        self.expected["package"] = self._packages.expected
+
+    def package(self, data: bytes) -> str:
+        return self._packages.package(data)
+
+    def _setup_cache(self):
+        self._setup_package()
+        self._packages.setup_cache()
+        self.expected["cache"] = self._packages.expected
+
+    def cache(self, data: bytes) -> str:
+        return self._packages.cache(data)
 
     # the harness' own test: misbehave on one case ------------------------------------------
     def _setup_selftest(self):
@@ -223,12 +244,15 @@ def _corpus(kind: str, long: bool):
     if kind == "onnx":
         from tests.reliability.onnx_seeds import onnx_corpus
         return onnx_corpus()
+    if kind == "package":
+        from tests.reliability.package_mutator import package_corpus
+        return package_corpus()
     return tm.Corpus.default(long=long)
 
 
 def worker_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="fuzz_harness worker")
-    ap.add_argument("--corpus", default="tflite", choices=["tflite", "onnx"])
+    ap.add_argument("--corpus", default="tflite", choices=["tflite", "onnx", "package"])
     ap.add_argument("--long", action="store_true")
     ap.add_argument("--campaign", type=int, required=True)
     ap.add_argument("--start", type=int, required=True)
@@ -454,7 +478,7 @@ def _save(save_dir: str | None, corpus, campaign: int, index: int, kind: str, de
     os.makedirs(save_dir, exist_ok=True)
     data, _ = corpus.case(campaign, index)
     base = os.path.join(save_dir, f"{kind}-c{campaign}-i{index}")
-    ext = ".onnx" if getattr(corpus, "kind", "tflite") == "onnx" else ".tflite"
+    ext = {"onnx": ".onnx", "package": ".pkg"}.get(getattr(corpus, "kind", "tflite"), ".tflite")
     with open(base + ext, "wb") as f:
         f.write(data)
     with open(base + ".txt", "w") as f:

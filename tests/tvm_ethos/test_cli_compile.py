@@ -73,7 +73,8 @@ def one_line_error(rc, err, command, *words):
 
 def test_compile_writes_a_tar_that_load_reads(compiled, loaded):
     with tarfile.open(compiled["package"]) as t:
-        assert t.getnames() == ["model.so", "meta.json", "program.json", "constants.bin"]
+        assert t.getnames() == ["manifest.json", "model.so", "meta.json", "program.json",
+                                "constants.bin"]
     out = compiled["stdout"]
     assert f"compiled for {loaded.targets}" in out
     summary = ", ".join(f"{t} {n} operators" for t, n in loaded.partition_summary.items())

@@ -8,6 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from tests.helpers.host_cpu import target_or_skip
 from tvm_ethos.lower import cpu_schedule
 
 
@@ -178,18 +179,23 @@ needs_vnni = pytest.mark.skipif(not _vnni_host(), reason="this CPU has no AVX-51
 
 
 def _without_vnni(monkeypatch):
-    """Build the host kernels for an AVX2-only CPU (Zen 3) on any x86 machine: the vpmaddwd
+    """Build the host kernels for an AVX2 CPU without AVX-512 (so no VNNI, and AVX2's tiles)
+    that this machine can run (Zen 3 on a Zen 4, Haswell on a Cascade Lake; the test is skipped
+    where there is none): the vpmaddwd
     kernels of ``x86_avx2`` where a conv or fully connected layer takes them, int32
     multiply-adds elsewhere."""
-    monkeypatch.setattr(cpu_schedule, "host_target", lambda: {"kind": "llvm", "mcpu": "znver3"})
+    target = target_or_skip(has=("avx2",), lacks=("avx512f",))
+    monkeypatch.setattr(cpu_schedule, "host_target", lambda: dict(target))
 
 
 def _int32_kernels(monkeypatch):
-    """As :func:`_without_vnni`, with no dot-product form at all: every accumulator in the
-    int32 multiply-add form (a CPU with neither VNNI nor AVX2, or an OpenCL build)."""
+    """No dot-product form at all: every accumulator in the int32 multiply-add form (a CPU
+    with neither VNNI nor AVX2, or an OpenCL build), on a CPU without AVX-512 that this
+    machine can run."""
     from tvm_ethos.lower import codegen
 
-    _without_vnni(monkeypatch)
+    target = target_or_skip(lacks=("avx512f",))
+    monkeypatch.setattr(cpu_schedule, "host_target", lambda: dict(target))
     monkeypatch.setattr(codegen, "host_kernels_avx2", lambda tl: False)
 
 

@@ -8,7 +8,7 @@ import pytest
 import tflite_builder as tb
 import tvm
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tvm import te
 
@@ -16,7 +16,7 @@ import tvm_ethos
 from tests.helpers.tflite_oracle import oracle
 from tvm_ethos.lower import te_ops
 from tvm_ethos.lower.cpu_schedule import host_target, schedule_for_cpu
-from tvm_ethos.lower.fixed_point import exp_table, softmax_8bit
+from tvm_ethos.lower.fixed_point import exp_table, input_scaling, softmax_8bit
 from tvm_ethos.patterns import QOp
 
 #: TFLite's optimized kernel (float32 ``expf`` table) gives int8 31 for entry 3, the reference 32
@@ -75,8 +75,12 @@ def test_other_output_quantization_is_named_in_the_report():
 
 
 # ------------------------------------------------------------ the kernel, compiled once per dtype
-#: many rows per run: rows the two TFLite kernels round differently are about 3 in 10,000
-SHAPE = (2048, 16)
+#: rows per run: rows the two TFLite kernels round differently are about 3 in 10,000, and a
+#: rounding the kernel gets wrong can be rarer still (1 element in 32,768 for the example below)
+SHAPE = (10240, 16)
+#: rows drawn from one random state at a time (the first block is the whole row set of a
+#: 2048-row run with the same seed, so examples found on such runs still reproduce)
+BLOCK = 2048
 _KERNELS: dict = {}
 
 
@@ -104,20 +108,50 @@ def _run(dtype, x, s_in, beta):
     return out.numpy()
 
 
-@settings(max_examples=25, deadline=None)
+def _rows(dtype, spread, seed):
+    """``SHAPE`` rows of codes at most ``spread`` apart, each block of ``BLOCK`` rows from
+    its own random state."""
+    lo = -128 if dtype == "int8" else 0
+    blocks = []
+    for k in range(SHAPE[0] // BLOCK):
+        rs = np.random.RandomState((seed + k) % 2**32)
+        base = rs.randint(lo, lo + 257 - spread, size=(BLOCK, 1))
+        blocks.append(base + rs.randint(0, spread, size=(BLOCK, SHAPE[1])))
+    return np.concatenate(blocks).astype(dtype)
+
+
+#: derandomized and without the example database: the same examples on every run, so CI
+#: cannot fail at random; the explicit examples are rows that once went wrong
+@settings(max_examples=50, deadline=None, derandomize=True, database=None)
 @given(dtype=st.sampled_from(["int8", "uint8"]),
        s_in=st.floats(1e-4, 2.0).map(lambda v: float(np.float32(v))),
        z_in=st.integers(0, 255), beta=st.sampled_from([1.0, 0.5, 2.0, 0.1, 1.7, 0.03]),
        spread=st.sampled_from([3, 20, 64, 256]), seed=st.integers(0, 2**16))
+@example(dtype="int8", s_in=0.6557649970054626, z_in=0, beta=0.03, spread=256, seed=242)
 def test_kernel_is_the_reference_kernel(dtype, s_in, z_in, beta, spread, seed):
     """Rows of random codes (``spread``: how far apart, so that near-uniform rows with large
-    sums and sparse rows near ``diff_min`` both occur) against BUILTIN_REF."""
+    sums and sparse rows near ``diff_min`` both occur) against BUILTIN_REF. (The example:
+    beta 0.03 is not a float32, and TFLite scales by the float32 beta; the kernel used the
+    double and rounded one element of row 905 to -114 for BUILTIN_REF's -113.)"""
     lo = -128 if dtype == "int8" else 0
-    rs = np.random.RandomState(seed)
-    base = rs.randint(lo, lo + 257 - spread, size=(SHAPE[0], 1))
-    x = (base + rs.randint(0, spread, size=SHAPE)).astype(dtype)
+    x = _rows(dtype, spread, seed)
     model = tb.softmax(None, shape=SHAPE, beta=beta, in_q=(s_in, z_in + lo), dtype=dtype)
     np.testing.assert_array_equal(_run(dtype, x, s_in, beta), oracle(model, [x])[0])
+
+
+def test_beta_is_taken_as_tflite_holds_it():
+    """TFLite scales the input by its float32 ``beta``: a double that rounds to the same float32
+    gives the same exp table, so every path (a Python float from an API, the float32 read from
+    the flatbuffer) builds the same kernel."""
+    for s_in, beta in ((0.6557649970054626, 0.03), (0.05, 0.1), (0.013, 1.7)):
+        assert input_scaling(s_in, beta) == input_scaling(s_in, float(np.float32(beta)))
+        np.testing.assert_array_equal(exp_table(s_in, beta),
+                                      exp_table(s_in, float(np.float32(beta))))
+    # and the failing row itself, through the numpy statement of the kernel
+    x = _rows("int8", 256, 242)[905:906]
+    model = tb.softmax(None, shape=(1, 16), beta=0.03, in_q=(0.6557649970054626, -128))
+    np.testing.assert_array_equal(softmax_8bit(x, 0.6557649970054626, 0.03, "int8"),
+                                  oracle(model, [x])[0])
 
 
 def test_kernel_follows_the_reference_where_the_optimized_kernel_differs():

@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from tests.helpers.host_cpu import target_or_skip
 from tvm_ethos.lower import cpu_schedule, stripe_kernels
 from tvm_ethos.lower.x86_dot import has_vnni
 
@@ -40,7 +41,10 @@ def _captured(monkeypatch):
 
 
 def _without_vnni(monkeypatch):
-    monkeypatch.setattr(cpu_schedule, "host_target", lambda: {"kind": "llvm", "mcpu": "znver3"})
+    """Build for a CPU without AVX-512 (so no VNNI) that this machine can run (skipped where
+    there is none)."""
+    target = target_or_skip(lacks=("avx512f",))
+    monkeypatch.setattr(cpu_schedule, "host_target", lambda: dict(target))
 
 
 def _predicates(prim) -> dict:

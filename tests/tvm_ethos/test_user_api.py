@@ -1,10 +1,17 @@
 """What a TFLite user expects of a compiled model: TFLite's output names and shapes, inputs by
 name, and a loaded package that keeps both."""
+import os
+import re
+
 import numpy as np
 import pytest
 from conftest import model_path, oracle, random_inputs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tvm_ethos
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +87,10 @@ def test_unknown_compile_option_lists_the_allowed_ones(options, unknown):
     with pytest.raises(tvm_ethos.OptionError) as err:
         tvm_ethos.compile(_small_model(), target="ethos-u,llvm", **options)
     msg = str(err.value)
-    assert msg.startswith(f"unknown option {unknown}; allowed options: ") and "\n" not in msg
+    hint = {"'budgett'": " (did you mean 'budget'?)",
+            "'cache'": " (did you mean 'cache_dir'?)"}.get(unknown, "")
+    assert msg.startswith(f"unknown option {unknown}{hint}; allowed options: ")
+    assert "\n" not in msg
     assert all(o in msg for o in COMPILE_OPTIONS) and "ethos-u: accelerator_config" in msg
 
 
@@ -157,3 +167,99 @@ def test_old_tvmc_flags_get_one_line_saying_what_to_use(tmp_path, capsys, flag):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"tvmc compile: error: unrecognized arguments: {flag}=x; {flag} is TVM's old "
                    f"tvmc flag: {OLD_TVMC_FLAGS[flag]}"]
+
+
+# ------------------------------------------------------------------- issue 27: the API as shown
+
+
+def test_run_takes_one_list_of_the_inputs(resnet8):
+    path, cm = resnet8
+    x = random_inputs(path, np.random.RandomState(8))[0]
+    got = cm.run([x])
+    assert [g.shape for g in got] == [s.shape for s in cm.outputs]
+    assert np.array_equal(got[0], cm.run(x)[0]) and np.array_equal(got[0], oracle(path, [x])[0])
+    assert np.array_equal(cm.start_async((x,)).wait()[0], got[0])
+    with pytest.raises(tvm_ethos.TvmEthosError, match=r"shape \(1, 32, 32\), expected "
+                       r"\(1, 32, 32, 3\)"):
+        cm.run(x[..., 0])
+
+
+def test_partition_for_names_every_option_it_takes():
+    from tvm_ethos.compiler import PLANNING_OPTIONS
+
+    mod = tvm_ethos.load_model(_small_model())
+    with pytest.raises(tvm_ethos.OptionError) as err:
+        tvm_ethos.partition_for_ethos_u(mod, budjet="300KiB")
+    msg = str(err.value)
+    assert msg.startswith("unknown option 'budjet' (did you mean 'budget'?); allowed options: ")
+    assert all(o in msg for o in PLANNING_OPTIONS) and "(partition_for)" in msg
+    assert "ethos-u: accelerator_config" in msg and "\n" not in msg
+
+
+@given(st.integers(0, 10 ** 6), st.sampled_from([("kb", 1000), ("mb", 1000 ** 2),
+                                                 ("KiB", 1024), ("MiB", 1024 ** 2), ("", 1)]),
+       st.sampled_from([str.lower, str.upper, str]))
+@settings(max_examples=80, deadline=None)
+def test_sizes_follow_one_rule(n, unit, case):
+    from planner.api import parse_size
+
+    suffix, scale = unit
+    assert parse_size(f"{n}{case(suffix)}") == n * scale
+
+
+@pytest.mark.parametrize("bare", ["300k", "300K", "2m", "1G"])
+def test_a_bare_k_m_or_g_is_refused_by_name(bare):
+    from planner.api import parse_size
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match=r"says neither 1000 nor 1024; write \d+[KMG]iB "
+                       r"\(x1024\) or \d+[kMG]B \(x1000\)"):
+        parse_size(bare, "budget")
+    with pytest.raises(tvm_ethos.OptionError, match="says neither 1000 nor 1024"):
+        tvm_ethos.compile(_small_model(), target="ethos-u,llvm", budget=bare, cache_dir=False)
+
+
+def _readme_snippet(marker: str) -> str:
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    return text.split(marker, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def _run_in_a_fresh_process(code: str, tmp_path):
+    """``code`` in a new Python with the repository first on the path, from a folder laid out
+    as the README assumes (the shipped models in ../shared/models)."""
+    import subprocess
+    import sys
+
+    from tests.helpers.models import MODELS_DIR
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "models").symlink_to(MODELS_DIR)
+    env = dict(os.environ, PYTHONPATH=ROOT, TVM_ETHOS_CACHE_DIR="")
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return repo, done.stdout
+
+
+@pytest.mark.slow
+def test_readme_first_snippet_runs_as_written(tmp_path):
+    model_path("mobilenet_v1_0.25_96")   # skips where the models are not shipped
+    repo, out = _run_in_a_fresh_process(_readme_snippet("**Compile and run**"), tmp_path)
+    assert (repo / "model.tar").is_file() and out.startswith("partition for ethos-n")
+    assert "network NPU peak" in out
+
+
+@pytest.mark.slow
+def test_readme_tvm_way_snippet_runs_as_written(tmp_path):
+    model_path("resnet8_cifar")
+    _run_in_a_fresh_process(_readme_snippet("**The TVM way**"), tmp_path)
+
+
+def test_readme_activates_the_venv_before_the_first_tvmc():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    first_tvmc = re.search(r"^tvmc |^\s+tvmc ", text, re.M).start()
+    assert 0 <= text.find("source .venv/bin/activate") < first_tvmc

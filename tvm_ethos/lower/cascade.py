@@ -32,7 +32,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from planner.budgets import NONE, SYSTEM
+from planner.budgets import NONE, SMALLEST, SMALLEST_SOURCE, SYSTEM
 from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
 
 #: The planner options whose other values only planner studies use: field -> (the values the
@@ -177,10 +177,10 @@ def planning_options(options: dict) -> PlanningOptions:
     if not isinstance(enabled, bool):
         raise OptionError(f"option 'plan': bad value {enabled!r}; allowed values: True, False")
     budget = options.pop("budget", SYSTEM)
-    if isinstance(budget, str) and budget.strip().lower() in (SYSTEM, NONE):
-        budget = SYSTEM if budget.strip().lower() == SYSTEM else None
+    if isinstance(budget, str) and budget.strip().lower() in (SYSTEM, NONE, SMALLEST):
+        budget = {NONE: None}.get(budget.strip().lower(), budget.strip().lower())
     elif budget is not None:
-        budget = _size(budget, "option 'budget' (a size, 'system' or None)")
+        budget = _size(budget, "option 'budget' (a size, 'system', 'smallest' or None)")
     pools = parse_memory_pools(options.pop("memory_pools", None))
     raw = options.pop("planner_options", None)
     if raw is None:
@@ -288,6 +288,8 @@ def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
 
     budget, whence = resolve_budget(opts.budget, device)
     pool = opts.pools.get(device.fm_region, {}) if device is not None else {}
+    if whence == SMALLEST_SOURCE:   # the least memory, within the pool where one is given
+        return pool.get("size"), whence
     if "size" in pool and (budget is None or pool["size"] < budget):
         budget, whence = pool["size"], f"the {device.fm_region} memory pool"
     return budget, whence
@@ -465,7 +467,8 @@ def format_table(rep: dict) -> str:
         out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
         given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
         sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
-        out.append(f"   allocated per scope: planned {given}; scheduled {sched} (scheduled TIR "
+        out.append(f"   allocated per scope (every buffer of every cascade summed; the peak "
+                   f"above sizes the arena): planned {given}; scheduled {sched} (scheduled TIR "
                    f"peak {sub['scheduled_peak_bytes']:,} B)")
         if sym in rep.get("streams", {}):
             out.extend(stream_lines(rep["streams"][sym]))

@@ -40,7 +40,7 @@ import math
 import tvm
 from tvm import s_tir, tirx
 
-from tvm_ethos.lower import x86_avx2, x86_dot, x86_requant
+from tvm_ethos.lower import host_cpu, x86_avx2, x86_dot, x86_requant
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
@@ -61,10 +61,10 @@ _REDUCE = 2  # IterVar.CommReduce
 def host_target() -> dict:
     """The llvm target of this machine's CPU. Plain ``"llvm"`` means generic x86-64 (SSE2:
     no 32-bit vector multiply, no AVX), which leaves the vector loops here scalar in effect; the
-    compiled host code is for the CPU that compiles it, as the NPU emulator is."""
-    from tvm.target import codegen
-
-    return {"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())}
+    compiled host code is for the CPU that compiles it, as the NPU emulator is, less any
+    extension this machine's kernel hides, or for the ``-mcpu`` of the llvm target being
+    compiled (``host_cpu``)."""
+    return host_cpu.current_target()
 
 
 def host_tile(target) -> tuple[int, int]:

@@ -90,8 +90,14 @@ def exp_on_negative_values(a: int, integer_bits: int = DIFF_INTEGER_BITS) -> int
 def input_scaling(in_scale: float, beta: float) -> tuple[int, int, int]:
     """(multiplier, left shift, diff_min) of TFLite's ``PreprocessSoftmaxScaling`` and
     ``CalculateInputRadius``: ``beta * in_scale`` in Q5.26 as a multiplier > 1; differences
-    below ``diff_min`` give exp 0."""
-    real = min(float(beta) * float(np.float32(in_scale)) * (1 << (31 - DIFF_INTEGER_BITS)),
+    below ``diff_min`` give exp 0.
+
+    Both factors are float32 first, as TFLite holds them (``TfLiteSoftmaxParams::beta`` and the
+    tensor's scale are ``float``; only their product is taken in double): a beta such as 0.03,
+    which float32 cannot hold, otherwise moves the multiplier by a few units and flips a
+    rounding of the output now and then."""
+    real = min(float(np.float32(beta)) * float(np.float32(in_scale))
+               * (1 << (31 - DIFF_INTEGER_BITS)),
                float((1 << 31) - 1))
     mult, shift = quantize_multiplier(real)
     radius = math.floor(((1 << DIFF_INTEGER_BITS) - 1) * (1 << (31 - DIFF_INTEGER_BITS))

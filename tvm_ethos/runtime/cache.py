@@ -11,7 +11,10 @@ there. The key is a SHA-256 over:
   ``opencl_device``, ``misaligned``, ``max_requests`` - are applied at load and left out);
 * the package: tvm-ethos's version *and* a digest of its Python sources (a code change
   invalidates the cache even when nobody bumped the version), TVM's version, and the saved
-  format versions.
+  format versions;
+* the CPU the host code is built for: its ``-mcpu`` and the instruction-set extensions the code
+  may use (runtime/host_cpu.py), so a cache shared by machines of different CPUs never hands
+  one of them code it cannot run.
 
 An entry is native code that ``compile`` loads into the process, so the cache is guarded as a
 directory of executables would be:
@@ -19,13 +22,18 @@ directory of executables would be:
 * the directory is created ``0700``; an existing directory or entry that is not owned by the
   user, or is writable by group or others, is refused with :class:`CacheError` (whoever can
   write there can run code in your process; nothing is loaded, nothing is recompiled);
+* an entry is read only if it is a regular file (opened without blocking, then checked with
+  ``fstat``): a FIFO, a directory or a device in its place is a :class:`CacheError`, as is a
+  cache directory that names a file;
 * every entry starts with a header line carrying the SHA-256 of the package after it, checked
   on the bytes that are then loaded (no second read to race with). A mismatch is damage
   (a full disk, a killed writer of an older version, bit rot): the entry is compiled again and
   overwritten, with a :class:`CacheWarning`;
 * writes go to a temporary file in the cache directory and are renamed into place
   (``os.replace``), so a reader never sees half a model and two processes compiling the same
-  model do not clash: the last rename wins, with a whole entry either way.
+  model do not clash: the last rename wins, with a whole entry either way;
+* the package inside is then verified as any package is (tvm_ethos/package.py: manifest,
+  schema) before its library is loaded; one that fails is damage too.
 """
 from __future__ import annotations
 
@@ -132,7 +140,10 @@ def _plain(v):
     return repr(v)
 
 
-def cache_key(model, targets: str, options: dict, format_versions=()) -> str:
+def cache_key(model, targets: str, options: dict, format_versions=(), cpu=None) -> str:
+    """``cpu``: the CPU record of the host code that will be built (``CpuRecord.to_json()``,
+    runtime/host_cpu.py): machines with different CPUs sharing a cache get different entries,
+    each with code its CPU can run."""
     payload = json.dumps(
         {
             "model": model_digest(model),
@@ -140,6 +151,7 @@ def cache_key(model, targets: str, options: dict, format_versions=()) -> str:
             "options": _plain(dict(options)),
             "package": package_fingerprint(),
             "formats": list(format_versions),
+            "cpu": _plain(cpu),
         },
         sort_keys=True,
     )
@@ -183,9 +195,22 @@ def check_trusted(path: str, st: os.stat_result, what: str) -> None:
 
 
 def ensure_dir(cache_dir: str) -> None:
-    """Create the cache directory ``0700`` (parents as ``makedirs`` makes them) and check it."""
-    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-    check_trusted(cache_dir, os.stat(cache_dir), "directory")
+    """Create the cache directory ``0700`` (parents as ``makedirs`` makes them) and check it;
+    CacheError, one line, for a path that is not a directory or cannot be made one."""
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise CacheError(f"compiled-model cache directory {cache_dir} (cache_dir or "
+                         f"${CACHE_ENV_VAR}) is not a directory; name a directory, or remove it")
+    try:
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+        st = os.stat(cache_dir)
+    except OSError as err:
+        raise CacheError(f"cannot create the compiled-model cache directory {cache_dir} "
+                         f"(cache_dir or ${CACHE_ENV_VAR}): {err.strerror}; name another "
+                         "directory") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise CacheError(f"compiled-model cache directory {cache_dir} is not a directory; name "
+                         "a directory, or remove it")
+    check_trusted(cache_dir, st, "directory")
 
 
 def lookup(cache_dir: str, key: str) -> bytes | None:
@@ -197,15 +222,25 @@ def lookup(cache_dir: str, key: str) -> bytes | None:
         return None
     check_trusted(cache_dir, os.stat(cache_dir), "directory")
     try:
-        f = open(p, "rb")
+        # O_NONBLOCK: a FIFO put in an entry's place must not block the open (it is refused
+        # below, as a directory or a device is: only regular files are read)
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None
-    with f:
-        st = _file_stat(f)   # the file read below, not whatever the name points to later
-        if not stat.S_ISREG(st.st_mode):
-            raise CacheError(f"compiled-model cache entry {p} is not a regular file; remove it")
-        check_trusted(p, st, "entry")
-        data = f.read()
+    except OSError as err:
+        raise CacheError(f"cannot open compiled-model cache entry {p} ({err.strerror}); "
+                         "remove it") from None
+    st = os.fstat(fd)   # the file read below, not whatever the name points to later
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise CacheError(f"compiled-model cache entry {p} is not a regular file; remove it")
+    with os.fdopen(fd, "rb") as f:
+        check_trusted(p, _file_stat(f), "entry")
+        try:
+            data = f.read()
+        except OSError as err:
+            raise CacheError(f"cannot read compiled-model cache entry {p} ({err.strerror}); "
+                             "remove it") from None
     package = verified_package(data)
     if package is None:
         damaged(p, "its content hash does not match")

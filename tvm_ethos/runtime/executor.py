@@ -681,6 +681,20 @@ class Executor:
         return outs
 
     def start_async(self, inputs) -> InferRequest:
+        """Start one inference on ``inputs`` in a worker thread; ``wait()`` on the returned
+        :class:`InferRequest` gives the outputs.
+
+        The inputs are not copied here: the request reads them while it runs, after this
+        call has returned. Where the zero-copy path applies (a C-contiguous, writeable array
+        whose address is a multiple of ``CPU_ALIGNMENT`` for a CPU-side subgraph, or of the
+        device's base-address alignment for an OpenCL import) the kernels read the caller's
+        memory in place; otherwise the request copies the array into its slot, but also only
+        once it runs. So the caller must not modify (or reuse as a buffer) an input array
+        until ``wait()`` has returned or ``done()`` is True: a change made earlier may or may
+        not reach the result. To reuse a buffer at once, pass a copy (``x.copy()``) or call
+        :meth:`run`, which has finished with its inputs when it returns. The outputs are new
+        arrays, the caller's to keep.
+        """
         if self._closed:
             raise ExecutorError("the network is unloaded")
         with self._lock:
@@ -689,7 +703,7 @@ class Executor:
                     max_workers=self.max_requests, thread_name_prefix="tvm-ethos-infer"
                 )
             pool = self._pool
-        arrays = list(inputs)  # the caller must keep them unchanged until wait()
+        arrays = list(inputs)  # read when the request runs: see the docstring
         return InferRequest(pool.submit(self._infer, arrays))
 
     def _check_inputs(self, inputs) -> list:

@@ -9,10 +9,14 @@ module spec).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from tvm_ethos.schema import MAX_TENSOR_BYTES, Node, SchemaError, check_tensor_size, parse_json
 
 PROGRAM_VERSION = 1
 CONSTANT_ALIGNMENT = 64
@@ -158,53 +162,195 @@ class NetworkProgram:
         return b"".join(parts)
 
     @staticmethod
-    def from_json(text: str, constants_blob: bytes | None = None) -> "NetworkProgram":
-        d = json.loads(text)
-        if d.get("version") != PROGRAM_VERSION:
-            raise ValueError(
-                f"program version {d.get('version')}, this tvm-ethos reads {PROGRAM_VERSION}"
-            )
-        tensors = {t[0]: TensorSpec(t[0], t[1], tuple(t[2]), t[3]) for t in d["tensors"]}
-        subgraphs = [
-            SubgraphSpec(
-                s["name"],
-                s["backend"],
-                s["kind"],
-                s["device"],
-                list(s["inputs"]),
-                list(s["outputs"]),
-                [Step(st[0], [tuple(a) for a in st[1]], list(st[2])) for st in s["steps"]],
-            )
-            for s in d["subgraphs"]
-        ]
-        consts: list = []
-        for off, dt, shape in d.get("constants", []):
-            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
-            if constants_blob is None or off + n > len(constants_blob):
-                raise ValueError("constants.bin is missing or shorter than its index")
-            consts.append(
-                np.frombuffer(
-                    constants_blob, dtype=dt, count=n // np.dtype(dt).itemsize, offset=off
-                )
-                .reshape(shape)
-                .copy()
-            )
-        opencl = None
-        if d.get("opencl"):
-            from tvm_ethos.runtime.opencl_device import OpenCLModuleSpec
+    def from_json(text: str | bytes, constants_blob: bytes | None = None) -> "NetworkProgram":
+        """Parse and validate ``program.json`` (and ``constants.bin``): every field's type and
+        range, every tensor / constant reference and every constant's place in the blob are
+        checked, so a damaged description is one :class:`~tvm_ethos.schema.SchemaError` (a
+        ``ValueError``) naming the field, before any kernel is looked up."""
+        data = text.encode() if isinstance(text, str) else text
+        return _parse_program(parse_json(data, "program.json"), constants_blob)
 
-            opencl = OpenCLModuleSpec.from_json(d["opencl"])
-        payloads = {k: _payload_from_json(v) for k, v in d.get("payloads", {}).items()}
-        return NetworkProgram(
-            list(d["inputs"]), list(d["outputs"]), tensors, subgraphs, consts, opencl, payloads
-        )
+
+_SUBGRAPH_FIELDS = ("name", "backend", "kind", "device", "inputs", "outputs", "steps")
+_PROGRAM_FIELDS = ("version", "inputs", "outputs", "tensors", "subgraphs", "opencl",
+                   "constants", "payloads")
+SUBGRAPH_KINDS = ("npu", "host")
+DEVICES = ("cpu", "opencl")
+
+
+def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
+    root = Node(d, "program.json").obj(_PROGRAM_FIELDS)
+    version = root.get("version").int()
+    if version != PROGRAM_VERSION:
+        raise SchemaError(f"program.json: program version {version}, this tvm-ethos reads "
+                          f"{PROGRAM_VERSION}")
+    tensors: dict = {}
+    for t in root.get("tensors").items():
+        tid_n, name_n, shape_n, dtype_n = t.items(length=4)
+        tid = tid_n.int(0, 2**31)
+        if tid in tensors:
+            raise tid_n.error(f"tensor id {tid} given twice")
+        shape, dtype = shape_n.shape(), dtype_n.dtype()
+        check_tensor_size(shape, dtype, t.where)
+        tensors[tid] = TensorSpec(tid, name_n.str(), shape, dtype)
+
+    def tensor_id(n: Node) -> int:
+        tid = n.int(0, 2**31)
+        if tid not in tensors:
+            raise n.error(f"tensor id {tid} is not in program.json.tensors")
+        return tid
+
+    def tensor_ids(node: Node) -> list:
+        return [tensor_id(n) for n in node.items()]
+
+    consts = _constants(root.get("constants"), blob)
+    subgraphs = []
+    for s in root.get("subgraphs").items():
+        s.obj(_SUBGRAPH_FIELDS)
+        steps = []
+        for st in s.get("steps").items():
+            func_n, args_n, outs_n = st.items(length=3)
+            args = []
+            for a in args_n.items():
+                tag_n, ref_n = a.items(length=2)
+                tag = tag_n.str(("t", "c"))
+                if tag == "t":
+                    args.append(("t", tensor_id(ref_n)))
+                else:
+                    c = ref_n.int(0, 2**31)
+                    if c >= len(consts):
+                        raise ref_n.error(f"constant {c} is not in program.json.constants "
+                                          f"({len(consts)} of them)")
+                    args.append(("c", c))
+            steps.append(Step(func_n.str(nonempty=True), args, tensor_ids(outs_n)))
+        subgraphs.append(SubgraphSpec(
+            s.get("name").str(), s.get("backend").str(nonempty=True),
+            s.get("kind").str(SUBGRAPH_KINDS), s.get("device").str(DEVICES),
+            tensor_ids(s.get("inputs")), tensor_ids(s.get("outputs")), steps))
+    opencl = None
+    if root.opt("opencl") is not None:
+        opencl = _opencl(root.get("opencl"))
+    payloads = {}
+    node = root.opt("payloads")
+    if node is not None:
+        payloads = {k: _payload_from_json(v) for k, v in node.entries()}
+    inputs, outputs = tensor_ids(root.get("inputs")), tensor_ids(root.get("outputs"))
+    _check_dataflow(inputs, outputs, subgraphs)
+    return NetworkProgram(inputs, outputs, tensors, subgraphs, consts, opencl, payloads)
+
+
+def _check_dataflow(inputs: list, outputs: list, subgraphs: list) -> None:
+    """Every tensor is written before it is read: a subgraph's inputs and its steps' tensor
+    arguments come from the network's inputs, an earlier subgraph or an earlier step; each
+    subgraph writes all its outputs; the network's outputs are written by some subgraph."""
+    available = set(inputs)
+    for i, sg in enumerate(subgraphs):
+        where = f"program.json.subgraphs[{i}]"
+        for t in sg.inputs:
+            if t not in available:
+                raise SchemaError(f"{where}.inputs: tensor {t} is neither a network input nor "
+                                  "written by an earlier subgraph")
+        written: set = set()
+        for j, st in enumerate(sg.steps):
+            for a in st.args:
+                if a[0] == "t" and a[1] not in available and a[1] not in written:
+                    raise SchemaError(f"{where}.steps[{j}]: reads tensor {a[1]} before "
+                                      "anything writes it")
+            written.update(st.outs)
+        missing = [t for t in sg.outputs if t not in written]
+        if missing:
+            raise SchemaError(f"{where}.outputs: tensor {missing[0]} is not written by any of "
+                              "its steps")
+        available |= written
+    missing = [t for t in outputs if t not in available]
+    if missing:
+        raise SchemaError(f"program.json.outputs: tensor {missing[0]} is written by no "
+                          "subgraph")
+
+
+def _constants(node: Node, blob: bytes | None) -> list:
+    """The constants of the index ``node``, read from ``blob``: each at the first 64 B aligned
+    offset after the one before it (no gaps, no overlaps), inside the blob, which ends where
+    the last one does (as written)."""
+    consts, end = [], 0
+    items = list(node.items())
+    if items and blob is None:
+        raise SchemaError("constants.bin is missing but program.json.constants lists "
+                          f"{len(items)} constant(s)")
+    for c in items:
+        off_n, dtype_n, shape_n = c.items(length=3)
+        off, dtype, shape = off_n.int(), dtype_n.dtype(), shape_n.shape()
+        n = check_tensor_size(shape, dtype, c.where)
+        start = -(-end // CONSTANT_ALIGNMENT) * CONSTANT_ALIGNMENT
+        if off != start:
+            raise off_n.error(f"offset {off}: a constant starts at the first "
+                              f"{CONSTANT_ALIGNMENT} B aligned offset after the one before "
+                              f"it, here {start}")
+        end = off + n
+        if end > len(blob):
+            raise c.error(f"bytes {off}..{end} are past the end of constants.bin "
+                          f"({len(blob)} bytes)")
+        consts.append(np.frombuffer(blob, dtype=dtype, count=n // np.dtype(dtype).itemsize,
+                                    offset=off).reshape(shape).copy())
+    if blob is not None and len(blob) != end:
+        raise SchemaError(f"constants.bin is {len(blob)} bytes, its index in program.json "
+                          f"ends at {end}")
+    return consts
+
+
+def _opencl(node: Node):
+    """The OpenCL kernels' description (a JSON text inside program.json), field by field."""
+    from tvm_ethos.runtime.opencl_device import (
+        FunctionSpec,
+        KernelArg,
+        KernelLaunch,
+        OpenCLModuleSpec,
+        ParamSpec,
+        WorkspaceSpec,
+    )
+
+    text = node.str()
+    root = Node(parse_json(text.encode("utf-8", "replace"), f"{node.where} (JSON text)"),
+                node.where).obj(("source", "functions"))
+    functions = {}
+    for key, f in root.get("functions").entries():
+        f.obj(("name", "params", "launches", "workspaces"))
+        params = []
+        for p in f.get("params").items():
+            p.obj(("name", "shape", "dtype", "written"))
+            shape, dtype = p.get("shape").shape(), p.get("dtype").dtype()
+            check_tensor_size(shape, dtype, p.where)
+            params.append(ParamSpec(p.get("name").str(), shape, dtype, p.get("written").bool()))
+        launches = []
+        for k in f.get("launches").items():
+            k.obj(("kernel", "args", "global_size", "local_size"))
+            args = []
+            for a in k.get("args").items():
+                a.obj(("kind", "name", "dtype", "value"))
+                value = a.opt("value")
+                if value is not None and (isinstance(value.value, bool) or
+                                          not isinstance(value.value, (int, float))):
+                    raise value.error(f"a number or null, got {value.value!r:.40}")
+                args.append(KernelArg(a.get("kind").str(("param", "workspace", "scalar")),
+                                      a.get("name").str(), a.get("dtype").str(),
+                                      None if value is None else value.value))
+            launches.append(KernelLaunch(
+                k.get("kernel").str(nonempty=True), tuple(args),
+                tuple(d.int(0, 2**31) for d in k.get("global_size").items(max_len=3)),
+                tuple(d.int(0, 2**31) for d in k.get("local_size").items(max_len=3))))
+        workspaces = tuple(
+            WorkspaceSpec(w.obj(("name", "nbytes")).get("name").str(),
+                          w.get("nbytes").int(0, MAX_TENSOR_BYTES))
+            for w in f.get("workspaces").items())
+        functions[key] = FunctionSpec(f.get("name").str(), tuple(params), tuple(launches),
+                                      workspaces)
+    return OpenCLModuleSpec(source=root.get("source").str(), functions=functions)
 
 
 _PAYLOAD_BYTES = ("driver_payload", "flash")
 
 
 def _payload_json(p) -> dict:
-    import base64
     import dataclasses
 
     d = dataclasses.asdict(p)
@@ -215,15 +361,43 @@ def _payload_json(p) -> dict:
     return d
 
 
-def _payload_from_json(d: dict):
-    import base64
+_PAYLOAD_FIELDS = ("accelerator", "driver_payload", "flash", "scratch_bytes",
+                   "fast_scratch_bytes", "inputs", "outputs", "work_bytes", "schedule",
+                   "untouched_top_bytes", "weight_dma_bytes", "weights_left_in_flash",
+                   "block_configs")
 
+
+def _payload_from_json(node: Node):
     from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 
-    d = dict(d)
+    node.obj(_PAYLOAD_FIELDS)
+    d: dict = {"accelerator": node.get("accelerator").str(nonempty=True)}
     for k in _PAYLOAD_BYTES:
-        d[k] = base64.b64decode(d[k])
+        d[k] = _base64(node.get(k))
+    for k in ("scratch_bytes", "fast_scratch_bytes"):
+        d[k] = node.get(k).int(0, MAX_TENSOR_BYTES)
+    for k in ("work_bytes", "untouched_top_bytes", "weight_dma_bytes", "weights_left_in_flash"):
+        if node.opt(k) is not None:
+            d[k] = node.get(k).int(0, MAX_TENSOR_BYTES)
+    if node.opt("schedule") is not None:
+        d["schedule"] = node.get("schedule").str()
     for k in ("inputs", "outputs"):
-        d[k] = tuple(ArenaTensor(n, tuple(s), t, o) for n, s, t, o in d[k])
-    d["block_configs"] = tuple((str(why), int(n)) for why, n in d.get("block_configs", ()))
+        arena = []
+        for a in node.get(k).items():
+            name_n, shape_n, dtype_n, off_n = a.items(length=4)
+            shape, dtype, off = shape_n.shape(), dtype_n.dtype(), off_n.int()
+            if off + check_tensor_size(shape, dtype, a.where) > d["scratch_bytes"]:
+                raise a.error(f"lies outside the {d['scratch_bytes']} B scratch arena")
+            arena.append(ArenaTensor(name_n.str(), shape, dtype, off))
+        d[k] = tuple(arena)
+    if node.opt("block_configs") is not None:
+        d["block_configs"] = tuple((why.str(), n.int()) for why, n in
+                                   (b.items(length=2) for b in node.get("block_configs").items()))
     return EthosUPayload(**d)
+
+
+def _base64(node: Node) -> bytes:
+    try:
+        return base64.b64decode(node.str(), validate=True)
+    except binascii.Error as err:
+        raise node.error(f"base64 data, not decodable ({err})") from None

@@ -1,0 +1,89 @@
+"""A ``.tflite`` model's operators as Vela's reports name and count them: the operator type
+(Vela's ``Original Operator``), the name of its first output tensor (Vela's ``Name``) and its
+multiply-accumulates as Vela's performance estimator counts them (``npu_performance.py``:
+``measure_cycle_cost``), computed once per operator of the network, so a plan that recomputes
+overlapping stripes does not change the figure. TVM-free.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import tflite
+
+#: Vela's operator name per TFLite builtin it maps to another (``tflite_mapping``'s Op, less
+#: the ``Bias`` its convolutions carry internally).
+_BIAS = "Bias"
+
+
+class TfliteOperator(NamedTuple):
+    """One operator of the model, in the file's (execution) order."""
+
+    index: int
+    builtin: str            # TFLite's name, e.g. CONV_2D
+    vela_name: str          # Vela's, e.g. Conv2D
+    name: str               # its first output tensor's name, as Vela names the layer
+    macs: int               # as Vela counts them
+
+
+def read_operators(data: bytes) -> list[TfliteOperator]:
+    """The operators of the first subgraph of the TFLite model ``data``."""
+    from ethosu.vela.tflite_mapping import builtin_operator_map  # Vela: imported when used
+
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    model = tflite.Model.GetRootAsModel(data, 0)
+    g = model.Subgraphs(0)
+    out = []
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == tflite.BuiltinOperator.CUSTOM:
+            custom = (code.CustomCode() or b"").decode()
+            out.append(TfliteOperator(i, "CUSTOM", custom, _tensor_name(g, op.Outputs(0)), 0))
+            continue
+        mapped = builtin_operator_map.get(builtin)
+        vela = mapped[0].name if mapped is not None else names.get(builtin, str(builtin))
+        vela = vela[: -len(_BIAS)] if vela.endswith(_BIAS) else vela
+        tname = _tensor_name(g, op.Outputs(0)) if op.OutputsLength() else ""
+        out.append(TfliteOperator(i, names.get(builtin, str(builtin)), vela, tname,
+                                  vela_macs(names.get(builtin, ""), g, op)))
+    return out
+
+
+def _tensor_name(g, t: int) -> str:
+    name = g.Tensors(t).Name() if t >= 0 else None
+    return name.decode() if name else ""
+
+
+def _shape(g, t: int) -> tuple[int, ...]:
+    return tuple(int(d) for d in g.Tensors(t).ShapeAsNumpy()) if t >= 0 else ()
+
+
+def vela_macs(builtin: str, g, op) -> int:
+    """Vela's MAC count of one operator: kernel area x input depth x output elements for a
+    convolution or fully connected layer, kernel area x output elements for a depthwise
+    convolution, a pool and a MEAN (which Vela turns into one), two passes over the input for
+    an int8 SOFTMAX (its max and its sum), none for element-wise and data-movement operators."""
+    ofm = _shape(g, op.Outputs(0)) if op.OutputsLength() else ()
+    ofm_elems = math.prod(ofm) if ofm else 0
+    if builtin == "CONV_2D":
+        _, kh, kw, cin = _shape(g, op.Inputs(1))
+        return kh * kw * cin * ofm_elems
+    if builtin == "DEPTHWISE_CONV_2D":
+        _, kh, kw, _ = _shape(g, op.Inputs(1))
+        return kh * kw * ofm_elems
+    if builtin == "FULLY_CONNECTED":
+        cin = _shape(g, op.Inputs(1))[-1]
+        return cin * ofm_elems
+    if builtin in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        opts = tflite.Pool2DOptions()
+        table = op.BuiltinOptions()
+        opts.Init(table.Bytes, table.Pos)
+        return opts.FilterHeight() * opts.FilterWidth() * ofm_elems
+    if builtin == "MEAN":
+        ifm = _shape(g, op.Inputs(0))
+        return max(1, math.prod(ifm) // max(1, ofm_elems)) * ofm_elems if ifm else 0
+    if builtin == "SOFTMAX":
+        return 2 * ofm_elems
+    return 0
