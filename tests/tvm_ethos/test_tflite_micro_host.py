@@ -214,19 +214,31 @@ def test_tvmc_compile_with_ethos_u_alone_writes_the_tflite(target, flags, python
     assert out.read_bytes() == tvm_ethos.compile(model, python, cache_dir=False).tflite
 
 
-@pytest.mark.parametrize("args,match", [
-    (["--target", "ethos-u"], "tflite-micro host.*not a package.*--output-format tflite"),
-    (["--target", "llvm", "--output-format", "tflite"], "has no ethos-u: use e.g. --target "
-                                                       "ethos-u$"),
+@pytest.mark.parametrize("out_name,args,match", [
+    ("out.tar", ["--target", "ethos-u"], "tflite-micro host.*not a package: name the output "
+                                         ".tflite"),
+    ("out.tflite", ["--target", "llvm"], "has no ethos-u: use e.g. --target ethos-u$"),
 ], ids=["package-output", "no-ethos-u"])
-def test_tvmc_what_the_host_cannot_do_is_one_line(args, match, tmp_path):
-    src, out = tmp_path / "m.tflite", tmp_path / "out.tar"
+def test_tvmc_what_the_host_cannot_do_is_one_line(out_name, args, match, tmp_path):
+    src, out = tmp_path / "m.tflite", tmp_path / out_name
     src.write_bytes(tb.conv2d(np.random.RandomState(0)))
     rc, _stdout, err = call(["compile", str(src), "-o", str(out)] + args)
     assert rc == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and re.search(match, lines[0]), err
     assert not out.exists()
+
+
+def test_tvmc_ethos_u_without_an_output_name_writes_a_tflite(tmp_path, monkeypatch):
+    src = tmp_path / "m.tflite"
+    src.write_bytes(tb.conv2d(np.random.RandomState(0)))
+    monkeypatch.chdir(tmp_path)
+    rc, stdout, err = call(["compile", str(src), "--target", "ethos-u", "-q"])
+    assert rc == 0, err
+    assert stdout.strip() == "wrote module.tflite"
+    assert not (tmp_path / "module.tar").exists()
+    assert (tmp_path / "module.tflite").read_bytes() == \
+        tvm_ethos.compile(src, "ethos-u", cache_dir=False).tflite
 
 
 # ----------------------------------------------------------------------------- trained models
