@@ -165,7 +165,7 @@ def output_file(args, targets) -> tuple[str, str]:
                            f"name the output {'.tflite' if fmt == 'tflite' else '.tar'}")
         return args.output, fmt
     if fmt is None:
-        fmt = ("tflite" if targets.host.backend_id == "tflite-micro" or (
+        fmt = ("tflite" if targets.ids[-1] == "tflite-micro" or (
             args.output_dir is not None and "ethos-u" in targets.ids
             and args.model.lower().endswith(".tflite")) else "package")
     ext = ".tflite" if fmt == "tflite" else ".tar"
