@@ -211,6 +211,9 @@ def test_tvmc_compile_with_ethos_u_alone_writes_the_tflite(target, flags, python
                             "--output-format", "tflite"] + flags)
     assert rc == 0, err
     assert "partition: ethos-u 2 operators, tflite-micro 1 operator" in stdout
+    # Vela's summary reads the placement and the ethos-u operators' payloads
+    assert "CPU operators = 1 (33.3%)" in stdout and "NPU operators = 2 (66.7%)" in stdout
+    assert re.search(r"ethos-u operators: scratch [1-9][\d,]* B", stdout), stdout
     assert out.read_bytes() == tvm_ethos.compile(model, python, cache_dir=False).tflite
 
 

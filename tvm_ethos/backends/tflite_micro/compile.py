@@ -77,7 +77,7 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
                   owner.get(i, ""), why.get(i, ""))
         for i in range(len(graph.kinds)))
     return TfliteMicroModel(write_tflite(data, npu, groups), str(tl), accelerator, placement,
-                            tuple(plans))
+                            tuple(plans), dict(npu))
 
 
 def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:

@@ -26,19 +26,41 @@ class Placement(NamedTuple):
     why: str
 
 
+class Decision(NamedTuple):
+    """One source operator as the partition report's readers see it (``tflite_name``,
+    ``placed_on``), in source order."""
+
+    tflite_name: str
+    placed_on: str
+
+
+class Report(NamedTuple):
+    operators: tuple[Decision, ...]
+
+
+class Program(NamedTuple):
+    """What readers of a compiled model's program find here: each ethos-u operator's
+    payload by name."""
+
+    payloads: dict
+
+
 class TfliteMicroModel(CompiledModel):
     """The compiled ``.tflite`` (:attr:`tflite`), how its source's operators were placed
-    (:attr:`placement`) and the plan report of each NPU group (:attr:`plan_reports`)."""
+    (:attr:`placement`) and the plan report of each NPU group (:attr:`plan_reports`);
+    ``report``, ``program.payloads`` and ``plan_report`` say the same for the readers of any
+    compiled model (Vela's summary)."""
 
     def __init__(self, tflite: bytes, targets: str, accelerator: str,
-                 placement: tuple[Placement, ...], plan_reports: tuple):
+                 placement: tuple[Placement, ...], plan_reports: tuple, payloads: dict):
         import tflite as reader
 
         g = reader.Model.GetRootAsModel(tflite, 0).Subgraphs(0)
-        super().__init__(None, targets, None, _specs(g, g.InputsAsNumpy()),
-                         _specs(g, g.OutputsAsNumpy()),
-                         plan_report=(plan_reports[0] if len(plan_reports) == 1
-                                      else {"groups": list(plan_reports)}))
+        super().__init__(None, targets,
+                         Report(tuple(Decision(p.kind, p.placed_on) for p in placement)),
+                         _specs(g, g.InputsAsNumpy()), _specs(g, g.OutputsAsNumpy()),
+                         program=Program(dict(payloads)),
+                         plan_report=merged_plan_report(plan_reports))
         self.tflite = tflite
         self.source_tflite = None
         self.accelerator = accelerator
@@ -68,6 +90,10 @@ class TfliteMicroModel(CompiledModel):
             self._graph = TfliteGraph(self.tflite, self.accelerator)
         outs, self.last_stream_stats = self._graph.run(checked)
         return self._shaped(list(outs))
+
+    @property
+    def executor(self):
+        raise TargetError("a tflite-micro model has no TVM executor: it runs through run()")
 
     def start_async(self, *inputs):
         raise TargetError("a tflite-micro model runs one inference at a time: use run()")
@@ -120,6 +146,24 @@ class TfliteMicroModel(CompiledModel):
 
     def __repr__(self):
         return f"<TfliteMicroModel targets={self.targets!r} partition={self.partition_summary}>"
+
+
+def merged_plan_report(reports: tuple) -> dict | None:
+    """One plan report of the NPU groups' (``g<i>_`` before each group's subgraph names, as
+    the ethos-u operators are named): layers and streams side by side, cycles added, the
+    peak the largest group's."""
+    if len(reports) <= 1:
+        return reports[0] if reports else None
+    out: dict = {"planned": any(r.get("planned") for r in reports),
+                 "cycles": sum(r.get("cycles") or 0 for r in reports),
+                 "peak_memory_bytes": max(r.get("peak_memory_bytes") or 0 for r in reports),
+                 "layers": [], "subgraphs": {}, "streams": {}}
+    for i, r in enumerate(reports):
+        out["layers"] += [dict(row, subgraph=f"g{i}_{row['subgraph']}")
+                          for row in r.get("layers", [])]
+        for key in ("subgraphs", "streams"):
+            out[key].update((f"g{i}_{k}", v) for k, v in (r.get(key) or {}).items())
+    return out
 
 
 def _specs(g, indices) -> list[IOSpec]:
