@@ -8,7 +8,7 @@ person_detect), and the compile time. A printed table, not a test.
 
   python benchmarks/real_models.py [--models DIR] [--runs 20] [--only NAME ...]
                                    [--accelerators ethos-u55-128,ethos-u55-256,ethos-u65-256]
-                                   [--budget SIZE|system|none|vela]
+                                   [--budget smallest|SIZE|system|none|vela]
 
 Each (model, accelerator) runs in a process of its own, so one that crashes an interpreter
 reports as such instead of ending the table. SRAM is the arena on an Ethos-U55 (Vela's
@@ -139,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, metavar="NAME",
                     help="model names (no suffix) to run")
     ap.add_argument("--accelerators", default=",".join(ACCELERATORS))
-    ap.add_argument("--budget", default="",
+    ap.add_argument("--budget", default="smallest",
                     help="the NPU groups' SRAM budget (compile's budget option: a size, "
-                         "'system', 'none'); 'vela': Vela's Size SRAM for that model and "
-                         "accelerator; default compile's own")
+                         "'smallest', 'system', 'none'); 'vela': Vela's Size SRAM for that "
+                         "model and accelerator; default smallest, the plan of the least "
+                         "memory, as Vela's --optimise Size")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
