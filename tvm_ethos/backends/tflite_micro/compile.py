@@ -16,9 +16,14 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
     read_source,
     write_tflite,
 )
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
+from tvm_ethos.compiler import COMPILE_OPTIONS
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError
+from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
+from tvm_ethos.targets import parse_targets
+from tvm_ethos.tflite_source import source_of
 
 BACKEND_ID = "tflite-micro"
 NPU_ID = "ethos-u"
@@ -30,10 +35,6 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     alone means both). ``options`` are those of :func:`tvm_ethos.compile` (target options
     such as ``accelerator_config``, ``budget``, ``planner_options``, ``cache_dir``); they
     apply to every NPU group."""
-    from tvm_ethos.backends.registry import get_registry
-    from tvm_ethos.targets import parse_targets
-    from tvm_ethos.tflite_source import source_of
-
     schemas = {b: get_registry().get(b).options_schema() for b in (NPU_ID, BACKEND_ID)}
     target_opts = {k: options.pop(k) for k in list(options)
                    if any(k in s for s in schemas.values())}
@@ -123,9 +124,7 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
 def _check_options(options: dict) -> None:
     """An OptionError for an option no group compile takes or a bad value, up front: a
     group whose compile is refused stays TFLite operators, which must not hide a typo."""
-    from tvm_ethos.compiler import COMPILE_OPTIONS
     from tvm_ethos.lower.cascade import planning_options
-    from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 
     unknown = sorted(k for k in options if k not in COMPILE_OPTIONS)
     if unknown:
