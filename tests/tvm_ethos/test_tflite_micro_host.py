@@ -5,6 +5,7 @@ TFLite Micro's interpreter on the source model. ``ethos-u`` alone means this hos
 
 import re
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -181,8 +182,8 @@ def test_load_model_keeps_the_source_for_the_host_and_for_export(tmp_path):
     # issue 27: an ethos-u,llvm model compiled from load_model's module exports without model=
     cm = tvm_ethos.compile(tvm_ethos.load_model(model), "ethos-u,llvm", cache_dir=False)
     direct = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
-    with open(cm.export_tflite(tmp_path / "a.tflite"), "rb") as f:
-        assert f.read() == open(direct.export_tflite(tmp_path / "b.tflite"), "rb").read()
+    assert Path(cm.export_tflite(tmp_path / "a.tflite")).read_bytes() == \
+        Path(direct.export_tflite(tmp_path / "b.tflite")).read_bytes()
 
 
 def test_the_same_model_gives_the_same_bytes_and_no_package(tmp_path):
@@ -190,7 +191,7 @@ def test_the_same_model_gives_the_same_bytes_and_no_package(tmp_path):
     a = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     b = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     assert a.tflite == b.tflite
-    assert open(a.export_tflite(tmp_path / "m.tflite"), "rb").read() == a.tflite
+    assert Path(a.export_tflite(tmp_path / "m.tflite")).read_bytes() == a.tflite
     with pytest.raises(TargetError, match="not a package: write it with export_tflite"):
         a.save(tmp_path / "m.zip")
     assert not (tmp_path / "m.zip").exists()
