@@ -43,9 +43,13 @@ test-torch: install
 		tests/tvm_ethos/test_import_onnx_torch.py
 
 # The TVM path: tvmc compile + tvmc run on ResNet-8 (CIFAR-10) for ethos-n,opencl, checked
-# bit-exact against the TFLite interpreter (nonzero exit if not). Files go to out/demo.
+# bit-exact against the TFLite interpreter; then person detection compiled for the Ethos-U to
+# a TFLite Micro .tflite, run on tflite-micro's two test images with scores identical to
+# TFLite Micro's (nonzero exit if not). Files go to out/demo.
 demo: install
 	$(PY) -m tvm_ethos.demo $(MODELS)/resnet8_cifar.tflite --target ethos-n,opencl --out out/demo
+	$(PY) -m tvm_ethos.demo_person $(MODELS)/tflite-micro/person_detect.tflite \
+		$(MODELS)/tflite-micro/person.bmp $(MODELS)/tflite-micro/no_person.bmp --out out/demo
 
 # The planner alone (no TVM): MobileNetV1-224 on ethos-u55-128 within 300 KiB.
 demo-planner: install

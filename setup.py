@@ -55,6 +55,7 @@ setup(
             "ethos-u = tvm_ethos.backends.ethos_u:plugin",
             "opencl = tvm_ethos.backends.opencl:plugin",
             "llvm = tvm_ethos.backends.llvm:plugin",
+            "tflite-micro = tvm_ethos.backends.tflite_micro:plugin",
         ],
     },
 )

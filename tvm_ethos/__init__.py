@@ -3,6 +3,8 @@
     import tvm_ethos
     mod = tvm_ethos.load_model("model.tflite")          # Relax IRModule (QDQ)
     cm = tvm_ethos.compile(mod, target="ethos-n,llvm")  # CompiledModel
+    tm = tvm_ethos.compile("m.tflite", target="ethos-u") # a TFLite Micro .tflite (tflite-micro
+    tm.export_tflite("m_ethos_u.tflite")                # host: other operators stay TFLite's)
     outputs = cm.run(x)                                 # list of numpy arrays
     cm.partition_summary                                # {"ethos-n": 27, "llvm": 3}
     print(tvm_ethos.partition_report(mod, "ethos-u,llvm"))
@@ -44,6 +46,7 @@ __all__ = [
     "UnsupportedModelError",
     "__version__",
     "compile",
+    "compile_tflite",
     "load",
     "load_model",
     "parse_targets",
@@ -76,6 +79,10 @@ def __getattr__(name):
         from tvm_ethos import byoc
 
         return getattr(byoc, name)
+    if name == "compile_tflite":
+        from tvm_ethos.backends.tflite_micro.compile import compile_tflite
+
+        return compile_tflite
     if name == "parse_targets":
         from tvm_ethos.targets import parse_targets
 

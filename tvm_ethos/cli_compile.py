@@ -138,7 +138,7 @@ def check_tflite_output(model: str, targets) -> None:
     and the source .tflite's tensors (checked before anything is compiled)."""
     if "ethos-u" not in targets.ids:
         raise CliError(f"--output-format tflite writes Ethos-U command streams; --target "
-                       f"{targets} has no ethos-u: use e.g. --target ethos-u,llvm")
+                       f"{targets} has no ethos-u: use e.g. --target ethos-u")
     if not model.lower().endswith(".tflite"):
         raise CliError(f"--output-format tflite rewrites a .tflite model; {model} is not one")
 
@@ -165,8 +165,9 @@ def output_file(args, targets) -> tuple[str, str]:
                            f"name the output {'.tflite' if fmt == 'tflite' else '.tar'}")
         return args.output, fmt
     if fmt is None:
-        fmt = ("tflite" if args.output_dir is not None and "ethos-u" in targets.ids
-               and args.model.lower().endswith(".tflite") else "package")
+        fmt = ("tflite" if targets.ids[-1] == "tflite-micro" or (
+            args.output_dir is not None and "ethos-u" in targets.ids
+            and args.model.lower().endswith(".tflite")) else "package")
     ext = ".tflite" if fmt == "tflite" else ".tar"
     if args.output_dir is not None:
         return vela_options.output_name(args.model, args.output_dir, ext), fmt
@@ -208,6 +209,10 @@ def run(args) -> int:
                       "--planner-report": args.planner_report})
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
+    elif targets.host.backend_id == "tflite-micro":
+        raise CliError(f"--target {args.target} runs on the tflite-micro host, whose output is a "
+                       "TFLite Micro .tflite, not a package: name the output .tflite, or "
+                       "name a host for a package (e.g. --target ethos-u,llvm)")
     prepare_output_dir(args.output_dir)
     require_writable(args.output, output)
     options = {"planner_options": planner_options(args),
@@ -227,7 +232,9 @@ def run(args) -> int:
     name = os.path.basename(args.model)
     t0 = time.perf_counter()
     with Progress(3, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar:
-        mod = tvm_ethos.load_model(args.model)
+        # the tflite-micro host partitions the .tflite itself: TVM imports only its NPU groups
+        mod = (args.model if targets.host.backend_id == "tflite-micro"
+               else tvm_ethos.load_model(args.model))
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)
         bar.update(1, "compiled")

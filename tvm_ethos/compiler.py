@@ -365,7 +365,9 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
 
     ``mod``: an IRModule from :func:`load_model`, or what it takes (a .tflite/.onnx path, bytes).
     ``target``: a priority-ordered list ending with a host target, e.g. ``"ethos-n,opencl"``;
-    each operator goes to the first target that takes it.
+    each operator goes to the first target that takes it. ``"ethos-u"`` alone (or
+    ``"ethos-u,tflite-micro"``) compiles a .tflite to a TFLite Micro file whose other
+    operators stay TFLite operators (tvm_ethos/backends/tflite_micro/compile.py).
 
     Target options (also written inline, ``"ethos-u -accelerator_config=ethos-u55-256,llvm"``;
     a backend plugin adds its own, listed by its ``options_schema()``):
@@ -405,6 +407,10 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     """
     from tvm_ethos.runtime import cache as model_cache
 
+    if _host_of(target) == "tflite-micro":   # the TFLite graph stays one: no Relax build
+        from tvm_ethos.backends.tflite_micro.compile import compile_tflite
+
+        return compile_tflite(mod, target, **options)
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
     from tvm_ethos.lower.cascade import planning_options
 
@@ -449,14 +455,17 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     return cm
 
 
+def _host_of(target) -> str:
+    from tvm_ethos.targets import parse_targets
+
+    return parse_targets(target).host.backend_id
+
+
 def _tflite_source(mod):
-    """``mod`` when it is a TFLite model's bytes or the path of a .tflite, else None."""
-    if isinstance(mod, (bytes, bytearray)):
-        return bytes(mod) if bytes(mod[4:8]) == b"TFL3" else None
-    if isinstance(mod, (str, os.PathLike)) and os.fspath(mod).lower().endswith(".tflite"):
-        with open(mod, "rb") as f:
-            return f.read()
-    return None
+    """The .tflite ``mod`` is or was imported from (its bytes), else None."""
+    from tvm_ethos.tflite_source import source_of
+
+    return source_of(mod)
 
 
 #: The planning options ``compile`` and ``partition_for*`` take.

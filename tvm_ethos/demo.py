@@ -16,11 +16,14 @@ no check on it could fail.
    OUT/output.npz``: the zero-copy edge report and the top-5 classes (NPU part emulated);
 4. the same input through the TFLite interpreter (ai-edge-litert, reference kernels: the
    integer arithmetic the emulator reproduces) and ``np.array_equal`` on every output;
-5. the Ethos-U file for TFLite Micro: ``tvmc compile MODEL --target ethos-u,llvm -o
+5. the Ethos-U file for TFLite Micro: ``tvmc compile MODEL --target ethos-u -o
    OUT/model_ethos_u.tflite --output-format tflite`` (the model as one ``ethos-u`` custom
-   operator holding tvm-ethos's generated command stream, Vela's layout), read back and run
+   operator holding tvm-ethos's generated command stream, Vela's layout; the tflite-micro
+   host would keep any operator the NPU does not take as a TFLite operator), read back and run
    on the functional Ethos-U model (``ethosu_stream``: emulated, no board here), checked
    against the interpreter the same way. ``--no-ethos-u`` skips it.
+
+``make demo`` then runs person detection (``tvm_ethos.demo_person``).
 
 Exit status 0 only when every output is bit-exact with the interpreter's; 1 when one is not,
 or when the model's output does not depend on its input; 2 on bad input (as tvmc).
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if ok else 1
     tfl = os.path.join(args.out, "model_ethos_u.tflite")
     rc = _step("Ethos-U for TFLite Micro: the generated command stream as an ethos-u operator",
-               ["compile", args.model, "--target", "ethos-u,llvm", "-o", tfl,
+               ["compile", args.model, "--target", "ethos-u", "-o", tfl,
                 "--output-format", "tflite"])
     if rc:
         return rc

@@ -3,7 +3,10 @@
 
 A target string is a comma-separated priority list of backend ids (as tvmc had it): each
 operator goes to the first target that accepts it; the last target must be a host target
-(llvm or opencl), which takes everything. Per-target options are written inline
+(llvm, opencl or tflite-micro), which takes everything. ``ethos-u`` alone is
+``ethos-u,tflite-micro``: a .tflite whose Ethos-U operators run on the NPU and every other
+operator stays a TFLite operator for TFLite Micro (the one host that needs no choosing: the
+ethos-u operator is TFLite Micro's own). Per-target options are written inline
 (``name -key=value``) or passed as keyword arguments to ``compile`` / ``partition``; every option
 is validated against the backend's schema up front.
 """
@@ -12,6 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tvm_ethos.errors import OptionError, TargetError
+
+ETHOS_U = "ethos-u"
+#: the host ``ethos-u`` alone gets
+TFLITE_MICRO = "tflite-micro"
 
 
 @dataclass
@@ -129,6 +136,8 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
         if spec.backend_id in seen:
             raise TargetError(f"target {spec.backend_id!r} appears twice in {target!r}")
         seen.add(spec.backend_id)
+    if [s.backend_id for s in specs] == [ETHOS_U] and registry.is_registered(TFLITE_MICRO):
+        specs.append(TargetSpec(TFLITE_MICRO))
     backends = [registry.get(s.backend_id) for s in specs]
     hosts = [b.backend_id for b in backends if b.capabilities().is_host]
     host_names = sorted(b for b in known if registry.get(b).capabilities().is_host)

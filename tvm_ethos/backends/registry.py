@@ -48,6 +48,7 @@ BUILTIN_ENTRY_POINTS = {
     "ethos-u": "tvm_ethos.backends.ethos_u:plugin",
     "opencl": "tvm_ethos.backends.opencl:plugin",
     "llvm": "tvm_ethos.backends.llvm:plugin",
+    "tflite-micro": "tvm_ethos.backends.tflite_micro:plugin",
 }
 
 _ID_RE = re.compile(r"^[A-Za-z0-9-]+$")

@@ -31,6 +31,7 @@ from tvm_ethos.frontend.relax_module import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATT
 from tvm_ethos.frontend.tflite_import import import_tflite
 from tvm_ethos.frontend.tflite_support import OperatorSupport, operator_support
 from tvm_ethos.frontend.torch_import import import_torch, is_torch_object
+from tvm_ethos.tflite_source import keep_source
 
 __all__ = ["load_model", "operator_support", "OperatorSupport", "OUTPUT_NAMES_ATTR",
            "OUTPUT_SHAPES_ATTR"]
@@ -109,7 +110,7 @@ def _load_bytes(data: bytes, name: str, suffix: str, shape_dict):
     if len(data) == 0:
         raise ModelLoadError(f"{name}: the file is empty")
     if len(data) >= 8 and data[4:8] == FILE_IDENTIFIER:
-        return import_tflite(data, name, shape_dict)
+        return keep_source(import_tflite(data, name, shape_dict), data)
     if suffix in _TFLITE_SUFFIXES:
         raise ModelLoadError(
             f"{name}: not a TFLite flatbuffer (file identifier {data[4:8]!r}, "

@@ -29,6 +29,7 @@ from collections import Counter
 
 import numpy as np
 
+from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
 from tvm_ethos.backends.ethos_u.tflite_writer import Operator, Tensor, copied_options, write_model
 from tvm_ethos.errors import TargetError, UnsupportedModelError
 
@@ -50,15 +51,30 @@ def export_tflite_bytes(cm, source) -> bytes:
     """The ``.tflite`` of ``cm``, a CompiledModel compiled from the TFLite model ``source``
     (its bytes or path): the source names, shapes and quantization of the model's tensors and
     its host operators, which the compiled model does not keep."""
-    npu = _npu_subgraphs(cm)
     data = _source_bytes(source)
+    npu, groups = npu_parts(cm, data)
+    return write_tflite(data, [(spec.name, payload) for spec, payload in npu], groups)
+
+
+def npu_parts(cm, data: bytes) -> tuple[list[tuple], dict[str, tuple]]:
+    """(spec, payload) of every Ethos-U subgraph of ``cm`` (compiled from the TFLite model
+    ``data``) and, by subgraph name, the source operators it took with its IFM and OFM source
+    tensors (the payload's order); the refusal naming what is in the way otherwise."""
+    npu = _npu_subgraphs(cm)
     model = _read_source(data)
     g = model.Subgraphs(0)
-    graph = _SourceGraph(model)
+    graph = SourceGraph(model)
     known = dict(zip(cm.program.inputs, _boundary(g, g.InputsAsNumpy(), cm.inputs, "input")))
     known.update(zip(cm.program.outputs, _boundary(g, g.OutputsAsNumpy(), cm.outputs, "output")))
-    groups = _npu_groups(cm, graph, npu, known)
-    return _Layout(data, graph, npu, groups).write()
+    return npu, _npu_groups(cm, graph, npu, known)
+
+
+def write_tflite(data: bytes, npu: list[tuple], groups: dict[str, tuple]) -> bytes:
+    """The TFLite Micro file of the source model ``data``: each (name, payload) of ``npu`` as
+    an ``ethos-u`` operator in place of the source operators ``groups[name]`` names (with its
+    IFM and OFM source tensors), every other source operator copied unchanged."""
+    model = _read_source(data)
+    return _Layout(data, SourceGraph(model), npu, groups).write()
 
 
 def _npu_subgraphs(cm) -> list[tuple]:
@@ -118,13 +134,20 @@ def _source_bytes(source) -> bytes:
     if source is None:
         raise UnsupportedModelError(
             "the compiled model does not hold its source .tflite (it was loaded from "
-            "a package or compiled from an IRModule): pass it as "
+            "a package, or compiled from an IRModule not imported from a .tflite in this "
+            "process): pass it as "
             "export_tflite(path, model=...)"
         )
     if not isinstance(source, (bytes, bytearray)):
         with open(source, "rb") as f:
             source = f.read()
     return bytes(source)
+
+
+def read_source(source: bytes):
+    """The source's flatbuffer model, refused by name unless a TFLite model of one
+    subgraph."""
+    return _read_source(source)
 
 
 def _read_source(source: bytes):
@@ -155,7 +178,7 @@ def _boundary(g, indices, specs, what: str) -> list[int]:
     return [int(indices[names.index(s.name)]) for s in specs]
 
 
-class _SourceGraph:
+class SourceGraph:
     """The source subgraph's operators as tensor reads and writes."""
 
     def __init__(self, model):
@@ -180,6 +203,10 @@ class _SourceGraph:
     def constant(self, t: int) -> bool:
         return self.model.Buffers(self.g.Tensors(t).Buffer()).DataLength() > 0
 
+    def intermediates(self, i: int) -> list[int]:
+        op = self.g.Operators(i)
+        return [int(t) for t in op.IntermediatesAsNumpy()] if op.IntermediatesLength() else []
+
     def all_inputs(self, i: int) -> list[int]:
         op = self.g.Operators(i)
         return [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
@@ -202,7 +229,7 @@ class _SourceGraph:
         return n, tensor.Type()
 
 
-def _npu_groups(cm, graph: _SourceGraph, npu, known: dict) -> dict[str, tuple]:
+def _npu_groups(cm, graph: SourceGraph, npu, known: dict) -> dict[str, tuple]:
     """Subgraph name -> (its source operators, its IFM source tensors, its OFM source
     tensors), IFMs/OFMs in the payload's order; ``known`` (program tensor -> source tensor)
     grows as the subgraphs are matched."""
@@ -252,7 +279,7 @@ def _npu_groups(cm, graph: _SourceGraph, npu, known: dict) -> dict[str, tuple]:
     return out
 
 
-def _connected(graph: _SourceGraph, ops: list[int]) -> list[set[int]]:
+def _connected(graph: SourceGraph, ops: list[int]) -> list[set[int]]:
     """``ops`` in groups joined by the tensors one writes and another reads."""
     import networkx as nx
 
@@ -291,24 +318,26 @@ class _Layout:
     """The written file: operators in an execution order, tensors in first-use order, each
     subgraph's flash, arena and fast scratch at its own offset."""
 
-    def __init__(self, data: bytes, graph: _SourceGraph, npu, groups):
+    def __init__(self, data: bytes, graph: SourceGraph, npu, groups):
         self.data, self.graph = data, graph
-        self.npu = [(spec.name, payload) for spec, payload in npu]
+        self.npu = list(npu)
         self.groups = groups
-        flash = arena = fast = 0
+        self.order = self._order()
+        arena_at = self._arena_bases()
+        flash = fast = 0
         self.bases = {}
         for name, p in self.npu:
-            flash, arena, fast = _aligned(flash), _aligned(arena), _aligned(fast)
-            self.bases[name] = (flash, arena, fast)
-            flash, arena, fast = (flash + len(p.flash), arena + p.scratch_bytes,
-                                  fast + p.fast_scratch_bytes)
+            flash, fast = _aligned(flash), _aligned(fast)
+            self.bases[name] = (flash, arena_at[name], fast)
+            flash, fast = flash + len(p.flash), fast + p.fast_scratch_bytes
+        arena = max((arena_at[name] + p.scratch_bytes for name, p in self.npu), default=0)
         parts, end = [], 0
         for name, p in self.npu:
             parts.append(bytes(self.bases[name][0] - end) + p.flash)
             end = self.bases[name][0] + len(p.flash)
         self.flash_bytes = b"".join(parts)
         self.arena_bytes, self.fast_bytes = arena, fast
-        self.accelerator = self.npu[0][1].accelerator
+        self.accelerator = self.npu[0][1].accelerator if self.npu else None
 
     def write(self) -> bytes:
         g = self.graph.g
@@ -323,7 +352,7 @@ class _Layout:
 
         offsets: dict[int, int] = {}
         operators = []
-        for node in self._order():
+        for node in self.order:
             if isinstance(node, str):
                 operators.append(self._npu_operator(node, tensor, offsets))
             else:
@@ -331,9 +360,11 @@ class _Layout:
                        for t in self.graph.all_inputs(node)]
                 outs = [tensor(t, lambda t=t: self._source_tensor(t))
                         for t in self.graph.writes[node]]
+                mids = [tensor(t, lambda t=t: self._source_tensor(t))
+                        for t in self.graph.intermediates(node)]
                 options, custom = copied_options(self.data, node)
                 operators.append(Operator(self.graph.codes[node], tuple(ins), tuple(outs),
-                                          options, custom))
+                                          options, custom, tuple(mids)))
         graph_in = [tensor(int(t), lambda t=int(t): self._source_tensor(t))
                     for t in g.InputsAsNumpy()]
         graph_out = [tensor(int(t), lambda t=int(t): self._source_tensor(t))
@@ -341,7 +372,27 @@ class _Layout:
         for t, off in offsets.items():
             tensors[index[t]] = dataclasses.replace(tensors[index[t]], offset=off)
         return write_model(tensors, operators, graph_in, graph_out,
-                           f"tvm-ethos Ethos-U {self.accelerator}")
+                           f"tvm-ethos Ethos-U {self.accelerator}" if self.accelerator
+                           else "tvm-ethos (no Ethos-U operator)")
+
+    def _arena_bases(self) -> dict[str, int]:
+        """Each subgraph's start in the shared arena (arena_layout.py: a tensor two ethos-u
+        operators share sits at one address, so their stretches may overlap)."""
+        payloads = dict(self.npu)
+        steps = []
+        for node in self.order:
+            if isinstance(node, str):
+                _, ifms, ofms = self.groups[node]
+                p = payloads[node]
+                steps.append(NpuStep(node, _slots(ifms, p.inputs), _slots(ofms, p.outputs),
+                                     p.scratch_bytes))
+            else:
+                steps.append(CpuStep(tuple(self.graph.reads[node]),
+                                     tuple(self.graph.writes[node])))
+        g = self.graph.g
+        names = {t: (g.Tensors(t).Name() or b"").decode() for s in steps
+                 if isinstance(s, NpuStep) for t in (x.tensor for x in s.ifms + s.ofms)}
+        return arena_bases(steps, set(self.graph.graph_outputs), names)
 
     def _order(self) -> list:
         """Host operators and subgraphs, each after what it reads (ties: source order)."""
@@ -415,11 +466,23 @@ class _Layout:
             [int(w) for w in words], npu_accelerator(payload.accelerator)))
 
     def _source_tensor(self, t: int) -> Tensor:
-        src = self.graph.g.Tensors(t)
-        shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
-        buf = self.graph.model.Buffers(src.Buffer())
-        data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
-        return Tensor(src.Name().decode(), shape, src.Type(), data, src.Quantization())
+        return source_tensor(self.graph, t)
+
+
+def source_tensor(graph: SourceGraph, t: int) -> Tensor:
+    """Source tensor ``t`` as the writer takes it: name, shape, type, constant data,
+    quantization and whether it is a state tensor, unchanged."""
+    src = graph.g.Tensors(t)
+    shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
+    buf = graph.model.Buffers(src.Buffer())
+    data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
+    return Tensor((src.Name() or b"").decode(), shape, src.Type(), data, src.Quantization(),
+                  variable=bool(src.IsVariable()))
+
+
+def _slots(tensors, arena) -> tuple[Slot, ...]:
+    return tuple(Slot(t, a.offset, int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize)
+                 for t, a in zip(tensors, arena))
 
 
 def _aligned(n: int) -> int:

@@ -24,7 +24,8 @@ OFFLINE_ALLOCATION = "OfflineMemoryAllocation"
 @dataclass(frozen=True)
 class Tensor:
     """``quant`` is the source's ``tflite.QuantizationParameters`` (or None); ``offset`` the
-    arena offset TFLite Micro must give it, -1 to let its planner choose."""
+    arena offset TFLite Micro must give it, -1 to let its planner choose; ``variable`` marks
+    a state tensor an operator keeps between inferences (SVDF's, an LSTM's)."""
 
     name: str
     shape: tuple[int, ...]
@@ -32,6 +33,7 @@ class Tensor:
     data: bytes = b""
     quant: object = None
     offset: int = -1
+    variable: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Operator:
     outputs: tuple[int, ...]
     options: Callable | None = None
     custom_options: bytes | None = None
+    #: the tensors a kernel keeps its intermediate results in (an LSTM's gates)
+    intermediates: tuple[int, ...] = ()
 
 
 def write_model(tensors: list[Tensor], operators: list[Operator], inputs: list[int],
@@ -71,13 +75,16 @@ def copied_options(source_model: bytes, op_index: int) -> tuple[Callable | None,
         raise UnsupportedModelError(f"operator {op_index} (builtin code {builtin}) is not one "
                                     "Vela's schema knows, so it cannot be copied")
     serializer = entry[1]
-    if serializer is None or not hasattr(serializer, "members"):
-        return None, custom
+    if serializer is None or not hasattr(serializer, "members") or not op.BuiltinOptions():
+        return None, custom  # no options table in the source: none in the copy
     attrs = serializer.deserialize(op)
-    if attrs.get("attribute_read_error"):
+    absent = _absent_vectors(serializer, op, attrs.get("attribute_read_error", []))
+    unread = [a for a in attrs.get("attribute_read_error", []) if a not in absent]
+    if unread:
         raise UnsupportedModelError(
             f"operator {op_index} ({serializer.name}): cannot read its options "
-            f"{', '.join(attrs['attribute_read_error'])}, so it cannot be copied")
+            f"{', '.join(unread)}, so it cannot be copied")
+    attrs["attribute_read_error"] = []
     if any(isinstance(v, (str, bytes)) for v in attrs.values()):
         raise UnsupportedModelError(f"operator {op_index} ({serializer.name}) has string "
                                     "options, which are not copied")
@@ -85,7 +92,7 @@ def copied_options(source_model: bytes, op_index: int) -> tuple[Callable | None,
     def write(builder):
         a = dict(attrs)
         offset, _ = serializer.serialize(builder, a)
-        if a.get("attribute_write_error"):
+        if [m for m in a.get("attribute_write_error", []) if m not in absent]:
             raise UnsupportedModelError(
                 f"operator {op_index} ({serializer.name}): cannot write its options "
                 f"{', '.join(a['attribute_write_error'])}")
@@ -95,6 +102,21 @@ def copied_options(source_model: bytes, op_index: int) -> tuple[Callable | None,
         raise UnsupportedModelError(f"operator {op_index} ({serializer.name}) uses the second "
                                     "options union, which is not copied")
     return write, custom
+
+
+def _absent_vectors(serializer, op, unread: list[str]) -> set[str]:
+    """The options among ``unread`` that are vectors the source leaves out (RESHAPE's
+    ``new_shape`` where the shape is an input): written out again by leaving them out."""
+    if not unread or not op.BuiltinOptions():
+        return set()
+    table = serializer.cls()
+    table.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    out = set()
+    for under, camel, _, _, is_vector in serializer.members:
+        length = getattr(table, camel + "Length", None)
+        if under in unread and is_vector and length is not None and length() == 0:
+            out.add(under)
+    return out
 
 
 class _Writer:
@@ -181,6 +203,8 @@ class _Writer:
         TensorT.TensorAddName(b, name_off)
         if q_off is not None:
             TensorT.TensorAddQuantization(b, q_off)
+        if t.variable:
+            TensorT.TensorAddIsVariable(b, True)
         return TensorT.TensorEnd(b)
 
     def _operator(self, op: Operator, code_index: int) -> int:
@@ -189,10 +213,13 @@ class _Writer:
         options = op.options(b) if op.options is not None else None
         custom = self._bytes(op.custom_options) if op.custom_options is not None else None
         op_in, op_out = self._ints(op.inputs), self._ints(op.outputs)
+        op_mid = self._ints(op.intermediates) if op.intermediates else None
         OperatorS.OperatorStart(b)
         OperatorS.OperatorAddOpcodeIndex(b, code_index)
         OperatorS.OperatorAddInputs(b, op_in)
         OperatorS.OperatorAddOutputs(b, op_out)
+        if op_mid is not None:
+            OperatorS.OperatorAddIntermediates(b, op_mid)
         if options is not None:
             OperatorS.OperatorAddBuiltinOptionsType(b, options[0])
             OperatorS.OperatorAddBuiltinOptions(b, options[1])

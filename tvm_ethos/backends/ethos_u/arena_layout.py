@@ -1,0 +1,131 @@
+"""Where each ``ethos-u`` operator's stretch of the shared scratch arena starts.
+
+Every stream addresses its IFMs and OFMs at fixed offsets in its own stretch, and TFLite Micro
+gives a tensor one place in the arena. A tensor one ethos-u operator writes and another reads
+must therefore sit at the same address in both stretches, which fixes the second stretch's
+start: the stretches overlap. That is sound only while nothing still needed lies where the
+stretch is written: at the time each of its IFMs is written (by a TFLite operator, or before
+the run for a graph input) and while the operator itself runs. An operator none of whose IFMs
+is placed yet gets fresh space after every stretch so far. A layout that breaks the rule is
+refused by name rather than written as a file whose operators overwrite each other's data.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tvm_ethos.errors import UnsupportedModelError
+
+#: where a stretch starts (the streams' own alignment)
+ALIGN = 16
+
+
+class Slot(NamedTuple):
+    """A boundary tensor of an ethos-u operator: source tensor, offset in its stretch, bytes."""
+
+    tensor: int
+    offset: int
+    nbytes: int
+
+
+class NpuStep(NamedTuple):
+    name: str
+    ifms: tuple[Slot, ...]
+    ofms: tuple[Slot, ...]
+    scratch_bytes: int
+
+
+class CpuStep(NamedTuple):
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+
+
+def arena_bases(steps: list, outputs: set[int], names: dict[int, str]) -> dict[str, int]:
+    """The start of each NPU step's stretch (``steps``: NpuStep / CpuStep in execution order;
+    ``outputs``: the graph's output tensors, live to the end; ``names``: tensor names for
+    the refusal), all >= 0 and ALIGN-aligned."""
+    written: dict[int, int] = {}
+    last_read: dict[int, int] = {}
+    for k, s in enumerate(steps):
+        ins, outs = ((tuple(x.tensor for x in s.ifms), tuple(x.tensor for x in s.ofms))
+                     if isinstance(s, NpuStep) else (s.reads, s.writes))
+        for t in outs:
+            written.setdefault(t, k)
+        for t in ins:
+            last_read[t] = k
+    for t in outputs:
+        last_read[t] = len(steps)
+    placed: dict[int, tuple[int, int]] = {}   # tensor -> (address, bytes)
+    stretches: dict[str, tuple[int, int, int]] = {}   # name -> (base, bytes, step)
+    end = 0
+    for k, s in enumerate(steps):
+        if not isinstance(s, NpuStep):
+            continue
+        implied = {placed[x.tensor][0] - x.offset for x in s.ifms if x.tensor in placed}
+        if len(implied) > 1:
+            raise UnsupportedModelError(
+                f"ethos-u operator {s.name} reads tensors that earlier ethos-u operators placed "
+                "at offsets its stream cannot reach together; the model cannot be written")
+        base = implied.pop() if implied else -(-end // ALIGN) * ALIGN
+        if base % ALIGN:
+            raise UnsupportedModelError(
+                f"ethos-u operator {s.name} would start at arena offset {base}, which is not "
+                f"{ALIGN}-aligned; the model cannot be written")
+        for x in s.ifms:
+            if x.tensor not in placed:
+                _check_input(placed, written, last_read, stretches, s.name, names, x,
+                             base + x.offset, written.get(x.tensor, -1))
+        _check_stream(placed, written, last_read, s, k, base, names)
+        for x in s.ifms + s.ofms:
+            placed.setdefault(x.tensor, (base + x.offset, x.nbytes))
+        stretches[s.name] = (base, s.scratch_bytes, k)
+        end = max(end, base + s.scratch_bytes)
+    low = min((b for b, _, _ in stretches.values()), default=0)
+    shift = -(-max(0, -low) // ALIGN) * ALIGN
+    return {name: b + shift for name, (b, _, _) in stretches.items()}
+
+
+def _overlap(a: int, n: int, b: int, m: int) -> bool:
+    return a < b + m and b < a + n
+
+
+def _live(t: int, when: int, written: dict, last_read: dict) -> bool:
+    return written.get(t, -1) <= when < last_read.get(t, -1)
+
+
+def _check_input(placed, written, last_read, stretches, name, names, slot, address,
+                 when) -> None:
+    """An IFM written at step ``when`` (-1: a graph input) at ``address``: nothing placed
+    there may still be needed then, and no stretch running before its operator may cover
+    it."""
+    label = names.get(slot.tensor, slot.tensor)
+    for t, (a, n) in placed.items():
+        if t != slot.tensor and _live(t, when, written, last_read) and \
+                _overlap(a, n, address, slot.nbytes):
+            raise UnsupportedModelError(
+                f"ethos-u operator {name}: its input {label!r} would overwrite tensor "
+                f"{names.get(t, t)!r} while it is still to be read; the model cannot be "
+                "written")
+    for other, (b, n, k) in stretches.items():
+        if when < k and _overlap(b, n, address, slot.nbytes):
+            raise UnsupportedModelError(
+                f"ethos-u operator {name}: its input {label!r} would be overwritten by "
+                f"ethos-u operator {other}, which runs before it; the model cannot be written")
+
+
+def _check_stream(placed, written, last_read, step, k, base, names) -> None:
+    """While step ``k`` runs, its stream writes anywhere in its stretch: no tensor still to
+    be read after it may lie there, its own IFMs included."""
+    mine = {x.tensor for x in step.ifms + step.ofms}
+    for x in step.ifms:
+        if last_read.get(x.tensor, -1) > k:
+            raise UnsupportedModelError(
+                f"ethos-u operator {step.name}: its input {names.get(x.tensor, x.tensor)!r} is "
+                "read again after it, and its stream may reuse that place; the model cannot "
+                "be written")
+    for t, (a, n) in placed.items():
+        if t not in mine and _live(t, k, written, last_read) and last_read.get(t, -1) > k \
+                and _overlap(a, n, base, step.scratch_bytes):
+            raise UnsupportedModelError(
+                f"ethos-u operator {step.name}: its stream would overwrite tensor "
+                f"{names.get(t, t)!r} while it is still to be read; the model cannot be "
+                "written")

@@ -1,0 +1,141 @@
+"""Compiling a ``.tflite`` for ``ethos-u,tflite-micro``: the NPU takes what it can, every
+other operator stays the TFLite operator it was, for TFLite Micro's kernels.
+
+The model is partitioned on its TFLite graph (``cut.py``): each convex group of operators the
+importer takes is cut out as a model of its own and compiled for ``ethos-u,llvm``; what the
+Ethos-U took of it becomes ``ethos-u`` operators, what it did not (and every operator the
+importer cannot take) is copied from the source unchanged. A group whose compile or export
+is refused stays TFLite operators, its reason kept in :attr:`Placement.why`. Relax and TVM
+see only the groups, so a model TVM's importer refuses in part still compiles.
+"""
+from __future__ import annotations
+
+from tvm_ethos.backends.ethos_u.tflite_export import (
+    SourceGraph,
+    npu_parts,
+    read_source,
+    write_tflite,
+)
+from tvm_ethos.backends.registry import get_registry
+from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
+from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
+from tvm_ethos.compiler import COMPILE_OPTIONS
+from tvm_ethos.errors import OptionError, TargetError, TvmEthosError
+from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
+from tvm_ethos.targets import parse_targets
+from tvm_ethos.tflite_source import source_of
+
+BACKEND_ID = "tflite-micro"
+NPU_ID = "ethos-u"
+
+
+def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMicroModel:
+    """Compile the TFLite model ``model`` (a path, its bytes, or a module ``load_model``
+    imported from one) for ``target`` (``ethos-u`` and the ``tflite-micro`` host; ``ethos-u``
+    alone means both). ``options`` are those of :func:`tvm_ethos.compile` (target options
+    such as ``accelerator_config``, ``budget``, ``planner_options``, ``cache_dir``); they
+    apply to every NPU group."""
+    schemas = {b: get_registry().get(b).options_schema() for b in (NPU_ID, BACKEND_ID)}
+    target_opts = {k: options.pop(k) for k in list(options)
+                   if any(k in s for s in schemas.values())}
+    tl = parse_targets(target, target_opts)
+    if tl.host.backend_id != BACKEND_ID or tl.ids != [NPU_ID, BACKEND_ID]:
+        raise TargetError(f"target {tl} for a TFLite Micro file: the tflite-micro host takes "
+                          "one accelerator, ethos-u ('ethos-u' or 'ethos-u,tflite-micro')")
+    data = source_of(model)
+    if data is None:
+        raise TargetError(
+            "the tflite-micro host keeps a .tflite's other operators as TFLite operators, so "
+            "it compiles a .tflite model (its path or bytes, or load_model's module of one); "
+            f"this {type(model).__name__} is none: compile it for a host such as "
+            "'ethos-u,llvm'")
+    _check_options(options)
+    npu_target = f"{tl.targets[0]},llvm"
+    accelerator = str(tl.options_of(NPU_ID)["accelerator_config"])
+    source = read_source(data)
+    graph = SourceGraph(source)
+    refusals = import_refusals(data)
+    why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
+    npu: list[tuple] = []
+    groups: dict[str, tuple] = {}
+    plans = []
+    written = _npu_groups(data, graph, refusals, npu_target, options, why)
+    for gi, (cut, cm, parts, taken) in enumerate(written):
+        plans.append(cm.plan_report)
+        for spec, payload in parts:
+            name = f"g{gi}_{spec.name}"
+            sub_ops, ifms, ofms = taken[spec.name]
+            npu.append((name, payload))
+            groups[name] = (tuple(cut.operators[j] for j in sub_ops),
+                            tuple(cut.tensors[t] for t in ifms),
+                            tuple(cut.tensors[t] for t in ofms))
+        on_npu = {cut.operators[j] for spec, _ in parts for j in taken[spec.name][0]}
+        why.update((i, "the Ethos-U does not take it (the partition gives it to the host)")
+                   for i in cut.operators if i not in on_npu)
+    owner = {i: name for name, (ops, _, _) in groups.items() for i in ops}
+    placement = tuple(
+        Placement(i, graph.kinds[i], NPU_ID if i in owner else BACKEND_ID,
+                  owner.get(i, ""), why.get(i, ""))
+        for i in range(len(graph.kinds)))
+    return TfliteMicroModel(write_tflite(data, npu, groups), str(tl), accelerator, placement,
+                            tuple(plans), dict(npu))
+
+
+def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
+    """(cut, compiled model, parts, taken) of every NPU group written, in source order.
+
+    A group whose compile or export is refused is tried again one operator at a time: the
+    operators refused alone leave the candidates (``why`` says why) and the groups are
+    formed anew without them, so one operator the NPU cannot write (a QUANTIZE without a
+    stream) does not keep its neighbours off the NPU. A group refused although each of its
+    operators compiles alone stays TFLite operators whole."""
+    out_of: dict[int, str] = {}
+    done: dict[tuple, object] = {}
+
+    def attempt(ops):
+        if ops not in done:
+            cut = cut_model(data, graph, ops)
+            try:
+                cm = _compile_group(cut.data, target, options)
+                done[ops] = (cut, cm) + npu_parts(cm, cut.data)
+            except TvmEthosError as err:
+                done[ops] = str(err)
+        return done[ops]
+
+    while True:
+        candidates = npu_candidates(graph, [r is None and i not in out_of
+                                            for i, r in enumerate(refusals)])
+        left = len(out_of)
+        for ops in candidates:
+            result = attempt(ops)
+            if not isinstance(result, str):
+                continue
+            alone = {i: attempt((i,)) for i in ops} if len(ops) > 1 else {ops[0]: result}
+            failed = {i: r for i, r in alone.items() if isinstance(r, str)}
+            for i in ops if not failed else failed:
+                out_of[i] = failed.get(i, result)
+        if len(out_of) == left:
+            break
+    why.update((i, f"it does not compile for the Ethos-U: {r.removeprefix('<bytes>: ')}")
+               for i, r in out_of.items())
+    return [done[ops] for ops in candidates if not isinstance(done[ops], str)]
+
+
+def _check_options(options: dict) -> None:
+    """An OptionError for an option no group compile takes or a bad value, up front: a
+    group whose compile is refused stays TFLite operators, which must not hide a typo."""
+    from tvm_ethos.lower.cascade import planning_options
+
+    unknown = sorted(k for k in options if k not in COMPILE_OPTIONS)
+    if unknown:
+        raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))} for target ethos-u,tflite-micro; "
+                          f"allowed options: accelerator_config, {', '.join(COMPILE_OPTIONS)}")
+    planning_options(dict(options))
+    check_runtime_options({k: v for k, v in options.items() if k in RUNTIME_OPTIONS})
+
+
+def _compile_group(data: bytes, target: str, options: dict):
+    import tvm_ethos
+
+    return tvm_ethos.compile(data, target=target, **options)
