@@ -198,7 +198,7 @@ def write_ofm(
     ``None`` and ``shape`` the OFM box: the LUT and the OFM are only recorded.
 
     A 32-bit OFM without a LUT takes neither the zero point nor the 16-bit clamp registers:
-    it saturates to its own range (rfcs/0007, "32-bit OFM"). With a LUT the zero point and
+    it saturates to its own range (rfcs/0007 section 7, rule 2). With a LUT the zero point and
     the clamp form the table index, whatever the OFM's width."""
     ofm = from_registers(state, "OFM")
     func = activation(state, ofm.dtype)
@@ -229,8 +229,9 @@ def activation(state: RegisterState, dtype: np.dtype) -> int:
     func, clip = act & 0xFFF, act >> 12
     dtype = np.dtype(dtype)
     if func != ACT_NONE and not ACT_LUT_START <= func <= ACT_LUT_END:
-        raise StreamError(f"activation function {func} (tanh/sigmoid) is not modelled; only "
-                          "none/clamp and LUTs are")
+        name = {3: "tanh", 4: "sigmoid"}.get(func, "unknown")
+        raise StreamError(f"activation function {func} ({name}) is not modelled; only "
+                          "none/clamp and LUTs (16-23) are")
     if func == ACT_NONE:
         if clip != CLIP_OFM_PRECISION:
             raise StreamError(f"activation clip range {clip} (ACTIVATION bits 12-15) without "
