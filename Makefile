@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 MODELS ?= ../shared/models
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-torch lint demo demo-planner bench clean
+.PHONY: install corpus test test-slow test-torch lint demo demo-planner bench clean
 
 install: $(STAMP)
 
@@ -16,10 +16,18 @@ $(STAMP): setup.py
 	$(PY) -m pip install -q -e '.[test,opencl,vela,plots,tflm]'
 	touch $(STAMP)
 
-test: install
+# The corpus of third-party streams: every shipped model compiled by Vela 3.11, 4.5 and 5.2
+# (one venv each under build/vela-venvs) for three accelerators and both optimise modes, into
+# build/corpus (manifest.json lists each case and Vela's message). Cases already compiled from
+# the same model and Vela are kept, so a second run does nothing.
+CORPUS_BUILD ?= build
+corpus: install
+	TVM_ETHOS_MODELS=$(abspath $(MODELS)) $(PY) tools/build_corpus.py --build $(CORPUS_BUILD)
+
+test: install corpus
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
 
-test-slow: install
+test-slow: install corpus
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
 
 # ruff.toml holds the rules (pycodestyle, pyflakes, import order; 100 columns).

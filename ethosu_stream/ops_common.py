@@ -15,6 +15,9 @@ from .memory import SHRAM_REGION, Memory
 from .registers import RegisterState
 
 ACT_NONE, ACT_LUT_START, ACT_LUT_END = 0, 16, 23
+# ACTIVATION bits 12-15, the range the clamp works in: the OFM's own, or forced to int8
+# (what Vela writes for a LUT on a 32-bit OFM)
+CLIP_OFM_PRECISION, CLIP_FORCE_INT8 = 0, 3
 UPSCALE_NEAREST = 1
 
 
@@ -190,14 +193,19 @@ def write_ofm(
     mem: Memory, state: RegisterState, values: np.ndarray | None, shram: "ShramInfo | None",
     shape: tuple[int, int, int] | None = None,
 ) -> None:
-    """Zero point already added: apply the activation (clamp, or LUT then clamp) and store.
-    On a dry run ``values`` is ``None`` and ``shape`` the OFM box: the LUT and the OFM are
-    only recorded."""
+    """The output stage on scaled ``values`` (no zero point yet): add the OFM zero point,
+    apply the activation (clamp, or LUT then clamp) and store. On a dry run ``values`` is
+    ``None`` and ``shape`` the OFM box: the LUT and the OFM are only recorded.
+
+    A 32-bit OFM without a LUT takes neither the zero point nor the 16-bit clamp registers:
+    it saturates to its own range (rfcs/0007 section 7, rule 2). With a LUT the zero point and
+    the clamp form the table index, whatever the OFM's width."""
     ofm = from_registers(state, "OFM")
-    act = state.param("ACTIVATION")
-    func = act & 0xFFF
+    func = activation(state, ofm.dtype)
     lo, hi = state.signed("ACTIVATION_MIN"), state.signed("ACTIVATION_MAX")
     info = _iinfo(ofm.dtype)
+    if values is not None and not (ofm.dtype.itemsize == 4 and func == ACT_NONE):
+        values = values + ofm.zero_point
     if ofm.dtype.itemsize == 4:
         # the clamp registers are 16-bit: a 32-bit OFM saturates to its own range instead
         lo, hi = info.min, info.max
@@ -209,11 +217,36 @@ def write_ofm(
         out = apply_lut(mem, index, func - ACT_LUT_START, ofm.dtype, shram)
         if out is not None:
             out = np.clip(out, info.min, info.max)
-    else:
-        raise StreamError(f"activation function {func} (tanh/sigmoid) is not modelled; only "
-                          "none/clamp and LUTs are")
     box = values.shape if values is not None else shape
     mem.write_box(ofm, out, box, "the OFM")
+
+
+def activation(state: RegisterState, dtype: np.dtype) -> int:
+    """The ACTIVATION function (bits 0-11), refused where the model does not know what the
+    hardware does: tanh/sigmoid, a clip range other than the OFM's own (the forced int8
+    range only with a LUT on a 32-bit OFM), a LUT on a 16-bit or unsigned OFM."""
+    act = state.param("ACTIVATION")
+    func, clip = act & 0xFFF, act >> 12
+    dtype = np.dtype(dtype)
+    if func != ACT_NONE and not ACT_LUT_START <= func <= ACT_LUT_END:
+        name = {3: "tanh", 4: "sigmoid"}.get(func, "unknown")
+        raise StreamError(f"activation function {func} ({name}) is not modelled; only "
+                          "none/clamp and LUTs (16-23) are")
+    if func == ACT_NONE:
+        if clip != CLIP_OFM_PRECISION:
+            raise StreamError(f"activation clip range {clip} (ACTIVATION bits 12-15) without "
+                              "a LUT is not modelled; only the OFM's own range (0) is")
+        return func
+    if dtype.kind != "i" or dtype.itemsize == 2:
+        raise StreamError(f"a LUT activation on a {dtype} OFM is not modelled; only int8 "
+                          "tables (int8 OFM) and int32 tables (int32 OFM) are")
+    allowed = (CLIP_FORCE_INT8,) if dtype.itemsize == 4 else (CLIP_OFM_PRECISION,
+                                                              CLIP_FORCE_INT8)
+    if clip not in allowed:
+        raise StreamError(f"activation clip range {clip} with a LUT on a {dtype} OFM is not "
+                          f"modelled; the model indexes tables with int8 values, which is "
+                          f"clip range {' or '.join(map(str, allowed))} there")
+    return func
 
 
 @functools.lru_cache(maxsize=None)

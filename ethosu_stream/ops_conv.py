@@ -134,5 +134,5 @@ def run_conv(mem: Memory, state: RegisterState, acc: AcceleratorInfo, shram: Shr
     else:
         sums = _conv_sums(x, w, k, (oh, ow), depthwise)
         out = scale_stage(sums, channel_scales(mem, state, od), rounding_mode(state))
-        write_ofm(mem, state, out + from_registers(state, "OFM").zero_point, shram)
+        write_ofm(mem, state, out, shram)
     return oh * ow * od * k.height * k.width * (1 if depthwise else ifm_depth)

@@ -14,7 +14,15 @@ from . import rounding
 from .errors import StreamError
 from .feature_map import from_registers
 from .memory import Memory
-from .ops_common import ShramInfo, global_scale, ofm_box, read_fm, rounding_mode, write_ofm
+from .ops_common import (
+    ShramInfo,
+    global_scale,
+    ofm_box,
+    read_fm,
+    rounding_mode,
+    uses_global_scale,
+    write_ofm,
+)
 from .registers import RegisterState
 
 MUL, ADD, SUB, MIN, MAX, LRELU, ABS, CLZ, SHR, SHL = range(10)
@@ -44,12 +52,34 @@ def _clz32(x: np.ndarray) -> np.ndarray:
     return out
 
 
+# the modes whose result goes through OFM_SCALE, and those that take no output scaling
+_SCALED = (MUL, ADD, SUB, ABS)
+
+
+def _check_scale_mode(state: RegisterState, mode: int) -> None:
+    """OFM_PRECISION bit 8 picks the global OFM_SCALE (Vela's choice for MUL/ADD/SUB/ABS/LRELU)
+    or per-channel scales (its choice for MIN/MAX/SHR/SHL/CLZ, which it leaves unscaled).
+    The other pairings are not modelled."""
+    if mode in _SCALED and not uses_global_scale(state):
+        raise StreamError(f"elementwise {_NAMES[mode]} with per-channel scaling (OFM_PRECISION "
+                          "bit 8 clear) is not modelled; only the global OFM_SCALE is")
+    if mode not in _SCALED and uses_global_scale(state) and global_scale(state) != (1, 0):
+        raise StreamError(f"elementwise {_NAMES[mode]} with OFM_SCALE {global_scale(state)} "
+                          "is not modelled; it runs unscaled (OFM_SCALE (1, 0) or OFM_PRECISION "
+                          "bit 8 clear)")
+
+
 def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> None:
     if mode >= len(_NAMES):
         raise StreamError(f"elementwise mode {mode} is unknown")
+    if mode != LRELU:
+        _check_scale_mode(state, mode)
+    if mode == SHR and rounding_mode(state) != rounding.NATURAL:
+        # every Vela release writes SHR with NATURAL (its softmax's "HalfUp" shifts)
+        raise StreamError(f"SHR with rounding mode {rounding_mode(state)} is not modelled; only "
+                          f"NATURAL ({rounding.NATURAL}), which adds half before shifting")
     shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
-    ofm = from_registers(state, "OFM")
     a = read_fm(mem, ifm, *shape, "the IFM")
     if a is None:  # a dry run: what the operation reads and writes, its faults
         if mode not in UNARY:
@@ -68,7 +98,7 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
             out = _clz32(a)
         else:
             raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
-        write_ofm(mem, state, out + ofm.zero_point, shram)
+        write_ofm(mem, state, out, shram)
         return
     b = _ifm2(mem, state, shape)
     if state.param("IFM2_BROADCAST") & _REVERSED:
@@ -99,10 +129,10 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
     elif mode == SHR:
         s = np.clip(b, 0, 63)
         half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
-        out = (a + half) >> s if rmode != rounding.TRUNCATE else a >> s
+        out = (a + half) >> s
     elif mode == SHL:
         out = (a << np.clip(b, 0, 31)).astype(np.int64)
         out = ((out + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     else:
         raise StreamError(f"elementwise {_NAMES[mode]} is not modelled")
-    write_ofm(mem, state, out + ofm.zero_point, shram)
+    write_ofm(mem, state, out, shram)

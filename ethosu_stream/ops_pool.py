@@ -45,7 +45,6 @@ def _padded_average(acc: np.ndarray | None, count: np.ndarray | None,
 def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> int:
     oh, ow, od = ofm_box(mem, state)
     k = kernel(state)
-    ofm_zp = from_registers(state, "OFM").zero_point
     if mode == REDUCE_SUM:
         if state.param("IFM_UPSCALE"):
             raise StreamError("an upscaled REDUCE_SUM is not modelled")
@@ -74,6 +73,11 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
     else:
         raise StreamError(f"pooling mode {mode} is unknown (MAX 0, AVERAGE 1, REDUCE_SUM 2)")
     if mode == MAX:
+        # Vela writes max pooling unscaled: per-channel mode with no scale stream (3.x,
+        # 4.x) or the global OFM_SCALE (1, 0) (5.x)
+        if uses_global_scale(state) and global_scale(state) != (1, 0):
+            raise StreamError(f"max pooling with OFM_SCALE {global_scale(state)} is not "
+                              "modelled; it runs unscaled")
         out = acc
     elif mode == AVERAGE and any(padding(state)):
         out = _padded_average(acc, count, state)
@@ -85,5 +89,5 @@ def run_pool(mem: Memory, state: RegisterState, mode: int, shram: ShramInfo) -> 
     else:
         scales = channel_scales(mem, state, od)
         out = None if acc is None else scale_stage(acc, scales, rounding_mode(state))
-    write_ofm(mem, state, None if out is None else out + ofm_zp, shram, (oh, ow, od))
+    write_ofm(mem, state, out, shram, (oh, ow, od))
     return macs

@@ -93,6 +93,21 @@ def decode_stream(words: Sequence[int] | Iterable[int]) -> list[Command]:
                       len(out) - 1 if out else 0, out[-1].name if out else None)
 
 
+#: registers whose parameter is a field narrower than 16 bits: its largest value. A region
+#: register names one of the eight base pointers (the DMA region registers also carry mode
+#: bits, so they are not here).
+PARAM_MAX = {f"{r}_REGION": 7 for r in ("IFM", "IFM2", "OFM", "WEIGHT", "SCALE")}
+
+
+def check_ranges(state: "RegisterState") -> None:
+    """Refuses a register an operation would read whose value is past its field
+    (``PARAM_MAX``); the caller names the operation."""
+    for name, limit in PARAM_MAX.items():
+        if state.param(name) > limit:
+            raise StreamError(f"register value out of range: NPU_SET_{name} is "
+                              f"{state.param(name)}, past {limit}, the largest it holds")
+
+
 def _signed16(v: int) -> int:
     return v - (1 << 16) if v & 0x8000 else v
 

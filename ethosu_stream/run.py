@@ -18,7 +18,7 @@ from .ops_conv import run_conv
 from .ops_dma import run_dma
 from .ops_elementwise import run_elementwise
 from .ops_pool import run_pool
-from .registers import Command, RegisterState, decode_stream
+from .registers import Command, RegisterState, check_ranges, decode_stream
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,38 @@ class StreamStats:
     high_water: dict[int, int]
     bytes_read: dict[int, int]
     bytes_written: dict[int, int]
+
+
+#: the largest OFM block the NPU has (height, width, depth; Vela's ``ofm_block_max``)
+BLOCK_MAX = (32, 64, 128)
+_BLOCK_REGISTERS = ("OFM_BLK_HEIGHT_M1", "OFM_BLK_WIDTH_M1", "OFM_BLK_DEPTH_M1")
+_BLOCK_OPERATIONS = frozenset({"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL",
+                               "NPU_OP_ELEMENTWISE"})
+_SHRAM_BANK_BYTES = 1024
+
+
+def check_block_config(state: RegisterState, info) -> None:
+    """Refuses a block config the NPU cannot hold: an OFM block past ``BLOCK_MAX``, a depth
+    that is not a whole number of micro-blocks, or a SHRAM split (input buffer end,
+    accumulator start) out of order or past the SHRAM. Registers a stream never wrote are
+    not checked (hand-built test streams leave them)."""
+    h, w, d = (state.param(r) + 1 for r in _BLOCK_REGISTERS)
+    for value, limit, reg in zip((h, w, d), BLOCK_MAX, _BLOCK_REGISTERS):
+        if state.has(reg) and value > limit:
+            raise StreamError(f"illegal block config: NPU_SET_{reg} gives {value}, past the "
+                              f"NPU's largest OFM block "
+                              f"({'x'.join(map(str, BLOCK_MAX))}, height x width x depth)")
+    if state.has(_BLOCK_REGISTERS[2]) and d % info.ofm_ublock_depth:
+        raise StreamError(f"illegal block config: OFM block depth {d} is not a multiple of "
+                          f"{info.name}'s micro-block depth {info.ofm_ublock_depth}")
+    banks = info.shram_bytes // _SHRAM_BANK_BYTES
+    ib_end, ab_start = state.param("IFM_IB_END"), state.param("AB_START")
+    if state.has("AB_START") and ab_start > banks:
+        raise StreamError(f"illegal block config: the accumulators start at SHRAM bank "
+                          f"{ab_start}, past {info.name}'s {banks} banks")
+    if state.has("IFM_IB_END") and state.has("AB_START") and ib_end > ab_start:
+        raise StreamError(f"illegal block config: the input buffer ends at SHRAM bank {ib_end}, "
+                          f"after the accumulators start ({ab_start})")
 
 
 def operation_count(commands: dict[str, int]) -> int:
@@ -136,6 +168,9 @@ def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
 
 def _execute(cmd: Command, mem: Memory, state: RegisterState, info, shram, dma) -> int:
     name = cmd.name
+    if name in _BLOCK_OPERATIONS:
+        check_ranges(state)
+        check_block_config(state, info)
     if name == "NPU_OP_CONV":
         return run_conv(mem, state, info, shram, depthwise=False)
     if name == "NPU_OP_DEPTHWISE":

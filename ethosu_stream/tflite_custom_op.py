@@ -4,8 +4,10 @@ network's input and output sit in that arena (the ``OfflineMemoryAllocation`` me
 """
 from __future__ import annotations
 
+import contextlib
+import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -19,7 +21,48 @@ _FOURCC = int.from_bytes(b"COP1", "little")
 _DA_CONFIG, _DA_CMDSTREAM, _DA_READ_APB, _DA_DUMP_SHRAM, _DA_NOP = 1, 2, 3, 4, 5
 # region (base-pointer index) of each custom-op input after the command stream
 FLASH_REGION, SCRATCH_REGION, SCRATCH_FAST_REGION = 0, 1, 2
-_DTYPES = {9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32}
+FM_DTYPES = {9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32}
+_UINT8 = 3
+#: the most bytes one region (scratch arena, fast scratch) or feature map may need: a larger
+#: one comes from a corrupt shape, not from a network an Ethos-U system could hold
+MAX_ARENA_BYTES = 256 << 20
+#: the ``ethos-u`` operator's inputs before the feature maps
+_FIXED_INPUTS = ("command stream", "flash", "scratch", "fast scratch")
+
+
+@contextlib.contextmanager
+def reading(what: str) -> Iterator[None]:
+    """Turns what a malformed flatbuffer makes the generated readers raise (an offset past
+    the buffer, a field of the wrong width) into one :class:`StreamError` naming ``what``
+    was being read."""
+    try:
+        yield
+    except StreamError:
+        raise
+    except (IndexError, struct.error) as exc:
+        raise StreamError(f"the .tflite is malformed or cut short (reading {what}): an offset "
+                          f"points past the end of the file ({exc})") from None
+    except (KeyError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
+            AttributeError) as exc:
+        raise StreamError(f"the .tflite is malformed (reading {what}): "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+def parse_model(data: bytes):
+    """The root ``Model`` table of a ``.tflite`` flatbuffer (the ``tflite`` package's
+    reader), after checking that ``data`` can hold one."""
+    import tflite
+
+    data = bytes(data)
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise StreamError(f"not a .tflite file: {len(data)} bytes without the 'TFL3' "
+                          "identifier at byte 4")
+    root = int.from_bytes(data[:4], "little")
+    if root + 4 > len(data):
+        raise StreamError(f"the .tflite is malformed: its root table offset {root} lies past "
+                          f"its {len(data)} bytes (a cut file?)")
+    with reading("the model table"):
+        return tflite.Model.GetRootAsModel(data, 0)
 
 
 def command_words(payload: bytes) -> np.ndarray:
@@ -71,12 +114,15 @@ class EthosUOp:
     outputs: tuple[TensorSlot, ...]
 
     def run(self, inputs: list[np.ndarray], accelerator: str, trace: Callable | None = None,
-            *, compute: bool = True) -> tuple[list[np.ndarray], StreamStats]:
+            *, compute: bool = True, after: dict | None = None
+            ) -> tuple[list[np.ndarray], StreamStats]:
         """Places ``inputs`` at their arena offsets, runs the stream (``trace`` and
-        ``compute`` as in :func:`run_stream`) and reads the outputs back."""
+        ``compute`` as in :func:`run_stream`) and reads the outputs back. ``after``, when
+        given, receives each input's value as the stream left it (tensor index -> array):
+        a variable tensor (an LSTM's state) is an input the stream updates in place."""
         if len(inputs) != len(self.inputs):
-            raise ValueError(f"the ethos-u operator takes {len(self.inputs)} input(s), "
-                             f"got {len(inputs)}")
+            raise StreamError(f"the ethos-u operator takes {len(self.inputs)} input(s), "
+                              f"got {len(inputs)}")
         slots = self.inputs + self.outputs
         arena = max([self.scratch_bytes] + [s.arena_offset + int(np.prod(s.shape)) *
                                             s.dtype.itemsize for s in slots])
@@ -86,8 +132,8 @@ class EthosUOp:
         for slot, x in zip(self.inputs, inputs):
             x = np.asarray(x)
             if x.dtype != slot.dtype or x.size != int(np.prod(slot.shape)):
-                raise ValueError(f"input {slot.name!r} must be {slot.dtype} with shape "
-                                 f"{slot.shape}, got {x.dtype} {x.shape}")
+                raise StreamError(f"input {slot.name!r} must be {slot.dtype} with shape "
+                                  f"{slot.shape}, got {x.dtype} {x.shape}")
             x = x.reshape(-1).view(np.uint8)
             mem.regions[SCRATCH_REGION][slot.arena_offset:slot.arena_offset + x.size] = x
         stats = run_stream(self.words, mem, accelerator, trace, compute=compute)
@@ -96,63 +142,140 @@ class EthosUOp:
             n = int(np.prod(slot.shape)) * slot.dtype.itemsize
             raw = mem.regions[SCRATCH_REGION][slot.arena_offset:slot.arena_offset + n]
             outs.append(raw.copy().view(slot.dtype).reshape(slot.shape))
+        if after is not None:
+            for slot in self.inputs:
+                n = int(np.prod(slot.shape)) * slot.dtype.itemsize
+                raw = mem.regions[SCRATCH_REGION][slot.arena_offset:slot.arena_offset + n]
+                after[slot.index] = raw.copy().view(slot.dtype).reshape(slot.shape)
         return outs, stats
 
 
 def _offline_offsets(model) -> list[int] | None:
+    """The arena offset of each tensor of subgraph 0 (``OfflineMemoryAllocation``: version,
+    subgraph, count, then one offset per tensor)."""
     for i in range(model.MetadataLength()):
         md = model.Metadata(i)
-        if md.Name() == b"OfflineMemoryAllocation":
-            raw = model.Buffers(md.Buffer()).DataAsNumpy()
-            vals = np.frombuffer(raw.tobytes(), "<i4")
-            return [int(v) for v in vals[3:]]
+        if md.Name() != b"OfflineMemoryAllocation":
+            continue
+        if not 0 <= md.Buffer() < model.BuffersLength():
+            raise StreamError(f"the OfflineMemoryAllocation metadata names buffer "
+                              f"{md.Buffer()}, but the file has {model.BuffersLength()}")
+        raw = model.Buffers(md.Buffer()).DataAsNumpy()
+        raw = raw.tobytes() if isinstance(raw, np.ndarray) else b""
+        if len(raw) % 4 or len(raw) < 12:
+            raise StreamError(f"the OfflineMemoryAllocation metadata is {len(raw)} bytes: not "
+                              "a version, subgraph, count and one 32-bit offset per tensor")
+        vals = np.frombuffer(raw, "<i4")
+        if int(vals[2]) != vals.size - 3:
+            raise StreamError(f"the OfflineMemoryAllocation metadata announces {int(vals[2])} "
+                              f"offsets but holds {vals.size - 3}")
+        return [int(v) for v in vals[3:]]
     return None
 
 
-def read_ethos_u_ops(data: bytes) -> list[EthosUOp]:
-    """Every ``ethos-u`` operator of subgraph 0 of a Vela-compiled ``.tflite``."""
-    import tflite
+def _shape(tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else ()
 
-    model = tflite.Model.GetRootAsModel(data, 0)
-    g = model.Subgraphs(0)
-    offsets = _offline_offsets(model)
+
+def checked_nbytes(shape: tuple[int, ...], itemsize: int, what: str) -> int:
+    """``shape``'s bytes, refused past ``MAX_ARENA_BYTES`` or with a negative dimension."""
+    n = itemsize
+    for d in shape:
+        if d < 0:
+            raise StreamError(f"{what} has shape {list(shape)}, with a negative dimension")
+        n *= d
+        if n > MAX_ARENA_BYTES:
+            raise StreamError(f"{what} of shape {list(shape)} needs more than the "
+                              f"{MAX_ARENA_BYTES}-byte limit (MAX_ARENA_BYTES): a corrupt shape")
+    return n
+
+
+def read_ethos_u_ops(data: bytes) -> list[EthosUOp]:
+    """Every ``ethos-u`` operator of subgraph 0 of a Vela-compiled ``.tflite``. A file that is
+    malformed, or whose ``ethos-u`` operator has the wrong number of inputs, tensors of the
+    wrong type, missing or inconsistent arena offsets, or a region past ``MAX_ARENA_BYTES``,
+    raises :class:`StreamError` naming the operator and tensor."""
+    model = parse_model(data)
+    with reading("subgraph 0 and its metadata"):
+        if model.SubgraphsLength() < 1:
+            raise StreamError("the .tflite has no subgraph")
+        g = model.Subgraphs(0)
+        offsets = _offline_offsets(model)
+        ntensors = g.TensorsLength()
     if offsets is None:
-        raise ValueError("the model has no OfflineMemoryAllocation metadata: not written by "
-                         "Vela's CLI, so the arena offsets of its input/output are unknown")
+        raise StreamError("the model has no OfflineMemoryAllocation metadata: not written by "
+                          "Vela's CLI, so the arena offsets of its input/output are unknown")
+    if len(offsets) < ntensors:
+        raise StreamError(f"the OfflineMemoryAllocation metadata holds {len(offsets)} offsets "
+                          f"for {ntensors} tensors")
+    ops = []
+    for i in range(g.OperatorsLength()):
+        with reading(f"operator {i}"):
+            op = g.Operators(i)
+            k = op.OpcodeIndex()
+            if not 0 <= k < model.OperatorCodesLength():
+                raise StreamError(f"operator {i} names operator code {k}, but the file has "
+                                  f"{model.OperatorCodesLength()}")
+            if model.OperatorCodes(k).CustomCode() != CUSTOM_CODE:
+                continue
+            ins = [int(op.Inputs(j)) for j in range(op.InputsLength())]
+            outs = [int(op.Outputs(j)) for j in range(op.OutputsLength())]
+            ops.append(_read_op(model, g, i, ins, outs, offsets))
+    return ops
+
+
+def _read_op(model, g, i: int, ins: list[int], outs: list[int], offsets: list[int]) -> EthosUOp:
+    where = f"ethos-u operator {i}"
+    if len(ins) < len(_FIXED_INPUTS) or not outs:
+        raise StreamError(f"{where} has {len(ins)} input(s) and {len(outs)} output(s); Vela's "
+                          f"has {len(_FIXED_INPUTS)} ({', '.join(_FIXED_INPUTS)}) then the "
+                          "feature maps in, and at least one output")
+    bad = [t for t in ins + outs if not 0 <= t < g.TensorsLength()]
+    if bad:
+        raise StreamError(f"{where} names tensor(s) {bad}, but the subgraph has "
+                          f"{g.TensorsLength()}")
+    for t, role in zip(ins, _FIXED_INPUTS):
+        if g.Tensors(t).Type() != _UINT8:
+            raise StreamError(f"{where}: its {role} tensor {t} has TFLite type "
+                              f"{g.Tensors(t).Type()}, not UINT8 ({_UINT8})")
 
     def buffer(t: int) -> bytes:
-        b = model.Buffers(g.Tensors(t).Buffer())
+        b = g.Tensors(t).Buffer()
+        if not 0 <= b < model.BuffersLength():
+            raise StreamError(f"{where}: tensor {t} names buffer {b}, but the file has "
+                              f"{model.BuffersLength()}")
+        b = model.Buffers(b)
         return b.DataAsNumpy().tobytes() if b.DataLength() else b""
+
+    def region(t: int, role: str) -> int:
+        return checked_nbytes(_shape(g.Tensors(t)), 1, f"{where}: the {role} tensor {t}")
 
     def slot(t: int) -> TensorSlot:
         tens = g.Tensors(t)
+        name = tens.Name().decode(errors="replace")
+        if tens.Type() not in FM_DTYPES:
+            raise StreamError(f"{where}: feature map tensor {t} ({name!r}) has TFLite type "
+                              f"{tens.Type()}; the model reads int8, uint8, int16 or int32")
+        dtype = np.dtype(FM_DTYPES[tens.Type()])
+        shape = _shape(tens)
+        n = checked_nbytes(shape, dtype.itemsize, f"{where}: feature map tensor {t} ({name!r})")
+        if not 0 <= offsets[t] <= MAX_ARENA_BYTES - n:
+            raise StreamError(f"{where}: feature map tensor {t} ({name!r}) sits at arena offset "
+                              f"{offsets[t]}, outside [0, MAX_ARENA_BYTES - its {n} bytes]")
         q = tens.Quantization()
         scale = float(q.ScaleAsNumpy()[0]) if q is not None and q.ScaleLength() else 0.0
         zp = int(q.ZeroPointAsNumpy()[0]) if q is not None and q.ZeroPointLength() else 0
-        return TensorSlot(t, tens.Name().decode(), tuple(int(d) for d in tens.ShapeAsNumpy()),
-                          np.dtype(_DTYPES[tens.Type()]), offsets[t], scale, zp)
+        return TensorSlot(t, name, shape, dtype, offsets[t], scale, zp)
 
-    ops = []
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        if model.OperatorCodes(op.OpcodeIndex()).CustomCode() != CUSTOM_CODE:
-            continue
-        ins = [op.Inputs(j) for j in range(op.InputsLength())]
-        outs = [op.Outputs(j) for j in range(op.OutputsLength())]
-
-        def size(t: int) -> int:
-            return int(np.prod(g.Tensors(t).ShapeAsNumpy()))
-
-        ops.append(EthosUOp(i, command_words(buffer(ins[0])), buffer(ins[1]), size(ins[2]),
-                            size(ins[3]), tuple(slot(t) for t in ins[4:]),
-                            tuple(slot(t) for t in outs)))
-    return ops
+    return EthosUOp(i, command_words(buffer(ins[0])), buffer(ins[1]), region(ins[2], "scratch"),
+                    region(ins[3], "fast scratch"), tuple(slot(t) for t in ins[4:]),
+                    tuple(slot(t) for t in outs))
 
 
 def run_vela_model(data: bytes, inputs: list[np.ndarray], accelerator: str
                    ) -> tuple[list[np.ndarray], StreamStats]:
     """Runs a Vela-layout ``.tflite``: its ``ethos-u`` operators on the functional model, the
-    operators left on the CPU through TFLite's reference kernels (:mod:`.tflite_graph`).
+    operators left on the CPU through TFLite Micro's interpreter (:mod:`.tflite_graph`).
     Returns the graph's outputs and what the streams did together."""
     from .tflite_graph import TfliteGraph
 

@@ -165,10 +165,9 @@ def top_classes(output: np.ndarray, n: int) -> list[tuple[int, int | float]]:
 
 
 def run(args) -> int:
-    if not os.path.exists(args.package) or os.path.isdir(args.package):
-        require_file(args.package, "package")    # missing, or a folder: one line
-    # anything else that is not a sound package (a FIFO, a device, damaged or altered bytes) is
-    # refused by tvm_ethos.load as one ModelLoadError line before its library is loaded
+    require_file(args.package, "package")  # missing, a folder, a FIFO or a device: one line
+    # damaged or altered bytes are refused by tvm_ethos.load as one ModelLoadError line before
+    # its library is loaded
     if args.print_top is not None and args.print_top < 1:
         raise CliError(f"--print-top must be >= 1, got {args.print_top}")
     if args.repeat < 1:

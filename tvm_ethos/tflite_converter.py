@@ -26,13 +26,37 @@ from __future__ import annotations
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
 from tvm_ethos.patterns import NEAREST_MODES
 
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR"})
+
+
+#: operators whose input 2 is a bias quantized by the input's and the weights' scales
+_BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+
+
+def _static_shape(ty) -> list[int] | None:
+    """A tensor type's shape as ints, None when it is no tensor or not static."""
+    shape = getattr(ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None:
+        return None
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_rows(got: list[int], want: list[int]) -> bool:
+    """The same rows of the same width: TVM's FULLY_CONNECTED keeps its input's leading
+    dimensions where TFLite flattens them (a pooled 1x1x1x64 input gives 1x1x1x10, declared
+    1x10), and the operators after it inherit them."""
+    return (got[-1:] == want[-1:]
+            and int(np.prod(got, dtype=np.int64)) == int(np.prod(want, dtype=np.int64)))
 
 
 def _refuse(msg: str):
@@ -43,6 +67,56 @@ class EthosOperatorConverter(OperatorConverter):
     """``OperatorConverter`` that also takes the quantized data-movement operators."""
 
     _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | DATA_MOVEMENT_OPS
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.convert_map = {name: self._shape_checked(name, fn)
+                            for name, fn in self.convert_map.items()}
+
+    def _shape_checked(self, name: str, convert):
+        """``convert`` whose result must have the shapes the model declares for the operator's
+        outputs: TVM's converters compute shapes from the inputs and never compare, and a
+        model whose declared shapes disagree is one TFLite's runtimes refuse."""
+        def checked(op):
+            ret = convert(op=op)
+            if ret is None or self.bb is None:
+                return ret
+            ret = self.bb.normalize(ret)
+            ty = ret.ty
+            fields = list(ty.fields) if hasattr(ty, "fields") else [ty]
+            outs = self.get_output_tensors(op)
+            for out, info in zip(outs, fields):
+                got = _static_shape(info)
+                want = [int(d) for d in self.get_tensor_shape(out)]
+                if got is not None and got != want and not _same_rows(got, want):
+                    raise _refuse(f"{name}: output tensor {out.tensor_idx} "
+                                  f"({out.tensor.Name().decode('utf-8', 'replace')!r}) is "
+                                  f"declared {want}, but the operator's inputs give {got}")
+            return ret
+
+        return checked
+
+    # ------------------------------------------------------------------ bias quantization
+    def get_input_tensors(self, op):
+        """TVM's inputs, with the quantization TFLite defines for a weighted operator's INT32
+        bias given to a bias that carries none: scale input scale x weight scale, zero point
+        0. TFLite's runtimes never read the bias's own parameters; without them TVM's
+        converter builds the scale as a product at run time, which no pattern takes, so the
+        operator fell to a float path a step off TFLite."""
+        tensors = super().get_input_tensors(op)
+        if len(tensors) < 3 or tensors[2].tensor_idx < 0 or tensors[2].qnn_params is not None:
+            return tensors
+        x, w, b = tensors[:3]
+        if x.qnn_params is None or w.qnn_params is None or \
+                self.get_op_code_str(op) not in _BIASED:
+            return tensors
+        scale = (np.float32(x.qnn_params["scale"].value.numpy())
+                 * np.asarray(w.qnn_params["scale"].value.numpy(), np.float32))
+        zero = np.zeros(scale.shape, np.int32)
+        b.qnn_params = {"scale": relax.const(scale, "float32"),
+                        "zero_point": relax.const(zero if scale.ndim else 0, "int32"),
+                        "axis": 0}
+        return tensors
 
     # ------------------------------------------------------------------ helpers
     def _qparams(self, tensor) -> tuple[float, int] | None:
@@ -173,3 +247,38 @@ class EthosOperatorConverter(OperatorConverter):
         return relax.op.image.resize2d(self.get_expr(inputs[0].tensor_idx),
                                        tuple(int(v) for v in size), None, "NHWC",
                                        "nearest_neighbor", mode, rounding)
+
+    # ------------------------------------------------------------------ FULLY_CONNECTED
+    def convert_fully_connected(self, op):
+        """TFLite reads FULLY_CONNECTED's input as ``[elements / depth, depth]`` whatever its
+        shape (``depth``: the weights' second dimension); TVM's converter multiplies the input
+        as it is, which fails when its last dimension is not the depth (a 1x25x20x8 input
+        against 4000-deep weights). Such an input is reshaped first (exact on int8 codes)."""
+        from tflite.FullyConnectedOptions import FullyConnectedOptions
+
+        inputs = self.get_input_tensors(op)
+        x, w = inputs[0], inputs[1]
+        in_shape = [int(d) for d in self.get_tensor_shape(x)]
+        depth = int(self.get_tensor_shape(w)[1])
+        keep = False
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts = FullyConnectedOptions()
+            opts.Init(table.Bytes, table.Pos)
+            keep = bool(opts.KeepNumDims())
+        elements = int(np.prod(in_shape, dtype=np.int64))
+        if keep or in_shape[-1:] == [depth] or not self.has_expr(x.tensor_idx):
+            # rows of the right depth already: TVM's matmul keeps the leading dimensions,
+            # the same rows as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
+            return super().convert_fully_connected(op)
+        if depth <= 0 or elements % depth:
+            raise _refuse(f"FULLY_CONNECTED input of shape {in_shape} ({elements} elements) "
+                          f"does not split into rows of the weights' depth {depth}")
+        name = get_tensor_name(self.subgraph, x.tensor_idx)
+        original = self.exp_tab.get_expr(name)
+        self.exp_tab.set_expr(name, relax.op.reshape(original, (elements // depth, depth)),
+                              force_override=True)
+        try:
+            return super().convert_fully_connected(op)
+        finally:
+            self.exp_tab.set_expr(name, original, force_override=True)

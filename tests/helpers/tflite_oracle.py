@@ -53,3 +53,125 @@ def assert_bit_exact(compiled, model, n_inputs=3, seed=0, reference=True):
             g = g.reshape(r.shape)
             diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
             assert diff.max() == 0, f"max diff {diff.max()} at {np.argwhere(diff)[:5].tolist()}"
+
+
+# --------------------------------------------------------------------------------------------
+# TFLite Micro: the reference for what a valid model is, and the oracle of Ethos-U paths
+# --------------------------------------------------------------------------------------------
+#: TFLite Micro's arena: its own default (ten times the model) can be too small for a model
+#: whose activations outweigh its weights, which is no fault of the model.
+TFLM_MIN_ARENA = 16 << 20
+
+
+def _tflm(data: bytes):
+    from tflite_micro.python.tflite_micro import runtime
+
+    return runtime.Interpreter.from_bytes(bytes(data),
+                                          arena_size=max(10 * len(data), TFLM_MIN_ARENA))
+
+
+def _io_count(data: bytes) -> tuple[int, int]:
+    import tflite
+
+    sg = tflite.Model.GetRootAs(bytes(data), 0).Subgraphs(0)
+    return sg.InputsLength(), sg.OutputsLength()
+
+
+def tflm_oracle(model, inputs) -> list[np.ndarray]:
+    """Outputs of TFLite Micro's interpreter (``model``: bytes or a path) on ``inputs``."""
+    data = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
+    it = _tflm(data)
+    for k, x in enumerate(inputs):
+        it.set_input(x, k)
+    it.invoke()
+    return [it.get_output(k).copy() for k in range(_io_count(data)[1])]
+
+
+def tflm_random_inputs(model, rs) -> list[np.ndarray]:
+    """Random inputs over the whole range of each input's type, per TFLite Micro's details."""
+    data = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
+    it = _tflm(data)
+    out = []
+    for k in range(_io_count(data)[0]):
+        d = it.get_input_details(k)
+        info = np.iinfo(d["dtype"])
+        out.append(rs.randint(info.min, info.max + 1, size=d["shape"]).astype(d["dtype"]))
+    return out
+
+
+def tflm_accepts(data: bytes) -> str:
+    """``"ok"`` when TFLite Micro allocates ``data`` and invokes it on zeros, else why not.
+    Run it where a crash costs nothing (:func:`tflm_verdicts`): TFLite Micro trusts the
+    flatbuffer, and a damaged one can take the process down."""
+    try:
+        it = _tflm(data)
+        n_in, n_out = _io_count(data)
+        for k in range(n_in):
+            d = it.get_input_details(k)
+            it.set_input(np.zeros(d["shape"], d["dtype"]), k)
+        it.invoke()
+        for k in range(n_out):
+            it.get_output(k)
+    except Exception as err:      # noqa: BLE001 - any refusal is the verdict
+        return f"refused: {type(err).__name__}: {str(err).strip()[:200]}"
+    return "ok"
+
+
+def tflm_verdicts(cases: list[bytes], timeout: float = 20.0) -> list[str]:
+    """:func:`tflm_accepts` of each case, in worker processes: a case whose worker dies is
+    ``"crash"``, one that gives no verdict within ``timeout`` seconds ``"hang"``; a new worker
+    takes the next case."""
+    import select
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    verdicts: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, data in enumerate(cases):
+            Path(tmp, f"{k}.tflite").write_bytes(data)
+        while len(verdicts) < len(cases):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.helpers.tflite_oracle", tmp, str(len(verdicts)),
+                 str(len(cases))], cwd=root, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True)
+            # the worker's start (importing TFLite Micro, then READY) is not the case's time
+            select.select([proc.stdout], [], [], 300.0)
+            while len(verdicts) < len(cases):
+                ready, _, _ = select.select([proc.stdout], [], [], timeout)
+                line = proc.stdout.readline() if ready else None
+                if line is None:
+                    proc.kill()
+                    verdicts.append("hang")
+                    break
+                if not line:
+                    proc.wait()
+                    verdicts.append(f"crash (exit status {proc.returncode})")
+                    break
+                if line.startswith("V "):
+                    verdicts.append(line[2:].rstrip("\n"))
+            proc.stdout.close()
+            proc.wait()
+    return verdicts
+
+
+def _worker(folder: str, start: int, stop: int) -> None:
+    import sys
+    from pathlib import Path
+
+    from tflite_micro.python.tflite_micro import runtime  # noqa: F401  (imported before READY)
+
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    for k in range(start, stop):
+        verdict = tflm_accepts(Path(folder, f"{k}.tflite").read_bytes())
+        sys.stdout.write("V " + verdict.replace("\n", " ") + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    import sys
+
+    _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

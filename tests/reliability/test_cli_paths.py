@@ -102,10 +102,12 @@ def test_compile_planner_report_and_tflite_outputs(no_work, model, tmp_path):
         rc, _, err = _compile(model, "-o", ok, "--planner-report", report)
         one_line(rc, err, *words)
     for output, words in (("/proc/x.tflite", ["the .tflite (-o) '/proc/x.tflite'"]),
-                          ("/dev/full", ["the .tflite (-o) '/dev/full'", "character device"]),
                           (model, ["the .tflite (-o)", "the same file as the model file"])):
         rc, _, err = _compile(model, "-o", output, "--output-format", "tflite")
         one_line(rc, err, *words)
+    # a bare name is a package: /dev/full is checked as one
+    rc, _, err = _compile(model, "-o", "/dev/full")
+    one_line(rc, err, "the package (-o) '/dev/full'", "character device")
     assert os.listdir(tmp_path) == []        # the probes leave nothing behind
 
 

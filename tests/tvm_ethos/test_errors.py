@@ -2,9 +2,19 @@
 import numpy as np
 import pytest
 import tflite_builder as tb
+import tvm
 from conftest import model_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tvm_ethos
+from tests.helpers.tflite_oracle import (
+    tflm_accepts,
+    tflm_oracle,
+    tflm_random_inputs,
+    tflm_verdicts,
+)
+from tests.reliability.tflite_mutator import _captured, _copy_t
 from tvm_ethos.errors import (
     ModelLoadError,
     OptionError,
@@ -103,3 +113,88 @@ def test_printed_ops_in_importer_errors_become_their_names():
             'Size mismatch: ir.Op(span=None, name="relax.multiply", support_level=1): shapes')
     assert one_line(ValueError(full)) == ("relax.add: the first input is bad; Size mismatch: "
                                           "relax.multiply: shapes")
+
+
+# ------------------------------------------------------------------ issue 25 item 4 / issue 30
+def _conv_variant(change=None, **build_kw):
+    """tflite_builder's int8 convolution rebuilt with ``change(tensors)`` applied (tensors:
+    input, weights, bias, output) and the build arguments ``build_kw`` replaced."""
+    _, (tensors, args, kwargs) = _captured(tb.conv2d, np.random.RandomState(0))
+    ts = [_copy_t(tb, t) for t in tensors]
+    if change is not None:
+        change(ts)
+    return tb.build(ts, *args, **dict(kwargs, **build_kw))
+
+
+def _assert_bit_exact_with_tflm(data, target, n=4):
+    cm = tvm_ethos.compile(data, target=target)
+    rs = np.random.RandomState(1)
+    for _ in range(n):
+        xs = tflm_random_inputs(data, rs)
+        np.testing.assert_array_equal(cm.run(*xs)[0], tflm_oracle(data, xs)[0])
+    return cm
+
+
+def _strip_bias_quantization(ts):
+    ts[2].scale = ts[2].zp = None
+
+
+@pytest.mark.parametrize("target", ["llvm", "ethos-u,llvm"])
+def test_conv_bias_without_quantization_gets_tflites(target):
+    """TFLite's runtimes quantize a convolution's INT32 bias by input scale x weight scale and
+    never read its own parameters; stripped of them, the model was 1 LSB off TFLite Micro on
+    the NPU paths (the operator fell to a float path). Now it stays on the NPU, exact."""
+    data = _conv_variant(_strip_bias_quantization)
+    cm = _assert_bit_exact_with_tflm(data, target)
+    assert set(cm.partition_summary) == {target.split(",")[0]}, cm.partition_summary
+
+
+def test_conv_without_bias_follows_tflite_micro():
+    """TFLite Micro runs an int8 CONV_2D with no bias input (LiteRT's kernel refuses it): it is
+    accepted and exact on the NPU."""
+    data = _conv_variant(op_inputs=[0, 1])
+    assert tflm_verdicts([data]) == ["ok"]
+    cm = _assert_bit_exact_with_tflm(data, "ethos-n,llvm")
+    assert cm.partition_summary == {"ethos-n": 1}
+
+
+def _int16_activations(ts):
+    for t in (ts[0], ts[3]):
+        t.dtype, t.zp = "int16", np.zeros(1, np.int64)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: _conv_variant(op_inputs=[0, 1, -1]), ("absent (-1) bias",)),
+    (lambda: _conv_variant(lambda ts: setattr(ts[0], "dtype", "float32")),
+     ("mixes tensor types", "input 0 FLOAT32", "output 0 INT8")),
+    (lambda: _conv_variant(lambda ts: setattr(ts[1], "dtype", "uint8")),
+     ("INT8 activations with UINT8 weights",)),
+    (lambda: _conv_variant(_int16_activations),
+     ("operator 0 (CONV_2D) cannot be imported", "INT16", "ethos-u")),
+    (lambda: _conv_variant(lambda ts: setattr(ts[3], "shape", [1, 8, 7, 6])),
+     ("declared [1, 8, 7, 6]", "[1, 8, 8, 6]")),
+])
+def test_content_tflite_cannot_take_is_refused_in_one_line(make, words, monkeypatch):
+    """Refused in one line naming what is wrong, never imported into a wrong answer."""
+    monkeypatch.setitem(tb._TYPES, "int16", 7)
+    monkeypatch.setitem(tb._NP, "int16", np.int16)
+    with pytest.raises(UnsupportedModelError) as err:
+        tvm_ethos.load_model(make())
+    msg = str(err.value)
+    assert "\n" not in msg and all(w in msg for w in words), msg
+
+
+@settings(max_examples=12, deadline=None)
+@given(bias_axis=st.integers(-(1 << 31), (1 << 31) - 1),
+       act_axis=st.integers(-(1 << 31), (1 << 31) - 1))
+def test_quantized_dimension_of_one_scale_or_a_1d_tensor_is_ignored(bias_axis, act_axis):
+    """Whatever quantized_dimension a per-tensor activation or a 1-D per-channel bias names,
+    TFLite Micro runs the model and it imports to the very module its axis-0 twin gives (the
+    axis says nothing there: person_detect's biases name dimension 3)."""
+    def axes(ts):
+        ts[0].axis, ts[3].axis, ts[2].axis = act_axis, act_axis, bias_axis
+
+    data = _conv_variant(axes)
+    assert tflm_accepts(data) == "ok"
+    tvm.ir.assert_structural_equal(tvm_ethos.load_model(data),
+                                   tvm_ethos.load_model(_conv_variant()))

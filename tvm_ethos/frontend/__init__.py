@@ -12,7 +12,8 @@ the codes directly (TVM's converter is extended for the quantized ones it refuse
 ``tvm_ethos.tflite_converter``). ``tvm_ethos.patterns`` matches those regions back into
 quantized operators.
 
-One module per job: ``tflite_check`` (the flatbuffer check), ``tflite_import``,
+One module per job: ``tflite_check`` (the flatbuffer check), ``tflite_support`` (which
+operators the importer converts: :func:`operator_support`), ``tflite_import``,
 ``onnx_import``, ``torch_import``, ``relax_module`` (what every importer does to its result)
 and ``messages`` (an importer's failure as one line). This module only dispatches.
 """
@@ -28,10 +29,12 @@ from tvm_ethos.errors import ModelLoadError, OptionError, UnsupportedModelError
 from tvm_ethos.frontend.onnx_import import import_onnx
 from tvm_ethos.frontend.relax_module import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
 from tvm_ethos.frontend.tflite_import import import_tflite
+from tvm_ethos.frontend.tflite_support import OperatorSupport, operator_support
 from tvm_ethos.frontend.torch_import import import_torch, is_torch_object
 from tvm_ethos.tflite_source import keep_source
 
-__all__ = ["load_model", "OUTPUT_NAMES_ATTR", "OUTPUT_SHAPES_ATTR"]
+__all__ = ["load_model", "operator_support", "OperatorSupport", "OUTPUT_NAMES_ATTR",
+           "OUTPUT_SHAPES_ATTR"]
 
 _TFLITE_SUFFIXES = {".tflite", ".tfl", ".lite"}
 _ONNX_SUFFIXES = {".onnx"}

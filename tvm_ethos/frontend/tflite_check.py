@@ -2,9 +2,11 @@
 
 It walks the whole flatbuffer once, with bounds checks: every table, vector and string a reader
 touches, every index, shape, type, quantization parameter and the options of the operators the
-NPUs take. A corrupt file fails with a :class:`~tvm_ethos.errors.ModelLoadError` naming what is
-wrong; a well-formed file with content tvm-ethos cannot import (no quantization on an int8
-tensor, a dynamic or absurd shape) with an :class:`~tvm_ethos.errors.UnsupportedModelError`.
+NPUs take. A file that cannot be read (truncated, corrupt, another schema version) fails with a
+:class:`~tvm_ethos.errors.ModelLoadError` naming what is wrong; a readable file whose content
+contradicts the schema or itself (an index out of range, a NaN scale) or that tvm-ethos cannot
+import (no quantization on an int8 tensor, a dynamic or absurd shape) with an
+:class:`~tvm_ethos.errors.UnsupportedModelError`.
 The rules are listed in rfcs/0006-reliability.md. The format facts it shares with the planner's
 reader (identifier, TensorTypes, what counts as truncated) live in planner/tflite_format.py.
 
@@ -17,6 +19,7 @@ imports; :func:`validate_tflite` raises the first one.
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
@@ -33,6 +36,7 @@ from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 _QUANT_RANGE = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767)}
 MAX_TENSOR_BYTES = 1 << 31      # 2 GiB: no NPU network has a larger tensor
 MAX_RANK = 8
+_MIN_SCALE, _MAX_SCALE = 2.0 ** -126, 2.0 ** 64     # normal float32, and far above any model's
 _FUSED_ACTIVATIONS = range(6)   # NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT
 # Builtin operator -> (options table, required?, {accessor: smallest allowed value}).
 _WINDOW = {"StrideH": 1, "StrideW": 1}
@@ -93,6 +97,23 @@ _COMPUTED_INPUT0 = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_
                     "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH", "MEAN", "PAD", "PADV2",
                     "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE",
                     "SPACE_TO_DEPTH"}
+# Builtin operators whose computed inputs and outputs share one type (TFLite's kernels refuse a
+# mix; TVM's importer would build it and compute something): (the weights' type per activation
+# type, the bias types per activation type), None for operators without weights.
+_ACT_WEIGHTS = {0: (0,), 9: (9,), 3: (3,), 7: (9,)}      # FLOAT32, INT8, UINT8, INT16
+_ACT_BIAS = {0: (0,), 9: (2,), 3: (2,), 7: (2, 4)}       # INT32 bias; INT16 may take INT64
+_WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+_SAME_TYPE = frozenset(_WEIGHTED + (
+    "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM",
+    "SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU",
+    "HARD_SWISH", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "CONCATENATION", "PAD", "PADV2",
+    "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
+    "SPLIT", "SPLIT_V", "SQUEEZE", "TRANSPOSE", "STRIDED_SLICE", "SLICE"))
+# Input positions that are no activation (axes, shapes, paddings, sizes, split counts).
+_PARAMETER_INPUTS = {"MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,), "REDUCE_MIN": (1,),
+                     "PAD": (1,), "PADV2": (1,), "RESIZE_BILINEAR": (1,),
+                     "RESIZE_NEAREST_NEIGHBOR": (1,), "SPLIT": (0,), "SPLIT_V": (1, 2),
+                     "TRANSPOSE": (1,), "STRIDED_SLICE": (1, 2, 3), "SLICE": (1, 2)}
 # Types TVM's TFLite importer has a Relax dtype for.
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
 
@@ -142,13 +163,6 @@ class CheckedModel:
         tensors = {t for t in op.inputs + op.outputs + op.intermediates if t >= 0}
         return tuple(f for f in self.findings if f.subgraph == op.subgraph and (
             f.operator == op.index or (f.operator is None and f.tensor in tensors)))
-
-    def model_findings(self) -> tuple[Finding, ...]:
-        """The findings no operator is concerned by."""
-        used = {(op.subgraph, t) for op in self.operators
-                for t in op.inputs + op.outputs + op.intermediates}
-        return tuple(f for f in self.findings if f.operator is None and (
-            f.tensor is None or (f.subgraph, f.tensor) not in used))
 
 
 _I8 = struct.Struct("<b").unpack_from
@@ -251,8 +265,15 @@ class _TfliteChecker:
         self.operators: list[CheckedOperator] = []
         self._subgraph = 0
 
-    def bad(self, msg: str) -> ModelLoadError:
+    def invalid(self, msg: str) -> ModelLoadError:
+        """A file no TFLite runtime reads (TFLite Micro refuses it too)."""
         return ModelLoadError(f"{self.name}: invalid TFLite model: {msg}")
+
+    def bad(self, msg: str) -> UnsupportedModelError:
+        """Content that contradicts the schema or itself. TFLite Micro does not check most of
+        it and may run such a model all the same, so it is not called invalid: tvm-ethos
+        cannot import it, and says what is wrong."""
+        return UnsupportedModelError(f"{self.name}: cannot import this model: {msg}")
 
     def unsupported(self, msg: str) -> UnsupportedModelError:
         return UnsupportedModelError(f"{self.name}: {msg}")
@@ -266,17 +287,15 @@ class _TfliteChecker:
         model = _Table(self.data, _U32(self.data, 0)[0])
         version = model.scalar(4, _U32, 4)
         if version != 3:
-            raise self.bad(f"schema version {version}, expected 3")
-        model.string(10)                                         # description
+            raise self.invalid(f"schema version {version}, expected 3")
+        # the description, the signatures and the subgraphs' names are read by neither TFLite
+        # Micro nor TVM's importer: damage there is no reason to refuse a model
         model.vector(14, 4)                                      # metadata_buffer
         for meta in model.tables(16):
             meta.string(4)
-        for sig in model.tables(18):
-            sig.string(8)
-            sig.tables(4), sig.tables(6)
         subgraphs = model.tables(8)
         if not subgraphs:
-            raise self.bad("the model has no subgraph")
+            raise self.invalid("the model has no subgraph")
         buffer_bytes = []
         for b, buf in enumerate(model.tables(12)):
             _, size = buf.vector(4, 1)
@@ -318,7 +337,6 @@ class _TfliteChecker:
         where = f"subgraph {s}: " if s else ""
         tensors = sg.tables(4)
         n_tensors = len(tensors)
-        sg.string(12)
         before = len(self.findings)
         infos = [self.check_tensor(ten, t, where, buffer_bytes) for t, ten in enumerate(tensors)]
         tensor_findings = self.findings[before:]
@@ -396,7 +414,11 @@ class _TfliteChecker:
             op.vector(18, 1)                                     # mutating_variable_inputs
             mids = [index(i, f"{what} intermediate {k}") for k, i in enumerate(op.ints(20))]
             opts = self.check_options(op, o, opname, where)
-            if opname in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            if opname in _SAME_TYPE:
+                self.check_types(what, where, opname, ins, outs, infos, o)
+            if opname == "SOFTMAX" and ins and ins[0] >= 0 and infos[ins[0]][8] is not None:
+                self.check_softmax_beta(what, where, opts, infos[ins[0]][8], o)
+            if opname in _WEIGHTED:
                 self.check_weighted(what, where, opname, opts, ins, infos, o)
             io = [i for i in ins + outs if i >= 0]
             touched.update(io, mids)
@@ -425,6 +447,49 @@ class _TfliteChecker:
                     f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
                     "quantized (int8 / int16) models only", tensor=i)
+
+    def check_softmax_beta(self, what, where, opts, in_scale: float, o: int) -> None:
+        """TFLite's integer SOFTMAX scales input differences by ``beta * scale * 2^26`` as a
+        multiplier above one (``QuantizeMultiplierGreaterThanOne``, an abort in TFLite
+        Micro otherwise); without SoftmaxOptions beta is the schema's default, 0."""
+        beta = float(opts.Beta()) if opts is not None else 0.0
+        if not (math.isfinite(beta) and beta * in_scale * 2.0 ** 26 > 1.0):
+            self.refuse(f"{where}{what}: beta {beta} with input scale {in_scale:.6g}; TFLite's "
+                        "integer softmax needs beta x scale x 2^26 above 1", operator=o)
+
+    def check_types(self, what, where, opname, ins, outs, infos, o) -> None:
+        """One activation type per operator; weights and bias of the types TFLite's kernels
+        take with it (an int8 convolution's bias is INT32, a float one's FLOAT32)."""
+        skip = _PARAMETER_INPUTS.get(opname, ())
+        weighted = opname in _WEIGHTED
+        acts = [("input", k, i) for k, i in enumerate(ins)
+                if i >= 0 and k not in skip and not (weighted and k > 0)]
+        acts += [("output", k, i) for k, i in enumerate(outs)]
+        types = {infos[i][1] for _, _, i in acts}
+        if opname == "SOFTMAX" and [infos[i][1] for _, _, i in acts] == [9, 7]:
+            types = {9}                                          # int8 in, int16 out: TFLite's
+        if len(types) > 1:
+            listed = ", ".join(f"{kind} {k} {TENSOR_TYPES[infos[i][1]][0]}"
+                               for kind, k, i in acts)
+            return self.refuse(f"{where}{what} mixes tensor types ({listed}); TFLite's "
+                               f"{opname} takes one type", operator=o)
+        if not weighted or not types:
+            return None
+        act = types.pop()
+        w = infos[ins[1]][1]
+        if w not in _ACT_WEIGHTS.get(act, (w,)):
+            return self.refuse(
+                f"{where}{what}: {TENSOR_TYPES[act][0]} activations with "
+                f"{TENSOR_TYPES[w][0]} weights; TFLite's {opname} takes "
+                f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_WEIGHTS[act])}", operator=o)
+        if len(ins) > 2 and ins[2] >= 0:
+            b = infos[ins[2]][1]
+            if b not in _ACT_BIAS.get(act, (b,)):
+                return self.refuse(
+                    f"{where}{what}: {TENSOR_TYPES[act][0]} activations with a "
+                    f"{TENSOR_TYPES[b][0]} bias; TFLite's {opname} takes "
+                    f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_BIAS[act])}", operator=o)
+        return None
 
     def check_weighted(self, what, where, opname, opts, ins, infos, o) -> None:
         """What TVM's convolution and fully-connected converters assert without a message."""
@@ -465,7 +530,12 @@ class _TfliteChecker:
                             "constant; tvm-ethos needs constant weights and bias", operator=o)
 
     def check_tensor(self, ten: _Table, t: int, where: str, buffer_bytes: list) -> tuple:
-        raw = ten.string(10)
+        try:
+            raw = ten.string(10)
+        except Truncated as err:        # TFLite Micro reads no names; TVM's importer does
+            raw = None
+            self.refuse(f"{where}tensor {t}'s name cannot be read ({err}); TVM's TFLite "
+                        "importer binds tensors by name", tensor=t)
         if raw is None:
             name = f"tvmgen_tensor_{t}"
         else:
@@ -506,14 +576,17 @@ class _TfliteChecker:
             raise self.bad(f"{label} is a constant of shape {shape.tolist()} {tname}, which "
                            f"needs {elements * itemsize} bytes, but its buffer holds {stored}")
         q = ten.table(12)
-        quantized = self.check_quantization(q, label, ttype, shape, t) if q is not None else False
+        scale = self.check_quantization(q, label, ttype, shape, t) if q is not None else None
         variable = bool(ten.scalar(14, _U8, 1))
         has_shape = ten.ref(4) is not None
-        # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape)
-        return (name, ttype, quantized, has_shape, bool(stored) or variable, len(shape),
-                bool(stored), tuple(shape.tolist()))
+        # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape,
+        # first scale or None)
+        return (name, ttype, scale is not None, has_shape, bool(stored) or variable, len(shape),
+                bool(stored), tuple(shape.tolist()), scale)
 
-    def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int) -> bool:
+    def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int
+                           ) -> float | None:
+        """The quantization's first scale (None: not quantized), once checked."""
         import numpy as np
 
         s0, n_scale = q.vector(8, 4)
@@ -525,15 +598,18 @@ class _TfliteChecker:
         if n_scale == 0:
             if n_zp:
                 raise self.bad(f"{label} has {n_zp} zero points but no scales")
-            return False
+            return None
         if n_zp != n_scale:
             raise self.bad(f"{label} has {n_scale} quantization scales but {n_zp} zero points")
         scale = np.frombuffer(self.data, "<f4", n_scale, s0)
         zp = np.frombuffer(self.data, "<i8", n_zp, z0)
-        ok = np.isfinite(scale) & (scale > 0)
+        # TFLite turns scale ratios into Q31 multipliers and shifts: a subnormal or huge scale
+        # gives none it can represent (TFLite Micro aborts or fails to prepare)
+        ok = np.isfinite(scale) & (scale >= _MIN_SCALE) & (scale <= _MAX_SCALE)
         if not ok.all():
             raise self.bad(f"{label} has quantization scale(s) {scale[~ok][:4].tolist()}; "
-                           "scales must be finite and positive")
+                           f"scales must be finite, positive and in [{_MIN_SCALE:.3g}, "
+                           f"{_MAX_SCALE:.3g}]")
         # one scale quantizes the whole tensor: TFLite (and TFLite Micro) ignore the axis then
         # and a 1-D tensor's scales run along its only dimension (converters copy a depthwise
         # weight's dimension 3 onto its bias; TFLite Micro never reads the bias's scales)
@@ -556,7 +632,7 @@ class _TfliteChecker:
             if out.any():
                 raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]} with zero point(s) "
                                f"{zp[out][:4].tolist()} outside [{lim[0]}, {lim[1]}]")
-        return True
+        return float(scale[0])
 
     def check_options(self, op: _Table, o: int, opname: str, where: str):
         kind = op.scalar(10, _U8, 1)

@@ -75,9 +75,8 @@ def _single_scale_axis_zero(model, data: bytes) -> bytes:
     (a depthwise convolution with one channel, as converters write it: axis 3). A 1-D tensor's
     scales run along its only dimension: converters copy a depthwise weight's axis 3 onto its
     bias (the bias's scales are the input's times the weight's, read by no TFLite runtime). The
-    field is
-    rewritten in place, so no other byte of the model moves; ``data`` itself is returned when
-    nothing needs it."""
+    field is rewritten in place, so no other byte of the model moves; ``data`` itself is
+    returned when nothing needs it."""
     fixes = []
     for s in range(model.SubgraphsLength()):
         sg = model.Subgraphs(s)
@@ -111,7 +110,8 @@ def _tflite_outputs(model) -> tuple[list[str], list[list[int]]]:
 
 
 def _softmax_betas(model) -> list[float]:
-    """The ``beta`` of every SOFTMAX of the main subgraph, in operator order."""
+    """The ``beta`` of every SOFTMAX of the main subgraph, in operator order (0 where it has no
+    SoftmaxOptions, as TFLite reads it)."""
     import tflite
 
     sg = model.Subgraphs(0)
@@ -121,9 +121,9 @@ def _softmax_betas(model) -> list[float]:
         code = model.OperatorCodes(op.OpcodeIndex())
         if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) != tflite.BuiltinOperator.SOFTMAX:
             continue
-        beta = 1.0
+        beta = 0.0                      # TFLite's without SoftmaxOptions (the schema default)
         table = op.BuiltinOptions()
-        if table is not None:
+        if table is not None and op.BuiltinOptionsType() == tflite.BuiltinOptions.SoftmaxOptions:
             opts = tflite.SoftmaxOptions()
             opts.Init(table.Bytes, table.Pos)
             beta = float(opts.Beta())

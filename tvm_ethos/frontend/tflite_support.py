@@ -18,10 +18,10 @@ from functools import lru_cache
 
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
-#: Where an operator the importer cannot convert can still run: tvm-ethos's Ethos-U TFLite
-#: output keeps it as a TFLite operator for TFLite Micro.
-TFLM_TARGET_HINT = ("target ethos-u takes it as a TFLite operator that TFLite Micro runs: "
-                    "tvmc compile --target ethos-u,llvm --output-format tflite")
+#: Where an operator the importer cannot convert can still run: the tflite-micro host (what
+#: ``ethos-u`` alone in a target list means) keeps it a TFLite operator for TFLite Micro.
+TFLM_TARGET_HINT = ("target ethos-u (= ethos-u,tflite-micro) keeps it a TFLite operator that "
+                    "TFLite Micro runs: tvmc compile --target ethos-u --output-format tflite")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ def converter_refusal(op: CheckedOperator) -> str:
 def _converter_names() -> tuple[frozenset, frozenset]:
     """The operator names TVM's converter (tvm-ethos's subclass) converts, and those of them
     it converts quantized."""
+    # imported here: it imports TVM, whose cost load_model pays only when it imports a model
     from tvm_ethos.tflite_converter import EthosOperatorConverter
 
     conv = EthosOperatorConverter(None, None, None, None)
