@@ -6,8 +6,10 @@ must therefore sit at the same address in both stretches, which fixes the second
 start: the stretches overlap. That is sound only while nothing still needed lies where the
 stretch is written: at the time each of its IFMs is written (by a TFLite operator, or before
 the run for a graph input) and while the operator itself runs. An operator none of whose IFMs
-is placed yet gets fresh space after every stretch so far. A layout that breaks the rule is
-refused by name rather than written as a file whose operators overwrite each other's data.
+is placed yet starts at the lowest offset where that holds (the stretch of an operator whose
+results are all consumed is free again), fresh space after every stretch at the latest. A
+layout that breaks the rule is refused by name rather than written as a file whose operators
+overwrite each other's data.
 """
 from __future__ import annotations
 
@@ -65,16 +67,24 @@ def arena_bases(steps: list, outputs: set[int], names: dict[int, str]) -> dict[s
             raise UnsupportedModelError(
                 f"ethos-u operator {s.name} reads tensors that earlier ethos-u operators placed "
                 "at offsets its stream cannot reach together; the model cannot be written")
-        base = implied.pop() if implied else -(-end // ALIGN) * ALIGN
-        if base % ALIGN:
-            raise UnsupportedModelError(
-                f"ethos-u operator {s.name} would start at arena offset {base}, which is not "
-                f"{ALIGN}-aligned; the model cannot be written")
-        for x in s.ifms:
-            if x.tensor not in placed:
-                _check_input(placed, written, last_read, stretches, s.name, names, x,
-                             base + x.offset, written.get(x.tensor, -1))
-        _check_stream(placed, written, last_read, s, k, base, names)
+        if implied:
+            base = implied.pop()
+            if base % ALIGN:
+                raise UnsupportedModelError(
+                    f"ethos-u operator {s.name} would start at arena offset {base}, which is "
+                    f"not {ALIGN}-aligned; the model cannot be written")
+            _check(placed, written, last_read, stretches, names, s, k, base)
+        else:   # the lowest start where nothing still needed is in the way (fresh space last)
+            top = _up(end)
+            candidates = sorted({0, top} | {_up(a + n) for a, n in placed.values()}
+                                | {_up(b + n) for b, n, _ in stretches.values()})
+            for base in [c for c in candidates if c <= top]:
+                try:
+                    _check(placed, written, last_read, stretches, names, s, k, base)
+                    break
+                except UnsupportedModelError:
+                    if base == top:
+                        raise
         for x in s.ifms + s.ofms:
             placed.setdefault(x.tensor, (base + x.offset, x.nbytes))
         stretches[s.name] = (base, s.scratch_bytes, k)
@@ -84,12 +94,27 @@ def arena_bases(steps: list, outputs: set[int], names: dict[int, str]) -> dict[s
     return {name: b + shift for name, (b, _, _) in stretches.items()}
 
 
+def _up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _check(placed, written, last_read, stretches, names, step, k, base) -> None:
+    """Refuses ``step`` starting at ``base`` where it would overwrite what is still needed."""
+    for x in step.ifms:
+        if x.tensor not in placed:
+            _check_input(placed, written, last_read, stretches, step.name, names, x,
+                         base + x.offset, written.get(x.tensor, -1))
+    _check_stream(placed, written, last_read, step, k, base, names)
+
+
 def _overlap(a: int, n: int, b: int, m: int) -> bool:
     return a < b + m and b < a + n
 
 
 def _live(t: int, when: int, written: dict, last_read: dict) -> bool:
-    return written.get(t, -1) <= when < last_read.get(t, -1)
+    """Whether ``t`` is written by step ``when`` or earlier and read by it or later (what a
+    step reads must not share bytes with what it writes)."""
+    return written.get(t, -1) <= when <= last_read.get(t, -1)
 
 
 def _check_input(placed, written, last_read, stretches, name, names, slot, address,

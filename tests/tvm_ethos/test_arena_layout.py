@@ -1,0 +1,39 @@
+"""Where each ethos-u operator's stretch of the shared arena starts
+(tvm_ethos/backends/ethos_u/arena_layout.py): shared tensors keep one address, space whose
+tensors are all consumed is used again, and a layout that would overwrite live data is
+refused by name."""
+
+import pytest
+
+from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
+from tvm_ethos.errors import UnsupportedModelError
+
+NAMES = {t: f"t{t}" for t in range(10)}
+
+
+def _npu(name, ifm, ofm, scratch=256):
+    return NpuStep(name, (Slot(ifm, 0, 64),), (Slot(ofm, 64, 64),), scratch)
+
+
+def test_a_stretch_whose_results_are_consumed_is_used_again():
+    steps = [_npu("A", 0, 1), CpuStep((1,), (2,)), _npu("B", 2, 3)]
+    assert arena_bases(steps, {3}, NAMES) == {"A": 0, "B": 0}
+
+
+def test_a_result_still_to_be_read_keeps_its_place():
+    # t1 (A's result, at 64..128) is read again after B: B starts beyond it
+    steps = [_npu("A", 0, 1), CpuStep((1,), (2,)), _npu("B", 2, 3), CpuStep((1, 3), (4,))]
+    bases = arena_bases(steps, {4}, NAMES)
+    assert bases["A"] == 0 and bases["B"] >= 128
+
+
+def test_a_tensor_two_ethos_u_operators_share_has_one_address():
+    # B reads A's result directly: B's stretch starts where t1 sits at B's IFM offset
+    steps = [_npu("A", 0, 1), NpuStep("B", (Slot(1, 16, 64),), (Slot(2, 96, 64),), 256)]
+    assert arena_bases(steps, {2}, NAMES) == {"A": 0, "B": 48}
+
+
+def test_an_input_read_again_after_its_operator_is_refused_by_name():
+    steps = [_npu("A", 0, 1), CpuStep((0, 1), (2,))]
+    with pytest.raises(UnsupportedModelError, match="A: its input 't0' is read again after"):
+        arena_bases(steps, {2}, NAMES)
