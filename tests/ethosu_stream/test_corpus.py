@@ -5,6 +5,8 @@ Micro's interpreter on the source model, on several inputs whose outputs differ;
 precompiled ``person_detect_vela.tflite`` classifying both of tflite-micro's test images."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,7 @@ from tests.ethosu_stream.corpus import (
     source_model,
 )
 from tests.helpers.models import MODELS_DIR
+from tests.helpers.tflite_oracle import oracle as litert
 from tools.build_corpus import all_cases
 
 SEEDS = (0, 1, 2)
@@ -30,10 +33,13 @@ _SIGMOID = ("the functional model does not run the NPU's tanh/sigmoid activation
 KNOWN_FAILING: dict[tuple[str, str], str] = {
     **{(v, "trained_lstm_int8"): f"Vela {v}: {_SIGMOID}" for v in ("3.11.0", "4.5.0", "5.2.0")},
 }
-#: models TFLite Micro's interpreter cannot be the oracle for: it aborts the process
-#: (SIGABRT, no message) invoking them
-NO_ORACLE = {"mobilenet_v1_1.0_224": "TFLite Micro's interpreter aborts the process invoking "
-                                     "mobilenet_v1_1.0_224, so it has no oracle here"}
+#: models TFLite Micro's interpreter cannot be the oracle for: its SOFTMAX aborts the process
+#: (SIGABRT in SoftmaxEval, no message; found with gdb) on MobileNetV1-224's 1000-class one,
+#: and so does LiteRT's reference SOFTMAX. LiteRT's built-in kernels (no delegate) stand in:
+#: their int8 convolutions requantize with TFLite's reference arithmetic, and they differ from
+#: TFLite Micro only in FULLY_CONNECTED's rounding (rfcs/0002), which this model does not use.
+#: Two inputs (the fewest that show an output varies): each run costs seconds.
+LITERT_ORACLE = {"mobilenet_v1_1.0_224": 2}
 
 
 def _params():
@@ -43,8 +49,9 @@ def _params():
     out = []
     for case, path in cases:
         marks = []
-        if case.name in NO_ORACLE:
-            marks.append(pytest.mark.skip(reason=NO_ORACLE[case.name]))
+        if (case.name in LITERT_ORACLE
+                and (case.config, case.optimise) != ("ethos-u55-128", "Size")):
+            marks.append(pytest.mark.slow)   # one case per Vela in the default suite
         reason = KNOWN_FAILING.get((case.version, case.name))
         if reason:
             marks.append(pytest.mark.xfail(strict=True, reason=reason))
@@ -59,9 +66,14 @@ def test_corpus_stream_is_bit_exact_with_tflite_micro(case, path):
     source = source_model(case).read_bytes()
     graph = TfliteGraph(path.read_bytes(), case.config)
     refs, runs = [], []
-    for seed in SEEDS:
+    reference = oracle
+    seeds = SEEDS
+    if case.name in LITERT_ORACLE:
+        reference = functools.partial(litert, reference=False)
+        seeds = SEEDS[:LITERT_ORACLE[case.name]]
+    for seed in seeds:
         xs = random_inputs(source, seed)
-        want = oracle(source, xs)
+        want = reference(source, xs)
         graph.reset()  # the oracle starts fresh for each input: so does the graph's state
         keep, seen = ifm_reads()
         tensors: dict = {}
@@ -83,7 +95,7 @@ def test_corpus_stream_is_bit_exact_with_tflite_micro(case, path):
     # (older Velas cascade more) is never whole in memory: the search goes on to the one before.
     missing = []
     for t, cut in intermediates(source):
-        wants = [oracle(cut, xs)[0].ravel().astype(np.int64) for xs, _ in runs]
+        wants = [reference(cut, xs)[0].ravel().astype(np.int64) for xs, _ in runs]
         if all(np.array_equal(wants[0], w) for w in wants[1:]):
             continue
         found = [any(c.size == want.size and np.array_equal(c.astype(np.int64), want)
