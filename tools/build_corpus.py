@@ -151,9 +151,11 @@ def build(models: Path, build_dir: Path, versions=tuple(VELA_VERSIONS), jobs: in
     corpus = build_dir / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     venvs = build_dir / "vela-venvs"
-    velas = {v: ensure_venv(venvs, v, build_dir / "pip-cache") for v in versions}
     cases = all_cases(versions)
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+        # the venvs install side by side (mostly download and unpacking)
+        velas = dict(zip(versions, pool.map(
+            lambda v: ensure_venv(venvs, v, build_dir / "pip-cache"), versions)))
         entries = list(pool.map(
             lambda c: compile_case(c, velas[c.version], models / f"{c.model}.tflite", corpus),
             cases))
