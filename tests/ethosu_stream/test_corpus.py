@@ -28,13 +28,10 @@ SEEDS = (0, 1, 2)
 #: xfail can be made strict once they pass.
 _OLD_LAYOUT = ("the functional model does not yet reproduce this Vela release's stream "
                "semantics (outputs differ from TFLite Micro's)")
-_SIGMOID = ("the functional model does not run the NPU's tanh/sigmoid activation (activation "
-            "function 4) this Vela release's LSTM uses")
 KNOWN_FAILING: dict[tuple[str, str], str] = {
     **{(v, m): f"Vela {v}: {_OLD_LAYOUT}" for v in ("3.11.0", "4.5.0")
        for m in ("ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96", "person_detect",
                  "micro_speech_quantized")},
-    **{(v, "trained_lstm_int8"): f"Vela {v}: {_SIGMOID}" for v in ("3.11.0", "4.5.0", "5.2.0")},
 }
 #: models TFLite Micro's interpreter cannot be the oracle for: it aborts the process
 #: (SIGABRT, no message) invoking them
