@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import rounding
+from . import activation16, rounding
 from .bias import ENTRY_BYTES, ChannelScales, decode_bias_stream
 from .errors import StreamError
 from .feature_map import FeatureMap, from_registers
@@ -15,6 +15,7 @@ from .memory import SHRAM_REGION, Memory
 from .registers import RegisterState
 
 ACT_NONE, ACT_LUT_START, ACT_LUT_END = 0, 16, 23
+ACT_TANH, ACT_SIGMOID = activation16.TANH, activation16.SIGMOID
 # ACTIVATION bits 12-15, the range the clamp works in: the OFM's own, or forced to int8
 # (what Vela writes for a LUT on a 32-bit OFM)
 CLIP_OFM_PRECISION, CLIP_FORCE_INT8 = 0, 3
@@ -199,7 +200,8 @@ def write_ofm(
 
     A 32-bit OFM without a LUT takes neither the zero point nor the 16-bit clamp registers:
     it saturates to its own range (rfcs/0007 section 7, rule 2). With a LUT the zero point and
-    the clamp form the table index, whatever the OFM's width."""
+    the clamp form the table index, whatever the OFM's width. Tanh and sigmoid (16-bit OFM,
+    zero point 0) take the scaled value itself, and the clamp bounds their result (rule 11)."""
     ofm = from_registers(state, "OFM")
     func = activation(state, ofm.dtype)
     lo, hi = state.signed("ACTIVATION_MIN"), state.signed("ACTIVATION_MAX")
@@ -211,6 +213,9 @@ def write_ofm(
         lo, hi = info.min, info.max
     if func == ACT_NONE:
         out = None if values is None else np.clip(values, max(lo, info.min), min(hi, info.max))
+    elif func in (ACT_TANH, ACT_SIGMOID):
+        out = None if values is None else np.clip(activation16.apply(func, values),
+                                                  max(lo, info.min), min(hi, info.max))
     elif ACT_LUT_START <= func <= ACT_LUT_END:
         # the clamp picks the LUT index; the table's entry is the output
         index = None if values is None else np.clip(np.clip(values, lo, hi), -128, 127)
@@ -223,15 +228,18 @@ def write_ofm(
 
 def activation(state: RegisterState, dtype: np.dtype) -> int:
     """The ACTIVATION function (bits 0-11), refused where the model does not know what the
-    hardware does: tanh/sigmoid, a clip range other than the OFM's own (the forced int8
-    range only with a LUT on a 32-bit OFM), a LUT on a 16-bit or unsigned OFM."""
+    hardware does: tanh/sigmoid other than on a signed 16-bit OFM with zero point 0 (the only
+    form Vela writes), a clip range other than the OFM's own (the forced int8 range only with
+    a LUT on a 32-bit OFM), a LUT on a 16-bit or unsigned OFM."""
     act = state.param("ACTIVATION")
     func, clip = act & 0xFFF, act >> 12
     dtype = np.dtype(dtype)
+    if func in (ACT_TANH, ACT_SIGMOID):
+        _check_tanh_sigmoid(state, func, clip, dtype)
+        return func
     if func != ACT_NONE and not ACT_LUT_START <= func <= ACT_LUT_END:
-        name = {3: "tanh", 4: "sigmoid"}.get(func, "unknown")
-        raise StreamError(f"activation function {func} ({name}) is not modelled; only "
-                          "none/clamp and LUTs (16-23) are")
+        raise StreamError(f"activation function {func} (unknown) is not modelled; only "
+                          "none/clamp, tanh (3), sigmoid (4) and LUTs (16-23) are")
     if func == ACT_NONE:
         if clip != CLIP_OFM_PRECISION:
             raise StreamError(f"activation clip range {clip} (ACTIVATION bits 12-15) without "
@@ -247,6 +255,21 @@ def activation(state: RegisterState, dtype: np.dtype) -> int:
                           f"modelled; the model indexes tables with int8 values, which is "
                           f"clip range {' or '.join(map(str, allowed))} there")
     return func
+
+
+def _check_tanh_sigmoid(state: RegisterState, func: int, clip: int, dtype: np.dtype) -> None:
+    name = "tanh" if func == ACT_TANH else "sigmoid"
+    if dtype != np.dtype(np.int16):
+        raise StreamError(f"activation function {func} ({name}) on a {dtype} OFM is not "
+                          "modelled; only on an int16 OFM (Vela runs 8-bit tanh/sigmoid as a "
+                          "LUT)")
+    if clip != CLIP_OFM_PRECISION:
+        raise StreamError(f"activation clip range {clip} (ACTIVATION bits 12-15) with "
+                          f"{name} is not modelled; only the OFM's own range (0) is")
+    zero_point = state.signed("OFM_ZERO_POINT")
+    if zero_point:
+        raise StreamError(f"{name} with OFM_ZERO_POINT {zero_point} is not modelled; its "
+                          "result is signed 0.15 fixed point with zero point 0")
 
 
 @functools.lru_cache(maxsize=None)

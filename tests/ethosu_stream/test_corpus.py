@@ -27,11 +27,9 @@ from tools.build_corpus import all_cases
 
 SEEDS = (0, 1, 2)
 #: (Vela release, model) pairs whose streams the functional model does not yet run
-#: bit-exact; strict, so a fix that makes one pass must take it off this list
-_SIGMOID = ("the functional model does not run the NPU's tanh/sigmoid activation (activation "
-            "function 4) this Vela release's LSTM uses")
+#: bit-exact, each with the reason; strict, so a fix that makes one pass must take it off
+#: this list. Empty: every stream of the corpus runs exact.
 KNOWN_FAILING: dict[tuple[str, str], str] = {
-    **{(v, "trained_lstm_int8"): f"Vela {v}: {_SIGMOID}" for v in ("3.11.0", "4.5.0", "5.2.0")},
 }
 #: models TFLite Micro's interpreter cannot be the oracle for: its SOFTMAX aborts the process
 #: (SIGABRT in SoftmaxEval, no message; found with gdb) on MobileNetV1-224's 1000-class one,
