@@ -1,0 +1,154 @@
+"""LOGISTIC, TANH, LEAKY_RELU and QUANTIZE (integer requantization) as NPU operations.
+
+The three activations are functions of one int8 code, so each is a 256-entry table applied by
+the NPU's LUT activation: the table goes from flash to SHRAM by a DMA, then a 1x1 average pool
+with unit scale and zero points 0 passes every code through unchanged and the output stage
+looks it up (entry ``code + 128``). The tables are the ones the "tir" emulator gathers from
+(``lower.quant``: TFLite's own prepare-time arithmetic, float32 with the C library's ``expf``
+/ ``tanhf`` for LOGISTIC / TANH, Q31 multipliers for LEAKY_RELU), clamped to the operator's
+fused activation range; so the stream, the emulator and TFLite Micro agree for every input.
+Vela lowers these operators the same way (an identity operation carrying the LUT).
+
+QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
+zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
+1x1 average pool whose explicit OFM scale is ``(M, 31 - s)`` in the TFL rounding mode, which is
+that double rounding (Vela also turns QUANTIZE into an average pool).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
+from tvm_ethos.lower.quant import (
+    f32,
+    leaky_relu_lut,
+    logistic_lut,
+    quantize_multiplier,
+    tanh_lut,
+)
+
+#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
+SHRAM_REGION = 0x103
+#: operators applied through an int8 lookup table
+LUT_KINDS = ("sigmoid", "tanh", "leaky_relu")
+REQUANTIZE_KINDS = ("requantize",)
+#: every operator this module emits
+KINDS = LUT_KINDS + REQUANTIZE_KINDS
+#: integer types a requantization reads and writes on the NPU
+_REQUANT_TYPES = ("int8", "uint8", "int16")
+#: the NPU's OFM scale shift is six bits
+_MAX_SHIFT = 63
+
+
+def table(q) -> np.ndarray:
+    """The 256 int8 output codes of a LUT operator, entry ``code + 128``, or
+    UnsupportedOperatorError saying why the NPU's table cannot express it."""
+    if q.in_dtypes[0] != "int8" or q.out_dtype != "int8":
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU's lookup tables "
+            "take int8 -> int8 (quantize the tensors to int8)")
+    in_q, out_q = q.in_q[0], q.out_q
+    if q.kind == "sigmoid":
+        values = logistic_lut("int8", in_q, out_q)
+    elif q.kind == "tanh":
+        values = tanh_lut("int8", in_q, out_q)
+    elif q.kind == "leaky_relu":
+        values = leaky_relu_lut("int8", in_q, out_q, q.attrs["alpha"])
+    else:
+        raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
+    return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)
+
+
+def requantize_scale(q) -> tuple[int, int]:
+    """The NPU's (multiplier, right shift) of a requantization: TFLite's
+    ``QuantizeMultiplier(scale_in / scale_out)`` as ``(M, 31 - shift)``."""
+    for dtype in (q.in_dtypes[0], q.out_dtype):
+        if dtype not in _REQUANT_TYPES:
+            raise UnsupportedOperatorError(
+                q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU requantizes "
+                f"between {', '.join(_REQUANT_TYPES)} (float tensors stay on the host)")
+    m, shift = quantize_multiplier(f32(q.in_q[0][0]) / f32(q.out_q[0]))
+    if not 0 <= 31 - shift <= _MAX_SHIFT:
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"a scale ratio {f32(q.in_q[0][0]) / f32(q.out_q[0]):g}; the NPU's "
+            f"OFM scale shift must be in [0, {_MAX_SHIFT}] (bring the two scales closer)")
+    return m, 31 - shift
+
+
+def _identity_pool(ifm: FmSlot, ofm: FmSlot):
+    """A 1x1 average pool over the whole map, no activation yet, no block config."""
+    api = vela_api()
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+    npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return npu
+
+
+def _explicit(multiplier: int, shift: int):
+    from ethosu.vela.operation import ExplicitScaling
+
+    return ExplicitScaling(False, [shift], [multiplier])
+
+
+def lut_dma(q, flash, lut_address: int):
+    """The DMA that puts the operator's table at ``lut_address`` of SHRAM (slot 0)."""
+    api = vela_api()
+    src = flash.add(table(q).tobytes())
+    return api.NpuDmaOperation(src, api.NpuAddressRange(SHRAM_REGION, lut_address, src.length))
+
+
+def lut_op(q, ifm: FmSlot, ofm: FmSlot):
+    """The pooling operation that looks every code of ``ifm`` up in the table in SHRAM slot 0
+    (loaded by :func:`lut_dma`); no block config yet."""
+    api = vela_api()
+    unit = {"scale": 1.0, "zero_point": 0}
+    npu = _identity_pool(dataclasses.replace(ifm, **unit), dataclasses.replace(ofm, **unit))
+    npu.rescale = _explicit(1, 0)
+    npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+    npu.activation.lookup_table_index = 0
+    return npu
+
+
+def requantize_op(q, ifm: FmSlot, ofm: FmSlot):
+    """The pooling operation of one requantization (its fused clamp included); no block
+    config yet."""
+    m, shift = requantize_scale(q)
+    npu = _identity_pool(ifm, ofm)
+    npu.rescale = _explicit(m, shift)
+    npu.activation = activation(q, ofm)
+    return npu
+
+
+def before(q, flash, lut_address: int) -> list:
+    """What must run before each operation of ``q``: its table's DMA for a LUT operator
+    (again for every stripe: another operation's block may use the SHRAM banks in between),
+    nothing for a requantization."""
+    return [lut_dma(q, flash, lut_address)] if q.kind in LUT_KINDS else []
+
+
+def npu_op(q, ifm: FmSlot, ofm: FmSlot):
+    """The one block operation of an operator of :data:`KINDS` over ``ifm`` (any box of the
+    tensor: every output element reads only its own input element); no block config yet."""
+    if q.kind in LUT_KINDS:
+        npu = lut_op(q, ifm, ofm)
+    elif q.kind in REQUANTIZE_KINDS:
+        npu = requantize_op(q, ifm, ofm)
+    else:
+        raise UnsupportedOperatorError(q.tflite_name, "no table or requantization form")
+    npu.name = q.kind
+    return npu
+
+
+def emit(q, ifm: FmSlot, ofm: FmSlot, flash, lut_address: int, block_config) -> list:
+    """The NPU operations of one operator of :data:`KINDS` over whole tensors
+    (``block_config(npu)`` picks the block): :func:`before`, then :func:`npu_op`."""
+    ops = before(q, flash, lut_address)
+    npu = npu_op(q, ifm, ofm)
+    npu.block_config = block_config(npu)
+    return ops + [npu]
