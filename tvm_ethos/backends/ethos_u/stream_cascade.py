@@ -317,7 +317,8 @@ class _Emitter:
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
-        if q.kind in _WHOLE_ONLY:
+        whole_lut = q.kind in ops_lut.KINDS and len(out.shape) != 4  # no rows to stripe
+        if q.kind in _WHOLE_ONLY or whole_lut:
             if tuple(box) != full:
                 raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it ({box})")
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
@@ -325,6 +326,10 @@ class _Emitter:
             ofm = self.whole_slot(out, out_q, q.tflite_name)
             if q.kind == "reshape":
                 self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
+                return
+            if whole_lut:
+                self.ops += ops_lut.emit(q, operands[0], ofm, self.flash,
+                                         lut_address(self.accelerator), self.fallback_block)
                 return
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(
