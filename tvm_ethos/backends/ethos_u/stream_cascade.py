@@ -443,7 +443,11 @@ class _Emitter:
 def identity_copy(src: FmSlot, dst: FmSlot, what: str):
     """A 1x1 MAX pool of ``src`` into ``dst`` (the same shape, 8-bit): the identity, so a
     byte-exact copy between any regions (DMA lengths are whole 16-byte bursts, which would
-    spill past a tensor's end). No block config yet."""
+    spill past a tensor's end); an int16 map is copied as the int8 map of its bytes. No block
+    config yet."""
+    if src.dtype == dst.dtype == "int16" and src.shape == dst.shape:
+        src, dst = (dataclasses.replace(s, dtype="int8", shape=s.shape[:2] + (2 * s.shape[2],))
+                    for s in (src, dst))
     if src.dtype not in ("int8", "uint8") or src.shape != dst.shape:
         raise UnsupportedOperatorError(what, f"a copy of a {src.dtype} {src.shape} tensor")
     api = vela_api()
