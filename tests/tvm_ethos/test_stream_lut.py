@@ -143,6 +143,49 @@ def test_requantize_stream_bit_exact_with_tflite_micro(s_in, z_in, ratio, z_out,
     _assert_tflm(model, cm, [ALL_CODES.reshape(1, 4, 8, 8)])
 
 
+#: every int16 code in steps of 16 (and both ends), as a 1 x 64 x 64 map
+INT16_CODES = np.concatenate([np.arange(-32768, 32768, 16)[:-1], [32767]]).astype(np.int16)
+
+
+def _codes(dtype, shape):
+    if dtype == "int16":
+        return INT16_CODES.reshape(shape)
+    return np.resize(ALL_CODES, shape).astype(dtype)
+
+
+@settings(max_examples=8, deadline=None)
+@given(pair=st.sampled_from([("int16", "int8"), ("int8", "int16"), ("int16", "int16")]),
+       s_in=st.floats(1e-5, 0.1).map(lambda v: float(np.float32(v))),
+       ratio=st.floats(1 / 300, 300), z8=zero_points, config=st.sampled_from(ACCELERATORS))
+def test_int16_requantize_stream_bit_exact_with_tflite_micro(pair, s_in, ratio, z8, config):
+    """QUANTIZE with INT16 tensors (zero point 0, as TFLite requires) on the NPU, over the
+    int16 range."""
+    zps = {"int16": 0, "int8": z8}
+    src = (pair[0], s_in, zps[pair[0]])
+    dst = (pair[1], float(np.float32(s_in * ratio)), zps[pair[1]])
+    model = _quantize((1, 64, 64), src, dst)
+    cm = _compile(model, config)
+    entry = _streamed(cm)
+    assert entry["commands"]["NPU_OP_POOL"] >= 1
+    _assert_tflm(model, cm, [_codes(pair[0], (1, 64, 64))])
+
+
+def test_int16_quantize_of_a_trained_model_runs_on_the_npu():
+    """keyword_scrambled_8bit's first operator, QUANTIZE int16 -> int8, leaves TFLite Micro
+    (its int16 -> int32 QUANTIZE stays: the NPU has no 32-bit feature maps, as in Vela)."""
+    from tests.helpers.models import model_path
+
+    source = model_path("tflite-micro/keyword_scrambled_8bit").read_bytes()
+    cm = tvm_ethos.compile(source, "ethos-u -accelerator_config=ethos-u55-128", cache_dir=False)
+    quantize = [p.placed_on for p in cm.placement if p.kind == "QUANTIZE"]
+    assert quantize == ["ethos-u", "tflite-micro"], cm.placement
+    assert cm.placement[0].kind == "QUANTIZE" and cm.placement[0].placed_on == "ethos-u"
+    rs = np.random.RandomState(5)
+    for _ in range(2):
+        x = rs.randint(-32768, 32768, size=(1, 96)).astype(np.int16)
+        np.testing.assert_array_equal(cm.run(x)[0], tflm_oracle(source, [x])[0])
+
+
 def test_requantize_scale_is_tflites_multiplier():
     q = _qop("requantize", (0.625, 3), (0.25, -7))
     # 0.625 / 0.25 = 2.5 = 0.625 * 2**2 (exact in float32): TFLite's (M, shift 2) is the
