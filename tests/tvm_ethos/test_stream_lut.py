@@ -6,7 +6,7 @@ TFLite Micro, layer by layer and inside a planned cascade, and what is refused b
 import numpy as np
 import pytest
 import tflite_builder as tb
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
@@ -45,6 +45,30 @@ def test_table_is_tflite_micros_kernel_on_every_code(kind, s_in, z_in, s_out, z_
     want = tflm_oracle(model, [ALL_CODES.reshape(1, 256)])[0].ravel()
     got = ops_lut.table(_qop(kind, (s_in, z_in), out_q, alpha))
     np.testing.assert_array_equal(got, want)
+
+
+def _hard_swish(in_q, out_q):
+    x = tb.T([1, 256], "int8", scale=in_q[0], zp=in_q[1])
+    y = tb.T([1, 256], "int8", scale=out_q[0], zp=out_q[1])
+    return tb.build([x, y], [0], [1], tb.BO.HARD_SWISH)
+
+
+@settings(max_examples=60, deadline=None)
+@given(s_in=scales, z_in=zero_points, s_out=scales, z_out=zero_points)
+@example(s_in=0.25, z_in=-41, s_out=0.001, z_out=-56)  # refused by both
+@example(s_in=0.125, z_in=0, s_out=0.125, z_out=0)
+def test_hard_swish_table_is_tflite_micros_kernel_on_every_code(s_in, z_in, s_out, z_out):
+    """TFLite's int16 fixed point, which TFLite Micro refuses (and so do we) where the input
+    scale is over 128 times the output's."""
+    model = _hard_swish((s_in, z_in), (s_out, z_out))
+    try:
+        want = tflm_oracle(model, [ALL_CODES.reshape(1, 256)])[0].ravel()
+    except RuntimeError:
+        with pytest.raises(UnsupportedOperatorError, match="HARD_SWISH.*128 times"):
+            ops_lut.hard_swish_table((s_in, z_in), (s_out, z_out))
+        return
+    q = _qop("hard_swish", (s_in, z_in), (s_out, z_out))
+    np.testing.assert_array_equal(ops_lut.table(q), want)
 
 
 def test_a_fused_clamp_is_part_of_the_table():
