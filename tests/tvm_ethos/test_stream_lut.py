@@ -39,6 +39,8 @@ def _out_q(kind, draw_q):
 @settings(max_examples=60, deadline=None)
 @given(kind=st.sampled_from(KINDS), s_in=scales, z_in=zero_points, s_out=scales,
        z_out=zero_points, alpha=st.sampled_from([0.2, 0.01, 0.5, 0.9, 1.5, -0.3]))
+@example(kind="leaky_relu", s_in=0.5, z_in=0, s_out=float(np.float32(1 / 3)), z_out=0,
+         alpha=0.2)  # identity ratio 1.5 in float32, just below it in double
 def test_table_is_tflite_micros_kernel_on_every_code(kind, s_in, z_in, s_out, z_out, alpha):
     out_q = _out_q(kind, (s_out, z_out))
     model = tb.activation(kind, shape=(1, 256), in_q=(s_in, z_in), out_q=out_q, alpha=alpha)
@@ -69,6 +71,23 @@ def test_hard_swish_table_is_tflite_micros_kernel_on_every_code(s_in, z_in, s_ou
         return
     q = _qop("hard_swish", (s_in, z_in), (s_out, z_out))
     np.testing.assert_array_equal(ops_lut.table(q), want)
+
+
+def test_leaky_relu_stream_follows_tflite_micro_where_litert_rounds_otherwise():
+    """Input scale 0.5, output scale 1/3: the identity ratio is 1.5 in float32 (LiteRT's, and
+    the emulator's) and just below it in double (TFLite Micro's), so odd codes, on a tie,
+    round differently; the stream is TFLite Micro's."""
+    from tvm_ethos.lower.quant import leaky_relu_lut
+
+    in_q, out_q = (0.5, 0), (float(np.float32(1 / 3)), 0)
+    model = tb.activation("leaky_relu", shape=(1, 4, 8, 8), in_q=in_q, out_q=out_q, alpha=0.2)
+    codes = ALL_CODES.reshape(1, 4, 8, 8)
+    assert not np.array_equal(oracle(model, [codes])[0], tflm_oracle(model, [codes])[0])
+    assert not np.array_equal(ops_lut.leaky_relu_table(in_q, out_q, 0.2),
+                              leaky_relu_lut("int8", in_q, out_q, 0.2))
+    cm = _compile(model, "ethos-u55-128")
+    _streamed(cm)
+    _assert_tflm(model, cm, [codes])
 
 
 def test_a_fused_clamp_is_part_of_the_table():
@@ -180,11 +199,12 @@ def _codes(dtype, shape):
 @settings(max_examples=8, deadline=None)
 @given(pair=st.sampled_from([("int16", "int8"), ("int8", "int16"), ("int16", "int16")]),
        s_in=st.floats(1e-5, 0.1).map(lambda v: float(np.float32(v))),
-       ratio=st.floats(1 / 300, 300), z8=zero_points, config=st.sampled_from(ACCELERATORS))
-def test_int16_requantize_stream_bit_exact_with_tflite_micro(pair, s_in, ratio, z8, config):
-    """QUANTIZE with INT16 tensors (zero point 0, as TFLite requires) on the NPU, over the
-    int16 range."""
-    zps = {"int16": 0, "int8": z8}
+       ratio=st.floats(1 / 300, 300), z8=zero_points, z16=st.integers(-300, 300),
+       config=st.sampled_from(ACCELERATORS))
+def test_int16_requantize_stream_bit_exact_with_tflite_micro(pair, s_in, ratio, z8, z16,
+                                                             config):
+    """QUANTIZE with INT16 tensors on the NPU, over the int16 range."""
+    zps = {"int16": z16, "int8": z8}
     src = (pair[0], s_in, zps[pair[0]])
     dst = (pair[1], float(np.float32(s_in * ratio)), zps[pair[1]])
     model = _quantize((1, 64, 64), src, dst)
@@ -192,6 +212,15 @@ def test_int16_requantize_stream_bit_exact_with_tflite_micro(pair, s_in, ratio, 
     entry = _streamed(cm)
     assert entry["commands"]["NPU_OP_POOL"] >= 1
     _assert_tflm(model, cm, [_codes(pair[0], (1, 64, 64))])
+
+
+@pytest.mark.parametrize("pair", [("uint8", "int16"), ("int16", "uint8")])
+def test_a_uint8_int16_quantize_is_refused_as_tflite_micro_refuses_it(pair):
+    from tvm_ethos.errors import UnsupportedModelError
+
+    model = _quantize((1, 4, 8), (pair[0], 0.05, 0), (pair[1], 0.001, 0))
+    with pytest.raises(UnsupportedModelError, match="QUANTIZE.*INT16"):
+        tvm_ethos.load_model(model)
 
 
 def test_int16_quantize_of_a_trained_model_runs_on_the_npu():

@@ -3,12 +3,13 @@
 The activations are functions of one int8 code, so each is a 256-entry table applied by
 the NPU's LUT activation: the table goes from flash to SHRAM by a DMA, then a 1x1 average pool
 with unit scale and zero points 0 passes every code through unchanged and the output stage
-looks it up (entry ``code + 128``). The tables are the ones the "tir" emulator gathers from
-(``lower.quant``: TFLite's own prepare-time arithmetic, float32 with the C library's ``expf``
-/ ``tanhf`` for LOGISTIC / TANH, Q31 multipliers for LEAKY_RELU), clamped to the operator's
-fused activation range; so the stream, the emulator and TFLite Micro agree for every input.
-HARD_SWISH's table is TFLite's reference int16 fixed point (:func:`hard_swish_table`).
-Vela lowers these operators the same way (an identity operation carrying the LUT).
+looks it up (entry ``code + 128``). Every table is TFLite Micro's kernel on each code,
+clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" emulator's
+(``lower.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
+identity multiplier in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
+follows LiteRT's float32 ratio), HARD_SWISH is TFLite's int16 fixed point
+(:func:`hard_swish_table`). Vela lowers these operators the same way (an identity operation
+carrying the LUT).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -27,8 +28,8 @@ from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vel
 from tvm_ethos.lower.quant import (
     INT32_MAX,
     f32,
-    leaky_relu_lut,
     logistic_lut,
+    mbqm_np,
     quantize_multiplier,
     tanh_lut,
 )
@@ -58,12 +59,25 @@ def table(q) -> np.ndarray:
     elif q.kind == "tanh":
         values = tanh_lut("int8", in_q, out_q)
     elif q.kind == "leaky_relu":
-        values = leaky_relu_lut("int8", in_q, out_q, q.attrs["alpha"])
+        values = leaky_relu_table(in_q, out_q, q.attrs["alpha"])
     elif q.kind == "hard_swish":
         values = hard_swish_table(in_q, out_q)
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
     return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)
+
+
+def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
+    """LEAKY_RELU on every int8 code as TFLite Micro's prepare and kernel compute it: the
+    alpha multiplier from float32 arithmetic, the identity multiplier from the scales' ratio
+    in double (LiteRT takes that ratio in float32, ``lower.quant.leaky_relu_lut``: the two
+    differ where ``x * ratio`` falls on a rounding tie)."""
+    s_in, s_out = np.float32(in_q[0]), np.float32(out_q[0])
+    ma, sa = quantize_multiplier(float(np.float32(np.float32(s_in * np.float32(alpha)) / s_out)))
+    mi, si = quantize_multiplier(float(s_in) / float(s_out))
+    v = np.arange(-128, 128, dtype=np.int64) - int(in_q[1])
+    out = np.where(v >= 0, mbqm_np(v, mi, si), mbqm_np(v, ma, sa)) + int(out_q[1])
+    return np.clip(out, -128, 127).astype(np.int8)
 
 
 def _sat16(v):
