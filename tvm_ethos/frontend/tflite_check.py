@@ -133,10 +133,10 @@ class Finding:
     tensor: int | None = None
 
 
-#: UINT8, INT16, INT8: a QUANTIZE among them is TFLite's integer Requantize, which the
-#: importer's dequantize -> quantize pair is matched as (patterns' "requantize", integer
-#: arithmetic), INT16 included
-_REQUANTIZE_TYPES = frozenset({3, 7, 9})
+#: INT16, INT8: a QUANTIZE between them is TFLite's integer Requantize, which the importer's
+#: dequantize -> quantize pair is matched as (patterns' "requantize", integer arithmetic);
+#: TFLite Micro has no UINT8 <-> INT16 QUANTIZE
+_REQUANTIZE_TYPES = frozenset({7, 9})
 
 
 def _integer_requantize(opname: str, io: list[int], infos) -> bool:
