@@ -193,7 +193,8 @@ INT16_CODES = np.concatenate([np.arange(-32768, 32768, 16)[:-1], [32767]]).astyp
 def _codes(dtype, shape):
     if dtype == "int16":
         return INT16_CODES.reshape(shape)
-    return np.resize(ALL_CODES, shape).astype(dtype)
+    lo = int(np.iinfo(dtype).min)  # every 8-bit code, repeated
+    return np.resize(np.arange(lo, lo + 256), shape).astype(dtype)
 
 
 @settings(max_examples=8, deadline=None)
@@ -212,6 +213,15 @@ def test_int16_requantize_stream_bit_exact_with_tflite_micro(pair, s_in, ratio, 
     entry = _streamed(cm)
     assert entry["commands"]["NPU_OP_POOL"] >= 1
     _assert_tflm(model, cm, [_codes(pair[0], (1, 64, 64))])
+
+
+@pytest.mark.parametrize("src, dst", [(("uint8", 0.05, 130), ("int8", 0.03, -4)),
+                                      (("int8", 0.05, 3), ("uint8", 0.07, 128))])
+def test_uint8_int8_requantize_stream_bit_exact_with_tflite_micro(src, dst):
+    model = _quantize((1, 16, 16), src, dst)
+    cm = _compile(model, "ethos-u55-128")
+    _streamed(cm)
+    _assert_tflm(model, cm, [_codes(src[0], (1, 16, 16))])
 
 
 @pytest.mark.parametrize("pair", [("uint8", "int16"), ("int16", "uint8")])
