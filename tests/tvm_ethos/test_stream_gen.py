@@ -122,9 +122,12 @@ def test_arena_layout_never_overlaps_live_tensors():
 def test_an_operator_without_a_stream_is_named():
     import tflite_builder as tb
 
-    with pytest.raises(UnsupportedOperatorError, match="TANH") as err:
-        generate(subgraph(tb.activation("tanh")), "ethos-u55-128")
-    assert err.value.kind == "TANH"
+    # a uint8 LOGISTIC: the NPU's lookup tables are int8
+    x = tb.T([1, 4, 4, 8], "uint8", scale=0.05, zp=120)
+    y = tb.T([1, 4, 4, 8], "uint8", scale=1 / 256, zp=0)
+    with pytest.raises(UnsupportedOperatorError, match="LOGISTIC") as err:
+        generate(subgraph(tb.build([x, y], [0], [1], tb.BO.LOGISTIC)), "ethos-u55-128")
+    assert err.value.kind == "LOGISTIC"
 
 
 def test_ethos_u85_has_no_stream():

@@ -299,7 +299,9 @@ def test_a_model_without_its_source_needs_it_passed(residual, tmp_path):
     "target,make,error,match",
     [
         ("llvm", lambda rs: tb.conv2d(rs), TargetError, "compiled for llvm.*ethos-u,llvm"),
-        ("ethos-u,llvm", lambda rs: tb.activation("sigmoid"), UnsupportedModelError,
+        ("ethos-u,llvm", lambda rs: tb.activation("sigmoid", in_q=(0.05, 120),
+                                                  out_q=(1 / 256, 0), dtype="uint8"),
+         UnsupportedModelError,
          "NPU subgraph tvm_ethos_ethos_u_sg0 has no command stream.*LOGISTIC"),
         ("ethos-u,llvm", lambda rs: tb.depth_to_space(), UnsupportedModelError,
          "no operator of the model runs on the Ethos-U .DEPTH_TO_SPACE run on the host"),
@@ -333,7 +335,8 @@ def test_tvmc_writes_the_tflite(residual, tmp_path):
     [
         (tb.conv2d, ["--target", "llvm"], "--target llvm has no ethos-u"),
         (tb.conv2d, ["--target", "ethos-u,llvm", "--output-format=mlf"], "invalid choice: 'mlf'"),
-        (lambda rs: tb.activation("tanh"), ["--target", "ethos-u,llvm"],
+        (lambda rs: tb.activation("tanh", in_q=(0.05, 120), out_q=(1 / 128, 128),
+                                  dtype="uint8"), ["--target", "ethos-u,llvm"],
          "no command stream.*TANH"),
     ],
     ids=["no-ethos-u", "old-format", "refused-model"],

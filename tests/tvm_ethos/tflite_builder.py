@@ -12,6 +12,7 @@ import tflite
 _TYPES = {"float32": tflite.TensorType.FLOAT32, "int8": tflite.TensorType.INT8,
           "int32": tflite.TensorType.INT32, "uint8": tflite.TensorType.UINT8}
 _NP = {"float32": np.float32, "int8": np.int8, "int32": np.int32, "uint8": np.uint8}
+_TYPES["int16"], _NP["int16"] = tflite.TensorType.INT16, np.int16
 ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
 
 
@@ -379,11 +380,11 @@ def softmax(rs, n=10, shape=None, beta=1.0, in_q=None, dtype="int8", out_q=None)
 ACTIVATION_OUT_Q = {"sigmoid": (1 / 256, -128), "tanh": (1 / 128, 0)}
 
 
-def activation(kind, shape=(1, 4, 4, 8), in_q=(0.05, 3), out_q=None, alpha=0.2):
+def activation(kind, shape=(1, 4, 4, 8), in_q=(0.05, 3), out_q=None, alpha=0.2, dtype="int8"):
     """One LOGISTIC / TANH / LEAKY_RELU operator; ``in_q`` / ``out_q`` are (scale, zero point)."""
     out_q = out_q or ACTIVATION_OUT_Q.get(kind, (0.04, -2))
-    x = T(list(shape), "int8", scale=in_q[0], zp=in_q[1])
-    y = T(list(shape), "int8", scale=out_q[0], zp=out_q[1])
+    x = T(list(shape), dtype, scale=in_q[0], zp=in_q[1])
+    y = T(list(shape), dtype, scale=out_q[0], zp=out_q[1])
     if kind == "leaky_relu":
         def opts(b):
             tflite.LeakyReluOptionsStart(b)

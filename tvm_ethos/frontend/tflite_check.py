@@ -133,6 +133,16 @@ class Finding:
     tensor: int | None = None
 
 
+#: INT16, INT8: a QUANTIZE between them is TFLite's integer Requantize, which the importer's
+#: dequantize -> quantize pair is matched as (patterns' "requantize", integer arithmetic);
+#: TFLite Micro has no UINT8 <-> INT16 QUANTIZE
+_REQUANTIZE_TYPES = frozenset({7, 9})
+
+
+def _integer_requantize(opname: str, io: list[int], infos) -> bool:
+    return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
+
+
 @dataclass(frozen=True)
 class CheckedOperator:
     """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
@@ -424,7 +434,8 @@ class _TfliteChecker:
             touched.update(io, mids)
             self.operators.append(CheckedOperator(
                 s, o, opname, tuple(ins), tuple(outs), tuple(mids),
-                any(infos[i][2] for i in io), any(infos[i][1] == 7 for i in io)))
+                any(infos[i][2] for i in io),
+                any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "

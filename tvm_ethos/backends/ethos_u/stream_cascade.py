@@ -33,7 +33,7 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import npu_softmax
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -317,7 +317,8 @@ class _Emitter:
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
-        if q.kind in _WHOLE_ONLY:
+        whole_lut = q.kind in ops_lut.KINDS and len(out.shape) != 4  # no rows to stripe
+        if q.kind in _WHOLE_ONLY or whole_lut:
             if tuple(box) != full:
                 raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it ({box})")
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
@@ -325,6 +326,10 @@ class _Emitter:
             ofm = self.whole_slot(out, out_q, q.tflite_name)
             if q.kind == "reshape":
                 self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
+                return
+            if whole_lut:
+                self.ops += ops_lut.emit(q, operands[0], ofm, self.flash,
+                                         lut_address(self.accelerator), self.fallback_block)
                 return
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(
@@ -384,6 +389,9 @@ class _Emitter:
             npu = pool_op(qs, operands[0][0], ofm_slot)
         elif q.kind in ("add", "mul"):
             npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
+        elif q.kind in ops_lut.KINDS:
+            self.ops += ops_lut.before(q, self.flash, lut_address(self.accelerator))
+            npu = ops_lut.npu_op(q, operands[0][0], ofm_slot)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
@@ -435,7 +443,11 @@ class _Emitter:
 def identity_copy(src: FmSlot, dst: FmSlot, what: str):
     """A 1x1 MAX pool of ``src`` into ``dst`` (the same shape, 8-bit): the identity, so a
     byte-exact copy between any regions (DMA lengths are whole 16-byte bursts, which would
-    spill past a tensor's end). No block config yet."""
+    spill past a tensor's end); an int16 map is copied as the int8 map of its bytes. No block
+    config yet."""
+    if src.dtype == dst.dtype == "int16" and src.shape == dst.shape:
+        src, dst = (dataclasses.replace(s, dtype="int8", shape=s.shape[:2] + (2 * s.shape[2],))
+                    for s in (src, dst))
     if src.dtype not in ("int8", "uint8") or src.shape != dst.shape:
         raise UnsupportedOperatorError(what, f"a copy of a {src.dtype} {src.shape} tensor")
     api = vela_api()

@@ -25,7 +25,7 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import npu_softmax
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     attach_constants,
@@ -55,6 +55,7 @@ POOL_KINDS = ("avg_pool2d", "max_pool2d")
 ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
 STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
+STREAM_KINDS += ops_lut.KINDS
 
 
 def _key(t) -> str:
@@ -192,6 +193,10 @@ def generate(lw, accelerator: str) -> EthosUPayload:
                 q, operands[0], ofm, offsets[work_key(step)], flash, lut_address(accelerator),
                 lambda npu: block_config(npu, acc),
             )
+            continue
+        if q.kind in ops_lut.KINDS:
+            ops += ops_lut.emit(q, operands[0], ofm, flash, lut_address(accelerator),
+                                lambda npu: block_config(npu, acc))
             continue
         if q.kind == "mean":
             npu = mean_op(q, operands[0], ofm)

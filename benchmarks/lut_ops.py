@@ -1,0 +1,101 @@
+"""LOGISTIC, TANH, LEAKY_RELU and QUANTIZE on the NPU (backends/ethos_u/ops_lut.py) beside
+Vela 5.2 ``--optimise Size``: one operator on a 1 x 32 x 32 x 16 map per row, for each
+accelerator. Ours: whether the stream was generated, its NPU operations, DMA bytes and SRAM
+high water (emulated, the functional model); Vela's: CPU operators and SRAM used (its summary
+CSV). Nothing here is timed.
+
+  python benchmarks/lut_ops.py [--out out/lut_ops]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "tests" / "tvm_ethos"))
+
+import tflite_builder as tb  # noqa: E402
+
+import tvm_ethos  # noqa: E402
+
+ACCELERATORS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
+SHAPE = (1, 32, 32, 16)
+
+
+def _quantize(src, dst):
+    x = tb.T(list(SHAPE), src[0], scale=src[1], zp=src[2])
+    y = tb.T(list(SHAPE), dst[0], scale=dst[1], zp=dst[2])
+    return tb.build([x, y], [0], [1], tb.BO.QUANTIZE)
+
+
+MODELS = {
+    "LOGISTIC": lambda: tb.activation("sigmoid", shape=SHAPE),
+    "TANH": lambda: tb.activation("tanh", shape=SHAPE),
+    "LEAKY_RELU": lambda: tb.activation("leaky_relu", shape=SHAPE),
+    "QUANTIZE int8->int8": lambda: _quantize(("int8", 0.05, 3), ("int8", 0.02, -7)),
+    "QUANTIZE int16->int8": lambda: _quantize(("int16", 0.001, 0), ("int8", 0.05, 2)),
+}
+
+
+def _vela(path: str, accelerator: str, out: str) -> dict:
+    vela = os.path.join(os.path.dirname(sys.executable), "vela")
+    run = subprocess.run([vela, path, "--accelerator-config", accelerator, "--optimise", "Size",
+                          "--output-dir", out], check=True, capture_output=True, text=True)
+    cpu = next((line.split("=")[1].split()[0] for line in run.stdout.splitlines()
+                if line.startswith("CPU operators")), "0")
+    (summary,) = [f for f in os.listdir(out) if f.endswith(".csv")]
+    with open(os.path.join(out, summary), newline="") as f:
+        row = next(csv.DictReader(f))
+    return {"vela_cpu_ops": int(cpu), "vela_sram_bytes": round(float(row["sram_memory_used"])
+                                                                 * 1024)}
+
+
+def run(out: str) -> list[dict]:
+    rows = []
+    for name, make in MODELS.items():
+        data = make()
+        for acc in ACCELERATORS:
+            cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={acc},llvm",
+                                   npu_runtime="stream", cache_dir=False)
+            (entry,) = cm.plan_report["streams"].values()
+            cmds = entry.get("commands", {})
+            row = {"operator": name, "accelerator": acc, "stream": entry["generated"],
+                   "npu_ops": sum(v for k, v in cmds.items()
+                                  if k.startswith("NPU_OP_") and k not in (
+                                      "NPU_OP_STOP", "NPU_OP_DMA_WAIT", "NPU_OP_KERNEL_WAIT")),
+                   "dma_bytes": sum(entry.get("dma_bytes", {}).values()),
+                   "sram_bytes": entry.get("sram_high_water_bytes")}
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "m.tflite")
+                Path(path).write_bytes(data)
+                row.update(_vela(path, acc, os.path.join(out, name.replace(" ", "_"), acc)))
+            rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = ("operator", "accelerator", "stream", "npu_ops", "dma_bytes", "sram_bytes",
+            "vela_cpu_ops", "vela_sram_bytes")
+    widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in head]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    lines += ["  ".join(str(r[h]).ljust(w) for h, w in zip(head, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="out/lut_ops", help="where Vela writes its outputs")
+    args = ap.parse_args(argv)
+    print("ours: emulated (functional model); Vela: its own summary")
+    print(table(run(args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

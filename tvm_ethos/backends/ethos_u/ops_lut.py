@@ -1,0 +1,228 @@
+"""LOGISTIC, TANH, LEAKY_RELU and QUANTIZE (integer requantization) as NPU operations.
+
+The activations are functions of one int8 code, so each is a 256-entry table applied by
+the NPU's LUT activation: the table goes from flash to SHRAM by a DMA, then a 1x1 average pool
+with unit scale and zero points 0 passes every code through unchanged and the output stage
+looks it up (entry ``code + 128``). Every table is TFLite Micro's kernel on each code,
+clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" emulator's
+(``lower.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
+identity multiplier in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
+follows LiteRT's float32 ratio), HARD_SWISH is TFLite's int16 fixed point
+(:func:`hard_swish_table`). Vela lowers these operators the same way (an identity operation
+carrying the LUT).
+
+QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
+zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
+1x1 average pool whose explicit OFM scale is ``(M, 31 - s)`` in the TFL rounding mode, which is
+that double rounding (Vela also turns QUANTIZE into an average pool).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
+from tvm_ethos.lower.quant import (
+    INT32_MAX,
+    f32,
+    logistic_lut,
+    mbqm_np,
+    quantize_multiplier,
+    tanh_lut,
+)
+
+#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
+SHRAM_REGION = 0x103
+#: operators applied through an int8 lookup table (no importer pattern yields "hard_swish"
+#: yet: TVM's converter writes it as float arithmetic)
+LUT_KINDS = ("sigmoid", "tanh", "leaky_relu", "hard_swish")
+REQUANTIZE_KINDS = ("requantize",)
+#: every operator this module emits
+KINDS = LUT_KINDS + REQUANTIZE_KINDS
+#: integer types a requantization reads and writes on the NPU
+_REQUANT_TYPES = ("int8", "uint8", "int16")
+
+
+def table(q) -> np.ndarray:
+    """The 256 int8 output codes of a LUT operator, entry ``code + 128``, or
+    UnsupportedOperatorError saying why the NPU's table cannot express it."""
+    if q.in_dtypes[0] != "int8" or q.out_dtype != "int8":
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU's lookup tables "
+            "take int8 -> int8 (quantize the tensors to int8)")
+    in_q, out_q = q.in_q[0], q.out_q
+    if q.kind == "sigmoid":
+        values = logistic_lut("int8", in_q, out_q)
+    elif q.kind == "tanh":
+        values = tanh_lut("int8", in_q, out_q)
+    elif q.kind == "leaky_relu":
+        values = leaky_relu_table(in_q, out_q, q.attrs["alpha"])
+    elif q.kind == "hard_swish":
+        values = hard_swish_table(in_q, out_q)
+    else:
+        raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
+    return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)
+
+
+def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
+    """LEAKY_RELU on every int8 code as TFLite Micro's prepare and kernel compute it: the
+    alpha multiplier from float32 arithmetic, the identity multiplier from the scales' ratio
+    in double (LiteRT takes that ratio in float32, ``lower.quant.leaky_relu_lut``: the two
+    differ where ``x * ratio`` falls on a rounding tie)."""
+    s_in, s_out = np.float32(in_q[0]), np.float32(out_q[0])
+    ma, sa = quantize_multiplier(float(np.float32(np.float32(s_in * np.float32(alpha)) / s_out)))
+    mi, si = quantize_multiplier(float(s_in) / float(s_out))
+    v = np.arange(-128, 128, dtype=np.int64) - int(in_q[1])
+    out = np.where(v >= 0, mbqm_np(v, mi, si), mbqm_np(v, ma, sa)) + int(out_q[1])
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def _sat16(v):
+    return np.clip(v, -32768, 32767)
+
+
+def _srdhm16(a, b: int):
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul (``b`` is never -32768 here)."""
+    ab = a.astype(np.int64) * b
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    return _sat16(np.trunc((ab + nudge) / (1 << 15)).astype(np.int64))
+
+
+def _sdhm16(a, b):
+    """TFLite's int16 SaturatingDoublingHighMul: the product's high half, truncated."""
+    ab = a.astype(np.int64) * b.astype(np.int64)
+    high = np.trunc(ab / (1 << 15)).astype(np.int64)
+    return np.where((a == b) & (a == -32768), 32767, _sat16(high))
+
+
+def _rdbpot16(x, exponent: int):
+    if exponent == 0:
+        return x
+    mask = (1 << exponent) - 1
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + ((x & mask) > threshold)
+
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier then DownScaleInt32ToInt16Multiplier."""
+    m, shift = quantize_multiplier(real)
+    if m >= INT32_MAX - (1 << 15):
+        return 32767, shift
+    return (m + (1 << 15)) >> 16, shift
+
+
+def hard_swish_table(in_q: tuple, out_q: tuple) -> np.ndarray:
+    """HARD_SWISH on every int8 code (entry ``code + 128``): TFLite's reference int8 kernel
+    (``reference_ops::HardSwish``, which TFLite Micro runs), its int16 fixed point step by
+    step, with the multipliers its prepare derives from the float32 scales."""
+    hires = np.float32(np.float32(1 / 128) * np.float32(in_q[0]))
+    out_m, out_e = _int16_multiplier(float(np.float32(hires / np.float32(out_q[0]))))
+    if out_e > 0:
+        raise UnsupportedOperatorError(
+            "HARD_SWISH", f"input scale {in_q[0]:g} over 128 times the output scale "
+            f"{out_q[0]:g}; TFLite's kernel requires at most that ratio")
+    relu_m, relu_e = _int16_multiplier(float(np.float32(hires / np.float32(3 / 32768))))
+    x = (np.arange(-128, 128, dtype=np.int64) - int(in_q[1])) * (1 << 7)
+    preshift = _srdhm16(x, out_m)
+    reluish = x
+    if relu_e > 0:
+        reluish = _sat16(reluish * (1 << (relu_e - 1)))
+    reluish = _srdhm16(reluish, relu_m)
+    if relu_e > 0:
+        reluish = _sat16(reluish * 2)
+    if relu_e < 0:
+        reluish = _rdbpot16(reluish, -relu_e)
+    reluish = (reluish + (1 << 15)) >> 1
+    out = _rdbpot16(_sdhm16(reluish, preshift), -out_e) + int(out_q[1])
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def requantize_scale(q) -> tuple[int, int]:
+    """The NPU's (multiplier, right shift) of a requantization: TFLite's
+    ``QuantizeMultiplier(scale_in / scale_out)`` as ``(M, 31 - shift)``."""
+    for dtype in (q.in_dtypes[0], q.out_dtype):
+        if dtype not in _REQUANT_TYPES:
+            raise UnsupportedOperatorError(
+                q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU requantizes "
+                f"between {', '.join(_REQUANT_TYPES)} (float tensors stay on the host)")
+    # TFLite saturates the shift to [-31, 30], so 31 - shift fits the NPU's six bits
+    m, shift = quantize_multiplier(f32(q.in_q[0][0]) / f32(q.out_q[0]))
+    return m, 31 - shift
+
+
+def _identity_pool(ifm: FmSlot, ofm: FmSlot):
+    """A 1x1 average pool over the whole map, no activation yet, no block config."""
+    api = vela_api()
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+    npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return npu
+
+
+def _explicit(multiplier: int, shift: int):
+    from ethosu.vela.operation import ExplicitScaling
+
+    return ExplicitScaling(False, [shift], [multiplier])
+
+
+def lut_dma(q, flash, lut_address: int):
+    """The DMA that puts the operator's table at ``lut_address`` of SHRAM (slot 0)."""
+    api = vela_api()
+    src = flash.add(table(q).tobytes())
+    return api.NpuDmaOperation(src, api.NpuAddressRange(SHRAM_REGION, lut_address, src.length))
+
+
+def lut_op(q, ifm: FmSlot, ofm: FmSlot):
+    """The pooling operation that looks every code of ``ifm`` up in the table in SHRAM slot 0
+    (loaded by :func:`lut_dma`); no block config yet."""
+    api = vela_api()
+    unit = {"scale": 1.0, "zero_point": 0}
+    npu = _identity_pool(dataclasses.replace(ifm, **unit), dataclasses.replace(ofm, **unit))
+    npu.rescale = _explicit(1, 0)
+    npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+    npu.activation.lookup_table_index = 0
+    return npu
+
+
+def requantize_op(q, ifm: FmSlot, ofm: FmSlot):
+    """The pooling operation of one requantization (its fused clamp included); no block
+    config yet."""
+    m, shift = requantize_scale(q)
+    npu = _identity_pool(ifm, ofm)
+    npu.rescale = _explicit(m, shift)
+    npu.activation = activation(q, ofm)
+    return npu
+
+
+def before(q, flash, lut_address: int) -> list:
+    """What must run before each operation of ``q``: its table's DMA for a LUT operator
+    (again for every stripe: another operation's block may use the SHRAM banks in between),
+    nothing for a requantization."""
+    return [lut_dma(q, flash, lut_address)] if q.kind in LUT_KINDS else []
+
+
+def npu_op(q, ifm: FmSlot, ofm: FmSlot):
+    """The one block operation of an operator of :data:`KINDS` over ``ifm`` (any box of the
+    tensor: every output element reads only its own input element); no block config yet."""
+    if q.kind in LUT_KINDS:
+        npu = lut_op(q, ifm, ofm)
+    elif q.kind in REQUANTIZE_KINDS:
+        npu = requantize_op(q, ifm, ofm)
+    else:
+        raise UnsupportedOperatorError(q.tflite_name, "no table or requantization form")
+    npu.name = q.kind
+    return npu
+
+
+def emit(q, ifm: FmSlot, ofm: FmSlot, flash, lut_address: int, block_config) -> list:
+    """The NPU operations of one operator of :data:`KINDS` over whole tensors
+    (``block_config(npu)`` picks the block): :func:`before`, then :func:`npu_op`."""
+    ops = before(q, flash, lut_address)
+    npu = npu_op(q, ifm, ofm)
+    npu.block_config = block_config(npu)
+    return ops + [npu]
