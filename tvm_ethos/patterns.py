@@ -32,6 +32,9 @@ TFLITE_NAMES = {
     "mean": "MEAN",
     "add": "ADD",
     "mul": "MUL",
+    "sub": "SUB",
+    "minimum": "MINIMUM",
+    "maximum": "MAXIMUM",
     "reshape": "RESHAPE",
     "concatenate": "CONCATENATION",
     "requantize": "QUANTIZE",
@@ -197,7 +200,9 @@ def _unary_qdq_variants(kind, op_name, prescale: bool = False, extra_args: int =
 
 def _binary_variants():
     out = []
-    for kind, op_name in (("add", "relax.add"), ("mul", "relax.multiply")):
+    for kind, op_name in (("add", "relax.add"), ("mul", "relax.multiply"),
+                          ("sub", "relax.subtract"), ("minimum", "relax.minimum"),
+                          ("maximum", "relax.maximum")):
         for act, clip in itertools.product((None, "relax.nn.relu", "relax.clip"), (True, False)):
             ann = {}
             a, b = wildcard(), wildcard()

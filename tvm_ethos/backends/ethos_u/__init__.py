@@ -112,6 +112,15 @@ def _binary(q, o):
     return []
 
 
+def _same_q(q, o):
+    """Vela: MINIMUM / MAXIMUM with both inputs quantized as the OFM (TFLite compares codes)."""
+    r = _binary(q, o)
+    if q.out_q is not None and any(tuple(iq) != tuple(q.out_q) for iq in q.in_q):
+        r.append(f"input quantization {list(q.in_q)} and output {q.out_q}; both input "
+                 "quantization parameters must match the OFM's")
+    return r
+
+
 def _softmax(q, o):
     """Vela: matching shapes and types (semantic checks), beta >= 0, IFM H*W <= 65535."""
     r = []
@@ -212,6 +221,9 @@ CHECKS = {
     "mean": _mean,
     "add": _binary,
     "mul": _binary,
+    "sub": _binary,
+    "minimum": _same_q,
+    "maximum": _same_q,
     "softmax": _softmax,
     "sigmoid": _none,
     "tanh": _none,

@@ -33,7 +33,7 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import npu_softmax
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -384,6 +384,8 @@ class _Emitter:
             npu = pool_op(qs, operands[0][0], ofm_slot)
         elif q.kind in ("add", "mul"):
             npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
+        elif q.kind in ops_elementwise.KINDS:
+            npu = ops_elementwise.binary_op(q, operands[0][0], operands[1][0], ofm_slot)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))

@@ -25,7 +25,7 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import npu_softmax
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     attach_constants,
@@ -55,6 +55,7 @@ POOL_KINDS = ("avg_pool2d", "max_pool2d")
 ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
 STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
+STREAM_KINDS += ops_elementwise.KINDS
 
 
 def _key(t) -> str:
@@ -209,6 +210,9 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             npu.block_config = block_config(npu, acc)
         elif q.kind in ELEMENTWISE_KINDS:
             npu = elementwise_op(q, operands[0], operands[1], ofm)
+            npu.block_config = block_config(npu, acc)
+        elif q.kind in ops_elementwise.KINDS:
+            npu = ops_elementwise.binary_op(q, operands[0], operands[1], ofm)
             npu.block_config = block_config(npu, acc)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
