@@ -1,0 +1,102 @@
+"""SUB, MINIMUM and MAXIMUM on the Ethos-U (ops_elementwise.py): one NPU elementwise operation
+each, in the stream and in the TIR emulator, bit for bit TFLite Micro's, over shapes (with a
+broadcast operand on either side), quantization and fused activations. MINIMUM / MAXIMUM whose
+inputs are not quantized as the output stay TFLite operators (Vela's constraint), still
+TFLite Micro's results."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tflite
+import tflite_builder as tb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tflite_builder import BO, BOPT, T
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import tflm_oracle
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+CODES = {"sub": BO.SUB, "minimum": BO.MINIMUM, "maximum": BO.MAXIMUM}
+
+
+def binary_model(kind, a_shape, b_shape, a_q, b_q, out_q, act=None) -> bytes:
+    """One SUB / MINIMUM / MAXIMUM of two int8 inputs (``act`` fused into SUB)."""
+    out_shape = list(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
+    tensors = [T(list(a_shape), "int8", scale=a_q[0], zp=a_q[1]),
+               T(list(b_shape), "int8", scale=b_q[0], zp=b_q[1]),
+               T(out_shape, "int8", scale=out_q[0], zp=out_q[1])]
+    options = None
+    if kind == "sub":
+        def options(b):
+            tflite.SubOptionsStart(b)
+            tflite.SubOptionsAddFusedActivationFunction(b, tb.ACT[act])
+            return tflite.SubOptionsEnd(b)
+    op = (CODES[kind], BOPT.SubOptions if options else 0, options, [0, 1], [2])
+    return tb.serialize(tensors, [op], [0, 1], [2])
+
+
+def _check(data: bytes, target: str, seed: int, runs: int = 2) -> list[str]:
+    """Compile ``data`` for ``target``, compare ``runs`` random inputs with TFLite Micro;
+    returns where each operator was placed (``ethos-u`` targets)."""
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    rs = np.random.RandomState(seed)
+    for _ in range(runs):
+        xs = [rs.randint(-128, 128, size=s.shape).astype(np.int8) for s in cm.inputs]
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    return [p.placed_on for p in getattr(cm, "placement", ())]
+
+
+scales = st.floats(0.005, 0.5).map(lambda v: float(np.float32(v)))
+zero_points = st.integers(-100, 100)
+quant = st.tuples(scales, zero_points)
+
+
+@st.composite
+def shapes(draw):
+    """An NHWC shape and a second operand's: equal, or broadcast along some size-1 axes on
+    one side (the NPU broadcasts one operand)."""
+    full = tuple(draw(st.lists(st.integers(1, 7), min_size=3, max_size=3)))
+    full = (1,) + full
+    mask = draw(st.lists(st.booleans(), min_size=3, max_size=3))
+    small = (1,) + tuple(1 if m else d for m, d in zip(mask, full[1:]))
+    return (small, full) if draw(st.booleans()) else (full, small)
+
+
+@settings(max_examples=12, deadline=None)
+@given(shp=shapes(), a_q=quant, b_q=quant, out_q=quant,
+       act=st.sampled_from([None, "relu", "relu6", "relu_n1_to_1"]), seed=st.integers(0, 999))
+def test_sub_in_the_stream_equals_tflite_micro(shp, a_q, b_q, out_q, act, seed):
+    data = binary_model("sub", *shp, a_q, b_q, out_q, act)
+    assert _check(data, "ethos-u", seed) == ["ethos-u"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(kind=st.sampled_from(["minimum", "maximum"]), shp=shapes(), q=quant,
+       seed=st.integers(0, 999))
+def test_minimum_maximum_in_the_stream_equal_tflite_micro(kind, shp, q, seed):
+    data = binary_model(kind, *shp, q, q, q)
+    assert _check(data, "ethos-u", seed) == ["ethos-u"]
+
+
+@settings(max_examples=5, deadline=None)
+@given(kind=st.sampled_from(["sub", "minimum", "maximum"]), shp=shapes(), q=quant,
+       out_q=quant, seed=st.integers(0, 999))
+def test_the_tir_emulator_and_the_host_kernel_equal_tflite_micro(kind, shp, q, out_q, seed):
+    """The same operators on ``ethos-u,llvm`` (the TIR emulator's kernel, ``te_ops``) and on
+    ``llvm`` alone (the exact host kernel); MINIMUM / MAXIMUM with another output quantization
+    stay on the host, whose kernel compares codes as TFLite does."""
+    same = kind != "sub" and seed % 2 == 0
+    data = binary_model(kind, *shp, q, q if same else (q[0] * 1.5, q[1] - 7),
+                        q if same else out_q)
+    for target in ("ethos-u,llvm", "llvm"):
+        _check(data, target, seed, runs=1)
+
+
+@pytest.mark.parametrize("kind", ["minimum", "maximum"])
+def test_minimum_maximum_quantized_unlike_the_output_stay_tflite_operators(kind):
+    data = binary_model(kind, (1, 3, 4, 5), (1, 3, 4, 5), (0.05, 3), (0.03, -4), (0.05, 3))
+    assert _check(data, "ethos-u", 0) == ["tflite-micro"]
