@@ -100,3 +100,32 @@ def test_the_tir_emulator_and_the_host_kernel_equal_tflite_micro(kind, shp, q, o
 def test_minimum_maximum_quantized_unlike_the_output_stay_tflite_operators(kind):
     data = binary_model(kind, (1, 3, 4, 5), (1, 3, 4, 5), (0.05, 3), (0.03, -4), (0.05, 3))
     assert _check(data, "ethos-u", 0) == ["tflite-micro"]
+
+
+def _conv_sub_max_conv(rs):
+    """CONV_2D, SUB of its input, MAXIMUM with the SUB's own output broadcast from one row,
+    CONV_2D: the elementwise operators between convolutions, where the planner can stripe
+    them."""
+    x = tb._qact(rs, [1, 8, 6, 8])
+    w, bias, a = tb._conv_tensors(rs, x, 8)
+    s = T([1, 8, 6, 8], "int8", scale=rs.uniform(0.05, 0.2), zp=int(rs.randint(-20, 20)))
+    m = T([1, 8, 6, 8], "int8", scale=float(s.scale[0]), zp=int(s.zp[0]))
+    w2, bias2, y = tb._conv_tensors(rs, m, 4)
+    sub = (BO.SUB, 0, None, [3, 0], [4])
+    mx = (BO.MAXIMUM, 0, None, [4, 4], [5])
+    return tb.serialize([x, w, bias, a, s, m, w2, bias2, y],
+                        [tb._conv_op([0, 1, 2], [3]), sub, mx, tb._conv_op([5, 6, 7], [8])],
+                        [0], [8])
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+def test_sub_and_maximum_between_convolutions_equal_tflite_micro(accelerator):
+    data = _conv_sub_max_conv(np.random.RandomState(3))
+    cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={accelerator}",
+                           cache_dir=False)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"] * 4
+    rs = np.random.RandomState(1)
+    for _ in range(3):
+        xs = [rs.randint(-128, 128, size=s.shape).astype(np.int8) for s in cm.inputs]
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
