@@ -18,6 +18,8 @@ import operator_models
 import pytest
 
 import tvm_ethos
+from benchmarks.real_models import vela_cpu_indices, vela_size
+from tests.helpers.models import MODELS_DIR
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tvm_ethos.errors import TvmEthosError
 
@@ -147,3 +149,22 @@ def test_the_one_operator_model_lands_where_the_table_says_with_the_oracles_outp
             assert g.size == w.size
             assert np.array_equal(g.reshape(w.shape).astype(np.int64), w.astype(np.int64)), (
                 f"{row.operator}: {g.ravel()[:8]} vs {row.oracle} {w.ravel()[:8]}")
+
+
+# --------------------------------------------------------------------- partition like Vela
+def test_vela_s_cpu_operators_are_matched_back_to_the_source_operators():
+    """benchmarks/real_models.py's NPU>=Vela column: Vela Size's operators left on the CPU of
+    keyword_scrambled_8bit (its SVDFs and the int16 output's QUANTIZE) found by index in the
+    source, as many as Vela's summary counts."""
+    path = MODELS_DIR / "tflite-micro" / "keyword_scrambled_8bit.tflite"
+    if not path.exists():
+        pytest.skip(f"model {path} not available (set TVM_ETHOS_MODELS)")
+    source = path.read_bytes()
+    vela = vela_size(str(path), "ethos-u55-128")
+    kept = vela_cpu_indices(source, vela["tflite"])
+    kinds = _builtin_names(source)
+    assert kept is not None and len(kept) == vela["cpu"]
+    assert sorted(kinds[i] for i in kept) == ["QUANTIZE"] + ["SVDF"] * 7
+    assert kept == {i for i, k in enumerate(kinds) if k == "SVDF"} | {len(kinds) - 1}
+    # a file whose operators are not the source's is not matched
+    assert vela_cpu_indices(operator_models.MODELS["conv2d"](), vela["tflite"]) is None
