@@ -1214,6 +1214,7 @@ LOWERINGS = {
     "minimum": lower_min_max,
     "maximum": lower_min_max,
     "requantize": lower_requantize,
+    "relu": lower_requantize,
     "reshape": lower_reshape,
     "concatenate": lower_concatenate,
     "sigmoid": lower_lut,

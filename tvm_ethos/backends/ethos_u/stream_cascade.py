@@ -386,6 +386,8 @@ class _Emitter:
             npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
         elif q.kind in ops_elementwise.KINDS:
             npu = ops_elementwise.binary_op(q, operands[0][0], operands[1][0], ofm_slot)
+        elif q.kind in ops_elementwise.UNARY_KINDS:
+            npu = ops_elementwise.relu_op(q, operands[0][0], ofm_slot)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
@@ -397,6 +399,8 @@ class _Emitter:
             return
         if q.kind in CONV_KINDS:
             self.constants(npu, step, q, c, key)
+        elif q.kind in ops_elementwise.UNARY_KINDS:
+            self.constants(npu, step, q, c, key, *ops_elementwise.relu_constants(q, c))
         else:
             npu.block_config = self.block_config(npu, key)
         self.ops.append(npu)

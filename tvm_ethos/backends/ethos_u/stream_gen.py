@@ -55,7 +55,7 @@ POOL_KINDS = ("avg_pool2d", "max_pool2d")
 ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
 STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
-STREAM_KINDS += ops_elementwise.KINDS
+STREAM_KINDS += ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
 
 
 def _key(t) -> str:
@@ -214,6 +214,10 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         elif q.kind in ops_elementwise.KINDS:
             npu = ops_elementwise.binary_op(q, operands[0], operands[1], ofm)
             npu.block_config = block_config(npu, acc)
+        elif q.kind in ops_elementwise.UNARY_KINDS:
+            npu = ops_elementwise.relu_op(q, operands[0], ofm)
+            attach_constants(npu, q, ofm.shape[2], acc, flash,
+                             *ops_elementwise.relu_constants(q, ofm.shape[2]))
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         npu.name = q.kind
