@@ -139,11 +139,12 @@ def relu() -> bytes:
 
 
 def relu6() -> bytes:
-    return unary(BO.RELU6)
+    """RELU6 with the output quantized as the input (as converters write it)."""
+    return unary(BO.RELU6, out_q=Q)
 
 
 def relu_n1_to_1() -> bytes:
-    return unary(BO.RELU_N1_TO_1, out_q=(1 / 128, 0))
+    return unary(BO.RELU_N1_TO_1, out_q=Q)
 
 
 def relu_0_to_1() -> bytes:

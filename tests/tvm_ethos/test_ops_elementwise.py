@@ -2,7 +2,9 @@
 each, in the stream and in the TIR emulator, bit for bit TFLite Micro's, over shapes (with a
 broadcast operand on either side), quantization and fused activations. MINIMUM / MAXIMUM whose
 inputs are not quantized as the output stay TFLite operators (Vela's constraint), still
-TFLite Micro's results."""
+TFLite Micro's results. RELU, RELU6 and RELU_N1_TO_1 standalone: a 1x1 depthwise convolution
+each, against TFLite Micro (RELU_N1_TO_1, which TFLite Micro has no kernel for: LiteRT's
+reference kernels)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 from tflite_builder import BO, BOPT, T
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import tflm_oracle
+from tests.helpers.tflite_oracle import oracle, tflm_oracle
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -129,3 +131,53 @@ def test_sub_and_maximum_between_convolutions_equal_tflite_micro(accelerator):
         xs = [rs.randint(-128, 128, size=s.shape).astype(np.int8) for s in cm.inputs]
         (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
         np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+RELUS = {"relu": BO.RELU, "relu6": BO.RELU6, "relu_n1_to_1": BO.RELU_N1_TO_1}
+
+
+def relu_model(kind, shape, in_q, out_q) -> bytes:
+    tensors = [T(list(shape), "int8", scale=in_q[0], zp=in_q[1]),
+               T(list(shape), "int8", scale=out_q[0], zp=out_q[1])]
+    return tb.serialize(tensors, [(RELUS[kind], 0, None, [0], [1])], [0], [1])
+
+
+def _check_relu(data: bytes, kind: str, target: str, seed: int) -> list[str]:
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = [rs.randint(-128, 128, size=s.shape).astype(np.int8) for s in cm.inputs]
+        (want,) = oracle(data, xs) if kind == "relu_n1_to_1" else tflm_oracle(data, xs)
+        (got,) = cm.run(*xs)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    return [p.placed_on for p in getattr(cm, "placement", ())]
+
+
+nhwc = st.tuples(st.just(1), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20))
+
+
+@settings(max_examples=15, deadline=None)
+@given(kind=st.sampled_from(sorted(RELUS)), shape=nhwc, in_q=quant, out_q=quant,
+       seed=st.integers(0, 999))
+def test_relus_in_the_stream_equal_tflite(kind, shape, in_q, out_q, seed):
+    """RELU requantizes to any output quantization; RELU6 and RELU_N1_TO_1 as converters write
+    them, the output quantized as the input."""
+    data = relu_model(kind, shape, in_q, out_q if kind == "relu" else in_q)
+    assert _check_relu(data, kind, "ethos-u", seed) == ["ethos-u"]
+
+
+@settings(max_examples=4, deadline=None)
+@given(kind=st.sampled_from(["relu", "relu6"]), shape=nhwc, in_q=quant, out_q=quant,
+       seed=st.integers(0, 999))
+def test_relus_on_the_tir_emulator_and_the_host_equal_tflite_micro(kind, shape, in_q, out_q,
+                                                                   seed):
+    data = relu_model(kind, shape, in_q, out_q if kind == "relu" else in_q)
+    for target in ("ethos-u,llvm", "llvm"):
+        _check_relu(data, kind, target, seed)
+
+
+def test_relu6_quantized_unlike_its_input_stays_a_tflite_operator():
+    """TFLite Micro's RELU6 clamps the input codes and does not requantize: the NPU's form
+    (a requantization) would not be its result, so it stays a TFLite operator."""
+    data = relu_model("relu6", (1, 4, 4, 8), (0.05, 3), (0.04, -2))
+    assert _check_relu(data, "relu6", "ethos-u", 0) == ["tflite-micro"]

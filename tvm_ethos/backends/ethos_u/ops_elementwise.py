@@ -1,4 +1,5 @@
-"""SUB, MINIMUM and MAXIMUM as one NPU elementwise operation each.
+"""SUB, MINIMUM and MAXIMUM as one NPU elementwise operation each; RELU, RELU6 and
+RELU_N1_TO_1 as one 1x1 depthwise convolution.
 
 SUB is ADD's arithmetic with the second operand subtracted: Vela's generator derives the
 same operand and output scales from the feature maps' quantization (its advanced scaling, as
@@ -8,14 +9,24 @@ them only with both inputs quantized as the output (Vela's constraint), where co
 ``code - zero point`` and adding the zero point back is TFLite's comparison of the codes.
 The NPU broadcasts only its second operand; a broadcast first operand swaps the two and sets
 ``reversed_operands``, which keeps SUB's order.
+
+A standalone RELU is TFLite's requantization ``zp_out + MultiplyByQuantizedMultiplier(x -
+zp_in, s_in / s_out)`` clamped to the activation's codes: a depthwise convolution with unit
+weights, no bias and that multiplier per channel rounds exactly so (the convolutions' own
+requantization), the clamp is the operation's activation.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, _common, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
+from tvm_ethos.lower.quant import f32, quantize_multiplier
 
-#: the operator kinds this module emits
+#: the two-operand kinds this module emits
 KINDS = ("sub", "minimum", "maximum")
+#: the one-operand kinds this module emits (a depthwise convolution with constants)
+UNARY_KINDS = ("relu",)
 
 
 def binary_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
@@ -33,3 +44,23 @@ def binary_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
     npu.ifm2 = feature_map(second)
     npu.reversed_operands = reverse
     return npu
+
+
+def relu_op(op, ifm: FmSlot, ofm: FmSlot):
+    """The 1x1 ``NpuConvDepthWiseOperation`` of the RELU-family ``op`` (its constants:
+    :func:`relu_constants`)."""
+    api = vela_api()
+    npu = api.NpuConvDepthWiseOperation()
+    _common(npu, op, ifm, ofm)
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    return npu
+
+
+def relu_constants(op, channels: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(OHWI unit weights, per-channel (multiplier, NPU shift)) of :func:`relu_op`: TFLite's
+    ``s_in / s_out`` multiplier, as ``te_ops.lower_requantize`` takes it."""
+    m, s = quantize_multiplier(f32(op.in_q[0][0]) / f32(op.out_q[0]))
+    if not 0 <= 31 - s <= 63:
+        raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {s}")
+    return np.ones((channels, 1, 1, 1), np.int16), [(int(m), 31 - int(s))] * channels
