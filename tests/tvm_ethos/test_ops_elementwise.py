@@ -68,7 +68,7 @@ def shapes(draw):
     return (small, full) if draw(st.booleans()) else (full, small)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(shp=shapes(), a_q=quant, b_q=quant, out_q=quant,
        act=st.sampled_from([None, "relu", "relu6", "relu_n1_to_1"]), seed=st.integers(0, 999))
 def test_sub_in_the_stream_equals_tflite_micro(shp, a_q, b_q, out_q, act, seed):
@@ -76,7 +76,7 @@ def test_sub_in_the_stream_equals_tflite_micro(shp, a_q, b_q, out_q, act, seed):
     assert _check(data, "ethos-u", seed) == ["ethos-u"]
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(kind=st.sampled_from(["minimum", "maximum"]), shp=shapes(), q=quant,
        seed=st.integers(0, 999))
 def test_minimum_maximum_in_the_stream_equal_tflite_micro(kind, shp, q, seed):
@@ -84,7 +84,7 @@ def test_minimum_maximum_in_the_stream_equal_tflite_micro(kind, shp, q, seed):
     assert _check(data, "ethos-u", seed) == ["ethos-u"]
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(kind=st.sampled_from(["sub", "minimum", "maximum"]), shp=shapes(), q=quant,
        out_q=quant, seed=st.integers(0, 999))
 def test_the_tir_emulator_and_the_host_kernel_equal_tflite_micro(kind, shp, q, out_q, seed):
@@ -156,7 +156,7 @@ def _check_relu(data: bytes, kind: str, target: str, seed: int) -> list[str]:
 nhwc = st.tuples(st.just(1), st.integers(1, 9), st.integers(1, 9), st.integers(1, 20))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(kind=st.sampled_from(sorted(RELUS)), shape=nhwc, in_q=quant, out_q=quant,
        seed=st.integers(0, 999))
 def test_relus_in_the_stream_equal_tflite(kind, shape, in_q, out_q, seed):
