@@ -154,12 +154,16 @@ def one(model: str, accelerator: str, runs: int, budget: str, vela_file: str = "
             fast = max(fast, stats.high_water.get(2, 0))
             dma = max(dma, _dma(stats))
         out["dma"] = dma
-        if vela_tflite:
-            out["vela_dma"] = _dma(TfliteGraph(vela_tflite, accelerator).run(inputs[0])[1])
     except Exception as err:   # a runner that cannot run the file: reported, not raised
         out.update(equal=None, why=f"the file: {type(err).__name__}: "
                                    f"{str(err).splitlines()[0][:70]}")
         return out
+    if vela_tflite:
+        try:
+            out["vela_dma"] = _dma(TfliteGraph(vela_tflite, accelerator).run(inputs[0])[1])
+        except Exception as err:   # the functional model cannot run Vela's file: no figure
+            out["vela_note"] = (f"Vela's file on the functional model: {type(err).__name__}: "
+                                f"{str(err).splitlines()[0][:60]}")
     out.update(inputs=len(inputs), arena=arena, fast=fast, equal=None,
                why="TFLite Micro's interpreter died on the source model")
     print(json.dumps(out), flush=True)
@@ -251,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append("kept: " + ", ".join(r["kept_kinds"]))
             if "why" in vela:
                 notes.append(f"Vela: {vela['why']}")
+            if r.get("vela_note"):
+                notes.append(r["vela_note"])
             if r.get("why"):
                 notes.append(r["why"])
             print(f"{name:<28} {acc:<14} {'yes':>8} {r['npu']:>4} {r['kept']:>4} "
