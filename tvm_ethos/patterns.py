@@ -36,6 +36,7 @@ TFLITE_NAMES = {
     "minimum": "MINIMUM",
     "maximum": "MAXIMUM",
     "relu": "RELU",
+    "abs": "ABS",
     "reshape": "RESHAPE",
     "concatenate": "CONCATENATION",
     "requantize": "QUANTIZE",
@@ -306,6 +307,7 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _unary_qdq_variants("resize_bilinear", "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants("pad", "relax.nn.pad")
         + _relu_variants()
+        + _unary_qdq_variants("abs", "relax.abs")
         + _requantize_variants()
         + _depth_to_space_variants()
         + _integer_variant("split", "relax.strided_slice", extra_args=3)

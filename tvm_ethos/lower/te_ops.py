@@ -904,6 +904,23 @@ def lower_min_max(op, inputs, pool: ConstPool, name="minmax"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def lower_abs(op, inputs, pool: ConstPool, name="abs"):
+    """ABS (TFLite Micro's elementwise AbsHelper): ``|x - zp_in|``, rescaled by ``s_in /
+    s_out`` only when the scales differ, plus the output zero point."""
+    (x,) = inputs
+    s1, z1 = f32(op.in_q[0][0]), int(op.in_q[0][1])
+    so, zo = _out_q(op)
+    m, sh = quantize_multiplier(s1 / so)
+
+    def fn(*idx):
+        v = tirx.abs(x[idx].astype("int32") - _i32(z1))
+        if s1 != so:
+            v = mbqm(v, m, sh)
+        return clamp_cast(v + _i32(zo), op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_requantize(op, inputs, pool: ConstPool, name="requant"):
     (x,) = inputs
     s1, z1 = f32(op.in_q[0][0]), int(op.in_q[0][1])
@@ -1215,6 +1232,7 @@ LOWERINGS = {
     "maximum": lower_min_max,
     "requantize": lower_requantize,
     "relu": lower_requantize,
+    "abs": lower_abs,
     "reshape": lower_reshape,
     "concatenate": lower_concatenate,
     "sigmoid": lower_lut,

@@ -235,6 +235,7 @@ CHECKS = {
     "minimum": _same_q,
     "maximum": _same_q,
     "relu": _relu,
+    "abs": _none,
     "softmax": _softmax,
     "sigmoid": _none,
     "tanh": _none,

@@ -388,6 +388,8 @@ class _Emitter:
             npu = ops_elementwise.binary_op(q, operands[0][0], operands[1][0], ofm_slot)
         elif q.kind in ops_elementwise.UNARY_KINDS:
             npu = ops_elementwise.relu_op(q, operands[0][0], ofm_slot)
+        elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
+            npu = ops_elementwise.abs_op(q, operands[0][0], ofm_slot)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))

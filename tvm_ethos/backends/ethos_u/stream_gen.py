@@ -55,7 +55,8 @@ POOL_KINDS = ("avg_pool2d", "max_pool2d")
 ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
 STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
-STREAM_KINDS += ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
+STREAM_KINDS += (ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
+                 + ops_elementwise.ELEMENTWISE_UNARY_KINDS)
 
 
 def _key(t) -> str:
@@ -213,6 +214,9 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             npu.block_config = block_config(npu, acc)
         elif q.kind in ops_elementwise.KINDS:
             npu = ops_elementwise.binary_op(q, operands[0], operands[1], ofm)
+            npu.block_config = block_config(npu, acc)
+        elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
+            npu = ops_elementwise.abs_op(q, operands[0], ofm)
             npu.block_config = block_config(npu, acc)
         elif q.kind in ops_elementwise.UNARY_KINDS:
             npu = ops_elementwise.relu_op(q, operands[0], ofm)
