@@ -4,7 +4,7 @@ broadcast operand on either side), quantization and fused activations. MINIMUM /
 inputs are not quantized as the output stay TFLite operators (Vela's constraint), still
 TFLite Micro's results. RELU, RELU6 and RELU_N1_TO_1 standalone: a 1x1 depthwise convolution
 each, against TFLite Micro (RELU_N1_TO_1, which TFLite Micro has no kernel for: LiteRT's
-reference kernels)."""
+reference kernels). ABS: one NPU elementwise operation."""
 from __future__ import annotations
 
 import numpy as np
@@ -181,3 +181,29 @@ def test_relu6_quantized_unlike_its_input_stays_a_tflite_operator():
     (a requantization) would not be its result, so it stays a TFLite operator."""
     data = relu_model("relu6", (1, 4, 4, 8), (0.05, 3), (0.04, -2))
     assert _check_relu(data, "relu6", "ethos-u", 0) == ["tflite-micro"]
+
+
+def abs_model(shape, in_q, out_q) -> bytes:
+    tensors = [T(list(shape), "int8", scale=in_q[0], zp=in_q[1]),
+               T(list(shape), "int8", scale=out_q[0], zp=out_q[1])]
+    return tb.serialize(tensors, [(BO.ABS, 0, None, [0], [1])], [0], [1])
+
+
+@settings(max_examples=8, deadline=None)
+@given(shape=nhwc, in_q=quant, out_q=quant, same=st.booleans(), seed=st.integers(0, 999))
+def test_abs_in_the_stream_and_the_emulator_equals_tflite_micro(shape, in_q, out_q, same, seed):
+    """ABS: one NPU elementwise operation; TFLite Micro rescales only when the scales differ,
+    so both cases are drawn. Every int8 code is among the inputs."""
+    data = abs_model(shape, in_q, in_q if same else out_q)
+    rs = np.random.RandomState(seed)
+    codes = np.arange(-128, 128).astype(np.int8)
+    for target in ("ethos-u", "ethos-u,llvm"):
+        cm = tvm_ethos.compile(data, target, cache_dir=False)
+        if target == "ethos-u":
+            assert [p.placed_on for p in cm.placement] == ["ethos-u"]
+        n = int(np.prod(shape))
+        x = np.concatenate([codes, rs.randint(-128, 128, max(0, n - 256)).astype(np.int8)])
+        for k in range(0, 256, n) if n < 256 else (0,):
+            xs = [np.resize(np.roll(x, -k), shape).astype(np.int8)]
+            (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+            np.testing.assert_array_equal(got.reshape(want.shape), want)

@@ -27,6 +27,8 @@ from tvm_ethos.lower.quant import f32, quantize_multiplier
 KINDS = ("sub", "minimum", "maximum")
 #: the one-operand kinds this module emits (a depthwise convolution with constants)
 UNARY_KINDS = ("relu",)
+#: the one-operand kinds that are one elementwise operation
+ELEMENTWISE_UNARY_KINDS = ("abs",)
 
 
 def binary_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
@@ -64,3 +66,16 @@ def relu_constants(op, channels: int) -> tuple[np.ndarray, list[tuple[int, int]]
     if not 0 <= 31 - s <= 63:
         raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {s}")
     return np.ones((channels, 1, 1, 1), np.int16), [(int(m), 31 - int(s))] * channels
+
+
+def abs_op(op, ifm: FmSlot, ofm: FmSlot):
+    """ABS: the NPU's ``|ifm - zp_in|`` scaled by the OFM's scale register, which Vela's
+    generator takes from the OFM quantization's scale: given ``s_in / s_out`` (1 when the
+    scales match, as TFLite Micro skips the rescale) it is TFLite's multiplier."""
+    api = vela_api()
+    npu = api.NpuElementWiseOperation(api.NpuElementWiseOp.ABS)
+    s_in, s_out = f32(op.in_q[0][0]), f32(op.out_q[0])
+    ratio = 1.0 if s_in == s_out else s_in / s_out
+    _common(npu, op, ifm, ofm)
+    npu.ofm.quantization = api.NpuQuantization(ratio, ofm.zero_point)
+    return npu
