@@ -1,10 +1,13 @@
 """Every shipped model compiled for the Ethos-U to a TFLite Micro ``.tflite`` (target
 ``ethos-u``: NPU groups as ``ethos-u`` operators, the rest kept as TFLite operators), per
-accelerator: whether it compiles, operators on the NPU / kept, the SRAM the file's streams
-touched on the functional model (emulated) against Vela 5.2 ``--optimise Size``'s "Total SRAM
-used" for the same model in the same run, whether the outputs equal TFLite Micro's
-interpreter on the source on N random inputs (plus tflite-micro's two test images for
-person_detect), and the compile time. A printed table, not a test.
+accelerator: whether it compiles, operators on the NPU / kept on the CPU against the CPU
+operators of Vela 5.2 ``--optimise Size`` and whether every operator Vela puts on the NPU is on
+ours (issue 28's "partition like Vela, or better"), the SRAM the file's streams touched on the
+functional model (emulated) against Vela Size's "Total SRAM used", the bytes the streams' DMA
+commands move in one inference against those of Vela Size's own streams (both emulated),
+whether the outputs equal TFLite Micro's interpreter on the source on N random inputs (plus
+tflite-micro's two test images for person_detect), and the compile time. A printed table, not
+a test.
 
   python benchmarks/real_models.py [--models DIR] [--runs 20] [--only NAME ...]
                                    [--accelerators ethos-u55-128,ethos-u55-256,ethos-u65-256]
@@ -40,25 +43,67 @@ def model_files(models_dir: str) -> list[str]:
                   + glob.glob(os.path.join(models_dir, "tflite-micro", "*.tflite")))
 
 
-def vela_sram(model: str, accelerator: str) -> tuple[float | None, str]:
-    """Vela 5.2 ``--optimise Size``'s "Total SRAM used" (KiB) and its CPU operator count
-    line, or (None, why not)."""
-    vela = os.path.join(os.path.dirname(sys.executable), "vela")
-    with tempfile.TemporaryDirectory() as out:
-        r = subprocess.run([vela, model, "--accelerator-config", accelerator, "--optimise",
-                            "Size", "--output-dir", out], capture_output=True, text=True,
-                           timeout=600)
-    m = re.search(r"Total SRAM used\s+([\d.]+) KiB", r.stdout)
-    cpu = re.search(r"CPU operators = (\d+)", r.stdout)
-    if r.returncode or not m:
-        tail = (r.stderr or r.stdout).strip().splitlines()
-        return None, tail[-1][:60] if tail else f"exit {r.returncode}"
-    return float(m.group(1)), cpu.group(1) if cpu else "?"
+def vela_size(model: str, accelerator: str) -> dict:
+    """Vela 5.2 ``--optimise Size`` on ``model``: its "Total SRAM used" (``sram`` KiB), its
+    CPU operator count (``cpu``, from its summary) and the ``.tflite`` it wrote
+    (``tflite``); ``why`` instead when Vela fails."""
+    from planner.vela_run import VelaError, run_vela
+
+    try:
+        run = run_vela(model, accelerator, "--optimise", "Size")
+    except VelaError as err:
+        return {"why": str(err).splitlines()[-1][-60:]}
+    cpu = re.search(r"CPU operators = (\d+)", run.stdout)
+    return {"sram": run.sram_bytes / 1024, "cpu": int(cpu.group(1)) if cpu else None,
+            "tflite": run.tflite}
 
 
-def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
+def _operators(data: bytes) -> list[tuple[str, tuple[int, ...]]]:
+    """(kind, first output's shape) of every operator of a ``.tflite``'s first subgraph; an
+    ``ethos-u`` operator's kind is ``ethos-u``."""
+    import tflite
+
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    m = tflite.Model.GetRootAsModel(data, 0)
+    g = m.Subgraphs(0)
+    out = []
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        kind = (code.CustomCode().decode() if code.CustomCode()
+                else names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?"))
+        shape = tuple(int(d) for d in g.Tensors(op.Outputs(0)).ShapeAsNumpy()) \
+            if op.OutputsLength() else ()
+        out.append((kind, shape))
+    return out
+
+
+def vela_cpu_indices(source: bytes, vela_tflite: bytes) -> set[int] | None:
+    """The indices in ``source`` of the operators Vela left on the CPU: Vela copies them in
+    source order with their kind and output shape, so each is matched to the next source
+    operator of that kind and shape. None when one cannot be matched."""
+    src = _operators(source)
+    kept, at = set(), 0
+    for kind, shape in _operators(vela_tflite):
+        if kind == "ethos-u":
+            continue
+        while at < len(src) and src[at] != (kind, shape):
+            at += 1
+        if at == len(src):
+            return None
+        kept.add(at)
+        at += 1
+    return kept
+
+
+def _dma(stats) -> int:
+    return int(sum(stats.dma_bytes.values()))
+
+
+def one(model: str, accelerator: str, runs: int, budget: str, vela_file: str = "") -> dict:
     """Compile and compare one model for one accelerator (run in a child process) within
-    ``budget`` (a compile budget, or "" for compile's default)."""
+    ``budget`` (a compile budget, or "" for compile's default); ``vela_file``, Vela Size's
+    ``.tflite`` for it (or ""), gives the operators Vela left on the CPU and its DMA bytes."""
     import tvm_ethos
     from ethosu_stream.tflite_graph import TfliteGraph
     from tvm_ethos.backends.tflite_micro.reference import TflmReference
@@ -77,9 +122,18 @@ def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
                 "why": str(err).splitlines()[0].removeprefix("<bytes>: ")[:90]}
     seconds = time.perf_counter() - t0
     summary = cm.partition_summary
+    ours_cpu = {p.index for p in cm.placement if p.placed_on != "ethos-u"}
     out = {"compiled": True, "seconds": seconds, "npu": summary.get("ethos-u", 0),
            "kept": summary.get("tflite-micro", 0),
            "kept_kinds": sorted({p.kind for p in cm.placement if p.placed_on != "ethos-u"})}
+    vela_tflite = b""
+    if vela_file:
+        with open(vela_file, "rb") as f:
+            vela_tflite = f.read()
+        vela_cpu = vela_cpu_indices(source, vela_tflite)
+        kinds = [p.kind for p in cm.placement]
+        out["not_taken"] = None if vela_cpu is None else \
+            [f"{kinds[i]}@{i}" for i in sorted(ours_cpu - vela_cpu)]
     print(json.dumps(dict(out, why="the process died running the file")), flush=True)
     rs = np.random.RandomState(0)
     inputs = []
@@ -92,16 +146,24 @@ def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
     # the file first, then TFLite Micro: each step reported before the next may crash
     try:
         graph = TfliteGraph(cm.tflite, accelerator)
-        got_all, arena, fast = [], 0, 0
+        got_all, arena, fast, dma = [], 0, 0, 0
         for xs in inputs:
             got, stats = graph.run(xs)
             got_all.append(got)
             arena = max(arena, stats.high_water.get(1, 0))
             fast = max(fast, stats.high_water.get(2, 0))
+            dma = max(dma, _dma(stats))
+        out["dma"] = dma
     except Exception as err:   # a runner that cannot run the file: reported, not raised
         out.update(equal=None, why=f"the file: {type(err).__name__}: "
                                    f"{str(err).splitlines()[0][:70]}")
         return out
+    if vela_tflite:
+        try:
+            out["vela_dma"] = _dma(TfliteGraph(vela_tflite, accelerator).run(inputs[0])[1])
+        except Exception as err:   # the functional model cannot run Vela's file: no figure
+            out["vela_note"] = (f"Vela's file on the functional model: {type(err).__name__}: "
+                                f"{str(err).splitlines()[0][:60]}")
     out.update(inputs=len(inputs), arena=arena, fast=fast, equal=None,
                why="TFLite Micro's interpreter died on the source model")
     print(json.dumps(out), flush=True)
@@ -118,10 +180,13 @@ def one(model: str, accelerator: str, runs: int, budget: str) -> dict:
     return out
 
 
-def _child(model: str, accelerator: str, runs: int, budget: str) -> dict:
-    r = subprocess.run([sys.executable, __file__, "--child", model, accelerator, str(runs),
-                        budget],
-                       capture_output=True, text=True, timeout=3600)
+def _child(model: str, accelerator: str, runs: int, budget: str, vela_tflite: bytes) -> dict:
+    with tempfile.NamedTemporaryFile(suffix="_vela.tflite") as f:
+        f.write(vela_tflite)
+        f.flush()
+        r = subprocess.run([sys.executable, __file__, "--child", model, accelerator, str(runs),
+                            budget, f.name if vela_tflite else ""],
+                           capture_output=True, text=True, timeout=3600)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if lines:   # the last step reported (a crash after it is named in its "why")
         return json.loads(lines[-1])
@@ -144,59 +209,82 @@ def main(argv: list[str] | None = None) -> int:
                          "'smallest', 'system', 'none'); 'vela': Vela's Size SRAM for that "
                          "model and accelerator; default smallest, the plan of the least "
                          "memory, as Vela's --optimise Size")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(one(args.child[0], args.child[1], int(args.child[2]),
-                             args.child[3])), flush=True)
+                             args.child[3], args.child[4])), flush=True)
         return 0
     models = [m for m in model_files(args.models)
               if args.only is None or os.path.splitext(os.path.basename(m))[0] in args.only]
     if not models:
         print(f"no .tflite under {args.models}", file=sys.stderr)
         return 2
-    head = (f"{'model':<28} {'accelerator':<14} {'compiled':>8} {'NPU':>4} {'kept':>4} "
-            f"{'arena B':>9} {'fast B':>8} {'SRAM KiB':>9} {'Vela KiB':>9} {'<=Vela':>6} "
-            f"{'=TFLM':>6} {'compile s':>9}  notes")
+    head = (f"{'model':<28} {'accelerator':<14} {'compiled':>8} {'NPU':>4} {'CPU':>4} "
+            f"{'Vela CPU':>8} {'<=Vela':>6} {'NPU>=Vela':>9} {'arena B':>9} {'fast B':>8} "
+            f"{'SRAM KiB':>9} {'Vela KiB':>9} {'<=Vela':>6} {'DMA B':>9} {'Vela DMA B':>10} "
+            f"{'<=Vela':>6} {'=TFLM':>6} {'compile s':>9}  notes")
     print(head)
     print("-" * len(head))
     for model in models:
         name = os.path.splitext(os.path.basename(model))[0]
         for acc in args.accelerators.split(","):
-            vela, vela_cpu = vela_sram(model, acc)
+            vela = vela_size(model, acc)
             budget = args.budget
             if budget == "vela":
-                budget = str(int(vela * 1024)) if vela else ""
-            r = _child(model, acc, args.runs, budget)
+                budget = str(int(vela["sram"] * 1024)) if "sram" in vela else ""
+            r = _child(model, acc, args.runs, budget, vela.get("tflite", b""))
+            vela_cpu = vela.get("cpu")
             if not r.get("compiled"):
                 done = "no" if r.get("compiled") is False else "crash"
-                print(f"{name:<28} {acc:<14} {done:>8} {'':>4} {'':>4} {'':>9} {'':>8} "
-                      f"{'':>9} {_kib(vela):>9} {'':>6} {'':>6} {'':>9}  {r.get('why', '')}")
+                print(f"{name:<28} {acc:<14} {done:>8} {'':>4} {'':>4} {_n(vela_cpu):>8} "
+                      f"{'':>6} {'':>9} {'':>9} {'':>8} {'':>9} {_kib(vela.get('sram')):>9} "
+                      f"{'':>6} {'':>9} {'':>10} {'':>6} {'':>6} {'':>9}  "
+                      f"{r.get('why', '')}")
                 continue
             sram = (r["fast"] if acc.startswith("ethos-u65") else r["arena"]) \
                 if "arena" in r else None
-            le = "" if sram is None or vela is None else \
-                ("yes" if sram / 1024 <= vela + 0.005 else "no")
             eq = {True: f"yes/{r.get('inputs')}", False: "NO", None: "-"}[r.get("equal")]
+            not_taken = r.get("not_taken")
+            superset = "" if "not_taken" not in r else \
+                ("?" if not_taken is None else "yes" if not not_taken else "no")
             notes = []
+            if not_taken:
+                notes.append("Vela takes, we do not: " + ", ".join(not_taken))
             if r["kept_kinds"]:
                 notes.append("kept: " + ", ".join(r["kept_kinds"]))
-            if vela is None:
-                notes.append(f"Vela: {vela_cpu}")
-            elif vela_cpu not in ("0", "?"):
-                notes.append(f"Vela keeps {vela_cpu} on the CPU")
+            if "why" in vela:
+                notes.append(f"Vela: {vela['why']}")
+            if r.get("vela_note"):
+                notes.append(r["vela_note"])
             if r.get("why"):
                 notes.append(r["why"])
             print(f"{name:<28} {acc:<14} {'yes':>8} {r['npu']:>4} {r['kept']:>4} "
+                  f"{_n(vela_cpu):>8} {_le(r['kept'], vela_cpu):>6} {superset:>9} "
                   f"{_n(r.get('arena')):>9} {_n(r.get('fast')):>8} "
-                  f"{'' if sram is None else f'{sram / 1024:.1f}':>9} {_kib(vela):>9} "
-                  f"{le:>6} {eq:>6} {r['seconds']:>9.1f}  {'; '.join(notes)}", flush=True)
+                  f"{'' if sram is None else f'{sram / 1024:.1f}':>9} "
+                  f"{_kib(vela.get('sram')):>9} "
+                  f"{_le(None if sram is None else sram / 1024, vela.get('sram'), 0.005):>6} "
+                  f"{_n(r.get('dma')):>9} {_n(r.get('vela_dma')):>10} "
+                  f"{_le(r.get('dma'), r.get('vela_dma')):>6} {eq:>6} "
+                  f"{r['seconds']:>9.1f}  {'; '.join(notes)}", flush=True)
     print("\nSRAM: emulated (the functional model's high-water marks over every run) of the "
           "ethos-u operators' arena; the tensors of operators kept as TFLite operators are "
           "placed by TFLite Micro's planner and not counted. Vela's is its own report. =TFLM: "
           "outputs equal TFLite Micro's on every input (random ones, plus the test images "
-          "where the model has them).")
+          "where the model has them). CPU: operators kept as TFLite operators; Vela CPU: "
+          "Vela's summary's CPU operators. NPU>=Vela: every source operator Vela puts on the "
+          "NPU is on ours (Vela's CPU operators matched to the source by kind and output "
+          "shape, in order). DMA: bytes the streams' DMA commands moved in one inference, "
+          "ours and Vela Size's .tflite, both run on the functional model (emulated).")
     return 0
+
+
+def _le(ours, vela, slack=0) -> str:
+    """"yes" when ``ours`` <= ``vela`` (+ ``slack``), "" when either is unknown."""
+    if ours is None or vela is None:
+        return ""
+    return "yes" if ours <= vela + slack else "no"
 
 
 def _kib(v) -> str:

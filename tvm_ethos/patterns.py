@@ -32,6 +32,11 @@ TFLITE_NAMES = {
     "mean": "MEAN",
     "add": "ADD",
     "mul": "MUL",
+    "sub": "SUB",
+    "minimum": "MINIMUM",
+    "maximum": "MAXIMUM",
+    "relu": "RELU",
+    "abs": "ABS",
     "reshape": "RESHAPE",
     "concatenate": "CONCATENATION",
     "requantize": "QUANTIZE",
@@ -197,7 +202,9 @@ def _unary_qdq_variants(kind, op_name, prescale: bool = False, extra_args: int =
 
 def _binary_variants():
     out = []
-    for kind, op_name in (("add", "relax.add"), ("mul", "relax.multiply")):
+    for kind, op_name in (("add", "relax.add"), ("mul", "relax.multiply"),
+                          ("sub", "relax.subtract"), ("minimum", "relax.minimum"),
+                          ("maximum", "relax.maximum")):
         for act, clip in itertools.product((None, "relax.nn.relu", "relax.clip"), (True, False)):
             ann = {}
             a, b = wildcard(), wildcard()
@@ -214,6 +221,23 @@ def _binary_variants():
             root = _tail(pre, ann, clip)
             ann["root"] = root
             out.append((kind, root, ann))
+    return out
+
+
+def _relu_variants():
+    """RELU (``relax.nn.relu``), RELU6 and RELU_N1_TO_1 (``relax.clip``) between a dequantize
+    and a quantize: a requantization whose clamp is the activation's (``read_qop``'s "act")."""
+    out = []
+    for act, clip in itertools.product(("relax.nn.relu", "relax.clip"), (True, False)):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        core = is_op(act)(dqx) if act == "relax.nn.relu" else is_op(act)(dqx, wildcard(),
+                                                                           wildcard())
+        ann.update(x0=x, dq0=dqx, op=core, act=core)
+        root = _tail(core, ann, clip)
+        ann["root"] = root
+        out.append(("relu", root, ann))
     return out
 
 
@@ -282,6 +306,8 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _unary_qdq_variants("leaky_relu", "relax.nn.leakyrelu")
         + _unary_qdq_variants("resize_bilinear", "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants("pad", "relax.nn.pad")
+        + _relu_variants()
+        + _unary_qdq_variants("abs", "relax.abs")
         + _requantize_variants()
         + _depth_to_space_variants()
         + _integer_variant("split", "relax.strided_slice", extra_args=3)

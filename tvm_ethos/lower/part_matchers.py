@@ -652,7 +652,8 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         axis = layer.attrs.get("axis", -1) % len(out_shape)
         return "concatenate", {"axis": axis, "activation": act}, None
     if len(acts) == 2:
-        op = layer.kind if layer is not None and layer.kind in ("add", "mul") else "add"
+        op = layer.kind if layer is not None and layer.kind in (
+            "add", "mul", "sub", "minimum", "maximum") else "add"
         return "elementwise", {"op": op, "activation": act}, None
     if all(m.affine for m in maps[:1]) and x_shape == out_shape and \
             amap.propagator([iv.var.name for iv in r.op.axis], x_shape) == \

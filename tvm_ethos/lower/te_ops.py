@@ -827,7 +827,9 @@ def _mbqm_const_one_shift(x, multiplier: int, shift: int):
 
 
 def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
-    """ADD (reference_integer_ops::Add): both inputs rescaled to 2*max(scale) with left shift 20.
+    """ADD (reference_integer_ops::Add), and SUB (``op.kind == "sub"``: TFLite's 8-bit SUB is
+    the same arithmetic with the rescaled second input subtracted): both inputs rescaled to
+    2*max(scale) with left shift 20.
     With ``vnni`` (an AVX-512 host), each rescale is :func:`mbqm_one_shift`'s single 64-bit
     add and shift, which reads its operand once, so the three rescales are one stage (no
     int32 tensors between them); the same int32 values."""
@@ -839,12 +841,13 @@ def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)
     mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+    sign = -1 if op.kind == "sub" else 1
     if vnni and min(m1, m2, mo) >= 0:
         def fused(*idx):
             xa = a[_broadcast_index(op.in_shapes[0], idx)].astype("int32") - _i32(z1)
             xb = b[_broadcast_index(op.in_shapes[1], idx)].astype("int32") - _i32(z2)
             raw = (_mbqm_const_one_shift(xa * _i32(1 << left_shift), m1, sh1)
-                   + _mbqm_const_one_shift(xb * _i32(1 << left_shift), m2, sh2))
+                   + _i32(sign) * _mbqm_const_one_shift(xb * _i32(1 << left_shift), m2, sh2))
             v = _mbqm_const_one_shift(raw, mo, sho) + _i32(zo)
             return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
@@ -862,7 +865,8 @@ def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
 
     def fn(*idx):
         raw = (
-            sa[_broadcast_index(op.in_shapes[0], idx)] + sb[_broadcast_index(op.in_shapes[1], idx)]
+            sa[_broadcast_index(op.in_shapes[0], idx)]
+            + _i32(sign) * sb[_broadcast_index(op.in_shapes[1], idx)]
         )
         v = mbqm(raw, mo, sho) + _i32(zo)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
@@ -882,6 +886,37 @@ def lower_mul(op, inputs, pool: ConstPool, name="mul"):
         vb = b[_broadcast_index(op.in_shapes[1], idx)].astype("int32") - _i32(z2)
         v = mbqm(va * vb, m, sh) + _i32(zo)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def lower_min_max(op, inputs, pool: ConstPool, name="minmax"):
+    """MINIMUM / MAXIMUM (reference_ops::MaximumMinimumBroadcast): TFLite compares the codes
+    as they are, whatever the quantization (its converter gives inputs and output one)."""
+    a, b = inputs
+    pick = tirx.min if op.kind == "minimum" else tirx.max
+
+    def fn(*idx):
+        v = pick(a[_broadcast_index(op.in_shapes[0], idx)].astype("int32"),
+                 b[_broadcast_index(op.in_shapes[1], idx)].astype("int32"))
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def lower_abs(op, inputs, pool: ConstPool, name="abs"):
+    """ABS (TFLite Micro's elementwise AbsHelper): ``|x - zp_in|``, rescaled by ``s_in /
+    s_out`` only when the scales differ, plus the output zero point."""
+    (x,) = inputs
+    s1, z1 = f32(op.in_q[0][0]), int(op.in_q[0][1])
+    so, zo = _out_q(op)
+    m, sh = quantize_multiplier(s1 / so)
+
+    def fn(*idx):
+        v = tirx.abs(x[idx].astype("int32") - _i32(z1))
+        if s1 != so:
+            v = mbqm(v, m, sh)
+        return clamp_cast(v + _i32(zo), op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
@@ -1192,7 +1227,12 @@ LOWERINGS = {
     "mean": lower_mean,
     "add": lower_add,
     "mul": lower_mul,
+    "sub": lower_add,
+    "minimum": lower_min_max,
+    "maximum": lower_min_max,
     "requantize": lower_requantize,
+    "relu": lower_requantize,
+    "abs": lower_abs,
     "reshape": lower_reshape,
     "concatenate": lower_concatenate,
     "sigmoid": lower_lut,

@@ -112,6 +112,25 @@ def _binary(q, o):
     return []
 
 
+def _same_q(q, o):
+    """Vela: MINIMUM / MAXIMUM with both inputs quantized as the OFM (TFLite compares codes)."""
+    r = _binary(q, o)
+    if q.out_q is not None and any(tuple(iq) != tuple(q.out_q) for iq in q.in_q):
+        r.append(f"input quantization {list(q.in_q)} and output {q.out_q}; both input "
+                 "quantization parameters must match the OFM's")
+    return r
+
+
+def _relu(q, o):
+    """RELU requantizes; TFLite Micro's RELU6 clamps the input codes and keeps their
+    quantization, so RELU6 / RELU_N1_TO_1 only with the output quantized as the input."""
+    if q.float_activation and q.float_activation.startswith("clip") and q.out_q is not None \
+            and tuple(q.in_q[0]) != tuple(q.out_q):
+        return [f"{q.float_activation} from quantization {q.in_q[0]} to {q.out_q}; the "
+                "output must be quantized as the input"]
+    return []
+
+
 def _softmax(q, o):
     """Vela: matching shapes and types (semantic checks), beta >= 0, IFM H*W <= 65535."""
     r = []
@@ -212,6 +231,11 @@ CHECKS = {
     "mean": _mean,
     "add": _binary,
     "mul": _binary,
+    "sub": _binary,
+    "minimum": _same_q,
+    "maximum": _same_q,
+    "relu": _relu,
+    "abs": _none,
     "softmax": _softmax,
     "sigmoid": _none,
     "tanh": _none,

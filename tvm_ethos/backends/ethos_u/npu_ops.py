@@ -359,7 +359,7 @@ def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
     api = vela_api()
     if getattr(npu, "block_config", None) is None:
         npu.block_config = block_config(npu, acc)
-    depthwise = q.kind in ("depthwise_conv2d", "mean")
+    depthwise = isinstance(npu, api.NpuConvDepthWiseOperation)
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
     if isinstance(npu, api.NpuConv2DOperation):   # the weights follow the operation's order
         traversal = npu.block_traversal

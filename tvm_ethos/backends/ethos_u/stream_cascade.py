@@ -33,7 +33,7 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import npu_softmax, ops_lut
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -392,6 +392,12 @@ class _Emitter:
         elif q.kind in ops_lut.KINDS:
             self.ops += ops_lut.before(q, self.flash, lut_address(self.accelerator))
             npu = ops_lut.npu_op(q, operands[0][0], ofm_slot)
+        elif q.kind in ops_elementwise.KINDS:
+            npu = ops_elementwise.binary_op(q, operands[0][0], operands[1][0], ofm_slot)
+        elif q.kind in ops_elementwise.UNARY_KINDS:
+            npu = ops_elementwise.relu_op(q, operands[0][0], ofm_slot)
+        elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
+            npu = ops_elementwise.abs_op(q, operands[0][0], ofm_slot)
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
@@ -403,6 +409,8 @@ class _Emitter:
             return
         if q.kind in CONV_KINDS:
             self.constants(npu, step, q, c, key)
+        elif q.kind in ops_elementwise.UNARY_KINDS:
+            self.constants(npu, step, q, c, key, *ops_elementwise.relu_constants(q, c))
         else:
             npu.block_config = self.block_config(npu, key)
         self.ops.append(npu)

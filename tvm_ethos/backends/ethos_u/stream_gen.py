@@ -25,7 +25,7 @@ import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u import npu_softmax, ops_lut
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     attach_constants,
@@ -56,6 +56,8 @@ ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
 STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
 STREAM_KINDS += ops_lut.KINDS
+STREAM_KINDS += (ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
+                 + ops_elementwise.ELEMENTWISE_UNARY_KINDS)
 
 
 def _key(t) -> str:
@@ -215,6 +217,16 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         elif q.kind in ELEMENTWISE_KINDS:
             npu = elementwise_op(q, operands[0], operands[1], ofm)
             npu.block_config = block_config(npu, acc)
+        elif q.kind in ops_elementwise.KINDS:
+            npu = ops_elementwise.binary_op(q, operands[0], operands[1], ofm)
+            npu.block_config = block_config(npu, acc)
+        elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
+            npu = ops_elementwise.abs_op(q, operands[0], ofm)
+            npu.block_config = block_config(npu, acc)
+        elif q.kind in ops_elementwise.UNARY_KINDS:
+            npu = ops_elementwise.relu_op(q, operands[0], ofm)
+            attach_constants(npu, q, ofm.shape[2], acc, flash,
+                             *ops_elementwise.relu_constants(q, ofm.shape[2]))
         else:  # pragma: no cover - STREAM_KINDS and the branches above agree
             raise AssertionError(q.kind)
         npu.name = q.kind
