@@ -144,9 +144,9 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
     _common(npu, op, ifm, ofm)
     if op.kind == "fully_connected":
-        # LiteRT's reference FULLY_CONNECTED rounds once (te_ops.mbqm_single_rounding): with the
-        # bias entries' (M, 31 - shift) that is NATURAL's add-half-and-shift
-        npu.rounding_mode = api.NpuRoundingMode.NATURAL
+        # TFLite Micro's FULLY_CONNECTED rounds twice (MultiplyByQuantizedMultiplier), as the
+        # NPU's TFL rounding does (and Vela's streams): the Ethos-U subgraph's "tir" emulator
+        # rounds so too (te_ops.lower_qop's tfl_rounding)
         npu.kernel = api.NpuKernel(1, 1)
         npu.padding = api.NpuPadding(0, 0, 0, 0)
     else:
