@@ -151,3 +151,49 @@ def test_a_rounding_tie_gives_tflite_micros_output_on_the_npu():
     for xs in inputs:
         (ref,) = tflm_oracle(model, xs)
         np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
+
+
+def fc_chain(rs, rows: int, k: int, units: tuple[int, int], act=None) -> bytes:
+    """Two FULLY_CONNECTED, ``rows x k -> rows x units[0] -> rows x units[1]``: a planned
+    NPU group (hello_world's form)."""
+    x = tb.T([rows, k], "int8", scale=rs.uniform(0.01, 0.1), zp=int(rs.randint(-30, 30)))
+    tensors, ops, prev = [x], [], 0
+    for n in units:
+        kk = tensors[prev].shape[-1]
+        w = tb.T([n, kk], "int8", scale=rs.uniform(0.002, 0.02), zp=0,
+                 data=rs.randint(-127, 128, size=(n, kk)).astype(np.int8))
+        b = tb.T([n], "int32", scale=float(tensors[prev].scale[0] * w.scale[0]), zp=0,
+                 data=rs.randint(-3000, 3000, size=n).astype(np.int32))
+        y = tb.T([rows, n], "int8", scale=rs.uniform(0.05, 0.3), zp=int(rs.randint(-30, 30)))
+        base = len(tensors)
+        tensors += [w, b, y]
+
+        def opts(bld, act=act):
+            tflite.FullyConnectedOptionsStart(bld)
+            tflite.FullyConnectedOptionsAddFusedActivationFunction(bld, tb.ACT[act])
+            return tflite.FullyConnectedOptionsEnd(bld)
+
+        ops.append((tb.BO.FULLY_CONNECTED, tb.BOPT.FullyConnectedOptions, opts,
+                    [prev, base, base + 1], [base + 2]))
+        prev = base + 2
+    return tb.serialize(tensors, ops, [0], [prev])
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.integers(1, 5), k=st.integers(1, 300), n1=st.integers(1, 64),
+       n2=st.integers(1, 16), act=st.sampled_from([None, "relu"]), seed=st.integers(0, 999),
+       accelerator=st.sampled_from(ACCELERATORS))
+def test_planned_fully_connected_chain_in_the_tflite_is_tflite_micro(rows, k, n1, n2, act, seed,
+                                                                      accelerator):
+    """The .tflite compiled for ethos-u (the planner's schedule, stream_cascade) keeps no
+    FULLY_CONNECTED on the CPU and gives TFLite Micro's outputs."""
+    model = fc_chain(np.random.RandomState(seed), rows, k, (n1, n2), act)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}",
+                           cache_dir=False)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u", "ethos-u"], cm.placement_table
+    assert cm.plan_reports   # planned, not layer by layer
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = tflm_random_inputs(model, rs)
+        (ref,) = tflm_oracle(model, xs)
+        np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
