@@ -17,6 +17,10 @@ on the host.
 """
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank, weight_sum_ok
 
@@ -64,6 +68,17 @@ def _fc(q, o):
     if q.bias is not None and q.bias.ndim != 1:
         r.append("bias must be 1-D")
     return r
+
+
+def _as_rows(q):
+    """FULLY_CONNECTED reads its input as rows of the weights' depth whatever its shape (a
+    batch of 4-D inputs included): the NPU's limits apply to that rows x depth view."""
+    if q.kind != "fully_connected" or q.weights is None:
+        return q
+    depth, units = int(q.weights.shape[1]), int(q.weights.shape[0])
+    rows = int(np.prod(q.in_shapes[0])) // depth
+    return dataclasses.replace(q, in_shapes=[(rows, depth)] + list(q.in_shapes[1:]),
+                               out_shape=(rows, units))
 
 
 def _pool(q, o):
@@ -267,7 +282,9 @@ class EthosUBackend(NpuBackend):
 
     def layer_support(self):
         return LayerSupport(
-            CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535)
+            CHECKS,
+            common=lambda q, o: common_npu_checks(_as_rows(q), o, act_types=U_TYPES,
+                                                  max_dim=65535),
         )
 
 

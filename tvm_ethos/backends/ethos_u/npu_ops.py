@@ -41,12 +41,14 @@ class FmSlot:
 
 
 def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
-    """(height, width, depth) of an NHWC tensor of rank 1 to 4 with batch 1."""
+    """(height, width, depth) of an NHWC tensor of rank 1 to 4. A batch above 1 folds into
+    the height (the same bytes): only an operator that reads rows (FULLY_CONNECTED, a
+    reshape) passes the checks with one."""
     shape = tuple(int(s) for s in shape)
-    if len(shape) > 4 or (len(shape) == 4 and shape[0] != 1):
-        raise UnsupportedOperatorError(
-            what, f"tensor shape {shape}: the NPU takes batch 1, at most 4-D"
-        )
+    if len(shape) > 4:
+        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes at most 4-D")
+    if len(shape) == 4:
+        shape = (shape[0] * shape[1],) + shape[2:]
     full = (1,) * (3 - len(shape[-3:])) + shape[-3:]
     return full[0], full[1], full[2]
 
