@@ -71,9 +71,12 @@ def _fc(q, o):
 
 
 def _as_rows(q):
-    """FULLY_CONNECTED reads its input as rows of the weights' depth whatever its shape (a
-    batch of 4-D inputs included): the NPU's limits apply to that rows x depth view."""
-    if q.kind != "fully_connected" or q.weights is None:
+    """FULLY_CONNECTED reads its input as rows of the weights' depth whatever its shape: the
+    NPU's limits apply to that rows x depth view. A batch of 4-D inputs is taken when each is
+    one row (N x 1 x 1 x depth, a 1x1 convolution to the planner, which has no part for a
+    batch of 2-D planes)."""
+    if q.kind != "fully_connected" or q.weights is None or (
+            len(q.in_shapes[0]) == 4 and tuple(q.in_shapes[0][1:3]) != (1, 1)):
         return q
     depth, units = int(q.weights.shape[1]), int(q.weights.shape[0])
     rows = int(np.prod(q.in_shapes[0])) // depth
