@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, tflm_oracle, tflm_random_inputs
+from tvm_ethos.backends.ethos_u.ops_fc import MAX_EXTENT, row_plane
 from tvm_ethos.backends.ethos_u.stream_gen import generate
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
@@ -110,6 +111,7 @@ def test_fully_connected_stream_is_tflite_micro_for_any_shape(case):
     ((6, 300), 33),         # batch 6
     ((1, 25, 20, 8), 4),    # micro_speech's: 500 rows of depth 8
     ((3, 1, 1, 16), 4),     # a batch of 3 (Vela takes it; the NPU reads 3 rows)
+    ((70000, 8), 3),        # more rows than a feature map's width: a 2 x 35000 plane
 ])
 def test_fully_connected_shapes_vela_meets(in_shape, n):
     assert_stream_is_tflite_micro(fc_model(np.random.RandomState(5), in_shape, n),
@@ -225,3 +227,18 @@ def test_a_batch_of_planes_stays_a_tflite_operator_and_exact():
     tfl = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     assert [p.placed_on for p in tfl.placement] == ["tflite-micro"]
     np.testing.assert_array_equal(tfl.run(*xs)[0].reshape(ref.shape), ref)
+
+
+@given(st.one_of(st.integers(1, 3 * MAX_EXTENT),
+                 st.integers(1, MAX_EXTENT).map(lambda h: h * 65521)))   # 65521: a prime
+def test_row_plane_holds_the_rows_in_the_npus_extent(rows):
+    """Every count of rows folds into a plane of the same count within the NPU's height and
+    width, one row where it fits, the lowest height otherwise; none only when no height does."""
+    plane = row_plane(rows)
+    divisors = [h for h in range(1, MAX_EXTENT + 1) if rows % h == 0 and rows // h <= MAX_EXTENT]
+    if plane is None:
+        assert not divisors
+        return
+    h, w = plane
+    assert h * w == rows and 1 <= h <= MAX_EXTENT and 1 <= w <= MAX_EXTENT
+    assert h == divisors[0]

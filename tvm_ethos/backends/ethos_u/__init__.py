@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
+from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank, weight_sum_ok
 
 BACKEND_ID = "ethos-u"
@@ -79,9 +78,10 @@ def _as_rows(q):
             len(q.in_shapes[0]) == 4 and tuple(q.in_shapes[0][1:3]) != (1, 1)):
         return q
     depth, units = int(q.weights.shape[1]), int(q.weights.shape[0])
-    rows = int(np.prod(q.in_shapes[0])) // depth
-    return dataclasses.replace(q, in_shapes=[(rows, depth)] + list(q.in_shapes[1:]),
-                               out_shape=(rows, units))
+    rows = rows_of(q)
+    h, w = row_plane(rows) or (1, rows)   # no plane: the rows' count is refused
+    return dataclasses.replace(q, in_shapes=[(h, w, depth)] + list(q.in_shapes[1:]),
+                               out_shape=(h, w, units))
 
 
 def _pool(q, o):
