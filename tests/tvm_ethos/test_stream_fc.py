@@ -202,10 +202,11 @@ def test_planned_fully_connected_chain_in_the_tflite_is_tflite_micro(rows, k, n1
         np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), ref)
 
 
-def test_a_batch_of_fully_connected_rows_is_on_the_npu_in_the_tflite():
-    """A 3 x 1 x 1 x 16 input (three rows; Vela runs it on the NPU): the .tflite keeps no
-    operator on the CPU and gives TFLite Micro's outputs."""
-    model = fc_model(np.random.RandomState(2), (3, 1, 1, 16), 4)
+@pytest.mark.parametrize("in_shape", [(3, 1, 1, 16), (70000, 8)])
+def test_a_batch_of_fully_connected_rows_is_on_the_npu_in_the_tflite(in_shape):
+    """Three 1 x 1 x 16 rows, or 70000 rows (Vela runs both on the NPU): the planned .tflite
+    keeps no operator on the CPU and gives TFLite Micro's outputs."""
+    model = fc_model(np.random.RandomState(2), in_shape, 4)
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     assert [p.placed_on for p in cm.placement] == ["ethos-u"], cm.placement_table
     xs = tflm_random_inputs(model, np.random.RandomState(3))
