@@ -1,7 +1,9 @@
-"""FULLY_CONNECTED rounds as LiteRT's reference kernel does: once
-(``te_ops.mbqm_single_rounding``), where conv, pooling and elementwise round twice. A wide layer
-has a few outputs on which the two differ; the case below is checked to contain some (so each
-assertion fails under double rounding) and every path must give LiteRT's values there."""
+"""FULLY_CONNECTED on a host rounds as LiteRT's reference kernel does: once
+(``te_ops.mbqm_single_rounding``), where conv, pooling and elementwise round twice; on the
+Ethos-U (its stream and its "tir" emulator) it rounds twice, as TFLite Micro, the Ethos-U's
+oracle, and Vela's TFL rounding do. A wide layer has a few outputs on which the two differ; the
+case below is checked to contain some (so each assertion fails under the other rounding) and
+every path must give its reference's values there."""
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import tflite
 import tflite_builder as tb
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import oracle, random_inputs
+from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle
 from tvm_ethos.lower.quant import f32, mbqm_np, quantize_multiplier
 
 K, N, SEED = 256, 4096, 2
@@ -47,6 +49,14 @@ def test_the_case_tells_single_from_double_rounding(case):
     assert differ >= 3
 
 
+def test_double_rounding_is_tflite_micros(case):
+    """The Ethos-U paths' reference below is TFLite Micro's own output."""
+    model, xs, _ = case
+    for x in xs:
+        np.testing.assert_array_equal(_double_rounding(model, x[0]),
+                                      tflm_oracle(model, x)[0].reshape(-1))
+
+
 @pytest.mark.parametrize("target, options", [
     ("llvm", {}),
     ("ethos-u,llvm", {"npu_runtime": "tir"}),
@@ -55,6 +65,8 @@ def test_the_case_tells_single_from_double_rounding(case):
 ], ids=["llvm", "ethos-u-tir", "ethos-u-stream", "opencl"])
 def test_fully_connected_is_bit_exact_on_every_output(case, target, options):
     model, xs, refs = case
+    if target.startswith("ethos-u"):   # TFLite Micro's double rounding
+        refs = [_double_rounding(model, x[0]) for x in xs]
     cm = tvm_ethos.compile(model, target=target, cache_dir=False, **options)
     for x, r in zip(xs, refs):
         got = cm.run(*x)[0].reshape(-1)

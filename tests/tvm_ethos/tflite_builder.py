@@ -10,9 +10,10 @@ import numpy as np
 import tflite
 
 _TYPES = {"float32": tflite.TensorType.FLOAT32, "int8": tflite.TensorType.INT8,
-          "int32": tflite.TensorType.INT32, "uint8": tflite.TensorType.UINT8}
-_NP = {"float32": np.float32, "int8": np.int8, "int32": np.int32, "uint8": np.uint8}
-_TYPES["int16"], _NP["int16"] = tflite.TensorType.INT16, np.int16
+          "int32": tflite.TensorType.INT32, "uint8": tflite.TensorType.UINT8,
+          "int16": tflite.TensorType.INT16, "int64": tflite.TensorType.INT64}
+_NP = {"float32": np.float32, "int8": np.int8, "int32": np.int32, "uint8": np.uint8,
+       "int16": np.int16, "int64": np.int64}
 ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
 
 

@@ -66,6 +66,9 @@ def lower_function(
         env[p] = ph
         in_phs.append(ph)
     pool = ConstPool(prefix="c")
+    # an Ethos-U subgraph's FULLY_CONNECTED rounds as its stream and TFLite Micro do
+    tfl = func.attrs is not None and "Codegen" in func.attrs and \
+        str(func.attrs["Codegen"]) == "ethos-u"
     layers: list[QOp] = []
     tensors = {}
     layer_inputs: list = []
@@ -84,7 +87,7 @@ def lower_function(
             if idx is None:
                 raise CompileError(f"{op.kind}: input is not a parameter of its composite")
             ins.append(lookup(args[idx]))
-        out = lower_qop(op, ins, pool, name=name, vnni=vnni, avx2=avx2)
+        out = lower_qop(op, ins, pool, name=name, vnni=vnni, avx2=avx2, tfl_rounding=tfl)
         layers.append(op)
         layer_inputs.append(list(ins))
         tensors[name] = out

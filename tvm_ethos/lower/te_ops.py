@@ -647,7 +647,7 @@ def _unflatten(flat, shape) -> tuple:
 
 
 def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = False,
-                          avx2: bool = False):
+                          avx2: bool = False, tfl_rounding: bool = False):
     """FULLY_CONNECTED: ``(out, in)`` weights, the input flattened to rows of ``in``. With
     ``vnni``, an eligible one (:func:`vnni_fc_eligible`) accumulates in ``x86_dot``'s form;
     with ``avx2``, in ``x86_avx2``'s."""
@@ -706,7 +706,8 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
         for d, i in zip(out_shape[:-1], idx[:-1]):
             row = row * d + i
         v = acc[row, o] + b[o]
-        v = mbqm_single_rounding(v, m_t[o], s_t[o]) + _i32(out_zp)
+        requant = mbqm if tfl_rounding else mbqm_single_rounding
+        v = requant(v, m_t[o], s_t[o]) + _i32(out_zp)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(out_shape, out_fn, name=f"{name}_out")
@@ -1247,14 +1248,19 @@ LOWERINGS = {
 }
 
 
-def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: bool = False):
+def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: bool = False,
+              tfl_rounding: bool = False):
     """``op`` in TE. ``vnni``: the kernels are for an llvm host with AVX-512 VNNI (the conv
     and fully connected accumulators that can take ``x86_dot``'s form get it); ``avx2``: for
-    one with AVX2 and no VNNI (``x86_avx2``'s form)."""
+    one with AVX2 and no VNNI (``x86_avx2``'s form). ``tfl_rounding``: FULLY_CONNECTED rounds
+    twice, as TFLite Micro and the Ethos-U's TFL rounding do (an Ethos-U subgraph), not once
+    as LiteRT's reference kernel does."""
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
+    if tfl_rounding and fn is lower_fully_connected:
+        return fn(op, inputs, pool, name=name, tfl_rounding=True)
     if avx2 and fn in (lower_conv2d, lower_fully_connected):
         return fn(op, inputs, pool, name=name, avx2=True)
     if vnni and fn in (lower_conv2d, lower_fully_connected, lower_add):

@@ -17,7 +17,10 @@ on the host.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
+from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank, weight_sum_ok
 
 BACKEND_ID = "ethos-u"
@@ -64,6 +67,21 @@ def _fc(q, o):
     if q.bias is not None and q.bias.ndim != 1:
         r.append("bias must be 1-D")
     return r
+
+
+def _as_rows(q):
+    """FULLY_CONNECTED reads its input as rows of the weights' depth whatever its shape: the
+    NPU's limits apply to that rows x depth view. A batch of 4-D inputs is taken when each is
+    one row (N x 1 x 1 x depth, a 1x1 convolution to the planner, which has no part for a
+    batch of 2-D planes)."""
+    if q.kind != "fully_connected" or q.weights is None or (
+            len(q.in_shapes[0]) == 4 and tuple(q.in_shapes[0][1:3]) != (1, 1)):
+        return q
+    depth, units = int(q.weights.shape[1]), int(q.weights.shape[0])
+    rows = rows_of(q)
+    h, w = row_plane(rows) or (1, rows)   # no plane: the rows' count is refused
+    return dataclasses.replace(q, in_shapes=[(h, w, depth)] + list(q.in_shapes[1:]),
+                               out_shape=(h, w, units))
 
 
 def _pool(q, o):
@@ -291,7 +309,9 @@ class EthosUBackend(NpuBackend):
 
     def layer_support(self):
         return LayerSupport(
-            CHECKS, common=lambda q, o: common_npu_checks(q, o, act_types=U_TYPES, max_dim=65535)
+            CHECKS,
+            common=lambda q, o: common_npu_checks(_as_rows(q), o, act_types=U_TYPES,
+                                                  max_dim=65535),
         )
 
 

@@ -41,12 +41,14 @@ class FmSlot:
 
 
 def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
-    """(height, width, depth) of an NHWC tensor of rank 1 to 4 with batch 1."""
+    """(height, width, depth) of an NHWC tensor of rank 1 to 4. A batch above 1 folds into
+    the height (the same bytes): only an operator that reads rows (FULLY_CONNECTED, a
+    reshape) passes the checks with one."""
     shape = tuple(int(s) for s in shape)
-    if len(shape) > 4 or (len(shape) == 4 and shape[0] != 1):
-        raise UnsupportedOperatorError(
-            what, f"tensor shape {shape}: the NPU takes batch 1, at most 4-D"
-        )
+    if len(shape) > 4:
+        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes at most 4-D")
+    if len(shape) == 4:
+        shape = (shape[0] * shape[1],) + shape[2:]
     full = (1,) * (3 - len(shape[-3:])) + shape[-3:]
     return full[0], full[1], full[2]
 
@@ -144,9 +146,9 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
     _common(npu, op, ifm, ofm)
     if op.kind == "fully_connected":
-        # LiteRT's reference FULLY_CONNECTED rounds once (te_ops.mbqm_single_rounding): with the
-        # bias entries' (M, 31 - shift) that is NATURAL's add-half-and-shift
-        npu.rounding_mode = api.NpuRoundingMode.NATURAL
+        # TFLite Micro's FULLY_CONNECTED rounds twice (MultiplyByQuantizedMultiplier), as the
+        # NPU's TFL rounding does (and Vela's streams): the Ethos-U subgraph's "tir" emulator
+        # rounds so too (te_ops.lower_qop's tfl_rounding)
         npu.kernel = api.NpuKernel(1, 1)
         npu.padding = api.NpuPadding(0, 0, 0, 0)
     else:

@@ -51,6 +51,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     shape3,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
+from tvm_ethos.backends.ethos_u.ops_fc import fc_views
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -340,10 +341,8 @@ class _Emitter:
                 npu = mean_op(q, operands[0], ofm)
                 self.constants(npu, step, q, ofm.shape[2], (step,), mean_weights(q),
                                [mean_scales(q)] * ofm.shape[2])
-            else:  # fully_connected: a 1x1 conv over a 1 x rows x K IFM
-                lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
-                ifm = dataclasses.replace(operands[0], shape=(1, lead, q.weights.shape[1]))
-                ofm = dataclasses.replace(ofm, shape=(1, lead, q.weights.shape[0]))
+            else:  # fully_connected: a 1x1 conv over the rows x K IFM (ops_fc)
+                ifm, ofm = fc_views(q, operands[0], ofm)
                 npu = conv_op(q, ifm, ofm)
                 self.constants(npu, step, q, ofm.shape[2], (step,))
             npu.name = q.kind

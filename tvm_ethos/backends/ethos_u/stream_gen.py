@@ -38,6 +38,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     pool_op,
     shape3,
 )
+from tvm_ethos.backends.ethos_u.ops_fc import fc_views
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -206,9 +207,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
                               [mean_scales(q)] * ofm.shape[2])
         elif q.kind in CONV_KINDS:
             if q.kind == "fully_connected":
-                lead = int(np.prod(q.in_shapes[0])) // q.weights.shape[1]
-                operands[0] = dataclasses.replace(operands[0], shape=(1, lead, q.weights.shape[1]))
-                ofm = dataclasses.replace(ofm, shape=(1, lead, q.weights.shape[0]))
+                operands[0], ofm = fc_views(q, operands[0], ofm)
             npu = conv_op(q, operands[0], ofm)
             attach_constants(npu, q, ofm.shape[2], acc, flash)
         elif q.kind in POOL_KINDS:
