@@ -52,9 +52,14 @@ def _env(code: str | None, pycache: str) -> dict:
     it, for Vela's and our modules alike; ``code``: the tree tvm_ethos is imported from."""
     env = dict(os.environ, PYTHONPYCACHEPREFIX=pycache)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if code is not None:
-        env["PYTHONPATH"] = os.path.abspath(code)
+    env["PYTHONPATH"] = _root(code)
     return env
+
+
+def _root(code: str | None) -> str:
+    """The tree tvmc runs from: ``code``, else the one this file is in (``python -m`` puts
+    the working directory first on the path, so the runs start there too)."""
+    return os.path.abspath(code or os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
@@ -62,7 +67,7 @@ def _timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
     is shown beside the wall time: on a shared machine the wall time also counts waiting."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=env["PYTHONPATH"])
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -100,6 +105,7 @@ def _npu_operations(words) -> int:
 def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
             size: bool, code: str | None = None) -> list[dict]:
     rows = []
+    models_dir, out = os.path.abspath(models_dir), os.path.abspath(out)
     env = _env(code, os.path.join(out, "pycache"))
     warm = False
     for name, rel in MODELS.items():

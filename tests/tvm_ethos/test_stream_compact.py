@@ -97,3 +97,22 @@ def test_compact_streams_are_smaller_and_write_no_value_twice(pair):
             if cmd.name.startswith("NPU_SET_"):
                 assert held.get(cmd.name) != (cmd.param, cmd.payload), cmd
                 held[cmd.name] = (cmd.param, cmd.payload)
+
+
+def test_the_summary_counts_the_stream_bytes_the_file_holds(pair, models_dir):
+    """Vela's summary shows the command streams' bytes beside the flash they are part of:
+    the driver payloads of the written file's ethos-u operators."""
+    from tvm_ethos.reports.vela_summary import summarize
+    from tvm_ethos.vela_options import read_system
+
+    compact, _ = pair
+    source = (models_dir / "tflite-micro" / "person_detect.tflite").read_bytes()
+    summary, _ = summarize(compact, "person_detect", source, read_system(ACCEL))
+    # the stream words, and the driver payload's few header words per operator
+    n_ops = len(read_ethos_u_ops(compact.tflite))
+    assert 0 <= summary.stream_bytes - 4 * _words(compact.tflite) <= 64 * n_ops
+    assert 0 < summary.stream_bytes < summary.flash_used
+    assert summary.csv_row()["tvm_ethos_command_stream_bytes"] == summary.stream_bytes
+    kib = f"{summary.stream_bytes / 1024:.2f} KiB"
+    assert any(line.strip().startswith("of it command streams") and line.endswith(kib)
+               for line in summary.text().splitlines())
