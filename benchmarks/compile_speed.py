@@ -2,11 +2,12 @@
 
 For each model on ethos-u55-128: Vela's ``vela`` CLI and ``tvmc compile --target ethos-u`` to
 a ``.tflite``, each a fresh process (what a user waits for, imports included), wall time the
-median of ``--repeat`` runs; our stage breakdown from ``-v``'s stage lines (the median run's);
-then the NPU command stream bytes of each output file per NPU operation (the stream words of
-every ``ethos-u`` operator, ``ethosu_stream.tflite_custom_op.read_ethos_u_ops``), at Vela's
-default and ``--optimise Size``. Wall time and CPU time (user + system) are both shown: on a
-shared machine the wall time also counts waiting for a core.
+median of ``--repeat`` runs (the ``--optimise Size`` row: one run); our stage breakdown
+from ``-v``'s stage lines (the median run's); then the NPU command stream bytes of each
+output file per NPU operation (the stream words of every ``ethos-u`` operator,
+``ethosu_stream.tflite_custom_op.read_ethos_u_ops``), at Vela's default and ``--optimise
+Size``. Wall time and CPU time (user + system) are both shown: on a shared machine the wall
+time also counts waiting for a core.
 
   python benchmarks/compile_speed.py [--models /work/shared/models] [--repeat 3]
       [--out out/compile_speed] [--only resnet8_cifar] [--no-size] [--code OTHER_CHECKOUT]
