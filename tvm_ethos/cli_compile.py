@@ -228,10 +228,12 @@ def run(args) -> int:
 
     import tvm_ethos
     from planner.sweep import Progress
+    from tvm_ethos import stages
 
     name = os.path.basename(args.model)
     t0 = time.perf_counter()
-    with Progress(3, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar:
+    with Progress(None, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar, \
+            stages.listening(lambda stage, _seconds: bar.update(1, stage)):
         # the tflite-micro host partitions the .tflite itself: TVM imports only its NPU groups
         mod = (args.model if targets.host.backend_id == "tflite-micro"
                else tvm_ethos.load_model(args.model))

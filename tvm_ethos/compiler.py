@@ -29,6 +29,7 @@ from tvm_ethos.package import (
 )
 from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
+from tvm_ethos.stages import stage
 
 _META, _LIB, _PROGRAM, _CONSTANTS = META, LIBRARY, PROGRAM, CONSTANTS
 log = logging.getLogger(__name__)
@@ -499,7 +500,28 @@ def check_target_options(target, options: dict, own=COMPILE_OPTIONS,
                           f"{', '.join(own)} ({caller}); {per_target}")
 
 
-def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
+def compile_streams(mod, target: str, **options) -> CompiledModel:
+    """:func:`compile` for an output that holds the NPU command streams and copies the other
+    operators (a TFLite Micro ``.tflite``): partitioned, planned, its streams generated and
+    checked and its executor program read, but no host or emulator library is built, so the
+    model it returns cannot run (``executable`` is None) and is not cached (a cache entry is
+    a runnable package). The options are :func:`compile`'s."""
+    from tvm_ethos.lower.cascade import planning_options
+
+    runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
+    plan_opts = planning_options(options)
+    check_runtime_options(runtime_opts)
+    options.pop("cache_dir", None)
+    check_target_options(target, options)
+    cm = _compile(mod, target, runtime_opts, plan_opts, build=False, **options)
+    cm.source_tflite = _tflite_source(mod)
+    return cm
+
+
+def _compile(mod, target, runtime_opts, plan_opts, build: bool = True,
+             **options) -> CompiledModel:
+    """Partition, plan, generate the streams and (``build``) build the host and emulator
+    libraries; without ``build`` the executor program is read but nothing is compiled."""
     import tvm
 
     from tvm_ethos.frontend import load_model
@@ -515,23 +537,30 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
 
     devices = cascade.check_devices(tl, plan_opts)  # planner devices, memory pools: up front
     if not isinstance(mod, tvm.IRModule):
-        mod = load_model(mod)
-    pmod, report = partition(mod, tl)
+        with stage("import"):
+            mod = load_model(mod)
+    with stage("partition"):
+        pmod, report = partition(mod, tl)
     log.debug("partition:\n%s", report)
     try:
         with building_for(tl.host.options.get("mcpu")):   # llvm -mcpu=..., else this CPU's
             # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds them
             payloads: dict = {}
-            pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads)
-            # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
-            ex, program = build_network(
-                pmod,
-                report,
-                tl.host.backend_id,
-                tl.host.options.get("cpu_ops"),
-                tir_pipeline=PIPELINE_NAME,
-                gpu_tiling=tl.host.options.get("tiling"),
-            )
+            pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads, emulator=build)
+            if build:
+                # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
+                with stage("host build"):
+                    ex, program = build_network(
+                        pmod,
+                        report,
+                        tl.host.backend_id,
+                        tl.host.options.get("cpu_ops"),
+                        tir_pipeline=PIPELINE_NAME,
+                        gpu_tiling=tl.host.options.get("tiling"),
+                    )
+            else:
+                with stage("program"):
+                    ex, program = None, _read_network(pmod, report, tl)
             program.payloads = payloads
     except TvmEthosError:
         raise
@@ -549,6 +578,16 @@ def _compile(mod, target, runtime_opts, plan_opts, **options) -> CompiledModel:
                        runtime_options=runtime_opts, plan_report=plan_report)
     cm.cpu_record = _cpu_record_for(tl)
     return cm
+
+
+def _read_network(pmod, report, tl):
+    """The executor program of an offloaded module, as ``build_network`` reads it (the same
+    split and legalization), with nothing compiled."""
+    from tvm_ethos.lower.network_build import assign_backends, legalize, read_program, split_main
+
+    asg = assign_backends(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"))
+    smod, segments = split_main(pmod, asg)
+    return read_program(legalize(smod), segments, asg.npu_backends, tl.host.backend_id)
 
 
 def _cpu_record_for(tl):

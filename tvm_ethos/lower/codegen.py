@@ -20,6 +20,7 @@ from tvm import relax
 from tvm_ethos.errors import CompileError
 from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.lower.subgraph import LoweredSubgraph, lower_function
+from tvm_ethos.stages import stage
 
 NUM_INPUTS_ATTR = "tvm_ethos.num_inputs"
 
@@ -188,12 +189,28 @@ def scheduled_primfuncs(funcs: dict):
         _SCHEDULED.clear()
 
 
+#: whether ``relax.ext.<npu>`` builds the emulator kernels (:func:`without_emulator` clears it)
+_BUILD_EMULATOR = [True]
+
+
+@contextlib.contextmanager
+def without_emulator():
+    """``RunCodegen`` rewrites the NPU calls but builds no emulator library: for an output
+    that holds the command streams only (a ``.tflite``), where the library would be built and
+    thrown away."""
+    _BUILD_EMULATOR.append(False)
+    try:
+        yield
+    finally:
+        _BUILD_EMULATOR.pop()
+
+
 def _npu_ext(functions, options, constant_names):
     """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
     from tvm_ethos.lower.cpu_schedule import host_target
     from tvm_ethos.lower.stripe_kernels import schedule_stripes
 
-    if not functions:
+    if not functions or not _BUILD_EMULATOR[-1]:
         return []
     prims = {}
     for f in functions:
@@ -303,24 +320,31 @@ def check_stream_memory(sym: str, entry: dict) -> None:
             "generator's arena layout and the planner's memory model disagree")
 
 
-def offload(pmod, tl, plan_opts, devices: dict, payloads_out: dict | None = None):
+def offload(pmod, tl, plan_opts, devices: dict, payloads_out: dict | None = None,
+            emulator: bool = True):
     """A partitioned module made ready for a plain ``tvm.compile``: every NPU subgraph planned,
     scheduled and built by ``relax.ext.<npu>`` (its calls become ``call_dps_packed`` of the
     emulator kernels, kept in the module's ``external_mods``), every host composite a
     ``call_tir`` of its exact kernel. Returns ``(module, plan report)``; ``tvm_ethos.compile``
     and ``partition_for_*`` share it, so both build the same kernels. ``payloads_out``, when
-    given, receives the subgraphs' command streams (:func:`command_streams`)."""
+    given, receives the subgraphs' command streams (:func:`command_streams`). ``emulator``:
+    False builds no emulator kernels (:func:`without_emulator`)."""
     from tvm_ethos.lower import cascade
 
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     lowered: dict = {}
-    pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
+    with stage("lower"):
+        pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
     proposals: dict = {}
-    plan_report, scheduled = cascade.plan_subgraphs(pmod, None, tl, plan_opts, devices, lowered,
-                                                    proposals)
+    with stage("plan"):
+        plan_report, scheduled = cascade.plan_subgraphs(pmod, None, tl, plan_opts, devices,
+                                                        lowered, proposals)
     if payloads_out is not None:
-        payloads_out.update(command_streams(pmod, tl, lowered, plan_report, proposals))
-    with scheduled_primfuncs(scheduled):
+        with stage("streams"):
+            payloads_out.update(command_streams(pmod, tl, lowered, plan_report, proposals))
+    with stage("emulator" if emulator else "npu calls"), scheduled_primfuncs(scheduled), (
+            contextlib.nullcontext() if emulator else without_emulator()):
         pmod = run_npu_codegen(pmod, npu_opts)
-    return (lower_host_composites(pmod, tl.host.backend_id, host_kernels_vnni(tl),
-                                  host_kernels_avx2(tl)), plan_report)
+    with stage("host kernels"):
+        return (lower_host_composites(pmod, tl.host.backend_id, host_kernels_vnni(tl),
+                                      host_kernels_avx2(tl)), plan_report)

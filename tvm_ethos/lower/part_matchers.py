@@ -312,10 +312,17 @@ def _compose(root, stages_by_name: dict) -> dict[str, list[AccessMap]]:
     """Access maps of every tensor read from ``root`` or its internal stages, by name."""
     results: dict[str, list[AccessMap]] = {}
     root_vars = [iv.var.name for iv in root.op.axis]
+    # a stage reached again with the same index forms and reductions (a diamond of stages)
+    # would only add the same maps again, which _merge reads as one: walked once
+    walked: set = set()
 
     def walk(t, env: dict, red: dict, depth: int):
         if depth > 16:
             raise CompileError(f"part matcher: stage chain under {_name(root)} is too deep")
+        key = (_name(t), tuple(env.items()), tuple(red.items()))
+        if key in walked:
+            return
+        walked.add(key)
         for x, _, aff in stage_reads(t.op):
             local_red = dict(red)
             for iv in getattr(t.op, "reduce_axis", []):

@@ -136,6 +136,7 @@ class Summary(NamedTuple):
     cpu_operators: int
     dma_bytes: dict           # "src->dst" region names -> bytes (emulated)
     arena: Arena
+    stream_bytes: int = 0     # the command streams' own bytes, part of flash_used
 
     @property
     def inference_time(self) -> float:
@@ -172,6 +173,7 @@ class Summary(NamedTuple):
                     else self.computed_macs,
                     "tvm_ethos_npu_operators": self.npu_operators,
                     "tvm_ethos_cpu_operators": self.cpu_operators,
+                    "tvm_ethos_command_stream_bytes": self.stream_bytes,
                     "tvm_ethos_tflm_scratch_bytes": self.arena.scratch_bytes,
                     "tvm_ethos_tflm_fast_scratch_bytes": self.arena.fast_scratch_bytes})
         for pair, n in sorted(self.dma_bytes.items()):
@@ -197,6 +199,9 @@ class Summary(NamedTuple):
             if n:
                 label = f"{_DISPLAY[m]} used"
                 w(f"Total {label:25}          {n / 1024:12.2f} KiB\n")
+        if self.stream_bytes:
+            label = f"of it command streams ({self.system.weights_area})"
+            w(f"  {label:39}{self.stream_bytes / 1024:12.2f} KiB\n")
         w("\n")
         total = max(self.npu_operators + self.cpu_operators, 1)
         w(f"CPU operators = {self.cpu_operators:d} ({self.cpu_operators / total:4.1%})\n")
@@ -234,7 +239,8 @@ def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summ
     payloads = getattr(cm.program, "payloads", None) or {}
     ar = arena(payloads)
     generated = [s for s in streams.values() if s.get("generated")]
-    flash = sum(s.get("flash_bytes", 0) + s.get("command_stream_bytes", 0) for s in generated)
+    stream_bytes = sum(s.get("command_stream_bytes", 0) for s in generated)
+    flash = sum(s.get("flash_bytes", 0) for s in generated) + stream_bytes
     computed = sum(s.get("macs", 0) for s in generated) if generated else None
     dma: dict = {}
     for s in generated:
@@ -245,7 +251,8 @@ def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summ
     nn_macs = sum(r.op.macs for r in rows if r.target == "NPU")
     cpu = sum(1 for r in rows if r.target == "CPU")
     summary = Summary(network, system, scratch, ar.fast_scratch_bytes, flash,
-                      int(rep.get("cycles") or 0), nn_macs, computed, len(rows) - cpu, cpu, dma, ar)
+                      int(rep.get("cycles") or 0), nn_macs, computed, len(rows) - cpu, cpu, dma, ar,
+                      stream_bytes)
     return summary, rows
 
 

@@ -265,13 +265,47 @@ def mean_weights(op) -> np.ndarray:
 
 def legal_blocks(npu, accelerator) -> list:
     """Vela's legal OFM blocks for ``npu`` (``npu_find_block_configs``: those that fit the
-    shared buffer, ``NpuShape3D`` (height, width, depth))."""
+    shared buffer, ``NpuShape3D`` (height, width, depth)). Remembered by what the search
+    reads of the operation (:func:`_block_search_key`): a plan's stripes repeat a few
+    shapes many times."""
+    key = _block_search_key(npu, accelerator)
+    configs = _LEGAL_BLOCKS.get(key)
+    if configs is None:
+        api = vela_api()
+        with contextlib.redirect_stdout(io.StringIO()):
+            configs = tuple(api.npu_find_block_configs(npu, accelerator))
+        if not configs:
+            raise CompileError(f"Vela offers no block config for {npu.op_type.name}")
+        _LEGAL_BLOCKS[key] = configs
+    return list(configs)
+
+
+#: ``npu_find_block_configs``' answers by :func:`_block_search_key` (NpuShape3D tuples)
+_LEGAL_BLOCKS: dict[tuple, tuple] = {}
+
+
+def _block_search_key(npu, accelerator) -> tuple:
+    """Everything ``npu_find_block_configs`` reads of an operation: its class (a pooling's
+    REDUCE_SUM, a convolution's traversal), the IFM, IFM2 and OFM shapes, a scalar IFM2, the
+    upscaling, the IFM's element width, the kernel, a LUT and whether every feature map is
+    quantized."""
     api = vela_api()
-    with contextlib.redirect_stdout(io.StringIO()):
-        configs = api.npu_find_block_configs(npu, accelerator)
-    if not configs:
-        raise CompileError(f"Vela offers no block config for {npu.op_type.name}")
-    return configs
+
+    def shape(fm):
+        return None if fm is None else (fm.shape.height, fm.shape.width, fm.shape.depth)
+
+    k = npu.kernel
+    act = npu.activation
+    return (accelerator, type(npu).__name__, getattr(npu, "sub_op_type", None),
+            getattr(npu, "block_traversal", None) if isinstance(npu, api.NpuConv2DOperation)
+            else None,
+            shape(npu.ifm), shape(npu.ifm2), shape(npu.ofm),
+            getattr(npu, "ifm2_scalar", None) is not None, npu.ifm_upscale,
+            npu.ifm.data_type.size_in_bits(),
+            None if k is None else (k.width, k.height, k.stride_x, k.stride_y, k.dilation_x,
+                                    k.dilation_y),
+            act is not None and act.op_type == api.NpuActivationOp.TABLE_LOOKUP,
+            all(fm is None or fm.quantization is not None for fm in (npu.ifm, npu.ifm2, npu.ofm)))
 
 
 def largest_block(configs):

@@ -131,6 +131,16 @@ def _window(o0, o1, k, s, d, before, extent):
     return clo, chi, clo - lo, hi - chi
 
 
+def tile_addresses(a0: int, a1: int, a2: int, a3: int, wraps_rows: bool,
+                   wraps_cols: bool) -> list[int]:
+    """The four tile bases of a box, those of the tiles it does not reach 0 (tile 1 is the
+    columns past the ring's end, tile 2 the rows, tile 3 both): an unreached tile's base is
+    never read, and a constant one is not written again at every stripe (the emitter writes
+    only registers whose value changes)."""
+    return [a0, a1 if wraps_cols else 0, a2 if wraps_rows else 0,
+            a3 if wraps_rows and wraps_cols else 0]
+
+
 def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
     """The NpuFeatureMap of the box ``rows`` x ``cols`` (all channels) of a tensor held in
     ``st``: up to four tiles where the box wraps the buffer."""
@@ -146,7 +156,8 @@ def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
     h0, w0 = min(h, bh - ry), min(w, bw - rx)
     base = st.offset
     fm.tiles = api.NpuTileBox(h0, h0 if w0 < w else 0, w0,
-                              [base + ry * sy + rx * sx, base + ry * sy, base + rx * sx, base])
+                              tile_addresses(base + ry * sy + rx * sx, base + ry * sy,
+                                             base + rx * sx, base, h0 < h, w0 < w))
     fm.strides = api.NpuShape3D(sy, sx, e)
     return fm
 

@@ -183,8 +183,11 @@ def channel_slice(fm, c0: int, n: int):
     e = out.strides.depth
     out.shape = api.NpuShape3D(h, w, n)
     t = out.tiles
+    # a tile the box does not reach keeps its base (never read; left constant, it is not
+    # written again at every slice)
+    reached = (True, w > t.width_0, h > t.height_0, w > t.width_0 and h > t.height_1)
     out.tiles = api.NpuTileBox(t.height_0, t.height_1, t.width_0,
-                               [a + c0 * e for a in t.addresses])
+                               [a + c0 * e if r else a for a, r in zip(t.addresses, reached)])
     return out
 
 

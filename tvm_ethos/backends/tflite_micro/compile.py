@@ -22,6 +22,7 @@ from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
+from tvm_ethos.stages import stage
 from tvm_ethos.targets import parse_targets
 from tvm_ethos.tflite_source import source_of
 
@@ -54,7 +55,8 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     accelerator = str(tl.options_of(NPU_ID)["accelerator_config"])
     source = read_source(data)
     graph = SourceGraph(source)
-    refusals = import_refusals(data)
+    with stage("importer check"):
+        refusals = import_refusals(data)
     why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
@@ -77,8 +79,10 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         Placement(i, graph.kinds[i], NPU_ID if i in owner else BACKEND_ID,
                   owner.get(i, ""), why.get(i, ""))
         for i in range(len(graph.kinds)))
-    return TfliteMicroModel(write_tflite(data, npu, groups), str(tl), accelerator, placement,
-                            tuple(plans), dict(npu))
+    with stage("write"):
+        written_file = write_tflite(data, npu, groups)
+    return TfliteMicroModel(written_file, str(tl), accelerator, placement, tuple(plans),
+                            dict(npu))
 
 
 def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
@@ -136,6 +140,7 @@ def _check_options(options: dict) -> None:
 
 
 def _compile_group(data: bytes, target: str, options: dict):
-    import tvm_ethos
+    # the file holds the streams and copies the other operators: no library is built
+    from tvm_ethos.compiler import compile_streams
 
-    return tvm_ethos.compile(data, target=target, **options)
+    return compile_streams(data, target=target, **options)

@@ -1,0 +1,118 @@
+"""Compact streams: a box's tiles that it does not reach get base 0, so a striped plan's
+operations share those registers and the emitter does not write them again; the functional
+model computes exactly what it did with every base written."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ethosu_stream.feature_map import FeatureMap
+from ethosu_stream.registers import decode_stream
+from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+from tests.helpers.models import model_path
+from tvm_ethos.backends.ethos_u import stream_cascade
+from tvm_ethos.backends.ethos_u.stream_base import vela_api
+from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
+from tvm_ethos.demo_person import image_input
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+ACCEL = "ethos-u55-128"
+
+
+@given(bh=st.integers(1, 7), bw=st.integers(1, 7), c=st.integers(1, 5),
+       y0=st.integers(0, 40), x0=st.integers(0, 40), base=st.integers(0, 4096),
+       data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_a_box_sets_only_the_tile_bases_it_reaches(bh, bw, c, y0, x0, base, data):
+    """The tiles the functional model reads a box through are addressed at the ring's slots
+    (brute force), and every tile it does not read has base 0."""
+    h, w = data.draw(st.integers(1, bh)), data.draw(st.integers(1, bw))
+    fm = feature_map(vela_api(), _Storage(base, (bh, bw, c), (64, 64, c), "int8"),
+                     (y0, y0 + h), (x0, x0 + w), 1, None, 0)
+    t = fm.tiles
+    model = FeatureMap(1, tuple(t.addresses), t.height_0, t.height_1, t.width_0,
+                       fm.strides.width, fm.strides.height, fm.strides.depth, False,
+                       np.dtype(np.int8), 0)
+    ys, xs, cs = np.meshgrid(np.arange(h), np.arange(w), np.arange(c), indexing="ij")
+    want = base + (((y0 + ys) % bh) * bw + (x0 + xs) % bw) * c + cs
+    np.testing.assert_array_equal(model.addresses(ys, xs, cs), want)
+    reached = {0} | {tile for tile, (ys_, ye, xs_, xe) in enumerate(
+        [(0, 1, 0, 1), (0, t.height_1, t.width_0, w), (t.height_0, h, 0, t.width_0),
+         (t.height_1, h, t.width_0, w)]) if ye > ys_ and xe > xs_}
+    views = {v.lo for v in model.tile_views(h, w, c)}
+    assert views == {t.addresses[k] for k in reached}
+    assert all(t.addresses[k] == 0 for k in range(4) if k not in reached)
+
+
+def _every_base(a0, a1, a2, a3, wraps_rows, wraps_cols):
+    """The bases as they were written before compaction: all four, reached or not."""
+    return [a0, a1, a2, a3]
+
+
+def _words(tflite: bytes) -> int:
+    return sum(len(op.words) for op in read_ethos_u_ops(tflite))
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """person_detect at its smallest plan (striped, rings), compiled with compact tile
+    bases and with every base written."""
+    import tvm_ethos
+
+    data = model_path("tflite-micro/person_detect").read_bytes()
+    compact = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
+                                       budget="smallest")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(stream_cascade, "tile_addresses", _every_base)
+    try:
+        full = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
+                                        budget="smallest")
+    finally:
+        mp.undo()
+    return compact, full
+
+
+def test_compact_streams_compute_what_full_ones_do(pair, models_dir):
+    compact, full = pair
+    spec = compact.inputs[0]
+    rng = np.random.default_rng(7)
+    inputs = [image_input(str(models_dir / "tflite-micro" / f), spec.shape)
+              for f in ("person.bmp", "no_person.bmp")]
+    inputs += [rng.integers(-128, 128, spec.shape).astype(np.int8) for _ in range(2)]
+    for x in inputs:
+        got, want = compact.run(x), full.run(x)
+        np.testing.assert_array_equal(got[0], want[0])
+    assert [int(v) for v in compact.run(inputs[0])[0].ravel()] == [-113, 113]  # README
+
+
+def test_compact_streams_are_smaller_and_write_no_value_twice(pair):
+    compact, full = pair
+    assert _words(compact.tflite) < _words(full.tflite)
+    for op in read_ethos_u_ops(compact.tflite):
+        held = {}
+        for cmd in decode_stream(op.words):
+            if cmd.name.startswith("NPU_SET_"):
+                assert held.get(cmd.name) != (cmd.param, cmd.payload), cmd
+                held[cmd.name] = (cmd.param, cmd.payload)
+
+
+def test_the_summary_counts_the_stream_bytes_the_file_holds(pair, models_dir):
+    """Vela's summary shows the command streams' bytes beside the flash they are part of:
+    the driver payloads of the written file's ethos-u operators."""
+    from tvm_ethos.reports.vela_summary import summarize
+    from tvm_ethos.vela_options import read_system
+
+    compact, _ = pair
+    source = (models_dir / "tflite-micro" / "person_detect.tflite").read_bytes()
+    summary, _ = summarize(compact, "person_detect", source, read_system(ACCEL))
+    # the stream words, and the driver payload's few header words per operator
+    n_ops = len(read_ethos_u_ops(compact.tflite))
+    assert 0 <= summary.stream_bytes - 4 * _words(compact.tflite) <= 64 * n_ops
+    assert 0 < summary.stream_bytes < summary.flash_used
+    assert summary.csv_row()["tvm_ethos_command_stream_bytes"] == summary.stream_bytes
+    kib = f"{summary.stream_bytes / 1024:.2f} KiB"
+    assert any(line.strip().startswith("of it command streams") and line.endswith(kib)
+               for line in summary.text().splitlines())

@@ -1,0 +1,88 @@
+"""A ``.tflite`` output builds nothing it does not write: no emulator kernels, no host
+library (``compiler.compile_streams``), and its bytes are those the full build writes; the
+compile's stages are timed and heard as they end (``tvm_ethos.stages``)."""
+
+import logging
+
+import pytest
+import tvm
+
+import tvm_ethos
+from tests.helpers.models import model_path
+from tvm_ethos import stages
+from tvm_ethos.backends.tflite_micro import compile as tflm_compile
+
+pytest.importorskip("ethosu.vela")
+
+ACCEL = "ethos-u55-128"
+
+
+def _refuse_build(*_args, **_kwargs):
+    raise AssertionError("a library was built for a .tflite output")
+
+
+@pytest.fixture(scope="module")
+def person():
+    return model_path("tflite-micro/person_detect").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def written(person):
+    """person_detect compiled to a .tflite with every library build refused: (the model, the
+    stages heard in order)."""
+    heard: list[str] = []
+    mp = pytest.MonkeyPatch()
+    mp.setattr(tvm, "compile", _refuse_build)
+    mp.setattr(tvm.tirx, "build", _refuse_build)
+    try:
+        with stages.listening(lambda name, _s: heard.append(name)):
+            cm = tvm_ethos.compile_tflite(person, "ethos-u", accelerator_config=ACCEL)
+    finally:
+        mp.undo()
+    return cm, heard
+
+
+def test_a_tflite_output_builds_no_library(written):
+    cm, heard = written
+    assert cm.tflite[4:8] == b"TFL3"
+    assert cm.partition_summary == {"ethos-u": 31}
+    assert {"importer check", "import", "partition", "plan", "streams", "program",
+            "write"} <= set(heard)
+    assert "emulator" not in heard and "host build" not in heard
+    assert heard.index("plan") < heard.index("streams") < heard.index("write")
+
+
+def test_the_file_is_the_one_the_full_build_writes(written, person, monkeypatch):
+    """The group compiled by ``tvm_ethos.compile`` (emulator and host library built, as
+    before) writes the very same bytes."""
+    heard: list[str] = []
+    monkeypatch.setattr(tflm_compile, "_compile_group", lambda data, target, options:
+                        tvm_ethos.compile(data, target=target, **options))
+    with stages.listening(lambda name, _s: heard.append(name)):
+        full = tvm_ethos.compile_tflite(person, "ethos-u", accelerator_config=ACCEL)
+    assert "emulator" in heard and "host build" in heard   # this path did build them
+    assert full.tflite == written[0].tflite
+
+
+def test_a_stage_is_logged_and_heard_with_its_time(caplog):
+    heard = []
+    with caplog.at_level(logging.INFO, logger="tvm_ethos.stages"), \
+            stages.listening(lambda name, s: heard.append((name, s))):
+        with stages.stage("first"):
+            pass
+        with stages.stage("second"):
+            sum(range(1000))
+    assert [n for n, _ in heard] == ["first", "second"]
+    assert all(s >= 0 for _, s in heard)
+    lines = [r.getMessage() for r in caplog.records if r.name == "tvm_ethos.stages"]
+    assert len(lines) == 2 and lines[0].startswith("stage first: ") and lines[0].endswith(" s")
+
+
+def test_a_failed_stage_is_not_heard_and_a_listener_leaves():
+    heard = []
+    with stages.listening(lambda name, _s: heard.append(name)):
+        with pytest.raises(ValueError), stages.stage("broken"):
+            raise ValueError("no")
+    with stages.stage("after"):   # the listener left with its block
+        pass
+    assert heard == []
