@@ -1,0 +1,230 @@
+"""Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V, CONCATENATION and the resizes
+Vela takes, as strided copies.
+
+None of these operators computes a value: each output element is an input element (or, for
+PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
+every int8/uint8/int16 code) whose feature maps are *strided views*: a box of a tensor read or
+written through its own byte strides, at the box's address. A slice is a read through the
+source's strides, a concatenation input a write through the output's, PAD's interior a write
+at an offset and its border boxes copies of fill codes from flash. Along one axis
+any tensor of any rank is an (outer, axis, inner) volume, so SPLIT and CONCATENATION on any
+axis need one copy per output / input. A nearest resize by 2 is the NPU's own 2x2 nearest
+IFM upscaling; by another integer factor, one copy per phase of the factor (a write with
+strides of the factor); from a 1x1 input, a zero-stride broadcast.
+
+The copies cost the NPU one pass over the bytes moved; DMAs are not used because their lengths
+are whole 16-byte bursts, which would spill past a tensor's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
+from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
+
+#: the operators lowered here
+MOVEMENT_KINDS = ("pad", "split", "concatenate", "resize_nearest", "resize_bilinear")
+#: the largest feature-map dimension the NPU's registers hold
+MAX_DIM = 65536
+COPY_TYPES = ("int8", "uint8", "int16")
+
+
+@dataclass(frozen=True)
+class View:
+    """A (height, width, depth) box of NHWC elements at ``offset`` in ``region``, rows
+    ``row_stride`` and columns ``col_stride`` bytes apart (depth is dense)."""
+
+    region: int
+    offset: int
+    shape: tuple[int, int, int]
+    row_stride: int
+    col_stride: int
+    dtype: str
+
+    @property
+    def esize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    def at(self, y: int, x: int, c: int, shape: tuple[int, int, int]) -> View:
+        """The sub-box of ``shape`` from element (y, x, c), with this view's strides."""
+        off = self.offset + y * self.row_stride + x * self.col_stride + c * self.esize
+        return View(self.region, off, shape, self.row_stride, self.col_stride, self.dtype)
+
+    def every(self, ky: int, kx: int, shape: tuple[int, int, int]) -> View:
+        """Every ``ky``-th row and ``kx``-th column from this view's origin, as ``shape``."""
+        return View(self.region, self.offset, shape, self.row_stride * ky,
+                     self.col_stride * kx, self.dtype)
+
+
+def dense(slot: FmSlot, shape: tuple[int, int, int] | None = None) -> View:
+    """The slot's bytes as a dense NHWC box (of ``shape``, default the slot's)."""
+    h, w, c = shape or slot.shape
+    e = np.dtype(slot.dtype).itemsize
+    return View(slot.region, slot.offset, (h, w, c), w * c * e, c * e, slot.dtype)
+
+
+def _fm(api, v: View):
+    fm = api.NpuFeatureMap()
+    fm.data_type = {"int8": api.NpuDataType.INT8, "uint8": api.NpuDataType.UINT8,
+                    "int16": api.NpuDataType.INT16}[v.dtype]
+    fm.region = v.region
+    h, w, c = v.shape
+    fm.shape = api.NpuShape3D(h, w, c)
+    fm.tiles = api.NpuTileBox(h, 0, w, [v.offset, 0, 0, 0])
+    fm.strides = api.NpuShape3D(v.row_stride, v.col_stride, v.esize)
+    fm.quantization = api.NpuQuantization(1.0, 0)
+    fm.layout = api.NpuLayout.NHWC
+    return fm
+
+
+def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = False):
+    """A 1x1 MAX pool of ``src`` into ``dst`` with unit quantization: the identity on the
+    codes (``upscale``: through the NPU's 2x2 nearest IFM upscaling, ``dst`` twice as high
+    and wide). ``block`` picks the block config."""
+    if src.dtype not in COPY_TYPES or src.dtype != dst.dtype:
+        raise UnsupportedOperatorError(what, f"a copy from {src.dtype} to {dst.dtype} (the "
+                                             f"NPU copies {', '.join(COPY_TYPES)} codes)")
+    f = 2 if upscale else 1
+    want = (src.shape[0] * f, src.shape[1] * f, src.shape[2])
+    if want != dst.shape:  # pragma: no cover - every caller builds matching boxes
+        raise AssertionError(f"{what}: copy {src.shape} -> {dst.shape}")
+    if max(src.shape + dst.shape) > MAX_DIM:
+        raise UnsupportedOperatorError(
+            what, f"a copy of a {src.shape} box (each dimension must be at most {MAX_DIM})")
+    api = vela_api()
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    npu.ifm, npu.ofm = _fm(api, src), _fm(api, dst)
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    if upscale:
+        npu.ifm_upscale = api.NpuResamplingMode.NEAREST
+    npu.block_config = block(npu)
+    npu.name = what.lower()
+    return npu
+
+
+def _axis_volume(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    """(outer, along, inner): ``shape`` as a 3-D volume around ``axis``."""
+    shape = tuple(int(s) for s in shape)
+    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
+            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+
+
+def _along(slot: FmSlot, shape: tuple[int, ...], axis: int) -> View:
+    return dense(slot, _axis_volume(shape, axis))
+
+
+def split_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+    """One SPLIT / SPLIT_V output: the slice ``[begin, end)`` of ``axis``, read through the
+    input's strides."""
+    axis, begin = int(q.attrs["axis"]), int(q.attrs["begin"])
+    src = _along(operands[0], q.in_shapes[0], axis)
+    dst = _along(ofm, q.out_shape, axis)
+    return [copy_op(src.at(0, begin, 0, dst.shape), dst, q.tflite_name, block)]
+
+
+def concat_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+    """CONCATENATION: each input written through the output's strides at its offset along
+    ``axis`` (the importer leaves any requantization to operators of its own)."""
+    axis = int(q.attrs["axis"]) % len(q.out_shape)
+    dst = _along(ofm, q.out_shape, axis)
+    ops, at = [], 0
+    for slot, shape in zip(operands, q.in_shapes):
+        src = _along(slot, shape, axis)
+        ops.append(copy_op(src, dst.at(0, at, 0, src.shape), q.tflite_name, block))
+        at += src.shape[1]
+    return ops
+
+
+def _pads3(q) -> list[tuple[int, int]]:
+    pads = [tuple(int(v) for v in p) for p in q.attrs["pad_width"]]
+    if len(pads) == 4 and pads[0] == (0, 0):
+        pads = pads[1:]
+    if len(pads) != 3:
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"padding {tuple(pads)}: the NPU pads height, width and depth")
+    return pads
+
+
+def pad_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+    """PAD: the input copied into the output at (top, left, front), then every border box
+    copied from one block of fill codes in flash (as large as the largest box)."""
+    (t, b), (lft, r), (f, bk) = _pads3(q)
+    h, w, c = operands[0].shape
+    oh, ow, oc = ofm.shape
+    out = dense(ofm)
+    what = q.tflite_name
+    ops = [copy_op(dense(operands[0]), out.at(t, lft, f, (h, w, c)), what, block)]
+    borders = [  # (origin, shape) of each box of fill codes
+        ((0, 0, 0), (t, ow, oc)), ((t + h, 0, 0), (b, ow, oc)),
+        ((t, 0, 0), (h, lft, oc)), ((t, lft + w, 0), (h, r, oc)),
+        ((t, lft, 0), (h, w, f)), ((t, lft, f + c), (h, w, bk)),
+    ]
+    borders = [(at, shape) for at, shape in borders if 0 not in shape]
+    if not borders:
+        return ops
+    n = max(int(np.prod(shape)) for _, shape in borders)
+    fill = flash.add(np.full(n, int(q.attrs["fill"]), dtype=np.dtype(ofm.dtype)).tobytes())
+    for (y, x, z), shape in borders:
+        src = dense(FmSlot(fill.region, fill.address, shape, ofm.dtype, None, 0))
+        ops.append(copy_op(src, out.at(y, x, z, shape), what, block))
+    return ops
+
+
+def _factors(q) -> tuple[int, int]:
+    """The integer (height, width) factors of a replicating resize, or an error."""
+    (_, ih, iw, _), (_, oh, ow, _) = q.in_shapes[0], q.out_shape
+    if q.attrs.get("align_corners", False) and (ih, iw) != (1, 1):
+        raise UnsupportedOperatorError(
+            q.tflite_name, "align_corners (the output grid is not a replication of the input)")
+    if oh % ih or ow % iw:
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"a {ih}x{iw} -> {oh}x{ow} resize (not an integer upscale)")
+    return oh // ih, ow // iw
+
+
+def resize_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+    """RESIZE_NEAREST_NEIGHBOR by integer factors (floor or half-pixel centres both pick
+    input ``y // factor``): the NPU's 2x nearest upscaling for 2x2, else one strided write
+    per phase. RESIZE_BILINEAR only where it is a replication too: an equal shape or a 1x1
+    input (every tap the same value; TFLite's fixed-point weights sum to one)."""
+    (_, ih, iw, c) = (int(s) for s in q.in_shapes[0])
+    src, out = dense(operands[0]), dense(ofm)
+    what = q.tflite_name
+    if (ih, iw) == (1, 1):  # every output pixel the one input pixel
+        oh, ow, _ = ofm.shape
+        return [copy_op(src.every(0, 0, (oh, ow, c)), out, what, block)]
+    if q.kind == "resize_bilinear" and tuple(q.in_shapes[0]) != tuple(q.out_shape):
+        raise UnsupportedOperatorError(
+            what, "a bilinear interpolation (only a same-size or 1x1-input resize is a copy)")
+    fy, fx = _factors(q)
+    if (fy, fx) == (2, 2):
+        return [copy_op(src, out, what, block, upscale=True)]
+    return [copy_op(src, out.at(dy, dx, 0, src.shape).every(fy, fx, src.shape), what, block)
+            for dy in range(fy) for dx in range(fx)]
+
+
+_LOWERINGS = {
+    "pad": pad_ops,
+    "split": split_ops,
+    "concatenate": concat_ops,
+    "resize_nearest": resize_ops,
+    "resize_bilinear": resize_ops,
+}
+
+
+def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash,
+                 block: Callable) -> list:
+    """The NPU operations of data-movement operator ``q`` (a kind of :data:`MOVEMENT_KINDS`)
+    from ``operands`` into ``ofm``; ``block(npu)`` picks each one's block config, ``flash``
+    takes constants (PAD's fill codes)."""
+    for slot in (*operands, ofm):
+        if slot.dtype not in COPY_TYPES:
+            raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
+    return _LOWERINGS[q.kind](q, operands, ofm, flash, block)
