@@ -51,6 +51,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     shape3,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
+from tvm_ethos.backends.ethos_u.ops_movement import MOVEMENT_KINDS, movement_ops
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -90,7 +91,7 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
 _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
               "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
 _WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
-_WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
+_WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape") + MOVEMENT_KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,6 +326,9 @@ class _Emitter:
             ofm = self.whole_slot(out, out_q, q.tflite_name)
             if q.kind == "reshape":
                 self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
+                return
+            if q.kind in MOVEMENT_KINDS:
+                self.ops += movement_ops(q, operands, ofm, self.flash, self.fallback_block)
                 return
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(

@@ -38,6 +38,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     pool_op,
     shape3,
 )
+from tvm_ethos.backends.ethos_u.ops_movement import MOVEMENT_KINDS, movement_ops
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -55,6 +56,7 @@ POOL_KINDS = ("avg_pool2d", "max_pool2d")
 ELEMENTWISE_KINDS = ("add", "mul")
 #: the operators a stream is generated for
 STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
+STREAM_KINDS += MOVEMENT_KINDS
 
 
 def _key(t) -> str:
@@ -187,6 +189,9 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         slots[_key(out)] = ofm
         if _is_reshape(q):
             continue  # the same bytes, read with another shape
+        if q.kind in MOVEMENT_KINDS:
+            ops += movement_ops(q, operands, ofm, flash, lambda npu: block_config(npu, acc))
+            continue
         if q.kind == "softmax":
             ops += npu_softmax.softmax_ops(
                 q, operands[0], ofm, offsets[work_key(step)], flash, lut_address(accelerator),
