@@ -920,7 +920,7 @@ def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
     def fn(*idx):
         i = idx[axis]
         val = None
-        for k in reversed(range(len(inputs))):
+        for k in range(len(inputs)):  # the last input whose offset ``i`` reaches
             src = list(idx)
             src[axis] = i - int(offsets[k])
             v = inputs[k][tuple(src)]
