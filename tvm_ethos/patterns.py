@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from tvm import relax
-from tvm.relax.dpl.pattern import is_const, is_op, wildcard
+from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from tvm_ethos.lower.quant import dtype_range, quantize_value
 
@@ -245,6 +245,23 @@ def _concat_variants():
     return [("concatenate", c, ann)]
 
 
+def _concat_qdq_variants(max_inputs: int = 8):
+    """The importer's quantized CONCATENATION: ``quantize(concat((dequantize(x_i), ...)))``,
+    one variant per number of inputs."""
+    out = []
+    for n in range(max_inputs, 1, -1):
+        ann = {}
+        xs = [wildcard() for _ in range(n)]
+        dqs = [_dq(x) for x in xs]
+        c = is_op("relax.concat")(is_tuple(dqs))
+        for i, (x, dq) in enumerate(zip(xs, dqs)):
+            ann[f"x{i}"], ann[f"dq{i}"] = x, dq
+        ann["op"] = c
+        ann["root"] = _tail(c, ann, False)
+        out.append(("concatenate", ann["root"], ann))
+    return out
+
+
 def _depth_to_space_variants():
     """TVM's DEPTH_TO_SPACE: ``reshape -> permute_dims -> reshape`` on the codes."""
     ann = {}
@@ -288,6 +305,7 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _integer_variant("resize_nearest", "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
         + _reshape_variants()
+        + _concat_qdq_variants()
         + _concat_variants()
     )
 
@@ -344,7 +362,12 @@ def read_qop(kind: str, ann: dict) -> QOp:
                 problems.append("per-channel quantization of an activation input")
             op.in_q.append((float(s[0]), int(z[0])))
 
-    if kind == "concatenate":
+    if kind == "concatenate" and "dq0" in ann:
+        n = sum(1 for k in ann if k.startswith("dq"))
+        for i in range(n):
+            add_input(ann[f"x{i}"], ann[f"dq{i}"])
+        op.attrs["axis"] = int(ann["op"].attrs.axis)
+    elif kind == "concatenate":
         tup = ann["op"].args[0]
         fields = getattr(tup, "fields", None)
         if fields is None:
@@ -482,6 +505,9 @@ def read_qop(kind: str, ann: dict) -> QOp:
         )
     elif kind == "reshape":
         op.out_q = None
+    elif kind == "concatenate" and op.out_q is not None and any(q != op.out_q for q in op.in_q):
+        problems.append(f"concatenation with input quantizations {op.in_q} and output "
+                        f"{op.out_q}; the exact kernel copies codes and needs them equal")
 
     if "bias_dq" in ann:
         b = _const_np(ann["bias_dq"].args[0])
