@@ -109,37 +109,84 @@ def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = Fa
     return npu
 
 
-def _axis_volume(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
-    """(outer, along, inner): ``shape`` as a 3-D volume around ``axis``."""
-    shape = tuple(int(s) for s in shape)
-    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
-            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+@dataclass(frozen=True)
+class Copy:
+    """Source box ``src`` written to the output with its element (0, 0, 0) at ``at`` (height,
+    width, depth) and its rows / columns ``step`` output rows / columns apart; ``upscale``:
+    each source element covers a 2x2 output block (the NPU's nearest IFM upscaling)."""
+
+    src: View
+    at: tuple[int, int, int]
+    step: tuple[int, int] = (1, 1)
+    upscale: bool = False
 
 
-def _along(slot: FmSlot, shape: tuple[int, ...], axis: int) -> View:
-    return dense(slot, _axis_volume(shape, axis))
+def _span(origin: int, step: int, n: int, lo: int, hi: int) -> tuple[int, int]:
+    """The source indices ``i`` in [0, n) whose output ``origin + i * step`` is in [lo, hi)."""
+    first = max(0, -(-(lo - origin) // step))
+    return first, max(first, min(n, -(-(hi - origin) // step)))
 
 
-def split_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+def _phases(cp: Copy) -> list[Copy]:
+    """An upscaling copy as its four strided writes."""
+    y, x, c = cp.at
+    return [Copy(cp.src, (y + dy, x + dx, c), (2, 2)) for dy in (0, 1) for dx in (0, 1)]
+
+
+def clip(cp: Copy, rows: tuple[int, int], cols: tuple[int, int]) -> list[Copy]:
+    """The part of ``cp`` that writes output rows ``rows`` and columns ``cols``."""
+    (y0, y1), (x0, x1) = rows, cols
+    y, x, c = cp.at
+    if cp.upscale:
+        if (y0 - y) % 2 or (x0 - x) % 2 or (y1 - y) % 2 or (x1 - x) % 2:
+            return [p for ph in _phases(cp) for p in clip(ph, rows, cols)]
+        (i0, i1), (j0, j1) = _span(y, 2, cp.src.shape[0], y0, y1), _span(x, 2, cp.src.shape[1],
+                                                                          x0, x1)
+        if i0 == i1 or j0 == j1:
+            return []
+        src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
+        return [Copy(src, (y + 2 * i0, x + 2 * j0, c), upscale=True)]
+    (sy, sx) = cp.step
+    (i0, i1), (j0, j1) = _span(y, sy, cp.src.shape[0], y0, y1), _span(x, sx, cp.src.shape[1],
+                                                                        x0, x1)
+    if i0 == i1 or j0 == j1:
+        return []
+    src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
+    return [Copy(src, (y + sy * i0, x + sx * j0, c), cp.step)]
+
+
+def _axis3(q, axis: int, rank: int) -> int:
+    """The (height, width, depth) axis of ``axis`` of a rank-``rank`` tensor (batch 1)."""
+    a = axis % rank + 3 - rank
+    if a < 0:
+        raise UnsupportedOperatorError(q.tflite_name, f"axis {axis} of a {rank}-D tensor "
+                                                      "(the NPU moves height, width and depth)")
+    return a
+
+
+def _offset3(axis: int, n: int) -> tuple[int, int, int]:
+    at = [0, 0, 0]
+    at[axis] = n
+    return at[0], at[1], at[2]
+
+
+def split_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """One SPLIT / SPLIT_V output: the slice ``[begin, end)`` of ``axis``, read through the
     input's strides."""
-    axis, begin = int(q.attrs["axis"]), int(q.attrs["begin"])
-    src = _along(operands[0], q.in_shapes[0], axis)
-    dst = _along(ofm, q.out_shape, axis)
-    return [copy_op(src.at(0, begin, 0, dst.shape), dst, q.tflite_name, block)]
+    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
+    return [Copy(dense(operands[0]).at(*_offset3(a, int(q.attrs["begin"])), ofm.shape),
+                 (0, 0, 0))]
 
 
-def concat_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """CONCATENATION: each input written through the output's strides at its offset along
-    ``axis`` (the importer leaves any requantization to operators of its own)."""
-    axis = int(q.attrs["axis"]) % len(q.out_shape)
-    dst = _along(ofm, q.out_shape, axis)
-    ops, at = [], 0
-    for slot, shape in zip(operands, q.in_shapes):
-        src = _along(slot, shape, axis)
-        ops.append(copy_op(src, dst.at(0, at, 0, src.shape), q.tflite_name, block))
-        at += src.shape[1]
-    return ops
+    ``axis`` (a requantizing concatenation is refused when it is read)."""
+    a = _axis3(q, int(q.attrs["axis"]), len(q.out_shape))
+    out, at = [], 0
+    for slot in operands:
+        out.append(Copy(dense(slot), _offset3(a, at)))
+        at += slot.shape[a]
+    return out
 
 
 def _pads3(q) -> list[tuple[int, int]]:
@@ -152,15 +199,13 @@ def _pads3(q) -> list[tuple[int, int]]:
     return pads
 
 
-def pad_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+def pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """PAD: the input copied into the output at (top, left, front), then every border box
     copied from one block of fill codes in flash (as large as the largest box)."""
     (t, b), (lft, r), (f, bk) = _pads3(q)
     h, w, c = operands[0].shape
-    oh, ow, oc = ofm.shape
-    out = dense(ofm)
-    what = q.tflite_name
-    ops = [copy_op(dense(operands[0]), out.at(t, lft, f, (h, w, c)), what, block)]
+    _, ow, oc = ofm.shape
+    copies = [Copy(dense(operands[0]), (t, lft, f))]
     borders = [  # (origin, shape) of each box of fill codes
         ((0, 0, 0), (t, ow, oc)), ((t + h, 0, 0), (b, ow, oc)),
         ((t, 0, 0), (h, lft, oc)), ((t, lft + w, 0), (h, r, oc)),
@@ -168,19 +213,19 @@ def pad_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list
     ]
     borders = [(at, shape) for at, shape in borders if 0 not in shape]
     if not borders:
-        return ops
+        return copies
     n = max(int(np.prod(shape)) for _, shape in borders)
     fill = flash.add(np.full(n, int(q.attrs["fill"]), dtype=np.dtype(ofm.dtype)).tobytes())
-    for (y, x, z), shape in borders:
-        src = dense(FmSlot(fill.region, fill.address, shape, ofm.dtype, None, 0))
-        ops.append(copy_op(src, out.at(y, x, z, shape), what, block))
-    return ops
+    for at, shape in borders:
+        copies.append(Copy(dense(FmSlot(fill.region, fill.address, shape, ofm.dtype, None, 0)),
+                           at))
+    return copies
 
 
 def _factors(q) -> tuple[int, int]:
     """The integer (height, width) factors of a replicating resize, or an error."""
     (_, ih, iw, _), (_, oh, ow, _) = q.in_shapes[0], q.out_shape
-    if q.attrs.get("align_corners", False) and (ih, iw) != (1, 1):
+    if q.attrs.get("align_corners", False):
         raise UnsupportedOperatorError(
             q.tflite_name, "align_corners (the output grid is not a replication of the input)")
     if oh % ih or ow % iw:
@@ -189,42 +234,63 @@ def _factors(q) -> tuple[int, int]:
     return oh // ih, ow // iw
 
 
-def resize_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block) -> list:
+def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """RESIZE_NEAREST_NEIGHBOR by integer factors (floor or half-pixel centres both pick
     input ``y // factor``): the NPU's 2x nearest upscaling for 2x2, else one strided write
     per phase. RESIZE_BILINEAR only where it is a replication too: an equal shape or a 1x1
     input (every tap the same value; TFLite's fixed-point weights sum to one)."""
-    (_, ih, iw, c) = (int(s) for s in q.in_shapes[0])
-    src, out = dense(operands[0]), dense(ofm)
-    what = q.tflite_name
-    if (ih, iw) == (1, 1):  # every output pixel the one input pixel
+    _, ih, iw, c = (int(s) for s in q.in_shapes[0])
+    src = dense(operands[0])
+    if (ih, iw) == (1, 1):  # every output pixel the one input pixel: zero strides
         oh, ow, _ = ofm.shape
-        return [copy_op(src.every(0, 0, (oh, ow, c)), out, what, block)]
+        return [Copy(src.every(0, 0, (oh, ow, c)), (0, 0, 0))]
     if q.kind == "resize_bilinear" and tuple(q.in_shapes[0]) != tuple(q.out_shape):
         raise UnsupportedOperatorError(
-            what, "a bilinear interpolation (only a same-size or 1x1-input resize is a copy)")
+            q.tflite_name, "a bilinear interpolation (only a same-size or 1x1-input resize is "
+                           "a copy)")
     fy, fx = _factors(q)
     if (fy, fx) == (2, 2):
-        return [copy_op(src, out, what, block, upscale=True)]
-    return [copy_op(src, out.at(dy, dx, 0, src.shape).every(fy, fx, src.shape), what, block)
-            for dy in range(fy) for dx in range(fx)]
+        return [Copy(src, (0, 0, 0), upscale=True)]
+    return [Copy(src, (dy, dx, 0), (fy, fx)) for dy in range(fy) for dx in range(fx)]
+
+
+def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The (rows, columns) of a planner's stripe ``box`` of a 4-D output (None for the whole
+    ``full`` output); a stripe that splits channels or another layout is refused."""
+    box, full = tuple(tuple(b) for b in box), tuple(tuple(f) for f in full)
+    if box == full:
+        return None
+    if len(box) != 4 or box[0] != full[0] or box[3] != full[3]:
+        raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
+    return box[1], box[2]
 
 
 _LOWERINGS = {
-    "pad": pad_ops,
-    "split": split_ops,
-    "concatenate": concat_ops,
-    "resize_nearest": resize_ops,
-    "resize_bilinear": resize_ops,
+    "pad": pad_copies,
+    "split": split_copies,
+    "concatenate": concat_copies,
+    "resize_nearest": resize_copies,
+    "resize_bilinear": resize_copies,
 }
 
 
-def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash,
-                 block: Callable) -> list:
+def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Callable,
+                 box: tuple[tuple[int, int], tuple[int, int]] | None = None) -> list:
     """The NPU operations of data-movement operator ``q`` (a kind of :data:`MOVEMENT_KINDS`)
-    from ``operands`` into ``ofm``; ``block(npu)`` picks each one's block config, ``flash``
-    takes constants (PAD's fill codes)."""
+    from ``operands`` into ``ofm``, or only those writing output rows and columns ``box``
+    (a planner's stripe; whole tensors); ``block(npu)`` picks each one's block config,
+    ``flash`` takes constants (PAD's fill codes)."""
     for slot in (*operands, ofm):
         if slot.dtype not in COPY_TYPES:
             raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
-    return _LOWERINGS[q.kind](q, operands, ofm, flash, block)
+    copies = _LOWERINGS[q.kind](q, operands, ofm, flash)
+    if box is not None:
+        copies = [p for cp in copies for p in clip(cp, *box)]
+    out = dense(ofm)
+    ops = []
+    for cp in copies:
+        f = 2 if cp.upscale else 1
+        h, w, c = cp.src.shape
+        dst = out.at(*cp.at, (h * f, w * f, c)).every(*cp.step, (h * f, w * f, c))
+        ops.append(copy_op(cp.src, dst, q.tflite_name, block, upscale=cp.upscale))
+    return ops
