@@ -51,7 +51,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     shape3,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
-from tvm_ethos.backends.ethos_u.ops_movement import MOVEMENT_KINDS, movement_ops
+from tvm_ethos.backends.ethos_u.ops_movement import MOVEMENT_KINDS, movement_ops, stripe_box
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -91,7 +91,7 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
 _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
               "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
 _WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
-_WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape") + MOVEMENT_KINDS
+_WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,6 +318,13 @@ class _Emitter:
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
+        if q.kind in MOVEMENT_KINDS:  # whole tensors, the stripe's part of the copies
+            operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
+            ofm = self.whole_slot(out, q.out_q or (operands[0].scale, operands[0].zero_point),
+                                  q.tflite_name)
+            self.ops += movement_ops(q, operands, ofm, self.flash, self.fallback_block,
+                                     stripe_box(q, box, full))
+            return
         if q.kind in _WHOLE_ONLY:
             if tuple(box) != full:
                 raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it ({box})")
@@ -326,9 +333,6 @@ class _Emitter:
             ofm = self.whole_slot(out, out_q, q.tflite_name)
             if q.kind == "reshape":
                 self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
-                return
-            if q.kind in MOVEMENT_KINDS:
-                self.ops += movement_ops(q, operands, ofm, self.flash, self.fallback_block)
                 return
             if q.kind == "softmax":
                 self.ops += npu_softmax.softmax_ops(
