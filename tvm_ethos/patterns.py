@@ -305,8 +305,8 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _integer_variant("resize_nearest", "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
         + _reshape_variants()
-        + _concat_qdq_variants()
         + _concat_variants()
+        + _concat_qdq_variants()  # after the code copy: its reasons are the ones reported
     )
 
 
