@@ -178,6 +178,36 @@ def split_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[C
                  (0, 0, 0))]
 
 
+def split_origin(q) -> tuple[int, int, int]:
+    """The input element (height, width, depth) a SPLIT output's element (0, 0, 0) is."""
+    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
+    return _offset3(a, int(q.attrs["begin"]))
+
+
+def split_ring_op(q, src, dst, block: Callable):
+    """One stripe of a SPLIT output between feature maps of a planner's buffers (``src``
+    the input box the stripe reads, all its channels; ``dst`` the output box; either may
+    wrap a ring in tiles): the box's channels from the slice's first, copied."""
+    api = vela_api()
+    bc = split_origin(q)[2]
+    if bc:
+        esize = np.dtype(q.out_dtype).itemsize
+        src.tiles = api.NpuTileBox(src.tiles.height_0, src.tiles.height_1, src.tiles.width_0,
+                                   [a + bc * esize for a in src.tiles.addresses])
+    src.shape = api.NpuShape3D(src.shape.height, src.shape.width, dst.shape.depth)
+    for fm in (src, dst):
+        fm.quantization = api.NpuQuantization(1.0, 0)
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    npu.ifm, npu.ofm = src, dst
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.block_config = block(npu)
+    npu.name = q.tflite_name.lower()
+    return npu
+
+
 def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """CONCATENATION: each input written through the output's strides at its offset along
     ``axis`` (a requantizing concatenation is refused when it is read)."""
