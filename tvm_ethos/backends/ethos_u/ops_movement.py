@@ -1,19 +1,19 @@
-"""Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V, CONCATENATION and the resizes
-Vela takes, as strided copies.
+"""Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V (and the slices the importer
+writes in their form), CONCATENATION and the resizes that replicate pixels, as strided copies.
 
 None of these operators computes a value: each output element is an input element (or, for
 PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
-every int8/uint8/int16 code) whose feature maps are *strided views*: a box of a tensor read or
-written through its own byte strides, at the box's address. A slice is a read through the
-source's strides, a concatenation input a write through the output's, PAD's interior a write
-at an offset and its border boxes copies of fill codes from flash. Along one axis
-any tensor of any rank is an (outer, axis, inner) volume, so SPLIT and CONCATENATION on any
-axis need one copy per output / input. A nearest resize by 2 is the NPU's own 2x2 nearest
-IFM upscaling; by another integer factor, one copy per phase of the factor (a write with
-strides of the factor); from a 1x1 input, a zero-stride broadcast.
+the codes) whose feature maps are *strided views*: a box of a tensor read or written through
+its own byte strides, at the box's address. A slice is a read through the source's strides, a
+concatenation input a write through the output's, PAD's interior a write at an offset and its
+border boxes copies of fill codes from flash. A nearest resize by an even factor is the NPU's
+2x nearest IFM upscaling written with strides of half the factor; by an odd one, a strided
+write per phase; from a 1x1 input, a zero-stride broadcast.
 
-The copies cost the NPU one pass over the bytes moved; DMAs are not used because their lengths
-are whole 16-byte bursts, which would spill past a tensor's end.
+Each lowering yields :class:`Copy` records in the output's (height, width, depth)
+coordinates, so a planner's stripe is the records clipped to its rows and columns
+(:func:`clip`). DMAs are not used: their lengths are whole 16-byte bursts, which would spill
+past a tensor's end.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = Fa
 class Copy:
     """Source box ``src`` written to the output with its element (0, 0, 0) at ``at`` (height,
     width, depth) and its rows / columns ``step`` output rows / columns apart; ``upscale``:
-    each source element covers a 2x2 output block (the NPU's nearest IFM upscaling)."""
+    through the NPU's 2x nearest IFM upscaling, each source element covering 2x2 of the
+    written rows / columns (which are ``step`` apart)."""
 
     src: View
     at: tuple[int, int, int]
@@ -130,7 +131,9 @@ def _span(origin: int, step: int, n: int, lo: int, hi: int) -> tuple[int, int]:
 def _phases(cp: Copy) -> list[Copy]:
     """An upscaling copy as its four strided writes."""
     y, x, c = cp.at
-    return [Copy(cp.src, (y + dy, x + dx, c), (2, 2)) for dy in (0, 1) for dx in (0, 1)]
+    sy, sx = cp.step
+    return [Copy(cp.src, (y + sy * dy, x + sx * dx, c), (2 * sy, 2 * sx))
+            for dy in (0, 1) for dx in (0, 1)]
 
 
 def clip(cp: Copy, rows: tuple[int, int], cols: tuple[int, int]) -> list[Copy]:
@@ -138,7 +141,7 @@ def clip(cp: Copy, rows: tuple[int, int], cols: tuple[int, int]) -> list[Copy]:
     (y0, y1), (x0, x1) = rows, cols
     y, x, c = cp.at
     if cp.upscale:
-        if (y0 - y) % 2 or (x0 - x) % 2 or (y1 - y) % 2 or (x1 - x) % 2:
+        if cp.step != (1, 1) or (y0 - y) % 2 or (x0 - x) % 2 or (y1 - y) % 2 or (x1 - x) % 2:
             return [p for ph in _phases(cp) for p in clip(ph, rows, cols)]
         (i0, i1), (j0, j1) = _span(y, 2, cp.src.shape[0], y0, y1), _span(x, 2, cp.src.shape[1],
                                                                           x0, x1)
@@ -266,9 +269,11 @@ def _factors(q) -> tuple[int, int]:
 
 def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """RESIZE_NEAREST_NEIGHBOR by integer factors (floor or half-pixel centres both pick
-    input ``y // factor``): the NPU's 2x nearest upscaling for 2x2, else one strided write
-    per phase. RESIZE_BILINEAR only where it is a replication too: an equal shape or a 1x1
-    input (every tap the same value; TFLite's fixed-point weights sum to one)."""
+    input ``y // factor``): for even factors the NPU's 2x nearest upscaling, written with
+    strides of half the factor once per phase of that half (one operation for 2x, four for
+    4x), else one strided write per phase of the factor. RESIZE_BILINEAR only where it is
+    a replication too: an equal shape or a 1x1 input (every tap the same value; TFLite's
+    fixed-point weights sum to one)."""
     _, ih, iw, c = (int(s) for s in q.in_shapes[0])
     src = dense(operands[0])
     if (ih, iw) == (1, 1):  # every output pixel the one input pixel: zero strides
@@ -279,8 +284,10 @@ def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[
             q.tflite_name, "a bilinear interpolation (only a same-size or 1x1-input resize is "
                            "a copy)")
     fy, fx = _factors(q)
-    if (fy, fx) == (2, 2):
-        return [Copy(src, (0, 0, 0), upscale=True)]
+    if fy % 2 == 0 and fx % 2 == 0:  # 2x upscales written every (fy / 2, fx / 2) elements
+        hy, hx = fy // 2, fx // 2
+        return [Copy(src, (dy, dx, 0), (hy, hx), upscale=True)
+                for dy in range(hy) for dx in range(hx)]
     return [Copy(src, (dy, dx, 0), (fy, fx)) for dy in range(fy) for dx in range(fx)]
 
 
