@@ -27,7 +27,8 @@ from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 
 #: the operators lowered here
-MOVEMENT_KINDS = ("pad", "split", "concatenate", "resize_nearest", "resize_bilinear")
+MOVEMENT_KINDS = ("pad", "split", "concatenate", "resize_nearest", "resize_bilinear",
+                  "transpose")
 #: the largest feature-map dimension the NPU's registers hold
 MAX_DIM = 65536
 COPY_TYPES = ("int8", "uint8", "int16")
@@ -291,6 +292,41 @@ def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[
     return [Copy(src, (dy, dx, 0), (fy, fx)) for dy in range(fy) for dx in range(fx)]
 
 
+def transpose_swap(shape, perm) -> tuple[int, int, int] | None:
+    """(a, b, inner) when ``perm`` of ``shape``, its size-1 axes left out, swaps two
+    neighbouring blocks ``a`` and ``b`` of axes with ``inner`` contiguous elements after them
+    and nothing before: a transpose one strided copy does (Vela's list: HxWxC -> WxHxC,
+    1xWxC -> 1xCxW, Hx1xC -> Cx1xH, WxC -> CxW and the 4-D forms with batch 1); else None."""
+    keep = [a for a in range(len(shape)) if int(shape[a]) != 1]
+    order = [keep.index(a) for a in perm if a in keep]
+    dims = [int(shape[a]) for a in keep]
+    n = len(order)
+    tail = n
+    while tail > 0 and order[tail - 1] == tail - 1:
+        tail -= 1
+    inner = int(np.prod(dims[tail:], dtype=np.int64))
+    head = order[:tail]
+    for k in range(1, tail):  # head = [k..tail) then [0..k)
+        if head == list(range(k, tail)) + list(range(k)):
+            return (int(np.prod(dims[:k], dtype=np.int64)),
+                    int(np.prod(dims[k:tail], dtype=np.int64)), inner)
+    return None
+
+
+def transpose_op(q, src: FmSlot, ofm: FmSlot, block: Callable):
+    """TRANSPOSE as one copy of the input, an (a, b, inner) box, written with its two outer
+    strides exchanged."""
+    swap = transpose_swap(q.in_shapes[0], q.attrs["perm"])
+    if swap is None:
+        raise UnsupportedOperatorError(q.tflite_name, f"permutation {q.attrs['perm']} of "
+                                                      f"{q.in_shapes[0]} (not one swap)")
+    a, b, inner = swap
+    e = np.dtype(src.dtype).itemsize
+    read = View(src.region, src.offset, (a, b, inner), b * inner * e, inner * e, src.dtype)
+    write = View(ofm.region, ofm.offset, (a, b, inner), inner * e, a * inner * e, ofm.dtype)
+    return copy_op(read, write, q.tflite_name, block)
+
+
 def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The (rows, columns) of a planner's stripe ``box`` of a 4-D output (None for the whole
     ``full`` output); a stripe that splits channels or another layout is refused."""
@@ -320,6 +356,10 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
     for slot in (*operands, ofm):
         if slot.dtype not in COPY_TYPES:
             raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
+    if q.kind == "transpose":
+        if box is not None:
+            raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
+        return [transpose_op(q, operands[0], ofm, block)]
     copies = _LOWERINGS[q.kind](q, operands, ofm, flash)
     if box is not None:
         copies = [p for cp in copies for p in clip(cp, *box)]
