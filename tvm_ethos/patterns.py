@@ -45,6 +45,7 @@ TFLITE_NAMES = {
     "depth_to_space": "DEPTH_TO_SPACE",
     "resize_nearest": "RESIZE_NEAREST_NEIGHBOR",
     "clip": "RELU",
+    "transpose": "TRANSPOSE",
 }
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (lower/te_ops.py)
@@ -301,6 +302,7 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _unary_qdq_variants("pad", "relax.nn.pad")
         + _requantize_variants()
         + _depth_to_space_variants()
+        + _integer_variant("transpose", "relax.permute_dims", extra_args=0)
         + _integer_variant("split", "relax.strided_slice", extra_args=3)
         + _integer_variant("resize_nearest", "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
@@ -649,11 +651,19 @@ NEAREST_MODES = {
 }
 NEAREST_FLAGS = {mode: flags for flags, mode in NEAREST_MODES.items()}
 
+def _read_transpose(op: QOp, ann: dict, problems: list) -> None:
+    """TRANSPOSE on the codes: its permutation."""
+    axes = ann["op"].attrs.axes
+    op.attrs["perm"] = (tuple(int(v) for v in axes) if axes is not None
+                        else tuple(reversed(range(len(op.in_shapes[0])))))
+
+
 _DATA_MOVEMENT_READERS = {
     "pad": _read_pad,
     "split": _read_split,
     "depth_to_space": _read_depth_to_space,
     "resize_nearest": _read_resize_nearest,
+    "transpose": _read_transpose,
 }
 
 

@@ -33,7 +33,7 @@ from tvm_ethos.patterns import NEAREST_MODES
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
-                               "STRIDED_SLICE"})
+                               "STRIDED_SLICE", "TRANSPOSE"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -331,6 +331,16 @@ class EthosOperatorConverter(OperatorConverter):
             box_e.append(e)
         out = self.get_tensor_shape(self.get_output_tensors(op)[0])
         return self._box_slice(op, "STRIDED_SLICE", box_b, box_e, out)
+
+    # ------------------------------------------------------------------ TRANSPOSE
+    def convert_transpose(self, op):
+        """``permute_dims`` on the codes, the permutation a constant."""
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_transpose(op)
+        self._same_quantization("TRANSPOSE", inputs[0], self.get_output_tensors(op)[0])
+        perm = self._const_ints(inputs[1], "TRANSPOSE's permutation").ravel().tolist()
+        return relax.op.permute_dims(self.get_expr(inputs[0].tensor_idx), perm)
 
     # ------------------------------------------------------------------ FULLY_CONNECTED
     def convert_fully_connected(self, op):

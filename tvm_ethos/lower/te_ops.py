@@ -958,6 +958,20 @@ def lower_split(op, inputs, pool: ConstPool, name="split"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def lower_transpose(op, inputs, pool: ConstPool, name="transpose"):
+    """TRANSPOSE: output index ``i`` reads the input at ``i`` permuted back."""
+    (x,) = inputs
+    perm = op.attrs["perm"]
+
+    def fn(*idx):
+        src = [None] * len(perm)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        return x[tuple(src)]
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_depth_to_space(op, inputs, pool: ConstPool, name="d2s"):
     """DEPTH_TO_SPACE in TFLite's (DCR) order: output ``(h, w, c)`` reads input
     ``(h // b, w // b, ((h % b) * b + w % b) * C_out + c)``."""
@@ -1204,6 +1218,7 @@ LOWERINGS = {
     "split": lower_split,
     "depth_to_space": lower_depth_to_space,
     "resize_nearest": lower_resize_nearest,
+    "transpose": lower_transpose,
 }
 
 
