@@ -90,6 +90,12 @@ def expand_dims_model(in_shape=(1, 6, 5), axis=1, q=(0.05, 3)):
     return tb.serialize([x, ax, y], [(tb.BO.EXPAND_DIMS, 0, None, [0, 1], [2])], [0], [2])
 
 
+def transpose_model(in_shape, perm, q=(0.05, 3)):
+    out = [in_shape[p] for p in perm]
+    x, y = (tb.T(list(s), "int8", scale=q[0], zp=q[1]) for s in (in_shape, out))
+    return tb.serialize([x, _i32(perm), y], [(tb.BO.TRANSPOSE, 0, None, [0, 1], [2])], [0], [2])
+
+
 def _compile(model, config="ethos-u55-128", **kw):
     return tvm_ethos.compile(model, f"ethos-u -accelerator_config={config},llvm",
                              npu_runtime="stream", cache_dir=False, **kw)
@@ -150,6 +156,10 @@ CASES = {
     "strided_slice_shrink": (
         lambda: strided_slice_model((1, 4, 6, 5), (0, 2, 0, 1), (1, 3, 6, -1), shrink=2),
         "ethos-u65-256", 2),
+    # TRANSPOSE: one copy written with exchanged strides
+    "transpose_hw": (lambda: transpose_model((1, 4, 6, 5), (0, 2, 1, 3)), "ethos-u55-128", 1),
+    "transpose_2d": (lambda: transpose_model((7, 9), (1, 0)), "ethos-u65-256", 1),
+    "transpose_cyclic": (lambda: transpose_model((3, 4, 5), (1, 2, 0)), "ethos-u55-256", 1),
 }
 #: cases whose plan the stream does not take yet (the emulator runs them, exactly): the
 #: planner's stripe of the channel slice before the shrinking reshape is in the input's
@@ -325,3 +335,14 @@ def test_strided_slice_with_a_stride_stays_a_tflite_operator_with_its_reason():
     assert not verdict.importable and "strides [1, 2, 2, 1]" in verdict.reason
     with pytest.raises(tvm_ethos.errors.UnsupportedModelError, match=r"strides \[1, 2, 2, 1\]"):
         tvm_ethos.load_model(model)
+
+
+def test_transpose_that_is_no_single_swap_goes_to_the_host_with_its_reason():
+    model = transpose_model((3, 4, 5), (0, 2, 1))
+    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-128,llvm",
+                           cache_dir=False)
+    (op,) = cm.partition_report.operators
+    assert op.placed_on == "llvm"
+    assert any("permutation (0, 2, 1)" in r for r in op.rejections["ethos-u"]), op.rejections
+    xs = tflm_random_inputs(model, np.random.RandomState(2))
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(3, 5, 4), tflm_oracle(model, xs)[0])
