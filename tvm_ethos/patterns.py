@@ -263,6 +263,16 @@ def _concat_qdq_variants(max_inputs: int = 8):
     return out
 
 
+def _transpose_variants():
+    """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
+    DEPTH_TO_SPACE's, whose verdict must stand)."""
+    ann = {}
+    x = ~is_op("relax.reshape")(wildcard(), wildcard())
+    core = is_op("relax.permute_dims")(x)
+    ann.update(x0=x, op=core, root=core)
+    return [("transpose", core, ann)]
+
+
 def _depth_to_space_variants():
     """TVM's DEPTH_TO_SPACE: ``reshape -> permute_dims -> reshape`` on the codes."""
     ann = {}
@@ -302,7 +312,7 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _unary_qdq_variants("pad", "relax.nn.pad")
         + _requantize_variants()
         + _depth_to_space_variants()
-        + _integer_variant("transpose", "relax.permute_dims", extra_args=0)
+        + _transpose_variants()
         + _integer_variant("split", "relax.strided_slice", extra_args=3)
         + _integer_variant("resize_nearest", "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
