@@ -33,7 +33,7 @@ from tvm_ethos.patterns import NEAREST_MODES
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
-                               "STRIDED_SLICE", "TRANSPOSE"})
+                               "STRIDED_SLICE"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -334,7 +334,9 @@ class EthosOperatorConverter(OperatorConverter):
 
     # ------------------------------------------------------------------ TRANSPOSE
     def convert_transpose(self, op):
-        """``permute_dims`` on the codes, the permutation a constant."""
+        """``permute_dims`` on the codes, the permutation a constant (used once TRANSPOSE is
+        in :data:`DATA_MOVEMENT_OPS`; until then a quantized TRANSPOSE stays a TFLite
+        operator, the example tests/tvm_ethos/test_tflite_micro_host.py relies on)."""
         inputs = self.get_input_tensors(op)
         if inputs[0].qnn_params is None:
             return super().convert_transpose(op)
