@@ -10,6 +10,7 @@ import tflite
 import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tvm import relax
 
 import tvm_ethos
 from ethosu_stream.tflite_custom_op import run_vela_model
@@ -90,12 +91,6 @@ def expand_dims_model(in_shape=(1, 6, 5), axis=1, q=(0.05, 3)):
     return tb.serialize([x, ax, y], [(tb.BO.EXPAND_DIMS, 0, None, [0, 1], [2])], [0], [2])
 
 
-def transpose_model(in_shape, perm, q=(0.05, 3)):
-    out = [in_shape[p] for p in perm]
-    x, y = (tb.T(list(s), "int8", scale=q[0], zp=q[1]) for s in (in_shape, out))
-    return tb.serialize([x, _i32(perm), y], [(tb.BO.TRANSPOSE, 0, None, [0, 1], [2])], [0], [2])
-
-
 def _compile(model, config="ethos-u55-128", **kw):
     return tvm_ethos.compile(model, f"ethos-u -accelerator_config={config},llvm",
                              npu_runtime="stream", cache_dir=False, **kw)
@@ -156,10 +151,6 @@ CASES = {
     "strided_slice_shrink": (
         lambda: strided_slice_model((1, 4, 6, 5), (0, 2, 0, 1), (1, 3, 6, -1), shrink=2),
         "ethos-u65-256", 2),
-    # TRANSPOSE: one copy written with exchanged strides
-    "transpose_hw": (lambda: transpose_model((1, 4, 6, 5), (0, 2, 1, 3)), "ethos-u55-128", 1),
-    "transpose_2d": (lambda: transpose_model((7, 9), (1, 0)), "ethos-u65-256", 1),
-    "transpose_cyclic": (lambda: transpose_model((3, 4, 5), (1, 2, 0)), "ethos-u55-256", 1),
 }
 #: cases whose plan the stream does not take yet (the emulator runs them, exactly): the
 #: planner's stripe of the channel slice before the shrinking reshape is in the input's
@@ -337,12 +328,44 @@ def test_strided_slice_with_a_stride_stays_a_tflite_operator_with_its_reason():
         tvm_ethos.load_model(model)
 
 
+# ------------------------------------------------------------------ TRANSPOSE
+def transpose_module(in_shape, perm):
+    """An int8 ``permute_dims`` as a Relax module (the TFLite importer keeps a quantized
+    TRANSPOSE a TFLite operator for now): what the partition takes as a TRANSPOSE."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(in_shape, "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.permute_dims(x, perm))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+@pytest.mark.parametrize("in_shape, perm, config, planned", [
+    ((1, 4, 6, 5), (0, 2, 1, 3), "ethos-u55-128", True),   # H and W swapped
+    ((7, 9), (1, 0), "ethos-u65-256", False),               # 2-D
+    ((3, 4, 5), (1, 2, 0), "ethos-u55-256", True),          # cyclic: a 3 x 20 transpose
+])
+def test_transpose_stream_is_the_permutation(in_shape, perm, config, planned):
+    """One strided copy, exact (the oracle is the permutation itself)."""
+    cm = tvm_ethos.compile(transpose_module(in_shape, perm),
+                           f"ethos-u -accelerator_config={config},llvm", npu_runtime="stream",
+                           cache_dir=False, plan=planned)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"], entry
+    # (a planned Ethos-U65 stream copies its input and output through its fast scratch)
+    assert entry["commands"]["NPU_OP_POOL"] == 1 + 2 * (planned and config.startswith("ethos-u65"))
+    x = np.random.RandomState(4).randint(-128, 128, size=in_shape).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(cm.run(x)[0]).reshape(np.transpose(x, perm).shape),
+                                  np.transpose(x, perm))
+
+
 def test_transpose_that_is_no_single_swap_goes_to_the_host_with_its_reason():
-    model = transpose_model((3, 4, 5), (0, 2, 1))
-    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-128,llvm",
-                           cache_dir=False)
+    cm = tvm_ethos.compile(transpose_module((3, 4, 5), (0, 2, 1)),
+                           "ethos-u -accelerator_config=ethos-u55-128,llvm", cache_dir=False)
     (op,) = cm.partition_report.operators
     assert op.placed_on == "llvm"
     assert any("permutation (0, 2, 1)" in r for r in op.rejections["ethos-u"]), op.rejections
-    xs = tflm_random_inputs(model, np.random.RandomState(2))
-    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(3, 5, 4), tflm_oracle(model, xs)[0])
+    x = np.random.RandomState(2).randint(-128, 128, size=(3, 4, 5)).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(cm.run(x)[0]).reshape(3, 5, 4),
+                                  np.transpose(x, (0, 2, 1)))
