@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from tvm import relax
-from tvm.relax.dpl.pattern import is_const, is_op, wildcard
+from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from tvm_ethos.lower.quant import dtype_range, quantize_value
 
@@ -50,6 +50,7 @@ TFLITE_NAMES = {
     "depth_to_space": "DEPTH_TO_SPACE",
     "resize_nearest": "RESIZE_NEAREST_NEIGHBOR",
     "clip": "RELU",
+    "transpose": "TRANSPOSE",
 }
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (lower/te_ops.py)
@@ -269,6 +270,33 @@ def _concat_variants():
     return [("concatenate", c, ann)]
 
 
+def _concat_qdq_variants(max_inputs: int = 8):
+    """The importer's quantized CONCATENATION: ``quantize(concat((dequantize(x_i), ...)))``,
+    one variant per number of inputs."""
+    out = []
+    for n in range(max_inputs, 1, -1):
+        ann = {}
+        xs = [wildcard() for _ in range(n)]
+        dqs = [_dq(x) for x in xs]
+        c = is_op("relax.concat")(is_tuple(dqs))
+        for i, (x, dq) in enumerate(zip(xs, dqs)):
+            ann[f"x{i}"], ann[f"dq{i}"] = x, dq
+        ann["op"] = c
+        ann["root"] = _tail(c, ann, False)
+        out.append(("concatenate", ann["root"], ann))
+    return out
+
+
+def _transpose_variants():
+    """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
+    DEPTH_TO_SPACE's, whose verdict must stand)."""
+    ann = {}
+    x = ~is_op("relax.reshape")(wildcard(), wildcard())
+    core = is_op("relax.permute_dims")(x)
+    ann.update(x0=x, op=core, root=core)
+    return [("transpose", core, ann)]
+
+
 def _depth_to_space_variants():
     """TVM's DEPTH_TO_SPACE: ``reshape -> permute_dims -> reshape`` on the codes."""
     ann = {}
@@ -310,11 +338,13 @@ def pattern_variants() -> list[tuple[str, Any, dict]]:
         + _unary_qdq_variants("abs", "relax.abs")
         + _requantize_variants()
         + _depth_to_space_variants()
+        + _transpose_variants()
         + _integer_variant("split", "relax.strided_slice", extra_args=3)
         + _integer_variant("resize_nearest", "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
         + _reshape_variants()
         + _concat_variants()
+        + _concat_qdq_variants()  # after the code copy: its reasons are the ones reported
     )
 
 
@@ -370,7 +400,12 @@ def read_qop(kind: str, ann: dict) -> QOp:
                 problems.append("per-channel quantization of an activation input")
             op.in_q.append((float(s[0]), int(z[0])))
 
-    if kind == "concatenate":
+    if kind == "concatenate" and "dq0" in ann:
+        n = sum(1 for k in ann if k.startswith("dq"))
+        for i in range(n):
+            add_input(ann[f"x{i}"], ann[f"dq{i}"])
+        op.attrs["axis"] = int(ann["op"].attrs.axis)
+    elif kind == "concatenate":
         tup = ann["op"].args[0]
         fields = getattr(tup, "fields", None)
         if fields is None:
@@ -508,6 +543,9 @@ def read_qop(kind: str, ann: dict) -> QOp:
         )
     elif kind == "reshape":
         op.out_q = None
+    elif kind == "concatenate" and op.out_q is not None and any(q != op.out_q for q in op.in_q):
+        problems.append(f"concatenation with input quantizations {op.in_q} and output "
+                        f"{op.out_q}; the exact kernel copies codes and needs them equal")
 
     if "bias_dq" in ann:
         b = _const_np(ann["bias_dq"].args[0])
@@ -649,11 +687,19 @@ NEAREST_MODES = {
 }
 NEAREST_FLAGS = {mode: flags for flags, mode in NEAREST_MODES.items()}
 
+def _read_transpose(op: QOp, ann: dict, problems: list) -> None:
+    """TRANSPOSE on the codes: its permutation."""
+    axes = ann["op"].attrs.axes
+    op.attrs["perm"] = (tuple(int(v) for v in axes) if axes is not None
+                        else tuple(reversed(range(len(op.in_shapes[0])))))
+
+
 _DATA_MOVEMENT_READERS = {
     "pad": _read_pad,
     "split": _read_split,
     "depth_to_space": _read_depth_to_space,
     "resize_nearest": _read_resize_nearest,
+    "transpose": _read_transpose,
 }
 
 

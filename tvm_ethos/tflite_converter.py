@@ -32,7 +32,8 @@ from tvm_ethos.patterns import NEAREST_MODES
 
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
-                               "RESIZE_NEAREST_NEIGHBOR"})
+                               "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
+                               "STRIDED_SLICE"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -247,6 +248,101 @@ class EthosOperatorConverter(OperatorConverter):
         return relax.op.image.resize2d(self.get_expr(inputs[0].tensor_idx),
                                        tuple(int(v) for v in size), None, "NHWC",
                                        "nearest_neighbor", mode, rounding)
+
+    # ------------------------------------------------------------------ SQUEEZE / EXPAND_DIMS
+    def _code_reshape(self, op, name: str):
+        """The codes reshaped to the declared output shape (no value changes)."""
+        x = self.get_input_tensors(op)[0]
+        (out,) = self.get_output_tensors(op)
+        self._same_quantization(name, x, out)
+        shape = tuple(int(d) for d in self.get_tensor_shape(out))
+        return relax.op.reshape(self.get_expr(x.tensor_idx), shape)
+
+    def convert_squeeze(self, op):
+        if self.get_input_tensors(op)[0].qnn_params is None:
+            return super().convert_squeeze(op)
+        return self._code_reshape(op, "SQUEEZE")
+
+    def convert_expand_dims(self, op):
+        if self.get_input_tensors(op)[0].qnn_params is None:
+            return super().convert_expand_dims(op)
+        return self._code_reshape(op, "EXPAND_DIMS")
+
+    # ------------------------------------------------------------------ SLICE / STRIDED_SLICE
+    def _box_slice(self, op, name: str, begin, end, shape_out):
+        """The box ``[begin, end)`` of the input's codes: one unit-stride ``strided_slice``
+        per cut axis (each one SPLIT's form), then the declared output shape."""
+        x = self.get_input_tensors(op)[0]
+        (out,) = self.get_output_tensors(op)
+        self._same_quantization(name, x, out)
+        expr = self.get_expr(x.tensor_idx)
+        shape = [int(d) for d in self.get_tensor_shape(x)]
+        for axis, (b, e) in enumerate(zip(begin, end)):
+            if not 0 <= b < e <= shape[axis]:
+                raise _refuse(f"{name} of [{b}, {e}) on dimension {axis} of {shape}")
+            if (b, e) != (0, shape[axis]):
+                expr = self.bb.emit(relax.op.strided_slice(expr, axes=[axis], begin=[b],
+                                                           end=[e]))
+        return relax.op.reshape(expr, tuple(int(d) for d in shape_out))
+
+    def convert_slice(self, op):
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_slice(op)
+        shape = [int(d) for d in self.get_tensor_shape(inputs[0])]
+        begin = self._const_ints(inputs[1], "SLICE's begin").ravel().tolist()
+        size = self._const_ints(inputs[2], "SLICE's size").ravel().tolist()
+        end = [d if n == -1 else b + n for b, n, d in zip(begin, size, shape)]
+        out = self.get_tensor_shape(self.get_output_tensors(op)[0])
+        return self._box_slice(op, "SLICE", begin, end, out)
+
+    def convert_strided_slice(self, op):
+        """Unit strides only (a larger stride is no box); begin/end masks and negative
+        indices as TFLite reads them, shrunk axes dropped by the final reshape."""
+        from tflite.StridedSliceOptions import StridedSliceOptions
+
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_strided_slice(op)
+        opts = StridedSliceOptions()
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts.Init(table.Bytes, table.Pos)
+        masks = (opts.BeginMask(), opts.EndMask(), opts.ShrinkAxisMask()) if table else (0,) * 3
+        if table is not None and (opts.EllipsisMask() or opts.NewAxisMask()
+                                  or getattr(opts, "Offset", lambda: False)()):
+            raise _refuse("STRIDED_SLICE with an ellipsis, a new axis or offset; tvm-ethos "
+                          "takes begin, end and shrink masks")
+        shape = [int(d) for d in self.get_tensor_shape(inputs[0])]
+        begin = self._const_ints(inputs[1], "STRIDED_SLICE's begin").ravel().tolist()
+        end = self._const_ints(inputs[2], "STRIDED_SLICE's end").ravel().tolist()
+        strides = self._const_ints(inputs[3], "STRIDED_SLICE's strides").ravel().tolist()
+        if any(v != 1 for v in strides):
+            raise _refuse(f"STRIDED_SLICE with strides {strides}; tvm-ethos slices with unit "
+                          "strides")
+        bm, em, sm = masks
+        box_b, box_e = [], []
+        for i, d in enumerate(shape):
+            b = 0 if bm >> i & 1 else (begin[i] + d if begin[i] < 0 else begin[i])
+            e = d if em >> i & 1 else (end[i] + d if end[i] < 0 else end[i])
+            b = min(max(b, 0), d)
+            e = b + 1 if sm >> i & 1 else min(max(e, 0), d)
+            box_b.append(b)
+            box_e.append(e)
+        out = self.get_tensor_shape(self.get_output_tensors(op)[0])
+        return self._box_slice(op, "STRIDED_SLICE", box_b, box_e, out)
+
+    # ------------------------------------------------------------------ TRANSPOSE
+    def convert_transpose(self, op):
+        """``permute_dims`` on the codes, the permutation a constant (used once TRANSPOSE is
+        in :data:`DATA_MOVEMENT_OPS`; until then a quantized TRANSPOSE stays a TFLite
+        operator, the example tests/tvm_ethos/test_tflite_micro_host.py relies on)."""
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_transpose(op)
+        self._same_quantization("TRANSPOSE", inputs[0], self.get_output_tensors(op)[0])
+        perm = self._const_ints(inputs[1], "TRANSPOSE's permutation").ravel().tolist()
+        return relax.op.permute_dims(self.get_expr(inputs[0].tensor_idx), perm)
 
     # ------------------------------------------------------------------ FULLY_CONNECTED
     def convert_fully_connected(self, op):

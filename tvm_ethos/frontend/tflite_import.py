@@ -6,7 +6,11 @@ from tvm_ethos.errors import OptionError, UnsupportedModelError
 from tvm_ethos.frontend.messages import one_line
 from tvm_ethos.frontend.relax_module import finish, with_output_specs
 from tvm_ethos.frontend.tflite_check import check_tflite
-from tvm_ethos.frontend.tflite_support import TFLM_TARGET_HINT, converter_refusal
+from tvm_ethos.frontend.tflite_support import (
+    TFLM_TARGET_HINT,
+    converter_refusal,
+    strided_slice_refusal,
+)
 
 
 def import_tflite(data: bytes, name: str, shape_dict):
@@ -55,7 +59,7 @@ def _checked_model(data: bytes, name: str):
     finding."""
     checked = check_tflite(data, name)
     for op in checked.operators:
-        reason = converter_refusal(op)
+        reason = converter_refusal(op) or strided_slice_refusal(checked, op)
         if reason:
             where = f"subgraph {op.subgraph} " if op.subgraph else ""
             raise UnsupportedModelError(

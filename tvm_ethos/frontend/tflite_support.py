@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
 #: Where an operator the importer cannot convert can still run: the tflite-micro host (what
@@ -49,7 +51,7 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     """:func:`operator_support` of a model already checked."""
     out = []
     for op in checked.operators:
-        reason = converter_refusal(op)
+        reason = converter_refusal(op) or strided_slice_refusal(checked, op)
         if not reason:
             found = checked.operator_findings(op)
             reason = found[0].message if found else ""
@@ -70,6 +72,30 @@ def converter_refusal(op: CheckedOperator) -> str:
     if op.int16:
         return (f"{op.name} has INT16 tensors; the TFLite importer computes them in float32, "
                 "not with TFLite's integer arithmetic")
+    return ""
+
+
+def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why the converter cannot take a quantized STRIDED_SLICE (it takes a box: constant
+    unit strides, no ellipsis or new axis), or ``""``."""
+    if op.name != "STRIDED_SLICE" or not op.quantized or len(op.inputs) < 4:
+        return ""
+    model = checked.model
+    graph = model.Subgraphs(op.subgraph)
+    data = model.Buffers(graph.Tensors(op.inputs[3]).Buffer()).DataAsNumpy()
+    strides = np.frombuffer(data.tobytes(), "<i4") if hasattr(data, "tobytes") else None
+    if strides is None or strides.size == 0:
+        return "a quantized STRIDED_SLICE's strides are computed at run time"
+    if (strides != 1).any():
+        return f"a quantized STRIDED_SLICE with strides {strides.tolist()} is no box"
+    from tflite.StridedSliceOptions import StridedSliceOptions
+
+    table = graph.Operators(op.index).BuiltinOptions()
+    if table is not None:
+        opts = StridedSliceOptions()
+        opts.Init(table.Bytes, table.Pos)
+        if opts.EllipsisMask() or opts.NewAxisMask():
+            return "a quantized STRIDED_SLICE with an ellipsis or a new axis"
     return ""
 
 

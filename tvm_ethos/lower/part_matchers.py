@@ -580,6 +580,7 @@ def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
 #: index ``(h % b * b + w % b) * C + c``, are not affine and read the whole extent there)
 _DATA_MOVEMENT_PARTS = {
     "pad": lambda layer, x, o: ("pad", {"pads": tuple(layer.attrs["pad_width"])}),
+    "transpose": lambda layer, x, o: ("transpose", {"perm": tuple(layer.attrs["perm"])}),
     "split": _slice_attrs,
     "resize_nearest": lambda layer, x, o: (
         "resize", {"method": "nearest", "scale": (-(-o[1] // x[1]), -(-o[2] // x[2]))}),

@@ -956,7 +956,7 @@ def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
     def fn(*idx):
         i = idx[axis]
         val = None
-        for k in reversed(range(len(inputs))):
+        for k in range(len(inputs)):  # the last input whose offset ``i`` reaches
             src = list(idx)
             src[axis] = i - int(offsets[k])
             v = inputs[k][tuple(src)]
@@ -989,6 +989,20 @@ def lower_split(op, inputs, pool: ConstPool, name="split"):
     def fn(*idx):
         src = list(idx)
         src[axis] = src[axis] + begin
+        return x[tuple(src)]
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def lower_transpose(op, inputs, pool: ConstPool, name="transpose"):
+    """TRANSPOSE: output index ``i`` reads the input at ``i`` permuted back."""
+    (x,) = inputs
+    perm = op.attrs["perm"]
+
+    def fn(*idx):
+        src = [None] * len(perm)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
         return x[tuple(src)]
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")
@@ -1245,6 +1259,7 @@ LOWERINGS = {
     "split": lower_split,
     "depth_to_space": lower_depth_to_space,
     "resize_nearest": lower_resize_nearest,
+    "transpose": lower_transpose,
 }
 
 

@@ -226,6 +226,16 @@ def _pad(q, o):
     return r
 
 
+def _transpose(q, o):
+    """Vela's constraint_transpose: one swap of two blocks of axes (the forms it lists)."""
+    from tvm_ethos.backends.ethos_u.ops_movement import transpose_swap
+
+    if transpose_swap(q.in_shapes[0], q.attrs["perm"]) is None:
+        return [f"permutation {q.attrs['perm']} of {tuple(q.in_shapes[0])}; the NPU swaps "
+                "height and width, or width (height) and depth of a 1-wide (1-high) tensor"]
+    return []
+
+
 def _none(q, o):
     return []
 
@@ -265,6 +275,7 @@ CHECKS = {
     "requantize": _none,
     "reshape": reshape_rank,
     "concatenate": _none,
+    "transpose": _transpose,
 }
 
 

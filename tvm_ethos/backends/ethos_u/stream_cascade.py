@@ -52,6 +52,13 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
 from tvm_ethos.backends.ethos_u.ops_fc import fc_views
+from tvm_ethos.backends.ethos_u.ops_movement import (
+    MOVEMENT_KINDS,
+    movement_ops,
+    split_origin,
+    split_ring_op,
+    stripe_box,
+)
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -329,6 +336,22 @@ class _Emitter:
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
+        if q.kind == "split" and len(out.shape) == 4:
+            # one stripe read from the input's box, held whole or in a ring
+            stripe_box(q, box, full)  # (refuses a stripe of some channels)
+            (_, _), (y0, y1), (x0, x1), _ = box
+            by, bx, _ = split_origin(q)
+            src = self.box_fm(ins[0], (y0 + by, y1 + by), (x0 + bx, x1 + bx), None)
+            dst = self.box_fm(out, (y0, y1), (x0, x1), None)
+            self.ops.append(split_ring_op(q, src, dst, self.fallback_block))
+            return
+        if q.kind in MOVEMENT_KINDS:  # whole tensors, the stripe's part of the copies
+            operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
+            ofm = self.whole_slot(out, q.out_q or (operands[0].scale, operands[0].zero_point),
+                                  q.tflite_name)
+            self.ops += movement_ops(q, operands, ofm, self.flash, self.fallback_block,
+                                     stripe_box(q, box, full))
+            return
         whole_lut = q.kind in ops_lut.KINDS and len(out.shape) != 4  # no rows to stripe
         if q.kind in _WHOLE_ONLY or whole_lut:
             if tuple(box) != full:

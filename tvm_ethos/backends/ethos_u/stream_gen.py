@@ -39,6 +39,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     shape3,
 )
 from tvm_ethos.backends.ethos_u.ops_fc import fc_views
+from tvm_ethos.backends.ethos_u.ops_movement import MOVEMENT_KINDS, movement_ops
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -59,6 +60,7 @@ STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean",
 STREAM_KINDS += ops_lut.KINDS
 STREAM_KINDS += (ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
                  + ops_elementwise.ELEMENTWISE_UNARY_KINDS)
+STREAM_KINDS += MOVEMENT_KINDS
 
 
 def _key(t) -> str:
@@ -191,6 +193,9 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         slots[_key(out)] = ofm
         if _is_reshape(q):
             continue  # the same bytes, read with another shape
+        if q.kind in MOVEMENT_KINDS:
+            ops += movement_ops(q, operands, ofm, flash, lambda npu: block_config(npu, acc))
+            continue
         if q.kind == "softmax":
             ops += npu_softmax.softmax_ops(
                 q, operands[0], ofm, offsets[work_key(step)], flash, lut_address(accelerator),

@@ -1,0 +1,373 @@
+"""Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V (and the slices the importer
+writes in their form), CONCATENATION and the resizes that replicate pixels, as strided copies.
+
+None of these operators computes a value: each output element is an input element (or, for
+PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
+the codes) whose feature maps are *strided views*: a box of a tensor read or written through
+its own byte strides, at the box's address. A slice is a read through the source's strides, a
+concatenation input a write through the output's, PAD's interior a write at an offset and its
+border boxes copies of fill codes from flash. A nearest resize by an even factor is the NPU's
+2x nearest IFM upscaling written with strides of half the factor; by an odd one, a strided
+write per phase; from a 1x1 input, a zero-stride broadcast.
+
+Each lowering yields :class:`Copy` records in the output's (height, width, depth)
+coordinates, so a planner's stripe is the records clipped to its rows and columns
+(:func:`clip`). DMAs are not used: their lengths are whole 16-byte bursts, which would spill
+past a tensor's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
+from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
+
+#: the operators lowered here
+MOVEMENT_KINDS = ("pad", "split", "concatenate", "resize_nearest", "resize_bilinear",
+                  "transpose")
+#: the largest feature-map dimension the NPU's registers hold
+MAX_DIM = 65536
+COPY_TYPES = ("int8", "uint8", "int16")
+
+
+@dataclass(frozen=True)
+class View:
+    """A (height, width, depth) box of NHWC elements at ``offset`` in ``region``, rows
+    ``row_stride`` and columns ``col_stride`` bytes apart (depth is dense)."""
+
+    region: int
+    offset: int
+    shape: tuple[int, int, int]
+    row_stride: int
+    col_stride: int
+    dtype: str
+
+    @property
+    def esize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    def at(self, y: int, x: int, c: int, shape: tuple[int, int, int]) -> View:
+        """The sub-box of ``shape`` from element (y, x, c), with this view's strides."""
+        off = self.offset + y * self.row_stride + x * self.col_stride + c * self.esize
+        return View(self.region, off, shape, self.row_stride, self.col_stride, self.dtype)
+
+    def every(self, ky: int, kx: int, shape: tuple[int, int, int]) -> View:
+        """Every ``ky``-th row and ``kx``-th column from this view's origin, as ``shape``."""
+        return View(self.region, self.offset, shape, self.row_stride * ky,
+                     self.col_stride * kx, self.dtype)
+
+
+def dense(slot: FmSlot, shape: tuple[int, int, int] | None = None) -> View:
+    """The slot's bytes as a dense NHWC box (of ``shape``, default the slot's)."""
+    h, w, c = shape or slot.shape
+    e = np.dtype(slot.dtype).itemsize
+    return View(slot.region, slot.offset, (h, w, c), w * c * e, c * e, slot.dtype)
+
+
+def _fm(api, v: View):
+    fm = api.NpuFeatureMap()
+    fm.data_type = {"int8": api.NpuDataType.INT8, "uint8": api.NpuDataType.UINT8,
+                    "int16": api.NpuDataType.INT16}[v.dtype]
+    fm.region = v.region
+    h, w, c = v.shape
+    fm.shape = api.NpuShape3D(h, w, c)
+    fm.tiles = api.NpuTileBox(h, 0, w, [v.offset, 0, 0, 0])
+    fm.strides = api.NpuShape3D(v.row_stride, v.col_stride, v.esize)
+    fm.quantization = api.NpuQuantization(1.0, 0)
+    fm.layout = api.NpuLayout.NHWC
+    return fm
+
+
+def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = False):
+    """A 1x1 MAX pool of ``src`` into ``dst`` with unit quantization: the identity on the
+    codes (``upscale``: through the NPU's 2x2 nearest IFM upscaling, ``dst`` twice as high
+    and wide). ``block`` picks the block config."""
+    if src.dtype not in COPY_TYPES or src.dtype != dst.dtype:
+        raise UnsupportedOperatorError(what, f"a copy from {src.dtype} to {dst.dtype} (the "
+                                             f"NPU copies {', '.join(COPY_TYPES)} codes)")
+    f = 2 if upscale else 1
+    want = (src.shape[0] * f, src.shape[1] * f, src.shape[2])
+    if want != dst.shape:  # pragma: no cover - every caller builds matching boxes
+        raise AssertionError(f"{what}: copy {src.shape} -> {dst.shape}")
+    if max(src.shape + dst.shape) > MAX_DIM:
+        raise UnsupportedOperatorError(
+            what, f"a copy of a {src.shape} box (each dimension must be at most {MAX_DIM})")
+    api = vela_api()
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    npu.ifm, npu.ofm = _fm(api, src), _fm(api, dst)
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    if upscale:
+        npu.ifm_upscale = api.NpuResamplingMode.NEAREST
+    npu.block_config = block(npu)
+    npu.name = what.lower()
+    return npu
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Source box ``src`` written to the output with its element (0, 0, 0) at ``at`` (height,
+    width, depth) and its rows / columns ``step`` output rows / columns apart; ``upscale``:
+    through the NPU's 2x nearest IFM upscaling, each source element covering 2x2 of the
+    written rows / columns (which are ``step`` apart)."""
+
+    src: View
+    at: tuple[int, int, int]
+    step: tuple[int, int] = (1, 1)
+    upscale: bool = False
+
+
+def _span(origin: int, step: int, n: int, lo: int, hi: int) -> tuple[int, int]:
+    """The source indices ``i`` in [0, n) whose output ``origin + i * step`` is in [lo, hi)."""
+    first = max(0, -(-(lo - origin) // step))
+    return first, max(first, min(n, -(-(hi - origin) // step)))
+
+
+def _phases(cp: Copy) -> list[Copy]:
+    """An upscaling copy as its four strided writes."""
+    y, x, c = cp.at
+    sy, sx = cp.step
+    return [Copy(cp.src, (y + sy * dy, x + sx * dx, c), (2 * sy, 2 * sx))
+            for dy in (0, 1) for dx in (0, 1)]
+
+
+def clip(cp: Copy, rows: tuple[int, int], cols: tuple[int, int]) -> list[Copy]:
+    """The part of ``cp`` that writes output rows ``rows`` and columns ``cols``."""
+    (y0, y1), (x0, x1) = rows, cols
+    y, x, c = cp.at
+    if cp.upscale:
+        if cp.step != (1, 1) or (y0 - y) % 2 or (x0 - x) % 2 or (y1 - y) % 2 or (x1 - x) % 2:
+            return [p for ph in _phases(cp) for p in clip(ph, rows, cols)]
+        (i0, i1), (j0, j1) = _span(y, 2, cp.src.shape[0], y0, y1), _span(x, 2, cp.src.shape[1],
+                                                                          x0, x1)
+        if i0 == i1 or j0 == j1:
+            return []
+        src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
+        return [Copy(src, (y + 2 * i0, x + 2 * j0, c), upscale=True)]
+    (sy, sx) = cp.step
+    (i0, i1), (j0, j1) = _span(y, sy, cp.src.shape[0], y0, y1), _span(x, sx, cp.src.shape[1],
+                                                                        x0, x1)
+    if i0 == i1 or j0 == j1:
+        return []
+    src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
+    return [Copy(src, (y + sy * i0, x + sx * j0, c), cp.step)]
+
+
+def _axis3(q, axis: int, rank: int) -> int:
+    """The (height, width, depth) axis of ``axis`` of a rank-``rank`` tensor (batch 1)."""
+    a = axis % rank + 3 - rank
+    if a < 0:
+        raise UnsupportedOperatorError(q.tflite_name, f"axis {axis} of a {rank}-D tensor "
+                                                      "(the NPU moves height, width and depth)")
+    return a
+
+
+def _offset3(axis: int, n: int) -> tuple[int, int, int]:
+    at = [0, 0, 0]
+    at[axis] = n
+    return at[0], at[1], at[2]
+
+
+def split_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """One SPLIT / SPLIT_V output: the slice ``[begin, end)`` of ``axis``, read through the
+    input's strides."""
+    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
+    return [Copy(dense(operands[0]).at(*_offset3(a, int(q.attrs["begin"])), ofm.shape),
+                 (0, 0, 0))]
+
+
+def split_origin(q) -> tuple[int, int, int]:
+    """The input element (height, width, depth) a SPLIT output's element (0, 0, 0) is."""
+    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
+    return _offset3(a, int(q.attrs["begin"]))
+
+
+def split_ring_op(q, src, dst, block: Callable):
+    """One stripe of a SPLIT output between feature maps of a planner's buffers (``src``
+    the input box the stripe reads, all its channels; ``dst`` the output box; either may
+    wrap a ring in tiles): the box's channels from the slice's first, copied."""
+    api = vela_api()
+    bc = split_origin(q)[2]
+    if bc:
+        esize = np.dtype(q.out_dtype).itemsize
+        src.tiles = api.NpuTileBox(src.tiles.height_0, src.tiles.height_1, src.tiles.width_0,
+                                   [a + bc * esize for a in src.tiles.addresses])
+    src.shape = api.NpuShape3D(src.shape.height, src.shape.width, dst.shape.depth)
+    for fm in (src, dst):
+        fm.quantization = api.NpuQuantization(1.0, 0)
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    npu.ifm, npu.ofm = src, dst
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.block_config = block(npu)
+    npu.name = q.tflite_name.lower()
+    return npu
+
+
+def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """CONCATENATION: each input written through the output's strides at its offset along
+    ``axis`` (a requantizing concatenation is refused when it is read)."""
+    a = _axis3(q, int(q.attrs["axis"]), len(q.out_shape))
+    out, at = [], 0
+    for slot in operands:
+        out.append(Copy(dense(slot), _offset3(a, at)))
+        at += slot.shape[a]
+    return out
+
+
+def _pads3(q) -> list[tuple[int, int]]:
+    pads = [tuple(int(v) for v in p) for p in q.attrs["pad_width"]]
+    if len(pads) == 4 and pads[0] == (0, 0):
+        pads = pads[1:]
+    if len(pads) != 3:
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"padding {tuple(pads)}: the NPU pads height, width and depth")
+    return pads
+
+
+def pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """PAD: the input copied into the output at (top, left, front), then every border box
+    copied from one block of fill codes in flash (as large as the largest box)."""
+    (t, b), (lft, r), (f, bk) = _pads3(q)
+    h, w, c = operands[0].shape
+    _, ow, oc = ofm.shape
+    copies = [Copy(dense(operands[0]), (t, lft, f))]
+    borders = [  # (origin, shape) of each box of fill codes
+        ((0, 0, 0), (t, ow, oc)), ((t + h, 0, 0), (b, ow, oc)),
+        ((t, 0, 0), (h, lft, oc)), ((t, lft + w, 0), (h, r, oc)),
+        ((t, lft, 0), (h, w, f)), ((t, lft, f + c), (h, w, bk)),
+    ]
+    borders = [(at, shape) for at, shape in borders if 0 not in shape]
+    if not borders:
+        return copies
+    n = max(int(np.prod(shape)) for _, shape in borders)
+    fill = flash.add(np.full(n, int(q.attrs["fill"]), dtype=np.dtype(ofm.dtype)).tobytes())
+    for at, shape in borders:
+        copies.append(Copy(dense(FmSlot(fill.region, fill.address, shape, ofm.dtype, None, 0)),
+                           at))
+    return copies
+
+
+def _factors(q) -> tuple[int, int]:
+    """The integer (height, width) factors of a replicating resize, or an error."""
+    (_, ih, iw, _), (_, oh, ow, _) = q.in_shapes[0], q.out_shape
+    if q.attrs.get("align_corners", False):
+        raise UnsupportedOperatorError(
+            q.tflite_name, "align_corners (the output grid is not a replication of the input)")
+    if oh % ih or ow % iw:
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"a {ih}x{iw} -> {oh}x{ow} resize (not an integer upscale)")
+    return oh // ih, ow // iw
+
+
+def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """RESIZE_NEAREST_NEIGHBOR by integer factors (floor or half-pixel centres both pick
+    input ``y // factor``): for even factors the NPU's 2x nearest upscaling, written with
+    strides of half the factor once per phase of that half (one operation for 2x, four for
+    4x), else one strided write per phase of the factor. RESIZE_BILINEAR only where it is
+    a replication too: an equal shape or a 1x1 input (every tap the same value; TFLite's
+    fixed-point weights sum to one)."""
+    _, ih, iw, c = (int(s) for s in q.in_shapes[0])
+    src = dense(operands[0])
+    if (ih, iw) == (1, 1):  # every output pixel the one input pixel: zero strides
+        oh, ow, _ = ofm.shape
+        return [Copy(src.every(0, 0, (oh, ow, c)), (0, 0, 0))]
+    if q.kind == "resize_bilinear" and tuple(q.in_shapes[0]) != tuple(q.out_shape):
+        raise UnsupportedOperatorError(
+            q.tflite_name, "a bilinear interpolation (only a same-size or 1x1-input resize is "
+                           "a copy)")
+    fy, fx = _factors(q)
+    if fy % 2 == 0 and fx % 2 == 0:  # 2x upscales written every (fy / 2, fx / 2) elements
+        hy, hx = fy // 2, fx // 2
+        return [Copy(src, (dy, dx, 0), (hy, hx), upscale=True)
+                for dy in range(hy) for dx in range(hx)]
+    return [Copy(src, (dy, dx, 0), (fy, fx)) for dy in range(fy) for dx in range(fx)]
+
+
+def transpose_swap(shape, perm) -> tuple[int, int, int] | None:
+    """(a, b, inner) when ``perm`` of ``shape``, its size-1 axes left out, swaps two
+    neighbouring blocks ``a`` and ``b`` of axes with ``inner`` contiguous elements after them
+    and nothing before: a transpose one strided copy does (Vela's list: HxWxC -> WxHxC,
+    1xWxC -> 1xCxW, Hx1xC -> Cx1xH, WxC -> CxW and the 4-D forms with batch 1); else None."""
+    keep = [a for a in range(len(shape)) if int(shape[a]) != 1]
+    order = [keep.index(a) for a in perm if a in keep]
+    dims = [int(shape[a]) for a in keep]
+    n = len(order)
+    tail = n
+    while tail > 0 and order[tail - 1] == tail - 1:
+        tail -= 1
+    inner = int(np.prod(dims[tail:], dtype=np.int64))
+    head = order[:tail]
+    for k in range(1, tail):  # head = [k..tail) then [0..k)
+        if head == list(range(k, tail)) + list(range(k)):
+            return (int(np.prod(dims[:k], dtype=np.int64)),
+                    int(np.prod(dims[k:tail], dtype=np.int64)), inner)
+    return None
+
+
+def transpose_op(q, src: FmSlot, ofm: FmSlot, block: Callable):
+    """TRANSPOSE as one copy of the input, an (a, b, inner) box, written with its two outer
+    strides exchanged."""
+    swap = transpose_swap(q.in_shapes[0], q.attrs["perm"])
+    if swap is None:
+        raise UnsupportedOperatorError(q.tflite_name, f"permutation {q.attrs['perm']} of "
+                                                      f"{q.in_shapes[0]} (not one swap)")
+    a, b, inner = swap
+    e = np.dtype(src.dtype).itemsize
+    read = View(src.region, src.offset, (a, b, inner), b * inner * e, inner * e, src.dtype)
+    write = View(ofm.region, ofm.offset, (a, b, inner), inner * e, a * inner * e, ofm.dtype)
+    return copy_op(read, write, q.tflite_name, block)
+
+
+def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The (rows, columns) of a planner's stripe ``box`` of a 4-D output (None for the whole
+    ``full`` output); a stripe that splits channels or another layout is refused."""
+    box, full = tuple(tuple(b) for b in box), tuple(tuple(f) for f in full)
+    if box == full:
+        return None
+    if len(box) != 4 or box[0] != full[0] or box[3] != full[3]:
+        raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
+    return box[1], box[2]
+
+
+_LOWERINGS = {
+    "pad": pad_copies,
+    "split": split_copies,
+    "concatenate": concat_copies,
+    "resize_nearest": resize_copies,
+    "resize_bilinear": resize_copies,
+}
+
+
+def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Callable,
+                 box: tuple[tuple[int, int], tuple[int, int]] | None = None) -> list:
+    """The NPU operations of data-movement operator ``q`` (a kind of :data:`MOVEMENT_KINDS`)
+    from ``operands`` into ``ofm``, or only those writing output rows and columns ``box``
+    (a planner's stripe; whole tensors); ``block(npu)`` picks each one's block config,
+    ``flash`` takes constants (PAD's fill codes)."""
+    for slot in (*operands, ofm):
+        if slot.dtype not in COPY_TYPES:
+            raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
+    if q.kind == "transpose":
+        if box is not None:
+            raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
+        return [transpose_op(q, operands[0], ofm, block)]
+    copies = _LOWERINGS[q.kind](q, operands, ofm, flash)
+    if box is not None:
+        copies = [p for cp in copies for p in clip(cp, *box)]
+    out = dense(ofm)
+    ops = []
+    for cp in copies:
+        f = 2 if cp.upscale else 1
+        h, w, c = cp.src.shape
+        dst = out.at(*cp.at, (h * f, w * f, c)).every(*cp.step, (h * f, w * f, c))
+        ops.append(copy_op(cp.src, dst, q.tflite_name, block, upscale=cp.upscale))
+    return ops
