@@ -216,13 +216,16 @@ def test_a_batch_of_fully_connected_rows_is_on_the_npu_in_the_tflite(in_shape):
 
 def test_a_batch_of_planes_stays_a_tflite_operator_and_exact():
     """A 2 x 2 x 1 x 8 input (a batch of 2-row planes): the planner has no part for it, so
-    the partition keeps it on the host: llvm gives LiteRT's outputs (a host's reference),
-    the .tflite TFLite Micro's."""
+    the partition keeps the FULLY_CONNECTED on the host (the copy that lays out its rows may
+    go to the NPU): llvm gives LiteRT's outputs (a host's reference), the .tflite TFLite
+    Micro's."""
     model = fc_model(np.random.RandomState(4), (2, 2, 1, 8), 5)
     xs = tflm_random_inputs(model, np.random.RandomState(5))
     (ref,) = tflm_oracle(model, xs)
     cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
-    assert "ethos-u" not in cm.partition_summary
+    fcs = [op for op in cm.partition_report.operators if op.tflite_name == "FULLY_CONNECTED"]
+    assert [op.placed_on for op in fcs] == ["llvm"], fcs
+    assert fcs[0].rejections["ethos-u"] == ["batch size 2; only batch 1"]
     (host_ref,) = oracle(model, xs)
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(ref.shape), host_ref.reshape(ref.shape))
     tfl = tvm_ethos.compile(model, "ethos-u", cache_dir=False)

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import networkx as nx
 import numpy as np
 import pytest
 import tflite
@@ -130,15 +131,13 @@ def _dags(draw):
 
 
 def _convex(ops, succ) -> bool:
-    seen, todo = set(), [k for i in ops for k in succ[i] if k not in ops]
-    while todo:
-        v = todo.pop()
-        if v in ops:
-            return False
-        if v not in seen:
-            seen.add(v)
-            todo += succ[v]
-    return True
+    """Brute force over the graph (networkx): no operator outside ``ops`` is both reached
+    from ``ops`` and reaches into it."""
+    g = nx.DiGraph([(i, k) for i, ks in succ.items() for k in ks])
+    g.add_nodes_from(succ)
+    below = set().union(*(nx.descendants(g, i) for i in ops)) - set(ops)
+    above = set().union(*(nx.ancestors(g, i) for i in ops)) - set(ops)
+    return not (below & above)
 
 
 @settings(max_examples=150, deadline=None)

@@ -204,10 +204,12 @@ def avg_pool_scale(area: int, padded: bool = False) -> tuple[int, int] | None:
 
 
 def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
-    """ADD / MUL; the NPU broadcasts only its second operand, so a broadcast first operand
-    swaps them (``reversed_operands`` keeps the arithmetic the same)."""
+    """ADD / MUL / SUB / MINIMUM / MAXIMUM; the NPU broadcasts only its second operand, so a
+    broadcast first operand swaps them (``reversed_operands`` keeps the arithmetic the same)."""
     api = vela_api()
-    sub = {"add": api.NpuElementWiseOp.ADD, "mul": api.NpuElementWiseOp.MUL}[op.kind]
+    sub = {"add": api.NpuElementWiseOp.ADD, "mul": api.NpuElementWiseOp.MUL,
+           "sub": api.NpuElementWiseOp.SUB, "minimum": api.NpuElementWiseOp.MIN,
+           "maximum": api.NpuElementWiseOp.MAX}[op.kind]
     npu = api.NpuElementWiseOperation(sub)
     reverse = a.shape != ofm.shape
     if reverse and b.shape != ofm.shape:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, _common, feature_map
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, _common
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
 from tvm_ethos.lower.quant import f32, quantize_multiplier
 
@@ -29,23 +29,6 @@ KINDS = ("sub", "minimum", "maximum")
 UNARY_KINDS = ("relu",)
 #: the one-operand kinds that are one elementwise operation
 ELEMENTWISE_UNARY_KINDS = ("abs",)
-
-
-def binary_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
-    """The ``NpuElementWiseOperation`` of the SUB / MINIMUM / MAXIMUM ``op`` reading ``a`` and
-    ``b`` into ``ofm``."""
-    api = vela_api()
-    sub_op = {"sub": api.NpuElementWiseOp.SUB, "minimum": api.NpuElementWiseOp.MIN,
-              "maximum": api.NpuElementWiseOp.MAX}[op.kind]
-    npu = api.NpuElementWiseOperation(sub_op)
-    reverse = a.shape != ofm.shape
-    if reverse and b.shape != ofm.shape:
-        raise UnsupportedOperatorError(op.tflite_name, "both operands broadcast")
-    first, second = (b, a) if reverse else (a, b)
-    _common(npu, op, first, ofm)
-    npu.ifm2 = feature_map(second)
-    npu.reversed_operands = reverse
-    return npu
 
 
 def relu_op(op, ifm: FmSlot, ofm: FmSlot):

@@ -420,13 +420,11 @@ class _Emitter:
             npu = conv_op(qs, operands[0][0], ofm_slot)
         elif q.kind in ("avg_pool2d", "max_pool2d"):
             npu = pool_op(qs, operands[0][0], ofm_slot)
-        elif q.kind in ("add", "mul"):
+        elif q.kind in ("add", "mul") + ops_elementwise.KINDS:
             npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
         elif q.kind in ops_lut.KINDS:
             self.ops += ops_lut.before(q, self.flash, lut_address(self.accelerator))
             npu = ops_lut.npu_op(q, operands[0][0], ofm_slot)
-        elif q.kind in ops_elementwise.KINDS:
-            npu = ops_elementwise.binary_op(q, operands[0][0], operands[1][0], ofm_slot)
         elif q.kind in ops_elementwise.UNARY_KINDS:
             npu = ops_elementwise.relu_op(q, operands[0][0], ofm_slot)
         elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:

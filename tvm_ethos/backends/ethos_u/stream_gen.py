@@ -218,11 +218,8 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         elif q.kind in POOL_KINDS:
             npu = pool_op(q, operands[0], ofm)
             npu.block_config = block_config(npu, acc)
-        elif q.kind in ELEMENTWISE_KINDS:
+        elif q.kind in ELEMENTWISE_KINDS + ops_elementwise.KINDS:
             npu = elementwise_op(q, operands[0], operands[1], ofm)
-            npu.block_config = block_config(npu, acc)
-        elif q.kind in ops_elementwise.KINDS:
-            npu = ops_elementwise.binary_op(q, operands[0], operands[1], ofm)
             npu.block_config = block_config(npu, acc)
         elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
             npu = ops_elementwise.abs_op(q, operands[0], ofm)
