@@ -92,7 +92,7 @@ def intermediates(data: bytes):
 
 def ifm_reads():
     """A ``trace`` for the streams that keeps every operation's IFM (and IFM2) box as the
-    stream reads it, flattened, and the list it fills."""
+    stream reads it, (height, width, depth), and the list it fills."""
     from ethosu_stream.feature_map import from_registers
     from ethosu_stream.ops_common import ifm_hw, kernel, ofm_shape
 
@@ -114,7 +114,8 @@ def ifm_reads():
         for prefix in prefixes:
             try:
                 fm = from_registers(state, prefix)
-                seen.append(mem.read(fm.region, fm.grid(h, w, c), fm.dtype).ravel())
+                seen.append(np.asarray(mem.read(fm.region, fm.grid(h, w, c), fm.dtype))
+                            .reshape(h, w, c))
             except Exception:  # noqa: BLE001 - a box this guess gets wrong is just not kept
                 continue
 

@@ -85,7 +85,7 @@ def _run(graph: TfliteGraph, xs) -> tuple[list[np.ndarray], list[np.ndarray]]:
 
 
 def _found(want: np.ndarray, computed: list[np.ndarray]) -> bool:
-    return any(c.size == want.size and np.array_equal(c, want) for c in computed)
+    return any(c.size == want.size and np.array_equal(c.ravel(), want.ravel()) for c in computed)
 
 
 # ------------------------------------------------------------------ an SVDF on the CPU
