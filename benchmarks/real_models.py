@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from tvm_ethos.reports.tflite_ops import operator_kinds
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ACCELERATORS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
@@ -58,33 +60,13 @@ def vela_size(model: str, accelerator: str) -> dict:
             "tflite": run.tflite}
 
 
-def _operators(data: bytes) -> list[tuple[str, tuple[int, ...]]]:
-    """(kind, first output's shape) of every operator of a ``.tflite``'s first subgraph; an
-    ``ethos-u`` operator's kind is ``ethos-u``."""
-    import tflite
-
-    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
-    m = tflite.Model.GetRootAsModel(data, 0)
-    g = m.Subgraphs(0)
-    out = []
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        code = m.OperatorCodes(op.OpcodeIndex())
-        kind = (code.CustomCode().decode() if code.CustomCode()
-                else names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?"))
-        shape = tuple(int(d) for d in g.Tensors(op.Outputs(0)).ShapeAsNumpy()) \
-            if op.OutputsLength() else ()
-        out.append((kind, shape))
-    return out
-
-
 def vela_cpu_indices(source: bytes, vela_tflite: bytes) -> set[int] | None:
     """The indices in ``source`` of the operators Vela left on the CPU: Vela copies them in
     source order with their kind and output shape, so each is matched to the next source
     operator of that kind and shape. None when one cannot be matched."""
-    src = _operators(source)
+    src = operator_kinds(source)
     kept, at = set(), 0
-    for kind, shape in _operators(vela_tflite):
+    for kind, shape in operator_kinds(vela_tflite):
         if kind == "ethos-u":
             continue
         while at < len(src) and src[at] != (kind, shape):

@@ -175,3 +175,13 @@ if __name__ == "__main__":
     import sys
 
     _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+
+
+def inputs_for(specs, rs) -> list[np.ndarray]:
+    """Uniform integers over each input's whole range, for a compiled model's ``inputs``
+    (anything with ``shape`` and ``dtype``)."""
+    out = []
+    for s in specs:
+        info = np.iinfo(s.dtype)
+        out.append(rs.randint(info.min, info.max + 1, size=s.shape).astype(s.dtype))
+    return out

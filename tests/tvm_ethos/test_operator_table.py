@@ -20,8 +20,9 @@ import pytest
 import tvm_ethos
 from benchmarks.real_models import vela_cpu_indices, vela_size
 from tests.helpers.models import MODELS_DIR
-from tests.helpers.tflite_oracle import oracle, tflm_oracle
+from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.errors import TvmEthosError
+from tvm_ethos.reports.tflite_ops import operator_kinds
 
 regor = pytest.importorskip("ethosu.regor")
 pytest.importorskip("tflite_micro")
@@ -95,34 +96,14 @@ def test_every_row_is_well_formed():
 
 
 # --------------------------------------------------------------------------- one model a row
-def _builtin_names(data: bytes) -> list[str]:
-    import tflite
-
-    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
-    m = tflite.Model.GetRootAsModel(data, 0)
-    g = m.Subgraphs(0)
-    out = []
-    for i in range(g.OperatorsLength()):
-        code = m.OperatorCodes(g.Operators(i).OpcodeIndex())
-        out.append(names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())])
-    return out
-
-
-def _inputs(cm, rs) -> list[np.ndarray]:
-    out = []
-    for s in cm.inputs:
-        info = np.iinfo(s.dtype)
-        out.append(rs.randint(info.min, info.max + 1, size=s.shape).astype(s.dtype))
-    return out
-
-
 BUILT = [r for r in ROWS if r.model != "-"]
 
 
 @pytest.mark.parametrize("row", BUILT, ids=[r.operator for r in BUILT])
 def test_the_one_operator_model_lands_where_the_table_says_with_the_oracles_outputs(row):
     data = operator_models.MODELS[row.model]()
-    assert _builtin_names(data) == [row.operator], f"builder {row.model} builds another model"
+    kinds = [k for k, _ in operator_kinds(data)]
+    assert kinds == [row.operator], f"builder {row.model} builds another model"
     if row.ours == "refused":
         with pytest.raises(TvmEthosError):
             tvm_ethos.compile(data, "ethos-u", cache_dir=False)
@@ -141,7 +122,7 @@ def test_the_one_operator_model_lands_where_the_table_says_with_the_oracles_outp
         return
     rs = np.random.RandomState(0)
     for _ in range(2):
-        xs = _inputs(cm, rs)
+        xs = inputs_for(cm.inputs, rs)
         want_out = tflm_oracle(data, xs) if row.oracle == "TFLM" else oracle(data, xs)
         got = cm.run(*xs)
         assert len(got) == len(want_out)
@@ -162,7 +143,7 @@ def test_vela_s_cpu_operators_are_matched_back_to_the_source_operators():
     source = path.read_bytes()
     vela = vela_size(str(path), "ethos-u55-128")
     kept = vela_cpu_indices(source, vela["tflite"])
-    kinds = _builtin_names(source)
+    kinds = [k for k, _ in operator_kinds(source)]
     assert kept is not None and len(kept) == vela["cpu"]
     assert sorted(kinds[i] for i in kept) == ["QUANTIZE"] + ["SVDF"] * 7
     assert kept == {i for i, k in enumerate(kinds) if k == "SVDF"} | {len(kinds) - 1}

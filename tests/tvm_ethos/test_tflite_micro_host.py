@@ -19,12 +19,14 @@ from test_cli_compile import call
 
 import tvm_ethos
 from tests.helpers.models import model_path
+from tests.helpers.tflite_oracle import inputs_for
 from tvm_ethos import demo_person
 from tvm_ethos.backends.tflite_micro import reference
 from tvm_ethos.backends.tflite_micro.cut import npu_candidates
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
 from tvm_ethos.demo_person import image_input, label, read_grey_bmp
 from tvm_ethos.errors import TargetError
+from tvm_ethos.reports.tflite_ops import operator_kinds
 from tvm_ethos.targets import parse_targets
 
 pytest.importorskip("ethosu.vela")
@@ -62,32 +64,12 @@ def _diamond(rs):
                         [tb._conv_op([0, 1, 2], [3]), _transpose(3, 4, 5), add], [0], [6])
 
 
-def _operator_names(data: bytes) -> list[str]:
-    m = tflite.Model.GetRootAsModel(data, 0)
-    g = m.Subgraphs(0)
-    names = {v: k for k, v in vars(BO).items() if not k.startswith("_")}
-    out = []
-    for i in range(g.OperatorsLength()):
-        code = m.OperatorCodes(g.Operators(i).OpcodeIndex())
-        out.append(code.CustomCode().decode() if code.CustomCode()
-                   else names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())])
-    return out
-
-
-def _inputs(cm, rs) -> list[np.ndarray]:
-    out = []
-    for s in cm.inputs:
-        info = np.iinfo(s.dtype)
-        out.append(rs.randint(info.min, info.max + 1, size=s.shape).astype(s.dtype))
-    return out
-
-
 def _assert_equals_tflm(cm, source: bytes, runs: int, seed: int = 0, extra=()) -> None:
     """``cm.run`` against TFLite Micro on the source, input for input (one interpreter
     each, so state tensors evolve alike)."""
     ref = TflmReference(source)
     rs = np.random.RandomState(seed)
-    for k, xs in enumerate([_inputs(cm, rs) for _ in range(runs)] + list(extra)):
+    for k, xs in enumerate([inputs_for(cm.inputs, rs) for _ in range(runs)] + list(extra)):
         got, want = cm.run(*xs), ref.run(xs)
         assert len(got) == len(want)
         for g, w in zip(got, want):
@@ -101,7 +83,7 @@ def test_an_operator_no_importer_takes_stays_a_tflite_operator_between_ethos_u_o
     model = _conv_transpose_conv(np.random.RandomState(0))
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     assert cm.targets == "ethos-u -accelerator_config=ethos-u55-128,tflite-micro"
-    assert _operator_names(cm.tflite) == ["ethos-u", "TRANSPOSE", "ethos-u"]
+    assert _kinds(cm.tflite) == ["ethos-u", "TRANSPOSE", "ethos-u"]
     assert cm.partition_summary == {"ethos-u": 2, "tflite-micro": 1}
     kept = [p for p in cm.placement if p.placed_on == "tflite-micro"]
     assert [(p.index, p.kind) for p in kept] == [(1, "TRANSPOSE")]
@@ -112,7 +94,7 @@ def test_an_operator_no_importer_takes_stays_a_tflite_operator_between_ethos_u_o
 def test_groups_are_convex_so_no_ethos_u_operator_waits_for_itself():
     model = _diamond(np.random.RandomState(1))
     cm = tvm_ethos.compile(model, "ethos-u,tflite-micro", cache_dir=False)
-    assert _operator_names(cm.tflite) == ["ethos-u", "TRANSPOSE", "ethos-u"]
+    assert _kinds(cm.tflite) == ["ethos-u", "TRANSPOSE", "ethos-u"]
     assert len({p.operator for p in cm.placement if p.placed_on == "ethos-u"}) == 2
     _assert_equals_tflm(cm, model, runs=3)
 
@@ -154,6 +136,10 @@ def test_candidate_groups_are_convex_disjoint_maximal_and_cover_the_importable(d
     for j, i in edges:   # neighbouring groups could not be one
         if importable[i] and importable[j] and where[i] != where[j]:
             assert not _convex(where[i] | where[j], succ)
+
+
+def _kinds(data: bytes) -> list[str]:
+    return [k for k, _ in operator_kinds(data)]
 
 
 # ----------------------------------------------------------------------------- targets
@@ -375,7 +361,7 @@ def test_operators_copied_from_a_trained_model_run_as_the_source_does(name):
     source = model_path(f"tflite-micro/{name}").read_bytes()
     graph = SourceGraph(read_source(source))
     copy = cut_model(source, graph, range(len(graph.kinds)))
-    assert _operator_names(copy.data) == _operator_names(source)
+    assert _kinds(copy.data) == _kinds(source)
     a, b = TflmReference(copy.data), TflmReference(source)
     g = tflite.Model.GetRootAsModel(source, 0).Subgraphs(0)
     rs = np.random.RandomState(5)

@@ -26,6 +26,22 @@ class TfliteOperator(NamedTuple):
     macs: int               # as Vela counts them
 
 
+def operator_kinds(data: bytes) -> list[tuple[str, tuple[int, ...]]]:
+    """(kind, first output's shape) of every operator of the first subgraph of the TFLite
+    model ``data``: a builtin's name, or a custom operator's code (``ethos-u``)."""
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    m = tflite.Model.GetRootAsModel(data, 0)
+    g = m.Subgraphs(0)
+    out = []
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        kind = (code.CustomCode().decode() if code.CustomCode()
+                else names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?"))
+        out.append((kind, _shape(g, op.Outputs(0)) if op.OutputsLength() else ()))
+    return out
+
+
 def read_operators(data: bytes) -> list[TfliteOperator]:
     """The operators of the first subgraph of the TFLite model ``data``."""
     from ethosu.vela.tflite_mapping import builtin_operator_map  # Vela: imported when used
