@@ -4,14 +4,12 @@ accelerator. Ours: whether the stream was generated, its NPU operations, DMA byt
 high water (emulated, the functional model); Vela's: CPU operators and SRAM used (its summary
 CSV). Nothing here is timed.
 
-  python benchmarks/lut_ops.py [--out out/lut_ops]
+  python benchmarks/lut_ops.py
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +21,7 @@ sys.path.append(str(REPO / "tests" / "tvm_ethos"))
 import tflite_builder as tb  # noqa: E402
 
 import tvm_ethos  # noqa: E402
+from planner.vela_run import run_vela  # noqa: E402
 
 ACCELERATORS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 SHAPE = (1, 32, 32, 16)
@@ -43,20 +42,15 @@ MODELS = {
 }
 
 
-def _vela(path: str, accelerator: str, out: str) -> dict:
-    vela = os.path.join(os.path.dirname(sys.executable), "vela")
-    run = subprocess.run([vela, path, "--accelerator-config", accelerator, "--optimise", "Size",
-                          "--output-dir", out], check=True, capture_output=True, text=True)
+def _vela(path: str, accelerator: str) -> dict:
+    run = run_vela(path, accelerator, "--optimise", "Size")
     cpu = next((line.split("=")[1].split()[0] for line in run.stdout.splitlines()
                 if line.startswith("CPU operators")), "0")
-    (summary,) = [f for f in os.listdir(out) if f.endswith(".csv")]
-    with open(os.path.join(out, summary), newline="") as f:
-        row = next(csv.DictReader(f))
-    return {"vela_cpu_ops": int(cpu), "vela_sram_bytes": round(float(row["sram_memory_used"])
-                                                                 * 1024)}
+    return {"vela_cpu_ops": int(cpu),
+            "vela_sram_bytes": round(float(run.summary["sram_memory_used"]) * 1024)}
 
 
-def run(out: str) -> list[dict]:
+def run() -> list[dict]:
     rows = []
     for name, make in MODELS.items():
         data = make()
@@ -74,7 +68,7 @@ def run(out: str) -> list[dict]:
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "m.tflite")
                 Path(path).write_bytes(data)
-                row.update(_vela(path, acc, os.path.join(out, name.replace(" ", "_"), acc)))
+                row.update(_vela(path, acc))
             rows.append(row)
     return rows
 
@@ -90,10 +84,9 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="out/lut_ops", help="where Vela writes its outputs")
-    args = ap.parse_args(argv)
+    ap.parse_args(argv)   # --help
     print("ours: emulated (functional model); Vela: its own summary")
-    print(table(run(args.out)))
+    print(table(run()))
     return 0
 
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import tflite
 
 import tvm_ethos
+from planner.vela_run import run_vela
 from tests.helpers.tflite_oracle import tflm_oracle, tflm_random_inputs
 
 MODELS = ("hello_world_int8", "micro_speech_quantized", "person_detect", "trained_lstm_int8",
@@ -25,11 +23,7 @@ ACCELERATORS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 
 
 def vela_cpu_operators(path: Path, accelerator: str) -> int:
-    vela = Path(sys.executable).with_name("vela")
-    with tempfile.TemporaryDirectory() as out:
-        text = subprocess.run([str(vela), str(path), "--accelerator-config", accelerator,
-                               "--output-dir", out], capture_output=True, text=True,
-                              check=True).stdout
+    text = run_vela(str(path), accelerator).stdout
     return int(re.search(r"CPU operators = (\d+)", text).group(1))
 
 
