@@ -16,7 +16,8 @@ setup(
     classifiers=["License :: OSI Approved :: Apache Software License", "Typing :: Typed"],
     python_requires=">=3.10",
     packages=find_packages(include=["planner", "planner.*", "tvm_ethos", "tvm_ethos.*",
-                                    "ethosu_stream", "ethosu_stream.*"]),
+                                    "ethosu_stream", "ethosu_stream.*",
+                                    "ethos_arch", "ethos_arch.*"]),
     # PEP 561: the type hints of the public API are for users' type checkers too
     package_data={"tvm_ethos": ["py.typed"], "planner": ["py.typed"]},
     install_requires=[

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import networkx as nx
 
+from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.propagator import Propagator
 
@@ -74,6 +75,16 @@ class Tensor:
         return math.ceil(math.prod(shape) * self.itemsize * self.compression_ratio)
 
 
+def part_kind(name: str) -> Op | str:
+    """The kind of a Part read as ``name``: its :class:`~ethos_arch.ops.Op`, or ``name`` itself
+    for an operator outside the vocabulary, which the planner can only model as opaque (each
+    output stripe reads its whole input), as a JSON graph may name one ("nms")."""
+    try:
+        return Op(name)
+    except ValueError:
+        return name
+
+
 @dataclass(frozen=True)
 class Part:
     """One NPU operation: its inputs (activations and constants), one output, propagators.
@@ -81,9 +92,11 @@ class Part:
     Invariants: one Propagator per input, each mapping the output's rank to its input's
     rank; ``attrs`` (what a performance model needs: kernel, strides, activation, ...) is a
     tuple of (key, value) pairs sorted by key, so that Parts stay hashable and deterministic.
+    ``kind`` is an :class:`~ethos_arch.ops.Op`, or the name of an operator the planner knows
+    only by its whole-input dependence (an opaque Part read from JSON, :func:`part_kind`).
     """
     name: str
-    kind: str
+    kind: Op | str
     inputs: tuple[Tensor, ...]
     output: Tensor
     propagators: tuple[Propagator, ...]

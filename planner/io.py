@@ -28,9 +28,10 @@ import os
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
+from ethos_arch.ops import Op
 from planner import parts as P
 from planner.errors import PlannerError
-from planner.graph import DTYPE_BYTES, Part, PlannerGraph, Tensor
+from planner.graph import DTYPE_BYTES, Part, PlannerGraph, Tensor, part_kind
 from planner.limits import check_part, check_tensor
 from planner.propagator import Number, Propagator
 
@@ -497,13 +498,13 @@ def _compact(d: Mapping, where: str, ctx: _Ctx) -> Part:
     if op == "softmax":
         _keys(d, where, common + ("input", "beta"), ("input",))
         x = x_in()
-        return P.opaque(name, "softmax", x, x.shape, output_name=out,
+        return P.opaque(name, Op.SOFTMAX, x, x.shape, output_name=out,
                         beta=_float(d.get("beta", 1.0), f"{where}.beta"))
     if op == "opaque":
         _keys(d, where, common + ("input", "kind", "out_shape", "attrs"),
               ("input", "kind", "out_shape"))
         attrs = _obj(d.get("attrs", {}), f"{where}.attrs")
-        return P.opaque(name, _str(d["kind"], f"{where}.kind"), x_in(),
+        return P.opaque(name, part_kind(_str(d["kind"], f"{where}.kind")), x_in(),
                         _ints(d["out_shape"], f"{where}.out_shape", 1), output_name=out,
                         **{k: _dec_attr(v, f"{where}.attrs.{k}") for k, v in attrs.items()})
     raise _fail(f"{where}.op", f"unknown operator (known: {', '.join(COMPACT_OPS)})", op)
@@ -524,7 +525,7 @@ def _full_part(d: Mapping, where: str, ctx: _Ctx) -> Part:
           ("name", "kind", "inputs", "output", "propagators"))
     name = _str(d["name"], f"{where}.name")
     where = f"{where} ({name!r})"
-    kind = _str(d["kind"], f"{where}.kind")
+    kind = part_kind(_str(d["kind"], f"{where}.kind"))
 
     def known(v: Any, w: str) -> Tensor:
         n = _str(v, w)

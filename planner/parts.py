@@ -12,6 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
+from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part, Tensor
 from planner.propagator import Number, Propagator
@@ -121,7 +122,7 @@ def conv2d(name: str, ifm: Tensor, out_channels: int, kernel=(1, 1), strides=(1,
     if bias:
         inputs.append(Tensor(f"{name}:bias", (out_channels,), "int32", True))
         props.append(_bias_propagator())
-    return Part(name, "conv2d", tuple(inputs), out, tuple(props),
+    return Part(name, Op.CONV2D, tuple(inputs), out, tuple(props),
                 _attrs(kernel=k, strides=s, dilation=d, padding=p, groups=groups,
                        activation=activation))
 
@@ -145,7 +146,7 @@ def depthwise_conv2d(name: str, ifm: Tensor, kernel=(3, 3), strides=(1, 1), dila
     if bias:
         inputs.append(Tensor(f"{name}:bias", (c * m,), "int32", True))
         props.append(_bias_propagator())
-    return Part(name, "depthwise_conv2d", tuple(inputs), out, tuple(props),
+    return Part(name, Op.DEPTHWISE_CONV2D, tuple(inputs), out, tuple(props),
                 _attrs(kernel=k, strides=s, dilation=d, padding=p, depth_multiplier=m,
                        activation=activation))
 
@@ -161,7 +162,7 @@ def pool2d(name: str, ifm: Tensor, pool_type: str = "max", pool_size=(2, 2), str
     oh = window_out(h, k[0], s[0], 1, p[0], p[2])
     ow = window_out(w, k[1], s[1], 1, p[1], p[3])
     out = Tensor(output_name or f"{name}:0", (n, oh, ow, c))
-    return Part(name, "pool", (ifm,), out, (_window_propagator((1, 0), c, k, s, (1, 1), p),),
+    return Part(name, Op.POOL, (ifm,), out, (_window_propagator((1, 0), c, k, s, (1, 1), p),),
                 _attrs(pool_type=pool_type, kernel=k, strides=s, padding=p,
                        activation=activation))
 
@@ -177,7 +178,7 @@ def mean(name: str, ifm: Tensor, keepdims: bool = True, output_name: str | None 
     else:
         lin = [[1, 0], [0, 0], [0, 0], [0, 1]]
     prop = Propagator.build(lin, [0, h, w, 0], [0, 0, 0, 0])
-    return Part(name, "mean", (ifm,), out, (prop,), _attrs(kernel=(h, w), keepdims=keepdims))
+    return Part(name, Op.MEAN, (ifm,), out, (prop,), _attrs(kernel=(h, w), keepdims=keepdims))
 
 
 def _broadcast_propagator(in_shape: Sequence[int], out_shape: Sequence[int]) -> Propagator:
@@ -219,7 +220,7 @@ def elementwise(name: str, a: Tensor, b: Tensor, op: str = "add", activation: st
     shape = broadcast_shape(a.shape, b.shape)
     out = Tensor(output_name or f"{name}:0", shape)
     props = (_broadcast_propagator(a.shape, shape), _broadcast_propagator(b.shape, shape))
-    return Part(name, "elementwise", (a, b), out, props, _attrs(op=op, activation=activation))
+    return Part(name, Op.ELEMENTWISE, (a, b), out, props, _attrs(op=op, activation=activation))
 
 
 def unary(name: str, x: Tensor, op: str = "relu", output_name: str | None = None,
@@ -227,7 +228,7 @@ def unary(name: str, x: Tensor, op: str = "relu", output_name: str | None = None
     """Activations and per-element ops (relu, sigmoid, tanh, requantize, ...); extra
     ``attrs`` carry operator parameters such as leaky relu's alpha."""
     out = Tensor(output_name or f"{name}:0", x.shape)
-    return Part(name, "unary", (x,), out, (Propagator.identity(len(x.shape)),),
+    return Part(name, Op.UNARY, (x,), out, (Propagator.identity(len(x.shape)),),
                 _attrs(op=op, **attrs))
 
 
@@ -246,7 +247,7 @@ def fully_connected(name: str, ifm: Tensor, units: int, activation: str | None =
     if bias:
         inputs.append(Tensor(f"{name}:bias", (units,), "int32", True))
         props.append(Propagator.build([[0, 1]], [0], [0]))
-    return Part(name, "fully_connected", tuple(inputs), out, tuple(props),
+    return Part(name, Op.FULLY_CONNECTED, tuple(inputs), out, tuple(props),
                 _attrs(activation=activation))
 
 
@@ -270,11 +271,11 @@ def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
         offset[axis] = -start
         props.append(Propagator.build(ident, [0] * rank, offset))
         start += t.shape[axis]
-    return Part(name, "concatenate", tuple(inputs), out, tuple(props),
+    return Part(name, Op.CONCATENATE, tuple(inputs), out, tuple(props),
                 _attrs(axis=axis, activation=activation))
 
 
-def opaque(name: str, kind: str, x: Tensor, out_shape: Sequence[int],
+def opaque(name: str, kind: Op | str, x: Tensor, out_shape: Sequence[int],
            output_name: str | None = None, **attrs) -> Part:
     """An operator whose output stripes each need the whole input (reshape, transpose...)."""
     out = Tensor(output_name or f"{name}:0", tuple(out_shape))
@@ -288,13 +289,13 @@ def reshape(name: str, x: Tensor, new_shape: Sequence[int], output_name: str | N
     if math.prod(new_shape) != x.elements:
         raise PlannerError(f"{name}: cannot reshape {x.shape} ({x.elements} elements) to "
                            f"{tuple(new_shape)}")
-    return opaque(name, "reshape", x, new_shape, output_name)
+    return opaque(name, Op.RESHAPE, x, new_shape, output_name)
 
 
 def transpose(name: str, x: Tensor, perm: Sequence[int], output_name: str | None = None) -> Part:
     if sorted(perm) != list(range(len(x.shape))):
         raise PlannerError(f"{name}: {tuple(perm)} is not a permutation of {len(x.shape)} axes")
-    return opaque(name, "transpose", x, [x.shape[i] for i in perm], output_name,
+    return opaque(name, Op.TRANSPOSE, x, [x.shape[i] for i in perm], output_name,
                   perm=tuple(perm))
 
 
@@ -315,7 +316,7 @@ def resize(name: str, x: Tensor, scale=(2, 2), method: str = "nearest",
     else:
         const = [0, 2 - fh, 2 - fw, 0]
         offset = [0, fh / 2 - Fraction(1, 2), fw / 2 - Fraction(1, 2), 0]
-    return Part(name, "resize", (x,), out, (Propagator.build(lin, const, offset),),
+    return Part(name, Op.RESIZE, (x,), out, (Propagator.build(lin, const, offset),),
                 _attrs(scale=(sh, sw), method=method))
 
 
@@ -329,7 +330,7 @@ def pad(name: str, x: Tensor, pads: Sequence[tuple[int, int]],
     r = len(shape)
     ident = [[1 if i == j else 0 for j in range(r)] for i in range(r)]
     prop = Propagator.build(ident, [0] * r, [-a for a, _ in pads])
-    return Part(name, "pad", (x,), out, (prop,), _attrs(pads=tuple(map(tuple, pads))))
+    return Part(name, Op.PAD, (x,), out, (prop,), _attrs(pads=tuple(map(tuple, pads))))
 
 
 def strided_slice(name: str, x: Tensor, begin: Sequence[int], size: Sequence[int],
@@ -344,5 +345,5 @@ def strided_slice(name: str, x: Tensor, begin: Sequence[int], size: Sequence[int
                                f"{x.shape}")
     out = Tensor(output_name or f"{name}:0", tuple(size))
     ident = [[1 if i == j else 0 for j in range(r)] for i in range(r)]
-    return Part(name, "slice", (x,), out, (Propagator.build(ident, [0] * r, list(begin)),),
+    return Part(name, Op.SLICE, (x,), out, (Propagator.build(ident, [0] * r, list(begin)),),
                 _attrs(begin=tuple(begin)))

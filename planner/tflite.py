@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from planner import parts
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
@@ -467,14 +468,14 @@ def _vela_layouts(parts_: Sequence[Part], inputs: Sequence[Tensor],
         for t in p.inputs:
             consumers.setdefault(t.name, []).append(p)
     for p in parts_:
-        if p.kind == "reshape":
+        if p.kind == Op.RESHAPE:
             users = consumers.get(p.output.name, [])
-            if users and all(q.kind == "fully_connected" for q in users):
+            if users and all(q.kind == Op.FULLY_CONNECTED for q in users):
                 continue
             nhwc.update((p.inputs[0].name, p.output.name))
-        elif p.kind == "fully_connected":
+        elif p.kind == Op.FULLY_CONNECTED:
             nhwc.add(p.output.name)
-        elif p.kind == "softmax":
+        elif p.kind == Op.SOFTMAX:
             nhwc.add(p.inputs[0].name)
     out = []
     for p in parts_:
@@ -762,7 +763,7 @@ def _softmax(ctx: _OpContext) -> None:
     opts = ctx.options("SoftmaxOptions")
     beta = float(opts.Beta()) if opts is not None else 1.0
     # Each row needs the whole row (max and sum); opaque is the exact, if coarse, dependence.
-    ctx.emit(parts.opaque(ctx.name, "softmax", x, x.shape, output_name=ctx.out_name(),
+    ctx.emit(parts.opaque(ctx.name, Op.SOFTMAX, x, x.shape, output_name=ctx.out_name(),
                           beta=beta))
 
 
@@ -908,7 +909,7 @@ def _depth_to_space(ctx: _OpContext) -> None:
     if len(x.shape) != 4 or b < 1 or x.shape[3] % (b * b):
         raise ctx.err(f"block size {b} does not fit input shape {list(x.shape)}")
     n, h, w, c = x.shape
-    ctx.emit(parts.opaque(ctx.name, "depth_to_space", x, (n, h * b, w * b, c // (b * b)),
+    ctx.emit(parts.opaque(ctx.name, Op.DEPTH_TO_SPACE, x, (n, h * b, w * b, c // (b * b)),
                           output_name=ctx.out_name(), block_size=b))
 
 

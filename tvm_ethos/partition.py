@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import tvm
 from tvm import relax
 
+from ethos_arch.ops import Op, parse_op
 from tvm_ethos.errors import UnsupportedModelError
 from tvm_ethos.patterns import pattern_variants, read_qop
 from tvm_ethos.targets import TargetList, parse_targets
@@ -118,7 +119,8 @@ def _composite_core(cfunc) -> tuple[str, bool]:
     from tvm_ethos.patterns import _VARIANTS_BY_KIND, qop_from_composite
 
     qop_from_composite(cfunc)  # fills the variant table
-    kind = str(cfunc.attrs["Composite"]).split(".", 1)[1]
+    name = str(cfunc.attrs["Composite"])
+    kind = parse_op(name.split(".", 1)[1], f"composite {name}")
     var2val, val2var = {}, {}
     for block in cfunc.body.blocks:
         for b in block.bindings:
@@ -196,7 +198,7 @@ def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, 
         # a variant of kind "conv2d" also yields depthwise; keep it if either is supported
         # an NPU sees every kind (an unsupported one is rejected with that reason, for the report);
         # a host takes only the kinds it has exact kernels for, the rest goes to TVM's lowering
-        if host and kind not in kinds and not (kind == "conv2d" and "depthwise_conv2d" in kinds):
+        if host and kind not in kinds and not (kind == Op.CONV2D and Op.DEPTHWISE_CONV2D in kinds):
             continue
 
         def check(ctx, kind=kind):

@@ -20,48 +20,18 @@ import numpy as np
 from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
+from ethos_arch.ops import Op, parse_op
 from tvm_ethos.lower.quant import dtype_range, quantize_value
 
-# operator kinds and the TFLite operator each one stands for (used by reports)
-TFLITE_NAMES = {
-    "conv2d": "CONV_2D",
-    "depthwise_conv2d": "DEPTHWISE_CONV_2D",
-    "fully_connected": "FULLY_CONNECTED",
-    "avg_pool2d": "AVERAGE_POOL_2D",
-    "max_pool2d": "MAX_POOL_2D",
-    "mean": "MEAN",
-    "add": "ADD",
-    "mul": "MUL",
-    "sub": "SUB",
-    "minimum": "MINIMUM",
-    "maximum": "MAXIMUM",
-    "relu": "RELU",
-    "abs": "ABS",
-    "reshape": "RESHAPE",
-    "concatenate": "CONCATENATION",
-    "requantize": "QUANTIZE",
-    "softmax": "SOFTMAX",
-    "sigmoid": "LOGISTIC",
-    "tanh": "TANH",
-    "leaky_relu": "LEAKY_RELU",
-    "resize_bilinear": "RESIZE_BILINEAR",
-    "pad": "PAD",
-    "split": "SPLIT",
-    "depth_to_space": "DEPTH_TO_SPACE",
-    "resize_nearest": "RESIZE_NEAREST_NEIGHBOR",
-    "clip": "RELU",
-    "transpose": "TRANSPOSE",
-}
-
 # kinds whose exact kernel is TFLite's 8-bit table-based one (lower/te_ops.py)
-TABLE_KINDS = ("sigmoid", "tanh", "leaky_relu", "softmax")
+TABLE_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.SOFTMAX)
 
 
 @dataclass
 class QOp:
     """One quantized operator read from a QDQ region."""
 
-    kind: str
+    kind: Op
     inputs: list  # relax Exprs of the integer activation inputs
     in_shapes: list[tuple]
     in_dtypes: list[str]
@@ -81,9 +51,13 @@ class QOp:
     float_activation: str | None = None
     problems: list[str] = field(default_factory=list)  # what could not be read (always a rejection)
 
+    def __post_init__(self) -> None:
+        # a kind given by its name (a test, a hand-built operator) is read into its Op here
+        self.kind = parse_op(self.kind, "QOp.kind")
+
     @property
     def tflite_name(self) -> str:
-        return TFLITE_NAMES.get(self.kind, self.kind.upper())
+        return self.kind.tflite_name
 
     @property
     def per_channel(self) -> bool:
@@ -141,7 +115,7 @@ def _conv_variants():
         wt = is_op("relax.reshape")(dqw, wildcard()) if reshape_w else dqw
         conv = is_op("relax.nn.conv2d")(dqx, wt)
         ann.update(x0=x, dq0=dqx, w=w, dqw=dqw, op=conv)
-        out.append(("conv2d", _bias_tail(conv, ann, bias, clip), ann))
+        out.append((Op.CONV2D, _bias_tail(conv, ann, bias, clip), ann))
     return out
 
 
@@ -156,7 +130,7 @@ def _fc_variants():
         dqw = _dq(perm)
         mm = is_op("relax.matmul")(dqx, dqw)
         ann.update(x0=x, dq0=dqx, w=w, wperm=perm, dqw=dqw, op=mm)
-        out.append(("fully_connected", _bias_tail(mm, ann, bias, clip), ann))
+        out.append((Op.FULLY_CONNECTED, _bias_tail(mm, ann, bias, clip), ann))
     return out
 
 
@@ -169,13 +143,13 @@ def _pool_variants():
         pool = is_op("relax.nn.avg_pool2d")(cin)
         cout = is_op("relax.astype")(pool)
         ann.update(x0=x, cast_in=cin, op=pool, cast_out=cout)
-        out.append(("avg_pool2d", _maybe_clip(cout, ann, clip), ann))
+        out.append((Op.AVG_POOL2D, _maybe_clip(cout, ann, clip), ann))
     for clip in (True, False):
         ann = {}
         x = wildcard()
         pool = is_op("relax.nn.max_pool2d")(x)
         ann.update(x0=x, op=pool)
-        out.append(("max_pool2d", _maybe_clip(pool, ann, clip), ann))
+        out.append((Op.MAX_POOL2D, _maybe_clip(pool, ann, clip), ann))
     return out
 
 
@@ -203,9 +177,9 @@ def _unary_qdq_variants(kind, op_name, prescale: bool = False, extra_args: int =
 
 def _binary_variants():
     out = []
-    for kind, op_name in (("add", "relax.add"), ("mul", "relax.multiply"),
-                          ("sub", "relax.subtract"), ("minimum", "relax.minimum"),
-                          ("maximum", "relax.maximum")):
+    for kind, op_name in ((Op.ADD, "relax.add"), (Op.MUL, "relax.multiply"),
+                          (Op.SUB, "relax.subtract"), (Op.MINIMUM, "relax.minimum"),
+                          (Op.MAXIMUM, "relax.maximum")):
         for act, clip in itertools.product((None, "relax.nn.relu", "relax.clip"), (True, False)):
             ann = {}
             a, b = wildcard(), wildcard()
@@ -238,7 +212,7 @@ def _relu_variants():
         ann.update(x0=x, dq0=dqx, op=core, act=core)
         root = _tail(core, ann, clip)
         ann["root"] = root
-        out.append(("relu", root, ann))
+        out.append((Op.RELU, root, ann))
     return out
 
 
@@ -251,7 +225,7 @@ def _requantize_variants():
         ann.update(x0=x, dq0=dqx, op=dqx)
         root = _tail(dqx, ann, clip)
         ann["root"] = root
-        out.append(("requantize", root, ann))
+        out.append((Op.REQUANTIZE, root, ann))
     return out
 
 
@@ -260,14 +234,14 @@ def _reshape_variants():
     x = wildcard()
     r = is_op("relax.reshape")(x, wildcard())
     ann.update(x0=x, op=r, root=r)
-    return [("reshape", r, ann)]
+    return [(Op.RESHAPE, r, ann)]
 
 
 def _concat_variants():
     ann = {}
     c = is_op("relax.concat")(wildcard())
     ann.update(op=c, root=c)
-    return [("concatenate", c, ann)]
+    return [(Op.CONCATENATE, c, ann)]
 
 
 def _concat_qdq_variants(max_inputs: int = 8):
@@ -283,7 +257,7 @@ def _concat_qdq_variants(max_inputs: int = 8):
             ann[f"x{i}"], ann[f"dq{i}"] = x, dq
         ann["op"] = c
         ann["root"] = _tail(c, ann, False)
-        out.append(("concatenate", ann["root"], ann))
+        out.append((Op.CONCATENATE, ann["root"], ann))
     return out
 
 
@@ -294,7 +268,7 @@ def _transpose_variants():
     x = ~is_op("relax.reshape")(wildcard(), wildcard())
     core = is_op("relax.permute_dims")(x)
     ann.update(x0=x, op=core, root=core)
-    return [("transpose", core, ann)]
+    return [(Op.TRANSPOSE, core, ann)]
 
 
 def _depth_to_space_variants():
@@ -305,7 +279,7 @@ def _depth_to_space_variants():
     perm = is_op("relax.permute_dims")(r1)
     r2 = is_op("relax.reshape")(perm, wildcard())
     ann.update(x0=x, split_dims=r1, op=perm, root=r2)
-    return [("depth_to_space", r2, ann)]
+    return [(Op.DEPTH_TO_SPACE, r2, ann)]
 
 
 def _integer_variant(kind, op_name, extra_args: int, attrs: dict | None = None):
@@ -320,27 +294,27 @@ def _integer_variant(kind, op_name, extra_args: int, attrs: dict | None = None):
     return [(kind, core, ann)]
 
 
-def pattern_variants() -> list[tuple[str, Any, dict]]:
+def pattern_variants() -> list[tuple[Op, Any, dict]]:
     """All (kind, pattern, annotations), most specific first."""
     return (
         _conv_variants()
         + _fc_variants()
         + _binary_variants()
         + _pool_variants()
-        + _unary_qdq_variants("mean", "relax.mean")
-        + _unary_qdq_variants("softmax", "relax.nn.softmax", prescale=True)
-        + _unary_qdq_variants("sigmoid", "relax.sigmoid")
-        + _unary_qdq_variants("tanh", "relax.tanh")
-        + _unary_qdq_variants("leaky_relu", "relax.nn.leakyrelu")
-        + _unary_qdq_variants("resize_bilinear", "relax.image.resize2d", extra_args=1)
-        + _unary_qdq_variants("pad", "relax.nn.pad")
+        + _unary_qdq_variants(Op.MEAN, "relax.mean")
+        + _unary_qdq_variants(Op.SOFTMAX, "relax.nn.softmax", prescale=True)
+        + _unary_qdq_variants(Op.SIGMOID, "relax.sigmoid")
+        + _unary_qdq_variants(Op.TANH, "relax.tanh")
+        + _unary_qdq_variants(Op.LEAKY_RELU, "relax.nn.leakyrelu")
+        + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
+        + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
-        + _unary_qdq_variants("abs", "relax.abs")
+        + _unary_qdq_variants(Op.ABS, "relax.abs")
         + _requantize_variants()
         + _depth_to_space_variants()
         + _transpose_variants()
-        + _integer_variant("split", "relax.strided_slice", extra_args=3)
-        + _integer_variant("resize_nearest", "relax.image.resize2d", extra_args=1,
+        + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=3)
+        + _integer_variant(Op.RESIZE_NEAREST, "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
         + _reshape_variants()
         + _concat_variants()
@@ -381,7 +355,7 @@ def _clip_bounds(call) -> tuple[float, float]:
     return get(lo), get(hi)
 
 
-def read_qop(kind: str, ann: dict) -> QOp:
+def read_qop(kind: Op, ann: dict) -> QOp:
     """Build a QOp from the matched expressions of one pattern variant."""
     root = ann["root"]
     out_shape, out_dtype = _shape(root), _dtype(root)
@@ -400,12 +374,12 @@ def read_qop(kind: str, ann: dict) -> QOp:
                 problems.append("per-channel quantization of an activation input")
             op.in_q.append((float(s[0]), int(z[0])))
 
-    if kind == "concatenate" and "dq0" in ann:
+    if kind == Op.CONCATENATE and "dq0" in ann:
         n = sum(1 for k in ann if k.startswith("dq"))
         for i in range(n):
             add_input(ann[f"x{i}"], ann[f"dq{i}"])
         op.attrs["axis"] = int(ann["op"].attrs.axis)
-    elif kind == "concatenate":
+    elif kind == Op.CONCATENATE:
         tup = ann["op"].args[0]
         fields = getattr(tup, "fields", None)
         if fields is None:
@@ -442,7 +416,7 @@ def read_qop(kind: str, ann: dict) -> QOp:
             op.act_max = min(op.act_max, quantize_value(hi, *op.out_q))
 
     core = ann["op"]
-    if kind == "conv2d":
+    if kind == Op.CONV2D:
         a = core.attrs
         op.attrs.update(
             strides=tuple(int(v) for v in a.strides),
@@ -476,11 +450,11 @@ def read_qop(kind: str, ann: dict) -> QOp:
         cin = op.in_shapes[0][3] if len(op.in_shapes[0]) == 4 else None
         groups = op.attrs["groups"]
         if groups > 1 and cin is not None and groups == cin and op.weights.shape[2] == 1:
-            op.kind = "depthwise_conv2d"
+            op.kind = Op.DEPTHWISE_CONV2D
             op.attrs["depth_multiplier"] = op.weights.shape[3] // groups
         elif groups > 1:
             problems.append(f"grouped convolution (groups={groups}) that is not depthwise")
-    elif kind == "fully_connected":
+    elif kind == Op.FULLY_CONNECTED:
         w = _const_np(ann["w"])  # (N, K) as TFLite stores it
         perm = ann["wperm"]
         axes = [int(v) for v in perm.attrs.axes] if perm.attrs.axes is not None else [1, 0]
@@ -488,7 +462,7 @@ def read_qop(kind: str, ann: dict) -> QOp:
             problems.append("fully connected weights that are not a transposed 2-D matrix")
         ws, wz, _ = _qparams_of_dq(ann["dqw"])
         op.weights, op.w_scale, op.w_zp, op.w_dtype = np.ascontiguousarray(w), ws, wz, str(w.dtype)
-    elif kind in ("avg_pool2d", "max_pool2d"):
+    elif kind in (Op.AVG_POOL2D, Op.MAX_POOL2D):
         a = core.attrs
         op.attrs.update(
             pool_size=tuple(int(v) for v in a.pool_size),
@@ -498,15 +472,15 @@ def read_qop(kind: str, ann: dict) -> QOp:
             layout=str(a.layout),
             ceil_mode=bool(a.ceil_mode),
         )
-        if kind == "avg_pool2d":
+        if kind == Op.AVG_POOL2D:
             op.attrs["count_include_pad"] = bool(a.count_include_pad)
             if _dtype(ann["cast_in"]) != "int32":
                 problems.append("average pool not accumulated in int32")
-    elif kind == "mean":
+    elif kind == Op.MEAN:
         axes = core.attrs.axis
         op.attrs["axis"] = tuple(int(v) for v in axes) if axes is not None else None
         op.attrs["keepdims"] = bool(core.attrs.keepdims)
-    elif kind == "softmax":
+    elif kind == Op.SOFTMAX:
         rank = len(op.in_shapes[0])
         op.attrs["axis"] = int(core.attrs.axis)
         if rank == 0 or op.attrs["axis"] % rank != rank - 1:
@@ -527,9 +501,9 @@ def read_qop(kind: str, ann: dict) -> QOp:
                 f"softmax output quantization (scale {op.out_q[0]:g}, zero point {op.out_q[1]}); "
                 f"TFLite's 8-bit kernel requires scale 1/256 and zero point {lowest}"
             )
-    elif kind == "leaky_relu":
+    elif kind == Op.LEAKY_RELU:
         op.attrs["alpha"] = float(np.float32(core.attrs.alpha))
-    elif kind == "resize_bilinear":
+    elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:
         _DATA_MOVEMENT_READERS[kind](op, ann, problems)
@@ -541,9 +515,9 @@ def read_qop(kind: str, ann: dict) -> QOp:
             "the exact kernel is TFLite's "
             "8-bit one (same input and output type); int16 is a different fixed-point kernel"
         )
-    elif kind == "reshape":
+    elif kind == Op.RESHAPE:
         op.out_q = None
-    elif kind == "concatenate" and op.out_q is not None and any(q != op.out_q for q in op.in_q):
+    elif kind == Op.CONCATENATE and op.out_q is not None and any(q != op.out_q for q in op.in_q):
         problems.append(f"concatenation with input quantizations {op.in_q} and output "
                         f"{op.out_q}; the exact kernel copies codes and needs them equal")
 
@@ -695,21 +669,21 @@ def _read_transpose(op: QOp, ann: dict, problems: list) -> None:
 
 
 _DATA_MOVEMENT_READERS = {
-    "pad": _read_pad,
-    "split": _read_split,
-    "depth_to_space": _read_depth_to_space,
-    "resize_nearest": _read_resize_nearest,
-    "transpose": _read_transpose,
+    Op.PAD: _read_pad,
+    Op.SPLIT: _read_split,
+    Op.DEPTH_TO_SPACE: _read_depth_to_space,
+    Op.RESIZE_NEAREST: _read_resize_nearest,
+    Op.TRANSPOSE: _read_transpose,
 }
 
 
-_VARIANTS_BY_KIND: dict[str, list] = {}
+_VARIANTS_BY_KIND: dict[Op, list] = {}
 
 
 def qop_from_composite(func: relax.Function) -> QOp:
     """Re-read the QOp from a composite function made by ``FuseOpsByPattern``."""
     name = str(func.attrs["Composite"])
-    kind = name.split(".", 1)[1]
+    kind = parse_op(name.split(".", 1)[1], f"composite {name}")
     if not _VARIANTS_BY_KIND:
         for k, pat, ann in pattern_variants():
             _VARIANTS_BY_KIND.setdefault(k, []).append((pat, ann))

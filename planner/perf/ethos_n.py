@@ -25,6 +25,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Sequence
 
+from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part
 from planner.perf.base import PerfModel
@@ -234,8 +235,8 @@ class EthosNPerfModel(PerfModel):
         n, h, w, c = out4
         act = part.attr("activation")
         mce = ple = 0
-        if kind in ("conv2d", "depthwise_conv2d", "fully_connected"):
-            if kind == "fully_connected":
+        if kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED):
+            if kind == Op.FULLY_CONNECTED:
                 ifm_c = part.inputs[0].shape[1]
                 kernel, stride = (1, 1), (1, 1)
                 out4 = (1, 1, out_shape[0], out_shape[1])
@@ -244,10 +245,10 @@ class EthosNPerfModel(PerfModel):
                 kernel = tuple(part.attr("kernel", (1, 1)))
                 stride = tuple(part.attr("strides", (1, 1)))
             groups = int(part.attr("groups", 1))
-            depthwise = kind == "depthwise_conv2d" or (groups > 1 and groups == ifm_c)
+            depthwise = kind == Op.DEPTHWISE_CONV2D or (groups > 1 and groups == ifm_c)
             if groups > 1 and not depthwise:
                 ifm_c = max(1, ifm_c // groups)  # each output channel reads one group
-            wino = (kind == "conv2d" and not depthwise and stride == (1, 1) and
+            wino = (kind == Op.CONV2D and not depthwise and stride == (1, 1) and
                     tuple(part.attr("dilation", (1, 1))) == (1, 1) and self.winograd_pays(kernel))
             if wino:
                 mce = self.mce_winograd_cycles(out4, ifm_c, kernel)
@@ -255,7 +256,7 @@ class EthosNPerfModel(PerfModel):
                 mce = self.mce_direct_cycles(out4, ifm_c, kernel, depthwise)
             block = self.block_config(out4[1], out4[2], wino and kernel[0] > 1 and kernel[1] > 1)
             ple = self.ple_cycles([out4], self._activation_ple(act), block)
-        elif kind == "pool":
+        elif kind == Op.POOL:
             kernel = tuple(part.attr("kernel", (1, 1)))
             if part.attr("pool_type") == "max":
                 op = "MAXPOOL_2X2_2_2" if kernel == (2, 2) else "MAXPOOL_3X3_2_2"
@@ -265,37 +266,37 @@ class EthosNPerfModel(PerfModel):
                 # Average pooling runs as a depthwise convolution with constant weights.
                 mce = self.mce_direct_cycles(out4, c, kernel, True)
                 ple = self.ple_cycles([out4], "PASSTHROUGH", self.block_config(h, w))
-        elif kind == "mean":
+        elif kind == Op.MEAN:
             ifm = _input_region(part, 0, out_shape)
             ple = self.ple_cycles([ifm], "MEAN_XY_8X8", (8, 8))
-        elif kind == "elementwise":
+        elif kind == Op.ELEMENTWISE:
             op = part.attr("op", "add")
             ple_op = "ADDITION" if op in ("maximum", "minimum") else "ADDITION_RESCALE"
             shapes = [_input_region(part, i, out_shape) for i in range(len(part.inputs))]
             ple = self.ple_cycles(shapes + [out_shape], ple_op)
-        elif kind == "unary":
+        elif kind == Op.UNARY:
             op = str(part.attr("op", "relu"))
             ple = self.ple_cycles([out_shape], self._activation_ple(op))
-        elif kind in ("transpose", "depth_to_space"):
+        elif kind in (Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
             ple = self.ple_cycles([out_shape], "TRANSPOSE_XY", (8, 8))
-        elif kind == "softmax":
+        elif kind == Op.SOFTMAX:
             # Not an Ethos-N78 PLE kernel (Arm NN runs it on the CPU); costed as three
             # LUT-class PLE passes (max, exp, scale) so a graph containing it still plans.
             ple = 3 * self.ple_cycles([out_shape], "SIGMOID")
-        elif kind == "reshape":
+        elif kind == Op.RESHAPE:
             return 0
-        elif kind == "concatenate":
+        elif kind == Op.CONCATENATE:
             ple = sum(self.ple_cycles([_input_region(part, i, out_shape)], "PASSTHROUGH")
                       for i in range(len(part.inputs)))
-        elif kind in ("slice", "pad"):
+        elif kind in (Op.SLICE, Op.PAD):
             ple = self.ple_cycles([out_shape], "PASSTHROUGH")
-        elif kind == "resize":
+        elif kind == Op.RESIZE:
             # Upscaling happens in the MCE on its way through an identity depthwise pass.
             mce = self.mce_direct_cycles(out4, c, (1, 1), True)
             ple = self.ple_cycles([out4], "PASSTHROUGH", self.block_config(h, w))
         else:
             raise PlannerError(f"the Ethos-N performance model has no rule for part kind "
-                               f"{kind!r} (part {part.name!r})")
+                               f"'{kind}' (part {part.name!r})")
         floor = PER_STRIPE_MINIMUM_CYCLES - PER_STRIPE_OVERHEAD_CYCLES
         return int(max(mce, ple, floor))
 
@@ -310,7 +311,7 @@ class EthosNPerfModel(PerfModel):
 
     def stripe_overhead_cycles(self, part: Part) -> int:
         """Per-stripe overhead of Arm's estimator (CalculateMetric: 100 cycles)."""
-        return 0 if part.kind == "reshape" else PER_STRIPE_OVERHEAD_CYCLES
+        return 0 if part.kind == Op.RESHAPE else PER_STRIPE_OVERHEAD_CYCLES
 
     def weight_fetches(self, part: Part, out_shape: tuple[int, ...]) -> int:
         """One: a stripe's weights are DMA'd into SRAM once (Arm's estimator)."""

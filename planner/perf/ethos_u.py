@@ -34,6 +34,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Sequence
 
+from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part
 from planner.perf import ethos_u_batch as _batched
@@ -114,11 +115,11 @@ def _window_strides(part: Part) -> tuple[int, int]:
     first-block fill (ds_cnn's pool: 5476 cycles on U55-256, 5194 with stride 25x5)."""
     sh, sw = tuple(part.attr("strides", (1, 1)))
     kh, kw = tuple(part.attr("kernel", (1, 1)))
-    if part.kind == "pool":
+    if part.kind == Op.POOL:
         _, ih, iw, _ = part.inputs[0].shape
         if kh == sh == ih and kw == sw == iw:
             return (1, 1)
-    elif part.kind == "conv2d":
+    elif part.kind == Op.CONV2D:
         _, oh, ow, _ = part.output.shape
         return (1 if oh == 1 else sh, 1 if ow == 1 else sw)
     return (sh, sw)
@@ -209,7 +210,7 @@ _UNARY_ELEMENTWISE = {"abs": "Abs", "clz": "CLZ", "not": "Not", "neg": "Sub",
                       "shl": "SHL", "shr": "SHR", "asr": "Asr"}
 
 
-_WINDOW_KINDS = ("conv2d", "depthwise_conv2d", "pool")
+_WINDOW_KINDS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.POOL)
 
 
 def clear_caches() -> None:
@@ -228,11 +229,11 @@ def _window_op(part: Part) -> tuple[str, str, dict, int]:
                   ifm_bits=_bits(part.inputs[0]), ofm_bits=_bits(part.output),
                   activation=part.attr("activation"), ifm_format=_format(part, "ifm_format"),
                   ofm_format=_format(part, "ofm_format"))
-    if part.kind == "pool":
+    if part.kind == Op.POOL:
         name = "MaxPool" if part.attr("pool_type") == "max" else "AvgPool"
         return POOLING, name, fields, 1
     fields.update(dilation=tuple(part.attr("dilation", (1, 1))), has_bias=True)
-    if part.kind == "depthwise_conv2d":
+    if part.kind == Op.DEPTHWISE_CONV2D:
         return DEPTHWISE, "DepthwiseConv2D", fields, 1
     return CONV, "Conv2D", fields, int(part.attr("groups", 1))
 
@@ -265,7 +266,7 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     fin, fout = _format(part, "ifm_format"), _format(part, "ofm_format")
     act = part.attr("activation")
 
-    if kind == "fully_connected":
+    if kind == Op.FULLY_CONNECTED:
         # A 1x1 convolution over (1, 1, batch, features) (regor GetHWOp: FullyConnected ->
         # Convolution).
         x = part.inputs[0]
@@ -275,10 +276,10 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                       ifm_bits=_bits(x), ofm_bits=out_bits, activation=act, has_bias=True,
                       ifm_format=fin, ofm_format=fout)]
 
-    if kind == "mean":
+    if kind == Op.MEAN:
         return _mean_ops(part, out_shape)
 
-    if kind == "elementwise":
+    if kind == Op.ELEMENTWISE:
         a, b = part.inputs
         ra = _to4(_input_region(part, 0, out_shape))
         rb = _to4(_input_region(part, 1, out_shape))
@@ -287,7 +288,7 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                       ofm_bits=out_bits, activation=act, ifm_format=fin,
                       ifm2_format=_format(part, "ifm2_format"), ofm_format=fout)]
 
-    if kind == "unary":
+    if kind == Op.UNARY:
         x = part.inputs[0]
         shape = _to4(out_shape)
         opname = str(part.attr("op", "relu"))
@@ -299,18 +300,18 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
         # Standalone activations, LUT lookups and requantisation: AvgPool no-ops.
         return [_copy_op(shape, shape, _bits(x), fin, fout, op=opname, lut=lut)]
 
-    if kind == "concatenate":
+    if kind == Op.CONCATENATE:
         ops = []
         for i, t in enumerate(part.inputs):
             region = _to4(_input_region(part, i, out_shape))
             ops.append(_copy_op(region, region, _bits(t), fin, fout))
         return ops
 
-    if kind == "slice":
+    if kind == Op.SLICE:
         shape = _to4(out_shape)
         return [_copy_op(shape, shape, out_bits, fin, fout)]
 
-    if kind == "pad":
+    if kind == Op.PAD:
         # regor/graphir_optimiser.cpp:RewritePad: one fill per padded side (spanning the whole
         # output on the other axes), then a copy of the IFM into the middle.
         pads = part.attr("pads", ())
@@ -326,7 +327,7 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
         ops.append(_copy_op(inner, inner, out_bits, fin, fout))
         return ops
 
-    if kind == "resize":
+    if kind == Op.RESIZE:
         # Vela upscales by two per step with IFM resampling on an AvgPool (nearest: 1x1
         # kernel; bilinear: 2x2) (regor UpscaleAndRounding); larger factors take log2 steps.
         x = part.inputs[0]
@@ -344,13 +345,13 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                              rounding=0 if bilinear else 1, ifm_format=fin, ofm_format=fout))
         return ops
 
-    if kind == "softmax":
+    if kind == Op.SOFTMAX:
         return _softmax_ops(part, out_shape)
 
-    if kind in ("reshape", "transpose", "depth_to_space"):
+    if kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
         return []  # handled by EthosUPerfModel (free, or memory bound)
 
-    raise PlannerError(f"the Ethos-U performance model has no rule for part kind {kind!r} "
+    raise PlannerError(f"the Ethos-U performance model has no rule for part kind '{kind}' "
                        f"(part {part.name!r})")
 
 
@@ -471,9 +472,9 @@ class EthosUPerfModel(PerfModel):
         """NPU cycles of one output stripe of ``out_shape``, as Vela estimates a command of
         that shape (first-block fill and last-block drain included), excluding DMA of weights
         and feature maps."""
-        if part.kind == "reshape":
+        if part.kind == Op.RESHAPE:
             return 0  # Vela turns reshapes into aliases of the same memory
-        if part.kind in ("transpose", "depth_to_space"):
+        if part.kind in (Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
             return self._transpose_cycles(part, tuple(int(s) for s in out_shape))
         return self.stripe_summary(part, out_shape).cycles
 
@@ -487,7 +488,7 @@ class EthosUPerfModel(PerfModel):
         command over its whole OFM: they are paid once per operation, not per stripe.
         (regor's BackToBack keeps the one-block MAC lead of an output-bound command; its
         reported cascade figures do not, and those are what this follows.)"""
-        if part.kind in ("reshape", "transpose", "depth_to_space"):
+        if part.kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
             return 0
         return self.stripe_summary(part, out_shape).fill_drain_cycles
 
@@ -529,7 +530,7 @@ class EthosUPerfModel(PerfModel):
         return sig
 
     #: Part kinds without stripe summaries (compute_cycles and the rest answer directly).
-    _UNSUMMARISED = ("reshape", "transpose", "depth_to_space")
+    _UNSUMMARISED = (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE)
 
     def summarise_stripes(self, part: Part, shapes) -> None:
         """Summarise the stripe shapes of ``part`` in ``shapes`` not summarised yet, their
@@ -587,7 +588,7 @@ class EthosUPerfModel(PerfModel):
         """Cycles the feature-map memory port is busy with one stripe's IFM block fetches and
         OFM writes (:func:`fm_access_bytes`), weights aside. Transposes and reshapes: 0 (their
         traffic is their compute cycles, or none)."""
-        if part.kind in ("reshape", "transpose", "depth_to_space"):
+        if part.kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
             return 0
         nbytes = self.stripe_summary(part, out_shape).fm_access_bytes
         return math.ceil(nbytes / self.fm_timing.read_bytes_per_cycle)
@@ -605,13 +606,13 @@ class EthosUPerfModel(PerfModel):
     def stripe_overhead_cycles(self, part: Part) -> int:
         """Fixed cost of issuing one more stripe: the register writes that re-point the
         feature maps and start the operation (an estimate; Vela models none)."""
-        if part.kind == "reshape":
+        if part.kind == Op.RESHAPE:
             return 0
         fms = 1 + len(part.activation_inputs)
         return self.COMMANDS_PER_STRIPE + self.COMMANDS_PER_FEATURE_MAP * fms
 
     def macs(self, part: Part, out_shape: Sequence[int]) -> int:
         """Multiply-accumulates of one stripe, as Vela counts them."""
-        if part.kind in ("reshape", "transpose", "depth_to_space"):
+        if part.kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
             return 0
         return self.stripe_summary(part, out_shape).macs

@@ -6,6 +6,7 @@ pipeline for the host target. Everything else (float operators) goes through TVM
 """
 from __future__ import annotations
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.base import Backend, Capabilities, LayerSupport
 from tvm_ethos.backends.npu_common import HostCodegen
 
@@ -15,11 +16,11 @@ def _nhwc(q, o):
     for k in ("data_layout", "layout"):
         if k in q.attrs and q.attrs[k] != "NHWC":
             r.append(f"{k} {q.attrs[k]}; the integer kernels take NHWC")
-    if q.kind in ("avg_pool2d", "max_pool2d") and q.attrs.get("ceil_mode"):
+    if q.kind in (Op.AVG_POOL2D, Op.MAX_POOL2D) and q.attrs.get("ceil_mode"):
         r.append("ceil_mode pooling")
-    if q.kind == "avg_pool2d" and q.attrs.get("count_include_pad"):
+    if q.kind == Op.AVG_POOL2D and q.attrs.get("count_include_pad"):
         r.append("average pool counting padding")
-    if q.kind == "mean" and (
+    if q.kind == Op.MEAN and (
         q.attrs.get("axis") not in ((1, 2), (2, 1)) or len(q.in_shapes[0]) != 4
     ):
         r.append(

@@ -33,6 +33,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ethos_arch.ops import Op
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.program import NetworkProgram, Step, SubgraphSpec, TensorSpec
 
@@ -109,9 +110,13 @@ def _normalise_ops(cpu_ops) -> set[str]:
 
 
 def _matches(kind: str, names: set[str]) -> bool:
-    from tvm_ethos.patterns import TFLITE_NAMES
-
-    return kind.lower() in names or TFLITE_NAMES.get(kind, kind).lower() in names
+    """``kind`` (a composite's kind or a Relax operator's name) is named in ``names``, by
+    itself or by the TFLite operator its :class:`Op` stands for."""
+    try:
+        tflite = Op(kind).tflite_name
+    except ValueError:  # a Relax operator outside the vocabulary: its own name only
+        tflite = kind
+    return kind.lower() in names or tflite.lower() in names
 
 
 @dataclass

@@ -41,6 +41,7 @@ from tvm import te, tirx
 from tvm.ir import Range
 from tvm.sym import Analyzer
 
+from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
@@ -540,13 +541,13 @@ def _const_layout(kind: str, access: "AccessMap", out_vars: list[str], shape) ->
     ((1, KH, KW, C), as ``planner.parts.depthwise_conv2d``); other constants as they are.
     The planner stages weights in SRAM in slices of output channels along axis 0."""
     rank = len(shape)
-    if rank != 4 or kind not in ("conv2d", "depthwise_conv2d"):
+    if rank != 4 or kind not in (Op.CONV2D, Op.DEPTHWISE_CONV2D):
         return tuple(range(rank))
     oc = out_vars[-1]
     follows = [a for a, d in enumerate(access.dims) if d is not None and d.get(oc) != 0]
-    if kind == "conv2d" and len(follows) == 1:
+    if kind == Op.CONV2D and len(follows) == 1:
         lead = follows[0]
-    elif kind == "depthwise_conv2d":
+    elif kind == Op.DEPTHWISE_CONV2D:
         ones = [a for a in range(rank) if shape[a] == 1 and a not in follows]
         lead = ones[-1] if ones else None
     else:
@@ -571,7 +572,7 @@ def _part_name(r, layer_of) -> str:
 def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
     begin = [0] * len(x_shape)
     begin[layer.attrs["axis"]] = layer.attrs["begin"]
-    return "slice", {"begin": tuple(begin)}
+    return Op.SLICE, {"begin": tuple(begin)}
 
 
 #: data-movement operators as planner.parts builds them (kind, attrs); their propagators come
@@ -579,12 +580,12 @@ def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
 #: by an integer factor is ``floor(o / s)`` (its other ratios, and depth to space's channel
 #: index ``(h % b * b + w % b) * C + c``, are not affine and read the whole extent there)
 _DATA_MOVEMENT_PARTS = {
-    "pad": lambda layer, x, o: ("pad", {"pads": tuple(layer.attrs["pad_width"])}),
-    "transpose": lambda layer, x, o: ("transpose", {"perm": tuple(layer.attrs["perm"])}),
-    "split": _slice_attrs,
-    "resize_nearest": lambda layer, x, o: (
-        "resize", {"method": "nearest", "scale": (-(-o[1] // x[1]), -(-o[2] // x[2]))}),
-    "depth_to_space": lambda layer, x, o: ("depth_to_space",
+    Op.PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
+    Op.TRANSPOSE: lambda layer, x, o: (Op.TRANSPOSE, {"perm": tuple(layer.attrs["perm"])}),
+    Op.SPLIT: _slice_attrs,
+    Op.RESIZE_NEAREST: lambda layer, x, o: (
+        Op.RESIZE, {"method": "nearest", "scale": (-(-o[1] // x[1]), -(-o[2] // x[2]))}),
+    Op.DEPTH_TO_SPACE: lambda layer, x, o: (Op.DEPTH_TO_SPACE,
                                            {"block_size": layer.attrs["block_size"]}),
 }
 
@@ -596,19 +597,19 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
     reds = [s for s in stages if getattr(s.op, "reduce_axis", None)] + \
         ([r] if getattr(r.op, "reduce_axis", None) else [])
     if not acts:
-        return "unary", {"op": "constant"}, None
+        return Op.UNARY, {"op": "constant"}, None
     x_shape = tuple(int(s) for s in acts[0].shape)
     amap = maps[0]
-    if layer is not None and layer.kind == "softmax":
+    if layer is not None and layer.kind == Op.SOFTMAX:
         # planner.tflite's kind; the propagator (each output row reads its whole input row:
         # max and sum) comes from the TE reads as for every Part
-        return "softmax", {"beta": layer.attrs.get("beta", 1.0)}, None
-    if layer is not None and layer.kind == "resize_bilinear" and len(out_shape) == 4:
+        return Op.SOFTMAX, {"beta": layer.attrs.get("beta", 1.0)}, None
+    if layer is not None and layer.kind == Op.RESIZE_BILINEAR and len(out_shape) == 4:
         # planner.tflite's kind, with the upscale rounded up to an integer (the cost models
         # step by factors of 2: 2n-1 for 2n costs as 2); the TE reads clamp the source rows
         # (max / min), so the derived propagator takes whole H and W (safe, if coarse)
         return (
-            "resize",
+            Op.RESIZE,
             {
                 "method": "bilinear",
                 "scale": (-(-out_shape[1] // x_shape[1]), -(-out_shape[2] // x_shape[2])),
@@ -630,44 +631,43 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
             follows = ch is not None and ch.get(oc) != 0
             if follows:
                 m = out_shape[3] // x_shape[3] if x_shape[3] else 1
-                return "depthwise_conv2d", dict(window, depth_multiplier=max(m, 1),
+                return Op.DEPTHWISE_CONV2D, dict(window, depth_multiplier=max(m, 1),
                                                 activation=act), window
             groups = 1 if ch is not None and ch.get(oc) == 0 else (layer.attrs.get("groups", 1)
                                                                    if layer else 1)
-            return "conv2d", dict(window, groups=groups, activation=act), window
+            return Op.CONV2D, dict(window, groups=groups, activation=act), window
         if len(x_shape) == 4 and len(out_shape) == 4 and window is not None and not weights:
             # global (whole H and W) reductions with a 1x1 output are a mean unless the window
             # geometry says pool; te_ops' mean reads x[n, rh, rw, c] without an output row
-            is_mean = layer is not None and layer.kind == "mean"
+            is_mean = layer is not None and layer.kind == Op.MEAN
             if not is_mean:
-                return "pool", {"pool_type": "max" if rk == "max" else "avg",
+                return Op.POOL, {"pool_type": "max" if rk == "max" else "avg",
                                 "kernel": window["kernel"], "strides": window["strides"],
                                 "padding": window["padding"], "activation": act}, window
         if not weights and len(x_shape) == 4:
             keep = len(out_shape) == 4
-            return "mean", {"kernel": (x_shape[1], x_shape[2]), "keepdims": keep}, None
+            return Op.MEAN, {"kernel": (x_shape[1], x_shape[2]), "keepdims": keep}, None
         if weights and rk == "sum":
             if len(x_shape) == 2 and len(out_shape) == 2:
-                return "fully_connected", {"activation": act}, None
+                return Op.FULLY_CONNECTED, {"activation": act}, None
             # fully connected on NHWC tensors: a 1x1 convolution (as Vela runs it)
             if len(x_shape) == 4 and len(out_shape) == 4 and x_shape[1:3] == (1, 1) \
                     and out_shape[1:3] == (1, 1):
                 w = {"kernel": (1, 1), "strides": (1, 1), "dilation": (1, 1),
                      "padding": (0, 0, 0, 0)}
-                return "conv2d", dict(w, groups=1, activation=act), w
-        return "opaque", {"op": layer.kind if layer else "reduce"}, None
-    if layer is not None and layer.kind == "concatenate":
+                return Op.CONV2D, dict(w, groups=1, activation=act), w
+        return Op.OPAQUE, {"op": layer.kind.value if layer else "reduce"}, None
+    if layer is not None and layer.kind == Op.CONCATENATE:
         axis = layer.attrs.get("axis", -1) % len(out_shape)
-        return "concatenate", {"axis": axis, "activation": act}, None
+        return Op.CONCATENATE, {"axis": axis, "activation": act}, None
     if len(acts) == 2:
-        op = layer.kind if layer is not None and layer.kind in (
-            "add", "mul", "sub", "minimum", "maximum") else "add"
-        return "elementwise", {"op": op, "activation": act}, None
+        op = layer.kind.value if layer is not None and layer.kind.info.binary else "add"
+        return Op.ELEMENTWISE, {"op": op, "activation": act}, None
     if all(m.affine for m in maps[:1]) and x_shape == out_shape and \
             amap.propagator([iv.var.name for iv in r.op.axis], x_shape) == \
             Propagator.identity(len(out_shape)):
-        op = layer.kind if layer is not None else "copy"
-        return "unary", {"op": op}, None
+        op = layer.kind.value if layer is not None else "copy"
+        return Op.UNARY, {"op": op}, None
     if math.prod(x_shape) == math.prod(out_shape):
-        return "reshape", {}, None
-    return "opaque", {"op": layer.kind if layer else "unknown"}, None
+        return Op.RESHAPE, {}, None
+    return Op.OPAQUE, {"op": layer.kind.value if layer else "unknown"}, None

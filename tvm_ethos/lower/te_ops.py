@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import te, tirx
 
+from ethos_arch.ops import Op
 from tvm_ethos.lower import fixed_point
 from tvm_ethos.lower.quant import (
     INT32_MAX,
@@ -842,7 +843,7 @@ def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)
     mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
-    sign = -1 if op.kind == "sub" else 1
+    sign = -1 if op.kind == Op.SUB else 1
     if vnni and min(m1, m2, mo) >= 0:
         def fused(*idx):
             xa = a[_broadcast_index(op.in_shapes[0], idx)].astype("int32") - _i32(z1)
@@ -895,7 +896,7 @@ def lower_min_max(op, inputs, pool: ConstPool, name="minmax"):
     """MINIMUM / MAXIMUM (reference_ops::MaximumMinimumBroadcast): TFLite compares the codes
     as they are, whatever the quantization (its converter gives inputs and output one)."""
     a, b = inputs
-    pick = tirx.min if op.kind == "minimum" else tirx.max
+    pick = tirx.min if op.kind == Op.MINIMUM else tirx.max
 
     def fn(*idx):
         v = pick(a[_broadcast_index(op.in_shapes[0], idx)].astype("int32"),
@@ -1076,11 +1077,11 @@ def lower_resize_nearest(op, inputs, pool: ConstPool, name="resize_nn"):
 # ----------------------------------------------------------------------- lookup tables
 def _lut_of(op) -> np.ndarray:
     dtype = op.in_dtypes[0]
-    if op.kind == "sigmoid":
+    if op.kind == Op.SIGMOID:
         return logistic_lut(dtype, op.in_q[0], op.out_q)
-    if op.kind == "tanh":
+    if op.kind == Op.TANH:
         return tanh_lut(dtype, op.in_q[0], op.out_q)
-    if op.kind == "leaky_relu":
+    if op.kind == Op.LEAKY_RELU:
         return leaky_relu_lut(dtype, op.in_q[0], op.out_q, op.attrs["alpha"])
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
@@ -1234,32 +1235,32 @@ def lower_resize_bilinear(op, inputs, pool: ConstPool, name="resize"):
 
 
 LOWERINGS = {
-    "conv2d": lower_conv2d,
-    "depthwise_conv2d": lower_conv2d,
-    "fully_connected": lower_fully_connected,
-    "avg_pool2d": lower_avg_pool2d,
-    "max_pool2d": lower_max_pool2d,
-    "mean": lower_mean,
-    "add": lower_add,
-    "mul": lower_mul,
-    "sub": lower_add,
-    "minimum": lower_min_max,
-    "maximum": lower_min_max,
-    "requantize": lower_requantize,
-    "relu": lower_requantize,
-    "abs": lower_abs,
-    "reshape": lower_reshape,
-    "concatenate": lower_concatenate,
-    "sigmoid": lower_lut,
-    "tanh": lower_lut,
-    "leaky_relu": lower_lut,
-    "softmax": lower_softmax,
-    "resize_bilinear": lower_resize_bilinear,
-    "pad": lower_pad,
-    "split": lower_split,
-    "depth_to_space": lower_depth_to_space,
-    "resize_nearest": lower_resize_nearest,
-    "transpose": lower_transpose,
+    Op.CONV2D: lower_conv2d,
+    Op.DEPTHWISE_CONV2D: lower_conv2d,
+    Op.FULLY_CONNECTED: lower_fully_connected,
+    Op.AVG_POOL2D: lower_avg_pool2d,
+    Op.MAX_POOL2D: lower_max_pool2d,
+    Op.MEAN: lower_mean,
+    Op.ADD: lower_add,
+    Op.MUL: lower_mul,
+    Op.SUB: lower_add,
+    Op.MINIMUM: lower_min_max,
+    Op.MAXIMUM: lower_min_max,
+    Op.REQUANTIZE: lower_requantize,
+    Op.RELU: lower_requantize,
+    Op.ABS: lower_abs,
+    Op.RESHAPE: lower_reshape,
+    Op.CONCATENATE: lower_concatenate,
+    Op.SIGMOID: lower_lut,
+    Op.TANH: lower_lut,
+    Op.LEAKY_RELU: lower_lut,
+    Op.SOFTMAX: lower_softmax,
+    Op.RESIZE_BILINEAR: lower_resize_bilinear,
+    Op.PAD: lower_pad,
+    Op.SPLIT: lower_split,
+    Op.DEPTH_TO_SPACE: lower_depth_to_space,
+    Op.RESIZE_NEAREST: lower_resize_nearest,
+    Op.TRANSPOSE: lower_transpose,
 }
 
 

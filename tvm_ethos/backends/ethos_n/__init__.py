@@ -12,6 +12,7 @@ space with block size 2. Softmax and pad are not on the Ethos-N list and fall ba
 """
 from __future__ import annotations
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank
 
@@ -32,7 +33,7 @@ def _conv(q, o):
     pt, pl, pb, pr = q.attrs["padding"]
     if max(pt, pb) >= kh or max(pl, pr) >= kw:
         r.append(f"padding {q.attrs['padding']} is not smaller than the {kh}x{kw} kernel")
-    if q.kind == "depthwise_conv2d" and q.attrs.get("depth_multiplier", 1) != 1:
+    if q.kind == Op.DEPTHWISE_CONV2D and q.attrs.get("depth_multiplier", 1) != 1:
         r.append(f"depth multiplier {q.attrs['depth_multiplier']}; Ethos-N supports 1")
     return r
 
@@ -163,24 +164,24 @@ def _depth_to_space(q, o):
 
 
 CHECKS = {
-    "conv2d": _conv,
-    "depthwise_conv2d": _conv,
-    "fully_connected": _fc,
-    "max_pool2d": _maxpool,
-    "avg_pool2d": _avgpool,
-    "mean": _mean,
-    "add": _binary,
-    "mul": _binary,
-    "requantize": _none,
-    "reshape": reshape_rank,
-    "concatenate": _concat,
-    "sigmoid": _sigmoid,
-    "tanh": _tanh,
-    "leaky_relu": _leaky_relu,
-    "resize_bilinear": _resize,
-    "resize_nearest": _resize,
-    "split": _split,
-    "depth_to_space": _depth_to_space,
+    Op.CONV2D: _conv,
+    Op.DEPTHWISE_CONV2D: _conv,
+    Op.FULLY_CONNECTED: _fc,
+    Op.MAX_POOL2D: _maxpool,
+    Op.AVG_POOL2D: _avgpool,
+    Op.MEAN: _mean,
+    Op.ADD: _binary,
+    Op.MUL: _binary,
+    Op.REQUANTIZE: _none,
+    Op.RESHAPE: reshape_rank,
+    Op.CONCATENATE: _concat,
+    Op.SIGMOID: _sigmoid,
+    Op.TANH: _tanh,
+    Op.LEAKY_RELU: _leaky_relu,
+    Op.RESIZE_BILINEAR: _resize,
+    Op.RESIZE_NEAREST: _resize,
+    Op.SPLIT: _split,
+    Op.DEPTH_TO_SPACE: _depth_to_space,
 }
 
 

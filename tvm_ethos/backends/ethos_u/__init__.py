@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank, weight_sum_ok
@@ -52,7 +53,7 @@ def _conv(q, o):
         r.append("the sum of the weights of an output channel exceeds 8323072")
     if q.bias is not None and q.bias.ndim != 1:
         r.append("bias must be 1-D")
-    if q.kind == "depthwise_conv2d":
+    if q.kind == Op.DEPTHWISE_CONV2D:
         m = q.attrs.get("depth_multiplier", 1)
         if m > 1 and q.in_shapes[0][3] != 1:
             r.append(
@@ -74,7 +75,7 @@ def _as_rows(q):
     NPU's limits apply to that rows x depth view. A batch of 4-D inputs is taken when each is
     one row (N x 1 x 1 x depth, a 1x1 convolution to the planner, which has no part for a
     batch of 2-D planes)."""
-    if q.kind != "fully_connected" or q.weights is None or (
+    if q.kind != Op.FULLY_CONNECTED or q.weights is None or (
             len(q.in_shapes[0]) == 4 and tuple(q.in_shapes[0][1:3]) != (1, 1)):
         return q
     depth, units = int(q.weights.shape[1]), int(q.weights.shape[0])
@@ -92,7 +93,7 @@ def _pool(q, o):
     r = [] if single else _strides(q)
     ph, pw = q.attrs["pool_size"]
     same = any(q.attrs["padding"])
-    if q.kind == "avg_pool2d" and same:
+    if q.kind == Op.AVG_POOL2D and same:
         if not (1 <= ph <= 8 and 1 <= pw <= 8):
             r.append(f"SAME-padded average pool {ph}x{pw}; kernel must be at most 8x8")
     else:
@@ -242,7 +243,7 @@ def _none(q, o):
 
 def _per_axis(q, o):
     """Vela: per-axis quantization only for the convolutions and fully connected."""
-    if q.per_channel and q.kind not in ("conv2d", "depthwise_conv2d", "fully_connected"):
+    if q.per_channel and q.kind not in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED):
         return [
             "per-axis quantization is only supported for CONV_2D, DEPTHWISE_CONV_2D and "
             f"FULLY_CONNECTED, not {q.tflite_name}"
@@ -251,31 +252,31 @@ def _per_axis(q, o):
 
 
 CHECKS = {
-    "conv2d": _conv,
-    "depthwise_conv2d": _conv,
-    "fully_connected": lambda q, o: _fc(q, o) + _per_axis(q, o),
-    "max_pool2d": _pool,
-    "avg_pool2d": _pool,
-    "mean": _mean,
-    "add": _binary,
-    "mul": _binary,
-    "sub": _binary,
-    "minimum": _same_q,
-    "maximum": _same_q,
-    "relu": _relu,
-    "abs": _none,
-    "softmax": _softmax,
-    "sigmoid": _none,
-    "tanh": _none,
-    "leaky_relu": _none,
-    "resize_bilinear": _resize,
-    "resize_nearest": _resize_scale,
-    "pad": _pad,
-    "split": _none,
-    "requantize": _none,
-    "reshape": reshape_rank,
-    "concatenate": _none,
-    "transpose": _transpose,
+    Op.CONV2D: _conv,
+    Op.DEPTHWISE_CONV2D: _conv,
+    Op.FULLY_CONNECTED: lambda q, o: _fc(q, o) + _per_axis(q, o),
+    Op.MAX_POOL2D: _pool,
+    Op.AVG_POOL2D: _pool,
+    Op.MEAN: _mean,
+    Op.ADD: _binary,
+    Op.MUL: _binary,
+    Op.SUB: _binary,
+    Op.MINIMUM: _same_q,
+    Op.MAXIMUM: _same_q,
+    Op.RELU: _relu,
+    Op.ABS: _none,
+    Op.SOFTMAX: _softmax,
+    Op.SIGMOID: _none,
+    Op.TANH: _none,
+    Op.LEAKY_RELU: _none,
+    Op.RESIZE_BILINEAR: _resize,
+    Op.RESIZE_NEAREST: _resize_scale,
+    Op.PAD: _pad,
+    Op.SPLIT: _none,
+    Op.REQUANTIZE: _none,
+    Op.RESHAPE: reshape_rank,
+    Op.CONCATENATE: _none,
+    Op.TRANSPOSE: _transpose,
 }
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 from tvm_ethos.errors import CompileError
 from tvm_ethos.lower.quant import f32, quantize_multiplier, quantize_multipliers
@@ -113,7 +114,7 @@ def conv_scales(op, channels: int) -> list[tuple[int, int]]:
     in_scale = f32(op.in_q[0][0])
     out_scale = f32(op.out_q[0])
     ws = np.asarray(op.w_scale, dtype=np.float32).ravel()
-    if op.kind == "fully_connected" and ws.size == 1:
+    if op.kind == Op.FULLY_CONNECTED and ws.size == 1:
         # TFLite's per-tensor multiplier takes the product in float32
         m, s = quantize_multiplier(float(np.float32(in_scale) * np.float32(ws[0])) / out_scale)
         pairs = [(m, s)] * channels
@@ -128,7 +129,7 @@ def weights_ohwi(op) -> np.ndarray:
     """The weights, zero point removed, in the OHWI volume ``npu_encode_weights`` takes."""
     w = np.asarray(op.weights, np.int64)
     zp = np.asarray(op.w_zp if op.w_zp is not None else 0, np.int64)
-    if op.kind == "fully_connected":  # (N, K)
+    if op.kind == Op.FULLY_CONNECTED:  # (N, K)
         return (w - zp.ravel()[0])[:, None, None, :].astype(np.int16)
     zp = np.broadcast_to(zp.ravel(), (w.shape[3],))
     w = w - zp  # HWIO, zero point per output channel
@@ -137,7 +138,7 @@ def weights_ohwi(op) -> np.ndarray:
 
 def conv_op(op, ifm: FmSlot, ofm: FmSlot):
     api = vela_api()
-    if op.kind == "depthwise_conv2d":
+    if op.kind == Op.DEPTHWISE_CONV2D:
         if op.attrs.get("depth_multiplier", 1) != 1:
             raise UnsupportedOperatorError(op.tflite_name, "a depth multiplier above 1")
         npu = api.NpuConvDepthWiseOperation()
@@ -145,7 +146,7 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         npu = api.NpuConv2DOperation()
         npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
     _common(npu, op, ifm, ofm)
-    if op.kind == "fully_connected":
+    if op.kind == Op.FULLY_CONNECTED:
         # TFLite Micro's FULLY_CONNECTED rounds twice (MultiplyByQuantizedMultiplier), as the
         # NPU's TFL rounding does (and Vela's streams): the Ethos-U subgraph's "tir" emulator
         # rounds so too (te_ops.lower_qop's tfl_rounding)
@@ -167,8 +168,8 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
 
 def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     api = vela_api()
-    sub = api.NpuPoolingOp.AVERAGE if op.kind == "avg_pool2d" else api.NpuPoolingOp.MAX
-    if op.kind == "avg_pool2d":
+    sub = api.NpuPoolingOp.AVERAGE if op.kind == Op.AVG_POOL2D else api.NpuPoolingOp.MAX
+    if op.kind == Op.AVG_POOL2D:
         # TFLite averages the stored values, zero point included, and rounds that; the NPU
         # would round the average of (x - zero point): a tie then rounds the other way
         # (TFLite requires equal input and output scales: the NPU's scale is 1 / area)
@@ -180,7 +181,7 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
     npu.padding = _padding(op)
     padded = any(int(p) for p in op.attrs["padding"])
-    explicit = avg_pool_scale(ph * pw, padded) if op.kind == "avg_pool2d" else None
+    explicit = avg_pool_scale(ph * pw, padded) if op.kind == Op.AVG_POOL2D else None
     if explicit is not None:
         from ethosu.vela.operation import ExplicitScaling
 
@@ -207,9 +208,9 @@ def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
     """ADD / MUL / SUB / MINIMUM / MAXIMUM; the NPU broadcasts only its second operand, so a
     broadcast first operand swaps them (``reversed_operands`` keeps the arithmetic the same)."""
     api = vela_api()
-    sub = {"add": api.NpuElementWiseOp.ADD, "mul": api.NpuElementWiseOp.MUL,
-           "sub": api.NpuElementWiseOp.SUB, "minimum": api.NpuElementWiseOp.MIN,
-           "maximum": api.NpuElementWiseOp.MAX}[op.kind]
+    sub = {Op.ADD: api.NpuElementWiseOp.ADD, Op.MUL: api.NpuElementWiseOp.MUL,
+           Op.SUB: api.NpuElementWiseOp.SUB, Op.MINIMUM: api.NpuElementWiseOp.MIN,
+           Op.MAXIMUM: api.NpuElementWiseOp.MAX}[op.kind]
     npu = api.NpuElementWiseOperation(sub)
     reverse = a.shape != ofm.shape
     if reverse and b.shape != ofm.shape:
@@ -218,7 +219,7 @@ def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
     _common(npu, op, first, ofm)
     npu.ifm2 = feature_map(second)
     npu.reversed_operands = reverse
-    if op.kind == "mul":
+    if op.kind == Op.MUL:
         # TFLite's multiplier of the product, so the rounding is its own
         (s1, _), (s2, _) = op.in_q
         m, s = quantize_multiplier(f32(s1) * f32(s2) / f32(op.out_q[0]))

@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
 from tvm_ethos.lower.quant import (
@@ -38,8 +39,8 @@ from tvm_ethos.lower.quant import (
 SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table (no importer pattern yields "hard_swish"
 #: yet: TVM's converter writes it as float arithmetic)
-LUT_KINDS = ("sigmoid", "tanh", "leaky_relu", "hard_swish")
-REQUANTIZE_KINDS = ("requantize",)
+LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH)
+REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: every operator this module emits
 KINDS = LUT_KINDS + REQUANTIZE_KINDS
 #: integer types a requantization reads and writes on the NPU
@@ -54,13 +55,13 @@ def table(q) -> np.ndarray:
             q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU's lookup tables "
             "take int8 -> int8 (quantize the tensors to int8)")
     in_q, out_q = q.in_q[0], q.out_q
-    if q.kind == "sigmoid":
+    if q.kind == Op.SIGMOID:
         values = logistic_lut("int8", in_q, out_q)
-    elif q.kind == "tanh":
+    elif q.kind == Op.TANH:
         values = tanh_lut("int8", in_q, out_q)
-    elif q.kind == "leaky_relu":
+    elif q.kind == Op.LEAKY_RELU:
         values = leaky_relu_table(in_q, out_q, q.attrs["alpha"])
-    elif q.kind == "hard_swish":
+    elif q.kind == Op.HARD_SWISH:
         values = hard_swish_table(in_q, out_q)
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")

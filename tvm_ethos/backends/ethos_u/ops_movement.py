@@ -23,12 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 
 #: the operators lowered here
-MOVEMENT_KINDS = ("pad", "split", "concatenate", "resize_nearest", "resize_bilinear",
-                  "transpose")
+MOVEMENT_KINDS = (Op.PAD, Op.SPLIT, Op.CONCATENATE, Op.RESIZE_NEAREST, Op.RESIZE_BILINEAR,
+                  Op.TRANSPOSE)
 #: the largest feature-map dimension the NPU's registers hold
 MAX_DIM = 65536
 COPY_TYPES = ("int8", "uint8", "int16")
@@ -280,7 +281,7 @@ def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[
     if (ih, iw) == (1, 1):  # every output pixel the one input pixel: zero strides
         oh, ow, _ = ofm.shape
         return [Copy(src.every(0, 0, (oh, ow, c)), (0, 0, 0))]
-    if q.kind == "resize_bilinear" and tuple(q.in_shapes[0]) != tuple(q.out_shape):
+    if q.kind == Op.RESIZE_BILINEAR and tuple(q.in_shapes[0]) != tuple(q.out_shape):
         raise UnsupportedOperatorError(
             q.tflite_name, "a bilinear interpolation (only a same-size or 1x1-input resize is "
                            "a copy)")
@@ -339,11 +340,11 @@ def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
 
 
 _LOWERINGS = {
-    "pad": pad_copies,
-    "split": split_copies,
-    "concatenate": concat_copies,
-    "resize_nearest": resize_copies,
-    "resize_bilinear": resize_copies,
+    Op.PAD: pad_copies,
+    Op.SPLIT: split_copies,
+    Op.CONCATENATE: concat_copies,
+    Op.RESIZE_NEAREST: resize_copies,
+    Op.RESIZE_BILINEAR: resize_copies,
 }
 
 
@@ -356,7 +357,7 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
     for slot in (*operands, ofm):
         if slot.dtype not in COPY_TYPES:
             raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
-    if q.kind == "transpose":
+    if q.kind == Op.TRANSPOSE:
         if box is not None:
             raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
         return [transpose_op(q, operands[0], ofm, block)]

@@ -33,6 +33,7 @@ import io
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
@@ -97,8 +98,8 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
 #: the planner's NPU operation class (planner.perf.ethos_u_npu) of each Vela operation type
 _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
               "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
-_WINDOWED = ("conv2d", "depthwise_conv2d", "avg_pool2d", "max_pool2d")
-_WHOLE_ONLY = ("fully_connected", "mean", "softmax", "reshape")
+_WINDOWED = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.AVG_POOL2D, Op.MAX_POOL2D)
+_WHOLE_ONLY = (Op.FULLY_CONNECTED, Op.MEAN, Op.SOFTMAX, Op.RESHAPE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,11 +120,11 @@ class _Storage:
 def _geometry(q):
     """(kernel (h, w), strides, dilation, padding (top, left, bottom, right)) of a windowed
     operator; elementwise operators read their OFM's box."""
-    if q.kind in ("conv2d", "depthwise_conv2d"):
+    if q.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D):
         kh, kw = (int(v) for v in q.weights.shape[:2])
         return ((kh, kw), tuple(q.attrs["strides"]), tuple(q.attrs["dilation"]),
                 tuple(int(v) for v in q.attrs["padding"]))
-    if q.kind in ("avg_pool2d", "max_pool2d"):
+    if q.kind in (Op.AVG_POOL2D, Op.MAX_POOL2D):
         return (tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"]), (1, 1),
                 tuple(int(v) for v in q.attrs["padding"]))
     return (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)
@@ -336,7 +337,7 @@ class _Emitter:
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
-        if q.kind == "split" and len(out.shape) == 4:
+        if q.kind == Op.SPLIT and len(out.shape) == 4:
             # one stripe read from the input's box, held whole or in a ring
             stripe_box(q, box, full)  # (refuses a stripe of some channels)
             (_, _), (y0, y1), (x0, x1), _ = box
@@ -359,19 +360,19 @@ class _Emitter:
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
             out_q = q.out_q or (operands[0].scale, operands[0].zero_point)
             ofm = self.whole_slot(out, out_q, q.tflite_name)
-            if q.kind == "reshape":
+            if q.kind == Op.RESHAPE:
                 self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
                 return
             if whole_lut:
                 self.ops += ops_lut.emit(q, operands[0], ofm, self.flash,
                                          lut_address(self.accelerator), self.fallback_block)
                 return
-            if q.kind == "softmax":
+            if q.kind == Op.SOFTMAX:
                 self.ops += npu_softmax.softmax_ops(
                     q, operands[0], ofm, self.offsets[work_key(step)], self.flash,
                     lut_address(self.accelerator), self.fallback_block)
                 return
-            if q.kind == "mean":
+            if q.kind == Op.MEAN:
                 npu = mean_op(q, operands[0], ofm)
                 self.constants(npu, step, q, ofm.shape[2], (step,), mean_weights(q),
                                [mean_scales(q)] * ofm.shape[2])
@@ -418,9 +419,9 @@ class _Emitter:
                 operands.append((self.whole_slot(t, iq, q.tflite_name), None))
         if q.kind in CONV_KINDS:
             npu = conv_op(qs, operands[0][0], ofm_slot)
-        elif q.kind in ("avg_pool2d", "max_pool2d"):
+        elif q.kind in (Op.AVG_POOL2D, Op.MAX_POOL2D):
             npu = pool_op(qs, operands[0][0], ofm_slot)
-        elif q.kind in ("add", "mul") + ops_elementwise.KINDS:
+        elif q.kind in (Op.ADD, Op.MUL) + ops_elementwise.KINDS:
             npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
         elif q.kind in ops_lut.KINDS:
             self.ops += ops_lut.before(q, self.flash, lut_address(self.accelerator))
@@ -620,13 +621,13 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)")
     layer_of = {t.op.name: i for i, t in enumerate(lw.tensors.values())}
     part_layer = {mp.part.name: layer_of[mp.root.op.name] for mp in match.parts}
-    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
+    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == Op.SOFTMAX}
     graph = match.graph
     schedule = "plan"
     outputs = {p.name: p.output.name for p in graph.parts}
     owner = {t.name: p.name for p in graph.parts for t in p.inputs if t.is_constant}
     stageable = {n for n, i in part_layer.items()
-                 if lw.layers[i].kind in ("conv2d", "depthwise_conv2d")}
+                 if lw.layers[i].kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D)}
     try:
         pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
                  for k, plan in enumerate(proposal.plans)}

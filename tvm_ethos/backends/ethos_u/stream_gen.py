@@ -25,6 +25,7 @@ import io
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
@@ -52,11 +53,11 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     vela_api,
 )
 
-CONV_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
-POOL_KINDS = ("avg_pool2d", "max_pool2d")
-ELEMENTWISE_KINDS = ("add", "mul")
+CONV_KINDS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED)
+POOL_KINDS = (Op.AVG_POOL2D, Op.MAX_POOL2D)
+ELEMENTWISE_KINDS = (Op.ADD, Op.MUL)
 #: the operators a stream is generated for
-STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + ("reshape", "mean", "softmax")
+STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + (Op.RESHAPE, Op.MEAN, Op.SOFTMAX)
 STREAM_KINDS += ops_lut.KINDS
 STREAM_KINDS += (ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
                  + ops_elementwise.ELEMENTWISE_UNARY_KINDS)
@@ -68,7 +69,7 @@ def _key(t) -> str:
 
 
 def _is_reshape(op) -> bool:
-    return op.kind == "reshape"
+    return op.kind == Op.RESHAPE
 
 
 def work_key(step: int) -> str:
@@ -152,7 +153,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             raise UnsupportedOperatorError(
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)"
             )
-    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == "softmax"}
+    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == Op.SOFTMAX}
     offsets = arena_layout(lw, work)
     flash = Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
@@ -196,7 +197,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         if q.kind in MOVEMENT_KINDS:
             ops += movement_ops(q, operands, ofm, flash, lambda npu: block_config(npu, acc))
             continue
-        if q.kind == "softmax":
+        if q.kind == Op.SOFTMAX:
             ops += npu_softmax.softmax_ops(
                 q, operands[0], ofm, offsets[work_key(step)], flash, lut_address(accelerator),
                 lambda npu: block_config(npu, acc),
@@ -206,12 +207,12 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             ops += ops_lut.emit(q, operands[0], ofm, flash, lut_address(accelerator),
                                 lambda npu: block_config(npu, acc))
             continue
-        if q.kind == "mean":
+        if q.kind == Op.MEAN:
             npu = mean_op(q, operands[0], ofm)
             attach_constants(npu, q, ofm.shape[2], acc, flash, mean_weights(q),
                               [mean_scales(q)] * ofm.shape[2])
         elif q.kind in CONV_KINDS:
-            if q.kind == "fully_connected":
+            if q.kind == Op.FULLY_CONNECTED:
                 operands[0], ofm = fc_views(q, operands[0], ofm)
             npu = conv_op(q, operands[0], ofm)
             attach_constants(npu, q, ofm.shape[2], acc, flash)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     FLASH_REGION,
@@ -216,7 +217,7 @@ class Stager:
 
         api = self.api
         plan, (half_a, half_b), half = self.halves[step]
-        depthwise = q.kind == "depthwise_conv2d"
+        depthwise = q.kind == Op.DEPTHWISE_CONV2D
         ohwi = weights_ohwi(q)
         scales = conv_scales(q, channels)
         out = []
