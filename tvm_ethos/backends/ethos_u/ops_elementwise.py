@@ -19,17 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, _common
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
 from tvm_ethos.lower.quant import f32, quantize_multiplier
-
-#: the two-operand kinds this module emits
-KINDS = (Op.SUB, Op.MINIMUM, Op.MAXIMUM)
-#: the one-operand kinds this module emits (a depthwise convolution with constants)
-UNARY_KINDS = (Op.RELU,)
-#: the one-operand kinds that are one elementwise operation
-ELEMENTWISE_UNARY_KINDS = (Op.ABS,)
 
 
 def relu_op(op, ifm: FmSlot, ofm: FmSlot):

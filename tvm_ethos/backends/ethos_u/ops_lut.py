@@ -41,8 +41,6 @@ SHRAM_REGION = 0x103
 #: yet: TVM's converter writes it as float arithmetic)
 LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
-#: every operator this module emits
-KINDS = LUT_KINDS + REQUANTIZE_KINDS
 #: integer types a requantization reads and writes on the NPU
 _REQUANT_TYPES = ("int8", "uint8", "int16")
 
@@ -208,22 +206,14 @@ def before(q, flash, lut_address: int) -> list:
 
 
 def npu_op(q, ifm: FmSlot, ofm: FmSlot):
-    """The one block operation of an operator of :data:`KINDS` over ``ifm`` (any box of the
-    tensor: every output element reads only its own input element); no block config yet."""
+    """The one block operation of a table or requantization operator over ``ifm`` (any box
+    of the tensor: every output element reads only its own input element); no block config
+    yet."""
     if q.kind in LUT_KINDS:
         npu = lut_op(q, ifm, ofm)
     elif q.kind in REQUANTIZE_KINDS:
         npu = requantize_op(q, ifm, ofm)
     else:
         raise UnsupportedOperatorError(q.tflite_name, "no table or requantization form")
-    npu.name = q.kind
+    npu.name = q.kind.value
     return npu
-
-
-def emit(q, ifm: FmSlot, ofm: FmSlot, flash, lut_address: int, block_config) -> list:
-    """The NPU operations of one operator of :data:`KINDS` over whole tensors
-    (``block_config(npu)`` picks the block): :func:`before`, then :func:`npu_op`."""
-    ops = before(q, flash, lut_address)
-    npu = npu_op(q, ifm, ofm)
-    npu.block_config = block_config(npu)
-    return ops + [npu]

@@ -27,9 +27,6 @@ from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 
-#: the operators lowered here
-MOVEMENT_KINDS = (Op.PAD, Op.SPLIT, Op.CONCATENATE, Op.RESIZE_NEAREST, Op.RESIZE_BILINEAR,
-                  Op.TRANSPOSE)
 #: the largest feature-map dimension the NPU's registers hold
 MAX_DIM = 65536
 COPY_TYPES = ("int8", "uint8", "int16")
@@ -350,7 +347,7 @@ _LOWERINGS = {
 
 def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Callable,
                  box: tuple[tuple[int, int], tuple[int, int]] | None = None) -> list:
-    """The NPU operations of data-movement operator ``q`` (a kind of :data:`MOVEMENT_KINDS`)
+    """The NPU operations of data-movement operator ``q`` (``stream_ops``' MOVEMENT rows)
     from ``operands`` into ``ofm``, or only those writing output rows and columns ``box``
     (a planner's stripe; whole tensors); ``block(npu)`` picks each one's block config,
     ``flash`` takes constants (PAD's fill codes)."""

@@ -33,8 +33,6 @@ import io
 
 import numpy as np
 
-from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -43,23 +41,10 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     attach_constants,
     block_config,
     chosen_block,
-    conv_op,
-    elementwise_op,
-    mean_op,
-    mean_scales,
-    mean_weights,
-    pool_op,
     shape3,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
-from tvm_ethos.backends.ethos_u.ops_fc import fc_views
-from tvm_ethos.backends.ethos_u.ops_movement import (
-    MOVEMENT_KINDS,
-    movement_ops,
-    split_origin,
-    split_ring_op,
-    stripe_box,
-)
+from tvm_ethos.backends.ethos_u.ops_movement import stripe_box
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -73,12 +58,8 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     sram_region,
     vela_api,
 )
-from tvm_ethos.backends.ethos_u.stream_gen import (
-    CONV_KINDS,
-    STREAM_KINDS,
-    output_source,
-    work_key,
-)
+from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
+from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
     LayoutError,
@@ -98,8 +79,6 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
 #: the planner's NPU operation class (planner.perf.ethos_u_npu) of each Vela operation type
 _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
               "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
-_WINDOWED = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.AVG_POOL2D, Op.MAX_POOL2D)
-_WHOLE_ONLY = (Op.FULLY_CONNECTED, Op.MEAN, Op.SOFTMAX, Op.RESHAPE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,19 +94,6 @@ class _Storage:
     @property
     def whole(self) -> bool:
         return self.shape == self.tensor
-
-
-def _geometry(q):
-    """(kernel (h, w), strides, dilation, padding (top, left, bottom, right)) of a windowed
-    operator; elementwise operators read their OFM's box."""
-    if q.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D):
-        kh, kw = (int(v) for v in q.weights.shape[:2])
-        return ((kh, kw), tuple(q.attrs["strides"]), tuple(q.attrs["dilation"]),
-                tuple(int(v) for v in q.attrs["padding"]))
-    if q.kind in (Op.AVG_POOL2D, Op.MAX_POOL2D):
-        return (tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"]), (1, 1),
-                tuple(int(v) for v in q.attrs["padding"]))
-    return (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)
 
 
 def _window(o0, o1, k, s, d, before, extent):
@@ -331,57 +297,26 @@ class _Emitter:
 
     # --- one step
     def emit(self, part: str, box):
-
+        """The operations of one step: ``box`` of ``part``'s output, as its operator's row of
+        the stream table (``stream_ops``) says."""
         step = self.part_layer[part]
         self.step_at = (part, box)
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
+        em = emitter(q)
         full = tuple((0, int(s)) for s in out.shape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
-        if q.kind == Op.SPLIT and len(out.shape) == 4:
+        if em.ring is not None and len(out.shape) == 4:
             # one stripe read from the input's box, held whole or in a ring
-            stripe_box(q, box, full)  # (refuses a stripe of some channels)
-            (_, _), (y0, y1), (x0, x1), _ = box
-            by, bx, _ = split_origin(q)
-            src = self.box_fm(ins[0], (y0 + by, y1 + by), (x0 + bx, x1 + bx), None)
-            dst = self.box_fm(out, (y0, y1), (x0, x1), None)
-            self.ops.append(split_ring_op(q, src, dst, self.fallback_block))
+            self.ops.append(em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block))
             return
-        if q.kind in MOVEMENT_KINDS:  # whole tensors, the stripe's part of the copies
+        if em.form is Form.MOVEMENT:  # whole tensors, the stripe's part of the copies
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
             ofm = self.whole_slot(out, q.out_q or (operands[0].scale, operands[0].zero_point),
                                   q.tflite_name)
-            self.ops += movement_ops(q, operands, ofm, self.flash, self.fallback_block,
-                                     stripe_box(q, box, full))
+            self.ops += em.sequence(q, operands, ofm, self.emission(), stripe_box(q, box, full))
             return
-        whole_lut = q.kind in ops_lut.KINDS and len(out.shape) != 4  # no rows to stripe
-        if q.kind in _WHOLE_ONLY or whole_lut:
-            if tuple(box) != full:
-                raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it ({box})")
-            operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
-            out_q = q.out_q or (operands[0].scale, operands[0].zero_point)
-            ofm = self.whole_slot(out, out_q, q.tflite_name)
-            if q.kind == Op.RESHAPE:
-                self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
-                return
-            if whole_lut:
-                self.ops += ops_lut.emit(q, operands[0], ofm, self.flash,
-                                         lut_address(self.accelerator), self.fallback_block)
-                return
-            if q.kind == Op.SOFTMAX:
-                self.ops += npu_softmax.softmax_ops(
-                    q, operands[0], ofm, self.offsets[work_key(step)], self.flash,
-                    lut_address(self.accelerator), self.fallback_block)
-                return
-            if q.kind == Op.MEAN:
-                npu = mean_op(q, operands[0], ofm)
-                self.constants(npu, step, q, ofm.shape[2], (step,), mean_weights(q),
-                               [mean_scales(q)] * ofm.shape[2])
-            else:  # fully_connected: a 1x1 conv over the rows x K IFM (ops_fc)
-                ifm, ofm = fc_views(q, operands[0], ofm)
-                npu = conv_op(q, ifm, ofm)
-                self.constants(npu, step, q, ofm.shape[2], (step,))
-            npu.name = q.kind
-            self.ops.append(npu)
+        if em.whole(len(out.shape)):
+            self.emit_whole(step, q, em, box, full, out, ins, in_q)
             return
         if len(out.shape) != 4 or int(out.shape[0]) != 1:
             raise UnsupportedOperatorError(q.tflite_name, f"output shape {tuple(out.shape)}")
@@ -389,7 +324,9 @@ class _Emitter:
         if (c0, c1) != (0, int(out.shape[3])):
             raise UnsupportedOperatorError(q.tflite_name, f"the plan computes channels "
                                                           f"[{c0}, {c1}) of a stripe")
-        (kh, kw), (sh, sw), (dh, dw), (pt, pl, _pb, _pr) = _geometry(q)
+        windowed = em.geometry is not None
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl, _pb, _pr) = \
+            em.geometry(q) if windowed else POINTWISE
         out_q = q.out_q
         src = ins[0]
         if out_q is None:  # pools keep their input's quantization
@@ -398,8 +335,7 @@ class _Emitter:
         iy0, iy1, top, bottom = _window(y0, y1, kh, sh, dh, pt, int(src.shape[1]))
         ix0, ix1, left, right = _window(x0, x1, kw, sw, dw, pl, int(src.shape[2]))
         pad = (top, left, bottom, right)
-        qs = dataclasses.replace(q, attrs=dict(q.attrs, padding=pad)) if q.kind in _WINDOWED \
-            else q
+        qs = dataclasses.replace(q, attrs=dict(q.attrs, padding=pad)) if windowed else q
         h, w, c = y1 - y0, x1 - x0, int(out.shape[3])
         ofm_slot = FmSlot(1, 0, (h, w, c), str(out.dtype), *(out_q or (None, 0)))
         operands = []
@@ -408,44 +344,63 @@ class _Emitter:
                 operands.append((self.const_slot(t, iq), None))
                 continue
             tshape = shape3(t.shape, t.op.name)
-            if q.kind in _WINDOWED or tshape == (h, w, c) or tshape[:2] == (int(out.shape[1]),
-                                                                           int(out.shape[2])):
-                ry, rx = ((iy0, iy1), (ix0, ix1)) if q.kind in _WINDOWED else ((y0, y1),
-                                                                                 (x0, x1))
+            if windowed or tshape == (h, w, c) or tshape[:2] == (int(out.shape[1]),
+                                                                int(out.shape[2])):
+                ry, rx = ((iy0, iy1), (ix0, ix1)) if windowed else ((y0, y1), (x0, x1))
                 slot = FmSlot(1, 0, (ry[1] - ry[0], rx[1] - rx[0], tshape[2]), str(t.dtype),
                               *(iq or (None, 0)))
                 operands.append((slot, self.box_fm(t, ry, rx, iq)))
             else:  # a broadcast operand: read whole
                 operands.append((self.whole_slot(t, iq, q.tflite_name), None))
-        if q.kind in CONV_KINDS:
-            npu = conv_op(qs, operands[0][0], ofm_slot)
-        elif q.kind in (Op.AVG_POOL2D, Op.MAX_POOL2D):
-            npu = pool_op(qs, operands[0][0], ofm_slot)
-        elif q.kind in (Op.ADD, Op.MUL) + ops_elementwise.KINDS:
-            npu = elementwise_op(q, operands[0][0], operands[1][0], ofm_slot)
-        elif q.kind in ops_lut.KINDS:
-            self.ops += ops_lut.before(q, self.flash, lut_address(self.accelerator))
-            npu = ops_lut.npu_op(q, operands[0][0], ofm_slot)
-        elif q.kind in ops_elementwise.UNARY_KINDS:
-            npu = ops_elementwise.relu_op(q, operands[0][0], ofm_slot)
-        elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
-            npu = ops_elementwise.abs_op(q, operands[0][0], ofm_slot)
-        else:  # pragma: no cover - STREAM_KINDS and the branches above agree
-            raise AssertionError(q.kind)
+        if em.before is not None:
+            self.ops += em.before(q, self.flash, lut_address(self.accelerator))
+        npu = em.build(qs, [o[0] for o in operands], ofm_slot)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
         key = (step, (h, w), tuple(fm.shape for fm in [npu.ifm] if fm), pad)
-        npu.name = q.kind
+        npu.name = q.kind.value
         if self.stager is not None and step in self.stager.halves:
             # weights staged slice by slice through the Plan's double buffer
             self.ops += self.stager.slices(npu, q, step, c, self.block_config)
             return
-        if q.kind in CONV_KINDS:
-            self.constants(npu, step, q, c, key)
-        elif q.kind in ops_elementwise.UNARY_KINDS:
-            self.constants(npu, step, q, c, key, *ops_elementwise.relu_constants(q, c))
+        if em.constants is not None:
+            self.constants(npu, step, q, c, key, *em.constants(q, c))
         else:
             npu.block_config = self.block_config(npu, key)
         self.ops.append(npu)
+
+    def emit_whole(self, step: int, q, em, box, full, out, ins, in_q):
+        """A step of an operator emitted only over whole tensors, held whole: the plan must
+        not stripe it."""
+        if tuple(box) != full:
+            raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it ({box})")
+        operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
+        out_q = q.out_q or (operands[0].scale, operands[0].zero_point)
+        ofm = self.whole_slot(out, out_q, q.tflite_name)
+        if em.form is Form.ALIAS:
+            self.ops.append(self.copy_op(operands[0], ofm, (step, "reshape")))
+            return
+        if em.form is Form.SEQUENCE:
+            self.ops += em.sequence(q, operands, ofm, self.emission(step))
+            return
+        if em.before is not None:
+            self.ops += em.before(q, self.flash, lut_address(self.accelerator))
+        ifm = operands[0]
+        if em.views is not None:
+            ifm, ofm = em.views(q, ifm, ofm)
+        npu = em.build(q, [ifm, *operands[1:]], ofm)
+        if em.constants is not None:
+            self.constants(npu, step, q, ofm.shape[2], (step,),
+                           *em.constants(q, ofm.shape[2]))
+        else:   # an operation the planner does not cost over the whole tensor (a table's)
+            npu.block_config = self.fallback_block(npu)
+        npu.name = q.kind.value
+        self.ops.append(npu)
+
+    def emission(self, step: int | None = None) -> Emission:
+        """What a multi-operation emitter needs of this path (blocks: :meth:`fallback_block`;
+        working memory: operator ``step``'s block of the layout)."""
+        return Emission(self.flash, lut_address(self.accelerator), self.fallback_block,
+                        None if step is None else self.offsets[work_key(step)])
 
     def copy_op(self, src: FmSlot, dst: FmSlot, key):
         """A RESHAPE: its bytes copied by a 1x1 MAX pool over a flat 1 x 1 x n view, the
@@ -616,18 +571,18 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     api = vela_api()
     acc = npu_accelerator(accelerator)
     for q in lw.layers:
-        if q.kind not in STREAM_KINDS:
+        if emitter(q) is None:
             raise UnsupportedOperatorError(
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)")
     layer_of = {t.op.name: i for i, t in enumerate(lw.tensors.values())}
     part_layer = {mp.part.name: layer_of[mp.root.op.name] for mp in match.parts}
-    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == Op.SOFTMAX}
+    work = {i: emitter(q).work_bytes(q) for i, q in enumerate(lw.layers)
+            if emitter(q).work_bytes is not None}
     graph = match.graph
     schedule = "plan"
     outputs = {p.name: p.output.name for p in graph.parts}
     owner = {t.name: p.name for p in graph.parts for t in p.inputs if t.is_constant}
-    stageable = {n for n, i in part_layer.items()
-                 if lw.layers[i].kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D)}
+    stageable = {n for n, i in part_layer.items() if emitter(lw.layers[i]).stageable}
     try:
         pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
                  for k, plan in enumerate(proposal.plans)}

@@ -25,22 +25,12 @@ import io
 
 import numpy as np
 
-from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     attach_constants,
     block_config,
-    conv_op,
-    elementwise_op,
-    mean_op,
-    mean_scales,
-    mean_weights,
-    pool_op,
     shape3,
 )
-from tvm_ethos.backends.ethos_u.ops_fc import fc_views
-from tvm_ethos.backends.ethos_u.ops_movement import MOVEMENT_KINDS, movement_ops
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -52,24 +42,17 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
-
-CONV_KINDS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED)
-POOL_KINDS = (Op.AVG_POOL2D, Op.MAX_POOL2D)
-ELEMENTWISE_KINDS = (Op.ADD, Op.MUL)
-#: the operators a stream is generated for
-STREAM_KINDS = CONV_KINDS + POOL_KINDS + ELEMENTWISE_KINDS + (Op.RESHAPE, Op.MEAN, Op.SOFTMAX)
-STREAM_KINDS += ops_lut.KINDS
-STREAM_KINDS += (ops_elementwise.KINDS + ops_elementwise.UNARY_KINDS
-                 + ops_elementwise.ELEMENTWISE_UNARY_KINDS)
-STREAM_KINDS += MOVEMENT_KINDS
+from tvm_ethos.backends.ethos_u.stream_ops import Emission, Form, emitter
 
 
 def _key(t) -> str:
     return t.op.name
 
 
-def _is_reshape(op) -> bool:
-    return op.kind == Op.RESHAPE
+def _is_alias(op) -> bool:
+    """An operator whose output is its input's bytes (RESHAPE): no operation, no bytes."""
+    em = emitter(op)
+    return em is not None and em.form is Form.ALIAS
 
 
 def work_key(step: int) -> str:
@@ -85,7 +68,7 @@ def arena_layout(lw, work: dict[int, int] | None = None) -> dict[str, int]:
     aligned, at ``offsets[work_key(step)]``."""
     alias = {}
     for q, out, ins in zip(lw.layers, lw.tensors.values(), lw.layer_inputs):
-        if _is_reshape(q):
+        if _is_alias(q):
             alias[_key(out)] = alias.get(_key(ins[0]), _key(ins[0]))
     size: dict[str, int] = {}
     item: dict[str, int] = {}  # NHWC feature maps need only element alignment
@@ -149,11 +132,12 @@ def generate(lw, accelerator: str) -> EthosUPayload:
     api = vela_api()
     acc = npu_accelerator(accelerator)
     for q in lw.layers:  # before any weight is encoded
-        if q.kind not in STREAM_KINDS:
+        if emitter(q) is None:
             raise UnsupportedOperatorError(
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)"
             )
-    work = {i: npu_softmax.work_bytes(q) for i, q in enumerate(lw.layers) if q.kind == Op.SOFTMAX}
+    work = {i: emitter(q).work_bytes(q) for i, q in enumerate(lw.layers)
+            if emitter(q).work_bytes is not None}
     offsets = arena_layout(lw, work)
     flash = Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}
@@ -192,46 +176,25 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             out_q = (operands[0].scale, operands[0].zero_point)
         ofm = slot(out, out_q)
         slots[_key(out)] = ofm
-        if _is_reshape(q):
+        em = emitter(q)
+        if em.form is Form.ALIAS:
             continue  # the same bytes, read with another shape
-        if q.kind in MOVEMENT_KINDS:
-            ops += movement_ops(q, operands, ofm, flash, lambda npu: block_config(npu, acc))
+        if em.sequence is not None:
+            ops += em.sequence(q, operands, ofm, Emission(
+                flash, lut_address(accelerator), lambda npu: block_config(npu, acc),
+                offsets.get(work_key(step))))
             continue
-        if q.kind == Op.SOFTMAX:
-            ops += npu_softmax.softmax_ops(
-                q, operands[0], ofm, offsets[work_key(step)], flash, lut_address(accelerator),
-                lambda npu: block_config(npu, acc),
-            )
-            continue
-        if q.kind in ops_lut.KINDS:
-            ops += ops_lut.emit(q, operands[0], ofm, flash, lut_address(accelerator),
-                                lambda npu: block_config(npu, acc))
-            continue
-        if q.kind == Op.MEAN:
-            npu = mean_op(q, operands[0], ofm)
-            attach_constants(npu, q, ofm.shape[2], acc, flash, mean_weights(q),
-                              [mean_scales(q)] * ofm.shape[2])
-        elif q.kind in CONV_KINDS:
-            if q.kind == Op.FULLY_CONNECTED:
-                operands[0], ofm = fc_views(q, operands[0], ofm)
-            npu = conv_op(q, operands[0], ofm)
-            attach_constants(npu, q, ofm.shape[2], acc, flash)
-        elif q.kind in POOL_KINDS:
-            npu = pool_op(q, operands[0], ofm)
-            npu.block_config = block_config(npu, acc)
-        elif q.kind in ELEMENTWISE_KINDS + ops_elementwise.KINDS:
-            npu = elementwise_op(q, operands[0], operands[1], ofm)
-            npu.block_config = block_config(npu, acc)
-        elif q.kind in ops_elementwise.ELEMENTWISE_UNARY_KINDS:
-            npu = ops_elementwise.abs_op(q, operands[0], ofm)
-            npu.block_config = block_config(npu, acc)
-        elif q.kind in ops_elementwise.UNARY_KINDS:
-            npu = ops_elementwise.relu_op(q, operands[0], ofm)
+        if em.before is not None:
+            ops += em.before(q, flash, lut_address(accelerator))
+        if em.views is not None:
+            operands[0], ofm = em.views(q, operands[0], ofm)
+        npu = em.build(q, operands, ofm)
+        if em.constants is not None:
             attach_constants(npu, q, ofm.shape[2], acc, flash,
-                             *ops_elementwise.relu_constants(q, ofm.shape[2]))
-        else:  # pragma: no cover - STREAM_KINDS and the branches above agree
-            raise AssertionError(q.kind)
-        npu.name = q.kind
+                             *em.constants(q, ofm.shape[2]))
+        else:
+            npu.block_config = block_config(npu, acc)
+        npu.name = q.kind.value
         ops.append(npu)
     if not ops:
         raise UnsupportedOperatorError("an empty subgraph", "it computes nothing on the NPU")

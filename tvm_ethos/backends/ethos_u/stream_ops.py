@@ -1,0 +1,247 @@
+"""The Ethos-U stream's operator table: one :class:`StreamEmitter` per :class:`Op` it generates.
+
+Both stream paths read it: the layer-by-layer one (``stream_gen``: every operator over its
+whole tensors) and the planned one (``stream_cascade``: every step of the planner's schedule
+over a box of its output). An emitter says what its operator becomes and the paths supply
+where the feature maps are, how a block is chosen and where constants go, so one operator's
+stream code lives here and nowhere else. The operators a stream is generated for are the
+table's keys (:data:`STREAM_OPS`); any other raises ``UnsupportedOperatorError`` and its
+subgraph keeps the "tir" emulator.
+
+To add an operator to the stream: write its NPU operation (``npu_ops`` or an ``ops_*``
+module) and give it a row here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from typing import Callable, NamedTuple
+
+from ethos_arch.ops import Op
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
+from tvm_ethos.backends.ethos_u.npu_ops import (
+    FmSlot,
+    conv_op,
+    elementwise_op,
+    mean_op,
+    mean_scales,
+    mean_weights,
+    pool_op,
+)
+from tvm_ethos.backends.ethos_u.ops_fc import fc_views
+from tvm_ethos.backends.ethos_u.ops_movement import (
+    movement_ops,
+    split_origin,
+    split_ring_op,
+    stripe_box,
+)
+from tvm_ethos.backends.ethos_u.stream_base import Flash
+
+
+class Form(Enum):
+    """What an operator becomes in the stream."""
+
+    #: one block operation (per output box where it stripes), built by ``build``
+    BLOCK = "block"
+    #: several operations over whole tensors, with working memory of their own (``sequence``)
+    SEQUENCE = "sequence"
+    #: copies between feature maps (``sequence``; the planned path passes the output box)
+    MOVEMENT = "movement"
+    #: the same bytes read with another shape: no operation layer by layer, a copy where the
+    #: plan keeps input and output apart
+    ALIAS = "alias"
+
+
+class Extent(Enum):
+    """Which output boxes an operator can be emitted over."""
+
+    STRIPES = "stripes"              # any rows and columns of a 4-D output
+    WHOLE = "whole"                  # only the whole output, its operands held whole
+    WHOLE_IF_FLAT = "whole_if_flat"  # stripes of a 4-D output; a flatter one has no rows
+
+
+class Geometry(NamedTuple):
+    """The window of a windowed operator: kernel (h, w), strides, dilation, padding (top,
+    left, bottom, right)."""
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]
+
+
+#: the window of an operator that reads only its output's own box
+POINTWISE = Geometry((1, 1), (1, 1), (1, 1), (0, 0, 0, 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Emission:
+    """What a stream path gives a multi-operation emitter: flash for its constants, the SHRAM
+    address of lookup tables, the block chooser of operations the planner did not cost,
+    and the arena offset of the operator's working memory (None when it has none)."""
+
+    flash: Flash
+    lut_address: int
+    block: Callable
+    work: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamEmitter:
+    """How one operator is emitted (see :class:`Form`); the callables take the QOp first.
+
+    * ``build(q, operands, ofm)``: the block operation over FmSlots, no block config yet;
+    * ``constants(q, channels)``: (weights, scales) its encoded constants are made of (None
+      for the operator's own); None when it has no constants (its block is chosen alone);
+    * ``before(q, flash, lut_address)``: operations that must run before each of its own
+      (a LUT's DMA);
+    * ``views(q, ifm, ofm)``: the (ifm, ofm) the operation reads them as;
+    * ``geometry(q)``: the window it reads (None: its output's own box);
+    * ``sequence(q, operands, ofm, emission, box)``: the operations of a SEQUENCE or
+      MOVEMENT operator (``box``: the output rows and columns of a stripe, None for whole);
+    * ``work_bytes(q)``: the working memory a SEQUENCE needs;
+    * ``ring(q, ins, out, box, full, box_fm, block)``: the one operation of a stripe read
+      from and written to buffers that may be rings (SPLIT);
+    * ``stageable``: its weights may be staged slice by slice through a Plan's buffer.
+    """
+
+    form: Form
+    extent: Extent = Extent.STRIPES
+    build: Callable | None = None
+    constants: Callable | None = None
+    before: Callable | None = None
+    views: Callable | None = None
+    geometry: Callable | None = None
+    sequence: Callable | None = None
+    work_bytes: Callable | None = None
+    ring: Callable | None = None
+    stageable: bool = False
+
+    def whole(self, rank: int) -> bool:
+        """Whether an output of ``rank`` dimensions is emitted only whole."""
+        return self.extent is Extent.WHOLE or (self.extent is Extent.WHOLE_IF_FLAT
+                                               and rank != 4)
+
+
+# --- builders: (q, operands, ofm) -> the block operation
+def _conv(q, operands: list[FmSlot], ofm: FmSlot):
+    return conv_op(q, operands[0], ofm)
+
+
+def _pool(q, operands: list[FmSlot], ofm: FmSlot):
+    return pool_op(q, operands[0], ofm)
+
+
+def _binary(q, operands: list[FmSlot], ofm: FmSlot):
+    return elementwise_op(q, operands[0], operands[1], ofm)
+
+
+def _abs(q, operands: list[FmSlot], ofm: FmSlot):
+    return ops_elementwise.abs_op(q, operands[0], ofm)
+
+
+def _relu(q, operands: list[FmSlot], ofm: FmSlot):
+    return ops_elementwise.relu_op(q, operands[0], ofm)
+
+
+def _table(q, operands: list[FmSlot], ofm: FmSlot):
+    return ops_lut.npu_op(q, operands[0], ofm)
+
+
+def _mean(q, operands: list[FmSlot], ofm: FmSlot):
+    return mean_op(q, operands[0], ofm)
+
+
+# --- constants: (q, channels) -> (weights, scales)
+def _own_constants(q, channels: int) -> tuple[None, None]:
+    """The operator's own weights and requantization scales."""
+    return None, None
+
+
+def _mean_constants(q, channels: int) -> tuple:
+    return mean_weights(q), [mean_scales(q)] * channels
+
+
+# --- windows
+def _conv_geometry(q) -> Geometry:
+    kh, kw = (int(v) for v in q.weights.shape[:2])
+    return Geometry((kh, kw), tuple(q.attrs["strides"]), tuple(q.attrs["dilation"]),
+                    tuple(int(v) for v in q.attrs["padding"]))
+
+
+def _pool_geometry(q) -> Geometry:
+    return Geometry(tuple(q.attrs["pool_size"]), tuple(q.attrs["strides"]), (1, 1),
+                    tuple(int(v) for v in q.attrs["padding"]))
+
+
+# --- sequences: (q, operands, ofm, emission, box) -> operations
+def _softmax(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
+    return npu_softmax.softmax_ops(q, operands[0], ofm, em.work, em.flash, em.lut_address,
+                                   em.block)
+
+
+def _movement(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
+    return movement_ops(q, operands, ofm, em.flash, em.block, box)
+
+
+def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable):
+    """One SPLIT stripe: its rows read from the input's box, either held whole or in a
+    ring (``box_fm(tensor, rows, cols, quantization)``)."""
+    stripe_box(q, box, full)  # (refuses a stripe of some channels)
+    (_, _), (y0, y1), (x0, x1), _ = box
+    by, bx, _ = split_origin(q)
+    src = box_fm(ins[0], (y0 + by, y1 + by), (x0 + bx, x1 + bx), None)
+    dst = box_fm(out, (y0, y1), (x0, x1), None)
+    return split_ring_op(q, src, dst, block)
+
+
+_CONV = StreamEmitter(Form.BLOCK, build=_conv, constants=_own_constants,
+                      geometry=_conv_geometry, stageable=True)
+_POOL = StreamEmitter(Form.BLOCK, build=_pool, geometry=_pool_geometry)
+_BINARY = StreamEmitter(Form.BLOCK, build=_binary)
+_TABLE = StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_table, before=ops_lut.before)
+_MOVEMENT = StreamEmitter(Form.MOVEMENT, sequence=_movement)
+
+#: every operator a stream is generated for, and how
+STREAM_OPS: dict[Op, StreamEmitter] = {
+    Op.CONV2D: _CONV,
+    Op.DEPTHWISE_CONV2D: _CONV,
+    # a 1x1 convolution over the rows x K IFM (ops_fc)
+    Op.FULLY_CONNECTED: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_conv,
+                                      constants=_own_constants, views=fc_views),
+    Op.AVG_POOL2D: _POOL,
+    Op.MAX_POOL2D: _POOL,
+    # one depthwise convolution with constant weights
+    Op.MEAN: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_mean, constants=_mean_constants),
+    Op.ADD: _BINARY,
+    Op.MUL: _BINARY,
+    Op.SUB: _BINARY,
+    Op.MINIMUM: _BINARY,
+    Op.MAXIMUM: _BINARY,
+    Op.ABS: StreamEmitter(Form.BLOCK, build=_abs),
+    # a 1x1 depthwise convolution with unit weights
+    Op.RELU: StreamEmitter(Form.BLOCK, build=_relu, constants=ops_elementwise.relu_constants),
+    Op.SIGMOID: _TABLE,
+    Op.TANH: _TABLE,
+    Op.LEAKY_RELU: _TABLE,
+    Op.HARD_SWISH: _TABLE,
+    Op.REQUANTIZE: _TABLE,
+    Op.SOFTMAX: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_softmax,
+                              work_bytes=npu_softmax.work_bytes),
+    Op.RESHAPE: StreamEmitter(Form.ALIAS, Extent.WHOLE),
+    Op.PAD: _MOVEMENT,
+    Op.SPLIT: StreamEmitter(Form.MOVEMENT, sequence=_movement, ring=_split_ring),
+    Op.CONCATENATE: _MOVEMENT,
+    Op.RESIZE_NEAREST: _MOVEMENT,
+    Op.RESIZE_BILINEAR: _MOVEMENT,
+    Op.TRANSPOSE: _MOVEMENT,
+}
+
+#: operators the Ethos-U's checks accept that have no stream yet: their subgraphs run on the
+#: "tir" emulator only (none today; tests/ethos_arch/test_ops.py holds the two sets apart)
+EMULATOR_ONLY: frozenset[Op] = frozenset()
+
+
+def emitter(q) -> StreamEmitter | None:
+    """The table's row of ``q``'s operator (None: no stream is generated for it)."""
+    return STREAM_OPS.get(q.kind)
