@@ -170,7 +170,9 @@ def test_a_plan_form_without_a_stream_keeps_the_emulator_and_says_why(monkeypatc
     refused by name, never run half-right: the subgraph keeps the emulator."""
     import dataclasses
 
+    from ethos_arch.ops import Op
     from tvm_ethos.backends.ethos_u import stream_cascade
+    from tvm_ethos.backends.ethos_u.stream_ops import STREAM_OPS, Extent
 
     g = Graph(np.random.RandomState(2))
     x = g.input((1, 6, 6, 4))
@@ -184,8 +186,9 @@ def test_a_plan_form_without_a_stream_keeps_the_emulator_and_says_why(monkeypatc
         return steps[:-1] + [dataclasses.replace(steps[-1], box=box)]
 
     monkeypatch.setattr(stream_cascade, "plan_steps", halved)
-    monkeypatch.setattr(stream_cascade, "_WHOLE_ONLY",
-                        stream_cascade._WHOLE_ONLY + ("conv2d",))
+    # a convolution emitted only over whole tensors, as FULLY_CONNECTED is
+    monkeypatch.setitem(STREAM_OPS, Op.CONV2D,
+                        dataclasses.replace(STREAM_OPS[Op.CONV2D], extent=Extent.WHOLE))
     cm = tvm_ethos.compile(model, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
     (entry,) = cm.plan_report["streams"].values()
     assert not entry["generated"] and "CONV_2D" in entry["reason"]
