@@ -16,8 +16,21 @@ project (the planner, the stream model and the compiler all read it).
 """
 from __future__ import annotations
 
-from enum import Enum, StrEnum
+import sys
+from enum import Enum
 from typing import NamedTuple
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - Python 3.10 (setup.py's floor) has no StrEnum
+    class StrEnum(str, Enum):
+        """A str whose str() and format() are its value, as 3.11's StrEnum."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
 
 
 class BlockType(Enum):
