@@ -18,6 +18,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
 )
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
+from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError
@@ -74,6 +75,24 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         on_npu = {cut.operators[j] for spec, _ in parts for j in taken[spec.name][0]}
         why.update((i, "the Ethos-U does not take it (the partition gives it to the host)")
                    for i in cut.operators if i not in on_npu)
+    for i, r in enumerate(refusals):
+        entry = graph_operator(graph, i) if r else None
+        if entry is None:
+            continue
+        reason = entry.check(graph, i)
+        if reason:
+            why[i] += f"; the Ethos-U does not take it from the graph: {reason}"
+            continue
+        name = f"op{i}_{entry.builtin.lower()}"
+        try:
+            with stage("graph-level NPU operator"):
+                part = entry.emit(graph, i, accelerator, name)
+        except TvmEthosError as err:
+            why[i] += f"; the Ethos-U does not take it from the graph: {err}"
+            continue
+        npu.append((name, part.payload))
+        groups[name] = ((i,), part.ifms, part.ofms)
+        plans.append(part.plan_report)
     owner = {i: name for name, (ops, _, _) in groups.items() for i in ops}
     placement = tuple(
         Placement(i, graph.kinds[i], NPU_ID if i in owner else BACKEND_ID,

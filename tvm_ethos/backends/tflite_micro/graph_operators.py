@@ -1,0 +1,70 @@
+"""Graph-level NPU operators: TFLite operators the Ethos-U runs that Relax cannot express
+(TVM's importer has no converter for them), turned into an ``ethos-u`` operator straight
+from the TFLite graph, one operator each.
+
+Every other NPU operator reaches the stream through the importer (``compile.py`` cuts a
+group of importable operators out and compiles it). An operator of :data:`GRAPH_NPU_OPERATORS`
+never goes through Relax: its entry's ``check`` says whether the NPU takes this instance
+(``""``) or why not, its ``emit`` writes its command stream. A later operator of that kind
+(SVDF, ...) is one more row of the table.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from tvm_ethos.backends.ethos_u import ops_lstm
+from tvm_ethos.backends.ethos_u.payload import EthosUPayload
+from tvm_ethos.backends.ethos_u.stream_run import stream_report
+from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
+
+
+class GraphPart(NamedTuple):
+    """One graph-level operator as an ``ethos-u`` operator: its payload, the source tensors
+    of the payload's inputs and outputs (in its order), and its plan report (no plan: the
+    operator is its own stream; the report's peak is the arena it needs)."""
+
+    payload: EthosUPayload
+    ifms: tuple[int, ...]
+    ofms: tuple[int, ...]
+    plan_report: dict
+
+
+class GraphNpuOperator(NamedTuple):
+    """A TFLite builtin the NPU runs from the graph: ``check(graph, index)`` is ``""`` when
+    the NPU takes operator ``index``, else why not (one line); ``emit(graph, index,
+    accelerator, name)`` its :class:`GraphPart`."""
+
+    builtin: str
+    check: Callable[[SourceGraph, int], str]
+    emit: Callable[[SourceGraph, int, str, str], GraphPart]
+
+
+def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str) -> GraphPart:
+    lstm = ops_lstm.read_lstm(graph, index)
+    ifms = ops_lstm.state_and_sequence_tensors(graph, index)
+    ofms = tuple(graph.writes[index][:1])
+    names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms + ofms)
+    payload = ops_lstm.lstm_payload(lstm, accelerator, names)
+    return GraphPart(payload, ifms, ofms, _report(name, payload))
+
+
+def _report(name: str, payload: EthosUPayload) -> dict:
+    """A plan report of one unplanned stream: its arena (states, sequences and gate
+    buffers) is its peak, so a merged report's SRAM peak counts it."""
+    why = "a graph-level operator: one stream, no cascade to plan"
+    return {"planned": False, "cycles": None, "peak_memory_bytes": payload.scratch_bytes,
+            "layers": [],
+            "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": why,
+                                 "peak_memory_bytes": payload.scratch_bytes}},
+            "streams": {name: stream_report(payload, None)}}
+
+
+#: graph-level NPU operators by TFLite builtin name
+GRAPH_NPU_OPERATORS: dict[str, GraphNpuOperator] = {
+    ops_lstm.KIND: GraphNpuOperator(ops_lstm.KIND, ops_lstm.refusal, _lstm_emit),
+}
+
+
+def graph_operator(graph: SourceGraph, index: int) -> GraphNpuOperator | None:
+    """The table's entry for source operator ``index``, or None for any other kind."""
+    return GRAPH_NPU_OPERATORS.get(graph.kinds[index])
