@@ -52,8 +52,9 @@ class TfliteGraph:
             g = model.Subgraphs(0)
             self.inputs = [int(t) for t in g.InputsAsNumpy()] if g.InputsLength() else []
             self.outputs = [int(t) for t in g.OutputsAsNumpy()] if g.OutputsLength() else []
-            #: variable tensors (an LSTM's state an ethos-u operator updates in place), zero
-            #: until a run writes them
+            #: variable tensors (an LSTM's state an ethos-u operator updates in place) as
+            #: TFLite Micro's ResetVariableTensors leaves them until a run writes them: an
+            #: int8 one filled with its zero point (the real value 0), any other with 0
             self._variables = {}
             for t in range(g.TensorsLength()):
                 tens = g.Tensors(t)
@@ -62,7 +63,7 @@ class TfliteGraph:
                         else ()
                     dtype = np.dtype(FM_DTYPES[tens.Type()])
                     checked_nbytes(shape, dtype.itemsize, f"variable tensor {t}")
-                    self._variables[t] = np.zeros(shape, dtype)
+                    self._variables[t] = np.full(shape, _reset_value(tens), dtype)
             self._state = dict(self._variables)
             ncodes = model.OperatorCodesLength()
             codes = []
@@ -135,6 +136,15 @@ class TfliteGraph:
         if tensors is not None:
             tensors.update(values)
         return [values[t] for t in self.outputs], merge_stats(stats)
+
+
+def _reset_value(tensor) -> int:
+    """What TFLite Micro fills variable tensor ``tensor`` (flatbuffer ``Tensor``) with: its
+    zero point for int8, else 0."""
+    q = tensor.Quantization()
+    if tensor.Type() != 9 or q is None or not q.ZeroPointLength():
+        return 0
+    return int(q.ZeroPointAsNumpy()[0])
 
 
 def _tensor_bytes(tensor, owner: str) -> int:

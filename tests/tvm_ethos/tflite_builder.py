@@ -18,8 +18,10 @@ ACT = {None: 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
 
 
 class T:
-    def __init__(self, shape, dtype="int8", scale=None, zp=None, data=None, axis=0):
+    def __init__(self, shape, dtype="int8", scale=None, zp=None, data=None, axis=0,
+                 variable=False):
         self.shape, self.dtype, self.data, self.axis = list(shape), dtype, data, axis
+        self.variable = variable   # a state tensor (an LSTM's), kept between invocations
         self.scale = None if scale is None else np.atleast_1d(np.asarray(scale, np.float32))
         self.zp = None if zp is None else np.atleast_1d(np.asarray(zp, np.int64))
 
@@ -91,6 +93,8 @@ def serialize(tensors: list[T], ops: list, inputs: list[int], outputs: list[int]
         tflite.TensorAddName(b, name)
         if q is not None:
             tflite.TensorAddQuantization(b, q)
+        if t.variable:
+            tflite.TensorAddIsVariable(b, True)
         t_offsets.append(tflite.TensorEnd(b))
     codes = []
     for op in ops:

@@ -1,0 +1,98 @@
+"""One UNIDIRECTIONAL_SEQUENCE_LSTM as a TFLite flatbuffer, int8 activations and an int16
+cell state as the TFLite converter quantizes one (symmetric per-tensor int8 weights, int32
+biases at input x weight scale, the states as variable tensors), with the variants the
+Ethos-U stream refuses one keyword away.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tflite
+import tflite_builder as tb
+from tflite_builder import BO, BOPT, T
+
+TANH, RELU = 4, 1
+
+
+@dataclass(frozen=True)
+class LstmCase:
+    """The LSTM's sizes and quantization; the last fields make a variant."""
+
+    batches: int = 1
+    steps: int = 3
+    features: int = 5
+    cells: int = 4
+    input_q: tuple = (0.02, -3)
+    hidden_q: tuple = (0.008, 2)
+    cell_power: int = -11
+    cell_clip: float = 0.0
+    weight_scale: float = 0.01
+    bias_range: int = 4000
+    seed: int = 0
+    time_major: bool = False
+    activation: int = TANH
+    peephole: bool = False
+    projection: bool = False
+    layer_norm: bool = False
+    cifg: bool = False
+    per_channel: bool = False
+    float_input: bool = False
+
+
+def lstm_model(case: LstmCase = LstmCase()) -> bytes:
+    """The flatbuffer of ``case``: tensor 0 the input, the last tensor the output."""
+    rs = np.random.RandomState(case.seed)
+    b, t, f, c = case.batches, case.steps, case.features, case.cells
+    s_in, zp_in = case.input_q
+    s_h, zp_h = case.hidden_q
+    tensors: list[T] = []
+
+    def add(tensor: T) -> int:
+        tensors.append(tensor)
+        return len(tensors) - 1
+
+    ins = [-1] * 24
+    in_shape = [t, b, f] if case.time_major else [b, t, f]
+    ins[0] = add(T(in_shape, "float32") if case.float_input
+                 else T(in_shape, "int8", scale=s_in, zp=zp_in))
+    w_scales = {}
+    for pos, cols in [(k, f) for k in (1, 2, 3, 4)] + [(k, c) for k in (5, 6, 7, 8)]:
+        if case.cifg and pos in (1, 5):
+            continue
+        ws = case.weight_scale * rs.uniform(0.5, 1.5)
+        scale = [ws * rs.uniform(0.5, 1.5) for _ in range(c)] if case.per_channel else ws
+        w_scales[pos] = ws
+        ins[pos] = add(T([c, cols], "int8", scale=scale, zp=[0] * c if case.per_channel else 0,
+                         data=rs.randint(-127, 128, size=(c, cols))))
+    if case.peephole:
+        for pos in (9, 10, 11):
+            ins[pos] = add(T([c], "int16", scale=0.001, zp=0,
+                             data=rs.randint(-300, 300, size=c)))
+    for pos, w in zip((12, 13, 14, 15), (1, 2, 3, 4)):
+        if case.cifg and pos == 12:
+            continue
+        ins[pos] = add(T([c], "int32", scale=s_in * w_scales[w], zp=0,
+                         data=rs.randint(-case.bias_range, case.bias_range + 1, size=c)))
+    if case.projection:
+        ins[16] = add(T([c, c], "int8", scale=0.01, zp=0, data=rs.randint(-127, 128, (c, c))))
+    ins[18] = add(T([b, c], "int8", scale=s_h, zp=zp_h, variable=True))
+    ins[19] = add(T([b, c], "int16", scale=2.0 ** case.cell_power, zp=0, variable=True))
+    if case.layer_norm:
+        for pos in (20, 21, 22, 23):
+            ins[pos] = add(T([c], "int16", scale=0.0001, zp=0,
+                             data=rs.randint(1000, 30000, size=c)))
+    out_shape = [t, b, c] if case.time_major else [b, t, c]
+    out = add(T(out_shape, "int8", scale=s_h, zp=zp_h))
+
+    def options(bld):
+        tflite.UnidirectionalSequenceLSTMOptionsStart(bld)
+        tflite.UnidirectionalSequenceLSTMOptionsAddFusedActivationFunction(bld, case.activation)
+        tflite.UnidirectionalSequenceLSTMOptionsAddCellClip(bld, case.cell_clip)
+        tflite.UnidirectionalSequenceLSTMOptionsAddProjClip(bld, 0.0)
+        tflite.UnidirectionalSequenceLSTMOptionsAddTimeMajor(bld, case.time_major)
+        return tflite.UnidirectionalSequenceLSTMOptionsEnd(bld)
+
+    op = (BO.UNIDIRECTIONAL_SEQUENCE_LSTM, BOPT.UnidirectionalSequenceLSTMOptions, options,
+          ins, [out])
+    return tb.serialize(tensors, [op], [ins[0]], [out])
