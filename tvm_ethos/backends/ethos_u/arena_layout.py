@@ -41,10 +41,13 @@ class CpuStep(NamedTuple):
     writes: tuple[int, ...]
 
 
-def arena_bases(steps: list, outputs: set[int], names: dict[int, str]) -> dict[str, int]:
+def arena_bases(steps: list, outputs: set[int], names: dict[int, str],
+                persistent: frozenset[int] = frozenset()) -> dict[str, int]:
     """The start of each NPU step's stretch (``steps``: NpuStep / CpuStep in execution order;
     ``outputs``: the graph's output tensors, live to the end; ``names``: tensor names for
-    the refusal), all >= 0 and ALIGN-aligned."""
+    the refusal; ``persistent``: variable tensors, an LSTM's state that an ethos-u operator
+    updates in place and finds again at the next invocation, so live from before the first
+    step to after the last), all >= 0 and ALIGN-aligned."""
     written: dict[int, int] = {}
     last_read: dict[int, int] = {}
     for k, s in enumerate(steps):
@@ -56,6 +59,8 @@ def arena_bases(steps: list, outputs: set[int], names: dict[int, str]) -> dict[s
             last_read[t] = k
     for t in outputs:
         last_read[t] = len(steps)
+    for t in persistent:
+        written[t], last_read[t] = -1, len(steps)
     placed: dict[int, tuple[int, int]] = {}   # tensor -> (address, bytes)
     stretches: dict[str, tuple[int, int, int]] = {}   # name -> (base, bytes, step)
     end = 0
@@ -73,14 +78,15 @@ def arena_bases(steps: list, outputs: set[int], names: dict[int, str]) -> dict[s
                 raise UnsupportedModelError(
                     f"ethos-u operator {s.name} would start at arena offset {base}, which is "
                     f"not {ALIGN}-aligned; the model cannot be written")
-            _check(placed, written, last_read, stretches, names, s, k, base)
+            _check(placed, written, last_read, stretches, names, s, k, base, persistent)
         else:   # the lowest start where nothing still needed is in the way (fresh space last)
             top = _up(end)
             candidates = sorted({0, top} | {_up(a + n) for a, n in placed.values()}
                                 | {_up(b + n) for b, n, _ in stretches.values()})
             for base in [c for c in candidates if c <= top]:
                 try:
-                    _check(placed, written, last_read, stretches, names, s, k, base)
+                    _check(placed, written, last_read, stretches, names, s, k, base,
+                           persistent)
                     break
                 except UnsupportedModelError:
                     if base == top:
@@ -98,13 +104,14 @@ def _up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def _check(placed, written, last_read, stretches, names, step, k, base) -> None:
+def _check(placed, written, last_read, stretches, names, step, k, base,
+           persistent=frozenset()) -> None:
     """Refuses ``step`` starting at ``base`` where it would overwrite what is still needed."""
     for x in step.ifms:
         if x.tensor not in placed:
             _check_input(placed, written, last_read, stretches, step.name, names, x,
                          base + x.offset, written.get(x.tensor, -1))
-    _check_stream(placed, written, last_read, step, k, base, names)
+    _check_stream(placed, written, last_read, step, k, base, names, persistent)
 
 
 def _overlap(a: int, n: int, b: int, m: int) -> bool:
@@ -137,12 +144,14 @@ def _check_input(placed, written, last_read, stretches, name, names, slot, addre
                 f"ethos-u operator {other}, which runs before it; the model cannot be written")
 
 
-def _check_stream(placed, written, last_read, step, k, base, names) -> None:
+def _check_stream(placed, written, last_read, step, k, base, names,
+                  persistent=frozenset()) -> None:
     """While step ``k`` runs, its stream writes anywhere in its stretch: no tensor still to
-    be read after it may lie there, its own IFMs included."""
+    be read after it may lie there, its own IFMs included (but a persistent one, which its
+    stream updates in place)."""
     mine = {x.tensor for x in step.ifms + step.ofms}
     for x in step.ifms:
-        if last_read.get(x.tensor, -1) > k:
+        if last_read.get(x.tensor, -1) > k and x.tensor not in persistent:
             raise UnsupportedModelError(
                 f"ethos-u operator {step.name}: its input {names.get(x.tensor, x.tensor)!r} is "
                 "read again after it, and its stream may reuse that place; the model cannot "

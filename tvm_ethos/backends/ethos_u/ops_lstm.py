@@ -111,9 +111,11 @@ class Lstm:
 
 
 class LstmArena(NamedTuple):
-    """Offsets in the scratch arena: the cell state (int16), the hidden state (int8), the
-    input and output sequences, four gate buffers and one scratch buffer (int16, one row of
-    cells each); ``bytes`` the arena's size."""
+    """Offsets in the scratch arena: the output and input sequences, four gate buffers and
+    one scratch buffer (int16, one row of cells each), then the hidden state (int8) and the
+    cell state (int16); ``bytes`` the arena's size. The states come last: they persist
+    between invocations, and what is low in the arena (the output first) is where the next
+    ethos-u operator's stretch starts, over bytes that are dead once the LSTM has run."""
 
     cell: int
     hidden: int
@@ -125,15 +127,15 @@ class LstmArena(NamedTuple):
 
     @classmethod
     def of(cls, lstm: Lstm) -> "LstmArena":
-        sizes = [2 * lstm.batches * lstm.cells, lstm.batches * lstm.cells,
-                 lstm.batches * lstm.steps * lstm.features,
-                 lstm.batches * lstm.steps * lstm.cells] + [2 * lstm.cells] * 5
+        sizes = ([lstm.batches * lstm.steps * lstm.cells,
+                  lstm.batches * lstm.steps * lstm.features] + [2 * lstm.cells] * 5
+                 + [lstm.batches * lstm.cells, 2 * lstm.batches * lstm.cells])
         offsets, end = [], 0
         for n in sizes:
             offsets.append(end)
             end = _up(end + n)
-        return cls(offsets[0], offsets[1], offsets[2], offsets[3], tuple(offsets[4:8]),
-                   offsets[8], end)
+        output, input_, *gates, scratch, hidden, cell = offsets
+        return cls(cell, hidden, input_, output, tuple(gates), scratch, end)
 
 
 def _up(n: int) -> int:
@@ -420,11 +422,10 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str]
         words = api.npu_generate_register_command_stream(em.ops, em.acc)
         payload = api.npu_create_driver_payload(words, em.acc)
     a = em.arena
-    n, bt = lstm.cells, lstm.batches * lstm.steps
+    n = lstm.cells
     ins = (ArenaTensor(names[0], (lstm.batches, lstm.steps, lstm.features), "int8", a.input),
            ArenaTensor(names[1], (lstm.batches, n), "int8", a.hidden),
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
     outs = (ArenaTensor(names[3], (lstm.batches, lstm.steps, n), "int8", a.output),)
-    assert bt * n + a.output <= a.bytes
     return EthosUPayload(accelerator, bytes(payload), bytes(em.flash.data), a.bytes, 0, ins,
-                         outs, work_bytes=a.bytes - a.gates[0])
+                         outs, work_bytes=a.hidden - a.gates[0])

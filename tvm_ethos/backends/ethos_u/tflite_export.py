@@ -392,7 +392,9 @@ class _Layout:
         g = self.graph.g
         names = {t: (g.Tensors(t).Name() or b"").decode() for s in steps
                  if isinstance(s, NpuStep) for t in (x.tensor for x in s.ifms + s.ofms)}
-        return arena_bases(steps, set(self.graph.graph_outputs), names)
+        variables = frozenset(t for s in steps if isinstance(s, NpuStep) for t in
+                              (x.tensor for x in s.ifms) if g.Tensors(t).IsVariable())
+        return arena_bases(steps, set(self.graph.graph_outputs), names, variables)
 
     def _order(self) -> list:
         """Host operators and subgraphs, each after what it reads (ties: source order)."""

@@ -83,10 +83,12 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         if reason:
             why[i] += f"; the Ethos-U does not take it from the graph: {reason}"
             continue
-        name = f"op{i}_{entry.builtin.lower()}"
+        # named as the merged plan report names its subgraph (``g<report index>_``)
+        sub = f"op{i}_{entry.builtin.lower()}"
+        name = f"g{len(plans)}_{sub}"
         try:
             with stage("graph-level NPU operator"):
-                part = entry.emit(graph, i, accelerator, name)
+                part = entry.emit(graph, i, accelerator, sub)
         except TvmEthosError as err:
             why[i] += f"; the Ethos-U does not take it from the graph: {err}"
             continue

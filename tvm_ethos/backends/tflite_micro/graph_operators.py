@@ -48,15 +48,31 @@ def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str) -> G
     return GraphPart(payload, ifms, ofms, _report(name, payload))
 
 
+#: why a graph-level operator has no plan
+NOT_PLANNED = "a graph-level NPU operator: one stream of its own, no cascade to plan"
+
+
 def _report(name: str, payload: EthosUPayload) -> dict:
     """A plan report of one unplanned stream: its arena (states, sequences and gate
-    buffers) is its peak, so a merged report's SRAM peak counts it."""
-    why = "a graph-level operator: one stream, no cascade to plan"
-    return {"planned": False, "cycles": None, "peak_memory_bytes": payload.scratch_bytes,
-            "layers": [],
-            "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": why,
+    buffers) is its peak, so a merged report's memory peak counts it."""
+    return {"planned": False, "graph_operator": True, "cycles": None,
+            "peak_memory_bytes": payload.scratch_bytes, "layers": [],
+            "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": NOT_PLANNED,
                                  "peak_memory_bytes": payload.scratch_bytes}},
             "streams": {name: stream_report(payload, None)}}
+
+
+def format_report(report: dict) -> str:
+    """The plan-table lines of a graph-level operator's report: why it has no plan, its
+    arena, what its stream did on the functional model."""
+    from tvm_ethos.lower.cascade import stream_lines
+
+    out = []
+    for name, sub in report["subgraphs"].items():
+        out.append(f"{name} on ethos-u: not planned ({sub['reason']}); arena "
+                   f"{sub['peak_memory_bytes']:,} B (states, sequences, gate buffers)")
+        out.extend(stream_lines(report["streams"][name]))
+    return "\n".join(out)
 
 
 #: graph-level NPU operators by TFLite builtin name

@@ -116,13 +116,17 @@ class TfliteMicroModel(CompiledModel):
     @property
     def plan_table(self) -> str:
         """Each NPU group's per-layer plan table, one after the other."""
+        from tvm_ethos.backends.tflite_micro.graph_operators import format_report
         from tvm_ethos.lower.cascade import format_table
+
+        def table(r: dict) -> str:
+            return format_report(r) if r.get("graph_operator") else format_table(r)
 
         if not self.plan_reports:
             return "no operator on the Ethos-U: nothing to plan"
         if len(self.plan_reports) == 1:
-            return format_table(self.plan_reports[0])
-        return "\n\n".join(f"NPU group {i}:\n{format_table(r)}"
+            return table(self.plan_reports[0])
+        return "\n\n".join(f"NPU group {i}:\n{table(r)}"
                            for i, r in enumerate(self.plan_reports))
 
     @property
