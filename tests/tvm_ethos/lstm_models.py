@@ -42,7 +42,46 @@ class LstmCase:
 
 def lstm_model(case: LstmCase = LstmCase()) -> bytes:
     """The flatbuffer of ``case``: tensor 0 the input, the last tensor the output."""
+    tensors, op = _lstm(case, np.random.RandomState(case.seed))
+    return tb.serialize(tensors, [op], [op[3][0]], op[4])
+
+
+def lstm_then_fully_connected(case: LstmCase, outputs: int) -> bytes:
+    """``case``'s LSTM, then a RESHAPE to rows and a FULLY_CONNECTED of ``outputs`` units."""
     rs = np.random.RandomState(case.seed)
+    tensors, op = _lstm(case, rs)
+    (seq,), s_h = op[4], case.hidden_q[0]
+    rows = case.batches * case.steps
+    r = len(tensors)
+    tensors += [T([2], "int32", data=[rows, case.cells]),
+                T([rows, case.cells], "int8", scale=s_h, zp=case.hidden_q[1])]
+
+    def reshape_options(bld):
+        tflite.ReshapeOptionsStartNewShapeVector(bld, 2)
+        bld.PrependInt32(case.cells)
+        bld.PrependInt32(rows)
+        shape = bld.EndVector()
+        tflite.ReshapeOptionsStart(bld)
+        tflite.ReshapeOptionsAddNewShape(bld, shape)
+        return tflite.ReshapeOptionsEnd(bld)
+
+    reshape = (BO.RESHAPE, BOPT.ReshapeOptions, reshape_options, [seq, r], [r + 1])
+    w = len(tensors)
+    tensors += [T([outputs, case.cells], "int8", scale=0.01, zp=0,
+                  data=rs.randint(-127, 128, size=(outputs, case.cells))),
+                T([outputs], "int32", scale=s_h * 0.01, zp=0,
+                  data=rs.randint(-500, 500, size=outputs)),
+                T([rows, outputs], "int8", scale=0.05, zp=1)]
+    def options(bld):
+        tflite.FullyConnectedOptionsStart(bld)
+        return tflite.FullyConnectedOptionsEnd(bld)
+
+    fc = (BO.FULLY_CONNECTED, BOPT.FullyConnectedOptions, options, [r + 1, w, w + 1], [w + 2])
+    return tb.serialize(tensors, [op, reshape, fc], [op[3][0]], [w + 2])
+
+
+def _lstm(case: LstmCase, rs) -> tuple[list[T], tuple]:
+    """The tensors and the operator tuple (``tflite_builder.serialize``'s) of ``case``."""
     b, t, f, c = case.batches, case.steps, case.features, case.cells
     s_in, zp_in = case.input_q
     s_h, zp_h = case.hidden_q
@@ -93,6 +132,5 @@ def lstm_model(case: LstmCase = LstmCase()) -> bytes:
         tflite.UnidirectionalSequenceLSTMOptionsAddTimeMajor(bld, case.time_major)
         return tflite.UnidirectionalSequenceLSTMOptionsEnd(bld)
 
-    op = (BO.UNIDIRECTIONAL_SEQUENCE_LSTM, BOPT.UnidirectionalSequenceLSTMOptions, options,
-          ins, [out])
-    return tb.serialize(tensors, [op], [ins[0]], [out])
+    return tensors, (BO.UNIDIRECTIONAL_SEQUENCE_LSTM, BOPT.UnidirectionalSequenceLSTMOptions,
+                     options, ins, [out])

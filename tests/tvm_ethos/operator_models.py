@@ -323,3 +323,14 @@ MODELS = {f.__name__.rstrip("_"): f for f in (
     slice_, strided_slice, tile, reverse_v2, pad, padv2, mirror_pad, reduce_sum, reduce_max,
     reduce_min, arg_max, resize_bilinear, resize_nearest, transpose_conv, batch_matmul,
 )}
+
+
+def lstm() -> bytes:
+    """An int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state, states as variable tensors,
+    a cell clip): ``lstm_models``."""
+    from lstm_models import LstmCase, lstm_model
+
+    return lstm_model(LstmCase(batches=2, steps=3, features=6, cells=5, cell_clip=2.0))
+
+
+MODELS["lstm"] = lstm

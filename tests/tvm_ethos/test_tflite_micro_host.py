@@ -262,10 +262,8 @@ def _forget_compiled():
 def test_a_trained_model_runs_as_tflite_micro_runs_it(name, accelerator):
     cm, source = _trained(name, accelerator)
     kept = {p.kind for p in cm.placement if p.placed_on == "tflite-micro"}
-    if name in ("hello_world_int8", "person_detect"):
-        assert kept == set()   # wholly on the NPU, as Vela does
-    if name == "trained_lstm_int8":
-        assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in kept
+    if name in ("hello_world_int8", "person_detect", "trained_lstm_int8"):
+        assert kept == set()   # wholly on the NPU, as Vela does (the LSTM: ops_lstm)
     if name == "keyword_scrambled_8bit":   # state carried from run to run on the CPU
         assert "SVDF" in kept
     _assert_equals_tflm(cm, source, runs=3 if accelerator == "ethos-u55-128" else 20)

@@ -105,17 +105,26 @@ class Lstm:
     cell_clip: int
     gates: tuple[Gate, Gate, Gate, Gate]
 
-    @property
-    def arena(self) -> "LstmArena":
-        return LstmArena.of(self)
+
+
+class Neighbour(NamedTuple):
+    """An ethos-u operator that shares a sequence with the LSTM: that tensor's offset in
+    its stretch of the arena and the stretch's bytes."""
+
+    offset: int
+    stretch_bytes: int
 
 
 class LstmArena(NamedTuple):
     """Offsets in the scratch arena: the output and input sequences, four gate buffers and
     one scratch buffer (int16, one row of cells each), then the hidden state (int8) and the
-    cell state (int16); ``bytes`` the arena's size. The states come last: they persist
-    between invocations, and what is low in the arena (the output first) is where the next
-    ethos-u operator's stretch starts, over bytes that are dead once the LSTM has run."""
+    cell state (int16); ``bytes`` the arena's size.
+
+    A sequence the LSTM shares with another ethos-u operator fixes where that operator's
+    stretch lies against the LSTM's (``arena_layout``): the sequence starts at the same
+    offset modulo :data:`ALIGN` as in that stretch (which then starts aligned), and the
+    states, which persist between invocations, come after every such stretch, so no
+    neighbour's stream writes over them."""
 
     cell: int
     hidden: int
@@ -126,16 +135,24 @@ class LstmArena(NamedTuple):
     bytes: int
 
     @classmethod
-    def of(cls, lstm: Lstm) -> "LstmArena":
+    def of(cls, lstm: Lstm, input_from: Neighbour | None = None,
+           output_to: Neighbour | None = None) -> "LstmArena":
         sizes = ([lstm.batches * lstm.steps * lstm.cells,
-                  lstm.batches * lstm.steps * lstm.features] + [2 * lstm.cells] * 5
-                 + [lstm.batches * lstm.cells, 2 * lstm.batches * lstm.cells])
+                  lstm.batches * lstm.steps * lstm.features] + [2 * lstm.cells] * 5)
+        phases = [output_to.offset % ALIGN if output_to else 0,
+                  input_from.offset % ALIGN if input_from else 0] + [0] * 5
         offsets, end = [], 0
-        for n in sizes:
-            offsets.append(end)
-            end = _up(end + n)
-        output, input_, *gates, scratch, hidden, cell = offsets
-        return cls(cell, hidden, input_, output, tuple(gates), scratch, end)
+        for n, phase in zip(sizes, phases):
+            offsets.append(end + phase)
+            end = _up(end + phase + n)
+        output, input_, *gates, scratch = offsets
+        for ours, theirs in ((output, output_to), (input_, input_from)):
+            if theirs is not None:   # that stretch, in the LSTM's offsets
+                end = max(end, _up(ours - theirs.offset + theirs.stretch_bytes))
+        hidden = end
+        cell = _up(hidden + lstm.batches * lstm.cells)
+        return cls(cell, hidden, input_, output, tuple(gates), scratch,
+                   _up(cell + 2 * lstm.batches * lstm.cells))
 
 
 def _up(n: int) -> int:
@@ -292,11 +309,11 @@ class _Emitter:
     """Builds the NPU operations of one LSTM: the weights of each gate encoded once, the
     operations of every (batch, step) reusing them."""
 
-    def __init__(self, lstm: Lstm, accelerator: str):
+    def __init__(self, lstm: Lstm, accelerator: str, arena: LstmArena):
         self.lstm, self.acc = lstm, npu_accelerator(accelerator)
         self.api = vela_api()
         self.flash = Flash()
-        self.arena = lstm.arena
+        self.arena = arena
         self._constants: dict = {}
         self.ops: list = []
 
@@ -407,13 +424,15 @@ class _Emitter:
                   api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU), rescale=(1, 0))
 
 
-def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str]
+def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
+                 input_from: Neighbour | None = None, output_to: Neighbour | None = None
                  ) -> EthosUPayload:
     """The command stream of ``lstm`` for ``accelerator``; ``names`` are the source
     tensors' names of its input, hidden state, cell state and output. Inputs are (input,
     hidden state, cell state), in the arena where the stream updates the states in place;
-    the output is the whole output sequence."""
-    em = _Emitter(lstm, accelerator)
+    the output is the whole output sequence. The neighbours (the ethos-u operators that
+    write its input or read its output) shape the arena (:class:`LstmArena`)."""
+    em = _Emitter(lstm, accelerator, LstmArena.of(lstm, input_from, output_to))
     for b in range(lstm.batches):
         for t in range(lstm.steps):
             em.step(b, t)
@@ -428,4 +447,4 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str]
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
     outs = (ArenaTensor(names[3], (lstm.batches, lstm.steps, n), "int8", a.output),)
     return EthosUPayload(accelerator, bytes(payload), bytes(em.flash.data), a.bytes, 0, ins,
-                         outs, work_bytes=a.hidden - a.gates[0])
+                         outs, work_bytes=a.scratch + 2 * n - a.gates[0])

@@ -21,7 +21,7 @@ from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_
 from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS
-from tvm_ethos.errors import OptionError, TargetError, TvmEthosError
+from tvm_ethos.errors import OptionError, TargetError, TvmEthosError, UnsupportedModelError
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 from tvm_ethos.stages import stage
 from tvm_ethos.targets import parse_targets
@@ -75,35 +75,57 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         on_npu = {cut.operators[j] for spec, _ in parts for j in taken[spec.name][0]}
         why.update((i, "the Ethos-U does not take it (the partition gives it to the host)")
                    for i in cut.operators if i not in on_npu)
-    for i, r in enumerate(refusals):
-        entry = graph_operator(graph, i) if r else None
-        if entry is None:
-            continue
-        reason = entry.check(graph, i)
-        if reason:
-            why[i] += f"; the Ethos-U does not take it from the graph: {reason}"
-            continue
-        # named as the merged plan report names its subgraph (``g<report index>_``)
-        sub = f"op{i}_{entry.builtin.lower()}"
-        name = f"g{len(plans)}_{sub}"
+    shared = {t: (a.offset, p.scratch_bytes) for name, p in npu
+              for t, a in zip(groups[name][1] + groups[name][2], p.inputs + p.outputs)}
+    graph_parts = _graph_parts(graph, refusals, accelerator, len(plans), why, shared)
+    with stage("write"):
         try:
-            with stage("graph-level NPU operator"):
-                part = entry.emit(graph, i, accelerator, sub)
-        except TvmEthosError as err:
-            why[i] += f"; the Ethos-U does not take it from the graph: {err}"
-            continue
-        npu.append((name, part.payload))
-        groups[name] = ((i,), part.ifms, part.ofms)
-        plans.append(part.plan_report)
+            written_file = write_tflite(data, npu + [(n, p.payload) for _, n, p in graph_parts],
+                                        {**groups, **{n: ((i,), p.ifms, p.ofms)
+                                                      for i, n, p in graph_parts}})
+        except UnsupportedModelError as err:
+            if not graph_parts:
+                raise
+            for i, _, _ in graph_parts:   # its state has no place in the arena beside the rest
+                why[i] += f"; its ethos-u operator does not fit the arena's layout: {err}"
+            graph_parts = []
+            written_file = write_tflite(data, npu, groups)
+    npu += [(n, p.payload) for _, n, p in graph_parts]
+    groups.update((n, ((i,), p.ifms, p.ofms)) for i, n, p in graph_parts)
+    plans += [p.plan_report for _, _, p in graph_parts]
     owner = {i: name for name, (ops, _, _) in groups.items() for i in ops}
     placement = tuple(
         Placement(i, graph.kinds[i], NPU_ID if i in owner else BACKEND_ID,
                   owner.get(i, ""), why.get(i, ""))
         for i in range(len(graph.kinds)))
-    with stage("write"):
-        written_file = write_tflite(data, npu, groups)
     return TfliteMicroModel(written_file, str(tl), accelerator, placement, tuple(plans),
                             dict(npu))
+
+
+def _graph_parts(graph, refusals, accelerator: str, first: int, why: dict,
+                 shared: dict) -> list[tuple]:
+    """(source operator, name, GraphPart) of every operator the importer refuses that a
+    graph-level NPU operator (``graph_operators``) takes, named as the merged plan report
+    names its subgraph (``g<report index>_``, the reports numbered from ``first``); for the
+    others of such a kind ``why`` gains the reason. ``shared``: each tensor an NPU group
+    holds, its offset in the group's stretch of the arena and the stretch's bytes."""
+    out = []
+    for i, r in enumerate(refusals):
+        entry = graph_operator(graph, i) if r else None
+        if entry is None:
+            continue
+        reason = entry.check(graph, i)
+        if not reason:
+            sub = f"op{i}_{entry.builtin.lower()}"
+            try:
+                with stage("graph-level NPU operator"):
+                    out.append((i, f"g{first + len(out)}_{sub}",
+                                entry.emit(graph, i, accelerator, sub, shared)))
+                continue
+            except TvmEthosError as err:
+                reason = str(err)
+        why[i] += f"; the Ethos-U does not take it from the graph: {reason}"
+    return out
 
 
 def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:

@@ -32,19 +32,25 @@ class GraphPart(NamedTuple):
 class GraphNpuOperator(NamedTuple):
     """A TFLite builtin the NPU runs from the graph: ``check(graph, index)`` is ``""`` when
     the NPU takes operator ``index``, else why not (one line); ``emit(graph, index,
-    accelerator, name)`` its :class:`GraphPart`."""
+    accelerator, name, shared)`` its :class:`GraphPart`, where ``shared`` maps a source
+    tensor other ethos-u operators already hold to (its offset in that operator's
+    stretch of the arena, the stretch's bytes): the part lays out a tensor it shares with
+    them so that their stretches line up and leave what it keeps alone."""
 
     builtin: str
     check: Callable[[SourceGraph, int], str]
-    emit: Callable[[SourceGraph, int, str, str], GraphPart]
+    emit: Callable[[SourceGraph, int, str, str, dict], GraphPart]
 
 
-def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str) -> GraphPart:
+def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
+               shared: dict) -> GraphPart:
     lstm = ops_lstm.read_lstm(graph, index)
     ifms = ops_lstm.state_and_sequence_tensors(graph, index)
     ofms = tuple(graph.writes[index][:1])
     names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms + ofms)
-    payload = ops_lstm.lstm_payload(lstm, accelerator, names)
+    near = {t: ops_lstm.Neighbour(*shared[t]) for t in (ifms[0], ofms[0]) if t in shared}
+    payload = ops_lstm.lstm_payload(lstm, accelerator, names, near.get(ifms[0]),
+                                    near.get(ofms[0]))
     return GraphPart(payload, ifms, ofms, _report(name, payload))
 
 

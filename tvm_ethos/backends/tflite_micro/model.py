@@ -91,6 +91,12 @@ class TfliteMicroModel(CompiledModel):
         outs, self.last_stream_stats = self._graph.run(checked)
         return self._shaped(list(outs))
 
+    def reset(self) -> None:
+        """Forgets the state tensors' values (an LSTM's, an SVDF's): the next :meth:`run`
+        starts as a freshly started interpreter does."""
+        if self._graph is not None:
+            self._graph.reset()
+
     @property
     def executor(self):
         raise TargetError("a tflite-micro model has no TVM executor: it runs through run()")

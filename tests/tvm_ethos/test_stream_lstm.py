@@ -1,0 +1,191 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM on the Ethos-U (``backends/ethos_u/ops_lstm.py``, routed by
+``backends/tflite_micro/graph_operators.py``): every output equal to TFLite Micro's, the
+state carried from one invocation to the next as TFLite Micro carries it, over the trained
+model and LSTMs of any shape and quantization; the variants the stream does not express
+stay TFLite operators, each with its reason.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lstm_models import RELU, LstmCase, lstm_model, lstm_then_fully_connected
+
+import tvm_ethos
+from tests.helpers.models import model_path
+from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
+from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, read_source
+from tvm_ethos.backends.tflite_micro.cut import cut_model
+from tvm_ethos.backends.tflite_micro.graph_operators import GRAPH_NPU_OPERATORS
+
+runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+pytest.importorskip("ethosu.vela")
+
+
+def _lstm_alone(source: bytes) -> bytes:
+    """The trained model's LSTM as a model of its own: the cut's inputs are the sequence
+    and the two state tensors; the states are the operator's, so only the sequence stays a
+    graph input."""
+    import flatbuffers
+    from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
+
+    cut = cut_model(source, SourceGraph(read_source(source)), (0,)).data
+    model = schema.ModelT.InitFromPackedBuf(bytearray(cut), 0)
+    g = model.subgraphs[0]
+    g.inputs = [t for t in g.inputs if not g.tensors[t].isVariable]
+    b = flatbuffers.Builder(1024)
+    b.Finish(model.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _assert_runs_as_tflm(data: bytes, accelerator: str, runs: int, seed: int = 0):
+    """``runs`` invocations in a row of the model compiled for ``accelerator`` and of TFLite
+    Micro's interpreter (state carried over in both), every output equal, every operator
+    on the NPU; the compiled model is returned."""
+    cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.placement_table
+    interpreter = runtime.Interpreter.from_bytes(data)
+    rs = np.random.RandomState(seed)
+    spec = cm.inputs[0]
+    for k in range(runs):
+        x = rs.randint(-128, 128, size=spec.shape).astype(np.int8)
+        got = cm.run(x)[0]
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        want = interpreter.get_output(0)
+        assert np.array_equal(got.reshape(want.shape), want), (
+            f"run {k}: {got.ravel()[:12]} vs TFLite Micro {want.ravel()[:12]}")
+    return cm
+
+
+@pytest.mark.parametrize("accelerator", [
+    "ethos-u55-128",
+    pytest.param("ethos-u55-256", marks=pytest.mark.slow),
+    pytest.param("ethos-u65-256", marks=pytest.mark.slow),
+])
+def test_trained_lstm_equals_tflite_micro_over_20_runs(accelerator):
+    source = model_path("tflite-micro/trained_lstm_int8").read_bytes()
+    _assert_runs_as_tflm(_lstm_alone(source), accelerator, runs=20)
+
+
+def test_the_same_lstm_compiles_to_the_same_bytes():
+    data = lstm_model(LstmCase(batches=2, cell_clip=2.0))
+    first, again = (tvm_ethos.compile(data, "ethos-u", cache_dir=False).tflite
+                    for _ in range(2))
+    assert first == again
+
+
+_CASES = st.builds(
+    LstmCase,
+    batches=st.integers(1, 2), steps=st.integers(1, 4), features=st.integers(1, 40),
+    cells=st.integers(1, 24),
+    input_q=st.tuples(st.floats(0.002, 0.1), st.integers(-128, 127)),
+    hidden_q=st.tuples(st.floats(0.002, 0.05), st.integers(-20, 20)),
+    cell_power=st.sampled_from([-11, -12]),
+    cell_clip=st.sampled_from([0.0, 1.0, 3.5, 10.0]),
+    weight_scale=st.floats(0.002, 0.05), bias_range=st.integers(0, 40000),
+    seed=st.integers(0, 2 ** 16))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_CASES)
+def test_any_lstm_equals_tflite_micro(case):
+    """Sizes, batches, quantization (zero points of the sequence and the hidden state, the
+    cell scale, a cell clip), weight and bias ranges: four invocations in a row."""
+    _assert_runs_as_tflm(lstm_model(case), "ethos-u55-128", runs=4, seed=case.seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_CASES, accelerator=st.sampled_from(["ethos-u55-256", "ethos-u65-256"]))
+def test_any_lstm_equals_tflite_micro_on_the_larger_accelerators(case, accelerator):
+    _assert_runs_as_tflm(lstm_model(case), accelerator, runs=4, seed=case.seed)
+
+
+def test_the_trained_model_runs_wholly_on_the_npu_as_vela_puts_it():
+    source = model_path("tflite-micro/trained_lstm_int8").read_bytes()
+    cm = tvm_ethos.compile(source, "ethos-u", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 4}
+    lstm = cm.placement[0]
+    assert lstm.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM" and lstm.placed_on == "ethos-u"
+    assert "not planned (a graph-level NPU operator" in cm.plan_table
+    # its arena (states, sequences, gate buffers) counts in the memory peak
+    arena = max(r["peak_memory_bytes"] for r in cm.plan_reports if r.get("graph_operator"))
+    assert cm.plan_report["peak_memory_bytes"] >= arena > 28 * 28 + 28 * 20
+
+
+@pytest.mark.parametrize("units", [8, 600])
+def test_an_lstm_beside_another_ethos_u_operator_keeps_its_state(units):
+    """The LSTM's output read by a FULLY_CONNECTED group on the NPU: the group's stretch
+    starts where the LSTM's output lies (aligned) and, however large (600 units: larger
+    than the LSTM's own arena), leaves the LSTM's state alone between invocations."""
+    data = lstm_then_fully_connected(LstmCase(steps=4, cells=6, seed=5), units)
+    cm = _assert_runs_as_tflm(data, "ethos-u55-128", runs=4)
+    assert cm.partition_summary == {"ethos-u": 3}
+
+
+def test_an_lstm_the_arena_cannot_hold_stays_a_tflite_operator(monkeypatch):
+    """Where the file cannot be written with the LSTM as an ethos-u operator (its state
+    has no place in the arena beside the others), it is written with the LSTM a TFLite
+    operator, the layout's refusal its reason, not refused whole."""
+    from tvm_ethos.backends.tflite_micro import compile as tflm_compile
+    from tvm_ethos.errors import UnsupportedModelError
+
+    real = tflm_compile.write_tflite
+
+    def no_graph_parts(data, npu, groups):
+        if any("unidirectional_sequence_lstm" in name for name, _ in npu):
+            raise UnsupportedModelError("its stream would overwrite tensor 'state'")
+        return real(data, npu, groups)
+
+    monkeypatch.setattr(tflm_compile, "write_tflite", no_graph_parts)
+    cm = tvm_ethos.compile(lstm_then_fully_connected(LstmCase(), 8), "ethos-u",
+                           cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 2, "tflite-micro": 1}
+    assert "does not fit the arena's layout: its stream would overwrite" in cm.placement[0].why
+    assert not any(r.get("graph_operator") for r in cm.plan_reports)
+
+
+REFUSED = [  # (variant, words of the reason)
+    (dict(time_major=True), "time-major"),
+    (dict(activation=RELU), "cell activation"),
+    (dict(peephole=True), "peephole"),
+    (dict(projection=True), "projection"),
+    (dict(layer_norm=True), "layer normalization"),
+    (dict(cifg=True), "no input gate"),
+    (dict(per_channel=True), "per channel"),
+    (dict(float_input=True), "float32"),
+    (dict(cell_power=-10), "cell state scale"),
+]
+
+
+@pytest.mark.parametrize("variant, words", REFUSED, ids=[w for _, w in REFUSED])
+def test_variants_the_stream_does_not_express_stay_tflite_operators(variant, words):
+    data = lstm_model(dataclasses.replace(LstmCase(), **variant))
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "the Ethos-U does not take it from the graph" in placed.why and words in placed.why, \
+        placed.why
+    assert "\n" not in placed.why
+
+
+def test_the_graph_level_table_names_its_builtins():
+    assert set(GRAPH_NPU_OPERATORS) == {"UNIDIRECTIONAL_SEQUENCE_LSTM"}
+    for builtin, entry in GRAPH_NPU_OPERATORS.items():
+        assert entry.builtin == builtin
+
+
+def test_a_persistent_tensor_keeps_its_bytes_from_every_other_stretch():
+    """An LSTM's state (tensor 3) lives across invocations: the next ethos-u operator's
+    stretch, which would start at 0 over the LSTM's dead bytes, must not cover it."""
+    lstm = NpuStep("lstm", (Slot(1, 100, 20), Slot(3, 0, 20)), (Slot(2, 40, 20),), 120)
+    host = CpuStep((2,), (5,))
+    after = NpuStep("next", (Slot(5, 0, 10),), (Slot(6, 10, 10),), 64)
+    plain = arena_bases([lstm, host, after], {6}, {})
+    kept = arena_bases([lstm, host, after], {6}, {}, frozenset({3}))
+    assert plain["next"] == 0          # the state's bytes reused: wrong across invocations
+    assert kept["next"] >= 20          # clear of the state
