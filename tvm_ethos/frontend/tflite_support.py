@@ -21,9 +21,13 @@ import numpy as np
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
 #: Where an operator the importer cannot convert can still run: the tflite-micro host (what
-#: ``ethos-u`` alone in a target list means) keeps it a TFLite operator for TFLite Micro.
-TFLM_TARGET_HINT = ("target ethos-u (= ethos-u,tflite-micro) keeps it a TFLite operator that "
-                    "TFLite Micro runs: tvmc compile --target ethos-u --output-format tflite")
+#: ``ethos-u`` alone in a target list means) puts it on the NPU from the TFLite graph where a
+#: graph-level NPU operator takes it (backends/tflite_micro/graph_operators.py), else keeps
+#: it a TFLite operator for TFLite Micro.
+TFLM_TARGET_HINT = ("target ethos-u (= ethos-u,tflite-micro) takes it from the TFLite graph, "
+                    "on the NPU where the Ethos-U expresses it (an int8 LSTM) or else as a "
+                    "TFLite operator that TFLite Micro runs: tvmc compile --target ethos-u "
+                    "--output-format tflite")
 
 
 @dataclass(frozen=True)
