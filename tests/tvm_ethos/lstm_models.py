@@ -80,6 +80,25 @@ def lstm_then_fully_connected(case: LstmCase, outputs: int) -> bytes:
     return tb.serialize(tensors, [op, reshape, fc], [op[3][0]], [w + 2])
 
 
+def stacked_lstms(first: LstmCase, cells: int) -> bytes:
+    """Two LSTMs, the second (``cells`` cells) reading the first's output sequence."""
+    rs = np.random.RandomState(first.seed)
+    tensors, op1 = _lstm(first, rs)
+    second = LstmCase(batches=first.batches, steps=first.steps, features=first.cells,
+                      cells=cells, input_q=first.hidden_q, hidden_q=(0.01, -1),
+                      seed=first.seed + 1)
+    more, op2 = _lstm(second, rs)
+    shift = len(tensors)
+    ins = [t + shift if t >= 0 else -1 for t in op2[3]]
+    ins[0] = op1[4][0]
+    tensors += more[1:]                   # its own input is the first's output
+    ins = [t - 1 if t > shift else t for t in ins]
+    (out,) = op2[4]
+    out = out + shift - 1
+    op2 = op2[:3] + (ins, [out])
+    return tb.serialize(tensors, [op1, op2], [op1[3][0]], [out])
+
+
 def _lstm(case: LstmCase, rs) -> tuple[list[T], tuple]:
     """The tensors and the operator tuple (``tflite_builder.serialize``'s) of ``case``."""
     b, t, f, c = case.batches, case.steps, case.features, case.cells

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lstm_models import RELU, LstmCase, lstm_model, lstm_then_fully_connected
+from lstm_models import RELU, LstmCase, lstm_model, lstm_then_fully_connected, stacked_lstms
 
 import tvm_ethos
 from tests.helpers.models import model_path
@@ -125,6 +125,14 @@ def test_an_lstm_beside_another_ethos_u_operator_keeps_its_state(units):
     data = lstm_then_fully_connected(LstmCase(steps=4, cells=6, seed=5), units)
     cm = _assert_runs_as_tflm(data, "ethos-u55-128", runs=4)
     assert cm.partition_summary == {"ethos-u": 3}
+
+
+def test_stacked_lstms_keep_each_others_state():
+    """Two LSTMs, the second reading the first's output: two ethos-u operators whose
+    stretches share that sequence, neither over the other's state."""
+    cm = _assert_runs_as_tflm(stacked_lstms(LstmCase(steps=4, cells=6, seed=5), 7),
+                              "ethos-u55-128", runs=4)
+    assert cm.partition_summary == {"ethos-u": 2}
 
 
 def test_an_lstm_the_arena_cannot_hold_stays_a_tflite_operator(monkeypatch):

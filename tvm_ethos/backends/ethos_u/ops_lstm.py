@@ -116,15 +116,17 @@ class Neighbour(NamedTuple):
 
 
 class LstmArena(NamedTuple):
-    """Offsets in the scratch arena: the output and input sequences, four gate buffers and
-    one scratch buffer (int16, one row of cells each), then the hidden state (int8) and the
-    cell state (int16); ``bytes`` the arena's size.
+    """Offsets in the scratch arena: the output sequence, four gate buffers and one scratch
+    buffer (int16, one row of cells each), the input sequence, and the hidden state (int8)
+    and cell state (int16); ``bytes`` the arena's size.
 
     A sequence the LSTM shares with another ethos-u operator fixes where that operator's
     stretch lies against the LSTM's (``arena_layout``): the sequence starts at the same
-    offset modulo :data:`ALIGN` as in that stretch (which then starts aligned), and the
-    states, which persist between invocations, come after every such stretch, so no
-    neighbour's stream writes over them."""
+    offset modulo :data:`ALIGN` as in that stretch (which then starts aligned). The states
+    persist between invocations, so no neighbour's stretch may cover them: they come after
+    everything (the consumer's stretch included) when no ethos-u operator writes the input,
+    else first, below every neighbour's stretch, the input then highest, so that the
+    operator writing it (another LSTM) has none of its own states inside this stretch."""
 
     cell: int
     hidden: int
@@ -137,22 +139,50 @@ class LstmArena(NamedTuple):
     @classmethod
     def of(cls, lstm: Lstm, input_from: Neighbour | None = None,
            output_to: Neighbour | None = None) -> "LstmArena":
-        sizes = ([lstm.batches * lstm.steps * lstm.cells,
-                  lstm.batches * lstm.steps * lstm.features] + [2 * lstm.cells] * 5)
-        phases = [output_to.offset % ALIGN if output_to else 0,
-                  input_from.offset % ALIGN if input_from else 0] + [0] * 5
-        offsets, end = [], 0
-        for n, phase in zip(sizes, phases):
-            offsets.append(end + phase)
-            end = _up(end + phase + n)
-        output, input_, *gates, scratch = offsets
-        for ours, theirs in ((output, output_to), (input_, input_from)):
-            if theirs is not None:   # that stretch, in the LSTM's offsets
-                end = max(end, _up(ours - theirs.offset + theirs.stretch_bytes))
-        hidden = end
-        cell = _up(hidden + lstm.batches * lstm.cells)
+        b, t, n = lstm.batches, lstm.steps, lstm.cells
+        phase_out = output_to.offset % ALIGN if output_to else 0
+        phase_in = input_from.offset % ALIGN if input_from else 0
+        # (size, phase) of the output, the gate and scratch buffers, the input
+        parts = [(b * t * n, phase_out)] + [(2 * n, 0)] * 5 + [(b * t * lstm.features, phase_in)]
+        near = [(0, output_to), (6, input_from)]
+
+        def place(start: int) -> tuple[list[int], int]:
+            offsets, end = [], start
+            for size, phase in parts:
+                offsets.append(end + phase)
+                end = _up(end + phase + size)
+            return offsets, end
+
+        def stretch(offsets, k, theirs) -> tuple[int, int]:
+            """A neighbour's stretch in the LSTM's offsets."""
+            low = offsets[k] - theirs.offset
+            return low, low + theirs.stretch_bytes
+
+        states = _up(_up(b * n) + 2 * b * n)
+        if input_from is None:
+            # the states after everything, the consumer's stretch included
+            offsets, end = place(0)
+            for k, theirs in near:
+                if theirs is not None:
+                    end = max(end, _up(stretch(offsets, k, theirs)[1]))
+            hidden = end
+        else:
+            # an operator before the LSTM wrote its input: the input is highest, the states
+            # lowest, below every neighbour's stretch (one reading this LSTM's input as its
+            # output, another LSTM, then spans no state of the one before)
+            start = states
+            while True:
+                offsets, end = place(start)
+                low = min(stretch(offsets, k, theirs)[0] for k, theirs in near
+                          if theirs is not None)
+                if low >= states:
+                    break
+                start += _up(states - low)
+            hidden = 0
+        cell = _up(hidden + b * n)
+        output, *gates, scratch, input_ = offsets
         return cls(cell, hidden, input_, output, tuple(gates), scratch,
-                   _up(cell + 2 * lstm.batches * lstm.cells))
+                   max(end, _up(cell + 2 * b * n)))
 
 
 def _up(n: int) -> int:
@@ -447,4 +477,4 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
     outs = (ArenaTensor(names[3], (lstm.batches, lstm.steps, n), "int8", a.output),)
     return EthosUPayload(accelerator, bytes(payload), bytes(em.flash.data), a.bytes, 0, ins,
-                         outs, work_bytes=a.scratch + 2 * n - a.gates[0])
+                         outs, work_bytes=_up(a.scratch + 2 * n) - a.gates[0])

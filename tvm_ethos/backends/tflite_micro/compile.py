@@ -119,11 +119,15 @@ def _graph_parts(graph, refusals, accelerator: str, first: int, why: dict,
             sub = f"op{i}_{entry.builtin.lower()}"
             try:
                 with stage("graph-level NPU operator"):
-                    out.append((i, f"g{first + len(out)}_{sub}",
-                                entry.emit(graph, i, accelerator, sub, shared)))
-                continue
+                    part = entry.emit(graph, i, accelerator, sub, shared)
             except TvmEthosError as err:
                 reason = str(err)
+            else:
+                out.append((i, f"g{first + len(out)}_{sub}", part))
+                p = part.payload   # the next graph-level operator lines up with this one
+                shared.update((t, (a.offset, p.scratch_bytes)) for t, a in
+                              zip(part.ifms + part.ofms, p.inputs + p.outputs))
+                continue
         why[i] += f"; the Ethos-U does not take it from the graph: {reason}"
     return out
 
