@@ -20,7 +20,7 @@ rounds as the kernel does.
 
 Variants the stream does not express (no input gate, peephole, projection, layer
 normalization, float or int16 activations, time-major input, per-channel weights, another
-cell activation, a cell scale the NPU's tanh does not take) are refused with
+cell activation, a cell scale that is no power of two from 2**-18 to 2**-5) are refused with
 :class:`UnsupportedOperatorError` naming what is in the way; the operator then stays a
 TFLite operator.
 """
@@ -56,8 +56,10 @@ _NONLINEAR_SCALE = 1.0 / 0x3000
 #: the codes TFLite Micro's int16 logistic reaches (its table's extremes): the NPU's
 #: sigmoid is wider, so the fused activation clamps to these
 _SIGMOID_MIN, _SIGMOID_MAX = 11, 32757
-#: cell state scales (as powers of two) the NPU's int16 tanh reads exactly
-CELL_SCALE_POWERS = (-11, -12)
+#: cell state scales (as powers of two) whose tanh the NPU computes as TFLite Micro does:
+#: 2**-11 and 2**-12 are the generator's special cases, the others an exact power-of-two
+#: rescale of its input (tests/tvm_ethos/test_stream_lstm.py samples the whole range)
+CELL_SCALE_POWERS = tuple(range(-18, -4))
 _TANH = 4   # ActivationFunctionType.TANH
 #: TFLite's tensor types this stream reads
 _INT8, _INT16, _INT32 = 9, 7, 2
@@ -275,8 +277,8 @@ def read_lstm(graph, index: int) -> Lstm:
         refuse(f"cell state zero point {zp_c}; TFLite Micro's is 0")
     power = int(np.round(np.log2(s_c)))
     if f32(s_c) != f32(2.0 ** power) or power not in CELL_SCALE_POWERS:
-        refuse(f"cell state scale {s_c:g}; the NPU's int16 tanh reads the cell state at "
-               f"{' or '.join(f'2**{p}' for p in CELL_SCALE_POWERS)}")
+        refuse(f"cell state scale {s_c:g}; the stream takes a power of two from "
+               f"2**{CELL_SCALE_POWERS[0]} to 2**{CELL_SCALE_POWERS[-1]}")
     gates = []
     cells = None
     for wi, wr, b in zip(_INPUT_WEIGHTS, _RECURRENT_WEIGHTS, _BIASES):
