@@ -85,7 +85,7 @@ _CASES = st.builds(
     input_q=st.tuples(st.floats(0.002, 0.1), st.integers(-128, 127)),
     hidden_q=st.tuples(st.floats(0.002, 0.05), st.integers(-20, 20)),
     cell_power=st.integers(-18, -5),
-    cell_clip=st.sampled_from([0.0, 1.0, 3.5, 10.0]),
+    cell_clip=st.sampled_from([0.0, 0.0001, 1.0, 3.5, 10.0, 1e6]),
     weight_scale=st.floats(0.002, 0.05), bias_range=st.integers(0, 40000),
     seed=st.integers(0, 2 ** 16))
 

@@ -75,6 +75,8 @@ _LAYER_NORM = (20, 21, 22, 23)
 
 
 class Quant(NamedTuple):
+    """A tensor's quantization: real = scale * (code - zero_point)."""
+
     scale: float
     zero_point: int
 
@@ -94,8 +96,9 @@ class Gate:
 @dataclass(frozen=True)
 class Lstm:
     """What the stream needs of one UNIDIRECTIONAL_SEQUENCE_LSTM: its sizes, the
-    quantization of its input, hidden state and cell state, the quantized cell clip (0: none)
-    and its four gates (input, forget, cell, output)."""
+    quantization of its input, hidden state and cell state, the quantized cell clip (None:
+    none; TFLite Micro clips to [-clip, clip] whenever the real clip is positive, even where
+    it quantizes to 0) and its four gates (input, forget, cell, output)."""
 
     batches: int
     steps: int
@@ -104,7 +107,7 @@ class Lstm:
     input_q: Quant
     hidden_q: Quant
     cell_scale: float
-    cell_clip: int
+    cell_clip: int | None
     gates: tuple[Gate, Gate, Gate, Gate]
 
 
@@ -301,7 +304,7 @@ def read_lstm(graph, index: int) -> Lstm:
     for pos in (_STATE_H, _STATE_C):
         if int(np.prod(tensor(pos).ShapeAsNumpy())) != batches * cells:
             refuse(f"state {pos} does not hold {batches} x {cells} values")
-    clip = 0
+    clip = None
     if options.CellClip() > 0:
         clip = int(min(max(float(f32(options.CellClip())) / float(f32(s_c)), -32768.0),
                        32767.0))
@@ -439,7 +442,7 @@ class _Emitter:
         self.elementwise(api.NpuElementWiseOp.MUL, c_gate, i_gate, tmp,
                          rescale=_mul_scale(q15, q15, lstm.cell_scale))
         clip = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
-        if lstm.cell_clip:
+        if lstm.cell_clip is not None:
             clip.min = real_bound(-lstm.cell_clip, lstm.cell_scale, 0)
             clip.max = real_bound(lstm.cell_clip, lstm.cell_scale, 0)
         self.elementwise(api.NpuElementWiseOp.ADD, c, tmp, c, rescale=(1, 0), activation=clip)
