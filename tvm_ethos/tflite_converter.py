@@ -19,7 +19,9 @@ TVM's converters):
   domain, no QDQ), so every output is a single-output operator;
 * DEPTH_TO_SPACE: TVM's own ``reshape -> permute_dims -> reshape`` on the codes (DCR order);
 * RESIZE_NEAREST_NEIGHBOR: ``image.resize2d`` on the codes with a coordinate mode and rounding
-  that name TFLite's index rule unambiguously (``tvm_ethos.patterns.NEAREST_MODES``).
+  that name TFLite's index rule unambiguously (``tvm_ethos.patterns.NEAREST_MODES``);
+* TRANSPOSE: ``permute_dims`` on the codes (the Ethos-U takes the permutations one strided copy
+  does, ``ops_movement.transpose_swap``; the partition leaves the others to the host).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from tvm_ethos.patterns import NEAREST_MODES
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
-                               "STRIDED_SLICE"})
+                               "STRIDED_SLICE", "TRANSPOSE"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -334,9 +336,8 @@ class EthosOperatorConverter(OperatorConverter):
 
     # ------------------------------------------------------------------ TRANSPOSE
     def convert_transpose(self, op):
-        """``permute_dims`` on the codes, the permutation a constant (used once TRANSPOSE is
-        in :data:`DATA_MOVEMENT_OPS`; until then a quantized TRANSPOSE stays a TFLite
-        operator, the example tests/tvm_ethos/test_tflite_micro_host.py relies on)."""
+        """``permute_dims`` on the codes, the permutation a constant; the output must keep
+        the input's quantization (the operator copies codes)."""
         inputs = self.get_input_tensors(op)
         if inputs[0].qnn_params is None:
             return super().convert_transpose(op)

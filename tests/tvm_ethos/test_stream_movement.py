@@ -330,8 +330,8 @@ def test_strided_slice_with_a_stride_stays_a_tflite_operator_with_its_reason():
 
 # ------------------------------------------------------------------ TRANSPOSE
 def transpose_module(in_shape, perm):
-    """An int8 ``permute_dims`` as a Relax module (the TFLite importer keeps a quantized
-    TRANSPOSE a TFLite operator for now): what the partition takes as a TRANSPOSE."""
+    """An int8 ``permute_dims`` as a Relax module: what the partition takes as a TRANSPOSE
+    (the TFLite importer's form of one, tests/tvm_ethos/test_tflite_transpose.py)."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(in_shape, "int8"))
     with bb.function("main", [x]):
