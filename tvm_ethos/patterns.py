@@ -495,11 +495,12 @@ def read_qop(kind: Op, ann: dict) -> QOp:
                 problems.append("softmax input scaled by a non-scalar constant")
             beta = float(b.ravel()[0]) if b.size else 1.0
         op.attrs["beta"] = beta
-        lowest = -128 if out_dtype == "int8" else 0
-        if op.out_q is not None and (abs(op.out_q[0] * 256 - 1) > 1e-3 or op.out_q[1] != lowest):
+        lowest = {"int8": -128, "int16": -32768}.get(out_dtype, 0)
+        steps = 65536 if out_dtype == "int16" else 256
+        if op.out_q is not None and (abs(op.out_q[0] * steps - 1) > 1e-3 or op.out_q[1] != lowest):
             problems.append(
                 f"softmax output quantization (scale {op.out_q[0]:g}, zero point {op.out_q[1]}); "
-                f"TFLite's 8-bit kernel requires scale 1/256 and zero point {lowest}"
+                f"TFLite's 8-bit kernel requires scale 1/{steps} and zero point {lowest}"
             )
     elif kind == Op.LEAKY_RELU:
         op.attrs["alpha"] = float(np.float32(core.attrs.alpha))
@@ -509,7 +510,7 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         _DATA_MOVEMENT_READERS[kind](op, ann, problems)
     if kind in TABLE_KINDS and (
         op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]
-    ):
+    ) and not (kind == "softmax" and (op.in_dtypes[0], op.out_dtype) == ("int8", "int16")):
         problems.append(
             f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; "
             "the exact kernel is TFLite's "

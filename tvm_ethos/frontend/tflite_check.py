@@ -143,6 +143,15 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
     return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
 
 
+def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """TFLite's SOFTMAX of int8 codes to int16 ones with the output scale TFLite requires
+    (1/65536): the 8-bit reference kernel with a wider output, which the importer's patterns
+    read exactly (``fixed_point.softmax_8bit``)."""
+    return (opname == "SOFTMAX" and [infos[i][1] for i in ins if i >= 0] == [9]
+            and [infos[i][1] for i in outs] == [7] and infos[outs[0]][8] is not None
+            and abs(infos[outs[0]][8] * 65536 - 1) <= 1e-3)
+
+
 @dataclass(frozen=True)
 class CheckedOperator:
     """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
@@ -435,7 +444,8 @@ class _TfliteChecker:
             self.operators.append(CheckedOperator(
                 s, o, opname, tuple(ins), tuple(outs), tuple(mids),
                 any(infos[i][2] for i in io),
-                any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)))
+                any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)
+                and not _int8_to_int16_softmax(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "

@@ -1,7 +1,7 @@
 """TFLite's 8-bit SOFTMAX (the reference kernel, gemmlowp fixed point) in Python integers.
 
 LiteRT's BUILTIN_REF resolver and TFLite Micro run ``reference_ops::Softmax`` for int8 and
-uint8 inputs: ``exp`` of the scaled distance to the row maximum in Q0.31, a Q12.19 sum, a
+uint8 inputs (int8, uint8 or, from int8, int16 outputs): ``exp`` of the scaled distance to the row maximum in Q0.31, a Q12.19 sum, a
 reciprocal by Newton-Raphson in Q2.29 and a rounding shift to the 8-bit output. (The
 optimized kernel of the other resolvers tabulates ``expf`` in float32 instead and differs by
 1 LSB on rare ties, so only this arithmetic is exact against the project's oracle.) The
@@ -141,10 +141,22 @@ def output_scale(x_recip: int) -> int:
     return min(2 * x_recip, INT32_MAX)
 
 
+#: output codes of the 8-bit kernel: (lowest, highest) code, the zero point being the lowest
+OUTPUT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+
+
+def output_shift_drop(dtype: str) -> int:
+    """How much less the output's rounding shift is than the 8-bit one: TFLite shifts by
+    ``num_bits_over_unit + 31 - bits(output)``, so an int16 output (int8 input, the one wider
+    output TFLite's 8-bit kernel writes) keeps 8 more bits."""
+    return 8 * (np.dtype(dtype).itemsize - 1)
+
+
 def softmax_8bit(x: np.ndarray, in_scale: float, beta: float, dtype: str = "int8") -> np.ndarray:
-    """TFLite's reference 8-bit SOFTMAX over the last axis (output scale 1/256, zero point the
-    lowest code of ``dtype``: -128 for int8, 0 for uint8), step by step."""
-    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
+    """TFLite's reference SOFTMAX of 8-bit inputs over the last axis, step by step: to int8 or
+    uint8 (output scale 1/256) or, from int8, to int16 (scale 1/65536), the zero point the
+    lowest code of ``dtype``."""
+    lo, hi = OUTPUT_RANGES[dtype]
     table = exp_table(in_scale, beta).astype(np.int64)
     rows = np.asarray(x, np.int64).reshape(-1, np.asarray(x).shape[-1])
     out = np.empty(rows.shape, np.int64)
@@ -153,5 +165,6 @@ def softmax_8bit(x: np.ndarray, in_scale: float, beta: float, dtype: str = "int8
         total = sum(rdbpot(int(v), SUM_INTEGER_BITS) for v in e)
         x_recip, shift = reciprocal(total)
         scale = output_scale(x_recip)
+        shift -= output_shift_drop(dtype)
         out[i] = [rdbpot(srdhm(scale, int(v)), shift) + lo for v in e]
     return np.clip(out, lo, hi).reshape(np.asarray(x).shape).astype(dtype)

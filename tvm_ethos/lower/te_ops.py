@@ -1131,8 +1131,9 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
       which OpenCL C and LLVM spell differently) and gemmlowp's Newton-Raphson reciprocal of
       the half sum in Q2.29, one TE stage per step so no expression is duplicated;
     * per element, the rounding doubling high multiply by the Q0.31 reciprocal and the rounding
-      shift by ``num_bits_over_unit + 23`` (int64: the shift reaches 34), plus the lowest output
-      code (-128 for int8, 0 for uint8; the output scale is 1/256, which ``patterns`` checks)."""
+      shift by ``num_bits_over_unit + 23`` (int64: the shift reaches 34; ``+ 15`` for an int16
+      output), plus the lowest output code (-128 for int8, 0 for uint8, -32768 for int16; the
+      output scale is 1/256, 1/65536 for int16, which ``patterns`` checks)."""
     (x,) = inputs
     shape = tuple(op.in_shapes[0])
     lead, depth = shape[:-1], shape[-1]
@@ -1184,7 +1185,8 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
         row = i[:-1]
         scale = tirx.min(est[row].astype("int64") * _i64(2), _i64(INT32_MAX))
         prod = tirx.shift_right(scale * e_at(row, i[-1]).astype("int64") + _i64(1 << 30), _i64(31))
-        shift = bits[row].astype("int64") + _i64(3)  # num_bits_over_unit + 23
+        # num_bits_over_unit + 31 - bits(output): + 23 for 8-bit outputs, + 15 for int16
+        shift = bits[row].astype("int64") + _i64(3 - fixed_point.output_shift_drop(op.out_dtype))
         half = tirx.shift_left(_i64(1), shift - _i64(1))
         q = tirx.shift_right(prod + half, shift).astype("int32")
         return clamp_cast(q + _i32(lowest), op.act_min, op.act_max, op.out_dtype)

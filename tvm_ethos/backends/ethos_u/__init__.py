@@ -8,7 +8,8 @@ multiplier > 1 only with one input channel; pools with strides 1..3 and kernels 
 and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
 convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean
 over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting only along dimensions of
-size 1; softmax with equal input and output shapes and types, beta >= 0 and H*W <= 65535; logistic,
+size 1; softmax with equal input and output shapes and types (or int8 -> int16), beta >= 0 and
+H*W <= 65535; logistic,
 tanh and leaky relu (a LUT on the NPU; no specific constraints); bilinear and nearest resize by one
 1x/2x/4x/8x factor (bilinear half-pixel centres: 2x); pad of a 3-D/4-D tensor without batch padding,
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
@@ -155,8 +156,8 @@ def _softmax(q, o):
     r = []
     if tuple(q.in_shapes[0]) != tuple(q.out_shape):
         r.append("IFM and OFM shapes must match")
-    if q.in_dtypes[0] != q.out_dtype:
-        r.append("IFM and OFM data types must match")
+    if q.in_dtypes[0] != q.out_dtype and (q.in_dtypes[0], q.out_dtype) != ("int8", "int16"):
+        r.append("IFM and OFM data types must match (or int8 -> int16)")
     if q.attrs.get("beta", 1.0) < 0:
         r.append(f"beta {q.attrs['beta']:g}; beta value needs to be positive")
     shp = (1,) * (4 - len(q.in_shapes[0])) + tuple(q.in_shapes[0])

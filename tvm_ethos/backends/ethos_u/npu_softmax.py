@@ -1,4 +1,5 @@
-"""An int8 SOFTMAX as a sequence of NPU operations, bit-exact with TFLite's reference kernel.
+"""An int8 SOFTMAX (to int8, or to int16 as TFLite writes a wider output) as a sequence of NPU
+operations, bit-exact with TFLite's reference kernel.
 
 The arithmetic is ``fixed_point.softmax_8bit`` step by step; what the NPU offers for it was
 read from Vela 5.2 (``softmax.py`` and the streams of its C++ core): a 256-entry LUT with
@@ -28,6 +29,8 @@ from tvm_ethos.lower import fixed_point as fp
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103
 _ALIGN = 16
+#: per output type: (1 / output scale, zero point) of TFLite's 8-bit-input SOFTMAX
+OUTPUT_QUANTIZATION = {"int8": (256, -128), "int16": (65536, -32768)}
 #: rows of n values the sum of exponentials (each at most 2**19 in Q12.19) cannot overflow
 MAX_DEPTH = 4095
 #: per-row int32 maps the lowering keeps (sum, clz, clz - 1, half, the Newton-Raphson's
@@ -42,14 +45,16 @@ def _align(n: int) -> int:
 def geometry(q) -> tuple[int, int]:
     """(rows, depth) of the SOFTMAX, or UnsupportedOperatorError saying why not."""
     shape = tuple(int(s) for s in q.in_shapes[0])
-    if q.in_dtypes[0] != "int8" or q.out_dtype != "int8":
+    if q.in_dtypes[0] != "int8" or q.out_dtype not in OUTPUT_QUANTIZATION:
         raise UnsupportedOperatorError(
-            "SOFTMAX", f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU lowering takes int8 -> int8")
+            "SOFTMAX", f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU lowering takes int8 -> "
+            "int8 or int8 -> int16")
     scale, zp = q.out_q
-    if zp != -128 or abs(float(scale) * 256 - 1) > 1e-3:
+    steps, lowest = OUTPUT_QUANTIZATION[q.out_dtype]
+    if zp != lowest or abs(float(scale) * steps - 1) > 1e-3:
         raise UnsupportedOperatorError(
-            "SOFTMAX", f"output quantization ({scale}, {zp}); TFLite's int8 SOFTMAX "
-            "requires (1/256, -128)")
+            "SOFTMAX", f"output quantization ({scale}, {zp}); TFLite's int8 -> {q.out_dtype} "
+            f"SOFTMAX requires (1/{steps}, {lowest})")
     n = shape[-1]
     if n > MAX_DEPTH:
         raise UnsupportedOperatorError(
@@ -134,7 +139,8 @@ class _Builder:
 
 def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
                 block_config) -> list:
-    """The NPU operations of one int8 SOFTMAX reading ``ifm`` and writing ``ofm`` (both in
+    """The NPU operations of one int8 SOFTMAX (to int8 or int16) reading ``ifm`` and writing
+    ``ofm`` (both in
     the scratch arena), its intermediates at ``work`` (``work_bytes(q)`` bytes)."""
     api = vela_api()
     rows, n = geometry(q)
@@ -174,10 +180,13 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
         b.elementwise("MUL", r, four, scaled, rescale=(1, 0))  # Q4 -> Q2, saturating
         b.elementwise("ADD", est, scaled, spare_est)
         est, spare_est = spare_est, est
-    shift = b.elementwise("SUB", clz, b.const(35), b.row(), reverse=True)  # 35 - clz
-    # e * 2x / 2**31 = e * x / 2**30, then the rounding shift to the int8 output
+    # num_bits_over_unit + 31 - bits(output): 35 - clz for int8, 27 - clz for int16
+    top = 35 - fp.output_shift_drop(q.out_dtype)
+    shift = b.elementwise("SUB", clz, b.const(top), b.row(), reverse=True)
+    # e * 2x / 2**31 = e * x / 2**30, then the rounding shift to the output
     product = b.multiply(exps, est, spare, 30)
-    b.elementwise("SHR", product, shift, FmSlot(ofm.region, ofm.offset, full, "int8", None, -128),
-                  natural=True)
+    b.elementwise("SHR", product, shift,
+                  FmSlot(ofm.region, ofm.offset, full, q.out_dtype, None,
+                         OUTPUT_QUANTIZATION[q.out_dtype][1]), natural=True)
     assert b._next <= work_bytes(q), "work_bytes must cover every intermediate"
     return b.ops
