@@ -1,15 +1,15 @@
 """TFLite's 8-bit SOFTMAX (the reference kernel, gemmlowp fixed point) in Python integers.
 
 LiteRT's BUILTIN_REF resolver and TFLite Micro run ``reference_ops::Softmax`` for int8 and
-uint8 inputs (int8, uint8 or, from int8, int16 outputs): ``exp`` of the scaled distance to the row maximum in Q0.31, a Q12.19 sum, a
-reciprocal by Newton-Raphson in Q2.29 and a rounding shift to the 8-bit output. (The
-optimized kernel of the other resolvers tabulates ``expf`` in float32 instead and differs by
-1 LSB on rare ties, so only this arithmetic is exact against the project's oracle.) The
-exponential depends only on the distance ``x - max`` (256 values for 8-bit inputs), so it is a
-table computed here at compile time; the rest runs per row and per element in the kernels that
-use it: the host TE kernel (``te_ops.lower_softmax``) and the Ethos-U stream
-(``npu_softmax``). :func:`softmax_8bit` is the whole kernel in numpy, the statement both are
-checked against. Plain numpy, no TVM: the planner-free layers import it too.
+uint8 inputs (int8, uint8 or, from int8, int16 outputs): ``exp`` of the scaled distance to the
+row maximum in Q0.31, a Q12.19 sum, a reciprocal by Newton-Raphson in Q2.29 and a rounding
+shift to the output. (The optimized kernel of the other resolvers tabulates ``expf`` in float32
+instead and differs by 1 LSB on rare ties, so only this arithmetic is exact against the
+project's oracle.) The exponential depends only on the distance ``x - max`` (256 values for
+8-bit inputs), so it is a table computed here at compile time; the rest runs per row and per
+element in the kernels that use it: the host TE kernel (``te_ops.lower_softmax``) and the
+Ethos-U stream (``npu_softmax``). :func:`softmax_8bit` is the whole kernel in numpy, the
+statement both are checked against. Plain numpy, no TVM: the planner-free layers import it too.
 
 The arithmetic is gemmlowp's (``fixedpoint.h``): a rounding doubling high multiply that
 rounds half up and saturates, a rounding divide by a power of two that rounds half away from
