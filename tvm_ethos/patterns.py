@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
+from tvm_ethos.lower.hard_swish import refusal
 from tvm_ethos.lower.quant import dtype_range, quantize_value
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (lower/te_ops.py)
@@ -261,6 +262,24 @@ def _concat_qdq_variants(max_inputs: int = 8):
     return out
 
 
+def _hard_swish_variants():
+    """TVM's HARD_SWISH: ``x * clip(x + 3, 0, 6) / 6`` between a dequantize and a quantize
+    (the same dequantized ``x`` in both factors; ``read_qop`` checks the constants)."""
+    out = []
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        plus = is_op("relax.add")(dqx, is_const())
+        relu6 = is_op("relax.clip")(plus, wildcard(), wildcard())
+        times = is_op("relax.multiply")(dqx, relu6)
+        core = is_op("relax.divide")(times, is_const())
+        ann.update(x0=x, dq0=dqx, plus=plus, relu6=relu6, op=core)
+        ann["root"] = _tail(core, ann, clip)
+        out.append((Op.HARD_SWISH, ann["root"], ann))
+    return out
+
+
 def _transpose_variants():
     """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
     DEPTH_TO_SPACE's, whose verdict must stand)."""
@@ -306,6 +325,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.SIGMOID, "relax.sigmoid")
         + _unary_qdq_variants(Op.TANH, "relax.tanh")
         + _unary_qdq_variants(Op.LEAKY_RELU, "relax.nn.leakyrelu")
+        + _hard_swish_variants()
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -504,6 +524,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
             )
     elif kind == Op.LEAKY_RELU:
         op.attrs["alpha"] = float(np.float32(core.attrs.alpha))
+    elif kind == Op.HARD_SWISH:
+        _read_hard_swish(op, ann, problems)
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:
@@ -582,6 +604,20 @@ def _read_pad(op: QOp, ann: dict, problems: list) -> None:
     if op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"pad with input quantization {op.in_q[0]} and output {op.out_q}; "
                         "TFLite's kernel copies codes and needs them equal")
+
+
+def _read_hard_swish(op: QOp, ann: dict, problems: list) -> None:
+    """HARD_SWISH: the chain must be ``x * clip(x + 3, 0, 6) / 6`` and TFLite's kernel must
+    take the types and scales (``lower.hard_swish.refusal``)."""
+    consts = (float(_const_np(ann["plus"].args[1])), float(_const_np(ann["op"].args[1])))
+    if consts != (3.0, 6.0) or _clip_bounds(ann["relu6"]) != (0.0, 6.0):
+        problems.append(f"x * clip(x + {consts[0]:g}, {_clip_bounds(ann['relu6'])}) / "
+                        f"{consts[1]:g} is no HARD_SWISH")
+    if op.out_q is not None and op.in_q:
+        why = refusal(op.in_dtypes[0], op.in_q[0], op.out_q) if op.in_dtypes[0] == \
+            op.out_dtype else f"{op.in_dtypes[0]} -> {op.out_dtype}; one type in and out"
+        if why:
+            problems.append(f"HARD_SWISH: {why}")
 
 
 def _prim_ints(tup) -> tuple[int, ...]:

@@ -20,6 +20,7 @@ from tvm import te, tirx
 
 from ethos_arch.ops import Op
 from tvm_ethos.lower import fixed_point
+from tvm_ethos.lower.hard_swish import hard_swish_lut
 from tvm_ethos.lower.quant import (
     INT32_MAX,
     INT32_MIN,
@@ -1083,11 +1084,14 @@ def _lut_of(op) -> np.ndarray:
         return tanh_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.LEAKY_RELU:
         return leaky_relu_lut(dtype, op.in_q[0], op.out_q, op.attrs["alpha"])
+    if op.kind == Op.HARD_SWISH:
+        return hard_swish_lut(dtype, op.in_q[0], op.out_q)
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
 def lower_lut(op, inputs, pool: ConstPool, name="lut"):
-    """LOGISTIC, TANH, LEAKY_RELU: a gather from a table of one entry per input code.
+    """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH: a gather from a table of one entry per input
+    code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``lower.hard_swish``).
 
     TFLite tabulates LOGISTIC / TANH at prepare time (float32, see ``quant.logistic_lut``), and
     LEAKY_RELU is a function of one input code too, so a 256-entry table computed at compile
@@ -1256,6 +1260,7 @@ LOWERINGS = {
     Op.SIGMOID: lower_lut,
     Op.TANH: lower_lut,
     Op.LEAKY_RELU: lower_lut,
+    Op.HARD_SWISH: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

@@ -9,8 +9,8 @@ and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization o
 convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean
 over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting only along dimensions of
 size 1; softmax with equal input and output shapes and types (or int8 -> int16), beta >= 0 and
-H*W <= 65535; logistic,
-tanh and leaky relu (a LUT on the NPU; no specific constraints); bilinear and nearest resize by one
+H*W <= 65535; logistic, tanh, leaky relu and hard swish (a LUT on the NPU; no specific
+constraints); bilinear and nearest resize by one
 1x/2x/4x/8x factor (bilinear half-pixel centres: 2x); pad of a 3-D/4-D tensor without batch padding,
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
 every valid SPLIT); reshape; concatenate; requantize. DEPTH_TO_SPACE is not on Vela's list and stays
@@ -270,6 +270,7 @@ CHECKS = {
     Op.SIGMOID: _none,
     Op.TANH: _none,
     Op.LEAKY_RELU: _none,
+    Op.HARD_SWISH: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

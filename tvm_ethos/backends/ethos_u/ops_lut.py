@@ -8,7 +8,7 @@ clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" 
 (``lower.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
 identity multiplier in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
 follows LiteRT's float32 ratio), HARD_SWISH is TFLite's int16 fixed point
-(:func:`hard_swish_table`). Vela lowers these operators the same way (an identity operation
+(``lower.hard_swish``). Vela lowers these operators the same way (an identity operation
 carrying the LUT).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
@@ -26,8 +26,8 @@ import numpy as np
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
+from tvm_ethos.lower.hard_swish import hard_swish_lut
 from tvm_ethos.lower.quant import (
-    INT32_MAX,
     f32,
     logistic_lut,
     mbqm_np,
@@ -37,8 +37,7 @@ from tvm_ethos.lower.quant import (
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103
-#: operators applied through an int8 lookup table (no importer pattern yields "hard_swish"
-#: yet: TVM's converter writes it as float arithmetic)
+#: operators applied through an int8 lookup table
 LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: integer types a requantization reads and writes on the NPU
@@ -79,64 +78,13 @@ def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
     return np.clip(out, -128, 127).astype(np.int8)
 
 
-def _sat16(v):
-    return np.clip(v, -32768, 32767)
-
-
-def _srdhm16(a, b: int):
-    """gemmlowp's int16 SaturatingRoundingDoublingHighMul (``b`` is never -32768 here)."""
-    ab = a.astype(np.int64) * b
-    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    return _sat16(np.trunc((ab + nudge) / (1 << 15)).astype(np.int64))
-
-
-def _sdhm16(a, b):
-    """TFLite's int16 SaturatingDoublingHighMul: the product's high half, truncated."""
-    ab = a.astype(np.int64) * b.astype(np.int64)
-    high = np.trunc(ab / (1 << 15)).astype(np.int64)
-    return np.where((a == b) & (a == -32768), 32767, _sat16(high))
-
-
-def _rdbpot16(x, exponent: int):
-    if exponent == 0:
-        return x
-    mask = (1 << exponent) - 1
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + ((x & mask) > threshold)
-
-
-def _int16_multiplier(real: float) -> tuple[int, int]:
-    """TFLite's QuantizeMultiplier then DownScaleInt32ToInt16Multiplier."""
-    m, shift = quantize_multiplier(real)
-    if m >= INT32_MAX - (1 << 15):
-        return 32767, shift
-    return (m + (1 << 15)) >> 16, shift
-
-
 def hard_swish_table(in_q: tuple, out_q: tuple) -> np.ndarray:
     """HARD_SWISH on every int8 code (entry ``code + 128``): TFLite's reference int8 kernel
-    (``reference_ops::HardSwish``, which TFLite Micro runs), its int16 fixed point step by
-    step, with the multipliers its prepare derives from the float32 scales."""
-    hires = np.float32(np.float32(1 / 128) * np.float32(in_q[0]))
-    out_m, out_e = _int16_multiplier(float(np.float32(hires / np.float32(out_q[0]))))
-    if out_e > 0:
-        raise UnsupportedOperatorError(
-            "HARD_SWISH", f"input scale {in_q[0]:g} over 128 times the output scale "
-            f"{out_q[0]:g}; TFLite's kernel requires at most that ratio")
-    relu_m, relu_e = _int16_multiplier(float(np.float32(hires / np.float32(3 / 32768))))
-    x = (np.arange(-128, 128, dtype=np.int64) - int(in_q[1])) * (1 << 7)
-    preshift = _srdhm16(x, out_m)
-    reluish = x
-    if relu_e > 0:
-        reluish = _sat16(reluish * (1 << (relu_e - 1)))
-    reluish = _srdhm16(reluish, relu_m)
-    if relu_e > 0:
-        reluish = _sat16(reluish * 2)
-    if relu_e < 0:
-        reluish = _rdbpot16(reluish, -relu_e)
-    reluish = (reluish + (1 << 15)) >> 1
-    out = _rdbpot16(_sdhm16(reluish, preshift), -out_e) + int(out_q[1])
-    return np.clip(out, -128, 127).astype(np.int8)
+    (``lower.hard_swish``), or UnsupportedOperatorError where that kernel refuses the scales."""
+    try:
+        return hard_swish_lut("int8", in_q, out_q)
+    except ValueError as err:
+        raise UnsupportedOperatorError("HARD_SWISH", str(err)) from None
 
 
 def requantize_scale(q) -> tuple[int, int]:
