@@ -63,7 +63,7 @@ def test_the_numpy_statement_is_tflite_micros_kernel(shape, in_q, beta, seed):
         np.testing.assert_array_equal(got, want.reshape(got.shape))
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(shape=_shapes, in_q=_in_q, beta=st.sampled_from([1.0, 0.5]),
        accelerator=st.sampled_from(["ethos-u55-128", "ethos-u65-256"]))
 def test_the_npu_stream_is_tflite_micros_kernel(shape, in_q, beta, accelerator):

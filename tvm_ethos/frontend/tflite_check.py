@@ -143,6 +143,15 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
     return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
 
 
+#: INT16 elementwise operators whose integer kernels the patterns read exactly (TFLite's
+#: arithmetic on codes, every tensor INT16)
+_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM"})
+
+
+def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
+    return opname in _INT16_ELEMENTWISE and {infos[i][1] for i in io} == {7}
+
+
 def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) -> bool:
     """TFLite's SOFTMAX of int8 codes to int16 ones with the output scale TFLite requires
     (1/65536): the 8-bit reference kernel with a wider output, which the importer's patterns
@@ -445,7 +454,8 @@ class _TfliteChecker:
                 s, o, opname, tuple(ins), tuple(outs), tuple(mids),
                 any(infos[i][2] for i in io),
                 any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)
-                and not _int8_to_int16_softmax(opname, ins, outs, infos)))
+                and not _int8_to_int16_softmax(opname, ins, outs, infos)
+                and not _int16_elementwise(opname, io, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "

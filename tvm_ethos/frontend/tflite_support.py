@@ -9,9 +9,9 @@ An operator is importable when TVM's converter (with tvm-ethos's extensions) has
 for it, takes its quantized form when it is quantized, and the flatbuffer check found nothing
 about it or the tensors it reads and writes. INT16 activations are not importable: TVM's
 importer computes them through float32 quantize / dequantize, not TFLite's integer
-arithmetic, so their results would not be TFLite's. Two INT16 forms are read as integer
-operators by the patterns and are importable: a QUANTIZE between INT8 and INT16 and a SOFTMAX
-of INT8 to INT16 (``tflite_check``).
+arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
+integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
+INT16, and ADD, SUB, MUL, MINIMUM and MAXIMUM with every tensor INT16 (``tflite_check``).
 """
 from __future__ import annotations
 

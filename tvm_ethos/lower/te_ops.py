@@ -832,14 +832,14 @@ def _mbqm_const_one_shift(x, multiplier: int, shift: int):
 def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
     """ADD (reference_integer_ops::Add), and SUB (``op.kind == "sub"``: TFLite's 8-bit SUB is
     the same arithmetic with the rescaled second input subtracted): both inputs rescaled to
-    2*max(scale) with left shift 20.
+    2*max(scale) with left shift 20 (15 for int16 tensors, as TFLite's int16 kernel).
     With ``vnni`` (an AVX-512 host), each rescale is :func:`mbqm_one_shift`'s single 64-bit
     add and shift, which reads its operand once, so the three rescales are one stage (no
     int32 tensors between them); the same int32 values."""
     a, b = inputs
     (s1, z1), (s2, z2) = [(f32(s), int(z)) for s, z in op.in_q]
     so, zo = _out_q(op)
-    left_shift = 20
+    left_shift = 15 if op.out_dtype == "int16" else 20
     twice_max = 2 * max(s1, s2)
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)
