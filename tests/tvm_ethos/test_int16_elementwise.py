@@ -1,7 +1,8 @@
-"""INT16 ADD, SUB, MUL, MINIMUM and MAXIMUM (every tensor INT16) from a .tflite: the importer
-lets them through, the Ethos-U runs each as one elementwise operation (Vela's generator scales
-16-bit operands with TFLite's int16 shift), the llvm host computes TFLite's int16 arithmetic
-(ADD/SUB's left shift 15); every output equal to TFLite Micro's."""
+"""INT16 ADD, SUB, MUL, MINIMUM, MAXIMUM and RELU (every tensor INT16) from a .tflite: the
+importer lets them through, the Ethos-U runs each as one operation (Vela's generator scales
+16-bit operands with TFLite's int16 shift; RELU is the 1x1 depthwise requantization), the llvm
+host computes TFLite's int16 arithmetic (ADD/SUB's left shift 15); every output equal to
+TFLite Micro's. INT16 LOGISTIC, TANH and RELU6 stay refused by the front door."""
 from __future__ import annotations
 
 import numpy as np
@@ -83,3 +84,28 @@ def test_mixed_int8_and_int16_inputs_are_still_refused():
     model = int16_binary("ADD", (0.05, 0), (0.001, 0), (0.001, 0), a_dtype="int8")
     (verdict,) = operator_support(model)
     assert not verdict.importable and "\n" not in verdict.reason, verdict
+
+
+@pytest.mark.parametrize("target", ["ethos-u", "llvm"])
+@pytest.mark.parametrize("in_q, out_q", [((0.001, 0), (0.0007, 0)),
+                                         ((1 / 4096, 0), (1 / 32768, 0))])
+def test_an_int16_relu_is_tflite_micros_requantization(target, in_q, out_q):
+    x = tb.T(list(SHAPE), "int16", scale=in_q[0], zp=in_q[1])
+    y = tb.T(list(SHAPE), "int16", scale=out_q[0], zp=out_q[1])
+    model = tb.serialize([x, y], [(tb.BO.RELU, 0, None, [0], [1])], [0], [1])
+    cm = tvm_ethos.compile(model, target, cache_dir=False)
+    if target == "ethos-u":
+        assert cm.placement[0].placed_on == "ethos-u", cm.placement[0].why
+    xs = _inputs(SHAPE, np.random.RandomState(2))[:1]
+    want = tflm_oracle(model, xs)[0]
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("code", [tb.BO.LOGISTIC, tb.BO.TANH, tb.BO.RELU6])
+def test_int16_logistic_tanh_and_relu6_stay_refused_by_the_front_door(code):
+    """TFLite's int16 LOGISTIC and TANH interpolate a table the exact kernels do not have, and
+    its RELU6 clamps codes; the front door keeps refusing them in one line."""
+    x = tb.T(list(SHAPE), "int16", scale=1 / 4096, zp=0)
+    y = tb.T(list(SHAPE), "int16", scale=1 / 32768, zp=0)
+    (verdict,) = operator_support(tb.serialize([x, y], [(code, 0, None, [0], [1])], [0], [1]))
+    assert not verdict.importable and "INT16" in verdict.reason, verdict

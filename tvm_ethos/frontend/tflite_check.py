@@ -143,9 +143,9 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
     return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
 
 
-#: INT16 elementwise operators whose integer kernels the patterns read exactly (TFLite's
-#: arithmetic on codes, every tensor INT16)
-_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM"})
+#: INT16 elementwise operators (and RELU, a requantization) whose integer kernels the
+#: patterns read exactly (TFLite's arithmetic on codes, every tensor INT16)
+_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU"})
 
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
