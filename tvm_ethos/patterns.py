@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
+from tvm_ethos.lower import int16_activation
 from tvm_ethos.lower.hard_swish import refusal
 from tvm_ethos.lower.quant import dtype_range, quantize_value
 
@@ -532,7 +533,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         _DATA_MOVEMENT_READERS[kind](op, ann, problems)
     if kind in TABLE_KINDS and (
         op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]
-    ) and not (kind == "softmax" and (op.in_dtypes[0], op.out_dtype) == ("int8", "int16")):
+    ) and not (kind == "softmax" and (op.in_dtypes[0], op.out_dtype) == ("int8", "int16")) \
+            and not _int16_activation(op, problems):
         problems.append(
             f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; "
             "the exact kernel is TFLite's "
@@ -604,6 +606,18 @@ def _read_pad(op: QOp, ann: dict, problems: list) -> None:
     if op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"pad with input quantization {op.in_q[0]} and output {op.out_q}; "
                         "TFLite's kernel copies codes and needs them equal")
+
+
+def _int16_activation(op: QOp, problems: list) -> bool:
+    """Whether ``op`` is an int16 LOGISTIC / TANH (TFLite's int16 kernel, ``lower.
+    int16_activation``); what that kernel refuses of its quantization goes to ``problems``."""
+    if op.kind not in int16_activation.KINDS or (op.in_dtypes[0], op.out_dtype) != (
+            "int16", "int16"):
+        return False
+    why = int16_activation.refusal(op.kind, op.in_q[0], op.out_q) if op.out_q else ""
+    if why:
+        problems.append(f"{op.tflite_name}: {why}")
+    return True
 
 
 def _read_hard_swish(op: QOp, ann: dict, problems: list) -> None:

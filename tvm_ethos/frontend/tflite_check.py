@@ -143,13 +143,19 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
     return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
 
 
-#: INT16 elementwise operators (and RELU, a requantization) whose integer kernels the
-#: patterns read exactly (TFLite's arithmetic on codes, every tensor INT16)
-_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU"})
+#: INT16 elementwise operators (and RELU, a requantization; LOGISTIC and TANH, TFLite's int16
+#: table interpolation) whose integer kernels the patterns read exactly (every tensor INT16)
+_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU", "LOGISTIC",
+                                "TANH"})
 
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
-    return opname in _INT16_ELEMENTWISE and {infos[i][1] for i in io} == {7}
+    """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15."""
+    if opname not in _INT16_ELEMENTWISE or {infos[i][1] for i in io} != {7}:
+        return False
+    out_scale = infos[io[-1]][8]
+    return opname not in ("LOGISTIC", "TANH") or (
+        out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3)
 
 
 def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) -> bool:

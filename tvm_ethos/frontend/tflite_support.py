@@ -11,7 +11,8 @@ about it or the tensors it reads and writes. INT16 activations are not importabl
 importer computes them through float32 quantize / dequantize, not TFLite's integer
 arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
-INT16, and ADD, SUB, MUL, MINIMUM, MAXIMUM and RELU with every tensor INT16 (``tflite_check``).
+INT16, and ADD, SUB, MUL, MINIMUM, MAXIMUM, RELU, LOGISTIC and TANH with every tensor INT16
+(``tflite_check``).
 """
 from __future__ import annotations
 

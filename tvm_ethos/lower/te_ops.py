@@ -19,7 +19,7 @@ import numpy as np
 from tvm import te, tirx
 
 from ethos_arch.ops import Op
-from tvm_ethos.lower import fixed_point
+from tvm_ethos.lower import fixed_point, int16_activation
 from tvm_ethos.lower.hard_swish import hard_swish_lut
 from tvm_ethos.lower.quant import (
     INT32_MAX,
@@ -1078,6 +1078,8 @@ def lower_resize_nearest(op, inputs, pool: ConstPool, name="resize_nn"):
 # ----------------------------------------------------------------------- lookup tables
 def _lut_of(op) -> np.ndarray:
     dtype = op.in_dtypes[0]
+    if dtype == "int16" and op.kind in int16_activation.KINDS:
+        return int16_activation.int16_lut(op.kind, op.in_q[0], op.out_q)
     if op.kind == Op.SIGMOID:
         return logistic_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.TANH:
@@ -1091,7 +1093,8 @@ def _lut_of(op) -> np.ndarray:
 
 def lower_lut(op, inputs, pool: ConstPool, name="lut"):
     """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH: a gather from a table of one entry per input
-    code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``lower.hard_swish``).
+    code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``lower.hard_swish``;
+    an int16 LOGISTIC / TANH has 65536 entries, ``lower.int16_activation``).
 
     TFLite tabulates LOGISTIC / TANH at prepare time (float32, see ``quant.logistic_lut``), and
     LEAKY_RELU is a function of one input code too, so a 256-entry table computed at compile

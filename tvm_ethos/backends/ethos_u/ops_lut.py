@@ -9,7 +9,8 @@ clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" 
 identity multiplier in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
 follows LiteRT's float32 ratio), HARD_SWISH is TFLite's int16 fixed point
 (``lower.hard_swish``). Vela lowers these operators the same way (an identity operation
-carrying the LUT).
+carrying the LUT). An int16 LOGISTIC / TANH needs no table: the pool carries the output
+unit's own int16 sigmoid / tanh (``lower.int16_activation``).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -26,6 +27,7 @@ import numpy as np
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
+from tvm_ethos.lower import int16_activation
 from tvm_ethos.lower.hard_swish import hard_swish_lut
 from tvm_ethos.lower.quant import (
     f32,
@@ -40,6 +42,9 @@ SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table
 LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
+#: int16 operators the output unit computes itself (its tanh / sigmoid activation is TFLite's
+#: int16 algorithm; Vela's generator scales the input to it as TFLite's prepare does)
+ACTIVATION16_KINDS = {Op.SIGMOID: "SIGMOID", Op.TANH: "TANH"}
 #: integer types a requantization reads and writes on the NPU
 _REQUANT_TYPES = ("int8", "uint8", "int16")
 
@@ -136,6 +141,22 @@ def lut_op(q, ifm: FmSlot, ofm: FmSlot):
     return npu
 
 
+def activation16_op(q, ifm: FmSlot, ofm: FmSlot):
+    """An int16 LOGISTIC / TANH: a 1x1 average pool carrying the output unit's activation,
+    the input scaled to its unit from the feature maps' quantization; no block config yet."""
+    api = vela_api()
+    why = int16_activation.refusal(q.kind, q.in_q[0], q.out_q)
+    if why:
+        raise UnsupportedOperatorError(q.tflite_name, why)
+    npu = _identity_pool(ifm, ofm)
+    npu.activation = api.NpuActivation(getattr(api.NpuActivationOp, ACTIVATION16_KINDS[q.kind]))
+    return npu
+
+
+def _is_activation16(q) -> bool:
+    return q.kind in ACTIVATION16_KINDS and q.in_dtypes[0] == "int16"
+
+
 def requantize_op(q, ifm: FmSlot, ofm: FmSlot):
     """The pooling operation of one requantization (its fused clamp included); no block
     config yet."""
@@ -150,14 +171,17 @@ def before(q, flash, lut_address: int) -> list:
     """What must run before each operation of ``q``: its table's DMA for a LUT operator
     (again for every stripe: another operation's block may use the SHRAM banks in between),
     nothing for a requantization."""
-    return [lut_dma(q, flash, lut_address)] if q.kind in LUT_KINDS else []
+    return [lut_dma(q, flash, lut_address)] if q.kind in LUT_KINDS and not _is_activation16(q) \
+        else []
 
 
 def npu_op(q, ifm: FmSlot, ofm: FmSlot):
     """The one block operation of a table or requantization operator over ``ifm`` (any box
     of the tensor: every output element reads only its own input element); no block config
     yet."""
-    if q.kind in LUT_KINDS:
+    if _is_activation16(q):
+        npu = activation16_op(q, ifm, ofm)
+    elif q.kind in LUT_KINDS:
         npu = lut_op(q, ifm, ofm)
     elif q.kind in REQUANTIZE_KINDS:
         npu = requantize_op(q, ifm, ofm)
