@@ -12,16 +12,26 @@ built afresh before every search, so each one pays what a fresh process pays.
 The CPU of MobileNetV1's costing phase alone (``costing_cpu``: every distinct request the
 walks make of the performance model, one process) is printed beside it.
 
+Then (first, and alone with ``--models-only``) the shipped models' table: in-process seconds
+of ``planner.api.plan`` (cold, one process, graph loaded beforehand), median of ``--repeat``,
+at the device's default budget, within 300 KiB and at ``budget="smallest"``, with the
+candidate count; each code tree (this one, and ``--code OTHER_TREE``, e.g. a checkout of
+main) is measured in its own subprocess, the trees taking turns model by model so that they
+meet the same load.
+
     .venv/bin/python benchmarks/planner_speed.py [--models ../shared/models] [--sizes 30,300,3000]
-        [--timeline]
+        [--timeline] [--models-only] [--code OTHER_TREE]
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import os
 import resource
+import statistics
+import subprocess
 import sys
 import time
 
@@ -41,6 +51,41 @@ from planner.tflite import load_tflite  # noqa: E402
 from tests.helpers.models import MODELS_DIR  # noqa: E402
 
 GOAL_SECONDS = 0.5
+
+#: The models of the per-model table, by the path under the models folder.
+MODEL_TABLE = {"mobilenet_v1_1.0_224": "mobilenet_v1_1.0_224.tflite",
+               "resnet8_cifar": "resnet8_cifar.tflite",
+               "ds_cnn_kws": "ds_cnn_kws.tflite",
+               "person_detect": os.path.join("tflite-micro", "person_detect.tflite")}
+BUDGETS = ("system", "300KiB", "smallest")
+
+#: Run in a subprocess whose PYTHONPATH is the tree measured: only the planner's public API
+#: (load_tflite, get_device, plan, the memo clearers), which every tree compared has. One
+#: process: the default would fork a second one only where a core is idle, so its time
+#: would follow the machine's load rather than the code.
+_MEASURE = """
+import json, sys, time
+from planner import devices, proposals
+from planner.api import plan
+from planner.plans import clear_caches
+from planner.tflite import load_tflite
+proposals.default_workers = lambda parts: 1
+path, device, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
+budgets = sys.argv[4].split(",")
+graph = load_tflite(path)
+out = {"parts": len(graph.parts), "seconds": {}}
+for budget in budgets:
+    times = []
+    for _ in range(repeat):
+        clear_caches()
+        devices.clear_caches()
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = plan(graph, device, budget=budget)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
+    out["seconds"][budget] = times
+    out["candidates"] = result.plan_candidates
+print(json.dumps(out))
+"""
 
 
 def _children_cpu() -> float:
@@ -120,6 +165,53 @@ def timed(graph, device_name: str, repeat: int = 5, peers=(None,)) -> list[tuple
     return [tuple(slot) for slot in best]
 
 
+def measure_models(models_dir: str, device: str, repeat: int, trees: list[str]
+                   ) -> dict[tuple[str, str], dict]:
+    """{(tree, model): {"parts", "candidates", "seconds": {budget: [s, ...]}}}, each tree in
+    its own subprocess per model, the trees taking turns."""
+    out = {}
+    for name, rel in MODEL_TABLE.items():
+        for tree in trees:
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+            model = os.path.abspath(os.path.join(models_dir, rel))
+            done = subprocess.run(
+                [sys.executable, "-c", _MEASURE, model, device, str(repeat), ",".join(BUDGETS)],
+                env=env, capture_output=True, text=True, cwd=os.path.abspath(tree))
+            if done.returncode != 0:
+                raise SystemExit(f"measuring {name} with the tree {tree} failed:\n"
+                                 f"{done.stderr[-2000:]}")
+            out[tree, name] = json.loads(done.stdout.splitlines()[-1])
+    return out
+
+
+def model_table(results: dict, trees: list[str], repeat: int, device: str) -> str:
+    """The per-model table: median seconds per budget and candidates, per tree; the ratio of
+    each further tree's MobileNetV1 default-budget time to the first's."""
+    def median(r: dict, budget: str, which: int) -> float:
+        return statistics.median(t[which] for t in r["seconds"][budget])
+
+    lines = [f"planner.api.plan in-process on {device}, one process, cold, median of "
+             f"{repeat}: CPU seconds per budget (the machine may be shared: wall seconds "
+             "follow its load), wall seconds at the default budget; trees: " +
+             ", ".join(f"[{k}] {t}" for k, t in enumerate(trees))]
+    head = f"{'model':<22} {'tree':>4} {'parts':>5} " + \
+        " ".join(f"{b + ' cpu':>13}" for b in BUDGETS) + f" {'system wall':>12}" + \
+        f" {'candidates':>11}"
+    lines.append(head)
+    for name in MODEL_TABLE:
+        for k, tree in enumerate(trees):
+            r = results[tree, name]
+            lines.append(f"{name:<22} {k:>4} {r['parts']:>5} " +
+                         " ".join(f"{median(r, b, 1):>13.3f}" for b in BUDGETS) +
+                         f" {median(r, 'system', 0):>12.3f} {r['candidates']:>11,}")
+    mobilenet = [median(results[t, "mobilenet_v1_1.0_224"], "system", 1) for t in trees]
+    lines.append(f"MobileNetV1-224 at the default budget: {mobilenet[0]:.3f} s cpu = "
+                 f"{mobilenet[0] / GOAL_SECONDS:.2f}x the {GOAL_SECONDS} s goal" +
+                 "".join(f"; tree [{k}] {m:.3f} s cpu ({m / mobilenet[0]:.2f}x tree [0])"
+                         for k, m in enumerate(mobilenet[1:], 1)))
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,8 +223,20 @@ def main() -> int:
                     "1000 Parts (best taken); one above")
     ap.add_argument("--timeline", action="store_true", help="also print when the phases of "
                     "MobileNetV1's two-process search end (fastest of --repeat)")
+    ap.add_argument("--models-only", action="store_true",
+                    help="print the per-model table only")
+    ap.add_argument("--code", action="append", default=[], metavar="OTHER_TREE",
+                    help="also measure the per-model table with the planner of this tree "
+                    "(e.g. a checkout of main); may be repeated")
+    ap.add_argument("--model-repeat", type=int, default=3,
+                    help="plans per model, tree and budget (the median is printed)")
     args = ap.parse_args()
     load = os.getloadavg()[0]         # before this run adds to it
+    trees = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] + args.code
+    results = measure_models(args.models, args.device, args.model_repeat, trees)
+    print(model_table(results, trees, args.model_repeat, args.device))
+    if args.models_only:
+        return 0
     rows = []
     g = load_tflite(os.path.join(args.models, "mobilenet_v1_1.0_224.tflite"))
     default = default_workers(len(g.parts))
