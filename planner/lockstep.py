@@ -29,6 +29,7 @@ turns it on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from planner.propagator import Propagator
 from planner.stripes import StripeConfig, _is_int
@@ -47,23 +48,34 @@ class LockstepStripes(StripeConfig):
     prologue: int = 0
 
     def __hash__(self) -> int:
-        return hash((StripeConfig.__hash__(self), self.rolling_axis, self.prologue))
+        # Kept once computed, like StripeConfig's: the search's memos hash these configs
+        # hundreds of thousands of times.
+        h = self.__dict__.get("_lockstep_hash")
+        if h is None:
+            h = hash((StripeConfig.__hash__(self), self.rolling_axis, self.prologue))
+            object.__setattr__(self, "_lockstep_hash", h)
+        return h
 
     def work_ranges(self, axis: int) -> tuple[tuple[int, int], ...]:
         """The rows computed at each step along ``axis`` (the windows, trimmed on the rolling
         axis to what the previous step did not compute)."""
-        ranges = self.axis_ranges(axis)
         if axis != self.rolling_axis:
-            return ranges
-        out, prev_hi = [], None
-        for lo, hi in ranges:
-            start = lo if prev_hi is None else max(lo, prev_hi)
-            out.append((start, max(start, hi)))
-            prev_hi = hi
-        return tuple(out)
+            return self.axis_ranges(axis)
+        return _trimmed_ranges(self.axis_ranges(axis))
 
     def to_json(self) -> dict:
         return dict(super().to_json(), rolling_axis=self.rolling_axis, prologue=self.prologue)
+
+
+@lru_cache(maxsize=200_000)
+def _trimmed_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``ranges`` with each one trimmed to the rows past the previous one's end."""
+    out, prev_hi = [], None
+    for lo, hi in ranges:
+        start = lo if prev_hi is None else max(lo, prev_hi)
+        out.append((start, max(start, hi)))
+        prev_hi = hi
+    return tuple(out)
 
 
 def prologue_of(config: StripeConfig) -> int:
@@ -189,3 +201,8 @@ def aligned_windows(windows: list[StripeConfig], prologues: list[int]
     most = max(prologues)
     return [w if stepping_axis(w) is None else extend_steps(w, most - p)
             for w, p in zip(windows, prologues)], most
+
+
+def clear_caches() -> None:
+    """Forget this module's memo of trimmed ranges, so a benchmark times a cold search."""
+    _trimmed_ranges.cache_clear()

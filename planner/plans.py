@@ -35,6 +35,8 @@ from planner.stripes import StripeConfig, unchecked_config
 # these are read on the hot paths.
 _ROLLING, _LOCKSTEP, _SRAM = Buffering.ROLLING, Buffering.LOCKSTEP, WeightPlacement.SRAM
 
+_new = tuple.__new__
+
 # The Plan values are still imported from here by callers outside planner/.
 __all__ = ["FrontierPoint", "PartSchedule", "Plan", "PlanGenerator", "PlanSpec", "PrefetchVariant",
            "RawSpec", "clear_caches", "make_spec"]
@@ -425,8 +427,9 @@ class PlanGenerator(PlanCosting):
                 front = _pareto([(mem + stage, cyc, spec, copied)
                                  for stage, points in point_sets
                                  for mem, cyc, spec, copied in points])
-            # named once culled: most candidates are not
-            by_start[start] = [FrontierPoint(mem, cyc, RawSpec(spec, copied))
+            # named once culled: most candidates are not (built with tuple.__new__, as
+            # NamedTuple._make does, without a Python-level __new__ call per point)
+            by_start[start] = [_new(FrontierPoint, (mem, cyc, _new(RawSpec, (spec, copied))))
                                for mem, cyc, spec, copied in front]
         return count, by_start
 
@@ -628,8 +631,9 @@ _pareto = frontier
 def clear_caches() -> None:
     """Forget every module-level memo (stripe ranges, propagations, windows, rings), so a
     benchmark times a cold search rather than one warmed by the run before it."""
-    from planner import plan_costing, stripes
+    from planner import lockstep, plan_costing, stripes
     from planner.perf import ethos_u
+    lockstep.clear_caches()
     plan_costing.clear_caches()
     stripes.clear_caches()
     ethos_u.clear_caches()
