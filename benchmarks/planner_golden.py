@@ -9,7 +9,9 @@ synthetic chains and residual graphs get the second file.
     .venv/bin/python benchmarks/planner_golden.py --write /tmp/h-speed/golden
     .venv/bin/python benchmarks/planner_golden.py --check /tmp/h-speed/golden
 
-Exit status 1 when any file differs (each difference is named on one line).
+Exit status 1 when any file differs (each difference is named on one line). ``--ignore KEY``
+(repeatable) compares the JSON with every KEY left out of both sides: a change that only adds
+a reported field (``estimated_stream_bytes``) proves every other value unchanged.
 """
 from __future__ import annotations
 
@@ -76,6 +78,8 @@ def main() -> int:
     mode.add_argument("--write", metavar="DIR")
     mode.add_argument("--check", metavar="DIR")
     ap.add_argument("--models", default=str(MODELS_DIR))
+    ap.add_argument("--ignore", action="append", default=[], metavar="KEY",
+                    help="with --check: leave this JSON key out of both sides")
     args = ap.parse_args()
     folder = args.write or args.check
     os.makedirs(folder, exist_ok=True)
@@ -88,12 +92,25 @@ def main() -> int:
                     f.write(text)
                 continue
             with open(path) as f:
-                same = f.read() == text
+                old = f.read()
+            same = old == text if not args.ignore else \
+                _without(old, args.ignore) == _without(text, args.ignore)
             differ += not same
             print(f"{'same' if same else 'DIFFERS'}  {os.path.basename(path)}")
     if args.check:
         print("all identical" if not differ else f"{differ} file(s) differ")
     return 1 if differ else 0
+
+
+def _without(text: str, keys: list[str]):
+    """The JSON values of ``text`` (one per line) with every key in ``keys`` dropped."""
+    def drop(value):
+        if isinstance(value, dict):
+            return {k: drop(v) for k, v in value.items() if k not in keys}
+        if isinstance(value, list):
+            return [drop(v) for v in value]
+        return value
+    return [drop(json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
 if __name__ == "__main__":

@@ -86,6 +86,7 @@ class PlanResult:
             "options": {k: (list(v) if isinstance(v, tuple) else v)
                         for k, v in asdict(self.options).items()},
             "peak_memory_bytes": self.chosen.memory_bytes, "cycles": self.chosen.cycles,
+            "estimated_stream_bytes": self.chosen.estimated_stream_bytes,
             "plans": [p.to_json() for p in self.chosen.plans],
             "frontier": [{"memory_bytes": m, "cycles": c} for m, c in self.frontier],
             "plan_candidates": self.plan_candidates,

@@ -106,13 +106,16 @@ class Plan:
     #: Cycles of the next Part's weight copy hidden under this Plan (``spec.prefetch_next``);
     #: already taken off ``cycles``.
     prefetch_credit: int = 0
+    #: Flash its command stream takes, estimated (planner.stream_estimate; 0 on a device
+    #: without one): reported beside the weights, not part of the search's objective.
+    estimated_stream_bytes: int = 0
 
     def to_json(self) -> dict:
         out = {
             "parts": list(self.parts), "output": self.output,
             "output_stripe": self.spec.stripe.to_json(), "buffering": self.spec.label(),
             "weights_in_sram": list(self.spec.weights), "memory_bytes": self.memory_bytes,
-            "cycles": self.cycles,
+            "cycles": self.cycles, "estimated_stream_bytes": self.estimated_stream_bytes,
             "tensors": [tc.to_json() for tc in self.tensor_configs],
             "schedule": [ps.to_json() for ps in self.part_schedules],
         }

@@ -29,6 +29,7 @@ from planner.options import PlannerOptions
 from planner.pareto import frontier
 from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacement
 from planner.plan_costing import PlanCosting, _rolled_axis
+from planner.stream_estimate import plan_stream
 from planner.stripes import StripeConfig, unchecked_config
 
 # Members bound once: read through their Enum class, each costs a Python-level lookup, and
@@ -283,8 +284,10 @@ class PlanGenerator(PlanCosting):
             configs.append(TensorConfig(t.name, self.device.weight_region, self.device.fm_region,
                                         BufferMode.RECOMPUTE, shape, nbytes, double_buffer=True))
             memory += nbytes
-        return Plan(start, end, tuple(p.name for p in parts), out.name, spec,
+        plan = Plan(start, end, tuple(p.name for p in parts), out.name, spec,
                     tuple(configs), tuple(reversed(schedules)), memory, cycles)
+        return replace(plan, estimated_stream_bytes=plan_stream(plan, self.graph,
+                                                                self.device).bytes)
 
     def _windows(self, t: Tensor, cons: tuple[Part, ...], compute: dict
                  ) -> list[tuple[Part, int, StripeConfig]]:

@@ -36,6 +36,7 @@ from planner.pareto import INT64_SAFE, combine, combine_segments, frontier, fron
 from planner.plan import Plan
 from planner.plans import PlanGenerator, make_spec
 from planner.sink_walks import default_workers, interval_frontiers
+from planner.stream_estimate import stream_bytes
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,19 @@ class Proposal:
 
     Invariants: the Plans' intervals tile the topological order from 0 to its end;
     ``memory_bytes`` is the peak over the Plans of their own memory plus the boundary
-    tensors live while each runs; ``cycles`` is the sum of the Plans' cycles.
+    tensors live while each runs; ``cycles`` is the sum of the Plans' cycles;
+    ``estimated_stream_bytes`` the flash of the whole command stream, estimated
+    (planner.stream_estimate: the Plans' and the stream's own header; 0 on a device without
+    one), reported and not optimised (rfcs/0001, "Stream bytes").
     """
     plans: tuple[Plan, ...]
     memory_bytes: int
     cycles: int
+    estimated_stream_bytes: int = 0
 
     def to_json(self) -> dict:
         return {"memory_bytes": self.memory_bytes, "cycles": self.cycles,
+                "estimated_stream_bytes": self.estimated_stream_bytes,
                 "plans": [p.to_json() for p in self.plans]}
 
 
@@ -304,7 +310,8 @@ class ProposalSearch:
             fronts = self.prefetch_fronts if pt.prev_state else self.fronts
             pt = fronts[pt.prev][pt.prev_index]
         plans = tuple(self.gen.build(p.start, p.end, make_spec(p.spec)) for p in reversed(pts))
-        return Proposal(plans, top.memory, top.cycles)
+        return Proposal(plans, top.memory, top.cycles,
+                        stream_bytes(plans, self.graph, self.device))
 
     def select(self, budget: int | None = None) -> Proposal:
         """The fastest Proposal whose peak memory fits ``budget`` (the fastest overall if

@@ -62,6 +62,9 @@ def total_line(label: str, cascades: int, peak_bytes: int, cycles: int) -> str:
 def layer_table(graph: PlannerGraph, proposal: Proposal) -> str:
     out = table_lines(layer_rows(graph, proposal))
     out.append(total_line("total", len(proposal.plans), proposal.memory_bytes, proposal.cycles))
+    if proposal.estimated_stream_bytes:
+        out.append(f"command stream: {proposal.estimated_stream_bytes:,} B of flash beside the "
+                   "weights (estimated)")
     return "\n".join(out)
 
 

@@ -1,0 +1,170 @@
+"""Estimated bytes of the Ethos-U command stream a Plan emits: flash the user pays for beside
+the weights.
+
+A Plan's stream (``tvm_ethos.backends.ethos_u.stream_cascade``) is one NPU operation per step
+of each Part (its work boxes: ``StripeConfig.count_stripes``, empty ones skipped), as many as
+the performance model lowers the Part to (``perf.ethos_u.lower_part``), the Plan's staged Part
+(the convolution whose weights stream through the staging double buffer) split into slices
+of ``PlanCosting.WEIGHT_SLICE_CHANNELS`` output channels, each after the DMAs of its weight
+and bias slices; copied Parts' weights and biases are two DMAs before the Plan. Vela's
+register command generator writes only the registers whose value changed since the
+operation before, so what an operation costs depends on what ran before it: the first
+operation of a Part in its Plan sets nearly every register, one following the same Part
+(its next stripe or slice) mostly addresses and sizes, one following another Part of a
+cascade most of its settings again. The constants are fitted to the streams
+``stream_cascade`` writes for the shipped models at their default budget and at the smallest
+(rfcs/0001, "Stream bytes"); ``tests/planner/test_stream_estimate.py`` holds the estimate to
+them within a stated tolerance.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from planner.device_model import Device
+from planner.graph import Part, PlannerGraph, Tensor
+from planner.plan import Plan
+from planner.plan_costing import PlanCosting
+
+#: The driver payload's header, the stream's first settings and its final stop (bytes).
+STREAM_BASE_BYTES = 64
+#: An operation that is its Part's first in the Plan: nearly every register written.
+FIRST_OPERATION_BYTES = 120
+#: An operation after one of the same Part (its next stripe or weight slice): its feature
+#: maps' addresses and sizes.
+REPEAT_OPERATION_BYTES = 22
+#: An operation after another Part's, in a cascade: the operation, its feature maps'
+#: addresses (ring tiles included), sizes and padding ...
+CASCADE_OPERATION_BYTES = 56
+#: ... its weight and scale streams' addresses and lengths, where it has weights ...
+CASCADE_WEIGHT_BYTES = 32
+#: ... its kernel's size and stride, where they differ from the Part's before ...
+CASCADE_KERNEL_BYTES = 12
+#: ... its output's depth, block depth and strides, where they differ ...
+CASCADE_OFM_BYTES = 24
+#: ... and its input's depth and strides, where they differ.
+CASCADE_IFM_BYTES = 12
+#: A staged Part's operation after its previous slice: its weight and scale streams'
+#: addresses (their lengths mostly the same).
+SLICE_WEIGHT_BYTES = 20
+#: A DMA: source, destination, length and start, with the waits before its reader.
+DMA_BYTES = 24
+
+#: Part kinds whose staged weights stream_cascade splits into output-channel slices.
+_STAGEABLE = ("conv2d", "depthwise_conv2d")
+
+
+class StreamEstimate(NamedTuple):
+    """The counts behind an estimated stream and its bytes (estimated, not measured)."""
+    operations: int      # NPU operations (kernels: convolution, pooling, elementwise)
+    first: int           # of which each Part's first in its Plan
+    repeats: int         # of which after an operation of the same Part
+    dmas: int            # weight and bias DMAs
+    bytes: int
+
+
+NO_STREAM = StreamEstimate(0, 0, 0, 0, 0)
+
+
+def has_stream(device: Device) -> bool:
+    """Whether ``device`` runs a register command stream the estimate models (Ethos-U)."""
+    return device.family == "ethos-u"
+
+
+def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstimate:
+    """The estimated stream of ``plan`` on ``device`` (NO_STREAM off Ethos-U).
+
+    A Part run alone repeats its operations back to back; in a cascade each step runs every
+    Part once, in order, so a Part's next step follows the Part before it (the last Part's
+    step is followed by the first's): what differs between the two is written again."""
+    if not has_stream(device):
+        return NO_STREAM
+    from planner.perf.ethos_u import lower_part
+    by_name = {p.name: p for p in graph.parts}
+    staged = _staged_part(plan, by_name)
+    runs = []       # (Part, steps, operations) of each Part that emits any
+    for ps in plan.part_schedules:
+        part = by_name[ps.part]
+        slices = _slices(part) if part.name == staged else 1
+        steps = part_ops = 0
+        for shape, n in ps.stripe.count_stripes().items():
+            if 0 in shape:
+                continue
+            per_step = len(lower_part(part, shape))
+            steps += n * (per_step > 0)
+            part_ops += n * per_step * slices
+        if part_ops:
+            runs.append((part, steps, part_ops))
+    ops = repeats = dmas = nbytes = 0
+    for k, (part, steps, part_ops) in enumerate(runs):
+        # within a step its operations (slices, a multi-operation lowering) follow each
+        # other; its steps follow each other only where it runs alone
+        rep = part_ops - 1 if len(runs) == 1 else part_ops - steps
+        cascaded = part_ops - 1 - rep
+        ops += part_ops
+        repeats += rep
+        nbytes += FIRST_OPERATION_BYTES + REPEAT_OPERATION_BYTES * rep + \
+            cascaded * _cascade_bytes(runs[k - 1][0], part)
+        if part.name == staged:
+            dmas += part_ops
+            nbytes += SLICE_WEIGHT_BYTES * rep
+        if part.name in plan.spec.weights:
+            dmas += 2
+    nbytes += DMA_BYTES * dmas
+    return StreamEstimate(ops, len(runs), repeats, dmas, nbytes)
+
+
+def _cascade_bytes(before: Part, part: Part) -> int:
+    """An operation of ``part`` after one of ``before`` in a cascade's step."""
+    nbytes = CASCADE_OPERATION_BYTES
+    if part.constant_inputs:
+        nbytes += CASCADE_WEIGHT_BYTES
+    if _kernel(before) != _kernel(part):
+        nbytes += CASCADE_KERNEL_BYTES
+    if _fm_geometry(before.output) != _fm_geometry(part.output):
+        nbytes += CASCADE_OFM_BYTES
+    if _fm_geometry(_ifm(before)) != _fm_geometry(_ifm(part)):
+        nbytes += CASCADE_IFM_BYTES
+    return nbytes
+
+
+def _kernel(part: Part) -> tuple:
+    attrs = dict(part.attrs)
+    return attrs.get("kernel"), attrs.get("strides"), attrs.get("dilation")
+
+
+def _ifm(part: Part) -> Tensor | None:
+    return next((t for t in part.inputs if not t.is_constant), None)
+
+
+def _fm_geometry(t: Tensor | None) -> tuple:
+    """What a feature map's strides and depth registers follow: its width and depth."""
+    return None if t is None else tuple(t.shape[-2:])
+
+
+def stream_bytes(plans: tuple[Plan, ...], graph: PlannerGraph, device: Device) -> int:
+    """Estimated bytes of the whole stream of ``plans`` (a Proposal's, each built with its
+    ``estimated_stream_bytes``): 0 off Ethos-U."""
+    if not has_stream(device):
+        return 0
+    return STREAM_BASE_BYTES + sum(plan.estimated_stream_bytes for plan in plans)
+
+
+def _staged_part(plan: Plan, by_name: dict[str, Part]) -> str | None:
+    """The Part whose weights stream through the Plan's staging double buffer, sliced (as
+    ``stream_weights.weight_pool`` picks it): the reader of a double-buffered constant held
+    outside its home, when it is a convolution whose weights are not copied whole."""
+    constants = {t.name: p.name for p in by_name.values() for t in p.inputs if t.is_constant}
+    staged = None
+    for tc in plan.tensor_configs:
+        if tc.double_buffer and tc.copy_region != tc.home_region:
+            staged = constants.get(tc.tensor, staged)
+    if staged is None or staged in plan.spec.weights or \
+            by_name[staged].kind not in _STAGEABLE:
+        return None
+    return staged
+
+
+def _slices(part: Part) -> int:
+    """Output-channel slices of a staged Part's operations."""
+    return math.ceil(part.output.shape[-1] / PlanCosting.WEIGHT_SLICE_CHANNELS)
