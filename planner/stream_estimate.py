@@ -42,8 +42,13 @@ CASCADE_WEIGHT_BYTES = 32
 CASCADE_KERNEL_BYTES = 12
 #: ... its output's depth, block depth and strides, where they differ ...
 CASCADE_OFM_BYTES = 24
-#: ... and its input's depth and strides, where they differ.
+#: ... its input's depth and strides, where they differ ...
 CASCADE_IFM_BYTES = 12
+#: ... its second input's address, sizes, strides and zero point (elementwise) ...
+CASCADE_IFM2_BYTES = 64
+#: ... and the precisions, block boundaries and zero points, where an elementwise
+#: operation and a convolution or pooling follow each other.
+CASCADE_KIND_BYTES = 24
 #: A staged Part's operation after its previous slice: its weight and scale streams'
 #: addresses (their lengths mostly the same).
 SLICE_WEIGHT_BYTES = 20
@@ -125,6 +130,10 @@ def _cascade_bytes(before: Part, part: Part) -> int:
         nbytes += CASCADE_OFM_BYTES
     if _fm_geometry(_ifm(before)) != _fm_geometry(_ifm(part)):
         nbytes += CASCADE_IFM_BYTES
+    if len(part.activation_inputs) > 1:
+        nbytes += CASCADE_IFM2_BYTES
+    if (before.kind == "elementwise") != (part.kind == "elementwise"):
+        nbytes += CASCADE_KIND_BYTES
     return nbytes
 
 
