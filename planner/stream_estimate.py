@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from ethos_arch.ops import Op
 from planner.device_model import Device
 from planner.graph import Part, PlannerGraph, Tensor
+from planner.perf.ethos_u import lower_part
 from planner.plan import Plan
 from planner.plan_costing import PlanCosting
 
@@ -56,7 +58,7 @@ SLICE_WEIGHT_BYTES = 20
 DMA_BYTES = 24
 
 #: Part kinds whose staged weights stream_cascade splits into output-channel slices.
-_STAGEABLE = ("conv2d", "depthwise_conv2d")
+_STAGEABLE = (Op.CONV2D, Op.DEPTHWISE_CONV2D)
 
 
 class StreamEstimate(NamedTuple):
@@ -84,7 +86,6 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
     step is followed by the first's): what differs between the two is written again."""
     if not has_stream(device):
         return NO_STREAM
-    from planner.perf.ethos_u import lower_part
     by_name = {p.name: p for p in graph.parts}
     staged = _staged_part(plan, by_name)
     runs = []       # (Part, steps, operations) of each Part that emits any
@@ -132,7 +133,7 @@ def _cascade_bytes(before: Part, part: Part) -> int:
         nbytes += CASCADE_IFM_BYTES
     if len(part.activation_inputs) > 1:
         nbytes += CASCADE_IFM2_BYTES
-    if (before.kind == "elementwise") != (part.kind == "elementwise"):
+    if (before.kind == Op.ELEMENTWISE) != (part.kind == Op.ELEMENTWISE):
         nbytes += CASCADE_KIND_BYTES
     return nbytes
 
