@@ -12,15 +12,27 @@ import struct
 import numpy as np
 import pytest
 import tflite
+import tflite_builder as tb
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from tflite_micro.python.tflite_micro import runtime
 
 import tvm_ethos
 from tests.helpers.models import MODELS_DIR
 from tests.helpers.tflite_oracle import oracle, tflm_oracle, tflm_random_inputs
+from tests.helpers.tflite_split import (
+    SoftmaxTail,
+    final_softmax,
+    needs_split,
+    split_before_softmax,
+    tflm_aborts_on,
+    tflm_isolated,
+)
 from tvm_ethos.cli import main
 from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 from tvm_ethos.frontend import OperatorSupport, operator_support
+from tvm_ethos.lower.fixed_point import softmax_8bit
 from tvm_ethos.lower.quant import mbqm_np, quantize_multiplier
 
 TRAINED = MODELS_DIR / "tflite-micro"
@@ -305,3 +317,106 @@ def test_resnet8_paths_match_their_reference_on_the_fully_connected_tie(target):
     want, other = (tflm, litert) if target.startswith("ethos-u") else (litert, tflm)
     np.testing.assert_array_equal(got, want)
     assert not np.array_equal(got, other)
+
+
+# ------------------------------------------------------------------ MobileNetV1-224's SOFTMAX
+def _mobilenet_softmax() -> tuple[bytes, SoftmaxTail]:
+    """MobileNetV1-224's final SOFTMAX alone (its 1000-wide row, input scale and beta)."""
+    path = MODELS_DIR / "mobilenet_v1_1.0_224.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} not available (set TVM_ETHOS_MODELS)")
+    tail = final_softmax(path.read_bytes())
+    return tb.softmax(None, shape=(1, tail.row), beta=tail.beta, in_q=(tail.in_scale, 4)), tail
+
+
+def _rows_about_the_check(rs, n: int, width: int) -> list[np.ndarray]:
+    """Rows of ``width`` int8 values: most near -128, a few at 127, so that the sum of
+    exponentials falls on both sides of 512 when ``width`` is 1000."""
+    rows = []
+    for k in range(n):
+        row = rs.randint(-128, -128 + 1 + 25 * (k % 5), size=(1, width))
+        row[0, rs.randint(0, width, size=rs.randint(1, 40))] = 127
+        rows.append(row.astype(np.int8))
+    return rows
+
+
+def test_tflm_softmax_aborts_exactly_where_its_output_shift_passes_31():
+    """TFLite Micro's reference int8 SOFTMAX (run in worker processes) aborts on a row exactly
+    when ``tflm_aborts_on`` says (its Q12.19 sum of exponentials reaches 512: the output
+    shift is 32), and on every other row gives ``fixed_point.softmax_8bit``'s output: on
+    MobileNetV1-224's 1000-wide rows and on shorter rows with the same parameters."""
+    model, tail = _mobilenet_softmax()
+    rs = np.random.RandomState(30)
+    rows = _rows_about_the_check(rs, 10, tail.row)
+    got = tflm_isolated(model, rows)
+    aborted = [g is None for g in got]
+    assert aborted == [tflm_aborts_on(r, tail.in_scale, tail.beta) for r in rows]
+    assert 0 < sum(aborted) < len(rows)
+    ran = [(r, g) for r, g in zip(rows, got) if g is not None]
+    for r, g in ran:
+        np.testing.assert_array_equal(g.reshape(r.shape),
+                                      softmax_8bit(r, tail.in_scale, tail.beta))
+    assert any((g == -127).any() for _, g in ran)   # a row whose output is not all -128
+    short = tb.softmax(None, shape=(1, 120), beta=tail.beta, in_q=(tail.in_scale, 4))
+    rows = [rs.randint(-128, 128, size=(1, 120)).astype(np.int8) for _ in range(3)]
+    for r, g in zip(rows, tflm_isolated(short, rows)):
+        assert g is not None
+        np.testing.assert_array_equal(g.reshape(r.shape),
+                                      softmax_8bit(r, tail.in_scale, tail.beta))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), spread=st.integers(0, 255), highs=st.integers(0, 999))
+def test_softmax_where_tflm_aborts_is_the_rounded_softmax(seed, spread, highs):
+    """Where TFLite Micro's check fires, every probability is below 1/512, so the 8-bit
+    output is all -128: ``softmax_8bit`` (TFLite Micro's arithmetic carried on at a 32-bit
+    shift) gives exactly that, the float softmax rounded to the output's 1/256 steps."""
+    tail = SoftmaxTail(0.003055321518331766, 1.0, 1000)
+    rs = np.random.RandomState(seed)
+    row = rs.randint(127 - spread, 128, size=(1, tail.row))
+    row[0, rs.randint(0, tail.row, size=highs)] = -128
+    row = row.astype(np.int8)
+    assume(tflm_aborts_on(row, tail.in_scale, tail.beta))
+    real = np.exp(tail.in_scale * (row.astype(np.float64) - row.max()))
+    rounded = np.round(256 * real / real.sum()) - 128
+    np.testing.assert_array_equal(softmax_8bit(row, tail.in_scale, tail.beta), rounded)
+    assert (rounded == -128).all()
+
+
+def test_npu_softmax_gives_tflm_arithmetic_where_tflm_aborts():
+    """The Ethos-U stream runs MobileNetV1-224's SOFTMAX on every row, those TFLite Micro's
+    kernel aborts on included, and gives TFLite Micro's arithmetic (``softmax_8bit``)."""
+    model, tail = _mobilenet_softmax()
+    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-128", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 1}
+    rows = _rows_about_the_check(np.random.RandomState(31), 8, tail.row)
+    aborts = {tflm_aborts_on(r, tail.in_scale, tail.beta) for r in rows}
+    assert aborts == {True, False}
+    for r in rows:
+        np.testing.assert_array_equal(cm.run(r)[0].reshape(r.shape),
+                                      softmax_8bit(r, tail.in_scale, tail.beta))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+def test_mobilenet_v1_224_matches_tflite_micro(accelerator):
+    """MobileNetV1-224 compiled for the Ethos-U to a ``.tflite`` gives TFLite Micro's outputs
+    (its interpreter up to the logits, its SOFTMAX arithmetic after: ``tflm_oracle``), while
+    TFLite Micro's interpreter on the whole model aborts. Its weights are random, so every
+    input gives the same logits and an all -128 output; the SOFTMAX's arithmetic itself is
+    checked on varied rows above."""
+    path = MODELS_DIR / "mobilenet_v1_1.0_224.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} not available (set TVM_ETHOS_MODELS)")
+    data = path.read_bytes()
+    assert needs_split(data)
+    cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    rs = np.random.RandomState(0)
+    inputs = [rs.randint(-128, 128, size=(1, 224, 224, 3)).astype(np.int8) for _ in range(3)]
+    for x in inputs:
+        want = tflm_oracle(data, [x])
+        np.testing.assert_array_equal(cm.run(x)[0].reshape(want[0].shape), want[0])
+    split = split_before_softmax(data)
+    logits = tflm_oracle(split.logits, [inputs[0]])[0]
+    assert tflm_aborts_on(logits, split.softmax.in_scale, split.softmax.beta)
+    assert tflm_isolated(data, inputs[:1]) == [None]
