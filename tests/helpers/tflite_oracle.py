@@ -80,24 +80,32 @@ def _io_count(data: bytes) -> tuple[int, int]:
 
 
 def tflm_oracle(model, inputs) -> list[np.ndarray]:
-    """TFLite Micro's outputs for ``model`` (bytes or a path) on ``inputs``: its interpreter
-    on the whole model or, where the model ends in an int8 SOFTMAX on which TFLite Micro's
-    reference kernel can abort the process (a row of 512 or more, as MobileNetV1-224's),
-    its interpreter up to the logits and that kernel's own integer arithmetic for the
-    SOFTMAX (``tflite_split``, rfcs/0002)."""
+    """TFLite Micro's outputs for ``model`` (bytes or a path) on ``inputs``, from a fresh
+    interpreter (:class:`TflmOracle`)."""
     data = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
-    if needs_split(bytes(data)):
-        split = split_before_softmax(bytes(data))
-        return [split.finish(_tflm_run(split.logits, inputs)[0])]
-    return _tflm_run(data, inputs)
+    return TflmOracle(data).run(inputs)
 
 
-def _tflm_run(data: bytes, inputs) -> list[np.ndarray]:
-    it = _tflm(data)
-    for k, x in enumerate(inputs):
-        it.set_input(x, k)
-    it.invoke()
-    return [it.get_output(k).copy() for k in range(_io_count(data)[1])]
+class TflmOracle:
+    """TFLite Micro's outputs for one model, call after call (state tensors carry over, as on
+    a board): its interpreter on the whole model or, where the model ends in an int8 SOFTMAX
+    on which TFLite Micro's reference kernel can abort the process (a row of 512 or more, as
+    MobileNetV1-224's), its interpreter up to the logits and that kernel's own integer
+    arithmetic for the SOFTMAX (``tflite_split``, rfcs/0002)."""
+
+    def __init__(self, data: bytes):
+        data = bytes(data)
+        self._split = split_before_softmax(data) if needs_split(data) else None
+        self._data = data if self._split is None else self._split.logits
+        self._it = _tflm(self._data)
+        self._outputs = _io_count(self._data)[1]
+
+    def run(self, inputs) -> list[np.ndarray]:
+        for k, x in enumerate(inputs):
+            self._it.set_input(np.ascontiguousarray(x), k)
+        self._it.invoke()
+        outs = [self._it.get_output(k).copy() for k in range(self._outputs)]
+        return outs if self._split is None else [self._split.finish(outs[0])]
 
 
 def tflm_random_inputs(model, rs) -> list[np.ndarray]:
