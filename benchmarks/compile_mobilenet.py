@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         sub["planned_peak_bytes"] == sub["scheduled_peak_bytes"]
 
     # the same graph, planned (not compiled) in other ways, to explain the cycles
-    from tvm_ethos.lower.cascade import planning_device
+    from tvm_ethos.backends.planner_device import planning_device
     from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
     from tvm_ethos.lower.part_matchers import match_subgraph
     from tvm_ethos.partition import partition

@@ -27,6 +27,8 @@ from typing import Callable
 
 from planner.budgets import BUDGET_HELP
 from planner.errors import PlannerError
+from tvm_ethos.backends.base import HostBackend, NpuBackend
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.cli_paths import CliError, require_file, require_writable
 from tvm_ethos.errors import TvmEthosError
 
@@ -65,15 +67,19 @@ def register(name: str, help: str, add_arguments, run, description: str | None =
 # Targets for the planner
 
 
-#: The NPU targets ``tvmc plan`` can plan for, with their per-target options.
-PLAN_TARGETS = ("ethos-u", "ethos-n")
-#: Host targets accepted (and ignored) in a plan target list, so the compile target string works.
-HOST_TARGETS = ("llvm", "opencl")
-
-
-def _device_names():
-    from planner.devices import DEVICE_NAMES
-    return DEVICE_NAMES
+def plan_backends() -> tuple[dict, list[str]]:
+    """``({id: NpuBackend}, [host ids])``: the registered NPUs ``tvmc plan`` can plan for (those
+    with planner devices) and the hosts it accepts (and ignores) in a target list, so the
+    compile target string works."""
+    reg = get_registry()
+    npus, hosts = {}, []
+    for bid in reg.ids():
+        backend = reg.get(bid)
+        if isinstance(backend, NpuBackend) and backend.planner_device_names():
+            npus[bid] = backend
+        elif isinstance(backend, HostBackend):
+            hosts.append(bid)
+    return npus, hosts
 
 
 def _split_list(value) -> list[str]:
@@ -94,20 +100,21 @@ def parse_plan_target(target: str, cli_options: dict[str, dict[str, str]]) -> li
     if not all(entries):
         raise CliError(f"bad target string {target!r}: empty target name; write e.g. "
                        "'ethos-u' or 'ethos-n,opencl'")
+    plannable, hosts = plan_backends()
     npus, inline = [], {}
     for e in entries:
         name, *tokens = e.split()
-        if name not in PLAN_TARGETS + HOST_TARGETS:
+        if name not in plannable and name not in hosts:
             raise CliError(f"unknown target {name!r} in {target!r}; tvmc plan plans for "
-                           f"{' or '.join(PLAN_TARGETS)} (host targets "
-                           f"{', '.join(HOST_TARGETS)} are accepted and ignored)")
+                           f"{' or '.join(plannable)} (host targets "
+                           f"{', '.join(hosts)} are accepted and ignored)")
         opts = {}
         for tok in tokens:
             if not tok.startswith("-") or "=" not in tok:
                 raise CliError(f"target {name!r}: cannot read option {tok!r}; write -key=value")
             key, _, val = tok.lstrip("-").partition("=")
             opts[key.replace("-", "_")] = val
-        if name in PLAN_TARGETS:
+        if name in plannable:
             npus.append(name)
             inline[name] = opts
         elif opts:
@@ -115,30 +122,26 @@ def parse_plan_target(target: str, cli_options: dict[str, dict[str, str]]) -> li
     if len(npus) != 1:
         raise CliError(f"target {target!r} names {len(npus) or 'no'} NPU"
                        f"{'s' if len(npus) != 1 else ''}; tvmc plan plans one of "
-                       f"{', '.join(PLAN_TARGETS)} at a time")
+                       f"{', '.join(plannable)} at a time")
     npu = npus[0]
+    backend = plannable[npu]
     check_option_targets([npu], cli_options, target)
     opts = {**inline[npu], **cli_options.get(npu, {})}
-    allowed = TARGET_OPTIONS[npu]
+    allowed = backend.device_options
     for key in opts:
         if key not in allowed:
             raise CliError(f"unknown option {key!r} for target {npu!r}; allowed options: "
                            f"{', '.join(allowed)}")
-    known = _device_names()
-    if npu == "ethos-u":
-        configs = _split_list(opts.get("accelerator_config", "ethos-u55-128"))
-        for c in configs:
-            if c not in known:
-                raise CliError(f"accelerator_config {c!r} has no planner model; choose from "
-                               f"{', '.join(n for n in known if n.startswith('ethos-u'))}")
-        return configs
-    variants = _split_list(opts.get("variant", "n78"))
-    tops = _split_list(opts.get("tops", "1"))
-    devices = [f"ethos-{v}-{t}tops" for v in variants for t in tops]
-    for d in devices:
-        if d not in known:
-            raise CliError(f"ethos-n variant/tops {d!r} has no planner model; choose from "
-                           f"{', '.join(n for n in known if n.startswith('ethos-n'))}")
+    for key in allowed:
+        if key in opts:
+            _split_list(opts[key])   # one message for an empty item
+    known = backend.planner_device_names()
+    devices = []
+    for shown, device in backend.sweep_device_names(opts):
+        if device not in known:
+            raise CliError(f"{npu} {'/'.join(allowed)} {shown!r} has no planner model; choose "
+                           f"from {', '.join(known)}")
+        devices.append(device)
     return devices
 
 
@@ -151,13 +154,16 @@ def check_option_targets(ids, cli_options: dict[str, dict[str, str]], target: st
                            f"is not in --target {target!r}")
 
 
-#: Per-target options of ``tvmc plan`` (``--target-<id>-<key>=VALUE`` or inline ``-key=VALUE``).
-TARGET_OPTIONS = {
-    "ethos-u": {"accelerator_config": "Ethos-U configuration, e.g. ethos-u55-128; a comma "
-                                      "list plans each"},
-    "ethos-n": {"variant": "Ethos-N variant (n78); a comma list plans each",
-                "tops": "Ethos-N78 TOP/s: 1, 2, 4 or 8; a comma list plans each"},
-}
+def plan_target_options() -> dict[str, dict[str, str]]:
+    """Per-target options of ``tvmc plan`` (``--target-<id>-<key>=VALUE`` or inline
+    ``-key=VALUE``): each plannable NPU's ``device_options``, with its schema's help."""
+    npus, _ = plan_backends()
+    table = {}
+    for bid, backend in npus.items():
+        schema = backend.options_schema()
+        table[bid] = {key: f"{schema[key].help or key} (default {schema[key].default}); a "
+                           "comma list plans each" for key in backend.device_options}
+    return table
 
 
 def add_target_arguments(p: argparse.ArgumentParser, options=None, help: str | None = None
@@ -167,7 +173,7 @@ def add_target_arguments(p: argparse.ArgumentParser, options=None, help: str | N
                    help=help or "comma-separated target list, e.g. 'ethos-u' or "
                         "'ethos-n,opencl'; options inline as "
                         "'ethos-u -accelerator_config=ethos-u55-256'")
-    for tid, keys in (options or TARGET_OPTIONS).items():
+    for tid, keys in (options or plan_target_options()).items():
         group = p.add_argument_group(f"target {tid}")
         for key, help_ in keys.items():
             group.add_argument(f"--target-{tid}-{key}", dest=_dest(tid, key), default=None,
@@ -180,7 +186,7 @@ def _dest(tid: str, key: str) -> str:
 
 def target_options(args, options=None) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    for tid, keys in (options or TARGET_OPTIONS).items():
+    for tid, keys in (options or plan_target_options()).items():
         given = {k: getattr(args, _dest(tid, k)) for k in keys
                  if getattr(args, _dest(tid, k), None) is not None}
         out[tid] = given

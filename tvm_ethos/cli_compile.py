@@ -24,6 +24,7 @@ import time
 
 from planner.budgets import BUDGET_HELP
 from tvm_ethos import vela_options
+from tvm_ethos.backends.base import HostBackend, HostOutput
 from tvm_ethos.cli import (
     CliError,
     add_planner_arguments,
@@ -133,6 +134,14 @@ def resolve_targets(target: str, cli_options: dict[str, dict[str, str]]):
     return parse_targets(targets)          # validates and converts the flags' values
 
 
+def host_output(targets) -> HostOutput:
+    """What the compile for ``targets`` produces: its host backend's ``host_output``."""
+    from tvm_ethos.backends.registry import get_backend
+
+    host = get_backend(targets.host.backend_id)
+    return host.host_output() if isinstance(host, HostBackend) else HostOutput.PACKAGE
+
+
 def check_tflite_output(model: str, targets) -> None:
     """``--output-format tflite`` needs what the exporter writes: an Ethos-U command stream
     and the source .tflite's tensors (checked before anything is compiled)."""
@@ -165,7 +174,7 @@ def output_file(args, targets) -> tuple[str, str]:
                            f"name the output {'.tflite' if fmt == 'tflite' else '.tar'}")
         return args.output, fmt
     if fmt is None:
-        fmt = ("tflite" if targets.ids[-1] == "tflite-micro" or (
+        fmt = ("tflite" if host_output(targets) is HostOutput.TFLITE or (
             args.output_dir is not None and "ethos-u" in targets.ids
             and args.model.lower().endswith(".tflite")) else "package")
     ext = ".tflite" if fmt == "tflite" else ".tar"
@@ -209,8 +218,9 @@ def run(args) -> int:
                       "--planner-report": args.planner_report})
     if args.output_format == "tflite":
         check_tflite_output(args.model, targets)
-    elif targets.host.backend_id == "tflite-micro":
-        raise CliError(f"--target {args.target} runs on the tflite-micro host, whose output is a "
+    elif host_output(targets) is HostOutput.TFLITE:
+        raise CliError(f"--target {args.target} runs on the {targets.host.backend_id} host, "
+                       "whose output is a "
                        "TFLite Micro .tflite, not a package: name the output .tflite, or "
                        "name a host for a package (e.g. --target ethos-u,llvm)")
     prepare_output_dir(args.output_dir)
@@ -235,7 +245,7 @@ def run(args) -> int:
     with Progress(None, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar, \
             stages.listening(lambda stage, _seconds: bar.update(1, stage)):
         # the tflite-micro host partitions the .tflite itself: TVM imports only its NPU groups
-        mod = (args.model if targets.host.backend_id == "tflite-micro"
+        mod = (args.model if host_output(targets) is HostOutput.TFLITE
                else tvm_ethos.load_model(args.model))
         bar.update(1, "imported")
         cm = tvm_ethos.compile(mod, target=targets, **options)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tvm_ethos.backends.base import HostBackend, HostOutput
 from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
 from tvm_ethos.package import (
     CONSTANTS,
@@ -408,7 +409,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     """
     from tvm_ethos.runtime import cache as model_cache
 
-    if _host_of(target) == "tflite-micro":   # the TFLite graph stays one: no Relax build
+    if _host_output(target) is HostOutput.TFLITE:   # the TFLite graph stays one: no Relax build
         from tvm_ethos.backends.tflite_micro.compile import compile_tflite
 
         return compile_tflite(mod, target, **options)
@@ -456,10 +457,13 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     return cm
 
 
-def _host_of(target) -> str:
+def _host_output(target) -> HostOutput:
+    """What the target list's host produces (``HostBackend.host_output``)."""
+    from tvm_ethos.backends.registry import get_backend
     from tvm_ethos.targets import parse_targets
 
-    return parse_targets(target).host.backend_id
+    host = get_backend(parse_targets(target).host.backend_id)
+    return host.host_output() if isinstance(host, HostBackend) else HostOutput.PACKAGE
 
 
 def _tflite_source(mod):

@@ -9,8 +9,8 @@ import tvm_ethos
 from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
+from tvm_ethos.backends.planner_device import planning_device
 from tvm_ethos.lower import schedule as S
-from tvm_ethos.lower.cascade import planning_device
 from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.lower.part_matchers import match_subgraph

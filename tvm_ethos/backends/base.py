@@ -15,11 +15,26 @@ A backend is a light, stateless factory object. It provides:
   subgraphs re-assigned to the next backend, untouched subgraphs).
 
 Backends reach the rest of tvm-ethos only through these interfaces.
+
+Two contracts extend it, each the whole of what the compiler asks of one kind of target, so
+that a backend folder's one class is everything there is to read about it (as one device file
+is in tinygrad, one ``Architecture`` in Regor):
+
+* :class:`NpuBackend`: an accelerator. Its planner device, option schema, pattern table,
+  codegen (the emulator's ``relax.ext.<id>``), emulator lowering, command-stream generator and
+  the plan table's lines about its streams. A new NPU is a new folder implementing it.
+* :class:`HostBackend`: the fallback target that takes what no accelerator took, and what
+  the compile of that target produces (:class:`HostOutput`).
 """
 from __future__ import annotations
 
+import abc
+import enum
+import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
+
+from tvm_ethos.backends.planner_device import planner_device_for
 
 #: Backend API version of this host. A backend built for (major, minor) loads only when its
 #: major equals this major and its minor is not newer than this minor.
@@ -160,6 +175,146 @@ class Backend:
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.backend_id!r}>"
+
+
+@dataclass(frozen=True)
+class EmulatorLowering:
+    """How the NPU emulator lowers this NPU's subgraphs where NPUs differ in arithmetic.
+
+    ``tflite_fc_rounding``: FULLY_CONNECTED rounds as TFLite Micro's kernel does (the NPU's
+    stream and its reference agree on it), not as the other integer kernels round."""
+
+    tflite_fc_rounding: bool = False
+
+
+class NpuBackend(Backend, abc.ABC):
+    """The whole contract of an accelerator: implement every abstract method in one class.
+
+    The compile path asks nothing else of an NPU: partitioning reads :meth:`layer_support`
+    and :meth:`options_schema`; planning :meth:`planner_device`; code generation
+    :meth:`codegen_factory`, :meth:`emulator_lowering` and :meth:`command_stream`; the plan
+    report :meth:`stream_report` and :meth:`stream_report_lines`; ``tvmc plan`` sweeps
+    :attr:`device_options`.
+    """
+
+    #: The options that pick the planner device, in the order ``tvmc plan`` sweeps their comma
+    #: lists (``--target-<id>-<option>=a,b``); each must be a key of :meth:`options_schema`.
+    device_options: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def options_schema(self) -> dict[str, OptionSpec]:
+        """The per-target options (``-key=value`` in a target string, keyword arguments of
+        ``compile``, ``--target-<id>-<key>`` flags of ``tvmc``), each validated up front."""
+
+    @abc.abstractmethod
+    def layer_support(self) -> LayerSupport:
+        """The pattern table: one check per operator kind it takes."""
+
+    @abc.abstractmethod
+    def codegen_factory(self):
+        """The codegen its subgraphs go through (``npu_common.NpuCodegen``: the emulator)."""
+
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities:
+        """Memory alignment and import / export sources (``npu_common.NPU_CAPABILITIES``)."""
+
+    @abc.abstractmethod
+    def planner_device_name(self, options: Mapping[str, Any]) -> str | None:
+        """The planner's device (``planner.devices``) for these target options, or None when
+        the planner has no performance model of it."""
+
+    @abc.abstractmethod
+    def planner_sram_size(self, options: Mapping[str, Any]) -> int | None:
+        """The SRAM size the options set for the planner device (bytes), or None: the
+        device's own."""
+
+    @abc.abstractmethod
+    def planner_device_names(self) -> tuple[str, ...]:
+        """Every planner device this NPU can be (what a user may choose from)."""
+
+    @abc.abstractmethod
+    def emulator_lowering(self) -> EmulatorLowering:
+        """How the emulator's integer kernels lower this NPU's subgraphs."""
+
+    @abc.abstractmethod
+    def command_stream(self, lowered, options: dict, planned=None):
+        """The device's own code for one lowered subgraph, or None where the backend has none
+        (the emulator runs it); raises ``CompileError`` naming what it cannot express.
+        ``planned``: ``(match, proposal, device)``, the planner's schedule, when the subgraph
+        was planned."""
+
+    @abc.abstractmethod
+    def stream_report(self, payload, planned_peak: int | None) -> dict:
+        """What ``payload`` does when run (bytes, MACs, memory touched), for the plan
+        report's ``streams`` entry of its subgraph."""
+
+    @abc.abstractmethod
+    def stream_report_lines(self, entry: dict) -> list[str]:
+        """The plan table's lines for one ``streams`` entry (:meth:`stream_report`'s, or a
+        ``{"generated": False, "reason": ...}`` one)."""
+
+    def planner_device(self, options: Mapping[str, Any], pools: Mapping[str, dict] | None = None):
+        """The planner Device the compile plans for with these target options and the user's
+        memory pools (``{memory: {field: value}}``), or None (no performance model)."""
+        name = self.planner_device_name(options)
+        if name is None or name not in self.planner_device_names():
+            return None
+        return planner_device_for(name, self.planner_sram_size(options), pools or {})
+
+    def sweep_device_names(self, options: Mapping[str, str]) -> list[tuple[str, str]]:
+        """``tvmc plan``'s devices: every combination of the comma lists given for
+        :attr:`device_options` (the schema's default where none is given), as
+        ``(what the user wrote, planner device name)``."""
+        schema = self.options_schema()
+        lists = [[v.strip() for v in str(options.get(k, schema[k].default)).split(",")]
+                 for k in self.device_options]
+        out = []
+        for combo in itertools.product(*lists):
+            chosen = dict(zip(self.device_options, combo))
+            shown = combo[0] if len(combo) == 1 else "/".join(combo)
+            out.append((shown, self.planner_device_name(chosen)))
+        return out
+
+    def optimize_subgraph(self, view, options=None) -> OptimizationViews:
+        """The emulator takes every subgraph the pattern checks accepted, unchanged."""
+        return OptimizationViews(untouched=[view])
+
+
+class HostOutput(enum.Enum):
+    """What a compile for a host target produces."""
+
+    #: a tvm-ethos package: the host's kernels built by TVM, run by the Relax VM / executor
+    PACKAGE = "package"
+    #: the source ``.tflite`` itself, the NPU's subgraphs in it as custom operators: the
+    #: host's operators stay TFLite operators (TFLite Micro); it takes a ``.tflite`` model only
+    TFLITE = "tflite"
+
+
+class HostBackend(Backend, abc.ABC):
+    """The contract of a host (fallback) target: the last of a target list, which takes every
+    operator no accelerator took."""
+
+    @abc.abstractmethod
+    def options_schema(self) -> dict[str, OptionSpec]:
+        """The per-target options, as :meth:`NpuBackend.options_schema`."""
+
+    @abc.abstractmethod
+    def layer_support(self) -> LayerSupport:
+        """The quantized operators it runs with its own kernels (the rest: TVM's legalization,
+        or, for a :attr:`HostOutput.TFLITE` host, the TFLite graph)."""
+
+    @abc.abstractmethod
+    def codegen_factory(self):
+        """Its codegen (``npu_common.HostCodegen``: the TVM targets its kernels are built for),
+        or None where it builds nothing."""
+
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities:
+        """Its memory facts; ``is_host`` is True."""
+
+    @abc.abstractmethod
+    def host_output(self) -> HostOutput:
+        """What a compile whose host it is produces."""
 
 
 @dataclass(frozen=True)

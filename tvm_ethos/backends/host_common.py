@@ -7,7 +7,8 @@ pipeline for the host target. Everything else (float operators) goes through TVM
 from __future__ import annotations
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.base import Backend, Capabilities, LayerSupport
+from tvm_ethos.backends.base import Capabilities, HostOutput, LayerSupport
+from tvm_ethos.backends.base import HostBackend as HostContract
 from tvm_ethos.backends.npu_common import HostCodegen
 
 
@@ -42,22 +43,44 @@ def host_checks():
     return {k: _ok for k in LOWERINGS}
 
 
-class HostBackend(Backend):
+def kernel_layer_support() -> LayerSupport:
+    """Every quantized operator with an exact integer kernel, in NHWC."""
+    return LayerSupport(host_checks(), common=_nhwc)
+
+
+#: A CPU host's memory: the process's own, imported and exported as is.
+CPU_CAPABILITIES = Capabilities(
+    memory_alignment=64,
+    import_memory_sources=frozenset({"malloc"}),
+    export_memory_sources=frozenset({"malloc"}),
+    fallback_import_memory_required=False,
+    is_host=True,
+    is_npu=False,
+)
+
+
+class KernelHostBackend(HostContract):
+    """A host whose kernels TVM builds (``build_target`` in the Relax VM executable, run on
+    ``device_target``) into a package: write its ``backend_id``, targets and options."""
+
     build_target = "llvm"
     device_target = "llvm"
 
+    def options_schema(self):
+        return {}
+
+    def host_output(self):
+        return HostOutput.PACKAGE
+
     def layer_support(self):
-        return LayerSupport(host_checks(), common=_nhwc)
+        return kernel_layer_support()
 
     def codegen_factory(self):
         return HostCodegen(self.backend_id, self.build_target, self.device_target)
 
     def capabilities(self):
-        return Capabilities(
-            memory_alignment=64,
-            import_memory_sources=frozenset({"malloc"}),
-            export_memory_sources=frozenset({"malloc"}),
-            fallback_import_memory_required=False,
-            is_host=True,
-            is_npu=False,
-        )
+        return CPU_CAPABILITIES
+
+
+#: Backend API 1.0's name of :class:`KernelHostBackend` (third-party hosts subclass it).
+HostBackend = KernelHostBackend

@@ -1,9 +1,11 @@
-"""What the two NPU backends share: common constraints, the emulator codegen, the host codegen."""
+"""What the NPU backends share: common constraints, the emulator codegen, the host codegen, the
+NPUs' memory capabilities."""
 from __future__ import annotations
 
 import numpy as np
 
-from tvm_ethos.backends.base import Backend, Capabilities, OptimizationViews
+from tvm_ethos.backends.base import Capabilities, EmulatorLowering
+from tvm_ethos.backends.base import NpuBackend as NpuContract
 
 INT8_TYPES = ("int8", "uint8")
 
@@ -88,33 +90,59 @@ class HostCodegen:
         pass
 
 
-class NpuBackend(Backend):
-    """Shared parts of Ethos-N and Ethos-U."""
+#: The memory an NPU imports (the host's, or a dma-buf) and exports (a dma-buf only), so every
+#: edge from it to a host needs fallback memory.
+NPU_CAPABILITIES = Capabilities(
+    memory_alignment=64,
+    import_memory_sources=frozenset({"malloc", "dma_buf"}),
+    export_memory_sources=frozenset({"dma_buf"}),
+    fallback_import_memory_required=True,
+    is_host=False,
+    is_npu=True,
+)
+
+
+def no_stream_lines(entry: dict) -> list[str]:
+    """The plan table's line for a subgraph that has no command stream."""
+    return [f"   command stream: none, the subgraph runs on the emulator: "
+            f"{entry.get('reason', 'its backend makes none')}"]
+
+
+class EmulatedNpuBackend(NpuContract):
+    """An NPU the emulator alone runs: no planner model, no options, no command stream; only
+    its pattern table (``layer_support``) to write. What a third-party accelerator written
+    for Backend API 1.0 subclasses (as ``npu_common.NpuBackend``)."""
+
+    def options_schema(self):
+        return {}
 
     def codegen_factory(self):
         return NpuCodegen(self.backend_id)
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            memory_alignment=64,
-            import_memory_sources=frozenset({"malloc", "dma_buf"}),
-            export_memory_sources=frozenset({"dma_buf"}),
-            fallback_import_memory_required=True,
-            is_host=False,
-            is_npu=True,
-        )
+        return NPU_CAPABILITIES
+
+    def planner_device_name(self, options):
+        return None
+
+    def planner_sram_size(self, options):
+        return None
+
+    def planner_device_names(self):
+        return ()
+
+    def emulator_lowering(self):
+        return EmulatorLowering()
 
     def command_stream(self, lowered, options: dict, planned=None):
-        """The device's own code for one lowered subgraph (an ``EthosUPayload``), or None where
-        the backend has none; raises ``CompileError`` naming what it cannot express.
-        ``planned``: ``(match, proposal, device)``, the planner's schedule, when the subgraph was
-        planned."""
         return None
 
     def stream_report(self, payload, planned_peak: int | None) -> dict:
-        """What ``payload`` does when run (bytes, MACs, memory touched), for the plan report."""
-        return {"generated": True}
+        raise NotImplementedError(f"{self.backend_id} makes no command stream")
 
-    def optimize_subgraph(self, view, options=None) -> OptimizationViews:
-        # The emulator takes every subgraph the pattern checks accepted, unchanged.
-        return OptimizationViews(untouched=[view])
+    def stream_report_lines(self, entry: dict) -> list[str]:
+        return no_stream_lines(entry)
+
+
+#: Backend API 1.0's name of :class:`EmulatedNpuBackend` (third-party NPUs subclass it).
+NpuBackend = EmulatedNpuBackend

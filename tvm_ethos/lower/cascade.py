@@ -209,62 +209,16 @@ def planning_options(options: dict) -> PlanningOptions:
 
 
 # ------------------------------------------------------------------------------- devices
-def device_name(spec) -> str | None:
-    """The planner device of an accelerator target, or None (no performance model)."""
-    from planner.devices import DEVICE_NAMES
-
-    o = spec.options
-    if spec.backend_id == "ethos-u":
-        name = str(o.get("accelerator_config", "ethos-u55-128"))
-    elif spec.backend_id == "ethos-n":
-        name = f"ethos-{o.get('variant', 'n78')}-{o.get('tops', 1)}tops"
-    else:
-        return None
-    return name if name in DEVICE_NAMES else None
-
-
-def planning_device(name: str, *, io_region: str = "sram", sram_size: int | None = None):
-    """The planner Device the compile path plans for: ``get_device``'s, without weights
-    prefetched across Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR
-    form yet (a weight copy is realized in the Plan that reads it, ``schedule.py``)."""
-    from planner.devices import get_device
-    return dataclasses.replace(get_device(name, io_region=io_region, sram_size=sram_size),
-                               weight_prefetch=False)
-
-
 def make_device(spec, opts: PlanningOptions):
-    """The planner Device for a target, with the user's memory pools."""
-    from planner.device_model import Device
-    from planner.errors import PlannerError
+    """The planner Device for a target, with the user's memory pools (its backend's
+    ``NpuBackend.planner_device``), or None: a host target, or no performance model."""
+    from tvm_ethos.backends.base import NpuBackend
+    from tvm_ethos.backends.registry import get_backend
 
-    name = device_name(spec)
-    if name is None:
+    backend = get_backend(spec.backend_id)
+    if not isinstance(backend, NpuBackend):
         return None
-    sram_size = None
-    if spec.backend_id == "ethos-n" and int(spec.options.get("sram_size", 0) or 0) > 0:
-        sram_size = int(spec.options["sram_size"])
-    base = planning_device(name, sram_size=sram_size)
-    if not opts.pools:
-        return base
-    regions = {r.name: r for r in base.regions}
-    for pname, fields in opts.pools.items():
-        if pname not in regions:
-            raise OptionError(f"memory_pools: {name} has no memory {pname!r}; its memories are "
-                              f"{', '.join(regions)} (feature maps in {base.fm_region}, weights "
-                              f"in {base.weight_region})")
-        try:
-            regions[pname] = dataclasses.replace(regions[pname], **fields)
-        except PlannerError as err:
-            raise OptionError(f"memory_pools: {err}") from None
-    new = tuple(regions[r.name] for r in base.regions)
-    perf = base.perf
-    if base.family == "ethos-u":
-        from planner.perf.ethos_u import EthosUPerfModel, PortTiming
-
-        perf = EthosUPerfModel(name, PortTiming.of(regions[base.fm_region]),
-                               PortTiming.of(regions[base.weight_region]))
-    return Device(base.name, base.family, perf, new, base.fm_region, base.weight_region,
-                  base.io_region)
+    return backend.planner_device(spec.options, opts.pools)
 
 
 def check_devices(tl, opts: PlanningOptions) -> dict:
@@ -399,50 +353,6 @@ def _jsonable(v):
 
 
 # ------------------------------------------------------------------------------- report
-#: region numbers of a stream's DMA, as the report names them (``ethosu_stream.memory``)
-_REGION_NAMES = {0: "flash", 1: "scratch", 2: "scratch_fast", (1 << 8) | 3: "LUT"}
-_OP_NAMES = {"NPU_OP_CONV": "conv", "NPU_OP_DEPTHWISE": "depthwise", "NPU_OP_POOL": "pool",
-             "NPU_OP_ELEMENTWISE": "elementwise"}
-
-
-def stream_lines(entry: dict) -> list[str]:
-    """What a subgraph's command stream did on the functional model, beside the plan: the
-    figures a board would show (stream and constant sizes, operations, DMA, MACs), so a user
-    reads them without opening the JSON report."""
-    if not entry.get("generated"):
-        return [f"   command stream: none, the subgraph runs on the emulator: {entry['reason']}"]
-    ops = entry.get("commands", {})
-    kinds = ", ".join(f"{name} {ops[k]:,}" for k, name in _OP_NAMES.items() if ops.get(k))
-    n = sum(ops.get(k, 0) for k in _OP_NAMES)
-    dmas = ops.get("NPU_OP_DMA_START", 0)
-
-    def region(r: str) -> str:
-        return _REGION_NAMES.get(int(r), f"region {r}")
-
-    dma = "; ".join(f"{region(a)}->{region(b)} {v:,} B"
-                    for a, b, v in sorted((*k.split("->"), v)
-                                          for k, v in entry.get("dma_bytes", {}).items()))
-    touched = entry.get("sram_high_water_bytes", entry["scratch_high_water_bytes"])
-    peak = entry.get("planned_peak_bytes")
-    where = _REGION_NAMES[entry.get("sram_region", 1)]
-    vs = ""
-    if peak is not None:
-        vs = " = the plan's peak" if touched + (entry.get("untouched_top_bytes") or 0) == peak \
-            else f" (the plan's peak: {peak:,} B)"
-    form = entry.get("schedule", "layer by layer").replace("plan", "the plan's stripes", 1)
-    lines = [f"   command stream ({form}): "
-             f"{entry['command_stream_bytes']:,} B, {n:,} NPU operations ({kinds}) and "
-             f"{dmas:,} DMA{'s' if dmas != 1 else ''}; "
-             f"flash {entry['flash_bytes']:,} B (encoded weights, biases, LUTs)",
-             f"   on the functional model: {where} touched {touched:,} B{vs}; "
-             f"DMA {dma or 'none'}; {entry['macs']:,} MACs"]
-    blocks = entry.get("block_configs") or {}
-    if blocks:
-        lines.append("   block configs: " + "; ".join(f"{why} {n:,}"
-                                                     for why, n in sorted(blocks.items())))
-    return lines
-
-
 def format_table(rep: dict) -> str:
     """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
     --verbose-performance: one row per Part, totals per subgraph and for the network. Its
@@ -450,6 +360,7 @@ def format_table(rep: dict) -> str:
     planner did not plan says "not planned", never 0 cycles."""
     from planner.budgets import budget_line
     from planner.report import kib, table_lines, total_line
+    from tvm_ethos.backends.registry import get_backend
 
     if not rep or not rep.get("planned"):
         return "planner: off (compile(..., plan=False)): not planned"
@@ -471,7 +382,7 @@ def format_table(rep: dict) -> str:
                    f"above sizes the arena): planned {given}; scheduled {sched} (scheduled TIR "
                    f"peak {sub['scheduled_peak_bytes']:,} B)")
         if sym in rep.get("streams", {}):
-            out.extend(stream_lines(rep["streams"][sym]))
+            out.extend(get_backend(sub["backend"]).stream_report_lines(rep["streams"][sym]))
     if not planned:
         out.append("network: not planned (no NPU subgraph on an accelerator the planner models)")
     else:

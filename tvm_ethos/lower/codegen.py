@@ -59,6 +59,16 @@ def npu_functions(mod, backend_ids=None):
     return out
 
 
+def tflite_fc_rounding(f) -> bool:
+    """Whether the emulator rounds an NPU subgraph's FULLY_CONNECTED as TFLite Micro does: its
+    backend's ``NpuBackend.emulator_lowering``."""
+    from tvm_ethos.backends.base import NpuBackend
+    from tvm_ethos.backends.registry import get_backend
+
+    backend = get_backend(str(f.attrs["Codegen"]))
+    return isinstance(backend, NpuBackend) and backend.emulator_lowering().tflite_fc_rounding
+
+
 def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
     """The unscheduled TE/PrimFunc of every NPU subgraph of a partitioned module, by symbol.
 
@@ -68,7 +78,7 @@ def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
     out = {}
     for gv, f in npu_functions(mod, backend_ids):
         sym = str(f.attrs["global_symbol"])
-        out[sym] = lower_function(f, sym)
+        out[sym] = lower_function(f, sym, tflite_fc_rounding=tflite_fc_rounding(f))
     return out
 
 
@@ -82,7 +92,8 @@ def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None)
         if f.attrs is not None and NUM_INPUTS_ATTR in f.attrs:
             continue
         sym = str(f.attrs["global_symbol"])
-        lw = lower_function(f, sym, num_inputs=len(f.params))
+        lw = lower_function(f, sym, num_inputs=len(f.params),
+                            tflite_fc_rounding=tflite_fc_rounding(f))
         if lowered_out is not None:
             lowered_out[sym] = lw
         extra = [
@@ -225,7 +236,7 @@ def _npu_ext(functions, options, constant_names):
         if sym in _SCHEDULED:  # planned and scheduled from this very function (cascade.py)
             prims[sym] = schedule_stripes(_SCHEDULED[sym])
         else:
-            prims[sym] = lower_function(f, sym).primfunc
+            prims[sym] = lower_function(f, sym, tflite_fc_rounding=tflite_fc_rounding(f)).primfunc
     irmod = tvm.IRModule(prims)
     try:
         lib = tvm.tirx.build(irmod, target=tvm.target.Target(host_target()), pipeline=PIPELINE_NAME)
@@ -259,6 +270,7 @@ def command_streams(pmod, tl, lowered: dict, plan_report: dict,
     stream touches beside what the plan predicts; a subgraph the generator cannot express
     keeps the emulator, and the report says why (``plan_report["streams"]``). ``proposals``:
     ``(match, proposal, device)`` per planned symbol, the schedule a stream executes."""
+    from tvm_ethos.backends.base import NpuBackend
     from tvm_ethos.backends.registry import get_registry
 
     reg = get_registry()
@@ -266,7 +278,7 @@ def command_streams(pmod, tl, lowered: dict, plan_report: dict,
     streams: dict = {}
     for spec in tl.accelerators:
         backend = reg.get(spec.backend_id)
-        if not hasattr(backend, "command_stream"):
+        if not isinstance(backend, NpuBackend):
             continue
         for _gv, f in npu_functions(pmod, {spec.backend_id}):
             sym = str(f.attrs["global_symbol"])

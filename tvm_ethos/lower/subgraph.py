@@ -48,10 +48,12 @@ def _te_placeholder(var: relax.Var, name: str):
 
 def lower_function(
     func: relax.Function, symbol: str, num_inputs: int | None = None, vnni: bool = False,
-    avx2: bool = False,
+    avx2: bool = False, tflite_fc_rounding: bool = False,
 ) -> LoweredSubgraph:
     """TE graph and unscheduled PrimFunc of one partitioned function (``vnni``: for an llvm
-    host with AVX-512 VNNI; ``avx2``: with AVX2 and no VNNI; see ``te_ops.lower_qop``)."""
+    host with AVX-512 VNNI; ``avx2``: with AVX2 and no VNNI; see ``te_ops.lower_qop``;
+    ``tflite_fc_rounding``: FULLY_CONNECTED rounds as TFLite Micro's kernel does, what the
+    function's NPU asks for in ``NpuBackend.emulator_lowering``)."""
     params = list(func.params)
     if num_inputs is None:
         num_inputs = (
@@ -66,9 +68,6 @@ def lower_function(
         env[p] = ph
         in_phs.append(ph)
     pool = ConstPool(prefix="c")
-    # an Ethos-U subgraph's FULLY_CONNECTED rounds as its stream and TFLite Micro do
-    tfl = func.attrs is not None and "Codegen" in func.attrs and \
-        str(func.attrs["Codegen"]) == "ethos-u"
     layers: list[QOp] = []
     tensors = {}
     layer_inputs: list = []
@@ -87,7 +86,8 @@ def lower_function(
             if idx is None:
                 raise CompileError(f"{op.kind}: input is not a parameter of its composite")
             ins.append(lookup(args[idx]))
-        out = lower_qop(op, ins, pool, name=name, vnni=vnni, avx2=avx2, tfl_rounding=tfl)
+        out = lower_qop(op, ins, pool, name=name, vnni=vnni, avx2=avx2,
+                        tfl_rounding=tflite_fc_rounding)
         layers.append(op)
         layer_inputs.append(list(ins))
         tensors[name] = out

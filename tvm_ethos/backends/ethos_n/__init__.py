@@ -13,8 +13,22 @@ space with block size 2. Softmax and pad are not on the Ethos-N list and fall ba
 from __future__ import annotations
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
-from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank
+from planner.devices import ETHOS_N78
+from tvm_ethos.backends.base import (
+    BACKEND_API_VERSION,
+    EmulatorLowering,
+    LayerSupport,
+    NpuBackend,
+    OptionSpec,
+    Plugin,
+)
+from tvm_ethos.backends.npu_common import (
+    NPU_CAPABILITIES,
+    NpuCodegen,
+    common_npu_checks,
+    no_stream_lines,
+    reshape_rank,
+)
 
 BACKEND_ID = "ethos-n"
 VARIANTS = ("n78",)
@@ -186,7 +200,12 @@ CHECKS = {
 
 
 class EthosNBackend(NpuBackend):
+    """Arm Ethos-N's whole contract: the planner's Ethos-N78 devices, the support library's
+    operator limits and the emulator; it has no command-stream generator, so the emulator runs
+    every subgraph."""
+
     backend_id = BACKEND_ID
+    device_options = ("variant", "tops")
 
     def options_schema(self):
         return {
@@ -202,6 +221,34 @@ class EthosNBackend(NpuBackend):
 
     def layer_support(self):
         return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o))
+
+    def codegen_factory(self):
+        return NpuCodegen(BACKEND_ID)
+
+    def capabilities(self):
+        return NPU_CAPABILITIES
+
+    def planner_device_name(self, options):
+        return f"ethos-{options.get('variant', 'n78')}-{options.get('tops', 1)}tops"
+
+    def planner_sram_size(self, options):
+        size = int(options.get("sram_size", 0) or 0)
+        return size if size > 0 else None
+
+    def planner_device_names(self):
+        return ETHOS_N78
+
+    def emulator_lowering(self):
+        return EmulatorLowering()
+
+    def command_stream(self, lowered, options: dict, planned=None):
+        return None
+
+    def stream_report(self, payload, planned_peak: int | None) -> dict:
+        raise NotImplementedError("Ethos-N makes no command stream (command_stream is None)")
+
+    def stream_report_lines(self, entry):
+        return no_stream_lines(entry)
 
 
 plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, EthosNBackend)

@@ -21,9 +21,24 @@ from __future__ import annotations
 import dataclasses
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.base import BACKEND_API_VERSION, LayerSupport, OptionSpec, Plugin
+from planner.devices import ETHOS_U55, ETHOS_U65
+from tvm_ethos.backends.base import (
+    BACKEND_API_VERSION,
+    EmulatorLowering,
+    LayerSupport,
+    NpuBackend,
+    OptionSpec,
+    Plugin,
+)
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
-from tvm_ethos.backends.npu_common import NpuBackend, common_npu_checks, reshape_rank, weight_sum_ok
+from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
+from tvm_ethos.backends.npu_common import (
+    NPU_CAPABILITIES,
+    NpuCodegen,
+    common_npu_checks,
+    reshape_rank,
+    weight_sum_ok,
+)
 
 BACKEND_ID = "ethos-u"
 ACCELERATOR_CONFIGS = (
@@ -283,7 +298,12 @@ CHECKS = {
 
 
 class EthosUBackend(NpuBackend):
+    """Arm Ethos-U's whole contract: the planner's Ethos-U devices, Vela's operator limits,
+    the emulator, and register command streams generated through Vela's API and run on the
+    functional model (``ethosu_stream``)."""
+
     backend_id = BACKEND_ID
+    device_options = ("accelerator_config",)
 
     def options_schema(self):
         return {
@@ -291,6 +311,32 @@ class EthosUBackend(NpuBackend):
                 "ethos-u55-128", allowed=ACCELERATOR_CONFIGS, help="Ethos-U configuration"
             ),
         }
+
+    def layer_support(self):
+        return LayerSupport(
+            CHECKS,
+            common=lambda q, o: common_npu_checks(_as_rows(q), o, act_types=U_TYPES,
+                                                  max_dim=65535),
+        )
+
+    def codegen_factory(self):
+        return NpuCodegen(BACKEND_ID)
+
+    def capabilities(self):
+        return NPU_CAPABILITIES
+
+    def planner_device_name(self, options):
+        return str(options.get("accelerator_config", "ethos-u55-128"))
+
+    def planner_sram_size(self, options):
+        return None
+
+    def planner_device_names(self):
+        return ETHOS_U55 + ETHOS_U65
+
+    def emulator_lowering(self):
+        # its stream and TFLite Micro's kernel round FULLY_CONNECTED alike
+        return EmulatorLowering(tflite_fc_rounding=True)
 
     def command_stream(self, lowered, options: dict, planned=None):
         """A register command stream through Vela's API (the ``vela`` extra): the planner's
@@ -321,12 +367,8 @@ class EthosUBackend(NpuBackend):
             raise CompileError(f"the functional model cannot run the generated stream: "
                                f"{err}") from err
 
-    def layer_support(self):
-        return LayerSupport(
-            CHECKS,
-            common=lambda q, o: common_npu_checks(_as_rows(q), o, act_types=U_TYPES,
-                                                  max_dim=65535),
-        )
+    def stream_report_lines(self, entry):
+        return stream_report_lines(entry)
 
 
 plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, EthosUBackend)

@@ -16,8 +16,16 @@ Option ``tiling``: the register tile of the conv / depthwise / pooling kernels,
 devices with few compute units (PoCL on a CPU, and the same reasoning holds for a mobile GPU); a
 large discrete GPU wants one output per work-item to fill its cores (``256x1x1``; rfcs/0008).
 """
-from tvm_ethos.backends.base import BACKEND_API_VERSION, Capabilities, OptionSpec, Plugin
-from tvm_ethos.backends.host_common import HostBackend
+from tvm_ethos.backends.base import (
+    BACKEND_API_VERSION,
+    Capabilities,
+    HostBackend,
+    HostOutput,
+    OptionSpec,
+    Plugin,
+)
+from tvm_ethos.backends.host_common import kernel_layer_support
+from tvm_ethos.backends.npu_common import HostCodegen
 
 BACKEND_ID = "opencl"
 
@@ -39,6 +47,9 @@ def _tiling_ok(value) -> bool:
 
 
 class OpenclBackend(HostBackend):
+    """The GPU host's whole contract: the integer kernels as OpenCL C, launched by the
+    executor, in a package."""
+
     backend_id = BACKEND_ID
     build_target = "llvm"  # the VM executable's copy of these kernels
     device_target = "opencl"  # what the executor runs
@@ -70,6 +81,15 @@ class OpenclBackend(HostBackend):
             is_host=True,
             is_npu=False,
         )
+
+    def layer_support(self):
+        return kernel_layer_support()
+
+    def codegen_factory(self):
+        return HostCodegen(BACKEND_ID, self.build_target, self.device_target)
+
+    def host_output(self):
+        return HostOutput.PACKAGE
 
 
 plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, OpenclBackend)

@@ -7,13 +7,32 @@ the model on its TFLite graph, ``model.py`` runs and writes it), so it takes a `
 model only and has no package form. ``ethos-u`` alone in a target list means
 ``ethos-u,tflite-micro`` (tvm_ethos/targets.py).
 """
-from tvm_ethos.backends.base import BACKEND_API_VERSION, Backend, Capabilities, LayerSupport, Plugin
+from tvm_ethos.backends.base import (
+    BACKEND_API_VERSION,
+    Capabilities,
+    HostBackend,
+    HostOutput,
+    LayerSupport,
+    Plugin,
+)
 
 BACKEND_ID = "tflite-micro"
 
 
-class TfliteMicroBackend(Backend):
+class TfliteMicroBackend(HostBackend):
+    """The TFLite Micro host's whole contract: no options, no kernels, no codegen; its
+    compile's output is the .tflite itself."""
+
     backend_id = BACKEND_ID
+
+    def options_schema(self):
+        return {}
+
+    def codegen_factory(self):
+        return None
+
+    def host_output(self):
+        return HostOutput.TFLITE
 
     def layer_support(self):
         # no Relax operator is built for it: what it runs never leaves the TFLite graph
