@@ -223,7 +223,7 @@ class EthosNBackend(NpuBackend):
         return LayerSupport(CHECKS, common=lambda q, o: common_npu_checks(q, o))
 
     def codegen_factory(self):
-        return NpuCodegen(BACKEND_ID)
+        return NpuCodegen(self.backend_id)
 
     def capabilities(self):
         return NPU_CAPABILITIES

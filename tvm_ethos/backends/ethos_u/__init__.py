@@ -320,7 +320,7 @@ class EthosUBackend(NpuBackend):
         )
 
     def codegen_factory(self):
-        return NpuCodegen(BACKEND_ID)
+        return NpuCodegen(self.backend_id)
 
     def capabilities(self):
         return NPU_CAPABILITIES

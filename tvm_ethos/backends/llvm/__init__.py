@@ -39,7 +39,7 @@ class LlvmBackend(HostBackend):
         return kernel_layer_support()
 
     def codegen_factory(self):
-        return HostCodegen(BACKEND_ID, self.build_target, self.device_target)
+        return HostCodegen(self.backend_id, self.build_target, self.device_target)
 
     def capabilities(self):
         return CPU_CAPABILITIES

@@ -86,7 +86,7 @@ class OpenclBackend(HostBackend):
         return kernel_layer_support()
 
     def codegen_factory(self):
-        return HostCodegen(BACKEND_ID, self.build_target, self.device_target)
+        return HostCodegen(self.backend_id, self.build_target, self.device_target)
 
     def host_output(self):
         return HostOutput.PACKAGE
