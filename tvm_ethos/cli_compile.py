@@ -138,7 +138,7 @@ def host_output(targets) -> HostOutput:
     """What the compile for ``targets`` produces: its host backend's ``host_output``."""
     from tvm_ethos.backends.registry import get_backend
 
-    host = get_backend(targets.host.backend_id)
+    host = get_backend(targets.ids[-1])
     return host.host_output() if isinstance(host, HostBackend) else HostOutput.PACKAGE
 
 

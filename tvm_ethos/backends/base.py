@@ -264,15 +264,15 @@ class NpuBackend(Backend, abc.ABC):
     def sweep_device_names(self, options: Mapping[str, str]) -> list[tuple[str, str]]:
         """``tvmc plan``'s devices: every combination of the comma lists given for
         :attr:`device_options` (the schema's default where none is given), as
-        ``(what the user wrote, planner device name)``."""
+        ``(what an error shows: the value of a single option, else the name; planner device
+        name)``."""
         schema = self.options_schema()
         lists = [[v.strip() for v in str(options.get(k, schema[k].default)).split(",")]
                  for k in self.device_options]
         out = []
         for combo in itertools.product(*lists):
-            chosen = dict(zip(self.device_options, combo))
-            shown = combo[0] if len(combo) == 1 else "/".join(combo)
-            out.append((shown, self.planner_device_name(chosen)))
+            name = self.planner_device_name(dict(zip(self.device_options, combo)))
+            out.append((combo[0] if len(combo) == 1 else name, name))
         return out
 
     def optimize_subgraph(self, view, options=None) -> OptimizationViews:
