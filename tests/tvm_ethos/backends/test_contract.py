@@ -12,6 +12,7 @@ import tflite_builder as tb
 from conftest import assert_bit_exact
 
 import tvm_ethos
+from ethos_arch.ops import Op
 from planner.device_model import Device
 from planner.devices import DEVICE_NAMES, ETHOS_U55
 from tvm_ethos.backends import registry as R
@@ -47,7 +48,7 @@ class ToyNpu(NpuBackend):
         return {"config": OptionSpec("ethos-u55-128", allowed=ETHOS_U55, help="toy NPU size")}
 
     def layer_support(self):
-        return LayerSupport({"conv2d": lambda q, o: [], "depthwise_conv2d": lambda q, o: []},
+        return LayerSupport({Op.CONV2D: lambda q, o: [], Op.DEPTHWISE_CONV2D: lambda q, o: []},
                             common=lambda q, o: common_npu_checks(q, o))
 
     def codegen_factory(self):
