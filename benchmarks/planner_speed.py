@@ -231,6 +231,10 @@ def main() -> int:
     ap.add_argument("--model-repeat", type=int, default=3,
                     help="plans per model, tree and budget (the median is printed)")
     args = ap.parse_args()
+    for rel in MODEL_TABLE.values():
+        if not os.path.isfile(os.path.join(args.models, rel)):
+            sys.exit(f"error: {os.path.join(args.models, rel)}: no such model; --models names "
+                     "the folder of the shipped models (../shared/models)")
     load = os.getloadavg()[0]         # before this run adds to it
     trees = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] + args.code
     results = measure_models(args.models, args.device, args.model_repeat, trees)
