@@ -41,6 +41,10 @@ def _out_q(kind, draw_q):
        z_out=zero_points, alpha=st.sampled_from([0.2, 0.01, 0.5, 0.9, 1.5, -0.3]))
 @example(kind="leaky_relu", s_in=0.5, z_in=0, s_out=float(np.float32(1 / 3)), z_out=0,
          alpha=0.2)  # identity ratio 1.5 in float32, just below it in double
+@example(kind="leaky_relu", s_in=0.3125, z_in=0, s_out=0.375, z_out=0,
+         alpha=0.5)  # alpha ratio 5/12: float32 rounds it down, double up (v=-123: -52)
+@example(kind="leaky_relu", s_in=0.3125, z_in=5, s_out=0.6000000238418579, z_out=-4,
+         alpha=-0.3)  # negative alpha: the magnitude is applied, then negated (v=-124: 15)
 def test_table_is_tflite_micros_kernel_on_every_code(kind, s_in, z_in, s_out, z_out, alpha):
     out_q = _out_q(kind, (s_out, z_out))
     model = tb.activation(kind, shape=(1, 256), in_q=(s_in, z_in), out_q=out_q, alpha=alpha)

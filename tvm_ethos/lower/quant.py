@@ -154,11 +154,23 @@ def leaky_relu_lut(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> np.nd
     """LEAKY_RELU (``QuantizeLeakyRelu``) for every input code: the identity or the alpha
     multiplier, each a Q31 multiplier of a float32 ratio (``LeakyReluPrepare`` multiplies and
     divides the float32 scales and alpha in float32), applied to ``v - zp_in`` with
-    MultiplyByQuantizedMultiplier. A table is exact: the operator is a function of one code."""
+    MultiplyByQuantizedMultiplier (the alpha one by :func:`leaky_relu_alpha_np`). A table is
+    exact: the operator is a function of one code."""
     lo, hi = dtype_range(dtype)
     s_in, s_out = np.float32(in_q[0]), np.float32(out_q[0])
-    ma, sa = quantize_multiplier(float(np.float32(np.float32(s_in * np.float32(alpha)) / s_out)))
     mi, si = quantize_multiplier(float(np.float32(s_in / s_out)))
     v = np.arange(lo, hi + 1, dtype=np.int64) - int(in_q[1])
-    out = np.where(v >= 0, mbqm_np(v, mi, si), mbqm_np(v, ma, sa)) + int(out_q[1])
+    alpha_ratio = float(np.float32(np.float32(s_in * np.float32(alpha)) / s_out))
+    negative = leaky_relu_alpha_np(v, alpha_ratio)
+    out = np.where(v >= 0, mbqm_np(v, mi, si), negative) + int(out_q[1])
     return np.clip(out, lo, hi).astype(dtype)
+
+
+def leaky_relu_alpha_np(v: np.ndarray, alpha_ratio: float) -> np.ndarray:
+    """``QuantizeLeakyRelu``'s branch for ``v < 0``: MultiplyByQuantizedMultiplier takes only a
+    non-negative multiplier, so TFLite (and TFLite Micro) quantize ``|alpha_ratio|``, apply it
+    and negate the result for a negative alpha. Feeding the negative multiplier in directly
+    rounds a tie the other way (SaturatingRoundingDoublingHighMul is not odd-symmetric)."""
+    m, s = quantize_multiplier(abs(alpha_ratio))
+    scaled = mbqm_np(v, m, s)
+    return -scaled if alpha_ratio < 0 else scaled

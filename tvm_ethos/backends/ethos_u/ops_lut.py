@@ -6,8 +6,8 @@ with unit scale and zero points 0 passes every code through unchanged and the ou
 looks it up (entry ``code + 128``). Every table is TFLite Micro's kernel on each code,
 clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" emulator's
 (``lower.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
-identity multiplier in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
-follows LiteRT's float32 ratio), HARD_SWISH is TFLite's int16 fixed point
+multipliers in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
+follows LiteRT's float32 ratios), HARD_SWISH is TFLite's int16 fixed point
 (``lower.hard_swish``). Vela lowers these operators the same way (an identity operation
 carrying the LUT). An int16 LOGISTIC / TANH needs no table: the pool carries the output
 unit's own int16 sigmoid / tanh (``lower.int16_activation``).
@@ -31,6 +31,7 @@ from tvm_ethos.lower import int16_activation
 from tvm_ethos.lower.hard_swish import hard_swish_lut
 from tvm_ethos.lower.quant import (
     f32,
+    leaky_relu_alpha_np,
     logistic_lut,
     mbqm_np,
     quantize_multiplier,
@@ -71,15 +72,16 @@ def table(q) -> np.ndarray:
 
 
 def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
-    """LEAKY_RELU on every int8 code as TFLite Micro's prepare and kernel compute it: the
-    alpha multiplier from float32 arithmetic, the identity multiplier from the scales' ratio
-    in double (LiteRT takes that ratio in float32, ``lower.quant.leaky_relu_lut``: the two
-    differ where ``x * ratio`` falls on a rounding tie)."""
-    s_in, s_out = np.float32(in_q[0]), np.float32(out_q[0])
-    ma, sa = quantize_multiplier(float(np.float32(np.float32(s_in * np.float32(alpha)) / s_out)))
-    mi, si = quantize_multiplier(float(s_in) / float(s_out))
+    """LEAKY_RELU on every int8 code as TFLite Micro's prepare and kernel compute it: both
+    multipliers from the float32 scales and alpha widened to double before they are multiplied
+    and divided (LiteRT's prepare does that arithmetic in float32, ``lower.quant.leaky_relu_lut``:
+    the two differ where ``x * ratio`` falls on a rounding tie), the alpha one applied with the
+    sign taken out (``lower.quant.leaky_relu_alpha_np``)."""
+    s_in, s_out = f32(in_q[0]), f32(out_q[0])
+    mi, si = quantize_multiplier(s_in / s_out)
     v = np.arange(-128, 128, dtype=np.int64) - int(in_q[1])
-    out = np.where(v >= 0, mbqm_np(v, mi, si), mbqm_np(v, ma, sa)) + int(out_q[1])
+    negative = leaky_relu_alpha_np(v, s_in * f32(alpha) / s_out)
+    out = np.where(v >= 0, mbqm_np(v, mi, si), negative) + int(out_q[1])
     return np.clip(out, -128, 127).astype(np.int8)
 
 
