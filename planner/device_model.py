@@ -32,6 +32,12 @@ class Device:
     #: weight-memory port copies the next Part's weights into SRAM, hiding that copy
     #: (Vela's weight pre-buffering; rfcs/0001 appendix, "Weights prefetched across Parts").
     weight_prefetch: bool = False
+    #: The NPU reads the network's inputs and writes its outputs where they live
+    #: (``io_region``), over that memory's port, with no stripes staged through
+    #: ``fm_region`` (Ethos-U: a feature map may sit in any AXI region, and Vela's
+    #: Dedicated_Sram mode leaves them in the DRAM arena); False: an input or output homed
+    #: outside ``fm_region`` is streamed through a staging buffer there (a DMA engine's way).
+    io_read_in_place: bool = False
 
     def __post_init__(self) -> None:
         names = [r.name for r in self.regions]

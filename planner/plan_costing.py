@@ -58,8 +58,18 @@ class PlanCosting:
         return self.device.fm_region
 
     def staged(self, t: Tensor) -> bool:
-        """A boundary tensor homed outside the feature-map region is streamed through SRAM."""
-        return not t.is_constant and self.home_of(t) != self.device.fm_region
+        """A boundary tensor homed outside the feature-map region is streamed through SRAM,
+        unless the device reads it in place (``Device.io_read_in_place``)."""
+        return not t.is_constant and self.home_of(t) != self.device.fm_region and \
+            not self.device.io_read_in_place
+
+    def _fm_port(self, t: Tensor):
+        """The memory a feature map's bytes cross when the NPU reads or writes it: its home
+        when that is read in place, else the feature-map region."""
+        if self.device.io_read_in_place and not t.is_constant and \
+                self.home_of(t) != self.device.fm_region:
+            return self.io
+        return self.fm
 
     # ----- costing one Part ----------------------------------------------------------------
     def part_cost(self, part: Part, stripe: StripeConfig, weights: WeightPlacement) -> int:
@@ -110,12 +120,12 @@ class PlanCosting:
             if self.staged(t):
                 d = self.io
                 ports[d.port_name] = ports.get(d.port_name, 0) + d.read_cycles(nbytes, rows)
-            ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
-                self.fm.read_cycles(nbytes, rows)
+            m = self._fm_port(t)
+            ports[m.port_name] = ports.get(m.port_name, 0) + m.read_cycles(nbytes, rows)
         out_bytes = part.output.region_bytes(shape)
         out_rows = contiguous_runs(shape, part.output.shape)
-        ports[self.fm.port_name] = ports.get(self.fm.port_name, 0) + \
-            self.fm.write_cycles(out_bytes, out_rows)
+        m = self._fm_port(part.output)
+        ports[m.port_name] = ports.get(m.port_name, 0) + m.write_cycles(out_bytes, out_rows)
         if self.staged(part.output):
             ports[self.io.port_name] = ports.get(self.io.port_name, 0) + \
                 self.io.write_cycles(out_bytes, out_rows)
@@ -160,10 +170,11 @@ class PlanCosting:
         sig = self._sig_cache.get(part.name)
         if sig is None:
             full = (part.kind, part.attrs, tuple((t.shape, t.dtype, t.is_constant,
-                                                  t.compression_ratio, self.staged(t))
+                                                  t.compression_ratio, self.staged(t),
+                                                  self.home_of(t))
                                                  for t in part.inputs),
                     part.output.shape, part.output.dtype, self.staged(part.output),
-                    part.propagators)
+                    self.home_of(part.output), part.propagators)
             sig = self._sig_cache[part.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
         return sig
 

@@ -7,18 +7,31 @@ import dataclasses
 from typing import Mapping
 
 from planner.device_model import Device
-from planner.devices import get_device
+from planner.devices import ETHOS_U65, get_device
 from planner.errors import PlannerError
 from planner.perf.ethos_u import EthosUPerfModel, PortTiming
 from tvm_ethos.errors import OptionError
 
 
-def planning_device(name: str, *, io_region: str = "sram", sram_size: int | None = None) -> Device:
-    """The planner Device the compile path plans for: ``get_device``'s, without weights
-    prefetched across Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR
-    form yet (a weight copy is realized in the Plan that reads it, ``schedule.py``)."""
-    return dataclasses.replace(get_device(name, io_region=io_region, sram_size=sram_size),
-                               weight_prefetch=False)
+def network_io_region(name: str) -> str:
+    """Where the network's inputs and outputs live on device ``name``, as Vela 5.2 places them
+    by default: an Ethos-U65's Dedicated_Sram mode puts TFLite Micro's arena, and so every
+    input and output, in DRAM (its SRAM is the fast scratch cache); elsewhere the arena is
+    the SRAM."""
+    return "dram" if name in ETHOS_U65 else "sram"
+
+
+def planning_device(name: str, *, io_region: str | None = None,
+                    sram_size: int | None = None) -> Device:
+    """The planner Device the compile path plans for: ``get_device``'s, network inputs and
+    outputs in ``io_region`` (default :func:`network_io_region`) and, on an Ethos-U, read and
+    written there in place, as its command stream does; without weights prefetched across
+    Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR form yet (a
+    weight copy is realized in the Plan that reads it, ``schedule.py``)."""
+    io = network_io_region(name) if io_region is None else io_region
+    device = get_device(name, io_region=io, sram_size=sram_size)
+    return dataclasses.replace(device, weight_prefetch=False,
+                               io_read_in_place=device.family == "ethos-u")
 
 
 def planner_device_for(name: str, sram_size: int | None,
@@ -45,4 +58,4 @@ def planner_device_for(name: str, sram_size: int | None,
         perf = EthosUPerfModel(name, PortTiming.of(regions[base.fm_region]),
                                PortTiming.of(regions[base.weight_region]))
     return Device(base.name, base.family, perf, new, base.fm_region, base.weight_region,
-                  base.io_region)
+                  base.io_region, io_read_in_place=base.io_read_in_place)

@@ -66,5 +66,8 @@ class EthosUPayload:
     @property
     def sram_region(self) -> int:
         """The region holding what the plan puts in SRAM: the fast scratch (2) where there
-        is one (a planned Ethos-U65 stream), else the arena (1)."""
-        return 2 if self.fast_scratch_bytes else 1
+        is one (a planned Ethos-U65 stream, even one whose plan keeps nothing in SRAM), else
+        the arena (1)."""
+        planned_u65 = self.schedule != "layer by layer" and \
+            self.accelerator.startswith("ethos-u65")
+        return 2 if self.fast_scratch_bytes or planned_u65 else 1

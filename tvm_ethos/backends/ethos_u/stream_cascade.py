@@ -13,7 +13,9 @@ of its Part's output:
   wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
   past the ring's end, tiles 1 and 3 the columns. The layout is the plan's SRAM: the arena
   (region 1) on an Ethos-U55, the fast scratch (region 2) on an Ethos-U65, whose arena then
-  holds only the network's inputs and outputs, copied in and out (``_io_in_fast_scratch``);
+  holds only the network's inputs and outputs: read and written there in place when the
+  plan was made so (``Device.io_read_in_place``, the compile path's Ethos-U65 device), else
+  copied in and out (``_io_in_fast_scratch``);
 * its block config (and a convolution's traversal) is the one the planner's performance
   model costed the step with, where Vela takes it (``_Emitter.block_config``);
 * weights are encoded once per block depth and traversal into flash (region 0); a Plan's
@@ -79,6 +81,10 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
 #: the planner's NPU operation class (planner.perf.ethos_u_npu) of each Vela operation type
 _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthwise",
               "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
+#: the region the network's inputs and outputs are emitted in while the plan's SRAM is still
+#: region 1: not a base pointer, renamed to the arena (region 1) once the plan's SRAM has
+#: moved to the fast scratch (``_io_in_arena``)
+_ARENA_IO = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +96,7 @@ class _Storage:
     shape: tuple[int, int, int]
     tensor: tuple[int, int, int]
     dtype: str
+    region: int = SCRATCH_REGION
 
     @property
     def whole(self) -> bool:
@@ -292,7 +299,7 @@ class _Emitter:
         if not st.whole:
             raise UnsupportedOperatorError(what, f"its operand {k} is held in a ring "
                                                  f"{st.shape} of a {st.tensor} tensor")
-        return FmSlot(SCRATCH_REGION, st.offset, shape3(t.shape, k), str(t.dtype),
+        return FmSlot(st.region, st.offset, shape3(t.shape, k), str(t.dtype),
                       qz[0] if qz else None, qz[1] if qz else 0)
 
     # --- one step
@@ -417,7 +424,7 @@ class _Emitter:
 
     def box_fm(self, t, rows, cols, qz):
         st = self.storage[t.op.name]
-        return feature_map(self.api, st, rows, cols, SCRATCH_REGION,
+        return feature_map(self.api, st, rows, cols, st.region,
                            qz[0] if qz else None, qz[1] if qz else 0)
 
     @staticmethod
@@ -513,9 +520,28 @@ def _io_in_fast_scratch(em, lw, layout) -> tuple[dict, int]:
     return arena, top
 
 
-def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict
+def _io_names(lw) -> list[str]:
+    """The planner tensors of the network's inputs and outputs (an output copy stage's
+    source), each once, inputs first."""
+    names = [t.op.name for t in lw.input_tensors] + \
+        [output_source(lw, t).op.name for t in lw.outputs]
+    return list(dict.fromkeys(names))
+
+
+def _io_in_arena(graph, lw) -> tuple[dict, int]:
+    """(arena offset of every network input and output, arena bytes) for a plan that reads
+    and writes them in place: the inputs, then the outputs, each on 16 bytes."""
+    arena, top = {}, 0
+    for name in _io_names(lw):
+        arena[name] = top
+        top = -(-(top + graph.tensor(name).bytes) // ALIGN) * ALIGN
+    return arena, top
+
+
+def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart: bool = False
              ) -> tuple[list[Buffer], dict]:
-    """Every block the arena holds, and the buffer shape of every feature map."""
+    """Every block the arena holds, and the buffer shape of every feature map; ``io_apart``:
+    the network's inputs and outputs live outside it (the plan reads them in place)."""
     tensors = {t.name: t for t in graph.tensors}
     by_part = {p.name: p for p in graph.parts}
     nplans = len(proposal.plans)
@@ -532,11 +558,14 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict
         last[output_source(lw, t).op.name] = nplans - 1
     buffers, shapes = [], {}
     inputs = {t.op.name for t in lw.input_tensors}
+    apart = set(_io_names(lw)) if io_apart else set()
     for name, k in producer.items():
         t = tensors[name]
+        shapes[name] = tuple(int(s) for s in t.shape)
+        if name in apart:
+            continue
         buffers.append(Buffer(name, t.bytes, np.dtype(t.dtype).itemsize, k,
                               max(last.get(name, k), k), "input" if name in inputs else "tensor"))
-        shapes[name] = tuple(int(s) for s in t.shape)
     for k, plan in enumerate(proposal.plans):
         configs = {tc.tensor: tc for tc in plan.tensor_configs}
         own = 0
@@ -583,10 +612,19 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     outputs = {p.name: p.output.name for p in graph.parts}
     owner = {t.name: p.name for p in graph.parts for t in p.inputs if t.is_constant}
     stageable = {n for n, i in part_layer.items() if emitter(lw.layers[i]).stageable}
+    if device is None:
+        from planner.devices import get_device
+        device = get_device(accelerator)
+    io_apart = device.io_read_in_place and device.io_region != device.fm_region
+    if io_apart and sram_region(accelerator) != FAST_SCRATCH_REGION:
+        raise UnsupportedOperatorError(
+            "this plan", f"it keeps the network's inputs and outputs in {device.io_region} "
+            f"apart from its {device.fm_region}, which only an Ethos-U65's fast scratch "
+            "separates from the arena (plan with io_region='sram')")
     try:
         pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
                  for k, plan in enumerate(proposal.plans)}
-        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
+        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools, io_apart)
         steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
         try:
             try:
@@ -597,7 +635,8 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
                 # a weight block a DMA writes is 16-byte aligned; where no layout of aligned
                 # blocks fits the peak, the weights stay in flash (reserved blocks, no DMA)
                 pools = {k: WeightPool(p.nbytes) for k, p in pools.items()}
-                buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools)
+                buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools,
+                                           io_apart)
                 layout = arena_layout(buffers, proposal.memory_bytes)
         except LayoutError:
             if not work:
@@ -608,19 +647,19 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
             schedule = "plan, SOFTMAX beyond its memory"
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
+    io_arena, io_bytes = _io_in_arena(graph, lw) if io_apart else ({}, 0)
     storage = {}
     for name, buf_shape in shapes.items():
         t = graph.tensor(name)
-        storage[name] = _Storage(layout.offsets[name], shape3(buf_shape, name),
-                                 shape3(t.shape, name), str(np.dtype(t.dtype)))
+        at, region = (io_arena[name], _ARENA_IO) if name in io_arena else \
+            (layout.offsets[name], SCRATCH_REGION)
+        storage[name] = _Storage(at, shape3(buf_shape, name), shape3(t.shape, name),
+                                 str(np.dtype(t.dtype)), region)
     flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
     stager = Stager(api, flash, acc, {
         part_layer[pool.staged]: (k,) + pool.halves(layout.offsets[pool_key(k)])
         for k, pool in pools.items() if pool.staged})
-    if device is None:
-        from planner.devices import get_device
-        device = get_device(accelerator)
     em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
                   stager, graph, device.perf)
     plan_starts: dict = {}
@@ -634,7 +673,11 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     em.ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
     io_offsets, arena_bytes, fast_bytes = layout.offsets, layout.size, 0
     touched = ("tensor", "work")
-    if sram_region(accelerator) == FAST_SCRATCH_REGION:
+    if io_apart:    # the plan's SRAM is the fast scratch; the inputs and outputs stay put
+        move_region(em.ops, SCRATCH_REGION, FAST_SCRATCH_REGION)
+        move_region(em.ops, _ARENA_IO, SCRATCH_REGION)
+        io_offsets, arena_bytes, fast_bytes = io_arena, io_bytes, layout.size
+    elif sram_region(accelerator) == FAST_SCRATCH_REGION:
         io_offsets, arena_bytes = _io_in_fast_scratch(em, lw, layout)
         fast_bytes = layout.size
         touched += ("input",)   # copied in whole
@@ -647,7 +690,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:
-        name = t.op.name if fast_bytes else output_source(lw, t).op.name
+        name = t.op.name if fast_bytes and not io_apart else output_source(lw, t).op.name
         return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
                            io_offsets[name])
 
