@@ -932,6 +932,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "RESIZE_BILINEAR": _resize("bilinear", "ResizeBilinearOptions"),
     "RESHAPE": _reshape,
     "SQUEEZE": _reshape,
+    "EXPAND_DIMS": _reshape,
     "TRANSPOSE": _transpose,
     "SOFTMAX": _softmax,
     "LOGISTIC": _unary("sigmoid"),

@@ -475,7 +475,9 @@ def every_op_model() -> ModelSpec:
          [fc], ("FullyConnectedOptions", {"FusedActivationFunction": 1}))
     sm = t("sm", (1, 10), quant=(1 / 256, -128))
     m.op(BO.SOFTMAX, [fc], [sm], ("SoftmaxOptions", {"Beta": 0.5}))
-    m.outputs = [sm, sq, ss12, sl11, q, v10b]
+    ed = t("ed", (4, 1, 4))
+    m.op(BO.EXPAND_DIMS, [sq, m.const("ed_axis", [1])], [ed])
+    m.outputs = [sm, ed, ss12, sl11, q, v10b]
     return m
 
 
@@ -488,7 +490,7 @@ def test_every_mapped_operator():
     assert built == set(SUPPORTED_OPERATORS) - {"PADV2", "RELU_N1_TO_1"}
     kinds = collections.Counter(p.kind for p in g.parts)
     assert kinds == {"conv2d": 1, "depthwise_conv2d": 1, "pool": 2, "pad": 1, "resize": 2,
-                     "elementwise": 5, "concatenate": 1, "slice": 6, "reshape": 4,
+                     "elementwise": 5, "concatenate": 1, "slice": 6, "reshape": 5,
                      "unary": 7, "depth_to_space": 1, "transpose": 1, "mean": 1,
                      "fully_connected": 1, "softmax": 1}
     c = by["conv_2d_0"]
@@ -527,7 +529,8 @@ def test_every_mapped_operator():
     assert by["fully_connected_29/reshape"].output.shape == (1, 1024)
     assert by["fully_connected_29"].attr("activation") == "relu"
     assert by["softmax_30"].attr("beta") == 0.5
-    assert [t.name for t in g.outputs] == ["sm", "sq", "ss12", "sl11", "q", "v10b"]
+    assert by["expand_dims_31"].kind == "reshape"
+    assert [t.name for t in g.outputs] == ["sm", "ed", "ss12", "sl11", "q", "v10b"]
 
 
 def test_every_op_model_agrees_with_the_tflite_runtime():
