@@ -80,6 +80,29 @@ def _fm(api, v: View):
     return fm
 
 
+def feature_map_of(v: View):
+    """The NpuFeatureMap of a view (unit quantization: a copy's operand)."""
+    return _fm(vela_api(), v)
+
+
+def fm_copy_op(src, dst, what: str, block: Callable):
+    """A 1x1 MAX pool from NpuFeatureMap ``src`` into ``dst`` (same shape and type; either
+    may be a tiled box of a planner's ring), with unit quantization: the identity on the
+    codes. ``block`` picks the block config."""
+    api = vela_api()
+    for fm in (src, dst):
+        fm.quantization = api.NpuQuantization(1.0, 0)
+    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    npu.ifm, npu.ofm = src, dst
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.activation = None
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.block_config = block(npu)
+    npu.name = what.lower()
+    return npu
+
+
 def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = False):
     """A 1x1 MAX pool of ``src`` into ``dst`` with unit quantization: the identity on the
     codes (``upscale``: through the NPU's 2x2 nearest IFM upscaling, ``dst`` twice as high
@@ -334,6 +357,29 @@ def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
     if len(box) != 4 or box[0] != full[0] or box[3] != full[3]:
         raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
     return box[1], box[2]
+
+
+#: operators whose copies :func:`ring_copies` can place in a planner's rings (each copy one
+#: dense box, no step or upscaling)
+RING_KINDS = (Op.PAD, Op.CONCATENATE)
+
+
+def ring_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """The copies of a :data:`RING_KINDS` operator over whole tensors, for a stream that
+    clips them to each stripe and addresses each box in the planner's buffers. ``operands``
+    and ``ofm`` may be stand-ins: a copy's source box is found from its offset and the
+    operand's dense strides (:func:`box_origin`)."""
+    if q.kind not in RING_KINDS:  # pragma: no cover - the caller checks
+        raise AssertionError(q.kind)
+    return _LOWERINGS[q.kind](q, operands, ofm, flash)
+
+
+def box_origin(v: View, slot: FmSlot) -> tuple[int, int, int]:
+    """The (height, width, depth) element of dense ``slot`` at which view ``v`` starts."""
+    e = np.dtype(slot.dtype).itemsize
+    _, w, c = slot.shape
+    d = (v.offset - slot.offset) // e
+    return d // (w * c), d // c % w, d % c
 
 
 _LOWERINGS = {

@@ -46,7 +46,15 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     shape3,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
-from tvm_ethos.backends.ethos_u.ops_movement import stripe_box
+from tvm_ethos.backends.ethos_u.ops_movement import (
+    RING_KINDS,
+    box_origin,
+    clip,
+    feature_map_of,
+    fm_copy_op,
+    ring_copies,
+    stripe_box,
+)
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -85,6 +93,8 @@ _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthw
 #: region 1: not a base pointer, renamed to the arena (region 1) once the plan's SRAM has
 #: moved to the fast scratch (``_io_in_arena``)
 _ARENA_IO = -1
+#: the first of the regions a ring movement's stand-in operand slots name (never emitted)
+_STAND_IN = -100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +178,7 @@ class _Emitter:
         self.blocks: dict = {}
         self.encoded: dict = {}
         self.const_slots: dict = {}
+        self.ring_plans: dict = {}   # step -> (stand-in operand slots, whole-tensor copies)
         self.ops: list = []
 
     # --- constants and configs
@@ -316,6 +327,9 @@ class _Emitter:
             # one stripe read from the input's box, held whole or in a ring
             self.ops.append(em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block))
             return
+        if q.kind in RING_KINDS and len(out.shape) == 4 and self.in_ring(list(ins) + [out]):
+            self.ops += self.ring_movement(step, q, ins, out, box, full)
+            return
         if em.form is Form.MOVEMENT:  # whole tensors, the stripe's part of the copies
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
             ofm = self.whole_slot(out, q.out_q or (operands[0].scale, operands[0].zero_point),
@@ -408,6 +422,51 @@ class _Emitter:
         working memory: operator ``step``'s block of the layout)."""
         return Emission(self.flash, lut_address(self.accelerator), self.fallback_block,
                         None if step is None else self.offsets[work_key(step)])
+
+    def in_ring(self, tensors) -> bool:
+        """Whether any of ``tensors`` (constants aside) is held in a ring of the plan."""
+        return any(t.op.name in self.storage and not self.storage[t.op.name].whole
+                   for t in tensors)
+
+    def ring_movement(self, step: int, q, ins, out, box, full) -> list:
+        """PAD or CONCATENATION (``ops_movement.RING_KINDS``) where the plan holds an operand
+        or the output in a ring: the operator's copies over whole tensors (made once, on
+        stand-in slots that only locate each box), clipped to the stripe's rows and columns,
+        each box addressed in its buffer (tiles where it wraps the ring)."""
+        if step not in self.ring_plans:
+            stand = [self.const_slot(t, None) if t.op.name in self.consts else
+                     FmSlot(_STAND_IN - k, 0, shape3(t.shape, t.op.name), str(t.dtype), None, 0)
+                     for k, t in enumerate(ins)]
+            ofm = FmSlot(_STAND_IN - len(ins), 0, shape3(out.shape, out.op.name),
+                         str(out.dtype), None, 0)
+            self.ring_plans[step] = (stand, ring_copies(q, stand, ofm, self.flash))
+        stand, copies = self.ring_plans[step]
+        rows_cols = stripe_box(q, box, full) or (tuple(full[1]), tuple(full[2]))
+        ops = []
+        for cp in (part for c in copies for part in clip(c, *rows_cols)):
+            k = next((k for k, s in enumerate(stand)
+                      if s.region <= _STAND_IN and s.region == cp.src.region), None)
+            if k is None:   # PAD's fill codes, or a constant operand: in flash
+                src = feature_map_of(cp.src)
+            else:
+                src = self.ring_box(ins[k], box_origin(cp.src, stand[k]), cp.src.shape)
+            dst = self.ring_box(out, cp.at, cp.src.shape)
+            ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block))
+        return ops
+
+    def ring_box(self, t, at, shape):
+        """The NpuFeatureMap of the (height, width, depth) box ``shape`` of ``t`` from element
+        ``at``, in the tensor's buffer: its rows and columns may wrap a ring (tiles), its
+        channels a sub-range of the buffer's."""
+        (y, x, c), (h, w, d) = at, shape
+        fm = self.box_fm(t, (y, y + h), (x, x + w), None)
+        if (c, d) != (0, fm.shape.depth):
+            e = np.dtype(str(t.dtype)).itemsize
+            api = self.api
+            fm.tiles = api.NpuTileBox(fm.tiles.height_0, fm.tiles.height_1, fm.tiles.width_0,
+                                      [a + c * e for a in fm.tiles.addresses])
+            fm.shape = api.NpuShape3D(h, w, d)
+        return fm
 
     def copy_op(self, src: FmSlot, dst: FmSlot, key):
         """A RESHAPE: its bytes copied by a 1x1 MAX pool over a flat 1 x 1 x n view, the
