@@ -22,6 +22,8 @@ of its Part's output:
   weight copies and staging buffer are one block of the layout, which DMAs fill with encoded
   streams (``stream_weights``: copies before the Plan, staged Parts slice by slice); what
   does not fit is read in place from flash;
+* PAD and CONCATENATION are their copies clipped to the step's rows and columns, each box
+  addressed in its buffer, ring or whole (``_Emitter.ring_movement``);
 * FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
   only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
   ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
