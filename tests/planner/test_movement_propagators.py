@@ -29,7 +29,7 @@ def _exact(part, reference, k=0, seed=0):
         assert got == want, (part.name, box, got, want)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(shape=shapes, op=st.sampled_from(["sigmoid", "tanh", "leaky_relu", "quantize",
                                          "requantize", "hard_swish"]), seed=st.integers(0, 99))
 def test_unary_lut_and_requantize_read_their_own_elements(shape, op, seed):
@@ -37,7 +37,7 @@ def test_unary_lut_and_requantize_read_their_own_elements(shape, op, seed):
     _exact(part, lambda x: x, seed=seed)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(shape=shapes, data=st.data(), seed=st.integers(0, 99))
 def test_pad_reads_the_shifted_window_inside_the_input(shape, data, seed):
     pads = [tuple(data.draw(st.tuples(st.integers(0, 3), st.integers(0, 3))))
@@ -46,7 +46,7 @@ def test_pad_reads_the_shifted_window_inside_the_input(shape, data, seed):
     _exact(part, lambda x: np.pad(x, pads, constant_values=-1), seed=seed)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(shape=shapes, data=st.data(), seed=st.integers(0, 99))
 def test_concatenate_reads_each_input_at_its_offset(shape, data, seed):
     axis = data.draw(st.integers(0, len(shape) - 1))
@@ -61,7 +61,7 @@ def test_concatenate_reads_each_input_at_its_offset(shape, data, seed):
         _exact(part, lambda *a: np.concatenate(a, axis=axis), k=k, seed=seed)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(shape=shapes, data=st.data(), seed=st.integers(0, 99))
 def test_slice_reads_its_offset_box(shape, data, seed):
     """SLICE, unit-stride STRIDED_SLICE, and each output of SPLIT / SPLIT_V
@@ -72,7 +72,7 @@ def test_slice_reads_its_offset_box(shape, data, seed):
     _exact(part, lambda x: x[tuple(slice(b, b + s) for b, s in zip(begin, size))], seed=seed)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(shape=shapes, data=st.data(), seed=st.integers(0, 99))
 def test_reshape_reads_the_whole_input(shape, data, seed):
     """RESHAPE, SQUEEZE and EXPAND_DIMS: the same bytes under another shape. The Part reads
