@@ -93,7 +93,7 @@ _NPU_CLASS = {"NpuConv2DOperation": "conv", "NpuConvDepthWiseOperation": "depthw
               "NpuPoolingOperation": "pooling", "NpuElementWiseOperation": "elementwise"}
 #: the region the network's inputs and outputs are emitted in while the plan's SRAM is still
 #: region 1: not a base pointer, renamed to the arena (region 1) once the plan's SRAM has
-#: moved to the fast scratch (``_io_in_arena``)
+#: moved to the fast scratch (``generate_planned``)
 _ARENA_IO = -1
 #: the first of the regions a ring movement's stand-in operand slots name (never emitted)
 _STAND_IN = -100
