@@ -1,7 +1,8 @@
 """An Ethos-U65's network inputs and outputs read and written in place in the DRAM arena, as
 Vela 5.2's Dedicated_Sram mode places them: the compile path plans with them in DRAM
-(``cascade.planning_device``) and the stream addresses them in region 1 while the plan's SRAM
-is the fast scratch (region 2); on an Ethos-U55 they stay in its SRAM arena."""
+(``backends.planner_device.planning_device``) and the stream addresses them in region 1
+while the plan's SRAM is the fast scratch (region 2); on an Ethos-U55 they stay in its SRAM
+arena."""
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from test_stream_cascade import LAYERS, _chain, compile_on_frontier
 import tvm_ethos
 from ethosu_stream.tflite_custom_op import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle, tflm_random_inputs
-from tvm_ethos.lower.cascade import network_io_region, planning_device
+from tvm_ethos.backends.planner_device import network_io_region, planning_device
 
 pytest.importorskip("ethosu.vela")
 

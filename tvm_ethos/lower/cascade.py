@@ -25,9 +25,10 @@ stripes, each Part computing its next row when its period comes round). Other gr
 rolling Plans that keep a tensor which cannot roll as a RECOMPUTE window, are not realized:
 the compile path fixes ``rolling_mixed=False`` (rfcs/0005-planner-in-compile-path.md).
 Network inputs and outputs live where Vela's default memory mode puts them
-(``backends.planner_device.network_io_region``): in SRAM on an Ethos-U55 (Shared_Sram) and an Ethos-N, in the DRAM
-arena on an Ethos-U65 (Dedicated_Sram), where the NPU reads and writes them in place
-(``Device.io_read_in_place``): the plan's SRAM holds only what the cascades keep between them.
+(``backends.planner_device.network_io_region``): in SRAM on an Ethos-U55 (Shared_Sram) and
+an Ethos-N, in the DRAM arena on an Ethos-U65 (Dedicated_Sram), where the NPU reads and
+writes them in place (``Device.io_read_in_place``): the plan's SRAM holds only what the
+cascades keep between them.
 """
 from __future__ import annotations
 
