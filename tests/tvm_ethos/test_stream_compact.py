@@ -14,6 +14,7 @@ from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u import stream_cascade
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
 from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
+from tvm_ethos.backends.ethos_u.stream_compact import Tiles, unread_from
 from tvm_ethos.demo_person import image_input
 
 pytest.importorskip("ethosu.vela")
@@ -47,6 +48,30 @@ def test_a_box_sets_only_the_tile_bases_it_reaches(bh, bw, c, y0, x0, base, data
     assert all(t.addresses[k] == 0 for k in range(4) if k not in reached)
 
 
+def _fm(t: Tiles) -> FeatureMap:
+    return FeatureMap(1, t.addresses, t.height_0, t.height_1, t.width_0, 4, 1000, 1, False,
+                      np.dtype(np.int8), 0)
+
+
+_tiles = st.builds(Tiles, st.integers(1, 12), st.integers(0, 12), st.integers(1, 12),
+                   st.tuples(*[st.integers(0, 1 << 20)] * 4))
+
+
+@given(own=_tiles, prev=_tiles, h=st.integers(1, 12), w=st.integers(1, 12))
+@settings(max_examples=300, deadline=None)
+def test_tile_registers_a_box_does_not_read_keep_their_value(own, prev, h, w):
+    """Taking the unread tile registers from the previous operation addresses the box as
+    before (brute force over its elements), and a box within tile 0 of both changes only
+    the base it reads."""
+    got = unread_from(own, prev, h, w)
+    ys, xs, cs = np.meshgrid(np.arange(h), np.arange(w), np.arange(4), indexing="ij")
+    np.testing.assert_array_equal(_fm(got).addresses(ys, xs, cs),
+                                  _fm(own).addresses(ys, xs, cs))
+    if min(own.height_0, prev.height_0) >= h and min(own.width_0, prev.width_0) >= w:
+        assert got == prev._replace(addresses=(own.addresses[0],) + prev.addresses[1:])
+    assert unread_from(own, None, h, w) == own
+
+
 def _every_base(a0, a1, a2, a3, wraps_rows, wraps_cols):
     """The bases as they were written before compaction: all four, reached or not."""
     return [a0, a1, a2, a3]
@@ -59,7 +84,8 @@ def _words(tflite: bytes) -> int:
 @pytest.fixture(scope="module")
 def pair():
     """person_detect at its smallest plan (striped, rings), compiled with compact tile
-    bases and with every base written."""
+    registers and with every base written and no register taken from the previous
+    operation."""
     import tvm_ethos
 
     data = model_path("tflite-micro/person_detect").read_bytes()
@@ -67,6 +93,7 @@ def pair():
                                        budget="smallest")
     mp = pytest.MonkeyPatch()
     mp.setattr(stream_cascade, "tile_addresses", _every_base)
+    mp.setattr(stream_cascade, "reuse_unread_tiles", lambda api, ops: None)
     try:
         full = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
                                         budget="smallest")

@@ -1,0 +1,68 @@
+"""Tile registers an operation does not read keep the value the previous operation wrote.
+
+Vela's register command stream generator writes a register only when its value changes
+within one call. A feature map's tile registers (heights, width, the four bases) describe
+up to four tiles, but a box that does not wrap its buffer reads only tile 0: the other
+tiles' bases, tile 1's height, and tile 0's height or width beyond the box are never read.
+Left at fixed values (0, the box's extent) they change at every stripe of a cascade, whose
+operations alternate between layers; taken from the previous operation that wrote the same
+feature map's registers (IFM, IFM2 or OFM), they are not written again.
+
+Which tiles a box reaches follows the addressing rule of Vela and of the functional model
+(``ethosu_stream.feature_map.FeatureMap.addresses``): columns at or past ``width_0`` are
+tile 1 (tile 3 from row ``height_1``), the others below ``height_0`` tile 2.
+"""
+from __future__ import annotations
+
+import copy
+from typing import NamedTuple
+
+#: the feature-map attributes of an NpuOperation, one register set each
+ROLES = ("ifm", "ifm2", "ofm")
+
+
+class Tiles(NamedTuple):
+    """The tile registers of one feature map as the stream holds them."""
+
+    height_0: int
+    height_1: int
+    width_0: int
+    addresses: tuple[int, int, int, int]
+
+
+def reuse_unread_tiles(api, ops: list) -> None:
+    """Give each operation's feature maps, in stream order, the previous values of the tile
+    registers their boxes do not read (``ops`` is changed in place; feature maps are
+    copied before they are changed, as operations may share them)."""
+    held: dict[str, Tiles] = {}
+    for op in ops:
+        for role in ROLES:
+            fm = getattr(op, role, None)
+            if fm is None or fm.tiles is None or fm.shape is None:
+                continue
+            t = fm.tiles
+            own = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
+            tiles = unread_from(own, held.get(role), fm.shape.height, fm.shape.width)
+            held[role] = tiles
+            if tiles != own:
+                fm = copy.copy(fm)
+                fm.tiles = api.NpuTileBox(tiles.height_0, tiles.height_1, tiles.width_0,
+                                          list(tiles.addresses))
+                setattr(op, role, fm)
+
+
+def unread_from(own: Tiles, prev: Tiles | None, h: int, w: int) -> Tiles:
+    """``own``'s tile registers for an ``h`` x ``w`` box, those the box does not read taken
+    from ``prev`` (the registers' current values; None: nothing written yet)."""
+    if prev is None:
+        return own
+    width_0 = prev.width_0 if own.width_0 >= w and prev.width_0 >= w else own.width_0
+    height_0 = prev.height_0 if own.height_0 >= h and prev.height_0 >= h else own.height_0
+    right = width_0 < w                       # tile 1 reached
+    if not right or (own.height_1 >= h and prev.height_1 >= h):
+        height_1 = prev.height_1
+    else:
+        height_1 = own.height_1
+    reached = (True, right, height_0 < h, right and height_1 < h)
+    addresses = tuple(a if r else p for a, p, r in zip(own.addresses, prev.addresses, reached))
+    return Tiles(height_0, height_1, width_0, addresses)
