@@ -14,7 +14,7 @@ from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u import stream_cascade
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
 from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
-from tvm_ethos.backends.ethos_u.stream_compact import Tiles, unread_from
+from tvm_ethos.backends.ethos_u.stream_compact import Strides, Tiles, unread_from, unread_strides
 from tvm_ethos.demo_person import image_input
 
 pytest.importorskip("ethosu.vela")
@@ -48,9 +48,9 @@ def test_a_box_sets_only_the_tile_bases_it_reaches(bh, bw, c, y0, x0, base, data
     assert all(t.addresses[k] == 0 for k in range(4) if k not in reached)
 
 
-def _fm(t: Tiles) -> FeatureMap:
-    return FeatureMap(1, t.addresses, t.height_0, t.height_1, t.width_0, 4, 1000, 1, False,
-                      np.dtype(np.int8), 0)
+def _fm(t: Tiles, s: Strides = Strides(1000, 4, 1)) -> FeatureMap:
+    return FeatureMap(1, t.addresses, t.height_0, t.height_1, t.width_0, s.width, s.height,
+                      s.depth, False, np.dtype(np.int8), 0)
 
 
 _tiles = st.builds(Tiles, st.integers(1, 12), st.integers(0, 12), st.integers(1, 12),
@@ -70,6 +70,26 @@ def test_tile_registers_a_box_does_not_read_keep_their_value(own, prev, h, w):
     if min(own.height_0, prev.height_0) >= h and min(own.width_0, prev.width_0) >= w:
         assert got == prev._replace(addresses=(own.addresses[0],) + prev.addresses[1:])
     assert unread_from(own, None, h, w) == own
+
+
+_strides = st.builds(Strides, st.integers(1, 4096), st.integers(1, 64), st.just(1))
+
+
+@given(own=_strides, prev=_strides, h=st.integers(1, 3), w=st.integers(1, 3),
+       c=st.integers(1, 4))
+@settings(max_examples=200, deadline=None)
+def test_strides_a_box_does_not_step_keep_their_value(own, prev, h, w, c):
+    """A box one row high takes the row stride held, one a column wide the column stride:
+    its elements' addresses stay the same (brute force); a taller and wider box keeps its
+    own strides."""
+    tiles = Tiles(h, 0, w, (4096, 0, 0, 0))
+    got = unread_strides(own, prev, h, w)
+    ys, xs, cs = np.meshgrid(np.arange(h), np.arange(w), np.arange(c), indexing="ij")
+    np.testing.assert_array_equal(_fm(tiles, got).addresses(ys, xs, cs),
+                                  _fm(tiles, own).addresses(ys, xs, cs))
+    assert got.height == (prev.height if h == 1 else own.height)
+    assert got.width == (prev.width if w == 1 else own.width)
+    assert unread_strides(own, None, h, w) == own
 
 
 def _every_base(a0, a1, a2, a3, wraps_rows, wraps_cols):
@@ -93,7 +113,7 @@ def pair():
                                        budget="smallest")
     mp = pytest.MonkeyPatch()
     mp.setattr(stream_cascade, "tile_addresses", _every_base)
-    mp.setattr(stream_cascade, "reuse_unread_tiles", lambda api, ops: None)
+    mp.setattr(stream_cascade, "reuse_unread_registers", lambda api, ops: None)
     try:
         full = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
                                         budget="smallest")

@@ -70,7 +70,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     sram_region,
     vela_api,
 )
-from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_tiles
+from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
 from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
@@ -747,7 +747,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     touched_top = max([layout.top(touched)] + [layout.offsets[pool_key(k)] + used
                                                 for k, used in copied.pool_used.items()]
                       + [at + n for at, n in stager.touched])
-    reuse_unread_tiles(api, em.ops)
+    reuse_unread_registers(api, em.ops)
     with contextlib.redirect_stdout(io.StringIO()):
         words = api.npu_generate_register_command_stream(em.ops, acc)
         payload = api.npu_create_driver_payload(words, acc)

@@ -1,12 +1,15 @@
-"""Tile registers an operation does not read keep the value the previous operation wrote.
+"""Feature-map registers an operation does not read keep the value the previous operation
+wrote.
 
 Vela's register command stream generator writes a register only when its value changes
 within one call. A feature map's tile registers (heights, width, the four bases) describe
 up to four tiles, but a box that does not wrap its buffer reads only tile 0: the other
-tiles' bases, tile 1's height, and tile 0's height or width beyond the box are never read.
-Left at fixed values (0, the box's extent) they change at every stripe of a cascade, whose
-operations alternate between layers; taken from the previous operation that wrote the same
-feature map's registers (IFM, IFM2 or OFM), they are not written again.
+tiles' bases, tile 1's height, and tile 0's height or width beyond the box are never read;
+nor is the row stride of a box one row high, or the column stride of one a column wide.
+Left at fixed values (0, the box's extent, its buffer's strides) they change at every
+stripe of a cascade, whose operations alternate between layers; taken from the previous
+operation that wrote the same feature map's registers (IFM, IFM2 or OFM), they are not
+written again.
 
 Which tiles a box reaches follows the addressing rule of Vela and of the functional model
 (``ethosu_stream.feature_map.FeatureMap.addresses``): columns at or past ``width_0`` are
@@ -30,25 +33,47 @@ class Tiles(NamedTuple):
     addresses: tuple[int, int, int, int]
 
 
-def reuse_unread_tiles(api, ops: list) -> None:
+class Strides(NamedTuple):
+    """The row, column and channel strides of one feature map, in bytes."""
+
+    height: int
+    width: int
+    depth: int
+
+
+def reuse_unread_registers(api, ops: list) -> None:
     """Give each operation's feature maps, in stream order, the previous values of the tile
-    registers their boxes do not read (``ops`` is changed in place; feature maps are
-    copied before they are changed, as operations may share them)."""
-    held: dict[str, Tiles] = {}
+    and stride registers their boxes do not read (``ops`` is changed in place; feature maps
+    are copied before they are changed, as operations may share them)."""
+    tiles_held: dict[str, Tiles] = {}
+    strides_held: dict[str, Strides] = {}
     for op in ops:
         for role in ROLES:
             fm = getattr(op, role, None)
-            if fm is None or fm.tiles is None or fm.shape is None:
+            if fm is None or fm.tiles is None or fm.shape is None or fm.strides is None:
                 continue
-            t = fm.tiles
+            h, w = fm.shape.height, fm.shape.width
+            t, s = fm.tiles, fm.strides
             own = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
-            tiles = unread_from(own, held.get(role), fm.shape.height, fm.shape.width)
-            held[role] = tiles
-            if tiles != own:
+            own_strides = Strides(s.height, s.width, s.depth)
+            tiles = tiles_held[role] = unread_from(own, tiles_held.get(role), h, w)
+            strides = strides_held[role] = unread_strides(own_strides, strides_held.get(role),
+                                                          h, w)
+            if tiles != own or strides != own_strides:
                 fm = copy.copy(fm)
                 fm.tiles = api.NpuTileBox(tiles.height_0, tiles.height_1, tiles.width_0,
                                           list(tiles.addresses))
+                fm.strides = api.NpuShape3D(*strides)
                 setattr(op, role, fm)
+
+
+def unread_strides(own: Strides, prev: Strides | None, h: int, w: int) -> Strides:
+    """``own`` strides for an ``h`` x ``w`` box, the row stride of a box one row high and the
+    column stride of one a column wide taken from ``prev`` (None: nothing written yet)."""
+    if prev is None:
+        return own
+    return Strides(prev.height if h == 1 else own.height, prev.width if w == 1 else own.width,
+                   own.depth)
 
 
 def unread_from(own: Tiles, prev: Tiles | None, h: int, w: int) -> Tiles:
