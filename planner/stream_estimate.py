@@ -30,14 +30,15 @@ from planner.plan_costing import PlanCosting
 
 #: The driver payload's header, the stream's first settings and its final stop (bytes).
 STREAM_BASE_BYTES = 64
-#: An operation that is its Part's first in the Plan: nearly every register written.
-FIRST_OPERATION_BYTES = 120
+#: An operation that is its Part's first in the Plan: nearly every register written (the
+#: tile and stride registers its boxes do not read keep the operation before's values).
+FIRST_OPERATION_BYTES = 102
 #: An operation after one of the same Part (its next stripe or weight slice): its feature
 #: maps' addresses and sizes.
 REPEAT_OPERATION_BYTES = 22
 #: An operation after another Part's, in a cascade: the operation, its feature maps'
-#: addresses (ring tiles included), sizes and padding ...
-CASCADE_OPERATION_BYTES = 56
+#: addresses (the ring tiles it reaches), sizes and padding ...
+CASCADE_OPERATION_BYTES = 34
 #: ... its weight and scale streams' addresses and lengths, where it has weights ...
 CASCADE_WEIGHT_BYTES = 32
 #: ... its kernel's size and stride, where they differ from the Part's before ...

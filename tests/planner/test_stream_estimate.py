@@ -21,7 +21,7 @@ from tests.helpers.simple_device import simple_device
 from tests.helpers.strategies import graphs
 
 #: How far the estimate may be from the bytes of the stream written for the same Proposal
-#: (relative); the constants are within -10 % .. +12 % on every case below.
+#: (relative); the constants are within -9 % .. +9 % on every case below.
 TOLERANCE = 0.15
 
 SMALL = PlannerOptions(stripe_factors=3, max_width_tiles=2)
