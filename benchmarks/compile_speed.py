@@ -9,8 +9,13 @@ output file per NPU operation (the stream words of every ``ethos-u`` operator,
 Size``. Wall time and CPU time (user + system) are both shown: on a shared machine the wall
 time also counts waiting for a core.
 
+``--before OTHER_CHECKOUT`` also compiles each model once with another tree's tvmc and
+shows its stream bytes per NPU operation beside ours (a stream change measured before and
+after in the same run).
+
   python benchmarks/compile_speed.py [--models /work/shared/models] [--repeat 3]
       [--out out/compile_speed] [--only resnet8_cifar] [--no-size] [--code OTHER_CHECKOUT]
+      [--before OTHER_CHECKOUT]
 """
 from __future__ import annotations
 
@@ -104,10 +109,11 @@ def _npu_operations(words) -> int:
 
 
 def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
-            size: bool, code: str | None = None) -> list[dict]:
+            size: bool, code: str | None = None, before: str | None = None) -> list[dict]:
     rows = []
     models_dir, out = os.path.abspath(models_dir), os.path.abspath(out)
     env = _env(code, os.path.join(out, "pycache"))
+    env_before = _env(before, os.path.join(out, "pycache_before")) if before else None
     warm = False
     for name, rel in MODELS.items():
         if only and name not in only:
@@ -133,12 +139,19 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
             mid = sorted(range(len(ours_t)), key=ours_t.__getitem__)[len(ours_t) // 2]
             vb, vops = stream_bytes(os.path.join(vdir, name + "_vela.tflite"))
             ob, oops = stream_bytes(ofile)
+            bb = bops = None
+            if env_before is not None:
+                bfile = os.path.join(out, "before", optimise, name + ".tflite")
+                os.makedirs(os.path.dirname(bfile), exist_ok=True)
+                _timed(_tvmc_cmd(model, bfile, optimise), env_before)
+                bb, bops = stream_bytes(bfile)
             rows.append({"model": name, "optimise": optimise,
                          "vela_s": statistics.median(vela_t), "ours_s": statistics.median(ours_t),
                          "vela_cpu": statistics.median(vela_c),
                          "ours_cpu": statistics.median(ours_c),
                          "stages": stages(ours_err[mid]),
-                         "vela_bytes": vb, "vela_ops": vops, "ours_bytes": ob, "ours_ops": oops})
+                         "vela_bytes": vb, "vela_ops": vops, "ours_bytes": ob, "ours_ops": oops,
+                         "before_bytes": bb, "before_ops": bops})
     return rows
 
 
@@ -147,19 +160,26 @@ def _per(b: int, n: int) -> str:
 
 
 def table(rows: list[dict]) -> str:
+    before = any(r.get("before_bytes") is not None for r in rows)
     head = (f"{'model':<22} {'optimise':<11} {'Vela s':>7} {'ours s':>7} {'x':>6} "
             f"{'Vela cpu':>8} {'ours cpu':>8} {'x':>6} "
             f"{'stream B Vela':>13} {'ops':>4} {'B/op':>6} {'stream B ours':>13} {'ops':>5} "
-            f"{'B/op':>6}")
+            f"{'B/op':>6}" + (f" {'stream B before':>15} {'ops':>5} {'B/op':>6}" if before
+                              else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['model']:<22} {r['optimise']:<11} {r['vela_s']:>7.2f} "
-                     f"{r['ours_s']:>7.2f} {r['ours_s'] / r['vela_s']:>6.1f} "
-                     f"{r['vela_cpu']:>8.2f} {r['ours_cpu']:>8.2f} "
-                     f"{r['ours_cpu'] / max(r['vela_cpu'], 1e-9):>6.1f} "
-                     f"{r['vela_bytes']:>13,} {r['vela_ops']:>4} "
-                     f"{_per(r['vela_bytes'], r['vela_ops'])} {r['ours_bytes']:>13,} "
-                     f"{r['ours_ops']:>5} {_per(r['ours_bytes'], r['ours_ops'])}")
+        line = (f"{r['model']:<22} {r['optimise']:<11} {r['vela_s']:>7.2f} "
+                f"{r['ours_s']:>7.2f} {r['ours_s'] / r['vela_s']:>6.1f} "
+                f"{r['vela_cpu']:>8.2f} {r['ours_cpu']:>8.2f} "
+                f"{r['ours_cpu'] / max(r['vela_cpu'], 1e-9):>6.1f} "
+                f"{r['vela_bytes']:>13,} {r['vela_ops']:>4} "
+                f"{_per(r['vela_bytes'], r['vela_ops'])} {r['ours_bytes']:>13,} "
+                f"{r['ours_ops']:>5} {_per(r['ours_bytes'], r['ours_ops'])}")
+        if before:
+            bb, bops = r.get("before_bytes"), r.get("before_ops")
+            line += (f" {bb:>15,} {bops:>5} {_per(bb, bops)}" if bb is not None
+                     else f" {'-':>15} {'-':>5} {'-':>6}")
+        lines.append(line)
     lines.append("")
     lines.append("our stages (s, the median run's; -v's stage lines):")
     for r in rows:
@@ -179,6 +199,9 @@ if __name__ == "__main__":
     ap.add_argument("--no-size", action="store_true", help="skip the --optimise Size row")
     ap.add_argument("--code", default=None,
                     help="the source tree tvmc runs from (another checkout, to compare)")
+    ap.add_argument("--before", default=None,
+                    help="another checkout whose stream bytes are shown beside ours")
     a = ap.parse_args()
     out = a.out or tempfile.mkdtemp(prefix="compile_speed_")
-    print(table(measure(a.models, out, a.repeat, a.only, not a.no_size, a.code)))
+    print(table(measure(a.models, out, a.repeat, a.only, not a.no_size, a.code,
+                      a.before)))
