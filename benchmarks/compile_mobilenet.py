@@ -55,12 +55,12 @@ class PhaseTimer:
     """Wall and CPU seconds spent in named functions during a compile (wrapped in place)."""
 
     PHASES = (
-        ("TE lowering", "tvm_ethos.lower.codegen", "lower_npu_subgraphs"),
-        ("TE -> planner graph", "tvm_ethos.lower.part_matchers", "match_subgraph"),
+        ("TE lowering", "tvm_ethos.pipeline.codegen", "lower_npu_subgraphs"),
+        ("TE -> planner graph", "tvm_ethos.emulator.part_matchers", "match_subgraph"),
         ("planning: search", "planner.proposals", "ProposalSearch.__init__"),
         ("planning: select", "planner.proposals", "ProposalSearch.select"),
-        ("scheduling (s_tir)", "tvm_ethos.lower.schedule", "apply_proposal"),
-        ("memory check", "tvm_ethos.lower.schedule", "measure"),
+        ("scheduling (s_tir)", "tvm_ethos.emulator.schedule", "apply_proposal"),
+        ("memory check", "tvm_ethos.emulator.schedule", "measure"),
     )
 
     def __init__(self) -> None:
@@ -134,9 +134,9 @@ def main(argv=None) -> int:
 
     # the same graph, planned (not compiled) in other ways, to explain the cycles
     from tvm_ethos.backends.planner_device import planning_device
-    from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
-    from tvm_ethos.lower.part_matchers import match_subgraph
+    from tvm_ethos.emulator.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
+    from tvm_ethos.pipeline.codegen import attach_npu_constants, lower_npu_subgraphs
     from tvm_ethos.targets import parse_targets
 
     tl = parse_targets(target, {})

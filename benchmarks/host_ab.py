@@ -52,7 +52,7 @@ if os.environ.get("AB_XNNPACK"):
 else:
     import tvm_ethos
     if os.environ.get("AB_MCPU"):  # host kernels for that CPU (e.g. znver3: AVX2, no VNNI)
-        from tvm_ethos.lower import cpu_schedule
+        from tvm_ethos.host.cpu import cpu_schedule
         cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": os.environ["AB_MCPU"]}
     cm = tvm_ethos.compile(tvm_ethos.load_model(str(path)), target="llvm")
     def run():

@@ -45,7 +45,7 @@ LAYERS = [
 def force_host_cpu(mcpu: str) -> None:
     """Build every host kernel of this process for the CPU ``mcpu`` (its kernels run here
     only where this machine has that CPU's instructions, e.g. znver3 on a Zen 4)."""
-    from tvm_ethos.lower import cpu_schedule
+    from tvm_ethos.host.cpu import cpu_schedule
 
     cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": mcpu}
 

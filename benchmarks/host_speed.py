@@ -178,7 +178,7 @@ def main(argv=None) -> int:
                     "VNNI) instead of this machine's; LiteRT is unchanged")
     args = ap.parse_args(argv)
     if args.mcpu:
-        from tvm_ethos.lower import cpu_schedule
+        from tvm_ethos.host.cpu import cpu_schedule
 
         cpu_schedule.host_target = lambda: {"kind": "llvm", "mcpu": args.mcpu}
 

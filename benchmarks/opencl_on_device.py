@@ -209,7 +209,7 @@ def cmd_run(args) -> int:
 def compile_captured(path: Path):
     """Compile for opencl; returns the program and the legalized module its kernels come from."""
     import tvm_ethos
-    from tvm_ethos.lower import network_build
+    from tvm_ethos.pipeline import network_build
 
     captured = {}
     build = network_build.opencl_kernels
@@ -229,8 +229,8 @@ def compile_captured(path: Path):
 def build_spec(fused, program, schedule):
     import tvm
 
-    from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.lower.opencl_extraction import extract_opencl
+    from tvm_ethos.host.opencl.gpu_tir_pipeline import GPU_PIPELINE_NAME
+    from tvm_ethos.host.opencl.opencl_extraction import extract_opencl
 
     names = sorted({s.func for sg in program.subgraphs if sg.device == "opencl" for s in sg.steps})
     prims = {n: schedule(fused[n]).with_attr("global_symbol", n) for n in names}
@@ -238,7 +238,7 @@ def build_spec(fused, program, schedule):
 
 
 def _tiling(text: str):
-    from tvm_ethos.lower.gpu_schedule import parse_tiling
+    from tvm_ethos.host.opencl.gpu_schedule import parse_tiling
 
     try:
         return parse_tiling(text)
@@ -249,8 +249,8 @@ def _tiling(text: str):
 def cmd_dump(args) -> int:
     from functools import partial
 
-    from tvm_ethos.lower.gpu_schedule import schedule_for_gpu
-    from tvm_ethos.lower.network_build import schedule_stages_for_gpu
+    from tvm_ethos.host.opencl.gpu_schedule import schedule_for_gpu
+    from tvm_ethos.pipeline.network_build import schedule_stages_for_gpu
 
     path = MODELS / f"{args.model}.tflite"
     if not path.is_file():

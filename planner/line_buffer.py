@@ -13,7 +13,7 @@ its window by ``A`` producer rows, so the producer runs ``A`` times as often) an
 (each producer as late as its consumer's first use of every row allows), then replays the
 steps with each ring stored at ``row % ring_rows`` and checks that every row a consumer reads
 is still in its slot. So a timing it returns is one whose planned rings are enough; a Plan
-it cannot time raises ``LineBufferError`` naming why. ``tvm_ethos.lower.line_buffer`` binds
+it cannot time raises ``LineBufferError`` naming why. ``tvm_ethos.emulator.line_buffer`` binds
 each Part's rows to ``offset + period * chunk`` in TensorIR.
 """
 from __future__ import annotations

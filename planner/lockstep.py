@@ -9,7 +9,7 @@ previous window's end: each row once. Its consumer, rolling too, reads only the 
 own new rows, so the ring holds from that window's start to the producer's frontier: near the
 kernel's height at every depth, except at the first step of a sweep, whose windows are whole
 (clipped at the top by the padding). The windows are propagated as for RECOMPUTE, so the
-buffers are at most RECOMPUTE's. ``tvm_ethos.lower.schedule`` realizes it exactly (its own ring
+buffers are at most RECOMPUTE's. ``tvm_ethos.emulator.schedule`` realizes it exactly (its own ring
 addressing: TVM's ``rolling_buffer`` refuses windows clipped by padding, and sizes every ring
 by the whole window).
 

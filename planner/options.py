@@ -1,7 +1,7 @@
 """The planner's user-facing options, validated up front.
 
 The defaults are the settings tvm-ethos's compile path realizes in TensorIR
-(``tvm_ethos.lower.cascade``), so that ``python -m planner``, ``tvmc plan``, the budget sweep
+(``tvm_ethos.pipeline.planning``), so that ``python -m planner``, ``tvmc plan``, the budget sweep
 and ``tvmc compile`` find the same frontier and choose the same Proposal for a budget. The
 other values stay available for planner studies; ``tvmc compile`` refuses them.
 """
@@ -34,7 +34,7 @@ class PlannerOptions:
         consumers, no single striped axis, a window that does not move forward) as RECOMPUTE
         windows. False drops those Plans, and also those whose windows advance a fractional
         number of rows: what the compile path's line-buffer cascades
-        (tvm_ethos.lower.line_buffer) realize is every intermediate tensor rolling at an
+        (tvm_ethos.emulator.line_buffer) realize is every intermediate tensor rolling at an
         integer rate.
     lockstep_rolling: hold each intermediate tensor of a cascade as the window its consumers read
         per stripe, as a ring that the producer extends by the rows it has not computed yet

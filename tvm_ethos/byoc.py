@@ -4,7 +4,7 @@ TVM's ``RunCodegen`` looks each ``Codegen`` attribute up as the global function
 ``relax.ext.<name>``; a user who imports tvm_ethos and then drives TVM directly must find them
 registered, so :func:`register_codegens` runs when ``tvm_ethos`` is imported. It asks the backend
 registry (so a plugin NPU's codegen registers too) and needs only ``tvm_ffi``: the codegen
-itself (``tvm_ethos.lower.codegen``, which imports all of TVM) loads when RunCodegen first calls.
+itself (``tvm_ethos.pipeline.codegen``, which imports all of TVM) loads when RunCodegen first calls.
 
 ``tvm.compile``'s default Relax pipeline does not run ``RunCodegen``, and cannot lower a module
 whose NPU subgraphs still hold their local composite functions. So :func:`partition_for` does
@@ -27,7 +27,7 @@ _REGISTERED: set[str] = set()
 
 
 def _ext(functions, options, constant_names):
-    from tvm_ethos.lower.codegen import _npu_ext
+    from tvm_ethos.pipeline.codegen import _npu_ext
 
     return _npu_ext(functions, options, constant_names)
 
@@ -74,9 +74,9 @@ def partition_for(mod, target, **options):
     from tvm_ethos.errors import CompileError, TvmEthosError
     from tvm_ethos.frontend import load_model
     from tvm_ethos.frontend.relax_module import reshape_outputs
-    from tvm_ethos.lower import cascade
-    from tvm_ethos.lower.codegen import offload
     from tvm_ethos.partition import partition
+    from tvm_ethos.pipeline import planning as cascade
+    from tvm_ethos.pipeline.codegen import offload
     from tvm_ethos.targets import parse_targets
 
     options = dict(options)

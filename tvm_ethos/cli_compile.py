@@ -117,7 +117,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def compile_notes() -> dict[str, str]:
     """What ``tvmc compile`` takes of the planner options it does not realize in full."""
     from planner.option_flags import show
-    from tvm_ethos.lower.cascade import REALIZED_PLANNER_OPTIONS
+    from tvm_ethos.pipeline.planning import REALIZED_PLANNER_OPTIONS
 
     return {name: "tvmc compile takes " + " or ".join(show(v) for v in values)
             for name, (values, _) in REALIZED_PLANNER_OPTIONS.items()}

@@ -199,7 +199,7 @@ class CompiledModel:
     @property
     def plan_table(self) -> str:
         """The per-layer plan table (stripes, buffers, regions, bytes, cycles, cascades)."""
-        from tvm_ethos.lower.cascade import format_table
+        from tvm_ethos.pipeline.planning import format_table
 
         return format_table(self.plan_report)
 
@@ -414,7 +414,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
 
         return compile_tflite(mod, target, **options)
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
-    from tvm_ethos.lower.cascade import planning_options
+    from tvm_ethos.pipeline.planning import planning_options
 
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     check_runtime_options(runtime_opts)
@@ -510,7 +510,7 @@ def compile_streams(mod, target: str, **options) -> CompiledModel:
     checked and its executor program read, but no host or emulator library is built, so the
     model it returns cannot run (``executable`` is None) and is not cached (a cache entry is
     a runnable package). The options are :func:`compile`'s."""
-    from tvm_ethos.lower.cascade import planning_options
+    from tvm_ethos.pipeline.planning import planning_options
 
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
     plan_opts = planning_options(options)
@@ -529,15 +529,15 @@ def _compile(mod, target, runtime_opts, plan_opts, build: bool = True,
     import tvm
 
     from tvm_ethos.frontend import load_model
-    from tvm_ethos.lower.codegen import offload
-    from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
-    from tvm_ethos.lower.host_cpu import building_for
-    from tvm_ethos.lower.network_build import build_network
+    from tvm_ethos.host.cpu.cpu_tir_pipeline import PIPELINE_NAME
+    from tvm_ethos.host.cpu.host_cpu import building_for
     from tvm_ethos.partition import partition
+    from tvm_ethos.pipeline.codegen import offload
+    from tvm_ethos.pipeline.network_build import build_network
     from tvm_ethos.targets import parse_targets
 
     tl = parse_targets(target, options)  # raises TargetError / OptionError before any work
-    from tvm_ethos.lower import cascade
+    from tvm_ethos.pipeline import planning as cascade
 
     devices = cascade.check_devices(tl, plan_opts)  # planner devices, memory pools: up front
     if not isinstance(mod, tvm.IRModule):
@@ -587,7 +587,7 @@ def _compile(mod, target, runtime_opts, plan_opts, build: bool = True,
 def _read_network(pmod, report, tl):
     """The executor program of an offloaded module, as ``build_network`` reads it (the same
     split and legalization), with nothing compiled."""
-    from tvm_ethos.lower.network_build import assign_backends, legalize, read_program, split_main
+    from tvm_ethos.pipeline.network_build import assign_backends, legalize, read_program, split_main
 
     asg = assign_backends(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"))
     smod, segments = split_main(pmod, asg)
@@ -597,8 +597,8 @@ def _read_network(pmod, report, tl):
 def _cpu_record_for(tl):
     """What the host code compiled for the target list ``tl`` needs of the CPU
     (its llvm ``-mcpu``, else this machine's)."""
-    from tvm_ethos.lower.cpu_schedule import host_target
-    from tvm_ethos.lower.host_cpu import building_for, cpu_record
+    from tvm_ethos.host.cpu.cpu_schedule import host_target
+    from tvm_ethos.host.cpu.host_cpu import building_for, cpu_record
 
     with building_for(tl.host.options.get("mcpu")):
         return cpu_record(host_target())

@@ -21,11 +21,11 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
-from tvm_ethos.lower import int16_activation
-from tvm_ethos.lower.hard_swish import refusal
-from tvm_ethos.lower.quant import dtype_range, quantize_value
+from tvm_ethos.compute import int16_activation
+from tvm_ethos.compute.hard_swish import refusal
+from tvm_ethos.compute.quant import dtype_range, quantize_value
 
-# kinds whose exact kernel is TFLite's 8-bit table-based one (lower/te_ops.py)
+# kinds whose exact kernel is TFLite's 8-bit table-based one (tvm_ethos/compute/te_ops.py)
 TABLE_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.SOFTMAX)
 
 
@@ -622,7 +622,7 @@ def _int16_activation(op: QOp, problems: list) -> bool:
 
 def _read_hard_swish(op: QOp, ann: dict, problems: list) -> None:
     """HARD_SWISH: the chain must be ``x * clip(x + 3, 0, 6) / 6`` and TFLite's kernel must
-    take the types and scales (``lower.hard_swish.refusal``)."""
+    take the types and scales (``compute.hard_swish.refusal``)."""
     consts = (float(_const_np(ann["plus"].args[1])), float(_const_np(ann["op"].args[1])))
     if consts != (3.0, 6.0) or _clip_bounds(ann["relu6"]) != (0.0, 6.0):
         problems.append(f"x * clip(x + {consts[0]:g}, {_clip_bounds(ann['relu6'])}) / "

@@ -103,7 +103,8 @@ def _tables() -> dict[str, dict]:
     from tvm_ethos.backends import ethos_n, ethos_u
     from tvm_ethos.backends.ethos_u import ops_movement
     from tvm_ethos.backends.ethos_u.stream_ops import STREAM_OPS
-    from tvm_ethos.lower import part_matchers, te_ops
+    from tvm_ethos.compute import te_ops
+    from tvm_ethos.emulator import part_matchers
     from tvm_ethos.patterns import _DATA_MOVEMENT_READERS
 
     return {
@@ -111,8 +112,8 @@ def _tables() -> dict[str, dict]:
         "ethos_u.CHECKS": ethos_u.CHECKS,
         "ethos_n.CHECKS": ethos_n.CHECKS,
         "ethos_u.ops_movement._LOWERINGS": ops_movement._LOWERINGS,
-        "lower.te_ops.LOWERINGS": te_ops.LOWERINGS,
-        "lower.part_matchers._DATA_MOVEMENT_PARTS": part_matchers._DATA_MOVEMENT_PARTS,
+        "compute.te_ops.LOWERINGS": te_ops.LOWERINGS,
+        "emulator.part_matchers._DATA_MOVEMENT_PARTS": part_matchers._DATA_MOVEMENT_PARTS,
         "patterns._DATA_MOVEMENT_READERS": _DATA_MOVEMENT_READERS,
     }
 
@@ -142,7 +143,7 @@ def test_every_operator_ethos_u_accepts_has_a_stream_emitter_or_is_emulator_only
     assert not missing, f"accepted for ethos-u, no stream emitter: {sorted(missing)}"
     assert not (EMULATOR_ONLY & set(STREAM_OPS))
     # every operator the emulator lowers exactly is one the stream or the emulator knows
-    from tvm_ethos.lower.te_ops import LOWERINGS
+    from tvm_ethos.compute.te_ops import LOWERINGS
     assert accepted <= set(LOWERINGS)
 
 

@@ -19,7 +19,7 @@ def pytest_configure(config):
     if not mcpu:
         return
     from tests.helpers import host_cpu as helper
-    from tvm_ethos.lower import host_cpu as lower_cpu
+    from tvm_ethos.host.cpu import host_cpu as lower_cpu
     from tvm_ethos.runtime import host_cpu as rt_cpu
 
     real = rt_cpu.host_features()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tvm_ethos.lower.host_cpu import cpu_record, is_valid_cpu
+from tvm_ethos.host.cpu.host_cpu import cpu_record, is_valid_cpu
 from tvm_ethos.runtime.host_cpu import host_features, missing_features
 
 #: the CPUs tests choose among, newest first (x86-64 levels last: any x86 machine has one)

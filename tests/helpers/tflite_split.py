@@ -23,7 +23,7 @@ import numpy as np
 from tflite_micro.python.tflite_micro import runtime
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
-from tvm_ethos.lower.fixed_point import (
+from tvm_ethos.compute.fixed_point import (
     SUM_INTEGER_BITS,
     exp_table,
     rdbpot,

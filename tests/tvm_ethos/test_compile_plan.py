@@ -6,7 +6,7 @@ import pytest
 from conftest import assert_bit_exact, model_path
 
 import tvm_ethos
-from tvm_ethos.lower import cascade
+from tvm_ethos.pipeline import planning as cascade
 
 #: these tests check the TensorIR emulator of the plan (streams: test_stream_models.py)
 EMULATOR = {"npu_runtime": "tir"}

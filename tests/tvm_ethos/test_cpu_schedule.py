@@ -1,4 +1,4 @@
-"""The CPU schedule of the exact host kernels (tvm_ethos/lower/cpu_schedule.py): bit-exact with
+"""The CPU schedule of the exact host kernels (tvm_ethos/host/cpu/cpu_schedule.py): bit-exact with
 TFLite's reference kernels for any convolution geometry, and actually parallel and vectorized."""
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.host_cpu import target_or_skip
-from tvm_ethos.lower import cpu_schedule
+from tvm_ethos.host.cpu import cpu_schedule
 
 
 def _captured(monkeypatch, name="schedule_for_cpu"):
@@ -91,7 +91,7 @@ def test_accumulator_is_one_register_tile(monkeypatch):
     """The conv accumulator lives inside the parallel row loop, one tile of output columns x
     channel vector in the local scope (after the TIR pipeline's buffer compaction), not as the
     whole int32 feature map."""
-    from tvm_ethos.lower.cpu_schedule import COLUMN_TILE, VECTOR_LANES
+    from tvm_ethos.host.cpu.cpu_schedule import COLUMN_TILE, VECTOR_LANES
 
     _int32_kernels(monkeypatch)  # VNNI's tile: test_vnni_accumulator_tile; AVX2's: x86_avx2
     seen = _captured(monkeypatch)
@@ -170,7 +170,7 @@ def test_emulator_stripes_vectorized_and_exact(make, monkeypatch):
 
 # ---------------------------------------------------------------- AVX-512 VNNI (x86_dot)
 def _vnni_host() -> bool:
-    from tvm_ethos.lower.x86_dot import has_vnni
+    from tvm_ethos.host.cpu.x86_dot import has_vnni
 
     return has_vnni(cpu_schedule.host_target())
 
@@ -192,7 +192,7 @@ def _int32_kernels(monkeypatch):
     """No dot-product form at all: every accumulator in the int32 multiply-add form (a CPU
     with neither VNNI nor AVX2, or an OpenCL build), on a CPU without AVX-512 that this
     machine can run."""
-    from tvm_ethos.lower import codegen
+    from tvm_ethos.pipeline import codegen
 
     target = target_or_skip(lacks=("avx512f",))
     monkeypatch.setattr(cpu_schedule, "host_target", lambda: dict(target))
@@ -200,7 +200,7 @@ def _int32_kernels(monkeypatch):
 
 
 def test_has_vnni_reads_mcpu_and_mattr():
-    from tvm_ethos.lower.x86_dot import has_vnni
+    from tvm_ethos.host.cpu.x86_dot import has_vnni
 
     assert has_vnni({"kind": "llvm", "mcpu": "znver4"})
     assert has_vnni({"kind": "llvm", "mcpu": "cascadelake"})
@@ -210,7 +210,7 @@ def test_has_vnni_reads_mcpu_and_mattr():
 
 
 def test_has_avx2_reads_mcpu_and_mtriple():
-    from tvm_ethos.lower.x86_avx2 import has_avx2
+    from tvm_ethos.host.cpu.x86_avx2 import has_avx2
 
     assert has_avx2({"kind": "llvm", "mcpu": "znver3"})
     assert has_avx2({"kind": "llvm", "mcpu": "haswell"})
@@ -624,7 +624,7 @@ def test_avx2_accumulator_tile(width, tile, monkeypatch):
 def test_avx2_tile_fits_the_registers_and_divides_the_width(width):
     """Every tile is whole columns of the width (no predicated tail) or 4 columns, and its
     accumulators plus one weight vector per 8 channels and a broadcast fit AVX2's 16 ymm."""
-    from tvm_ethos.lower.x86_avx2 import MADD_LANES, madd_tile
+    from tvm_ethos.host.cpu.x86_avx2 import MADD_LANES, madd_tile
 
     channels, columns = madd_tile(width)
     assert width % columns == 0

@@ -12,7 +12,7 @@ import tflite_builder as tb
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle
-from tvm_ethos.lower.quant import f32, mbqm_np, quantize_multiplier
+from tvm_ethos.compute.quant import f32, mbqm_np, quantize_multiplier
 
 K, N, SEED = 256, 4096, 2
 

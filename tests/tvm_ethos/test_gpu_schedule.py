@@ -1,4 +1,4 @@
-"""The GPU schedule of the OpenCL kernels (tvm_ethos/lower/gpu_schedule.py): bit-exact with
+"""The GPU schedule of the OpenCL kernels (tvm_ethos/host/opencl/gpu_schedule.py): bit-exact with
 TFLite's reference kernels on PoCL for any convolution geometry, and actually register-tiled."""
 
 import numpy as np
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
-from tvm_ethos.lower import gpu_schedule
-from tvm_ethos.lower.gpu_schedule import GpuTiling
+from tvm_ethos.host.opencl import gpu_schedule
+from tvm_ethos.host.opencl.gpu_schedule import GpuTiling
 
 pytest.importorskip("pyopencl")
 
@@ -102,9 +102,9 @@ def test_tilings_agree_with_the_unscheduled_kernel(tiling):
     with no schedule at all: built for llvm), on a geometry none of them divides evenly."""
     import tvm
 
-    from tvm_ethos.lower import network_build
-    from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.lower.opencl_extraction import extract_opencl
+    from tvm_ethos.host.opencl.gpu_tir_pipeline import GPU_PIPELINE_NAME
+    from tvm_ethos.host.opencl.opencl_extraction import extract_opencl
+    from tvm_ethos.pipeline import network_build
     from tvm_ethos.runtime.opencl_device import OpenCLDevice
 
     model = tb.conv2d(np.random.RandomState(9), in_shape=(1, 7, 10, 12), cout=20, stride=(1, 1))

@@ -1,6 +1,6 @@
 """HARD_SWISH from a .tflite: the importer's ``x * clip(x + 3, 0, 6) / 6`` read back as one
 quantized operator (``patterns``), a table of TFLite's int16 fixed point per input code
-(``lower.hard_swish``) that the Ethos-U applies as its LUT and the llvm host gathers from; on
+(``compute.hard_swish``) that the Ethos-U applies as its LUT and the llvm host gathers from; on
 every input code and any quantization TFLite Micro takes, equal to TFLite Micro's kernel (uint8,
 which TFLite Micro does not run: LiteRT's reference kernel, the same arithmetic)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
-from tvm_ethos.lower.hard_swish import hard_swish_lut, refusal
+from tvm_ethos.compute.hard_swish import hard_swish_lut, refusal
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import tflm_oracle
+from tvm_ethos.compute.int16_activation import int16_lut, refusal
 from tvm_ethos.frontend import operator_support
-from tvm_ethos.lower.int16_activation import int16_lut, refusal
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
-from tvm_ethos.lower.quant import mbqm_np
-from tvm_ethos.lower.te_ops import mean_multiplier
+from tvm_ethos.compute.quant import mbqm_np
+from tvm_ethos.compute.te_ops import mean_multiplier
 
 SHAPES = [(1, 7, 7), (1, 3, 3), (1, 5, 4), (1, 8, 8), (1, 2, 6), (1, 1, 1)]
 

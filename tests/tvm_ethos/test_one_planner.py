@@ -13,7 +13,7 @@ from conftest import model_path
 import tvm_ethos
 from planner.api import plan
 from planner.options import PlannerOptions
-from tvm_ethos.lower import cascade
+from tvm_ethos.pipeline import planning as cascade
 
 MODELS = ["ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96",
           pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow)]

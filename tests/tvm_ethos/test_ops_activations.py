@@ -18,8 +18,8 @@ from tvm import relax
 import tvm_ethos
 from planner import parts as P
 from planner.graph import Tensor
-from tvm_ethos.lower.fixed_point import softmax_8bit
-from tvm_ethos.lower.quant import leaky_relu_lut, logistic_lut, tanh_lut
+from tvm_ethos.compute.fixed_point import softmax_8bit
+from tvm_ethos.compute.quant import leaky_relu_lut, logistic_lut, tanh_lut
 
 ALL_CODES = np.arange(-128, 128, dtype=np.int8)
 
@@ -53,7 +53,7 @@ zero_points = st.integers(-128, 127)
                    st.integers(-4000, 4000).map(lambda k: k / 2.0),      # exact halves
                    st.sampled_from([0.49999997, -0.49999997, 2.4999998, 8388607.5])))
 def test_round_half_away_is_c_roundf(v):
-    from tvm_ethos.lower.quant import libm_f32, round_half_away_f32
+    from tvm_ethos.compute.quant import libm_f32, round_half_away_f32
 
     assert round_half_away_f32(np.float32(v)) == libm_f32("roundf", v)
 
@@ -230,9 +230,9 @@ def test_parts_of_an_activation_chain():
     """LOGISTIC -> TANH -> LEAKY_RELU -> SOFTMAX in one Ethos-U subgraph: unary Parts with the
     identity propagator (planner.parts.unary) and the planner's softmax kind; tables are not
     Part inputs (Vela keeps LUTs in the NPU's LUT memory)."""
-    from tvm_ethos.lower.codegen import lower_npu_subgraphs
-    from tvm_ethos.lower.part_matchers import match_subgraph
+    from tvm_ethos.emulator.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
+    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
 
     shape = [1, 4, 4, 8]
     ts = [tb.T(shape, "int8", scale=0.05, zp=3), tb.T(shape, "int8", scale=1 / 256, zp=-128),

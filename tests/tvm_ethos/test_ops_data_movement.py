@@ -183,9 +183,9 @@ def test_resize_nearest_constraints():
 
 # ------------------------------------------------------------------ planner Parts
 def _parts(model, backend="ethos-u"):
-    from tvm_ethos.lower.codegen import lower_npu_subgraphs
-    from tvm_ethos.lower.part_matchers import match_subgraph
+    from tvm_ethos.emulator.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
+    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
 
     mod = tvm_ethos.load_model(model)
     part = partition(mod, f"{backend},llvm")[0]
@@ -268,7 +268,7 @@ def test_nearest_index_rule(i, o, ac, hp):
     from tvm import tirx
     from tvm.sym import Analyzer
 
-    from tvm_ethos.lower.te_ops import _index_expr, nearest_source_index
+    from tvm_ethos.compute.te_ops import _index_expr, nearest_source_index
 
     if ac and hp:
         return
@@ -288,7 +288,7 @@ def test_index_select_chain():
     from tvm import tirx
     from tvm.sym import Analyzer
 
-    from tvm_ethos.lower.te_ops import _index_expr
+    from tvm_ethos.compute.te_ops import _index_expr
 
     table = np.array([0, 0, 1, 3, 3, 4])
     v = tirx.Var("v", "int32")

@@ -10,9 +10,9 @@ import tvm_ethos
 from planner import parts as P
 from planner.graph import Tensor
 from planner.stripes import StripeConfig
-from tvm_ethos.lower.codegen import lower_npu_subgraphs
-from tvm_ethos.lower.part_matchers import match_subgraph
+from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.partition import partition
+from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
 from tvm_ethos.targets import parse_targets
 
 
@@ -161,7 +161,7 @@ def test_non_affine_reads_fall_back_to_whole_extent():
 
     from tvm import te, tirx
 
-    from tvm_ethos.lower.part_matchers import AccessMap, stage_reads, to_affine
+    from tvm_ethos.emulator.part_matchers import AccessMap, stage_reads, to_affine
 
     x = te.placeholder((4, 6), "int8", name="x")
     y = te.compute((6, 4), lambda i, j: x[tirx.floordiv(i * 4 + j, 6), tirx.floormod(i * 4 + j, 6)],

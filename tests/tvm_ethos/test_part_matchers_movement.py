@@ -21,7 +21,7 @@ from test_stream_movement import (
 
 from planner.tflite import load_tflite
 from tests.helpers.read_regions import boxes, propagated_region, read_region
-from tvm_ethos.lower.part_matchers import match_subgraph
+from tvm_ethos.emulator.part_matchers import match_subgraph
 
 #: Part kinds the Ethos-U performance model has a lowering for (planner.perf.ethos_u)
 COSTED = {"unary", "pad", "concatenate", "slice", "reshape"}

@@ -10,11 +10,11 @@ from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
 from tvm_ethos.backends.planner_device import planning_device
-from tvm_ethos.lower import schedule as S
-from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
-from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
-from tvm_ethos.lower.part_matchers import match_subgraph
+from tvm_ethos.emulator import schedule as S
+from tvm_ethos.emulator.part_matchers import match_subgraph
+from tvm_ethos.host.cpu.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.partition import partition
+from tvm_ethos.pipeline.codegen import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.targets import parse_targets
 
 RECOMPUTE = PlannerOptions(rolling_granules=(), lockstep_rolling=False)
@@ -216,7 +216,7 @@ def line_buffer_rings(match, plan):
 @pytest.mark.parametrize("name", ["resnet8_cifar", "mobilenet_v1_0.25_96", "ds_cnn_kws"])
 def test_line_buffer_cascades_allocate_what_they_plan_and_compute_exactly(name):
     """Demand-driven rolling buffers filled a row at a time, realized as line-buffer cascades
-    (tvm_ethos.lower.line_buffer): the smallest, a middle and the fastest Proposal allocate
+    (tvm_ethos.emulator.line_buffer): the smallest, a middle and the fastest Proposal allocate
     exactly what they plan and compute what the unscheduled kernel does (2-D tiles on ds_cnn
     and MobileNet-0.25, residual forks left to recompute and lockstep Plans on ResNet-8)."""
     match = subgraph(name)[1]

@@ -16,8 +16,8 @@ from benchmarks.real_models import vela_size
 from tests.helpers.models import MODELS_DIR
 from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
 from tvm_ethos.backends.ethos_u import npu_softmax
+from tvm_ethos.compute import fixed_point
 from tvm_ethos.errors import UnsupportedModelError
-from tvm_ethos.lower import fixed_point
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")

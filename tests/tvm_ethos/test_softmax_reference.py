@@ -14,9 +14,9 @@ from tvm import te
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle
-from tvm_ethos.lower import te_ops
-from tvm_ethos.lower.cpu_schedule import host_target, schedule_for_cpu
-from tvm_ethos.lower.fixed_point import exp_table, input_scaling, softmax_8bit
+from tvm_ethos.compute import te_ops
+from tvm_ethos.compute.fixed_point import exp_table, input_scaling, softmax_8bit
+from tvm_ethos.host.cpu.cpu_schedule import host_target, schedule_for_cpu
 from tvm_ethos.patterns import QOp
 
 #: TFLite's optimized kernel (float32 ``expf`` table) gives int8 31 for entry 3, the reference 32

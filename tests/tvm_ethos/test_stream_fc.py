@@ -18,9 +18,9 @@ from tests.helpers.tflite_oracle import oracle, tflm_oracle, tflm_random_inputs
 from tvm_ethos.backends.ethos_u.ops_fc import MAX_EXTENT, row_plane
 from tvm_ethos.backends.ethos_u.stream_gen import generate
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
-from tvm_ethos.lower.codegen import attach_npu_constants, lower_npu_subgraphs
-from tvm_ethos.lower.quant import f32, mbqm_np, quantize_multiplier
+from tvm_ethos.compute.quant import f32, mbqm_np, quantize_multiplier
 from tvm_ethos.partition import partition
+from tvm_ethos.pipeline.codegen import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.targets import parse_targets
 
 pytest.importorskip("ethosu.vela")

@@ -81,7 +81,7 @@ def test_leaky_relu_stream_follows_tflite_micro_where_litert_rounds_otherwise():
     """Input scale 0.5, output scale 1/3: the identity ratio is 1.5 in float32 (LiteRT's, and
     the emulator's) and just below it in double (TFLite Micro's), so odd codes, on a tie,
     round differently; the stream is TFLite Micro's."""
-    from tvm_ethos.lower.quant import leaky_relu_lut
+    from tvm_ethos.compute.quant import leaky_relu_lut
 
     in_q, out_q = (0.5, 0), (float(np.float32(1 / 3)), 0)
     model = tb.activation("leaky_relu", shape=(1, 4, 8, 8), in_q=in_q, out_q=out_q, alpha=0.2)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs
-from tvm_ethos.lower.fixed_point import exp_table, softmax_8bit
+from tvm_ethos.compute.fixed_point import exp_table, softmax_8bit
 
 pytest.importorskip("ethosu.vela")
 

@@ -1,4 +1,4 @@
-"""The NPU emulator's stripe kernels (tvm_ethos/lower/stripe_kernels.py): the checked cascading
+"""The NPU emulator's stripe kernels (tvm_ethos/emulator/stripe_kernels.py): the checked cascading
 schedule on vectors and, on AVX-512 VNNI hosts, 1x1 convolutions on vpdpbusd; bit-exact with
 TFLite, planned == scheduled bytes, every predicate of the checked schedule kept, and no write
 outside an allocation under glibc's malloc checker."""
@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.host_cpu import target_or_skip
-from tvm_ethos.lower import cpu_schedule, stripe_kernels
-from tvm_ethos.lower.x86_dot import has_vnni
+from tvm_ethos.emulator import stripe_kernels
+from tvm_ethos.host.cpu import cpu_schedule
+from tvm_ethos.host.cpu.x86_dot import has_vnni
 
 needs_vnni = pytest.mark.skipif(not has_vnni(cpu_schedule.host_target()),
                                 reason="this CPU has no AVX-512 VNNI")
@@ -74,7 +75,7 @@ def assert_predicates_kept(before, after):
     from tvm import tirx
     from tvm.sym import Analyzer
 
-    from tvm_ethos.lower.line_buffer import _subst
+    from tvm_ethos.emulator.line_buffer import _subst
 
     old, new = _predicates(before), _predicates(after)
     checked = 0

@@ -26,7 +26,7 @@ def _srdhm_kernel():
         import tvm
         from tvm import te
 
-        from tvm_ethos.lower.te_ops import srdhm
+        from tvm_ethos.compute.te_ops import srdhm
 
         a = te.placeholder((64,), "int32", name="a")
         b = te.placeholder((64,), "int32", name="b")
@@ -79,7 +79,7 @@ def _one_shift_kernel(form: str = "general"):
         import tvm
         from tvm import te
 
-        from tvm_ethos.lower.te_ops import mbqm_one_shift
+        from tvm_ethos.compute.te_ops import mbqm_one_shift
 
         x = te.placeholder((64,), "int32", name="x")
         m = te.placeholder((64,), "int32", name="m")
@@ -112,7 +112,7 @@ TRIPLE = st.tuples(INT32, st.integers(0, 2**31 - 1), st.integers(-31, 8)).filter
 def test_mbqm_one_shift_is_tflites(triples, form):
     import tvm
 
-    from tvm_ethos.lower.te_ops import mbqm_one_shift_constants
+    from tvm_ethos.compute.te_ops import mbqm_one_shift_constants
 
     if form == "right_only":
         triples = [(x, m, min(s, -1)) for x, m, s in triples]

@@ -30,10 +30,10 @@ from tests.helpers.tflite_split import (
     tflm_isolated,
 )
 from tvm_ethos.cli import main
+from tvm_ethos.compute.fixed_point import softmax_8bit
+from tvm_ethos.compute.quant import mbqm_np, quantize_multiplier
 from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 from tvm_ethos.frontend import OperatorSupport, operator_support
-from tvm_ethos.lower.fixed_point import softmax_8bit
-from tvm_ethos.lower.quant import mbqm_np, quantize_multiplier
 
 TRAINED = MODELS_DIR / "tflite-micro"
 

@@ -11,7 +11,8 @@ from test_te_ops_fixed_point import tflite_mbqm
 
 import tvm_ethos
 from tests.helpers.host_cpu import runnable_mcpu
-from tvm_ethos.lower import cpu_schedule, te_ops, x86_requant
+from tvm_ethos.compute import te_ops
+from tvm_ethos.host.cpu import cpu_schedule, x86_requant
 
 WIDTH, CHANNELS = 64, 32
 #: each vector form: (the CPU it is built for where this machine runs none with it, one this
@@ -137,7 +138,7 @@ def test_layer_bound_decides_the_form():
 
 
 def _vnni_host() -> bool:
-    from tvm_ethos.lower.x86_dot import has_vnni
+    from tvm_ethos.host.cpu.x86_dot import has_vnni
 
     return has_vnni(cpu_schedule.host_target())
 

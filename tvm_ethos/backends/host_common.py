@@ -38,7 +38,7 @@ def _ok(q, o):
 
 
 def host_checks():
-    from tvm_ethos.lower.te_ops import LOWERINGS
+    from tvm_ethos.compute.te_ops import LOWERINGS
 
     return {k: _ok for k in LOWERINGS}
 

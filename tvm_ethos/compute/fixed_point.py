@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from tvm_ethos.lower.quant import INT32_MAX, INT32_MIN, quantize_multiplier
+from tvm_ethos.compute.quant import INT32_MAX, INT32_MIN, quantize_multiplier
 
 #: integer bits of the scaled input difference (``kScaledDiffIntegerBits``)
 DIFF_INTEGER_BITS = 5

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tvm_ethos.lower.quant import INT32_MAX, dtype_range, quantize_multiplier
+from tvm_ethos.compute.quant import INT32_MAX, dtype_range, quantize_multiplier
 
 #: the types TFLite's quantized kernel takes (input and output of one type)
 TYPES = ("int8", "uint8")

@@ -7,7 +7,7 @@ functions. Each composite is re-read as a :class:`~tvm_ethos.patterns.QOp` and l
     [activation inputs..., constants (weights, bias, multipliers, shifts)..., outputs...]
 
 ``lower_function`` returns the *unscheduled* PrimFunc: the seam where a cascading scheduler
-(``tvm_ethos.lower.schedule``, later) applies a Proposal before the build.
+(``tvm_ethos.emulator.schedule``, later) applies a Proposal before the build.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import numpy as np
 import tvm
 from tvm import relax, te
 
+from tvm_ethos.compute.te_ops import ConstPool, lower_qop
 from tvm_ethos.errors import CompileError
-from tvm_ethos.lower.te_ops import ConstPool, lower_qop
 from tvm_ethos.patterns import QOp, qop_from_composite
 
 NPU_FUNC_ATTRS = {"op_pattern": 8, "tirx.is_scheduled": True}

@@ -19,9 +19,9 @@ import numpy as np
 from tvm import te, tirx
 
 from ethos_arch.ops import Op
-from tvm_ethos.lower import fixed_point, int16_activation
-from tvm_ethos.lower.hard_swish import hard_swish_lut
-from tvm_ethos.lower.quant import (
+from tvm_ethos.compute import fixed_point, int16_activation
+from tvm_ethos.compute.hard_swish import hard_swish_lut
+from tvm_ethos.compute.quant import (
     INT32_MAX,
     INT32_MIN,
     dtype_range,
@@ -245,7 +245,7 @@ def _vnni_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
     (:func:`dot_weights`), and the bias with ``(128 + x_zp) * sum(w)`` taken out:
     ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is ``sum((x - x_zp) * w)``, so ``acc +
     bias`` is the same int32 as TFLite's. None when the corrected bias leaves int32."""
-    from tvm_ethos.lower.x86_dot import VNNI_DEPTH, VNNI_LANES
+    from tvm_ethos.host.cpu.x86_dot import VNNI_DEPTH, VNNI_LANES
 
     return dot_weights(wk, bias, 128 + in_zp, VNNI_LANES, VNNI_DEPTH, np.int8)
 
@@ -258,7 +258,7 @@ def _vnni_acc(shape, x_at, wp, k: int, name: str, steps: tuple | None = None):
     broadcast needs no sign flip). ``steps``: the reduction's nested extents in steps of 4
     (a window conv's rows, then its steps along a row), so the schedule can split it into
     loops whose source addresses are affine instead of divided per step (``DOT_STEPS``)."""
-    from tvm_ethos.lower.x86_dot import (
+    from tvm_ethos.host.cpu.x86_dot import (
         DOT_ANNOTATION,
         DOT_STEPS,
         VNNI_DEPTH,
@@ -460,7 +460,7 @@ def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     Channels are padded to whole vectors of 16. ``sum((x + 128) * w) - (128 + x_zp) * sum(w)``
     is TFLite's sum, the second term taken out of the bias. Returns ``(acc, corrected bias)``
     or None when that bias leaves int32."""
-    from tvm_ethos.lower.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_DW_S8, VNNI_LANES
+    from tvm_ethos.host.cpu.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_DW_S8, VNNI_LANES
 
     kh, kw, _one, co = op.weights.shape
     n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, _cols = _conv_window(op)
@@ -521,7 +521,7 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False,
     kh, kw, cpg, co = op.weights.shape
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
     if avx2:
-        from tvm_ethos.lower import x86_avx2
+        from tvm_ethos.host.cpu import x86_avx2
 
         made = (x86_avx2.conv_acc(op, x, pool, name, bias)
                 if x86_avx2.conv_eligible(op, str(x.dtype)) else None)
@@ -598,7 +598,7 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
         consts = mbqm_one_shift_constants(mult, shift)
         lmul = pool.add(f"{name}_lmul", consts["lmul"]) if (shift > 0).any() else None
         right = pool.add(f"{name}_right", consts["right"])
-        from tvm_ethos.lower.x86_requant import X_LIMIT
+        from tvm_ethos.host.cpu.x86_requant import X_LIMIT
 
         vector = bool((conv_x_bound(op) * consts["lmul"]).max() < X_LIMIT)
         return one_shift_output(acc, b, m_t, lmul, right, bool((shift < 0).all()), out_zp,
@@ -623,7 +623,7 @@ def one_shift_output(acc, b, m_t, lmul, right, all_right: bool, out_zp: int,
     shifts left). ``vector``: every ``|(acc + b) * lmul|`` is below ``x86_requant.X_LIMIT``
     (:func:`conv_x_bound`), so the stage is marked for ``x86_requant``'s 16-lane form, which
     the CPU schedule puts in its place (the same int32 values)."""
-    from tvm_ethos.lower import x86_requant
+    from tvm_ethos.host.cpu import x86_requant
 
     def fused_fn(n, oh, ow, oc):
         v = acc[n, oh, ow, oc] + b[oc]
@@ -673,7 +673,7 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
     def x_at(row, kk):  # the input flattened to (lead, k)
         return x[_unflatten(row * k + kk, in_shape)]
 
-    from tvm_ethos.lower import x86_avx2
+    from tvm_ethos.host.cpu import x86_avx2
 
     made = None  # (accumulator, corrected bias) in a dot-product form
     if avx2 and x86_avx2.fc_eligible(op, str(x.dtype)):
@@ -1093,8 +1093,8 @@ def _lut_of(op) -> np.ndarray:
 
 def lower_lut(op, inputs, pool: ConstPool, name="lut"):
     """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH: a gather from a table of one entry per input
-    code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``lower.hard_swish``;
-    an int16 LOGISTIC / TANH has 65536 entries, ``lower.int16_activation``).
+    code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``compute.hard_swish``;
+    an int16 LOGISTIC / TANH has 65536 entries, ``compute.int16_activation``).
 
     TFLite tabulates LOGISTIC / TANH at prepare time (float32, see ``quant.logistic_lut``), and
     LEAKY_RELU is a function of one input code too, so a 256-entry table computed at compile

@@ -415,12 +415,12 @@ def _reduce_kind(t) -> str | None:
 
 
 def match_subgraph(lowered, name: str | None = None) -> MatchResult:
-    """The PlannerGraph of one lowered NPU subgraph (``tvm_ethos.lower.subgraph``)."""
+    """The PlannerGraph of one lowered NPU subgraph (``tvm_ethos.compute.subgraph``)."""
     inputs = list(lowered.input_tensors)
     consts = list(lowered.const_tensors)
     if not inputs and not consts:
         raise CompileError("part matcher: the lowered subgraph carries no placeholders "
-                           "(lower it with tvm_ethos.lower.subgraph.lower_function)")
+                           "(lower it with tvm_ethos.compute.subgraph.lower_function)")
     const_names = {_name(t) for t in consts}
     out_names = {_name(t) for t in lowered.outputs}
     layer_of = {}

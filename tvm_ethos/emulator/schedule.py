@@ -34,7 +34,7 @@ in the producer's write region keeps the ring allocated outside the stripe loop 
 before the sink's first stripe (:func:`_start_early`), so that every ring is the steady one.
 The planner's demand-driven rolling buffers filled one row at a time (``rolling_granules=(1,)``)
 become line-buffer cascades: the stripe loop is rewritten into a finer step loop on which
-every Part computes its next row at its own period (``tvm_ethos.lower.line_buffer``, timed by
+every Part computes its next row at its own period (``tvm_ethos.emulator.line_buffer``, timed by
 ``planner.line_buffer``). Other granules are refused with :class:`UnrealizableScheduleError`
 (rfcs/0005-planner-in-compile-path.md, section 4).
 """
@@ -49,12 +49,12 @@ from tvm import s_tir, tirx
 from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
 from planner.plan_costing import PlanCosting
-from tvm_ethos.errors import CompileError
-from tvm_ethos.lower.line_buffer import (
+from tvm_ethos.emulator.line_buffer import (
     LineBufferScheduleError,
     realize_line_buffer,
     with_opaque_iterators,
 )
+from tvm_ethos.errors import CompileError
 
 SRAM_SCOPE = "global.npu_sram"
 ACC_SCOPE = "local"
@@ -256,7 +256,7 @@ def apply_proposal(lowered, match, proposal, device=None):
 
 
 def _line_timing(graph, plan, configs, parts):
-    """The line-buffer timing of a demand-driven rolling Plan (``tvm_ethos.lower.line_buffer``),
+    """The line-buffer timing of a demand-driven rolling Plan (``tvm_ethos.emulator.line_buffer``),
     or None for a Plan without demand-driven rolling buffers."""
     if plan.spec.mode != "rolling" or not any(
             configs.get(parts[n].part.output.name) is not None and
@@ -426,7 +426,7 @@ def _lockstep(sch, mp, step, window, tc, prologue: int = 0) -> None:
     ``a`` and ``E`` must
     be the planned window's stride and rows: otherwise the Plan's cost is not what runs, and
     this raises :class:`UnrealizableScheduleError`."""
-    from tvm_ethos.lower.part_matchers import to_affine
+    from tvm_ethos.emulator.part_matchers import to_affine
 
     axis = getattr(window, "rolling_axis", -1)
     root = sch.get_sblock(mp.root.op.name)

@@ -15,8 +15,8 @@ from tvm import s_tir, tirx
 from tvm.ir.expr import Call, TensorLoad
 from tvm.sym import Analyzer
 
-from tvm_ethos.lower import cpu_schedule, x86_dot
-from tvm_ethos.lower.line_buffer import LineBufferScheduleError, _subst
+from tvm_ethos.emulator.line_buffer import LineBufferScheduleError, _subst
+from tvm_ethos.host.cpu import cpu_schedule, x86_dot
 
 _LANES, _DEPTH = x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH
 _FLIP_SIGN_BITS = -0x7F7F7F80  # 0x80808080 as int32: the top bit of each of four bytes

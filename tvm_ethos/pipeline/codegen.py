@@ -17,9 +17,9 @@ import contextlib
 import tvm
 from tvm import relax
 
+from tvm_ethos.compute.subgraph import LoweredSubgraph, lower_function
 from tvm_ethos.errors import CompileError
-from tvm_ethos.lower.cpu_tir_pipeline import PIPELINE_NAME
-from tvm_ethos.lower.subgraph import LoweredSubgraph, lower_function
+from tvm_ethos.host.cpu.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.stages import stage
 
 NUM_INPUTS_ATTR = "tvm_ethos.num_inputs"
@@ -125,8 +125,8 @@ def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None)
 def host_kernels_vnni(tl) -> bool:
     """Whether the host kernels are built for VNNI: the llvm host target has it and no OpenCL
     device shares the kernels (an OpenCL build takes the same PrimFuncs)."""
-    from tvm_ethos.lower.cpu_schedule import host_target
-    from tvm_ethos.lower.x86_dot import has_vnni
+    from tvm_ethos.host.cpu.cpu_schedule import host_target
+    from tvm_ethos.host.cpu.x86_dot import has_vnni
 
     return "opencl" not in tl.ids and has_vnni(host_target())
 
@@ -134,9 +134,9 @@ def host_kernels_vnni(tl) -> bool:
 def host_kernels_avx2(tl) -> bool:
     """Whether the host kernels are built for AVX2's multiply-add (``x86_avx2``): the llvm
     host target has AVX2 but no VNNI, and no OpenCL device shares the kernels."""
-    from tvm_ethos.lower.cpu_schedule import host_target
-    from tvm_ethos.lower.x86_avx2 import has_avx2
-    from tvm_ethos.lower.x86_dot import has_vnni
+    from tvm_ethos.host.cpu.cpu_schedule import host_target
+    from tvm_ethos.host.cpu.x86_avx2 import has_avx2
+    from tvm_ethos.host.cpu.x86_dot import has_vnni
 
     host = host_target()
     return "opencl" not in tl.ids and has_avx2(host) and not has_vnni(host)
@@ -185,7 +185,7 @@ def lower_host_composites(mod, host_id: str, vnni: bool = False, avx2: bool = Fa
 
 
 #: Scheduled PrimFuncs of the NPU subgraphs being compiled, by symbol (the cascading
-#: scheduler's output, tvm_ethos/lower/cascade.py); set around RunCodegen only.
+#: scheduler's output, tvm_ethos/pipeline/planning.py); set around RunCodegen only.
 _SCHEDULED: dict = {}
 
 
@@ -218,8 +218,8 @@ def without_emulator():
 
 def _npu_ext(functions, options, constant_names):
     """``relax.ext.<npu>``: build the emulator kernels of the given subgraph functions."""
-    from tvm_ethos.lower.cpu_schedule import host_target
-    from tvm_ethos.lower.stripe_kernels import schedule_stripes
+    from tvm_ethos.emulator.stripe_kernels import schedule_stripes
+    from tvm_ethos.host.cpu.cpu_schedule import host_target
 
     if not functions or not _BUILD_EMULATOR[-1]:
         return []
@@ -318,7 +318,7 @@ def realizes_plan(planned: dict) -> bool:
 def check_stream_memory(sym: str, entry: dict) -> None:
     """A stream that realizes its plan must touch exactly the SRAM the plan predicts, as the
     scheduled TIR must allocate it (``schedule.check``)."""
-    from tvm_ethos.lower.schedule import MemoryMismatchError
+    from tvm_ethos.emulator.schedule import MemoryMismatchError
 
     touched = entry.get("sram_high_water_bytes", entry.get("scratch_high_water_bytes"))
     planned = entry.get("planned_peak_bytes")
@@ -341,7 +341,7 @@ def offload(pmod, tl, plan_opts, devices: dict, payloads_out: dict | None = None
     and ``partition_for_*`` share it, so both build the same kernels. ``payloads_out``, when
     given, receives the subgraphs' command streams (:func:`command_streams`). ``emulator``:
     False builds no emulator kernels (:func:`without_emulator`)."""
-    from tvm_ethos.lower import cascade
+    from tvm_ethos.pipeline import planning as cascade
 
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     lowered: dict = {}

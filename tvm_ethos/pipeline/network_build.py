@@ -549,7 +549,7 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     """
     from tvm import s_tir
 
-    from tvm_ethos.lower.cpu_schedule import is_reduction, sole_same_shape_consumer
+    from tvm_ethos.host.cpu.cpu_schedule import is_reduction, sole_same_shape_consumer
 
     sch = s_tir.Schedule(prim)
     root = sch.get_sblock("root")
@@ -592,9 +592,9 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
 def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
     """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (``gpu_schedule``
     for the exact integer kernels, with the opencl target's ``tiling``; dlight for the rest)."""
-    from tvm_ethos.lower.gpu_schedule import parse_tiling, schedule_for_gpu
-    from tvm_ethos.lower.gpu_tir_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.lower.opencl_extraction import extract_opencl
+    from tvm_ethos.host.opencl.gpu_schedule import parse_tiling, schedule_for_gpu
+    from tvm_ethos.host.opencl.gpu_tir_pipeline import GPU_PIPELINE_NAME
+    from tvm_ethos.host.opencl.opencl_extraction import extract_opencl
 
     names = sorted({s.func for sg in program.subgraphs if sg.device == "opencl" for s in sg.steps})
     if not names:
@@ -618,7 +618,7 @@ def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
 def schedule_host_kernels(fused):
     """A copy of ``fused`` whose exact integer host kernels carry the CPU schedule
     (``cpu_schedule``); ``fused`` itself keeps them unscheduled for the OpenCL build."""
-    from tvm_ethos.lower.cpu_schedule import host_target, host_tile, schedule_for_cpu
+    from tvm_ethos.host.cpu.cpu_schedule import host_target, host_tile, schedule_for_cpu
 
     tile = host_tile(host_target())
     funcs = {}
@@ -636,7 +636,7 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None, g
     fused = legalize(smod)
     program = read_program(fused, segments, asg.npu_backends, host_id)
     kwargs = {"tir_pipeline": tir_pipeline} if tir_pipeline is not None else {}
-    from tvm_ethos.lower.cpu_schedule import host_target
+    from tvm_ethos.host.cpu.cpu_schedule import host_target
 
     host = tvm.target.Target(host_target())
     ex = tvm.compile(

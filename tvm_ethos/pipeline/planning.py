@@ -9,7 +9,7 @@
    accelerator config / variant, memory regions overridden by ``memory_pools``) -> the fastest
    Proposal within the budget -> ``schedule.apply_proposal`` -> ``schedule.measure`` and
    ``schedule.check`` (planned == scheduled bytes per scope, per Plan, and the peak; a mismatch
-   is a :class:`~tvm_ethos.lower.schedule.MemoryMismatchError`);
+   is a :class:`~tvm_ethos.emulator.schedule.MemoryMismatchError`);
 3. the scheduled PrimFuncs are handed to ``relax.ext.<npu>`` (``codegen.scheduled_primfuncs``),
    which builds them instead of the unscheduled ones.
 
@@ -20,7 +20,7 @@ stripe loop starts before the sink's first stripe so that every ring is the stea
 ``True`` plans without it, ``False`` without rings), weight copies to SRAM and the
 weight staging double buffer, and the planner's demand-driven rolling buffers filled one row
 at a time (``rolling_granules=(1,)``, on by default) as line-buffer cascades
-(``planner.line_buffer``, ``tvm_ethos.lower.line_buffer``: one step loop finer than the sink's
+(``planner.line_buffer``, ``tvm_ethos.emulator.line_buffer``: one step loop finer than the sink's
 stripes, each Part computing its next row when its period comes round). Other granules, and
 rolling Plans that keep a tensor which cannot roll as a RECOMPUTE window, are not realized:
 the compile path fixes ``rolling_mixed=False`` (rfcs/0005-planner-in-compile-path.md).
@@ -266,9 +266,9 @@ def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
     from planner.errors import PlannerError
     from planner.proposals import ProposalSearch
     from planner.report import layer_rows
-    from tvm_ethos.lower import schedule as S
-    from tvm_ethos.lower.codegen import lower_npu_subgraphs, npu_functions
-    from tvm_ethos.lower.part_matchers import match_subgraph
+    from tvm_ethos.emulator import schedule as S
+    from tvm_ethos.emulator.part_matchers import match_subgraph
+    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs, npu_functions
 
     rep = {"planned": opts.enabled, "options": opts.key(), "subgraphs": {}, "layers": [],
            "peak_memory_bytes": None, "cycles": None, "devices": {}}   # None: not planned

@@ -13,7 +13,7 @@ tuning flags and system instructions (``pku``, ``shstk``, ``wbnoinvd``: a virtua
 hides them, and compiled kernels never use them) are left out. The host's extensions are read
 from ``/proc/cpuinfo`` (the kernel's view, which follows what a hypervisor hides), not from the
 CPU's model name. No TVM here: the runtime loads packages without it (rfcs/0003); what an llvm
-target needs is worked out in ``tvm_ethos.lower.host_cpu``.
+target needs is worked out in ``tvm_ethos.host.cpu.host_cpu``.
 """
 from __future__ import annotations
 

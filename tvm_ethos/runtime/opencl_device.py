@@ -3,7 +3,7 @@
 Why this module exists: the apache-tvm 0.27 wheel generates OpenCL C (codegen is on) but has no
 OpenCL runtime ("OpenCL runtime is not linked into this build"). So the compiler takes what TVM
 knows and PyOpenCL does not - the kernel source and, per kernel, its argument order and launch
-sizes - out of TVM's lowered modules once (``tvm_ethos.lower.opencl_extraction``, needs
+sizes - out of TVM's lowered modules once (``tvm_ethos.host.opencl.opencl_extraction``, needs
 ``tvm``), keeps it as a plain, JSON-serialisable :class:`OpenCLModuleSpec`, and this module
 runs it with PyOpenCL (:class:`OpenCLDevice`, needs ``pyopencl``, never ``tvm``). Extraction
 and execution live apart so that a cached spec runs on a machine without TVM.

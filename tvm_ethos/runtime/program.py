@@ -1,6 +1,6 @@
 """What a compiled network is to the executor: tensors, constants and subgraphs, as plain data.
 
-Written by the compiler (``tvm_ethos.lower.network_build.read_program``), saved with the model
+Written by the compiler (``tvm_ethos.pipeline.network_build.read_program``), saved with the model
 (``program.json`` + ``constants.bin``: the constants back to back, 64 B aligned, their dtype /
 shape / offset in the JSON - byte-identical from run to run, unlike an ``.npz`` whose inner zip
 carries timestamps), read by :class:`~tvm_ethos.runtime.executor.Executor`.

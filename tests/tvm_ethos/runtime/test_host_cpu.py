@@ -1,4 +1,4 @@
-"""Host CPU records (tvm_ethos/runtime/host_cpu.py, tvm_ethos/lower/host_cpu.py): what a
+"""Host CPU records (tvm_ethos/runtime/host_cpu.py, tvm_ethos/host/cpu/host_cpu.py): what a
 compiled model's host code needs of the CPU, checked before its library is loaded, in the
 cache key, and the ``-mcpu`` tests and users build for; LLVM's own CPU tables are the oracle."""
 from __future__ import annotations
@@ -19,8 +19,8 @@ import tvm_ethos
 from tests.helpers import host_cpu as helper
 from tvm_ethos.compiler import load_members
 from tvm_ethos.errors import ModelLoadError, OptionError
-from tvm_ethos.lower import cpu_schedule
-from tvm_ethos.lower import host_cpu as lower_cpu
+from tvm_ethos.host.cpu import cpu_schedule
+from tvm_ethos.host.cpu import host_cpu as lower_cpu
 from tvm_ethos.package import package_bytes, read_package, verify_package_bytes
 from tvm_ethos.runtime import cache
 from tvm_ethos.runtime import host_cpu as rt_cpu

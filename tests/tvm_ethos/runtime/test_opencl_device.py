@@ -8,7 +8,7 @@ cl = pytest.importorskip(
     "pyopencl", reason="pyopencl not installed (pip install 'tvm-ethos[opencl]')"
 )
 
-from tvm_ethos.lower.opencl_extraction import UnsupportedKernelError, extract_opencl  # noqa: E402
+from tvm_ethos.host.opencl.opencl_extraction import UnsupportedKernelError, extract_opencl  # noqa: E402
 from tvm_ethos.runtime.allocators import (  # noqa: E402
     LiveStats,
     MallocAllocator,

@@ -4,7 +4,7 @@ Each builder takes the operator and where its operands live (:class:`FmSlot`) an
 block operation without a block config or weights; :func:`block_config` picks one and
 :func:`attach_constants` encodes the weights for its depth. The integer
 arithmetic must be TFLite's: the per-channel (multiplier, shift) pairs are the ones the "tir"
-emulator computes (``lower.quant``), written in the NPU's form ``(multiplier, 31 - shift)``;
+emulator computes (``compute.quant``), written in the NPU's form ``(multiplier, 31 - shift)``;
 elementwise and pooling scales are left to Vela's generator, which derives them from the
 feature maps' float scales as its own compiler does.
 """
@@ -21,8 +21,8 @@ import numpy as np
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
+from tvm_ethos.compute.quant import f32, quantize_multiplier, quantize_multipliers
 from tvm_ethos.errors import CompileError
-from tvm_ethos.lower.quant import f32, quantize_multiplier, quantize_multipliers
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def mean_op(op, ifm: FmSlot, ofm: FmSlot):
 def mean_scales(op) -> tuple[int, int]:
     """(multiplier, NPU shift) of TFLite's int8 MEAN, the element count folded into the
     multiplier as its reference kernel does (``te_ops.mean_multiplier``)."""
-    from tvm_ethos.lower.te_ops import mean_multiplier
+    from tvm_ethos.compute.te_ops import mean_multiplier
 
     _, h, w, _ = (int(s) for s in op.in_shapes[0])
     mult, shift = mean_multiplier(f32(op.in_q[0][0]), f32(op.out_q[0]), h * w)

@@ -24,7 +24,7 @@ import numpy as np
 
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
-from tvm_ethos.lower import fixed_point as fp
+from tvm_ethos.compute import fixed_point as fp
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103

@@ -21,7 +21,7 @@ import numpy as np
 
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, _common
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
-from tvm_ethos.lower.quant import f32, quantize_multiplier
+from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 
 def relu_op(op, ifm: FmSlot, ofm: FmSlot):

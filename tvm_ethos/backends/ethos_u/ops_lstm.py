@@ -44,7 +44,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
-from tvm_ethos.lower.quant import f32, quantize_multiplier
+from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 KIND = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 #: the scale TFLite Micro gives every gate's pre-activation (Q3.12) and activation (Q0.15)

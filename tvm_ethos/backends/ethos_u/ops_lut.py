@@ -27,9 +27,9 @@ import numpy as np
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
-from tvm_ethos.lower import int16_activation
-from tvm_ethos.lower.hard_swish import hard_swish_lut
-from tvm_ethos.lower.quant import (
+from tvm_ethos.compute import int16_activation
+from tvm_ethos.compute.hard_swish import hard_swish_lut
+from tvm_ethos.compute.quant import (
     f32,
     leaky_relu_alpha_np,
     logistic_lut,

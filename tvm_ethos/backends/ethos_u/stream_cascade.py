@@ -1,7 +1,7 @@
 """A command stream that executes the planner's Proposal: stripes, rings and its arena layout.
 
 ``stream_plan.plan_steps`` lists what each Plan computes, step by step (the schedule the
-"tir" emulator runs, ``lower.schedule``); every step becomes one NPU operation over that box
+"tir" emulator runs, ``emulator.schedule``); every step becomes one NPU operation over that box
 of its Part's output:
 
 * its IFM is the window the box reads (stride, dilated kernel, padding), clipped to the input

@@ -1,7 +1,7 @@
 """What a planner Proposal asks the NPU to do, in order, and where every buffer of it lives.
 
 The command-stream generator (``stream_gen``) executes the same schedule as the "tir"
-emulator (``lower.schedule``): for each Plan, the Parts run stripe by stripe, each computing
+emulator (``emulator.schedule``): for each Plan, the Parts run stripe by stripe, each computing
 per step the box of its output the planner gives it. :func:`plan_steps` lists those boxes in
 execution order for the three cascade forms the compile path realizes:
 
@@ -53,7 +53,7 @@ class Step:
 
 def _line_timing(graph, plan):
     """The line-buffer timing of a demand-driven rolling Plan, None for other Plans (the
-    test ``lower.schedule`` applies)."""
+    test ``emulator.schedule`` applies)."""
     from planner.line_buffer import LineBufferError, line_timing
 
     configs = {tc.tensor: tc for tc in plan.tensor_configs}

@@ -14,7 +14,7 @@ BACKEND_ID = "llvm"
 
 
 def _cpu_ok(value) -> bool:
-    from tvm_ethos.lower.host_cpu import is_valid_cpu
+    from tvm_ethos.host.cpu.host_cpu import is_valid_cpu
 
     return value == "" or is_valid_cpu(value)
 

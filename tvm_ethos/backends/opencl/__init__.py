@@ -2,7 +2,7 @@
 
 Its subgraphs run on an OpenCL device through PyOpenCL (``device_target = "opencl"``): the
 compiler takes TVM's OpenCL C for them (default GPU schedules, dlight;
-tvm_ethos/lower/opencl_extraction.py) and the executor launches it
+tvm_ethos/host/opencl/opencl_extraction.py) and the executor launches it
 (tvm_ethos/runtime/opencl_device.py, rfcs/0003). Inside the Relax VM executable
 (``CompiledModel.executable``) the same operators are built for llvm (``build_target``), so
 that executable still runs anywhere.
@@ -12,9 +12,10 @@ leaves to the CPU (the llvm backend), like an operator a GPU backend rejects in 
 ``GpuAcc, CpuAcc`` preference list. Several: ``+``-separated (``softmax+mean``) or a list.
 
 Option ``tiling``: the register tile of the conv / depthwise / pooling kernels,
-``THREADSxCOLUMNSxLANES`` (``tvm_ethos/lower/gpu_schedule.py``). The default, ``64x2x4``, suits
-devices with few compute units (PoCL on a CPU, and the same reasoning holds for a mobile GPU); a
-large discrete GPU wants one output per work-item to fill its cores (``256x1x1``; rfcs/0008).
+``THREADSxCOLUMNSxLANES`` (``tvm_ethos/host/opencl/gpu_schedule.py``). The default,
+``64x2x4``, suits devices with few compute units (PoCL on a CPU, and the same reasoning holds
+for a mobile GPU); a large discrete GPU wants one output per work-item to fill its cores
+(``256x1x1``; rfcs/0008).
 """
 from tvm_ethos.backends.base import (
     BACKEND_API_VERSION,
@@ -37,7 +38,7 @@ def _ops_ok(value) -> bool:
 
 
 def _tiling_ok(value) -> bool:
-    from tvm_ethos.lower.gpu_schedule import parse_tiling
+    from tvm_ethos.host.opencl.gpu_schedule import parse_tiling
 
     try:
         parse_tiling(value)

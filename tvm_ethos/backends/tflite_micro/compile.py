@@ -175,7 +175,7 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
 def _check_options(options: dict) -> None:
     """An OptionError for an option no group compile takes or a bad value, up front: a
     group whose compile is refused stays TFLite operators, which must not hide a typo."""
-    from tvm_ethos.lower.cascade import planning_options
+    from tvm_ethos.pipeline.planning import planning_options
 
     unknown = sorted(k for k in options if k not in COMPILE_OPTIONS)
     if unknown:

@@ -40,7 +40,7 @@ import math
 import tvm
 from tvm import s_tir, tirx
 
-from tvm_ethos.lower import host_cpu, x86_avx2, x86_dot, x86_requant
+from tvm_ethos.host.cpu import host_cpu, x86_avx2, x86_dot, x86_requant
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
@@ -387,7 +387,7 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
     output block) into two loops over the same channels: the stages first, then the output.
     Each stage element is in its own place of its ``local`` buffer, so computing all channels'
     stages before any output reads them changes no value. False where the body is not that."""
-    from tvm_ethos.lower.line_buffer import LineBufferScheduleError, _subst
+    from tvm_ethos.emulator.line_buffer import LineBufferScheduleError, _subst
 
     stmt = sch.get(loop)
     body = stmt.body

@@ -81,7 +81,7 @@ def open_step(sch, step, what: str, loops: int = 2):
     access's indices at the step's origin with the innermost one a ramp of ``lanes``, and the
     loops. What an instruction replacing the body needs; ``what`` names the form in the error
     raised on any other block."""
-    from tvm_ethos.lower.line_buffer import _subst
+    from tvm_ethos.emulator.line_buffer import _subst
 
     blk = sch.get(step)
     found, body = [], blk.body

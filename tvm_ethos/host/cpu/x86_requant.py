@@ -38,7 +38,7 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.ir.expr import TensorLoad
 
-from tvm_ethos.lower.x86_dot import open_step, put_step
+from tvm_ethos.host.cpu.x86_dot import open_step, put_step
 
 #: the block annotation of an output stage in this form; its value (:func:`encode`):
 #: ``"bias,mult,right,lmul|zp|lo|hi|all_right"``: the names of the per-channel constants'

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from tvm import s_tir
 
-from tvm_ethos.lower.cpu_schedule import (
+from tvm_ethos.host.cpu.cpu_schedule import (
     _extent,
     _loop_kinds,
     is_reduction,

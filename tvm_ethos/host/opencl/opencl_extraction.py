@@ -1,7 +1,7 @@
 """Extract TVM's OpenCL kernels and their launch recipe into a plain OpenCLModuleSpec.
 
 The compile-time half of the GPU fallback (rfcs/0003): the apache-tvm 0.27 wheel generates
-OpenCL C but links no OpenCL runtime, so the network builder (``tvm_ethos.lower.network_build``)
+OpenCL C but links no OpenCL runtime, so the network builder (``tvm_ethos.pipeline.network_build``)
 takes from TVM's lowered modules what PyOpenCL cannot know - the kernel source and, per kernel,
 its argument order and launch sizes - and stores it as a serialisable
 :class:`~tvm_ethos.runtime.opencl_device.OpenCLModuleSpec`, which
