@@ -33,6 +33,23 @@ from tvm_ethos.compute.quant import (
     round_half_away_f32,
     tanh_lut,
 )
+from tvm_ethos.host.cpu import x86_avx2, x86_requant
+from tvm_ethos.host.cpu.x86_dot import (
+    DOT_ANNOTATION,
+    DOT_STEPS,
+    VNNI_DEPTH,
+    VNNI_DW_S8,
+    VNNI_LANES,
+    VNNI_S8,
+)
+from tvm_ethos.host.cpu.x86_operands import (
+    clamped,
+    conv_window,
+    dot_weights,
+    window_im2col_stage,
+    window_pad_stage,
+    window_row_weights,
+)
 
 
 class ConstPool:
@@ -220,33 +237,11 @@ def vnni_fc_eligible(op, x_dtype: str) -> bool:
     )
 
 
-def dot_weights(wk: np.ndarray, bias: np.ndarray, offset: int, lanes: int, depth: int,
-                dtype) -> tuple[np.ndarray, np.ndarray] | None:
-    """``wk`` (reduction x outputs) laid out for a dot-product instruction as ``(OC/lanes,
-    K/depth, lanes * depth)`` of ``dtype``, one vector = ``depth`` consecutive reduction
-    elements of ``lanes`` outputs, the outputs padded with zero weights to whole vectors; and
-    the bias less ``offset * sum(w)``, the constant the instruction's operand coding adds to
-    every product. None when that bias leaves int32."""
-    k, co = wk.shape
-    co_p = -(-co // lanes) * lanes
-    padded = np.zeros((k, co_p), dtype)
-    padded[:, :co] = wk
-    packed = padded.reshape(k // depth, depth, co_p // lanes, lanes)
-    packed = np.ascontiguousarray(packed.transpose(2, 0, 3, 1)).reshape(
-        co_p // lanes, k // depth, lanes * depth)
-    corrected = bias.astype(np.int64) - offset * wk.astype(np.int64).sum(axis=0)
-    if corrected.min() < INT32_MIN or corrected.max() > INT32_MAX:
-        return None
-    return packed, corrected.astype(np.int32)
-
-
 def _vnni_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
     """``wk`` (reduction x outputs, int8) laid out for ``x86_dot`` as ``(OC/16, K/4, 16 * 4)``
     (:func:`dot_weights`), and the bias with ``(128 + x_zp) * sum(w)`` taken out:
     ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is ``sum((x - x_zp) * w)``, so ``acc +
     bias`` is the same int32 as TFLite's. None when the corrected bias leaves int32."""
-    from tvm_ethos.host.cpu.x86_dot import VNNI_DEPTH, VNNI_LANES
-
     return dot_weights(wk, bias, 128 + in_zp, VNNI_LANES, VNNI_DEPTH, np.int8)
 
 
@@ -258,14 +253,6 @@ def _vnni_acc(shape, x_at, wp, k: int, name: str, steps: tuple | None = None):
     broadcast needs no sign flip). ``steps``: the reduction's nested extents in steps of 4
     (a window conv's rows, then its steps along a row), so the schedule can split it into
     loops whose source addresses are affine instead of divided per step (``DOT_STEPS``)."""
-    from tvm_ethos.host.cpu.x86_dot import (
-        DOT_ANNOTATION,
-        DOT_STEPS,
-        VNNI_DEPTH,
-        VNNI_LANES,
-        VNNI_S8,
-    )
-
     rk = te.reduce_axis((0, k), name="rk")
 
     def acc_fn(*idx):
@@ -320,66 +307,6 @@ def vnni_window_eligible(op, x_dtype: str) -> bool:
     )
 
 
-def _conv_window(op):
-    """``(n, h, w, oh, ow, sh, sw, dh, dw, pt, pl, rows, cols)``: the geometry of a conv, with
-    ``rows`` x ``cols`` the input rows and columns its windows span from ``(-pt, -pl)``."""
-    kh, kw, _cpg, _co = op.weights.shape
-    n_, h_, w_, _ = op.in_shapes[0]
-    _, oh_, ow_, _ = op.out_shape
-    sh, sw = op.attrs["strides"]
-    dh, dw = op.attrs["dilation"]
-    pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
-    rows = (oh_ - 1) * sh + (kh - 1) * dh + 1
-    cols = (ow_ - 1) * sw + (kw - 1) * dw + 1
-    return n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols
-
-
-def _clamped(v, size: int):
-    """``v`` clamped into ``[0, size)``: a padded read's index stays inside the input even
-    where the vectorizer evaluates both sides of its ``if_then_else``."""
-    return tirx.max(tirx.min(v, _i32(size - 1)), _i32(0))
-
-
-def window_pad_stage(op, x, code, fill, name: str):
-    """The input of a conv padded to the rows and columns its windows span, as the kernel's
-    operand type: ``code(x)`` inside, ``fill`` (the zero point's code) outside. A dot-product
-    form reads it with no bounds check."""
-    n_, h_, w_, _oh, _ow, _sh, _sw, _dh, _dw, pt, pl, rows, cols = _conv_window(op)
-
-    def pad_fn(n, i, j, c):
-        ih, iw = i - pt, j - pl
-        inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
-        return tirx.if_then_else(inside, code(x[n, _clamped(ih, h_), _clamped(iw, w_), c]),
-                                 fill)
-
-    return te.compute((n_, rows, cols, int(x.shape[3])), pad_fn, name=name)
-
-
-def window_im2col_stage(op, x, cs: int, code, fill, name: str):
-    """Each window row of a conv laid out along one axis, ``(kw, cin)`` padded to ``cs`` (an
-    im2col along the width only), as the kernel's operand type (see window_pad_stage); the
-    weights of the padded positions are zero (:func:`window_row_weights`)."""
-    _kh, kw, cin, _co = op.weights.shape
-    n_, h_, w_, _oh, ow_, _sh, sw, _dh, dw, pt, pl, rows, _cols = _conv_window(op)
-
-    def col_fn(n, i, j, k):
-        ih, iw = i - pt, j * sw + (k // cin) * dw - pl
-        inside = tirx.all(k < kw * cin, ih >= 0, ih < h_, iw >= 0, iw < w_)
-        return tirx.if_then_else(
-            inside, code(x[n, _clamped(ih, h_), _clamped(iw, w_), k % cin]), fill)
-
-    return te.compute((n_, rows, ow_, cs), col_fn, name=name)
-
-
-def window_row_weights(op, cs: int) -> np.ndarray:
-    """``(kh * cs, co)`` weights of a conv whose window rows are read as ``cs`` elements:
-    ``kw * cin`` real ones, then zeros."""
-    kh, kw, cin, co = op.weights.shape
-    wk = np.zeros((kh, cs, co), np.int8)
-    wk[:, : kw * cin] = op.weights.reshape(kh, kw * cin, co)
-    return wk.reshape(kh * cs, co)
-
-
 def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     """A full conv (one group) in ``x86_dot``'s form: a sum over its taps of 1x1 dot products.
 
@@ -395,7 +322,7 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     positions hold ``x_zp + 128``, so their products are exactly the ``(128 + x_zp) * w`` the
     bias takes out. Returns ``(acc, corrected bias)`` or None."""
     kh, kw, cin, co = op.weights.shape
-    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = conv_window(op)
     zp = int(op.in_q[0][1])
     fill = tirx.const(zp + 128, "uint8")
     if cin % 4 == 0:
@@ -422,7 +349,7 @@ def _vnni_window_conv_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
             ih, iw = i - pt, f // cin - pl
             inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
             return tirx.if_then_else(
-                inside, _shifted_code(x[n, _clamped(ih, h_), _clamped(iw, w_), f % cin]), fill)
+                inside, _shifted_code(x[n, clamped(ih, h_), clamped(iw, w_), f % cin]), fill)
 
         rows_src = te.compute((n_, rows, flat), row_fn, name=f"{name}_rows")
         wk = window_row_weights(op, cs)
@@ -460,10 +387,9 @@ def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
     Channels are padded to whole vectors of 16. ``sum((x + 128) * w) - (128 + x_zp) * sum(w)``
     is TFLite's sum, the second term taken out of the bias. Returns ``(acc, corrected bias)``
     or None when that bias leaves int32."""
-    from tvm_ethos.host.cpu.x86_dot import DOT_ANNOTATION, VNNI_DEPTH, VNNI_DW_S8, VNNI_LANES
 
     kh, kw, _one, co = op.weights.shape
-    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, _cols = _conv_window(op)
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, _cols = conv_window(op)
     cin = op.in_shapes[0][3]
     opg = co // cin
     zp = int(op.in_q[0][1])
@@ -487,7 +413,7 @@ def _vnni_depthwise_acc(op, x, pool: ConstPool, name: str, bias: np.ndarray):
             inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
             code = tirx.if_then_else(
                 inside,
-                x[n, _clamped(ih, h_), _clamped(iw, w_), tirx.min(c, _i32(co - 1)) // opg]
+                x[n, clamped(ih, h_), clamped(iw, w_), tirx.min(c, _i32(co - 1)) // opg]
                 .astype("int32"),
                 _i32(zp),
             ) + _i32(128)
@@ -521,7 +447,6 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False,
     kh, kw, cpg, co = op.weights.shape
     bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
     if avx2:
-        from tvm_ethos.host.cpu import x86_avx2
 
         made = (x86_avx2.conv_acc(op, x, pool, name, bias)
                 if x86_avx2.conv_eligible(op, str(x.dtype)) else None)
@@ -598,9 +523,7 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
         consts = mbqm_one_shift_constants(mult, shift)
         lmul = pool.add(f"{name}_lmul", consts["lmul"]) if (shift > 0).any() else None
         right = pool.add(f"{name}_right", consts["right"])
-        from tvm_ethos.host.cpu.x86_requant import X_LIMIT
-
-        vector = bool((conv_x_bound(op) * consts["lmul"]).max() < X_LIMIT)
+        vector = bool((conv_x_bound(op) * consts["lmul"]).max() < x86_requant.X_LIMIT)
         return one_shift_output(acc, b, m_t, lmul, right, bool((shift < 0).all()), out_zp,
                                 (op.act_min, op.act_max), op.out_dtype, op.out_shape,
                                 f"{name}_out", vector)
@@ -623,7 +546,6 @@ def one_shift_output(acc, b, m_t, lmul, right, all_right: bool, out_zp: int,
     shifts left). ``vector``: every ``|(acc + b) * lmul|`` is below ``x86_requant.X_LIMIT``
     (:func:`conv_x_bound`), so the stage is marked for ``x86_requant``'s 16-lane form, which
     the CPU schedule puts in its place (the same int32 values)."""
-    from tvm_ethos.host.cpu import x86_requant
 
     def fused_fn(n, oh, ow, oc):
         v = acc[n, oh, ow, oc] + b[oc]
@@ -673,7 +595,6 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
     def x_at(row, kk):  # the input flattened to (lead, k)
         return x[_unflatten(row * k + kk, in_shape)]
 
-    from tvm_ethos.host.cpu import x86_avx2
 
     made = None  # (accumulator, corrected bias) in a dot-product form
     if avx2 and x86_avx2.fc_eligible(op, str(x.dtype)):

@@ -27,6 +27,13 @@ from tvm import te, tirx
 from tvm.target import codegen
 
 from tvm_ethos.host.cpu.x86_dot import DOT_ANNOTATION, _loads, open_step, put_step
+from tvm_ethos.host.cpu.x86_operands import (
+    conv_window,
+    dot_weights,
+    window_im2col_stage,
+    window_pad_stage,
+    window_row_weights,
+)
 
 #: int32 lanes of one vpmaddwd (a 256-bit register)
 MADD_LANES = 8
@@ -88,8 +95,6 @@ def madd_weights(wk: np.ndarray, bias: np.ndarray, in_zp: int):
     """``wk`` (reduction x outputs, int8, the reduction even) as int16 ``(OC/8, K/2, 8 * 2)``,
     the outputs padded with zero weights to whole vectors of 8, and the bias less
     ``x_zp * sum(w)``. None when that bias leaves int32."""
-    from tvm_ethos.compute.te_ops import dot_weights
-
     return dot_weights(wk, bias, in_zp, MADD_LANES, MADD_DEPTH, np.int16)
 
 
@@ -115,15 +120,8 @@ def conv_acc(op, x, pool, name: str, bias: np.ndarray):
     pair is two channels of one pixel; with an odd one (RGB, DS-CNN's single channel), each
     window row laid out along one axis, ``(kw, cin)`` padded to even with zero weights (im2col
     along the width). Returns ``(acc, corrected bias)`` or None."""
-    from tvm_ethos.compute.te_ops import (
-        _conv_window,
-        window_im2col_stage,
-        window_pad_stage,
-        window_row_weights,
-    )
-
     kh, kw, cin, co = op.weights.shape
-    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = _conv_window(op)
+    n_, h_, w_, oh_, ow_, sh, sw, dh, dw, pt, pl, rows, cols = conv_window(op)
     zp = int(op.in_q[0][1])
     fill = tirx.const(zp, "int16")
 
