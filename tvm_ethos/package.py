@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import BinaryIO, NamedTuple
 
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import ModelLoadError
 from tvm_ethos.package_meta import PackageMeta, parse_meta
 from tvm_ethos.runtime.program import NetworkProgram
@@ -172,6 +173,7 @@ def _metadata(members: dict[str, bytes], path: str) -> tuple[PackageMeta, Networ
                               f"manifest says {FORMAT_VERSION}")
         program = None
         if PROGRAM in members:
+            get_registry()   # the backends register the formats of the payloads it may hold
             program = NetworkProgram.from_json(members[PROGRAM], members[CONSTANTS])
             _check_io(meta, program)
     except SchemaError as err:

@@ -51,6 +51,7 @@ from tvm_ethos.runtime.fallback_memory import (
     plan_edges,
 )
 from tvm_ethos.runtime.options import check_runtime_options
+from tvm_ethos.runtime.payloads import run_payload
 from tvm_ethos.runtime.program import NetworkProgram
 
 #: TVM's ``from_dlpack`` needs 64 B aligned memory; CPU kernels read caller arrays in place only
@@ -352,10 +353,8 @@ def _run_stream(payload, args: list, n_outs: int) -> None:
     """One NPU kernel call as its command stream on the functional model: the activation
     inputs come first in ``args`` (the constants after them are in the stream's flash), the
     outputs last."""
-    from tvm_ethos.backends.ethos_u.stream_run import run_payload
-
     ins = [a.numpy() for a in args[:len(payload.inputs)]]
-    outs, _ = run_payload(payload, ins)
+    outs = run_payload(payload, ins)
     for dst, got in zip(args[-n_outs:], outs):
         dst.copyfrom(got.reshape(dst.shape))
 

@@ -9,13 +9,12 @@ module spec).
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tvm_ethos.runtime.payloads import payload_from_json, payload_to_json
 from tvm_ethos.schema import MAX_TENSOR_BYTES, Node, SchemaError, check_tensor_size, parse_json
 
 PROGRAM_VERSION = 1
@@ -121,7 +120,7 @@ class NetworkProgram:
 
     # ---- serialisation
     def to_json(self) -> str:
-        extra = {"payloads": {k: _payload_json(v) for k, v in sorted(self.payloads.items())}} \
+        extra = {"payloads": {k: payload_to_json(v) for k, v in sorted(self.payloads.items())}} \
             if self.payloads else {}
         return json.dumps(
             {
@@ -233,7 +232,7 @@ def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
     payloads = {}
     node = root.opt("payloads")
     if node is not None:
-        payloads = {k: _payload_from_json(v) for k, v in node.entries()}
+        payloads = {k: payload_from_json(v) for k, v in node.entries()}
     inputs, outputs = tensor_ids(root.get("inputs")), tensor_ids(root.get("outputs"))
     _check_dataflow(inputs, outputs, subgraphs)
     return NetworkProgram(inputs, outputs, tensors, subgraphs, consts, opencl, payloads)
@@ -345,59 +344,3 @@ def _opencl(node: Node):
         functions[key] = FunctionSpec(f.get("name").str(), tuple(params), tuple(launches),
                                       workspaces)
     return OpenCLModuleSpec(source=root.get("source").str(), functions=functions)
-
-
-_PAYLOAD_BYTES = ("driver_payload", "flash")
-
-
-def _payload_json(p) -> dict:
-    import dataclasses
-
-    d = dataclasses.asdict(p)
-    for k in _PAYLOAD_BYTES:
-        d[k] = base64.b64encode(d[k]).decode()
-    for k in ("inputs", "outputs"):
-        d[k] = [[a["name"], list(a["shape"]), a["dtype"], a["offset"]] for a in d[k]]
-    return d
-
-
-_PAYLOAD_FIELDS = ("accelerator", "driver_payload", "flash", "scratch_bytes",
-                   "fast_scratch_bytes", "inputs", "outputs", "work_bytes", "schedule",
-                   "untouched_top_bytes", "weight_dma_bytes", "weights_left_in_flash",
-                   "block_configs")
-
-
-def _payload_from_json(node: Node):
-    from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
-
-    node.obj(_PAYLOAD_FIELDS)
-    d: dict = {"accelerator": node.get("accelerator").str(nonempty=True)}
-    for k in _PAYLOAD_BYTES:
-        d[k] = _base64(node.get(k))
-    for k in ("scratch_bytes", "fast_scratch_bytes"):
-        d[k] = node.get(k).int(0, MAX_TENSOR_BYTES)
-    for k in ("work_bytes", "untouched_top_bytes", "weight_dma_bytes", "weights_left_in_flash"):
-        if node.opt(k) is not None:
-            d[k] = node.get(k).int(0, MAX_TENSOR_BYTES)
-    if node.opt("schedule") is not None:
-        d["schedule"] = node.get("schedule").str()
-    for k in ("inputs", "outputs"):
-        arena = []
-        for a in node.get(k).items():
-            name_n, shape_n, dtype_n, off_n = a.items(length=4)
-            shape, dtype, off = shape_n.shape(), dtype_n.dtype(), off_n.int()
-            if off + check_tensor_size(shape, dtype, a.where) > d["scratch_bytes"]:
-                raise a.error(f"lies outside the {d['scratch_bytes']} B scratch arena")
-            arena.append(ArenaTensor(name_n.str(), shape, dtype, off))
-        d[k] = tuple(arena)
-    if node.opt("block_configs") is not None:
-        d["block_configs"] = tuple((why.str(), n.int()) for why, n in
-                                   (b.items(length=2) for b in node.get("block_configs").items()))
-    return EthosUPayload(**d)
-
-
-def _base64(node: Node) -> bytes:
-    try:
-        return base64.b64decode(node.str(), validate=True)
-    except binascii.Error as err:
-        raise node.error(f"base64 data, not decodable ({err})") from None

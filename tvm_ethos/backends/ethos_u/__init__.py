@@ -31,6 +31,7 @@ from tvm_ethos.backends.base import (
     Plugin,
 )
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
+from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.npu_common import (
     NPU_CAPABILITIES,
@@ -39,6 +40,7 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
+from tvm_ethos.runtime.payloads import register_payload_format
 
 BACKEND_ID = "ethos-u"
 ACCELERATOR_CONFIGS = (
@@ -372,3 +374,5 @@ class EthosUBackend(NpuBackend):
 
 
 plugin = Plugin(BACKEND_ID, BACKEND_API_VERSION, EthosUBackend)
+# the runtime saves, reads and runs this backend's command streams through it
+register_payload_format(ETHOS_U_PAYLOAD_FORMAT)
