@@ -71,11 +71,11 @@ def __getattr__(name):
         from tvm_ethos import compiler
 
         return getattr(compiler, name)
-    if name in ("partition_for_ethos_n", "partition_for_ethos_u", "partition_report"):
+    if name == "partition_report":
         from tvm_ethos import partition as _p
 
         return getattr(_p, name)
-    if name in ("partition_for", "plan_report"):
+    if name in ("partition_for", "partition_for_ethos_n", "partition_for_ethos_u", "plan_report"):
         from tvm_ethos import byoc
 
         return getattr(byoc, name)

@@ -76,7 +76,7 @@ def partition_for(mod, target, **options):
     from tvm_ethos.frontend.relax_module import reshape_outputs
     from tvm_ethos.partition import partition
     from tvm_ethos.pipeline import planning as cascade
-    from tvm_ethos.pipeline.codegen import offload
+    from tvm_ethos.pipeline.driver import offload
     from tvm_ethos.targets import parse_targets
 
     options = dict(options)
@@ -88,7 +88,7 @@ def partition_for(mod, target, **options):
         mod = load_model(mod)
     pmod, _report = partition(mod, tl)
     try:
-        pmod, plan_rep = offload(pmod, tl, plan_opts, devices)
+        pmod, plan, _payloads = offload(pmod, tl, plan_opts, devices)
     except TvmEthosError:
         raise
     except Exception as err:
@@ -98,7 +98,23 @@ def partition_for(mod, target, **options):
         ) from err
     # the source model's output shapes (a host view), as CompiledModel.run gives them
     pmod = reshape_outputs(pmod)
-    return pmod.with_attr(PLAN_REPORT_ATTR, json.dumps(plan_rep, sort_keys=True))
+    return pmod.with_attr(PLAN_REPORT_ATTR, json.dumps(plan.to_json(), sort_keys=True))
+
+
+def partition_for_ethos_n(mod, variant: str = "n78", host: str = "llvm", **options):
+    """Ethos-N's subgraphs planned and built (emulated), the rest left for the host: a module
+    that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
+    ``options``: Ethos-N's target options and the planning options of ``tvm_ethos.compile``."""
+    return partition_for(mod, f"ethos-n,{host}", variant=variant, **options)
+
+
+def partition_for_ethos_u(
+    mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options
+):
+    """Ethos-U's subgraphs planned and built (emulated), the rest left for the host: a module
+    that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
+    ``options``: Ethos-U's target options and the planning options of ``tvm_ethos.compile``."""
+    return partition_for(mod, f"ethos-u,{host}", accelerator_config=accelerator_config, **options)
 
 
 def plan_report(mod) -> dict | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvm_ethos.backends.base import HostBackend, HostOutput
-from tvm_ethos.errors import CompileError, ModelLoadError, TvmEthosError
+from tvm_ethos.errors import ModelLoadError, TvmEthosError
 from tvm_ethos.package import (
     CONSTANTS,
     FORMAT_VERSION,
@@ -30,7 +30,6 @@ from tvm_ethos.package import (
 )
 from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
-from tvm_ethos.stages import stage
 
 _META, _LIB, _PROGRAM, _CONSTANTS = META, LIBRARY, PROGRAM, CONSTANTS
 log = logging.getLogger(__name__)
@@ -199,7 +198,7 @@ class CompiledModel:
     @property
     def plan_table(self) -> str:
         """The per-layer plan table (stripes, buffers, regions, bytes, cycles, cascades)."""
-        from tvm_ethos.pipeline.planning import format_table
+        from tvm_ethos.pipeline.report import format_table
 
         return format_table(self.plan_report)
 
@@ -524,74 +523,23 @@ def compile_streams(mod, target: str, **options) -> CompiledModel:
 
 def _compile(mod, target, runtime_opts, plan_opts, build: bool = True,
              **options) -> CompiledModel:
-    """Partition, plan, generate the streams and (``build``) build the host and emulator
-    libraries; without ``build`` the executor program is read but nothing is compiled."""
-    import tvm
-
-    from tvm_ethos.frontend import load_model
-    from tvm_ethos.host.cpu.cpu_tir_pipeline import PIPELINE_NAME
-    from tvm_ethos.host.cpu.host_cpu import building_for
-    from tvm_ethos.partition import partition
-    from tvm_ethos.pipeline.codegen import offload
-    from tvm_ethos.pipeline.network_build import build_network
+    """The compile pipeline (``tvm_ethos.pipeline.driver``) on ``mod``, its result as a
+    :class:`CompiledModel`; without ``build`` nothing is compiled (``compile_streams``)."""
+    from tvm_ethos.pipeline.driver import compile_network
     from tvm_ethos.targets import parse_targets
 
     tl = parse_targets(target, options)  # raises TargetError / OptionError before any work
-    from tvm_ethos.pipeline import planning as cascade
-
-    devices = cascade.check_devices(tl, plan_opts)  # planner devices, memory pools: up front
-    if not isinstance(mod, tvm.IRModule):
-        with stage("import"):
-            mod = load_model(mod)
-    with stage("partition"):
-        pmod, report = partition(mod, tl)
-    log.debug("partition:\n%s", report)
-    try:
-        with building_for(tl.host.options.get("mcpu")):   # llvm -mcpu=..., else this CPU's
-            # plan every NPU subgraph and schedule it (rfcs/0005); the emulator builds them
-            payloads: dict = {}
-            pmod, plan_report = offload(pmod, tl, plan_opts, devices, payloads, emulator=build)
-            if build:
-                # subgraphs per backend; one llvm build (the VM executable) + the OpenCL kernels
-                with stage("host build"):
-                    ex, program = build_network(
-                        pmod,
-                        report,
-                        tl.host.backend_id,
-                        tl.host.options.get("cpu_ops"),
-                        tir_pipeline=PIPELINE_NAME,
-                        gpu_tiling=tl.host.options.get("tiling"),
-                    )
-            else:
-                with stage("program"):
-                    ex, program = None, _read_network(pmod, report, tl)
-            program.payloads = payloads
-    except TvmEthosError:
-        raise
-    except Exception as err:
-        msg = str(err).strip().splitlines()
-        raise CompileError(
-            f"compiling for {tl} failed: {msg[-1] if msg else type(err).__name__}"
-        ) from err
-    main = mod["main"]
+    done = compile_network(mod, tl, plan_opts, build=build)
+    main = done.module["main"]
     ins = []
     for p in main.params:
         ty = p.ty
         ins.append(IOSpec(p.name, tuple(int(s) for s in ty.shape.values), str(ty.dtype)))
-    cm = CompiledModel(ex, str(tl), report, ins, output_specs(mod), program=program,
-                       runtime_options=runtime_opts, plan_report=plan_report)
+    cm = CompiledModel(done.executable, str(tl), done.partition, ins, output_specs(done.module),
+                       program=done.program, runtime_options=runtime_opts,
+                       plan_report=done.plan.to_json())
     cm.cpu_record = _cpu_record_for(tl)
     return cm
-
-
-def _read_network(pmod, report, tl):
-    """The executor program of an offloaded module, as ``build_network`` reads it (the same
-    split and legalization), with nothing compiled."""
-    from tvm_ethos.pipeline.network_build import assign_backends, legalize, read_program, split_main
-
-    asg = assign_backends(pmod, report, tl.host.backend_id, tl.host.options.get("cpu_ops"))
-    smod, segments = split_main(pmod, asg)
-    return read_program(legalize(smod), segments, asg.npu_backends, tl.host.backend_id)
 
 
 def _cpu_record_for(tl):

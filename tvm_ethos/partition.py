@@ -399,26 +399,6 @@ def _build_report(mod, tl: TargetList, decisions, order, subgraph_names) -> Part
     return PartitionReport(str(tl), placed)
 
 
-def partition_for_ethos_n(mod, variant: str = "n78", host: str = "llvm", **options):
-    """Ethos-N's subgraphs planned and built (emulated), the rest left for the host: a module
-    that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
-    ``options``: Ethos-N's target options and the planning options of ``tvm_ethos.compile``."""
-    from tvm_ethos.byoc import partition_for
-
-    return partition_for(mod, f"ethos-n,{host}", variant=variant, **options)
-
-
-def partition_for_ethos_u(
-    mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options
-):
-    """Ethos-U's subgraphs planned and built (emulated), the rest left for the host: a module
-    that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.
-    ``options``: Ethos-U's target options and the planning options of ``tvm_ethos.compile``."""
-    from tvm_ethos.byoc import partition_for
-
-    return partition_for(mod, f"ethos-u,{host}", accelerator_config=accelerator_config, **options)
-
-
 def partition_report(mod, target=None, **options) -> PartitionReport:
     """The report of a partitioned module (or of partitioning ``mod`` for ``target``)."""
     attrs = mod.attrs

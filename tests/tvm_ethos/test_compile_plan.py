@@ -138,9 +138,9 @@ def test_memory_pools_map_to_planner_regions():
     slow = ProposalSearch(g, dev, o).select(None).cycles
     fast = ProposalSearch(g, base, o).select(None).cycles
     assert slow > fast
-    assert cascade._budget(opts, dev) == (200 * 1024, "the sram size given for this target")
+    assert cascade.budget_for(opts, dev) == (200 * 1024, "the sram size given for this target")
     assert (
-        cascade._budget(
+        cascade.budget_for(
             cascade.planning_options({"budget": "100KiB", "memory_pools": "sram:200KiB"}), dev
         )[0]
         == 102400

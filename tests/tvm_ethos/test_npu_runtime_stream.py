@@ -115,7 +115,7 @@ def test_bad_npu_runtime_is_one_clear_error():
 
 def test_stream_memory_must_equal_the_plan():
     from tvm_ethos.emulator.schedule import MemoryMismatchError
-    from tvm_ethos.pipeline.codegen import check_stream_memory
+    from tvm_ethos.pipeline.streams import check_stream_memory
 
     entry = {"realizes_plan": True, "scratch_high_water_bytes": 784, "planned_peak_bytes": 776}
     with pytest.raises(MemoryMismatchError, match="784 B.*776 B"):

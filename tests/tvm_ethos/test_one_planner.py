@@ -14,6 +14,7 @@ import tvm_ethos
 from planner.api import plan
 from planner.options import PlannerOptions
 from tvm_ethos.pipeline import planning as cascade
+from tvm_ethos.pipeline.report import format_table
 
 MODELS = ["ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96",
           pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow)]
@@ -138,7 +139,7 @@ def test_default_budget_is_the_systems_sram(budget, expected):
     r = plan(model_path("ds_cnn_kws"), "ethos-u65-256", budget=budget)
     assert r.budget == expected
     assert ("Dedicated_Sram_384KB" in r.budget_source) == (budget == "system")
-    default = cascade._budget(cascade.planning_options({} if budget == "system" else
+    default = cascade.budget_for(cascade.planning_options({} if budget == "system" else
                                                        {"budget": budget}), r.device)
     assert default[0] == expected
 
@@ -176,6 +177,6 @@ def test_unmodelled_subgraph_prints_not_planned():
     rep = {"planned": True, "layers": [], "peak_memory_bytes": None, "cycles": None,
            "subgraphs": {"sg0": {"planned": False, "backend": "plug",
                                  "reason": "the planner has no model of plug"}}}
-    text = cascade.format_table(rep)
+    text = format_table(rep)
     assert "sg0 on plug: not planned (the planner has no model of plug)" in text
     assert "cycles" not in text.replace("not planned", "")

@@ -232,7 +232,7 @@ def test_parts_of_an_activation_chain():
     Part inputs (Vela keeps LUTs in the NPU's LUT memory)."""
     from tvm_ethos.emulator.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
-    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
+    from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs
 
     shape = [1, 4, 4, 8]
     ts = [tb.T(shape, "int8", scale=0.05, zp=3), tb.T(shape, "int8", scale=1 / 256, zp=-128),

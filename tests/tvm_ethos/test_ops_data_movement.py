@@ -185,7 +185,7 @@ def test_resize_nearest_constraints():
 def _parts(model, backend="ethos-u"):
     from tvm_ethos.emulator.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
-    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
+    from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs
 
     mod = tvm_ethos.load_model(model)
     part = partition(mod, f"{backend},llvm")[0]

@@ -10,7 +10,7 @@ from conftest import assert_bit_exact
 import tvm_ethos
 from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.partition import partition
-from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
+from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs
 
 CASES = {
     "2x_asymmetric": dict(),

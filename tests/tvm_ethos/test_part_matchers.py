@@ -12,7 +12,7 @@ from planner.graph import Tensor
 from planner.stripes import StripeConfig
 from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.partition import partition
-from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
+from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs
 from tvm_ethos.targets import parse_targets
 
 

@@ -106,7 +106,7 @@ def test_model_with_no_npu_operator_runs():
 
 
 def test_unscheduled_primfuncs_exposed():
-    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs
+    from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs
 
     mod = tvm_ethos.load_model(model_path("ds_cnn_kws"))
     pmod = partition(mod, "ethos-u,llvm")[0]

@@ -20,7 +20,7 @@ from tvm_ethos.backends.ethos_u.stream_gen import generate
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 from tvm_ethos.compute.quant import f32, mbqm_np, quantize_multiplier
 from tvm_ethos.partition import partition
-from tvm_ethos.pipeline.codegen import attach_npu_constants, lower_npu_subgraphs
+from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.targets import parse_targets
 
 pytest.importorskip("ethosu.vela")

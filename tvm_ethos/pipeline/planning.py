@@ -1,17 +1,12 @@
-"""The planner in the compile path: plan every NPU subgraph, schedule it, check its memory.
+"""How the compile path runs the planner: its options and its devices, checked up front.
 
 ``compile(..., budget=..., memory_pools=..., planner_options=..., plan=True)``:
-
-1. :func:`planning_options` validates the options up front (before any TVM work);
-2. :func:`plan_subgraphs`, for every NPU subgraph of the partitioned module (after its constants
-   became parameters, so that its PrimFunc is the one the emulator build sees): TE graph ->
-   ``PlannerGraph`` (``part_matchers``) -> ``ProposalSearch`` on the target's device (the
-   accelerator config / variant, memory regions overridden by ``memory_pools``) -> the fastest
-   Proposal within the budget -> ``schedule.apply_proposal`` -> ``schedule.measure`` and
-   ``schedule.check`` (planned == scheduled bytes per scope, per Plan, and the peak; a mismatch
-   is a :class:`~tvm_ethos.emulator.schedule.MemoryMismatchError`);
-3. the scheduled PrimFuncs are handed to ``relax.ext.<npu>`` (``codegen.scheduled_primfuncs``),
-   which builds them instead of the unscheduled ones.
+:func:`planning_options` validates the options before any TVM work, :func:`check_devices`
+builds each accelerator's planner Device with the user's memory pools, and
+:func:`budget_for` says what each subgraph is planned within. The plan stage itself is
+``pipeline.plan``; its scheduled PrimFuncs are handed to ``relax.ext.<npu>``
+(``codegen.scheduled_primfuncs``), which builds them instead of the unscheduled ones.
+TVM-free, so the CLI reads these options without importing TVM.
 
 Which planner modes are realized: RECOMPUTE cascades (any stripe shape, 2-D tiles, multi-reader
 tensors), lockstep rolling buffers (``planner.lockstep``: RECOMPUTE's windows held as rings,
@@ -33,11 +28,15 @@ cascades keep between them.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 
-from planner.budgets import NONE, SMALLEST, SMALLEST_SOURCE, SYSTEM
-from tvm_ethos.errors import CompileError, MemoryBudgetError, OptionError
+from planner.api import parse_size
+from planner.budgets import NONE, SMALLEST, SMALLEST_SOURCE, SYSTEM, resolve_budget
+from planner.errors import PlannerError
+from planner.options import PlannerOptionError, PlannerOptions
+from tvm_ethos.backends.base import NpuBackend
+from tvm_ethos.backends.registry import get_backend
+from tvm_ethos.errors import OptionError
 
 #: The planner options whose other values only planner studies use: field -> (the values the
 #: compile path realizes, why). The planner's defaults are among them (planner.options).
@@ -79,9 +78,6 @@ def _options_json(opts) -> dict:
 
 
 def _size(value, what: str) -> int:
-    from planner.api import parse_size
-    from planner.errors import PlannerError
-
     if isinstance(value, bool):
         raise OptionError(f"{what}: {value!r} is not a memory size; write e.g. 300KiB or 307200")
     try:
@@ -174,9 +170,6 @@ def parse_memory_pools(pools) -> dict:
 
 def planning_options(options: dict) -> PlanningOptions:
     """Pop and validate the planning options of a ``compile`` call."""
-    from planner.errors import PlannerError
-    from planner.options import PlannerOptionError, PlannerOptions
-
     enabled = options.pop("plan", True)
     if not isinstance(enabled, bool):
         raise OptionError(f"option 'plan': bad value {enabled!r}; allowed values: True, False")
@@ -216,9 +209,6 @@ def planning_options(options: dict) -> PlanningOptions:
 def make_device(spec, opts: PlanningOptions):
     """The planner Device for a target, with the user's memory pools (its backend's
     ``NpuBackend.planner_device``), or None: a host target, or no performance model."""
-    from tvm_ethos.backends.base import NpuBackend
-    from tvm_ethos.backends.registry import get_backend
-
     backend = get_backend(spec.backend_id)
     if not isinstance(backend, NpuBackend):
         return None
@@ -238,12 +228,10 @@ def check_devices(tl, opts: PlanningOptions) -> dict:
 
 
 # ------------------------------------------------------------------------------- planning
-def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
+def budget_for(opts: PlanningOptions, device) -> tuple[int | None, str]:
     """The budget a subgraph is planned within and where it came from: the one given, capped
     by the size of a feature-map memory pool; by default the device's SRAM (pools included,
     planner.budgets)."""
-    from planner.budgets import resolve_budget
-
     budget, whence = resolve_budget(opts.budget, device)
     pool = opts.pools.get(device.fm_region, {}) if device is not None else {}
     if whence == SMALLEST_SOURCE:   # the least memory, within the pool where one is given
@@ -251,145 +239,3 @@ def _budget(opts: PlanningOptions, device) -> tuple[int | None, str]:
     if "size" in pool and (budget is None or pool["size"] < budget):
         budget, whence = pool["size"], f"the {device.fm_region} memory pool"
     return budget, whence
-
-
-def plan_subgraphs(pmod, report, tl, opts: PlanningOptions, devices: dict,
-                   lowered: dict | None = None, proposals_out: dict | None = None):
-    """Plan and schedule every NPU subgraph of ``pmod`` (constants attached). ``lowered``: the
-    subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol.
-    ``proposals_out``, when given, receives ``(match, proposal, device)`` per planned symbol:
-    what a command-stream generator executes (``Backend.command_stream``) and the Device
-    whose performance model costed it.
-
-    Returns (plan report dict, {symbol: scheduled PrimFunc})."""
-    from planner.api import select
-    from planner.errors import PlannerError
-    from planner.proposals import ProposalSearch
-    from planner.report import layer_rows
-    from tvm_ethos.emulator import schedule as S
-    from tvm_ethos.emulator.part_matchers import match_subgraph
-    from tvm_ethos.pipeline.codegen import lower_npu_subgraphs, npu_functions
-
-    rep = {"planned": opts.enabled, "options": opts.key(), "subgraphs": {}, "layers": [],
-           "peak_memory_bytes": None, "cycles": None, "devices": {}}   # None: not planned
-    scheduled = {}
-    if not opts.enabled:
-        return rep, scheduled
-    cascade = 0
-    for spec in tl.accelerators:
-        device = devices.get(spec.backend_id)
-        fns = npu_functions(pmod, {spec.backend_id})
-        if not fns:
-            continue
-        if device is None:
-            rep["devices"][spec.backend_id] = None
-            for gv, f in fns:
-                rep["subgraphs"][str(f.attrs["global_symbol"])] = {
-                    "backend": spec.backend_id, "planned": False,
-                    "reason": f"the planner has no model of {spec}"}
-            continue
-        rep["devices"][spec.backend_id] = device.name
-        budget, whence = _budget(opts, device)
-        syms = {str(f.attrs["global_symbol"]) for _, f in fns}
-        have = {k: v for k, v in (lowered or {}).items() if k in syms}
-        if set(have) != syms:
-            have = lower_npu_subgraphs(pmod, {spec.backend_id})
-        for sym in sorted(have, key=_natural):
-            lw = have[sym]
-            match = match_subgraph(lw, sym)
-            try:
-                search = ProposalSearch(match.graph, device, opts.planner)
-            except PlannerError as err:
-                raise CompileError(f"planning NPU subgraph {sym} ({spec.backend_id}, "
-                                   f"{device.name}) failed: {err}") from None
-            try:
-                proposal = select(search, budget, whence)
-            except PlannerError as err:
-                raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
-                                        f"{err}", budget, search.frontier[0][0], sym) from None
-            func = S.apply_proposal(lw, match, proposal, device)
-            result = S.measure(lw, match, proposal, func, device, tvm_count=False)
-            S.check(result)
-            scheduled[sym] = func
-            if proposals_out is not None:
-                proposals_out[sym] = (match, proposal, device)
-            front = search.frontier
-            sub = {
-                "backend": spec.backend_id, "device": device.name, "planned": True,
-                "budget_bytes": budget, "budget_source": whence,
-                "peak_memory_bytes": proposal.memory_bytes, "cycles": proposal.cycles,
-                "smallest_memory_bytes": front[0][0], "fastest_cycles": front[-1][1],
-                "frontier": [{"memory_bytes": m, "cycles": c} for m, c in front],
-            }   # no timings here: the report is saved and must be byte-identical run to run
-            sub.update(result.to_json())
-            rep["subgraphs"][sym] = sub
-            for row in layer_rows(match.graph, proposal):
-                row = dict(row)
-                row["cascade"] = cascade + row["cascade"]
-                row["subgraph"] = sym
-                rep["layers"].append(_jsonable(row))
-            cascade += len(proposal.plans)
-            rep["peak_memory_bytes"] = max(rep["peak_memory_bytes"] or 0, proposal.memory_bytes)
-            rep["cycles"] = (rep["cycles"] or 0) + proposal.cycles
-    del report
-    # exactly what save / load round-trips (lists, not tuples; str keys)
-    return json.loads(json.dumps(_jsonable(rep))), scheduled
-
-
-def _natural(sym: str):
-    import re
-
-    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", sym)]
-
-
-def _jsonable(v):
-    from fractions import Fraction
-
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, Fraction):
-        return f"{v.numerator}/{v.denominator}" if v.denominator != 1 else int(v)
-    if hasattr(v, "value") and not isinstance(v, (int, float, str)):
-        return v.value
-    return v
-
-
-# ------------------------------------------------------------------------------- report
-def format_table(rep: dict) -> str:
-    """The per-layer plan table, in the spirit of Vela's --verbose-schedule /
-    --verbose-performance: one row per Part, totals per subgraph and for the network. Its
-    columns and units are the plan table's (planner.report); a subgraph or a network the
-    planner did not plan says "not planned", never 0 cycles."""
-    from planner.budgets import budget_line
-    from planner.report import kib, table_lines, total_line
-    from tvm_ethos.backends.registry import get_backend
-
-    if not rep or not rep.get("planned"):
-        return "planner: off (compile(..., plan=False)): not planned"
-    out = []
-    planned = 0
-    for sym, sub in rep.get("subgraphs", {}).items():
-        if not sub.get("planned"):
-            out.append(f"{sym} on {sub.get('backend', '?')}: not planned "
-                       f"({sub.get('reason', 'no planner')})")
-            continue
-        planned += 1
-        out.append(f"{sym} on {sub['device']}")
-        out.append(budget_line(sub["budget_bytes"], sub.get("budget_source", "given")))
-        out.extend(table_lines([r for r in rep["layers"] if r.get("subgraph") == sym]))
-        out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
-        given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
-        sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
-        out.append(f"   allocated per scope (every buffer of every cascade summed; the peak "
-                   f"above sizes the arena): planned {given}; scheduled {sched} (scheduled TIR "
-                   f"peak {sub['scheduled_peak_bytes']:,} B)")
-        if sym in rep.get("streams", {}):
-            out.extend(get_backend(sub["backend"]).stream_report_lines(rep["streams"][sym]))
-    if not planned:
-        out.append("network: not planned (no NPU subgraph on an accelerator the planner models)")
-    else:
-        out.append(f"network NPU peak {kib(rep['peak_memory_bytes'])} KiB "
-                   f"({rep['peak_memory_bytes']:,} B), {rep['cycles']:,} NPU cycles (estimated)")
-    return "\n".join(out)

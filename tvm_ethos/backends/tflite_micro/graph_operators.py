@@ -71,7 +71,7 @@ def _report(name: str, payload: EthosUPayload) -> dict:
 def format_report(report: dict) -> str:
     """The plan-table lines of a graph-level operator's report: why it has no plan, its
     arena, what its stream did on the functional model."""
-    from tvm_ethos.pipeline.planning import stream_lines
+    from tvm_ethos.pipeline.report import stream_lines
 
     out = []
     for name, sub in report["subgraphs"].items():

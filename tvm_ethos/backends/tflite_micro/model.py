@@ -123,7 +123,7 @@ class TfliteMicroModel(CompiledModel):
     def plan_table(self) -> str:
         """Each NPU group's per-layer plan table, one after the other."""
         from tvm_ethos.backends.tflite_micro.graph_operators import format_report
-        from tvm_ethos.pipeline.planning import format_table
+        from tvm_ethos.pipeline.report import format_table
 
         def table(r: dict) -> str:
             return format_report(r) if r.get("graph_operator") else format_table(r)
