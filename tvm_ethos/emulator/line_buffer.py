@@ -30,6 +30,7 @@ from tvm.sym import Analyzer
 
 from planner.line_buffer import LineBufferError, LineTiming
 from tvm_ethos.errors import CompileError
+from tvm_ethos.host.cpu.tir_subst import BINARY, UnreadableExpression, subst
 
 OPAQUE_ITER = 4  # tvm IterVar kOpaque
 
@@ -39,30 +40,16 @@ class LineBufferScheduleError(CompileError):
 
 
 # ----------------------------------------------------------------------------- expressions
-_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Min, tirx.Max,
-           tirx.And, tirx.Or, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE,
-           tirx.Div, tirx.Mod)
+_BINARY = BINARY
 
 
 def _subst(e, env: dict):
-    """``e`` with the variables of ``env`` (keyed by the Var objects) replaced."""
-    if isinstance(e, tirx.Var):
-        for v, val in env.items():
-            if e.same_as(v):
-                return val
-        return e
-    if isinstance(e, (tirx.IntImm, tirx.FloatImm)):
-        return e
-    if isinstance(e, _BINARY):
-        return type(e)(_subst(e.a, env), _subst(e.b, env))
-    if isinstance(e, tirx.Not):
-        return tirx.Not(_subst(e.a, env))
-    if isinstance(e, tirx.Cast):
-        return tirx.Cast(e.dtype, _subst(e.value, env))
-    if isinstance(e, tirx.Select):
-        return tirx.Select(_subst(e.condition, env), _subst(e.true_value, env),
-                           _subst(e.false_value, env))
-    raise LineBufferScheduleError(f"line buffer: cannot rewrite {type(e).__name__} {e}")
+    """``e`` with the variables of ``env`` (keyed by the Var objects) replaced; an expression
+    the substitution does not read is a :class:`LineBufferScheduleError`."""
+    try:
+        return subst(e, env)
+    except UnreadableExpression as err:
+        raise LineBufferScheduleError(f"line buffer: {err}") from None
 
 
 def _uses(e, names) -> bool:

@@ -17,13 +17,14 @@ from tvm.sym import Analyzer
 
 from tvm_ethos.emulator.line_buffer import LineBufferScheduleError, _subst
 from tvm_ethos.host.cpu import cpu_schedule, x86_dot
+from tvm_ethos.host.cpu.tir_subst import UnreadableExpression
 
 _LANES, _DEPTH = x86_dot.VNNI_LANES, x86_dot.VNNI_DEPTH
 _FLIP_SIGN_BITS = -0x7F7F7F80  # 0x80808080 as int32: the top bit of each of four bytes
 
 
-_REFUSED = (ValueError, LineBufferScheduleError, s_tir.schedule.ScheduleError,
-            tvm.error.InternalError)
+_REFUSED = (ValueError, LineBufferScheduleError, UnreadableExpression,
+            s_tir.schedule.ScheduleError, tvm.error.InternalError)
 
 
 def schedule_stripes(prim):

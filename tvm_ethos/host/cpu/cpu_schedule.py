@@ -41,6 +41,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from tvm_ethos.host.cpu import host_cpu, x86_avx2, x86_dot, x86_requant
+from tvm_ethos.host.cpu.tir_subst import UnreadableExpression, subst
 
 #: int32 lanes per vector loop: two AVX2 registers, so LLVM can interleave two multiply-adds
 VECTOR_LANES = 16
@@ -387,8 +388,6 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
     output block) into two loops over the same channels: the stages first, then the output.
     Each stage element is in its own place of its ``local`` buffer, so computing all channels'
     stages before any output reads them changes no value. False where the body is not that."""
-    from tvm_ethos.emulator.line_buffer import LineBufferScheduleError, _subst
-
     stmt = sch.get(loop)
     body = stmt.body
     if not isinstance(body, tirx.SeqStmt) or len(body.seq) < 2:
@@ -403,12 +402,12 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
         if isinstance(s, tirx.SeqStmt):
             return tirx.SeqStmt([rebuild(x) for x in s.seq])
         if isinstance(s, tirx.For):
-            return tirx.For(s.loop_var, _subst(s.min, env), _subst(s.extent, env), s.kind,
+            return tirx.For(s.loop_var, subst(s.min, env), subst(s.extent, env), s.kind,
                             rebuild(s.body), s.thread_binding, s.annotations)
         if isinstance(s, s_tir.SBlockRealize):
-            return s_tir.SBlockRealize([_subst(v, env) for v in s.iter_values],
-                                       _subst(s.predicate, env), s.block)
-        raise LineBufferScheduleError(f"unexpected {type(s).__name__} in a stage loop")
+            return s_tir.SBlockRealize([subst(v, env) for v in s.iter_values],
+                                       subst(s.predicate, env), s.block)
+        raise UnreadableExpression(f"unexpected {type(s).__name__} in a stage loop")
 
     try:
         first = tirx.For(
@@ -420,7 +419,7 @@ def _split_channel_loop(sch, parent_loop, loop) -> bool:
             stmt.thread_binding,
             stmt.annotations,
         )
-    except LineBufferScheduleError:  # an expression _subst does not read: leave the loop whole
+    except UnreadableExpression:  # an expression subst does not read: leave the loop whole
         return False
     second = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, out,
                       stmt.thread_binding, stmt.annotations)

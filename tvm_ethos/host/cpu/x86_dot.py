@@ -27,6 +27,8 @@ from tvm.ir.expr import TensorLoad
 from tvm.sym import Analyzer
 from tvm.target import codegen
 
+from tvm_ethos.host.cpu.tir_subst import subst
+
 #: int32 lanes of one vpdpbusd (a 512-bit register)
 VNNI_LANES = 16
 #: reduction elements per lane and instruction
@@ -81,8 +83,6 @@ def open_step(sch, step, what: str, loops: int = 2):
     access's indices at the step's origin with the innermost one a ramp of ``lanes``, and the
     loops. What an instruction replacing the body needs; ``what`` names the form in the error
     raised on any other block."""
-    from tvm_ethos.emulator.line_buffer import _subst
-
     blk = sch.get(step)
     found, body = [], blk.body
     while isinstance(body, tirx.For):
@@ -92,12 +92,12 @@ def open_step(sch, step, what: str, loops: int = 2):
             blk.init is not None:
         raise ValueError(f"{what}: not a blockized update over {loops} loops")
     at_zero = {loop.loop_var: tirx.const(0, "int32") for loop in found}
-    env = {iv.var: _subst(val, at_zero)
+    env = {iv.var: subst(val, at_zero)
            for iv, val in zip(body.block.iter_vars, body.iter_values)}
     ana = Analyzer()
 
     def vector(load_or_store, lanes: int):
-        base = [ana.simplify(_subst(e, env)) for e in load_or_store.indices]
+        base = [ana.simplify(subst(e, env)) for e in load_or_store.indices]
         return base[:-1] + [tirx.Ramp(base[-1], 1, lanes)]
 
     return body.block.body, vector, found
