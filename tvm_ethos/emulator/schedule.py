@@ -54,6 +54,7 @@ from tvm_ethos.emulator.line_buffer import (
     realize_line_buffer,
     with_opaque_iterators,
 )
+from tvm_ethos.emulator.part_matchers import to_affine
 from tvm_ethos.errors import CompileError
 
 SRAM_SCOPE = "global.npu_sram"
@@ -426,8 +427,6 @@ def _lockstep(sch, mp, step, window, tc, prologue: int = 0) -> None:
     ``a`` and ``E`` must
     be the planned window's stride and rows: otherwise the Plan's cost is not what runs, and
     this raises :class:`UnrealizableScheduleError`."""
-    from tvm_ethos.emulator.part_matchers import to_affine
-
     axis = getattr(window, "rolling_axis", -1)
     root = sch.get_sblock(mp.root.op.name)
     loops = sch.get_loops(root)

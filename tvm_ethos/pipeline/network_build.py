@@ -34,7 +34,11 @@ import tvm
 from tvm import relax
 
 from ethos_arch.ops import Op
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import CompileError
+from tvm_ethos.host.cpu import cpu_schedule
+from tvm_ethos.host.opencl import gpu_schedule, opencl_extraction
+from tvm_ethos.host.opencl.gpu_tir_pipeline import GPU_PIPELINE_NAME
 from tvm_ethos.runtime.program import NetworkProgram, Step, SubgraphSpec, TensorSpec
 
 #: The CPU host backend that takes the operators a GPU host leaves to the CPU (``cpu_ops``).
@@ -527,8 +531,6 @@ def _dedupe(xs):
 
 
 def _device_target(backend_id: str) -> str:
-    from tvm_ethos.backends.registry import get_registry
-
     cg = get_registry().get(backend_id).codegen_factory()
     return getattr(cg, "device_target", getattr(cg, "build_target", "llvm"))
 
@@ -549,8 +551,6 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     """
     from tvm import s_tir
 
-    from tvm_ethos.host.cpu.cpu_schedule import is_reduction, sole_same_shape_consumer
-
     sch = s_tir.Schedule(prim)
     root = sch.get_sblock("root")
     blocks = list(sch.get_child_blocks(root))
@@ -558,10 +558,10 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
     # that reads it (no global int32 workspace, one kernel less)
     fused_into = {}
     for block in blocks:
-        if is_reduction(sch, block):
+        if cpu_schedule.is_reduction(sch, block):
             users = sch.get_consumers(block)
-            if len(users) == 1 and not is_reduction(sch, users[0]) and \
-                    sole_same_shape_consumer(sch, block, users[0]):
+            if len(users) == 1 and not cpu_schedule.is_reduction(sch, users[0]) and \
+                    cpu_schedule.sole_same_shape_consumer(sch, block, users[0]):
                 fused_into[sch.get(block).name_hint] = users[0]
     for block in blocks:
         if sch.get(block).name_hint in fused_into:
@@ -592,10 +592,6 @@ def schedule_stages_for_gpu(prim, threads: int = GPU_THREADS):
 def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
     """The OpenCL C and launch recipe of every kernel an OpenCL subgraph calls (``gpu_schedule``
     for the exact integer kernels, with the opencl target's ``tiling``; dlight for the rest)."""
-    from tvm_ethos.host.opencl.gpu_schedule import parse_tiling, schedule_for_gpu
-    from tvm_ethos.host.opencl.gpu_tir_pipeline import GPU_PIPELINE_NAME
-    from tvm_ethos.host.opencl.opencl_extraction import extract_opencl
-
     names = sorted({s.func for sg in program.subgraphs if sg.device == "opencl" for s in sg.steps})
     if not names:
         return None
@@ -604,10 +600,11 @@ def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
         f = fused[name]
         if f.attrs is not None and "tirx.is_scheduled" in f.attrs:
             # an exact integer kernel: register-tiled GPU schedule (dlight would inline the stages)
-            f = schedule_for_gpu(f, parse_tiling(gpu_tiling))
+            f = gpu_schedule.schedule_for_gpu(f, gpu_schedule.parse_tiling(gpu_tiling))
         prims[name] = f.with_attr("global_symbol", name)
     try:
-        return extract_opencl(tvm.IRModule(prims), "opencl", tir_pipeline=GPU_PIPELINE_NAME)
+        return opencl_extraction.extract_opencl(tvm.IRModule(prims), "opencl",
+                                                tir_pipeline=GPU_PIPELINE_NAME)
     except Exception as err:
         msg = str(err).strip().splitlines()
         raise CompileError(
@@ -618,13 +615,11 @@ def opencl_kernels(fused, program: NetworkProgram, gpu_tiling=None):
 def schedule_host_kernels(fused):
     """A copy of ``fused`` whose exact integer host kernels carry the CPU schedule
     (``cpu_schedule``); ``fused`` itself keeps them unscheduled for the OpenCL build."""
-    from tvm_ethos.host.cpu.cpu_schedule import host_target, host_tile, schedule_for_cpu
-
-    tile = host_tile(host_target())
+    tile = cpu_schedule.host_tile(cpu_schedule.host_target())
     funcs = {}
     for gv, f in fused.functions.items():
         if isinstance(f, tvm.tirx.PrimFunc) and _KERNEL_NAME.match(gv.name_hint):
-            f = schedule_for_cpu(f, *tile)
+            f = cpu_schedule.schedule_for_cpu(f, *tile)
         funcs[gv] = f
     return tvm.IRModule(funcs, attrs=fused.attrs, global_infos=fused.global_infos)
 
@@ -636,9 +631,7 @@ def build_network(pmod, report, host_id: str, cpu_ops=None, tir_pipeline=None, g
     fused = legalize(smod)
     program = read_program(fused, segments, asg.npu_backends, host_id)
     kwargs = {"tir_pipeline": tir_pipeline} if tir_pipeline is not None else {}
-    from tvm_ethos.host.cpu.cpu_schedule import host_target
-
-    host = tvm.target.Target(host_target())
+    host = tvm.target.Target(cpu_schedule.host_target())
     ex = tvm.compile(
         schedule_host_kernels(fused), target=host, relax_pipeline=vm_tail(host), **kwargs
     )
