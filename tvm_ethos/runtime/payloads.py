@@ -4,9 +4,8 @@ Ethos-U command stream) is saved in ``program.json``, read back and run.
 The runtime knows no backend: a backend that makes payloads registers one
 :class:`PayloadFormat` when it is imported (the backend registry imports every built-in
 backend), and the program reader and the executor ask for the format here. A payload is
-saved as its format's JSON object, without a format name (the file's shape predates this
-interface); a reader with several formats registered takes the one whose fields cover the
-object's keys.
+saved as its format's JSON object, with no format name in it; a reader with several formats
+registered takes the one whose fields cover the object's keys.
 """
 from __future__ import annotations
 
