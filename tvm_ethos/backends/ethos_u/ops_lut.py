@@ -5,12 +5,12 @@ the NPU's LUT activation: the table goes from flash to SHRAM by a DMA, then a 1x
 with unit scale and zero points 0 passes every code through unchanged and the output stage
 looks it up (entry ``code + 128``). Every table is TFLite Micro's kernel on each code,
 clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" emulator's
-(``lower.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
+(``compute.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
 multipliers in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
 follows LiteRT's float32 ratios), HARD_SWISH is TFLite's int16 fixed point
-(``lower.hard_swish``). Vela lowers these operators the same way (an identity operation
+(``compute.hard_swish``). Vela lowers these operators the same way (an identity operation
 carrying the LUT). An int16 LOGISTIC / TANH needs no table: the pool carries the output
-unit's own int16 sigmoid / tanh (``lower.int16_activation``).
+unit's own int16 sigmoid / tanh (``compute.int16_activation``).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -74,9 +74,9 @@ def table(q) -> np.ndarray:
 def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
     """LEAKY_RELU on every int8 code as TFLite Micro's prepare and kernel compute it: both
     multipliers from the float32 scales and alpha widened to double before they are multiplied
-    and divided (LiteRT's prepare does that arithmetic in float32, ``lower.quant.leaky_relu_lut``:
+    and divided (LiteRT's prepare does that arithmetic in float32, ``compute.quant.leaky_relu_lut``:
     the two differ where ``x * ratio`` falls on a rounding tie), the alpha one applied with the
-    sign taken out (``lower.quant.leaky_relu_alpha_np``)."""
+    sign taken out (``compute.quant.leaky_relu_alpha_np``)."""
     s_in, s_out = f32(in_q[0]), f32(out_q[0])
     mi, si = quantize_multiplier(s_in / s_out)
     v = np.arange(-128, 128, dtype=np.int64) - int(in_q[1])
@@ -87,7 +87,7 @@ def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
 
 def hard_swish_table(in_q: tuple, out_q: tuple) -> np.ndarray:
     """HARD_SWISH on every int8 code (entry ``code + 128``): TFLite's reference int8 kernel
-    (``lower.hard_swish``), or UnsupportedOperatorError where that kernel refuses the scales."""
+    (``compute.hard_swish``), or UnsupportedOperatorError where that kernel refuses the scales."""
     try:
         return hard_swish_lut("int8", in_q, out_q)
     except ValueError as err:
