@@ -16,6 +16,7 @@ import json
 import sys
 import time
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR
 from planner import option_flags
 from planner.budgets import BUDGET_HELP, budget_line
 from planner.errors import PlannerError
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
                         ("demo", "plan a model and print the frontier and per-layer table")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("model", help="a .tflite model or a planner graph .json")
-        p.add_argument("--device", default="ethos-u55-128")
+        p.add_argument("--device", default=DEFAULT_ACCELERATOR.name)
         p.add_argument("--budget", default="system", help=BUDGET_HELP)
         p.add_argument("--io-region", default="sram", choices=["sram", "dram"],
                        help="where the network input and output live")

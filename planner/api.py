@@ -1,52 +1,19 @@
 """One call from a model (file or graph) to a planning result, used by the CLI and tvm_ethos."""
 from __future__ import annotations
 
-import math
-import numbers
 import os
-import re
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR
 from planner.budgets import SMALLEST_SOURCE, resolve_budget
 from planner.device_model import Device
+from planner.devices import IO_REGIONS, get_device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
 from planner.proposals import Proposal, ProposalSearch
-
-#: The one rule for sizes: kB / MB / GB are powers of 1000, KiB / MiB / GiB of 1024 (any case);
-#: a bare k / m / g says neither, so it is refused.
-_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000 ** 2, "kib": 1024, "mib": 1024 ** 2,
-          "gib": 1024 ** 3, "gb": 1000 ** 3}
-_BARE = {"k": ("KiB", "kB"), "m": ("MiB", "MB"), "g": ("GiB", "GB")}
-
-
-def parse_size(text: str | int, what: str | None = None) -> int:
-    """'300KiB', '1.5MiB', '250kB', '4096' -> bytes (KiB = 1024, kB = 1000, any case; a bare
-    '300k' is refused: it could mean either).
-
-    ``what`` names the option in the error (``budget``)."""
-    where = f"{what}: " if what else ""
-    if isinstance(text, numbers.Real) and not isinstance(text, bool):
-        if not math.isfinite(text) or text < 0:
-            raise PlannerError(f"{where}a memory size must be a number of bytes >= 0, got "
-                               f"{text!r}")
-        return int(text)
-    if not isinstance(text, str):
-        raise PlannerError(f"{where}cannot read memory size {text!r} (a "
-                           f"{type(text).__name__}); give bytes as a number or a string such "
-                           "as 300KiB, 1MiB or 250kB")
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-    if m and m.group(2).lower() in _BARE:
-        unit = m.group(2)
-        raise PlannerError(f"{where}memory size {text!r}: a bare {unit!r} says neither 1000 nor "
-                           f"1024; write {m.group(1)}{_BARE[unit.lower()][0]} (x1024) or "
-                           f"{m.group(1)}{_BARE[unit.lower()][1]} (x1000)")
-    if not m or m.group(2).lower() not in _UNITS:
-        raise PlannerError(f"{where}cannot read memory size {text!r}; write e.g. 300KiB, "
-                           "1MiB, 250kB or a number of bytes")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+from planner.sizes import parse_size as parse_size  # re-exported: the planner's public API
 
 
 def load_graph(source: str | PlannerGraph) -> PlannerGraph:
@@ -93,7 +60,7 @@ class PlanResult:
         }
 
 
-def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
+def plan(source: str | PlannerGraph, device: str | Device = DEFAULT_ACCELERATOR.name, *,
          budget: int | str | None = "system", io_region: str | None = None,
          options: PlannerOptions | Mapping | None = None) -> PlanResult:
     """Plan a model: the whole frontier and the fastest Proposal within ``budget``.
@@ -106,7 +73,6 @@ def plan(source: str | PlannerGraph, device: str | Device = "ethos-u55-128", *,
     carries its own. ``options`` may be a PlannerOptions or a dict of its fields. Every
     argument is checked before any work: a bad one is a PlannerError naming it.
     """
-    from planner.devices import IO_REGIONS, get_device
     if io_region is not None and io_region not in IO_REGIONS:
         raise PlannerError(f"io_region must be one of {IO_REGIONS}, got {io_region!r}")
     if isinstance(device, str):

@@ -22,8 +22,11 @@ budget is the size of the device's feature-map region, memory pools included.
 """
 from __future__ import annotations
 
+from ethos_arch.accelerators import ACCELERATORS, VelaSystem
 from planner.device_model import Device
+from planner.devices import DEVICE_NAMES, get_device
 from planner.errors import PlannerError
+from planner.sizes import parse_size
 
 #: The budget value meaning "the SRAM of the device's system configuration".
 SYSTEM = "system"
@@ -34,13 +37,18 @@ SMALLEST = "smallest"
 #: Where a ``smallest`` budget came from, in the reports' words.
 SMALLEST_SOURCE = "smallest: the plan with the least memory, as Vela's --optimise Size"
 
+
+def _system_words(system: VelaSystem) -> str:
+    arena = (f"vela.ini arena_cache_size={system.arena_cache_size}"
+             if system.arena_cache_size is not None else
+             f"vela.ini sets no arena_cache_size: the {system.address_bits}-bit address space")
+    return (f"Vela's default {system.system_config}, memory mode {system.memory_mode} "
+            f"({arena})")
+
+
 #: The system Vela assumes per accelerator family, as the reports name it.
-VELA_DEFAULT_SYSTEMS = {
-    "ethos-u55": "Vela's default Ethos_U55_High_End_Embedded, memory mode Shared_Sram "
-                 "(vela.ini sets no arena_cache_size: the 32-bit address space)",
-    "ethos-u65": "Vela's default Ethos_U65_Client_Server, memory mode Dedicated_Sram_384KB "
-                 "(vela.ini arena_cache_size=393216)",
-}
+VELA_DEFAULT_SYSTEMS = {a.family.value: _system_words(a.vela_system) for a in ACCELERATORS
+                        if a.vela_system is not None}
 
 
 def system_name(device: Device) -> str:
@@ -65,7 +73,6 @@ def resolve_budget(budget, device: Device) -> tuple[int | None, str]:
         if default is not None and size != default:
             return size, f"the {device.fm_region} size given for this target"
         return size, f"the SRAM of {system_name(device)}"
-    from planner.api import parse_size
     try:
         return parse_size(budget, "budget"), "given"
     except PlannerError as err:
@@ -74,7 +81,6 @@ def resolve_budget(budget, device: Device) -> tuple[int | None, str]:
 
 
 def _default_size(device: Device) -> int | None:
-    from planner.devices import DEVICE_NAMES, get_device
     if device.name not in DEVICE_NAMES:
         return None
     base = get_device(device.name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ethos_arch.accelerators import ACCELERATORS, Family, VelaSystem, accelerator, names
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.memory import MemoryRegion
@@ -30,31 +31,35 @@ from planner.perf.ethos_n import DMA_BYTES_PER_CYCLE, PER_STRIPE_OVERHEAD_CYCLES
 from planner.perf.ethos_n import VARIANTS as ETHOS_N_VARIANTS
 from planner.perf.ethos_u import BlockPolicy, EthosUPerfModel, PortTiming
 
-ETHOS_U55 = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256")
-ETHOS_U65 = ("ethos-u65-256", "ethos-u65-512")
-ETHOS_N78 = ("ethos-n78-1tops", "ethos-n78-2tops", "ethos-n78-4tops", "ethos-n78-8tops")
+ETHOS_U55 = names(lambda a: a.planned and a.family is Family.ETHOS_U55)
+ETHOS_U65 = names(lambda a: a.planned and a.family is Family.ETHOS_U65)
+ETHOS_N78 = names(lambda a: a.planned and a.family is Family.ETHOS_N78)
 
-#: Every name :func:`get_device` accepts.
-DEVICE_NAMES: tuple[str, ...] = ETHOS_U55 + ETHOS_U65 + ETHOS_N78
+#: Every name :func:`get_device` accepts: the accelerator registry's planned configurations.
+DEVICE_NAMES: tuple[str, ...] = names(lambda a: a.planned)
 
 IO_REGIONS = ("sram", "dram")
 
-#: NPU core clock per device, to turn cycles into time (vela.ini ``core_clock``; Ethos-N78 at
-#: the 1 GHz its TOP/s figures assume).
-CORE_CLOCK_HZ: dict[str, float] = {
-    **{n: 500e6 for n in ETHOS_U55}, **{n: 1e9 for n in ETHOS_U65},
-    **{n: 1e9 for n in ETHOS_N78},
-}
+#: NPU core clock per device, to turn cycles into time (the registry's: vela.ini
+#: ``core_clock``; Ethos-N78 at the 1 GHz its TOP/s figures assume).
+CORE_CLOCK_HZ: dict[str, float] = {a.name: a.core_clock_hz for a in ACCELERATORS if a.planned}
 
+
+def _vela_system(family: Family) -> VelaSystem:
+    return next(a.vela_system for a in ACCELERATORS if a.family is family and a.vela_system)
+
+
+_U55_SYSTEM = _vela_system(Family.ETHOS_U55)
+_U65_SYSTEM = _vela_system(Family.ETHOS_U65)
 # AXI data width in bytes per cycle (architecture_features.py: axi_port_bytes_per_cycle).
-_U55_AXI_BYTES = 8.0
-_U65_AXI_BYTES = 16.0
+_U55_AXI_BYTES = float(_U55_SYSTEM.axi_port_bytes)
+_U65_AXI_BYTES = float(_U65_SYSTEM.axi_port_bytes)
 # Address space limits (architecture_features.py: axi_port_address_width 32 / 40 bits); Vela's
 # Shared_Sram mode sets no arena limit, so the U55 SRAM defaults to the whole address space.
-_U55_ADDRESS_SPACE = 1 << 32
-_U65_ADDRESS_SPACE = 1 << 40
+_U55_ADDRESS_SPACE = _U55_SYSTEM.address_space
+_U65_ADDRESS_SPACE = _U65_SYSTEM.address_space
 # vela.ini Memory_Mode.Dedicated_Sram_384KB: arena_cache_size.
-_U65_SRAM_BYTES = 393216
+_U65_SRAM_BYTES = _U65_SYSTEM.arena_cache_size
 
 
 def _u55_regions(sram_size: int) -> tuple[MemoryRegion, ...]:
@@ -112,13 +117,13 @@ def clear_caches() -> None:
 
 @lru_cache(maxsize=None)
 def _build(name: str, io_region: str, sram_size: int | None) -> Device:
-    if name in ETHOS_U55 or name in ETHOS_U65:
-        if name in ETHOS_U55:
+    acc = accelerator(name)
+    if acc.vela_system is not None:
+        if acc.family is Family.ETHOS_U55:
             regions = _u55_regions(_U55_ADDRESS_SPACE if sram_size is None else sram_size)
-            weights = "flash"
         else:
             regions = _u65_regions(_U65_SRAM_BYTES if sram_size is None else sram_size)
-            weights = "dram"
+        weights = acc.vela_system.weights.value
         by_name = {r.name: r for r in regions}
         perf = EthosUPerfModel(name, PortTiming.of(by_name["sram"]),
                                PortTiming.of(by_name[weights]), block_policy=BlockPolicy.BEST)

@@ -14,6 +14,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from ethos_arch.accelerators import Family
 from planner.devices import get_device
 from planner.graph import PlannerGraph
 from planner.options import PlannerOptions
@@ -43,7 +44,7 @@ BRICK_DEPTH = 16
 
 def vela_flags(config: str) -> tuple[str, ...]:
     """System/memory-mode options for a calibration run of ``config``."""
-    return U65_SHARED_SRAM if config.startswith("ethos-u65") else ()
+    return U65_SHARED_SRAM if config.startswith(Family.ETHOS_U65.value) else ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,7 +194,7 @@ class Calibration:
     def layer_reference(self) -> str:
         """The Vela schedule the layer comparison is judged on (benchmarks/vs_vela.py's doc
         says why)."""
-        return "no-cascade" if self.config.startswith("ethos-u65") else "Performance"
+        return "no-cascade" if self.config.startswith(Family.ETHOS_U65.value) else "Performance"
 
     @property
     def layer(self) -> Stats:

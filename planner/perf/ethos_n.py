@@ -25,6 +25,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Sequence
 
+from ethos_arch.accelerators import ACCELERATORS as REGISTRY
+from ethos_arch.accelerators import EthosNCore
 from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part
@@ -68,11 +70,12 @@ class EthosNVariant:
         return 2 * self.macs_per_cycle / 1e3
 
 
+#: Every Ethos-N78 variant, from the accelerator registry.
 VARIANTS: dict[str, EthosNVariant] = {
-    "ethos-n78-1tops": EthosNVariant("ethos-n78-1tops", 2, 4, 4, 4, 448 * 1024, 1),
-    "ethos-n78-2tops": EthosNVariant("ethos-n78-2tops", 4, 2, 4, 2, 768 * 1024, 1),
-    "ethos-n78-4tops": EthosNVariant("ethos-n78-4tops", 4, 4, 4, 4, 1024 * 1024, 2),
-    "ethos-n78-8tops": EthosNVariant("ethos-n78-8tops", 8, 2, 4, 2, 2048 * 1024, 2),
+    a.name: EthosNVariant(a.name, a.core.engines, a.core.igs_per_engine, a.core.ogs_per_engine,
+                          a.core.emcs_per_engine, a.core.sram_bytes, a.core.ple_lanes,
+                          a.core.mac_units_per_og)
+    for a in REGISTRY if isinstance(a.core, EthosNCore)
 }
 
 # support_library Utils.hpp: g_PatchShape (1, 4, 4, 1), g_BrickGroupShape (1, 8, 8, 16).

@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ethos_arch.accelerators import ACCELERATORS as REGISTRY
+from ethos_arch.accelerators import EthosUCore
 from planner.errors import PlannerError
 from planner.memory import MemoryRegion
 
@@ -35,11 +37,8 @@ NHCWB16 = "NHCWB16"
 
 @dataclass(frozen=True)
 class EthosUAccelerator:
-    """Fixed properties of one Ethos-U configuration.
-
-    Source: regor/ethos_u55.cpp ``s_EthosU55Configs`` / ``s_EthosU55PerfInfo`` and
-    regor/ethos_u65.cpp ``s_EthosU65Configs`` / ``s_EthosU65PerfInfo`` (identical numbers in
-    the legacy ``architecture_features.py: accelerator_configs, _generate_output_perf_tables``).
+    """Fixed properties of one Ethos-U configuration, the cycle formulas' view of its entry in
+    the accelerator registry (``ethos_arch.accelerators``, which names Vela's sources).
 
     ``output_cycles`` are AO (output stage) cycles per element indexed by operation class:
     0 unary 32-bit elementwise, 1 binary 32-bit elementwise, 2 MUL with 32-bit output, 3 MUL or
@@ -57,26 +56,12 @@ class EthosUAccelerator:
     activation_cycles: tuple[float, ...]
 
 
-_U55_256_PERF = ((0.625, 1.125, 0.5, 0.375, 0.5, 0.75, 0.125, 0.25), (1.0, 0.25, 0.0))
-_BIG_GRANULES = (8, 8, 8, 8, 16, 8, 16, 20)
-
+#: Every Ethos-U configuration with a performance model, from the accelerator registry.
 ACCELERATORS: dict[str, EthosUAccelerator] = {
-    "ethos-u55-32": EthosUAccelerator(
-        "ethos-u55-32", 32, 1, (1, 1, 4), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 4),
-        (2.0, 3.0, 3.0, 3.0, 4.0, 6.0, 1.0, 2.0), (1.0, 1.0, 0.0)),
-    "ethos-u55-64": EthosUAccelerator(
-        "ethos-u55-64", 64, 1, (1, 1, 8), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 8),
-        (1.0, 1.5, 1.5, 1.5, 2.0, 3.0, 0.5, 1.0), (1.0, 1.0, 0.0)),
-    "ethos-u55-128": EthosUAccelerator(
-        "ethos-u55-128", 128, 1, (1, 2, 8), (1, 2, 8), 24, (4, 4, 4, 4, 8, 4, 8, 12),
-        (0.75, 1.25, 0.75, 0.75, 1.0, 1.5, 0.25, 0.5), (1.0, 0.5, 0.0)),
-    "ethos-u55-256": EthosUAccelerator(
-        "ethos-u55-256", 256, 1, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES, *_U55_256_PERF),
-    "ethos-u65-256": EthosUAccelerator(
-        "ethos-u65-256", 256, 1, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES, *_U55_256_PERF),
-    "ethos-u65-512": EthosUAccelerator(
-        "ethos-u65-512", 256, 2, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES,
-        (0.3125, 0.5625, 0.25, 0.1875, 0.25, 0.375, 0.0625, 0.125), (0.5, 0.125, 0.0)),
+    a.name: EthosUAccelerator(a.name, a.core.macs, a.core.cores, a.core.ofm_ublock,
+                              a.core.ifm_ublock, a.core.shram_banks, a.core.shram_granules,
+                              a.core.output_cycles, a.core.activation_cycles)
+    for a in REGISTRY if isinstance(a.core, EthosUCore)
 }
 
 # regor/ethos_u55.cpp: ArchEthosU55 constructor (_subkernelMax 8x8, _ofmBlockMax 32x64x128),
