@@ -71,7 +71,8 @@ def _counts(commands: dict[str, int]) -> tuple[int, int]:
 def vela_stream(model_path: str, config: str, optimise: str, case=None) -> StreamRow:
     """Vela ``--optimise optimise`` (its default system config), its stream run on the
     functional model and checked on ``case`` (:func:`oracle_case`)."""
-    from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
+    from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+    from ethosu_stream.tflite_graph import run_vela_model
     from planner.vela_run import VelaError, run_vela
 
     name = os.path.splitext(os.path.basename(model_path))[0]

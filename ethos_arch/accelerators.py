@@ -249,6 +249,17 @@ def accelerator(name: str) -> Accelerator:
     return found
 
 
+def ethos_u_core(name: str) -> EthosUCore:
+    """The core of the Ethos-U configuration called ``name``; an UnknownAcceleratorError where
+    it is none, or one the project has no model of."""
+    core = accelerator(name).core
+    if not isinstance(core, EthosUCore):
+        raise UnknownAcceleratorError(
+            f"{name!r} is no modelled Ethos-U configuration; known: "
+            f"{', '.join(names(lambda a: isinstance(a.core, EthosUCore)))}")
+    return core
+
+
 def ethos_n_name(variant: str, tops: int | str) -> str:
     """The name of an Ethos-N configuration given as the ethos-n target's options
     (``variant="n78", tops=4`` -> ``ethos-n78-4tops``); it need not exist."""

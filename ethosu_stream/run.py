@@ -9,6 +9,8 @@ from typing import Callable
 
 import numpy as np
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR
+
 from .accelerator import accelerator_info
 from .blas import single_blas_thread
 from .errors import StreamError
@@ -77,7 +79,7 @@ def operation_count(commands: dict[str, int]) -> int:
 def run_stream(
     words,
     memory: Memory,
-    accelerator: str = "ethos-u55-128",
+    accelerator: str = DEFAULT_ACCELERATOR.name,
     trace: Callable[[Command, RegisterState, Memory], None] | None = None,
     *,
     compute: bool = True,

@@ -270,13 +270,3 @@ def _read_op(model, g, i: int, ins: list[int], outs: list[int], offsets: list[in
     return EthosUOp(i, command_words(buffer(ins[0])), buffer(ins[1]), region(ins[2], "scratch"),
                     region(ins[3], "fast scratch"), tuple(slot(t) for t in ins[4:]),
                     tuple(slot(t) for t in outs))
-
-
-def run_vela_model(data: bytes, inputs: list[np.ndarray], accelerator: str
-                   ) -> tuple[list[np.ndarray], StreamStats]:
-    """Runs a Vela-layout ``.tflite``: its ``ethos-u`` operators on the functional model, the
-    operators left on the CPU through TFLite Micro's interpreter (:mod:`.tflite_graph`).
-    Returns the graph's outputs and what the streams did together."""
-    from .tflite_graph import TfliteGraph
-
-    return TfliteGraph(data, accelerator).run(inputs)

@@ -324,3 +324,11 @@ def merge_stats(stats: list[StreamStats]) -> StreamStats:
     return StreamStats(dict(sorted(commands.items())), macs, dict(sorted(dma.items())),
                        dict(sorted(high.items())), dict(sorted(read.items())),
                        dict(sorted(written.items())))
+
+
+def run_vela_model(data: bytes, inputs: list[np.ndarray], accelerator: str
+                   ) -> tuple[list[np.ndarray], StreamStats]:
+    """Runs a Vela-layout ``.tflite``: its ``ethos-u`` operators on the functional model, the
+    operators left on the CPU through TFLite Micro's interpreter.
+    Returns the graph's outputs and what the streams did together."""
+    return TfliteGraph(data, accelerator).run(inputs)

@@ -106,7 +106,7 @@ def check_ethos_u_tflite(model: str, path: str, inputs: dict[str, np.ndarray],
     """Runs the written ``.tflite`` (one ``ethos-u`` operator) on the functional model, as a
     Vela file would be run, and compares with the interpreter on the source model."""
     from ethosu_stream.run import operation_count
-    from ethosu_stream.tflite_custom_op import run_vela_model
+    from ethosu_stream.tflite_graph import run_vela_model
 
     with open(path, "rb") as f:
         data = f.read()

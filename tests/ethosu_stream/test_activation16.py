@@ -18,7 +18,8 @@ from tflite_micro.python.tflite_micro import runtime
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as schema
 
 from ethosu_stream import Memory, StreamError, decode_stream, run_stream
-from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
+from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+from ethosu_stream.tflite_graph import run_vela_model
 
 from .streams import c0
 

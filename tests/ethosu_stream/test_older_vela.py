@@ -14,7 +14,8 @@ import pytest
 
 from ethosu_stream.feature_map import from_registers
 from ethosu_stream.ops_common import ofm_shape
-from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
+from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.models import REPO
 
 # TFLite Micro's outputs for person_detect.tflite on its test images (models/README.md)

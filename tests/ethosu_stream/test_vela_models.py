@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from ethosu_stream import StreamError, decode_stream
 from ethosu_stream.feature_map import from_registers
 from ethosu_stream.ops_common import ifm_hw, kernel, ofm_shape
-from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
+from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+from ethosu_stream.tflite_graph import run_vela_model
 
 CONFIGS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 SMALL = ("ds_cnn_kws", "resnet8_cifar", "mobilenet_v1_0.25_96")

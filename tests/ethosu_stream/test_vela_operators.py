@@ -11,8 +11,7 @@ import pytest
 import tflite_builder as B
 from conftest import oracle
 
-from ethosu_stream.tflite_custom_op import run_vela_model
-from ethosu_stream.tflite_graph import TfliteGraph
+from ethosu_stream.tflite_graph import TfliteGraph, run_vela_model
 
 VELA = Path(sys.executable).parent / "vela"
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tvm import relax
 
 import tvm_ethos
-from ethosu_stream.tflite_custom_op import run_vela_model
+from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle, tflm_random_inputs
 from tvm_ethos.backends.ethos_u.ops_movement import Copy, View, clip
 

@@ -22,7 +22,8 @@ from test_npu_runtime_stream import NO_STREAM
 from test_ops import CASES
 
 import tvm_ethos
-from ethosu_stream.tflite_custom_op import read_ethos_u_ops, run_vela_model
+from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs
 from tvm_ethos.errors import TargetError, UnsupportedModelError
 
