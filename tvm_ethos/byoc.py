@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR
+
 log = logging.getLogger("tvm_ethos.byoc")
 
 #: Module attribute holding the cascading planner's report (JSON) of a ``partition_for_*`` module.
@@ -109,7 +111,7 @@ def partition_for_ethos_n(mod, variant: str = "n78", host: str = "llvm", **optio
 
 
 def partition_for_ethos_u(
-    mod, accelerator_config: str = "ethos-u55-128", host: str = "llvm", **options
+    mod, accelerator_config: str = DEFAULT_ACCELERATOR.name, host: str = "llvm", **options
 ):
     """Ethos-U's subgraphs planned and built (emulated), the rest left for the host: a module
     that a plain ``tvm.compile(mod, target="llvm")`` builds and ``relax.VirtualMachine`` runs.

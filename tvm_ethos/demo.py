@@ -36,6 +36,7 @@ import sys
 
 import numpy as np
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR
 from tvm_ethos import cli
 
 
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         return rc
     print("\n== the .tflite's stream on the functional Ethos-U model (emulated) against the "
           "interpreter")
-    ok_u, lines = check_ethos_u_tflite(args.model, tfl, inputs, "ethos-u55-128")
+    ok_u, lines = check_ethos_u_tflite(args.model, tfl, inputs, DEFAULT_ACCELERATOR.name)
     print("\n".join(lines))
     return 0 if ok and ok_u else 1
 

@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR
 from tvm_ethos import cli
 
 #: tflite-micro's person_detection model_settings.cc
@@ -73,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model", metavar="person_detect.tflite")
     ap.add_argument("images", nargs="+", metavar="IMAGE.bmp")
     ap.add_argument("--out", default=os.path.join("out", "demo"), metavar="DIR")
-    ap.add_argument("--accelerator", default="ethos-u55-128",
-                    help="the Ethos-U configuration (default ethos-u55-128)")
+    ap.add_argument("--accelerator", default=DEFAULT_ACCELERATOR.name,
+                    help=f"the Ethos-U configuration (default {DEFAULT_ACCELERATOR.name})")
     args = ap.parse_args(argv)
     for path in [args.model] + args.images:
         if not os.path.isfile(path):

@@ -13,6 +13,8 @@ from typing import NamedTuple
 import numpy as np
 import tflite
 
+from ethos_arch.accelerators import by_config_id
+from ethosu_stream.accelerator import ACCELERATORS as MODELLED
 from ethosu_stream.tflite_custom_op import CUSTOM_CODE
 from ethosu_stream.tflite_graph import TfliteGraph
 from tvm_ethos.cli import CliError
@@ -23,9 +25,6 @@ TFLITE_MAGIC = b"TFL3"
 _COP1 = int.from_bytes(b"COP1", "little")
 _DA_CONFIG = 0x01
 _DTYPES = {9: "int8", 3: "uint8", 7: "int16", 2: "int32", 0: "float32", 4: "int64"}
-#: (product, log2 MACs per cycle) in a driver payload's config word -> accelerator
-_PRODUCTS = {(0, 5): "ethos-u55-32", (0, 6): "ethos-u55-64", (0, 7): "ethos-u55-128",
-             (0, 8): "ethos-u55-256", (1, 8): "ethos-u65-256", (1, 9): "ethos-u65-512"}
 
 
 class Spec(NamedTuple):
@@ -55,7 +54,9 @@ def accelerator_of(data: bytes) -> str | None:
         if len(words) < 3 or int(words[0]) != _COP1 or int(words[1]) & 0xFF != _DA_CONFIG:
             return None
         config = int(words[2])
-        return _PRODUCTS.get((config >> 28, config & 0xF))
+        # (product, log2 MACs per cycle) in a driver payload's config word -> accelerator
+        found = by_config_id(config >> 28, config & 0xF)
+        return None if found is None else found.name
     return None
 
 
@@ -110,9 +111,9 @@ def prepare(data: bytes, path: str, accelerator: str | None) -> Prepared:
     if accelerator is None:
         raise CliError(f"{path}: the file does not say which Ethos-U it was compiled for; give "
                        "--accelerator-config, e.g. ethos-u55-128")
-    if accelerator not in _PRODUCTS.values():
+    if accelerator not in MODELLED:
         raise CliError(f"--accelerator-config {accelerator!r}: the functional model runs "
-                       f"{', '.join(sorted(set(_PRODUCTS.values())))}")
+                       f"{', '.join(sorted(MODELLED))}")
     if found is not None and found != accelerator:
         raise CliError(f"{path} was compiled for {found}, not {accelerator}: drop "
                        "--accelerator-config or give the file's")

@@ -21,6 +21,7 @@ import io
 import os
 from dataclasses import dataclass
 
+from ethos_arch.accelerators import ACCELERATORS, DEFAULT_ACCELERATOR
 from tvm_ethos.cli import CliError
 
 #: ``--optimise`` values, as Vela spells them.
@@ -31,8 +32,10 @@ _DEFAULT = "internal-default"
 OUTPUT_SUFFIX = "_tvm_ethos"
 #: Vela's memory areas in its reports' order (``MemArea.all()`` less SHRAM), identifier names.
 MEMORIES = ("sram", "dram", "on_chip_flash", "off_chip_flash")
-#: The planner's memory holding the weights, per accelerator family (``planner.devices``).
-_WEIGHT_REGION = {"ethos-u55": "flash", "ethos-u65": "dram"}
+#: The planner's memory holding the weights, per accelerator family (the registry's default
+#: system, as ``planner.devices`` builds it).
+_WEIGHT_REGION = {a.family.value: a.vela_system.weights.value for a in ACCELERATORS
+                  if a.vela_system is not None}
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Vela's options (as 'vela' takes them)")
     g.add_argument("--accelerator-config", default=None, metavar="CONFIG",
                    help="the Ethos-U, e.g. ethos-u55-128 or ethos-u65-256 (the ethos-u "
-                        "target's accelerator_config; default ethos-u55-128)")
+                        f"target's accelerator_config; default {DEFAULT_ACCELERATOR.name})")
     g.add_argument("--optimise", default=None, choices=OPTIMISE,
                    help="Size: the plan with the least SRAM; Performance (the default): the "
                         "fastest plan within the system's SRAM (the memory mode's "
@@ -249,7 +252,7 @@ def choices(args, targets) -> VelaChoices:
                            f"describe an Ethos-U system; --target {targets} has no ethos-u: "
                            "use e.g. --target ethos-u,llvm")
         return VelaChoices(None, budget, None, None)
-    acc = str(spec.options.get("accelerator_config", "ethos-u55-128"))
+    acc = str(spec.options.get("accelerator_config", DEFAULT_ACCELERATOR.name))
     if uses_system(args) and args.workspace_pools:
         raise CliError("--workspace-pools and Vela's system options (--system-config, "
                        "--memory-mode, --config, --arena-cache-size) both set the memories; "

@@ -19,6 +19,7 @@ import os
 import re
 from typing import NamedTuple
 
+from ethos_arch.accelerators import accelerator
 from tvm_ethos.reports.tflite_ops import TfliteOperator, read_operators
 from tvm_ethos.vela_options import MEMORIES, VelaSystem
 
@@ -221,9 +222,7 @@ class Summary(NamedTuple):
 
 def _vela_accelerator(name: str) -> str:
     """``ethos-u55-128`` -> ``Ethos_U55_128``, Vela's ``Accelerator`` member name."""
-    return "_".join(p.capitalize() if i == 0 else p.upper() if p.startswith("u") else p
-                    for i, p in enumerate(name.replace("ethos-", "ethos_").replace("-", "_")
-                                          .split("_")))
+    return accelerator(name).vela_name
 
 
 def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summary,

@@ -12,6 +12,7 @@ space with block size 2. Softmax and pad are not on the Ethos-N list and fall ba
 """
 from __future__ import annotations
 
+from ethos_arch.accelerators import ethos_n_name, ethos_n_tops, ethos_n_variants
 from ethos_arch.ops import Op
 from planner.devices import ETHOS_N78
 from tvm_ethos.backends.base import (
@@ -31,7 +32,9 @@ from tvm_ethos.backends.npu_common import (
 )
 
 BACKEND_ID = "ethos-n"
-VARIANTS = ("n78",)
+#: The variant and tops values: the Ethos-N configurations of the accelerator registry.
+VARIANTS = ethos_n_variants()
+TOPS = ethos_n_tops()
 
 
 def _conv(q, o):
@@ -210,7 +213,7 @@ class EthosNBackend(NpuBackend):
     def options_schema(self):
         return {
             "variant": OptionSpec("n78", allowed=VARIANTS, help="Ethos-N variant"),
-            "tops": OptionSpec(1, allowed=(1, 2, 4, 8), help="tera-operations per second"),
+            "tops": OptionSpec(1, allowed=TOPS, help="tera-operations per second"),
             "ple_ratio": OptionSpec(2, allowed=(2, 4), help="PLE ratio"),
             "sram_size": OptionSpec(
                 0,
@@ -229,7 +232,7 @@ class EthosNBackend(NpuBackend):
         return NPU_CAPABILITIES
 
     def planner_device_name(self, options):
-        return f"ethos-{options.get('variant', 'n78')}-{options.get('tops', 1)}tops"
+        return ethos_n_name(options.get("variant", "n78"), options.get("tops", 1))
 
     def planner_sram_size(self, options):
         size = int(options.get("sram_size", 0) or 0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR, Family, names
 from ethos_arch.ops import Op
 from planner.devices import ETHOS_U55, ETHOS_U65
 from tvm_ethos.backends.base import (
@@ -43,11 +44,8 @@ from tvm_ethos.backends.npu_common import (
 from tvm_ethos.runtime.payloads import register_payload_format
 
 BACKEND_ID = "ethos-u"
-ACCELERATOR_CONFIGS = (
-    "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
-    "ethos-u65-256", "ethos-u65-512",
-    "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048",
-)
+#: The accelerator_config values: every Ethos-U configuration of the accelerator registry.
+ACCELERATOR_CONFIGS = names(lambda a: a.backend_id == BACKEND_ID)
 U_TYPES = ("int8", "uint8", "int16")
 
 
@@ -128,7 +126,8 @@ def _mean(q, o):
     if axis not in ((1, 2), (2, 1)):
         r.append(f"mean over axes {axis}; axis indices must correspond to height and width")
     hw = q.in_shapes[0][1] * q.in_shapes[0][2] if len(q.in_shapes[0]) == 4 else 0
-    limit = 4096 if str(o.get("accelerator_config", "")).startswith("ethos-u55") else 65536
+    u55 = str(o.get("accelerator_config", "")).startswith(Family.ETHOS_U55.value)
+    limit = 4096 if u55 else 65536
     if hw > limit:
         r.append(
             f"mean over {hw} elements; the product of height and width must be at most {limit}"
@@ -310,7 +309,8 @@ class EthosUBackend(NpuBackend):
     def options_schema(self):
         return {
             "accelerator_config": OptionSpec(
-                "ethos-u55-128", allowed=ACCELERATOR_CONFIGS, help="Ethos-U configuration"
+                DEFAULT_ACCELERATOR.name, allowed=ACCELERATOR_CONFIGS,
+                help="Ethos-U configuration"
             ),
         }
 
@@ -328,7 +328,7 @@ class EthosUBackend(NpuBackend):
         return NPU_CAPABILITIES
 
     def planner_device_name(self, options):
-        return str(options.get("accelerator_config", "ethos-u55-128"))
+        return str(options.get("accelerator_config", DEFAULT_ACCELERATOR.name))
 
     def planner_sram_size(self, options):
         return None
@@ -347,7 +347,7 @@ class EthosUBackend(NpuBackend):
         from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
         from tvm_ethos.errors import CompileError
 
-        accelerator = str(options.get("accelerator_config", "ethos-u55-128"))
+        accelerator = str(options.get("accelerator_config", DEFAULT_ACCELERATOR.name))
         try:
             if planned is not None:
                 return stream_cascade.generate_planned(lowered, accelerator, *planned)

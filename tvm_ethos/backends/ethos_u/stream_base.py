@@ -5,22 +5,15 @@ the "tir" emulator."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-
+from ethos_arch.accelerators import Family, ethos_u_core, names
+from ethos_arch.accelerators import accelerator as accelerator_of
 from tvm_ethos.errors import CompileError
 
 FLASH_REGION, SCRATCH_REGION, FAST_SCRATCH_REGION = 0, 1, 2
 #: constants in flash start on 16 bytes, and their streams are whole 16-byte bursts
 ALIGN = 16
-STREAM_ACCELERATORS = (
-    "ethos-u55-32",
-    "ethos-u55-64",
-    "ethos-u55-128",
-    "ethos-u55-256",
-    "ethos-u65-256",
-    "ethos-u65-512",
-)
+#: The configurations Vela's API streams (the accelerator registry's ``streams``).
+STREAM_ACCELERATORS = names(lambda a: a.streams)
 
 
 class UnsupportedOperatorError(CompileError):
@@ -51,8 +44,7 @@ def npu_accelerator(accelerator: str):
             "Vela's Python API has no Ethos-U85 (or this configuration); "
             f"streams are generated for {', '.join(STREAM_ACCELERATORS)}",
         )
-    name = "Ethos_" + accelerator[len("ethos-") :].replace("-", "_").upper()
-    return getattr(vela_api().NpuAccelerator, name)
+    return getattr(vela_api().NpuAccelerator, accelerator_of(accelerator).vela_name)
 
 
 def sram_region(accelerator: str) -> int:
@@ -60,15 +52,13 @@ def sram_region(accelerator: str) -> int:
     Dedicated_Sram) keeps the arena (region 1, where TFLite Micro puts the network's inputs
     and outputs) in DRAM and gives the NPU its SRAM as the fast scratch (region 2, the
     driver's fast memory); an Ethos-U55 (Shared_Sram) has the arena itself in SRAM."""
-    return FAST_SCRATCH_REGION if accelerator.startswith("ethos-u65") else SCRATCH_REGION
+    family = accelerator_of(accelerator).family
+    return FAST_SCRATCH_REGION if family is Family.ETHOS_U65 else SCRATCH_REGION
 
 
 def lut_address(accelerator: str) -> int:
     """Where LUTs go in SHRAM (the last two banks; Vela's ``shram_lut_address``)."""
-    from ethosu.vela.architecture_features import Accelerator, create_default_arch
-
-    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        return int(create_default_arch(Accelerator(accelerator)).shram_lut_address)
+    return ethos_u_core(accelerator).shram_lut_address
 
 
 def _align(n: int) -> int:
