@@ -252,7 +252,8 @@ def accelerator(name: str) -> Accelerator:
 def ethos_u_core(name: str) -> EthosUCore:
     """The core of the Ethos-U configuration called ``name``; an UnknownAcceleratorError where
     it is none, or one the project has no model of."""
-    core = accelerator(name).core
+    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    core = None if found is None else found.core
     if not isinstance(core, EthosUCore):
         raise UnknownAcceleratorError(
             f"{name!r} is no modelled Ethos-U configuration; known: "
