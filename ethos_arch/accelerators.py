@@ -101,7 +101,7 @@ class WeightMemory(Enum):
 
 
 @dataclass(frozen=True)
-class VelaSystem:
+class VelaDefaultSystem:
     """The system Vela assumes around an Ethos-U when given no ``--system-config`` or
     ``--memory-mode``: the names of both, and the facts of them the project reads."""
     system_config: str
@@ -124,7 +124,7 @@ class Accelerator:
     family: Family
     core: EthosUCore | EthosNCore | None = None
     core_clock_hz: float | None = None    # the clock the system runs it at (cycles -> time)
-    vela_system: VelaSystem | None = None
+    vela_system: VelaDefaultSystem | None = None
     tops: int | None = None               # Ethos-N: its variant's TOP/s, part of its name
 
     @property
@@ -177,15 +177,12 @@ class Accelerator:
         return product, (self.core.macs * self.core.cores).bit_length() - 1
 
 
-def _u(macs: int, cores: int, ofm: Shape3, ifm: Shape3, banks: int, granules: tuple[int, ...],
-       output: tuple[float, ...], activation: tuple[float, ...]) -> EthosUCore:
-    return EthosUCore(macs, cores, ofm, ifm, banks, granules, output, activation)
-
-
-_U55_SYSTEM = VelaSystem("Ethos_U55_High_End_Embedded", "Shared_Sram", axi_port_bytes=8,
-                         address_bits=32, arena_cache_size=None, weights=WeightMemory.FLASH)
-_U65_SYSTEM = VelaSystem("Ethos_U65_Client_Server", "Dedicated_Sram_384KB", axi_port_bytes=16,
-                         address_bits=40, arena_cache_size=393216, weights=WeightMemory.DRAM)
+_U55_SYSTEM = VelaDefaultSystem("Ethos_U55_High_End_Embedded", "Shared_Sram",
+                                axi_port_bytes=8, address_bits=32, arena_cache_size=None,
+                                weights=WeightMemory.FLASH)
+_U65_SYSTEM = VelaDefaultSystem("Ethos_U65_Client_Server", "Dedicated_Sram_384KB",
+                                axi_port_bytes=16, address_bits=40, arena_cache_size=393216,
+                                weights=WeightMemory.DRAM)
 _BIG_GRANULES = (8, 8, 8, 8, 16, 8, 16, 20)
 _U256_OUTPUT = (0.625, 1.125, 0.5, 0.375, 0.5, 0.75, 0.125, 0.25)
 _U256_ACTIVATION = (1.0, 0.25, 0.0)
@@ -206,21 +203,26 @@ def _ethos_n78(tops: int, core: EthosNCore) -> Accelerator:
 
 #: Every configuration, in the order the lists and error messages show them.
 ACCELERATORS: tuple[Accelerator, ...] = (
-    _ethos_u55("ethos-u55-32", _u(32, 1, (1, 1, 4), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 4),
-                                  (2.0, 3.0, 3.0, 3.0, 4.0, 6.0, 1.0, 2.0), (1.0, 1.0, 0.0))),
-    _ethos_u55("ethos-u55-64", _u(64, 1, (1, 1, 8), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 8),
-                                  (1.0, 1.5, 1.5, 1.5, 2.0, 3.0, 0.5, 1.0), (1.0, 1.0, 0.0))),
-    _ethos_u55("ethos-u55-128", _u(128, 1, (1, 2, 8), (1, 2, 8), 24, (4, 4, 4, 4, 8, 4, 8, 12),
-                                   (0.75, 1.25, 0.75, 0.75, 1.0, 1.5, 0.25, 0.5),
-                                   (1.0, 0.5, 0.0))),
-    _ethos_u55("ethos-u55-256", _u(256, 1, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES,
-                                   _U256_OUTPUT, _U256_ACTIVATION)),
-    _ethos_u65("ethos-u65-256", _u(256, 1, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES,
-                                   _U256_OUTPUT, _U256_ACTIVATION)),
-    _ethos_u65("ethos-u65-512", _u(256, 2, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES,
-                                   (0.3125, 0.5625, 0.25, 0.1875, 0.25, 0.375, 0.0625, 0.125),
-                                   (0.5, 0.125, 0.0))),
+    # EthosUCore(macs, cores, ofm_ublock, ifm_ublock, shram_banks, shram_granules,
+    #            output_cycles, activation_cycles)
+    _ethos_u55("ethos-u55-32", EthosUCore(
+        32, 1, (1, 1, 4), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 4),
+        (2.0, 3.0, 3.0, 3.0, 4.0, 6.0, 1.0, 2.0), (1.0, 1.0, 0.0))),
+    _ethos_u55("ethos-u55-64", EthosUCore(
+        64, 1, (1, 1, 8), (1, 1, 8), 16, (2, 2, 2, 2, 4, 4, 4, 8),
+        (1.0, 1.5, 1.5, 1.5, 2.0, 3.0, 0.5, 1.0), (1.0, 1.0, 0.0))),
+    _ethos_u55("ethos-u55-128", EthosUCore(
+        128, 1, (1, 2, 8), (1, 2, 8), 24, (4, 4, 4, 4, 8, 4, 8, 12),
+        (0.75, 1.25, 0.75, 0.75, 1.0, 1.5, 0.25, 0.5), (1.0, 0.5, 0.0))),
+    _ethos_u55("ethos-u55-256", EthosUCore(
+        256, 1, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES, _U256_OUTPUT, _U256_ACTIVATION)),
+    _ethos_u65("ethos-u65-256", EthosUCore(
+        256, 1, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES, _U256_OUTPUT, _U256_ACTIVATION)),
+    _ethos_u65("ethos-u65-512", EthosUCore(
+        256, 2, (2, 2, 8), (2, 2, 8), 48, _BIG_GRANULES,
+        (0.3125, 0.5625, 0.25, 0.1875, 0.25, 0.375, 0.0625, 0.125), (0.5, 0.125, 0.0))),
     *(Accelerator(f"ethos-u85-{macs}", Family.ETHOS_U85) for macs in (128, 256, 512, 1024, 2048)),
+    # EthosNCore(engines, igs_per_engine, ogs_per_engine, emcs_per_engine, sram_bytes, ple_lanes)
     _ethos_n78(1, EthosNCore(2, 4, 4, 4, 448 * 1024, 1)),
     _ethos_n78(2, EthosNCore(4, 2, 4, 2, 768 * 1024, 1)),
     _ethos_n78(4, EthosNCore(4, 4, 4, 4, 1024 * 1024, 2)),

@@ -22,7 +22,7 @@ budget is the size of the device's feature-map region, memory pools included.
 """
 from __future__ import annotations
 
-from ethos_arch.accelerators import ACCELERATORS, VelaSystem
+from ethos_arch.accelerators import ACCELERATORS, VelaDefaultSystem
 from planner.device_model import Device
 from planner.devices import DEVICE_NAMES, get_device
 from planner.errors import PlannerError
@@ -38,7 +38,7 @@ SMALLEST = "smallest"
 SMALLEST_SOURCE = "smallest: the plan with the least memory, as Vela's --optimise Size"
 
 
-def _system_words(system: VelaSystem) -> str:
+def _system_words(system: VelaDefaultSystem) -> str:
     arena = (f"vela.ini arena_cache_size={system.arena_cache_size}"
              if system.arena_cache_size is not None else
              f"vela.ini sets no arena_cache_size: the {system.address_bits}-bit address space")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ethos_arch.accelerators import ACCELERATORS, Family, VelaSystem, accelerator, names
+from ethos_arch.accelerators import ACCELERATORS, Family, VelaDefaultSystem, accelerator, names
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.memory import MemoryRegion
@@ -45,7 +45,7 @@ IO_REGIONS = ("sram", "dram")
 CORE_CLOCK_HZ: dict[str, float] = {a.name: a.core_clock_hz for a in ACCELERATORS if a.planned}
 
 
-def _vela_system(family: Family) -> VelaSystem:
+def _vela_system(family: Family) -> VelaDefaultSystem:
     return next(a.vela_system for a in ACCELERATORS if a.family is family and a.vela_system)
 
 
