@@ -201,19 +201,24 @@ def test_the_tvm_ethos_backends_and_cli_read_the_registry():
     from tvm_ethos.backends import ethos_u as backend_u
     from tvm_ethos.backends.ethos_u.stream_base import STREAM_ACCELERATORS, lut_address
 
-    schema = backend_u.EthosUBackend().options_schema()["accelerator_config"]
+    u, n = backend_u.EthosUBackend(), backend_n.EthosNBackend()
+    schema = u.options_schema()["accelerator_config"]
     assert schema.allowed == backend_u.ACCELERATOR_CONFIGS == \
         names(lambda a: a.backend_id == "ethos-u")
-    assert schema.default == DEFAULT_ACCELERATOR.name
+    assert schema.default == DEFAULT_ACCELERATOR.name == u.planner_device_name({})
+    for backend in (u, n):
+        assert backend.planner_device_names() == \
+            names(lambda a, b=backend: a.planned and a.backend_id == b.backend_id)
     assert STREAM_ACCELERATORS == names(lambda a: a.streams)
     assert [lut_address(a.name) for a in ETHOS_U] == [a.core.shram_lut_address for a in ETHOS_U]
-    n_schema = backend_n.EthosNBackend().options_schema()
+    n_schema = n.options_schema()
     assert n_schema["variant"].allowed == ethos_n_variants()
     assert n_schema["tops"].allowed == ethos_n_tops()
-    assert "1, 2, 4 or 8" in cli.TARGET_OPTIONS["ethos-n"]["tops"]
+    assert [n.planner_device_name({"variant": v, "tops": t}) for v in ethos_n_variants()
+            for t in ethos_n_tops()] == [a.name for a in ETHOS_N]
     assert cli.parse_plan_target("ethos-u", {}) == [DEFAULT_ACCELERATOR.name]
     assert cli.parse_plan_target("ethos-n", {"ethos-n": {"tops": "1,8"}}) == \
         ["ethos-n78-1tops", "ethos-n78-8tops"]
-    with pytest.raises(cli.CliError, match="ethos-u85-256' has no planner model; choose from "
+    with pytest.raises(cli.CliError, match="'ethos-u85-256' has no planner model; choose from "
                        + ", ".join(a.name for a in ETHOS_U)):
         cli.parse_plan_target("ethos-u -accelerator_config=ethos-u85-256", {})
