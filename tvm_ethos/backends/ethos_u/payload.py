@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ethos_arch.accelerators import Family
+
 
 @dataclass(frozen=True)
 class ArenaTensor:
@@ -69,5 +71,5 @@ class EthosUPayload:
         is one (a planned Ethos-U65 stream, even one whose plan keeps nothing in SRAM), else
         the arena (1)."""
         planned_u65 = self.schedule != "layer by layer" and \
-            self.accelerator.startswith("ethos-u65")
+            self.accelerator.startswith(Family.ETHOS_U65.value)
         return 2 if self.fast_scratch_bytes or planned_u65 else 1
