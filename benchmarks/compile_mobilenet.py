@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     from tvm_ethos.backends.planner_device import planning_device
     from tvm_ethos.emulator.part_matchers import match_subgraph
     from tvm_ethos.partition import partition
-    from tvm_ethos.pipeline.codegen import attach_npu_constants, lower_npu_subgraphs
+    from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants, lower_npu_subgraphs
     from tvm_ethos.targets import parse_targets
 
     tl = parse_targets(target, {})

@@ -14,7 +14,7 @@ from tvm_ethos.emulator import schedule as S
 from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.host.cpu.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.partition import partition
-from tvm_ethos.pipeline.codegen import attach_npu_constants, lower_npu_subgraphs
+from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants, lower_npu_subgraphs
 from tvm_ethos.targets import parse_targets
 
 RECOMPUTE = PlannerOptions(rolling_granules=(), lockstep_rolling=False)

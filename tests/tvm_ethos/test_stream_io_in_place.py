@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_stream_cascade import LAYERS, _chain, compile_on_frontier
 
 import tvm_ethos
-from ethosu_stream.tflite_custom_op import run_vela_model
+from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle, tflm_random_inputs
 from tvm_ethos.backends.planner_device import network_io_region, planning_device
 
