@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 from typing import Iterator, NamedTuple
 
+from planner import lockstep, plan_costing, stripes
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
@@ -27,6 +28,7 @@ from planner.lockstep import (
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.pareto import frontier
+from planner.perf import ethos_u
 from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacement
 from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.stream_estimate import plan_stream
@@ -634,8 +636,6 @@ _pareto = frontier
 def clear_caches() -> None:
     """Forget every module-level memo (stripe ranges, propagations, windows, rings), so a
     benchmark times a cold search rather than one warmed by the run before it."""
-    from planner import lockstep, plan_costing, stripes
-    from planner.perf import ethos_u
     lockstep.clear_caches()
     plan_costing.clear_caches()
     stripes.clear_caches()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures as cf
 import csv
+import inspect
 import math
 import multiprocessing
 import os
@@ -31,7 +32,10 @@ import time
 from dataclasses import dataclass, field
 
 from planner.api import load_graph, parse_size
+from planner.devices import get_device
 from planner.errors import PlannerError
+from planner.options import PlannerOptions
+from planner.proposals import ProposalSearch
 from planner.vela_run import VELA_MODES, vela_available, vela_point
 
 __all__ = [
@@ -87,7 +91,6 @@ def log_budgets(lo: int, hi: int, n: int) -> list[int]:
 
 
 def _options(options: dict | None):
-    from planner.options import PlannerOptions
     return PlannerOptions(**(options or {}))
 
 
@@ -97,9 +100,6 @@ def _where(model: str, config: str) -> str:
 
 def _search(graph, device, options, planner_workers):
     """ProposalSearch, with ``workers`` when this planner version parallelises internally."""
-    import inspect
-
-    from planner.proposals import ProposalSearch
     if planner_workers is not None and \
             "workers" in inspect.signature(ProposalSearch).parameters:
         return ProposalSearch(graph, device, options, workers=planner_workers)
@@ -116,7 +116,6 @@ def frontier_task(model: str, config: str, io_region: str, budgets: list[int],
     planner itself may use (None: its default; 1 inside a pool or on a Dask worker, whose
     daemonic processes cannot have children and whose cores the sweep already uses).
     """
-    from planner.devices import get_device
     t0 = time.perf_counter()
     try:
         graph = load_graph(model)
@@ -149,7 +148,6 @@ def frontier_task(model: str, config: str, io_region: str, budgets: list[int],
 def naive_task(model: str, config: str, io_region: str, options: dict | None = None,
                planner_workers: int | None = None) -> dict:
     """The naive layer-by-layer schedule: the fastest Proposal with one Part per Plan."""
-    from planner.devices import get_device
     opts = dict(options or {})
     opts["max_plan_size"] = 1
     try:
@@ -203,7 +201,7 @@ def _connect(scheduler):
     if _is_dask_client(scheduler):
         return scheduler, False
     try:
-        from dask.distributed import Client
+        from dask.distributed import Client  # lazy: optional extra (dask)
     except ImportError:
         raise PlannerError("--scheduler needs dask.distributed, which is not installed: "
                            "pip install 'dask[distributed]'") from None
@@ -241,7 +239,7 @@ class Progress:
     def _tick(self) -> None:
         if self._stop.wait(self.delay):
             return
-        from tqdm import tqdm
+        from tqdm import tqdm  # lazy: optional extra (tqdm)
         with self._lock:
             fmt = None if self.total else "{desc}: {elapsed}{postfix}"
             self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr,
@@ -283,7 +281,6 @@ def run_sweep(models, configs, budgets, *, io_region: str = "sram",
     budgets = sorted(parse_size(b) for b in budgets)
     if not models or not configs or not budgets:
         raise PlannerError("a sweep needs at least one model, one config and one budget")
-    from planner.devices import get_device
     for c in configs:
         get_device(c, io_region=io_region)  # validates the name and io_region
     for m in models:
@@ -343,7 +340,7 @@ def run_sweep(models, configs, budgets, *, io_region: str = "sram",
         else:
             client, owned = _connect(executor)
             try:
-                from dask.distributed import as_completed
+                from dask.distributed import as_completed  # lazy: optional extra (dask)
                 futs = {}
                 for key, what, fn, args in tasks:
                     futs[client.submit(fn, *args, pure=False)] = (key, what)
@@ -398,7 +395,7 @@ def plot_sweep(result: SweepResult, ax=None, *, title: str | None = None):
     the frontier as a step line, the Proposal chosen at each budget, the budgets that fit
     nothing, the naive schedule and Vela's points. Returns the axes."""
     if ax is None:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: optional extra (matplotlib)
         _, ax = plt.subplots(figsize=(7, 4.5))
     kib = 1024.0
     front = result.frontier
@@ -430,7 +427,7 @@ def plot_sweep(result: SweepResult, ax=None, *, title: str | None = None):
     for mode, (m, c) in result.vela_points().items():
         ax.plot(m / kib, c, marks[mode][0], color=marks[mode][1], ms=8,
                 label=f"Vela --optimise {mode}")
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # lazy: optional extra
     plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -447,7 +444,7 @@ def plot_sweep(result: SweepResult, ax=None, *, title: str | None = None):
 
 def save_figure(results: list[SweepResult], path: str) -> None:
     """One panel per (model, config), written with the Agg canvas (no display needed)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: optional extra (matplotlib)
     n = len(results)
     cols = min(n, 2)
     rows = math.ceil(n / cols)
