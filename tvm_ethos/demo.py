@@ -37,7 +37,10 @@ import sys
 import numpy as np
 
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR
+from ethosu_stream.run import operation_count
+from ethosu_stream.tflite_graph import run_vela_model
 from tvm_ethos import cli
+from tvm_ethos.cli_run import fill
 
 
 def tflite_reference(model: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -57,8 +60,6 @@ def tflite_reference(model: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
 def random_inputs(model: str, seed: int) -> dict[str, np.ndarray]:
     """One fixed-seed input per model input, over the full range of its integer type."""
     from ai_edge_litert.interpreter import Interpreter
-
-    from tvm_ethos.cli_run import fill
 
     rs = np.random.RandomState(seed)
     details = Interpreter(model_path=model).get_input_details()
@@ -106,9 +107,6 @@ def check_ethos_u_tflite(model: str, path: str, inputs: dict[str, np.ndarray],
                          accelerator: str) -> tuple[bool, list[str]]:
     """Runs the written ``.tflite`` (one ``ethos-u`` operator) on the functional model, as a
     Vela file would be run, and compares with the interpreter on the source model."""
-    from ethosu_stream.run import operation_count
-    from ethosu_stream.tflite_graph import run_vela_model
-
     with open(path, "rb") as f:
         data = f.read()
     got, stats = run_vela_model(data, list(inputs.values()), accelerator)

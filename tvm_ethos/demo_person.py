@@ -25,7 +25,10 @@ import sys
 import numpy as np
 
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR
+from ethosu_stream.run import operation_count
+from ethosu_stream.tflite_graph import TfliteGraph
 from tvm_ethos import cli
+from tvm_ethos.backends.tflite_micro.reference import TflmReference
 
 #: tflite-micro's person_detection model_settings.cc
 LABELS = ("no person", "person")
@@ -95,10 +98,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _detect(model: str, compiled: str, images: list[str], accelerator: str) -> bool:
-    from ethosu_stream.run import operation_count
-    from ethosu_stream.tflite_graph import TfliteGraph
-    from tvm_ethos.backends.tflite_micro.reference import TflmReference
-
     with open(compiled, "rb") as f:
         data = f.read()
     with open(model, "rb") as f:

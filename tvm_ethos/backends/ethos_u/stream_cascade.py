@@ -37,6 +37,10 @@ import io
 
 import numpy as np
 
+from planner.devices import get_device
+from planner.errors import PlannerError
+from planner.perf.ethos_u import lower_part
+from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -221,9 +225,6 @@ class _Emitter:
     def searched_block(self, npu):
         """The planner's block search (``find_block_config``, regor's) run on ``npu``
         itself, clipped as :meth:`planner_block` clips; None where it finds none."""
-        from planner.errors import PlannerError
-        from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
-
         api = self.api
         cls = _NPU_CLASS.get(type(npu).__name__)
         if cls == "pooling" and npu.sub_op_type == api.NpuPoolingOp.REDUCE_SUM:
@@ -260,10 +261,6 @@ class _Emitter:
         ``npu``'s class, the block clipped to the OFM as Vela lists blocks (rounded up to
         the micro-block); (None, None) when there is no model, no such operation or
         several."""
-        from planner.errors import PlannerError
-        from planner.perf.ethos_u import lower_part
-        from planner.perf.ethos_u_npu import ACCELERATORS
-
         part, box = self.step_at
         if self.perf is None or part not in self.parts:
             return None, None
@@ -675,7 +672,6 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     owner = {t.name: p.name for p in graph.parts for t in p.inputs if t.is_constant}
     stageable = {n for n, i in part_layer.items() if emitter(lw.layers[i]).stageable}
     if device is None:
-        from planner.devices import get_device
         device = get_device(accelerator)
     io_apart = device.io_read_in_place and device.io_region != device.fm_region
     if io_apart and sram_region(accelerator) != FAST_SCRATCH_REGION:

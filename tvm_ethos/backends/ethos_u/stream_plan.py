@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from planner.line_buffer import LineBufferError, line_timing
 from planner.lockstep import prologue_of
 from planner.memory import BufferMode
 
@@ -54,8 +55,6 @@ class Step:
 def _line_timing(graph, plan):
     """The line-buffer timing of a demand-driven rolling Plan, None for other Plans (the
     test ``emulator.schedule`` applies)."""
-    from planner.line_buffer import LineBufferError, line_timing
-
     configs = {tc.tensor: tc for tc in plan.tensor_configs}
     by_name = {p.name: p for p in graph.parts}
     if plan.spec.mode != "rolling" or not any(

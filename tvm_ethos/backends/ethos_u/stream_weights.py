@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ethos_arch.ops import Op
+from tvm_ethos.backends.ethos_u.npu_ops import attach_constants, conv_scales, weights_ohwi
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     FLASH_REGION,
@@ -213,8 +214,6 @@ class Stager:
     def slices(self, npu, q, step: int, channels: int, block_config) -> list:
         """DMAs and operations computing ``npu`` (its block config not chosen yet) slice by
         slice; ``block_config(op, key)`` picks one, cached by ``key``."""
-        from tvm_ethos.backends.ethos_u.npu_ops import attach_constants, conv_scales, weights_ohwi
-
         api = self.api
         plan, (half_a, half_b), half = self.halves[step]
         depthwise = q.kind == Op.DEPTHWISE_CONV2D

@@ -29,7 +29,10 @@ from collections import Counter
 
 import numpy as np
 
+from ethosu_stream.relocate import relocate
+from ethosu_stream.tflite_custom_op import command_words
 from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
+from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
 from tvm_ethos.backends.ethos_u.tflite_writer import Operator, Tensor, copied_options, write_model
 from tvm_ethos.errors import TargetError, UnsupportedModelError
 
@@ -459,9 +462,6 @@ class _Layout:
         flash, arena, fast = self.bases[name]
         if not (flash or arena or fast):
             return payload.driver_payload
-        from ethosu_stream.relocate import relocate
-        from ethosu_stream.tflite_custom_op import command_words
-        from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
 
         words = relocate(command_words(payload.driver_payload), {0: flash, 1: arena, 2: fast})
         return bytes(vela_api().npu_create_driver_payload(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, source_tensor
 from tvm_ethos.backends.ethos_u.tflite_writer import Operator, copied_options, write_model
+from tvm_ethos.frontend.tflite_support import operator_support
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ def cut_model(data: bytes, graph: SourceGraph, ops) -> Cut:
 def import_refusals(data: bytes) -> list[str | None]:
     """Per operator of the model's subgraph, None where the importer converts it, else why
     not (the frontend's own verdict, ``tflite_support.operator_support``)."""
-    from tvm_ethos.frontend.tflite_support import operator_support
-
     return [None if s.importable else s.reason for s in operator_support(data) if s.subgraph == 0]
 
 

@@ -14,6 +14,7 @@ from typing import Callable, NamedTuple
 
 from tvm_ethos.backends.ethos_u import ops_lstm
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
+from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.ethos_u.stream_run import stream_report
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
 
@@ -71,13 +72,11 @@ def _report(name: str, payload: EthosUPayload) -> dict:
 def format_report(report: dict) -> str:
     """The plan-table lines of a graph-level operator's report: why it has no plan, its
     arena, what its stream did on the functional model."""
-    from tvm_ethos.pipeline.report import stream_lines
-
     out = []
     for name, sub in report["subgraphs"].items():
         out.append(f"{name} on ethos-u: not planned ({sub['reason']}); arena "
                    f"{sub['peak_memory_bytes']:,} B (states, sequences, gate buffers)")
-        out.extend(stream_lines(report["streams"][name]))
+        out.extend(stream_report_lines(report["streams"][name]))
     return "\n".join(out)
 
 

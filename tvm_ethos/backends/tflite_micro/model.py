@@ -9,8 +9,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ethosu_stream.tflite_graph import TfliteGraph
+from tvm_ethos.backends.tflite_micro.graph_operators import format_report
 from tvm_ethos.compiler import CompiledModel, IOSpec
 from tvm_ethos.errors import TargetError, TvmEthosError
+from tvm_ethos.pipeline.report import format_table
 
 _DTYPES = {9: "int8", 3: "uint8", 7: "int16", 2: "int32", 0: "float32"}
 
@@ -73,8 +76,6 @@ class TfliteMicroModel(CompiledModel):
     def run(self, *inputs) -> list[np.ndarray]:
         """One inference of the file (inputs as :meth:`CompiledModel.run` takes them). State
         tensors (an SVDF's, an LSTM's) carry over from one run to the next, as on a board."""
-        from ethosu_stream.tflite_graph import TfliteGraph
-
         arrays = self._ordered_inputs(inputs)
         if len(arrays) != len(self.inputs):
             raise TvmEthosError(f"the model takes {len(self.inputs)} input(s), "
@@ -122,9 +123,6 @@ class TfliteMicroModel(CompiledModel):
     @property
     def plan_table(self) -> str:
         """Each NPU group's per-layer plan table, one after the other."""
-        from tvm_ethos.backends.tflite_micro.graph_operators import format_report
-        from tvm_ethos.pipeline.report import format_table
-
         def table(r: dict) -> str:
             return format_report(r) if r.get("graph_operator") else format_table(r)
 
