@@ -25,8 +25,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from planner.budgets import BUDGET_HELP
+from planner.budgets import BUDGET_HELP, budget_line, resolve_budget
+from planner.devices import get_device
 from planner.errors import PlannerError
+from tvm_ethos._version import __version__
 from tvm_ethos.backends.base import HostBackend, NpuBackend
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.cli_paths import CliError, require_file, require_writable
@@ -199,12 +201,14 @@ def target_options(args, options=None) -> dict[str, dict[str, str]]:
 
 def add_planner_arguments(p: argparse.ArgumentParser, notes: dict | None = None) -> None:
     """The ``--planner-*`` flags, shared with ``python -m planner`` (planner.option_flags)."""
+    # lazy: keeps tvmc --help fast (the planner option table loads on use)
     from planner.option_flags import add_arguments
     add_arguments(p, notes)
 
 
 def planner_options(args) -> dict:
     """The ``--planner-*`` values given, read and validated (PlannerError naming the flag)."""
+    # lazy: keeps tvmc --help fast (the planner option table loads on use)
     from planner.option_flags import options_from_args
     return options_from_args(args)
 
@@ -247,8 +251,6 @@ def _check_models(models: list[str]) -> None:
 
 
 def _plan_run(args) -> int:
-    from planner.budgets import resolve_budget
-    from planner.devices import get_device
     _check_models(args.models)
     devices = parse_plan_target(args.target, target_options(args))
     options = planner_options(args)
@@ -274,8 +276,8 @@ def _plan_run(args) -> int:
 
 
 def _plan_one(model, device, budget, io_region, options, progress) -> None:
+    # lazy: keeps tvmc --help fast (the planner search loads when tvmc plan runs)
     from planner.api import plan
-    from planner.budgets import budget_line
     from planner.options import PlannerOptions
     from planner.report import layer_table
     from planner.sweep import Progress
@@ -297,6 +299,7 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
 
 
 def _sweep(args, devices, options) -> int:
+    # lazy: keeps tvmc --help fast (the sweep loads when tvmc plan sweeps)
     from planner import sweep
     lo, hi, n = sweep.parse_sweep(args.sweep_budget)
     budgets = sweep.log_budgets(lo, hi, n)
@@ -383,7 +386,6 @@ def version_line() -> str:
     the installed distribution, so TVM is not imported)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from tvm_ethos._version import __version__
     try:
         tvm = f"apache-tvm {version('apache-tvm')}"
     except PackageNotFoundError:

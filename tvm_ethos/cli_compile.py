@@ -22,9 +22,11 @@ import os
 import sys
 import time
 
+import tvm_ethos
 from planner.budgets import BUDGET_HELP
 from tvm_ethos import vela_options
 from tvm_ethos.backends.base import HostBackend, HostOutput
+from tvm_ethos.backends.registry import get_backend, get_registry
 from tvm_ethos.cli import (
     CliError,
     add_planner_arguments,
@@ -39,6 +41,7 @@ from tvm_ethos.cli import (
 from tvm_ethos.cli_paths import require_distinct, write_failed
 from tvm_ethos.reports import vela_summary
 from tvm_ethos.runtime.options import FALLBACK_MODES
+from tvm_ethos.targets import parse_targets
 
 HELP = "compile a model for NPUs with a GPU/CPU fallback into one package file"
 DESCRIPTION = (
@@ -56,8 +59,6 @@ OUTPUT_FORMATS = ("package", "tflite")
 
 def target_option_table() -> dict[str, dict[str, str]]:
     """``{backend id: {option: help}}`` from the registered backends' option schemas."""
-    from tvm_ethos.backends.registry import get_registry
-
     reg = get_registry()
     table = {}
     for bid in sorted(reg.ids()):
@@ -116,6 +117,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def compile_notes() -> dict[str, str]:
     """What ``tvmc compile`` takes of the planner options it does not realize in full."""
+    # lazy: keeps tvmc --help fast (option table, compile driver load on use)
     from planner.option_flags import show
     from tvm_ethos.pipeline.planning import REALIZED_PLANNER_OPTIONS
 
@@ -125,8 +127,6 @@ def compile_notes() -> dict[str, str]:
 
 def resolve_targets(target: str, cli_options: dict[str, dict[str, str]]):
     """The target string plus ``--target-<id>-<key>`` values -> a validated TargetList."""
-    from tvm_ethos.targets import parse_targets
-
     targets = parse_targets(target)        # TargetError / OptionError: unknown name, bad option
     check_option_targets(targets.ids, cli_options, target)
     for spec in targets.targets:
@@ -136,8 +136,6 @@ def resolve_targets(target: str, cli_options: dict[str, dict[str, str]]):
 
 def host_output(targets) -> HostOutput:
     """What the compile for ``targets`` produces: its host backend's ``host_output``."""
-    from tvm_ethos.backends.registry import get_backend
-
     host = get_backend(targets.ids[-1])
     return host.host_output() if isinstance(host, HostBackend) else HostOutput.PACKAGE
 
@@ -236,7 +234,7 @@ def run(args) -> int:
     if args.fallback_mode is not None:
         options["fallback_mode"] = args.fallback_mode
 
-    import tvm_ethos
+    # lazy: keeps tvmc --help fast (progress bar, compile stages load on use)
     from planner.sweep import Progress
     from tvm_ethos import stages
 

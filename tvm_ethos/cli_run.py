@@ -19,7 +19,9 @@ import zipfile
 
 import numpy as np
 
+import tvm_ethos
 from tvm_ethos import tflite_run
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.cli import CliError, register, require_file, require_writable
 from tvm_ethos.cli_paths import check_int_range, require_distinct, write_failed
 from tvm_ethos.runtime.options import FALLBACK_MODES, NPU_RUNTIMES
@@ -184,7 +186,7 @@ def run(args) -> int:
     if args.accelerator_config is not None:
         raise CliError("--accelerator-config chooses the Ethos-U of a .tflite; a package "
                        "keeps the one it was compiled for")
-    import tvm_ethos
+    # lazy: keeps tvmc --help fast (the progress bar loads on use)
     from planner.sweep import Progress
 
     runtime = {} if args.fallback_mode is None else {"fallback_mode": args.fallback_mode}
@@ -217,6 +219,7 @@ def run_tflite(args) -> int:
         if value:
             raise CliError(f"{flag} applies to a package; {args.package} is a .tflite (its "
                            "NPU part runs as its command stream, the rest on the host)")
+    # lazy: keeps tvmc --help fast (the progress bar loads on use)
     from planner.sweep import Progress
 
     with open(args.package, "rb") as f:
@@ -259,8 +262,6 @@ def print_outputs(args, outputs, times) -> None:
 
 def emulation_note(cm) -> str:
     """One line saying which subgraphs were emulated, with the planner's cycle estimate."""
-    from tvm_ethos.backends.registry import get_registry
-
     reg = get_registry()
     npus = [t for t in cm.partition_summary
             if reg.is_registered(t) and reg.get(t).capabilities().is_npu]

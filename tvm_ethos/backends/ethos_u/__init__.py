@@ -22,7 +22,6 @@ import dataclasses
 
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR, Family, names
 from ethos_arch.ops import Op
-from ethosu_stream import StreamError
 from planner.devices import ETHOS_U55, ETHOS_U65
 from tvm_ethos.backends.base import (
     BACKEND_API_VERSION,
@@ -32,12 +31,9 @@ from tvm_ethos.backends.base import (
     OptionSpec,
     Plugin,
 )
-from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
-from tvm_ethos.backends.ethos_u.ops_movement import transpose_swap
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
-from tvm_ethos.backends.ethos_u.stream_run import stream_report
 from tvm_ethos.backends.npu_common import (
     NPU_CAPABILITIES,
     NpuCodegen,
@@ -251,6 +247,9 @@ def _pad(q, o):
 
 def _transpose(q, o):
     """Vela's constraint_transpose: one swap of two blocks of axes (the forms it lists)."""
+    # lazy: ops_movement loads the stream generator's npu_ops; the plugin loads on every tvmc start
+    from tvm_ethos.backends.ethos_u.ops_movement import transpose_swap
+
     if transpose_swap(q.in_shapes[0], q.attrs["perm"]) is None:
         return [f"permutation {q.attrs['perm']} of {tuple(q.in_shapes[0])}; the NPU swaps "
                 "height and width, or width (height) and depth of a 1-wide (1-high) tensor"]
@@ -347,6 +346,9 @@ class EthosUBackend(NpuBackend):
         """A register command stream through Vela's API (the ``vela`` extra): the planner's
         schedule when ``planned`` (``(match, proposal, device)``) is given
         (``stream_cascade``), else layer by layer (``stream_gen``)."""
+        # lazy: the stream generator (Vela API) loads when a stream is made, not at every tvmc start
+        from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
+
         accelerator = str(options.get("accelerator_config", DEFAULT_ACCELERATOR.name))
         try:
             if planned is not None:
@@ -359,6 +361,10 @@ class EthosUBackend(NpuBackend):
                                f"{type(err).__name__}: {err}") from err
 
     def stream_report(self, payload, planned_peak: int | None) -> dict:
+        # lazy: the functional model loads only when a stream runs, not on every tvmc start
+        from ethosu_stream import StreamError
+        from tvm_ethos.backends.ethos_u.stream_run import stream_report
+
         try:
             return stream_report(payload, planned_peak)
         except StreamError as err:
