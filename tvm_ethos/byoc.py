@@ -19,37 +19,20 @@ import json
 import logging
 
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR
+from tvm_ethos.backends.registry import get_registry
+from tvm_ethos.errors import CompileError, TvmEthosError
+from tvm_ethos.targets import parse_targets
 
 log = logging.getLogger("tvm_ethos.byoc")
 
 #: Module attribute holding the cascading planner's report (JSON) of a ``partition_for_*`` module.
 PLAN_REPORT_ATTR = "tvm_ethos.plan_report"
 
-_REGISTERED: set[str] = set()
-
-
-def _ext(functions, options, constant_names):
-    from tvm_ethos.pipeline.codegen import _npu_ext
-
-    return _npu_ext(functions, options, constant_names)
-
-
-def register_ext(name: str) -> None:
-    """Register ``relax.ext.<name>`` as the NPU emulator codegen (idempotent)."""
-    if name in _REGISTERED:
-        return
-    import tvm_ffi
-
-    tvm_ffi.register_global_func(f"relax.ext.{name}", _ext, override=True)
-    _REGISTERED.add(name)
-
 
 def register_codegens(registry=None) -> list[str]:
     """Register the codegen of every registered backend that has one; returns the NPU ids whose
     ``relax.ext.<id>`` is now registered. A backend whose factory fails is logged and skipped:
     importing tvm_ethos must not fail because of one plugin."""
-    from tvm_ethos.backends.registry import get_registry
-
     registry = registry or get_registry()
     done = []
     for bid in registry.ids():
@@ -70,16 +53,15 @@ def partition_for(mod, target, **options):
     (``budget``, ``memory_pools``, ``planner_options``, ``plan``) that ``tvm_ethos.compile``
     takes. The partition report and the plan report are module attributes
     (:func:`tvm_ethos.partition_report`, :func:`plan_report`)."""
+    # lazy: TVM and the compile driver load when partition_for runs; importing tvm_ethos stays light
     import tvm
 
     from tvm_ethos.compiler import PLANNING_OPTIONS, check_target_options
-    from tvm_ethos.errors import CompileError, TvmEthosError
     from tvm_ethos.frontend import load_model
     from tvm_ethos.frontend.relax_module import reshape_outputs
     from tvm_ethos.partition import partition
     from tvm_ethos.pipeline import planning as cascade
     from tvm_ethos.pipeline.driver import offload
-    from tvm_ethos.targets import parse_targets
 
     options = dict(options)
     plan_opts = cascade.planning_options(options)

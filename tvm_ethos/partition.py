@@ -27,8 +27,10 @@ import tvm
 from tvm import relax
 
 from ethos_arch.ops import Op, parse_op
+from tvm_ethos.backends.base import SubgraphView
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
-from tvm_ethos.patterns import pattern_variants, read_qop
+from tvm_ethos.patterns import _VARIANTS_BY_KIND, pattern_variants, qop_from_composite, read_qop
 from tvm_ethos.targets import TargetList, parse_targets
 
 REPORT_ATTR = "tvm_ethos.partition_report"
@@ -116,8 +118,6 @@ OP_ID_ATTR = "tvm_ethos.op_id"
 def _composite_core(cfunc) -> tuple[str, bool]:
     """(name of the core operator's binding inside a composite function, whether that binding
     is the composite's output)."""
-    from tvm_ethos.patterns import _VARIANTS_BY_KIND, qop_from_composite
-
     qop_from_composite(cfunc)  # fills the variant table
     name = str(cfunc.attrs["Composite"])
     kind = parse_op(name.split(".", 1)[1], f"composite {name}")
@@ -256,9 +256,6 @@ def _keep_subgraph_symbols(mod, backend_ids) -> None:
 # ---------------------------------------------------------------------------- partition
 def partition(mod, target="ethos-n,llvm", **options):
     """Partition ``mod`` for a target list. Returns ``(partitioned module, PartitionReport)``."""
-    from tvm_ethos.backends.base import SubgraphView
-    from tvm_ethos.backends.registry import get_registry
-
     tl = target if isinstance(target, TargetList) else parse_targets(target, options)
     reg = get_registry()
     # a float TFLite / ONNX model for an NPU is a mistake worth an error (a quantized one is

@@ -3,6 +3,7 @@ NPUs' memory capabilities."""
 from __future__ import annotations
 
 import numpy as np
+import tvm_ffi
 
 from tvm_ethos.backends.base import Capabilities, EmulatorLowering
 from tvm_ethos.backends.base import NpuBackend as NpuContract
@@ -56,6 +57,26 @@ def weight_sum_ok(q, limit=127 * 65536) -> bool:
     return bool(np.all(sums <= limit))
 
 
+#: NPU ids whose ``relax.ext.<id>`` is registered (registration is idempotent)
+_REGISTERED: set[str] = set()
+
+
+def _ext(functions, options, constant_names):
+    # lazy: the emulator codegen imports all of TVM; it loads when RunCodegen first calls, so
+    # importing tvm_ethos (and tvmc --help) registers codegens with tvm_ffi alone
+    from tvm_ethos.pipeline.codegen import _npu_ext
+
+    return _npu_ext(functions, options, constant_names)
+
+
+def register_ext(name: str) -> None:
+    """Register ``relax.ext.<name>`` as the NPU emulator codegen (idempotent)."""
+    if name in _REGISTERED:
+        return
+    tvm_ffi.register_global_func(f"relax.ext.{name}", _ext, override=True)
+    _REGISTERED.add(name)
+
+
 class NpuCodegen:
     """Codegen of an NPU: ``relax.ext.<id>`` lowers each subgraph to TE with TFLite-exact integer
     arithmetic and builds it for the host: the NPU emulator kernel."""
@@ -66,8 +87,6 @@ class NpuCodegen:
         self.name = backend_id
 
     def register(self):
-        from tvm_ethos.byoc import register_ext
-
         register_ext(self.name)
 
 
