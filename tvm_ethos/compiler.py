@@ -15,7 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvm_ethos.backends.base import HostBackend, HostOutput
-from tvm_ethos.errors import ModelLoadError, TvmEthosError
+from tvm_ethos.backends.ethos_u.tflite_export import export_tflite_bytes
+from tvm_ethos.backends.registry import get_backend, get_registry
+from tvm_ethos.errors import ModelLoadError, OptionError, TvmEthosError
+from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
 from tvm_ethos.package import (
     CONSTANTS,
     FORMAT_VERSION,
@@ -28,8 +31,14 @@ from tvm_ethos.package import (
     verify_package_bytes,
     write_package,
 )
+from tvm_ethos.pipeline.planning import planning_options
+from tvm_ethos.runtime import cache as model_cache
+from tvm_ethos.runtime.executor import Executor
 from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
+from tvm_ethos.runtime.program import PROGRAM_VERSION
+from tvm_ethos.targets import parse_targets
+from tvm_ethos.tflite_source import source_of
 
 _META, _LIB, _PROGRAM, _CONSTANTS = META, LIBRARY, PROGRAM, CONSTANTS
 log = logging.getLogger(__name__)
@@ -90,6 +99,7 @@ class CompiledModel:
     def vm(self):
         if self._vm is None:
             check_host_cpu(self.cpu_record, "this compiled model")
+            # lazy: TVM loads when a model is built or run, not on import
             import tvm
             from tvm import relax
 
@@ -137,8 +147,6 @@ class CompiledModel:
     def executor(self):
         """The loaded network (created on first use; :meth:`unload` frees it)."""
         if self._executor is None or self._executor.closed:
-            from tvm_ethos.runtime.executor import Executor
-
             check_host_cpu(self.cpu_record, "this compiled model")
 
             if self.program is None:
@@ -198,6 +206,7 @@ class CompiledModel:
     @property
     def plan_table(self) -> str:
         """The per-layer plan table (stripes, buffers, regions, bytes, cycles, cascades)."""
+        # lazy: the report module loads TVM; only the plan table needs it
         from tvm_ethos.pipeline.report import format_table
 
         return format_table(self.plan_report)
@@ -214,8 +223,6 @@ class CompiledModel:
 
         ``model``: the source .tflite (bytes or path), needed where this model does not hold
         it (compiled from an IRModule, or loaded from a package)."""
-        from tvm_ethos.backends.ethos_u.tflite_export import export_tflite_bytes
-
         data = export_tflite_bytes(self, model if model is not None else self.source_tflite)
         path = os.fspath(path)
         with open(path, "wb") as f:
@@ -315,7 +322,7 @@ def load_members(pkg: VerifiedPackage, path: str, runtime_options: dict) -> Comp
     host): the last step, loading its library; ``path`` names the package in errors."""
     import tvm
 
-    from tvm_ethos.backends.registry import get_registry
+    # lazy: partition loads TVM; TVM loads when a model is built or run, not on import
     from tvm_ethos.partition import PartitionReport
 
     meta = pkg.meta
@@ -406,14 +413,10 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     second compile of the same model, targets and options loads it (tvm_ethos/runtime/cache.py
     says how entries are guarded: they are native code).
     """
-    from tvm_ethos.runtime import cache as model_cache
-
-    if _host_output(target) is HostOutput.TFLITE:   # the TFLite graph stays one: no Relax build
-        from tvm_ethos.backends.tflite_micro.compile import compile_tflite
-
-        return compile_tflite(mod, target, **options)
+    host = _host_backend(target)
+    if host is not None and host.host_output() is HostOutput.TFLITE:
+        return host.compile_model(mod, target, options)   # the TFLite graph stays one
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
-    from tvm_ethos.pipeline.planning import planning_options
 
     plan_opts = planning_options(options)  # budget, memory_pools, planner_options, plan
     check_runtime_options(runtime_opts)
@@ -421,9 +424,6 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     check_target_options(target, options)
     key = None
     if cache_dir is not None:
-        from tvm_ethos.runtime.program import PROGRAM_VERSION
-        from tvm_ethos.targets import parse_targets
-
         tl0 = parse_targets(target, dict(options))  # errors before any hashing
         try:
             key = model_cache.cache_key(mod, str(tl0), dict(options, _planning=plan_opts.key()),
@@ -456,19 +456,15 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     return cm
 
 
-def _host_output(target) -> HostOutput:
-    """What the target list's host produces (``HostBackend.host_output``)."""
-    from tvm_ethos.backends.registry import get_backend
-    from tvm_ethos.targets import parse_targets
-
+def _host_backend(target) -> HostBackend | None:
+    """The target list's host backend (the contract says what its compile produces), None for
+    a host that does not implement the host contract (a package)."""
     host = get_backend(parse_targets(target).host.backend_id)
-    return host.host_output() if isinstance(host, HostBackend) else HostOutput.PACKAGE
+    return host if isinstance(host, HostBackend) else None
 
 
 def _tflite_source(mod):
     """The .tflite ``mod`` is or was imported from (its bytes), else None."""
-    from tvm_ethos.tflite_source import source_of
-
     return source_of(mod)
 
 
@@ -483,10 +479,6 @@ def check_target_options(target, options: dict, own=COMPILE_OPTIONS,
     """An OptionError naming every option ``caller`` takes (``own``, then each target's) when
     one is neither (a misspelt ``budget`` must not read as a missing target option), with the
     closest accepted name."""
-    from tvm_ethos.backends.registry import get_registry
-    from tvm_ethos.errors import OptionError
-    from tvm_ethos.targets import parse_targets
-
     if not options:
         return
     reg = get_registry()
@@ -509,8 +501,6 @@ def compile_streams(mod, target: str, **options) -> CompiledModel:
     checked and its executor program read, but no host or emulator library is built, so the
     model it returns cannot run (``executable`` is None) and is not cached (a cache entry is
     a runnable package). The options are :func:`compile`'s."""
-    from tvm_ethos.pipeline.planning import planning_options
-
     runtime_opts = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
     plan_opts = planning_options(options)
     check_runtime_options(runtime_opts)
@@ -525,8 +515,8 @@ def _compile(mod, target, runtime_opts, plan_opts, build: bool = True,
              **options) -> CompiledModel:
     """The compile pipeline (``tvm_ethos.pipeline.driver``) on ``mod``, its result as a
     :class:`CompiledModel`; without ``build`` nothing is compiled (``compile_streams``)."""
+    # lazy: TVM loads when a model is built or run, not on import
     from tvm_ethos.pipeline.driver import compile_network
-    from tvm_ethos.targets import parse_targets
 
     tl = parse_targets(target, options)  # raises TargetError / OptionError before any work
     done = compile_network(mod, tl, plan_opts, build=build)
@@ -545,6 +535,7 @@ def _compile(mod, target, runtime_opts, plan_opts, build: bool = True,
 def _cpu_record_for(tl):
     """What the host code compiled for the target list ``tl`` needs of the CPU
     (its llvm ``-mcpu``, else this machine's)."""
+    # lazy: TVM loads when a model is built or run, not on import
     from tvm_ethos.host.cpu.cpu_schedule import host_target
     from tvm_ethos.host.cpu.host_cpu import building_for, cpu_record
 
@@ -557,8 +548,6 @@ def output_specs(mod) -> list[IOSpec]:
     (tvm_ethos/frontend/relax_module.py records them; TVM's importers lose both), the module's
     own where the source gives none or a shape with another element count (a dynamic
     dimension)."""
-    from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
-
     attrs = mod.attrs if mod.attrs is not None else {}
     names = [str(n) for n in attrs[OUTPUT_NAMES_ATTR]] if OUTPUT_NAMES_ATTR in attrs else []
     shapes = (

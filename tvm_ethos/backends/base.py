@@ -316,6 +316,13 @@ class HostBackend(Backend, abc.ABC):
     def host_output(self) -> HostOutput:
         """What a compile whose host it is produces."""
 
+    def compile_model(self, mod, target, options: dict):
+        """The compiled model of a host whose output is not a package (:attr:`HostOutput.TFLITE`):
+        such a host compiles the whole model its own way, so ``tvm_ethos.compile`` hands it over
+        through this contract rather than importing the backend by name."""
+        raise NotImplementedError(f"host {self.backend_id!r} produces "
+                                  f"{self.host_output().value}: it has no compile of its own")
+
 
 @dataclass(frozen=True)
 class Plugin:

@@ -34,6 +34,13 @@ class TfliteMicroBackend(HostBackend):
     def host_output(self):
         return HostOutput.TFLITE
 
+    def compile_model(self, mod, target, options: dict):
+        # lazy: the TFLite graph compile loads the compile driver; the plugin loads on every
+        # tvmc start (tvmc --help)
+        from tvm_ethos.backends.tflite_micro.compile import compile_tflite
+
+        return compile_tflite(mod, target, **options)
+
     def layer_support(self):
         # no Relax operator is built for it: what it runs never leaves the TFLite graph
         return LayerSupport({})

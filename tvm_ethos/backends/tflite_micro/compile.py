@@ -20,8 +20,9 @@ from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
 from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
-from tvm_ethos.compiler import COMPILE_OPTIONS
+from tvm_ethos.compiler import COMPILE_OPTIONS, compile_streams
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError, UnsupportedModelError
+from tvm_ethos.pipeline.planning import planning_options
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 from tvm_ethos.stages import stage
 from tvm_ethos.targets import parse_targets
@@ -175,8 +176,6 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
 def _check_options(options: dict) -> None:
     """An OptionError for an option no group compile takes or a bad value, up front: a
     group whose compile is refused stays TFLite operators, which must not hide a typo."""
-    from tvm_ethos.pipeline.planning import planning_options
-
     unknown = sorted(k for k in options if k not in COMPILE_OPTIONS)
     if unknown:
         raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} "
@@ -188,6 +187,5 @@ def _check_options(options: dict) -> None:
 
 def _compile_group(data: bytes, target: str, options: dict):
     # the file holds the streams and copies the other operators: no library is built
-    from tvm_ethos.compiler import compile_streams
 
     return compile_streams(data, target=target, **options)
