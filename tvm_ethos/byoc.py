@@ -21,7 +21,6 @@ import logging
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import CompileError, TvmEthosError
-from tvm_ethos.targets import parse_targets
 
 log = logging.getLogger("tvm_ethos.byoc")
 
@@ -62,6 +61,7 @@ def partition_for(mod, target, **options):
     from tvm_ethos.partition import partition
     from tvm_ethos.pipeline import planning as cascade
     from tvm_ethos.pipeline.driver import offload
+    from tvm_ethos.targets import parse_targets
 
     options = dict(options)
     plan_opts = cascade.planning_options(options)

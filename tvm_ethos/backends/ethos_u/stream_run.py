@@ -5,15 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ethosu_stream import Memory, run_stream
-from ethosu_stream.accelerator import accelerator_info
-from ethosu_stream.memory import SHRAM_REGION
-from ethosu_stream.tflite_custom_op import (
-    FLASH_REGION,
-    SCRATCH_FAST_REGION,
-    SCRATCH_REGION,
-    command_words,
-)
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 
 
@@ -22,6 +13,18 @@ def run_payload(payload: EthosUPayload, inputs, trace=None, *,
     """(outputs in ``payload.outputs`` order, the run's ``StreamStats``); ``trace`` and
     ``compute`` as ``ethosu_stream.run_stream`` takes them (``compute=False``: a dry run, the
     same statistics without computing the outputs, which are then meaningless)."""
+    # lazy: the functional model loads when a stream runs; this module loads with the ethos-u
+    # plugin (payload_format) at every tvmc start
+    from ethosu_stream import Memory, run_stream
+    from ethosu_stream.accelerator import accelerator_info
+    from ethosu_stream.memory import SHRAM_REGION
+    from ethosu_stream.tflite_custom_op import (
+        FLASH_REGION,
+        SCRATCH_FAST_REGION,
+        SCRATCH_REGION,
+        command_words,
+    )
+
     if len(inputs) != len(payload.inputs):
         raise ValueError(
             f"the NPU subgraph takes {len(payload.inputs)} input(s), got {len(inputs)}"
