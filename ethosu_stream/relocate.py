@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import StreamError
 from .registers import Command, RegisterState, decode_stream
+from .vela_defs import regs
 
 _FM_BASES = {prefix: tuple(f"{prefix}_BASE{i}" for i in range(4))
              for prefix in ("IFM", "IFM2", "OFM")}
@@ -45,8 +46,6 @@ def relocate(words, offsets: Mapping[int, int]) -> np.ndarray:
     """``words`` (a command stream) with every address in region ``r`` moved by
     ``offsets[r]`` bytes (regions not named stay). Raises :class:`StreamError` naming the
     command where a moved address would leave the 40-bit address space."""
-    from .vela_defs import regs
-
     opcode = {e.name: e.value for e in regs().cmd1}
     state = RegisterState()
     written: dict[str, int] = {}

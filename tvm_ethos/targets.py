@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import OptionError, TargetError
 
 ETHOS_U = "ethos-u"
@@ -98,8 +99,6 @@ def _coerce(target: str, key: str, value, spec):
 
 def parse_targets(target, options: dict | None = None, registry=None) -> TargetList:
     """Parse and validate a target list; ``options`` are routed to the target that declares them."""
-    from tvm_ethos.backends.registry import get_registry
-
     registry = registry or get_registry()
     if isinstance(target, TargetList):
         specs = [TargetSpec(t.backend_id, dict(t.options)) for t in target.targets]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from tvm_ethos.backends.planner_device import planner_device_for
+from tvm_ethos.errors import OptionError
 
 #: Backend API version of this host. A backend built for (major, minor) loads only when its
 #: major equals this major and its minor is not newer than this minor.
@@ -61,8 +62,6 @@ class OptionSpec:
     help: str = ""
 
     def check(self, target: str, name: str, value):
-        from tvm_ethos.errors import OptionError
-
         if self.allowed is not None and value not in self.allowed:
             raise OptionError(
                 f"option {name!r} of target {target!r}: bad value {value!r}; "

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ethos_arch.ops import Op
+from ethosu_stream import activation16
 
 #: the operator kinds this module computes
 KINDS = (Op.SIGMOID, Op.TANH)
@@ -58,8 +59,6 @@ def _activation16():
     """The functional model's int16 tanh / sigmoid (TFLite's table and interpolation), the
     one statement of the data the results depend on; imported here, as it needs the vela
     extra (every Ethos-U path does)."""
-    from ethosu_stream import activation16
-
     return activation16
 
 

@@ -45,6 +45,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from tvm_ethos._version import __version__ as ver
 from tvm_ethos.errors import TvmEthosError
 
 CACHE_ENV_VAR = "TVM_ETHOS_CACHE_DIR"
@@ -75,7 +76,6 @@ def package_fingerprint() -> str:
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
-        from tvm_ethos._version import __version__ as ver
 
         _PACKAGE_DIGEST = f"tvm-ethos {ver} src {h.hexdigest()[:16]} tvm {tvm.__version__}"
     return _PACKAGE_DIGEST

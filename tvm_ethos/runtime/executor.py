@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import TvmEthosError
 from tvm_ethos.runtime.allocators import MallocAllocator, MemorySource, is_aligned
 from tvm_ethos.runtime.fallback_memory import (
@@ -50,6 +51,7 @@ from tvm_ethos.runtime.fallback_memory import (
     FallbackMemoryManager,
     plan_edges,
 )
+from tvm_ethos.runtime.opencl_device import DEVICE_ENV_VAR, OpenCLDevice
 from tvm_ethos.runtime.options import check_runtime_options
 from tvm_ethos.runtime.payloads import run_payload
 from tvm_ethos.runtime.program import NetworkProgram
@@ -216,8 +218,6 @@ def shared_opencl_device(selection: str | None = None):
     """One :class:`OpenCLDevice` per selection in this process (programs are built once per
     device)."""
     import os
-
-    from tvm_ethos.runtime.opencl_device import DEVICE_ENV_VAR, OpenCLDevice
 
     key = selection if selection is not None else os.environ.get(DEVICE_ENV_VAR, "")
     with _DEVICES_LOCK:
@@ -527,8 +527,6 @@ class Executor:
 
     # ------------------------------------------------------------------ set-up
     def _capabilities(self, override: dict, registry) -> dict:
-        from tvm_ethos.backends.registry import get_registry
-
         reg = registry or get_registry()
         out = {}
         for sg in self.program.subgraphs:

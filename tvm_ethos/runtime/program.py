@@ -14,6 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tvm_ethos.runtime.opencl_device import (
+    FunctionSpec,
+    KernelArg,
+    KernelLaunch,
+    OpenCLModuleSpec,
+    ParamSpec,
+    WorkspaceSpec,
+)
 from tvm_ethos.runtime.payloads import payload_from_json, payload_to_json
 from tvm_ethos.schema import MAX_TENSOR_BYTES, Node, SchemaError, check_tensor_size, parse_json
 
@@ -299,15 +307,6 @@ def _constants(node: Node, blob: bytes | None) -> list:
 
 def _opencl(node: Node):
     """The OpenCL kernels' description (a JSON text inside program.json), field by field."""
-    from tvm_ethos.runtime.opencl_device import (
-        FunctionSpec,
-        KernelArg,
-        KernelLaunch,
-        OpenCLModuleSpec,
-        ParamSpec,
-        WorkspaceSpec,
-    )
-
     text = node.str()
     root = Node(parse_json(text.encode("utf-8", "replace"), f"{node.where} (JSON text)"),
                 node.where).obj(("source", "functions"))

@@ -251,6 +251,7 @@ def mean_op(op, ifm: FmSlot, ofm: FmSlot):
 def mean_scales(op) -> tuple[int, int]:
     """(multiplier, NPU shift) of TFLite's int8 MEAN, the element count folded into the
     multiplier as its reference kernel does (``te_ops.mean_multiplier``)."""
+    # lazy: te_ops loads TVM; the stream generator runs without it
     from tvm_ethos.compute.te_ops import mean_multiplier
 
     _, h, w, _ = (int(s) for s in op.in_shapes[0])
