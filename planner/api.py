@@ -11,9 +11,11 @@ from planner.device_model import Device
 from planner.devices import IO_REGIONS, get_device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
+from planner.io import load_graph as load_json
 from planner.options import PlannerOptions
 from planner.proposals import Proposal, ProposalSearch
 from planner.sizes import parse_size as parse_size  # re-exported: the planner's public API
+from planner.tflite import load_tflite
 
 
 def load_graph(source: str | PlannerGraph) -> PlannerGraph:
@@ -27,9 +29,7 @@ def load_graph(source: str | PlannerGraph) -> PlannerGraph:
     if not os.path.exists(path):
         raise PlannerError(f"model file {path!r} does not exist")
     if path.endswith(".json"):
-        from planner.io import load_graph as load_json
         return load_json(path)
-    from planner.tflite import load_tflite
     return load_tflite(path)
 
 
