@@ -15,6 +15,7 @@ from planner.io import load_graph as load_json
 from planner.options import PlannerOptions
 from planner.proposals import Proposal, ProposalSearch
 from planner.sizes import parse_size as parse_size  # re-exported: the planner's public API
+from planner.smallest_choice import smallest_proposal
 from planner.tflite import load_tflite
 
 
@@ -103,14 +104,14 @@ def plan(source: str | PlannerGraph, device: str | Device = DEFAULT_ACCELERATOR.
 
 def select(search: ProposalSearch, budget: int | None, whence: str) -> Proposal:
     """``search.select(budget)``; where the budget was not given, the error says whose it is.
-    A ``smallest`` budget (``whence``) selects the fastest Proposal of the least memory, which
-    must fit ``budget`` where that is given (the size of a memory pool)."""
+    A ``smallest`` budget (``whence``) selects ``smallest_proposal``, which must fit
+    ``budget`` where that is given (the size of a memory pool)."""
     if whence == SMALLEST_SOURCE:
         smallest = search.frontier[0][0]
         if budget is not None and smallest > budget:
             raise PlannerError(f"the smallest plan needs {smallest} bytes, more than the "
                                f"{budget} bytes of the memory it must fit")
-        return search.select(smallest)
+        return smallest_proposal(search, budget)
     try:
         return search.select(budget)
     except PlannerError as err:

@@ -88,7 +88,7 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
     if not has_stream(device):
         return NO_STREAM
     by_name = {p.name: p for p in graph.parts}
-    staged = _staged_part(plan, by_name)
+    staged = staged_part(plan, by_name)
     runs = []       # (Part, steps, operations) of each Part that emits any
     for ps in plan.part_schedules:
         part = by_name[ps.part]
@@ -161,7 +161,7 @@ def stream_bytes(plans: tuple[Plan, ...], graph: PlannerGraph, device: Device) -
     return STREAM_BASE_BYTES + sum(plan.estimated_stream_bytes for plan in plans)
 
 
-def _staged_part(plan: Plan, by_name: dict[str, Part]) -> str | None:
+def staged_part(plan: Plan, by_name: dict[str, Part]) -> str | None:
     """The Part whose weights stream through the Plan's staging double buffer, sliced (as
     ``stream_weights.weight_pool`` picks it): the reader of a double-buffered constant held
     outside its home, when it is a convolution whose weights are not copied whole."""
