@@ -10,7 +10,7 @@ region, and then alike for every Proposal of a model.
 
 The ``smallest`` budget (planner.api) uses the estimate to avoid a Proposal that saves a
 little SRAM by re-streaming a Part's weights for every stripe of a deep cascade
-(rfcs/0001, "Budgets").
+(rfcs/0001, "The smallest budget").
 """
 from __future__ import annotations
 

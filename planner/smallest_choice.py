@@ -8,7 +8,7 @@ frontier Proposal within ``SMALLEST_SLACK`` of the least memory and takes the on
 weights move the fewest bytes by DMA (planner.dma_estimate), then the least memory, then
 the fewest cycles. The slack bounds what the choice may cost in SRAM; within it the DMA
 bytes, not the cycles, decide, as DMA is what a memory-bound system pays for (rfcs/0001,
-"Budgets").
+"The smallest budget").
 """
 from __future__ import annotations
 
