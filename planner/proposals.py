@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.aliases import alias_roots, may_alias
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
@@ -65,8 +66,12 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device, size=None
                         ) -> tuple[list[int], list[int]]:
     """(base, own): base[i] = bytes of boundary tensors live when a Plan starts at i,
     own[j] = bytes of the output of the Part at j. Only feature-map-region tensors count.
-    ``size(tensor)`` sizes each tensor (default: its bytes; a peer's allocator may round)."""
+    ``size(tensor)`` sizes each tensor (default: its bytes; a peer's allocator may round).
+    A reshape that may alias its input (``aliases``) counts as its root's bytes, live until
+    the alias's last reader: the same number whether the reshape is a Plan of its own (one
+    buffer) or inside a longer Plan (its own buffer, its root then dead)."""
     size = size or (lambda t: t.bytes)
+    roots = alias_roots(graph)
     topo = graph.topological_parts()
     n = len(topo)
     pos = {p.name: i for i, p in enumerate(topo)}
@@ -82,7 +87,10 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device, size=None
     for t, made in tensors:
         if home(t.name) != fm:
             continue
-        cons = [pos[q.name] for q in graph.consumers(t)]
+        if t.name in roots:
+            continue
+        cons = [pos[q.name] for a in [t.name, *(k for k, r in roots.items() if r == t.name)]
+                for q in graph.consumers(a)]
         # a network input is in memory when the first Plan starts, read or not
         last = n if t.name in outputs else max(cons, default=max(made, 0))
         # live for plans starting at i with made < i <= last
@@ -187,6 +195,7 @@ class ProposalSearch:
 
     def _run(self) -> None:
         base, own = live_boundary_bytes(self.graph, self.device)
+        topo = self.graph.topological_parts()
         self.fronts = [[_Point(0, 0, -1, -1, 0, -1, None)]]
         self.prefetch_fronts = [[]]     # prefixes whose last Plan prefetched the next Part
         # the same fronts as int64 (memory, cycles) columns, while every value fits
@@ -196,7 +205,7 @@ class ProposalSearch:
             self.plan_candidates += count
             variants = self.gen.prefetch_variants(j)
             self.plan_candidates += len(variants)
-            live = _LiveAt(base, own[j])
+            live = _LiveAt(base, own[j], j, 0 if may_alias(topo[j], self.graph) else own[j])
             step = None
             if columns is not None:
                 try:
@@ -362,9 +371,13 @@ def _stacked(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
 @dataclass(frozen=True)
 class _LiveAt:
     """Bytes of boundary tensors live while a Plan from ``start`` to the sink runs: those
-    live at its start and the sink's own output (``live_boundary_bytes``)."""
+    live at its start and the sink's own output (``live_boundary_bytes``); ``alone``: the
+    sink's own output when the Plan is the sink alone (none for a reshape that aliases its
+    input, ``aliases``)."""
     base: list[int]
     own: int
+    sink: int = -1
+    alone: int = 0
 
     def __getitem__(self, start: int) -> int:
-        return self.base[start] + self.own
+        return self.base[start] + (self.alone if start == self.sink else self.own)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.aliases import aliased_outputs
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import PlannerGraph
@@ -224,12 +225,17 @@ def simulate(graph: PlannerGraph, device: Device, proposal: Proposal) -> SimResu
                 if src > k:
                     raise SimulationError(f"plan {k} reads {t.name!r} before it is produced")
                 last_read[t.name] = max(last_read.get(t.name, -1), k)
+    # a reshape Plan that aliases its input adds no bytes: its root lives until its readers
+    aliased = aliased_outputs(graph, [plan.parts for plan in proposal.plans])
+    for name, root in aliased.items():
+        if name in last_read:
+            last_read[root] = max(last_read.get(root, -1), last_read[name])
     sizes = {t.name: t.bytes for t in graph.tensors}
     live: set[str] = {t.name for t in graph.inputs if counted(t.name)}
     plan_bytes, live_bytes = [], []
     peak = 0
     for k, plan in enumerate(proposal.plans):
-        if counted(plan.output):
+        if counted(plan.output) and plan.output not in aliased:
             live.add(plan.output)
         buffers = simulate_plan(graph, device, plan)
         now = sum(sizes[n] for n in live)

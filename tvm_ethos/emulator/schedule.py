@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import s_tir, tirx
 
+from planner.aliases import aliased_outputs
 from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
 from planner.plan_costing import PlanCosting
@@ -614,6 +615,10 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
             stmt_plan[k] = stmt_plan[nxt[0]] if nxt else None
     plan_bytes = [0] * len(proposal.plans)
     io_names = {t.op.name for t in lowered.input_tensors} | {t.op.name for t in lowered.outputs}
+    # a reshape Plan that aliases its input: the planner counts its root's bytes, live until
+    # the alias's readers, in place of its own copy (``planner.aliases``)
+    aliased = aliased_outputs(match.graph, [plan.parts for plan in proposal.plans])
+    alias_users: dict = {}
     boundary = {}
     for b in infos:
         if b.scope != SRAM_SCOPE:
@@ -623,6 +628,9 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
             plan_bytes[stmt_plan[b.stmt]] += b.bytes
             continue
         users = [k for k, names in enumerate(touched) if b.name in names]
+        if base in aliased:
+            alias_users.setdefault(aliased[base], []).extend(users)
+            continue
         if base in written_by:  # a Plan's output kept for later Plans
             boundary[b.name] = (users, b.bytes)
         else:  # a weight copy at the root: belongs to the Plan that reads it
@@ -635,6 +643,7 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
     live = [0] * nplans
     graph = match.graph
     for b_name, (users, nbytes) in boundary.items():
+        users = users + alias_users.get(_base(b_name), [])
         ks = sorted({stmt_plan[k] for k in users if stmt_plan[k] is not None})
         if ks:
             for k in range(ks[0], ks[-1] + 1):
@@ -643,7 +652,9 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
     if io_region_sram:
         for t in list(lowered.input_tensors) + list(lowered.outputs):
             users = sorted({stmt_plan[k] for k, names in enumerate(touched)
-                            if t.op.name in names and stmt_plan[k] is not None})
+                            if t.op.name in names and stmt_plan[k] is not None}
+                           | {stmt_plan[k] for k in alias_users.get(t.op.name, [])
+                              if stmt_plan[k] is not None})
             if not users:
                 continue
             nbytes = graph.tensor(t.op.name).bytes

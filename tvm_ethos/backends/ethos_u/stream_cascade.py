@@ -37,6 +37,7 @@ import io
 
 import numpy as np
 
+from planner.aliases import aliased_outputs
 from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
@@ -615,13 +616,17 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
                     last[t.name] = max(last.get(t.name, k), k)
     for t in lw.outputs:
         last[output_source(lw, t).op.name] = nplans - 1
+    aliased = aliased_outputs(graph, [plan.parts for plan in proposal.plans])
+    for name, root in aliased.items():   # the root's bytes live until the alias's readers
+        if name in last:
+            last[root] = max(last.get(root, producer[root]), last[name])
     buffers, shapes = [], {}
     inputs = {t.op.name for t in lw.input_tensors}
     apart = set(_io_names(lw)) if io_apart else set()
     for name, k in producer.items():
         t = tensors[name]
         shapes[name] = tuple(int(s) for s in t.shape)
-        if name in apart:
+        if name in apart or name in aliased:
             continue
         buffers.append(Buffer(name, t.bytes, np.dtype(t.dtype).itemsize, k,
                               max(last.get(name, k), k), "input" if name in inputs else "tensor"))
@@ -707,12 +712,19 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         raise UnsupportedOperatorError("this plan", str(err)) from None
     io_arena, io_bytes = _io_in_arena(graph, lw) if io_apart else ({}, 0)
     storage = {}
+    aliased = aliased_outputs(graph, [plan.parts for plan in proposal.plans])
     for name, buf_shape in shapes.items():
         t = graph.tensor(name)
+        if name in aliased:   # its root's bytes, under its own shape
+            continue
         at, region = (io_arena[name], _ARENA_IO) if name in io_arena else \
             (layout.offsets[name], SCRATCH_REGION)
         storage[name] = _Storage(at, shape3(buf_shape, name), shape3(t.shape, name),
                                  str(np.dtype(t.dtype)), region)
+    for name, root in aliased.items():
+        t, st = graph.tensor(name), storage[root]
+        storage[name] = _Storage(st.offset, shape3(t.shape, name), shape3(t.shape, name),
+                                 st.dtype, st.region)
     flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
     stager = Stager(api, flash, acc, {
@@ -722,9 +734,12 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
                   stager, graph, device.perf)
     plan_starts: dict = {}
     part_ops: dict = {}
+    alias_parts = {p.name for p in graph.parts if p.output.name in aliased}
     for s in steps:
         plan_starts.setdefault(s.plan, len(em.ops))
         first = len(em.ops)
+        if s.part in alias_parts:   # no operation: its output is its input's bytes
+            continue
         em.emit(s.part, s.box)
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
     em.step_at = None
