@@ -1,0 +1,77 @@
+"""A RESHAPE planned alone shares its input's bytes: the planner counts them once, and its
+count agrees with the stripe-by-stripe simulator for every Proposal of the frontier."""
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner import parts
+from planner.aliases import alias_roots, aliased_outputs, may_alias
+from planner.graph import GraphBuilder
+from planner.options import PlannerOptions
+from planner.proposals import ProposalSearch
+from planner.simulate import simulate
+from tests.helpers.simple_device import simple_device
+
+
+def _conv_flatten_fc(h: int, w: int, c: int, units: int, chain: bool):
+    """in -> conv2d -> reshape to rows (twice when ``chain``) -> fully_connected."""
+    b = GraphBuilder("flatten")
+    x = b.add(parts.conv2d("conv", b.input("in", (1, h, w, 3)), c, 3, padding=1))
+    if chain:
+        x = b.add(parts.reshape("flat0", x, (1, h * w, c)))
+    x = b.add(parts.reshape("flat", x, (1, h * w * c)))
+    b.add(parts.fully_connected("fc", x, units))
+    return b.build()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 16), st.integers(1, 8),
+       st.booleans(), st.sampled_from(["sram", "dram"]))
+def test_a_reshape_planned_alone_counts_its_bytes_once(h, w, c, units, chain, io):
+    g = _conv_flatten_fc(h, w, c, units, chain)
+    device = simple_device(io_region=io)
+    search = ProposalSearch(g, device, PlannerOptions(stripe_factors=4))
+    conv_bytes = g.tensor("conv:0").bytes
+    reshapes = {"flat0", "flat"} if chain else {"flat"}
+    for k in range(len(search.frontier)):
+        prop = search.proposal(k)
+        sim = simulate(g, device, prop)
+        assert list(sim.plan_bytes) == [p.memory_bytes for p in prop.plans]
+        assert sim.peak_bytes == prop.memory_bytes
+        for i, plan in enumerate(prop.plans):
+            if len(plan.parts) == 1 and plan.parts[0] in reshapes:
+                # the conv's output and the reshape's are one buffer, the input is dead
+                assert sim.live_bytes[i] == conv_bytes, (plan.parts, sim.live_bytes)
+
+
+def test_micro_speech_flatten_is_planned_alone_at_the_conv_output_bytes():
+    """micro_speech's shape (25x20x8 rows into a 4-unit FC): the reshapes cost no bytes, so
+    the frontier plans them alone and no Plan holds the conv's 4,000 B twice."""
+    for chain in (False, True):
+        g = _conv_flatten_fc(25, 20, 8, 4, chain)
+        device = simple_device()
+        search = ProposalSearch(g, device, PlannerOptions(stripe_factors=4))
+        for k in range(len(search.frontier)):
+            prop = search.proposal(k)
+            live = simulate(g, device, prop).live_bytes
+            alone = [i for i, p in enumerate(prop.plans) if p.parts[0].startswith("flat")]
+            assert alone and all(len(prop.plans[i].parts) == 1 for i in alone)
+            assert [live[i] for i in alone] == [4000] * len(alone)
+            assert max(live) < 2 * 4000
+
+
+def test_a_reshape_that_writes_a_network_output_is_not_an_alias():
+    b = GraphBuilder("out")
+    x = b.add(parts.conv2d("conv", b.input("in", (1, 4, 4, 3)), 8, 1))
+    y = b.add(parts.reshape("flat", x, (1, 128)))
+    g = b.build(outputs=[y])
+    assert not may_alias(g.parts[1], g)
+    assert alias_roots(g) == {}
+    assert aliased_outputs(g, [["conv"], ["flat"]]) == {}
+
+
+def test_chained_reshapes_alias_the_first_real_tensor():
+    g = _conv_flatten_fc(3, 4, 5, 2, chain=True)
+    assert alias_roots(g) == {"flat0:0": "conv:0", "flat:0": "conv:0"}
+    # only a reshape that is a Plan of its own aliases in the stream
+    assert aliased_outputs(g, [["conv"], ["flat0"], ["flat", "fc"]]) == {"flat0:0": "conv:0"}
+    assert aliased_outputs(g, [["conv", "flat0"], ["flat"], ["fc"]]) == {"flat:0": "flat0:0"}
