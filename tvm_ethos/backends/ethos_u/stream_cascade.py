@@ -24,10 +24,12 @@ of its Part's output:
   does not fit is read in place from flash;
 * PAD and CONCATENATION are their copies clipped to the step's rows and columns, each box
   addressed in its buffer, ring or whole (``_Emitter.ring_movement``);
-* FULLY_CONNECTED, MEAN, SOFTMAX and RESHAPE (its bytes copied by an identity pool) run
-  only over whole tensors held whole; a Plan that stripes them or keeps their operands in a
-  ring raises :class:`UnsupportedOperatorError` naming the operator, as does a Plan form
-  ``plan_steps`` does not list.
+* a RESHAPE planned alone (``planner.aliases``) is its input's bytes: its output gets its
+  root's address and no operation;
+* FULLY_CONNECTED, MEAN, SOFTMAX and any other RESHAPE (its bytes copied by an identity
+  pool) run only over whole tensors held whole; a Plan that stripes them or keeps their
+  operands in a ring raises :class:`UnsupportedOperatorError` naming the operator, as does a
+  Plan form ``plan_steps`` does not list.
 """
 from __future__ import annotations
 
