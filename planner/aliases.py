@@ -31,13 +31,7 @@ def alias_roots(graph: PlannerGraph) -> dict[str, str]:
     chains of reshapes down to the first tensor that is not such an output."""
     direct = {p.output.name: p.activation_inputs[0][1].name
               for p in graph.parts if may_alias(p, graph)}
-    roots = {}
-    for name in direct:
-        root = direct[name]
-        while root in direct:
-            root = direct[root]
-        roots[name] = root
-    return roots
+    return _roots(direct)
 
 
 def aliased_outputs(graph: PlannerGraph, plan_parts: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -49,6 +43,11 @@ def aliased_outputs(graph: PlannerGraph, plan_parts: Sequence[Sequence[str]]) ->
         if len(names) == 1 and may_alias(by_name[names[0]], graph):
             part = by_name[names[0]]
             direct[part.output.name] = part.activation_inputs[0][1].name
+    return _roots(direct)
+
+
+def _roots(direct: dict[str, str]) -> dict[str, str]:
+    """{alias: the first tensor down its chain of direct aliases that is no alias itself}."""
     roots = {}
     for name in direct:
         root = direct[name]

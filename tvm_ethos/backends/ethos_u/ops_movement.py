@@ -220,17 +220,7 @@ def split_ring_op(q, src, dst, block: Callable):
         src.tiles = api.NpuTileBox(src.tiles.height_0, src.tiles.height_1, src.tiles.width_0,
                                    [a + bc * esize for a in src.tiles.addresses])
     src.shape = api.NpuShape3D(src.shape.height, src.shape.width, dst.shape.depth)
-    for fm in (src, dst):
-        fm.quantization = api.NpuQuantization(1.0, 0)
-    npu = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
-    npu.ifm, npu.ofm = src, dst
-    npu.kernel = api.NpuKernel(1, 1)
-    npu.padding = api.NpuPadding(0, 0, 0, 0)
-    npu.activation = None
-    npu.rounding_mode = api.NpuRoundingMode.TFL
-    npu.block_config = block(npu)
-    npu.name = q.tflite_name.lower()
-    return npu
+    return fm_copy_op(src, dst, q.tflite_name, block)
 
 
 def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
