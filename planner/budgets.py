@@ -35,7 +35,8 @@ NONE = "none"
 #: The budget value meaning "the Proposal with the least memory" (Vela's ``--optimise Size``).
 SMALLEST = "smallest"
 #: Where a ``smallest`` budget came from, in the reports' words.
-SMALLEST_SOURCE = "smallest: the plan with the least memory, as Vela's --optimise Size"
+SMALLEST_SOURCE = ("smallest: the least memory, or up to 1/8 more where that moves fewer weight "
+                   "bytes (Vela's --optimise Size)")
 
 
 def _system_words(system: VelaDefaultSystem) -> str:
@@ -90,7 +91,8 @@ def _default_size(device: Device) -> int | None:
 #: The help line of every ``--budget`` option (python -m planner, tvmc plan, tvmc compile).
 BUDGET_HELP = ("memory budget: a size such as 300KiB or 1MiB; 'system' (the default) the SRAM of "
                "the accelerator's system configuration, as Vela plans; 'none' the fastest plan "
-               "whatever its memory; 'smallest' the plan with the least memory")
+               "whatever its memory; 'smallest' the least memory, or up to 1/8 more where that "
+               "moves fewer weight bytes (rfcs/0001)")
 
 
 def budget_line(budget: int | None, whence: str) -> str:
