@@ -17,8 +17,10 @@ from planner.graph import Part, PlannerGraph
 
 
 def may_alias(part: Part, graph: PlannerGraph) -> bool:
-    """Whether ``part`` is a RESHAPE whose output may share its input's bytes."""
-    if part.kind != Op.RESHAPE or len(part.activation_inputs) != 1:
+    """Whether ``part`` is a RESHAPE whose output may share its input's bytes: one that only
+    moves data (a Part shaped like a RESHAPE that computes names its operator in ``op``)."""
+    if part.kind != Op.RESHAPE or part.attr("op") is not None \
+            or len(part.activation_inputs) != 1:
         return False
     (_, src), = part.activation_inputs
     outputs = {t.name for t in graph.outputs}

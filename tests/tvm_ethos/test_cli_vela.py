@@ -138,13 +138,16 @@ def test_a_vela_command_line_writes_the_files_vela_writes(same_flags):
     assert len(read_ethos_u_ops(data)) == 1
 
 
-def test_optimise_size_is_the_plan_of_least_memory(same_flags):
+def test_optimise_size_is_the_smallest_budget(same_flags):
+    """--optimise Size plans at the 'smallest' budget: the least memory, or within 1/8 of it
+    where that moves fewer weight bytes (planner.smallest_choice), never the fastest plan's."""
     import json
 
     rep = json.loads(same_flags["plan"].read_text())
     (sub,) = rep["subgraphs"].values()
-    assert sub["peak_memory_bytes"] == sub["smallest_memory_bytes"] < sub["frontier"][-1][
-        "memory_bytes"]
+    least = sub["smallest_memory_bytes"]
+    assert least <= sub["peak_memory_bytes"] <= least + least // 8
+    assert sub["peak_memory_bytes"] < sub["frontier"][-1]["memory_bytes"]
     assert sub["budget_source"] == SMALLEST_SOURCE
     assert f"budget: {SMALLEST_SOURCE}" in same_flags["stdout"]
 

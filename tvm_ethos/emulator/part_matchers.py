@@ -669,5 +669,9 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         op = layer.kind.value if layer is not None else "copy"
         return Op.UNARY, {"op": op}, None
     if math.prod(x_shape) == math.prod(out_shape):
+        if layer is not None and not layer.kind.info.data_move:
+            # costed as a copy, but it computes (an operator with a constant operand whose
+            # index map is not the identity): ``op`` names it, so it is never an alias
+            return Op.RESHAPE, {"op": layer.kind.value}, None
         return Op.RESHAPE, {}, None
     return Op.OPAQUE, {"op": layer.kind.value if layer else "unknown"}, None
