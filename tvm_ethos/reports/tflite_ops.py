@@ -14,6 +14,8 @@ import tflite
 #: Vela's operator name per TFLite builtin it maps to another (``tflite_mapping``'s Op, less
 #: the ``Bias`` its convolutions carry internally).
 _BIAS = "Bias"
+#: TFLite's builtin operator names by code.
+_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
 
 
 class TfliteOperator(NamedTuple):
@@ -29,15 +31,9 @@ class TfliteOperator(NamedTuple):
 def operator_kinds(data: bytes) -> list[tuple[str, tuple[int, ...]]]:
     """(kind, first output's shape) of every operator of the first subgraph of the TFLite
     model ``data``: a builtin's name, or a custom operator's code (``ethos-u``)."""
-    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
-    m = tflite.Model.GetRootAsModel(data, 0)
-    g = m.Subgraphs(0)
     out = []
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        code = m.OperatorCodes(op.OpcodeIndex())
-        kind = (code.CustomCode().decode() if code.CustomCode()
-                else names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?"))
+    for _, g, op, code, builtin in _operators(data):
+        kind = code.CustomCode().decode() if code.CustomCode() else _NAMES.get(builtin, "?")
         out.append((kind, _shape(g, op.Outputs(0)) if op.OutputsLength() else ()))
     return out
 
@@ -46,25 +42,30 @@ def read_operators(data: bytes) -> list[TfliteOperator]:
     """The operators of the first subgraph of the TFLite model ``data``."""
     from ethosu.vela.tflite_mapping import builtin_operator_map  # Vela: imported when used
 
-    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
-    model = tflite.Model.GetRootAsModel(data, 0)
-    g = model.Subgraphs(0)
     out = []
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    for i, g, op, code, builtin in _operators(data):
         if builtin == tflite.BuiltinOperator.CUSTOM:
             custom = (code.CustomCode() or b"").decode()
             out.append(TfliteOperator(i, "CUSTOM", custom, _tensor_name(g, op.Outputs(0)), 0))
             continue
         mapped = builtin_operator_map.get(builtin)
-        vela = mapped[0].name if mapped is not None else names.get(builtin, str(builtin))
+        vela = mapped[0].name if mapped is not None else _NAMES.get(builtin, str(builtin))
         vela = vela[: -len(_BIAS)] if vela.endswith(_BIAS) else vela
         tname = _tensor_name(g, op.Outputs(0)) if op.OutputsLength() else ""
-        out.append(TfliteOperator(i, names.get(builtin, str(builtin)), vela, tname,
-                                  vela_macs(names.get(builtin, ""), g, op)))
+        out.append(TfliteOperator(i, _NAMES.get(builtin, str(builtin)), vela, tname,
+                                  vela_macs(_NAMES.get(builtin, ""), g, op)))
     return out
+
+
+def _operators(data: bytes):
+    """(index, subgraph, operator, its operator code, its builtin code) of every operator of
+    the first subgraph of the TFLite model ``data``, in the file's order."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    g = model.Subgraphs(0)
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        yield i, g, op, code, max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
 
 
 def _tensor_name(g, t: int) -> str:
