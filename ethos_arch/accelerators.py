@@ -87,10 +87,17 @@ class EthosNCore:
     mac_units_per_og: int = 8
 
     @property
+    def ifm_channels_per_cycle(self) -> int:
+        return self.igs_per_engine * self.engines
+
+    @property
+    def ofm_channels_per_cycle(self) -> int:
+        return self.ogs_per_engine * self.engines
+
+    @property
     def macs(self) -> int:
         """MACs per cycle: input channels x MAC units x output channels per cycle."""
-        return (self.igs_per_engine * self.engines * self.mac_units_per_og
-                * self.ogs_per_engine * self.engines)
+        return self.ifm_channels_per_cycle * self.mac_units_per_og * self.ofm_channels_per_cycle
 
 
 class WeightMemory(Enum):

@@ -20,7 +20,6 @@ cascading strategies, so this follows that library (ARM-software/ethos-n-driver-
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from typing import Sequence
@@ -32,50 +31,12 @@ from planner.errors import PlannerError
 from planner.graph import Part
 from planner.perf.base import PerfModel
 
-
-@dataclass(frozen=True)
-class EthosNVariant:
-    """Hardware capabilities of one Ethos-N78 variant.
-
-    Source: ethos-n-driver-stack ``support_library/src/Capabilities.cpp:
-    GetEthosN78FwHwCapabilities`` (the ``*_2PLE_RATIO`` variants, the default PLE ratio of
-    Arm NN and TVM's ethos-n target) and ``SetCommonCapabilities`` (8 MAC units per OG, 4x4
-    patches, 8x8x16 brick groups). MACs per cycle = IGs*E x 8 x OGs*E, which gives Arm's
-    published 512 / 1024 / 2048 / 4096 8-bit MACs per cycle, i.e. 1 / 2 / 4 / 8 TOP/s at
-    1 GHz (2 ops per MAC).
-    """
-    name: str
-    engines: int
-    igs_per_engine: int
-    ogs_per_engine: int
-    emcs_per_engine: int
-    sram_bytes: int
-    ple_lanes: int
-    mac_units_per_og: int = 8
-
-    @property
-    def ifm_channels_per_cycle(self) -> int:
-        return self.igs_per_engine * self.engines
-
-    @property
-    def ofm_channels_per_cycle(self) -> int:
-        return self.ogs_per_engine * self.engines
-
-    @property
-    def macs_per_cycle(self) -> int:
-        return self.ifm_channels_per_cycle * self.mac_units_per_og * self.ofm_channels_per_cycle
-
-    @property
-    def tops_at_1ghz(self) -> float:
-        return 2 * self.macs_per_cycle / 1e3
-
-
-#: Every Ethos-N78 variant, from the accelerator registry.
-VARIANTS: dict[str, EthosNVariant] = {
-    a.name: EthosNVariant(a.name, a.core.engines, a.core.igs_per_engine, a.core.ogs_per_engine,
-                          a.core.emcs_per_engine, a.core.sram_bytes, a.core.ple_lanes,
-                          a.core.mac_units_per_og)
-    for a in REGISTRY if isinstance(a.core, EthosNCore)
+#: Every Ethos-N78 variant's core, from the accelerator registry. Source of the figures:
+#: ethos-n-driver-stack ``support_library/src/Capabilities.cpp: GetEthosN78FwHwCapabilities``
+#: (the ``*_2PLE_RATIO`` variants, the default PLE ratio of Arm NN and TVM's ethos-n target) and
+#: ``SetCommonCapabilities`` (8 MAC units per OG, 4x4 patches, 8x8x16 brick groups).
+VARIANTS: dict[str, EthosNCore] = {
+    a.name: a.core for a in REGISTRY if isinstance(a.core, EthosNCore)
 }
 
 # support_library Utils.hpp: g_PatchShape (1, 4, 4, 1), g_BrickGroupShape (1, 8, 8, 16).

@@ -168,7 +168,7 @@ def test_the_planner_s_lists_are_the_registry_s():
              a.core.shram_banks, a.core.shram_granules, a.core.output_cycles,
              a.core.activation_cycles)
     assert tuple(ethos_n.VARIANTS) == tuple(a.name for a in ETHOS_N)
-    assert [v.macs_per_cycle for v in ethos_n.VARIANTS.values()] == [a.macs for a in ETHOS_N]
+    assert [v.macs for v in ethos_n.VARIANTS.values()] == [a.macs for a in ETHOS_N]
 
 
 def test_the_planner_defaults_to_the_default_accelerator():
