@@ -6,11 +6,10 @@ what the operator does, only how its output stripes depend on its inputs.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
-
-import networkx as nx
 
 from ethos_arch.ops import Op
 from planner.errors import PlannerError
@@ -197,10 +196,7 @@ class PlannerGraph:
         for t in self.outputs:
             if t.name not in producers and t.name not in input_names:
                 raise PlannerError(f"network output {t.name!r} is produced by no part")
-        g = nx.DiGraph()
-        order = {p.name: i for i, p in enumerate(self.parts)}
-        for p in self.parts:
-            g.add_node(p.name)
+        successors: dict[str, set[str]] = {p.name: set() for p in self.parts}
         consumers: dict[str, list[Part]] = {}
         for p in self.parts:
             for t in p.inputs:
@@ -208,10 +204,8 @@ class PlannerGraph:
                     continue
                 consumers.setdefault(t.name, []).append(p)
                 if t.name in producers:
-                    g.add_edge(producers[t.name].name, p.name)
-        if not nx.is_directed_acyclic_graph(g):
-            raise PlannerError("the graph has a cycle")
-        topo = list(nx.lexicographical_topological_sort(g, key=lambda n: order[n]))
+                    successors[producers[t.name].name].add(p.name)
+        topo = topological_order([p.name for p in self.parts], successors)
         by_name = {p.name: p for p in self.parts}
         object.__setattr__(self, "_index", {
             "producers": producers, "consumers": consumers, "tensors": tensors,
@@ -273,3 +267,29 @@ class GraphBuilder:
             consumed = {t.name for p in self._parts for t in p.inputs}
             outputs = [p.output for p in self._parts if p.output.name not in consumed]
         return PlannerGraph(tuple(self._parts), tuple(self._inputs), tuple(outputs), self.name)
+
+
+def topological_order(names: Sequence[str], successors: Mapping[str, Iterable[str]]
+                      ) -> list[str]:
+    """``names`` in a topological order of the edges ``successors`` (name -> the names that
+    depend on it), ties broken by position in ``names``: of the names whose predecessors all
+    come before, the one listed first is next (Kahn's algorithm on a heap of positions).
+    Raises PlannerError on a cycle."""
+    position = {n: i for i, n in enumerate(names)}
+    waiting = dict.fromkeys(names, 0)
+    for n in names:
+        for m in successors.get(n, ()):
+            waiting[m] += 1
+    ready = [position[n] for n in names if waiting[n] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        n = names[heapq.heappop(ready)]
+        out.append(n)
+        for m in successors.get(n, ()):
+            waiting[m] -= 1
+            if waiting[m] == 0:
+                heapq.heappush(ready, position[m])
+    if len(out) != len(names):
+        raise PlannerError("the graph has a cycle")
+    return out
