@@ -27,10 +27,10 @@ from planner.lockstep import (
 )
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
-from planner.pareto import frontier
 from planner.perf import ethos_u
 from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacement
 from planner.plan_costing import PlanCosting, _rolled_axis
+from planner.point_sets import PointSet, culled, extended, merged, staged_frontier
 from planner.stream_estimate import plan_stream
 from planner.stripes import StripeConfig, unchecked_config
 
@@ -414,7 +414,7 @@ class PlanGenerator(PlanCosting):
         candidates are culled at once, so building their PlanSpec would be wasted."""
         for start, point_sets in self._walk(end):
             for stage, points in point_sets:
-                for mem, cyc, spec, copied in points:
+                for mem, cyc, (spec, copied) in zip(*points):
                     yield start, mem + stage, cyc, RawSpec(spec, copied)
 
     def interval_frontiers(self, end: int) -> tuple[int, dict[int, list[FrontierPoint]]]:
@@ -424,24 +424,23 @@ class PlanGenerator(PlanCosting):
         count = 0
         by_start: dict[int, list] = {}
         for start, point_sets in self._walk(end):
-            count += sum(len(points) for _, points in point_sets)
+            count += sum(len(points.memory) for _, points in point_sets)
             if len(point_sets) == 1:        # one group: already a Pareto set, shifted
                 stage, points = point_sets[0]
-                front = [(mem + stage, cyc, spec, copied) for mem, cyc, spec, copied in points]
+                front = zip([mem + stage for mem in points.memory], points.cycles,
+                            points.payloads)
             else:
-                front = _pareto([(mem + stage, cyc, spec, copied)
-                                 for stage, points in point_sets
-                                 for mem, cyc, spec, copied in points])
+                front = staged_frontier(point_sets)
             # named once culled: most candidates are not (built with tuple.__new__, as
             # NamedTuple._make does, without a Python-level __new__ call per point)
-            by_start[start] = [_new(FrontierPoint, (mem, cyc, _new(RawSpec, (spec, copied))))
-                               for mem, cyc, spec, copied in front]
+            by_start[start] = [_new(FrontierPoint, (mem, cyc, _new(RawSpec, raw)))
+                               for mem, cyc, raw in front]
         return count, by_start
 
-    def _walk(self, end: int) -> Iterator[tuple[int, list[tuple[int, list[tuple]]]]]:
+    def _walk(self, end: int) -> Iterator[tuple[int, list[tuple[int, PointSet]]]]:
         """(start, [(weight staging bytes, Pareto set) of each group]) for the intervals
-        ``[start, end]``, start descending; a point is (memory, cycles, spec, Parts copied)
-        without the group's staging buffer.
+        ``[start, end]``, start descending; a point is (memory, cycles, (spec, Parts copied))
+        without the group's staging buffer, held in columns (``point_sets``).
 
         All specs are walked backwards in lockstep. What a walk adds when it extends depends
         only on its buffering mode and on the compute stripes of the Parts that still read
@@ -465,7 +464,7 @@ class PlanGenerator(PlanCosting):
             key = (spec.mode, spec.granule, spec.stripe,
                    self.weight_stage_bytes(sink, spec.stripe))
             groups.setdefault(key, ({sink.name: spec.stripe}, []))[1].extend(pts)
-        groups = {k: (c, _pareto(p)) for k, (c, p) in groups.items()}
+        groups = {k: (c, culled(p)) for k, (c, p) in groups.items()}
         steps = self._steps(end)
         i = end
         while groups:
@@ -481,18 +480,16 @@ class PlanGenerator(PlanCosting):
                 if cfg is None:
                     continue
                 options, cfg_stage = self._extension(i, mode, granule, reads, cfg,
-                                                     points[0][2])
+                                                     points.payloads[0][0])
                 new_compute = {q: cfg[0] if q == p.name else compute[q] for q in open_parts}
                 key = (mode, granule, tuple(new_compute.values()), max(stage, cfg_stage))
-                grow = _extended(points, options)
+                grow = extended(points, options)
                 slot = grown.get(key)
-                if slot is None:        # already a Pareto set
-                    grown[key] = [new_compute, grow, True]
+                if slot is None:
+                    grown[key] = (new_compute, [grow])
                 else:
-                    slot[1].extend(grow)
-                    slot[2] = False
-            groups = {k: (c, pts if culled else _pareto(pts))
-                      for k, (c, pts, culled) in grown.items()}
+                    slot[1].append(grow)
+            groups = {k: (c, merged(sets)) for k, (c, sets) in grown.items()}
 
     def _steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
         """(position, Part, its consumers, their names, the open Parts after it) for each Part
@@ -573,63 +570,12 @@ class PlanGenerator(PlanCosting):
         return out
 
 
-def _extended(points: list, options: list) -> list:
-    """The Pareto set of ``points`` (a Pareto set of (memory, cycles, spec, Parts copied),
-    memory ascending) after adding one Part under each of its placement ``options``
-    ((memory, cycles, Parts copied), one or two): equal to culling every point x option
-    pair, listed point by point, with ``_pareto``, but building the survivors only."""
-    if len(options) == 2:
-        # One option no worse in memory and cycles than the other (two walks in three on
-        # MobileNetV1): the points are strictly ascending in memory and descending in
-        # cycles, so each point under the worse option comes after, and no faster than, the
-        # same point under the better one, and the merge below would keep exactly the
-        # better option's shift (the first option on a tie, as its listing comes first).
-        (dm1, dc1, _), (dm2, dc2, _) = options
-        if dm1 <= dm2 and dc1 <= dc2:
-            options = options[:1]
-        elif dm2 <= dm1 and dc2 <= dc1:
-            options = options[1:]
-    if len(options) == 1:           # a shift keeps a Pareto set one
-        dm, dc, extra = options[0]
-        return [(mem + dm, cyc + dc, spec, copied + extra) for mem, cyc, spec, copied in points]
-    if len(options) != 2:
-        grow = [(mem + dm, cyc + dc, spec, copied + extra)
-                for mem, cyc, spec, copied in points for dm, dc, extra in options]
-        return _pareto(grow)
-    # Both shifted copies are sorted by (memory, cycles, position in the listing): merge them
-    # in that order and keep each point faster than all before it, as _pareto would.
-    (dm1, dc1, e1), (dm2, dc2, e2) = options
-    n = len(points)
-    ma = [pt[0] + dm1 for pt in points] + [math.inf]     # the sentinel ends a run
-    ca = [pt[1] + dc1 for pt in points]
-    mb = [pt[0] + dm2 for pt in points] + [math.inf]
-    cb = [pt[1] + dc2 for pt in points]
-    out = []
-    best = math.inf
-    a = b = 0
-    while a < n or b < n:
-        if ma[a] < mb[b] or (ma[a] == mb[b] and (ca[a] < cb[b] or (ca[a] == cb[b] and a <= b))):
-            if ca[a] < best:
-                _, _, spec, copied = points[a]
-                out.append((ma[a], ca[a], spec, copied + e1))
-                best = ca[a]
-            a += 1
-        else:
-            if cb[b] < best:
-                _, _, spec, copied = points[b]
-                out.append((mb[b], cb[b], spec, copied + e2))
-                best = cb[b]
-            b += 1
-    return out
-
-
 def make_spec(raw: tuple) -> PlanSpec:
     """The PlanSpec of a RawSpec (or a (base, copied) pair)."""
     base, copied = raw
     return replace(base, weights=copied)
 
 
-_pareto = frontier
 
 
 

@@ -4,7 +4,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from planner.pareto import combine, combine_segments, frontier, frontier_order, thin
+from planner.pareto import (
+    INT64_SAFE,
+    combine,
+    combine_segments,
+    frontier,
+    frontier_order,
+    thin,
+)
+from planner.point_sets import culled, extended, merged, staged_frontier
 
 pts = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=0, max_size=40)
 
@@ -53,15 +61,32 @@ def test_thinning_is_opt_in_and_keeps_ends():
 @example(raw=[(0, 5), (2, 1), (4, 0)], opts=[(2, -1, False), (1, -1, True)])   # 2nd better
 @example(raw=[(0, 5), (2, 1), (4, 0)], opts=[(1, -3, False), (2, -1, True)])   # neither
 def test_extending_a_pareto_set_equals_culling_every_pair(raw, opts):
-    """plans._extended (the walk's merge of a Pareto set under each placement) keeps exactly
-    the points, and the ties, that culling every point x placement pair would keep."""
-    from planner.plans import _extended, _pareto
+    """point_sets.extended (the walk's merge of a Pareto set under each placement) keeps
+    exactly the points, and the ties, that culling every point x placement pair would keep."""
     points = [(m, c, f"spec{k}", ()) for k, (m, c, _) in
-              enumerate(_pareto([(m, c, None) for m, c in raw]))]
+              enumerate(frontier([(m, c, None) for m, c in raw]))]
     options = [(dm, dc, ("p",) if copy else ()) for dm, dc, copy in opts]
     every = [(m + dm, c + dc, spec, copied + extra)
              for m, c, spec, copied in points for dm, dc, extra in options]
-    assert _extended(points, options) == _pareto(every)
+    got = extended(culled(points), options)
+    assert list(zip(*got)) == [(m, c, (spec, copied)) for m, c, spec, copied in frontier(every)]
+
+
+@given(st.lists(pts, min_size=1, max_size=4), st.data())
+def test_merged_and_staged_sets_equal_culling_the_listing(sets, data):
+    """point_sets.merged (groups meeting on one key) and staged_frontier (every group of an
+    interval, its staging added) keep frontier's survivors of the points listed set by set,
+    ties to the first listed; staged_frontier on int64 columns and, past INT64_SAFE, on
+    lists."""
+    listed = [[(m, c, f"s{k}", (f"p{i}",)) for i, (m, c) in enumerate(s)]
+              for k, s in enumerate(sets)]
+    columns = [culled(s) for s in listed]
+    every = [(m, c, (spec, copied)) for s in columns for m, c, (spec, copied) in zip(*s)]
+    assert list(zip(*merged(columns))) == frontier(every)
+    huge = data.draw(st.booleans())
+    stages = [data.draw(st.integers(0, 20)) + (INT64_SAFE if huge else 0) for _ in sets]
+    staged = [(m + stage, c, p) for stage, s in zip(stages, columns) for m, c, p in zip(*s)]
+    assert staged_frontier(list(zip(stages, columns))) == frontier(staged)
 
 
 # ----- the same rules on int64 columns (the Proposal DP's path) ------------------------------
