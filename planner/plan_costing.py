@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+import numpy as np
+
+from planner import stripe_batch
 from planner.device_model import Device
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.memory import BufferMode, TensorConfig
@@ -48,6 +51,8 @@ class PlanCosting:
         self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
         self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
+        self._inputs_cache: dict = {}    # signature: _stripe_inputs
+        self._output_cache: dict = {}    # signature: _stripe_output
 
     # ----- where tensors live --------------------------------------------------------------
     def home_of(self, t: Tensor) -> str:
@@ -108,25 +113,24 @@ class PlanCosting:
             return hit
         ports: dict[str, int] = {}
         weights = []
-        for t, prop in zip(part.inputs, part.propagators):
+        for t, prop, staged_in, m in self._stripe_inputs(part, sig):
             win = tuple(min(max(1, math.ceil(x)), e)
                         for x, e in zip(prop.apply_shape(shape), t.shape))
             nbytes = t.region_bytes(win)
-            if t.is_constant:
+            if m is None:
                 weights.append(nbytes)   # one encoded stream, placed below
                 continue
             # a feature-map window is as many bursts as it has contiguous runs
             rows = contiguous_runs(win, t.shape)
-            if self.staged(t):
+            if staged_in:
                 d = self.io
                 ports[d.port_name] = ports.get(d.port_name, 0) + d.read_cycles(nbytes, rows)
-            m = self._fm_port(t)
             ports[m.port_name] = ports.get(m.port_name, 0) + m.read_cycles(nbytes, rows)
         out_bytes = part.output.region_bytes(shape)
         out_rows = contiguous_runs(shape, part.output.shape)
-        m = self._fm_port(part.output)
+        m, staged_out = self._stripe_output(part, sig)
         ports[m.port_name] = ports.get(m.port_name, 0) + m.write_cycles(out_bytes, out_rows)
-        if self.staged(part.output):
+        if staged_out:
             ports[self.io.port_name] = ports.get(self.io.port_name, 0) + \
                 self.io.write_cycles(out_bytes, out_rows)
         compute = part.performance(self.device.perf, shape)
@@ -154,6 +158,65 @@ class PlanCosting:
             idle.append(out[-1] - p.get(self.weight_home.port_name, 0))
         self._shape_cache[key] = hit = (out[0], out[1])
         self._idle_cache[key] = (idle[0], idle[1])
+        return hit
+
+    def _stripe_inputs(self, part: Part, sig: int) -> tuple[stripe_batch.InputSide, ...]:
+        """Per input of ``part``: the tensor, its propagator, whether it is staged through
+        SRAM from its home, the region whose port reads it (None for a constant), once per
+        signature: ``_stripe_cycles`` asks for every stripe shape."""
+        hit = self._inputs_cache.get(sig)
+        if hit is None:
+            hit = self._inputs_cache[sig] = tuple(
+                stripe_batch.InputSide(t, prop, self.staged(t),
+                                       None if t.is_constant else self._fm_port(t))
+                for t, prop in zip(part.inputs, part.propagators))
+        return hit
+
+    def _batch_stripe_cycles(self, part: Part, wanted: set[tuple[tuple[int, ...], bool]]
+                             ) -> None:
+        """Fill ``_stripe_cycles``' memos for the (stripe shape, back to back) pairs in
+        ``wanted`` not costed yet, the memory side of all of them on arrays
+        (planner.stripe_batch, the same values); where the arrays could not be exact, left
+        for ``_stripe_cycles`` to cost one by one."""
+        sig = self._signature(part)
+        perf = self.device.perf
+        for b2b in (False, True):
+            shapes = sorted(s for s, b in wanted if b is b2b and 0 not in s and
+                            (sig, s, b2b) not in self._shape_cache)
+            if not shapes:
+                continue
+            out_port, out_staged = self._stripe_output(part, sig)
+            moved = stripe_batch.transfers(self._stripe_inputs(part, sig), part.output,
+                                           out_port, out_staged, self.io, shapes)
+            if moved is None:
+                return
+            compute = np.array([part.performance(perf, s) for s in shapes])
+            fills = np.array([perf.fill_drain_cycles(part, s) for s in shapes]) if b2b \
+                else np.zeros(len(shapes), np.int64)
+            fm_access = np.array([perf.fm_access_cycles(part, s) for s in shapes])
+            fetches = np.array([perf.weight_fetches(part, s) for s in shapes]) \
+                if moved.weights else np.ones(len(shapes), np.int64)
+            overhead = perf.stripe_overhead_cycles(part)
+            if any(a.dtype != np.int64 for a in (compute, fills, fm_access, fetches)) or \
+                    type(overhead) is not int:
+                return
+            got = stripe_batch.stripe_cycles(moved, compute - fills, overhead, fm_access,
+                                             fetches, self.weight_home, self.fm)
+            if got is None:
+                return
+            for shape, cycles, idle, fill in zip(shapes, got[0], got[1], fills.tolist()):
+                self._shape_cache[sig, shape, b2b] = cycles
+                self._idle_cache[sig, shape, b2b] = idle
+                if b2b:
+                    self._fill_cache[sig, shape] = fill
+
+    def _stripe_output(self, part: Part, sig: int) -> tuple:
+        """(the region whose port writes ``part``'s output, whether it is staged out through
+        SRAM), once per signature."""
+        hit = self._output_cache.get(sig)
+        if hit is None:
+            hit = self._output_cache[sig] = (self._fm_port(part.output),
+                                             self.staged(part.output))
         return hit
 
     def _copy_cycles(self, part: Part, sig: int) -> int:
@@ -339,10 +402,15 @@ class PlanCosting:
         summarised first, Part by Part, by the performance model in one batch where it can
         (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
         shapes: dict[Part, set] = {}
+        runs: dict[Part, set] = {}
         for p, stripe in requests:
-            shapes.setdefault(p, set()).update(stripe.count_stripes())
+            counted = stripe.count_stripes()
+            shapes.setdefault(p, set()).update(counted)
+            b2b = stripe.total_stripes > 1
+            runs.setdefault(p, set()).update((shape, b2b) for shape in counted)
         for p, wanted in shapes.items():
             self.device.perf.summarise_stripes(p, wanted)
+            self._batch_stripe_cycles(p, runs[p])
         return [self.warm_cost(p, stripe) for p, stripe in requests]
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
