@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from planner.propagator import Propagator
-from planner.stripes import StripeConfig, _is_int
+from planner.stripes import StripeConfig, _axis_ranges, _is_int
 from planner.windows import window
 
 
@@ -169,9 +169,39 @@ def lockstep_ring(producer: LockstepStripes, consumer: StripeConfig, prop: Propa
     axis = producer.rolling_axis
     b = prop.driving_axis(axis)
     lin, const, off = prop.linear(axis, b), prop.const(axis), prop.offset[axis]
-    ring = 0
     lead = producer.prologue - prologue_of(consumer)
-    for (c0, c1), (_, hi) in zip(consumer.work_ranges(b), producer.axis_ranges(axis)[lead:]):
+    if type(consumer) not in (StripeConfig, LockstepStripes):
+        return _ring(consumer.work_ranges(b), producer.axis_ranges(axis)[lead:], lin, const,
+                     off, extent)
+    # Memoised on the scalars the ranges are made of: the walks ask again and again for few
+    # distinct rings, and keyed on the ranges every lookup would hash tuples as long as the
+    # stripe count.
+    return _ring_of(consumer.offset[b], consumer.strides[b], consumer.shape[b],
+                    consumer.stripes[b], consumer.extent[b],
+                    getattr(consumer, "rolling_axis", -1) == b,
+                    producer.offset[axis], producer.strides[axis], producer.shape[axis],
+                    producer.stripes[axis], producer.extent[axis], lead, lin, const, off,
+                    extent)
+
+
+@lru_cache(maxsize=200_000)
+def _ring_of(c_off, c_stride, c_shape: int, c_stripes: int, c_extent: int, c_trimmed: bool,
+             p_off, p_stride, p_shape: int, p_stripes: int, p_extent: int, lead: int,
+             lin, const, off, extent: int) -> int:
+    """``_ring`` of a consumer's work ranges along its axis (its stripes, trimmed when it
+    rolls along that axis) and a producer's windows along its rolling axis, from ``lead``."""
+    reads = _axis_ranges(c_off, c_stride, c_shape, c_stripes, c_extent)
+    if c_trimmed:
+        reads = _trimmed_ranges(reads)
+    windows = _axis_ranges(p_off, p_stride, p_shape, p_stripes, p_extent)[lead:]
+    return _ring(reads, windows, lin, const, off, extent)
+
+
+def _ring(reads, windows, lin, const, off, extent: int) -> int:
+    """The most rows from the start of what each consumer step reads (``reads``, its rows
+    computed, skipped when empty) to the end of the producer's window at that step."""
+    ring = 0
+    for (c0, c1), (_, hi) in zip(reads, windows):
         if c1 > c0:
             lo, _ = window(c0, c1, lin, const, off, extent)
             ring = max(ring, hi - lo)
@@ -204,5 +234,7 @@ def aligned_windows(windows: list[StripeConfig], prologues: list[int]
 
 
 def clear_caches() -> None:
-    """Forget this module's memo of trimmed ranges, so a benchmark times a cold search."""
+    """Forget this module's memos of trimmed ranges and rings, so a benchmark times a cold
+    search."""
     _trimmed_ranges.cache_clear()
+    _ring_of.cache_clear()

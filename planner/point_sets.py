@@ -2,9 +2,10 @@
 
 A walk group keeps one Pareto set of (memory, cycles) points, each with its payload (the
 candidate's spec and the Parts whose weights it copies). Extending a group over one more Part
-shifts every point by the same amounts under each weight placement; most extensions have one
+shifts every point by the same amounts under each weight placement; many extensions have one
 placement worth keeping, and then memory and cycles shift as whole columns while the payloads
-stay as they are (shared, not rebuilt per point). Culling keeps ``pareto.frontier``'s rule
+stay as they are (shared, not rebuilt per point); a placement that copies nothing keeps a
+point's payload as it is. Culling keeps ``pareto.frontier``'s rule
 exactly: a stable sort by (memory, cycles), each point kept when it is faster than every point
 before it, so of identical points the first listed is kept.
 """
@@ -13,9 +14,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Sequence
 
-import numpy as np
-
-from planner.pareto import INT64_SAFE, frontier, frontier_order
+from planner.pareto import frontier
 
 
 class PointSet(NamedTuple):
@@ -81,10 +80,6 @@ def extended(points: PointSet, options: list) -> PointSet:
     # in that order and keep each point faster than all before it, as frontier would.
     (dm1, dc1, e1), (dm2, dc2, e2) = options
     n = len(points.memory)
-    if n >= COLUMN_MERGE_MIN:
-        got = _merged_on_arrays(points, options)
-        if got is not None:
-            return got
     ma = [m + dm1 for m in points.memory] + [math.inf]     # the sentinel ends a run
     ca = [c + dc1 for c in points.cycles]
     mb = [m + dm2 for m in points.memory] + [math.inf]
@@ -96,79 +91,23 @@ def extended(points: PointSet, options: list) -> PointSet:
     while a < n or b < n:
         if ma[a] < mb[b] or (ma[a] == mb[b] and (ca[a] < cb[b] or (ca[a] == cb[b] and a <= b))):
             if ca[a] < best:
-                spec, copied = pays[a]
                 out_m.append(ma[a])
                 out_c.append(ca[a])
-                out_p.append((spec, copied + e1))
+                out_p.append(pays[a] if not e1 else (pays[a][0], pays[a][1] + e1))
                 best = ca[a]
             a += 1
         else:
             if cb[b] < best:
-                spec, copied = pays[b]
                 out_m.append(mb[b])
                 out_c.append(cb[b])
-                out_p.append((spec, copied + e2))
+                out_p.append(pays[b] if not e2 else (pays[b][0], pays[b][1] + e2))
                 best = cb[b]
             b += 1
     return PointSet(out_m, out_c, out_p)
 
 
-#: From this many points a two-placement extension is merged on int64 arrays: numpy's
-#: per-call overhead is then below the Python loop's per-point cost (most sets are smaller:
-#: a median of a few points on MobileNetV1, but most points are in the large ones).
-COLUMN_MERGE_MIN = 32
-
-#: Bounds within which column values and shifts are merged on int64 arrays: a value plus a
-#: shift stays below ``pareto.INT64_SAFE``.
-_HALF_SAFE = INT64_SAFE // 2
-
-
-def _merged_on_arrays(points: PointSet, options: list) -> PointSet | None:
-    """``extended``'s two-placement merge on int64 arrays: the shifted copies interleaved
-    point by point (the listing ``extended`` culls), one stable sort by (memory, cycles) and
-    the running minimum of cycles; None where a value is not an int64 within bounds (the
-    caller merges on lists)."""
-    (dm1, dc1, e1), (dm2, dc2, e2) = options
-    memory = np.array(points.memory)
-    cycles = np.array(points.cycles)
-    shifts = (dm1, dc1, dm2, dc2)
-    if memory.dtype != np.int64 or cycles.dtype != np.int64 or \
-            any(type(x) is not int or abs(x) >= _HALF_SAFE for x in shifts) or \
-            max(int(np.abs(memory).max()), int(np.abs(cycles).max())) >= _HALF_SAFE:
-        return None
-    n = len(memory)
-    both_m = np.empty(2 * n, np.int64)
-    both_c = np.empty(2 * n, np.int64)
-    np.add(memory, dm1, out=both_m[0::2])
-    np.add(memory, dm2, out=both_m[1::2])
-    np.add(cycles, dc1, out=both_c[0::2])
-    np.add(cycles, dc2, out=both_c[1::2])
-    keep = frontier_order(both_m, both_c)
-    pays = points.payloads
-    extra = (e1, e2)
-    out_p = []
-    for k in keep.tolist():
-        spec, copied = pays[k >> 1]
-        out_p.append((spec, copied + extra[k & 1]))
-    return PointSet(both_m[keep].tolist(), both_c[keep].tolist(), out_p)
-
-
 def staged_frontier(sets: Sequence[tuple[int, PointSet]]) -> list[tuple[int, int, tuple]]:
     """(memory, cycles, payload) of the Pareto set of every point of ``sets`` ((staging
-    bytes added to each of its points' memory, PointSet), listed set by set): one numpy cull
-    where every value is an int64 within ``pareto.INT64_SAFE``, else the same rule on
-    Python lists."""
-    lengths = [len(s.memory) for _, s in sets]
-    memory = np.array([m for _, s in sets for m in s.memory])
-    cycles = np.array([c for _, s in sets for c in s.cycles])
-    stages = [stage for stage, _ in sets]
-    if memory.dtype == np.int64 and cycles.dtype == np.int64 and len(memory) and \
-            max(abs(int(memory.max())), abs(int(memory.min())), max(map(abs, stages))) \
-            < INT64_SAFE // 2 and all(type(x) is int for x in stages):
-        memory = memory + np.repeat(np.array(stages, np.int64), lengths)
-        keep = frontier_order(memory, cycles).tolist()
-        payloads = [p for _, s in sets for p in s.payloads]
-        mem, cyc = memory.tolist(), cycles.tolist()
-        return [(mem[k], cyc[k], payloads[k]) for k in keep]
+    bytes added to each of its points' memory, PointSet), listed set by set)."""
     return frontier([(m + stage, c, p) for stage, s in sets
                      for m, c, p in zip(s.memory, s.cycles, s.payloads)])
