@@ -12,9 +12,12 @@ before it, so of identical points the first listed is kept.
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import NamedTuple, Sequence
 
-from planner.pareto import frontier
+import numpy as np
+
+from planner.pareto import INT64_SAFE, frontier, frontier_order
 
 
 class PointSet(NamedTuple):
@@ -108,6 +111,25 @@ def extended(points: PointSet, options: list) -> PointSet:
 
 def staged_frontier(sets: Sequence[tuple[int, PointSet]]) -> list[tuple[int, int, tuple]]:
     """(memory, cycles, payload) of the Pareto set of every point of ``sets`` ((staging
-    bytes added to each of its points' memory, PointSet), listed set by set)."""
-    return frontier([(m + stage, c, p) for stage, s in sets
-                     for m, c, p in zip(s.memory, s.cycles, s.payloads)])
+    bytes added to each of its points' memory, PointSet), listed set by set): culled on
+    int64 arrays (``pareto.frontier_order``, the same rule), each survivor's payload looked
+    up in its set; on Python lists where a value is not an int64 within
+    ``pareto.INT64_SAFE``."""
+    lengths = [len(s.memory) for _, s in sets]
+    stages = [stage for stage, _ in sets]
+    memory = np.array(list(chain.from_iterable(s.memory for _, s in sets)))
+    cycles = np.array(list(chain.from_iterable(s.cycles for _, s in sets)))
+    if len(memory) == 0 or memory.dtype != np.int64 or cycles.dtype != np.int64 or \
+            any(type(x) is not int for x in stages) or \
+            max(abs(int(memory.max())), abs(int(memory.min()))) + max(map(abs, stages)) \
+            >= INT64_SAFE:
+        return frontier([(m + stage, c, p) for stage, s in sets
+                         for m, c, p in zip(s.memory, s.cycles, s.payloads)])
+    memory += np.repeat(np.array(stages, np.int64), lengths)
+    keep = frontier_order(memory, cycles)
+    firsts = np.cumsum([0] + lengths)
+    owner = np.searchsorted(firsts, keep, "right") - 1
+    payloads = [s.payloads for _, s in sets]
+    return [(m, c, payloads[g][k])
+            for m, c, g, k in zip(memory[keep].tolist(), cycles[keep].tolist(),
+                                  owner.tolist(), (keep - firsts[owner]).tolist())]

@@ -4,7 +4,14 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from planner.pareto import combine, combine_segments, frontier, frontier_order, thin
+from planner.pareto import (
+    INT64_SAFE,
+    combine,
+    combine_segments,
+    frontier,
+    frontier_order,
+    thin,
+)
 from planner.point_sets import culled, extended, merged, staged_frontier
 
 pts = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=0, max_size=40)
@@ -69,13 +76,15 @@ def test_extending_a_pareto_set_equals_culling_every_pair(raw, opts):
 def test_merged_and_staged_sets_equal_culling_the_listing(sets, data):
     """point_sets.merged (groups meeting on one key) and staged_frontier (every group of an
     interval, its staging added) keep frontier's survivors of the points listed set by set,
-    ties to the first listed."""
+    ties to the first listed; staged_frontier on int64 columns and, past INT64_SAFE, on
+    lists."""
     listed = [[(m, c, f"s{k}", (f"p{i}",)) for i, (m, c) in enumerate(s)]
               for k, s in enumerate(sets)]
     columns = [culled(s) for s in listed]
     every = [(m, c, (spec, copied)) for s in columns for m, c, (spec, copied) in zip(*s)]
     assert list(zip(*merged(columns))) == frontier(every)
-    stages = [data.draw(st.integers(0, 20)) for _ in sets]
+    huge = data.draw(st.booleans())
+    stages = [data.draw(st.integers(0, 20)) + (INT64_SAFE if huge else 0) for _ in sets]
     staged = [(m + stage, c, p) for stage, s in zip(stages, columns) for m, c, p in zip(*s)]
     assert staged_frontier(list(zip(stages, columns))) == frontier(staged)
 
