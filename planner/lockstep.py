@@ -85,7 +85,16 @@ def prologue_of(config: StripeConfig) -> int:
 
 
 def stepping_axis(window: StripeConfig) -> int | None:
-    """The one innermost striped axis of ``window`` (the stripe loop's), at an integer step."""
+    """The one innermost striped axis of ``window`` (the stripe loop's), at an integer step.
+    Kept on the config once found, as its hash is: the walks ask for it of the same configs
+    again and again."""
+    found = window.__dict__.get("_stepping", window)
+    if found is window:
+        found = window.__dict__["_stepping"] = _stepping_axis(window)
+    return found
+
+
+def _stepping_axis(window: StripeConfig) -> int | None:
     if not any(window.order):
         return None
     inner = max(window.order)

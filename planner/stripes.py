@@ -58,6 +58,15 @@ def _axis_sizes(offset: Number, stride: Number, shape: int, stripes: int, extent
     return tuple(sorted(sizes.items()))
 
 
+@lru_cache(maxsize=200_000)
+def _range_sizes(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """(size, how many ranges have it) of ``ranges``, sizes ascending."""
+    sizes: dict[int, int] = {}
+    for lo, hi in ranges:
+        sizes[hi - lo] = sizes.get(hi - lo, 0) + 1
+    return tuple(sorted(sizes.items()))
+
+
 @dataclass(frozen=True)
 class StripeConfig:
     """How a tensor is cut into stripes and in which order they run (the module doc above).
@@ -138,14 +147,17 @@ class StripeConfig:
         # Each axis has few distinct clipped sizes (the edges), so the shapes are the product
         # of the per-axis sizes, each distinct, counted by the product of the per-axis counts.
         combos: list[tuple[tuple[int, ...], int]] = [((), 1)]
+        plain = type(self).work_ranges is StripeConfig.work_ranges
         for a in range(len(self.shape)):
-            if type(self).work_ranges is StripeConfig.work_ranges:   # memoised per axis
+            if plain:   # memoised per axis
                 sizes = _axis_sizes(self.offset[a], self.strides[a], self.shape[a],
                                     self.stripes[a], self.extent[a])
             else:
-                sizes = sorted(Counter(hi - lo for lo, hi in self.work_ranges(a)).items())
+                sizes = _range_sizes(self.work_ranges(a))
             combos = [(shape + (size,), n * k) for shape, n in combos for size, k in sizes]
-        return Counter(dict(combos))
+        out = Counter()
+        dict.update(out, combos)    # the shapes are distinct: no counting to do
+        return out
 
     def propagate(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
         return _propagate(self, prop, tuple(input_shape))
@@ -268,5 +280,6 @@ def _propagate(sc: StripeConfig, prop: Propagator, input_shape: tuple[int, ...])
 def clear_caches() -> None:
     """Forget this module's memos (stripe ranges, spans, counts, propagations), so a benchmark
     times a cold search."""
-    for fn in (_axis_ranges, _axis_max_span, _axis_sizes, _count_stripes, _propagate):
+    for fn in (_axis_ranges, _axis_max_span, _axis_sizes, _range_sizes, _count_stripes,
+               _propagate):
         fn.cache_clear()
