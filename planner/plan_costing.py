@@ -50,7 +50,7 @@ class PlanCosting:
         self._idle_cache: dict = {}
         self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
-        self._stage_cache: dict = {}     # (signature, stripe): weight staging bytes
+        self._stage_cache: dict = {}     # (signature, stripe) or signature: staging bytes
         self._inputs_cache: dict = {}    # signature: _stripe_inputs
         self._output_cache: dict = {}    # signature: _stripe_output
 
@@ -284,10 +284,21 @@ class PlanCosting:
     def weight_stage_bytes(self, part: Part, stripe: StripeConfig | None = None) -> int:
         """Bytes of ``weight_stages``, memoised on the Part's signature (which holds its
         constants and output depth) and the stripe: the walks ask for every extension."""
-        key = (self._signature(part), stripe)
+        sig = self._signature(part)
+        key = (sig, stripe)
         hit = self._stage_cache.get(key)
         if hit is None:
-            hit = self._stage_cache[key] = sum(n for _, _, n in self.weight_stages(part, stripe))
+            # The stages depend on the stripe only through whether they are needed at all
+            # (weight_stages): their bytes are found once per signature.
+            if self.device.weights_read_in_place and stripe is not None and \
+                    part.constant_inputs and self.device.weight_region != self.device.fm_region \
+                    and self._reads_weights_once(part, stripe):
+                hit = 0
+            else:
+                hit = self._stage_cache.get(sig)
+                if hit is None:
+                    hit = self._stage_cache[sig] = sum(n for _, _, n in self.weight_stages(part))
+            self._stage_cache[key] = hit
         return hit
 
     def _reads_weights_once(self, part: Part, stripe: StripeConfig) -> bool:
