@@ -80,32 +80,46 @@ def extended(points: PointSet, options: list) -> PointSet:
                        for m, c, (spec, copied) in zip(*points)
                        for dm, dc, extra in options])
     # Both shifted copies are sorted by (memory, cycles, position in the listing): merge them
-    # in that order and keep each point faster than all before it, as frontier would.
+    # in that order and keep each point faster than all before it, as frontier would; once
+    # one copy runs out, the rest of the other follows.
     (dm1, dc1, e1), (dm2, dc2, e2) = options
-    n = len(points.memory)
-    ma = [m + dm1 for m in points.memory] + [math.inf]     # the sentinel ends a run
-    ca = [c + dc1 for c in points.cycles]
-    mb = [m + dm2 for m in points.memory] + [math.inf]
-    cb = [c + dc2 for c in points.cycles]
-    pays = points.payloads
+    memory, cycles, pays = points
+    n = len(memory)
+    if n == 0:
+        return points
     out_m, out_c, out_p = [], [], []
     best = math.inf
     a = b = 0
-    while a < n or b < n:
-        if ma[a] < mb[b] or (ma[a] == mb[b] and (ca[a] < cb[b] or (ca[a] == cb[b] and a <= b))):
-            if ca[a] < best:
-                out_m.append(ma[a])
-                out_c.append(ca[a])
-                out_p.append(pays[a] if not e1 else (pays[a][0], pays[a][1] + e1))
-                best = ca[a]
+    am, ac, bm, bc = memory[0] + dm1, cycles[0] + dc1, memory[0] + dm2, cycles[0] + dc2
+    while True:
+        if am < bm or (am == bm and (ac < bc or (ac == bc and a <= b))):
+            if ac < best:
+                out_m.append(am)
+                out_c.append(ac)
+                out_p.append((pays[a][0], pays[a][1] + e1) if e1 else pays[a])
+                best = ac
             a += 1
+            if a == n:
+                break
+            am, ac = memory[a] + dm1, cycles[a] + dc1
         else:
-            if cb[b] < best:
-                out_m.append(mb[b])
-                out_c.append(cb[b])
-                out_p.append(pays[b] if not e2 else (pays[b][0], pays[b][1] + e2))
-                best = cb[b]
+            if bc < best:
+                out_m.append(bm)
+                out_c.append(bc)
+                out_p.append((pays[b][0], pays[b][1] + e2) if e2 else pays[b])
+                best = bc
             b += 1
+            if b == n:
+                break
+            bm, bc = memory[b] + dm2, cycles[b] + dc2
+    for first, dm, dc, extra in ((a, dm1, dc1, e1), (b, dm2, dc2, e2)):
+        for k in range(first, n):
+            c = cycles[k] + dc
+            if c < best:
+                out_m.append(memory[k] + dm)
+                out_c.append(c)
+                out_p.append((pays[k][0], pays[k][1] + extra) if extra else pays[k])
+                best = c
     return PointSet(out_m, out_c, out_p)
 
 
