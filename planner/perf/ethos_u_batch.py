@@ -112,7 +112,7 @@ def _search_group(acc: EthosUAccelerator, ops: list[NpuOp]) -> list[BlockConfig 
 #: A chunk's grid is padded to its largest height and width ranges; padding is wasted work,
 #: numpy calls are overhead: a chunk may pad up to this share of its cells, or up to
 #: PAD_CELLS cells in all (small grids, where the calls are what costs).
-PAD_SHARE = 0.6
+PAD_SHARE = 0.3
 PAD_CELLS = 2048
 
 
