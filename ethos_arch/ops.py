@@ -93,6 +93,9 @@ class Op(StrEnum):
     AVG_POOL2D = "avg_pool2d"
     MAX_POOL2D = "max_pool2d"
     MEAN = "mean"
+    REDUCE_MAX = "reduce_max"
+    REDUCE_MIN = "reduce_min"
+    REDUCE_SUM = "reduce_sum"
     # two-operand elementwise
     ADD = "add"
     MUL = "mul"
@@ -150,6 +153,9 @@ _INFO: dict[Op, OpInfo] = {
     Op.AVG_POOL2D: OpInfo("AVERAGE_POOL_2D", _B.POOLING, vela="AvgPool"),
     Op.MAX_POOL2D: OpInfo("MAX_POOL_2D", _B.POOLING, vela="MaxPool"),
     Op.MEAN: OpInfo("MEAN", vela="Mean"),
+    Op.REDUCE_MAX: OpInfo("REDUCE_MAX", vela="Max"),
+    Op.REDUCE_MIN: OpInfo("REDUCE_MIN", vela="Min"),
+    Op.REDUCE_SUM: OpInfo("SUM", vela="Sum"),
     Op.ADD: OpInfo("ADD", _B.ELEMENTWISE, _A.TWO, vela="Add"),
     Op.MUL: OpInfo("MUL", _B.ELEMENTWISE, _A.TWO, vela="Mul"),
     Op.SUB: OpInfo("SUB", _B.ELEMENTWISE, _A.TWO, vela="Sub"),

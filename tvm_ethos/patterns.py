@@ -322,6 +322,9 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _binary_variants()
         + _pool_variants()
         + _unary_qdq_variants(Op.MEAN, "relax.mean")
+        + _unary_qdq_variants(Op.REDUCE_MAX, "relax.max")
+        + _unary_qdq_variants(Op.REDUCE_MIN, "relax.min")
+        + _unary_qdq_variants(Op.REDUCE_SUM, "relax.sum")
         + _unary_qdq_variants(Op.SOFTMAX, "relax.nn.softmax", prescale=True)
         + _unary_qdq_variants(Op.SIGMOID, "relax.sigmoid")
         + _unary_qdq_variants(Op.TANH, "relax.tanh")
@@ -501,6 +504,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         axes = core.attrs.axis
         op.attrs["axis"] = tuple(int(v) for v in axes) if axes is not None else None
         op.attrs["keepdims"] = bool(core.attrs.keepdims)
+    elif kind in REDUCE_KINDS:
+        _read_reduce(op, core, problems)
     elif kind == Op.SOFTMAX:
         rank = len(op.in_shapes[0])
         op.attrs["axis"] = int(core.attrs.axis)
@@ -606,6 +611,31 @@ def _read_pad(op: QOp, ann: dict, problems: list) -> None:
     if op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"pad with input quantization {op.in_q[0]} and output {op.out_q}; "
                         "TFLite's kernel copies codes and needs them equal")
+
+
+#: REDUCE_MAX, REDUCE_MIN and SUM: the reductions read as integer operators over H and W
+REDUCE_KINDS = (Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM)
+
+
+def _read_reduce(op: QOp, core, problems: list) -> None:
+    """REDUCE_MAX / REDUCE_MIN / SUM: the integer kernels reduce H and W of an NHWC int8
+    tensor (TFLite's 8-bit kernels; the NPU's are a pool or a depthwise convolution over the
+    whole input). TFLite's REDUCE_MAX and REDUCE_MIN pick a code and refuse an output
+    quantized unlike the input, so another one is no integer operator."""
+    axes = core.attrs.axis
+    rank = len(op.in_shapes[0])
+    op.attrs["axis"] = tuple(sorted(int(v) % rank for v in axes)) if axes is not None and rank \
+        else None
+    op.attrs["keepdims"] = bool(core.attrs.keepdims)
+    if rank != 4 or op.attrs["axis"] != (1, 2):
+        problems.append(f"{op.tflite_name} over axes {op.attrs['axis']} of a {rank}-D tensor; "
+                        "the integer kernel reduces height and width of NHWC")
+    if op.in_dtypes[0] != "int8" or op.out_dtype != "int8":
+        problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the "
+                        "integer kernel is TFLite's int8 one")
+    if op.kind != Op.REDUCE_SUM and op.out_q is not None and op.in_q and op.in_q[0] != op.out_q:
+        problems.append(f"{op.tflite_name} with input quantization {op.in_q[0]} and output "
+                        f"{op.out_q}; TFLite's int8 kernel requires them equal")
 
 
 def _int16_activation(op: QOp, problems: list) -> bool:

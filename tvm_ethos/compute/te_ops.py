@@ -712,12 +712,15 @@ def mean_multiplier(in_scale: float, out_scale: float, num: int) -> tuple[int, i
 
 
 def lower_mean(op, inputs, pool: ConstPool, name="mean"):
-    """MEAN over H and W of an NHWC tensor (TFLite reference int8 MEAN, see mean_multiplier)."""
+    """MEAN over H and W of an NHWC tensor (TFLite reference int8 MEAN, see mean_multiplier),
+    and SUM (``op.kind`` REDUCE_SUM): TFLite's int8 SUM is the same rescale of the same sum
+    with no element count to fold in (``mean_multiplier`` of one element)."""
     (x,) = inputs
     n_, h_, w_, c_ = op.in_shapes[0]
     in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
     out_scale, out_zp = _out_q(op)
-    mult, shift = mean_multiplier(in_scale, out_scale, h_ * w_)
+    count = 1 if op.kind == Op.REDUCE_SUM else h_ * w_
+    mult, shift = mean_multiplier(in_scale, out_scale, count)
     rh = te.reduce_axis((0, h_), name="rh")
     rw = te.reduce_axis((0, w_), name="rw")
     acc = te.compute(
@@ -734,6 +737,27 @@ def lower_mean(op, inputs, pool: ConstPool, name="mean"):
 
     assert keep or len(op.out_shape) == 2
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
+    """REDUCE_MAX / REDUCE_MIN over H and W of an NHWC tensor: TFLite's int8 kernels pick the
+    largest (smallest) code, input and output quantized alike (``patterns._read_reduce``)."""
+    (x,) = inputs
+    n_, h_, w_, c_ = op.in_shapes[0]
+    reducer = te.max if op.kind == Op.REDUCE_MAX else te.min
+    rh = te.reduce_axis((0, h_), name="rh")
+    rw = te.reduce_axis((0, w_), name="rw")
+    acc = te.compute(
+        (n_, c_),
+        lambda n, c: reducer(x[n, rh, rw, c].astype("int32"), axis=[rh, rw]),
+        name=f"{name}_acc",
+    )
+    assert len(op.out_shape) in (2, 4)
+    return te.compute(
+        op.out_shape,
+        lambda *i: clamp_cast(acc[i[0], i[-1]], op.act_min, op.act_max, op.out_dtype),
+        name=f"{name}_out",
+    )
 
 
 # ----------------------------------------------------------------------- elementwise
@@ -1171,6 +1195,9 @@ LOWERINGS = {
     Op.AVG_POOL2D: lower_avg_pool2d,
     Op.MAX_POOL2D: lower_max_pool2d,
     Op.MEAN: lower_mean,
+    Op.REDUCE_MAX: lower_reduce_min_max,
+    Op.REDUCE_MIN: lower_reduce_min_max,
+    Op.REDUCE_SUM: lower_mean,
     Op.ADD: lower_add,
     Op.MUL: lower_mul,
     Op.SUB: lower_add,

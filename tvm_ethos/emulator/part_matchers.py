@@ -590,6 +590,11 @@ _DATA_MOVEMENT_PARTS = {
 }
 
 
+#: reductions over the whole H and W costed as Vela's MEAN (one pass over the input):
+#: REDUCE_MAX / REDUCE_MIN are a single-window pool and SUM is MEAN's convolution on the NPU
+_GLOBAL_REDUCTIONS = frozenset({Op.MEAN, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM})
+
+
 def _classify(r, stages, ins, acts, maps, layer, const_names):
     """(kind, attrs, window) of a Part from its TE structure."""
     act = _activation_name(layer)
@@ -639,7 +644,7 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         if len(x_shape) == 4 and len(out_shape) == 4 and window is not None and not weights:
             # global (whole H and W) reductions with a 1x1 output are a mean unless the window
             # geometry says pool; te_ops' mean reads x[n, rh, rw, c] without an output row
-            is_mean = layer is not None and layer.kind == Op.MEAN
+            is_mean = layer is not None and layer.kind in _GLOBAL_REDUCTIONS
             if not is_mean:
                 return Op.POOL, {"pool_type": "max" if rk == "max" else "avg",
                                 "kernel": window["kernel"], "strides": window["strides"],

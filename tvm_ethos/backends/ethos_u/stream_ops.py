@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Callable, NamedTuple
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut
+from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut, ops_reduce
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     conv_op,
@@ -152,6 +152,10 @@ def _mean(q, operands: list[FmSlot], ofm: FmSlot):
     return mean_op(q, operands[0], ofm)
 
 
+def _reduce_max(q, operands: list[FmSlot], ofm: FmSlot):
+    return ops_reduce.reduce_max_op(q, operands[0], ofm)
+
+
 # --- constants: (q, channels) -> (weights, scales)
 def _own_constants(q, channels: int) -> tuple[None, None]:
     """The operator's own weights and requantization scales."""
@@ -213,6 +217,11 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.MAX_POOL2D: _POOL,
     # one depthwise convolution with constant weights
     Op.MEAN: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_mean, constants=_mean_constants),
+    # a single-window max pool (ops_reduce)
+    Op.REDUCE_MAX: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_reduce_max),
+    # MEAN's depthwise convolution, TFLite's SUM scale (ops_reduce)
+    Op.REDUCE_SUM: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_mean,
+                                 constants=ops_reduce.reduce_sum_constants),
     Op.ADD: _BINARY,
     Op.MUL: _BINARY,
     Op.SUB: _BINARY,
