@@ -58,12 +58,36 @@ def test_reduce_max_is_one_npu_max_pool_exact_with_tflite_micro(shape, keepdims,
 
 
 @settings(max_examples=6, deadline=None)
+@given(shape=_shapes, keepdims=st.booleans(), in_q=_q)
+def test_reduce_min_is_a_not_table_and_a_max_pool_exact_with_tflite_micro(shape, keepdims, in_q):
+    cm = _check(reduce_model("REDUCE_MIN", shape, keepdims=keepdims, in_q=in_q))
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+@settings(max_examples=6, deadline=None)
 @given(shape=_shapes, keepdims=st.booleans(), in_q=_q,
        out_q=st.tuples(st.floats(0.01, 8.0), st.integers(-128, 127)))
 def test_sum_is_one_npu_convolution_exact_with_tflite_micro(shape, keepdims, in_q, out_q):
     cm = _check(reduce_model("SUM", shape, keepdims=keepdims, in_q=in_q, out_q=out_q))
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
+
+
+@pytest.mark.parametrize("name", ["REDUCE_MAX", "REDUCE_MIN", "SUM"])
+def test_a_reduction_after_an_add_is_in_the_same_ethos_u_operator(name):
+    """The reduction inside a planned subgraph: its input is another NPU operation's
+    output in the arena (REDUCE_MIN's working memory beside it)."""
+    q = (0.05, 3)
+    x, z, t = (tb.T([1, 6, 5, 9], "int8", scale=q[0], zp=q[1]) for _ in range(3))
+    y = tb.T([1, 1, 1, 9], "int8", scale=0.7 if name == "SUM" else q[0], zp=q[1])
+    ax = tb.T([2], "int32", data=np.asarray([1, 2], np.int32))
+    otype, ofn = _opts("ReducerOptions", KeepDims=True)
+    data = tb.serialize([x, z, t, y, ax], [(tb.BO.ADD, 0, None, [0, 1], [2]),
+                                           (CODES[name], otype, ofn, [2, 4], [3])], [0, 1], [3])
+    cm = _check(data, seed=2)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u", "ethos-u"]
+    assert len({p.operator for p in cm.placement}) == 1
 
 
 @pytest.mark.parametrize("name", ["REDUCE_MAX", "REDUCE_MIN", "SUM"])

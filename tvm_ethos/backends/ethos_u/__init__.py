@@ -137,13 +137,13 @@ def _mean(q, o):
 
 
 def _reduce(q, o):
-    """REDUCE_MAX: a single-window max pool (its kernel limits); SUM: MEAN's depthwise
-    convolution in one kernel (at most 64 rows and 4096 taps, as the stream's ``mean_op``)."""
+    """REDUCE_MAX and REDUCE_MIN: a single-window max pool (its kernel limits); SUM: MEAN's
+    depthwise convolution in one kernel (at most 64 rows and 4096 taps, as ``mean_op``)."""
     if len(q.in_shapes[0]) != 4:
         return [f"{q.tflite_name} of a {len(q.in_shapes[0])}-D tensor; the NPU reduces NHWC"]
     _, h, w, _ = q.in_shapes[0]
-    if q.kind == Op.REDUCE_MAX and not (h <= 256 and h * w <= 65536):
-        return [f"REDUCE_MAX over {h}x{w}; one max pool takes at most 256 rows and 65536 "
+    if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and not (h <= 256 and h * w <= 65536):
+        return [f"{q.tflite_name} over {h}x{w}; one max pool takes at most 256 rows and 65536 "
                 "elements"]
     if q.kind == Op.REDUCE_SUM and not (h <= 64 and h * w <= 4096):
         return [f"SUM over {h}x{w}; one depthwise convolution takes at most 64 rows and 4096 "
@@ -293,6 +293,7 @@ CHECKS = {
     Op.AVG_POOL2D: _pool,
     Op.MEAN: _mean,
     Op.REDUCE_MAX: _reduce,
+    Op.REDUCE_MIN: _reduce,
     Op.REDUCE_SUM: _reduce,
     Op.ADD: _binary,
     Op.MUL: _binary,

@@ -1,4 +1,4 @@
-"""REDUCE_MAX and SUM over height and width, each one NPU operation over the whole input.
+"""REDUCE_MAX, REDUCE_MIN and SUM over height and width of the whole input on the NPU.
 
 REDUCE_MAX is a max pool whose single window is the input's height and width (Vela's form of
 a global max). TFLite's int8 REDUCE_MAX picks a code and requires the output quantized as the
@@ -10,14 +10,28 @@ SUM is MEAN's depthwise convolution with all-one weights over the whole input
 TFLite's int8 SUM rescales that sum by the ``s_in / s_out`` multiplier alone, so the
 per-channel scale is MEAN's with an element count of one and the only rounding is TFLite's
 ``MultiplyByQuantizedMultiplier``.
+
+REDUCE_MIN has no pool of its own: the NPU pools by MAX, AVERAGE or SUM. Bitwise NOT
+(``~v = -1 - v``) maps the int8 codes onto themselves reversing their order, so
+``min(x) = ~max(~x)``, both NOTs a 256-entry table: a 1x1 pool looks every code up in the NOT
+table into working memory (``reduce_min_work_bytes``), then the single-window max pool looks
+its result up in the same table (clamped to a fused activation's codes). Like REDUCE_MAX it
+requires the output quantized as the input, so codes are what is compared.
 """
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, mean_weights, pool_op
-from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, mean_weights, pool_op
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    SCRATCH_REGION,
+    UnsupportedOperatorError,
+    vela_api,
+)
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 
@@ -48,3 +62,60 @@ def reduce_sum_constants(op, channels: int) -> tuple:
     if not 0 <= 31 - s <= 63:
         raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {s}")
     return mean_weights(op), [(int(m), 31 - int(s))] * channels
+
+
+#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
+_SHRAM_REGION = 0x103
+#: every int8 code's bitwise NOT, entry ``code + 128``
+_NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
+
+
+def reduce_min_work_bytes(q) -> int:
+    """The working memory of REDUCE_MIN: its input's NOT, int8."""
+    h, w, c = _hw(q)
+    return -(-h * w * c // ALIGN) * ALIGN
+
+
+def _table_lookup(npu, table: np.ndarray, em) -> list:
+    """``npu`` looking its output up in ``table`` (put in SHRAM slot 0 by the DMA returned
+    before it), its block chosen; zero points 0 and unit scales, so the table sees codes."""
+    api = vela_api()
+    src = em.flash.add(table.astype(np.int8).tobytes())
+    dma = api.NpuDmaOperation(src, api.NpuAddressRange(_SHRAM_REGION, em.lut_address,
+                                                       src.length))
+    npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+    npu.activation.lookup_table_index = 0
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.block_config = em.block(npu)
+    return [dma, npu]
+
+
+def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The operations of one REDUCE_MIN: NOT into working memory (``em.work``), then the
+    single-window max pool whose output is NOT-ed (and clamped) by its table."""
+    api = vela_api()
+    from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
+
+    h, w, c = _hw(q)
+    if q.in_q[0] != q.out_q:
+        raise UnsupportedOperatorError(q.tflite_name, "an output quantized unlike its input")
+    unit = {"scale": 1.0, "zero_point": 0}
+    x = dataclasses.replace(operands[0], shape=(h, w, c), **unit)
+    flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), "int8", 1.0, 0)
+    out = dataclasses.replace(ofm, shape=(1, 1, c), **unit)
+
+    negate = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+    negate.ifm, negate.ofm = feature_map(x), feature_map(flipped)
+    negate.kernel = api.NpuKernel(1, 1)
+    negate.padding = api.NpuPadding(0, 0, 0, 0)
+    negate.rescale = ExplicitScaling(False, [0], [1])   # no rescale: the codes themselves
+    negate.name = "reduce_min_not"
+
+    pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    pool.ifm, pool.ofm = feature_map(flipped), feature_map(out)
+    pool.kernel = api.NpuKernel(w, h)
+    pool.padding = api.NpuPadding(0, 0, 0, 0)
+    pool.name = "reduce_min"
+    # the zero point moves the fused clamp to codes: ofm codes are the table's entries
+    last = np.clip(_NOT_TABLE, q.act_min, q.act_max)
+    return _table_lookup(negate, _NOT_TABLE, em) + _table_lookup(pool, last, em)

@@ -184,6 +184,10 @@ def _softmax(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> 
                                    em.block)
 
 
+def _reduce_min(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
+    return ops_reduce.reduce_min_ops(q, operands, ofm, em, box)
+
+
 def _movement(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
     return movement_ops(q, operands, ofm, em.flash, em.block, box)
 
@@ -219,6 +223,9 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.MEAN: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_mean, constants=_mean_constants),
     # a single-window max pool (ops_reduce)
     Op.REDUCE_MAX: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_reduce_max),
+    # NOT through a table, then the single-window max pool through it again (ops_reduce)
+    Op.REDUCE_MIN: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_reduce_min,
+                                 work_bytes=ops_reduce.reduce_min_work_bytes),
     # MEAN's depthwise convolution, TFLite's SUM scale (ops_reduce)
     Op.REDUCE_SUM: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_mean,
                                  constants=ops_reduce.reduce_sum_constants),
