@@ -21,7 +21,11 @@ TVM's converters):
 * RESIZE_NEAREST_NEIGHBOR: ``image.resize2d`` on the codes with a coordinate mode and rounding
   that name TFLite's index rule unambiguously (``tvm_ethos.patterns.NEAREST_MODES``);
 * TRANSPOSE: ``permute_dims`` on the codes (the Ethos-U takes the permutations one strided copy
-  does, ``ops_movement.transpose_swap``; the partition leaves the others to the host).
+  does, ``ops_movement.transpose_swap``; the partition leaves the others to the host);
+* PACK: each input's codes reshaped to a size-1 axis, then ``concat`` of the codes (what the
+  patterns read as RESHAPEs and one CONCATENATION);
+* UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
+  unpacked axis.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from tvm_ethos.patterns import NEAREST_MODES
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
-                               "STRIDED_SLICE", "TRANSPOSE"})
+                               "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -344,6 +348,63 @@ class EthosOperatorConverter(OperatorConverter):
         self._same_quantization("TRANSPOSE", inputs[0], self.get_output_tensors(op)[0])
         perm = self._const_ints(inputs[1], "TRANSPOSE's permutation").ravel().tolist()
         return relax.op.permute_dims(self.get_expr(inputs[0].tensor_idx), perm)
+
+    # ------------------------------------------------------------------ PACK / UNPACK
+    def convert_pack(self, op):
+        """The codes of every input reshaped to the output's rank (a size-1 axis at the pack
+        axis), then concatenated there: every tensor must share one quantization (TFLite's
+        kernel copies codes)."""
+        from tflite.PackOptions import PackOptions
+
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_pack(op)
+        (out,) = self.get_output_tensors(op)
+        for x in inputs:
+            self._same_quantization("PACK", x, out)
+        opts = PackOptions()
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts.Init(table.Bytes, table.Pos)
+        out_shape = [int(d) for d in self.get_tensor_shape(out)]
+        axis = (opts.Axis() if table is not None else 0) % len(out_shape)
+        one = tuple(out_shape[:axis] + [1] + out_shape[axis + 1:])
+        parts = [self.bb.emit(relax.op.reshape(self.get_expr(x.tensor_idx), one))
+                 for x in inputs]
+        return relax.op.concat(parts, axis=axis)
+
+    def convert_unpack(self, op):
+        """The input's codes read with the unpacked axis first (a reshape: every dimension
+        before it is 1), then one unit-stride slice per output (SPLIT's form) of exactly the
+        output's shape. One reshape for all outputs: a reshape per output would be the same
+        composite function for every output, which the partition cannot tell apart."""
+        from tflite.UnpackOptions import UnpackOptions
+
+        (x,) = self.get_input_tensors(op)
+        if x.qnn_params is None:
+            return super().convert_unpack(op)
+        outs = self._split_outputs(op, "UNPACK", x)
+        opts = UnpackOptions()
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts.Init(table.Bytes, table.Pos)
+        shape = [int(d) for d in self.get_tensor_shape(x)]
+        axis = (opts.Axis() if table is not None else 0) % len(shape)
+        out_shape = shape[:axis] + shape[axis + 1:]
+        if shape[axis] != len(outs) or not out_shape:
+            raise _refuse(f"UNPACK of an axis of {shape[axis]} of {shape} into {len(outs)} "
+                          "outputs")
+        if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
+            raise _refuse(f"UNPACK along axis {axis} of {shape}; tvm-ethos unpacks an axis "
+                          "with only dimensions of 1 before it")
+        rows = out_shape[0]
+        expr = self.get_expr(x.tensor_idx)
+        if len(shape) != len(out_shape) or shape[0] != len(outs) * rows:
+            expr = self.bb.emit(relax.op.reshape(expr, (len(outs) * rows, *out_shape[1:])))
+        parts = [self.bb.emit(relax.op.strided_slice(expr, axes=[0], begin=[i * rows],
+                                                     end=[(i + 1) * rows]))
+                 for i in range(len(outs))]
+        return parts[0] if len(parts) == 1 else relax.Tuple(parts)
 
     # ------------------------------------------------------------------ FULLY_CONNECTED
     def convert_fully_connected(self, op):

@@ -214,9 +214,11 @@ def concatenation() -> bytes:
 
 
 def pack() -> bytes:
-    out = T([2, 1, 4, 4, 8], "int8", scale=Q[0], zp=Q[1])
-    return _one([_x(), _x(), out], BO.PACK, [0, 1], [2],
-                _opts("PackOptions", ValuesCount=2, Axis=0))
+    """Two 1x4x8 inputs stacked into one 1x2x4x8 feature map (a 5-D output, which a 4-D
+    input would give, is beyond Vela's and the NPU's four dimensions)."""
+    out = T([1, 2, 4, 8], "int8", scale=Q[0], zp=Q[1])
+    return _one([_x((1, 4, 8)), _x((1, 4, 8)), out], BO.PACK, [0, 1], [2],
+                _opts("PackOptions", ValuesCount=2, Axis=1))
 
 
 def unpack() -> bytes:

@@ -58,7 +58,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     """:func:`operator_support` of a model already checked."""
     out = []
     for op in checked.operators:
-        reason = converter_refusal(op) or strided_slice_refusal(checked, op)
+        reason = (converter_refusal(op) or strided_slice_refusal(checked, op)
+                  or unpack_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
             reason = found[0].message if found else ""
@@ -103,6 +104,29 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         opts.Init(table.Bytes, table.Pos)
         if opts.EllipsisMask() or opts.NewAxisMask():
             return "a quantized STRIDED_SLICE with an ellipsis or a new axis"
+    return ""
+
+
+def unpack_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why the converter cannot take a quantized UNPACK (it unpacks an axis with only
+    dimensions of 1 before it: ``EthosOperatorConverter.convert_unpack``), or ``""``."""
+    if op.name != "UNPACK" or not op.quantized or not op.inputs:
+        return ""
+    from tflite.UnpackOptions import UnpackOptions
+
+    graph = checked.model.Subgraphs(op.subgraph)
+    shape = [int(d) for d in graph.Tensors(op.inputs[0]).ShapeAsNumpy()] \
+        if graph.Tensors(op.inputs[0]).ShapeLength() else []
+    axis = 0
+    table = graph.Operators(op.index).BuiltinOptions()
+    if table is not None:
+        opts = UnpackOptions()
+        opts.Init(table.Bytes, table.Pos)
+        axis = int(opts.Axis())
+    axis = axis % len(shape) if shape else 0
+    if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
+        return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks an axis "
+                "with only dimensions of 1 before it")
     return ""
 
 

@@ -1,0 +1,116 @@
+"""TFLite's PACK and UNPACK through the importer: PACK as its inputs' codes reshaped and
+concatenated, UNPACK as one slice per output, both on the Ethos-U as copies (CONCATENATION's
+and SPLIT's), the compiled file's outputs equal to TFLite Micro's on the source."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tflite_builder as tb
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from operator_models import _opts
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+
+def _t(shape, q):
+    return tb.T(list(shape), "int8", scale=q[0], zp=q[1])
+
+
+def pack_model(shape, n: int, axis: int, q=(0.05, 3), out_q=None) -> bytes:
+    """``n`` int8 inputs of ``shape`` packed along ``axis`` of the output."""
+    out = list(shape)
+    out.insert(axis % (len(shape) + 1), n)
+    tensors = [_t(shape, q) for _ in range(n)] + [_t(out, out_q or q)]
+    otype, ofn = _opts("PackOptions", ValuesCount=n, Axis=axis)
+    return tb.serialize(tensors, [(tb.BO.PACK, otype, ofn, list(range(n)), [n])],
+                        list(range(n)), [n])
+
+
+def unpack_model(shape, axis: int, q=(0.05, 3)) -> bytes:
+    """One int8 input of ``shape`` unpacked along ``axis``."""
+    n = shape[axis]
+    out = [d for i, d in enumerate(shape) if i != axis % len(shape)]
+    tensors = [_t(shape, q)] + [_t(out, q) for _ in range(n)]
+    otype, ofn = _opts("UnpackOptions", Num=n, Axis=axis)
+    return tb.serialize(tensors, [(tb.BO.UNPACK, otype, ofn, [0], list(range(1, n + 1)))],
+                        [0], list(range(1, n + 1)))
+
+
+def _check(data: bytes, target: str = "ethos-u", seed: int = 0):
+    """The compiled model's outputs on two random inputs, equal to TFLite Micro's."""
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        got, want = cm.run(*xs), tflm_oracle(data, xs)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert np.array_equal(g.reshape(w.shape), w), (g.ravel()[:8], w.ravel()[:8])
+    return cm
+
+
+_q = st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127))
+
+
+@settings(max_examples=8, deadline=None)
+@given(dims=st.lists(st.integers(1, 6), min_size=1, max_size=3), n=st.integers(2, 4),
+       axis=st.integers(0, 3), q=_q)
+def test_pack_into_a_batch_1_feature_map_is_on_the_npu_exactly(dims, n, axis, q):
+    shape = [1] + dims[1:] if len(dims) == 3 else dims   # a 4-D output keeps batch 1
+    axis = axis % (len(shape) + 1)
+    assume(not (len(shape) == 3 and axis == 0))
+    cm = _check(pack_model(shape, n, axis, q))
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+@settings(max_examples=8, deadline=None)
+@given(dims=st.lists(st.integers(1, 6), min_size=1, max_size=3), n=st.integers(2, 4),
+       lead=st.integers(0, 2), q=_q)
+def test_unpack_after_unit_dimensions_is_on_the_npu_exactly(dims, n, lead, q):
+    shape = ([1] * lead + [n] + dims)[:4]
+    assume(not (len(shape) == 4 and shape[0] > 1))   # below: a batch of several
+    cm = _check(unpack_model(shape, lead, q))
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
+
+
+def test_unpack_of_a_4d_batch_stays_a_tflite_operator_exactly():
+    """The NPU's feature maps have batch 1; the tflite-micro export then cannot match the
+    subgraph's operators to the source's, and keeps the UNPACK for TFLite Micro."""
+    cm = _check(unpack_model((2, 2, 1, 3), 0))
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+
+
+def test_pack_into_five_dimensions_stays_a_tflite_operator():
+    cm = _check(pack_model((1, 4, 4, 8), 2, 0))
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+
+
+def test_unpack_behind_a_dimension_above_1_is_refused_by_the_importer_naming_the_rule():
+    """The tflite-micro host keeps it a TFLite operator; a host target cannot run it."""
+    data = unpack_model((1, 4, 3), 2)
+    cm = _check(data)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "unpacks an axis with only dimensions of 1 before it" in placed.why, placed.why
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="operator 0 .UNPACK. cannot be"):
+        tvm_ethos.load_model(data)
+
+
+def test_a_pack_that_requantizes_is_refused_by_the_importer_in_one_line():
+    data = pack_model((1, 4, 8), 2, 1, q=(0.05, 3), out_q=(0.1, 3))
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="PACK with input quantization"):
+        tvm_ethos.load_model(data)
+
+
+@pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), unpack_model((1, 3, 2, 5), 1)],
+                         ids=["pack", "unpack"])
+def test_the_llvm_host_runs_them_exactly(data):
+    _check(data, "llvm", seed=1)
