@@ -119,6 +119,7 @@ class Op(StrEnum):
     RESHAPE = "reshape"
     CONCATENATE = "concatenate"
     PAD = "pad"
+    MIRROR_PAD = "mirror_pad"
     SPLIT = "split"
     TRANSPOSE = "transpose"
     DEPTH_TO_SPACE = "depth_to_space"
@@ -178,6 +179,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.CONCATENATE: OpInfo("CONCATENATION", arity=_A.MANY, data_move=True,
                            vela="ConcatTFLite"),
     Op.PAD: OpInfo("PAD", data_move=True, vela="Pad"),
+    Op.MIRROR_PAD: OpInfo("MIRROR_PAD", data_move=True, vela="MirrorPad"),
     Op.SPLIT: OpInfo("SPLIT", data_move=True, vela="Split"),
     Op.TRANSPOSE: OpInfo("TRANSPOSE", data_move=True, vela="Transpose"),
     Op.DEPTH_TO_SPACE: OpInfo("DEPTH_TO_SPACE", data_move=True, vela="DepthToSpace"),

@@ -337,6 +337,8 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _requantize_variants()
         + _depth_to_space_variants()
         + _transpose_variants()
+        + _integer_variant(Op.MIRROR_PAD, "relax.nn.pad", extra_args=0,
+                           attrs={"pad_mode": "reflect"})
         + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=3)
         + _integer_variant(Op.RESIZE_NEAREST, "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
@@ -749,8 +751,20 @@ def _read_transpose(op: QOp, ann: dict, problems: list) -> None:
                         else tuple(reversed(range(len(op.in_shapes[0])))))
 
 
+def _read_mirror_pad(op: QOp, ann: dict, problems: list) -> None:
+    """MIRROR_PAD (REFLECT) on the codes: its paddings; the integer kernels pad the height
+    and width of an NHWC tensor."""
+    widths = [int(v) for v in ann["op"].attrs.pad_width]
+    pads = tuple(zip(widths[0::2], widths[1::2]))
+    op.attrs.update(pad_width=pads, mode="REFLECT")
+    if len(pads) != 4 or pads[0] != (0, 0) or pads[3] != (0, 0):
+        problems.append(f"MIRROR_PAD by {pads}; the integer kernel pads height and width of "
+                        "NHWC")
+
+
 _DATA_MOVEMENT_READERS = {
     Op.PAD: _read_pad,
+    Op.MIRROR_PAD: _read_mirror_pad,
     Op.SPLIT: _read_split,
     Op.DEPTH_TO_SPACE: _read_depth_to_space,
     Op.RESIZE_NEAREST: _read_resize_nearest,

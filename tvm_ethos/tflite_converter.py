@@ -24,6 +24,7 @@ TVM's converters):
   does, ``ops_movement.transpose_swap``; the partition leaves the others to the host);
 * PACK: each input's codes reshaped to a size-1 axis, then ``concat`` of the codes (what the
   patterns read as RESHAPEs and one CONCATENATION);
+* MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
 """
@@ -39,7 +40,8 @@ from tvm_ethos.patterns import NEAREST_MODES
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
-                               "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK"})
+                               "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
+                               "MIRROR_PAD"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -348,6 +350,31 @@ class EthosOperatorConverter(OperatorConverter):
         self._same_quantization("TRANSPOSE", inputs[0], self.get_output_tensors(op)[0])
         perm = self._const_ints(inputs[1], "TRANSPOSE's permutation").ravel().tolist()
         return relax.op.permute_dims(self.get_expr(inputs[0].tensor_idx), perm)
+
+    # ------------------------------------------------------------------ MIRROR_PAD
+    def convert_mirror_pad(self, op):
+        """REFLECT padding of the codes (``nn.pad``'s reflect mode: the edge not repeated);
+        the output must keep the input's quantization (the kernel copies codes). SYMMETRIC has
+        no Relax form (``tflite_support.form_refusal`` keeps it a TFLite operator)."""
+        from tflite.MirrorPadOptions import MirrorPadOptions
+
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_mirror_pad(op)
+        self._same_quantization("MIRROR_PAD", inputs[0], self.get_output_tensors(op)[0])
+        opts = MirrorPadOptions()
+        table = op.BuiltinOptions()
+        if table is not None:
+            opts.Init(table.Bytes, table.Pos)
+        if table is not None and opts.Mode() != 0:
+            raise _refuse("MIRROR_PAD in SYMMETRIC mode; tvm-ethos pads in REFLECT mode")
+        paddings = self._const_ints(inputs[1], "the paddings of MIRROR_PAD").reshape(-1, 2)
+        shape = [int(d) for d in self.get_tensor_shape(inputs[0])]
+        if (paddings < 0).any() or any(max(p) >= d for p, d in zip(paddings.tolist(), shape)):
+            raise _refuse(f"MIRROR_PAD of {shape} by {paddings.tolist()}; REFLECT takes "
+                          "paddings from 0 to the dimension less one")
+        return relax.op.nn.pad(self.get_expr(inputs[0].tensor_idx),
+                               pad_width=[int(v) for v in paddings.ravel()], pad_mode="reflect")
 
     # ------------------------------------------------------------------ PACK / UNPACK
     def convert_pack(self, op):

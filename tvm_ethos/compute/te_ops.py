@@ -928,6 +928,22 @@ def lower_pad(op, inputs, pool: ConstPool, name="pad"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def lower_mirror_pad(op, inputs, pool: ConstPool, name="mirror_pad"):
+    """MIRROR_PAD in REFLECT mode: an index ``s`` outside ``[0, n)`` reads ``-s`` or
+    ``2n - 2 - s`` (the edge not repeated)."""
+    (x,) = inputs
+    before = [b for b, _ in op.attrs["pad_width"]]
+
+    def fn(*idx):
+        src = []
+        for i, b, n in zip(idx, before, op.in_shapes[0]):
+            s = i - b
+            src.append(tirx.Select(s < 0, -s, tirx.Select(s >= n, 2 * n - 2 - s, s)))
+        return x[tuple(src)]
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_split(op, inputs, pool: ConstPool, name="split"):
     """One output of SPLIT / SPLIT_V: the slice ``[begin, end)`` along ``axis``."""
     (x,) = inputs
@@ -1215,6 +1231,7 @@ LOWERINGS = {
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,
+    Op.MIRROR_PAD: lower_mirror_pad,
     Op.SPLIT: lower_split,
     Op.DEPTH_TO_SPACE: lower_depth_to_space,
     Op.RESIZE_NEAREST: lower_resize_nearest,

@@ -581,6 +581,8 @@ def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
 #: index ``(h % b * b + w % b) * C + c``, are not affine and read the whole extent there)
 _DATA_MOVEMENT_PARTS = {
     Op.PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
+    # costed as a PAD; its reflected reads are not affine (whole rows and columns)
+    Op.MIRROR_PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
     Op.TRANSPOSE: lambda layer, x, o: (Op.TRANSPOSE, {"perm": tuple(layer.attrs["perm"])}),
     Op.SPLIT: _slice_attrs,
     Op.RESIZE_NEAREST: lambda layer, x, o: (

@@ -9,8 +9,8 @@ from tvm_ethos.frontend.tflite_check import check_tflite
 from tvm_ethos.frontend.tflite_support import (
     TFLM_TARGET_HINT,
     converter_refusal,
+    form_refusal,
     strided_slice_refusal,
-    unpack_refusal,
 )
 
 
@@ -61,7 +61,7 @@ def _checked_model(data: bytes, name: str):
     checked = check_tflite(data, name)
     for op in checked.operators:
         reason = (converter_refusal(op) or strided_slice_refusal(checked, op)
-                  or unpack_refusal(checked, op))
+                  or form_refusal(checked, op))
         if reason:
             where = f"subgraph {op.subgraph} " if op.subgraph else ""
             raise UnsupportedModelError(

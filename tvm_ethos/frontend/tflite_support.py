@@ -59,7 +59,7 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     out = []
     for op in checked.operators:
         reason = (converter_refusal(op) or strided_slice_refusal(checked, op)
-                  or unpack_refusal(checked, op))
+                  or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
             reason = found[0].message if found else ""
@@ -107,26 +107,35 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return ""
 
 
-def unpack_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
-    """Why the converter cannot take a quantized UNPACK (it unpacks an axis with only
-    dimensions of 1 before it: ``EthosOperatorConverter.convert_unpack``), or ``""``."""
-    if op.name != "UNPACK" or not op.quantized or not op.inputs:
+def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why the converter cannot take the form of a quantized operator it converts
+    (``EthosOperatorConverter``): an UNPACK of an axis behind a dimension above 1, a
+    SYMMETRIC MIRROR_PAD; or ``""``."""
+    if not op.quantized or not op.inputs:
         return ""
-    from tflite.UnpackOptions import UnpackOptions
-
     graph = checked.model.Subgraphs(op.subgraph)
-    shape = [int(d) for d in graph.Tensors(op.inputs[0]).ShapeAsNumpy()] \
-        if graph.Tensors(op.inputs[0]).ShapeLength() else []
-    axis = 0
     table = graph.Operators(op.index).BuiltinOptions()
-    if table is not None:
-        opts = UnpackOptions()
+    if op.name == "UNPACK":
+        from tflite.UnpackOptions import UnpackOptions
+
+        x = graph.Tensors(op.inputs[0])
+        shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
+        axis = 0
+        if table is not None:
+            opts = UnpackOptions()
+            opts.Init(table.Bytes, table.Pos)
+            axis = int(opts.Axis())
+        axis = axis % len(shape) if shape else 0
+        if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
+            return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks an "
+                    "axis with only dimensions of 1 before it")
+    if op.name == "MIRROR_PAD" and table is not None:
+        from tflite.MirrorPadOptions import MirrorPadOptions
+
+        opts = MirrorPadOptions()
         opts.Init(table.Bytes, table.Pos)
-        axis = int(opts.Axis())
-    axis = axis % len(shape) if shape else 0
-    if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
-        return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks an axis "
-                "with only dimensions of 1 before it")
+        if opts.Mode() != 0:
+            return "a quantized MIRROR_PAD in SYMMETRIC mode: tvm-ethos pads in REFLECT mode"
     return ""
 
 

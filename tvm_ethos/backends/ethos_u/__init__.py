@@ -310,6 +310,7 @@ CHECKS = {
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,
+    Op.MIRROR_PAD: _none,
     Op.SPLIT: _none,
     Op.REQUANTIZE: _none,
     Op.RESHAPE: reshape_rank,

@@ -1,12 +1,14 @@
 """Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V (and the slices the importer
-writes in their form), CONCATENATION and the resizes that replicate pixels, as strided copies.
+writes in their form), CONCATENATION, MIRROR_PAD and the resizes that replicate pixels, as
+strided copies.
 
 None of these operators computes a value: each output element is an input element (or, for
 PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
 the codes) whose feature maps are *strided views*: a box of a tensor read or written through
 its own byte strides, at the box's address. A slice is a read through the source's strides, a
 concatenation input a write through the output's, PAD's interior a write at an offset and its
-border boxes copies of fill codes from flash. A nearest resize by an even factor is the NPU's
+border boxes copies of fill codes from flash, MIRROR_PAD's every reflected row and column a
+copy of an input row or column. A nearest resize by an even factor is the NPU's
 2x nearest IFM upscaling written with strides of half the factor; by an odd one, a strided
 write per phase; from a 1x1 input, a zero-stride broadcast.
 
@@ -267,6 +269,27 @@ def pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Cop
     return copies
 
 
+def _mirror_runs(before: int, after: int, n: int) -> list[tuple[int, int, int]]:
+    """(output index, input index, length) of the runs of one axis of ``n`` reflected by
+    ``before`` and ``after`` (REFLECT: the edge is not repeated): the interior one run, each
+    reflected index its own (the NPU's strides do not run backwards)."""
+    runs = [(y, before - y, 1) for y in range(before)]
+    runs.append((before, 0, n))
+    return runs + [(before + n + k, n - 2 - k, 1) for k in range(after)]
+
+
+def mirror_pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """MIRROR_PAD (REFLECT) of height and width: every output row is an input row and every
+    column an input column, so one copy per pair of a row run and a column run."""
+    (t, b), (lft, r), (f, bk) = _pads3(q)
+    if f or bk:
+        raise UnsupportedOperatorError(q.tflite_name, f"depth padding {(f, bk)}")
+    h, w, c = operands[0].shape
+    src = dense(operands[0])
+    return [Copy(src.at(sy, sx, 0, (ny, nx, c)), (oy, ox, 0))
+            for oy, sy, ny in _mirror_runs(t, b, h) for ox, sx, nx in _mirror_runs(lft, r, w)]
+
+
 def _factors(q) -> tuple[int, int]:
     """The integer (height, width) factors of a replicating resize, or an error."""
     (_, ih, iw, _), (_, oh, ow, _) = q.in_shapes[0], q.out_shape
@@ -374,6 +397,7 @@ def box_origin(v: View, slot: FmSlot) -> tuple[int, int, int]:
 
 _LOWERINGS = {
     Op.PAD: pad_copies,
+    Op.MIRROR_PAD: mirror_pad_copies,
     Op.SPLIT: split_copies,
     Op.CONCATENATE: concat_copies,
     Op.RESIZE_NEAREST: resize_copies,

@@ -246,6 +246,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
                               work_bytes=npu_softmax.work_bytes),
     Op.RESHAPE: StreamEmitter(Form.ALIAS, Extent.WHOLE),
     Op.PAD: _MOVEMENT,
+    Op.MIRROR_PAD: _MOVEMENT,
     Op.SPLIT: StreamEmitter(Form.MOVEMENT, sequence=_movement, ring=_split_ring),
     Op.CONCATENATE: _MOVEMENT,
     Op.RESIZE_NEAREST: _MOVEMENT,
