@@ -110,6 +110,7 @@ class Op(StrEnum):
     SIGMOID = "sigmoid"
     TANH = "tanh"
     LEAKY_RELU = "leaky_relu"
+    PRELU = "prelu"
     HARD_SWISH = "hard_swish"
     SOFTMAX = "softmax"
     # resampling
@@ -171,6 +172,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.TANH: OpInfo("TANH", lut=True, vela="Tanh"),
     Op.LEAKY_RELU: OpInfo("LEAKY_RELU", _B.ELEMENTWISE, lut=True, vela="LeakyRelu"),
     Op.HARD_SWISH: OpInfo("HARD_SWISH", lut=True, vela="HardSwish"),
+    Op.PRELU: OpInfo("PRELU", vela="Prelu"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

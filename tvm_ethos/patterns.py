@@ -281,6 +281,23 @@ def _hard_swish_variants():
     return out
 
 
+def _prelu_variants():
+    """The converter's PRELU: ``prelu(dequantize(x), dequantize(alpha))`` between a dequantize
+    and a quantize, alpha a constant of one code per channel."""
+    out = []
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        alpha = is_const()
+        dqa = _dq(alpha)
+        core = is_op("relax.nn.prelu")(dqx, dqa)
+        ann.update(x0=x, dq0=dqx, alpha=alpha, dqa=dqa, op=core)
+        ann["root"] = _tail(core, ann, clip)
+        out.append((Op.PRELU, ann["root"], ann))
+    return out
+
+
 def _transpose_variants():
     """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
     DEPTH_TO_SPACE's, whose verdict must stand)."""
@@ -330,6 +347,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.TANH, "relax.tanh")
         + _unary_qdq_variants(Op.LEAKY_RELU, "relax.nn.leakyrelu")
         + _hard_swish_variants()
+        + _prelu_variants()
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -534,6 +552,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         op.attrs["alpha"] = float(np.float32(core.attrs.alpha))
     elif kind == Op.HARD_SWISH:
         _read_hard_swish(op, ann, problems)
+    elif kind == Op.PRELU:
+        _read_prelu(op, ann, problems)
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:
@@ -664,6 +684,24 @@ def _read_hard_swish(op: QOp, ann: dict, problems: list) -> None:
             op.out_dtype else f"{op.in_dtypes[0]} -> {op.out_dtype}; one type in and out"
         if why:
             problems.append(f"HARD_SWISH: {why}")
+
+
+def _read_prelu(op: QOp, ann: dict, problems: list) -> None:
+    """PRELU: alpha's codes per channel of the last axis and its quantization; TFLite's int8
+    kernel (two multipliers, ``compute.quant.prelu_multipliers``)."""
+    codes = np.asarray(_const_np(ann["alpha"]))
+    s, z, _ = _qparams_of_dq(ann["dqa"])
+    rank = len(op.in_shapes[0])
+    if int(ann["op"].attrs.axis) % max(rank, 1) != rank - 1 or codes.ndim != 1 or \
+            codes.size != (op.in_shapes[0][-1] if rank else 1):
+        problems.append("PRELU whose alpha is not one value per channel of the last axis")
+    if s.size != 1 or z.size != 1:
+        problems.append("PRELU with alpha quantized per channel")
+    op.attrs["alpha"] = tuple(int(v) for v in codes.ravel())
+    op.attrs["alpha_q"] = (float(s[0]), int(z[0]))
+    if op.in_dtypes[0] != "int8" or op.out_dtype != "int8" or str(codes.dtype) != "int8":
+        problems.append(f"PRELU from {op.in_dtypes[0]} to {op.out_dtype} (alpha "
+                        f"{codes.dtype}); the integer kernel is TFLite's int8 one")
 
 
 def _prim_ints(tup) -> tuple[int, ...]:

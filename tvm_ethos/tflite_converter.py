@@ -24,6 +24,9 @@ TVM's converters):
   does, ``ops_movement.transpose_swap``; the partition leaves the others to the host);
 * PACK: each input's codes reshaped to a size-1 axis, then ``concat`` of the codes (what the
   patterns read as RESHAPEs and one CONCATENATION);
+* PRELU: ``quantize(prelu(dequantize(x), dequantize(alpha)))`` over the last axis, its alpha
+  the constant per-channel codes (a QDQ region the patterns read back with TFLite's
+  arithmetic, ``te_ops.lower_prelu``);
 * MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
@@ -35,13 +38,14 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
+from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.patterns import NEAREST_MODES
 
 #: the quantized operators added to TVM's list
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
-                               "MIRROR_PAD"})
+                               "MIRROR_PAD", "PRELU"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -350,6 +354,27 @@ class EthosOperatorConverter(OperatorConverter):
         self._same_quantization("TRANSPOSE", inputs[0], self.get_output_tensors(op)[0])
         perm = self._const_ints(inputs[1], "TRANSPOSE's permutation").ravel().tolist()
         return relax.op.permute_dims(self.get_expr(inputs[0].tensor_idx), perm)
+
+    # ------------------------------------------------------------------ PRELU
+    def convert_prelu(self, op):
+        """The QDQ region of PRELU over the last axis: the constant alpha must be one value per
+        channel (or one value), quantized per tensor (``tflite_support.form_refusal``)."""
+        x, alpha = self.get_input_tensors(op)[:2]
+        if x.qnn_params is None:
+            return super().convert_prelu(op)
+        (out,) = self.get_output_tensors(op)
+        codes = prelu_alpha_codes(np.asarray(self.get_tensor_value(alpha)),
+                            [int(d) for d in self.get_tensor_shape(x)]) \
+            if not self.has_expr(alpha.tensor_idx) else None
+        if codes is None or alpha.qnn_params is None:
+            raise _refuse("PRELU whose alpha is no quantized constant of one value per channel")
+        scale, zp = self._qparams(alpha)
+        rank = len(self.get_tensor_shape(x))
+        dq_alpha = relax.op.dequantize(relax.const(codes), relax.const(scale, "float32"),
+                                       relax.const(zp, codes.dtype.name), axis=0)
+        core = relax.op.nn.prelu(self.dequantize(self.get_expr(x.tensor_idx), x), dq_alpha,
+                                 axis=rank - 1)
+        return self.quantize(core, out)
 
     # ------------------------------------------------------------------ MIRROR_PAD
     def convert_mirror_pad(self, op):

@@ -155,8 +155,11 @@ def test_stream_emitters_are_consistent():
             assert em.build is not None and em.sequence is None, op
         if em.form in (Form.SEQUENCE, Form.MOVEMENT):
             assert em.sequence is not None and em.build is None, op
-        if em.form is Form.SEQUENCE or em.views is not None:
+        if em.views is not None:
             assert em.extent is Extent.WHOLE, op  # over whole tensors only
+        if em.form is Form.SEQUENCE:
+            # over whole tensors, or a stripe's box of them with its own working memory
+            assert em.extent is Extent.WHOLE or em.work_bytes is not None, op
         if em.stageable:
             assert em.constants is not None and op.info.has_weights, op
         # a windowed operator reads a window of its input: a pool or a convolution

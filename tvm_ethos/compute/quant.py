@@ -174,3 +174,26 @@ def leaky_relu_alpha_np(v: np.ndarray, alpha_ratio: float) -> np.ndarray:
     m, s = quantize_multiplier(abs(alpha_ratio))
     scaled = mbqm_np(v, m, s)
     return -scaled if alpha_ratio < 0 else scaled
+
+
+def prelu_multipliers(in_scale: float, alpha_scale: float,
+                      out_scale: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """PRELU's two (multiplier, shift) pairs as TFLite Micro's prepare forms them, in double
+    from the float32 scales: ``s_in / s_out`` for ``x >= 0`` and ``s_in * s_alpha / s_out``
+    for the product ``(x - zp_in) * (alpha - zp_alpha)`` below."""
+    s_in, s_a, s_out = f32(in_scale), f32(alpha_scale), f32(out_scale)
+    return quantize_multiplier(s_in / s_out), quantize_multiplier(s_in * s_a / s_out)
+
+
+def prelu_alpha_codes(values: np.ndarray, x_shape: list[int]) -> np.ndarray | None:
+    """PRELU's alpha as one code per channel of ``x_shape``'s last axis (the only alpha the
+    integer kernels take), or None when it varies along another axis or does not broadcast
+    to the input."""
+    try:
+        full = np.broadcast_to(np.asarray(values), tuple(x_shape))
+    except ValueError:
+        return None
+    flat = full.reshape(-1, x_shape[-1]) if len(x_shape) else full.reshape(1, 1)
+    if flat.size == 0 or not (flat == flat[:1]).all():
+        return None
+    return np.ascontiguousarray(flat[0])

@@ -28,6 +28,7 @@ from tvm_ethos.compute.quant import (
     f32,
     leaky_relu_lut,
     logistic_lut,
+    prelu_multipliers,
     quantize_multiplier,
     quantize_multipliers,
     round_half_away_f32,
@@ -1052,6 +1053,27 @@ def _lut_of(op) -> np.ndarray:
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
+def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
+    """PRELU (TFLite's int8 kernel): ``v = x - zp_in``; ``v >= 0`` rescaled by ``s_in /
+    s_out``, else ``v * (alpha - zp_alpha)`` by ``s_in * s_alpha / s_out`` (alpha per channel
+    of the last axis, ``compute.quant.prelu_multipliers``), plus ``zp_out``, clamped."""
+    (x,) = inputs
+    in_zp = int(op.in_q[0][1])
+    a_scale, a_zp = op.attrs["alpha_q"]
+    (m1, s1), (m2, s2) = prelu_multipliers(op.in_q[0][0], a_scale, op.out_q[0])
+    alpha = pool.add(f"{name}_alpha", np.asarray(op.attrs["alpha"], np.int32) - np.int32(a_zp))
+    out_zp = int(op.out_q[1])
+
+    def fn(*idx):
+        v = x[idx].astype("int32") - _i32(in_zp)
+        pos = mbqm(v, m1, s1)
+        neg = mbqm(v * alpha[idx[-1]], m2, s2)
+        return clamp_cast(tirx.Select(v >= _i32(0), pos, neg) + _i32(out_zp), op.act_min,
+                          op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_lut(op, inputs, pool: ConstPool, name="lut"):
     """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH: a gather from a table of one entry per input
     code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``compute.hard_swish``;
@@ -1228,6 +1250,7 @@ LOWERINGS = {
     Op.TANH: lower_lut,
     Op.LEAKY_RELU: lower_lut,
     Op.HARD_SWISH: lower_lut,
+    Op.PRELU: lower_prelu,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
 #: Where an operator the importer cannot convert can still run: the tflite-micro host (what
@@ -109,8 +110,8 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
-    (``EthosOperatorConverter``): an UNPACK of an axis behind a dimension above 1, a
-    SYMMETRIC MIRROR_PAD; or ``""``."""
+    (``EthosOperatorConverter``): an UNPACK of an axis behind a dimension above 1, a PRELU
+    whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -129,6 +130,19 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
             return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks an "
                     "axis with only dimensions of 1 before it")
+    if op.name == "PRELU" and len(op.inputs) > 1:
+        from tflite.TensorType import TensorType
+
+        x, alpha = graph.Tensors(op.inputs[0]), graph.Tensors(op.inputs[1])
+        data = checked.model.Buffers(alpha.Buffer()).DataAsNumpy()
+        values = None
+        if hasattr(data, "tobytes") and data.size and alpha.Type() == TensorType.INT8:
+            values = np.frombuffer(data.tobytes(), np.int8).reshape(
+                [int(d) for d in alpha.ShapeAsNumpy()] if alpha.ShapeLength() else [])
+        shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
+        if values is None or prelu_alpha_codes(values, shape) is None:
+            return ("a quantized PRELU whose alpha is no constant int8 tensor of one value per "
+                    "channel: tvm-ethos applies alpha along the last axis")
     if op.name == "MIRROR_PAD" and table is not None:
         from tflite.MirrorPadOptions import MirrorPadOptions
 

@@ -339,6 +339,14 @@ class _Emitter:
                                   q.tflite_name)
             self.ops += em.sequence(q, operands, ofm, self.emission(), stripe_box(q, box, full))
             return
+        if em.form is Form.SEQUENCE and not em.whole(len(out.shape)):
+            # operations that each read only their own elements: the stripe's box of whole
+            # tensors, the operator's working memory beside them (PRELU)
+            operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
+            ofm = self.whole_slot(out, q.out_q, q.tflite_name)
+            self.ops += em.sequence(q, operands, ofm, self.emission(step),
+                                    stripe_box(q, box, full))
+            return
         if em.whole(len(out.shape)):
             self.emit_whole(step, q, em, box, full, out, ins, in_q)
             return

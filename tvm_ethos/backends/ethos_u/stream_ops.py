@@ -18,7 +18,13 @@ from enum import Enum
 from typing import Callable, NamedTuple
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u import npu_softmax, ops_elementwise, ops_lut, ops_reduce
+from tvm_ethos.backends.ethos_u import (
+    npu_softmax,
+    ops_elementwise,
+    ops_lut,
+    ops_prelu,
+    ops_reduce,
+)
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     conv_op,
@@ -43,7 +49,8 @@ class Form(Enum):
 
     #: one block operation (per output box where it stripes), built by ``build``
     BLOCK = "block"
-    #: several operations over whole tensors, with working memory of their own (``sequence``)
+    #: several operations with working memory of their own (``sequence``), over whole tensors
+    #: (or, with ``Extent.STRIPES``, over a stripe's box of them: each reads its own elements)
     SEQUENCE = "sequence"
     #: copies between feature maps (``sequence``; the planned path passes the output box)
     MOVEMENT = "movement"
@@ -241,6 +248,9 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.TANH: _TABLE,
     Op.LEAKY_RELU: _TABLE,
     Op.HARD_SWISH: _TABLE,
+    # four operations: one per branch of TFLite's kernel and their sum (ops_prelu)
+    Op.PRELU: StreamEmitter(Form.SEQUENCE, sequence=ops_prelu.prelu_ops,
+                            work_bytes=ops_prelu.prelu_work_bytes),
     Op.REQUANTIZE: _TABLE,
     Op.SOFTMAX: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_softmax,
                               work_bytes=npu_softmax.work_bytes),

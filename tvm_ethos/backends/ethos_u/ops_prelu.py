@@ -1,0 +1,127 @@
+"""PRELU (int8, alpha one code per channel) as four NPU operations over the whole tensor.
+
+TFLite's kernel takes ``v = x - zp_in`` to ``zp_out + MultiplyByQuantizedMultiplier(v, s_in /
+s_out)`` where ``v >= 0`` and to ``zp_out + MultiplyByQuantizedMultiplier(v * (alpha -
+zp_alpha), s_in * s_alpha / s_out)`` below. Each branch is an operation the NPU rounds exactly
+so, and each is ``zp_out`` on the other branch's codes, so their sum less ``zp_out`` is the
+kernel:
+
+1. ``t = min(x, zp_in)``: a 1x1 MAX pool (a copy) clamped at the code ``zp_in``;
+2. ``neg = t * alpha``: an elementwise MUL by the per-channel alpha codes (broadcast from
+   flash), its explicit scale TFLite's second multiplier (``v = 0`` where ``x >= zp_in``);
+3. ``pos``: a 1x1 average pool of ``x`` with TFLite's first multiplier (QUANTIZE's
+   requantization, ``ops_lut``), clamped below at ``zp_out`` (``zp_out`` where ``x < zp_in``);
+4. ``pos + neg - zp_out``: an elementwise ADD of the two at unit scale (every rescale a power
+   of two: exact), clamped to the fused activation.
+
+Every operation reads and writes only its own element, so a planner's stripe (``box``: output
+rows and columns, the tensors held whole) is the same four operations over that box, the
+intermediates dense in the working memory. Vela also runs PRELU as a short sequence of
+elementwise operations.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound, shape3
+from tvm_ethos.backends.ethos_u.ops_movement import dense, feature_map_of
+from tvm_ethos.backends.ethos_u.stream_base import ALIGN, SCRATCH_REGION, vela_api
+from tvm_ethos.compute.quant import prelu_multipliers
+
+
+def _bytes(shape: tuple[int, int, int]) -> int:
+    return -(-int(np.prod(shape)) // ALIGN) * ALIGN
+
+
+def prelu_work_bytes(q) -> int:
+    """The working memory of PRELU: three int8 maps of the output's size."""
+    return 3 * _bytes(shape3(q.out_shape, q.tflite_name))
+
+
+def _clamp(api, lo: int | None, hi: int | None, scale: float, zero_point: int):
+    """An activation clamping output codes to [lo, hi] (None: the type's own bound)."""
+    act = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    if lo is not None:
+        act.min = real_bound(lo, scale, zero_point)
+    if hi is not None:
+        act.max = real_bound(hi, scale, zero_point)
+    return act
+
+
+def _box_fm(api, slot: FmSlot, box, scale: float, zero_point: int):
+    """The feature map of output rows and columns ``box`` of a whole tensor ``slot`` (all of
+    it for None), read through its strides, quantized ``(scale, zero_point)``."""
+    if box is None:
+        return feature_map(dataclasses.replace(slot, scale=scale, zero_point=zero_point))
+    (y0, y1), (x0, x1) = box
+    fm = feature_map_of(dense(slot).at(y0, x0, 0, (y1 - y0, x1 - x0, slot.shape[2])))
+    fm.quantization = api.NpuQuantization(scale, zero_point)
+    return fm
+
+
+def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The four operations of one PRELU from ``operands[0]`` into ``ofm`` (whole tensors),
+    over output rows and columns ``box`` (None: all), its intermediates at ``em.work``
+    (``prelu_work_bytes(q)``)."""
+    api = vela_api()
+    from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
+
+    x = operands[0]
+    h, w, c = ofm.shape
+    if box is not None:
+        (y0, y1), (x0, x1) = box
+        h, w = y1 - y0, x1 - x0
+    shape = (h, w, c)
+    (s_in, zp_in), (s_out, zp_out) = q.in_q[0], q.out_q
+    a_scale, a_zp = q.attrs["alpha_q"]
+    (m1, sh1), (m2, sh2) = prelu_multipliers(s_in, a_scale, s_out)
+    step = _bytes(ofm.shape)
+    t, neg, pos = (FmSlot(SCRATCH_REGION, em.work + k * step, shape, "int8", None, 0)
+                   for k in range(3))
+    ops = []
+
+    def add(npu, name: str):
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.block_config = em.block(npu)
+        npu.name = f"prelu_{name}"
+        ops.append(npu)
+
+    # 1. t = min(x, zp_in), codes copied at unit quantization
+    copy = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    copy.ifm = _box_fm(api, x, box, 1.0, 0)
+    copy.ofm = feature_map(dataclasses.replace(t, scale=1.0, zero_point=0))
+    copy.kernel, copy.padding = api.NpuKernel(1, 1), api.NpuPadding(0, 0, 0, 0)
+    copy.activation = _clamp(api, None, zp_in, 1.0, 0)
+    add(copy, "min")
+
+    # 2. neg = (t - zp_in) * (alpha - zp_alpha), TFLite's second multiplier
+    src = em.flash.add(np.asarray(q.attrs["alpha"], np.int8).tobytes())
+    alpha = FmSlot(src.region, src.address, (1, 1, c), "int8", a_scale, a_zp)
+    mul = api.NpuElementWiseOperation(api.NpuElementWiseOp.MUL)
+    mul.ifm = feature_map(dataclasses.replace(t, scale=s_in, zero_point=zp_in))
+    mul.ifm2 = feature_map(alpha)
+    mul.ofm = feature_map(dataclasses.replace(neg, scale=s_out, zero_point=zp_out))
+    mul.rescale = (m2, 31 - sh2)
+    mul.activation = _clamp(api, None, None, s_out, zp_out)
+    add(mul, "mul")
+
+    # 3. pos = requantized x, clamped below at zp_out
+    pool = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+    pool.ifm = _box_fm(api, x, box, s_in, zp_in)
+    pool.ofm = feature_map(dataclasses.replace(pos, scale=s_out, zero_point=zp_out))
+    pool.kernel, pool.padding = api.NpuKernel(1, 1), api.NpuPadding(0, 0, 0, 0)
+    pool.rescale = ExplicitScaling(False, [31 - sh1], [m1])
+    pool.activation = _clamp(api, zp_out, None, s_out, zp_out)
+    add(pool, "pos")
+
+    # 4. pos + neg - zp_out at unit scale, the fused clamp
+    total = api.NpuElementWiseOperation(api.NpuElementWiseOp.ADD)
+    total.ifm = feature_map(dataclasses.replace(pos, scale=1.0, zero_point=zp_out))
+    total.ifm2 = feature_map(dataclasses.replace(neg, scale=1.0, zero_point=zp_out))
+    total.ofm = _box_fm(api, ofm, box, 1.0, zp_out)
+    total.activation = _clamp(api, q.act_min if q.act_min > -128 else None,
+                              q.act_max if q.act_max < 127 else None, 1.0, zp_out)
+    add(total, "add")
+    return ops
