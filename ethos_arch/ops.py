@@ -111,6 +111,7 @@ class Op(StrEnum):
     TANH = "tanh"
     LEAKY_RELU = "leaky_relu"
     PRELU = "prelu"
+    ELU = "elu"
     HARD_SWISH = "hard_swish"
     SOFTMAX = "softmax"
     # resampling
@@ -173,6 +174,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.LEAKY_RELU: OpInfo("LEAKY_RELU", _B.ELEMENTWISE, lut=True, vela="LeakyRelu"),
     Op.HARD_SWISH: OpInfo("HARD_SWISH", lut=True, vela="HardSwish"),
     Op.PRELU: OpInfo("PRELU", vela="Prelu"),
+    Op.ELU: OpInfo("ELU", lut=True, vela="Elu"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

@@ -26,7 +26,7 @@ from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.quant import dtype_range, quantize_value
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (tvm_ethos/compute/te_ops.py)
-TABLE_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.SOFTMAX)
+TABLE_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.SOFTMAX, Op.ELU)
 
 
 @dataclass
@@ -281,6 +281,23 @@ def _hard_swish_variants():
     return out
 
 
+def _elu_variants():
+    """The converter's ELU: ``-1 * relu(1 - exp(x)) + relu(x)`` between a dequantize and a
+    quantize (the same dequantized ``x`` in both terms; ``read_qop`` checks the constants)."""
+    out = []
+    for clip in (True, False):
+        ann = {}
+        x = wildcard()
+        dqx = _dq(x)
+        one_minus = is_op("relax.subtract")(is_const(), is_op("relax.exp")(dqx))
+        neg = is_op("relax.multiply")(is_const(), is_op("relax.nn.relu")(one_minus))
+        core = is_op("relax.add")(neg, is_op("relax.nn.relu")(dqx))
+        ann.update(x0=x, dq0=dqx, one_minus=one_minus, neg=neg, op=core)
+        ann["root"] = _tail(core, ann, clip)
+        out.append((Op.ELU, ann["root"], ann))
+    return out
+
+
 def _prelu_variants():
     """The converter's PRELU: ``prelu(dequantize(x), dequantize(alpha))`` between a dequantize
     and a quantize, alpha a constant of one code per channel."""
@@ -348,6 +365,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.LEAKY_RELU, "relax.nn.leakyrelu")
         + _hard_swish_variants()
         + _prelu_variants()
+        + _elu_variants()
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -554,6 +572,12 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         _read_hard_swish(op, ann, problems)
     elif kind == Op.PRELU:
         _read_prelu(op, ann, problems)
+    elif kind == Op.ELU:
+        consts = (float(_const_np(ann["one_minus"].args[0])), float(_const_np(ann["neg"].args[0])))
+        if consts != (1.0, -1.0):
+            problems.append(f"{consts[1]:g} * relu({consts[0]:g} - exp(x)) + relu(x) is no ELU")
+        if op.in_dtypes[0] != "int8":
+            problems.append(f"ELU of {op.in_dtypes[0]}; the exact kernel is TFLite's int8 table")
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:

@@ -27,6 +27,8 @@ TVM's converters):
 * PRELU: ``quantize(prelu(dequantize(x), dequantize(alpha)))`` over the last axis, its alpha
   the constant per-channel codes (a QDQ region the patterns read back with TFLite's
   arithmetic, ``te_ops.lower_prelu``);
+* ELU: TVM's float ``relu(x) - relu(1 - exp(x))`` between a dequantize and a quantize (the
+  patterns read it as a table of TFLite's, ``compute.quant.elu_lut``);
 * MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
@@ -45,7 +47,7 @@ from tvm_ethos.patterns import NEAREST_MODES
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
-                               "MIRROR_PAD", "PRELU"})
+                               "MIRROR_PAD", "PRELU", "ELU"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -374,6 +376,21 @@ class EthosOperatorConverter(OperatorConverter):
                                        relax.const(zp, codes.dtype.name), axis=0)
         core = relax.op.nn.prelu(self.dequantize(self.get_expr(x.tensor_idx), x), dq_alpha,
                                  axis=rank - 1)
+        return self.quantize(core, out)
+
+    # ------------------------------------------------------------------ ELU
+    def convert_elu(self, op):
+        """TVM's float ELU on the dequantized input, quantized to the output."""
+        (x,) = self.get_input_tensors(op)
+        if x.qnn_params is None:
+            return super().convert_elu(op)
+        (out,) = self.get_output_tensors(op)
+        dq = self.bb.emit(self.dequantize(self.get_expr(x.tensor_idx), x))
+        one = relax.const(1.0, "float32")
+        core = relax.op.add(
+            relax.op.multiply(relax.const(-1.0, "float32"),
+                              relax.op.nn.relu(relax.op.subtract(one, relax.op.exp(dq)))),
+            relax.op.nn.relu(dq))
         return self.quantize(core, out)
 
     # ------------------------------------------------------------------ MIRROR_PAD

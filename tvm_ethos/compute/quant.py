@@ -150,6 +150,13 @@ def tanh_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
     return _float_lut(dtype, in_q, out_q, lambda x: libm_f32("tanhf", x))
 
 
+def elu_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
+    """ELU: ``x < 0 ? expf(x) - 1.0f : x`` tabulated (TFLite's EluPrepare)."""
+    one = np.float32(1)
+    return _float_lut(dtype, in_q, out_q,
+                      lambda x: np.float32(libm_f32("expf", x) - one) if x < 0 else x)
+
+
 def leaky_relu_lut(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
     """LEAKY_RELU (``QuantizeLeakyRelu``) for every input code: the identity or the alpha
     multiplier, each a Q31 multiplier of a float32 ratio (``LeakyReluPrepare`` multiplies and

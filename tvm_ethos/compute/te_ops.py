@@ -25,6 +25,7 @@ from tvm_ethos.compute.quant import (
     INT32_MAX,
     INT32_MIN,
     dtype_range,
+    elu_lut,
     f32,
     leaky_relu_lut,
     logistic_lut,
@@ -1050,6 +1051,8 @@ def _lut_of(op) -> np.ndarray:
         return leaky_relu_lut(dtype, op.in_q[0], op.out_q, op.attrs["alpha"])
     if op.kind == Op.HARD_SWISH:
         return hard_swish_lut(dtype, op.in_q[0], op.out_q)
+    if op.kind == Op.ELU:
+        return elu_lut(dtype, op.in_q[0], op.out_q)
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
@@ -1075,7 +1078,7 @@ def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
 
 
 def lower_lut(op, inputs, pool: ConstPool, name="lut"):
-    """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH: a gather from a table of one entry per input
+    """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH, ELU: a gather from a table of one entry per input
     code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``compute.hard_swish``;
     an int16 LOGISTIC / TANH has 65536 entries, ``compute.int16_activation``).
 
@@ -1251,6 +1254,7 @@ LOWERINGS = {
     Op.LEAKY_RELU: lower_lut,
     Op.HARD_SWISH: lower_lut,
     Op.PRELU: lower_prelu,
+    Op.ELU: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

@@ -308,6 +308,7 @@ CHECKS = {
     Op.LEAKY_RELU: _none,
     Op.HARD_SWISH: _none,
     Op.PRELU: _none,
+    Op.ELU: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

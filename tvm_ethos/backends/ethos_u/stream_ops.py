@@ -248,6 +248,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.TANH: _TABLE,
     Op.LEAKY_RELU: _TABLE,
     Op.HARD_SWISH: _TABLE,
+    Op.ELU: _TABLE,
     # four operations: one per branch of TFLite's kernel and their sum (ops_prelu)
     Op.PRELU: StreamEmitter(Form.SEQUENCE, sequence=ops_prelu.prelu_ops,
                             work_bytes=ops_prelu.prelu_work_bytes),
