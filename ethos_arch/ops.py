@@ -122,6 +122,7 @@ class Op(StrEnum):
     CONCATENATE = "concatenate"
     PAD = "pad"
     MIRROR_PAD = "mirror_pad"
+    REVERSE = "reverse"
     SPLIT = "split"
     TRANSPOSE = "transpose"
     DEPTH_TO_SPACE = "depth_to_space"
@@ -184,6 +185,7 @@ _INFO: dict[Op, OpInfo] = {
                            vela="ConcatTFLite"),
     Op.PAD: OpInfo("PAD", data_move=True, vela="Pad"),
     Op.MIRROR_PAD: OpInfo("MIRROR_PAD", data_move=True, vela="MirrorPad"),
+    Op.REVERSE: OpInfo("REVERSE_V2", data_move=True, vela="ReverseV2"),
     Op.SPLIT: OpInfo("SPLIT", data_move=True, vela="Split"),
     Op.TRANSPOSE: OpInfo("TRANSPOSE", data_move=True, vela="Transpose"),
     Op.DEPTH_TO_SPACE: OpInfo("DEPTH_TO_SPACE", data_move=True, vela="DepthToSpace"),

@@ -375,6 +375,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _transpose_variants()
         + _integer_variant(Op.MIRROR_PAD, "relax.nn.pad", extra_args=0,
                            attrs={"pad_mode": "reflect"})
+        + _integer_variant(Op.REVERSE, "relax.flip", extra_args=0)
         + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=3)
         + _integer_variant(Op.RESIZE_NEAREST, "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
@@ -824,8 +825,15 @@ def _read_mirror_pad(op: QOp, ann: dict, problems: list) -> None:
                         "NHWC")
 
 
+def _read_reverse(op: QOp, ann: dict, problems: list) -> None:
+    """REVERSE_V2 on the codes: its one axis."""
+    rank = len(op.in_shapes[0])
+    op.attrs["axis"] = int(ann["op"].attrs.axis) % max(rank, 1)
+
+
 _DATA_MOVEMENT_READERS = {
     Op.PAD: _read_pad,
+    Op.REVERSE: _read_reverse,
     Op.MIRROR_PAD: _read_mirror_pad,
     Op.SPLIT: _read_split,
     Op.DEPTH_TO_SPACE: _read_depth_to_space,

@@ -29,6 +29,7 @@ TVM's converters):
   arithmetic, ``te_ops.lower_prelu``);
 * ELU: TVM's float ``relu(x) - relu(1 - exp(x))`` between a dequantize and a quantize (the
   patterns read it as a table of TFLite's, ``compute.quant.elu_lut``);
+* REVERSE_V2: ``flip`` of the codes along its one constant axis;
 * MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
@@ -47,7 +48,8 @@ from tvm_ethos.patterns import NEAREST_MODES
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
-                               "MIRROR_PAD", "PRELU", "ELU"})
+                               "MIRROR_PAD", "PRELU", "ELU",
+                               "REVERSE_V2"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -392,6 +394,19 @@ class EthosOperatorConverter(OperatorConverter):
                               relax.op.nn.relu(relax.op.subtract(one, relax.op.exp(dq)))),
             relax.op.nn.relu(dq))
         return self.quantize(core, out)
+
+    # ------------------------------------------------------------------ REVERSE_V2
+    def convert_reverse_v2(self, op):
+        """``flip`` of the codes along the one constant axis; the output must keep the input's
+        quantization (the kernel copies codes)."""
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_reverse_v2(op)
+        self._same_quantization("REVERSE_V2", inputs[0], self.get_output_tensors(op)[0])
+        axes = self._const_ints(inputs[1], "REVERSE_V2's axis").ravel().tolist()
+        if len(axes) != 1:
+            raise _refuse(f"REVERSE_V2 over axes {axes}; TFLite reverses one axis")
+        return relax.op.flip(self.get_expr(inputs[0].tensor_idx), int(axes[0]))
 
     # ------------------------------------------------------------------ MIRROR_PAD
     def convert_mirror_pad(self, op):

@@ -946,6 +946,19 @@ def lower_mirror_pad(op, inputs, pool: ConstPool, name="mirror_pad"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def lower_reverse(op, inputs, pool: ConstPool, name="reverse"):
+    """REVERSE_V2: index ``i`` of the axis reads ``n - 1 - i``."""
+    (x,) = inputs
+    axis, n = op.attrs["axis"], op.in_shapes[0][op.attrs["axis"]]
+
+    def fn(*idx):
+        src = list(idx)
+        src[axis] = n - 1 - src[axis]
+        return x[tuple(src)]
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_split(op, inputs, pool: ConstPool, name="split"):
     """One output of SPLIT / SPLIT_V: the slice ``[begin, end)`` along ``axis``."""
     (x,) = inputs
@@ -1259,6 +1272,7 @@ LOWERINGS = {
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,
     Op.MIRROR_PAD: lower_mirror_pad,
+    Op.REVERSE: lower_reverse,
     Op.SPLIT: lower_split,
     Op.DEPTH_TO_SPACE: lower_depth_to_space,
     Op.RESIZE_NEAREST: lower_resize_nearest,

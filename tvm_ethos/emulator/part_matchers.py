@@ -583,6 +583,8 @@ _DATA_MOVEMENT_PARTS = {
     Op.PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
     # costed as a PAD; its reflected reads are not affine (whole rows and columns)
     Op.MIRROR_PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
+    # costed as a copy (``op`` names it: never an alias of its input)
+    Op.REVERSE: lambda layer, x, o: (Op.RESHAPE, {"op": layer.kind.value}),
     Op.TRANSPOSE: lambda layer, x, o: (Op.TRANSPOSE, {"perm": tuple(layer.attrs["perm"])}),
     Op.SPLIT: _slice_attrs,
     Op.RESIZE_NEAREST: lambda layer, x, o: (

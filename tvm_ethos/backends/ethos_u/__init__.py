@@ -271,6 +271,22 @@ def _transpose(q, o):
     return []
 
 
+def _reverse(q, o):
+    """REVERSE_V2: one copy per index of the reversed axis (height, width or depth)."""
+    rank, axis = len(q.in_shapes[0]), q.attrs["axis"]
+    if rank == 4 and axis == 0:
+        return ["REVERSE_V2 of the batch axis; the NPU reverses height, width or depth"]
+    n = q.in_shapes[0][axis]
+    if n > MAX_REVERSE:
+        return [f"REVERSE_V2 of an axis of {n}; the stream copies each index, at most "
+                f"{MAX_REVERSE}"]
+    return []
+
+
+#: the longest axis REVERSE_V2 is streamed for (one copy per index)
+MAX_REVERSE = 1024
+
+
 def _none(q, o):
     return []
 
@@ -313,6 +329,7 @@ CHECKS = {
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,
     Op.MIRROR_PAD: _none,
+    Op.REVERSE: _reverse,
     Op.SPLIT: _none,
     Op.REQUANTIZE: _none,
     Op.RESHAPE: reshape_rank,

@@ -1,6 +1,6 @@
 """Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V (and the slices the importer
-writes in their form), CONCATENATION, MIRROR_PAD and the resizes that replicate pixels, as
-strided copies.
+writes in their form), CONCATENATION, MIRROR_PAD, REVERSE_V2 and the resizes that replicate
+pixels, as strided copies.
 
 None of these operators computes a value: each output element is an input element (or, for
 PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
@@ -8,9 +8,10 @@ the codes) whose feature maps are *strided views*: a box of a tensor read or wri
 its own byte strides, at the box's address. A slice is a read through the source's strides, a
 concatenation input a write through the output's, PAD's interior a write at an offset and its
 border boxes copies of fill codes from flash, MIRROR_PAD's every reflected row and column a
-copy of an input row or column. A nearest resize by an even factor is the NPU's
-2x nearest IFM upscaling written with strides of half the factor; by an odd one, a strided
-write per phase; from a 1x1 input, a zero-stride broadcast.
+copy of an input row or column, REVERSE_V2's every index of its axis a copy of its own. A
+nearest resize by an even factor is the NPU's 2x nearest IFM upscaling written with strides
+of half the factor; by an odd one, a strided write per phase; from a 1x1 input, a
+zero-stride broadcast.
 
 Each lowering yields :class:`Copy` records in the output's (height, width, depth)
 coordinates, so a planner's stripe is the records clipped to its rows and columns
@@ -290,6 +291,16 @@ def mirror_pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> l
             for oy, sy, ny in _mirror_runs(t, b, h) for ox, sx, nx in _mirror_runs(lft, r, w)]
 
 
+def reverse_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """REVERSE_V2: index ``k`` of the axis written from index ``n - 1 - k``, one copy each
+    (the NPU's strides do not run backwards)."""
+    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
+    src = dense(operands[0])
+    n = src.shape[a]
+    one = tuple(1 if i == a else d for i, d in enumerate(src.shape))
+    return [Copy(src.at(*_offset3(a, n - 1 - k), one), _offset3(a, k)) for k in range(n)]
+
+
 def _factors(q) -> tuple[int, int]:
     """The integer (height, width) factors of a replicating resize, or an error."""
     (_, ih, iw, _), (_, oh, ow, _) = q.in_shapes[0], q.out_shape
@@ -398,6 +409,7 @@ def box_origin(v: View, slot: FmSlot) -> tuple[int, int, int]:
 _LOWERINGS = {
     Op.PAD: pad_copies,
     Op.MIRROR_PAD: mirror_pad_copies,
+    Op.REVERSE: reverse_copies,
     Op.SPLIT: split_copies,
     Op.CONCATENATE: concat_copies,
     Op.RESIZE_NEAREST: resize_copies,

@@ -258,6 +258,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.RESHAPE: StreamEmitter(Form.ALIAS, Extent.WHOLE),
     Op.PAD: _MOVEMENT,
     Op.MIRROR_PAD: _MOVEMENT,
+    Op.REVERSE: _MOVEMENT,
     Op.SPLIT: StreamEmitter(Form.MOVEMENT, sequence=_movement, ring=_split_ring),
     Op.CONCATENATE: _MOVEMENT,
     Op.RESIZE_NEAREST: _MOVEMENT,
