@@ -123,6 +123,7 @@ class Op(StrEnum):
     PAD = "pad"
     MIRROR_PAD = "mirror_pad"
     REVERSE = "reverse"
+    TILE = "tile"
     SPLIT = "split"
     TRANSPOSE = "transpose"
     DEPTH_TO_SPACE = "depth_to_space"
@@ -186,6 +187,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.PAD: OpInfo("PAD", data_move=True, vela="Pad"),
     Op.MIRROR_PAD: OpInfo("MIRROR_PAD", data_move=True, vela="MirrorPad"),
     Op.REVERSE: OpInfo("REVERSE_V2", data_move=True, vela="ReverseV2"),
+    Op.TILE: OpInfo("TILE", data_move=True, vela="Tile"),
     Op.SPLIT: OpInfo("SPLIT", data_move=True, vela="Split"),
     Op.TRANSPOSE: OpInfo("TRANSPOSE", data_move=True, vela="Transpose"),
     Op.DEPTH_TO_SPACE: OpInfo("DEPTH_TO_SPACE", data_move=True, vela="DepthToSpace"),

@@ -376,6 +376,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _integer_variant(Op.MIRROR_PAD, "relax.nn.pad", extra_args=0,
                            attrs={"pad_mode": "reflect"})
         + _integer_variant(Op.REVERSE, "relax.flip", extra_args=0)
+        + _integer_variant(Op.TILE, "relax.tile", extra_args=0)
         + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=3)
         + _integer_variant(Op.RESIZE_NEAREST, "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
@@ -831,8 +832,18 @@ def _read_reverse(op: QOp, ann: dict, problems: list) -> None:
     op.attrs["axis"] = int(ann["op"].attrs.axis) % max(rank, 1)
 
 
+def _read_tile(op: QOp, ann: dict, problems: list) -> None:
+    """TILE on the codes: its multiples, one per axis."""
+    reps = tuple(int(v) for v in ann["op"].attrs.repeats)
+    rank = len(op.in_shapes[0])
+    op.attrs["reps"] = (1,) * (rank - len(reps)) + reps
+    if len(reps) > rank:
+        problems.append(f"TILE of a {rank}-D tensor by {reps}; one multiple per axis")
+
+
 _DATA_MOVEMENT_READERS = {
     Op.PAD: _read_pad,
+    Op.TILE: _read_tile,
     Op.REVERSE: _read_reverse,
     Op.MIRROR_PAD: _read_mirror_pad,
     Op.SPLIT: _read_split,

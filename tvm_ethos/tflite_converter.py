@@ -29,6 +29,7 @@ TVM's converters):
   arithmetic, ``te_ops.lower_prelu``);
 * ELU: TVM's float ``relu(x) - relu(1 - exp(x))`` between a dequantize and a quantize (the
   patterns read it as a table of TFLite's, ``compute.quant.elu_lut``);
+* TILE: ``tile`` of the codes by its constant multiples;
 * REVERSE_V2: ``flip`` of the codes along its one constant axis;
 * MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
@@ -49,7 +50,7 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
                                "MIRROR_PAD", "PRELU", "ELU",
-                               "REVERSE_V2"})
+                               "REVERSE_V2", "TILE"})
 
 
 #: operators whose input 2 is a bias quantized by the input's and the weights' scales
@@ -407,6 +408,19 @@ class EthosOperatorConverter(OperatorConverter):
         if len(axes) != 1:
             raise _refuse(f"REVERSE_V2 over axes {axes}; TFLite reverses one axis")
         return relax.op.flip(self.get_expr(inputs[0].tensor_idx), int(axes[0]))
+
+    # ------------------------------------------------------------------ TILE
+    def convert_tile(self, op):
+        """``tile`` of the codes by the constant multiples; the output must keep the input's
+        quantization (the kernel copies codes)."""
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return super().convert_tile(op)
+        self._same_quantization("TILE", inputs[0], self.get_output_tensors(op)[0])
+        reps = self._const_ints(inputs[1], "TILE's multiples").ravel().tolist()
+        if any(r < 1 for r in reps):
+            raise _refuse(f"TILE by {reps}; the multiples must be at least 1")
+        return relax.op.tile(self.get_expr(inputs[0].tensor_idx), [int(r) for r in reps])
 
     # ------------------------------------------------------------------ MIRROR_PAD
     def convert_mirror_pad(self, op):

@@ -959,6 +959,18 @@ def lower_reverse(op, inputs, pool: ConstPool, name="reverse"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def lower_tile(op, inputs, pool: ConstPool, name="tile"):
+    """TILE: every output index reads the input at that index modulo the input's shape."""
+    (x,) = inputs
+    shape = op.in_shapes[0]
+
+    def fn(*idx):
+        return x[tuple(i if n == o else tirx.floormod(i, n)
+                       for i, n, o in zip(idx, shape, op.out_shape))]
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_split(op, inputs, pool: ConstPool, name="split"):
     """One output of SPLIT / SPLIT_V: the slice ``[begin, end)`` along ``axis``."""
     (x,) = inputs
@@ -1273,6 +1285,7 @@ LOWERINGS = {
     Op.PAD: lower_pad,
     Op.MIRROR_PAD: lower_mirror_pad,
     Op.REVERSE: lower_reverse,
+    Op.TILE: lower_tile,
     Op.SPLIT: lower_split,
     Op.DEPTH_TO_SPACE: lower_depth_to_space,
     Op.RESIZE_NEAREST: lower_resize_nearest,

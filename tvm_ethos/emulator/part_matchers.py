@@ -585,6 +585,8 @@ _DATA_MOVEMENT_PARTS = {
     Op.MIRROR_PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
     # costed as a copy (``op`` names it: never an alias of its input)
     Op.REVERSE: lambda layer, x, o: (Op.RESHAPE, {"op": layer.kind.value}),
+    # costed as a copy; every output stripe reads the input modulo its shape (whole extent)
+    Op.TILE: lambda layer, x, o: (Op.RESHAPE, {"op": layer.kind.value}),
     Op.TRANSPOSE: lambda layer, x, o: (Op.TRANSPOSE, {"perm": tuple(layer.attrs["perm"])}),
     Op.SPLIT: _slice_attrs,
     Op.RESIZE_NEAREST: lambda layer, x, o: (

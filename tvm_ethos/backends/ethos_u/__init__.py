@@ -283,8 +283,21 @@ def _reverse(q, o):
     return []
 
 
-#: the longest axis REVERSE_V2 is streamed for (one copy per index)
-MAX_REVERSE = 1024
+#: the longest axis REVERSE_V2 is streamed for (one copy per index); the most copies of TILE
+MAX_REVERSE = MAX_TILES = 1024
+
+
+def _tile(q, o):
+    """TILE: one copy of the input per repetition, of height, width and depth."""
+    reps = q.attrs["reps"]
+    if len(reps) == 4 and reps[0] != 1:
+        return [f"TILE by {tuple(reps)} repeats the batch; the NPU tiles height, width and depth"]
+    n = 1
+    for r in reps:
+        n *= r
+    if n > MAX_TILES:
+        return [f"TILE by {tuple(reps)}: {n} copies, at most {MAX_TILES}"]
+    return []
 
 
 def _none(q, o):
@@ -330,6 +343,7 @@ CHECKS = {
     Op.PAD: _pad,
     Op.MIRROR_PAD: _none,
     Op.REVERSE: _reverse,
+    Op.TILE: _tile,
     Op.SPLIT: _none,
     Op.REQUANTIZE: _none,
     Op.RESHAPE: reshape_rank,

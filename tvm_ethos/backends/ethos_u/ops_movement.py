@@ -1,6 +1,6 @@
 """Data movement on the Ethos-U NPU: PAD, SPLIT / SPLIT_V (and the slices the importer
-writes in their form), CONCATENATION, MIRROR_PAD, REVERSE_V2 and the resizes that replicate
-pixels, as strided copies.
+writes in their form), CONCATENATION, MIRROR_PAD, REVERSE_V2, TILE (a copy per repetition)
+and the resizes that replicate pixels, as strided copies.
 
 None of these operators computes a value: each output element is an input element (or, for
 PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
@@ -301,6 +301,21 @@ def reverse_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list
     return [Copy(src.at(*_offset3(a, n - 1 - k), one), _offset3(a, k)) for k in range(n)]
 
 
+def tile_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
+    """TILE: the whole input copied once per repetition, at its multiple of the input's
+    (height, width, depth)."""
+    reps = list(q.attrs["reps"])
+    if len(reps) == 4:
+        if reps[0] != 1:
+            raise UnsupportedOperatorError(q.tflite_name, f"tiling the batch {tuple(reps)}")
+        reps = reps[1:]
+    ry, rx, rc = [1] * (3 - len(reps)) + reps
+    h, w, c = operands[0].shape
+    src = dense(operands[0])
+    return [Copy(src, (y * h, x * w, k * c))
+            for y in range(ry) for x in range(rx) for k in range(rc)]
+
+
 def _factors(q) -> tuple[int, int]:
     """The integer (height, width) factors of a replicating resize, or an error."""
     (_, ih, iw, _), (_, oh, ow, _) = q.in_shapes[0], q.out_shape
@@ -410,6 +425,7 @@ _LOWERINGS = {
     Op.PAD: pad_copies,
     Op.MIRROR_PAD: mirror_pad_copies,
     Op.REVERSE: reverse_copies,
+    Op.TILE: tile_copies,
     Op.SPLIT: split_copies,
     Op.CONCATENATE: concat_copies,
     Op.RESIZE_NEAREST: resize_copies,

@@ -259,6 +259,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.PAD: _MOVEMENT,
     Op.MIRROR_PAD: _MOVEMENT,
     Op.REVERSE: _MOVEMENT,
+    Op.TILE: _MOVEMENT,
     Op.SPLIT: StreamEmitter(Form.MOVEMENT, sequence=_movement, ring=_split_ring),
     Op.CONCATENATE: _MOVEMENT,
     Op.RESIZE_NEAREST: _MOVEMENT,
