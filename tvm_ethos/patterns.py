@@ -21,9 +21,9 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
-from tvm_ethos.compute import int16_activation
+from tvm_ethos.compute import int16_activation, int16x8
 from tvm_ethos.compute.hard_swish import refusal
-from tvm_ethos.compute.quant import dtype_range, quantize_value
+from tvm_ethos.compute.quant import dtype_range, f32, quantize_multipliers, quantize_value
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (tvm_ethos/compute/te_ops.py)
 TABLE_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.SOFTMAX, Op.ELU)
@@ -605,7 +605,31 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         op.bias, op.bias_scale = b, bs
         if np.any(bz != 0):
             problems.append("bias with a non-zero zero point")
+    if kind in (Op.CONV2D, Op.FULLY_CONNECTED) and "int16" in (op.in_dtypes[0], op.out_dtype):
+        _read_16x8(op, problems)
     return op
+
+
+def _read_16x8(op: QOp, problems: list) -> None:
+    """A weighted operator with int16 activations is TFLite's 16x8 kernel (``compute.
+    int16x8``): int16 in and out, int8 weights, zero points 0 and a scale its int64
+    requantization takes."""
+    if (op.in_dtypes[0], op.out_dtype, op.w_dtype) != ("int16", "int16", "int8"):
+        problems.append(f"{op.tflite_name} of {op.in_dtypes[0]} with {op.w_dtype} weights to "
+                        f"{op.out_dtype}; TFLite's 16x8 kernel takes int16 with int8 weights "
+                        "to int16")
+        return
+    zps = (op.in_q[0][1] if op.in_q else 0, op.out_q[1] if op.out_q else 0)
+    if any(zps) or np.any(np.asarray(op.w_zp) != 0):
+        problems.append(f"{op.tflite_name} 16x8 with zero points {zps} (weights "
+                        f"{np.unique(np.asarray(op.w_zp)).tolist()}); TFLite's kernel requires 0")
+    if op.in_q and op.out_q is not None:
+        ws = np.asarray(op.w_scale, np.float32).ravel()
+        _, shift = quantize_multipliers(
+            [f32(op.in_q[0][0]) * float(w) / f32(op.out_q[0]) for w in ws])
+        why = int16x8.refusal(shift)
+        if why:
+            problems.append(f"{op.tflite_name}: {why}")
 
 
 #: resize2d coordinate modes and TFLite's (align_corners, half_pixel_centers) for each

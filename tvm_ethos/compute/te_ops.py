@@ -19,7 +19,7 @@ import numpy as np
 from tvm import te, tirx
 
 from ethos_arch.ops import Op
-from tvm_ethos.compute import fixed_point, int16_activation
+from tvm_ethos.compute import fixed_point, int16_activation, int16x8
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     INT32_MAX,
@@ -480,15 +480,18 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False,
     rw = te.reduce_axis((0, kw), name="rw")
     rc = te.reduce_axis((0, cpg), name="rc")
 
+    acc_t = _acc_dtype(op)
+
     def acc_fn(n, oh, ow, oc):
         ih = oh * sh + rh * dh - pt
         iw = ow * sw + rw * dw - pl
         ic = rc if groups == 1 else (oc // opg) * cpg + rc
         inside = tirx.all(ih >= 0, ih < h_, iw >= 0, iw < w_)
-        xv = tirx.if_then_else(inside, x[n, ih, iw, ic].astype("int32") - _i32(in_zp), _i32(0))
-        wv = w[rh, rw, rc, oc].astype("int32")
+        xv = tirx.if_then_else(inside, x[n, ih, iw, ic].astype(acc_t) - _i32(in_zp).astype(
+            acc_t), tirx.const(0, acc_t))
+        wv = w[rh, rw, rc, oc].astype(acc_t)
         if wzp_t is not None:
-            wv = wv - wzp_t[oc]
+            wv = wv - wzp_t[oc].astype(acc_t)
         return te.sum(xv * wv, axis=[rh, rw, rc])
 
     acc = te.compute((n_, oh_, ow_, co), acc_fn, name=f"{name}_acc")
@@ -519,6 +522,8 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
     out_scale, out_zp = _out_q(op)
     w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
     mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in w_scale])
+    if _acc_dtype(op) == "int64":
+        return output_16x8(op, acc, pool, name, bias, mult, shift)
     b = pool.add(f"{name}_bias", bias)
     if one_shift and mult.min() >= 0:
         m_t = pool.add(f"{name}_mult", mult)
@@ -538,6 +543,43 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+def _acc_dtype(op) -> str:
+    """int64 for TFLite's 16x8 kernels (int16 activations: ``compute.int16x8``), else int32."""
+    return "int64" if op.in_dtypes[0] == "int16" else "int32"
+
+
+def output_16x8(op, acc, pool: ConstPool, name: str, bias: np.ndarray, mult: np.ndarray,
+                shift: np.ndarray):
+    """The requantization stage of a 16x8 operator's int64 accumulator (NHWC or rows x
+    channels): ``acc + bias`` scaled by TFLite's reduced multiplier with one rounding
+    (``int16x8.reduced_scales``), truncated to int32 as TFLite's kernel does, then the
+    output zero point and the activation clamp."""
+    reduced, right = int16x8.reduced_scales(mult, shift)
+    b = pool.add(f"{name}_bias", np.asarray(bias, np.int32))
+    m_t = pool.add(f"{name}_mult", reduced.astype(np.int32))
+    r_t = pool.add(f"{name}_right", right.astype(np.int32))
+    out_zp = int(op.out_q[1])
+    out_shape = op.out_shape
+    rows = len(acc.shape) == 2 and len(out_shape) != 2
+
+    def out_fn(*idx):
+        o = idx[-1]
+        if rows:     # a fully connected's (rows, units) accumulator of an N-D output
+            row = 0
+            for d, i in zip(out_shape[:-1], idx[:-1]):
+                row = row * d + i
+            a = acc[row, o]
+        else:
+            a = acc[idx]
+        r = r_t[o].astype("int64")
+        v = (a + b[o].astype("int64")) * m_t[o].astype("int64") + tirx.shift_left(
+            _i64(1), r - _i64(1))
+        v = tirx.shift_right(v, r).astype("int32") + _i32(out_zp)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(out_shape, out_fn, name=f"{name}_out")
 
 
 def one_shift_output(acc, b, m_t, lmul, right, all_right: bool, out_zp: int,
@@ -612,15 +654,18 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
     else:
         w = pool.add(f"{name}_w", op.weights)
         rk = te.reduce_axis((0, k), name="rk")
+        acc_t = _acc_dtype(op)
         acc = te.compute(
             (lead, nout),
             lambda r, o: te.sum(
-                (x_at(r, rk).astype("int32") - _i32(in_zp))
-                * (w[o, rk].astype("int32") - _i32(w_zp)),
+                (x_at(r, rk).astype(acc_t) - tirx.const(in_zp, acc_t))
+                * (w[o, rk].astype(acc_t) - tirx.const(w_zp, acc_t)),
                 axis=rk,
             ),
             name=f"{name}_acc",
         )
+    if _acc_dtype(op) == "int64":
+        return output_16x8(op, acc, pool, name, bias, mult, shift)
     b = pool.add(f"{name}_bias", bias)
     m_t = pool.add(f"{name}_mult", mult)
     s_t = pool.add(f"{name}_shift", shift)

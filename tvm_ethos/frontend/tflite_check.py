@@ -167,6 +167,17 @@ def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) 
             and abs(infos[outs[0]][8] * 65536 - 1) <= 1e-3)
 
 
+def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: INT16 input and output,
+    INT8 weights and an INT64 bias, the form TFLite's converter writes and whose kernels
+    accumulate in int64 and scale with the reduced (15-bit) multiplier; the patterns read it
+    as an integer operator (``compute.int16x8``). An INT32 bias or none selects TFLite's
+    int32 accumulator and another rounding, which no exact kernel here computes."""
+    if opname not in _WEIGHTED or len(ins) < 3 or min(ins[:3]) < 0 or len(outs) != 1:
+        return False
+    return ([infos[i][1] for i in ins[:3]] == [7, 9, 4] and infos[outs[0]][1] == 7)
+
+
 @dataclass(frozen=True)
 class CheckedOperator:
     """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
@@ -461,7 +472,8 @@ class _TfliteChecker:
                 any(infos[i][2] for i in io),
                 any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)
                 and not _int8_to_int16_softmax(opname, ins, outs, infos)
-                and not _int16_elementwise(opname, io, infos)))
+                and not _int16_elementwise(opname, io, infos)
+                and not _int16x8_weighted(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "

@@ -21,6 +21,7 @@ import numpy as np
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
+from tvm_ethos.compute import int16x8
 from tvm_ethos.compute.quant import f32, quantize_multiplier, quantize_multipliers
 from tvm_ethos.errors import CompileError
 
@@ -122,7 +123,18 @@ def conv_scales(op, channels: int) -> list[tuple[int, int]]:
         ws = np.broadcast_to(ws, (channels,))
         mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in ws])
         pairs = list(zip(mult.tolist(), shift.tolist()))
+    if is_16x8(op):
+        # TFLite's int64 requantization: the reduced multiplier, one rounding (NATURAL)
+        reduced, right = int16x8.reduced_scales(*np.array(pairs, np.int64).reshape(-1, 2).T)
+        return [(int(m), int(r)) for m, r in zip(reduced, right)]
     return [(int(m), 31 - int(s)) for m, s in pairs]
+
+
+def is_16x8(op) -> bool:
+    """A convolution or fully connected with int16 activations: TFLite's 16x8 kernel, which
+    the NPU computes with the reduced scales and NATURAL rounding (``compute.int16x8``)."""
+    return op.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED) and \
+        op.in_dtypes[0] == "int16"
 
 
 def weights_ohwi(op) -> np.ndarray:
@@ -146,6 +158,8 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         npu = api.NpuConv2DOperation()
         npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
     _common(npu, op, ifm, ofm)
+    if is_16x8(op):
+        npu.rounding_mode = api.NpuRoundingMode.NATURAL
     if op.kind == Op.FULLY_CONNECTED:
         # TFLite Micro's FULLY_CONNECTED rounds twice (MultiplyByQuantizedMultiplier), as the
         # NPU's TFL rounding does (and Vela's streams): the Ethos-U subgraph's "tir" emulator
