@@ -1,0 +1,220 @@
+"""TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (int16 activations with zero
+point 0, int8 weights, an int64 bias): the front door lets them through, the importer carries
+the bias into the QDQ form, the llvm host and the Ethos-U (one operation, the reduced
+multiplier with NATURAL rounding, as Vela programs it) compute TFLite Micro's int64
+arithmetic; every output equal to TFLite Micro's. Vela's own stream for the same model, run
+on the functional model, gives TFLite Micro's outputs too (the model's int16 path is the
+NPU's as Vela uses it)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tflite
+import tflite_builder as tb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import tflm_oracle
+from tvm_ethos.compute import int16x8
+from tvm_ethos.frontend import operator_support
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+KINDS = ("conv", "depthwise", "fc")
+
+
+def _f32(v: float) -> float:
+    return float(np.float32(v))
+
+
+def model_16x8(kind: str, rs, in_shape=(1, 6, 6, 4), cout=5, kernel=(3, 3), stride=(1, 1),
+               padding="SAME", act=None, in_scale=5e-4, out_scale=2e-3, w_scales=None,
+               bias_dtype="int64", bias_range=200000, zero_point=0) -> bytes:
+    """One 16x8 ``kind`` ("conv", "depthwise" or "fc": then ``in_shape`` is (rows, depth) and
+    ``cout`` the units), random int8 weights and bias, per-channel weight scales ``w_scales``
+    (random when None; one scale for FULLY_CONNECTED)."""
+    depthwise, fc = kind == "depthwise", kind == "fc"
+    x = tb.T(list(in_shape), "int16", scale=_f32(in_scale), zp=zero_point)
+    if fc:
+        cout_ = cout
+        wshape, axis = [cout, in_shape[-1]], 0
+    else:
+        cout_ = in_shape[3] if depthwise else cout
+        wshape = [1, *kernel, cout_] if depthwise else [cout_, *kernel, in_shape[3]]
+        axis = 3 if depthwise else 0
+    n_scales = 1 if fc else cout_
+    wsc = np.asarray(w_scales if w_scales is not None else rs.uniform(0.002, 0.02, n_scales),
+                     np.float32)
+    w = tb.T(wshape, "int8", scale=wsc, zp=np.zeros(wsc.size, np.int64),
+             data=rs.randint(-127, 128, size=wshape).astype(np.int8), axis=axis)
+    bsc = np.broadcast_to(np.float32(in_scale) * wsc, (cout_,)).astype(np.float32)
+    bias = tb.T([cout_], bias_dtype, scale=bsc, zp=np.zeros(cout_, np.int64),
+                data=rs.randint(-bias_range, bias_range + 1, size=cout_).astype(bias_dtype))
+    if fc:
+        out_shape = [in_shape[0], cout_]
+    else:
+        def extent(n, k, s):
+            return -(-n // s) if padding == "SAME" else (n - k) // s + 1
+        out_shape = [1, extent(in_shape[1], kernel[0], stride[0]),
+                     extent(in_shape[2], kernel[1], stride[1]), cout_]
+    y = tb.T(out_shape, "int16", scale=_f32(out_scale), zp=zero_point)
+    pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
+
+    def opts(b):
+        if fc:
+            tflite.FullyConnectedOptionsStart(b)
+            tflite.FullyConnectedOptionsAddFusedActivationFunction(b, tb.ACT[act])
+            return tflite.FullyConnectedOptionsEnd(b)
+        name = "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions"
+        getattr(tflite, f"{name}Start")(b)
+        getattr(tflite, f"{name}AddPadding")(b, pad)
+        getattr(tflite, f"{name}AddStrideW")(b, stride[1])
+        getattr(tflite, f"{name}AddStrideH")(b, stride[0])
+        getattr(tflite, f"{name}AddFusedActivationFunction")(b, tb.ACT[act])
+        getattr(tflite, f"{name}AddDilationWFactor")(b, 1)
+        getattr(tflite, f"{name}AddDilationHFactor")(b, 1)
+        if depthwise:
+            tflite.DepthwiseConv2DOptionsAddDepthMultiplier(b, 1)
+        return getattr(tflite, f"{name}End")(b)
+
+    code, otype = {"conv": (tb.BO.CONV_2D, tb.BOPT.Conv2DOptions),
+                   "depthwise": (tb.BO.DEPTHWISE_CONV_2D, tb.BOPT.DepthwiseConv2DOptions),
+                   "fc": (tb.BO.FULLY_CONNECTED, tb.BOPT.FullyConnectedOptions)}[kind]
+    return tb.build([x, w, bias, y], [0], [3], code, otype, opts, op_inputs=[0, 1, 2])
+
+
+def _inputs(model_shape, rs, n=2) -> list[np.ndarray]:
+    return [rs.randint(-32768, 32768, size=model_shape).astype(np.int16) for _ in range(n)]
+
+
+def _assert_equal_to_tflm(cm, model: bytes, in_shape, seed=0) -> None:
+    for x in _inputs(in_shape, np.random.RandomState(seed)):
+        want = tflm_oracle(model, [x])[0]
+        np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+@st.composite
+def cases(draw):
+    """(kind, builder arguments, input shape): shapes, strides, padding, the fused
+    activation and every scale drawn (the output scale spanning ratios from well below to
+    above one)."""
+    kind = draw(st.sampled_from(KINDS))
+    scale = st.floats(1e-5, 1e-2).map(_f32)
+    args = dict(in_scale=draw(scale), out_scale=draw(scale),
+                act=draw(st.sampled_from([None, "relu", "relu6", "relu_n1_to_1"])),
+                cout=draw(st.integers(1, 20)))
+    if kind == "fc":
+        shape = (draw(st.integers(1, 3)), draw(st.integers(1, 70)))
+    else:
+        shape = (1, draw(st.integers(3, 9)), draw(st.integers(3, 9)), draw(st.integers(1, 12)))
+        k = draw(st.integers(1, 3))
+        s = draw(st.integers(1, 2))
+        args.update(kernel=(k, k), stride=(s, s), padding=draw(st.sampled_from(["SAME",
+                                                                                "VALID"])))
+    args["in_shape"] = shape
+    return kind, args, shape, draw(st.integers(0, 2 ** 16))
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=cases(), accelerator=st.sampled_from(["ethos-u55-128", "ethos-u65-256"]))
+def test_a_16x8_operator_is_one_npu_operation_equal_to_tflite_micro(case, accelerator):
+    kind, args, shape, seed = case
+    model = model_16x8(kind, np.random.RandomState(seed), **args)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    _assert_equal_to_tflm(cm, model, shape, seed)
+
+
+@settings(max_examples=6, deadline=None)
+@given(case=cases())
+def test_the_llvm_host_computes_tflite_micros_16x8_arithmetic(case):
+    kind, args, shape, seed = case
+    model = model_16x8(kind, np.random.RandomState(seed), **args)
+    cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
+    _assert_equal_to_tflm(cm, model, shape, seed)
+
+
+#: weight scales whose Q31 multiplier is 0x7FFF8000 and above: TFLite saturates the reduced
+#: multiplier at 0x7FFF there (where rounding would give 0x8000)
+_SATURATING = dict(in_scale=2.0 ** -10, out_scale=2.0 ** -12,
+                   w_scales=[_f32((1 - 2.0 ** -20) / 4), _f32((1 - 2.0 ** -17) / 4)], cout=2)
+
+
+@pytest.mark.parametrize("target", ["ethos-u", "llvm"])
+def test_the_reduced_multiplier_saturates_as_tflites(target):
+    """Multipliers just below one reduce to 0x7FFF, not to the rounded 0x8000: an output
+    off by the multiplier's last bit is caught on large sums."""
+    mult = (np.float64(np.float32(2.0 ** -10)) * np.float64(np.float32(_SATURATING["w_scales"]))
+            / 2.0 ** -12)
+    assert (np.frexp(mult)[0] * 2 ** 31 >= 0x7FFF0000).all()
+    model = model_16x8("conv", np.random.RandomState(3), kernel=(3, 3), **_SATURATING)
+    cm = tvm_ethos.compile(model, target, cache_dir=False)
+    _assert_equal_to_tflm(cm, model, (1, 6, 6, 4), seed=4)
+
+
+def test_requantize_is_tflites_int64_multiply_by_quantized_multiplier():
+    """The numpy reference against TFLite's formula written out on Python integers (the
+    multiplier's 15-bit reduction with its saturation, one rounding shift, the int32
+    truncation)."""
+    rs = np.random.RandomState(0)
+    mult = np.concatenate([rs.randint(1 << 30, 1 << 31, 200), [0x7FFF0000, 0x7FFFFFFF]])
+    shift = rs.randint(-20, 3, mult.size)
+    acc = rs.randint(-(1 << 40), 1 << 40, mult.size)
+    got = int16x8.requantize(acc, mult, shift)
+    for a, m, s, g in zip(acc.tolist(), mult.tolist(), shift.tolist(), got.tolist()):
+        reduced = (m + (1 << 15)) >> 16 if m < 0x7FFF0000 else 0x7FFF
+        r = 15 - s
+        want = (a * reduced + (1 << (r - 1))) >> r
+        want = (want + (1 << 31)) % (1 << 32) - (1 << 31)
+        assert g == want, (a, m, s)
+
+
+def _vela_stream(model: bytes, tmp_path) -> bytes:
+    from planner.vela_run import run_vela
+
+    path = os.path.join(tmp_path, "m.tflite")
+    with open(path, "wb") as f:
+        f.write(model)
+    return run_vela(path, "ethos-u55-128").tflite
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_velas_16x8_stream_on_the_functional_model_is_tflite_micros(kind, tmp_path):
+    """Vela 5.2's stream for the same model (its reduced scales, NATURAL rounding, 40-bit
+    bias) run on ``ethosu_stream`` equals TFLite Micro: the functional model's int16 path is
+    the NPU's as Vela programs it."""
+    from tvm_ethos import tflite_run
+
+    shape = (2, 33) if kind == "fc" else (1, 7, 5, 6)
+    model = model_16x8(kind, np.random.RandomState(6), in_shape=shape, stride=(2, 2),
+                       act="relu", out_scale=3e-4)
+    data = _vela_stream(model, str(tmp_path))
+    assert tflite_run.has_ethos_u(data)
+    prepared = tflite_run.prepare(data, "vela.tflite", None)
+    for x in _inputs(shape, np.random.RandomState(7)):
+        want = tflm_oracle(model, [x])[0]
+        got = np.asarray(tflite_run.run(prepared, [x]).outputs[0]).reshape(want.shape)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(bias_dtype="int32", bias_range=2000), "INT16"),
+    (dict(bias_range=1 << 33), "beyond 32 bits"),
+])
+def test_16x8_forms_no_exact_kernel_computes_stay_refused_in_one_line(kwargs, says):
+    """An INT32 bias selects TFLite's int32 accumulator with the 32-bit rounding, and an
+    INT64 bias beyond 32 bits does not fit TVM's dequantize: both stay TFLite operators, the
+    front door saying why in one line."""
+    model = model_16x8("conv", np.random.RandomState(8), **kwargs)
+    (verdict,) = operator_support(model)
+    assert not verdict.importable and says in verdict.reason and "\n" not in verdict.reason
+    with pytest.raises(tvm_ethos.errors.UnsupportedModelError, match=says):
+        tvm_ethos.compile(model, "llvm", cache_dir=False)
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    assert cm.placement[0].placed_on != "ethos-u"
+    _assert_equal_to_tflm(cm, model, (1, 6, 6, 4))
