@@ -11,10 +11,9 @@ import os
 
 import numpy as np
 import pytest
-import tflite
-import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from int16x8_models import KINDS, chain_16x8, f32, model_16x8
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import tflm_oracle
@@ -23,69 +22,6 @@ from tvm_ethos.frontend import operator_support
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
-
-KINDS = ("conv", "depthwise", "fc")
-
-
-def _f32(v: float) -> float:
-    return float(np.float32(v))
-
-
-def model_16x8(kind: str, rs, in_shape=(1, 6, 6, 4), cout=5, kernel=(3, 3), stride=(1, 1),
-               padding="SAME", act=None, in_scale=5e-4, out_scale=2e-3, w_scales=None,
-               bias_dtype="int64", bias_range=200000, zero_point=0) -> bytes:
-    """One 16x8 ``kind`` ("conv", "depthwise" or "fc": then ``in_shape`` is (rows, depth) and
-    ``cout`` the units), random int8 weights and bias, per-channel weight scales ``w_scales``
-    (random when None; one scale for FULLY_CONNECTED)."""
-    depthwise, fc = kind == "depthwise", kind == "fc"
-    x = tb.T(list(in_shape), "int16", scale=_f32(in_scale), zp=zero_point)
-    if fc:
-        cout_ = cout
-        wshape, axis = [cout, in_shape[-1]], 0
-    else:
-        cout_ = in_shape[3] if depthwise else cout
-        wshape = [1, *kernel, cout_] if depthwise else [cout_, *kernel, in_shape[3]]
-        axis = 3 if depthwise else 0
-    n_scales = 1 if fc else cout_
-    wsc = np.asarray(w_scales if w_scales is not None else rs.uniform(0.002, 0.02, n_scales),
-                     np.float32)
-    w = tb.T(wshape, "int8", scale=wsc, zp=np.zeros(wsc.size, np.int64),
-             data=rs.randint(-127, 128, size=wshape).astype(np.int8), axis=axis)
-    bsc = np.broadcast_to(np.float32(in_scale) * wsc, (cout_,)).astype(np.float32)
-    bias = tb.T([cout_], bias_dtype, scale=bsc, zp=np.zeros(cout_, np.int64),
-                data=rs.randint(-bias_range, bias_range + 1, size=cout_).astype(bias_dtype))
-    if fc:
-        out_shape = [in_shape[0], cout_]
-    else:
-        def extent(n, k, s):
-            return -(-n // s) if padding == "SAME" else (n - k) // s + 1
-        out_shape = [1, extent(in_shape[1], kernel[0], stride[0]),
-                     extent(in_shape[2], kernel[1], stride[1]), cout_]
-    y = tb.T(out_shape, "int16", scale=_f32(out_scale), zp=zero_point)
-    pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
-
-    def opts(b):
-        if fc:
-            tflite.FullyConnectedOptionsStart(b)
-            tflite.FullyConnectedOptionsAddFusedActivationFunction(b, tb.ACT[act])
-            return tflite.FullyConnectedOptionsEnd(b)
-        name = "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions"
-        getattr(tflite, f"{name}Start")(b)
-        getattr(tflite, f"{name}AddPadding")(b, pad)
-        getattr(tflite, f"{name}AddStrideW")(b, stride[1])
-        getattr(tflite, f"{name}AddStrideH")(b, stride[0])
-        getattr(tflite, f"{name}AddFusedActivationFunction")(b, tb.ACT[act])
-        getattr(tflite, f"{name}AddDilationWFactor")(b, 1)
-        getattr(tflite, f"{name}AddDilationHFactor")(b, 1)
-        if depthwise:
-            tflite.DepthwiseConv2DOptionsAddDepthMultiplier(b, 1)
-        return getattr(tflite, f"{name}End")(b)
-
-    code, otype = {"conv": (tb.BO.CONV_2D, tb.BOPT.Conv2DOptions),
-                   "depthwise": (tb.BO.DEPTHWISE_CONV_2D, tb.BOPT.DepthwiseConv2DOptions),
-                   "fc": (tb.BO.FULLY_CONNECTED, tb.BOPT.FullyConnectedOptions)}[kind]
-    return tb.build([x, w, bias, y], [0], [3], code, otype, opts, op_inputs=[0, 1, 2])
-
 
 def _inputs(model_shape, rs, n=2) -> list[np.ndarray]:
     return [rs.randint(-32768, 32768, size=model_shape).astype(np.int16) for _ in range(n)]
@@ -103,7 +39,7 @@ def cases(draw):
     activation and every scale drawn (the output scale spanning ratios from well below to
     above one)."""
     kind = draw(st.sampled_from(KINDS))
-    scale = st.floats(1e-5, 1e-2).map(_f32)
+    scale = st.floats(1e-5, 1e-2).map(f32)
     args = dict(in_scale=draw(scale), out_scale=draw(scale),
                 act=draw(st.sampled_from([None, "relu", "relu6", "relu_n1_to_1"])),
                 cout=draw(st.integers(1, 20)))
@@ -142,7 +78,7 @@ def test_the_llvm_host_computes_tflite_micros_16x8_arithmetic(case):
 #: weight scales whose Q31 multiplier is 0x7FFF8000 and above: TFLite saturates the reduced
 #: multiplier at 0x7FFF there (where rounding would give 0x8000)
 _SATURATING = dict(in_scale=2.0 ** -10, out_scale=2.0 ** -12,
-                   w_scales=[_f32((1 - 2.0 ** -20) / 4), _f32((1 - 2.0 ** -17) / 4)], cout=2)
+                   w_scales=[f32((1 - 2.0 ** -20) / 4), f32((1 - 2.0 ** -17) / 4)], cout=2)
 
 
 @pytest.mark.parametrize("target", ["ethos-u", "llvm"])
@@ -218,3 +154,17 @@ def test_16x8_forms_no_exact_kernel_computes_stay_refused_in_one_line(kwargs, sa
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     assert cm.placement[0].placed_on != "ethos-u"
     _assert_equal_to_tflm(cm, model, (1, 6, 6, 4))
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+def test_a_16x8_network_is_planned_and_streamed_equal_to_tflite_micro(accelerator):
+    """A chain of 16x8 convolutions and a fully connected layer, every feature map int16:
+    wholly on the NPU (one ``ethos-u`` operator) whatever the plan's stripes and cascades,
+    every output TFLite Micro's; with an SRAM budget below the whole maps the planner must
+    stripe them."""
+    model = chain_16x8(np.random.RandomState(9))
+    for budget in ("smallest", None):
+        cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}",
+                               cache_dir=False, **({"budget": budget} if budget else {}))
+        assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
+        _assert_equal_to_tflm(cm, model, (1, 16, 16, 8), seed=10)
