@@ -140,12 +140,14 @@ def test_velas_16x8_stream_on_the_functional_model_is_tflite_micros(kind, tmp_pa
 
 @pytest.mark.parametrize("kwargs, says", [
     (dict(bias_dtype="int32", bias_range=2000), "INT16"),
+    (dict(zero_point=5), "INT16"),
     (dict(bias_range=1 << 33), "beyond 32 bits"),
 ])
 def test_16x8_forms_no_exact_kernel_computes_stay_refused_in_one_line(kwargs, says):
-    """An INT32 bias selects TFLite's int32 accumulator with the 32-bit rounding, and an
-    INT64 bias beyond 32 bits does not fit TVM's dequantize: both stay TFLite operators, the
-    front door saying why in one line."""
+    """An INT32 bias selects TFLite's int32 accumulator with the 32-bit rounding, TFLite
+    Micro's int16 convolution ignores a non-zero zero point, and an INT64 bias beyond 32 bits
+    does not fit TVM's dequantize: each stays a TFLite operator, the front door saying why in
+    one line."""
     model = model_16x8("conv", np.random.RandomState(8), **kwargs)
     (verdict,) = operator_support(model)
     assert not verdict.importable and says in verdict.reason and "\n" not in verdict.reason

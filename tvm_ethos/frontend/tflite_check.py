@@ -168,14 +168,17 @@ def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) 
 
 
 def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bool:
-    """TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: INT16 input and output,
-    INT8 weights and an INT64 bias, the form TFLite's converter writes and whose kernels
-    accumulate in int64 and scale with the reduced (15-bit) multiplier; the patterns read it
-    as an integer operator (``compute.int16x8``). An INT32 bias or none selects TFLite's
-    int32 accumulator and another rounding, which no exact kernel here computes."""
+    """TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: INT16 input and output
+    with zero point 0, INT8 weights and an INT64 bias, the form TFLite's converter writes and
+    whose kernels accumulate in int64 and scale with the reduced (15-bit) multiplier; the
+    patterns read it as an integer operator (``compute.int16x8``). An INT32 bias or none
+    selects TFLite's int32 accumulator and another rounding, and TFLite Micro's convolutions
+    ignore a non-zero int16 zero point its FULLY_CONNECTED applies: no exact kernel here
+    computes those."""
     if opname not in _WEIGHTED or len(ins) < 3 or min(ins[:3]) < 0 or len(outs) != 1:
         return False
-    return ([infos[i][1] for i in ins[:3]] == [7, 9, 4] and infos[outs[0]][1] == 7)
+    return ([infos[i][1] for i in ins[:3]] == [7, 9, 4] and infos[outs[0]][1] == 7
+            and infos[ins[0]][9] == infos[outs[0]][9] == 0)
 
 
 @dataclass(frozen=True)
@@ -625,17 +628,19 @@ class _TfliteChecker:
             raise self.bad(f"{label} is a constant of shape {shape.tolist()} {tname}, which "
                            f"needs {elements * itemsize} bytes, but its buffer holds {stored}")
         q = ten.table(12)
-        scale = self.check_quantization(q, label, ttype, shape, t) if q is not None else None
+        scale, zero = (self.check_quantization(q, label, ttype, shape, t) if q is not None
+                       else (None, 0))
         variable = bool(ten.scalar(14, _U8, 1))
         has_shape = ten.ref(4) is not None
         # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape,
-        # first scale or None)
+        # first scale or None, first zero point)
         return (name, ttype, scale is not None, has_shape, bool(stored) or variable, len(shape),
-                bool(stored), tuple(shape.tolist()), scale)
+                bool(stored), tuple(shape.tolist()), scale, zero)
 
     def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int
-                           ) -> float | None:
-        """The quantization's first scale (None: not quantized), once checked."""
+                           ) -> tuple[float | None, int]:
+        """The quantization's first scale (None: not quantized) and zero point, once
+        checked."""
         import numpy as np
 
         s0, n_scale = q.vector(8, 4)
@@ -647,7 +652,7 @@ class _TfliteChecker:
         if n_scale == 0:
             if n_zp:
                 raise self.bad(f"{label} has {n_zp} zero points but no scales")
-            return None
+            return None, 0
         if n_zp != n_scale:
             raise self.bad(f"{label} has {n_scale} quantization scales but {n_zp} zero points")
         scale = np.frombuffer(self.data, "<f4", n_scale, s0)
@@ -681,7 +686,7 @@ class _TfliteChecker:
             if out.any():
                 raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]} with zero point(s) "
                                f"{zp[out][:4].tolist()} outside [{lim[0]}, {lim[1]}]")
-        return float(scale[0])
+        return float(scale[0]), int(zp[0])
 
     def check_options(self, op: _Table, o: int, opname: str, where: str):
         kind = op.scalar(10, _U8, 1)
