@@ -16,10 +16,11 @@ def f32(v: float) -> float:
 
 def model_16x8(kind: str, rs, in_shape=(1, 6, 6, 4), cout=5, kernel=(3, 3), stride=(1, 1),
                padding="SAME", act=None, in_scale=5e-4, out_scale=2e-3, w_scales=None,
-               bias_dtype="int64", bias_range=200000, zero_point=0) -> bytes:
+               bias_dtype="int64", bias_range=200000, zero_point=0,
+               fc_per_channel=False) -> bytes:
     """One 16x8 ``kind`` ("conv", "depthwise" or "fc": then ``in_shape`` is (rows, depth) and
     ``cout`` the units), random int8 weights and bias, per-channel weight scales ``w_scales``
-    (random when None; one scale for FULLY_CONNECTED)."""
+    (random when None; one scale for FULLY_CONNECTED unless ``fc_per_channel``)."""
     depthwise, fc = kind == "depthwise", kind == "fc"
     x = tb.T(list(in_shape), "int16", scale=f32(in_scale), zp=zero_point)
     if fc:
@@ -29,7 +30,7 @@ def model_16x8(kind: str, rs, in_shape=(1, 6, 6, 4), cout=5, kernel=(3, 3), stri
         cout_ = in_shape[3] if depthwise else cout
         wshape = [1, *kernel, cout_] if depthwise else [cout_, *kernel, in_shape[3]]
         axis = 3 if depthwise else 0
-    n_scales = 1 if fc else cout_
+    n_scales = 1 if fc and not fc_per_channel else cout_
     wsc = np.asarray(w_scales if w_scales is not None else rs.uniform(0.002, 0.02, n_scales),
                      np.float32)
     w = tb.T(wshape, "int8", scale=wsc, zp=np.zeros(wsc.size, np.int64),

@@ -45,6 +45,7 @@ def cases(draw):
                 cout=draw(st.integers(1, 20)))
     if kind == "fc":
         shape = (draw(st.integers(1, 3)), draw(st.integers(1, 70)))
+        args["fc_per_channel"] = draw(st.booleans())
     else:
         shape = (1, draw(st.integers(3, 9)), draw(st.integers(3, 9)), draw(st.integers(1, 12)))
         k = draw(st.integers(1, 3))
