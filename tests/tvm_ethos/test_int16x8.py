@@ -171,3 +171,15 @@ def test_a_16x8_network_is_planned_and_streamed_equal_to_tflite_micro(accelerato
                                cache_dir=False, **({"budget": budget} if budget else {}))
         assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
         _assert_equal_to_tflm(cm, model, (1, 16, 16, 8), seed=10)
+
+
+@pytest.mark.parametrize("target", ["llvm", "opencl"])
+def test_the_hosts_compute_a_16x8_network_as_tflite_micro(target):
+    """The host kernels (CPU and GPU) of the same network: int64 accumulators and the reduced
+    multiplier in both code generators."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+    model = chain_16x8(np.random.RandomState(12))
+    cm = tvm_ethos.compile(model, target, cache_dir=False)
+    assert cm.partition_summary == {target: 5}, cm.partition_summary
+    _assert_equal_to_tflm(cm, model, (1, 16, 16, 8), seed=13)
