@@ -85,11 +85,20 @@ def _tail(pre, ann, with_clip: bool):
     return q
 
 
-def _bias_tail(core, ann, bias: bool, with_clip: bool):
-    """[``add(core, dequantize(bias))``] then the requantization tail; returns the root."""
+def _wide_dq(ann):
+    """An int64 bias as the importer dequantizes it (``astype`` to float32 times the scale:
+    TVM's dequantize takes no int64; ``tflite_converter``)."""
+    values, scale = is_const(), is_const()
+    ann.update(bias_wide=values, bias_wide_scale=scale)
+    return is_op("relax.multiply")(is_op("relax.astype")(values), scale)
+
+
+def _bias_tail(core, ann, bias: str | None, with_clip: bool):
+    """[``add(core, dequantize(bias))``, ``bias`` "dq"; or the int64 form, "wide"] then the
+    requantization tail; returns the root."""
     pre = core
     if bias:
-        b = _dq(is_const())
+        b = _dq(is_const()) if bias == "dq" else _wide_dq(ann)
         pre = is_op("relax.add")(core, b)
         ann.update(bias_dq=b, bias_add=pre)
     root = _tail(pre, ann, with_clip)
@@ -106,9 +115,13 @@ def _maybe_clip(pre, ann, with_clip: bool):
     return root
 
 
+#: a weighted operator's bias: dequantized (int32), the int64 form (16x8), or none
+_BIAS_FORMS = ("dq", "wide", None)
+
+
 def _conv_variants():
     out = []
-    for reshape_w, bias, clip in itertools.product((False, True), (True, False), (True, False)):
+    for reshape_w, bias, clip in itertools.product((False, True), _BIAS_FORMS, (True, False)):
         ann = {}
         x = wildcard()
         dqx = _dq(x)
@@ -123,7 +136,7 @@ def _conv_variants():
 
 def _fc_variants():
     out = []
-    for bias, clip in itertools.product((True, False), (True, False)):
+    for bias, clip in itertools.product(_BIAS_FORMS, (True, False)):
         ann = {}
         x = wildcard()
         dqx = _dq(x)
@@ -599,7 +612,10 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         problems.append(f"concatenation with input quantizations {op.in_q} and output "
                         f"{op.out_q}; the exact kernel copies codes and needs them equal")
 
-    if "bias_dq" in ann:
+    if "bias_wide" in ann:      # int64 (16x8)
+        op.bias = _const_np(ann["bias_wide"])
+        op.bias_scale = np.asarray(_const_np(ann["bias_wide_scale"]), np.float32).ravel()
+    elif "bias_dq" in ann:
         b = _const_np(ann["bias_dq"].args[0])
         bs, bz, _ = _qparams_of_dq(ann["bias_dq"])
         op.bias, op.bias_scale = b, bs
@@ -612,18 +628,24 @@ def read_qop(kind: Op, ann: dict) -> QOp:
 
 def _read_16x8(op: QOp, problems: list) -> None:
     """A weighted operator with int16 activations is TFLite's 16x8 kernel (``compute.
-    int16x8``): int16 in and out, int8 weights, zero points 0 and a scale its int64
-    requantization takes."""
+    int16x8``): int16 in and out, int8 weights, a bias, zero points 0 and, with an int64
+    bias, a scale its int64 requantization takes."""
     if (op.in_dtypes[0], op.out_dtype, op.w_dtype) != ("int16", "int16", "int8"):
         problems.append(f"{op.tflite_name} of {op.in_dtypes[0]} with {op.w_dtype} weights to "
                         f"{op.out_dtype}; TFLite's 16x8 kernel takes int16 with int8 weights "
                         "to int16")
         return
+    if op.bias is None:
+        problems.append(f"{op.tflite_name} 16x8 without a bias; TFLite Micro's accumulator "
+                        "then follows an option the importer does not read")
     zps = (op.in_q[0][1] if op.in_q else 0, op.out_q[1] if op.out_q else 0)
     if any(zps) or np.any(np.asarray(op.w_zp) != 0):
         problems.append(f"{op.tflite_name} 16x8 with zero points {zps} (weights "
                         f"{np.unique(np.asarray(op.w_zp)).tolist()}); TFLite's kernel requires 0")
-    if op.in_q and op.out_q is not None:
+    if op.bias is not None and np.abs(np.asarray(op.bias, np.int64)).max(initial=0) >= 1 << 47:
+        problems.append(f"{op.tflite_name} 16x8 with a bias beyond 47 bits; TFLite's int64 "
+                        "requantization takes sums below 2**47")
+    if op.in_q and op.out_q is not None and int16x8.wide_accumulator(op.in_dtypes[0], op.bias):
         ws = np.asarray(op.w_scale, np.float32).ravel()
         _, shift = quantize_multipliers(
             [f32(op.in_q[0][0]) * float(w) / f32(op.out_q[0]) for w in ws])

@@ -34,18 +34,16 @@ TVM's converters):
 * MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
+
+It also dequantizes the INT64 bias of TFLite's 16x8 convolutions and fully connected layers
+(``dequantize``), which TVM's ``dequantize`` refuses.
 """
 from __future__ import annotations
 
 import numpy as np
-import tflite
 import tvm
 from tvm import relax
-from tvm.relax.frontend.tflite.tflite_frontend import (
-    OperatorConverter,
-    TensorWrapper,
-    get_tensor_name,
-)
+from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
 from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.patterns import NEAREST_MODES
@@ -84,38 +82,6 @@ def _same_rows(got: list[int], want: list[int]) -> bool:
 
 def _refuse(msg: str):
     return tvm.error.OpNotImplemented(msg)
-
-
-_INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
-
-
-class _Int32Tensor:
-    """A TFLite tensor read as INT32: TVM's ``dequantize`` takes no int64 data, so a 16x8
-    operator's INT64 bias (``tflite_check``'s 16x8 rule) enters the QDQ form as the same
-    values in int32; the patterns read the values, the integer kernels accumulate in int64
-    as TFLite's do."""
-
-    def __init__(self, tensor):
-        self._tensor = tensor
-
-    def Type(self):  # noqa: N802 - the flatbuffer accessor's name
-        return tflite.TensorType.INT32
-
-    def __getattr__(self, name):
-        return getattr(self._tensor, name)
-
-
-class _Int32Buffer:
-    """A constant buffer's int64 values as int32 bytes (see :class:`_Int32Tensor`)."""
-
-    def __init__(self, values: np.ndarray):
-        self._raw = np.frombuffer(values.astype("<i4").tobytes(), np.uint8)
-
-    def DataAsNumpy(self):  # noqa: N802 - the flatbuffer accessor's name
-        return self._raw
-
-    def DataLength(self):  # noqa: N802
-        return self._raw.size
 
 
 class EthosOperatorConverter(OperatorConverter):
@@ -159,9 +125,6 @@ class EthosOperatorConverter(OperatorConverter):
         converter builds the scale as a product at run time, which no pattern takes, so the
         operator fell to a float path a step off TFLite."""
         tensors = super().get_input_tensors(op)
-        if len(tensors) >= 3 and tensors[2].tensor_idx >= 0 and \
-                self.get_op_code_str(op) in _BIASED:
-            tensors[2] = self._int64_bias_as_int32(tensors[2])
         if len(tensors) < 3 or tensors[2].tensor_idx < 0 or tensors[2].qnn_params is not None:
             return tensors
         x, w, b = tensors[:3]
@@ -176,17 +139,19 @@ class EthosOperatorConverter(OperatorConverter):
                         "axis": 0}
         return tensors
 
-    def _int64_bias_as_int32(self, bias):
-        """An INT64 constant bias as INT32 (:class:`_Int32Tensor`), refused when a value
-        needs more than 32 bits."""
-        if bias.tensor.Type() != tflite.TensorType.INT64 or self.has_expr(bias.tensor_idx):
-            return bias
-        values = np.asarray(self.get_tensor_value(bias))
-        if values.size and (values.min() < _INT32_RANGE[0] or values.max() > _INT32_RANGE[1]):
-            raise _refuse(f"an INT64 bias with values up to {int(np.abs(values).max())}; "
-                          "tvm-ethos reads 16x8 biases that fit in 32 bits")
-        return TensorWrapper(bias.tensor_idx, _Int32Tensor(bias.tensor), _Int32Buffer(values),
-                             bias.qnn_params)
+    def dequantize(self, expr, tensor):
+        """TVM's dequantize, and for an int64 constant (a 16x8 operator's INT64 bias, which
+        TVM's ``dequantize`` does not take) its values cast to float32 times the scale: the
+        patterns read the int64 constant itself (``patterns``' wide bias), so the accumulator
+        type TFLite's kernels choose by the bias type survives the import."""
+        ty = getattr(expr, "ty", None) if hasattr(expr, "value") else None
+        if str(getattr(ty, "dtype", "")) != "int64":
+            return super().dequantize(expr, tensor)
+        zero = np.asarray(tensor.qnn_params["zero_point"].value.numpy())
+        if zero.any():
+            raise _refuse(f"an INT64 bias with zero point(s) {zero.ravel()[:4].tolist()}; "
+                          "TFLite's 16x8 kernels take 0")
+        return relax.op.multiply(relax.op.astype(expr, "float32"), tensor.qnn_params["scale"])
 
     # ------------------------------------------------------------------ helpers
     def _qparams(self, tensor) -> tuple[float, int] | None:

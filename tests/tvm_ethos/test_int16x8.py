@@ -1,10 +1,10 @@
 """TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (int16 activations with zero
-point 0, int8 weights, an int64 bias): the front door lets them through, the importer carries
-the bias into the QDQ form, the llvm host and the Ethos-U (one operation, the reduced
-multiplier with NATURAL rounding, as Vela programs it) compute TFLite Micro's int64
-arithmetic; every output equal to TFLite Micro's. Vela's own stream for the same model, run
-on the functional model, gives TFLite Micro's outputs too (the model's int16 path is the
-NPU's as Vela uses it)."""
+point 0, int8 weights, an int64 or int32 bias): the front door lets them through, the importer
+carries the bias into the QDQ form, the hosts and the Ethos-U (one operation: with an int64
+bias the reduced multiplier and NATURAL rounding, as Vela programs it; with an int32 one the
+int8 scaling) compute TFLite Micro's arithmetic; every output equal to TFLite Micro's. Vela's
+own stream for the same model, run on the functional model, gives TFLite Micro's outputs too
+(the model's int16 path is the NPU's as Vela uses it)."""
 from __future__ import annotations
 
 import os
@@ -36,13 +36,24 @@ def _assert_equal_to_tflm(cm, model: bytes, in_shape, seed=0) -> None:
 @st.composite
 def cases(draw):
     """(kind, builder arguments, input shape): shapes, strides, padding, the fused
-    activation and every scale drawn (the output scale spanning ratios from well below to
-    above one)."""
+    activation, the bias type (int64: the int64 accumulator; int32: TFLite's int32 one) and
+    every scale drawn (the output scale from far below the input's to its neighbourhood)."""
     kind = draw(st.sampled_from(KINDS))
-    scale = st.floats(1e-5, 1e-2).map(f32)
-    args = dict(in_scale=draw(scale), out_scale=draw(scale),
+    in_scale = draw(st.floats(1e-5, 1e-2).map(f32))
+    # the largest input scale x weight scale / output scale (weight scales are below 0.02),
+    # from 2**-20 to 2**-3: every sum scales into int32, TFLite's contract for its kernels
+    gain = 2.0 ** -draw(st.floats(3, 20))
+    args = dict(in_scale=in_scale, out_scale=f32(in_scale * 0.02 / gain),
                 act=draw(st.sampled_from([None, "relu", "relu6", "relu_n1_to_1"])),
-                cout=draw(st.integers(1, 20)))
+                cout=draw(st.integers(1, 20)),
+                # TFLite Micro's int16 depthwise reads any bias as int64: int64 only there
+                bias_dtype=draw(st.sampled_from(["int64"] if kind == "depthwise"
+                                                else ["int64", "int32"])))
+    # an int64 bias up to 2**38 (the NPU's is 40 bits) where it scales into int32, an int32
+    # one well inside 32 bits
+    wide = min(1 << 38, int(2 ** 30 / gain))
+    args["bias_range"] = draw(st.sampled_from([200000, wide] if args["bias_dtype"] == "int64"
+                                              else [200000]))
     if kind == "fc":
         shape = (draw(st.integers(1, 3)), draw(st.integers(1, 70)))
         args["fc_per_channel"] = draw(st.booleans())
@@ -139,24 +150,42 @@ def test_velas_16x8_stream_on_the_functional_model_is_tflite_micros(kind, tmp_pa
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(bias_dtype="int32", bias_range=2000), "INT16"),
-    (dict(zero_point=5), "INT16"),
-    (dict(bias_range=1 << 33), "beyond 32 bits"),
-])
-def test_16x8_forms_no_exact_kernel_computes_stay_refused_in_one_line(kwargs, says):
-    """An INT32 bias selects TFLite's int32 accumulator with the 32-bit rounding, TFLite
-    Micro's int16 convolution ignores a non-zero zero point, and an INT64 bias beyond 32 bits
-    does not fit TVM's dequantize: each stays a TFLite operator, the front door saying why in
-    one line."""
-    model = model_16x8("conv", np.random.RandomState(8), **kwargs)
+@pytest.mark.parametrize("kind, kwargs", [("conv", dict(zero_point=5)),
+                                          ("depthwise", dict(bias_dtype="int32"))])
+def test_16x8_forms_tflite_micro_reads_otherwise_stay_refused_in_one_line(kind, kwargs):
+    """TFLite Micro's int16 convolution ignores the zero points its FULLY_CONNECTED applies
+    (TFLite's converter writes 0), and its int16 depthwise reads an INT32 bias as INT64: the
+    front door keeps refusing such an operator in one line, and TFLite Micro runs it for the
+    tflite-micro host."""
+    model = model_16x8(kind, np.random.RandomState(8), **kwargs)
     (verdict,) = operator_support(model)
-    assert not verdict.importable and says in verdict.reason and "\n" not in verdict.reason
-    with pytest.raises(tvm_ethos.errors.UnsupportedModelError, match=says):
+    assert not verdict.importable and "INT16" in verdict.reason and "\n" not in verdict.reason
+    with pytest.raises(tvm_ethos.errors.UnsupportedModelError, match="INT16"):
         tvm_ethos.compile(model, "llvm", cache_dir=False)
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
-    assert cm.placement[0].placed_on != "ethos-u"
-    _assert_equal_to_tflm(cm, model, (1, 6, 6, 4))
+    assert cm.placement[0].placed_on == "tflite-micro"
+    if kind == "conv":   # the depthwise one reads past its bias: no output to compare
+        _assert_equal_to_tflm(cm, model, (1, 6, 6, 4))
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(bias_range=1 << 41), "40 bits"),
+    (dict(bias_dtype="int32", bias_range=2000, in_shape=(1, 5, 5, 128)), "int32 accumulator"),
+])
+def test_what_the_npu_cannot_compute_as_tflite_runs_on_the_host(kwargs, says):
+    """A bias beyond the NPU's 40 bits, and an int32 bias whose sums TFLite's int32
+    accumulator could wrap (the NPU's would not): the Ethos-U refuses the operator, saying
+    why; the tflite-micro host keeps it a TFLite operator and the llvm host computes the wide
+    bias exactly."""
+    model = model_16x8("conv", np.random.RandomState(8), **kwargs)
+    shape = kwargs.get("in_shape", (1, 6, 6, 4))
+    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(model), "ethos-u,llvm"))
+    assert "rejected by ethos-u: " in report and says in report, report
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    assert cm.placement[0].placed_on == "tflite-micro", cm.placement
+    _assert_equal_to_tflm(cm, model, shape)
+    if kwargs.get("bias_dtype", "int64") == "int64":
+        _assert_equal_to_tflm(tvm_ethos.compile(model, "llvm", cache_dir=False), model, shape)
 
 
 @pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])

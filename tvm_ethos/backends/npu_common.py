@@ -15,7 +15,8 @@ def shape_ok(shape, max_dim=65536):
     return all(isinstance(d, int) and 1 <= d <= max_dim for d in shape)
 
 
-def common_npu_checks(q, options, act_types=INT8_TYPES, max_rank=4, max_dim=65536) -> list[str]:
+def common_npu_checks(q, options, act_types=INT8_TYPES, max_rank=4, max_dim=65536,
+                      bias_types=("int32",)) -> list[str]:
     """Constraints every NPU operator has: integer types, rank, batch 1, dimension limits."""
     r = []
     for k, (shp, dt) in enumerate(zip(q.in_shapes, q.in_dtypes)):
@@ -31,8 +32,8 @@ def common_npu_checks(q, options, act_types=INT8_TYPES, max_rank=4, max_dim=6553
         r.append(f"output has type {q.out_dtype}; supported: {', '.join(act_types)}")
     if not shape_ok(q.out_shape, max_dim):
         r.append(f"output shape {q.out_shape} has a dimension outside [1, {max_dim}]")
-    if q.bias is not None and str(q.bias.dtype) != "int32":
-        r.append(f"bias has type {q.bias.dtype}; only int32")
+    if q.bias is not None and str(q.bias.dtype) not in bias_types:
+        r.append(f"bias has type {q.bias.dtype}; only {', '.join(bias_types)}")
     if q.weights is not None and q.w_dtype not in INT8_TYPES:
         r.append(f"weights have type {q.w_dtype}; only 8-bit")
     for k, lay in (("data_layout", "NHWC"), ("layout", "NHWC"), ("out_layout", "NHWC")):

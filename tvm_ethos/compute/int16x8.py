@@ -1,5 +1,5 @@
 """TFLite's 16x8 requantization: CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED with int16
-activations, int8 weights and an int64 bias.
+activations, int8 weights and an int64 bias (:func:`wide_accumulator`).
 
 TFLite's reference kernels accumulate such an operator in int64 and scale the sum with the
 int64 ``MultiplyByQuantizedMultiplier``: the Q31 multiplier reduced to 15 bits (rounded, at
@@ -16,6 +16,13 @@ import numpy as np
 REDUCED_MAX = 0x7FFF
 #: the longest rounding shift the int64 form takes (a multiplier's shift down to -31)
 MAX_RIGHT_SHIFT = 46
+
+
+def wide_accumulator(in_dtype: str, bias: np.ndarray | None) -> bool:
+    """Whether TFLite's kernel for an operator with ``in_dtype`` activations and ``bias``
+    accumulates in int64 with the reduced multiplier: int16 activations with an int64 bias
+    (with an int32 bias its 16x8 kernels accumulate in int32 and round as the int8 ones)."""
+    return in_dtype == "int16" and bias is not None and np.asarray(bias).dtype == np.int64
 
 
 def reduced_scales(multiplier: np.ndarray, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

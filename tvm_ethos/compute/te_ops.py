@@ -447,7 +447,7 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False,
     no VNNI), an eligible full conv gets ``x86_avx2``'s multiply-add form the same way."""
     (x,) = inputs
     kh, kw, cpg, co = op.weights.shape
-    bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((co,), np.int32)
+    bias = _bias_of(op, co)
     if avx2:
 
         made = (x86_avx2.conv_acc(op, x, pool, name, bias)
@@ -546,8 +546,20 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
 
 
 def _acc_dtype(op) -> str:
-    """int64 for TFLite's 16x8 kernels (int16 activations: ``compute.int16x8``), else int32."""
-    return "int64" if op.in_dtypes[0] == "int16" else "int32"
+    """int64 for TFLite's 16x8 kernels with an int64 bias (``int16x8.wide_accumulator``),
+    else int32 (an int32 bias with int16 activations too, as TFLite's kernel)."""
+    return "int64" if int16x8.wide_accumulator(op.in_dtypes[0], op.bias) else "int32"
+
+
+def _bias_of(op, channels: int) -> np.ndarray:
+    """The bias in the accumulator's type (zeros without one)."""
+    dtype = np.int64 if _acc_dtype(op) == "int64" else np.int32
+    return op.bias.astype(dtype) if op.bias is not None else np.zeros((channels,), dtype)
+
+
+#: the name suffix of the low 16 bits of a 16x8 bias beyond 32 bits (:func:`output_16x8`):
+#: part of the bias the NPU's bias/scale stream carries, no planner tensor of its own
+BIAS_LOW_SUFFIX = "_bias_low"
 
 
 def output_16x8(op, acc, pool: ConstPool, name: str, bias: np.ndarray, mult: np.ndarray,
@@ -557,9 +569,15 @@ def output_16x8(op, acc, pool: ConstPool, name: str, bias: np.ndarray, mult: np.
     (``int16x8.reduced_scales``), truncated to int32 as TFLite's kernel does, then the
     output zero point and the activation clamp."""
     reduced, right = int16x8.reduced_scales(mult, shift)
-    b = pool.add(f"{name}_bias", np.asarray(bias, np.int32))
+    bias = np.asarray(bias, np.int64)
+    # int32 constants (int64 ones do not survive the Relax constants): a bias beyond 32 bits
+    # as its high part and its low 16 bits (BIAS_LOW_SUFFIX, carried with the bias)
+    wide = bool(bias.size) and not (INT32_MIN <= bias.min() and bias.max() <= INT32_MAX)
+    b = pool.add(f"{name}_bias", (bias >> 16 if wide else bias).astype(np.int32))
+    b_low = pool.add(f"{name}{BIAS_LOW_SUFFIX}", (bias & 0xFFFF).astype(np.int32)) \
+        if wide else None
     m_t = pool.add(f"{name}_mult", reduced.astype(np.int32))
-    r_t = pool.add(f"{name}_right", right.astype(np.int32))
+    r_t = pool.add(f"{name}_shift", right.astype(np.int32))
     out_zp = int(op.out_q[1])
     out_shape = op.out_shape
     rows = len(acc.shape) == 2 and len(out_shape) != 2
@@ -574,7 +592,10 @@ def output_16x8(op, acc, pool: ConstPool, name: str, bias: np.ndarray, mult: np.
         else:
             a = acc[idx]
         r = r_t[o].astype("int64")
-        v = (a + b[o].astype("int64")) * m_t[o].astype("int64") + tirx.shift_left(
+        bv = b[o].astype("int64")
+        if b_low is not None:
+            bv = bv * _i64(1 << 16) + b_low[o].astype("int64")
+        v = (a + bv) * m_t[o].astype("int64") + tirx.shift_left(
             _i64(1), r - _i64(1))
         v = tirx.shift_right(v, r).astype("int32") + _i32(out_zp)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
@@ -631,7 +652,7 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
         m, s = quantize_multiplier(real)
         mult, shift = np.full((nout,), m, np.int32), np.full((nout,), s, np.int32)
     w_zp = int(np.asarray(op.w_zp).ravel()[0])
-    bias = op.bias.astype(np.int32) if op.bias is not None else np.zeros((nout,), np.int32)
+    bias = _bias_of(op, nout)
     in_shape = op.in_shapes[0]
     lead = int(np.prod(in_shape)) // k
     out_shape = op.out_shape
@@ -676,7 +697,10 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
         for d, i in zip(out_shape[:-1], idx[:-1]):
             row = row * d + i
         v = acc[row, o] + b[o]
-        requant = mbqm if tfl_rounding else mbqm_single_rounding
+        # TFLite Micro's FULLY_CONNECTED rounds twice, LiteRT's int8 one once; int16
+        # activations (16x8 with an int32 bias) follow TFLite Micro, the 16x8 oracle
+        twice = tfl_rounding or op.in_dtypes[0] == "int16"
+        requant = mbqm if twice else mbqm_single_rounding
         v = requant(v, m_t[o], s_t[o]) + _i32(out_zp)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 

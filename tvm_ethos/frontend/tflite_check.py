@@ -169,16 +169,19 @@ def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) 
 
 def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bool:
     """TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: INT16 input and output
-    with zero point 0, INT8 weights and an INT64 bias, the form TFLite's converter writes and
-    whose kernels accumulate in int64 and scale with the reduced (15-bit) multiplier; the
-    patterns read it as an integer operator (``compute.int16x8``). An INT32 bias or none
-    selects TFLite's int32 accumulator and another rounding, and TFLite Micro's convolutions
-    ignore a non-zero int16 zero point its FULLY_CONNECTED applies: no exact kernel here
-    computes those."""
+    with zero point 0, INT8 weights and a constant bias. With an INT64 bias (what TFLite's
+    converter writes) its kernels accumulate in int64 and scale with the reduced (15-bit)
+    multiplier, with an INT32 one in int32 as the int8 kernels; the patterns read either as
+    an integer operator (``compute.int16x8``). Without a bias TFLite Micro picks the
+    accumulator from an option TVM's importer does not read, its DEPTHWISE_CONV_2D reads any
+    bias as INT64 (an INT32 one is no bias it computes with), and its convolutions ignore a
+    non-zero int16 zero point its FULLY_CONNECTED applies: no exact kernel here computes
+    those."""
     if opname not in _WEIGHTED or len(ins) < 3 or min(ins[:3]) < 0 or len(outs) != 1:
         return False
-    return ([infos[i][1] for i in ins[:3]] == [7, 9, 4] and infos[outs[0]][1] == 7
-            and infos[ins[0]][9] == infos[outs[0]][9] == 0)
+    biases = (4,) if opname == "DEPTHWISE_CONV_2D" else (2, 4)
+    return ([infos[i][1] for i in ins[:2]] == [7, 9] and infos[ins[2]][1] in biases
+            and infos[outs[0]][1] == 7 and infos[ins[0]][9] == infos[outs[0]][9] == 0)
 
 
 @dataclass(frozen=True)

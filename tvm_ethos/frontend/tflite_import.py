@@ -11,7 +11,6 @@ from tvm_ethos.frontend.tflite_support import (
     converter_refusal,
     form_refusal,
     strided_slice_refusal,
-    wide_bias_refusal,
 )
 
 
@@ -62,7 +61,7 @@ def _checked_model(data: bytes, name: str):
     checked = check_tflite(data, name)
     for op in checked.operators:
         reason = (converter_refusal(op) or strided_slice_refusal(checked, op)
-                  or form_refusal(checked, op) or wide_bias_refusal(checked, op))
+                  or form_refusal(checked, op))
         if reason:
             where = f"subgraph {op.subgraph} " if op.subgraph else ""
             raise UnsupportedModelError(

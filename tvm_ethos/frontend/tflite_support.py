@@ -12,8 +12,8 @@ importer computes them through float32 quantize / dequantize, not TFLite's integ
 arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
 INT16, ADD, SUB, MUL, MINIMUM, MAXIMUM, RELU, LOGISTIC and TANH with every tensor INT16, and
-TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations, INT8 weights,
-an INT64 bias of 32-bit values) (``tflite_check``).
+TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
+point 0, INT8 weights, an INT32 or INT64 bias) (``tflite_check``).
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     out = []
     for op in checked.operators:
         reason = (converter_refusal(op) or strided_slice_refusal(checked, op)
-                  or form_refusal(checked, op) or wide_bias_refusal(checked, op))
+                  or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
             reason = found[0].message if found else ""
@@ -152,31 +152,6 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         if opts.Mode() != 0:
             return "a quantized MIRROR_PAD in SYMMETRIC mode: tvm-ethos pads in REFLECT mode"
     return ""
-
-
-#: the weighted operators whose INT64 bias (TFLite's 16x8 kernels) the importer reads as int32
-_BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
-
-
-def wide_bias_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
-    """Why the importer cannot take a 16x8 operator's INT64 bias (a value beyond 32 bits:
-    TVM's dequantize takes no int64, so the converter carries the values as int32), or
-    ``""``."""
-    if op.name not in _BIASED or len(op.inputs) < 3 or op.inputs[2] < 0:
-        return ""
-    graph = checked.model.Subgraphs(op.subgraph)
-    tensor = graph.Tensors(op.inputs[2])
-    if tensor.Type() != 4:                                       # INT64
-        return ""
-    data = checked.model.Buffers(tensor.Buffer()).DataAsNumpy()
-    values = np.frombuffer(data.tobytes(), "<i8") if hasattr(data, "tobytes") else None
-    if values is None or values.size == 0:
-        return ""
-    widest = int(np.abs(values).max())
-    if widest < 1 << 31:
-        return ""
-    return (f"{op.name}'s INT64 bias holds {widest}, beyond 32 bits; tvm-ethos imports 16x8 "
-            "biases of at most 2**31 - 1 in magnitude")
 
 
 @lru_cache(maxsize=1)

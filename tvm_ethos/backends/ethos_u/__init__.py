@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR, Family, names
 from ethos_arch.ops import Op
 from planner.devices import ETHOS_U55, ETHOS_U65
@@ -44,6 +46,7 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
+from tvm_ethos.compute import int16x8
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
 
@@ -51,6 +54,8 @@ BACKEND_ID = "ethos-u"
 #: The accelerator_config values: every Ethos-U configuration of the accelerator registry.
 ACCELERATOR_CONFIGS = names(lambda a: a.backend_id == BACKEND_ID)
 U_TYPES = ("int8", "uint8", "int16")
+#: int64: the bias of TFLite's 16x8 kernels (``_int16_bias``)
+BIAS_TYPES = ("int32", "int64")
 
 
 def _strides(q, lo=1, hi=3):
@@ -88,6 +93,29 @@ def _fc(q, o):
     if q.bias is not None and q.bias.ndim != 1:
         r.append("bias must be 1-D")
     return r
+
+
+def _int16_bias(q, o):
+    """int16 activations (TFLite's 16x8 kernels): an int64 bias within the NPU's 40 bits;
+    with an int32 bias TFLite accumulates in int32, which must not wrap where the NPU's
+    accumulator does not (every sum within 32768 * sum |w| + |bias|)."""
+    if q.bias is None or q.weights is None:
+        return []
+    if q.in_dtypes[0] != "int16":
+        return [] if str(q.bias.dtype) == "int32" else [
+            f"a {q.bias.dtype} bias with {q.in_dtypes[0]} activations; int64 only with int16"]
+    bias = np.abs(np.asarray(q.bias, np.int64))
+    if int16x8.wide_accumulator(q.in_dtypes[0], q.bias):
+        if bias.max(initial=0) >= 1 << 39:
+            return [f"an int64 bias of magnitude {int(bias.max())}; the NPU's bias is 40 bits"]
+        return []
+    w = np.abs(np.asarray(q.weights, np.int64))
+    per_channel = w.sum(axis=1) if q.kind == Op.FULLY_CONNECTED else \
+        w.reshape(-1, w.shape[-1]).sum(axis=0)
+    if (32768 * per_channel + bias).max(initial=0) >= 1 << 31:
+        return ["int16 activations with an int32 bias whose sums may leave 32 bits, where "
+                "TFLite's int32 accumulator wraps"]
+    return []
 
 
 def _as_rows(q):
@@ -318,9 +346,9 @@ def _per_axis(q, o):
 
 
 CHECKS = {
-    Op.CONV2D: _conv,
-    Op.DEPTHWISE_CONV2D: _conv,
-    Op.FULLY_CONNECTED: lambda q, o: _fc(q, o) + _per_axis(q, o),
+    Op.CONV2D: lambda q, o: _conv(q, o) + _int16_bias(q, o),
+    Op.DEPTHWISE_CONV2D: lambda q, o: _conv(q, o) + _int16_bias(q, o),
+    Op.FULLY_CONNECTED: lambda q, o: _fc(q, o) + _per_axis(q, o) + _int16_bias(q, o),
     Op.MAX_POOL2D: _pool,
     Op.AVG_POOL2D: _pool,
     Op.MEAN: _mean,
@@ -375,7 +403,7 @@ class EthosUBackend(NpuBackend):
         return LayerSupport(
             CHECKS,
             common=lambda q, o: common_npu_checks(_as_rows(q), o, act_types=U_TYPES,
-                                                  max_dim=65535),
+                                                  max_dim=65535, bias_types=BIAS_TYPES),
         )
 
     def codegen_factory(self):

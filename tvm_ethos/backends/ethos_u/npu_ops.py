@@ -131,10 +131,12 @@ def conv_scales(op, channels: int) -> list[tuple[int, int]]:
 
 
 def is_16x8(op) -> bool:
-    """A convolution or fully connected with int16 activations: TFLite's 16x8 kernel, which
-    the NPU computes with the reduced scales and NATURAL rounding (``compute.int16x8``)."""
+    """A convolution or fully connected with int16 activations and an int64 bias: TFLite's
+    16x8 kernel with its int64 accumulator, which the NPU computes with the reduced scales
+    and NATURAL rounding (``compute.int16x8``). With an int32 bias TFLite rounds as for int8,
+    which the NPU's TFL rounding does with the full scales."""
     return op.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED) and \
-        op.in_dtypes[0] == "int16"
+        int16x8.wide_accumulator(op.in_dtypes[0], op.bias)
 
 
 def weights_ohwi(op) -> np.ndarray:
