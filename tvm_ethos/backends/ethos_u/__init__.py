@@ -3,7 +3,8 @@
 Constraints follow Vela's published SUPPORTED_OPS list: int8/uint8 (int16 for some operators)
 tensors of at most 4-D with every dimension in [1, 65535], batch 1; conv2d / depthwise with
 strides 1..3, dilated kernel height <= 64 and dilated kernel area <= 4096, 8-bit constant
-weights whose per-channel sum |w - zp| <= 127 * 65536, an int32 1-D bias; depthwise depth
+weights whose per-channel sum |w - zp| <= 127 * 65536, an int32 1-D bias (int64 within 40
+bits with int16 activations, TFLite's 16x8 kernels); depthwise depth
 multiplier > 1 only with one input channel; pools with strides 1..3 and kernels up to 256 high
 and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
 convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean
