@@ -87,7 +87,7 @@ def test_the_llvm_host_computes_tflite_micros_16x8_arithmetic(case):
     _assert_equal_to_tflm(cm, model, shape, seed)
 
 
-#: weight scales whose Q31 multiplier is 0x7FFF8000 and above: TFLite saturates the reduced
+#: weight scales whose Q31 multiplier is 0x7FFF0000 and above: TFLite saturates the reduced
 #: multiplier at 0x7FFF there (where rounding would give 0x8000)
 _SATURATING = dict(in_scale=2.0 ** -10, out_scale=2.0 ** -12,
                    w_scales=[f32((1 - 2.0 ** -20) / 4), f32((1 - 2.0 ** -17) / 4)], cout=2)
