@@ -171,12 +171,15 @@ def test_16x8_forms_tflite_micro_reads_otherwise_stay_refused_in_one_line(kind, 
 @pytest.mark.parametrize("kwargs, says", [
     (dict(bias_range=1 << 41), "40 bits"),
     (dict(bias_dtype="int32", bias_range=2000, in_shape=(1, 5, 5, 128)), "int32 accumulator"),
+    (dict(bias_range=1 << 38, in_scale=2 ** -7, out_scale=2 ** -7, w_scales=[0.25] * 5),
+     "scaled sums"),
 ])
 def test_what_the_npu_cannot_compute_as_tflite_runs_on_the_host(kwargs, says):
-    """A bias beyond the NPU's 40 bits, and an int32 bias whose sums TFLite's int32
-    accumulator could wrap (the NPU's would not): the Ethos-U refuses the operator, saying
-    why; the tflite-micro host keeps it a TFLite operator and the llvm host computes the wide
-    bias exactly."""
+    """A bias beyond the NPU's 40 bits, an int32 bias whose sums TFLite's int32 accumulator
+    could wrap, and sums that scale beyond the int32 TFLite's requantization returns (TFLite
+    wraps, the NPU would not): the Ethos-U refuses the operator, saying why; the tflite-micro
+    host keeps it a TFLite operator and the llvm host computes an int64 bias's operator as
+    TFLite does, wrapping included."""
     model = model_16x8("conv", np.random.RandomState(8), **kwargs)
     shape = kwargs.get("in_shape", (1, 6, 6, 4))
     report = str(tvm_ethos.partition_report(tvm_ethos.load_model(model), "ethos-u,llvm"))

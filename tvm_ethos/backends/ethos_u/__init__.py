@@ -97,25 +97,32 @@ def _fc(q, o):
 
 
 def _int16_bias(q, o):
-    """int16 activations (TFLite's 16x8 kernels): an int64 bias within the NPU's 40 bits;
-    with an int32 bias TFLite accumulates in int32, which must not wrap where the NPU's
-    accumulator does not (every sum within 32768 * sum |w| + |bias|)."""
+    """int16 activations (TFLite's 16x8 kernels), where TFLite wraps to 32 bits what the
+    NPU's wider datapath keeps: an int64 bias within the NPU's 40 bits; with an int32 bias
+    every sum within 32 bits (TFLite's int32 accumulator); and every scaled sum within 32
+    bits (TFLite's requantization returns int32). A sum is at most 32768 * sum |w| +
+    |bias| per output channel."""
     if q.bias is None or q.weights is None:
         return []
     if q.in_dtypes[0] != "int16":
         return [] if str(q.bias.dtype) == "int32" else [
             f"a {q.bias.dtype} bias with {q.in_dtypes[0]} activations; int64 only with int16"]
     bias = np.abs(np.asarray(q.bias, np.int64))
-    if int16x8.wide_accumulator(q.in_dtypes[0], q.bias):
-        if bias.max(initial=0) >= 1 << 39:
-            return [f"an int64 bias of magnitude {int(bias.max())}; the NPU's bias is 40 bits"]
-        return []
+    if int16x8.wide_accumulator(q.in_dtypes[0], q.bias) and bias.max(initial=0) >= 1 << 39:
+        return [f"an int64 bias of magnitude {int(bias.max())}; the NPU's bias is 40 bits"]
     w = np.abs(np.asarray(q.weights, np.int64))
     per_channel = w.sum(axis=1) if q.kind == Op.FULLY_CONNECTED else \
         w.reshape(-1, w.shape[-1]).sum(axis=0)
-    if (32768 * per_channel + bias).max(initial=0) >= 1 << 31:
+    bound = 32768 * per_channel + bias
+    if not int16x8.wide_accumulator(q.in_dtypes[0], q.bias) and bound.max(initial=0) >= 1 << 31:
         return ["int16 activations with an int32 bias whose sums may leave 32 bits, where "
                 "TFLite's int32 accumulator wraps"]
+    if q.in_q and q.out_q is not None:
+        ratio = (float(np.float32(q.in_q[0][0])) * np.asarray(q.w_scale, np.float64).ravel()
+                 / float(np.float32(q.out_q[0])))
+        if (bound * ratio).max(initial=0) >= 2.0 ** 31:
+            return ["int16 activations whose scaled sums may leave 32 bits, where TFLite's "
+                    "requantization wraps"]
     return []
 
 
