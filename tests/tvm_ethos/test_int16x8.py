@@ -191,18 +191,24 @@ def test_what_the_npu_cannot_compute_as_tflite_runs_on_the_host(kwargs, says):
         _assert_equal_to_tflm(tvm_ethos.compile(model, "llvm", cache_dir=False), model, shape)
 
 
-@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+@pytest.mark.parametrize("accelerator", [
+    "ethos-u55-128", pytest.param("ethos-u65-256", marks=pytest.mark.slow)])
 def test_a_16x8_network_is_planned_and_streamed_equal_to_tflite_micro(accelerator):
     """A chain of 16x8 convolutions and a fully connected layer, every feature map int16:
     wholly on the NPU (one ``ethos-u`` operator) whatever the plan's stripes and cascades,
     every output TFLite Micro's; with an SRAM budget below the whole maps the planner must
-    stripe them."""
+    stripe them. The TIR emulator (``ethos-u,llvm``) of the least-memory plan too."""
     model = chain_16x8(np.random.RandomState(9))
     for budget in ("smallest", None):
         cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}",
                                cache_dir=False, **({"budget": budget} if budget else {}))
         assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
         _assert_equal_to_tflm(cm, model, (1, 16, 16, 8), seed=10)
+    # the TIR emulator of the same plan (the package's NPU runtime)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator},llvm",
+                           cache_dir=False, budget="smallest")
+    assert cm.partition_summary == {"ethos-u": 5}, cm.partition_summary
+    _assert_equal_to_tflm(cm, model, (1, 16, 16, 8), seed=10)
 
 
 @pytest.mark.parametrize("target", ["llvm", "opencl"])
