@@ -14,8 +14,6 @@ import numpy as np
 
 #: TFLite's largest reduced multiplier, taken for every Q31 multiplier from 0x7FFF0000 up
 REDUCED_MAX = 0x7FFF
-#: the longest rounding shift the int64 form takes (a multiplier's shift down to -31)
-MAX_RIGHT_SHIFT = 46
 
 
 def wide_accumulator(in_dtype: str, bias: np.ndarray | None) -> bool:
@@ -46,7 +44,9 @@ def refusal(shift: np.ndarray) -> str:
 
 def requantize(acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """The int32 TFLite's 16x8 kernel makes of the int64 sums ``acc`` (bias included), per
-    channel along the last axis (a numpy reference: tests, constant folding)."""
+    channel along the last axis, wrapping as its int32 result does: the numpy form of what
+    ``te_ops.output_16x8`` and the NPU's NATURAL rounding compute from :func:`reduced_scales`,
+    for checking those constants against TFLite's formula."""
     m, r = reduced_scales(multiplier, shift)
     out = (np.asarray(acc, np.int64) * m + (np.int64(1) << (r - 1))) >> r
     return out.astype(np.int32)
