@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tvm_ethos.emulator.schedule import ScheduledSubgraph
 from tvm_ethos.pipeline.report import (
+    PlannedAllocation,
     PlanReport,
     StreamReport,
     SubgraphPlan,
@@ -29,6 +30,12 @@ def _scheduled(peak: int) -> ScheduledSubgraph:
     return ScheduledSubgraph("sg0", None, {"sram": peak}, {"sram": peak}, peak, peak, [plan])
 
 
+def _allocated(peak: int) -> PlannedAllocation:
+    """What a stream-only compile reports (no TIR scheduled)."""
+    plan = {"parts": ("conv_0",), "stripes": 1, "weights": [], "planned_bytes": 0}
+    return PlannedAllocation({"sram": peak}, peak, (plan,))
+
+
 @st.composite
 def _reports(draw) -> PlanReport:
     subgraphs, layers, peak, cycles = {}, [], None, None
@@ -40,7 +47,8 @@ def _reports(draw) -> PlanReport:
         front = tuple(sorted(draw(st.lists(st.tuples(_SIZES, _SIZES), min_size=1, max_size=3))))
         mem, cyc = front[-1]
         subgraphs[sym] = SubgraphPlan("ethos-u", "ethos-u55-128", draw(st.none() | _SIZES),
-                                      "the system's SRAM", mem, cyc, front, _scheduled(mem))
+                                      "the system's SRAM", mem, cyc, front,
+                                      draw(st.sampled_from([_scheduled, _allocated]))(mem))
         layers.append(jsonable({"part": "conv_0", "cascade": i, "subgraph": sym,
                                 "ratio": draw(st.fractions(min_value=0, max_value=4)),
                                 "stripe": (1, 2, 2, 8)}))
@@ -66,8 +74,12 @@ def test_a_plan_report_is_json_that_saving_and_loading_leave_unchanged(report):
             assert (got["smallest_memory_bytes"], got["fastest_cycles"]) == (
                 sub.frontier[0][0], sub.frontier[-1][1])
             assert got["frontier"] == [{"memory_bytes": m, "cycles": c} for m, c in sub.frontier]
+            scheduled = isinstance(sub.scheduled, ScheduledSubgraph)
             assert got["plans"] == [{"parts": ["conv_0"], "stripes": 1, "weights": [],
-                                     "planned_bytes": 0, "scheduled_bytes": 0}]
+                                     "planned_bytes": 0,
+                                     **({"scheduled_bytes": 0} if scheduled else {})}]
+            assert ("scheduled_bytes" in got) == ("scheduled_peak_bytes" in got) == scheduled
+            assert got["planned_peak_bytes"] == sub.peak_memory_bytes
     for sym, stream in report.streams.items():
         got = out["streams"][sym]
         if stream.generated:   # the backend's figures as given, then whether it is the plan
@@ -90,3 +102,15 @@ def test_an_unplanned_network_says_so_in_its_table():
     assert "sg0 on ethos-n: not planned (no model)" in text
     assert "network: not planned" in text
     assert format_table(PlanReport(False, {}).to_json()).startswith("planner: off")
+
+
+def test_the_table_says_scheduled_bytes_only_where_tir_was_scheduled():
+    """A stream-only compile schedules no TIR: its table gives the plan's bytes alone."""
+    for made, scheduled in ((_scheduled, True), (_allocated, False)):
+        sub = SubgraphPlan("ethos-u", "ethos-u55-128", None, "the system's SRAM", 4096, 7,
+                           ((4096, 7),), made(4096))
+        text = format_table(PlanReport(True, {}, {"sg0": sub}, (), 4096, 7).to_json())
+        line = next(ln for ln in text.splitlines() if "allocated per scope" in ln)
+        assert "planned sram 4,096 B" in line
+        assert ("; scheduled sram 4,096 B (scheduled TIR peak 4,096 B)" in line) == scheduled
+        assert line.endswith("B)" if scheduled else "planned sram 4,096 B")

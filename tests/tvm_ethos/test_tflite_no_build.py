@@ -1,6 +1,7 @@
 """A ``.tflite`` output builds nothing it does not write: no emulator kernels, no host
-library (``compiler.compile_streams``), and its bytes are those the full build writes; the
-compile's stages are timed and heard as they end (``tvm_ethos.stages``)."""
+library, no emulator TIR scheduled (``compiler.compile_streams``), and its bytes are those the
+full build writes, its plan report the full build's less what only scheduled TIR measures;
+the compile's stages are timed and heard as they end (``tvm_ethos.stages``)."""
 
 import logging
 
@@ -11,6 +12,7 @@ import tvm_ethos
 from tests.helpers.models import model_path
 from tvm_ethos import stages
 from tvm_ethos.backends.tflite_micro import compile as tflm_compile
+from tvm_ethos.emulator import schedule
 
 pytest.importorskip("ethosu.vela")
 
@@ -21,6 +23,19 @@ def _refuse_build(*_args, **_kwargs):
     raise AssertionError("a library was built for a .tflite output")
 
 
+def _refuse_schedule(*_args, **_kwargs):
+    raise AssertionError("emulator TIR was scheduled for a .tflite output")
+
+
+def _unscheduled(subgraph: dict) -> dict:
+    """A subgraph's plan report without what only scheduled TIR measures."""
+    out = {k: v for k, v in subgraph.items() if not k.startswith("scheduled_")}
+    if "plans" in out:
+        out["plans"] = [{k: v for k, v in p.items() if k != "scheduled_bytes"}
+                        for p in out["plans"]]
+    return out
+
+
 @pytest.fixture(scope="module")
 def person():
     return model_path("tflite-micro/person_detect").read_bytes()
@@ -28,12 +43,13 @@ def person():
 
 @pytest.fixture(scope="module")
 def written(person):
-    """person_detect compiled to a .tflite with every library build refused: (the model, the
-    stages heard in order)."""
+    """person_detect compiled to a .tflite with every library build and TIR schedule refused:
+    (the model, the stages heard in order)."""
     heard: list[str] = []
     mp = pytest.MonkeyPatch()
     mp.setattr(tvm, "compile", _refuse_build)
     mp.setattr(tvm.tirx, "build", _refuse_build)
+    mp.setattr(schedule, "apply_proposal", _refuse_schedule)
     try:
         with stages.listening(lambda name, _s: heard.append(name)):
             cm = tvm_ethos.compile_tflite(person, "ethos-u", accelerator_config=ACCEL)
@@ -62,6 +78,14 @@ def test_the_file_is_the_one_the_full_build_writes(written, person, monkeypatch)
         full = tvm_ethos.compile_tflite(person, "ethos-u", accelerator_config=ACCEL)
     assert "emulator" in heard and "host build" in heard   # this path did build them
     assert full.tflite == written[0].tflite
+    # the plan is the same; only the full build measured scheduled TIR (equal to the plan)
+    ours, theirs = written[0].plan_report, full.plan_report
+    assert set(ours["subgraphs"]) == set(theirs["subgraphs"]) != set()
+    for sym, sub in theirs["subgraphs"].items():
+        assert "scheduled_bytes" in sub and "scheduled_bytes" not in ours["subgraphs"][sym]
+        assert ours["subgraphs"][sym] == _unscheduled(sub)
+    assert {k: v for k, v in ours.items() if k != "subgraphs"} == \
+        {k: v for k, v in theirs.items() if k != "subgraphs"}
 
 
 def test_a_stage_is_logged_and_heard_with_its_time(caplog):

@@ -7,7 +7,10 @@ Proposal within the budget -> ``emulator.schedule.apply_proposal`` -> ``schedule
 ``schedule.check`` (planned == scheduled bytes per scope, per Plan, and the peak; a mismatch is
 a :class:`~tvm_ethos.emulator.schedule.MemoryMismatchError`). The scheduled PrimFuncs go to
 ``relax.ext.<npu>`` (``codegen.scheduled_primfuncs``), which builds them instead of the
-unscheduled ones; the Proposals go to the command-stream generators (``streams``).
+unscheduled ones; the Proposals go to the command-stream generators (``streams``). An output
+that holds the command streams only builds no emulator, so nothing is scheduled for it
+(``schedule=False``): its report gives what the plan allocates, and the streams' run on the
+functional model checks the plan's memory.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from tvm_ethos.errors import CompileError, MemoryBudgetError
 from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs, npu_functions
 from tvm_ethos.pipeline.planning import PlanningOptions, budget_for
 from tvm_ethos.pipeline.report import (
+    PlannedAllocation,
     PlannedSubgraph,
     PlanReport,
     SubgraphPlan,
@@ -44,9 +48,10 @@ class NpuPlan(NamedTuple):
 
 
 def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
-                   lowered: dict | None = None) -> NpuPlan:
+                   lowered: dict | None = None, schedule: bool = True) -> NpuPlan:
     """Plan and schedule every NPU subgraph of ``pmod`` (constants attached). ``lowered``: the
-    subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol."""
+    subgraphs already lowered by ``attach_npu_constants(..., lowered_out=...)``, by symbol;
+    ``schedule``: False plans without scheduling the emulator's TIR (no emulator is built)."""
     subgraphs: dict = {}
     layers: list = []
     device_names: dict = {}
@@ -86,10 +91,13 @@ def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
             except PlannerError as err:
                 raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
                                         f"{err}", budget, search.frontier[0][0], sym) from None
-            func = S.apply_proposal(lw, match, proposal, device)
-            result = S.measure(lw, match, proposal, func, device, tvm_count=False)
-            S.check(result)
-            scheduled[sym] = func
+            if schedule:
+                func = S.apply_proposal(lw, match, proposal, device)
+                result = S.measure(lw, match, proposal, func, device, tvm_count=False)
+                S.check(result)
+                scheduled[sym] = func
+            else:
+                result = planned_allocation(match, proposal)
             planned[sym] = PlannedSubgraph(match, proposal, device)
             subgraphs[sym] = SubgraphPlan(
                 spec.backend_id, device.name, budget, whence, proposal.memory_bytes,
@@ -104,6 +112,15 @@ def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
             cycles = (cycles or 0) + proposal.cycles
     report = PlanReport(True, opts.key(), subgraphs, tuple(layers), peak, cycles, device_names)
     return NpuPlan(report, scheduled, planned)
+
+
+def planned_allocation(match, proposal) -> PlannedAllocation:
+    """What ``proposal`` allocates, as ``schedule.measure`` reports its planned side."""
+    return PlannedAllocation(
+        S.planned_bytes(match, proposal), proposal.memory_bytes,
+        tuple({"parts": list(plan.parts), "planned_bytes": plan.memory_bytes,
+               "stripes": plan.spec.stripe.total_stripes, "buffering": plan.spec.label(),
+               "weights": plan.spec.weights} for plan in proposal.plans))
 
 
 def _natural(sym: str):

@@ -34,9 +34,28 @@ class PlannedSubgraph(NamedTuple):
 
 
 @dataclass(frozen=True)
+class PlannedAllocation:
+    """What a Proposal allocates, per memory scope, per Plan and at its peak, where no TIR is
+    scheduled from it (an output that holds the command streams only: the streams' own check
+    on the functional model stands in for the scheduled TIR's); the JSON of a
+    :class:`~tvm_ethos.emulator.schedule.ScheduledSubgraph` without its ``scheduled_*``
+    keys."""
+
+    planned_bytes: Mapping[str, int]
+    planned_peak: int
+    plans: tuple[Mapping[str, object], ...]
+
+    def to_json(self) -> dict:
+        return {"planned_bytes": dict(self.planned_bytes),
+                "planned_peak_bytes": self.planned_peak,
+                "plans": [dict(p) for p in self.plans]}
+
+
+@dataclass(frozen=True)
 class SubgraphPlan:
     """One planned NPU subgraph in the report: the Proposal chosen within its budget, the
-    memory / cycles frontier it was chosen from, and what the scheduled TIR allocates."""
+    memory / cycles frontier it was chosen from, and what the scheduled TIR allocates (or,
+    where none was scheduled, what the plan allocates)."""
 
     backend: str
     device: str
@@ -45,7 +64,7 @@ class SubgraphPlan:
     peak_memory_bytes: int
     cycles: int
     frontier: tuple[tuple[int, int], ...]   # (memory bytes, cycles), smallest memory first
-    scheduled: ScheduledSubgraph
+    scheduled: ScheduledSubgraph | PlannedAllocation
 
     def to_json(self) -> dict:
         # no timings: the report is saved and must be byte-identical run to run
@@ -160,10 +179,13 @@ def format_table(rep: dict) -> str:
         out.extend(table_lines([r for r in rep["layers"] if r.get("subgraph") == sym]))
         out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
         given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())
-        sched = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
+        sched = ""
+        if "scheduled_bytes" in sub:   # no TIR is scheduled for a stream-only output
+            scopes = ", ".join(f"{k} {v:,} B" for k, v in sub["scheduled_bytes"].items())
+            sched = (f"; scheduled {scopes} (scheduled TIR peak "
+                     f"{sub['scheduled_peak_bytes']:,} B)")
         out.append(f"   allocated per scope (every buffer of every cascade summed; the peak "
-                   f"above sizes the arena): planned {given}; scheduled {sched} (scheduled TIR "
-                   f"peak {sub['scheduled_peak_bytes']:,} B)")
+                   f"above sizes the arena): planned {given}{sched}")
         if sym in rep.get("streams", {}):
             out.extend(get_backend(sub["backend"]).stream_report_lines(rep["streams"][sym]))
     if not planned:
