@@ -189,7 +189,16 @@ class _Emitter:
         self.encoded: dict = {}
         self.const_slots: dict = {}
         self.ring_plans: dict = {}   # step -> (stand-in operand slots, whole-tensor copies)
+        self.te_dims: dict = {}      # TE tensor name -> (shape, dtype): see :meth:`dims`
         self.ops: list = []
+
+    def dims(self, t) -> tuple[tuple[int, ...], str]:
+        """(shape as ints, dtype) of the TE tensor ``t``, read from TVM once per tensor: every
+        step reads its operands' again, and each read builds TVM objects."""
+        k = t.op.name
+        if k not in self.te_dims:
+            self.te_dims[k] = (tuple(int(s) for s in t.shape), str(t.dtype))
+        return self.te_dims[k]
 
     # --- constants and configs
     def block_config(self, npu, key):
@@ -313,7 +322,8 @@ class _Emitter:
         if not st.whole:
             raise UnsupportedOperatorError(what, f"its operand {k} is held in a ring "
                                                  f"{st.shape} of a {st.tensor} tensor")
-        return FmSlot(st.region, st.offset, shape3(t.shape, k), str(t.dtype),
+        shape, dtype = self.dims(t)
+        return FmSlot(st.region, st.offset, shape3(shape, k), dtype,
                       qz[0] if qz else None, qz[1] if qz else 0)
 
     # --- one step
@@ -324,13 +334,14 @@ class _Emitter:
         self.step_at = (part, box)
         q, out, ins = self.layers[step], self.outs[step], self.lw.layer_inputs[step]
         em = emitter(q)
-        full = tuple((0, int(s)) for s in out.shape)
+        oshape, odtype = self.dims(out)
+        full = tuple((0, s) for s in oshape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
-        if em.ring is not None and len(out.shape) == 4:
+        if em.ring is not None and len(oshape) == 4:
             # one stripe read from the input's box, held whole or in a ring
             self.ops.append(em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block))
             return
-        if q.kind in RING_KINDS and len(out.shape) == 4 and self.in_ring(list(ins) + [out]):
+        if q.kind in RING_KINDS and len(oshape) == 4 and self.in_ring(list(ins) + [out]):
             self.ops += self.ring_movement(step, q, ins, out, box, full)
             return
         if em.form is Form.MOVEMENT:  # whole tensors, the stripe's part of the copies
@@ -339,7 +350,7 @@ class _Emitter:
                                   q.tflite_name)
             self.ops += em.sequence(q, operands, ofm, self.emission(), stripe_box(q, box, full))
             return
-        if em.form is Form.SEQUENCE and not em.whole(len(out.shape)):
+        if em.form is Form.SEQUENCE and not em.whole(len(oshape)):
             # operations that each read only their own elements: the stripe's box of whole
             # tensors, the operator's working memory beside them (PRELU)
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
@@ -347,13 +358,13 @@ class _Emitter:
             self.ops += em.sequence(q, operands, ofm, self.emission(step),
                                     stripe_box(q, box, full))
             return
-        if em.whole(len(out.shape)):
+        if em.whole(len(oshape)):
             self.emit_whole(step, q, em, box, full, out, ins, in_q)
             return
-        if len(out.shape) != 4 or int(out.shape[0]) != 1:
-            raise UnsupportedOperatorError(q.tflite_name, f"output shape {tuple(out.shape)}")
+        if len(oshape) != 4 or oshape[0] != 1:
+            raise UnsupportedOperatorError(q.tflite_name, f"output shape {oshape}")
         (_, _), (y0, y1), (x0, x1), (c0, c1) = box
-        if (c0, c1) != (0, int(out.shape[3])):
+        if (c0, c1) != (0, oshape[3]):
             raise UnsupportedOperatorError(q.tflite_name, f"the plan computes channels "
                                                           f"[{c0}, {c1}) of a stripe")
         windowed = em.geometry is not None
@@ -364,22 +375,23 @@ class _Emitter:
         if out_q is None:  # pools keep their input's quantization
             out_q = in_q[0]
         ofm_fm = self.box_fm(out, (y0, y1), (x0, x1), out_q)
-        iy0, iy1, top, bottom = _window(y0, y1, kh, sh, dh, pt, int(src.shape[1]))
-        ix0, ix1, left, right = _window(x0, x1, kw, sw, dw, pl, int(src.shape[2]))
+        sshape = self.dims(src)[0]
+        iy0, iy1, top, bottom = _window(y0, y1, kh, sh, dh, pt, sshape[1])
+        ix0, ix1, left, right = _window(x0, x1, kw, sw, dw, pl, sshape[2])
         pad = (top, left, bottom, right)
         qs = dataclasses.replace(q, attrs=dict(q.attrs, padding=pad)) if windowed else q
-        h, w, c = y1 - y0, x1 - x0, int(out.shape[3])
-        ofm_slot = FmSlot(1, 0, (h, w, c), str(out.dtype), *(out_q or (None, 0)))
+        h, w, c = y1 - y0, x1 - x0, oshape[3]
+        ofm_slot = FmSlot(1, 0, (h, w, c), odtype, *(out_q or (None, 0)))
         operands = []
         for t, iq in zip(ins, in_q):
             if t.op.name in self.consts:
                 operands.append((self.const_slot(t, iq), None))
                 continue
-            tshape = shape3(t.shape, t.op.name)
-            if windowed or tshape == (h, w, c) or tshape[:2] == (int(out.shape[1]),
-                                                                int(out.shape[2])):
+            te_shape, te_dtype = self.dims(t)
+            tshape = shape3(te_shape, t.op.name)
+            if windowed or tshape == (h, w, c) or tshape[:2] == oshape[1:3]:
                 ry, rx = ((iy0, iy1), (ix0, ix1)) if windowed else ((y0, y1), (x0, x1))
-                slot = FmSlot(1, 0, (ry[1] - ry[0], rx[1] - rx[0], tshape[2]), str(t.dtype),
+                slot = FmSlot(1, 0, (ry[1] - ry[0], rx[1] - rx[0], tshape[2]), te_dtype,
                               *(iq or (None, 0)))
                 operands.append((slot, self.box_fm(t, ry, rx, iq)))
             else:  # a broadcast operand: read whole

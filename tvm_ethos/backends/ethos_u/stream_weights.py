@@ -20,6 +20,7 @@ its streamed weights in place from flash.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -173,11 +174,10 @@ def copy_weights(api, ops: list, plan_starts: dict, part_ops: dict, pools: dict,
 
 def channel_slice(fm, c0: int, n: int):
     """The feature map of channels [c0, c0 + n) of ``fm`` (NHWC: the same rows and columns,
-    every tile moved by ``c0`` elements, the full tensor's strides)."""
-    import copy
-
+    every tile moved by ``c0`` elements, the full tensor's strides). A shallow copy: a feature
+    map's fields are replaced, never changed in place."""
     api = vela_api()
-    out = copy.deepcopy(fm)
+    out = copy.copy(fm)
     h, w, c = fm.shape.height, fm.shape.width, fm.shape.depth
     if out.strides is None:
         e = {api.NpuDataType.INT16: 2, api.NpuDataType.INT32: 4}.get(fm.data_type, 1)
@@ -260,8 +260,6 @@ class Stager:
 
 
 def _shallow(npu):
-    import copy
-
     op = copy.copy(npu)
     op.weights, op.biases, op.block_config = [], [], None
     return op
