@@ -1,10 +1,13 @@
 """Part matchers: TE graphs of NPU subgraphs -> PlannerGraph, propagators derived from the TE
 index expressions, checked against the planner's hand-written constructors (planner.parts)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tflite_builder as tb
 from conftest import model_path
+from tvm import s_tir, tirx
 
 import tvm_ethos
 from planner import parts as P
@@ -216,3 +219,32 @@ def test_models_match_the_planner_tflite_graph(name):
             assert any(windows(p.propagators[0], p.output.shape, p.inputs[0].shape) ==
                        windows(q.propagators[0], q.output.shape, q.inputs[0].shape)
                        for q in cands), p.name
+
+
+def _block_names(func) -> list[str]:
+    """The blocks directly under a PrimFunc's root, in program order."""
+    body = func.body
+    if isinstance(body, s_tir.SBlockRealize):
+        body = body.block.body
+    names = []
+    for st in list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]:
+        while st is not None and not isinstance(st, s_tir.SBlockRealize):
+            st = getattr(st, "body", None)
+        if st is not None:
+            names.append(st.block.name_hint)
+    return names
+
+
+@pytest.mark.parametrize("name", ["ds_cnn_kws", "resnet8_cifar"])
+def test_parts_follow_the_primfuncs_block_order_without_reading_it(name):
+    """Parts are ordered as the scheduled TIR runs them: the PrimFunc's block order, which
+    match_subgraph reads from the TE graph, so a subgraph lowered without its PrimFunc (a
+    ``.tflite`` compile schedules none) gives the same graph."""
+    (lw,) = lowered_of(str(model_path(name)))
+    m = match_subgraph(lw)
+    roots = [mp.root.op.name for mp in m.parts]
+    assert len(roots) > 10
+    assert roots == [b for b in _block_names(lw.primfunc) if b in set(roots)]
+    bare = match_subgraph(dataclasses.replace(lw, primfunc=None))
+    assert [mp.part for mp in bare.parts] == [mp.part for mp in m.parts]
+    assert bare.graph.inputs == m.graph.inputs and bare.graph.outputs == m.graph.outputs

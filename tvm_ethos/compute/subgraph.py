@@ -27,7 +27,7 @@ NPU_FUNC_ATTRS = {"op_pattern": 8, "tirx.is_scheduled": True}
 @dataclass
 class LoweredSubgraph:
     symbol: str
-    primfunc: "tvm.tirx.PrimFunc"  # unscheduled
+    primfunc: "tvm.tirx.PrimFunc | None"  # unscheduled; None: lowered with_primfunc=False
     consts: list[np.ndarray]
     num_inputs: int
     layers: list[QOp] = field(default_factory=list)
@@ -48,12 +48,13 @@ def _te_placeholder(var: relax.Var, name: str):
 
 def lower_function(
     func: relax.Function, symbol: str, num_inputs: int | None = None, vnni: bool = False,
-    avx2: bool = False, tflite_fc_rounding: bool = False,
+    avx2: bool = False, tflite_fc_rounding: bool = False, with_primfunc: bool = True,
 ) -> LoweredSubgraph:
     """TE graph and unscheduled PrimFunc of one partitioned function (``vnni``: for an llvm
     host with AVX-512 VNNI; ``avx2``: with AVX2 and no VNNI; see ``te_ops.lower_qop``;
     ``tflite_fc_rounding``: FULLY_CONNECTED rounds as TFLite Micro's kernel does, what the
-    function's NPU asks for in ``NpuBackend.emulator_lowering``)."""
+    function's NPU asks for in ``NpuBackend.emulator_lowering``; ``with_primfunc`` False:
+    the TE graph only, for a compile that builds and schedules no TIR from it)."""
     params = list(func.params)
     if num_inputs is None:
         num_inputs = (
@@ -140,10 +141,12 @@ def lower_function(
         seen.add(id(t))
         final.append(t)
     const_phs = [ph for ph, _ in pool.items]
-    prim = te.create_prim_func(in_phs + const_phs + final)
-    prim = prim.with_attr("global_symbol", symbol)
-    for k, v in NPU_FUNC_ATTRS.items():
-        prim = prim.with_attr(k, v)
+    prim = None
+    if with_primfunc:
+        prim = te.create_prim_func(in_phs + const_phs + final)
+        prim = prim.with_attr("global_symbol", symbol)
+        for k, v in NPU_FUNC_ATTRS.items():
+            prim = prim.with_attr(k, v)
     return LoweredSubgraph(
         symbol=symbol,
         primfunc=prim,

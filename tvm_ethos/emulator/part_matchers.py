@@ -505,8 +505,10 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
         part = Part(_part_name(r, layer_of), kind, tuple(ptensors), ptensor(r), tuple(props),
                     attrs)
         parts.append(MatchedPart(part, r, stages, ins, maps, layer, window or {}, perms))
-    # parts in the PrimFunc's block order: the order the scheduled TIR runs them in
-    rank = {n: k for k, n in enumerate(_block_order(lowered.primfunc))}
+    # parts in the order the scheduled TIR runs them in: the PrimFunc's blocks, which
+    # create_prim_func lays out in this same post-order of the TE graph (read here from TE,
+    # so a compile that schedules no TIR makes no PrimFunc)
+    rank = {n: k for k, n in enumerate(_name(t) for t in order if _is_compute(t))}
     parts.sort(key=lambda mp: rank.get(_name(mp.root), len(rank)))
     ins_t = tuple(ptensor(t) for t in inputs)
     outs_t = tuple(ptensor(t) for t in lowered.outputs)
@@ -516,23 +518,6 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
     graph = PlannerGraph(tuple(mp.part for mp in parts), ins_t, outs_t,
                          name or getattr(lowered, "symbol", "subgraph"))
     return MatchResult(graph, parts, te_of)
-
-
-def _block_order(func) -> list[str]:
-    """Names of the blocks directly under the PrimFunc's root, in program order."""
-    from tvm import s_tir
-
-    body = func.body
-    if isinstance(body, s_tir.SBlockRealize):
-        body = body.block.body
-    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    names = []
-    for st in stmts:
-        while st is not None and not isinstance(st, s_tir.SBlockRealize):
-            st = getattr(st, "body", None)
-        if st is not None:
-            names.append(st.block.name_hint)
-    return names
 
 
 def _const_layout(kind: str, access: "AccessMap", out_vars: list[str], shape) -> tuple:

@@ -55,11 +55,12 @@ def offload(pmod, tl: TargetList, plan_opts: PlanningOptions, devices: dict,
     host composite a ``call_tir`` of its exact kernel. ``tvm_ethos.compile`` and
     ``partition_for_*`` share it, so both build the same kernels. ``streams``: also generate
     the subgraphs' command streams; ``emulator``: False builds no emulator kernels
-    (``codegen.without_emulator``) and schedules no TIR for them."""
+    (``codegen.without_emulator``) and makes and schedules no TIR for them."""
     npu_opts = {t.backend_id: t.options for t in tl.accelerators}
     lowered: dict = {}
     with stage("lower"):
-        pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered)
+        pmod = attach_npu_constants(pmod, set(npu_opts), lowered_out=lowered,
+                                    with_primfunc=emulator)
     with stage("plan"):
         plan = plan_subgraphs(pmod, tl, plan_opts, devices, lowered, schedule=emulator)
     report, payloads = plan.report, {}

@@ -69,18 +69,21 @@ def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
     return out
 
 
-def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None):
+def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None,
+                         with_primfunc: bool = True):
     """Give every NPU subgraph its lowered constants as parameters and call-site arguments.
 
     ``lowered_out`` (optional) receives each subgraph's LoweredSubgraph by symbol: the same one
-    ``lower_npu_subgraphs`` gives for the new function (its body is unchanged)."""
+    ``lower_npu_subgraphs`` gives for the new function (its body is unchanged); without
+    ``with_primfunc`` those carry no PrimFunc (``lower_function``)."""
     consts_by_gv = {}
     for gv, f in npu_functions(mod, backend_ids):
         if f.attrs is not None and NUM_INPUTS_ATTR in f.attrs:
             continue
         sym = str(f.attrs["global_symbol"])
         lw = lower_function(f, sym, num_inputs=len(f.params),
-                            tflite_fc_rounding=tflite_fc_rounding(f))
+                            tflite_fc_rounding=tflite_fc_rounding(f),
+                            with_primfunc=with_primfunc)
         if lowered_out is not None:
             lowered_out[sym] = lw
         extra = [
