@@ -150,6 +150,22 @@ def check_tflite_output(model: str, targets) -> None:
         raise CliError(f"--output-format tflite rewrites a .tflite model; {model} is not one")
 
 
+#: TVM's switch for loading its device backends (CUDA, OpenCL, Vulkan, ...) and out-of-tree
+#: extensions at ``import tvm``
+TVM_BACKEND_AUTOLOAD = "TVM_DEVICE_BACKEND_AUTOLOAD"
+
+
+def skip_tvm_device_backends(targets) -> bool:
+    """For the tflite-micro host (TVM compiles only the Ethos-U groups, builds no device
+    code): ``import tvm`` loads none of its device backends. Only where TVM is not imported
+    yet and the user has not set :data:`TVM_BACKEND_AUTOLOAD`; True where it now is off."""
+    if host_output(targets) is not HostOutput.TFLITE or "tvm" in sys.modules or \
+            TVM_BACKEND_AUTOLOAD in os.environ:
+        return False
+    os.environ[TVM_BACKEND_AUTOLOAD] = "0"
+    return True
+
+
 #: The output format each file extension means (any other extension: a zip package).
 EXTENSION_FORMATS = {".tflite": "tflite", ".tar": "package", ".zip": "package"}
 
@@ -234,6 +250,7 @@ def run(args) -> int:
     if args.fallback_mode is not None:
         options["fallback_mode"] = args.fallback_mode
 
+    skip_tvm_device_backends(targets)
     # lazy: keeps tvmc --help fast (progress bar, compile stages load on use)
     from planner.sweep import Progress
     from tvm_ethos import stages

@@ -4,6 +4,9 @@ full build writes, its plan report the full build's less what only scheduled TIR
 the compile's stages are timed and heard as they end (``tvm_ethos.stages``)."""
 
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 import tvm
@@ -12,7 +15,9 @@ import tvm_ethos
 from tests.helpers.models import model_path
 from tvm_ethos import stages
 from tvm_ethos.backends.tflite_micro import compile as tflm_compile
+from tvm_ethos.cli_compile import TVM_BACKEND_AUTOLOAD, skip_tvm_device_backends
 from tvm_ethos.emulator import schedule
+from tvm_ethos.targets import parse_targets
 
 pytest.importorskip("ethosu.vela")
 
@@ -110,3 +115,38 @@ def test_a_failed_stage_is_not_heard_and_a_listener_leaves():
     with stages.stage("after"):   # the listener left with its block
         pass
     assert heard == []
+
+
+@pytest.mark.parametrize("target,tvm_loaded,user_set,skips", [
+    ("ethos-u", False, False, True),
+    ("ethos-u", True, False, False),      # too late: TVM is loaded
+    ("ethos-u", False, True, False),      # the user's setting stands
+    ("ethos-u,llvm", False, False, False),   # a package may run OpenCL / LLVM code
+])
+def test_tvm_loads_its_device_backends_unless_only_the_npu_groups_compile(
+        target, tvm_loaded, user_set, skips, monkeypatch):
+    monkeypatch.delenv(TVM_BACKEND_AUTOLOAD, raising=False)
+    if user_set:
+        monkeypatch.setenv(TVM_BACKEND_AUTOLOAD, "1")
+    if not tvm_loaded:
+        monkeypatch.delitem(sys.modules, "tvm")
+    assert skip_tvm_device_backends(parse_targets(target)) is skips
+    assert os.environ.get(TVM_BACKEND_AUTOLOAD) == ("0" if skips else "1" if user_set else None)
+
+
+def test_tvmc_compile_to_a_tflite_loads_no_tvm_device_backend(tmp_path, written):
+    """A fresh ``tvmc compile`` process for ``--target ethos-u`` loads none of TVM's device
+    backends (CUDA's PTX hooks, Adreno's target tags are two) and writes the bytes
+    compile_tflite does."""
+    out = tmp_path / "person.tflite"
+    code = ("import sys; from tvm_ethos.cli import main; rc = main(sys.argv[1:]); "
+            "print(sorted(m for m in sys.modules if m.startswith(('tvm.backend.cuda.ptx', "
+            "'tvm.backend.adreno'))))")
+    env = {k: v for k, v in os.environ.items() if k != TVM_BACKEND_AUTOLOAD}
+    done = subprocess.run(
+        [sys.executable, "-c", code, "compile",
+         str(model_path("tflite-micro/person_detect")), "--target", "ethos-u",
+         "--accelerator-config", ACCEL, "-o", str(out), "-q", "--no-progress"],
+        capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout
+    assert out.read_bytes() == written[0].tflite
