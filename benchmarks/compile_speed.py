@@ -9,9 +9,9 @@ output file per NPU operation (the stream words of every ``ethos-u`` operator,
 Size``. Wall time and CPU time (user + system) are both shown: on a shared machine the wall
 time also counts waiting for a core.
 
-``--before OTHER_CHECKOUT`` also compiles each model once with another tree's tvmc and
-shows its stream bytes per NPU operation beside ours (a stream change measured before and
-after in the same run).
+``--before OTHER_CHECKOUT`` also compiles each model with another tree's tvmc, as often as
+ours and interleaved with ours, and shows its wall and CPU time, stage breakdown and stream
+bytes per NPU operation beside ours (a change measured before and after in the same run).
 
   python benchmarks/compile_speed.py [--models /work/shared/models] [--repeat 3]
       [--out out/compile_speed] [--only resnet8_cifar] [--no-size] [--code OTHER_CHECKOUT]
@@ -126,8 +126,14 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
             if not warm:   # bytecode written and files read once, untimed
                 _timed(_vela_cmd(model, vdir, optimise), env)
                 _timed(_tvmc_cmd(model, ofile, optimise), env)
+                if env_before is not None:
+                    _timed(_tvmc_cmd(model, ofile, optimise), env_before)
                 warm = True
             vela_t, vela_c, ours_t, ours_c, ours_err = [], [], [], [], []
+            before_t, before_c, before_err = [], [], []
+            bfile = os.path.join(out, "before", optimise, name + ".tflite")
+            if env_before is not None:
+                os.makedirs(os.path.dirname(bfile), exist_ok=True)
             for _ in range(repeat if optimise == "Performance" else 1):
                 wall, cpu, _err = _timed(_vela_cmd(model, vdir, optimise), env)
                 vela_t.append(wall)
@@ -136,22 +142,29 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
                 ours_t.append(wall)
                 ours_c.append(cpu)
                 ours_err.append(err)
+                if env_before is not None:
+                    wall, cpu, err = _timed(_tvmc_cmd(model, bfile, optimise), env_before)
+                    before_t.append(wall)
+                    before_c.append(cpu)
+                    before_err.append(err)
             mid = sorted(range(len(ours_t)), key=ours_t.__getitem__)[len(ours_t) // 2]
             vb, vops = stream_bytes(os.path.join(vdir, name + "_vela.tflite"))
             ob, oops = stream_bytes(ofile)
             bb = bops = None
+            before = {}
             if env_before is not None:
-                bfile = os.path.join(out, "before", optimise, name + ".tflite")
-                os.makedirs(os.path.dirname(bfile), exist_ok=True)
-                _timed(_tvmc_cmd(model, bfile, optimise), env_before)
                 bb, bops = stream_bytes(bfile)
+                bmid = sorted(range(len(before_t)), key=before_t.__getitem__)[len(before_t) // 2]
+                before = {"before_s": statistics.median(before_t),
+                          "before_cpu": statistics.median(before_c),
+                          "before_stages": stages(before_err[bmid])}
             rows.append({"model": name, "optimise": optimise,
                          "vela_s": statistics.median(vela_t), "ours_s": statistics.median(ours_t),
                          "vela_cpu": statistics.median(vela_c),
                          "ours_cpu": statistics.median(ours_c),
                          "stages": stages(ours_err[mid]),
                          "vela_bytes": vb, "vela_ops": vops, "ours_bytes": ob, "ours_ops": oops,
-                         "before_bytes": bb, "before_ops": bops})
+                         "before_bytes": bb, "before_ops": bops, **before})
     return rows
 
 
@@ -180,12 +193,24 @@ def table(rows: list[dict]) -> str:
             line += (f" {bb:>15,} {bops:>5} {_per(bb, bops)}" if bb is not None
                      else f" {'-':>15} {'-':>5} {'-':>6}")
         lines.append(line)
-    lines.append("")
-    lines.append("our stages (s, the median run's; -v's stage lines):")
-    for r in rows:
-        if r["stages"]:
-            lines.append(f"  {r['model']} {r['optimise']}: " + ", ".join(
-                f"{k} {v:.2f}" for k, v in r["stages"].items()))
+    if any("before_s" in r for r in rows):
+        lines.append("")
+        lines.append(f"{'model':<22} {'optimise':<11} {'before s':>8} {'ours s':>7} "
+                     f"{'before cpu':>10} {'ours cpu':>8}  (wall and CPU, medians)")
+        for r in rows:
+            if "before_s" in r:
+                lines.append(f"{r['model']:<22} {r['optimise']:<11} {r['before_s']:>8.2f} "
+                             f"{r['ours_s']:>7.2f} {r['before_cpu']:>10.2f} "
+                             f"{r['ours_cpu']:>8.2f}")
+    for label, key in (("our", "stages"), ("before's", "before_stages")):
+        if not any(r.get(key) for r in rows):
+            continue
+        lines.append("")
+        lines.append(f"{label} stages (s, the median run's; -v's stage lines):")
+        for r in rows:
+            if r.get(key):
+                lines.append(f"  {r['model']} {r['optimise']}: " + ", ".join(
+                    f"{k} {v:.2f}" for k, v in r[key].items()))
     return "\n".join(lines)
 
 
