@@ -207,6 +207,7 @@ class Stager:
         self.api, self.flash, self.acc, self.halves = api, flash, acc, halves
         self.turn: dict = {}
         self.encoded: dict = {}
+        self.constants: dict = {}   # layer step -> (OHWI weights, scales): every stripe's
         self.dma_bytes = 0
         self.left_in_flash = 0
         self.touched: list = []     # (arena offset, bytes) of every DMA into a half
@@ -217,8 +218,9 @@ class Stager:
         api = self.api
         plan, (half_a, half_b), half = self.halves[step]
         depthwise = q.kind == Op.DEPTHWISE_CONV2D
-        ohwi = weights_ohwi(q)
-        scales = conv_scales(q, channels)
+        if step not in self.constants:
+            self.constants[step] = (weights_ohwi(q), conv_scales(q, channels))
+        ohwi, scales = self.constants[step]
         out = []
         for c0 in range(0, channels, self.SLICE_CHANNELS):
             n = min(self.SLICE_CHANNELS, channels - c0)
