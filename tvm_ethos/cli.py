@@ -19,6 +19,8 @@ bad size, unknown option, a budget no schedule fits), with exactly one line on s
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import os
 import sys
 import time
@@ -424,8 +426,18 @@ def configure_logging(verbosity: int) -> None:
             log.addHandler(handler)
 
 
+def freeze_at_exit() -> None:
+    """Leave the objects alive at exit to reference counting: the interpreter's last garbage
+    collections would walk every one of them, and a compile leaves a great many (TVM's, the
+    planner's), only for the process to end. Registered by :func:`main` to run at exit."""
+    gc.disable()
+    gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run tvmc; returns the exit status (argparse's own exits become return values)."""
+    atexit.unregister(freeze_at_exit)   # once, however often main runs in one process
+    atexit.register(freeze_at_exit)
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

@@ -2,6 +2,7 @@
 a compile + run round trip checked against the TFLite interpreter, the planner report, the
 option mapping, --print-top / --print-time, one-line exit-2 errors for bad input, --help."""
 import contextlib
+import gc
 import io
 import json
 import os
@@ -16,7 +17,7 @@ from conftest import model_path, oracle, random_inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvm_ethos.cli import SUBCOMMANDS, build_parser, main
+from tvm_ethos.cli import SUBCOMMANDS, build_parser, freeze_at_exit, main
 from tvm_ethos.cli_run import read_inputs, top_classes
 from tvm_ethos.compiler import IOSpec
 
@@ -463,3 +464,25 @@ def test_run_says_which_npu_model_ran_and_takes_npu_runtime(tmp_path):
         assert np.array_equal(got.reshape(want.shape), want)
     rc, _, err = call(["run", str(pkg), "--npu-runtime", "vela"])
     assert rc == 2 and "--npu-runtime" in err
+
+
+def test_tvmc_leaves_what_is_alive_at_exit_to_reference_counting():
+    """main registers freeze_at_exit to run once at exit however often it runs (a process
+    of its own shows it); that turns the collector off and freezes every object, so the
+    interpreter's last collections skip them."""
+    code = ("import tvm_ethos.cli as cli\n"
+            "cli.freeze_at_exit = lambda: print('frozen at exit')\n"
+            "for _ in range(3):\n"
+            "    assert cli.main(['--version']) == 0\n"
+            "print('main done')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    assert done.stdout.splitlines()[-2:] == ["main done", "frozen at exit"]
+    enabled = gc.isenabled()
+    try:
+        freeze_at_exit()
+        assert not gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
