@@ -32,6 +32,7 @@ from tvm_ethos.cli import (
     add_planner_arguments,
     add_target_arguments,
     check_option_targets,
+    collector_paused,
     planner_options,
     register,
     require_file,
@@ -258,7 +259,7 @@ def run(args) -> int:
     name = os.path.basename(args.model)
     t0 = time.perf_counter()
     with Progress(None, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar, \
-            stages.listening(lambda stage, _seconds: bar.update(1, stage)):
+            stages.listening(lambda stage, _seconds: bar.update(1, stage)), collector_paused():
         # the tflite-micro host partitions the .tflite itself: TVM imports only its NPU groups
         mod = (args.model if host_output(targets) is HostOutput.TFLITE
                else tvm_ethos.load_model(args.model))

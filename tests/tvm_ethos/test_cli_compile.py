@@ -17,7 +17,7 @@ from conftest import model_path, oracle, random_inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvm_ethos.cli import SUBCOMMANDS, build_parser, freeze_at_exit, main
+from tvm_ethos.cli import SUBCOMMANDS, build_parser, collector_paused, freeze_at_exit, main
 from tvm_ethos.cli_run import read_inputs, top_classes
 from tvm_ethos.compiler import IOSpec
 
@@ -486,3 +486,16 @@ def test_tvmc_leaves_what_is_alive_at_exit_to_reference_counting():
         gc.unfreeze()
         if enabled:
             gc.enable()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_paused_for_the_block_and_as_it_was_after(enabled):
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with pytest.raises(ValueError), collector_paused():
+            assert not gc.isenabled()
+            raise ValueError("a compile that fails")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -136,10 +136,14 @@ def test_tvm_loads_its_device_backends_unless_only_the_npu_groups_compile(
 
 def test_tvmc_compile_to_a_tflite_loads_no_tvm_device_backend(tmp_path, written):
     """A fresh ``tvmc compile`` process for ``--target ethos-u`` loads none of TVM's device
-    backends (CUDA's PTX hooks, Adreno's target tags are two) and writes the bytes
-    compile_tflite does."""
+    backends (CUDA's PTX hooks, Adreno's target tags are two), runs every stage with the
+    cyclic garbage collector paused (on again after) and writes the bytes compile_tflite
+    does."""
     out = tmp_path / "person.tflite"
-    code = ("import sys; from tvm_ethos.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import gc, sys; from tvm_ethos import stages; from tvm_ethos.cli import main\n"
+            "on = []; stages._LISTENERS.append(lambda name, _s: on.append(gc.isenabled()))\n"
+            "rc = main(sys.argv[1:])\n"
+            "print(len(on), any(on), gc.isenabled())\n"
             "print(sorted(m for m in sys.modules if m.startswith(('tvm.backend.cuda.ptx', "
             "'tvm.backend.adreno'))))")
     env = {k: v for k, v in os.environ.items() if k != TVM_BACKEND_AUTOLOAD}
@@ -147,6 +151,10 @@ def test_tvmc_compile_to_a_tflite_loads_no_tvm_device_backend(tmp_path, written)
         [sys.executable, "-c", code, "compile",
          str(model_path("tflite-micro/person_detect")), "--target", "ethos-u",
          "--accelerator-config", ACCEL, "-o", str(out), "-q", "--no-progress"],
-        capture_output=True, text=True, env=env, check=True)
+        capture_output=True, text=True, env=env, check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    stages_heard, collector_in_a_stage, collector_after = done.stdout.splitlines()[-2].split()
+    assert int(stages_heard) > 5
+    assert (collector_in_a_stage, collector_after) == ("False", "True")
     assert done.stdout.splitlines()[-1] == "[]", done.stdout
     assert out.read_bytes() == written[0].tflite
