@@ -30,6 +30,7 @@ from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
+from tvm_ethos.partition_siblings import merge_split_siblings
 from tvm_ethos.patterns import _VARIANTS_BY_KIND, pattern_variants, qop_from_composite, read_qop
 from tvm_ethos.targets import TargetList, parse_targets
 
@@ -289,6 +290,7 @@ def partition(mod, target="ethos-n,llvm", **options):
                 pats, bind_constants=True, annotate_codegen=False
             )(base)
             trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial))
+            trial = merge_split_siblings(trial, spec.backend_id)
             new_failures = {}
             for gv, func in _codegen_functions(trial, spec.backend_id):
                 if gv.name_hint in before:
