@@ -212,18 +212,47 @@ def split_origin(q) -> tuple[int, int, int]:
     return _offset3(a, int(q.attrs["begin"]))
 
 
-def split_ring_op(q, src, dst, block: Callable):
-    """One stripe of a SPLIT output between feature maps of a planner's buffers (``src``
-    the input box the stripe reads, all its channels; ``dst`` the output box; either may
-    wrap a ring in tiles): the box's channels from the slice's first, copied."""
+def channel_runs(src_c: int, dst_c: int, n: int, src_depth: int,
+                 dst_depth: int) -> list[tuple[int, int, int]]:
+    """(source position, destination position, count) of each contiguous piece of a copy of
+    ``n`` channels from source channel ``src_c`` to destination channel ``dst_c`` between
+    buffers that hold channel ``c`` at ``c % depth`` (a planner's buffer of fewer channels
+    than its tensor is a ring over channels, as over rows)."""
+    out, done = [], 0
+    while done < n:
+        s, d = (src_c + done) % src_depth, (dst_c + done) % dst_depth
+        k = min(n - done, src_depth - s, dst_depth - d)
+        out.append((s, d, k))
+        done += k
+    return out
+
+
+def _channels(fm, first: int, n: int, esize: int):
+    """``fm`` narrowed to ``n`` channels from buffer position ``first`` (its strides kept)."""
     api = vela_api()
-    bc = split_origin(q)[2]
-    if bc:
-        esize = np.dtype(q.out_dtype).itemsize
-        src.tiles = api.NpuTileBox(src.tiles.height_0, src.tiles.height_1, src.tiles.width_0,
-                                   [a + bc * esize for a in src.tiles.addresses])
-    src.shape = api.NpuShape3D(src.shape.height, src.shape.width, dst.shape.depth)
-    return fm_copy_op(src, dst, q.tflite_name, block)
+    fm.tiles = api.NpuTileBox(fm.tiles.height_0, fm.tiles.height_1, fm.tiles.width_0,
+                              [a + first * esize for a in fm.tiles.addresses])
+    fm.shape = api.NpuShape3D(fm.shape.height, fm.shape.width, n)
+    return fm
+
+
+def split_ring_ops(q, src: Callable, dst: Callable, channels: tuple[int, int],
+                   block: Callable) -> list:
+    """One stripe of a SPLIT output, channels ``channels`` of it, between feature maps of a
+    planner's buffers (``src()`` the input box the stripe reads, ``dst()`` the output box,
+    each all its buffer's channels; either may wrap a ring in tiles): the slice's channels
+    copied, one copy per piece that is contiguous in both buffers (:func:`channel_runs`)."""
+    esize = np.dtype(q.out_dtype).itemsize
+    c0, c1 = channels
+    ops = []
+    first_src, first_dst = src(), dst()
+    runs = channel_runs(c0 + split_origin(q)[2], c0, c1 - c0, first_src.shape.depth,
+                        first_dst.shape.depth)
+    for k, (s, d, n) in enumerate(runs):
+        a, b = (first_src, first_dst) if k == 0 else (src(), dst())
+        ops.append(fm_copy_op(_channels(a, s, n, esize), _channels(b, d, n, esize),
+                              q.tflite_name, block))
+    return ops
 
 
 def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:

@@ -339,7 +339,7 @@ class _Emitter:
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
         if em.ring is not None and len(oshape) == 4:
             # one stripe read from the input's box, held whole or in a ring
-            self.ops.append(em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block))
+            self.ops += em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block)
             return
         if q.kind in RING_KINDS and len(oshape) == 4 and self.in_ring(list(ins) + [out]):
             self.ops += self.ring_movement(step, q, ins, out, box, full)

@@ -38,10 +38,9 @@ from tvm_ethos.backends.ethos_u.ops_fc import fc_views
 from tvm_ethos.backends.ethos_u.ops_movement import (
     movement_ops,
     split_origin,
-    split_ring_op,
-    stripe_box,
+    split_ring_ops,
 )
-from tvm_ethos.backends.ethos_u.stream_base import Flash
+from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError
 
 
 class Form(Enum):
@@ -107,7 +106,7 @@ class StreamEmitter:
     * ``sequence(q, operands, ofm, emission, box)``: the operations of a SEQUENCE or
       MOVEMENT operator (``box``: the output rows and columns of a stripe, None for whole);
     * ``work_bytes(q)``: the working memory a SEQUENCE needs;
-    * ``ring(q, ins, out, box, full, box_fm, block)``: the one operation of a stripe read
+    * ``ring(q, ins, out, box, full, box_fm, block)``: the operations of a stripe read
       from and written to buffers that may be rings (SPLIT);
     * ``stageable``: its weights may be staged slice by slice through a Plan's buffer.
     """
@@ -199,15 +198,17 @@ def _movement(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) ->
     return movement_ops(q, operands, ofm, em.flash, em.block, box)
 
 
-def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable):
-    """One SPLIT stripe: its rows read from the input's box, either held whole or in a
-    ring (``box_fm(tensor, rows, cols, quantization)``)."""
-    stripe_box(q, box, full)  # (refuses a stripe of some channels)
-    (_, _), (y0, y1), (x0, x1), _ = box
+def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> list:
+    """One SPLIT stripe, any rows, columns and channels of it: read from the input's box,
+    each buffer held whole or in a ring (``box_fm(tensor, rows, cols, quantization)``;
+    a buffer of fewer channels than its tensor folds them as its rows)."""
+    (b0, b1), (y0, y1), (x0, x1), channels = box
+    if (b0, b1) != tuple(full[0]):
+        raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
     by, bx, _ = split_origin(q)
-    src = box_fm(ins[0], (y0 + by, y1 + by), (x0 + bx, x1 + bx), None)
-    dst = box_fm(out, (y0, y1), (x0, x1), None)
-    return split_ring_op(q, src, dst, block)
+    return split_ring_ops(
+        q, lambda: box_fm(ins[0], (y0 + by, y1 + by), (x0 + bx, x1 + bx), None),
+        lambda: box_fm(out, (y0, y1), (x0, x1), None), tuple(channels), block)
 
 
 _CONV = StreamEmitter(Form.BLOCK, build=_conv, constants=_own_constants,
