@@ -334,16 +334,23 @@ def pad(name: str, x: Tensor, pads: Sequence[tuple[int, int]],
 
 
 def strided_slice(name: str, x: Tensor, begin: Sequence[int], size: Sequence[int],
-                  output_name: str | None = None) -> Part:
-    """A contiguous slice (SPLIT and SLICE lower to these)."""
+                  output_name: str | None = None,
+                  strides: Sequence[int] | None = None) -> Part:
+    """A slice of ``size`` elements per axis from ``begin``, every ``strides``-th (default
+    1: a contiguous box; SPLIT and SLICE lower to these): output element ``o`` of an axis
+    reads input ``begin + stride * o``, so an output stripe of ``n`` reads
+    ``stride * (n - 1) + 1`` input elements."""
     r = len(x.shape)
-    if len(begin) != r or len(size) != r:
-        raise PlannerError(f"{name}: begin and size need {r} values")
-    for b, s, n in zip(begin, size, x.shape):
-        if b < 0 or s < 1 or b + s > n:
-            raise PlannerError(f"{name}: slice begin={tuple(begin)} size={tuple(size)} is outside "
-                               f"{x.shape}")
+    strides = tuple(strides) if strides is not None else (1,) * r
+    if len(begin) != r or len(size) != r or len(strides) != r:
+        raise PlannerError(f"{name}: begin, size and strides need {r} values")
+    for b, s, k, n in zip(begin, size, strides, x.shape):
+        if k < 1 or b < 0 or s < 1 or b + k * (s - 1) + 1 > n:
+            raise PlannerError(f"{name}: slice begin={tuple(begin)} size={tuple(size)} "
+                               f"strides={strides} is outside {x.shape}")
     out = Tensor(output_name or f"{name}:0", tuple(size))
-    ident = [[1 if i == j else 0 for j in range(r)] for i in range(r)]
-    return Part(name, Op.SLICE, (x,), out, (Propagator.build(ident, [0] * r, list(begin)),),
-                _attrs(begin=tuple(begin)))
+    lin = [[k if i == j else 0 for j in range(r)] for i, k in enumerate(strides)]
+    attrs = _attrs(begin=tuple(begin)) if set(strides) == {1} else \
+        _attrs(begin=tuple(begin), strides=strides)
+    return Part(name, Op.SLICE, (x,), out,
+                (Propagator.build(lin, [1 - k for k in strides], list(begin)),), attrs)

@@ -789,18 +789,20 @@ def _quantize(ctx: _OpContext) -> None:
 
 
 def _slice_parts(ctx: _OpContext, x: Tensor, begin: list[int], size: list[int],
-                 j: int = 0, suffix: str | None = None) -> None:
+                 j: int = 0, suffix: str | None = None,
+                 strides: list[int] | None = None) -> None:
     """A slice of ``x``, plus a reshape when the model drops sliced-to-1 axes."""
     out = ctx.out_info(j)
     name = ctx.name if suffix is None else ctx.sub_name(suffix)
     if tuple(size) == out.shape:
-        ctx.emit(parts.strided_slice(name, x, begin, size, output_name=ctx.out_name(j)), j)
+        ctx.emit(parts.strided_slice(name, x, begin, size, output_name=ctx.out_name(j),
+                                     strides=strides), j)
         return
     if math.prod(size) != math.prod(out.shape) or [s for s in size if s != 1] != \
             [s for s in out.shape if s != 1]:
         raise ctx.err(f"computed slice {size} does not match the declared output "
                       f"{list(out.shape)}")
-    y = ctx.emit(parts.strided_slice(name, x, begin, size), final=False)
+    y = ctx.emit(parts.strided_slice(name, x, begin, size, strides=strides), final=False)
     ctx.emit(parts.reshape(ctx.c.part_name(f"{name}/reshape"), y, out.shape,
                            output_name=ctx.out_name(j)), j)
 
@@ -837,8 +839,9 @@ def _strided_slice(ctx: _OpContext) -> None:
     relative = bool(opts.Offset()) if opts is not None else False
     b_out, s_out = [], []
     for a, n in enumerate(x.shape):
-        if strides[a] != 1:
-            raise ctx.err(f"stride {strides[a]} on axis {a}; only stride 1 is supported")
+        if strides[a] < 1:
+            raise ctx.err(f"stride {strides[a]} on axis {a}; only positive strides are "
+                          "supported")
         b = 0 if bm >> a & 1 else begin[a]
         b = b + n if b < 0 else b
         b = min(max(b, 0), n)
@@ -853,8 +856,8 @@ def _strided_slice(ctx: _OpContext) -> None:
         if e - b < 1:
             raise ctx.err(f"axis {a}: the slice [{b}, {e}) of {n} is empty")
         b_out.append(b)
-        s_out.append(e - b)
-    _slice_parts(ctx, x, b_out, s_out)
+        s_out.append(-(-(e - b) // strides[a]))
+    _slice_parts(ctx, x, b_out, s_out, strides=None if set(strides) == {1} else strides)
 
 
 def _split_common(ctx: _OpContext, x: Tensor, axis_arr: np.ndarray, n_splits: int | None) -> None:

@@ -391,6 +391,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _integer_variant(Op.REVERSE, "relax.flip", extra_args=0)
         + _integer_variant(Op.TILE, "relax.tile", extra_args=0)
         + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=3)
+        + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=4)  # with strides
         + _integer_variant(Op.RESIZE_NEAREST, "relax.image.resize2d", extra_args=1,
                            attrs={"method": "nearest_neighbor"})
         + _reshape_variants()
@@ -781,24 +782,29 @@ def _prim_ints(tup) -> tuple[int, ...]:
 
 
 def _read_split(op: QOp, ann: dict, problems: list) -> None:
-    """One output of SPLIT / SPLIT_V: a unit-stride slice ``[begin, end)`` along ``axis``."""
+    """One output of SPLIT / SPLIT_V, or one axis of a (STRIDED_)SLICE: every ``stride``-th
+    element of ``[begin, end)`` along ``axis`` (``stride`` 1 but for a STRIDED_SLICE)."""
     core = ann["op"]
     try:
         axes, begin, end = (_prim_ints(a) for a in core.args[1:4])
+        strides = _prim_ints(core.args[4]) if len(core.args) > 4 else (1,)
     except (AttributeError, TypeError, ValueError):
         problems.append("slice bounds that are not literal integers")
         return
     rank = len(op.in_shapes[0])
-    if len(axes) != 1:
+    if len(axes) != 1 or len(strides) != 1:
         problems.append(f"slice over axes {axes}; a SPLIT output slices one axis")
         return
-    axis = axes[0] % rank
+    axis, stride = axes[0] % rank, strides[0]
     size = op.in_shapes[0][axis]
     b = begin[0] + size if begin[0] < 0 else begin[0]
     e = min(end[0] + size if end[0] < 0 else end[0], size)
-    op.attrs.update(axis=axis, begin=b, end=e)
-    if e - b != op.out_shape[axis]:
-        problems.append(f"slice [{b}, {e}) of an axis of {size}; a SPLIT output is contiguous")
+    op.attrs.update(axis=axis, begin=b, end=e, stride=stride)
+    if stride < 1:
+        problems.append(f"slice stride {stride}; a slice reads forwards")
+    elif -(-(e - b) // stride) != op.out_shape[axis]:
+        problems.append(f"slice [{b}, {e}) step {stride} of an axis of {size} gives "
+                        f"{op.out_shape[axis]} elements")
 
 
 def _read_depth_to_space(op: QOp, ann: dict, problems: list) -> None:

@@ -303,18 +303,25 @@ class EthosOperatorConverter(OperatorConverter):
         return self._code_reshape(op, "EXPAND_DIMS")
 
     # ------------------------------------------------------------------ SLICE / STRIDED_SLICE
-    def _box_slice(self, op, name: str, begin, end, shape_out):
-        """The box ``[begin, end)`` of the input's codes: one unit-stride ``strided_slice``
-        per cut axis (each one SPLIT's form), then the declared output shape."""
+    def _box_slice(self, op, name: str, begin, end, shape_out, strides=None):
+        """Every ``strides``-th element (default 1) of the box ``[begin, end)`` of the input's
+        codes: one ``strided_slice`` per cut axis (each one SPLIT's form, a stride only where
+        it is not 1), then the declared output shape."""
         x = self.get_input_tensors(op)[0]
         (out,) = self.get_output_tensors(op)
         self._same_quantization(name, x, out)
         expr = self.get_expr(x.tensor_idx)
         shape = [int(d) for d in self.get_tensor_shape(x)]
         for axis, (b, e) in enumerate(zip(begin, end)):
+            s = strides[axis] if strides else 1
             if not 0 <= b < e <= shape[axis]:
                 raise _refuse(f"{name} of [{b}, {e}) on dimension {axis} of {shape}")
-            if (b, e) != (0, shape[axis]):
+            e = b + (e - b - 1) // s * s + 1   # the last element read ends the box
+            s = 1 if e - b == 1 else s          # one element: no stride to take
+            if s != 1:
+                expr = self.bb.emit(relax.op.strided_slice(expr, axes=[axis], begin=[b],
+                                                           end=[e], strides=[s]))
+            elif (b, e) != (0, shape[axis]):
                 expr = self.bb.emit(relax.op.strided_slice(expr, axes=[axis], begin=[b],
                                                            end=[e]))
         return relax.op.reshape(expr, tuple(int(d) for d in shape_out))
@@ -331,8 +338,9 @@ class EthosOperatorConverter(OperatorConverter):
         return self._box_slice(op, "SLICE", begin, end, out)
 
     def convert_strided_slice(self, op):
-        """Unit strides only (a larger stride is no box); begin/end masks and negative
-        indices as TFLite reads them, shrunk axes dropped by the final reshape."""
+        """Positive strides (a negative one reads backwards, which no slice here does);
+        begin/end masks and negative indices as TFLite reads them, shrunk axes dropped by the
+        final reshape."""
         from tflite.StridedSliceOptions import StridedSliceOptions
 
         inputs = self.get_input_tensors(op)
@@ -351,9 +359,9 @@ class EthosOperatorConverter(OperatorConverter):
         begin = self._const_ints(inputs[1], "STRIDED_SLICE's begin").ravel().tolist()
         end = self._const_ints(inputs[2], "STRIDED_SLICE's end").ravel().tolist()
         strides = self._const_ints(inputs[3], "STRIDED_SLICE's strides").ravel().tolist()
-        if any(v != 1 for v in strides):
-            raise _refuse(f"STRIDED_SLICE with strides {strides}; tvm-ethos slices with unit "
-                          "strides")
+        if any(v < 1 for v in strides):
+            raise _refuse(f"STRIDED_SLICE with strides {strides}; tvm-ethos slices with "
+                          "positive strides")
         bm, em, sm = masks
         box_b, box_e = [], []
         for i, d in enumerate(shape):
@@ -364,7 +372,7 @@ class EthosOperatorConverter(OperatorConverter):
             box_b.append(b)
             box_e.append(e)
         out = self.get_tensor_shape(self.get_output_tensors(op)[0])
-        return self._box_slice(op, "STRIDED_SLICE", box_b, box_e, out)
+        return self._box_slice(op, "STRIDED_SLICE", box_b, box_e, out, strides)
 
     # ------------------------------------------------------------------ TRANSPOSE
     def convert_transpose(self, op):

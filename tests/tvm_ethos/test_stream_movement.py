@@ -320,13 +320,15 @@ def test_requantizing_concatenation_stays_on_the_host_with_its_reason():
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(1, 2, 2, 6), oracle(model, xs)[0])
 
 
-def test_strided_slice_with_a_stride_stays_a_tflite_operator_with_its_reason():
-    """A stride above one is no box: the importer refuses it in one line naming the strides,
-    and the operator support verdict keeps it a TFLite operator (TFLite Micro runs it)."""
-    model = strided_slice_model((1, 4, 6, 5), (0, 0, 1, 0), (1, 4, 6, 5), strides=[1, 2, 2, 1])
+def test_strided_slice_with_a_negative_stride_stays_a_tflite_operator_with_its_reason():
+    """A negative stride reads backwards: the importer refuses it in one line naming the
+    strides, and the operator support verdict keeps it a TFLite operator (TFLite Micro runs
+    it)."""
+    model = strided_slice_model((1, 4, 6, 5), (0, 3, 1, 0), (1, 0, 6, 5), strides=[1, -1, 2, 1])
     (verdict,) = tvm_ethos.frontend.operator_support(model)
-    assert not verdict.importable and "strides [1, 2, 2, 1]" in verdict.reason
-    with pytest.raises(tvm_ethos.errors.UnsupportedModelError, match=r"strides \[1, 2, 2, 1\]"):
+    assert not verdict.importable and "strides [1, -1, 2, 1]" in verdict.reason
+    with pytest.raises(tvm_ethos.errors.UnsupportedModelError,
+                       match=r"strides \[1, -1, 2, 1\]"):
         tvm_ethos.load_model(model)
 
 

@@ -1041,13 +1041,14 @@ def lower_tile(op, inputs, pool: ConstPool, name="tile"):
 
 
 def lower_split(op, inputs, pool: ConstPool, name="split"):
-    """One output of SPLIT / SPLIT_V: the slice ``[begin, end)`` along ``axis``."""
+    """One output of SPLIT / SPLIT_V (or one axis of a slice): every ``stride``-th element
+    from ``begin`` along ``axis``."""
     (x,) = inputs
-    axis, begin = op.attrs["axis"], op.attrs["begin"]
+    axis, begin, stride = op.attrs["axis"], op.attrs["begin"], op.attrs.get("stride", 1)
 
     def fn(*idx):
         src = list(idx)
-        src[axis] = src[axis] + begin
+        src[axis] = src[axis] * stride + begin
         return x[tuple(src)]
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")

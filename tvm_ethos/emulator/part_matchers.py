@@ -558,7 +558,12 @@ def _part_name(r, layer_of) -> str:
 def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
     begin = [0] * len(x_shape)
     begin[layer.attrs["axis"]] = layer.attrs["begin"]
-    return Op.SLICE, {"begin": tuple(begin)}
+    stride = layer.attrs.get("stride", 1)
+    if stride == 1:
+        return Op.SLICE, {"begin": tuple(begin)}
+    strides = [1] * len(x_shape)
+    strides[layer.attrs["axis"]] = stride
+    return Op.SLICE, {"begin": tuple(begin), "strides": tuple(strides)}
 
 
 #: data-movement operators as planner.parts builds them (kind, attrs); their propagators come

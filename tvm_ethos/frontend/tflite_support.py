@@ -86,8 +86,8 @@ def converter_refusal(op: CheckedOperator) -> str:
 
 
 def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
-    """Why the converter cannot take a quantized STRIDED_SLICE (it takes a box: constant
-    unit strides, no ellipsis or new axis), or ``""``."""
+    """Why the converter cannot take a quantized STRIDED_SLICE (it takes every stride-th
+    element of a box: constant positive strides, no ellipsis or new axis), or ``""``."""
     if op.name != "STRIDED_SLICE" or not op.quantized or len(op.inputs) < 4:
         return ""
     model = checked.model
@@ -96,8 +96,9 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     strides = np.frombuffer(data.tobytes(), "<i4") if hasattr(data, "tobytes") else None
     if strides is None or strides.size == 0:
         return "a quantized STRIDED_SLICE's strides are computed at run time"
-    if (strides != 1).any():
-        return f"a quantized STRIDED_SLICE with strides {strides.tolist()} is no box"
+    if (strides < 1).any():
+        return (f"a quantized STRIDED_SLICE with strides {strides.tolist()} reads backwards "
+                "(tvm-ethos takes positive strides)")
     from tflite.StridedSliceOptions import StridedSliceOptions
 
     table = graph.Operators(op.index).BuiltinOptions()

@@ -166,6 +166,8 @@ def _split(q, o):
     multiples of 16 channels; each SPLIT output is checked as its own slice."""
     if len(q.in_shapes[0]) != 4:
         return [f"split of a {len(q.in_shapes[0])}-D tensor; Ethos-N splits 4-D tensors"]
+    if q.attrs.get("stride", 1) != 1:
+        return [f"a slice with stride {q.attrs['stride']}; Ethos-N slices contiguous boxes"]
     axis, b, e = q.attrs.get("axis"), q.attrs.get("begin", 0), q.attrs.get("end", 0)
     if axis == 3 and (b % 16 or (e - b) % 16):
         return [f"split of channels [{b}, {e}); Ethos-N splits channels in multiples of 16"]

@@ -343,6 +343,16 @@ def _none(q, o):
     return []
 
 
+def _split(q, o):
+    """Vela's constraint_stridedslice_stride_values: a stride over height or width only (the
+    NPU reads a feature map's rows and columns through strides, its depth densely)."""
+    stride, rank = q.attrs.get("stride", 1), len(q.in_shapes[0])
+    if stride != 1 and q.attrs["axis"] not in (rank - 3, rank - 2):
+        return [f"a slice with stride {stride} along axis {q.attrs['axis']} of a {rank}-D "
+                "tensor; the NPU strides over height or width only"]
+    return []
+
+
 def _per_axis(q, o):
     """Vela: per-axis quantization only for the convolutions and fully connected."""
     if q.per_channel and q.kind not in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED):
@@ -383,7 +393,7 @@ CHECKS = {
     Op.MIRROR_PAD: _none,
     Op.REVERSE: _reverse,
     Op.TILE: _tile,
-    Op.SPLIT: _none,
+    Op.SPLIT: _split,
     Op.REQUANTIZE: _none,
     Op.RESHAPE: reshape_rank,
     Op.CONCATENATE: _none,

@@ -199,17 +199,44 @@ def _offset3(axis: int, n: int) -> tuple[int, int, int]:
 
 
 def split_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
-    """One SPLIT / SPLIT_V output: the slice ``[begin, end)`` of ``axis``, read through the
-    input's strides."""
+    """One SPLIT / SPLIT_V output (or one axis of a slice): every ``stride``-th element of
+    ``[begin, end)`` of ``axis``, read through the input's strides (times the slice's)."""
     a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
-    return [Copy(dense(operands[0]).at(*_offset3(a, int(q.attrs["begin"])), ofm.shape),
-                 (0, 0, 0))]
+    sy, sx = split_step(q)
+    src = dense(operands[0]).at(*_offset3(a, int(q.attrs["begin"])), ofm.shape)
+    return [Copy(src.every(sy, sx, ofm.shape), (0, 0, 0))]
 
 
 def split_origin(q) -> tuple[int, int, int]:
     """The input element (height, width, depth) a SPLIT output's element (0, 0, 0) is."""
     a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
     return _offset3(a, int(q.attrs["begin"]))
+
+
+def split_step(q) -> tuple[int, int]:
+    """The input rows and columns between a slice's neighbouring output rows and columns
+    (its stride on its axis, height or width; the NPU reads depth densely)."""
+    stride = int(q.attrs.get("stride", 1))
+    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
+    if stride != 1 and a == 2:
+        raise UnsupportedOperatorError(q.tflite_name, f"a stride of {stride} over depth (the "
+                                                      "NPU strides over height or width)")
+    return (stride, 1) if a == 0 else (1, stride) if a == 1 else (1, 1)
+
+
+def strided_read(fm, step: tuple[int, int], shape: tuple[int, int], what: str):
+    """``fm``, a box of whole rows and columns of a buffer, read every ``step`` rows and
+    columns as ``shape`` (height, width); a box that wraps a ring (tiles) is refused."""
+    sy, sx = step
+    if (sy, sx) == (1, 1):
+        return fm
+    if fm.tiles.height_0 != fm.shape.height or fm.tiles.width_0 != fm.shape.width:
+        raise UnsupportedOperatorError(what, "a strided read of a box that wraps a ring")
+    api = vela_api()
+    fm.strides = api.NpuShape3D(fm.strides.height * sy, fm.strides.width * sx, fm.strides.depth)
+    fm.shape = api.NpuShape3D(shape[0], shape[1], fm.shape.depth)
+    fm.tiles = api.NpuTileBox(shape[0], 0, shape[1], fm.tiles.addresses)
+    return fm
 
 
 def channel_runs(src_c: int, dst_c: int, n: int, src_depth: int,

@@ -39,6 +39,8 @@ from tvm_ethos.backends.ethos_u.ops_movement import (
     movement_ops,
     split_origin,
     split_ring_ops,
+    split_step,
+    strided_read,
 )
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError
 
@@ -206,9 +208,39 @@ def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> li
     if (b0, b1) != tuple(full[0]):
         raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
     by, bx, _ = split_origin(q)
-    return split_ring_ops(
-        q, lambda: box_fm(ins[0], (y0 + by, y1 + by), (x0 + bx, x1 + bx), None),
-        lambda: box_fm(out, (y0, y1), (x0, x1), None), tuple(channels), block)
+    sy, sx = split_step(q)
+
+    def read(rows, cols):
+        """The input box of output ``rows`` x ``cols``: every (sy, sx)-th row and column."""
+        return box_fm(ins[0], (by + sy * rows[0], by + sy * (rows[1] - 1) + 1),
+                      (bx + sx * cols[0], bx + sx * (cols[1] - 1) + 1), None)
+
+    ops = []
+    for rows, cols in _unwrapped(read, (y0, y1), (x0, x1), (sy, sx)):
+        ops += split_ring_ops(
+            q, lambda rows=rows, cols=cols: strided_read(
+                read(rows, cols), (sy, sx), (rows[1] - rows[0], cols[1] - cols[0]),
+                q.tflite_name),
+            lambda rows=rows, cols=cols: box_fm(out, rows, cols, None), tuple(channels),
+            block)
+    return ops
+
+
+def _unwrapped(read: Callable, rows, cols, step) -> list:
+    """Output (rows, cols) boxes covering ``rows`` x ``cols`` whose input boxes (``read``)
+    wrap no ring, where the read is strided (a ring's tiles take unit strides only): cut
+    at the first output row or column whose input lies past the ring's end."""
+    if step == (1, 1):
+        return [(rows, cols)]
+    fm = read(rows, cols)
+    (y0, y1), (x0, x1) = rows, cols
+    if fm.tiles.height_0 < fm.shape.height:
+        cut = y0 + -(-fm.tiles.height_0 // step[0])
+        return _unwrapped(read, (y0, cut), cols, step) + _unwrapped(read, (cut, y1), cols, step)
+    if fm.tiles.width_0 < fm.shape.width:
+        cut = x0 + -(-fm.tiles.width_0 // step[1])
+        return _unwrapped(read, rows, (x0, cut), step) + _unwrapped(read, rows, (cut, x1), step)
+    return [(rows, cols)]
 
 
 _CONV = StreamEmitter(Form.BLOCK, build=_conv, constants=_own_constants,

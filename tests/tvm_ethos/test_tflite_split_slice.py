@@ -1,0 +1,243 @@
+"""SPLIT, SPLIT_V, SLICE and STRIDED_SLICE on the NPU in a TFLite Micro ``.tflite`` (issue 28):
+a SPLIT's parts are one ``ethos-u`` operator with several outputs, as in Vela's files; a slice
+of some channels cascades in the planned stream; a STRIDED_SLICE with strides over height or
+width is a strided read. Every output is TFLite Micro's, bit for bit, over shapes, axes and
+quantization (Hypothesis); what stays a TFLite operator says why."""
+
+import numpy as np
+import pytest
+import tflite
+import tflite_builder as tb
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import tflm_oracle, tflm_random_inputs
+from tvm_ethos.backends.ethos_u.ops_movement import channel_runs
+from tvm_ethos.reports.tflite_ops import operator_kinds
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+ACCELERATORS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
+quantization = st.tuples(st.sampled_from([0.004, 0.05, 0.37]), st.integers(-128, 127))
+
+
+def _i32(values) -> tb.T:
+    return tb.T([len(values)], "int32", data=np.array(values, np.int32))
+
+
+def strided_slice(in_shape, begin, end, strides, shrink=0, q=(0.05, 3)) -> bytes:
+    """STRIDED_SLICE of every ``strides``-th element of ``[begin, end)``, axes in ``shrink``
+    (a mask) dropped."""
+    box = [range(*slice(b, e, s).indices(d)) for b, e, s, d in
+           zip(begin, end, strides, in_shape)]
+    out = [len(r) for i, r in enumerate(box) if not shrink >> i & 1]
+    x, y = (tb.T(list(s), "int8", scale=q[0], zp=q[1]) for s in (in_shape, out))
+
+    def opts(b):
+        tflite.StridedSliceOptionsStart(b)
+        tflite.StridedSliceOptionsAddShrinkAxisMask(b, shrink)
+        return tflite.StridedSliceOptionsEnd(b)
+
+    op = (tb.BO.STRIDED_SLICE, tb.BOPT.StridedSliceOptions, opts, [0, 1, 2, 3], [4])
+    return tb.serialize([x, _i32(begin), _i32(end), _i32(strides), y], [op], [0], [4])
+
+
+def slice_(in_shape, begin, size, q=(0.05, 3)) -> bytes:
+    """SLICE of ``size`` elements from ``begin``."""
+    x, y = (tb.T(list(s), "int8", scale=q[0], zp=q[1]) for s in (in_shape, size))
+    return tb.serialize([x, _i32(begin), _i32(size), y],
+                        [(tb.BO.SLICE, 0, None, [0, 1, 2], [3])], [0], [3])
+
+
+def conv_strided_slice_conv(rs, in_shape=(1, 12, 10, 8), strides=(2, 2)) -> bytes:
+    """CONV_2D, STRIDED_SLICE every ``strides`` rows and columns, CONV_2D: a strided read
+    between two NPU operations, which the plan may cascade."""
+    x = tb._qact(rs, list(in_shape))
+    w, bias, y = tb._conv_tensors(rs, x, 8)
+    _, h, wd, c = y.shape
+    sliced = [1, -(-h // strides[0]), -(-wd // strides[1]), c]
+    s = tb.T(sliced, "int8", scale=float(y.scale[0]), zp=int(y.zp[0]))
+    w2, bias2, y2 = tb._conv_tensors(rs, s, 8)
+
+    def opts(b):
+        tflite.StridedSliceOptionsStart(b)
+        return tflite.StridedSliceOptionsEnd(b)
+
+    cut = (tb.BO.STRIDED_SLICE, tb.BOPT.StridedSliceOptions, opts, [3, 4, 5, 6], [7])
+    tensors = [x, w, bias, y, _i32([0, 0, 0, 0]), _i32([1, h, wd, c]),
+               _i32([1, strides[0], strides[1], 1]), s, w2, bias2, y2]
+    return tb.serialize(tensors, [tb._conv_op([0, 1, 2], [3]), cut, tb._conv_op([7, 8, 9], [10])],
+                        [0], [10])
+
+
+def _ethos_u_operators(data: bytes) -> list[tuple[int, int]]:
+    """(inputs, outputs) of each operator of the written file, which must all be ethos-u."""
+    m = tflite.Model.GetRootAsModel(data, 0)
+    g = m.Subgraphs(0)
+    out = []
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        assert m.OperatorCodes(op.OpcodeIndex()).CustomCode() == b"ethos-u"
+        out.append((op.InputsLength(), op.OutputsLength()))
+    return out
+
+
+def _exact_with_tflite_micro(model: bytes, cm, seed=0) -> None:
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = tflm_random_inputs(model, rs)
+        want = tflm_oracle(model, xs)
+        got = cm.run(*xs)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g).reshape(w.shape), w)
+
+
+def _on_the_npu(model: bytes, accelerator: str):
+    """The model compiled for ``ethos-u`` (the tflite-micro host): every operator on the
+    NPU, outputs TFLite Micro's."""
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}",
+                           cache_dir=False)
+    assert all(p.placed_on == "ethos-u" for p in cm.placement), cm.placement
+    _exact_with_tflite_micro(model, cm)
+    return cm
+
+
+def _streamed(model: bytes, accelerator: str, **kw):
+    """The model for ``ethos-u,llvm`` through its planned (or layer-by-layer) streams on the
+    functional model: every subgraph streamed, outputs TFLite Micro's."""
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator},llvm",
+                           npu_runtime="stream", cache_dir=False, **kw)
+    streams = cm.plan_report["streams"]
+    assert streams and all(e["generated"] for e in streams.values()), streams
+    _exact_with_tflite_micro(model, cm)
+    assert any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+    return cm
+
+
+# --------------------------------------------------------------------- SPLIT / SPLIT_V
+@settings(max_examples=6, deadline=None)
+@given(shape=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 9)),
+       axis=st.integers(1, 3), parts=st.integers(2, 3), uneven=st.booleans(),
+       q=quantization, accelerator=st.sampled_from(ACCELERATORS))
+def test_split_is_one_ethos_u_operator_with_an_output_per_part(shape, axis, parts, uneven, q,
+                                                                accelerator):
+    whole = [1, *shape]
+    whole[axis] *= parts
+    if uneven and whole[axis] > parts:   # SPLIT_V: parts of different sizes
+        sizes = [1] * (parts - 1) + [whole[axis] - parts + 1]
+        model = tb.split_v(in_shape=tuple(whole), axis=axis, sizes=tuple(sizes), q=q)
+    else:
+        model = tb.split(in_shape=tuple(whole), axis=axis, num=parts, q=q)
+    cm = _on_the_npu(model, accelerator)
+    # Vela's layout: command stream, flash, arena, fast scratch, the IFM; one OFM per part
+    assert _ethos_u_operators(cm.tflite) == [(5, parts)]
+
+
+def test_split_feeding_convolutions_is_one_ethos_u_operator():
+    """A SPLIT whose parts feed their own convolutions: the parts and the convolutions are
+    one NPU subgraph, its input held once."""
+    model = tb.split_convs(np.random.RandomState(4))
+    for accelerator in ("ethos-u55-128", "ethos-u65-256"):
+        cm = _on_the_npu(model, accelerator)
+        assert _ethos_u_operators(cm.tflite) == [(5, 2)]
+
+
+def test_sibling_subgraphs_that_do_not_split_a_tensor_stay_apart():
+    """Only the parts of a SPLIT merge: two convolutions reading the network's input stay
+    two subgraphs (the merge changes nothing else)."""
+    rs = np.random.RandomState(2)
+    x = tb._qact(rs, [1, 6, 6, 8])
+    w, b, y = tb._conv_tensors(rs, x, 4)
+    w2, b2, y2 = tb._conv_tensors(rs, x, 6)
+    model = tb.serialize([x, w, b, y, w2, b2, y2],
+                         [tb._conv_op([0, 1, 2], [3]), tb._conv_op([0, 4, 5], [6])], [0], [3, 6])
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 2}
+
+
+# --------------------------------------------------------------------- SLICE
+@settings(max_examples=6, deadline=None)
+@given(hw=st.tuples(st.integers(2, 6), st.integers(1, 6)), c=st.integers(3, 12),
+       data=st.data(), q=quantization, accelerator=st.sampled_from(ACCELERATORS))
+def test_slice_of_rows_and_channels_streams_as_planned(hw, c, data, q, accelerator):
+    """A SLICE over height and depth is two cascaded copies; the planner computes only the
+    channels the second one reads of the first's output, and the stream copies them."""
+    h, w = hw
+    y0 = data.draw(st.integers(0, h - 1))
+    c0 = data.draw(st.integers(1, c - 1))
+    size = [1, data.draw(st.integers(1, h - y0)), w, data.draw(st.integers(1, c - c0))]
+    model = slice_((1, h, w, c), (0, y0, 0, c0), size, q=q)
+    _streamed(model, accelerator)
+    _on_the_npu(model, accelerator)
+
+
+@settings(max_examples=300, deadline=None)
+@given(src_c=st.integers(0, 40), dst_c=st.integers(0, 40), n=st.integers(1, 12),
+       src_extra=st.integers(0, 6), dst_extra=st.integers(0, 6))
+def test_channel_runs_copy_each_channel_once_to_its_folded_place(src_c, dst_c, n, src_extra,
+                                                                  dst_extra):
+    """Brute force: the pieces move channel ``src_c + k`` (held at ``% src_depth``) to
+    ``dst_c + k`` (at ``% dst_depth``) for every k, once, each piece inside both buffers."""
+    src_depth, dst_depth = n + src_extra, n + dst_extra
+    moved = []
+    for s, d, k in channel_runs(src_c, dst_c, n, src_depth, dst_depth):
+        assert k >= 1 and s + k <= src_depth and d + k <= dst_depth
+        moved += list(zip(range(s, s + k), range(d, d + k)))
+    assert moved == [((src_c + k) % src_depth, (dst_c + k) % dst_depth) for k in range(n)]
+
+
+# --------------------------------------------------------------------- STRIDED_SLICE
+@settings(max_examples=8, deadline=None)
+@given(shape=st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 6)),
+       strides=st.tuples(st.integers(1, 4), st.integers(1, 4)), data=st.data(),
+       q=quantization, accelerator=st.sampled_from(ACCELERATORS))
+def test_strided_slice_over_height_and_width_is_a_strided_read(shape, strides, data, q,
+                                                               accelerator):
+    h, w, c = shape
+    begin, end = [0], [1]
+    for d in (h, w):
+        b = data.draw(st.integers(0, d - 1))
+        begin.append(b)
+        end.append(data.draw(st.integers(b + 1, d)))
+    c0 = data.draw(st.integers(0, c - 1))
+    begin.append(c0)
+    end.append(data.draw(st.integers(c0 + 1, c)))
+    model = strided_slice((1, h, w, c), begin, end, [1, *strides, 1], q=q)
+    assert [k for k, _ in operator_kinds(model)] == ["STRIDED_SLICE"]
+    _on_the_npu(model, accelerator)
+    _streamed(model, accelerator)
+
+
+@settings(max_examples=4, deadline=None)
+@given(hw=st.tuples(st.integers(12, 24), st.integers(8, 20)),
+       strides=st.sampled_from([(2, 1), (1, 2), (2, 2), (3, 2), (2, 3)]),
+       accelerator=st.sampled_from(ACCELERATORS), seed=st.integers(0, 99))
+@example(hw=(24, 20), strides=(3, 2), accelerator="ethos-u55-128", seed=1)  # reads cut twice
+def test_strided_slice_between_convolutions_cascades_in_one_ethos_u_operator(
+        hw, strides, accelerator, seed):
+    """The plan cascades the slice between the convolutions, its input a ring of the first
+    convolution's rows: a strided read that would cross the ring's end is cut there
+    (``stream_ops._unwrapped``)."""
+    model = conv_strided_slice_conv(np.random.RandomState(seed), (1, *hw, 8), strides)
+    cm = _on_the_npu(model, accelerator)
+    assert _ethos_u_operators(cm.tflite) == [(5, 1)]
+    _streamed(model, accelerator)
+
+
+def test_strided_slice_over_depth_stays_a_tflite_operator_and_says_why():
+    """The NPU reads depth densely: a stride over channels stays a TFLite operator (TFLite
+    Micro runs it); the partition says why (for a host that compiles it, the host runs it)."""
+    model = strided_slice((1, 3, 4, 8), [0, 0, 0, 0], [1, 3, 4, 8], [1, 1, 1, 2])
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    _exact_with_tflite_micro(model, cm)
+    host = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    (sliced,) = [op for op in host.partition_report.operators if op.rejections.get("ethos-u")]
+    assert sliced.placed_on != "ethos-u"
+    assert any("the NPU strides over height or width only" in r
+               for r in sliced.rejections["ethos-u"]), sliced.rejections
+    _exact_with_tflite_micro(model, host)
