@@ -351,6 +351,6 @@ def strided_slice(name: str, x: Tensor, begin: Sequence[int], size: Sequence[int
     out = Tensor(output_name or f"{name}:0", tuple(size))
     lin = [[k if i == j else 0 for j in range(r)] for i, k in enumerate(strides)]
     attrs = _attrs(begin=tuple(begin)) if set(strides) == {1} else \
-        _attrs(begin=tuple(begin), strides=strides)
+        _attrs(begin=tuple(begin), steps=strides)
     return Part(name, Op.SLICE, (x,), out,
                 (Propagator.build(lin, [1 - k for k in strides], list(begin)),), attrs)

@@ -74,6 +74,20 @@ def test_slice_reads_its_offset_box(shape, data, seed):
 
 @settings(max_examples=25, deadline=None)
 @given(shape=shapes, data=st.data(), seed=st.integers(0, 99))
+def test_strided_slice_reads_every_stride_th_element_of_its_box(shape, data, seed):
+    """STRIDED_SLICE with strides: an output stripe reads from its first element's input to
+    its last's, ``stride`` apart."""
+    strides = [data.draw(st.integers(1, 4)) for _ in shape]
+    begin = [data.draw(st.integers(0, n - 1)) for n in shape]
+    size = [data.draw(st.integers(1, (n - 1 - b) // k + 1))
+            for b, k, n in zip(begin, strides, shape)]
+    part = parts.strided_slice("s", Tensor("x", shape), begin, size, strides=strides)
+    _exact(part, lambda x: x[tuple(slice(b, b + k * (s - 1) + 1, k)
+                                   for b, s, k in zip(begin, size, strides))], seed=seed)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=shapes, data=st.data(), seed=st.integers(0, 99))
 def test_reshape_reads_the_whole_input(shape, data, seed):
     """RESHAPE, SQUEEZE and EXPAND_DIMS: the same bytes under another shape. The Part reads
     the whole input for any stripe (the stream copies whole tensors only): exact for the

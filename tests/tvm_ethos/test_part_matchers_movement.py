@@ -159,6 +159,16 @@ def test_slice_and_strided_slice(shape, data):
            lambda a: a[box].reshape([a[box].shape[i] for i in keep]))
 
 
+@settings(max_examples=4, deadline=None)
+@given(shape=nhwc, strides=st.tuples(st.integers(1, 3), st.integers(1, 3)), data=st.data())
+def test_strided_slice_with_strides_over_height_and_width(shape, strides, data):
+    steps = (1, *strides, 1)
+    begin = [data.draw(st.integers(0, n - 1)) for n in shape]
+    end = [data.draw(st.integers(b + 1, n)) for b, n in zip(begin, shape)]
+    box = tuple(slice(b, e, k) for b, e, k in zip(begin, end, steps))
+    _check(strided_slice_model(shape, begin, end, strides=list(steps)), lambda a: a[box])
+
+
 @pytest.mark.parametrize("model,reference", [
     (squeeze_model((1, 1, 6, 5), 1), lambda a: a.reshape(1, 6, 5)),
     (squeeze_model((1, 4, 1, 3), 2), lambda a: a.reshape(1, 4, 3)),

@@ -563,7 +563,7 @@ def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
         return Op.SLICE, {"begin": tuple(begin)}
     strides = [1] * len(x_shape)
     strides[layer.attrs["axis"]] = stride
-    return Op.SLICE, {"begin": tuple(begin), "strides": tuple(strides)}
+    return Op.SLICE, {"begin": tuple(begin), "steps": tuple(strides)}
 
 
 #: data-movement operators as planner.parts builds them (kind, attrs); their propagators come
