@@ -212,7 +212,8 @@ def test_pad_conv_parts():
 def test_split_parts_are_slices():
     from planner import parts as pp
 
-    (s0, s1) = [p for (p,) in _parts(tb.split(in_shape=(1, 6, 4, 3), axis=1, num=2))]
+    # the parts are one subgraph (partition_siblings): one Part each, both reading the input
+    ((s0, s1),) = _parts(tb.split(in_shape=(1, 6, 4, 3), axis=1, num=2))
     assert [(p.kind, dict(p.attrs)["begin"]) for p in (s0, s1)] == [
         ("slice", (0, 0, 0, 0)),
         ("slice", (0, 3, 0, 0)),
