@@ -306,20 +306,26 @@ def test_a_model_without_its_source_needs_it_passed(residual, tmp_path):
          "NPU subgraph tvm_ethos_ethos_u_sg0 has no command stream.*LOGISTIC"),
         ("ethos-u,llvm", lambda rs: tb.depth_to_space(), UnsupportedModelError,
          "no operator of the model runs on the Ethos-U .DEPTH_TO_SPACE run on the host"),
-        ("ethos-u,llvm", lambda rs: tb.split_convs(rs), UnsupportedModelError,
-         "tvm_ethos_ethos_u_sg0 (has no command stream.*SPLIT|matches 0 of the source's 1 "
-         "groups)"),  # (SPLIT streamed: its subgraph cannot be matched to the source's)
         ("ethos-u,llvm", lambda rs: _conv_on_both_sides(), UnsupportedModelError,
          "1 of the source's 2 CONV_2D operators run on the host and the rest on the Ethos-U"),
     ],
-    ids=["no-ethos-u", "no-stream", "nothing-on-the-npu", "split-has-no-stream",
-         "a-kind-on-both-sides"],
+    ids=["no-ethos-u", "no-stream", "nothing-on-the-npu", "a-kind-on-both-sides"],
 )
 def test_what_cannot_be_written_is_refused_by_name(target, make, error, match, tmp_path):
     cm = tvm_ethos.compile(make(np.random.RandomState(0)), target, cache_dir=False)
     with pytest.raises(error, match=match):
         cm.export_tflite(tmp_path / "x.tflite")
     assert not (tmp_path / "x.tflite").exists()
+
+
+def test_split_between_convolutions_is_one_ethos_u_operator_with_two_outputs(tmp_path):
+    """A SPLIT's parts and the convolutions they feed are one subgraph (partition_siblings),
+    written as one ethos-u operator with an output per branch, as Vela writes a SPLIT."""
+    model = tb.split_convs(np.random.RandomState(0))
+    exported = _export(_compile(model), tmp_path)
+    _, _, op = _ethos_u_op(exported)
+    assert op.OutputsLength() == 2
+    _run_both(model, exported, "ethos-u55-128")
 
 
 def test_tvmc_writes_the_tflite(residual, tmp_path):
