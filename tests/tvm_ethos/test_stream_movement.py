@@ -151,6 +151,10 @@ CASES = {
     "strided_slice_shrink": (
         lambda: strided_slice_model((1, 4, 6, 5), (0, 2, 0, 1), (1, 3, 6, -1), shrink=2),
         "ethos-u65-256", 2),
+    # a stride over height and one over width: one strided read per axis
+    "strided_slice_hw": (
+        lambda: strided_slice_model((1, 7, 8, 5), (0, 1, 0, 0), (1, 7, 8, 5), [1, 2, 3, 1]),
+        "ethos-u55-128", 2),
 }
 #: cases whose plan the stream does not take yet (the emulator runs them, exactly). None
 #: today: on an Ethos-U65 the network's input and output stay in the DRAM arena, so the plan
