@@ -27,13 +27,13 @@ def merge_split_siblings(mod, backend_id: str):
     first one's place; its outputs each sibling's, in ``main``'s order). Nothing else
     changes."""
     main = mod["main"]
-    calls: dict[tuple, list] = {}
-    for block in main.body.blocks:
+    calls: dict[tuple, list] = {}   # (block, arguments) -> the sibling calls' bindings
+    for k, block in enumerate(main.body.blocks):
         for b in block.bindings:
             v = b.value
             if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and \
                     _slices_a_param(mod[v.op], backend_id):
-                calls.setdefault(tuple(v.args), []).append(b)
+                calls.setdefault((k, *v.args), []).append(b)
     merges = [bs for bs in calls.values() if len(bs) > 1 and _args_are_vars(bs[0])]
     if not merges:
         return mod
@@ -84,51 +84,48 @@ def _merged_function(funcs: list) -> relax.Function:
     """One function of the first's parameters (the siblings take the same arguments) whose
     bindings are each sibling's in turn and whose result is their results, flattened."""
     params = list(funcs[0].params)
-    bindings, results, ret_structs = [], [], []
+    bindings, results, types = [], [], []
     for func in funcs:
         body = func.body
         if func is not funcs[0]:
-            body = _Rename(dict(zip(func.params, params))).visit_expr(body)
+            body = _renamed(body, dict(zip(func.params, params)))
         for block in body.blocks:
             bindings.extend(block.bindings)
         out = body.body
-        struct = func.ret_ty
-        if isinstance(struct, relax.TupleType):
-            results += [relax.TupleGetItem(out, i) for i in range(len(struct.fields))]
-            ret_structs += list(struct.fields)
+        ty = func.ret_ty
+        if isinstance(ty, relax.TupleType):
+            results += [relax.TupleGetItem(out, i) for i in range(len(ty.fields))]
+            types += list(ty.fields)
         else:
             results.append(out)
-            ret_structs.append(struct)
+            types.append(ty)
     attrs = {k: funcs[0].attrs[k] for k in funcs[0].attrs.keys()}
     seq = relax.SeqExpr([relax.BindingBlock(bindings)], relax.Tuple(results))
-    merged = relax.Function(params, seq, relax.TupleType(ret_structs))
+    merged = relax.Function(params, seq, relax.TupleType(types))
     for k, v in attrs.items():
         merged = merged.with_attr(k, v)
     return merged
 
 
-class _Rename:
-    """A sibling's body with its parameters replaced by the merged function's."""
+@relax.expr_functor.mutator
+class _Mutator(relax.PyExprMutator):
+    """Relax's own mutator: it rebuilds an expression with the variables it is told to
+    remap replaced."""
 
-    def __init__(self, mapping: dict):
-        self.mapping = mapping
 
-    def visit_expr(self, expr):
-        @relax.expr_functor.mutator
-        class _Mutator(relax.PyExprMutator):
-            pass
-
-        mutator = _Mutator()
-        for old, new in self.mapping.items():
-            mutator.set_var_remap(old, new)
-        return mutator.visit_expr(expr)
+def _renamed(expr, mapping: dict):
+    """``expr`` (a sibling's body) with each variable of ``mapping`` (its parameters)
+    replaced by its value (the merged function's)."""
+    mutator = _Mutator()
+    for old, new in mapping.items():
+        mutator.set_var_remap(old, new)
+    return mutator.visit_expr(expr)
 
 
 def _rewrite_main(main, replace: dict):
     """``main`` with each merged group's first call replaced by a call of the merged subgraph
     and every sibling's variable bound to its part of the result."""
     dropped = {b.var for _, bs in replace.values() for b in bs}
-    
     blocks = []
     for block in main.body.blocks:
         out = []
@@ -136,9 +133,9 @@ def _rewrite_main(main, replace: dict):
             if b.var in replace:
                 new_gv, bs = replace[b.var]
                 call = relax.Call(new_gv, list(b.value.args))
-                tup = relax.DataflowVar("merged_" + b.var.name, _struct(bs)) \
+                tup = relax.DataflowVar("merged_" + b.var.name, _types(bs)) \
                     if isinstance(b.var, relax.DataflowVar) else \
-                    relax.Var("merged_" + b.var.name, _struct(bs))
+                    relax.Var("merged_" + b.var.name, _types(bs))
                 out.append(relax.VarBinding(tup, call))
                 k = 0
                 for s in bs:
@@ -159,11 +156,11 @@ def _rewrite_main(main, replace: dict):
     return relax.Function(main.params, body, main.ret_ty, main.is_pure, main.attrs)
 
 
-def _n_results(struct) -> int | None:
-    return len(struct.fields) if isinstance(struct, relax.TupleType) else None
+def _n_results(ty) -> int | None:
+    return len(ty.fields) if isinstance(ty, relax.TupleType) else None
 
 
-def _struct(bindings) -> relax.TupleType:
+def _types(bindings) -> relax.TupleType:
     fields = []
     for b in bindings:
         s = b.var.ty

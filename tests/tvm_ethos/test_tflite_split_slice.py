@@ -143,6 +143,9 @@ def test_split_feeding_convolutions_is_one_ethos_u_operator():
     for accelerator in ("ethos-u55-128", "ethos-u65-256"):
         cm = _on_the_npu(model, accelerator)
         assert _ethos_u_operators(cm.tflite) == [(5, 2)]
+    again = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u65-256",
+                              cache_dir=False)
+    assert again.tflite == cm.tflite   # the same bytes
 
 
 def test_sibling_subgraphs_that_do_not_split_a_tensor_stay_apart():
