@@ -118,7 +118,7 @@ def _streamed(model: bytes, accelerator: str, **kw):
 
 
 # --------------------------------------------------------------------- SPLIT / SPLIT_V
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(shape=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 9)),
        axis=st.integers(1, 3), parts=st.integers(2, 3), uneven=st.booleans(),
        q=quantization, accelerator=st.sampled_from(ACCELERATORS))
@@ -193,7 +193,7 @@ def test_channel_runs_copy_each_channel_once_to_its_folded_place(src_c, dst_c, n
 
 
 # --------------------------------------------------------------------- STRIDED_SLICE
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(shape=st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 6)),
        strides=st.tuples(st.integers(1, 4), st.integers(1, 4)), data=st.data(),
        q=quantization, accelerator=st.sampled_from(ACCELERATORS))
@@ -214,7 +214,7 @@ def test_strided_slice_over_height_and_width_is_a_strided_read(shape, strides, d
     _streamed(model, accelerator)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=2, deadline=None)
 @given(hw=st.tuples(st.integers(12, 24), st.integers(8, 20)),
        strides=st.sampled_from([(2, 1), (1, 2), (2, 2), (3, 2), (2, 3)]),
        accelerator=st.sampled_from(ACCELERATORS), seed=st.integers(0, 99))
