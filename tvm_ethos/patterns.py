@@ -601,7 +601,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     if kind in TABLE_KINDS and (
         op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]
     ) and not (kind == "softmax" and (op.in_dtypes[0], op.out_dtype) == ("int8", "int16")) \
-            and not _int16_activation(op, problems):
+            and not _int16_activation(op, problems) \
+            and not (kind == Op.LEAKY_RELU and (op.in_dtypes[0], op.out_dtype) == ("int16",
+                                                                                   "int16")):
         problems.append(
             f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; "
             "the exact kernel is TFLite's "

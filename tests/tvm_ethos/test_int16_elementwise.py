@@ -2,8 +2,8 @@
 importer lets them through, the Ethos-U runs each as one operation (Vela's generator scales
 16-bit operands with TFLite's int16 shift; RELU is the 1x1 depthwise requantization), the llvm
 host computes TFLite's int16 arithmetic (ADD/SUB's left shift 15); every output equal to
-TFLite Micro's. INT16 RELU6 stays refused by the front door (INT16 LOGISTIC and TANH:
-test_int16_activation.py)."""
+TFLite Micro's (INT16 LOGISTIC and TANH: test_int16_activation.py; RELU6 and LEAKY_RELU:
+test_int16_leaky_relu_relu6.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -100,13 +100,3 @@ def test_an_int16_relu_is_tflite_micros_requantization(target, in_q, out_q):
     xs = _inputs(SHAPE, np.random.RandomState(2))[:1]
     want = tflm_oracle(model, xs)[0]
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(want.shape), want)
-
-
-def test_an_int16_relu6_stays_refused_by_the_front_door():
-    """TFLite's int16 RELU6 clamps codes, which no exact kernel here reads; the front door
-    keeps refusing it in one line."""
-    x = tb.T(list(SHAPE), "int16", scale=1 / 4096, zp=0)
-    y = tb.T(list(SHAPE), "int16", scale=1 / 4096, zp=0)
-    (verdict,) = operator_support(tb.serialize([x, y], [(tb.BO.RELU6, 0, None, [0], [1])],
-                                               [0], [1]))
-    assert not verdict.importable and "INT16" in verdict.reason, verdict

@@ -19,7 +19,7 @@ import numpy as np
 from tvm import te, tirx
 
 from ethos_arch.ops import Op
-from tvm_ethos.compute import fixed_point, int16_activation, int16x8
+from tvm_ethos.compute import fixed_point, int16_activation, int16x8, leaky_relu
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     INT32_MAX,
@@ -1142,6 +1142,9 @@ def _lut_of(op) -> np.ndarray:
         return logistic_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.TANH:
         return tanh_lut(dtype, op.in_q[0], op.out_q)
+    if op.kind == Op.LEAKY_RELU and dtype == "int16":
+        # TFLite Micro's int16 kernel, as the NPU's form computes it (compute.leaky_relu)
+        return leaky_relu.tflm_lut(dtype, op.in_q[0], op.out_q, op.attrs["alpha"])
     if op.kind == Op.LEAKY_RELU:
         return leaky_relu_lut(dtype, op.in_q[0], op.out_q, op.attrs["alpha"])
     if op.kind == Op.HARD_SWISH:

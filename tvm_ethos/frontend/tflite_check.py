@@ -143,17 +143,22 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
     return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
 
 
-#: INT16 elementwise operators (and RELU, a requantization; LOGISTIC and TANH, TFLite's int16
-#: table interpolation) whose integer kernels the patterns read exactly (every tensor INT16)
-_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU", "LOGISTIC",
-                                "TANH"})
+#: INT16 elementwise operators (and RELU, a requantization; RELU6, a clamp of the codes;
+#: LEAKY_RELU, a function of one code; LOGISTIC and TANH, TFLite's int16 table interpolation)
+#: whose integer kernels the patterns read exactly (every tensor INT16)
+_INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU", "RELU6",
+                                "LEAKY_RELU", "LOGISTIC", "TANH"})
 
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
-    """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15."""
+    """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15; RELU6
+    with the output scale the input's (TFLite's kernel clamps codes and never requantizes,
+    which only the NPU's clamp reads exactly)."""
     if opname not in _INT16_ELEMENTWISE or {infos[i][1] for i in io} != {7}:
         return False
     out_scale = infos[io[-1]][8]
+    if opname == "RELU6":
+        return out_scale is not None and out_scale == infos[io[0]][8]
     return opname not in ("LOGISTIC", "TANH") or (
         out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3)
 

@@ -11,9 +11,10 @@ about it or the tensors it reads and writes. INT16 activations are not importabl
 importer computes them through float32 quantize / dequantize, not TFLite's integer
 arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
-INT16, ADD, SUB, MUL, MINIMUM, MAXIMUM, RELU, LOGISTIC and TANH with every tensor INT16, and
-TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
-point 0, INT8 weights, an INT32 or INT64 bias) (``tflite_check``).
+INT16, ADD, SUB, MUL, MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input),
+LEAKY_RELU, LOGISTIC and TANH with every tensor INT16, and TFLite's 16x8 CONV_2D,
+DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero point 0, INT8 weights, an
+INT32 or INT64 bias) (``tflite_check``).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
-from tvm_ethos.compute import int16x8
+from tvm_ethos.compute import int16x8, leaky_relu
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
 
@@ -353,6 +353,15 @@ def _split(q, o):
     return []
 
 
+def _leaky_relu(q, o):
+    """int8 and uint8: a LUT. int16: two requantizations and their MAX / MIN
+    (``ops_lut.leaky_relu16_ops``), where that picks TFLite Micro's branch on every code."""
+    if q.in_dtypes[0] != "int16" or q.out_q is None or not q.in_q:
+        return []
+    why = leaky_relu.two_branch_refusal("int16", q.in_q[0], q.out_q, float(q.attrs["alpha"]))
+    return [why] if why else []
+
+
 def _per_axis(q, o):
     """Vela: per-axis quantization only for the convolutions and fully connected."""
     if q.per_channel and q.kind not in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED):
@@ -383,7 +392,7 @@ CHECKS = {
     Op.SOFTMAX: _softmax,
     Op.SIGMOID: _none,
     Op.TANH: _none,
-    Op.LEAKY_RELU: _none,
+    Op.LEAKY_RELU: _leaky_relu,
     Op.HARD_SWISH: _none,
     Op.PRELU: _none,
     Op.ELU: _none,

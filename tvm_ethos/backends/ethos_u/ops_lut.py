@@ -27,18 +27,14 @@ import numpy as np
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
-from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
-from tvm_ethos.compute import int16_activation
-from tvm_ethos.compute.hard_swish import hard_swish_lut
-from tvm_ethos.compute.quant import (
-    elu_lut,
-    f32,
-    leaky_relu_alpha_np,
-    logistic_lut,
-    mbqm_np,
-    quantize_multiplier,
-    tanh_lut,
+from tvm_ethos.backends.ethos_u.stream_base import (
+    SCRATCH_REGION,
+    UnsupportedOperatorError,
+    vela_api,
 )
+from tvm_ethos.compute import int16_activation, leaky_relu
+from tvm_ethos.compute.hard_swish import hard_swish_lut
+from tvm_ethos.compute.quant import elu_lut, f32, logistic_lut, quantize_multiplier, tanh_lut
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103
@@ -50,6 +46,8 @@ REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 ACTIVATION16_KINDS = {Op.SIGMOID: "SIGMOID", Op.TANH: "TANH"}
 #: integer types a requantization reads and writes on the NPU
 _REQUANT_TYPES = ("int8", "uint8", "int16")
+#: alignment of an operator's working memory in the arena
+_WORK_ALIGN = 16
 
 
 def table(q) -> np.ndarray:
@@ -80,13 +78,8 @@ def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
     multipliers from the float32 scales and alpha widened to double before they are multiplied
     and divided (LiteRT's prepare does that arithmetic in float32, ``compute.quant.leaky_relu_lut``:
     the two differ where ``x * ratio`` falls on a rounding tie), the alpha one applied with the
-    sign taken out (``compute.quant.leaky_relu_alpha_np``)."""
-    s_in, s_out = f32(in_q[0]), f32(out_q[0])
-    mi, si = quantize_multiplier(s_in / s_out)
-    v = np.arange(-128, 128, dtype=np.int64) - int(in_q[1])
-    negative = leaky_relu_alpha_np(v, s_in * f32(alpha) / s_out)
-    out = np.where(v >= 0, mbqm_np(v, mi, si), negative) + int(out_q[1])
-    return np.clip(out, -128, 127).astype(np.int8)
+    sign taken out (``compute.leaky_relu``)."""
+    return leaky_relu.tflm_lut("int8", in_q, out_q, alpha)
 
 
 def hard_swish_table(in_q: tuple, out_q: tuple) -> np.ndarray:
@@ -161,6 +154,52 @@ def activation16_op(q, ifm: FmSlot, ofm: FmSlot):
 
 def _is_activation16(q) -> bool:
     return q.kind in ACTIVATION16_KINDS and q.in_dtypes[0] == "int16"
+
+
+def is_leaky_relu16(q) -> bool:
+    """An int16 LEAKY_RELU: no int16 table holds it, so it is three operations
+    (:func:`leaky_relu16_ops`)."""
+    return q.kind == Op.LEAKY_RELU and q.in_dtypes[0] == "int16"
+
+
+def leaky_relu16_work_bytes(q) -> int:
+    """Arena for the identity branch of :func:`leaky_relu16_ops` (one int16 output)."""
+    n = int(np.prod(q.out_shape)) * 2
+    return -(-n // _WORK_ALIGN) * _WORK_ALIGN
+
+
+def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block) -> list:
+    """An int16 LEAKY_RELU over whole tensors, as Vela 5.2 runs it: the alpha branch
+    requantized into ``ofm``, the identity branch into the work block at ``work``, then
+    their MAX (MIN for alpha > 1) written over ``ofm`` (an elementwise operation reads each
+    element before writing it, as Vela lets an OFM overwrite its IFM). Every requantization
+    is TFLite Micro's ``MultiplyByQuantizedMultiplier`` with its double-precision multiplier
+    (``compute.leaky_relu``), in the pool's TFL rounding; the comparison picks the kernel's
+    branch on every code (``leaky_relu.two_branch_refusal`` checks it)."""
+    api = vela_api()
+    alpha = float(q.attrs["alpha"])
+    why = leaky_relu.two_branch_refusal("int16", q.in_q[0], q.out_q, alpha)
+    if why:
+        raise UnsupportedOperatorError(q.tflite_name, why)
+    ratios = leaky_relu.scales(q.in_q[0], q.out_q, alpha)
+    identity = dataclasses.replace(ofm, region=SCRATCH_REGION, offset=work)
+    ops = []
+    for dst, (m, shift) in ((ofm, ratios.alpha_multiplier),
+                            (identity, ratios.identity_multiplier)):
+        npu = _identity_pool(ifm, dst)
+        npu.rescale = _explicit(m, 31 - shift)
+        npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        ops.append(npu)
+    pick = api.NpuElementWiseOp.MAX if alpha <= 1 else api.NpuElementWiseOp.MIN
+    npu = api.NpuElementWiseOperation(pick)
+    npu.ifm, npu.ifm2, npu.ofm = feature_map(ofm), feature_map(identity), feature_map(ofm)
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    ops.append(npu)
+    for npu, name in zip(ops, ("alpha", "identity", "select")):
+        npu.block_config = block(npu)
+        npu.name = f"{q.kind.value}_{name}"
+    return ops
 
 
 def requantize_op(q, ifm: FmSlot, ofm: FmSlot):

@@ -250,6 +250,16 @@ _BINARY = StreamEmitter(Form.BLOCK, build=_binary)
 _TABLE = StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_table, before=ops_lut.before)
 _MOVEMENT = StreamEmitter(Form.MOVEMENT, sequence=_movement)
 
+
+def _leaky_relu16(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
+    return ops_lut.leaky_relu16_ops(q, operands[0], ofm, em.work, em.block)
+
+
+#: an int16 LEAKY_RELU: two requantizations and their MAX / MIN, over whole tensors (no int16
+#: table holds it; ``ops_lut``)
+LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_leaky_relu16,
+                             work_bytes=ops_lut.leaky_relu16_work_bytes)
+
 #: every operator a stream is generated for, and how
 STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.CONV2D: _CONV,
@@ -306,5 +316,8 @@ EMULATOR_ONLY: frozenset[Op] = frozenset()
 
 
 def emitter(q) -> StreamEmitter | None:
-    """The table's row of ``q``'s operator (None: no stream is generated for it)."""
+    """The table's row of ``q``'s operator (None: no stream is generated for it); an int16
+    LEAKY_RELU is :data:`LEAKY_RELU16`."""
+    if ops_lut.is_leaky_relu16(q):
+        return LEAKY_RELU16
     return STREAM_OPS.get(q.kind)

@@ -1,0 +1,143 @@
+"""INT16 LEAKY_RELU and RELU6 from a .tflite, on the Ethos-U and the llvm host, equal to
+TFLite Micro's int16 kernels on every input code.
+
+LEAKY_RELU: TFLite Micro's ``QuantizeLeakyRelu<int16_t>`` with its double-precision
+multipliers (``compute.leaky_relu``); the llvm host and the TIR emulator gather from that
+65536-entry table, the Ethos-U runs Vela 5.2's form, two requantizations and their MAX (MIN
+for alpha > 1), where that picks the kernel's branch on every code (a negative alpha stays a
+TFLite operator). RELU6: TFLite Micro clamps the codes to [zp, quantized 6] without
+requantizing, which the NPU's 1x1 depthwise requantization by 1 with that clamp computes; the
+front door takes it only with the output scale the input's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tflite
+import tflite_builder as tb
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import tflm_oracle
+from tvm_ethos.compute import leaky_relu
+from tvm_ethos.frontend import operator_support
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+SHAPE = [1, 64, 64, 16]
+EVERY_CODE = np.arange(-32768, 32768).astype(np.int16).reshape(SHAPE)
+ACCELERATORS = ["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]
+
+scales = st.floats(1e-5, 1e-1).map(lambda v: float(np.float32(v)))
+zero_points = st.one_of(st.just(0), st.integers(-1000, 1000))
+#: alphas on both sides of 1 (MAX / MIN), 0, and negative ones (the table only)
+alphas = st.one_of(st.sampled_from([0.0, 0.2, 1.0, 1.5]),
+                   st.floats(-2, 3).map(lambda v: float(np.float32(v))))
+
+
+def leaky_relu16(in_q, out_q, alpha: float) -> bytes:
+    x = tb.T(SHAPE, "int16", scale=in_q[0], zp=in_q[1])
+    y = tb.T(SHAPE, "int16", scale=out_q[0], zp=out_q[1])
+
+    def opts(b):
+        tflite.LeakyReluOptionsStart(b)
+        tflite.LeakyReluOptionsAddAlpha(b, alpha)
+        return tflite.LeakyReluOptionsEnd(b)
+
+    return tb.serialize([x, y], [(tb.BO.LEAKY_RELU, tb.BOPT.LeakyReluOptions, opts, [0], [1])],
+                        [0], [1])
+
+
+def relu6_16(in_q, out_q=None) -> bytes:
+    out_q = out_q or in_q
+    x = tb.T(SHAPE, "int16", scale=in_q[0], zp=in_q[1])
+    y = tb.T(SHAPE, "int16", scale=out_q[0], zp=out_q[1])
+    return tb.serialize([x, y], [(tb.BO.RELU6, 0, None, [0], [1])], [0], [1])
+
+
+def _compile(model: bytes, target: str):
+    return tvm_ethos.compile(model, target, cache_dir=False)
+
+
+def _assert_every_code(cm, model: bytes) -> None:
+    want = tflm_oracle(model, [EVERY_CODE])[0]
+    np.testing.assert_array_equal(cm.run(EVERY_CODE)[0].reshape(want.shape), want)
+
+
+# ------------------------------------------------------------------------------ LEAKY_RELU
+@settings(max_examples=40, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points), alpha=alphas)
+@example(in_q=(0.3125, 5), out_q=(0.6, -4), alpha=-0.3)      # a negative alpha's tie
+@example(in_q=(0.3125, 0), out_q=(0.375, 0), alpha=0.5)      # 5/12: double, not float32
+def test_the_table_is_tflite_micros_int16_kernel_on_every_code(in_q, out_q, alpha):
+    want = tflm_oracle(leaky_relu16(in_q, out_q, alpha), [EVERY_CODE])[0]
+    np.testing.assert_array_equal(leaky_relu.tflm_lut("int16", in_q, out_q, alpha),
+                                  want.ravel())
+
+
+@settings(max_examples=4, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
+       alpha=st.one_of(st.sampled_from([0.0, 0.2, 2.5]), st.floats(0, 3)),
+       accelerator=st.sampled_from(ACCELERATORS))
+@example(in_q=(0.001, 5), out_q=(0.0007, -3), alpha=0.2, accelerator="ethos-u55-128")
+@example(in_q=(0.001, -7), out_q=(0.002, 3), alpha=1.7, accelerator="ethos-u65-256")
+def test_the_npu_runs_an_int16_leaky_relu_equal_to_tflite_micro(in_q, out_q, alpha,
+                                                                 accelerator):
+    model = leaky_relu16(in_q, out_q, alpha)
+    cm = _compile(model, f"ethos-u -accelerator_config={accelerator}")
+    (placed,) = cm.placement
+    why = leaky_relu.two_branch_refusal("int16", in_q, out_q, float(np.float32(alpha)))
+    assert placed.placed_on == ("tflite-micro" if why else "ethos-u"), placed.why
+    _assert_every_code(cm, model)
+
+
+def test_a_negative_alpha_stays_a_tflite_operator_and_says_why():
+    model = leaky_relu16((0.001, 5), (0.002, -3), -0.3)
+    cm = _compile(model, "ethos-u")
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro", placed.why
+    _assert_every_code(cm, model)
+    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(model), "ethos-u,llvm"))
+    assert "rejected by ethos-u: alpha -0.3; the NPU's form" in report, report
+
+
+@pytest.mark.parametrize("target", ["llvm", "ethos-u,llvm"])
+@pytest.mark.parametrize("alpha", [0.2, -0.3])
+def test_the_llvm_host_and_the_emulator_are_tflite_micros_int16_kernel(alpha, target):
+    model = leaky_relu16((0.001, 5), (0.0007, -3), alpha)
+    cm = _compile(model, target)
+    where = "ethos-u" if target == "ethos-u,llvm" and alpha >= 0 else "llvm"
+    assert set(cm.partition_summary) == {where}, cm.partition_summary
+    _assert_every_code(cm, model)
+
+
+# ----------------------------------------------------------------------------------- RELU6
+@settings(max_examples=4, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), accelerator=st.sampled_from(ACCELERATORS))
+@example(in_q=(1 / 4096, 0), accelerator="ethos-u55-128")
+@example(in_q=(1e-4, 30000), accelerator="ethos-u55-256")   # quantized 6 past the int16 range
+def test_the_npu_clamps_an_int16_relu6_as_tflite_micro(in_q, accelerator):
+    model = relu6_16(in_q)
+    cm = _compile(model, f"ethos-u -accelerator_config={accelerator}")
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    _assert_every_code(cm, model)
+
+
+@pytest.mark.parametrize("target", ["llvm", "ethos-u,llvm"])
+def test_the_llvm_host_and_the_emulator_clamp_an_int16_relu6(target):
+    model = relu6_16((0.0003, -100))
+    cm = _compile(model, target)
+    assert set(cm.partition_summary) == {target.split(",")[0]}, cm.partition_summary
+    _assert_every_code(cm, model)
+
+
+def test_an_int16_relu6_that_would_requantize_stays_refused_by_the_front_door():
+    """TFLite's RELU6 clamps codes and ignores the output scale; the host's kernel
+    requantizes, so another output scale is refused in one line (a TFLite operator for
+    ethos-u)."""
+    (verdict,) = operator_support(relu6_16((0.001, 0), (0.0007, 0)))
+    assert not verdict.importable and "INT16" in verdict.reason, verdict
+    assert "\n" not in verdict.reason
