@@ -113,6 +113,7 @@ class Op(StrEnum):
     PRELU = "prelu"
     ELU = "elu"
     HARD_SWISH = "hard_swish"
+    RSQRT = "rsqrt"
     SOFTMAX = "softmax"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
@@ -177,6 +178,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.HARD_SWISH: OpInfo("HARD_SWISH", lut=True, vela="HardSwish"),
     Op.PRELU: OpInfo("PRELU", vela="Prelu"),
     Op.ELU: OpInfo("ELU", lut=True, vela="Elu"),
+    Op.RSQRT: OpInfo("RSQRT", _B.ELEMENTWISE, lut=True, vela="Rsqrt"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

@@ -945,6 +945,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "RELU_N1_TO_1": _unary("relu_n1_to_1"),
     "LEAKY_RELU": _unary("leaky_relu"),
     "HARD_SWISH": _unary("hard_swish"),
+    "RSQRT": _unary("rsqrt"),
     "QUANTIZE": _quantize,
     "SLICE": _slice,
     "STRIDED_SLICE": _strided_slice,

@@ -379,6 +379,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _hard_swish_variants()
         + _prelu_variants()
         + _elu_variants()
+        + _unary_qdq_variants(Op.RSQRT, "relax.rsqrt")
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -594,6 +595,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
             problems.append(f"{consts[1]:g} * relu({consts[0]:g} - exp(x)) + relu(x) is no ELU")
         if op.in_dtypes[0] != "int8":
             problems.append(f"ELU of {op.in_dtypes[0]}; the exact kernel is TFLite's int8 table")
+    elif kind == Op.RSQRT and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
+        problems.append(f"RSQRT from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
+                        "TFLite Micro's int8 one (compute.rsqrt)")
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:

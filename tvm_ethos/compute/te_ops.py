@@ -35,6 +35,7 @@ from tvm_ethos.compute.quant import (
     round_half_away_f32,
     tanh_lut,
 )
+from tvm_ethos.compute.rsqrt import rsqrt_lut
 from tvm_ethos.host.cpu import x86_avx2, x86_requant
 from tvm_ethos.host.cpu.x86_dot import (
     DOT_ANNOTATION,
@@ -1151,6 +1152,8 @@ def _lut_of(op) -> np.ndarray:
         return hard_swish_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.ELU:
         return elu_lut(dtype, op.in_q[0], op.out_q)
+    if op.kind == Op.RSQRT:
+        return rsqrt_lut(dtype, op.in_q[0], op.out_q)
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
@@ -1353,6 +1356,7 @@ LOWERINGS = {
     Op.HARD_SWISH: lower_lut,
     Op.PRELU: lower_prelu,
     Op.ELU: lower_lut,
+    Op.RSQRT: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

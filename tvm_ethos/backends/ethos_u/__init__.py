@@ -396,6 +396,7 @@ CHECKS = {
     Op.HARD_SWISH: _none,
     Op.PRELU: _none,
     Op.ELU: _none,
+    Op.RSQRT: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

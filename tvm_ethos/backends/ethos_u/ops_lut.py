@@ -1,4 +1,5 @@
-"""LOGISTIC, TANH, LEAKY_RELU and QUANTIZE (integer requantization) as NPU operations.
+"""LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH, ELU, RSQRT and QUANTIZE (integer requantization) as
+NPU operations.
 
 The activations are functions of one int8 code, so each is a 256-entry table applied by
 the NPU's LUT activation: the table goes from flash to SHRAM by a DMA, then a 1x1 average pool
@@ -8,10 +9,12 @@ clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" 
 (``compute.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
 multipliers in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
 follows LiteRT's float32 ratios), HARD_SWISH is TFLite's int16 fixed point
-(``compute.hard_swish``), ELU TFLite's float32 table (``compute.quant.elu_lut``). Vela
-lowers these operators the same way (an identity operation carrying the LUT). An int16
-LOGISTIC / TANH needs no table: the pool carries the output unit's own int16 sigmoid / tanh
-(``compute.int16_activation``).
+(``compute.hard_swish``), ELU TFLite's float32 table (``compute.quant.elu_lut``), RSQRT
+TFLite Micro's fixed-point Newton-Raphson (``compute.rsqrt``). Vela lowers these operators
+the same way (an identity operation carrying the LUT). An int16 LOGISTIC / TANH needs no
+table: the pool carries the output unit's own int16 sigmoid / tanh
+(``compute.int16_activation``). An int16 LEAKY_RELU has no table either: it is two
+requantizations and their MAX or MIN (:func:`leaky_relu16_ops`).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -35,11 +38,12 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 from tvm_ethos.compute import int16_activation, leaky_relu
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import elu_lut, f32, logistic_lut, quantize_multiplier, tanh_lut
+from tvm_ethos.compute.rsqrt import rsqrt_lut
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table
-LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU)
+LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU, Op.RSQRT)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: int16 operators the output unit computes itself (its tanh / sigmoid activation is TFLite's
 #: int16 algorithm; Vela's generator scales the input to it as TFLite's prepare does)
@@ -68,6 +72,8 @@ def table(q) -> np.ndarray:
         values = hard_swish_table(in_q, out_q)
     elif q.kind == Op.ELU:
         values = elu_lut("int8", in_q, out_q)
+    elif q.kind == Op.RSQRT:
+        values = rsqrt_lut("int8", in_q, out_q)
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
     return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)

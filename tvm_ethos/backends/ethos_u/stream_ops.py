@@ -295,6 +295,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     # four operations: one per branch of TFLite's kernel and their sum (ops_prelu)
     Op.PRELU: StreamEmitter(Form.SEQUENCE, sequence=ops_prelu.prelu_ops,
                             work_bytes=ops_prelu.prelu_work_bytes),
+    Op.RSQRT: _TABLE,
     Op.REQUANTIZE: _TABLE,
     Op.SOFTMAX: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_softmax,
                               work_bytes=npu_softmax.work_bytes),
