@@ -1,10 +1,10 @@
-"""LOGISTIC, TANH, LEAKY_RELU and QUANTIZE on the NPU (backends/ethos_u/ops_lut.py) beside
-Vela 5.2 ``--optimise Size``: one operator on a 1 x 32 x 32 x 16 map per row, for each
-accelerator. Ours: whether the stream was generated, its NPU operations, DMA bytes and SRAM
-high water (emulated, the functional model); Vela's: CPU operators and SRAM used (its summary
-CSV). Nothing here is timed.
+"""LOGISTIC, TANH, LEAKY_RELU, RSQRT, QUANTIZE and the int16 LEAKY_RELU and RELU6 on the NPU
+(backends/ethos_u/ops_lut.py) beside Vela 5.2 ``--optimise Size``: one operator on a
+1 x 32 x 32 x 16 map per row, for each accelerator. Ours: whether the stream was generated, its
+NPU operations, DMA bytes and SRAM high water (emulated, the functional model); Vela's: CPU
+operators and SRAM used (its summary CSV). Nothing here is timed.
 
-  python benchmarks/lut_ops.py
+  python benchmarks/lut_ops.py [--only "LEAKY_RELU int16" RSQRT ...]
 """
 from __future__ import annotations
 
@@ -33,10 +33,20 @@ def _quantize(src, dst):
     return tb.build([x, y], [0], [1], tb.BO.QUANTIZE)
 
 
+def _unary(code, dtype, in_q, out_q):
+    x = tb.T(list(SHAPE), dtype, scale=in_q[0], zp=in_q[1])
+    y = tb.T(list(SHAPE), dtype, scale=out_q[0], zp=out_q[1])
+    return tb.build([x, y], [0], [1], code)
+
+
 MODELS = {
     "LOGISTIC": lambda: tb.activation("sigmoid", shape=SHAPE),
     "TANH": lambda: tb.activation("tanh", shape=SHAPE),
     "LEAKY_RELU": lambda: tb.activation("leaky_relu", shape=SHAPE),
+    "LEAKY_RELU int16": lambda: tb.activation("leaky_relu", shape=SHAPE, dtype="int16",
+                                              in_q=(0.001, 0), out_q=(0.0007, 0)),
+    "RELU6 int16": lambda: _unary(tb.BO.RELU6, "int16", (1 / 4096, 0), (1 / 4096, 0)),
+    "RSQRT": lambda: _unary(tb.BO.RSQRT, "int8", (0.05, -128), (0.04, -128)),
     "QUANTIZE int8->int8": lambda: _quantize(("int8", 0.05, 3), ("int8", 0.02, -7)),
     "QUANTIZE int16->int8": lambda: _quantize(("int16", 0.001, 0), ("int8", 0.05, 2)),
 }
@@ -50,9 +60,11 @@ def _vela(path: str, accelerator: str) -> dict:
             "vela_sram_bytes": round(float(run.summary["sram_memory_used"]) * 1024)}
 
 
-def run() -> list[dict]:
+def run(only=None) -> list[dict]:
     rows = []
     for name, make in MODELS.items():
+        if only and name not in only:
+            continue
         data = make()
         for acc in ACCELERATORS:
             cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={acc},llvm",
@@ -84,9 +96,11 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.parse_args(argv)   # --help
+    ap.add_argument("--only", nargs="+", choices=sorted(MODELS), metavar="OPERATOR",
+                    help=f"rows to run (default all: {', '.join(MODELS)})")
+    args = ap.parse_args(argv)
     print("ours: emulated (functional model); Vela: its own summary")
-    print(table(run()))
+    print(table(run(args.only)))
     return 0
 
 
