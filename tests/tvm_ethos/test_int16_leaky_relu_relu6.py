@@ -141,3 +141,43 @@ def test_an_int16_relu6_that_would_requantize_stays_refused_by_the_front_door():
     (verdict,) = operator_support(relu6_16((0.001, 0), (0.0007, 0)))
     assert not verdict.importable and "INT16" in verdict.reason, verdict
     assert "\n" not in verdict.reason
+
+
+CHAIN = [1, 16, 16, 16]
+
+
+def _leaky_chain() -> bytes:
+    """ADD -> LEAKY_RELU -> ADD -> LEAKY_RELU, every tensor int16."""
+    ts = [tb.T(CHAIN, "int16", scale=0.001, zp=0) for _ in range(6)]
+
+    def opts(b):
+        tflite.LeakyReluOptionsStart(b)
+        tflite.LeakyReluOptionsAddAlpha(b, 0.2)
+        return tflite.LeakyReluOptionsEnd(b)
+
+    leaky = (tb.BO.LEAKY_RELU, tb.BOPT.LeakyReluOptions, opts)
+    ops = [(tb.BO.ADD, 0, None, [0, 1], [2]), (*leaky, [2], [3]),
+           (tb.BO.ADD, 0, None, [3, 1], [4]), (*leaky, [4], [5])]
+    return tb.serialize(ts, ops, [0, 1], [5])
+
+
+def test_a_cascade_runs_the_int16_leaky_relu_stripe_by_stripe():
+    """The smallest plan on an Ethos-U65 stripes the chain row by row; each LEAKY_RELU
+    stripe is its three operations over the stripe's boxes, its working memory one stripe
+    (so the stream stays near the plan's peak), and the whole chain is one ethos-u operator
+    equal to TFLite Micro."""
+    model = _leaky_chain()
+    cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u65-256",
+                           budget="smallest", cache_dir=False)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"] * 4, cm.placement
+    rs = np.random.RandomState(3)
+    xs = [rs.randint(-32768, 32768, size=CHAIN).astype(np.int16) for _ in range(2)]
+    want = tflm_oracle(model, xs)[0]
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(want.shape), want)
+    emu = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u65-256,llvm",
+                            budget="smallest", cache_dir=False, npu_runtime="stream")
+    (entry,) = emu.plan_report["streams"].values()
+    assert entry["schedule"].startswith("plan"), entry["schedule"]
+    assert entry["commands"]["NPU_OP_ELEMENTWISE"] > 16, entry["commands"]   # striped
+    assert entry["work_bytes"] < 16 * 16 * 2, entry["work_bytes"]            # one stripe
+    np.testing.assert_array_equal(emu.run(*xs)[0].reshape(want.shape), want)

@@ -168,20 +168,22 @@ def is_leaky_relu16(q) -> bool:
     return q.kind == Op.LEAKY_RELU and q.in_dtypes[0] == "int16"
 
 
-def leaky_relu16_work_bytes(q) -> int:
-    """Arena for the identity branch of :func:`leaky_relu16_ops` (one int16 output)."""
-    n = int(np.prod(q.out_shape)) * 2
+def leaky_relu16_work_bytes(q, box: tuple | None = None) -> int:
+    """Arena for the identity branch of :func:`leaky_relu16_ops` (one int16 output, or one
+    ``box`` of it where it runs over stripes)."""
+    n = int(np.prod(q.out_shape if box is None else box)) * 2
     return -(-n // _WORK_ALIGN) * _WORK_ALIGN
 
 
-def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block) -> list:
-    """An int16 LEAKY_RELU over whole tensors, as Vela 5.2 runs it: the alpha branch
-    requantized into ``ofm``, the identity branch into the work block at ``work``, then
-    their MAX (MIN for alpha > 1) written over ``ofm`` (an elementwise operation reads each
-    element before writing it, as Vela lets an OFM overwrite its IFM). Every requantization
-    is TFLite Micro's ``MultiplyByQuantizedMultiplier`` with its double-precision multiplier
-    (``compute.leaky_relu``), in the pool's TFL rounding; the comparison picks the kernel's
-    branch on every code (``leaky_relu.two_branch_refusal`` checks it)."""
+def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None) -> list:
+    """An int16 LEAKY_RELU of ``ifm`` into ``ofm`` (whole tensors or one stripe's boxes), as
+    Vela 5.2 runs it: the alpha branch requantized into ``ofm``, the identity branch into the
+    work block at ``work``, then their MAX (MIN for alpha > 1) written over ``ofm`` (an
+    elementwise operation reads each element before writing it, as Vela lets an OFM overwrite
+    its IFM). Every requantization is TFLite Micro's ``MultiplyByQuantizedMultiplier`` with
+    its double-precision multiplier (``compute.leaky_relu``), in the pool's TFL rounding; the
+    comparison picks the kernel's branch on every code (``leaky_relu.two_branch_refusal``
+    checks it). ``place(fm, slot)`` puts a stripe's boxes where their buffers hold them."""
     api = vela_api()
     alpha = float(q.attrs["alpha"])
     why = leaky_relu.two_branch_refusal("int16", q.in_q[0], q.out_q, alpha)
@@ -189,18 +191,23 @@ def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block) -> list:
         raise UnsupportedOperatorError(q.tflite_name, why)
     ratios = leaky_relu.scales(q.in_q[0], q.out_q, alpha)
     identity = dataclasses.replace(ofm, region=SCRATCH_REGION, offset=work)
+    located = place or (lambda fm, slot: None)
     ops = []
     for dst, (m, shift) in ((ofm, ratios.alpha_multiplier),
                             (identity, ratios.identity_multiplier)):
         npu = _identity_pool(ifm, dst)
         npu.rescale = _explicit(m, 31 - shift)
         npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        located(npu.ifm, ifm)
+        located(npu.ofm, dst)
         ops.append(npu)
     pick = api.NpuElementWiseOp.MAX if alpha <= 1 else api.NpuElementWiseOp.MIN
     npu = api.NpuElementWiseOperation(pick)
     npu.ifm, npu.ifm2, npu.ofm = feature_map(ofm), feature_map(identity), feature_map(ofm)
     npu.rounding_mode = api.NpuRoundingMode.TFL
     npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    located(npu.ifm, ofm)
+    located(npu.ofm, ofm)
     ops.append(npu)
     for npu, name in zip(ops, ("alpha", "identity", "select")):
         npu.block_config = block(npu)

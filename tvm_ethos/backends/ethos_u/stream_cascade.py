@@ -79,7 +79,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
-from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
+from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Extent, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
     LayoutError,
@@ -190,6 +190,7 @@ class _Emitter:
         self.const_slots: dict = {}
         self.ring_plans: dict = {}   # step -> (stand-in operand slots, whole-tensor copies)
         self.te_dims: dict = {}      # TE tensor name -> (shape, dtype): see :meth:`dims`
+        self.work_bytes: dict = {}   # step -> bytes of its working memory (_work_bytes)
         self.ops: list = []
 
     def dims(self, t) -> tuple[tuple[int, ...], str]:
@@ -396,6 +397,13 @@ class _Emitter:
                 operands.append((slot, self.box_fm(t, ry, rx, iq)))
             else:  # a broadcast operand: read whole
                 operands.append((self.whole_slot(t, iq, q.tflite_name), None))
+        if em.form is Form.SEQUENCE:   # several operations over the stripe's boxes
+            if em.work_bytes(q, (1, h, w, c)) > self.work_bytes.get(step, 0):
+                raise UnsupportedOperatorError(q.tflite_name, f"a {h}x{w} box past the "
+                                                              "working memory of its stripe")
+            self.ops += em.sequence(qs, [o[0] for o in operands], ofm_slot, dataclasses.replace(
+                self.emission(step), place=self.box_placer(operands, ofm_slot, ofm_fm)), box)
+            return
         if em.before is not None:
             self.ops += em.before(q, self.flash, lut_address(self.accelerator))
         npu = em.build(qs, [o[0] for o in operands], ofm_slot)
@@ -510,6 +518,19 @@ class _Emitter:
                            qz[0] if qz else None, qz[1] if qz else 0)
 
     @staticmethod
+    def box_placer(operands, ofm_slot: FmSlot, ofm_fm):
+        """``place(fm, slot)`` for a sequence over a stripe: a feature map built from an
+        operand's or the output's box slot gets that box's tiles, strides and region."""
+        boxes = [(slot, fm) for slot, fm in operands if fm is not None] + [(ofm_slot, ofm_fm)]
+
+        def place(fm, slot) -> None:
+            for s, box in boxes:
+                if s is slot:
+                    fm.tiles, fm.strides, fm.region = box.tiles, box.strides, box.region
+                    return
+        return place
+
+    @staticmethod
     def place(npu, operands, ofm_fm, reversed_: bool):
         """Give the operation the boxes' tiles and strides (the builders made plain maps with
         the quantization each operation needs)."""
@@ -620,6 +641,22 @@ def _io_in_arena(graph, lw) -> tuple[dict, int]:
     return arena, top
 
 
+def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
+    """The working memory of every operator lowered to several NPU operations, by layer:
+    what it needs over its whole output, or, for one emitted over stripes, over the plan's
+    stripe of it (a box of each step, :meth:`_Emitter.emit` checks)."""
+    stripes = {part_layer[ps.part]: tuple(ps.stripe.shape) for plan in proposal.plans
+               for ps in plan.part_schedules if ps.part in part_layer}
+    work = {}
+    for i, q in enumerate(lw.layers):
+        em = emitter(q)
+        if em.work_bytes is None:
+            continue
+        striped = em.extent is Extent.STRIPES and i in stripes
+        work[i] = em.work_bytes(q, stripes[i]) if striped else em.work_bytes(q)
+    return work
+
+
 def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart: bool = False
              ) -> tuple[list[Buffer], dict]:
     """Every block the arena holds, and the buffer shape of every feature map; ``io_apart``:
@@ -691,8 +728,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)")
     layer_of = {t.op.name: i for i, t in enumerate(lw.tensors.values())}
     part_layer = {mp.part.name: layer_of[mp.root.op.name] for mp in match.parts}
-    work = {i: emitter(q).work_bytes(q) for i, q in enumerate(lw.layers)
-            if emitter(q).work_bytes is not None}
+    work = _work_bytes(lw, proposal, part_layer)
     graph = match.graph
     schedule = "plan"
     outputs = {p.name: p.output.name for p in graph.parts}
@@ -726,10 +762,12 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         except LayoutError:
             if not work:
                 raise
-            # SOFTMAX's intermediates are not in the planner's memory model: where the plan
-            # leaves no room for them, the arena grows and the stream does not claim the peak
+            # the intermediates of SOFTMAX (an int16 LEAKY_RELU's) are not in the planner's
+            # memory model: where the plan leaves no room for them, the arena grows and the
+            # stream does not claim the peak
             layout = arena_layout(buffers, None)
-            schedule = "plan, SOFTMAX beyond its memory"
+            names = sorted({lw.layers[i].tflite_name for i in work})
+            schedule = f"plan, {' and '.join(names)} beyond its memory"
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
     io_arena, io_bytes = _io_in_arena(graph, lw) if io_apart else ({}, 0)
@@ -754,6 +792,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         for k, pool in pools.items() if pool.staged})
     em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
                   stager, graph, device.perf)
+    em.work_bytes = work
     plan_starts: dict = {}
     part_ops: dict = {}
     alias_parts = {p.name for p in graph.parts if p.output.name in aliased}

@@ -86,12 +86,16 @@ POINTWISE = Geometry((1, 1), (1, 1), (1, 1), (0, 0, 0, 0))
 class Emission:
     """What a stream path gives a multi-operation emitter: flash for its constants, the SHRAM
     address of lookup tables, the block chooser of operations the planner did not cost,
-    and the arena offset of the operator's working memory (None when it has none)."""
+    the arena offset of the operator's working memory (None when it has none), and, for a
+    sequence over a stripe, ``place(fm, slot)``: gives a feature map the emitter built from
+    one of the slots it was handed (an operand's or the output's box) that box's tiles,
+    strides and region in its buffer (None: the slots are where the data is)."""
 
     flash: Flash
     lut_address: int
     block: Callable
     work: int | None = None
+    place: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +111,8 @@ class StreamEmitter:
     * ``geometry(q)``: the window it reads (None: its output's own box);
     * ``sequence(q, operands, ofm, emission, box)``: the operations of a SEQUENCE or
       MOVEMENT operator (``box``: the output rows and columns of a stripe, None for whole);
-    * ``work_bytes(q)``: the working memory a SEQUENCE needs;
+    * ``work_bytes(q)``: the working memory a SEQUENCE needs (``work_bytes(q, box)`` over
+      one output box, for one emitted over stripes);
     * ``ring(q, ins, out, box, full, box_fm, block)``: the operations of a stripe read
       from and written to buffers that may be rings (SPLIT);
     * ``stageable``: its weights may be staged slice by slice through a Plan's buffer.
@@ -252,12 +257,12 @@ _MOVEMENT = StreamEmitter(Form.MOVEMENT, sequence=_movement)
 
 
 def _leaky_relu16(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
-    return ops_lut.leaky_relu16_ops(q, operands[0], ofm, em.work, em.block)
+    return ops_lut.leaky_relu16_ops(q, operands[0], ofm, em.work, em.block, em.place)
 
 
-#: an int16 LEAKY_RELU: two requantizations and their MAX / MIN, over whole tensors (no int16
-#: table holds it; ``ops_lut``)
-LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_leaky_relu16,
+#: an int16 LEAKY_RELU: two requantizations and their MAX / MIN (no int16 table holds it;
+#: ``ops_lut``), over any stripe (its working memory holds the whole output)
+LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu16,
                              work_bytes=ops_lut.leaky_relu16_work_bytes)
 
 #: every operator a stream is generated for, and how
