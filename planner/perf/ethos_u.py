@@ -296,6 +296,13 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
             return [NpuOp(ELEMENTWISE, _UNARY_ELEMENTWISE[opname], shape, shape,
                           ifm_bits=_bits(x), ofm_bits=out_bits, ifm_format=fin,
                           ofm_format=fout)]
+        if opname == "leaky_relu" and _bits(x) == 16:
+            # no 16-bit table: Vela 5.2 and the stream (ops_lut.leaky_relu16_ops) requantize
+            # the two branches apart and keep their MAX (the identity branch in NHWC scratch)
+            return [_copy_op(shape, shape, 16, fin, fout, op=opname),
+                    _copy_op(shape, shape, 16, fin, NHWC, op=opname),
+                    NpuOp(ELEMENTWISE, "Maximum", shape, shape, shape, ifm_bits=16, ofm_bits=16,
+                          ifm_format=fout, ifm2_format=NHWC, ofm_format=fout)]
         lut = (256 if _bits(x) == 8 else 2048) if opname in LUT_ACTIVATIONS else 0
         # Standalone activations, LUT lookups and requantisation: AvgPool no-ops.
         return [_copy_op(shape, shape, _bits(x), fin, fout, op=opname, lut=lut)]

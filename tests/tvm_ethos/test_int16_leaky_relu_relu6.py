@@ -19,6 +19,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from planner.perf.ethos_u import lower_part
+from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import tflm_oracle
 from tvm_ethos.compute import leaky_relu
 from tvm_ethos.frontend import operator_support
@@ -181,3 +183,23 @@ def test_a_cascade_runs_the_int16_leaky_relu_stripe_by_stripe():
     assert entry["commands"]["NPU_OP_ELEMENTWISE"] > 16, entry["commands"]   # striped
     assert entry["work_bytes"] < 16 * 16 * 2, entry["work_bytes"]            # one stripe
     np.testing.assert_array_equal(emu.run(*xs)[0].reshape(want.shape), want)
+
+
+def test_the_planner_costs_an_int16_leaky_relu_as_its_three_operations():
+    """An int16 LEAKY_RELU Part is the stream's two requantizing pools and their MAX (an int8
+    one stays the one pool carrying a table)."""
+    for dtype, kinds in (("int16", ["pooling", "pooling", "elementwise"]), ("int8", ["pooling"])):
+        x = tb.T([1, 8, 8, 16], dtype, scale=0.001, zp=0)
+        y = tb.T([1, 8, 8, 16], dtype, scale=0.002, zp=0)
+
+        def opts(b):
+            tflite.LeakyReluOptionsStart(b)
+            tflite.LeakyReluOptionsAddAlpha(b, 0.2)
+            return tflite.LeakyReluOptionsEnd(b)
+
+        graph = load_tflite(tb.serialize(
+            [x, y], [(tb.BO.LEAKY_RELU, tb.BOPT.LeakyReluOptions, opts, [0], [1])], [0], [1]))
+        (part,) = graph.parts
+        ops = lower_part(part, part.output.shape)
+        assert [o.npu.lower() for o in ops] == kinds, ops
+        assert all(o.ifm_bits == o.ofm_bits == int(dtype[3:]) for o in ops)
