@@ -136,11 +136,12 @@ def test_the_llvm_host_and_the_emulator_clamp_an_int16_relu6(target):
     _assert_every_code(cm, model)
 
 
-def test_an_int16_relu6_that_would_requantize_stays_refused_by_the_front_door():
-    """TFLite's RELU6 clamps codes and ignores the output scale; the host's kernel
-    requantizes, so another output scale is refused in one line (a TFLite operator for
-    ethos-u)."""
-    (verdict,) = operator_support(relu6_16((0.001, 0), (0.0007, 0)))
+@pytest.mark.parametrize("out_q", [(0.0007, 0), (0.001, 5)])
+def test_an_int16_relu6_that_would_requantize_stays_refused_by_the_front_door(out_q):
+    """TFLite's RELU6 clamps codes and ignores the output quantization; the host's kernel
+    requantizes, so another output scale or zero point is refused in one line (a TFLite
+    operator for ethos-u)."""
+    (verdict,) = operator_support(relu6_16((0.001, 0), out_q))
     assert not verdict.importable and "INT16" in verdict.reason, verdict
     assert "\n" not in verdict.reason
 

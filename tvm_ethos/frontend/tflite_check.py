@@ -152,13 +152,14 @@ _INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
     """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15; RELU6
-    with the output scale the input's (TFLite's kernel clamps codes and never requantizes,
-    which only the NPU's clamp reads exactly)."""
+    with the output quantized as the input (TFLite's kernel clamps codes and never
+    requantizes; the patterns read it as a requantization, exact only between equal
+    quantizations)."""
     if opname not in _INT16_ELEMENTWISE or {infos[i][1] for i in io} != {7}:
         return False
     out_scale = infos[io[-1]][8]
     if opname == "RELU6":
-        return out_scale is not None and out_scale == infos[io[0]][8]
+        return out_scale is not None and infos[io[-1]][8:10] == infos[io[0]][8:10]
     return opname not in ("LOGISTIC", "TANH") or (
         out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3)
 
