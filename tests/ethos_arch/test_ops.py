@@ -8,6 +8,7 @@ emitter or be listed as emulator-only.
 """
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -148,9 +149,10 @@ def test_every_operator_ethos_u_accepts_has_a_stream_emitter_or_is_emulator_only
 
 
 def test_stream_emitters_are_consistent():
-    from tvm_ethos.backends.ethos_u.stream_ops import STREAM_OPS, Extent, Form
+    from tvm_ethos.backends.ethos_u.stream_ops import LEAKY_RELU16, STREAM_OPS, Extent, Form
 
-    for op, em in STREAM_OPS.items():
+    # an int16 LEAKY_RELU is the one row picked by its type (stream_ops.emitter)
+    for op, em in list(STREAM_OPS.items()) + [(Op.LEAKY_RELU, LEAKY_RELU16)]:
         if em.form is Form.BLOCK:
             assert em.build is not None and em.sequence is None, op
         if em.form in (Form.SEQUENCE, Form.MOVEMENT):
@@ -160,6 +162,10 @@ def test_stream_emitters_are_consistent():
         if em.form is Form.SEQUENCE:
             # over whole tensors, or a stripe's box of them with its own working memory
             assert em.extent is Extent.WHOLE or em.work_bytes is not None, op
+        if em.boxed:
+            # over the stripe's own boxes: its working memory is sized per box
+            # (stream_cascade._work_bytes)
+            assert "box" in inspect.signature(em.work_bytes).parameters, op
         if em.stageable:
             assert em.constants is not None and op.info.has_weights, op
         # a windowed operator reads a window of its input: a pool or a convolution

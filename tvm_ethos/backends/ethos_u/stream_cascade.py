@@ -79,7 +79,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
-from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Extent, Form, emitter
+from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
     LayoutError,
@@ -351,7 +351,7 @@ class _Emitter:
                                   q.tflite_name)
             self.ops += em.sequence(q, operands, ofm, self.emission(), stripe_box(q, box, full))
             return
-        if em.form is Form.SEQUENCE and not em.whole(len(oshape)):
+        if em.form is Form.SEQUENCE and not em.whole(len(oshape)) and not em.boxed:
             # operations that each read only their own elements: the stripe's box of whole
             # tensors, the operator's working memory beside them (PRELU)
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
@@ -643,8 +643,8 @@ def _io_in_arena(graph, lw) -> tuple[dict, int]:
 
 def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
     """The working memory of every operator lowered to several NPU operations, by layer:
-    what it needs over its whole output, or, for one emitted over stripes, over the plan's
-    stripe of it (a box of each step, :meth:`_Emitter.emit` checks)."""
+    what it needs over its whole output, or, for a ``boxed`` one, over the plan's stripe of
+    it (a box of each step, :meth:`_Emitter.emit` checks)."""
     stripes = {part_layer[ps.part]: tuple(ps.stripe.shape) for plan in proposal.plans
                for ps in plan.part_schedules if ps.part in part_layer}
     work = {}
@@ -652,7 +652,7 @@ def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
         em = emitter(q)
         if em.work_bytes is None:
             continue
-        striped = em.extent is Extent.STRIPES and i in stripes
+        striped = em.boxed and i in stripes
         work[i] = em.work_bytes(q, stripes[i]) if striped else em.work_bytes(q)
     return work
 

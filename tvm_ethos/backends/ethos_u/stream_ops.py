@@ -112,10 +112,14 @@ class StreamEmitter:
     * ``sequence(q, operands, ofm, emission, box)``: the operations of a SEQUENCE or
       MOVEMENT operator (``box``: the output rows and columns of a stripe, None for whole);
     * ``work_bytes(q)``: the working memory a SEQUENCE needs (``work_bytes(q, box)`` over
-      one output box, for one emitted over stripes);
+      one output box, for a ``boxed`` one);
     * ``ring(q, ins, out, box, full, box_fm, block)``: the operations of a stripe read
       from and written to buffers that may be rings (SPLIT);
-    * ``stageable``: its weights may be staged slice by slice through a Plan's buffer.
+    * ``stageable``: its weights may be staged slice by slice through a Plan's buffer;
+    * ``boxed``: a SEQUENCE over stripes whose operations read and write the stripe's boxes
+      wherever the plan holds them (rings too): its ``sequence`` gets box slots, placed
+      through ``Emission.place``, and working memory of one box; otherwise it gets whole
+      tensors and the box's rows and columns (PRELU).
     """
 
     form: Form
@@ -129,6 +133,7 @@ class StreamEmitter:
     work_bytes: Callable | None = None
     ring: Callable | None = None
     stageable: bool = False
+    boxed: bool = False
 
     def whole(self, rank: int) -> bool:
         """Whether an output of ``rank`` dimensions is emitted only whole."""
@@ -263,7 +268,7 @@ def _leaky_relu16(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None
 #: an int16 LEAKY_RELU: two requantizations and their MAX / MIN (no int16 table holds it;
 #: ``ops_lut``), over any stripe (its working memory holds the whole output)
 LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu16,
-                             work_bytes=ops_lut.leaky_relu16_work_bytes)
+                             work_bytes=ops_lut.leaky_relu16_work_bytes, boxed=True)
 
 #: every operator a stream is generated for, and how
 STREAM_OPS: dict[Op, StreamEmitter] = {
