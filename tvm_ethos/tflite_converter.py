@@ -20,8 +20,8 @@ TVM's converters):
 * DEPTH_TO_SPACE: TVM's own ``reshape -> permute_dims -> reshape`` on the codes (DCR order);
 * RESIZE_NEAREST_NEIGHBOR: ``image.resize2d`` on the codes with a coordinate mode and rounding
   that name TFLite's index rule unambiguously (``tvm_ethos.patterns.NEAREST_MODES``);
-* TRANSPOSE: ``permute_dims`` on the codes (the Ethos-U takes the permutations one strided copy
-  does, ``ops_movement.transpose_swap``; the partition leaves the others to the host);
+* TRANSPOSE: ``permute_dims`` on the codes (the Ethos-U takes any permutation as strided
+  copies, ``ops_movement.transpose_steps``);
 * PACK: each input's codes reshaped to a size-1 axis, then ``concat`` of the codes (what the
   patterns read as RESHAPEs and one CONCATENATION);
 * PRELU: ``quantize(prelu(dequantize(x), dequantize(alpha)))`` over the last axis, its alpha

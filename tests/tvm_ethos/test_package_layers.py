@@ -111,7 +111,6 @@ LAZY = {
     ("tvm_ethos.cli_compile", "planner.sweep"): _HELP,
     ("tvm_ethos.cli_compile", "tvm_ethos.stages"): _HELP,
     ("tvm_ethos.cli_run", "planner.sweep"): _HELP,
-    ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.ops_movement"): _HELP,
     ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_cascade"): _HELP,
     ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_gen"): _HELP,
     ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_run"): _HELP,

@@ -15,7 +15,7 @@ from tvm import relax
 import tvm_ethos
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle, tflm_random_inputs
-from tvm_ethos.backends.ethos_u.ops_movement import Copy, View, clip
+from tvm_ethos.backends.ethos_u.ops_movement import Copy, View, clip, transpose_steps
 
 pytest.importorskip("ethosu.vela")
 
@@ -368,12 +368,24 @@ def test_transpose_stream_is_the_permutation(in_shape, perm, config, planned):
                                   np.transpose(x, perm))
 
 
-def test_transpose_that_is_no_single_swap_goes_to_the_host_with_its_reason():
-    cm = tvm_ethos.compile(transpose_module((3, 4, 5), (0, 2, 1)),
-                           "ethos-u -accelerator_config=ethos-u55-128,llvm", cache_dir=False)
+@pytest.mark.parametrize("in_shape, perm, config, planned", [
+    ((3, 4, 5), (0, 2, 1), "ethos-u55-128", False),         # two rotations
+    ((2, 3, 4, 5), (3, 1, 0, 2), "ethos-u55-256", True),    # three, with a batch of 2
+    ((1, 3, 4, 5), (0, 3, 1, 2), "ethos-u65-256", True),    # one (a 12 x 5 swap)
+])
+def test_any_transpose_is_rotations_through_working_memory(in_shape, perm, config, planned):
+    """A permutation that is no single swap: a strided copy per rotation, alternating
+    between the output and working memory of the tensor's size, exact, planned or not."""
+    steps = transpose_steps(in_shape, perm)
+    cm = tvm_ethos.compile(transpose_module(in_shape, perm),
+                           f"ethos-u -accelerator_config={config},llvm", npu_runtime="stream",
+                           cache_dir=False, plan=planned)
     (op,) = cm.partition_report.operators
-    assert op.placed_on == "llvm"
-    assert any("permutation (0, 2, 1)" in r for r in op.rejections["ethos-u"]), op.rejections
-    x = np.random.RandomState(2).randint(-128, 128, size=(3, 4, 5)).astype(np.int8)
-    np.testing.assert_array_equal(np.asarray(cm.run(x)[0]).reshape(3, 5, 4),
-                                  np.transpose(x, (0, 2, 1)))
+    assert op.placed_on == "ethos-u", op.rejections
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"], entry
+    assert entry["commands"]["NPU_OP_POOL"] == len(steps), entry["commands"]
+    assert entry["work_bytes"] == (int(np.prod(in_shape)) if len(steps) > 1 else 0), entry
+    x = np.random.RandomState(2).randint(-128, 128, size=in_shape).astype(np.int8)
+    np.testing.assert_array_equal(
+        np.asarray(cm.run(x)[0]).reshape(np.transpose(x, perm).shape), np.transpose(x, perm))

@@ -190,6 +190,12 @@ def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bo
             and infos[outs[0]][1] == 7 and infos[ins[0]][9] == infos[outs[0]][9] == 0)
 
 
+def _int16_transpose(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """A TRANSPOSE of INT16 codes: the importer permutes the codes themselves, exactly."""
+    return (opname == "TRANSPOSE" and bool(ins) and ins[0] >= 0 and infos[ins[0]][1] == 7
+            and [infos[i][1] for i in outs] == [7])
+
+
 @dataclass(frozen=True)
 class CheckedOperator:
     """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
@@ -485,7 +491,8 @@ class _TfliteChecker:
                 any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)
                 and not _int8_to_int16_softmax(opname, ins, outs, infos)
                 and not _int16_elementwise(opname, io, infos)
-                and not _int16x8_weighted(opname, ins, outs, infos)))
+                and not _int16x8_weighted(opname, ins, outs, infos)
+                and not _int16_transpose(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "

@@ -141,6 +141,15 @@ def _as_rows(q):
                                out_shape=(h, w, units))
 
 
+def _as_copy(q):
+    """A TRANSPOSE moves elements whatever its rank or batch: each of its copies is a box of
+    at most three dimensions cut to the NPU's registers, so the common checks see only its
+    types (its tensors as one element each)."""
+    if q.kind != Op.TRANSPOSE:
+        return q
+    return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,))
+
+
 def _pool(q, o):
     # a pool with a single window (1x1 output, window covering the input) has no effective stride
     single = tuple(q.out_shape[1:3]) == (1, 1) and tuple(q.attrs["pool_size"]) == tuple(
@@ -300,13 +309,12 @@ def _pad(q, o):
 
 
 def _transpose(q, o):
-    """Vela's constraint_transpose: one swap of two blocks of axes (the forms it lists)."""
-    # lazy: ops_movement loads the stream generator's npu_ops; the plugin loads on every tvmc start
-    from tvm_ethos.backends.ethos_u.ops_movement import transpose_swap
-
-    if transpose_swap(q.in_shapes[0], q.attrs["perm"]) is None:
-        return [f"permutation {q.attrs['perm']} of {tuple(q.in_shapes[0])}; the NPU swaps "
-                "height and width, or width (height) and depth of a 1-wide (1-high) tensor"]
+    """Any constant permutation: a sequence of strided copies whose boxes the stream cuts to
+    the NPU's registers (``ops_movement.transpose_steps``); the stream holds tensors of up
+    to six axes (``npu_ops.shape3``), as TFLite Micro's kernel does."""
+    rank = len(q.in_shapes[0])
+    if rank > 6:
+        return [f"a {rank}-D permutation; the NPU's transpose takes at most 6-D"]
     return []
 
 
@@ -430,7 +438,7 @@ class EthosUBackend(NpuBackend):
     def layer_support(self):
         return LayerSupport(
             CHECKS,
-            common=lambda q, o: common_npu_checks(_as_rows(q), o, act_types=U_TYPES,
+            common=lambda q, o: common_npu_checks(_as_copy(_as_rows(q)), o, act_types=U_TYPES,
                                                   max_dim=65535, bias_types=BIAS_TYPES),
         )
 

@@ -43,14 +43,15 @@ class FmSlot:
 
 
 def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
-    """(height, width, depth) of an NHWC tensor of rank 1 to 4. A batch above 1 folds into
-    the height (the same bytes): only an operator that reads rows (FULLY_CONNECTED, a
-    reshape) passes the checks with one."""
+    """(height, width, depth) of an NHWC tensor of rank 1 to 6. Axes before the last two
+    fold into the height (the same bytes): only an operator that reads rows (FULLY_CONNECTED,
+    a reshape) passes the checks with a batch above 1, and only TRANSPOSE (which reads its
+    tensors through strides of its own) with more than four axes."""
     shape = tuple(int(s) for s in shape)
-    if len(shape) > 4:
-        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes at most 4-D")
-    if len(shape) == 4:
-        shape = (shape[0] * shape[1],) + shape[2:]
+    if len(shape) > 6:
+        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes at most 6-D")
+    if len(shape) >= 4:
+        shape = (int(np.prod(shape[:-2], dtype=np.int64)),) + shape[-2:]
     full = (1,) * (3 - len(shape[-3:])) + shape[-3:]
     return full[0], full[1], full[2]
 

@@ -11,7 +11,8 @@ border boxes copies of fill codes from flash, MIRROR_PAD's every reflected row a
 copy of an input row or column, REVERSE_V2's every index of its axis a copy of its own. A
 nearest resize by an even factor is the NPU's 2x nearest IFM upscaling written with strides
 of half the factor; by an odd one, a strided write per phase; from a 1x1 input, a
-zero-stride broadcast.
+zero-stride broadcast. A TRANSPOSE is a sequence of rotations of its axes, each one
+copy of the whole tensor with two strides exchanged.
 
 Each lowering yields :class:`Copy` records in the output's (height, width, depth)
 coordinates, so a planner's stripe is the records clipped to its rows and columns
@@ -23,12 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
-from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
+from tvm_ethos.backends.ethos_u.stream_base import (
+    SCRATCH_REGION,
+    Flash,
+    UnsupportedOperatorError,
+    vela_api,
+)
 
 #: the largest feature-map dimension the NPU's registers hold
 MAX_DIM = 65536
@@ -408,39 +415,104 @@ def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[
     return [Copy(src, (dy, dx, 0), (fy, fx)) for dy in range(fy) for dx in range(fx)]
 
 
-def transpose_swap(shape, perm) -> tuple[int, int, int] | None:
-    """(a, b, inner) when ``perm`` of ``shape``, its size-1 axes left out, swaps two
-    neighbouring blocks ``a`` and ``b`` of axes with ``inner`` contiguous elements after them
-    and nothing before: a transpose one strided copy does (Vela's list: HxWxC -> WxHxC,
-    1xWxC -> 1xCxW, Hx1xC -> Cx1xH, WxC -> CxW and the 4-D forms with batch 1); else None."""
+class Rotation(NamedTuple):
+    """One step of a transpose: the tensor read as an (a, b, inner) box and written as
+    (b, a, inner), its two outer blocks of axes exchanged."""
+
+    a: int
+    b: int
+    inner: int
+
+
+def _merged(shape, perm) -> tuple[list[int], list[int]]:
+    """(dims, order): ``perm`` of ``shape`` with its size-1 axes left out and every run of
+    axes that stays together and in order merged into one, ``order[j]`` the merged input axis
+    output axis ``j`` is."""
     keep = [a for a in range(len(shape)) if int(shape[a]) != 1]
     order = [keep.index(a) for a in perm if a in keep]
-    dims = [int(shape[a]) for a in keep]
-    n = len(order)
-    tail = n
-    while tail > 0 and order[tail - 1] == tail - 1:
-        tail -= 1
-    inner = int(np.prod(dims[tail:], dtype=np.int64))
-    head = order[:tail]
-    for k in range(1, tail):  # head = [k..tail) then [0..k)
-        if head == list(range(k, tail)) + list(range(k)):
-            return (int(np.prod(dims[:k], dtype=np.int64)),
-                    int(np.prod(dims[k:tail], dtype=np.int64)), inner)
-    return None
+    runs: list[list[int]] = []
+    for a in order:
+        if runs and runs[-1][-1] + 1 == a:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    starts = sorted(r[0] for r in runs)
+    dims = [int(np.prod([int(shape[keep[a]]) for a in r], dtype=np.int64))
+            for r in sorted(runs, key=lambda r: r[0])]
+    return dims, [starts.index(r[0]) for r in runs]
 
 
-def transpose_op(q, src: FmSlot, ofm: FmSlot, block: Callable):
-    """TRANSPOSE as one copy of the input, an (a, b, inner) box, written with its two outer
-    strides exchanged."""
-    swap = transpose_swap(q.in_shapes[0], q.attrs["perm"])
-    if swap is None:
-        raise UnsupportedOperatorError(q.tflite_name, f"permutation {q.attrs['perm']} of "
-                                                      f"{q.in_shapes[0]} (not one swap)")
-    a, b, inner = swap
+def transpose_steps(shape, perm) -> tuple[Rotation, ...]:
+    """Any permutation as a sequence of rotations, each one strided copy of the whole tensor:
+    the axes already in their final place at the end stay put (``inner``) and the prefix
+    before them is rotated so that the axis the output wants last among them comes last.
+    Each step fixes at least one axis, so a rank-``n`` tensor takes at most ``n - 1`` (one
+    for a swap of two blocks of axes, the forms Vela lists; none for a reshape)."""
+    dims, target = _merged(shape, perm)
+    cur = list(range(len(dims)))
+    steps = []
+    t = len(cur)
+    while True:
+        while t > 0 and cur[t - 1] == target[t - 1]:
+            t -= 1
+        if t == 0:
+            return tuple(steps)
+        p = cur.index(target[t - 1])
+        size = [dims[a] for a in cur]
+        steps.append(Rotation(int(np.prod(size[:p + 1], dtype=np.int64)),
+                              int(np.prod(size[p + 1:t], dtype=np.int64)),
+                              int(np.prod(size[t:], dtype=np.int64))))
+        cur = cur[p + 1:t] + cur[:p + 1] + cur[t:]
+
+
+def transpose_work_bytes(q) -> int:
+    """Working memory of a transpose: one copy of the tensor to alternate through when it
+    takes more than one step (none for one)."""
+    if len(transpose_steps(q.in_shapes[0], q.attrs["perm"])) < 2:
+        return 0
+    return int(np.prod(q.in_shapes[0], dtype=np.int64)) * np.dtype(q.out_dtype).itemsize
+
+
+def _chunks(n: int) -> list[tuple[int, int]]:
+    """[start, stop) pieces of ``n`` no longer than a feature-map dimension may be."""
+    return [(s, min(n, s + MAX_DIM)) for s in range(0, n, MAX_DIM)]
+
+
+def rotation_ops(step: Rotation, src: FmSlot, dst: FmSlot, what: str, block: Callable) -> list:
+    """One rotation: the (a, b, inner) box of ``src`` written to ``dst`` with its two outer
+    strides exchanged, in boxes no dimension of which exceeds the NPU's registers."""
+    a, b, inner = step
     e = np.dtype(src.dtype).itemsize
-    read = View(src.region, src.offset, (a, b, inner), b * inner * e, inner * e, src.dtype)
-    write = View(ofm.region, ofm.offset, (a, b, inner), inner * e, a * inner * e, ofm.dtype)
-    return copy_op(read, write, q.tflite_name, block)
+    ops = []
+    for i0, i1 in _chunks(a):
+        for j0, j1 in _chunks(b):
+            for k0, k1 in _chunks(inner):
+                box = (i1 - i0, j1 - j0, k1 - k0)
+                read = View(src.region, src.offset + ((i0 * b + j0) * inner + k0) * e, box,
+                            b * inner * e, inner * e, src.dtype)
+                write = View(dst.region, dst.offset + ((j0 * a + i0) * inner + k0) * e, box,
+                             inner * e, a * inner * e, dst.dtype)
+                ops.append(copy_op(read, write, what, block))
+    return ops
+
+
+def transpose_ops(q, src: FmSlot, ofm: FmSlot, work: int | None, block: Callable) -> list:
+    """TRANSPOSE: its rotations (:func:`transpose_steps`), the last written to ``ofm`` and
+    the ones before alternating between ``ofm`` and the working memory at ``work`` so that
+    no step reads what it writes; a permutation that moves no data is one plain copy."""
+    steps = transpose_steps(q.in_shapes[0], q.attrs["perm"])
+    if not steps:
+        n = int(np.prod(q.in_shapes[0], dtype=np.int64))
+        return rotation_ops(Rotation(1, 1, n), src, ofm, q.tflite_name, block)
+    if len(steps) > 1 and work is None:  # pragma: no cover - the stream paths give it
+        raise AssertionError(f"{q.tflite_name}: {len(steps)} steps and no working memory")
+    ops, at = [], src
+    for k, step in enumerate(steps):
+        to = ofm if (len(steps) - 1 - k) % 2 == 0 else FmSlot(
+            SCRATCH_REGION, work, ofm.shape, ofm.dtype, None, 0)
+        ops += rotation_ops(step, at, to, q.tflite_name, block)
+        at = to
+    return ops
 
 
 def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -498,10 +570,6 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
     for slot in (*operands, ofm):
         if slot.dtype not in COPY_TYPES:
             raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
-    if q.kind == Op.TRANSPOSE:
-        if box is not None:
-            raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
-        return [transpose_op(q, operands[0], ofm, block)]
     copies = _LOWERINGS[q.kind](q, operands, ofm, flash)
     if box is not None:
         copies = [p for cp in copies for p in clip(cp, *box)]

@@ -452,7 +452,7 @@ class _Emitter:
         """What a multi-operation emitter needs of this path (blocks: :meth:`fallback_block`;
         working memory: operator ``step``'s block of the layout)."""
         return Emission(self.flash, lut_address(self.accelerator), self.fallback_block,
-                        None if step is None else self.offsets[work_key(step)])
+                        None if step is None else self.offsets.get(work_key(step)))
 
     def in_ring(self, tensors) -> bool:
         """Whether any of ``tensors`` (constants aside) is held in a ring of the plan."""
@@ -653,7 +653,9 @@ def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
         if em.work_bytes is None:
             continue
         striped = em.boxed and i in stripes
-        work[i] = em.work_bytes(q, stripes[i]) if striped else em.work_bytes(q)
+        n = em.work_bytes(q, stripes[i]) if striped else em.work_bytes(q)
+        if n:  # an operator needing none (a one-rotation TRANSPOSE) has no block
+            work[i] = n
     return work
 
 

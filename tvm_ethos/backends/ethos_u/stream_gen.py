@@ -136,8 +136,8 @@ def generate(lw, accelerator: str) -> EthosUPayload:
             raise UnsupportedOperatorError(
                 q.tflite_name, "no NPU operation is generated for it yet (rfcs/0007 section 2)"
             )
-    work = {i: emitter(q).work_bytes(q) for i, q in enumerate(lw.layers)
-            if emitter(q).work_bytes is not None}
+    work = {i: n for i, q in enumerate(lw.layers)  # (an operator needing none has no block)
+            if emitter(q).work_bytes is not None and (n := emitter(q).work_bytes(q))}
     offsets = arena_layout(lw, work)
     flash = Flash()
     consts = {_key(t): a for t, a in zip(lw.const_tensors, lw.consts)}

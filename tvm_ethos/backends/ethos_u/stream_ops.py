@@ -41,6 +41,8 @@ from tvm_ethos.backends.ethos_u.ops_movement import (
     split_ring_ops,
     split_step,
     strided_read,
+    transpose_ops,
+    transpose_work_bytes,
 )
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError
 
@@ -210,6 +212,10 @@ def _movement(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) ->
     return movement_ops(q, operands, ofm, em.flash, em.block, box)
 
 
+def _transpose(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
+    return transpose_ops(q, operands[0], ofm, em.work, em.block)
+
+
 def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> list:
     """One SPLIT stripe, any rows, columns and channels of it: read from the input's box,
     each buffer held whole or in a ring (``box_fm(tensor, rows, cols, quantization)``;
@@ -318,7 +324,9 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.CONCATENATE: _MOVEMENT,
     Op.RESIZE_NEAREST: _MOVEMENT,
     Op.RESIZE_BILINEAR: _MOVEMENT,
-    Op.TRANSPOSE: _MOVEMENT,
+    # rotations of its axes, each a strided copy; more than one alternate through working memory
+    Op.TRANSPOSE: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_transpose,
+                                work_bytes=transpose_work_bytes),
 }
 
 #: operators the Ethos-U's checks accept that have no stream yet: their subgraphs run on the
