@@ -38,10 +38,11 @@ class EthosUPayload:
     SRAM, and for a layer-by-layer stream, which has no plan). ``inputs``/``outputs`` are in
     the subgraph's parameter/result order. ``work_bytes`` is arena the stream needs beyond
     the plan's tensors: the intermediates of operators lowered to several NPU operations
-    (SOFTMAX, an int16 LEAKY_RELU). ``schedule`` is ``"plan"`` for a stream that executes the
-    planner's Proposal (stripes, rings, its arena layout within the plan's peak), ``"plan,
-    SOFTMAX beyond its memory"`` (naming the operators) when those intermediates did not fit
-    in it, ``"layer by layer"`` for one operation per operator (an unplanned subgraph).
+    (SOFTMAX, an int16 LEAKY_RELU, a TRANSPOSE of several rotations). ``schedule`` is
+    ``"plan"`` for a stream that executes the planner's Proposal (stripes, rings, its arena
+    layout within the plan's peak), ``"plan, SOFTMAX beyond its memory"`` (naming the
+    operators) when those intermediates did not fit in it, ``"layer by layer"`` for one
+    operation per operator (an unplanned subgraph).
     """
 
     accelerator: str

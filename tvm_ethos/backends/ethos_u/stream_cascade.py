@@ -764,9 +764,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         except LayoutError:
             if not work:
                 raise
-            # the intermediates of SOFTMAX (an int16 LEAKY_RELU's) are not in the planner's
-            # memory model: where the plan leaves no room for them, the arena grows and the
-            # stream does not claim the peak
+            # the intermediates of SOFTMAX (an int16 LEAKY_RELU's, a TRANSPOSE's) are not in
+            # the planner's memory model: where the plan leaves no room for them, the arena
+            # grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
             names = sorted({lw.layers[i].tflite_name for i in work})
             schedule = f"plan, {' and '.join(names)} beyond its memory"
