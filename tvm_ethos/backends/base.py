@@ -181,9 +181,12 @@ class EmulatorLowering:
     """How the NPU emulator lowers this NPU's subgraphs where NPUs differ in arithmetic.
 
     ``tflite_fc_rounding``: FULLY_CONNECTED rounds as TFLite Micro's kernel does (the NPU's
-    stream and its reference agree on it), not as the other integer kernels round."""
+    stream and its reference agree on it), not as the other integer kernels round.
+    ``fold_pads``: a PAD read only by a convolution the NPU pads for is that convolution's
+    padding (``compute.pad_fold``), as Vela folds it."""
 
     tflite_fc_rounding: bool = False
+    fold_pads: bool = False
 
 
 class NpuBackend(Backend, abc.ABC):

@@ -17,6 +17,7 @@ import numpy as np
 import tvm
 from tvm import relax, te
 
+from tvm_ethos.compute.pad_fold import FOLD_INTO, fold_pad
 from tvm_ethos.compute.te_ops import ConstPool, lower_qop
 from tvm_ethos.errors import CompileError
 from tvm_ethos.patterns import QOp, qop_from_composite
@@ -46,15 +47,78 @@ def _te_placeholder(var: relax.Var, name: str):
     return te.placeholder(shape, dtype=str(ty.dtype), name=name)
 
 
+def _composite_calls(body) -> dict:
+    """Every binding of a subgraph's body that calls a local composite: var -> (QOp, args)."""
+    funcs, calls = {}, {}
+    for block in body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Function):
+                funcs[b.var] = v
+            elif isinstance(v, relax.Call) and isinstance(v.op, relax.Var) and v.op in funcs:
+                cfunc = funcs[v.op]
+                calls[b.var] = (cfunc, qop_from_composite(cfunc), list(v.args))
+    return calls
+
+
+def _uses(body) -> dict:
+    """How many times each variable is read by the body's bindings and its result."""
+    count: dict = {}
+
+    def visit(e):
+        if isinstance(e, relax.Var):
+            count[e] = count.get(e, 0) + 1
+        elif isinstance(e, relax.Call):
+            for a in e.args:
+                visit(a)
+        elif isinstance(e, relax.Tuple):
+            for f in e.fields:
+                visit(f)
+        elif isinstance(e, relax.TupleGetItem):
+            visit(e.tuple_value)
+
+    for block in body.blocks:
+        for b in block.bindings:
+            if not isinstance(b.value, relax.Function):
+                visit(b.value)
+    visit(body.body)
+    return count
+
+
+def _pad_folds(body) -> tuple[dict, set]:
+    """The convolutions that take a PAD into their padding (``pad_fold``): convolution var ->
+    (its QOp reading the PAD's input, the PAD's input expression), and the PADs' vars."""
+    calls, uses = _composite_calls(body), _uses(body)
+    out, pads = {}, set()
+    for var, (cfunc, conv, args) in calls.items():
+        if conv.kind not in FOLD_INTO or conv.problems:
+            continue
+        idx = next((k for k, cp in enumerate(cfunc.params) if cp.same_as(conv.inputs[0])), None)
+        src = args[idx] if idx is not None else None
+        if src not in calls or uses.get(src) != 1:
+            continue
+        pcfunc, pad, pargs = calls[src]
+        pidx = next((k for k, cp in enumerate(pcfunc.params) if cp.same_as(pad.inputs[0])),
+                    None)
+        folded = fold_pad(pad, conv) if pidx is not None and not pad.problems else None
+        if folded is not None:
+            out[var] = (folded, pargs[pidx])
+            pads.add(src)
+    return out, pads
+
+
 def lower_function(
     func: relax.Function, symbol: str, num_inputs: int | None = None, vnni: bool = False,
     avx2: bool = False, tflite_fc_rounding: bool = False, with_primfunc: bool = True,
+    fold_pads: bool = False,
 ) -> LoweredSubgraph:
     """TE graph and unscheduled PrimFunc of one partitioned function (``vnni``: for an llvm
     host with AVX-512 VNNI; ``avx2``: with AVX2 and no VNNI; see ``te_ops.lower_qop``;
     ``tflite_fc_rounding``: FULLY_CONNECTED rounds as TFLite Micro's kernel does, what the
     function's NPU asks for in ``NpuBackend.emulator_lowering``; ``with_primfunc`` False:
-    the TE graph only, for a compile that builds and schedules no TIR from it)."""
+    the TE graph only, for a compile that builds and schedules no TIR from it;
+    ``fold_pads``: a PAD read only by a convolution that can pad for it is that
+    convolution's padding, ``pad_fold``)."""
     params = list(func.params)
     if num_inputs is None:
         num_inputs = (
@@ -73,7 +137,7 @@ def lower_function(
     tensors = {}
     layer_inputs: list = []
 
-    def apply_composite(cfunc: relax.Function, args):
+    def apply_composite(cfunc: relax.Function, args, folded: tuple | None = None):
         op = qop_from_composite(cfunc)
         if op.problems:
             raise CompileError(f"cannot lower {op.kind}: {'; '.join(op.problems)}")
@@ -83,10 +147,15 @@ def lower_function(
             if isinstance(inp, tvm.ir.expr.Constant):  # a constant operand (ADD / MUL by a tensor)
                 ins.append(pool.add(f"{name}_in{pos}", inp.value.numpy()))
                 continue
+            if folded is not None and pos == 0:  # the PAD's input, the PAD in the padding
+                ins.append(lookup(folded[1]))
+                continue
             idx = next((k for k, cp in enumerate(cfunc.params) if cp.same_as(inp)), None)
             if idx is None:
                 raise CompileError(f"{op.kind}: input is not a parameter of its composite")
             ins.append(lookup(args[idx]))
+        if folded is not None:
+            op = folded[0]
         out = lower_qop(op, ins, pool, name=name, vnni=vnni, avx2=avx2,
                         tfl_rounding=tflite_fc_rounding)
         layers.append(op)
@@ -111,17 +180,21 @@ def lower_function(
         outputs = [out]
     else:
         body = func.body
+        folds, skipped = _pad_folds(body) if fold_pads else ({}, set())
         for block in body.blocks:
             for b in block.bindings:
                 v = b.value
                 if isinstance(v, relax.Function):
                     local_funcs[b.var] = v
+                elif b.var in skipped:
+                    continue  # a PAD folded into the convolution that reads it
                 elif (
                     isinstance(v, relax.Call)
                     and isinstance(v.op, relax.Var)
                     and v.op in local_funcs
                 ):
-                    env[b.var] = apply_composite(local_funcs[v.op], list(v.args))
+                    env[b.var] = apply_composite(local_funcs[v.op], list(v.args),
+                                                 folds.get(b.var))
                 elif isinstance(v, relax.Call) and isinstance(v.op, relax.Function):
                     env[b.var] = apply_composite(v.op, list(v.args))
                 elif isinstance(v, (relax.Tuple, relax.TupleGetItem, relax.Var)):

@@ -23,6 +23,7 @@ from tvm_ethos.host.cpu.cpu_tir_pipeline import PIPELINE_NAME
 from tvm_ethos.pipeline.npu_subgraphs import (
     NUM_INPUTS_ATTR,
     attach_npu_constants,
+    fold_pads,
     rebuild_main,
     tensor_ty,
     tflite_fc_rounding,
@@ -133,8 +134,8 @@ def _npu_ext(functions, options, constant_names):
         if sym in _SCHEDULED:  # planned and scheduled from this very function (pipeline.plan)
             prims[sym] = stripe_kernels.schedule_stripes(_SCHEDULED[sym])
         else:
-            prims[sym] = lower_function(f, sym,
-                                        tflite_fc_rounding=tflite_fc_rounding(f)).primfunc
+            prims[sym] = lower_function(f, sym, tflite_fc_rounding=tflite_fc_rounding(f),
+                                        fold_pads=fold_pads(f)).primfunc
     irmod = tvm.IRModule(prims)
     try:
         lib = tvm.tirx.build(irmod, target=tvm.target.Target(cpu_schedule.host_target()),

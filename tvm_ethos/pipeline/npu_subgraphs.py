@@ -56,6 +56,13 @@ def tflite_fc_rounding(f) -> bool:
     return isinstance(backend, NpuBackend) and backend.emulator_lowering().tflite_fc_rounding
 
 
+def fold_pads(f) -> bool:
+    """Whether a PAD before a convolution is lowered as its padding in an NPU subgraph: its
+    backend's ``NpuBackend.emulator_lowering``."""
+    backend = get_backend(str(f.attrs["Codegen"]))
+    return isinstance(backend, NpuBackend) and backend.emulator_lowering().fold_pads
+
+
 def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
     """The unscheduled TE/PrimFunc of every NPU subgraph of a partitioned module, by symbol.
 
@@ -65,7 +72,8 @@ def lower_npu_subgraphs(mod, backend_ids=None) -> dict[str, LoweredSubgraph]:
     out = {}
     for gv, f in npu_functions(mod, backend_ids):
         sym = str(f.attrs["global_symbol"])
-        out[sym] = lower_function(f, sym, tflite_fc_rounding=tflite_fc_rounding(f))
+        out[sym] = lower_function(f, sym, tflite_fc_rounding=tflite_fc_rounding(f),
+                                  fold_pads=fold_pads(f))
     return out
 
 
@@ -83,7 +91,7 @@ def attach_npu_constants(mod, backend_ids=None, lowered_out: dict | None = None,
         sym = str(f.attrs["global_symbol"])
         lw = lower_function(f, sym, num_inputs=len(f.params),
                             tflite_fc_rounding=tflite_fc_rounding(f),
-                            with_primfunc=with_primfunc)
+                            with_primfunc=with_primfunc, fold_pads=fold_pads(f))
         if lowered_out is not None:
             lowered_out[sym] = lw
         extra = [

@@ -458,8 +458,9 @@ class EthosUBackend(NpuBackend):
         return ETHOS_U55 + ETHOS_U65
 
     def emulator_lowering(self):
-        # its stream and TFLite Micro's kernel round FULLY_CONNECTED alike
-        return EmulatorLowering(tflite_fc_rounding=True)
+        # its stream and TFLite Micro's kernel round FULLY_CONNECTED alike; the NPU pads a
+        # convolution's input itself, so a PAD before one is its padding (as in Vela)
+        return EmulatorLowering(tflite_fc_rounding=True, fold_pads=True)
 
     def command_stream(self, lowered, options: dict, planned=None):
         """A register command stream through Vela's API (the ``vela`` extra): the planner's
