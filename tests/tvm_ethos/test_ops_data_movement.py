@@ -194,19 +194,24 @@ def _parts(model, backend="ethos-u"):
 
 
 def test_pad_conv_parts():
-    """The pad Part is planner.parts.pad's (a shifted identity), and the conv reads its output:
-    the pair cascades like any two NPU layers."""
+    """A PAD the convolution pads for is its padding (``pad_fold``): one conv Part reading
+    the PAD's input, whose 2-row output stripe needs 4 rows of its padded window; a PAD of
+    more than the convolution can pad is planner.parts.pad's Part (a shifted identity) whose
+    output the conv reads: the pair cascades like any two NPU layers."""
+    from test_pad_fold import pad_conv_model
+
     from planner import parts as pp
 
-    ((pad, conv),) = _parts(tb.pad_conv(np.random.RandomState(3)))
-    assert (pad.kind, dict(pad.attrs)["pads"]) == ("pad", ((0, 0), (1, 1), (1, 1), (0, 0)))
-    assert (
-        pad.propagators == pp.pad("p", pad.inputs[0], ((0, 0), (1, 1), (1, 1), (0, 0))).propagators
-    )
+    ((conv,),) = _parts(tb.pad_conv(np.random.RandomState(3)))
+    assert conv.kind == "conv2d" and dict(conv.attrs)["padding"] == (1, 1, 1, 1)
+    assert conv.inputs[0].shape == (1, 6, 6, 4)
+    assert conv.propagators[0].apply_shape((1, 2, 6, 8))[1] == 4
+    pads = ((0, 0), (2, 2), (1, 1), (0, 0))
+    ((pad, conv),) = _parts(pad_conv_model(np.random.RandomState(3), (1, 6, 6, 4), (2, 2, 1, 1),
+                                           (3, 3), (1, 1)))
+    assert (pad.kind, dict(pad.attrs)["pads"]) == ("pad", pads)
+    assert pad.propagators == pp.pad("p", pad.inputs[0], pads).propagators
     assert conv.kind == "conv2d" and conv.inputs[0] is pad.output
-    # a 2-row output stripe of the conv needs 4 padded rows, i.e. input rows [-1, 3)
-    rows = conv.propagators[0].apply_shape((1, 2, 6, 8))[1]
-    assert rows == 4 and pad.propagators[0].apply_shape((1, 4, 8, 4))[1] == 4
 
 
 def test_split_parts_are_slices():
