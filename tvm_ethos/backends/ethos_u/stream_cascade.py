@@ -349,7 +349,8 @@ class _Emitter:
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
             ofm = self.whole_slot(out, q.out_q or (operands[0].scale, operands[0].zero_point),
                                   q.tflite_name)
-            self.ops += em.sequence(q, operands, ofm, self.emission(), stripe_box(q, box, full))
+            self.ops += em.sequence(q, operands, ofm, self.emission(step),
+                                    stripe_box(q, box, full))
             return
         if em.form is Form.SEQUENCE and not em.whole(len(oshape)) and not em.boxed:
             # operations that each read only their own elements: the stripe's box of whole

@@ -24,6 +24,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_lut,
     ops_prelu,
     ops_reduce,
+    ops_resize,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
@@ -212,6 +213,14 @@ def _movement(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) ->
     return movement_ops(q, operands, ofm, em.flash, em.block, box)
 
 
+def _bilinear(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
+    """A bilinear upscale by 2, 4 or 8 (``ops_resize``); a replication (1x1 input, equal
+    shape) is copies."""
+    if ops_resize.bilinear_factor(q) is None:
+        return movement_ops(q, operands, ofm, em.flash, em.block, box)
+    return ops_resize.bilinear_ops(q, operands[0], ofm, em.work, em.block, box)
+
+
 def _transpose(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -> list:
     return transpose_ops(q, operands[0], ofm, em.work, em.block)
 
@@ -323,7 +332,9 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.SPLIT: StreamEmitter(Form.MOVEMENT, sequence=_movement, ring=_split_ring),
     Op.CONCATENATE: _MOVEMENT,
     Op.RESIZE_NEAREST: _MOVEMENT,
-    Op.RESIZE_BILINEAR: _MOVEMENT,
+    # an average pool over a nearest upscale, enlarged first through working memory for 4x, 8x
+    Op.RESIZE_BILINEAR: StreamEmitter(Form.MOVEMENT, sequence=_bilinear,
+                                      work_bytes=ops_resize.work_bytes),
     # rotations of its axes, each a strided copy; more than one alternate through working memory
     Op.TRANSPOSE: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_transpose,
                                 work_bytes=transpose_work_bytes),
