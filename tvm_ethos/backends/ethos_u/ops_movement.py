@@ -405,8 +405,9 @@ def resize_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[
         return [Copy(src.every(0, 0, (oh, ow, c)), (0, 0, 0))]
     if q.kind == Op.RESIZE_BILINEAR and tuple(q.in_shapes[0]) != tuple(q.out_shape):
         raise UnsupportedOperatorError(
-            q.tflite_name, "a bilinear interpolation (only a same-size or 1x1-input resize is "
-                           "a copy)")
+            q.tflite_name, "a bilinear interpolation that is no box average (align_corners or "
+                           "half-pixel centres: ops_resize streams the others; only a same-size "
+                           "or 1x1-input resize is a copy)")
     fy, fx = _factors(q)
     if fy % 2 == 0 and fx % 2 == 0:  # 2x upscales written every (fy / 2, fx / 2) elements
         hy, hx = fy // 2, fx // 2
