@@ -17,7 +17,8 @@ filled with the zero point; split (each output a slice; Vela's axis and even-spl
 every valid SPLIT); reshape; concatenate; requantize; REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
 and 4096 elements); PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to
-1024 copies) of height, width and depth. DEPTH_TO_SPACE is not on Vela's list and stays
+1024 copies) of height, width and depth; transpose, any permutation of up to 6-D of any
+batch. DEPTH_TO_SPACE is not on Vela's list and stays
 on the host.
 """
 from __future__ import annotations
