@@ -45,6 +45,10 @@ CASES = {
     "bilinear_2x_1x8x8x8": lambda: tb.resize_bilinear(in_shape=(1, 8, 8, 8), size=(16, 16)),
     "bilinear_4x_1x8x8x8": lambda: tb.resize_bilinear(in_shape=(1, 8, 8, 8), size=(32, 32)),
     "bilinear_8x_1x4x4x8": lambda: tb.resize_bilinear(in_shape=(1, 4, 4, 8), size=(32, 32)),
+    "bilinear_2x_hp_1x8x8x8": lambda: tb.resize_bilinear(in_shape=(1, 8, 8, 8), size=(16, 16),
+                                                         half_pixel=True),
+    "bilinear_4x_ac_1x8x8x8": lambda: tb.resize_bilinear(in_shape=(1, 8, 8, 8), size=(29, 29),
+                                                         align_corners=True),
 }
 
 
