@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ethos_arch.ops import Op
 from planner.errors import PlannerError
+from planner.graph import Part, part_operator
 from planner.memory import MemoryRegion
 from planner.perf.base import PerfModel
 
@@ -38,6 +40,11 @@ class Device:
     #: Dedicated_Sram mode leaves them in the DRAM arena); False: an input or output homed
     #: outside ``fm_region`` is streamed through a staging buffer there (a DMA engine's way).
     io_read_in_place: bool = False
+    #: Operators (``planner.graph.part_operator``) the device runs only over whole tensors
+    #: held whole: it cannot address their operands in a cascade's buffers (rings or
+    #: windows), so each of their Parts is a Plan of its own, though it may still be striped
+    #: there. Empty: every Part may sit inside a cascade.
+    solitary: frozenset[Op | str] = frozenset()
 
     def __post_init__(self) -> None:
         names = [r.name for r in self.regions]
@@ -45,6 +52,10 @@ class Device:
             if getattr(self, role) not in names:
                 raise PlannerError(f"device {self.name}: {role}={getattr(self, role)!r} is not "
                                    f"one of its regions {names}")
+
+    def cascadable(self, part: Part) -> bool:
+        """Whether ``part`` may share a Plan with other Parts (see ``solitary``)."""
+        return not self.solitary or part_operator(part) not in self.solitary
 
     def region(self, name: str) -> MemoryRegion:
         for r in self.regions:

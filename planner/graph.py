@@ -84,6 +84,18 @@ def part_kind(name: str) -> Op | str:
         return name
 
 
+def part_operator(part: "Part") -> Op | str:
+    """The operator a Part runs: its kind, or, for a coarser kind that stands for several
+    operators (a RESHAPE costed as a copy, a PAD, a UNARY, ...), the operator its ``op``
+    attribute names, so that a device can tell apart operators the planner costs alike."""
+    op = part.attr("op")
+    if isinstance(op, str):
+        named = part_kind(op)
+        if isinstance(named, Op):
+            return named
+    return part.kind
+
+
 @dataclass(frozen=True)
 class Part:
     """One NPU operation: its inputs (activations and constants), one output, propagators.

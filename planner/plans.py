@@ -494,16 +494,21 @@ class PlanGenerator(PlanCosting):
     def _steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
         """(position, Part, its consumers, their names, the open Parts after it) for each Part
         a backward walk from ``end`` may extend over, nearest first; it stops at the plan size
-        limit and at a Part whose output leaves the interval (read later, or a network
-        output). Open Parts: those still reading from outside the interval."""
+        limit, at a Part whose output leaves the interval (read later, or a network
+        output) and at a Part the device runs only in a Plan of its own
+        (``Device.cascadable``; a sink that is one extends over nothing). Open Parts: those
+        still reading from outside the interval."""
         min_start = max(0, end - self.options.max_plan_size + 1)
         members = [self.topo[end]]
+        if not self.device.cascadable(members[0]):
+            return
         for i in range(end - 1, min_start - 1, -1):
             p = self.topo[i]
             t = p.output
             cons = self.graph.consumers(t)
             if t.name in self.output_names or not cons or \
-                    any(self.position[q.name] > end for q in cons):
+                    any(self.position[q.name] > end for q in cons) or \
+                    not self.device.cascadable(p):
                 return
             members.append(p)
             open_parts = [q.name for q in members if any(

@@ -255,13 +255,20 @@ class NpuBackend(Backend, abc.ABC):
         """The plan table's lines for one ``streams`` entry (:meth:`stream_report`'s, or a
         ``{"generated": False, "reason": ...}`` one)."""
 
+    def planner_solitary_ops(self) -> frozenset:
+        """The operators (``ethos_arch.ops.Op``) its code generator runs only over tensors held
+        whole, which the planner then never cascades (``planner.device_model.Device.solitary``);
+        none by default."""
+        return frozenset()
+
     def planner_device(self, options: Mapping[str, Any], pools: Mapping[str, dict] | None = None):
         """The planner Device the compile plans for with these target options and the user's
         memory pools (``{memory: {field: value}}``), or None (no performance model)."""
         name = self.planner_device_name(options)
         if name is None or name not in self.planner_device_names():
             return None
-        return planner_device_for(name, self.planner_sram_size(options), pools or {})
+        return planner_device_for(name, self.planner_sram_size(options), pools or {},
+                                  self.planner_solitary_ops())
 
     def sweep_device_names(self, options: Mapping[str, str]) -> list[tuple[str, str]]:
         """``tvmc plan``'s devices: every combination of the comma lists given for

@@ -4,8 +4,9 @@ and its SRAM size; TVM-free, so the CLI builds devices before TVM is imported.""
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
+from ethos_arch.ops import Op
 from planner.device_model import Device
 from planner.devices import ETHOS_U65, get_device
 from planner.errors import PlannerError
@@ -22,24 +23,28 @@ def network_io_region(name: str) -> str:
 
 
 def planning_device(name: str, *, io_region: str | None = None,
-                    sram_size: int | None = None) -> Device:
+                    sram_size: int | None = None,
+                    solitary: AbstractSet[Op] = frozenset()) -> Device:
     """The planner Device the compile path plans for: ``get_device``'s, network inputs and
     outputs in ``io_region`` (default :func:`network_io_region`) and, on an Ethos-U, read and
     written there in place, as its command stream does; without weights prefetched across
     Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR form yet (a
-    weight copy is realized in the Plan that reads it, ``schedule.py``)."""
+    weight copy is realized in the Plan that reads it, ``schedule.py``). ``solitary``: the
+    operators the NPU's code generator runs only in Plans of their own
+    (``NpuBackend.planner_solitary_ops``)."""
     io = network_io_region(name) if io_region is None else io_region
     device = get_device(name, io_region=io, sram_size=sram_size)
     return dataclasses.replace(device, weight_prefetch=False,
-                               io_read_in_place=device.family == "ethos-u")
+                               io_read_in_place=device.family == "ethos-u",
+                               solitary=frozenset(solitary))
 
 
-def planner_device_for(name: str, sram_size: int | None,
-                       pools: Mapping[str, Mapping]) -> Device:
-    """:func:`planning_device` ``name`` with each memory pool's fields (``{memory: {field:
-    value}}``) replacing its region's; an Ethos-U device's performance model then times its
-    ports from the new regions."""
-    base = planning_device(name, sram_size=sram_size)
+def planner_device_for(name: str, sram_size: int | None, pools: Mapping[str, Mapping],
+                       solitary: AbstractSet[Op] = frozenset()) -> Device:
+    """:func:`planning_device` ``name`` (``solitary`` as there) with each memory pool's
+    fields (``{memory: {field: value}}``) replacing its region's; an Ethos-U device's
+    performance model then times its ports from the new regions."""
+    base = planning_device(name, sram_size=sram_size, solitary=solitary)
     if not pools:
         return base
     regions = {r.name: r for r in base.regions}
@@ -58,4 +63,5 @@ def planner_device_for(name: str, sram_size: int | None,
         perf = EthosUPerfModel(name, PortTiming.of(regions[base.fm_region]),
                                PortTiming.of(regions[base.weight_region]))
     return Device(base.name, base.family, perf, new, base.fm_region, base.weight_region,
-                  base.io_region, io_read_in_place=base.io_read_in_place)
+                  base.io_region, io_read_in_place=base.io_read_in_place,
+                  solitary=base.solitary)

@@ -569,11 +569,15 @@ def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
 #: data-movement operators as planner.parts builds them (kind, attrs); their propagators come
 #: from the TE reads like every Part's: pad and slice are shifted identities, a nearest resize
 #: by an integer factor is ``floor(o / s)`` (its other ratios, and depth to space's channel
-#: index ``(h % b * b + w % b) * C + c``, are not affine and read the whole extent there)
+#: index ``(h % b * b + w % b) * C + c``, are not affine and read the whole extent there).
+#: Where the kind is coarser than the operator (a PAD, a RESIZE, a RESHAPE costed as a copy),
+#: ``op`` names the operator, so that a device can tell which it runs
+#: (``planner.graph.part_operator``, ``Device.solitary``).
 _DATA_MOVEMENT_PARTS = {
     Op.PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
     # costed as a PAD; its reflected reads are not affine (whole rows and columns)
-    Op.MIRROR_PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"])}),
+    Op.MIRROR_PAD: lambda layer, x, o: (Op.PAD, {"pads": tuple(layer.attrs["pad_width"]),
+                                                  "op": layer.kind.value}),
     # costed as a copy (``op`` names it: never an alias of its input)
     Op.REVERSE: lambda layer, x, o: (Op.RESHAPE, {"op": layer.kind.value}),
     # costed as a copy; every output stripe reads the input modulo its shape (whole extent)
@@ -581,7 +585,8 @@ _DATA_MOVEMENT_PARTS = {
     Op.TRANSPOSE: lambda layer, x, o: (Op.TRANSPOSE, {"perm": tuple(layer.attrs["perm"])}),
     Op.SPLIT: _slice_attrs,
     Op.RESIZE_NEAREST: lambda layer, x, o: (
-        Op.RESIZE, {"method": "nearest", "scale": (-(-o[1] // x[1]), -(-o[2] // x[2]))}),
+        Op.RESIZE, {"method": "nearest", "scale": (-(-o[1] // x[1]), -(-o[2] // x[2])),
+                    "op": layer.kind.value}),
     Op.DEPTH_TO_SPACE: lambda layer, x, o: (Op.DEPTH_TO_SPACE,
                                            {"block_size": layer.attrs["block_size"]}),
 }
@@ -615,6 +620,7 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
             {
                 "method": "bilinear",
                 "scale": (-(-out_shape[1] // x_shape[1]), -(-out_shape[2] // x_shape[2])),
+                "op": layer.kind.value,
             },
             None,
         )

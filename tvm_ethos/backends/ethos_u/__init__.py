@@ -40,6 +40,7 @@ from tvm_ethos.backends.base import (
 )
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
+from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.npu_common import (
     NPU_CAPABILITIES,
@@ -457,6 +458,10 @@ class EthosUBackend(NpuBackend):
 
     def planner_device_names(self):
         return ETHOS_U55 + ETHOS_U65
+
+    def planner_solitary_ops(self):
+        # what the stream table cannot emit with an operand in a cascade's ring
+        return SOLITARY_OPS
 
     def emulator_lowering(self):
         # its stream and TFLite Micro's kernel round FULLY_CONNECTED alike; the NPU pads a

@@ -37,6 +37,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
 )
 from tvm_ethos.backends.ethos_u.ops_fc import fc_views
 from tvm_ethos.backends.ethos_u.ops_movement import (
+    RING_KINDS,
     movement_ops,
     split_origin,
     split_ring_ops,
@@ -343,6 +344,21 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
 #: operators the Ethos-U's checks accept that have no stream yet: their subgraphs run on the
 #: "tir" emulator only (none today; tests/ethos_arch/test_ops.py holds the two sets apart)
 EMULATOR_ONLY: frozenset[Op] = frozenset()
+
+
+def takes_ring_operands(op: Op, em: StreamEmitter) -> bool:
+    """Whether the planned stream can emit ``op`` (its row ``em``) with an operand or its
+    output held in a cascade's buffer: a block operation addresses any box of any buffer; the
+    copies of a :data:`~ops_movement.RING_KINDS` operator and an emitter's ``ring`` are
+    clipped to each box; any other copies or sequence address their tensors whole."""
+    return em.form not in (Form.MOVEMENT, Form.SEQUENCE) or op in RING_KINDS or \
+        em.ring is not None
+
+
+#: operators the planner must keep out of cascades (``planner.device_model.Device.solitary``):
+#: the stream emits them only over tensors held whole, so each is a Plan of its own
+SOLITARY_OPS: frozenset[Op] = frozenset(
+    op for op, em in STREAM_OPS.items() if not takes_ring_operands(op, em))
 
 
 def emitter(q) -> StreamEmitter | None:
