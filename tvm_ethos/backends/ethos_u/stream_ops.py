@@ -356,9 +356,14 @@ def takes_ring_operands(op: Op, em: StreamEmitter) -> bool:
 
 
 #: operators the planner must keep out of cascades (``planner.device_model.Device.solitary``):
-#: the stream emits them only over tensors held whole, so each is a Plan of its own
+#: the stream emits a stripe of them only from and into tensors held whole, so each is a Plan
+#: of its own (which may still stripe it). A row emitted only over whole tensors
+#: (``Extent.WHOLE``: SOFTMAX, REDUCE_MIN) is left out: what it needs is a Plan that never
+#: stripes it, which a Plan of its own does not promise, and cascaded unstriped (a flat
+#: SOFTMAX after its FULLY_CONNECTED) its operands are whole.
 SOLITARY_OPS: frozenset[Op] = frozenset(
-    op for op, em in STREAM_OPS.items() if not takes_ring_operands(op, em))
+    op for op, em in STREAM_OPS.items()
+    if not takes_ring_operands(op, em) and em.extent is not Extent.WHOLE)
 
 
 def emitter(q) -> StreamEmitter | None:
