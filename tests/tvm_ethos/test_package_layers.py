@@ -114,6 +114,7 @@ LAZY = {
     ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_cascade"): _HELP,
     ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_gen"): _HELP,
     ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_run"): _HELP,
+    ("tvm_ethos.backends.ethos_u", "tvm_ethos.backends.ethos_u.stream_ops"): _HELP,
     ("tvm_ethos.backends.ethos_u", "ethosu_stream"): _HELP,
     ("tvm_ethos.backends.ethos_u.stream_run", "ethosu_stream"): _HELP,
     ("tvm_ethos.backends.ethos_u.stream_run", "ethosu_stream.accelerator"): _HELP,

@@ -40,7 +40,6 @@ from tvm_ethos.backends.base import (
 )
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
-from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.npu_common import (
     NPU_CAPABILITIES,
@@ -460,7 +459,11 @@ class EthosUBackend(NpuBackend):
         return ETHOS_U55 + ETHOS_U65
 
     def planner_solitary_ops(self):
-        # what the stream table cannot emit with an operand in a cascade's ring
+        """What the stream table cannot emit with an operand in a cascade's ring."""
+        # lazy: the stream table loads the stream generator's npu_ops; the plugin loads on
+        # every tvmc start
+        from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS
+
         return SOLITARY_OPS
 
     def emulator_lowering(self):

@@ -1,0 +1,147 @@
+"""Data-movement operators the Ethos-U stream emits only over tensors held whole
+(``stream_ops.SOLITARY_OPS``) are never cascaded by the planner (``Device.solitary``): a
+CONV_2D -> X -> CONV_2D chain planned for the least memory stays wholly on the NPU (before,
+the cascade held X's operands in rings, which the stream refused, and the whole subgraph went
+back to TFLite Micro), X in a Plan of its own, and every output is TFLite Micro's."""
+from __future__ import annotations
+
+import numpy as np
+import operator_models
+import pytest
+import tflite
+from graph_builder import Graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_operator_table import read_table
+from test_part_matchers import lowered_of
+from tflite_builder import BO, BOPT, T
+
+import tvm_ethos
+from ethos_arch.ops import Op
+from planner.graph import part_operator
+from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
+from tvm_ethos.backends.ethos_u.ops_movement import RING_KINDS
+from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS, STREAM_OPS, Form
+from tvm_ethos.backends.registry import get_registry
+from tvm_ethos.emulator.part_matchers import match_subgraph
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+
+def _i32(g: Graph, values) -> int:
+    arr = np.asarray(values, np.int32)
+    return g._add(T(list(arr.shape), "int32", data=arr))
+
+
+def _like(g: Graph, x: int, shape) -> int:
+    """An output of ``shape`` with ``x``'s quantization (the copies do not requantize)."""
+    t = g.tensors[x]
+    return g._add(T(list(shape), "int8", scale=t.scale[0], zp=int(t.zp[0])))
+
+
+def reverse(axis: int):
+    def add(g: Graph, x: int) -> int:
+        y = _like(g, x, g.shape(x))
+        g.ops.append((BO.REVERSE_V2, 0, None, [x, _i32(g, [axis])], [y]))
+        return y
+    return add
+
+
+def mirror_pad(g: Graph, x: int) -> int:
+    """REFLECT mode (the importer refuses SYMMETRIC)."""
+    pads = [[0, 0], [2, 1], [1, 2], [0, 0]]
+    y = _like(g, x, [n + a + b for n, (a, b) in zip(g.shape(x), pads)])
+
+    def opts(b):
+        tflite.MirrorPadOptionsStart(b)
+        tflite.MirrorPadOptionsAddMode(b, tflite.MirrorPadMode.REFLECT)
+        return tflite.MirrorPadOptionsEnd(b)
+
+    g.ops.append((BO.MIRROR_PAD, BOPT.MirrorPadOptions, opts, [x, _i32(g, pads)], [y]))
+    return y
+
+
+def transpose_hw(g: Graph, x: int) -> int:
+    n, h, w, c = g.shape(x)
+    y = _like(g, x, (n, w, h, c))
+    g.ops.append((BO.TRANSPOSE, 0, None, [x, _i32(g, [0, 2, 1, 3])], [y]))
+    return y
+
+
+MIDDLES = {"reverse_h": reverse(1), "reverse_w": reverse(2), "mirror_pad": mirror_pad,
+           "transpose": transpose_hw}
+
+
+def chain(middle, seed: int = 0, shape=(1, 24, 20, 8), c: int = 16, convs: int = 1) -> bytes:
+    """``convs`` convolutions, ``middle``, one more convolution."""
+    g = Graph(np.random.RandomState(seed))
+    x = g.input(shape)
+    for _ in range(convs):
+        x = g.conv2d(x, c)
+    return g.build([g.conv2d(middle(g, x), 8)])
+
+
+def _check(data: bytes, budget="smallest", seed: int = 1):
+    """``data`` compiled for the Ethos-U at ``budget``: every operator on the NPU, its
+    stream realizing the plan, two random inputs run equal to TFLite Micro's, and the one
+    operator that is no convolution in a cascade of its own."""
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, budget=budget)
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, \
+        [(p.placed_on, p.why) for p in cm.placement]
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["schedule"] == "plan", entry
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+    cascades: dict[int, set] = {}
+    for row in cm.plan_report["layers"]:
+        cascades.setdefault(row["cascade"], set()).add(row["part"])
+    (middle,) = [c for c in cascades.values() if any("conv2d" not in p for p in c)]
+    assert len(middle) == 1, cascades
+
+
+@pytest.mark.parametrize("name", sorted(MIDDLES))
+def test_a_solitary_operator_between_convolutions_stays_on_the_npu_at_the_least_memory(name):
+    _check(chain(MIDDLES[name]))
+
+
+@settings(max_examples=10, deadline=None)
+@given(name=st.sampled_from(sorted(MIDDLES)), seed=st.integers(0, 2**16),
+       h=st.integers(6, 24), w=st.integers(4, 16), c=st.integers(1, 12),
+       convs=st.integers(1, 2), budget=st.sampled_from(["smallest", "system", None]))
+def test_any_chain_through_a_solitary_operator_runs_wholly_on_the_npu(name, seed, h, w, c,
+                                                                      convs, budget):
+    _check(chain(MIDDLES[name], seed, (1, h, w, c), 8, convs), budget, seed)
+
+
+def test_the_set_is_the_stream_table_s_whole_operand_copies_and_sequences():
+    """Every MOVEMENT or SEQUENCE row without a ring form, emitted over stripes, is
+    solitary; the ring movements (PAD, CONCATENATION, SPLIT) and block operations are not;
+    the Ethos-U planner device carries the set and the Ethos-N one none."""
+    assert {Op.REVERSE, Op.MIRROR_PAD, Op.TILE, Op.TRANSPOSE} <= SOLITARY_OPS
+    for op, em in STREAM_OPS.items():
+        ringed = op in RING_KINDS or em.ring is not None
+        if em.form in (Form.BLOCK, Form.ALIAS) or ringed:
+            assert op not in SOLITARY_OPS, op
+    u = get_registry().get("ethos-u").planner_device({"accelerator_config": "ethos-u55-128"},
+                                                    {"sram": {"size": 1 << 20}})
+    assert u.solitary == SOLITARY_OPS
+    n = get_registry().get("ethos-n").planner_device({"variant": "n78", "tops": 4})
+    assert n.solitary == frozenset()
+
+
+_MODELS = {r.operator: r.model for r in read_table()}
+
+
+@pytest.mark.parametrize("op", sorted(SOLITARY_OPS))
+def test_every_solitary_operator_s_part_names_it(op):
+    """The compile path's Part of each solitary operator's one-operator model names that
+    operator (``part_operator``), so the planner finds it in the set: a new operator whose
+    Part kind is coarser (a PAD, a RESIZE) must name itself in its ``op`` attribute."""
+    name = op.info.tflite_name
+    model = operator_models.MODELS[_MODELS.get(name, name.lower())]()
+    kinds = {part_operator(p) for lw in lowered_of(model) for p in match_subgraph(lw).graph.parts}
+    assert op in kinds, (op, kinds)
