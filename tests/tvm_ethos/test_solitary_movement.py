@@ -22,7 +22,7 @@ from ethos_arch.ops import Op
 from planner.graph import part_operator
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u.ops_movement import RING_KINDS
-from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS, STREAM_OPS, Form
+from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS, STREAM_OPS, Extent, Form
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.emulator.part_matchers import match_subgraph
 
@@ -78,7 +78,7 @@ def tile_h(g: Graph, x: int) -> int:
 
 
 MIDDLES = {"reverse_h": reverse(1), "reverse_w": reverse(2), "mirror_pad": mirror_pad,
-           "transpose": transpose_hw, "tile": tile_h}
+           "tile": tile_h, "transpose": transpose_hw}
 #: the reference each chain's outputs must equal (TFLite Micro has no TILE kernel)
 ORACLES = {"tile": oracle}
 
@@ -129,14 +129,19 @@ def test_any_chain_through_a_solitary_operator_runs_wholly_on_the_npu(name, seed
 
 
 def test_the_set_is_the_stream_table_s_whole_operand_copies_and_sequences():
-    """Every MOVEMENT or SEQUENCE row without a ring form, emitted over stripes, is
-    solitary; the ring movements (PAD, CONCATENATION, SPLIT) and block operations are not;
-    the Ethos-U planner device carries the set and the Ethos-N one none."""
-    assert {Op.REVERSE, Op.MIRROR_PAD, Op.TILE, Op.TRANSPOSE} <= SOLITARY_OPS
+    """Every MOVEMENT or SEQUENCE row without a ring form is solitary, but computations
+    emitted only whole (SOFTMAX); the ring movements (PAD, CONCATENATION, SPLIT), boxed
+    sequences and block operations are not; the Ethos-U planner device carries the set and
+    the Ethos-N one none."""
+    assert {Op.REVERSE, Op.MIRROR_PAD, Op.TILE, Op.TRANSPOSE, Op.PRELU} <= SOLITARY_OPS
+    assert Op.SOFTMAX not in SOLITARY_OPS
     for op, em in STREAM_OPS.items():
-        ringed = op in RING_KINDS or em.ring is not None
-        if em.form in (Form.BLOCK, Form.ALIAS) or ringed:
+        ringed = op in RING_KINDS or em.ring is not None or em.boxed
+        whole = em.extent is Extent.WHOLE and not op.info.data_move
+        if em.form in (Form.BLOCK, Form.ALIAS) or ringed or whole:
             assert op not in SOLITARY_OPS, op
+        else:
+            assert op in SOLITARY_OPS, op
     u = get_registry().get("ethos-u").planner_device({"accelerator_config": "ethos-u55-128"},
                                                     {"sram": {"size": 1 << 20}})
     assert u.solitary == SOLITARY_OPS

@@ -350,20 +350,22 @@ def takes_ring_operands(op: Op, em: StreamEmitter) -> bool:
     """Whether the planned stream can emit ``op`` (its row ``em``) with an operand or its
     output held in a cascade's buffer: a block operation addresses any box of any buffer; the
     copies of a :data:`~ops_movement.RING_KINDS` operator and an emitter's ``ring`` are
-    clipped to each box; any other copies or sequence address their tensors whole."""
+    clipped to each box, and a ``boxed`` sequence reads and writes the boxes; any other
+    copies or sequence address their tensors whole."""
     return em.form not in (Form.MOVEMENT, Form.SEQUENCE) or op in RING_KINDS or \
-        em.ring is not None
+        em.ring is not None or em.boxed
 
 
 #: operators the planner must keep out of cascades (``planner.device_model.Device.solitary``):
-#: the stream emits a stripe of them only from and into tensors held whole, so each is a Plan
-#: of its own (which may still stripe it). A row emitted only over whole tensors
-#: (``Extent.WHOLE``: SOFTMAX, REDUCE_MIN) is left out: what it needs is a Plan that never
-#: stripes it, which a Plan of its own does not promise, and cascaded unstriped (a flat
-#: SOFTMAX after its FULLY_CONNECTED) its operands are whole.
+#: the stream emits them only from and into tensors held whole, so each is a Plan of its own
+#: (which may stripe it, where the row takes stripes). A computation emitted only over whole
+#: tensors (``Extent.WHOLE``: SOFTMAX, REDUCE_MIN) is left out: it ends a network on a flat
+#: or 1x1 tensor, which a cascade holds whole (a flat SOFTMAX after its FULLY_CONNECTED), and
+#: so stays in the cascades it runs in today; a whole-tensor data movement (TRANSPOSE) sits
+#: between feature maps the planner stripes, so it is in.
 SOLITARY_OPS: frozenset[Op] = frozenset(
     op for op, em in STREAM_OPS.items()
-    if not takes_ring_operands(op, em) and em.extent is not Extent.WHOLE)
+    if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move))
 
 
 def emitter(q) -> StreamEmitter | None:
