@@ -61,7 +61,7 @@ def planner_device_for(name: str, sram_size: int | None, pools: Mapping[str, Map
     perf = base.perf
     if isinstance(perf, EthosUPerfModel):
         perf = EthosUPerfModel(name, PortTiming.of(regions[base.fm_region]),
-                               PortTiming.of(regions[base.weight_region]))
-    return Device(base.name, base.family, perf, new, base.fm_region, base.weight_region,
-                  base.io_region, io_read_in_place=base.io_read_in_place,
-                  solitary=base.solitary)
+                               PortTiming.of(regions[base.weight_region]),
+                               block_policy=perf.block_policy)
+    # every other field (weights read in place, the solitary operators, ...) is the base's
+    return dataclasses.replace(base, perf=perf, regions=new)

@@ -3,6 +3,7 @@ written in this file alone is partitioned, planned, run and offered on the comma
 the README names exactly the methods to write."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 
@@ -146,6 +147,11 @@ def test_planner_device_applies_pools_and_names_a_bad_one():
     dev = backend.planner_device({"accelerator_config": "ethos-u55-64"},
                                  {"sram": {"size": 123456}})
     assert {r.name: r.size for r in dev.regions}["sram"] == 123456
+    # a pool replaces its region's fields and nothing else of the device or its perf model
+    plain = backend.planner_device({"accelerator_config": "ethos-u55-64"})
+    same = dataclasses.replace(dev, regions=plain.regions, perf=plain.perf)
+    assert same == plain and dev.perf.block_policy == plain.perf.block_policy
+    assert dev.weights_read_in_place and dev.io_read_in_place
     with pytest.raises(OptionError, match="has no memory 'tcm'; its memories are sram"):
         backend.planner_device({"accelerator_config": "ethos-u55-64"}, {"tcm": {"size": 1}})
     n = R.get_registry().get("ethos-n")
