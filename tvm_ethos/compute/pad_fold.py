@@ -7,9 +7,9 @@ the sum (TFLite's kernels subtract the input offset; the NPU pads with the zero 
 convolution is lowered with the larger padding and the PAD moves no data (no copy, no padded
 tensor). The NPU takes it within Vela's limits: each side at most half the dilated kernel (a
 larger pad would give an output whose window is all padding), and a leading pad that keeps
-the window on the rows and columns the stride walks. Trailing padding no window reaches is
-dropped, as the planned stream drops it per stripe: the layer-by-layer stream hands the
-convolution's padding to the NPU as it is.
+the window on the rows and columns the stride walks. Trailing padding no window reaches stays
+in the convolution's padding: the stream generators give the NPU only the padding its windows
+read (``npu_ops.read_padding``, and the planned stream per stripe).
 """
 from __future__ import annotations
 
@@ -61,12 +61,6 @@ def fold_pad(pad: QOp, conv: QOp) -> QOp | None:
         return None
     if not (_leading_ok(top, sh, dkh) and _leading_ok(left, sw, dkw)):
         return None
-    # rows and columns of trailing padding no window reads are left out: the output's size
-    # is the same, and the NPU is never told to pad beyond what it reads
-    _, h, w, _ = (int(v) for v in pad.in_shapes[0])
-    _, oh, ow, _ = (int(v) for v in conv.out_shape)
-    bottom = min(bottom, max(0, (oh - 1) * sh + dkh - top - h))
-    right = min(right, max(0, (ow - 1) * sw + dkw - left - w))
     return dataclasses.replace(
         conv, in_shapes=[tuple(pad.in_shapes[0])] + list(conv.in_shapes[1:]),
         attrs=dict(conv.attrs, padding=(top, left, bottom, right)))

@@ -106,9 +106,29 @@ def _common(npu, op, ifm: FmSlot, ofm: FmSlot):
     return npu
 
 
-def _padding(op):
-    top, left, bottom, right = (int(v) for v in op.attrs["padding"])
-    return vela_api().NpuPadding(top, left, bottom, right)
+def read_padding(padding: tuple[int, int, int, int], ifm_hw: tuple[int, int],
+                 ofm_hw: tuple[int, int], kernel_hw: tuple[int, int],
+                 strides: tuple[int, int],
+                 dilation: tuple[int, int] = (1, 1)) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) with the bottom and right padding cut to the rows and
+    columns the last window reads past the IFM. The NPU has no IFM height or width register:
+    it takes the IFM's extent from the OFM size, the dilated kernel, the stride and all four
+    pads, so a trailing pad no window reads would shorten the IFM it reads (its last rows or
+    columns then read as padding). Vela never writes such a pad (``calc_explicit_padding``,
+    and each stripe's pad bottom is what its last window reaches)."""
+    top, left, bottom, right = (int(v) for v in padding)
+    (h, w), (oh, ow) = ifm_hw, ofm_hw
+    (kh, kw), (sh, sw), (dh, dw) = kernel_hw, strides, dilation
+    bottom = min(bottom, max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - top - h))
+    right = min(right, max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - left - w))
+    return top, left, bottom, right
+
+
+def _padding(op, ifm: FmSlot, ofm: FmSlot, kernel_hw: tuple[int, int],
+             dilation: tuple[int, int] = (1, 1)):
+    pads = read_padding(op.attrs["padding"], ifm.shape[:2], ofm.shape[:2], kernel_hw,
+                        op.attrs["strides"], dilation)
+    return vela_api().NpuPadding(*pads)
 
 
 def conv_scales(op, channels: int) -> list[tuple[int, int]]:
@@ -179,7 +199,7 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
                 op.tflite_name, f"dilation {dh}x{dw} (the NPU takes 1 or 2)"
             )
         npu.kernel = api.NpuKernel(kw, kh, sw, sh, dw, dh)
-        npu.padding = _padding(op)
+        npu.padding = _padding(op, ifm, ofm, (kh, kw), (dh, dw))
     return npu
 
 
@@ -196,8 +216,9 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
     ph, pw = op.attrs["pool_size"]
     sh, sw = op.attrs["strides"]
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
-    npu.padding = _padding(op)
-    padded = any(int(p) for p in op.attrs["padding"])
+    npu.padding = _padding(op, ifm, ofm, (ph, pw))
+    pad = npu.padding
+    padded = any((pad.top, pad.left, pad.bottom, pad.right))
     explicit = avg_pool_scale(ph * pw, padded) if op.kind == Op.AVG_POOL2D else None
     if explicit is not None:
         from ethosu.vela.operation import ExplicitScaling
