@@ -79,12 +79,13 @@ def test_unpack_after_unit_dimensions_is_on_the_npu_exactly(dims, n, lead, q):
     assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
 
 
-def test_unpack_of_a_4d_batch_stays_a_tflite_operator_exactly():
-    """The NPU's feature maps have batch 1; the tflite-micro export then cannot match the
-    subgraph's operators to the source's, and keeps the UNPACK for TFLite Micro."""
+def test_unpack_of_a_4d_batch_is_one_ethos_u_operator_exactly():
+    """A batch of several unpacked along the batch: the SPLIT slices of one input are merged
+    into one multi-output NPU subgraph (``partition_siblings``), which the tflite-micro export
+    writes as one ethos-u operator with an output per slice."""
     cm = _check(unpack_model((2, 2, 1, 3), 0))
     (placed,) = cm.placement
-    assert placed.placed_on == "tflite-micro"
+    assert placed.placed_on == "ethos-u", placed.why
 
 
 def test_pack_into_five_dimensions_stays_a_tflite_operator():
