@@ -36,7 +36,7 @@ NONE = "none"
 SMALLEST = "smallest"
 #: Where a ``smallest`` budget came from, in the reports' words.
 SMALLEST_SOURCE = ("smallest: the least memory, or up to 1/8 more where that moves fewer weight "
-                   "bytes (Vela's --optimise Size)")
+                   "and command-stream bytes (Vela's --optimise Size)")
 
 
 def _system_words(system: VelaDefaultSystem) -> str:
@@ -92,7 +92,7 @@ def _default_size(device: Device) -> int | None:
 BUDGET_HELP = ("memory budget: a size such as 300KiB or 1MiB; 'system' (the default) the SRAM of "
                "the accelerator's system configuration, as Vela plans; 'none' the fastest plan "
                "whatever its memory; 'smallest' the least memory, or up to 1/8 more where that "
-               "moves fewer weight bytes (rfcs/0001)")
+               "moves fewer weight and command-stream bytes (rfcs/0001)")
 
 
 def budget_line(budget: int | None, whence: str) -> str:

@@ -1,13 +1,17 @@
 """Which Proposal a ``smallest`` budget (Vela's ``--optimise Size``) selects.
 
 The least-memory Proposal alone can be a poor choice: the frontier is dense near its low
-end, and its last few hundred bytes are often saved by streaming a convolution's weights
-through the staging double buffer once per stripe of a deep cascade instead of copying them
-once, which multiplies the weights' DMA by the stripe count. So the rule looks at every
-frontier Proposal within ``SMALLEST_SLACK`` of the least memory and takes the one whose
-weights move the fewest bytes by DMA (planner.dma_estimate), then the least memory, then
-the fewest cycles. The slack bounds what the choice may cost in SRAM; within it the DMA
-bytes, not the cycles, decide, as DMA is what a memory-bound system pays for (rfcs/0001,
+end, and its last few hundred bytes are often saved either by streaming a convolution's
+weights through the staging double buffer once per stripe of a deep cascade instead of
+copying them once, which multiplies the weights' DMA by the stripe count, or by a deeper
+cascade whose operations alternate between layers, each rewriting most of its layer's
+registers, which multiplies the command stream's bytes. So the rule looks at every
+frontier Proposal within ``SMALLEST_SLACK`` of the least memory and takes the one that
+costs the least flash traffic and flash: the bytes its weights move by DMA
+(planner.dma_estimate) plus the bytes of its command stream (planner.stream_estimate), then
+the least memory, then the fewest cycles. The slack bounds what the choice may cost in
+SRAM; within it those bytes, not the cycles, decide, as DMA is what a memory-bound system
+pays per inference and the stream is flash the user pays for beside the weights (rfcs/0001,
 "The smallest budget").
 """
 from __future__ import annotations
@@ -24,10 +28,17 @@ SMALLEST_SLACK = Fraction(1, 8)
 
 
 class SmallestCandidate(NamedTuple):
-    """One frontier Proposal as the rule sees it: its memory, cycles and estimated DMA."""
+    """One frontier Proposal as the rule sees it: its memory, cycles, estimated weight DMA and
+    estimated command-stream bytes."""
     memory_bytes: int
     cycles: int
     dma_bytes: int
+    stream_bytes: int = 0
+
+    @property
+    def flash_bytes(self) -> int:
+        """What the rule ranks by: weight bytes moved by DMA plus command-stream bytes."""
+        return self.dma_bytes + self.stream_bytes
 
 
 def memory_limit(least_memory: int) -> int:
@@ -38,12 +49,13 @@ def memory_limit(least_memory: int) -> int:
 
 def pick_smallest(candidates: Sequence[SmallestCandidate]) -> int:
     """Index in ``candidates`` (a frontier, memory ascending) of the ``smallest`` choice:
-    within ``memory_limit`` of the first, the least DMA, then memory, then cycles."""
+    within ``memory_limit`` of the first, the least DMA plus stream bytes, then memory, then
+    cycles."""
     if not candidates:
         raise ValueError("pick_smallest needs at least one candidate")
     limit = memory_limit(candidates[0].memory_bytes)
     window = [k for k, c in enumerate(candidates) if c.memory_bytes <= limit]
-    return min(window, key=lambda k: (candidates[k].dma_bytes, candidates[k].memory_bytes,
+    return min(window, key=lambda k: (candidates[k].flash_bytes, candidates[k].memory_bytes,
                                       candidates[k].cycles, k))
 
 
@@ -56,6 +68,7 @@ def smallest_proposal(search: ProposalSearch, budget: int | None = None) -> Prop
         limit = min(limit, budget)
     proposals = [search.proposal(k) for k, (memory, _) in enumerate(front) if memory <= limit]
     candidates = [SmallestCandidate(p.memory_bytes, p.cycles,
-                                    dma_bytes(p.plans, search.graph, search.device))
+                                    dma_bytes(p.plans, search.graph, search.device),
+                                    p.estimated_stream_bytes)
                   for p in proposals]
     return proposals[pick_smallest(candidates)]

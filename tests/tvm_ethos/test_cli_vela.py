@@ -140,7 +140,8 @@ def test_a_vela_command_line_writes_the_files_vela_writes(same_flags):
 
 def test_optimise_size_is_the_smallest_budget(same_flags):
     """--optimise Size plans at the 'smallest' budget: the least memory, or within 1/8 of it
-    where that moves fewer weight bytes (planner.smallest_choice), never the fastest plan's."""
+    where that moves fewer weight and stream bytes (planner.smallest_choice), never the
+    fastest plan's."""
     import json
 
     rep = json.loads(same_flags["plan"].read_text())
