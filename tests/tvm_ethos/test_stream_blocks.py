@@ -1,6 +1,7 @@
 """Where a planned stream's block configs and memory regions come from: each operation runs
 the OFM block the planner's performance model costed its stripe with, where Vela takes it
-(``npu_ops.chosen_block``), and on an Ethos-U65 the plan's SRAM is the fast scratch
+(``npu_ops.chosen_block``), or the block height and width of the operation before where that
+is estimated no slower (``stream_block_agreement``), and on an Ethos-U65 the plan's SRAM is the fast scratch
 (region 2), the network's inputs and outputs in the arena (region 1) as TFLite Micro places
 them."""
 
@@ -11,8 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from planner.errors import PlannerError
+from planner.perf.ethos_u_npu import ACCELERATORS, find_block_config
+from tests.helpers.perf_strategies import PROPS, npu_ops
 from tests.helpers.tflite_oracle import oracle, random_inputs
 from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain, _two_convs, compile_on_frontier
+from tvm_ethos.backends.ethos_u.stream_block_agreement import AGREED_BLOCK, config_with_block
+from tvm_ethos.backends.ethos_u.stream_cascade import _Emitter
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 
 pytest.importorskip("ethosu.vela")
@@ -185,8 +191,59 @@ def test_shipped_sized_plan_counts_its_blocks():
     _, seen = _blocks_run(cm.program.payloads[sym], np.zeros((1, 20, 9, 8), np.int8))
     assert sum(counts.values()) == len(seen)
     planner = counts.get("planner", 0) + counts.get(
-        "planner, not in npu_find_block_configs' list", 0)
+        "planner, not in npu_find_block_configs' list", 0) + counts.get(AGREED_BLOCK, 0)
     assert planner == len(seen)
+
+
+@PROPS
+@given(op=npu_ops(), accelerator=st.sampled_from(sorted(ACCELERATORS)))
+def test_a_block_config_rebuilt_from_its_ofm_block_is_the_searchs(op, accelerator):
+    """Oracle: the planner's block search. The IFM block, traversal and accumulator width
+    ``config_with_block`` gives an operation's OFM block are those the search chose with it,
+    so the cycles an agreeing block is estimated at are the search's own formula's."""
+    acc = ACCELERATORS[accelerator]
+    try:
+        found = find_block_config(acc, op)
+    except PlannerError:
+        return
+    assert config_with_block(acc, op, found.ofm_block) == found
+
+
+def _kernel_blocks(payload, x):
+    """The (height, width) block every kernel operation of ``payload`` ran, in order."""
+    _, seen = _blocks_run(payload, x)
+    return [blk[:2] for _, blk, _, _, _ in seen]
+
+
+def test_an_operation_keeps_the_block_before_where_that_is_no_slower(monkeypatch):
+    """A cascade whose layers alternate: where the block of the operation before is legal
+    and estimated no slower, the operation runs it (counted as such), fewer operations change
+    the block's height or width than with each layer's own block, the stream is shorter and
+    the output stays bit-exact with LiteRT."""
+    model = _chain(0, 24, 24, 8, ["conv3", "dw3", "conv1", "conv3"])
+
+    def build():
+        cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={ACC_NAME},llvm",
+                               npu_runtime="stream", cache_dir=False, budget="smallest")
+        ((sym, entry),) = cm.plan_report["streams"].items()
+        return cm.program.payloads[sym], entry["block_configs"]
+
+    (x,) = random_inputs(model, np.random.RandomState(3))
+    agreeing, counts = build()
+    assert counts.get(AGREED_BLOCK, 0) > 0
+    outs, _ = _blocks_run(agreeing, x)
+    ref = oracle(model, [x])[0]
+    np.testing.assert_array_equal(outs[0].reshape(ref.shape), ref)
+    monkeypatch.setattr(_Emitter, "agreeing_block", lambda self, npu, cfg: None)
+    own, own_counts = build()
+    assert AGREED_BLOCK not in own_counts
+    assert sum(own_counts.values()) == sum(counts.values())
+
+    def changes(blocks):
+        return sum(a != b for a, b in zip(blocks, blocks[1:]))
+
+    assert changes(_kernel_blocks(agreeing, x)) < changes(_kernel_blocks(own, x))
+    assert len(agreeing.driver_payload) < len(own.driver_payload)
 
 
 @pytest.mark.parametrize("budget", [None, "4KiB"])

@@ -77,6 +77,11 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     sram_region,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_block_agreement import (
+    AGREED_BLOCK,
+    no_slower,
+    within_output,
+)
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
 from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
@@ -168,8 +173,10 @@ class _Emitter:
 
     Each operation's block is the one the planner's performance model (``perf``, the
     device's) costed its stripe with, where Vela lists it as legal for the operation
-    (:func:`~tvm_ethos.backends.ethos_u.npu_ops.chosen_block`); ``block_sources`` counts the
-    operations by where their block came from."""
+    (:func:`~tvm_ethos.backends.ethos_u.npu_ops.chosen_block`), or the height and width of
+    the operation before's where that is legal and estimated no slower
+    (``stream_block_agreement``: the registers are not written again); ``block_sources``
+    counts the operations by where their block came from."""
 
     def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts,
                  stager=None, graph=None, perf=None):
@@ -183,7 +190,10 @@ class _Emitter:
         self.parts = {p.name: p for p in graph.parts} if graph is not None else {}
         self.perf = perf if hasattr(perf, "breakdown") else None
         self.step_at = None          # (part, box) of the step being emitted
-        self.planned: dict = {}      # (part, stripe shape) -> [(NPU class, OFM block)]
+        self.planned: dict = {}      # (part, stripe shape) -> [(NPU class, BlockConfig,
+        #                              planner NpuOp, the Part's whole NpuOp or None)]
+        self.held = None             # (height, width) of the block the last operation ran
+        self.agreed: dict = {}       # (block key, held) -> the agreeing block, or None
         self.block_sources: dict = {}
         self.blocks: dict = {}
         self.encoded: dict = {}
@@ -222,8 +232,36 @@ class _Emitter:
         cfg, why, traversal = self.blocks[key]
         if traversal is not None:
             npu.block_traversal = traversal
+        if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED) and self.held is not None and \
+                self.held != (cfg.height, cfg.width):
+            if (key, self.held) not in self.agreed:
+                self.agreed[key, self.held] = self.agreeing_block(npu, cfg)
+            agreed = self.agreed[key, self.held]
+            if agreed is not None:
+                cfg, why = agreed, AGREED_BLOCK
         self.block_sources[why] = self.block_sources.get(why, 0) + 1
+        self.held = (cfg.height, cfg.width)
         return cfg
+
+    def agreeing_block(self, npu, cfg):
+        """The block of ``npu`` (an operation of the current step, whose own block is
+        ``cfg``) with the height and width the previous operation ran: where it is no larger
+        than ``npu``'s output needs, Vela's generator takes it and the planner's performance
+        model estimates it no slower; else None."""
+        planned = self.planned_op(npu)
+        if planned is None or not hasattr(self.perf, "fm_timing"):   # not an Ethos-U model
+            return None
+        op, whole = planned
+        ofm = (npu.ofm.shape.height, npu.ofm.shape.width)
+        if not within_output(self.held, ofm, ACCELERATORS[self.accelerator].ofm_ublock[:2]):
+            return None
+        other = self.held + (cfg.depth,)
+        got, why = chosen_block(npu, self.acc, other)
+        if why not in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
+            return None
+        if not no_slower(self.perf, op, whole, (cfg.height, cfg.width, cfg.depth), other):
+            return None
+        return got
 
     def fallback_block(self, npu):
         """The block of an operation the planner does not cost as such (a SOFTMAX's pieces,
@@ -233,6 +271,7 @@ class _Emitter:
         if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
             why = SEARCHED
         self.block_sources[why] = self.block_sources.get(why, 0) + 1
+        self.held = (cfg.height, cfg.width)
         return cfg
 
     def searched_block(self, npu):
@@ -274,26 +313,45 @@ class _Emitter:
         ``npu``'s class, the block clipped to the OFM as Vela lists blocks (rounded up to
         the micro-block); (None, None) when there is no model, no such operation or
         several."""
+        configs = self.planned_step(npu)
+        if len(configs) != 1:
+            return None, None
+        ub = ACCELERATORS[self.accelerator].ofm_ublock
+        ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
+        cfg = configs[0][0]
+        return (tuple(-(-min(b, o) // u) * u for b, o, u in zip(cfg.ofm_block, ofm, ub)),
+                cfg.traversal)
+
+    def planned_step(self, npu) -> list:
+        """[(BlockConfig, planner NpuOp, the Part's whole NpuOp or None)] of the operations
+        of ``npu``'s class in the planner's lowering of the current step ([] when there is
+        no model)."""
         part, box = self.step_at
         if self.perf is None or part not in self.parts:
-            return None, None
+            return []
         shape = tuple(hi - lo for lo, hi in box)
         if (part, shape) not in self.planned:
             p = self.parts[part]
             try:
                 ops = lower_part(p, shape)
                 costs = self.perf.breakdown(p, shape)
+                wholes = lower_part(p, p.output.shape)
             except PlannerError:
-                ops, costs = [], []
-            self.planned[part, shape] = [(op.npu, b.config) for op, b in zip(ops, costs)]
+                ops, costs, wholes = [], [], []
+            if len(wholes) != len(ops):
+                wholes = [None] * len(ops)
+            self.planned[part, shape] = [(op.npu, b.config, op, w)
+                                         for op, b, w in zip(ops, costs, wholes)]
         cls = _NPU_CLASS.get(type(npu).__name__)
-        configs = [cfg for c, cfg in self.planned[part, shape] if c == cls]
-        if len(configs) != 1:
-            return None, None
-        ub = ACCELERATORS[self.accelerator].ofm_ublock
-        ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
-        return (tuple(-(-min(b, o) // u) * u for b, o, u in zip(configs[0].ofm_block, ofm, ub)),
-                configs[0].traversal)
+        return [(cfg, op, w) for c, cfg, op, w in self.planned[part, shape] if c == cls]
+
+    def planned_op(self, npu):
+        """(planner NpuOp, the Part's whole NpuOp or None) of ``npu`` in the current step, or
+        None where the planner did not cost one such operation."""
+        if self.step_at is None:
+            return None
+        configs = self.planned_step(npu)
+        return configs[0][1:] if len(configs) == 1 else None
 
     def constants(self, npu, step: int, q, channels, key, weights=None, scales=None):
         """Block config, then the weights encoded for its depth and the bias/scale stream,
