@@ -1,9 +1,9 @@
 """Where a planned stream's block configs and memory regions come from: each operation runs
 the OFM block the planner's performance model costed its stripe with, where Vela takes it
-(``npu_ops.chosen_block``), or the block height and width of the operation before where that
-is estimated no slower (``stream_block_agreement``), and on an Ethos-U65 the plan's SRAM is the fast scratch
-(region 2), the network's inputs and outputs in the arena (region 1) as TFLite Micro places
-them."""
+(``npu_ops.chosen_block``), or the block height and width of the operation before where
+that is estimated no slower (``stream_block_agreement``), and on an Ethos-U65 the plan's
+SRAM is the fast scratch (region 2), the network's inputs and outputs in the arena
+(region 1) as TFLite Micro places them."""
 
 import numpy as np
 import pytest
