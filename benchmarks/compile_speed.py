@@ -5,13 +5,15 @@ a ``.tflite``, each a fresh process (what a user waits for, imports included), w
 median of ``--repeat`` runs (the ``--optimise Size`` row: one run); our stage breakdown
 from ``-v``'s stage lines (the median run's); then the NPU command stream bytes of each
 output file per NPU operation (the stream words of every ``ethos-u`` operator,
-``ethosu_stream.tflite_custom_op.read_ethos_u_ops``), at Vela's default and ``--optimise
-Size``. Wall time and CPU time (user + system) are both shown: on a shared machine the wall
-time also counts waiting for a core.
+``ethosu_stream.tflite_custom_op.read_ethos_u_ops``) and the scratch arena the file asks
+for (the SRAM on an Ethos-U55), at Vela's default and ``--optimise Size``. Wall time and
+CPU time (user + system) are both shown: on a shared machine the wall time also counts
+waiting for a core.
 
 ``--before OTHER_CHECKOUT`` also compiles each model with another tree's tvmc, as often as
-ours and interleaved with ours, and shows its wall and CPU time, stage breakdown and stream
-bytes per NPU operation beside ours (a change measured before and after in the same run).
+ours and interleaved with ours, and shows its wall and CPU time, stage breakdown, stream
+bytes per NPU operation and arena beside ours (a change measured before and after in the
+same run).
 
   python benchmarks/compile_speed.py [--models /work/shared/models] [--repeat 3]
       [--out out/compile_speed] [--only resnet8_cifar] [--no-size] [--code OTHER_CHECKOUT]
@@ -96,17 +98,19 @@ def with_outside(seconds: dict[str, float], wall: float) -> dict[str, float]:
     return {**seconds, "outside stages": wall - sum(seconds.values())}
 
 
-def stream_bytes(path: str) -> tuple[int, int]:
-    """(command stream bytes of every ethos-u operator, NPU operations in them) of a .tflite.
-    An NPU operation is a kernel command (:data:`KERNEL_OPS`); DMAs and waits are not."""
+def stream_bytes(path: str) -> tuple[int, int, int]:
+    """(command stream bytes of every ethos-u operator, NPU operations in them, the largest
+    scratch arena one of them asks for) of a .tflite. An NPU operation is a kernel command
+    (:data:`KERNEL_OPS`); DMAs and waits are not."""
     with open(path, "rb") as f:
         data = f.read()
-    total = ops = 0
+    total = ops = arena = 0
     for op in read_ethos_u_ops(data):
         words = op.words
         total += 4 * len(words)
         ops += _npu_operations(words)
-    return total, ops
+        arena = max(arena, op.scratch_bytes)
+    return total, ops, arena
 
 
 def _npu_operations(words) -> int:
@@ -154,12 +158,12 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
                     before_c.append(cpu)
                     before_err.append(err)
             mid = sorted(range(len(ours_t)), key=ours_t.__getitem__)[len(ours_t) // 2]
-            vb, vops = stream_bytes(os.path.join(vdir, name + "_vela.tflite"))
-            ob, oops = stream_bytes(ofile)
-            bb = bops = None
+            vb, vops, vsram = stream_bytes(os.path.join(vdir, name + "_vela.tflite"))
+            ob, oops, osram = stream_bytes(ofile)
+            bb = bops = bsram = None
             before = {}
             if env_before is not None:
-                bb, bops = stream_bytes(bfile)
+                bb, bops, bsram = stream_bytes(bfile)
                 bmid = sorted(range(len(before_t)), key=before_t.__getitem__)[len(before_t) // 2]
                 before = {"before_s": statistics.median(before_t),
                           "before_cpu": statistics.median(before_c),
@@ -171,7 +175,8 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
                          "ours_cpu": statistics.median(ours_c),
                          "stages": with_outside(stages(ours_err[mid]), ours_t[mid]),
                          "vela_bytes": vb, "vela_ops": vops, "ours_bytes": ob, "ours_ops": oops,
-                         "before_bytes": bb, "before_ops": bops, **before})
+                         "before_bytes": bb, "before_ops": bops, "vela_sram": vsram,
+                         "ours_sram": osram, "before_sram": bsram, **before})
     return rows
 
 
@@ -183,9 +188,10 @@ def table(rows: list[dict]) -> str:
     before = any(r.get("before_bytes") is not None for r in rows)
     head = (f"{'model':<22} {'optimise':<11} {'Vela s':>7} {'ours s':>7} {'x':>6} "
             f"{'Vela cpu':>8} {'ours cpu':>8} {'x':>6} "
-            f"{'stream B Vela':>13} {'ops':>4} {'B/op':>6} {'stream B ours':>13} {'ops':>5} "
-            f"{'B/op':>6}" + (f" {'stream B before':>15} {'ops':>5} {'B/op':>6}" if before
-                              else ""))
+            f"{'stream B Vela':>13} {'ops':>4} {'B/op':>6} {'SRAM':>8} "
+            f"{'stream B ours':>13} {'ops':>5} {'B/op':>6} {'SRAM':>8}"
+            + (f" {'stream B before':>15} {'ops':>5} {'B/op':>6} {'SRAM':>8}" if before
+               else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
         line = (f"{r['model']:<22} {r['optimise']:<11} {r['vela_s']:>7.2f} "
@@ -193,12 +199,13 @@ def table(rows: list[dict]) -> str:
                 f"{r['vela_cpu']:>8.2f} {r['ours_cpu']:>8.2f} "
                 f"{r['ours_cpu'] / max(r['vela_cpu'], 1e-9):>6.1f} "
                 f"{r['vela_bytes']:>13,} {r['vela_ops']:>4} "
-                f"{_per(r['vela_bytes'], r['vela_ops'])} {r['ours_bytes']:>13,} "
-                f"{r['ours_ops']:>5} {_per(r['ours_bytes'], r['ours_ops'])}")
+                f"{_per(r['vela_bytes'], r['vela_ops'])} {r['vela_sram']:>8,} "
+                f"{r['ours_bytes']:>13,} {r['ours_ops']:>5} "
+                f"{_per(r['ours_bytes'], r['ours_ops'])} {r['ours_sram']:>8,}")
         if before:
-            bb, bops = r.get("before_bytes"), r.get("before_ops")
-            line += (f" {bb:>15,} {bops:>5} {_per(bb, bops)}" if bb is not None
-                     else f" {'-':>15} {'-':>5} {'-':>6}")
+            bb, bops, bsram = r.get("before_bytes"), r.get("before_ops"), r.get("before_sram")
+            line += (f" {bb:>15,} {bops:>5} {_per(bb, bops)} {bsram:>8,}" if bb is not None
+                     else f" {'-':>15} {'-':>5} {'-':>6} {'-':>8}")
         lines.append(line)
     if any("before_s" in r for r in rows):
         lines.append("")
