@@ -52,6 +52,10 @@ CASCADE_IFM2_BYTES = 64
 #: ... and the precisions, block boundaries and zero points, where an elementwise
 #: operation and a convolution or pooling follow each other.
 CASCADE_KIND_BYTES = 24
+#: An operation after another Part's, in a cascade, where its Part is cut into stripes
+#: along the width: the tile registers of its boxes in their rings (the bases of the tiles
+#: past a ring's last column, their heights and widths), which differ between the Parts.
+CASCADE_WIDTH_TILE_BYTES = 16
 #: A staged Part's operation after its previous slice: its weight and scale streams'
 #: addresses (their lengths mostly the same).
 SLICE_WEIGHT_BYTES = 20
@@ -89,7 +93,7 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
         return NO_STREAM
     by_name = {p.name: p for p in graph.parts}
     staged = staged_part(plan, by_name)
-    runs = []       # (Part, steps, operations) of each Part that emits any
+    runs = []       # (Part, steps, operations, cut along the width) of each Part that emits any
     for ps in plan.part_schedules:
         part = by_name[ps.part]
         slices = _slices(part) if part.name == staged else 1
@@ -101,9 +105,9 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
             steps += n * (per_step > 0)
             part_ops += n * per_step * slices
         if part_ops:
-            runs.append((part, steps, part_ops))
+            runs.append((part, steps, part_ops, _width_striped(ps.stripe)))
     ops = repeats = dmas = nbytes = 0
-    for k, (part, steps, part_ops) in enumerate(runs):
+    for k, (part, steps, part_ops, width_striped) in enumerate(runs):
         # within a step its operations (slices, a multi-operation lowering) follow each
         # other; its steps follow each other only where it runs alone
         rep = part_ops - 1 if len(runs) == 1 else part_ops - steps
@@ -111,7 +115,8 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
         ops += part_ops
         repeats += rep
         nbytes += FIRST_OPERATION_BYTES + REPEAT_OPERATION_BYTES * rep + \
-            cascaded * _cascade_bytes(runs[k - 1][0], part)
+            cascaded * (_cascade_bytes(runs[k - 1][0], part) +
+                        CASCADE_WIDTH_TILE_BYTES * width_striped)
         if part.name == staged:
             dmas += part_ops
             nbytes += SLICE_WEIGHT_BYTES * rep
@@ -137,6 +142,11 @@ def _cascade_bytes(before: Part, part: Part) -> int:
     if (before.kind == Op.ELEMENTWISE) != (part.kind == Op.ELEMENTWISE):
         nbytes += CASCADE_KIND_BYTES
     return nbytes
+
+
+def _width_striped(stripe) -> bool:
+    """Whether a Part's stripes cut its NHWC output along the width."""
+    return len(stripe.shape) == 4 and stripe.stripes[2] > 1
 
 
 def _kernel(part: Part) -> tuple:
