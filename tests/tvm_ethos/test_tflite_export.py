@@ -18,7 +18,6 @@ from graph_builder import Graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli_compile import call
-from test_npu_runtime_stream import NO_STREAM
 from test_ops import CASES
 
 import tvm_ethos
@@ -206,15 +205,11 @@ def test_inputs_and_outputs_keep_the_source_order(tmp_path):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_operator_case_exports_bit_exact_or_is_refused(case):
+def test_every_operator_case_exports_bit_exact(case):
     model = CASES[case](np.random.RandomState(zlib.crc32(case.encode())))
     cm = _compile(model, "ethos-u65-256")
     from tvm_ethos.backends.ethos_u.tflite_export import export_tflite_bytes
 
-    if case in NO_STREAM:
-        with pytest.raises(UnsupportedModelError, match=f"no command stream.*{NO_STREAM[case]}"):
-            export_tflite_bytes(cm, model)
-        return
     data = export_tflite_bytes(cm, model)
     xs = random_inputs(model, np.random.RandomState(1))
     got, _ = run_vela_model(data, xs, "ethos-u65-256")
