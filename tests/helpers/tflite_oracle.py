@@ -206,3 +206,21 @@ def inputs_for(specs, rs) -> list[np.ndarray]:
         info = np.iinfo(s.dtype)
         out.append(rs.randint(info.min, info.max + 1, size=s.shape).astype(s.dtype))
     return out
+
+
+def compiled_matches(data: bytes, target: str = "ethos-u", seed: int = 0, runs: int = 2,
+                     reference=tflm_oracle):
+    """``tvm_ethos.compile(data, target)``, its outputs on ``runs`` random inputs (seeded)
+    each equal to ``reference``'s on the source model (TFLite Micro's unless told), and the
+    compiled model returned for the caller's placement checks."""
+    import tvm_ethos  # the oracle helpers above serve TVM-free tests too
+
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    rs = np.random.RandomState(seed)
+    for _ in range(runs):
+        xs = inputs_for(cm.inputs, rs)
+        got, want = cm.run(*xs), reference(data, xs)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert np.array_equal(g.reshape(w.shape), w), (g.ravel()[:8], w.ravel()[:8])
+    return cm

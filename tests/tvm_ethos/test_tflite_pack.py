@@ -3,7 +3,6 @@ concatenated, UNPACK as one slice per output, both on the Ethos-U as copies (CON
 and SPLIT's), the compiled file's outputs equal to TFLite Micro's on the source."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import tflite_builder as tb
 from hypothesis import assume, given, settings
@@ -11,7 +10,7 @@ from hypothesis import strategies as st
 from operator_models import _opts
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
+from tests.helpers.tflite_oracle import compiled_matches
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -43,15 +42,7 @@ def unpack_model(shape, axis: int, q=(0.05, 3)) -> bytes:
 
 def _check(data: bytes, target: str = "ethos-u", seed: int = 0):
     """The compiled model's outputs on two random inputs, equal to TFLite Micro's."""
-    cm = tvm_ethos.compile(data, target, cache_dir=False)
-    rs = np.random.RandomState(seed)
-    for _ in range(2):
-        xs = inputs_for(cm.inputs, rs)
-        got, want = cm.run(*xs), tflm_oracle(data, xs)
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            assert np.array_equal(g.reshape(w.shape), w), (g.ravel()[:8], w.ravel()[:8])
-    return cm
+    return compiled_matches(data, target, seed)
 
 
 _q = st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127))
