@@ -10,6 +10,7 @@ import tflite
 import tflite_builder as tb
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_stream_movement import strided_slice_model
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import tflm_oracle, tflm_random_inputs
@@ -25,23 +26,6 @@ quantization = st.tuples(st.sampled_from([0.004, 0.05, 0.37]), st.integers(-128,
 
 def _i32(values) -> tb.T:
     return tb.T([len(values)], "int32", data=np.array(values, np.int32))
-
-
-def strided_slice(in_shape, begin, end, strides, shrink=0, q=(0.05, 3)) -> bytes:
-    """STRIDED_SLICE of every ``strides``-th element of ``[begin, end)``, axes in ``shrink``
-    (a mask) dropped."""
-    box = [range(*slice(b, e, s).indices(d)) for b, e, s, d in
-           zip(begin, end, strides, in_shape)]
-    out = [len(r) for i, r in enumerate(box) if not shrink >> i & 1]
-    x, y = (tb.T(list(s), "int8", scale=q[0], zp=q[1]) for s in (in_shape, out))
-
-    def opts(b):
-        tflite.StridedSliceOptionsStart(b)
-        tflite.StridedSliceOptionsAddShrinkAxisMask(b, shrink)
-        return tflite.StridedSliceOptionsEnd(b)
-
-    op = (tb.BO.STRIDED_SLICE, tb.BOPT.StridedSliceOptions, opts, [0, 1, 2, 3], [4])
-    return tb.serialize([x, _i32(begin), _i32(end), _i32(strides), y], [op], [0], [4])
 
 
 def slice_(in_shape, begin, size, q=(0.05, 3)) -> bytes:
@@ -208,7 +192,7 @@ def test_strided_slice_over_height_and_width_is_a_strided_read(shape, strides, d
     c0 = data.draw(st.integers(0, c - 1))
     begin.append(c0)
     end.append(data.draw(st.integers(c0 + 1, c)))
-    model = strided_slice((1, h, w, c), begin, end, [1, *strides, 1], q=q)
+    model = strided_slice_model((1, h, w, c), begin, end, [1, *strides, 1], q=q)
     assert [k for k, _ in operator_kinds(model)] == ["STRIDED_SLICE"]
     _on_the_npu(model, accelerator)
     _streamed(model, accelerator)
@@ -233,7 +217,7 @@ def test_strided_slice_between_convolutions_cascades_in_one_ethos_u_operator(
 def test_strided_slice_over_depth_stays_a_tflite_operator_and_says_why():
     """The NPU reads depth densely: a stride over channels stays a TFLite operator (TFLite
     Micro runs it); the partition says why (for a host that compiles it, the host runs it)."""
-    model = strided_slice((1, 3, 4, 8), [0, 0, 0, 0], [1, 3, 4, 8], [1, 1, 1, 2])
+    model = strided_slice_model((1, 3, 4, 8), [0, 0, 0, 0], [1, 3, 4, 8], [1, 1, 1, 2])
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
