@@ -114,6 +114,7 @@ class Op(StrEnum):
     ELU = "elu"
     HARD_SWISH = "hard_swish"
     RSQRT = "rsqrt"
+    EXP = "exp"
     SOFTMAX = "softmax"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
@@ -179,6 +180,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.PRELU: OpInfo("PRELU", vela="Prelu"),
     Op.ELU: OpInfo("ELU", lut=True, vela="Elu"),
     Op.RSQRT: OpInfo("RSQRT", _B.ELEMENTWISE, lut=True, vela="Rsqrt"),
+    Op.EXP: OpInfo("EXP", _B.ELEMENTWISE, lut=True, vela="Exp"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

@@ -946,6 +946,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "LEAKY_RELU": _unary("leaky_relu"),
     "HARD_SWISH": _unary("hard_swish"),
     "RSQRT": _unary("rsqrt"),
+    "EXP": _unary("exp"),
     "QUANTIZE": _quantize,
     "SLICE": _slice,
     "STRIDED_SLICE": _strided_slice,

@@ -380,6 +380,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _prelu_variants()
         + _elu_variants()
         + _unary_qdq_variants(Op.RSQRT, "relax.rsqrt")
+        + _unary_qdq_variants(Op.EXP, "relax.exp")
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -598,6 +599,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind == Op.RSQRT and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"RSQRT from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
                         "TFLite Micro's int8 one (compute.rsqrt)")
+    elif kind == Op.EXP and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
+        problems.append(f"EXP from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
+                        "TFLite's int8 table (compute.quant.exp_lut)")
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:

@@ -126,16 +126,18 @@ def round_half_away_f32(v) -> np.float32:
 def _float_lut(dtype: str, in_q: tuple, out_q: tuple, transform) -> np.ndarray:
     """TFLite's 8-bit ``PopulateLookupTable`` / ``LUTPopulate``: for every input code ``v``,
     ``clamp(int(round(transform(s_in * (v - zp_in)) * (1 / s_out)) + zp_out))``, all in float32.
-    Entry ``v - min(dtype)``."""
+    Entry ``v - min(dtype)``. A transform past float32's range (EXP of a large input) is
+    infinite and saturates at the type's largest code, as LiteRT's kernel does."""
     lo, hi = dtype_range(dtype)
     s_in, z_in = np.float32(in_q[0]), int(in_q[1])
     inv = np.float32(1) / np.float32(out_q[0])
     z_out = np.float32(int(out_q[1]))
     out = np.empty(hi - lo + 1, dtype=np.int64)
-    for v in range(lo, hi + 1):
-        t = np.float32(transform(np.float32(s_in * np.float32(v - z_in))))
-        q = int(np.float32(round_half_away_f32(np.float32(t * inv)) + z_out))
-        out[v - lo] = min(hi, max(lo, q))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for v in range(lo, hi + 1):
+            t = np.float32(transform(np.float32(s_in * np.float32(v - z_in))))
+            q = np.float32(round_half_away_f32(np.float32(t * inv)) + z_out)
+            out[v - lo] = int(min(np.float32(hi), max(np.float32(lo), q)))
     return out.astype(dtype)
 
 
@@ -155,6 +157,12 @@ def elu_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
     one = np.float32(1)
     return _float_lut(dtype, in_q, out_q,
                       lambda x: np.float32(libm_f32("expf", x) - one) if x < 0 else x)
+
+
+def exp_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
+    """EXP: ``expf(x)`` tabulated (TFLite's EXP prepare; TFLite Micro's EXP is float only, so
+    LiteRT's reference kernel defines the int8 result)."""
+    return _float_lut(dtype, in_q, out_q, lambda x: libm_f32("expf", x))
 
 
 def leaky_relu_lut(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:

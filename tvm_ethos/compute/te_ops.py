@@ -26,6 +26,7 @@ from tvm_ethos.compute.quant import (
     INT32_MIN,
     dtype_range,
     elu_lut,
+    exp_lut,
     f32,
     leaky_relu_lut,
     logistic_lut,
@@ -1154,6 +1155,8 @@ def _lut_of(op) -> np.ndarray:
         return elu_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.RSQRT:
         return rsqrt_lut(dtype, op.in_q[0], op.out_q)
+    if op.kind == Op.EXP:
+        return exp_lut(dtype, op.in_q[0], op.out_q)
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
@@ -1357,6 +1360,7 @@ LOWERINGS = {
     Op.PRELU: lower_prelu,
     Op.ELU: lower_lut,
     Op.RSQRT: lower_lut,
+    Op.EXP: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

@@ -406,6 +406,7 @@ CHECKS = {
     Op.PRELU: _none,
     Op.ELU: _none,
     Op.RSQRT: _none,
+    Op.EXP: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

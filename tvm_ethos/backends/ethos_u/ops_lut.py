@@ -37,13 +37,20 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.compute import int16_activation, leaky_relu
 from tvm_ethos.compute.hard_swish import hard_swish_lut
-from tvm_ethos.compute.quant import elu_lut, f32, logistic_lut, quantize_multiplier, tanh_lut
+from tvm_ethos.compute.quant import (
+    elu_lut,
+    exp_lut,
+    f32,
+    logistic_lut,
+    quantize_multiplier,
+    tanh_lut,
+)
 from tvm_ethos.compute.rsqrt import rsqrt_lut
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table
-LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU, Op.RSQRT)
+LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU, Op.RSQRT, Op.EXP)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: int16 operators the output unit computes itself (its tanh / sigmoid activation is TFLite's
 #: int16 algorithm; Vela's generator scales the input to it as TFLite's prepare does)
@@ -74,6 +81,8 @@ def table(q) -> np.ndarray:
         values = elu_lut("int8", in_q, out_q)
     elif q.kind == Op.RSQRT:
         values = rsqrt_lut("int8", in_q, out_q)
+    elif q.kind == Op.EXP:
+        values = exp_lut("int8", in_q, out_q)
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
     return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)
