@@ -115,6 +115,7 @@ class Op(StrEnum):
     HARD_SWISH = "hard_swish"
     RSQRT = "rsqrt"
     EXP = "exp"
+    GELU = "gelu"
     SOFTMAX = "softmax"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
@@ -181,6 +182,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.ELU: OpInfo("ELU", lut=True, vela="Elu"),
     Op.RSQRT: OpInfo("RSQRT", _B.ELEMENTWISE, lut=True, vela="Rsqrt"),
     Op.EXP: OpInfo("EXP", _B.ELEMENTWISE, lut=True, vela="Exp"),
+    Op.GELU: OpInfo("GELU", lut=True, vela="Gelu"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

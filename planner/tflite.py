@@ -947,6 +947,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "HARD_SWISH": _unary("hard_swish"),
     "RSQRT": _unary("rsqrt"),
     "EXP": _unary("exp"),
+    "GELU": _unary("gelu"),
     "QUANTIZE": _quantize,
     "SLICE": _slice,
     "STRIDED_SLICE": _strided_slice,

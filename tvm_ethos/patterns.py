@@ -381,6 +381,8 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _elu_variants()
         + _unary_qdq_variants(Op.RSQRT, "relax.rsqrt")
         + _unary_qdq_variants(Op.EXP, "relax.exp")
+        + _unary_qdq_variants(Op.GELU, "relax.nn.gelu")
+        + _unary_qdq_variants(Op.GELU, "relax.nn.gelu_tanh")
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -602,6 +604,11 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind == Op.EXP and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"EXP from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
                         "TFLite's int8 table (compute.quant.exp_lut)")
+    elif kind == Op.GELU:
+        op.attrs["approximate"] = core.op.name == "relax.nn.gelu_tanh"
+        if (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
+            problems.append(f"GELU from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel "
+                            "is TFLite's int8 table (compute.quant.gelu_lut)")
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:

@@ -52,7 +52,7 @@ from tvm_ethos.patterns import NEAREST_MODES
 DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE",
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
-                               "MIRROR_PAD", "PRELU", "ELU",
+                               "MIRROR_PAD", "PRELU", "ELU", "GELU",
                                "REVERSE_V2", "TILE"})
 
 
@@ -420,6 +420,25 @@ class EthosOperatorConverter(OperatorConverter):
                               relax.op.nn.relu(relax.op.subtract(one, relax.op.exp(dq)))),
             relax.op.nn.relu(dq))
         return self.quantize(core, out)
+
+    # ------------------------------------------------------------------ GELU
+    def convert_gelu(self, op):
+        """TVM's float GELU (``gelu``, or ``gelu_tanh`` for the approximate form) on the
+        dequantized input, quantized to the output; the patterns read it as TFLite's table
+        (``compute.quant.gelu_lut``)."""
+        from tflite.GeluOptions import GeluOptions
+
+        (x,) = self.get_input_tensors(op)
+        if x.qnn_params is None:
+            return super().convert_gelu(op)
+        (out,) = self.get_output_tensors(op)
+        opts, table = GeluOptions(), op.BuiltinOptions()
+        if table is not None:
+            opts.Init(table.Bytes, table.Pos)
+        approximate = table is not None and opts.Approximate()
+        gelu = relax.op.nn.gelu_tanh if approximate else relax.op.nn.gelu
+        dq = self.bb.emit(self.dequantize(self.get_expr(x.tensor_idx), x))
+        return self.quantize(gelu(dq), out)
 
     # ------------------------------------------------------------------ REVERSE_V2
     def convert_reverse_v2(self, op):

@@ -83,7 +83,8 @@ CONV, DEPTHWISE, POOLING, REDUCE_SUM, ELEMENTWISE = "conv", "depthwise", "poolin
 MAC_OPS = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 
 _RELU_FAMILY = ("relu", "relu6", "relu_n1_to_1", "relu0_to_1", "clip")
-LUT_ACTIVATIONS = ("sigmoid", "tanh", "leaky_relu", "hard_swish", "rsqrt", "lut", "exp", "log")
+LUT_ACTIVATIONS = ("sigmoid", "tanh", "leaky_relu", "hard_swish", "rsqrt", "lut", "exp", "log",
+                   "gelu")
 
 
 class BlockPolicy(str, Enum):

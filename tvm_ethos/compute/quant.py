@@ -165,6 +165,29 @@ def exp_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
     return _float_lut(dtype, in_q, out_q, lambda x: libm_f32("expf", x))
 
 
+#: TFLite's ``kSqrt2dPi``: sqrt(2 / pi) as a float32 constant (its tanh GELU)
+_SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
+_HALF, _GELU_CUBIC = np.float32(0.5), np.float32(0.044715)
+
+
+def gelu_transform(x, approximate: bool = False) -> np.float32:
+    """TFLite's ``GeluTransform`` on one float32 value: ``0.5f * x * (1 + erf(x * M_SQRT1_2))``
+    with ``M_SQRT1_2`` a double, so erf and the product are double and only the result float32;
+    ``approximate``: ``GeluTransformApproximate``, float32 throughout with the C library's
+    ``tanhf``."""
+    x = np.float32(x)
+    if not approximate:
+        return np.float32(float(_HALF * x) * (1.0 + math.erf(float(x) * math.sqrt(0.5))))
+    inner = np.float32(_SQRT_2_OVER_PI * np.float32(x + np.float32(_GELU_CUBIC * x * x * x)))
+    return np.float32(_HALF * x * np.float32(np.float32(1) + libm_f32("tanhf", inner)))
+
+
+def gelu_lut(dtype: str, in_q: tuple, out_q: tuple, approximate: bool = False) -> np.ndarray:
+    """GELU tabulated (TFLite's GeluPrepare; TFLite Micro has no GELU kernel, so LiteRT's
+    reference kernel defines the int8 result)."""
+    return _float_lut(dtype, in_q, out_q, lambda x: gelu_transform(x, approximate))
+
+
 def leaky_relu_lut(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
     """LEAKY_RELU (``QuantizeLeakyRelu``) for every input code: the identity or the alpha
     multiplier, each a Q31 multiplier of a float32 ratio (``LeakyReluPrepare`` multiplies and

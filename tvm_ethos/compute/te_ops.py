@@ -28,6 +28,7 @@ from tvm_ethos.compute.quant import (
     elu_lut,
     exp_lut,
     f32,
+    gelu_lut,
     leaky_relu_lut,
     logistic_lut,
     prelu_multipliers,
@@ -1157,6 +1158,8 @@ def _lut_of(op) -> np.ndarray:
         return rsqrt_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.EXP:
         return exp_lut(dtype, op.in_q[0], op.out_q)
+    if op.kind == Op.GELU:
+        return gelu_lut(dtype, op.in_q[0], op.out_q, op.attrs["approximate"])
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
@@ -1361,6 +1364,7 @@ LOWERINGS = {
     Op.ELU: lower_lut,
     Op.RSQRT: lower_lut,
     Op.EXP: lower_lut,
+    Op.GELU: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

@@ -407,6 +407,7 @@ CHECKS = {
     Op.ELU: _none,
     Op.RSQRT: _none,
     Op.EXP: _none,
+    Op.GELU: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

@@ -323,6 +323,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
                             work_bytes=ops_prelu.prelu_work_bytes),
     Op.RSQRT: _TABLE,
     Op.EXP: _TABLE,
+    Op.GELU: _TABLE,
     Op.REQUANTIZE: _TABLE,
     Op.SOFTMAX: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_softmax,
                               work_bytes=npu_softmax.work_bytes),

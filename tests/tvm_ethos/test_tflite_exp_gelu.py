@@ -1,0 +1,134 @@
+"""TFLite's int8 EXP and GELU on the Ethos-U: TFLite's own float32 tables
+(``compute.quant.exp_lut``: ``expf`` of each dequantized code; ``compute.quant.gelu_lut``: its
+erf form in double or its tanh form in float32), rounded half away from zero, that the llvm
+host and the TIR emulator gather from and the NPU looks up in one LUT pool, as Vela 5.2 does.
+TFLite Micro's EXP is float only and it has no GELU, so LiteRT's reference kernel (BUILTIN_REF)
+is the oracle: each table must equal it on every int8 code, for any scales and zero points.
+TVM's converter refuses a quantized GELU; ours writes TVM's float GELU between a dequantize and
+a quantize, which the patterns read back as the table."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tflite_builder as tb
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from operator_models import _opts
+
+import tvm_ethos
+from planner.perf.ethos_u import lower_part
+from planner.tflite import load_tflite
+from tests.helpers.tflite_oracle import oracle
+from tvm_ethos.compute.quant import exp_lut, gelu_lut
+
+pytest.importorskip("ethosu.vela")
+
+ACCELERATORS = ["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]
+scales = st.floats(1e-3, 1.0).map(lambda v: float(np.float32(v)))
+zero_points = st.integers(-128, 127)
+EVERY_CODE = np.arange(-128, 128, dtype=np.int8)
+
+
+def exp_model(in_q, out_q, shape=(1, 256), dtype="int8") -> bytes:
+    x = tb.T(list(shape), dtype, scale=in_q[0], zp=in_q[1])
+    y = tb.T(list(shape), dtype, scale=out_q[0], zp=out_q[1])
+    return tb.serialize([x, y], [(tb.BO.EXP, 0, None, [0], [1])], [0], [1])
+
+
+def gelu_model(in_q, out_q, approximate: bool, shape=(1, 256), dtype="int8") -> bytes:
+    x = tb.T(list(shape), dtype, scale=in_q[0], zp=in_q[1])
+    y = tb.T(list(shape), dtype, scale=out_q[0], zp=out_q[1])
+    otype, ofn = _opts("GeluOptions", Approximate=approximate)
+    return tb.serialize([x, y], [(tb.BO.GELU, otype, ofn, [0], [1])], [0], [1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points))
+@example(in_q=(0.05, 3), out_q=(0.05, -128))     # the operator table's model
+@example(in_q=(1.0, -128), out_q=(0.001, 127))   # nearly every code saturates
+@example(in_q=(0.001, 0), out_q=(0.001, -128))   # exp close to 1 everywhere
+def test_the_table_is_litert_reference_kernel_on_every_code(in_q, out_q):
+    want = oracle(exp_model(in_q, out_q), [EVERY_CODE.reshape(1, 256)])[0].ravel()
+    np.testing.assert_array_equal(exp_lut("int8", in_q, out_q), want)
+
+
+@settings(max_examples=4, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
+       accelerator=st.sampled_from(ACCELERATORS))
+@example(in_q=(0.05, 3), out_q=(0.05, -128), accelerator="ethos-u55-128")
+def test_the_npu_runs_exp_as_one_lut_equal_to_litert(in_q, out_q, accelerator):
+    model = exp_model(in_q, out_q, shape=(1, 4, 8, 8))
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_llvm_host_gathers_from_the_same_table():
+    model = exp_model((0.02, -20), (0.03, 5), shape=(1, 4, 8, 8))
+    cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
+    assert set(cm.partition_summary) == {"llvm"}, cm.partition_summary
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_an_int16_exp_stays_off_the_npu():
+    """The exact table is TFLite's 8-bit one; an int16 EXP is not given to the NPU."""
+    cm = tvm_ethos.compile(exp_model((0.001, 0), (0.002, 0), shape=(1, 4, 8, 8),
+                                     dtype="int16"), "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on != "ethos-u"
+
+
+def test_the_planner_reads_exp_as_a_lut_part():
+    graph = load_tflite(exp_model((0.05, 3), (0.05, -128), shape=(1, 4, 8, 8)))
+    (part,) = graph.parts
+    assert (part.kind, part.attr("op")) == ("unary", "exp")
+    (npu,) = lower_part(part, part.output.shape)
+    assert npu.lut_bytes == 256, npu
+
+
+# --------------------------------------------------------------------------- GELU
+@settings(max_examples=60, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
+       approximate=st.booleans())
+@example(in_q=(0.05, 3), out_q=(0.04, -2), approximate=False)   # the operator table's model
+@example(in_q=(1.0, 0), out_q=(0.001, 0), approximate=True)     # both ends saturate
+def test_the_gelu_table_is_litert_reference_kernel_on_every_code(in_q, out_q, approximate):
+    want = oracle(gelu_model(in_q, out_q, approximate), [EVERY_CODE.reshape(1, 256)])[0]
+    np.testing.assert_array_equal(gelu_lut("int8", in_q, out_q, approximate), want.ravel())
+
+
+@settings(max_examples=4, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
+       approximate=st.booleans(), accelerator=st.sampled_from(ACCELERATORS))
+@example(in_q=(0.05, 3), out_q=(0.04, -2), approximate=True, accelerator="ethos-u65-256")
+def test_the_npu_runs_gelu_as_one_lut_equal_to_litert(in_q, out_q, approximate, accelerator):
+    model = gelu_model(in_q, out_q, approximate, shape=(1, 4, 8, 8))
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+def test_the_llvm_host_gathers_from_the_gelu_table(approximate):
+    model = gelu_model((0.03, -10), (0.02, -60), approximate, shape=(1, 4, 8, 8))
+    cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
+    assert set(cm.partition_summary) == {"llvm"}, cm.partition_summary
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_planner_reads_gelu_as_a_lut_part():
+    graph = load_tflite(gelu_model((0.05, 3), (0.04, -2), False, shape=(1, 4, 8, 8)))
+    (part,) = graph.parts
+    assert (part.kind, part.attr("op")) == ("unary", "gelu")
+    (npu,) = lower_part(part, part.output.shape)
+    assert npu.lut_bytes == 256, npu
