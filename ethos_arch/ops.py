@@ -116,6 +116,7 @@ class Op(StrEnum):
     RSQRT = "rsqrt"
     EXP = "exp"
     GELU = "gelu"
+    LOG = "log"
     SOFTMAX = "softmax"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
@@ -183,6 +184,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.RSQRT: OpInfo("RSQRT", _B.ELEMENTWISE, lut=True, vela="Rsqrt"),
     Op.EXP: OpInfo("EXP", _B.ELEMENTWISE, lut=True, vela="Exp"),
     Op.GELU: OpInfo("GELU", lut=True, vela="Gelu"),
+    Op.LOG: OpInfo("LOG", lut=True, vela="Log"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

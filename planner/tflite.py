@@ -948,6 +948,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "RSQRT": _unary("rsqrt"),
     "EXP": _unary("exp"),
     "GELU": _unary("gelu"),
+    "LOG": _unary("log"),
     "QUANTIZE": _quantize,
     "SLICE": _slice,
     "STRIDED_SLICE": _strided_slice,

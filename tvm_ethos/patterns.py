@@ -383,6 +383,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.EXP, "relax.exp")
         + _unary_qdq_variants(Op.GELU, "relax.nn.gelu")
         + _unary_qdq_variants(Op.GELU, "relax.nn.gelu_tanh")
+        + _unary_qdq_variants(Op.LOG, "relax.log")
         + _unary_qdq_variants(Op.RESIZE_BILINEAR, "relax.image.resize2d", extra_args=1)
         + _unary_qdq_variants(Op.PAD, "relax.nn.pad")
         + _relu_variants()
@@ -601,9 +602,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind == Op.RSQRT and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"RSQRT from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
                         "TFLite Micro's int8 one (compute.rsqrt)")
-    elif kind == Op.EXP and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
-        problems.append(f"EXP from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
-                        "TFLite's int8 table (compute.quant.exp_lut)")
+    elif kind in (Op.EXP, Op.LOG) and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
+        problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the exact "
+                        f"kernel is TFLite's int8 table (compute.quant.{kind.value}_lut)")
     elif kind == Op.GELU:
         op.attrs["approximate"] = core.op.name == "relax.nn.gelu_tanh"
         if (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):

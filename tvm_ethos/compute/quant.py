@@ -165,6 +165,14 @@ def exp_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
     return _float_lut(dtype, in_q, out_q, lambda x: libm_f32("expf", x))
 
 
+def log_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
+    """LOG: ``logf(x)`` tabulated (TFLite's LOG prepare; TFLite Micro's LOG is float only, so
+    LiteRT's reference kernel defines the int8 result). A code at or below the input zero point
+    (no logarithm) is the lowest code, as LiteRT's table has it."""
+    return _float_lut(dtype, in_q, out_q,
+                      lambda x: libm_f32("logf", x) if x > 0 else np.float32(-np.inf))
+
+
 #: TFLite's ``kSqrt2dPi``: sqrt(2 / pi) as a float32 constant (its tanh GELU)
 _SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
 _HALF, _GELU_CUBIC = np.float32(0.5), np.float32(0.044715)

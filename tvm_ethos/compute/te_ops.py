@@ -30,6 +30,7 @@ from tvm_ethos.compute.quant import (
     f32,
     gelu_lut,
     leaky_relu_lut,
+    log_lut,
     logistic_lut,
     prelu_multipliers,
     quantize_multiplier,
@@ -1160,6 +1161,8 @@ def _lut_of(op) -> np.ndarray:
         return exp_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.GELU:
         return gelu_lut(dtype, op.in_q[0], op.out_q, op.attrs["approximate"])
+    if op.kind == Op.LOG:
+        return log_lut(dtype, op.in_q[0], op.out_q)
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
@@ -1365,6 +1368,7 @@ LOWERINGS = {
     Op.RSQRT: lower_lut,
     Op.EXP: lower_lut,
     Op.GELU: lower_lut,
+    Op.LOG: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

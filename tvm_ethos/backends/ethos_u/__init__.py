@@ -408,6 +408,7 @@ CHECKS = {
     Op.RSQRT: _none,
     Op.EXP: _none,
     Op.GELU: _none,
+    Op.LOG: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

@@ -42,6 +42,7 @@ from tvm_ethos.compute.quant import (
     exp_lut,
     f32,
     gelu_lut,
+    log_lut,
     logistic_lut,
     quantize_multiplier,
     tanh_lut,
@@ -52,7 +53,7 @@ from tvm_ethos.compute.rsqrt import rsqrt_lut
 SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table
 LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU, Op.RSQRT, Op.EXP,
-             Op.GELU)
+             Op.GELU, Op.LOG)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: int16 operators the output unit computes itself (its tanh / sigmoid activation is TFLite's
 #: int16 algorithm; Vela's generator scales the input to it as TFLite's prepare does)
@@ -87,6 +88,8 @@ def table(q) -> np.ndarray:
         values = exp_lut("int8", in_q, out_q)
     elif q.kind == Op.GELU:
         values = gelu_lut("int8", in_q, out_q, q.attrs["approximate"])
+    elif q.kind == Op.LOG:
+        values = log_lut("int8", in_q, out_q)
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
     return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)

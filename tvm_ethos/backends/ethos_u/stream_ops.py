@@ -324,6 +324,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.RSQRT: _TABLE,
     Op.EXP: _TABLE,
     Op.GELU: _TABLE,
+    Op.LOG: _TABLE,
     Op.REQUANTIZE: _TABLE,
     Op.SOFTMAX: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_softmax,
                               work_bytes=npu_softmax.work_bytes),

@@ -1,9 +1,10 @@
-"""TFLite's int8 EXP and GELU on the Ethos-U: TFLite's own float32 tables
+"""TFLite's int8 EXP, GELU and LOG on the Ethos-U: TFLite's own float32 tables
 (``compute.quant.exp_lut``: ``expf`` of each dequantized code; ``compute.quant.gelu_lut``: its
-erf form in double or its tanh form in float32), rounded half away from zero, that the llvm
-host and the TIR emulator gather from and the NPU looks up in one LUT pool, as Vela 5.2 does.
-TFLite Micro's EXP is float only and it has no GELU, so LiteRT's reference kernel (BUILTIN_REF)
-is the oracle: each table must equal it on every int8 code, for any scales and zero points.
+erf form in double or its tanh form in float32; ``compute.quant.log_lut``: ``logf``, the lowest
+code where there is no logarithm), rounded half away from zero, that the llvm host and the TIR
+emulator gather from and the NPU looks up in one LUT pool, as Vela 5.2 does. TFLite Micro's EXP
+and LOG are float only and it has no GELU, so LiteRT's reference kernel (BUILTIN_REF) is the
+oracle: each table must equal it on every int8 code, for any scales and zero points.
 TVM's converter refuses a quantized GELU; ours writes TVM's float GELU between a dequantize and
 a quantize, which the patterns read back as the table."""
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tvm_ethos
 from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import oracle
-from tvm_ethos.compute.quant import exp_lut, gelu_lut
+from tvm_ethos.compute.quant import exp_lut, gelu_lut, log_lut
 
 pytest.importorskip("ethosu.vela")
 
@@ -33,6 +34,12 @@ def exp_model(in_q, out_q, shape=(1, 256), dtype="int8") -> bytes:
     x = tb.T(list(shape), dtype, scale=in_q[0], zp=in_q[1])
     y = tb.T(list(shape), dtype, scale=out_q[0], zp=out_q[1])
     return tb.serialize([x, y], [(tb.BO.EXP, 0, None, [0], [1])], [0], [1])
+
+
+def log_model(in_q, out_q, shape=(1, 256)) -> bytes:
+    x = tb.T(list(shape), "int8", scale=in_q[0], zp=in_q[1])
+    y = tb.T(list(shape), "int8", scale=out_q[0], zp=out_q[1])
+    return tb.serialize([x, y], [(tb.BO.LOG, 0, None, [0], [1])], [0], [1])
 
 
 def gelu_model(in_q, out_q, approximate: bool, shape=(1, 256), dtype="int8") -> bytes:
@@ -130,5 +137,48 @@ def test_the_planner_reads_gelu_as_a_lut_part():
     graph = load_tflite(gelu_model((0.05, 3), (0.04, -2), False, shape=(1, 4, 8, 8)))
     (part,) = graph.parts
     assert (part.kind, part.attr("op")) == ("unary", "gelu")
+    (npu,) = lower_part(part, part.output.shape)
+    assert npu.lut_bytes == 256, npu
+
+
+# --------------------------------------------------------------------------- LOG
+@settings(max_examples=60, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points))
+@example(in_q=(0.05, -128), out_q=(0.04, 0))     # the operator table's model
+@example(in_q=(0.05, 127), out_q=(0.04, 0))      # no code above the zero point
+@example(in_q=(1.0, -128), out_q=(0.001, -128))  # large logarithms saturate
+def test_the_log_table_is_litert_reference_kernel_on_every_code(in_q, out_q):
+    """Every code, those at or below the input zero point (log of zero or less) too."""
+    want = oracle(log_model(in_q, out_q), [EVERY_CODE.reshape(1, 256)])[0].ravel()
+    np.testing.assert_array_equal(log_lut("int8", in_q, out_q), want)
+
+
+@settings(max_examples=4, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
+       accelerator=st.sampled_from(ACCELERATORS))
+@example(in_q=(0.05, -128), out_q=(0.04, 0), accelerator="ethos-u55-256")
+def test_the_npu_runs_log_as_one_lut_equal_to_litert(in_q, out_q, accelerator):
+    model = log_model(in_q, out_q, shape=(1, 4, 8, 8))
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_llvm_host_gathers_from_the_log_table():
+    model = log_model((0.02, -20), (0.03, 5), shape=(1, 4, 8, 8))
+    cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
+    assert set(cm.partition_summary) == {"llvm"}, cm.partition_summary
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_planner_reads_log_as_a_lut_part():
+    graph = load_tflite(log_model((0.05, -128), (0.04, 0), shape=(1, 4, 8, 8)))
+    (part,) = graph.parts
+    assert (part.kind, part.attr("op")) == ("unary", "log")
     (npu,) = lower_part(part, part.output.shape)
     assert npu.lut_bytes == 256, npu
