@@ -943,6 +943,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "RELU": _unary("relu"),
     "RELU6": _unary("relu6"),
     "RELU_N1_TO_1": _unary("relu_n1_to_1"),
+    "RELU_0_TO_1": _unary("relu0_to_1"),
     "LEAKY_RELU": _unary("leaky_relu"),
     "HARD_SWISH": _unary("hard_swish"),
     "RSQRT": _unary("rsqrt"),

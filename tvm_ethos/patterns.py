@@ -215,8 +215,9 @@ def _binary_variants():
 
 
 def _relu_variants():
-    """RELU (``relax.nn.relu``), RELU6 and RELU_N1_TO_1 (``relax.clip``) between a dequantize
-    and a quantize: a requantization whose clamp is the activation's (``read_qop``'s "act")."""
+    """RELU (``relax.nn.relu``), RELU6, RELU_N1_TO_1 and RELU_0_TO_1 (``relax.clip``) between a
+    dequantize and a quantize: a requantization whose clamp is the activation's (``read_qop``'s
+    "act")."""
     out = []
     for act, clip in itertools.product(("relax.nn.relu", "relax.clip"), (True, False)):
         ann = {}

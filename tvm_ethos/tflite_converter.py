@@ -53,6 +53,7 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "RESIZE_NEAREST_NEIGHBOR", "SQUEEZE", "EXPAND_DIMS", "SLICE",
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
                                "MIRROR_PAD", "PRELU", "ELU", "GELU",
+                               "RELU_0_TO_1",
                                "REVERSE_V2", "TILE"})
 
 

@@ -213,6 +213,10 @@ def _binary(q, o):
     return []
 
 
+#: how read_qop names RELU_0_TO_1's clamp (TVM's converter writes ``clip(x, 0, 1)``)
+RELU_0_TO_1_CLIP = "clip(0,1)"
+
+
 def _same_q(q, o):
     """Vela: MINIMUM / MAXIMUM with both inputs quantized as the OFM (TFLite compares codes)."""
     r = _binary(q, o)
@@ -224,9 +228,11 @@ def _same_q(q, o):
 
 def _relu(q, o):
     """RELU requantizes; TFLite Micro's RELU6 clamps the input codes and keeps their
-    quantization, so RELU6 / RELU_N1_TO_1 only with the output quantized as the input."""
+    quantization, so RELU6 / RELU_N1_TO_1 only with the output quantized as the input.
+    RELU_0_TO_1 (``clip(0,1)``) has no TFLite Micro kernel; LiteRT's (``QuantizedReluX``)
+    requantizes as RELU does, so it takes any output quantization."""
     if q.float_activation and q.float_activation.startswith("clip") and q.out_q is not None \
-            and tuple(q.in_q[0]) != tuple(q.out_q):
+            and q.float_activation != RELU_0_TO_1_CLIP and tuple(q.in_q[0]) != tuple(q.out_q):
         return [f"{q.float_activation} from quantization {q.in_q[0]} to {q.out_q}; the "
                 "output must be quantized as the input"]
     return []
