@@ -117,6 +117,7 @@ class Op(StrEnum):
     EXP = "exp"
     GELU = "gelu"
     LOG = "log"
+    NEG = "neg"
     SOFTMAX = "softmax"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
@@ -185,6 +186,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.EXP: OpInfo("EXP", _B.ELEMENTWISE, lut=True, vela="Exp"),
     Op.GELU: OpInfo("GELU", lut=True, vela="Gelu"),
     Op.LOG: OpInfo("LOG", lut=True, vela="Log"),
+    Op.NEG: OpInfo("NEG", lut=True, vela="Neg"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,

@@ -950,6 +950,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "EXP": _unary("exp"),
     "GELU": _unary("gelu"),
     "LOG": _unary("log"),
+    "NEG": _unary("neg"),
     "QUANTIZE": _quantize,
     "SLICE": _slice,
     "STRIDED_SLICE": _strided_slice,

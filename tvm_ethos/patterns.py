@@ -396,6 +396,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
                            attrs={"pad_mode": "reflect"})
         + _integer_variant(Op.REVERSE, "relax.flip", extra_args=0)
         + _integer_variant(Op.TILE, "relax.tile", extra_args=0)
+        + _integer_variant(Op.NEG, "relax.negative", extra_args=0)
         + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=3)
         + _integer_variant(Op.SPLIT, "relax.strided_slice", extra_args=4)  # with strides
         + _integer_variant(Op.RESIZE_NEAREST, "relax.image.resize2d", extra_args=1,
@@ -606,6 +607,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind in (Op.EXP, Op.LOG) and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the exact "
                         f"kernel is TFLite's int8 table (compute.quant.{kind.value}_lut)")
+    elif kind == Op.NEG and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
+        problems.append(f"NEG of {op.in_dtypes[0]} to {op.out_dtype}; the NPU's table is "
+                        "TFLite's int8 NEG on the codes (compute.quant.neg_lut)")
     elif kind == Op.GELU:
         op.attrs["approximate"] = core.op.name == "relax.nn.gelu_tanh"
         if (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):

@@ -92,6 +92,7 @@ class EthosOperatorConverter(OperatorConverter):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.convert_map["NEG"] = self.convert_neg
         self.convert_map = {name: self._shape_checked(name, fn)
                             for name, fn in self.convert_map.items()}
 
@@ -421,6 +422,16 @@ class EthosOperatorConverter(OperatorConverter):
                               relax.op.nn.relu(relax.op.subtract(one, relax.op.exp(dq)))),
             relax.op.nn.relu(dq))
         return self.quantize(core, out)
+
+    # ------------------------------------------------------------------ NEG
+    def convert_neg(self, op):
+        """TFLite's quantized NEG negates the codes and reads neither quantization (the
+        lowest code wraps to itself): ``negative`` of the codes, not of their real values
+        (TVM's converter negates the dequantized input, which LiteRT's kernel does not)."""
+        (x,) = self.get_input_tensors(op)
+        if x.qnn_params is None:
+            return self._convert_unary_elemwise(op, relax.op.negative)
+        return relax.op.negative(self.get_expr(x.tensor_idx))
 
     # ------------------------------------------------------------------ GELU
     def convert_gelu(self, op):

@@ -487,10 +487,10 @@ def test_every_mapped_operator():
     assert g.name == "main"
     by = {p.name: p for p in g.parts}
     built = {OP_NAMES[o["code"]] for o in m.ops}
-    # RSQRT, EXP, GELU, LOG, RELU_0_TO_1: tests/tvm_ethos/test_rsqrt.py,
-    # test_tflite_exp_gelu_log.py and test_tflite_relu_0_to_1.py read them
-    assert built == (set(SUPPORTED_OPERATORS)
-                     - {"PADV2", "RELU_N1_TO_1", "RSQRT", "EXP", "GELU", "LOG", "RELU_0_TO_1"})
+    # RSQRT, EXP, GELU, LOG, NEG, RELU_0_TO_1: tests/tvm_ethos/test_rsqrt.py,
+    # test_tflite_exp_gelu_log.py (EXP, GELU, LOG, NEG) and test_tflite_relu_0_to_1.py
+    assert built == (set(SUPPORTED_OPERATORS) - {"PADV2", "RELU_N1_TO_1", "RSQRT", "EXP",
+                                                 "GELU", "LOG", "NEG", "RELU_0_TO_1"})
     kinds = collections.Counter(p.kind for p in g.parts)
     assert kinds == {"conv2d": 1, "depthwise_conv2d": 1, "pool": 2, "pad": 1, "resize": 2,
                      "elementwise": 5, "concatenate": 1, "slice": 6, "reshape": 5,

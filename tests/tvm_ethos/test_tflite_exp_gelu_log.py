@@ -1,4 +1,5 @@
-"""TFLite's int8 EXP, GELU and LOG on the Ethos-U: TFLite's own float32 tables
+"""TFLite's int8 EXP, GELU, LOG and NEG on the Ethos-U (NEG, below: the codes negated).
+TFLite's own float32 tables
 (``compute.quant.exp_lut``: ``expf`` of each dequantized code; ``compute.quant.gelu_lut``: its
 erf form in double or its tanh form in float32; ``compute.quant.log_lut``: ``logf``, the lowest
 code where there is no logarithm), rounded half away from zero, that the llvm host and the TIR
@@ -20,7 +21,7 @@ import tvm_ethos
 from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import oracle
-from tvm_ethos.compute.quant import exp_lut, gelu_lut, log_lut
+from tvm_ethos.compute.quant import exp_lut, gelu_lut, log_lut, neg_lut
 
 pytest.importorskip("ethosu.vela")
 
@@ -40,6 +41,12 @@ def log_model(in_q, out_q, shape=(1, 256)) -> bytes:
     x = tb.T(list(shape), "int8", scale=in_q[0], zp=in_q[1])
     y = tb.T(list(shape), "int8", scale=out_q[0], zp=out_q[1])
     return tb.serialize([x, y], [(tb.BO.LOG, 0, None, [0], [1])], [0], [1])
+
+
+def neg_model(in_q, out_q, shape=(1, 256)) -> bytes:
+    x = tb.T(list(shape), "int8", scale=in_q[0], zp=in_q[1])
+    y = tb.T(list(shape), "int8", scale=out_q[0], zp=out_q[1])
+    return tb.serialize([x, y], [(tb.BO.NEG, 0, None, [0], [1])], [0], [1])
 
 
 def gelu_model(in_q, out_q, approximate: bool, shape=(1, 256), dtype="int8") -> bytes:
@@ -182,3 +189,41 @@ def test_the_planner_reads_log_as_a_lut_part():
     assert (part.kind, part.attr("op")) == ("unary", "log")
     (npu,) = lower_part(part, part.output.shape)
     assert npu.lut_bytes == 256, npu
+
+
+# --------------------------------------------------------------------------- NEG
+def test_the_neg_table_negates_codes_the_lowest_wrapping_to_itself():
+    """Independent of the oracle: TFLite's quantized NEG is two's complement negation."""
+    t = neg_lut("int8")
+    assert t[0] == -128 and t[128] == 0 and t[255] == -127 and t[1] == 127
+    np.testing.assert_array_equal(t[1:].astype(int), -EVERY_CODE[1:].astype(int))
+
+
+@settings(max_examples=6, deadline=None)
+@given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
+       accelerator=st.sampled_from(ACCELERATORS))
+@example(in_q=(0.05, 3), out_q=(0.05, 3), accelerator="ethos-u55-128")   # the table's model
+@example(in_q=(0.05, 3), out_q=(0.04, -2), accelerator="ethos-u65-256")  # quantization unread
+def test_the_npu_and_the_host_negate_codes_as_litert(in_q, out_q, accelerator):
+    """LiteRT's int8 NEG negates the codes whatever the quantization (TVM's converter negated
+    the dequantized input: another result); TFLite Micro has no int8 NEG."""
+    model = neg_model(in_q, out_q, shape=(1, 4, 8, 8))
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(want.ravel(), neg_lut("int8"))
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    host = tvm_ethos.compile(model, "llvm", cache_dir=False)
+    np.testing.assert_array_equal(host.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_planner_reads_neg_as_one_npu_operation():
+    """The planner costs NEG as Vela 5.2 lowers it (one elementwise SUB from zero); the stream
+    looks it up in a table instead, one pool of the same shape."""
+    graph = load_tflite(neg_model((0.05, 3), (0.05, 3), shape=(1, 4, 8, 8)))
+    (part,) = graph.parts
+    assert (part.kind, part.attr("op")) == ("unary", "neg")
+    (npu,) = lower_part(part, part.output.shape)
+    assert (npu.op, npu.ofm) == ("Sub", (1, 4, 8, 8)), npu

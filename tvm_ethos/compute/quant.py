@@ -173,6 +173,13 @@ def log_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
                       lambda x: libm_f32("logf", x) if x > 0 else np.float32(-np.inf))
 
 
+def neg_lut(dtype: str) -> np.ndarray:
+    """NEG on every code: TFLite's quantized kernel negates the codes and reads neither
+    quantization, the lowest code wrapping to itself (two's complement)."""
+    lo, hi = dtype_range(dtype)
+    return (-np.arange(lo, hi + 1, dtype=np.int64)).astype(dtype)
+
+
 #: TFLite's ``kSqrt2dPi``: sqrt(2 / pi) as a float32 constant (its tanh GELU)
 _SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
 _HALF, _GELU_CUBIC = np.float32(0.5), np.float32(0.044715)

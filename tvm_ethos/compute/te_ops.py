@@ -32,6 +32,7 @@ from tvm_ethos.compute.quant import (
     leaky_relu_lut,
     log_lut,
     logistic_lut,
+    neg_lut,
     prelu_multipliers,
     quantize_multiplier,
     quantize_multipliers,
@@ -1163,6 +1164,8 @@ def _lut_of(op) -> np.ndarray:
         return gelu_lut(dtype, op.in_q[0], op.out_q, op.attrs["approximate"])
     if op.kind == Op.LOG:
         return log_lut(dtype, op.in_q[0], op.out_q)
+    if op.kind == Op.NEG:
+        return neg_lut(dtype)
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
@@ -1369,6 +1372,7 @@ LOWERINGS = {
     Op.EXP: lower_lut,
     Op.GELU: lower_lut,
     Op.LOG: lower_lut,
+    Op.NEG: lower_lut,
     Op.SOFTMAX: lower_softmax,
     Op.RESIZE_BILINEAR: lower_resize_bilinear,
     Op.PAD: lower_pad,

@@ -415,6 +415,7 @@ CHECKS = {
     Op.EXP: _none,
     Op.GELU: _none,
     Op.LOG: _none,
+    Op.NEG: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,
     Op.PAD: _pad,

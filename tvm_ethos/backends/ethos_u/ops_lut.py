@@ -44,6 +44,7 @@ from tvm_ethos.compute.quant import (
     gelu_lut,
     log_lut,
     logistic_lut,
+    neg_lut,
     quantize_multiplier,
     tanh_lut,
 )
@@ -53,7 +54,7 @@ from tvm_ethos.compute.rsqrt import rsqrt_lut
 SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table
 LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU, Op.RSQRT, Op.EXP,
-             Op.GELU, Op.LOG)
+             Op.GELU, Op.LOG, Op.NEG)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: int16 operators the output unit computes itself (its tanh / sigmoid activation is TFLite's
 #: int16 algorithm; Vela's generator scales the input to it as TFLite's prepare does)
@@ -71,7 +72,7 @@ def table(q) -> np.ndarray:
         raise UnsupportedOperatorError(
             q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU's lookup tables "
             "take int8 -> int8 (quantize the tensors to int8)")
-    in_q, out_q = q.in_q[0], q.out_q
+    in_q, out_q = (q.in_q[0] if q.in_q else None), q.out_q   # NEG reads no quantization
     if q.kind == Op.SIGMOID:
         values = logistic_lut("int8", in_q, out_q)
     elif q.kind == Op.TANH:
@@ -90,6 +91,8 @@ def table(q) -> np.ndarray:
         values = gelu_lut("int8", in_q, out_q, q.attrs["approximate"])
     elif q.kind == Op.LOG:
         values = log_lut("int8", in_q, out_q)
+    elif q.kind == Op.NEG:
+        values = neg_lut("int8")
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
     return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)

@@ -325,6 +325,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.EXP: _TABLE,
     Op.GELU: _TABLE,
     Op.LOG: _TABLE,
+    Op.NEG: _TABLE,
     Op.REQUANTIZE: _TABLE,
     Op.SOFTMAX: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_softmax,
                               work_bytes=npu_softmax.work_bytes),
