@@ -88,6 +88,7 @@ class Op(StrEnum):
     # convolutions and matrix products
     CONV2D = "conv2d"
     DEPTHWISE_CONV2D = "depthwise_conv2d"
+    TRANSPOSE_CONV2D = "transpose_conv2d"
     FULLY_CONNECTED = "fully_connected"
     # pools and reductions
     AVG_POOL2D = "avg_pool2d"
@@ -158,6 +159,8 @@ _INFO: dict[Op, OpInfo] = {
     Op.CONV2D: OpInfo("CONV_2D", _B.CONVOLUTION_MXN, has_weights=True, vela="Conv2DBias"),
     Op.DEPTHWISE_CONV2D: OpInfo("DEPTHWISE_CONV_2D", _B.CONVOLUTION_DEPTHWISE,
                                 has_weights=True, vela="DepthwiseConv2DBias"),
+    Op.TRANSPOSE_CONV2D: OpInfo("TRANSPOSE_CONV", _B.CONVOLUTION_MXN, has_weights=True,
+                                vela="Conv2DBackpropInput"),
     Op.FULLY_CONNECTED: OpInfo("FULLY_CONNECTED", _B.VECTOR_PRODUCT, has_weights=True,
                                vela="FullyConnected"),
     Op.AVG_POOL2D: OpInfo("AVERAGE_POOL_2D", _B.POOLING, vela="AvgPool"),

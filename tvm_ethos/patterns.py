@@ -134,6 +134,20 @@ def _conv_variants():
     return out
 
 
+def _transpose_conv_variants():
+    """TRANSPOSE_CONV as the importer gives it: ``conv2d_transpose`` of the dequantized input
+    and IOHW weights (output channels on axis 1), then the conv's bias and tail."""
+    out = []
+    for bias, clip in itertools.product(_BIAS_FORMS, (True, False)):
+        ann = {}
+        x, w = wildcard(), is_const()
+        dqx, dqw = _dq(x), _dq(w)
+        core = is_op("relax.nn.conv2d_transpose")(dqx, dqw)
+        ann.update(x0=x, dq0=dqx, w=w, dqw=dqw, op=core)
+        out.append((Op.TRANSPOSE_CONV2D, _bias_tail(core, ann, bias, clip), ann))
+    return out
+
+
 def _fc_variants():
     out = []
     for bias, clip in itertools.product(_BIAS_FORMS, (True, False)):
@@ -366,6 +380,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
     """All (kind, pattern, annotations), most specific first."""
     return (
         _conv_variants()
+        + _transpose_conv_variants()
         + _fc_variants()
         + _binary_variants()
         + _pool_variants()
@@ -539,6 +554,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
             op.attrs["depth_multiplier"] = op.weights.shape[3] // groups
         elif groups > 1:
             problems.append(f"grouped convolution (groups={groups}) that is not depthwise")
+    elif kind == Op.TRANSPOSE_CONV2D:
+        _read_transpose_conv(op, ann, problems)
     elif kind == Op.FULLY_CONNECTED:
         w = _const_np(ann["w"])  # (N, K) as TFLite stores it
         perm = ann["wperm"]
@@ -648,6 +665,39 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     if kind in (Op.CONV2D, Op.FULLY_CONNECTED) and "int16" in (op.in_dtypes[0], op.out_dtype):
         _read_16x8(op, problems)
     return op
+
+
+def _read_transpose_conv(op: QOp, ann: dict, problems: list) -> None:
+    """A transpose conv's geometry and its weights as HWIO (the conv's layout, so the conv's
+    requantization reads them alike). The exact kernel is TFLite Micro's int8 one: int8
+    activations, symmetric weights, no dilation or groups."""
+    a = ann["op"].attrs
+    op.attrs.update(
+        strides=tuple(int(v) for v in a.strides),
+        padding=tuple(int(v) for v in a.padding),
+        output_padding=tuple(int(v) for v in a.output_padding),
+        dilation=tuple(int(v) for v in a.dilation),
+        groups=int(a.groups),
+    )
+    layouts = (str(a.data_layout), str(a.kernel_layout), str(a.out_layout))
+    if layouts != ("NHWC", "IOHW", "NHWC"):
+        problems.append(f"transpose conv layouts {layouts}; the importer gives NHWC/IOHW/NHWC")
+    if op.attrs["dilation"] != (1, 1) or op.attrs["groups"] != 1:
+        problems.append(f"transpose conv with dilation {op.attrs['dilation']} and groups "
+                        f"{op.attrs['groups']}; TFLite's TRANSPOSE_CONV has neither")
+    w = _const_np(ann["w"])
+    ws, wz, waxis = _qparams_of_dq(ann["dqw"])
+    if w.ndim != 4 or (ws.size > 1 and waxis != 1):
+        problems.append("transpose conv weights that are not IOHW quantized per output channel")
+    else:
+        w = w.transpose(2, 3, 0, 1)
+    op.weights, op.w_scale, op.w_zp, op.w_dtype = np.ascontiguousarray(w), ws, wz, str(w.dtype)
+    if np.any(wz != 0):
+        problems.append("transpose conv weights with a non-zero zero point; TFLite's kernel "
+                        "takes symmetric weights")
+    if (op.in_dtypes[0], op.out_dtype, op.w_dtype) != ("int8", "int8", "int8"):
+        problems.append(f"transpose conv of {op.in_dtypes[0]} x {op.w_dtype} to {op.out_dtype}; "
+                        "the exact kernel is TFLite Micro's int8 one")
 
 
 def _read_16x8(op: QOp, problems: list) -> None:

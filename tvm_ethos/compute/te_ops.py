@@ -503,6 +503,37 @@ def lower_conv2d(op, inputs, pool: ConstPool, name="conv", vnni: bool = False,
     return _conv_output(op, acc, pool, name, bias)
 
 
+def lower_transpose_conv2d(op, inputs, pool: ConstPool, name="tconv"):
+    """TRANSPOSE_CONV, NHWC activations, HWIO weights: TFLite Micro's int8 kernel scatters
+    ``(x - x_zp) * w`` of input row ``i`` and tap ``k`` to output row ``i * stride - pad + k``
+    into an int32 buffer; here each output gathers the same products (int32 sums wrap alike
+    in any order), then the conv's bias and per-channel requantization."""
+    (x,) = inputs
+    kh, kw, ci, co = op.weights.shape
+    bias = _bias_of(op, co)
+    _, h_, w_, _ = op.in_shapes[0]
+    sh, sw = op.attrs["strides"]
+    pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
+    in_zp = int(op.in_q[0][1])
+    w = pool.add(f"{name}_w", op.weights)
+    acc_t = _acc_dtype(op)
+    rh = te.reduce_axis((0, kh), name="rh")
+    rw = te.reduce_axis((0, kw), name="rw")
+    rc = te.reduce_axis((0, ci), name="rc")
+
+    def acc_fn(n, oh, ow, oc):
+        th, tw = oh + pt - rh, ow + pl - rw   # input row times the stride
+        ih, iw = tirx.floordiv(th, sh), tirx.floordiv(tw, sw)
+        hit = tirx.all(th >= 0, tirx.floormod(th, sh) == 0, ih < h_,
+                       tw >= 0, tirx.floormod(tw, sw) == 0, iw < w_)
+        xv = tirx.if_then_else(hit, x[n, ih, iw, rc].astype(acc_t) - _i32(in_zp).astype(acc_t),
+                               tirx.const(0, acc_t))
+        return te.sum(xv * w[rh, rw, rc, oc].astype(acc_t), axis=[rh, rw, rc])
+
+    acc = te.compute(tuple(op.out_shape), acc_fn, name=f"{name}_acc")
+    return _conv_output(op, acc, pool, name, bias)
+
+
 def conv_x_bound(op) -> np.ndarray:
     """Per output channel, a bound on ``|acc + bias|`` of a conv with int8 input codes and
     weight zero point 0 (the VNNI forms; TFLite's int32 accumulator, whatever the input): the
@@ -1345,6 +1376,7 @@ def lower_resize_bilinear(op, inputs, pool: ConstPool, name="resize"):
 LOWERINGS = {
     Op.CONV2D: lower_conv2d,
     Op.DEPTHWISE_CONV2D: lower_conv2d,
+    Op.TRANSPOSE_CONV2D: lower_transpose_conv2d,
     Op.FULLY_CONNECTED: lower_fully_connected,
     Op.AVG_POOL2D: lower_avg_pool2d,
     Op.MAX_POOL2D: lower_max_pool2d,
