@@ -57,8 +57,10 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "REVERSE_V2", "TILE"})
 
 
-#: operators whose input 2 is a bias quantized by the input's and the weights' scales
-_BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+#: operators with a bias quantized by the input's and the weights' scales: their (input,
+#: weights, bias) input indices
+_BIASED = {"CONV_2D": (0, 1, 2), "DEPTHWISE_CONV_2D": (0, 1, 2), "FULLY_CONNECTED": (0, 1, 2),
+           "TRANSPOSE_CONV": (2, 1, 3)}
 
 
 def _static_shape(ty) -> list[int] | None:
@@ -127,9 +129,11 @@ class EthosOperatorConverter(OperatorConverter):
         converter builds the scale as a product at run time, which no pattern takes, so the
         operator fell to a float path a step off TFLite."""
         tensors = super().get_input_tensors(op)
-        if len(tensors) < 3 or tensors[2].tensor_idx < 0 or tensors[2].qnn_params is not None:
+        ix, iw, ib = _BIASED.get(self.get_op_code_str(op), (0, 1, 2))
+        if len(tensors) <= ib or tensors[ib].tensor_idx < 0 or \
+                tensors[ib].qnn_params is not None:
             return tensors
-        x, w, b = tensors[:3]
+        x, w, b = tensors[ix], tensors[iw], tensors[ib]
         if x.qnn_params is None or w.qnn_params is None or \
                 self.get_op_code_str(op) not in _BIASED:
             return tensors
@@ -181,6 +185,24 @@ class EthosOperatorConverter(OperatorConverter):
         return np.asarray(self.get_tensor_value(tensor)).astype(np.int64)
 
     # ------------------------------------------------------------------ PAD / PADV2
+    def convert_transpose_conv(self, op):
+        """TVM's TRANSPOSE_CONV with its fused activation, which TVM's converter drops (TFLite's
+        kernels clamp to it): the clamp on the quantized output, as TVM's conv applies it."""
+        from tflite.TransposeConvOptions import TransposeConvOptions
+
+        out = super().convert_transpose_conv(op)
+        table = op.BuiltinOptions()
+        opts = TransposeConvOptions()
+        opts.Init(table.Bytes, table.Pos)
+        act = opts.FusedActivationFunction()
+        (y,) = self.get_output_tensors(op)
+        if y.qnn_params is None:
+            return self.convert_fused_activation_function(out, act)
+        return self.convert_qnn_fused_activation_function(
+            out, act, scale=float(y.qnn_params["scale"].value.numpy()),
+            zero_point=int(y.qnn_params["zero_point"].value.numpy()),
+            dtype=self.get_tensor_type_str(y.tensor.Type()))
+
     def convert_pad(self, op):
         inputs = self.get_input_tensors(op)
         if inputs[0].qnn_params is None:
