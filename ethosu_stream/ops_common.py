@@ -20,6 +20,8 @@ ACT_TANH, ACT_SIGMOID = activation16.TANH, activation16.SIGMOID
 # (what Vela writes for a LUT on a 32-bit OFM)
 CLIP_OFM_PRECISION, CLIP_FORCE_INT8 = 0, 3
 UPSCALE_NEAREST = 1
+#: IFM_UPSCALE's zero-inserting 2x mode (Vela's TRANSPOSE resampling of a transpose conv)
+UPSCALE_ZEROS = 2
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,15 @@ def padded_ifm(mem: Memory, state: RegisterState, k: Kernel, out_hw: tuple[int, 
         if small is None:
             return None, None
         vals = small.repeat(2, axis=0).repeat(2, axis=1)[:ih, :iw] - ifm.zero_point
+    elif upscale == UPSCALE_ZEROS:  # each IFM element followed by a zero row and column
+        small = read_fm(mem, ifm, (ih + 1) // 2, (iw + 1) // 2, depth, "the IFM")
+        if small is None:
+            return None, None
+        vals = np.zeros((ih, iw, depth), np.int64)
+        vals[::2, ::2] = small - ifm.zero_point
     elif upscale:
-        raise StreamError(f"IFM upscaling mode {upscale} (transpose) is not modelled")
+        raise StreamError(f"IFM upscaling mode {upscale} is not one of the NPU's (0: none, "
+                          f"{UPSCALE_NEAREST}: nearest, {UPSCALE_ZEROS}: zeros)")
     else:
         vals = read_fm(mem, ifm, ih, iw, depth, "the IFM")
         if vals is None:

@@ -635,3 +635,44 @@ def conv_resize_conv(rs, size=(6, 6)):
     resize = (BO.RESIZE_BILINEAR, BOPT.ResizeBilinearOptions, opts, [3, 4], [5])
     return serialize([x, w, bias, y, sz, r, w2, bias2, y2],
                      [_conv_op([0, 1, 2], [3]), resize, _conv_op([5, 6, 7], [8])], [0], [8])
+
+
+def transpose_conv(shape, cout: int, kernel, stride, padding="SAME", seed: int = 0,
+                   per_channel: bool = False, bias: bool = True, bias_q: bool = True,
+                   act=None, in_q=(0.05, 3), out_q=(0.1, -3)):
+    """TRANSPOSE_CONV of ``shape`` (NHWC) to ``cout`` channels: random OHWI weights (per output
+    channel scales when ``per_channel``), an int32 bias (quantized, or without parameters when
+    not ``bias_q``: TFLite's kernels never read them) or none, the output size TFLite's
+    converter writes (SAME: input * stride; VALID: + kernel - stride)."""
+    rs = np.random.RandomState(seed)
+    n, h, w, c = shape
+    (kh, kw), (sh, sw) = kernel, stride
+    if padding == "SAME":
+        oh, ow = h * sh, w * sw
+    else:
+        oh, ow = (h - 1) * sh + kh, (w - 1) * sw + kw
+    wscale = rs.uniform(0.002, 0.02, cout if per_channel else 1).astype(np.float32)
+    wt = T([cout, kh, kw, c], "int8", scale=wscale, zp=np.zeros(wscale.size, np.int64),
+           data=rs.randint(-127, 128, (cout, kh, kw, c)).astype(np.int8))
+    x = T(list(shape), "int8", scale=in_q[0], zp=in_q[1])
+    y = T([n, oh, ow, cout], "int8", scale=out_q[0], zp=out_q[1])
+    out_shape = T([4], "int32", data=np.asarray([n, oh, ow, cout], np.int32))
+    tensors, op_inputs = [out_shape, wt, x, y], [0, 1, 2]
+    if bias:
+        bscale = np.float32(in_q[0]) * wscale
+        tensors.append(T([cout], "int32", scale=bscale if bias_q else None,
+                         zp=np.zeros(bscale.size, np.int64) if bias_q else None,
+                         data=rs.randint(-3000, 3000, cout).astype(np.int32)))
+        op_inputs.append(4)
+    pad = tflite.Padding.SAME if padding == "SAME" else tflite.Padding.VALID
+
+    def opts(b):
+        tflite.TransposeConvOptionsStart(b)
+        tflite.TransposeConvOptionsAddPadding(b, pad)
+        tflite.TransposeConvOptionsAddStrideH(b, sh)
+        tflite.TransposeConvOptionsAddStrideW(b, sw)
+        tflite.TransposeConvOptionsAddFusedActivationFunction(b, ACT[act])
+        return tflite.TransposeConvOptionsEnd(b)
+
+    return serialize(tensors, [(BO.TRANSPOSE_CONV, BOPT.TransposeConvOptions, opts, op_inputs,
+                                [3])], [2], [3])
