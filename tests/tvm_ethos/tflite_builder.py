@@ -676,3 +676,31 @@ def transpose_conv(shape, cout: int, kernel, stride, padding="SAME", seed: int =
 
     return serialize(tensors, [(BO.TRANSPOSE_CONV, BOPT.TransposeConvOptions, opts, op_inputs,
                                 [3])], [2], [3])
+
+
+def conv_transpose_conv(rs, in_shape=(1, 6, 5, 4), kernel=(3, 3), stride=(2, 2)):
+    """CONV_2D, TRANSPOSE_CONV (SAME, ``stride``), CONV_2D: an upsampling between two
+    convolutions, as a segmentation decoder has it."""
+    x = _qact(rs, list(in_shape))
+    w, bias, y = _conv_tensors(rs, x, 8)
+    n, h, wd, _ = y.shape
+    oh, ow = h * stride[0], wd * stride[1]
+    tw = T([6, kernel[0], kernel[1], 8], "int8", scale=rs.uniform(0.002, 0.02, 6),
+           zp=np.zeros(6, np.int64),
+           data=rs.randint(-127, 128, (6, kernel[0], kernel[1], 8)).astype(np.int8))
+    tb = T([6], "int32", scale=(y.scale[0] * tw.scale).astype(np.float32),
+           zp=np.zeros(6, np.int64), data=rs.randint(-2000, 2000, 6).astype(np.int32))
+    ty = T([n, oh, ow, 6], "int8", scale=rs.uniform(0.05, 0.3), zp=int(rs.randint(-20, 20)))
+    shape = T([4], "int32", data=np.asarray([n, oh, ow, 6], np.int32))
+    w2, bias2, y2 = _conv_tensors(rs, ty, 4)
+
+    def opts(b):
+        tflite.TransposeConvOptionsStart(b)
+        tflite.TransposeConvOptionsAddPadding(b, tflite.Padding.SAME)
+        tflite.TransposeConvOptionsAddStrideH(b, stride[0])
+        tflite.TransposeConvOptionsAddStrideW(b, stride[1])
+        return tflite.TransposeConvOptionsEnd(b)
+
+    tconv = (BO.TRANSPOSE_CONV, BOPT.TransposeConvOptions, opts, [4, 5, 3, 6], [7])
+    return serialize([x, w, bias, y, shape, tw, tb, ty, w2, bias2, y2],
+                     [_conv_op([0, 1, 2], [3]), tconv, _conv_op([7, 8, 9], [10])], [0], [10])

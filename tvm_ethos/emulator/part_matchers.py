@@ -502,6 +502,12 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
             else:
                 ptensors.append(ptensor(x))
             props.append(prop)
+        if layer is not None and layer.kind == Op.TRANSPOSE_CONV2D:
+            # each output stripe planned to read its whole input (the TE's strided reads,
+            # floordiv of the output row, are no affine map)
+            shape = ptensors[0].shape
+            props[0] = Propagator.build([[0] * len(out_vars)] * len(shape), list(shape),
+                                        [0] * len(shape))
         part = Part(_part_name(r, layer_of), kind, tuple(ptensors), ptensor(r), tuple(props),
                     attrs)
         parts.append(MatchedPart(part, r, stages, ins, maps, layer, window or {}, perms))
@@ -597,6 +603,19 @@ _DATA_MOVEMENT_PARTS = {
 _GLOBAL_REDUCTIONS = frozenset({Op.MEAN, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM})
 
 
+def _transpose_conv_attrs(layer, act) -> dict:
+    """A TRANSPOSE_CONV costed as the CONV_2D the NPU runs (Vela's form): stride 1 over the
+    input upscaled by its stride, each output reading every tap; its propagator (from the
+    TE's strided reads, not affine) takes the input's whole extent."""
+    kh, kw = (int(v) for v in layer.weights.shape[:2])
+    pt, pl, pb, pr = (int(v) for v in layer.attrs["padding"])
+    extra = 1 if tuple(layer.attrs["strides"]) == (2, 2) else 0  # the upscale's trailing zero
+    padding = (kh - 1 - pt, kw - 1 - pl, kh - 1 - pb - extra, kw - 1 - pr - extra)
+    return {"kernel": (kh, kw), "strides": (1, 1), "dilation": (1, 1),
+            "padding": tuple(max(p, 0) for p in padding), "groups": 1, "activation": act,
+            "op": layer.kind.value}
+
+
 def _classify(r, stages, ins, acts, maps, layer, const_names):
     """(kind, attrs, window) of a Part from its TE structure."""
     act = _activation_name(layer)
@@ -627,6 +646,8 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None
+    if layer is not None and layer.kind == Op.TRANSPOSE_CONV2D:
+        return Op.CONV2D, _transpose_conv_attrs(layer, act), None
     weights = [x for x in ins if _name(x) in const_names and len(x.shape) >= 2]
     if reds:
         red = reds[-1]

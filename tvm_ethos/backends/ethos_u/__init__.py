@@ -38,6 +38,7 @@ from tvm_ethos.backends.base import (
     OptionSpec,
     Plugin,
 )
+from tvm_ethos.backends.ethos_u import ops_transpose_conv
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
@@ -88,6 +89,19 @@ def _conv(q, o):
                 "need one input channel"
             )
     return r
+
+
+def _transpose_conv(q, o):
+    """Vela's TRANSPOSE_CONV: strides 1x1 or 2x2 (the NPU's 2x upscale), a kernel that covers
+    TFLite's cropping (SAME: at least the stride), then the CONV_2D's limits."""
+    if tuple(q.attrs["strides"]) not in ops_transpose_conv.STRIDES:
+        return [f"transpose conv strides {q.attrs['strides']}; the NPU takes 1x1 or 2x2"]
+    if tuple(q.attrs.get("output_padding", (0, 0))) != (0, 0):
+        return [f"transpose conv output padding {q.attrs['output_padding']}"]
+    if min(ops_transpose_conv.conv_padding(q)) < 0:
+        return [f"a {q.weights.shape[0]}x{q.weights.shape[1]} transpose conv kernel shorter "
+                f"than its stride {q.attrs['strides']} and cropping {q.attrs['padding']}"]
+    return _conv(ops_transpose_conv.as_conv(q), o)
 
 
 def _fc(q, o):
@@ -390,6 +404,7 @@ def _per_axis(q, o):
 CHECKS = {
     Op.CONV2D: lambda q, o: _conv(q, o) + _int16_bias(q, o),
     Op.DEPTHWISE_CONV2D: lambda q, o: _conv(q, o) + _int16_bias(q, o),
+    Op.TRANSPOSE_CONV2D: _transpose_conv,
     Op.FULLY_CONNECTED: lambda q, o: _fc(q, o) + _per_axis(q, o) + _int16_bias(q, o),
     Op.MAX_POOL2D: _pool,
     Op.AVG_POOL2D: _pool,

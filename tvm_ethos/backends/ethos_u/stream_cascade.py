@@ -436,10 +436,15 @@ class _Emitter:
             out_q = in_q[0]
         ofm_fm = self.box_fm(out, (y0, y1), (x0, x1), out_q)
         sshape = self.dims(src)[0]
-        iy0, iy1, top, bottom = _window(y0, y1, kh, sh, dh, pt, sshape[1])
-        ix0, ix1, left, right = _window(x0, x1, kw, sw, dw, pl, sshape[2])
-        pad = (top, left, bottom, right)
-        qs = dataclasses.replace(q, attrs=dict(q.attrs, padding=pad)) if windowed else q
+        if em.stripe_window is not None:   # its own window arithmetic (TRANSPOSE_CONV)
+            (iy0, iy1), (ix0, ix1), pad = em.stripe_window(q, (y0, y1), (x0, x1),
+                                                           tuple(sshape[1:3]))
+            windowed, qs = True, dataclasses.replace(q, attrs=dict(q.attrs, stripe_padding=pad))
+        else:
+            iy0, iy1, top, bottom = _window(y0, y1, kh, sh, dh, pt, sshape[1])
+            ix0, ix1, left, right = _window(x0, x1, kw, sw, dw, pl, sshape[2])
+            pad = (top, left, bottom, right)
+            qs = dataclasses.replace(q, attrs=dict(q.attrs, padding=pad)) if windowed else q
         h, w, c = y1 - y0, x1 - x0, oshape[3]
         ofm_slot = FmSlot(1, 0, (h, w, c), odtype, *(out_q or (None, 0)))
         operands = []

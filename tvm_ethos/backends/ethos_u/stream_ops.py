@@ -46,6 +46,11 @@ from tvm_ethos.backends.ethos_u.ops_movement import (
     transpose_ops,
     transpose_work_bytes,
 )
+from tvm_ethos.backends.ethos_u.ops_transpose_conv import (
+    transpose_conv_constants,
+    transpose_conv_op,
+    transpose_conv_window,
+)
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError
 
 
@@ -119,6 +124,9 @@ class StreamEmitter:
       one output box, for a ``boxed`` one);
     * ``ring(q, ins, out, box, full, box_fm, block)``: the operations of a stripe read
       from and written to buffers that may be rings (SPLIT);
+    * ``stripe_window(q, rows, cols, input_hw)``: the input (rows, cols) a stripe's output
+      rows and columns read and its (top, left, bottom, right) padding, where the window is
+      not ``geometry``'s (the build reads the padding as ``q.attrs["stripe_padding"]``);
     * ``stageable``: its weights may be staged slice by slice through a Plan's buffer;
     * ``boxed``: a SEQUENCE over stripes whose operations read and write the stripe's boxes
       wherever the plan holds them (rings too): its ``sequence`` gets box slots, placed
@@ -136,6 +144,7 @@ class StreamEmitter:
     sequence: Callable | None = None
     work_bytes: Callable | None = None
     ring: Callable | None = None
+    stripe_window: Callable | None = None
     stageable: bool = False
     boxed: bool = False
 
@@ -290,6 +299,10 @@ LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu
 STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.CONV2D: _CONV,
     Op.DEPTHWISE_CONV2D: _CONV,
+    # a stride-1 convolution over the IFM upscaled with zeros (ops_transpose_conv)
+    Op.TRANSPOSE_CONV2D: StreamEmitter(
+        Form.BLOCK, build=lambda q, operands, ofm: transpose_conv_op(q, operands[0], ofm),
+        constants=transpose_conv_constants, stripe_window=transpose_conv_window),
     # a 1x1 convolution over the rows x K IFM (ops_fc)
     Op.FULLY_CONNECTED: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_conv,
                                       constants=_own_constants, views=fc_views),
