@@ -533,6 +533,10 @@ class EthosOperatorConverter(OperatorConverter):
         from tflite.PackOptions import PackOptions
 
         inputs = self.get_input_tensors(op)
+        shapes = {tuple(int(d) for d in self.get_tensor_shape(x)) for x in inputs}
+        if len(shapes) != 1:
+            raise _refuse(f"PACK of inputs of different shapes {sorted(shapes)}: TFLite packs "
+                          "tensors of one shape")
         if inputs[0].qnn_params is None:
             return super().convert_pack(op)
         (out,) = self.get_output_tensors(op)

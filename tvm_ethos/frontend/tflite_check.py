@@ -79,7 +79,13 @@ _OP_INPUTS = {
     "PADV2": (2, 3, ()), "RESIZE_BILINEAR": _BINARY, "RESIZE_NEAREST_NEIGHBOR": _BINARY,
     "STRIDED_SLICE": (4, 4, ()), "SLICE": (3, 3, ()), "SPLIT": _BINARY, "SPLIT_V": (3, 3, ()),
     "TRANSPOSE": _BINARY, "DEPTH_TO_SPACE": _UNARY, "SPACE_TO_DEPTH": _UNARY,
+    "ABS": _UNARY, "ELU": _UNARY, "EXP": _UNARY, "GELU": _UNARY, "LOG": _UNARY, "NEG": _UNARY,
+    "RSQRT": _UNARY, "RELU_0_TO_1": _UNARY, "PRELU": _BINARY, "SUM": _BINARY,
+    "REDUCE_MAX": _BINARY, "REDUCE_MIN": _BINARY, "REVERSE_V2": _BINARY, "TILE": _BINARY,
+    "MIRROR_PAD": _BINARY, "UNPACK": _UNARY, "PACK": (1, 1 << 16, ()),
 }
+#: Builtin operators with several outputs (every other operator in ``_OP_INPUTS`` has one).
+_MULTI_OUTPUT = frozenset({"SPLIT", "SPLIT_V", "UNPACK"})
 # Builtin operator -> (input positions that must be 4-D, input positions that must be constant,
 # {input position: required rank}); output 0 of the first group's operators is 4-D too.
 _OP_OPERANDS = {
@@ -457,7 +463,7 @@ class _TfliteChecker:
                             "fold it before conversion", operator=o)
             if not outs:
                 raise self.bad(f"{where}{what} has no outputs")
-            if arity is not None and opname not in ("SPLIT", "SPLIT_V") and len(outs) != 1:
+            if arity is not None and opname not in _MULTI_OUTPUT and len(outs) != 1:
                 raise self.bad(f"{where}{what} has {len(outs)} outputs; {opname} has one")
             for k, i in enumerate(outs):
                 i = index(i, f"{what} output {k}")
