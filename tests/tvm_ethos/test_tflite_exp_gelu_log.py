@@ -56,6 +56,14 @@ def gelu_model(in_q, out_q, approximate: bool, shape=(1, 256), dtype="int8") -> 
     return tb.serialize([x, y], [(tb.BO.GELU, otype, ofn, [0], [1])], [0], [1])
 
 
+
+def _runs_every_code(cm, model) -> None:
+    """The compiled model's output on every int8 code (a 1x4x8x8 input) is LiteRT's reference
+    on the source model."""
+    x = EVERY_CODE.reshape(1, 4, 8, 8)
+    want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
 @settings(max_examples=60, deadline=None)
 @given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points))
 @example(in_q=(0.05, 3), out_q=(0.05, -128))     # the operator table's model
@@ -75,18 +83,14 @@ def test_the_npu_runs_exp_as_one_lut_equal_to_litert(in_q, out_q, accelerator):
     cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
-    x = EVERY_CODE.reshape(1, 4, 8, 8)
-    want = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _runs_every_code(cm, model)
 
 
 def test_the_llvm_host_gathers_from_the_same_table():
     model = exp_model((0.02, -20), (0.03, 5), shape=(1, 4, 8, 8))
     cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
     assert set(cm.partition_summary) == {"llvm"}, cm.partition_summary
-    x = EVERY_CODE.reshape(1, 4, 8, 8)
-    want = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _runs_every_code(cm, model)
 
 
 def test_an_int16_exp_stays_off_the_npu():
@@ -125,9 +129,7 @@ def test_the_npu_runs_gelu_as_one_lut_equal_to_litert(in_q, out_q, approximate, 
     cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
-    x = EVERY_CODE.reshape(1, 4, 8, 8)
-    want = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _runs_every_code(cm, model)
 
 
 @pytest.mark.parametrize("approximate", [False, True])
@@ -135,9 +137,7 @@ def test_the_llvm_host_gathers_from_the_gelu_table(approximate):
     model = gelu_model((0.03, -10), (0.02, -60), approximate, shape=(1, 4, 8, 8))
     cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
     assert set(cm.partition_summary) == {"llvm"}, cm.partition_summary
-    x = EVERY_CODE.reshape(1, 4, 8, 8)
-    want = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _runs_every_code(cm, model)
 
 
 def test_the_planner_reads_gelu_as_a_lut_part():
@@ -169,18 +169,14 @@ def test_the_npu_runs_log_as_one_lut_equal_to_litert(in_q, out_q, accelerator):
     cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
-    x = EVERY_CODE.reshape(1, 4, 8, 8)
-    want = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _runs_every_code(cm, model)
 
 
 def test_the_llvm_host_gathers_from_the_log_table():
     model = log_model((0.02, -20), (0.03, 5), shape=(1, 4, 8, 8))
     cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
     assert set(cm.partition_summary) == {"llvm"}, cm.partition_summary
-    x = EVERY_CODE.reshape(1, 4, 8, 8)
-    want = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _runs_every_code(cm, model)
 
 
 def test_the_planner_reads_log_as_a_lut_part():
