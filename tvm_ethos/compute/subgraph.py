@@ -11,6 +11,8 @@ functions. Each composite is re-read as a :class:`~tvm_ethos.patterns.QOp` and l
 """
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,27 +63,29 @@ def _composite_calls(body) -> dict:
     return calls
 
 
-def _uses(body) -> dict:
+def vars_read(expr) -> Iterator[relax.Var]:
+    """Every Relax variable ``expr`` reads, in order, once per read (through calls, tuples and
+    projections)."""
+    if isinstance(expr, relax.Var):
+        yield expr
+    elif isinstance(expr, relax.Call):
+        for a in expr.args:
+            yield from vars_read(a)
+    elif isinstance(expr, relax.Tuple):
+        for f in expr.fields:
+            yield from vars_read(f)
+    elif isinstance(expr, relax.TupleGetItem):
+        yield from vars_read(expr.tuple_value)
+
+
+def _uses(body) -> Counter:
     """How many times each variable is read by the body's bindings and its result."""
-    count: dict = {}
-
-    def visit(e):
-        if isinstance(e, relax.Var):
-            count[e] = count.get(e, 0) + 1
-        elif isinstance(e, relax.Call):
-            for a in e.args:
-                visit(a)
-        elif isinstance(e, relax.Tuple):
-            for f in e.fields:
-                visit(f)
-        elif isinstance(e, relax.TupleGetItem):
-            visit(e.tuple_value)
-
+    count: Counter = Counter()
     for block in body.blocks:
         for b in block.bindings:
             if not isinstance(b.value, relax.Function):
-                visit(b.value)
-    visit(body.body)
+                count.update(vars_read(b.value))
+    count.update(vars_read(body.body))
     return count
 
 

@@ -35,6 +35,7 @@ from tvm import relax
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.registry import get_registry
+from tvm_ethos.compute.subgraph import vars_read
 from tvm_ethos.errors import CompileError
 from tvm_ethos.host.cpu import cpu_schedule
 from tvm_ethos.host.opencl import gpu_schedule, opencl_extraction
@@ -62,22 +63,10 @@ def _bindings(func):
 def _vars_in(expr) -> list:
     """Relax variables an expression reads (in order, without duplicates)."""
     seen, out = set(), []
-
-    def visit(e):
-        if isinstance(e, relax.Var):
-            if _key(e) not in seen:
-                seen.add(_key(e))
-                out.append(e)
-        elif isinstance(e, relax.Call):
-            for a in e.args:
-                visit(a)
-        elif isinstance(e, relax.Tuple):
-            for f in e.fields:
-                visit(f)
-        elif isinstance(e, relax.TupleGetItem):
-            visit(e.tuple_value)
-
-    visit(expr)
+    for v in vars_read(expr):
+        if _key(v) not in seen:
+            seen.add(_key(v))
+            out.append(v)
     return out
 
 
