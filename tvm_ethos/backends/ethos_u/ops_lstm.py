@@ -19,7 +19,7 @@ scale in double, the FULLY_CONNECTED input x weight scale product in float32), s
 rounds as the kernel does.
 
 Variants the stream does not express (no input gate, peephole, projection, layer
-normalization, float or int16 activations, time-major input, per-channel weights, another
+normalization, float or int16 activations, per-channel weights, another
 cell activation, a cell scale that is no power of two from 2**-18 to 2**-5) are refused with
 :class:`UnsupportedOperatorError` naming what is in the way; the operator then stays a
 TFLite operator.
@@ -109,7 +109,18 @@ class Lstm:
     cell_scale: float
     cell_clip: int | None
     gates: tuple[Gate, Gate, Gate, Gate]
+    time_major: bool = False
 
+    def row(self, batch: int, t: int) -> int:
+        """The row of step ``t`` of batch ``batch`` in the input and output sequences:
+        (time, batch) order for a time-major LSTM, (batch, time) otherwise."""
+        return t * self.batches + batch if self.time_major else batch * self.steps + t
+
+    def sequence_shape(self, depth: int) -> tuple[int, int, int]:
+        """The shape of a sequence of ``depth`` values a step, in the operator's order."""
+        if self.time_major:
+            return (self.steps, self.batches, depth)
+        return (self.batches, self.steps, depth)
 
 
 class Neighbour(NamedTuple):
@@ -219,9 +230,7 @@ def read_lstm(graph, index: int) -> Lstm:
     if table is None:
         refuse("it has no options (TFLite Micro reads its activation and cell clip there)")
     options.Init(table.Bytes, table.Pos)
-    if options.TimeMajor():
-        refuse("a time-major input; the stream reads batch-major sequences "
-               "(convert with time_major=False)")
+    time_major = bool(options.TimeMajor())
     if options.FusedActivationFunction() != _TANH:
         refuse(f"cell activation {options.FusedActivationFunction()}; the NPU's int16 "
                "activation for it is TANH")
@@ -271,8 +280,9 @@ def read_lstm(graph, index: int) -> Lstm:
             refuse(f"bias {pos} is missing or not int32")
     shape = tuple(int(d) for d in tensor(_INPUT).ShapeAsNumpy())
     if len(shape) != 3:
-        refuse(f"input shape {list(shape)}; TFLite Micro's kernel takes (batch, time, features)")
-    batches, steps, features = shape
+        order = "(time, batch, features)" if time_major else "(batch, time, features)"
+        refuse(f"input shape {list(shape)}; TFLite Micro's kernel takes {order}")
+    steps, batches, features = shape if time_major else (shape[1], shape[0], shape[2])
     (s_in,), (zp_in,) = quant(_INPUT, "the input")
     (s_h,), (zp_h,) = quant(_STATE_H, "the hidden state")
     (s_c,), (zp_c,) = quant(_STATE_C, "the cell state")
@@ -309,7 +319,7 @@ def read_lstm(graph, index: int) -> Lstm:
         clip = int(min(max(float(f32(options.CellClip())) / float(f32(s_c)), -32768.0),
                        32767.0))
     return Lstm(batches, steps, features, cells, Quant(f32(s_in), int(zp_in)),
-                Quant(f32(s_h), int(zp_h)), f32(s_c), clip, tuple(gates))
+                Quant(f32(s_h), int(zp_h)), f32(s_c), clip, tuple(gates), time_major)
 
 
 def state_and_sequence_tensors(graph, index: int) -> tuple[int, int, int]:
@@ -429,7 +439,7 @@ class _Emitter:
     def step(self, batch: int, t: int) -> None:
         api, lstm, arena = self.api, self.lstm, self.arena
         n = lstm.cells
-        x = FmSlot(SCRATCH_REGION, arena.input + (batch * lstm.steps + t) * lstm.features,
+        x = FmSlot(SCRATCH_REGION, arena.input + lstm.row(batch, t) * lstm.features,
                    (1, 1, lstm.features), "int8", lstm.input_q.scale, lstm.input_q.zero_point)
         h = _fm(arena.hidden + batch * n, n, "int8", lstm.hidden_q)
         c = _fm(arena.cell + 2 * batch * n, n, "int16", Quant(lstm.cell_scale, 0))
@@ -453,7 +463,7 @@ class _Emitter:
                          rescale=_mul_scale(q15, q15, lstm.hidden_q.scale))
         # the output at (batch, t) is the hidden state's bytes
         unit = Quant(1.0, 0)
-        out = FmSlot(SCRATCH_REGION, arena.output + (batch * lstm.steps + t) * n, (1, 1, n),
+        out = FmSlot(SCRATCH_REGION, arena.output + lstm.row(batch, t) * n, (1, 1, n),
                      "int8", 1.0, 0)
         self.pool(_fm(h.offset, n, "int8", unit), out,
                   api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU), rescale=(1, 0))
@@ -477,9 +487,9 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
         payload = api.npu_create_driver_payload(words, em.acc)
     a = em.arena
     n = lstm.cells
-    ins = (ArenaTensor(names[0], (lstm.batches, lstm.steps, lstm.features), "int8", a.input),
+    ins = (ArenaTensor(names[0], lstm.sequence_shape(lstm.features), "int8", a.input),
            ArenaTensor(names[1], (lstm.batches, n), "int8", a.hidden),
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
-    outs = (ArenaTensor(names[3], (lstm.batches, lstm.steps, n), "int8", a.output),)
+    outs = (ArenaTensor(names[3], lstm.sequence_shape(n), "int8", a.output),)
     return EthosUPayload(accelerator, bytes(payload), bytes(em.flash.data), a.bytes, 0, ins,
                          outs, work_bytes=_up(a.scratch + 2 * n) - a.gates[0])
