@@ -120,6 +120,8 @@ class Op(StrEnum):
     LOG = "log"
     NEG = "neg"
     SOFTMAX = "softmax"
+    # recurrent
+    LSTM = "lstm"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
     RESIZE_NEAREST = "resize_nearest"
@@ -191,6 +193,8 @@ _INFO: dict[Op, OpInfo] = {
     Op.LOG: OpInfo("LOG", lut=True, vela="Log"),
     Op.NEG: OpInfo("NEG", lut=True, vela="Neg"),
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
+    Op.LSTM: OpInfo("UNIDIRECTIONAL_SEQUENCE_LSTM", has_weights=True,
+                    vela="UnidirectionalSequenceLstm"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,
                               vela="ResizeNearestNeighbor"),
@@ -216,7 +220,7 @@ _INFO: dict[Op, OpInfo] = {
 PART_OPS: frozenset[Op] = frozenset({
     Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED, Op.POOL, Op.MEAN, Op.ELEMENTWISE,
     Op.UNARY, Op.CONCATENATE, Op.RESHAPE, Op.TRANSPOSE, Op.RESIZE, Op.PAD, Op.SLICE,
-    Op.SOFTMAX, Op.DEPTH_TO_SPACE, Op.OPAQUE})
+    Op.SOFTMAX, Op.DEPTH_TO_SPACE, Op.LSTM, Op.OPAQUE})
 
 
 class UnknownOpError(ValueError):

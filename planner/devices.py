@@ -24,6 +24,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ethos_arch.accelerators import ACCELERATORS, Family, VelaDefaultSystem, accelerator, names
+from ethos_arch.ops import Op
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.memory import MemoryRegion
@@ -130,8 +131,10 @@ def _build(name: str, io_region: str, sram_size: int | None) -> Device:
         # The weight stream is read by the NPU over AXI1 wherever it lives, once per OFM
         # block (Vela: "Weight buffer = 0 bytes (None)" for unbuffered operations, their
         # weights read from flash/DRAM per block and absent from "SRAM used").
+        # An LSTM's stream runs every step over its whole sequences, so it is a Plan alone.
         return Device(name, "ethos-u", perf, regions, fm_region="sram", weight_region=weights,
-                      io_region=io_region, weights_read_in_place=True, weight_prefetch=True)
+                      io_region=io_region, weights_read_in_place=True, weight_prefetch=True,
+                      solitary=frozenset({Op.LSTM}))
     regions = _n78_regions(name, sram_size)
     return Device(name, "ethos-n", EthosNPerfModel(name), regions, fm_region="sram",
                   weight_region="dram", io_region=io_region)

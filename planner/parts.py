@@ -354,3 +354,54 @@ def strided_slice(name: str, x: Tensor, begin: Sequence[int], size: Sequence[int
         _attrs(begin=tuple(begin), steps=strides)
     return Part(name, Op.SLICE, (x,), out,
                 (Propagator.build(lin, [1 - k for k in strides], list(begin)),), attrs)
+
+
+#: the Ethos-U stream starts each buffer of an LSTM's working memory on this boundary
+LSTM_ALIGN = 16
+
+
+def _lstm_up(n: int) -> int:
+    return -(-n // LSTM_ALIGN) * LSTM_ALIGN
+
+
+def lstm_state_bytes(batches: int, cells: int) -> int:
+    """Bytes of an LSTM's hidden (int8) and cell (int16) states, one row of cells a batch,
+    the cell state on an :data:`LSTM_ALIGN` boundary after the hidden state: they are the
+    operator's variable tensors, carried from one invocation to the next, so they hold
+    their bytes while every Plan runs."""
+    return _lstm_up(batches * cells) + 2 * batches * cells
+
+
+def lstm_work_bytes(cells: int) -> int:
+    """Bytes of an LSTM's working memory while it runs, besides its sequences and states:
+    four gate buffers and one scratch row (int16, one step of cells each), each on an
+    :data:`LSTM_ALIGN` boundary, as the Ethos-U stream lays them out."""
+    return 5 * _lstm_up(2 * cells)
+
+
+def lstm(name: str, x: Tensor, cells: int, time_major: bool = False,
+         weight_compression: float = 1.0, output_name: str | None = None) -> Part:
+    """A UNIDIRECTIONAL_SEQUENCE_LSTM over the int8 sequence ``x``, (batch, time, features)
+    or, ``time_major``, (time, batch, features); its output is the hidden state of every
+    step, ``cells`` values each, in the same order. Every step reads the state the one before
+    wrote, so any box of the output needs the whole sequence: each input's propagator maps
+    every output box to the whole input. The weights of the four gates (input and recurrent)
+    and their biases are one constant each. ``state_bytes`` (persistent) and ``work_bytes``
+    (while it runs) are the memory the stream touches beyond its two sequences."""
+    if len(x.shape) != 3:
+        raise PlannerError(f"{name}: an LSTM reads a (batch, time, features) sequence; "
+                           f"{x.name!r} has shape {x.shape}")
+    if cells < 1:
+        raise PlannerError(f"{name}: an LSTM needs at least one cell, got {cells}")
+    steps, batches, features = x.shape if time_major else (x.shape[1], x.shape[0], x.shape[2])
+    out = Tensor(output_name or f"{name}:0", (x.shape[0], x.shape[1], cells), x.dtype)
+    weights = Tensor(f"{name}:weights", (4, cells, features + cells), "int8", True,
+                     weight_compression)
+    bias = Tensor(f"{name}:bias", (4, cells), "int32", True)
+    inputs = (x, weights, bias)
+    props = tuple(Propagator.build([[0, 0, 0] for _ in t.shape], list(t.shape),
+                                   [0] * len(t.shape)) for t in inputs)
+    return Part(name, Op.LSTM, inputs, out, props,
+                _attrs(cells=cells, time_major=time_major, batches=batches, steps=steps,
+                       state_bytes=lstm_state_bytes(batches, cells),
+                       work_bytes=lstm_work_bytes(cells)))

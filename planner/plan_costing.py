@@ -43,6 +43,11 @@ class PlanCosting:
         self.fm = device.region(device.fm_region)
         self.weight_home = device.region(device.weight_region)
         self.io = device.region(device.io_region)
+        #: bytes that persist from one invocation to the next (an LSTM's states): every
+        #: Plan holds them, whatever it runs
+        self.persistent = tuple((p.name, int(p.attr("state_bytes", 0))) for p in self.topo
+                                if p.attr("state_bytes"))
+        self.persistent_bytes = sum(n for _, n in self.persistent)
         self._cost_cache: dict = {}
         self._sig_cache: dict = {}
         self._sig_ids: dict = {}
@@ -396,6 +401,17 @@ class PlanCosting:
                                          double_buffer=True))
         return total, cfgs
 
+    def held_memory(self, p: Part, is_sink: bool) -> list[TensorConfig]:
+        """The buffers that are no tensor of the graph which a Plan holds for ``p``: its
+        working memory while it runs (``work_bytes``: an LSTM's gate buffers) and, for the
+        Plan's sink (once per Plan), the persistent bytes (every LSTM's states)."""
+        fm = self.device.fm_region
+        held = [(f"{p.name}:work", int(p.attr("work_bytes", 0)))] if p.attr("work_bytes") \
+            else []
+        if is_sink:
+            held += [(f"{name}:state", n) for name, n in self.persistent]
+        return [TensorConfig(name, fm, fm, BufferMode.RECOMPUTE, (n,), n) for name, n in held]
+
     def cost_key(self, part: Part, stripe: StripeConfig) -> tuple:
         """Requests with equal keys cost the same (same Part signature and stripe)."""
         return self._signature(part), stripe
@@ -439,6 +455,9 @@ class PlanCosting:
         """(memory, cycles, Parts copied) that adding ``p`` costs, one per weight placement
         worth considering for it."""
         stage, _ = self._input_staging(p, stripe, spec, False)
+        stage += int(p.attr("work_bytes", 0))
+        if is_sink:
+            stage += self.persistent_bytes
         if is_sink and self.staged(p.output):
             biggest = max(stripe.count_stripes(), key=lambda s: (math.prod(s), s))
             stage += 2 * p.output.region_bytes(biggest)

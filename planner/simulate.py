@@ -150,7 +150,9 @@ def lockstep_walk(reads: list[tuple[int, int]], steps: list[tuple[int, int]],
 
 
 def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
-    """Measure the buffer bytes ``plan`` needs (intermediates, staging, weight copies)."""
+    """Measure the buffer bytes ``plan`` needs (intermediates, staging, weight copies, the
+    working memory its Parts declare and the persistent bytes of the graph's Parts: an
+    LSTM's gate buffers and states)."""
     stripes = {ps.part: ps.stripe for ps in plan.part_schedules}
     configs = {tc.tensor: tc for tc in plan.tensor_configs}
     members = set(plan.parts)
@@ -188,6 +190,10 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
     for tc in plan.tensor_configs:
         if tc.copy_region != tc.home_region and tc.tensor not in members:
             total += tc.buffer_bytes     # staging and weight copies: sized by the Plan
+    for part in graph.parts:
+        total += int(part.attr("state_bytes", 0))
+        if part.name in members:
+            total += int(part.attr("work_bytes", 0))
     return total
 
 

@@ -767,6 +767,26 @@ def _softmax(ctx: _OpContext) -> None:
                           beta=beta))
 
 
+def _unidirectional_sequence_lstm(ctx: _OpContext) -> None:
+    # inputs: 0 the sequence, 1-4 input weights, 5-8 recurrent weights, 9-11 peepholes,
+    # 12-15 biases, 16-17 projection, 18-19 the states (variable tensors), 20-23 layer norm
+    ctx.expect((20, 24))
+    x = ctx.act(0)
+    if ctx.c.tinfo[ctx.ins[0]].dtype not in ("int8", "uint8"):
+        raise ctx.err("its sequence is not 8-bit; the planner plans int8 LSTMs")
+    if len(x.shape) != 3:
+        raise ctx.err(f"its sequence has shape {list(x.shape)}; an LSTM reads "
+                      "(batch, time, features)")
+    weights = ctx.const_info(1, "the input gate's weights (no input gate: CIFG is not planned)")
+    if ctx.const_info(16, "projection weights", optional=True) is not None:
+        raise ctx.err("a projection layer (the output would not be the cell state's size)")
+    cells = weights.shape[0]
+    opts = ctx.options("UnidirectionalSequenceLSTMOptions")
+    time_major = bool(opts is not None and opts.TimeMajor())
+    ctx.emit(parts.lstm(ctx.name, x, cells, time_major=time_major, weight_compression=ctx.c.wc,
+                        output_name=ctx.out_name()))
+
+
 def _unary(op: str) -> Callable[[_OpContext], None]:
     def handler(ctx: _OpContext) -> None:
         ctx.expect(1)
@@ -938,6 +958,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "EXPAND_DIMS": _reshape,
     "TRANSPOSE": _transpose,
     "SOFTMAX": _softmax,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _unidirectional_sequence_lstm,
     "LOGISTIC": _unary("sigmoid"),
     "TANH": _unary("tanh"),
     "RELU": _unary("relu"),

@@ -140,6 +140,32 @@ def _copy_op(ifm: Shape4, ofm: Shape4, bits: int, fmt_in: str, fmt_out: str,
                  lut_bytes=lut, ifm_format=fmt_in, ofm_format=fmt_out)
 
 
+def _lstm_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """An LSTM as its Ethos-U stream runs it (Vela's ``lstm.py`` decomposition), one step of
+    one batch at a time: per gate a FULLY_CONNECTED of the input and one of the hidden state
+    (int8 -> int16) added with the gate's activation fused, the cell update (two MULs and
+    an ADD), the cell's TANH, its MUL by the output gate into the int8 hidden state, and a
+    copy of it into the output; every step of every batch in the stripe."""
+    x = part.inputs[0]
+    n, features = part.attr("cells"), x.shape[2]
+    row = (1, 1, 1, n)
+    fc = [NpuOp(CONV, "FullyConnected", (1, 1, 1, k), row, ifm_bits=8, ofm_bits=16,
+                has_bias=True, ifm_format=NHWC, ofm_format=NHWC) for k in (features, n)]
+
+    def elementwise(op: str, bits_in: int, bits_out: int, act: str | None = None) -> NpuOp:
+        return NpuOp(ELEMENTWISE, op, row, row, row, ifm_bits=bits_in, ofm_bits=bits_out,
+                     activation=act, ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC)
+
+    step = []
+    for act in ("sigmoid", "sigmoid", "tanh", "sigmoid"):
+        step += fc + [elementwise("Add", 16, 16, act)]
+    step += [elementwise("Mul", 16, 16), elementwise("Mul", 16, 16),
+             elementwise("Add", 16, 16),
+             _copy_op(row, row, 16, NHWC, NHWC, activation="tanh", op="tanh"),
+             elementwise("Mul", 16, 8), _copy_op(row, row, 8, NHWC, NHWC)]
+    return step * (int(out_shape[0]) * int(out_shape[1]))
+
+
 def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """MEAN over H and W as Vela lowers it (regor/tflite_graph_optimiser.cpp:ConvertMeanOps):
     depthwise convolutions with an H x W kernel (at most 64 rows and 4096 taps each) writing
@@ -354,6 +380,9 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 
     if kind == Op.SOFTMAX:
         return _softmax_ops(part, out_shape)
+
+    if kind == Op.LSTM:
+        return _lstm_ops(part, out_shape)
 
     if kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
         return []  # handled by EthosUPerfModel (free, or memory bound)
