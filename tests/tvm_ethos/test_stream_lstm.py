@@ -6,6 +6,7 @@ stay TFLite operators, each with its reason.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -15,6 +16,12 @@ from hypothesis import strategies as st
 from lstm_models import RELU, LstmCase, lstm_model, lstm_then_fully_connected, stacked_lstms
 
 import tvm_ethos
+from planner import parts as planner_parts
+from planner.devices import get_device
+from planner.graph import Tensor
+from planner.perf.ethos_u import lower_part
+from planner.proposals import ProposalSearch
+from planner.tflite import load_tflite
 from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, read_source
@@ -125,6 +132,48 @@ def test_the_trained_model_runs_wholly_on_the_npu_as_vela_puts_it():
     # its arena (states, sequences, gate buffers) counts in the memory peak
     arena = max(r["peak_memory_bytes"] for r in cm.plan_reports if r.get("graph_operator"))
     assert cm.plan_report["peak_memory_bytes"] >= arena > 28 * 28 + 28 * 20
+    # the SRAM it touches is the planner's peak for it, which is also the least memory of
+    # the whole model planned in one run (planner.tflite: the LSTM a Plan of its own)
+    entry = _lstm_stream(cm)
+    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
+    assert f"touched {entry['planned_peak_bytes']:,} B = the plan's peak" in cm.plan_table
+    whole = ProposalSearch(load_tflite(source), get_device("ethos-u55-128")).proposal(0)
+    assert whole.memory_bytes == entry["planned_peak_bytes"]
+
+
+def _lstm_stream(cm) -> dict:
+    """The stream report of the compiled model's one LSTM."""
+    (entry,) = (e for r in cm.plan_reports if r.get("graph_operator")
+                for e in r["streams"].values())
+    return entry
+
+
+def _up(n: int) -> int:
+    return -(-n // 16) * 16
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_CASES)
+def test_a_lone_lstm_touches_what_the_planner_plans(case):
+    """The LSTM alone on an Ethos-U55: the arena its stream touches is the planner's peak
+    for its Part (``planner.parts.lstm``) plus the padding that starts each sequence on a
+    16-byte boundary; the NPU operations it runs are the ones the planner's performance
+    model costs (``planner.perf.ethos_u.lower_part``)."""
+    cm = tvm_ethos.compile(lstm_model(case), "ethos-u", cache_dir=False)
+    entry = _lstm_stream(cm)
+    b, t, f, n = case.batches, case.steps, case.features, case.cells
+    pads = _up(b * t * n) - b * t * n + _up(b * t * f) - b * t * f
+    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"] + pads
+    x = Tensor("x", (t, b, f) if case.time_major else (b, t, f))
+    part = planner_parts.lstm("lstm", x, n, time_major=case.time_major)
+    costed = collections.Counter(_COMMANDS[op.npu] for op in lower_part(part, part.output.shape))
+    ran = {k: v for k, v in entry["commands"].items() if k in _COMMANDS.values()}
+    assert ran == dict(costed)
+
+
+#: the stream's operation commands by the performance model's kinds of NPU operation
+_COMMANDS = {"conv": "NPU_OP_CONV", "depthwise": "NPU_OP_DEPTHWISE", "pooling": "NPU_OP_POOL",
+             "elementwise": "NPU_OP_ELEMENTWISE"}
 
 
 @pytest.mark.parametrize("units", [8, 600])
