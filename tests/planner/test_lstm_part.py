@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from lstm_models import LstmCase, lstm_model, lstm_then_fully_connected
 
 from ethos_arch.ops import Op
+from planner import io as planner_io
 from planner import parts
 from planner.devices import get_device
 from planner.errors import PlannerError
@@ -138,3 +139,10 @@ def test_lstms_the_planner_does_not_plan_are_named(variant, words):
 def test_a_part_that_is_no_sequence_is_refused():
     with pytest.raises(PlannerError, match=r"\(batch, time, features\) sequence"):
         parts.lstm("lstm", Tensor("x", (1, 28)), 20)
+
+
+def test_a_graph_with_an_lstm_round_trips_through_json():
+    graph = load_tflite(lstm_then_fully_connected(LstmCase(batches=2, steps=3, cells=5,
+                                                           time_major=True), 4))
+    again = planner_io.loads(planner_io.dumps(graph))
+    assert again.parts == graph.parts and again.parts[0].kind == Op.LSTM
