@@ -45,9 +45,12 @@ class PlanCosting:
         self.io = device.region(device.io_region)
         #: bytes that persist from one invocation to the next (an LSTM's states): every
         #: Plan holds them, whatever it runs
-        self.persistent = tuple((p.name, int(p.attr("state_bytes", 0))) for p in self.topo
+        self.persistent = tuple((p.name, int(p.attr("state_bytes"))) for p in self.topo
                                 if p.attr("state_bytes"))
         self.persistent_bytes = sum(n for _, n in self.persistent)
+        #: a Part's working memory while it runs (an LSTM's gate buffers), by Part name
+        self.work_bytes = {p.name: int(p.attr("work_bytes")) for p in self.topo
+                           if p.attr("work_bytes")}
         self._cost_cache: dict = {}
         self._sig_cache: dict = {}
         self._sig_ids: dict = {}
@@ -406,7 +409,7 @@ class PlanCosting:
         working memory while it runs (``work_bytes``: an LSTM's gate buffers) and, for the
         Plan's sink (once per Plan), the persistent bytes (every LSTM's states)."""
         fm = self.device.fm_region
-        held = [(f"{p.name}:work", int(p.attr("work_bytes", 0)))] if p.attr("work_bytes") \
+        held = [(f"{p.name}:work", self.work_bytes[p.name])] if p.name in self.work_bytes \
             else []
         if is_sink:
             held += [(f"{name}:state", n) for name, n in self.persistent]
@@ -455,7 +458,7 @@ class PlanCosting:
         """(memory, cycles, Parts copied) that adding ``p`` costs, one per weight placement
         worth considering for it."""
         stage, _ = self._input_staging(p, stripe, spec, False)
-        stage += int(p.attr("work_bytes", 0))
+        stage += self.work_bytes.get(p.name, 0)
         if is_sink:
             stage += self.persistent_bytes
         if is_sink and self.staged(p.output):

@@ -772,8 +772,9 @@ def _unidirectional_sequence_lstm(ctx: _OpContext) -> None:
     # 12-15 biases, 16-17 projection, 18-19 the states (variable tensors), 20-23 layer norm
     ctx.expect((20, 24))
     x = ctx.act(0)
-    if ctx.c.tinfo[ctx.ins[0]].dtype not in ("int8", "uint8"):
-        raise ctx.err("its sequence is not 8-bit; the planner plans int8 LSTMs")
+    dtype = ctx.c.tinfo[ctx.ins[0]].dtype
+    if dtype != "int8":
+        raise ctx.err(f"its sequence is {dtype}; the planner plans int8 LSTMs (int16 cell)")
     if len(x.shape) != 3:
         raise ctx.err(f"its sequence has shape {list(x.shape)}; an LSTM reads "
                       "(batch, time, features)")

@@ -31,13 +31,12 @@ def planning_device(name: str, *, io_region: str | None = None,
     Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR form yet (a
     weight copy is realized in the Plan that reads it, ``schedule.py``). ``solitary``: the
     operators the NPU's code generator runs only in Plans of their own
-    (``NpuBackend.planner_solitary_ops``), besides those the device itself keeps alone
-    (an Ethos-U's LSTM)."""
+    (``NpuBackend.planner_solitary_ops``)."""
     io = network_io_region(name) if io_region is None else io_region
     device = get_device(name, io_region=io, sram_size=sram_size)
     return dataclasses.replace(device, weight_prefetch=False,
                                io_read_in_place=device.family == "ethos-u",
-                               solitary=device.solitary | frozenset(solitary))
+                               solitary=frozenset(solitary))
 
 
 def planner_device_for(name: str, sram_size: int | None, pools: Mapping[str, Mapping],
