@@ -103,6 +103,7 @@ class Op(StrEnum):
     SUB = "sub"
     MINIMUM = "minimum"
     MAXIMUM = "maximum"
+    SQUARED_DIFFERENCE = "squared_difference"
     # one-operand elementwise and activations
     RELU = "relu"
     CLIP = "clip"
@@ -176,6 +177,8 @@ _INFO: dict[Op, OpInfo] = {
     Op.SUB: OpInfo("SUB", _B.ELEMENTWISE, _A.TWO, vela="Sub"),
     Op.MINIMUM: OpInfo("MINIMUM", _B.ELEMENTWISE, _A.TWO, vela="Minimum"),
     Op.MAXIMUM: OpInfo("MAXIMUM", _B.ELEMENTWISE, _A.TWO, vela="Maximum"),
+    Op.SQUARED_DIFFERENCE: OpInfo("SQUARED_DIFFERENCE", _B.ELEMENTWISE, _A.TWO,
+                                  vela="SquaredDifference"),
     Op.RELU: OpInfo("RELU", vela="Relu"),
     # RELU6 / RELU_N1_TO_1 read as a clamp; reports call it RELU, as TFLite's family
     Op.CLIP: OpInfo("RELU"),

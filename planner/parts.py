@@ -215,7 +215,7 @@ def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 
 def elementwise(name: str, a: Tensor, b: Tensor, op: str = "add", activation: str | None = None,
                 output_name: str | None = None) -> Part:
-    if op not in ("add", "sub", "mul", "maximum", "minimum"):
+    if op not in ("add", "sub", "mul", "maximum", "minimum", "squared_difference"):
         raise PlannerError(f"{name}: unsupported binary op {op!r}")
     shape = broadcast_shape(a.shape, b.shape)
     out = Tensor(output_name or f"{name}:0", shape)

@@ -949,6 +949,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "MUL": _binary("mul", "MulOptions"),
     "MAXIMUM": _binary("maximum", None),
     "MINIMUM": _binary("minimum", None),
+    "SQUARED_DIFFERENCE": _binary("squared_difference", None),
     "CONCATENATION": _concatenation,
     "PAD": _pad,
     "PADV2": _pad,

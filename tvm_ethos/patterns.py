@@ -343,6 +343,22 @@ def _prelu_variants():
     return out
 
 
+def _squared_difference_variants():
+    """SQUARED_DIFFERENCE as TVM's converter writes it: ``quantize(d * d)`` with ``d =
+    subtract(dequantize(a), dequantize(b))``."""
+    out = []
+    for clip in (True, False):
+        ann = {}
+        a, b = wildcard(), wildcard()
+        dqa, dqb = _dq(a), _dq(b)
+        diff = is_op("relax.subtract")(dqa, dqb)
+        core = is_op("relax.multiply")(diff, diff)
+        ann.update(x0=a, x1=b, dq0=dqa, dq1=dqb, diff=diff, op=core)
+        ann["root"] = _tail(core, ann, clip)
+        out.append((Op.SQUARED_DIFFERENCE, ann["root"], ann))
+    return out
+
+
 def _transpose_variants():
     """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
     DEPTH_TO_SPACE's, whose verdict must stand)."""
@@ -394,6 +410,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.LEAKY_RELU, "relax.nn.leakyrelu")
         + _hard_swish_variants()
         + _prelu_variants()
+        + _squared_difference_variants()
         + _elu_variants()
         + _unary_qdq_variants(Op.RSQRT, "relax.rsqrt")
         + _unary_qdq_variants(Op.EXP, "relax.exp")
@@ -612,6 +629,10 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         _read_hard_swish(op, ann, problems)
     elif kind == Op.PRELU:
         _read_prelu(op, ann, problems)
+    elif kind == Op.SQUARED_DIFFERENCE:
+        if op.in_dtypes != ["int8", "int8"] or op.out_dtype != "int8":
+            problems.append(f"SQUARED_DIFFERENCE of {op.in_dtypes} to {op.out_dtype}; the "
+                            "integer kernel is TFLite Micro's int8 one")
     elif kind == Op.ELU:
         consts = (float(_const_np(ann["one_minus"].args[0])), float(_const_np(ann["neg"].args[0])))
         if consts != (1.0, -1.0):

@@ -194,6 +194,27 @@ def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     return ops
 
 
+def _squared_difference_ops(part: Part, ra: Shape4, rb: Shape4, out: Shape4) -> list[NpuOp]:
+    """int8 SQUARED_DIFFERENCE as the stream and Vela 5.2 run it: each input widened into
+    32 bits and multiplied by its constant multiplier, their SUB, the square, and a 32-bit
+    MUL by the output multiplier into the output (the intermediates in NHWC scratch)."""
+    ops = []
+    for region, t in ((ra, part.inputs[0]), (rb, part.inputs[1])):
+        ops += [NpuOp(POOLING, "AvgPool", region, region, ifm_bits=_bits(t), ofm_bits=32,
+                      ifm_format=_format(part, "ifm_format"), ofm_format=NHWC),
+                NpuOp(ELEMENTWISE, "Mul", region, region, (1, 1, 1, 1), ifm_bits=32,
+                      ofm_bits=32, ifm_format=NHWC, ofm_format=NHWC, ifm2_const=True,
+                      ifm2_format=NHWC)]
+    wide = dict(ifm_bits=32, ofm_bits=32, ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC)
+    ops += [NpuOp(ELEMENTWISE, "Sub", out, out, rb if ra == out else ra, **wide),
+            NpuOp(ELEMENTWISE, "Mul", out, out, out, **wide),
+            NpuOp(ELEMENTWISE, "Mul", out, out, (1, 1, 1, 1), ifm_bits=32,
+                  ofm_bits=_bits(part.output), activation=part.attr("activation"),
+                  ifm_format=NHWC, ifm2_const=True, ifm2_format=NHWC,
+                  ofm_format=_format(part, "ofm_format"))]
+    return ops
+
+
 def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """int8 SOFTMAX along the last axis as Vela lowers it (regor/softmax.cpp: GetGraph8bit):
     a max over the channels; SUB with an exp LUT and a shift over the whole tensor; a sum
@@ -309,6 +330,8 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
         a, b = part.inputs
         ra = _to4(_input_region(part, 0, out_shape))
         rb = _to4(_input_region(part, 1, out_shape))
+        if part.attr("op") == Op.SQUARED_DIFFERENCE.value:
+            return _squared_difference_ops(part, ra, rb, _to4(out_shape))
         op = _ELEMENTWISE_OPS.get(part.attr("op", "add"), "Add")
         return [NpuOp(ELEMENTWISE, op, ra, _to4(out_shape), rb, ifm_bits=_bits(a),
                       ofm_bits=out_bits, activation=act, ifm_format=fin,

@@ -1,7 +1,9 @@
 """TFLite's int8 SQUARED_DIFFERENCE: ``compute.squared_difference`` against TFLite Micro on every
-pair of codes (65,536 per quantization), and Vela 5.2's NPU form of it (several elementwise
+pair of codes (65,536 per quantization); Vela 5.2's NPU form of it (several elementwise
 operations with explicit rescales) run on our functional model of the Ethos-U against TFLite
-Micro: exact wherever the kernel's int32 left shift does not wrap."""
+Micro; and ours (``ops_squared_difference``: the same steps as seven operations) compiled and
+run against TFLite Micro. Both NPU forms are exact wherever the kernel's int32 left shift does
+not wrap; where it does, the operator stays a TFLite operator."""
 from __future__ import annotations
 
 import subprocess
@@ -14,7 +16,11 @@ import tflite_builder as tb
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.tflite_oracle import tflm_oracle
+import tvm_ethos
+from ethosu_stream.tflite_graph import run_vela_model
+from planner.perf.ethos_u import lower_part
+from planner.tflite import load_tflite
+from tests.helpers.tflite_oracle import compiled_matches, tflm_oracle
 from tvm_ethos.compute import squared_difference as sqd
 
 pytest.importorskip("tflite_micro")
@@ -71,8 +77,6 @@ def test_velas_stream_on_the_functional_model_is_tflite_micro_where_no_shift_wra
         tmp_path_factory, in1_q, in2_q, out_q, same_scale):
     """Vela's form on every pair of codes: equal to TFLite Micro where ``npu_refusal`` finds
     nothing, equal to ``compute.squared_difference.npu`` everywhere."""
-    from ethosu_stream.tflite_graph import run_vela_model
-
     if same_scale:
         in2_q = (in1_q[0], in2_q[1])
     model = squared_difference_model(in1_q, in2_q, out_q)
@@ -90,8 +94,6 @@ def test_velas_broadcast_stream_is_tflite_micro(tmp_path):
                                      (1, 1, 1, 16))
     xs = [rs.randint(-128, 128, (1, 6, 5, 16)).astype(np.int8),
           rs.randint(-128, 128, (1, 1, 1, 16)).astype(np.int8)]
-    from ethosu_stream.tflite_graph import run_vela_model
-
     got = run_vela_model(_vela(tmp_path, model), xs, "ethos-u55-128")[0][0]
     assert np.array_equal(got, tflm_oracle(model, xs)[0])
 
@@ -106,3 +108,93 @@ def test_a_wrapping_left_shift_is_the_one_difference_and_is_named():
     why = sqd.npu_refusal(q1, q2, qo)
     assert "wraps" in why and "(-128, 0) give -128 there and 127 on the NPU" in why, why
     assert sqd.npu_refusal((1.0, 0), (1.0, 0), (4.0 / 2**14, 0)) == ""
+
+
+# ----------------------------------------------------------------- ours: ops_squared_difference
+_small_q = st.tuples(_scale((-8, 0)), _zp)
+
+
+@settings(max_examples=6, deadline=None)
+@given(hwc=st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 12)),
+       broadcast=st.sampled_from([None, "first", "second"]), in1_q=_small_q, in2_q=_small_q,
+       out_q=st.tuples(_scale((-6, 2)), _zp), seed=st.integers(0, 2**16))
+def test_it_is_on_the_npu_exactly(hwc, broadcast, in1_q, in2_q, out_q, seed):
+    """Seven operations (``ops_squared_difference``), outputs equal to TFLite Micro's;
+    either operand may be the broadcast one (1x1xC)."""
+    full, small = (1, *hwc), (1, 1, 1, hwc[2])
+    shapes = {None: (full, full), "first": (small, full), "second": (full, small)}[broadcast]
+    cm = compiled_matches(squared_difference_model(in1_q, in2_q, out_q, *shapes), seed=seed)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+def test_every_pair_of_codes_on_the_npu_is_tflite_micro():
+    q = ((0.0371, -17), (0.0093, 44), (0.011, -128))
+    data = squared_difference_model(*q, (1, 256, 256, 1), (1, 256, 256, 1))
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    assert np.array_equal(cm.run(A, B)[0].reshape(A.shape), tflm_oracle(data, [A, B])[0])
+
+
+CHAIN = [1, 16, 16, 16]
+
+
+def _chain() -> bytes:
+    """Three SQUARED_DIFFERENCEs in a row, every tensor int8 of CHAIN's shape (the second
+    operand of each the network's second input)."""
+    qs = [(0.05, 3), (0.03, -4), (0.2, -100), (0.15, 7), (0.5, -90)]
+    ts = [tb.T(CHAIN, "int8", scale=s, zp=z) for s, z in qs]
+    ops = [(tb.BO.SQUARED_DIFFERENCE, 0, None, [i, 1], [o]) for i, o in ((0, 2), (2, 3), (3, 4))]
+    return tb.serialize(ts, ops, [0, 1], [4])
+
+
+def test_a_cascade_runs_it_stripe_by_stripe():
+    """The smallest plan on an Ethos-U65 stripes the chain; each SQUARED_DIFFERENCE stripe is
+    its seven operations over the stripe's boxes, its working memory one stripe, and the
+    whole chain is one ethos-u operator equal to TFLite Micro."""
+    model = _chain()
+    target = "ethos-u -accelerator_config=ethos-u65-256"
+    cm = compiled_matches(model, target)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"] * 3, cm.placement
+    emu = tvm_ethos.compile(model, target + ",llvm", budget="smallest", cache_dir=False,
+                            npu_runtime="stream")
+    (entry,) = emu.plan_report["streams"].values()
+    assert entry["schedule"].startswith("plan"), entry["schedule"]
+    assert entry["commands"]["NPU_OP_POOL"] > 2 * 3, entry["commands"]      # striped
+    assert entry["work_bytes"] < 2 * 4 * 16 * 16 * 16, entry["work_bytes"]  # one stripe
+    rs = np.random.RandomState(3)
+    xs = [rs.randint(-128, 128, size=CHAIN).astype(np.int8) for _ in range(2)]
+    np.testing.assert_array_equal(emu.run(*xs)[0].reshape(CHAIN), tflm_oracle(model, xs)[0])
+
+
+def test_a_wrapping_quantization_stays_a_tflite_operator_naming_the_pair():
+
+    data = squared_difference_model((1.0, 0), (1.0, 0), (1e-5, 0), (1, 4, 4, 8), (1, 4, 4, 8))
+    cm = compiled_matches(data)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
+    assert "TFLite Micro's 32-bit shift wraps: codes (-128, 0) give -128" in report, report
+
+
+def test_the_llvm_host_runs_it_exactly():
+    compiled_matches(squared_difference_model((0.07, -3), (0.3, 11), (0.9, -120), (1, 6, 5, 16),
+                                              (1, 1, 1, 16)), "llvm", seed=3)
+
+
+@pytest.mark.parametrize("b_shape", [(1, 8, 8, 16), (1, 1, 1, 16)])
+def test_the_planner_costs_it_as_its_seven_operations(b_shape):
+    """A SQUARED_DIFFERENCE Part is the stream's two widening pools, the two MULs by the
+    input multipliers, the SUB (the broadcast operand its second), the square and the output
+    MUL into 8 bits."""
+    graph = load_tflite(squared_difference_model((0.05, 3), (0.03, -4), (0.2, -100),
+                                                 (1, 8, 8, 16), b_shape))
+    (part,) = graph.parts
+    ops = lower_part(part, part.output.shape)
+    assert [(o.npu.lower(), o.op) for o in ops] == [
+        ("pooling", "AvgPool"), ("elementwise", "Mul"), ("pooling", "AvgPool"),
+        ("elementwise", "Mul"), ("elementwise", "Sub"), ("elementwise", "Mul"),
+        ("elementwise", "Mul")], ops
+    assert ops[4].ifm2 == b_shape and ops[-1].ofm_bits == 8
+    assert all(o.ofm_bits == 32 for o in ops[:-1])

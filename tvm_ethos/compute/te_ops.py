@@ -19,7 +19,13 @@ import numpy as np
 from tvm import te, tirx
 
 from ethos_arch.ops import Op
-from tvm_ethos.compute import fixed_point, int16_activation, int16x8, leaky_relu
+from tvm_ethos.compute import (
+    fixed_point,
+    int16_activation,
+    int16x8,
+    leaky_relu,
+    squared_difference,
+)
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     INT32_MAX,
@@ -929,6 +935,31 @@ def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def lower_squared_difference(op, inputs, pool: ConstPool, name="squared_difference"):
+    """SQUARED_DIFFERENCE (TFLite Micro's int8 kernel, ``compute.squared_difference``): each
+    offset code widened by ``2**7`` and rescaled to ``2 * max(scale)``, the difference squared
+    in int32 and requantized to the output."""
+    a, b = inputs
+    sc = squared_difference.scales(op.in_q[0], op.in_q[1], op.out_q)
+    widen = _i32(1 << squared_difference.LEFT_SHIFT)
+
+    def scaled(t, k, m):
+        zp = int(op.in_q[k][1])
+        return te.compute(op.in_shapes[k],
+                          lambda *i: mbqm((t[i].astype("int32") - _i32(zp)) * widen, *m),
+                          name=f"{name}_in{k}")
+
+    sa, sb = scaled(a, 0, sc.input1), scaled(b, 1, sc.input2)
+
+    def fn(*idx):
+        diff = sa[_broadcast_index(op.in_shapes[0], idx)] - \
+            sb[_broadcast_index(op.in_shapes[1], idx)]
+        v = mbqm(diff * diff, *sc.output) + _i32(int(op.out_q[1]))
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
 def lower_mul(op, inputs, pool: ConstPool, name="mul"):
     """MUL (reference_integer_ops::Mul)."""
     a, b = inputs
@@ -1387,6 +1418,7 @@ LOWERINGS = {
     Op.ADD: lower_add,
     Op.MUL: lower_mul,
     Op.SUB: lower_add,
+    Op.SQUARED_DIFFERENCE: lower_squared_difference,
     Op.MINIMUM: lower_min_max,
     Op.MAXIMUM: lower_min_max,
     Op.REQUANTIZE: lower_requantize,

@@ -83,6 +83,7 @@ _OP_INPUTS = {
     "RSQRT": _UNARY, "RELU_0_TO_1": _UNARY, "PRELU": _BINARY, "SUM": _BINARY,
     "REDUCE_MAX": _BINARY, "REDUCE_MIN": _BINARY, "REVERSE_V2": _BINARY, "TILE": _BINARY,
     "MIRROR_PAD": _BINARY, "UNPACK": _UNARY, "PACK": (1, 1 << 16, ()),
+    "SQUARED_DIFFERENCE": _BINARY,
 }
 #: Builtin operators with several outputs (every other operator in ``_OP_INPUTS`` has one).
 _MULTI_OUTPUT = frozenset({"SPLIT", "SPLIT_V", "UNPACK"})

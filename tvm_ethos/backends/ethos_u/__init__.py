@@ -49,7 +49,7 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
-from tvm_ethos.compute import int16x8, leaky_relu
+from tvm_ethos.compute import int16x8, leaky_relu, squared_difference
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
 
@@ -225,6 +225,22 @@ def _binary(q, o):
     if q.in_dtypes[0] != q.in_dtypes[1]:
         return ["both input data types must match"]
     return []
+
+
+def _squared_difference(q, o):
+    """Seven operations (``ops_squared_difference``): one operand of the output's shape (the
+    other broadcast into it), and a quantization on which they are TFLite Micro's kernel for
+    every pair of codes (``compute.squared_difference.npu_refusal``)."""
+    r = _binary(q, o)
+    if not r and tuple(q.out_shape) not in (tuple(q.in_shapes[0]), tuple(q.in_shapes[1])):
+        r.append(f"shapes {q.in_shapes[0]} and {q.in_shapes[1]} both broadcast; one input "
+                 "must have the output's shape")
+    if not r and q.out_q is not None and len(q.in_q) == 2:
+        why = squared_difference.npu_refusal(q.in_q[0], q.in_q[1], q.out_q,
+                                             (q.act_min, q.act_max))
+        if why:
+            r.append(why)
+    return r
 
 
 #: how read_qop names RELU_0_TO_1's clamp (TVM's converter writes ``clip(x, 0, 1)``)
@@ -415,6 +431,7 @@ CHECKS = {
     Op.ADD: _binary,
     Op.MUL: _binary,
     Op.SUB: _binary,
+    Op.SQUARED_DIFFERENCE: _squared_difference,
     Op.MINIMUM: _same_q,
     Op.MAXIMUM: _same_q,
     Op.RELU: _relu,

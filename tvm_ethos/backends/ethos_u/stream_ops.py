@@ -25,6 +25,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_prelu,
     ops_reduce,
     ops_resize,
+    ops_squared_difference,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
@@ -334,6 +335,10 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     # four operations: one per branch of TFLite's kernel and their sum (ops_prelu)
     Op.PRELU: StreamEmitter(Form.SEQUENCE, sequence=ops_prelu.prelu_ops,
                             work_bytes=ops_prelu.prelu_work_bytes),
+    # seven operations, each step of TFLite Micro's kernel (ops_squared_difference)
+    Op.SQUARED_DIFFERENCE: StreamEmitter(
+        Form.SEQUENCE, sequence=ops_squared_difference.squared_difference_ops,
+        work_bytes=ops_squared_difference.squared_difference_work_bytes, boxed=True),
     Op.RSQRT: _TABLE,
     Op.EXP: _TABLE,
     Op.GELU: _TABLE,
