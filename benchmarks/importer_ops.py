@@ -1,7 +1,8 @@
 """The operators issue 28's importer work put on the Ethos-U, beside Vela 5.2.
 
 For each one-operator model of rfcs/0010's table (``tests/tvm_ethos/operator_models.py``) of
-REDUCE_MAX, REDUCE_MIN, SUM, PACK, UNPACK, MIRROR_PAD, PRELU, ELU, REVERSE_V2 and TILE,
+REDUCE_MAX, REDUCE_MIN, SUM, PACK, UNPACK, MIRROR_PAD, PRELU, ELU, REVERSE_V2, TILE and
+SQUARED_DIFFERENCE,
 compiled for an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each
 runs (Vela: its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each
 uses (Vela ``--optimise Size``'s "Total SRAM used"; ours: the emulated high-water mark of the
@@ -23,7 +24,7 @@ import operator_models  # noqa: E402
 from benchmarks.movement_ops import ours, vela  # noqa: E402
 
 MODELS = ("reduce_max", "reduce_min", "reduce_sum", "pack", "unpack", "mirror_pad", "prelu",
-          "elu", "reverse_v2", "tile")
+          "elu", "reverse_v2", "tile", "squared_difference")
 CONFIG = "ethos-u55-128"
 
 
