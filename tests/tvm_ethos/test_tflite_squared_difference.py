@@ -183,6 +183,18 @@ def test_the_llvm_host_runs_it_exactly():
                                               (1, 1, 1, 16)), "llvm", seed=3)
 
 
+@pytest.mark.parametrize("q", [((0.0371, -17), (0.0093, 44), (0.011, -128)),
+                               ((0.5, 3), (0.25, -7), (2.0 ** -18, 0))])   # wraps
+def test_the_llvm_host_is_tflite_micro_on_every_pair(q):
+    """Where the kernel's left shift wraps too: the Ethos-U refuses that quantization, so
+    the llvm host runs it, wrapping as TFLite Micro does."""
+    data = squared_difference_model(*q)
+    cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    assert cm.partition_summary == ({"llvm": 1} if sqd.npu_refusal(*q) else {"ethos-u": 1})
+    want = tflm_oracle(data, [A, B])[0]
+    assert np.array_equal(cm.run(A, B)[0].reshape(want.shape), want)
+
+
 @pytest.mark.parametrize("b_shape", [(1, 8, 8, 16), (1, 1, 1, 16)])
 def test_the_planner_costs_it_as_its_seven_operations(b_shape):
     """A SQUARED_DIFFERENCE Part is the stream's two widening pools, the two MULs by the

@@ -951,10 +951,18 @@ def lower_squared_difference(op, inputs, pool: ConstPool, name="squared_differen
 
     sa, sb = scaled(a, 0, sc.input1), scaled(b, 1, sc.input2)
 
+    m_out, left = sc.output.multiplier, max(sc.output.shift, 0)
+
     def fn(*idx):
         diff = sa[_broadcast_index(op.in_shapes[0], idx)] - \
             sb[_broadcast_index(op.in_shapes[1], idx)]
-        v = mbqm(diff * diff, *sc.output) + _i32(int(op.out_q[1]))
+        square = diff * diff
+        if left:
+            # the kernel's int32 left shift wraps; spelled out, as TVM's simplifier may widen
+            # an int32 product it takes not to overflow
+            wide = square.astype("int64") * _i64(1 << left) + _i64(1 << 31)
+            square = (tirx.bitwise_and(wide, _i64(0xFFFFFFFF)) - _i64(1 << 31)).astype("int32")
+        v = mbqm(square, m_out, min(sc.output.shift, 0)) + _i32(int(op.out_q[1]))
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")
