@@ -69,6 +69,7 @@ def _vela(tmp_path: Path, model: bytes) -> bytes:
     return (tmp_path / "m_vela.tflite").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not VELA.exists(), reason="Vela 5.2 (the 'vela' extra) is not installed")
 @settings(max_examples=6, deadline=None)
 @given(in1_q=_in_q, in2_q=_in_q, out_q=_out_q, same_scale=st.booleans())
