@@ -2,11 +2,10 @@
 
 For each one-operator model of rfcs/0010's table (``tests/tvm_ethos/operator_models.py``) of
 REDUCE_MAX, REDUCE_MIN, SUM, PACK, UNPACK, MIRROR_PAD, PRELU, ELU, REVERSE_V2, TILE and
-SQUARED_DIFFERENCE,
-compiled for an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each
-runs (Vela: its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each
-uses (Vela ``--optimise Size``'s "Total SRAM used"; ours: the emulated high-water mark of the
-functional model). Prints one table.
+SQUARED_DIFFERENCE, compiled for an Ethos-U55-128: the operators each leaves on the CPU, the
+NPU operations each runs (Vela: its passes after fusing; ours: the stream's NPU_OP_*
+commands) and the SRAM each uses (Vela ``--optimise Size``'s "Total SRAM used"; ours: the
+emulated high-water mark of the functional model). Prints one table.
 
     PYTHONPATH=. python benchmarks/importer_ops.py [model ...]
 """
