@@ -90,6 +90,7 @@ class Op(StrEnum):
     DEPTHWISE_CONV2D = "depthwise_conv2d"
     TRANSPOSE_CONV2D = "transpose_conv2d"
     FULLY_CONNECTED = "fully_connected"
+    BATCH_MATMUL = "batch_matmul"
     # pools and reductions
     AVG_POOL2D = "avg_pool2d"
     MAX_POOL2D = "max_pool2d"
@@ -166,6 +167,7 @@ _INFO: dict[Op, OpInfo] = {
                                 vela="Conv2DBackpropInput"),
     Op.FULLY_CONNECTED: OpInfo("FULLY_CONNECTED", _B.VECTOR_PRODUCT, has_weights=True,
                                vela="FullyConnected"),
+    Op.BATCH_MATMUL: OpInfo("BATCH_MATMUL", arity=_A.TWO, vela="BatchMatMul"),
     Op.AVG_POOL2D: OpInfo("AVERAGE_POOL_2D", _B.POOLING, vela="AvgPool"),
     Op.MAX_POOL2D: OpInfo("MAX_POOL_2D", _B.POOLING, vela="MaxPool"),
     Op.MEAN: OpInfo("MEAN", vela="Mean"),

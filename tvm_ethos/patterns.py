@@ -359,6 +359,27 @@ def _squared_difference_variants():
     return out
 
 
+def _batch_matmul_variants():
+    """The converter's BATCH_MATMUL: ``matmul`` of two dequantized operands, each read
+    through ``permute_dims`` (its adj flag) or not, between a dequantize and a quantize."""
+    out = []
+    for adj_x, adj_y, clip in itertools.product((False, True), (False, True), (True, False)):
+        ann = {}
+        a, b = wildcard(), wildcard()
+        dqa, dqb = _dq(a), _dq(b)
+        lhs = is_op("relax.permute_dims")(dqa) if adj_x else dqa
+        rhs = is_op("relax.permute_dims")(dqb) if adj_y else dqb
+        core = is_op("relax.matmul")(lhs, rhs)
+        ann.update(x0=a, x1=b, dq0=dqa, dq1=dqb, op=core)
+        if adj_x:
+            ann["perm_x"] = lhs
+        if adj_y:
+            ann["perm_y"] = rhs
+        ann["root"] = _tail(core, ann, clip)
+        out.append((Op.BATCH_MATMUL, ann["root"], ann))
+    return out
+
+
 def _transpose_variants():
     """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
     DEPTH_TO_SPACE's, whose verdict must stand)."""
@@ -398,6 +419,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         _conv_variants()
         + _transpose_conv_variants()
         + _fc_variants()
+        + _batch_matmul_variants()
         + _binary_variants()
         + _pool_variants()
         + _unary_qdq_variants(Op.MEAN, "relax.mean")
@@ -633,6 +655,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         if op.in_dtypes != ["int8", "int8"] or op.out_dtype != "int8":
             problems.append(f"SQUARED_DIFFERENCE of {op.in_dtypes} to {op.out_dtype}; the "
                             "integer kernel is TFLite Micro's int8 one")
+    elif kind == Op.BATCH_MATMUL:
+        _read_batch_matmul(op, ann, problems)
     elif kind == Op.ELU:
         consts = (float(_const_np(ann["one_minus"].args[0])), float(_const_np(ann["neg"].args[0])))
         if consts != (1.0, -1.0):
@@ -869,6 +893,26 @@ def _read_prelu(op: QOp, ann: dict, problems: list) -> None:
     if op.in_dtypes[0] != "int8" or op.out_dtype != "int8" or str(codes.dtype) != "int8":
         problems.append(f"PRELU from {op.in_dtypes[0]} to {op.out_dtype} (alpha "
                         f"{codes.dtype}); the integer kernel is TFLite's int8 one")
+
+
+def _read_batch_matmul(op: QOp, ann: dict, problems: list) -> None:
+    """BATCH_MATMUL: the adj flags (each a ``permute_dims`` exchanging exactly the last two
+    axes); TFLite's int8 kernel, so int8 operands and output of rank 2 and above."""
+    for name, key in (("adj_x", "perm_x"), ("adj_y", "perm_y")):
+        op.attrs[name] = key in ann
+        if key in ann:
+            rank = len(op.in_shapes[0 if name == "adj_x" else 1])
+            axes = ann[key].attrs.axes
+            axes = list(range(rank))[::-1] if axes is None else [int(v) for v in axes]
+            if axes != list(range(rank - 2)) + [rank - 1, rank - 2]:
+                problems.append(f"BATCH_MATMUL operand permuted by {axes}; only the last two "
+                                "axes exchanged is an adj flag")
+    if min(len(s) for s in op.in_shapes) < 2:
+        problems.append("BATCH_MATMUL of an operand below 2-D")
+    dtypes = (*op.in_dtypes, op.out_dtype)
+    if dtypes != ("int8", "int8", "int8"):
+        problems.append(f"BATCH_MATMUL of {op.in_dtypes} to {op.out_dtype}; the integer "
+                        "kernel is TFLite's int8 one")
 
 
 def _prim_ints(tup) -> tuple[int, ...]:

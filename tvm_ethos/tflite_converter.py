@@ -34,6 +34,9 @@ TVM's converters):
 * MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
+* BATCH_MATMUL: ``quantize(matmul(dequantize(a), dequantize(b)))``, an operand whose adj flag
+  is set read through ``permute_dims`` of its last two axes inside the region (the patterns
+  read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``).
 
 It also dequantizes the INT64 bias of TFLite's 16x8 convolutions and fully connected layers
 (``dequantize``), which TVM's ``dequantize`` refuses.
@@ -54,7 +57,7 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
                                "MIRROR_PAD", "PRELU", "ELU", "GELU",
                                "RELU_0_TO_1",
-                               "REVERSE_V2", "TILE"})
+                               "REVERSE_V2", "TILE", "BATCH_MATMUL"})
 
 
 #: operators with a bias quantized by the input's and the weights' scales: their (input,
@@ -585,6 +588,40 @@ class EthosOperatorConverter(OperatorConverter):
                                                      end=[(i + 1) * rows]))
                  for i in range(len(outs))]
         return parts[0] if len(parts) == 1 else relax.Tuple(parts)
+
+    # ------------------------------------------------------------------ BATCH_MATMUL
+    def convert_batch_matmul(self, op):
+        """The QDQ region of an int8 BATCH_MATMUL: both operands dequantized per tensor, the
+        one with its adj flag set read with its last two axes exchanged, one ``matmul``
+        (batch dimensions broadcast as TFLite's kernel does), quantized to the output."""
+        from tflite.BatchMatMulOptions import BatchMatMulOptions
+
+        a, b = self.get_input_tensors(op)[:2]
+        if a.qnn_params is None:
+            return super().convert_batch_matmul(op)
+        (out,) = self.get_output_tensors(op)
+        if b.qnn_params is None or out.qnn_params is None:
+            raise _refuse("BATCH_MATMUL with a quantized and a float operand")
+        for t in (a, b, out):
+            if np.asarray(t.qnn_params["scale"].value.numpy()).size != 1:
+                raise _refuse("BATCH_MATMUL quantized per channel; TFLite's kernel takes one "
+                              "scale and zero point per tensor")
+        opts = BatchMatMulOptions()
+        table = op.BuiltinOptions()
+        adj = (False, False)
+        if table is not None:
+            opts.Init(table.Bytes, table.Pos)
+            adj = (bool(opts.AdjX()), bool(opts.AdjY()))
+        operands = []
+        for t, flag in zip((a, b), adj):
+            x = self.dequantize(self.get_expr(t.tensor_idx), t)
+            rank = len(self.get_tensor_shape(t))
+            if rank < 2:
+                raise _refuse(f"BATCH_MATMUL of a {rank}-D operand; TFLite takes 2-D and above")
+            if flag:
+                x = relax.op.permute_dims(x, list(range(rank - 2)) + [rank - 1, rank - 2])
+            operands.append(x)
+        return self.quantize(relax.op.matmul(*operands), out)
 
     # ------------------------------------------------------------------ FULLY_CONNECTED
     def convert_fully_connected(self, op):

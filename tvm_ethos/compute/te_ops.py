@@ -1239,6 +1239,51 @@ def _lut_of(op) -> np.ndarray:
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
+def batch_matmul_multiplier(op) -> tuple[int, int]:
+    """TFLite's (multiplier, shift) of an int8 BATCH_MATMUL: ``s_a * s_b / s_out``, the
+    product of the two scales taken in float32 (``GetQuantizedConvolutionMultipler``)."""
+    real = float(f32(op.in_q[0][0]) * f32(op.in_q[1][0])) / float(f32(op.out_q[0]))
+    m, s = quantize_multiplier(real)
+    return int(m), int(s)
+
+
+def lower_batch_matmul(op, inputs, pool: ConstPool, name="bmm"):
+    """BATCH_MATMUL (TFLite's int8 kernel): per output element the int32 sum over the
+    reduced axis of ``(a - zp_a) * (b - zp_b)`` (an operand with its adj flag read
+    transposed, batch dimensions broadcast from size 1), rescaled by
+    :func:`batch_matmul_multiplier` with TFLite Micro's two roundings, plus ``zp_out``,
+    clamped."""
+    a, b = inputs
+    sa, sb = (tuple(int(d) for d in s) for s in op.in_shapes)
+    adj_x, adj_y = bool(op.attrs.get("adj_x")), bool(op.attrs.get("adj_y"))
+    k = sa[-2] if adj_x else sa[-1]
+    zpa, zpb = int(op.in_q[0][1]), int(op.in_q[1][1])
+    m, s = batch_matmul_multiplier(op)
+    out_zp = int(op.out_q[1])
+    out_shape = tuple(int(d) for d in op.out_shape)
+    rk = te.reduce_axis((0, k), name="rk")
+
+    def batch(shape, idx):
+        """The operand's batch index of output batch index ``idx`` (size-1 broadcast)."""
+        lead = idx[len(idx) - (len(shape) - 2):] if len(shape) > 2 else ()
+        return tuple(0 if d == 1 else i for d, i in zip(shape[:-2], lead))
+
+    def acc_fn(*idx):
+        bi, i, j = idx[:-2], idx[-2], idx[-1]
+        av = a[batch(sa, bi) + ((rk, i) if adj_x else (i, rk))]
+        bv = b[batch(sb, bi) + ((j, rk) if adj_y else (rk, j))]
+        return te.sum((av.astype("int32") - _i32(zpa)) * (bv.astype("int32") - _i32(zpb)),
+                      axis=rk)
+
+    acc = te.compute(out_shape, acc_fn, name=f"{name}_acc")
+
+    def out_fn(*idx):
+        v = mbqm(acc[idx], m, s) + _i32(out_zp)
+        return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(out_shape, out_fn, name=f"{name}_out")
+
+
 def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
     """PRELU (TFLite's int8 kernel): ``v = x - zp_in``; ``v >= 0`` rescaled by ``s_in /
     s_out``, else ``v * (alpha - zp_alpha)`` by ``s_in * s_alpha / s_out`` (alpha per channel
@@ -1439,6 +1484,7 @@ LOWERINGS = {
     Op.LEAKY_RELU: lower_lut,
     Op.HARD_SWISH: lower_lut,
     Op.PRELU: lower_prelu,
+    Op.BATCH_MATMUL: lower_batch_matmul,
     Op.ELU: lower_lut,
     Op.RSQRT: lower_lut,
     Op.EXP: lower_lut,

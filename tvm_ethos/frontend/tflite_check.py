@@ -84,6 +84,7 @@ _OP_INPUTS = {
     "REDUCE_MAX": _BINARY, "REDUCE_MIN": _BINARY, "REVERSE_V2": _BINARY, "TILE": _BINARY,
     "MIRROR_PAD": _BINARY, "UNPACK": _UNARY, "PACK": (1, 1 << 16, ()),
     "SQUARED_DIFFERENCE": _BINARY,
+    "BATCH_MATMUL": _BINARY,
 }
 #: Builtin operators with several outputs (every other operator in ``_OP_INPUTS`` has one).
 _MULTI_OUTPUT = frozenset({"SPLIT", "SPLIT_V", "UNPACK"})
