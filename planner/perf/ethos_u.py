@@ -215,6 +215,32 @@ def _squared_difference_ops(part: Part, ra: Shape4, rb: Shape4, out: Shape4) -> 
     return ops
 
 
+def _batch_matmul_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """int8 BATCH_MATMUL as Vela 5.2 lowers it for the Ethos-U55/U65 (its MatMul, as
+    ``vela --verbose-register-command-stream`` shows it): each operand not already laid out
+    with the reduced axis innermost transposed by copies, then per output column one 32-bit
+    MUL of the batches' rows by that column (broadcast along the rows) and a REDUCE_SUM of
+    the products along the reduced axis into the column."""
+    a, b = part.inputs
+    batch = math.prod(out_shape[:-2])
+    m, n = out_shape[-2], out_shape[-1]
+    k = a.shape[-2] if part.attr("adj_x", False) else a.shape[-1]
+    rows = (1, batch, m, k)
+    col = (1, batch, 1, k)
+    ops = []
+    # the transposes copy the whole operand, whatever the stripe
+    for t, transposed in ((a, part.attr("adj_x", False)), (b, not part.attr("adj_y", False))):
+        if transposed:
+            shape = (1, math.prod(t.shape[:-1]), t.shape[-1], 1)
+            ops.append(_copy_op(shape, shape, _bits(t), NHWC, NHWC))
+    for _ in range(n):
+        ops += [NpuOp(ELEMENTWISE, "Mul", rows, rows, col, ifm_bits=_bits(a), ofm_bits=32,
+                      ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC),
+                NpuOp(REDUCE_SUM, "ReduceSum", rows, (1, batch, m, 1), ifm_bits=32,
+                      ofm_bits=_bits(part.output), ifm_format=NHWC, ofm_format=NHWC)]
+    return ops
+
+
 def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """int8 SOFTMAX along the last axis as Vela lowers it (regor/softmax.cpp: GetGraph8bit):
     a max over the channels; SUB with an exp LUT and a shift over the whole tensor; a sum
@@ -406,6 +432,9 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 
     if kind == Op.LSTM:
         return _lstm_ops(part, out_shape)
+
+    if kind == Op.BATCH_MATMUL:
+        return _batch_matmul_ops(part, out_shape)
 
     if kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
         return []  # handled by EthosUPerfModel (free, or memory bound)

@@ -1,7 +1,14 @@
-"""TFLite's int8 BATCH_MATMUL through the importer: the llvm host's integer kernel
-(``te_ops.lower_batch_matmul``) equal to TFLite Micro's over shapes, broadcast batches,
-quantization and both adj flags."""
+"""TFLite's int8 BATCH_MATMUL through the importer: on the Ethos-U as Vela 5.2 lowers it
+(``ops_batch_matmul``: per output column a MUL and a REDUCE_SUM, the second operand
+transposed first), and on the llvm host as TFLite Micro's integer kernel
+(``te_ops.lower_batch_matmul``), each equal to TFLite Micro's over shapes, broadcast batches,
+quantization and both adj flags; a stripe of the output is the same operations over its box;
+a 5-D product stays a TFLite operator."""
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,8 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_models import _opts
 
-from tests.helpers.tflite_oracle import compiled_matches
+import tvm_ethos
+from ethosu_stream import Memory, run_stream
+from ethosu_stream.tflite_graph import run_vela_model
+from tests.helpers.tflite_oracle import compiled_matches, tflm_oracle
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config
+from tvm_ethos.backends.ethos_u.ops_batch_matmul import batch_matmul_ops, work_bytes
+from tvm_ethos.backends.ethos_u.stream_base import Flash, vela_api
+from tvm_ethos.backends.ethos_u.stream_ops import Emission
+from tvm_ethos.patterns import QOp
 
+pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
 
 
@@ -64,3 +80,134 @@ def test_the_llvm_hosts_integer_kernel_is_tflite_micros(batches, mkn, adj, a_q, 
     a_shape, b_shape = operand_shapes(*batches, *mkn, *adj)
     cm = compiled_matches(bmm_model(a_shape, b_shape, *adj, a_q, b_q, out_q), "llvm", seed)
     assert set(cm.partition_summary) == {"llvm"}
+
+
+@settings(max_examples=10, deadline=None)
+@given(batches=broadcast_batches(), mkn=st.tuples(*[st.integers(1, 9)] * 3),
+       adj=st.tuples(st.booleans(), st.booleans()), a_q=_q, b_q=_q, out_q=_out_q,
+       seed=st.integers(0, 99))
+def test_batch_matmul_is_on_the_npu_exactly(batches, mkn, adj, a_q, b_q, out_q, seed):
+    a_shape, b_shape = operand_shapes(*batches, *mkn, *adj)
+    cm = compiled_matches(bmm_model(a_shape, b_shape, *adj, a_q, b_q, out_q), "ethos-u", seed)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+def test_products_past_int16_and_a_long_reduction_are_exact():
+    """Zero points -128: each product ``(a - zp_a) * (b - zp_b)`` reaches 255 * 255, past
+    what a 16-bit map holds; the 32-bit products' REDUCE_SUM over 300 of them."""
+    data = bmm_model((1, 2, 3, 300), (1, 2, 300, 5), a_q=(0.05, -128), b_q=(0.03, -128),
+                     out_q=(40.0, -100))
+    cm = compiled_matches(data, "ethos-u", seed=4)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+def _qop(a_shape, b_shape, adj, a_q, b_q, out_q, out_shape) -> QOp:
+    return QOp(kind="batch_matmul", inputs=[], in_shapes=[tuple(a_shape), tuple(b_shape)],
+               in_dtypes=["int8", "int8"], out_shape=tuple(out_shape), out_dtype="int8",
+               in_q=[a_q, b_q], out_q=out_q, attrs={"adj_x": adj[0], "adj_y": adj[1]})
+
+
+@settings(max_examples=6, deadline=None)
+@given(batches=st.tuples(st.integers(1, 2), st.integers(2, 5)), m=st.integers(2, 7),
+       k=st.integers(1, 9), n=st.integers(1, 6), adj=st.tuples(st.booleans(), st.booleans()),
+       b_one=st.booleans(), cuts=st.tuples(st.integers(1, 4), st.integers(1, 6)),
+       seed=st.integers(0, 99))
+def test_a_stripe_is_the_same_operations_over_its_box(batches, m, k, n, adj, b_one, cuts,
+                                                      seed):
+    """The output's rows (its second-to-last batch dimension) and columns (the matrices'
+    rows) cut into boxes, each emitted alone over the whole operands (as a planner's stripes
+    are), all of them together equal to TFLite Micro's output."""
+    b_batch = (1, 1) if b_one else batches
+    a_shape, b_shape = operand_shapes(batches, b_batch, m, k, n, *adj)
+    qs = ((0.05, 3), (0.03, -4), (0.2, 1))
+    data = bmm_model(a_shape, b_shape, *adj, *qs)
+    out_shape = (*batches, m, n)
+    q = _qop(a_shape, b_shape, adj, *qs, out_shape)
+    rs = np.random.RandomState(seed)
+    a = rs.randint(-128, 128, a_shape).astype(np.int8)
+    b = rs.randint(-128, 128, b_shape).astype(np.int8)
+    (want,) = tflm_oracle(data, [a, b])
+
+    api = vela_api()
+    acc = api.NpuAccelerator.Ethos_U55_128
+    at, bt, ot = 0, 1024, 2048
+    work = 4096
+    slots = [FmSlot(1, at, (1, 1, a.size), "int8", *qs[0]),
+             FmSlot(1, bt, (1, 1, b.size), "int8", *qs[1])]
+    ofm = FmSlot(1, ot, (1, 1, int(np.prod(out_shape))), "int8", *qs[2])
+    em = Emission(Flash(), 0, lambda npu: block_config(npu, acc), work)
+    rows = np.array_split(np.arange(batches[1]), min(cuts[0], batches[1]))
+    cols = np.array_split(np.arange(m), min(cuts[1], m))
+    ops = []
+    for r in rows:
+        for c in cols:
+            ops += batch_matmul_ops(q, slots, ofm, em, ((int(r[0]), int(r[-1]) + 1),
+                                                        (int(c[0]), int(c[-1]) + 1)))
+    mem = Memory({0: 16, 1: work + work_bytes(q)})
+    mem.regions[1][at:at + a.size] = a.reshape(-1).view(np.uint8)
+    mem.regions[1][bt:bt + b.size] = b.reshape(-1).view(np.uint8)
+    run_stream(api.npu_generate_register_command_stream(ops, acc), mem, "ethos-u55-128")
+    got = mem.regions[1][ot:ot + want.size].view(np.int8).reshape(want.shape)
+    assert np.array_equal(got, want), np.argwhere(got != want)[:5]
+
+
+def test_a_5d_batch_matmul_stays_a_tflite_operator_naming_the_limit():
+    """Vela 5.2 runs one on the NPU but folds only two batch dimensions into its rows, so its
+    stream computes part of the output (test_vela_batch_matmul_stream below)."""
+    data = bmm_model((2, 1, 2, 3, 4), (2, 1, 2, 4, 3))
+    cm = compiled_matches(data, "ethos-u")
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
+    assert "a 5-D BATCH_MATMUL; the NPU takes at most 4-D" in report, report
+
+
+def _vela(tmp_path, data: bytes) -> bytes:
+    """``data`` compiled by Vela 5.2's command line for the Ethos-U55-128."""
+    src = tmp_path / "m.tflite"
+    src.write_bytes(data)
+    subprocess.run([str(Path(sys.executable).parent / "vela"), str(src), "--accelerator-config",
+                    "ethos-u55-128", "--output-dir", str(tmp_path)], check=True,
+                   capture_output=True)
+    return (tmp_path / "m_vela.tflite").read_bytes()
+
+
+@pytest.mark.parametrize("a_shape,b_shape,adj", [
+    ((1, 4, 4, 8), (1, 4, 8, 4), (False, False)),
+    ((3, 7, 5), (3, 6, 7), (True, True)),
+    ((3, 5, 7), (1, 7, 6), (False, False)),
+    ((2, 1, 5, 7), (1, 3, 6, 7), (False, True)),
+    ((4, 9), (9, 3), (False, False)),
+], ids=["4d", "adj_both", "b_broadcast", "both_broadcast_adj_y", "2d"])
+def test_vela_batch_matmul_stream_on_the_functional_model_is_tflite_micros(tmp_path, a_shape,
+                                                                          b_shape, adj):
+    """Vela 5.2's own stream for BATCH_MATMUL (its transposes, MULs into int32 and
+    REDUCE_SUMs, broadcast batches copied), run on ``ethosu_stream``, equal to TFLite Micro
+    with zero points that take the products past 16 bits."""
+    data = bmm_model(a_shape, b_shape, *adj, a_q=(0.05, -128), b_q=(0.03, 100),
+                     out_q=(3.0, -7))
+    rs = np.random.RandomState(1)
+    xs = [rs.randint(-128, 128, a_shape).astype(np.int8),
+          rs.randint(-128, 128, b_shape).astype(np.int8)]
+    (got,), _ = run_vela_model(_vela(tmp_path, data), xs, "ethos-u55-128")
+    (want,) = tflm_oracle(data, xs)
+    assert np.array_equal(got.reshape(want.shape), want)
+
+
+def test_vela_batch_matmul_stream_of_5d_computes_only_its_first_batches(tmp_path):
+    """Why a 5-D BATCH_MATMUL stays a TFLite operator: Vela 5.2 folds the two batch
+    dimensions before the matrices into its rows and drops the first, so its stream writes
+    the outputs of the first of the outer batches only (the functional model runs the stream
+    as written; it is exact on every shape above)."""
+    a_shape, b_shape = (2, 2, 3, 5, 7), (2, 2, 3, 7, 6)
+    data = bmm_model(a_shape, b_shape)
+    rs = np.random.RandomState(0)
+    xs = [rs.randint(-128, 128, a_shape).astype(np.int8),
+          rs.randint(-128, 128, b_shape).astype(np.int8)]
+    (got,), _ = run_vela_model(_vela(tmp_path, data), xs, "ethos-u55-128")
+    (want,) = tflm_oracle(data, xs)
+    got = got.reshape(want.shape)
+    assert np.array_equal(got[0], want[0])
+    assert not np.array_equal(got[1], want[1])

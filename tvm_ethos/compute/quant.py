@@ -250,3 +250,11 @@ def prelu_alpha_codes(values: np.ndarray, x_shape: list[int]) -> np.ndarray | No
     if flat.size == 0 or not (flat == flat[:1]).all():
         return None
     return np.ascontiguousarray(flat[0])
+
+
+def batch_matmul_multiplier(op) -> tuple[int, int]:
+    """TFLite's (multiplier, shift) of an int8 BATCH_MATMUL ``op``: ``s_a * s_b / s_out``, the
+    product of the two scales taken in float32 (``GetQuantizedConvolutionMultipler``)."""
+    real = float(f32(op.in_q[0][0]) * f32(op.in_q[1][0])) / float(f32(op.out_q[0]))
+    m, s = quantize_multiplier(real)
+    return int(m), int(s)

@@ -30,6 +30,7 @@ from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     INT32_MAX,
     INT32_MIN,
+    batch_matmul_multiplier,
     dtype_range,
     elu_lut,
     exp_lut,
@@ -1239,19 +1240,11 @@ def _lut_of(op) -> np.ndarray:
     raise NotImplementedError(f"no lookup table for {op.kind}")
 
 
-def batch_matmul_multiplier(op) -> tuple[int, int]:
-    """TFLite's (multiplier, shift) of an int8 BATCH_MATMUL: ``s_a * s_b / s_out``, the
-    product of the two scales taken in float32 (``GetQuantizedConvolutionMultipler``)."""
-    real = float(f32(op.in_q[0][0]) * f32(op.in_q[1][0])) / float(f32(op.out_q[0]))
-    m, s = quantize_multiplier(real)
-    return int(m), int(s)
-
-
 def lower_batch_matmul(op, inputs, pool: ConstPool, name="bmm"):
     """BATCH_MATMUL (TFLite's int8 kernel): per output element the int32 sum over the
     reduced axis of ``(a - zp_a) * (b - zp_b)`` (an operand with its adj flag read
     transposed, batch dimensions broadcast from size 1), rescaled by
-    :func:`batch_matmul_multiplier` with TFLite Micro's two roundings, plus ``zp_out``,
+    ``quant.batch_matmul_multiplier`` with TFLite Micro's two roundings, plus ``zp_out``,
     clamped."""
     a, b = inputs
     sa, sb = (tuple(int(d) for d in s) for s in op.in_shapes)

@@ -648,6 +648,11 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         return kind, attrs, None
     if layer is not None and layer.kind == Op.TRANSPOSE_CONV2D:
         return Op.CONV2D, _transpose_conv_attrs(layer, act), None
+    if layer is not None and layer.kind == Op.BATCH_MATMUL:
+        # its own Part kind, costed as the stream runs it (planner.perf.ethos_u); the
+        # propagators (rows of a, columns of b, the whole reduced axis) come from the TE reads
+        return Op.BATCH_MATMUL, {"adj_x": bool(layer.attrs.get("adj_x")),
+                                 "adj_y": bool(layer.attrs.get("adj_y"))}, None
     weights = [x for x in ins if _name(x) in const_names and len(x.shape) >= 2]
     if reds:
         red = reds[-1]

@@ -39,6 +39,7 @@ from tvm_ethos.backends.base import (
     Plugin,
 )
 from tvm_ethos.backends.ethos_u import ops_transpose_conv
+from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
@@ -163,6 +164,35 @@ def _as_copy(q):
     if q.kind != Op.TRANSPOSE:
         return q
     return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,))
+
+
+def _as_matrices(q):
+    """A BATCH_MATMUL's operands and output are matrices of batches: the stream folds the
+    batch dimensions into rows (``ops_batch_matmul``), so the common checks see each tensor
+    as (batches, rows, columns); its own limits are :func:`_batch_matmul`'s."""
+    if q.kind != Op.BATCH_MATMUL:
+        return q
+
+    def folded(shape):
+        shape = tuple(int(d) for d in shape)
+        return (int(np.prod(shape[:-2], dtype=np.int64)),) + shape[-2:]
+
+    return dataclasses.replace(q, in_shapes=[folded(s) for s in q.in_shapes],
+                               out_shape=folded(q.out_shape))
+
+
+def _batch_matmul(q, o):
+    """Vela 5.2's BATCH_MATMUL (its MatMul): the reduced axis and the output's columns at most
+    65536; at most 4-D (Vela 5.2 folds only the two dimensions before the matrices into its
+    rows: a 5-D product it computes only in part)."""
+    r = []
+    rank = max(len(s) for s in (*q.in_shapes, q.out_shape))
+    if rank > 4:
+        r.append(f"a {rank}-D BATCH_MATMUL; the NPU takes at most 4-D")
+    k, n = reduced_depth(q), int(q.out_shape[-1])
+    if k > 65536 or n > 65536:
+        r.append(f"a BATCH_MATMUL reducing {k} into {n} columns; at most 65536 each")
+    return r
 
 
 def _pool(q, o):
@@ -442,6 +472,7 @@ CHECKS = {
     Op.LEAKY_RELU: _leaky_relu,
     Op.HARD_SWISH: _none,
     Op.PRELU: _none,
+    Op.BATCH_MATMUL: _batch_matmul,
     Op.ELU: _none,
     Op.RSQRT: _none,
     Op.EXP: _none,
@@ -481,7 +512,8 @@ class EthosUBackend(NpuBackend):
     def layer_support(self):
         return LayerSupport(
             CHECKS,
-            common=lambda q, o: common_npu_checks(_as_copy(_as_rows(q)), o, act_types=U_TYPES,
+            common=lambda q, o: common_npu_checks(_as_matrices(_as_copy(_as_rows(q))), o,
+                                                  act_types=U_TYPES,
                                                   max_dim=65535, bias_types=BIAS_TYPES),
         )
 

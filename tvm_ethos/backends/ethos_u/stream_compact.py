@@ -58,7 +58,7 @@ def reuse_unread_registers(api, ops: list) -> None:
             own_strides = Strides(s.height, s.width, s.depth)
             tiles = tiles_held[role] = unread_from(own, tiles_held.get(role), h, w)
             strides = strides_held[role] = unread_strides(own_strides, strides_held.get(role),
-                                                          h, w)
+                                                          h, w, _stride_multiple(api, fm))
             if tiles != own or strides != own_strides:
                 fm = copy.copy(fm)
                 fm.tiles = api.NpuTileBox(tiles.height_0, tiles.height_1, tiles.width_0,
@@ -67,13 +67,25 @@ def reuse_unread_registers(api, ops: list) -> None:
                 setattr(op, role, fm)
 
 
-def unread_strides(own: Strides, prev: Strides | None, h: int, w: int) -> Strides:
+def _stride_multiple(api, fm) -> int:
+    """What Vela's generator requires the row stride of ``fm`` to be a multiple of, read or
+    not: 16 bytes in NHCWB16, else the element size (an int32 map after an int8 one cannot
+    keep the int8 map's odd stride)."""
+    if fm.layout == api.NpuLayout.NHCWB16:
+        return 16
+    return fm.data_type.size_in_bytes()
+
+
+def unread_strides(own: Strides, prev: Strides | None, h: int, w: int,
+                   multiple: int = 1) -> Strides:
     """``own`` strides for an ``h`` x ``w`` box, the row stride of a box one row high and the
-    column stride of one a column wide taken from ``prev`` (None: nothing written yet)."""
+    column stride of one a column wide taken from ``prev`` (None: nothing written yet) where
+    it is a ``multiple`` of what the generator checks."""
     if prev is None:
         return own
-    return Strides(prev.height if h == 1 else own.height, prev.width if w == 1 else own.width,
-                   own.depth)
+    height = prev.height if h == 1 and prev.height % multiple == 0 else own.height
+    width = prev.width if w == 1 and prev.width % multiple == 0 else own.width
+    return Strides(height, width, own.depth)
 
 
 def unread_from(own: Tiles, prev: Tiles | None, h: int, w: int) -> Tiles:

@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u import (
     npu_softmax,
+    ops_batch_matmul,
     ops_elementwise,
     ops_lut,
     ops_prelu,
@@ -339,6 +340,10 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.SQUARED_DIFFERENCE: StreamEmitter(
         Form.SEQUENCE, sequence=ops_squared_difference.squared_difference_ops,
         work_bytes=ops_squared_difference.squared_difference_work_bytes, boxed=True),
+    # per output column a MUL of a's rows by b's column and its REDUCE_SUM, b transposed
+    # first (ops_batch_matmul); a stripe's box of whole tensors
+    Op.BATCH_MATMUL: StreamEmitter(Form.SEQUENCE, sequence=ops_batch_matmul.batch_matmul_ops,
+                                   work_bytes=ops_batch_matmul.work_bytes),
     Op.RSQRT: _TABLE,
     Op.EXP: _TABLE,
     Op.GELU: _TABLE,

@@ -1,0 +1,222 @@
+"""int8 BATCH_MATMUL as NPU operations over whole tensors, in Vela 5.2's form for the
+Ethos-U55/U65 (its MatMul, as its register command streams show it).
+
+The NPU has no matrix product of two feature maps, so each output column is computed apart:
+
+1. an operand whose matrix is not laid out with the reduced axis innermost is transposed into
+   working memory by strided copies (``b`` as ``b^T``: rows of ``K`` per output column; ``a``
+   when its adj flag is set);
+2. per output column ``j``: an elementwise MUL of ``a``'s rows (batches as the height, rows as
+   the width, ``K`` as the depth) by ``b^T``'s row ``j`` (broadcast along the width), into an
+   int32 map of the products ``(a - zp_a) * (b - zp_b)`` (the NPU subtracts both zero points;
+   unit scale: exact);
+3. a REDUCE_SUM of those products along the depth into column ``j`` of the output, its OFM
+   scale TFLite's ``s_a * s_b / s_out`` multiplier (``quant.batch_matmul_multiplier``), rounded
+   as TFLite Micro rounds, plus ``zp_out``, clamped.
+
+Batches fold into the height where both operands have the output's batches (or ``b`` has one
+that broadcasts); any other broadcast runs the two operations per output batch, each operand
+read at its own batch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
+from tvm_ethos.backends.ethos_u.ops_movement import Rotation, rotation_ops
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    SCRATCH_REGION,
+    UnsupportedOperatorError,
+    vela_api,
+)
+from tvm_ethos.compute.quant import batch_matmul_multiplier, f32
+
+
+@dataclasses.dataclass(frozen=True)
+class Dims:
+    """A BATCH_MATMUL's sizes: batch shapes of ``a``, ``b`` and the output (aligned right,
+    padded with ones to the output's), and the ``m x k`` by ``k x n`` product."""
+
+    a_batch: tuple[int, ...]
+    b_batch: tuple[int, ...]
+    out_batch: tuple[int, ...]
+    m: int
+    k: int
+    n: int
+
+
+def dims(q) -> Dims:
+    """The sizes of BATCH_MATMUL ``q``, its adj flags read."""
+    sa, sb = (tuple(int(d) for d in s) for s in q.in_shapes)
+    out = tuple(int(d) for d in q.out_shape)
+    nb = len(out) - 2
+
+    def batch(s):
+        return (1,) * (nb - (len(s) - 2)) + s[:-2]
+
+    k = sa[-2] if q.attrs.get("adj_x") else sa[-1]
+    return Dims(batch(sa), batch(sb), out[:-2], out[-2], k, out[-1])
+
+
+def reduced_depth(q) -> int:
+    """The length of the axis BATCH_MATMUL ``q`` reduces."""
+    return dims(q).k
+
+
+def _count(batch) -> int:
+    return int(np.prod(batch, dtype=np.int64))
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _layout(q) -> tuple[int, int, int]:
+    """(bytes of ``a`` transposed or 0, bytes of ``b^T`` or 0, bytes of the products of one
+    column): the working memory, in that order."""
+    d = dims(q)
+    a_t = _aligned(_count(d.a_batch) * d.m * d.k) if q.attrs.get("adj_x") else 0
+    b_t = 0 if q.attrs.get("adj_y") else _aligned(_count(d.b_batch) * d.n * d.k)
+    rows = max(g.count for g in _groups(d, None))
+    return a_t, b_t, _aligned(rows * d.m * d.k * 4)
+
+
+def work_bytes(q) -> int:
+    """The working memory of BATCH_MATMUL ``q``: the transposed operands and the int32
+    products of one column (a stripe's are never more)."""
+    return sum(_layout(q))
+
+
+class Run(NamedTuple):
+    """Output batches one MUL and one REDUCE_SUM per column compute: ``count`` of them from
+    ``out``, reading ``a`` from its batch ``a`` on and ``b`` at its batch ``b`` (from it on
+    where ``b`` has the output's batches)."""
+
+    a: int
+    b: int
+    out: int
+    count: int
+
+
+def _index(batch: tuple[int, ...], at: tuple[int, ...]) -> int:
+    """The flat batch of an operand of batch shape ``batch`` that output batch ``at`` reads
+    (a dimension of 1 broadcast)."""
+    if not batch:
+        return 0
+    return int(np.ravel_multi_index([0 if s == 1 else i for s, i in zip(batch, at)], batch))
+
+
+def _groups(d: Dims, rows: tuple[int, int] | None) -> list[Run]:
+    """The runs of output batches computed together, for a stripe of the output's
+    second-to-last batch dimension ``rows`` (its height; None: all): consecutive batches
+    where ``a`` has the output's batches and ``b`` has them too or only one, else one batch
+    each."""
+    total = _count(d.out_batch)
+    inner = d.out_batch[-1] if d.out_batch else 1
+    y0, y1 = rows if rows is not None else (0, inner)
+    if (y0, y1) == (0, inner):
+        spans = [(0, total)]
+    else:
+        spans = [(t + y0, y1 - y0) for t in range(0, total, inner)]
+    single_b = _count(d.b_batch) == 1
+    if d.a_batch == d.out_batch and (d.b_batch == d.out_batch or single_b):
+        return [Run(t, 0 if single_b else t, t, n) for t, n in spans]
+    out = []
+    for t0, n in spans:
+        for t in range(t0, t0 + n):
+            at = tuple(int(i) for i in np.unravel_index(t, d.out_batch))
+            out.append(Run(_index(d.a_batch, at), _index(d.b_batch, at), t, 1))
+    return out
+
+
+def _fm(slot_region: int, offset: int, shape: tuple[int, int, int], strides, dtype: str,
+        scale: float | None, zero_point: int):
+    """The feature map of ``shape`` at ``offset`` read through byte ``strides`` (row,
+    column; the depth dense)."""
+    api = vela_api()
+    fm = feature_map(FmSlot(slot_region, offset, shape, dtype, scale, zero_point))
+    esize = np.dtype(dtype).itemsize
+    fm.strides = api.NpuShape3D(int(strides[0]), int(strides[1]), esize)
+    return fm
+
+
+def _transposed(src: FmSlot, batches: int, rows: int, cols: int, at: int, what: str,
+                block) -> tuple[FmSlot, list]:
+    """``batches`` matrices of ``rows x cols`` int8 codes at ``src`` copied transposed to the
+    working memory at ``at``: (where they are now, the copies)."""
+    dst = FmSlot(SCRATCH_REGION, at, (batches, cols, rows), "int8", None, 0)
+    ops = []
+    for i in range(batches):
+        step = i * rows * cols
+        ops += rotation_ops(Rotation(rows, cols, 1),
+                            dataclasses.replace(src, offset=src.offset + step),
+                            dataclasses.replace(dst, offset=dst.offset + step), what, block)
+    return dst, ops
+
+
+def batch_matmul_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The operations of one BATCH_MATMUL from ``operands`` (a, b) into ``ofm``, whole
+    tensors, over the output ``box`` (rows: its second-to-last batch dimension, columns: its
+    matrix rows; None: all), its intermediates at ``em.work`` (:func:`work_bytes`)."""
+    from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
+
+    api = vela_api()
+    d = dims(q)
+    rows, (x0, x1) = (None, (0, d.m)) if box is None else box
+    w = x1 - x0
+    a, b = operands
+    (sa, zpa), (sb, zpb) = q.in_q
+    so, zpo = q.out_q
+    mult, shift = batch_matmul_multiplier(q)
+    if not 0 <= 31 - shift <= 63:
+        raise UnsupportedOperatorError(q.tflite_name, f"an output scale shift of {shift}")
+    a_bytes, b_bytes, _ = _layout(q)
+    ops = []
+    if q.attrs.get("adj_x"):
+        a, moved = _transposed(a, _count(d.a_batch), d.k, d.m, em.work, q.tflite_name,
+                               em.block)
+        ops += moved
+    if not q.attrs.get("adj_y"):
+        b, moved = _transposed(b, _count(d.b_batch), d.k, d.n, em.work + a_bytes,
+                               q.tflite_name, em.block)
+        ops += moved
+    products = em.work + a_bytes + b_bytes
+    mk, nk, mn = d.m * d.k, d.n * d.k, d.m * d.n
+    out_slot = dataclasses.replace(ofm, scale=float(f32(so)), zero_point=int(zpo))
+
+    def named(npu, name: str):
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.block_config = em.block(npu)
+        npu.name = f"batch_matmul_{name}"
+        ops.append(npu)
+
+    for run in _groups(d, rows):
+        h = run.count
+        hb = h if _count(d.b_batch) > 1 else 1
+        for j in range(d.n):
+            mul = api.NpuElementWiseOperation(api.NpuElementWiseOp.MUL)
+            mul.ifm = _fm(a.region, a.offset + run.a * mk + x0 * d.k, (h, w, d.k), (mk, d.k),
+                          "int8", float(f32(sa)), int(zpa))
+            mul.ifm2 = _fm(b.region, b.offset + run.b * nk + j * d.k, (hb, 1, d.k), (nk, d.k),
+                           "int8", float(f32(sb)), int(zpb))
+            mul.ofm = _fm(SCRATCH_REGION, products, (h, w, d.k), (w * d.k * 4, d.k * 4),
+                          "int32", 1.0, 0)
+            mul.rescale = (1, 0)
+            mul.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+            named(mul, "mul")
+
+            total = api.NpuPoolingOperation(api.NpuPoolingOp.REDUCE_SUM)
+            total.ifm = _fm(SCRATCH_REGION, products, (h, w, d.k), (w * d.k * 4, d.k * 4),
+                            "int32", 1.0, 0)
+            total.ofm = _fm(ofm.region, ofm.offset + run.out * mn + x0 * d.n + j, (h, w, 1),
+                            (mn, d.n), "int8", float(f32(so)), int(zpo))
+            total.kernel = api.NpuKernel(1, 1)
+            total.padding = api.NpuPadding(0, 0, 0, 0)
+            total.rescale = ExplicitScaling(False, [31 - shift], [mult])
+            total.activation = activation(q, out_slot)
+            named(total, "sum")
+    return ops
