@@ -221,7 +221,8 @@ _INFO: dict[Op, OpInfo] = {
     Op.OPAQUE: OpInfo(None),
 }
 
-#: the planner Part kinds (``planner.parts``' constructors make only these)
+#: the planner Part kinds (``planner.parts``' constructors and the part matchers make only
+#: these)
 PART_OPS: frozenset[Op] = frozenset({
     Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED, Op.POOL, Op.MEAN, Op.ELEMENTWISE,
     Op.UNARY, Op.CONCATENATE, Op.RESHAPE, Op.TRANSPOSE, Op.RESIZE, Op.PAD, Op.SLICE,

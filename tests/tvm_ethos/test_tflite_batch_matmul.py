@@ -211,3 +211,19 @@ def test_vela_batch_matmul_stream_of_5d_computes_only_its_first_batches(tmp_path
     got = got.reshape(want.shape)
     assert np.array_equal(got[0], want[0])
     assert not np.array_equal(got[1], want[1])
+
+
+def test_a_batch_matmul_quantized_per_channel_stays_a_tflite_operator_naming_the_rule():
+    """TFLite's kernel reads one scale per tensor; the importer refuses the operator alone
+    (``tflite_support.form_refusal``), so the tflite-micro host keeps it for TFLite Micro."""
+    tensors = [tb.T([1, 3, 4], "int8", scale=0.05, zp=3),
+               tb.T([1, 4, 2], "int8", scale=[0.03, 0.04], zp=[0, 0], axis=2),
+               tb.T([1, 3, 2], "int8", scale=0.2, zp=1)]
+    otype, ofn = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
+    data = tb.serialize(tensors, [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])], [0, 1], [2])
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "not quantized per tensor" in placed.why, placed.why
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="BATCH_MATMUL"):
+        tvm_ethos.load_model(data)

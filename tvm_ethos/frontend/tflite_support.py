@@ -114,7 +114,8 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
     (``EthosOperatorConverter``): an UNPACK of an axis behind a dimension above 1, a PRELU
-    whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD; or ``""``."""
+    whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD, a BATCH_MATMUL not
+    quantized per tensor throughout; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -146,6 +147,13 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         if values is None or prelu_alpha_codes(values, shape) is None:
             return ("a quantized PRELU whose alpha is no constant int8 tensor of one value per "
                     "channel: tvm-ethos applies alpha along the last axis")
+    if op.name == "BATCH_MATMUL":
+        for t in (*op.inputs[:2], *op.outputs[:1]):
+            quant = graph.Tensors(t).Quantization() if t >= 0 else None
+            if quant is None or quant.ScaleLength() != 1 or quant.ZeroPointLength() > 1:
+                return ("a quantized BATCH_MATMUL with a tensor not quantized per tensor: "
+                        "TFLite's int8 kernel takes one scale and zero point for each operand "
+                        "and the output")
     if op.name == "MIRROR_PAD" and table is not None:
         from tflite.MirrorPadOptions import MirrorPadOptions
 

@@ -18,8 +18,8 @@ every valid SPLIT); reshape; concatenate; requantize; REDUCE_MAX / REDUCE_MIN ov
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
 and 4096 elements); PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to
 1024 copies) of height, width and depth; transpose, any permutation of up to 6-D of any
-batch. DEPTH_TO_SPACE is not on Vela's list and stays
-on the host.
+batch; int8 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
+is not on Vela's list and stays on the host.
 """
 from __future__ import annotations
 
