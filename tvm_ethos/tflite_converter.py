@@ -612,15 +612,27 @@ class EthosOperatorConverter(OperatorConverter):
         if table is not None:
             opts.Init(table.Bytes, table.Pos)
             adj = (bool(opts.AdjX()), bool(opts.AdjY()))
-        operands = []
+        operands, shapes = [], []
         for t, flag in zip((a, b), adj):
             x = self.dequantize(self.get_expr(t.tensor_idx), t)
-            rank = len(self.get_tensor_shape(t))
+            shape = [int(d) for d in self.get_tensor_shape(t)]
+            rank = len(shape)
             if rank < 2:
                 raise _refuse(f"BATCH_MATMUL of a {rank}-D operand; TFLite takes 2-D and above")
             if flag:
                 x = relax.op.permute_dims(x, list(range(rank - 2)) + [rank - 1, rank - 2])
+                shape = shape[:-2] + shape[:-3:-1]
             operands.append(x)
+            shapes.append(shape)
+        (sa, sb), flags = shapes, f"adj_x={adj[0]}, adj_y={adj[1]}"
+        if sa[-1] != sb[-2]:
+            raise _refuse(f"BATCH_MATMUL of {sa} by {sb} ({flags}, as multiplied): the first "
+                          "operand's columns must equal the second's rows")
+        try:
+            np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
+        except ValueError:
+            raise _refuse(f"BATCH_MATMUL with batch dimensions {sa[:-2]} and {sb[:-2]}: each "
+                          "pair must be equal or one of them 1") from None
         return self.quantize(relax.op.matmul(*operands), out)
 
     # ------------------------------------------------------------------ FULLY_CONNECTED

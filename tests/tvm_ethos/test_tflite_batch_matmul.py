@@ -227,3 +227,25 @@ def test_a_batch_matmul_quantized_per_channel_stays_a_tflite_operator_naming_the
     assert "not quantized per tensor" in placed.why, placed.why
     with pytest.raises(tvm_ethos.errors.TvmEthosError, match="BATCH_MATMUL"):
         tvm_ethos.load_model(data)
+
+
+def _raw_model(a_shape, b_shape, out_shape) -> bytes:
+    """A BATCH_MATMUL whose declared shapes need not agree."""
+    tensors = [tb.T(list(a_shape), "int8", scale=0.05, zp=3),
+               tb.T(list(b_shape), "int8", scale=0.03, zp=-4),
+               tb.T(list(out_shape), "int8", scale=0.2, zp=1)]
+    otype, ofn = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
+    return tb.serialize(tensors, [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])], [0, 1], [2])
+
+
+@pytest.mark.parametrize("a_shape,b_shape,out_shape,message", [
+    ((1, 3, 4), (1, 5, 2), (1, 3, 2), "the first operand's columns must equal the second's rows"),
+    ((2, 3, 4), (3, 4, 2), (2, 3, 2), "batch dimensions [2] and [3]: each pair must be equal"),
+    ((4,), (4, 2), (2,), "BATCH_MATMUL of a 1-D operand; TFLite takes 2-D and above"),
+    ((3, 4), (4, 2), (3, 5), "declared [3, 5], but the operator's inputs give [3, 2]"),
+], ids=["reduced_lengths", "batches", "rank_1", "declared_output"])
+def test_a_malformed_batch_matmul_is_one_line_naming_what_is_wrong(a_shape, b_shape,
+                                                                   out_shape, message):
+    with pytest.raises(tvm_ethos.errors.TvmEthosError) as err:
+        tvm_ethos.load_model(_raw_model(a_shape, b_shape, out_shape))
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
