@@ -20,7 +20,7 @@ from operator_models import _opts
 import tvm_ethos
 from ethosu_stream import Memory, run_stream
 from ethosu_stream.tflite_graph import run_vela_model
-from tests.helpers.tflite_oracle import compiled_matches, tflm_oracle
+from tests.helpers.tflite_oracle import compiled_matches, inputs_for, tflm_oracle
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import batch_matmul_ops, work_bytes
 from tvm_ethos.backends.ethos_u.stream_base import Flash, vela_api
@@ -249,3 +249,35 @@ def test_a_malformed_batch_matmul_is_one_line_naming_what_is_wrong(a_shape, b_sh
     with pytest.raises(tvm_ethos.errors.TvmEthosError) as err:
         tvm_ethos.load_model(_raw_model(a_shape, b_shape, out_shape))
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def _network() -> bytes:
+    """ADD -> BATCH_MATMUL -> ADD on 4-D tensors of batch 1: the operands of the product
+    computed on the NPU, its output read by another NPU operator."""
+    def t(shape, q):
+        return tb.T(list(shape), "int8", scale=q[0], zp=q[1])
+
+    a, b, o = (1, 6, 24, 32), (1, 6, 32, 20), (1, 6, 24, 20)
+    # the second ADD's operands share a scale: with scales 5x apart the NPU's ADD (Vela's
+    # stream too) is a code off TFLite Micro's on a few elements, a matter of ADD alone
+    tensors = [t(a, (0.05, 3)), t(a, (0.04, -2)), t(a, (0.07, 1)), t(b, (0.03, -4)),
+               t(o, (0.5, 2)), t(o, (0.5, 5)), t(o, (0.8, -3))]
+    add = _opts("AddOptions")
+    bmm = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
+    ops = [(tb.BO.ADD, *add, [0, 1], [2]), (tb.BO.BATCH_MATMUL, *bmm, [2, 3], [4]),
+           (tb.BO.ADD, *add, [4, 5], [6])]
+    return tb.serialize(tensors, ops, [0, 1, 3, 5], [6])
+
+
+@pytest.mark.parametrize("budget", [None, "smallest"])
+def test_a_batch_matmul_between_npu_operators_is_planned_exactly(budget):
+    """The plan keeps the product a Plan of its own (its operands held whole: it is
+    ``SOLITARY_OPS``), its neighbours planned around it; the file's outputs TFLite Micro's."""
+    data = _network()
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, budget=budget)
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
+    rs = np.random.RandomState(3)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
