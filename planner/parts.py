@@ -223,6 +223,42 @@ def elementwise(name: str, a: Tensor, b: Tensor, op: str = "add", activation: st
     return Part(name, Op.ELEMENTWISE, (a, b), out, props, _attrs(op=op, activation=activation))
 
 
+def batch_matmul(name: str, a: Tensor, b: Tensor, adj_x: bool = False, adj_y: bool = False,
+                 output_name: str | None = None) -> Part:
+    """TFLite's BATCH_MATMUL: ``a``'s ``m x k`` matrices by ``b``'s ``k x n`` ones (each
+    stored transposed where its adj flag says), batch dimensions broadcast. An output box
+    reads its batches and rows of ``a``, its batches and columns of ``b``, and the whole
+    reduced axis of both."""
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        raise PlannerError(f"{name}: BATCH_MATMUL of {a.shape} by {b.shape}; operands are "
+                           "at least 2-D")
+    m, k = (a.shape[-1], a.shape[-2]) if adj_x else a.shape[-2:]
+    kb, n = (b.shape[-1], b.shape[-2]) if adj_y else b.shape[-2:]
+    if k != kb:
+        raise PlannerError(f"{name}: BATCH_MATMUL reducing {k} elements of {a.shape} against "
+                           f"{kb} of {b.shape}")
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    out = Tensor(output_name or f"{name}:0", batch + (m, n))
+    rank = len(out.shape)
+
+    def prop(t: Tensor, transposed: bool, out_axis: int, reduced: int) -> Propagator:
+        """Batches broadcast, the matrix axis that follows output axis ``out_axis`` read
+        along it, the ``reduced`` one whole."""
+        base = _broadcast_propagator(t.shape[:-2], batch)
+        lin = [list(base.transform[i][:-1]) + [0, 0] for i in range(len(t.shape) - 2)]
+        const = [base.transform[i][-1] for i in range(len(t.shape) - 2)]
+        follow = [0] * rank
+        follow[out_axis] = 1
+        rows = [[0] * rank, follow] if transposed else [follow, [0] * rank]
+        consts = [reduced, 0] if transposed else [0, reduced]
+        if out_axis == rank - 1:   # b: its rows are the reduced axis
+            rows, consts = rows[::-1], consts[::-1]
+        return Propagator.build(lin + rows, const + consts, [0] * len(t.shape))
+
+    props = (prop(a, adj_x, rank - 2, k), prop(b, adj_y, rank - 1, k))
+    return Part(name, Op.BATCH_MATMUL, (a, b), out, props, _attrs(adj_x=adj_x, adj_y=adj_y))
+
+
 def unary(name: str, x: Tensor, op: str = "relu", output_name: str | None = None,
           **attrs) -> Part:
     """Activations and per-element ops (relu, sigmoid, tanh, requantize, ...); extra

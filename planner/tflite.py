@@ -757,6 +757,14 @@ def _transpose(ctx: _OpContext) -> None:
     ctx.emit(parts.transpose(ctx.name, x, perm, output_name=ctx.out_name()))
 
 
+def _batch_matmul(ctx: _OpContext) -> None:
+    ctx.expect(2)
+    a, b = ctx.act(0), ctx.act(1)
+    opts = ctx.options("BatchMatMulOptions")
+    adj_x, adj_y = (bool(opts.AdjX()), bool(opts.AdjY())) if opts is not None else (False, False)
+    ctx.emit(parts.batch_matmul(ctx.name, a, b, adj_x, adj_y, output_name=ctx.out_name()))
+
+
 def _softmax(ctx: _OpContext) -> None:
     ctx.expect(1)
     x = ctx.act(0)
@@ -961,6 +969,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "TRANSPOSE": _transpose,
     "SOFTMAX": _softmax,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _unidirectional_sequence_lstm,
+    "BATCH_MATMUL": _batch_matmul,
     "LOGISTIC": _unary("sigmoid"),
     "TANH": _unary("tanh"),
     "RELU": _unary("relu"),

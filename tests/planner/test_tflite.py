@@ -490,11 +490,12 @@ def test_every_mapped_operator():
     # RSQRT, EXP, GELU, LOG, NEG, RELU_0_TO_1: tests/tvm_ethos/test_rsqrt.py,
     # test_tflite_exp_gelu_log.py (EXP, GELU, LOG, NEG) and test_tflite_relu_0_to_1.py;
     # UNIDIRECTIONAL_SEQUENCE_LSTM: tests/planner/test_lstm_part.py;
-    # SQUARED_DIFFERENCE: tests/tvm_ethos/test_tflite_squared_difference.py
+    # SQUARED_DIFFERENCE: tests/tvm_ethos/test_tflite_squared_difference.py;
+    # BATCH_MATMUL: tests/planner/test_batch_matmul_part.py
     assert built == (set(SUPPORTED_OPERATORS) - {"PADV2", "RELU_N1_TO_1", "RSQRT", "EXP",
                                                  "GELU", "LOG", "NEG", "RELU_0_TO_1",
                                                  "UNIDIRECTIONAL_SEQUENCE_LSTM",
-                                                 "SQUARED_DIFFERENCE"})
+                                                 "SQUARED_DIFFERENCE", "BATCH_MATMUL"})
     kinds = collections.Counter(p.kind for p in g.parts)
     assert kinds == {"conv2d": 1, "depthwise_conv2d": 1, "pool": 2, "pad": 1, "resize": 2,
                      "elementwise": 5, "concatenate": 1, "slice": 6, "reshape": 5,
