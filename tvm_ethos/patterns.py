@@ -361,11 +361,16 @@ def _squared_difference_variants():
 
 def _batch_matmul_variants():
     """The converter's BATCH_MATMUL: ``matmul`` of two dequantized operands, each read
-    through ``permute_dims`` (its adj flag) or not, between a dequantize and a quantize."""
+    through ``permute_dims`` (its adj flag) or not, between a dequantize and a quantize.
+    Neither operand is a constant or a constant's ``permute_dims``: a matmul by constant
+    weights is FULLY_CONNECTED's form, whose verdict (and reasons) must stand."""
+    def computed():
+        return ~is_const() & ~is_op("relax.permute_dims")(is_const())
+
     out = []
     for adj_x, adj_y, clip in itertools.product((False, True), (False, True), (True, False)):
         ann = {}
-        a, b = wildcard(), wildcard()
+        a, b = computed(), computed()
         dqa, dqb = _dq(a), _dq(b)
         lhs = is_op("relax.permute_dims")(dqa) if adj_x else dqa
         rhs = is_op("relax.permute_dims")(dqb) if adj_y else dqb
