@@ -602,6 +602,10 @@ class EthosOperatorConverter(OperatorConverter):
         (out,) = self.get_output_tensors(op)
         if b.qnn_params is None or out.qnn_params is None:
             raise _refuse("BATCH_MATMUL with a quantized and a float operand")
+        for k, t in enumerate((a, b)):
+            if not self.has_expr(t.tensor_idx):
+                raise _refuse(f"BATCH_MATMUL whose operand {k} is a constant; tvm-ethos "
+                              "multiplies two computed operands")
         for t in (a, b, out):
             if np.asarray(t.qnn_params["scale"].value.numpy()).size != 1:
                 raise _refuse("BATCH_MATMUL quantized per channel; TFLite's kernel takes one "

@@ -281,3 +281,19 @@ def test_a_batch_matmul_between_npu_operators_is_planned_exactly(budget):
         xs = inputs_for(cm.inputs, rs)
         (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
         assert np.array_equal(got.reshape(want.shape), want)
+
+
+def test_a_batch_matmul_of_a_constant_stays_a_tflite_operator_naming_the_rule():
+    """Vela 5.2 runs one on the NPU (its MatMul over a constant IFM2); tvm-ethos multiplies
+    two computed operands, so the tflite-micro host keeps it, its outputs TFLite Micro's."""
+    rs = np.random.RandomState(0)
+    tensors = [tb.T([2, 4, 5], "int8", scale=0.05, zp=3),
+               tb.T([5, 6], "int8", scale=0.03, zp=-4,
+                    data=rs.randint(-128, 128, (5, 6)).astype(np.int8)),
+               tb.T([2, 4, 6], "int8", scale=0.2, zp=1)]
+    otype, ofn = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
+    data = tb.serialize(tensors, [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])], [0], [2])
+    cm = compiled_matches(data, "ethos-u")
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "operand 1 is a constant" in placed.why, placed.why
