@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 from ethos_arch.accelerators import DEFAULT_ACCELERATOR
-from planner.budgets import SMALLEST_SOURCE, resolve_budget
+from planner.budgets import SIZE_SOURCE, SMALLEST_SOURCE, resolve_budget
 from planner.device_model import Device
 from planner.devices import IO_REGIONS, get_device
 from planner.errors import PlannerError
@@ -14,6 +14,7 @@ from planner.graph import PlannerGraph
 from planner.io import load_graph as load_json
 from planner.options import PlannerOptions
 from planner.proposals import Proposal, ProposalSearch
+from planner.size_choice import size_choice
 from planner.sizes import parse_size as parse_size  # re-exported: the planner's public API
 from planner.smallest_choice import smallest_proposal
 from planner.tflite import load_tflite
@@ -104,13 +105,16 @@ def plan(source: str | PlannerGraph, device: str | Device = DEFAULT_ACCELERATOR.
 
 def select(search: ProposalSearch, budget: int | None, whence: str) -> Proposal:
     """``search.select(budget)``; where the budget was not given, the error says whose it is.
-    A ``smallest`` budget (``whence``) selects ``smallest_proposal``, which must fit
-    ``budget`` where that is given (the size of a memory pool)."""
-    if whence == SMALLEST_SOURCE:
+    A ``smallest`` budget (``whence``) selects ``smallest_proposal``, a ``size`` budget
+    ``size_choice``'s; either must fit ``budget`` where that is given (the size of a memory
+    pool)."""
+    if whence in (SMALLEST_SOURCE, SIZE_SOURCE):
         smallest = search.frontier[0][0]
         if budget is not None and smallest > budget:
             raise PlannerError(f"the smallest plan needs {smallest} bytes, more than the "
                                f"{budget} bytes of the memory it must fit")
+        if whence == SIZE_SOURCE:
+            return size_choice(search, budget)[0]
         return smallest_proposal(search, budget)
     try:
         return search.select(budget)

@@ -32,11 +32,17 @@ from planner.sizes import parse_size
 SYSTEM = "system"
 #: The budget value meaning "no budget: the fastest Proposal".
 NONE = "none"
-#: The budget value meaning "the Proposal with the least memory" (Vela's ``--optimise Size``).
+#: The budget value meaning "the Proposal with the least memory".
 SMALLEST = "smallest"
 #: Where a ``smallest`` budget came from, in the reports' words.
 SMALLEST_SOURCE = ("smallest: the least memory, or up to 1/8 more where that moves fewer weight "
-                   "and command-stream bytes (Vela's --optimise Size)")
+                   "and command-stream bytes")
+#: The budget value of Vela's ``--optimise Size``: the least memory the network costs the
+#: system (planner.size_choice).
+SIZE = "size"
+#: Where a ``size`` budget came from, in the reports' words.
+SIZE_SOURCE = ("size: the least SRAM plus command-stream bytes plus weight DMA bytes "
+               "(Vela's --optimise Size)")
 
 
 def _system_words(system: VelaDefaultSystem) -> str:
@@ -68,6 +74,8 @@ def resolve_budget(budget, device: Device) -> tuple[int | None, str]:
         return None, "none: the fastest Proposal"
     if word == SMALLEST:
         return None, SMALLEST_SOURCE
+    if word == SIZE:
+        return None, SIZE_SOURCE
     if word == SYSTEM:
         size = device.region(device.fm_region).size
         default = _default_size(device)
@@ -77,8 +85,9 @@ def resolve_budget(budget, device: Device) -> tuple[int | None, str]:
     try:
         return parse_size(budget, "budget"), "given"
     except PlannerError as err:
-        raise PlannerError(f"{err}; or {SYSTEM!r} (the default: the device's SRAM) or "
-                           f"{NONE!r} (the fastest)") from None
+        raise PlannerError(f"{err}; or {SYSTEM!r} (the default: the device's SRAM), {NONE!r} "
+                           f"(the fastest), {SMALLEST!r} (the least memory) or {SIZE!r} (the "
+                           "least memory plus stream and weight DMA bytes)") from None
 
 
 def _default_size(device: Device) -> int | None:
@@ -92,12 +101,13 @@ def _default_size(device: Device) -> int | None:
 BUDGET_HELP = ("memory budget: a size such as 300KiB or 1MiB; 'system' (the default) the SRAM of "
                "the accelerator's system configuration, as Vela plans; 'none' the fastest plan "
                "whatever its memory; 'smallest' the least memory, or up to 1/8 more where that "
-               "moves fewer weight and command-stream bytes (rfcs/0001)")
+               "moves fewer weight and command-stream bytes; 'size' (Vela's --optimise Size) "
+               "the least SRAM plus estimated command-stream and weight DMA bytes (rfcs/0001)")
 
 
 def budget_line(budget: int | None, whence: str) -> str:
     """The report's line saying which budget a plan was chosen within, and why."""
-    if whence == SMALLEST_SOURCE:
+    if whence in (SMALLEST_SOURCE, SIZE_SOURCE):
         return f"budget: {whence}"
     if budget is None:
         return "budget: none (the fastest Proposal)"

@@ -7,7 +7,8 @@ user's existing ``--config`` files mean here what they mean to Vela: the memory 
 ``arena_cache_size`` becomes the size of the planner's SRAM (the arena the plan must fit), and
 the bandwidths, latencies and burst lengths of the memories holding the feature maps and the
 weights become the planner's memory timings. ``--optimise Size`` asks for the plan of least
-memory, ``Performance`` (Vela's default) for the fastest within that SRAM.
+SRAM plus estimated command-stream and weight DMA bytes (the ``size`` budget),
+``Performance`` (Vela's default) for the fastest within that SRAM.
 
 Importing this module imports neither TVM nor Vela; :func:`read_system` imports Vela.
 """
@@ -22,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 from ethos_arch.accelerators import ACCELERATORS, DEFAULT_ACCELERATOR
+from planner.budgets import SIZE
 from tvm_ethos.cli import CliError
 
 #: ``--optimise`` values, as Vela spells them.
@@ -164,7 +166,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Ethos-U, e.g. ethos-u55-128 or ethos-u65-256 (the ethos-u "
                         f"target's accelerator_config; default {DEFAULT_ACCELERATOR.name})")
     g.add_argument("--optimise", default=None, choices=OPTIMISE,
-                   help="Size: the plan with the least SRAM; Performance (the default): the "
+                   help="Size: the plan with the least SRAM plus estimated command-stream "
+                        "and weight DMA bytes (--budget size); Performance (the default): the "
                         "fastest plan within the system's SRAM (the memory mode's "
                         "arena_cache_size, or --arena-cache-size)")
     g.add_argument("--system-config", default=None, metavar="NAME",
@@ -244,7 +247,7 @@ def choices(args, targets) -> VelaChoices:
     if args.optimise is not None and args.budget is not None:
         raise CliError(f"--optimise {args.optimise} and --budget {args.budget} both choose "
                        "the plan; give one")
-    budget = "smallest" if args.optimise == "Size" else None   # any planned NPU's
+    budget = SIZE if args.optimise == "Size" else None   # any planned NPU's
     spec = next((t for t in targets.targets if t.backend_id == "ethos-u"), None)
     if spec is None:
         if uses_system(args):

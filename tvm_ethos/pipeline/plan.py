@@ -19,9 +19,11 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from planner.api import select
+from planner.budgets import SIZE_SOURCE
 from planner.errors import PlannerError
 from planner.proposals import ProposalSearch
 from planner.report import layer_rows
+from planner.size_choice import size_objective
 from tvm_ethos.emulator import schedule as S
 from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.errors import CompileError, MemoryBudgetError
@@ -99,9 +101,11 @@ def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
             else:
                 result = planned_allocation(match, proposal)
             planned[sym] = PlannedSubgraph(match, proposal, device)
+            objective = size_objective(proposal, search) if whence == SIZE_SOURCE else None
             subgraphs[sym] = SubgraphPlan(
                 spec.backend_id, device.name, budget, whence, proposal.memory_bytes,
-                proposal.cycles, tuple((m, c) for m, c in search.frontier), result)
+                proposal.cycles, tuple((m, c) for m, c in search.frontier), result,
+                objective)
             for row in layer_rows(match.graph, proposal):
                 row = dict(row)
                 row["cascade"] = cascade + row["cascade"]

@@ -31,7 +31,15 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from planner.api import parse_size
-from planner.budgets import NONE, SMALLEST, SMALLEST_SOURCE, SYSTEM, resolve_budget
+from planner.budgets import (
+    NONE,
+    SIZE,
+    SIZE_SOURCE,
+    SMALLEST,
+    SMALLEST_SOURCE,
+    SYSTEM,
+    resolve_budget,
+)
 from planner.errors import PlannerError
 from planner.options import PlannerOptionError, PlannerOptions
 from tvm_ethos.backends.base import NpuBackend
@@ -174,10 +182,11 @@ def planning_options(options: dict) -> PlanningOptions:
     if not isinstance(enabled, bool):
         raise OptionError(f"option 'plan': bad value {enabled!r}; allowed values: True, False")
     budget = options.pop("budget", SYSTEM)
-    if isinstance(budget, str) and budget.strip().lower() in (SYSTEM, NONE, SMALLEST):
+    if isinstance(budget, str) and budget.strip().lower() in (SYSTEM, NONE, SMALLEST, SIZE):
         budget = {NONE: None}.get(budget.strip().lower(), budget.strip().lower())
     elif budget is not None:
-        budget = _size(budget, "option 'budget' (a size, 'system', 'smallest' or None)")
+        budget = _size(budget, "option 'budget' (a size, 'system', 'smallest', 'size' or "
+                               "None)")
     pools = parse_memory_pools(options.pop("memory_pools", None))
     raw = options.pop("planner_options", None)
     if raw is None:
@@ -234,7 +243,7 @@ def budget_for(opts: PlanningOptions, device) -> tuple[int | None, str]:
     planner.budgets)."""
     budget, whence = resolve_budget(opts.budget, device)
     pool = opts.pools.get(device.fm_region, {}) if device is not None else {}
-    if whence == SMALLEST_SOURCE:   # the least memory, within the pool where one is given
+    if whence in (SMALLEST_SOURCE, SIZE_SOURCE):   # within the pool where one is given
         return pool.get("size"), whence
     if "size" in pool and (budget is None or pool["size"] < budget):
         budget, whence = pool["size"], f"the {device.fm_region} memory pool"

@@ -18,6 +18,7 @@ from planner.budgets import budget_line
 from planner.device_model import Device
 from planner.proposals import Proposal
 from planner.report import kib, table_lines, total_line
+from planner.size_choice import SizeObjective
 from tvm_ethos.backends.registry import get_backend
 from tvm_ethos.emulator.part_matchers import MatchResult
 from tvm_ethos.emulator.schedule import ScheduledSubgraph
@@ -65,6 +66,8 @@ class SubgraphPlan:
     cycles: int
     frontier: tuple[tuple[int, int], ...]   # (memory bytes, cycles), smallest memory first
     scheduled: ScheduledSubgraph | PlannedAllocation
+    #: what the ``size`` budget (Vela's --optimise Size) minimised, where it chose the plan
+    objective: SizeObjective | None = None
 
     def to_json(self) -> dict:
         # no timings: the report is saved and must be byte-identical run to run
@@ -76,6 +79,8 @@ class SubgraphPlan:
             "frontier": [{"memory_bytes": m, "cycles": c} for m, c in self.frontier],
         }
         out.update(self.scheduled.to_json())
+        if self.objective is not None:
+            out["size_objective"] = self.objective.to_json()
         return out
 
 
@@ -176,6 +181,8 @@ def format_table(rep: dict) -> str:
         planned += 1
         out.append(f"{sym} on {sub['device']}")
         out.append(budget_line(sub["budget_bytes"], sub.get("budget_source", "given")))
+        if "size_objective" in sub:
+            out.append(SizeObjective.from_json(sub["size_objective"]).line())
         out.extend(table_lines([r for r in rep["layers"] if r.get("subgraph") == sym]))
         out.append(total_line(sym, len(sub["plans"]), sub["peak_memory_bytes"], sub["cycles"]))
         given = ", ".join(f"{k} {v:,} B" for k, v in sub["planned_bytes"].items())

@@ -1,0 +1,99 @@
+"""Which Proposal Vela's ``--optimise Size`` (the ``size`` budget) selects: the least memory
+the network costs the system.
+
+A Size user pays for the SRAM the plan takes and for the flash its command stream takes
+beside the weights, and a memory-bound system pays per inference for the weight bytes the
+plan moves by DMA. The least-SRAM Proposals cascade deeply: most of their NPU operations
+switch layer and rewrite that layer's registers, so they write several times the stream of
+a plan that cascades less, for a few KiB of SRAM, and some of them re-stream a cascade's
+weights once per stripe. So the rule takes, over the whole frontier, the Proposal whose
+SRAM plus estimated command-stream bytes (planner.stream_estimate) plus estimated weight
+DMA bytes (planner.dma_estimate) is least, then the least memory, then the fewest cycles.
+The DMA is in the sum because a plan that cascades less often copies its weights to SRAM
+instead of reading them in place: ranked by SRAM and stream alone, such plans would move
+more weight bytes per inference than Vela's Size plans do (rfcs/0001, "The size budget").
+
+The weights' own flash is the same for every Proposal of a model and left out. Since a
+Proposal's sum is at least its memory, the frontier (memory ascending) is walked only up to
+the best sum found so far: the choice equals the brute force over the whole frontier.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from planner.dma_estimate import dma_bytes
+from planner.proposals import Proposal, ProposalSearch
+
+
+class SizeObjective(NamedTuple):
+    """What the ``size`` rule charges a Proposal: its memory, estimated stream bytes and
+    estimated weight DMA bytes (bytes each), and its cycles for the last tie-break."""
+    memory_bytes: int
+    stream_bytes: int
+    dma_bytes: int
+    cycles: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """The sum the rule minimises."""
+        return self.memory_bytes + self.stream_bytes + self.dma_bytes
+
+    def rank(self) -> tuple[int, int, int]:
+        """The rule's order: the sum, then memory, then cycles."""
+        return self.total_bytes, self.memory_bytes, self.cycles
+
+    def to_json(self) -> dict:
+        return {"memory_bytes": self.memory_bytes, "stream_bytes": self.stream_bytes,
+                "dma_bytes": self.dma_bytes, "total_bytes": self.total_bytes}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SizeObjective:
+        """The objective :meth:`to_json` wrote (its cycles are not kept)."""
+        return cls(data["memory_bytes"], data["stream_bytes"], data["dma_bytes"])
+
+    def line(self) -> str:
+        """The report's line stating the objective and its value."""
+        return (f"size objective (least of the frontier): SRAM {self.memory_bytes:,} B + "
+                f"command stream {self.stream_bytes:,} B + weight DMA {self.dma_bytes:,} B "
+                f"(stream and DMA estimated) = {self.total_bytes:,} B")
+
+
+def size_objective(proposal: Proposal, search: ProposalSearch) -> SizeObjective:
+    """What the ``size`` rule charges ``proposal``, a Proposal of ``search``."""
+    return SizeObjective(proposal.memory_bytes, proposal.estimated_stream_bytes,
+                         dma_bytes(proposal.plans, search.graph, search.device),
+                         proposal.cycles)
+
+
+def pick_size(candidates: Sequence[SizeObjective]) -> int:
+    """Index in ``candidates`` (a frontier, memory ascending) of the ``size`` choice: the
+    least memory plus stream plus DMA bytes, then memory, then cycles, then position."""
+    if not candidates:
+        raise ValueError("pick_size needs at least one candidate")
+    return min(range(len(candidates)), key=lambda k: (candidates[k].rank(), k))
+
+
+def size_choice(search: ProposalSearch, budget: int | None = None
+                ) -> tuple[Proposal, SizeObjective]:
+    """The Proposal ``pick_size`` takes from ``search``'s frontier, among those that fit
+    ``budget`` where that is given (the memory pool the plan must fit), with its objective.
+    The frontier is walked in memory order and stops where the memory alone reaches the best
+    sum so far (no later Proposal can rank before it)."""
+    front = search.frontier
+    proposals: list[Proposal] = []
+    candidates: list[SizeObjective] = []
+    best = None
+    for k, (memory, _) in enumerate(front):
+        if budget is not None and memory > budget:
+            break
+        if best is not None and memory > best:
+            break
+        p = search.proposal(k)
+        c = size_objective(p, search)
+        proposals.append(p)
+        candidates.append(c)
+        best = c.total_bytes if best is None else min(best, c.total_bytes)
+    if not proposals:
+        raise ValueError("size_choice: no frontier Proposal fits the budget")
+    k = pick_size(candidates)
+    return proposals[k], candidates[k]
