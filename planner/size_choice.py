@@ -19,7 +19,7 @@ the best sum found so far: the choice equals the brute force over the whole fron
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from planner.dma_estimate import dma_bytes
 from planner.proposals import Proposal, ProposalSearch
@@ -73,27 +73,31 @@ def pick_size(candidates: Sequence[SizeObjective]) -> int:
     return min(range(len(candidates)), key=lambda k: (candidates[k].rank(), k))
 
 
+def walk_frontier(memories: Sequence[int], charge: Callable[[int], SizeObjective],
+                  budget: int | None = None) -> tuple[int, SizeObjective]:
+    """(index, objective) of the ``size`` choice on a frontier whose Proposal ``k`` takes
+    ``memories[k]`` bytes (ascending) and is charged ``charge(k)``, among those within
+    ``budget`` where that is given. Walks in memory order and stops where the memory alone
+    exceeds the best sum so far: no later Proposal can rank before it, so only the few
+    Proposals that can win are built and estimated."""
+    candidates: list[SizeObjective] = []
+    best = None
+    for k, memory in enumerate(memories):
+        if (budget is not None and memory > budget) or (best is not None and memory > best):
+            break
+        c = charge(k)
+        candidates.append(c)
+        best = c.total_bytes if best is None else min(best, c.total_bytes)
+    if not candidates:
+        raise ValueError("no frontier Proposal fits the budget")
+    k = pick_size(candidates)
+    return k, candidates[k]
+
+
 def size_choice(search: ProposalSearch, budget: int | None = None
                 ) -> tuple[Proposal, SizeObjective]:
     """The Proposal ``pick_size`` takes from ``search``'s frontier, among those that fit
-    ``budget`` where that is given (the memory pool the plan must fit), with its objective.
-    The frontier is walked in memory order and stops where the memory alone reaches the best
-    sum so far (no later Proposal can rank before it)."""
-    front = search.frontier
-    proposals: list[Proposal] = []
-    candidates: list[SizeObjective] = []
-    best = None
-    for k, (memory, _) in enumerate(front):
-        if budget is not None and memory > budget:
-            break
-        if best is not None and memory > best:
-            break
-        p = search.proposal(k)
-        c = size_objective(p, search)
-        proposals.append(p)
-        candidates.append(c)
-        best = c.total_bytes if best is None else min(best, c.total_bytes)
-    if not proposals:
-        raise ValueError("size_choice: no frontier Proposal fits the budget")
-    k = pick_size(candidates)
-    return proposals[k], candidates[k]
+    ``budget`` where that is given (the memory pool the plan must fit), with its objective."""
+    k, objective = walk_frontier([m for m, _ in search.frontier],
+                                 lambda j: size_objective(search.proposal(j), search), budget)
+    return search.proposal(k), objective

@@ -880,7 +880,8 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     elif sram_region(accelerator) == FAST_SCRATCH_REGION:
         io_offsets, arena_bytes = _io_in_fast_scratch(em, lw, layout)
         fast_bytes = layout.size
-        touched += ("input",)   # copied in whole
+    if not io_apart:    # the inputs in the plan's SRAM: copied in whole, or read there
+        touched += ("input",)
     # the weight blocks the DMAs fill are touched too
     touched_top = max([layout.top(touched)] + [layout.offsets[pool_key(k)] + used
                                                 for k, used in copied.pool_used.items()]
