@@ -41,8 +41,7 @@ SMALLEST_SOURCE = ("smallest: the least memory, or up to 1/8 more where that mov
 #: system (planner.size_choice).
 SIZE = "size"
 #: Where a ``size`` budget came from, in the reports' words.
-SIZE_SOURCE = ("size: the least SRAM plus command-stream bytes plus weight DMA bytes "
-               "(Vela's --optimise Size)")
+SIZE_SOURCE = "size: the least SRAM plus command-stream bytes (Vela's --optimise Size)"
 
 
 def _system_words(system: VelaDefaultSystem) -> str:
@@ -87,7 +86,7 @@ def resolve_budget(budget, device: Device) -> tuple[int | None, str]:
     except PlannerError as err:
         raise PlannerError(f"{err}; or {SYSTEM!r} (the default: the device's SRAM), {NONE!r} "
                            f"(the fastest), {SMALLEST!r} (the least memory) or {SIZE!r} (the "
-                           "least memory plus stream and weight DMA bytes)") from None
+                           "least memory plus command-stream bytes)") from None
 
 
 def _default_size(device: Device) -> int | None:
@@ -102,7 +101,7 @@ BUDGET_HELP = ("memory budget: a size such as 300KiB or 1MiB; 'system' (the defa
                "the accelerator's system configuration, as Vela plans; 'none' the fastest plan "
                "whatever its memory; 'smallest' the least memory, or up to 1/8 more where that "
                "moves fewer weight and command-stream bytes; 'size' (Vela's --optimise Size) "
-               "the least SRAM plus estimated command-stream and weight DMA bytes (rfcs/0001)")
+               "the least SRAM plus estimated command-stream bytes (rfcs/0001)")
 
 
 def budget_line(budget: int | None, whence: str) -> str:

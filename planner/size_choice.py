@@ -2,20 +2,18 @@
 the network costs the system.
 
 A Size user pays for the SRAM the plan takes and for the flash its command stream takes
-beside the weights, and a memory-bound system pays per inference for the weight bytes the
-plan moves by DMA. The least-SRAM Proposals cascade deeply: most of their NPU operations
+beside the weights. The least-SRAM Proposals cascade deeply: most of their NPU operations
 switch layer and rewrite that layer's registers, so they write several times the stream of
-a plan that cascades less, for a few KiB of SRAM, and some of them re-stream a cascade's
-weights once per stripe. So the rule takes, over the whole frontier, the Proposal whose
-SRAM plus estimated command-stream bytes (planner.stream_estimate) plus estimated weight
-DMA bytes (planner.dma_estimate) is least, then the least memory, then the fewest cycles.
-The DMA is in the sum because a plan that cascades less often copies its weights to SRAM
-instead of reading them in place: ranked by SRAM and stream alone, such plans would move
-more weight bytes per inference than Vela's Size plans do (rfcs/0001, "The size budget").
+a plan that cascades less, for a few KiB of SRAM. So the rule takes, over the whole
+frontier, the Proposal whose SRAM plus estimated command-stream bytes
+(planner.stream_estimate) is least, then the fewest estimated weight DMA bytes
+(planner.dma_estimate: of two Proposals that cost the same memory, the one that moves fewer
+weight bytes per inference), then the least memory, then the fewest cycles.
 
 The weights' own flash is the same for every Proposal of a model and left out. Since a
 Proposal's sum is at least its memory, the frontier (memory ascending) is walked only up to
-the best sum found so far: the choice equals the brute force over the whole frontier.
+the best sum found so far: the choice equals the brute force over the whole frontier
+(rfcs/0001, "The size budget").
 """
 from __future__ import annotations
 
@@ -26,8 +24,8 @@ from planner.proposals import Proposal, ProposalSearch
 
 
 class SizeObjective(NamedTuple):
-    """What the ``size`` rule charges a Proposal: its memory, estimated stream bytes and
-    estimated weight DMA bytes (bytes each), and its cycles for the last tie-break."""
+    """What the ``size`` rule charges a Proposal: its memory and estimated stream bytes (the
+    sum it minimises), its estimated weight DMA bytes and cycles (the tie-breaks)."""
     memory_bytes: int
     stream_bytes: int
     dma_bytes: int
@@ -35,12 +33,12 @@ class SizeObjective(NamedTuple):
 
     @property
     def total_bytes(self) -> int:
-        """The sum the rule minimises."""
-        return self.memory_bytes + self.stream_bytes + self.dma_bytes
+        """The sum the rule minimises: SRAM plus command-stream flash."""
+        return self.memory_bytes + self.stream_bytes
 
-    def rank(self) -> tuple[int, int, int]:
-        """The rule's order: the sum, then memory, then cycles."""
-        return self.total_bytes, self.memory_bytes, self.cycles
+    def rank(self) -> tuple[int, int, int, int]:
+        """The rule's order: the sum, then weight DMA, then memory, then cycles."""
+        return self.total_bytes, self.dma_bytes, self.memory_bytes, self.cycles
 
     def to_json(self) -> dict:
         return {"memory_bytes": self.memory_bytes, "stream_bytes": self.stream_bytes,
@@ -54,8 +52,9 @@ class SizeObjective(NamedTuple):
     def line(self) -> str:
         """The report's line stating the objective and its value."""
         return (f"size objective (least of the frontier): SRAM {self.memory_bytes:,} B + "
-                f"command stream {self.stream_bytes:,} B + weight DMA {self.dma_bytes:,} B "
-                f"(stream and DMA estimated) = {self.total_bytes:,} B")
+                f"command stream {self.stream_bytes:,} B (estimated) = "
+                f"{self.total_bytes:,} B; weight DMA {self.dma_bytes:,} B per inference "
+                "(estimated, the tie-break)")
 
 
 def size_objective(proposal: Proposal, search: ProposalSearch) -> SizeObjective:
@@ -67,7 +66,8 @@ def size_objective(proposal: Proposal, search: ProposalSearch) -> SizeObjective:
 
 def pick_size(candidates: Sequence[SizeObjective]) -> int:
     """Index in ``candidates`` (a frontier, memory ascending) of the ``size`` choice: the
-    least memory plus stream plus DMA bytes, then memory, then cycles, then position."""
+    least memory plus stream bytes, then weight DMA, then memory, then cycles, then
+    position."""
     if not candidates:
         raise ValueError("pick_size needs at least one candidate")
     return min(range(len(candidates)), key=lambda k: (candidates[k].rank(), k))

@@ -394,8 +394,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     * ``budget``: the SRAM each NPU subgraph's plan must fit (bytes, or ``"300KiB"``: kB =
       1000, KiB = 1024, a bare ``k`` refused), ``"system"`` (the default: the device's SRAM),
       ``"smallest"`` (the plan of least memory), ``"size"`` (Vela's ``--optimise Size``: the
-      least memory plus estimated command-stream and weight DMA bytes) or ``None`` (the
-      fastest);
+      least memory plus estimated command-stream bytes) or ``None`` (the fastest);
     * ``memory_pools``: memory regions overriding the device's (``{"sram": {"size": ...}}``,
       or tvmc's ``"sram:300KiB:read_bw=8"`` strings);
     * ``planner_options``: a dict or ``planner.options.PlannerOptions`` of search settings;

@@ -7,7 +7,7 @@ user's existing ``--config`` files mean here what they mean to Vela: the memory 
 ``arena_cache_size`` becomes the size of the planner's SRAM (the arena the plan must fit), and
 the bandwidths, latencies and burst lengths of the memories holding the feature maps and the
 weights become the planner's memory timings. ``--optimise Size`` asks for the plan of least
-SRAM plus estimated command-stream and weight DMA bytes (the ``size`` budget),
+SRAM plus estimated command-stream bytes (the ``size`` budget),
 ``Performance`` (Vela's default) for the fastest within that SRAM.
 
 Importing this module imports neither TVM nor Vela; :func:`read_system` imports Vela.
@@ -167,7 +167,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"target's accelerator_config; default {DEFAULT_ACCELERATOR.name})")
     g.add_argument("--optimise", default=None, choices=OPTIMISE,
                    help="Size: the plan with the least SRAM plus estimated command-stream "
-                        "and weight DMA bytes (--budget size); Performance (the default): the "
+                        "bytes (--budget size); Performance (the default): the "
                         "fastest plan within the system's SRAM (the memory mode's "
                         "arena_cache_size, or --arena-cache-size)")
     g.add_argument("--system-config", default=None, metavar="NAME",

@@ -141,8 +141,8 @@ def test_a_vela_command_line_writes_the_files_vela_writes(same_flags):
 
 def test_optimise_size_reports_the_objective_it_minimised(same_flags):
     """--optimise Size plans at the 'size' budget (planner.size_choice): the plan report and
-    the printed plan state the objective, SRAM plus estimated command-stream and weight DMA
-    bytes, with each term; its SRAM is the chosen plan's peak."""
+    the printed plan state the objective, SRAM plus estimated command-stream bytes, with each
+    term and the weight DMA that breaks ties; its SRAM is the chosen plan's peak."""
     import json
 
     rep = json.loads(same_flags["plan"].read_text())
@@ -151,8 +151,8 @@ def test_optimise_size_reports_the_objective_it_minimised(same_flags):
     assert f"budget: {SIZE_SOURCE}" in same_flags["stdout"]
     objective = sub["size_objective"]
     assert objective["memory_bytes"] == sub["peak_memory_bytes"]
-    assert objective["total_bytes"] == (objective["memory_bytes"] + objective["stream_bytes"]
-                                        + objective["dma_bytes"])
+    assert objective["total_bytes"] == objective["memory_bytes"] + objective["stream_bytes"]
+    assert objective["dma_bytes"] >= 0
     assert objective["stream_bytes"] > 0
     assert SizeObjective.from_json(objective).line() in same_flags["stdout"]
     assert sub["smallest_memory_bytes"] <= sub["peak_memory_bytes"] < \
