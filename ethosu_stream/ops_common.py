@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import activation16, rounding
+from . import activation16, lut16, rounding
 from .bias import ENTRY_BYTES, ChannelScales, decode_bias_stream
 from .errors import StreamError
 from .feature_map import FeatureMap, from_registers
@@ -226,8 +226,10 @@ def write_ofm(
         out = None if values is None else np.clip(activation16.apply(func, values),
                                                   max(lo, info.min), min(hi, info.max))
     elif ACT_LUT_START <= func <= ACT_LUT_END:
-        # the clamp picks the LUT index; the table's entry is the output
-        index = None if values is None else np.clip(np.clip(values, lo, hi), -128, 127)
+        # the clamp picks the LUT index (the table's input, on a 16-bit OFM); the table's
+        # entry is the output
+        index_range = (info.min, info.max) if ofm.dtype.itemsize == 2 else (-128, 127)
+        index = None if values is None else np.clip(np.clip(values, lo, hi), *index_range)
         out = apply_lut(mem, index, func - ACT_LUT_START, ofm.dtype, shram)
         if out is not None:
             out = np.clip(out, info.min, info.max)
@@ -239,7 +241,8 @@ def activation(state: RegisterState, dtype: np.dtype) -> int:
     """The ACTIVATION function (bits 0-11), refused where the model does not know what the
     hardware does: tanh/sigmoid other than on a signed 16-bit OFM with zero point 0 (the only
     form Vela writes), a clip range other than the OFM's own (the forced int8 range only with
-    a LUT on a 32-bit OFM), a LUT on a 16-bit or unsigned OFM."""
+    a LUT on a 32-bit OFM), a LUT on an unsigned OFM, a 16-bit LUT other than in slot 0 (its
+    table fills every slot)."""
     act = state.param("ACTIVATION")
     func, clip = act & 0xFFF, act >> 12
     dtype = np.dtype(dtype)
@@ -254,9 +257,21 @@ def activation(state: RegisterState, dtype: np.dtype) -> int:
             raise StreamError(f"activation clip range {clip} (ACTIVATION bits 12-15) without "
                               "a LUT is not modelled; only the OFM's own range (0) is")
         return func
-    if dtype.kind != "i" or dtype.itemsize == 2:
+    if dtype.kind != "i":
         raise StreamError(f"a LUT activation on a {dtype} OFM is not modelled; only int8 "
-                          "tables (int8 OFM) and int32 tables (int32 OFM) are")
+                          "tables (int8 OFM), int16 interpolated tables (int16 OFM) and int32 "
+                          "tables (int32 OFM) are")
+    if dtype.itemsize == 2:
+        if clip != CLIP_OFM_PRECISION:
+            raise StreamError(f"activation clip range {clip} with a LUT on a {dtype} OFM is "
+                              "not modelled; the model indexes 16-bit tables with int16 "
+                              f"values, which is clip range {CLIP_OFM_PRECISION} there")
+        if func != ACT_LUT_START:
+            raise StreamError(f"a 16-bit LUT in slot {func - ACT_LUT_START} (ACTIVATION "
+                              f"{func}) is not modelled; its {lut16.TABLE_BYTES}-byte table "
+                              f"fills every slot, so only slot 0 (ACTIVATION {ACT_LUT_START}) "
+                              "is")
+        return func
     allowed = (CLIP_FORCE_INT8,) if dtype.itemsize == 4 else (CLIP_OFM_PRECISION,
                                                               CLIP_FORCE_INT8)
     if clip not in allowed:
@@ -295,12 +310,18 @@ class ShramInfo:
 def apply_lut(mem: Memory, index: np.ndarray | None, slot: int, dtype: np.dtype,
               shram: ShramInfo | None) -> np.ndarray | None:
     """A 256-entry LUT indexed by an int8 value + 128: int8 entries, or int32 entries for a
-    32-bit OFM (the form Vela's int8 softmax uses for its exponentials). ``index`` ``None``
-    (a dry run): the table is only recorded as read."""
+    32-bit OFM (the form Vela's int8 softmax uses for its exponentials); on a 16-bit OFM the
+    interpolated table of ``lut16`` indexed by the int16 value. ``index`` ``None`` (a dry
+    run): the table is only recorded as read."""
     if shram is None:
         raise StreamError("a LUT activation needs the accelerator's SHRAM layout (run with an "
                           "accelerator)")
     base = shram.lut_address + slot * shram.slot_size
+    if np.dtype(dtype).itemsize == 2:
+        raw = mem.read_bytes(SHRAM_REGION, base, lut16.TABLE_BYTES, "the 16-bit LUT")
+        if raw is None:
+            return None
+        return lut16.lookup(*lut16.decode(raw), index)
     entry = np.dtype(np.int32 if np.dtype(dtype).itemsize == 4 else np.int8)
     raw = mem.read_bytes(SHRAM_REGION, base, 256 * entry.itemsize, "the LUT")
     if raw is None:

@@ -74,10 +74,12 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         raise StreamError(f"elementwise mode {mode} is unknown")
     if mode != LRELU:
         _check_scale_mode(state, mode)
-    if mode == SHR and rounding_mode(state) != rounding.NATURAL:
-        # every Vela release writes SHR with NATURAL (its softmax's "HalfUp" shifts)
+    if mode == SHR and rounding_mode(state) not in (rounding.NATURAL, rounding.TFL):
+        # Vela writes SHR with NATURAL (its softmaxes' "HalfUp" shifts), and with TFL in
+        # Vela 3.x's int16 softmax (rfcs/0007 section 7, rule 6)
         raise StreamError(f"SHR with rounding mode {rounding_mode(state)} is not modelled; only "
-                          f"NATURAL ({rounding.NATURAL}), which adds half before shifting")
+                          f"NATURAL ({rounding.NATURAL}), which adds half before shifting, and "
+                          f"TFL ({rounding.TFL}), which rounds ties away from zero")
     shape = ofm_box(mem, state)
     ifm = from_registers(state, "IFM")
     a = read_fm(mem, ifm, *shape, "the IFM")
@@ -128,8 +130,11 @@ def run_elementwise(mem: Memory, state: RegisterState, mode: int, shram: ShramIn
         out = np.minimum(a, b) if mode == MIN else np.maximum(a, b)
     elif mode == SHR:
         s = np.clip(b, 0, 63)
-        half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
-        out = (a + half) >> s
+        if rmode == rounding.TFL:
+            out = rounding.rounding_divide_by_pot(a, s)
+        else:
+            half = np.where(s > 0, np.int64(1) << np.maximum(s - 1, 0), 0)
+            out = (a + half) >> s
     elif mode == SHL:
         out = (a << np.clip(b, 0, 31)).astype(np.int64)
         out = ((out + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)

@@ -5,7 +5,7 @@ model does not implement end in a StreamError naming the command."""
 import numpy as np
 import pytest
 from ethosu.vela import api
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ethosu_stream import Memory, StreamError, decode_stream, run_stream
@@ -154,16 +154,34 @@ def test_shifts_and_clz_on_int32(pairs, kind):
     assert _ofm(mem, n, np.int32).tolist() == want
 
 
-@pytest.mark.parametrize("rounding", ["TFL", "TRUNCATE"])
-def test_a_shift_right_rounded_other_than_natural_is_refused(rounding):
+def _shr(rounding: str, n: int):
     op = api.NpuElementWiseOperation(api.NpuElementWiseOp.SHR)
-    op.ifm = _fm((1, 1, 4), api.NpuDataType.INT32, 0)
-    op.ifm2 = _fm((1, 1, 4), api.NpuDataType.INT32, IFM2_BASE)
-    op.ofm = _fm((1, 1, 4), api.NpuDataType.INT32, OFM_BASE)
+    op.ifm = _fm((1, 1, n), api.NpuDataType.INT32, 0)
+    op.ifm2 = _fm((1, 1, n), api.NpuDataType.INT32, IFM2_BASE)
+    op.ofm = _fm((1, 1, n), api.NpuDataType.INT32, OFM_BASE)
     op.rounding_mode = getattr(api.NpuRoundingMode, rounding)
+    return op
+
+
+def test_a_shift_right_rounded_truncating_is_refused():
     with pytest.raises(StreamError, match=r"\(NPU_OP_ELEMENTWISE\): SHR with rounding mode "
-                                          r"\d is not modelled"):
-        run_stream(_words([op]), _memory(np.zeros(4, np.int32)), ACC_NAME)
+                                          r"1 is not modelled"):
+        run_stream(_words([_shr("TRUNCATE", 4)]), _memory(np.zeros(4, np.int32)), ACC_NAME)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(*INT32), st.integers(0, 31)), min_size=1, max_size=16))
+@example([(-3, 1), (3, 1), (-6, 2), (6, 2), (-1, 1), (1, 1), (-5, 2)])  # the ties
+def test_a_tfl_rounded_shift_right_rounds_ties_away_from_zero(pairs):
+    """Vela 3.x's int16 softmax writes its SHRs with TFL rounding (rule 6)."""
+    n = len(pairs)
+    a = np.array([x for x, _ in pairs], np.int32)
+    b = np.array([s for _, s in pairs], np.int32)
+    mem = _memory(a, b)
+    run_stream(_words([_shr("TFL", n)]), mem, ACC_NAME)
+    want = [x if not s else (abs(x) + (1 << s - 1)) >> s if x >= 0
+            else -((abs(x) + (1 << s - 1)) >> s) for x, s in pairs]
+    assert _ofm(mem, n, np.int32).tolist() == want
 
 
 def _patched(words, name: str, param: int, payload: int | None = None) -> list[int]:
@@ -234,9 +252,17 @@ def test_a_register_use_the_model_does_not_implement_names_the_command(
                    ACC_NAME, compute=compute)
 
 
-def test_a_lut_on_an_int16_ofm_is_refused():
+@pytest.mark.parametrize("activation,message", [
+    (17, r"a 16-bit LUT in slot 1 \(ACTIVATION 17\) is not modelled"),
+    (16 | 3 << 12, r"activation clip range 3 with a LUT on a int16 OFM is not modelled"),
+])
+def test_a_16_bit_lut_the_model_does_not_know_is_refused(activation, message):
+    """A 16-bit table fills every slot (Vela puts it in slot 0) and is indexed by the OFM's
+    own int16 range."""
     op = _int8_op("ADD")
     op.ofm = _fm((2, 2, 8), api.NpuDataType.INT16, OFM_BASE)
-    words = _patched(_words([op]), "NPU_SET_ACTIVATION", 16)
-    with pytest.raises(StreamError, match=r"a LUT activation on a int16 OFM is not modelled"):
-        run_stream(words, _memory(np.zeros(32, np.int8), np.zeros(32, np.int8)), ACC_NAME)
+    mem = _memory(np.zeros(32, np.int8), np.zeros(32, np.int8))
+    run_stream(_patched(_words([op]), "NPU_SET_ACTIVATION", 16), mem, ACC_NAME)
+    words = _patched(_words([op]), "NPU_SET_ACTIVATION", activation)
+    with pytest.raises(StreamError, match=message):
+        run_stream(words, mem, ACC_NAME)
