@@ -25,6 +25,7 @@ import numpy as np
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
 from tvm_ethos.compute import fixed_point as fp
+from tvm_ethos.compute import softmax16 as sm16
 
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 SHRAM_REGION = 0x103
@@ -189,4 +190,88 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
                   FmSlot(ofm.region, ofm.offset, full, q.out_dtype, None,
                          OUTPUT_QUANTIZATION[q.out_dtype][1]), natural=True)
     assert b._next <= work_bytes(q), "work_bytes must cover every intermediate"
+    return b.ops
+
+
+#: per-row int32 maps the int16 lowering keeps (sum, clz, clz - 1, the normalised sum and
+#: its rounding shift, the output shift)
+_ROW_MAPS_16 = 6
+#: rows of an int16 SOFTMAX: its feature maps are 1 x rows x depth
+MAX_ROWS = 65535
+#: TFLite's recentring of the normalised sum (2**16 + 2**15) for the 1/(1 + x) table
+_RECIPROCAL_CENTRE = (1 << 15) + (1 << 16)
+
+
+def geometry16(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, depth) of an int16 SOFTMAX over the last axis of ``shape``, or
+    UnsupportedOperatorError saying why not."""
+    n, rows = int(shape[-1]), int(np.prod(shape[:-1]))
+    if n > MAX_DEPTH:
+        raise UnsupportedOperatorError(
+            "SOFTMAX", f"a depth of {n}; the int16 lowering takes rows of at most {MAX_DEPTH} "
+            "values (its row maximum is one pooling kernel across the row)")
+    if rows > MAX_ROWS:
+        raise UnsupportedOperatorError(
+            "SOFTMAX", f"{rows} rows; the int16 lowering takes at most {MAX_ROWS} (one feature "
+            "map width, as Vela's IFM H*W < 65536)")
+    return rows, n
+
+
+def work_bytes16(rows: int, n: int) -> int:
+    """Scratch the int16 lowering needs beside its input and output."""
+    return _align(4 * rows * n) + _align(2 * rows * n) + _align(2 * rows) \
+        + _ROW_MAPS_16 * _align(4 * rows) + 2 * _align(2 * rows)
+
+
+def softmax16_ops(rows: int, n: int, in_scale: float, beta: float, ifm: FmSlot, ofm: FmSlot,
+                  work: int, flash, lut_address: int, block_config) -> list:
+    """The NPU operations of TFLite's int16 SOFTMAX (``compute.softmax16``) over ``rows``
+    rows of ``n`` int16 codes at ``ifm`` into Q0.15 codes at ``ofm``, its intermediates at
+    ``work`` (``work_bytes16`` bytes).
+
+    Vela's form (``softmax.py``'s int16 graph): the row maximum, the difference scaled by
+    the input multiplier (a 32-bit MUL rounded by the shift alone, TFLite's two roundings),
+    recentred and looked up in the exp table by an int16 ADD's 16-bit LUT, the sum, its
+    leading zeros, the normalised sum recentred and looked up in the 1/(1 + x) table, and
+    the product with each exponential shifted to Q0.15. The tables are the ones TFLite
+    Micro builds (Vela's fixed reciprocal table differs from them in two entries), each
+    copied into SHRAM before the operation that reads it; the sum is normalised as TFLite
+    does (shift left by clz - 1, round off 14 bits), which fits 32 bits without Vela's
+    subtraction of the leading one first."""
+    api = vela_api()
+    b = _Builder(api, rows, work, flash, block_config)
+    full = (1, rows, n)
+    x = FmSlot(ifm.region, ifm.offset, full, "int16", None, 0)
+    diff = b.scratch(full)                  # x - max, then the product with 1/sum
+    exps = b.scratch(full, "int16")
+    row_max = b.scratch((1, rows, 1), "int16")
+    exp_table, reciprocal_table = sm16.tables()
+
+    def lut(table):
+        src = flash.add(sm16.npu_table(table).astype("<u4").tobytes())
+        b.ops.append(api.NpuDmaOperation(src, api.NpuAddressRange(SHRAM_REGION, lut_address,
+                                                                   src.length)))
+
+    b.pool("MAX", FmSlot(x.region, x.offset, (rows, n, 1), "int16", None, 0),
+           FmSlot(1, row_max.offset, (rows, 1, 1), "int16", None, 0), n)
+    b.elementwise("SUB", x, row_max, diff)
+    multiplier, shift = sm16.input_multiplier(in_scale, beta)
+    # a 32-bit MUL: the product rounded by the shift alone, ties up at 31 bits, then away
+    # from zero past them (TFLite's doubling high multiply and rounding divide)
+    b.elementwise("MUL", diff, b.const(multiplier), diff, rescale=(1 << 30, 31 - shift))
+    lut(exp_table)
+    b.elementwise("ADD", diff, b.const(32767), exps, lut=True)
+    total = b.pool("REDUCE_SUM", exps, b.row(), 1)
+    clz = b.elementwise("CLZ", total, None, b.row())
+    clz_m1 = b.elementwise("SUB", clz, b.const(1), b.row())
+    shifted = b.elementwise("SHL", total, clz_m1, b.row())
+    shifted = b.elementwise("SHR", shifted, b.const(14), b.row(), natural=True)
+    reciprocal = b.scratch((1, rows, 1), "int16")
+    lut(reciprocal_table)
+    b.elementwise("SUB", shifted, b.const(_RECIPROCAL_CENTRE), reciprocal, lut=True)
+    right = b.elementwise("SUB", clz, b.const(31), b.row(), reverse=True)
+    b.elementwise("MUL", exps, reciprocal, diff, rescale=(1, 0))
+    b.elementwise("SHR", diff, right, FmSlot(ofm.region, ofm.offset, full, "int16", None, 0),
+                  natural=True)
+    assert b._next <= work_bytes16(rows, n), "work_bytes16 must cover every intermediate"
     return b.ops

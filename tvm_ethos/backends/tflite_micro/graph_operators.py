@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 from planner import parts as planner_parts
 from planner.graph import GraphBuilder
 from planner.proposals import ProposalSearch
-from tvm_ethos.backends.ethos_u import ops_lstm
+from tvm_ethos.backends.ethos_u import ops_lstm, ops_softmax16
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.ethos_u.stream_run import stream_report
@@ -75,14 +75,26 @@ def lstm_planned_peak(lstm: ops_lstm.Lstm, accelerator: str) -> int | None:
     return ProposalSearch(graph.build(), device).proposal(0).memory_bytes
 
 
+def _softmax16_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
+                    shared: dict) -> GraphPart:
+    sm = ops_softmax16.read_softmax16(graph, index)
+    ifms, ofms = tuple(graph.all_inputs(index)[:1]), tuple(graph.writes[index][:1])
+    names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms + ofms)
+    phases = tuple(shared[t][0] % ops_softmax16.ALIGN if t in shared else 0
+                   for t in ifms + ofms)
+    payload = ops_softmax16.softmax16_payload(sm, accelerator, names, phases)
+    return GraphPart(payload, ifms, ofms, _report(name, payload, None))
+
+
 #: why a graph-level operator has no cascade
 NOT_PLANNED = "a graph-level NPU operator: one stream of its own, no cascade to plan"
 
 
 def _report(name: str, payload: EthosUPayload, planned_peak: int | None) -> dict:
-    """A plan report of one stream written from the graph: its arena (states, sequences
-    and gate buffers) is its peak, so a merged report's memory peak counts it; its stream
-    entry holds the planner's peak for the operator alone beside what the stream touched."""
+    """A plan report of one stream written from the graph: its arena (an LSTM's states,
+    sequences and gate buffers) is its peak, so a merged report's memory peak counts it;
+    its stream entry holds the planner's peak for the operator alone (None where the
+    planner has none) beside what the stream touched."""
     return {"planned": False, "graph_operator": True, "cycles": None,
             "peak_memory_bytes": payload.scratch_bytes, "layers": [],
             "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": NOT_PLANNED,
@@ -96,7 +108,7 @@ def format_report(report: dict) -> str:
     out = []
     for name, sub in report["subgraphs"].items():
         out.append(f"{name} on ethos-u: not planned ({sub['reason']}); arena "
-                   f"{sub['peak_memory_bytes']:,} B (states, sequences, gate buffers)")
+                   f"{sub['peak_memory_bytes']:,} B (its inputs, outputs and working buffers)")
         out.extend(stream_report_lines(report["streams"][name]))
     return "\n".join(out)
 
@@ -104,6 +116,9 @@ def format_report(report: dict) -> str:
 #: graph-level NPU operators by TFLite builtin name
 GRAPH_NPU_OPERATORS: dict[str, GraphNpuOperator] = {
     ops_lstm.KIND: GraphNpuOperator(ops_lstm.KIND, ops_lstm.refusal, _lstm_emit),
+    # an int16 SOFTMAX (the importer takes the 8-bit ones into Relax)
+    ops_softmax16.KIND: GraphNpuOperator(ops_softmax16.KIND, ops_softmax16.refusal,
+                                         _softmax16_emit),
 }
 
 
