@@ -193,9 +193,9 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
     return b.ops
 
 
-#: per-row int32 maps the int16 lowering keeps (sum, clz, clz - 1, the normalised sum and
-#: its rounding shift, the output shift)
-_ROW_MAPS_16 = 6
+#: per-row int32 maps the int16 lowering keeps (the sum, then the normalised sum; clz;
+#: clz - 1, then the output shift)
+_ROW_MAPS_16 = 3
 #: rows of an int16 SOFTMAX: its feature maps are 1 x rows x depth
 MAX_ROWS = 65535
 #: TFLite's recentring of the normalised sum (2**16 + 2**15) for the 1/(1 + x) table
@@ -219,15 +219,16 @@ def geometry16(shape: tuple[int, ...]) -> tuple[int, int]:
 
 def work_bytes16(rows: int, n: int) -> int:
     """Scratch the int16 lowering needs beside its input and output."""
-    return _align(4 * rows * n) + _align(2 * rows * n) + _align(2 * rows) \
-        + _ROW_MAPS_16 * _align(4 * rows) + 2 * _align(2 * rows)
+    return _align(4 * rows * n) + _align(2 * rows) + _ROW_MAPS_16 * _align(4 * rows) \
+        + _align(2 * rows)
 
 
 def softmax16_ops(rows: int, n: int, in_scale: float, beta: float, ifm: FmSlot, ofm: FmSlot,
                   work: int, flash, lut_address: int, block_config) -> list:
     """The NPU operations of TFLite's int16 SOFTMAX (``compute.softmax16``) over ``rows``
     rows of ``n`` int16 codes at ``ifm`` into Q0.15 codes at ``ofm``, its intermediates at
-    ``work`` (``work_bytes16`` bytes).
+    ``work`` (``work_bytes16`` bytes); the exponentials live in the output's bytes until
+    the last operation overwrites them with the result.
 
     Vela's form (``softmax.py``'s int16 graph): the row maximum, the difference scaled by
     the input multiplier (a 32-bit MUL rounded by the shift alone, TFLite's two roundings),
@@ -243,7 +244,7 @@ def softmax16_ops(rows: int, n: int, in_scale: float, beta: float, ifm: FmSlot, 
     full = (1, rows, n)
     x = FmSlot(ifm.region, ifm.offset, full, "int16", None, 0)
     diff = b.scratch(full)                  # x - max, then the product with 1/sum
-    exps = b.scratch(full, "int16")
+    exps = FmSlot(ofm.region, ofm.offset, full, "int16", None, 0)
     row_max = b.scratch((1, rows, 1), "int16")
     exp_table, reciprocal_table = sm16.tables()
 
@@ -261,15 +262,17 @@ def softmax16_ops(rows: int, n: int, in_scale: float, beta: float, ifm: FmSlot, 
     b.elementwise("MUL", diff, b.const(multiplier), diff, rescale=(1 << 30, 31 - shift))
     lut(exp_table)
     b.elementwise("ADD", diff, b.const(32767), exps, lut=True)
-    total = b.pool("REDUCE_SUM", exps, b.row(), 1)
-    clz = b.elementwise("CLZ", total, None, b.row())
-    clz_m1 = b.elementwise("SUB", clz, b.const(1), b.row())
-    shifted = b.elementwise("SHL", total, clz_m1, b.row())
-    shifted = b.elementwise("SHR", shifted, b.const(14), b.row(), natural=True)
+    # three row maps, each reused in place once what it held is read for the last time
+    total, clz, clz_m1 = b.row(), b.row(), b.row()
+    b.pool("REDUCE_SUM", exps, total, 1)
+    b.elementwise("CLZ", total, None, clz)
+    b.elementwise("SUB", clz, b.const(1), clz_m1)
+    shifted = b.elementwise("SHL", total, clz_m1, total)
+    b.elementwise("SHR", shifted, b.const(14), shifted, natural=True)
     reciprocal = b.scratch((1, rows, 1), "int16")
     lut(reciprocal_table)
     b.elementwise("SUB", shifted, b.const(_RECIPROCAL_CENTRE), reciprocal, lut=True)
-    right = b.elementwise("SUB", clz, b.const(31), b.row(), reverse=True)
+    right = b.elementwise("SUB", clz, b.const(31), clz_m1, reverse=True)
     b.elementwise("MUL", exps, reciprocal, diff, rescale=(1, 0))
     b.elementwise("SHR", diff, right, FmSlot(ofm.region, ofm.offset, full, "int16", None, 0),
                   natural=True)
