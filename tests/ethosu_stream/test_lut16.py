@@ -1,10 +1,10 @@
 """The output unit's 16-bit LUT (ethosu_stream.lut16, rfcs/0007 section 7 rule 12) on the
 streams Vela writes with one, compiled by Vela's CLI into a temporary folder: an int16 EXP
 (one pool through a table Vela computes from the quantization) equal to LiteRT's reference
-kernel on every int16 code, and the int16 SOFTMAX (two fixed tables) equal to TFLite Micro
-wherever Vela's tables are TFLite Micro's; where they are not (two entries of Vela's
-1/(1 + x) table), the stream is what Vela's table says and one code off TFLite Micro, which
-is Vela's deviation, not the model's."""
+kernel on every int16 code, an int16 RSQRT on every code it defines, and the int16 SOFTMAX
+(two fixed tables) equal to TFLite Micro wherever Vela's tables are TFLite Micro's; where
+they are not (two entries of Vela's 1/(1 + x) table), the stream is what Vela's table says
+and one code off TFLite Micro, which is Vela's deviation, not the model's."""
 from __future__ import annotations
 
 import subprocess
@@ -69,6 +69,18 @@ def test_velas_int16_exp_is_litert_on_every_code(in_q, out_q, config):
     (got,), stats = run_vela_model(_vela(model, config), [x], config)
     assert stats.dma_bytes.get((0, 0x103)) == lut16.TABLE_BYTES  # the table, to SHRAM
     want = oracle(model, [x])[0]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_velas_int16_rsqrt_is_litert_on_every_defined_code():
+    """Vela's 16-bit LUT of TFLite's RSQRT on every non-negative code (LiteRT fails the
+    invocation on a negative one; TFLite Micro has no int16 RSQRT)."""
+    x = B.T([1, 32768], "int16", scale=1e-3, zp=0)
+    y = B.T([1, 32768], "int16", scale=5e-4, zp=0)
+    model = B.build([x, y], [0], [1], B.BO.RSQRT)
+    codes = np.arange(32768, dtype=np.int16).reshape(1, -1)
+    (got,), _ = run_vela_model(_vela(model, "ethos-u55-128"), [codes], "ethos-u55-128")
+    want = oracle(model, [codes])[0]
     np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
