@@ -26,11 +26,15 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     vela_api,
 )
 from tvm_ethos.compute.quant import f32
+from tvm_ethos.compute.softmax16 import input_multiplier
 
 KIND = "SOFTMAX"
 _INT16 = 7
 #: the output quantization TFLite Micro's int16 SOFTMAX requires
 OUTPUT_SCALE = 1 / 32768
+#: the largest left shift of the input multiplier under which TFLite Micro's int32
+#: ``difference << shift`` cannot overflow (a difference reaches -65535)
+MAX_LEFT_SHIFT = 15
 
 
 class Softmax16(NamedTuple):
@@ -87,6 +91,12 @@ def read_softmax16(graph, index: int) -> Softmax16:
         beta = float(options.Beta())
     if not beta > 0:
         raise UnsupportedOperatorError(name, f"beta {beta}; the stream takes a positive beta")
+    _, shift = input_multiplier(f32(in_scale), f32(beta))
+    if shift > MAX_LEFT_SHIFT:
+        raise UnsupportedOperatorError(name, f"input scale x beta = {in_scale * beta:g}; "
+                                       "TFLite Micro shifts the input difference left by "
+                                       f"{shift} bits in int32, which overflows past "
+                                       f"{MAX_LEFT_SHIFT}")
     shape = tuple(int(d) for d in x.ShapeAsNumpy())
     npu_softmax.geometry16(shape)
     return Softmax16(shape, f32(in_scale), f32(beta))
