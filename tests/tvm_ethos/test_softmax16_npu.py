@@ -134,8 +134,9 @@ def test_after_an_npu_add_both_run_on_the_npu_and_the_file_is_deterministic():
     (softmax16_model((1, 65536, 1), 1e-3), "65536 rows"),
     (softmax16_model((1, 8), 1e-3, in_zp=3), "input zero point 3"),
     (softmax16_model((1, 8), 8.0, beta=1.0), "which overflows past 15"),
+    (softmax16_model((1, 0), 1e-3), "every extent positive"),
     (softmax16_model((1, 8), 1e-3, out_q=(1 / 65536, 0)), "requires (1/32768, 0)"),
-], ids=["depth", "rows", "input-zero-point", "overflow", "output-scale"])
+], ids=["depth", "rows", "input-zero-point", "overflow", "empty", "output-scale"])
 def test_forms_the_stream_does_not_take_stay_tflite_operators_saying_why(model, words):
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     (placed,) = cm.placement

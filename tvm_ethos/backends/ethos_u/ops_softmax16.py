@@ -97,7 +97,14 @@ def read_softmax16(graph, index: int) -> Softmax16:
                                        "TFLite Micro shifts the input difference left by "
                                        f"{shift} bits in int32, which overflows past "
                                        f"{MAX_LEFT_SHIFT}")
-    shape = tuple(int(d) for d in x.ShapeAsNumpy())
+    shape = tuple(int(d) for d in x.ShapeAsNumpy()) if x.ShapeLength() else ()
+    if not shape or min(shape) < 1:
+        raise UnsupportedOperatorError(name, f"input shape {list(shape)}; the stream takes a "
+                                       "tensor of at least one axis, every extent positive")
+    y_shape = tuple(int(d) for d in y.ShapeAsNumpy()) if y.ShapeLength() else ()
+    if y_shape != shape:
+        raise UnsupportedOperatorError(name, f"output shape {list(y_shape)} is not the input's "
+                                       f"{list(shape)}")
     npu_softmax.geometry16(shape)
     return Softmax16(shape, f32(in_scale), f32(beta))
 
