@@ -167,6 +167,8 @@ def test_velas_int16_stream_is_the_npu_form(tmp_path):
     model = add_sub_model(*q, False, "int16", shape, shape)
     got = run_vela_model(_vela(tmp_path, model), [a, b], "ethos-u55-128")[0][0]
     assert np.array_equal(got, add_sub.npu(a, b, *q, bits=16))
+    # the refusal is no formality: 6 of these 16,384 outputs are off TFLite Micro's
+    assert np.count_nonzero(got != tflm_oracle(model, [a, b])[0]) == 6
 
 
 # ------------------------------------------------------------------ ours
