@@ -1,6 +1,7 @@
 """INT16 ADD, SUB, MUL, MINIMUM, MAXIMUM and RELU (every tensor INT16) from a .tflite: the
 importer lets them through, the Ethos-U runs each as one operation (Vela's generator scales
-16-bit operands with TFLite's int16 shift; RELU is the 1x1 depthwise requantization), the llvm
+16-bit operands with TFLite's int16 shift; ADD/SUB with unequal input scales stay TFLite
+operators, ``compute.add_sub``; RELU is the 1x1 depthwise requantization), the llvm
 host computes TFLite's int16 arithmetic (ADD/SUB's left shift 15); every output equal to
 TFLite Micro's (INT16 LOGISTIC and TANH: test_int16_activation.py; RELU6 and LEAKY_RELU:
 test_int16_leaky_relu_relu6.py)."""
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import tflm_oracle
+from tvm_ethos.compute import add_sub
 from tvm_ethos.frontend import operator_support
 
 pytest.importorskip("ethosu.vela")
@@ -47,6 +49,8 @@ def cases(draw):
     qa, qb, qo = [(draw(scale), draw(zp)) for _ in range(3)]
     if kind in ("MINIMUM", "MAXIMUM"):
         qb = qo = qa
+    elif kind in ("ADD", "SUB") and draw(st.booleans()):
+        qb = (qa[0], qb[1])  # equal input scales: exact on the NPU (compute.add_sub)
     b_shape = draw(st.sampled_from([SHAPE, (1, 1, 1, 8), (1, 4, 5, 1)]))
     return kind, qa, qb, qo, b_shape
 
@@ -59,7 +63,9 @@ def test_an_int16_elementwise_operator_is_one_npu_operation_equal_to_tflite_micr
     model = int16_binary(kind, qa, qb, qo, b_shape)
     cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
     (placed,) = cm.placement
-    assert placed.placed_on == "ethos-u", placed.why
+    refused = kind in ("ADD", "SUB") and add_sub.npu_refusal(qa, qb, qo, subtract=kind == "SUB",
+                                                             bits=16)
+    assert placed.placed_on == ("tflite-micro" if refused else "ethos-u"), placed.why
     rs = np.random.RandomState(0)
     for _ in range(2):
         xs = _inputs(b_shape, rs)

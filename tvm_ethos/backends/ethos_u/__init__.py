@@ -50,7 +50,7 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
-from tvm_ethos.compute import int16x8, leaky_relu, squared_difference
+from tvm_ethos.compute import add_sub, int16x8, leaky_relu, squared_difference
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
 
@@ -257,6 +257,20 @@ def _binary(q, o):
     return []
 
 
+def _add_sub(q, o):
+    """ADD / SUB: a quantization on which the Ethos-U55/U65's single rounding of the rescaled
+    input is TFLite Micro's double one for every input (``compute.add_sub.npu_refusal``)."""
+    r = _binary(q, o)
+    if not r and q.out_q is not None and len(q.in_q) == 2 and q.in_dtypes[0] in ("int8",
+                                                                                   "int16"):
+        why = add_sub.npu_refusal(q.in_q[0], q.in_q[1], q.out_q, (q.act_min, q.act_max),
+                                  subtract=q.kind == Op.SUB,
+                                  bits=8 if q.in_dtypes[0] == "int8" else 16)
+        if why:
+            r.append(why)
+    return r
+
+
 def _squared_difference(q, o):
     """Seven operations (``ops_squared_difference``): one operand of the output's shape (the
     other broadcast into it), and a quantization on which they are TFLite Micro's kernel for
@@ -458,9 +472,9 @@ CHECKS = {
     Op.REDUCE_MAX: _reduce,
     Op.REDUCE_MIN: _reduce,
     Op.REDUCE_SUM: _reduce,
-    Op.ADD: _binary,
+    Op.ADD: _add_sub,
     Op.MUL: _binary,
-    Op.SUB: _binary,
+    Op.SUB: _add_sub,
     Op.SQUARED_DIFFERENCE: _squared_difference,
     Op.MINIMUM: _same_q,
     Op.MAXIMUM: _same_q,

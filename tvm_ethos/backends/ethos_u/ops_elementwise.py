@@ -4,8 +4,10 @@ RELU_N1_TO_1 as one 1x1 depthwise convolution.
 SUB is ADD's arithmetic with the second operand subtracted: Vela's generator derives the
 same operand and output scales from the feature maps' quantization (its advanced scaling, as
 TFLite's 8-bit kernel rescales both inputs to twice the larger scale), so the stream rounds
-as TFLite Micro's SUB does. MINIMUM and MAXIMUM compare the codes: the backend's check takes
-them only with both inputs quantized as the output (Vela's constraint), where comparing
+as TFLite Micro's SUB does wherever the backend's check takes it (``compute.add_sub``: the
+U55/U65 round the rescaled input once where TFLite Micro rounds it twice). MINIMUM and
+MAXIMUM compare the codes: the backend's check takes them only with both inputs quantized
+as the output (Vela's constraint), where comparing
 ``code - zero point`` and adding the zero point back is TFLite's comparison of the codes.
 The NPU broadcasts only its second operand; a broadcast first operand swaps the two and sets
 ``reversed_operands``, which keeps SUB's order.
