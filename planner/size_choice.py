@@ -8,10 +8,7 @@ a plan that cascades less, for a few KiB of SRAM. So the rule takes, over the wh
 frontier, the Proposal whose SRAM plus estimated command-stream bytes
 (planner.stream_estimate) is least, then the fewest estimated weight DMA bytes
 (planner.dma_estimate: of two Proposals that cost the same memory, the one that moves fewer
-weight bytes per inference), then the least memory, then the fewest cycles. A Proposal that
-moves more estimated weight bytes than the ``smallest`` budget's choice
-(planner.smallest_choice) is not a candidate: SRAM and flash saved with weight traffic
-added (a plan that stages weights for speed) is not what a Size user asked for.
+weight bytes per inference), then the least memory, then the fewest cycles.
 
 The weights' own flash is the same for every Proposal of a model and left out. Since a
 Proposal's sum is at least its memory, the frontier (memory ascending) is walked only up to
@@ -24,7 +21,6 @@ from typing import Callable, NamedTuple, Sequence
 
 from planner.dma_estimate import dma_bytes
 from planner.proposals import Proposal, ProposalSearch
-from planner.smallest_choice import smallest_proposal
 
 
 class SizeObjective(NamedTuple):
@@ -78,39 +74,30 @@ def pick_size(candidates: Sequence[SizeObjective]) -> int:
 
 
 def walk_frontier(memories: Sequence[int], charge: Callable[[int], SizeObjective],
-                  budget: int | None = None, dma_cap: int | None = None
-                  ) -> tuple[int, SizeObjective]:
+                  budget: int | None = None) -> tuple[int, SizeObjective]:
     """(index, objective) of the ``size`` choice on a frontier whose Proposal ``k`` takes
     ``memories[k]`` bytes (ascending) and is charged ``charge(k)``, among those within
-    ``budget`` and moving at most ``dma_cap`` weight bytes where those are given. Walks in
-    memory order and stops where the memory alone exceeds the best sum so far: no later
-    Proposal can rank before it, so only the few Proposals that can win are built and
-    estimated."""
-    indices: list[int] = []
+    ``budget`` where that is given. Walks in memory order and stops where the memory alone
+    exceeds the best sum so far: no later Proposal can rank before it, so only the few
+    Proposals that can win are built and estimated."""
     candidates: list[SizeObjective] = []
     best = None
     for k, memory in enumerate(memories):
         if (budget is not None and memory > budget) or (best is not None and memory > best):
             break
         c = charge(k)
-        if dma_cap is not None and c.dma_bytes > dma_cap:
-            continue
-        indices.append(k)
         candidates.append(c)
         best = c.total_bytes if best is None else min(best, c.total_bytes)
     if not candidates:
         raise ValueError("no frontier Proposal fits the budget")
-    j = pick_size(candidates)
-    return indices[j], candidates[j]
+    k = pick_size(candidates)
+    return k, candidates[k]
 
 
 def size_choice(search: ProposalSearch, budget: int | None = None
                 ) -> tuple[Proposal, SizeObjective]:
     """The Proposal ``pick_size`` takes from ``search``'s frontier, among those that fit
-    ``budget`` where that is given (the memory pool the plan must fit) and move no more
-    estimated weight bytes than the ``smallest`` budget's choice, with its objective."""
-    cap = dma_bytes(smallest_proposal(search, budget).plans, search.graph, search.device)
+    ``budget`` where that is given (the memory pool the plan must fit), with its objective."""
     k, objective = walk_frontier([m for m, _ in search.frontier],
-                                 lambda j: size_objective(search.proposal(j), search), budget,
-                                 cap)
+                                 lambda j: size_objective(search.proposal(j), search), budget)
     return search.proposal(k), objective
