@@ -449,8 +449,33 @@ def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
     )
     npu.weights = [flash.add(enc)]
     bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
-    entries = b"".join(
-        bytes(api.npu_encode_bias(np.int64(b), m, s))
-        for b, (m, s) in zip(bias.tolist(), scales or conv_scales(q, channels))
-    )
-    npu.biases = [flash.add(entries)]
+    npu.biases = [flash.add(bias_entries(bias, scales or conv_scales(q, channels)))]
+
+
+#: The ranges of a bias/scale entry's fields (Vela's ``encode_bias``): [low, high).
+_BIAS_FIELDS = (("bias", -(1 << 39), 1 << 39), ("multiplier", 0, 1 << 32),
+                ("shift", 0, 1 << 6))
+
+
+def bias_entries(bias: np.ndarray, scales) -> bytes:
+    """The bias/scale stream of an operation, the bytes ``npu_encode_bias`` gives entry by
+    entry (10 per output channel, little endian: a signed 40-bit bias, an unsigned 32-bit
+    multiplier, a 6-bit shift), packed on arrays at once: a layer has up to a thousand
+    channels, and Vela's packer is a Python call per channel. Channel k pairs ``bias[k]``
+    with ``scales[k]`` ((multiplier, shift)), as many as the shorter of the two has. A value
+    out of its field's range is a CompileError naming the channel."""
+    n = min(len(bias), len(scales))
+    b = np.asarray(bias, np.int64)[:n]
+    ms = np.array(list(scales[:n]), np.int64).reshape(n, 2)
+    for (name, low, high), values in zip(_BIAS_FIELDS, (b, ms[:, 0], ms[:, 1])):
+        bad = np.flatnonzero((values < low) | (values >= high))
+        if bad.size:
+            k = int(bad[0])
+            raise CompileError(f"output channel {k}: {name} {int(values[k])} does not fit the "
+                               f"NPU's bias/scale entry ({low} <= {name} < {high}); "
+                               "requantize the layer so that its scales and bias fit")
+    out = np.empty((n, 10), np.uint8)
+    out[:, :5] = b.astype("<i8").view(np.uint8).reshape(n, 8)[:, :5]
+    out[:, 5:9] = ms[:, 0].astype("<u4").view(np.uint8).reshape(n, 4)
+    out[:, 9] = ms[:, 1]
+    return out.tobytes()
