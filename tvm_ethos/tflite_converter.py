@@ -90,6 +90,35 @@ def _refuse(msg: str):
     return tvm.error.OpNotImplemented(msg)
 
 
+def _with_output_padding(expr, in_hw: list[int], kernel_hw: list[int], declared: list[int]):
+    """``expr`` with its ``nn.conv2d_transpose`` (of an ``in_hw`` input by a ``kernel_hw``
+    kernel) given the ``output_padding`` that makes its output ``declared`` (below the
+    stride, as Relax requires), or ``expr`` itself when the output already is."""
+    if not isinstance(expr, relax.Call):
+        return expr
+    if expr.op.name != "relax.nn.conv2d_transpose":
+        args = [_with_output_padding(a, in_hw, kernel_hw, declared) for a in expr.args]
+        if all(a.same_as(b) for a, b in zip(args, expr.args)):
+            return expr
+        return relax.Call(expr.op, args, expr.attrs, expr.ty_args)
+    a = expr.attrs
+    data, weight = expr.args
+    (ih, iw), (kh, kw) = in_hw, kernel_hw
+    (sh, sw), (pt, pl, pb, pr) = ([int(v) for v in a.strides], [int(v) for v in a.padding])
+    extra = (declared[0] - ((ih - 1) * sh + kh - pt - pb),
+             declared[1] - ((iw - 1) * sw + kw - pl - pr))
+    if extra == (0, 0):
+        return expr
+    if not (0 <= extra[0] < sh and 0 <= extra[1] < sw):
+        raise _refuse(f"TRANSPOSE_CONV declared {declared[0]}x{declared[1]}, which strides "
+                      f"{(sh, sw)} and a {kh}x{kw} kernel over {ih}x{iw} cannot give")
+    return relax.op.nn.conv2d_transpose(
+        data, weight, strides=(sh, sw), padding=(pt, pl, pb, pr), output_padding=extra,
+        dilation=[int(v) for v in a.dilation], groups=int(a.groups),
+        data_layout=str(a.data_layout), kernel_layout=str(a.kernel_layout),
+        out_layout=str(a.out_layout), out_dtype=str(a.out_dtype))
+
+
 class EthosOperatorConverter(OperatorConverter):
     """``OperatorConverter`` that also takes the quantized data-movement operators."""
 
@@ -190,10 +219,18 @@ class EthosOperatorConverter(OperatorConverter):
     # ------------------------------------------------------------------ PAD / PADV2
     def convert_transpose_conv(self, op):
         """TVM's TRANSPOSE_CONV with its fused activation, which TVM's converter drops (TFLite's
-        kernels clamp to it): the clamp on the quantized output, as TVM's conv applies it."""
+        kernels clamp to it): the clamp on the quantized output, as TVM's conv applies it. Its
+        output is the declared one: TVM's converter sizes it ``(in - 1) * stride + kernel -
+        padding``, short of TFLite's by ``stride - kernel`` where the kernel is below the
+        stride (SAME: ``in * stride``), which ``output_padding`` adds back (rows only the bias
+        reaches, as in TFLite's kernel)."""
         from tflite.TransposeConvOptions import TransposeConvOptions
 
-        out = super().convert_transpose_conv(op)
+        out_t, (_, w, x) = self.get_output_tensors(op)[0], self.get_input_tensors(op)[:3]
+        out = _with_output_padding(
+            super().convert_transpose_conv(op),
+            *([int(d) for d in self.get_tensor_shape(t)[sl]]
+              for t, sl in ((x, slice(1, 3)), (w, slice(1, 3)), (out_t, slice(1, 3)))))
         table = op.BuiltinOptions()
         opts = TransposeConvOptions()
         opts.Init(table.Bytes, table.Pos)

@@ -639,18 +639,20 @@ def conv_resize_conv(rs, size=(6, 6)):
 
 def transpose_conv(shape, cout: int, kernel, stride, padding="SAME", seed: int = 0,
                    per_channel: bool = False, bias: bool = True, bias_q: bool = True,
-                   act=None, in_q=(0.05, 3), out_q=(0.1, -3)):
+                   act=None, in_q=(0.05, 3), out_q=(0.1, -3), out_hw=None):
     """TRANSPOSE_CONV of ``shape`` (NHWC) to ``cout`` channels: random OHWI weights (per output
     channel scales when ``per_channel``), an int32 bias (quantized, or without parameters when
     not ``bias_q``: TFLite's kernels never read them) or none, the output size TFLite's
-    converter writes (SAME: input * stride; VALID: + kernel - stride)."""
+    converter writes (SAME: input * stride; VALID: + kernel - stride where the kernel is
+    longer) unless ``out_hw`` declares another height and width."""
     rs = np.random.RandomState(seed)
     n, h, w, c = shape
     (kh, kw), (sh, sw) = kernel, stride
     if padding == "SAME":
         oh, ow = h * sh, w * sw
     else:
-        oh, ow = (h - 1) * sh + kh, (w - 1) * sw + kw
+        oh, ow = h * sh + max(kh - sh, 0), w * sw + max(kw - sw, 0)
+    oh, ow = out_hw or (oh, ow)
     wscale = rs.uniform(0.002, 0.02, cout if per_channel else 1).astype(np.float32)
     wt = T([cout, kh, kw, c], "int8", scale=wscale, zp=np.zeros(wscale.size, np.int64),
            data=rs.randint(-127, 128, (cout, kh, kw, c)).astype(np.int8))

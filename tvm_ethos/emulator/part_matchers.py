@@ -607,9 +607,11 @@ def _transpose_conv_attrs(layer, act) -> dict:
     """A TRANSPOSE_CONV costed as the CONV_2D the NPU runs (Vela's form): stride 1 over the
     input upscaled by its stride, each output reading every tap; its propagator (from the
     TE's strided reads, not affine) takes the input's whole extent."""
-    kh, kw = (int(v) for v in layer.weights.shape[:2])
+    # a kernel below the stride runs padded with zero taps up to it (ops_transpose_conv)
+    kh, kw = (max(int(k), int(s)) for k, s in zip(layer.weights.shape[:2],
+                                                    layer.attrs["strides"]))
     pt, pl, pb, pr = (int(v) for v in layer.attrs["padding"])
-    extra = 1 if tuple(layer.attrs["strides"]) == (2, 2) else 0  # the upscale's trailing zero
+    extra = 1 if 2 in tuple(layer.attrs["strides"]) else 0  # the upscale's trailing zero
     padding = (kh - 1 - pt, kw - 1 - pl, kh - 1 - pb - extra, kw - 1 - pr - extra)
     return {"kernel": (kh, kw), "strides": (1, 1), "dilation": (1, 1),
             "padding": tuple(max(p, 0) for p in padding), "groups": 1, "activation": act,

@@ -93,12 +93,12 @@ def _conv(q, o):
 
 
 def _transpose_conv(q, o):
-    """Vela's TRANSPOSE_CONV: strides 1x1 or 2x2 (the NPU's 2x upscale), a kernel that covers
-    TFLite's cropping (SAME: at least the stride), then the CONV_2D's limits."""
-    if tuple(q.attrs["strides"]) not in ops_transpose_conv.STRIDES:
-        return [f"transpose conv strides {q.attrs['strides']}; the NPU takes 1x1 or 2x2"]
-    if tuple(q.attrs.get("output_padding", (0, 0))) != (0, 0):
-        return [f"transpose conv output padding {q.attrs['output_padding']}"]
+    """Vela's TRANSPOSE_CONV: strides 1x1 or 2x2 (the NPU's 2x upscale; a width stride of 2
+    over one row too), the output shape the upscale gives, a kernel that covers TFLite's
+    cropping, then the CONV_2D's limits."""
+    why = ops_transpose_conv.stride_refusal(q) or ops_transpose_conv.shape_refusal(q)
+    if why:
+        return [why]
     if min(ops_transpose_conv.conv_padding(q)) < 0:
         return [f"a {q.weights.shape[0]}x{q.weights.shape[1]} transpose conv kernel shorter "
                 f"than its stride {q.attrs['strides']} and cropping {q.attrs['padding']}"]

@@ -4,8 +4,15 @@ resampling (each element followed by a zero row and column), and padded so that 
 output reads the taps TFLite's kernel scatters to it.
 
 With TFLite's (top, left, bottom, right) output cropping ``p`` and kernel ``k``, the
-convolution pads ``k - 1 - p`` before and after; the upscaled IFM's trailing zero row and
-column already stand for one row and column of the padding after."""
+convolution pads ``k - 1 - p`` before; after, whatever the last output reads past the
+upscaled IFM (its trailing zero row and column included), which is more than ``k - 1 - p``
+where TFLite's output is longer than the taps reach (SAME with a kernel below the stride:
+those rows are the bias alone). A kernel below the stride runs padded with zero taps up to
+the stride, so that every output row and column reads an input row or column: a planner
+stripe of the inserted zeros alone would read no input, which the NPU cannot (its IFM
+extent is the window span less the padding). The upscale doubles both axes: Vela also takes
+a width stride of 2 over a single row with a kernel of one row (its "2x1"), whose one output
+row reads the first upscaled row only."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,28 +23,78 @@ from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, conv_op, conv_scales, weights_ohwi
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
 
-#: the strides the NPU runs: 1 (no resampling) and 2 (its 2x zero-inserting upscale)
+#: the (height, width) strides the NPU runs on any input: 1 (no resampling) and 2 (its 2x
+#: zero-inserting upscale)
 STRIDES = ((1, 1), (2, 2))
+#: Vela's "2x1" (width x height): a width stride of 2 over an input of one row, by a kernel
+#: of one row
+ROW_STRIDE = (1, 2)
+
+
+def stride_refusal(q) -> str:
+    """Why Vela's strides rule refuses ``q``, or ``""``."""
+    strides = tuple(q.attrs["strides"])
+    if strides in STRIDES:
+        return ""
+    rows, kh = int(q.in_shapes[0][1]), int(q.weights.shape[0])
+    if strides == ROW_STRIDE and rows == 1 and kh == 1:
+        return ""
+    return (f"transpose conv strides {strides} (height, width) over {rows} input row(s) with "
+            f"a {kh}-row kernel; the NPU takes 1x1 or 2x2, and (1, 2) over one row with a "
+            "one-row kernel")
+
+
+def shape_refusal(q) -> str:
+    """Why Vela's output shape rule refuses ``q`` (SAME: input times stride; VALID: plus
+    the kernel less the stride where the kernel is longer), or ``""``: the NPU's upscale
+    gives that many rows and columns."""
+    kh, kw = (int(v) for v in q.weights.shape[:2])
+    sh, sw = (int(v) for v in q.attrs["strides"])
+    _, ih, iw, _ = (int(v) for v in q.in_shapes[0])
+    _, oh, ow, _ = (int(v) for v in q.out_shape)
+    same = (ih * sh, iw * sw)
+    valid = (ih * sh + max(kh - sh, 0), iw * sw + max(kw - sw, 0))
+    if (oh, ow) in (same, valid):
+        return ""
+    return (f"transpose conv of {ih}x{iw} to {oh}x{ow} by strides {(sh, sw)}; the NPU's "
+            f"upscale gives {same[0]}x{same[1]} (SAME) or {valid[0]}x{valid[1]} (VALID)")
 
 
 def upscaled(q) -> bool:
     """Whether the convolution reads the IFM through the 2x zero-inserting upscale."""
-    return tuple(q.attrs["strides"]) == (2, 2)
+    return 2 in tuple(q.attrs["strides"])
+
+
+def npu_kernel(q) -> tuple[int, int]:
+    """(height, width) of the kernel the NPU runs: TFLite's, at least the stride."""
+    return tuple(max(int(k), int(s)) for k, s in zip(q.weights.shape[:2], q.attrs["strides"]))
+
+
+def npu_weights(q) -> np.ndarray:
+    """TFLite's HWIO weights with zero taps after them up to :func:`npu_kernel` (a zero tap
+    adds nothing to the output rows it reaches)."""
+    (kh, kw), w = npu_kernel(q), q.weights
+    return np.pad(w, ((0, kh - w.shape[0]), (0, kw - w.shape[1]), (0, 0), (0, 0)))
 
 
 def conv_padding(q) -> tuple[int, int, int, int]:
-    """(top, left, bottom, right) padding of the stride-1 convolution (negative where the
-    kernel is shorter than TFLite's cropping allows: the check refuses it)."""
-    kh, kw = (int(v) for v in q.weights.shape[:2])
-    pt, pl, pb, pr = (int(v) for v in q.attrs["padding"])
-    extra = 1 if upscaled(q) else 0
-    return kh - 1 - pt, kw - 1 - pl, kh - 1 - pb - extra, kw - 1 - pr - extra
+    """(top, left, bottom, right) padding of the stride-1 convolution: before, negative
+    where the kernel is shorter than TFLite's cropping (the check refuses it); after, what
+    the last output row or column reads past the upscaled input (0 when it reads less)."""
+    kh, kw = npu_kernel(q)
+    pt, pl = (int(v) for v in q.attrs["padding"][:2])
+    step = 2 if upscaled(q) else 1
+    _, ih, iw, _ = (int(v) for v in q.in_shapes[0])
+    _, oh, ow, _ = (int(v) for v in q.out_shape)
+    # the last output reads upscaled rows up to oh - 1 - top + kh - 1, of ih * step
+    return kh - 1 - pt, kw - 1 - pl, max(oh + pt - ih * step, 0), max(ow + pl - iw * step, 0)
 
 
 def as_conv(q):
-    """The CONV_2D the NPU runs: rotated weights, stride 1, :func:`conv_padding`."""
+    """The CONV_2D the NPU runs: :func:`npu_weights` rotated, stride 1,
+    :func:`conv_padding`."""
     return dataclasses.replace(
-        q, kind=Op.CONV2D, weights=np.ascontiguousarray(q.weights[::-1, ::-1]),
+        q, kind=Op.CONV2D, weights=np.ascontiguousarray(npu_weights(q)[::-1, ::-1]),
         attrs=dict(q.attrs, strides=(1, 1), dilation=(1, 1), groups=1,
                    padding=conv_padding(q)))
 
@@ -81,8 +138,8 @@ def transpose_conv_window(q, rows, cols, input_hw) -> tuple:
     ``cols``: what the NPU's convolution over the upscaled input reads of the input, and its
     padding. The upscaled extent between the pads may end on an input row (its trailing zero
     then falls in the bottom or right padding)."""
-    kh, kw = (int(v) for v in q.weights.shape[:2])
-    top, left, _, _ = conv_padding(q)
+    kh, kw = npu_kernel(q)
+    top, left = kh - 1 - int(q.attrs["padding"][0]), kw - 1 - int(q.attrs["padding"][1])
     step = 2 if upscaled(q) else 1
     ry0, ry1, pt, pb = _axis_window(*rows, kh, top, step, input_hw[0])
     rx0, rx1, pl, pr = _axis_window(*cols, kw, left, step, input_hw[1])
