@@ -453,6 +453,8 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _transpose_variants()
         + _integer_variant(Op.MIRROR_PAD, "relax.nn.pad", extra_args=0,
                            attrs={"pad_mode": "reflect"})
+        + _integer_variant(Op.MIRROR_PAD, "relax.nn.pad", extra_args=0,
+                           attrs={"pad_mode": "symmetric"})
         + _integer_variant(Op.REVERSE, "relax.flip", extra_args=0)
         + _integer_variant(Op.TILE, "relax.tile", extra_args=0)
         + _integer_variant(Op.NEG, "relax.negative", extra_args=0)
@@ -1011,11 +1013,12 @@ def _read_transpose(op: QOp, ann: dict, problems: list) -> None:
 
 
 def _read_mirror_pad(op: QOp, ann: dict, problems: list) -> None:
-    """MIRROR_PAD (REFLECT) on the codes: its paddings; the integer kernels pad the height
-    and width of an NHWC tensor."""
+    """MIRROR_PAD on the codes: its paddings and mode (REFLECT, or SYMMETRIC: the edge
+    repeated); the integer kernels pad the height and width of an NHWC tensor."""
     widths = [int(v) for v in ann["op"].attrs.pad_width]
     pads = tuple(zip(widths[0::2], widths[1::2]))
-    op.attrs.update(pad_width=pads, mode="REFLECT")
+    mode = "SYMMETRIC" if str(ann["op"].attrs.pad_mode) == "symmetric" else "REFLECT"
+    op.attrs.update(pad_width=pads, mode=mode)
     if len(pads) != 4 or pads[0] != (0, 0) or pads[3] != (0, 0):
         problems.append(f"MIRROR_PAD by {pads}; the integer kernel pads height and width of "
                         "NHWC")

@@ -31,7 +31,9 @@ TVM's converters):
   patterns read it as a table of TFLite's, ``compute.quant.elu_lut``);
 * TILE: ``tile`` of the codes by its constant multiples;
 * REVERSE_V2: ``flip`` of the codes along its one constant axis;
-* MIRROR_PAD (REFLECT): ``nn.pad`` in reflect mode on the codes;
+* MIRROR_PAD: ``nn.pad`` on the codes in reflect mode (REFLECT) or in a "symmetric" mode
+  Relax has no legalization for (SYMMETRIC, of height and width only: the patterns always
+  take it, to the integer kernels' ``te_ops.lower_mirror_pad``);
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis.
 * BATCH_MATMUL: ``quantize(matmul(dequantize(a), dequantize(b)))``, an operand whose adj flag
@@ -542,9 +544,11 @@ class EthosOperatorConverter(OperatorConverter):
 
     # ------------------------------------------------------------------ MIRROR_PAD
     def convert_mirror_pad(self, op):
-        """REFLECT padding of the codes (``nn.pad``'s reflect mode: the edge not repeated);
-        the output must keep the input's quantization (the kernel copies codes). SYMMETRIC has
-        no Relax form (``tflite_support.form_refusal`` keeps it a TFLite operator)."""
+        """REFLECT padding of the codes (``nn.pad``'s reflect mode: the edge not repeated) or
+        SYMMETRIC (the edge repeated: ``pad_mode="symmetric"``, which TVM's legalization
+        would read as constant padding, so only of the height and width of NHWC, which the
+        patterns take and lower exactly); the output must keep the input's quantization (the
+        kernel copies codes)."""
         from tflite.MirrorPadOptions import MirrorPadOptions
 
         inputs = self.get_input_tensors(op)
@@ -555,15 +559,20 @@ class EthosOperatorConverter(OperatorConverter):
         table = op.BuiltinOptions()
         if table is not None:
             opts.Init(table.Bytes, table.Pos)
-        if table is not None and opts.Mode() != 0:
-            raise _refuse("MIRROR_PAD in SYMMETRIC mode; tvm-ethos pads in REFLECT mode")
+        symmetric = table is not None and opts.Mode() != 0
         paddings = self._const_ints(inputs[1], "the paddings of MIRROR_PAD").reshape(-1, 2)
         shape = [int(d) for d in self.get_tensor_shape(inputs[0])]
-        if (paddings < 0).any() or any(max(p) >= d for p, d in zip(paddings.tolist(), shape)):
-            raise _refuse(f"MIRROR_PAD of {shape} by {paddings.tolist()}; REFLECT takes "
-                          "paddings from 0 to the dimension less one")
+        mode, edge = ("SYMMETRIC", 0) if symmetric else ("REFLECT", 1)
+        if (paddings < 0).any() or any(max(p) > d - edge for p, d in zip(paddings.tolist(),
+                                                                          shape)):
+            raise _refuse(f"MIRROR_PAD of {shape} by {paddings.tolist()}; {mode} takes "
+                          f"paddings from 0 to the dimension{' less one' if edge else ''}")
+        if symmetric and (len(shape) != 4 or paddings[[0, 3]].any()):
+            raise _refuse(f"MIRROR_PAD in SYMMETRIC mode of {shape} by {paddings.tolist()}; "
+                          "tvm-ethos pads the height and width of NHWC symmetrically")
         return relax.op.nn.pad(self.get_expr(inputs[0].tensor_idx),
-                               pad_width=[int(v) for v in paddings.ravel()], pad_mode="reflect")
+                               pad_width=[int(v) for v in paddings.ravel()],
+                               pad_mode="symmetric" if symmetric else "reflect")
 
     # ------------------------------------------------------------------ PACK / UNPACK
     def convert_pack(self, op):

@@ -50,7 +50,7 @@ def reverse(axis: int):
 
 
 def mirror_pad(g: Graph, x: int) -> int:
-    """REFLECT mode (the importer refuses SYMMETRIC)."""
+    """REFLECT mode (SYMMETRIC is the same copies, each one index along)."""
     pads = [[0, 0], [2, 1], [1, 2], [0, 0]]
     y = _like(g, x, [n + a + b for n, (a, b) in zip(g.shape(x), pads)])
 

@@ -1076,16 +1076,19 @@ def lower_pad(op, inputs, pool: ConstPool, name="pad"):
 
 
 def lower_mirror_pad(op, inputs, pool: ConstPool, name="mirror_pad"):
-    """MIRROR_PAD in REFLECT mode: an index ``s`` outside ``[0, n)`` reads ``-s`` or
-    ``2n - 2 - s`` (the edge not repeated)."""
+    """MIRROR_PAD: an index ``s`` outside ``[0, n)`` reads ``-s`` or ``2n - 2 - s`` in
+    REFLECT mode (the edge not repeated), ``-s - 1`` or ``2n - 1 - s`` in SYMMETRIC mode (the
+    edge repeated)."""
     (x,) = inputs
     before = [b for b, _ in op.attrs["pad_width"]]
+    edge = 0 if op.attrs.get("mode") == "SYMMETRIC" else 1
 
     def fn(*idx):
         src = []
         for i, b, n in zip(idx, before, op.in_shapes[0]):
             s = i - b
-            src.append(tirx.Select(s < 0, -s, tirx.Select(s >= n, 2 * n - 2 - s, s)))
+            src.append(tirx.Select(s < 0, edge - 1 - s,
+                                   tirx.Select(s >= n, 2 * n - 1 - edge - s, s)))
         return x[tuple(src)]
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")

@@ -111,11 +111,28 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return ""
 
 
+def _height_width_padding(model, graph, inputs) -> bool:
+    """Whether a MIRROR_PAD pads a 4-D input's height and width only (True too where its
+    paddings are no constant: the converter refuses those itself)."""
+    from tflite.TensorType import TensorType
+
+    x, pads = graph.Tensors(inputs[0]), graph.Tensors(inputs[1])
+    dtype = {TensorType.INT32: np.int32, TensorType.INT64: np.int64}.get(pads.Type())
+    data = model.Buffers(pads.Buffer()).DataAsNumpy()
+    if dtype is None or not hasattr(data, "tobytes") or not data.size:
+        return True
+    values = np.frombuffer(data.tobytes(), dtype)
+    if x.ShapeLength() != 4:
+        return False
+    return values.size == 8 and not values.reshape(4, 2)[[0, 3]].any()
+
+
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
     (``EthosOperatorConverter``): an UNPACK of an axis behind a dimension above 1, a PRELU
-    whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD, a BATCH_MATMUL of a
-    constant operand or not quantized per tensor throughout; or ``""``."""
+    whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more than the height
+    and width of NHWC, a BATCH_MATMUL of a constant operand or not quantized per tensor
+    throughout; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -163,8 +180,10 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 
         opts = MirrorPadOptions()
         opts.Init(table.Bytes, table.Pos)
-        if opts.Mode() != 0:
-            return "a quantized MIRROR_PAD in SYMMETRIC mode: tvm-ethos pads in REFLECT mode"
+        if opts.Mode() != 0 and not _height_width_padding(checked.model, graph,
+                                                                  op.inputs):
+            return ("a quantized MIRROR_PAD in SYMMETRIC mode of more than the height and "
+                    "width of NHWC: tvm-ethos pads only those symmetrically")
     return ""
 
 

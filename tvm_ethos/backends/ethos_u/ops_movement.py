@@ -333,25 +333,29 @@ def pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Cop
     return copies
 
 
-def _mirror_runs(before: int, after: int, n: int) -> list[tuple[int, int, int]]:
-    """(output index, input index, length) of the runs of one axis of ``n`` reflected by
-    ``before`` and ``after`` (REFLECT: the edge is not repeated): the interior one run, each
-    reflected index its own (the NPU's strides do not run backwards)."""
-    runs = [(y, before - y, 1) for y in range(before)]
+def _mirror_runs(before: int, after: int, n: int, edge: int) -> list[tuple[int, int, int]]:
+    """(output index, input index, length) of the runs of one axis of ``n`` mirrored by
+    ``before`` and ``after`` (``edge`` 1, REFLECT: the edge is not repeated; 0, SYMMETRIC: it
+    is): the interior one run, each mirrored index its own (the NPU's strides do not run
+    backwards)."""
+    runs = [(y, before - y - 1 + edge, 1) for y in range(before)]
     runs.append((before, 0, n))
-    return runs + [(before + n + k, n - 2 - k, 1) for k in range(after)]
+    return runs + [(before + n + k, n - 1 - edge - k, 1) for k in range(after)]
 
 
 def mirror_pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
-    """MIRROR_PAD (REFLECT) of height and width: every output row is an input row and every
-    column an input column, so one copy per pair of a row run and a column run."""
+    """MIRROR_PAD (REFLECT or SYMMETRIC) of height and width: every output row is an input
+    row and every column an input column, so one copy per pair of a row run and a column
+    run."""
     (t, b), (lft, r), (f, bk) = _pads3(q)
     if f or bk:
         raise UnsupportedOperatorError(q.tflite_name, f"depth padding {(f, bk)}")
     h, w, c = operands[0].shape
+    edge = 0 if q.attrs.get("mode") == "SYMMETRIC" else 1
     src = dense(operands[0])
     return [Copy(src.at(sy, sx, 0, (ny, nx, c)), (oy, ox, 0))
-            for oy, sy, ny in _mirror_runs(t, b, h) for ox, sx, nx in _mirror_runs(lft, r, w)]
+            for oy, sy, ny in _mirror_runs(t, b, h, edge)
+            for ox, sx, nx in _mirror_runs(lft, r, w, edge)]
 
 
 def reverse_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
