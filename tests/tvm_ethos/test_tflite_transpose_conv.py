@@ -77,12 +77,16 @@ def test_the_llvm_host_runs_transpose_conv_exactly(case):
 
 @st.composite
 def _npu_cases(draw):
-    """What Vela takes: strides 1x1 and 2x2 (any kernel, below the stride too), and a width
-    stride of 2 over one row with a one-row kernel."""
+    """What Vela takes: strides 1x1 and 2x2 (any kernel, below the stride too), a width
+    stride of 2 over one row by a one-row kernel and a height stride of 2 over one column by
+    a one-column kernel."""
     case = draw(_cases())
-    if draw(st.booleans()):
-        n, h, w, c = case["shape"]
-        return dict(case, shape=(n, 1, w, c), stride=(1, 2), kernel=(1, case["kernel"][1]))
+    n, h, w, c = case["shape"]
+    (kh, kw), form = case["kernel"], draw(st.sampled_from(["square", "row", "column"]))
+    if form == "row":
+        return dict(case, shape=(n, 1, w, c), stride=(1, 2), kernel=(1, kw))
+    if form == "column":
+        return dict(case, shape=(n, h, 1, c), stride=(2, 1), kernel=(kh, 1))
     s = draw(st.sampled_from([1, 2]))
     return dict(case, stride=(s, s))
 
@@ -105,25 +109,26 @@ def test_the_ethos_u_emulator_target_runs_it_on_the_npu_exactly():
 @pytest.mark.parametrize("shape, kernel, stride", [
     ((1, 3, 4, 2), (2, 2), (1, 2)),    # width stride 2 over several rows
     ((1, 1, 4, 2), (2, 1), (1, 2)),    # over one row, by a kernel of two rows
-    ((1, 4, 1, 2), (1, 1), (2, 1)),    # Vela's 1x2 (width x height): not taken
-], ids=["rows", "kernel_rows", "height_stride"])
+    ((1, 4, 2, 2), (1, 1), (2, 1)),    # height stride 2 over two columns
+    ((1, 4, 1, 2), (1, 2), (2, 1)),    # over one column, by a kernel of two columns
+], ids=["rows", "kernel_rows", "columns", "kernel_columns"])
 def test_a_mixed_stride_vela_refuses_stays_a_tflite_operator_naming_its_strides(shape, kernel,
                                                                                stride):
     data = tb.transpose_conv(shape, 3, kernel, stride, "SAME")
     (placed,) = _check(data, "ethos-u").placement
     assert placed.placed_on == "tflite-micro"
     report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
-    assert f"transpose conv strides {stride} (height, width) over {shape[1]} input" in report, \
-        report
+    assert (f"transpose conv strides {stride} (height, width) over a {shape[1]}x{shape[2]} "
+            f"input by a {kernel[0]}x{kernel[1]} kernel; the NPU takes") in report, report
 
 
 @pytest.mark.parametrize("kernel, stride", [((1, 1), (2, 2)), ((1, 2), (2, 2)),
-                                            ((1, 1), (1, 2))])
+                                            ((1, 1), (1, 2)), ((1, 1), (2, 1))])
 def test_a_kernel_below_the_stride_gets_tflites_output_shape(kernel, stride):
     """SAME with a kernel below the stride: TFLite's output is input x stride (its last row
     or column the bias alone), one more than TVM's converter gives; the import gives the
     declared shape (``output_padding``) and the NPU runs it."""
-    shape = (1, 1 if stride[0] == 1 else 3, 4, 2)
+    shape = (1, 1 if stride == (1, 2) else 3, 1 if stride == (2, 1) else 4, 2)
     data = tb.transpose_conv(shape, 3, kernel, stride, "SAME", seed=2)
     (placed,) = _check(data, "ethos-u", seed=2).placement
     assert placed.placed_on == "ethos-u", placed.why

@@ -12,7 +12,8 @@ the stride, so that every output row and column reads an input row or column: a 
 stripe of the inserted zeros alone would read no input, which the NPU cannot (its IFM
 extent is the window span less the padding). The upscale doubles both axes: Vela also takes
 a width stride of 2 over a single row with a kernel of one row (its "2x1"), whose one output
-row reads the first upscaled row only."""
+row reads the first upscaled row only, and a height stride of 2 over a single column alike
+(its "1x2")."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,9 +27,9 @@ from tvm_ethos.backends.ethos_u.stream_base import vela_api
 #: the (height, width) strides the NPU runs on any input: 1 (no resampling) and 2 (its 2x
 #: zero-inserting upscale)
 STRIDES = ((1, 1), (2, 2))
-#: Vela's "2x1" (width x height): a width stride of 2 over an input of one row, by a kernel
-#: of one row
-ROW_STRIDE = (1, 2)
+#: Vela's "2x1" and "1x2" (width x height): a stride of 2 along one axis where the input and
+#: the kernel are 1 long along the other (axis 0: height, 1: width)
+ONE_LONG_STRIDES = {(1, 2): 0, (2, 1): 1}
 
 
 def stride_refusal(q) -> str:
@@ -36,12 +37,14 @@ def stride_refusal(q) -> str:
     strides = tuple(q.attrs["strides"])
     if strides in STRIDES:
         return ""
-    rows, kh = int(q.in_shapes[0][1]), int(q.weights.shape[0])
-    if strides == ROW_STRIDE and rows == 1 and kh == 1:
+    _, ih, iw, _ = (int(v) for v in q.in_shapes[0])
+    kh, kw = (int(v) for v in q.weights.shape[:2])
+    axis = ONE_LONG_STRIDES.get(strides)
+    if axis is not None and (ih, iw)[axis] == 1 and (kh, kw)[axis] == 1:
         return ""
-    return (f"transpose conv strides {strides} (height, width) over {rows} input row(s) with "
-            f"a {kh}-row kernel; the NPU takes 1x1 or 2x2, and (1, 2) over one row with a "
-            "one-row kernel")
+    return (f"transpose conv strides {strides} (height, width) over a {ih}x{iw} input by a "
+            f"{kh}x{kw} kernel; the NPU takes 1x1 and 2x2, (1, 2) over one row by a one-row "
+            "kernel and (2, 1) over one column by a one-column kernel")
 
 
 def shape_refusal(q) -> str:
