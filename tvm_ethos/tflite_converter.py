@@ -92,6 +92,14 @@ def _refuse(msg: str):
     return tvm.error.OpNotImplemented(msg)
 
 
+def _axis_first(rank: int, axis: int) -> list[int]:
+    """The permutation that brings ``axis`` first, behind a 4-D input's batch of 1 (the
+    NPU's feature maps have no batch above 1, so a permuted batch must stay 1; a reshape
+    before the permutation instead would read as DEPTH_TO_SPACE's)."""
+    lead = [0] if rank == 4 else []
+    return lead + [axis] + [i for i in range(rank) if i != axis and i not in lead]
+
+
 def _with_output_padding(expr, in_hw: list[int], kernel_hw: list[int], declared: list[int]):
     """``expr`` with its ``nn.conv2d_transpose`` (of an ``in_hw`` input by a ``kernel_hw``
     kernel) given the ``output_padding`` that makes its output ``declared`` (below the
@@ -603,10 +611,12 @@ class EthosOperatorConverter(OperatorConverter):
         return relax.op.concat(parts, axis=axis)
 
     def convert_unpack(self, op):
-        """The input's codes read with the unpacked axis first (a reshape: every dimension
-        before it is 1), then one unit-stride slice per output (SPLIT's form) of exactly the
-        output's shape. One reshape for all outputs: a reshape per output would be the same
-        composite function for every output, which the partition cannot tell apart."""
+        """The input's codes read with the unpacked axis first (a reshape where every
+        dimension before it is 1, else after a ``permute_dims`` (:func:`_axis_first`:
+        TRANSPOSE's strided copies on the NPU), then one unit-stride slice per output
+        (SPLIT's form) of exactly the output's shape. One reshape for all outputs: a reshape
+        per output would be the same composite function for every output, which the
+        partition cannot tell apart."""
         from tflite.UnpackOptions import UnpackOptions
 
         (x,) = self.get_input_tensors(op)
@@ -623,12 +633,16 @@ class EthosOperatorConverter(OperatorConverter):
         if shape[axis] != len(outs) or not out_shape:
             raise _refuse(f"UNPACK of an axis of {shape[axis]} of {shape} into {len(outs)} "
                           "outputs")
-        if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
-            raise _refuse(f"UNPACK along axis {axis} of {shape}; tvm-ethos unpacks an axis "
-                          "with only dimensions of 1 before it")
-        rows = out_shape[0]
         expr = self.get_expr(x.tensor_idx)
-        if len(shape) != len(out_shape) or shape[0] != len(outs) * rows:
+        if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
+            if len(shape) == 4 and shape[0] != 1:
+                raise _refuse(f"UNPACK along axis {axis} of {shape}; tvm-ethos unpacks a 4-D "
+                              "input of a batch above 1 along the batch only")
+            perm = _axis_first(len(shape), axis)
+            expr = self.bb.emit(relax.op.permute_dims(expr, perm))
+            shape = [shape[i] for i in perm]
+        rows = out_shape[0]
+        if shape[1:] != out_shape[1:] or shape[0] != len(outs) * rows:
             expr = self.bb.emit(relax.op.reshape(expr, (len(outs) * rows, *out_shape[1:])))
         parts = [self.bb.emit(relax.op.strided_slice(expr, axes=[0], begin=[i * rows],
                                                      end=[(i + 1) * rows]))

@@ -1,6 +1,7 @@
 """TFLite's PACK and UNPACK through the importer: PACK as its inputs' codes reshaped and
-concatenated, UNPACK as one slice per output, both on the Ethos-U as copies (CONCATENATION's
-and SPLIT's), the compiled file's outputs equal to TFLite Micro's on the source."""
+concatenated, UNPACK as one slice per output (after a TRANSPOSE bringing the axis first when
+a dimension above 1 is before it), both on the Ethos-U as copies (CONCATENATION's and
+SPLIT's), the compiled file's outputs equal to TFLite Micro's on the source."""
 from __future__ import annotations
 
 import pytest
@@ -85,13 +86,37 @@ def test_pack_into_five_dimensions_stays_a_tflite_operator():
     assert placed.placed_on == "tflite-micro"
 
 
-def test_unpack_behind_a_dimension_above_1_is_refused_by_the_importer_naming_the_rule():
+@st.composite
+def _behind(draw):
+    """A shape of 2 to 4 dimensions (a 4-D one of batch 1) and an axis with a dimension
+    above 1 before it."""
+    shape = draw(st.lists(st.integers(1, 5), min_size=2, max_size=4))
+    if len(shape) == 4:
+        shape[0] = 1
+    lead = int(len(shape) == 4)   # the batch of 1
+    axis = draw(st.integers(1 + lead, len(shape) - 1))
+    shape[draw(st.integers(lead, axis - 1))] = draw(st.integers(2, 4))
+    return shape, axis
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=_behind(), q=_q)
+def test_unpack_behind_a_dimension_above_1_is_on_the_npu_exactly(case, q):
+    """The axis brought first by a TRANSPOSE (behind a 4-D input's batch of 1), then
+    UNPACK's slices."""
+    shape, axis = case
+    cm = _check(unpack_model(shape, axis, q))
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
+
+
+def test_unpack_of_a_4d_batch_along_another_axis_stays_a_tflite_operator_naming_the_rule():
     """The tflite-micro host keeps it a TFLite operator; a host target cannot run it."""
-    data = unpack_model((1, 4, 3), 2)
+    data = unpack_model((2, 3, 4, 5), 2)
     cm = _check(data)
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
-    assert "unpacks an axis with only dimensions of 1 before it" in placed.why, placed.why
+    assert "unpacks a 4-D input of a batch above 1 along the batch only" in placed.why, \
+        placed.why
     with pytest.raises(tvm_ethos.errors.TvmEthosError, match="operator 0 .UNPACK. cannot be"):
         tvm_ethos.load_model(data)
 
@@ -102,7 +127,8 @@ def test_a_pack_that_requantizes_is_refused_by_the_importer_in_one_line():
         tvm_ethos.load_model(data)
 
 
-@pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), unpack_model((1, 3, 2, 5), 1)],
-                         ids=["pack", "unpack"])
+@pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), unpack_model((1, 3, 2, 5), 1),
+                                  unpack_model((1, 3, 2, 5), 3)],
+                         ids=["pack", "unpack", "unpack_behind"])
 def test_the_llvm_host_runs_them_exactly(data):
     _check(data, "llvm", seed=1)

@@ -129,10 +129,10 @@ def _height_width_padding(model, graph, inputs) -> bool:
 
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
-    (``EthosOperatorConverter``): an UNPACK of an axis behind a dimension above 1, a PRELU
-    whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more than the height
-    and width of NHWC, a BATCH_MATMUL of a constant operand or not quantized per tensor
-    throughout; or ``""``."""
+    (``EthosOperatorConverter``): an UNPACK of a 4-D input of a batch above 1 along another
+    axis, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more than
+    the height and width of NHWC, a BATCH_MATMUL of a constant operand or not quantized per
+    tensor throughout; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -148,9 +148,9 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
             opts.Init(table.Bytes, table.Pos)
             axis = int(opts.Axis())
         axis = axis % len(shape) if shape else 0
-        if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
-            return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks an "
-                    "axis with only dimensions of 1 before it")
+        if len(shape) == 4 and shape[0] != 1 and axis != 0:
+            return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks a 4-D "
+                    "input of a batch above 1 along the batch only")
     if op.name == "PRELU" and len(op.inputs) > 1:
         from tflite.TensorType import TensorType
 
