@@ -92,6 +92,15 @@ def _conv(q, o):
     return r
 
 
+def _reshape(q, o):
+    """Vela's RESHAPE, EXPAND_DIMS and SQUEEZE have no rank limit: the same bytes read with
+    another shape. One that only adds or drops dimensions of 1 (EXPAND_DIMS to 5-D) is taken
+    at any rank; others at most 4-D (TVM's DEPTH_TO_SPACE reshapes through a 6-D tensor)."""
+    if [d for d in q.out_shape if d != 1] == [d for d in q.in_shapes[0] if d != 1]:
+        return []
+    return reshape_rank(q, o)
+
+
 def _transpose_conv(q, o):
     """Vela's TRANSPOSE_CONV: strides 1x1 or 2x2 (the NPU's 2x upscale; a width stride of 2
     over one row too), the output shape the upscale gives, a kernel that covers TFLite's
@@ -501,7 +510,7 @@ CHECKS = {
     Op.TILE: _tile,
     Op.SPLIT: _split,
     Op.REQUANTIZE: _none,
-    Op.RESHAPE: reshape_rank,
+    Op.RESHAPE: _reshape,
     Op.CONCATENATE: _none,
     Op.TRANSPOSE: _transpose,
 }
