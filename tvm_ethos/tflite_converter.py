@@ -92,12 +92,28 @@ def _refuse(msg: str):
     return tvm.error.OpNotImplemented(msg)
 
 
+def _merged_unpack(shape: list[int], axis: int) -> tuple[tuple, int]:
+    """UNPACK of ``axis`` (not the last) of ``shape``: the shape with the axis merged with
+    the next one, and that next axis's length, the run each output is of the merged axis
+    (output ``i`` the slice ``[i * run, (i + 1) * run)``, of exactly the output's shape)."""
+    run = shape[axis + 1]
+    return (*shape[:axis], shape[axis] * run, *shape[axis + 2:]), run
+
+
 def _axis_first(rank: int, axis: int) -> list[int]:
-    """The permutation that brings ``axis`` first, behind a 4-D input's batch of 1 (the
-    NPU's feature maps have no batch above 1, so a permuted batch must stay 1; a reshape
-    before the permutation instead would read as DEPTH_TO_SPACE's)."""
+    """The permutation that brings ``axis`` first, behind a 4-D input's batch (the NPU's
+    feature maps have no batch above 1, so a permuted batch must stay where it is)."""
     lead = [0] if rank == 4 else []
     return lead + [axis] + [i for i in range(rank) if i != axis and i not in lead]
+
+
+def _is_reshape(bb, expr) -> bool:
+    """Whether ``expr`` is a variable bound to a ``reshape`` in ``bb``'s current block (a
+    ``permute_dims`` of it and a reshape after read as TVM's DEPTH_TO_SPACE chain)."""
+    if not isinstance(expr, relax.Var):
+        return False
+    value = bb.lookup_binding(expr)
+    return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.reshape"
 
 
 def _with_output_padding(expr, in_hw: list[int], kernel_hw: list[int], declared: list[int]):
@@ -611,10 +627,12 @@ class EthosOperatorConverter(OperatorConverter):
         return relax.op.concat(parts, axis=axis)
 
     def convert_unpack(self, op):
-        """The input's codes read with the unpacked axis first (a reshape where every
-        dimension before it is 1, else after a ``permute_dims`` (:func:`_axis_first`:
-        TRANSPOSE's strided copies on the NPU), then one unit-stride slice per output
-        (SPLIT's form) of exactly the output's shape. One reshape for all outputs: a reshape
+        """Where every dimension before the unpacked axis is 1: the input's codes read with
+        the axis first (a reshape), then one unit-stride slice per output (SPLIT's form) of
+        exactly the output's shape. Behind a dimension above 1: the axis merged with the next
+        (:func:`_merged_unpack`), each output one slice of the merged axis; the last axis
+        (whose outputs interleave) brought first by a ``permute_dims`` (:func:`_axis_first`,
+        TRANSPOSE's copies on the NPU), then as above. One reshape for all outputs: a reshape
         per output would be the same composite function for every output, which the
         partition cannot tell apart."""
         from tflite.UnpackOptions import UnpackOptions
@@ -634,10 +652,22 @@ class EthosOperatorConverter(OperatorConverter):
             raise _refuse(f"UNPACK of an axis of {shape[axis]} of {shape} into {len(outs)} "
                           "outputs")
         expr = self.get_expr(x.tensor_idx)
+        if int(np.prod(shape[:axis], dtype=np.int64)) != 1 and axis + 1 < len(shape):
+            merged, run = _merged_unpack(shape, axis)
+            expr = self.bb.emit(relax.op.reshape(expr, merged))
+            parts = [self.bb.emit(relax.op.strided_slice(expr, axes=[axis], begin=[i * run],
+                                                         end=[(i + 1) * run]))
+                     for i in range(len(outs))]
+            return parts[0] if len(parts) == 1 else relax.Tuple(parts)
         if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
             if len(shape) == 4 and shape[0] != 1:
-                raise _refuse(f"UNPACK along axis {axis} of {shape}; tvm-ethos unpacks a 4-D "
-                              "input of a batch above 1 along the batch only")
+                raise _refuse(f"UNPACK of the last axis of {shape}; tvm-ethos brings that axis "
+                              "first by a TRANSPOSE, which keeps a 4-D input's batch, and the "
+                              "NPU takes a batch of 1")
+            if _is_reshape(self.bb, expr):
+                raise _refuse(f"UNPACK of the last axis of {shape}, a reshaped tensor; "
+                              "tvm-ethos brings that axis first by a TRANSPOSE, which after "
+                              "a reshape would read as DEPTH_TO_SPACE")
             perm = _axis_first(len(shape), axis)
             expr = self.bb.emit(relax.op.permute_dims(expr, perm))
             shape = [shape[i] for i in perm]

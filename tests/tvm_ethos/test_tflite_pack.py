@@ -1,9 +1,11 @@
 """TFLite's PACK and UNPACK through the importer: PACK as its inputs' codes reshaped and
-concatenated, UNPACK as one slice per output (after a TRANSPOSE bringing the axis first when
-a dimension above 1 is before it), both on the Ethos-U as copies (CONCATENATION's and
-SPLIT's), the compiled file's outputs equal to TFLite Micro's on the source."""
+concatenated, UNPACK as one slice per output (of the axis merged with the next, or after a
+TRANSPOSE bringing the last axis first, when a dimension above 1 is before it), both on the
+Ethos-U as copies (CONCATENATION's and SPLIT's), the compiled file's outputs equal to TFLite
+Micro's on the source."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tflite_builder as tb
 from hypothesis import assume, given, settings
@@ -88,47 +90,62 @@ def test_pack_into_five_dimensions_stays_a_tflite_operator():
 
 @st.composite
 def _behind(draw):
-    """A shape of 2 to 4 dimensions (a 4-D one of batch 1) and an axis with a dimension
-    above 1 before it."""
+    """A shape of 2 to 4 dimensions and an axis of at least 2 with a dimension above 1 before
+    it (a 4-D input unpacked along its last axis keeps a batch of 1)."""
     shape = draw(st.lists(st.integers(1, 5), min_size=2, max_size=4))
-    if len(shape) == 4:
+    axis = draw(st.integers(1, len(shape) - 1))
+    shape[axis] = draw(st.integers(2, 4))
+    lead = int(len(shape) == 4 and axis == 3)   # the batch of 1
+    if lead:
         shape[0] = 1
-    lead = int(len(shape) == 4)   # the batch of 1
-    axis = draw(st.integers(1 + lead, len(shape) - 1))
     shape[draw(st.integers(lead, axis - 1))] = draw(st.integers(2, 4))
     return shape, axis
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(case=_behind(), q=_q)
 def test_unpack_behind_a_dimension_above_1_is_on_the_npu_exactly(case, q):
-    """The axis brought first by a TRANSPOSE (behind a 4-D input's batch of 1), then
-    UNPACK's slices."""
+    """The axis merged with the next (each output one slice of it), or the last axis brought
+    first by a TRANSPOSE, then UNPACK's slices."""
     shape, axis = case
     cm = _check(unpack_model(shape, axis, q))
     assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
 
 
-def test_unpack_of_a_4d_batch_along_another_axis_stays_a_tflite_operator_naming_the_rule():
-    """The tflite-micro host keeps it a TFLite operator; a host target cannot run it."""
-    data = unpack_model((2, 3, 4, 5), 2)
+def reshape_unpack_model(in_shape, shape, axis: int, q=(0.05, 3)) -> bytes:
+    """RESHAPE of ``in_shape`` to ``shape``, then UNPACK along ``axis``."""
+    n = shape[axis]
+    out = [d for i, d in enumerate(shape) if i != axis]
+    new = tb.T([len(shape)], "int32", data=np.asarray(shape, np.int32))
+    tensors = [_t(in_shape, q), new, _t(shape, q)] + [_t(out, q) for _ in range(n)]
+    otype, ofn = _opts("UnpackOptions", Num=n, Axis=axis)
+    return tb.serialize(tensors, [(tb.BO.RESHAPE, 0, None, [0, 1], [2]),
+                                  (tb.BO.UNPACK, otype, ofn, [2], list(range(3, 3 + n)))],
+                        [0], list(range(3, 3 + n)))
+
+
+def test_unpack_of_a_reshaped_tensor_is_on_the_npu_exactly():
+    cm = _check(reshape_unpack_model((1, 6, 4), (2, 3, 4), 1))
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
+
+
+@pytest.mark.parametrize("data, rule", [
+    (unpack_model((2, 3, 4, 5), 3), "which keeps a 4-D input's batch above 1"),
+    (reshape_unpack_model((1, 24), (2, 3, 4), 2), "the output of RESHAPE"),
+], ids=["batch", "after_reshape"])
+def test_an_unpack_of_the_last_axis_it_cannot_transpose_stays_a_tflite_operator(data, rule):
+    """The tflite-micro host keeps it a TFLite operator, naming the rule (exactly); a host
+    target cannot run it."""
     cm = _check(data)
-    (placed,) = cm.placement
+    placed = cm.placement[-1]
     assert placed.placed_on == "tflite-micro"
-    assert "unpacks a 4-D input of a batch above 1 along the batch only" in placed.why, \
-        placed.why
-    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="operator 0 .UNPACK. cannot be"):
-        tvm_ethos.load_model(data)
-
-
-def test_a_pack_that_requantizes_is_refused_by_the_importer_in_one_line():
-    data = pack_model((1, 4, 8), 2, 1, q=(0.05, 3), out_q=(0.1, 3))
-    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="PACK with input quantization"):
+    assert rule in placed.why, placed.why
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match=".UNPACK. cannot be"):
         tvm_ethos.load_model(data)
 
 
 @pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), unpack_model((1, 3, 2, 5), 1),
-                                  unpack_model((1, 3, 2, 5), 3)],
-                         ids=["pack", "unpack", "unpack_behind"])
+                                  unpack_model((2, 3, 2, 5), 2), unpack_model((1, 3, 2, 5), 3)],
+                         ids=["pack", "unpack", "unpack_behind", "unpack_last"])
 def test_the_llvm_host_runs_them_exactly(data):
     _check(data, "llvm", seed=1)

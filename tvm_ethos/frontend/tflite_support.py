@@ -127,30 +127,55 @@ def _height_width_padding(model, graph, inputs) -> bool:
     return values.size == 8 and not values.reshape(4, 2)[[0, 3]].any()
 
 
+#: operators the importer gives as (or ending in) a reshape of the codes
+_RESHAPING = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SLICE", "STRIDED_SLICE",
+                        "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "FULLY_CONNECTED"})
+
+
+def _unpack_refusal(checked: CheckedModel, graph, op: CheckedOperator, table) -> str:
+    """Why the converter refuses an UNPACK of the last axis behind a dimension above 1
+    (brought first by a TRANSPOSE): a 4-D input of a batch above 1 (the permutation keeps
+    it), or an input some operator gives as a reshape (a permutation of a reshape and the
+    reshape after it read as DEPTH_TO_SPACE); or ``""``."""
+    from tflite.UnpackOptions import UnpackOptions
+
+    x = graph.Tensors(op.inputs[0])
+    shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
+    axis = 0
+    if table is not None:
+        opts = UnpackOptions()
+        opts.Init(table.Bytes, table.Pos)
+        axis = int(opts.Axis())
+    axis = axis % len(shape) if shape else 0
+    if axis != len(shape) - 1 or int(np.prod(shape[:axis], dtype=np.int64)) == 1:
+        return ""
+    if len(shape) == 4 and shape[0] != 1:
+        return (f"a quantized UNPACK of the last axis of {shape}: tvm-ethos brings that axis "
+                "first by a TRANSPOSE, which keeps a 4-D input's batch above 1")
+    producers = [o.name for o in checked.operators
+                 if o.subgraph == op.subgraph and op.inputs[0] in o.outputs]
+    if producers and producers[0] in _RESHAPING:
+        return (f"a quantized UNPACK of the last axis of {shape}, the output of "
+                f"{producers[0]}: tvm-ethos brings that axis first by a TRANSPOSE, which "
+                "after a reshape would read as DEPTH_TO_SPACE")
+    return ""
+
+
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
-    (``EthosOperatorConverter``): an UNPACK of a 4-D input of a batch above 1 along another
-    axis, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more than
-    the height and width of NHWC, a BATCH_MATMUL of a constant operand or not quantized per
-    tensor throughout; or ``""``."""
+    (``EthosOperatorConverter``): an UNPACK of the last axis behind a dimension above 1 of
+    a 4-D input of a batch above 1 or of an operator's output that the importer gives as a
+    reshape, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more
+    than the height and width of NHWC, a BATCH_MATMUL of a constant operand or not quantized
+    per tensor throughout; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
     table = graph.Operators(op.index).BuiltinOptions()
     if op.name == "UNPACK":
-        from tflite.UnpackOptions import UnpackOptions
-
-        x = graph.Tensors(op.inputs[0])
-        shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
-        axis = 0
-        if table is not None:
-            opts = UnpackOptions()
-            opts.Init(table.Bytes, table.Pos)
-            axis = int(opts.Axis())
-        axis = axis % len(shape) if shape else 0
-        if len(shape) == 4 and shape[0] != 1 and axis != 0:
-            return (f"a quantized UNPACK along axis {axis} of {shape}: tvm-ethos unpacks a 4-D "
-                    "input of a batch above 1 along the batch only")
+        why = _unpack_refusal(checked, graph, op, table)
+        if why:
+            return why
     if op.name == "PRELU" and len(op.inputs) > 1:
         from tflite.TensorType import TensorType
 
