@@ -1,0 +1,61 @@
+"""The operator forms issue 28's last step put on the Ethos-U, beside Vela 5.2.
+
+One int8 model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below the stride,
+SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D), compiled for
+an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
+its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
+``--optimise Size``'s "Total SRAM used"; ours: the emulated high-water mark of the
+functional model). Prints one table.
+
+    PYTHONPATH=. python benchmarks/operator_forms.py [form ...]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "tvm_ethos"))
+
+import tflite  # noqa: E402
+import tflite_builder as tb  # noqa: E402
+from test_tflite_expand_dims import expand_dims_model  # noqa: E402
+from test_tflite_mirror_pad import mirror_pad_model  # noqa: E402
+from test_tflite_pack import unpack_model  # noqa: E402
+
+from benchmarks.movement_ops import ours, vela  # noqa: E402
+
+_SYM = tflite.MirrorPadMode.SYMMETRIC
+
+#: form -> its one-operator model
+FORMS = {
+    "tconv_2x1_row": lambda: tb.transpose_conv((1, 1, 16, 8), 8, (1, 3), (1, 2), "SAME"),
+    "tconv_1x2_column": lambda: tb.transpose_conv((1, 16, 1, 8), 8, (3, 1), (2, 1), "SAME"),
+    "tconv_k1_s2_same": lambda: tb.transpose_conv((1, 8, 8, 8), 8, (1, 1), (2, 2), "SAME"),
+    "tconv_k1_s2_valid": lambda: tb.transpose_conv((1, 8, 8, 8), 8, (1, 1), (2, 2), "VALID"),
+    "mirror_symmetric": lambda: mirror_pad_model((1, 8, 8, 8), [(0, 0), (2, 1), (1, 3), (0, 0)],
+                                                 mode=_SYM),
+    "unpack_axis1_3d": lambda: unpack_model((4, 3, 8), 1),
+    "unpack_axis2_batch2": lambda: unpack_model((2, 4, 3, 8), 2),
+    "unpack_last_axis": lambda: unpack_model((1, 4, 6, 3), 3),
+    "expand_dims_5d": lambda: expand_dims_model((1, 8, 8, 8), 2),
+}
+CONFIG = "ethos-u55-128"
+
+
+def main(names: list[str]) -> None:
+    print(f"{'form':20} {'CPU ops':>12} {'NPU ops':>12} {'SRAM B':>16} streamed")
+    print(f"{'':20} {'vela / ours':>12} {'vela / ours':>12} {'vela / ours':>16}")
+    for name in names or FORMS:
+        model = FORMS[name]()
+        v, o = vela(model, CONFIG), ours(model, CONFIG)
+        if "error" in v:
+            print(f"{name:20} vela: {v['error']}; ours: {o}")
+            continue
+        print(f"{name:20} {v['cpu']:>5} / {o['cpu']:<4} {v['npu_ops']:>5} / {o['npu_ops']:<4} "
+              f"{v['sram']:>7} / {o['sram']:<7} {o['streamed']}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
