@@ -144,6 +144,12 @@ def test_an_unpack_of_the_last_axis_it_cannot_transpose_stays_a_tflite_operator(
         tvm_ethos.load_model(data)
 
 
+def test_a_pack_that_requantizes_is_refused_by_the_importer_in_one_line():
+    data = pack_model((1, 4, 8), 2, 1, q=(0.05, 3), out_q=(0.1, 3))
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="PACK with input quantization"):
+        tvm_ethos.load_model(data)
+
+
 @pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), unpack_model((1, 3, 2, 5), 1),
                                   unpack_model((2, 3, 2, 5), 2), unpack_model((1, 3, 2, 5), 3)],
                          ids=["pack", "unpack", "unpack_behind", "unpack_last"])
