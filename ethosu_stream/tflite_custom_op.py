@@ -21,7 +21,9 @@ _FOURCC = int.from_bytes(b"COP1", "little")
 _DA_CONFIG, _DA_CMDSTREAM, _DA_READ_APB, _DA_DUMP_SHRAM, _DA_NOP = 1, 2, 3, 4, 5
 # region (base-pointer index) of each custom-op input after the command stream
 FLASH_REGION, SCRATCH_REGION, SCRATCH_FAST_REGION = 0, 1, 2
-FM_DTYPES = {9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32}
+#: the TFLite types an ``ethos-u`` operator's tensors may have (int64: ARG_MAX's output,
+#: which Vela writes as int32 pairs)
+FM_DTYPES = {9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32, 4: np.int64}
 _UINT8 = 3
 #: the most bytes one region (scratch arena, fast scratch) or feature map may need: a larger
 #: one comes from a corrupt shape, not from a network an Ethos-U system could hold
@@ -255,7 +257,7 @@ def _read_op(model, g, i: int, ins: list[int], outs: list[int], offsets: list[in
         name = tens.Name().decode(errors="replace")
         if tens.Type() not in FM_DTYPES:
             raise StreamError(f"{where}: feature map tensor {t} ({name!r}) has TFLite type "
-                              f"{tens.Type()}; the model reads int8, uint8, int16 or int32")
+                              f"{tens.Type()}; the model reads int8, uint8, int16, int32 or int64")
         dtype = np.dtype(FM_DTYPES[tens.Type()])
         shape = _shape(tens)
         n = checked_nbytes(shape, dtype.itemsize, f"{where}: feature map tensor {t} ({name!r})")
