@@ -98,6 +98,7 @@ class Op(StrEnum):
     REDUCE_MAX = "reduce_max"
     REDUCE_MIN = "reduce_min"
     REDUCE_SUM = "reduce_sum"
+    ARG_MAX = "arg_max"
     # two-operand elementwise
     ADD = "add"
     MUL = "mul"
@@ -174,6 +175,7 @@ _INFO: dict[Op, OpInfo] = {
     Op.REDUCE_MAX: OpInfo("REDUCE_MAX", vela="Max"),
     Op.REDUCE_MIN: OpInfo("REDUCE_MIN", vela="Min"),
     Op.REDUCE_SUM: OpInfo("SUM", vela="Sum"),
+    Op.ARG_MAX: OpInfo("ARG_MAX", vela="ArgMax"),
     Op.ADD: OpInfo("ADD", _B.ELEMENTWISE, _A.TWO, vela="Add"),
     Op.MUL: OpInfo("MUL", _B.ELEMENTWISE, _A.TWO, vela="Mul"),
     Op.SUB: OpInfo("SUB", _B.ELEMENTWISE, _A.TWO, vela="Sub"),
@@ -226,7 +228,7 @@ _INFO: dict[Op, OpInfo] = {
 PART_OPS: frozenset[Op] = frozenset({
     Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED, Op.POOL, Op.MEAN, Op.ELEMENTWISE,
     Op.UNARY, Op.CONCATENATE, Op.RESHAPE, Op.TRANSPOSE, Op.RESIZE, Op.PAD, Op.SLICE,
-    Op.SOFTMAX, Op.DEPTH_TO_SPACE, Op.LSTM, Op.BATCH_MATMUL, Op.OPAQUE})
+    Op.SOFTMAX, Op.DEPTH_TO_SPACE, Op.LSTM, Op.BATCH_MATMUL, Op.ARG_MAX, Op.OPAQUE})
 
 
 class UnknownOpError(ValueError):

@@ -406,6 +406,20 @@ def _depth_to_space_variants():
     return [(Op.DEPTH_TO_SPACE, r2, ann)]
 
 
+def _arg_max_variants():
+    """The converter's quantized ARG_MAX: ``argmax`` of the codes, cast to int32 (an int64
+    output is the ``argmax`` itself)."""
+    out = []
+    for cast in (True, False):
+        ann = {}
+        x = wildcard()
+        core = is_op("relax.argmax")(x)
+        root = is_op("relax.astype")(core) if cast else core
+        ann.update(x0=x, op=core, root=root)
+        out.append((Op.ARG_MAX, root, ann))
+    return out
+
+
 def _integer_variant(kind, op_name, extra_args: int, attrs: dict | None = None):
     """A data-movement operator on the codes (no QDQ): ``op(x, *extra_args)`` [with ``attrs``:
     the float resize inside a bilinear QDQ region is no nearest resize]."""
@@ -431,6 +445,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.REDUCE_MAX, "relax.max")
         + _unary_qdq_variants(Op.REDUCE_MIN, "relax.min")
         + _unary_qdq_variants(Op.REDUCE_SUM, "relax.sum")
+        + _arg_max_variants()
         + _unary_qdq_variants(Op.SOFTMAX, "relax.nn.softmax", prescale=True)
         + _unary_qdq_variants(Op.SIGMOID, "relax.sigmoid")
         + _unary_qdq_variants(Op.TANH, "relax.tanh")
@@ -630,6 +645,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         op.attrs["keepdims"] = bool(core.attrs.keepdims)
     elif kind in REDUCE_KINDS:
         _read_reduce(op, core, problems)
+    elif kind == Op.ARG_MAX:
+        _read_arg_max(op, core, problems)
     elif kind == Op.SOFTMAX:
         rank = len(op.in_shapes[0])
         op.attrs["axis"] = int(core.attrs.axis)
@@ -856,6 +873,21 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
     if op.kind != Op.REDUCE_SUM and op.out_q is not None and op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"{op.tflite_name} with input quantization {op.in_q[0]} and output "
                         f"{op.out_q}; TFLite's int8 kernel requires them equal")
+
+
+def _read_arg_max(op: QOp, core, problems: list) -> None:
+    """ARG_MAX: the index of the first largest code along the last axis (TFLite's kernels
+    take any axis; the integer kernel and the NPU reduce the innermost one), of int8 or uint8
+    codes into int32 or int64."""
+    rank = len(op.in_shapes[0])
+    axis = int(core.attrs.axis) % rank if rank and core.attrs.axis is not None else None
+    op.attrs["axis"] = axis
+    if axis != rank - 1 or bool(core.attrs.keepdims):
+        problems.append(f"ARG_MAX along axis {axis} of a {rank}-D tensor; the integer kernel "
+                        "reduces the last axis")
+    if op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype not in ("int32", "int64"):
+        problems.append(f"ARG_MAX of {op.in_dtypes[0]} into {op.out_dtype}; the integer "
+                        "kernel takes int8 or uint8 codes into int32 or int64")
 
 
 def _int16_activation(op: QOp, problems: list) -> bool:

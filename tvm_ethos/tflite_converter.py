@@ -35,10 +35,12 @@ TVM's converters):
   Relax has no legalization for (SYMMETRIC, of height and width only: the patterns always
   take it, to the integer kernels' ``te_ops.lower_mirror_pad``);
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
-  unpacked axis.
+  unpacked axis;
 * BATCH_MATMUL: ``quantize(matmul(dequantize(a), dequantize(b)))``, an operand whose adj flag
   is set read through ``permute_dims`` of its last two axes inside the region (the patterns
-  read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``).
+  read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``);
+* ARG_MAX: ``argmax`` of the codes along its constant axis (a positive scale orders the codes
+  as their real values), cast to the output's int32 (Relax's ``argmax`` gives int64).
 
 It also dequantizes the INT64 bias of TFLite's 16x8 convolutions and fully connected layers
 (``dequantize``), which TVM's ``dequantize`` refuses.
@@ -59,7 +61,7 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "STRIDED_SLICE", "TRANSPOSE", "PACK", "UNPACK",
                                "MIRROR_PAD", "PRELU", "ELU", "GELU",
                                "RELU_0_TO_1",
-                               "REVERSE_V2", "TILE", "BATCH_MATMUL"})
+                               "REVERSE_V2", "TILE", "BATCH_MATMUL", "ARG_MAX"})
 
 
 #: operators with a bias quantized by the input's and the weights' scales: their (input,
@@ -153,6 +155,7 @@ class EthosOperatorConverter(OperatorConverter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.convert_map["NEG"] = self.convert_neg
+        self.convert_map["ARG_MAX"] = self.convert_arg_max
         self.convert_map = {name: self._shape_checked(name, fn)
                             for name, fn in self.convert_map.items()}
 
@@ -520,6 +523,29 @@ class EthosOperatorConverter(OperatorConverter):
         if x.qnn_params is None:
             return self._convert_unary_elemwise(op, relax.op.negative)
         return relax.op.negative(self.get_expr(x.tensor_idx))
+
+    # ------------------------------------------------------------------ ARG_MAX
+    def convert_arg_max(self, op):
+        """``argmax`` of the codes along the constant axis, the first largest code's index
+        (TFLite's tie rule), cast to the output's type: a positive scale orders the codes as
+        the real values, so no dequantize is needed (TVM's converter refuses a quantized
+        ARG_MAX)."""
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None:
+            return self._convert_arg_min_max(op, relax.op.argmax)
+        (out,) = self.get_output_tensors(op)
+        dtype = self.get_tensor_type_str(out.tensor.Type())
+        if dtype not in ("int32", "int64"):
+            raise _refuse(f"ARG_MAX into {dtype}; TFLite's kernel writes int32 or int64")
+        axis = self._const_ints(inputs[1], "ARG_MAX's axis").ravel()
+        if axis.size != 1:
+            raise _refuse(f"ARG_MAX along {axis.tolist()}; TFLite takes one axis")
+        rank = len(self.get_tensor_shape(inputs[0]))
+        if not -rank <= int(axis[0]) < rank:
+            raise _refuse(f"ARG_MAX along axis {int(axis[0])} of a {rank}-D tensor")
+        index = relax.op.argmax(self.get_expr(inputs[0].tensor_idx), axis=int(axis[0]) % rank,
+                                keepdims=False)
+        return index if dtype == "int64" else relax.op.astype(self.bb.emit(index), dtype)
 
     # ------------------------------------------------------------------ GELU
     def convert_gelu(self, op):

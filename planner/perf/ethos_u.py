@@ -240,6 +240,24 @@ def _batch_matmul_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                       ofm_bits=_bits(part.output), ifm_format=NHWC, ofm_format=NHWC)]
     return ops
 
+def _arg_max_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """ARG_MAX along the depth as Vela lowers it (tflite_graph_optimiser.py:
+    convert_argmax_to_depthwise_conv_and_max_pool): a 1x1 depthwise convolution packing each
+    code and its channel's index into int16, a max pool over each pixel's channels (one row
+    of C per pixel) through a 2 KiB int16 LUT, and a depthwise cast of the indices to int32."""
+    x = part.inputs[0]
+    c = x.shape[-1]
+    pixels = math.prod(int(s) for s in out_shape)
+    full = _to4(tuple(out_shape) + (c,))
+    column = (1, pixels, 1, 1)
+    return [NpuOp(DEPTHWISE, "DepthwiseConv2D", full, full, ifm_bits=_bits(x), ofm_bits=16,
+                  has_bias=True, ifm_format=_format(part, "ifm_format")),
+            NpuOp(POOLING, "MaxPool", (1, pixels, c, 1), column, kernel=(1, c), ifm_bits=16,
+                  ofm_bits=16, lut_bytes=2048),
+            NpuOp(DEPTHWISE, "DepthwiseConv2D", column, column, ifm_bits=16,
+                  ofm_bits=_bits(part.output), has_bias=True,
+                  ofm_format=_format(part, "ofm_format"))]
+
 
 def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """int8 SOFTMAX along the last axis as Vela lowers it (regor/softmax.cpp: GetGraph8bit):
@@ -435,6 +453,9 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 
     if kind == Op.BATCH_MATMUL:
         return _batch_matmul_ops(part, out_shape)
+
+    if kind == Op.ARG_MAX:
+        return _arg_max_ops(part, out_shape)
 
     if kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
         return []  # handled by EthosUPerfModel (free, or memory bound)

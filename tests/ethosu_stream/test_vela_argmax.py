@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tflite
 import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,23 +21,6 @@ from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 
 VELA = Path(sys.executable).parent / "vela"
-OUT_TYPES = {"int32": tflite.TensorType.INT32, "int64": tflite.TensorType.INT64}
-
-
-def arg_max_model(shape, dtype: str = "int8", q=(0.05, 3), out: str = "int32") -> bytes:
-    """One ARG_MAX along the last axis of ``shape`` (a constant axis tensor, as TFLite's
-    converter writes it)."""
-    x = tb.T(list(shape), dtype, scale=q[0], zp=q[1])
-    y = tb.T(list(shape[:-1]), out)
-    axis = tb.T([1], "int32", data=np.asarray([len(shape) - 1], np.int32))
-
-    def options(b):
-        tflite.ArgMaxOptionsStart(b)
-        tflite.ArgMaxOptionsAddOutputType(b, OUT_TYPES[out])
-        return tflite.ArgMaxOptionsEnd(b)
-
-    op = (tb.BO.ARG_MAX, tb.BOPT.ArgMaxOptions, options, [0, 2], [1])
-    return tb.serialize([x, y, axis], [op], [0], [1])
 
 
 def vela_compile(tmp_path: Path, model: bytes, config: str = "ethos-u55-128") -> bytes:
@@ -49,20 +31,13 @@ def vela_compile(tmp_path: Path, model: bytes, config: str = "ethos-u55-128") ->
     return (tmp_path / "m_vela.tflite").read_bytes()
 
 
-def tied_inputs(shape, dtype: str, rs, levels: int) -> np.ndarray:
-    """Inputs of ``levels`` distinct codes (1: every channel tied), the extremes among them."""
-    info = np.iinfo(dtype)
-    codes = np.unique(np.r_[info.min, info.max, rs.randint(info.min, info.max + 1, levels)])
-    return rs.choice(codes[:levels] if levels < len(codes) else codes, shape).astype(dtype)
-
-
 def _vela_equals(tmp_path, model: bytes, shape, dtype: str, want_fn, config="ethos-u55-128",
                  seed: int = 0) -> None:
     vela = vela_compile(tmp_path, model, config)
     rs = np.random.RandomState(seed)
     info = np.iinfo(dtype)
     for x in (rs.randint(info.min, info.max + 1, shape).astype(dtype),
-              tied_inputs(shape, dtype, rs, 2), tied_inputs(shape, dtype, rs, 1)):
+              tb.tied_codes(shape, dtype, rs, 2), tb.tied_codes(shape, dtype, rs, 1)):
         (want,) = want_fn(model, [x])
         (got,), _ = run_vela_model(vela, [x], config)
         assert got.dtype == want.dtype
@@ -74,7 +49,7 @@ def _vela_equals(tmp_path, model: bytes, shape, dtype: str, want_fn, config="eth
 @given(shape=st.tuples(st.just(1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 127)),
        zp=st.integers(-128, 127))
 def test_velas_int8_arg_max_stream_equals_tflite_micro(tmp_path_factory, shape, zp):
-    model = arg_max_model(shape, "int8", (0.05, zp))
+    model = tb.arg_max(shape, "int8", (0.05, zp))
     _vela_equals(tmp_path_factory.mktemp("argmax"), model, shape, "int8", tflm_oracle)
 
 
@@ -85,11 +60,11 @@ def test_velas_int8_arg_max_stream_equals_tflite_micro(tmp_path_factory, shape, 
 ])
 def test_velas_uint8_and_int64_arg_max_streams_equal_litert(tmp_path, dtype, zp, out, shape):
     """TFLite Micro refuses these at run time (uint8 input, int64 output)."""
-    model = arg_max_model(shape, dtype, (0.05, zp), out)
+    model = tb.arg_max(shape, dtype, (0.05, zp), out)
     _vela_equals(tmp_path, model, shape, dtype, oracle)
 
 
 def test_velas_arg_max_stream_on_an_ethos_u65(tmp_path):
     shape = (1, 5, 4, 33)
-    _vela_equals(tmp_path, arg_max_model(shape), shape, "int8", tflm_oracle,
+    _vela_equals(tmp_path, tb.arg_max(shape), shape, "int8", tflm_oracle,
                  config="ethos-u65-256", seed=1)

@@ -706,3 +706,28 @@ def conv_transpose_conv(rs, in_shape=(1, 6, 5, 4), kernel=(3, 3), stride=(2, 2))
     tconv = (BO.TRANSPOSE_CONV, BOPT.TransposeConvOptions, opts, [4, 5, 3, 6], [7])
     return serialize([x, w, bias, y, shape, tw, tb, ty, w2, bias2, y2],
                      [_conv_op([0, 1, 2], [3]), tconv, _conv_op([7, 8, 9], [10])], [0], [10])
+
+
+def arg_max(shape, dtype: str = "int8", q=(0.05, 3), out: str = "int32") -> bytes:
+    """One ARG_MAX along the last axis of ``shape`` into ``out`` (int32 or int64), its axis a
+    constant tensor as TFLite's converter writes it."""
+    x = T(list(shape), dtype, scale=q[0], zp=q[1])
+    y = T(list(shape[:-1]), out)
+    axis = T([1], "int32", data=np.asarray([len(shape) - 1], np.int32))
+    out_type = {"int32": tflite.TensorType.INT32, "int64": tflite.TensorType.INT64}[out]
+
+    def options(b):
+        tflite.ArgMaxOptionsStart(b)
+        tflite.ArgMaxOptionsAddOutputType(b, out_type)
+        return tflite.ArgMaxOptionsEnd(b)
+
+    return serialize([x, y, axis], [(BO.ARG_MAX, BOPT.ArgMaxOptions, options, [0, 2], [1])],
+                     [0], [1])
+
+
+def tied_codes(shape, dtype: str, rs, levels: int) -> np.ndarray:
+    """Inputs of at most ``levels`` distinct codes, the type's lowest first (1: every element
+    the same): many ties for an arg-max."""
+    info = np.iinfo(dtype)
+    codes = np.unique(np.r_[info.min, info.max, rs.randint(info.min, info.max + 1, levels)])
+    return rs.choice(codes[:levels], shape).astype(dtype)

@@ -27,7 +27,8 @@ def _nhwc(q, o):
         r.append(
             f"mean over axes {q.attrs.get('axis')}; the integer kernel reduces H and W of NHWC"
         )
-    for dt in list(q.in_dtypes) + [q.out_dtype]:
+    # ARG_MAX writes indices (int32 or int64, ``patterns._read_arg_max``), not codes
+    for dt in list(q.in_dtypes) + ([] if q.kind == Op.ARG_MAX else [q.out_dtype]):
         if dt not in ("int8", "uint8", "int16"):
             r.append(f"type {dt}; the integer kernels take int8, uint8 and int16")
     return r

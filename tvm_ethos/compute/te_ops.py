@@ -874,6 +874,25 @@ def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
     )
 
 
+def lower_arg_max(op, inputs, pool: ConstPool, name="argmax"):
+    """ARG_MAX along the last axis (``patterns._read_arg_max``): the largest code, then the
+    smallest index holding it, TFLite's kernels keeping the first of equal maxima. Exact at
+    any depth (the NPU's packed form, ``ops_argmax``, takes at most 127 channels)."""
+    (x,) = inputs
+    *lead, c_ = (int(s) for s in op.in_shapes[0])
+    rc = te.reduce_axis((0, c_), name="rc")
+    largest = te.compute(
+        tuple(lead), lambda *i: te.max(x[tuple(i) + (rc,)].astype("int32"), axis=rc),
+        name=f"{name}_max")
+    rk = te.reduce_axis((0, c_), name="rk")
+
+    def first(*i):
+        hit = x[tuple(i) + (rk,)].astype("int32") == largest[i]
+        return te.min(tirx.if_then_else(hit, rk, c_).astype(op.out_dtype), axis=rk)
+
+    return te.compute(tuple(op.out_shape), first, name=f"{name}_out")
+
+
 # ----------------------------------------------------------------------- elementwise
 def _broadcast_index(in_shape, out_idx):
     """Index into an input of ``in_shape`` broadcast (numpy rules) to the output index."""
@@ -1464,6 +1483,7 @@ LOWERINGS = {
     Op.REDUCE_MAX: lower_reduce_min_max,
     Op.REDUCE_MIN: lower_reduce_min_max,
     Op.REDUCE_SUM: lower_mean,
+    Op.ARG_MAX: lower_arg_max,
     Op.ADD: lower_add,
     Op.MUL: lower_mul,
     Op.SUB: lower_add,

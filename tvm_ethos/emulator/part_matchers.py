@@ -430,7 +430,8 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
 
     order = _topo(lowered.outputs)
     roots = [t for t in order if _is_compute(t) and
-             (str(t.dtype) in FEATURE_MAP_DTYPES or _name(t) in out_names)]
+             (str(t.dtype) in FEATURE_MAP_DTYPES or _name(t) in out_names
+              or _writes_indices(layer_of.get(_name(t))))]
     root_names = {_name(t) for t in roots}
     owner: dict[str, str] = {}
     stages_of: dict[str, list] = {}
@@ -524,6 +525,12 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
     graph = PlannerGraph(tuple(mp.part for mp in parts), ins_t, outs_t,
                          name or getattr(lowered, "symbol", "subgraph"))
     return MatchResult(graph, parts, te_of)
+
+
+def _writes_indices(layer) -> bool:
+    """An operator whose output is no feature map of codes but its own Part's output all the
+    same: ARG_MAX's int32 / int64 indices."""
+    return layer is not None and layer.kind == Op.ARG_MAX
 
 
 def _const_layout(kind: str, access: "AccessMap", out_vars: list[str], shape) -> tuple:
@@ -645,6 +652,10 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
             },
             None,
         )
+    if layer is not None and layer.kind == Op.ARG_MAX:
+        # its own Part kind (costed as Vela's three operations); the propagator, from the TE
+        # reads, takes the whole depth and maps the output's other axes one to one
+        return Op.ARG_MAX, {}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None

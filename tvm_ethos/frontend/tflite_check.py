@@ -85,6 +85,7 @@ _OP_INPUTS = {
     "MIRROR_PAD": _BINARY, "UNPACK": _UNARY, "PACK": (1, 1 << 16, ()),
     "SQUARED_DIFFERENCE": _BINARY,
     "BATCH_MATMUL": _BINARY,
+    "ARG_MAX": _BINARY,
 }
 #: Builtin operators with several outputs (every other operator in ``_OP_INPUTS`` has one).
 _MULTI_OUTPUT = frozenset({"SPLIT", "SPLIT_V", "UNPACK"})

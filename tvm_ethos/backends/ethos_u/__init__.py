@@ -16,9 +16,10 @@ constraints); bilinear and nearest resize by one
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
 every valid SPLIT); reshape; concatenate; requantize; REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
-and 4096 elements); PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to
-1024 copies) of height, width and depth; transpose, any permutation of up to 6-D of any
-batch; int8 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
+and 4096 elements); ARG_MAX along the depth (at most 127 channels, int8 or uint8 into int32);
+PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
+height, width and depth; transpose, any permutation of up to 6-D of any batch; int8
+BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
 is not on Vela's list and stays on the host.
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tvm_ethos.backends.base import (
     OptionSpec,
     Plugin,
 )
-from tvm_ethos.backends.ethos_u import ops_transpose_conv
+from tvm_ethos.backends.ethos_u import ops_argmax, ops_transpose_conv
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
@@ -201,6 +202,33 @@ def _batch_matmul(q, o):
     k, n = reduced_depth(q), int(q.out_shape[-1])
     if k > 65536 or n > 65536:
         r.append(f"a BATCH_MATMUL reducing {k} into {n} columns; at most 65536 each")
+    return r
+
+
+def _as_codes(q):
+    """ARG_MAX writes indices, not codes: the common checks see its output as its input's
+    type (``_arg_max`` holds the indices' own rules)."""
+    if q.kind != Op.ARG_MAX:
+        return q
+    return dataclasses.replace(q, out_dtype=q.in_dtypes[0])
+
+
+def _arg_max(q, o):
+    """Vela's ARG_MAX: along the depth, at most 127 channels (each code and its channel's
+    index packed into one int16, the index in the seven low bits); int32 indices (Vela's
+    int64 form, int32 pairs, is not generated); one max pool of a row per pixel, at most
+    65536 pixels (``ops_argmax``)."""
+    r = []
+    c = q.in_shapes[0][-1]
+    if c > ops_argmax.MAX_DEPTH:
+        r.append(f"ARG_MAX over a depth of {c}; the NPU packs the index into 7 bits, at most "
+                 f"{ops_argmax.MAX_DEPTH} channels")
+    if q.out_dtype != "int32":
+        r.append(f"ARG_MAX into {q.out_dtype}; the stream writes int32 indices")
+    pixels = int(np.prod(q.in_shapes[0][:-1], dtype=np.int64))
+    if pixels > ops_argmax.MAX_PIXELS:
+        r.append(f"ARG_MAX over {pixels} pixels; one max pool takes at most "
+                 f"{ops_argmax.MAX_PIXELS} rows")
     return r
 
 
@@ -481,6 +509,7 @@ CHECKS = {
     Op.REDUCE_MAX: _reduce,
     Op.REDUCE_MIN: _reduce,
     Op.REDUCE_SUM: _reduce,
+    Op.ARG_MAX: _arg_max,
     Op.ADD: _add_sub,
     Op.MUL: _binary,
     Op.SUB: _add_sub,
@@ -535,9 +564,9 @@ class EthosUBackend(NpuBackend):
     def layer_support(self):
         return LayerSupport(
             CHECKS,
-            common=lambda q, o: common_npu_checks(_as_matrices(_as_copy(_as_rows(q))), o,
-                                                  act_types=U_TYPES,
-                                                  max_dim=65535, bias_types=BIAS_TYPES),
+            common=lambda q, o: common_npu_checks(
+                _as_codes(_as_matrices(_as_copy(_as_rows(q)))), o, act_types=U_TYPES,
+                max_dim=65535, bias_types=BIAS_TYPES),
         )
 
     def codegen_factory(self):

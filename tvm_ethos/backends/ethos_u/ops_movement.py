@@ -526,6 +526,8 @@ def stripe_box(q, box, full) -> tuple[tuple[int, int], tuple[int, int]] | None:
     box, full = tuple(tuple(b) for b in box), tuple(tuple(f) for f in full)
     if box == full:
         return None
+    if q.kind == Op.ARG_MAX and len(box) >= 2 and box[:-2] == full[:-2]:
+        return box[-2], box[-1]   # its output has no depth: the last two axes are the pixels
     if len(box) != 4 or box[0] != full[0] or box[3] != full[3]:
         raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
     return box[1], box[2]

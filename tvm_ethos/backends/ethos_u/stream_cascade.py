@@ -516,7 +516,8 @@ class _Emitter:
         """What a multi-operation emitter needs of this path (blocks: :meth:`fallback_block`;
         working memory: operator ``step``'s block of the layout)."""
         return Emission(self.flash, lut_address(self.accelerator), self.fallback_block,
-                        None if step is None else self.offsets.get(work_key(step)))
+                        None if step is None else self.offsets.get(work_key(step)),
+                        accelerator=self.accelerator)
 
     def in_ring(self, tensors) -> bool:
         """Whether any of ``tensors`` (constants aside) is held in a ring of the plan."""

@@ -182,7 +182,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         if em.sequence is not None:
             ops += em.sequence(q, operands, ofm, Emission(
                 flash, lut_address(accelerator), lambda npu: block_config(npu, acc),
-                offsets.get(work_key(step))))
+                offsets.get(work_key(step)), accelerator=accelerator))
             continue
         if em.before is not None:
             ops += em.before(q, flash, lut_address(accelerator))

@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u import (
     npu_softmax,
+    ops_argmax,
     ops_batch_matmul,
     ops_elementwise,
     ops_lut,
@@ -100,13 +101,15 @@ class Emission:
     the arena offset of the operator's working memory (None when it has none), and, for a
     sequence over a stripe, ``place(fm, slot)``: gives a feature map the emitter built from
     one of the slots it was handed (an operand's or the output's box) that box's tiles,
-    strides and region in its buffer (None: the slots are where the data is)."""
+    strides and region in its buffer (None: the slots are where the data is); and the
+    Ethos-U configuration, for an emitter that encodes weights of its own (ARG_MAX)."""
 
     flash: Flash
     lut_address: int
     block: Callable
     work: int | None = None
     place: Callable | None = None
+    accelerator: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +320,10 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     # NOT through a table, then the single-window max pool through it again (ops_reduce)
     Op.REDUCE_MIN: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_reduce_min,
                                  work_bytes=ops_reduce.reduce_min_work_bytes),
+    # code and reversed channel packed into int16, a max pool of each pixel's channels
+    # through an int16 table, a cast to int32 (ops_argmax); each reads its own pixels
+    Op.ARG_MAX: StreamEmitter(Form.SEQUENCE, sequence=ops_argmax.argmax_ops,
+                              work_bytes=ops_argmax.argmax_work_bytes),
     # MEAN's depthwise convolution, TFLite's SUM scale (ops_reduce)
     Op.REDUCE_SUM: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_mean,
                                  constants=ops_reduce.reduce_sum_constants),

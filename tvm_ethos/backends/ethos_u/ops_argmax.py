@@ -1,0 +1,149 @@
+"""ARG_MAX along the depth as three NPU operations, Vela's form.
+
+The NPU has no arg-max, but its max pool keeps the largest int16. Each code ``x`` (int8 or
+uint8, read at unit quantization: a positive scale orders codes as their real values) and its
+channel ``c`` of ``C`` are packed into one int16 ``x * 128 + (C - 1 - c)`` (at most 32766 for a
+uint8 255 and 127 channels): a larger code always wins, and among equal codes the smaller
+channel, whose reversed index is larger, which is TFLite's rule (the first maximum). So:
+
+1. a 1x1 depthwise convolution into int16 working memory: weights 128, each channel's bias
+   its reversed index, unit scale;
+2. a max pool over each pixel's channels, the int16 map read as one row of ``C`` per pixel
+   (kernel 1 x C), through an int16 table of 512 (base, slope) words, every one base
+   ``C - 1`` and slope -128: ``C - 1 - (v & 127)``, the reversed index turned back into the
+   index (the functional model's ``ethosu_stream.ops_common.apply_lut16``);
+3. a 1x1 depthwise convolution casting the int16 indices into the int32 output.
+
+Every operation reads and writes only its own pixels, so a planner's stripe (``box``: output
+rows and columns, the tensors held whole) is the same three operations over that box.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, attach_constants
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    SCRATCH_REGION,
+    npu_accelerator,
+    vela_api,
+)
+
+#: the deepest input: the reversed channel index lives in the packed int16's seven low bits
+MAX_DEPTH = 127
+#: the most pixels: the max pool reads one row per pixel (its IFM height register)
+MAX_PIXELS = 65536
+#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
+_SHRAM_REGION = 0x103
+#: words of an int16 table: a 16-bit base (low half) and slope (high half) each
+_LUT16_WORDS = 512
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _pixels_depth(q) -> tuple[int, int, int]:
+    """(rows, columns, depth) of ARG_MAX's input: every axis before the last two folds into
+    the rows (batch 1, ``CHECKS``), as its output's box reads them."""
+    shape = tuple(int(s) for s in q.in_shapes[0])
+    depth = shape[-1]
+    lead = shape[:-1]
+    cols = lead[-1] if lead else 1
+    rows = int(np.prod(lead[:-1], dtype=np.int64)) if len(lead) > 1 else 1
+    return rows, cols, depth
+
+
+def argmax_work_bytes(q) -> int:
+    """The working memory of one ARG_MAX: the packed int16 map, then one int16 per pixel."""
+    rows, cols, depth = _pixels_depth(q)
+    return _aligned(rows * cols * depth * 2) + _aligned(rows * cols * 2)
+
+
+def lut16_words(depth: int) -> np.ndarray:
+    """The int16 table that turns a packed value's reversed index into the index:
+    ``depth - 1 - (v & 127)`` for every int16 ``v``."""
+    return np.full(_LUT16_WORDS, ((-128 & 0xFFFF) << 16) | (depth - 1), np.uint32)
+
+
+def _fm(api, region: int, offset: int, shape: tuple[int, int, int], dtype: str,
+        strides: tuple[int, int] | None = None):
+    """A feature map at unit quantization (codes and indices as they are); ``strides`` the
+    (row, column) byte strides of a box inside a larger tensor, None for dense."""
+    fm = api.NpuFeatureMap()
+    fm.data_type = {"int8": api.NpuDataType.INT8, "uint8": api.NpuDataType.UINT8,
+                    "int16": api.NpuDataType.INT16, "int32": api.NpuDataType.INT32}[dtype]
+    fm.region = region
+    h, w, c = shape
+    fm.shape = api.NpuShape3D(h, w, c)
+    fm.tiles = api.NpuTileBox(h, 0, w, [offset, 0, 0, 0])
+    if strides is not None:
+        fm.strides = api.NpuShape3D(strides[0], strides[1], np.dtype(dtype).itemsize)
+    fm.quantization = api.NpuQuantization(1.0, 0)
+    fm.layout = api.NpuLayout.NHWC
+    return fm
+
+
+def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The operations of one ARG_MAX from ``operands[0]`` into ``ofm`` (whole tensors), over
+    output rows and columns ``box`` (None: all), its working memory at ``em.work``
+    (:func:`argmax_work_bytes`)."""
+    api = vela_api()
+    x = operands[0]
+    rows, cols, depth = _pixels_depth(q)
+    (y0, y1), (x0, x1) = box if box is not None else ((0, rows), (0, cols))
+    h, w = y1 - y0, x1 - x0
+    pixels = h * w
+    esize = np.dtype(x.dtype).itemsize
+    acc = npu_accelerator(em.accelerator)
+    packed, index = em.work, em.work + _aligned(rows * cols * depth * 2)
+    ops = []
+    unit = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+
+    def conv(ifm, out, weights: np.ndarray, bias: np.ndarray, in_dtype: str, name: str):
+        npu = api.NpuConvDepthWiseOperation()
+        npu.ifm, npu.ofm = ifm, out
+        npu.kernel = api.NpuKernel(1, 1)
+        npu.padding = api.NpuPadding(0, 0, 0, 0)
+        npu.activation = unit
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.block_config = em.block(npu)
+        qc = dataclasses.replace(q, in_dtypes=[in_dtype], bias=bias.astype(np.int64),
+                                 attrs={})
+        attach_constants(npu, qc, len(bias), acc, em.flash, weights,
+                         [(1, 0)] * len(bias))
+        npu.name = name
+        ops.append(npu)
+
+    # 1. each code times 128 plus its channel's reversed index, into int16
+    row, col = cols * depth * esize, depth * esize
+    src = _fm(api, x.region, x.offset + y0 * row + x0 * col, (h, w, depth), x.dtype, (row, col))
+    conv(src, _fm(api, SCRATCH_REGION, packed, (h, w, depth), "int16"),
+         np.full((depth, 1, 1, 1), 128, np.int16), np.arange(depth - 1, -1, -1),
+         x.dtype, "arg_max_pack")
+
+    # 2. the largest packed value of each pixel's row, its reversed index turned back
+    table = em.flash.add(lut16_words(depth).astype("<u4").tobytes())
+    ops.append(api.NpuDmaOperation(table, api.NpuAddressRange(_SHRAM_REGION, em.lut_address,
+                                                              table.length)))
+    pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
+    pool.ifm = _fm(api, SCRATCH_REGION, packed, (pixels, depth, 1), "int16")
+    pool.ofm = _fm(api, SCRATCH_REGION, index, (pixels, 1, 1), "int16")
+    pool.kernel = api.NpuKernel(depth, 1)
+    pool.padding = api.NpuPadding(0, 0, 0, 0)
+    pool.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+    pool.activation.lookup_table_index = 0
+    pool.rounding_mode = api.NpuRoundingMode.TFL
+    pool.block_config = em.block(pool)
+    pool.name = "arg_max"
+    ops.append(pool)
+
+    # 3. the int16 indices cast into the int32 output's box
+    out_row, out_col = cols * 4, 4
+    dst = _fm(api, ofm.region, ofm.offset + y0 * out_row + x0 * out_col, (h, w, 1), "int32",
+              (out_row, out_col))
+    conv(_fm(api, SCRATCH_REGION, index, (h, w, 1), "int16"), dst,
+         np.ones((1, 1, 1, 1), np.int16), np.zeros(1), "int16", "arg_max_cast")
+    return ops
