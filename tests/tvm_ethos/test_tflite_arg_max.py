@@ -13,7 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from ethos_arch.ops import Op
+from ethosu_stream import Memory, run_stream
+from ethosu_stream.accelerator import accelerator_info
+from ethosu_stream.memory import SHRAM_REGION
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
+from tvm_ethos.backends.ethos_u import ops_argmax
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config
+from tvm_ethos.backends.ethos_u.stream_base import (
+    Flash,
+    lut_address,
+    npu_accelerator,
+    vela_api,
+)
+from tvm_ethos.backends.ethos_u.stream_ops import Emission
+from tvm_ethos.patterns import QOp
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -133,3 +147,43 @@ def test_arg_max_after_convolutions_is_in_the_same_planned_ethos_u_operator(budg
     assert len({p.operator for p in cm.placement}) == 1
     assert "arg_max" in cm.plan_table
     _equal(data, cm, "int8", seed=3)
+
+
+@settings(max_examples=12, deadline=None)
+@given(h=st.integers(1, 7), w=st.integers(1, 7), c=st.integers(1, 127),
+       dtype=st.sampled_from(["int8", "uint8"]), levels=st.sampled_from([1, 2, 256]),
+       data=st.data())
+def test_every_stripe_box_writes_its_own_indices_and_nothing_else(h, w, c, dtype, levels,
+                                                                 data):
+    """``ops_argmax.argmax_ops`` over one planner box of whole tensors, on the functional
+    model: the box's pixels get numpy's first-maximum index, every other output word keeps
+    its sentinel (the stripes of a plan that stripes it)."""
+    api = vela_api()
+    y0 = data.draw(st.integers(0, h - 1))
+    y1 = data.draw(st.integers(y0 + 1, h))
+    x0 = data.draw(st.integers(0, w - 1))
+    x1 = data.draw(st.integers(x0 + 1, w))
+    rs = np.random.RandomState(h * 1000 + w * 100 + c)
+    x = tb.tied_codes((h, w, c), dtype, rs, levels)
+    q = QOp(kind=Op.ARG_MAX, inputs=[], in_shapes=[(1, h, w, c)], in_dtypes=[dtype],
+            out_shape=(1, h, w), out_dtype="int32")
+    out_at = -(-x.nbytes // 16) * 16
+    work = out_at + h * w * 4 + 16
+    acc = npu_accelerator("ethos-u55-128")
+    flash = Flash()
+    em = Emission(flash, lut_address("ethos-u55-128"), lambda npu: block_config(npu, acc),
+                  work, accelerator="ethos-u55-128")
+    ops = ops_argmax.argmax_ops(q, [FmSlot(1, 0, (h, w, c), dtype, 0.05, 3)],
+                                FmSlot(1, out_at, (1, h, w), "int32", None, 0), em,
+                                ((y0, y1), (x0, x1)))
+    scratch = np.zeros(work + ops_argmax.argmax_work_bytes(q), np.uint8)
+    scratch[:x.nbytes] = x.reshape(-1).view(np.uint8)
+    scratch[out_at:out_at + h * w * 4] = np.full(h * w, -7, "<i4").view(np.uint8)
+    shram = np.zeros(accelerator_info("ethos-u55-128").shram_bytes, np.uint8)
+    mem = Memory({0: np.frombuffer(bytes(flash.data), np.uint8).copy(), 1: scratch,
+                  SHRAM_REGION: shram})
+    run_stream(api.npu_generate_register_command_stream(ops, acc), mem, "ethos-u55-128")
+    got = mem.regions[1][out_at:out_at + h * w * 4].view("<i4").reshape(h, w)
+    want = np.full((h, w), -7)
+    want[y0:y1, x0:x1] = np.argmax(x, axis=-1)[y0:y1, x0:x1]
+    assert np.array_equal(got, want), (got, want)
