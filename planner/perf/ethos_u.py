@@ -244,19 +244,19 @@ def _arg_max_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """ARG_MAX along the depth as Vela lowers it (tflite_graph_optimiser.py:
     convert_argmax_to_depthwise_conv_and_max_pool): a 1x1 depthwise convolution packing each
     code and its channel's index into int16, a max pool over each pixel's channels (one row
-    of C per pixel) through a 2 KiB int16 LUT, and a depthwise cast of the indices to int32."""
+    of C per pixel) through a 2 KiB int16 LUT, and a depthwise cast of the indices to int32
+    (an int64 output: a second one writing the high words)."""
     x = part.inputs[0]
     c = x.shape[-1]
     pixels = math.prod(int(s) for s in out_shape)
     full = _to4(tuple(out_shape) + (c,))
     column = (1, pixels, 1, 1)
+    cast = NpuOp(DEPTHWISE, "DepthwiseConv2D", column, column, ifm_bits=16, ofm_bits=32,
+                 has_bias=True, ofm_format=_format(part, "ofm_format"))
     return [NpuOp(DEPTHWISE, "DepthwiseConv2D", full, full, ifm_bits=_bits(x), ofm_bits=16,
                   has_bias=True, ifm_format=_format(part, "ifm_format")),
             NpuOp(POOLING, "MaxPool", (1, pixels, c, 1), column, kernel=(1, c), ifm_bits=16,
-                  ofm_bits=16, lut_bytes=2048),
-            NpuOp(DEPTHWISE, "DepthwiseConv2D", column, column, ifm_bits=16,
-                  ofm_bits=_bits(part.output), has_bias=True,
-                  ofm_format=_format(part, "ofm_format"))]
+                  ofm_bits=16, lut_bytes=2048)] + [cast] * max(1, part.output.itemsize // 4)
 
 
 def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:

@@ -16,7 +16,7 @@ constraints); bilinear and nearest resize by one
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
 every valid SPLIT); reshape; concatenate; requantize; REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
-and 4096 elements); ARG_MAX along the depth (at most 127 channels, int8 or uint8 into int32);
+and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or int64);
 PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
 height, width and depth; transpose, any permutation of up to 6-D of any batch; int8
 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
@@ -215,16 +215,15 @@ def _as_codes(q):
 
 def _arg_max(q, o):
     """Vela's ARG_MAX: along the depth, at most 127 channels (each code and its channel's
-    index packed into one int16, the index in the seven low bits); int32 indices (Vela's
-    int64 form, int32 pairs, is not generated); one max pool of a row per pixel, at most
-    65536 pixels (``ops_argmax``)."""
+    index packed into one int16, the index in the seven low bits); int32 or int64 indices;
+    one max pool of a row per pixel, at most 65536 pixels (``ops_argmax``)."""
     r = []
     c = q.in_shapes[0][-1]
     if c > ops_argmax.MAX_DEPTH:
         r.append(f"ARG_MAX over a depth of {c}; the NPU packs the index into 7 bits, at most "
                  f"{ops_argmax.MAX_DEPTH} channels")
-    if q.out_dtype != "int32":
-        r.append(f"ARG_MAX into {q.out_dtype}; the stream writes int32 indices")
+    if q.out_dtype not in ("int32", "int64"):
+        r.append(f"ARG_MAX into {q.out_dtype}; the stream writes int32 or int64 indices")
     pixels = int(np.prod(q.in_shapes[0][:-1], dtype=np.int64))
     if pixels > ops_argmax.MAX_PIXELS:
         r.append(f"ARG_MAX over {pixels} pixels; one max pool takes at most "

@@ -1,4 +1,4 @@
-"""ARG_MAX along the depth as three NPU operations, Vela's form.
+"""ARG_MAX along the depth as NPU operations, in Vela's form.
 
 The NPU has no arg-max, but its max pool keeps the largest int16. Each code ``x`` (int8 or
 uint8, read at unit quantization: a positive scale orders codes as their real values) and its
@@ -12,10 +12,12 @@ channel, whose reversed index is larger, which is TFLite's rule (the first maxim
    (kernel 1 x C), through an int16 table of 512 (base, slope) words, every one base
    ``C - 1`` and slope -128: ``C - 1 - (v & 127)``, the reversed index turned back into the
    index (the functional model's ``ethosu_stream.ops_common.apply_lut16``);
-3. a 1x1 depthwise convolution casting the int16 indices into the int32 output.
+3. a 1x1 depthwise convolution casting the int16 indices into the int32 output (an int64
+   output: into the low word of each int32 pair, and a second one, weight 0, zeroing the
+   high words; Vela casts twice through int16 pairs instead).
 
 Every operation reads and writes only its own pixels, so a planner's stripe (``box``: output
-rows and columns, the tensors held whole) is the same three operations over that box.
+rows and columns, the tensors held whole) is the same operations over that box.
 """
 from __future__ import annotations
 
@@ -140,10 +142,14 @@ def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     pool.name = "arg_max"
     ops.append(pool)
 
-    # 3. the int16 indices cast into the int32 output's box
-    out_row, out_col = cols * 4, 4
-    dst = _fm(api, ofm.region, ofm.offset + y0 * out_row + x0 * out_col, (h, w, 1), "int32",
-              (out_row, out_col))
-    conv(_fm(api, SCRATCH_REGION, index, (h, w, 1), "int16"), dst,
-         np.ones((1, 1, 1, 1), np.int16), np.zeros(1), "int16", "arg_max_cast")
+    # 3. the int16 indices cast into the int32 output's box; an int64 output is int32 pairs
+    # (little endian): the indices into the low words, zeros (weight 0) into the high words
+    words = np.dtype(q.out_dtype).itemsize // 4
+    out_row, out_col = cols * 4 * words, 4 * words
+    indices = _fm(api, SCRATCH_REGION, index, (h, w, 1), "int16")
+    for k, (weight, name) in enumerate(((1, "arg_max_cast"), (0, "arg_max_high"))[:words]):
+        dst = _fm(api, ofm.region, ofm.offset + y0 * out_row + x0 * out_col + 4 * k,
+                  (h, w, 1), "int32", (out_row, out_col))
+        conv(indices, dst, np.full((1, 1, 1, 1), weight, np.int16), np.zeros(1), "int16",
+             name)
     return ops

@@ -43,7 +43,7 @@ CUSTOM_CODE = "ethos-u"
 NPU_OP_OPTIONS = bytes([0x01, 0x04, 0x01])
 _BUILTIN_CUSTOM = 32
 _UINT8 = 3
-_TYPES = {"int8": 9, "uint8": 3, "int16": 7, "int32": 2}
+_TYPES = {"int8": 9, "uint8": 3, "int16": 7, "int32": 2, "int64": 4}   # int64: ARG_MAX
 _TYPE_NAMES = {v: k for k, v in _TYPES.items()}
 #: where each subgraph's flash, arena and fast scratch start (the streams' own alignment)
 _ALIGN = 16
