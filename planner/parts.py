@@ -311,6 +311,19 @@ def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
                 _attrs(axis=axis, activation=activation))
 
 
+def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None = None) -> Part:
+    """The index of the largest element along the last axis (TFLite ARG_MAX along the depth):
+    each output element reads its whole row of the depth, the other axes one to one."""
+    if len(x.shape) < 2:
+        raise PlannerError(f"{name}: ARG_MAX of a {len(x.shape)}-D tensor; the planner takes "
+                           "the depth of at least 2-D")
+    rank = len(x.shape) - 1
+    out = Tensor(output_name or f"{name}:0", x.shape[:-1], dtype)
+    lin = [[int(i == j) for j in range(rank)] for i in range(rank)] + [[0] * rank]
+    prop = Propagator.build(lin, [0] * rank + [x.shape[-1]], [0] * (rank + 1))
+    return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs())
+
+
 def opaque(name: str, kind: Op | str, x: Tensor, out_shape: Sequence[int],
            output_name: str | None = None, **attrs) -> Part:
     """An operator whose output stripes each need the whole input (reshape, transpose...)."""

@@ -57,6 +57,8 @@ _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "i
            9: "int8"}
 # The NPU computes on quantized integers only; everything between Parts must be one of these.
 _ACTIVATION_DTYPES = ("int8", "uint8", "int16")
+#: ARG_MAX's outputs
+_INDEX_DTYPES = ("int32", "int64")
 _NUMPY = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32,
           "int64": np.int64, "float32": np.float32, "float16": np.float16}
 
@@ -251,12 +253,17 @@ class _Converter:
                            f"{list(info.shape)}; the planner's limit is {MAX_AXIS:,} elements "
                            "per axis (the NPUs' 16-bit dimension fields)")
 
-    def check_activation(self, info: _TInfo) -> str:
+    def check_activation(self, info: _TInfo, indices: bool = False) -> str:
+        """The tensor's dtype, refused unless an activation's (``indices``: an ARG_MAX's
+        int32 or int64 output)."""
         self.check_shape(info)
         if info.variable:
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) is a variable "
                            "(state tensors are not supported)")
-        if info.dtype not in _ACTIVATION_DTYPES:
+        if indices and info.dtype not in _INDEX_DTYPES:
+            raise self.err(f"tensor {info.raw_name!r} (index {info.index}) is {info.type_name}; "
+                           "ARG_MAX writes int32 or int64 indices")
+        if not indices and info.dtype not in _ACTIVATION_DTYPES:
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) is {info.type_name}; "
                            "the NPU runs int8, uint8 or int16 activations only")
         return info.dtype
@@ -422,16 +429,17 @@ class _OpContext:
             raise self.err(f"{what} (input {k}, {info.raw_name!r}) must be a constant")
         return info
 
-    def out_info(self, j: int = 0) -> _TInfo:
+    def out_info(self, j: int = 0, indices: bool = False) -> _TInfo:
         info = self.c.tinfo[self.outs[j]]
-        self.c.check_activation(info)
+        self.c.check_activation(info, indices)
         return info
 
-    def emit(self, part: Part, j: int = 0, final: bool = True) -> Tensor:
+    def emit(self, part: Part, j: int = 0, final: bool = True, indices: bool = False) -> Tensor:
         """Add ``part``; when ``final`` its output is output ``j`` of the operator: check the
-        shape against the model's and give it the model's dtype."""
+        shape against the model's and give it the model's dtype (``indices``: int32 or
+        int64, ARG_MAX's)."""
         if final:
-            info = self.out_info(j)
+            info = self.out_info(j, indices)
             if part.output.shape != info.shape:
                 raise self.err(f"computed output shape {list(part.output.shape)} but the model "
                                f"declares {list(info.shape)}")
@@ -765,6 +773,17 @@ def _batch_matmul(ctx: _OpContext) -> None:
     ctx.emit(parts.batch_matmul(ctx.name, a, b, adj_x, adj_y, output_name=ctx.out_name()))
 
 
+def _arg_max(ctx: _OpContext) -> None:
+    ctx.expect(2)
+    x = ctx.act(0)
+    axis = ctx.const(1, "axis").reshape(-1)
+    rank = len(x.shape)
+    if axis.size != 1 or not -rank <= int(axis[0]) < rank or int(axis[0]) % rank != rank - 1:
+        raise ctx.err(f"only an ARG_MAX along the last axis is supported, got axis "
+                      f"{[int(a) for a in axis]} of shape {list(x.shape)}")
+    ctx.emit(parts.arg_max(ctx.name, x, output_name=ctx.out_name()), indices=True)
+
+
 def _softmax(ctx: _OpContext) -> None:
     ctx.expect(1)
     x = ctx.act(0)
@@ -989,6 +1008,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "SPLIT": _split,
     "SPLIT_V": _split_v,
     "DEPTH_TO_SPACE": _depth_to_space,
+    "ARG_MAX": _arg_max,
 }
 
 #: TFLite builtin operators that :func:`load_tflite` maps to Parts.

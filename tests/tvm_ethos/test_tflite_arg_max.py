@@ -9,14 +9,18 @@ import numpy as np
 import pytest
 import tflite
 import tflite_builder as tb
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_part_matchers import lowered_of
 
 import tvm_ethos
 from ethos_arch.ops import Op
 from ethosu_stream import Memory, run_stream
 from ethosu_stream.accelerator import accelerator_info
 from ethosu_stream.memory import SHRAM_REGION
+from planner.perf.ethos_u import lower_part
+from planner.tflite import load_tflite
+from tests.helpers.read_regions import boxes, propagated_region
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u import ops_argmax
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config
@@ -27,6 +31,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     vela_api,
 )
 from tvm_ethos.backends.ethos_u.stream_ops import Emission
+from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.patterns import QOp
 
 pytest.importorskip("ethosu.vela")
@@ -55,6 +60,7 @@ _shapes = st.one_of(
 
 @settings(max_examples=8, deadline=None)
 @given(shape=_shapes, scale=st.floats(0.002, 2.0), zp=st.integers(-128, 127))
+@example(shape=(1, 1, 1, 1), scale=1.0, zp=0)   # one channel: every index 0
 def test_arg_max_is_npu_operations_exact_with_tflite_micro(shape, scale, zp):
     data = tb.arg_max(shape, "int8", (scale, zp))
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
@@ -187,3 +193,26 @@ def test_every_stripe_box_writes_its_own_indices_and_nothing_else(h, w, c, dtype
     want = np.full((h, w), -7)
     want[y0:y1, x0:x1] = np.argmax(x, axis=-1)[y0:y1, x0:x1]
     assert np.array_equal(got, want), (got, want)
+
+
+@settings(max_examples=6, deadline=None)
+@given(shape=_shapes, out=st.sampled_from(["int32", "int64"]))
+def test_both_readers_give_one_arg_max_part_reading_whole_depth_pixel_by_pixel(shape, out):
+    """The compile path's part matcher (from the TE reads) and the TVM-free TFLite reader
+    give one ARG_MAX Part: every output box reads its own pixels' whole depth and nothing
+    else, its output the indices' type, costed as Vela's operations (a second cast for the
+    high words of int64)."""
+    data = tb.arg_max(shape, "int8", (0.05, 3), out)
+    graphs = [match_subgraph(lw).graph for lw in lowered_of(data)] + [load_tflite(data)]
+    assert len(graphs) == 2
+    for graph in graphs:
+        (part,) = graph.parts
+        assert part.kind == Op.ARG_MAX and part.output.dtype == out
+        assert part.output.shape == tuple(shape[:-1])
+        for box in boxes(part.output.shape, np.random.RandomState(len(shape)), 8):
+            got = propagated_region(part.propagators[0], box, tuple(shape))
+            assert got == tuple(box) + ((0, shape[-1]),), (box, got)
+        ops = lower_part(part, part.output.shape)
+        assert [op.op for op in ops] == ["DepthwiseConv2D", "MaxPool"] + \
+            ["DepthwiseConv2D"] * (np.dtype(out).itemsize // 4)
+        assert ops[1].kernel == (1, shape[-1]) and ops[1].lut_bytes == 2048

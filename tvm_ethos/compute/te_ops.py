@@ -875,22 +875,29 @@ def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
 
 
 def lower_arg_max(op, inputs, pool: ConstPool, name="argmax"):
-    """ARG_MAX along the last axis (``patterns._read_arg_max``): the largest code, then the
-    smallest index holding it, TFLite's kernels keeping the first of equal maxima. Exact at
-    any depth (the NPU's packed form, ``ops_argmax``, takes at most 127 channels)."""
+    """ARG_MAX along the last axis (``patterns._read_arg_max``), TFLite's first maximum: the
+    NPU's packing (``ops_argmax``) widened to any depth ``C``. Each code, made non-negative,
+    times ``C`` plus its channel's reversed index ``C - 1 - c`` orders first by code, then by
+    the smaller channel; the largest such value gives the index back. One reduction reading
+    each element once (so the part matcher derives one access map: the whole depth, the
+    other axes one to one), within int32 up to 65535 channels."""
     (x,) = inputs
     *lead, c_ = (int(s) for s in op.in_shapes[0])
+    lowest = 0 if op.in_dtypes[0] == "uint8" else -128
     rc = te.reduce_axis((0, c_), name="rc")
-    largest = te.compute(
-        tuple(lead), lambda *i: te.max(x[tuple(i) + (rc,)].astype("int32"), axis=rc),
-        name=f"{name}_max")
-    rk = te.reduce_axis((0, c_), name="rk")
+    packed = te.compute(
+        tuple(lead),
+        lambda *i: te.max((x[tuple(i) + (rc,)].astype("int32") - _i32(lowest)) * _i32(c_)
+                          + (_i32(c_ - 1) - rc), axis=rc),
+        name=f"{name}_packed")
 
-    def first(*i):
-        hit = x[tuple(i) + (rk,)].astype("int32") == largest[i]
-        return te.min(tirx.if_then_else(hit, rk, c_).astype(op.out_dtype), axis=rk)
+    def index(*i):
+        # the remainder written out: ``floormod`` by one folds to a constant, and an output
+        # reading nothing is no Part of its input
+        rest = packed[i] - tirx.floordiv(packed[i], _i32(c_)) * _i32(c_)
+        return (_i32(c_ - 1) - rest).astype(op.out_dtype)
 
-    return te.compute(tuple(op.out_shape), first, name=f"{name}_out")
+    return te.compute(tuple(op.out_shape), index, name=f"{name}_out")
 
 
 # ----------------------------------------------------------------------- elementwise
