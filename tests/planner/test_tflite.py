@@ -491,11 +491,13 @@ def test_every_mapped_operator():
     # test_tflite_exp_gelu_log.py (EXP, GELU, LOG, NEG) and test_tflite_relu_0_to_1.py;
     # UNIDIRECTIONAL_SEQUENCE_LSTM: tests/planner/test_lstm_part.py;
     # SQUARED_DIFFERENCE: tests/tvm_ethos/test_tflite_squared_difference.py;
-    # BATCH_MATMUL: tests/planner/test_batch_matmul_part.py
+    # BATCH_MATMUL: tests/planner/test_batch_matmul_part.py;
+    # ARG_MAX: tests/tvm_ethos/test_tflite_arg_max.py
     assert built == (set(SUPPORTED_OPERATORS) - {"PADV2", "RELU_N1_TO_1", "RSQRT", "EXP",
                                                  "GELU", "LOG", "NEG", "RELU_0_TO_1",
                                                  "UNIDIRECTIONAL_SEQUENCE_LSTM",
-                                                 "SQUARED_DIFFERENCE", "BATCH_MATMUL"})
+                                                 "SQUARED_DIFFERENCE", "BATCH_MATMUL",
+                                                 "ARG_MAX"})
     kinds = collections.Counter(p.kind for p in g.parts)
     assert kinds == {"conv2d": 1, "depthwise_conv2d": 1, "pool": 2, "pad": 1, "resize": 2,
                      "elementwise": 5, "concatenate": 1, "slice": 6, "reshape": 5,
