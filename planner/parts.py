@@ -9,6 +9,7 @@ stride ``s``, dilation ``d`` and top padding ``p`` reads input rows
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Sequence
 
@@ -311,9 +312,18 @@ def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
                 _attrs(axis=axis, activation=activation))
 
 
+def arg_max_work_bytes(pixels: int, depth: int) -> int:
+    """The working memory of an Ethos-U ARG_MAX over ``pixels`` rows of ``depth``: each code
+    and its channel packed into one int16, then, from the next 16-byte boundary, one int16
+    index per pixel (``tvm_ethos.backends.ethos_u.ops_argmax``); its last byte is one the
+    stream writes."""
+    return -(-2 * pixels * depth // 16) * 16 + 2 * pixels
+
+
 def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None = None) -> Part:
     """The index of the largest element along the last axis (TFLite ARG_MAX along the depth):
-    each output element reads its whole row of the depth, the other axes one to one."""
+    each output element reads its whole row of the depth, the other axes one to one; its
+    working memory (``work_bytes``) is held while it runs."""
     if len(x.shape) < 2:
         raise PlannerError(f"{name}: ARG_MAX of a {len(x.shape)}-D tensor; the planner takes "
                            "the depth of at least 2-D")
@@ -321,7 +331,8 @@ def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None 
     out = Tensor(output_name or f"{name}:0", x.shape[:-1], dtype)
     lin = [[int(i == j) for j in range(rank)] for i in range(rank)] + [[0] * rank]
     prop = Propagator.build(lin, [0] * rank + [x.shape[-1]], [0] * (rank + 1))
-    return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs())
+    work = arg_max_work_bytes(math.prod(x.shape[:-1]), x.shape[-1])
+    return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs(work_bytes=work))
 
 
 def opaque(name: str, kind: Op | str, x: Tensor, out_shape: Sequence[int],

@@ -144,13 +144,18 @@ def _conv_arg_max(rs, shape=(1, 24, 20, 8), cout=16) -> bytes:
 @pytest.mark.parametrize("budget", ["smallest", None])
 def test_arg_max_after_convolutions_is_in_the_same_planned_ethos_u_operator(budget):
     """The ARG_MAX's input another NPU operation's output in the plan's arena, its working
-    memory beside it, the cascades the planner chose (its Part: Vela's three operations)."""
+    memory a block the plan holds (its Part's ``work_bytes``), so the stream touches exactly
+    the plan's peak (emulated = estimated)."""
     data = _conv_arg_max(np.random.RandomState(0))
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False,
                            **({"budget": budget} if budget else {}))
     assert [p.placed_on for p in cm.placement] == ["ethos-u"] * 3
     assert len({p.operator for p in cm.placement}) == 1
     assert "arg_max" in cm.plan_table
+    (stream,) = cm.plan_report["streams"].values()
+    assert stream["schedule"] == "plan" and stream["realizes_plan"], stream
+    assert stream["work_bytes"] == 2 * 24 * 20 * 16 + 2 * 24 * 20
+    assert stream["sram_high_water_bytes"] == stream["planned_peak_bytes"], stream
     _equal(data, cm, "int8", seed=3)
 
 

@@ -43,6 +43,7 @@ from tvm.sym import Analyzer
 
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
+from planner.parts import arg_max_work_bytes
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
 from tvm_ethos.errors import CompileError
@@ -653,9 +654,11 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
             None,
         )
     if layer is not None and layer.kind == Op.ARG_MAX:
-        # its own Part kind (costed as Vela's three operations); the propagator, from the TE
-        # reads, takes the whole depth and maps the output's other axes one to one
-        return Op.ARG_MAX, {}, None
+        # its own Part kind (costed as Vela's operations), its working memory held in the
+        # plan; the propagator, from the TE reads, takes the whole depth and maps the
+        # output's other axes one to one
+        work = arg_max_work_bytes(math.prod(x_shape[:-1]), x_shape[-1])
+        return Op.ARG_MAX, {"work_bytes": work}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None

@@ -25,6 +25,7 @@ import dataclasses
 
 import numpy as np
 
+from planner.parts import arg_max_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, attach_constants
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -59,9 +60,10 @@ def _pixels_depth(q) -> tuple[int, int, int]:
 
 
 def argmax_work_bytes(q) -> int:
-    """The working memory of one ARG_MAX: the packed int16 map, then one int16 per pixel."""
+    """The working memory of one ARG_MAX: the packed int16 map, then one int16 per pixel
+    (what the planner holds for its Part, ``planner.parts.arg_max_work_bytes``)."""
     rows, cols, depth = _pixels_depth(q)
-    return _aligned(rows * cols * depth * 2) + _aligned(rows * cols * 2)
+    return arg_max_work_bytes(rows * cols, depth)
 
 
 def lut16_words(depth: int) -> np.ndarray:

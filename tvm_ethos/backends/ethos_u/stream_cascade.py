@@ -772,6 +772,10 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
             buffers.append(Buffer(pool_key(k), pool.nbytes,
                                   16 if pool.copied or pool.staged else 1, k, k, "weights"))
             own += pool.nbytes
+        # working memory the plan holds for a Part (``work_bytes``: an ARG_MAX's), the
+        # operator's work block below
+        own += sum(configs[f"{name}:work"].buffer_bytes for name in plan.parts
+                   if f"{name}:work" in configs)
         if own != plan.memory_bytes:
             raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
                                     f"{plan.memory_bytes:,} B")
