@@ -8,6 +8,7 @@ from planner.errors import PlannerError
 from planner.graph import Part, part_operator
 from planner.memory import MemoryRegion
 from planner.perf.base import PerfModel
+from planner.stripes import StripeConfig
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Device:
     #: windows), so each of their Parts is a Plan of its own, though it may still be striped
     #: there. Empty: every Part may sit inside a cascade.
     solitary: frozenset[Op | str] = frozenset()
+    #: Operators (``part_operator``) the device computes only over their whole output in one
+    #: step: a Part of one is never striped, alone or in a Plan with other Parts (a cascade
+    #: striped through it is not offered; one that holds it whole is, a flat SOFTMAX after
+    #: its FULLY_CONNECTED). Empty: every Part may be striped.
+    whole_output: frozenset[Op | str] = frozenset()
 
     def __post_init__(self) -> None:
         names = [r.name for r in self.regions]
@@ -56,6 +62,11 @@ class Device:
     def cascadable(self, part: Part) -> bool:
         """Whether ``part`` may share a Plan with other Parts (see ``solitary``)."""
         return not self.solitary or part_operator(part) not in self.solitary
+
+    def computes(self, part: Part, stripe: StripeConfig) -> bool:
+        """Whether ``part`` may be computed in stripes of ``stripe`` (see ``whole_output``)."""
+        return not self.whole_output or part_operator(part) not in self.whole_output or \
+            stripe.covers(part.output.shape)
 
     def region(self, name: str) -> MemoryRegion:
         for r in self.regions:

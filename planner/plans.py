@@ -392,6 +392,8 @@ class PlanGenerator(PlanCosting):
         positive = [g for g in self.options.rolling_granules if g > 0]
         smallest = min(positive) if positive else (0 if self.options.rolling_granules else None)
         for stripe in self.sink_configs(sink.output):
+            if not self.device.computes(sink, stripe):
+                continue
             if stripe.total_stripes == 1:
                 modes = [(Buffering.RECOMPUTE, 0)]
             elif len(stripe.shape) == 4 and stripe.stripes[2] > 1 and stripe.stripes[1] > 1:
@@ -478,7 +480,7 @@ class PlanGenerator(PlanCosting):
             for (mode, granule, _, stage), (compute, points) in groups.items():
                 reads = tuple(compute[q] for q in readers)
                 cfg = self._interior_config(i, mode, granule, reads, cons, compute)
-                if cfg is None:
+                if cfg is None or not self.device.computes(p, cfg[0]):
                     continue
                 options, cfg_stage = self._extension(i, mode, granule, reads, cfg,
                                                      points.payloads[0][0])
@@ -497,8 +499,9 @@ class PlanGenerator(PlanCosting):
         a backward walk from ``end`` may extend over, nearest first; it stops at the plan size
         limit, at a Part whose output leaves the interval (read later, or a network
         output) and at a Part the device runs only in a Plan of its own
-        (``Device.cascadable``; a sink that is one extends over nothing). Open Parts: those
-        still reading from outside the interval."""
+        (``Device.cascadable``; a sink that is one extends over nothing). The walks and
+        ``_specs`` leave out the stripes a Part cannot be computed in
+        (``Device.computes``). Open Parts: those still reading from outside the interval."""
         min_start = max(0, end - self.options.max_plan_size + 1)
         members = [self.topo[end]]
         if not self.device.cascadable(members[0]):
@@ -567,7 +570,7 @@ class PlanGenerator(PlanCosting):
             for (mode, granule, _), compute in fronts.items():
                 cfg = self._interior_config(i, mode, granule,
                                             tuple(compute[q] for q in readers), cons, compute)
-                if cfg is None:
+                if cfg is None or not self.device.computes(p, cfg[0]):
                     continue
                 out.append((p, cfg[0]))
                 new_compute = {q: cfg[0] if q == p.name else compute[q] for q in open_parts}

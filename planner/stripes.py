@@ -123,6 +123,12 @@ class StripeConfig:
         return _axis_ranges(self.offset[axis], self.strides[axis], self.shape[axis],
                             self.stripes[axis], self.extent[axis])
 
+    def covers(self, shape: Sequence[int]) -> bool:
+        """Whether this is one stripe holding all of a tensor of ``shape`` (its whole output
+        computed in one step)."""
+        return self.total_stripes == 1 and len(shape) == len(self.shape) and all(
+            self.axis_ranges(a) == ((0, int(n)),) for a, n in enumerate(shape))
+
     def max_spans(self) -> tuple[int, ...]:
         """Per axis, the longest clipped stripe: what a buffer holding one stripe needs."""
         spans = self.__dict__.get("_spans")

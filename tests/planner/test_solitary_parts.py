@@ -1,6 +1,7 @@
 """Parts a device runs only in a Plan of their own (``Device.solitary``, ``Device.cascadable``):
 the plan search never cascades them, may still stripe them alone, and its Proposals stay
-exact against the stripe-by-stripe simulator."""
+exact against the stripe-by-stripe simulator; Parts it computes only whole
+(``Device.whole_output``, ``Device.computes``) are never striped."""
 import dataclasses
 
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,7 @@ from planner.plans import PlanGenerator
 from planner.propagator import Propagator
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
+from planner.stripes import StripeConfig
 from tests.helpers.simple_device import simple_device
 from tests.helpers.strategies import graphs
 
@@ -114,3 +116,65 @@ def test_part_operator_reads_a_coarse_kind_through_its_op_attribute():
     assert part_operator(Part("u", Op.UNARY, (y,), out, ident, (("op", "copy"),))) is Op.UNARY
     assert simple_device().cascadable(Part("r", Op.RESHAPE, (y,), out, ident,
                                            (("op", "reverse"),)))
+
+
+@_SETTINGS
+@given(st.data())
+def test_no_plan_stripes_a_part_computed_only_whole_and_the_simulator_agrees(data):
+    """``Device.whole_output``: every Plan of every Proposal computes such a Part over its
+    whole output in one stripe, whether alone or cascaded, and the Proposals stay exact."""
+    g = data.draw(graphs(max_parts=7, min_parts=2))
+    whole = data.draw(st.sets(st.sampled_from(_kinds(g)), min_size=1))
+    device = dataclasses.replace(simple_device(), whole_output=frozenset(whole))
+    search = ProposalSearch(g, device, PlannerOptions(stripe_factors=4))
+    by_name = _by_name(g)
+    for k in range(len(search.frontier)):
+        prop = search.proposal(k)
+        for plan in prop.plans:
+            for ps in plan.part_schedules:
+                p = by_name[ps.part]
+                if part_operator(p) in whole:
+                    assert ps.stripe.covers(p.output.shape), (ps, plan.parts)
+        sim = simulate(g, device, prop)
+        assert list(sim.plan_bytes) == [p.memory_bytes for p in prop.plans]
+        assert sim.peak_bytes == prop.memory_bytes
+
+
+def _softmax_chain():
+    """conv -> a 4-D SOFTMAX (each output row reads its input row) -> conv."""
+    b = GraphBuilder("softmax chain")
+    x = b.input("in", (1, 24, 20, 8))
+    y = b.add(parts.conv2d("c1", x, 16, 3, padding=1))
+    z = b.add(Part("sm", Op.SOFTMAX, (y,), dataclasses.replace(y, name="sm:0"),
+                   (Propagator.identity(4),)))
+    return b.build([b.add(parts.conv2d("c2", z, 8, 3, padding=1))])
+
+
+def test_a_part_computed_only_whole_stays_in_a_cascade_that_holds_it_whole():
+    """The SOFTMAX is never striped but, unlike a solitary Part, still shares Plans (whole
+    ones) with its neighbours; without the rule the least-memory Proposal stripes it."""
+    g = _softmax_chain()
+    device = dataclasses.replace(simple_device(), whole_output=frozenset({Op.SOFTMAX}))
+    gen = PlanGenerator(g, device, PlannerOptions())
+    j = next(i for i, p in enumerate(gen.topo) if p.name == "sm")
+    cands = list(gen.generate(j))
+    assert {spec.stripe.total_stripes for *_, spec in cands} == {1}
+    assert min(start for start, *_ in cands) < j       # cascaded with c1, held whole
+    for end in range(j, len(gen.topo)):
+        for start, _, _, spec in gen.generate(end):
+            if start <= j:
+                plan = gen.build(start, end, spec)
+                (ps,) = [ps for ps in plan.part_schedules if ps.part == "sm"]
+                assert ps.stripe.covers((1, 24, 20, 16)), (start, end, spec)
+    smallest = ProposalSearch(g, device).proposal(0)
+    (ps,) = [ps for p in smallest.plans for ps in p.part_schedules if ps.part == "sm"]
+    assert ps.stripe.total_stripes == 1
+    plain = ProposalSearch(g, simple_device()).proposal(0)
+    (ps,) = [ps for p in plain.plans for ps in p.part_schedules if ps.part == "sm"]
+    assert ps.stripe.total_stripes > 1
+
+
+def test_covers_is_one_stripe_over_the_whole_tensor():
+    assert StripeConfig.whole((1, 4, 4, 2)).covers((1, 4, 4, 2))
+    assert not StripeConfig.whole((1, 4, 4, 2)).covers((1, 5, 4, 2))
+    assert not StripeConfig.tiled((1, 4, 4, 2), (1, 2, 4, 2), (0, 1, 0, 0)).covers((1, 4, 4, 2))

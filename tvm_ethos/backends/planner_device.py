@@ -24,27 +24,32 @@ def network_io_region(name: str) -> str:
 
 def planning_device(name: str, *, io_region: str | None = None,
                     sram_size: int | None = None,
-                    solitary: AbstractSet[Op] = frozenset()) -> Device:
+                    solitary: AbstractSet[Op] = frozenset(),
+                    whole_output: AbstractSet[Op] = frozenset()) -> Device:
     """The planner Device the compile path plans for: ``get_device``'s, network inputs and
     outputs in ``io_region`` (default :func:`network_io_region`) and, on an Ethos-U, read and
     written there in place, as its command stream does; without weights prefetched across
     Plans (planner: ``PlanGenerator.prefetch_cost``), which have no TensorIR form yet (a
     weight copy is realized in the Plan that reads it, ``schedule.py``). ``solitary``: the
     operators the NPU's code generator runs only in Plans of their own
-    (``NpuBackend.planner_solitary_ops``)."""
+    (``NpuBackend.planner_solitary_ops``); ``whole_output``: those it computes only whole
+    (``NpuBackend.planner_whole_output_ops``)."""
     io = network_io_region(name) if io_region is None else io_region
     device = get_device(name, io_region=io, sram_size=sram_size)
     return dataclasses.replace(device, weight_prefetch=False,
                                io_read_in_place=device.family == "ethos-u",
-                               solitary=frozenset(solitary))
+                               solitary=frozenset(solitary),
+                               whole_output=frozenset(whole_output))
 
 
 def planner_device_for(name: str, sram_size: int | None, pools: Mapping[str, Mapping],
-                       solitary: AbstractSet[Op] = frozenset()) -> Device:
-    """:func:`planning_device` ``name`` (``solitary`` as there) with each memory pool's
-    fields (``{memory: {field: value}}``) replacing its region's; an Ethos-U device's
-    performance model then times its ports from the new regions."""
-    base = planning_device(name, sram_size=sram_size, solitary=solitary)
+                       solitary: AbstractSet[Op] = frozenset(),
+                       whole_output: AbstractSet[Op] = frozenset()) -> Device:
+    """:func:`planning_device` ``name`` (``solitary``, ``whole_output`` as there) with each
+    memory pool's fields (``{memory: {field: value}}``) replacing its region's; an Ethos-U
+    device's performance model then times its ports from the new regions."""
+    base = planning_device(name, sram_size=sram_size, solitary=solitary,
+                           whole_output=whole_output)
     if not pools:
         return base
     regions = {r.name: r for r in base.regions}
