@@ -23,6 +23,7 @@ from planner.options import PlannerOptions
 from planner.plan import Buffering, PlanSpec, WeightPlacement
 from planner.stripes import StripeConfig, _axis_ranges
 from planner.windows import ring_rows, window
+from planner.work_memory import stripe_work_bytes
 
 # Members bound once: read through their Enum class, each costs a Python-level lookup, and
 # these are read on the hot paths.
@@ -456,11 +457,13 @@ class PlanCosting:
                     mem0: int, cyc0: int, copied: tuple[str, ...]
                     ) -> list[tuple[int, int, tuple[str, ...]]]:
         """(memory, cycles, Parts copied) that adding ``p`` costs, one per weight placement
-        worth considering for it."""
+        worth considering for it; its memory holds ``p``'s working memory
+        (``planner.work_memory``)."""
         stage, _ = self._input_staging(p, stripe, spec, False)
         stage += self.work_bytes.get(p.name, 0)
         if is_sink:
             stage += self.persistent_bytes
+        stage += stripe_work_bytes(p, stripe.shape)
         if is_sink and self.staged(p.output):
             biggest = max(stripe.count_stripes(), key=lambda s: (math.prod(s), s))
             stage += 2 * p.output.region_bytes(biggest)

@@ -20,6 +20,7 @@ from planner.memory import BufferMode
 from planner.plan import Plan
 from planner.proposals import Proposal
 from planner.windows import window
+from planner.work_memory import stripe_work_bytes
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
         total += int(part.attr("state_bytes", 0))
         if part.name in members:
             total += int(part.attr("work_bytes", 0))
+            total += stripe_work_bytes(part, stripes[part.name].shape)
     return total
 
 

@@ -22,7 +22,13 @@ from ethos_arch.ops import Op
 from planner.graph import part_operator
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u.ops_movement import RING_KINDS
-from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS, STREAM_OPS, Extent, Form
+from tvm_ethos.backends.ethos_u.stream_ops import (
+    SOLITARY_OPS,
+    STREAM_OPS,
+    WHOLE_OUTPUT_OPS,
+    Extent,
+    Form,
+)
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.emulator.part_matchers import match_subgraph
 
@@ -161,3 +167,91 @@ def test_every_solitary_operator_s_part_names_it(op):
     model = operator_models.MODELS[_MODELS.get(name, name.lower())]()
     kinds = {part_operator(p) for lw in lowered_of(model) for p in match_subgraph(lw).graph.parts}
     assert op in kinds, (op, kinds)
+
+
+def softmax(g: Graph, x: int) -> int:
+    """A SOFTMAX over the depth of a 4-D feature map (TFLite's int8 output quantization)."""
+    y = g._add(T(list(g.shape(x)), "int8", scale=1 / 256, zp=-128))
+
+    def opts(b):
+        tflite.SoftmaxOptionsStart(b)
+        tflite.SoftmaxOptionsAddBeta(b, 1.0)
+        return tflite.SoftmaxOptionsEnd(b)
+
+    g.ops.append((BO.SOFTMAX, BOPT.SoftmaxOptions, opts, [x], [y]))
+    return y
+
+
+def reduce_min(g: Graph, x: int) -> int:
+    """REDUCE_MIN over height and width, kept as a 1x1 map (quantized as its input)."""
+    n, _, _, c = g.shape(x)
+    y = _like(g, x, (n, 1, 1, c))
+
+    def opts(b):
+        tflite.ReducerOptionsStart(b)
+        tflite.ReducerOptionsAddKeepDims(b, True)
+        return tflite.ReducerOptionsEnd(b)
+
+    g.ops.append((BO.REDUCE_MIN, BOPT.ReducerOptions, opts, [x, _i32(g, [1, 2])], [y]))
+    return y
+
+
+#: computations the stream emits only over their whole output (``WHOLE_OUTPUT_OPS``)
+WHOLE = {"softmax": softmax, "reduce_min": reduce_min}
+
+
+def _check_whole(data: bytes, op: str, budget, seed: int) -> list[dict]:
+    """``data`` compiled for the Ethos-U at ``budget``: every operator on the NPU, its
+    stream realizing the plan and touching the planned peak (REDUCE_MIN's working memory
+    planned), two random inputs run equal to TFLite Micro's, and ``op`` computed in one
+    stripe; the plan's rows."""
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, budget=budget)
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, \
+        [(p.placed_on, p.why) for p in cm.placement]
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+        == entry["planned_peak_bytes"], entry
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+    rows = cm.plan_report["layers"]
+    (row,) = [r for r in rows if r["part"].endswith(op)]
+    assert row["stripes"] == 1, row
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE))
+def test_a_4d_softmax_or_reduce_min_between_convolutions_stays_on_the_npu_at_the_least_memory(
+        name):
+    """At the least memory the convolutions around it are striped; the SOFTMAX (REDUCE_MIN)
+    is not (``Device.whole_output``: the stream refuses a striped one, which would send the
+    whole subgraph back to TFLite Micro)."""
+    rows = _check_whole(chain(WHOLE[name]), name, "smallest", 1)
+    assert any(r["stripes"] > 1 for r in rows if r["operator"] == "conv2d"), rows
+
+
+@settings(max_examples=8, deadline=None)
+@given(name=st.sampled_from(sorted(WHOLE)), seed=st.integers(0, 2**16),
+       h=st.integers(4, 20), w=st.integers(2, 14), c=st.integers(2, 12),
+       convs=st.integers(1, 2), budget=st.sampled_from(["smallest", "system", None]))
+def test_any_chain_through_a_whole_output_computation_runs_wholly_on_the_npu(name, seed, h, w,
+                                                                           c, convs, budget):
+    _check_whole(chain(WHOLE[name], seed, (1, h, w, c), 8, convs), name, budget, seed)
+
+
+def test_the_whole_output_set_is_the_whole_computations_left_out_of_the_solitary_set():
+    """SOFTMAX and REDUCE_MIN: emitted over whole tensors and no data movement, so not
+    solitary (a flat SOFTMAX stays in the cascade that holds it whole), but never striped;
+    the Ethos-U planner device carries the set and the Ethos-N one none."""
+    assert WHOLE_OUTPUT_OPS == {Op.SOFTMAX, Op.REDUCE_MIN}
+    assert not WHOLE_OUTPUT_OPS & SOLITARY_OPS
+    for op in WHOLE_OUTPUT_OPS:
+        assert STREAM_OPS[op].extent is Extent.WHOLE and not op.info.data_move
+    u = get_registry().get("ethos-u").planner_device({"accelerator_config": "ethos-u55-128"},
+                                                    {"sram": {"size": 1 << 20}})
+    assert u.whole_output == WHOLE_OUTPUT_OPS and u.solitary == SOLITARY_OPS
+    n = get_registry().get("ethos-n").planner_device({"variant": "n78", "tops": 4})
+    assert n.whole_output == frozenset()

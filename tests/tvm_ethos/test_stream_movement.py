@@ -388,9 +388,10 @@ def test_any_transpose_is_rotations_through_working_memory(in_shape, perm, confi
     assert entry["generated"], entry
     assert entry["commands"]["NPU_OP_POOL"] == len(steps), entry["commands"]
     assert entry["work_bytes"] == (int(np.prod(in_shape)) if len(steps) > 1 else 0), entry
-    if planned:  # the planner does not model the working memory: the stream says so
-        assert entry["schedule"] == ("plan, TRANSPOSE beyond its memory" if len(steps) > 1
-                                     else "plan"), entry
+    if planned:  # the Plan holds the working memory: the stream touches the planned peak
+        assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+        assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+            == entry["planned_peak_bytes"], entry
     x = np.random.RandomState(2).randint(-128, 128, size=in_shape).astype(np.int8)
     np.testing.assert_array_equal(
         np.asarray(cm.run(x)[0]).reshape(np.transpose(x, perm).shape), np.transpose(x, perm))

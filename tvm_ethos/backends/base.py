@@ -34,6 +34,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from planner.work_memory import WorkMemory
 from tvm_ethos.backends.planner_device import planner_device_for
 from tvm_ethos.errors import OptionError
 
@@ -261,6 +262,18 @@ class NpuBackend(Backend, abc.ABC):
         none by default."""
         return frozenset()
 
+    def planner_work(self, layer) -> WorkMemory | None:
+        """The working memory its code generator needs for ``layer`` (a lowered operator)
+        beyond its operands, which the planner holds in the layer's Plan
+        (``planner.work_memory``); None (the default): none."""
+        return None
+
+    def planner_whole_output_ops(self) -> frozenset:
+        """The operators its code generator computes only over their whole output in one
+        step, which the planner then cascades only unstriped through them
+        (``planner.device_model.Device.whole_output``); none by default."""
+        return frozenset()
+
     def planner_device(self, options: Mapping[str, Any], pools: Mapping[str, dict] | None = None):
         """The planner Device the compile plans for with these target options and the user's
         memory pools (``{memory: {field: value}}``), or None (no performance model)."""
@@ -268,7 +281,7 @@ class NpuBackend(Backend, abc.ABC):
         if name is None or name not in self.planner_device_names():
             return None
         return planner_device_for(name, self.planner_sram_size(options), pools or {},
-                                  self.planner_solitary_ops())
+                                  self.planner_solitary_ops(), self.planner_whole_output_ops())
 
     def sweep_device_names(self, options: Mapping[str, str]) -> list[tuple[str, str]]:
         """``tvmc plan``'s devices: every combination of the comma lists given for

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any, Callable
 
 import numpy as np
 from tvm import te, tirx
@@ -46,6 +47,7 @@ from planner.graph import Part, PlannerGraph, Tensor
 from planner.parts import arg_max_work_bytes
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
+from planner.work_memory import WORK_ATTR, WorkMemory
 from tvm_ethos.errors import CompileError
 
 FEATURE_MAP_DTYPES = ("int8", "uint8", "int16")
@@ -416,8 +418,11 @@ def _reduce_kind(t) -> str | None:
     return "other"
 
 
-def match_subgraph(lowered, name: str | None = None) -> MatchResult:
-    """The PlannerGraph of one lowered NPU subgraph (``tvm_ethos.compute.subgraph``)."""
+def match_subgraph(lowered, name: str | None = None,
+                   work: Callable[[Any], WorkMemory | None] | None = None) -> MatchResult:
+    """The PlannerGraph of one lowered NPU subgraph (``tvm_ethos.compute.subgraph``);
+    ``work(layer)``: the working memory the NPU's code needs for a layer, which its Part
+    carries for the planner (``planner.work_memory``; ``NpuBackend.planner_work``)."""
     inputs = list(lowered.input_tensors)
     consts = list(lowered.const_tensors)
     if not inputs and not consts:
@@ -492,6 +497,12 @@ def match_subgraph(lowered, name: str | None = None) -> MatchResult:
                                shape))
         layer = layer_of.get(_name(r))
         kind, attrs, window = _classify(r, stages, ins, acts, maps, layer, const_names)
+        # a Part whose kind states its fixed working memory (an ARG_MAX's ``work_bytes``)
+        # keeps that figure alone
+        needs = None if work is None or layer is None or "work_bytes" in attrs \
+            else work(layer)
+        if needs is not None:
+            attrs = dict(attrs, **{WORK_ATTR: needs})
         perms, ptensors, props = {}, [], []
         for x, m in zip(ins, maps):
             shape = tuple(int(s) for s in x.shape)

@@ -50,6 +50,7 @@ from planner.aliases import aliased_outputs
 from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
 from planner.plan_costing import PlanCosting
+from planner.work_memory import stripe_work_bytes
 from tvm_ethos.emulator.line_buffer import (
     LineBufferScheduleError,
     realize_line_buffer,
@@ -638,6 +639,15 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
             if len(ks) != 1:
                 raise MemoryMismatchError(f"schedule: buffer {b.name} is used by Plans {ks}")
             plan_bytes[ks[0]] += b.bytes
+    # the Parts' working memory (planner.work_memory) is the command stream's: the TIR
+    # computes each such operator in one kernel without it, so it is counted as allocated in
+    # its Plan and the check compares every other buffer
+    for k, plan in enumerate(proposal.plans):
+        work = sum(stripe_work_bytes(parts[ps.part].part, ps.stripe.shape)
+                   for ps in plan.part_schedules)
+        plan_bytes[k] += work
+        if work:
+            by_scope[SRAM_SCOPE] = by_scope.get(SRAM_SCOPE, 0) + work
     # peak: at each Plan, its buffers + the SRAM tensors live across it (as the planner counts)
     nplans = len(proposal.plans)
     live = [0] * nplans

@@ -24,6 +24,7 @@ from planner.errors import PlannerError
 from planner.proposals import ProposalSearch
 from planner.report import layer_rows
 from planner.size_choice import size_objective
+from tvm_ethos.backends.registry import get_backend
 from tvm_ethos.emulator import schedule as S
 from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.errors import CompileError, MemoryBudgetError
@@ -82,7 +83,7 @@ def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
             have = lower_npu_subgraphs(pmod, {spec.backend_id})
         for sym in sorted(have, key=_natural):
             lw = have[sym]
-            match = match_subgraph(lw, sym)
+            match = match_subgraph(lw, sym, work=get_backend(spec.backend_id).planner_work)
             try:
                 search = ProposalSearch(match.graph, device, opts.planner)
             except PlannerError as err:

@@ -54,10 +54,10 @@ def command_streams(pmod, tl, lowered: Mapping, plan: PlanReport,
                 reports[sym] = StreamReport.refused(str(err))
                 continue
             payloads[sym] = payload
-            # a stream generated from the plan executes its schedule within the plan's peak;
-            # working memory of an operator lowered to several NPU operations (SOFTMAX's
-            # int32 intermediates) is not in the plan's memory model: where the plan leaves
-            # no room for it, or the stream is layer by layer, no claim is made
+            # a stream generated from the plan executes its schedule within the plan's peak
+            # (its Plans hold the working memory of operators lowered to several NPU
+            # operations, SOFTMAX's int32 intermediates); a layer-by-layer stream makes the
+            # claim only where it needs no working memory
             report = StreamReport(True, figures, figures.get("schedule") == "plan" or (
                 realizes_plan(sub_json) and not figures.get("work_bytes")))
             check_stream_memory(sym, report.to_json())

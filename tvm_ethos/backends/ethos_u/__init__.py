@@ -591,6 +591,20 @@ class EthosUBackend(NpuBackend):
 
         return SOLITARY_OPS
 
+    def planner_work(self, layer):
+        """The working memory of the operations the stream table runs ``layer`` as."""
+        # lazy: as planner_solitary_ops
+        from tvm_ethos.backends.ethos_u.stream_ops import planned_work
+
+        return planned_work(layer)
+
+    def planner_whole_output_ops(self):
+        """What the stream table emits only over a whole output, from whole operands."""
+        # lazy: as planner_solitary_ops
+        from tvm_ethos.backends.ethos_u.stream_ops import WHOLE_OUTPUT_OPS
+
+        return WHOLE_OUTPUT_OPS
+
     def emulator_lowering(self):
         # its stream and TFLite Micro's kernel round FULLY_CONNECTED alike; the NPU pads a
         # convolution's input itself, so a PAD before one is its padding (as in Vela)

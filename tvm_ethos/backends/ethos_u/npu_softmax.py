@@ -65,9 +65,12 @@ def geometry(q) -> tuple[int, int]:
 
 
 def work_bytes(q) -> int:
-    """Scratch the lowering needs beside its input and output (int32 intermediates)."""
+    """Scratch the lowering needs beside its input and output (int32 intermediates), up to
+    the last byte of its last row map (which the lowering writes), so that a Plan holding it
+    touches all it holds."""
     rows, n = geometry(q)
-    return 2 * _align(4 * rows * n) + _align(rows) + _ROW_MAPS * _align(4 * rows)
+    return 2 * _align(4 * rows * n) + _align(rows) + (_ROW_MAPS - 1) * _align(4 * rows) + \
+        4 * rows
 
 
 @dataclass
@@ -81,10 +84,12 @@ class _Builder:
     block_config: object
     ops: list = field(default_factory=list)
     _next: int = 0
+    _end: int = 0   # the end of the last map allocated
 
     def scratch(self, shape, dtype="int32") -> FmSlot:
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         slot = FmSlot(1, self.work + self._next, shape, dtype, None, 0)
+        self._end = self._next + nbytes
         self._next += _align(nbytes)
         return slot
 
@@ -189,7 +194,7 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
     b.elementwise("SHR", product, shift,
                   FmSlot(ofm.region, ofm.offset, full, q.out_dtype, None,
                          OUTPUT_QUANTIZATION[q.out_dtype][1]), natural=True)
-    assert b._next <= work_bytes(q), "work_bytes must cover every intermediate"
+    assert b._end <= work_bytes(q), "work_bytes must cover every intermediate"
     return b.ops
 
 

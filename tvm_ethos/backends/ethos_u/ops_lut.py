@@ -29,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from ethos_arch.ops import Op
+from planner.work_memory import WorkMemory
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import (
     SCRATCH_REGION,
@@ -187,11 +188,16 @@ def is_leaky_relu16(q) -> bool:
     return q.kind == Op.LEAKY_RELU and q.in_dtypes[0] == "int16"
 
 
+def leaky_relu16_work(q) -> WorkMemory:
+    """Arena for the identity branch of :func:`leaky_relu16_ops`: one int16 element for each
+    of the output's, or of a stripe's where it runs over stripes (the planner's form), every
+    byte written (the arena layout aligns the block's start)."""
+    return WorkMemory(per_element=2)
+
+
 def leaky_relu16_work_bytes(q, box: tuple | None = None) -> int:
-    """Arena for the identity branch of :func:`leaky_relu16_ops` (one int16 output, or one
-    ``box`` of it where it runs over stripes)."""
-    n = int(np.prod(q.out_shape if box is None else box)) * 2
-    return -(-n // _WORK_ALIGN) * _WORK_ALIGN
+    """:func:`leaky_relu16_work` over the whole output, or over one ``box`` of it."""
+    return leaky_relu16_work(q).for_stripe(q.out_shape if box is None else box)
 
 
 def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None) -> list:

@@ -27,7 +27,6 @@ import numpy as np
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, mean_weights, pool_op
 from tvm_ethos.backends.ethos_u.stream_base import (
-    ALIGN,
     SCRATCH_REGION,
     UnsupportedOperatorError,
     vela_api,
@@ -71,9 +70,10 @@ _NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
 
 
 def reduce_min_work_bytes(q) -> int:
-    """The working memory of REDUCE_MIN: its input's NOT, int8."""
+    """The working memory of REDUCE_MIN: its input's NOT, int8 (every byte written, so that
+    a Plan holding it touches all it holds)."""
     h, w, c = _hw(q)
-    return -(-h * w * c // ALIGN) * ALIGN
+    return h * w * c
 
 
 def _table_lookup(npu, table: np.ndarray, em) -> list:

@@ -38,7 +38,8 @@ class EthosUPayload:
     SRAM, and for a layer-by-layer stream, which has no plan). ``inputs``/``outputs`` are in
     the subgraph's parameter/result order. ``work_bytes`` is arena the stream needs beyond
     the plan's tensors: the intermediates of operators lowered to several NPU operations
-    (SOFTMAX, an int16 LEAKY_RELU, a TRANSPOSE of several rotations). ``schedule`` is
+    (SOFTMAX, an int16 LEAKY_RELU, a TRANSPOSE of several rotations), which a planned
+    stream places in the blocks their Plans hold (``planner.work_memory``). ``schedule`` is
     ``"plan"`` for a stream that executes the planner's Proposal (stripes, rings, its arena
     layout within the plan's peak), ``"plan, SOFTMAX beyond its memory"`` (naming the
     operators) when those intermediates did not fit in it, ``"layer by layer"`` for one

@@ -44,6 +44,7 @@ from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
 from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
+from planner.work_memory import WORK_ATTR
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -776,13 +777,15 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
         # operator's work block below
         own += sum(configs[f"{name}:work"].buffer_bytes for name in plan.parts
                    if f"{name}:work" in configs)
-        if own != plan.memory_bytes:
-            raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
-                                    f"{plan.memory_bytes:,} B")
         for name in plan.parts:
             step = part_layer[name]
             if step in work:
                 buffers.append(Buffer(work_key(step), work[step], 16, k, k, "work"))
+                if by_part[name].attr(WORK_ATTR) is not None:   # the plan holds it
+                    own += work[step]
+        if own != plan.memory_bytes:
+            raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
+                                    f"{plan.memory_bytes:,} B")
     return buffers, shapes
 
 
@@ -833,9 +836,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         except LayoutError:
             if not work:
                 raise
-            # the intermediates of SOFTMAX (an int16 LEAKY_RELU's, a TRANSPOSE's) are not in
-            # the planner's memory model: where the plan leaves no room for them, the arena
-            # grows and the stream does not claim the peak
+            # the intermediates of a PRELU are not in the planner's memory model
+            # (stream_ops.WORK_OUTSIDE_PLAN): where the plan leaves no room for them, the
+            # arena grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
             names = sorted({lw.layers[i].tflite_name for i in work})
             schedule = f"plan, {' and '.join(names)} beyond its memory"

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Callable, NamedTuple
 
 from ethos_arch.ops import Op
+from planner.work_memory import WorkMemory
 from tvm_ethos.backends.ethos_u import (
     npu_softmax,
     ops_argmax,
@@ -400,6 +401,39 @@ def takes_ring_operands(op: Op, em: StreamEmitter) -> bool:
 SOLITARY_OPS: frozenset[Op] = frozenset(
     op for op, em in STREAM_OPS.items()
     if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move))
+
+#: the computations left out of :data:`SOLITARY_OPS` (SOFTMAX, REDUCE_MIN): the planner keeps
+#: them in a cascade only where it computes their whole output in one stripe
+#: (``planner.device_model.Device.whole_output``), so a cascade striped through a 4-D SOFTMAX
+#: becomes Plans around it, and a flat one stays in the cascade that holds it whole
+WHOLE_OUTPUT_OPS: frozenset[Op] = frozenset(
+    op for op, em in STREAM_OPS.items()
+    if not takes_ring_operands(op, em) and em.extent is Extent.WHOLE and not op.info.data_move)
+
+
+#: operators whose working memory stays out of the planner's memory model: PRELU's three
+#: maps are of the whole output but a striped PRELU writes one stripe of each, so a Plan
+#: holding them would not touch them all; the stream places them where its Plan leaves room
+#: (the arena grows past the plan where it leaves none: "beyond its memory")
+WORK_OUTSIDE_PLAN: frozenset[Op] = frozenset({Op.PRELU})
+
+
+def planned_work(q) -> WorkMemory | None:
+    """The working memory of ``q``'s operations, which the planner holds in its Plan
+    (``planner.work_memory``, the Part's ``work``): its row's ``work_bytes``, over each
+    stripe for a ``boxed`` row (an int16 LEAKY_RELU); None where it needs none, where its
+    row is in :data:`WORK_OUTSIDE_PLAN`, and where the stream cannot take ``q`` (its
+    subgraph then keeps the emulator, which needs none)."""
+    em = emitter(q)
+    if em is None or em.work_bytes is None or q.kind in WORK_OUTSIDE_PLAN:
+        return None
+    if ops_lut.is_leaky_relu16(q):
+        return ops_lut.leaky_relu16_work(q)
+    try:
+        n = em.work_bytes(q)
+    except UnsupportedOperatorError:
+        return None
+    return WorkMemory(n) if n else None
 
 
 def emitter(q) -> StreamEmitter | None:
