@@ -5,7 +5,8 @@ of their own (an Ethos-U TRANSPOSE of several rotations, a RESIZE_BILINEAR enlar
 its pool, an int16 LEAKY_RELU's two branches). Its code generator knows how much; it puts
 that on the Part (the ``work`` attribute, a :class:`WorkMemory`), and the Plan holding the
 Part counts it, live while the Plan runs, as the generated code uses it. A Part without one
-needs none.
+needs none. (An LSTM Part of ``planner.parts.lstm`` states its fixed working memory as the
+``work_bytes`` attribute, which ``PlanCosting`` counts beside this.)
 """
 from __future__ import annotations
 
