@@ -767,7 +767,9 @@ def _transpose(ctx: _OpContext) -> None:
 
 def _batch_matmul(ctx: _OpContext) -> None:
     ctx.expect(2)
-    a, b = ctx.act(0), ctx.act(1)
+    a, b = ctx.operand(0), ctx.operand(1)
+    if a.is_constant and b.is_constant:
+        raise ctx.err("both operands are constants")
     opts = ctx.options("BatchMatMulOptions")
     adj_x, adj_y = (bool(opts.AdjX()), bool(opts.AdjY())) if opts is not None else (False, False)
     ctx.emit(parts.batch_matmul(ctx.name, a, b, adj_x, adj_y, output_name=ctx.out_name()))

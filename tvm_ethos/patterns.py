@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tvm import relax
+from tvm import ir, relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
@@ -362,15 +362,16 @@ def _squared_difference_variants():
 def _batch_matmul_variants():
     """The converter's BATCH_MATMUL: ``matmul`` of two dequantized operands, each read
     through ``permute_dims`` (its adj flag) or not, between a dequantize and a quantize.
-    Neither operand is a constant or a constant's ``permute_dims``: a matmul by constant
-    weights is FULLY_CONNECTED's form, whose verdict (and reasons) must stand."""
-    def computed():
-        return ~is_const() & ~is_op("relax.permute_dims")(is_const())
+    An operand may be a constant (the converter dequantizes its codes, then permutes), but
+    never a dequantized constant's ``permute_dims`` inside the dequantize: that is
+    FULLY_CONNECTED's form, whose verdict (and reasons) must stand."""
+    def operand():
+        return ~is_op("relax.permute_dims")(is_const())
 
     out = []
     for adj_x, adj_y, clip in itertools.product((False, True), (False, True), (True, False)):
         ann = {}
-        a, b = computed(), computed()
+        a, b = operand(), operand()
         dqa, dqb = _dq(a), _dq(b)
         lhs = is_op("relax.permute_dims")(dqa) if adj_x else dqa
         rhs = is_op("relax.permute_dims")(dqb) if adj_y else dqb
@@ -948,6 +949,8 @@ def _read_batch_matmul(op: QOp, ann: dict, problems: list) -> None:
                                 "axes exchanged is an adj flag")
     if min(len(s) for s in op.in_shapes) < 2:
         problems.append("BATCH_MATMUL of an operand below 2-D")
+    if all(isinstance(x, ir.expr.Constant) for x in op.inputs):
+        problems.append("BATCH_MATMUL of two constants; one operand must be computed")
     dtypes = (*op.in_dtypes, op.out_dtype)
     if dtypes != ("int8", "int8", "int8"):
         problems.append(f"BATCH_MATMUL of {op.in_dtypes} to {op.out_dtype}; the integer "

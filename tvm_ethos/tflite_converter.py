@@ -38,7 +38,8 @@ TVM's converters):
   unpacked axis;
 * BATCH_MATMUL: ``quantize(matmul(dequantize(a), dequantize(b)))``, an operand whose adj flag
   is set read through ``permute_dims`` of its last two axes inside the region (the patterns
-  read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``);
+  read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``); a
+  constant operand is the constant of its codes, dequantized in the region;
 * ARG_MAX: ``argmax`` of the codes along its constant axis (a positive scale orders the codes
   as their real values), cast to the output's int32 (Relax's ``argmax`` gives int64).
 
@@ -709,7 +710,9 @@ class EthosOperatorConverter(OperatorConverter):
     def convert_batch_matmul(self, op):
         """The QDQ region of an int8 BATCH_MATMUL: both operands dequantized per tensor, the
         one with its adj flag set read with its last two axes exchanged, one ``matmul``
-        (batch dimensions broadcast as TFLite's kernel does), quantized to the output."""
+        (batch dimensions broadcast as TFLite's kernel does), quantized to the output. A
+        constant operand's codes become a Relax constant inside the region, as weights do
+        (``get_tensor_expr``: a constant has no expression in the table to look up)."""
         from tflite.BatchMatMulOptions import BatchMatMulOptions
 
         a, b = self.get_input_tensors(op)[:2]
@@ -718,10 +721,6 @@ class EthosOperatorConverter(OperatorConverter):
         (out,) = self.get_output_tensors(op)
         if b.qnn_params is None or out.qnn_params is None:
             raise _refuse("BATCH_MATMUL with a quantized and a float operand")
-        for k, t in enumerate((a, b)):
-            if not self.has_expr(t.tensor_idx):
-                raise _refuse(f"BATCH_MATMUL whose operand {k} is a constant; tvm-ethos "
-                              "multiplies two computed operands")
         for t in (a, b, out):
             if np.asarray(t.qnn_params["scale"].value.numpy()).size != 1:
                 raise _refuse("BATCH_MATMUL quantized per channel; TFLite's kernel takes one "
@@ -734,7 +733,7 @@ class EthosOperatorConverter(OperatorConverter):
             adj = (bool(opts.AdjX()), bool(opts.AdjY()))
         operands, shapes = [], []
         for t, flag in zip((a, b), adj):
-            x = self.dequantize(self.get_expr(t.tensor_idx), t)
+            x = self.dequantize(self.get_tensor_expr(t), t)
             shape = [int(d) for d in self.get_tensor_shape(t)]
             rank = len(shape)
             if rank < 2:

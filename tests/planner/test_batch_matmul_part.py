@@ -89,6 +89,29 @@ def test_the_tflite_reader_gives_the_part():
     assert part.attr("adj_x") is True and part.attr("adj_y") is False
 
 
+@pytest.mark.parametrize("constant", [0, 1])
+def test_the_tflite_reader_takes_a_constant_operand(constant):
+    """A constant operand is the Part's constant input (read from flash, as the TVM path's
+    stream reads it); two constants are one planner error naming them."""
+    shapes = ([2, 3, 4], [4, 5])
+    codes = np.arange(np.prod(shapes[constant]), dtype=np.int8).reshape(shapes[constant])
+    data = [codes if k == constant else None for k in (0, 1)]
+    tensors = [tb.T(shapes[0], "int8", scale=0.05, zp=3, data=data[0]),
+               tb.T(shapes[1], "int8", scale=0.03, zp=-4, data=data[1]),
+               tb.T([2, 3, 5], "int8", scale=0.2, zp=1)]
+    otype, ofn = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
+    ops = [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])]
+    g = load_tflite(tb.serialize(tensors, ops, [1 - constant], [2]))
+    (part,) = g.parts
+    assert [t.is_constant for t in part.inputs] == [k == constant for k in (0, 1)]
+    assert part.inputs[constant].shape == tuple(shapes[constant])
+    want = parts.batch_matmul("x", Tensor("a", (2, 3, 4)), Tensor("b", (4, 5)))
+    assert part.propagators == want.propagators
+    tensors[1 - constant].data = np.zeros(shapes[1 - constant], np.int8)
+    with pytest.raises(PlannerError, match="both operands are constants"):
+        load_tflite(tb.serialize(tensors, ops, [], [2]))
+
+
 def test_mismatched_operands_are_one_planner_error():
     with pytest.raises(PlannerError, match="reducing 4 elements of .* against 5"):
         parts.batch_matmul("bmm", Tensor("a", (3, 4)), Tensor("b", (5, 2)))

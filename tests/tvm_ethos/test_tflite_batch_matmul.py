@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tflite
 import tflite_builder as tb
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from operator_models import _opts
 
@@ -32,18 +33,24 @@ pytest.importorskip("tflite_micro")
 
 
 def bmm_model(a_shape, b_shape, adj_x=False, adj_y=False, a_q=(0.05, 3), b_q=(0.03, -4),
-              out_q=(0.2, 1)) -> bytes:
+              out_q=(0.2, 1), constant: int | None = None, seed: int = 0) -> bytes:
     """One int8 BATCH_MATMUL of operands ``a_shape`` and ``b_shape`` (as stored: an operand
     with its adj flag set holds its matrix transposed), the output as TFLite's shape rule
-    gives it."""
+    gives it; operand ``constant`` (0 or 1; None: neither) a constant of random codes
+    (``seed``), the other the model's one input."""
     a = np.zeros(a_shape)
     b = np.zeros(b_shape)
     out = np.matmul(a.swapaxes(-1, -2) if adj_x else a, b.swapaxes(-1, -2) if adj_y else b)
-    tensors = [tb.T(list(a_shape), "int8", scale=a_q[0], zp=a_q[1]),
-               tb.T(list(b_shape), "int8", scale=b_q[0], zp=b_q[1]),
+    codes = [None, None]
+    if constant is not None:
+        shape = (a_shape, b_shape)[constant]
+        codes[constant] = np.random.RandomState(seed).randint(-128, 128, shape).astype(np.int8)
+    tensors = [tb.T(list(a_shape), "int8", scale=a_q[0], zp=a_q[1], data=codes[0]),
+               tb.T(list(b_shape), "int8", scale=b_q[0], zp=b_q[1], data=codes[1]),
                tb.T(list(out.shape), "int8", scale=out_q[0], zp=out_q[1])]
     otype, ofn = _opts("BatchMatMulOptions", AdjX=adj_x, AdjY=adj_y)
-    return tb.serialize(tensors, [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])], [0, 1], [2])
+    inputs = [k for k in (0, 1) if k != constant]
+    return tb.serialize(tensors, [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])], inputs, [2])
 
 
 def operand_shapes(batch_a, batch_b, m: int, k: int, n: int, adj_x: bool, adj_y: bool):
@@ -283,17 +290,102 @@ def test_a_batch_matmul_between_npu_operators_is_planned_exactly(budget):
         assert np.array_equal(got.reshape(want.shape), want)
 
 
-def test_a_batch_matmul_of_a_constant_stays_a_tflite_operator_naming_the_rule():
-    """Vela 5.2 runs one on the NPU (its MatMul over a constant IFM2); tvm-ethos multiplies
-    two computed operands, so the tflite-micro host keeps it, its outputs TFLite Micro's."""
+@st.composite
+def constant_cases(draw):
+    """(a shape, b shape, adj flags, the constant operand): any shapes and broadcast batches
+    the computed cases take, one operand a constant."""
+    batches = draw(broadcast_batches())
+    mkn = draw(st.tuples(*[st.integers(1, 9)] * 3))
+    adj = draw(st.tuples(st.booleans(), st.booleans()))
+    return (*operand_shapes(*batches, *mkn, *adj), adj, draw(st.sampled_from((0, 1))))
+
+
+@pytest.mark.parametrize("target", ["ethos-u", "llvm"])
+@settings(max_examples=8, deadline=None)
+@given(case=constant_cases(), a_q=_q, b_q=_q, out_q=_out_q, seed=st.integers(0, 99))
+# each operand constant with its adj flag set and not: read in place from flash by the MUL
+# (a; b with adj_y) or by the transposing copies
+@example(case=((2, 3, 4), (4, 5), (False, False), 0), a_q=(0.05, 3), b_q=(0.03, -4),
+         out_q=(0.2, 1), seed=1)
+@example(case=((4, 3), (2, 2, 4, 5), (True, False), 0), a_q=(0.05, -128), b_q=(0.03, 9),
+         out_q=(0.7, 1), seed=2)
+@example(case=((2, 3, 4), (2, 4, 5), (False, False), 1), a_q=(0.05, 3), b_q=(0.03, -4),
+         out_q=(0.2, 1), seed=3)
+@example(case=((3, 2, 3, 4), (1, 5, 4), (False, True), 1), a_q=(0.01, 0), b_q=(0.03, 127),
+         out_q=(0.1, -1), seed=4)
+def test_a_batch_matmul_of_a_constant_is_tflite_micros(target, case, a_q, b_q, out_q, seed):
+    """A constant first or second operand (Vela 5.2 runs either on the NPU): on the Ethos-U
+    the stream reads its codes from flash; on the llvm host it is one more input of TFLite's
+    integer kernel."""
+    a_shape, b_shape, adj, constant = case
+    data = bmm_model(a_shape, b_shape, *adj, a_q, b_q, out_q, constant=constant, seed=seed)
+    cm = compiled_matches(data, target, seed)
+    if target == "llvm":
+        assert set(cm.partition_summary) == {"llvm"}
+    else:
+        (placed,) = cm.placement
+        assert placed.placed_on == "ethos-u", placed.why
+
+
+@pytest.mark.parametrize("a_shape,b_shape,adj,constant", [
+    ((2, 4, 5), (5, 6), (False, False), 1),
+    ((3, 7, 5), (1, 6, 7), (True, True), 1),
+    ((4, 5), (2, 5, 6), (False, False), 0),
+    ((5, 4), (3, 5, 6), (True, False), 0),
+], ids=["b", "b_adj_both_broadcast", "a_broadcast", "a_adj_x"])
+def test_vela_stream_of_a_constant_operand_on_the_functional_model_is_tflite_micros(
+        tmp_path, a_shape, b_shape, adj, constant):
+    """Vela 5.2's own stream of a BATCH_MATMUL by a constant (its MatMul copying the constant
+    from flash into SRAM first), run on ``ethosu_stream``, equal to TFLite Micro."""
+    data = bmm_model(a_shape, b_shape, *adj, a_q=(0.05, -128), b_q=(0.03, 100),
+                     out_q=(3.0, -7), constant=constant, seed=2)
+    rs = np.random.RandomState(1)
+    shape = (a_shape, b_shape)[1 - constant]
+    xs = [rs.randint(-128, 128, shape).astype(np.int8)]
+    (got,), _ = run_vela_model(_vela(tmp_path, data), xs, "ethos-u55-128")
+    (want,) = tflm_oracle(data, xs)
+    assert np.array_equal(got.reshape(want.shape), want)
+
+
+def _buffers(data: bytes) -> dict[str, bytes]:
+    """The contents of the first subgraph's tensors in a .tflite, by name."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    graph = model.Subgraphs(0)
+    out = {}
+    for i in range(graph.TensorsLength()):
+        t = graph.Tensors(i)
+        raw = model.Buffers(t.Buffer()).DataAsNumpy()
+        out[t.Name().decode()] = raw.tobytes() if hasattr(raw, "tobytes") else b""
+    return out
+
+
+@pytest.mark.parametrize("constant", [0, 1])
+def test_a_batch_matmul_by_constant_codes_reads_them_from_flash(tmp_path, constant):
+    """The constant's codes are in the Ethos-U operator's read-only (flash) tensor, once,
+    not an input of the compiled model; the same model compiles to the same bytes."""
+    data = bmm_model((2, 4, 5), (5, 6), constant=constant, seed=5)
+    codes = np.random.RandomState(5).randint(-128, 128, ((2, 4, 5), (5, 6))[constant])
+    cm = compiled_matches(data, "ethos-u")
+    assert [tuple(t.shape) for t in cm.inputs] == [((2, 4, 5), (5, 6))[1 - constant]]
+    files = []
+    for k, compiled in enumerate((cm, tvm_ethos.compile(data, "ethos-u", cache_dir=False))):
+        compiled.export_tflite(tmp_path / f"{k}.tflite")
+        files.append((tmp_path / f"{k}.tflite").read_bytes())
+    assert files[0] == files[1]
+    flash = _buffers(files[0])["read_only"]
+    assert flash.count(codes.astype(np.int8).tobytes()) == 1
+
+
+def test_a_constant_quantized_per_channel_stays_a_tflite_operator_naming_the_rule():
+    """TFLite's kernel reads one scale per operand, a constant's too."""
     rs = np.random.RandomState(0)
     tensors = [tb.T([2, 4, 5], "int8", scale=0.05, zp=3),
-               tb.T([5, 6], "int8", scale=0.03, zp=-4,
-                    data=rs.randint(-128, 128, (5, 6)).astype(np.int8)),
-               tb.T([2, 4, 6], "int8", scale=0.2, zp=1)]
+               tb.T([5, 3], "int8", scale=[0.03, 0.04, 0.05], zp=[0, 0, 0], axis=1,
+                    data=rs.randint(-128, 128, (5, 3)).astype(np.int8)),
+               tb.T([2, 4, 3], "int8", scale=0.2, zp=1)]
     otype, ofn = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
     data = tb.serialize(tensors, [(tb.BO.BATCH_MATMUL, otype, ofn, [0, 1], [2])], [0], [2])
-    cm = compiled_matches(data, "ethos-u")
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
-    assert "operand 1 is a constant" in placed.why, placed.why
+    assert "not quantized per tensor" in placed.why, placed.why

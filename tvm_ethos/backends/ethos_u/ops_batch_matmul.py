@@ -17,6 +17,10 @@ The NPU has no matrix product of two feature maps, so each output column is comp
 Batches fold into the height where both operands have the output's batches (or ``b`` has one
 that broadcasts); any other broadcast runs the two operations per output batch, each operand
 read at its own batch.
+
+A constant operand (either) is a feature map in flash, read in place by the copies and the
+MULs as any other operand: the NPU reads any region, so it needs no copy into SRAM (Vela's
+MatMul makes one).
 """
 from __future__ import annotations
 
