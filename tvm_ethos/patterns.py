@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tvm import ir, relax
+from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
@@ -949,8 +949,6 @@ def _read_batch_matmul(op: QOp, ann: dict, problems: list) -> None:
                                 "axes exchanged is an adj flag")
     if min(len(s) for s in op.in_shapes) < 2:
         problems.append("BATCH_MATMUL of an operand below 2-D")
-    if all(isinstance(x, ir.expr.Constant) for x in op.inputs):
-        problems.append("BATCH_MATMUL of two constants; one operand must be computed")
     dtypes = (*op.in_dtypes, op.out_dtype)
     if dtypes != ("int8", "int8", "int8"):
         problems.append(f"BATCH_MATMUL of {op.in_dtypes} to {op.out_dtype}; the integer "

@@ -721,6 +721,9 @@ class EthosOperatorConverter(OperatorConverter):
         (out,) = self.get_output_tensors(op)
         if b.qnn_params is None or out.qnn_params is None:
             raise _refuse("BATCH_MATMUL with a quantized and a float operand")
+        if not (self.has_expr(a.tensor_idx) or self.has_expr(b.tensor_idx)):
+            raise _refuse("BATCH_MATMUL of two constants; tvm-ethos multiplies a computed "
+                          "operand (TFLite's converter folds a product of constants)")
         for t in (a, b, out):
             if np.asarray(t.qnn_params["scale"].value.numpy()).size != 1:
                 raise _refuse("BATCH_MATMUL quantized per channel; TFLite's kernel takes one "

@@ -258,11 +258,15 @@ def test_a_malformed_batch_matmul_is_one_line_naming_what_is_wrong(a_shape, b_sh
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
-def _network() -> bytes:
-    """ADD -> BATCH_MATMUL -> ADD on 4-D tensors of batch 1: the operands of the product
-    computed on the NPU, its output read by another NPU operator."""
+def _network(constant: bool = False) -> bytes:
+    """ADD -> BATCH_MATMUL -> ADD on 4-D tensors of batch 1: the first operand of the product
+    computed on the NPU, the second an input or (``constant``) constant codes, its output
+    read by another NPU operator."""
+    codes = np.random.RandomState(7).randint(-128, 128, (1, 6, 32, 20)).astype(np.int8)
+
     def t(shape, q):
-        return tb.T(list(shape), "int8", scale=q[0], zp=q[1])
+        data = codes if constant and shape == (1, 6, 32, 20) else None
+        return tb.T(list(shape), "int8", scale=q[0], zp=q[1], data=data)
 
     a, b, o = (1, 6, 24, 32), (1, 6, 32, 20), (1, 6, 24, 20)
     # the second ADD's operands share a scale: with scales 5x apart the NPU's ADD (Vela's
@@ -273,14 +277,15 @@ def _network() -> bytes:
     bmm = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
     ops = [(tb.BO.ADD, *add, [0, 1], [2]), (tb.BO.BATCH_MATMUL, *bmm, [2, 3], [4]),
            (tb.BO.ADD, *add, [4, 5], [6])]
-    return tb.serialize(tensors, ops, [0, 1, 3, 5], [6])
+    return tb.serialize(tensors, ops, [0, 1, 5] if constant else [0, 1, 3, 5], [6])
 
 
+@pytest.mark.parametrize("constant", [False, True], ids=["computed", "constant"])
 @pytest.mark.parametrize("budget", [None, "smallest"])
-def test_a_batch_matmul_between_npu_operators_is_planned_exactly(budget):
+def test_a_batch_matmul_between_npu_operators_is_planned_exactly(budget, constant):
     """The plan keeps the product a Plan of its own (its operands held whole: it is
     ``SOLITARY_OPS``), its neighbours planned around it; the file's outputs TFLite Micro's."""
-    data = _network()
+    data = _network(constant)
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, budget=budget)
     assert {p.placed_on for p in cm.placement} == {"ethos-u"}, cm.placement
     rs = np.random.RandomState(3)
@@ -389,3 +394,24 @@ def test_a_constant_quantized_per_channel_stays_a_tflite_operator_naming_the_rul
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
     assert "not quantized per tensor" in placed.why, placed.why
+
+
+def test_a_batch_matmul_of_two_constants_stays_a_tflite_operator_naming_the_rule():
+    """A product of constants (TFLite's converter folds one) has no computed operand: the
+    importer refuses it alone, TFLite Micro keeps it and the ADD that reads it."""
+    rs = np.random.RandomState(0)
+    tensors = [tb.T([2, 4, 5], "int8", scale=0.05, zp=3,
+                    data=rs.randint(-128, 128, (2, 4, 5)).astype(np.int8)),
+               tb.T([5, 6], "int8", scale=0.03, zp=-4,
+                    data=rs.randint(-128, 128, (5, 6)).astype(np.int8)),
+               tb.T([2, 4, 6], "int8", scale=0.2, zp=1),
+               tb.T([2, 4, 6], "int8", scale=0.2, zp=1),
+               tb.T([2, 4, 6], "int8", scale=0.3, zp=2)]
+    bmm = _opts("BatchMatMulOptions", AdjX=False, AdjY=False)
+    ops = [(tb.BO.BATCH_MATMUL, *bmm, [0, 1], [2]), (tb.BO.ADD, *_opts("AddOptions"), [2, 3], [4])]
+    data = tb.serialize(tensors, ops, [3], [4])
+    cm = compiled_matches(data, "ethos-u")
+    assert cm.placement[0].placed_on == "tflite-micro"
+    assert "BATCH_MATMUL of two constants" in cm.placement[0].why, cm.placement[0].why
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="BATCH_MATMUL of two constants"):
+        tvm_ethos.load_model(data)

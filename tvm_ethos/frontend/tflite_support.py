@@ -166,8 +166,8 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     (``EthosOperatorConverter``): an UNPACK of the last axis behind a dimension above 1 of
     a 4-D input of a batch above 1 or of an operator's output that the importer gives as a
     reshape, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more
-    than the height and width of NHWC, a BATCH_MATMUL not quantized per tensor throughout;
-    or ``""``."""
+    than the height and width of NHWC, a BATCH_MATMUL of two constants or not quantized per
+    tensor throughout; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -190,6 +190,9 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
             return ("a quantized PRELU whose alpha is no constant int8 tensor of one value per "
                     "channel: tvm-ethos applies alpha along the last axis")
     if op.name == "BATCH_MATMUL":
+        if all(t >= 0 and _is_constant(checked, graph, t) for t in op.inputs[:2]):
+            return ("a quantized BATCH_MATMUL of two constants: tvm-ethos multiplies a "
+                    "computed operand (TFLite's converter folds a product of constants)")
         for t in (*op.inputs[:2], *op.outputs[:1]):
             quant = graph.Tensors(t).Quantization() if t >= 0 else None
             if quant is None or quant.ScaleLength() != 1 or quant.ZeroPointLength() > 1:
@@ -206,6 +209,12 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
             return ("a quantized MIRROR_PAD in SYMMETRIC mode of more than the height and "
                     "width of NHWC: tvm-ethos pads only those symmetrically")
     return ""
+
+
+def _is_constant(checked: CheckedModel, graph, index: int) -> bool:
+    """Whether tensor ``index`` of ``graph`` holds data in the file (a constant)."""
+    data = checked.model.Buffers(graph.Tensors(index).Buffer()).DataAsNumpy()
+    return hasattr(data, "size") and data.size > 0
 
 
 @lru_cache(maxsize=1)
