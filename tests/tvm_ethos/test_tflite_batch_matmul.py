@@ -119,15 +119,22 @@ def _qop(a_shape, b_shape, adj, a_q, b_q, out_q, out_shape) -> QOp:
 @settings(max_examples=6, deadline=None)
 @given(batches=st.tuples(st.integers(1, 2), st.integers(2, 5)), m=st.integers(2, 7),
        k=st.integers(1, 9), n=st.integers(1, 6), adj=st.tuples(st.booleans(), st.booleans()),
-       b_one=st.booleans(), cuts=st.tuples(st.integers(1, 4), st.integers(1, 6)),
-       seed=st.integers(0, 99))
-def test_a_stripe_is_the_same_operations_over_its_box(batches, m, k, n, adj, b_one, cuts,
+       broadcast=st.sampled_from(("none", "b_one", "a_one", "a_rows", "b_outer")),
+       cuts=st.tuples(st.integers(1, 4), st.integers(1, 6)), seed=st.integers(0, 99))
+@example(batches=(2, 3), m=3, k=4, n=2, adj=(True, False), broadcast="a_rows", cuts=(2, 2),
+         seed=0)
+@example(batches=(2, 3), m=3, k=4, n=2, adj=(False, True), broadcast="b_outer", cuts=(3, 1),
+         seed=1)
+def test_a_stripe_is_the_same_operations_over_its_box(batches, m, k, n, adj, broadcast, cuts,
                                                       seed):
     """The output's rows (its second-to-last batch dimension) and columns (the matrices'
     rows) cut into boxes, each emitted alone over the whole operands (as a planner's stripes
-    are), all of them together equal to TFLite Micro's output."""
-    b_batch = (1, 1) if b_one else batches
-    a_shape, b_shape = operand_shapes(batches, b_batch, m, k, n, *adj)
+    are), all of them together equal to TFLite Micro's output; an operand broadcast along
+    its batches (one batch, or one along either batch dimension) is copied to every output
+    batch first."""
+    a_batch = {"a_one": (1, 1), "a_rows": (batches[0], 1)}.get(broadcast, batches)
+    b_batch = {"b_one": (1, 1), "b_outer": (1, batches[1])}.get(broadcast, batches)
+    a_shape, b_shape = operand_shapes(a_batch, b_batch, m, k, n, *adj)
     qs = ((0.05, 3), (0.03, -4), (0.2, 1))
     data = bmm_model(a_shape, b_shape, *adj, *qs)
     out_shape = (*batches, m, n)

@@ -14,9 +14,10 @@ The NPU has no matrix product of two feature maps, so each output column is comp
    scale TFLite's ``s_a * s_b / s_out`` multiplier (``quant.batch_matmul_multiplier``), rounded
    as TFLite Micro rounds, plus ``zp_out``, clamped.
 
-Batches fold into the height where both operands have the output's batches (or ``b`` has one
-that broadcasts); any other broadcast runs the two operations per output batch, each operand
-read at its own batch.
+Batches fold into the height: an operand broadcast along its batches (but ``b`` of a single
+batch, which the MUL broadcasts) is first copied to every output batch it serves, transposed
+on the way where it is transposed anyway, as Vela does, so one MUL and one REDUCE_SUM per
+column cover all batches.
 
 A constant operand (either) is a feature map in flash, read in place by the copies and the
 MULs as any other operand: the NPU reads any region, so it needs no copy into SRAM (Vela's
@@ -79,12 +80,23 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def _spread(d: Dims) -> tuple[bool, bool]:
+    """Whether ``a`` and ``b`` are copied to every output batch first: ``a`` wherever its
+    batches are not the output's, ``b`` too unless it has a single batch."""
+    return (d.a_batch != d.out_batch,
+            d.b_batch != d.out_batch and _count(d.b_batch) > 1)
+
+
 def _layout(q) -> tuple[int, int, int]:
-    """(bytes of ``a`` transposed or 0, bytes of ``b^T`` or 0, bytes of the products of one
-    column): the working memory, in that order."""
+    """(bytes of ``a`` laid out anew (transposed or spread) or 0, bytes of ``b^T`` or of
+    ``b`` spread or 0, bytes of the products of one column): the working memory, in that
+    order."""
     d = dims(q)
-    a_t = _aligned(_count(d.a_batch) * d.m * d.k) if q.attrs.get("adj_x") else 0
-    b_t = 0 if q.attrs.get("adj_y") else _aligned(_count(d.b_batch) * d.n * d.k)
+    spread_a, spread_b = _spread(d)
+    a_n = _count(d.out_batch) if spread_a else _count(d.a_batch)
+    b_n = _count(d.out_batch) if spread_b else _count(d.b_batch)
+    a_t = _aligned(a_n * d.m * d.k) if spread_a or q.attrs.get("adj_x") else 0
+    b_t = _aligned(b_n * d.n * d.k) if spread_b or not q.attrs.get("adj_y") else 0
     rows = max(g.count for g in _groups(d, None))
     return a_t, b_t, _aligned(rows * d.m * d.k * 4)
 
@@ -97,10 +109,9 @@ def work_bytes(q) -> int:
 
 class Run(NamedTuple):
     """Output batches one MUL and one REDUCE_SUM per column compute: ``count`` of them from
-    ``out``, reading ``a`` from its batch ``a`` on and ``b`` at its batch ``b`` (from it on
-    where ``b`` has the output's batches)."""
+    ``out``, reading ``a`` (laid out at the output's batches) from the same batch on and
+    ``b`` at its batch ``b`` (from it on where ``b`` is at the output's batches)."""
 
-    a: int
     b: int
     out: int
     count: int
@@ -116,9 +127,9 @@ def _index(batch: tuple[int, ...], at: tuple[int, ...]) -> int:
 
 def _groups(d: Dims, rows: tuple[int, int] | None) -> list[Run]:
     """The runs of output batches computed together, for a stripe of the output's
-    second-to-last batch dimension ``rows`` (its height; None: all): consecutive batches
-    where ``a`` has the output's batches and ``b`` has them too or only one, else one batch
-    each."""
+    second-to-last batch dimension ``rows`` (its height; None: all): all of them, or the
+    stripe's rows of each outer batch (the operands laid out at the output's batches, but a
+    ``b`` of one batch)."""
     total = _count(d.out_batch)
     inner = d.out_batch[-1] if d.out_batch else 1
     y0, y1 = rows if rows is not None else (0, inner)
@@ -127,14 +138,7 @@ def _groups(d: Dims, rows: tuple[int, int] | None) -> list[Run]:
     else:
         spans = [(t + y0, y1 - y0) for t in range(0, total, inner)]
     single_b = _count(d.b_batch) == 1
-    if d.a_batch == d.out_batch and (d.b_batch == d.out_batch or single_b):
-        return [Run(t, 0 if single_b else t, t, n) for t, n in spans]
-    out = []
-    for t0, n in spans:
-        for t in range(t0, t0 + n):
-            at = tuple(int(i) for i in np.unravel_index(t, d.out_batch))
-            out.append(Run(_index(d.a_batch, at), _index(d.b_batch, at), t, 1))
-    return out
+    return [Run(0 if single_b else t, t, n) for t, n in spans]
 
 
 def _fm(slot_region: int, offset: int, shape: tuple[int, int, int], strides, dtype: str,
@@ -148,17 +152,27 @@ def _fm(slot_region: int, offset: int, shape: tuple[int, int, int], strides, dty
     return fm
 
 
-def _transposed(src: FmSlot, batches: int, rows: int, cols: int, at: int, what: str,
-                block) -> tuple[FmSlot, list]:
-    """``batches`` matrices of ``rows x cols`` int8 codes at ``src`` copied transposed to the
-    working memory at ``at``: (where they are now, the copies)."""
-    dst = FmSlot(SCRATCH_REGION, at, (batches, cols, rows), "int8", None, 0)
+def _laid_out(src: FmSlot, batch: tuple[int, ...], out_batch: tuple[int, ...], spread: bool,
+              transpose: bool, rows: int, cols: int, at: int, what: str,
+              block) -> tuple[FmSlot, list]:
+    """The matrices of ``rows x cols`` int8 codes of batch shape ``batch`` at ``src``,
+    copied to the working memory at ``at`` transposed (``transpose``) and at every output
+    batch (``spread``: matrix ``t`` is the one output batch ``t`` reads): (where they are
+    now, the copies); ``src`` itself when neither."""
+    if not (spread or transpose):
+        return src, []
+    count = _count(out_batch) if spread else _count(batch)
+    dst = FmSlot(SCRATCH_REGION, at, (count, cols, rows) if transpose else (count, rows, cols),
+                 "int8", None, 0)
+    step = Rotation(rows, cols, 1) if transpose else Rotation(1, 1, rows * cols)
+    size = rows * cols
     ops = []
-    for i in range(batches):
-        step = i * rows * cols
-        ops += rotation_ops(Rotation(rows, cols, 1),
-                            dataclasses.replace(src, offset=src.offset + step),
-                            dataclasses.replace(dst, offset=dst.offset + step), what, block)
+    for t in range(count):
+        i = t
+        if spread:
+            i = _index(batch, tuple(int(v) for v in np.unravel_index(t, out_batch)))
+        ops += rotation_ops(step, dataclasses.replace(src, offset=src.offset + i * size),
+                            dataclasses.replace(dst, offset=dst.offset + t * size), what, block)
     return dst, ops
 
 
@@ -179,15 +193,14 @@ def batch_matmul_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> li
     if not 0 <= 31 - shift <= 63:
         raise UnsupportedOperatorError(q.tflite_name, f"an output scale shift of {shift}")
     a_bytes, b_bytes, _ = _layout(q)
-    ops = []
-    if q.attrs.get("adj_x"):
-        a, moved = _transposed(a, _count(d.a_batch), d.k, d.m, em.work, q.tflite_name,
-                               em.block)
-        ops += moved
-    if not q.attrs.get("adj_y"):
-        b, moved = _transposed(b, _count(d.b_batch), d.k, d.n, em.work + a_bytes,
-                               q.tflite_name, em.block)
-        ops += moved
+    spread_a, spread_b = _spread(d)
+    adj_x, adj_y = bool(q.attrs.get("adj_x")), bool(q.attrs.get("adj_y"))
+    a, ops = _laid_out(a, d.a_batch, d.out_batch, spread_a, adj_x,
+                       *((d.k, d.m) if adj_x else (d.m, d.k)), em.work, q.tflite_name, em.block)
+    b, moved = _laid_out(b, d.b_batch, d.out_batch, spread_b, not adj_y,
+                         *((d.n, d.k) if adj_y else (d.k, d.n)), em.work + a_bytes,
+                         q.tflite_name, em.block)
+    ops += moved
     products = em.work + a_bytes + b_bytes
     mk, nk, mn = d.m * d.k, d.n * d.k, d.m * d.n
     out_slot = dataclasses.replace(ofm, scale=float(f32(so)), zero_point=int(zpo))
@@ -203,7 +216,7 @@ def batch_matmul_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> li
         hb = h if _count(d.b_batch) > 1 else 1
         for j in range(d.n):
             mul = api.NpuElementWiseOperation(api.NpuElementWiseOp.MUL)
-            mul.ifm = _fm(a.region, a.offset + run.a * mk + x0 * d.k, (h, w, d.k), (mk, d.k),
+            mul.ifm = _fm(a.region, a.offset + run.out * mk + x0 * d.k, (h, w, d.k), (mk, d.k),
                           "int8", float(f32(sa)), int(zpa))
             mul.ifm2 = _fm(b.region, b.offset + run.b * nk + j * d.k, (hb, 1, d.k), (nk, d.k),
                            "int8", float(f32(sb)), int(zpb))
