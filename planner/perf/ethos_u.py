@@ -218,24 +218,34 @@ def _squared_difference_ops(part: Part, ra: Shape4, rb: Shape4, out: Shape4) -> 
 def _batch_matmul_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """int8 BATCH_MATMUL as Vela 5.2 lowers it for the Ethos-U55/U65 (its MatMul, as
     ``vela --verbose-register-command-stream`` shows it): each operand not already laid out
-    with the reduced axis innermost transposed by copies, then per output column one 32-bit
-    MUL of the batches' rows by that column (broadcast along the rows) and a REDUCE_SUM of
-    the products along the reduced axis into the column."""
+    with the reduced axis innermost transposed by copies, and each broadcast along its
+    batches (but a second operand of one batch) copied to every output batch, then per
+    output column one 32-bit MUL of the batches' rows by that column (broadcast along the
+    rows) and a REDUCE_SUM of the products along the reduced axis into the column."""
     a, b = part.inputs
-    batch = math.prod(out_shape[:-2])
+    out_batch = tuple(out_shape[:-2])
+    batch = math.prod(out_batch)
     m, n = out_shape[-2], out_shape[-1]
     k = a.shape[-2] if part.attr("adj_x", False) else a.shape[-1]
     rows = (1, batch, m, k)
     col = (1, batch, 1, k)
     ops = []
-    # the transposes copy the whole operand, whatever the stripe
-    for t, transposed in ((a, part.attr("adj_x", False)), (b, not part.attr("adj_y", False))):
-        if transposed:
-            shape = (1, math.prod(t.shape[:-1]), t.shape[-1], 1)
+    laid_out = []
+    # the copies lay out the whole operand, whatever the stripe
+    for t, transposed, single_ok in ((a, part.attr("adj_x", False), False),
+                                     (b, not part.attr("adj_y", False), True)):
+        own = (1,) * (len(out_batch) - len(t.shape[:-2])) + tuple(t.shape[:-2])
+        spread = own != out_batch and not (single_ok and math.prod(own) == 1)
+        laid_out.append(transposed or spread)
+        if transposed or spread:
+            count = batch if spread else math.prod(own)
+            shape = (1, count * t.shape[-2], t.shape[-1], 1)
             ops.append(_copy_op(shape, shape, _bits(t), NHWC, NHWC))
+    b_in_flash = b.is_constant and not laid_out[1]
     for _ in range(n):
         ops += [NpuOp(ELEMENTWISE, "Mul", rows, rows, col, ifm_bits=_bits(a), ofm_bits=32,
-                      ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC),
+                      ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC,
+                      ifm2_const=b_in_flash),
                 NpuOp(REDUCE_SUM, "ReduceSum", rows, (1, batch, m, 1), ifm_bits=32,
                       ofm_bits=_bits(part.output), ifm_format=NHWC, ofm_format=NHWC)]
     return ops

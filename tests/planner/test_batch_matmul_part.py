@@ -16,6 +16,7 @@ from ethos_arch.ops import Op
 from planner import parts
 from planner.errors import PlannerError
 from planner.graph import Tensor
+from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
 
 
@@ -110,6 +111,27 @@ def test_the_tflite_reader_takes_a_constant_operand(constant):
     tensors[1 - constant].data = np.zeros(shapes[1 - constant], np.int8)
     with pytest.raises(PlannerError, match="both operands are constants"):
         load_tflite(tb.serialize(tensors, ops, [], [2]))
+
+
+@pytest.mark.parametrize("a,b,adj_y,copied,b_const", [
+    ((3, 24, 32), (32, 24), False, [(1, 32, 24, 1)], False),
+    ((24, 32), (3, 32, 24), False, [(1, 72, 32, 1), (1, 96, 24, 1)], False),
+    ((2, 1, 6, 8), (1, 3, 5, 8), True, [(1, 36, 8, 1), (1, 30, 8, 1)], False),
+    ((2, 6, 8), (2, 5, 8), True, [], False),
+    ((2, 6, 8), (5, 8), True, [], True),
+], ids=["b_one_transposed", "a_spread", "both_spread", "none", "b_constant_in_flash"])
+def test_the_estimate_copies_what_is_laid_out_anew(a, b, adj_y, copied, b_const):
+    """The estimated operations: one copy per operand laid out anew (transposed, or spread to
+    every output batch: a broadcast ``a``, a broadcast ``b`` of more than one batch), then a
+    MUL and a REDUCE_SUM per output column over all batches, the MUL reading a constant
+    ``b`` left in place as a constant."""
+    part = parts.batch_matmul("bmm", Tensor("a", a), Tensor("b", b, is_constant=b_const),
+                              adj_y=adj_y)
+    ops = lower_part(part, part.output.shape)
+    n = part.output.shape[-1]
+    assert [op.ofm for op in ops[:len(copied)]] == copied
+    assert [op.op for op in ops[len(copied):]] == ["Mul", "ReduceSum"] * n
+    assert all(op.ifm2_const == b_const for op in ops if op.op == "Mul")
 
 
 def test_mismatched_operands_are_one_planner_error():
