@@ -152,8 +152,9 @@ def _chain() -> bytes:
 
 def test_a_cascade_runs_it_stripe_by_stripe():
     """The smallest plan on an Ethos-U65 stripes the chain; each SQUARED_DIFFERENCE stripe is
-    its seven operations over the stripe's boxes, its working memory one stripe, and the
-    whole chain is one ethos-u operator equal to TFLite Micro."""
+    its seven operations over the stripe's boxes, its working memory one stripe, held in the
+    plan (``stream_ops.planned_work``: the stream touches the planned peak), and the whole
+    chain is one ethos-u operator equal to TFLite Micro."""
     model = _chain()
     target = "ethos-u -accelerator_config=ethos-u65-256"
     cm = compiled_matches(model, target)
@@ -161,7 +162,9 @@ def test_a_cascade_runs_it_stripe_by_stripe():
     emu = tvm_ethos.compile(model, target + ",llvm", budget="smallest", cache_dir=False,
                             npu_runtime="stream")
     (entry,) = emu.plan_report["streams"].values()
-    assert entry["schedule"].startswith("plan"), entry["schedule"]
+    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+        == entry["planned_peak_bytes"], entry
     assert entry["commands"]["NPU_OP_POOL"] > 2 * 3, entry["commands"]      # striped
     assert entry["work_bytes"] < 2 * 4 * 16 * 16 * 16, entry["work_bytes"]  # one stripe
     rs = np.random.RandomState(3)

@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from planner.work_memory import WorkMemory
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.stream_base import ALIGN, SCRATCH_REGION, vela_api
 from tvm_ethos.compute import squared_difference
@@ -31,10 +32,17 @@ def _int32_bytes(n: int) -> int:
     return -(-n * 4 // ALIGN) * ALIGN
 
 
+def squared_difference_work(q) -> WorkMemory:
+    """Two int32 maps of the output's size, or of a stripe's where it runs over stripes (the
+    planner's form): the widened operands, the second no larger than the first, each block
+    starting on an ``ALIGN`` boundary (two blocks of ``4 n`` bytes rounded up to ``ALIGN``
+    are ``8 n`` rounded up to ``2 ALIGN``)."""
+    return WorkMemory(per_element=8, align=2 * ALIGN)
+
+
 def squared_difference_work_bytes(q, box: tuple | None = None) -> int:
-    """Two int32 maps of the output's size (or of one ``box`` of it, over stripes): the
-    widened operands, the second no larger than the first."""
-    return 2 * _int32_bytes(int(np.prod(q.out_shape if box is None else box)))
+    """:func:`squared_difference_work` over the whole output, or over one ``box`` of it."""
+    return squared_difference_work(q).for_stripe(q.out_shape if box is None else box)
 
 
 def squared_difference_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:

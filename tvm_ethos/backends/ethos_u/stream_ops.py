@@ -421,14 +421,16 @@ WORK_OUTSIDE_PLAN: frozenset[Op] = frozenset({Op.PRELU})
 def planned_work(q) -> WorkMemory | None:
     """The working memory of ``q``'s operations, which the planner holds in its Plan
     (``planner.work_memory``, the Part's ``work``): its row's ``work_bytes``, over each
-    stripe for a ``boxed`` row (an int16 LEAKY_RELU); None where it needs none, where its
-    row is in :data:`WORK_OUTSIDE_PLAN`, and where the stream cannot take ``q`` (its
-    subgraph then keeps the emulator, which needs none)."""
+    stripe for a ``boxed`` row (an int16 LEAKY_RELU, a SQUARED_DIFFERENCE); None where it
+    needs none, where its row is in :data:`WORK_OUTSIDE_PLAN`, and where the stream cannot
+    take ``q`` (its subgraph then keeps the emulator, which needs none)."""
     em = emitter(q)
     if em is None or em.work_bytes is None or q.kind in WORK_OUTSIDE_PLAN:
         return None
     if ops_lut.is_leaky_relu16(q):
         return ops_lut.leaky_relu16_work(q)
+    if q.kind is Op.SQUARED_DIFFERENCE:
+        return ops_squared_difference.squared_difference_work(q)
     try:
         n = em.work_bytes(q)
     except UnsupportedOperatorError:
