@@ -30,6 +30,7 @@ from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
+from tvm_ethos.partition_op_ids import source_names
 from tvm_ethos.partition_siblings import merge_split_siblings
 from tvm_ethos.patterns import _VARIANTS_BY_KIND, pattern_variants, qop_from_composite, read_qop
 from tvm_ethos.targets import TargetList, parse_targets
@@ -146,22 +147,28 @@ def composite_op_id(cfunc) -> str:
     return _composite_core(cfunc)[0]
 
 
-def _tag_op_ids(mod):
-    """Record each new composite's op id while ``main`` still calls it. ``FuseOpsByPattern``
-    names a composite's output binding afresh (``gv``), so when the core operator is the
-    pattern's root (split, reshape, an unfused pool) its name, which the checks used, lives only
-    in ``main``'s binding of the call."""
+def _is_untagged_composite(func) -> bool:
+    attrs = func.attrs
+    return attrs is not None and "Composite" in attrs and OP_ID_ATTR not in attrs
+
+
+def _tag_op_ids(mod, source):
+    """Record each new composite's op id while ``main`` (``source``'s, fused) still calls it.
+    ``FuseOpsByPattern`` names a composite's output binding afresh (``gv``), so when the core
+    operator is the pattern's root (split, reshape, an unfused pool) its name, which the checks
+    used, is the name of the binding of ``source`` that the call stands for
+    (:func:`source_names`: the fresh name of the call's binding in ``main`` can be another
+    operator's)."""
+    names = source_names(mod, source, _is_untagged_composite)
     for b in _main_bindings(mod):
         v = b.value
         if not (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar)):
             continue
         func = mod[v.op]
-        attrs = func.attrs
-        if not isinstance(func, relax.Function) or attrs is None or "Composite" not in attrs \
-                or OP_ID_ATTR in attrs:
+        if not isinstance(func, relax.Function) or not _is_untagged_composite(func):
             continue
         name, is_root = _composite_core(func)
-        mod[v.op] = func.with_attr(OP_ID_ATTR, _var_name(b.var) if is_root else name)
+        mod[v.op] = func.with_attr(OP_ID_ATTR, names[b.var] if is_root else name)
     return mod
 
 
@@ -289,7 +296,7 @@ def partition(mod, target="ethos-n,llvm", **options):
             trial = relax.transform.FuseOpsByPattern(
                 pats, bind_constants=True, annotate_codegen=False
             )(base)
-            trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial))
+            trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial, base))
             trial = merge_split_siblings(trial, spec.backend_id)
             new_failures = {}
             for gv, func in _codegen_functions(trial, spec.backend_id):
@@ -327,7 +334,8 @@ def partition(mod, target="ethos-n,llvm", **options):
         tl.host.backend_id, host.layer_support(), tl.host.options, decisions, {}, order, host=True
     )
     mod = _tag_op_ids(
-        relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
+        relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod),
+        mod,
     )
 
     report = _build_report(mod, tl, decisions, order, subgraph_names)

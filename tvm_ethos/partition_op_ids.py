@@ -1,0 +1,100 @@
+"""Which binding of ``main`` before ``FuseOpsByPattern`` each call of ``main`` after it stands
+for, by that binding's name (an operator's id in the partition report).
+
+``FuseOpsByPattern`` gives the binding of each call to a new composite a fresh name, drawn from
+the same ``lv``/``lv1``/... sequence the importer named the bindings with. The fresh names match
+the old ones only while every binding before the call was fused one to one; once an operator
+is left unfused (a rejected match) the fresh names shift and name other operators, and a
+report read from them places operators where they are not. So the name is found again from
+what the call computes: the composite's output call, its arguments read back through the
+call's, is the value of exactly one binding of the module before the fusion.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from tvm_ethos.errors import CompileError
+
+
+def _name(var) -> str:
+    return var.name if hasattr(var, "name") else str(var)
+
+
+def _call_key(call: relax.Call, name_of) -> tuple | None:
+    """A call's operator, arguments (variables by the source binding's name, anything else by
+    its structure) and attributes; None where an argument's source is unknown."""
+    if not isinstance(call.op, tvm.ir.Op):
+        return None
+    args = tuple(_arg_key(a, name_of) for a in call.args)
+    if None in args:
+        return None
+    attrs = tvm_ffi.structural_hash(call.attrs) if call.attrs is not None else 0
+    return call.op.name, args, attrs
+
+
+def _arg_key(arg, name_of):
+    """An argument by the source binding's name (a variable), field by field (a tuple, as
+    concatenation's inputs), else by its structure; None where a source is unknown."""
+    if isinstance(arg, relax.Var):
+        name = name_of(arg)
+        return None if name is None else ("var", name)
+    if isinstance(arg, relax.Tuple):
+        fields = tuple(_arg_key(f, name_of) for f in arg.fields)
+        return None if None in fields else ("tuple", fields)
+    return "expr", tvm_ffi.structural_hash(arg, map_free_vars=True)
+
+
+def _bindings(func: relax.Function) -> list:
+    return [b for block in func.body.blocks for b in block.bindings]
+
+
+def _output_call(func: relax.Function) -> tuple[relax.Call | None, dict]:
+    """A composite's output call and its bindings (variable -> value)."""
+    values = {b.var: b.value for b in _bindings(func)}
+    root = func.body.body
+    root = values.get(root, root) if isinstance(root, relax.Var) else root
+    return (root if isinstance(root, relax.Call) else None), values
+
+
+def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> dict:
+    """Each variable of ``fused["main"]`` (``source`` after ``FuseOpsByPattern``) -> the name
+    of the binding of ``source["main"]`` it holds. ``is_new(func)``: whether a called
+    function is a composite the fusion made (its call's binding was named afresh); the other
+    bindings kept their variables. A new composite whose output call no binding of the source
+    computes is a :class:`CompileError`: a guess could place operators where they are not."""
+    pending: dict[tuple, list[str]] = {}
+    src_names = {}
+    for b in _bindings(source["main"]):
+        src_names[b.var] = _name(b.var)
+        if isinstance(b.value, relax.Call):
+            key = _call_key(b.value, lambda v: _name(v))
+            if key is not None:
+                pending.setdefault(key, []).append(_name(b.var))
+    names = {p: _name(p) for p in fused["main"].params}
+    for b in _bindings(fused["main"]):
+        v = b.value
+        func = (fused[v.op] if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar)
+                else None)
+        if not (isinstance(func, relax.Function) and is_new(func)):
+            names[b.var] = _name(b.var)
+            continue
+        call, inner = _output_call(func)
+        outer = dict(zip(func.params, v.args))
+
+        def name_of(var, outer=outer, inner=inner):
+            if var in outer:
+                arg = outer[var]
+                return names.get(arg) if isinstance(arg, relax.Var) else None
+            return _name(var) if var in inner else None
+
+        key = None if call is None else _call_key(call, name_of)
+        found = pending.get(key) if key is not None else None
+        if not found:
+            raise CompileError(
+                f"the composite {func.attrs['Composite']} called by {_name(b.var)} computes "
+                "no binding of the module it was fused from, so its operator cannot be named "
+                "in the partition report")
+        names[b.var] = found.pop(0)
+    return names
