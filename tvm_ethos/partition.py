@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import tvm
 from tvm import relax
+from tvm.relax.expr import _update_type
 
 from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
@@ -117,9 +118,9 @@ def _op_id_from_ann(ann: dict, value_to_var) -> str:
 OP_ID_ATTR = "tvm_ethos.op_id"
 
 
-def _composite_core(cfunc) -> tuple[str, bool]:
-    """(name of the core operator's binding inside a composite function, whether that binding
-    is the composite's output)."""
+def _core_binding(cfunc) -> tuple[object, bool]:
+    """(the core operator's binding variable inside a composite function, or None, and
+    whether that binding is the composite's output)."""
     qop_from_composite(cfunc)  # fills the variant table
     name = str(cfunc.attrs["Composite"])
     kind = parse_op(name.split(".", 1)[1], f"composite {name}")
@@ -135,8 +136,15 @@ def _composite_core(cfunc) -> tuple[str, bool]:
             continue
         expr = m[ann["op"]] if ann["op"] in m else m[ann["root"]]
         var = val2var.get(expr)
-        return (_var_name(var) if var is not None else "?"), var is not None and var.same_as(root)
-    return "?", False
+        return var, var is not None and var.same_as(root)
+    return None, False
+
+
+def _composite_core(cfunc) -> tuple[str, bool]:
+    """(name of the core operator's binding inside a composite function, whether that binding
+    is the composite's output)."""
+    var, is_root = _core_binding(cfunc)
+    return (_var_name(var) if var is not None else "?"), is_root
 
 
 def composite_op_id(cfunc) -> str:
@@ -153,23 +161,47 @@ def _is_untagged_composite(func) -> bool:
 
 
 def _tag_op_ids(mod, source):
-    """Record each new composite's op id while ``main`` (``source``'s, fused) still calls it.
-    ``FuseOpsByPattern`` names a composite's output binding afresh (``gv``), so when the core
-    operator is the pattern's root (split, reshape, an unfused pool) its name, which the checks
-    used, is the name of the binding of ``source`` that the call stands for
-    (:func:`source_names`: the fresh name of the call's binding in ``main`` can be another
-    operator's)."""
+    """Record each new composite's op id while ``main`` (``source``'s, fused) still calls it:
+    the name of the binding of ``source`` its core operator is (:func:`source_names`).
+    ``FuseOpsByPattern`` names a composite's output binding afresh (``gv``) and its call's
+    binding in ``main`` afresh too, from the sequence the source's names come from, so
+    neither name can be trusted; and it shares one function between equal composites, so a
+    call whose operator is not the one its function is tagged with gets a copy of its own."""
     names = source_names(mod, source, _is_untagged_composite)
+    tagged: dict = {}   # function -> the op id it was tagged with here
+    retarget: dict = {}  # binding of main -> its composite's own copy
     for b in _main_bindings(mod):
-        v = b.value
-        if not (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar)):
+        if b.var not in names.inner:
             continue
-        func = mod[v.op]
-        if not isinstance(func, relax.Function) or not _is_untagged_composite(func):
-            continue
-        name, is_root = _composite_core(func)
-        mod[v.op] = func.with_attr(OP_ID_ATTR, names[b.var] if is_root else name)
+        gv = b.value.op
+        func = mod[gv] if gv not in tagged else tagged[gv][1]
+        core, _ = _core_binding(func)
+        op_id = names.inner[b.var].get(core, "?")
+        if gv not in tagged:
+            tagged[gv] = (op_id, func)
+            mod[gv] = func.with_attr(OP_ID_ATTR, op_id)
+        elif tagged[gv][0] != op_id:
+            copy = func.with_attr(OP_ID_ATTR, op_id)
+            own = tvm.ir.GlobalVar(f"{gv.name_hint}_{op_id}")
+            _update_type(own, copy.ty)
+            mod[own] = copy
+            retarget[b.var] = own
+    if retarget:
+        mod["main"] = _retargeted(mod["main"], retarget)
     return mod
+
+
+def _retargeted(main, retarget: dict):
+    """``main`` with each binding of ``retarget`` calling its own function."""
+    blocks = []
+    for block in main.body.blocks:
+        out = [relax.VarBinding(b.var, relax.Call(retarget[b.var], list(b.value.args)))
+               if b.var in retarget else b for b in block.bindings]
+        cls = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else \
+            relax.BindingBlock
+        blocks.append(cls(out))
+    body = relax.SeqExpr(blocks, main.body.body)
+    return relax.Function(main.params, body, main.ret_ty, main.is_pure, main.attrs)
 
 
 def _source_format(mod) -> str | None:

@@ -11,6 +11,8 @@ call's, is the value of exactly one binding of the module before the fusion.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tvm
 import tvm_ffi
 from tvm import relax
@@ -58,43 +60,63 @@ def _output_call(func: relax.Function) -> tuple[relax.Call | None, dict]:
     return (root if isinstance(root, relax.Call) else None), values
 
 
-def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> dict:
-    """Each variable of ``fused["main"]`` (``source`` after ``FuseOpsByPattern``) -> the name
-    of the binding of ``source["main"]`` it holds. ``is_new(func)``: whether a called
-    function is a composite the fusion made (its call's binding was named afresh); the other
-    bindings kept their variables. A new composite whose output call no binding of the source
-    computes is a :class:`CompileError`: a guess could place operators where they are not."""
-    pending: dict[tuple, list[str]] = {}
-    src_names = {}
+class SourceNames(NamedTuple):
+    """What each call of a fused ``main`` stands for in the module it was fused from:
+    ``outer`` maps every variable of ``main`` to its source binding's name, ``inner`` each call
+    of a new composite to the source binding's name of every binding inside the composite
+    (two calls of one function, which the fusion shares between equal composites, stand for
+    different operators)."""
+
+    outer: dict
+    inner: dict
+
+
+def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> SourceNames:
+    """The :class:`SourceNames` of ``fused["main"]``, ``source`` after ``FuseOpsByPattern``.
+    ``is_new(func)``: whether a called function is a composite the fusion made (its call's
+    binding was named afresh); the other bindings kept their variables. A binding of a new
+    composite that no binding of the source computes is a :class:`CompileError`: a guess
+    could place operators where they are not."""
+    candidates: dict[tuple, list[str]] = {}
     for b in _bindings(source["main"]):
-        src_names[b.var] = _name(b.var)
         if isinstance(b.value, relax.Call):
-            key = _call_key(b.value, lambda v: _name(v))
+            key = _call_key(b.value, _name)
             if key is not None:
-                pending.setdefault(key, []).append(_name(b.var))
-    names = {p: _name(p) for p in fused["main"].params}
+                candidates.setdefault(key, []).append(_name(b.var))
+    taken: set[str] = set()
+    outer = {p: _name(p) for p in fused["main"].params}
+    inner: dict = {}
     for b in _bindings(fused["main"]):
         v = b.value
         func = (fused[v.op] if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar)
                 else None)
         if not (isinstance(func, relax.Function) and is_new(func)):
-            names[b.var] = _name(b.var)
+            outer[b.var] = _name(b.var)
             continue
-        call, inner = _output_call(func)
-        outer = dict(zip(func.params, v.args))
-
-        def name_of(var, outer=outer, inner=inner):
-            if var in outer:
-                arg = outer[var]
-                return names.get(arg) if isinstance(arg, relax.Var) else None
-            return _name(var) if var in inner else None
-
-        key = None if call is None else _call_key(call, name_of)
-        found = pending.get(key) if key is not None else None
-        if not found:
-            raise CompileError(
-                f"the composite {func.attrs['Composite']} called by {_name(b.var)} computes "
-                "no binding of the module it was fused from, so its operator cannot be named "
-                "in the partition report")
-        names[b.var] = found.pop(0)
-    return names
+        names = {p: outer.get(a) for p, a in zip(func.params, v.args)
+                 if isinstance(a, relax.Var)}
+        for ib in _bindings(func):
+            if not isinstance(ib.value, relax.Call):
+                continue
+            key = _call_key(ib.value, names.get)
+            found = candidates.get(key, []) if key is not None else []
+            if not found:
+                raise CompileError(
+                    f"the composite {func.attrs['Composite']} called by {_name(b.var)} "
+                    f"computes {_name(ib.var)}, which no binding of the module it was fused "
+                    "from computes, so its operator cannot be named in the partition report")
+            # the fusion keeps the names of a composite's inner bindings: among equal
+            # bindings of the source (a tensor dequantized for each of its readers) the one
+            # of that name, else one no call took yet
+            own = _name(ib.var)
+            names[ib.var] = own if own in found else next(
+                (n for n in found if n not in taken), found[0])
+        call, _ = _output_call(func)
+        root = next((ib.var for ib in _bindings(func) if ib.value.same_as(call)), None)
+        if root is None or root not in names:
+            raise CompileError(f"the composite {func.attrs['Composite']} called by "
+                               f"{_name(b.var)} has no output call to name")
+        outer[b.var] = names[root]
+        taken.update(names[ib.var] for ib in _bindings(func) if ib.var in names)
+        inner[b.var] = names
+    return SourceNames(outer, inner)

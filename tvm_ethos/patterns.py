@@ -388,9 +388,10 @@ def _batch_matmul_variants():
 
 def _transpose_variants():
     """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
-    DEPTH_TO_SPACE's, whose verdict must stand)."""
+    DEPTH_TO_SPACE's, whose verdict must stand) or a constant (a FULLY_CONNECTED's weights,
+    which stay constant-folding material when the layer is refused)."""
     ann = {}
-    x = ~is_op("relax.reshape")(wildcard(), wildcard())
+    x = ~is_op("relax.reshape")(wildcard(), wildcard()) & ~is_const()
     core = is_op("relax.permute_dims")(x)
     ann.update(x0=x, op=core, root=core)
     return [(Op.TRANSPOSE, core, ann)]
