@@ -171,9 +171,22 @@ def _as_copy(q):
     """A TRANSPOSE moves elements whatever its rank or batch: each of its copies is a box of
     at most three dimensions cut to the NPU's registers, so the common checks see only its
     types (its tensors as one element each)."""
+    if q.kind == Op.RESHAPE:
+        return _unbatched(q)
     if q.kind != Op.TRANSPOSE:
         return q
     return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,))
+
+
+def _unbatched(q):
+    """A RESHAPE is an alias of its input's bytes in the stream (``STREAM_OPS``): a batch
+    above 1 reads the same bytes, so the common checks see its tensors with a batch of 1."""
+    def one(shape):
+        shape = tuple(int(d) for d in shape)
+        return (1,) + shape[1:] if len(shape) == 4 else shape
+
+    return dataclasses.replace(q, in_shapes=[one(s) for s in q.in_shapes],
+                               out_shape=one(q.out_shape))
 
 
 def _as_matrices(q):
