@@ -14,7 +14,8 @@ H*W <= 65535; logistic, tanh, leaky relu and hard swish (a LUT on the NPU; no sp
 constraints); bilinear and nearest resize by one
 1x/2x/4x/8x factor (bilinear half-pixel centres: 2x); pad of a 3-D/4-D tensor without batch padding,
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
-every valid SPLIT); reshape; concatenate; requantize; REDUCE_MAX / REDUCE_MIN over H and W
+every valid SPLIT); reshape (of any batch: an alias of its bytes); concatenate; requantize;
+REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
 and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or int64);
 PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
