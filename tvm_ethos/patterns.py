@@ -21,7 +21,7 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
-from tvm_ethos.compute import int16_activation, int16x8
+from tvm_ethos.compute import int16_activation, int16x8, softmax16
 from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.quant import dtype_range, f32, quantize_multipliers, quantize_value
 
@@ -666,7 +666,10 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         op.attrs["beta"] = beta
         lowest = {"int8": -128, "int16": -32768}.get(out_dtype, 0)
         steps = 65536 if out_dtype == "int16" else 256
-        if op.out_q is not None and (abs(op.out_q[0] * steps - 1) > 1e-3 or op.out_q[1] != lowest):
+        if op.in_dtypes[0] == "int16":
+            problems.extend(softmax16_refusals(op))
+        elif op.out_q is not None and (abs(op.out_q[0] * steps - 1) > 1e-3
+                                       or op.out_q[1] != lowest):
             problems.append(
                 f"softmax output quantization (scale {op.out_q[0]:g}, zero point {op.out_q[1]}); "
                 f"TFLite's 8-bit kernel requires scale 1/{steps} and zero point {lowest}"
@@ -709,7 +712,8 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         _DATA_MOVEMENT_READERS[kind](op, ann, problems)
     if kind in TABLE_KINDS and (
         op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype != op.in_dtypes[0]
-    ) and not (kind == "softmax" and (op.in_dtypes[0], op.out_dtype) == ("int8", "int16")) \
+    ) and not (kind == "softmax" and (op.in_dtypes[0], op.out_dtype) in (("int8", "int16"),
+                                                                         ("int16", "int16"))) \
             and not _int16_activation(op, problems) \
             and not (kind == Op.LEAKY_RELU and (op.in_dtypes[0], op.out_dtype) == ("int16",
                                                                                    "int16")):
@@ -890,6 +894,37 @@ def _read_arg_max(op: QOp, core, problems: list) -> None:
     if op.in_dtypes[0] not in ("int8", "uint8") or op.out_dtype not in ("int32", "int64"):
         problems.append(f"ARG_MAX of {op.in_dtypes[0]} into {op.out_dtype}; the integer "
                         "kernel takes int8 or uint8 codes into int32 or int64")
+
+
+def softmax16_refusals(op: QOp) -> list[str]:
+    """What TFLite's int16 SOFTMAX kernel (``te_ops.lower_softmax16``) does not take of
+    ``op``, each naming what would: int16 in and out, input zero point 0, output (1/32768,
+    0), a positive beta, a scale x beta whose multiplier shifts the difference left by at
+    most ``MAX_LEFT_SHIFT`` bits, rows short enough for an int32 sum."""
+    out = []
+    if op.out_dtype != "int16":
+        out.append(f"SOFTMAX of int16 to {op.out_dtype}; TFLite's int16 kernel writes int16")
+    if op.in_q and op.in_q[0][1] != 0:
+        out.append(f"SOFTMAX of int16 with input zero point {op.in_q[0][1]}; TFLite's int16 "
+                   "kernel requires 0 (re-quantize the input symmetrically)")
+    if op.out_q is not None and (abs(op.out_q[0] * 32768 - 1) > 1e-3 or op.out_q[1] != 0):
+        out.append(f"SOFTMAX output quantization (scale {op.out_q[0]:g}, zero point "
+                   f"{op.out_q[1]}); TFLite's int16 kernel requires (1/32768, 0)")
+    beta = op.attrs.get("beta", 1.0)
+    if not beta > 0:
+        out.append(f"SOFTMAX beta {beta:g}; TFLite's int16 kernel takes a positive beta")
+    elif op.in_q:
+        _, shift = softmax16.input_multiplier(op.in_q[0][0], beta, softmax16.Kernel.LITERT)
+        if shift > softmax16.MAX_LEFT_SHIFT:
+            out.append(f"SOFTMAX of int16 with input scale x beta = {op.in_q[0][0] * beta:g}; "
+                       f"TFLite's kernel shifts the input difference left by {shift} bits in "
+                       f"int32, which overflows past {softmax16.MAX_LEFT_SHIFT} (a smaller "
+                       "input scale would fit)")
+    depth = int(op.in_shapes[0][-1]) if op.in_shapes[0] else 0
+    if depth > softmax16.MAX_DEPTH:
+        out.append(f"SOFTMAX of int16 over rows of {depth}; over {softmax16.MAX_DEPTH} values "
+                   "TFLite's int32 sum of exponentials can overflow")
+    return out
 
 
 def _int16_activation(op: QOp, problems: list) -> bool:

@@ -9,14 +9,21 @@ is scaled so that [-65535, 0] covers [-10, 0] and recentred to int16; the sum of
 exponentials is normalised by its leading zeros to index the reciprocal table; the output is
 Q0.15.
 
-Vela writes the same tables as fixed constants (``SoftMax.EXP_LUT``,
-``ONE_OVER_ONE_PLUS_X_LUT``, in the NPU's base and slope form); its reciprocal table differs
-from the one TFLite Micro builds in two entries (160 and 294, by one each), so Vela's
-streams are one code off TFLite Micro for the sums whose reciprocal interpolates next to
-them. :func:`tables` builds TFLite Micro's, so a stream carrying them is exact.
+LiteRT (the oracle of the llvm host) runs the same kernel with tables it builds in double
+(``LUTPopulate<double>``) and an input multiplier whose scale x beta is a float32 product;
+TFLite Micro builds them in float32 and multiplies in double. The exp tables agree; the
+reciprocal tables differ in two entries (160 and 294, by one each), so the two runtimes are
+one code apart on rows whose reciprocal interpolates next to them. :class:`Kernel` names
+whose arithmetic a caller wants: the Ethos-U paths follow TFLite Micro, the llvm host LiteRT.
+
+Vela writes LiteRT's tables as fixed constants (``SoftMax.EXP_LUT``,
+``ONE_OVER_ONE_PLUS_X_LUT``, in the NPU's base and slope form), so Vela's streams are one
+code off TFLite Micro where the reciprocal tables differ; the streams here carry TFLite
+Micro's.
 """
 from __future__ import annotations
 
+import enum
 import functools
 
 import numpy as np
@@ -27,18 +34,30 @@ from tvm_ethos.compute.quant import quantize_multiplier
 TABLE_ENTRIES = 513
 #: the scaled input difference's real range: [-65535, 0] codes are [-10, 0]
 DIFF_RANGE = 10.0 / 65535.0
+#: the largest left shift of the input multiplier under which the kernel's int32
+#: ``difference << shift`` cannot overflow (a difference reaches -65535)
+MAX_LEFT_SHIFT = 15
+#: the longest row whose int32 sum of exponentials (each at most 32767) cannot overflow
+MAX_DEPTH = 65536
 
 
-def _round(v: np.float32) -> np.float32:
-    """``std::round`` in float32: half away from zero."""
-    return np.float32(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)))
+class Kernel(enum.Enum):
+    """Whose int16 SOFTMAX: the runtimes build the kernel's tables and input multiplier in
+    different precisions (module docstring)."""
+
+    TFLITE_MICRO = "tflite-micro"
+    LITERT = "litert"
 
 
-def gen_lut(func, input_min: float, input_max: float) -> np.ndarray:
-    """TFLite's ``gen_lut<float, int16_t, int16_t>`` of ``func`` (float32 -> float32) over
-    [input_min, input_max] with output range [-1, 1]: 513 int16 values, in float32 as the
-    kernel computes them."""
-    f = np.float32
+def _round(v: np.floating) -> np.floating:
+    """``std::round`` in ``v``'s float type: half away from zero."""
+    return v.dtype.type(np.sign(v) * np.floor(np.abs(v) + v.dtype.type(0.5)))
+
+
+def gen_lut(func, input_min: float, input_max: float, f=np.float32) -> np.ndarray:
+    """TFLite's ``gen_lut<FloatT, int16_t, int16_t>`` of ``func`` (``f`` -> ``f``) over
+    [input_min, input_max] with output range [-1, 1]: 513 int16 values, computed in the
+    float type ``f`` (float32: TFLite Micro; float64: LiteRT)."""
     lo, hi = f(input_min), f(input_max)
     steps = TABLE_ENTRIES - 1
     step = f((hi - lo) / f(steps))
@@ -58,13 +77,13 @@ def gen_lut(func, input_min: float, input_max: float) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def tables() -> tuple[np.ndarray, np.ndarray]:
-    """(exp on [-10, 0], 1/(1 + x) on [0, 1]) as TFLite Micro's prepare builds them (the
+@functools.lru_cache(maxsize=2)
+def tables(kernel: Kernel = Kernel.TFLITE_MICRO) -> tuple[np.ndarray, np.ndarray]:
+    """(exp on [-10, 0], 1/(1 + x) on [0, 1]) as ``kernel``'s prepare builds them (the
     same for every model; read-only)."""
-    exp = gen_lut(lambda v: np.exp(v, dtype=np.float32), -10.0, 0.0)
-    reciprocal = gen_lut(lambda v: np.float32(np.float32(1) / np.float32(np.float32(1) + v)),
-                         0.0, 1.0)
+    f = np.float32 if kernel is Kernel.TFLITE_MICRO else np.float64
+    exp = gen_lut(lambda v: np.exp(v, dtype=f), -10.0, 0.0, f)
+    reciprocal = gen_lut(lambda v: f(f(1) / f(f(1) + v)), 0.0, 1.0, f)
     for t in (exp, reciprocal):
         t.flags.writeable = False
     return exp, reciprocal
@@ -87,11 +106,14 @@ def lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
     return table[index] + (((table[index + 1] - table[index]) * offset + 64) >> 7)
 
 
-def input_multiplier(in_scale: float, beta: float) -> tuple[int, int]:
-    """TFLite Micro's (Q31 multiplier, shift) of the input difference: scale x beta in
-    units of 10/65535, in double from the float32 scale and beta."""
-    real = float(np.float32(in_scale)) * float(np.float32(beta)) / DIFF_RANGE
-    return quantize_multiplier(real)
+def input_multiplier(in_scale: float, beta: float,
+                     kernel: Kernel = Kernel.TFLITE_MICRO) -> tuple[int, int]:
+    """``kernel``'s (Q31 multiplier, shift) of the input difference: scale x beta in units
+    of 10/65535, from the float32 scale and beta (TFLite Micro multiplies them in double,
+    LiteRT in float32)."""
+    scale, b = np.float32(in_scale), np.float32(beta)
+    product = float(scale * b) if kernel is Kernel.LITERT else float(scale) * float(b)
+    return quantize_multiplier(product / DIFF_RANGE)
 
 
 def _multiply(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
@@ -112,13 +134,14 @@ def _multiply(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
 
 def softmax_int16(x: np.ndarray, in_scale: float, beta: float,
                   exp_table: np.ndarray | None = None,
-                  reciprocal_table: np.ndarray | None = None) -> np.ndarray:
-    """The kernel over the last axis of int16 codes ``x`` (input zero point 0), to Q0.15
-    codes; the tables default to TFLite Micro's (:func:`tables`)."""
+                  reciprocal_table: np.ndarray | None = None,
+                  kernel: Kernel = Kernel.TFLITE_MICRO) -> np.ndarray:
+    """``kernel``'s kernel over the last axis of int16 codes ``x`` (input zero point 0), to
+    Q0.15 codes; the tables default to ``kernel``'s (:func:`tables`)."""
     if exp_table is None or reciprocal_table is None:
-        exp_table, reciprocal_table = tables()
+        exp_table, reciprocal_table = tables(kernel)
     x = np.asarray(x, np.int64)
-    multiplier, shift = input_multiplier(in_scale, beta)
+    multiplier, shift = input_multiplier(in_scale, beta, kernel)
     scaled = _multiply(x - x.max(axis=-1, keepdims=True), multiplier, shift)
     exps = lookup(exp_table, np.clip(scaled + 32767, -32768, 32767))
     total = exps.sum(axis=-1, keepdims=True)

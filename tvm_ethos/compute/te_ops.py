@@ -24,6 +24,7 @@ from tvm_ethos.compute import (
     int16_activation,
     int16x8,
     leaky_relu,
+    softmax16,
     squared_difference,
 )
 from tvm_ethos.compute.hard_swish import hard_swish_lut
@@ -1377,6 +1378,8 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
       shift by ``num_bits_over_unit + 23`` (int64: the shift reaches 34; ``+ 15`` for an int16
       output), plus the lowest output code (-128 for int8, 0 for uint8, -32768 for int16; the
       output scale is 1/256, 1/65536 for int16, which ``patterns`` checks)."""
+    if op.in_dtypes[0] == "int16":
+        return lower_softmax16(op, inputs, pool, name)
     (x,) = inputs
     shape = tuple(op.in_shapes[0])
     lead, depth = shape[:-1], shape[-1]
@@ -1433,6 +1436,82 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
         half = tirx.shift_left(_i64(1), shift - _i64(1))
         q = tirx.shift_right(prod + half, shift).astype("int32")
         return clamp_cast(q + _i32(lowest), op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+def _interpolate(table, v):
+    """TFLite's ``lut_lookup_with_interpolation`` of int16 values ``v`` (int32 expressions)
+    in a 513-entry int32 table: the high nine bits pick the entry, the low seven interpolate
+    to the next one, rounding half up."""
+    index = tirx.shift_right(v, _i32(7)) + _i32(256)
+    offset = tirx.bitwise_and(v, _i32(0x7F))
+    base = table[index]
+    return base + tirx.shift_right((table[index + _i32(1)] - base) * offset + _i32(64), _i32(7))
+
+
+def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16"):
+    """SOFTMAX of int16 codes to Q0.15 as LiteRT's reference kernel computes it
+    (``reference_ops::SoftmaxInt16``, the oracle of the llvm host; the numpy statement is
+    ``softmax16.softmax_int16`` with ``Kernel.LITERT``): integer arithmetic on two 513-entry
+    tables that are PrimFunc arguments (``softmax16.tables``).
+
+    * the difference to the row maximum, scaled by the input multiplier so that [-65535, 0]
+      codes cover [-10, 0], recentred to int16 and looked up in the exp table;
+    * the int32 row sum of the exponentials (``patterns`` bounds the depth so it cannot
+      overflow), its significant bits counted by comparisons (no ``clz`` intrinsic);
+    * the sum normalised to Q1.16 past its leading zeros, recentred and looked up in the
+      1/(1 + x) table;
+    * each exponential times that reciprocal, shifted right (rounding half up) by the sum's
+      bits less one, clamped to [0, 32767]."""
+    (x,) = inputs
+    shape = tuple(op.in_shapes[0])
+    lead, depth = shape[:-1], shape[-1]
+    kernel = softmax16.Kernel.LITERT
+    exp_np, reciprocal_np = softmax16.tables(kernel)
+    exp_t = pool.add(f"{name}_exp", exp_np.astype(np.int32))
+    reciprocal_t = pool.add(f"{name}_reciprocal", reciprocal_np.astype(np.int32))
+    multiplier, shift = softmax16.input_multiplier(op.in_q[0][0], op.attrs.get("beta", 1.0),
+                                                   kernel)
+    rmax = te.reduce_axis((0, depth), name="rmax")
+    mx = te.compute(
+        lead, lambda *i: te.max(x[i + (rmax,)].astype("int32"), axis=rmax), name=f"{name}_max"
+    )
+
+    def exp_fn(*i):
+        scaled = mbqm(x[i].astype("int32") - mx[i[:-1]], multiplier, shift)
+        return _interpolate(exp_t, tirx.min(tirx.max(scaled + _i32(32767), _i32(-32768)),
+                                             _i32(32767)))
+
+    exps = te.compute(shape, exp_fn, name=f"{name}_exps")
+    rsum = te.reduce_axis((0, depth), name="rsum")
+    total = te.compute(lead, lambda *i: te.sum(exps[i + (rsum,)], axis=rsum),
+                       name=f"{name}_sum")
+    bits = te.compute(
+        lead,
+        lambda *i: sum(
+            (tirx.Select(total[i] >= _i32(1 << k), _i32(1), _i32(0)) for k in range(1, 31)),
+            _i32(1),
+        ),
+        name=f"{name}_bits",
+    )
+
+    def reciprocal_fn(*i):
+        shifted = tirx.shift_right(tirx.shift_left(total[i], _i32(31) - bits[i])
+                                   + _i32(1 << 13), _i32(14))
+        return _interpolate(reciprocal_t, tirx.min(tirx.max(shifted - _i32(98304),
+                                                            _i32(-32768)), _i32(32767)))
+
+    reciprocal = te.compute(lead, reciprocal_fn, name=f"{name}_reciprocal")
+
+    def out_fn(*i):
+        row = i[:-1]
+        right = bits[row].astype("int64") - _i64(1)
+        v = tirx.shift_right(exps[i].astype("int64") * reciprocal[row].astype("int64")
+                             + tirx.shift_left(_i64(1), right - _i64(1)), right)
+        # clamped in int64: TVM folds an int32 clamp of this variable shift away (it bounds
+        # the shift's result too tightly), and a row's largest output reaches 32768
+        return tirx.min(tirx.max(v, _i64(0)), _i64(32767)).astype(op.out_dtype)
 
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
 

@@ -182,6 +182,19 @@ def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) 
             and abs(infos[outs[0]][8] * 65536 - 1) <= 1e-3)
 
 
+def _int16_softmax(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """TFLite's int16 SOFTMAX: INT16 in and out, input zero point 0 and the output
+    quantization TFLite requires, (1/32768, 0); the patterns read it as the integer kernel
+    (``te_ops.lower_softmax16``) and name what else it does not take (beta, a scale that
+    overflows its shift, rows too long)."""
+    if opname != "SOFTMAX" or len(outs) != 1 or [infos[i][1] for i in ins if i >= 0] != [7] \
+            or infos[outs[0]][1] != 7:
+        return False
+    out_scale = infos[outs[0]][8]
+    return (out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3
+            and infos[outs[0]][9] == 0 and infos[ins[0]][9] == 0)
+
+
 def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bool:
     """TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED: INT16 input and output
     with zero point 0, INT8 weights and a constant bias. With an INT64 bias (what TFLite's
@@ -499,6 +512,7 @@ class _TfliteChecker:
                 any(infos[i][2] for i in io),
                 any(infos[i][1] == 7 for i in io) and not _integer_requantize(opname, io, infos)
                 and not _int8_to_int16_softmax(opname, ins, outs, infos)
+                and not _int16_softmax(opname, ins, outs, infos)
                 and not _int16_elementwise(opname, io, infos)
                 and not _int16x8_weighted(opname, ins, outs, infos)
                 and not _int16_transpose(opname, ins, outs, infos)))

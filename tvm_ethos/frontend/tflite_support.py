@@ -11,10 +11,11 @@ about it or the tensors it reads and writes. INT16 activations are not importabl
 importer computes them through float32 quantize / dequantize, not TFLite's integer
 arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
-INT16, ADD, SUB, MUL, MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input),
-LEAKY_RELU, LOGISTIC and TANH with every tensor INT16, and TFLite's 16x8 CONV_2D,
-DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero point 0, INT8 weights, an
-INT32 or INT64 bias) (``tflite_check``).
+INT16 or of INT16 to INT16 (zero points 0, the output scale 1/32768), ADD, SUB, MUL,
+MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input), LEAKY_RELU, LOGISTIC and
+TANH with every tensor INT16, and TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and
+FULLY_CONNECTED (INT16 activations with zero point 0, INT8 weights, an INT32 or INT64 bias)
+(``tflite_check``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from tvm_ethos.compute import softmax16
 from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
@@ -161,13 +163,42 @@ def _unpack_refusal(checked: CheckedModel, graph, op: CheckedOperator, table) ->
     return ""
 
 
+def _softmax16_refusal(graph, op: CheckedOperator, table) -> str:
+    """Why TFLite's int16 SOFTMAX kernel cannot compute an int16 SOFTMAX the check let
+    through (its scale x beta shifts the input difference past int32, or its rows are long
+    enough to overflow the int32 sum of exponentials), or ``""`` (also for other SOFTMAXes)."""
+    from tflite.SoftmaxOptions import SoftmaxOptions
+    from tflite.TensorType import TensorType
+
+    x = graph.Tensors(op.inputs[0])
+    quant = x.Quantization()
+    if x.Type() != TensorType.INT16 or quant is None or not quant.ScaleLength():
+        return ""
+    beta = 0.0
+    if table is not None:
+        opts = SoftmaxOptions()
+        opts.Init(table.Bytes, table.Pos)
+        beta = float(opts.Beta())
+    scale = float(quant.ScaleAsNumpy()[0])
+    _, shift = softmax16.input_multiplier(scale, beta, softmax16.Kernel.LITERT)
+    if shift > softmax16.MAX_LEFT_SHIFT:
+        return (f"an int16 SOFTMAX with input scale x beta = {scale * beta:g}: TFLite's kernel "
+                f"shifts the input difference left by {shift} bits in int32, which overflows "
+                f"past {softmax16.MAX_LEFT_SHIFT} (a smaller input scale or beta would fit)")
+    depth = int(x.ShapeAsNumpy()[-1]) if x.ShapeLength() else 1
+    if depth > softmax16.MAX_DEPTH:
+        return (f"an int16 SOFTMAX over rows of {depth}: over {softmax16.MAX_DEPTH} values "
+                "TFLite's int32 sum of exponentials can overflow")
+    return ""
+
+
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
     (``EthosOperatorConverter``): an UNPACK of the last axis behind a dimension above 1 of
     a 4-D input of a batch above 1 or of an operator's output that the importer gives as a
     reshape, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more
     than the height and width of NHWC, a BATCH_MATMUL of two constants or not quantized per
-    tensor throughout; or ``""``."""
+    tensor throughout, an int16 SOFTMAX TFLite's kernel overflows on; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -189,6 +220,10 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         if values is None or prelu_alpha_codes(values, shape) is None:
             return ("a quantized PRELU whose alpha is no constant int8 tensor of one value per "
                     "channel: tvm-ethos applies alpha along the last axis")
+    if op.name == "SOFTMAX" and not op.int16 and op.inputs[0] >= 0:
+        why = _softmax16_refusal(graph, op, table)
+        if why:
+            return why
     if op.name == "BATCH_MATMUL":
         if all(t >= 0 and _is_constant(checked, graph, t) for t in op.inputs[:2]):
             return ("a quantized BATCH_MATMUL of two constants: tvm-ethos multiplies a "

@@ -369,6 +369,9 @@ def _softmax(q, o):
         r.append("IFM and OFM shapes must match")
     if q.in_dtypes[0] != q.out_dtype and (q.in_dtypes[0], q.out_dtype) != ("int8", "int16"):
         r.append("IFM and OFM data types must match (or int8 -> int16)")
+    if q.in_dtypes[0] == "int16":
+        r.append("an int16 SOFTMAX reaches the NPU from the TFLite graph only (target ethos-u, "
+                 "ops_softmax16); through Relax it runs on the host")
     if q.attrs.get("beta", 1.0) < 0:
         r.append(f"beta {q.attrs['beta']:g}; beta value needs to be positive")
     shp = (1,) * (4 - len(q.in_shapes[0])) + tuple(q.in_shapes[0])

@@ -109,6 +109,15 @@ def read_softmax16(graph, index: int) -> Softmax16:
     return Softmax16(shape, f32(in_scale), f32(beta))
 
 
+def is_int16(graph, index: int) -> bool:
+    """Whether operator ``index`` is a SOFTMAX of int16 codes (the form this module serves on
+    the tflite-micro host, TFLite Micro's kernel, whether or not the stream takes it)."""
+    if graph.kinds[index] != KIND:
+        return False
+    ins = graph.all_inputs(index)
+    return bool(ins) and ins[0] >= 0 and graph.g.Tensors(ins[0]).Type() == _INT16
+
+
 def refusal(graph, index: int) -> str:
     """Why the stream does not express operator ``index`` as an int16 SOFTMAX, or ``""``."""
     try:

@@ -18,7 +18,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
 )
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
-from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator
+from tvm_ethos.backends.tflite_micro.graph_operators import graph_claims, graph_operator
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS, compile_streams
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError, UnsupportedModelError
@@ -60,6 +60,9 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     with stage("importer check"):
         refusals = import_refusals(data)
     why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
+    claims = graph_claims(graph, refusals)
+    why.update(claims)
+    refusals = [claims.get(i, r) for i, r in enumerate(refusals)]
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []

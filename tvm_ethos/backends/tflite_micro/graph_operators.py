@@ -45,6 +45,10 @@ class GraphNpuOperator(NamedTuple):
     builtin: str
     check: Callable[[SourceGraph, int], str]
     emit: Callable[[SourceGraph, int, str, str, dict], GraphPart]
+    #: ``claims(graph, index)``: whether operator ``index`` is this entry's even where the
+    #: importer converts it (its form through Relax would not be TFLite Micro's kernel);
+    #: None: only operators the importer refuses
+    claims: Callable[[SourceGraph, int], bool] | None = None
 
 
 def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
@@ -118,8 +122,23 @@ GRAPH_NPU_OPERATORS: dict[str, GraphNpuOperator] = {
     ops_lstm.KIND: GraphNpuOperator(ops_lstm.KIND, ops_lstm.refusal, _lstm_emit),
     # an int16 SOFTMAX (the importer takes the 8-bit ones into Relax)
     ops_softmax16.KIND: GraphNpuOperator(ops_softmax16.KIND, ops_softmax16.refusal,
-                                         _softmax16_emit),
+                                         _softmax16_emit, ops_softmax16.is_int16),
 }
+
+#: why an operator the importer converts is taken from the graph instead
+CLAIMED = ("the tflite-micro host takes it from the TFLite graph, not through the importer: "
+           "TFLite Micro's kernel differs from the llvm host's (LiteRT's)")
+
+
+def graph_claims(graph: SourceGraph, refusals: list[str | None]) -> dict[int, str]:
+    """The operators the importer converts (``refusals[i]`` None) that an entry claims
+    (``GraphNpuOperator.claims``), each with why it stays out of the importer's groups."""
+    out = {}
+    for i, r in enumerate(refusals):
+        entry = graph_operator(graph, i) if r is None else None
+        if entry is not None and entry.claims is not None and entry.claims(graph, i):
+            out[i] = CLAIMED
+    return out
 
 
 def graph_operator(graph: SourceGraph, index: int) -> GraphNpuOperator | None:
