@@ -59,13 +59,23 @@ def test_the_numpy_statement_with_litert_tables_is_litert(shape, scale, beta, se
 @settings(max_examples=3, deadline=None)
 @given(shape=_shapes, scale=_scales, beta=_betas, seed=st.integers(0, 99))
 @example(shape=(1, 1, 57), scale=2.5117e-4, beta=0.5, seed=0)
+@example(shape=(2, 3, 5, 1), scale=0.03125, beta=1.0, seed=0)   # one value a row: 32767
 def test_the_llvm_host_is_litert(shape, scale, beta, seed):
+    _host_is_litert("llvm", shape, scale, beta, seed)
+
+
+def _host_is_litert(target: str, shape, scale, beta, seed) -> None:
     data = softmax16_model(shape, scale, beta)
-    cm = tvm_ethos.compile(data, "llvm", cache_dir=False)
-    assert cm.partition_summary == {"llvm": 1}, cm.partition_summary
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    assert cm.partition_summary == {target: 1}, cm.partition_summary
     for x in _inputs(shape, seed):
         want = oracle(data, [x])[0]
         np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_opencl_host_is_litert():
+    pytest.importorskip("pyopencl")
+    _host_is_litert("opencl", (2, 3, 5, 17), 1.1913733760593459e-4, 1.5569413900375366, 3)
 
 
 def _where_references_differ():
