@@ -15,9 +15,7 @@ interpreter on a 256x256 map of all pairs.
 """
 from __future__ import annotations
 
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,21 +30,12 @@ import tvm_ethos  # noqa: E402
 from ethosu_stream import rounding  # noqa: E402
 from ethosu_stream.tflite_graph import run_vela_model  # noqa: E402
 from tests.helpers.tflite_oracle import tflm_oracle  # noqa: E402
+from tests.helpers.vela_cli import vela_compile  # noqa: E402
 from tvm_ethos.compute import add_sub  # noqa: E402
 
-VELA = Path(sys.executable).parent / "vela"
 CONFIG = "ethos-u55-128"
 CODES = np.arange(-128, 128, dtype=np.int64)
 A8, B8 = CODES[:, None], CODES[None, :]
-
-
-def _vela(model: bytes) -> bytes:
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "m.tflite"
-        src.write_bytes(model)
-        subprocess.run([str(VELA), str(src), "--accelerator-config", CONFIG, "--output-dir", d],
-                       check=True, capture_output=True)
-        return (Path(d) / "m_vela.tflite").read_bytes()
 
 
 def single_rounding_pair(x: np.ndarray, want: np.ndarray, max_shift: int = 40):
@@ -117,8 +106,8 @@ def main(count: int = 400, e2e: int = 6, seed: int = 0) -> None:
         if k < e2e + 2:
             model = add_sub_model(*q, sub)
             oracle = tflm_oracle(model, [A, B])[0]
-            vela = int(np.count_nonzero(run_vela_model(_vela(model), [A, B], CONFIG)[0][0]
-                                        != oracle))
+            got = run_vela_model(vela_compile(model, CONFIG), [A, B], CONFIG)[0][0]
+            vela = int(np.count_nonzero(got != oracle))
             cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
             ours = int(np.count_nonzero(cm.run(A, B)[0].reshape(oracle.shape) != oracle))
             placed = cm.placement[0].placed_on

@@ -9,9 +9,7 @@ here is timed.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +23,8 @@ import tflite_builder as tb  # noqa: E402
 import tvm_ethos  # noqa: E402
 from ethosu_stream.tflite_graph import run_vela_model  # noqa: E402
 from tests.helpers.tflite_oracle import tflm_oracle  # noqa: E402
+from tests.helpers.vela_cli import vela_compile  # noqa: E402
 
-VELA = Path(sys.executable).parent / "vela"
 #: (name, shape, input scale, beta)
 MODELS = (("classifier 1x10", (1, 10), 2e-3, 1.0),
           ("keyword 1x49x12", (1, 49, 12), 5e-4, 1.0),
@@ -40,16 +38,6 @@ _WAITS = ("NPU_OP_STOP", "NPU_OP_DMA_WAIT", "NPU_OP_KERNEL_WAIT")
 def _model(shape, scale, beta) -> bytes:
     return tb.softmax(None, shape=shape, in_q=(scale, 0), dtype="int16",
                       out_q=(1 / 32768, 0), beta=beta)
-
-
-def _vela(data: bytes, accelerator: str) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "m.tflite"
-        src.write_bytes(data)
-        subprocess.run([str(VELA), str(src), "--accelerator-config", accelerator,
-                        "--optimise", "Size", "--output-dir", tmp], check=True,
-                       capture_output=True)
-        return (Path(tmp) / "m_vela.tflite").read_bytes()
 
 
 def _measure(data: bytes, source: bytes, shape, accelerator: str, runs: int) -> dict:
@@ -79,7 +67,8 @@ def run(runs: int) -> list[dict]:
             cm = tvm_ethos.compile(source, f"ethos-u -accelerator_config={acc}",
                                    cache_dir=False)
             ours = _measure(cm.tflite, source, shape, acc, runs)
-            vela = _measure(_vela(source, acc), source, shape, acc, runs)
+            data = vela_compile(source, acc, options=("--optimise", "Size"))
+            vela = _measure(data, source, shape, acc, runs)
             rows.append({"model": name, "accelerator": acc,
                          **{f"ours_{k}": v for k, v in ours.items()},
                          **{f"vela_{k}": v for k, v in vela.items()}})

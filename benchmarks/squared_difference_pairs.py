@@ -13,9 +13,7 @@ summary.
 """
 from __future__ import annotations
 
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,19 +27,10 @@ from test_tflite_squared_difference import A, B, squared_difference_model  # noq
 import tvm_ethos  # noqa: E402
 from ethosu_stream.tflite_graph import run_vela_model  # noqa: E402
 from tests.helpers.tflite_oracle import tflm_oracle  # noqa: E402
+from tests.helpers.vela_cli import vela_compile  # noqa: E402
 from tvm_ethos.compute.squared_difference import npu_refusal  # noqa: E402
 
-VELA = Path(sys.executable).parent / "vela"
 CONFIG = "ethos-u55-128"
-
-
-def _vela(model: bytes) -> bytes:
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "m.tflite"
-        src.write_bytes(model)
-        subprocess.run([str(VELA), str(src), "--accelerator-config", CONFIG, "--output-dir", d],
-                       check=True, capture_output=True)
-        return (Path(d) / "m_vela.tflite").read_bytes()
 
 
 #: quantizations whose output multiplier shifts left far enough to wrap TFLite Micro's int32
@@ -65,7 +54,8 @@ def main(count: int = 40, seed: int = 0) -> None:
     for q1, q2, qo in _quantizations(count, seed):
         model = squared_difference_model(q1, q2, qo)
         want = tflm_oracle(model, [A, B])[0]
-        vela = int(np.count_nonzero(run_vela_model(_vela(model), [A, B], CONFIG)[0][0] != want))
+        got = run_vela_model(vela_compile(model, CONFIG), [A, B], CONFIG)[0][0]
+        vela = int(np.count_nonzero(got != want))
         cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
         ours = int(np.count_nonzero(cm.run(A, B)[0].reshape(want.shape) != want))
         refused = bool(npu_refusal(q1, q2, qo))

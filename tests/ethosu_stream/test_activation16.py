@@ -4,9 +4,6 @@ identity average pool scaled to 1/(3 * 4096), an LSTM gate's ADD with the activa
 and Vela's own lowering of a one-operator model), every int16 input at the power-of-two input
 scales TFLite Micro special-cases, Hypothesis over the other scales; and the forms the model
 does not know refused by name."""
-import subprocess
-import sys
-from pathlib import Path
 
 import flatbuffers
 import numpy as np
@@ -20,6 +17,7 @@ from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as sch
 from ethosu_stream import Memory, StreamError, decode_stream, run_stream
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
 from ethosu_stream.tflite_graph import run_vela_model
+from tests.helpers.vela_cli import vela_compile
 
 from .streams import c0
 
@@ -31,7 +29,6 @@ Q15 = 1 / 32768
 #: kind -> (TFLite builtin, Vela API activation, ACTIVATION function field)
 OPS = {"tanh": (schema.BuiltinOperator.TANH, api.NpuActivationOp.TANH, 3),
        "sigmoid": (schema.BuiltinOperator.LOGISTIC, api.NpuActivationOp.SIGMOID, 4)}
-VELA = Path(sys.executable).parent / "vela"
 
 
 # ------------------------------------------------------------------ TFLite Micro's side
@@ -179,15 +176,12 @@ def test_an_lstm_gate_add_matches_tflite_micro(kind, pairs):
 
 
 @pytest.mark.parametrize("kind,scale", [("tanh", 2.0 ** -11), ("sigmoid", 0.0007)])
-def test_vela_lowers_a_lone_int16_activation_to_what_the_model_runs(tmp_path, kind, scale):
+def test_vela_lowers_a_lone_int16_activation_to_what_the_model_runs(kind, scale):
     """Vela's CLI on a one-operator int16 model: its stream uses the activation function
     (not a LUT) and runs bit-exact with TFLite Micro on inputs across the range."""
     n = 4096
     model = _activation_model(kind, n, scale)
-    (tmp_path / "m.tflite").write_bytes(model)
-    subprocess.run([str(VELA), str(tmp_path / "m.tflite"), "--accelerator-config", ACC_NAME,
-                    "--output-dir", str(tmp_path)], check=True, capture_output=True)
-    data = (tmp_path / "m_vela.tflite").read_bytes()
+    data = vela_compile(model, ACC_NAME)
     x = np.random.RandomState(0).randint(INT16[0], INT16[1] + 1, (1, n)).astype(np.int16)
     functions = {c.param & 0xFFF for op in read_ethos_u_ops(data)
                  for c in decode_stream(op.words) if c.name == "NPU_SET_ACTIVATION"}

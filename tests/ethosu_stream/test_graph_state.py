@@ -5,10 +5,6 @@ TFLite Micro interpreter invoked on the same sequence; and a reset forgets the s
 fresh interpreter would."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import flatbuffers
 import numpy as np
 import pytest
@@ -25,8 +21,8 @@ from tests.ethosu_stream.corpus import (
     source_model,
     tflm,
 )
+from tests.helpers.vela_cli import vela_compile
 
-VELA = Path(sys.executable).parent / "vela"
 STEPS = (0, 1, 2)
 #: one stream per Vela release (the others differ in striping, not in where state lives)
 STATEFUL = [("trained_lstm_int8", "ethos-u55-128", "Size")]
@@ -144,16 +140,12 @@ def _svdf_add_model(seed: int) -> bytes:
     return bytes(b.Output())
 
 
-def test_a_cpu_svdf_keeps_its_state_between_runs(tmp_path):
+def test_a_cpu_svdf_keeps_its_state_between_runs():
     """The SVDF's variable state stays with its TFLite Micro interpreter between runs of the
     graph (the NPU's ADD reads what it computed), as one interpreter on the source model
     keeps it; a reset forgets it."""
     model = _svdf_add_model(0)
-    (tmp_path / "m.tflite").write_bytes(model)
-    subprocess.run([str(VELA), str(tmp_path / "m.tflite"), "--accelerator-config",
-                    "ethos-u55-128", "--output-dir", str(tmp_path)], check=True,
-                   capture_output=True)
-    graph = TfliteGraph((tmp_path / "m_vela.tflite").read_bytes(), "ethos-u55-128")
+    graph = TfliteGraph(vela_compile(model, "ethos-u55-128"), "ethos-u55-128")
     assert graph.cpu_operators == ["SVDF (operator 0)"]
     source = tflm(model)
     rs = np.random.RandomState(1)

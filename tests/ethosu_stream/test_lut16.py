@@ -7,11 +7,6 @@ they are not (two entries of Vela's 1/(1 + x) table), the stream is what Vela's 
 and one code off TFLite Micro, which is Vela's deviation, not the model's."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite_builder as B
@@ -22,21 +17,12 @@ from hypothesis import strategies as st
 from ethosu_stream import lut16
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
+from tests.helpers.vela_cli import vela_compile
 from tvm_ethos.compute import softmax16
 
 from .test_older_vela import _old_vela
 
-VELA = Path(sys.executable).parent / "vela"
 Q15 = (1 / 32768, 0)
-
-
-def _vela(model: bytes, config: str, vela: Path = VELA) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "m.tflite"
-        src.write_bytes(model)
-        subprocess.run([str(vela), str(src), "--accelerator-config", config, "--output-dir",
-                        tmp], check=True, capture_output=True)
-        return (Path(tmp) / "m_vela.tflite").read_bytes()
 
 
 def _table(words) -> np.ndarray:
@@ -66,7 +52,7 @@ def test_velas_int16_exp_is_litert_on_every_code(in_q, out_q, config):
     """Every interval of the table at every one of its 128 fractions."""
     model = _exp_model(in_q, out_q)
     x = np.arange(-32768, 32768, dtype=np.int16).reshape(1, -1)
-    (got,), stats = run_vela_model(_vela(model, config), [x], config)
+    (got,), stats = run_vela_model(vela_compile(model, config), [x], config)
     assert stats.dma_bytes.get((0, 0x103)) == lut16.TABLE_BYTES  # the table, to SHRAM
     want = oracle(model, [x])[0]
     np.testing.assert_array_equal(got.reshape(want.shape), want)
@@ -79,7 +65,7 @@ def test_velas_int16_rsqrt_is_litert_on_every_defined_code():
     y = B.T([1, 32768], "int16", scale=5e-4, zp=0)
     model = B.build([x, y], [0], [1], B.BO.RSQRT)
     codes = np.arange(32768, dtype=np.int16).reshape(1, -1)
-    (got,), _ = run_vela_model(_vela(model, "ethos-u55-128"), [codes], "ethos-u55-128")
+    (got,), _ = run_vela_model(vela_compile(model, "ethos-u55-128"), [codes], "ethos-u55-128")
     want = oracle(model, [codes])[0]
     np.testing.assert_array_equal(got.reshape(want.shape), want)
 
@@ -113,7 +99,7 @@ def _check_softmax_stream(data: bytes, model: bytes, shape, scale, beta, config,
 def test_velas_int16_softmax_runs_as_tflite_micro_on_its_tables(shape, scale, beta, config,
                                                                    seed):
     model = _softmax_model(shape, scale, beta)
-    _check_softmax_stream(_vela(model, config), model, shape, scale, beta, config, seed)
+    _check_softmax_stream(vela_compile(model, config), model, shape, scale, beta, config, seed)
 
 
 def test_velas_reciprocal_table_is_tflite_micros_but_for_two_entries():
@@ -136,7 +122,7 @@ def test_where_velas_table_differs_its_stream_is_one_code_off_tflite_micro():
     else:
         pytest.fail("no row reads the entries where the tables differ")
     model = _softmax_model(shape, scale, beta)
-    (got,), _ = run_vela_model(_vela(model, "ethos-u55-128"), [x], "ethos-u55-128")
+    (got,), _ = run_vela_model(vela_compile(model, "ethos-u55-128"), [x], "ethos-u55-128")
     want = tflm_oracle(model, [x])[0].reshape(shape).astype(np.int64)
     np.testing.assert_array_equal(got.reshape(shape), as_vela)
     assert 0 < np.abs(got.reshape(shape) - want).max() <= 1
@@ -149,4 +135,4 @@ def test_an_older_velas_int16_softmax_stream_runs_as_tflite_micro(version):
         pytest.skip(f"no Vela {version} venv (set TVM_ETHOS_VELA_VENVS or run `make corpus`)")
     shape, scale, beta, config = (1, 2, 33), 1.3e-3, 1.0, "ethos-u55-256"
     model = _softmax_model(shape, scale, beta)
-    _check_softmax_stream(_vela(model, config, vela), model, shape, scale, beta, config, 4)
+    _check_softmax_stream(vela_compile(model, config, vela), model, shape, scale, beta, config, 4)

@@ -2,10 +2,6 @@
 over the IFM with a zero row and column after each element, the weights rotated and its own
 padding. Vela's streams of TRANSPOSE_CONV models run on the functional model equal TFLite
 Micro's outputs (Hypothesis over shapes, strides, SAME/VALID, kernels and quantization)."""
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite_builder as B
@@ -14,20 +10,10 @@ from hypothesis import strategies as st
 
 from ethosu_stream.tflite_graph import TfliteGraph
 from tests.helpers.tflite_oracle import tflm_oracle
+from tests.helpers.vela_cli import vela_compile
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
-
-VELA = Path(sys.executable).parent / "vela"
-
-
-def _vela(tmp: Path, model: bytes, config: str) -> bytes:
-    src = tmp / "m.tflite"
-    src.write_bytes(bytes(model))
-    subprocess.run([str(VELA), str(src), "--accelerator-config", config, "--output-dir",
-                    str(tmp)], check=True, capture_output=True)
-    return (tmp / "m_vela.tflite").read_bytes()
-
 
 @st.composite
 def _cases(draw):
@@ -46,9 +32,9 @@ def _cases(draw):
 
 @settings(max_examples=8, deadline=None)
 @given(case=_cases(), config=st.sampled_from(["ethos-u55-128", "ethos-u65-256"]))
-def test_velas_transpose_conv_streams_equal_tflite_micro(tmp_path_factory, case, config):
+def test_velas_transpose_conv_streams_equal_tflite_micro(case, config):
     model = B.transpose_conv(**case)
-    graph = TfliteGraph(_vela(tmp_path_factory.mktemp("tconv"), model, config), config)
+    graph = TfliteGraph(vela_compile(model, config), config)
     assert graph.cpu_operators == [], "Vela left the TRANSPOSE_CONV on the CPU"
     rs = np.random.RandomState(case["seed"])
     x = rs.randint(-128, 128, case["shape"]).astype(np.int8)
@@ -57,11 +43,11 @@ def test_velas_transpose_conv_streams_equal_tflite_micro(tmp_path_factory, case,
     assert np.array_equal(got, want), f"{np.count_nonzero(got != want)} of {want.size} differ"
 
 
-def test_a_stride_2_stream_uses_the_zero_inserting_upscale(tmp_path):
+def test_a_stride_2_stream_uses_the_zero_inserting_upscale():
     """The case the rest stands on: Vela's stride-2 TRANSPOSE_CONV is an upscaled convolution,
     so the functional model must run IFM_UPSCALE mode 2, not refuse it."""
     model = B.transpose_conv((1, 4, 4, 4), 6, (3, 3), (2, 2), "SAME", per_channel=True)
-    data = _vela(tmp_path, model, "ethos-u55-128")
+    data = vela_compile(model, "ethos-u55-128")
     x = np.random.RandomState(1).randint(-128, 128, (1, 4, 4, 4)).astype(np.int8)
     (got,), _ = TfliteGraph(data, "ethos-u55-128").run([x])
     assert np.array_equal(got, tflm_oracle(model, [x])[0])

@@ -7,10 +7,6 @@ slope -128: the reversed index back to the index, the smallest index winning a t
 depthwise cast to int32 (two, through int16 pairs, for an int64 output). TFLite Micro's
 kernel takes int8 input and int32 output only: the uint8 and int64 forms Vela also compiles
 are compared with LiteRT's reference kernel."""
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -19,21 +15,12 @@ from hypothesis import strategies as st
 
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
-
-VELA = Path(sys.executable).parent / "vela"
-
-
-def vela_compile(tmp_path: Path, model: bytes, config: str = "ethos-u55-128") -> bytes:
-    src = tmp_path / "m.tflite"
-    src.write_bytes(model)
-    subprocess.run([str(VELA), str(src), "--accelerator-config", config, "--output-dir",
-                    str(tmp_path)], check=True, capture_output=True)
-    return (tmp_path / "m_vela.tflite").read_bytes()
+from tests.helpers.vela_cli import vela_compile
 
 
-def _vela_equals(tmp_path, model: bytes, shape, dtype: str, want_fn, config="ethos-u55-128",
+def _vela_equals(model: bytes, shape, dtype: str, want_fn, config="ethos-u55-128",
                  seed: int = 0) -> None:
-    vela = vela_compile(tmp_path, model, config)
+    vela = vela_compile(model, config)
     rs = np.random.RandomState(seed)
     info = np.iinfo(dtype)
     for x in (rs.randint(info.min, info.max + 1, shape).astype(dtype),
@@ -48,9 +35,9 @@ def _vela_equals(tmp_path, model: bytes, shape, dtype: str, want_fn, config="eth
 @settings(max_examples=5, deadline=None)
 @given(shape=st.tuples(st.just(1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 127)),
        zp=st.integers(-128, 127))
-def test_velas_int8_arg_max_stream_equals_tflite_micro(tmp_path_factory, shape, zp):
+def test_velas_int8_arg_max_stream_equals_tflite_micro(shape, zp):
     model = tb.arg_max(shape, "int8", (0.05, zp))
-    _vela_equals(tmp_path_factory.mktemp("argmax"), model, shape, "int8", tflm_oracle)
+    _vela_equals(model, shape, "int8", tflm_oracle)
 
 
 @pytest.mark.parametrize("dtype,zp,out,shape", [
@@ -58,13 +45,13 @@ def test_velas_int8_arg_max_stream_equals_tflite_micro(tmp_path_factory, shape, 
     ("int8", -128, "int64", (1, 4, 3, 9)),
     ("uint8", 0, "int64", (1, 2, 5, 17)),
 ])
-def test_velas_uint8_and_int64_arg_max_streams_equal_litert(tmp_path, dtype, zp, out, shape):
+def test_velas_uint8_and_int64_arg_max_streams_equal_litert(dtype, zp, out, shape):
     """TFLite Micro refuses these at run time (uint8 input, int64 output)."""
     model = tb.arg_max(shape, dtype, (0.05, zp), out)
-    _vela_equals(tmp_path, model, shape, dtype, oracle)
+    _vela_equals(model, shape, dtype, oracle)
 
 
-def test_velas_arg_max_stream_on_an_ethos_u65(tmp_path):
+def test_velas_arg_max_stream_on_an_ethos_u65():
     shape = (1, 5, 4, 33)
-    _vela_equals(tmp_path, tb.arg_max(shape), shape, "int8", tflm_oracle,
+    _vela_equals(tb.arg_max(shape), shape, "int8", tflm_oracle,
                  config="ethos-u65-256", seed=1)

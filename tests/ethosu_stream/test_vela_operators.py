@@ -2,18 +2,13 @@
 and run on the model, bit-exact with TFLite's reference kernels: the operator forms the
 shipped models do not reach (SAME average pooling, dilation, LUT activations, multiple
 outputs, broadcasts, nearest-neighbour upscaling), and CPU operators run around them."""
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite_builder as B
 from conftest import oracle
 
 from ethosu_stream.tflite_graph import TfliteGraph, run_vela_model
-
-VELA = Path(sys.executable).parent / "vela"
+from tests.helpers.vela_cli import vela_compile
 
 EXACT = {
     "conv_same": lambda rs: B.conv2d(rs),
@@ -45,14 +40,6 @@ EXACT = {
 }
 
 
-def _compile(tmp_path, model: bytes, config: str) -> bytes:
-    src = tmp_path / "m.tflite"
-    src.write_bytes(bytes(model))
-    subprocess.run([str(VELA), str(src), "--accelerator-config", config, "--output-dir",
-                    str(tmp_path)], check=True, capture_output=True)
-    return (tmp_path / "m_vela.tflite").read_bytes()
-
-
 def _inputs(model: bytes, rs):
     from ai_edge_litert.interpreter import Interpreter
 
@@ -66,11 +53,11 @@ CASES = [(n, "ethos-u55-128") for n in sorted(EXACT)] + [
 
 
 @pytest.mark.parametrize("name,config", CASES)
-def test_operator_is_bit_exact(tmp_path, name, config):
+def test_operator_is_bit_exact(name, config):
     rs = np.random.RandomState(0)
     model = EXACT[name](rs)
     xs = _inputs(model, rs)
-    got, _ = run_vela_model(_compile(tmp_path, model, config), xs, config)
+    got, _ = run_vela_model(vela_compile(model, config), xs, config)
     want = oracle(bytes(model), xs)
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -81,12 +68,12 @@ def test_operator_is_bit_exact(tmp_path, name, config):
     (lambda rs: B.depth_to_space(), ["DEPTH_TO_SPACE (operator 0)"]),
     (B.conv_resize_conv, ["RESIZE_BILINEAR (operator 1)"]),
 ])
-def test_cpu_operators_run_through_tflite(tmp_path, make, cpu):
+def test_cpu_operators_run_through_tflite(make, cpu):
     """What Vela leaves on the CPU runs through TFLite's reference kernels around the ethos-u
     operators, in the file's order: bit-exact, and an output that follows the input."""
     rs = np.random.RandomState(0)
     model = make(rs)
-    data = _compile(tmp_path, model, "ethos-u55-128")
+    data = vela_compile(model, "ethos-u55-128")
     graph = TfliteGraph(data, "ethos-u55-128")
     assert graph.cpu_operators == cpu
     outs = []

@@ -5,10 +5,6 @@ where the NPU's single rounding of the rescaled input is not TFLite Micro's doub
 stay TFLite operators with the reason."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -18,11 +14,11 @@ from hypothesis import strategies as st
 import tvm_ethos
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import tflm_oracle
+from tests.helpers.vela_cli import VELA, vela_compile
 from tvm_ethos.compute import add_sub
 
 pytest.importorskip("tflite_micro")
 
-VELA = Path(sys.executable).parent / "vela"
 needs_vela = pytest.mark.skipif(not VELA.exists(),
                                 reason="Vela 5.2 (the 'vela' extra) is not installed")
 
@@ -43,14 +39,6 @@ def add_sub_model(in1_q, in2_q, out_q, subtract=False, dtype="int8",
                tb.T(out_shape, dtype, scale=out_q[0], zp=out_q[1])]
     code = tb.BO.SUB if subtract else tb.BO.ADD
     return tb.serialize(tensors, [(code, 0, None, [0, 1], [2])], [0, 1], [2])
-
-
-def _vela(tmp_path: Path, model: bytes) -> bytes:
-    src = tmp_path / "m.tflite"
-    src.write_bytes(model)
-    subprocess.run([str(VELA), str(src), "--accelerator-config", "ethos-u55-128",
-                    "--output-dir", str(tmp_path)], check=True, capture_output=True)
-    return (tmp_path / "m_vela.tflite").read_bytes()
 
 
 def _scale(lo, hi):
@@ -129,9 +117,9 @@ def test_int16_refusal_names_the_rescaled_code():
 
 
 # ------------------------------------------------------------------ Vela's stream
-def _check_vela_stream(tmp_path, in1_q, in2_q, out_q, subtract):
+def _check_vela_stream(in1_q, in2_q, out_q, subtract):
     model = add_sub_model(in1_q, in2_q, out_q, subtract)
-    got = run_vela_model(_vela(tmp_path, model), [A, B], "ethos-u55-128")[0][0]
+    got = run_vela_model(vela_compile(model), [A, B], "ethos-u55-128")[0][0]
     assert np.array_equal(got, add_sub.npu(A, B, in1_q, in2_q, out_q, subtract=subtract))
     want = tflm_oracle(model, [A, B])[0]
     differ = int(np.count_nonzero(got != want))
@@ -141,31 +129,30 @@ def _check_vela_stream(tmp_path, in1_q, in2_q, out_q, subtract):
 
 @needs_vela
 @pytest.mark.parametrize("subtract", [False, True])
-def test_velas_stream_is_the_npu_form_off_by_one(tmp_path, subtract):
+def test_velas_stream_is_the_npu_form_off_by_one(subtract):
     """Vela's own stream for the quantization found on main, on our functional model: the
     NPU form on every pair, 281 pairs off TFLite Micro, as ``npu_refusal`` says."""
-    assert _check_vela_stream(tmp_path, *OFF_BY_ONE, subtract) == 281
+    assert _check_vela_stream(*OFF_BY_ONE, subtract) == 281
 
 
 @pytest.mark.slow
 @needs_vela
 @settings(max_examples=8, deadline=None)
 @given(in1_q=_in_q, in2_q=_in_q, out_q=_out_q, subtract=st.booleans(), same=st.booleans())
-def test_velas_stream_is_the_npu_form_on_every_pair(tmp_path_factory, in1_q, in2_q, out_q,
-                                                    subtract, same):
+def test_velas_stream_is_the_npu_form_on_every_pair(in1_q, in2_q, out_q, subtract, same):
     if same:
         in2_q = (in1_q[0], in2_q[1])
-    _check_vela_stream(tmp_path_factory.mktemp("vela"), in1_q, in2_q, out_q, subtract)
+    _check_vela_stream(in1_q, in2_q, out_q, subtract)
 
 
 @needs_vela
-def test_velas_int16_stream_is_the_npu_form(tmp_path):
+def test_velas_int16_stream_is_the_npu_form():
     q = ((3.0e-5, 0), (1.1e-4, 0), (2.0e-4, 0))
     shape = (1, 64, 64, 4)
     rs = np.random.RandomState(0)
     a, b = (rs.randint(-32768, 32768, shape).astype(np.int16) for _ in range(2))
     model = add_sub_model(*q, False, "int16", shape, shape)
-    got = run_vela_model(_vela(tmp_path, model), [a, b], "ethos-u55-128")[0][0]
+    got = run_vela_model(vela_compile(model), [a, b], "ethos-u55-128")[0][0]
     assert np.array_equal(got, add_sub.npu(a, b, *q, bits=16))
     # the refusal is no formality: 6 of these 16,384 outputs are off TFLite Micro's
     assert np.count_nonzero(got != tflm_oracle(model, [a, b])[0]) == 6

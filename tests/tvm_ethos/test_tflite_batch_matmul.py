@@ -6,10 +6,6 @@ quantization and both adj flags; a stripe of the output is the same operations o
 a 5-D product stays a TFLite operator."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite
@@ -22,6 +18,7 @@ import tvm_ethos
 from ethosu_stream import Memory, run_stream
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import compiled_matches, inputs_for, tflm_oracle
+from tests.helpers.vela_cli import vela_compile
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import batch_matmul_ops, work_bytes
 from tvm_ethos.backends.ethos_u.stream_base import Flash, vela_api
@@ -178,16 +175,6 @@ def test_a_5d_batch_matmul_stays_a_tflite_operator_naming_the_limit():
     assert "a 5-D BATCH_MATMUL; the NPU takes at most 4-D" in report, report
 
 
-def _vela(tmp_path, data: bytes) -> bytes:
-    """``data`` compiled by Vela 5.2's command line for the Ethos-U55-128."""
-    src = tmp_path / "m.tflite"
-    src.write_bytes(data)
-    subprocess.run([str(Path(sys.executable).parent / "vela"), str(src), "--accelerator-config",
-                    "ethos-u55-128", "--output-dir", str(tmp_path)], check=True,
-                   capture_output=True)
-    return (tmp_path / "m_vela.tflite").read_bytes()
-
-
 @pytest.mark.parametrize("a_shape,b_shape,adj", [
     ((1, 4, 4, 8), (1, 4, 8, 4), (False, False)),
     ((3, 7, 5), (3, 6, 7), (True, True)),
@@ -195,8 +182,8 @@ def _vela(tmp_path, data: bytes) -> bytes:
     ((2, 1, 5, 7), (1, 3, 6, 7), (False, True)),
     ((4, 9), (9, 3), (False, False)),
 ], ids=["4d", "adj_both", "b_broadcast", "both_broadcast_adj_y", "2d"])
-def test_vela_batch_matmul_stream_on_the_functional_model_is_tflite_micros(tmp_path, a_shape,
-                                                                          b_shape, adj):
+def test_vela_batch_matmul_stream_on_the_functional_model_is_tflite_micros(a_shape, b_shape,
+                                                                          adj):
     """Vela 5.2's own stream for BATCH_MATMUL (its transposes, MULs into int32 and
     REDUCE_SUMs, broadcast batches copied), run on ``ethosu_stream``, equal to TFLite Micro
     with zero points that take the products past 16 bits."""
@@ -205,12 +192,12 @@ def test_vela_batch_matmul_stream_on_the_functional_model_is_tflite_micros(tmp_p
     rs = np.random.RandomState(1)
     xs = [rs.randint(-128, 128, a_shape).astype(np.int8),
           rs.randint(-128, 128, b_shape).astype(np.int8)]
-    (got,), _ = run_vela_model(_vela(tmp_path, data), xs, "ethos-u55-128")
+    (got,), _ = run_vela_model(vela_compile(data), xs, "ethos-u55-128")
     (want,) = tflm_oracle(data, xs)
     assert np.array_equal(got.reshape(want.shape), want)
 
 
-def test_vela_batch_matmul_stream_of_5d_computes_only_its_first_batches(tmp_path):
+def test_vela_batch_matmul_stream_of_5d_computes_only_its_first_batches():
     """Why a 5-D BATCH_MATMUL stays a TFLite operator: Vela 5.2 folds the two batch
     dimensions before the matrices into its rows and drops the first, so its stream writes
     the outputs of the first of the outer batches only (the functional model runs the stream
@@ -220,7 +207,7 @@ def test_vela_batch_matmul_stream_of_5d_computes_only_its_first_batches(tmp_path
     rs = np.random.RandomState(0)
     xs = [rs.randint(-128, 128, a_shape).astype(np.int8),
           rs.randint(-128, 128, b_shape).astype(np.int8)]
-    (got,), _ = run_vela_model(_vela(tmp_path, data), xs, "ethos-u55-128")
+    (got,), _ = run_vela_model(vela_compile(data), xs, "ethos-u55-128")
     (want,) = tflm_oracle(data, xs)
     got = got.reshape(want.shape)
     assert np.array_equal(got[0], want[0])
@@ -346,7 +333,7 @@ def test_a_batch_matmul_of_a_constant_is_tflite_micros(target, case, a_q, b_q, o
     ((5, 4), (3, 5, 6), (True, False), 0),
 ], ids=["b", "b_adj_both_broadcast", "a_broadcast", "a_adj_x"])
 def test_vela_stream_of_a_constant_operand_on_the_functional_model_is_tflite_micros(
-        tmp_path, a_shape, b_shape, adj, constant):
+        a_shape, b_shape, adj, constant):
     """Vela 5.2's own stream of a BATCH_MATMUL by a constant (its MatMul copying the constant
     from flash into SRAM first), run on ``ethosu_stream``, equal to TFLite Micro."""
     data = bmm_model(a_shape, b_shape, *adj, a_q=(0.05, -128), b_q=(0.03, 100),
@@ -354,7 +341,7 @@ def test_vela_stream_of_a_constant_operand_on_the_functional_model_is_tflite_mic
     rs = np.random.RandomState(1)
     shape = (a_shape, b_shape)[1 - constant]
     xs = [rs.randint(-128, 128, shape).astype(np.int8)]
-    (got,), _ = run_vela_model(_vela(tmp_path, data), xs, "ethos-u55-128")
+    (got,), _ = run_vela_model(vela_compile(data), xs, "ethos-u55-128")
     (want,) = tflm_oracle(data, xs)
     assert np.array_equal(got.reshape(want.shape), want)
 

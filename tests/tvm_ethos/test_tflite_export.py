@@ -5,8 +5,6 @@ Vela's is (ethosu_stream's reader and functional model), bit-exact with TFLite's
 kernels on the source model; what cannot be written is refused by name."""
 
 import re
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -24,11 +22,11 @@ import tvm_ethos
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs
+from tests.helpers.vela_cli import vela_compile
 from tvm_ethos.errors import TargetError, UnsupportedModelError
 
 pytest.importorskip("ethosu.vela")
 
-VELA = Path(sys.executable).parent / "vela"
 UINT8 = tflite.TensorType.UINT8
 
 
@@ -91,18 +89,6 @@ def residual():
     return _residual()
 
 
-def _vela(model: bytes, config: str, tmp_path) -> bytes:
-    src = tmp_path / "m.tflite"
-    src.write_bytes(model)
-    out = tmp_path / f"vela-{config}"
-    subprocess.run(
-        [str(VELA), str(src), "--accelerator-config", config, "--output-dir", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    return (out / "m_vela.tflite").read_bytes()
-
-
 def _ethos_u_op(data: bytes):
     """(model, subgraph, the one operator), checking it is an ethos-u custom operator."""
     m = tflite.Model.GetRootAsModel(data, 0)
@@ -124,7 +110,7 @@ def _quant(t):
 @pytest.mark.parametrize("config", ["ethos-u55-128", "ethos-u65-256"])
 def test_structure_matches_velas_own_file(residual, config, tmp_path):
     cm = _compile(residual, config)
-    ours, vela = _export(cm, tmp_path), _vela(residual, config, tmp_path)
+    ours, vela = _export(cm, tmp_path), vela_compile(residual, config)
     _assert_structure_like_velas(cm, ours, vela, config)
 
 
@@ -140,7 +126,7 @@ def test_shipped_model_exports_like_velas_file(name, tmp_path):
     model = model_path(name).read_bytes()
     cm = _compile(model)
     ours = _export(cm, tmp_path)
-    _assert_structure_like_velas(cm, ours, _vela(model, "ethos-u55-128", tmp_path),
+    _assert_structure_like_velas(cm, ours, vela_compile(model, "ethos-u55-128"),
                                  "ethos-u55-128")
     _run_both(model, ours, "ethos-u55-128", vary=name == "resnet8_cifar")
 
@@ -369,7 +355,7 @@ def test_host_operators_are_written_around_the_ethos_u_operators(config, tmp_pat
     cm = _compile(model, config)
     ours = _export(cm, tmp_path)
     assert ours == _export(_compile(model, config), tmp_path, name="again.tflite")
-    vela = _vela(model, config, tmp_path)
+    vela = vela_compile(model, config)
     shapes = []
     for data in (ours, vela):
         m = tflite.Model.GetRootAsModel(data, 0)
@@ -405,7 +391,7 @@ def test_mobilenet_224_exports_like_velas_file(tmp_path):
     cm = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u55-128,llvm",
                            cache_dir=False, npu_runtime="stream")
     ours = _export(cm, tmp_path)
-    _assert_structure_like_velas(cm, ours, _vela(model, "ethos-u55-128", tmp_path),
+    _assert_structure_like_velas(cm, ours, vela_compile(model, "ethos-u55-128"),
                                  "ethos-u55-128")
     x = np.random.RandomState(0).randint(-128, 128, (1, 224, 224, 3)).astype(np.int8)
     got, _ = run_vela_model(ours, [x], "ethos-u55-128")

@@ -6,10 +6,6 @@ run against TFLite Micro. Both NPU forms are exact wherever the kernel's int32 l
 not wrap; where it does, the operator stays a TFLite operator."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -21,11 +17,11 @@ from ethosu_stream.tflite_graph import run_vela_model
 from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import compiled_matches, tflm_oracle
+from tests.helpers.vela_cli import VELA, vela_compile
 from tvm_ethos.compute import squared_difference as sqd
 
 pytest.importorskip("tflite_micro")
 
-VELA = Path(sys.executable).parent / "vela"
 
 #: every pair of int8 codes: ``A[0, i, j, 0] = i - 128``, ``B[0, i, j, 0] = j - 128``
 A = np.repeat(np.arange(-128, 128), 256).reshape(1, 256, 256, 1).astype(np.int8)
@@ -61,41 +57,32 @@ def test_the_numpy_kernel_is_tflite_micro_on_every_pair(in1_q, in2_q, out_q, sam
     assert np.array_equal(sqd.tflite_micro(A, B, in1_q, in2_q, out_q), want)
 
 
-def _vela(tmp_path: Path, model: bytes) -> bytes:
-    src = tmp_path / "m.tflite"
-    src.write_bytes(model)
-    subprocess.run([str(VELA), str(src), "--accelerator-config", "ethos-u55-128",
-                    "--output-dir", str(tmp_path)], check=True, capture_output=True)
-    return (tmp_path / "m_vela.tflite").read_bytes()
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not VELA.exists(), reason="Vela 5.2 (the 'vela' extra) is not installed")
 @settings(max_examples=6, deadline=None)
 @given(in1_q=_in_q, in2_q=_in_q, out_q=_out_q, same_scale=st.booleans())
 @example(in1_q=(1.0, 0), in2_q=(0.5, 3), out_q=(2.0**-16, 0), same_scale=False)  # wraps
 def test_velas_stream_on_the_functional_model_is_tflite_micro_where_no_shift_wraps(
-        tmp_path_factory, in1_q, in2_q, out_q, same_scale):
+        in1_q, in2_q, out_q, same_scale):
     """Vela's form on every pair of codes: equal to TFLite Micro where ``npu_refusal`` finds
     nothing, equal to ``compute.squared_difference.npu`` everywhere."""
     if same_scale:
         in2_q = (in1_q[0], in2_q[1])
     model = squared_difference_model(in1_q, in2_q, out_q)
-    got = run_vela_model(_vela(tmp_path_factory.mktemp("vela"), model), [A, B],
-                         "ethos-u55-128")[0][0]
+    got = run_vela_model(vela_compile(model), [A, B], "ethos-u55-128")[0][0]
     assert np.array_equal(got, sqd.npu(A, B, in1_q, in2_q, out_q))
     if not sqd.npu_refusal(in1_q, in2_q, out_q):
         assert np.array_equal(got, tflm_oracle(model, [A, B])[0])
 
 
 @pytest.mark.skipif(not VELA.exists(), reason="Vela 5.2 (the 'vela' extra) is not installed")
-def test_velas_broadcast_stream_is_tflite_micro(tmp_path):
+def test_velas_broadcast_stream_is_tflite_micro():
     rs = np.random.RandomState(0)
     model = squared_difference_model((0.07, -3), (0.3, 11), (0.9, -120), (1, 6, 5, 16),
                                      (1, 1, 1, 16))
     xs = [rs.randint(-128, 128, (1, 6, 5, 16)).astype(np.int8),
           rs.randint(-128, 128, (1, 1, 1, 16)).astype(np.int8)]
-    got = run_vela_model(_vela(tmp_path, model), xs, "ethos-u55-128")[0][0]
+    got = run_vela_model(vela_compile(model), xs, "ethos-u55-128")[0][0]
     assert np.array_equal(got, tflm_oracle(model, xs)[0])
 
 
