@@ -1362,6 +1362,20 @@ def _times_four_saturated(v):
     return tirx.min(tirx.max(wide, _i64(INT32_MIN)), _i64(INT32_MAX)).astype("int32")
 
 
+def _significant_bits(total, lead, name):
+    """The significant bits of each positive int32 row sum in ``total`` (32 less its leading
+    zeros), counted by comparisons since TIR has no ``clz`` intrinsic; a softmax shifts its
+    sum left by 31 less these to normalise it."""
+    return te.compute(
+        lead,
+        lambda *i: sum(
+            (tirx.Select(total[i] >= _i32(1 << k), _i32(1), _i32(0)) for k in range(1, 31)),
+            _i32(1),
+        ),
+        name=f"{name}_bits",
+    )
+
+
 def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
     """SOFTMAX over the last axis as TFLite's reference kernel computes it for 8-bit tensors
     (``reference_ops::Softmax``, the one BUILTIN_REF and TFLite Micro run; the numpy statement is
@@ -1400,15 +1414,7 @@ def lower_softmax(op, inputs, pool: ConstPool, name="softmax"):
         lambda *i: te.sum(rdbpot(e_at(i, rsum), fixed_point.SUM_INTEGER_BITS), axis=rsum),
         name=f"{name}_sum",
     )
-    # significant bits of the (positive) sum: 32 - CountLeadingZeros
-    bits = te.compute(
-        lead,
-        lambda *i: sum(
-            (tirx.Select(total[i] >= _i32(1 << k), _i32(1), _i32(0)) for k in range(1, 31)),
-            _i32(1),
-        ),
-        name=f"{name}_bits",
-    )
+    bits = _significant_bits(total, lead, name)
 
     def half_at(i):  # the sum with its top bit at bit 30: RoundingHalfSum(shifted - 1, 1)
         return tirx.shift_left(total[i], _i32(31) - bits[i])
@@ -1487,14 +1493,7 @@ def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16"):
     rsum = te.reduce_axis((0, depth), name="rsum")
     total = te.compute(lead, lambda *i: te.sum(exps[i + (rsum,)], axis=rsum),
                        name=f"{name}_sum")
-    bits = te.compute(
-        lead,
-        lambda *i: sum(
-            (tirx.Select(total[i] >= _i32(1 << k), _i32(1), _i32(0)) for k in range(1, 31)),
-            _i32(1),
-        ),
-        name=f"{name}_bits",
-    )
+    bits = _significant_bits(total, lead, name)
 
     def reciprocal_fn(*i):
         shifted = tirx.shift_right(tirx.shift_left(total[i], _i32(31) - bits[i])
