@@ -31,31 +31,11 @@ from ethosu_stream.tflite_graph import run_vela_model  # noqa: E402
 from planner.vela_run import run_vela  # noqa: E402
 from tests.helpers.tflite_oracle import oracle, tflm_oracle  # noqa: E402
 
-
-def conv_arg_max(shape=(1, 24, 20, 8), cout=16) -> bytes:
-    """CONV_2D -> CONV_2D -> ARG_MAX over the channels (seeded weights)."""
-    rs = np.random.RandomState(0)
-    x = tb.T(list(shape), "int8", scale=0.05, zp=3)
-    w, b, y = tb._conv_tensors(rs, x, cout)
-    w2, b2, y2 = tb._conv_tensors(rs, y, cout)
-    out = tb.T(list(shape[:3]), "int32")
-    axis = tb.T([1], "int32", data=np.asarray([3], np.int32))
-
-    def options(bb):
-        tflite.ArgMaxOptionsStart(bb)
-        tflite.ArgMaxOptionsAddOutputType(bb, tflite.TensorType.INT32)
-        return tflite.ArgMaxOptionsEnd(bb)
-
-    ops = [tb._conv_op([0, 1, 2], [3]), tb._conv_op([3, 4, 5], [6]),
-           (tb.BO.ARG_MAX, tb.BOPT.ArgMaxOptions, options, [6, 8], [7])]
-    return tb.serialize([x, w, b, y, w2, b2, y2, out, axis], ops, [0], [7])
-
-
 CASES = {
     "argmax 1x16x16x10": lambda: tb.arg_max((1, 16, 16, 10)),
     "argmax 1x8x8x127": lambda: tb.arg_max((1, 8, 8, 127)),
     "argmax 1x32x32x21 int64": lambda: tb.arg_max((1, 32, 32, 21), out="int64"),
-    "conv conv argmax 24x20x16": conv_arg_max,
+    "conv conv argmax 24x20x16": lambda: tb.conv_arg_max(np.random.RandomState(0)),
 }
 
 

@@ -123,30 +123,12 @@ def test_an_arg_max_along_another_axis_stays_a_tflite_operator():
     _equal(data, cm, "int8")
 
 
-def _conv_arg_max(rs, shape=(1, 24, 20, 8), cout=16) -> bytes:
-    """CONV_2D -> CONV_2D -> ARG_MAX over the channels."""
-    x = tb.T(list(shape), "int8", scale=0.05, zp=3)
-    w, b, y = tb._conv_tensors(rs, x, cout)
-    w2, b2, y2 = tb._conv_tensors(rs, y, cout)
-    out = tb.T(list(shape[:3]), "int32")
-    axis = tb.T([1], "int32", data=np.asarray([3], np.int32))
-
-    def options(bb):
-        tflite.ArgMaxOptionsStart(bb)
-        tflite.ArgMaxOptionsAddOutputType(bb, tflite.TensorType.INT32)
-        return tflite.ArgMaxOptionsEnd(bb)
-
-    ops = [tb._conv_op([0, 1, 2], [3]), tb._conv_op([3, 4, 5], [6]),
-           (tb.BO.ARG_MAX, tb.BOPT.ArgMaxOptions, options, [6, 8], [7])]
-    return tb.serialize([x, w, b, y, w2, b2, y2, out, axis], ops, [0], [7])
-
-
 @pytest.mark.parametrize("budget", ["smallest", None])
 def test_arg_max_after_convolutions_is_in_the_same_planned_ethos_u_operator(budget):
     """The ARG_MAX's input another NPU operation's output in the plan's arena, its working
     memory a block the plan holds (its Part's ``work_bytes``), so the stream touches exactly
     the plan's peak (emulated = estimated)."""
-    data = _conv_arg_max(np.random.RandomState(0))
+    data = tb.conv_arg_max(np.random.RandomState(0))
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False,
                            **({"budget": budget} if budget else {}))
     assert [p.placed_on for p in cm.placement] == ["ethos-u"] * 3

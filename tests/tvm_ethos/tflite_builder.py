@@ -725,6 +725,25 @@ def arg_max(shape, dtype: str = "int8", q=(0.05, 3), out: str = "int32") -> byte
                      [0], [1])
 
 
+def conv_arg_max(rs, shape=(1, 24, 20, 8), cout=16) -> bytes:
+    """CONV_2D -> CONV_2D -> ARG_MAX over the channels (weights drawn from ``rs``): an
+    ARG_MAX that a planner can cascade with the convolutions before it."""
+    x = T(list(shape), "int8", scale=0.05, zp=3)
+    w, b, y = _conv_tensors(rs, x, cout)
+    w2, b2, y2 = _conv_tensors(rs, y, cout)
+    out = T(list(shape[:3]), "int32")
+    axis = T([1], "int32", data=np.asarray([3], np.int32))
+
+    def options(bb):
+        tflite.ArgMaxOptionsStart(bb)
+        tflite.ArgMaxOptionsAddOutputType(bb, tflite.TensorType.INT32)
+        return tflite.ArgMaxOptionsEnd(bb)
+
+    ops = [_conv_op([0, 1, 2], [3]), _conv_op([3, 4, 5], [6]),
+           (BO.ARG_MAX, BOPT.ArgMaxOptions, options, [6, 8], [7])]
+    return serialize([x, w, b, y, w2, b2, y2, out, axis], ops, [0], [7])
+
+
 def tied_codes(shape, dtype: str, rs, levels: int) -> np.ndarray:
     """Inputs of at most ``levels`` distinct codes, the type's lowest first (1: every element
     the same): many ties for an arg-max."""
