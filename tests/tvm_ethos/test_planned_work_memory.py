@@ -15,10 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_int16_leaky_relu_relu6 import _leaky_chain
 from test_part_matchers import lowered_of
-from test_solitary_movement import _i32, _like, chain, reduce_min, softmax
+from test_solitary_movement import _i32, _like, chain, compiled_on_the_npu, reduce_min, softmax
 from tflite_builder import BO, BOPT
 
-import tvm_ethos
 from ethos_arch.ops import Op
 from planner.work_memory import WORK_ATTR, WorkMemory, stripe_work_bytes
 from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
@@ -84,14 +83,7 @@ def _planner_work(data: bytes, rows: list[dict]) -> int:
 def _check(data: bytes, accelerator: str, budget, seed: int = 0) -> dict:
     """``data`` wholly on the NPU, its stream realizing the plan and touching the planned
     peak, the planner's working memory the stream's, outputs TFLite Micro's; the entry."""
-    cm = tvm_ethos.compile(data, "ethos-u", accelerator_config=accelerator, cache_dir=False,
-                           budget=budget)
-    assert {p.placed_on for p in cm.placement} == {"ethos-u"}, \
-        [(p.placed_on, p.why) for p in cm.placement]
-    (entry,) = cm.plan_report["streams"].values()
-    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
-    assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
-        == entry["planned_peak_bytes"], entry
+    cm, entry = compiled_on_the_npu(data, accelerator_config=accelerator, budget=budget)
     assert entry["work_bytes"] > 0
     assert _planner_work(data, cm.plan_report["layers"]) == entry["work_bytes"]
     rs = np.random.RandomState(seed)

@@ -200,18 +200,25 @@ def reduce_min(g: Graph, x: int) -> int:
 WHOLE = {"softmax": softmax, "reduce_min": reduce_min}
 
 
-def _check_whole(data: bytes, op: str, budget, seed: int) -> list[dict]:
-    """``data`` compiled for the Ethos-U at ``budget``: every operator on the NPU, its
-    stream realizing the plan and touching the planned peak (REDUCE_MIN's working memory
-    planned), two random inputs run equal to TFLite Micro's, and ``op`` computed in one
-    stripe; the plan's rows."""
-    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, budget=budget)
+def compiled_on_the_npu(data: bytes, **options) -> tuple[tvm_ethos.CompiledModel, dict]:
+    """``data`` compiled for the Ethos-U with ``options``, every operator on the NPU and its
+    one stream realizing the plan and touching the planned peak; the model and the stream's
+    plan entry."""
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, **options)
     assert {p.placed_on for p in cm.placement} == {"ethos-u"}, \
         [(p.placed_on, p.why) for p in cm.placement]
     (entry,) = cm.plan_report["streams"].values()
     assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
     assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
         == entry["planned_peak_bytes"], entry
+    return cm, entry
+
+
+def _check_whole(data: bytes, op: str, budget, seed: int) -> list[dict]:
+    """``data`` compiled for the Ethos-U at ``budget`` as ``compiled_on_the_npu`` checks it
+    (REDUCE_MIN's working memory planned), two random inputs run equal to TFLite Micro's,
+    and ``op`` computed in one stripe; the plan's rows."""
+    cm, _ = compiled_on_the_npu(data, budget=budget)
     rs = np.random.RandomState(seed)
     for _ in range(2):
         xs = inputs_for(cm.inputs, rs)
