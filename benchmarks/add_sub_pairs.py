@@ -29,6 +29,7 @@ from test_tflite_add_sub_exact import OFF_BY_ONE, A, B, add_sub_model  # noqa: E
 import tvm_ethos  # noqa: E402
 from ethosu_stream import rounding  # noqa: E402
 from ethosu_stream.tflite_graph import run_vela_model  # noqa: E402
+from tests.helpers.binary_quantization import random_binary_quantization  # noqa: E402
 from tests.helpers.tflite_oracle import tflm_oracle  # noqa: E402
 from tests.helpers.vela_cli import vela_compile  # noqa: E402
 from tvm_ethos.compute import add_sub  # noqa: E402
@@ -80,12 +81,7 @@ def _quantizations(count: int, seed: int):
     yield OFF_BY_ONE, True
     rs = np.random.RandomState(seed)
     for _ in range(count):
-        s1, s2 = (float(np.float32(2.0 ** rs.uniform(-9, 1))) for _ in range(2))
-        if rs.rand() < 1 / 3:
-            s2 = s1
-        z1, z2, zo = (int(v) for v in rs.randint(-128, 128, 3))
-        yield ((s1, z1), (s2, z2), (float(np.float32(2.0 ** rs.uniform(-8, 2))), zo)), \
-            bool(rs.rand() < 0.5)
+        yield random_binary_quantization(rs, (-8, 2)), bool(rs.rand() < 0.5)
 
 
 def main(count: int = 400, e2e: int = 6, seed: int = 0) -> None:

@@ -26,6 +26,7 @@ from test_tflite_squared_difference import A, B, squared_difference_model  # noq
 
 import tvm_ethos  # noqa: E402
 from ethosu_stream.tflite_graph import run_vela_model  # noqa: E402
+from tests.helpers.binary_quantization import random_binary_quantization  # noqa: E402
 from tests.helpers.tflite_oracle import tflm_oracle  # noqa: E402
 from tests.helpers.vela_cli import vela_compile  # noqa: E402
 from tvm_ethos.compute.squared_difference import npu_refusal  # noqa: E402
@@ -41,11 +42,7 @@ def _quantizations(count: int, seed: int):
     yield from WRAPPING
     rs = np.random.RandomState(seed)
     for _ in range(count):
-        s1, s2 = (float(np.float32(2.0 ** rs.uniform(-9, 1))) for _ in range(2))
-        if rs.rand() < 1 / 3:
-            s2 = s1
-        z1, z2, zo = (int(v) for v in rs.randint(-128, 128, 3))
-        yield (s1, z1), (s2, z2), (float(np.float32(2.0 ** rs.uniform(-14, 4))), zo)
+        yield random_binary_quantization(rs, (-14, 4))
 
 
 def main(count: int = 40, seed: int = 0) -> None:
