@@ -107,10 +107,12 @@ def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> SourceNam
                     "from computes, so its operator cannot be named in the partition report")
             # the fusion keeps the names of a composite's inner bindings: among equal
             # bindings of the source (a tensor dequantized for each of its readers) the one
-            # of that name, else one no call took yet
+            # of that name where no call took it yet, else one no call took yet (a function
+            # shared by equal composites carries the first one's names; each source binding
+            # is in one composite only)
             own = _name(ib.var)
-            names[ib.var] = own if own in found else next(
-                (n for n in found if n not in taken), found[0])
+            free = [n for n in found if n not in taken]
+            names[ib.var] = own if own in free else (free or found)[0]
         call, _ = _output_call(func)
         root = next((ib.var for ib in _bindings(func) if ib.value.same_as(call)), None)
         if root is None or root not in names:
