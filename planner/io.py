@@ -34,6 +34,7 @@ from planner.errors import PlannerError
 from planner.graph import DTYPE_BYTES, Part, PlannerGraph, Tensor, part_kind
 from planner.limits import check_part, check_tensor
 from planner.propagator import Number, Propagator
+from planner.work_memory import WORK_ATTR, WorkMemory
 
 __all__ = ["FORMAT", "VERSION", "graph_to_json", "graph_from_json", "save_graph", "load_graph",
            "dumps", "loads", "COMPACT_OPS"]
@@ -56,9 +57,12 @@ def _enc_number(x: Number, where: str) -> int | str:
 
 
 def _enc_attr(v: Any, where: str) -> Any:
-    """Attr values: None, bool, int, finite float, str, tuples of those, Fractions."""
+    """Attr values: None, bool, int, finite float, str, tuples of those, Fractions, and a
+    Part's working memory (a :class:`~planner.work_memory.WorkMemory`)."""
     if v is None or isinstance(v, (bool, str)):
         return v
+    if isinstance(v, WorkMemory):
+        return {"work_memory": {f: _enc_attr(x, f"{where}.{f}") for f, x in v._asdict().items()}}
     if isinstance(v, numbers.Integral):
         return int(v)
     if isinstance(v, Fraction):
@@ -252,8 +256,20 @@ def _dec_attr(v: Any, where: str) -> Any:
     if isinstance(v, Mapping) and set(v) == {"fraction"}:
         f = _number(v["fraction"], f"{where}.fraction")
         return Fraction(f)
-    raise _fail(where, "expected null, a boolean, a number, a string, a list or "
-                "{\"fraction\": \"p/q\"}", v)
+    if isinstance(v, Mapping) and set(v) == {"work_memory"}:
+        return _work_memory(v["work_memory"], f"{where}.work_memory")
+    raise _fail(where, "expected null, a boolean, a number, a string, a list, "
+                "{\"fraction\": \"p/q\"} or {\"work_memory\": {...}}", v)
+
+
+def _work_memory(v: Any, where: str) -> WorkMemory:
+    """A Part's working memory: ``fixed`` and ``per_element`` bytes (default 0), ``align``
+    (default 1)."""
+    d = _obj(v, where)
+    _keys(d, where, WorkMemory._fields)
+    return WorkMemory(_int(d.get("fixed", 0), f"{where}.fixed", 0),
+                      _int(d.get("per_element", 0), f"{where}.per_element", 0),
+                      _int(d.get("align", 1), f"{where}.align", 1))
 
 
 def _keys(d: Mapping, where: str, allowed: Sequence[str], required: Sequence[str] = ()) -> None:
@@ -504,9 +520,11 @@ def _compact(d: Mapping, where: str, ctx: _Ctx) -> Part:
         _keys(d, where, common + ("input", "kind", "out_shape", "attrs"),
               ("input", "kind", "out_shape"))
         attrs = _obj(d.get("attrs", {}), f"{where}.attrs")
+        decoded = {k: _dec_attr(v, f"{where}.attrs.{k}") for k, v in attrs.items()}
+        _check_work(decoded, f"{where}.attrs", attrs)
         return P.opaque(name, part_kind(_str(d["kind"], f"{where}.kind")), x_in(),
                         _ints(d["out_shape"], f"{where}.out_shape", 1), output_name=out,
-                        **{k: _dec_attr(v, f"{where}.attrs.{k}") for k, v in attrs.items()})
+                        **decoded)
     raise _fail(f"{where}.op", f"unknown operator (known: {', '.join(COMPACT_OPS)})", op)
 
 
@@ -555,7 +573,19 @@ def _full_part(d: Mapping, where: str, ctx: _Ctx) -> Part:
     attrs = _obj(d.get("attrs", {}), f"{where}.attrs")
     attr_t = tuple(sorted((_str(k, f"{where}.attrs"), _dec_attr(v, f"{where}.attrs.{k}"))
                           for k, v in attrs.items()))
+    _check_work(dict(attr_t), f"{where}.attrs", attrs)
     return Part(name, kind, inputs, output, tuple(props), attr_t)
+
+
+def _check_work(attrs: Mapping, where: str, raw: Mapping) -> None:
+    """A Part's working memory is its ``work`` attr, a ``{"work_memory": {...}}`` object (a
+    plain list would read back as a tuple the planner cannot size)."""
+    if "work_bytes" in attrs:
+        raise _fail(f"{where}.work_bytes", "a Part's working memory is the attr \"work\": "
+                    "write {\"work_memory\": {\"fixed\": BYTES}} there", raw["work_bytes"])
+    if attrs.get(WORK_ATTR) is not None and not isinstance(attrs[WORK_ATTR], WorkMemory):
+        raise _fail(f"{where}.{WORK_ATTR}", "expected {\"work_memory\": {\"fixed\": BYTES, "
+                    "\"per_element\": BYTES, \"align\": BYTES}}", raw[WORK_ATTR])
 
 
 def graph_from_json(d: Mapping[str, Any]) -> PlannerGraph:

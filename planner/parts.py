@@ -17,6 +17,7 @@ from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part, Tensor
 from planner.propagator import Number, Propagator
+from planner.work_memory import WORK_ATTR, WorkMemory
 
 ACTIVATIONS = (None, "relu", "relu6", "relu_n1_to_1", "tanh", "sigmoid", "leaky_relu", "clip")
 
@@ -323,7 +324,7 @@ def arg_max_work_bytes(pixels: int, depth: int) -> int:
 def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None = None) -> Part:
     """The index of the largest element along the last axis (TFLite ARG_MAX along the depth):
     each output element reads its whole row of the depth, the other axes one to one; its
-    working memory (``work_bytes``) is held while it runs."""
+    working memory (``work``, fixed: :func:`arg_max_work_bytes`) is held while it runs."""
     if len(x.shape) < 2:
         raise PlannerError(f"{name}: ARG_MAX of a {len(x.shape)}-D tensor; the planner takes "
                            "the depth of at least 2-D")
@@ -332,7 +333,7 @@ def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None 
     lin = [[int(i == j) for j in range(rank)] for i in range(rank)] + [[0] * rank]
     prop = Propagator.build(lin, [0] * rank + [x.shape[-1]], [0] * (rank + 1))
     work = arg_max_work_bytes(math.prod(x.shape[:-1]), x.shape[-1])
-    return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs(work_bytes=work))
+    return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs(**{WORK_ATTR: WorkMemory(work)}))
 
 
 def opaque(name: str, kind: Op | str, x: Tensor, out_shape: Sequence[int],
@@ -446,8 +447,8 @@ def lstm(name: str, x: Tensor, cells: int, time_major: bool = False,
     step, ``cells`` values each, in the same order. Every step reads the state the one before
     wrote, so any box of the output needs the whole sequence: each input's propagator maps
     every output box to the whole input. The weights of the four gates (input and recurrent)
-    and their biases are one constant each. ``state_bytes`` (persistent) and ``work_bytes``
-    (while it runs) are the memory the stream touches beyond its two sequences."""
+    and their biases are one constant each. ``state_bytes`` (persistent) and ``work`` (fixed,
+    while it runs) are the memory the stream touches beyond its two sequences."""
     if len(x.shape) != 3:
         raise PlannerError(f"{name}: an LSTM reads a (batch, time, features) sequence; "
                            f"{x.name!r} has shape {x.shape}")
@@ -464,4 +465,4 @@ def lstm(name: str, x: Tensor, cells: int, time_major: bool = False,
     return Part(name, Op.LSTM, inputs, out, props,
                 _attrs(cells=cells, time_major=time_major, batches=batches, steps=steps,
                        state_bytes=lstm_state_bytes(batches, cells),
-                       work_bytes=lstm_work_bytes(cells)))
+                       **{WORK_ATTR: WorkMemory(lstm_work_bytes(cells))}))

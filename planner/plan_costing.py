@@ -23,7 +23,7 @@ from planner.options import PlannerOptions
 from planner.plan import Buffering, PlanSpec, WeightPlacement
 from planner.stripes import StripeConfig, _axis_ranges
 from planner.windows import ring_rows, window
-from planner.work_memory import stripe_work_bytes
+from planner.work_memory import stripe_work_bytes, work_tensor
 
 # Members bound once: read through their Enum class, each costs a Python-level lookup, and
 # these are read on the hot paths.
@@ -49,9 +49,6 @@ class PlanCosting:
         self.persistent = tuple((p.name, int(p.attr("state_bytes"))) for p in self.topo
                                 if p.attr("state_bytes"))
         self.persistent_bytes = sum(n for _, n in self.persistent)
-        #: a Part's working memory while it runs (an LSTM's gate buffers), by Part name
-        self.work_bytes = {p.name: int(p.attr("work_bytes")) for p in self.topo
-                           if p.attr("work_bytes")}
         self._cost_cache: dict = {}
         self._sig_cache: dict = {}
         self._sig_ids: dict = {}
@@ -405,13 +402,14 @@ class PlanCosting:
                                          double_buffer=True))
         return total, cfgs
 
-    def held_memory(self, p: Part, is_sink: bool) -> list[TensorConfig]:
+    def held_memory(self, p: Part, stripe: StripeConfig, is_sink: bool) -> list[TensorConfig]:
         """The buffers that are no tensor of the graph which a Plan holds for ``p``: its
-        working memory while it runs (``work_bytes``: an LSTM's gate buffers) and, for the
-        Plan's sink (once per Plan), the persistent bytes (every LSTM's states)."""
+        working memory while it computes stripes of ``stripe`` (``planner.work_memory``,
+        listed under ``work_tensor``) and, for the Plan's sink (once per Plan), the
+        persistent bytes (every LSTM's states)."""
         fm = self.device.fm_region
-        held = [(f"{p.name}:work", self.work_bytes[p.name])] if p.name in self.work_bytes \
-            else []
+        work = stripe_work_bytes(p, stripe.shape)
+        held = [(work_tensor(p.name), work)] if work else []
         if is_sink:
             held += [(f"{name}:state", n) for name, n in self.persistent]
         return [TensorConfig(name, fm, fm, BufferMode.RECOMPUTE, (n,), n) for name, n in held]
@@ -460,7 +458,6 @@ class PlanCosting:
         worth considering for it; its memory holds ``p``'s working memory
         (``planner.work_memory``)."""
         stage, _ = self._input_staging(p, stripe, spec, False)
-        stage += self.work_bytes.get(p.name, 0)
         if is_sink:
             stage += self.persistent_bytes
         stage += stripe_work_bytes(p, stripe.shape)

@@ -248,7 +248,7 @@ class PlanGenerator(PlanCosting):
                 p.name, st, st.total_stripes, cyc,
                 self.device.fm_region if wbytes else self.device.weight_region))
             configs.extend(self._input_staging(p, st, spec, True)[1])
-            configs.extend(self.held_memory(p, is_sink))
+            configs.extend(self.held_memory(p, st, is_sink))
             if wbytes:
                 for _, t in p.constant_inputs:
                     configs.append(TensorConfig(t.name, self.device.weight_region,

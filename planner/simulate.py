@@ -20,7 +20,7 @@ from planner.memory import BufferMode
 from planner.plan import Plan
 from planner.proposals import Proposal
 from planner.windows import window
-from planner.work_memory import stripe_work_bytes
+from planner.work_memory import stripe_work_bytes, work_tensor
 
 
 @dataclass(frozen=True)
@@ -194,8 +194,13 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
     for part in graph.parts:
         total += int(part.attr("state_bytes", 0))
         if part.name in members:
-            total += int(part.attr("work_bytes", 0))
-            total += stripe_work_bytes(part, stripes[part.name].shape)
+            work = stripe_work_bytes(part, stripes[part.name].shape)
+            tc = configs.get(work_tensor(part.name))
+            if (0 if tc is None else tc.buffer_bytes) != work:
+                raise SimulationError(f"plan lists {0 if tc is None else tc.buffer_bytes} B of "
+                                      f"working memory for {part.name!r}, which needs {work} "
+                                      f"B over its stripe {stripes[part.name].shape}")
+            total += work
     return total
 
 

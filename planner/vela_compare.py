@@ -296,7 +296,10 @@ def vela_terms_peak(graph: PlannerGraph, device, proposal: Proposal,
         for tc in plan.tensor_configs:
             if tc.tensor == plan.output and tc.copy_region == tc.home_region:
                 continue  # the Plan's output in its home: counted as ``own``
-            t = tensors[tc.tensor]
+            t = tensors.get(tc.tensor)
+            if t is None:   # a Part's working memory or the states: bytes of no tensor
+                buffers += -(-tc.buffer_bytes // align) * align
+                continue
             if not weight_staging and t.is_constant:
                 continue
             raw = t.region_bytes(tc.buffer_shape)

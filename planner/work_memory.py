@@ -2,11 +2,12 @@
 
 A device may run one operator as several operations passing an intermediate through memory
 of their own (an Ethos-U TRANSPOSE of several rotations, a RESIZE_BILINEAR enlarged before
-its pool, an int16 LEAKY_RELU's two branches). Its code generator knows how much; it puts
-that on the Part (the ``work`` attribute, a :class:`WorkMemory`), and the Plan holding the
-Part counts it, live while the Plan runs, as the generated code uses it. A Part without one
-needs none. (An LSTM Part of ``planner.parts.lstm`` states its fixed working memory as the
-``work_bytes`` attribute, which ``PlanCosting`` counts beside this.)
+its pool, an int16 LEAKY_RELU's two branches, an LSTM's gate buffers, an ARG_MAX's packed
+codes). Whoever builds the Part knows how much (a code generator, or a ``planner.parts``
+constructor); it puts that on the Part (the ``work`` attribute, a :class:`WorkMemory`), and
+the Plan holding the Part counts it, live while the Plan runs, as the generated code uses
+it, and lists it as one buffer (:func:`work_tensor`), from which reports and the code
+generators' addresses read it. A Part without one needs none.
 """
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def stripe_work_bytes(part: Part, shape: Sequence[int]) -> int:
     """The working memory ``part`` holds computing stripes of ``shape`` (0: none)."""
     work = part.attr(WORK_ATTR)
     return 0 if work is None else work.for_stripe(shape)
+
+
+def work_tensor(part_name: str) -> str:
+    """The name of the buffer a Plan lists for the working memory of its Part
+    ``part_name`` (a ``TensorConfig`` that is no tensor of the graph)."""
+    return f"{part_name}:work"
+
+
+def is_work_tensor(name: str) -> bool:
+    """Whether a Plan's buffer ``name`` is a Part's working memory (:func:`work_tensor`)."""
+    return name.endswith(":work")

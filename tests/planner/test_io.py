@@ -3,6 +3,7 @@ output and errors that name the field and value."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from fractions import Fraction
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import parts
+from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.graph import GraphBuilder, Part, PlannerGraph, Tensor
 from planner.io import (
@@ -25,6 +27,8 @@ from planner.io import (
     save_graph,
 )
 from planner.propagator import Propagator
+from planner.proposals import ProposalSearch
+from planner.work_memory import WORK_ATTR, WorkMemory
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "planner-graph-json.md"
 
@@ -55,7 +59,7 @@ def graphs(draw) -> PlannerGraph:
         name = f"p{i}"
         kind = draw(st.sampled_from(["conv", "dw", "pool", "mean", "elt", "const_elt", "unary",
                                      "concat", "reshape", "transpose", "resize", "pad", "slice",
-                                     "opaque", "fc"]))
+                                     "opaque", "fc", "arg_max", "lstm", "worked"]))
         try:
             if kind == "conv" and four:
                 c = x.shape[3]
@@ -118,6 +122,17 @@ def graphs(draw) -> PlannerGraph:
             elif kind == "fc" and len(x.shape) == 2:
                 part = parts.fully_connected(name, x, draw(small), draw(acts), draw(ratios),
                                              draw(st.booleans()))
+            elif kind == "arg_max" and len(x.shape) >= 2:
+                part = parts.arg_max(name, x)
+            elif kind == "lstm" and four:
+                # an LSTM reads a sequence: the map's rows as its time steps
+                seq = b.add(parts.reshape(f"{name}:seq", x, x.shape[1:]))
+                part = parts.lstm(name, seq, draw(small), time_major=draw(st.booleans()),
+                                  weight_compression=draw(ratios))
+            elif kind == "worked":
+                # any Part may carry working memory of any form
+                part = parts.opaque(name, "custom", x, x.shape, work=WorkMemory(
+                    draw(st.integers(0, 99)), draw(st.integers(0, 9)), draw(st.integers(1, 32))))
             else:
                 continue
         except PlannerError:
@@ -144,6 +159,36 @@ def test_full_form_round_trip_is_exact(g):
     assert graph_to_json(back) == d
     assert loads(dumps(g)) == g
     assert dumps(back) == dumps(g)
+
+
+def test_every_part_with_working_memory_round_trips_and_plans_the_same():
+    """An LSTM, an ARG_MAX (fixed working memory, stated by their constructors) and a Part
+    with working memory per stripe element read back with their ``work`` a WorkMemory (not the
+    tuple a JSON list reads back as), so the read graph plans exactly as the written one."""
+    b = GraphBuilder("worked")
+    x = b.input("x", (1, 6, 5, 4))
+    relu = parts.unary("m", x, "relu")
+    m = b.add(dataclasses.replace(relu, attrs=relu.attrs + ((WORK_ATTR, WorkMemory(3, 2, 16)),)))
+    c = b.add(parts.conv2d("c", m, 4, kernel=3, padding=1))
+    seq = b.add(parts.reshape("seq", c, (6, 5, 4)))
+    y = b.add(parts.lstm("lstm", seq, 7))
+    b.add(parts.arg_max("am", y))
+    g = b.build()
+    assert graph_to_json(g)["parts"][0]["attrs"]["work"] == \
+        {"work_memory": {"fixed": 3, "per_element": 2, "align": 16}}
+    back = loads(dumps(g))
+    assert back == g
+    for p, q in zip(g.parts, back.parts):
+        assert type(q.attr(WORK_ATTR)) is type(p.attr(WORK_ATTR)), p.name
+    assert {p.name for p in back.parts if isinstance(p.attr(WORK_ATTR), WorkMemory)} == \
+        {"m", "lstm", "am"}
+    device = get_device("ethos-u55-128")
+    one, two = ProposalSearch(g, device, workers=1), ProposalSearch(back, device, workers=1)
+    assert one.frontier == two.frontier
+    plans = [two.proposal(k).to_json() for k in range(len(two.frontier))]
+    assert [one.proposal(k).to_json() for k in range(len(one.frontier))] == plans
+    held = {t["tensor"] for p in plans for plan in p["plans"] for t in plan["tensors"]}
+    assert {"m:work", "lstm:work", "am:work"} <= held
 
 
 def test_round_trip_keeps_fractions_and_order():
@@ -333,6 +378,17 @@ def _bad(mutate, match: str) -> None:
      r"parts\[0\] \('c'\)\.inputs\[1\]: not in the tensors table, got 'nope'"),
     (lambda d: d["parts"][0]["attrs"].update(kernel={"a": 1}),
      r"parts\[0\] \('c'\)\.attrs\.kernel: .*got \{'a': 1\}"),
+    (lambda d: d["parts"][0]["attrs"].update(work=[240, 0, 1]),
+     r"parts\[0\] \('c'\)\.attrs\.work: expected \{\"work_memory\": .*got \[240, 0, 1\]"),
+    (lambda d: d["parts"][0]["attrs"].update(work_bytes=240),
+     r"parts\[0\] \('c'\)\.attrs\.work_bytes: a Part's working memory is the attr \"work\": "
+     r"write \{\"work_memory\": \{\"fixed\": BYTES\}\} there, got 240"),
+    (lambda d: d["parts"][0]["attrs"].update(work={"work_memory": {"fixed": -1}}),
+     r"attrs\.work\.work_memory\.fixed: expected an integer >= 0, got -1"),
+    (lambda d: d["parts"][0]["attrs"].update(work={"work_memory": {"align": 0}}),
+     r"attrs\.work\.work_memory\.align: expected an integer >= 1, got 0"),
+    (lambda d: d["parts"][0]["attrs"].update(work={"work_memory": {"bytes": 4}}),
+     r"attrs\.work\.work_memory: unknown field 'bytes'"),
     (lambda d: d["parts"][0].pop("kind"), r"parts\[0\]: missing field 'op' .* or 'kind'"),
     (lambda d: d.update(outputs=["ghost"]), r"outputs\[0\]: no tensor or earlier part .*'ghost'"),
     (lambda d: d["tensors"].append(dict(d["tensors"][0], shape=[2])),

@@ -19,6 +19,7 @@ from planner.proposals import ProposalSearch
 from planner.simulate import simulate
 from planner.stripes import StripeConfig
 from planner.tflite import load_tflite
+from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.models import model_path
 
 _SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -50,7 +51,7 @@ def test_the_working_memory_is_the_streams_layout():
     five int16 rows of 20 cells (40 B, 48 aligned) of gates and scratch."""
     part = parts.lstm("lstm", Tensor("x", (2, 7, 9)), 20)
     assert part.attr("state_bytes") == 48 + 80
-    assert part.attr("work_bytes") == 5 * 48
+    assert part.attr(WORK_ATTR) == WorkMemory(fixed=5 * 48)
 
 
 @_SETTINGS
@@ -77,7 +78,7 @@ def test_an_lstm_is_a_plan_of_its_own_and_the_simulator_agrees(sizes, units):
             assert held["lstm:state"] == lstm.attr("state_bytes")
             if "lstm" in plan.parts:
                 assert plan.parts == ("lstm",)
-                assert held["lstm:work"] == lstm.attr("work_bytes")
+                assert held["lstm:work"] == lstm.attr(WORK_ATTR).fixed
             else:
                 assert "lstm:work" not in held
 

@@ -497,9 +497,8 @@ def match_subgraph(lowered, name: str | None = None,
                                shape))
         layer = layer_of.get(_name(r))
         kind, attrs, window = _classify(r, stages, ins, acts, maps, layer, const_names)
-        # a Part whose kind states its fixed working memory (an ARG_MAX's ``work_bytes``)
-        # keeps that figure alone
-        needs = None if work is None or layer is None or "work_bytes" in attrs \
+        # a Part whose kind states its own working memory (an ARG_MAX's) keeps that figure
+        needs = None if work is None or layer is None or WORK_ATTR in attrs \
             else work(layer)
         if needs is not None:
             attrs = dict(attrs, **{WORK_ATTR: needs})
@@ -669,7 +668,7 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         # plan; the propagator, from the TE reads, takes the whole depth and maps the
         # output's other axes one to one
         work = arg_max_work_bytes(math.prod(x_shape[:-1]), x_shape[-1])
-        return Op.ARG_MAX, {"work_bytes": work}, None
+        return Op.ARG_MAX, {WORK_ATTR: WorkMemory(work)}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None

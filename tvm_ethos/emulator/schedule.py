@@ -50,7 +50,7 @@ from planner.aliases import aliased_outputs
 from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
 from planner.plan_costing import PlanCosting
-from planner.work_memory import stripe_work_bytes
+from planner.work_memory import is_work_tensor
 from tvm_ethos.emulator.line_buffer import (
     LineBufferScheduleError,
     realize_line_buffer,
@@ -643,8 +643,7 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
     # computes each such operator in one kernel without it, so it is counted as allocated in
     # its Plan and the check compares every other buffer
     for k, plan in enumerate(proposal.plans):
-        work = sum(stripe_work_bytes(parts[ps.part].part, ps.stripe.shape)
-                   for ps in plan.part_schedules)
+        work = sum(tc.buffer_bytes for tc in plan.tensor_configs if is_work_tensor(tc.tensor))
         plan_bytes[k] += work
         if work:
             by_scope[SRAM_SCOPE] = by_scope.get(SRAM_SCOPE, 0) + work

@@ -44,7 +44,7 @@ from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
 from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
-from planner.work_memory import WORK_ATTR
+from planner.work_memory import work_tensor
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -773,16 +773,21 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
             buffers.append(Buffer(pool_key(k), pool.nbytes,
                                   16 if pool.copied or pool.staged else 1, k, k, "weights"))
             own += pool.nbytes
-        # working memory the plan holds for a Part (``work_bytes``: an ARG_MAX's), the
-        # operator's work block below
-        own += sum(configs[f"{name}:work"].buffer_bytes for name in plan.parts
-                   if f"{name}:work" in configs)
         for name in plan.parts:
+            # the operator's work block: what the plan holds for its Part (its buffer
+            # ``work_tensor``), which must be what the stream uses; a Part the plan holds
+            # none for gets the stream's figure, outside the plan's memory
             step = part_layer[name]
-            if step in work:
+            held = configs.get(work_tensor(name))
+            if held is not None:
+                if work.get(step, 0) != held.buffer_bytes:
+                    raise ScheduleFormError(
+                        f"plan {k} holds {held.buffer_bytes:,} B of working memory for "
+                        f"{name}, its stream uses {work.get(step, 0):,} B")
+                buffers.append(Buffer(work_key(step), held.buffer_bytes, 16, k, k, "work"))
+                own += held.buffer_bytes
+            elif step in work:
                 buffers.append(Buffer(work_key(step), work[step], 16, k, k, "work"))
-                if by_part[name].attr(WORK_ATTR) is not None:   # the plan holds it
-                    own += work[step]
         if own != plan.memory_bytes:
             raise ScheduleFormError(f"plan {k}'s buffers add up to {own:,} B, it counts "
                                     f"{plan.memory_bytes:,} B")
