@@ -263,13 +263,14 @@ def _dec_attr(v: Any, where: str) -> Any:
 
 
 def _work_memory(v: Any, where: str) -> WorkMemory:
-    """A Part's working memory: ``fixed`` and ``per_element`` bytes (default 0), ``align``
-    (default 1)."""
+    """A Part's working memory: ``fixed``, ``per_element`` and ``per_position`` bytes
+    (default 0), ``align`` (default 1)."""
     d = _obj(v, where)
     _keys(d, where, WorkMemory._fields)
     return WorkMemory(_int(d.get("fixed", 0), f"{where}.fixed", 0),
                       _int(d.get("per_element", 0), f"{where}.per_element", 0),
-                      _int(d.get("align", 1), f"{where}.align", 1))
+                      _int(d.get("align", 1), f"{where}.align", 1),
+                      _int(d.get("per_position", 0), f"{where}.per_position", 0))
 
 
 def _keys(d: Mapping, where: str, allowed: Sequence[str], required: Sequence[str] = ()) -> None:

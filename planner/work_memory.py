@@ -22,15 +22,19 @@ WORK_ATTR = "work"
 
 class WorkMemory(NamedTuple):
     """``fixed`` bytes whatever the stripe, plus ``per_element`` bytes for every element of
-    the Part's compute stripe, the sum rounded up to a multiple of ``align``."""
+    the Part's compute stripe and ``per_position`` bytes for every position of it (an element
+    of its shape without the last axis: an intermediate of another depth than the output's,
+    the depth always whole), the sum rounded up to a multiple of ``align``."""
 
     fixed: int = 0
     per_element: int = 0
     align: int = 1
+    per_position: int = 0
 
     def for_stripe(self, shape: Sequence[int]) -> int:
         """Bytes held while a stripe of ``shape`` (the whole output, unstriped) is computed."""
-        n = self.fixed + self.per_element * math.prod(shape)
+        n = self.fixed + self.per_element * math.prod(shape) + \
+            self.per_position * math.prod(shape[:-1])
         return -(-n // self.align) * self.align
 
 

@@ -132,7 +132,8 @@ def graphs(draw) -> PlannerGraph:
             elif kind == "worked":
                 # any Part may carry working memory of any form
                 part = parts.opaque(name, "custom", x, x.shape, work=WorkMemory(
-                    draw(st.integers(0, 99)), draw(st.integers(0, 9)), draw(st.integers(1, 32))))
+                    draw(st.integers(0, 99)), draw(st.integers(0, 9)), draw(st.integers(1, 32)),
+                    draw(st.integers(0, 9))))
             else:
                 continue
         except PlannerError:
@@ -168,14 +169,15 @@ def test_every_part_with_working_memory_round_trips_and_plans_the_same():
     b = GraphBuilder("worked")
     x = b.input("x", (1, 6, 5, 4))
     relu = parts.unary("m", x, "relu")
-    m = b.add(dataclasses.replace(relu, attrs=relu.attrs + ((WORK_ATTR, WorkMemory(3, 2, 16)),)))
+    m = b.add(dataclasses.replace(relu, attrs=relu.attrs + ((WORK_ATTR,
+                                                             WorkMemory(3, 2, 16, 5)),)))
     c = b.add(parts.conv2d("c", m, 4, kernel=3, padding=1))
     seq = b.add(parts.reshape("seq", c, (6, 5, 4)))
     y = b.add(parts.lstm("lstm", seq, 7))
     b.add(parts.arg_max("am", y))
     g = b.build()
     assert graph_to_json(g)["parts"][0]["attrs"]["work"] == \
-        {"work_memory": {"fixed": 3, "per_element": 2, "align": 16}}
+        {"work_memory": {"fixed": 3, "per_element": 2, "align": 16, "per_position": 5}}
     back = loads(dumps(g))
     assert back == g
     for p, q in zip(g.parts, back.parts):
