@@ -164,7 +164,9 @@ def test_stream_emitters_are_consistent():
             assert em.extent is Extent.WHOLE or em.work_bytes is not None, op
         if em.boxed:
             # over the stripe's own boxes: its working memory is sized per box
-            # (stream_cascade._work_bytes)
+            # (stream_cascade._work_bytes), as the planner holds it (``work``)
+            assert em.work is not None, op
+        if em.work is not None:
             assert "box" in inspect.signature(em.work_bytes).parameters, op
         if em.stageable:
             assert em.constants is not None and op.info.has_weights, op

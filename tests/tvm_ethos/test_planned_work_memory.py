@@ -1,11 +1,14 @@
 """Operators the Ethos-U stream lowers to several NPU operations through working memory of
 their own (a TRANSPOSE of several rotations, RESIZE_BILINEAR's enlargements, an int16
-LEAKY_RELU's identity branch, REDUCE_MIN's NOT, SOFTMAX's int32 maps) carry it on their
-planner Parts (``stream_ops.planned_work``, ``planner.work_memory``), so their Plans hold it:
-the planned stream realizes its plan and touches exactly the planned peak, the planner's
-figure for each Part (over the stripes it planned) is the working memory the stream lays out,
-and every output is TFLite Micro's."""
+LEAKY_RELU's identity branch, REDUCE_MIN's NOT, SOFTMAX's int32 maps, PRELU's clamped copies,
+BATCH_MATMUL's transposed operands and int32 products) carry it on their planner Parts
+(``stream_ops.planned_work``, ``planner.work_memory``), so their Plans hold it: the planned
+stream realizes its plan and touches exactly the planned peak, the planner's figure for each
+Part (over the stripes it planned) is the working memory the stream lays out, and every
+output is TFLite Micro's; over one stripe, the operations touch exactly that figure."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -13,19 +16,30 @@ import tflite
 from graph_builder import Graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from operator_models import _opts
 from test_int16_leaky_relu_relu6 import _leaky_chain
 from test_part_matchers import lowered_of
 from test_solitary_movement import _i32, _like, chain, compiled_on_the_npu, reduce_min, softmax
-from tflite_builder import BO, BOPT
+from tflite_builder import BO, BOPT, T
 
+import tvm_ethos
 from ethos_arch.ops import Op
+from ethosu_stream import Memory, run_stream
 from planner.work_memory import WORK_ATTR, WorkMemory, stripe_work_bytes
 from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
-from tvm_ethos.backends.ethos_u import ops_lut
+from tvm_ethos.backends.ethos_u import ops_batch_matmul, ops_lut, ops_prelu
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config
 from tvm_ethos.backends.ethos_u.ops_movement import transpose_steps
-from tvm_ethos.backends.ethos_u.stream_ops import STREAM_OPS, WORK_OUTSIDE_PLAN, planned_work
+from tvm_ethos.backends.ethos_u.stream_base import (
+    FLASH_REGION,
+    SCRATCH_REGION,
+    Flash,
+    vela_api,
+)
+from tvm_ethos.backends.ethos_u.stream_ops import STREAM_OPS, Emission, planned_work
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.emulator.part_matchers import match_subgraph
+from tvm_ethos.patterns import QOp
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -56,6 +70,31 @@ def resize_bilinear(factor: int):
     return add
 
 
+def prelu(g: Graph, x: int) -> int:
+    """PRELU by one alpha code per channel (a constant)."""
+    shape = g.shape(x)
+    alpha = g._add(T([1, 1, shape[3]], "int8", scale=0.01, zp=3,
+                     data=g.rs.randint(-128, 128, (1, 1, shape[3])).astype(np.int8)))
+    y = g._act(shape)
+    g.ops.append((BO.PRELU, 0, None, [x, alpha], [y]))
+    return y
+
+
+def batch_matmul(n: int):
+    """BATCH_MATMUL of the map (batches: its rows; matrices: its columns by its channels) by
+    a constant ``channels x n`` matrix: b transposed into working memory, int32 products per
+    output column."""
+    def add(g: Graph, x: int) -> int:
+        _, h, w, c = g.shape(x)
+        b = g._add(T([c, n], "int8", scale=0.02, zp=-5,
+                     data=g.rs.randint(-128, 128, (c, n)).astype(np.int8)))
+        y = g._act((1, h, w, n))
+        g.ops.append((BO.BATCH_MATMUL, *_opts("BatchMatMulOptions", AdjX=False, AdjY=False),
+                      [x, b], [y]))
+        return y
+    return add
+
+
 #: a CONV_2D -> X -> CONV_2D chain for each operator, X needing working memory
 CHAINS = {
     "transpose_two_rotations": lambda seed, shape: chain(transpose((0, 3, 2, 1)), seed, shape),
@@ -65,6 +104,8 @@ CHAINS = {
     "resize_bilinear_4x": lambda seed, shape: chain(resize_bilinear(4), seed, shape),
     "softmax_4d": lambda seed, shape: chain(softmax, seed, shape),
     "reduce_min": lambda seed, shape: chain(reduce_min, seed, shape),
+    "prelu": lambda seed, shape: chain(prelu, seed, shape),
+    "batch_matmul": lambda seed, shape: chain(batch_matmul(5), seed, shape),
 }
 
 
@@ -80,9 +121,11 @@ def _planner_work(data: bytes, rows: list[dict]) -> int:
     return total
 
 
-def _check(data: bytes, accelerator: str, budget, seed: int = 0) -> dict:
+def _check(data: bytes, accelerator: str, budget, seed: int = 0
+           ) -> tuple[tvm_ethos.CompiledModel, dict]:
     """``data`` wholly on the NPU, its stream realizing the plan and touching the planned
-    peak, the planner's working memory the stream's, outputs TFLite Micro's; the entry."""
+    peak, the planner's working memory the stream's, outputs TFLite Micro's; the model and
+    its stream's entry."""
     cm, entry = compiled_on_the_npu(data, accelerator_config=accelerator, budget=budget)
     assert entry["work_bytes"] > 0
     assert _planner_work(data, cm.plan_report["layers"]) == entry["work_bytes"]
@@ -92,21 +135,35 @@ def _check(data: bytes, accelerator: str, budget, seed: int = 0) -> dict:
         got, want = cm.run(*xs), tflm_oracle(data, xs)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g).reshape(w.shape), w)
-    return entry
+    return cm, entry
 
 
 @pytest.mark.parametrize("name, accelerator", [
     ("transpose_two_rotations", "ethos-u55-128"), ("transpose_three_rotations", "ethos-u65-256"),
     ("resize_bilinear_2x", "ethos-u65-256"), ("resize_bilinear_4x", "ethos-u55-128"),
-    ("softmax_4d", "ethos-u55-128"), ("reduce_min", "ethos-u65-256")])
+    ("softmax_4d", "ethos-u55-128"), ("reduce_min", "ethos-u65-256"),
+    ("prelu", "ethos-u55-128"), ("batch_matmul", "ethos-u65-256")])
 def test_a_chain_at_the_least_memory_holds_the_working_memory_in_its_plan(name, accelerator):
     _check(CHAINS[name](0, (1, 12, 10, 8)), accelerator, "smallest")
+
+
+@pytest.mark.parametrize("name", ["prelu", "batch_matmul"])
+def test_a_striped_operator_holds_the_working_memory_of_its_stripe(name):
+    """At the least memory a PRELU's and a BATCH_MATMUL's Plan is striped, and the stream's
+    working memory is the stripe's: less than the whole output's."""
+    data = CHAINS[name](0, (1, 24, 20, 16))
+    cm, entry = _check(data, "ethos-u55-128", "smallest")
+    rows = [r for r in cm.plan_report["layers"] if r["part"].endswith(name)]
+    assert len(rows) == 1 and rows[0]["stripes"] > 1, rows
+    # the whole output's: three int8 maps; b^T (5 x 16, 80 B) and 16 int32 products a position
+    whole = {"prelu": 3 * 24 * 20 * 16, "batch_matmul": 80 + 4 * 16 * 24 * 20}[name]
+    assert entry["work_bytes"] < whole, entry["work_bytes"]
 
 
 def test_the_int16_leaky_relu_holds_one_stripe_of_working_memory():
     """Striped at the least memory, each LEAKY_RELU Part holds the working memory of its
     stripe (``WorkMemory.per_element``), and the stream lays out just that."""
-    entry = _check(_leaky_chain(), "ethos-u65-256", "smallest")
+    _, entry = _check(_leaky_chain(), "ethos-u65-256", "smallest")
     assert entry["work_bytes"] < 2 * 16 * 16 * 2, entry["work_bytes"]   # one stripe each
 
 
@@ -153,12 +210,14 @@ def test_the_int16_leaky_relu_plans_two_bytes_an_element_of_its_stripe(h, w, c):
 
 
 def test_every_row_with_working_memory_is_planned():
-    """Each stream row with ``work_bytes`` but PRELU's (``WORK_OUTSIDE_PLAN``) gives its Parts
-    a ``work``; a chain's Part carries the stream's figure, and without the backend's
-    ``planner_work`` no Part carries one."""
+    """Each stream row with ``work_bytes`` gives its Parts a ``work`` (over the stripe where
+    its row has ``work``); a chain's Part carries the stream's figure, and without the
+    backend's ``planner_work`` no Part carries one."""
     rows = {op for op, em in STREAM_OPS.items() if em.work_bytes is not None}
-    assert {Op.TRANSPOSE, Op.RESIZE_BILINEAR, Op.SOFTMAX, Op.REDUCE_MIN, Op.PRELU} <= rows
-    assert WORK_OUTSIDE_PLAN == {Op.PRELU}
+    assert {Op.TRANSPOSE, Op.RESIZE_BILINEAR, Op.SOFTMAX, Op.REDUCE_MIN, Op.PRELU,
+            Op.BATCH_MATMUL, Op.SQUARED_DIFFERENCE} <= rows
+    striped = {op for op, em in STREAM_OPS.items() if em.work is not None}
+    assert striped == {Op.PRELU, Op.BATCH_MATMUL, Op.SQUARED_DIFFERENCE}
     backend = get_registry().get("ethos-u")
     data = chain(resize_bilinear(2), 0, (1, 4, 4, 2))
     (lw,) = lowered_of(data)
@@ -166,3 +225,79 @@ def test_every_row_with_working_memory_is_planned():
     works = {p.name: p.attr(WORK_ATTR) for p in parts if p.attr(WORK_ATTR) is not None}
     assert len(works) == 1 and list(works.values())[0].fixed == 8 * 8 * 16, works
     assert all(p.attr(WORK_ATTR) is None for p in match_subgraph(lw).graph.parts)
+
+
+def _work_touched(ops: list, flash: Flash, work: int, arena: int) -> int:
+    """Bytes from ``work`` up to the highest arena byte ``ops`` touch (a dry run on the
+    functional model, the arena ``arena`` bytes, every operand below ``work``)."""
+    api = vela_api()
+    words = api.npu_generate_register_command_stream(ops, api.NpuAccelerator.Ethos_U55_128)
+    stats = run_stream(words, Memory({FLASH_REGION: bytes(flash.data) or 16,
+                                      SCRATCH_REGION: arena}), "ethos-u55-128", compute=False)
+    return stats.high_water[SCRATCH_REGION] - work
+
+
+def _box(data, extent: int) -> tuple[int, int]:
+    lo = data.draw(st.integers(0, extent - 1))
+    return lo, data.draw(st.integers(lo + 1, extent))
+
+
+def _emission(flash: Flash, work: int) -> Emission:
+    acc = vela_api().NpuAccelerator.Ethos_U55_128
+    return Emission(flash, 0, lambda npu: block_config(npu, acc), work)
+
+
+@settings(max_examples=20, deadline=None)
+@given(h=st.integers(1, 12), w=st.integers(1, 12), c=st.integers(1, 20),
+       whole=st.booleans(), data=st.data())
+def test_a_prelu_stripe_touches_the_working_memory_its_part_plans(h, w, c, whole, data):
+    """Over any box of its output (a stripe, or all of it), PRELU's four operations touch
+    exactly the working memory the planner holds for a stripe of that shape."""
+    (y0, y1), (x0, x1) = ((0, h), (0, w)) if whole else (_box(data, h), _box(data, w))
+    alpha = np.arange(c, dtype=np.int8) - 3
+    q = QOp(kind="prelu", inputs=[], in_shapes=[(1, h, w, c), (1, 1, c)],
+            in_dtypes=["int8", "int8"], out_shape=(1, h, w, c), out_dtype="int8",
+            in_q=[(0.05, 3), (0.01, -1)], out_q=(0.04, -2),
+            attrs={"alpha": alpha, "alpha_q": (0.01, -1)})
+    n = h * w * c
+    flash, work = Flash(), 2 * n
+    ops = ops_prelu.prelu_ops(q, [FmSlot(SCRATCH_REGION, 0, (h, w, c), "int8", 0.05, 3)],
+                              FmSlot(SCRATCH_REGION, n, (h, w, c), "int8", 0.04, -2),
+                              _emission(flash, work), None if whole else ((y0, y1), (x0, x1)))
+    stripe = (1, y1 - y0, x1 - x0, c)
+    planned = planned_work(q).for_stripe(stripe)
+    assert planned == ops_prelu.prelu_work_bytes(q, stripe) == 3 * math.prod(stripe)
+    assert _work_touched(ops, flash, work, work + 3 * n) == planned
+
+
+@settings(max_examples=20, deadline=None)
+@given(outer=st.integers(1, 3), rows=st.integers(1, 4), m=st.integers(1, 6),
+       k=st.integers(1, 9), n=st.integers(1, 5), adj=st.tuples(st.booleans(), st.booleans()),
+       b_batched=st.booleans(), whole=st.booleans(), data=st.data())
+def test_a_batch_matmul_stripe_touches_the_working_memory_its_part_plans(
+        outer, rows, m, k, n, adj, b_batched, whole, data):
+    """Over any box of its output (rows of its inner batch dimension by matrix rows, or all
+    of it), BATCH_MATMUL's operations touch exactly the working memory the planner holds for
+    a stripe of that shape: the operands laid out anew, then K int32 products per position
+    of the stripe (each outer batch's apart when the box cuts the rows)."""
+    (y0, y1), (x0, x1) = ((0, rows), (0, m)) if whole else (_box(data, rows), _box(data, m))
+    batches = (outer, rows)
+    a_shape, b_shape = ((*batches, *((k, m) if adj[0] else (m, k))),
+                        (*(batches if b_batched else ()), *((n, k) if adj[1] else (k, n))))
+    out_shape = (*batches, m, n)
+    q = QOp(kind="batch_matmul", inputs=[], in_shapes=[a_shape, b_shape],
+            in_dtypes=["int8", "int8"], out_shape=out_shape, out_dtype="int8",
+            in_q=[(0.05, 3), (0.03, -4)], out_q=(0.2, 1), attrs={"adj_x": adj[0],
+                                                                  "adj_y": adj[1]})
+    sizes = [math.prod(a_shape), math.prod(b_shape), math.prod(out_shape)]
+    at = np.cumsum([0] + sizes).tolist()
+    flash, work = Flash(), -(-at[3] // 16) * 16
+    ops = ops_batch_matmul.batch_matmul_ops(
+        q, [FmSlot(SCRATCH_REGION, at[0], (1, 1, sizes[0]), "int8", 0.05, 3),
+            FmSlot(SCRATCH_REGION, at[1], (1, 1, sizes[1]), "int8", 0.03, -4)],
+        FmSlot(SCRATCH_REGION, at[2], (1, 1, sizes[2]), "int8", 0.2, 1),
+        _emission(flash, work), None if whole else ((y0, y1), (x0, x1)))
+    stripe = (outer, y1 - y0, x1 - x0, n)
+    planned = planned_work(q).for_stripe(stripe)
+    assert planned == ops_batch_matmul.work_bytes(q, stripe)
+    assert _work_touched(ops, flash, work, work + ops_batch_matmul.work_bytes(q)) == planned

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from planner.work_memory import WorkMemory
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
 from tvm_ethos.backends.ethos_u.ops_movement import Rotation, rotation_ops
 from tvm_ethos.backends.ethos_u.stream_base import (
@@ -87,24 +88,34 @@ def _spread(d: Dims) -> tuple[bool, bool]:
             d.b_batch != d.out_batch and _count(d.b_batch) > 1)
 
 
-def _layout(q) -> tuple[int, int, int]:
+def _layout(q) -> tuple[int, int]:
     """(bytes of ``a`` laid out anew (transposed or spread) or 0, bytes of ``b^T`` or of
-    ``b`` spread or 0, bytes of the products of one column): the working memory, in that
-    order."""
+    ``b`` spread or 0): the working memory before the products, in that order."""
     d = dims(q)
     spread_a, spread_b = _spread(d)
     a_n = _count(d.out_batch) if spread_a else _count(d.a_batch)
     b_n = _count(d.out_batch) if spread_b else _count(d.b_batch)
     a_t = _aligned(a_n * d.m * d.k) if spread_a or q.attrs.get("adj_x") else 0
     b_t = _aligned(b_n * d.n * d.k) if spread_b or not q.attrs.get("adj_y") else 0
-    rows = max(g.count for g in _groups(d, None))
-    return a_t, b_t, _aligned(rows * d.m * d.k * 4)
+    return a_t, b_t
 
 
-def work_bytes(q) -> int:
-    """The working memory of BATCH_MATMUL ``q``: the transposed operands and the int32
-    products of one column (a stripe's are never more)."""
-    return sum(_layout(q))
+#: bytes of one int32 product
+_PRODUCT = 4
+
+
+def work(q) -> WorkMemory:
+    """The working memory of BATCH_MATMUL ``q`` as the planner holds it: the operands laid
+    out anew (whole, whatever the stripe: every stripe copies them), then the int32
+    products of one output column for each position of the output or of a stripe of it
+    (its batches and matrix rows: ``K`` products each), which end on a byte the stream
+    writes."""
+    return WorkMemory(fixed=sum(_layout(q)), per_position=_PRODUCT * dims(q).k)
+
+
+def work_bytes(q, box: tuple | None = None) -> int:
+    """:func:`work` over the whole output, or over one stripe of shape ``box``."""
+    return work(q).for_stripe(q.out_shape if box is None else box)
 
 
 class Run(NamedTuple):
@@ -192,7 +203,7 @@ def batch_matmul_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> li
     mult, shift = batch_matmul_multiplier(q)
     if not 0 <= 31 - shift <= 63:
         raise UnsupportedOperatorError(q.tflite_name, f"an output scale shift of {shift}")
-    a_bytes, b_bytes, _ = _layout(q)
+    a_bytes, b_bytes = _layout(q)
     spread_a, spread_b = _spread(d)
     adj_x, adj_y = bool(q.attrs.get("adj_x")), bool(q.attrs.get("adj_y"))
     a, ops = _laid_out(a, d.a_batch, d.out_batch, spread_a, adj_x,
@@ -211,23 +222,26 @@ def batch_matmul_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> li
         npu.name = f"batch_matmul_{name}"
         ops.append(npu)
 
-    for run in _groups(d, rows):
+    for r, run in enumerate(_groups(d, rows)):
         h = run.count
         hb = h if _count(d.b_batch) > 1 else 1
+        # each run's products apart (runs of a stripe are of one size): a stripe's products
+        # are then one per position of it, the working memory the plan holds for it
+        at = products + r * h * w * d.k * _PRODUCT
         for j in range(d.n):
             mul = api.NpuElementWiseOperation(api.NpuElementWiseOp.MUL)
             mul.ifm = _fm(a.region, a.offset + run.out * mk + x0 * d.k, (h, w, d.k), (mk, d.k),
                           "int8", float(f32(sa)), int(zpa))
             mul.ifm2 = _fm(b.region, b.offset + run.b * nk + j * d.k, (hb, 1, d.k), (nk, d.k),
                            "int8", float(f32(sb)), int(zpb))
-            mul.ofm = _fm(SCRATCH_REGION, products, (h, w, d.k), (w * d.k * 4, d.k * 4),
+            mul.ofm = _fm(SCRATCH_REGION, at, (h, w, d.k), (w * d.k * 4, d.k * 4),
                           "int32", 1.0, 0)
             mul.rescale = (1, 0)
             mul.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
             named(mul, "mul")
 
             total = api.NpuPoolingOperation(api.NpuPoolingOp.REDUCE_SUM)
-            total.ifm = _fm(SCRATCH_REGION, products, (h, w, d.k), (w * d.k * 4, d.k * 4),
+            total.ifm = _fm(SCRATCH_REGION, at, (h, w, d.k), (w * d.k * 4, d.k * 4),
                             "int32", 1.0, 0)
             total.ofm = _fm(ofm.region, ofm.offset + run.out * mn + x0 * d.n + j, (h, w, 1),
                             (mn, d.n), "int8", float(f32(so)), int(zpo))

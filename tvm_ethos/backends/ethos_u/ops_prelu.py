@@ -16,8 +16,9 @@ kernel:
 
 Every operation reads and writes only its own element, so a planner's stripe (``box``: output
 rows and columns, the tensors held whole) is the same four operations over that box, the
-intermediates dense in the working memory. Vela also runs PRELU as a short sequence of
-elementwise operations.
+three intermediates of the box's size one after another in the working memory, which the
+planner holds for the stripe (:func:`prelu_work`). Vela also runs PRELU as a short sequence
+of elementwise operations.
 """
 from __future__ import annotations
 
@@ -25,19 +26,27 @@ import dataclasses
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound, shape3
+from planner.work_memory import WorkMemory
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.ops_movement import dense, feature_map_of
-from tvm_ethos.backends.ethos_u.stream_base import ALIGN, SCRATCH_REGION, vela_api
+from tvm_ethos.backends.ethos_u.stream_base import SCRATCH_REGION, vela_api
 from tvm_ethos.compute.quant import prelu_multipliers
 
+#: the int8 maps of one PRELU's intermediates (``t``, ``neg``, ``pos``)
+_MAPS = 3
 
-def _bytes(shape: tuple[int, int, int]) -> int:
-    return -(-int(np.prod(shape)) // ALIGN) * ALIGN
+
+def prelu_work(q) -> WorkMemory:
+    """The working memory of PRELU: its three int8 maps of the output's size, or of a
+    stripe's where it runs over stripes (the planner's form), packed one after another so
+    that the last byte is one the stream writes (an NHWC feature map needs no alignment
+    beyond its element's; the arena layout aligns the block's start)."""
+    return WorkMemory(per_element=_MAPS)
 
 
-def prelu_work_bytes(q) -> int:
-    """The working memory of PRELU: three int8 maps of the output's size."""
-    return 3 * _bytes(shape3(q.out_shape, q.tflite_name))
+def prelu_work_bytes(q, box: tuple | None = None) -> int:
+    """:func:`prelu_work` over the whole output, or over one stripe of shape ``box``."""
+    return prelu_work(q).for_stripe(q.out_shape if box is None else box)
 
 
 def _clamp(api, lo: int | None, hi: int | None, scale: float, zero_point: int):
@@ -64,7 +73,7 @@ def _box_fm(api, slot: FmSlot, box, scale: float, zero_point: int):
 def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The four operations of one PRELU from ``operands[0]`` into ``ofm`` (whole tensors),
     over output rows and columns ``box`` (None: all), its intermediates at ``em.work``
-    (``prelu_work_bytes(q)``)."""
+    (:func:`prelu_work_bytes` of the box)."""
     api = vela_api()
     from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
 
@@ -77,9 +86,9 @@ def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     (s_in, zp_in), (s_out, zp_out) = q.in_q[0], q.out_q
     a_scale, a_zp = q.attrs["alpha_q"]
     (m1, sh1), (m2, sh2) = prelu_multipliers(s_in, a_scale, s_out)
-    step = _bytes(ofm.shape)
+    step = int(np.prod(shape))
     t, neg, pos = (FmSlot(SCRATCH_REGION, em.work + k * step, shape, "int8", None, 0)
-                   for k in range(3))
+                   for k in range(_MAPS))
     ops = []
 
     def add(npu, name: str):

@@ -413,7 +413,11 @@ class _Emitter:
             return
         if em.form is Form.SEQUENCE and not em.whole(len(oshape)) and not em.boxed:
             # operations that each read only their own elements: the stripe's box of whole
-            # tensors, the operator's working memory beside them (PRELU)
+            # tensors, the operator's working memory beside them (PRELU, BATCH_MATMUL)
+            if em.work is not None and em.work_bytes(q, tuple(hi - lo for lo, hi in box)) \
+                    > self.work_bytes.get(step, 0):
+                raise UnsupportedOperatorError(q.tflite_name, f"a {box} box past the working "
+                                                              "memory of its stripe")
             operands = [self.whole_slot(t, iq, q.tflite_name) for t, iq in zip(ins, in_q)]
             ofm = self.whole_slot(out, q.out_q, q.tflite_name)
             self.ops += em.sequence(q, operands, ofm, self.emission(step),
@@ -709,8 +713,9 @@ def _io_in_arena(graph, lw) -> tuple[dict, int]:
 
 def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
     """The working memory of every operator lowered to several NPU operations, by layer:
-    what it needs over its whole output, or, for a ``boxed`` one, over the plan's stripe of
-    it (a box of each step, :meth:`_Emitter.emit` checks)."""
+    what it needs over its whole output, or, for one whose working memory scales with the
+    stripe (its row's ``work``), over the plan's stripe of it (a box of each step,
+    :meth:`_Emitter.emit` checks)."""
     stripes = {part_layer[ps.part]: tuple(ps.stripe.shape) for plan in proposal.plans
                for ps in plan.part_schedules if ps.part in part_layer}
     work = {}
@@ -718,7 +723,7 @@ def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
         em = emitter(q)
         if em.work_bytes is None:
             continue
-        striped = em.boxed and i in stripes
+        striped = em.work is not None and i in stripes
         n = em.work_bytes(q, stripes[i]) if striped else em.work_bytes(q)
         if n:  # an operator needing none (a one-rotation TRANSPOSE) has no block
             work[i] = n
@@ -841,9 +846,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         except LayoutError:
             if not work:
                 raise
-            # the intermediates of a PRELU are not in the planner's memory model
-            # (stream_ops.WORK_OUTSIDE_PLAN): where the plan leaves no room for them, the
-            # arena grows and the stream does not claim the peak
+            # working memory the plan does not hold (an operator's the planner was not told
+            # of): where the plan leaves no room for it, the arena grows and the stream does
+            # not claim the peak
             layout = arena_layout(buffers, None)
             names = sorted({lw.layers[i].tflite_name for i in work})
             schedule = f"plan, {' and '.join(names)} beyond its memory"

@@ -127,7 +127,10 @@ class StreamEmitter:
     * ``sequence(q, operands, ofm, emission, box)``: the operations of a SEQUENCE or
       MOVEMENT operator (``box``: the output rows and columns of a stripe, None for whole);
     * ``work_bytes(q)``: the working memory a SEQUENCE needs (``work_bytes(q, box)`` over
-      one output box, for a ``boxed`` one);
+      one output box, for a row with ``work``);
+    * ``work(q)``: that working memory over any stripe, as the planner holds it for the
+      operator's Part (a ``planner.work_memory.WorkMemory``), for a row whose working memory
+      scales with the stripe; None: ``work_bytes(q)`` whatever the stripe;
     * ``ring(q, ins, out, box, full, box_fm, block)``: the operations of a stripe read
       from and written to buffers that may be rings (SPLIT);
     * ``stripe_window(q, rows, cols, input_hw)``: the input (rows, cols) a stripe's output
@@ -149,6 +152,7 @@ class StreamEmitter:
     geometry: Callable | None = None
     sequence: Callable | None = None
     work_bytes: Callable | None = None
+    work: Callable | None = None
     ring: Callable | None = None
     stripe_window: Callable | None = None
     stageable: bool = False
@@ -299,7 +303,8 @@ def _leaky_relu16(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None
 #: an int16 LEAKY_RELU: two requantizations and their MAX / MIN (no int16 table holds it;
 #: ``ops_lut``), over any stripe (its working memory holds the whole output)
 LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu16,
-                             work_bytes=ops_lut.leaky_relu16_work_bytes, boxed=True)
+                             work_bytes=ops_lut.leaky_relu16_work_bytes,
+                             work=ops_lut.leaky_relu16_work, boxed=True)
 
 #: every operator a stream is generated for, and how
 STREAM_OPS: dict[Op, StreamEmitter] = {
@@ -341,17 +346,20 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.LEAKY_RELU: _TABLE,
     Op.HARD_SWISH: _TABLE,
     Op.ELU: _TABLE,
-    # four operations: one per branch of TFLite's kernel and their sum (ops_prelu)
+    # four operations: one per branch of TFLite's kernel and their sum (ops_prelu), their
+    # intermediates of the stripe's size
     Op.PRELU: StreamEmitter(Form.SEQUENCE, sequence=ops_prelu.prelu_ops,
-                            work_bytes=ops_prelu.prelu_work_bytes),
+                            work_bytes=ops_prelu.prelu_work_bytes, work=ops_prelu.prelu_work),
     # seven operations, each step of TFLite Micro's kernel (ops_squared_difference)
     Op.SQUARED_DIFFERENCE: StreamEmitter(
         Form.SEQUENCE, sequence=ops_squared_difference.squared_difference_ops,
-        work_bytes=ops_squared_difference.squared_difference_work_bytes, boxed=True),
+        work_bytes=ops_squared_difference.squared_difference_work_bytes,
+        work=ops_squared_difference.squared_difference_work, boxed=True),
     # per output column a MUL of a's rows by b's column and its REDUCE_SUM, b transposed
-    # first (ops_batch_matmul); a stripe's box of whole tensors
+    # first (ops_batch_matmul); a stripe's box of whole tensors, its products the stripe's
     Op.BATCH_MATMUL: StreamEmitter(Form.SEQUENCE, sequence=ops_batch_matmul.batch_matmul_ops,
-                                   work_bytes=ops_batch_matmul.work_bytes),
+                                   work_bytes=ops_batch_matmul.work_bytes,
+                                   work=ops_batch_matmul.work),
     Op.RSQRT: _TABLE,
     Op.EXP: _TABLE,
     Op.GELU: _TABLE,
@@ -411,26 +419,17 @@ WHOLE_OUTPUT_OPS: frozenset[Op] = frozenset(
     if not takes_ring_operands(op, em) and em.extent is Extent.WHOLE and not op.info.data_move)
 
 
-#: operators whose working memory stays out of the planner's memory model: PRELU's three
-#: maps are of the whole output but a striped PRELU writes one stripe of each, so a Plan
-#: holding them would not touch them all; the stream places them where its Plan leaves room
-#: (the arena grows past the plan where it leaves none: "beyond its memory")
-WORK_OUTSIDE_PLAN: frozenset[Op] = frozenset({Op.PRELU})
-
-
 def planned_work(q) -> WorkMemory | None:
     """The working memory of ``q``'s operations, which the planner holds in its Plan
-    (``planner.work_memory``, the Part's ``work``): its row's ``work_bytes``, over each
-    stripe for a ``boxed`` row (an int16 LEAKY_RELU, a SQUARED_DIFFERENCE); None where it
-    needs none, where its row is in :data:`WORK_OUTSIDE_PLAN`, and where the stream cannot
-    take ``q`` (its subgraph then keeps the emulator, which needs none)."""
+    (``planner.work_memory``, the Part's ``work``): its row's ``work``, over each stripe
+    (an int16 LEAKY_RELU, a SQUARED_DIFFERENCE, a PRELU, a BATCH_MATMUL), else its
+    ``work_bytes``; None where it needs none and where the stream cannot take ``q`` (its
+    subgraph then keeps the emulator, which needs none)."""
     em = emitter(q)
-    if em is None or em.work_bytes is None or q.kind in WORK_OUTSIDE_PLAN:
+    if em is None or em.work_bytes is None:
         return None
-    if ops_lut.is_leaky_relu16(q):
-        return ops_lut.leaky_relu16_work(q)
-    if q.kind is Op.SQUARED_DIFFERENCE:
-        return ops_squared_difference.squared_difference_work(q)
+    if em.work is not None:
+        return em.work(q)
     try:
         n = em.work_bytes(q)
     except UnsupportedOperatorError:

@@ -199,8 +199,9 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     each Plan's weights at the bottom and every other buffer above the weights of the Plans
     it lives across and of the next one or two (room its successors can share); all weights
     in one floor; the weights among the rest; each in several orders (by first Plan,
-    lifetime, size), each also upside down. The first that fits the peak and ends with a
-    touched byte is taken, else the first that fits; :class:`LayoutError` when none fits.
+    lifetime, size), each also upside down; where none fits, the same orders with the aligned
+    blocks first. The first that fits the peak and ends with a touched byte is taken, else
+    the first that fits; :class:`LayoutError` when none fits.
     ``peak`` None: the smallest layout, whatever its size."""
     rank = {"weights": 0, "tensor": 1, "work": 2, "input": 3}
     touched_first = {"tensor": 0, "work": 0, "input": 0, "weights": 1}
@@ -256,7 +257,16 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
         rest = [b for b in buffers if b.kind != "weights"] + [floor]
         attempts += [(rest, key, None) for key in orders[:1] + orders[3:]]
     attempts += [(buffers, key, None) for key in orders]
-    for group, key, lowest in attempts:
+
+    def tried():
+        yield from attempts
+        if peak is not None and not fitting:
+            # the aligned blocks (working memory, weights the DMA fills) first, from the
+            # bottom: the byte-aligned tensors above them then take no padding, which the
+            # plan's peak does not count
+            yield from ((buffers, lambda b, key=key: (-b.align, key(b)), None) for key in orders)
+
+    for group, key, lowest in tried():
         offsets, size = _first_fit(group, key, lowest)
         if lowest is not None or "__weights_floor" in offsets:
             base = offsets.pop("__weights_floor", 0)
