@@ -124,22 +124,20 @@ class _Writer:
         self.b = flatbuffers.Builder(1 << 16)
 
     def _ints(self, vals, width=4) -> int:
-        b = self.b
-        b.StartVector(width, len(vals), width)
-        for v in reversed(list(vals)):
-            (b.PrependInt32 if width == 4 else b.PrependInt64)(int(v))
-        return b.EndVector()
+        # each checked as a Python int: one that does not fit the width is an OverflowError,
+        # never wrapped
+        return self._array(np.array([int(v) for v in vals], "<i4" if width == 4 else "<i8"))
 
-    def _floats(self, vals) -> int:
-        b = self.b
-        b.StartVector(4, len(vals), 4)
-        for v in reversed(list(vals)):
-            b.PrependFloat32(float(v))
-        return b.EndVector()
+    def _array(self, values: np.ndarray) -> int:
+        """A vector of ``values`` (little-endian elements of their dtype)."""
+        return self._bytes(values.tobytes(), values.itemsize, values.itemsize)
 
-    def _bytes(self, data: bytes, alignment: int = 1) -> int:
+    def _bytes(self, data: bytes, alignment: int = 1, width: int = 1) -> int:
+        """A vector of ``len(data) // width`` elements of ``width`` bytes, ``data`` copied in
+        at once: the bytes the builder's element-by-element ``Prepend`` calls write, without a
+        Python call per element (a per-channel quantization has one scale per channel)."""
         b = self.b
-        b.StartVector(1, len(data), alignment)
+        b.StartVector(width, len(data) // width, alignment)
         b.head = b.head - len(data)
         b.Bytes[b.head : b.head + len(data)] = data
         return b.EndVector()
@@ -189,8 +187,10 @@ class _Writer:
         q_off = None
         quant = t.quant
         if quant is not None and (quant.ScaleLength() or quant.ZeroPointLength()):
-            scale = self._floats(quant.ScaleAsNumpy().tolist() if quant.ScaleLength() else [])
-            zp = self._ints(quant.ZeroPointAsNumpy().tolist() if quant.ZeroPointLength() else [], 8)
+            scale = self._array(np.asarray(
+                quant.ScaleAsNumpy() if quant.ScaleLength() else [], "<f4"))
+            zp = self._array(np.asarray(
+                quant.ZeroPointAsNumpy() if quant.ZeroPointLength() else [], "<i8"))
             Q.QuantizationParametersStart(b)
             Q.QuantizationParametersAddScale(b, scale)
             Q.QuantizationParametersAddZeroPoint(b, zp)
