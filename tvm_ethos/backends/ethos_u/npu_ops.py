@@ -161,14 +161,18 @@ def is_16x8(op) -> bool:
 
 
 def weights_ohwi(op) -> np.ndarray:
-    """The weights, zero point removed, in the OHWI volume ``npu_encode_weights`` takes."""
-    w = np.asarray(op.weights, np.int64)
-    zp = np.asarray(op.w_zp if op.w_zp is not None else 0, np.int64)
+    """The weights, zero point removed, in the OHWI int16 volume ``npu_encode_weights`` takes.
+    The difference is taken in int16 directly: integer wrap-around is modular, so it is the
+    int16 of the exact difference, without widening every weight to int64 first."""
+    w = np.asarray(op.weights)
+    zp = np.asarray(op.w_zp if op.w_zp is not None else 0)
+    if w.dtype.kind not in "iu" or zp.dtype.kind not in "iu":   # truncated as int64 would
+        w, zp = w.astype(np.int64), zp.astype(np.int64)
+    w, zp = w.astype(np.int16), zp.astype(np.int16).ravel()
     if op.kind == Op.FULLY_CONNECTED:  # (N, K)
-        return (w - zp.ravel()[0])[:, None, None, :].astype(np.int16)
-    zp = np.broadcast_to(zp.ravel(), (w.shape[3],))
-    w = w - zp  # HWIO, zero point per output channel
-    return np.ascontiguousarray(w.transpose(3, 0, 1, 2)).astype(np.int16)
+        return np.ascontiguousarray((w - zp[0])[:, None, None, :])
+    # HWIO, zero point per output channel
+    return np.ascontiguousarray((w - np.broadcast_to(zp, (w.shape[3],))).transpose(3, 0, 1, 2))
 
 
 def conv_op(op, ifm: FmSlot, ofm: FmSlot):
