@@ -447,6 +447,12 @@ def collector_paused():
         yield
     finally:
         if was:
+            # what the block made is all in the youngest generation: promoted to the oldest
+            # (as the planner's search does), the next young collection does not walk it
+            # all; a caller's frozen objects stay frozen (then nothing is promoted)
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

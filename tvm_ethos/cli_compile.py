@@ -220,6 +220,11 @@ def workspace_pools(values: list[str] | None) -> list[str] | None:
 
 
 def run(args) -> int:
+    with collector_paused():   # from the start: the checks before the compile load modules
+        return _run(args)
+
+
+def _run(args) -> int:
     require_file(args.model, "model file")
     if args.planner_report is not None:
         require_writable(args.planner_report, "--planner-report")
@@ -259,7 +264,7 @@ def run(args) -> int:
     name = os.path.basename(args.model)
     t0 = time.perf_counter()
     with Progress(None, f"compiling {name}", enabled=not args.no_progress, unit="step") as bar, \
-            stages.listening(lambda stage, _seconds: bar.update(1, stage)), collector_paused():
+            stages.listening(lambda stage, _seconds: bar.update(1, stage)):
         # the tflite-micro host partitions the .tflite itself: TVM imports only its NPU groups
         mod = (args.model if host_output(targets) is HostOutput.TFLITE
                else tvm_ethos.load_model(args.model))
