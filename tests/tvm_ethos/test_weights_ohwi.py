@@ -1,6 +1,7 @@
 """The stream generator's weight volume (``npu_ops.weights_ohwi``) is the int16 of the exact
-difference weight - zero point, in OHWI order, for every integer weight and zero-point type:
-the int16 arithmetic it uses wraps as the cast of the exact int64 difference does."""
+difference weight - zero point, in OHWI order, for every integer weight and zero-point type
+(float weights truncated to int64 first): the int16 arithmetic it uses wraps as the cast of
+the exact int64 difference does."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -31,7 +32,8 @@ def _ops(draw):
     shape = draw(hnp.array_shapes(min_dims=2, max_dims=2, max_side=5)) \
         if kind == Op.FULLY_CONNECTED else draw(hnp.array_shapes(min_dims=4, max_dims=4,
                                                                   max_side=4))
-    weights = draw(hnp.arrays(draw(_DTYPES), shape))
+    weights = draw(hnp.arrays(draw(_DTYPES), shape) | hnp.arrays(
+        np.float64, shape, elements=st.floats(-(2.0 ** 40), 2.0 ** 40)))   # truncated alike
     channels = 1 if kind == Op.FULLY_CONNECTED else shape[3]
     zp = draw(st.none() | hnp.arrays(draw(_DTYPES), draw(st.sampled_from([1, channels]))))
     return SimpleNamespace(kind=kind, weights=weights, w_zp=zp)
