@@ -221,16 +221,25 @@ def _batch_matmul(q, o):
 
 def _as_codes(q):
     """ARG_MAX writes indices, not codes: the common checks see its output as its input's
-    type (``_arg_max`` holds the indices' own rules)."""
+    type (``_arg_max`` holds the indices' own rules); its stream cuts every box into pieces
+    the registers take (``ops_argmax.pieces``), so they see each dimension but a 4-D
+    tensor's batch as at most 1 (an empty one stays empty)."""
     if q.kind != Op.ARG_MAX:
         return q
-    return dataclasses.replace(q, out_dtype=q.in_dtypes[0])
+
+    def cut(shape):
+        return tuple(int(d) if k == 0 and len(shape) == 4 else min(int(d), 1)
+                     for k, d in enumerate(shape))
+
+    return dataclasses.replace(q, out_dtype=q.in_dtypes[0],
+                               in_shapes=[cut(s) for s in q.in_shapes], out_shape=cut(q.out_shape))
 
 
 def _arg_max(q, o):
     """Vela's ARG_MAX: along the depth, at most 127 channels (each code and its channel's
     index packed into one int16, the index in the seven low bits); int32 or int64 indices;
-    one max pool of a row per pixel, at most 65536 pixels (``ops_argmax``)."""
+    any number of pixels (one max pool of a row per pixel for each piece of at most 65536,
+    ``ops_argmax``)."""
     r = []
     c = q.in_shapes[0][-1]
     if c > ops_argmax.MAX_DEPTH:
@@ -238,10 +247,6 @@ def _arg_max(q, o):
                  f"{ops_argmax.MAX_DEPTH} channels")
     if q.out_dtype not in ("int32", "int64"):
         r.append(f"ARG_MAX into {q.out_dtype}; the stream writes int32 or int64 indices")
-    pixels = int(np.prod(q.in_shapes[0][:-1], dtype=np.int64))
-    if pixels > ops_argmax.MAX_PIXELS:
-        r.append(f"ARG_MAX over {pixels} pixels; one max pool takes at most "
-                 f"{ops_argmax.MAX_PIXELS} rows")
     return r
 
 
