@@ -327,13 +327,10 @@ def _add_sub(q, o):
 
 
 def _squared_difference(q, o):
-    """Seven operations (``ops_squared_difference``): one operand of the output's shape (the
-    other broadcast into it), and a quantization on which they are TFLite Micro's kernel for
-    every pair of codes (``compute.squared_difference.npu_refusal``)."""
+    """Seven operations (``ops_squared_difference``; eight where both operands broadcast, the
+    first expanded to the output's shape), and a quantization on which they are TFLite
+    Micro's kernel for every pair of codes (``compute.squared_difference.npu_refusal``)."""
     r = _binary(q, o)
-    if not r and tuple(q.out_shape) not in (tuple(q.in_shapes[0]), tuple(q.in_shapes[1])):
-        r.append(f"shapes {q.in_shapes[0]} and {q.in_shapes[1]} both broadcast; one input "
-                 "must have the output's shape")
     if not r and q.out_q is not None and len(q.in_q) == 2:
         why = squared_difference.npu_refusal(q.in_q[0], q.in_q[1], q.out_q,
                                              (q.act_min, q.act_max))
