@@ -17,7 +17,8 @@ filled with the zero point; split (each output a slice; Vela's axis and even-spl
 every valid SPLIT); reshape (of any batch: an alias of its bytes); concatenate; requantize;
 REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
-and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or int64);
+and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
+int64, any height and width: cut into pieces the registers take);
 PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
 height, width and depth; transpose, any permutation of up to 6-D of any batch; int8
 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
