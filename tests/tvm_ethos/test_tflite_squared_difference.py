@@ -198,7 +198,6 @@ def test_a_cascade_runs_it_stripe_by_stripe():
 
 
 @pytest.mark.parametrize("a,b", [((1, 16, 1, 16), (1, 1, 16, 16)),    # both broadcast
-                                 ((1, 16, 16, 16), (1, 16, 1, 16)),   # rows, held whole
                                  ((1, 1, 16, 16), (1, 16, 16, 16))])  # columns, held whole
 def test_a_stripe_reads_a_broadcast_operand_over_its_own_rows_or_columns(a, b):
     """Two SQUARED_DIFFERENCEs in a row, the second's operand broadcast along the columns;

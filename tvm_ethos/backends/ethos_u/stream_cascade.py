@@ -25,7 +25,8 @@ of its Part's output:
 * PAD and CONCATENATION are their copies clipped to the step's rows and columns, each box
   addressed in its buffer, ring or whole (``_Emitter.ring_movement``);
 * a RESHAPE planned alone (``planner.aliases``) is its input's bytes: its output gets its
-  root's address and no operation;
+  root's address and no operation; an activation planned alone ``in_place`` gets its root's
+  address and its operation, which writes each element over the one it reads;
 * FULLY_CONNECTED, MEAN, SOFTMAX and any other RESHAPE (its bytes copied by an identity
   pool) run only over whole tensors held whole; a Plan that stripes them or keeps their
   operands in a ring raises :class:`UnsupportedOperatorError` naming the operator, as does a
