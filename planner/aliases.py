@@ -7,6 +7,14 @@ once (its root's bytes live until the alias's last reader) and the Ethos-U strea
 operation for it. A RESHAPE inside a longer Plan keeps its own buffer (the Plan may hold its
 input in a ring), and so does one that writes a network output (its bytes go where the
 caller reads them).
+
+An elementwise activation that reads each element once, before writing it, at the same place
+(``in_place``: LOGISTIC, TANH, RELU6, ...: one NPU operation over equal NHWC shapes of one
+8-bit type) may write its output over its input when nothing reads the input after it, as
+Vela's live ranges let an elementwise operation's OFM take its IFM's range: the planner
+counts it the same way (its output is its root's bytes), and the stream runs the operation
+with both at one address. The input and output are both the network's or both neither, so
+they live in one memory.
 """
 from __future__ import annotations
 
@@ -15,10 +23,18 @@ from collections.abc import Sequence
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph
 
+#: the activations one NPU operation computes element by element (a table or a clamp)
+IN_PLACE_OPS = frozenset({"sigmoid", "tanh", "relu", "relu6", "relu_n1_to_1", "hard_swish"})
+#: the 8-bit types they are one operation in (int16 forms may take several, working memory)
+IN_PLACE_TYPES = frozenset({"int8", "uint8"})
+
 
 def may_alias(part: Part, graph: PlannerGraph) -> bool:
-    """Whether ``part`` is a RESHAPE whose output may share its input's bytes: one that only
-    moves data (a Part shaped like a RESHAPE that computes names its operator in ``op``)."""
+    """Whether ``part``'s output may share its input's bytes: a RESHAPE that only moves data
+    (a Part shaped like a RESHAPE that computes names its operator in ``op``), or an
+    activation computed ``in_place``."""
+    if in_place(part, graph):
+        return True
     if part.kind != Op.RESHAPE or part.attr("op") is not None \
             or len(part.activation_inputs) != 1:
         return False
@@ -26,6 +42,27 @@ def may_alias(part: Part, graph: PlannerGraph) -> bool:
     outputs = {t.name for t in graph.outputs}
     return (part.output.name not in outputs and src.dtype == part.output.dtype
             and src.bytes == part.output.bytes)
+
+
+def in_place(part: Part, graph: PlannerGraph) -> bool:
+    """Whether ``part`` may write its output over its input: an ``IN_PLACE_OPS`` activation
+    of one 8-bit type over equal NHWC shapes (each element read before it is written, at the
+    same address), its input read by nothing else and no RESHAPE's output (whose root others
+    may read), and its input a network input exactly when its output is a network output."""
+    if part.kind != Op.UNARY or part.attr("op") not in IN_PLACE_OPS \
+            or len(part.activation_inputs) != 1:
+        return False
+    (_, src), = part.activation_inputs
+    out = part.output
+    producer = graph.producer(src.name)
+    return (src.dtype == out.dtype and src.dtype in IN_PLACE_TYPES
+            and tuple(src.shape) == tuple(out.shape)
+            and part.attr("ifm_format", "NHWC") == part.attr("ofm_format", "NHWC") == "NHWC"
+            and len(graph.consumers(src.name)) == 1
+            and src.name not in {t.name for t in graph.outputs}
+            and (producer is None or producer.kind != Op.RESHAPE)
+            and (src.name in {t.name for t in graph.inputs})
+            == (out.name in {t.name for t in graph.outputs}))
 
 
 def alias_roots(graph: PlannerGraph) -> dict[str, str]:

@@ -91,8 +91,10 @@ def live_boundary_bytes(graph: PlannerGraph, device: Device, size=None
             continue
         cons = [pos[q.name] for a in [t.name, *(k for k, r in roots.items() if r == t.name)]
                 for q in graph.consumers(a)]
-        # a network input is in memory when the first Plan starts, read or not
-        last = n if t.name in outputs else max(cons, default=max(made, 0))
+        # a network input is in memory when the first Plan starts, read or not; a root whose
+        # alias is a network output (``aliases.in_place``) holds it to the end
+        held = t.name in outputs or any(r == t.name and k in outputs for k, r in roots.items())
+        last = n if held else max(cons, default=max(made, 0))
         # live for plans starting at i with made < i <= last
         if last > made:
             diff[made + 1] += size(t)

@@ -243,6 +243,8 @@ def simulate(graph: PlannerGraph, device: Device, proposal: Proposal) -> SimResu
     for name, root in aliased.items():
         if name in last_read:
             last_read[root] = max(last_read.get(root, -1), last_read[name])
+        if name in outputs:     # an in-place network output: its root's bytes to the end
+            last_read[root] = len(proposal.plans)
     sizes = {t.name: t.bytes for t in graph.tensors}
     live: set[str] = {t.name for t in graph.inputs if counted(t.name)}
     plan_bytes, live_bytes = [], []

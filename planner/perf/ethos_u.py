@@ -197,16 +197,20 @@ def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 def _squared_difference_ops(part: Part, ra: Shape4, rb: Shape4, out: Shape4) -> list[NpuOp]:
     """int8 SQUARED_DIFFERENCE as the stream and Vela 5.2 run it: each input widened into
     32 bits and multiplied by its constant multiplier, their SUB, the square, and a 32-bit
-    MUL by the output multiplier into the output (the intermediates in NHWC scratch)."""
+    MUL by the output multiplier into the output (the intermediates in NHWC scratch); where
+    both inputs broadcast, the first, widened, is first expanded to the output's shape (an
+    ADD to zeros of that shape)."""
     ops = []
-    for region, t in ((ra, part.inputs[0]), (rb, part.inputs[1])):
+    wide = dict(ifm_bits=32, ofm_bits=32, ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC)
+    for k, (region, t) in enumerate(((ra, part.inputs[0]), (rb, part.inputs[1]))):
         ops += [NpuOp(POOLING, "AvgPool", region, region, ifm_bits=_bits(t), ofm_bits=32,
                       ifm_format=_format(part, "ifm_format"), ofm_format=NHWC),
                 NpuOp(ELEMENTWISE, "Mul", region, region, (1, 1, 1, 1), ifm_bits=32,
                       ofm_bits=32, ifm_format=NHWC, ofm_format=NHWC, ifm2_const=True,
                       ifm2_format=NHWC)]
-    wide = dict(ifm_bits=32, ofm_bits=32, ifm_format=NHWC, ifm2_format=NHWC, ofm_format=NHWC)
-    ops += [NpuOp(ELEMENTWISE, "Sub", out, out, rb if ra == out else ra, **wide),
+        if k == 0 and out not in (ra, rb):
+            ops.append(NpuOp(ELEMENTWISE, "Add", out, out, ra, **wide))
+    ops += [NpuOp(ELEMENTWISE, "Sub", out, out, ra if rb == out != ra else rb, **wide),
             NpuOp(ELEMENTWISE, "Mul", out, out, out, **wide),
             NpuOp(ELEMENTWISE, "Mul", out, out, (1, 1, 1, 1), ifm_bits=32,
                   ofm_bits=_bits(part.output), activation=part.attr("activation"),

@@ -55,3 +55,12 @@ def test_velas_arg_max_stream_on_an_ethos_u65():
     shape = (1, 5, 4, 33)
     _vela_equals(tb.arg_max(shape), shape, "int8", tflm_oracle,
                  config="ethos-u65-256", seed=1)
+
+
+@pytest.mark.slow   # Vela's stream of the wide row is 18,596 operations
+@pytest.mark.parametrize("shape", [(1, 1, 70_000, 8),     # a row wider than 65,536
+                                   (1, 300, 300, 16)])    # 90,000 pixels
+def test_velas_arg_max_over_more_than_65536_pixels_equals_tflite_micro(shape):
+    """Vela 5.2 takes an ARG_MAX of any number of pixels to the NPU, cut into pieces one max
+    pool takes (at most 65,536 rows); ours does the same (``ops_argmax.pieces``)."""
+    _vela_equals(tb.arg_max(shape), shape, "int8", tflm_oracle)

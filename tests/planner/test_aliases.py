@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import parts
-from planner.aliases import alias_roots, aliased_outputs, may_alias
+from planner.aliases import IN_PLACE_OPS, alias_roots, aliased_outputs, in_place, may_alias
 from planner.graph import GraphBuilder
 from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
@@ -75,3 +75,60 @@ def test_chained_reshapes_alias_the_first_real_tensor():
     # only a reshape that is a Plan of its own aliases in the stream
     assert aliased_outputs(g, [["conv"], ["flat0"], ["flat", "fc"]]) == {"flat0:0": "conv:0"}
     assert aliased_outputs(g, [["conv", "flat0"], ["flat"], ["fc"]]) == {"flat:0": "flat0:0"}
+
+
+# --------------------------------------------- an activation written over its input (in place)
+def _activations(h: int, w: int, c: int, ops: list[str], lead_conv: bool, dtype: str = "int8"):
+    """in -> (conv ->) one activation after another: the last one's output the network's."""
+    b = GraphBuilder("act")
+    x = b.input("in", (1, h, w, c), dtype)
+    if lead_conv:
+        x = b.add(parts.conv2d("conv", x, c, 3, padding=1))
+    for k, op in enumerate(ops):
+        x = b.add(parts.unary(f"a{k}", x, op))
+    return b.build(outputs=[x])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 16),
+       st.lists(st.sampled_from(sorted(IN_PLACE_OPS)), min_size=1, max_size=3),
+       st.booleans(), st.sampled_from(["sram", "dram"]))
+def test_an_activation_in_place_counts_its_bytes_once_as_the_simulator_does(h, w, c, ops,
+                                                                          lead_conv, io):
+    """Each activation may take its input's bytes (Vela lets an elementwise OFM take its
+    IFM's live range) where the input and output are both the network's or both not: every
+    Proposal's memory is what the stripe-by-stripe simulator measures, and the least memory
+    holds the tensor once (a lone activation: the network input's bytes alone)."""
+    g = _activations(h, w, c, ops, lead_conv)
+    device = simple_device(io_region=io)
+    search = ProposalSearch(g, device, PlannerOptions(stripe_factors=4))
+    fm = h * w * c
+    for k in range(len(search.frontier)):
+        prop = search.proposal(k)
+        sim = simulate(g, device, prop)
+        assert list(sim.plan_bytes) == [p.memory_bytes for p in prop.plans]
+        assert sim.peak_bytes == prop.memory_bytes
+    acts = g.parts[1:] if lead_conv else g.parts
+    assert [in_place(p, g) for p in acts] == [
+        (k == 0 and not lead_conv) == (k == len(ops) - 1) for k in range(len(ops))]
+    if len(ops) == 1 and not lead_conv and io == "sram":
+        least = min(search.proposal(k).memory_bytes for k in range(len(search.frontier)))
+        assert least == fm
+
+
+def test_what_is_not_in_place():
+    """A second reader of the input, an int16 activation, an activation the NPU computes in
+    several operations, and an input of the network whose output is not the network's."""
+    b = GraphBuilder("two_readers")
+    x = b.input("in", (1, 4, 4, 8))
+    y = b.add(parts.unary("sig", x, "sigmoid"))
+    g = b.build(outputs=[b.add(parts.elementwise("add", x, y))])
+    assert not in_place(g.parts[0], g)
+    assert not in_place(_activations(4, 4, 8, ["tanh"], False, "int16").parts[0],
+                        _activations(4, 4, 8, ["tanh"], False, "int16"))
+    lr = _activations(4, 4, 8, ["leaky_relu"], False)
+    assert not in_place(lr.parts[0], lr)
+    g = _activations(4, 4, 8, ["relu6", "relu6"], False)
+    assert [in_place(p, g) for p in g.parts] == [False, False]
+    assert in_place(_activations(4, 4, 8, ["relu6"], False).parts[0],
+                    _activations(4, 4, 8, ["relu6"], False))

@@ -92,6 +92,56 @@ def test_the_llvm_hosts_integer_kernel_is_tflites_at_any_depth(dtype, out, depth
     _equal(data, cm, dtype, tflm_oracle if (dtype, out) == ("int8", "int32") else oracle)
 
 
+@st.composite
+def _many_pixels(draw):
+    """A shape of more than 65,536 pixels (one max pool's rows): bands of whole rows, or rows
+    wider than a feature map's 65,536 columns, 4-D or 3-D."""
+    w = draw(st.integers(1, 140_000))
+    h = draw(st.integers(ops_argmax.MAX_PIXELS // w + 1, 140_000 // w + 1))
+    c = draw(st.integers(1, max(1, 2_000_000 // (h * w))))
+    return draw(st.sampled_from([(1, h, w, c), (h, w, c)]))
+
+
+@settings(max_examples=4, deadline=None)
+@given(shape=_many_pixels(), zp=st.integers(-128, 127))
+@example(shape=(1, 1, 70_000, 8), zp=3)       # a row wider than the width register
+@example(shape=(1, 300, 300, 16), zp=3)       # 90,000 pixels: bands of 218 rows
+def test_arg_max_over_more_than_65536_pixels_is_npu_operations_exact_with_tflite_micro(shape,
+                                                                                         zp):
+    """Vela 5.2 takes these (``tests/ethosu_stream/test_vela_argmax.py``); so do we, in
+    pieces the registers take (``ops_argmax.pieces``)."""
+    data = tb.arg_max(shape, "int8", (0.05, zp))
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    _equal(data, cm, "int8")
+
+
+def _span(most: int):
+    return st.integers(0, 1000).flatmap(lambda a: st.tuples(st.just(a),
+                                                            st.integers(a + 1, a + most)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=_span(300), cols=_span(3 * ops_argmax.MAX_PIXELS))
+def test_pieces_cover_the_box_once_each_within_the_registers(rows, cols):
+    """Every pixel of the box in exactly one piece (counted on the grid of the pieces'
+    edges), no piece over the registers, and a box they take one piece (the stream as
+    before)."""
+    got = ops_argmax.pieces((rows, cols))
+    ys = sorted({y for (y0, y1), _ in got for y in (y0, y1)} | set(rows))
+    xs = sorted({x for _, (x0, x1) in got for x in (x0, x1)} | set(cols))
+    count = np.zeros((len(ys) - 1, len(xs) - 1), np.int64)
+    for (y0, y1), (x0, x1) in got:
+        assert rows[0] <= y0 < y1 <= rows[1] and cols[0] <= x0 < x1 <= cols[1]
+        assert x1 - x0 <= ops_argmax.MAX_PIXELS
+        assert (y1 - y0) * (x1 - x0) <= ops_argmax.MAX_PIXELS
+        count[ys.index(y0):ys.index(y1), xs.index(x0):xs.index(x1)] += 1
+    assert (count == 1).all()
+    if (rows[1] - rows[0]) * (cols[1] - cols[0]) <= ops_argmax.MAX_PIXELS:
+        assert got == [(rows, cols)]
+
+
 def test_a_deeper_arg_max_stays_a_tflite_operator_naming_why():
     data = tb.arg_max((1, 2, 3, 128), "int8", (0.05, 3))
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
@@ -141,20 +191,13 @@ def test_arg_max_after_convolutions_is_in_the_same_planned_ethos_u_operator(budg
     _equal(data, cm, "int8", seed=3)
 
 
-@settings(max_examples=12, deadline=None)
-@given(h=st.integers(1, 7), w=st.integers(1, 7), c=st.integers(1, 127),
-       dtype=st.sampled_from(["int8", "uint8"]), out=st.sampled_from(["int32", "int64"]),
-       levels=st.sampled_from([1, 2, 256]), data=st.data())
-def test_every_stripe_box_writes_its_own_indices_and_nothing_else(h, w, c, dtype, out, levels,
-                                                                 data):
-    """``ops_argmax.argmax_ops`` over one planner box of whole tensors, on the functional
+def _box_on_the_functional_model(shape, dtype: str, out: str, levels: int, box) -> None:
+    """``ops_argmax.argmax_ops`` over ``box`` of whole (h, w, c) tensors on the functional
     model: the box's pixels get numpy's first-maximum index, every other output word keeps
-    its sentinel (the stripes of a plan that stripes it)."""
+    its sentinel."""
+    h, w, c = shape
+    (y0, y1), (x0, x1) = box
     api = vela_api()
-    y0 = data.draw(st.integers(0, h - 1))
-    y1 = data.draw(st.integers(y0 + 1, h))
-    x0 = data.draw(st.integers(0, w - 1))
-    x1 = data.draw(st.integers(x0 + 1, w))
     rs = np.random.RandomState(h * 1000 + w * 100 + c)
     x = tb.tied_codes((h, w, c), dtype, rs, levels)
     q = QOp(kind=Op.ARG_MAX, inputs=[], in_shapes=[(1, h, w, c)], in_dtypes=[dtype],
@@ -167,8 +210,7 @@ def test_every_stripe_box_writes_its_own_indices_and_nothing_else(h, w, c, dtype
     em = Emission(flash, lut_address("ethos-u55-128"), lambda npu: block_config(npu, acc),
                   work, accelerator="ethos-u55-128")
     ops = ops_argmax.argmax_ops(q, [FmSlot(1, 0, (h, w, c), dtype, 0.05, 3)],
-                                FmSlot(1, out_at, (1, h, w), out, None, 0), em,
-                                ((y0, y1), (x0, x1)))
+                                FmSlot(1, out_at, (1, h, w), out, None, 0), em, box)
     scratch = np.zeros(work + ops_argmax.argmax_work_bytes(q), np.uint8)
     scratch[:x.nbytes] = x.reshape(-1).view(np.uint8)
     scratch[out_at:out_at + h * w * size] = np.full(h * w, -7, out).view(np.uint8)
@@ -180,6 +222,35 @@ def test_every_stripe_box_writes_its_own_indices_and_nothing_else(h, w, c, dtype
     want = np.full((h, w), -7)
     want[y0:y1, x0:x1] = np.argmax(x, axis=-1)[y0:y1, x0:x1]
     assert np.array_equal(got, want), (got, want)
+
+
+@settings(max_examples=12, deadline=None)
+@given(h=st.integers(1, 7), w=st.integers(1, 7), c=st.integers(1, 127),
+       dtype=st.sampled_from(["int8", "uint8"]), out=st.sampled_from(["int32", "int64"]),
+       levels=st.sampled_from([1, 2, 256]), data=st.data())
+def test_every_stripe_box_writes_its_own_indices_and_nothing_else(h, w, c, dtype, out, levels,
+                                                                 data):
+    """One planner box of whole tensors (the stripes of a plan that stripes it)."""
+    y0 = data.draw(st.integers(0, h - 1))
+    y1 = data.draw(st.integers(y0 + 1, h))
+    x0 = data.draw(st.integers(0, w - 1))
+    x1 = data.draw(st.integers(x0 + 1, w))
+    _box_on_the_functional_model((h, w, c), dtype, out, levels, ((y0, y1), (x0, x1)))
+
+
+@settings(max_examples=4, deadline=None)
+@given(h=st.integers(1, 3), w=st.integers(88_000, 140_000), c=st.integers(1, 3),
+       out=st.sampled_from(["int32", "int64"]), data=st.data())
+def test_a_box_over_more_than_65536_pixels_writes_its_own_indices_in_pieces(h, w, c, out,
+                                                                            data):
+    """A box the registers do not take (more than 65,536 pixels, or a row wider than
+    65,536): its pieces, each packed, pooled and cast in turn, write the box and nothing
+    else."""
+    y0 = data.draw(st.integers(0, h - 1))
+    y1 = data.draw(st.integers(y0 + 1, h))
+    x0 = data.draw(st.integers(0, w // 4))
+    x1 = data.draw(st.integers(x0 + ops_argmax.MAX_PIXELS // (y1 - y0) + 1, w))
+    _box_on_the_functional_model((h, w, c), "int8", out, 2, ((y0, y1), (x0, x1)))
 
 
 @settings(max_examples=6, deadline=None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tflite_builder as tb
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
@@ -86,6 +86,17 @@ def test_velas_broadcast_stream_is_tflite_micro():
     assert np.array_equal(got, tflm_oracle(model, xs)[0])
 
 
+@pytest.mark.skipif(not VELA.exists(), reason="Vela 5.2 (the 'vela' extra) is not installed")
+def test_velas_stream_with_both_operands_broadcast_is_tflite_micro():
+    """Vela expands one operand (an ADD of it to a zero constant of the output's shape)."""
+    rs = np.random.RandomState(1)
+    a, b = (1, 6, 1, 16), (1, 1, 5, 1)
+    model = squared_difference_model((0.07, -3), (0.3, 11), (0.9, -120), a, b)
+    xs = [rs.randint(-128, 128, a).astype(np.int8), rs.randint(-128, 128, b).astype(np.int8)]
+    got = run_vela_model(vela_compile(model), xs, "ethos-u55-128")[0][0]
+    assert np.array_equal(got, tflm_oracle(model, xs)[0])
+
+
 def test_a_wrapping_left_shift_is_the_one_difference_and_is_named():
     """An output multiplier above one: TFLite Micro's ``x * (1 << left_shift)`` wraps in 32
     bits, so codes (-128, 0) at unit input scales give -128 there and 127 on the NPU."""
@@ -111,6 +122,33 @@ def test_it_is_on_the_npu_exactly(hwc, broadcast, in1_q, in2_q, out_q, seed):
     either operand may be the broadcast one (1x1xC)."""
     full, small = (1, *hwc), (1, 1, 1, hwc[2])
     shapes = {None: (full, full), "first": (small, full), "second": (full, small)}[broadcast]
+    cm = compiled_matches(squared_difference_model(in1_q, in2_q, out_q, *shapes), seed=seed)
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+@st.composite
+def _both_broadcast(draw):
+    """Two 4-D shapes neither of which is their broadcast's (each broadcast along some axis
+    the other is not)."""
+    out = draw(st.tuples(st.integers(2, 6), st.integers(2, 6), st.integers(2, 12)))
+    a, b = ([d if m else 1 for d, m in zip(out, draw(st.lists(st.booleans(), min_size=3,
+                                                                max_size=3)))]
+            for _ in range(2))
+    full = list(np.broadcast_shapes(tuple(a), tuple(b)))
+    assume(a != full and b != full)
+    return (1, *a), (1, *b)
+
+
+@settings(max_examples=6, deadline=None)
+@given(shapes=_both_broadcast(), in1_q=_small_q, in2_q=_small_q,
+       out_q=st.tuples(_scale((-6, 2)), _zp), seed=st.integers(0, 2**16))
+@example(shapes=((1, 6, 1, 16), (1, 1, 5, 16)), in1_q=(0.07, -3), in2_q=(0.3, 11),
+         out_q=(0.9, -120), seed=0)
+def test_both_operands_broadcast_on_the_npu_exactly(shapes, in1_q, in2_q, out_q, seed):
+    """Vela 5.2 takes it (``test_velas_stream_with_both_operands_broadcast_is_tflite_micro``);
+    ours expands the first operand, widened, to the output's shape (an ADD to zeros) before
+    the SUB broadcasts the second."""
     cm = compiled_matches(squared_difference_model(in1_q, in2_q, out_q, *shapes), seed=seed)
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
@@ -159,6 +197,32 @@ def test_a_cascade_runs_it_stripe_by_stripe():
     np.testing.assert_array_equal(emu.run(*xs)[0].reshape(CHAIN), tflm_oracle(model, xs)[0])
 
 
+@pytest.mark.parametrize("a,b", [((1, 16, 1, 16), (1, 1, 16, 16)),    # both broadcast
+                                 ((1, 1, 16, 16), (1, 16, 16, 16))])  # columns, held whole
+def test_a_stripe_reads_a_broadcast_operand_over_its_own_rows_or_columns(a, b):
+    """Two SQUARED_DIFFERENCEs in a row, the second's operand broadcast along the columns;
+    the smallest plan on an Ethos-U65 stripes both by rows and columns, and each stripe reads
+    an operand held whole along its own rows or columns (``_stripe_of``): the stream touches
+    the planned peak and equals TFLite Micro."""
+    shapes = [a, b, (1, 16, 16, 16), (1, 16, 1, 16), (1, 16, 16, 16)]
+    qs = [(0.05, 3), (0.03, -4), (0.2, -100), (0.04, 7), (0.5, -90)]
+    ts = [tb.T(list(sh), "int8", scale=s, zp=z) for sh, (s, z) in zip(shapes, qs)]
+    ops = [(tb.BO.SQUARED_DIFFERENCE, 0, None, [0, 1], [2]),
+           (tb.BO.SQUARED_DIFFERENCE, 0, None, [2, 3], [4])]
+    model = tb.serialize(ts, ops, [0, 1, 3], [4])
+    emu = tvm_ethos.compile(model, "ethos-u -accelerator_config=ethos-u65-256,llvm",
+                            budget="smallest", cache_dir=False, npu_runtime="stream")
+    (entry,) = emu.plan_report["streams"].values()
+    assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+        == entry["planned_peak_bytes"], entry
+    assert entry["commands"]["NPU_OP_POOL"] > 2 * 4, entry["commands"]      # striped
+    rs = np.random.RandomState(5)
+    xs = [rs.randint(-128, 128, size=shapes[i]).astype(np.int8) for i in (0, 1, 3)]
+    want = tflm_oracle(model, xs)[0]
+    np.testing.assert_array_equal(emu.run(*xs)[0].reshape(want.shape), want)
+
+
 def test_a_wrapping_quantization_stays_a_tflite_operator_naming_the_pair():
 
     data = squared_difference_model((1.0, 0), (1.0, 0), (1e-5, 0), (1, 4, 4, 8), (1, 4, 4, 8))
@@ -201,3 +265,17 @@ def test_the_planner_costs_it_as_its_seven_operations(b_shape):
         ("elementwise", "Mul")], ops
     assert ops[4].ifm2 == b_shape and ops[-1].ofm_bits == 8
     assert all(o.ofm_bits == 32 for o in ops[:-1])
+
+
+def test_the_planner_costs_both_broadcast_with_the_expanding_add():
+    """Both inputs broadcast: the first, widened and scaled, expanded to the output's shape
+    by an ADD (its second operand the first input's shape), then the SUB broadcasts the
+    second."""
+    graph = load_tflite(squared_difference_model((0.05, 3), (0.03, -4), (0.2, -100),
+                                                 (1, 8, 1, 16), (1, 1, 8, 16)))
+    (part,) = graph.parts
+    ops = lower_part(part, part.output.shape)
+    assert [o.op for o in ops] == ["AvgPool", "Mul", "Add", "AvgPool", "Mul", "Sub", "Mul",
+                                   "Mul"], ops
+    assert ops[2].ifm2 == (1, 8, 1, 16) and ops[2].ofm == (1, 8, 8, 16)
+    assert ops[5].ifm2 == (1, 1, 8, 16)

@@ -659,7 +659,13 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
                 live[k] += nbytes
     io_region_sram = device is None or device.io_region == device.fm_region
     if io_region_sram:
+        out_names = {o.op.name for o in lowered.outputs}
+        # an in-place network output is its input's bytes, held to the end
+        # (``planner.aliases.in_place``)
+        held = {aliased[n] for n in out_names if n in aliased}
         for t in list(lowered.input_tensors) + list(lowered.outputs):
+            if t.op.name in aliased:
+                continue
             users = sorted({stmt_plan[k] for k, names in enumerate(touched)
                             if t.op.name in names and stmt_plan[k] is not None}
                            | {stmt_plan[k] for k in alias_users.get(t.op.name, [])
@@ -667,7 +673,9 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
             if not users:
                 continue
             nbytes = graph.tensor(t.op.name).bytes
-            if t.op.name in {o.op.name for o in lowered.outputs}:
+            if t.op.name in held:
+                rng = range(0, nplans)
+            elif t.op.name in out_names:
                 rng = range(users[0], nplans)
             else:
                 rng = range(0, users[-1] + 1)

@@ -17,7 +17,8 @@ filled with the zero point; split (each output a slice; Vela's axis and even-spl
 every valid SPLIT); reshape (of any batch: an alias of its bytes); concatenate; requantize;
 REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
-and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or int64);
+and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
+int64, any height and width: cut into pieces the registers take);
 PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
 height, width and depth; transpose, any permutation of up to 6-D of any batch; int8
 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
@@ -221,16 +222,25 @@ def _batch_matmul(q, o):
 
 def _as_codes(q):
     """ARG_MAX writes indices, not codes: the common checks see its output as its input's
-    type (``_arg_max`` holds the indices' own rules)."""
+    type (``_arg_max`` holds the indices' own rules); its stream cuts every box into pieces
+    the registers take (``ops_argmax.pieces``), so they see each dimension but a 4-D
+    tensor's batch as at most 1 (an empty one stays empty)."""
     if q.kind != Op.ARG_MAX:
         return q
-    return dataclasses.replace(q, out_dtype=q.in_dtypes[0])
+
+    def cut(shape):
+        return tuple(int(d) if k == 0 and len(shape) == 4 else min(int(d), 1)
+                     for k, d in enumerate(shape))
+
+    return dataclasses.replace(q, out_dtype=q.in_dtypes[0],
+                               in_shapes=[cut(s) for s in q.in_shapes], out_shape=cut(q.out_shape))
 
 
 def _arg_max(q, o):
     """Vela's ARG_MAX: along the depth, at most 127 channels (each code and its channel's
     index packed into one int16, the index in the seven low bits); int32 or int64 indices;
-    one max pool of a row per pixel, at most 65536 pixels (``ops_argmax``)."""
+    any number of pixels (one max pool of a row per pixel for each piece of at most 65536,
+    ``ops_argmax``)."""
     r = []
     c = q.in_shapes[0][-1]
     if c > ops_argmax.MAX_DEPTH:
@@ -238,10 +248,6 @@ def _arg_max(q, o):
                  f"{ops_argmax.MAX_DEPTH} channels")
     if q.out_dtype not in ("int32", "int64"):
         r.append(f"ARG_MAX into {q.out_dtype}; the stream writes int32 or int64 indices")
-    pixels = int(np.prod(q.in_shapes[0][:-1], dtype=np.int64))
-    if pixels > ops_argmax.MAX_PIXELS:
-        r.append(f"ARG_MAX over {pixels} pixels; one max pool takes at most "
-                 f"{ops_argmax.MAX_PIXELS} rows")
     return r
 
 
@@ -322,13 +328,10 @@ def _add_sub(q, o):
 
 
 def _squared_difference(q, o):
-    """Seven operations (``ops_squared_difference``): one operand of the output's shape (the
-    other broadcast into it), and a quantization on which they are TFLite Micro's kernel for
-    every pair of codes (``compute.squared_difference.npu_refusal``)."""
+    """Seven operations (``ops_squared_difference``; eight where both operands broadcast, the
+    first expanded to the output's shape), and a quantization on which they are TFLite
+    Micro's kernel for every pair of codes (``compute.squared_difference.npu_refusal``)."""
     r = _binary(q, o)
-    if not r and tuple(q.out_shape) not in (tuple(q.in_shapes[0]), tuple(q.in_shapes[1])):
-        r.append(f"shapes {q.in_shapes[0]} and {q.in_shapes[1]} both broadcast; one input "
-                 "must have the output's shape")
     if not r and q.out_q is not None and len(q.in_q) == 2:
         why = squared_difference.npu_refusal(q.in_q[0], q.in_q[1], q.out_q,
                                              (q.act_min, q.act_max))

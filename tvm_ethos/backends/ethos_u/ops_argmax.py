@@ -17,7 +17,10 @@ channel, whose reversed index is larger, which is TFLite's rule (the first maxim
    high words; Vela casts twice through int16 pairs instead).
 
 Every operation reads and writes only its own pixels, so a planner's stripe (``box``: output
-rows and columns, the tensors held whole) is the same operations over that box.
+rows and columns, the tensors held whole) is the same operations over that box, and a box
+larger than the registers take (the max pool reads one row per pixel, at most 65536; a
+feature map at most 65536 wide) is the same operations over pieces of it, as Vela cuts it:
+bands of whole rows, a row wider than 65536 pixels cut into columns.
 """
 from __future__ import annotations
 
@@ -36,7 +39,8 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 
 #: the deepest input: the reversed channel index lives in the packed int16's seven low bits
 MAX_DEPTH = 127
-#: the most pixels: the max pool reads one row per pixel (its IFM height register)
+#: the most pixels of one piece: the max pool reads one row per pixel (its IFM height
+#: register), and a feature map's width register holds no more either
 MAX_PIXELS = 65536
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 _SHRAM_REGION = 0x103
@@ -57,6 +61,16 @@ def _pixels_depth(q) -> tuple[int, int, int]:
     cols = lead[-1] if lead else 1
     rows = int(np.prod(lead[:-1], dtype=np.int64)) if len(lead) > 1 else 1
     return rows, cols, depth
+
+
+def pieces(box: tuple[tuple[int, int], tuple[int, int]]) -> list:
+    """``box`` ((rows), (columns), each [start, stop)) cut into boxes of at most
+    :data:`MAX_PIXELS` pixels and columns, in order: bands of as many whole rows as fit, or
+    one row at a time in column pieces when a row is wider."""
+    (y0, y1), (x0, x1) = box
+    band = max(1, MAX_PIXELS // (x1 - x0))
+    return [((r, min(y1, r + band)), (c, min(x1, c + MAX_PIXELS)))
+            for r in range(y0, y1, band) for c in range(x0, x1, MAX_PIXELS)]
 
 
 def argmax_work_bytes(q) -> int:
@@ -93,14 +107,10 @@ def _fm(api, region: int, offset: int, shape: tuple[int, int, int], dtype: str,
 def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The operations of one ARG_MAX from ``operands[0]`` into ``ofm`` (whole tensors), over
     output rows and columns ``box`` (None: all), its working memory at ``em.work``
-    (:func:`argmax_work_bytes`)."""
+    (:func:`argmax_work_bytes`): each of the box's :func:`pieces` packed, pooled and cast in
+    turn, its int16 maps after the previous piece's in the working memory."""
     api = vela_api()
-    x = operands[0]
     rows, cols, depth = _pixels_depth(q)
-    (y0, y1), (x0, x1) = box if box is not None else ((0, rows), (0, cols))
-    h, w = y1 - y0, x1 - x0
-    pixels = h * w
-    esize = np.dtype(x.dtype).itemsize
     acc = npu_accelerator(em.accelerator)
     packed, index = em.work, em.work + _aligned(rows * cols * depth * 2)
     ops = []
@@ -121,6 +131,26 @@ def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
         npu.name = name
         ops.append(npu)
 
+    table = None
+    done = 0
+    for piece in pieces(box if box is not None else ((0, rows), (0, cols))):
+        table = _piece_ops(api, q, operands[0], ofm, piece,
+                           (packed + done * depth * 2, index + done * 2), conv, table, em, ops)
+        done += (piece[0][1] - piece[0][0]) * (piece[1][1] - piece[1][0])
+    return ops
+
+
+def _piece_ops(api, q, x: FmSlot, ofm: FmSlot, piece, work: tuple[int, int], conv, table, em,
+               ops: list):
+    """One piece's operations (at most :data:`MAX_PIXELS` pixels and columns) appended to
+    ``ops``: its packed int16 map at ``work[0]``, its int16 indices at ``work[1]``; the
+    table's flash range returned (``table``, or added after the first piece's packing)."""
+    rows, cols, depth = _pixels_depth(q)
+    (y0, y1), (x0, x1) = piece
+    h, w = y1 - y0, x1 - x0
+    packed, index = work
+    esize = np.dtype(x.dtype).itemsize
+
     # 1. each code times 128 plus its channel's reversed index, into int16
     row, col = cols * depth * esize, depth * esize
     src = _fm(api, x.region, x.offset + y0 * row + x0 * col, (h, w, depth), x.dtype, (row, col))
@@ -128,13 +158,15 @@ def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
          np.full((depth, 1, 1, 1), 128, np.int16), np.arange(depth - 1, -1, -1),
          x.dtype, "arg_max_pack")
 
-    # 2. the largest packed value of each pixel's row, its reversed index turned back
-    table = em.flash.add(lut16_words(depth).astype("<u4").tobytes())
+    # 2. the largest packed value of each pixel's row, its reversed index turned back (the
+    # table loaded before each pool: the convolutions between may use its SHRAM)
+    if table is None:
+        table = em.flash.add(lut16_words(depth).astype("<u4").tobytes())
     ops.append(api.NpuDmaOperation(table, api.NpuAddressRange(_SHRAM_REGION, em.lut_address,
                                                               table.length)))
     pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
-    pool.ifm = _fm(api, SCRATCH_REGION, packed, (pixels, depth, 1), "int16")
-    pool.ofm = _fm(api, SCRATCH_REGION, index, (pixels, 1, 1), "int16")
+    pool.ifm = _fm(api, SCRATCH_REGION, packed, (h * w, depth, 1), "int16")
+    pool.ofm = _fm(api, SCRATCH_REGION, index, (h * w, 1, 1), "int16")
     pool.kernel = api.NpuKernel(depth, 1)
     pool.padding = api.NpuPadding(0, 0, 0, 0)
     pool.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
@@ -154,4 +186,4 @@ def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
                   (h, w, 1), "int32", (out_row, out_col))
         conv(indices, dst, np.full((1, 1, 1, 1), weight, np.int16), np.zeros(1), "int16",
              name)
-    return ops
+    return table

@@ -25,7 +25,8 @@ of its Part's output:
 * PAD and CONCATENATION are their copies clipped to the step's rows and columns, each box
   addressed in its buffer, ring or whole (``_Emitter.ring_movement``);
 * a RESHAPE planned alone (``planner.aliases``) is its input's bytes: its output gets its
-  root's address and no operation;
+  root's address and no operation; an activation planned alone ``in_place`` gets its root's
+  address and its operation, which writes each element over the one it reads;
 * FULLY_CONNECTED, MEAN, SOFTMAX and any other RESHAPE (its bytes copied by an identity
   pool) run only over whole tensors held whole; a Plan that stripes them or keeps their
   operands in a ring raises :class:`UnsupportedOperatorError` naming the operator, as does a
@@ -39,7 +40,7 @@ import io
 
 import numpy as np
 
-from planner.aliases import aliased_outputs
+from planner.aliases import aliased_outputs, in_place
 from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
@@ -856,7 +857,10 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         raise UnsupportedOperatorError("this plan", str(err)) from None
     io_arena, io_bytes = _io_in_arena(graph, lw) if io_apart else ({}, 0)
     storage = {}
-    aliased = aliased_outputs(graph, [plan.parts for plan in proposal.plans])
+    # an in-place network output where the inputs and outputs live apart keeps its own place
+    aliased = {name: root for name, root in
+               aliased_outputs(graph, [plan.parts for plan in proposal.plans]).items()
+               if name not in io_arena}
     for name, buf_shape in shapes.items():
         t = graph.tensor(name)
         if name in aliased:   # its root's bytes, under its own shape
@@ -879,7 +883,8 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     em.work_bytes = work
     plan_starts: dict = {}
     part_ops: dict = {}
-    alias_parts = {p.name for p in graph.parts if p.output.name in aliased}
+    alias_parts = {p.name for p in graph.parts
+                   if p.output.name in aliased and not in_place(p, graph)}
     for s in steps:
         plan_starts.setdefault(s.plan, len(em.ops))
         first = len(em.ops)
@@ -889,14 +894,18 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
     em.step_at = None
     em.ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
-    io_offsets, arena_bytes, fast_bytes = layout.offsets, layout.size, 0
+    # an in-place output is its root's bytes (``planner.aliases.in_place``)
+    io_offsets = dict(layout.offsets, **{n: layout.offsets[r] for n, r in aliased.items()
+                                         if r in layout.offsets})
+    arena_bytes, fast_bytes = layout.size, 0
     touched = ("tensor", "work")
     if io_apart:    # the plan's SRAM is the fast scratch; the inputs and outputs stay put
         move_region(em.ops, SCRATCH_REGION, FAST_SCRATCH_REGION)
         move_region(em.ops, _ARENA_IO, SCRATCH_REGION)
         io_offsets, arena_bytes, fast_bytes = io_arena, io_bytes, layout.size
     elif sram_region(accelerator) == FAST_SCRATCH_REGION:
-        io_offsets, arena_bytes = _io_in_fast_scratch(em, lw, layout)
+        io_offsets, arena_bytes = _io_in_fast_scratch(
+            em, lw, dataclasses.replace(layout, offsets=io_offsets))
         fast_bytes = layout.size
     if not io_apart:    # the inputs in the plan's SRAM: copied in whole, or read there
         touched += ("input",)

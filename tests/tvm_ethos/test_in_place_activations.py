@@ -1,0 +1,150 @@
+"""An activation written over its own input (``planner.aliases.in_place``): as Vela lets an
+elementwise operation's OFM take its IFM's live range, a lone LOGISTIC, TANH, RELU6, ... on
+the Ethos-U55 holds its tensor once (Vela 5.2 Size's SRAM, not twice it). Safe because the
+NPU reads every element of a block before it writes that block's output, at the same
+addresses: on the functional model, for every block configuration Vela lists, the operation
+in place equals it out of place; compiled, the file's input and output share one arena
+offset and TFLite Micro runs it exactly."""
+from __future__ import annotations
+
+import numpy as np
+import operator_models
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from ethos_arch.ops import Op
+from ethosu_stream import Memory, run_stream
+from ethosu_stream.accelerator import accelerator_info
+from ethosu_stream.memory import SHRAM_REGION
+from ethosu_stream.tflite_custom_op import read_ethos_u_ops
+from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
+from tvm_ethos.backends.ethos_u import ops_lut
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
+from tvm_ethos.backends.ethos_u.stream_base import Flash, lut_address, npu_accelerator, vela_api
+from tvm_ethos.patterns import QOp
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+
+def _table_op_on_the_functional_model(x: np.ndarray, kind: Op, accelerator: str,
+                                      out_at: int, pick) -> np.ndarray:
+    """``kind``'s table operation (``ops_lut``) over ``x`` at offset 0 of the scratch, its
+    output at ``out_at`` (0: in place), the block configuration ``pick`` chooses from those
+    Vela lists; the output's bytes."""
+    api = vela_api()
+    h, w, c = x.shape
+    q = QOp(kind=kind, inputs=[], in_shapes=[(1, h, w, c)], in_dtypes=["int8"],
+            out_shape=(1, h, w, c), out_dtype="int8", in_q=[(0.05, 3)],
+            out_q=(1 / 256, -128) if kind == Op.SIGMOID else (1 / 128, 0))
+    flash = Flash()
+    dma = ops_lut.lut_dma(q, flash, lut_address(accelerator))
+    npu = ops_lut.npu_op(q, FmSlot(1, 0, (h, w, c), "int8", 0.05, 3),
+                         FmSlot(1, out_at, (h, w, c), "int8", *q.out_q))
+    acc = npu_accelerator(accelerator)
+    npu.block_config = pick(api.npu_find_block_configs(npu, acc))
+    scratch = np.zeros(out_at + x.nbytes, np.uint8)
+    scratch[:x.nbytes] = x.reshape(-1).view(np.uint8)
+    mem = Memory({0: np.frombuffer(bytes(flash.data), np.uint8).copy(), 1: scratch,
+                  SHRAM_REGION: np.zeros(accelerator_info(accelerator).shram_bytes, np.uint8)})
+    run_stream(api.npu_generate_register_command_stream([dma, npu], acc), mem, accelerator)
+    return mem.regions[1][out_at:out_at + x.nbytes].view(np.int8).reshape(x.shape).copy()
+
+
+@settings(max_examples=12, deadline=None)
+@given(h=st.integers(1, 24), w=st.integers(1, 24), c=st.integers(1, 70),
+       kind=st.sampled_from([Op.SIGMOID, Op.TANH, Op.HARD_SWISH]),
+       accelerator=st.sampled_from(["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]),
+       data=st.data())
+def test_a_table_operation_over_its_own_input_equals_it_out_of_place(h, w, c, kind,
+                                                                   accelerator, data):
+    x = np.random.RandomState(h * 100 + w).randint(-128, 128, (h, w, c)).astype(np.int8)
+    index = data.draw(st.integers(0, 1 << 16))
+
+    def pick(configs):
+        return configs[index % len(configs)]
+
+    apart = _table_op_on_the_functional_model(x, kind, accelerator, -(-x.nbytes // 16) * 16,
+                                              pick)
+    assert np.array_equal(_table_op_on_the_functional_model(x, kind, accelerator, 0, pick),
+                          apart)
+
+
+@pytest.mark.parametrize("name,budget", [("logistic", "smallest"), ("tanh", "smallest"),
+                                         ("relu6", "smallest"), ("relu6", None),
+                                         ("relu", "smallest"), ("hard_swish", None)])
+def test_a_lone_activation_holds_its_tensor_once_and_equals_tflite_micro(name, budget):
+    """On an Ethos-U55 the stream writes the output over the input: the SRAM touched is the
+    tensor's bytes (Vela 5.2 Size's 0.12 KiB), the file's input and output share one arena
+    offset, and TFLite Micro runs the file exactly."""
+    data = getattr(operator_models, name)()
+    kw = {"budget": budget} if budget else {}
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, **kw)
+    (entry,) = cm.plan_report["streams"].values()
+    nbytes = int(np.prod(cm.inputs[0].shape))
+    assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"] == nbytes, entry
+    (op,) = read_ethos_u_ops(cm.tflite)
+    assert [s.arena_offset for s in op.inputs] == [s.arena_offset for s in op.outputs] == [0]
+    assert op.scratch_bytes == nbytes
+    rs = np.random.RandomState(1)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        want = tflm_oracle(data, xs)[0]
+        assert np.array_equal(cm.run(*xs)[0].reshape(want.shape), want)
+
+
+def _block_by_block(scratch: np.ndarray, shape, block, out_at: int, table: np.ndarray) -> None:
+    """The NPU's order for a 1x1 operation of NHWC int8 maps: OFM blocks (height, width,
+    depth) of ``block``, rows, then columns, then depth slices; each reads its IFM box (the
+    same box: 1x1, stride 1, no padding) from memory as it is at that moment, then writes its
+    OFM box at ``out_at`` (the functional model computes an operation whole, so the order
+    is modelled here)."""
+    h, w, c = shape
+    bh, bw, bc = block
+
+    def view(at):
+        return np.lib.stride_tricks.as_strided(scratch[at:], (h, w, c), (w * c, c, 1))
+
+    for y in range(0, h, bh):
+        for x in range(0, w, bw):
+            for z in range(0, c, bc):
+                box = (slice(y, y + bh), slice(x, x + bw), slice(z, z + bc))
+                codes = view(0)[box].view(np.int8).astype(np.int16) + 128
+                view(out_at)[box] = table[codes].view(np.uint8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(h=st.integers(1, 24), w=st.integers(1, 24), c=st.integers(1, 70), data=st.data())
+def test_every_block_reads_its_input_before_any_block_writes_over_it(h, w, c, data):
+    """In place, block by block in the NPU's order and for every OFM block Vela lists for
+    the table operation, the output is the table of the input: each block writes only the
+    bytes it has just read."""
+    api = vela_api()
+    acc = "ethos-u55-128"
+    q = QOp(kind=Op.SIGMOID, inputs=[], in_shapes=[(1, h, w, c)], in_dtypes=["int8"],
+            out_shape=(1, h, w, c), out_dtype="int8", in_q=[(0.05, 3)], out_q=(1 / 256, -128))
+    npu = ops_lut.npu_op(q, FmSlot(1, 0, (h, w, c), "int8", 0.05, 3),
+                         FmSlot(1, 0, (h, w, c), "int8", 1 / 256, -128))
+    configs = api.npu_find_block_configs(npu, npu_accelerator(acc))
+    b = configs[data.draw(st.integers(0, len(configs) - 1))]
+    table = ops_lut.table(q).astype(np.int8)
+    x = np.random.RandomState(c).randint(-128, 128, (h, w, c)).astype(np.int8)
+    scratch = np.zeros(x.nbytes + c, np.uint8)
+    scratch[:x.nbytes] = x.reshape(-1).view(np.uint8)
+    _block_by_block(scratch, (h, w, c), (b.height, b.width, b.depth), 0, table)
+    assert np.array_equal(scratch[:x.nbytes].view(np.int8).reshape(x.shape),
+                          table[x.astype(np.int16) + 128])
+
+
+def test_the_block_model_catches_an_output_one_pixel_past_its_input():
+    """The same blocks with the output one pixel further on: a block overwrites the next
+    pixel before its block reads it, so the order matters and the model shows it."""
+    x = np.arange(-128, 128, dtype=np.int16).reshape(4, 8, 8).astype(np.int8)
+    table = np.roll(np.arange(-128, 128, dtype=np.int16), 7).astype(np.int8)
+    scratch = np.zeros(x.nbytes + 8, np.uint8)
+    scratch[:x.nbytes] = x.reshape(-1).view(np.uint8)
+    _block_by_block(scratch, x.shape, (2, 2, 8), 8, table)
+    got = scratch[8:8 + x.nbytes].view(np.int8).reshape(x.shape)
+    assert not np.array_equal(got, table[x.astype(np.int16) + 128])
