@@ -250,10 +250,10 @@ def test_any_chain_through_a_whole_output_computation_runs_wholly_on_the_npu(nam
 
 
 def test_the_whole_output_set_is_the_whole_computations_left_out_of_the_solitary_set():
-    """SOFTMAX and REDUCE_MIN: emitted over whole tensors and no data movement, so not
-    solitary (a flat SOFTMAX stays in the cascade that holds it whole), but never striped;
-    the Ethos-U planner device carries the set and the Ethos-N one none."""
-    assert WHOLE_OUTPUT_OPS == {Op.SOFTMAX, Op.REDUCE_MIN}
+    """SOFTMAX, REDUCE_MIN and the LSTM: emitted over whole tensors and no data movement,
+    so not solitary (a flat SOFTMAX stays in the cascade that holds it whole), but never
+    striped; the Ethos-U planner device carries the set and the Ethos-N one none."""
+    assert WHOLE_OUTPUT_OPS == {Op.SOFTMAX, Op.REDUCE_MIN, Op.LSTM}
     assert not WHOLE_OUTPUT_OPS & SOLITARY_OPS
     for op in WHOLE_OUTPUT_OPS:
         assert STREAM_OPS[op].extent is Extent.WHOLE and not op.info.data_move

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from lstm_models import RELU, LstmCase, lstm_model, lstm_then_fully_connected, stacked_lstms
 
 import tvm_ethos
+from ethos_arch.ops import Op
 from planner import parts as planner_parts
 from planner.devices import get_device
 from planner.graph import Tensor
@@ -23,7 +24,10 @@ from planner.perf.ethos_u import lower_part
 from planner.proposals import ProposalSearch
 from planner.tflite import load_tflite
 from tests.helpers.models import model_path
+from tvm_ethos.backends.ethos_u import ops_lstm, stream_lstm
 from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
+from tvm_ethos.backends.ethos_u.stream_ops import STREAM_OPS
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, read_source
 from tvm_ethos.backends.tflite_micro.cut import cut_model
 from tvm_ethos.backends.tflite_micro.graph_operators import GRAPH_NPU_OPERATORS
@@ -128,7 +132,8 @@ def test_the_trained_model_runs_wholly_on_the_npu_as_vela_puts_it():
     assert cm.partition_summary == {"ethos-u": 4}
     lstm = cm.placement[0]
     assert lstm.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM" and lstm.placed_on == "ethos-u"
-    assert "not planned (a graph-level NPU operator" in cm.plan_table
+    assert "planned alone (a graph-level NPU operator: its stream emitted from its own Plan" \
+        in cm.plan_table
     # its arena (states, sequences, gate buffers) counts in the memory peak
     arena = max(r["peak_memory_bytes"] for r in cm.plan_reports if r.get("graph_operator"))
     assert cm.plan_report["peak_memory_bytes"] >= arena > 28 * 28 + 28 * 20
@@ -169,6 +174,54 @@ def test_a_lone_lstm_touches_what_the_planner_plans(case):
     costed = collections.Counter(_COMMANDS[op.npu] for op in lower_part(part, part.output.shape))
     ran = {k: v for k, v in entry["commands"].items() if k in _COMMANDS.values()}
     assert ran == dict(costed)
+
+
+def _read(data: bytes) -> ops_lstm.Lstm:
+    return ops_lstm.read_lstm(SourceGraph(read_source(data)), 0)
+
+
+@settings(max_examples=10, deadline=None)
+@given(case=_CASES, accelerator=st.sampled_from(["ethos-u55-128", "ethos-u65-256"]))
+def test_the_plan_holds_the_blocks_the_stream_table_row_needs(case, accelerator):
+    """The LSTM's Plan (``planner.parts.lstm`` planned alone) holds its output sequence,
+    ``<part>:work`` and ``<part>:state`` at exactly the bytes the stream lays out, and the
+    stream table's row states the same working memory."""
+    lstm = _read(lstm_model(case))
+    planned = stream_lstm.plan_lstm(lstm, accelerator)
+    assert stream_lstm.plan_blocks(planned.plan) == ops_lstm.LstmBlocks.of(lstm)
+    assert STREAM_OPS[Op.LSTM].work_bytes(lstm) == planned_work_bytes(planned.plan)
+
+
+def planned_work_bytes(plan) -> int:
+    (n,) = (tc.buffer_bytes for tc in plan.tensor_configs if tc.tensor.endswith(":work"))
+    return n
+
+
+def test_the_stream_lies_where_the_plan_s_blocks_are(monkeypatch):
+    """A Plan holding larger blocks than the stream needs moves the stream's buffers (the
+    input after the larger working memory, the states after the larger output): the stream
+    follows the Plan, and stays exact."""
+    case = LstmCase(steps=4, cells=6, seed=5)
+    data = lstm_model(case)
+    need = ops_lstm.LstmBlocks.of(_read(data))
+    grown = need._replace(output=need.output + 48, work=need.work + 32)
+    monkeypatch.setattr(stream_lstm, "plan_blocks", lambda plan: grown)
+    cm = _assert_runs_as_tflm(data, "ethos-u55-128", runs=3)
+    entry = _lstm_stream(cm)
+    assert entry["work_bytes"] == need.work   # the gates and scratch row the stream uses
+    plain = ops_lstm.LstmArena.of(_read(data))
+    arena = ops_lstm.LstmArena.of(_read(data), grown)
+    assert arena.input == plain.input + 48 + 32 and arena.hidden == plain.hidden + 80
+    (payload,) = cm.program.payloads.values()
+    assert [a.offset for a in payload.inputs] == [arena.input, arena.hidden, arena.cell]
+
+
+def test_a_plan_holding_less_than_the_stream_needs_is_refused_by_name():
+    lstm = _read(lstm_model(LstmCase(cells=6)))
+    need = ops_lstm.LstmBlocks.of(lstm)
+    with pytest.raises(UnsupportedOperatorError, match=r"work 64 B < 80 B") as err:
+        ops_lstm.LstmArena.of(lstm, need._replace(work=need.work - 16))
+    assert "\n" not in str(err.value)
 
 
 #: the stream's operation commands by the performance model's kinds of NPU operation

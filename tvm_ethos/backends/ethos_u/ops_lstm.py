@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config, feature_map, real_bound
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -131,6 +131,28 @@ class Neighbour(NamedTuple):
     stretch_bytes: int
 
 
+class LstmBlocks(NamedTuple):
+    """The bytes of the blocks the LSTM's Plan holds besides its input sequence: the output
+    sequence, the working memory (``<part>:work``: four gate buffers and one scratch row)
+    and the states (``<part>:state``: the hidden state's rows, then the cell state's)."""
+
+    output: int
+    work: int
+    states: int
+
+    @classmethod
+    def of(cls, lstm: "Lstm") -> "LstmBlocks":
+        """What the stream needs of each block (the planner's Part states the same)."""
+        b, t, n = lstm.batches, lstm.steps, lstm.cells
+        return cls(b * t * n, work_bytes(lstm), _up(b * n) + 2 * b * n)
+
+
+def work_bytes(lstm: "Lstm") -> int:
+    """The stream's working memory: four gate buffers and one scratch row, int16, one row of
+    cells each, every one on an :data:`ALIGN` boundary."""
+    return 5 * _up(2 * lstm.cells)
+
+
 class LstmArena(NamedTuple):
     """Offsets in the scratch arena: the output sequence, four gate buffers and one scratch
     buffer (int16, one row of cells each), the input sequence, and the hidden state (int8)
@@ -153,14 +175,24 @@ class LstmArena(NamedTuple):
     bytes: int
 
     @classmethod
-    def of(cls, lstm: Lstm, input_from: Neighbour | None = None,
+    def of(cls, lstm: Lstm, blocks: LstmBlocks | None = None,
+           input_from: Neighbour | None = None,
            output_to: Neighbour | None = None) -> "LstmArena":
+        """The arena of ``lstm`` holding ``blocks`` (default: what the stream needs, a Plan's
+        may be larger), its sequences lined up with its neighbours'."""
         b, t, n = lstm.batches, lstm.steps, lstm.cells
+        need = LstmBlocks.of(lstm)
+        blocks = need if blocks is None else blocks
+        short = [f"{what} {got:,} B < {want:,} B" for what, got, want in
+                 zip(LstmBlocks._fields, blocks, need) if got < want]
+        if short:
+            raise UnsupportedOperatorError(KIND, "its plan holds less than its stream needs: "
+                                           + ", ".join(short))
         phase_out = output_to.offset % ALIGN if output_to else 0
         phase_in = input_from.offset % ALIGN if input_from else 0
-        # (size, phase) of the output, the gate and scratch buffers, the input
-        parts = [(b * t * n, phase_out)] + [(2 * n, 0)] * 5 + [(b * t * lstm.features, phase_in)]
-        near = [(0, output_to), (6, input_from)]
+        # (size, phase) of the output, the working memory, the input
+        parts = [(blocks.output, phase_out), (blocks.work, 0), (b * t * lstm.features, phase_in)]
+        near = [(0, output_to), (2, input_from)]
 
         def place(start: int) -> tuple[list[int], int]:
             offsets, end = [], start
@@ -174,7 +206,7 @@ class LstmArena(NamedTuple):
             low = offsets[k] - theirs.offset
             return low, low + theirs.stretch_bytes
 
-        states = _up(_up(b * n) + 2 * b * n)
+        states = _up(blocks.states)
         if input_from is None:
             # the states after everything, the consumer's stretch included
             offsets, end = place(0)
@@ -196,9 +228,10 @@ class LstmArena(NamedTuple):
                 start += _up(states - low)
             hidden = 0
         cell = _up(hidden + b * n)
-        output, *gates, scratch, input_ = offsets
-        return cls(cell, hidden, input_, output, tuple(gates), scratch,
-                   max(end, _up(cell + 2 * b * n)))
+        output, work, input_ = offsets
+        row = _up(2 * n)
+        return cls(cell, hidden, input_, output, tuple(work + k * row for k in range(4)),
+                   work + 4 * row, max(end, hidden + states))
 
 
 def _up(n: int) -> int:
@@ -354,10 +387,11 @@ class _Emitter:
     """Builds the NPU operations of one LSTM: the weights of each gate encoded once, the
     operations of every (batch, step) reusing them."""
 
-    def __init__(self, lstm: Lstm, accelerator: str, arena: LstmArena):
+    def __init__(self, lstm: Lstm, accelerator: str, arena: LstmArena, flash: Flash, block):
         self.lstm, self.acc = lstm, npu_accelerator(accelerator)
+        self.block = block
         self.api = vela_api()
-        self.flash = Flash()
+        self.flash = flash
         self.arena = arena
         self._constants: dict = {}
         self.ops: list = []
@@ -372,7 +406,7 @@ class _Emitter:
         npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
         npu.rounding_mode = api.NpuRoundingMode.TFL
         npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
-        npu.block_config = block_config(npu, self.acc)
+        npu.block_config = self.block(npu)
         if key not in self._constants:
             cells = weights.shape[0]
             enc = api.npu_encode_weights(
@@ -399,7 +433,7 @@ class _Emitter:
         npu.activation = activation or api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
         if rescale is not None:
             npu.rescale = rescale
-        npu.block_config = block_config(npu, self.acc)
+        npu.block_config = self.block(npu)
         self.ops.append(npu)
 
     def pool(self, ifm: FmSlot, ofm: FmSlot, activation, rescale=None) -> None:
@@ -414,7 +448,7 @@ class _Emitter:
             from ethosu.vela.operation import ExplicitScaling
 
             npu.rescale = ExplicitScaling(False, [rescale[1]], [rescale[0]])
-        npu.block_config = block_config(npu, self.acc)
+        npu.block_config = self.block(npu)
         self.ops.append(npu)
 
     def gate(self, k: int, x: FmSlot, h: FmSlot, sigmoid: bool) -> FmSlot:
@@ -469,27 +503,58 @@ class _Emitter:
                   api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU), rescale=(1, 0))
 
 
-def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
-                 input_from: Neighbour | None = None, output_to: Neighbour | None = None
-                 ) -> EthosUPayload:
-    """The command stream of ``lstm`` for ``accelerator``; ``names`` are the source
-    tensors' names of its input, hidden state, cell state and output. Inputs are (input,
-    hidden state, cell state), in the arena where the stream updates the states in place;
-    the output is the whole output sequence. The neighbours (the ethos-u operators that
-    write its input or read its output) shape the arena (:class:`LstmArena`)."""
-    em = _Emitter(lstm, accelerator, LstmArena.of(lstm, input_from, output_to))
+def lstm_ops(lstm: Lstm, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The NPU operations of ``lstm`` (the stream table's ``sequence``): ``operands`` are
+    its input sequence, hidden state and cell state (the states updated in place), ``ofm``
+    its output sequence, every one held whole where its slot says; ``em`` (an
+    ``Emission``) gives the flash its weights go to, the block of each operation (a
+    convolution's chosen before its weights are encoded for the block's depth), the
+    Ethos-U configuration and where its working memory (:func:`work_bytes`) starts."""
+    if box is not None or em.work is None or em.accelerator is None:
+        raise UnsupportedOperatorError(KIND, "it is emitted whole, with its working memory")
+    x, h, c = operands
+    row = _up(2 * lstm.cells)
+    arena = LstmArena(c.offset, h.offset, x.offset, ofm.offset,
+                      tuple(em.work + k * row for k in range(4)), em.work + 4 * row, 0)
+    emitter = _Emitter(lstm, em.accelerator, arena, em.flash, em.block)
     for b in range(lstm.batches):
         for t in range(lstm.steps):
-            em.step(b, t)
-    api = em.api
+            emitter.step(b, t)
+    return emitter.ops
+
+
+def operand_slots(lstm: Lstm, arena: LstmArena) -> tuple[list[FmSlot], FmSlot]:
+    """(input sequence, hidden state, cell state) and the output sequence as whole slots
+    of the scratch arena at ``arena``'s offsets (flat rows: the operations address rows)."""
+    b, t, n, f = lstm.batches, lstm.steps, lstm.cells, lstm.features
+    q_in, q_h = lstm.input_q, lstm.hidden_q
+    return ([FmSlot(SCRATCH_REGION, arena.input, (1, b * t, f), "int8", q_in.scale,
+                    q_in.zero_point),
+             FmSlot(SCRATCH_REGION, arena.hidden, (1, b, n), "int8", q_h.scale, q_h.zero_point),
+             FmSlot(SCRATCH_REGION, arena.cell, (1, b, n), "int16", lstm.cell_scale, 0)],
+            FmSlot(SCRATCH_REGION, arena.output, (1, b * t, n), "int8", q_h.scale,
+                   q_h.zero_point))
+
+
+def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
+                 arena: LstmArena, ops: list, flash: Flash, schedule: str = "plan"
+                 ) -> EthosUPayload:
+    """The payload running ``ops`` (:func:`lstm_ops` at ``arena``'s offsets, constants in
+    ``flash``) for ``accelerator``; ``names`` are the source tensors' names of its input,
+    hidden state, cell state and output. Inputs are (input, hidden state, cell state), in
+    the arena where the stream updates the states in place; the output is the whole output
+    sequence."""
+    api = vela_api()
+    acc = npu_accelerator(accelerator)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        words = api.npu_generate_register_command_stream(em.ops, em.acc)
-        payload = api.npu_create_driver_payload(words, em.acc)
-    a = em.arena
+        words = api.npu_generate_register_command_stream(ops, acc)
+        payload = api.npu_create_driver_payload(words, acc)
+    a = arena
     n = lstm.cells
     ins = (ArenaTensor(names[0], lstm.sequence_shape(lstm.features), "int8", a.input),
            ArenaTensor(names[1], (lstm.batches, n), "int8", a.hidden),
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
     outs = (ArenaTensor(names[3], lstm.sequence_shape(n), "int8", a.output),)
-    return EthosUPayload(accelerator, bytes(payload), bytes(em.flash.data), a.bytes, 0, ins,
-                         outs, work_bytes=_up(a.scratch + 2 * n) - a.gates[0])
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), a.bytes, 0, ins,
+                         outs, work_bytes=_up(a.scratch + 2 * n) - a.gates[0],
+                         schedule=schedule)

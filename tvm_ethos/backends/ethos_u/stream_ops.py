@@ -24,6 +24,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_argmax,
     ops_batch_matmul,
     ops_elementwise,
+    ops_lstm,
     ops_lut,
     ops_prelu,
     ops_reduce,
@@ -382,6 +383,11 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     # rotations of its axes, each a strided copy; more than one alternate through working memory
     Op.TRANSPOSE: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_transpose,
                                 work_bytes=transpose_work_bytes),
+    # UNIDIRECTIONAL_SEQUENCE_LSTM, unrolled over batches and steps (ops_lstm); its ``q`` is
+    # the ``ops_lstm.Lstm`` read from the TFLite graph (the importer has no LSTM), its
+    # operands the sequence and the two states, which it updates in place
+    Op.LSTM: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=ops_lstm.lstm_ops,
+                           work_bytes=ops_lstm.work_bytes),
 }
 
 #: operators the Ethos-U's checks accept that have no stream yet: their subgraphs run on the

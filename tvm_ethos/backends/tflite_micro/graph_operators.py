@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from planner import parts as planner_parts
-from planner.graph import GraphBuilder
-from planner.proposals import ProposalSearch
 from tvm_ethos.backends.ethos_u import ops_lstm, ops_softmax16
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
+from tvm_ethos.backends.ethos_u.stream_lstm import planned_lstm_stream
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.ethos_u.stream_run import stream_report
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
-from tvm_ethos.backends.planner_device import planning_device
 
 
 class GraphPart(NamedTuple):
@@ -58,25 +55,10 @@ def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
     ofms = tuple(graph.writes[index][:1])
     names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms + ofms)
     near = {t: ops_lstm.Neighbour(*shared[t]) for t in (ifms[0], ofms[0]) if t in shared}
-    payload = ops_lstm.lstm_payload(lstm, accelerator, names, near.get(ifms[0]),
-                                    near.get(ofms[0]))
-    return GraphPart(payload, ifms, ofms, _report(name, payload, lstm_planned_peak(
-        lstm, accelerator)))
-
-
-def lstm_planned_peak(lstm: ops_lstm.Lstm, accelerator: str) -> int | None:
-    """The planner's least memory for ``lstm`` alone on ``accelerator`` (one
-    ``planner.parts.lstm`` Part: its sequences, gate buffers and states), the figure its
-    stream's arena is held to; None where the planner's SRAM is not the arena (an
-    Ethos-U65 plans in its fast scratch, but the stream keeps every buffer in the arena,
-    where the states persist)."""
-    device = planning_device(accelerator)
-    if device.io_region != device.fm_region:
-        return None
-    graph = GraphBuilder(ops_lstm.KIND.lower())
-    x = graph.input("sequence", lstm.sequence_shape(lstm.features))
-    graph.add(planner_parts.lstm("lstm", x, lstm.cells, time_major=lstm.time_major))
-    return ProposalSearch(graph.build(), device).proposal(0).memory_bytes
+    stream = planned_lstm_stream(lstm, accelerator, names, near.get(ifms[0]),
+                                 near.get(ofms[0]))
+    return GraphPart(stream.payload, ifms, ofms, _report(name, stream.payload,
+                                                         stream.planned_peak, PLANNED_ALONE))
 
 
 def _softmax16_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
@@ -92,16 +74,21 @@ def _softmax16_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
 
 #: why a graph-level operator has no cascade
 NOT_PLANNED = "a graph-level NPU operator: one stream of its own, no cascade to plan"
+#: how a graph-level operator with a planner Part (an LSTM) is planned
+PLANNED_ALONE = ("a graph-level NPU operator: its stream emitted from its own Plan, its "
+                 "neighbours planned apart")
 
 
-def _report(name: str, payload: EthosUPayload, planned_peak: int | None) -> dict:
+def _report(name: str, payload: EthosUPayload, planned_peak: int | None,
+            reason: str = NOT_PLANNED) -> dict:
     """A plan report of one stream written from the graph: its arena (an LSTM's states,
     sequences and gate buffers) is its peak, so a merged report's memory peak counts it;
     its stream entry holds the planner's peak for the operator alone (None where the
-    planner has none) beside what the stream touched."""
+    planner has none) beside what the stream touched; ``reason`` says how it was planned
+    (:data:`NOT_PLANNED`, :data:`PLANNED_ALONE`)."""
     return {"planned": False, "graph_operator": True, "cycles": None,
             "peak_memory_bytes": payload.scratch_bytes, "layers": [],
-            "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": NOT_PLANNED,
+            "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": reason,
                                  "peak_memory_bytes": payload.scratch_bytes}},
             "streams": {name: stream_report(payload, planned_peak)}}
 
@@ -111,7 +98,8 @@ def format_report(report: dict) -> str:
     arena, what its stream did on the functional model."""
     out = []
     for name, sub in report["subgraphs"].items():
-        out.append(f"{name} on ethos-u: not planned ({sub['reason']}); arena "
+        how = "planned alone" if sub["reason"] == PLANNED_ALONE else "not planned"
+        out.append(f"{name} on ethos-u: {how} ({sub['reason']}); arena "
                    f"{sub['peak_memory_bytes']:,} B (its inputs, outputs and working buffers)")
         out.extend(stream_report_lines(report["streams"][name]))
     return "\n".join(out)
