@@ -86,6 +86,7 @@ from tvm_ethos.backends.ethos_u.stream_block_agreement import (
 )
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
+from tvm_ethos.backends.ethos_u.stream_lstm import LeadLstm, lead_ops
 from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
@@ -731,16 +732,24 @@ def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
     return work
 
 
-def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart: bool = False
-             ) -> tuple[list[Buffer], dict]:
+def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart: bool = False,
+             lead: str | None = None) -> tuple[list[Buffer], dict]:
     """Every block the arena holds, and the buffer shape of every feature map; ``io_apart``:
-    the network's inputs and outputs live outside it (the plan reads them in place)."""
+    the network's inputs and outputs live outside it (the plan reads them in place);
+    ``lead``: the Part with no layer that writes ``lw``'s input (an LSTM, ``stream_lstm``),
+    whose input is the network's, whose working memory is its Plan's ``<part>:work`` block,
+    and whose states (``<part>:state``, which every Plan holds) are one block live across
+    every Plan."""
     tensors = {t.name: t for t in graph.tensors}
     by_part = {p.name: p for p in graph.parts}
     nplans = len(proposal.plans)
     producer, last = {}, {}
     for t in lw.input_tensors:
         producer[t.op.name] = 0
+    inputs = {t.op.name for t in lw.input_tensors}
+    if lead is not None:
+        inputs = {by_part[lead].inputs[0].name}
+        producer.update((name, 0) for name in inputs)
     for k, plan in enumerate(proposal.plans):
         producer[plan.output] = k
         for name in plan.parts:
@@ -754,7 +763,6 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
         if name in last:
             last[root] = max(last.get(root, producer[root]), last[name])
     buffers, shapes = [], {}
-    inputs = {t.op.name for t in lw.input_tensors}
     apart = set(_io_names(lw)) if io_apart else set()
     for name, k in producer.items():
         t = tensors[name]
@@ -779,7 +787,17 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
             buffers.append(Buffer(pool_key(k), pool.nbytes,
                                   16 if pool.copied or pool.staged else 1, k, k, "weights"))
             own += pool.nbytes
+        states = [tc for tc in plan.tensor_configs if tc.tensor.endswith(":state")]
+        own += sum(tc.buffer_bytes for tc in states)
+        if k == 0:   # persistent: one block under every Plan, which the host initializes
+            buffers += [Buffer(tc.tensor, tc.buffer_bytes, ALIGN, 0, nplans - 1, "input")
+                        for tc in states]
         for name in plan.parts:
+            if name == lead:   # no layer: its work block is the plan's for its Part
+                tc = configs[work_tensor(name)]
+                buffers.append(Buffer(tc.tensor, tc.buffer_bytes, ALIGN, k, k, "work"))
+                own += tc.buffer_bytes
+                continue
             # the operator's work block: what the plan holds for its Part (its buffer
             # ``work_tensor``), which must be what the stream uses; a Part the plan holds
             # none for gets the stream's figure, outside the plan's memory
@@ -800,10 +818,24 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
     return buffers, shapes
 
 
-def generate_planned(lw, accelerator: str, match, proposal, device=None) -> EthosUPayload:
+def _lead_ops(lead: LeadLstm, part, storage: dict, layout, flash, accelerator: str) -> list:
+    """The lead LSTM's operations: its sequences whole where the layout put them, its
+    states and working memory in their blocks."""
+    seq, out = (storage[t.name] for t in (part.inputs[0], part.output))
+    if not (seq.whole and out.whole):
+        raise UnsupportedOperatorError("this plan", "it holds the LSTM's sequences in rings")
+    return lead_ops(lead, seq.offset, out.offset, layout.offsets[f"{part.name}:state"],
+                    layout.offsets[f"{part.name}:work"], flash, accelerator)
+
+
+def generate_planned(lw, accelerator: str, match, proposal, device=None,
+                     lead: LeadLstm | None = None) -> EthosUPayload:
     """The command stream of ``lw`` executing ``proposal`` (see the module docstring);
     ``device``: the planner Device it was planned for (its performance model chose the
-    blocks; default ``planner.devices.get_device(accelerator)``'s)."""
+    blocks; default ``planner.devices.get_device(accelerator)``'s); ``lead``: an LSTM
+    whose output is ``lw``'s one input, the first Part of ``match.graph``
+    (``stream_lstm.with_lead``): its step is emitted in the same stream, and the payload's
+    inputs are its sequence and states."""
 
     api = vela_api()
     acc = npu_accelerator(accelerator)
@@ -822,6 +854,11 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     if device is None:
         device = get_device(accelerator)
     io_apart = device.io_read_in_place and device.io_region != device.fm_region
+    lead_part = graph.parts[0] if lead is not None else None
+    if lead is not None and (io_apart or sram_region(accelerator) != SCRATCH_REGION):
+        raise UnsupportedOperatorError(
+            "this plan", "an LSTM's states persist between invocations, which the fast "
+            "scratch of an Ethos-U65 (a cache) does not keep: it is emitted apart")
     if io_apart and sram_region(accelerator) != FAST_SCRATCH_REGION:
         raise UnsupportedOperatorError(
             "this plan", f"it keeps the network's inputs and outputs in {device.io_region} "
@@ -830,7 +867,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
     try:
         pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
                  for k, plan in enumerate(proposal.plans)}
-        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools, io_apart)
+        lead_name = lead_part.name if lead_part is not None else None
+        buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools, io_apart,
+                                   lead_name)
         steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
         try:
             try:
@@ -842,16 +881,17 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
                 # blocks fits the peak, the weights stay in flash (reserved blocks, no DMA)
                 pools = {k: WeightPool(p.nbytes) for k, p in pools.items()}
                 buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools,
-                                           io_apart)
+                                           io_apart, lead_name)
                 layout = arena_layout(buffers, proposal.memory_bytes)
         except LayoutError:
-            if not work:
+            if not work and lead is None:
                 raise
             # working memory the plan does not hold (an operator's the planner was not told
-            # of): where the plan leaves no room for it, the arena grows and the stream does
-            # not claim the peak
+            # of), and an LSTM's aligned blocks: where the plan leaves no room for them, the
+            # arena grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
-            names = sorted({lw.layers[i].tflite_name for i in work})
+            names = sorted({lw.layers[i].tflite_name for i in work} |
+                           ({lead.lstm_name} if lead is not None else set()))
             schedule = f"plan, {' and '.join(names)} beyond its memory"
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
@@ -890,6 +930,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         first = len(em.ops)
         if s.part in alias_parts:   # no operation: its output is its input's bytes
             continue
+        if lead_part is not None and s.part == lead_part.name:
+            em.ops += _lead_ops(lead, lead_part, storage, layout, flash, accelerator)
+            continue
         em.emit(s.part, s.box)
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
     em.step_at = None
@@ -923,8 +966,10 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None) -> Etho
         return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
                            io_offsets[name])
 
+    inputs = tuple(arena(t) for t in lw.input_tensors) if lead is None else lead.inputs(
+        layout.offsets[lead_part.inputs[0].name], layout.offsets[f"{lead_part.name}:state"])
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
-                         tuple(arena(t) for t in lw.input_tensors),
+                         inputs,
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
                          layout.size - touched_top, copied.dma_bytes + stager.dma_bytes,
                          copied.left_in_flash + stager.left_in_flash,

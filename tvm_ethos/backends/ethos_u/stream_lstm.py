@@ -1,12 +1,18 @@
-"""An UNIDIRECTIONAL_SEQUENCE_LSTM's command stream emitted from its Plan.
+"""An UNIDIRECTIONAL_SEQUENCE_LSTM's command stream emitted from a Plan.
 
-The LSTM is planned as the planner sees it (``planner.parts.lstm``, alone: the importer has
-no LSTM, so it is no Part of a Relax subgraph's plan) and its stream is the stream table's
-row for it (``stream_ops.STREAM_OPS[Op.LSTM]``) emitted at the offsets the Plan's blocks
-get: its output sequence, its working memory (``<part>:work``) and its states
-(``<part>:state``, held by every Plan since they persist between invocations). The blocks
-are laid out with its input sequence by ``ops_lstm.LstmArena``, which lines the sequences
-up with the ethos-u operators beside it and keeps the states clear of their stretches.
+The importer has no LSTM, so the LSTM is planned as the planner sees it
+(``planner.parts.lstm``) and its operations are the stream table's row for it
+(``stream_ops.STREAM_OPS[Op.LSTM]``) emitted at the offsets the Plan's blocks get: its
+sequences, its working memory (``<part>:work``) and its states (``<part>:state``, held by
+every Plan since they persist between invocations). Two ways:
+
+* alone (:func:`planned_lstm_stream`): its one Plan's blocks laid out with its input
+  sequence by ``ops_lstm.LstmArena``, which lines the sequences up with the ethos-u
+  operators beside it and keeps the states clear of their stretches;
+* leading an NPU subgraph whose input is its output (:class:`LeadLstm`): the LSTM's Part
+  goes first in the subgraph's planner graph (:func:`with_lead`), which is planned as one,
+  and ``stream_cascade`` emits its step with :func:`lead_ops` among the subgraph's, in one
+  stream.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from typing import NamedTuple
 
 from ethos_arch.ops import Op
 from planner import parts as planner_parts
-from planner.graph import GraphBuilder
+from planner.graph import GraphBuilder, PlannerGraph, Tensor
 from planner.plan import Plan
 from planner.proposals import ProposalSearch
 from tvm_ethos.backends.ethos_u.npu_ops import block_config
@@ -27,8 +33,9 @@ from tvm_ethos.backends.ethos_u.ops_lstm import (
     lstm_payload,
     operand_slots,
 )
-from tvm_ethos.backends.ethos_u.payload import EthosUPayload
+from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
     Flash,
     UnsupportedOperatorError,
     lut_address,
@@ -103,3 +110,63 @@ def planned_lstm_stream(lstm: Lstm, accelerator: str, names: tuple[str, str, str
     ops = STREAM_OPS[Op.LSTM].sequence(lstm, operands, ofm, emission)
     payload = lstm_payload(lstm, accelerator, names, arena, ops, flash)
     return LstmStream(payload, planned.memory_bytes if planned.sram_is_arena else None)
+
+
+class LeadLstm(NamedTuple):
+    """An LSTM whose output is the one input of an NPU subgraph, planned and emitted as the
+    first Part of that subgraph's stream; ``names``: the source tensors' names of its input
+    sequence, hidden state and cell state (the payload's inputs, in this order)."""
+
+    lstm: Lstm
+    names: tuple[str, str, str]
+
+    #: how a stream report names it
+    lstm_name = KIND
+
+    def inputs(self, sequence_at: int, state_at: int) -> tuple[ArenaTensor, ...]:
+        """The payload's inputs: the sequence at ``sequence_at``, the states (updated in
+        place, kept between invocations) from ``state_at``."""
+        lstm, (x, h, c) = self.lstm, self.names
+        b, n = lstm.batches, lstm.cells
+        return (ArenaTensor(x, lstm.sequence_shape(lstm.features), "int8", sequence_at),
+                ArenaTensor(h, (b, n), "int8", state_at),
+                ArenaTensor(c, (b, n), "int16", _cell_at(lstm, state_at)))
+
+
+def _cell_at(lstm: Lstm, state_at: int) -> int:
+    """The cell state's offset: after the hidden state's rows, on an ALIGN boundary."""
+    return state_at + -(-lstm.batches * lstm.cells // ALIGN) * ALIGN
+
+
+def with_lead(graph: PlannerGraph, lead: LeadLstm) -> PlannerGraph:
+    """``graph`` (one input, the LSTM's output) with the LSTM's Part (named :data:`PART`)
+    before it, reading its input sequence (named as in the source)."""
+    lstm = lead.lstm
+    if len(graph.inputs) != 1:
+        raise UnsupportedOperatorError(KIND, f"the subgraph after it reads {len(graph.inputs)} "
+                                             "tensors; only its output can be planned with it")
+    (out,) = graph.inputs
+    if any(p.name == PART for p in graph.parts):
+        raise UnsupportedOperatorError(KIND, f"the subgraph after it has a Part {PART!r}")
+    seq = Tensor(lead.names[0], lstm.sequence_shape(lstm.features), "int8")
+    part = planner_parts.lstm(PART, seq, lstm.cells, time_major=lstm.time_major,
+                              output_name=out.name)
+    if part.output != out:
+        raise UnsupportedOperatorError(KIND, f"its output {part.output.shape} is read as "
+                                             f"{out.shape} {out.dtype}")
+    return PlannerGraph((part,) + graph.parts, (seq,), graph.outputs, graph.name)
+
+
+def lead_ops(lead: LeadLstm, sequence_at: int, output_at: int, state_at: int, work_at: int,
+             flash: Flash, accelerator: str) -> list:
+    """The LSTM's operations (the stream table's row) with its sequences, states and
+    working memory at these arena offsets, its constants added to ``flash``."""
+    lstm = lead.lstm
+    acc = npu_accelerator(accelerator)
+    row = -(-2 * lstm.cells // ALIGN) * ALIGN
+    arena = LstmArena(_cell_at(lstm, state_at), state_at, sequence_at, output_at,
+                      tuple(work_at + k * row for k in range(4)), work_at + 4 * row, 0)
+    operands, ofm = operand_slots(lstm, arena)
+    emission = Emission(flash, lut_address(accelerator), lambda npu: block_config(npu, acc),
+                        work=work_at, accelerator=accelerator)
+    return STREAM_OPS[Op.LSTM].sequence(lstm, operands, ofm, emission)
