@@ -436,8 +436,9 @@ def lstm_state_bytes(batches: int, cells: int) -> int:
 def lstm_work_bytes(cells: int) -> int:
     """Bytes of an LSTM's working memory while it runs, besides its sequences and states:
     four gate buffers and one scratch row (int16, one step of cells each), each on an
-    :data:`LSTM_ALIGN` boundary, as the Ethos-U stream lays them out."""
-    return 5 * _lstm_up(2 * cells)
+    :data:`LSTM_ALIGN` boundary, as the Ethos-U stream lays them out; they end at the
+    scratch row's last byte."""
+    return 4 * _lstm_up(2 * cells) + 2 * cells
 
 
 def lstm(name: str, x: Tensor, cells: int, time_major: bool = False,

@@ -45,10 +45,14 @@ class PlanCosting:
         self.weight_home = device.region(device.weight_region)
         self.io = device.region(device.io_region)
         #: bytes that persist from one invocation to the next (an LSTM's states): every
-        #: Plan holds them, whatever it runs
+        #: Plan holds them, whatever it runs, where the network's inputs and outputs live
+        #: (TFLite Micro's arena keeps its variable tensors there; a feature-map region apart
+        #: from it, an Ethos-U65's fast scratch, is a cache that keeps nothing between
+        #: invocations), so they count in a Plan's memory only where that is the SRAM
         self.persistent = tuple((p.name, int(p.attr("state_bytes"))) for p in self.topo
                                 if p.attr("state_bytes"))
-        self.persistent_bytes = sum(n for _, n in self.persistent)
+        self.persistent_bytes = sum(n for _, n in self.persistent) \
+            if device.io_region == device.fm_region else 0
         self._cost_cache: dict = {}
         self._sig_cache: dict = {}
         self._sig_ids: dict = {}
@@ -406,13 +410,15 @@ class PlanCosting:
         """The buffers that are no tensor of the graph which a Plan holds for ``p``: its
         working memory while it computes stripes of ``stripe`` (``planner.work_memory``,
         listed under ``work_tensor``) and, for the Plan's sink (once per Plan), the
-        persistent bytes (every LSTM's states)."""
-        fm = self.device.fm_region
+        persistent bytes (every LSTM's states, homed with the network's inputs and
+        outputs)."""
+        fm, io = self.device.fm_region, self.device.io_region
         work = stripe_work_bytes(p, stripe.shape)
-        held = [(work_tensor(p.name), work)] if work else []
+        held = [(work_tensor(p.name), work, fm)] if work else []
         if is_sink:
-            held += [(f"{name}:state", n) for name, n in self.persistent]
-        return [TensorConfig(name, fm, fm, BufferMode.RECOMPUTE, (n,), n) for name, n in held]
+            held += [(f"{name}:state", n, io) for name, n in self.persistent]
+        return [TensorConfig(name, home, home, BufferMode.RECOMPUTE, (n,), n)
+                for name, n, home in held]
 
     def cost_key(self, part: Part, stripe: StripeConfig) -> tuple:
         """Requests with equal keys cost the same (same Part signature and stripe)."""

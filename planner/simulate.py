@@ -153,7 +153,8 @@ def lockstep_walk(reads: list[tuple[int, int]], steps: list[tuple[int, int]],
 def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
     """Measure the buffer bytes ``plan`` needs (intermediates, staging, weight copies, the
     working memory its Parts declare and the persistent bytes of the graph's Parts: an
-    LSTM's gate buffers and states)."""
+    LSTM's gate buffers and, where the SRAM holds the network's inputs and outputs, its
+    states)."""
     stripes = {ps.part: ps.stripe for ps in plan.part_schedules}
     configs = {tc.tensor: tc for tc in plan.tensor_configs}
     members = set(plan.parts)
@@ -192,7 +193,8 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
         if tc.copy_region != tc.home_region and tc.tensor not in members:
             total += tc.buffer_bytes     # staging and weight copies: sized by the Plan
     for part in graph.parts:
-        total += int(part.attr("state_bytes", 0))
+        if device.io_region == device.fm_region:   # else the states live with the network's
+            total += int(part.attr("state_bytes", 0))   # inputs and outputs (PlanCosting)
         if part.name in members:
             work = stripe_work_bytes(part, stripes[part.name].shape)
             tc = configs.get(work_tensor(part.name))

@@ -149,8 +149,8 @@ class LstmBlocks(NamedTuple):
 
 def work_bytes(lstm: "Lstm") -> int:
     """The stream's working memory: four gate buffers and one scratch row, int16, one row of
-    cells each, every one on an :data:`ALIGN` boundary."""
-    return 5 * _up(2 * lstm.cells)
+    cells each, every one on an :data:`ALIGN` boundary, up to the scratch row's last byte."""
+    return 4 * _up(2 * lstm.cells) + 2 * lstm.cells
 
 
 class LstmArena(NamedTuple):
@@ -372,8 +372,19 @@ def refusal(graph, index: int) -> str:
 
 
 # ------------------------------------------------------------------------------ the stream
-def _fm(offset: int, cells: int, dtype: str, q: Quant) -> FmSlot:
-    return FmSlot(SCRATCH_REGION, offset, (1, 1, cells), dtype, q.scale, q.zero_point)
+def _fm(offset: int, cells: int, dtype: str, q: Quant, region: int = SCRATCH_REGION) -> FmSlot:
+    return FmSlot(region, offset, (1, 1, cells), dtype, q.scale, q.zero_point)
+
+
+class Regions(NamedTuple):
+    """The memory region of the input sequence, the states, the output sequence and the
+    working memory: all the scratch arena, but for an LSTM whose plan keeps its working
+    memory and output in an Ethos-U65's fast scratch, its input and states in the arena."""
+
+    input: int = SCRATCH_REGION
+    state: int = SCRATCH_REGION
+    output: int = SCRATCH_REGION
+    work: int = SCRATCH_REGION
 
 
 def _mul_scale(a: float, b: float, out: float) -> tuple[int, int]:
@@ -387,9 +398,11 @@ class _Emitter:
     """Builds the NPU operations of one LSTM: the weights of each gate encoded once, the
     operations of every (batch, step) reusing them."""
 
-    def __init__(self, lstm: Lstm, accelerator: str, arena: LstmArena, flash: Flash, block):
+    def __init__(self, lstm: Lstm, accelerator: str, arena: LstmArena, flash: Flash, block,
+                 regions: Regions = Regions()):
         self.lstm, self.acc = lstm, npu_accelerator(accelerator)
         self.block = block
+        self.regions = regions
         self.api = vela_api()
         self.flash = flash
         self.arena = arena
@@ -456,8 +469,9 @@ class _Emitter:
         api, lstm, arena = self.api, self.lstm, self.arena
         g = lstm.gates[k]
         pre = Quant(GATE_INPUT_SCALE, 0)
-        out = _fm(arena.gates[k], lstm.cells, "int16", pre)
-        tmp = _fm(arena.scratch, lstm.cells, "int16", pre)
+        work = self.regions.work
+        out = _fm(arena.gates[k], lstm.cells, "int16", pre, work)
+        tmp = _fm(arena.scratch, lstm.cells, "int16", pre, work)
         self.fully_connected(("input", k), x, g.input_weights, g.input_scale, g.bias, out)
         self.fully_connected(("recurrent", k), h, g.recurrent_weights, g.recurrent_scale,
                              None, tmp)
@@ -471,18 +485,19 @@ class _Emitter:
         return dataclasses.replace(out, scale=GATE_OUTPUT_SCALE)
 
     def step(self, batch: int, t: int) -> None:
-        api, lstm, arena = self.api, self.lstm, self.arena
+        api, lstm, arena, regions = self.api, self.lstm, self.arena, self.regions
         n = lstm.cells
-        x = FmSlot(SCRATCH_REGION, arena.input + lstm.row(batch, t) * lstm.features,
+        x = FmSlot(regions.input, arena.input + lstm.row(batch, t) * lstm.features,
                    (1, 1, lstm.features), "int8", lstm.input_q.scale, lstm.input_q.zero_point)
-        h = _fm(arena.hidden + batch * n, n, "int8", lstm.hidden_q)
-        c = _fm(arena.cell + 2 * batch * n, n, "int16", Quant(lstm.cell_scale, 0))
+        h = _fm(arena.hidden + batch * n, n, "int8", lstm.hidden_q, regions.state)
+        c = _fm(arena.cell + 2 * batch * n, n, "int16", Quant(lstm.cell_scale, 0),
+                regions.state)
         i_gate, f_gate, c_gate, o_gate = (self.gate(k, x, h, sigmoid=k != 2) for k in range(4))
         q15 = GATE_OUTPUT_SCALE
         # cell = forget * cell + input * cell gate, each product TFLite Micro's rescale
         self.elementwise(api.NpuElementWiseOp.MUL, c, f_gate, c,
                          rescale=_mul_scale(lstm.cell_scale, q15, lstm.cell_scale))
-        tmp = _fm(arena.scratch, n, "int16", Quant(lstm.cell_scale, 0))
+        tmp = _fm(arena.scratch, n, "int16", Quant(lstm.cell_scale, 0), regions.work)
         self.elementwise(api.NpuElementWiseOp.MUL, c_gate, i_gate, tmp,
                          rescale=_mul_scale(q15, q15, lstm.cell_scale))
         clip = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
@@ -491,15 +506,15 @@ class _Emitter:
             clip.max = real_bound(lstm.cell_clip, lstm.cell_scale, 0)
         self.elementwise(api.NpuElementWiseOp.ADD, c, tmp, c, rescale=(1, 0), activation=clip)
         # hidden = tanh(cell) * output gate, in the hidden state's quantization
-        tanh = _fm(arena.scratch, n, "int16", Quant(q15, 0))
+        tanh = _fm(arena.scratch, n, "int16", Quant(q15, 0), regions.work)
         self.pool(c, tanh, api.NpuActivation(api.NpuActivationOp.TANH))
         self.elementwise(api.NpuElementWiseOp.MUL, tanh, o_gate, h,
                          rescale=_mul_scale(q15, q15, lstm.hidden_q.scale))
         # the output at (batch, t) is the hidden state's bytes
         unit = Quant(1.0, 0)
-        out = FmSlot(SCRATCH_REGION, arena.output + lstm.row(batch, t) * n, (1, 1, n),
+        out = FmSlot(regions.output, arena.output + lstm.row(batch, t) * n, (1, 1, n),
                      "int8", 1.0, 0)
-        self.pool(_fm(h.offset, n, "int8", unit), out,
+        self.pool(_fm(h.offset, n, "int8", unit, regions.state), out,
                   api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU), rescale=(1, 0))
 
 
@@ -509,30 +524,35 @@ def lstm_ops(lstm: Lstm, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> l
     its output sequence, every one held whole where its slot says; ``em`` (an
     ``Emission``) gives the flash its weights go to, the block of each operation (a
     convolution's chosen before its weights are encoded for the block's depth), the
-    Ethos-U configuration and where its working memory (:func:`work_bytes`) starts."""
+    Ethos-U configuration and where its working memory (:func:`work_bytes`) starts (in the
+    scratch arena, the region the stream paths lay a plan's buffers out in)."""
     if box is not None or em.work is None or em.accelerator is None:
         raise UnsupportedOperatorError(KIND, "it is emitted whole, with its working memory")
     x, h, c = operands
+    if h.region != c.region:
+        raise UnsupportedOperatorError(KIND, "its hidden and cell states are in two regions")
     row = _up(2 * lstm.cells)
     arena = LstmArena(c.offset, h.offset, x.offset, ofm.offset,
                       tuple(em.work + k * row for k in range(4)), em.work + 4 * row, 0)
-    emitter = _Emitter(lstm, em.accelerator, arena, em.flash, em.block)
+    emitter = _Emitter(lstm, em.accelerator, arena, em.flash, em.block,
+                       Regions(x.region, h.region, ofm.region))
     for b in range(lstm.batches):
         for t in range(lstm.steps):
             emitter.step(b, t)
     return emitter.ops
 
 
-def operand_slots(lstm: Lstm, arena: LstmArena) -> tuple[list[FmSlot], FmSlot]:
+def operand_slots(lstm: Lstm, arena: LstmArena, regions: Regions = Regions()
+                  ) -> tuple[list[FmSlot], FmSlot]:
     """(input sequence, hidden state, cell state) and the output sequence as whole slots
-    of the scratch arena at ``arena``'s offsets (flat rows: the operations address rows)."""
+    at ``arena``'s offsets in ``regions`` (flat rows: the operations address rows)."""
     b, t, n, f = lstm.batches, lstm.steps, lstm.cells, lstm.features
     q_in, q_h = lstm.input_q, lstm.hidden_q
-    return ([FmSlot(SCRATCH_REGION, arena.input, (1, b * t, f), "int8", q_in.scale,
+    return ([FmSlot(regions.input, arena.input, (1, b * t, f), "int8", q_in.scale,
                     q_in.zero_point),
-             FmSlot(SCRATCH_REGION, arena.hidden, (1, b, n), "int8", q_h.scale, q_h.zero_point),
-             FmSlot(SCRATCH_REGION, arena.cell, (1, b, n), "int16", lstm.cell_scale, 0)],
-            FmSlot(SCRATCH_REGION, arena.output, (1, b * t, n), "int8", q_h.scale,
+             FmSlot(regions.state, arena.hidden, (1, b, n), "int8", q_h.scale, q_h.zero_point),
+             FmSlot(regions.state, arena.cell, (1, b, n), "int16", lstm.cell_scale, 0)],
+            FmSlot(regions.output, arena.output, (1, b * t, n), "int8", q_h.scale,
                    q_h.zero_point))
 
 
@@ -556,5 +576,5 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
     outs = (ArenaTensor(names[3], lstm.sequence_shape(n), "int8", a.output),)
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), a.bytes, 0, ins,
-                         outs, work_bytes=_up(a.scratch + 2 * n) - a.gates[0],
+                         outs, work_bytes=a.scratch + 2 * n - a.gates[0],
                          schedule=schedule)

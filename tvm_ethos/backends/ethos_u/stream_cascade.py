@@ -695,19 +695,20 @@ def _io_in_fast_scratch(em, lw, layout) -> tuple[dict, int]:
     return arena, top
 
 
-def _io_names(lw) -> list[str]:
-    """The planner tensors of the network's inputs and outputs (an output copy stage's
-    source), each once, inputs first."""
-    names = [t.op.name for t in lw.input_tensors] + \
+def _io_names(lw, inputs: list[str] | None = None) -> list[str]:
+    """The planner tensors of the network's inputs (``inputs``, default ``lw``'s) and
+    outputs (an output copy stage's source), each once, inputs first."""
+    names = ([t.op.name for t in lw.input_tensors] if inputs is None else inputs) + \
         [output_source(lw, t).op.name for t in lw.outputs]
     return list(dict.fromkeys(names))
 
 
-def _io_in_arena(graph, lw) -> tuple[dict, int]:
+def _io_in_arena(graph, lw, inputs: list[str] | None = None) -> tuple[dict, int]:
     """(arena offset of every network input and output, arena bytes) for a plan that reads
-    and writes them in place: the inputs, then the outputs, each on 16 bytes."""
+    and writes them in place: the inputs (``inputs``, default ``lw``'s), then the outputs,
+    each on 16 bytes."""
     arena, top = {}, 0
-    for name in _io_names(lw):
+    for name in _io_names(lw, inputs):
         arena[name] = top
         top = -(-(top + graph.tensor(name).bytes) // ALIGN) * ALIGN
     return arena, top
@@ -763,7 +764,8 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
         if name in last:
             last[root] = max(last.get(root, producer[root]), last[name])
     buffers, shapes = [], {}
-    apart = set(_io_names(lw)) if io_apart else set()
+    apart = set(_io_names(lw, sorted(inputs) if lead is not None else None)) if io_apart \
+        else set()
     for name, k in producer.items():
         t = tensors[name]
         shapes[name] = tuple(int(s) for s in t.shape)
@@ -787,10 +789,14 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
             buffers.append(Buffer(pool_key(k), pool.nbytes,
                                   16 if pool.copied or pool.staged else 1, k, k, "weights"))
             own += pool.nbytes
-        states = [tc for tc in plan.tensor_configs if tc.tensor.endswith(":state")]
+        # persistent, with the network's inputs and outputs (``planner.plan_costing``): in
+        # the arena apart from the plan's SRAM where those are apart
+        states = [] if io_apart else \
+            [tc for tc in plan.tensor_configs if tc.tensor.endswith(":state")]
         own += sum(tc.buffer_bytes for tc in states)
-        if k == 0:   # persistent: one block under every Plan, which the host initializes
-            buffers += [Buffer(tc.tensor, tc.buffer_bytes, ALIGN, 0, nplans - 1, "input")
+        if k == 0:   # one block under every Plan, which the host initializes; its rows
+            # (int8 hidden state, int16 cell state) keep their alignment within it
+            buffers += [Buffer(tc.tensor, tc.buffer_bytes, 2, 0, nplans - 1, "input")
                         for tc in states]
         for name in plan.parts:
             if name == lead:   # no layer: its work block is the plan's for its Part
@@ -818,13 +824,14 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
     return buffers, shapes
 
 
-def _lead_ops(lead: LeadLstm, part, storage: dict, layout, flash, accelerator: str) -> list:
+def _lead_ops(lead: LeadLstm, part, storage: dict, state: tuple[int, int], layout, flash,
+              accelerator: str) -> list:
     """The lead LSTM's operations: its sequences whole where the layout put them, its
-    states and working memory in their blocks."""
+    states at ``state`` (offset, region), its working memory in its block."""
     seq, out = (storage[t.name] for t in (part.inputs[0], part.output))
     if not (seq.whole and out.whole):
         raise UnsupportedOperatorError("this plan", "it holds the LSTM's sequences in rings")
-    return lead_ops(lead, seq.offset, out.offset, layout.offsets[f"{part.name}:state"],
+    return lead_ops(lead, (seq.offset, seq.region), (out.offset, out.region), state,
                     layout.offsets[f"{part.name}:work"], flash, accelerator)
 
 
@@ -855,10 +862,11 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         device = get_device(accelerator)
     io_apart = device.io_read_in_place and device.io_region != device.fm_region
     lead_part = graph.parts[0] if lead is not None else None
-    if lead is not None and (io_apart or sram_region(accelerator) != SCRATCH_REGION):
+    if lead is not None and not io_apart and sram_region(accelerator) != SCRATCH_REGION:
         raise UnsupportedOperatorError(
             "this plan", "an LSTM's states persist between invocations, which the fast "
-            "scratch of an Ethos-U65 (a cache) does not keep: it is emitted apart")
+            "scratch of an Ethos-U65 (a cache) does not keep: plan with the network's inputs "
+            "and outputs in the arena")
     if io_apart and sram_region(accelerator) != FAST_SCRATCH_REGION:
         raise UnsupportedOperatorError(
             "this plan", f"it keeps the network's inputs and outputs in {device.io_region} "
@@ -895,7 +903,18 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
             schedule = f"plan, {' and '.join(names)} beyond its memory"
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
-    io_arena, io_bytes = _io_in_arena(graph, lw) if io_apart else ({}, 0)
+    lead_input = [lead_part.inputs[0].name] if lead_part is not None else None
+    io_arena, io_bytes = _io_in_arena(graph, lw, lead_input) if io_apart else ({}, 0)
+    lead_state = None   # (offset, region) of the lead LSTM's states
+    if lead_part is not None:
+        key = f"{lead_part.name}:state"
+        if io_apart:   # in the arena after the inputs and outputs
+            lead_state = (io_bytes, _ARENA_IO)
+            state_bytes = next(tc.buffer_bytes for tc in proposal.plans[0].tensor_configs
+                               if tc.tensor == key)
+            io_bytes = -(-(io_bytes + state_bytes) // ALIGN) * ALIGN
+        else:
+            lead_state = (layout.offsets[key], SCRATCH_REGION)
     storage = {}
     # an in-place network output where the inputs and outputs live apart keeps its own place
     aliased = {name: root for name, root in
@@ -931,7 +950,8 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         if s.part in alias_parts:   # no operation: its output is its input's bytes
             continue
         if lead_part is not None and s.part == lead_part.name:
-            em.ops += _lead_ops(lead, lead_part, storage, layout, flash, accelerator)
+            em.ops += _lead_ops(lead, lead_part, storage, lead_state, layout, flash,
+                                accelerator)
             continue
         em.emit(s.part, s.box)
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
@@ -967,7 +987,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
                            io_offsets[name])
 
     inputs = tuple(arena(t) for t in lw.input_tensors) if lead is None else lead.inputs(
-        layout.offsets[lead_part.inputs[0].name], layout.offsets[f"{lead_part.name}:state"])
+        storage[lead_part.inputs[0].name].offset, lead_state[0])
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
                          inputs,
                          tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,

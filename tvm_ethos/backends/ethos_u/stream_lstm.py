@@ -30,6 +30,7 @@ from tvm_ethos.backends.ethos_u.ops_lstm import (
     LstmArena,
     LstmBlocks,
     Neighbour,
+    Regions,
     lstm_payload,
     operand_slots,
 )
@@ -157,16 +158,17 @@ def with_lead(graph: PlannerGraph, lead: LeadLstm) -> PlannerGraph:
     return PlannerGraph((part,) + graph.parts, (seq,), graph.outputs, graph.name)
 
 
-def lead_ops(lead: LeadLstm, sequence_at: int, output_at: int, state_at: int, work_at: int,
-             flash: Flash, accelerator: str) -> list:
-    """The LSTM's operations (the stream table's row) with its sequences, states and
-    working memory at these arena offsets, its constants added to ``flash``."""
+def lead_ops(lead: LeadLstm, sequence: tuple[int, int], output: tuple[int, int],
+             state: tuple[int, int], work_at: int, flash: Flash, accelerator: str) -> list:
+    """The LSTM's operations (the stream table's row) with its input and output sequences
+    and its states at these (offset, region) places and its working memory at ``work_at``
+    of the scratch arena, its constants added to ``flash``."""
     lstm = lead.lstm
     acc = npu_accelerator(accelerator)
     row = -(-2 * lstm.cells // ALIGN) * ALIGN
-    arena = LstmArena(_cell_at(lstm, state_at), state_at, sequence_at, output_at,
+    arena = LstmArena(_cell_at(lstm, state[0]), state[0], sequence[0], output[0],
                       tuple(work_at + k * row for k in range(4)), work_at + 4 * row, 0)
-    operands, ofm = operand_slots(lstm, arena)
+    operands, ofm = operand_slots(lstm, arena, Regions(sequence[1], state[1], output[1]))
     emission = Emission(flash, lut_address(accelerator), lambda npu: block_config(npu, acc),
                         work=work_at, accelerator=accelerator)
     return STREAM_OPS[Op.LSTM].sequence(lstm, operands, ofm, emission)

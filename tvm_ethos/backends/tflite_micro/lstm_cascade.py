@@ -9,9 +9,12 @@ planned within the compile's budget, and ``stream_cascade`` emits the LSTM's ste
 group's in one stream, at the addresses that one plan's layout gives (its sequences, its
 ``<part>:work`` block, its ``<part>:state`` block under every Plan). The operator's inputs
 are the LSTM's sequence and its two states (variable tensors, persistent in the arena); its
-outputs the group's. Elsewhere (a group that reads other tensors too, an Ethos-U65, whose
-fast scratch would hold the states, any refusal) the LSTM is its own ``ethos-u`` operator
-(``graph_operators``) and the refusal is kept in its placement's reason.
+outputs the group's. On an Ethos-U65 the plan's SRAM is the fast scratch, a cache: the
+planner homes the states with the network's inputs and outputs (the arena), so they persist
+there, the gate buffers and the group's tensors in the fast scratch. Elsewhere (a group
+that reads other tensors too, an unplanned compile, any refusal) the LSTM is its own
+``ethos-u`` operator (``graph_operators``) and the refusal is kept in its placement's
+reason.
 """
 from __future__ import annotations
 
@@ -77,10 +80,6 @@ def lstm_group(graph: SourceGraph, index: int, cut: Cut, target: str,
     if not opts.enabled:
         raise UnsupportedOperatorError(ops_lstm.KIND, "the compile plans nothing (plan=False)")
     device = check_devices(tl, opts)[spec.backend_id]
-    if device.io_region != device.fm_region:
-        raise UnsupportedOperatorError(
-            ops_lstm.KIND, f"{device.name} plans in its fast scratch, a cache, which does not "
-            "keep the LSTM's states between invocations")
     pmod, _ = partition(load_model(cut.data), tl)
     lowered: dict = {}
     attach_npu_constants(pmod, {spec.backend_id}, lowered_out=lowered, with_primfunc=False)
