@@ -94,8 +94,11 @@ def test_a_time_major_lstm_equals_tflite_micro():
     assert cm.inputs[0].shape == (4, 3, 6)
 
 
-def test_the_same_lstm_compiles_to_the_same_bytes():
-    data = lstm_model(LstmCase(batches=2, cell_clip=2.0))
+@pytest.mark.parametrize("with_group", [False, True])
+def test_the_same_lstm_compiles_to_the_same_bytes(with_group):
+    """Alone, or one operator with the FULLY_CONNECTED after it."""
+    case = LstmCase(batches=2, cell_clip=2.0)
+    data = lstm_then_fully_connected(case, 7) if with_group else lstm_model(case)
     first, again = (tvm_ethos.compile(data, "ethos-u", cache_dir=False).tflite
                     for _ in range(2))
     assert first == again

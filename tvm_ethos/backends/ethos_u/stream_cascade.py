@@ -57,6 +57,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     shape3,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
+from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
 from tvm_ethos.backends.ethos_u.ops_movement import (
     RING_KINDS,
     box_origin,
@@ -899,14 +900,16 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
             # arena grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
             names = sorted({lw.layers[i].tflite_name for i in work} |
-                           ({lead.lstm_name} if lead is not None else set()))
+                           ({LSTM} if lead is not None else set()))
             schedule = f"plan, {' and '.join(names)} beyond its memory"
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
     lead_input = [lead_part.inputs[0].name] if lead_part is not None else None
     io_arena, io_bytes = _io_in_arena(graph, lw, lead_input) if io_apart else ({}, 0)
     lead_state = None   # (offset, region) of the lead LSTM's states
+    lead_work = 0       # bytes of its working memory
     if lead_part is not None:
+        lead_work = next(b.nbytes for b in buffers if b.name == f"{lead_part.name}:work")
         key = f"{lead_part.name}:state"
         if io_apart:   # in the arena after the inputs and outputs
             lead_state = (io_bytes, _ARENA_IO)
@@ -990,7 +993,8 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         storage[lead_part.inputs[0].name].offset, lead_state[0])
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
                          inputs,
-                         tuple(arena(t) for t in lw.outputs), sum(work.values()), schedule,
+                         tuple(arena(t) for t in lw.outputs), sum(work.values()) + lead_work,
+                         schedule,
                          layout.size - touched_top, copied.dma_bytes + stager.dma_bytes,
                          copied.left_in_flash + stager.left_in_flash,
                          tuple(sorted(em.block_sources.items())))

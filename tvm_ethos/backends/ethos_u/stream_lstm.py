@@ -121,9 +121,6 @@ class LeadLstm(NamedTuple):
     lstm: Lstm
     names: tuple[str, str, str]
 
-    #: how a stream report names it
-    lstm_name = KIND
-
     def inputs(self, sequence_at: int, state_at: int) -> tuple[ArenaTensor, ...]:
         """The payload's inputs: the sequence at ``sequence_at``, the states (updated in
         place, kept between invocations) from ``state_at``."""

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from planner.api import select
 from planner.budgets import SIZE_SOURCE
+from planner.errors import PlannerError
 from planner.proposals import ProposalSearch
 from planner.report import layer_rows
 from planner.size_choice import size_objective
@@ -36,6 +37,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
 from tvm_ethos.backends.registry import get_backend
 from tvm_ethos.backends.tflite_micro.cut import Cut
 from tvm_ethos.emulator.part_matchers import match_subgraph
+from tvm_ethos.errors import CompileError, TvmEthosError
 from tvm_ethos.frontend import load_model
 from tvm_ethos.partition import partition
 from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants
@@ -96,9 +98,15 @@ def lstm_group(graph: SourceGraph, index: int, cut: Cut, target: str,
     budget, whence = budget_for(opts, device)
     proposal = select(search, budget, whence)
     accelerator = str(spec.options["accelerator_config"])
-    payload = generate_planned(lw, accelerator, dataclasses.replace(match, graph=graph_with),
-                               proposal, device, LeadLstm(lstm, names))
-    figures = stream_report(payload, proposal.memory_bytes)
+    try:
+        payload = generate_planned(lw, accelerator, dataclasses.replace(match, graph=graph_with),
+                                   proposal, device, LeadLstm(lstm, names))
+        figures = stream_report(payload, proposal.memory_bytes)
+    except (TvmEthosError, PlannerError):
+        raise
+    except Exception as err:   # Vela's own checks, the functional model's: as the backend's
+        raise CompileError(f"the joined stream was refused: {type(err).__name__}: "
+                           f"{err}") from err
     # as the compile's stream stage: it realizes the plan unless its arena grew past it
     stream = StreamReport(True, figures, figures["schedule"] == "plan")
     check_stream_memory(sym, stream.to_json())
