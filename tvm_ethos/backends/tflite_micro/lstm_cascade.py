@@ -29,7 +29,6 @@ from planner.report import layer_rows
 from planner.size_choice import size_objective
 from tvm_ethos.backends.ethos_u import ops_lstm
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
-from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
 from tvm_ethos.backends.ethos_u.stream_cascade import generate_planned
 from tvm_ethos.backends.ethos_u.stream_lstm import LeadLstm, with_lead
 from tvm_ethos.backends.ethos_u.stream_run import stream_report
@@ -71,8 +70,8 @@ def reads_only_lstm_output(graph: SourceGraph, index: int, cut: Cut) -> bool:
 def lstm_group(graph: SourceGraph, index: int, cut: Cut, target: str,
                options: dict) -> LstmGroup:
     """LSTM ``index`` of ``graph`` and the group ``cut`` (compiled for ``target``, the
-    Ethos-U with the llvm host, with ``options``) as one operator; UnsupportedOperatorError
-    (or the compile's own error) naming what is in the way."""
+    Ethos-U with the llvm host, with ``options``) as one operator; an error
+    (a CompileError, or the compile's own error) naming what is in the way."""
     lstm = ops_lstm.read_lstm(graph, index)
     ifms = ops_lstm.state_and_sequence_tensors(graph, index)
     names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms)
@@ -80,19 +79,17 @@ def lstm_group(graph: SourceGraph, index: int, cut: Cut, target: str,
     (spec,) = tl.accelerators
     opts = planning_options(dict(options))
     if not opts.enabled:
-        raise UnsupportedOperatorError(ops_lstm.KIND, "the compile plans nothing (plan=False)")
+        raise CompileError("the compile plans nothing (plan=False)")
     device = check_devices(tl, opts)[spec.backend_id]
     pmod, _ = partition(load_model(cut.data), tl)
     lowered: dict = {}
     attach_npu_constants(pmod, {spec.backend_id}, lowered_out=lowered, with_primfunc=False)
     if len(lowered) != 1:
-        raise UnsupportedOperatorError(ops_lstm.KIND, f"the group after it is {len(lowered)} "
-                                                      "NPU subgraphs")
+        raise CompileError(f"the operators after it are {len(lowered)} NPU subgraphs")
     ((sym, lw),) = lowered.items()
     match = match_subgraph(lw, sym, work=get_backend(spec.backend_id).planner_work)
     if [t.op.name for t in lw.input_tensors] != [t.name for t in match.graph.inputs]:
-        raise UnsupportedOperatorError(ops_lstm.KIND, "the group after it reads more than "
-                                                      "its output")
+        raise CompileError("the operators after it read more than its output")
     graph_with = with_lead(match.graph, LeadLstm(lstm, names))
     search = ProposalSearch(graph_with, device, opts.planner)
     budget, whence = budget_for(opts, device)
