@@ -245,6 +245,21 @@ def test_a_plan_holding_less_than_the_stream_needs_is_refused_by_name():
     assert "\n" not in str(err.value)
 
 
+def test_an_lstm_alone_on_an_ethos_u65_keeps_its_working_memory_in_the_fast_scratch():
+    """An Ethos-U65's plan is in its fast scratch, a cache: the gate buffers go there (all
+    its stream touches of it, the plan's peak), the sequences and the states, which
+    persist, in the arena."""
+    data = lstm_model(LstmCase(batches=2, steps=3, cells=6, cell_clip=2.0))
+    lstm = _read(data)
+    cm = _assert_runs_as_tflm(data, "ethos-u65-256", runs=3)
+    entry = _lstm_stream(cm)
+    (payload,) = cm.program.payloads.values()
+    assert payload.fast_scratch_bytes == ops_lstm.work_bytes(lstm) == \
+        entry["planned_peak_bytes"] == entry["sram_high_water_bytes"]
+    assert payload.scratch_bytes == ops_lstm.LstmArena.of(lstm, work_apart=True).bytes
+    assert f"touched {payload.fast_scratch_bytes:,} B = the plan's peak" in cm.plan_table
+
+
 #: the stream's operation commands by the performance model's kinds of NPU operation
 _COMMANDS = {"conv": "NPU_OP_CONV", "depthwise": "NPU_OP_DEPTHWISE", "pooling": "NPU_OP_POOL",
              "elementwise": "NPU_OP_ELEMENTWISE"}

@@ -177,9 +177,11 @@ class LstmArena(NamedTuple):
     @classmethod
     def of(cls, lstm: Lstm, blocks: LstmBlocks | None = None,
            input_from: Neighbour | None = None,
-           output_to: Neighbour | None = None) -> "LstmArena":
+           output_to: Neighbour | None = None, work_apart: bool = False) -> "LstmArena":
         """The arena of ``lstm`` holding ``blocks`` (default: what the stream needs, a Plan's
-        may be larger), its sequences lined up with its neighbours'."""
+        may be larger), its sequences lined up with its neighbours'; ``work_apart``: the
+        working memory is elsewhere (an Ethos-U65's fast scratch, from its offset 0), the
+        arena holds the sequences and the states only."""
         b, t, n = lstm.batches, lstm.steps, lstm.cells
         need = LstmBlocks.of(lstm)
         blocks = need if blocks is None else blocks
@@ -191,7 +193,8 @@ class LstmArena(NamedTuple):
         phase_out = output_to.offset % ALIGN if output_to else 0
         phase_in = input_from.offset % ALIGN if input_from else 0
         # (size, phase) of the output, the working memory, the input
-        parts = [(blocks.output, phase_out), (blocks.work, 0), (b * t * lstm.features, phase_in)]
+        parts = [(blocks.output, phase_out), (0 if work_apart else blocks.work, 0),
+                 (b * t * lstm.features, phase_in)]
         near = [(0, output_to), (2, input_from)]
 
         def place(start: int) -> tuple[list[int], int]:
@@ -229,6 +232,7 @@ class LstmArena(NamedTuple):
             hidden = 0
         cell = _up(hidden + b * n)
         output, work, input_ = offsets
+        work = 0 if work_apart else work
         row = _up(2 * n)
         return cls(cell, hidden, input_, output, tuple(work + k * row for k in range(4)),
                    work + 4 * row, max(end, hidden + states))
@@ -525,7 +529,8 @@ def lstm_ops(lstm: Lstm, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> l
     ``Emission``) gives the flash its weights go to, the block of each operation (a
     convolution's chosen before its weights are encoded for the block's depth), the
     Ethos-U configuration and where its working memory (:func:`work_bytes`) starts (in the
-    scratch arena, the region the stream paths lay a plan's buffers out in)."""
+    scratch arena, the region the stream paths lay a plan's buffers out in, unless
+    ``em.work_region`` names another)."""
     if box is not None or em.work is None or em.accelerator is None:
         raise UnsupportedOperatorError(KIND, "it is emitted whole, with its working memory")
     x, h, c = operands
@@ -534,8 +539,9 @@ def lstm_ops(lstm: Lstm, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> l
     row = _up(2 * lstm.cells)
     arena = LstmArena(c.offset, h.offset, x.offset, ofm.offset,
                       tuple(em.work + k * row for k in range(4)), em.work + 4 * row, 0)
+    work = SCRATCH_REGION if em.work_region is None else em.work_region
     emitter = _Emitter(lstm, em.accelerator, arena, em.flash, em.block,
-                       Regions(x.region, h.region, ofm.region))
+                       Regions(x.region, h.region, ofm.region, work))
     for b in range(lstm.batches):
         for t in range(lstm.steps):
             emitter.step(b, t)
@@ -557,12 +563,13 @@ def operand_slots(lstm: Lstm, arena: LstmArena, regions: Regions = Regions()
 
 
 def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
-                 arena: LstmArena, ops: list, flash: Flash, schedule: str = "plan"
-                 ) -> EthosUPayload:
+                 arena: LstmArena, ops: list, flash: Flash, schedule: str = "plan",
+                 fast_scratch_bytes: int = 0) -> EthosUPayload:
     """The payload running ``ops`` (:func:`lstm_ops` at ``arena``'s offsets, constants in
-    ``flash``) for ``accelerator``; ``names`` are the source tensors' names of its input,
-    hidden state, cell state and output. Inputs are (input, hidden state, cell state), in
-    the arena where the stream updates the states in place; the output is the whole output
+    ``flash``; ``fast_scratch_bytes``: the working memory in an Ethos-U65's fast scratch)
+    for ``accelerator``; ``names`` are the source tensors' names of its input, hidden
+    state, cell state and output. Inputs are (input, hidden state, cell state), in the arena
+    where the stream updates the states in place; the output is the whole output
     sequence."""
     api = vela_api()
     acc = npu_accelerator(accelerator)
@@ -575,6 +582,6 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
            ArenaTensor(names[1], (lstm.batches, n), "int8", a.hidden),
            ArenaTensor(names[2], (lstm.batches, n), "int16", a.cell))
     outs = (ArenaTensor(names[3], lstm.sequence_shape(n), "int8", a.output),)
-    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), a.bytes, 0, ins,
-                         outs, work_bytes=a.scratch + 2 * n - a.gates[0],
-                         schedule=schedule)
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), a.bytes,
+                         fast_scratch_bytes, ins, outs,
+                         work_bytes=a.scratch + 2 * n - a.gates[0], schedule=schedule)

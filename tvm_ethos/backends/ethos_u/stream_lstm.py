@@ -37,6 +37,7 @@ from tvm_ethos.backends.ethos_u.ops_lstm import (
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
+    FAST_SCRATCH_REGION,
     Flash,
     UnsupportedOperatorError,
     lut_address,
@@ -55,16 +56,17 @@ PART = "lstm"
 
 
 class LstmStream(NamedTuple):
-    """The LSTM's payload and the planner's peak it is held to (None where the planner's
-    SRAM is not the arena: an Ethos-U65 plans in its fast scratch, the stream keeps every
-    block in the arena, where the states persist)."""
+    """The LSTM's payload and the planner's peak it is held to: the arena's blocks, or on
+    an Ethos-U65, whose plan's SRAM is the fast scratch, the working memory there (the
+    sequences and the states, which persist, stay in the arena)."""
 
     payload: EthosUPayload
     planned_peak: int | None
 
 
 class LstmPlan(NamedTuple):
-    """The planner's least-memory Plan of the LSTM alone and that proposal's peak."""
+    """The planner's least-memory Plan of the LSTM alone, that proposal's peak, and
+    whether the plan's SRAM is the arena (else an Ethos-U65's fast scratch)."""
 
     plan: Plan
     memory_bytes: int
@@ -102,15 +104,19 @@ def planned_lstm_stream(lstm: Lstm, accelerator: str, names: tuple[str, str, str
     (the ethos-u operators writing its input or reading its output) place the Plan's blocks
     (:class:`~tvm_ethos.backends.ethos_u.ops_lstm.LstmArena`)."""
     planned = plan_lstm(lstm, accelerator)
-    arena = LstmArena.of(lstm, plan_blocks(planned.plan), input_from, output_to)
+    blocks = plan_blocks(planned.plan)
+    fast = not planned.sram_is_arena   # the working memory in the fast scratch
+    arena = LstmArena.of(lstm, blocks, input_from, output_to, work_apart=fast)
     acc = npu_accelerator(accelerator)
     flash = Flash()
     operands, ofm = operand_slots(lstm, arena)
     emission = Emission(flash, lut_address(accelerator), lambda npu: block_config(npu, acc),
-                        work=arena.gates[0], accelerator=accelerator)
+                        work=arena.gates[0], accelerator=accelerator,
+                        work_region=FAST_SCRATCH_REGION if fast else None)
     ops = STREAM_OPS[Op.LSTM].sequence(lstm, operands, ofm, emission)
-    payload = lstm_payload(lstm, accelerator, names, arena, ops, flash)
-    return LstmStream(payload, planned.memory_bytes if planned.sram_is_arena else None)
+    payload = lstm_payload(lstm, accelerator, names, arena, ops, flash,
+                           fast_scratch_bytes=blocks.work if fast else 0)
+    return LstmStream(payload, planned.memory_bytes)
 
 
 class LeadLstm(NamedTuple):

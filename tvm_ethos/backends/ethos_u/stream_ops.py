@@ -103,8 +103,10 @@ class Emission:
     the arena offset of the operator's working memory (None when it has none), and, for a
     sequence over a stripe, ``place(fm, slot)``: gives a feature map the emitter built from
     one of the slots it was handed (an operand's or the output's box) that box's tiles,
-    strides and region in its buffer (None: the slots are where the data is); and the
-    Ethos-U configuration, for an emitter that encodes weights of its own (ARG_MAX)."""
+    strides and region in its buffer (None: the slots are where the data is); the
+    Ethos-U configuration, for an emitter that encodes weights of its own (ARG_MAX); and the
+    region of the working memory where it is not the scratch arena (an LSTM alone on an
+    Ethos-U65 keeps it in the fast scratch)."""
 
     flash: Flash
     lut_address: int
@@ -112,6 +114,7 @@ class Emission:
     work: int | None = None
     place: Callable | None = None
     accelerator: str | None = None
+    work_region: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
