@@ -80,6 +80,43 @@ def lstm_then_fully_connected(case: LstmCase, outputs: int) -> bytes:
     return tb.serialize(tensors, [op, reshape, fc], [op[3][0]], [w + 2])
 
 
+def fully_connected_then_lstm(case: LstmCase, inputs: int) -> bytes:
+    """A FULLY_CONNECTED of ``inputs`` values a row into the LSTM's features, a RESHAPE
+    of its rows into ``case``'s sequence, then ``case``'s LSTM."""
+    rs = np.random.RandomState(case.seed)
+    tensors, op = _lstm(case, rs)
+    seq = op[3][0]
+    shape = tensors[seq].shape
+    rows = case.batches * case.steps
+    s_x = 0.03
+    x = len(tensors)
+    tensors += [T([rows, inputs], "int8", scale=s_x, zp=-2),
+                T([case.features, inputs], "int8", scale=0.01, zp=0,
+                  data=rs.randint(-127, 128, size=(case.features, inputs))),
+                T([case.features], "int32", scale=s_x * 0.01, zp=0,
+                  data=rs.randint(-500, 500, size=case.features)),
+                T([rows, case.features], "int8", scale=case.input_q[0], zp=case.input_q[1]),
+                T([len(shape)], "int32", data=list(shape))]
+
+    def fc_options(bld):
+        tflite.FullyConnectedOptionsStart(bld)
+        return tflite.FullyConnectedOptionsEnd(bld)
+
+    def reshape_options(bld):
+        tflite.ReshapeOptionsStartNewShapeVector(bld, len(shape))
+        for d in reversed(shape):
+            bld.PrependInt32(d)
+        new_shape = bld.EndVector()
+        tflite.ReshapeOptionsStart(bld)
+        tflite.ReshapeOptionsAddNewShape(bld, new_shape)
+        return tflite.ReshapeOptionsEnd(bld)
+
+    fc = (BO.FULLY_CONNECTED, BOPT.FullyConnectedOptions, fc_options, [x, x + 1, x + 2],
+          [x + 3])
+    reshape = (BO.RESHAPE, BOPT.ReshapeOptions, reshape_options, [x + 3, x + 4], [seq])
+    return tb.serialize(tensors, [fc, reshape, op], [x], op[4])
+
+
 def stacked_lstms(first: LstmCase, cells: int) -> bytes:
     """Two LSTMs, the second (``cells`` cells) reading the first's output sequence."""
     rs = np.random.RandomState(first.seed)

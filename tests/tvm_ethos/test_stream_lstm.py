@@ -16,7 +16,14 @@ import pytest
 import tflite
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lstm_models import RELU, LstmCase, lstm_model, lstm_then_fully_connected, stacked_lstms
+from lstm_models import (
+    RELU,
+    LstmCase,
+    fully_connected_then_lstm,
+    lstm_model,
+    lstm_then_fully_connected,
+    stacked_lstms,
+)
 
 import tvm_ethos
 from ethos_arch.ops import Op
@@ -298,10 +305,13 @@ _THEN_FC = st.builds(
     seed=st.integers(0, 2 ** 16), time_major=st.booleans())
 
 
-def _check_one_operator(case: LstmCase, units: int, accelerator: str, budget) -> None:
-    """The LSTM and the FULLY_CONNECTED after it: one operator, exact over three
-    invocations, its stream touching the plan's peak where its layout fits it."""
-    data = lstm_then_fully_connected(case, units)
+def _check_one_operator(case: LstmCase, units: int, accelerator: str, budget,
+                        before: bool = False) -> None:
+    """The LSTM and the FULLY_CONNECTED after it (``before``: before it, reading ``units``
+    values a row): one operator, exact over three invocations, its stream touching the
+    plan's peak where its layout fits it."""
+    data = fully_connected_then_lstm(case, units) if before else \
+        lstm_then_fully_connected(case, units)
     cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={accelerator}",
                            cache_dir=False, budget=budget)
     assert len(cm.program.payloads) == 1, cm.placement[0].why
@@ -321,19 +331,20 @@ def _check_one_operator(case: LstmCase, units: int, accelerator: str, budget) ->
         assert entry["sram_high_water_bytes"] > entry["planned_peak_bytes"]
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=_THEN_FC, units=st.integers(1, 40))
-def test_any_lstm_and_the_operators_after_it_are_one_exact_operator(case, units):
-    _check_one_operator(case, units, "ethos-u55-128", None)
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_THEN_FC, units=st.integers(1, 40), before=st.booleans())
+def test_any_lstm_and_the_operators_beside_it_are_one_exact_operator(case, units, before):
+    _check_one_operator(case, units, "ethos-u55-128", None, before)
 
 
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_THEN_FC, units=st.integers(1, 300),
        accelerator=st.sampled_from(["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]),
-       budget=st.sampled_from([None, "smallest", "size"]))
-def test_any_lstm_and_the_operators_after_it_at_any_budget(case, units, accelerator, budget):
-    _check_one_operator(case, units, accelerator, budget)
+       budget=st.sampled_from([None, "smallest", "size"]), before=st.booleans())
+def test_any_lstm_and_the_operators_beside_it_at_any_budget(case, units, accelerator, budget,
+                                                            before):
+    _check_one_operator(case, units, accelerator, budget, before)
 
 
 def test_stacked_lstms_keep_each_others_state():

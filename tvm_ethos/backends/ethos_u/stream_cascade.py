@@ -87,7 +87,7 @@ from tvm_ethos.backends.ethos_u.stream_block_agreement import (
 )
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
-from tvm_ethos.backends.ethos_u.stream_lstm import LeadLstm, lead_ops
+from tvm_ethos.backends.ethos_u.stream_lstm import JoinedLstm, joined_ops
 from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
@@ -696,20 +696,25 @@ def _io_in_fast_scratch(em, lw, layout) -> tuple[dict, int]:
     return arena, top
 
 
-def _io_names(lw, inputs: list[str] | None = None) -> list[str]:
-    """The planner tensors of the network's inputs (``inputs``, default ``lw``'s) and
-    outputs (an output copy stage's source), each once, inputs first."""
-    names = ([t.op.name for t in lw.input_tensors] if inputs is None else inputs) + \
-        [output_source(lw, t).op.name for t in lw.outputs]
-    return list(dict.fromkeys(names))
+def _io(lw) -> tuple[list[str], list[str]]:
+    """The planner tensors of ``lw``'s inputs and outputs (an output copy stage's
+    source)."""
+    return ([t.op.name for t in lw.input_tensors],
+            [output_source(lw, t).op.name for t in lw.outputs])
 
 
-def _io_in_arena(graph, lw, inputs: list[str] | None = None) -> tuple[dict, int]:
-    """(arena offset of every network input and output, arena bytes) for a plan that reads
-    and writes them in place: the inputs (``inputs``, default ``lw``'s), then the outputs,
-    each on 16 bytes."""
+def _io_names(boundary: tuple[list[str], list[str]]) -> list[str]:
+    """The planner tensors of the network's inputs and outputs (``boundary``), each once,
+    inputs first."""
+    return list(dict.fromkeys(boundary[0] + boundary[1]))
+
+
+def _io_in_arena(graph, boundary: tuple[list[str], list[str]]) -> tuple[dict, int]:
+    """(arena offset of every network input and output, ``boundary``, arena bytes) for a
+    plan that reads and writes them in place: the inputs, then the outputs, each on 16
+    bytes."""
     arena, top = {}, 0
-    for name in _io_names(lw, inputs):
+    for name in _io_names(boundary):
         arena[name] = top
         top = -(-(top + graph.tensor(name).bytes) // ALIGN) * ALIGN
     return arena, top
@@ -735,38 +740,34 @@ def _work_bytes(lw, proposal, part_layer) -> dict[int, int]:
 
 
 def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart: bool = False,
-             lead: str | None = None) -> tuple[list[Buffer], dict]:
+             lstm: str | None = None, boundary: tuple[list[str], list[str]] | None = None
+             ) -> tuple[list[Buffer], dict]:
     """Every block the arena holds, and the buffer shape of every feature map; ``io_apart``:
     the network's inputs and outputs live outside it (the plan reads them in place);
-    ``lead``: the Part with no layer that writes ``lw``'s input (an LSTM, ``stream_lstm``),
-    whose input is the network's, whose working memory is its Plan's ``<part>:work`` block,
-    and whose states (``<part>:state``, which every Plan holds) are one block live across
-    every Plan."""
+    ``lstm``: the Part with no layer (an LSTM joined to ``lw``, ``stream_lstm``), whose
+    working memory is its Plan's ``<part>:work`` block, and whose states
+    (``<part>:state``, which every Plan holds) are one block live across every Plan;
+    ``boundary``: the network's input and output tensors (default ``lw``'s)."""
     tensors = {t.name: t for t in graph.tensors}
     by_part = {p.name: p for p in graph.parts}
     nplans = len(proposal.plans)
-    producer, last = {}, {}
-    for t in lw.input_tensors:
-        producer[t.op.name] = 0
-    inputs = {t.op.name for t in lw.input_tensors}
-    if lead is not None:
-        inputs = {by_part[lead].inputs[0].name}
-        producer.update((name, 0) for name in inputs)
+    boundary = _io(lw) if boundary is None else boundary
+    producer, last = dict.fromkeys(boundary[0], 0), {}
+    inputs = set(boundary[0])
     for k, plan in enumerate(proposal.plans):
         producer[plan.output] = k
         for name in plan.parts:
             for t in by_part[name].inputs:
                 if not t.is_constant:
                     last[t.name] = max(last.get(t.name, k), k)
-    for t in lw.outputs:
-        last[output_source(lw, t).op.name] = nplans - 1
+    for name in boundary[1]:
+        last[name] = nplans - 1
     aliased = aliased_outputs(graph, [plan.parts for plan in proposal.plans])
     for name, root in aliased.items():   # the root's bytes live until the alias's readers
         if name in last:
             last[root] = max(last.get(root, producer[root]), last[name])
     buffers, shapes = [], {}
-    apart = set(_io_names(lw, sorted(inputs) if lead is not None else None)) if io_apart \
-        else set()
+    apart = set(_io_names(boundary)) if io_apart else set()
     for name, k in producer.items():
         t = tensors[name]
         shapes[name] = tuple(int(s) for s in t.shape)
@@ -800,7 +801,7 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
             buffers += [Buffer(tc.tensor, tc.buffer_bytes, 2, 0, nplans - 1, "input")
                         for tc in states]
         for name in plan.parts:
-            if name == lead:   # no layer: its work block is the plan's for its Part
+            if name == lstm:   # no layer: its work block is the plan's for its Part
                 tc = configs[work_tensor(name)]
                 buffers.append(Buffer(tc.tensor, tc.buffer_bytes, ALIGN, k, k, "work"))
                 own += tc.buffer_bytes
@@ -825,25 +826,26 @@ def _buffers(graph, proposal, lw, part_layer, work: dict, pools: dict, io_apart:
     return buffers, shapes
 
 
-def _lead_ops(lead: LeadLstm, part, storage: dict, state: tuple[int, int], layout, flash,
-              accelerator: str) -> list:
-    """The lead LSTM's operations: its sequences whole where the layout put them, its
+def _joined_ops(joined: JoinedLstm, part, storage: dict, state: tuple[int, int], layout,
+                flash, accelerator: str) -> list:
+    """The joined LSTM's operations: its sequences whole where the layout put them, its
     states at ``state`` (offset, region), its working memory in its block."""
     seq, out = (storage[t.name] for t in (part.inputs[0], part.output))
     if not (seq.whole and out.whole):
         raise UnsupportedOperatorError("this plan", "it holds the LSTM's sequences in rings")
-    return lead_ops(lead, (seq.offset, seq.region), (out.offset, out.region), state,
-                    layout.offsets[f"{part.name}:work"], flash, accelerator)
+    return joined_ops(joined, (seq.offset, seq.region), (out.offset, out.region), state,
+                      layout.offsets[f"{part.name}:work"], flash, accelerator)
 
 
 def generate_planned(lw, accelerator: str, match, proposal, device=None,
-                     lead: LeadLstm | None = None) -> EthosUPayload:
+                     joined: JoinedLstm | None = None) -> EthosUPayload:
     """The command stream of ``lw`` executing ``proposal`` (see the module docstring);
     ``device``: the planner Device it was planned for (its performance model chose the
-    blocks; default ``planner.devices.get_device(accelerator)``'s); ``lead``: an LSTM
-    whose output is ``lw``'s one input, the first Part of ``match.graph``
-    (``stream_lstm.with_lead``): its step is emitted in the same stream, and the payload's
-    inputs are its sequence and states."""
+    blocks; default ``planner.devices.get_device(accelerator)``'s); ``joined``: an LSTM
+    whose output is ``lw``'s one input (the first Part of ``match.graph``) or whose input
+    is ``lw``'s one output (the last), ``stream_lstm.with_lstm``: its step is emitted in
+    the same stream, the payload's inputs are its sequence (first) and ``lw``'s (last),
+    then its states, its outputs ``lw``'s (first) or its sequence (last)."""
 
     api = vela_api()
     acc = npu_accelerator(accelerator)
@@ -862,8 +864,13 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
     if device is None:
         device = get_device(accelerator)
     io_apart = device.io_read_in_place and device.io_region != device.fm_region
-    lead_part = graph.parts[0] if lead is not None else None
-    if lead is not None and not io_apart and sram_region(accelerator) != SCRATCH_REGION:
+    boundary = _io(lw)   # the stream's input and output tensors
+    lstm_part = None   # the joined LSTM's Part
+    if joined is not None:
+        lstm_part = graph.parts[0] if joined.first else graph.parts[-1]
+        boundary = ([lstm_part.inputs[0].name], boundary[1]) if joined.first else \
+            (boundary[0], [lstm_part.output.name])
+    if joined is not None and not io_apart and sram_region(accelerator) != SCRATCH_REGION:
         raise UnsupportedOperatorError(
             "this plan", "an LSTM's states persist between invocations, which the fast "
             "scratch of an Ethos-U65 (a cache) does not keep: plan with the network's inputs "
@@ -876,9 +883,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
     try:
         pools = {k: weight_pool(plan, {outputs[n] for n in plan.parts}, owner, stageable)
                  for k, plan in enumerate(proposal.plans)}
-        lead_name = lead_part.name if lead_part is not None else None
+        lstm_name = lstm_part.name if lstm_part is not None else None
         buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools, io_apart,
-                                   lead_name)
+                                   lstm_name, boundary)
         steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
         try:
             try:
@@ -890,34 +897,33 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
                 # blocks fits the peak, the weights stay in flash (reserved blocks, no DMA)
                 pools = {k: WeightPool(p.nbytes) for k, p in pools.items()}
                 buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools,
-                                           io_apart, lead_name)
+                                           io_apart, lstm_name, boundary)
                 layout = arena_layout(buffers, proposal.memory_bytes)
         except LayoutError:
-            if not work and lead is None:
+            if not work and joined is None:
                 raise
             # working memory the plan does not hold (an operator's the planner was not told
             # of), and an LSTM's aligned blocks: where the plan leaves no room for them, the
             # arena grows and the stream does not claim the peak
             layout = arena_layout(buffers, None)
             names = sorted({lw.layers[i].tflite_name for i in work} |
-                           ({LSTM} if lead is not None else set()))
+                           ({LSTM} if joined is not None else set()))
             schedule = f"plan, {' and '.join(names)} beyond its memory"
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
-    lead_input = [lead_part.inputs[0].name] if lead_part is not None else None
-    io_arena, io_bytes = _io_in_arena(graph, lw, lead_input) if io_apart else ({}, 0)
-    lead_state = None   # (offset, region) of the lead LSTM's states
-    lead_work = 0       # bytes of its working memory
-    if lead_part is not None:
-        lead_work = next(b.nbytes for b in buffers if b.name == f"{lead_part.name}:work")
-        key = f"{lead_part.name}:state"
+    io_arena, io_bytes = _io_in_arena(graph, boundary) if io_apart else ({}, 0)
+    lstm_state = None   # (offset, region) of the joined LSTM's states
+    lstm_work = 0       # bytes of its working memory
+    if lstm_part is not None:
+        lstm_work = next(b.nbytes for b in buffers if b.name == f"{lstm_part.name}:work")
+        key = f"{lstm_part.name}:state"
         if io_apart:   # in the arena after the inputs and outputs
-            lead_state = (io_bytes, _ARENA_IO)
+            lstm_state = (io_bytes, _ARENA_IO)
             state_bytes = next(tc.buffer_bytes for tc in proposal.plans[0].tensor_configs
                                if tc.tensor == key)
             io_bytes = -(-(io_bytes + state_bytes) // ALIGN) * ALIGN
         else:
-            lead_state = (layout.offsets[key], SCRATCH_REGION)
+            lstm_state = (layout.offsets[key], SCRATCH_REGION)
     storage = {}
     # an in-place network output where the inputs and outputs live apart keeps its own place
     aliased = {name: root for name, root in
@@ -952,9 +958,9 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         first = len(em.ops)
         if s.part in alias_parts:   # no operation: its output is its input's bytes
             continue
-        if lead_part is not None and s.part == lead_part.name:
-            em.ops += _lead_ops(lead, lead_part, storage, lead_state, layout, flash,
-                                accelerator)
+        if lstm_part is not None and s.part == lstm_part.name:
+            em.ops += _joined_ops(joined, lstm_part, storage, lstm_state, layout, flash,
+                                  accelerator)
             continue
         em.emit(s.part, s.box)
         part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
@@ -989,11 +995,19 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         return ArenaTensor(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype),
                            io_offsets[name])
 
-    inputs = tuple(arena(t) for t in lw.input_tensors) if lead is None else lead.inputs(
-        storage[lead_part.inputs[0].name].offset, lead_state[0])
+    if joined is None:
+        inputs = tuple(arena(t) for t in lw.input_tensors)
+        outputs = tuple(arena(t) for t in lw.outputs)
+    elif joined.first:   # its sequence and states in, lw's outputs out
+        inputs = (joined.sequence(storage[boundary[0][0]].offset),) + \
+            joined.states(lstm_state[0])
+        outputs = tuple(arena(t) for t in lw.outputs)
+    else:                # lw's inputs and its states in, its sequence out
+        inputs = tuple(arena(t) for t in lw.input_tensors) + joined.states(lstm_state[0])
+        outputs = (joined.sequence(storage[boundary[1][0]].offset),)
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena_bytes, fast_bytes,
                          inputs,
-                         tuple(arena(t) for t in lw.outputs), sum(work.values()) + lead_work,
+                         outputs, sum(work.values()) + lstm_work,
                          schedule,
                          layout.size - touched_top, copied.dma_bytes + stager.dma_bytes,
                          copied.left_in_flash + stager.left_in_flash,

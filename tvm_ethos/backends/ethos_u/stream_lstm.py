@@ -9,10 +9,10 @@ every Plan since they persist between invocations). Two ways:
 * alone (:func:`planned_lstm_stream`): its one Plan's blocks laid out with its input
   sequence by ``ops_lstm.LstmArena``, which lines the sequences up with the ethos-u
   operators beside it and keeps the states clear of their stretches;
-* leading an NPU subgraph whose input is its output (:class:`LeadLstm`): the LSTM's Part
-  goes first in the subgraph's planner graph (:func:`with_lead`), which is planned as one,
-  and ``stream_cascade`` emits its step with :func:`lead_ops` among the subgraph's, in one
-  stream.
+* joined to an NPU subgraph whose one input is its output, or whose one output is its
+  input (:class:`JoinedLstm`): the LSTM's Part goes first or last in the subgraph's
+  planner graph (:func:`with_lstm`), which is planned as one, and ``stream_cascade``
+  emits its step with :func:`joined_ops` among the subgraph's, in one stream.
 """
 from __future__ import annotations
 
@@ -119,21 +119,29 @@ def planned_lstm_stream(lstm: Lstm, accelerator: str, names: tuple[str, str, str
     return LstmStream(payload, planned.memory_bytes)
 
 
-class LeadLstm(NamedTuple):
-    """An LSTM whose output is the one input of an NPU subgraph, planned and emitted as the
-    first Part of that subgraph's stream; ``names``: the source tensors' names of its input
-    sequence, hidden state and cell state (the payload's inputs, in this order)."""
+class JoinedLstm(NamedTuple):
+    """An LSTM planned and emitted in one stream with an NPU subgraph: ``first``, its output
+    is the subgraph's one input, else its input is the subgraph's one output; ``names``:
+    the source tensors' names of that other sequence (its input, first, else its output),
+    of its hidden state and of its cell state."""
 
     lstm: Lstm
     names: tuple[str, str, str]
+    first: bool = True
 
-    def inputs(self, sequence_at: int, state_at: int) -> tuple[ArenaTensor, ...]:
-        """The payload's inputs: the sequence at ``sequence_at``, the states (updated in
-        place, kept between invocations) from ``state_at``."""
-        lstm, (x, h, c) = self.lstm, self.names
+    def sequence(self, at: int) -> ArenaTensor:
+        """The payload's tensor of the LSTM's own sequence (an input, first, else an
+        output) at ``at``."""
+        lstm = self.lstm
+        depth = lstm.features if self.first else lstm.cells
+        return ArenaTensor(self.names[0], lstm.sequence_shape(depth), "int8", at)
+
+    def states(self, state_at: int) -> tuple[ArenaTensor, ArenaTensor]:
+        """The payload's inputs of the states (updated in place, kept between invocations)
+        from ``state_at``."""
+        lstm, (_, h, c) = self.lstm, self.names
         b, n = lstm.batches, lstm.cells
-        return (ArenaTensor(x, lstm.sequence_shape(lstm.features), "int8", sequence_at),
-                ArenaTensor(h, (b, n), "int8", state_at),
+        return (ArenaTensor(h, (b, n), "int8", state_at),
                 ArenaTensor(c, (b, n), "int16", _cell_at(lstm, state_at)))
 
 
@@ -142,31 +150,42 @@ def _cell_at(lstm: Lstm, state_at: int) -> int:
     return state_at + -(-lstm.batches * lstm.cells // ALIGN) * ALIGN
 
 
-def with_lead(graph: PlannerGraph, lead: LeadLstm) -> PlannerGraph:
-    """``graph`` (one input, the LSTM's output) with the LSTM's Part (named :data:`PART`)
-    before it, reading its input sequence (named as in the source)."""
-    lstm = lead.lstm
-    if len(graph.inputs) != 1:
-        raise UnsupportedOperatorError(KIND, f"the subgraph after it reads {len(graph.inputs)} "
-                                             "tensors; only its output can be planned with it")
-    (out,) = graph.inputs
+def with_lstm(graph: PlannerGraph, joined: JoinedLstm) -> PlannerGraph:
+    """``graph`` with the LSTM's Part (named :data:`PART`) before it, writing its one input
+    (``joined.first``), or after it, reading its one output; the LSTM's own sequence named
+    as in the source."""
+    lstm = joined.lstm
+    ends = graph.inputs if joined.first else graph.outputs
+    where = "after" if joined.first else "before"
+    if len(ends) != 1:
+        raise UnsupportedOperatorError(KIND, f"the subgraph {where} it has {len(ends)} "
+                                             f"{'inputs' if joined.first else 'outputs'}")
+    (end,) = ends
     if any(p.name == PART for p in graph.parts):
-        raise UnsupportedOperatorError(KIND, f"the subgraph after it has a Part {PART!r}")
-    seq = Tensor(lead.names[0], lstm.sequence_shape(lstm.features), "int8")
-    part = planner_parts.lstm(PART, seq, lstm.cells, time_major=lstm.time_major,
-                              output_name=out.name)
-    if part.output != out:
-        raise UnsupportedOperatorError(KIND, f"its output {part.output.shape} is read as "
-                                             f"{out.shape} {out.dtype}")
-    return PlannerGraph((part,) + graph.parts, (seq,), graph.outputs, graph.name)
+        raise UnsupportedOperatorError(KIND, f"the subgraph {where} it has a Part {PART!r}")
+    if joined.first:
+        seq = Tensor(joined.names[0], lstm.sequence_shape(lstm.features), "int8")
+        part = planner_parts.lstm(PART, seq, lstm.cells, time_major=lstm.time_major,
+                                  output_name=end.name)
+        if part.output != end:
+            raise UnsupportedOperatorError(KIND, f"its output {part.output.shape} is read as "
+                                                 f"{end.shape} {end.dtype}")
+        return PlannerGraph((part,) + graph.parts, (seq,), graph.outputs, graph.name)
+    want = lstm.sequence_shape(lstm.features)
+    if tuple(end.shape) != want or end.dtype != "int8":
+        raise UnsupportedOperatorError(KIND, f"it reads {want} int8, the subgraph before it "
+                                             f"writes {end.shape} {end.dtype}")
+    part = planner_parts.lstm(PART, end, lstm.cells, time_major=lstm.time_major,
+                              output_name=joined.names[0])
+    return PlannerGraph(graph.parts + (part,), graph.inputs, (part.output,), graph.name)
 
 
-def lead_ops(lead: LeadLstm, sequence: tuple[int, int], output: tuple[int, int],
-             state: tuple[int, int], work_at: int, flash: Flash, accelerator: str) -> list:
+def joined_ops(joined: JoinedLstm, sequence: tuple[int, int], output: tuple[int, int],
+               state: tuple[int, int], work_at: int, flash: Flash, accelerator: str) -> list:
     """The LSTM's operations (the stream table's row) with its input and output sequences
     and its states at these (offset, region) places and its working memory at ``work_at``
     of the scratch arena, its constants added to ``flash``."""
-    lstm = lead.lstm
+    lstm = joined.lstm
     acc = npu_accelerator(accelerator)
     row = -(-2 * lstm.cells // ALIGN) * ALIGN
     arena = LstmArena(_cell_at(lstm, state[0]), state[0], sequence[0], output[0],

@@ -21,7 +21,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
 from tvm_ethos.backends.tflite_micro.graph_operators import graph_claims, graph_operator
-from tvm_ethos.backends.tflite_micro.lstm_cascade import lstm_group, reads_only_lstm_output
+from tvm_ethos.backends.tflite_micro.lstm_cascade import lstm_group, lstm_side
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS, compile_streams
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError, UnsupportedModelError
@@ -83,16 +83,19 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         why.update((i, "the Ethos-U does not take it (the partition gives it to the host)")
                    for i in cut.operators if i not in on_npu)
     with stage("LSTM with its neighbours"):
-        leads = _lead_lstms(graph, refusals, written, npu_target, options, why)
-    for i, (gi, name, group) in leads.items():   # one operator: the LSTM, then its group
+        joined = _joined_lstms(graph, refusals, written, npu_target, options, why)
+    for i, (gi, name, group) in joined.items():   # one operator: the LSTM and its group
         npu = [(n, group.payload if n == name else p) for n, p in npu]
-        ops, _, ofms = groups[name]
-        groups[name] = ((i,) + ops, group.ifms, ofms)
+        ops, ifms, ofms = groups[name]
+        own, h, c = group.lstm_tensors
+        groups[name] = (tuple(sorted(ops + (i,))),
+                        (own, h, c) if group.first else ifms + (h, c),
+                        ofms if group.first else (own,))
         plans[gi] = group.plan_report
     shared = {t: (a.offset, p.scratch_bytes) for name, p in npu
               for t, a in zip(groups[name][1] + groups[name][2], p.inputs + p.outputs)}
     graph_parts = _graph_parts(graph, refusals, accelerator, len(plans), why, shared,
-                               set(leads))
+                               set(joined))
     with stage("write"):
         try:
             written_file = write_tflite(data, npu + [(n, p.payload) for _, n, p in graph_parts],
@@ -117,27 +120,32 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
                             dict(npu))
 
 
-def _lead_lstms(graph, refusals, written, target: str, options: dict, why: dict) -> dict:
+def _joined_lstms(graph, refusals, written, target: str, options: dict, why: dict) -> dict:
     """{LSTM: (its group's index, the group's subgraph name, ``lstm_cascade.LstmGroup``)}
-    for every LSTM the Ethos-U takes from the graph whose output only one written group
-    reads, a group the Ethos-U took whole as one subgraph that reads nothing else: the two
-    become one operator (``lstm_cascade``). Where that is refused, ``why`` says why and the
-    LSTM stays an operator of its own."""
-    out = {}
-    for i, r in enumerate(refusals):
-        entry = graph_operator(graph, i) if r else None
-        if entry is None or entry.builtin != LSTM or entry.check(graph, i):
-            continue
-        for gi, (cut, _cm, parts, taken) in enumerate(written):
-            if len(parts) != 1 or not reads_only_lstm_output(graph, i, cut):
+    for every LSTM the Ethos-U takes from the graph beside a written group the Ethos-U
+    took whole as one subgraph, that reads only the LSTM's output or writes only its input
+    (``lstm_cascade.lstm_side``; the group after the LSTM first): the two become one
+    operator. Where that is refused, ``why`` says why and the LSTM stays an operator of
+    its own; a group joins one LSTM at most."""
+    out: dict = {}
+    for side in (True, False):
+        for i, r in enumerate(refusals):
+            entry = graph_operator(graph, i) if r and i not in out else None
+            if entry is None or entry.builtin != LSTM or entry.check(graph, i):
                 continue
-            spec = parts[0][0]
-            if len(taken[spec.name][0]) != len(cut.operators):
-                continue
-            try:
-                out[i] = (gi, f"g{gi}_{spec.name}", lstm_group(graph, i, cut, target, options))
-            except (TvmEthosError, PlannerError) as err:
-                why[i] += f"; planned apart from the operators after it: {err}"
+            for gi, (cut, _cm, parts, taken) in enumerate(written):
+                if len(parts) != 1 or lstm_side(graph, i, cut) is not side or \
+                        gi in {g for g, _, _ in out.values()}:
+                    continue
+                spec = parts[0][0]
+                if len(taken[spec.name][0]) != len(cut.operators):
+                    continue
+                try:
+                    out[i] = (gi, f"g{gi}_{spec.name}",
+                              lstm_group(graph, i, cut, side, target, options))
+                except (TvmEthosError, PlannerError) as err:
+                    where = "after" if side else "before"
+                    why[i] += f"; planned apart from the operators {where} it: {err}"
     return out
 
 
@@ -148,7 +156,7 @@ def _graph_parts(graph, refusals, accelerator: str, first: int, why: dict,
     names its subgraph (``g<report index>_``, the reports numbered from ``first``); for the
     others of such a kind ``why`` gains the reason. ``shared``: each tensor an NPU group
     holds, its offset in the group's stretch of the arena and the stretch's bytes;
-    ``merged``: operators already in an NPU group's operator (an LSTM, ``_lead_lstms``)."""
+    ``merged``: operators already in an NPU group's operator (an LSTM, ``_joined_lstms``)."""
     out = []
     for i, r in enumerate(refusals):
         entry = graph_operator(graph, i) if r and i not in merged else None
