@@ -61,7 +61,7 @@ class LstmStream(NamedTuple):
     sequences and the states, which persist, stay in the arena)."""
 
     payload: EthosUPayload
-    planned_peak: int | None
+    planned_peak: int
 
 
 class LstmPlan(NamedTuple):
