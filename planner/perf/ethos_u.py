@@ -82,8 +82,10 @@ def _bits(t) -> int:
 
 def _to4(shape: Sequence[int]) -> Shape4:
     """Any-rank shape as NHWC, folding leading axes into N as Vela's reshapes do."""
-    shape = tuple(int(s) for s in shape)
-    if len(shape) >= 4:
+    shape = tuple(map(int, shape))
+    if len(shape) == 4:
+        return shape
+    if len(shape) > 4:
         return (math.prod(shape[:-3]),) + shape[-3:]
     return (1,) * (4 - len(shape)) + shape
 
@@ -99,7 +101,12 @@ def _input_region(part: Part, index: int, out_shape: Sequence[int]) -> tuple[int
     full = part.inputs[index].shape
     if tuple(out_shape) == part.output.shape:
         return tuple(full)
-    need = part.propagators[index].apply_shape(out_shape)
+    prop = part.propagators[index]
+    maps = prop.integer_axis_maps()
+    if maps is not None:    # apply_shape's sums in plain integers
+        return tuple(max(1, min(const if j is None else lin * out_shape[j] + const, f))
+                     for (j, lin, const, _), f in zip(maps, full))
+    need = prop.apply_shape(out_shape)
     # (``type is int`` first: most extents are ints, and Fraction() of one is slow.)
     return tuple(max(1, min(n if type(n) is int else int(math.ceil(Fraction(n))), f))
                  for n, f in zip(need, full))
@@ -326,10 +333,17 @@ def clear_caches() -> None:
 
 
 @lru_cache(maxsize=1 << 12)
-def _window_op(part: Part) -> tuple[str, str, dict, int]:
+def _window_op(part: Part) -> tuple[str, str, dict, int, dict]:
     """What every stripe's NpuOp of a convolution, depthwise or pooling Part shares: the NPU
-    class, Vela's op name, the fields besides the IFM and OFM shapes, and the group count.
-    Cached per Part: the planner lowers hundreds of stripe shapes of each."""
+    class, Vela's op name, the fields besides the IFM and OFM shapes, the group count, and
+    every field of its NpuOp (for ``_reshaped``). Cached per Part: the planner lowers
+    hundreds of stripe shapes of each."""
+    npu, name, fields, groups = _window_fields(part)
+    return npu, name, fields, groups, vars(NpuOp(npu, name, (1,) * 4, (1,) * 4, **fields))
+
+
+def _window_fields(part: Part) -> tuple[str, str, dict, int]:
+    """``_window_op`` but the whole NpuOp's fields."""
     fields = dict(kernel=tuple(part.attr("kernel", (1, 1))), stride=_window_strides(part),
                   ifm_bits=_bits(part.inputs[0]), ofm_bits=_bits(part.output),
                   activation=part.attr("activation"), ifm_format=_format(part, "ifm_format"),
@@ -343,6 +357,15 @@ def _window_op(part: Part) -> tuple[str, str, dict, int]:
     return CONV, "Conv2D", fields, int(part.attr("groups", 1))
 
 
+def _reshaped(fields: dict, ifm: Shape4, ofm: Shape4) -> NpuOp:
+    """The NpuOp of ``fields`` (an NpuOp's, ``vars``) with other IFM and OFM shapes, equal to
+    building it with them: without the frozen dataclass's checked per-field assignments,
+    which were a quarter of a lowering and the planner lowers thousands of stripes."""
+    op = object.__new__(NpuOp)
+    op.__dict__.update(fields, ifm=ifm, ofm=ofm)
+    return op
+
+
 def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """The NPU operations Vela would emit to compute one output stripe of ``part``.
 
@@ -350,15 +373,15 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     "NHCWB16", default "NHCWB16") say how feature maps are laid out: Vela keeps network inputs
     and outputs in NHWC and intermediates in NHCWB16, which changes burst efficiency.
     """
-    out_shape = tuple(int(s) for s in out_shape)
+    out_shape = tuple(map(int, out_shape))
     if len(out_shape) != len(part.output.shape):
         raise PlannerError(f"part {part.name!r}: stripe {out_shape} does not have the rank of "
                            f"its output {part.output.shape}")
-    if any(s < 1 for s in out_shape):
+    if out_shape and min(out_shape) < 1:
         raise PlannerError(f"part {part.name!r}: stripe {out_shape} has an empty axis")
     kind = part.kind
     if kind in _WINDOW_KINDS:
-        npu, name, fields, groups = _window_op(part)
+        npu, name, fields, groups, whole = _window_op(part)
         ifm = _to4(_input_region(part, 0, out_shape))
         ofm = _to4(out_shape)
         if groups > 1:
@@ -366,7 +389,7 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
             ifm_g = ifm[:3] + (max(1, ifm[3] // groups),)
             ofm_g = ofm[:3] + (max(1, ceil_div(ofm[3], groups)),)
             return [NpuOp(npu, name, ifm_g, ofm_g, **fields)] * min(groups, ofm[3])
-        return [NpuOp(npu, name, ifm, ofm, **fields)]
+        return [_reshaped(whole, ifm, ofm)]
     out_bits = _bits(part.output)
     fin, fout = _format(part, "ifm_format"), _format(part, "ofm_format")
     act = part.attr("activation")
