@@ -477,14 +477,15 @@ class PlanGenerator(PlanCosting):
                 return
             i, p, cons, readers, open_parts = step
             grown: dict = {}
+            name = p.name
             for (mode, granule, _, stage), (compute, points) in groups.items():
-                reads = tuple(compute[q] for q in readers)
-                cfg = self._interior_config(i, mode, granule, reads, cons, compute)
-                if cfg is None or not self.device.computes(p, cfg[0]):
+                reads = tuple(map(compute.__getitem__, readers))
+                ext = self._extension(i, mode, granule, reads, cons, compute,
+                                      points.payloads[0][0])
+                if ext is None:
                     continue
-                options, cfg_stage = self._extension(i, mode, granule, reads, cfg,
-                                                     points.payloads[0][0])
-                new_compute = {q: cfg[0] if q == p.name else compute[q] for q in open_parts}
+                stripe, options, cfg_stage = ext
+                new_compute = {q: stripe if q == name else compute[q] for q in open_parts}
                 key = (mode, granule, tuple(new_compute.values()), max(stage, cfg_stage))
                 grow = extended(points, options)
                 slot = grown.get(key)
@@ -524,30 +525,38 @@ class PlanGenerator(PlanCosting):
     def _interior_config(self, i: int, mode: Buffering, granule: int, reads: tuple, cons: tuple,
                          compute: dict):
         """(compute stripe of the Part at ``i``, its interior buffer bytes) when a group whose
-        readers of that Part's output compute ``reads`` extends over it; None if it cannot.
-        Memoised: the answer depends on nothing else (no cost), and walks from many sinks,
-        and the costing pre-walk (``cost_requests``), repeat it."""
+        readers of that Part's output compute ``reads`` extends over it; None if it cannot
+        (no interior buffer, or a stripe the device does not compute the Part in,
+        ``Device.computes``). Memoised: the answer depends on nothing else (no cost), and
+        walks from many sinks, and the costing pre-walk (``cost_requests``), repeat it."""
         key = (i, mode, granule, reads)
         hit = self._interior_cache.get(key, self)
         if hit is self:
-            res = self._interior(self.topo[i].output, cons, compute, mode == _ROLLING,
+            p = self.topo[i]
+            res = self._interior(p.output, cons, compute, mode == _ROLLING,
                                  granule, lockstep=mode == _LOCKSTEP)
-            hit = self._interior_cache[key] = None if res is None else (res[0], res[2])
+            hit = self._interior_cache[key] = \
+                None if res is None or not self.device.computes(p, res[0]) else (res[0], res[2])
         return hit
 
-    def _extension(self, i: int, mode: Buffering, granule: int, reads: tuple, cfg: tuple,
-                   spec: PlanSpec):
-        """(placement options, weight staging bytes) of the Part at ``i`` under its interior
-        config ``cfg`` (from ``_interior_config``, which the memo key determines).
-        Memoised: the answer depends on nothing else, and walks from many sinks repeat it."""
+    def _extension(self, i: int, mode: Buffering, granule: int, reads: tuple, cons: tuple,
+                   compute: dict, spec: PlanSpec):
+        """(compute stripe, placement options, weight staging bytes) of the Part at ``i``
+        when a group whose readers of its output compute ``reads`` extends over it (its
+        ``_interior_config``); None if it cannot. Memoised on the same key, in one lookup:
+        the answer depends on nothing else, and walks from many sinks repeat it."""
         key = (i, mode, granule, reads)
-        hit = self._step_cache.get(key)
-        if hit is None:
-            p = self.topo[i]
-            stripe, nbytes = cfg
-            hit = self._step_cache[key] = (
-                self._placements(p, stripe, spec, False, nbytes, 0, ()),
-                self.weight_stage_bytes(p, stripe))
+        hit = self._step_cache.get(key, self)
+        if hit is self:
+            cfg = self._interior_config(i, mode, granule, reads, cons, compute)
+            if cfg is None:
+                hit = None
+            else:
+                p = self.topo[i]
+                stripe, nbytes = cfg
+                hit = (stripe, self._placements(p, stripe, spec, False, nbytes, 0, ()),
+                       self.weight_stage_bytes(p, stripe))
+            self._step_cache[key] = hit
         return hit
 
     # ----- costing ahead of the walk (to spread it over processes) ----------------------------
@@ -569,8 +578,9 @@ class PlanGenerator(PlanCosting):
             grown: dict = {}
             for (mode, granule, _), compute in fronts.items():
                 cfg = self._interior_config(i, mode, granule,
-                                            tuple(compute[q] for q in readers), cons, compute)
-                if cfg is None or not self.device.computes(p, cfg[0]):
+                                            tuple(map(compute.__getitem__, readers)), cons,
+                                            compute)
+                if cfg is None:
                     continue
                 out.append((p, cfg[0]))
                 new_compute = {q: cfg[0] if q == p.name else compute[q] for q in open_parts}

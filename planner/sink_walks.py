@@ -188,6 +188,9 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
     (its stripes share shapes, and a shape's lowering and block search are the bulk of the
     work), chosen when first met as the least loaded process (load: requests, plus stripe
     shapes new to the signature)."""
+    if workers <= 1:
+        _warm_costs_here(gen)
+        return
     with Forked() as forked:
         feeds = [forked.start_fed(_cost_fed, gen) for _ in range(workers - 1)]
         owner: dict = {}
@@ -225,6 +228,21 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
         for w, values in enumerate(forked.results(), 1):
             for (p, stripe), value in zip(share[w], values):
                 gen.adopt_cost(p, stripe, value)
+
+
+def _warm_costs_here(gen: PlanGenerator) -> None:
+    """``warm_costs`` on this process alone: every distinct request, in the order the walks
+    make them, costed in one batch (no owners or loads to keep)."""
+    seen: set = set()
+    todo = []
+    for j in range(len(gen.topo)):
+        for p, stripe in gen.cost_requests(j):
+            key = gen.cost_key(p, stripe)
+            if key not in seen:
+                seen.add(key)
+                todo.append((p, stripe))
+    _mark("requests found")
+    gen.warm_costs(todo)
 
 
 def interval_frontiers(gen: PlanGenerator, workers: int):
