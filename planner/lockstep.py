@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from planner.propagator import Propagator
-from planner.stripes import StripeConfig, _axis_ranges, _is_int
+from planner.stripes import StripeConfig, _axis_ranges, _is_int, unchecked_config
 from planner.windows import window
 
 
@@ -131,9 +131,20 @@ def lockstep_config(region: StripeConfig, prologue: int | None = None
     if axis is None:
         return None
     if prologue is None:
-        return LockstepStripes(region.shape, region.extent, region.strides, region.order,
-                               region.stripes, region.offset, rolling_axis=axis)
+        return _unchecked_lockstep(region, region.stripes, region.offset, axis, 0)
     return with_prologue(region, prologue, axis)
+
+
+def _unchecked_lockstep(region: StripeConfig, stripes: tuple[int, ...], offset: tuple,
+                        rolling_axis: int, prologue: int) -> LockstepStripes:
+    """A LockstepStripes of ``region``'s fields but ``stripes`` and ``offset``, built without
+    the dataclass's checks (like ``stripes.unchecked_config``): its fields come from a checked
+    config of the same rank, and the walks build thousands of these."""
+    sc = object.__new__(LockstepStripes)
+    sc.__dict__.update(shape=region.shape, extent=region.extent, strides=region.strides,
+                       order=region.order, stripes=stripes, offset=offset,
+                       rolling_axis=rolling_axis, prologue=prologue)
+    return sc
 
 
 def with_prologue(region: StripeConfig, prologue: int, rolling_axis: int = -1
@@ -150,9 +161,8 @@ def with_prologue(region: StripeConfig, prologue: int, rolling_axis: int = -1
     if axis is None:
         return region
     extra = steps_before(region.offset[axis], region.strides[axis], region.shape[axis])
-    cfg = extend_steps(region, extra)
-    return LockstepStripes(cfg.shape, cfg.extent, cfg.strides, cfg.order, cfg.stripes,
-                           cfg.offset, rolling_axis=rolling_axis, prologue=prologue + extra)
+    stripes, offset = _extended(region, axis, extra)
+    return _unchecked_lockstep(region, stripes, offset, rolling_axis, prologue + extra)
 
 
 def steps_before(offset: int, stride: int, rows: int) -> int:
@@ -225,11 +235,20 @@ def extend_steps(config: StripeConfig, steps: int) -> StripeConfig:
     axis = stepping_axis(config)
     if axis is None:
         raise ValueError("extend_steps: the config has no axis to extend")
-    return StripeConfig(config.shape, config.extent, config.strides, config.order,
-                        tuple(n + steps if a == axis else n
-                              for a, n in enumerate(config.stripes)),
-                        tuple(o - steps * config.strides[axis] if a == axis else o
-                              for a, o in enumerate(config.offset)))
+    stripes, offset = _extended(config, axis, steps)
+    # (unchecked: the same rank as ``config``, and no fewer stripes)
+    return unchecked_config(config.shape, config.extent, config.strides, config.order,
+                            stripes, offset)
+
+
+def _extended(config: StripeConfig, axis: int, steps: int) -> tuple[tuple, tuple]:
+    """(stripes, offset) of ``config`` with ``steps`` more windows before its first along
+    ``axis``."""
+    if steps == 0:
+        return config.stripes, config.offset
+    return (tuple(n + steps if a == axis else n for a, n in enumerate(config.stripes)),
+            tuple(o - steps * config.strides[axis] if a == axis else o
+                  for a, o in enumerate(config.offset)))
 
 
 def aligned_windows(windows: list[StripeConfig], prologues: list[int]
