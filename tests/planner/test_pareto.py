@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from planner.pareto import (
     INT64_SAFE,
+    ONE_KEY_MIN,
     combine,
     combine_segments,
     frontier,
@@ -100,6 +101,19 @@ def _columns(points):
 @example([(3, 3), (3, 3), (1, 5), (3, 3), (1, 5), (2, 4)])   # duplicates: the first is kept
 def test_frontier_order_equals_frontier(points):
     """The column cull keeps exactly frontier's survivors, in its order, ties to the first."""
+    got = frontier_order(*_columns(points)).tolist()
+    assert got == [i for _, _, i in frontier([(m, c, i) for i, (m, c) in enumerate(points)])]
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=ONE_KEY_MIN,
+                max_size=2 * ONE_KEY_MIN),
+       st.sampled_from([(1, 1), (2 ** 40, 1), (1, 2 ** 40), (2 ** 31, 2 ** 31)]),
+       st.sampled_from([0, -(2 ** 50)]))
+def test_frontier_order_on_one_key_equals_frontier(points, scale, shift):
+    """From ONE_KEY_MIN points frontier_order sorts on one combined key where memory and
+    cycle spans fit in int64, on two keys where they do not (the largest scales): the same
+    survivors, order and ties either way, negative values included."""
+    points = [(m * scale[0] + shift, c * scale[1]) for m, c in points]
     got = frontier_order(*_columns(points)).tolist()
     assert got == [i for _, _, i in frontier([(m, c, i) for i, (m, c) in enumerate(points)])]
 
