@@ -1,7 +1,7 @@
 """Pareto culling and frontier combination against brute force."""
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from planner.pareto import (
@@ -105,6 +105,7 @@ def test_frontier_order_equals_frontier(points):
     assert got == [i for _, _, i in frontier([(m, c, i) for i, (m, c) in enumerate(points)])]
 
 
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=ONE_KEY_MIN,
                 max_size=2 * ONE_KEY_MIN),
        st.sampled_from([(1, 1), (2 ** 40, 1), (1, 2 ** 40), (2 ** 31, 2 ** 31)]),
