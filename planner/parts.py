@@ -336,6 +336,35 @@ def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None 
     return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs(**{WORK_ATTR: WorkMemory(work)}))
 
 
+#: bytes on whose boundaries the int16 SOFTMAX's stream starts each working map
+_SOFTMAX16_ALIGN = 16
+
+
+def softmax16_work_bytes(rows: int, depth: int) -> int:
+    """The working memory of an Ethos-U int16 SOFTMAX over ``rows`` rows of ``depth``, each
+    map from a 16-byte boundary, in the order the stream lays them out
+    (``tvm_ethos.backends.ethos_u.npu_softmax.softmax16_ops``): the int32 differences,
+    the int16 row maxima, three int32 row maps (the sum, its leading zeros, the shift) and
+    the int16 reciprocals, whose last byte is one the stream writes."""
+    def up(n: int) -> int:
+        return -(-n // _SOFTMAX16_ALIGN) * _SOFTMAX16_ALIGN
+
+    return up(4 * rows * depth) + up(2 * rows) + 3 * up(4 * rows) + 2 * rows
+
+
+def softmax(name: str, x: Tensor, beta: float = 1.0, output_name: str | None = None) -> Part:
+    """SOFTMAX over the last axis: each output row reads its whole input row (its maximum
+    and sum), so the propagator takes the whole input, the exact if coarse dependence. An
+    int16 one holds its working memory while it runs (``work``, :func:`softmax16_work_bytes`);
+    an 8-bit one's is the code generator's to give."""
+    part = opaque(name, Op.SOFTMAX, x, x.shape, output_name, beta=beta)
+    if x.dtype != "int16":
+        return part
+    work = WorkMemory(softmax16_work_bytes(math.prod(x.shape[:-1]), x.shape[-1]))
+    return Part(name, Op.SOFTMAX, (x,), Tensor(part.output.name, x.shape, x.dtype),
+                part.propagators, _attrs(beta=beta, **{WORK_ATTR: work}))
+
+
 def opaque(name: str, kind: Op | str, x: Tensor, out_shape: Sequence[int],
            output_name: str | None = None, **attrs) -> Part:
     """An operator whose output stripes each need the whole input (reshape, transpose...)."""

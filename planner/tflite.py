@@ -791,9 +791,7 @@ def _softmax(ctx: _OpContext) -> None:
     x = ctx.act(0)
     opts = ctx.options("SoftmaxOptions")
     beta = float(opts.Beta()) if opts is not None else 1.0
-    # Each row needs the whole row (max and sum); opaque is the exact, if coarse, dependence.
-    ctx.emit(parts.opaque(ctx.name, Op.SOFTMAX, x, x.shape, output_name=ctx.out_name(),
-                          beta=beta))
+    ctx.emit(parts.softmax(ctx.name, x, beta, output_name=ctx.out_name()))
 
 
 def _unidirectional_sequence_lstm(ctx: _OpContext) -> None:

@@ -315,6 +315,47 @@ def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     return ops
 
 
+def _softmax16_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """int16 SOFTMAX along the last axis as the Ethos-U stream runs it
+    (``tvm_ethos.backends.ethos_u.npu_softmax.softmax16_ops``, Vela's int16 form with TFLite
+    Micro's tables): a max over the channels; the difference to it, scaled by a 32-bit MUL
+    and looked up in the exp table by an int16 ADD (its 2 KiB LUT copied into SHRAM first),
+    over the whole tensor; the sum over the channels; four operations of 32-bit arithmetic
+    on one value per row, the reciprocal's lookup (the second LUT) and the output shift;
+    then the product with the exponentials and the shift to the output over the whole
+    tensor: thirteen operations and two LUT DMAs."""
+    n, h, w, c = _to4(out_shape)
+    rows = n * h * w
+    full = (1, h * n, w, c)
+    row = (1, h * n, w, 1)
+    one = (1, 1, 1, 1)
+    ops = [NpuOp(POOLING, "MaxPool", (1, rows, c, 1), (1, rows, 1, 1), kernel=(1, c),
+                 ifm_bits=16, ofm_bits=16, ifm_format=_format(part, "ifm_format")),
+           NpuOp(ELEMENTWISE, "Sub", full, full, row, ifm_bits=16, ofm_bits=32,
+                 ifm_format=_format(part, "ifm_format"), ofm_format=NHWC),
+           NpuOp(ELEMENTWISE, "Mul", full, full, one, ifm_bits=32, ofm_bits=32,
+                 ifm_format=NHWC, ofm_format=NHWC, ifm2_const=True, ifm2_format=NHWC),
+           NpuOp(ELEMENTWISE, "Add", full, full, one, ifm_bits=32, ofm_bits=16,
+                 activation="lut", lut_bytes=2048, ifm_format=NHWC, ofm_format=NHWC,
+                 ifm2_const=True, ifm2_format=NHWC),
+           NpuOp(REDUCE_SUM, "ReduceSum", full, row, ifm_bits=16, ofm_bits=32,
+                 ifm_format=NHWC),
+           NpuOp(ELEMENTWISE, "CLZ", row, row, ifm_bits=32, ofm_bits=32)]
+    # (operation, its second operand a 32-bit constant, read from the weights' memory)
+    per_row = [("Sub", True), ("SHL", False), ("Asr", True)]
+    ops += [NpuOp(ELEMENTWISE, op, row, row, row, ifm_bits=32, ofm_bits=32, ifm2_const=const,
+                  ifm2_format=NHWC if const else NHCWB16) for op, const in per_row]
+    ops += [NpuOp(ELEMENTWISE, "Sub", row, row, one, ifm_bits=32, ofm_bits=16,
+                  activation="lut", lut_bytes=2048, ifm2_const=True, ifm2_format=NHWC),
+            NpuOp(ELEMENTWISE, "Sub", row, row, one, ifm_bits=32, ofm_bits=32,
+                  ifm2_const=True, ifm2_format=NHWC),
+            NpuOp(ELEMENTWISE, "Mul", full, full, row, ifm_bits=16, ofm_bits=32,
+                  ifm_format=NHWC, ofm_format=NHWC),
+            NpuOp(ELEMENTWISE, "Asr", full, full, row, ifm_bits=32, ofm_bits=16,
+                  ifm_format=NHWC, ofm_format=_format(part, "ofm_format"))]
+    return ops
+
+
 _ELEMENTWISE_OPS = {"add": "Add", "sub": "Sub", "mul": "Mul", "maximum": "Maximum",
                     "minimum": "Minimum"}
 # Unary ops the Ethos-U55 runs on its elementwise unit (regor s_ElementwiseMap).
@@ -483,6 +524,8 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
         return ops
 
     if kind == Op.SOFTMAX:
+        if part.inputs[0].dtype == "int16":
+            return _softmax16_ops(part, out_shape)
         return _softmax_ops(part, out_shape)
 
     if kind == Op.LSTM:
