@@ -1,9 +1,9 @@
-"""SOFTMAX of int16 codes on the llvm host (and on ``ethos-u,llvm``, where it stays on the host):
+"""SOFTMAX of int16 codes on the llvm host (and on ``ethos-u,llvm`` where the NPU refuses it):
 TFLite's int16 kernel as integer TE (``te_ops.lower_softmax16``), equal to LiteRT's reference
 kernels (BUILTIN_REF, the host's oracle). LiteRT and TFLite Micro build the kernel's tables
 and input multiplier in different precisions (``compute.softmax16``), so they are one code
-apart on some rows: the host follows LiteRT, the ``ethos-u`` target's NPU stream TFLite
-Micro. What the kernel cannot compute is refused in one line. The int16 LOGISTIC and TANH
+apart on some rows: the host follows LiteRT, the Ethos-U (its stream and its emulator)
+TFLite Micro. What the kernel cannot compute is refused in one line. The int16 LOGISTIC and TANH
 the host already computes are LiteRT's on every code too."""
 from __future__ import annotations
 
@@ -118,17 +118,21 @@ def test_where_litert_and_tflite_micro_differ_each_target_follows_its_reference(
         npu = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
         assert [p.placed_on for p in npu.placement] == ["ethos-u"]
         np.testing.assert_array_equal(npu.run(x)[0].reshape(micro.shape), micro)
+        emulated = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+        assert emulated.partition_summary == {"ethos-u": 1}, emulated.partition_summary
+        np.testing.assert_array_equal(emulated.run(x)[0].reshape(micro.shape), micro)
 
 
-def test_on_ethos_u_llvm_it_runs_on_the_host_equal_to_litert():
-    """The Ethos-U takes an int16 SOFTMAX from the TFLite graph only (``ops_softmax16``, the
-    ``ethos-u`` target); through Relax its backend check leaves it to the host."""
-    shape = (1, 3, 33)
+def test_on_ethos_u_llvm_what_the_npu_refuses_runs_on_the_host_equal_to_litert():
+    """Rows longer than the Ethos-U's int16 SOFTMAX takes (``ops_softmax16.refusals``) but
+    within the kernel's: the check leaves it to the host, saying why, which computes
+    LiteRT's kernel (the NPU's, TFLite Micro's, in tests/tvm_ethos/test_softmax16_npu.py)."""
+    shape = (1, 3, 4100)
     data = softmax16_model(shape, 7.3e-4, 0.7)
     cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
     assert cm.partition_summary == {"llvm": 1}, cm.partition_summary
-    why = tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm")
-    assert "from the TFLite graph only" in str(why), why
+    why = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
+    assert "rejected by ethos-u" in why and "a depth of 4100" in why, why
     for x in _inputs(shape, 4):
         want = oracle(data, [x])[0]
         np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)

@@ -1456,11 +1456,13 @@ def _interpolate(table, v):
     return base + tirx.shift_right((table[index + _i32(1)] - base) * offset + _i32(64), _i32(7))
 
 
-def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16"):
-    """SOFTMAX of int16 codes to Q0.15 as LiteRT's reference kernel computes it
-    (``reference_ops::SoftmaxInt16``, the oracle of the llvm host; the numpy statement is
-    ``softmax16.softmax_int16`` with ``Kernel.LITERT``): integer arithmetic on two 513-entry
-    tables that are PrimFunc arguments (``softmax16.tables``).
+def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16",
+                    kernel: softmax16.Kernel = softmax16.Kernel.LITERT):
+    """SOFTMAX of int16 codes to Q0.15 as ``kernel``'s reference kernel computes it
+    (``reference_ops::SoftmaxInt16``; the numpy statement is ``softmax16.softmax_int16``):
+    LiteRT's, the oracle of the llvm host, or TFLite Micro's, what the Ethos-U's stream
+    computes (its tables and input multiplier). Integer arithmetic on two 513-entry tables
+    that are PrimFunc arguments (``softmax16.tables``).
 
     * the difference to the row maximum, scaled by the input multiplier so that [-65535, 0]
       codes cover [-10, 0], recentred to int16 and looked up in the exp table;
@@ -1473,10 +1475,9 @@ def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16"):
     (x,) = inputs
     shape = tuple(op.in_shapes[0])
     lead, depth = shape[:-1], shape[-1]
-    kernel = softmax16.Kernel.LITERT
     exp_np, reciprocal_np = softmax16.tables(kernel)
     exp_t = pool.add(f"{name}_exp", exp_np.astype(np.int32))
-    reciprocal_t = pool.add(f"{name}_reciprocal", reciprocal_np.astype(np.int32))
+    reciprocal_t = pool.add(f"{name}_reciprocal_table", reciprocal_np.astype(np.int32))
     multiplier, shift = softmax16.input_multiplier(op.in_q[0][0], op.attrs.get("beta", 1.0),
                                                    kernel)
     rmax = te.reduce_axis((0, depth), name="rmax")
@@ -1484,14 +1485,15 @@ def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16"):
         lead, lambda *i: te.max(x[i + (rmax,)].astype("int32"), axis=rmax), name=f"{name}_max"
     )
 
-    def exp_fn(*i):
+    def exp_at(i):
+        # an expression, not a stage: the sum and the output each read it, and a stage
+        # would be held per row where the NPU keeps one accumulator element
         scaled = mbqm(x[i].astype("int32") - mx[i[:-1]], multiplier, shift)
         return _interpolate(exp_t, tirx.min(tirx.max(scaled + _i32(32767), _i32(-32768)),
                                              _i32(32767)))
 
-    exps = te.compute(shape, exp_fn, name=f"{name}_exps")
     rsum = te.reduce_axis((0, depth), name="rsum")
-    total = te.compute(lead, lambda *i: te.sum(exps[i + (rsum,)], axis=rsum),
+    total = te.compute(lead, lambda *i: te.sum(exp_at(i + (rsum,)), axis=rsum),
                        name=f"{name}_sum")
     bits = _significant_bits(total, lead, name)
 
@@ -1506,7 +1508,7 @@ def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16"):
     def out_fn(*i):
         row = i[:-1]
         right = bits[row].astype("int64") - _i64(1)
-        v = tirx.shift_right(exps[i].astype("int64") * reciprocal[row].astype("int64")
+        v = tirx.shift_right(exp_at(i).astype("int64") * reciprocal[row].astype("int64")
                              + tirx.shift_left(_i64(1), right - _i64(1)), right)
         # clamped in int64: TVM folds an int32 clamp of this variable shift away (it bounds
         # the shift's result too tightly), and a row's largest output reaches 32768
@@ -1609,15 +1611,19 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
               tfl_rounding: bool = False):
     """``op`` in TE. ``vnni``: the kernels are for an llvm host with AVX-512 VNNI (the conv
     and fully connected accumulators that can take ``x86_dot``'s form get it); ``avx2``: for
-    one with AVX2 and no VNNI (``x86_avx2``'s form). ``tfl_rounding``: FULLY_CONNECTED rounds
-    twice, as TFLite Micro and the Ethos-U's TFL rounding do (an Ethos-U subgraph), not once
-    as LiteRT's reference kernel does."""
+    one with AVX2 and no VNNI (``x86_avx2``'s form). ``tfl_rounding``: TFLite Micro's
+    arithmetic where it differs from LiteRT's reference kernels, as the Ethos-U's stream
+    computes it (an Ethos-U subgraph): FULLY_CONNECTED rounds twice (the NPU's TFL
+    rounding), not once, and an int16 SOFTMAX reads TFLite Micro's tables."""
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
     if tfl_rounding and fn is lower_fully_connected:
         return fn(op, inputs, pool, name=name, tfl_rounding=True)
+    if tfl_rounding and fn is lower_softmax and op.in_dtypes[0] == "int16":
+        return lower_softmax16(op, inputs, pool, name=name,
+                               kernel=softmax16.Kernel.TFLITE_MICRO)
     if avx2 and fn in (lower_conv2d, lower_fully_connected):
         return fn(op, inputs, pool, name=name, avx2=True)
     if vnni and fn in (lower_conv2d, lower_fully_connected, lower_add):

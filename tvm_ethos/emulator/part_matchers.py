@@ -54,8 +54,9 @@ FEATURE_MAP_DTYPES = ("int8", "uint8", "int16")
 #: constants the NPU carries in its bias/scale stream (not separate planner tensors; the low
 #: bits of a 16x8 bias beyond 32 bits, ``te_ops.BIAS_LOW_SUFFIX``, too)
 REQUANT_CONST_SUFFIXES = ("_mult", "_shift", "_bias_low")
-#: lookup tables (LOGISTIC / TANH / LEAKY_RELU codes, SOFTMAX exponentials): Vela keeps an
-#: activation's LUT in the NPU's own LUT memory, not in the SRAM the planner budgets
+#: lookup tables (LOGISTIC / TANH / LEAKY_RELU codes, SOFTMAX exponentials, an int16
+#: SOFTMAX's reciprocals): Vela keeps an activation's LUT in the NPU's own LUT memory, not in
+#: the SRAM the planner budgets
 LUT_CONST_SUFFIXES = ("_table", "_exp")
 
 

@@ -41,7 +41,7 @@ from tvm_ethos.backends.base import (
     OptionSpec,
     Plugin,
 )
-from tvm_ethos.backends.ethos_u import ops_argmax, ops_transpose_conv
+from tvm_ethos.backends.ethos_u import ops_argmax, ops_softmax16, ops_transpose_conv
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
@@ -366,15 +366,15 @@ def _relu(q, o):
 
 
 def _softmax(q, o):
-    """Vela: matching shapes and types (semantic checks), beta >= 0, IFM H*W <= 65535."""
+    """Vela: matching shapes and types (semantic checks), beta >= 0, IFM H*W <= 65535; an
+    int16 one what its stream takes (``ops_softmax16.refusals``)."""
     r = []
     if tuple(q.in_shapes[0]) != tuple(q.out_shape):
         r.append("IFM and OFM shapes must match")
     if q.in_dtypes[0] != q.out_dtype and (q.in_dtypes[0], q.out_dtype) != ("int8", "int16"):
         r.append("IFM and OFM data types must match (or int8 -> int16)")
-    if q.in_dtypes[0] == "int16":
-        r.append("an int16 SOFTMAX reaches the NPU from the TFLite graph only (target ethos-u, "
-                 "ops_softmax16); through Relax it runs on the host")
+    if ops_softmax16.is_softmax16(q):
+        r.extend(ops_softmax16.refusals(q))
     if q.attrs.get("beta", 1.0) < 0:
         r.append(f"beta {q.attrs['beta']:g}; beta value needs to be positive")
     shp = (1,) * (4 - len(q.in_shapes[0])) + tuple(q.in_shapes[0])

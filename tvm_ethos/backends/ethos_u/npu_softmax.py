@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.parts import softmax16_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
 from tvm_ethos.compute import fixed_point as fp
@@ -198,9 +199,6 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
     return b.ops
 
 
-#: per-row int32 maps the int16 lowering keeps (the sum, then the normalised sum; clz;
-#: clz - 1, then the output shift)
-_ROW_MAPS_16 = 3
 #: rows of an int16 SOFTMAX: its feature maps are 1 x rows x depth
 MAX_ROWS = 65535
 #: TFLite's recentring of the normalised sum (2**16 + 2**15) for the 1/(1 + x) table
@@ -222,18 +220,12 @@ def geometry16(shape: tuple[int, ...]) -> tuple[int, int]:
     return rows, n
 
 
-def work_bytes16(rows: int, n: int) -> int:
-    """Scratch the int16 lowering needs beside its input and output."""
-    return _align(4 * rows * n) + _align(2 * rows) + _ROW_MAPS_16 * _align(4 * rows) \
-        + _align(2 * rows)
-
-
 def softmax16_ops(rows: int, n: int, in_scale: float, beta: float, ifm: FmSlot, ofm: FmSlot,
                   work: int, flash, lut_address: int, block_config) -> list:
     """The NPU operations of TFLite's int16 SOFTMAX (``compute.softmax16``) over ``rows``
     rows of ``n`` int16 codes at ``ifm`` into Q0.15 codes at ``ofm``, its intermediates at
-    ``work`` (``work_bytes16`` bytes); the exponentials live in the output's bytes until
-    the last operation overwrites them with the result.
+    ``work`` (``planner.parts.softmax16_work_bytes``); the exponentials live in the output's
+    bytes until the last operation overwrites them with the result.
 
     Vela's form (``softmax.py``'s int16 graph): the row maximum, the difference scaled by
     the input multiplier (a 32-bit MUL rounded by the shift alone, TFLite's two roundings),
@@ -281,5 +273,5 @@ def softmax16_ops(rows: int, n: int, in_scale: float, beta: float, ifm: FmSlot, 
     b.elementwise("MUL", exps, reciprocal, diff, rescale=(1, 0))
     b.elementwise("SHR", diff, right, FmSlot(ofm.region, ofm.offset, full, "int16", None, 0),
                   natural=True)
-    assert b._next <= work_bytes16(rows, n), "work_bytes16 must cover every intermediate"
+    assert b._end == softmax16_work_bytes(rows, n), "the planned work must end at the last map"
     return b.ops

@@ -29,6 +29,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_prelu,
     ops_reduce,
     ops_resize,
+    ops_softmax16,
     ops_squared_difference,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import (
@@ -310,6 +311,11 @@ LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu
                              work_bytes=ops_lut.leaky_relu16_work_bytes,
                              work=ops_lut.leaky_relu16_work, boxed=True)
 
+#: an int16 SOFTMAX: TFLite Micro's int16 kernel as thirteen operations and two LUT DMAs
+#: (``ops_softmax16``), over the whole tensors, as the 8-bit SOFTMAX
+SOFTMAX16 = StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=ops_softmax16.softmax16_ops,
+                          work_bytes=ops_softmax16.work_bytes)
+
 #: every operator a stream is generated for, and how
 STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.CONV2D: _CONV,
@@ -448,7 +454,9 @@ def planned_work(q) -> WorkMemory | None:
 
 def emitter(q) -> StreamEmitter | None:
     """The table's row of ``q``'s operator (None: no stream is generated for it); an int16
-    LEAKY_RELU is :data:`LEAKY_RELU16`."""
+    LEAKY_RELU is :data:`LEAKY_RELU16`, an int16 SOFTMAX :data:`SOFTMAX16`."""
     if ops_lut.is_leaky_relu16(q):
         return LEAKY_RELU16
+    if ops_softmax16.is_softmax16(q):
+        return SOFTMAX16
     return STREAM_OPS.get(q.kind)

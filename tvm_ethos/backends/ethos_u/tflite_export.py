@@ -112,10 +112,12 @@ def _npu_subgraphs(cm) -> list[tuple]:
         out.append((spec, payload))
     if not out:
         names = _operators_on(cm, {s.backend for s in cm.program.subgraphs})
+        rejected = _rejections(cm)
         raise UnsupportedModelError(
             "no operator of the model runs on the Ethos-U"
             + (f" ({', '.join(names)} run on the host)" if names else "")
             + ": there is no ethos-u operator to write"
+            + (f" (the Ethos-U rejects {'; '.join(rejected)})" if rejected else "")
         )
     return out
 
@@ -131,6 +133,14 @@ def _operators_on(cm, where: set) -> list[str]:
             if op.placed_on in where or op.subgraph in where
         }
     )
+
+
+def _rejections(cm) -> list[str]:
+    """What the Ethos-U's checks said of each operator they rejected, in program order."""
+    if cm.report is None:
+        return []
+    return [f"{op.tflite_name}: {'; '.join(op.rejections[BACKEND])}"
+            for op in cm.report.operators if op.rejections.get(BACKEND)]
 
 
 def _source_bytes(source) -> bytes:

@@ -20,7 +20,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
 )
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
-from tvm_ethos.backends.tflite_micro.graph_operators import graph_claims, graph_operator
+from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator
 from tvm_ethos.backends.tflite_micro.lstm_cascade import lstm_group, lstm_side
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS, compile_streams
@@ -63,9 +63,6 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     with stage("importer check"):
         refusals = import_refusals(data)
     why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
-    claims = graph_claims(graph, refusals)
-    why.update(claims)
-    refusals = [claims.get(i, r) for i, r in enumerate(refusals)]
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []
@@ -80,8 +77,8 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
                             tuple(cut.tensors[t] for t in ifms),
                             tuple(cut.tensors[t] for t in ofms))
         on_npu = {cut.operators[j] for spec, _ in parts for j in taken[spec.name][0]}
-        why.update((i, "the Ethos-U does not take it (the partition gives it to the host)")
-                   for i in cut.operators if i not in on_npu)
+        why.update((i, _host_reason(cm, graph.kinds[i])) for i in cut.operators
+                   if i not in on_npu)
     with stage("LSTM with its neighbours"):
         joined = _joined_lstms(graph, refusals, written, npu_target, options, why)
     for i, (gi, name, group) in joined.items():   # one operator: the LSTM and its group
@@ -147,6 +144,17 @@ def _joined_lstms(graph, refusals, written, target: str, options: dict, why: dic
                     where = "after" if side else "before"
                     why[i] += f"; planned apart from the operators {where} it: {err}"
     return out
+
+
+def _host_reason(cm, kind: str) -> str:
+    """Why a group's partition left its operator of TFLite ``kind`` to the host: the
+    Ethos-U's reasons where it rejected exactly one operator of that kind in the group, else
+    the general line."""
+    line = "the Ethos-U does not take it (the partition gives it to the host)"
+    report = cm.partition_report
+    rejected = [d.rejections[NPU_ID] for d in (report.operators if report else ())
+                if d.tflite_name == kind and d.placed_on != NPU_ID and d.rejections.get(NPU_ID)]
+    return f"{line}: {'; '.join(rejected[0])}" if len(rejected) == 1 else line
 
 
 def _graph_parts(graph, refusals, accelerator: str, first: int, why: dict,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from tvm_ethos.backends.ethos_u import ops_lstm, ops_softmax16
+from tvm_ethos.backends.ethos_u import ops_lstm
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_lstm import planned_lstm_stream
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
@@ -42,10 +42,6 @@ class GraphNpuOperator(NamedTuple):
     builtin: str
     check: Callable[[SourceGraph, int], str]
     emit: Callable[[SourceGraph, int, str, str, dict], GraphPart]
-    #: ``claims(graph, index)``: whether operator ``index`` is this entry's even where the
-    #: importer converts it (its form through Relax would not be TFLite Micro's kernel);
-    #: None: only operators the importer refuses
-    claims: Callable[[SourceGraph, int], bool] | None = None
 
 
 def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
@@ -59,17 +55,6 @@ def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
                                  near.get(ofms[0]))
     return GraphPart(stream.payload, ifms, ofms, _report(name, stream.payload,
                                                          stream.planned_peak, PLANNED_ALONE))
-
-
-def _softmax16_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
-                    shared: dict) -> GraphPart:
-    sm = ops_softmax16.read_softmax16(graph, index)
-    ifms, ofms = tuple(graph.all_inputs(index)[:1]), tuple(graph.writes[index][:1])
-    names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms + ofms)
-    phases = tuple(shared[t][0] % ops_softmax16.ALIGN if t in shared else 0
-                   for t in ifms + ofms)
-    payload = ops_softmax16.softmax16_payload(sm, accelerator, names, phases)
-    return GraphPart(payload, ifms, ofms, _report(name, payload, None))
 
 
 #: why a graph-level operator has no cascade
@@ -108,25 +93,7 @@ def format_report(report: dict) -> str:
 #: graph-level NPU operators by TFLite builtin name
 GRAPH_NPU_OPERATORS: dict[str, GraphNpuOperator] = {
     ops_lstm.KIND: GraphNpuOperator(ops_lstm.KIND, ops_lstm.refusal, _lstm_emit),
-    # an int16 SOFTMAX (the importer takes the 8-bit ones into Relax)
-    ops_softmax16.KIND: GraphNpuOperator(ops_softmax16.KIND, ops_softmax16.refusal,
-                                         _softmax16_emit, ops_softmax16.is_int16),
 }
-
-#: why an operator the importer converts is taken from the graph instead
-CLAIMED = ("the tflite-micro host takes it from the TFLite graph, not through the importer: "
-           "TFLite Micro's kernel differs from the llvm host's (LiteRT's)")
-
-
-def graph_claims(graph: SourceGraph, refusals: list[str | None]) -> dict[int, str]:
-    """The operators the importer converts (``refusals[i]`` None) that an entry claims
-    (``GraphNpuOperator.claims``), each with why it stays out of the importer's groups."""
-    out = {}
-    for i, r in enumerate(refusals):
-        entry = graph_operator(graph, i) if r is None else None
-        if entry is not None and entry.claims is not None and entry.claims(graph, i):
-            out[i] = CLAIMED
-    return out
 
 
 def graph_operator(graph: SourceGraph, index: int) -> GraphNpuOperator | None:
