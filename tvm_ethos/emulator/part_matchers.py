@@ -185,7 +185,9 @@ def stage_reads(op) -> list[tuple[te.Tensor, list, list]]:
     out = []
     for body in op.body:
         for t, idx in tensor_loads(body):
-            simp = [ana.simplify(i) for i in idx]
+            # an index that reads a tensor (a table lookup) is no affine form, and TVM's
+            # simplifier cannot hash the loads of some of them
+            simp = [i if tensor_loads(i) else ana.simplify(i) for i in idx]
             out.append((t, simp, [to_affine(i) for i in simp]))
     if len(_READS_CACHE) > 4096:
         _READS_CACHE.clear()
