@@ -1,4 +1,4 @@
-"""int16 SOFTMAX on the Ethos-U: our graph-level stream (``ops_softmax16``) beside Vela 5.2's
+"""int16 SOFTMAX on the Ethos-U: our planned stream (``ops_softmax16``) beside Vela 5.2's
 (``--optimise Size``), both run on the functional model: NPU operations (DMAs included, waits
 not), DMA bytes, the arena each stream touches (emulated), and the outputs that differ from
 TFLite Micro's over random inputs (every other input narrowed to small differences). Nothing

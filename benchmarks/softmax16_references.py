@@ -2,8 +2,8 @@
 which each target follows. Per model (a few shapes, input scales and betas, some of the betas
 no power of two), over random rows (every other input narrowed to small differences): the
 rows on which LiteRT and TFLite Micro differ, and the rows on which the llvm host differs from
-LiteRT and the ``ethos-u`` target's NPU stream (functional model) from TFLite Micro. Nothing
-here is timed.
+LiteRT, the ``ethos-u`` target's NPU stream (functional model) and the ``ethos-u,llvm``
+target's NPU subgraph (emulator) from TFLite Micro. Nothing here is timed.
 
   python benchmarks/softmax16_references.py [--runs 20]
 """
@@ -49,14 +49,16 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=20, help="random inputs per model")
     args = ap.parse_args(argv)
     print(f"{'model':<22} {'rows':>7} {'LiteRT != TFLM':>15} {'llvm != LiteRT':>15} "
-          f"{'NPU != TFLM':>12}")
+          f"{'NPU != TFLM':>12} {'emulator != TFLM':>17}")
     for name, shape, scale, beta in MODELS:
         data = _model(shape, scale, beta)
         host = tvm_ethos.compile(data, "llvm", cache_dir=False)
         npu = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
         assert [p.placed_on for p in npu.placement] == ["ethos-u"], npu.placement
+        emulated = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+        assert emulated.partition_summary == {"ethos-u": 1}, emulated.partition_summary
         rs = np.random.RandomState(0)
-        rows = apart = host_off = npu_off = 0
+        rows = apart = host_off = npu_off = emulator_off = 0
         for k in range(args.runs):
             wide = rs.randint(-32768, 32768, shape)
             x = (wide if k % 2 == 0 else wide // rs.randint(2, 3000)).astype(np.int16)
@@ -65,7 +67,9 @@ def main(argv=None) -> int:
             apart += _rows_apart(lite, micro)
             host_off += _rows_apart(host.run(x)[0].reshape(lite.shape), lite)
             npu_off += _rows_apart(npu.run(x)[0].reshape(micro.shape), micro)
-        print(f"{name:<22} {rows:>7} {apart:>15} {host_off:>15} {npu_off:>12}")
+            emulator_off += _rows_apart(emulated.run(x)[0].reshape(micro.shape), micro)
+        print(f"{name:<22} {rows:>7} {apart:>15} {host_off:>15} {npu_off:>12} "
+              f"{emulator_off:>17}")
     return 0
 
 
