@@ -149,10 +149,18 @@ def test_every_operator_ethos_u_accepts_has_a_stream_emitter_or_is_emulator_only
 
 
 def test_stream_emitters_are_consistent():
-    from tvm_ethos.backends.ethos_u.stream_ops import LEAKY_RELU16, STREAM_OPS, Extent, Form
+    from tvm_ethos.backends.ethos_u.stream_ops import (
+        LEAKY_RELU16,
+        SOFTMAX16,
+        STREAM_OPS,
+        Extent,
+        Form,
+    )
 
-    # an int16 LEAKY_RELU is the one row picked by its type (stream_ops.emitter)
-    for op, em in list(STREAM_OPS.items()) + [(Op.LEAKY_RELU, LEAKY_RELU16)]:
+    # an int16 LEAKY_RELU and an int16 SOFTMAX are the rows picked by their type
+    # (stream_ops.emitter)
+    for op, em in list(STREAM_OPS.items()) + [(Op.LEAKY_RELU, LEAKY_RELU16),
+                                              (Op.SOFTMAX, SOFTMAX16)]:
         if em.form is Form.BLOCK:
             assert em.build is not None and em.sequence is None, op
         if em.form in (Form.SEQUENCE, Form.MOVEMENT):

@@ -29,6 +29,15 @@ from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.tflite_oracle import tflm_oracle
+from tvm_ethos.backends.ethos_u.stream_ops import (
+    SOFTMAX16,
+    SOLITARY_OPS,
+    STREAM_OPS,
+    WHOLE_OUTPUT_OPS,
+    Extent,
+    emitter,
+    takes_ring_operands,
+)
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.compute import softmax16
 from tvm_ethos.emulator.part_matchers import match_subgraph
@@ -237,6 +246,24 @@ def test_the_planners_tflite_reader_reads_the_part_the_compile_path_plans():
         assert p.attr("beta") == 0.5
         assert p.attr(WORK_ATTR) == WorkMemory(softmax16_work_bytes(8 * 6, 12))
     assert lower_part(ref, ref.output.shape) == lower_part(mine, mine.output.shape)
+
+
+def test_its_stream_row_is_placed_in_plans_as_the_softmax_row_is():
+    """``SOLITARY_OPS`` and ``WHOLE_OUTPUT_OPS`` are read off the rows keyed by operator, so
+    the row an int16 SOFTMAX gets (``stream_ops.emitter``) must be emitted as that row is:
+    whole, from whole operands, never solitary."""
+    q = _Q(Op.SOFTMAX, "int16")
+    assert emitter(q) is SOFTMAX16 and emitter(_Q(Op.SOFTMAX, "int8")) is STREAM_OPS[Op.SOFTMAX]
+    for em in (SOFTMAX16, STREAM_OPS[Op.SOFTMAX]):
+        assert em.extent is Extent.WHOLE and not takes_ring_operands(Op.SOFTMAX, em)
+    assert Op.SOFTMAX in WHOLE_OUTPUT_OPS and Op.SOFTMAX not in SOLITARY_OPS
+
+
+class _Q:
+    """The fields ``stream_ops.emitter`` reads of a lowered operator."""
+
+    def __init__(self, kind, dtype):
+        self.kind, self.in_dtypes = kind, [dtype]
 
 
 #: the stream's operation commands by the performance model's kinds of NPU operation
