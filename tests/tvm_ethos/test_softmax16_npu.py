@@ -293,11 +293,11 @@ def test_the_cost_model_prices_the_operations_the_stream_runs(shape):
 REFUSED = [
     (softmax16_model((1, 4096), 1e-3), "the Ethos-U rejects", "a depth of 4096"),
     (softmax16_model((1, 65536, 1), 1e-3), "the Ethos-U rejects", "65536 rows"),
-    (softmax16_model((1, 8), 1e-3, in_zp=3), "the importer refuses", "SOFTMAX has INT16"),
+    (softmax16_model((1, 8), 1e-3, in_zp=3), "the importer refuses", "input zero point 3"),
     (softmax16_model((1, 8), 8.0, beta=1.0), "the importer refuses", "overflows past 15"),
     (softmax16_model((1, 0), 1e-3), "the importer refuses", "empty dimension"),
     (softmax16_model((1, 8), 1e-3, out_q=(1 / 65536, 0)), "the importer refuses",
-     "SOFTMAX has INT16"),
+     "requires (1/32768, 0)"),
 ]
 
 

@@ -63,13 +63,44 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     """:func:`operator_support` of a model already checked."""
     out = []
     for op in checked.operators:
-        reason = (converter_refusal(op) or strided_slice_refusal(checked, op)
-                  or form_refusal(checked, op))
+        reason = (softmax16_quantization_refusal(checked, op) or converter_refusal(op)
+                  or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
             reason = found[0].message if found else ""
         out.append(OperatorSupport(op.subgraph, op.index, op.name, not reason, reason))
     return tuple(out)
+
+
+def softmax16_quantization_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an INT16 -> INT16 SOFTMAX is not in the form of TFLite's int16 kernel, which the
+    importer reads exactly (input zero point 0, output quantized (1/32768, 0)), naming the
+    quantization in the way; ``""`` for any other operator or form."""
+    from tflite.TensorType import TensorType
+
+    if op.name != "SOFTMAX" or not op.int16 or len(op.inputs) != 1 or op.inputs[0] < 0 \
+            or len(op.outputs) != 1:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
+    if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
+        return ""
+
+    def quantization(t) -> tuple[float, int] | None:
+        q = t.Quantization()
+        if q is None or not q.ScaleLength():
+            return None
+        zero_point = int(q.ZeroPointAsNumpy()[0]) if q.ZeroPointLength() else 0
+        return float(q.ScaleAsNumpy()[0]), zero_point
+
+    qx, qy = quantization(x), quantization(y)
+    if qx is not None and qx[1] != 0:
+        return (f"an int16 SOFTMAX with input zero point {qx[1]}: TFLite's int16 kernel "
+                "requires 0 (quantize the input symmetrically)")
+    if qy is not None and (qy[1] != 0 or abs(qy[0] * 32768 - 1) > 1e-3):
+        return (f"an int16 SOFTMAX with output quantization ({qy[0]:g}, {qy[1]}): TFLite's "
+                "int16 kernel requires (1/32768, 0)")
+    return ""
 
 
 def converter_refusal(op: CheckedOperator) -> str:
