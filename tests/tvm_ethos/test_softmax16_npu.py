@@ -230,6 +230,24 @@ def test_after_a_16x8_convolution_at_the_least_memory_both_are_one_cascade(accel
             np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16), h=st.integers(1, 12), w=st.integers(1, 10),
+       c=st.integers(1, 6), cout=st.integers(1, 40), beta=_betas,
+       accelerator=st.sampled_from(["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]),
+       budget=st.sampled_from(["smallest", "system", None]))
+def test_after_a_16x8_convolution_at_any_budget_the_stream_is_the_plan_and_exact(
+        seed, h, w, c, cout, beta, accelerator, budget):
+    data = _conv_then_softmax(seed, (1, h, w, c), cout, beta)
+    cm, entry = compiled_on_the_npu(data, accelerator_config=accelerator, budget=budget)
+    (row,) = [r for r in cm.plan_report["layers"] if r["part"].endswith("softmax")]
+    assert tuple(row["stripe"]) == (1, h, w, cout), row
+    rs = np.random.RandomState(seed)
+    x = rs.randint(-32768, 32768, (1, h, w, c)).astype(np.int16)
+    want = tflm_oracle(data, [x])[0]
+    np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
 def test_the_planners_tflite_reader_reads_the_part_the_compile_path_plans():
     """``planner.tflite`` (no TVM) and the part matcher give the int16 SOFTMAX the same Part:
     kind, int16 tensors, beta, the stream's working memory, and so the same operations in the
