@@ -85,7 +85,9 @@ def _compiled(data: bytes, accelerator: str):
 @settings(max_examples=5, deadline=None)
 @given(shape=_shapes, scale=_scales, beta=_betas,
        accelerator=st.sampled_from(["ethos-u55-64", "ethos-u55-128", "ethos-u65-256"]))
+@example(shape=(2, 3, 1, 40), scale=3e-4, beta=1.0, accelerator="ethos-u55-128")
 def test_the_npu_stream_is_tflite_micros_kernel(shape, scale, beta, accelerator):
+    """Also over a batch: the stream runs rows of the depth whatever the shape."""
     data = softmax16_model(shape, scale, beta)
     cm = _compiled(data, accelerator)
     for x in _inputs(shape, 1):
@@ -97,6 +99,7 @@ def test_the_npu_stream_is_tflite_micros_kernel(shape, scale, beta, accelerator)
 @given(shape=_shapes, scale=_scales, beta=_betas,
        accelerator=st.sampled_from(["ethos-u55-64", "ethos-u55-128", "ethos-u65-256"]))
 @example(shape=(1, 4, 16, 64), scale=1e-4, beta=0.125, accelerator="ethos-u55-128")
+@example(shape=(2, 3, 1, 40), scale=3e-4, beta=1.0, accelerator="ethos-u65-256")
 def test_on_ethos_u_llvm_the_emulator_is_tflite_micros_kernel(shape, scale, beta, accelerator):
     """The emulator lowers what the NPU computes (``te_ops.lower_softmax16`` with TFLite
     Micro's tables and multiplier), not the llvm host's LiteRT kernel. (The 4-D example's

@@ -236,6 +236,16 @@ def _as_codes(q):
                                in_shapes=[cut(s) for s in q.in_shapes], out_shape=cut(q.out_shape))
 
 
+def _as_softmax16_rows(q):
+    """An int16 SOFTMAX runs over rows of its depth whatever its shape (``ops_softmax16``: a
+    1 x rows x depth map): the common checks see that view, its own limits are
+    ``ops_softmax16.refusals``."""
+    if not ops_softmax16.is_softmax16(q):
+        return q
+    rows, depth = ops_softmax16.geometry(q)
+    return dataclasses.replace(q, in_shapes=[(1, rows, depth)], out_shape=(1, rows, depth))
+
+
 def _arg_max(q, o):
     """Vela's ARG_MAX: along the depth, at most 127 channels (each code and its channel's
     index packed into one int16, the index in the seven low bits); int32 or int64 indices;
@@ -584,8 +594,8 @@ class EthosUBackend(NpuBackend):
         return LayerSupport(
             CHECKS,
             common=lambda q, o: common_npu_checks(
-                _as_codes(_as_matrices(_as_copy(_as_rows(q)))), o, act_types=U_TYPES,
-                max_dim=65535, bias_types=BIAS_TYPES),
+                _as_codes(_as_matrices(_as_copy(_as_rows(_as_softmax16_rows(q))))), o,
+                act_types=U_TYPES, max_dim=65535, bias_types=BIAS_TYPES),
         )
 
     def codegen_factory(self):
