@@ -1,8 +1,8 @@
 """An int16 SOFTMAX as a planner Part (``planner.parts.softmax``, TVM-free): int16 in and out,
 every output row reading its whole input row, the Ethos-U stream's working memory on the Part
 (``softmax16_work_bytes``), counted by the Plan that holds it (the stripe-by-stripe simulator
-agrees), and read so from a TFLite file by ``planner.tflite``; an 8-bit SOFTMAX is the Part
-it was."""
+agrees), read so from a TFLite file by ``planner.tflite`` and kept by the JSON round trip;
+an 8-bit SOFTMAX is the Part it was."""
 import dataclasses
 
 import tflite_builder as tb
@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ethos_arch.ops import Op
+from planner import io as planner_io
 from planner import parts
 from planner.devices import get_device
 from planner.graph import GraphBuilder, Tensor
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
 from planner.tflite import load_tflite
-from planner.work_memory import WORK_ATTR, WorkMemory
+from planner.work_memory import WORK_ATTR, WorkMemory, work_tensor
 
 _SHAPES = st.lists(st.integers(1, 24), min_size=1, max_size=4).map(tuple)
 
@@ -72,14 +73,18 @@ def test_its_plan_counts_the_working_memory_and_the_simulator_agrees(h, w, c, co
         prop = search.proposal(k)
         assert simulate(graph, device, prop).peak_bytes == prop.memory_bytes
         (plan,) = [p for p in prop.plans if "sm" in p.parts]
-        assert plan.memory_bytes >= work
+        held = {tc.tensor: tc.buffer_bytes for tc in plan.tensor_configs}
+        assert held[work_tensor("sm")] == work
 
 
-def test_the_tflite_reader_reads_an_int16_softmax_as_that_part():
+def test_the_tflite_reader_reads_an_int16_softmax_as_that_part_and_json_keeps_it():
     data = tb.softmax(None, shape=(1, 5, 33), in_q=(1e-3, 0), dtype="int16",
                       out_q=(1 / 32768, 0), beta=0.5)
-    (part,) = load_tflite(data).parts
+    graph = load_tflite(data)
+    (part,) = graph.parts
     assert part.kind == Op.SOFTMAX and part.attr("beta") == 0.5
     assert (part.inputs[0].dtype, part.output.dtype, part.output.shape) == \
         ("int16", "int16", (1, 5, 33))
     assert part.attr(WORK_ATTR) == WorkMemory(parts.softmax16_work_bytes(5, 33))
+    again = planner_io.loads(planner_io.dumps(graph))
+    assert again == graph and type(again.parts[0].attr(WORK_ATTR)) is WorkMemory
