@@ -176,6 +176,16 @@ def test_after_an_npu_add_both_run_in_one_ethos_u_operator_and_the_file_is_deter
         np.testing.assert_array_equal(cm.run(*xs)[0].reshape(want.shape), want)
 
 
+def test_beside_an_npu_add_a_softmax_the_stream_refuses_stays_a_tflite_operator_saying_why():
+    """65,536 rows: one more than a feature map's width; the ADD before it stays on the NPU."""
+    cm = tvm_ethos.compile(_add_then_softmax((1, 2, 32768, 1), 1e-3), "ethos-u",
+                           cache_dir=False)
+    add, softmax = cm.placement
+    assert (add.placed_on, softmax.placed_on) == ("ethos-u", "tflite-micro"), cm.placement
+    assert "the Ethos-U does not take it" in softmax.why and "65536 rows" in softmax.why, \
+        softmax.why
+
+
 def _conv_then_softmax(seed: int, shape=(1, 8, 6, 4), cout: int = 12, beta: float = 1.0):
     """An int16x8 CONV_2D 3x3 (TFLite's 16x8 kernel) feeding an int16 SOFTMAX over its
     channels."""

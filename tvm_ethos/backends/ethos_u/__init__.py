@@ -238,9 +238,9 @@ def _as_codes(q):
 
 def _as_softmax16_rows(q):
     """An int16 SOFTMAX runs over rows of its depth whatever its shape (``ops_softmax16``: a
-    1 x rows x depth map): the common checks see that view, its own limits are
-    ``ops_softmax16.refusals``."""
-    if not ops_softmax16.is_softmax16(q):
+    1 x rows x depth map): the common checks see that view where it fits a feature map, its
+    own limits (``ops_softmax16.refusals``) name what does not."""
+    if not ops_softmax16.is_softmax16(q) or ops_softmax16.refusals(q):
         return q
     rows, depth = ops_softmax16.geometry(q)
     return dataclasses.replace(q, in_shapes=[(1, rows, depth)], out_shape=(1, rows, depth))
