@@ -183,7 +183,8 @@ class EmulatorLowering:
 
     ``tflite_fc_rounding``: FULLY_CONNECTED rounds as TFLite Micro's kernel does (the NPU's
     stream and its reference agree on it), not as the other integer kernels round, and an
-    int16 SOFTMAX reads TFLite Micro's tables (``te_ops.lower_qop``'s ``tfl_rounding``).
+    int16 SOFTMAX takes TFLite Micro's tables and multiplier (``te_ops.lower_qop``'s
+    ``tfl_rounding``).
     ``fold_pads``: a PAD read only by a convolution the NPU pads for is that convolution's
     padding (``compute.pad_fold``), as Vela folds it."""
 

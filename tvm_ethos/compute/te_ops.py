@@ -1614,7 +1614,7 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
     one with AVX2 and no VNNI (``x86_avx2``'s form). ``tfl_rounding``: TFLite Micro's
     arithmetic where it differs from LiteRT's reference kernels, as the Ethos-U's stream
     computes it (an Ethos-U subgraph): FULLY_CONNECTED rounds twice (the NPU's TFL
-    rounding), not once, and an int16 SOFTMAX reads TFLite Micro's tables."""
+    rounding), not once, and an int16 SOFTMAX takes TFLite Micro's tables and multiplier."""
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:
