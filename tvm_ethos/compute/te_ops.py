@@ -1457,12 +1457,16 @@ def _interpolate(table, v):
 
 
 def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16",
-                    kernel: softmax16.Kernel = softmax16.Kernel.LITERT):
+                    kernel: softmax16.Kernel = softmax16.Kernel.LITERT,
+                    exps_stage: bool = True):
     """SOFTMAX of int16 codes to Q0.15 as ``kernel``'s reference kernel computes it
     (``reference_ops::SoftmaxInt16``; the numpy statement is ``softmax16.softmax_int16``):
     LiteRT's, the oracle of the llvm host, or TFLite Micro's, what the Ethos-U's stream
     computes (its tables and input multiplier). Integer arithmetic on two 513-entry tables
-    that are PrimFunc arguments (``softmax16.tables``).
+    that are PrimFunc arguments (``softmax16.tables``). ``exps_stage``: the exponentials
+    computed once into a stage (a host kernel), or recomputed where the sum and the output
+    read them (an NPU subgraph, whose schedule holds one element of each stage, as the NPU
+    its accumulator).
 
     * the difference to the row maximum, scaled by the input multiplier so that [-65535, 0]
       codes cover [-10, 0], recentred to int16 and looked up in the exp table;
@@ -1485,12 +1489,19 @@ def lower_softmax16(op, inputs, pool: ConstPool, name="softmax16",
         lead, lambda *i: te.max(x[i + (rmax,)].astype("int32"), axis=rmax), name=f"{name}_max"
     )
 
-    def exp_at(i):
-        # an expression, not a stage: the sum and the output each read it, and a stage
-        # would be held per row where the NPU keeps one accumulator element
+    def exp_fn(*i):
         scaled = mbqm(x[i].astype("int32") - mx[i[:-1]], multiplier, shift)
         return _interpolate(exp_t, tirx.min(tirx.max(scaled + _i32(32767), _i32(-32768)),
                                              _i32(32767)))
+
+    if exps_stage:
+        exps = te.compute(shape, exp_fn, name=f"{name}_exps")
+
+        def exp_at(i):
+            return exps[i]
+    else:
+        def exp_at(i):
+            return exp_fn(*i)
 
     rsum = te.reduce_axis((0, depth), name="rsum")
     total = te.compute(lead, lambda *i: te.sum(exp_at(i + (rsum,)), axis=rsum),
@@ -1623,7 +1634,7 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
         return fn(op, inputs, pool, name=name, tfl_rounding=True)
     if tfl_rounding and fn is lower_softmax and op.in_dtypes[0] == "int16":
         return lower_softmax16(op, inputs, pool, name=name,
-                               kernel=softmax16.Kernel.TFLITE_MICRO)
+                               kernel=softmax16.Kernel.TFLITE_MICRO, exps_stage=False)
     if avx2 and fn in (lower_conv2d, lower_fully_connected):
         return fn(op, inputs, pool, name=name, avx2=True)
     if vnni and fn in (lower_conv2d, lower_fully_connected, lower_add):
