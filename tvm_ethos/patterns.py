@@ -21,7 +21,7 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
-from tvm_ethos.compute import int16_activation, int16x8, softmax16
+from tvm_ethos.compute import int16_activation, int16x8, mirror_pad, softmax16
 from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.quant import dtype_range, f32, quantize_multipliers, quantize_value
 
@@ -1083,14 +1083,14 @@ def _read_transpose(op: QOp, ann: dict, problems: list) -> None:
 
 def _read_mirror_pad(op: QOp, ann: dict, problems: list) -> None:
     """MIRROR_PAD on the codes: its paddings and mode (REFLECT, or SYMMETRIC: the edge
-    repeated); the integer kernels pad the height and width of an NHWC tensor."""
+    repeated); the integer kernels take the forms ``mirror_pad.kernel_refusal`` allows."""
     widths = [int(v) for v in ann["op"].attrs.pad_width]
     pads = tuple(zip(widths[0::2], widths[1::2]))
     mode = "SYMMETRIC" if str(ann["op"].attrs.pad_mode) == "symmetric" else "REFLECT"
     op.attrs.update(pad_width=pads, mode=mode)
-    if len(pads) != 4 or pads[0] != (0, 0) or pads[3] != (0, 0):
-        problems.append(f"MIRROR_PAD by {pads}; the integer kernel pads height and width of "
-                        "NHWC")
+    why = mirror_pad.kernel_refusal(pads)
+    if why:
+        problems.append(why)
 
 
 def _read_reverse(op: QOp, ann: dict, problems: list) -> None:

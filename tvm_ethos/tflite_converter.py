@@ -53,6 +53,7 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
+from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.patterns import NEAREST_MODES
 
@@ -597,9 +598,9 @@ class EthosOperatorConverter(OperatorConverter):
     def convert_mirror_pad(self, op):
         """REFLECT padding of the codes (``nn.pad``'s reflect mode: the edge not repeated) or
         SYMMETRIC (the edge repeated: ``pad_mode="symmetric"``, which TVM's legalization
-        would read as constant padding, so only of the height and width of NHWC, which the
-        patterns take and lower exactly); the output must keep the input's quantization (the
-        kernel copies codes)."""
+        would read as constant padding, so only in the forms the patterns take and lower
+        exactly, ``mirror_pad.kernel_refusal``); the output must keep the input's
+        quantization (the kernel copies codes)."""
         from tflite.MirrorPadOptions import MirrorPadOptions
 
         inputs = self.get_input_tensors(op)
@@ -618,9 +619,10 @@ class EthosOperatorConverter(OperatorConverter):
                                                                           shape)):
             raise _refuse(f"MIRROR_PAD of {shape} by {paddings.tolist()}; {mode} takes "
                           f"paddings from 0 to the dimension{' less one' if edge else ''}")
-        if symmetric and (len(shape) != 4 or paddings[[0, 3]].any()):
-            raise _refuse(f"MIRROR_PAD in SYMMETRIC mode of {shape} by {paddings.tolist()}; "
-                          "tvm-ethos pads the height and width of NHWC symmetrically")
+        why = mirror_pad_refusal(paddings.tolist()) if symmetric else ""
+        if why:
+            raise _refuse(f"{why}, in SYMMETRIC mode (TVM's legalization pads in REFLECT "
+                          "mode only)")
         return relax.op.nn.pad(self.get_expr(inputs[0].tensor_idx),
                                pad_width=[int(v) for v in paddings.ravel()],
                                pad_mode="symmetric" if symmetric else "reflect")

@@ -1,7 +1,8 @@
 """TFLite's MIRROR_PAD through the importer: ``nn.pad`` on the codes in reflect mode
 (REFLECT) or symmetric mode (SYMMETRIC, the edge repeated), on the Ethos-U as copies of input
-rows and columns, the compiled file's outputs equal to TFLite Micro's on the source; depth
-padding stays a TFLite operator."""
+rows, columns and channels (any axis of a tensor of up to four but a 4-D one's batch), the
+compiled file's outputs equal to TFLite Micro's on the source; batch padding stays a TFLite
+operator."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,9 +12,10 @@ import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_models import _opts
+from test_solitary_movement import _i32, _like, chain, compiled_on_the_npu
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import compiled_matches
+from tests.helpers.tflite_oracle import compiled_matches, inputs_for, tflm_oracle
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -36,16 +38,23 @@ def _check(data: bytes, target: str = "ethos-u", seed: int = 0):
 
 @st.composite
 def _padded(draw, edge: int = 1):
-    """A shape and paddings of its height and width, each at most the dimension less
-    ``edge`` (REFLECT: 1, SYMMETRIC: 0)."""
-    h, w, c = draw(st.integers(1, 7)), draw(st.integers(1, 7)), draw(st.integers(1, 6))
+    """A shape of 1 to 4 axes (a 4-D one of batch 1) and paddings of every axis but a 4-D
+    tensor's batch, each at most the dimension less ``edge`` (REFLECT: 1, SYMMETRIC: 0)."""
+    rank = draw(st.integers(1, 4))
+    dims = [draw(st.integers(1, 6)) for _ in range(min(rank, 3))]
+    shape = ([1] if rank == 4 else []) + dims
     pad = lambda n: (draw(st.integers(0, n - edge)), draw(st.integers(0, n - edge)))  # noqa: E731
-    return (1, h, w, c), [(0, 0), pad(h), pad(w), (0, 0)]
+    return tuple(shape), ([(0, 0)] if rank == 4 else []) + [pad(n) for n in dims]
+
+
+_q = st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127))
 
 
 @settings(max_examples=8, deadline=None)
-@given(case=_padded(), q=st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127)))
-def test_reflect_padding_of_height_and_width_is_on_the_npu_exactly(case, q):
+@given(case=_padded(), q=_q)
+def test_reflect_padding_of_any_axis_but_the_batch_is_on_the_npu_exactly(case, q):
+    """Every mirrored row, column and channel one copy of an input one (the depth and tensors
+    of fewer axes too, as Vela 5.2 takes them)."""
     shape, pads = case
     cm = _check(mirror_pad_model(shape, pads, q=q))
     (placed,) = cm.placement
@@ -53,8 +62,8 @@ def test_reflect_padding_of_height_and_width_is_on_the_npu_exactly(case, q):
 
 
 @settings(max_examples=8, deadline=None)
-@given(case=_padded(edge=0), q=st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127)))
-def test_symmetric_padding_of_height_and_width_is_on_the_npu_exactly(case, q):
+@given(case=_padded(edge=0), q=_q)
+def test_symmetric_padding_of_any_axis_but_the_batch_is_on_the_npu_exactly(case, q):
     """SYMMETRIC repeats the edge, so it pads up to the whole dimension (REFLECT one less)."""
     shape, pads = case
     cm = _check(mirror_pad_model(shape, pads, mode=tflite.MirrorPadMode.SYMMETRIC, q=q))
@@ -62,30 +71,62 @@ def test_symmetric_padding_of_height_and_width_is_on_the_npu_exactly(case, q):
     assert placed.placed_on == "ethos-u", placed.why
 
 
-def test_symmetric_depth_padding_stays_a_tflite_operator_naming_the_rule():
-    """Relax has no symmetric padding TVM lowers, so only the height and width of NHWC are
-    taken (the integer kernels'); the tflite-micro host keeps the rest, a host target cannot
-    run it."""
-    data = mirror_pad_model((1, 3, 4, 2), [(0, 0), (1, 2), (2, 1), (1, 0)],
+@pytest.mark.parametrize("mode, pads", [
+    (tflite.MirrorPadMode.REFLECT, [(0, 0), (1, 2), (2, 1), (3, 4)]),
+    (tflite.MirrorPadMode.SYMMETRIC, [(0, 0), (3, 1), (0, 4), (5, 2)]),
+], ids=["reflect", "symmetric"])
+def test_depth_padding_between_convolutions_is_planned_as_it_touches_memory(mode, pads):
+    """CONV_2D -> MIRROR_PAD of height, width and depth -> CONV_2D at the least memory: all
+    on the NPU, the stream realizing the plan and touching the planned peak, equal to TFLite
+    Micro's."""
+    def middle(g, x):
+        y = _like(g, x, [n + a + b for n, (a, b) in zip(g.shape(x), pads)])
+
+        def opts(b):
+            tflite.MirrorPadOptionsStart(b)
+            tflite.MirrorPadOptionsAddMode(b, mode)
+            return tflite.MirrorPadOptionsEnd(b)
+
+        g.ops.append((tb.BO.MIRROR_PAD, tb.BOPT.MirrorPadOptions, opts, [x, _i32(g, pads)],
+                      [y]))
+        return y
+
+    data = chain(middle, seed=3, shape=(1, 12, 10, 8), c=6)
+    cm, _ = compiled_on_the_npu(data, budget="smallest")
+    rs = np.random.RandomState(2)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+
+
+def test_symmetric_batch_padding_stays_a_tflite_operator_naming_the_rule():
+    """TVM's legalization reads the converter's symmetric mode as constant padding, so only
+    the forms the integer kernels take are converted; the tflite-micro host keeps the rest,
+    a host target cannot run it."""
+    data = mirror_pad_model((1, 3, 4, 2), [(1, 0), (1, 2), (2, 1), (1, 0)],
                             mode=tflite.MirrorPadMode.SYMMETRIC)
     cm = _check(data)
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
-    assert "SYMMETRIC mode of more than the height and width" in placed.why, placed.why
+    assert "a 4-D tensor's batch is not padded" in placed.why, placed.why
     with pytest.raises(tvm_ethos.errors.TvmEthosError, match="operator 0 .MIRROR_PAD. cannot"):
         tvm_ethos.load_model(data)
 
 
-def test_depth_padding_stays_a_tflite_operator_exactly():
-    cm = _check(mirror_pad_model((1, 3, 4, 5), [(0, 0), (1, 1), (0, 0), (2, 1)]))
+def test_batch_padding_stays_a_tflite_operator_exactly():
+    """Vela 5.2 takes it; the NPU's feature maps here have a batch of 1."""
+    cm = _check(mirror_pad_model((2, 3, 4, 5), [(1, 0), (1, 1), (0, 0), (2, 1)]))
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
 
 
-@pytest.mark.parametrize("mode, pads", [
-    (tflite.MirrorPadMode.REFLECT, [(0, 0), (3, 1), (2, 4), (0, 0)]),
-    (tflite.MirrorPadMode.SYMMETRIC, [(0, 0), (4, 1), (2, 5), (0, 0)]),
-], ids=["reflect", "symmetric"])
-def test_the_llvm_host_runs_it_exactly(mode, pads):
-    cm = _check(mirror_pad_model((1, 4, 5, 3), pads, mode=mode), "llvm", seed=1)
+@pytest.mark.parametrize("mode, shape, pads", [
+    (tflite.MirrorPadMode.REFLECT, (1, 4, 5, 3), [(0, 0), (3, 1), (2, 4), (0, 0)]),
+    (tflite.MirrorPadMode.SYMMETRIC, (1, 4, 5, 3), [(0, 0), (4, 1), (2, 5), (0, 0)]),
+    (tflite.MirrorPadMode.SYMMETRIC, (1, 4, 5, 3), [(0, 0), (1, 1), (0, 2), (3, 2)]),
+    (tflite.MirrorPadMode.SYMMETRIC, (4, 5), [(2, 4), (5, 1)]),
+], ids=["reflect", "symmetric", "symmetric_depth", "symmetric_2d"])
+def test_the_llvm_host_runs_it_exactly(mode, shape, pads):
+    cm = _check(mirror_pad_model(shape, pads, mode=mode), "llvm", seed=1)
     assert cm.partition_summary == {"llvm": 1}

@@ -25,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from tvm_ethos.compute import softmax16
+from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
@@ -144,20 +145,17 @@ def strided_slice_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return ""
 
 
-def _height_width_padding(model, graph, inputs) -> bool:
-    """Whether a MIRROR_PAD pads a 4-D input's height and width only (True too where its
-    paddings are no constant: the converter refuses those itself)."""
+def _mirror_pads(model, graph, inputs) -> list[list[int]] | None:
+    """A MIRROR_PAD's constant paddings, (before, after) per axis (None where they are no
+    constant: the converter refuses those itself)."""
     from tflite.TensorType import TensorType
 
-    x, pads = graph.Tensors(inputs[0]), graph.Tensors(inputs[1])
+    pads = graph.Tensors(inputs[1])
     dtype = {TensorType.INT32: np.int32, TensorType.INT64: np.int64}.get(pads.Type())
     data = model.Buffers(pads.Buffer()).DataAsNumpy()
     if dtype is None or not hasattr(data, "tobytes") or not data.size:
-        return True
-    values = np.frombuffer(data.tobytes(), dtype)
-    if x.ShapeLength() != 4:
-        return False
-    return values.size == 8 and not values.reshape(4, 2)[[0, 3]].any()
+        return None
+    return np.frombuffer(data.tobytes(), dtype).reshape(-1, 2).tolist()
 
 
 #: operators the importer gives as (or ending in) a reshape of the codes
@@ -227,9 +225,10 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
     (``EthosOperatorConverter``): an UNPACK of the last axis behind a dimension above 1 of
     a 4-D input of a batch above 1 or of an operator's output that the importer gives as a
-    reshape, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD of more
-    than the height and width of NHWC, a BATCH_MATMUL of two constants or not quantized per
-    tensor throughout, an int16 SOFTMAX TFLite's kernel overflows on; or ``""``."""
+    reshape, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD the
+    integer kernels do not take (``mirror_pad.kernel_refusal``), a BATCH_MATMUL of two
+    constants or not quantized per tensor throughout, an int16 SOFTMAX TFLite's kernel
+    overflows on; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -270,10 +269,11 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 
         opts = MirrorPadOptions()
         opts.Init(table.Bytes, table.Pos)
-        if opts.Mode() != 0 and not _height_width_padding(checked.model, graph,
-                                                                  op.inputs):
-            return ("a quantized MIRROR_PAD in SYMMETRIC mode of more than the height and "
-                    "width of NHWC: tvm-ethos pads only those symmetrically")
+        pads = _mirror_pads(checked.model, graph, op.inputs) if opts.Mode() != 0 else None
+        why = mirror_pad_refusal(pads) if pads is not None else ""
+        if why:
+            return (f"a quantized {why}, in SYMMETRIC mode (TVM's legalization pads in "
+                    "REFLECT mode only)")
     return ""
 
 

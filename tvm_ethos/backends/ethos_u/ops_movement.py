@@ -7,11 +7,11 @@ PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the
 the codes) whose feature maps are *strided views*: a box of a tensor read or written through
 its own byte strides, at the box's address. A slice is a read through the source's strides, a
 concatenation input a write through the output's, PAD's interior a write at an offset and its
-border boxes copies of fill codes from flash, MIRROR_PAD's every reflected row and column a
-copy of an input row or column, REVERSE_V2's every index of its axis a copy of its own. A
-nearest resize by an even factor is the NPU's 2x nearest IFM upscaling written with strides
-of half the factor; by an odd one, a strided write per phase; from a 1x1 input, a
-zero-stride broadcast. A TRANSPOSE is a sequence of rotations of its axes, each one
+border boxes copies of fill codes from flash, MIRROR_PAD's every reflected row, column and
+channel a copy of an input row, column or channel, REVERSE_V2's every index of its axis a
+copy of its own. A nearest resize by an even factor is the NPU's 2x nearest IFM upscaling
+written with strides of half the factor; by an odd one, a strided write per phase; from a
+1x1 input, a zero-stride broadcast. A TRANSPOSE is a sequence of rotations of its axes, each one
 copy of the whole tensor with two strides exchanged.
 
 Each lowering yields :class:`Copy` records in the output's (height, width, depth)
@@ -343,19 +343,30 @@ def _mirror_runs(before: int, after: int, n: int, edge: int) -> list[tuple[int, 
     return runs + [(before + n + k, n - 1 - edge - k, 1) for k in range(after)]
 
 
+def mirror_pads3(q) -> list[tuple[int, int]]:
+    """MIRROR_PAD's (before, after) of height, width and depth: a tensor of fewer than three
+    axes is the innermost of them (``npu_ops.shape3``), a 4-D one's batch is not padded."""
+    pads = [tuple(int(v) for v in p) for p in q.attrs["pad_width"]]
+    if len(pads) == 4 and pads[0] == (0, 0):
+        pads = pads[1:]
+    if len(pads) > 3:
+        raise UnsupportedOperatorError(
+            q.tflite_name, f"padding {tuple(pads)}: the NPU mirrors height, width and depth")
+    return [(0, 0)] * (3 - len(pads)) + pads
+
+
 def mirror_pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
-    """MIRROR_PAD (REFLECT or SYMMETRIC) of height and width: every output row is an input
-    row and every column an input column, so one copy per pair of a row run and a column
-    run."""
-    (t, b), (lft, r), (f, bk) = _pads3(q)
-    if f or bk:
-        raise UnsupportedOperatorError(q.tflite_name, f"depth padding {(f, bk)}")
+    """MIRROR_PAD (REFLECT or SYMMETRIC) of height, width and depth: every output row is an
+    input row, every column an input column and every channel an input channel, so one copy
+    per triple of a row run, a column run and a channel run."""
+    (t, b), (lft, r), (f, bk) = mirror_pads3(q)
     h, w, c = operands[0].shape
     edge = 0 if q.attrs.get("mode") == "SYMMETRIC" else 1
     src = dense(operands[0])
-    return [Copy(src.at(sy, sx, 0, (ny, nx, c)), (oy, ox, 0))
+    return [Copy(src.at(sy, sx, sc, (ny, nx, nc)), (oy, ox, oc))
             for oy, sy, ny in _mirror_runs(t, b, h, edge)
-            for ox, sx, nx in _mirror_runs(lft, r, w, edge)]
+            for ox, sx, nx in _mirror_runs(lft, r, w, edge)
+            for oc, sc, nc in _mirror_runs(f, bk, c, edge)]
 
 
 def reverse_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
