@@ -23,7 +23,8 @@ TVM's converters):
 * TRANSPOSE: ``permute_dims`` on the codes (the Ethos-U takes any permutation as strided
   copies, ``ops_movement.transpose_steps``);
 * PACK: each input's codes reshaped to a size-1 axis, then ``concat`` of the codes (what the
-  patterns read as RESHAPEs and one CONCATENATION);
+  patterns read as RESHAPEs and one CONCATENATION; into more than four axes, a 4-D ``concat``
+  of the codes read as rows, then a reshape to the output);
 * PRELU: ``quantize(prelu(dequantize(x), dequantize(alpha)))`` over the last axis, its alpha
   the constant per-channel codes (a QDQ region the patterns read back with TFLite's
   arithmetic, ``te_ops.lower_prelu``);
@@ -650,10 +651,24 @@ class EthosOperatorConverter(OperatorConverter):
             opts.Init(table.Bytes, table.Pos)
         out_shape = [int(d) for d in self.get_tensor_shape(out)]
         axis = (opts.Axis() if table is not None else 0) % len(out_shape)
+        if len(out_shape) > 4:
+            return self._packed_as_rows(inputs, out_shape, axis)
         one = tuple(out_shape[:axis] + [1] + out_shape[axis + 1:])
         parts = [self.bb.emit(relax.op.reshape(self.get_expr(x.tensor_idx), one))
                  for x in inputs]
         return relax.op.concat(parts, axis=axis)
+
+    def _packed_as_rows(self, inputs, out_shape: list[int], axis: int):
+        """A PACK into more than four axes: each input's codes read as (1, outer, 1, inner),
+        the axes before and from the pack axis merged, concatenated along the third axis and
+        read with the output's shape (reshapes and one 4-D CONCATENATION, what the NPU
+        holds; a 5-D concatenation it would not)."""
+        outer = int(np.prod(out_shape[:axis], dtype=np.int64))
+        inner = int(np.prod(out_shape[axis + 1:], dtype=np.int64))
+        parts = [self.bb.emit(relax.op.reshape(self.get_expr(x.tensor_idx),
+                                               (1, outer, 1, inner))) for x in inputs]
+        rows = self.bb.emit(relax.op.concat(parts, axis=2))
+        return relax.op.reshape(rows, out_shape)
 
     def convert_unpack(self, op):
         """Where every dimension before the unpacked axis is 1: the input's codes read with

@@ -1,19 +1,22 @@
 """TFLite's PACK and UNPACK through the importer: PACK as its inputs' codes reshaped and
-concatenated, UNPACK as one slice per output (of the axis merged with the next, or after a
-TRANSPOSE bringing the last axis first, when a dimension above 1 is before it), both on the
-Ethos-U as copies (CONCATENATION's and SPLIT's), the compiled file's outputs equal to TFLite
-Micro's on the source."""
+concatenated (into 5-D: read as rows, concatenated in 4-D and read with the output's shape),
+UNPACK as one slice per output (of the axis merged with the next, or after a TRANSPOSE
+bringing the last axis first, when a dimension above 1 is before it), both on the Ethos-U as
+copies (CONCATENATION's and SPLIT's), the compiled file's outputs equal to TFLite Micro's on
+the source."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tflite_builder as tb
+from graph_builder import Graph
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from operator_models import _opts
+from test_solitary_movement import compiled_on_the_npu
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import compiled_matches
+from tests.helpers.tflite_oracle import compiled_matches, inputs_for, tflm_oracle
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -82,10 +85,39 @@ def test_unpack_of_a_4d_batch_is_one_ethos_u_operator_exactly():
     assert placed.placed_on == "ethos-u", placed.why
 
 
-def test_pack_into_five_dimensions_stays_a_tflite_operator():
-    cm = _check(pack_model((1, 4, 4, 8), 2, 0))
+@settings(max_examples=8, deadline=None)
+@given(dims=st.lists(st.integers(1, 5), min_size=3, max_size=3), n=st.integers(2, 4),
+       axis=st.integers(0, 4), q=_q)
+def test_pack_into_five_dimensions_is_on_the_npu_exactly(dims, n, axis, q):
+    """As Vela 5.2 takes it: the inputs read as rows (the axes before and from the pack axis
+    merged), one 4-D CONCATENATION, the result read with the 5-D shape (aliases)."""
+    cm = _check(pack_model([1] + dims, n, axis, q))
     (placed,) = cm.placement
-    assert placed.placed_on == "tflite-micro"
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+def test_a_5d_pack_of_two_convolutions_is_planned_as_it_touches_memory():
+    """Two CONV_2Ds of one input packed into 5-D at the least memory: all on the NPU, the
+    stream realizing the plan and touching the planned peak, equal to TFLite Micro's."""
+    g = Graph(np.random.RandomState(4))
+    x = g.input((1, 12, 10, 4))
+    a, b = g.conv2d(x, 6), g.conv2d(x, 6)
+    g.tensors[b] = _like_tensor(g.tensors[a])
+    y = g._add(_like_tensor(g.tensors[a], [1, 12, 2, 10, 6]))
+    otype, ofn = _opts("PackOptions", ValuesCount=2, Axis=2)
+    g.ops.append((tb.BO.PACK, otype, ofn, [a, b], [y]))
+    data = g.build([y])
+    cm, _ = compiled_on_the_npu(data, budget="smallest")
+    rs = np.random.RandomState(5)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+
+
+def _like_tensor(t, shape=None):
+    """An int8 tensor quantized as ``t`` (PACK copies codes), of ``shape`` (default t's)."""
+    return tb.T(list(shape or t.shape), "int8", scale=t.scale[0], zp=int(t.zp[0]))
 
 
 @st.composite
@@ -150,8 +182,9 @@ def test_a_pack_that_requantizes_is_refused_by_the_importer_in_one_line():
         tvm_ethos.load_model(data)
 
 
-@pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), unpack_model((1, 3, 2, 5), 1),
-                                  unpack_model((2, 3, 2, 5), 2), unpack_model((1, 3, 2, 5), 3)],
-                         ids=["pack", "unpack", "unpack_behind", "unpack_last"])
+@pytest.mark.parametrize("data", [pack_model((1, 3, 5), 3, 1), pack_model((1, 3, 2, 5), 2, 3),
+                                  unpack_model((1, 3, 2, 5), 1), unpack_model((2, 3, 2, 5), 2),
+                                  unpack_model((1, 3, 2, 5), 3)],
+                         ids=["pack", "pack_5d", "unpack", "unpack_behind", "unpack_last"])
 def test_the_llvm_host_runs_them_exactly(data):
     _check(data, "llvm", seed=1)

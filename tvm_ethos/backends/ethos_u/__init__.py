@@ -98,10 +98,11 @@ def _conv(q, o):
 def _reshape(q, o):
     """Vela's RESHAPE, EXPAND_DIMS and SQUEEZE have no rank limit: the same bytes read with
     another shape. One that only adds or drops dimensions of 1 (EXPAND_DIMS to 5-D) is taken
-    at any rank; others at most 4-D (TVM's DEPTH_TO_SPACE reshapes through a 6-D tensor)."""
+    at any rank; others at most 5-D (TVM's DEPTH_TO_SPACE reshapes through a 6-D tensor, and
+    DEPTH_TO_SPACE, not on Vela's list, stays on the host)."""
     if [d for d in q.out_shape if d != 1] == [d for d in q.in_shapes[0] if d != 1]:
         return []
-    return reshape_rank(q, o)
+    return reshape_rank(q, o, max_rank=5)
 
 
 def _transpose_conv(q, o):
@@ -182,9 +183,14 @@ def _as_copy(q):
 
 def _unbatched(q):
     """A RESHAPE is an alias of its input's bytes in the stream (``STREAM_OPS``): a batch
-    above 1 reads the same bytes, so the common checks see its tensors with a batch of 1."""
+    above 1 reads the same bytes, so the common checks see its tensors with a batch of 1,
+    and a 5-D one as the stream holds it (``npu_ops.shape3``: the axes before the last two
+    folded into the height; a 6-D one is refused: TVM's DEPTH_TO_SPACE reshapes through
+    one, and DEPTH_TO_SPACE stays on the host)."""
     def one(shape):
         shape = tuple(int(d) for d in shape)
+        if len(shape) == 5:
+            return (1, int(np.prod(shape[:-2], dtype=np.int64))) + shape[-2:]
         return (1,) + shape[1:] if len(shape) == 4 else shape
 
     return dataclasses.replace(q, in_shapes=[one(s) for s in q.in_shapes],
