@@ -36,7 +36,8 @@ TVM's converters):
   Relax has no legalization for (SYMMETRIC, of height and width only: the patterns always
   take it, to the integer kernels' ``te_ops.lower_mirror_pad``);
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
-  unpacked axis;
+  unpacked axis (the last axis of a 4-D batch or of a reshape: a slice one channel deep per
+  output, each reshaped to the output);
 * BATCH_MATMUL: ``quantize(matmul(dequantize(a), dequantize(b)))``, an operand whose adj flag
   is set read through ``permute_dims`` of its last two axes inside the region (the patterns
   read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``); a
@@ -113,11 +114,10 @@ def _axis_first(rank: int, axis: int) -> list[int]:
 
 
 def _is_reshape(bb, expr) -> bool:
-    """Whether ``expr`` is a variable bound to a ``reshape`` in ``bb``'s current block (a
-    ``permute_dims`` of it and a reshape after read as TVM's DEPTH_TO_SPACE chain)."""
-    if not isinstance(expr, relax.Var):
-        return False
-    value = bb.lookup_binding(expr)
+    """Whether ``expr`` is a ``reshape``, or a variable bound to one in ``bb``'s current
+    block (a ``permute_dims`` of it and a reshape after read as TVM's DEPTH_TO_SPACE
+    chain); TVM's RESHAPE converter leaves its call unbound."""
+    value = bb.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
     return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.reshape"
 
 
@@ -676,9 +676,8 @@ class EthosOperatorConverter(OperatorConverter):
         exactly the output's shape. Behind a dimension above 1: the axis merged with the next
         (:func:`_merged_unpack`), each output one slice of the merged axis; the last axis
         (whose outputs interleave) brought first by a ``permute_dims`` (:func:`_axis_first`,
-        TRANSPOSE's copies on the NPU), then as above. One reshape for all outputs: a reshape
-        per output would be the same composite function for every output, which the
-        partition cannot tell apart."""
+        TRANSPOSE's copies on the NPU), then as above, or, where no permutation can bring it
+        first, one channel sliced per output (:meth:`_unpacked_channels`)."""
         from tflite.UnpackOptions import UnpackOptions
 
         (x,) = self.get_input_tensors(op)
@@ -704,14 +703,8 @@ class EthosOperatorConverter(OperatorConverter):
                      for i in range(len(outs))]
             return parts[0] if len(parts) == 1 else relax.Tuple(parts)
         if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
-            if len(shape) == 4 and shape[0] != 1:
-                raise _refuse(f"UNPACK of the last axis of {shape}; tvm-ethos brings that axis "
-                              "first by a TRANSPOSE, which keeps a 4-D input's batch, and the "
-                              "NPU takes a batch of 1")
-            if _is_reshape(self.bb, expr):
-                raise _refuse(f"UNPACK of the last axis of {shape}, a reshaped tensor; "
-                              "tvm-ethos brings that axis first by a TRANSPOSE, which after "
-                              "a reshape would read as DEPTH_TO_SPACE")
+            if (len(shape) == 4 and shape[0] != 1) or _is_reshape(self.bb, expr):
+                return self._unpacked_channels(expr, shape, len(outs), out_shape)
             perm = _axis_first(len(shape), axis)
             expr = self.bb.emit(relax.op.permute_dims(expr, perm))
             shape = [shape[i] for i in perm]
@@ -721,6 +714,21 @@ class EthosOperatorConverter(OperatorConverter):
         parts = [self.bb.emit(relax.op.strided_slice(expr, axes=[0], begin=[i * rows],
                                                      end=[(i + 1) * rows]))
                  for i in range(len(outs))]
+        return parts[0] if len(parts) == 1 else relax.Tuple(parts)
+
+    def _unpacked_channels(self, expr, shape: list[int], n: int, out_shape: list[int]):
+        """UNPACK of the last axis where a TRANSPOSE cannot bring it first (a 4-D input's
+        batch above 1 stays where it is; a permutation of a reshape and the reshape after
+        read as DEPTH_TO_SPACE): the input read as (rows, columns, channels), the axes before
+        the last two folded into the rows (a reshape), one channel sliced per output (SPLIT's
+        form: a box one channel deep) and read with the output's shape (a reshape)."""
+        rows = int(np.prod(shape[:-2], dtype=np.int64))
+        cols = shape[-2] if len(shape) > 1 else 1
+        if [rows, cols, shape[-1]] != shape:
+            expr = self.bb.emit(relax.op.reshape(expr, (rows, cols, shape[-1])))
+        parts = [self.bb.emit(relax.op.reshape(
+            self.bb.emit(relax.op.strided_slice(expr, axes=[2], begin=[i], end=[i + 1])),
+            out_shape)) for i in range(n)]
         return parts[0] if len(parts) == 1 else relax.Tuple(parts)
 
     # ------------------------------------------------------------------ BATCH_MATMUL

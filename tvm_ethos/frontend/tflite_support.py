@@ -158,40 +158,6 @@ def _mirror_pads(model, graph, inputs) -> list[list[int]] | None:
     return np.frombuffer(data.tobytes(), dtype).reshape(-1, 2).tolist()
 
 
-#: operators the importer gives as (or ending in) a reshape of the codes
-_RESHAPING = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SLICE", "STRIDED_SLICE",
-                        "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "FULLY_CONNECTED"})
-
-
-def _unpack_refusal(checked: CheckedModel, graph, op: CheckedOperator, table) -> str:
-    """Why the converter refuses an UNPACK of the last axis behind a dimension above 1
-    (brought first by a TRANSPOSE): a 4-D input of a batch above 1 (the permutation keeps
-    it), or an input some operator gives as a reshape (a permutation of a reshape and the
-    reshape after it read as DEPTH_TO_SPACE); or ``""``."""
-    from tflite.UnpackOptions import UnpackOptions
-
-    x = graph.Tensors(op.inputs[0])
-    shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
-    axis = 0
-    if table is not None:
-        opts = UnpackOptions()
-        opts.Init(table.Bytes, table.Pos)
-        axis = int(opts.Axis())
-    axis = axis % len(shape) if shape else 0
-    if axis != len(shape) - 1 or int(np.prod(shape[:axis], dtype=np.int64)) == 1:
-        return ""
-    if len(shape) == 4 and shape[0] != 1:
-        return (f"a quantized UNPACK of the last axis of {shape}: tvm-ethos brings that axis "
-                "first by a TRANSPOSE, which keeps a 4-D input's batch above 1")
-    producers = [o.name for o in checked.operators
-                 if o.subgraph == op.subgraph and op.inputs[0] in o.outputs]
-    if producers and producers[0] in _RESHAPING:
-        return (f"a quantized UNPACK of the last axis of {shape}, the output of "
-                f"{producers[0]}: tvm-ethos brings that axis first by a TRANSPOSE, which "
-                "after a reshape would read as DEPTH_TO_SPACE")
-    return ""
-
-
 def _softmax16_refusal(graph, op: CheckedOperator, table) -> str:
     """Why TFLite's int16 SOFTMAX kernel cannot compute an int16 SOFTMAX the check let
     through (its scale x beta shifts the input difference past int32, or its rows are long
@@ -223,20 +189,14 @@ def _softmax16_refusal(graph, op: CheckedOperator, table) -> str:
 
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
-    (``EthosOperatorConverter``): an UNPACK of the last axis behind a dimension above 1 of
-    a 4-D input of a batch above 1 or of an operator's output that the importer gives as a
-    reshape, a PRELU whose alpha is no constant per channel, a SYMMETRIC MIRROR_PAD the
-    integer kernels do not take (``mirror_pad.kernel_refusal``), a BATCH_MATMUL of two
-    constants or not quantized per tensor throughout, an int16 SOFTMAX TFLite's kernel
-    overflows on; or ``""``."""
+    (``EthosOperatorConverter``): a PRELU whose alpha is no constant per channel, a
+    SYMMETRIC MIRROR_PAD the integer kernels do not take (``mirror_pad.kernel_refusal``), a
+    BATCH_MATMUL of two constants or not quantized per tensor throughout, an int16 SOFTMAX
+    TFLite's kernel overflows on; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
     table = graph.Operators(op.index).BuiltinOptions()
-    if op.name == "UNPACK":
-        why = _unpack_refusal(checked, graph, op, table)
-        if why:
-            return why
     if op.name == "PRELU" and len(op.inputs) > 1:
         from tflite.TensorType import TensorType
 
