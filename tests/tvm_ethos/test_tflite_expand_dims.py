@@ -65,8 +65,11 @@ def test_a_convolutions_5d_expanded_output_is_one_ethos_u_operator_exactly(axis)
     assert [int(d) for d in cm.outputs[0].shape] == want
 
 
-def test_the_ethos_u_llvm_target_runs_it_on_the_npu_exactly():
-    cm = compiled_matches(expand_dims_model((1, 3, 4, 5), 3), "ethos-u,llvm", seed=1)
+@pytest.mark.parametrize("data", [expand_dims_model((1, 3, 4, 5), 3),
+                                  reshape_model((1, 3, 4, 6), (1, 3, 2, 2, 6))],
+                         ids=["expand_dims", "regroup"])
+def test_the_ethos_u_llvm_target_runs_it_on_the_npu_exactly(data):
+    cm = compiled_matches(data, "ethos-u,llvm", seed=1)
     assert cm.partition_summary == {"ethos-u": 1}
 
 

@@ -130,3 +130,10 @@ def test_batch_padding_stays_a_tflite_operator_exactly():
 def test_the_llvm_host_runs_it_exactly(mode, shape, pads):
     cm = _check(mirror_pad_model(shape, pads, mode=mode), "llvm", seed=1)
     assert cm.partition_summary == {"llvm": 1}
+
+
+def test_the_ethos_u_llvm_target_runs_depth_padding_on_the_npu_exactly():
+    data = mirror_pad_model((1, 4, 5, 3), [(0, 0), (1, 2), (0, 0), (2, 1)],
+                            mode=tflite.MirrorPadMode.SYMMETRIC)
+    cm = _check(data, "ethos-u,llvm", seed=2)
+    assert cm.partition_summary == {"ethos-u": 1}

@@ -212,6 +212,18 @@ def test_unpack_of_a_reshaped_convolution_s_channels_is_planned_as_it_touches_me
             assert np.array_equal(a.reshape(b.shape), b)
 
 
+@pytest.mark.parametrize("data", [unpack_model((2, 3, 4, 5), 3),
+                                  reshape_unpack_model((1, 72), (24, 3), 1),
+                                  pack_model((1, 3, 2, 5), 2, 2)],
+                         ids=["unpack_last_of_batch", "unpack_last_of_reshape_2d", "pack_5d"])
+def test_the_ethos_u_llvm_target_runs_the_new_forms_on_the_npu_exactly(data):
+    """The emulator's schedule of each Plan agrees with the planner (a single-stripe Plan
+    whose sink's first axis is above 1, as the channel slices' reshapes to 3-D and 1-D
+    outputs are, computes its producers whole, as planned)."""
+    cm = _check(data, "ethos-u,llvm", seed=2)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+
+
 def test_a_pack_that_requantizes_is_refused_by_the_importer_in_one_line():
     data = pack_model((1, 4, 8), 2, 1, q=(0.05, 3), out_q=(0.1, 3))
     with pytest.raises(tvm_ethos.errors.TvmEthosError, match="PACK with input quantization"):

@@ -133,8 +133,8 @@ def _ring_map(buf_shape, shape, every_axis=False):
 def _stripe_loops(sch, block, stripe):
     """Split the output loops of ``block`` into the stripes of ``stripe`` in planned order.
 
-    Returns the loop producers are computed at (the innermost stripe loop, or the outermost
-    loop for a single stripe)."""
+    Returns the loop producers are computed at (the innermost stripe loop, or for a single
+    stripe a loop of one iteration around all of the sink's)."""
     loops = sch.get_loops(block)
     rank = len(stripe.shape)
     if len(loops) < rank:
@@ -143,7 +143,13 @@ def _stripe_loops(sch, block, stripe):
     loops = loops[-rank:] if len(loops) > rank else loops
     striped = [a for a in range(rank) if stripe.stripes[a] > 1]
     if not striped:
-        return loops[0]
+        # one stripe: producers compute their whole output once, before the sink's loops
+        # (at a leading loop above 1, as a 3-D, 2-D or 1-D sink's first axis may be, they
+        # would compute only what one iteration reads: less than the planned buffer)
+        if int(sch.get(loops[0]).extent) == 1:
+            return loops[0]
+        whole, _ = sch.split(loops[0], factors=[1, None])
+        return whole
     outer, inner = {}, {}
     for a in striped:
         o, i = sch.split(loops[a], factors=[None, int(stripe.shape[a])])
