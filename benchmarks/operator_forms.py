@@ -1,7 +1,9 @@
-"""The operator forms issue 28's last step put on the Ethos-U, beside Vela 5.2.
+"""The operator forms issue 28's last steps put on the Ethos-U, beside Vela 5.2.
 
 One int8 model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below the stride,
-SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D), compiled for
+SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D; MIRROR_PAD of
+the depth and of several axes, UNPACK of the last axis of a batch or a reshape, a 5-D
+RESHAPE that regroups elements, a 5-D PACK), compiled for
 an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
 its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
 ``--optimise Size``'s "Total SRAM used"; ours: the emulated high-water mark of the
@@ -20,9 +22,9 @@ sys.path.insert(0, str(REPO / "tests" / "tvm_ethos"))
 
 import tflite  # noqa: E402
 import tflite_builder as tb  # noqa: E402
-from test_tflite_expand_dims import expand_dims_model  # noqa: E402
+from test_tflite_expand_dims import expand_dims_model, reshape_model  # noqa: E402
 from test_tflite_mirror_pad import mirror_pad_model  # noqa: E402
-from test_tflite_pack import unpack_model  # noqa: E402
+from test_tflite_pack import pack_model, reshape_unpack_model, unpack_model  # noqa: E402
 
 from benchmarks.movement_ops import ours, vela  # noqa: E402
 
@@ -40,6 +42,14 @@ FORMS = {
     "unpack_axis2_batch2": lambda: unpack_model((2, 4, 3, 8), 2),
     "unpack_last_axis": lambda: unpack_model((1, 4, 6, 3), 3),
     "expand_dims_5d": lambda: expand_dims_model((1, 8, 8, 8), 2),
+    "mirror_depth": lambda: mirror_pad_model((1, 8, 8, 8), [(0, 0), (0, 0), (0, 0), (2, 1)]),
+    "mirror_hwc_symmetric": lambda: mirror_pad_model(
+        (1, 8, 8, 8), [(0, 0), (2, 1), (1, 3), (1, 2)], mode=_SYM),
+    "mirror_3d": lambda: mirror_pad_model((8, 8, 8), [(1, 2), (0, 0), (3, 1)]),
+    "unpack_last_batch2": lambda: unpack_model((2, 4, 6, 3), 3),
+    "unpack_last_reshaped": lambda: reshape_unpack_model((1, 72), (4, 6, 3), 2),
+    "reshape_5d_regroup": lambda: reshape_model((1, 8, 8, 8), (1, 4, 2, 8, 8)),
+    "pack_5d": lambda: pack_model((1, 8, 8, 8), 3, 2),
 }
 CONFIG = "ethos-u55-128"
 
