@@ -33,8 +33,8 @@ TVM's converters):
 * TILE: ``tile`` of the codes by its constant multiples;
 * REVERSE_V2: ``flip`` of the codes along its one constant axis;
 * MIRROR_PAD: ``nn.pad`` on the codes in reflect mode (REFLECT) or in a "symmetric" mode
-  Relax has no legalization for (SYMMETRIC, of height and width only: the patterns always
-  take it, to the integer kernels' ``te_ops.lower_mirror_pad``);
+  Relax has no legalization for (SYMMETRIC, only in the forms the patterns always take, to
+  the integer kernels' ``te_ops.lower_mirror_pad``: ``mirror_pad.kernel_refusal``);
 * UNPACK: SPLIT's form (one ``strided_slice`` per output), each slice reshaped without the
   unpacked axis (the last axis of a 4-D batch or of a reshape: a slice one channel deep per
   output, each reshaped to the output);
