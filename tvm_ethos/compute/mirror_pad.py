@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+#: the most axes the integer kernels mirror: the Ethos-U folds every axis before the last two
+#: into its feature map's height (``npu_ops.shape3``), as Vela 5.2 takes 5-D MIRROR_PADs
+MAX_AXES = 5
+
 
 def kernel_refusal(pads: Sequence[Sequence[int]]) -> str:
     """Why the integer kernels do not take a MIRROR_PAD by ``pads`` ((before, after) per
-    axis), or ``""``: they mirror tensors of at most four axes, all but a 4-D tensor's batch
-    (the NPU's height, width and depth)."""
+    axis), or ``""``: they mirror any axis of a tensor of at most :data:`MAX_AXES` axes (a
+    batch or an outer 5-D index as copies of whole inner blocks on the NPU)."""
     pads = [tuple(int(v) for v in p) for p in pads]
-    if len(pads) > 4 or (len(pads) == 4 and pads[0] != (0, 0)):
-        return (f"MIRROR_PAD by {pads}; the integer kernels mirror the height, width and "
-                "depth of a tensor of at most 4 axes (a 4-D tensor's batch is not padded)")
+    if len(pads) > MAX_AXES:
+        return (f"MIRROR_PAD by {pads}; the integer kernels mirror tensors of at most "
+                f"{MAX_AXES} axes")
     return ""

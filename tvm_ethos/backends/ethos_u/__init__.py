@@ -19,7 +19,8 @@ REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
 and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
 int64, any height and width: cut into pieces the registers take);
-PRELU and ELU; MIRROR_PAD, REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
+PRELU and ELU; MIRROR_PAD of any axis of up to 5-D (a batch or an outer index: copies of whole
+inner blocks); REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
 height, width and depth; transpose, any permutation of up to 6-D of any batch; int8
 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
 is not on Vela's list and stays on the host.
@@ -176,6 +177,8 @@ def _as_copy(q):
     types (its tensors as one element each)."""
     if q.kind == Op.RESHAPE:
         return _unbatched(q)
+    if q.kind == Op.MIRROR_PAD:
+        return _rows_folded(q)
     if q.kind != Op.TRANSPOSE:
         return q
     return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,))
@@ -192,6 +195,20 @@ def _unbatched(q):
         if len(shape) == 5:
             return (1, int(np.prod(shape[:-2], dtype=np.int64))) + shape[-2:]
         return (1,) + shape[1:] if len(shape) == 4 else shape
+
+    return dataclasses.replace(q, in_shapes=[one(s) for s in q.in_shapes],
+                               out_shape=one(q.out_shape))
+
+
+def _rows_folded(q):
+    """A MIRROR_PAD's copies read and write its tensors with every axis before the last two
+    folded into the height (``ops_movement.mirror_pad_copies``: a batch or a 5-D tensor's
+    outer index is rows of the same bytes), so the common checks see that view, a batch of 1."""
+    def one(shape):
+        shape = tuple(int(d) for d in shape)
+        if len(shape) < 4:
+            return shape
+        return (1, int(np.prod(shape[:-2], dtype=np.int64))) + shape[-2:]
 
     return dataclasses.replace(q, in_shapes=[one(s) for s in q.in_shapes],
                                out_shape=one(q.out_shape))

@@ -343,28 +343,43 @@ def _mirror_runs(before: int, after: int, n: int, edge: int) -> list[tuple[int, 
     return runs + [(before + n + k, n - 1 - edge - k, 1) for k in range(after)]
 
 
-def mirror_pads3(q) -> list[tuple[int, int]]:
-    """MIRROR_PAD's (before, after) of height, width and depth: a tensor of fewer than three
-    axes is the innermost of them (``npu_ops.shape3``), a 4-D one's batch is not padded."""
-    pads = [tuple(int(v) for v in p) for p in q.attrs["pad_width"]]
-    if len(pads) == 4 and pads[0] == (0, 0):
-        pads = pads[1:]
-    if len(pads) > 3:
-        raise UnsupportedOperatorError(
-            q.tflite_name, f"padding {tuple(pads)}: the NPU mirrors height, width and depth")
-    return [(0, 0)] * (3 - len(pads)) + pads
+def folded_runs(dims: list[int], pads: list[tuple[int, int]], edge: int
+                 ) -> list[tuple[int, int, int]]:
+    """(output row, input row, length) of the runs of the axes ``dims`` folded into the
+    feature map's height (``npu_ops.shape3``: a batch, a 5-D tensor's outer axes and the
+    height), mirrored by ``pads``: each mirrored outer index a copy of its whole inner block
+    where the inner axes are not padded (one run, however many indices it spans), else of
+    each of the inner block's runs."""
+    runs = _mirror_runs(*pads[-1], dims[-1], edge)
+    rows_in, rows_out = dims[-1], dims[-1] + sum(pads[-1])
+    for n, (before, after) in zip(reversed(dims[:-1]), reversed(pads[:-1])):
+        whole = runs == [(0, 0, rows_in)] and rows_in == rows_out
+        folded = []
+        for o, s, length in _mirror_runs(before, after, n, edge):
+            if whole:
+                folded.append((o * rows_out, s * rows_in, length * rows_in))
+                continue
+            folded += [((o + k) * rows_out + oi, (s + k) * rows_in + si, li)
+                       for k in range(length) for oi, si, li in runs]
+        runs, rows_in, rows_out = folded, rows_in * n, rows_out * (n + before + after)
+    return runs
 
 
 def mirror_pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
-    """MIRROR_PAD (REFLECT or SYMMETRIC) of height, width and depth: every output row is an
-    input row, every column an input column and every channel an input channel, so one copy
-    per triple of a row run, a column run and a channel run."""
-    (t, b), (lft, r), (f, bk) = mirror_pads3(q)
-    h, w, c = operands[0].shape
+    """MIRROR_PAD (REFLECT or SYMMETRIC) of any axis of a tensor of up to 5 axes: every
+    output row is an input row, every column an input column and every channel an input
+    channel, so one copy per triple of a row run, a column run and a channel run; the axes
+    before the width fold into the rows (:func:`folded_runs`)."""
+    pads = [tuple(int(v) for v in p) for p in q.attrs["pad_width"]]
+    dims = [int(d) for d in q.in_shapes[0]]
+    if len(pads) < 3:   # fewer than three axes are the innermost of them (npu_ops.shape3)
+        pads, dims = [(0, 0)] * (3 - len(pads)) + pads, [1] * (3 - len(dims)) + dims
+    (lft, r), (f, bk) = pads[-2:]
+    _, w, c = operands[0].shape
     edge = 0 if q.attrs.get("mode") == "SYMMETRIC" else 1
     src = dense(operands[0])
     return [Copy(src.at(sy, sx, sc, (ny, nx, nc)), (oy, ox, oc))
-            for oy, sy, ny in _mirror_runs(t, b, h, edge)
+            for oy, sy, ny in folded_runs(dims[:-2], pads[:-2], edge)
             for ox, sx, nx in _mirror_runs(lft, r, w, edge)
             for oc, sc, nc in _mirror_runs(f, bk, c, edge)]
 
@@ -579,6 +594,15 @@ _LOWERINGS = {
 }
 
 
+def _batch_rows(q, rows: tuple[int, int]) -> list[tuple[int, int]]:
+    """A stripe's output ``rows`` in every batch of a 4-D output, whose batches the copies
+    fold into their rows (``npu_ops.shape3``): the planner stripes each batch's height."""
+    if len(q.out_shape) != 4:
+        return [rows]
+    n, h = int(q.out_shape[0]), int(q.out_shape[1])
+    return [(k * h + rows[0], k * h + rows[1]) for k in range(n)]
+
+
 def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Callable,
                  box: tuple[tuple[int, int], tuple[int, int]] | None = None) -> list:
     """The NPU operations of data-movement operator ``q`` (``stream_ops``' MOVEMENT rows)
@@ -590,7 +614,8 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
             raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
     copies = _LOWERINGS[q.kind](q, operands, ofm, flash)
     if box is not None:
-        copies = [p for cp in copies for p in clip(cp, *box)]
+        rows, cols = box
+        copies = [p for cp in copies for span in _batch_rows(q, rows) for p in clip(cp, span, cols)]
     out = dense(ofm)
     ops = []
     for cp in copies:
