@@ -3,7 +3,8 @@
 One int8 model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below the stride,
 SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D; MIRROR_PAD of
 the depth and of several axes, UNPACK of the last axis of a batch or a reshape, a 5-D
-RESHAPE that regroups elements, a 5-D PACK), compiled for
+RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor),
+compiled for
 an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
 its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
 ``--optimise Size``'s "Total SRAM used"; ours: the emulated high-water mark of the
@@ -50,6 +51,11 @@ FORMS = {
     "unpack_last_reshaped": lambda: reshape_unpack_model((1, 72), (4, 6, 3), 2),
     "reshape_5d_regroup": lambda: reshape_model((1, 8, 8, 8), (1, 4, 2, 8, 8)),
     "pack_5d": lambda: pack_model((1, 8, 8, 8), 3, 2),
+    "mirror_batch": lambda: mirror_pad_model((3, 8, 8, 8), [(2, 1), (0, 0), (0, 0), (0, 0)]),
+    "mirror_batch_hwc_sym": lambda: mirror_pad_model(
+        (2, 8, 8, 8), [(1, 2), (2, 1), (1, 3), (1, 2)], mode=_SYM),
+    "mirror_5d": lambda: mirror_pad_model(
+        (2, 3, 8, 8, 8), [(1, 1), (2, 0), (1, 2), (0, 0), (0, 0)]),
 }
 CONFIG = "ethos-u55-128"
 
