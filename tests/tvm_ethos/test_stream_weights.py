@@ -189,6 +189,51 @@ def test_staged_weights_are_dmad_slice_by_slice_into_the_staging_buffer():
     assert sram_reads and dma_bytes == entry["weight_dma_bytes"] == entry["dma_bytes"]["0->1"]
 
 
+def test_a_half_still_holding_a_slice_is_read_again_without_a_dma():
+    """person_detect at the ``size`` budget stages Parts of one and two slices through a
+    cascade of many stripes: a slice is DMAd into a half once and its later stripes read it
+    there (no DMA writes a half the bytes it already holds), every staged read still reads
+    what the last DMA there wrote, whole, and the output is bit-exact with TFLite Micro's."""
+    from tests.helpers.tflite_oracle import TflmOracle
+
+    source = model_path("tflite-micro/person_detect").read_bytes()
+    cm = tvm_ethos.compile_tflite(source, "ethos-u", accelerator_config="ethos-u55-128",
+                                  budget="size")
+    (entry,) = cm.plan_report["streams"].values()
+    (payload,) = cm.program.payloads.values()
+    assert entry["generated"] and entry["schedule"] == "plan" and entry["realizes_plan"], entry
+    assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+        == entry["planned_peak_bytes"], entry
+    x = np.random.RandomState(7).randint(
+        -128, 128, [int(s) for s in cm.inputs[0].shape]).astype(np.int8)
+    held, dma_bytes, sram_reads, reads_since_dma = {}, 0, 0, {}
+
+    def keep(cmd, state, mem):
+        nonlocal dma_bytes, sram_reads
+        if cmd.name == "NPU_OP_DMA_START" and state.param("DMA0_DST_REGION") == 1:
+            dst, n = state.address("DMA0_DST"), state.address("DMA0_LEN")
+            assert held.get(dst) != (n, state.address("DMA0_SRC")), "a DMA of what is there"
+            held[dst] = (n, state.address("DMA0_SRC"))
+            reads_since_dma[dst] = 0
+            dma_bytes += n
+        elif cmd.name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE"):
+            for reg in ("WEIGHT", "SCALE"):
+                if state.param(f"{reg}_REGION") == 1:
+                    base, n = state.address(f"{reg}_BASE"), state.address(f"{reg}_LENGTH")
+                    assert held[base][0] == n
+                    src = held[base][1]
+                    assert mem.read_bytes(1, base, n).tobytes() == payload.flash[src:src + n]
+                    reads_since_dma[base] += 1
+                    sram_reads += 1
+
+    (got,), _ = run_payload(payload, [x], keep)
+    want = TflmOracle(source).run([x])[0]
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert dma_bytes == entry["weight_dma_bytes"] == entry["dma_bytes"]["0->1"]
+    # a staged slice read by several stripes after one DMA
+    assert max(reads_since_dma.values()) > 2 and sram_reads > len(reads_since_dma)
+
+
 def test_where_no_aligned_weight_block_fits_the_weights_stay_in_flash(monkeypatch):
     """A weight block a DMA fills is 16-byte aligned; where no layout with aligned blocks
     fits the plan's peak, the stream keeps its plan with the blocks reserved and every

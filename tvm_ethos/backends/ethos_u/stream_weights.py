@@ -196,8 +196,11 @@ def channel_slice(fm, c0: int, n: int):
 class Stager:
     """The staged Parts' operations, one per slice of ``SLICE_CHANNELS`` output channels, each
     after the DMA of its encoded weight slice (and its bias/scale slice, where both fit) into
-    the next half of its Plan's staging buffer. A slice whose encoded weights exceed a half
-    is read in place from flash."""
+    the next half of its Plan's staging buffer. A slice a half still holds from an earlier
+    stripe (a Part of one or two slices) is read there with no DMA: the halves keep their
+    slices for the whole Plan, so its stripes share one weight setting instead of re-loading
+    the same bytes. A slice whose encoded weights exceed a half is read in place from
+    flash."""
 
     #: output channels per slice: the planner's (``PlanCosting.WEIGHT_SLICE_CHANNELS``)
     SLICE_CHANNELS = 16
@@ -211,6 +214,9 @@ class Stager:
         self.dma_bytes = 0
         self.left_in_flash = 0
         self.touched: list = []     # (arena offset, bytes) of every DMA into a half
+        #: Plan -> the slice (flash address and length of its weights and biases) each half
+        #: of its staging buffer holds; only the stager writes the halves while its Plan runs
+        self.held: dict = {}
 
     def slices(self, npu, q, step: int, channels: int, block_config) -> list:
         """DMAs and operations computing ``npu`` (its block config not chosen yet) slice by
@@ -242,8 +248,16 @@ class Stager:
             (w,), (b,) = self.encoded[ck]
             op.weights, op.biases = [w], [b]
             if w.length <= half:
-                dst = (half_a, half_b)[self.turn.get(plan, 0)]
-                self.turn[plan] = 1 - self.turn.get(plan, 0)
+                slice_key = (w.address, w.length, b.address, b.length)
+                held = self.held.setdefault(plan, [None, None])
+                if slice_key in held:      # a half still holds this slice: read it there
+                    turn = held.index(slice_key)
+                    dma = False
+                else:
+                    turn, dma = self.turn.get(plan, 0), True
+                    held[turn] = slice_key
+                self.turn[plan] = 1 - turn
+                dst = (half_a, half_b)[turn]
                 moved = [("weights", w, dst)]
                 if _aligned(w.length) + b.length <= half:
                     moved.append(("biases", b, dst + _aligned(w.length)))
@@ -251,10 +265,11 @@ class Stager:
                     self.left_in_flash += b.length
                 for what, src, at in moved:
                     sram = api.NpuAddressRange(SCRATCH_REGION, at, src.length)
-                    out.append(api.NpuDmaOperation(src, sram))
                     setattr(op, what, [sram])
-                    self.dma_bytes += src.length
-                    self.touched.append((at, src.length))
+                    if dma:
+                        out.append(api.NpuDmaOperation(src, sram))
+                        self.dma_bytes += src.length
+                        self.touched.append((at, src.length))
             else:
                 self.left_in_flash += w.length + b.length
             out.append(op)
