@@ -96,10 +96,12 @@ def _cells(m: dict | None) -> str:
 
 def table(now: dict[str, dict], before: dict[str, dict] | None) -> str:
     head = f"{'stream B':>9} {'ops':>5} {'B/op':>6} {'DMA B':>9} {'SRAM B':>8}"
-    lines = [f"{'case':58} " + (f"{head}   (before)  " if before else "") + head
-             + ("   stream change" if before else "")]
+    width = len(head)
+    lines = ([f"{'':62} {'before':^{width}}   {'after':^{width}}"] if before else []) + \
+        [f"{'case':62} " + (f"{head}   " if before else "") + head
+         + ("   stream change" if before else "")]
     for key, m in now.items():
-        row = f"{key:58} "
+        row = f"{key:62} "
         if before is not None:
             b = before.get(key)
             row += _cells(b) + "   "

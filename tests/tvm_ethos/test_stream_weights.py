@@ -189,6 +189,53 @@ def test_staged_weights_are_dmad_slice_by_slice_into_the_staging_buffer():
     assert sram_reads and dma_bytes == entry["weight_dma_bytes"] == entry["dma_bytes"]["0->1"]
 
 
+@given(slices=st.integers(1, 5), stripes=st.integers(1, 6), last=st.integers(1, 16))
+@settings(max_examples=40, deadline=None)
+def test_staged_stripes_reload_only_the_slices_the_halves_do_not_hold(slices, stripes, last):
+    """A staged Part of any number of 16-channel slices over any number of stripes: every
+    stripe runs each slice once, every slice reads the half the last DMA into it filled with
+    that slice, and after the first stripe only the slices neither half holds are DMAd (every
+    other stripe runs backwards, so it starts with the two slices the halves hold): none
+    again for one or two slices, ``slices - 2`` per stripe for more."""
+    from ethos_arch.ops import Op
+    from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
+    from tvm_ethos.backends.ethos_u.stream_weights import Stager
+
+    api = _api()
+    channels = 16 * (slices - 1) + last
+    half_a, half_b, half = 4096, 8192, 4096
+    stager = Stager(api, None, None, {7: (0, (half_a, half_b), half)})
+    stager.constants[7] = (None, None)
+    src = {}
+    for j, c0 in enumerate(range(0, channels, 16)):
+        n = min(16, channels - c0)
+        w = api.NpuAddressRange(0, 1000 * j, 96 + j)
+        b = api.NpuAddressRange(0, 1000 * j + 512, 10 * n)
+        stager.encoded[(7, c0, n, 16)] = ([w], [b])
+        src[c0] = w.address
+    st_ = _Storage(0, (4, 4, channels), (4, 4, channels), "int8")
+    fm = feature_map(api, st_, (0, 4), (0, 4), 1, None, 0)
+    npu = SimpleNamespace(ofm=fm, ifm=fm,
+                          padding=SimpleNamespace(top=0, left=0, bottom=0, right=0))
+    q = SimpleNamespace(kind=Op.CONV2D)
+    held, dmas = {}, 0
+    for _ in range(stripes):
+        ran = []
+        for op in stager.slices(npu, q, 7, channels, lambda op, key: SimpleNamespace(depth=16)):
+            if isinstance(op, api.NpuDmaOperation):
+                held[op.dest.address] = op.src.address
+                dmas += 1
+                continue
+            c0 = (op.ofm.tiles.addresses[0] - npu.ofm.tiles.addresses[0])
+            ran.append(c0)
+            w, b = op.weights[0], op.biases[0]
+            assert w.address in (half_a, half_b) and held[w.address] == src[c0]
+            assert held[b.address] == src[c0] + 512
+        assert sorted(ran) == list(range(0, channels, 16))
+    # weights and biases: two DMAs per slice loaded
+    assert dmas == 2 * (slices + (stripes - 1) * max(slices - 2, 0))
+
+
 def test_a_half_still_holding_a_slice_is_read_again_without_a_dma():
     """person_detect at the ``size`` budget stages Parts of one and two slices through a
     cascade of many stripes: a slice is DMAd into a half once and its later stripes read it

@@ -15,8 +15,9 @@ streams; the Part's operations then read those from the scratch region. A stream
 not fit stays in flash and is read in place there (the Ethos-U weight decoder reads any
 region), and the report says how many bytes were left in flash.
 
-The staging double buffer gets no DMA (rfcs/0007, Part 2, "Weights"): every operation reads
-its streamed weights in place from flash.
+The staging double buffer of a Plan's staged Part is filled slice by slice (:class:`Stager`,
+rfcs/0007 Part 2, "Weights"): each slice's DMA into the next half, unless a half still
+holds it.
 """
 from __future__ import annotations
 
@@ -197,10 +198,11 @@ class Stager:
     """The staged Parts' operations, one per slice of ``SLICE_CHANNELS`` output channels, each
     after the DMA of its encoded weight slice (and its bias/scale slice, where both fit) into
     the next half of its Plan's staging buffer. A slice a half still holds from an earlier
-    stripe (a Part of one or two slices) is read there with no DMA: the halves keep their
-    slices for the whole Plan, so its stripes share one weight setting instead of re-loading
-    the same bytes. A slice whose encoded weights exceed a half is read in place from
-    flash."""
+    stripe is read there with no DMA: the halves keep their slices for the whole Plan, so its
+    stripes share one weight setting instead of re-loading the same bytes. Every other
+    stripe runs its slices in reverse order, so it begins with the two slices the stripe
+    before ended with (a Part of one or two slices loads them once per Plan). A slice whose
+    encoded weights exceed a half is read in place from flash."""
 
     #: output channels per slice: the planner's (``PlanCosting.WEIGHT_SLICE_CHANNELS``)
     SLICE_CHANNELS = 16
@@ -217,6 +219,7 @@ class Stager:
         #: Plan -> the slice (flash address and length of its weights and biases) each half
         #: of its staging buffer holds; only the stager writes the halves while its Plan runs
         self.held: dict = {}
+        self.stripes: dict = {}     # layer step -> stripes emitted so far
 
     def slices(self, npu, q, step: int, channels: int, block_config) -> list:
         """DMAs and operations computing ``npu`` (its block config not chosen yet) slice by
@@ -228,7 +231,11 @@ class Stager:
             self.constants[step] = (weights_ohwi(q), conv_scales(q, channels))
         ohwi, scales = self.constants[step]
         out = []
-        for c0 in range(0, channels, self.SLICE_CHANNELS):
+        starts = list(range(0, channels, self.SLICE_CHANNELS))
+        # every other stripe walks the slices backwards: it begins with the two slices the
+        # halves still hold from the stripe before
+        self.stripes[step] = self.stripes.get(step, 0) + 1
+        for c0 in starts if self.stripes[step] % 2 else starts[::-1]:
             n = min(self.SLICE_CHANNELS, channels - c0)
             op = _shallow(npu)
             op.ofm = channel_slice(npu.ofm, c0, n)
