@@ -1,4 +1,6 @@
 """Feature maps as the registers describe them: up to four tiles, strides, NHWC or NHCWB16.
+A stride may be negative (the register's 40-bit two's complement): the box is then laid out
+backwards from its base along that axis, as Vela's mirrored copies write it.
 
 Only the placement lives here; the shape an operation reads comes from the operation (the
 hardware derives the IFM extent from the OFM shape, the kernel and the padding).
@@ -106,16 +108,16 @@ def _from_registers(state: RegisterState, prefix: str) -> FeatureMap:
     prec_r, region, b0, b1, b2, b3, h0, h1, w0, sx, sy, sc, zp = _register_names(prefix)
     prec = state.param(prec_r)
     dtype = ofm_dtype(prec) if prefix == "OFM" else ifm_dtype(prec)
-    address = state.address
+    address, stride = state.address, state.stride
     return FeatureMap(
         region=state.param(region),
         bases=(address(b0), address(b1), address(b2), address(b3)),
         height0=state.param(h0) + 1,
         height1=state.param(h1) + 1,
         width0=state.param(w0) + 1,
-        stride_x=address(sx),
-        stride_y=address(sy),
-        stride_c=address(sc),
+        stride_x=stride(sx),
+        stride_y=stride(sy),
+        stride_c=stride(sc),
         nhcwb16=bool(prec & (1 << 6)),
         dtype=dtype,
         zero_point=state.signed(zp),
@@ -164,7 +166,9 @@ class TileView:
 
 def _no_overlap(shape: tuple[int, ...], strides: tuple[int, ...], esize: int) -> bool:
     """A sufficient test that no two elements of a strided block share a byte: taken from
-    the smallest stride up, each stride clears everything the smaller ones span."""
+    the smallest stride up, each stride clears everything the smaller ones span. A stride's
+    sign only mirrors its axis, so magnitudes decide."""
+    strides = tuple(abs(s) for s in strides)
     extent = esize
     for n, s in zip(reversed(shape), reversed(strides)):  # the usual order, innermost last
         if n > 1:
@@ -181,6 +185,17 @@ def _no_overlap(shape: tuple[int, ...], strides: tuple[int, ...], esize: int) ->
     return True
 
 
+def _lowest(offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """The lowest byte address of a strided block (its negative strides step below
+    ``offset``)."""
+    return offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+
+
+def _highest(offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """The address of the highest element of a strided block."""
+    return offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def _tile_views(fm: FeatureMap, h: int, w: int, c: int) -> tuple[TileView, ...]:
     esize = fm.dtype.itemsize
@@ -193,20 +208,12 @@ def _tile_views(fm: FeatureMap, h: int, w: int, c: int) -> tuple[TileView, ...]:
         if h > h1:
             rects.append((h1, h, w0, w, 3))
     xstep = BRICK * esize if fm.nhcwb16 else fm.stride_x
-    if fm.nhcwb16:
-        last = c - 1
-        cmax = (last // BRICK) * fm.stride_c + (last % BRICK) * esize
-        if last >= BRICK:
-            cmax = max(cmax, (last // BRICK - 1) * fm.stride_c + (BRICK - 1) * esize)
-    else:
-        cmax = (c - 1) * esize
     out = []
     for ys, ye, xs, xe, tile in rects:
         if ye <= ys or xe <= xs:
             continue
         th, tw = ye - ys, xe - xs
         base = fm.bases[tile]
-        hi = base + (th - 1) * fm.stride_y + (tw - 1) * xstep + cmax + esize
         if fm.nhcwb16:
             full, rem = divmod(c, BRICK)
             blocks = []
@@ -221,5 +228,7 @@ def _tile_views(fm: FeatureMap, h: int, w: int, c: int) -> tuple[TileView, ...]:
         else:
             blocks = [(base, (th, tw, c), (fm.stride_y, xstep, esize))]
             disjoint = _no_overlap((th, tw, c), (fm.stride_y, xstep, esize), esize)
-        out.append(TileView(ys, ye, xs, xe, base, hi, tuple(blocks), disjoint))
+        lo = min(_lowest(*b) for b in blocks)
+        hi = max(_highest(*b) for b in blocks) + esize
+        out.append(TileView(ys, ye, xs, xe, lo, hi, tuple(blocks), disjoint))
     return tuple(out)

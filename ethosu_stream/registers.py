@@ -108,6 +108,11 @@ def check_ranges(state: "RegisterState") -> None:
                               f"{state.param(name)}, past {limit}, the largest it holds")
 
 
+#: the 40-bit address space of an address or stride register, and its sign bit
+_ADDRESS_SPACE = 1 << 40
+_ADDRESS_SIGN = 1 << 39
+
+
 def _signed16(v: int) -> int:
     return v - (1 << 16) if v & 0x8000 else v
 
@@ -154,3 +159,12 @@ class RegisterState:
     def address(self, name: str) -> int:
         """A cmd1 address/stride/length: payload plus bits 32-39 from the parameter."""
         return self._payloads.get(name, 0) | ((self._params.get(name, 0) & 0xFF) << 32)
+
+    def stride(self, name: str) -> int:
+        """A cmd1 stride as the signed 40-bit value it is: the NPU adds strides to a base
+        in address arithmetic that wraps, so a stride written as the 40-bit two's
+        complement of ``-s`` steps back ``s`` bytes. Vela writes its negative strides
+        so (a mirrored copy: MIRROR_PAD writes the mirrored rows and columns through a
+        negative OFM stride)."""
+        v = self.address(name)
+        return v - _ADDRESS_SPACE if v & _ADDRESS_SIGN else v

@@ -58,12 +58,13 @@ def test_tiles_split_the_map_by_width0_and_heights(h, w, data):
 @st.composite
 def _any_map(draw):
     """Any feature map over a small region: tiles, NHWC or NHCWB16, int8/int16/int32, and
-    strides drawn freely (so boxes may overlap themselves or each other's tiles)."""
+    strides drawn freely, negative ones too (so boxes may run backwards from their bases,
+    below the region's start, or overlap themselves or each other's tiles)."""
     h, w, c = draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 35))
     dtype = np.dtype(draw(st.sampled_from([np.int8, np.int16, np.int32])))
     layout16 = draw(st.booleans())
-    strides = [draw(st.integers(0, 700)) for _ in range(3)]
-    bases = tuple(draw(st.integers(0, 600)) for _ in range(4))
+    strides = [draw(st.integers(-700, 700)) for _ in range(3)]
+    bases = tuple(draw(st.integers(0, 3000)) for _ in range(4))
     h0, h1, w0 = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
     fm = FeatureMap(1, bases, h0, h1, w0, strides[0], strides[1], strides[2], layout16, dtype, 0)
     return fm, (h, w, c)
@@ -106,3 +107,20 @@ def test_box_access_is_the_element_access(fm_box, seed, dry):
         assert np.array_equal(by_box.regions[1], start)
     else:
         assert np.array_equal(by_box.regions[1], by_element.regions[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 20), st.booleans(), st.booleans())
+def test_negative_strides_write_the_box_backwards_from_its_base(h, w, c, flip_y, flip_x):
+    """A negative row or column stride (Vela's mirrored copies) lays rows or columns out
+    backwards from the base: the box lands as its mirror image of a plain NHWC write."""
+    sy, sx = (-1 if flip_y else 1) * w * c, (-1 if flip_x else 1) * c
+    base = (h - 1) * w * c * flip_y + (w - 1) * c * flip_x
+    fm = FeatureMap(1, (base, 0, 0, 0), h, h, w, sx, sy, 1, False, np.dtype(np.int8), 0)
+    box = np.random.RandomState(h * 100 + w * 10 + c).randint(-128, 128, (h, w, c))
+    mem = Memory({1: h * w * c})
+    mem.write_box(fm, box.astype(np.int8), (h, w, c), "the OFM")
+    want = box[::-1 if flip_y else 1, ::-1 if flip_x else 1]
+    assert np.array_equal(mem.regions[1].view(np.int8).reshape(h, w, c), want)
+    assert np.array_equal(mem.read_box(fm, h, w, c, "the IFM"), box)
+    assert mem.access[1].high_water == h * w * c

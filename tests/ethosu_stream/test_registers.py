@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from ethosu.vela.ethos_u55_regs.ethos_u55_regs import cmd0, cmd1
+from ethosu.vela.register_command_stream_generator import CommandStreamEmitter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,25 @@ def test_register_state_keeps_the_last_write(cmds):
         assert state.param(reg) == param
         if kind:
             assert state.address(reg) == payload | (param << 32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-(2**39), 2**39 - 1),
+       st.sampled_from(["IFM_STRIDE_X", "IFM_STRIDE_Y", "OFM_STRIDE_Y", "OFM_STRIDE_X",
+                        "IFM2_STRIDE_C"]))
+def test_a_stride_reads_back_as_the_signed_value_velas_emitter_wrote(stride, reg):
+    """Vela's emitter writes a stride as a 40-bit address (the legacy core sets the whole
+    parameter to its bits 32-47, the C++ core only bits 32-39): either way a negative stride
+    (MIRROR_PAD's mirrored copies) reads back negative, and an address stays unsigned."""
+    emit = CommandStreamEmitter()
+    emit.cmd1_with_address(getattr(cmd1, f"NPU_SET_{reg}"), stride)
+    (legacy,) = emit.cmd_stream
+    cpp = c1(f"NPU_SET_{reg}", stride, (stride >> 32) & 0xFF)
+    for words in (list(legacy), cpp):
+        state = RegisterState()
+        state.apply(decode_stream(words + stop())[0])
+        assert state.stride(reg) == stride
+        assert state.address(reg) == stride % 2**40
 
 
 @settings(max_examples=60, deadline=None)
