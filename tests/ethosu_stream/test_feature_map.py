@@ -113,14 +113,17 @@ def test_box_access_is_the_element_access(fm_box, seed, dry):
 @given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 20), st.booleans(), st.booleans())
 def test_negative_strides_write_the_box_backwards_from_its_base(h, w, c, flip_y, flip_x):
     """A negative row or column stride (Vela's mirrored copies) lays rows or columns out
-    backwards from the base: the box lands as its mirror image of a plain NHWC write."""
+    backwards from the base: reading and writing the box move the mirror image of a plain
+    NHWC box, and touch exactly its bytes (the span reaches below the base)."""
     sy, sx = (-1 if flip_y else 1) * w * c, (-1 if flip_x else 1) * c
     base = (h - 1) * w * c * flip_y + (w - 1) * c * flip_x
     fm = FeatureMap(1, (base, 0, 0, 0), h, h, w, sx, sy, 1, False, np.dtype(np.int8), 0)
     box = np.random.RandomState(h * 100 + w * 10 + c).randint(-128, 128, (h, w, c))
-    mem = Memory({1: h * w * c})
-    mem.write_box(fm, box.astype(np.int8), (h, w, c), "the OFM")
-    want = box[::-1 if flip_y else 1, ::-1 if flip_x else 1]
-    assert np.array_equal(mem.regions[1].view(np.int8).reshape(h, w, c), want)
-    assert np.array_equal(mem.read_box(fm, h, w, c, "the IFM"), box)
-    assert mem.access[1].high_water == h * w * c
+    mirrored = box[::-1 if flip_y else 1, ::-1 if flip_x else 1].astype(np.int8)
+    read = Memory({1: mirrored.view(np.uint8).ravel()})
+    assert np.array_equal(read.read_box(fm, h, w, c, "the IFM"), box)
+    written = Memory({1: h * w * c})
+    written.write_box(fm, box.astype(np.int8), (h, w, c), "the OFM")
+    assert np.array_equal(written.regions[1].view(np.int8).reshape(h, w, c), mirrored)
+    for mem in (read, written):
+        assert mem.access[1].high_water == h * w * c
