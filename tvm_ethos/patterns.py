@@ -21,7 +21,7 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
-from tvm_ethos.compute import int16_activation, int16x8, mirror_pad, softmax16
+from tvm_ethos.compute import float_lut16, int16_activation, int16x8, mirror_pad, softmax16
 from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.quant import dtype_range, f32, quantize_multipliers, quantize_value
 
@@ -695,9 +695,15 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind == Op.RSQRT and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"RSQRT from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel is "
                         "TFLite Micro's int8 one (compute.rsqrt)")
+    elif kind in (Op.EXP, Op.LOG) and (op.in_dtypes[0], op.out_dtype) == ("int16", "int16"):
+        why = float_lut16.refusal(kind, op.in_q[0], op.out_q) if op.in_q and op.out_q else \
+            f"an int16 {kind.value} without quantization; TFLite's kernel is quantized"
+        if why:
+            problems.append(why)
     elif kind in (Op.EXP, Op.LOG) and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the exact "
-                        f"kernel is TFLite's int8 table (compute.quant.{kind.value}_lut)")
+                        f"kernels are TFLite's int8 table (compute.quant.{kind.value}_lut) and "
+                        "its int16 interpolated one (compute.float_lut16)")
     elif kind == Op.NEG and (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
         problems.append(f"NEG of {op.in_dtypes[0]} to {op.out_dtype}; the NPU's table is "
                         "TFLite's int8 NEG on the codes (compute.quant.neg_lut)")

@@ -21,6 +21,7 @@ from tvm import te, tirx
 from ethos_arch.ops import Op
 from tvm_ethos.compute import (
     fixed_point,
+    float_lut16,
     int16_activation,
     int16x8,
     leaky_relu,
@@ -1244,6 +1245,8 @@ def _lut_of(op) -> np.ndarray:
     dtype = op.in_dtypes[0]
     if dtype == "int16" and op.kind in int16_activation.KINDS:
         return int16_activation.int16_lut(op.kind, op.in_q[0], op.out_q)
+    if dtype == "int16" and op.kind in float_lut16.KINDS:
+        return float_lut16.every_code(op.kind, op.in_q[0], op.out_q)
     if op.kind == Op.SIGMOID:
         return logistic_lut(dtype, op.in_q[0], op.out_q)
     if op.kind == Op.TANH:

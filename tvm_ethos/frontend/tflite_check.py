@@ -153,22 +153,25 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
 
 
 #: INT16 elementwise operators (and RELU, a requantization; RELU6, a clamp of the codes;
-#: LEAKY_RELU, a function of one code; LOGISTIC and TANH, TFLite's int16 table interpolation)
-#: whose integer kernels the patterns read exactly (every tensor INT16)
+#: LEAKY_RELU, a function of one code; LOGISTIC and TANH, TFLite's int16 table interpolation;
+#: EXP and LOG, its interpolated float table) whose integer kernels the patterns read exactly
+#: (every tensor INT16)
 _INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU", "RELU6",
-                                "LEAKY_RELU", "LOGISTIC", "TANH"})
+                                "LEAKY_RELU", "LOGISTIC", "TANH", "EXP", "LOG"})
 
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
     """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15; RELU6
     with the output quantized as the input (TFLite's kernel clamps codes and never
     requantizes; the patterns read it as a requantization, exact only between equal
-    quantizations)."""
+    quantizations); EXP and LOG with zero points 0, which LiteRT's int16 kernels require."""
     if opname not in _INT16_ELEMENTWISE or {infos[i][1] for i in io} != {7}:
         return False
     out_scale = infos[io[-1]][8]
     if opname == "RELU6":
         return out_scale is not None and infos[io[-1]][8:10] == infos[io[0]][8:10]
+    if opname in ("EXP", "LOG"):   # LiteRT's int16 kernels take zero points 0 only
+        return all(infos[i][8] is not None and infos[i][9] == 0 for i in io)
     return opname not in ("LOGISTIC", "TANH") or (
         out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3)
 

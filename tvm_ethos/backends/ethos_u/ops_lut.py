@@ -13,8 +13,11 @@ follows LiteRT's float32 ratios), HARD_SWISH is TFLite's int16 fixed point
 TFLite Micro's fixed-point Newton-Raphson (``compute.rsqrt``). Vela lowers these operators
 the same way (an identity operation carrying the LUT). An int16 LOGISTIC / TANH needs no
 table: the pool carries the output unit's own int16 sigmoid / tanh
-(``compute.int16_activation``). An int16 LEAKY_RELU has no table either: it is two
-requantizations and their MAX or MIN (:func:`leaky_relu16_ops`).
+(``compute.int16_activation``). An int16 EXP / LOG is TFLite's interpolated 513-entry float
+table (``compute.float_lut16``), loaded as the 512 base-and-slope words of the NPU's 16-bit
+LUT (2 KiB, every SHRAM LUT slot), which interpolates as TFLite does. An int16 LEAKY_RELU
+has no table either: it is two requantizations and their MAX or MIN
+(:func:`leaky_relu16_ops`).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -36,7 +39,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     UnsupportedOperatorError,
     vela_api,
 )
-from tvm_ethos.compute import int16_activation, leaky_relu
+from tvm_ethos.compute import float_lut16, int16_activation, leaky_relu
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     elu_lut,
@@ -70,6 +73,9 @@ def table(q) -> np.ndarray:
     """The 256 int8 output codes of a LUT operator, entry ``code + 128``, or
     UnsupportedOperatorError saying why the NPU's table cannot express it."""
     if q.in_dtypes[0] != "int8" or q.out_dtype != "int8":
+        if is_float_table16(q):
+            raise UnsupportedOperatorError(q.tflite_name, "an int16 table has 512 base-and-slope "
+                                           "words, not 256 codes (table16)")
         raise UnsupportedOperatorError(
             q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU's lookup tables "
             "take int8 -> int8 (quantize the tensors to int8)")
@@ -97,6 +103,21 @@ def table(q) -> np.ndarray:
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
     return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)
+
+
+def is_float_table16(q) -> bool:
+    """An int16 EXP / LOG: TFLite's interpolated 513-entry table (``compute.float_lut16``),
+    which the NPU's 16-bit LUT reads the same way."""
+    return q.kind in float_lut16.KINDS and (q.in_dtypes[0], q.out_dtype) == ("int16", "int16")
+
+
+def table16(q) -> np.ndarray:
+    """The 512 base-and-slope words (uint32) of an int16 EXP / LOG, or
+    UnsupportedOperatorError where TFLite's kernel refuses the quantization."""
+    try:
+        return float_lut16.npu_words(q.kind, q.in_q[0], q.out_q)
+    except ValueError as err:
+        raise UnsupportedOperatorError(q.tflite_name, str(err)) from None
 
 
 def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
@@ -150,13 +171,15 @@ def _explicit(multiplier: int, shift: int):
 def lut_dma(q, flash, lut_address: int):
     """The DMA that puts the operator's table at ``lut_address`` of SHRAM (slot 0)."""
     api = vela_api()
-    src = flash.add(table(q).tobytes())
+    words = table16(q).astype("<u4") if is_float_table16(q) else table(q)
+    src = flash.add(words.tobytes())
     return api.NpuDmaOperation(src, api.NpuAddressRange(SHRAM_REGION, lut_address, src.length))
 
 
 def lut_op(q, ifm: FmSlot, ofm: FmSlot):
     """The pooling operation that looks every code of ``ifm`` up in the table in SHRAM slot 0
-    (loaded by :func:`lut_dma`); no block config yet."""
+    (loaded by :func:`lut_dma`; an int16 one interpolates its 16-bit table, which fills every
+    slot); no block config yet."""
     api = vela_api()
     unit = {"scale": 1.0, "zero_point": 0}
     npu = _identity_pool(dataclasses.replace(ifm, **unit), dataclasses.replace(ofm, **unit))
