@@ -9,6 +9,7 @@ from tvm_ethos.frontend.tflite_check import check_tflite
 from tvm_ethos.frontend.tflite_support import (
     TFLM_TARGET_HINT,
     converter_refusal,
+    float_table16_refusal,
     form_refusal,
     softmax16_quantization_refusal,
     strided_slice_refusal,
@@ -61,7 +62,8 @@ def _checked_model(data: bytes, name: str):
     finding."""
     checked = check_tflite(data, name)
     for op in checked.operators:
-        reason = (softmax16_quantization_refusal(checked, op) or converter_refusal(op)
+        reason = (softmax16_quantization_refusal(checked, op)
+                  or float_table16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if reason:
             where = f"subgraph {op.subgraph} " if op.subgraph else ""

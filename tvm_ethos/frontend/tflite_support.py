@@ -13,9 +13,9 @@ arithmetic, so their results would not be TFLite's. The INT16 forms the patterns
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
 INT16 or of INT16 to INT16 (zero points 0, the output scale 1/32768), ADD, SUB, MUL,
 MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input), LEAKY_RELU, LOGISTIC and
-TANH with every tensor INT16, and TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and
-FULLY_CONNECTED (INT16 activations with zero point 0, INT8 weights, an INT32 or INT64 bias)
-(``tflite_check``).
+TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, and
+TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
+point 0, INT8 weights, an INT32 or INT64 bias) (``tflite_check``).
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from tvm_ethos.compute import softmax16
+from ethos_arch.ops import Op
+from tvm_ethos.compute import float_lut16, softmax16
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
@@ -64,7 +65,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     """:func:`operator_support` of a model already checked."""
     out = []
     for op in checked.operators:
-        reason = (softmax16_quantization_refusal(checked, op) or converter_refusal(op)
+        reason = (softmax16_quantization_refusal(checked, op)
+                  or float_table16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
@@ -87,14 +89,7 @@ def softmax16_quantization_refusal(checked: CheckedModel, op: CheckedOperator) -
     if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
         return ""
 
-    def quantization(t) -> tuple[float, int] | None:
-        q = t.Quantization()
-        if q is None or not q.ScaleLength():
-            return None
-        zero_point = int(q.ZeroPointAsNumpy()[0]) if q.ZeroPointLength() else 0
-        return float(q.ScaleAsNumpy()[0]), zero_point
-
-    qx, qy = quantization(x), quantization(y)
+    qx, qy = _quantization(x), _quantization(y)
     if qx is not None and qx[1] != 0:
         return (f"an int16 SOFTMAX with input zero point {qx[1]}: TFLite's int16 kernel "
                 "requires 0 (quantize the input symmetrically)")
@@ -102,6 +97,34 @@ def softmax16_quantization_refusal(checked: CheckedModel, op: CheckedOperator) -
         return (f"an int16 SOFTMAX with output quantization ({qy[0]:g}, {qy[1]}): TFLite's "
                 "int16 kernel requires (1/32768, 0)")
     return ""
+
+
+def _quantization(t) -> tuple[float, int] | None:
+    """A tensor's first (scale, zero point), None where it is not quantized."""
+    q = t.Quantization()
+    if q is None or not q.ScaleLength():
+        return None
+    zero_point = int(q.ZeroPointAsNumpy()[0]) if q.ZeroPointLength() else 0
+    return float(q.ScaleAsNumpy()[0]), zero_point
+
+
+def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an INT16 -> INT16 EXP / LOG is not in the form LiteRT's int16 kernel takes (zero
+    points 0, ``compute.float_lut16.refusal``), naming the quantization in the way; ``""`` for
+    any other operator or form."""
+    from tflite.TensorType import TensorType
+
+    if op.name not in ("EXP", "LOG") or not op.int16 or len(op.inputs) != 1 \
+            or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
+    if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
+        return ""
+    qx, qy = _quantization(x), _quantization(y)
+    if qx is None or qy is None:
+        return f"an int16 {op.name} without quantization; TFLite's int16 kernel is quantized"
+    return float_lut16.refusal(Op(op.name.lower()), qx, qy)
 
 
 def converter_refusal(op: CheckedOperator) -> str:
