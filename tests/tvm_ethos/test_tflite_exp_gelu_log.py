@@ -93,9 +93,10 @@ def test_the_llvm_host_gathers_from_the_same_table():
     _runs_every_code(cm, model)
 
 
-def test_an_int16_exp_stays_off_the_npu():
-    """The exact table is TFLite's 8-bit one; an int16 EXP is not given to the NPU."""
-    cm = tvm_ethos.compile(exp_model((0.001, 0), (0.002, 0), shape=(1, 4, 8, 8),
+def test_an_int16_exp_litert_refuses_stays_off_the_npu():
+    """LiteRT's int16 EXP takes zero points 0 only (the int16 form on the NPU:
+    test_tflite_exp_log16.py); one with another is not given to the NPU."""
+    cm = tvm_ethos.compile(exp_model((0.001, 4), (0.002, 0), shape=(1, 4, 8, 8),
                                      dtype="int16"), "ethos-u", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on != "ethos-u"

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from ethos_arch.ops import Op
+from planner.perf.ethos_u import lower_part
+from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import oracle
 from tvm_ethos.compute import float_lut16
 from tvm_ethos.frontend.tflite_support import operator_support
@@ -67,6 +69,13 @@ def test_the_npu_runs_it_as_litert_on_every_code(kind, in_scale, out_scale, acce
                                       err_msg=f"{target} {options}")
     cm = tvm_ethos.compile(source, "llvm", cache_dir=False)
     np.testing.assert_array_equal(cm.run(EVERY_CODE)[0].ravel(), want, err_msg="llvm")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_planner_counts_the_2_kib_table(kind):
+    (part,) = load_tflite(model(kind, (1e-3, 0), (2e-3, 0), shape=(1, 4, 8, 8))).parts
+    (npu,) = lower_part(part, part.output.shape)
+    assert npu.lut_bytes == 2048, npu
 
 
 def test_the_stream_loads_the_16_bit_table(tmp_path):
