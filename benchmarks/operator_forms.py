@@ -3,7 +3,8 @@
 One int8 model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below the stride,
 SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D; MIRROR_PAD of
 the depth and of several axes, UNPACK of the last axis of a batch or a reshape, a 5-D
-RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor),
+RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor; int16
+EXP and LOG),
 compiled for
 an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
 its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
@@ -23,11 +24,13 @@ sys.path.insert(0, str(REPO / "tests" / "tvm_ethos"))
 
 import tflite  # noqa: E402
 import tflite_builder as tb  # noqa: E402
+from test_tflite_exp_log16 import model as float_table16_model  # noqa: E402
 from test_tflite_expand_dims import expand_dims_model, reshape_model  # noqa: E402
 from test_tflite_mirror_pad import mirror_pad_model  # noqa: E402
 from test_tflite_pack import pack_model, reshape_unpack_model, unpack_model  # noqa: E402
 
 from benchmarks.movement_ops import ours, vela  # noqa: E402
+from ethos_arch.ops import Op  # noqa: E402
 
 _SYM = tflite.MirrorPadMode.SYMMETRIC
 
@@ -56,6 +59,8 @@ FORMS = {
         (2, 8, 8, 8), [(1, 2), (2, 1), (1, 3), (1, 2)], mode=_SYM),
     "mirror_5d": lambda: mirror_pad_model(
         (2, 3, 8, 8, 8), [(1, 1), (2, 0), (1, 2), (0, 0), (0, 0)]),
+    "exp_int16": lambda: float_table16_model(Op.EXP, (2e-4, 0), (3e-3, 0), (1, 8, 8, 8)),
+    "log_int16": lambda: float_table16_model(Op.LOG, (1e-3, 0), (2e-4, 0), (1, 8, 8, 8)),
 }
 CONFIG = "ethos-u55-128"
 
