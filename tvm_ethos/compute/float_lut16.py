@@ -98,6 +98,28 @@ def every_code(kind: Op, in_q: tuple, out_q: tuple) -> np.ndarray:
     return _wrap16(base + ((slope * (codes & 0x7F) + 64) >> 7)).astype(np.int16)
 
 
+def npu_refusal(kind: Op, in_q: tuple, out_q: tuple) -> str:
+    """Why the NPU's 16-bit LUT cannot give LiteRT's output on every code ('' where it can):
+    TFLite wraps ``base + delta`` to int16 where the NPU's output stage saturates it, which
+    differs only where an interval's wrapped slope crosses the type's end (an EXP that
+    overflows float32 inside the input range, its table jumping between -32768 and 0)."""
+    why = refusal(kind, in_q, out_q)
+    if why:
+        return why
+    values = table(kind, in_q, out_q)
+    codes = np.arange(_LO, _HI + 1, dtype=np.int64)
+    index = STEPS // 2 + (codes >> 7)
+    slope = _wrap16(values[index + 1] - values[index])
+    npu = np.clip(values[index] + ((slope * (codes & 0x7F) + 64) >> 7), _LO, _HI)
+    wrong = np.flatnonzero(npu != every_code(kind, in_q, out_q))
+    if wrong.size:
+        return (f"an int16 {kind.value} whose TFLite table wraps past int16 on {wrong.size} "
+                f"codes (from {int(codes[wrong[0]])}), where the NPU's 16-bit LUT saturates: "
+                f"input scale {in_q[0]:g} with output scale {out_q[0]:g} (a smaller input "
+                "scale or a larger output scale keeps the function in range)")
+    return ""
+
+
 def _wrap16(v: np.ndarray) -> np.ndarray:
     return ((v + 0x8000) & 0xFFFF) - 0x8000
 

@@ -54,7 +54,7 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
-from tvm_ethos.compute import add_sub, int16x8, leaky_relu, squared_difference
+from tvm_ethos.compute import add_sub, float_lut16, int16x8, leaky_relu, squared_difference
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
 
@@ -531,6 +531,16 @@ def _split(q, o):
     return []
 
 
+def _float_table16(q, o):
+    """int8: a LUT. int16 (EXP, LOG): the 16-bit LUT of TFLite's interpolated table, where
+    the NPU's saturating lookup gives TFLite's wrapping one on every code
+    (``compute.float_lut16.npu_refusal``)."""
+    if q.in_dtypes[0] != "int16" or q.out_q is None or not q.in_q:
+        return []
+    why = float_lut16.npu_refusal(q.kind, q.in_q[0], q.out_q)
+    return [why] if why else []
+
+
 def _leaky_relu(q, o):
     """int8 and uint8: a LUT. int16: two requantizations and their MAX / MIN
     (``ops_lut.leaky_relu16_ops``), where that picks TFLite Micro's branch on every code."""
@@ -579,9 +589,9 @@ CHECKS = {
     Op.BATCH_MATMUL: _batch_matmul,
     Op.ELU: _none,
     Op.RSQRT: _none,
-    Op.EXP: _none,
+    Op.EXP: _float_table16,
     Op.GELU: _none,
-    Op.LOG: _none,
+    Op.LOG: _float_table16,
     Op.NEG: _none,
     Op.RESIZE_BILINEAR: _resize,
     Op.RESIZE_NEAREST: _resize_scale,

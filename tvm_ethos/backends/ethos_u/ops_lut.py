@@ -113,11 +113,12 @@ def is_float_table16(q) -> bool:
 
 def table16(q) -> np.ndarray:
     """The 512 base-and-slope words (uint32) of an int16 EXP / LOG, or
-    UnsupportedOperatorError where TFLite's kernel refuses the quantization."""
-    try:
-        return float_lut16.npu_words(q.kind, q.in_q[0], q.out_q)
-    except ValueError as err:
-        raise UnsupportedOperatorError(q.tflite_name, str(err)) from None
+    UnsupportedOperatorError where TFLite's kernel refuses the quantization or the NPU's
+    lookup would not give its output (``compute.float_lut16.npu_refusal``)."""
+    why = float_lut16.npu_refusal(q.kind, q.in_q[0], q.out_q)
+    if why:
+        raise UnsupportedOperatorError(q.tflite_name, why)
+    return float_lut16.npu_words(q.kind, q.in_q[0], q.out_q)
 
 
 def leaky_relu_table(in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
