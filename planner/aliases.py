@@ -9,12 +9,13 @@ input in a ring), and so does one that writes a network output (its bytes go whe
 caller reads them).
 
 An elementwise activation that reads each element once, before writing it, at the same place
-(``in_place``: LOGISTIC, TANH, RELU6, ...: one NPU operation over equal NHWC shapes of one
-8-bit type) may write its output over its input when nothing reads the input after it, as
-Vela's live ranges let an elementwise operation's OFM take its IFM's range: the planner
-counts it the same way (its output is its root's bytes), and the stream runs the operation
-with both at one address. The input and output are both the network's or both neither, so
-they live in one memory.
+(``in_place``: LOGISTIC, TANH, RELU6, EXP, ...: one NPU operation over equal NHWC shapes of
+one 8-bit type, or of int16 for the operators whose int16 form is still one operation) may
+write its output over its input when nothing reads the input after it, as Vela's live ranges
+let an elementwise operation's OFM take its IFM's range: the planner counts it the same way
+(its output is its root's bytes), and the stream runs the operation with both at one
+address. The input and output are both the network's or both neither, so they live in one
+memory.
 """
 from __future__ import annotations
 
@@ -23,10 +24,23 @@ from collections.abc import Sequence
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph
 
-#: the activations one NPU operation computes element by element (a table or a clamp)
-IN_PLACE_OPS = frozenset({"sigmoid", "tanh", "relu", "relu6", "relu_n1_to_1", "hard_swish"})
-#: the 8-bit types they are one operation in (int16 forms may take several, working memory)
+#: the activations one NPU operation computes element by element on 8-bit maps (a table
+#: or a clamp)
+IN_PLACE_OPS = frozenset({"sigmoid", "tanh", "relu", "relu6", "relu_n1_to_1", "hard_swish",
+                          "exp", "log", "gelu", "rsqrt", "leaky_relu"})
+#: the 8-bit types they are one operation in
 IN_PLACE_TYPES = frozenset({"int8", "uint8"})
+#: those whose int16 form is one operation too (a 16-bit table pool); other int16 forms take
+#: several operations or working memory (LEAKY_RELU's two branches, SOFTMAX's sequence)
+IN_PLACE_INT16_OPS = frozenset({"exp", "log"})
+
+
+def in_place_types(op: str | None) -> frozenset[str]:
+    """The element types in which ``op`` (a UNARY Part's ``op``) is one operation that reads
+    each element before writing it at the same place (none: it is not)."""
+    if op not in IN_PLACE_OPS:
+        return frozenset()
+    return (IN_PLACE_TYPES | {"int16"}) if op in IN_PLACE_INT16_OPS else IN_PLACE_TYPES
 
 
 def may_alias(part: Part, graph: PlannerGraph) -> bool:
@@ -46,16 +60,17 @@ def may_alias(part: Part, graph: PlannerGraph) -> bool:
 
 def in_place(part: Part, graph: PlannerGraph) -> bool:
     """Whether ``part`` may write its output over its input: an ``IN_PLACE_OPS`` activation
-    of one 8-bit type over equal NHWC shapes (each element read before it is written, at the
-    same address), its input read by nothing else and no RESHAPE's output (whose root others
-    may read), and its input a network input exactly when its output is a network output."""
-    if part.kind != Op.UNARY or part.attr("op") not in IN_PLACE_OPS \
+    of a type it is one operation in (``in_place_types``) over equal NHWC shapes (each
+    element read before it is written, at the same address), its input read by nothing else
+    and no RESHAPE's output (whose root others may read), and its input a network input
+    exactly when its output is a network output."""
+    if part.kind != Op.UNARY or not in_place_types(part.attr("op")) \
             or len(part.activation_inputs) != 1:
         return False
     (_, src), = part.activation_inputs
     out = part.output
     producer = graph.producer(src.name)
-    return (src.dtype == out.dtype and src.dtype in IN_PLACE_TYPES
+    return (src.dtype == out.dtype and src.dtype in in_place_types(part.attr("op"))
             and tuple(src.shape) == tuple(out.shape)
             and part.attr("ifm_format", "NHWC") == part.attr("ofm_format", "NHWC") == "NHWC"
             and len(graph.consumers(src.name)) == 1

@@ -1,10 +1,19 @@
 """A RESHAPE planned alone shares its input's bytes: the planner counts them once, and its
 count agrees with the stripe-by-stripe simulator for every Proposal of the frontier."""
+import dataclasses
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import parts
-from planner.aliases import IN_PLACE_OPS, alias_roots, aliased_outputs, in_place, may_alias
+from planner.aliases import (
+    IN_PLACE_INT16_OPS,
+    IN_PLACE_OPS,
+    alias_roots,
+    aliased_outputs,
+    in_place,
+    may_alias,
+)
 from planner.graph import GraphBuilder
 from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
@@ -82,27 +91,32 @@ def _activations(h: int, w: int, c: int, ops: list[str], lead_conv: bool, dtype:
     """in -> (conv ->) one activation after another: the last one's output the network's."""
     b = GraphBuilder("act")
     x = b.input("in", (1, h, w, c), dtype)
-    if lead_conv:
-        x = b.add(parts.conv2d("conv", x, c, 3, padding=1))
-    for k, op in enumerate(ops):
-        x = b.add(parts.unary(f"a{k}", x, op))
+    layers = [lambda t: parts.conv2d("conv", t, c, 3, padding=1)] if lead_conv else []
+    layers += [lambda t, k=k, op=op: parts.unary(f"a{k}", t, op) for k, op in enumerate(ops)]
+    for layer in layers:    # every output of the input's type, as the importer gives it
+        part = layer(x)
+        x = b.add(dataclasses.replace(part, output=dataclasses.replace(part.output, dtype=dtype)))
     return b.build(outputs=[x])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 16),
        st.lists(st.sampled_from(sorted(IN_PLACE_OPS)), min_size=1, max_size=3),
-       st.booleans(), st.sampled_from(["sram", "dram"]))
+       st.booleans(), st.sampled_from(["sram", "dram"]), st.booleans())
 def test_an_activation_in_place_counts_its_bytes_once_as_the_simulator_does(h, w, c, ops,
-                                                                          lead_conv, io):
+                                                                          lead_conv, io, wide):
     """Each activation may take its input's bytes (Vela lets an elementwise OFM take its
     IFM's live range) where the input and output are both the network's or both not: every
     Proposal's memory is what the stripe-by-stripe simulator measures, and the least memory
-    holds the tensor once (a lone activation: the network input's bytes alone)."""
-    g = _activations(h, w, c, ops, lead_conv)
+    holds the tensor once (a lone activation: the network input's bytes alone); ``wide``:
+    int16 maps, through the operators whose int16 form is one operation."""
+    dtype = "int16" if wide else "int8"
+    if wide:
+        ops = [sorted(IN_PLACE_INT16_OPS)[len(op) % len(IN_PLACE_INT16_OPS)] for op in ops]
+    g = _activations(h, w, c, ops, lead_conv, dtype)
     device = simple_device(io_region=io)
     search = ProposalSearch(g, device, PlannerOptions(stripe_factors=4))
-    fm = h * w * c
+    fm = h * w * c * (2 if wide else 1)
     for k in range(len(search.frontier)):
         prop = search.proposal(k)
         sim = simulate(g, device, prop)
@@ -117,8 +131,10 @@ def test_an_activation_in_place_counts_its_bytes_once_as_the_simulator_does(h, w
 
 
 def test_what_is_not_in_place():
-    """A second reader of the input, an int16 activation, an activation the NPU computes in
-    several operations, and an input of the network whose output is not the network's."""
+    """A second reader of the input, an int16 activation whose int16 form is not one table
+    operation (TANH: the output unit's own; LEAKY_RELU: two branches and working memory),
+    and an input of the network whose output is not the network's; an int8 LEAKY_RELU (one
+    table) and an int16 EXP / LOG (one 16-bit table) are in place."""
     b = GraphBuilder("two_readers")
     x = b.input("in", (1, 4, 4, 8))
     y = b.add(parts.unary("sig", x, "sigmoid"))
@@ -126,8 +142,11 @@ def test_what_is_not_in_place():
     assert not in_place(g.parts[0], g)
     assert not in_place(_activations(4, 4, 8, ["tanh"], False, "int16").parts[0],
                         _activations(4, 4, 8, ["tanh"], False, "int16"))
-    lr = _activations(4, 4, 8, ["leaky_relu"], False)
+    lr = _activations(4, 4, 8, ["leaky_relu"], False, "int16")
     assert not in_place(lr.parts[0], lr)
+    for op, dtype in [("leaky_relu", "int8"), ("exp", "int16"), ("log", "int16")]:
+        g = _activations(4, 4, 8, [op], False, dtype)
+        assert in_place(g.parts[0], g), (op, dtype)
     g = _activations(4, 4, 8, ["relu6", "relu6"], False)
     assert [in_place(p, g) for p in g.parts] == [False, False]
     assert in_place(_activations(4, 4, 8, ["relu6"], False).parts[0],

@@ -12,6 +12,7 @@ import operator_models
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_tflite_exp_log16 import model as float_table16_model
 
 import tvm_ethos
 from ethos_arch.ops import Op
@@ -19,7 +20,7 @@ from ethosu_stream import Memory, run_stream
 from ethosu_stream.accelerator import accelerator_info
 from ethosu_stream.memory import SHRAM_REGION
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
-from tests.helpers.tflite_oracle import inputs_for, tflm_oracle
+from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u import ops_lut
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
 from tvm_ethos.backends.ethos_u.stream_base import Flash, lut_address, npu_accelerator, vela_api
@@ -38,7 +39,8 @@ def _table_op_on_the_functional_model(x: np.ndarray, kind: Op, accelerator: str,
     h, w, c = x.shape
     q = QOp(kind=kind, inputs=[], in_shapes=[(1, h, w, c)], in_dtypes=["int8"],
             out_shape=(1, h, w, c), out_dtype="int8", in_q=[(0.05, 3)],
-            out_q=(1 / 256, -128) if kind == Op.SIGMOID else (1 / 128, 0))
+            out_q=(1 / 256, -128) if kind == Op.SIGMOID else (1 / 128, 0),
+            attrs={"alpha": 0.2, "approximate": False})
     flash = Flash()
     dma = ops_lut.lut_dma(q, flash, lut_address(accelerator))
     npu = ops_lut.npu_op(q, FmSlot(1, 0, (h, w, c), "int8", 0.05, 3),
@@ -55,7 +57,8 @@ def _table_op_on_the_functional_model(x: np.ndarray, kind: Op, accelerator: str,
 
 @settings(max_examples=12, deadline=None)
 @given(h=st.integers(1, 24), w=st.integers(1, 24), c=st.integers(1, 70),
-       kind=st.sampled_from([Op.SIGMOID, Op.TANH, Op.HARD_SWISH]),
+       kind=st.sampled_from([Op.SIGMOID, Op.TANH, Op.HARD_SWISH, Op.LEAKY_RELU, Op.EXP, Op.LOG,
+                             Op.GELU, Op.RSQRT]),
        accelerator=st.sampled_from(["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]),
        data=st.data())
 def test_a_table_operation_over_its_own_input_equals_it_out_of_place(h, w, c, kind,
@@ -72,18 +75,31 @@ def test_a_table_operation_over_its_own_input_equals_it_out_of_place(h, w, c, ki
                           apart)
 
 
-@pytest.mark.parametrize("name,budget", [("logistic", "smallest"), ("tanh", "smallest"),
-                                         ("relu6", "smallest"), ("relu6", None),
-                                         ("relu", "smallest"), ("hard_swish", None)])
-def test_a_lone_activation_holds_its_tensor_once_and_equals_tflite_micro(name, budget):
+#: the one-operator models the int16 forms are read from (the table's own test's shapes)
+_INT16 = {"exp_int16": (Op.EXP, (2e-4, 0), (3e-3, 0)), "log_int16": (Op.LOG, (1e-3, 0), (2e-4, 0))}
+
+
+@pytest.mark.parametrize("name,budget,ref", [
+    ("logistic", "smallest", "tflm"), ("tanh", "smallest", "tflm"),
+    ("relu6", "smallest", "tflm"), ("relu6", None, "tflm"), ("relu", "smallest", "tflm"),
+    ("hard_swish", None, "tflm"), ("leaky_relu", "smallest", "tflm"),
+    ("rsqrt", "smallest", "tflm"), ("exp", "smallest", "litert"),
+    ("log", "smallest", "litert"), ("gelu", "smallest", "litert"),
+    ("exp_int16", "smallest", "litert"), ("log_int16", "smallest", "litert")])
+def test_a_lone_activation_holds_its_tensor_once_and_equals_tflite_micro(name, budget, ref):
     """On an Ethos-U55 the stream writes the output over the input: the SRAM touched is the
-    tensor's bytes (Vela 5.2 Size's 0.12 KiB), the file's input and output share one arena
-    offset, and TFLite Micro runs the file exactly."""
-    data = getattr(operator_models, name)()
+    tensor's bytes (Vela 5.2 Size's), the file's input and output share one arena offset,
+    and the oracle runs the file exactly: TFLite Micro, or LiteRT's reference kernels for
+    the operators TFLite Micro has no int8 / int16 kernel of (EXP, LOG, GELU)."""
+    if name in _INT16:
+        kind, in_q, out_q = _INT16[name]
+        data = float_table16_model(kind, in_q, out_q, (1, 8, 8, 8))
+    else:
+        data = getattr(operator_models, name)()
     kw = {"budget": budget} if budget else {}
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, **kw)
     (entry,) = cm.plan_report["streams"].values()
-    nbytes = int(np.prod(cm.inputs[0].shape))
+    nbytes = int(np.prod(cm.inputs[0].shape)) * np.dtype(cm.inputs[0].dtype).itemsize
     assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"] == nbytes, entry
     (op,) = read_ethos_u_ops(cm.tflite)
     assert [s.arena_offset for s in op.inputs] == [s.arena_offset for s in op.outputs] == [0]
@@ -91,7 +107,7 @@ def test_a_lone_activation_holds_its_tensor_once_and_equals_tflite_micro(name, b
     rs = np.random.RandomState(1)
     for _ in range(2):
         xs = inputs_for(cm.inputs, rs)
-        want = tflm_oracle(data, xs)[0]
+        want = (tflm_oracle(data, xs) if ref == "tflm" else oracle(data, xs))[0]
         assert np.array_equal(cm.run(*xs)[0].reshape(want.shape), want)
 
 
