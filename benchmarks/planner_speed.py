@@ -46,7 +46,7 @@ from planner.errors import PlannerError  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.plans import PlanGenerator, clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
-from planner.sink_walks import default_workers  # noqa: E402
+from planner.sink_walks import default_workers, distinct_cost_requests  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
 from tests.helpers.models import MODELS_DIR  # noqa: E402
 
@@ -136,13 +136,7 @@ def costing_cpu(graph, device_name: str, repeat: int = 5) -> tuple[float, int]:
         clear_caches()
         devices.clear_caches()
         gen = PlanGenerator(graph, devices.get_device(device_name), PlannerOptions())
-        seen, todo = set(), []
-        for j in range(len(gen.topo)):
-            for p, stripe in gen.cost_requests(j):
-                key = gen.cost_key(p, stripe)
-                if key not in seen:
-                    seen.add(key)
-                    todo.append((p, stripe))
+        todo = distinct_cost_requests(gen)
         gc.disable()
         try:
             c0 = time.process_time()

@@ -230,9 +230,8 @@ def warm_costs(gen: PlanGenerator, workers: int) -> None:
                 gen.adopt_cost(p, stripe, value)
 
 
-def _warm_costs_here(gen: PlanGenerator) -> None:
-    """``warm_costs`` on this process alone: every distinct request, in the order the walks
-    make them, costed in one batch (no owners or loads to keep)."""
+def distinct_cost_requests(gen: PlanGenerator) -> list:
+    """Every distinct (Part, stripe) cost request of the walks, in the order they make them."""
     seen: set = set()
     todo = []
     for j in range(len(gen.topo)):
@@ -241,6 +240,13 @@ def _warm_costs_here(gen: PlanGenerator) -> None:
             if key not in seen:
                 seen.add(key)
                 todo.append((p, stripe))
+    return todo
+
+
+def _warm_costs_here(gen: PlanGenerator) -> None:
+    """``warm_costs`` on this process alone: every distinct request costed in one batch (no
+    owners or loads to keep)."""
+    todo = distinct_cost_requests(gen)
     _mark("requests found")
     gen.warm_costs(todo)
 

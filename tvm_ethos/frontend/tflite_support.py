@@ -79,17 +79,10 @@ def softmax16_quantization_refusal(checked: CheckedModel, op: CheckedOperator) -
     """Why an INT16 -> INT16 SOFTMAX is not in the form of TFLite's int16 kernel, which the
     importer reads exactly (input zero point 0, output quantized (1/32768, 0)), naming the
     quantization in the way; ``""`` for any other operator or form."""
-    from tflite.TensorType import TensorType
-
-    if op.name != "SOFTMAX" or not op.int16 or len(op.inputs) != 1 or op.inputs[0] < 0 \
-            or len(op.outputs) != 1:
+    pair = _int16_unary(checked, op, ("SOFTMAX",))
+    if pair is None:
         return ""
-    graph = checked.model.Subgraphs(op.subgraph)
-    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
-    if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
-        return ""
-
-    qx, qy = _quantization(x), _quantization(y)
+    qx, qy = (_quantization(t) for t in pair)
     if qx is not None and qx[1] != 0:
         return (f"an int16 SOFTMAX with input zero point {qx[1]}: TFLite's int16 kernel "
                 "requires 0 (quantize the input symmetrically)")
@@ -97,6 +90,21 @@ def softmax16_quantization_refusal(checked: CheckedModel, op: CheckedOperator) -
         return (f"an int16 SOFTMAX with output quantization ({qy[0]:g}, {qy[1]}): TFLite's "
                 "int16 kernel requires (1/32768, 0)")
     return ""
+
+
+def _int16_unary(checked: CheckedModel, op: CheckedOperator, names: tuple[str, ...]):
+    """The (input, output) tensors of ``op`` where it is one of ``names`` with one INT16
+    input and one INT16 output, else None."""
+    from tflite.TensorType import TensorType
+
+    if op.name not in names or not op.int16 or len(op.inputs) != 1 or op.inputs[0] < 0 \
+            or len(op.outputs) != 1:
+        return None
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
+    if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
+        return None
+    return x, y
 
 
 def _quantization(t) -> tuple[float, int] | None:
@@ -112,16 +120,10 @@ def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why an INT16 -> INT16 EXP / LOG is not in the form LiteRT's int16 kernel takes (zero
     points 0, ``compute.float_lut16.refusal``), naming the quantization in the way; ``""`` for
     any other operator or form."""
-    from tflite.TensorType import TensorType
-
-    if op.name not in ("EXP", "LOG") or not op.int16 or len(op.inputs) != 1 \
-            or op.inputs[0] < 0 or len(op.outputs) != 1:
+    pair = _int16_unary(checked, op, ("EXP", "LOG"))
+    if pair is None:
         return ""
-    graph = checked.model.Subgraphs(op.subgraph)
-    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
-    if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
-        return ""
-    qx, qy = _quantization(x), _quantization(y)
+    qx, qy = (_quantization(t) for t in pair)
     if qx is None or qy is None:
         return f"an int16 {op.name} without quantization; TFLite's int16 kernel is quantized"
     return float_lut16.refusal(Op(op.name.lower()), qx, qy)
