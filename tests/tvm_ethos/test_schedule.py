@@ -139,7 +139,9 @@ def test_a_wrong_plan_is_caught():
     # without a prologue: no longer the compile path's default, so in the slow suite
     pytest.param("resnet8_cifar", LOCKSTEP, marks=pytest.mark.slow),
     pytest.param("mobilenet_v1_0.25_96", LOCKSTEP, marks=pytest.mark.slow),
-    ("resnet8_cifar", PROLOGUE), ("mobilenet_v1_0.25_96", PROLOGUE), ("ds_cnn_kws", PROLOGUE)])
+    ("resnet8_cifar", PROLOGUE),
+    pytest.param("mobilenet_v1_0.25_96", PROLOGUE, marks=pytest.mark.slow),
+    ("ds_cnn_kws", PROLOGUE)])
 def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name, options):
     """Lockstep rolling buffers (planner.lockstep): rings smaller than the windows they hold,
     each row computed once, built and run against the unscheduled kernel at the smallest, a
@@ -213,7 +215,8 @@ def line_buffer_rings(match, plan):
     return out
 
 
-@pytest.mark.parametrize("name", ["resnet8_cifar", "mobilenet_v1_0.25_96", "ds_cnn_kws"])
+@pytest.mark.parametrize("name", [
+    "resnet8_cifar", pytest.param("mobilenet_v1_0.25_96", marks=pytest.mark.slow), "ds_cnn_kws"])
 def test_line_buffer_cascades_allocate_what_they_plan_and_compute_exactly(name):
     """Demand-driven rolling buffers filled a row at a time, realized as line-buffer cascades
     (tvm_ethos.emulator.line_buffer): the smallest, a middle and the fastest Proposal allocate
