@@ -32,13 +32,13 @@ import tempfile
 import time
 
 from ethosu_stream.registers import decode_stream
+from ethosu_stream.run import KERNEL_OPERATIONS
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
 
 MODELS = {"mobilenet_v1_1.0_224": "mobilenet_v1_1.0_224.tflite",
           "resnet8_cifar": "resnet8_cifar.tflite",
           "person_detect": os.path.join("tflite-micro", "person_detect.tflite")}
 ACCEL = "ethos-u55-128"
-KERNEL_OPS = {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE"}
 #: ``-v``'s stage lines: ``tvm_ethos.stages: INFO: stage NAME: 1.23 s``
 STAGE_LINE = re.compile(r"stage (?P<name>[\w .-]+?): (?P<s>[0-9.]+) s")
 
@@ -101,21 +101,21 @@ def with_outside(seconds: dict[str, float], wall: float) -> dict[str, float]:
 def stream_bytes(path: str) -> tuple[int, int, int]:
     """(command stream bytes of every ethos-u operator, NPU operations in them, the largest
     scratch arena one of them asks for) of a .tflite. An NPU operation is a kernel command
-    (:data:`KERNEL_OPS`); DMAs and waits are not."""
+    (``ethosu_stream.run.KERNEL_OPERATIONS``); DMAs and waits are not."""
     with open(path, "rb") as f:
         data = f.read()
     total = ops = arena = 0
     for op in read_ethos_u_ops(data):
         words = op.words
         total += 4 * len(words)
-        ops += _npu_operations(words)
+        ops += npu_operations(words)
         arena = max(arena, op.scratch_bytes)
     return total, ops, arena
 
 
-def _npu_operations(words) -> int:
+def npu_operations(words) -> int:
     """The kernel operations a stream starts (NPU_OP_CONV, _DEPTHWISE, _POOL, _ELEMENTWISE)."""
-    return sum(c.name in KERNEL_OPS for c in decode_stream(words))
+    return sum(c.name in KERNEL_OPERATIONS for c in decode_stream(words))
 
 
 def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,

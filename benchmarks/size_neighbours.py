@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import planner.api  # noqa: E402
 import tvm_ethos  # noqa: E402
 from ethosu_stream.registers import decode_stream  # noqa: E402
+from ethosu_stream.run import KERNEL_OPERATIONS  # noqa: E402
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops  # noqa: E402
 from planner.size_choice import size_objective, walk_frontier  # noqa: E402
 from planner.stream_estimate import plan_stream  # noqa: E402
@@ -33,7 +34,6 @@ from tests.helpers.models import MODELS_DIR  # noqa: E402
 MODELS = {"mobilenet_v1_1.0_224": "mobilenet_v1_1.0_224.tflite",
           "resnet8_cifar": "resnet8_cifar.tflite",
           "person_detect": os.path.join("tflite-micro", "person_detect.tflite")}
-KERNEL_OPS = {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE"}
 #: the registers naming a layer's weights: an operation that keeps them runs the same layer
 #: (or one of its weight slices) as the operation before it
 LAYER_REGISTERS = ("WEIGHT_BASE", "WEIGHT_LENGTH", "SCALE_BASE")
@@ -47,7 +47,7 @@ def written(tflite: bytes) -> tuple[int, int, int]:
         stream += 4 * len(op.words)
         changed, kind = set(), None
         for c in decode_stream(op.words):
-            if c.name in KERNEL_OPS:
+            if c.name in KERNEL_OPERATIONS:
                 ops += 1
                 same += kind == c.name and not changed
                 changed, kind = set(), c.name

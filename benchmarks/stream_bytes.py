@@ -28,35 +28,26 @@ CODE = os.environ.get("STREAM_BYTES_CODE") or os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))
 sys.path.insert(0, CODE)
 
-from benchmarks.stream_golden import models  # noqa: E402
-from ethosu_stream.registers import decode_stream  # noqa: E402
+from benchmarks.compile_speed import npu_operations  # noqa: E402
+from benchmarks.stream_golden import compile_case, models  # noqa: E402
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops  # noqa: E402
-from tests.helpers.models import MODELS_DIR  # noqa: E402
 
 ACCELERATORS = ("ethos-u55-128", "ethos-u65-256")
 BUDGETS = ("default", "smallest", "size")
-KERNEL_OPS = {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE"}
 
 
 def measure(model: str, accelerator: str, budget: str) -> dict:
     """Stream bytes, NPU operations, weight DMA into SRAM and SRAM touched of ``model``'s
     ``.tflite`` for ``accelerator`` at ``budget`` ("default": compile's own), or ``why`` it
     was refused."""
-    import tvm_ethos
-
-    with open(os.path.join(MODELS_DIR, model), "rb") as f:
-        data = f.read()
-    options = {"accelerator_config": accelerator}
-    if budget != "default":
-        options["budget"] = budget
     try:
-        cm = tvm_ethos.compile_tflite(data, "ethos-u", **options)
+        cm = compile_case(model, accelerator, budget)
     except Exception as e:  # noqa: BLE001 - a refusal is a row of the table
         return {"why": f"{type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''}"}
     stream = ops = 0
     for op in read_ethos_u_ops(cm.tflite):
         stream += 4 * len(op.words)
-        ops += sum(c.name in KERNEL_OPS for c in decode_stream(op.words))
+        ops += npu_operations(op.words)
     entries = [e for r in cm.plan_reports for e in r.get("streams", {}).values()]
     dma = sum(n for e in entries for k, n in e.get("dma_bytes", {}).items()
               if k.split("->")[1] in ("1", "2"))

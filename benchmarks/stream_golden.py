@@ -37,14 +37,21 @@ def models() -> list[str]:
     return sorted(found)
 
 
-def digest(model: str, accelerator: str, budget: str) -> str:
-    """``sha256:<hex>`` of the compiled file, or ``error:<first line>`` when refused."""
-    data = open(os.path.join(MODELS_DIR, model), "rb").read()
+def compile_case(model: str, accelerator: str, budget: str):
+    """``model`` (relative to the models folder) compiled to a TFLite Micro file for
+    ``accelerator`` at ``budget`` ("default": compile's own); raises what the compiler raises."""
+    with open(os.path.join(MODELS_DIR, model), "rb") as f:
+        data = f.read()
     options = {"accelerator_config": accelerator}
     if budget != "default":
         options["budget"] = budget
+    return tvm_ethos.compile_tflite(data, "ethos-u", **options)
+
+
+def digest(model: str, accelerator: str, budget: str) -> str:
+    """``sha256:<hex>`` of the compiled file, or ``error:<first line>`` when refused."""
     try:
-        cm = tvm_ethos.compile_tflite(data, "ethos-u", **options)
+        cm = compile_case(model, accelerator, budget)
     except Exception as e:  # noqa: BLE001 - the refusal itself is the recorded result
         return f"error:{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return "sha256:" + hashlib.sha256(cm.tflite).hexdigest()

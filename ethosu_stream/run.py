@@ -41,7 +41,9 @@ class StreamStats:
 #: the largest OFM block the NPU has (height, width, depth; Vela's ``ofm_block_max``)
 BLOCK_MAX = (32, 64, 128)
 _BLOCK_REGISTERS = ("OFM_BLK_HEIGHT_M1", "OFM_BLK_WIDTH_M1", "OFM_BLK_DEPTH_M1")
-_BLOCK_OPERATIONS = frozenset({"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL",
+#: the kernel operations: the commands that run a block-by-block NPU operation (DMAs and
+#: waits are not)
+KERNEL_OPERATIONS = frozenset({"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL",
                                "NPU_OP_ELEMENTWISE"})
 _SHRAM_BANK_BYTES = 1024
 
@@ -170,7 +172,7 @@ def _run(words, memory: Memory, accelerator: str, trace) -> StreamStats:
 
 def _execute(cmd: Command, mem: Memory, state: RegisterState, info, shram, dma) -> int:
     name = cmd.name
-    if name in _BLOCK_OPERATIONS:
+    if name in KERNEL_OPERATIONS:
         check_ranges(state)
         check_block_config(state, info)
     if name == "NPU_OP_CONV":
