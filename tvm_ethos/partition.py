@@ -33,7 +33,13 @@ from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
 from tvm_ethos.partition_op_ids import source_names
 from tvm_ethos.partition_siblings import merge_split_siblings
-from tvm_ethos.patterns import _VARIANTS_BY_KIND, pattern_variants, qop_from_composite, read_qop
+from tvm_ethos.patterns import (
+    _VARIANTS_BY_KIND,
+    pattern_variants,
+    qop_from_composite,
+    read_qop,
+    six_d_chain_reshapes,
+)
 from tvm_ethos.targets import TargetList, parse_targets
 
 REPORT_ATTR = "tvm_ethos.partition_report"
@@ -231,7 +237,15 @@ def _is_float_model(mod) -> str | None:
     return None
 
 
-def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, order, host=False):
+#: why an accelerator leaves a reshape of a chain through 6-D (``six_d_chain_reshapes``) alone
+CHAIN_RESHAPE = ("a reshape of a reshape -> transpose -> reshape chain through 6-D (TVM's "
+                 "DEPTH_TO_SPACE), which goes where the whole chain goes")
+
+
+def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, order, host=False,
+                  held=frozenset()):
+    """The fusion patterns of one backend; ``held``: names of the reshapes it leaves to their
+    chain (``six_d_chain_reshapes``), a RESHAPE alone refused with :data:`CHAIN_RESHAPE`."""
     pats = []
     kinds = set(layer_support.kinds())
     for kind, pat, ann in pattern_variants():
@@ -252,6 +266,8 @@ def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, 
             d.kind, d.tflite_name = q.kind, q.tflite_name
             if op_id in excluded:
                 reasons = [excluded[op_id]]
+            elif kind == Op.RESHAPE and op_id in held:
+                reasons = [CHAIN_RESHAPE]
             else:
                 reasons = layer_support.why_not(q, options)
             d.rejections[backend_id] = reasons
@@ -313,6 +329,7 @@ def partition(mod, target="ethos-n,llvm", **options):
             )
     mod = relax.transform.ConvertToDataflow()(mod)
     order = {_var_name(b.var): i for i, b in enumerate(_main_bindings(mod))}
+    held = six_d_chain_reshapes(mod["main"])
     decisions: dict[str, OperatorDecision] = {}
     subgraph_names: dict[str, str] = {}
     counter = 0
@@ -323,7 +340,8 @@ def partition(mod, target="ethos-n,llvm", **options):
         excluded: dict[str, str] = {}
         base = mod
         for _attempt in range(8):
-            pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order)
+            pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order,
+                                 held=held)
             before = {gv.name_hint for gv, _ in _codegen_functions(base, spec.backend_id)}
             trial = relax.transform.FuseOpsByPattern(
                 pats, bind_constants=True, annotate_codegen=False

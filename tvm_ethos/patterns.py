@@ -408,6 +408,24 @@ def _depth_to_space_variants():
     return [(Op.DEPTH_TO_SPACE, r2, ann)]
 
 
+def six_d_chain_reshapes(func: relax.Function) -> frozenset[str]:
+    """Names of the bindings of ``func`` that are a reshape of a ``reshape -> permute_dims ->
+    reshape`` chain through a 6-D tensor (:func:`_depth_to_space_variants`' form): how TVM's
+    importer writes DEPTH_TO_SPACE, and a TFLite RESHAPE -> TRANSPOSE -> RESHAPE of that form
+    reads the same. Such a reshape belongs to its chain, which is taken or left whole (its
+    permutation is DEPTH_TO_SPACE's, :func:`_transpose_variants`): a 6-D reshape outside one
+    is a model's own."""
+    ((_, pat, ann),) = _depth_to_space_variants()
+    var2val = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    val2var = {v: k for k, v in var2val.items()}
+    out: set[str] = set()
+    for value in var2val.values():
+        m = pat.extract_matched_expr(value, var2val)
+        if m is not None and len(_shape(m[ann["split_dims"]])) == 6:
+            out.update(val2var[m[ann[k]]].name for k in ("split_dims", "root"))
+    return frozenset(out)
+
+
 def _arg_max_variants():
     """The converter's quantized ARG_MAX: ``argmax`` of the codes, cast to int32 (an int64
     output is the ``argmax`` itself)."""

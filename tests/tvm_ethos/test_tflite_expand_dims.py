@@ -1,19 +1,24 @@
 """TFLite's EXPAND_DIMS to 5-D (and any RESHAPE that only adds or drops dimensions of 1): the
 same bytes read with another shape, which Vela 5.2 takes at any rank; on the Ethos-U as an
 alias, alone or as the output of an ethos-u operator, the compiled file's outputs equal to
-TFLite Micro's on the source. A RESHAPE to or from 5-D that regroups elements is an alias
-too; one to 6-D stays a TFLite operator, naming the rank."""
+TFLite Micro's on the source. A RESHAPE to, from or within 5-D or 6-D that regroups elements
+is an alias too, while TVM's DEPTH_TO_SPACE, which reshapes through 6-D, stays where it was;
+one of 7-D stays a TFLite operator, naming the rank."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import tflite
 import tflite_builder as tb
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from test_partition_rejected_matches import chain_model
 from test_solitary_movement import compiled_on_the_npu
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import compiled_matches, inputs_for, tflm_oracle
+from tests.helpers.tflite_oracle import compiled_matches, inputs_for, oracle, tflm_oracle
+from tvm_ethos.partition import CHAIN_RESHAPE, partition
+from tvm_ethos.patterns import six_d_chain_reshapes
 
 pytest.importorskip("tflite_micro")
 
@@ -115,11 +120,138 @@ def test_a_convolutions_5d_regrouped_output_is_planned_as_it_touches_memory():
         assert np.array_equal(got.reshape(want.shape), want)
 
 
-def test_a_6d_reshape_that_regroups_elements_stays_a_tflite_operator_naming_the_rank():
-    """TVM's DEPTH_TO_SPACE reshapes through a 6-D tensor, and DEPTH_TO_SPACE (not on
-    Vela's list) stays on the host."""
-    data = reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 8))
+@st.composite
+def _regrouped_6d(draw):
+    """A 6-D shape and another of the same elements that is no mere adding or dropping of
+    dimensions of 1, in either order: its reverse (6-D), two of its neighbouring axes merged
+    (5-D), or its middle four merged in pairs (4-D, as DEPTH_TO_SPACE's chain reshapes)."""
+    six = draw(st.lists(st.integers(1, 3), min_size=6, max_size=6))
+    form = draw(st.sampled_from(["reverse", "merge", "pairs"]))
+    if form == "reverse":
+        other = six[::-1]
+    elif form == "merge":
+        k = draw(st.integers(0, 4))
+        other = six[:k] + [six[k] * six[k + 1]] + six[k + 2:]
+    else:
+        other = [six[0], six[1] * six[2], six[3] * six[4], six[5]]
+    assume([d for d in other if d != 1] != [d for d in six if d != 1])
+    return (six, other) if draw(st.booleans()) else (other, six)
+
+
+@settings(max_examples=10, deadline=None)
+@given(case=_regrouped_6d(), q=st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127)))
+def test_a_6d_reshape_that_regroups_elements_is_on_the_npu_exactly(case, q):
+    """Vela 5.2 takes a 6-D RESHAPE (CPU operators = 0); a model's own is no importer's
+    DEPTH_TO_SPACE chain, so the Ethos-U takes it as the alias it is."""
+    src, out = case
+    (placed,) = compiled_matches(reshape_model(src, out, q), "ethos-u").placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+def test_a_convolutions_6d_regrouped_output_is_planned_as_it_touches_memory():
+    """CONV_2D, then a RESHAPE of its output to 6-D splitting the height and the width, at
+    the least memory: one ethos-u operator, the stream realizing the plan and touching the
+    planned peak, its output equal to TFLite Micro's."""
+    x = tb.T([1, 6, 4, 3], "int8", scale=0.05, zp=3)
+    w, bias, y = tb._conv_tensors(np.random.RandomState(9), x, 6)
+    six = [1, 3, 2, 2, 2, 6]
+    z = tb.T(six, "int8", scale=y.scale, zp=y.zp)
+    shape = tb.T([6], "int32", data=np.array(six, np.int32))
+    data = tb.serialize([x, w, bias, y, shape, z],
+                        [tb._conv_op([0, 1, 2], [3]), (tb.BO.RESHAPE, 0, None, [3, 4], [5])],
+                        [0], [5])
+    cm, _ = compiled_on_the_npu(data, budget="smallest")
+    rs = np.random.RandomState(10)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+
+
+def space_to_depth_model(in_shape=(1, 4, 6, 3), block=2) -> bytes:
+    """One int8 SPACE_TO_DEPTH of ``in_shape`` by ``block``."""
+    n, h, w, c = in_shape
+    x = tb.T(list(in_shape), "int8", scale=0.05, zp=3)
+    y = tb.T([n, h // block, w // block, c * block * block], "int8", scale=0.05, zp=3)
+
+    def opts(b):
+        tflite.SpaceToDepthOptionsStart(b)
+        tflite.SpaceToDepthOptionsAddBlockSize(b, block)
+        return tflite.SpaceToDepthOptionsEnd(b)
+
+    return tb.build([x, y], [0], [1], tb.BO.SPACE_TO_DEPTH, tb.BOPT.SpaceToDepthOptions, opts)
+
+
+def conv_depth_to_space_model(rs) -> bytes:
+    """CONV_2D, then DEPTH_TO_SPACE (block 2) of its output: the model's output."""
+    x = tb.T([1, 3, 4, 3], "int8", scale=0.05, zp=3)
+    w, bias, y = tb._conv_tensors(rs, x, 8)
+    z = tb.T([1, 6, 8, 2], "int8", scale=y.scale, zp=y.zp)
+
+    def opts(b):
+        tflite.DepthToSpaceOptionsStart(b)
+        tflite.DepthToSpaceOptionsAddBlockSize(b, 2)
+        return tflite.DepthToSpaceOptionsEnd(b)
+
+    d2s = (tb.BO.DEPTH_TO_SPACE, tb.BOPT.DepthToSpaceOptions, opts, [3], [4])
+    return tb.serialize([x, w, bias, y, z], [tb._conv_op([0, 1, 2], [3]), d2s], [0], [4])
+
+
+def test_depth_to_space_stays_on_the_host_exactly_beside_6d_reshapes_on_the_npu():
+    """TVM's DEPTH_TO_SPACE reshapes through 6-D: its chain's reshapes are left to the chain
+    (``patterns.six_d_chain_reshapes``), so DEPTH_TO_SPACE stays whole on the host, after a
+    convolution on the NPU, on both hosts, exactly."""
+    data = conv_depth_to_space_model(np.random.RandomState(11))
+    cm = compiled_matches(data, "ethos-u", seed=3)
+    assert [(p.kind, p.placed_on) for p in cm.placement] == [
+        ("CONV_2D", "ethos-u"), ("DEPTH_TO_SPACE", "tflite-micro")], cm.placement
+    cm = compiled_matches(data, "ethos-u,llvm", seed=4)
+    assert cm.partition_summary == {"ethos-u": 1, "llvm": 1}, cm.partition_summary
+    report = tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm")
+    assert [(op.tflite_name, op.placed_on) for op in report.operators] == [
+        ("CONV_2D", "ethos-u"), ("DEPTH_TO_SPACE", "llvm")], str(report)
+
+
+def test_only_a_chain_through_6d_is_held_for_its_chain():
+    """``six_d_chain_reshapes`` names both reshapes of TVM's DEPTH_TO_SPACE chain, and no
+    lone 6-D reshape nor the reshapes of a chain through 5-D (which the Ethos-U takes)."""
+    def held(data):
+        return six_d_chain_reshapes(tvm_ethos.load_model(data)["main"])
+
+    assert len(held(tb.depth_to_space())) == 2
+    assert held(reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 8))) == frozenset()
+    assert held(chain_model((1, 4, 4, 8), (1, 4, 2, 2, 8), (0, 2, 1, 3, 4),
+                            (1, 4, 4, 8))) == frozenset()
+
+
+def test_a_6d_chain_that_is_no_depth_to_space_stays_on_the_host_as_before():
+    """A RESHAPE -> TRANSPOSE -> RESHAPE chain through 6-D reads in Relax as TVM's
+    DEPTH_TO_SPACE chain: its reshapes are refused for the chain, so the whole chain stays
+    on the host, exact against LiteRT's reference kernels (a 6-D TRANSPOSE: TFLite Micro's
+    takes 5-D)."""
+    data = chain_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 8), (0, 2, 1, 3, 4, 5), (1, 4, 4, 8))
+    placed = tvm_ethos.compile(data, "ethos-u", cache_dir=False).placement
+    assert [p.placed_on for p in placed] == ["tflite-micro"] * 3, placed
+    _, report = partition(tvm_ethos.load_model(data), "ethos-u,llvm")
+    reshapes = [op for op in report.operators if op.tflite_name == "RESHAPE"]
+    assert len(reshapes) == 2, str(report)
+    for op in reshapes:
+        assert op.placed_on == "llvm" and op.rejections["ethos-u"] == [CHAIN_RESHAPE], op
+    compiled_matches(data, "ethos-u,llvm", reference=oracle)
+
+
+def test_space_to_depth_stays_a_tflite_operator_as_before():
+    """TVM's importer does not convert a quantized SPACE_TO_DEPTH (another chain through 6-D):
+    it stays TFLite's, named so."""
+    cm = tvm_ethos.compile(space_to_depth_model(), "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro" and "importer" in placed.why, placed
+
+
+def test_a_7d_reshape_that_regroups_elements_stays_a_tflite_operator_naming_the_rank():
+    """The stream's tensors hold at most 6 axes (``npu_ops.shape3``)."""
+    data = reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 2, 4))
     (placed,) = compiled_matches(data, "ethos-u").placement
     assert placed.placed_on == "tflite-micro"
     report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
-    assert "output is 6-D; at most 5-D" in report, report
+    assert "output is 7-D; at most 6-D" in report, report

@@ -14,8 +14,8 @@ H*W <= 65535; logistic, tanh, leaky relu and hard swish (a LUT on the NPU; no sp
 constraints); bilinear and nearest resize by one
 1x/2x/4x/8x factor (bilinear half-pixel centres: 2x); pad of a 3-D/4-D tensor without batch padding,
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
-every valid SPLIT); reshape (of any batch: an alias of its bytes); concatenate; requantize;
-REDUCE_MAX / REDUCE_MIN over H and W
+every valid SPLIT); reshape (of any batch, up to 6-D: an alias of its bytes); concatenate;
+requantize; REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
 and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
 int64, any height and width: cut into pieces the registers take);
@@ -99,11 +99,12 @@ def _conv(q, o):
 def _reshape(q, o):
     """Vela's RESHAPE, EXPAND_DIMS and SQUEEZE have no rank limit: the same bytes read with
     another shape. One that only adds or drops dimensions of 1 (EXPAND_DIMS to 5-D) is taken
-    at any rank; others at most 5-D (TVM's DEPTH_TO_SPACE reshapes through a 6-D tensor, and
-    DEPTH_TO_SPACE, not on Vela's list, stays on the host)."""
+    at any rank; others at most 6-D, the most the stream's tensors hold (``npu_ops.shape3``).
+    The 6-D reshapes of TVM's DEPTH_TO_SPACE (not on Vela's list, so on the host) never come
+    here: the partition leaves them to their chain (``patterns.six_d_chain_reshapes``)."""
     if [d for d in q.out_shape if d != 1] == [d for d in q.in_shapes[0] if d != 1]:
         return []
-    return reshape_rank(q, o, max_rank=5)
+    return reshape_rank(q, o, max_rank=6)
 
 
 def _transpose_conv(q, o):
@@ -187,12 +188,11 @@ def _as_copy(q):
 def _unbatched(q):
     """A RESHAPE is an alias of its input's bytes in the stream (``STREAM_OPS``): a batch
     above 1 reads the same bytes, so the common checks see its tensors with a batch of 1,
-    and a 5-D one as the stream holds it (``npu_ops.shape3``: the axes before the last two
-    folded into the height; a 6-D one is refused: TVM's DEPTH_TO_SPACE reshapes through
-    one, and DEPTH_TO_SPACE stays on the host)."""
+    and a 5-D or 6-D one as the stream holds it (``npu_ops.shape3``: the axes before the last
+    two folded into the height)."""
     def one(shape):
         shape = tuple(int(d) for d in shape)
-        if len(shape) == 5:
+        if len(shape) in (5, 6):
             return (1, int(np.prod(shape[:-2], dtype=np.int64))) + shape[-2:]
         return (1,) + shape[1:] if len(shape) == 4 else shape
 
