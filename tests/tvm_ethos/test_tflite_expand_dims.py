@@ -14,6 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_partition_rejected_matches import chain_model
 from test_solitary_movement import compiled_on_the_npu
+from test_tflite_pack import pack_model
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import compiled_matches, inputs_for, oracle, tflm_oracle
@@ -255,3 +256,14 @@ def test_a_7d_reshape_that_regroups_elements_stays_a_tflite_operator_naming_the_
     assert placed.placed_on == "tflite-micro"
     report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
     assert "output is 7-D; at most 6-D" in report, report
+
+
+@settings(max_examples=6, deadline=None)
+@given(dims=st.lists(st.integers(1, 4), min_size=4, max_size=4), n=st.integers(2, 3),
+       axis=st.integers(0, 5), q=st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127)))
+def test_a_pack_into_6d_is_on_the_npu_exactly(dims, n, axis, q):
+    """The converter packs into more than four axes as rows, one 4-D CONCATENATION and a
+    reshape to the output: into 6-D, a 6-D regroup the Ethos-U now takes, so the whole PACK
+    is on the NPU, as Vela 5.2 takes it (CPU operators = 0)."""
+    (placed,) = compiled_matches(pack_model([1] + dims, n, axis, q), "ethos-u").placement
+    assert placed.placed_on == "ethos-u", placed.why
