@@ -4,7 +4,8 @@ One int8 model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below th
 SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D; MIRROR_PAD of
 the depth and of several axes, UNPACK of the last axis of a batch or a reshape, a 5-D
 RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor; int16
-EXP and LOG),
+EXP and LOG; 6-D RESHAPEs that regroup elements and a 6-D PACK, beside DEPTH_TO_SPACE, which
+TVM writes through 6-D and which stays on the CPU),
 compiled for
 an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
 its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
@@ -59,6 +60,10 @@ FORMS = {
         (2, 8, 8, 8), [(1, 2), (2, 1), (1, 3), (1, 2)], mode=_SYM),
     "mirror_5d": lambda: mirror_pad_model(
         (2, 3, 8, 8, 8), [(1, 1), (2, 0), (1, 2), (0, 0), (0, 0)]),
+    "reshape_4d_to_6d": lambda: reshape_model((1, 8, 8, 8), (1, 2, 4, 2, 4, 8)),
+    "reshape_6d_to_4d": lambda: reshape_model((1, 2, 4, 2, 4, 8), (1, 8, 8, 8)),
+    "pack_6d": lambda: pack_model((1, 2, 4, 8, 8), 3, 3),
+    "depth_to_space": lambda: tb.depth_to_space((1, 8, 8, 8), 2),
     "exp_int16": lambda: float_table16_model(Op.EXP, (2e-4, 0), (3e-3, 0), (1, 8, 8, 8)),
     "log_int16": lambda: float_table16_model(Op.LOG, (1e-3, 0), (2e-4, 0), (1, 8, 8, 8)),
 }
