@@ -420,9 +420,13 @@ def six_d_chain_reshapes(func: relax.Function) -> frozenset[str]:
     val2var = {v: k for k, v in var2val.items()}
     out: set[str] = set()
     for value in var2val.values():
+        if not (isinstance(value, relax.Call)
+                and getattr(value.op, "name", "") == "relax.reshape"):
+            continue
         m = pat.extract_matched_expr(value, var2val)
         if m is not None and len(_shape(m[ann["split_dims"]])) == 6:
-            out.update(val2var[m[ann[k]]].name for k in ("split_dims", "root"))
+            out.update(val2var[m[ann[k]]].name for k in ("split_dims", "root")
+                       if m[ann[k]] in val2var)
     return frozenset(out)
 
 
