@@ -12,6 +12,7 @@ import tflite
 import tflite_builder as tb
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from operator_models import _opts
 from test_partition_rejected_matches import chain_model
 from test_solitary_movement import compiled_on_the_npu
 from test_tflite_pack import pack_model
@@ -249,13 +250,37 @@ def test_space_to_depth_stays_a_tflite_operator_as_before():
     assert placed.placed_on == "tflite-micro" and "importer" in placed.why, placed
 
 
-def test_a_7d_reshape_that_regroups_elements_stays_a_tflite_operator_naming_the_rank():
-    """The stream's tensors hold at most 6 axes (``npu_ops.shape3``)."""
-    data = reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 2, 4))
+def squeeze_model(in_shape, axes, q=(0.05, 3)) -> bytes:
+    """One int8 SQUEEZE of ``axes`` (each of length 1) of ``in_shape``."""
+    out = [d for k, d in enumerate(in_shape) if k not in axes]
+    x, y = (tb.T(list(s), "int8", scale=q[0], zp=q[1]) for s in (in_shape, out))
+    otype, ofn = _opts("SqueezeOptions", SqueezeDims=list(axes))
+    return tb.serialize([x, y], [(tb.BO.SQUEEZE, otype, ofn, [0], [1])], [0], [1])
+
+
+@pytest.mark.parametrize("data", [squeeze_model((1, 2, 1, 3, 4, 5), (2,)),
+                                  expand_dims_model((1, 2, 3, 4, 5), 2)],
+                         ids=["squeeze_6d_to_5d", "expand_dims_5d_to_6d"])
+def test_a_6d_squeeze_or_expand_dims_is_on_the_npu_exactly(data):
+    """Vela 5.2 takes both (CPU operators = 0); the SQUEEZE's 6-D input stayed a TFLite
+    operator while the Ethos-U took at most 5-D."""
     (placed,) = compiled_matches(data, "ethos-u").placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+@pytest.mark.parametrize("data, why", [
+    (reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 2, 4)), "output is 7-D; at most 6-D"),
+    (expand_dims_model((1, 2, 3, 2, 4, 5), 2), "output is 7-D; at most 6-D"),
+    (squeeze_model((1, 2, 1, 3, 2, 4, 5), (2,)), "input is 7-D; at most 6-D")],
+    ids=["reshape", "expand_dims", "squeeze"])
+def test_a_7d_reshape_stays_a_tflite_operator_naming_the_rank(data, why):
+    """The stream's tensors hold at most 6 axes (``npu_ops.shape3``); Vela 5.2 takes these
+    (CPU operators = 0). Refused by the Ethos-U's check, not by the stream generator."""
+    (placed,) = tvm_ethos.compile(data, "ethos-u", cache_dir=False).placement
     assert placed.placed_on == "tflite-micro"
-    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
-    assert "output is 7-D; at most 6-D" in report, report
+    report = tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm")
+    (op,) = report.operators
+    assert op.rejections["ethos-u"] == [why], str(report)
 
 
 @settings(max_examples=6, deadline=None)

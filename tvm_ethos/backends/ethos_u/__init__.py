@@ -98,13 +98,13 @@ def _conv(q, o):
 
 def _reshape(q, o):
     """Vela's RESHAPE, EXPAND_DIMS and SQUEEZE have no rank limit: the same bytes read with
-    another shape. One that only adds or drops dimensions of 1 (EXPAND_DIMS to 5-D) is taken
-    at any rank; others at most 6-D, the most the stream's tensors hold (``npu_ops.shape3``).
-    The 6-D reshapes of TVM's DEPTH_TO_SPACE (not on Vela's list, so on the host) never come
-    here: the partition leaves them to their chain (``patterns.six_d_chain_reshapes``)."""
-    if [d for d in q.out_shape if d != 1] == [d for d in q.in_shapes[0] if d != 1]:
-        return []
-    return reshape_rank(q, o, max_rank=6)
+    another shape. The stream's tensors hold at most 6 axes (``npu_ops.shape3``), so one is
+    taken to, from or within 6-D, whatever it regroups. The 6-D reshapes of TVM's
+    DEPTH_TO_SPACE (not on Vela's list, so on the host) never come here: the partition leaves
+    them to their chain (``patterns.six_d_chain_reshapes``)."""
+    rank = len(q.in_shapes[0])
+    return ([f"input is {rank}-D; at most 6-D"] if rank > 6 else []) + \
+        reshape_rank(q, o, max_rank=6)
 
 
 def _transpose_conv(q, o):
@@ -188,11 +188,11 @@ def _as_copy(q):
 def _unbatched(q):
     """A RESHAPE is an alias of its input's bytes in the stream (``STREAM_OPS``): a batch
     above 1 reads the same bytes, so the common checks see its tensors with a batch of 1,
-    and a 5-D or 6-D one as the stream holds it (``npu_ops.shape3``: the axes before the last
-    two folded into the height)."""
+    and one of more axes as the stream holds it (``npu_ops.shape3``: the axes before the last
+    two folded into the height; :func:`_reshape` refuses more than 6)."""
     def one(shape):
         shape = tuple(int(d) for d in shape)
-        if len(shape) in (5, 6):
+        if len(shape) >= 5:
             return (1, int(np.prod(shape[:-2], dtype=np.int64))) + shape[-2:]
         return (1,) + shape[1:] if len(shape) == 4 else shape
 
