@@ -43,8 +43,8 @@ from tvm_ethos.backends.base import (
     Plugin,
 )
 from tvm_ethos.backends.ethos_u import ops_argmax, ops_softmax16, ops_transpose_conv
-from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK
+from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.ops_movement import copy_form
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
