@@ -142,6 +142,14 @@ def test_a_dimension_beyond_the_npus_registers_is_cut_into_boxes():
     assert entry["commands"]["NPU_OP_POOL"] == 2, entry["commands"]
 
 
+def test_an_int32_block_beyond_the_npus_registers_is_cut_into_boxes():
+    """20000 int32 elements kept together are 80000 bytes deep: two copies."""
+    cm = _compile_and_check(transpose_model((2, 3, 20000), (1, 0, 2), (0.5, 0), "int32"), 3,
+                            dtype="int32")
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["commands"]["NPU_OP_POOL"] == 2, entry["commands"]
+
+
 #: Vela 5.2's int32 TRANSPOSE forms on the Ethos-U55/U65 (its TFLite constraints): a tensor
 #: of at most four axes read as NHWC, in the order NHWC (a copy), NWHC or NHCW
 VELAS_INT32 = ((0, 1, 2, 3), (0, 2, 1, 3), (0, 1, 3, 2))
