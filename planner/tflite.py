@@ -276,14 +276,14 @@ class _Converter:
         return info.dtype
 
     def moved_only(self, ops, op_io) -> set[int]:
-        """The :data:`_MOVED_DTYPES` tensors every operator reading or writing which is one
-        of :data:`_MOVERS` (its data input or output): the NPU copies their bytes."""
+        """The :data:`_MOVED_DTYPES` tensors that only :data:`_MOVERS` read or write, as
+        their data input or output: the NPU copies their bytes."""
         others = set()
         for op, (ins, outs) in zip(ops, op_io):
             if self.opname(op)[0] not in _MOVERS:
                 others.update(ins + outs)
             else:
-                others.update(ins[1:])
+                others.update(ins[1:])   # a permutation is no moved tensor
         return {i for i, info in enumerate(self.tinfo)
                 if info.dtype in _MOVED_DTYPES and i not in others}
 

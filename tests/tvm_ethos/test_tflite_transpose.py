@@ -16,7 +16,7 @@ from test_solitary_movement import compiled_on_the_npu
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
-from tvm_ethos.backends.ethos_u.ops_movement import copy_form, transpose_steps
+from tvm_ethos.backends.ethos_u.ops_movement import copy_form, copy_steps, transpose_steps
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -182,7 +182,7 @@ def test_every_int32_permutation_is_on_the_npu_and_exact(case, quantized):
     shape, perm = case
     data = transpose_model(shape, perm, (0.5, 0) if quantized else None, "int32")
     cm = _compile_and_check(data, len(shape), dtype="int32")
-    _one_stream(cm, transpose_steps(*copy_form(shape, perm, "int32")[:2]))
+    _one_stream(cm, copy_steps(shape, perm, "int32"))
 
 
 @st.composite
@@ -201,7 +201,7 @@ def test_seven_and_eight_axes_are_on_the_npu_and_exact(case, dtype, zp):
     shape, perm = case
     q = (0.05, zp if dtype == "int8" else 0)
     cm = _compile_and_check(transpose_model(shape, perm, q, dtype), len(shape), dtype=dtype)
-    _one_stream(cm, transpose_steps(*copy_form(shape, perm, dtype)[:2]))
+    _one_stream(cm, copy_steps(shape, perm, dtype))
 
 
 @pytest.mark.parametrize("shape, perm, dtype", [
@@ -248,7 +248,7 @@ def test_several_rotations_hold_their_working_memory_in_the_plan(shape, perm, dt
     four bytes an int32 element."""
     data = transpose_model(shape, perm, (0.5, 0), dtype)
     cm, entry = compiled_on_the_npu(data, budget="smallest")
-    assert len(transpose_steps(*copy_form(shape, perm, dtype)[:2])) >= 2
+    assert len(copy_steps(shape, perm, dtype)) >= 2
     size = int(np.prod(shape)) * np.dtype(dtype).itemsize
     assert entry["work_bytes"] == _planner_work(data, cm.plan_report["layers"]) == size
     rs = np.random.RandomState(2)

@@ -46,7 +46,7 @@ from tvm_ethos.backends.ethos_u import ops_argmax, ops_softmax16, ops_transpose_
 from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
-from tvm_ethos.backends.ethos_u.ops_movement import copy_form
+from tvm_ethos.backends.ethos_u.ops_movement import copy_dtype
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.npu_common import (
@@ -177,16 +177,16 @@ def _as_copy(q):
     """A TRANSPOSE moves elements whatever its rank or batch: each of its copies is a box of
     at most three dimensions cut to the NPU's registers, so the common checks see only its
     types (its tensors as one element each), an int32 tensor's as the int8 codes of its
-    bytes (``ops_movement.copy_form``)."""
+    bytes (``ops_movement.copy_dtype``)."""
     if q.kind == Op.RESHAPE:
         return _unbatched(q)
     if q.kind == Op.MIRROR_PAD:
         return _rows_folded(q)
     if q.kind != Op.TRANSPOSE:
         return q
-    codes = [copy_form((1,), (0,), dt).dtype for dt in (*q.in_dtypes, q.out_dtype)]
     return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,),
-                               in_dtypes=codes[:-1], out_dtype=codes[-1])
+                               in_dtypes=[copy_dtype(dt) for dt in q.in_dtypes],
+                               out_dtype=copy_dtype(q.out_dtype))
 
 
 def _unbatched(q):

@@ -511,6 +511,11 @@ class CopyForm(NamedTuple):
     dtype: str
 
 
+def copy_dtype(dtype: str) -> str:
+    """The type of the codes a TRANSPOSE of a ``dtype`` tensor copies."""
+    return "int8" if dtype in WORD_TYPES else dtype
+
+
 def copy_form(shape, perm, dtype: str) -> CopyForm:
     """A TRANSPOSE of ``shape`` by ``perm`` as the NPU copies it: an int8/uint8/int16 tensor
     as it is, an int32 one as int8 codes with a last axis of each element's four bytes,
@@ -520,7 +525,13 @@ def copy_form(shape, perm, dtype: str) -> CopyForm:
     n = WORD_TYPES.get(dtype)
     if n is None:
         return CopyForm(shape, perm, dtype)
-    return CopyForm(shape + (n,), perm + (len(shape),), "int8")
+    return CopyForm(shape + (n,), perm + (len(shape),), copy_dtype(dtype))
+
+
+def copy_steps(shape, perm, dtype: str) -> tuple[Rotation, ...]:
+    """The rotations of a TRANSPOSE of a ``dtype`` tensor (:func:`copy_form`)."""
+    form = copy_form(shape, perm, dtype)
+    return transpose_steps(form.shape, form.perm)
 
 
 def _as_codes(slot: FmSlot, dtype: str) -> FmSlot:
@@ -535,7 +546,7 @@ def _as_codes(slot: FmSlot, dtype: str) -> FmSlot:
 def transpose_work_bytes(q) -> int:
     """Working memory of a transpose: one copy of the tensor to alternate through when it
     takes more than one step (none for one)."""
-    if len(transpose_steps(*copy_form(q.in_shapes[0], q.attrs["perm"], q.out_dtype)[:2])) < 2:
+    if len(copy_steps(q.in_shapes[0], q.attrs["perm"], q.out_dtype)) < 2:
         return 0
     return int(np.prod(q.in_shapes[0], dtype=np.int64)) * np.dtype(q.out_dtype).itemsize
 
