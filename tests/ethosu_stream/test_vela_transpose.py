@@ -42,13 +42,17 @@ def _vela_run(shape, perm, dtype: str, config: str = "ethos-u55-128"):
     return graph, x, want
 
 
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("shape, perm, dtype, config", [
-    ((2, 3, 4, 5), (0, 1, 2, 3), "int32", "ethos-u55-128"),      # NHWC
+    pytest.param((2, 3, 4, 5), (0, 1, 2, 3), "int32", "ethos-u55-128", marks=SLOW),  # NHWC
     ((1, 3, 4, 5), (0, 2, 1, 3), "int32", "ethos-u55-128"),      # NWHC
     ((2, 3, 4, 5), (0, 1, 3, 2), "int32", "ethos-u65-256"),      # NHCW
-    ((3, 4, 5), (1, 0, 2), "int32", "ethos-u55-128"),            # NWHC of 3 axes
-    ((4, 5), (1, 0), "int32", "ethos-u55-128"),                  # NHCW of 2 axes
-    ((2, 3, 2, 2, 3, 2, 2), (6, 5, 4, 3, 2, 1, 0), "int8", "ethos-u55-128"),
+    pytest.param((3, 4, 5), (1, 0, 2), "int32", "ethos-u55-128", marks=SLOW),  # NWHC, 3 axes
+    pytest.param((4, 5), (1, 0), "int32", "ethos-u55-128", marks=SLOW),        # NHCW, 2 axes
+    pytest.param((2, 3, 2, 2, 3, 2, 2), (6, 5, 4, 3, 2, 1, 0), "int8", "ethos-u55-128",
+                 marks=SLOW),
     ((2, 3, 2, 2, 3, 2, 2, 2), (7, 1, 5, 3, 4, 2, 6, 0), "int16", "ethos-u65-256"),
 ])
 def test_velas_stream_of_its_int32_and_many_axis_forms_equals_litert(shape, perm, dtype,
@@ -60,10 +64,10 @@ def test_velas_stream_of_its_int32_and_many_axis_forms_equals_litert(shape, perm
 
 
 @pytest.mark.parametrize("shape, perm", [
-    ((2, 3, 4, 5), (0, 2, 1, 3)),        # NWHC with a batch of 2
-    ((1, 3, 4, 5), (0, 3, 1, 2)),        # NCHW
-    ((3, 4, 5), (2, 1, 0)),
-    ((2, 3, 4, 5, 2), (0, 1, 2, 4, 3)),  # five axes
+    pytest.param((2, 3, 4, 5), (0, 2, 1, 3), marks=SLOW),        # NWHC with a batch of 2
+    ((1, 3, 4, 5), (0, 3, 1, 2)),                                # NCHW
+    pytest.param((3, 4, 5), (2, 1, 0), marks=SLOW),
+    pytest.param((2, 3, 4, 5, 2), (0, 1, 2, 4, 3), marks=SLOW),  # five axes
 ])
 def test_vela_leaves_its_other_int32_permutations_to_tflite(shape, perm):
     graph, _, _ = _vela_run(shape, perm, "int32")
