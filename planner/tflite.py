@@ -57,6 +57,10 @@ _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "i
            9: "int8"}
 # The NPU computes on quantized integers only; everything between Parts must be one of these.
 _ACTIVATION_DTYPES = ("int8", "uint8", "int16")
+#: wider tensors the NPU only moves, as the bytes of each element: taken where every operator
+#: that reads or writes one is among these
+_MOVED_DTYPES = ("int32",)
+_MOVERS = ("TRANSPOSE",)
 #: ARG_MAX's outputs
 _INDEX_DTYPES = ("int32", "int64")
 _NUMPY = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32,
@@ -169,6 +173,8 @@ class _Converter:
         self.parts: list[Part] = []
         self.reserved: set[str] = set()
         self.part_names: set[str] = set()
+        #: tensors of _MOVED_DTYPES only _MOVERS read and write (:meth:`moved_only`)
+        self.moved: set[int] = set()
 
     # -- errors -------------------------------------------------------------------------------
     def err(self, msg: str) -> PlannerError:
@@ -263,10 +269,23 @@ class _Converter:
         if indices and info.dtype not in _INDEX_DTYPES:
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) is {info.type_name}; "
                            "ARG_MAX writes int32 or int64 indices")
-        if not indices and info.dtype not in _ACTIVATION_DTYPES:
+        if not indices and info.dtype not in _ACTIVATION_DTYPES and info.index not in self.moved:
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) is {info.type_name}; "
-                           "the NPU runs int8, uint8 or int16 activations only")
+                           "the NPU runs int8, uint8 or int16 activations only (int32: read "
+                           "and written by TRANSPOSEs only)")
         return info.dtype
+
+    def moved_only(self, ops, op_io) -> set[int]:
+        """The :data:`_MOVED_DTYPES` tensors that only :data:`_MOVERS` read or write, as
+        their data input or output: the NPU copies their bytes."""
+        others = set()
+        for op, (ins, outs) in zip(ops, op_io):
+            if self.opname(op)[0] not in _MOVERS:
+                others.update(ins + outs)
+            else:
+                others.update(ins[1:])   # a permutation is no moved tensor
+        return {i for i, info in enumerate(self.tinfo)
+                if info.dtype in _MOVED_DTYPES and i not in others}
 
     # -- conversion ---------------------------------------------------------------------------
     def convert(self) -> PlannerGraph:
@@ -274,6 +293,7 @@ class _Converter:
         op_io = [(_ints(op.InputsAsNumpy()), _ints(op.OutputsAsNumpy())) for op in ops]
         graph_in = _ints(self.sg.InputsAsNumpy())
         graph_out = _ints(self.sg.OutputsAsNumpy())
+        self.moved = self.moved_only(ops, op_io)
         # Activation tensors: graph inputs, op outputs, non-constant op inputs.
         act: dict[int, _TInfo] = {}
         for i in graph_in + graph_out:

@@ -703,3 +703,24 @@ def test_keep_num_dims_padv2_and_relu_n1_to_1():
         ("fully_connected_2/unflatten", "reshape", (1, 2, 5, 6)),
     ]
     assert g.outputs[0].name == "y"
+
+
+def test_an_int32_tensor_only_transposes_touch_is_planned_and_any_other_refused():
+    """The NPU moves an int32 TRANSPOSE's bytes: its tensors are planned, four bytes an
+    element, and up to eight axes; an int32 tensor any other operator reads stays refused."""
+    m = ModelSpec()
+    x = m.input("x", (2, 3, 1, 2, 3, 2, 2, 5), TT.INT32)
+    t = m.tensor("t", (5, 3, 1, 2, 3, 2, 2, 2), TT.INT32)
+    m.op(BO.TRANSPOSE, [x, m.const("perm", [7, 1, 2, 3, 4, 5, 6, 0])], [t])
+    y = m.tensor("y", (3, 5, 1, 2, 3, 2, 2, 2), TT.INT32)
+    m.op(BO.TRANSPOSE, [t, m.const("perm2", [1, 0, 2, 3, 4, 5, 6, 7])], [y])
+    m.outputs = [y]
+    g = load_tflite(m.build())
+    assert [(p.kind, p.attr("perm"), p.output.dtype) for p in g.parts] == [
+        ("transpose", (7, 1, 2, 3, 4, 5, 6, 0), "int32"),
+        ("transpose", (1, 0, 2, 3, 4, 5, 6, 7), "int32")]
+    assert g.inputs[0].dtype == "int32" and g.inputs[0].itemsize == 4
+    m.ops[1]["code"] = BO.RELU
+    m.ops[1]["inputs"] = [t]
+    m.tensors[y]["shape"] = list(m.tensors[t]["shape"])
+    one_line_error(m.build(), r"tensor 't' .* is INT32; .*read and written by TRANSPOSEs only")

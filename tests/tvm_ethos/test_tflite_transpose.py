@@ -1,8 +1,9 @@
-"""A TFLite TRANSPOSE through the importer: every constant permutation of an int8 or int16
-tensor of up to six axes becomes an ``ethos-u`` operator, a sequence of strided copies
-(``ops_movement.transpose_steps``), and the compiled file's outputs equal TFLite Micro's on
-the source (LiteRT's reference kernels for six axes, which TFLite Micro's kernel does not
-take)."""
+"""A TFLite TRANSPOSE through the importer: every constant permutation of an int8, int16 or
+int32 tensor of up to eight axes becomes an ``ethos-u`` operator, a sequence of strided copies
+(``ops_movement.transpose_steps``; an int32 tensor's copies move each element's four bytes as
+int8 codes, ``ops_movement.copy_form``), and the compiled file's outputs equal TFLite Micro's
+on the source (LiteRT's reference kernels for more than five axes or int32, which TFLite
+Micro's kernel does not take)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,34 +11,54 @@ import pytest
 import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_planned_work_memory import _planner_work
+from test_solitary_movement import compiled_on_the_npu
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
-from tvm_ethos.backends.ethos_u.ops_movement import transpose_steps
+from tvm_ethos.backends.ethos_u.ops_movement import copy_form, copy_steps, transpose_steps
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
 
 
 def transpose_model(shape, perm, q=(0.05, 3), dtype="int8") -> bytes:
-    """One TRANSPOSE of ``shape`` by the constant ``perm``."""
+    """One TRANSPOSE of ``shape`` by the constant ``perm`` (``q`` None: unquantized)."""
     out_shape = [shape[a] for a in perm]
-    x = tb.T(list(shape), dtype, scale=q[0], zp=q[1])
+    kw = {} if q is None else {"scale": q[0], "zp": q[1]}
+    x = tb.T(list(shape), dtype, **kw)
     p = tb.T([len(perm)], "int32", data=np.asarray(perm, np.int32))
-    y = tb.T(out_shape, dtype, scale=q[0], zp=q[1])
+    y = tb.T(out_shape, dtype, **kw)
     return tb.serialize([x, p, y], [(tb.BO.TRANSPOSE, 0, None, [0, 1], [2])], [0], [2])
 
 
-def _compile_and_check(data: bytes, rank: int, seed: int = 0):
-    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+def _reference(data: bytes, xs, rank: int, dtype: str):
+    """TFLite Micro's TRANSPOSE takes at most five axes and no int32; LiteRT's reference
+    kernel the rest."""
+    return tflm_oracle(data, xs) if rank <= 5 and dtype != "int32" else oracle(data, xs)
+
+
+def _compile_and_check(data: bytes, rank: int, seed: int = 0, dtype: str = "int8",
+                       target: str = "ethos-u"):
+    src = data if target == "ethos-u" else tvm_ethos.load_model(data)
+    cm = tvm_ethos.compile(src, target, cache_dir=False)
     rs = np.random.RandomState(seed)
     for _ in range(2):
         xs = inputs_for(cm.inputs, rs)
         (got,) = cm.run(*xs)
-        # TFLite Micro's TRANSPOSE takes at most five axes; LiteRT's reference kernel six
-        (want,) = tflm_oracle(data, xs) if rank <= 5 else oracle(data, xs)
+        (want,) = _reference(data, xs, rank, dtype)
         assert np.array_equal(got.reshape(want.shape), want), (got.ravel()[:8], want.ravel()[:8])
     return cm
+
+
+def _one_stream(cm, steps) -> None:
+    """``cm`` one ``ethos-u`` operator whose stream is generated: one strided copy per
+    rotation (a permutation moving no data: one copy)."""
+    (placed,) = cm.placement
+    assert placed.placed_on == "ethos-u", placed.why
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"], entry
+    assert entry["commands"]["NPU_OP_POOL"] == max(1, len(steps)), (steps, entry["commands"])
 
 
 @st.composite
@@ -55,14 +76,8 @@ def test_every_permutation_is_on_the_npu_and_exact(case, dtype, scale, zp):
     shape, perm = case
     q = (scale, 0 if dtype == "int16" else zp)  # TFLite's int16 is symmetric
     cm = _compile_and_check(transpose_model(shape, perm, q, dtype), len(shape))
-    (placed,) = cm.placement
-    assert placed.placed_on == "ethos-u", (shape, perm, placed.why)
-    (entry,) = cm.plan_report["streams"].values()
-    assert entry["generated"], entry
-    # one strided copy per rotation (a permutation moving no data: one copy); more than one
-    # rotation alternates through working memory of the tensor's size
-    steps = transpose_steps(shape, perm)
-    assert entry["commands"]["NPU_OP_POOL"] == max(1, len(steps)), (steps, entry["commands"])
+    # more than one rotation alternates through working memory of the tensor's size
+    _one_stream(cm, transpose_steps(shape, perm))
 
 
 def _apply(steps, x: np.ndarray) -> np.ndarray:
@@ -95,17 +110,17 @@ def test_velas_single_swaps_are_one_copy(shape, perm):
     assert len(transpose_steps(shape, perm)) == 1
 
 
-def test_a_permutation_of_more_than_six_axes_is_refused_with_its_reason():
+def test_a_permutation_of_more_than_eight_axes_is_refused_with_its_reason():
     from ethos_arch.ops import Op
     from tvm_ethos.backends.ethos_u import CHECKS
 
     class Q:  # the two fields the check reads
-        in_shapes = [(2,) * 7]
-        attrs = {"perm": tuple(reversed(range(7)))}
+        in_shapes = [(2,) * 9]
+        attrs = {"perm": tuple(reversed(range(9)))}
 
-    assert CHECKS[Op.TRANSPOSE](Q, {}) == ["a 7-D permutation; the NPU's transpose takes at "
-                                           "most 6-D"]
-    Q.in_shapes = [(2,) * 6]
+    assert CHECKS[Op.TRANSPOSE](Q, {}) == ["a 9-D permutation; the NPU's transpose takes at "
+                                           "most 8-D"]
+    Q.in_shapes = [(2,) * 8]
     assert CHECKS[Op.TRANSPOSE](Q, {}) == []
 
 
@@ -125,3 +140,118 @@ def test_a_dimension_beyond_the_npus_registers_is_cut_into_boxes():
     cm = _compile_and_check(transpose_model((3, 70000), (1, 0)), 2)
     (entry,) = cm.plan_report["streams"].values()
     assert entry["commands"]["NPU_OP_POOL"] == 2, entry["commands"]
+
+
+def test_an_int32_block_beyond_the_npus_registers_is_cut_into_boxes():
+    """20000 int32 elements kept together are 80000 bytes deep: two copies."""
+    cm = _compile_and_check(transpose_model((2, 3, 20000), (1, 0, 2), (0.5, 0), "int32"), 3,
+                            dtype="int32")
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["commands"]["NPU_OP_POOL"] == 2, entry["commands"]
+
+
+#: Vela 5.2's int32 TRANSPOSE forms on the Ethos-U55/U65 (its TFLite constraints): a tensor
+#: of at most four axes read as NHWC, in the order NHWC (a copy), NWHC or NHCW
+VELAS_INT32 = ((0, 1, 2, 3), (0, 2, 1, 3), (0, 1, 3, 2))
+
+
+@st.composite
+def int32_permutations(draw):
+    """Vela's int32 forms (the rank-4 order on a tensor of 1 to 4 axes, its missing outer
+    axes of size 1 dropped) or any permutation of 1 to 6 axes."""
+    if draw(st.booleans()):
+        order = draw(st.sampled_from(VELAS_INT32))
+        rank = draw(st.integers(1, 4))
+        drop = 4 - rank
+        if any(a < drop for a in order[drop:]):   # the order moves a dropped axis
+            rank, drop = 4, 0
+        perm = tuple(a - drop for a in order[drop:])
+    else:
+        rank = draw(st.integers(1, 6))
+        perm = tuple(draw(st.permutations(range(rank))))
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
+    return shape, perm
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=int32_permutations(), quantized=st.booleans())
+def test_every_int32_permutation_is_on_the_npu_and_exact(case, quantized):
+    """Vela 5.2 takes NHWC, NWHC and NHCW; TFLite Micro's kernel takes no int32 TRANSPOSE
+    (its host would fail), so ours takes every permutation: the element's four bytes move
+    together, as many copies as the int8 permutation of the same shape."""
+    shape, perm = case
+    data = transpose_model(shape, perm, (0.5, 0) if quantized else None, "int32")
+    cm = _compile_and_check(data, len(shape), dtype="int32")
+    _one_stream(cm, copy_steps(shape, perm, "int32"))
+
+
+@st.composite
+def many_axes(draw):
+    rank = draw(st.integers(7, 8))
+    shape = tuple(draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank)))
+    return shape, tuple(draw(st.permutations(range(rank))))
+
+
+@settings(max_examples=6, deadline=None)
+@given(case=many_axes(), dtype=st.sampled_from(["int8", "int16", "int32"]),
+       zp=st.integers(-128, 127))
+def test_seven_and_eight_axes_are_on_the_npu_and_exact(case, dtype, zp):
+    """Vela 5.2 takes int8/int16 permutations of up to eight axes (int32: at most four);
+    TFLite Micro's kernel five axes: against LiteRT's reference kernel."""
+    shape, perm = case
+    q = (0.05, zp if dtype == "int8" else 0)
+    cm = _compile_and_check(transpose_model(shape, perm, q, dtype), len(shape), dtype=dtype)
+    _one_stream(cm, copy_steps(shape, perm, dtype))
+
+
+@pytest.mark.parametrize("shape, perm, dtype", [
+    ((2, 3, 4, 5), (0, 1, 3, 2), "int32"),               # Vela's NHCW
+    ((3, 1, 4, 2, 5), (4, 2, 0, 3, 1), "int32"),
+    ((2, 1, 3, 2, 2, 3, 2, 2), (7, 3, 1, 5, 0, 6, 4, 2), "int8"),
+])
+def test_the_llvm_host_takes_them_on_the_npu(shape, perm, dtype):
+    """``ethos-u,llvm``: TVM's importer takes int32 and eight axes, so the TRANSPOSE is an
+    Ethos-U subgraph with a generated stream, run exactly."""
+    q = (0.5, 0) if dtype == "int32" else (0.05, 3)
+    cm = _compile_and_check(transpose_model(shape, perm, q, dtype), len(shape), dtype=dtype,
+                            target="ethos-u,llvm")
+    assert cm.partition_summary == {"ethos-u": 1}, cm.partition_summary
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"], entry
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=permutations(ranks=(1, 8)))
+def test_an_int32_element_moves_as_its_four_bytes_in_as_many_rotations(case):
+    """The oracle is numpy's transpose of the int32 tensor: the rotations of its int8 form
+    applied to its bytes give the transposed tensor's bytes, in as many steps as the
+    element permutation takes, each inner block four bytes deeper."""
+    shape, perm = case
+    x = np.arange(int(np.prod(shape)), dtype=np.int32) * 65537 - 3
+    form = copy_form(shape, perm, "int32")
+    assert form.dtype == "int8"
+    steps = transpose_steps(form.shape, form.perm)
+    got = _apply(steps, x.view(np.int8))
+    assert np.array_equal(got, np.transpose(x.reshape(shape), perm).ravel().view(np.int8))
+    plain = transpose_steps(shape, perm)
+    assert [(a, b, 4 * inner) for a, b, inner in plain] == list(steps)
+    assert copy_form(shape, perm, "int16") == (tuple(shape), tuple(perm), "int16")
+
+
+@pytest.mark.parametrize("shape, perm, dtype", [
+    ((1, 6, 5, 7), (0, 3, 2, 1), "int32"),
+    ((2, 3, 1, 2, 3, 2, 2, 3), (0, 7, 2, 4, 3, 1, 6, 5), "int16"),
+])
+def test_several_rotations_hold_their_working_memory_in_the_plan(shape, perm, dtype):
+    """The planned stream touches the planned peak, and the working memory the planner holds
+    for the TRANSPOSE's Part is the one copy of the tensor the stream alternates through:
+    four bytes an int32 element."""
+    data = transpose_model(shape, perm, (0.5, 0), dtype)
+    cm, entry = compiled_on_the_npu(data, budget="smallest")
+    assert len(copy_steps(shape, perm, dtype)) >= 2
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    assert entry["work_bytes"] == _planner_work(data, cm.plan_report["layers"]) == size
+    rs = np.random.RandomState(2)
+    xs = inputs_for(cm.inputs, rs)
+    (got,), (want,) = cm.run(*xs), oracle(data, xs)
+    assert np.array_equal(got.reshape(want.shape), want)

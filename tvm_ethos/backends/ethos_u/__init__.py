@@ -21,7 +21,7 @@ and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes i
 int64, any height and width: cut into pieces the registers take);
 PRELU and ELU; MIRROR_PAD of any axis of up to 5-D (a batch or an outer index: copies of whole
 inner blocks); REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
-height, width and depth; transpose, any permutation of up to 6-D of any batch; int8
+height, width and depth; transpose, any permutation of up to 8-D of any batch (int32 too); int8
 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
 is not on Vela's list and stays on the host.
 """
@@ -43,8 +43,10 @@ from tvm_ethos.backends.base import (
     Plugin,
 )
 from tvm_ethos.backends.ethos_u import ops_argmax, ops_softmax16, ops_transpose_conv
+from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
+from tvm_ethos.backends.ethos_u.ops_movement import copy_dtype
 from tvm_ethos.backends.ethos_u.payload_format import ETHOS_U_PAYLOAD_FORMAT
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.npu_common import (
@@ -175,14 +177,17 @@ def _as_rows(q):
 def _as_copy(q):
     """A TRANSPOSE moves elements whatever its rank or batch: each of its copies is a box of
     at most three dimensions cut to the NPU's registers, so the common checks see only its
-    types (its tensors as one element each)."""
+    types (its tensors as one element each), an int32 tensor's as the int8 codes of its
+    bytes (``ops_movement.copy_dtype``)."""
     if q.kind == Op.RESHAPE:
         return _unbatched(q)
     if q.kind == Op.MIRROR_PAD:
         return _rows_folded(q)
     if q.kind != Op.TRANSPOSE:
         return q
-    return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,))
+    return dataclasses.replace(q, in_shapes=[(1,)] * len(q.in_shapes), out_shape=(1,),
+                               in_dtypes=[copy_dtype(dt) for dt in q.in_dtypes],
+                               out_dtype=copy_dtype(q.out_dtype))
 
 
 def _unbatched(q):
@@ -481,10 +486,12 @@ def _pad(q, o):
 def _transpose(q, o):
     """Any constant permutation: a sequence of strided copies whose boxes the stream cuts to
     the NPU's registers (``ops_movement.transpose_steps``); the stream holds tensors of up
-    to six axes (``npu_ops.shape3``), as TFLite Micro's kernel does."""
+    to eight axes (``npu_ops.shape3``), as Vela 5.2 takes. An int32 tensor moves as its
+    bytes (``ops_movement.copy_form``), so any permutation of one too."""
     rank = len(q.in_shapes[0])
-    if rank > 6:
-        return [f"a {rank}-D permutation; the NPU's transpose takes at most 6-D"]
+    if rank > MAX_RANK:
+        return [f"a {rank}-D permutation; the NPU's transpose takes at most "
+                f"{MAX_RANK}-D"]
     return []
 
 

@@ -42,14 +42,19 @@ class FmSlot:
         return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
 
 
+#: the most axes of a tensor the stream holds (Vela 5.2's TFLite limit)
+MAX_RANK = 8
+
+
 def shape3(shape: tuple[int, ...], what: str) -> tuple[int, int, int]:
-    """(height, width, depth) of an NHWC tensor of rank 1 to 6. Axes before the last two
-    fold into the height (the same bytes): only an operator that reads rows (FULLY_CONNECTED,
-    a reshape) passes the checks with a batch above 1, and only TRANSPOSE (which reads its
-    tensors through strides of its own) with more than four axes."""
+    """(height, width, depth) of an NHWC tensor of rank 1 to :data:`MAX_RANK`. Axes before
+    the last two fold into the height (the same bytes): only an operator that reads rows
+    (FULLY_CONNECTED, a reshape) passes the checks with a batch above 1, and only TRANSPOSE
+    (which reads its tensors through strides of its own) with more than four axes."""
     shape = tuple(int(s) for s in shape)
-    if len(shape) > 6:
-        raise UnsupportedOperatorError(what, f"tensor shape {shape}: the NPU takes at most 6-D")
+    if len(shape) > MAX_RANK:
+        raise UnsupportedOperatorError(
+            what, f"tensor shape {shape}: the NPU takes at most {MAX_RANK}-D")
     if len(shape) >= 4:
         shape = (int(np.prod(shape[:-2], dtype=np.int64)),) + shape[-2:]
     full = (1,) * (3 - len(shape[-3:])) + shape[-3:]

@@ -22,6 +22,7 @@ past a tensor's end.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -496,10 +497,56 @@ def transpose_steps(shape, perm) -> tuple[Rotation, ...]:
         cur = cur[p + 1:t] + cur[:p + 1] + cur[t:]
 
 
+#: the types a TRANSPOSE moves as the bytes of each element: the NPU copies 8- and 16-bit
+#: codes only, so an element of these is that many int8 codes kept together
+WORD_TYPES = {"int32": 4}
+
+
+class CopyForm(NamedTuple):
+    """The tensor a TRANSPOSE's copies move: its shape, the permutation and the codes'
+    type."""
+
+    shape: tuple[int, ...]
+    perm: tuple[int, ...]
+    dtype: str
+
+
+def copy_dtype(dtype: str) -> str:
+    """The type of the codes a TRANSPOSE of a ``dtype`` tensor copies."""
+    return "int8" if dtype in WORD_TYPES else dtype
+
+
+def copy_form(shape, perm, dtype: str) -> CopyForm:
+    """A TRANSPOSE of ``shape`` by ``perm`` as the NPU copies it: an int8/uint8/int16 tensor
+    as it is, an int32 one as int8 codes with a last axis of each element's four bytes,
+    which the permutation leaves last (so every rotation keeps an element's bytes together,
+    the inner block four times deeper)."""
+    shape, perm = tuple(int(d) for d in shape), tuple(int(a) for a in perm)
+    n = WORD_TYPES.get(dtype)
+    if n is None:
+        return CopyForm(shape, perm, dtype)
+    return CopyForm(shape + (n,), perm + (len(shape),), copy_dtype(dtype))
+
+
+def copy_steps(shape, perm, dtype: str) -> tuple[Rotation, ...]:
+    """The rotations of a TRANSPOSE of a ``dtype`` tensor (:func:`copy_form`)."""
+    form = copy_form(shape, perm, dtype)
+    return transpose_steps(form.shape, form.perm)
+
+
+def _as_codes(slot: FmSlot, dtype: str) -> FmSlot:
+    """``slot``'s bytes as ``dtype`` codes (the same bytes, its depth scaled)."""
+    if slot.dtype == dtype:
+        return slot
+    h, w, c = slot.shape
+    n = np.dtype(slot.dtype).itemsize // np.dtype(dtype).itemsize
+    return dataclasses.replace(slot, shape=(h, w, c * n), dtype=dtype)
+
+
 def transpose_work_bytes(q) -> int:
     """Working memory of a transpose: one copy of the tensor to alternate through when it
     takes more than one step (none for one)."""
-    if len(transpose_steps(q.in_shapes[0], q.attrs["perm"])) < 2:
+    if len(copy_steps(q.in_shapes[0], q.attrs["perm"], q.out_dtype)) < 2:
         return 0
     return int(np.prod(q.in_shapes[0], dtype=np.int64)) * np.dtype(q.out_dtype).itemsize
 
@@ -531,9 +578,11 @@ def transpose_ops(q, src: FmSlot, ofm: FmSlot, work: int | None, block: Callable
     """TRANSPOSE: its rotations (:func:`transpose_steps`), the last written to ``ofm`` and
     the ones before alternating between ``ofm`` and the working memory at ``work`` so that
     no step reads what it writes; a permutation that moves no data is one plain copy."""
-    steps = transpose_steps(q.in_shapes[0], q.attrs["perm"])
+    form = copy_form(q.in_shapes[0], q.attrs["perm"], src.dtype)
+    src, ofm = _as_codes(src, form.dtype), _as_codes(ofm, form.dtype)
+    steps = transpose_steps(form.shape, form.perm)
     if not steps:
-        n = int(np.prod(q.in_shapes[0], dtype=np.int64))
+        n = int(np.prod(form.shape, dtype=np.int64))
         return rotation_ops(Rotation(1, 1, n), src, ofm, q.tflite_name, block)
     if len(steps) > 1 and work is None:  # pragma: no cover - the stream paths give it
         raise AssertionError(f"{q.tflite_name}: {len(steps)} steps and no working memory")
