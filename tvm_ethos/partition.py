@@ -31,6 +31,7 @@ from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
+from tvm_ethos.partition_extern import extern_funcs_inlined, unclaimed_lstm_refusal
 from tvm_ethos.partition_op_ids import source_names
 from tvm_ethos.partition_siblings import merge_split_siblings
 from tvm_ethos.patterns import (
@@ -343,9 +344,9 @@ def partition(mod, target="ethos-n,llvm", **options):
             pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order,
                                  held=held)
             before = {gv.name_hint for gv, _ in _codegen_functions(base, spec.backend_id)}
-            trial = relax.transform.FuseOpsByPattern(
+            trial = extern_funcs_inlined(relax.transform.FuseOpsByPattern(
                 pats, bind_constants=True, annotate_codegen=False
-            )(base)
+            )(base))
             trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial, base))
             trial = merge_split_siblings(trial, spec.backend_id)
             new_failures = {}
@@ -388,6 +389,7 @@ def partition(mod, target="ethos-n,llvm", **options):
         mod,
     )
 
+    unclaimed_lstm_refusal(mod, str(tl))
     report = _build_report(mod, tl, decisions, order, subgraph_names)
     mod = mod.with_attr(REPORT_ATTR, report.to_json())
     mod = mod.with_attr("tvm_ethos.targets", str(tl))

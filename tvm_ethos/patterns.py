@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 from tvm import relax
-from tvm.relax.dpl.pattern import is_const, is_op, is_tuple, wildcard
+from tvm.relax.dpl.pattern import is_call_dps_packed, is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
 from tvm_ethos.compute import float_lut16, int16_activation, int16x8, mirror_pad, softmax16
 from tvm_ethos.compute.hard_swish import refusal
+from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
+from tvm_ethos.compute.lstm import LstmQuantization
 from tvm_ethos.compute.quant import dtype_range, f32, quantize_multipliers, quantize_value
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (tvm_ethos/compute/te_ops.py)
@@ -444,6 +446,28 @@ def _arg_max_variants():
     return out
 
 
+def _lstm_variants():
+    """The converter's int8 LSTM (``tflite_converter.convert_quantized_lstm``): one
+    ``call_dps_packed`` of the sequence, the gates' weights and biases and the quantization
+    (constants)."""
+    x, w, b, params = wildcard(), is_const(), is_const(), is_const()
+    root = is_call_dps_packed(LSTM_PACKED_NAME, [x, w, b, params])
+    return [(Op.LSTM, root, {"x0": x, "weights": w, "bias": b, "params": params,
+                             "op": root, "root": root})]
+
+
+def _read_lstm(ann: dict) -> QOp:
+    """The LSTM's QOp: its sequence, the (4, cells, features + cells) weights, the (4, cells)
+    biases and ``attrs["quantization"]`` (``compute.lstm.LstmQuantization``)."""
+    root, x = ann["root"], ann["x0"]
+    q = LstmQuantization.from_params(_const_np(ann["params"]))
+    op = QOp(kind=Op.LSTM, inputs=[x], in_shapes=[_shape(x)], in_dtypes=[_dtype(x)],
+             out_shape=_shape(root), out_dtype=_dtype(root), in_q=[q.input_q],
+             out_q=q.hidden_q, weights=_const_np(ann["weights"]), w_dtype="int8",
+             bias=_const_np(ann["bias"]), attrs={"quantization": q})
+    return op
+
+
 def _integer_variant(kind, op_name, extra_args: int, attrs: dict | None = None):
     """A data-movement operator on the codes (no QDQ): ``op(x, *extra_args)`` [with ``attrs``:
     the float resize inside a bilinear QDQ region is no nearest resize]."""
@@ -470,6 +494,7 @@ def pattern_variants() -> list[tuple[Op, Any, dict]]:
         + _unary_qdq_variants(Op.REDUCE_MIN, "relax.min")
         + _unary_qdq_variants(Op.REDUCE_SUM, "relax.sum")
         + _arg_max_variants()
+        + _lstm_variants()
         + _unary_qdq_variants(Op.SOFTMAX, "relax.nn.softmax", prescale=True)
         + _unary_qdq_variants(Op.SIGMOID, "relax.sigmoid")
         + _unary_qdq_variants(Op.TANH, "relax.tanh")
@@ -542,6 +567,8 @@ def _clip_bounds(call) -> tuple[float, float]:
 
 def read_qop(kind: Op, ann: dict) -> QOp:
     """Build a QOp from the matched expressions of one pattern variant."""
+    if kind == Op.LSTM:
+        return _read_lstm(ann)
     root = ann["root"]
     out_shape, out_dtype = _shape(root), _dtype(root)
     op = QOp(

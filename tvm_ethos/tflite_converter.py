@@ -55,6 +55,11 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
+from tvm_ethos.backends.ethos_u.ops_lstm import Lstm, read_lstm
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
+from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
+from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
+from tvm_ethos.compute.lstm import LstmQuantization
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import prelu_alpha_codes
 from tvm_ethos.patterns import NEAREST_MODES
@@ -66,6 +71,9 @@ DATA_MOVEMENT_OPS = frozenset({"PAD", "PADV2", "SPLIT", "SPLIT_V", "DEPTH_TO_SPA
                                "MIRROR_PAD", "PRELU", "ELU", "GELU",
                                "RELU_0_TO_1",
                                "REVERSE_V2", "TILE", "BATCH_MATMUL", "ARG_MAX"})
+#: quantized operators converted for an NPU that takes them whole (an ``ethos-u`` package):
+#: no host target has their integer kernel
+NPU_ONLY_OPS = frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM"})
 
 
 #: operators with a bias quantized by the input's and the weights' scales: their (input,
@@ -153,12 +161,15 @@ def _with_output_padding(expr, in_hw: list[int], kernel_hw: list[int], declared:
 class EthosOperatorConverter(OperatorConverter):
     """``OperatorConverter`` that also takes the quantized data-movement operators."""
 
-    _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | DATA_MOVEMENT_OPS
+    _SUPPORTED_QUANTIZED_OPS = (OperatorConverter._SUPPORTED_QUANTIZED_OPS | DATA_MOVEMENT_OPS
+                                | NPU_ONLY_OPS)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.convert_map["NEG"] = self.convert_neg
         self.convert_map["ARG_MAX"] = self.convert_arg_max
+        self._float_lstm = self.convert_map.get("UNIDIRECTIONAL_SEQUENCE_LSTM")
+        self.convert_map["UNIDIRECTIONAL_SEQUENCE_LSTM"] = self.convert_quantized_lstm
         self.convert_map = {name: self._shape_checked(name, fn)
                             for name, fn in self.convert_map.items()}
 
@@ -550,6 +561,35 @@ class EthosOperatorConverter(OperatorConverter):
                                 keepdims=False)
         return index if dtype == "int64" else relax.op.astype(self.bb.emit(index), dtype)
 
+    # ------------------------------------------------------------------ LSTM
+    def convert_quantized_lstm(self, op):
+        """An int8 UNIDIRECTIONAL_SEQUENCE_LSTM in the form the Ethos-U's stream takes
+        (``ops_lstm.read_lstm``: no CIFG, peephole, projection or layer normalization, int8
+        activations, an int16 cell at a power-of-two scale) as one ``call_dps_packed`` of
+        :data:`~tvm_ethos.compute.lstm.PACKED_NAME` on the input sequence, the gates'
+        weights (4, cells, features + cells) and biases (4, cells) and the quantization
+        (``LstmQuantization.to_params``) as constants: the form the ``lstm`` pattern claims
+        for the Ethos-U, whose emulator computes it with ``compute.lstm``. A float LSTM
+        goes to TVM's converter; any other form is refused with the reason."""
+        inputs = self.get_input_tensors(op)
+        if inputs[0].qnn_params is None and self._float_lstm is not None:
+            return self._float_lstm(op)
+        graph = SourceGraph(self.model)
+        index = next(i for i in range(self.subgraph.OperatorsLength())
+                     if self.subgraph.Operators(i)._tab.Pos == op._tab.Pos)
+        try:
+            lstm = read_lstm(graph, index)
+        except UnsupportedOperatorError as err:
+            raise _refuse(f"{err}: the Ethos-U does not take it and the llvm host has no "
+                          "quantized LSTM kernel") from None
+        weights, bias, params = lstm_constants(lstm)
+        out_shape = list(lstm.sequence_shape(lstm.cells))
+        return relax.call_dps_packed(
+            LSTM_PACKED_NAME,
+            [self.get_expr(inputs[0].tensor_idx), relax.const(weights), relax.const(bias),
+             relax.const(params)],
+            relax.TensorType(out_shape, "int8"))
+
     # ------------------------------------------------------------------ GELU
     def convert_gelu(self, op):
         """TVM's float GELU (``gelu``, or ``gelu_tanh`` for the approximate form) on the
@@ -816,3 +856,17 @@ class EthosOperatorConverter(OperatorConverter):
             return super().convert_fully_connected(op)
         finally:
             self.exp_tab.set_expr(name, original, force_override=True)
+
+
+def lstm_constants(lstm: Lstm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The constants of an LSTM's Relax call: the four gates' input and recurrent weights as
+    one (4, cells, features + cells) int8 array, their biases as one (4, cells) int32 array
+    (``planner.parts.lstm``'s two constants), and its quantization's float64 vector."""
+    weights = np.stack([np.concatenate([g.input_weights, g.recurrent_weights], axis=1)
+                        for g in lstm.gates]).astype(np.int8)
+    bias = np.stack([g.bias for g in lstm.gates]).astype(np.int32)
+    quantization = LstmQuantization(
+        tuple(lstm.input_q), tuple(lstm.hidden_q), float(lstm.cell_scale), lstm.cell_clip,
+        lstm.time_major, tuple(float(g.input_scale) for g in lstm.gates),
+        tuple(float(g.recurrent_scale) for g in lstm.gates))
+    return weights, bias, quantization.to_params()

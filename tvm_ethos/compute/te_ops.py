@@ -29,6 +29,7 @@ from tvm_ethos.compute import (
     squared_difference,
 )
 from tvm_ethos.compute.hard_swish import hard_swish_lut
+from tvm_ethos.compute.lstm import lower_lstm
 from tvm_ethos.compute.quant import (
     INT32_MAX,
     INT32_MIN,
@@ -1629,6 +1630,8 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
     arithmetic where it differs from LiteRT's reference kernels, as the Ethos-U's stream
     computes it (an Ethos-U subgraph): FULLY_CONNECTED rounds twice (the NPU's TFL
     rounding), not once, and an int16 SOFTMAX takes TFLite Micro's tables and multiplier."""
+    if op.kind == Op.LSTM:   # an NPU's whole operator: no host kernel (not in LOWERINGS)
+        return lower_lstm(op, inputs, pool, name=name)
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:

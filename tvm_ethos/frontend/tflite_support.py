@@ -65,7 +65,7 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     """:func:`operator_support` of a model already checked."""
     out = []
     for op in checked.operators:
-        reason = (softmax16_quantization_refusal(checked, op)
+        reason = (graph_level_refusal(op) or softmax16_quantization_refusal(checked, op)
                   or float_table16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
@@ -129,6 +129,22 @@ def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return float_lut16.refusal(Op(op.name.lower()), qx, qy)
 
 
+#: quantized operators the importer converts only for an NPU that takes them whole (an
+#: int8 LSTM for the Ethos-U of a package: ``tflite_converter.NPU_ONLY_OPS``); the
+#: tflite-micro host takes them from the TFLite graph itself (graph_operators.py)
+GRAPH_LEVEL_OPERATORS = frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM"})
+
+
+def graph_level_refusal(op: CheckedOperator) -> str:
+    """Why a path that keeps TFLite operators (the tflite-micro host's cut) does not import
+    ``op``: a quantized operator of :data:`GRAPH_LEVEL_OPERATORS`, which that host puts on
+    the NPU from the TFLite graph; ``""`` for any other."""
+    if op.quantized and op.name in GRAPH_LEVEL_OPERATORS:
+        return (f"a quantized {op.name} is imported for an ethos-u package (ethos-u,llvm) "
+                "only; the tflite-micro host takes it from the TFLite graph")
+    return ""
+
+
 def converter_refusal(op: CheckedOperator) -> str:
     """Why TVM's converter cannot take ``op`` at all (its kind, its quantized or INT16 form),
     or ``""``."""
@@ -139,7 +155,7 @@ def converter_refusal(op: CheckedOperator) -> str:
         return f"TVM's TFLite importer has no converter for {op.name}"
     if op.quantized and op.name not in quantized:
         return f"TVM's TFLite importer does not convert a quantized {op.name}"
-    if op.int16:
+    if op.int16 and op.name not in GRAPH_LEVEL_OPERATORS:   # an LSTM's int16 cell state
         return (f"{op.name} has INT16 tensors; the TFLite importer computes them in float32, "
                 "not with TFLite's integer arithmetic")
     return ""

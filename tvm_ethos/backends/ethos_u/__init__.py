@@ -611,6 +611,8 @@ CHECKS = {
     Op.RESHAPE: _reshape,
     Op.CONCATENATE: _none,
     Op.TRANSPOSE: _transpose,
+    # the importer converts only the LSTMs the stream takes (``ops_lstm.read_lstm``)
+    Op.LSTM: _none,
 }
 
 
