@@ -32,6 +32,7 @@ activation and tells ADD from MUL.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -44,7 +45,7 @@ from tvm.sym import Analyzer
 
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
-from planner.parts import arg_max_work_bytes
+from planner.parts import arg_max_work_bytes, lstm
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
@@ -284,9 +285,14 @@ def _name(t) -> str:
     return t.op.name
 
 
+def _is_extern(t) -> bool:
+    """A whole operator computed by one extern stage (an LSTM, ``compute.lstm``)."""
+    return isinstance(t.op, te.ExternOp)
+
+
 def _topo(outputs) -> list:
-    """ComputeOps and placeholders reachable from ``outputs``, producers first (deterministic:
-    inputs visited in the order the op reads them)."""
+    """ComputeOps, extern stages and placeholders reachable from ``outputs``, producers first
+    (deterministic: inputs visited in the order the op reads them)."""
     order, seen = [], set()
 
     def visit(t):
@@ -294,7 +300,7 @@ def _topo(outputs) -> list:
         if key in seen:
             return
         seen.add(key)
-        if _is_compute(t):
+        if _is_compute(t) or _is_extern(t):
             for x in t.op.input_tensors:
                 visit(x)
         order.append(t)
@@ -438,7 +444,7 @@ def match_subgraph(lowered, name: str | None = None,
         layer_of[_name(t)] = q
 
     order = _topo(lowered.outputs)
-    roots = [t for t in order if _is_compute(t) and
+    roots = [t for t in order if _is_extern(t) or _is_compute(t) and
              (str(t.dtype) in FEATURE_MAP_DTYPES or _name(t) in out_names
               or _writes_indices(layer_of.get(_name(t))))]
     root_names = {_name(t) for t in roots}
@@ -474,6 +480,9 @@ def match_subgraph(lowered, name: str | None = None,
         ptensor(t)
     parts: list[MatchedPart] = []
     for r in roots:
+        if _is_extern(r):
+            parts.append(_lstm_part(r, layer_of.get(_name(r)), ptensor, const_names))
+            continue
         stages = stages_of[_name(r)]
         by_name = {_name(s): s for s in stages}
         # inputs in first-read order: activations, then constants
@@ -539,6 +548,27 @@ def match_subgraph(lowered, name: str | None = None,
     graph = PlannerGraph(tuple(mp.part for mp in parts), ins_t, outs_t,
                          name or getattr(lowered, "symbol", "subgraph"))
     return MatchResult(graph, parts, te_of)
+
+
+def _lstm_part(r, layer, ptensor, const_names) -> MatchedPart:
+    """The Part of an LSTM's extern stage: ``planner.parts.lstm`` (the Part the tflite-micro
+    host plans from the TFLite graph) over the stage's sequence, its weights and biases
+    the lowering's two constants (its activation tables are the NPU's LUTs, no planner
+    tensors)."""
+    if layer is None or layer.kind != Op.LSTM:
+        raise CompileError(f"part matcher: extern stage {_name(r)} is no LSTM")
+    x, weights, bias = [t for t in r.op.input_tensors
+                        if not _name(t).endswith(LUT_CONST_SUFFIXES)]
+    if _name(x) in const_names or _name(weights) not in const_names:
+        raise CompileError(f"part matcher: LSTM {_name(r)} reads no sequence and weights")
+    q = layer.attrs["quantization"]
+    cells = int(weights.shape[1])
+    name = _name(r)[:-4] if _name(r).endswith("_out") else _name(r)
+    part = lstm(name, ptensor(x), cells, time_major=q.time_major, output_name=_name(r))
+    ins = (ptensor(x), ptensor(weights), ptensor(bias))
+    part = dataclasses.replace(part, inputs=ins, output=ptensor(r, part.output.shape))
+    access = [AccessMap([None] * len(t.shape), {}) for t in (x, weights, bias)]
+    return MatchedPart(part, r, [], [x, weights, bias], access, layer)
 
 
 def _writes_indices(layer) -> bool:

@@ -44,7 +44,8 @@ import math
 from dataclasses import dataclass, field
 
 import tvm
-from tvm import s_tir, tirx
+from tvm import s_tir, te, tirx
+from tvm.ir import Range
 
 from planner.aliases import aliased_outputs
 from planner.line_buffer import LineBufferError, line_timing
@@ -137,6 +138,8 @@ def _stripe_loops(sch, block, stripe):
     stripe a loop of one iteration around all of the sink's)."""
     loops = sch.get_loops(block)
     rank = len(stripe.shape)
+    if not loops and stripe.total_stripes == 1:
+        return None   # an extern stage (an LSTM): its own loops inside, computed whole
     if len(loops) < rank:
         raise CompileError(f"schedule: block {sch.get(block).name_hint} has {len(loops)} "
                            f"loops for a rank-{rank} stripe")
@@ -165,9 +168,48 @@ def _stripe_loops(sch, block, stripe):
     return outer[by_order[-1]]
 
 
+def _with_extern_regions(func, lowered):
+    """``func`` with the block of every extern stage (an LSTM, ``compute.lstm``) reading its
+    inputs and writing its output whole: ``create_prim_func`` leaves an extern block's
+    regions empty, which ``set_scope`` and the measure's walk need."""
+    externs = {}
+    stack = list(lowered.outputs)
+    while stack:
+        t = stack.pop()
+        if isinstance(t.op, te.ExternOp):
+            externs[t.op.name] = t.op
+        stack.extend(getattr(t.op, "input_tensors", []))
+    if not externs:
+        return func
+    root = func.body.block
+    buffers = {b.name: b for b in list(func.params) + list(root.alloc_buffers)}
+
+    def whole(name):
+        buf = buffers[name]
+        return tirx.BufferRegion(buf, [Range(0, int(n)) for n in buf.shape])
+
+    def fixed(stmt):
+        if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.name_hint in externs:
+            b = stmt.block
+            op = externs[b.name_hint]
+            block = s_tir.SBlock(b.iter_vars, [whole(t.op.name) for t in op.input_tensors],
+                                 [whole(op.name)], b.name_hint, b.body, b.init,
+                                 b.alloc_buffers, b.match_buffers, b.annotations)
+            return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block)
+        return stmt
+
+    body = root.body
+    body = tirx.SeqStmt([fixed(st) for st in body.seq]) if isinstance(body, tirx.SeqStmt) \
+        else fixed(body)
+    new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body,
+                            root.init, root.alloc_buffers, root.match_buffers, root.annotations)
+    realize = s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root)
+    return func.with_body(realize)
+
+
 def apply_proposal(lowered, match, proposal, device=None):
     """The scheduled PrimFunc of ``lowered`` for ``proposal`` (see the module docstring)."""
-    func = lowered.primfunc
+    func = _with_extern_regions(lowered.primfunc, lowered)
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
     parts = {mp.part.name: mp for mp in match.parts}
     plan_of = {}
@@ -231,7 +273,10 @@ def apply_proposal(lowered, match, proposal, device=None):
 
         accumulate(sink)
         for name in reversed(plan.parts[:-1]):  # consumers first
-            sch.compute_at(blk(parts[name].root), step, preserve_unit_loops=True)
+            # an extern stage (an LSTM's whole sequence) or any Part before an extern sink
+            # computes its whole output once, before the sink, where TIR already puts it
+            if step is not None and not isinstance(parts[name].root.op, te.ExternOp):
+                sch.compute_at(blk(parts[name].root), step, preserve_unit_loops=True)
             accumulate(parts[name])
         for name in plan.parts[:-1]:
             mp = parts[name]
@@ -648,8 +693,13 @@ def measure(lowered, match, proposal, scheduled_func, device=None,
     # the Parts' working memory (planner.work_memory) is the command stream's: the TIR
     # computes each such operator in one kernel without it, so it is counted as allocated in
     # its Plan and the check compares every other buffer
+    # so are an LSTM's persistent states (``<part>:state``, held under every Plan where the
+    # network's inputs and outputs live in the feature maps' SRAM): the extern stage keeps
+    # them in its own registers
+    states_in_sram = device is None or device.io_region == device.fm_region
     for k, plan in enumerate(proposal.plans):
-        work = sum(tc.buffer_bytes for tc in plan.tensor_configs if is_work_tensor(tc.tensor))
+        work = sum(tc.buffer_bytes for tc in plan.tensor_configs if is_work_tensor(tc.tensor)
+                   or (states_in_sram and tc.tensor.endswith(":state")))
         plan_bytes[k] += work
         if work:
             by_scope[SRAM_SCOPE] = by_scope.get(SRAM_SCOPE, 0) + work
