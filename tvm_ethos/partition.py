@@ -347,6 +347,7 @@ def partition(mod, target="ethos-n,llvm", **options):
             trial = extern_funcs_inlined(relax.transform.FuseOpsByPattern(
                 pats, bind_constants=True, annotate_codegen=False
             )(base))
+            unclaimed_lstm_refusal(trial, str(tl), spec.backend_id)
             trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial, base))
             trial = merge_split_siblings(trial, spec.backend_id)
             new_failures = {}

@@ -57,16 +57,19 @@ def extern_funcs_inlined(mod: tvm.IRModule) -> tvm.IRModule:
     return out
 
 
-def unclaimed_lstm_refusal(mod: tvm.IRModule, targets: str) -> None:
+def unclaimed_lstm_refusal(mod: tvm.IRModule, targets: str, npu: str | None = None) -> None:
     """UnsupportedModelError naming the first int8 LSTM call ``main`` still holds after the
-    partition for ``targets``: only the Ethos-U runs one (no host has its kernel)."""
+    partition for ``targets`` (``npu``: after that NPU's pass, which must take it, as TVM's
+    ``MergeCompositeFunctions`` cannot pass over the call): only the Ethos-U runs one, no
+    host has its kernel."""
     for block in mod["main"].body.blocks:
         for b in block.bindings:
             v = b.value
             if isinstance(v, relax.Call) and v.args and isinstance(v.args[0], relax.ExternFunc) \
                     and str(v.args[0].global_symbol) == LSTM_PACKED_NAME:
+                where = (f"{npu}, the first NPU of '{targets}', does not take it"
+                         if npu else f"no target of '{targets}' takes it")
                 raise UnsupportedModelError(
-                    f"operator {b.var.name_hint} (UNIDIRECTIONAL_SEQUENCE_LSTM): no target of "
-                    f"'{targets}' takes it: the llvm and opencl hosts have no quantized LSTM "
-                    "kernel; compile for ethos-u,llvm (its NPU runs the int8 LSTM) or for "
-                    "ethos-u (= ethos-u,tflite-micro)")
+                    f"operator {b.var.name} (UNIDIRECTIONAL_SEQUENCE_LSTM): {where}: the llvm "
+                    "and opencl hosts have no quantized LSTM kernel; compile for ethos-u,llvm "
+                    "(its NPU runs the int8 LSTM) or for ethos-u (= ethos-u,tflite-micro)")

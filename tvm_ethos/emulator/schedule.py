@@ -198,11 +198,17 @@ def _with_extern_regions(func, lowered):
             return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block)
         return stmt
 
-    body = root.body
-    body = tirx.SeqStmt([fixed(st) for st in body.seq]) if isinstance(body, tirx.SeqStmt) \
-        else fixed(body)
-    new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body,
-                            root.init, root.alloc_buffers, root.match_buffers, root.annotations)
+    if root.name_hint in externs:
+        # a subgraph of the extern stage alone: its block is the function's; put it under a
+        # root block of its own, as every other stage is
+        new_root = s_tir.SBlock([], [], [], "root", fixed(func.body), None, [], [], {})
+    else:
+        body = root.body
+        body = tirx.SeqStmt([fixed(st) for st in body.seq]) \
+            if isinstance(body, tirx.SeqStmt) else fixed(body)
+        new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body,
+                                root.init, root.alloc_buffers, root.match_buffers,
+                                root.annotations)
     realize = s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root)
     return func.with_body(realize)
 

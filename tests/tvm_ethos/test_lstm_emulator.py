@@ -1,0 +1,157 @@
+"""The int8 UNIDIRECTIONAL_SEQUENCE_LSTM on ``--target ethos-u,llvm`` (issue 28): imported by
+``tflite_converter.convert_quantized_lstm``, claimed by the Ethos-U, planned as
+``planner.parts.lstm`` and run by the emulator's kernel (``compute.lstm``): every output equal
+to TFLite Micro's (each run from a reset interpreter, as a package runs each inference); the
+forms the Ethos-U does not take, and an LSTM no target of the list takes, refused in one line.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lstm_models import LstmCase, lstm_model, lstm_then_fully_connected
+
+import tvm_ethos
+from ethos_arch.ops import Op
+from planner.parts import lstm_state_bytes, lstm_work_bytes
+from tests.helpers.models import model_path
+from tvm_ethos.compute.lstm import LstmQuantization
+from tvm_ethos.errors import UnsupportedModelError
+
+runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+
+TRAINED = "tflite-micro/trained_lstm_int8"
+
+
+def _assert_equals_tflm(data: bytes, inputs: list[np.ndarray], target: str = "ethos-u,llvm"):
+    """``data`` compiled for ``target`` gives TFLite Micro's output for each of ``inputs``
+    (TFLite Micro reset before each, as a package starts every run from the states' initial
+    values); every operator on the Ethos-U; the compiled model is returned."""
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+    interpreter = runtime.Interpreter.from_bytes(data)
+    for k, x in enumerate(inputs):
+        got = cm.run(x)[0]
+        interpreter.reset()
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        want = interpreter.get_output(0)
+        assert np.array_equal(got.reshape(want.shape), want), (
+            f"input {k}: {got.ravel()[:12]} vs TFLite Micro {want.ravel()[:12]}")
+    return cm
+
+
+def _random_inputs(cm_shape, n: int, seed: int) -> list[np.ndarray]:
+    rs = np.random.RandomState(seed)
+    return [rs.randint(-128, 128, size=cm_shape).astype(np.int8) for _ in range(n)]
+
+
+def _lstm_output_model() -> bytes:
+    """The trained model's LSTM alone (its output sequence the model's output, so every
+    hidden state is compared, not only the classes after it)."""
+    from test_stream_lstm import _lstm_alone
+
+    return _lstm_alone(model_path(TRAINED).read_bytes())
+
+
+def test_trained_lstm_int8_on_ethos_u_llvm_equals_tflite_micro():
+    """The whole model (LSTM, RESHAPE, FULLY_CONNECTED, SOFTMAX) as one NPU subgraph; the
+    model ships no test input, so three random sequences and an all-lowest one."""
+    data = model_path(TRAINED).read_bytes()
+    inputs = _random_inputs((1, 28, 28), 3, seed=28) + [np.full((1, 28, 28), -128, np.int8)]
+    cm = _assert_equals_tflm(data, inputs)
+    layers = cm.plan_report["layers"]
+    assert [r["operator"] for r in layers][0] == Op.LSTM.value
+
+
+def test_the_trained_lstm_s_every_hidden_state_equals_tflite_micro():
+    _assert_equals_tflm(_lstm_output_model(), _random_inputs((1, 28, 28), 3, seed=3))
+
+
+def test_the_package_plans_the_lstm_as_planner_parts_lstm():
+    """The planner's own Part (``planner.parts.lstm``): the plan's peak is the sequence in
+    (28 x 28 B), the sequence out (28 x 20 B), the Part's gate buffers and its states, and
+    the emulator's scheduled TIR was checked against it (a MemoryMismatchError would have
+    failed the compile)."""
+    report = tvm_ethos.compile(_lstm_output_model(), "ethos-u,llvm", cache_dir=False).plan_report
+    (layer,) = report["layers"]
+    assert layer["operator"] == Op.LSTM.value and layer["stripes"] == 1
+    assert report["peak_memory_bytes"] == \
+        28 * 28 + 28 * 20 + lstm_work_bytes(20) + lstm_state_bytes(1, 20)
+
+
+_CASES = st.builds(
+    LstmCase,
+    batches=st.integers(1, 2), steps=st.integers(1, 4), features=st.integers(1, 24),
+    cells=st.integers(1, 16),
+    input_q=st.tuples(st.floats(0.002, 0.1), st.integers(-128, 127)),
+    hidden_q=st.tuples(st.floats(0.002, 0.05), st.integers(-20, 20)),
+    cell_power=st.integers(-18, -5),
+    cell_clip=st.sampled_from([0.0, 0.0001, 1.0, 3.5, 10.0, 1e6]),
+    weight_scale=st.floats(0.002, 0.05), bias_range=st.integers(0, 40000),
+    seed=st.integers(0, 2 ** 16), time_major=st.booleans())
+
+
+def _check_case(case: LstmCase, then_fc: int | None = None) -> None:
+    data = lstm_model(case) if then_fc is None else lstm_then_fully_connected(case, then_fc)
+    shape = ((case.steps, case.batches, case.features) if case.time_major
+             else (case.batches, case.steps, case.features))
+    _assert_equals_tflm(data, _random_inputs(shape, 2, seed=case.seed))
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_CASES)
+def test_any_small_lstm_on_ethos_u_llvm_equals_tflite_micro(case):
+    """Sizes, batches, quantization (the sequence's and hidden state's zero points, the cell
+    scale, a cell clip), weight and bias ranges, batch- or time-major sequences."""
+    _check_case(case)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_CASES, then_fc=st.one_of(st.none(), st.integers(1, 12)))
+def test_any_lstm_alone_or_before_a_fully_connected_on_ethos_u_llvm(case, then_fc):
+    _check_case(case, then_fc)
+
+
+@given(q=st.builds(
+    LstmQuantization, st.tuples(st.floats(1e-4, 1.0), st.integers(-128, 127)),
+    st.tuples(st.floats(1e-4, 1.0), st.integers(-128, 127)),
+    st.sampled_from([2.0 ** p for p in range(-18, -4)]),
+    st.one_of(st.none(), st.integers(0, 32767)), st.booleans(),
+    st.tuples(*[st.floats(1e-4, 1.0)] * 4), st.tuples(*[st.floats(1e-4, 1.0)] * 4)))
+def test_the_quantization_survives_the_relax_constant(q):
+    """The importer's float64 vector gives back every field exactly."""
+    assert LstmQuantization.from_params(q.to_params()) == q
+
+
+REFUSED = [  # (variant, words of the reason)
+    (dict(peephole=True), "peephole"),
+    (dict(projection=True), "projection"),
+    (dict(layer_norm=True), "layer normalization"),
+    (dict(cifg=True), "no input gate"),
+    (dict(per_channel=True), "per channel"),
+    (dict(cell_power=-4), "cell state scale"),
+]
+
+
+@pytest.mark.parametrize("variant, words", REFUSED, ids=[w for _, w in REFUSED])
+def test_forms_the_ethos_u_refuses_are_one_line_on_ethos_u_llvm(variant, words):
+    data = lstm_model(dataclasses.replace(LstmCase(), **variant))
+    with pytest.raises(UnsupportedModelError) as err:
+        tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    msg = str(err.value)
+    assert "\n" not in msg and words in msg, msg
+    assert "the llvm host has no quantized LSTM kernel" in msg, msg
+
+
+@pytest.mark.parametrize("target", ["llvm", "ethos-n,llvm"])
+def test_an_lstm_no_target_takes_is_one_line(target):
+    with pytest.raises(UnsupportedModelError) as err:
+        tvm_ethos.compile(lstm_model(LstmCase()), target, cache_dir=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "UNIDIRECTIONAL_SEQUENCE_LSTM" in msg, msg
+    assert "no quantized LSTM kernel" in msg and "ethos-u,llvm" in msg, msg
