@@ -147,9 +147,21 @@ class LstmBlocks(NamedTuple):
         return cls(b * t * n, work_bytes(lstm), _up(b * n) + 2 * b * n)
 
 
+def _graph_lstm(q) -> "Lstm":
+    """``q`` where it is an LSTM read from the TFLite graph; an imported one (a ``QOp`` of
+    an ``ethos-u,llvm`` package) is refused: its stream would need the states' slots, which
+    only the tflite-micro host lays out (``stream_lstm``), so it keeps the emulator."""
+    if not isinstance(q, Lstm):
+        raise UnsupportedOperatorError(KIND, "an imported LSTM (ethos-u,llvm) runs on the "
+                                       "emulator: only the tflite-micro host lays out the "
+                                       "states its stream updates")
+    return q
+
+
 def work_bytes(lstm: "Lstm") -> int:
     """The stream's working memory: four gate buffers and one scratch row, int16, one row of
     cells each, every one on an :data:`ALIGN` boundary, up to the scratch row's last byte."""
+    lstm = _graph_lstm(lstm)
     return 4 * _up(2 * lstm.cells) + 2 * lstm.cells
 
 
@@ -531,6 +543,7 @@ def lstm_ops(lstm: Lstm, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> l
     Ethos-U configuration and where its working memory (:func:`work_bytes`) starts (in the
     scratch arena, the region the stream paths lay a plan's buffers out in, unless
     ``em.work_region`` names another)."""
+    lstm = _graph_lstm(lstm)
     if box is not None or em.work is None or em.accelerator is None:
         raise UnsupportedOperatorError(KIND, "it is emitted whole, with its working memory")
     x, h, c = operands
