@@ -70,6 +70,7 @@ def unclaimed_lstm_refusal(mod: tvm.IRModule, targets: str, npu: str | None = No
                 where = (f"{npu}, the first NPU of '{targets}', does not take it"
                          if npu else f"no target of '{targets}' takes it")
                 raise UnsupportedModelError(
-                    f"operator {b.var.name} (UNIDIRECTIONAL_SEQUENCE_LSTM): {where}: the llvm "
-                    "and opencl hosts have no quantized LSTM kernel; compile for ethos-u,llvm "
-                    "(its NPU runs the int8 LSTM) or for ethos-u (= ethos-u,tflite-micro)")
+                    f"operator {b.var.name} (UNIDIRECTIONAL_SEQUENCE_LSTM): {where}: no host "
+                    "target (llvm, opencl) has a quantized LSTM kernel; compile for "
+                    "ethos-u,llvm (its NPU runs the int8 LSTM) or for ethos-u "
+                    "(= ethos-u,tflite-micro)")
