@@ -1622,6 +1622,13 @@ LOWERINGS = {
 }
 
 
+#: operators only an NPU takes, whole, that its emulator computes: no host target claims them
+#: (the hosts' pattern table is ``LOWERINGS``)
+NPU_ONLY_LOWERINGS = {
+    Op.LSTM: lower_lstm,
+}
+
+
 def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: bool = False,
               tfl_rounding: bool = False):
     """``op`` in TE. ``vnni``: the kernels are for an llvm host with AVX-512 VNNI (the conv
@@ -1630,8 +1637,8 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
     arithmetic where it differs from LiteRT's reference kernels, as the Ethos-U's stream
     computes it (an Ethos-U subgraph): FULLY_CONNECTED rounds twice (the NPU's TFL
     rounding), not once, and an int16 SOFTMAX takes TFLite Micro's tables and multiplier."""
-    if op.kind == Op.LSTM:   # an NPU's whole operator: no host kernel (not in LOWERINGS)
-        return lower_lstm(op, inputs, pool, name=name)
+    if op.kind in NPU_ONLY_LOWERINGS:
+        return NPU_ONLY_LOWERINGS[op.kind](op, inputs, pool, name=name)
     try:
         fn = LOWERINGS[op.kind]
     except KeyError:
