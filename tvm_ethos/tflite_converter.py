@@ -580,8 +580,11 @@ class EthosOperatorConverter(OperatorConverter):
         try:
             lstm = read_lstm(graph, index)
         except UnsupportedOperatorError as err:
-            raise _refuse(f"{err}: the Ethos-U does not take it and the llvm host has no "
-                          "quantized LSTM kernel") from None
+            why = str(err).removeprefix(f"the Ethos-U stream generator cannot express "
+                                        f"{err.kind}: ")
+            raise _refuse(f"{why}: the Ethos-U does not take it, and the llvm host has no "
+                          "quantized LSTM kernel (target ethos-u, = ethos-u,tflite-micro, keeps "
+                          "it a TFLite operator)") from None
         weights, bias, params = lstm_constants(lstm)
         out_shape = list(lstm.sequence_shape(lstm.cells))
         return relax.call_dps_packed(

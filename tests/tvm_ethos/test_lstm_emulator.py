@@ -86,6 +86,18 @@ def test_the_package_plans_the_lstm_as_planner_parts_lstm():
         28 * 28 + 28 * 20 + lstm_work_bytes(20) + lstm_state_bytes(1, 20)
 
 
+@pytest.mark.slow
+def test_the_package_is_the_same_bytes_and_runs_the_same_once_loaded(tmp_path):
+    data = model_path(TRAINED).read_bytes()
+    first, again = (tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False) for _ in range(2))
+    first.save(tmp_path / "a.zip")
+    again.save(tmp_path / "b.zip")
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    loaded = tvm_ethos.load(tmp_path / "a.zip")
+    for x in _random_inputs((1, 28, 28), 2, seed=9):
+        assert np.array_equal(loaded.run(x)[0], first.run(x)[0])
+
+
 _CASES = st.builds(
     LstmCase,
     batches=st.integers(1, 2), steps=st.integers(1, 4), features=st.integers(1, 24),
