@@ -31,7 +31,12 @@ from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
-from tvm_ethos.partition_extern import extern_funcs_inlined, unclaimed_lstm_refusal
+from tvm_ethos.partition_extern import (
+    extern_funcs_inlined,
+    lstm_calls_hidden,
+    lstm_calls_revealed,
+    unclaimed_lstm_refusal,
+)
 from tvm_ethos.partition_op_ids import source_names
 from tvm_ethos.partition_siblings import merge_split_siblings
 from tvm_ethos.patterns import (
@@ -344,12 +349,14 @@ def partition(mod, target="ethos-n,llvm", **options):
             pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order,
                                  held=held)
             before = {gv.name_hint for gv, _ in _codegen_functions(base, spec.backend_id)}
+            # an NPU without the LSTM passes over it hidden (a later one may take it)
+            source, hidden = (base, {}) if Op.LSTM in ls.checks else lstm_calls_hidden(base)
             trial = extern_funcs_inlined(relax.transform.FuseOpsByPattern(
                 pats, bind_constants=True, annotate_codegen=False
-            )(base))
-            unclaimed_lstm_refusal(trial, str(tl), spec.backend_id)
-            trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial, base))
-            trial = merge_split_siblings(trial, spec.backend_id)
+            )(source))
+            unclaimed_lstm_refusal(trial, ",".join(tl.ids), spec.backend_id)
+            trial = relax.transform.MergeCompositeFunctions()(_tag_op_ids(trial, source))
+            trial = lstm_calls_revealed(merge_split_siblings(trial, spec.backend_id), hidden)
             new_failures = {}
             for gv, func in _codegen_functions(trial, spec.backend_id):
                 if gv.name_hint in before:
@@ -390,7 +397,7 @@ def partition(mod, target="ethos-n,llvm", **options):
         mod,
     )
 
-    unclaimed_lstm_refusal(mod, str(tl))
+    unclaimed_lstm_refusal(mod, ",".join(tl.ids))
     report = _build_report(mod, tl, decisions, order, subgraph_names)
     mod = mod.with_attr(REPORT_ATTR, report.to_json())
     mod = mod.with_attr("tvm_ethos.targets", str(tl))

@@ -163,11 +163,28 @@ def test_forms_the_ethos_u_refuses_are_one_line_on_ethos_u_llvm(variant, words):
     assert "the llvm host has no quantized LSTM kernel" in msg, msg
 
 
+def test_an_npu_without_the_lstm_passes_it_on_to_the_ethos_u():
+    """ethos-n first: its pass leaves the LSTM to the Ethos-U's (the FULLY_CONNECTED after it
+    goes to the Ethos-N), every output TFLite Micro's."""
+    case = LstmCase(batches=1, steps=3, features=5, cells=4, seed=5)
+    data = lstm_then_fully_connected(case, 6)
+    cm = tvm_ethos.compile(data, "ethos-n,ethos-u,llvm", cache_dir=False)
+    assert cm.partition_summary.get("ethos-u") == 1, cm.partition_summary
+    interpreter = runtime.Interpreter.from_bytes(data)
+    for x in _random_inputs((1, 3, 5), 2, seed=5):
+        interpreter.reset()
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        want = interpreter.get_output(0)
+        assert np.array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
 @pytest.mark.parametrize("target", ["llvm", "ethos-n,llvm"])
 def test_an_lstm_no_target_takes_is_one_line(target):
     with pytest.raises(UnsupportedModelError) as err:
         tvm_ethos.compile(lstm_model(LstmCase()), target, cache_dir=False)
     msg = str(err.value)
     assert "\n" not in msg and "UNIDIRECTIONAL_SEQUENCE_LSTM" in msg, msg
+    assert f"no target of '{target}' takes it" in msg, msg
     assert "no host target (llvm, opencl) has a quantized LSTM kernel" in msg, msg
     assert "ethos-u,llvm" in msg, msg
