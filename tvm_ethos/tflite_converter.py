@@ -43,7 +43,10 @@ TVM's converters):
   read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``); a
   constant operand is the constant of its codes, dequantized in the region;
 * ARG_MAX: ``argmax`` of the codes along its constant axis (a positive scale orders the codes
-  as their real values), cast to the output's int32 (Relax's ``argmax`` gives int64).
+  as their real values), cast to the output's int32 (Relax's ``argmax`` gives int64);
+* UNIDIRECTIONAL_SEQUENCE_LSTM (int8, in the forms the Ethos-U takes): one ``call_dps_packed``
+  of ``compute.lstm.PACKED_NAME`` that only the Ethos-U claims (no host target has the
+  kernel; its emulator runs ``compute.lstm``).
 
 It also dequantizes the INT64 bias of TFLite's 16x8 convolutions and fully connected layers
 (``dequantize``), which TVM's ``dequantize`` refuses.
