@@ -155,60 +155,76 @@ def _search_chunk(shared: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h
     ``top_h`` x ``top_w`` candidates, the padding costed infinite. The statements follow
     ``find_block_config``'s; float32 arithmetic is elementwise, so each candidate's cost is
     the reference's, and flat C-order indexes list each operation's candidates in Vela's
-    order, padding interleaved."""
+    order, padding interleaved. The grid is the bulk of the planner's costing, so each pass
+    over it is made once and in place: what does not vary with the depth is worked out on
+    (operation, height, width) planes first, and the late ties of small blocks are looked
+    for on the small blocks' corner of the grid alone."""
     f32 = np.float32
     hh, ww = shared.hh[:top_h], shared.ww[:, :top_w]
     ib_h, ib_w = shared.ib_h[:top_h], shared.ib_w[:, :top_w]
     g, dd = shared.settings, shared.dd
     per_op = np.array([(op.ofm[1], op.ofm[2], math.prod(op.ofm), math.prod(op.ifm), nh, nw)
                        for op, nh, nw in zip(ops, n_h, n_w)], dtype=np.int64)
-    oh, ow, ofm_elements, ifm_elements, nh_a, nw_a = (
+    oh, ow, ofm_elements, ifm_elements, _, _ = (
         per_op[:, k, None, None, None] for k in range(6))
     fit_h = np.minimum(hh, oh) if g.conv1d else hh
     full_h, full_w = -(-oh // fit_h), -(-ow // ww)
     blocks_h = oh.astype(f32) / fit_h.astype(f32)
     blocks_w = ow.astype(f32) / ww.astype(f32)
     ib_hw = ib_h * ib_w
+    grid = (len(ops), dd.shape[0], top_h, top_w)
+    # (operation, 1, height, width) planes, then the grid: the reference's operations in its
+    # order, on the same float32 values.
     weight_fetch = (full_h * full_w * (g.weight_fetch_wh * g.ifm_c)).astype(f32)
-    if not g.is_dw:
-        weight_fetch = weight_fetch * shared.weight_scale
     ifm_fetch = (ib_hw * (g.ifm_c * g.ifm_repeats)).astype(f32)
     ifm_fetch = ifm_fetch * blocks_w
-    ifm_fetch = ifm_fetch * blocks_h
-    if not g.equal_depth:
-        ifm_fetch = ifm_fetch * shared.full_c
-    cost = ifm_fetch + weight_fetch
-    cost = cost / ofm_elements.astype(f32)
+    ifm_fetch *= blocks_h
+    cost = np.empty(grid, f32)
+    if g.equal_depth:
+        np.copyto(cost, ifm_fetch)
+    else:
+        np.multiply(ifm_fetch, shared.full_c, out=cost)
+    if g.is_dw:
+        cost += weight_fetch
+    else:
+        cost += weight_fetch * shared.weight_scale
+    cost /= ofm_elements.astype(f32)
     if g.equal_depth:
         whole = ifm_elements < ib_hw * (dd * 2)
     else:
         whole = ib_hw > ifm_elements // (2 * g.ifm_block_depth)
-    cost = np.where(whole, cost / f32(2.0), cost)
-    inside = (np.arange(top_h)[:, None] < nh_a) & (np.arange(top_w)[None, :] < nw_a)
-    cost = np.where(g.fits[:, :top_h, :top_w] & inside, cost, np.inf)
-    grid = (len(ops), dd.shape[0], top_h, top_w)
-    if cost.shape != grid:
-        cost = np.broadcast_to(cost, grid)
+    np.divide(cost, f32(2.0), out=cost, where=whole)
+    np.copyto(cost, np.inf, where=~g.fits[:, :top_h, :top_w])
+    for s, (nh, nw) in enumerate(zip(n_h, n_w)):     # each operation's padding
+        if nh < top_h:
+            cost[s, :, nh:, :] = np.inf
+        if nw < top_w:
+            cost[s, :, :, nw:] = np.inf
     flat = cost.reshape(len(ops), -1)
     first = flat.argmin(axis=1)
     best = flat[np.arange(len(ops)), first]
-    # Later ties with small blocks (<= 4x4) may win on IFM coverage (find_block_config).
-    small = np.broadcast_to((hh <= 4) & (ww <= 4), grid[1:]).reshape(-1)
-    later = (flat == best[:, None]) & small
-    later[np.arange(len(ops)), first] = False
+    # Later ties with small blocks (<= 4x4) may win on IFM coverage (find_block_config):
+    # the small blocks are the first heights and widths, a corner of the grid.
+    small_h = int(np.count_nonzero(hh[:, 0] <= 4))
+    small_w = int(np.count_nonzero(ww[0] <= 4))
     choice = first.tolist()
     plane = top_h * top_w
-    for s in np.flatnonzero(later.any(axis=1)).tolist():
-        ifm_h, ifm_w = ops[s].ifm[1], ops[s].ifm[2]
-        ties = np.flatnonzero(later[s]).tolist()
-        area = f32(ifm_h * ifm_w)
-        covs = []
-        for t in ties:
-            hi, wi = divmod(t % plane, top_w)
-            covs.append(area / f32(max(min(ifm_h, int(ib_h[hi, 0])) *
-                                       min(ifm_w, int(ib_w[0, wi])), 1)))
-        best_cov = min(covs)
-        choice[s] = [t for t, c in zip(ties, covs) if c == best_cov][-1]
+    if small_h and small_w:
+        corner = cost[:, :, :small_h, :small_w] == best[:, None, None, None]
+        for s in np.flatnonzero(corner.reshape(len(ops), -1).any(axis=1)).tolist():
+            di, hi, wi = np.nonzero(corner[s])
+            ties = [t for t in (di * plane + hi * top_w + wi).tolist() if t > first[s]]
+            if not ties:
+                continue
+            ifm_h, ifm_w = ops[s].ifm[1], ops[s].ifm[2]
+            area = f32(ifm_h * ifm_w)
+            covs = []
+            for t in ties:
+                hi, wi = divmod(t % plane, top_w)
+                covs.append(area / f32(max(min(ifm_h, int(ib_h[hi, 0])) *
+                                           min(ifm_w, int(ib_w[0, wi])), 1)))
+            best_cov = min(covs)
+            choice[s] = [t for t, c in zip(ties, covs) if c == best_cov][-1]
     out: list[BlockConfig | None] = []
     for s, (b, c) in enumerate(zip(best.tolist(), choice)):
         if b == math.inf:
