@@ -63,6 +63,9 @@ class PlanCosting:
         self._stage_cache: dict = {}     # (signature, stripe) or signature: staging bytes
         self._inputs_cache: dict = {}    # signature: _stripe_inputs
         self._output_cache: dict = {}    # signature: _stripe_output
+        self._fetch_cache: dict = {}     # (signature, stripe shape): perf.weight_fetches
+        self._staged_cache: dict = {}    # tensor name: staged
+        self._staged_inputs: dict = {}   # Part name: its (input, propagator) pairs staged
 
     # ----- where tensors live --------------------------------------------------------------
     def home_of(self, t: Tensor) -> str:
@@ -74,9 +77,13 @@ class PlanCosting:
 
     def staged(self, t: Tensor) -> bool:
         """A boundary tensor homed outside the feature-map region is streamed through SRAM,
-        unless the device reads it in place (``Device.io_read_in_place``)."""
-        return not t.is_constant and self.home_of(t) != self.device.fm_region and \
-            not self.device.io_read_in_place
+        unless the device reads it in place (``Device.io_read_in_place``). Memoised per
+        tensor: every Plan costed asks for each of its Parts' inputs."""
+        hit = self._staged_cache.get(t.name)
+        if hit is None:
+            hit = self._staged_cache[t.name] = not t.is_constant and \
+                self.home_of(t) != self.device.fm_region and not self.device.io_read_in_place
+        return hit
 
     def _fm_port(self, t: Tensor):
         """The memory a feature map's bytes cross when the NPU reads or writes it: its home
@@ -200,12 +207,12 @@ class PlanCosting:
                                            out_port, out_staged, self.io, shapes)
             if moved is None:
                 return
-            compute = np.array([part.performance(perf, s) for s in shapes])
-            fills = np.array([perf.fill_drain_cycles(part, s) for s in shapes]) if b2b \
-                else np.zeros(len(shapes), np.int64)
-            fm_access = np.array([perf.fm_access_cycles(part, s) for s in shapes])
-            fetches = np.array([perf.weight_fetches(part, s) for s in shapes]) \
-                if moved.weights else np.ones(len(shapes), np.int64)
+            terms = perf.stripe_terms(part, shapes, b2b)
+            compute = np.array(terms.compute)
+            fills = np.array(terms.fill_drain) if b2b else np.zeros(len(shapes), np.int64)
+            fm_access = np.array(terms.fm_access)
+            fetches = np.array(terms.weight_fetches) if moved.weights \
+                else np.ones(len(shapes), np.int64)
             overhead = perf.stripe_overhead_cycles(part)
             if any(a.dtype != np.int64 for a in (compute, fills, fm_access, fetches)) or \
                     type(overhead) is not int:
@@ -219,6 +226,8 @@ class PlanCosting:
                 self._idle_cache[sig, shape, b2b] = idle
                 if b2b:
                     self._fill_cache[sig, shape] = fill
+            if moved.weights:
+                self._fetch_cache.update(zip(((sig, s) for s in shapes), fetches.tolist()))
 
     def _stripe_output(self, part: Part, sig: int) -> tuple:
         """(the region whose port writes ``part``'s output, whether it is staged out through
@@ -312,11 +321,14 @@ class PlanCosting:
         return hit
 
     def _reads_weights_once(self, part: Part, stripe: StripeConfig) -> bool:
-        key = ("once", self._signature(part), stripe)
+        sig = self._signature(part)
+        key = ("once", sig, stripe)
         hit = self._cost_cache.get(key)
         if hit is None:
+            # the fetches of the shapes _batch_stripe_cycles costed, else the model's
+            fetches, perf = self._fetch_cache, self.device.perf
             hit = self._cost_cache[key] = all(
-                self.device.perf.weight_fetches(part, shape) <= 1
+                (fetches.get((sig, shape)) or perf.weight_fetches(part, shape)) <= 1
                 for shape in stripe.count_stripes() if 0 not in shape)
         return hit
 
@@ -382,9 +394,12 @@ class PlanCosting:
         Plan's boundary): a ring of the rows ``p`` reads, plus one chunk in flight so the DMA
         of the next rows overlaps compute (double buffering)."""
         total, cfgs = 0, []
-        for t, prop in zip(p.inputs, p.propagators):
-            if t.is_constant or not self.staged(t):
-                continue
+        staged = self._staged_inputs.get(p.name)
+        if staged is None:      # most Parts have none: found once per Part
+            staged = self._staged_inputs[p.name] = tuple(
+                (t, prop) for t, prop in zip(p.inputs, p.propagators)
+                if not t.is_constant and self.staged(t))
+        for t, prop in staged:
             win = stripe.propagate(prop, t.shape)
             buf = list(win.max_spans())
             if any(win.order):
@@ -446,7 +461,33 @@ class PlanCosting:
         for p, wanted in shapes.items():
             self.device.perf.summarise_stripes(p, wanted)
             self._batch_stripe_cycles(p, runs[p])
-        return [self.warm_cost(p, stripe) for p, stripe in requests]
+        return [self._warm_summed(p, stripe) for p, stripe in requests]
+
+    def _warm_summed(self, part: Part, stripe: StripeConfig) -> tuple:
+        """``warm_cost`` once the stripe shapes it needs are costed (``_batch_stripe_cycles``):
+        ``part_cost``'s sums taken straight from the per-shape memos, where every shape is
+        there; otherwise (a shape the arrays could not cost) ``warm_cost`` itself. The
+        costing runs this once per request, thousands of times, so it skips the calls
+        that part_cost makes per stripe shape."""
+        sig = self._signature(part)
+        key = (sig, stripe)
+        if key not in self._cost_cache:
+            b2b = stripe.total_stripes > 1
+            shape_cache, fill_cache = self._shape_cache, self._fill_cache
+            streamed = copied = fill = 0
+            for shape, n in stripe.count_stripes().items():
+                if 0 in shape:
+                    continue
+                hit = shape_cache.get((sig, shape, b2b))
+                if hit is None:
+                    return self.warm_cost(part, stripe)
+                streamed += n * hit[0]
+                copied += n * hit[1]
+                if b2b:
+                    fill = max(fill, fill_cache[sig, shape])
+            self._cost_cache[key] = (streamed + fill,
+                                     copied + fill + self._copy_cycles(part, sig))
+        return self.warm_cost(part, stripe)
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
         """Take what ``warm_cost(part, stripe)`` returned in another process (forked from

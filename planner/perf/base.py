@@ -2,9 +2,18 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from planner.graph import Part
+
+
+class StripeTerms(NamedTuple):
+    """Per stripe shape, what the planner's costing reads of the model (the methods of
+    :class:`PerfModel` of the same names)."""
+    compute: list[int]
+    fill_drain: list[int]       # 0 each where the stripes do not run back to back
+    fm_access: list[int]
+    weight_fetches: list[int]
 
 
 class PerfModel(ABC):
@@ -51,3 +60,17 @@ class PerfModel(ABC):
         """Prepare the answers for every stripe shape in ``shapes`` of ``part`` at once,
         before the planner asks for them one by one (a model whose per-stripe work batches
         well does it here). Default: nothing to prepare."""
+
+    def stripe_terms(self, part: Part, shapes: list[tuple[int, ...]], back_to_back: bool
+                     ) -> StripeTerms:
+        """``compute_cycles``, ``fill_drain_cycles`` (when ``back_to_back``),
+        ``fm_access_cycles`` and ``weight_fetches`` of each shape in ``shapes``, which the
+        planner's costing reads for hundreds of shapes of a Part at once (a model that
+        answers all four from one record per stripe overrides this). Default: the four
+        methods, shape by shape."""
+        return StripeTerms(
+            [part.performance(self, s) for s in shapes],
+            [self.fill_drain_cycles(part, s) for s in shapes] if back_to_back
+            else [0] * len(shapes),
+            [self.fm_access_cycles(part, s) for s in shapes],
+            [self.weight_fetches(part, s) for s in shapes])

@@ -39,7 +39,7 @@ from planner.errors import PlannerError
 from planner.graph import Part
 from planner.perf import ethos_u_batch as _batched
 from planner.perf import ethos_u_npu
-from planner.perf.base import PerfModel
+from planner.perf.base import PerfModel, StripeTerms
 from planner.perf.ethos_u_npu import (
     ACCELERATORS,
     CONV,
@@ -772,6 +772,21 @@ class EthosUPerfModel(PerfModel):
             macs += b.macs
             access += fm_access_bytes(acc, burst, op, b.config)
         return StripeSummary(int(cycles), int(fill_drain), int(macs), fetches, int(access))
+
+    def stripe_terms(self, part: Part, shapes: list[tuple[int, ...]], back_to_back: bool
+                     ) -> StripeTerms:
+        """The four terms of each shape read off its one stripe summary (the same values
+        as the four methods)."""
+        if part.kind in self._UNSUMMARISED:
+            return super().stripe_terms(part, shapes, back_to_back)
+        summaries = [self.stripe_summary(part, s) for s in shapes]
+        rate = self.fm_timing.read_bytes_per_cycle
+        return StripeTerms(
+            [s.cycles for s in summaries],
+            [s.fill_drain_cycles for s in summaries] if back_to_back else [0] * len(shapes),
+            [math.ceil(s.fm_access_bytes / rate) for s in summaries],
+            [s.weight_fetches for s in summaries] if part.constant_inputs
+            else [1] * len(shapes))
 
     def fm_access_cycles(self, part: Part, out_shape: tuple[int, ...]) -> int:
         """Cycles the feature-map memory port is busy with one stripe's IFM block fetches and

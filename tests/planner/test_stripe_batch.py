@@ -58,3 +58,50 @@ def test_batched_stripe_costs_on_resnet8(name):
         pytest.skip(f"{path} is not here (TVM_ETHOS_MODELS names the models folder)")
     batched, asked = _batched_equals_scalar(load_tflite(str(path)), devices.get_device(name))
     assert batched == asked > 100      # every shape of resnet8 is costed on arrays
+
+
+def _requests(gen):
+    return [r for j in range(len(gen.topo)) for r in gen.cost_requests(j)]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=5), st.sampled_from(["simple-sram", "simple-dram", "ethos-u55-128",
+                                              "ethos-u65-256", "ethos-n78-1tops"]),
+       st.sampled_from(["sram", "dram"]))
+def test_warm_costs_equal_costing_each_request_alone(g, name, io_region):
+    """``warm_costs`` (the requests' sums taken from the batched per-shape memos, the weight
+    fetches those memos recorded) gives each request the values, and the weight staging
+    bytes, that a fresh generator costing that request alone gives."""
+    device = simple_device(io_region) if name.startswith("simple-") else \
+        devices.get_device(name, io_region=io_region)
+    batched = PlanGenerator(g, device, PlannerOptions())
+    requests = list(dict.fromkeys(_requests(batched)))
+    values = batched.warm_costs(requests)
+    for (p, stripe), value in zip(requests, values):
+        alone = PlanGenerator(g, device, PlannerOptions())
+        assert alone.warm_cost(p, stripe) == value, (p.name, stripe)
+        assert alone.weight_stage_bytes(p, stripe) == batched.weight_stage_bytes(p, stripe)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=5), st.sampled_from(["ethos-u55-128", "ethos-u65-256",
+                                              "ethos-n78-1tops"]), st.booleans())
+def test_stripe_terms_equal_the_four_methods(g, name, back_to_back):
+    """A model's ``stripe_terms`` (Ethos-U: read off one stripe summary per shape) equals
+    asking ``compute_cycles``, ``fill_drain_cycles``, ``fm_access_cycles`` and
+    ``weight_fetches`` shape by shape (``PerfModel.stripe_terms``), batched summaries or
+    not."""
+    from planner.perf.base import PerfModel
+    gen = PlanGenerator(g, devices.get_device(name), PlannerOptions())
+    shapes: dict = {}
+    for p, stripe in _requests(gen):
+        shapes.setdefault(p, set()).update(s for s in stripe.count_stripes() if 0 not in s)
+    perf = gen.device.perf
+    for k, (p, wanted) in enumerate(shapes.items()):
+        ordered = sorted(wanted)
+        if k % 2:
+            perf.summarise_stripes(p, wanted)
+        got = perf.stripe_terms(p, ordered, back_to_back)
+        assert got == PerfModel.stripe_terms(perf, p, ordered, back_to_back), p.name
+        assert not back_to_back or got.fill_drain == [perf.fill_drain_cycles(p, s)
+                                                      for s in ordered]
