@@ -5,7 +5,8 @@ SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D; MIR
 the depth and of several axes, UNPACK of the last axis of a batch or a reshape, a 5-D
 RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor; int16
 EXP and LOG; 6-D RESHAPEs that regroup elements and a 6-D PACK, beside DEPTH_TO_SPACE, which
-TVM writes through 6-D and which stays on the CPU),
+TVM writes through 6-D and which stays on the CPU; ARG_MAX over 90,000 pixels; lone int8 and
+int16 LOGISTIC and TANH),
 compiled for
 an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
 its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
@@ -66,6 +67,13 @@ FORMS = {
     "depth_to_space": lambda: tb.depth_to_space((1, 8, 8, 8), 2),
     "exp_int16": lambda: float_table16_model(Op.EXP, (2e-4, 0), (3e-3, 0), (1, 8, 8, 8)),
     "log_int16": lambda: float_table16_model(Op.LOG, (1e-3, 0), (2e-4, 0), (1, 8, 8, 8)),
+    "arg_max_300x300x16": lambda: tb.arg_max((1, 300, 300, 16), "int8", (0.05, 3)),
+    "logistic_int8": lambda: tb.activation("sigmoid", (1, 32, 32, 16)),
+    "tanh_int8": lambda: tb.activation("tanh", (1, 32, 32, 16)),
+    "logistic_int16": lambda: tb.activation("sigmoid", (1, 8, 8, 8), (2.0**-12, 0),
+                                            (2.0**-15, 0), dtype="int16"),
+    "tanh_int16": lambda: tb.activation("tanh", (1, 8, 8, 8), (2.0**-12, 0), (2.0**-15, 0),
+                                        dtype="int16"),
 }
 CONFIG = "ethos-u55-128"
 

@@ -313,18 +313,40 @@ def concatenate(name: str, inputs: Sequence[Tensor], axis: int = -1,
                 _attrs(axis=axis, activation=activation))
 
 
+#: the most pixels one Ethos-U ARG_MAX operation takes: its max pool reads one row per pixel
+#: (the IFM height register), and a feature map's width register holds no more either
+ARG_MAX_PIECE_PIXELS = 65536
+
+
+def arg_max_rows_cols(shape: Sequence[int]) -> tuple[int, int]:
+    """The (rows, columns) of pixels of an ARG_MAX input of ``shape`` (its depth last): every
+    axis before the last two folds into the rows."""
+    lead = tuple(int(s) for s in shape[:-1])
+    return (math.prod(lead[:-1]) if len(lead) > 1 else 1), (lead[-1] if lead else 1)
+
+
+def arg_max_piece_pixels(rows: int, cols: int) -> int:
+    """The pixels of the largest piece an Ethos-U ARG_MAX over ``rows`` x ``cols`` pixels is
+    cut into: bands of as many whole rows as :data:`ARG_MAX_PIECE_PIXELS` takes, a wider row
+    cut into pieces of that many columns (``tvm_ethos.backends.ethos_u.ops_argmax.pieces``)."""
+    if cols >= ARG_MAX_PIECE_PIXELS:
+        return ARG_MAX_PIECE_PIXELS
+    return min(rows, ARG_MAX_PIECE_PIXELS // cols) * cols
+
+
 def arg_max_work_bytes(pixels: int, depth: int) -> int:
-    """The working memory of an Ethos-U ARG_MAX over ``pixels`` rows of ``depth``: each code
-    and its channel packed into one int16, then, from the next 16-byte boundary, one int16
-    index per pixel (``tvm_ethos.backends.ethos_u.ops_argmax``); its last byte is one the
-    stream writes."""
+    """The working memory of an Ethos-U ARG_MAX whose pieces are at most ``pixels`` rows of
+    ``depth``: each code and its channel packed into one int16, then, from the next 16-byte
+    boundary, one int16 index per pixel (``tvm_ethos.backends.ethos_u.ops_argmax``), reused
+    by each piece in turn; its last byte is one the stream writes."""
     return -(-2 * pixels * depth // 16) * 16 + 2 * pixels
 
 
 def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None = None) -> Part:
     """The index of the largest element along the last axis (TFLite ARG_MAX along the depth):
     each output element reads its whole row of the depth, the other axes one to one; its
-    working memory (``work``, fixed: :func:`arg_max_work_bytes`) is held while it runs."""
+    working memory (``work``, fixed: :func:`arg_max_work_bytes` of its largest piece) is held
+    while it runs."""
     if len(x.shape) < 2:
         raise PlannerError(f"{name}: ARG_MAX of a {len(x.shape)}-D tensor; the planner takes "
                            "the depth of at least 2-D")
@@ -332,7 +354,7 @@ def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None 
     out = Tensor(output_name or f"{name}:0", x.shape[:-1], dtype)
     lin = [[int(i == j) for j in range(rank)] for i in range(rank)] + [[0] * rank]
     prop = Propagator.build(lin, [0] * rank + [x.shape[-1]], [0] * (rank + 1))
-    work = arg_max_work_bytes(math.prod(x.shape[:-1]), x.shape[-1])
+    work = arg_max_work_bytes(arg_max_piece_pixels(*arg_max_rows_cols(x.shape)), x.shape[-1])
     return Part(name, Op.ARG_MAX, (x,), out, (prop,), _attrs(**{WORK_ATTR: WorkMemory(work)}))
 
 

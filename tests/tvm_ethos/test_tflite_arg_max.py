@@ -5,6 +5,8 @@ as the integer kernel at any depth; what the NPU does not take stays a TFLite op
 naming why."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import tflite
@@ -18,8 +20,10 @@ from ethos_arch.ops import Op
 from ethosu_stream import Memory, run_stream
 from ethosu_stream.accelerator import accelerator_info
 from ethosu_stream.memory import SHRAM_REGION
+from planner.parts import arg_max_piece_pixels, arg_max_rows_cols, arg_max_work_bytes
 from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
+from planner.vela_run import run_vela
 from tests.helpers.read_regions import boxes, propagated_region
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u import ops_argmax
@@ -104,12 +108,11 @@ def _many_pixels(draw):
 
 @settings(max_examples=4, deadline=None)
 @given(shape=_many_pixels(), zp=st.integers(-128, 127))
-@example(shape=(1, 1, 70_000, 8), zp=3)       # a row wider than the width register
-@example(shape=(1, 300, 300, 16), zp=3)       # 90,000 pixels: bands of 218 rows
 def test_arg_max_over_more_than_65536_pixels_is_npu_operations_exact_with_tflite_micro(shape,
                                                                                          zp):
     """Vela 5.2 takes these (``tests/ethosu_stream/test_vela_argmax.py``); so do we, in
-    pieces the registers take (``ops_argmax.pieces``)."""
+    pieces the registers take (``ops_argmax.pieces``; 1x300x300x16, bands of 218 rows, and a
+    row wider than the width register: the test below)."""
     data = tb.arg_max(shape, "int8", (0.05, zp))
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
     (placed,) = cm.placement
@@ -123,23 +126,67 @@ def _span(most: int):
 
 
 @settings(max_examples=100, deadline=None)
-@given(rows=_span(300), cols=_span(3 * ops_argmax.MAX_PIXELS))
-def test_pieces_cover_the_box_once_each_within_the_registers(rows, cols):
+@given(rows=_span(300), cols=_span(3 * ops_argmax.MAX_PIXELS),
+       most=st.one_of(st.just(ops_argmax.MAX_PIXELS), st.integers(1, ops_argmax.MAX_PIXELS)))
+def test_pieces_cover_the_box_once_each_within_the_registers(rows, cols, most):
     """Every pixel of the box in exactly one piece (counted on the grid of the pieces'
-    edges), no piece over the registers, and a box they take one piece (the stream as
-    before)."""
-    got = ops_argmax.pieces((rows, cols))
+    edges), no piece over ``most`` pixels or columns (so none over the registers), and a box
+    of at most ``most`` pixels one piece (the stream as before)."""
+    got = ops_argmax.pieces((rows, cols), most)
     ys = sorted({y for (y0, y1), _ in got for y in (y0, y1)} | set(rows))
     xs = sorted({x for _, (x0, x1) in got for x in (x0, x1)} | set(cols))
     count = np.zeros((len(ys) - 1, len(xs) - 1), np.int64)
     for (y0, y1), (x0, x1) in got:
         assert rows[0] <= y0 < y1 <= rows[1] and cols[0] <= x0 < x1 <= cols[1]
-        assert x1 - x0 <= ops_argmax.MAX_PIXELS
-        assert (y1 - y0) * (x1 - x0) <= ops_argmax.MAX_PIXELS
+        assert x1 - x0 <= most
+        assert (y1 - y0) * (x1 - x0) <= most
         count[ys.index(y0):ys.index(y1), xs.index(x0):xs.index(x1)] += 1
     assert (count == 1).all()
-    if (rows[1] - rows[0]) * (cols[1] - cols[0]) <= ops_argmax.MAX_PIXELS:
+    if (rows[1] - rows[0]) * (cols[1] - cols[0]) <= most:
         assert got == [(rows, cols)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.integers(1, 1000), cols=st.integers(1, 3 * ops_argmax.MAX_PIXELS),
+       data=st.data())
+def test_the_planned_working_memory_is_the_largest_piece_every_box_fits(rows, cols, data):
+    """The planner holds one piece's maps (``planner.parts.arg_max_piece_pixels``): exactly
+    the whole output's largest piece (so the stream of an unstriped ARG_MAX touches all of
+    it), and every piece of any stripe's box cut as the stream cuts it fits in it."""
+    q = QOp(kind=Op.ARG_MAX, inputs=[], in_shapes=[(1, rows, cols, 4)], in_dtypes=["int8"],
+            out_shape=(1, rows, cols), out_dtype="int32")
+    most = arg_max_piece_pixels(rows, cols)
+    whole = ops_argmax.pieces(((0, rows), (0, cols)), most)
+    assert whole == ops_argmax.pieces(((0, rows), (0, cols)))
+    assert max((y1 - y0) * (x1 - x0) for (y0, y1), (x0, x1) in whole) == most
+    assert ops_argmax.argmax_work_bytes(q) == arg_max_work_bytes(most, 4)
+    y0 = data.draw(st.integers(0, rows - 1))
+    x0 = data.draw(st.integers(0, cols - 1))
+    box = ((y0, data.draw(st.integers(y0 + 1, rows))), (x0, data.draw(st.integers(x0 + 1, cols))))
+    for (y0, y1), (x0, x1) in ops_argmax.pieces(box, most):
+        assert (y1 - y0) * (x1 - x0) <= most
+
+
+@pytest.mark.parametrize("shape", [(1, 300, 300, 16), (1, 1, 70_000, 8)])
+def test_a_lone_arg_max_holds_one_pieces_maps_within_velas_sram(shape, tmp_path):
+    """Each piece reuses the working memory the previous one was packed and pooled in, so a
+    lone ARG_MAX over more pixels than one operation takes holds its input, its output and
+    one piece's maps (planned = touched on the functional model), at most Vela 5.2
+    ``--optimise Size``'s SRAM (which frees the input once packed), and equals TFLite Micro."""
+    data = tb.arg_max(shape, "int8", (0.05, 3))
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+    (stream,) = cm.plan_report["streams"].values()
+    pixels = math.prod(shape[:-1])
+    piece = arg_max_piece_pixels(*arg_max_rows_cols(shape))
+    assert piece < pixels
+    assert stream["work_bytes"] == arg_max_work_bytes(piece, shape[-1])
+    assert stream["sram_high_water_bytes"] == stream["planned_peak_bytes"] == \
+        pixels * shape[-1] + 4 * pixels + stream["work_bytes"], stream
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    assert stream["sram_high_water_bytes"] <= run_vela(str(path), "ethos-u55-128", "--optimise",
+                                                       "Size").sram_bytes
+    _equal(data, cm, "int8")
 
 
 def test_a_deeper_arg_max_stays_a_tflite_operator_naming_why():

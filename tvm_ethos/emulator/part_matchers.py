@@ -45,7 +45,7 @@ from tvm.sym import Analyzer
 
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
-from planner.parts import arg_max_work_bytes, lstm
+from planner.parts import arg_max_piece_pixels, arg_max_rows_cols, arg_max_work_bytes, lstm
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
@@ -700,7 +700,8 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         # its own Part kind (costed as Vela's operations), its working memory held in the
         # plan; the propagator, from the TE reads, takes the whole depth and maps the
         # output's other axes one to one
-        work = arg_max_work_bytes(math.prod(x_shape[:-1]), x_shape[-1])
+        work = arg_max_work_bytes(arg_max_piece_pixels(*arg_max_rows_cols(x_shape)),
+                                  x_shape[-1])
         return Op.ARG_MAX, {WORK_ATTR: WorkMemory(work)}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)

@@ -28,7 +28,12 @@ import dataclasses
 
 import numpy as np
 
-from planner.parts import arg_max_work_bytes
+from planner.parts import (
+    ARG_MAX_PIECE_PIXELS,
+    arg_max_piece_pixels,
+    arg_max_rows_cols,
+    arg_max_work_bytes,
+)
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, attach_constants
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -41,7 +46,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 MAX_DEPTH = 127
 #: the most pixels of one piece: the max pool reads one row per pixel (its IFM height
 #: register), and a feature map's width register holds no more either
-MAX_PIXELS = 65536
+MAX_PIXELS = ARG_MAX_PIECE_PIXELS
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 _SHRAM_REGION = 0x103
 #: words of an int16 table: a 16-bit base (low half) and slope (high half) each
@@ -56,28 +61,30 @@ def _pixels_depth(q) -> tuple[int, int, int]:
     """(rows, columns, depth) of ARG_MAX's input: every axis before the last two folds into
     the rows (batch 1, ``CHECKS``), as its output's box reads them."""
     shape = tuple(int(s) for s in q.in_shapes[0])
-    depth = shape[-1]
-    lead = shape[:-1]
-    cols = lead[-1] if lead else 1
-    rows = int(np.prod(lead[:-1], dtype=np.int64)) if len(lead) > 1 else 1
-    return rows, cols, depth
+    return (*arg_max_rows_cols(shape), shape[-1])
 
 
-def pieces(box: tuple[tuple[int, int], tuple[int, int]]) -> list:
-    """``box`` ((rows), (columns), each [start, stop)) cut into boxes of at most
-    :data:`MAX_PIXELS` pixels and columns, in order: bands of as many whole rows as fit, or
-    one row at a time in column pieces when a row is wider."""
+def pieces(box: tuple[tuple[int, int], tuple[int, int]], most: int = MAX_PIXELS) -> list:
+    """``box`` ((rows), (columns), each [start, stop)) cut into boxes of at most ``most``
+    (at most :data:`MAX_PIXELS`) pixels and columns, in order: bands of as many whole rows as
+    fit, or one row at a time in column pieces when a row is wider."""
     (y0, y1), (x0, x1) = box
-    band = max(1, MAX_PIXELS // (x1 - x0))
-    return [((r, min(y1, r + band)), (c, min(x1, c + MAX_PIXELS)))
-            for r in range(y0, y1, band) for c in range(x0, x1, MAX_PIXELS)]
+    band = max(1, most // (x1 - x0))
+    return [((r, min(y1, r + band)), (c, min(x1, c + most)))
+            for r in range(y0, y1, band) for c in range(x0, x1, most)]
+
+
+def _most(q) -> int:
+    """The pixels of the largest of the whole output's :func:`pieces`: every box's pieces
+    are cut to at most that many, so that they fit the working memory the planner holds."""
+    return arg_max_piece_pixels(*_pixels_depth(q)[:2])
 
 
 def argmax_work_bytes(q) -> int:
-    """The working memory of one ARG_MAX: the packed int16 map, then one int16 per pixel
-    (what the planner holds for its Part, ``planner.parts.arg_max_work_bytes``)."""
-    rows, cols, depth = _pixels_depth(q)
-    return arg_max_work_bytes(rows * cols, depth)
+    """The working memory of one ARG_MAX: the packed int16 map of its largest piece, then
+    one int16 per pixel of it, which every piece reuses in turn (what the planner holds for
+    its Part, ``planner.parts.arg_max_work_bytes``)."""
+    return arg_max_work_bytes(_most(q), _pixels_depth(q)[2])
 
 
 def lut16_words(depth: int) -> np.ndarray:
@@ -108,11 +115,15 @@ def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The operations of one ARG_MAX from ``operands[0]`` into ``ofm`` (whole tensors), over
     output rows and columns ``box`` (None: all), its working memory at ``em.work``
     (:func:`argmax_work_bytes`): each of the box's :func:`pieces` packed, pooled and cast in
-    turn, its int16 maps after the previous piece's in the working memory."""
+    turn, every piece's int16 maps at the same place (a piece's packing writes only after
+    the previous piece's pool, which read them, has been followed by its cast), so the
+    working memory is one piece's, as Vela's ARG_MAX holds its intermediates piece by
+    piece."""
     api = vela_api()
     rows, cols, depth = _pixels_depth(q)
     acc = npu_accelerator(em.accelerator)
-    packed, index = em.work, em.work + _aligned(rows * cols * depth * 2)
+    most = _most(q)
+    packed, index = em.work, em.work + _aligned(most * depth * 2)
     ops = []
     unit = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
 
@@ -132,11 +143,9 @@ def argmax_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
         ops.append(npu)
 
     table = None
-    done = 0
-    for piece in pieces(box if box is not None else ((0, rows), (0, cols))):
-        table = _piece_ops(api, q, operands[0], ofm, piece,
-                           (packed + done * depth * 2, index + done * 2), conv, table, em, ops)
-        done += (piece[0][1] - piece[0][0]) * (piece[1][1] - piece[1][0])
+    for piece in pieces(box if box is not None else ((0, rows), (0, cols)), most):
+        table = _piece_ops(api, q, operands[0], ofm, piece, (packed, index), conv, table, em,
+                           ops)
     return ops
 
 
