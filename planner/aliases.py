@@ -30,9 +30,10 @@ IN_PLACE_OPS = frozenset({"sigmoid", "tanh", "relu", "relu6", "relu_n1_to_1", "h
                           "exp", "log", "gelu", "rsqrt", "leaky_relu"})
 #: the 8-bit types they are one operation in
 IN_PLACE_TYPES = frozenset({"int8", "uint8"})
-#: those whose int16 form is one operation too (a 16-bit table pool); other int16 forms take
-#: several operations or working memory (LEAKY_RELU's two branches, SOFTMAX's sequence)
-IN_PLACE_INT16_OPS = frozenset({"exp", "log"})
+#: those whose int16 form is one operation too (a 16-bit table pool, or a pool carrying the
+#: output unit's own int16 sigmoid / tanh); other int16 forms take several operations or
+#: working memory (LEAKY_RELU's two branches, SOFTMAX's sequence)
+IN_PLACE_INT16_OPS = frozenset({"exp", "log", "sigmoid", "tanh"})
 
 
 def in_place_types(op: str | None) -> frozenset[str]:

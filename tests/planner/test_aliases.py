@@ -131,20 +131,22 @@ def test_an_activation_in_place_counts_its_bytes_once_as_the_simulator_does(h, w
 
 
 def test_what_is_not_in_place():
-    """A second reader of the input, an int16 activation whose int16 form is not one table
-    operation (TANH: the output unit's own; LEAKY_RELU: two branches and working memory),
-    and an input of the network whose output is not the network's; an int8 LEAKY_RELU (one
-    table) and an int16 EXP / LOG (one 16-bit table) are in place."""
+    """A second reader of the input, an int16 activation whose int16 form is not one
+    operation (HARD_SWISH; LEAKY_RELU: two branches and working memory), and an input of the
+    network whose output is not the network's; an int8 LEAKY_RELU (one table), an int16
+    EXP / LOG (one 16-bit table) and an int16 LOGISTIC / TANH (one pool carrying the output
+    unit's own activation) are in place."""
     b = GraphBuilder("two_readers")
     x = b.input("in", (1, 4, 4, 8))
     y = b.add(parts.unary("sig", x, "sigmoid"))
     g = b.build(outputs=[b.add(parts.elementwise("add", x, y))])
     assert not in_place(g.parts[0], g)
-    assert not in_place(_activations(4, 4, 8, ["tanh"], False, "int16").parts[0],
-                        _activations(4, 4, 8, ["tanh"], False, "int16"))
+    assert not in_place(_activations(4, 4, 8, ["hard_swish"], False, "int16").parts[0],
+                        _activations(4, 4, 8, ["hard_swish"], False, "int16"))
     lr = _activations(4, 4, 8, ["leaky_relu"], False, "int16")
     assert not in_place(lr.parts[0], lr)
-    for op, dtype in [("leaky_relu", "int8"), ("exp", "int16"), ("log", "int16")]:
+    for op, dtype in [("leaky_relu", "int8"), ("exp", "int16"), ("log", "int16"),
+                      ("sigmoid", "int16"), ("tanh", "int16")]:
         g = _activations(4, 4, 8, [op], False, dtype)
         assert in_place(g.parts[0], g), (op, dtype)
     g = _activations(4, 4, 8, ["relu6", "relu6"], False)
