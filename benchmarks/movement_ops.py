@@ -3,8 +3,9 @@
 For each one-operator model of ``tests/tvm_ethos/test_stream_movement.py`` (PAD, SPLIT,
 CONCATENATION, SLICE, SQUEEZE, nearest resizes), compiled for its accelerator: the operators
 each leaves on the CPU, the NPU operations each runs (Vela: its passes after fusing; ours: the
-stream's NPU_OP_* commands) and the SRAM each uses (Vela ``--optimise Size``'s "Total SRAM
-used"; ours: the emulated high-water mark the functional model records). Prints one table.
+stream's kernel operations, NPU_OP_CONV, _DEPTHWISE, _POOL and _ELEMENTWISE, not its DMAs)
+and the SRAM each uses (Vela ``--optimise Size``'s "Total SRAM used"; ours: the emulated
+high-water mark the functional model records). Prints one table.
 
     PYTHONPATH=. python benchmarks/movement_ops.py [case ...]
 """
@@ -23,6 +24,7 @@ sys.path.insert(0, str(REPO / "tests" / "tvm_ethos"))
 import test_stream_movement as cases  # noqa: E402
 
 import tvm_ethos  # noqa: E402
+from ethosu_stream.run import KERNEL_OPERATIONS  # noqa: E402
 from planner.vela_run import VelaError, run_vela  # noqa: E402
 
 
@@ -33,8 +35,7 @@ def ours(model: bytes, config: str) -> dict:
     return {
         "cpu": sum(op.placed_on != "ethos-u" for op in cm.partition_report.operators),
         "npu_ops": sum(n for e in streams if e.get("generated")
-                       for k, n in e["commands"].items() if k.startswith("NPU_OP_")
-                       and k != "NPU_OP_STOP"),
+                       for k, n in e["commands"].items() if k in KERNEL_OPERATIONS),
         "sram": sum(e.get("sram_high_water_bytes", 0) for e in streams if e.get("generated")),
         "streamed": all(e.get("generated") for e in streams) and bool(streams),
     }

@@ -1,17 +1,15 @@
 """The operator forms issue 28's last steps put on the Ethos-U, beside Vela 5.2.
 
-One int8 model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below the stride,
+One model per form (TRANSPOSE_CONV's 2x1 / 1x2 strides and kernels below the stride,
 SYMMETRIC MIRROR_PAD, UNPACK behind a dimension above 1, EXPAND_DIMS to 5-D; MIRROR_PAD of
 the depth and of several axes, UNPACK of the last axis of a batch or a reshape, a 5-D
 RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor; int16
 EXP and LOG; 6-D RESHAPEs that regroup elements and a 6-D PACK, beside DEPTH_TO_SPACE, which
 TVM writes through 6-D and which stays on the CPU; ARG_MAX over 90,000 pixels; lone int8 and
-int16 LOGISTIC and TANH),
-compiled for
-an Ethos-U55-128: the operators each leaves on the CPU, the NPU operations each runs (Vela:
-its passes after fusing; ours: the stream's NPU_OP_* commands) and the SRAM each uses (Vela
-``--optimise Size``'s "Total SRAM used"; ours: the emulated high-water mark of the
-functional model). Prints one table.
+int16 LOGISTIC and TANH), compiled for an Ethos-U55-128: the operators each leaves on the CPU,
+the NPU operations each runs (Vela: its passes after fusing; ours: the stream's kernel
+operations, not its DMAs) and the SRAM each uses (Vela ``--optimise Size``'s "Total SRAM
+used"; ours: the emulated high-water mark of the functional model). Prints one table.
 
     PYTHONPATH=. python benchmarks/operator_forms.py [form ...]
 """

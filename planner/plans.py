@@ -33,6 +33,7 @@ from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.point_sets import PointSet, culled, extended, merged, staged_frontier
 from planner.stream_estimate import plan_stream
 from planner.stripes import StripeConfig, unchecked_config
+from planner.whole_on_a_tie import whole_on_a_tie
 
 # Members bound once: read through their Enum class, each costs a Python-level lookup, and
 # these are read on the hot paths.
@@ -470,8 +471,12 @@ class PlanGenerator(PlanCosting):
         groups = {k: (c, culled(p)) for k, (c, p) in groups.items()}
         steps = self._steps(end)
         i = end
+        # the sink alone: on a tie of memory (and of DMA: no weights) its whole output's
+        # candidate, one operation, over stripes (planner.whole_on_a_tie)
+        if groups:
+            yield i, whole_on_a_tie(sink, [(stripe, stage, points) for (_, _, stripe, stage),
+                                           (_, points) in groups.items()])
         while groups:
-            yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
             step = next(steps, None)
             if step is None:
                 return
@@ -494,6 +499,8 @@ class PlanGenerator(PlanCosting):
                 else:
                     slot[1].append(grow)
             groups = {k: (c, merged(sets)) for k, (c, sets) in grown.items()}
+            if groups:
+                yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
 
     def _steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
         """(position, Part, its consumers, their names, the open Parts after it) for each Part

@@ -20,6 +20,7 @@ from ethos_arch.ops import Op
 from ethosu_stream import Memory, run_stream
 from ethosu_stream.accelerator import accelerator_info
 from ethosu_stream.memory import SHRAM_REGION
+from ethosu_stream.run import KERNEL_OPERATIONS
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u import ops_lut
@@ -156,6 +157,8 @@ def test_a_lone_activation_holds_its_tensor_once_and_equals_tflite_micro(name, b
     (entry,) = cm.plan_report["streams"].values()
     nbytes = int(np.prod(cm.inputs[0].shape)) * np.dtype(cm.inputs[0].dtype).itemsize
     assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"] == nbytes, entry
+    # one operation over the whole tensor, as Vela runs it (planner.whole_on_a_tie)
+    assert sum(n for k, n in entry["commands"].items() if k in KERNEL_OPERATIONS) == 1, entry
     (op,) = read_ethos_u_ops(cm.tflite)
     assert [s.arena_offset for s in op.inputs] == [s.arena_offset for s in op.outputs] == [0]
     assert op.scratch_bytes == nbytes

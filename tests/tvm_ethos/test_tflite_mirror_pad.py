@@ -130,11 +130,14 @@ def test_folded_row_runs_mirror_every_outer_axis_as_numpy_does(dims, data, symme
     (tflite.MirrorPadMode.REFLECT, (2, 3, 5, 4, 3), [(1, 1), (2, 0), (1, 3), (0, 2), (1, 1)]),
 ], ids=["reflect_batch", "symmetric_batch_hwc", "reflect_5d"])
 def test_batch_and_outer_padding_is_planned_as_it_touches_memory(mode, shape, pads):
-    """A MIRROR_PAD of a batch or a 5-D tensor's outer axes at the least memory (the planner
-    stripes each batch's rows): on the NPU, the stream realizing the plan and touching the
-    planned peak, equal to TFLite Micro's."""
+    """A MIRROR_PAD of a batch or a 5-D tensor's outer axes at the least memory: its copies
+    over the whole output, one Plan of one stripe (the planner runs it alone, where stripes
+    would save no memory: ``planner.whole_on_a_tie``); on the NPU, the stream realizing the
+    plan and touching the planned peak, equal to TFLite Micro's."""
     data = mirror_pad_model(shape, pads, mode=mode)
     cm, _ = compiled_on_the_npu(data, budget="smallest")
+    (sub,) = cm.plan_report["subgraphs"].values()
+    assert [p["stripes"] for p in sub["plans"]] == [1], sub["plans"]
     rs = np.random.RandomState(4)
     for _ in range(2):
         xs = inputs_for(cm.inputs, rs)
