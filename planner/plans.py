@@ -471,11 +471,13 @@ class PlanGenerator(PlanCosting):
         groups = {k: (c, culled(p)) for k, (c, p) in groups.items()}
         steps = self._steps(end)
         i = end
-        # the sink alone: on a tie of memory (and of DMA: no weights) its whole output's
-        # candidate, one operation, over stripes (planner.whole_on_a_tie)
-        if groups:
+        if groups and len(self.topo) == 1:
+            # a graph of one Part: on a tie of memory (and of DMA: no weights) its whole
+            # output's candidate, one operation, over stripes (planner.whole_on_a_tie)
             yield i, whole_on_a_tie(sink, [(stripe, stage, points) for (_, _, stripe, stage),
                                            (_, points) in groups.items()])
+        elif groups:
+            yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
         while groups:
             step = next(steps, None)
             if step is None:

@@ -1,16 +1,20 @@
-"""A Plan of one weightless Part runs it whole where its stripes would save no memory.
+"""A graph of one weightless Part runs it whole where its stripes would save no memory.
 
-Between Plans every feature map is held whole, so a Plan of one Part holds its inputs and
-output whole however it stripes them; a Part without constant inputs moves no weights by
+A Plan of one Part holds its inputs and output whole however it stripes them (between
+Plans every feature map is whole), and a Part without constant inputs moves no weights by
 DMA either way. Striping such a Part then buys no SRAM and no DMA and costs one NPU
 operation (and its register writes) per stripe; what the cost model credits it with is the
 fill and drain of the whole operation's larger blocks, which it pays once over back-to-back
 stripes (``planner.perf.ethos_u``). Vela runs a lone elementwise operation, a LUT
-activation or a copy, as one operation. So, for the interval of the sink alone, a striped
-candidate that takes at least the memory of the whole output's candidate is dropped: on
-that tie of SRAM and DMA the Plan goes to the fewest operations (a shorter stream, less to
-compile), whatever the budget. A striped candidate that takes less memory (a Part whose
-working memory follows its stripe) stays.
+activation or a copy, as one operation. So, where the graph is that one Part (a
+one-operator model), a striped candidate that takes at least the memory of the whole
+output's least candidate is dropped: on that tie of SRAM and DMA the Plan goes to the
+fewest operations (a shorter stream, less to compile), whatever the budget. A striped
+candidate that takes less memory (a Part whose working memory follows its stripe) stays.
+
+In a larger graph the rule is not applied: there the fastest budget's search answers a
+slower Plan of one Part by choosing other Plans (a cascade holding a buffer), which can
+cost more memory and still more cycles than the striped Plan did.
 """
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from planner.propagator import Propagator
 from planner.proposals import ProposalSearch
 from planner.simulate import simulate
 from planner.stripes import StripeConfig
-from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.simple_device import simple_device
 from tests.helpers.strategies import graphs
 
@@ -78,15 +77,12 @@ def test_an_operator_the_graph_lacks_changes_nothing(g):
 
 
 def _chain():
-    """conv -> a copy the device runs alone (a RESHAPE naming its operator) -> conv; the copy
-    holds working memory for each element of its stripe, so its stripes save memory (a
-    weightless Part alone is striped only then: ``planner.whole_on_a_tie``)."""
+    """conv -> a copy the device runs alone (a RESHAPE naming its operator) -> conv."""
     b = GraphBuilder("chain")
     x = b.input("in", (1, 24, 20, 8))
     y = b.add(parts.conv2d("c1", x, 16, 3, padding=1))
     flip = Part("flip", Op.RESHAPE, (y,), dataclasses.replace(y, name="flip:0"),
-                (Propagator.identity(4),),
-                (("op", "reverse"), (WORK_ATTR, WorkMemory(per_element=1))))
+                (Propagator.identity(4),), (("op", "reverse"),))
     z = b.add(flip)
     return b.build([b.add(parts.conv2d("c2", z, 8, 3, padding=1))])
 
