@@ -3,7 +3,7 @@ same bytes read with another shape, which Vela 5.2 takes at any rank; on the Eth
 alias, alone or as the output of an ethos-u operator, the compiled file's outputs equal to
 TFLite Micro's on the source. A RESHAPE to, from or within 5-D or 6-D that regroups elements
 is an alias too, while TVM's DEPTH_TO_SPACE, which reshapes through 6-D, stays where it was;
-one of 7-D stays a TFLite operator, naming the rank."""
+so is one to, from or within 7-D or 8-D (TFLite's most axes)."""
 from __future__ import annotations
 
 import numpy as np
@@ -268,19 +268,63 @@ def test_a_6d_squeeze_or_expand_dims_is_on_the_npu_exactly(data):
     assert placed.placed_on == "ethos-u", placed.why
 
 
-@pytest.mark.parametrize("data, why", [
-    (reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 2, 4)), "output is 7-D; at most 6-D"),
-    (expand_dims_model((1, 2, 3, 2, 4, 5), 2), "output is 7-D; at most 6-D"),
-    (squeeze_model((1, 2, 1, 3, 2, 4, 5), (2,)), "input is 7-D; at most 6-D")],
-    ids=["reshape", "expand_dims", "squeeze"])
-def test_a_7d_reshape_stays_a_tflite_operator_naming_the_rank(data, why):
-    """The stream's tensors hold at most 6 axes (``npu_ops.shape3``); Vela 5.2 takes these
-    (CPU operators = 0). Refused by the Ethos-U's check, not by the stream generator."""
-    (placed,) = tvm_ethos.compile(data, "ethos-u", cache_dir=False).placement
-    assert placed.placed_on == "tflite-micro"
-    report = tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm")
-    (op,) = report.operators
-    assert op.rejections["ethos-u"] == [why], str(report)
+@st.composite
+def _seven_or_eight_d(draw):
+    """A RESHAPE, EXPAND_DIMS or SQUEEZE of which one side is 7-D or 8-D: a 7-D or 8-D shape
+    reversed, two of its neighbouring axes merged, or an axis of 1 added or dropped, in
+    either order where TFLite has that operator (SQUEEZE drops, EXPAND_DIMS adds)."""
+    shape = draw(st.lists(st.integers(1, 3), min_size=7, max_size=8))
+    form = draw(st.sampled_from(["reverse", "merge", "expand_dims", "squeeze"]))
+    if form == "reverse":
+        return reshape_model(shape, shape[::-1])
+    if form == "merge":
+        k = draw(st.integers(0, len(shape) - 2))
+        other = shape[:k] + [shape[k] * shape[k + 1]] + shape[k + 2:]
+        return reshape_model(*((shape, other) if draw(st.booleans()) else (other, shape)))
+    if form == "expand_dims":   # into 8-D from 7-D, into 7-D from 6-D
+        return expand_dims_model(shape[:-1], draw(st.integers(0, len(shape) - 1)))
+    axis = draw(st.integers(0, len(shape) - 1))
+    return squeeze_model(shape[:axis] + [1] + shape[axis + 1:], (axis,))
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=_seven_or_eight_d())
+def test_a_7d_or_8d_reshape_is_on_the_npu_exactly(data):
+    """Vela 5.2 takes RESHAPE 4->7, 7->4, 4->8, 8->4 and 8->7, EXPAND_DIMS 6->7 and 7->8,
+    SQUEEZE 7->6 and 8->7 (CPU operators = 0); the stream's tensors hold up to eight axes
+    (``npu_ops.shape3``), TFLite's limit, and a reshape is an alias of its bytes: on the
+    Ethos-U, its output equal to TFLite Micro's."""
+    (placed,) = compiled_matches(data, "ethos-u").placement
+    assert placed.placed_on == "ethos-u", placed.why
+
+
+def test_the_ethos_u_llvm_target_runs_an_8d_reshape_on_the_npu_exactly():
+    """TVM's importer takes an 8-D RESHAPE, so the Relax path puts it on the NPU too."""
+    cm = compiled_matches(reshape_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 2, 2, 2)),
+                          "ethos-u,llvm", seed=2)
+    assert cm.partition_summary == {"ethos-u": 1}
+
+
+@pytest.mark.parametrize("rank", [7, 8])
+def test_a_convolutions_7d_or_8d_regrouped_output_is_planned_as_it_touches_memory(rank):
+    """CONV_2D, then a RESHAPE of its output splitting its height, width and depth into 7 or
+    8 axes, at the least memory: one ethos-u operator, the stream realizing the plan and
+    touching the planned peak, its output equal to TFLite Micro's."""
+    x = tb.T([1, 4, 4, 3], "int8", scale=0.05, zp=3)
+    w, bias, y = tb._conv_tensors(np.random.RandomState(rank), x, 8)
+    many = [1, 2, 2, 2, 2, 2, 4] if rank == 7 else [1, 2, 2, 2, 2, 2, 2, 2]
+    z = tb.T(many, "int8", scale=y.scale, zp=y.zp)
+    shape = tb.T([rank], "int32", data=np.array(many, np.int32))
+    data = tb.serialize([x, w, bias, y, shape, z],
+                        [tb._conv_op([0, 1, 2], [3]), (tb.BO.RESHAPE, 0, None, [3, 4], [5])],
+                        [0], [5])
+    cm, _ = compiled_on_the_npu(data, budget="smallest")
+    rs = np.random.RandomState(rank + 10)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+    assert [int(d) for d in cm.outputs[0].shape] == many
 
 
 @settings(max_examples=6, deadline=None)

@@ -14,7 +14,7 @@ H*W <= 65535; logistic, tanh, leaky relu and hard swish (a LUT on the NPU; no sp
 constraints); bilinear and nearest resize by one
 1x/2x/4x/8x factor (bilinear half-pixel centres: 2x); pad of a 3-D/4-D tensor without batch padding,
 filled with the zero point; split (each output a slice; Vela's axis and even-split rules hold for
-every valid SPLIT); reshape (of any batch, up to 6-D: an alias of its bytes); concatenate;
+every valid SPLIT); reshape (of any batch, up to 8-D: an alias of its bytes); concatenate;
 requantize; REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
 and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
@@ -100,13 +100,14 @@ def _conv(q, o):
 
 def _reshape(q, o):
     """Vela's RESHAPE, EXPAND_DIMS and SQUEEZE have no rank limit: the same bytes read with
-    another shape. The stream's tensors hold at most 6 axes (``npu_ops.shape3``), so one is
-    taken to, from or within 6-D, whatever it regroups. The 6-D reshapes of TVM's
+    another shape. The stream's tensors hold up to :data:`MAX_RANK` axes (``npu_ops.shape3``,
+    TFLite's limit), so one is taken to, from or within any rank a TFLite model has, whatever
+    it regroups. The 6-D reshapes of TVM's
     DEPTH_TO_SPACE (not on Vela's list, so on the host) never come here: the partition leaves
     them to their chain (``patterns.six_d_chain_reshapes``)."""
     rank = len(q.in_shapes[0])
-    return ([f"input is {rank}-D; at most 6-D"] if rank > 6 else []) + \
-        reshape_rank(q, o, max_rank=6)
+    return ([f"input is {rank}-D; at most {MAX_RANK}-D"] if rank > MAX_RANK else []) + \
+        reshape_rank(q, o, max_rank=MAX_RANK)
 
 
 def _transpose_conv(q, o):
@@ -194,7 +195,7 @@ def _unbatched(q):
     """A RESHAPE is an alias of its input's bytes in the stream (``STREAM_OPS``): a batch
     above 1 reads the same bytes, so the common checks see its tensors with a batch of 1,
     and one of more axes as the stream holds it (``npu_ops.shape3``: the axes before the last
-    two folded into the height; :func:`_reshape` refuses more than 6)."""
+    two folded into the height; :func:`_reshape` refuses more than :data:`MAX_RANK`)."""
     def one(shape):
         shape = tuple(int(d) for d in shape)
         if len(shape) >= 5:
