@@ -6,10 +6,12 @@ the depth and of several axes, UNPACK of the last axis of a batch or a reshape, 
 RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D tensor; int16
 EXP and LOG; 6-D RESHAPEs that regroup elements and a 6-D PACK, beside DEPTH_TO_SPACE, which
 TVM writes through 6-D and which stays on the CPU; ARG_MAX over 90,000 pixels; lone int8 and
-int16 LOGISTIC and TANH), compiled for an Ethos-U55-128: the operators each leaves on the CPU,
-the NPU operations each runs (Vela: its passes after fusing; ours: the stream's kernel
-operations, not its DMAs) and the SRAM each uses (Vela ``--optimise Size``'s "Total SRAM
-used"; ours: the emulated high-water mark of the functional model). Prints one table.
+int16 LOGISTIC and TANH; 7-D and 8-D RESHAPE, EXPAND_DIMS and SQUEEZE, and a model's own
+RESHAPE -> TRANSPOSE -> RESHAPE through 6-D), compiled for an Ethos-U55-128: the operators
+each leaves on the CPU, the NPU operations each runs (Vela: its passes after fusing; ours: the
+stream's kernel operations, not its DMAs) and the SRAM each uses (Vela ``--optimise Size``'s
+"Total SRAM used"; ours: the emulated high-water mark of the functional model). Prints one
+table.
 
     PYTHONPATH=. python benchmarks/operator_forms.py [form ...]
 """
@@ -24,8 +26,9 @@ sys.path.insert(0, str(REPO / "tests" / "tvm_ethos"))
 
 import tflite  # noqa: E402
 import tflite_builder as tb  # noqa: E402
+from test_partition_rejected_matches import chain_model  # noqa: E402
 from test_tflite_exp_log16 import model as float_table16_model  # noqa: E402
-from test_tflite_expand_dims import expand_dims_model, reshape_model  # noqa: E402
+from test_tflite_expand_dims import expand_dims_model, reshape_model, squeeze_model  # noqa: E402
 from test_tflite_mirror_pad import mirror_pad_model  # noqa: E402
 from test_tflite_pack import pack_model, reshape_unpack_model, unpack_model  # noqa: E402
 
@@ -63,6 +66,12 @@ FORMS = {
     "reshape_6d_to_4d": lambda: reshape_model((1, 2, 4, 2, 4, 8), (1, 8, 8, 8)),
     "pack_6d": lambda: pack_model((1, 2, 4, 8, 8), 3, 3),
     "depth_to_space": lambda: tb.depth_to_space((1, 8, 8, 8), 2),
+    "reshape_4d_to_7d": lambda: reshape_model((1, 8, 8, 8), (1, 2, 4, 2, 4, 2, 4)),
+    "reshape_8d_to_4d": lambda: reshape_model((1, 2, 4, 2, 4, 2, 2, 2), (1, 8, 8, 8)),
+    "expand_dims_7d_to_8d": lambda: expand_dims_model((1, 2, 4, 2, 4, 2, 4), 3),
+    "squeeze_8d_to_7d": lambda: squeeze_model((1, 2, 4, 1, 2, 4, 2, 4), (3,)),
+    "own_chain_6d": lambda: chain_model((1, 8, 8, 8), (1, 2, 4, 2, 4, 8), (0, 3, 2, 1, 4, 5),
+                                        (1, 8, 8, 8)),
     "exp_int16": lambda: float_table16_model(Op.EXP, (2e-4, 0), (3e-3, 0), (1, 8, 8, 8)),
     "log_int16": lambda: float_table16_model(Op.LOG, (1e-3, 0), (2e-4, 0), (1, 8, 8, 8)),
     "arg_max_300x300x16": lambda: tb.arg_max((1, 300, 300, 16), "int8", (0.05, 3)),

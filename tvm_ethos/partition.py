@@ -31,6 +31,7 @@ from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.errors import UnsupportedModelError
+from tvm_ethos.partition_chains import ChainVerdict, chain_verdict
 from tvm_ethos.partition_extern import (
     extern_funcs_inlined,
     lstm_calls_hidden,
@@ -44,7 +45,6 @@ from tvm_ethos.patterns import (
     pattern_variants,
     qop_from_composite,
     read_qop,
-    six_d_chain_reshapes,
 )
 from tvm_ethos.targets import TargetList, parse_targets
 
@@ -243,15 +243,16 @@ def _is_float_model(mod) -> str | None:
     return None
 
 
-#: why an accelerator leaves a reshape of a chain through 6-D (``six_d_chain_reshapes``) alone
+#: why an accelerator leaves a reshape of a chain through 6-D (``partition_chains``) alone
 CHAIN_RESHAPE = ("a reshape of a reshape -> transpose -> reshape chain through 6-D (TVM's "
                  "DEPTH_TO_SPACE), which goes where the whole chain goes")
 
 
-def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, order, host=False,
-                  held=frozenset()):
-    """The fusion patterns of one backend; ``held``: names of the reshapes it leaves to their
-    chain (``six_d_chain_reshapes``), a RESHAPE alone refused with :data:`CHAIN_RESHAPE`."""
+def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, order, *,
+                  chains: ChainVerdict, host=False):
+    """The fusion patterns of one backend; ``chains``: the reshapes it leaves to their chain,
+    a RESHAPE alone refused with :data:`CHAIN_RESHAPE`, and the permutations of a reshape it
+    declines as no TRANSPOSE of their own, unreported (``partition_chains``)."""
     pats = []
     kinds = set(layer_support.kinds())
     for kind, pat, ann in pattern_variants():
@@ -263,8 +264,10 @@ def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, 
 
         def check(ctx, kind=kind):
             annd = dict(ctx.annotated_expr.items())
-            q = read_qop(kind, annd)
             op_id = _op_id_from_ann(annd, ctx.value_to_bound_var)
+            if kind == Op.TRANSPOSE and chains.tied(op_id, annd["x0"]):
+                return False
+            q = read_qop(kind, annd)
             d = decisions.get(op_id)
             if d is None:
                 d = OperatorDecision(op_id, q.kind, q.tflite_name, order=order.get(op_id, 10**6))
@@ -272,7 +275,7 @@ def _patterns_for(backend_id: str, layer_support, options, decisions, excluded, 
             d.kind, d.tflite_name = q.kind, q.tflite_name
             if op_id in excluded:
                 reasons = [excluded[op_id]]
-            elif kind == Op.RESHAPE and op_id in held:
+            elif kind == Op.RESHAPE and op_id in chains.held:
                 reasons = [CHAIN_RESHAPE]
             else:
                 reasons = layer_support.why_not(q, options)
@@ -335,7 +338,7 @@ def partition(mod, target="ethos-n,llvm", **options):
             )
     mod = relax.transform.ConvertToDataflow()(mod)
     order = {_var_name(b.var): i for i, b in enumerate(_main_bindings(mod))}
-    held = six_d_chain_reshapes(mod["main"])
+    chains = chain_verdict(mod)
     decisions: dict[str, OperatorDecision] = {}
     subgraph_names: dict[str, str] = {}
     counter = 0
@@ -347,7 +350,7 @@ def partition(mod, target="ethos-n,llvm", **options):
         base = mod
         for _attempt in range(8):
             pats = _patterns_for(spec.backend_id, ls, spec.options, decisions, excluded, order,
-                                 held=held)
+                                 chains=chains)
             before = {gv.name_hint for gv, _ in _codegen_functions(base, spec.backend_id)}
             # an NPU without the LSTM passes over it hidden (a later one may take it)
             source, hidden = (base, {}) if Op.LSTM in ls.checks else lstm_calls_hidden(base)
@@ -390,7 +393,8 @@ def partition(mod, target="ethos-n,llvm", **options):
     # host: exact integer kernels for the remaining quantized operators
     host = reg.get(tl.host.backend_id)
     pats = _patterns_for(
-        tl.host.backend_id, host.layer_support(), tl.host.options, decisions, {}, order, host=True
+        tl.host.backend_id, host.layer_support(), tl.host.options, decisions, {}, order, host=True,
+        chains=chains._replace(held=frozenset()),   # a host takes a reshape alone, as before
     )
     mod = _tag_op_ids(
         relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod),

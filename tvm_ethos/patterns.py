@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from tvm import relax
@@ -389,11 +389,12 @@ def _batch_matmul_variants():
 
 
 def _transpose_variants():
-    """TRANSPOSE on the codes: ``permute_dims`` of anything but a reshape (a reshape's is
-    DEPTH_TO_SPACE's, whose verdict must stand) or a constant (a FULLY_CONNECTED's weights,
-    which stay constant-folding material when the layer is refused)."""
+    """TRANSPOSE on the codes: ``permute_dims`` of anything but a constant (a FULLY_CONNECTED's
+    weights, which stay constant-folding material when the layer is refused). One of a
+    reshape may be DEPTH_TO_SPACE's, whose verdict must stand: the partition declines it
+    unless the source says the chain is the model's own (``partition_chains``)."""
     ann = {}
-    x = ~is_op("relax.reshape")(wildcard(), wildcard()) & ~is_const()
+    x = ~is_const()
     core = is_op("relax.permute_dims")(x)
     ann.update(x0=x, op=core, root=core)
     return [(Op.TRANSPOSE, core, ann)]
@@ -410,26 +411,59 @@ def _depth_to_space_variants():
     return [(Op.DEPTH_TO_SPACE, r2, ann)]
 
 
-def six_d_chain_reshapes(func: relax.Function) -> frozenset[str]:
-    """Names of the bindings of ``func`` that are a reshape of a ``reshape -> permute_dims ->
-    reshape`` chain through a 6-D tensor (:func:`_depth_to_space_variants`' form): how TVM's
-    importer writes DEPTH_TO_SPACE, and a TFLite RESHAPE -> TRANSPOSE -> RESHAPE of that form
-    reads the same. Such a reshape belongs to its chain, which is taken or left whole (its
-    permutation is DEPTH_TO_SPACE's, :func:`_transpose_variants`): a 6-D reshape outside one
-    is a model's own."""
+class ChainForm(NamedTuple):
+    """A ``reshape -> permute_dims -> reshape`` chain's shapes and permutation: what a Relax
+    chain and the TFLite operators it came from have in common."""
+
+    in_shape: tuple[int, ...]
+    mid_shape: tuple[int, ...]
+    perm: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+
+class SixDChain(NamedTuple):
+    """One ``reshape -> permute_dims -> reshape`` chain through a 6-D tensor in ``main``: its
+    form and the names of its bindings (a reshape TVM's converter left unbound has none)."""
+
+    form: ChainForm
+    reshapes: frozenset[str]
+    transpose: str | None
+
+
+def six_d_chains(func: relax.Function) -> tuple[SixDChain, ...]:
+    """Every ``reshape -> permute_dims -> reshape`` chain through a 6-D tensor of ``func``
+    (:func:`_depth_to_space_variants`' form), in binding order: how TVM's importer writes
+    DEPTH_TO_SPACE, and a TFLite RESHAPE -> TRANSPOSE -> RESHAPE of that form reads the
+    same; ``partition_chains`` tells them apart."""
     ((_, pat, ann),) = _depth_to_space_variants()
     var2val = {b.var: b.value for block in func.body.blocks for b in block.bindings}
     val2var = {v: k for k, v in var2val.items()}
-    out: set[str] = set()
+    out = []
     for value in var2val.values():
         if not (isinstance(value, relax.Call)
                 and getattr(value.op, "name", "") == "relax.reshape"):
             continue
         m = pat.extract_matched_expr(value, var2val)
-        if m is not None and len(_shape(m[ann["split_dims"]])) == 6:
-            out.update(val2var[m[ann[k]]].name for k in ("split_dims", "root")
-                       if m[ann[k]] in val2var)
-    return frozenset(out)
+        if m is None or len(_shape(m[ann["split_dims"]])) != 6:
+            continue
+        axes = m[ann["op"]].attrs.axes
+        form = ChainForm(tuple(_shape(m[ann["x0"]])), tuple(_shape(m[ann["split_dims"]])),
+                         tuple(int(a) for a in axes) if axes is not None else (5, 4, 3, 2, 1, 0),
+                         tuple(_shape(m[ann["root"]])))
+        transpose = val2var.get(m[ann["op"]])
+        out.append(SixDChain(form, frozenset(val2var[m[ann[k]]].name
+                                             for k in ("split_dims", "root")
+                                             if m[ann[k]] in val2var),
+                             transpose.name if transpose is not None else None))
+    return tuple(out)
+
+
+def six_d_chain_reshapes(func: relax.Function) -> frozenset[str]:
+    """Names of the bindings of ``func`` that are a reshape of a chain through a 6-D tensor
+    (:func:`six_d_chains`). Such a reshape belongs to its chain, which is taken or left
+    whole (its permutation is DEPTH_TO_SPACE's, :func:`_transpose_variants`) unless the
+    chain is known to be the model's own: a 6-D reshape outside one is a model's own."""
+    return frozenset(name for chain in six_d_chains(func) for name in chain.reshapes)
 
 
 def _arg_max_variants():

@@ -22,6 +22,7 @@ from ethos_arch.ops import Op
 from tests.helpers.tflite_oracle import compiled_matches, oracle
 from tvm_ethos.backends.ethos_u import CHECKS
 from tvm_ethos.partition import composite_op_id, partition
+from tvm_ethos.tflite_source import SOURCE_ATTR
 
 pytest.importorskip("tflite_micro")
 
@@ -182,15 +183,20 @@ def test_reshape_transpose_reshape_chains_are_exact_on_both_hosts_many(case):
 # ----------------------------------------------------------------- the chains meant to match
 @pytest.mark.parametrize("shape, block", [((1, 3, 4, 8), 2), ((1, 2, 2, 36), 3)])
 def test_a_depth_to_space_chain_is_read_as_one_and_exact(shape, block):
-    """The same chain as TVM writes DEPTH_TO_SPACE: on the Ethos-U (which has no
-    DEPTH_TO_SPACE) the whole operator stays TFLite's; on the Ethos-N (block 2) it is one NPU
-    operator; exact against LiteRT's reference kernels (a 6-D TRANSPOSE for TFLite Micro)."""
+    """The same chain as TVM writes DEPTH_TO_SPACE: its source says it is the model's own
+    operators, which the Ethos-U takes (``partition_chains``); read without its source, on
+    the Ethos-U (which has no DEPTH_TO_SPACE) the whole operator stays on the host; on the
+    Ethos-N (block 2) it is one NPU operator; exact against LiteRT's reference kernels (a 6-D
+    TRANSPOSE for TFLite Micro)."""
     n, h, w, c = shape
     d = c // (block * block)
     data = chain_model(shape, (n, h, w, block, block, d), (0, 1, 3, 2, 4, 5),
                        (n, h * block, w * block, d))
     mod = tvm_ethos.load_model(data)
     _, report = assert_report_is_the_module(mod, "ethos-u,llvm")
+    assert sorted((op.tflite_name, op.placed_on) for op in report.operators) == [
+        ("RESHAPE", "ethos-u"), ("RESHAPE", "ethos-u"), ("TRANSPOSE", "ethos-u")], report
+    _, report = assert_report_is_the_module(mod.without_attr(SOURCE_ATTR), "ethos-u,llvm")
     d2s = [op for op in report.operators if op.tflite_name == "DEPTH_TO_SPACE"]
     assert len(d2s) == 1 and d2s[0].placed_on == "llvm", report
     assert "not supported" in d2s[0].rejections["ethos-u"][0]

@@ -3,7 +3,9 @@ same bytes read with another shape, which Vela 5.2 takes at any rank; on the Eth
 alias, alone or as the output of an ethos-u operator, the compiled file's outputs equal to
 TFLite Micro's on the source. A RESHAPE to, from or within 5-D or 6-D that regroups elements
 is an alias too, while TVM's DEPTH_TO_SPACE, which reshapes through 6-D, stays where it was;
-so is one to, from or within 7-D or 8-D (TFLite's most axes)."""
+so is one to, from or within 7-D or 8-D (TFLite's most axes). A model's own RESHAPE ->
+TRANSPOSE -> RESHAPE through 6-D, which reads in Relax as DEPTH_TO_SPACE, is told from it by
+the source's graph and goes to the NPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,11 +18,14 @@ from operator_models import _opts
 from test_partition_rejected_matches import chain_model
 from test_solitary_movement import compiled_on_the_npu
 from test_tflite_pack import pack_model
+from tvm import relax
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import compiled_matches, inputs_for, oracle, tflm_oracle
 from tvm_ethos.partition import CHAIN_RESHAPE, partition
+from tvm_ethos.partition_chains import chain_verdict
 from tvm_ethos.patterns import six_d_chain_reshapes
+from tvm_ethos.tflite_source import SOURCE_ATTR
 
 pytest.importorskip("tflite_micro")
 
@@ -226,20 +231,103 @@ def test_only_a_chain_through_6d_is_held_for_its_chain():
                             (1, 4, 4, 8))) == frozenset()
 
 
-def test_a_6d_chain_that_is_no_depth_to_space_stays_on_the_host_as_before():
-    """A RESHAPE -> TRANSPOSE -> RESHAPE chain through 6-D reads in Relax as TVM's
-    DEPTH_TO_SPACE chain: its reshapes are refused for the chain, so the whole chain stays
-    on the host, exact against LiteRT's reference kernels (a 6-D TRANSPOSE: TFLite Micro's
-    takes 5-D)."""
+@st.composite
+def _own_chains(draw):
+    """A model's own RESHAPE -> TRANSPOSE -> RESHAPE through 6-D: a 4-D shape split into six
+    axes, any permutation of them, and the result read as 4-D again (its middle four merged in
+    pairs), DEPTH_TO_SPACE's form too."""
+    six = draw(st.lists(st.integers(1, 3), min_size=6, max_size=6))
+    perm = (draw(st.permutations(range(6))) if draw(st.booleans())
+            else [0, 1, 3, 2, 4, 5])
+
+    def four(s):
+        return (s[0], s[1] * s[2], s[3] * s[4], s[5])
+
+    return four(six), tuple(six), tuple(perm), four([six[k] for k in perm])
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=_own_chains())
+def test_a_models_own_6d_chain_is_on_the_npu_planned_as_it_touches_memory_and_exact(case):
+    """Vela 5.2 takes a model's own RESHAPE -> TRANSPOSE -> RESHAPE through 6-D (CPU operators
+    = 0). The source's graph says the chain is its own operators, no DEPTH_TO_SPACE
+    (``partition_chains``), so both paths take all three on the NPU, at the least memory the
+    stream realizing the plan and touching the planned peak, exact against LiteRT's reference
+    kernels (TFLite Micro's TRANSPOSE takes at most 5-D)."""
+    data = chain_model(*case)
+    compiled_on_the_npu(data, budget="smallest")
+    compiled_matches(data, "ethos-u", reference=oracle, seed=5)
+    cm = compiled_matches(data, "ethos-u,llvm", reference=oracle, seed=6)
+    assert cm.partition_summary == {"ethos-u": 3}, cm.partition_report
+
+
+def d2s_beside_chain_model(mid, perm) -> bytes:
+    """Two outputs of one (1, 2, 2, 8) input: its DEPTH_TO_SPACE (block 2), and a RESHAPE to
+    ``mid`` -> TRANSPOSE by ``perm`` -> RESHAPE to (1, 4, 4, 2)."""
+    q = (0.05, 3)
+    tensors = [tb.T([1, 2, 2, 8], "int8", scale=q[0], zp=q[1]),
+               tb.T([1, 4, 4, 2], "int8", scale=q[0], zp=q[1])]
+
+    def opts(b):
+        tflite.DepthToSpaceOptionsStart(b)
+        tflite.DepthToSpaceOptionsAddBlockSize(b, 2)
+        return tflite.DepthToSpaceOptionsEnd(b)
+
+    ops = [(tb.BO.DEPTH_TO_SPACE, tb.BOPT.DepthToSpaceOptions, opts, [0], [1])]
+    src = 0
+    for kind, new, shape in ((tb.BO.RESHAPE, mid, mid),
+                             (tb.BO.TRANSPOSE, perm, [mid[k] for k in perm]),
+                             (tb.BO.RESHAPE, (1, 4, 4, 2), (1, 4, 4, 2))):
+        tensors += [tb.T([len(new)], "int32", data=np.asarray(new, np.int32)),
+                    tb.T(list(shape), "int8", scale=q[0], zp=q[1])]
+        ops.append((kind, 0, None, [src, len(tensors) - 2], [len(tensors) - 1]))
+        src = len(tensors) - 1
+    return tb.serialize(tensors, ops, [0], [1, src])
+
+
+@pytest.mark.parametrize("mid, perm, own", [
+    ((1, 2, 2, 4, 2, 1), (0, 2, 1, 3, 4, 5), True),
+    ((1, 2, 2, 2, 2, 2), (0, 1, 3, 2, 4, 5), False)],
+    ids=["another_form", "the_depth_to_spaces_form"])
+def test_a_models_own_chain_beside_a_depth_to_space_is_told_from_it_by_its_form(mid, perm, own):
+    """The source names a DEPTH_TO_SPACE and a chain of the model's own, of one input. In
+    Relax, where their chains differ in form, the model's own goes to the NPU and
+    DEPTH_TO_SPACE stays on the host; where they share a form, Relax has two chains of it and
+    the source one of the model's own, which of the two is not known, so both are read as
+    DEPTH_TO_SPACE on the host, as before. The .tflite path cuts the chain apart from the
+    DEPTH_TO_SPACE that the Ethos-U refuses (``tflite_micro.compile``), so its cut's source
+    tells, and the chain goes to the NPU either way. Exact on both paths against LiteRT's
+    reference kernels."""
+    data = d2s_beside_chain_model(mid, perm)
+    cm = compiled_matches(data, "ethos-u", reference=oracle, seed=7)
+    assert [(p.kind, p.placed_on) for p in cm.placement] == [
+        ("DEPTH_TO_SPACE", "tflite-micro"), ("RESHAPE", "ethos-u"), ("TRANSPOSE", "ethos-u"),
+        ("RESHAPE", "ethos-u")], cm.placement
+    cm = compiled_matches(data, "ethos-u,llvm", reference=oracle, seed=8)
+    placed = {(op.tflite_name, op.placed_on) for op in cm.partition_report.operators}
+    assert placed == ({("DEPTH_TO_SPACE", "llvm"), ("RESHAPE", "ethos-u"),
+                       ("TRANSPOSE", "ethos-u")} if own else
+                      {("DEPTH_TO_SPACE", "llvm")}), str(cm.partition_report)
+
+
+def test_a_chain_without_its_source_stays_whole_as_before():
+    """A module whose .tflite is not at hand (read back in another process, or from ONNX)
+    cannot tell a model's chain through 6-D from DEPTH_TO_SPACE: its reshapes are refused for
+    the chain and its transpose is no TRANSPOSE of its own, so the whole chain stays on the
+    host, exact against LiteRT's reference kernels."""
     data = chain_model((1, 4, 4, 8), (1, 2, 2, 2, 2, 8), (0, 2, 1, 3, 4, 5), (1, 4, 4, 8))
-    placed = tvm_ethos.compile(data, "ethos-u", cache_dir=False).placement
-    assert [p.placed_on for p in placed] == ["tflite-micro"] * 3, placed
-    _, report = partition(tvm_ethos.load_model(data), "ethos-u,llvm")
-    reshapes = [op for op in report.operators if op.tflite_name == "RESHAPE"]
-    assert len(reshapes) == 2, str(report)
-    for op in reshapes:
-        assert op.placed_on == "llvm" and op.rejections["ethos-u"] == [CHAIN_RESHAPE], op
-    compiled_matches(data, "ethos-u,llvm", reference=oracle)
+    mod = tvm_ethos.load_model(data).without_attr(SOURCE_ATTR)
+    verdict = chain_verdict(relax.transform.ConvertToDataflow()(mod))
+    assert len(verdict.held) == 2 and not verdict.own, verdict
+    _, report = partition(mod, "ethos-u,llvm")
+    assert [op.placed_on for op in report.operators] == ["llvm"] * 3, str(report)
+    for op in report.operators:
+        if op.tflite_name == "RESHAPE":
+            assert op.rejections["ethos-u"] == [CHAIN_RESHAPE], op
+    cm = tvm_ethos.compile(mod, "ethos-u,llvm", cache_dir=False)
+    xs = inputs_for(cm.inputs, np.random.RandomState(9))
+    (got,), (want,) = cm.run(*xs), oracle(data, xs)
+    assert np.array_equal(got.reshape(want.shape), want)
 
 
 def test_space_to_depth_stays_a_tflite_operator_as_before():

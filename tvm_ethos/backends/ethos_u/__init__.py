@@ -104,7 +104,8 @@ def _reshape(q, o):
     TFLite's limit), so one is taken to, from or within any rank a TFLite model has, whatever
     it regroups. The 6-D reshapes of TVM's
     DEPTH_TO_SPACE (not on Vela's list, so on the host) never come here: the partition leaves
-    them to their chain (``patterns.six_d_chain_reshapes``)."""
+    them to their chain, unless the source says the chain is the model's own
+    (``partition_chains``)."""
     rank = len(q.in_shapes[0])
     return ([f"input is {rank}-D; at most {MAX_RANK}-D"] if rank > MAX_RANK else []) + \
         reshape_rank(q, o, max_rank=MAX_RANK)

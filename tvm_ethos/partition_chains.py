@@ -1,0 +1,115 @@
+"""Whose is a ``reshape -> permute_dims -> reshape`` chain in ``main``: an importer's single
+operator (TVM writes DEPTH_TO_SPACE so, through a 6-D tensor), or the model's own RESHAPE,
+TRANSPOSE and RESHAPE operators, which read the same in Relax.
+
+An importer's operator goes to one place whole, so its reshapes are left to the chain
+(``partition.CHAIN_RESHAPE``) and its permutation is no TRANSPOSE of its own. A model's own
+chain is three operators, each taken as it is (Vela 5.2 runs one through 6-D on its NPU).
+Relax cannot tell them apart; the ``.tflite`` the module came from can: its graph names each
+operator's builtin. A 6-D chain is the model's own when the source has as many RESHAPE ->
+TRANSPOSE -> RESHAPE operator chains of its form (shapes and permutation) as ``main`` has
+chains of it, so no other operator (a DEPTH_TO_SPACE) wrote one of them. Without its source
+(an ONNX or torch model, a module read back in another process) every chain stays whole.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import NamedTuple
+
+import numpy as np
+import tflite
+from tvm import relax
+
+from tvm_ethos.patterns import ChainForm, six_d_chains
+from tvm_ethos.tflite_source import source_of
+
+
+class ChainVerdict(NamedTuple):
+    """What the partition treats as parts of an importer's operator in ``main``."""
+
+    #: reshapes left to their chain: a RESHAPE alone refused (``partition.CHAIN_RESHAPE``)
+    held: frozenset[str]
+    #: names of the bindings of ``main`` that are reshapes
+    reshapes: frozenset[str]
+    #: the bindings of the model's own chains through 6-D (reshapes and permutation)
+    own: frozenset[str]
+
+    def tied(self, op_id: str, x) -> bool:
+        """Whether the permutation ``op_id`` of ``x`` is no TRANSPOSE of its own (declined,
+        unreported): ``x`` is a reshape (a binding, or a call TVM's converter left unbound
+        inside an operator's expression) and the chain is not known to be the model's own."""
+        if isinstance(x, relax.Call):
+            of_reshape = getattr(x.op, "name", "") == "relax.reshape"
+        else:
+            of_reshape = getattr(x, "name", None) in self.reshapes
+        return of_reshape and op_id not in self.own
+
+
+def chain_verdict(mod) -> ChainVerdict:
+    """The :class:`ChainVerdict` of ``mod["main"]``: every chain through 6-D held but the
+    model's own (:func:`source_chains` of the source), and every permutation of a reshape
+    tied but an own chain's."""
+    func = mod["main"]
+    chains = six_d_chains(func)
+    own: set[str] = set()
+    data = source_of(mod) if chains else None
+    if data is not None:
+        in_source = source_chains(data)
+        in_main = Counter(chain.form for chain in chains)
+        own = {name for chain in chains if in_main[chain.form] == in_source[chain.form]
+               for name in chain.reshapes | {chain.transpose} if name is not None}
+    held = frozenset(name for chain in chains for name in chain.reshapes if name not in own)
+    reshapes = frozenset(b.var.name for block in func.body.blocks for b in block.bindings
+                         if isinstance(b.value, relax.Call)
+                         and getattr(b.value.op, "name", "") == "relax.reshape")
+    return ChainVerdict(held, reshapes, frozenset(own))
+
+
+def source_chains(data: bytes) -> Counter[ChainForm]:
+    """How many RESHAPE -> TRANSPOSE -> RESHAPE chains of operators the first subgraph of the
+    ``.tflite`` ``data`` has, by form (one per RESHAPE reading a TRANSPOSE of a RESHAPE's
+    output, as Relax counts its chains)."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    g = model.Subgraphs(0)
+    kinds, writer, readers = [], {}, {}
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        kinds.append(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
+        for t in op.OutputsAsNumpy() if op.OutputsLength() else ():
+            writer[int(t)] = i
+        for t in op.InputsAsNumpy() if op.InputsLength() else ():
+            readers.setdefault(int(t), []).append(i)
+
+    def shape(t: int) -> tuple[int, ...]:
+        return tuple(int(d) for d in g.Tensors(t).ShapeAsNumpy()) \
+            if g.Tensors(t).ShapeLength() else ()
+
+    out: Counter[ChainForm] = Counter()
+    for j, kind in enumerate(kinds):
+        op = g.Operators(j)
+        if kind != tflite.BuiltinOperator.TRANSPOSE or op.InputsLength() < 2:
+            continue
+        src, perm_t, mid_out = int(op.Inputs(0)), int(op.Inputs(1)), int(op.Outputs(0))
+        first = writer.get(src)
+        perm = _constant_ints(model, g, perm_t)
+        if first is None or kinds[first] != tflite.BuiltinOperator.RESHAPE or perm is None:
+            continue
+        start = int(g.Operators(first).Inputs(0))
+        for k in readers.get(mid_out, ()):
+            if kinds[k] == tflite.BuiltinOperator.RESHAPE and int(g.Operators(k).Inputs(0)) \
+                    == mid_out:
+                out[ChainForm(shape(start), shape(src), perm,
+                              shape(int(g.Operators(k).Outputs(0))))] += 1
+    return out
+
+
+def _constant_ints(model, g, t: int) -> tuple[int, ...] | None:
+    """The values of the constant int32 or int64 tensor ``t``, or None when it is computed."""
+    tensor = g.Tensors(t)
+    raw = model.Buffers(tensor.Buffer()).DataAsNumpy()
+    if isinstance(raw, int) or raw.size == 0:
+        return None
+    dtype = {tflite.TensorType.INT32: np.int32, tflite.TensorType.INT64: np.int64}.get(
+        tensor.Type())
+    return None if dtype is None else tuple(int(v) for v in raw.view(dtype))
