@@ -1,10 +1,11 @@
 """Estimated bytes the NPU's DMA moves for a Proposal's weights in one inference.
 
 What a Plan's stream copies (``tvm_ethos.backends.ethos_u.stream_cascade``): the weights of
-the Parts it holds in SRAM (``spec.weights``) once, before the Plan; the weights of its
+the Parts it holds in SRAM (``spec.weights``) once, before the Plan; the weight slices of its
 staged Part (``stream_estimate.staged_part``: the convolution whose weights stream through
-the staging double buffer) once per step of that Part, since each stripe re-reads every
-slice; any other Part reads its weights in place from their home, with no DMA. Feature
+the staging double buffer) each time the DMA loads them (``planner.staged_slices``: the
+halves keep the slices they hold, so a step after the first reloads all but two); any other
+Part reads its weights in place from their home, with no DMA. Feature
 maps are not counted: they move by DMA only where the I/O region is not the feature-map
 region, and then alike for every Proposal of a model.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 from planner.device_model import Device
 from planner.graph import PlannerGraph
 from planner.plan import Plan
+from planner.plan_costing import PlanCosting
+from planner.staged_slices import channel_loads
 from planner.stream_estimate import has_stream, staged_part
 
 
@@ -34,7 +37,9 @@ def plan_dma_bytes(plan: Plan, graph: PlannerGraph, device: Device) -> int:
             total += weights
         elif part.name == staged:
             steps = sum(n for shape, n in ps.stripe.count_stripes().items() if 0 not in shape)
-            total += weights * steps
+            channels = part.output.shape[-1]
+            loads = channel_loads(channels, PlanCosting.WEIGHT_SLICE_CHANNELS, steps)
+            total += weights * loads // channels
     return total
 
 

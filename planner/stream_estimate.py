@@ -6,15 +6,16 @@ of each Part (its work boxes: ``StripeConfig.count_stripes``, empty ones skipped
 the performance model lowers the Part to (``perf.ethos_u.lower_part``), the Plan's staged Part
 (the convolution whose weights stream through the staging double buffer) split into slices
 of ``PlanCosting.WEIGHT_SLICE_CHANNELS`` output channels, each after the DMAs of its weight
-and bias slices; copied Parts' weights and biases are two DMAs before the Plan. Vela's
-register command generator writes only the registers whose value changed since the
-operation before, so what an operation costs depends on what ran before it: the first
-operation of a Part in its Plan sets nearly every register, one following the same Part
-(its next stripe or slice) mostly addresses and sizes, one following another Part of a
-cascade most of its settings again. The constants are fitted to the streams
-``stream_cascade`` writes for the shipped models at their default budget and at the smallest
-(rfcs/0001, "Stream bytes"); ``tests/planner/test_stream_estimate.py`` holds the estimate to
-them within a stated tolerance.
+and bias slices unless a half of the buffer still holds them (``planner.staged_slices``);
+copied Parts' weights and biases are two DMAs before the Plan. Vela's register command
+generator writes only the registers whose value changed since the operation before, so what
+an operation costs depends on what ran before it: the first operation of a Part in its Plan
+sets nearly every register, one following the same Part (its next stripe or slice) mostly
+addresses and sizes, one following another Part of a cascade most of its settings again.
+The constants are fitted to the streams ``stream_cascade`` writes for the shipped models at
+their default budget and at the smallest (rfcs/0001, "Stream bytes");
+``tests/planner/test_stream_estimate.py`` holds the estimate to them within a stated
+tolerance.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from planner.graph import Part, PlannerGraph, Tensor
 from planner.perf.ethos_u import lower_part
 from planner.plan import Plan
 from planner.plan_costing import PlanCosting
+from planner.staged_slices import slice_loads
 
 #: The driver payload's header, the stream's first settings and its final stop (bytes).
 STREAM_BASE_BYTES = 64
@@ -117,8 +119,8 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
         nbytes += FIRST_OPERATION_BYTES + REPEAT_OPERATION_BYTES * rep + \
             cascaded * (_cascade_bytes(runs[k - 1][0], part) +
                         CASCADE_WIDTH_TILE_BYTES * width_striped)
-        if part.name == staged:
-            dmas += part_ops
+        if part.name == staged:    # its slices' DMAs, but none of a slice a half holds
+            dmas += slice_loads(_slices(part), part_ops // _slices(part))
             nbytes += SLICE_WEIGHT_BYTES * rep
         if part.name in plan.spec.weights:
             dmas += 2

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ethos_arch.ops import Op
+from planner.staged_slices import slice_order
 from tvm_ethos.backends.ethos_u.npu_ops import attach_constants, conv_scales, weights_ohwi
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -231,11 +232,12 @@ class Stager:
             self.constants[step] = (weights_ohwi(q), conv_scales(q, channels))
         ohwi, scales = self.constants[step]
         out = []
-        starts = list(range(0, channels, self.SLICE_CHANNELS))
+        starts = range(0, channels, self.SLICE_CHANNELS)
         # every other stripe walks the slices backwards: it begins with the two slices the
-        # halves still hold from the stripe before
-        self.stripes[step] = self.stripes.get(step, 0) + 1
-        for c0 in starts if self.stripes[step] % 2 else starts[::-1]:
+        # halves still hold from the stripe before (the rule the planner's estimates count)
+        stripe = self.stripes.get(step, 0)
+        self.stripes[step] = stripe + 1
+        for c0 in (starts[k] for k in slice_order(len(starts), stripe)):
             n = min(self.SLICE_CHANNELS, channels - c0)
             op = _shallow(npu)
             op.ofm = channel_slice(npu.ofm, c0, n)
