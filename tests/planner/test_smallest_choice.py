@@ -67,15 +67,16 @@ def test_no_candidate_is_an_error():
 
 def test_mobilenet_224_no_longer_streams_weights_per_stripe_at_the_smallest_budget():
     """MobileNetV1-224 on ethos-u55-128: the least-memory Proposal re-streams a cascade's
-    weights once per stripe; the ``smallest`` choice moves less than half of its weight
-    bytes by DMA and stays within the slack."""
+    weight slices at stripe after stripe (those its staging halves do not hold); the
+    ``smallest`` choice moves less than two thirds of its weight bytes by DMA (estimated)
+    and stays within the slack."""
     result = plan(str(model_path("mobilenet_v1_1.0_224")), "ethos-u55-128", budget="smallest")
     search = ProposalSearch(result.graph, result.device, result.options)
     least = search.proposal(0)
     chosen = result.chosen
     assert chosen.memory_bytes <= memory_limit(least.memory_bytes)
-    assert 2 * dma_bytes(chosen.plans, result.graph, result.device) < \
-        dma_bytes(least.plans, result.graph, result.device)
+    assert 3 * dma_bytes(chosen.plans, result.graph, result.device) < \
+        2 * dma_bytes(least.plans, result.graph, result.device)
 
 
 def test_resnet8_smallest_choice_writes_a_shorter_stream_than_the_least_memory():
