@@ -9,8 +9,8 @@ a slice a half still holds is read there with no DMA. Every other operation runs
 backwards, so it begins with the two slices the operation before ended with: an operation
 after the first loads every slice but those two. A Part of one or two slices loads them once
 per Plan; one of ``S`` slices loads ``S`` in its first operation and ``S - 2`` in each after.
-Walking the slices forwards every time would hold nothing a later operation reads first, and
-reload all ``S``.
+Walking three or more slices forwards every time would hold nothing a later operation reads
+first, and reload all ``S``.
 """
 from __future__ import annotations
 
