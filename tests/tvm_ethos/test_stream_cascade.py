@@ -179,8 +179,8 @@ def test_a_plan_form_without_a_stream_keeps_the_emulator_and_says_why(monkeypatc
     model = g.build([g.conv2d(x, 8, act="relu")])
     real = stream_cascade.plan_steps
 
-    def halved(graph, plan, index=0):
-        steps = real(graph, plan, index)
+    def halved(graph, plan, index=0, run=1):
+        steps = real(graph, plan, index, run)
         (lo, hi) = steps[-1].box[1]
         box = (steps[-1].box[0], (lo, lo + (hi - lo) // 2)) + steps[-1].box[2:]
         return steps[:-1] + [dataclasses.replace(steps[-1], box=box)]

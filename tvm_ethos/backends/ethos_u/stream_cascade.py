@@ -94,6 +94,7 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
     LayoutError,
     ScheduleFormError,
     arena_layout,
+    longest_runs,
     plan_steps,
 )
 from tvm_ethos.backends.ethos_u.stream_weights import (
@@ -886,10 +887,13 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         lstm_name = lstm_part.name if lstm_part is not None else None
         buffers, shapes = _buffers(graph, proposal, lw, part_layer, work, pools, io_apart,
                                    lstm_name, boundary)
-        steps = [s for k, plan in enumerate(proposal.plans) for s in plan_steps(graph, plan, k)]
+        runs = dict.fromkeys(range(len(proposal.plans)), 1)
         try:
             try:
                 layout = arena_layout(buffers, proposal.memory_bytes)
+                if joined is None:
+                    runs, buffers, shapes, layout = longest_runs(
+                        graph, proposal, buffers, shapes, proposal.memory_bytes)
             except LayoutError:
                 if not any(p.copied or p.staged for p in pools.values()):
                     raise
@@ -909,6 +913,8 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
             names = sorted({lw.layers[i].tflite_name for i in work} |
                            ({LSTM} if joined is not None else set()))
             schedule = f"plan, {' and '.join(names)} beyond its memory"
+        steps = [s for k, plan in enumerate(proposal.plans)
+                 for s in plan_steps(graph, plan, k, runs[k])]
     except (ScheduleFormError, LayoutError, PrefetchFormError) as err:
         raise UnsupportedOperatorError("this plan", str(err)) from None
     io_arena, io_bytes = _io_in_arena(graph, boundary) if io_apart else ({}, 0)

@@ -26,11 +26,13 @@ Nothing here imports TVM or Vela: the inputs are the planner's graph and Proposa
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from planner.line_buffer import LineBufferError, line_timing
 from planner.lockstep import prologue_of
 from planner.memory import BufferMode
+from planner.windows import window
 
 Box = tuple[tuple[int, int], ...]
 
@@ -70,8 +72,17 @@ def _line_timing(graph, plan):
         raise ScheduleFormError(str(err)) from None
 
 
-def plan_steps(graph, plan, index: int = 0) -> list[Step]:
-    """Every (Part, output box) of ``plan`` in the order the schedule runs them."""
+def plan_steps(graph, plan, index: int = 0, run: int = 1) -> list[Step]:
+    """Every (Part, output box) of ``plan`` in the order the schedule runs them; ``run``:
+    the step loop's iterations taken in blocks of that many, in which each Part runs its
+    steps of the block in a row before the next Part (producers still before their
+    consumers, but ahead by up to a block: its rings must be :func:`run_buffer_shapes`')."""
+    return [s for tile in plan_tiles(graph, plan, index, run) for s in tile]
+
+
+def plan_tiles(graph, plan, index: int = 0, run: int = 1) -> list[list[Step]]:
+    """:func:`plan_steps` per pass of the inner step loop (one per width tile): a pass
+    refills every ring along the inner axis from its first row."""
     compute = {ps.part: ps.stripe for ps in plan.part_schedules}
     sink = compute[plan.parts[-1]]
     rank = len(sink.shape)
@@ -96,40 +107,124 @@ def plan_steps(graph, plan, index: int = 0) -> list[Step]:
         return tuple(inner if a == inner_axis else fixed(name, a, outer_index)
                      for a in range(len(cfg.shape)))
 
-    steps: list[Step] = []
     if not striped:
-        for name in plan.parts:
-            steps.append(Step(index, name, box(name, {})))
-        return steps
+        return [[Step(index, name, box(name, {})) for name in plan.parts]]
+    tiles: list[list[Step]] = []
     inner_axis, outer_axes = striped[-1], striped[:-1]
     for combo in itertools.product(*(range(sink.stripes[a]) for a in outer_axes)):
         outer_index = dict(zip(outer_axes, combo))
+        steps: list[Step] = []
+        tiles.append(steps)
         if timing is not None:
-            for t in range(timing.first_step, timing.first_step + timing.steps):
+            loop = range(timing.first_step, timing.first_step + timing.steps)
+            for block in _blocks(loop, run):
                 for pt in timing.parts:
-                    j, r = divmod(t - pt.offset, pt.period)
-                    if r or not 0 <= j < len(pt.chunks):
-                        continue
-                    lo, hi = pt.chunks[j]
-                    if hi > lo:
-                        steps.append(Step(index, pt.part,
-                                          box(pt.part, outer_index, pt.axis, (lo, hi))))
+                    for t in block:
+                        j, r = divmod(t - pt.offset, pt.period)
+                        if r or not 0 <= j < len(pt.chunks):
+                            continue
+                        lo, hi = pt.chunks[j]
+                        if hi > lo:
+                            steps.append(Step(index, pt.part,
+                                              box(pt.part, outer_index, pt.axis, (lo, hi))))
             continue
         lead = max(prologue_of(compute[n]) for n in plan.parts)
-        for j in range(-lead, sink.stripes[inner_axis]):
+        for block in _blocks(range(-lead, sink.stripes[inner_axis]), run):
             for name in plan.parts:
-                cfg = compute[name]
-                k = j + prologue_of(cfg)
-                ranges = cfg.work_ranges(inner_axis)
-                if k < 0:
-                    continue
-                if k >= len(ranges):
-                    raise ScheduleFormError(f"{name} has {len(ranges)} stripes along axis "
-                                            f"{inner_axis}, its step loop more")
-                lo, hi = ranges[k]
-                if hi > lo:
-                    steps.append(Step(index, name, box(name, outer_index, inner_axis, (lo, hi))))
-    return steps
+                for j in block:
+                    cfg = compute[name]
+                    k = j + prologue_of(cfg)
+                    ranges = cfg.work_ranges(inner_axis)
+                    if k < 0:
+                        continue
+                    if k >= len(ranges):
+                        raise ScheduleFormError(f"{name} has {len(ranges)} stripes along axis "
+                                                f"{inner_axis}, its step loop more")
+                    lo, hi = ranges[k]
+                    if hi > lo:
+                        steps.append(Step(index, name,
+                                          box(name, outer_index, inner_axis, (lo, hi))))
+    return tiles
+
+
+def _blocks(loop: range, run: int) -> list[range]:
+    """``loop`` cut into consecutive blocks of ``run`` iterations (the last may be shorter)."""
+    if run < 1:
+        raise ValueError(f"a run of {run} steps: a run is at least one step")
+    return [loop[i:i + run] for i in range(0, len(loop), run)]
+
+
+def step_loop_length(graph, plan) -> int:
+    """Iterations of ``plan``'s inner step loop (per width tile): what :func:`plan_steps`'s
+    ``run`` cuts into blocks; 1 for a Plan whose sink is not striped."""
+    compute = {ps.part: ps.stripe for ps in plan.part_schedules}
+    sink = compute[plan.parts[-1]]
+    striped = sorted((a for a in range(len(sink.shape)) if sink.stripes[a] > 1),
+                     key=lambda a: sink.order[a])
+    if not striped:
+        return 1
+    timing = _line_timing(graph, plan)
+    if timing is not None:
+        return timing.steps
+    return max(prologue_of(compute[n]) for n in plan.parts) + sink.stripes[striped[-1]]
+
+
+def run_buffer_shapes(graph, plan, run: int) -> dict[str, tuple[int, ...]] | None:
+    """The buffer shape of each of ``plan``'s intermediate tensors when its steps run in
+    blocks of ``run`` (:func:`plan_steps`): the planned shape, each ring axis grown until every
+    read in that order finds the rows it reads still in their slots (a producer ahead by a
+    block overwrites the slots of rows its consumer has not read yet in a ring sized for
+    lockstep). None where the planned rings fail that check in the planned order (the check
+    reads whole windows; the planner may size a ring for the rows an operator really reads):
+    such a Plan keeps its order."""
+    by_part = {p.name: p for p in graph.parts}
+    configs = {tc.tensor: tc for tc in plan.tensor_configs}
+    planned = plan_tiles(graph, plan, 0, 1)
+    tiles = planned if run == 1 else plan_tiles(graph, plan, 0, run)
+    shapes = {}
+    for name in plan.parts[:-1]:
+        tensor = by_part[name].output
+        shape = list(configs[tensor.name].buffer_shape)
+        readers = {q: [(prop, t) for t, prop in
+                       zip(by_part[q].inputs, by_part[q].propagators) if t.name == tensor.name]
+                   for q in plan.parts}
+        readers = {q: r for q, r in readers.items() if r}
+        for axis, extent in enumerate(int(n) for n in tensor.shape):
+            if shape[axis] >= extent:
+                continue
+
+            def holds(rows, passes, axis=axis):
+                return all(_ring_holds(steps, name, readers, axis, rows) for steps in passes)
+
+            if not holds(shape[axis], planned):
+                return None
+            rows = shape[axis]
+            while not holds(rows, tiles):
+                if rows >= extent:
+                    return None
+                rows += 1
+            shape[axis] = rows
+        shapes[tensor.name] = tuple(shape)
+    return shapes
+
+
+def _ring_holds(steps: list[Step], producer: str, readers: dict, axis: int, rows: int) -> bool:
+    """Whether a ring of ``rows`` along ``axis`` of ``producer``'s output, row ``r`` in slot
+    ``r % rows``, still holds every row its ``readers`` (Part -> [(propagator, tensor)]) read
+    when ``steps`` run in order."""
+    slots: dict[int, int] = {}
+    for s in steps:
+        if s.part == producer:
+            lo, hi = s.box[axis]
+            slots.update((r % rows, r) for r in range(lo, hi))
+        for prop, tensor in readers.get(s.part, ()):
+            b = prop.driving_axis(axis)
+            args = (prop.linear(axis, b) if b is not None else 0, prop.const(axis),
+                    prop.offset[axis], int(tensor.shape[axis]))
+            lo, hi = window(0, 1, *args) if b is None else window(*s.box[b], *args)
+            if any(slots.get(r % rows) != r for r in range(lo, hi)):
+                return False
+    return True
 
 
 # ----------------------------------------------------------------------------- memory
@@ -293,3 +388,58 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
         raise LayoutError(f"the first-fit arena layout needs {smallest:,} B, the plan's peak "
                           f"is {peak:,} B")
     return fitting[0]
+
+
+# ----------------------------------------------------------------------------- runs
+def _run_lengths(loop: int) -> list[int]:
+    """The runs tried for a step loop of ``loop`` iterations, longest first: the whole loop
+    (each Part's stripes all in a row), half of it, then a few short ones."""
+    return sorted({r for r in (loop, -(-loop // 2), 8, 4, 3, 2) if 2 <= r <= loop},
+                  reverse=True)
+
+
+def longest_runs(graph, proposal, buffers: list[Buffer], shapes: dict, peak: int,
+                 fixed=frozenset()) -> tuple[dict[int, int], list[Buffer], dict, ArenaLayout]:
+    """Each Plan's longest run (:func:`plan_steps`) whose rings, grown for it
+    (:func:`run_buffer_shapes`), still leave a first-fit layout of ``buffers`` within ``peak``
+    bytes; Plans in order, each keeping the room the ones before it took. A run makes
+    consecutive operations the same layer's, which write only the addresses that change: a
+    shorter stream, in the memory the plan already has. ``fixed``: Plans kept in their order
+    (run 1). Returns the runs, the buffers and buffer shapes grown for them and their layout."""
+    layout = arena_layout(buffers, peak)
+    runs: dict[int, int] = {}
+    shapes = dict(shapes)
+    for k, plan in enumerate(proposal.plans):
+        runs[k] = 1
+        if k in fixed:
+            continue
+        for run in _run_lengths(step_loop_length(graph, plan)):
+            grown = run_buffer_shapes(graph, plan, run)
+            if grown is None:
+                break
+            trial = _grown(buffers, shapes, k, grown)
+            if trial is None:
+                break
+            try:
+                trial_layout = arena_layout(trial, peak)
+            except LayoutError:
+                continue
+            runs[k], buffers, layout = run, trial, trial_layout
+            shapes.update(grown)
+            break
+    return runs, buffers, shapes, layout
+
+
+def _grown(buffers: list[Buffer], shapes: dict, plan: int, grown: dict) -> list[Buffer] | None:
+    """``buffers`` with Plan ``plan``'s intermediate tensors at their ``grown`` shapes (their
+    bytes scaled with the elements); None where one's bytes are not whole elements of its
+    shape (a block the stream does not lay out as that shape)."""
+    out = []
+    for b in buffers:
+        if b.name in grown and b.first == plan == b.last and grown[b.name] != shapes[b.name]:
+            old, new = math.prod(shapes[b.name]), math.prod(grown[b.name])
+            if b.nbytes % old:
+                return None
+            b = replace(b, nbytes=b.nbytes // old * new)
+        out.append(b)
+    return out
