@@ -13,7 +13,13 @@ execution order for the three cascade forms the compile path realizes:
   chunk ``j`` at step ``offset + period * j``, producers before consumers within a step.
 
 Axes striped outside the innermost stripe loop (the width tiles of 2-D stripes) repeat the
-inner loop once per tile. :func:`arena_layout` places every buffer the Proposal counts in the
+inner loop once per tile. A Plan may run in blocks of steps instead (``run``, the emulator's
+loop reordered, the same boxes): each Part computes its steps of a block in a row, so that
+consecutive NPU operations are one layer's and write only the addresses that change. A
+producer then runs up to a block ahead of its consumer, so the rings grow for it
+(:func:`run_buffer_shapes`); :func:`longest_runs` takes, per Plan, the longest run whose grown
+rings still fit the plan's peak, so the arena, the weight DMA and the outputs stay the
+plan's. :func:`arena_layout` places every buffer the Proposal counts in the
 scratch arena: the tensors between Plans (network inputs until their last reader, outputs to
 the end), and per Plan its intermediates (the planned buffer shape, a ring along every axis
 the buffer is shorter on), its weight copies and staging buffers (one block per Plan, which
