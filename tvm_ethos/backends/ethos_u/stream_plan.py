@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from planner.line_buffer import LineBufferError, line_timing
 from planner.lockstep import prologue_of
@@ -198,14 +199,15 @@ def run_buffer_shapes(graph, plan, run: int) -> dict[str, tuple[int, ...]] | Non
         for axis, extent in enumerate(int(n) for n in tensor.shape):
             if shape[axis] >= extent:
                 continue
-
-            def holds(rows, passes, axis=axis):
-                return all(_ring_holds(steps, name, readers, axis, rows) for steps in passes)
-
-            if not holds(shape[axis], planned):
+            before = [_ring_events(steps, name, readers, axis) for steps in planned]
+            after = before if run == 1 else \
+                [_ring_events(steps, name, readers, axis) for steps in tiles]
+            if not all(_ring_holds(events, shape[axis]) for events in before):
                 return None
-            rows = shape[axis]
-            while not holds(rows, tiles):
+            # no ring shorter than from a read's first row to the last row written by then
+            # holds it: start there
+            rows = max([shape[axis]] + [_span(events) for events in after])
+            while not all(_ring_holds(events, rows) for events in after):
                 if rows >= extent:
                     return None
                 rows += 1
@@ -214,22 +216,50 @@ def run_buffer_shapes(graph, plan, run: int) -> dict[str, tuple[int, ...]] | Non
     return shapes
 
 
-def _ring_holds(steps: list[Step], producer: str, readers: dict, axis: int, rows: int) -> bool:
-    """Whether a ring of ``rows`` along ``axis`` of ``producer``'s output, row ``r`` in slot
-    ``r % rows``, still holds every row its ``readers`` (Part -> [(propagator, tensor)]) read
-    when ``steps`` run in order."""
-    slots: dict[int, int] = {}
+class _Access(NamedTuple):
+    """Rows ``[lo, hi)`` along a ring's axis, written (``write``) or read, in step order."""
+
+    write: bool
+    lo: int
+    hi: int
+
+
+def _ring_events(steps: list[Step], producer: str, readers: dict, axis: int) -> list[_Access]:
+    """The rows along ``axis`` of ``producer``'s output that ``steps`` write and that its
+    ``readers`` (Part -> [(propagator, tensor)]) read, in order."""
+    out = []
     for s in steps:
         if s.part == producer:
-            lo, hi = s.box[axis]
-            slots.update((r % rows, r) for r in range(lo, hi))
+            out.append(_Access(True, *s.box[axis]))
         for prop, tensor in readers.get(s.part, ()):
             b = prop.driving_axis(axis)
             args = (prop.linear(axis, b) if b is not None else 0, prop.const(axis),
                     prop.offset[axis], int(tensor.shape[axis]))
-            lo, hi = window(0, 1, *args) if b is None else window(*s.box[b], *args)
-            if any(slots.get(r % rows) != r for r in range(lo, hi)):
-                return False
+            out.append(_Access(False, *(window(0, 1, *args) if b is None
+                                        else window(*s.box[b], *args))))
+    return out
+
+
+def _span(events: list[_Access]) -> int:
+    """The most rows from a read's first row to the last row written before it."""
+    top, span = None, 0
+    for e in events:
+        if e.write:
+            top = e.hi if top is None else max(top, e.hi)
+        elif top is not None and e.hi > e.lo:
+            span = max(span, top - e.lo)
+    return span
+
+
+def _ring_holds(events: list[_Access], rows: int) -> bool:
+    """Whether a ring of ``rows``, row ``r`` in slot ``r % rows``, still holds every row each
+    read of ``events`` reads when they happen in order."""
+    slots: dict[int, int] = {}
+    for e in events:
+        if e.write:
+            slots.update((r % rows, r) for r in range(e.lo, e.hi))
+        elif any(slots.get(r % rows) != r for r in range(e.lo, e.hi)):
+            return False
     return True
 
 
