@@ -166,9 +166,10 @@ def test_runs_shorten_the_stream_in_the_same_arena(monkeypatch):
         np.testing.assert_array_equal(m.run(*xs)[0].reshape(ref.shape), ref)
 
 
-def test_the_runs_taken_fit_the_peak_and_a_longer_one_would_not():
-    """``longest_runs`` returns, per Plan, a run whose grown rings are the buffers it lays
-    out within the peak; a longer run, tried alone on the planned buffers, does not fit."""
+@pytest.mark.parametrize("budget", [None, "smallest"])
+def test_the_runs_taken_fit_the_peak_and_a_longer_one_would_not(budget):
+    """``longest_runs`` returns, per Plan, a run whose grown rings are the buffers it lays out
+    within the peak; replaying its choice Plan by Plan, every longer run would not fit."""
     seen = []
     real = stream_cascade.longest_runs
 
@@ -179,17 +180,23 @@ def test_the_runs_taken_fit_the_peak_and_a_longer_one_would_not():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(stream_cascade, "longest_runs", spy)
-        tvm_ethos.compile(_tall_chain(), TARGET, npu_runtime="stream", cache_dir=False)
+        tvm_ethos.compile(_tall_chain(), TARGET, npu_runtime="stream", cache_dir=False,
+                          budget=budget)
     (graph, proposal, buffers, shapes, peak, (runs, grown, grown_shapes, layout)), = seen
     assert layout.size <= peak
-    assert any(r > 1 for r in runs.values())
+    refused = 0
+    state, state_shapes = buffers, dict(shapes)
     for k, plan in enumerate(proposal.plans):
         need = run_buffer_shapes(graph, plan, runs[k])
         assert all(grown_shapes[t] == s for t, s in need.items())
-        if len(proposal.plans) == 1:
-            for r in stream_plan._run_lengths(step_loop_length(graph, plan)):
-                if r > runs[k]:
-                    trial = stream_plan._grown(buffers, shapes, k,
-                                               run_buffer_shapes(graph, plan, r))
-                    with pytest.raises(stream_plan.LayoutError):
-                        stream_plan.arena_layout(trial, peak)
+        for r in stream_plan._run_lengths(step_loop_length(graph, plan)):
+            if r > runs[k] and len(plan.parts) > 1:
+                trial = stream_plan._grown(state, state_shapes, k,
+                                           run_buffer_shapes(graph, plan, r))
+                with pytest.raises(stream_plan.LayoutError):
+                    stream_plan.arena_layout(trial, peak)
+                refused += 1
+        state = stream_plan._grown(state, state_shapes, k, need)
+        state_shapes.update(need)
+    assert state == grown
+    assert refused or budget is None
