@@ -6,17 +6,32 @@ on the source (LiteRT's reference kernels for more than five axes or int32, whic
 Micro's kernel does not take)."""
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_planned_work_memory import _planner_work
-from test_solitary_movement import compiled_on_the_npu
+from test_planned_work_memory import _planner_work, transpose
+from test_solitary_movement import chain, compiled_on_the_npu
 
 import tvm_ethos
+from planner.vela_run import run_vela
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
-from tvm_ethos.backends.ethos_u.ops_movement import copy_form, copy_steps, transpose_steps
+from tvm_ethos.backends.ethos_u.ops_movement import (
+    MAX_STRIDED_COPIES,
+    TransposeForm,
+    copy_form,
+    copy_steps,
+    dense_strides,
+    strided_copies,
+    strided_form,
+    transpose_copies,
+    transpose_form,
+    transpose_steps,
+)
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -51,14 +66,21 @@ def _compile_and_check(data: bytes, rank: int, seed: int = 0, dtype: str = "int8
     return cm
 
 
-def _one_stream(cm, steps) -> None:
-    """``cm`` one ``ethos-u`` operator whose stream is generated: one strided copy per
-    rotation (a permutation moving no data: one copy)."""
+def _one_stream(cm, shape, perm, dtype: str) -> None:
+    """``cm`` one ``ethos-u`` operator whose stream is generated: one copy per rotation (a
+    permutation moving no data: one copy), or, for several rotations, the strided copies
+    straight into the output, with no working memory."""
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
     (entry,) = cm.plan_report["streams"].values()
     assert entry["generated"], entry
-    assert entry["commands"]["NPU_OP_POOL"] == max(1, len(steps)), (steps, entry["commands"])
+    steps = copy_steps(shape, perm, dtype)
+    strided = transpose_form(shape, perm, dtype) is TransposeForm.STRIDED
+    assert strided == (len(steps) > 1)   # the small tensors drawn stay under the cap
+    want = strided_copies(strided_form(*copy_form(shape, perm, dtype)[:2])) if strided \
+        else max(1, len(steps))
+    assert entry["commands"]["NPU_OP_POOL"] == want, (steps, entry["commands"])
+    assert entry.get("work_bytes", 0) == 0, entry
 
 
 @st.composite
@@ -76,8 +98,7 @@ def test_every_permutation_is_on_the_npu_and_exact(case, dtype, scale, zp):
     shape, perm = case
     q = (scale, 0 if dtype == "int16" else zp)  # TFLite's int16 is symmetric
     cm = _compile_and_check(transpose_model(shape, perm, q, dtype), len(shape))
-    # more than one rotation alternates through working memory of the tensor's size
-    _one_stream(cm, transpose_steps(shape, perm))
+    _one_stream(cm, shape, perm, dtype)
 
 
 def _apply(steps, x: np.ndarray) -> np.ndarray:
@@ -98,6 +119,60 @@ def test_the_rotations_compose_to_the_permutation(case):
     assert np.array_equal(_apply(steps, x), np.transpose(x.reshape(shape), perm).ravel())
     assert len(steps) <= max(0, len(shape) - 1)
     assert all(a > 1 and b > 1 for a, b, _ in steps), steps
+
+
+def _apply_strided(form, x: np.ndarray) -> np.ndarray:
+    """The strided copies on a flat array, element by element: each copy's rows, columns
+    and depth read through the input's strides and written through the output's; every
+    output element written once."""
+    d = form.dims
+    ins, outs = dense_strides(d), [0] * len(d)
+    for a, s in zip(form.order, dense_strides(tuple(d[a] for a in form.order))):
+        outs[a] = s
+    y, written = np.zeros_like(x), np.zeros(x.size, np.int64)
+    r, c = form.rows, form.cols
+    for index in np.ndindex(*(d[a] for a in form.outer)):
+        at_in = sum(i * ins[a] for i, a in zip(index, form.outer))
+        at_out = sum(i * outs[a] for i, a in zip(index, form.outer))
+        for i, j, k in np.ndindex(d[r], d[c], form.depth):
+            o = at_out + i * outs[r] + j * outs[c] + k
+            y[o] = x[at_in + i * ins[r] + j * ins[c] + k]
+            written[o] += 1
+    assert (written == 1).all()
+    return y
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=permutations(ranks=(1, 8)))
+def test_the_strided_copies_give_the_permutation(case):
+    """The oracle is numpy's transpose: the strided form's copies write every output element
+    once, with its input element; each copy moves the two largest moving axes, so they
+    number at most the elements over the two largest moving axes' product."""
+    shape, perm = case
+    x = np.arange(int(np.prod(shape)))
+    form = strided_form(shape, perm)
+    assert np.array_equal(_apply_strided(form, x), np.transpose(x.reshape(shape), perm).ravel())
+    d = form.dims
+    assert strided_copies(form) * d[form.rows] * d[form.cols] * form.depth == x.size
+    assert all(d[a] <= min(d[form.rows], d[form.cols]) for a in form.outer), form
+
+
+S, R = TransposeForm.STRIDED, TransposeForm.ROTATIONS
+
+
+@pytest.mark.parametrize("shape, perm, dtype, form, copies", [
+    ((2, 8, 16, 8), (0, 1, 3, 2), "int32", S, 8),        # Vela's NHCW: 16 copies
+    ((2, 3, 2, 2, 3, 2, 2), (6, 5, 4, 3, 2, 1, 0), "int8", S, 32),
+    ((2, 3, 2, 2, 3, 2, 2, 2), (7, 1, 5, 3, 4, 2, 6, 0), "int8", S, 32),
+    ((1, 4, 6, 5), (0, 2, 1, 3), "int8", R, 1),          # one rotation: one copy
+    ((4,) * 7, (6, 5, 4, 3, 2, 1, 0), "int8", R, 6),     # 1024 strided copies: six rotations
+])
+def test_several_rotations_are_strided_copies_up_to_the_cap(shape, perm, dtype, form, copies):
+    assert transpose_form(shape, perm, dtype) is form
+    assert transpose_copies(shape, perm, dtype) == copies
+    strided = strided_copies(strided_form(*copy_form(shape, perm, dtype)[:2]))
+    several = len(copy_steps(shape, perm, dtype)) > 1
+    assert (form is S) == (several and strided <= MAX_STRIDED_COPIES), strided
 
 
 @pytest.mark.parametrize("shape, perm", [
@@ -182,7 +257,7 @@ def test_every_int32_permutation_is_on_the_npu_and_exact(case, quantized):
     shape, perm = case
     data = transpose_model(shape, perm, (0.5, 0) if quantized else None, "int32")
     cm = _compile_and_check(data, len(shape), dtype="int32")
-    _one_stream(cm, copy_steps(shape, perm, "int32"))
+    _one_stream(cm, shape, perm, "int32")
 
 
 @st.composite
@@ -201,7 +276,7 @@ def test_seven_and_eight_axes_are_on_the_npu_and_exact(case, dtype, zp):
     shape, perm = case
     q = (0.05, zp if dtype == "int8" else 0)
     cm = _compile_and_check(transpose_model(shape, perm, q, dtype), len(shape), dtype=dtype)
-    _one_stream(cm, copy_steps(shape, perm, dtype))
+    _one_stream(cm, shape, perm, dtype)
 
 
 @pytest.mark.parametrize("shape, perm, dtype", [
@@ -239,19 +314,75 @@ def test_an_int32_element_moves_as_its_four_bytes_in_as_many_rotations(case):
 
 
 @pytest.mark.parametrize("shape, perm, dtype", [
-    ((1, 6, 5, 7), (0, 3, 2, 1), "int32"),
-    ((2, 3, 1, 2, 3, 2, 2, 3), (0, 7, 2, 4, 3, 1, 6, 5), "int16"),
+    ((4,) * 7, (6, 5, 4, 3, 2, 1, 0), "int8"),
+    ((5,) * 6, (5, 4, 3, 2, 1, 0), "int32"),
 ])
 def test_several_rotations_hold_their_working_memory_in_the_plan(shape, perm, dtype):
-    """The planned stream touches the planned peak, and the working memory the planner holds
-    for the TRANSPOSE's Part is the one copy of the tensor the stream alternates through:
-    four bytes an int32 element."""
+    """Past :data:`MAX_STRIDED_COPIES` strided copies the rotations alternate through one
+    copy of the tensor (four bytes an int32 element): the working memory the planner holds
+    for the TRANSPOSE's Part is what the stream touches, and the stream touches the planned
+    peak."""
     data = transpose_model(shape, perm, (0.5, 0), dtype)
     cm, entry = compiled_on_the_npu(data, budget="smallest")
+    assert transpose_form(shape, perm, dtype) is TransposeForm.ROTATIONS
     assert len(copy_steps(shape, perm, dtype)) >= 2
     size = int(np.prod(shape)) * np.dtype(dtype).itemsize
     assert entry["work_bytes"] == _planner_work(data, cm.plan_report["layers"]) == size
+    assert entry["commands"]["NPU_OP_POOL"] == transpose_copies(shape, perm, dtype)
     rs = np.random.RandomState(2)
     xs = inputs_for(cm.inputs, rs)
     (got,), (want,) = cm.run(*xs), oracle(data, xs)
     assert np.array_equal(got.reshape(want.shape), want)
+
+
+def _vela_size_sram(data: bytes) -> int:
+    """The SRAM Vela 5.2 ``--optimise Size`` says its file uses (ethos-u55-128)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.tflite"
+        path.write_bytes(data)
+        return run_vela(str(path), "ethos-u55-128", "--optimise", "Size").sram_bytes
+
+
+@pytest.mark.parametrize("shape, perm, dtype", [
+    ((2, 8, 16, 8), (0, 1, 3, 2), "int32"),                     # Vela's NHCW
+    ((2, 3, 2, 2, 3, 2, 2), (6, 5, 4, 3, 2, 1, 0), "int8"),
+    ((2, 3, 2, 2, 3, 2, 2, 2), (7, 1, 5, 3, 4, 2, 6, 0), "int16"),
+])
+def test_strided_copies_take_no_working_memory_and_no_more_sram_than_vela(shape, perm,
+                                                                          dtype):
+    """A TRANSPOSE of several rotations as strided copies: no working memory planned or
+    touched, the stream touching its input and output alone (the planned peak), no more
+    SRAM than Vela 5.2's many small copies, and its outputs LiteRT's reference kernel's."""
+    data = transpose_model(shape, perm, (0.5, 0), dtype)
+    cm, entry = compiled_on_the_npu(data, accelerator_config="ethos-u55-128",
+                                    budget="smallest")
+    assert transpose_form(shape, perm, dtype) is TransposeForm.STRIDED
+    assert entry.get("work_bytes", 0) == 0 == _planner_work(data, cm.plan_report["layers"])
+    assert entry["commands"]["NPU_OP_POOL"] == transpose_copies(shape, perm, dtype)
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    assert entry["sram_high_water_bytes"] == 2 * size, entry
+    assert entry["sram_high_water_bytes"] <= _vela_size_sram(data)
+    rs = np.random.RandomState(3)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("perm, accelerator, budget", [
+    ((0, 3, 2, 1), "ethos-u55-128", "smallest"),
+    ((0, 1, 3, 2), "ethos-u65-256", None),
+])
+def test_strided_copies_between_convolutions_touch_the_planned_peak(perm, accelerator,
+                                                                    budget):
+    """CONV_2D -> TRANSPOSE of several rotations -> CONV_2D: the planned stream realizes its
+    plan and touches the planned peak with no working memory planned or laid out, and the
+    outputs are TFLite Micro's."""
+    data = chain(transpose(perm), 0, (1, 12, 10, 8))
+    cm, entry = compiled_on_the_npu(data, accelerator_config=accelerator, budget=budget)
+    assert entry.get("work_bytes", 0) == 0 == _planner_work(data, cm.plan_report["layers"])
+    rs = np.random.RandomState(4)
+    for _ in range(2):
+        xs = inputs_for(cm.inputs, rs)
+        (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+        assert np.array_equal(got.reshape(want.shape), want)

@@ -12,7 +12,8 @@ channel a copy of an input row, column or channel, REVERSE_V2's every index of i
 copy of its own. A nearest resize by an even factor is the NPU's 2x nearest IFM upscaling
 written with strides of half the factor; by an odd one, a strided write per phase; from a
 1x1 input, a zero-stride broadcast. A TRANSPOSE is a sequence of rotations of its axes, each one
-copy of the whole tensor with two strides exchanged.
+copy of the whole tensor with two strides exchanged, or, where that takes several, one
+strided copy per index of its outer axes (no working memory).
 
 Each lowering yields :class:`Copy` records in the output's (height, width, depth)
 coordinates, so a planner's stripe is the records clipped to its rows and columns
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import NamedTuple
 
 import numpy as np
@@ -543,17 +545,136 @@ def _as_codes(slot: FmSlot, dtype: str) -> FmSlot:
     return dataclasses.replace(slot, shape=(h, w, c * n), dtype=dtype)
 
 
+class Strided(NamedTuple):
+    """A TRANSPOSE as copies straight from its input into its output, Vela's form: the
+    merged axes (:func:`_merged`) ``dims`` in input order, output axis ``j`` being input
+    axis ``order[j]``; every copy moves the axes ``rows`` and ``cols`` as its rows and
+    columns (each read and written through its own strides) and ``depth`` elements that
+    stay together (the last axis where the permutation keeps it last, else one), one copy
+    per index of the ``outer`` axes."""
+
+    dims: tuple[int, ...]
+    order: tuple[int, ...]
+    rows: int
+    cols: int
+    depth: int
+    outer: tuple[int, ...]
+
+
+def strided_form(shape, perm) -> Strided:
+    """The copies of :class:`Strided` for ``perm`` of ``shape``: its two largest moving
+    axes (the first of equals) as every copy's rows and columns, so that it takes the
+    fewest copies."""
+    dims, order = _merged(shape, perm)
+    n = len(dims)
+    keeps_last = n > 0 and order[-1] == n - 1
+    depth = dims[-1] if keeps_last else 1
+    moving = list(range(n - 1 if keeps_last else n))
+    while len(moving) < 2:   # a copy or one swap: an axis of one stands in
+        dims, order, moving = dims + [1], order + [n], moving + [n]
+        n += 1
+    rows, cols = sorted(sorted(moving, key=lambda a: -dims[a])[:2])
+    outer = tuple(a for a in moving if a not in (rows, cols))
+    return Strided(tuple(dims), tuple(order), rows, cols, depth, outer)
+
+
+def dense_strides(dims: tuple[int, ...]) -> list[int]:
+    """Dense element strides of a tensor of ``dims``."""
+    return [int(np.prod(dims[a + 1:], dtype=np.int64)) for a in range(len(dims))]
+
+
+def strided_copies(form: Strided) -> int:
+    """How many operations :func:`strided_ops` emits (boxes cut to the registers)."""
+    d = form.dims
+    outer = int(np.prod([d[a] for a in form.outer], dtype=np.int64))
+    return outer * len(_chunks(d[form.rows])) * len(_chunks(d[form.cols])) * \
+        len(_chunks(form.depth))
+
+
+def rotation_copies(steps: tuple[Rotation, ...]) -> int:
+    """How many operations the rotations ``steps`` emit (:func:`rotation_ops`)."""
+    return sum(len(_chunks(a)) * len(_chunks(b)) * len(_chunks(inner)) for a, b, inner in steps)
+
+
+#: the most copies a TRANSPOSE of several rotations is emitted as (:class:`Strided`, no
+#: working memory) before it alternates through a copy of its tensor instead: Vela 5.2's
+#: streams of 7- and 8-axis transposes run a few hundred operations
+MAX_STRIDED_COPIES = 512
+
+
+class TransposeForm(Enum):
+    """How a TRANSPOSE's stream moves its tensor."""
+
+    #: rotations of its axes, each one copy of the whole tensor (:func:`transpose_steps`),
+    #: more than one alternating through working memory of the tensor's size
+    ROTATIONS = "rotations"
+    #: copies straight from input to output (:class:`Strided`), no working memory
+    STRIDED = "strided"
+
+
+def transpose_form(shape, perm, dtype: str) -> TransposeForm:
+    """A TRANSPOSE of one rotation (or none) is that one copy; one of several rotations is
+    strided copies, which take no working memory, unless they number more than
+    :data:`MAX_STRIDED_COPIES`."""
+    form = copy_form(shape, perm, dtype)
+    if len(transpose_steps(form.shape, form.perm)) < 2:
+        return TransposeForm.ROTATIONS
+    if strided_copies(strided_form(form.shape, form.perm)) <= MAX_STRIDED_COPIES:
+        return TransposeForm.STRIDED
+    return TransposeForm.ROTATIONS
+
+
+def transpose_copies(shape, perm, dtype: str) -> int:
+    """How many copies the stream emits for a TRANSPOSE of a ``dtype`` tensor."""
+    form = copy_form(shape, perm, dtype)
+    if transpose_form(shape, perm, dtype) is TransposeForm.STRIDED:
+        return strided_copies(strided_form(form.shape, form.perm))
+    steps = transpose_steps(form.shape, form.perm)
+    n = int(np.prod(form.shape, dtype=np.int64))
+    return rotation_copies(steps or (Rotation(1, 1, n),))
+
+
 def transpose_work_bytes(q) -> int:
-    """Working memory of a transpose: one copy of the tensor to alternate through when it
-    takes more than one step (none for one)."""
-    if len(copy_steps(q.in_shapes[0], q.attrs["perm"], q.out_dtype)) < 2:
+    """Working memory of a transpose: one copy of the tensor to alternate through when its
+    rotations are emitted and number more than one (none for one, none for strided
+    copies)."""
+    shape, perm = q.in_shapes[0], q.attrs["perm"]
+    if len(copy_steps(shape, perm, q.out_dtype)) < 2 or \
+            transpose_form(shape, perm, q.out_dtype) is TransposeForm.STRIDED:
         return 0
-    return int(np.prod(q.in_shapes[0], dtype=np.int64)) * np.dtype(q.out_dtype).itemsize
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(q.out_dtype).itemsize
 
 
 def _chunks(n: int) -> list[tuple[int, int]]:
     """[start, stop) pieces of ``n`` no longer than a feature-map dimension may be."""
     return [(s, min(n, s + MAX_DIM)) for s in range(0, n, MAX_DIM)]
+
+
+def strided_ops(form: Strided, src: FmSlot, dst: FmSlot, what: str, block: Callable) -> list:
+    """The copies of :class:`Strided` ``form`` from ``src`` into ``dst``, in boxes no
+    dimension of which exceeds the NPU's registers."""
+    d, e = form.dims, np.dtype(src.dtype).itemsize
+    ins = dense_strides(d)
+    outs = [0] * len(d)
+    for a, s in zip(form.order, dense_strides(tuple(d[a] for a in form.order))):
+        outs[a] = s
+    r, c = form.rows, form.cols
+    ops = []
+    for index in np.ndindex(*(d[a] for a in form.outer)):
+        at_in = sum(int(i) * ins[a] for i, a in zip(index, form.outer))
+        at_out = sum(int(i) * outs[a] for i, a in zip(index, form.outer))
+        for i0, i1 in _chunks(d[r]):
+            for j0, j1 in _chunks(d[c]):
+                for k0, k1 in _chunks(form.depth):
+                    box = (i1 - i0, j1 - j0, k1 - k0)
+                    read = View(src.region, src.offset + (at_in + i0 * ins[r] + j0 * ins[c]
+                                                          + k0) * e,
+                                box, ins[r] * e, ins[c] * e, src.dtype)
+                    write = View(dst.region, dst.offset + (at_out + i0 * outs[r]
+                                                           + j0 * outs[c] + k0) * e,
+                                 box, outs[r] * e, outs[c] * e, dst.dtype)
+                    ops.append(copy_op(read, write, what, block))
+    return ops
 
 
 def rotation_ops(step: Rotation, src: FmSlot, dst: FmSlot, what: str, block: Callable) -> list:
@@ -575,11 +696,15 @@ def rotation_ops(step: Rotation, src: FmSlot, dst: FmSlot, what: str, block: Cal
 
 
 def transpose_ops(q, src: FmSlot, ofm: FmSlot, work: int | None, block: Callable) -> list:
-    """TRANSPOSE: its rotations (:func:`transpose_steps`), the last written to ``ofm`` and
-    the ones before alternating between ``ofm`` and the working memory at ``work`` so that
-    no step reads what it writes; a permutation that moves no data is one plain copy."""
+    """TRANSPOSE in its :func:`transpose_form`: strided copies from ``src`` into ``ofm``, or
+    its rotations (:func:`transpose_steps`), the last written to ``ofm`` and the ones before
+    alternating between ``ofm`` and the working memory at ``work`` so that no step reads
+    what it writes; a permutation that moves no data is one plain copy."""
+    kind = transpose_form(q.in_shapes[0], q.attrs["perm"], src.dtype)
     form = copy_form(q.in_shapes[0], q.attrs["perm"], src.dtype)
     src, ofm = _as_codes(src, form.dtype), _as_codes(ofm, form.dtype)
+    if kind is TransposeForm.STRIDED:
+        return strided_ops(strided_form(form.shape, form.perm), src, ofm, q.tflite_name, block)
     steps = transpose_steps(form.shape, form.perm)
     if not steps:
         n = int(np.prod(form.shape, dtype=np.int64))
