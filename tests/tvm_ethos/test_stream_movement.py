@@ -15,7 +15,15 @@ from tvm import relax
 import tvm_ethos
 from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_oracle, tflm_random_inputs
-from tvm_ethos.backends.ethos_u.ops_movement import Copy, View, clip, transpose_steps
+from tvm_ethos.backends.ethos_u.ops_movement import (
+    Copy,
+    TransposeForm,
+    View,
+    clip,
+    transpose_copies,
+    transpose_form,
+    transpose_steps,
+)
 
 pytest.importorskip("ethosu.vela")
 
@@ -371,14 +379,18 @@ def test_transpose_stream_is_the_permutation(in_shape, perm, config, planned):
 
 
 @pytest.mark.parametrize("in_shape, perm, config, planned", [
-    ((3, 4, 5), (0, 2, 1), "ethos-u55-128", False),         # two rotations
+    ((3, 4, 5), (0, 2, 1), "ethos-u55-128", False),         # two rotations: 3 strided copies
     ((2, 3, 4, 5), (3, 1, 0, 2), "ethos-u55-256", True),    # three, with a batch of 2
     ((1, 3, 4, 5), (0, 3, 1, 2), "ethos-u65-256", True),    # one (a 12 x 5 swap)
+    ((4,) * 7, (6, 5, 4, 3, 2, 1, 0), "ethos-u55-128", False),   # past the strided cap
 ])
-def test_any_transpose_is_rotations_through_working_memory(in_shape, perm, config, planned):
-    """A permutation that is no single swap: a strided copy per rotation, alternating
-    between the output and working memory of the tensor's size, exact, planned or not."""
+def test_any_transpose_is_strided_copies_or_rotations(in_shape, perm, config, planned):
+    """A permutation that is no single swap: strided copies straight into the output, or,
+    past ``MAX_STRIDED_COPIES`` of them, a copy per rotation alternating between the output
+    and working memory of the tensor's size; exact, planned or not."""
     steps = transpose_steps(in_shape, perm)
+    rotations = transpose_form(in_shape, perm, "int8") is TransposeForm.ROTATIONS
+    assert rotations == (len(steps) == 1 or len(in_shape) == 7)
     cm = tvm_ethos.compile(transpose_module(in_shape, perm),
                            f"ethos-u -accelerator_config={config},llvm", npu_runtime="stream",
                            cache_dir=False, plan=planned)
@@ -386,8 +398,10 @@ def test_any_transpose_is_rotations_through_working_memory(in_shape, perm, confi
     assert op.placed_on == "ethos-u", op.rejections
     (entry,) = cm.plan_report["streams"].values()
     assert entry["generated"], entry
-    assert entry["commands"]["NPU_OP_POOL"] == len(steps), entry["commands"]
-    assert entry["work_bytes"] == (int(np.prod(in_shape)) if len(steps) > 1 else 0), entry
+    assert entry["commands"]["NPU_OP_POOL"] == transpose_copies(in_shape, perm, "int8") \
+        == (len(steps) if rotations else int(np.prod(in_shape)) // 20), entry["commands"]
+    assert entry["work_bytes"] == (int(np.prod(in_shape)) if rotations and len(steps) > 1
+                                   else 0), entry
     if planned:  # the Plan holds the working memory: the stream touches the planned peak
         assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
         assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
