@@ -389,7 +389,8 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     # an average pool over a nearest upscale, enlarged first through working memory for 4x, 8x
     Op.RESIZE_BILINEAR: StreamEmitter(Form.MOVEMENT, sequence=_bilinear,
                                       work_bytes=ops_resize.work_bytes),
-    # rotations of its axes, each a strided copy; more than one alternate through working memory
+    # strided copies straight into the output (ops_movement.transpose_form); past
+    # MAX_STRIDED_COPIES, rotations of its axes alternating through working memory
     Op.TRANSPOSE: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=_transpose,
                                 work_bytes=transpose_work_bytes),
     # UNIDIRECTIONAL_SEQUENCE_LSTM, unrolled over batches and steps (ops_lstm); its ``q`` is
