@@ -1,7 +1,9 @@
 """A TFLite TRANSPOSE through the importer: every constant permutation of an int8, int16 or
-int32 tensor of up to eight axes becomes an ``ethos-u`` operator, a sequence of strided copies
-(``ops_movement.transpose_steps``; an int32 tensor's copies move each element's four bytes as
-int8 codes, ``ops_movement.copy_form``), and the compiled file's outputs equal TFLite Micro's
+int32 tensor of up to eight axes becomes an ``ethos-u`` operator, strided copies (one rotation
+of ``ops_movement.transpose_steps``, or for several the copies straight into the output of
+``ops_movement.transpose_form``, no working memory, up to ``MAX_STRIDED_COPIES``; an int32
+tensor's copies move each element's four bytes as int8 codes, ``ops_movement.copy_form``),
+and the compiled file's outputs equal TFLite Micro's
 on the source (LiteRT's reference kernels for more than five axes or int32, which TFLite
 Micro's kernel does not take)."""
 from __future__ import annotations
