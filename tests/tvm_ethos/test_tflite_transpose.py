@@ -219,6 +219,16 @@ def test_a_dimension_beyond_the_npus_registers_is_cut_into_boxes():
     assert entry["commands"]["NPU_OP_POOL"] == 2, entry["commands"]
 
 
+def test_strided_copies_beyond_the_npus_registers_are_cut_into_boxes():
+    """Reversed (3, 70000, 2) is strided copies, one per channel, whose 70000 rows pass the
+    registers' 65536: each copy is cut into two boxes, all exact."""
+    shape, perm = (3, 70000, 2), (2, 1, 0)
+    assert transpose_form(shape, perm, "int8") is S
+    cm = _compile_and_check(transpose_model(shape, perm), len(shape))
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["commands"]["NPU_OP_POOL"] == 4, entry["commands"]
+
+
 def test_an_int32_block_beyond_the_npus_registers_is_cut_into_boxes():
     """20000 int32 elements kept together are 80000 bytes deep: two copies."""
     cm = _compile_and_check(transpose_model((2, 3, 20000), (1, 0, 2), (0.5, 0), "int32"), 3,
