@@ -40,6 +40,7 @@ from planner.line_buffer import LineBufferError, line_timing
 from planner.lockstep import prologue_of
 from planner.memory import BufferMode
 from planner.windows import window
+from tvm_ethos.backends.ethos_u.arena_packing import packed_offsets
 
 Box = tuple[tuple[int, int], ...]
 
@@ -421,6 +422,17 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     if peak is None:
         return best
     if not fitting:
+        # blocks living across several Plans left holes no first fit fills: search for
+        # a placement within the peak, the least any layout takes
+        packed = packed_offsets(buffers, peak)
+        if packed is not None:
+            layout = ArenaLayout(packed, list(buffers), max(
+                (packed[b.name] + b.nbytes for b in buffers), default=0))
+            mirrored = layout.mirrored()
+            if layout.top() != layout.size and mirrored.aligned() and \
+                    mirrored.top() == mirrored.size:
+                return mirrored
+            return layout
         raise LayoutError(f"the first-fit arena layout needs {smallest:,} B, the plan's peak "
                           f"is {peak:,} B")
     return fitting[0]
