@@ -87,7 +87,7 @@ def tilings(draw, plans: int = 6, depth: int = 4):
     return draw(st.permutations(blocks)), peak_units * unit
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(small_sets())
 def test_a_placement_is_found_wherever_brute_force_finds_one(case):
     blocks, peak = case
@@ -97,7 +97,7 @@ def test_a_placement_is_found_wherever_brute_force_finds_one(case):
         assert valid(blocks, peak, offsets)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(tilings())
 def test_blocks_that_tile_the_peak_are_placed_within_it(case):
     blocks, peak = case
@@ -111,7 +111,7 @@ def test_a_search_out_of_placements_gives_up():
     # search stops at once, with one it fails after it
     blocks = [Buffer(n, 2, 1, 0, 0) for n in "abc"]
     assert packed_offsets(blocks, 5) is None
-    assert packed_offsets(blocks, 6, max_placements=0) is None
+    assert packed_offsets(blocks, 6, max_work=0) is None
     assert valid(blocks, 6, packed_offsets(blocks, 6))
 
 

@@ -24,8 +24,8 @@ scratch arena: the tensors between Plans (network inputs until their last reader
 the end), and per Plan its intermediates (the planned buffer shape, a ring along every axis
 the buffer is shorter on), its weight copies and staging buffers (one block per Plan, which
 ``stream_weights`` fills by DMA) and working memory the stream needs beyond the plan
-(SOFTMAX's intermediates). The layout is first fit by Plan lifetime; it must fit the plan's
-peak exactly, else :class:`LayoutError`.
+(SOFTMAX's intermediates). The layout is first fit by Plan lifetime, else a bounded search
+(``arena_packing``); it must fit the plan's peak exactly, else :class:`LayoutError`.
 
 Nothing here imports TVM or Vela: the inputs are the planner's graph and Proposal.
 """
@@ -333,7 +333,9 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     in one floor; the weights among the rest; each in several orders (by first Plan,
     lifetime, size), each also upside down; where none fits, the same orders with the aligned
     blocks first. The first that fits the peak and ends with a touched byte is taken, else
-    the first that fits; :class:`LayoutError` when none fits.
+    the first that fits; where none fits, ``arena_packing.packed_offsets``'s placement
+    within the peak (upside down where only that ends with a touched byte);
+    :class:`LayoutError` when it finds none.
     ``peak`` None: the smallest layout, whatever its size."""
     rank = {"weights": 0, "tensor": 1, "work": 2, "input": 3}
     touched_first = {"tensor": 0, "work": 0, "input": 0, "weights": 1}
