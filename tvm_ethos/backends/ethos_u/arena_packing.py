@@ -44,9 +44,10 @@ def packed_offsets(blocks: Sequence[Block], peak: int,
     """An offset per block name such that blocks live in a common Plan do not overlap and
     every block lies within ``[0, peak)`` on a multiple of its ``align``; None where neither
     search found one within ``max_work`` block comparisons (or none exists)."""
-    if any(b.nbytes > peak for b in blocks):
-        return None
     sized = [b for b in blocks if b.nbytes]
+    plans = {k for b in sized for k in range(b.first, b.last + 1)}
+    if any(sum(b.nbytes for b in sized if b.first <= k <= b.last) > peak for k in plans):
+        return None   # more bytes live in one Plan than the peak: no search can fit them
     found = _by_lifetime(sized, peak, max_work)
     if found is None:
         found = _by_offset(sized, peak, max_work)

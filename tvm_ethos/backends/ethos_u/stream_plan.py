@@ -324,7 +324,7 @@ def _first_fit(buffers: list[Buffer], key, lowest=None, placed=None) -> tuple[di
     return offsets, size
 
 
-def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
+def arena_layout(buffers: list[Buffer], peak: int | None, search: bool = True) -> ArenaLayout:
     """A first-fit placement of ``buffers`` within ``peak`` bytes that ends, where it can,
     with a byte the stream touches (the reserved weights below the feature maps). Tried in
     turn: the touched buffers placed down from the peak, the weights into the holes left;
@@ -334,8 +334,8 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     lifetime, size), each also upside down; where none fits, the same orders with the aligned
     blocks first. The first that fits the peak and ends with a touched byte is taken, else
     the first that fits; where none fits, ``arena_packing.packed_offsets``'s placement
-    within the peak (upside down where only that ends with a touched byte);
-    :class:`LayoutError` when it finds none.
+    within the peak (upside down where only that ends with a touched byte), unless
+    ``search`` is False (a trial that may fail cheaply); :class:`LayoutError` when none.
     ``peak`` None: the smallest layout, whatever its size."""
     rank = {"weights": 0, "tensor": 1, "work": 2, "input": 3}
     touched_first = {"tensor": 0, "work": 0, "input": 0, "weights": 1}
@@ -426,7 +426,7 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     if not fitting:
         # blocks living across several Plans left holes no first fit fills: search for
         # a placement within the peak, the least any layout takes
-        packed = packed_offsets(buffers, peak)
+        packed = packed_offsets(buffers, peak) if search else None
         if packed is not None:
             layout = ArenaLayout(packed, list(buffers), max(
                 (packed[b.name] + b.nbytes for b in buffers), default=0))
@@ -471,7 +471,7 @@ def longest_runs(graph, proposal, buffers: list[Buffer], shapes: dict, peak: int
             if trial is None:
                 break
             try:
-                trial_layout = arena_layout(trial, peak)
+                trial_layout = arena_layout(trial, peak, search=False)
             except LayoutError:
                 continue
             runs[k], buffers, layout = run, trial, trial_layout
