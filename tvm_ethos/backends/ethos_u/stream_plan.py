@@ -24,8 +24,8 @@ scratch arena: the tensors between Plans (network inputs until their last reader
 the end), and per Plan its intermediates (the planned buffer shape, a ring along every axis
 the buffer is shorter on), its weight copies and staging buffers (one block per Plan, which
 ``stream_weights`` fills by DMA) and working memory the stream needs beyond the plan
-(SOFTMAX's intermediates). The layout is first fit by Plan lifetime; it must fit the plan's
-peak exactly, else :class:`LayoutError`.
+(SOFTMAX's intermediates). The layout is first fit by Plan lifetime, else a bounded search
+(``arena_packing``); it must fit the plan's peak exactly, else :class:`LayoutError`.
 
 Nothing here imports TVM or Vela: the inputs are the planner's graph and Proposal.
 """
@@ -40,6 +40,7 @@ from planner.line_buffer import LineBufferError, line_timing
 from planner.lockstep import prologue_of
 from planner.memory import BufferMode
 from planner.windows import window
+from tvm_ethos.backends.ethos_u.arena_packing import packed_offsets
 
 Box = tuple[tuple[int, int], ...]
 
@@ -323,7 +324,7 @@ def _first_fit(buffers: list[Buffer], key, lowest=None, placed=None) -> tuple[di
     return offsets, size
 
 
-def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
+def arena_layout(buffers: list[Buffer], peak: int | None, search: bool = True) -> ArenaLayout:
     """A first-fit placement of ``buffers`` within ``peak`` bytes that ends, where it can,
     with a byte the stream touches (the reserved weights below the feature maps). Tried in
     turn: the touched buffers placed down from the peak, the weights into the holes left;
@@ -332,7 +333,9 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     in one floor; the weights among the rest; each in several orders (by first Plan,
     lifetime, size), each also upside down; where none fits, the same orders with the aligned
     blocks first. The first that fits the peak and ends with a touched byte is taken, else
-    the first that fits; :class:`LayoutError` when none fits.
+    the first that fits; where none fits, ``arena_packing.packed_offsets``'s placement
+    within the peak (upside down where only that ends with a touched byte), unless
+    ``search`` is False (a trial that may fail cheaply); :class:`LayoutError` when none.
     ``peak`` None: the smallest layout, whatever its size."""
     rank = {"weights": 0, "tensor": 1, "work": 2, "input": 3}
     touched_first = {"tensor": 0, "work": 0, "input": 0, "weights": 1}
@@ -421,6 +424,17 @@ def arena_layout(buffers: list[Buffer], peak: int | None) -> ArenaLayout:
     if peak is None:
         return best
     if not fitting:
+        # blocks living across several Plans left holes no first fit fills: search for
+        # a placement within the peak, the least any layout takes
+        packed = packed_offsets(buffers, peak) if search else None
+        if packed is not None:
+            layout = ArenaLayout(packed, list(buffers), max(
+                (packed[b.name] + b.nbytes for b in buffers), default=0))
+            mirrored = layout.mirrored()
+            if layout.top() != layout.size and mirrored.aligned() and \
+                    mirrored.top() == mirrored.size:
+                return mirrored
+            return layout
         raise LayoutError(f"the first-fit arena layout needs {smallest:,} B, the plan's peak "
                           f"is {peak:,} B")
     return fitting[0]
@@ -457,7 +471,7 @@ def longest_runs(graph, proposal, buffers: list[Buffer], shapes: dict, peak: int
             if trial is None:
                 break
             try:
-                trial_layout = arena_layout(trial, peak)
+                trial_layout = arena_layout(trial, peak, search=False)
             except LayoutError:
                 continue
             runs[k], buffers, layout = run, trial, trial_layout
