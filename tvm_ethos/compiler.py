@@ -118,6 +118,14 @@ class CompiledModel:
             return self._shaped(self.executor.run(arrays))
         return self.run_vm(*arrays)
 
+    def reset_state(self) -> None:
+        """Put the model's states (an LSTM's hidden and cell state, which each :meth:`run`
+        goes on from, as TFLite Micro's interpreter does between ``invoke()`` calls) back to
+        their reset values, as the interpreter's ``reset()``; a model without states has
+        nothing to reset."""
+        if self.program is not None and self.program.states and self._executor is not None:
+            self._executor.reset_state()
+
     def _ordered_inputs(self, inputs: tuple) -> tuple:
         """Positional arrays, or one dict by input name turned into them (TvmEthosError naming
         the unknown or missing names)."""

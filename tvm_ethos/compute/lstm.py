@@ -18,9 +18,13 @@ time steps, as TFLite Micro's ``lstm_eval`` does. Per step of a batch:
 The int16 sigmoid and tanh are tables of one output per input code (65536 entries, made
 with ``ethosu_stream.activation16``, TFLite's interpolation); the constants the planner
 sees are the four gates' weights as one (4, cells, features + cells) int8 tensor and their
-biases as one (4, cells) int32 tensor (``planner.parts.lstm``'s). The states start where
-TFLite Micro's ``ResetVariableTensors`` leaves them (the hidden state's zero point, a zero
-cell state) at every run: a package runs each inference from a reset interpreter's state.
+biases as one (4, cells) int32 tensor (``planner.parts.lstm``'s).
+
+The hidden (int8) and cell (int16) states are variables of the compiled model, as TFLite
+Micro's variable tensors are: two parameters of the kernel (``ConstPool.add_state``) it
+reads before the first step and writes after the last, so the next run goes on from them.
+Their constant values are where TFLite Micro's ``ResetVariableTensors`` leaves them (the
+hidden state's zero point, a zero cell state), what the executor's ``reset_state`` restores.
 """
 from __future__ import annotations
 
@@ -34,6 +38,9 @@ from tvm.script.ir_builder import tirx as T
 from ethosu_stream import activation16
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
+#: the names of the two state parameters end so (``part_matchers``: no planner tensors; the
+#: Part's own ``<part>:state`` block stands for them)
+STATE_CONST_SUFFIXES = ("_hidden_state", "_cell_state")
 #: the ExternFunc the importer calls for an LSTM (``tflite_converter``) and the pattern reads
 PACKED_NAME = "tvm_ethos.unidirectional_sequence_lstm"
 #: TFLite Micro's fixed scales of a gate's pre-activation (Q3.12) and activation (Q0.15)
@@ -139,7 +146,8 @@ def lower_lstm(op, inputs, pool, name: str) -> te.Tensor:
     """The LSTM ``op`` (a ``patterns.QOp`` of kind LSTM: ``weights`` (4, cells, features +
     cells) int8, ``bias`` (4, cells) int32, ``attrs["quantization"]`` an
     :class:`LstmQuantization`) over the int8 sequence ``inputs[0]``, its output sequence in
-    TE (one extern stage named ``{name}_out``); its constants go to ``pool``."""
+    TE (one extern stage named ``{name}_out``); its constants go to ``pool``, its states
+    (hidden, then cell; ``(batches, cells)``) to ``pool`` as variables."""
     q: LstmQuantization = op.attrs["quantization"]
     x = inputs[0]
     shape = [int(s) for s in x.shape]
@@ -157,13 +165,17 @@ def lower_lstm(op, inputs, pool, name: str) -> te.Tensor:
     input_mul = _product_multiplier(q15, q15, q.cell_scale)
     hidden_mul = _product_multiplier(q15, q15, q.hidden_q[0])
     zp_in, zp_h = q.input_q[1], q.hidden_q[1]
+    hidden_state = pool.add_state(f"{name}{STATE_CONST_SUFFIXES[0]}",
+                                  np.full((batches, cells), zp_h, np.int8))
+    cell_state = pool.add_state(f"{name}{STATE_CONST_SUFFIXES[1]}",
+                                np.zeros((batches, cells), np.int16))
     clip = q.cell_clip
 
     def row(b, t):
         return t * batches + b if q.time_major else b * steps + t
 
     def kernel(ins, outs):
-        xs, w, bs, sig, tanh, cell_tanh = (T.buffer_proxy(b) for b in ins)
+        xs, w, bs, sig, tanh, cell_tanh, h_state, c_state = (T.buffer_proxy(b) for b in ins)
         out = T.buffer_proxy(outs[0])
         width = features + cells
         with IRBuilder() as ib:
@@ -172,7 +184,7 @@ def lower_lstm(op, inputs, pool, name: str) -> te.Tensor:
                 gate = T.buffer_proxy(T.decl_buffer([4 * cells], "int64", scope="local"))
                 acc = T.buffer_proxy(T.decl_buffer([2], "int64", scope="local"))
                 with T.serial(0, batches * cells) as i:
-                    cell[i] = _i64(0)
+                    cell[i] = c_state[i].astype("int64")
                 with T.serial(0, batches) as b:
                     with T.serial(0, steps) as t:
                         with T.serial(0, 4 * cells) as kj:
@@ -183,12 +195,13 @@ def lower_lstm(op, inputs, pool, name: str) -> te.Tensor:
                                                    - _i64(zp_in)) * \
                                     w[kj * width + f].astype("int64")
                             acc[1] = _i64(0)
-                            with T.If(t > 0):
-                                with T.Then():
-                                    with T.serial(0, cells) as i:
-                                        h = out[row(b, t - 1) * cells + i].astype("int64")
-                                        acc[1] = acc[1] + (h - _i64(zp_h)) * \
-                                            w[kj * width + features + i].astype("int64")
+                            with T.serial(0, cells) as i:
+                                # the step before's output; before the first, the state
+                                h = tirx.if_then_else(
+                                    t > 0, out[row(b, t - 1) * cells + i],
+                                    h_state[b * cells + i]).astype("int64")
+                                acc[1] = acc[1] + (h - _i64(zp_h)) * \
+                                    w[kj * width + features + i].astype("int64")
                             pre_in, pre_rec = (
                                 tirx.Select(k == 0, _rescale(acc[a], mults[0]),
                                             tirx.Select(k == 1, _rescale(acc[a], mults[1]),
@@ -215,8 +228,12 @@ def lower_lstm(op, inputs, pool, name: str) -> te.Tensor:
                             hid = _rescale(th.astype("int64") * gate[3 * cells + j],
                                            hidden_mul) + _i64(zp_h)
                             out[row(b, t) * cells + j] = _clamp(hid, -128, 127).astype("int8")
+                    with T.serial(0, cells) as j:   # the states the next run starts from
+                        h_state[b * cells + j] = out[row(b, steps - 1) * cells + j]
+                        c_state[b * cells + j] = cell[b * cells + j].astype("int16")
         return ib.get()
 
     out_shape = [shape[0], shape[1], cells]
-    return te.extern([out_shape], [x, weights, bias, *tables], kernel, dtype="int8",
+    return te.extern([out_shape], [x, weights, bias, *tables, hidden_state, cell_state],
+                     kernel, dtype="int8",
                      name=f"{name}_out")

@@ -41,6 +41,9 @@ class LoweredSubgraph:
     #: per layer, the TE tensors it reads in operand order (inputs, constants or earlier
     #: layers' outputs): the dataflow a command-stream generator walks
     layer_inputs: list = field(default_factory=list)
+    #: positions in ``consts`` of the variables the kernel writes back in place (an LSTM's
+    #: states, ``ConstPool.add_state``): their arrays are the reset values
+    state_consts: tuple[int, ...] = ()
 
 
 def _te_placeholder(var: relax.Var, name: str):
@@ -235,4 +238,5 @@ def lower_function(
         input_tensors=in_phs,
         const_tensors=const_phs,
         layer_inputs=layer_inputs,
+        state_consts=tuple(pool.states),
     )

@@ -70,11 +70,13 @@ from tvm_ethos.host.cpu.x86_operands import (
 
 
 class ConstPool:
-    """Numpy constants that become PrimFunc parameters, in order of creation."""
+    """Numpy constants that become PrimFunc parameters, in order of creation; the few a
+    kernel writes back (an LSTM's states, :meth:`add_state`) are marked by their position."""
 
     def __init__(self, prefix: str = "c"):
         self.prefix = prefix
         self.items: list[tuple[te.Tensor, np.ndarray]] = []
+        self.states: list[int] = []
 
     def add(self, name: str, array: np.ndarray) -> te.Tensor:
         array = np.ascontiguousarray(array)
@@ -83,6 +85,13 @@ class ConstPool:
         )
         self.items.append((ph, array))
         return ph
+
+    def add_state(self, name: str, initial: np.ndarray) -> te.Tensor:
+        """A parameter the kernel reads and writes back in place: a variable of the compiled
+        model that keeps its value from one run to the next (``initial`` is its reset
+        value, what the executor restores)."""
+        self.states.append(len(self.items))
+        return self.add(name, initial)
 
 
 # ----------------------------------------------------------------------- fixed point

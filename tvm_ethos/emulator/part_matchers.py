@@ -49,6 +49,7 @@ from planner.parts import arg_max_piece_pixels, arg_max_rows_cols, arg_max_work_
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
+from tvm_ethos.compute.lstm import STATE_CONST_SUFFIXES
 from tvm_ethos.errors import CompileError
 
 FEATURE_MAP_DTYPES = ("int8", "uint8", "int16")
@@ -558,7 +559,7 @@ def _lstm_part(r, layer, ptensor, const_names) -> MatchedPart:
     if layer is None or layer.kind != Op.LSTM:
         raise CompileError(f"part matcher: extern stage {_name(r)} is no LSTM")
     x, weights, bias = [t for t in r.op.input_tensors
-                        if not _name(t).endswith(LUT_CONST_SUFFIXES)]
+                        if not _name(t).endswith(LUT_CONST_SUFFIXES + STATE_CONST_SUFFIXES)]
     if _name(x) in const_names or _name(weights) not in const_names:
         raise CompileError(f"part matcher: LSTM {_name(r)} reads no sequence and weights")
     q = layer.attrs["quantization"]

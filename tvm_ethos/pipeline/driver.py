@@ -26,6 +26,7 @@ from tvm_ethos.pipeline.network_build import (
     legalize,
     read_program,
     split_main,
+    state_constants,
 )
 from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants
 from tvm_ethos.pipeline.plan import plan_subgraphs
@@ -46,6 +47,9 @@ class Offloaded(NamedTuple):
     module: object
     plan: PlanReport
     payloads: Mapping[str, object]
+    #: per NPU symbol whose kernel keeps states: (its constants' count, the states'
+    #: positions among them) (``LoweredSubgraph.state_consts``)
+    states: Mapping[str, tuple[int, tuple[int, ...]]]
 
 
 def offload(pmod, tl: TargetList, plan_opts: PlanningOptions, devices: dict,
@@ -78,7 +82,9 @@ def offload(pmod, tl: TargetList, plan_opts: PlanningOptions, devices: dict,
         pmod = codegen.lower_host_composites(pmod, tl.host.backend_id,
                                              codegen.host_kernels_vnni(tl),
                                              codegen.host_kernels_avx2(tl))
-    return Offloaded(pmod, report, payloads)
+    states = {sym: (len(lw.consts), lw.state_consts) for sym, lw in lowered.items()
+              if lw.state_consts}
+    return Offloaded(pmod, report, payloads, states)
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,7 @@ def compile_network(mod, tl: TargetList, plan_opts: PlanningOptions,
                 with stage("program"):
                     ex, program = None, read_network(done.module, report, tl)
             program.payloads = dict(done.payloads)
+            program.states = state_constants(program, done.states)
     except TvmEthosError:
         raise
     except Exception as err:

@@ -510,6 +510,24 @@ def read_program(fused, segments: list[Segment], npu_backends: set, host_id: str
     )
 
 
+def state_constants(program: NetworkProgram, states: dict) -> tuple[int, ...]:
+    """The program's constant indices that are state variables: ``states`` gives, per NPU
+    kernel symbol, its constants' count and the states' positions among them; a kernel's
+    constants are the last arguments of its call (``attach_npu_constants``)."""
+    out = []
+    for sg in program.subgraphs:
+        for st in sg.steps:
+            if st.func not in states:
+                continue
+            count, positions = states[st.func]
+            for p in positions:
+                tag, ref = st.args[len(st.args) - count + p]
+                if tag != "c":
+                    raise CompileError(f"{st.func}: its state argument {p} is no constant")
+                out.append(ref)
+    return tuple(out)
+
+
 def _dedupe(xs):
     seen, out = set(), []
     for x in xs:

@@ -14,7 +14,12 @@ A loaded network owns (rfcs/0003; after Arm NN's zero-copy fallback):
   :attr:`Executor.edge_report` says what was chosen and why;
 * its **memory**: per in-flight request a slot of activation buffers; every buffer (fallback
   memory included) is allocated when its slot is first used and reused by every later
-  inference; :meth:`Executor.unload` frees them all.
+  inference; :meth:`Executor.unload` frees them all;
+* its **states**: the program's state constants (an LSTM's hidden and cell state) as one
+  copy of its own, which the kernels read and write in place, so each inference goes on
+  from the one before, as TFLite Micro's variable tensors do; inferences of a network with
+  states run one at a time (in the order they start), and :meth:`Executor.reset_state`
+  restores the reset values.
 
 ``run(inputs)`` executes in the calling thread; ``start_async(inputs)`` returns an
 :class:`InferRequest` whose ``wait()`` gives the outputs; up to ``max_requests`` run at once,
@@ -444,6 +449,8 @@ class Executor:
         self.max_requests = max_requests
         self._closed = False
         self._lock = threading.Lock()
+        #: held through each inference of a network with states (their order is the runs')
+        self._state_lock = threading.Lock() if program.states else None
         self.last_run_stats: RunStats | None = None
         sgs = program.subgraphs
 
@@ -722,7 +729,24 @@ class Executor:
             out.append(x)
         return out
 
+    def reset_state(self) -> None:
+        """Put the network's states (an LSTM's hidden and cell state) back to their reset
+        values, as TFLite Micro's ``reset()`` (``ResetVariableTensors``) does: the next
+        inference computes what the first one did. Nothing to do for a network without."""
+        if self._state_lock is None:
+            return
+        with self._state_lock:
+            for c in self.program.states:
+                if c in self._const_cpu:
+                    self._const_cpu[c].copyfrom(np.ascontiguousarray(self.program.constants[c]))
+
     def _infer(self, inputs):
+        if self._state_lock is None:
+            return self._infer_one(inputs)
+        with self._state_lock:
+            return self._infer_one(inputs)
+
+    def _infer_one(self, inputs):
         if self._closed:
             raise ExecutorError("the network is unloaded")
         arrays = self._check_inputs(inputs)

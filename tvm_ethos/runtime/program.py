@@ -25,7 +25,10 @@ from tvm_ethos.runtime.opencl_device import (
 from tvm_ethos.runtime.payloads import payload_from_json, payload_to_json
 from tvm_ethos.schema import MAX_TENSOR_BYTES, Node, SchemaError, check_tensor_size, parse_json
 
-PROGRAM_VERSION = 1
+#: the newest program version this reads: 2 carries ``states``; a program without states is
+#: written as version 1, which readers before states read as well
+PROGRAM_VERSION = 2
+STATELESS_PROGRAM_VERSION = 1
 CONSTANT_ALIGNMENT = 64
 
 
@@ -87,6 +90,10 @@ class NetworkProgram:
     #: generated Ethos-U command streams by NPU kernel symbol (``EthosUPayload``), run on the
     #: functional model when the executor's ``npu_runtime`` is "stream"
     payloads: dict = field(default_factory=dict)
+    #: indices of the constants that are variables of the model (an LSTM's states): the
+    #: kernels write them back in place, the executor keeps its own copy from one run to the
+    #: next and ``reset_state`` restores these arrays (their reset values)
+    states: tuple = ()
 
     # ---- derived facts
     def producer(self) -> dict:
@@ -130,9 +137,11 @@ class NetworkProgram:
     def to_json(self) -> str:
         extra = {"payloads": {k: payload_to_json(v) for k, v in sorted(self.payloads.items())}} \
             if self.payloads else {}
+        if self.states:
+            extra["states"] = sorted(self.states)
         return json.dumps(
             {
-                "version": PROGRAM_VERSION,
+                "version": PROGRAM_VERSION if self.states else STATELESS_PROGRAM_VERSION,
                 "inputs": self.inputs,
                 "outputs": self.outputs,
                 "tensors": [[t.tid, t.name, list(t.shape), t.dtype] for t in self.tensors.values()],
@@ -180,7 +189,7 @@ class NetworkProgram:
 
 _SUBGRAPH_FIELDS = ("name", "backend", "kind", "device", "inputs", "outputs", "steps")
 _PROGRAM_FIELDS = ("version", "inputs", "outputs", "tensors", "subgraphs", "opencl",
-                   "constants", "payloads")
+                   "constants", "payloads", "states")
 SUBGRAPH_KINDS = ("npu", "host")
 DEVICES = ("cpu", "opencl")
 
@@ -188,9 +197,9 @@ DEVICES = ("cpu", "opencl")
 def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
     root = Node(d, "program.json").obj(_PROGRAM_FIELDS)
     version = root.get("version").int()
-    if version != PROGRAM_VERSION:
+    if not STATELESS_PROGRAM_VERSION <= version <= PROGRAM_VERSION:
         raise SchemaError(f"program.json: program version {version}, this tvm-ethos reads "
-                          f"{PROGRAM_VERSION}")
+                          f"{STATELESS_PROGRAM_VERSION} to {PROGRAM_VERSION}")
     tensors: dict = {}
     for t in root.get("tensors").items():
         tid_n, name_n, shape_n, dtype_n = t.items(length=4)
@@ -243,7 +252,26 @@ def _parse_program(d: dict, blob: bytes | None) -> NetworkProgram:
         payloads = {k: payload_from_json(v) for k, v in node.entries()}
     inputs, outputs = tensor_ids(root.get("inputs")), tensor_ids(root.get("outputs"))
     _check_dataflow(inputs, outputs, subgraphs)
-    return NetworkProgram(inputs, outputs, tensors, subgraphs, consts, opencl, payloads)
+    states = _states(root.opt("states"), version, len(consts))
+    return NetworkProgram(inputs, outputs, tensors, subgraphs, consts, opencl, payloads, states)
+
+
+def _states(node: Node | None, version: int, n_consts: int) -> tuple:
+    """The state constants' indices: distinct, in range, and only in a version-2 program."""
+    if node is None:
+        return ()
+    if version < PROGRAM_VERSION:
+        raise node.error(f"states in a version-{version} program (they came with version "
+                         f"{PROGRAM_VERSION}); recompile the model")
+    out = []
+    for n in node.items():
+        c = n.int(0, 2**31)
+        if c >= n_consts:
+            raise n.error(f"state {c} is not in program.json.constants ({n_consts} of them)")
+        if c in out:
+            raise n.error(f"state {c} given twice")
+        out.append(c)
+    return tuple(out)
 
 
 def _check_dataflow(inputs: list, outputs: list, subgraphs: list) -> None:
