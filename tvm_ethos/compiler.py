@@ -118,11 +118,12 @@ class CompiledModel:
             return self._shaped(self.executor.run(arrays))
         return self.run_vm(*arrays)
 
-    def reset_state(self) -> None:
+    def reset(self) -> None:
         """Put the model's states (an LSTM's hidden and cell state, which each :meth:`run`
-        goes on from, as TFLite Micro's interpreter does between ``invoke()`` calls) back to
-        their reset values, as the interpreter's ``reset()``; a model without states has
-        nothing to reset."""
+        and request goes on from, as TFLite Micro's interpreter does between ``invoke()``
+        calls) back to their reset values, as the interpreter's ``reset()`` does; a model
+        without states has nothing to reset. A loaded package starts from them, and so does
+        the first run after :meth:`unload`."""
         if self.program is not None and self.program.states and self._executor is not None:
             self._executor.reset_state()
 

@@ -1,12 +1,15 @@
 """The int8 UNIDIRECTIONAL_SEQUENCE_LSTM on ``--target ethos-u,llvm`` (issue 28): imported by
 ``tflite_converter.convert_quantized_lstm``, claimed by the Ethos-U, planned as
 ``planner.parts.lstm`` and run by the emulator's kernel (``compute.lstm``): every output equal
-to TFLite Micro's (each run from a reset interpreter, as a package runs each inference); the
-forms the Ethos-U does not take, and an LSTM no target of the list takes, refused in one line.
+to TFLite Micro's, run after run, the states carried from one run to the next as the
+interpreter's variable tensors are until ``reset()`` (in a compiled model, a loaded package,
+the requests of ``start_async``); the forms the Ethos-U does not take, and an LSTM no target of
+the list takes, refused in one line.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -26,21 +29,35 @@ runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 TRAINED = "tflite-micro/trained_lstm_int8"
 
 
-def _assert_equals_tflm(data: bytes, inputs: list[np.ndarray], target: str = "ethos-u,llvm"):
-    """``data`` compiled for ``target`` gives TFLite Micro's output for each of ``inputs``
-    (TFLite Micro reset before each, as a package starts every run from the states' initial
-    values); every operator on the Ethos-U; the compiled model is returned."""
-    cm = tvm_ethos.compile(data, target, cache_dir=False)
-    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+def _tflm_in_a_row(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """TFLite Micro's first output for each of ``inputs``, invoked in a row without a reset
+    (its variable tensors carried from one invocation to the next)."""
     interpreter = runtime.Interpreter.from_bytes(data)
-    for k, x in enumerate(inputs):
-        got = cm.run(x)[0]
-        interpreter.reset()
+    out = []
+    for x in inputs:
         interpreter.set_input(x, 0)
         interpreter.invoke()
-        want = interpreter.get_output(0)
-        assert np.array_equal(got.reshape(want.shape), want), (
-            f"input {k}: {got.ravel()[:12]} vs TFLite Micro {want.ravel()[:12]}")
+        out.append(interpreter.get_output(0).copy())
+    return out
+
+
+def _assert_runs_equal(run, inputs: list[np.ndarray], want: list[np.ndarray], what: str):
+    for k, (x, w) in enumerate(zip(inputs, want)):
+        got = run(x)[0]
+        assert np.array_equal(got.reshape(w.shape), w), (
+            f"{what}, run {k}: {got.ravel()[:12]} vs TFLite Micro {w.ravel()[:12]}")
+
+
+def _assert_equals_tflm(data: bytes, inputs: list[np.ndarray], target: str = "ethos-u,llvm"):
+    """``data`` compiled for ``target`` gives TFLite Micro's output for ``inputs`` run in a
+    row (no reset between), and after ``reset()`` what a fresh interpreter gives for them;
+    every operator on the Ethos-U; the compiled model is returned."""
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+    want = _tflm_in_a_row(data, inputs)
+    _assert_runs_equal(cm.run, inputs, want, "in a row")
+    cm.reset()
+    _assert_runs_equal(cm.run, inputs, want, "after reset()")
     return cm
 
 
@@ -59,7 +76,7 @@ def _lstm_output_model() -> bytes:
 
 def test_trained_lstm_int8_on_ethos_u_llvm_equals_tflite_micro():
     """The whole model (LSTM, RESHAPE, FULLY_CONNECTED, SOFTMAX) as one NPU subgraph; the
-    model ships no test input, so three random sequences and an all-lowest one."""
+    model ships no test input, so three random sequences and an all-lowest one, in a row."""
     data = model_path(TRAINED).read_bytes()
     inputs = _random_inputs((1, 28, 28), 3, seed=28) + [np.full((1, 28, 28), -128, np.int8)]
     cm = _assert_equals_tflm(data, inputs)
@@ -72,6 +89,54 @@ def test_trained_lstm_int8_on_ethos_u_llvm_equals_tflite_micro():
 
 def test_the_trained_lstm_s_every_hidden_state_equals_tflite_micro():
     _assert_equals_tflm(_lstm_output_model(), _random_inputs((1, 28, 28), 3, seed=3))
+
+
+def test_the_states_go_on_from_run_to_run_and_reset_restores_them():
+    """The second run of an input differs from its first (the state it starts from is the
+    run before's, so a package that reset it per run would give the first again), and equals
+    TFLite Micro's second invocation; the states are the program's two variables."""
+    data = _lstm_output_model()
+    cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    x = _random_inputs((1, 28, 28), 1, seed=12)[0]
+    want = _tflm_in_a_row(data, [x, x])
+    assert not np.array_equal(want[0], want[1])
+    _assert_runs_equal(cm.run, [x, x], want, "the same input twice")
+    states = [cm.program.constants[c] for c in cm.program.states]
+    assert [(a.dtype, a.shape) for a in states] == [(np.int8, (1, 20)), (np.int16, (1, 20))]
+    cm.reset()
+    _assert_runs_equal(cm.run, [x], want, "after reset()")
+    cm.unload()   # a new loaded network starts from the reset values too
+    _assert_runs_equal(cm.run, [x, x], want, "after unload()")
+
+
+def test_async_requests_go_on_from_the_state_of_the_one_before():
+    data = _lstm_output_model()
+    cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    inputs = _random_inputs((1, 28, 28), 3, seed=13)
+    want = _tflm_in_a_row(data, inputs)
+    _assert_runs_equal(lambda x: cm.start_async(x).wait(), inputs, want, "start_async")
+
+
+def test_a_loaded_package_keeps_its_states_and_starts_from_the_reset_values(tmp_path):
+    """Saved after runs, the package holds the reset values (the same bytes as before the
+    runs); loaded, it goes on in a row as TFLite Micro does, and ``reset()`` starts again.
+    Its program is version 2 (a reader of version 1 would drop the states); a model without
+    states still writes version 1."""
+    data = _lstm_output_model()
+    cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    inputs = _random_inputs((1, 28, 28), 3, seed=14)
+    cm.save(tmp_path / "before.zip")
+    cm.run(inputs[0])
+    cm.save(tmp_path / "after.zip")
+    assert (tmp_path / "before.zip").read_bytes() == (tmp_path / "after.zip").read_bytes()
+    loaded = tvm_ethos.load(tmp_path / "after.zip")
+    assert loaded.program.states == cm.program.states
+    want = _tflm_in_a_row(data, inputs)
+    _assert_runs_equal(loaded.run, inputs, want, "loaded, in a row")
+    loaded.reset()
+    _assert_runs_equal(loaded.run, inputs[:1], want, "loaded, after reset()")
+    assert json.loads(cm.program.to_json())["version"] == 2
+    assert dataclasses.replace(cm.program, states=()).to_json().startswith('{"version": 1,')
 
 
 def test_the_package_plans_the_lstm_as_planner_parts_lstm():
@@ -94,7 +159,7 @@ def test_the_package_is_the_same_bytes_and_runs_the_same_once_loaded(tmp_path):
     again.save(tmp_path / "b.zip")
     assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
     loaded = tvm_ethos.load(tmp_path / "a.zip")
-    for x in _random_inputs((1, 28, 28), 2, seed=9):
+    for x in _random_inputs((1, 28, 28), 2, seed=9):   # both in a row from the reset values
         assert np.array_equal(loaded.run(x)[0], first.run(x)[0])
 
 
@@ -114,14 +179,15 @@ def _check_case(case: LstmCase, then_fc: int | None = None) -> None:
     data = lstm_model(case) if then_fc is None else lstm_then_fully_connected(case, then_fc)
     shape = ((case.steps, case.batches, case.features) if case.time_major
              else (case.batches, case.steps, case.features))
-    _assert_equals_tflm(data, _random_inputs(shape, 2, seed=case.seed))
+    _assert_equals_tflm(data, _random_inputs(shape, 3, seed=case.seed))
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_CASES)
 def test_any_small_lstm_on_ethos_u_llvm_equals_tflite_micro(case):
     """Sizes, batches, quantization (the sequence's and hidden state's zero points, the cell
-    scale, a cell clip), weight and bias ranges, batch- or time-major sequences."""
+    scale, a cell clip), weight and bias ranges, batch- or time-major sequences; three runs
+    in a row, then three after ``reset()``."""
     _check_case(case)
 
 
@@ -170,13 +236,8 @@ def test_an_npu_without_the_lstm_passes_it_on_to_the_ethos_u():
     data = lstm_then_fully_connected(case, 6)
     cm = tvm_ethos.compile(data, "ethos-n,ethos-u,llvm", cache_dir=False)
     assert cm.partition_summary.get("ethos-u") == 1, cm.partition_summary
-    interpreter = runtime.Interpreter.from_bytes(data)
-    for x in _random_inputs((1, 3, 5), 2, seed=5):
-        interpreter.reset()
-        interpreter.set_input(x, 0)
-        interpreter.invoke()
-        want = interpreter.get_output(0)
-        assert np.array_equal(cm.run(x)[0].reshape(want.shape), want)
+    inputs = _random_inputs((1, 3, 5), 2, seed=5)
+    _assert_runs_equal(cm.run, inputs, _tflm_in_a_row(data, inputs), "in a row")
 
 
 @pytest.mark.parametrize("target", ["llvm", "ethos-n,llvm"])
