@@ -21,6 +21,7 @@ import tvm_ethos
 from ethos_arch.ops import Op
 from planner.parts import lstm_state_bytes, lstm_work_bytes
 from tests.helpers.models import model_path
+from tvm_ethos.cli import main
 from tvm_ethos.compute.lstm import LstmQuantization
 from tvm_ethos.errors import UnsupportedModelError
 
@@ -249,3 +250,20 @@ def test_an_lstm_no_target_takes_is_one_line(target):
     assert f"no target of '{target}' takes it" in msg, msg
     assert "no host target (llvm, opencl) has a quantized LSTM kernel" in msg, msg
     assert "ethos-u,llvm" in msg, msg
+
+
+def test_tvmc_run_prints_the_first_run_s_outputs_and_times_the_runs_after(tmp_path, capsys):
+    """``--print-time --repeat 3`` runs four times; the outputs written are the first run's,
+    from the reset values (a fresh interpreter's), not the fourth's."""
+    data = _lstm_output_model()
+    tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False).save(tmp_path / "m.zip")
+    x = _random_inputs((1, 28, 28), 1, seed=15)[0]
+    np.save(tmp_path / "x.npy", x)
+    rc = main(["run", str(tmp_path / "m.zip"), "--inputs", str(tmp_path / "x.npy"),
+               "--print-time", "--repeat", "3", "--outputs", str(tmp_path / "out.npz"),
+               "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    want = _tflm_in_a_row(data, [x] * 4)
+    assert not np.array_equal(want[0], want[3])
+    got = np.load(tmp_path / "out.npz")["output_0"]
+    assert np.array_equal(got.reshape(want[0].shape), want[0])
