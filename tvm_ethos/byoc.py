@@ -72,7 +72,7 @@ def partition_for(mod, target, **options):
         mod = load_model(mod)
     pmod, _report = partition(mod, tl)
     try:
-        pmod, plan, _payloads = offload(pmod, tl, plan_opts, devices)
+        pmod, plan, _payloads, _states = offload(pmod, tl, plan_opts, devices)
     except TvmEthosError:
         raise
     except Exception as err:

@@ -123,7 +123,8 @@ class CompiledModel:
         and request goes on from, as TFLite Micro's interpreter does between ``invoke()``
         calls) back to their reset values, as the interpreter's ``reset()`` does; a model
         without states has nothing to reset. A loaded package starts from them, and so does
-        the first run after :meth:`unload`."""
+        the first run after :meth:`unload`; :meth:`run_vm` keeps its own in the VM
+        executable's constants, which this does not reach."""
         if self.program is not None and self.program.states and self._executor is not None:
             self._executor.reset_state()
 

@@ -13,9 +13,11 @@ import json
 
 import numpy as np
 import pytest
+import tvm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lstm_models import LstmCase, lstm_model, lstm_then_fully_connected
+from tvm import relax
 
 import tvm_ethos
 from ethos_arch.ops import Op
@@ -267,3 +269,14 @@ def test_tvmc_run_prints_the_first_run_s_outputs_and_times_the_runs_after(tmp_pa
     assert not np.array_equal(want[0], want[3])
     got = np.load(tmp_path / "out.npz")["output_0"]
     assert np.array_equal(got.reshape(want[0].shape), want[0])
+
+
+def test_the_tvm_way_s_vm_goes_on_from_run_to_run_too():
+    """``partition_for_ethos_u`` then a plain ``tvm.compile``: the VM's kernel keeps the
+    states in the executable's constants, so its runs in a row are TFLite Micro's in a row."""
+    data = _lstm_output_model()
+    ex = tvm.compile(tvm_ethos.partition_for_ethos_u(tvm_ethos.load_model(data)), target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    inputs = _random_inputs((1, 28, 28), 2, seed=16)
+    _assert_runs_equal(lambda x: [vm["main"](tvm.runtime.tensor(x)).numpy()], inputs,
+                       _tflm_in_a_row(data, inputs), "the VM, in a row")
