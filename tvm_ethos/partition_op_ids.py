@@ -8,6 +8,12 @@ is left unfused (a rejected match) the fresh names shift and name other operator
 report read from them places operators where they are not. So the name is found again from
 what the call computes: the composite's output call, its arguments read back through the
 call's, is the value of exactly one binding of the module before the fusion.
+
+Equal bindings (one tensor reshaped alike twice, or dequantized for each of its readers) are
+told apart by identity: a binding the fusion left unfused keeps its variable, and so does a
+binding inside a composite other than its output, so neither is read by its structure; only a
+composite's output, named afresh, is matched by what it computes, among the equal bindings that
+no other call and no unfused binding stands for.
 """
 from __future__ import annotations
 
@@ -71,6 +77,37 @@ class SourceNames(NamedTuple):
     inner: dict
 
 
+def _held(fused: tvm.IRModule, source_vars: dict, is_new) -> set[str]:
+    """The names of the source bindings whose variable the fusion kept: those left unfused in
+    ``main``, and those inside a new composite but its output (which is named afresh). Each
+    stands for itself, so no equal binding elsewhere may be named after it."""
+    held = {source_vars[b.var] for b in _bindings(fused["main"]) if b.var in source_vars}
+    for b in _bindings(fused["main"]):
+        v = b.value
+        if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar):
+            func = fused[v.op]
+            if isinstance(func, relax.Function) and is_new(func):
+                held.update(source_vars[ib.var] for ib in _bindings(func)
+                            if ib.var in source_vars)
+    return held
+
+
+def _pick(found: list[str], mine: str | None, own: str, taken: set[str], held: set[str]) -> str:
+    """Which of the equal source bindings ``found`` a composite's binding stands for: the one
+    whose variable it is (``mine``), where no call took it yet; else, among those no call took
+    and whose variable the fusion did not keep elsewhere, the one of its name (``own``), else
+    the first. A composite's output is named afresh, and a function shared by equal composites
+    carries the first call's variables, so for them only structure tells, and only the
+    bindings nothing else stands for are theirs to take. Each source binding is in one
+    composite only."""
+    if mine in found and mine not in taken:
+        return mine
+    free = [n for n in found if n not in taken and n not in held]
+    if own in free:
+        return own
+    return (free or [n for n in found if n not in taken] or found)[0]
+
+
 def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> SourceNames:
     """The :class:`SourceNames` of ``fused["main"]``, ``source`` after ``FuseOpsByPattern``.
     ``is_new(func)``: whether a called function is a composite the fusion made (its call's
@@ -83,6 +120,8 @@ def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> SourceNam
             key = _call_key(b.value, _name)
             if key is not None:
                 candidates.setdefault(key, []).append(_name(b.var))
+    source_vars = {b.var: _name(b.var) for b in _bindings(source["main"])}
+    held = _held(fused, source_vars, is_new)
     taken: set[str] = set()
     outer = {p: _name(p) for p in fused["main"].params}
     inner: dict = {}
@@ -105,14 +144,7 @@ def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> SourceNam
                     f"the composite {func.attrs['Composite']} called by {_name(b.var)} "
                     f"computes {_name(ib.var)}, which no binding of the module it was fused "
                     "from computes, so its operator cannot be named in the partition report")
-            # the fusion keeps the names of a composite's inner bindings: among equal
-            # bindings of the source (a tensor dequantized for each of its readers) the one
-            # of that name where no call took it yet, else one no call took yet (a function
-            # shared by equal composites carries the first one's names; each source binding
-            # is in one composite only)
-            own = _name(ib.var)
-            free = [n for n in found if n not in taken]
-            names[ib.var] = own if own in free else (free or found)[0]
+            names[ib.var] = _pick(found, source_vars.get(ib.var), _name(ib.var), taken, held)
         call, _ = _output_call(func)
         root = next((ib.var for ib in _bindings(func) if ib.value.same_as(call)), None)
         if root is None or root not in names:
