@@ -286,13 +286,15 @@ def d2s_beside_chain_model(mid, perm) -> bytes:
 
 
 @pytest.mark.parametrize("mid, perm, own", [
-    ((1, 2, 2, 4, 2, 1), (0, 2, 1, 3, 4, 5), True),
+    ((1, 2, 2, 2, 2, 2), (0, 2, 1, 3, 4, 5), True),
     ((1, 2, 2, 2, 2, 2), (0, 1, 3, 2, 4, 5), False)],
     ids=["another_form", "the_depth_to_spaces_form"])
 def test_a_models_own_chain_beside_a_depth_to_space_is_told_from_it_by_its_form(mid, perm, own):
     """The source names a DEPTH_TO_SPACE and a chain of the model's own, of one input. In
-    Relax, where their chains differ in form, the model's own goes to the NPU and
-    DEPTH_TO_SPACE stays on the host; where they share a form, Relax has two chains of it and
+    Relax, where their chains differ in form (here by the permutation alone, so both first
+    reshape the input alike: two equal bindings, one fused and one not, each named after
+    itself, ``partition_op_ids``), the model's own goes to the NPU and DEPTH_TO_SPACE stays
+    on the host; where they share a form, Relax has two chains of it and
     the source one of the model's own, which of the two is not known, so both are read as
     DEPTH_TO_SPACE on the host, as before. The .tflite path cuts the chain apart from the
     DEPTH_TO_SPACE that the Ethos-U refuses (``tflite_micro.compile``), so its cut's source
