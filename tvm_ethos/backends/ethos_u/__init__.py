@@ -20,8 +20,8 @@ requantize; REDUCE_MAX / REDUCE_MIN over H and W
 and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
 int64, any height and width: cut into pieces the registers take);
 PRELU and ELU; MIRROR_PAD of any axis of up to 5-D (a batch or an outer index: copies of whole
-inner blocks); REVERSE_V2 (an axis up to 1024) and TILE (up to 1024 copies) of
-height, width and depth; transpose, any permutation of up to 8-D of any batch (int32 too); int8
+inner blocks); REVERSE_V2 (an axis up to 1024) of height, width and depth and TILE (up to
+1024 copies) of any axis; transpose, any permutation of up to 8-D of any batch (int32 too); int8
 BATCH_MATMUL up to 4-D (reduced axis and columns up to 65536). DEPTH_TO_SPACE
 is not on Vela's list and stays on the host.
 """
@@ -183,7 +183,7 @@ def _as_copy(q):
     bytes (``ops_movement.copy_dtype``)."""
     if q.kind == Op.RESHAPE:
         return _unbatched(q)
-    if q.kind == Op.MIRROR_PAD:
+    if q.kind in (Op.MIRROR_PAD, Op.TILE):
         return _rows_folded(q)
     if q.kind != Op.TRANSPOSE:
         return q
@@ -208,9 +208,10 @@ def _unbatched(q):
 
 
 def _rows_folded(q):
-    """A MIRROR_PAD's copies read and write its tensors with every axis before the last two
-    folded into the height (``ops_movement.mirror_pad_copies``: a batch or a 5-D tensor's
-    outer index is rows of the same bytes), so the common checks see that view, a batch of 1."""
+    """A MIRROR_PAD's or TILE's copies read and write its tensors with every axis before the
+    last two folded into the height (``ops_movement.mirror_pad_copies``, ``tile_copies``: a
+    batch or a 5-D tensor's outer index is rows of the same bytes), so the common checks see
+    that view, a batch of 1."""
     def one(shape):
         shape = tuple(int(d) for d in shape)
         if len(shape) < 4:
@@ -514,10 +515,9 @@ MAX_REVERSE = MAX_TILES = 1024
 
 
 def _tile(q, o):
-    """TILE: one copy of the input per repetition, of height, width and depth."""
+    """TILE: one copy of the input per repetition (of a 4-D tensor's batch too, folded into
+    its rows)."""
     reps = q.attrs["reps"]
-    if len(reps) == 4 and reps[0] != 1:
-        return [f"TILE by {tuple(reps)} repeats the batch; the NPU tiles height, width and depth"]
     n = 1
     for r in reps:
         n *= r

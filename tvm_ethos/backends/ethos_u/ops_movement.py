@@ -399,17 +399,22 @@ def reverse_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list
 
 def tile_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """TILE: the whole input copied once per repetition, at its multiple of the input's
-    (height, width, depth)."""
+    (height, width, depth); a 4-D tensor's batches fold into its rows (``npu_ops.shape3``),
+    so a repeated batch is one more copy of the whole input further down, and where both
+    the height and the batch are more than one each input batch is copied apart."""
     reps = list(q.attrs["reps"])
-    if len(reps) == 4:
-        if reps[0] != 1:
-            raise UnsupportedOperatorError(q.tflite_name, f"tiling the batch {tuple(reps)}")
-        reps = reps[1:]
+    rb = reps.pop(0) if len(reps) == 4 else 1
     ry, rx, rc = [1] * (3 - len(reps)) + reps
+    n = int(q.in_shapes[0][0]) if len(q.in_shapes[0]) == 4 else 1
     h, w, c = operands[0].shape
     src = dense(operands[0])
-    return [Copy(src, (y * h, x * w, k * c))
-            for y in range(ry) for x in range(rx) for k in range(rc)]
+    if n == 1 or ry == 1:
+        return [Copy(src, ((b * ry + y) * h, x * w, k * c))
+                for b in range(rb) for y in range(ry) for x in range(rx) for k in range(rc)]
+    hb = h // n
+    return [Copy(src.at(i * hb, 0, 0, (hb, w, c)), (((b * n + i) * ry + y) * hb, x * w, k * c))
+            for b in range(rb) for i in range(n) for y in range(ry) for x in range(rx)
+            for k in range(rc)]
 
 
 def _factors(q) -> tuple[int, int]:
