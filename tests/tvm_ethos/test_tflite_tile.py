@@ -9,6 +9,7 @@ import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tvm_ethos
 from tests.helpers.tflite_oracle import compiled_matches, oracle
 
 pytest.importorskip("ethosu.vela")
@@ -60,6 +61,17 @@ def test_tiling_batches_and_rows_of_a_batched_input_is_exact():
     cm = _check(tile_model((2, 3, 2, 4), (2, 2, 1, 1)), seed=1)
     (placed,) = cm.placement
     assert placed.placed_on == "ethos-u", placed.why
+
+
+def test_more_copies_than_the_limit_stay_a_tflite_operator_naming_it():
+    """Four input batches, each repeated 300 times in height, are 1,200 copies (above 1,024);
+    one input batch repeated 3 times in the batch and 300 in height is 900 and goes to the NPU."""
+    cm = tvm_ethos.compile(tile_model((4, 1, 1, 8), (1, 300, 1, 1)), "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "1200 copies, at most 1024" in placed.why, placed.why
+    cm = tvm_ethos.compile(tile_model((1, 1, 1, 8), (3, 300, 1, 1)), "ethos-u", cache_dir=False)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"]
 
 
 def test_the_llvm_host_runs_it_exactly():

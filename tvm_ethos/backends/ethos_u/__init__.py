@@ -516,11 +516,14 @@ MAX_REVERSE = MAX_TILES = 1024
 
 def _tile(q, o):
     """TILE: one copy of the input per repetition (of a 4-D tensor's batch too, folded into
-    its rows)."""
+    its rows), each input batch apart where the height repeats too (``tile_copies``)."""
     reps = q.attrs["reps"]
     n = 1
     for r in reps:
         n *= r
+    shape = q.in_shapes[0]
+    if len(shape) == 4 and int(shape[0]) > 1 and int(reps[1]) > 1:
+        n *= int(shape[0])
     if n > MAX_TILES:
         return [f"TILE by {tuple(reps)}: {n} copies, at most {MAX_TILES}"]
     return []
