@@ -254,8 +254,7 @@ GAPS = {
     **{(op, form): ("the importer refuses int16 (TVM's converter computes it in float32); "
                     "no integer int16 form read for it")
        for op, form in (("MAX_POOL_2D", "int16"), ("AVERAGE_POOL_2D", "int16"),
-                        ("REDUCE_MAX", "int16 over H and W"), ("MEAN", "int16 over H and W"),
-                        ("PAD", "int16"), ("CONCATENATION", "int16"), ("TILE", "int16"))},
+                        ("REDUCE_MAX", "int16 over H and W"), ("MEAN", "int16 over H and W"))},
 }
 
 _PREFIX = "it does not compile for the Ethos-U: no operator of the model runs on the Ethos-U "

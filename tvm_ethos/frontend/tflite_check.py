@@ -215,10 +215,23 @@ def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bo
             and infos[outs[0]][1] == 7 and infos[ins[0]][9] == infos[outs[0]][9] == 0)
 
 
-def _int16_transpose(opname: str, ins: list[int], outs: list[int], infos) -> bool:
-    """A TRANSPOSE of INT16 codes: the importer permutes the codes themselves, exactly."""
-    return (opname == "TRANSPOSE" and bool(ins) and ins[0] >= 0 and infos[ins[0]][1] == 7
-            and [infos[i][1] for i in outs] == [7])
+#: INT16 operators that only move codes: the importer moves the codes themselves (PAD where
+#: the zero point is 0, as TFLite Micro's int16 PAD fills with 0 whatever the zero point;
+#: CONCATENATION where every tensor is quantized alike)
+_INT16_MOVEMENT = frozenset({"TRANSPOSE", "TILE", "PAD", "CONCATENATION"})
+
+
+def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """A TRANSPOSE, TILE, PAD (zero point 0) or CONCATENATION (its tensors quantized alike)
+    of INT16 codes: the importer moves the codes themselves, exactly."""
+    if opname not in _INT16_MOVEMENT or not ins or ins[0] < 0 or infos[ins[0]][1] != 7 \
+            or [infos[i][1] for i in outs] != [7]:
+        return False
+    if opname == "CONCATENATION":
+        return all(infos[i][1] == 7 and infos[i][8:10] == infos[outs[0]][8:10] for i in ins)
+    if opname == "PAD":
+        return infos[outs[0]][9] in (0, None) and infos[ins[0]][9] in (0, None)
+    return True
 
 
 @dataclass(frozen=True)
@@ -518,7 +531,7 @@ class _TfliteChecker:
                 and not _int16_softmax(opname, ins, outs, infos)
                 and not _int16_elementwise(opname, io, infos)
                 and not _int16x8_weighted(opname, ins, outs, infos)
-                and not _int16_transpose(opname, ins, outs, infos)))
+                and not _int16_movement(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "
