@@ -15,6 +15,16 @@ from tflite_builder import BO, BOPT, T
 TANH, RELU = 4, 1
 
 
+#: The variants the Ethos-U's LSTM check refuses on every target, with words of its reason.
+REFUSED = [
+    (dict(peephole=True), "peephole"),
+    (dict(projection=True), "projection"),
+    (dict(layer_norm=True), "layer normalization"),
+    (dict(cifg=True), "no input gate"),
+    (dict(per_channel=True), "per channel"),
+    (dict(cell_power=-4), "cell state scale"),
+]
+
 @dataclass(frozen=True)
 class LstmCase:
     """The LSTM's sizes and quantization; the last fields make a variant."""

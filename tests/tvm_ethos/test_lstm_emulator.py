@@ -16,7 +16,7 @@ import pytest
 import tvm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lstm_models import LstmCase, lstm_model, lstm_then_fully_connected
+from lstm_models import REFUSED, LstmCase, lstm_model, lstm_then_fully_connected
 from tvm import relax
 
 import tvm_ethos
@@ -212,14 +212,6 @@ def test_the_quantization_survives_the_relax_constant(q):
     assert LstmQuantization.from_params(q.to_params()) == q
 
 
-REFUSED = [  # (variant, words of the reason)
-    (dict(peephole=True), "peephole"),
-    (dict(projection=True), "projection"),
-    (dict(layer_norm=True), "layer normalization"),
-    (dict(cifg=True), "no input gate"),
-    (dict(per_channel=True), "per channel"),
-    (dict(cell_power=-4), "cell state scale"),
-]
 
 
 @pytest.mark.parametrize("variant, words", REFUSED, ids=[w for _, w in REFUSED])

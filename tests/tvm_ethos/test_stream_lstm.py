@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
+import lstm_models
 import numpy as np
 import pytest
 import tflite
@@ -380,13 +381,8 @@ def test_an_lstm_the_arena_cannot_hold_stays_a_tflite_operator(monkeypatch):
 
 REFUSED = [  # (variant, words of the reason)
     (dict(activation=RELU), "cell activation"),
-    (dict(peephole=True), "peephole"),
-    (dict(projection=True), "projection"),
-    (dict(layer_norm=True), "layer normalization"),
-    (dict(cifg=True), "no input gate"),
-    (dict(per_channel=True), "per channel"),
+    *lstm_models.REFUSED,
     (dict(float_input=True), "float32"),
-    (dict(cell_power=-4), "cell state scale"),
 ]
 
 
