@@ -217,6 +217,8 @@ TAMPERED = [
     ("program.json", lambda doc: _edit("states", [9])(_edit("version", 2)(doc)),
      r"program.json.states\[0\]: state 9 is not in program.json.constants \(4 of them\)"),
     ("program.json", _edit(f"{_PAYLOAD}/flash", "not base64!"), r"\.flash: base64 data"),
+    ("program.json", _edit(f"{_PAYLOAD}/driver_payload", "\x80"),
+     r"\.driver_payload: base64 data"),
     ("program.json", _edit(f"{_PAYLOAD}/scratch_bytes", 16),
      r"\.inputs\[0\]: lies outside the 16 B scratch arena"),
     ("program.json", _edit(f"{_PAYLOAD}/extra", 1), r"unknown field 'extra'"),

@@ -5,7 +5,6 @@ and its run on the functional model, registered with the runtime as one
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 from collections.abc import Sequence
 
@@ -64,7 +63,7 @@ def _payload_from_json(node: Node) -> EthosUPayload:
 def _base64(node: Node) -> bytes:
     try:
         return base64.b64decode(node.str(), validate=True)
-    except binascii.Error as err:
+    except ValueError as err:   # binascii.Error, or a character outside ASCII
         raise node.error(f"base64 data, not decodable ({err})") from None
 
 
