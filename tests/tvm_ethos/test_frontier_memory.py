@@ -15,7 +15,7 @@ pytest.importorskip("ethosu.vela")
 CASES = [
     # resnet8's frontier held 15 Proposals on the Ethos-U55 (and 4 on the U65) whose first-fit
     # arenas outgrew the plan by up to 5,088 B
-    ("resnet8_cifar", "ethos-u55-128"),
+    pytest.param("resnet8_cifar", "ethos-u55-128", marks=pytest.mark.slow),
     pytest.param("resnet8_cifar", "ethos-u65-256", marks=pytest.mark.slow),
     pytest.param("ds_cnn_kws", "ethos-u55-128", marks=pytest.mark.slow),
     pytest.param("ds_cnn_kws", "ethos-u65-256", marks=pytest.mark.slow),

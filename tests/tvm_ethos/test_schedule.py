@@ -97,7 +97,8 @@ def test_scheduled_memory_equals_plan_and_outputs_equal():
         assert sum(b.bytes for b in sram) == res.planned_bytes[S.SRAM_SCOPE]
 
 
-@pytest.mark.parametrize("name", ["resnet8_cifar", "mobilenet_v1_0.25_96"])
+@pytest.mark.parametrize("name", [
+    "resnet8_cifar", pytest.param("mobilenet_v1_0.25_96", marks=pytest.mark.slow)])
 def test_every_frontier_point_allocates_what_it_plans(name):
     """Memory only (no build): every Proposal on the frontier, planned == scheduled."""
     lw, match = subgraph(name)
@@ -163,7 +164,8 @@ def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name, option
     assert (prologues > 0) == (options is PROLOGUE)
 
 
-@pytest.mark.parametrize("options", [LOCKSTEP, PROLOGUE], ids=["lockstep", "prologue"])
+@pytest.mark.parametrize("options", [pytest.param(LOCKSTEP, marks=pytest.mark.slow), PROLOGUE],
+                         ids=["lockstep", "prologue"])
 def test_a_ring_one_row_short_computes_wrong_outputs(options):
     """The planned rings are the smallest that work: one row less and a lockstep producer
     overwrites rows its consumer has not read yet (and the memory check fails too). ResNet-8:
