@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import tflite
 import tflite_builder as tb
+from hypothesis import strategies as st
 from tflite_builder import BO, BOPT, T
 
 TANH, RELU = 4, 1
@@ -48,6 +49,21 @@ class LstmCase:
     cifg: bool = False
     per_channel: bool = False
     float_input: bool = False
+
+
+def lstm_cases(features: int, cells: int) -> st.SearchStrategy[LstmCase]:
+    """Any LSTM the Ethos-U takes, of up to ``features`` input features and ``cells`` cells:
+    batch- or time-major, any quantization, cell scale and clip."""
+    return st.builds(
+        LstmCase,
+        batches=st.integers(1, 2), steps=st.integers(1, 4), features=st.integers(1, features),
+        cells=st.integers(1, cells),
+        input_q=st.tuples(st.floats(0.002, 0.1), st.integers(-128, 127)),
+        hidden_q=st.tuples(st.floats(0.002, 0.05), st.integers(-20, 20)),
+        cell_power=st.integers(-18, -5),
+        cell_clip=st.sampled_from([0.0, 0.0001, 1.0, 3.5, 10.0, 1e6]),
+        weight_scale=st.floats(0.002, 0.05), bias_range=st.integers(0, 40000),
+        seed=st.integers(0, 2 ** 16), time_major=st.booleans())
 
 
 def lstm_model(case: LstmCase = LstmCase()) -> bytes:

@@ -16,7 +16,13 @@ import pytest
 import tvm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lstm_models import REFUSED, LstmCase, lstm_model, lstm_then_fully_connected
+from lstm_models import (
+    REFUSED,
+    LstmCase,
+    lstm_cases,
+    lstm_model,
+    lstm_then_fully_connected,
+)
 from tvm import relax
 
 import tvm_ethos
@@ -166,16 +172,7 @@ def test_the_package_is_the_same_bytes_and_runs_the_same_once_loaded(tmp_path):
         assert np.array_equal(loaded.run(x)[0], first.run(x)[0])
 
 
-_CASES = st.builds(
-    LstmCase,
-    batches=st.integers(1, 2), steps=st.integers(1, 4), features=st.integers(1, 24),
-    cells=st.integers(1, 16),
-    input_q=st.tuples(st.floats(0.002, 0.1), st.integers(-128, 127)),
-    hidden_q=st.tuples(st.floats(0.002, 0.05), st.integers(-20, 20)),
-    cell_power=st.integers(-18, -5),
-    cell_clip=st.sampled_from([0.0, 0.0001, 1.0, 3.5, 10.0, 1e6]),
-    weight_scale=st.floats(0.002, 0.05), bias_range=st.integers(0, 40000),
-    seed=st.integers(0, 2 ** 16), time_major=st.booleans())
+_CASES = lstm_cases(features=24, cells=16)
 
 
 def _check_case(case: LstmCase, then_fc: int | None = None) -> None:

@@ -21,6 +21,7 @@ from lstm_models import (
     RELU,
     LstmCase,
     fully_connected_then_lstm,
+    lstm_cases,
     lstm_model,
     lstm_then_fully_connected,
     stacked_lstms,
@@ -112,16 +113,7 @@ def test_the_same_lstm_compiles_to_the_same_bytes(with_group):
     assert first == again
 
 
-_CASES = st.builds(
-    LstmCase,
-    batches=st.integers(1, 2), steps=st.integers(1, 4), features=st.integers(1, 40),
-    cells=st.integers(1, 24),
-    input_q=st.tuples(st.floats(0.002, 0.1), st.integers(-128, 127)),
-    hidden_q=st.tuples(st.floats(0.002, 0.05), st.integers(-20, 20)),
-    cell_power=st.integers(-18, -5),
-    cell_clip=st.sampled_from([0.0, 0.0001, 1.0, 3.5, 10.0, 1e6]),
-    weight_scale=st.floats(0.002, 0.05), bias_range=st.integers(0, 40000),
-    seed=st.integers(0, 2 ** 16), time_major=st.booleans())
+_CASES = lstm_cases(features=40, cells=24)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
