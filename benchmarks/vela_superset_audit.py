@@ -241,8 +241,6 @@ GAPS = {
     ("TANH", "uint8"): "emulator only: as LOGISTIC",
     ("LEAKY_RELU", "uint8"): "emulator only: as LOGISTIC",
     ("HARD_SWISH", "uint8"): "emulator only: as LOGISTIC",
-    ("LEAKY_RELU", "int16 alpha < 0"):
-        "exactness: TFLite Micro negates the rounded |alpha| branch; no NPU form checked",
     ("GELU", "uint8"): "no uint8 table (TFLite Micro has no GELU kernel)",
     ("RSQRT", "int16"): "the importer refuses int16 RSQRT; no int16 table of the kernel",
     ("SUM", "over depth"): "ours reduces over height and width only",

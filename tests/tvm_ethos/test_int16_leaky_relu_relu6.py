@@ -4,10 +4,12 @@ TFLite Micro's int16 kernels on every input code.
 LEAKY_RELU: TFLite Micro's ``QuantizeLeakyRelu<int16_t>`` with its double-precision
 multipliers (``compute.leaky_relu``); the llvm host and the TIR emulator gather from that
 65536-entry table, the Ethos-U runs Vela 5.2's form, two requantizations and their MAX (MIN
-for alpha > 1), where that picks the kernel's branch on every code (a negative alpha stays a
-TFLite operator). RELU6: TFLite Micro clamps the codes to [zp, quantized 6] without
-requantizing, which the NPU's 1x1 depthwise requantization by 1 with that clamp computes; the
-front door takes it only with the output scale the input's.
+for alpha > 1), where that picks the kernel's branch on every code; a negative alpha, whose
+branch TFLite Micro negates after rounding, is the two requantizations clamped at the zero
+points and their difference (``compute.leaky_relu.negated_branches``). RELU6: TFLite Micro
+clamps the codes to [zp, quantized 6] without requantizing, which the NPU's 1x1 depthwise
+requantization by 1 with that clamp computes; the front door takes it only with the output
+scale the input's.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ ACCELERATORS = ["ethos-u55-128", "ethos-u55-256", "ethos-u65-256"]
 
 scales = st.floats(1e-5, 1e-1).map(lambda v: float(np.float32(v)))
 zero_points = st.one_of(st.just(0), st.integers(-1000, 1000))
-#: alphas on both sides of 1 (MAX / MIN), 0, and negative ones (the table only)
+#: alphas on both sides of 1 (MAX / MIN), 0, and negative ones (the difference)
 alphas = st.one_of(st.sampled_from([0.0, 0.2, 1.0, 1.5]),
                    st.floats(-2, 3).map(lambda v: float(np.float32(v))))
 
@@ -81,10 +83,13 @@ def test_the_table_is_tflite_micros_int16_kernel_on_every_code(in_q, out_q, alph
 
 @settings(max_examples=4, deadline=None)
 @given(in_q=st.tuples(scales, zero_points), out_q=st.tuples(scales, zero_points),
-       alpha=st.one_of(st.sampled_from([0.0, 0.2, 2.5]), st.floats(0, 3)),
+       alpha=st.one_of(st.sampled_from([0.0, 0.2, 2.5, -0.3]), st.floats(-3, 3)),
        accelerator=st.sampled_from(ACCELERATORS))
 @example(in_q=(0.001, 5), out_q=(0.0007, -3), alpha=0.2, accelerator="ethos-u55-128")
 @example(in_q=(0.001, -7), out_q=(0.002, 3), alpha=1.7, accelerator="ethos-u65-256")
+# the |alpha| branch past the lowest code, the output's zero point below 0
+@example(in_q=(0.0028, -743), out_q=(2.5e-05, -943), alpha=-0.69,
+         accelerator="ethos-u55-256")
 def test_the_npu_runs_an_int16_leaky_relu_equal_to_tflite_micro(in_q, out_q, alpha,
                                                                  accelerator):
     model = leaky_relu16(in_q, out_q, alpha)
@@ -95,14 +100,37 @@ def test_the_npu_runs_an_int16_leaky_relu_equal_to_tflite_micro(in_q, out_q, alp
     _assert_every_code(cm, model)
 
 
-def test_a_negative_alpha_stays_a_tflite_operator_and_says_why():
-    model = leaky_relu16((0.001, 5), (0.002, -3), -0.3)
+@pytest.mark.parametrize("in_q,out_q,alpha", [
+    ((0.001, 5), (0.002, -3), -0.3),
+    ((0.3125, 5), (0.6, -4), -0.3),              # a tie of the |alpha| branch
+    ((0.001, 0), (0.001, 0), -1.0),              # -v: the lowest code past the highest
+])
+def test_a_negative_alpha_runs_on_the_npu_on_both_hosts(in_q, out_q, alpha):
+    """The tflite-micro host's file and the llvm host's package with its stream run by the
+    functional model: TFLite Micro's kernel on every code."""
+    model = leaky_relu16(in_q, out_q, alpha)
+    assert leaky_relu.two_branch_refusal("int16", in_q, out_q, alpha) == ""
     cm = _compile(model, "ethos-u")
-    (placed,) = cm.placement
-    assert placed.placed_on == "tflite-micro", placed.why
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"], cm.placement
     _assert_every_code(cm, model)
-    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(model), "ethos-u,llvm"))
-    assert "rejected by ethos-u: alpha -0.3; the NPU's form" in report, report
+    emu = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False, npu_runtime="stream")
+    assert set(emu.partition_summary) == {"ethos-u"}, emu.partition_summary
+    _assert_every_code(emu, model)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(in_q=st.tuples(scales, st.integers(-32768, 32767)),
+       out_q=st.tuples(scales, st.integers(-32768, 32767)),
+       alpha=st.floats(-3, 0, exclude_max=True).map(lambda v: float(np.float32(v))))
+def test_a_negative_alphas_form_is_the_kernel_on_every_code_for_any_zero_points(in_q, out_q,
+                                                                                alpha):
+    """The form's arithmetic (``negated_branches``) against TFLite Micro on all 65,536 codes:
+    no negative alpha, scale or zero point is refused."""
+    want = tflm_oracle(leaky_relu16(in_q, out_q, alpha), [EVERY_CODE])[0]
+    np.testing.assert_array_equal(leaky_relu.negated_branches("int16", in_q, out_q, alpha),
+                                  want.ravel())
+    assert leaky_relu.two_branch_refusal("int16", in_q, out_q, alpha) == ""
 
 
 @pytest.mark.parametrize("target", ["llvm", "ethos-u,llvm"])
@@ -110,7 +138,7 @@ def test_a_negative_alpha_stays_a_tflite_operator_and_says_why():
 def test_the_llvm_host_and_the_emulator_are_tflite_micros_int16_kernel(alpha, target):
     model = leaky_relu16((0.001, 5), (0.0007, -3), alpha)
     cm = _compile(model, target)
-    where = "ethos-u" if target == "ethos-u,llvm" and alpha >= 0 else "llvm"
+    where = "ethos-u" if target == "ethos-u,llvm" else "llvm"
     assert set(cm.partition_summary) == {where}, cm.partition_summary
     _assert_every_code(cm, model)
 

@@ -69,20 +69,48 @@ def branches(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> tuple[np.nd
 
 
 def two_branch_refusal(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> str:
-    """Why LEAKY_RELU is not, on every code, the larger (``0 <= alpha <= 1``) or the smaller
-    (``alpha > 1``) of its two branches requantized alone (a clause), or ``""``. The real
-    branches cross only at zero, so the comparison picks the kernel's branch wherever their
-    roundings keep that order; the check runs the kernel on every code rather than trust it.
-    A negative alpha's branch is negated after its rounding, which no requantization
-    writes."""
+    """Why the NPU's form of LEAKY_RELU (two requantizations and one elementwise operation)
+    is not TFLite Micro's kernel on every code (a clause), or ``""``.
+
+    For ``alpha >= 0`` the form is the larger (``alpha <= 1``) or the smaller (``alpha > 1``)
+    of the two branches requantized alone: the real branches cross only at zero, so the
+    comparison picks the kernel's branch wherever their roundings keep that order. A negative
+    alpha's branch is negated after its rounding (:func:`negated_branches`). Either way the
+    check runs the form on every code rather than trust the argument."""
     if alpha < 0:
-        return (f"alpha {alpha:g}; the NPU's form (the larger or smaller of two "
-                "requantizations) needs alpha >= 0")
-    identity, scaled = branches(dtype, in_q, out_q, alpha)
-    picked = np.maximum(identity, scaled) if alpha <= 1 else np.minimum(identity, scaled)
-    wrong = np.flatnonzero(picked != tflm_lut(dtype, in_q, out_q, alpha))
+        got = negated_branches(dtype, in_q, out_q, alpha)
+        clause = "the alpha branch saturates before TFLite Micro negates it"
+    else:
+        identity, scaled = branches(dtype, in_q, out_q, alpha)
+        got = np.maximum(identity, scaled) if alpha <= 1 else np.minimum(identity, scaled)
+        clause = "the two branches' roundings cross, so neither picks TFLite Micro's result"
+    wrong = np.flatnonzero(got != tflm_lut(dtype, in_q, out_q, alpha))
     if wrong.size:
         code = int(wrong[0]) + dtype_range(dtype)[0]
-        return (f"scales {in_q} -> {out_q} with alpha {alpha:g}: at code {code} the two "
-                "branches' roundings cross, so neither picks TFLite Micro's result")
+        return f"scales {in_q} -> {out_q} with alpha {alpha:g}: at code {code} {clause}"
     return ""
+
+
+def negated_zero_point(out_q: tuple) -> int:
+    """The zero point a negative alpha's ``|alpha|`` branch is written at: the output's, or
+    ``-1 - zp_out`` where that is larger. Saturating at the lowest code ``lo`` then leaves
+    ``zp_out - (lo - z)``, at least the highest code, where the kernel's negated branch is
+    past the highest code too."""
+    return max(int(out_q[1]), -1 - int(out_q[1]))
+
+
+def negated_branches(dtype: str, in_q: tuple, out_q: tuple, alpha: float) -> np.ndarray:
+    """A negative alpha's NPU form on every ``dtype`` code. The kernel's result is
+    ``zp_out + identity(v)`` for ``v >= 0`` and ``zp_out - |alpha|(v)`` below, each branch a
+    rounding by a positive multiplier, which keeps the sign of ``v``. So the identity branch
+    requantized with its clamp below at ``zp_out`` is the kernel's where ``v >= 0`` and
+    ``zp_out`` elsewhere; the ``|alpha|`` branch requantized to zero point ``z``
+    (:func:`negated_zero_point`) with its clamp above at ``z`` is ``z`` where ``v >= 0``; and
+    an elementwise SUB of the two at one scale is the kernel on every code."""
+    lo, hi = dtype_range(dtype)
+    zp, z = int(out_q[1]), negated_zero_point(out_q)
+    ratios = scales(in_q, out_q, alpha)
+    v = np.arange(lo, hi + 1, dtype=np.int64) - int(in_q[1])
+    identity = np.clip(mbqm_np(v, *ratios.identity_multiplier) + zp, zp, hi)
+    scaled = np.clip(mbqm_np(v, *ratios.alpha_multiplier) + z, lo, z)
+    return np.clip((identity - zp) - (scaled - z) + zp, lo, hi)

@@ -554,8 +554,9 @@ def _float_table16(q, o):
 
 
 def _leaky_relu(q, o):
-    """int8 and uint8: a LUT. int16: two requantizations and their MAX / MIN
-    (``ops_lut.leaky_relu16_ops``), where that picks TFLite Micro's branch on every code."""
+    """int8 and uint8: a LUT. int16: two requantizations and their MAX / MIN, or their
+    difference for a negative alpha (``ops_lut.leaky_relu16_ops``), where that is TFLite
+    Micro's kernel on every code."""
     if q.in_dtypes[0] != "int16" or q.out_q is None or not q.in_q:
         return []
     why = leaky_relu.two_branch_refusal("int16", q.in_q[0], q.out_q, float(q.attrs["alpha"]))

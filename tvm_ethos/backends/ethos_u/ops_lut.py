@@ -16,8 +16,8 @@ table: the pool carries the output unit's own int16 sigmoid / tanh
 (``compute.int16_activation``). An int16 EXP / LOG is TFLite's interpolated 513-entry float
 table (``compute.float_lut16``), loaded as the 512 base-and-slope words of the NPU's 16-bit
 LUT (2 KiB, every SHRAM LUT slot), which interpolates as TFLite does. An int16 LEAKY_RELU
-has no table either: it is two requantizations and their MAX or MIN
-(:func:`leaky_relu16_ops`).
+has no table either: it is two requantizations and their MAX or MIN, or for a negative alpha
+their difference (:func:`leaky_relu16_ops`).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -33,7 +33,7 @@ import numpy as np
 
 from ethos_arch.ops import Op
 from planner.work_memory import WorkMemory
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.stream_base import (
     SCRATCH_REGION,
     UnsupportedOperatorError,
@@ -225,19 +225,23 @@ def leaky_relu16_work_bytes(q, box: tuple | None = None) -> int:
 
 
 def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None) -> list:
-    """An int16 LEAKY_RELU of ``ifm`` into ``ofm`` (whole tensors or one stripe's boxes), as
-    Vela 5.2 runs it: the alpha branch requantized into ``ofm``, the identity branch into the
-    work block at ``work``, then their MAX (MIN for alpha > 1) written over ``ofm`` (an
-    elementwise operation reads each element before writing it, as Vela lets an OFM overwrite
-    its IFM). Every requantization is TFLite Micro's ``MultiplyByQuantizedMultiplier`` with
-    its double-precision multiplier (``compute.leaky_relu``), in the pool's TFL rounding; the
-    comparison picks the kernel's branch on every code (``leaky_relu.two_branch_refusal``
-    checks it). ``place(fm, slot)`` puts a stripe's boxes where their buffers hold them."""
+    """An int16 LEAKY_RELU of ``ifm`` into ``ofm`` (whole tensors or one stripe's boxes): the
+    alpha branch requantized into ``ofm``, the identity branch into the work block at
+    ``work``, then one elementwise operation of the two written over ``ofm`` (it reads each
+    element before writing it, as Vela lets an OFM overwrite its IFM). For ``alpha >= 0``
+    that is Vela 5.2's form, their MAX (MIN for alpha > 1); a negative alpha's branch is
+    requantized by ``|alpha|`` and subtracted (:func:`_negated_alpha_ops`). Every
+    requantization is TFLite Micro's ``MultiplyByQuantizedMultiplier`` with its
+    double-precision multiplier (``compute.leaky_relu``), in the pool's TFL rounding;
+    ``leaky_relu.two_branch_refusal`` checks the form on every code. ``place(fm, slot)`` puts
+    a stripe's boxes where their buffers hold them."""
     api = vela_api()
     alpha = float(q.attrs["alpha"])
     why = leaky_relu.two_branch_refusal("int16", q.in_q[0], q.out_q, alpha)
     if why:
         raise UnsupportedOperatorError(q.tflite_name, why)
+    if alpha < 0:
+        return _negated_alpha_ops(q, ifm, ofm, work, block, place)
     ratios = leaky_relu.scales(q.in_q[0], q.out_q, alpha)
     identity = dataclasses.replace(ofm, region=SCRATCH_REGION, offset=work)
     located = place or (lambda fm, slot: None)
@@ -259,6 +263,45 @@ def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None) 
     located(npu.ofm, ofm)
     ops.append(npu)
     for npu, name in zip(ops, ("alpha", "identity", "select")):
+        npu.block_config = block(npu)
+        npu.name = f"{q.kind.value}_{name}"
+    return ops
+
+
+def _negated_alpha_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None) -> list:
+    """A negative alpha's three operations (``compute.leaky_relu.negated_branches``): the
+    ``|alpha|`` branch into ``ofm`` at zero point ``z`` clamped above at ``z``, the identity
+    branch into the work block clamped below at the output's zero point, then ``identity -
+    alpha branch`` over ``ofm``, every operand at the output's scale (the SUB's rescales are
+    powers of two: exact)."""
+    api = vela_api()
+    s_out, zp = q.out_q
+    z = leaky_relu.negated_zero_point(q.out_q)
+    ratios = leaky_relu.scales(q.in_q[0], q.out_q, float(q.attrs["alpha"]))
+    scaled = dataclasses.replace(ofm, scale=s_out, zero_point=z)
+    identity = dataclasses.replace(ofm, region=SCRATCH_REGION, offset=work, scale=s_out,
+                                   zero_point=zp)
+    located = place or (lambda fm, slot: None)
+    ops = []
+    for dst, slot, (m, shift), bound in (
+            (scaled, ofm, ratios.alpha_multiplier, "max"),
+            (identity, identity, ratios.identity_multiplier, "min")):
+        npu = _identity_pool(ifm, dst)
+        npu.rescale = _explicit(m, 31 - shift)
+        npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        setattr(npu.activation, bound, real_bound(dst.zero_point, s_out, dst.zero_point))
+        located(npu.ifm, ifm)
+        located(npu.ofm, slot)
+        ops.append(npu)
+    npu = api.NpuElementWiseOperation(api.NpuElementWiseOp.SUB)
+    npu.ifm, npu.ifm2 = feature_map(identity), feature_map(scaled)
+    npu.ofm = feature_map(dataclasses.replace(ofm, scale=s_out, zero_point=zp))
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    located(npu.ifm2, ofm)
+    located(npu.ofm, ofm)
+    ops.append(npu)
+    for npu, name in zip(ops, ("alpha", "identity", "negate")):
         npu.block_config = block(npu)
         npu.name = f"{q.kind.value}_{name}"
     return ops
