@@ -246,8 +246,6 @@ GAPS = {
     ("SUM", "over depth"): "ours reduces over height and width only",
     ("REDUCE_MAX", "over depth"): "ours reduces over height and width only",
     ("REDUCE_MIN", "over depth"): "ours reduces over height and width only",
-    ("PRELU", "alpha along width"):
-        "the importer takes one alpha per channel (or one for all) only",
     ("LOGISTIC", "uint8 (U65)"): "as LOGISTIC uint8",
     **{(op, form): ("the importer refuses int16 (TVM's converter computes it in float32); "
                     "no integer int16 form read for it")

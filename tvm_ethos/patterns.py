@@ -330,18 +330,26 @@ def _elu_variants():
 
 def _prelu_variants():
     """The converter's PRELU: ``prelu(dequantize(x), dequantize(alpha))`` between a dequantize
-    and a quantize, alpha a constant of one code per channel."""
+    and a quantize, alpha a constant of one code per channel; or ``where(dq >= 0, dq, dq *
+    dequantize(alpha))`` of one dequantized ``x``, alpha a constant map over the height, width
+    and depth (``read_qop`` checks the zero)."""
     out = []
-    for clip in (True, False):
-        ann = {}
-        x = wildcard()
-        dqx = _dq(x)
-        alpha = is_const()
-        dqa = _dq(alpha)
-        core = is_op("relax.nn.prelu")(dqx, dqa)
-        ann.update(x0=x, dq0=dqx, alpha=alpha, dqa=dqa, op=core)
-        ann["root"] = _tail(core, ann, clip)
-        out.append((Op.PRELU, ann["root"], ann))
+    for where in (False, True):
+        for clip in (True, False):
+            ann = {}
+            x = wildcard()
+            dqx = _dq(x)
+            alpha = is_const()
+            dqa = _dq(alpha)
+            if where:
+                ge = is_op("relax.greater_equal")(dqx, is_const())
+                core = is_op("relax.where")(ge, dqx, is_op("relax.multiply")(dqx, dqa))
+                ann["ge"] = ge
+            else:
+                core = is_op("relax.nn.prelu")(dqx, dqa)
+            ann.update(x0=x, dq0=dqx, alpha=alpha, dqa=dqa, op=core)
+            ann["root"] = _tail(core, ann, clip)
+            out.append((Op.PRELU, ann["root"], ann))
     return out
 
 
@@ -1043,12 +1051,23 @@ def _read_hard_swish(op: QOp, ann: dict, problems: list) -> None:
 
 
 def _read_prelu(op: QOp, ann: dict, problems: list) -> None:
-    """PRELU: alpha's codes per channel of the last axis and its quantization; TFLite's int8
-    kernel (two multipliers, ``compute.quant.prelu_multipliers``)."""
+    """PRELU: alpha's codes per channel of the last axis, or its map over the height, width
+    and depth (``alpha_shape``, ``compute.quant.prelu_alpha``), and its quantization;
+    TFLite's int8 kernel (two multipliers, ``compute.quant.prelu_multipliers``)."""
     codes = np.asarray(_const_np(ann["alpha"]))
     s, z, _ = _qparams_of_dq(ann["dqa"])
     rank = len(op.in_shapes[0])
-    if int(ann["op"].attrs.axis) % max(rank, 1) != rank - 1 or codes.ndim != 1 or \
+    if "ge" in ann:
+        zero = np.asarray(_const_np(ann["ge"].args[1]))
+        shape = tuple(op.in_shapes[0])
+        if zero.size != 1 or float(zero.ravel()[0]) != 0.0 or rank != 4 or codes.ndim != 4 \
+                or codes.shape[0] != 1 or any(a not in (1, d) for a, d in
+                                              zip(codes.shape[1:], shape[1:])):
+            problems.append("PRELU whose alpha is no map over the height, width and depth of "
+                            "a 4-D input compared with zero")
+        else:
+            op.attrs["alpha_shape"] = tuple(int(d) for d in codes.shape[1:])
+    elif int(ann["op"].attrs.axis) % max(rank, 1) != rank - 1 or codes.ndim != 1 or \
             codes.size != (op.in_shapes[0][-1] if rank else 1):
         problems.append("PRELU whose alpha is not one value per channel of the last axis")
     if s.size != 1 or z.size != 1:

@@ -26,7 +26,9 @@ TVM's converters):
   patterns read as RESHAPEs and one CONCATENATION; into more than four axes, a 4-D ``concat``
   of the codes read as rows, then a reshape to the output);
 * PRELU: ``quantize(prelu(dequantize(x), dequantize(alpha)))`` over the last axis, its alpha
-  the constant per-channel codes (a QDQ region the patterns read back with TFLite's
+  the constant per-channel codes; an alpha varying along the height or width of a 4-D input:
+  ``quantize(where(x >= 0, x, x * alpha))`` of the dequantized ``x``, alpha the
+  ``1 x H|1 x W|1 x C|1`` map of codes (a QDQ region the patterns read back with TFLite's
   arithmetic, ``te_ops.lower_prelu``);
 * ELU: TVM's float ``relu(x) - relu(1 - exp(x))`` between a dequantize and a quantize (the
   patterns read it as a table of TFLite's, ``compute.quant.elu_lut``);
@@ -64,7 +66,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
 from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
 from tvm_ethos.compute.lstm import LstmQuantization
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
-from tvm_ethos.compute.quant import prelu_alpha_codes
+from tvm_ethos.compute.quant import prelu_alpha_codes, prelu_alpha_map
 from tvm_ethos.patterns import NEAREST_MODES
 
 #: the quantized operators added to TVM's list
@@ -497,23 +499,44 @@ class EthosOperatorConverter(OperatorConverter):
 
     # ------------------------------------------------------------------ PRELU
     def convert_prelu(self, op):
-        """The QDQ region of PRELU over the last axis: the constant alpha must be one value per
-        channel (or one value), quantized per tensor (``tflite_support.form_refusal``)."""
+        """The QDQ region of PRELU: the constant alpha must be one value per channel (or one
+        value), over the last axis, or a map over the height, width and depth of a 4-D input
+        (``compute.quant.prelu_alpha_map``), quantized per tensor
+        (``tflite_support.form_refusal``)."""
         x, alpha = self.get_input_tensors(op)[:2]
         if x.qnn_params is None:
             return super().convert_prelu(op)
         (out,) = self.get_output_tensors(op)
-        codes = prelu_alpha_codes(np.asarray(self.get_tensor_value(alpha)),
-                            [int(d) for d in self.get_tensor_shape(x)]) \
-            if not self.has_expr(alpha.tensor_idx) else None
+        shape = [int(d) for d in self.get_tensor_shape(x)]
+        values = None if self.has_expr(alpha.tensor_idx) else \
+            np.asarray(self.get_tensor_value(alpha))
+        codes = None if values is None else prelu_alpha_codes(values, shape)
+        if codes is None and values is not None and alpha.qnn_params is not None:
+            alpha_map = prelu_alpha_map(values, shape)
+            if alpha_map is not None:
+                return self._prelu_map(x, alpha, alpha_map, out)
         if codes is None or alpha.qnn_params is None:
-            raise _refuse("PRELU whose alpha is no quantized constant of one value per channel")
+            raise _refuse("PRELU whose alpha is no quantized constant of one value per channel "
+                          "or one map over the height, width and depth")
         scale, zp = self._qparams(alpha)
-        rank = len(self.get_tensor_shape(x))
+        rank = len(shape)
         dq_alpha = relax.op.dequantize(relax.const(codes), relax.const(scale, "float32"),
                                        relax.const(zp, codes.dtype.name), axis=0)
         core = relax.op.nn.prelu(self.dequantize(self.get_expr(x.tensor_idx), x), dq_alpha,
                                  axis=rank - 1)
+        return self.quantize(core, out)
+
+    def _prelu_map(self, x, alpha, alpha_map: np.ndarray, out):
+        """``quantize(where(dq >= 0, dq, dq * dequantize(alpha)))``, alpha the ``1 x h x w x c``
+        map of codes broadcast against the dequantized input ``dq`` (emitted once: the
+        pattern reads the same ``dq`` in all three places)."""
+        scale, zp = self._qparams(alpha)
+        codes = alpha_map[None]
+        dq = self.bb.emit(self.dequantize(self.get_expr(x.tensor_idx), x))
+        dq_alpha = relax.op.dequantize(relax.const(codes), relax.const(scale, "float32"),
+                                       relax.const(zp, codes.dtype.name))
+        core = relax.op.where(relax.op.greater_equal(dq, relax.const(0.0, "float32")), dq,
+                              relax.op.multiply(dq, dq_alpha))
         return self.quantize(core, out)
 
     # ------------------------------------------------------------------ ELU

@@ -258,16 +258,20 @@ def _emission(flash: Flash, work: int) -> Emission:
 
 @settings(max_examples=20, deadline=None)
 @given(h=st.integers(1, 12), w=st.integers(1, 12), c=st.integers(1, 20),
-       whole=st.booleans(), data=st.data())
-def test_a_prelu_stripe_touches_the_working_memory_its_part_plans(h, w, c, whole, data):
+       whole=st.booleans(), axes=st.tuples(st.booleans(), st.booleans()), data=st.data())
+def test_a_prelu_stripe_touches_the_working_memory_its_part_plans(h, w, c, whole, axes, data):
     """Over any box of its output (a stripe, or all of it), PRELU's four operations touch
-    exactly the working memory the planner holds for a stripe of that shape."""
+    exactly the working memory the planner holds for a stripe of that shape, alpha per
+    channel or a map along the height and / or width (its box read from flash)."""
     (y0, y1), (x0, x1) = ((0, h), (0, w)) if whole else (_box(data, h), _box(data, w))
-    alpha = np.arange(c, dtype=np.int8) - 3
-    q = QOp(kind="prelu", inputs=[], in_shapes=[(1, h, w, c), (1, 1, c)],
+    ashape = (h if axes[0] else 1, w if axes[1] else 1, c)
+    alpha = (np.arange(int(np.prod(ashape))) % 200 - 100).astype(np.int8)
+    attrs = {"alpha": alpha, "alpha_q": (0.01, -1)}
+    if any(axes):
+        attrs["alpha_shape"] = ashape
+    q = QOp(kind="prelu", inputs=[], in_shapes=[(1, h, w, c), ashape],
             in_dtypes=["int8", "int8"], out_shape=(1, h, w, c), out_dtype="int8",
-            in_q=[(0.05, 3), (0.01, -1)], out_q=(0.04, -2),
-            attrs={"alpha": alpha, "alpha_q": (0.01, -1)})
+            in_q=[(0.05, 3), (0.01, -1)], out_q=(0.04, -2), attrs=attrs)
     n = h * w * c
     flash, work = Flash(), 2 * n
     ops = ops_prelu.prelu_ops(q, [FmSlot(SCRATCH_REGION, 0, (h, w, c), "int8", 0.05, 3)],

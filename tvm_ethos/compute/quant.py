@@ -252,6 +252,34 @@ def prelu_alpha_codes(values: np.ndarray, x_shape: list[int]) -> np.ndarray | No
     return np.ascontiguousarray(flat[0])
 
 
+def prelu_alpha_map(values: np.ndarray, x_shape: list[int]) -> np.ndarray | None:
+    """PRELU's alpha of a 4-D NHWC input as a (height, width, depth) map of codes, each axis
+    the input's where alpha varies along it and 1 where it does not (the NPU broadcasts a
+    second operand along an axis of 1, as TFLite broadcasts alpha), or None where it does
+    not broadcast to the input or varies along the batch."""
+    if len(x_shape) != 4:
+        return None
+    try:
+        full = np.broadcast_to(np.asarray(values), tuple(x_shape))
+    except ValueError:
+        return None
+    if full.size == 0 or not (full == full[:1]).all():
+        return None
+    alpha = full[0]
+    for axis in range(3):
+        first = np.take(alpha, [0], axis=axis)
+        if (alpha == first).all():
+            alpha = first
+    return np.ascontiguousarray(alpha)
+
+
+def prelu_alpha(attrs: dict) -> np.ndarray:
+    """A PRELU QOp's alpha codes as a (height, width, depth) map (``alpha_shape``; one code
+    per channel where the attrs give none)."""
+    codes = np.asarray(attrs["alpha"])
+    return codes.reshape(tuple(attrs.get("alpha_shape", (1, 1, codes.size))))
+
+
 def batch_matmul_multiplier(op) -> tuple[int, int]:
     """TFLite's (multiplier, shift) of an int8 BATCH_MATMUL ``op``: ``s_a * s_b / s_out``, the
     product of the two scales taken in float32 (``GetQuantizedConvolutionMultipler``)."""

@@ -43,6 +43,7 @@ from tvm_ethos.compute.quant import (
     log_lut,
     logistic_lut,
     neg_lut,
+    prelu_alpha,
     prelu_multipliers,
     quantize_multiplier,
     quantize_multipliers,
@@ -1323,18 +1324,27 @@ def lower_batch_matmul(op, inputs, pool: ConstPool, name="bmm"):
 def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
     """PRELU (TFLite's int8 kernel): ``v = x - zp_in``; ``v >= 0`` rescaled by ``s_in /
     s_out``, else ``v * (alpha - zp_alpha)`` by ``s_in * s_alpha / s_out`` (alpha per channel
-    of the last axis, ``compute.quant.prelu_multipliers``), plus ``zp_out``, clamped."""
+    of the last axis, or its map over the height, width and depth of a 4-D input, an axis of 1
+    broadcast: ``compute.quant.prelu_alpha``; ``compute.quant.prelu_multipliers``), plus
+    ``zp_out``, clamped."""
     (x,) = inputs
     in_zp = int(op.in_q[0][1])
     a_scale, a_zp = op.attrs["alpha_q"]
     (m1, s1), (m2, s2) = prelu_multipliers(op.in_q[0][0], a_scale, op.out_q[0])
-    alpha = pool.add(f"{name}_alpha", np.asarray(op.attrs["alpha"], np.int32) - np.int32(a_zp))
+    mapped = "alpha_shape" in op.attrs
+    codes = prelu_alpha(op.attrs) if mapped else np.asarray(op.attrs["alpha"])
+    alpha = pool.add(f"{name}_alpha", codes.astype(np.int32) - np.int32(a_zp))
     out_zp = int(op.out_q[1])
+
+    def alpha_at(idx):
+        if not mapped:
+            return alpha[idx[-1]]
+        return alpha[tuple(i if n > 1 else 0 for i, n in zip(idx[1:], codes.shape))]
 
     def fn(*idx):
         v = x[idx].astype("int32") - _i32(in_zp)
         pos = mbqm(v, m1, s1)
-        neg = mbqm(v * alpha[idx[-1]], m2, s2)
+        neg = mbqm(v * alpha_at(idx), m2, s2)
         return clamp_cast(tirx.Select(v >= _i32(0), pos, neg) + _i32(out_zp), op.act_min,
                           op.act_max, op.out_dtype)
 

@@ -27,7 +27,7 @@ import numpy as np
 from ethos_arch.ops import Op
 from tvm_ethos.compute import float_lut16, softmax16
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
-from tvm_ethos.compute.quant import prelu_alpha_codes
+from tvm_ethos.compute.quant import prelu_alpha_codes, prelu_alpha_map
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
 #: Where an operator the importer cannot convert can still run: the tflite-micro host (what
@@ -230,7 +230,7 @@ def _softmax16_refusal(graph, op: CheckedOperator, table) -> str:
 
 def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why the converter cannot take the form of a quantized operator it converts
-    (``EthosOperatorConverter``): a PRELU whose alpha is no constant per channel, a
+    (``EthosOperatorConverter``): a PRELU whose alpha is no constant per channel or map, a
     SYMMETRIC MIRROR_PAD the integer kernels do not take (``mirror_pad.kernel_refusal``), a
     BATCH_MATMUL of two constants or not quantized per tensor throughout, an int16 SOFTMAX
     TFLite's kernel overflows on; or ``""``."""
@@ -248,9 +248,11 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
             values = np.frombuffer(data.tobytes(), np.int8).reshape(
                 [int(d) for d in alpha.ShapeAsNumpy()] if alpha.ShapeLength() else [])
         shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
-        if values is None or prelu_alpha_codes(values, shape) is None:
-            return ("a quantized PRELU whose alpha is no constant int8 tensor of one value per "
-                    "channel: tvm-ethos applies alpha along the last axis")
+        if values is None or (prelu_alpha_codes(values, shape) is None
+                              and prelu_alpha_map(values, shape) is None):
+            return ("a quantized PRELU whose alpha is no constant int8 tensor broadcasting to "
+                    "the input as one value per channel or a map over the height, width and "
+                    "depth of a 4-D input: tvm-ethos takes no alpha varying along the batch")
     if op.name == "SOFTMAX" and not op.int16 and op.inputs[0] >= 0:
         why = _softmax16_refusal(graph, op, table)
         if why:

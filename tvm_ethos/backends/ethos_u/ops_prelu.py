@@ -1,4 +1,5 @@
-"""PRELU (int8, alpha one code per channel) as four NPU operations over the whole tensor.
+"""PRELU (int8, alpha one code per channel or a map over the height, width and depth) as four
+NPU operations over the whole tensor.
 
 TFLite's kernel takes ``v = x - zp_in`` to ``zp_out + MultiplyByQuantizedMultiplier(v, s_in /
 s_out)`` where ``v >= 0`` and to ``zp_out + MultiplyByQuantizedMultiplier(v * (alpha -
@@ -7,8 +8,10 @@ so, and each is ``zp_out`` on the other branch's codes, so their sum less ``zp_o
 kernel:
 
 1. ``t = min(x, zp_in)``: a 1x1 MAX pool (a copy) clamped at the code ``zp_in``;
-2. ``neg = t * alpha``: an elementwise MUL by the per-channel alpha codes (broadcast from
-   flash), its explicit scale TFLite's second multiplier (``v = 0`` where ``x >= zp_in``);
+2. ``neg = t * alpha``: an elementwise MUL by the alpha codes in flash, of shape ``(H|1, W|1,
+   C|1)`` (``compute.quant.prelu_alpha``: the NPU broadcasts its second operand along an axis
+   of 1, as TFLite broadcasts alpha), its explicit scale TFLite's second multiplier (``v = 0``
+   where ``x >= zp_in``);
 3. ``pos``: a 1x1 average pool of ``x`` with TFLite's first multiplier (QUANTIZE's
    requantization, ``ops_lut``), clamped below at ``zp_out`` (``zp_out`` where ``x < zp_in``);
 4. ``pos + neg - zp_out``: an elementwise ADD of the two at unit scale (every rescale a power
@@ -30,7 +33,7 @@ from planner.work_memory import WorkMemory
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.ops_movement import dense, feature_map_of
 from tvm_ethos.backends.ethos_u.stream_base import SCRATCH_REGION, vela_api
-from tvm_ethos.compute.quant import prelu_multipliers
+from tvm_ethos.compute.quant import prelu_alpha, prelu_multipliers
 
 #: the int8 maps of one PRELU's intermediates (``t``, ``neg``, ``pos``)
 _MAPS = 3
@@ -70,6 +73,25 @@ def _box_fm(api, slot: FmSlot, box, scale: float, zero_point: int):
     return fm
 
 
+def _alpha_fm(api, q, flash, box):
+    """The feature map of alpha's codes in flash (``compute.quant.prelu_alpha``: an axis of 1
+    the NPU broadcasts), over output rows and columns ``box`` where alpha varies along
+    them."""
+    codes = prelu_alpha(q.attrs)
+    a_scale, a_zp = q.attrs["alpha_q"]
+    src = flash.add(np.asarray(codes, np.int8).tobytes())
+    alpha = FmSlot(src.region, src.address, codes.shape, "int8", a_scale, a_zp)
+    ha, wa, ca = codes.shape
+    if box is None or (ha == 1 and wa == 1):
+        return feature_map(alpha)
+    (y0, y1), (x0, x1) = box
+    view = dense(alpha).at(y0 if ha > 1 else 0, x0 if wa > 1 else 0, 0,
+                           (y1 - y0 if ha > 1 else 1, x1 - x0 if wa > 1 else 1, ca))
+    fm = feature_map_of(view)
+    fm.quantization = api.NpuQuantization(a_scale, a_zp)
+    return fm
+
+
 def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The four operations of one PRELU from ``operands[0]`` into ``ofm`` (whole tensors),
     over output rows and columns ``box`` (None: all), its intermediates at ``em.work``
@@ -106,11 +128,9 @@ def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     add(copy, "min")
 
     # 2. neg = (t - zp_in) * (alpha - zp_alpha), TFLite's second multiplier
-    src = em.flash.add(np.asarray(q.attrs["alpha"], np.int8).tobytes())
-    alpha = FmSlot(src.region, src.address, (1, 1, c), "int8", a_scale, a_zp)
     mul = api.NpuElementWiseOperation(api.NpuElementWiseOp.MUL)
     mul.ifm = feature_map(dataclasses.replace(t, scale=s_in, zero_point=zp_in))
-    mul.ifm2 = feature_map(alpha)
+    mul.ifm2 = _alpha_fm(api, q, em.flash, box)
     mul.ofm = feature_map(dataclasses.replace(neg, scale=s_out, zero_point=zp_out))
     mul.rescale = (m2, 31 - sh2)
     mul.activation = _clamp(api, None, None, s_out, zp_out)
