@@ -305,8 +305,9 @@ def _leaky_relu16(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None
     return ops_lut.leaky_relu16_ops(q, operands[0], ofm, em.work, em.block, em.place)
 
 
-#: an int16 LEAKY_RELU: two requantizations and their MAX / MIN (no int16 table holds it;
-#: ``ops_lut``), over any stripe (its working memory holds the whole output)
+#: an int16 LEAKY_RELU: two requantizations and their MAX / MIN, or SUB for a negative
+#: alpha (no int16 table holds it; ``ops_lut``), over any stripe (its working memory holds
+#: the whole output)
 LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu16,
                              work_bytes=ops_lut.leaky_relu16_work_bytes,
                              work=ops_lut.leaky_relu16_work, boxed=True)
