@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ethos_arch.ops import Op
+from tvm_ethos.backends.ethos_u import mirror_bands
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
 from tvm_ethos.backends.ethos_u.stream_base import (
     SCRATCH_REGION,
@@ -791,6 +792,8 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
     for slot in (*operands, ofm):
         if slot.dtype not in COPY_TYPES:
             raise UnsupportedOperatorError(q.tflite_name, f"a {slot.dtype} tensor")
+    if q.kind == Op.MIRROR_PAD and box is None:
+        return mirror_pad_ops(q, operands[0], ofm, block)
     copies = _LOWERINGS[q.kind](q, operands, ofm, flash)
     if box is not None:
         rows, cols = box
@@ -803,3 +806,21 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
         dst = out.at(*cp.at, (h * f, w * f, c)).every(*cp.step, (h * f, w * f, c))
         ops.append(copy_op(cp.src, dst, q.tflite_name, block, upscale=cp.upscale))
     return ops
+
+
+def _band_view(slot: FmSlot, box: mirror_bands.Box) -> View:
+    return View(slot.region, slot.offset + box.offset, box.shape, *box.strides, slot.dtype)
+
+
+def mirror_pad_ops(q, ifm: FmSlot, ofm: FmSlot, block: Callable) -> list:
+    """A whole MIRROR_PAD (REFLECT or SYMMETRIC) of any axis of a tensor of up to 5 axes:
+    the input into the middle of the output, then each padded band of each axis one copy
+    written through a negative stride (``mirror_bands``), reading the input or the
+    output's bands written before it. A planner's stripe takes :func:`mirror_pad_copies`
+    instead, which read the input only."""
+    pads = [tuple(int(v) for v in p) for p in q.attrs["pad_width"]]
+    dims = [int(d) for d in q.in_shapes[0]]
+    copies = mirror_bands.mirror_pad_copies(dims, pads, q.attrs.get("mode") == "SYMMETRIC",
+                                            np.dtype(ofm.dtype).itemsize)
+    return [copy_op(_band_view(ifm if cp.from_input else ofm, cp.src), _band_view(ofm, cp.dst),
+                    q.tflite_name, block) for cp in copies]

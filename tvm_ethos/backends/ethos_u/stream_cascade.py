@@ -46,6 +46,7 @@ from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
 from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
 from planner.work_memory import work_tensor
+from tvm_ethos.backends.ethos_u.blockdep_guard import register_command_stream
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -993,7 +994,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
                       + [at + n for at, n in stager.touched])
     reuse_unread_registers(api, em.ops)
     with contextlib.redirect_stdout(io.StringIO()):
-        words = api.npu_generate_register_command_stream(em.ops, acc)
+        words = register_command_stream(em.ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:

@@ -25,6 +25,7 @@ import io
 
 import numpy as np
 
+from tvm_ethos.backends.ethos_u.blockdep_guard import register_command_stream
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     attach_constants,
@@ -199,7 +200,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
     if not ops:
         raise UnsupportedOperatorError("an empty subgraph", "it computes nothing on the NPU")
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        words = api.npu_generate_register_command_stream(ops, acc)
+        words = register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
 
     def arena(t) -> ArenaTensor:

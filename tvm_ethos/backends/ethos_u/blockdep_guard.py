@@ -1,0 +1,78 @@
+"""Vela's register command stream with a safe BLOCKDEP after a feature map with a negative
+stride.
+
+BLOCKDEP tells the NPU how many blocks of an operation may start before the operation
+before it has finished; Vela's API derives it from whether the operation's input overlaps
+the previous operation's output, taking each feature map's bytes to run from its first
+element to its last. A feature map with a negative row or column stride (a mirrored band of
+a MIRROR_PAD, ``mirror_bands``) runs backwards, so that span is empty and Vela finds no
+overlap: a band read right after the band it reads was written would start before that
+write had finished. Around the API call, an operation whose input overlaps such an output
+(or whose own input runs backwards over the previous output) gets BLOCKDEP 0, the value that
+waits for the whole previous operation; streams without negative strides are Vela's own.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from tvm_ethos.backends.ethos_u.stream_base import vela_api
+
+
+def _span(fm) -> tuple[int, int, int]:
+    """(region, lowest byte, highest byte + 1) any element of ``fm`` may occupy."""
+    esize = fm.data_type.size_in_bytes()
+    h, w, c = fm.shape.height, fm.shape.width, fm.shape.depth
+    reach = [(h - 1) * fm.strides.height, (w - 1) * fm.strides.width]
+    low = sum(min(0, r) for r in reach)
+    high = sum(max(0, r) for r in reach) + c * esize
+    used = fm.tiles.addresses[:1] + [a for a in fm.tiles.addresses[1:] if a]
+    return fm.region, min(used) + low, max(used) + high
+
+
+def _backwards(fm) -> bool:
+    return fm is not None and fm.strides is not None and (fm.strides.height < 0
+                                                          or fm.strides.width < 0)
+
+
+def reads_backwards_output(prev_op, op) -> bool:
+    """Whether ``op`` reads bytes ``prev_op`` may have written where either feature map runs
+    backwards (the case Vela's BLOCKDEP misses)."""
+    if prev_op is None or getattr(prev_op, "ofm", None) is None:
+        return False
+    inputs = [fm for fm in (op.ifm, getattr(op, "ifm2", None)) if fm is not None]
+    if not (_backwards(prev_op.ofm) or any(_backwards(fm) for fm in inputs)):
+        return False
+    region, low, high = _span(prev_op.ofm)
+    for fm in inputs:
+        r, lo, hi = _span(fm)
+        if r == region and lo < high and low < hi:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _guarded_blockdep() -> Iterator[None]:
+    from ethosu.vela import register_command_stream_generator as generator
+
+    vela_blockdep = generator.calc_blockdep
+
+    def blockdep(arch, prev_op, npu_op) -> int:
+        if reads_backwards_output(prev_op, npu_op):
+            return 0
+        return vela_blockdep(arch, prev_op, npu_op)
+
+    generator.calc_blockdep = blockdep
+    try:
+        yield
+    finally:
+        generator.calc_blockdep = vela_blockdep
+
+
+def register_command_stream(ops: list, accelerator) -> list[int]:
+    """``npu_generate_register_command_stream(ops, accelerator)`` of Vela's API, each
+    operation that reads what the operation before it wrote through a negative stride
+    waiting for it (BLOCKDEP 0)."""
+    api = vela_api()
+    with _guarded_blockdep():
+        return api.npu_generate_register_command_stream(ops, accelerator)
