@@ -217,13 +217,14 @@ def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bo
 
 #: INT16 operators that only move codes: the importer moves the codes themselves (PAD where
 #: the zero point is 0, as TFLite Micro's int16 PAD fills with 0 whatever the zero point;
-#: CONCATENATION where every tensor is quantized alike)
-_INT16_MOVEMENT = frozenset({"TRANSPOSE", "TILE", "PAD", "CONCATENATION"})
+#: CONCATENATION where every tensor is quantized alike; MIRROR_PAD quantized as its input)
+_INT16_MOVEMENT = frozenset({"TRANSPOSE", "TILE", "PAD", "CONCATENATION", "MIRROR_PAD"})
 
 
 def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool:
-    """A TRANSPOSE, TILE, PAD (zero point 0) or CONCATENATION (its tensors quantized alike)
-    of INT16 codes: the importer moves the codes themselves, exactly."""
+    """A TRANSPOSE, TILE, PAD (zero point 0), CONCATENATION (its tensors quantized alike) or
+    MIRROR_PAD (its output quantized as its input) of INT16 codes: the importer moves the
+    codes themselves, exactly."""
     if opname not in _INT16_MOVEMENT or not ins or ins[0] < 0 or infos[ins[0]][1] != 7 \
             or [infos[i][1] for i in outs] != [7]:
         return False
@@ -231,6 +232,8 @@ def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool
         return all(infos[i][1] == 7 and infos[i][8:10] == infos[outs[0]][8:10] for i in ins)
     if opname == "PAD":
         return infos[outs[0]][9] in (0, None) and infos[ins[0]][9] in (0, None)
+    if opname == "MIRROR_PAD":
+        return infos[ins[0]][8:10] == infos[outs[0]][8:10]
     return True
 
 
