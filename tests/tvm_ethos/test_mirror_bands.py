@@ -11,12 +11,14 @@ import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_models import _opts
+from test_solitary_movement import compiled_on_the_npu
 
 from ethosu_stream.feature_map import from_registers
 from ethosu_stream.registers import RegisterState, decode_stream
 from ethosu_stream.run import KERNEL_OPERATIONS
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
-from tests.helpers.tflite_oracle import compiled_matches, oracle, tflm_oracle
+from planner.vela_run import run_vela
+from tests.helpers.tflite_oracle import compiled_matches, inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u.mirror_bands import mirror_pad_copies
 
 REFLECT, SYMMETRIC = tflite.MirrorPadMode.REFLECT, tflite.MirrorPadMode.SYMMETRIC
@@ -127,3 +129,49 @@ def test_the_stream_is_the_bands_and_waits_for_each_band_it_reads(dtype, tmp_pat
             waits += 1
     assert waits >= 2
 
+
+
+def _kernel_operations(entry: dict) -> int:
+    return sum(n for k, n in entry["commands"].items() if k in KERNEL_OPERATIONS)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(case=_padded(), dtype=st.sampled_from(["int8", "int16"]), seed=st.integers(0, 2**16))
+def test_any_mirror_pad_is_its_bands_planned_as_touched_and_exact(case, dtype, seed):
+    """Any rank to 5, either mode, int8 or int16: on the NPU, one operation per copy, the
+    stream touching the planned peak, equal to TFLite Micro (int8) or LiteRT's reference
+    (int16)."""
+    shape, pads, symmetric = case
+    data = _model(shape, pads, SYMMETRIC if symmetric else REFLECT, dtype,
+                  0 if dtype == "int16" else 3)
+    cm, entry = compiled_on_the_npu(data)
+    esize = np.dtype(dtype).itemsize
+    assert _kernel_operations(entry) == len(mirror_pad_copies(shape, pads, symmetric, esize))
+    rs = np.random.RandomState(seed)
+    xs = inputs_for(cm.inputs, rs)
+    (got,), (want,) = cm.run(*xs), (tflm_oracle if dtype == "int8" else oracle)(data, xs)
+    assert np.array_equal(got.reshape(want.shape), want)
+
+
+# Vela 5.2 writes these forms exactly (height and width, and a batch of whole blocks)
+VELA_FORMS = {
+    "symmetric_hw": ((1, 8, 8, 8), [(0, 0), (2, 1), (1, 3), (0, 0)], SYMMETRIC),
+    "reflect_hw_batch2": ((2, 6, 7, 5), [(0, 0), (3, 1), (0, 4), (0, 0)], REFLECT),
+    "reflect_batch": ((3, 8, 8, 8), [(2, 1), (0, 0), (0, 0), (0, 0)], REFLECT),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(VELA_FORMS))
+def test_no_more_operations_or_sram_than_velas_size_build(name, tmp_path):
+    """Against Vela 5.2 ``--optimise Size``: no more NPU operations than its passes, no
+    more SRAM (touched, emulated) than its "Total SRAM used"."""
+    shape, pads, mode = VELA_FORMS[name]
+    data = _model(shape, pads, mode)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    vela = run_vela(str(path), "ethos-u55-128", "--optimise", "Size")
+    _, entry = compiled_on_the_npu(data)
+    assert _kernel_operations(entry) <= int(float(vela.summary["passes_after_fusing"]))
+    assert entry["sram_high_water_bytes"] <= vela.sram_bytes
