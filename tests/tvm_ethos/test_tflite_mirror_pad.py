@@ -1,9 +1,9 @@
 """TFLite's MIRROR_PAD through the importer: ``nn.pad`` on the codes in reflect mode
-(REFLECT) or symmetric mode (SYMMETRIC, the edge repeated), on the Ethos-U as copies of input
-rows, columns and channels (any axis of a tensor of up to five: a batch or a 5-D tensor's outer
-index folded into the rows, each mirrored index a copy of its whole inner block), the compiled
-file's outputs equal to TFLite Micro's on the source; a 6-D SYMMETRIC one stays a TFLite
-operator."""
+(REFLECT) or symmetric mode (SYMMETRIC, the edge repeated), on the Ethos-U (any axis of a
+tensor of up to five) as mirrored bands (test_mirror_bands.py) or, in a planner's stripe, copies
+of input rows, columns and channels (a batch or a 5-D tensor's outer index folded into the
+rows, each mirrored index a copy of its whole inner block), the compiled file's outputs equal
+to TFLite Micro's on the source; a 6-D SYMMETRIC one stays a TFLite operator."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,8 +54,8 @@ _q = st.tuples(st.floats(0.002, 0.5), st.integers(-128, 127))
 @settings(max_examples=8, deadline=None)
 @given(case=_padded(), q=_q)
 def test_reflect_padding_of_any_axis_is_on_the_npu_exactly(case, q):
-    """Every mirrored row, column and channel one copy of an input one (the depth, the batch,
-    5-D tensors and tensors of fewer axes too, as Vela 5.2 takes them)."""
+    """Every padded band one copy written backwards (the depth, the batch, 5-D tensors and
+    tensors of fewer axes too, as Vela 5.2 takes them)."""
     shape, pads = case
     cm = _check(mirror_pad_model(shape, pads, q=q))
     (placed,) = cm.placement

@@ -7,9 +7,10 @@ PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the
 the codes) whose feature maps are *strided views*: a box of a tensor read or written through
 its own byte strides, at the box's address. A slice is a read through the source's strides, a
 concatenation input a write through the output's, PAD's interior a write at an offset and its
-border boxes copies of fill codes from flash, MIRROR_PAD's every reflected row, column and
-channel a copy of an input row, column or channel, REVERSE_V2's every index of its axis a
-copy of its own. A nearest resize by an even factor is the NPU's 2x nearest IFM upscaling
+border boxes copies of fill codes from flash, MIRROR_PAD's every padded band of an axis one
+copy written backwards through a negative stride (``mirror_bands``; in a planner's stripe
+every reflected row, column and channel a copy of an input one), REVERSE_V2's every index of
+its axis a copy of its own. A nearest resize by an even factor is the NPU's 2x nearest IFM upscaling
 written with strides of half the factor; by an odd one, a strided write per phase; from a
 1x1 input, a zero-stride broadcast. A TRANSPOSE is a sequence of rotations of its axes, each one
 copy of the whole tensor with two strides exchanged, or, where that takes several, one
@@ -340,8 +341,8 @@ def pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Cop
 def _mirror_runs(before: int, after: int, n: int, edge: int) -> list[tuple[int, int, int]]:
     """(output index, input index, length) of the runs of one axis of ``n`` mirrored by
     ``before`` and ``after`` (``edge`` 1, REFLECT: the edge is not repeated; 0, SYMMETRIC: it
-    is): the interior one run, each mirrored index its own (the NPU's strides do not run
-    backwards)."""
+    is): the interior one run, each mirrored index its own (a stripe's copies read the input
+    only, in forward order)."""
     runs = [(y, before - y - 1 + edge, 1) for y in range(before)]
     runs.append((before, 0, n))
     return runs + [(before + n + k, n - 1 - edge - k, 1) for k in range(after)]
@@ -370,7 +371,8 @@ def folded_runs(dims: list[int], pads: list[tuple[int, int]], edge: int
 
 
 def mirror_pad_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
-    """MIRROR_PAD (REFLECT or SYMMETRIC) of any axis of a tensor of up to 5 axes: every
+    """MIRROR_PAD (REFLECT or SYMMETRIC) of any axis of a tensor of up to 5 axes in copies a
+    planner's stripe clips (:func:`mirror_pad_ops` writes a whole output in fewer): every
     output row is an input row, every column an input column and every channel an input
     channel, so one copy per triple of a row run, a column run and a channel run; the axes
     before the width fold into the rows (:func:`folded_runs`)."""
