@@ -73,7 +73,7 @@ def _merged(axes: list[_Axis]) -> list[_Axis]:
     return out
 
 
-def box_copies(axes: list[_Axis], dst0: int, src0: int, esize: int
+def _box_copies(axes: list[_Axis], dst0: int, src0: int, esize: int
                ) -> list[tuple[Box, Box]]:
     """(source, destination) boxes that copy the strided block ``axes`` from byte ``src0`` to
     byte ``dst0``: the last merged axis is the depth where it is dense in both, the two
@@ -103,7 +103,7 @@ def _in_order(order: Sequence[int], dims: Sequence[int], pads: Sequence[tuple[in
     ranges = [(b, n) for n, (b, _) in zip(dims, pads)]  # (first, count) written per axis
     middle = [_Axis(n, so[j], si[j]) for j, n in enumerate(dims)]
     at = sum(b * so[j] for j, (b, _) in enumerate(pads))
-    copies = [BandCopy(True, s, d) for s, d in box_copies(middle, at, 0, esize)]
+    copies = [BandCopy(True, s, d) for s, d in _box_copies(middle, at, 0, esize)]
     for k, a in enumerate(order):
         (before, after), n = pads[a], dims[a]
         # (band, last destination index, first source index in the output) of each side
@@ -125,7 +125,7 @@ def _in_order(order: Sequence[int], dims: Sequence[int], pads: Sequence[tuple[in
                     axes.append(_Axis(count, so[j], src_stride))
                     dst0 += start * so[j]
                 src0 += src_start * src_stride
-            copies += [BandCopy(k == 0, s, d) for s, d in box_copies(axes, dst0, src0, esize)]
+            copies += [BandCopy(k == 0, s, d) for s, d in _box_copies(axes, dst0, src0, esize)]
         ranges[a] = (0, outs[a])
     return copies
 
