@@ -734,7 +734,10 @@ def read_qop(kind: Op, ann: dict) -> QOp:
                 problems.append("average pool not accumulated in int32")
     elif kind == Op.MEAN:
         axes = core.attrs.axis
-        op.attrs["axis"] = tuple(int(v) for v in axes) if axes is not None else None
+        rank = len(op.in_shapes[0])
+        # negative axes counted from the end, as TFLite resolves them (and _read_reduce)
+        op.attrs["axis"] = tuple(int(v) % rank if rank else int(v) for v in axes) \
+            if axes is not None else None
         op.attrs["keepdims"] = bool(core.attrs.keepdims)
     elif kind in REDUCE_KINDS:
         _read_reduce(op, core, problems)
@@ -970,9 +973,11 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
     if rank != 4 or op.attrs["axis"] != (1, 2):
         problems.append(f"{op.tflite_name} over axes {op.attrs['axis']} of a {rank}-D tensor; "
                         "the integer kernel reduces height and width of NHWC")
-    if op.in_dtypes[0] != "int8" or op.out_dtype != "int8":
+    # an int16 REDUCE_MAX picks a code as the int8 one does (LiteRT's int16 kernel)
+    int16 = op.kind == Op.REDUCE_MAX and op.in_dtypes[0] == op.out_dtype == "int16"
+    if not int16 and (op.in_dtypes[0] != "int8" or op.out_dtype != "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the "
-                        "integer kernel is TFLite's int8 one")
+                        "integer kernel is TFLite's int8 one (int16 too for REDUCE_MAX)")
     if op.kind != Op.REDUCE_SUM and op.out_q is not None and op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"{op.tflite_name} with input quantization {op.in_q[0]} and output "
                         f"{op.out_q}; TFLite's int8 kernel requires them equal")

@@ -237,6 +237,23 @@ def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool
     return True
 
 
+#: INT16 pools and reductions over height and width whose integer kernels the patterns read
+#: exactly: TFLite's int16 MAX_POOL_2D and AVERAGE_POOL_2D (TVM's converter pools the codes
+#: themselves, the average in int32, and refuses an output quantized unlike the input as for
+#: int8), MEAN (TFLite Micro's multiplier of the sum) and REDUCE_MAX (the largest code)
+_INT16_POOLING = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "REDUCE_MAX"})
+
+
+def _int16_pooling(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """A pool, MEAN or REDUCE_MAX of a quantized 4-D INT16 input into INT16: the patterns read
+    its integer kernel (``te_ops``); which axes a MEAN or REDUCE_MAX reduces is read off its
+    constant axes (``tflite_support.int16_reduction_refusal``)."""
+    if opname not in _INT16_POOLING or not ins or ins[0] < 0 or len(outs) != 1:
+        return False
+    x, y = infos[ins[0]], infos[outs[0]]
+    return x[1] == y[1] == 7 and x[8] is not None and y[8] is not None and x[5] == 4
+
+
 @dataclass(frozen=True)
 class CheckedOperator:
     """One operator as the check read it: its builtin name (``CUSTOM 'name'`` for a custom
@@ -534,7 +551,8 @@ class _TfliteChecker:
                 and not _int16_softmax(opname, ins, outs, infos)
                 and not _int16_elementwise(opname, io, infos)
                 and not _int16x8_weighted(opname, ins, outs, infos)
-                and not _int16_movement(opname, ins, outs, infos)))
+                and not _int16_movement(opname, ins, outs, infos)
+                and not _int16_pooling(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
                 raise self.bad(f"{where}graph output {k} (tensor {i}, {infos[i][0]!r}) is "

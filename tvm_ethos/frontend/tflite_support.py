@@ -15,7 +15,9 @@ INT16 or of INT16 to INT16 (zero points 0, the output scale 1/32768), ADD, SUB, 
 MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input), LEAKY_RELU, LOGISTIC and
 TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, and
 TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
-point 0, INT8 weights, an INT32 or INT64 bias) (``tflite_check``).
+point 0, INT8 weights, an INT32 or INT64 bias), and MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
+REDUCE_MAX of INT16 into INT16 (the reductions over height and width,
+:func:`int16_reduction_refusal`) (``tflite_check``).
 """
 from __future__ import annotations
 
@@ -236,6 +238,9 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     TFLite's kernel overflows on; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
+    why = int16_reduction_refusal(checked, op)
+    if why:
+        return why
     graph = checked.model.Subgraphs(op.subgraph)
     table = graph.Operators(op.index).BuiltinOptions()
     if op.name == "PRELU" and len(op.inputs) > 1:
@@ -278,6 +283,53 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
             return (f"a quantized {why}, in SYMMETRIC mode (TVM's legalization pads in "
                     "REFLECT mode only)")
     return ""
+
+
+def int16_reduction_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an INT16 MEAN or REDUCE_MAX (which ``tflite_check`` lets through) is not in the
+    form the integer kernels take, naming what is: they reduce height and width of NHWC
+    (constant axes 1 and 2), and TFLite's REDUCE_MAX picks a code, so its output is quantized
+    as its input, with zero point 0 (LiteRT's int16 kernel; TFLite Micro has none). TVM's
+    importer would compute any other form in float32. ``""`` for any other operator or
+    form."""
+    from tflite.TensorType import TensorType
+
+    if op.name not in ("MEAN", "REDUCE_MAX") or len(op.inputs) != 2 or min(op.inputs) < 0 \
+            or len(op.outputs) != 1:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
+    if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
+        return ""
+    axes = _const_ints(checked.model, graph.Tensors(op.inputs[1]))
+    if axes is None:
+        return (f"an int16 {op.name} whose axes are computed at run time: tvm-ethos reduces "
+                "int16 over constant axes 1 and 2 (height and width) only")
+    rank = x.ShapeLength()
+    if sorted(a % rank if -rank <= a < rank else a for a in axes) != [1, 2]:
+        return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
+                "kernel reduces height and width of NHWC (axes [1, 2]); TVM's importer "
+                "computes other int16 reductions in float32")
+    qx, qy = _quantization(x), _quantization(y)
+    if op.name == "REDUCE_MAX" and qx != qy:
+        return (f"an int16 REDUCE_MAX with input quantization {qx} and output {qy}: TFLite's "
+                "kernel picks a code and requires them equal (quantize the output as the "
+                "input)")
+    if op.name == "REDUCE_MAX" and qx is not None and qx[1] != 0:
+        return (f"an int16 REDUCE_MAX with zero point {qx[1]}: LiteRT's int16 kernel "
+                "requires 0 and TFLite Micro has none (quantize symmetrically)")
+    return ""
+
+
+def _const_ints(model, tensor) -> list[int] | None:
+    """The values of a constant INT32 / INT64 tensor (None where it is no such constant)."""
+    from tflite.TensorType import TensorType
+
+    dtype = {TensorType.INT32: "<i4", TensorType.INT64: "<i8"}.get(tensor.Type())
+    data = model.Buffers(tensor.Buffer()).DataAsNumpy()
+    if dtype is None or not hasattr(data, "tobytes") or not data.size:
+        return None
+    return [int(v) for v in np.frombuffer(data.tobytes(), dtype)]
 
 
 def _is_constant(checked: CheckedModel, graph, index: int) -> bool:
