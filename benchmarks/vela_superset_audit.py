@@ -247,10 +247,6 @@ GAPS = {
     ("REDUCE_MAX", "over depth"): "ours reduces over height and width only",
     ("REDUCE_MIN", "over depth"): "ours reduces over height and width only",
     ("LOGISTIC", "uint8 (U65)"): "as LOGISTIC uint8",
-    **{(op, form): ("the importer refuses int16 (TVM's converter computes it in float32); "
-                    "no integer int16 form read for it")
-       for op, form in (("MAX_POOL_2D", "int16"), ("AVERAGE_POOL_2D", "int16"),
-                        ("REDUCE_MAX", "int16 over H and W"), ("MEAN", "int16 over H and W"))},
 }
 
 _PREFIX = "it does not compile for the Ethos-U: no operator of the model runs on the Ethos-U "

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from operator_models import _opts
 from tflite_builder import ACT, BO, T
 
+from tests.helpers.tflite_oracle import oracle, tflm_oracle
+
 #: a symmetric quantization of int16 activations, as TFLite's int16 quantizer writes them
 SYMMETRIC = (2.0**-12, 0)
 #: the fused activations a pool takes (tflite_builder.ACT's names)
@@ -88,3 +90,17 @@ def reductions(draw, name: str):
     out_q = draw(quantizations) if name == "MEAN" else None
     return (reduction(name, shape, axes, keep, q, out_q),
             (name, shape, axes, keep, q, out_q))
+
+
+#: one small model of each form, by name, and the reference that runs it (LiteRT's reference
+#: kernel for REDUCE_MAX, which TFLite Micro has no int16 kernel of)
+FORMS = {
+    "max_pool_same_relu": (pool("max", (1, 5, 6, 8), (3, 2), (2, 1), True, "relu",
+                                (2.0**-10, 3)), tflm_oracle),
+    "avg_pool_valid": (pool("avg", (1, 6, 7, 8), (2, 3), (2, 2), False), tflm_oracle),
+    "avg_pool_same": (pool("avg", (1, 5, 5, 8), (3, 3), (2, 2), True, None, (0.003, -7)),
+                      tflm_oracle),
+    "mean_requantizing": (reduction("MEAN", (1, 6, 5, 8), q=(0.002, 11), out_q=(0.0007, -40)),
+                          tflm_oracle),
+    "reduce_max": (reduction("REDUCE_MAX", (1, 7, 4, 8), keepdims=False), oracle),
+}

@@ -1,0 +1,134 @@
+"""int16 MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and REDUCE_MAX (over height and width) on the
+Ethos-U, as Vela 5.2 takes them (benchmarks/vela_superset_audit.py): the importer reads their
+integer kernels (``tflite_check._int16_pooling``), and the stream (the ``ethos-u`` file's
+``ethos-u`` operator on the functional model) and the emulator (``ethos-u,llvm``) compute
+TFLite Micro's int16 kernels: a pool's sum rounded half away from zero over its valid
+elements, MEAN's multiplier of the sum with the element count folded in, REDUCE_MAX's largest
+code (against LiteRT's reference kernel: TFLite Micro has no int16 REDUCE_MAX). The int16
+reductions the integer kernels do not take stay TFLite operators naming why
+(``tflite_support.int16_reduction_refusal``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from int16_pooling_models import FORMS, pool, pools, reduction, reductions
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import compiled_matches, oracle, tflm_oracle
+from tvm_ethos.frontend import operator_support
+
+pytest.importorskip("ethosu.vela")
+pytest.importorskip("tflite_micro")
+
+def _on_npu(data: bytes, target: str, reference) -> None:
+    cm = compiled_matches(data, target, reference=reference)
+    if target == "ethos-u":
+        assert [p.placed_on for p in cm.placement] == ["ethos-u"], cm.placement
+    else:
+        assert cm.partition_summary == {"ethos-u": 1}, cm.partition_summary
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_int16_form_is_on_the_npu_equal_to_tflite(form):
+    _on_npu(FORMS[form][0], "ethos-u", FORMS[form][1])
+
+
+@pytest.mark.parametrize("form", ["avg_pool_same", "mean_requantizing"])
+def test_int16_form_in_a_package_is_on_the_npu_equal_to_tflite(form):
+    """The ``ethos-u,llvm`` package: the NPU part on the emulator."""
+    _on_npu(FORMS[form][0], "ethos-u,llvm", FORMS[form][1])
+
+
+def _tied_average_pool(window, channels: int, rs) -> tuple[bytes, np.ndarray]:
+    """A VALID average pool of one window per channel, each channel's codes summing at or
+    next to a rounding boundary of sum / area (halves where the area is even) anywhere in
+    the int16 range: where rounding half away from zero and the NPU's scale could part."""
+    n = window[0] * window[1]
+    k = rs.randint(-32768, 32767, channels)
+    off = rs.choice([n // 2, -(n // 2), n // 2 + 1, (n - 1) // 2, -((n - 1) // 2), 0], channels)
+    sums = np.clip(k * n + off, -32768 * n, 32767 * n)
+    x = np.zeros((1, *window, channels), np.int64)
+    for c, s in enumerate(sums):
+        v = np.full(n, s // n)
+        v[:s - (s // n) * n] += 1
+        x[0, :, :, c] = rs.permutation(v).reshape(window)
+    return pool("avg", x.shape, window, (1, 1), False), x.astype(np.int16)
+
+
+@pytest.mark.parametrize("window", [(2, 3)])
+def test_int16_average_pool_rounds_ties_as_tflite_micro(window):
+    _tied_average_pool_check(window, 128)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("window", [(1, 3), (3, 3), (2, 5), (3, 4), (7, 9), (16, 16)])
+def test_int16_average_pool_rounds_ties_as_tflite_micro_every_area(window):
+    _tied_average_pool_check(window, 512)
+
+
+def _tied_average_pool_check(window, channels: int) -> None:
+    data, x = _tied_average_pool(window, channels, np.random.RandomState(sum(window)))
+    want = tflm_oracle(data, [x])[0]
+    for target in ("ethos-u", "ethos-u,llvm"):
+        got = tvm_ethos.compile(data, target, cache_dir=False).run(x)[0]
+        assert np.array_equal(got.reshape(want.shape), want), target
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(case=pools(), target=st.sampled_from(["ethos-u", "ethos-u,llvm"]))
+def test_int16_pools_are_on_the_npu_equal_to_tflite_micro(case, target):
+    _on_npu(case[0], target, tflm_oracle)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(case=reductions("MEAN"), target=st.sampled_from(["ethos-u", "ethos-u,llvm"]))
+def test_int16_means_are_on_the_npu_equal_to_tflite_micro(case, target):
+    _on_npu(case[0], target, tflm_oracle)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None)
+@given(case=reductions("REDUCE_MAX"), target=st.sampled_from(["ethos-u", "ethos-u,llvm"]))
+def test_int16_reduce_max_is_on_the_npu_equal_to_litert(case, target):
+    _on_npu(case[0], target, oracle)
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=st.sampled_from(["MEAN", "REDUCE_MAX"]),
+       axes=st.lists(st.integers(-4, 3), min_size=1, max_size=3, unique=True),
+       keepdims=st.booleans())
+def test_the_importer_takes_an_int16_reduction_over_height_and_width_only(name, axes, keepdims):
+    """Whatever the axes: imported where they are height and width (negative ones counted
+    from the end), else refused naming them, never computed in float32."""
+    (verdict,) = operator_support(reduction(name, (1, 3, 4, 5), tuple(axes), keepdims))
+    over_hw = sorted(a % 4 for a in axes) == [1, 2]
+    assert verdict.importable == over_hw, verdict
+    if not over_hw:
+        assert f"int16 {name} over axes {list(axes)}" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("data, why", [
+    (reduction("MEAN", (1, 4, 4, 8), (3,)), "int16 MEAN over axes [3] of a 4-D tensor"),
+    (reduction("REDUCE_MAX", (1, 4, 4, 8), q=(0.001, 5)), "REDUCE_MAX with zero point 5"),
+    (reduction("REDUCE_MAX", (1, 4, 4, 8), out_q=(0.002, 0)),
+     "input quantization (0.000244140625, 0) and output (0.002"),
+], ids=["mean-over-depth", "reduce-max-zero-point", "reduce-max-requantizing"])
+def test_other_int16_reductions_stay_tflite_operators_naming_why(data, why):
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert why in placed.why, placed.why
+
+
+def test_a_requantizing_int16_pool_is_refused_as_an_int8_one():
+    """TFLite's pools require the output quantized as the input: TVM's converter names it."""
+    data = pool("avg", (1, 4, 4, 8), (2, 2), (2, 2), False, out_q=(0.01, 0))
+    (verdict,) = operator_support(data)
+    assert verdict.importable
+    with pytest.raises(tvm_ethos.errors.UnsupportedModelError,
+                       match="requires input and output scale"):
+        tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
