@@ -10,16 +10,14 @@ from hypothesis import strategies as st
 from operator_models import _opts
 from tflite_builder import ACT, BO, T
 
-from tests.helpers.tflite_oracle import oracle, tflm_oracle
-
 #: a symmetric quantization of int16 activations, as TFLite's int16 quantizer writes them
 SYMMETRIC = (2.0**-12, 0)
 #: the fused activations a pool takes (tflite_builder.ACT's names)
 ACTIVATIONS = tuple(ACT)
 
 
-def _t(shape, q) -> T:
-    return T(list(shape), "int16", scale=q[0], zp=q[1])
+def _t(shape, q, dtype: str = "int16") -> T:
+    return T(list(shape), dtype, scale=q[0], zp=q[1])
 
 
 def pool_out(size: int, window: int, stride: int, same: bool) -> int:
@@ -28,29 +26,30 @@ def pool_out(size: int, window: int, stride: int, same: bool) -> int:
 
 
 def pool(kind: str, shape, window, strides, same: bool, act=None, q=SYMMETRIC,
-         out_q=None) -> bytes:
-    """One int16 ``kind`` ("max" or "avg") pool of ``shape`` (NHWC), output quantized as the
-    input unless ``out_q``."""
+         out_q=None, dtype: str = "int16") -> bytes:
+    """One int16 (or ``dtype``) ``kind`` ("max" or "avg") pool of ``shape`` (NHWC), output
+    quantized as the input unless ``out_q``."""
     n, h, w, c = shape
     out = (n, pool_out(h, window[0], strides[0], same), pool_out(w, window[1], strides[1], same),
            c)
     code = BO.MAX_POOL_2D if kind == "max" else BO.AVERAGE_POOL_2D
     return tb.serialize(
-        [_t(shape, q), _t(out, q if out_q is None else out_q)],
+        [_t(shape, q, dtype), _t(out, q if out_q is None else out_q, dtype)],
         [(code, *_opts("Pool2DOptions", Padding=0 if same else 1, StrideH=strides[0],
                        StrideW=strides[1], FilterHeight=window[0], FilterWidth=window[1],
                        FusedActivationFunction=ACT[act]), [0], [1])], [0], [1])
 
 
-def reduction(name: str, shape, axes=(1, 2), keepdims=True, q=SYMMETRIC, out_q=None) -> bytes:
-    """One int16 MEAN or REDUCE_MAX of ``shape`` over the constant ``axes``, output quantized
-    as the input unless ``out_q``."""
+def reduction(name: str, shape, axes=(1, 2), keepdims=True, q=SYMMETRIC, out_q=None,
+              dtype: str = "int16") -> bytes:
+    """One int16 (or ``dtype``) MEAN or REDUCE_MAX of ``shape`` over the constant ``axes``,
+    output quantized as the input unless ``out_q``."""
     kept = {a % len(shape) for a in axes}
     out = [1 if a in kept else d for a, d in enumerate(shape)] if keepdims else \
         [d for a, d in enumerate(shape) if a not in kept]
     code = {"MEAN": BO.MEAN, "REDUCE_MAX": BO.REDUCE_MAX}[name]
     ax = T([len(axes)], "int32", data=np.asarray(axes, np.int32))
-    return tb.serialize([_t(shape, q), _t(out, q if out_q is None else out_q), ax],
+    return tb.serialize([_t(shape, q, dtype), _t(out, q if out_q is None else out_q, dtype), ax],
                         [(code, *_opts("ReducerOptions", KeepDims=keepdims), [0, 2], [1])],
                         [0], [1])
 
@@ -92,15 +91,14 @@ def reductions(draw, name: str):
             (name, shape, axes, keep, q, out_q))
 
 
-#: one small model of each form, by name, and the reference that runs it (LiteRT's reference
-#: kernel for REDUCE_MAX, which TFLite Micro has no int16 kernel of)
+#: one small model of each form, by name
 FORMS = {
-    "max_pool_same_relu": (pool("max", (1, 5, 6, 8), (3, 2), (2, 1), True, "relu",
-                                (2.0**-10, 3)), tflm_oracle),
-    "avg_pool_valid": (pool("avg", (1, 6, 7, 8), (2, 3), (2, 2), False), tflm_oracle),
-    "avg_pool_same": (pool("avg", (1, 5, 5, 8), (3, 3), (2, 2), True, None, (0.003, -7)),
-                      tflm_oracle),
-    "mean_requantizing": (reduction("MEAN", (1, 6, 5, 8), q=(0.002, 11), out_q=(0.0007, -40)),
-                          tflm_oracle),
-    "reduce_max": (reduction("REDUCE_MAX", (1, 7, 4, 8), keepdims=False), oracle),
+    "max_pool_same_relu": pool("max", (1, 5, 6, 8), (3, 2), (2, 1), True, "relu",
+                               (2.0**-10, 3)),
+    "avg_pool_valid": pool("avg", (1, 6, 7, 8), (2, 3), (2, 2), False),
+    "avg_pool_same": pool("avg", (1, 5, 5, 8), (3, 3), (2, 2), True, None, (0.003, -7)),
+    "mean_requantizing": reduction("MEAN", (1, 6, 5, 8), q=(0.002, 11), out_q=(0.0007, -40)),
+    "reduce_max": reduction("REDUCE_MAX", (1, 7, 4, 8), keepdims=False),
 }
+#: the forms TFLite Micro has no int16 kernel of: LiteRT's reference kernel is their oracle
+LITERT_ONLY = frozenset({"reduce_max"})
