@@ -7,7 +7,8 @@ RESHAPE that regroups elements, a 5-D PACK; MIRROR_PAD of a batch and of a 5-D t
 EXP and LOG; 6-D RESHAPEs that regroup elements and a 6-D PACK, beside DEPTH_TO_SPACE, which
 TVM writes through 6-D and which stays on the CPU; ARG_MAX over 90,000 pixels; lone int8 and
 int16 LOGISTIC and TANH; 7-D and 8-D RESHAPE, EXPAND_DIMS and SQUEEZE, and a model's own
-RESHAPE -> TRANSPOSE -> RESHAPE through 6-D), compiled for an Ethos-U55-128: the operators
+RESHAPE -> TRANSPOSE -> RESHAPE through 6-D; int16 MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
+REDUCE_MAX), compiled for an Ethos-U55-128: the operators
 each leaves on the CPU, the NPU operations each runs (Vela: its passes after fusing; ours: the
 stream's kernel operations, not its DMAs) and the SRAM each uses (Vela ``--optimise Size``'s
 "Total SRAM used"; ours: the emulated high-water mark of the functional model). Prints one
@@ -26,6 +27,7 @@ sys.path.insert(0, str(REPO / "tests" / "tvm_ethos"))
 
 import tflite  # noqa: E402
 import tflite_builder as tb  # noqa: E402
+from int16_pooling_models import pool, reduction  # noqa: E402
 from test_partition_rejected_matches import chain_model  # noqa: E402
 from test_tflite_exp_log16 import model as float_table16_model  # noqa: E402
 from test_tflite_expand_dims import expand_dims_model, reshape_model, squeeze_model  # noqa: E402
@@ -81,6 +83,10 @@ FORMS = {
                                             (2.0**-15, 0), dtype="int16"),
     "tanh_int16": lambda: tb.activation("tanh", (1, 8, 8, 8), (2.0**-12, 0), (2.0**-15, 0),
                                         dtype="int16"),
+    "max_pool_int16": lambda: pool("max", (1, 16, 16, 8), (3, 3), (2, 2), True),
+    "avg_pool_int16": lambda: pool("avg", (1, 16, 16, 8), (3, 3), (2, 2), False),
+    "mean_int16": lambda: reduction("MEAN", (1, 16, 16, 8), out_q=(2.0**-11, 0)),
+    "reduce_max_int16": lambda: reduction("REDUCE_MAX", (1, 16, 16, 8)),
 }
 CONFIG = "ethos-u55-128"
 
