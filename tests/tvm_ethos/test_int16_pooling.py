@@ -41,6 +41,16 @@ def test_int16_form_in_a_package_is_on_the_npu_equal_to_tflite(form):
     _on_npu(FORMS[form], "ethos-u,llvm", tflm_oracle)
 
 
+@pytest.mark.parametrize("data", [pool("avg", (2, 5, 5, 3), (2, 2), (1, 1), True),
+                                  reduction("MEAN", (2, 5, 5, 3), out_q=(0.001, 4))],
+                         ids=["avg-pool", "mean"])
+def test_an_int16_form_the_npu_refuses_runs_on_the_hosts_integer_kernel(data):
+    """A batch of 2, which the Ethos-U refuses: the llvm host's integer kernel, not TVM's
+    float32 one, so equal to TFLite Micro still."""
+    cm = compiled_matches(data, "ethos-u,llvm", reference=tflm_oracle)
+    assert cm.partition_summary == {"llvm": 1}, cm.partition_summary
+
+
 def _tied_average_pool(window, channels: int, rs) -> tuple[bytes, np.ndarray]:
     """A VALID average pool of one window per channel, each channel's codes summing at or
     next to a rounding boundary of sum / area (halves where the area is even) anywhere in
