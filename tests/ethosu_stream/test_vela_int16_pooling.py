@@ -35,9 +35,9 @@ def _input(model: bytes, rs) -> np.ndarray:
     return rs.randint(-32768, 32768, d["shape"]).astype(np.int16)
 
 
-@pytest.mark.parametrize("form", sorted(set(FORMS) - {"avg_pool_same"}))
+@pytest.mark.parametrize("form", ["avg_pool_valid", "mean_requantizing"])
 def test_velas_int16_stream_equals_tflite(form):
-    """One model of each operator (the SAME-padded average pool in the sweep below)."""
+    """The two forms that compute (the others, which pick codes, in the sweeps below)."""
     _vela_equals(FORMS[form], oracle if form in LITERT_ONLY else tflm_oracle)
 
 
