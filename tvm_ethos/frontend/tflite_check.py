@@ -247,7 +247,7 @@ _INT16_POOLING = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "REDUCE_MA
 def _int16_pooling(opname: str, ins: list[int], outs: list[int], infos) -> bool:
     """A pool, MEAN or REDUCE_MAX of a quantized 4-D INT16 input into INT16: the patterns read
     its integer kernel (``te_ops``); which axes a MEAN or REDUCE_MAX reduces is read off its
-    constant axes (``tflite_support.int16_reduction_refusal``)."""
+    constant axes (``tflite_support.int16_pooling_refusal``)."""
     if opname not in _INT16_POOLING or not ins or ins[0] < 0 or len(outs) != 1:
         return False
     x, y = infos[ins[0]], infos[outs[0]]

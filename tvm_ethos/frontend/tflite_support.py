@@ -16,8 +16,8 @@ MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input), LEAKY_RELU, L
 TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, and
 TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
 point 0, INT8 weights, an INT32 or INT64 bias), and MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
-REDUCE_MAX of INT16 into INT16 (the reductions over height and width,
-:func:`int16_reduction_refusal`) (``tflite_check``).
+REDUCE_MAX of INT16 into INT16 (the pools quantized alike, the reductions over height and
+width: :func:`int16_pooling_refusal`) (``tflite_check``).
 """
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     TFLite's kernel overflows on; or ``""``."""
     if not op.quantized or not op.inputs:
         return ""
-    why = int16_reduction_refusal(checked, op)
+    why = int16_pooling_refusal(checked, op)
     if why:
         return why
     graph = checked.model.Subgraphs(op.subgraph)
@@ -285,21 +285,30 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return ""
 
 
-def int16_reduction_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
-    """Why an INT16 MEAN or REDUCE_MAX (which ``tflite_check`` lets through) is not in the
-    form the integer kernels take, naming what is: they reduce height and width of NHWC
-    (constant axes 1 and 2), and TFLite's REDUCE_MAX picks a code, so its output is quantized
-    as its input, with zero point 0 (LiteRT's int16 kernel; TFLite Micro has none). TVM's
-    importer would compute any other form in float32. ``""`` for any other operator or
-    form."""
+def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an INT16 pool, MEAN or REDUCE_MAX (which ``tflite_check`` lets through) is not in
+    the form the integer kernels take, naming what is: TFLite's pools require the output
+    quantized as the input; MEAN and REDUCE_MAX reduce height and width of NHWC (constant
+    axes 1 and 2), and REDUCE_MAX picks a code, so its output is quantized as its input, with
+    zero point 0 (LiteRT's int16 kernel; TFLite Micro has none). TVM's importer would compute
+    any other reduction in float32. ``""`` for any other operator or form."""
     from tflite.TensorType import TensorType
 
-    if op.name not in ("MEAN", "REDUCE_MAX") or len(op.inputs) != 2 or min(op.inputs) < 0 \
-            or len(op.outputs) != 1:
+    if op.name not in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "REDUCE_MAX") \
+            or not op.inputs or min(op.inputs) < 0 or len(op.outputs) != 1:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
     x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
     if x.Type() != TensorType.INT16 or y.Type() != TensorType.INT16:
+        return ""
+    qx, qy = _quantization(x), _quantization(y)
+    if op.name.endswith("POOL_2D"):
+        if qx != qy:
+            return (f"an int16 {op.name} with input quantization {_shown(qx)} and output "
+                    f"{_shown(qy)}: TFLite's pool kernels require them equal (quantize the "
+                    "output as the input)")
+        return ""
+    if len(op.inputs) != 2:
         return ""
     axes = _const_ints(checked.model, graph.Tensors(op.inputs[1]))
     if axes is None:
@@ -310,15 +319,19 @@ def int16_reduction_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
                 "kernel reduces height and width of NHWC (axes [1, 2]); TVM's importer "
                 "computes other int16 reductions in float32")
-    qx, qy = _quantization(x), _quantization(y)
     if op.name == "REDUCE_MAX" and qx != qy:
-        return (f"an int16 REDUCE_MAX with input quantization {qx} and output {qy}: TFLite's "
-                "kernel picks a code and requires them equal (quantize the output as the "
-                "input)")
+        return (f"an int16 REDUCE_MAX with input quantization {_shown(qx)} and output "
+                f"{_shown(qy)}: TFLite's kernel picks a code and requires them equal "
+                "(quantize the output as the input)")
     if op.name == "REDUCE_MAX" and qx is not None and qx[1] != 0:
         return (f"an int16 REDUCE_MAX with zero point {qx[1]}: LiteRT's int16 kernel "
                 "requires 0 and TFLite Micro has none (quantize symmetrically)")
     return ""
+
+
+def _shown(q: tuple[float, int] | None) -> str:
+    """A (scale, zero point) as a message shows it: the scale to six significant digits."""
+    return "none" if q is None else f"({q[0]:g}, {q[1]})"
 
 
 def _const_ints(model, tensor) -> list[int] | None:
