@@ -32,7 +32,11 @@ class Memory:
     ``dry`` (set by ``run_stream(..., compute=False)``): the box and byte accessors check and
     count as usual but move no data (reads return ``None``), so a run records what it touches
     without computing it. Values derived from a byte range (decoded weights, scales) can be
-    memoised with :meth:`memo`; a write to the range forgets them."""
+    memoised with :meth:`memo`; a write to the range forgets them.
+
+    ``spans`` (None unless a caller sets it to ``{}``): the [lo, hi) byte span of every
+    write, by region, for a caller that must know which bytes a stream leaves intact (an
+    input read again after its operator)."""
 
     def __init__(self, regions: dict[int, np.ndarray | bytes | bytearray | int]):
         self.regions: dict[int, np.ndarray] = {}
@@ -44,6 +48,7 @@ class Memory:
                     if not isinstance(v, np.ndarray) else v.astype(np.uint8).ravel().copy()
         self.access: dict[int, Access] = {k: Access() for k in self.regions}
         self.dry = False
+        self.spans: dict[int, list[tuple[int, int]]] | None = None
         self._memo: dict[int, dict[tuple, tuple[int, int, object]]] = {}
 
     def _region(self, region: int) -> np.ndarray:
@@ -79,6 +84,10 @@ class Memory:
             for key in [k for k, (a, b, _) in memo.items() if a < hi and lo < b]:
                 del memo[key]
 
+    def _span_written(self, region: int, lo: int, hi: int) -> None:
+        if self.spans is not None:
+            self.spans.setdefault(region, []).append((lo, hi))
+
     def memo(self, region: int, start: int, length: int, key: tuple,
              make: Callable[[], object]) -> object:
         """``make()``, remembered under ``key`` until bytes [start, start + length) of
@@ -111,6 +120,8 @@ class Memory:
         self.access[region].written += addr.size * values.dtype.itemsize
         if addr.size:
             self._forget(region, int(addr.min()), int(addr.max()) + values.dtype.itemsize)
+            self._span_written(region, int(addr.min()),
+                               int(addr.max()) + values.dtype.itemsize)
         raw = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"))).view(np.uint8)
         idx = addr[..., None] + np.arange(values.dtype.itemsize)
         mem[idx.ravel()] = raw.reshape(-1)
@@ -134,6 +145,7 @@ class Memory:
         mem = self._span(region, start, start + n, what)
         self.access[region].written += n
         self._forget(region, start, start + n)
+        self._span_written(region, start, start + n)
         if not self.dry:
             mem[start:start + n] = np.asarray(data, np.uint8).ravel()
 
@@ -167,6 +179,7 @@ class Memory:
         mem = self._span(fm.region, lo, hi, what)
         self.access[fm.region].written += h * w * c * esize
         self._forget(fm.region, lo, hi)
+        self._span_written(fm.region, lo, hi)
         if self.dry:
             return
         values = np.asarray(values).astype(fm.dtype, copy=False)

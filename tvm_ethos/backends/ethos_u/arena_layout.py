@@ -5,11 +5,14 @@ gives a tensor one place in the arena. A tensor one ethos-u operator writes and 
 must therefore sit at the same address in both stretches, which fixes the second stretch's
 start: the stretches overlap. That is sound only while nothing still needed lies where the
 stretch is written: at the time each of its IFMs is written (by a TFLite operator, or before
-the run for a graph input) and while the operator itself runs. An operator none of whose IFMs
-is placed yet starts at the lowest offset where that holds (the stretch of an operator whose
-results are all consumed is free again), fresh space after every stretch at the latest. A
-layout that breaks the rule is refused by name rather than written as a file whose operators
-overwrite each other's data.
+the run for a graph input) and while the operator itself runs. An IFM read again after its
+operator (a model input that a TFLite operator or a later ethos-u operator reads too) must
+lie where the operator's stream writes nothing: where the stream's written spans are known
+(``NpuStep.writes``) that is checked, else the stream is taken to write its whole stretch.
+An operator none of whose IFMs is placed yet starts at the lowest offset where that holds
+(the stretch of an operator whose results are all consumed is free again), fresh space after
+every stretch at the latest. A layout that breaks the rule is refused by name rather than
+written as a file whose operators overwrite each other's data.
 """
 from __future__ import annotations
 
@@ -21,6 +24,16 @@ from tvm_ethos.errors import UnsupportedModelError
 ALIGN = 16
 
 
+class InputOverwritten(UnsupportedModelError):
+    """An ethos-u operator's stream writes over an input that is read again after it;
+    ``operator``: its name (a writer may split its group so that each stream leaves the
+    input intact)."""
+
+    def __init__(self, message: str, operator: str):
+        super().__init__(message)
+        self.operator = operator
+
+
 class Slot(NamedTuple):
     """A boundary tensor of an ethos-u operator: source tensor, offset in its stretch, bytes."""
 
@@ -30,10 +43,14 @@ class Slot(NamedTuple):
 
 
 class NpuStep(NamedTuple):
+    """An ethos-u operator; ``writes``: the [lo, hi) spans of its stretch its stream writes
+    (``stream_run.arena_writes``), None where they are not known (anywhere in it)."""
+
     name: str
     ifms: tuple[Slot, ...]
     ofms: tuple[Slot, ...]
     scratch_bytes: int
+    writes: tuple[tuple[int, int], ...] | None = None
 
 
 class CpuStep(NamedTuple):
@@ -144,6 +161,12 @@ def _check_input(placed, written, last_read, stretches, name, names, slot, addre
                 f"ethos-u operator {other}, which runs before it; the model cannot be written")
 
 
+def _overwritten(writes, slot: Slot) -> bool:
+    """Whether a stream that writes ``writes`` (None: anywhere) may write ``slot``'s bytes."""
+    return writes is None or any(_overlap(lo, hi - lo, slot.offset, slot.nbytes)
+                                 for lo, hi in writes)
+
+
 def _check_stream(placed, written, last_read, step, k, base, names,
                   persistent=frozenset()) -> None:
     """While step ``k`` runs, its stream writes anywhere in its stretch: no tensor still to
@@ -151,11 +174,14 @@ def _check_stream(placed, written, last_read, step, k, base, names,
     stream updates in place)."""
     mine = {x.tensor for x in step.ifms + step.ofms}
     for x in step.ifms:
-        if last_read.get(x.tensor, -1) > k and x.tensor not in persistent:
-            raise UnsupportedModelError(
-                f"ethos-u operator {step.name}: its input {names.get(x.tensor, x.tensor)!r} is "
-                "read again after it, and its stream may reuse that place; the model cannot "
-                "be written")
+        if last_read.get(x.tensor, -1) > k and x.tensor not in persistent and \
+                _overwritten(step.writes, x):
+            label = names.get(x.tensor, x.tensor)
+            how = ("its stream may reuse that place" if step.writes is None else
+                   "its stream writes over it once its own operations have read it")
+            raise InputOverwritten(
+                f"ethos-u operator {step.name}: its input {label!r} is read again after it, "
+                f"and {how}; the model cannot be written", step.name)
     for t, (a, n) in placed.items():
         if t not in mine and _live(t, k, written, last_read) and last_read.get(t, -1) > k \
                 and _overlap(a, n, base, step.scratch_bytes):

@@ -9,10 +9,12 @@ from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 
 
 def run_payload(payload: EthosUPayload, inputs, trace=None, *,
-                compute: bool = True) -> tuple[list[np.ndarray], object]:
+                compute: bool = True, spans: dict | None = None
+                ) -> tuple[list[np.ndarray], object]:
     """(outputs in ``payload.outputs`` order, the run's ``StreamStats``); ``trace`` and
     ``compute`` as ``ethosu_stream.run_stream`` takes them (``compute=False``: a dry run, the
-    same statistics without computing the outputs, which are then meaningless)."""
+    same statistics without computing the outputs, which are then meaningless); ``spans``:
+    a dict that receives the byte span of every write, by region (``Memory.spans``)."""
     # lazy: the functional model loads when a stream runs; this module loads with the ethos-u
     # plugin (payload_format) at every tvmc start
     from ethosu_stream import Memory, run_stream
@@ -37,6 +39,7 @@ def run_payload(payload: EthosUPayload, inputs, trace=None, *,
             SHRAM_REGION: accelerator_info(payload.accelerator).shram_bytes,
         }
     )
+    mem.spans = spans
     arena = mem.regions[SCRATCH_REGION]
     for spec, x in zip(payload.inputs, inputs):
         x = np.ascontiguousarray(x)
@@ -56,6 +59,23 @@ def run_payload(payload: EthosUPayload, inputs, trace=None, *,
             arena[spec.offset : spec.offset + n].copy().view(spec.dtype).reshape(spec.shape)
         )
     return outs, stats
+
+
+def arena_writes(payload: EthosUPayload) -> tuple[tuple[int, int], ...]:
+    """The [lo, hi) byte spans of the arena (region 1) the stream writes, merged and in
+    order: a dry run, since which bytes an operation writes follows from its registers
+    alone. What lies outside them (an input read again after the operator) the stream leaves
+    as it found it."""
+    spans: dict = {}
+    run_payload(payload, [np.zeros(a.shape, a.dtype) for a in payload.inputs],
+                compute=False, spans=spans)
+    merged: list[list[int]] = []
+    for lo, hi in sorted(spans.get(1, ())):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
 
 
 def stream_report(payload: EthosUPayload, planned_peak: int | None) -> dict:

@@ -33,6 +33,7 @@ from ethosu_stream.relocate import relocate
 from ethosu_stream.tflite_custom_op import command_words
 from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
 from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
+from tvm_ethos.backends.ethos_u.stream_run import arena_writes
 from tvm_ethos.backends.ethos_u.tflite_writer import Operator, Tensor, copied_options, write_model
 from tvm_ethos.errors import TargetError, UnsupportedModelError
 
@@ -392,16 +393,22 @@ class _Layout:
         """Each subgraph's start in the shared arena (arena_layout.py: a tensor two ethos-u
         operators share sits at one address, so their stretches may overlap)."""
         payloads = dict(self.npu)
+        reads = [tuple(self.groups[n][1]) if isinstance(n, str) else tuple(self.graph.reads[n])
+                 for n in self.order]
+        read_later = [set(self.graph.graph_outputs).union(*reads[k + 1:])
+                      for k in range(len(reads))]
         steps = []
-        for node in self.order:
+        for k, node in enumerate(self.order):
             if isinstance(node, str):
                 _, ifms, ofms = self.groups[node]
                 p = payloads[node]
+                # an input read again after it must lie where the stream writes nothing:
+                # what it writes is found only then (a dry run of the stream)
+                writes = arena_writes(p) if read_later[k] & set(ifms) else None
                 steps.append(NpuStep(node, _slots(ifms, p.inputs), _slots(ofms, p.outputs),
-                                     p.scratch_bytes))
+                                     p.scratch_bytes, writes))
             else:
-                steps.append(CpuStep(tuple(self.graph.reads[node]),
-                                     tuple(self.graph.writes[node])))
+                steps.append(CpuStep(reads[k], tuple(self.graph.writes[node])))
         g = self.graph.g
         names = {t: (g.Tensors(t).Name() or b"").decode() for s in steps
                  if isinstance(s, NpuStep) for t in (x.tensor for x in s.ifms + s.ofms)}

@@ -11,6 +11,7 @@ see only the groups, so a model TVM's importer refuses in part still compiles.
 from __future__ import annotations
 
 from planner.errors import PlannerError
+from tvm_ethos.backends.ethos_u.arena_layout import InputOverwritten
 from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
 from tvm_ethos.backends.ethos_u.tflite_export import (
     SourceGraph,
@@ -62,11 +63,35 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     graph = SourceGraph(source)
     with stage("importer check"):
         refusals = import_refusals(data)
+    alone: frozenset[int] = frozenset()
+    attempts: dict[tuple, object] = {}
+    while True:
+        try:
+            return _placed(data, graph, refusals, str(tl), npu_target, accelerator, options,
+                           alone, attempts)
+        except _Split as split:
+            alone |= split.operators
+
+
+class _Split(Exception):
+    """An NPU group's stream writes over a model input read again after it (the group's
+    plan reuses the input's place once its own operators have read it): its ``operators``
+    are compiled one by one, each of whose streams leaves its input where it was."""
+
+    def __init__(self, operators: frozenset[int]):
+        super().__init__(sorted(operators))
+        self.operators = operators
+
+
+def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: str,
+            options: dict, alone: frozenset[int], attempts: dict) -> TfliteMicroModel:
+    """The written model, every operator of ``alone`` an NPU group of its own
+    (``_npu_groups``); ``attempts``: the group compiles made so far, by operators."""
     why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []
-    written = _npu_groups(data, graph, refusals, npu_target, options, why)
+    written = _npu_groups(data, graph, refusals, npu_target, options, why, alone, attempts)
     for gi, (cut, cm, parts, taken) in enumerate(written):
         plans.append(cm.plan_report)
         for spec, payload in parts:
@@ -99,6 +124,9 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
                                         {**groups, **{n: ((i,), p.ifms, p.ofms)
                                                       for i, n, p in graph_parts}})
         except UnsupportedModelError as err:
+            ops = groups.get(getattr(err, "operator", None), ((),))[0]
+            if isinstance(err, InputOverwritten) and len(ops) > 1:
+                raise _Split(frozenset(ops)) from None
             if not graph_parts:
                 raise
             for i, _, _ in graph_parts:   # its state has no place in the arena beside the rest
@@ -113,7 +141,7 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         Placement(i, graph.kinds[i], NPU_ID if i in owner else BACKEND_ID,
                   owner.get(i, ""), why.get(i, ""))
         for i in range(len(graph.kinds)))
-    return TfliteMicroModel(written_file, str(tl), accelerator, placement, tuple(plans),
+    return TfliteMicroModel(written_file, target, accelerator, placement, tuple(plans),
                             dict(npu))
 
 
@@ -188,8 +216,11 @@ def _graph_parts(graph, refusals, accelerator: str, first: int, why: dict,
     return out
 
 
-def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
-    """(cut, compiled model, parts, taken) of every NPU group written, in source order.
+def _npu_groups(data, graph, refusals, target, options, why, alone=frozenset(),
+                done=None) -> list[tuple]:
+    """(cut, compiled model, parts, taken) of every NPU group written, in source order;
+    a group with an operator of ``alone`` is split into one group per operator; ``done``:
+    the compiles made so far, by operators (kept from one call to the next).
 
     A group whose compile or export is refused is tried again one operator at a time: the
     operators refused alone leave the candidates (``why`` says why) and the groups are
@@ -197,7 +228,7 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
     stream) does not keep its neighbours off the NPU. A group refused although each of its
     operators compiles alone stays TFLite operators whole."""
     out_of: dict[int, str] = {}
-    done: dict[tuple, object] = {}
+    done = {} if done is None else done
 
     def attempt(ops):
         if ops not in done:
@@ -210,8 +241,9 @@ def _npu_groups(data, graph, refusals, target, options, why) -> list[tuple]:
         return done[ops]
 
     while True:
-        candidates = npu_candidates(graph, [r is None and i not in out_of
-                                            for i, r in enumerate(refusals)])
+        candidates = [c for ops in npu_candidates(graph, [r is None and i not in out_of
+                                                          for i, r in enumerate(refusals)])
+                      for c in ([(i,) for i in ops] if alone & set(ops) else [ops])]
         left = len(out_of)
         for ops in candidates:
             result = attempt(ops)
