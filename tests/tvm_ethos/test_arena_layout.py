@@ -5,7 +5,13 @@ refused by name."""
 
 import pytest
 
-from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
+from tvm_ethos.backends.ethos_u.arena_layout import (
+    CpuStep,
+    InputOverwritten,
+    NpuStep,
+    Slot,
+    arena_bases,
+)
 from tvm_ethos.errors import UnsupportedModelError
 
 NAMES = {t: f"t{t}" for t in range(10)}
@@ -37,3 +43,28 @@ def test_an_input_read_again_after_its_operator_is_refused_by_name():
     steps = [_npu("A", 0, 1), CpuStep((0, 1), (2,))]
     with pytest.raises(UnsupportedModelError, match="A: its input 't0' is read again after"):
         arena_bases(steps, {2}, NAMES)
+
+
+def _npu_writing(name, ifm, ofm, writes):
+    return NpuStep(name, (Slot(ifm, 0, 64),), (Slot(ofm, 64, 64),), 256, writes)
+
+
+def test_an_input_read_again_where_its_stream_writes_nothing_keeps_its_place():
+    # A's stream writes its OFM only (64..128): t0 stays at 0..64 until the host reads it
+    # again at step 3, so B (its IFM at 128 in its stretch), free to start at 0 otherwise,
+    # starts beyond t0
+    b = NpuStep("B", (Slot(2, 128, 64),), (Slot(3, 192, 64),), 256)
+    steps = [_npu_writing("A", 0, 1, ((64, 128),)), CpuStep((1,), (2,)), b,
+             CpuStep((0, 3), (4,))]
+    assert arena_bases(steps, {4}, NAMES) == {"A": 0, "B": 64}
+    # t0 read with t1 only: B starts at 0
+    steps = [steps[0], CpuStep((0, 1), (2,)), b, CpuStep((3,), (4,))]
+    assert arena_bases(steps, {4}, NAMES) == {"A": 0, "B": 0}
+
+
+def test_an_input_its_stream_writes_over_is_refused_naming_the_operator():
+    steps = [_npu_writing("A", 0, 1, ((64, 128), (32, 40))), CpuStep((0, 1), (2,))]
+    with pytest.raises(InputOverwritten, match="A: its input 't0' is read again after it, "
+                       "and its stream writes over it") as err:
+        arena_bases(steps, {2}, NAMES)
+    assert err.value.operator == "A"

@@ -10,8 +10,10 @@ here at compile time: the llvm host and the TIR emulator gather from it (``te_op
 Ethos-U applies it as its LUT activation (``ops_lut``), as Vela 5.2 does. ``v = 0`` gives the
 largest code, as the kernel does; a code below the input zero point (a negative real input)
 makes TFLite Micro fail the invocation, so its entry (the largest code too) is no result
-anyone compares with. TFLite Micro's RSQRT takes int8 (and float32) only. Plain Python
-integers, no TVM.
+anyone compares with. TFLite Micro runs the same kernel on int16 (zero points 0, 32,768
+defined codes), but no table of the NPU's holds that: its 16-bit LUT is 512 linear intervals
+of 128 codes, and the Newton-Raphson's results are not linear in any of most of them; so the
+table here is int8's. Plain Python integers, no TVM.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import numpy as np
 
 from tvm_ethos.compute.quant import INT32_MAX, INT32_MIN, f32, quantize_multiplier
 
-#: the one quantized type TFLite Micro's RSQRT takes
+#: the one quantized type whose RSQRT is a table here (an NPU LUT of 256 entries)
 TYPES = ("int8",)
 #: the kernel's scaling of the intermediate 1 / sqrt(v) ("shift to keep value integer")
 _KSHIFT = 20
@@ -99,7 +101,9 @@ def rsqrt_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
     """RSQRT on every ``dtype`` code (entry ``code + 128``); ValueError naming the type where
     TFLite Micro's kernel does not take it."""
     if dtype not in TYPES:
-        raise ValueError(f"{dtype}; TFLite Micro's quantized RSQRT takes {', '.join(TYPES)}")
+        raise ValueError(f"{dtype}; the RSQRT table is computed for {', '.join(TYPES)} (an "
+                         "int16 RSQRT is TFLite Micro's Newton-Raphson on each code, which no "
+                         "16-bit NPU table equals)")
     multiplier, shift = output_multiplier(in_q, out_q)
     out = np.empty(256, np.int64)
     for code in range(-128, 128):

@@ -24,14 +24,18 @@ from tvm_ethos.errors import UnsupportedModelError
 ALIGN = 16
 
 
-class InputOverwritten(UnsupportedModelError):
-    """An ethos-u operator's stream writes over an input that is read again after it;
-    ``operator``: its name (a writer may split its group so that each stream leaves the
-    input intact)."""
+class LayoutRefusal(UnsupportedModelError):
+    """No place in the arena for ethos-u operator ``operator``'s stretch (a writer may then
+    form that operator's group otherwise)."""
 
     def __init__(self, message: str, operator: str):
         super().__init__(message)
         self.operator = operator
+
+
+class InputOverwritten(LayoutRefusal):
+    """An ethos-u operator's stream writes over an input that is read again after it (a
+    writer may split its group so that each stream leaves the input intact)."""
 
 
 class Slot(NamedTuple):
@@ -86,15 +90,20 @@ def arena_bases(steps: list, outputs: set[int], names: dict[int, str],
             continue
         implied = {placed[x.tensor][0] - x.offset for x in s.ifms if x.tensor in placed}
         if len(implied) > 1:
-            raise UnsupportedModelError(
+            raise LayoutRefusal(
                 f"ethos-u operator {s.name} reads tensors that earlier ethos-u operators placed "
-                "at offsets its stream cannot reach together; the model cannot be written")
+                "at offsets its stream cannot reach together; the model cannot be written",
+                s.name)
         if implied:
             base = implied.pop()
             if base % ALIGN:
-                raise UnsupportedModelError(
+                held = ", ".join(repr(names.get(x.tensor, x.tensor)) for x in s.ifms
+                                 if x.tensor in placed)
+                raise LayoutRefusal(
                     f"ethos-u operator {s.name} would start at arena offset {base}, which is "
-                    f"not {ALIGN}-aligned; the model cannot be written")
+                    f"not {ALIGN}-aligned: its stream reads {held} at an offset that differs "
+                    f"by {base % ALIGN} (mod {ALIGN}) from where an earlier ethos-u operator "
+                    "placed it; the model cannot be written", s.name)
             _check(placed, written, last_read, stretches, names, s, k, base, persistent)
         else:   # the lowest start where nothing still needed is in the way (fresh space last)
             top = _up(end)
@@ -150,15 +159,16 @@ def _check_input(placed, written, last_read, stretches, name, names, slot, addre
     for t, (a, n) in placed.items():
         if t != slot.tensor and _live(t, when, written, last_read) and \
                 _overlap(a, n, address, slot.nbytes):
-            raise UnsupportedModelError(
+            raise LayoutRefusal(
                 f"ethos-u operator {name}: its input {label!r} would overwrite tensor "
                 f"{names.get(t, t)!r} while it is still to be read; the model cannot be "
-                "written")
+                "written", name)
     for other, (b, n, k) in stretches.items():
         if when < k and _overlap(b, n, address, slot.nbytes):
-            raise UnsupportedModelError(
+            raise LayoutRefusal(
                 f"ethos-u operator {name}: its input {label!r} would be overwritten by "
-                f"ethos-u operator {other}, which runs before it; the model cannot be written")
+                f"ethos-u operator {other}, which runs before it; the model cannot be written",
+                name)
 
 
 def _overwritten(writes, slot: Slot) -> bool:
@@ -185,7 +195,7 @@ def _check_stream(placed, written, last_read, step, k, base, names,
     for t, (a, n) in placed.items():
         if t not in mine and _live(t, k, written, last_read) and last_read.get(t, -1) > k \
                 and _overlap(a, n, base, step.scratch_bytes):
-            raise UnsupportedModelError(
+            raise LayoutRefusal(
                 f"ethos-u operator {step.name}: its stream would overwrite tensor "
                 f"{names.get(t, t)!r} while it is still to be read; the model cannot be "
-                "written")
+                "written", step.name)

@@ -11,7 +11,7 @@ see only the groups, so a model TVM's importer refuses in part still compiles.
 from __future__ import annotations
 
 from planner.errors import PlannerError
-from tvm_ethos.backends.ethos_u.arena_layout import InputOverwritten
+from tvm_ethos.backends.ethos_u.arena_layout import InputOverwritten, LayoutRefusal
 from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
 from tvm_ethos.backends.ethos_u.tflite_export import (
     SourceGraph,
@@ -63,14 +63,17 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     graph = SourceGraph(source)
     with stage("importer check"):
         refusals = import_refusals(data)
-    alone: frozenset[int] = frozenset()
+    split: tuple[frozenset[int], ...] = ()
+    host: dict[int, str] = {}
     attempts: dict[tuple, object] = {}
     while True:
         try:
             return _placed(data, graph, refusals, str(tl), npu_target, accelerator, options,
-                           alone, attempts)
-        except _Split as split:
-            alone |= split.operators
+                           split, host, attempts)
+        except _Split as err:
+            split += (err.operators,)
+        except _Host as err:
+            host.update(err.why)
 
 
 class _Split(Exception):
@@ -83,15 +86,28 @@ class _Split(Exception):
         self.operators = operators
 
 
+class _Host(Exception):
+    """An NPU group's ethos-u operator has no place in the arena beside the others (a tensor
+    two of them share sits at offsets their streams cannot both reach): the group's
+    operators stay TFLite operators, ``why`` by operator."""
+
+    def __init__(self, why: dict[int, str]):
+        super().__init__(sorted(why))
+        self.why = why
+
+
 def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: str,
-            options: dict, alone: frozenset[int], attempts: dict) -> TfliteMicroModel:
-    """The written model, every operator of ``alone`` an NPU group of its own
-    (``_npu_groups``); ``attempts``: the group compiles made so far, by operators."""
+            options: dict, split: tuple, host: dict, attempts: dict) -> TfliteMicroModel:
+    """The written model, every operator of a set in ``split`` an NPU group of its own and
+    those of ``host`` TFLite operators for its reason (``_npu_groups``); ``attempts``: the
+    group compiles made so far, by operators."""
     why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []
-    written = _npu_groups(data, graph, refusals, npu_target, options, why, alone, attempts)
+    alone = frozenset().union(*split)
+    written = _npu_groups(data, graph, refusals, npu_target, options, why, alone, attempts,
+                          host)
     for gi, (cut, cm, parts, taken) in enumerate(written):
         plans.append(cm.plan_report)
         for spec, payload in parts:
@@ -127,6 +143,9 @@ def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: st
             ops = groups.get(getattr(err, "operator", None), ((),))[0]
             if isinstance(err, InputOverwritten) and len(ops) > 1:
                 raise _Split(frozenset(ops)) from None
+            if isinstance(err, LayoutRefusal) and ops:
+                raise _Host({i: f"its ethos-u operator does not fit the arena's layout: "
+                             f"{err}" for i in ops}) from None
             if not graph_parts:
                 raise
             for i, _, _ in graph_parts:   # its state has no place in the arena beside the rest
@@ -216,11 +235,12 @@ def _graph_parts(graph, refusals, accelerator: str, first: int, why: dict,
     return out
 
 
-def _npu_groups(data, graph, refusals, target, options, why, alone=frozenset(),
-                done=None) -> list[tuple]:
+def _npu_groups(data, graph, refusals, target, options, why, split=frozenset(),
+                done=None, host=None) -> list[tuple]:
     """(cut, compiled model, parts, taken) of every NPU group written, in source order;
-    a group with an operator of ``alone`` is split into one group per operator; ``done``:
-    the compiles made so far, by operators (kept from one call to the next).
+    a group with an operator of ``split`` is split into one group per operator, the
+    operators of ``host`` stay TFLite operators (the reason theirs); ``done``: the compiles
+    made so far, by operators (kept from one call to the next).
 
     A group whose compile or export is refused is tried again one operator at a time: the
     operators refused alone leave the candidates (``why`` says why) and the groups are
@@ -229,21 +249,24 @@ def _npu_groups(data, graph, refusals, target, options, why, alone=frozenset(),
     operators compiles alone stays TFLite operators whole."""
     out_of: dict[int, str] = {}
     done = {} if done is None else done
+    held = dict(host or {})
 
     def attempt(ops):
         if ops not in done:
             cut = cut_model(data, graph, ops)
+            cm = None
             try:
                 cm = _compile_group(cut.data, target, options)
                 done[ops] = (cut, cm) + npu_parts(cm, cut.data)
             except TvmEthosError as err:
-                done[ops] = str(err)
+                done[ops] = _partly_taken(cm) or str(err)
         return done[ops]
 
     while True:
         candidates = [c for ops in npu_candidates(graph, [r is None and i not in out_of
+                                                          and i not in held
                                                           for i, r in enumerate(refusals)])
-                      for c in ([(i,) for i in ops] if alone & set(ops) else [ops])]
+                      for c in ([(i,) for i in ops] if split & set(ops) else [ops])]
         left = len(out_of)
         for ops in candidates:
             result = attempt(ops)
@@ -257,7 +280,19 @@ def _npu_groups(data, graph, refusals, target, options, why, alone=frozenset(),
             break
     why.update((i, f"it does not compile for the Ethos-U: {r.removeprefix('<bytes>: ')}")
                for i, r in out_of.items())
+    why.update(held)
     return [done[ops] for ops in candidates if not isinstance(done[ops], str)]
+
+
+def _partly_taken(cm) -> str:
+    """Why a group compiled (``cm``; None where it did not) cannot be written where the
+    Ethos-U rejected some of the Relax operators its source operators became (a
+    STRIDED_SLICE over the depth: the slice to the host, the reshape the importer adds to
+    the NPU): the Ethos-U's own reasons, '' where it rejected none."""
+    report = cm.partition_report if cm is not None else None
+    reasons = sorted({r for d in (report.operators if report else ())
+                      if d.placed_on != NPU_ID for r in d.rejections.get(NPU_ID, ())})
+    return f"the Ethos-U takes only part of it: {'; '.join(reasons)}" if reasons else ""
 
 
 def _check_options(options: dict) -> None:
