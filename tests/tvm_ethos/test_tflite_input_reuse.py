@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from benchmarks.real_models import vela_size
+from tvm_ethos.backends.ethos_u.stream_run import arena_writes
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
 
 pytest.importorskip("ethosu.vela")
@@ -90,6 +91,21 @@ def _cpu(cm) -> int:
 def test_an_input_read_again_after_an_ethos_u_operator_compiles_equal_to_tflite_micro(form):
     cm = _compile_and_compare(_model(form, (1, 6, 6, 8), 0))
     assert _cpu(cm) == HOST, cm.placement
+
+
+def test_a_streams_written_spans_are_its_ofm_and_never_its_input():
+    """``arena_writes`` (a dry run recording each write's span) on one CONV_2D: the OFM's
+    bytes are written whole, the IFM's none, whatever else the stream writes (weights it
+    copies in)."""
+    cm = tvm_ethos.compile(_model("host_after", (1, 6, 6, 8), 0), "ethos-u", cache_dir=False)
+    (payload,) = cm.program.payloads.values()
+    spans = arena_writes(payload)
+    assert spans == tuple(sorted(spans)) and all(lo < hi for lo, hi in spans)
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))   # merged
+    (ifm,), (ofm,) = payload.inputs, payload.outputs
+    n = 6 * 6 * 8
+    assert any(lo <= ofm.offset and ofm.offset + n <= hi for lo, hi in spans), spans
+    assert not any(lo < ifm.offset + n and ifm.offset < hi for lo, hi in spans), spans
 
 
 def test_a_group_whose_plan_reuses_the_inputs_place_is_one_operator_per_ethos_u_operator():

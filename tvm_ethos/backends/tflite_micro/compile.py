@@ -5,8 +5,11 @@ The model is partitioned on its TFLite graph (``cut.py``): each convex group of 
 importer takes is cut out as a model of its own and compiled for ``ethos-u,llvm``; what the
 Ethos-U took of it becomes ``ethos-u`` operators, what it did not (and every operator the
 importer cannot take) is copied from the source unchanged. A group whose compile or export
-is refused stays TFLite operators, its reason kept in :attr:`Placement.why`. Relax and TVM
-see only the groups, so a model TVM's importer refuses in part still compiles.
+is refused stays TFLite operators, its reason kept in :attr:`Placement.why`; so does one
+whose ethos-u operator has no place in the shared arena beside the others
+(``arena_layout.LayoutRefusal``), and a group whose stream writes over a model input read
+again after it is compiled one operator per group instead. Relax and TVM see only the
+groups, so a model TVM's importer refuses in part still compiles.
 """
 from __future__ import annotations
 
