@@ -227,9 +227,12 @@ def write_ofm(
                                                   max(lo, info.min), min(hi, info.max))
     elif ACT_LUT_START <= func <= ACT_LUT_END:
         # the clamp picks the LUT index (the table's input, on a 16-bit OFM); the table's
-        # entry is the output
-        index_range = (info.min, info.max) if ofm.dtype.itemsize == 2 else (-128, 127)
+        # entry is the output. An 8-bit table's entry is the index less the lowest code of
+        # its range: int8 (also forced on a 32-bit OFM) + 128, uint8 the code itself
+        index_range = (info.min, info.max) if ofm.dtype.itemsize <= 2 else (-128, 127)
         index = None if values is None else np.clip(np.clip(values, lo, hi), *index_range)
+        if index is not None and ofm.dtype.itemsize != 2:
+            index = index - index_range[0]
         out = apply_lut(mem, index, func - ACT_LUT_START, ofm.dtype, shram)
         if out is not None:
             out = np.clip(out, info.min, info.max)
@@ -241,8 +244,8 @@ def activation(state: RegisterState, dtype: np.dtype) -> int:
     """The ACTIVATION function (bits 0-11), refused where the model does not know what the
     hardware does: tanh/sigmoid other than on a signed 16-bit OFM with zero point 0 (the only
     form Vela writes), a clip range other than the OFM's own (the forced int8 range only with
-    a LUT on a 32-bit OFM), a LUT on an unsigned OFM, a 16-bit LUT other than in slot 0 (its
-    table fills every slot)."""
+    a LUT on a signed OFM), a LUT on an unsigned OFM other than uint8, a 16-bit LUT other than
+    in slot 0 (its table fills every slot)."""
     act = state.param("ACTIVATION")
     func, clip = act & 0xFFF, act >> 12
     dtype = np.dtype(dtype)
@@ -257,10 +260,14 @@ def activation(state: RegisterState, dtype: np.dtype) -> int:
             raise StreamError(f"activation clip range {clip} (ACTIVATION bits 12-15) without "
                               "a LUT is not modelled; only the OFM's own range (0) is")
         return func
-    if dtype.kind != "i":
-        raise StreamError(f"a LUT activation on a {dtype} OFM is not modelled; only int8 "
-                          "tables (int8 OFM), int16 interpolated tables (int16 OFM) and int32 "
-                          "tables (int32 OFM) are")
+    if dtype.kind != "i" and dtype != np.dtype(np.uint8):
+        raise StreamError(f"a LUT activation on a {dtype} OFM is not modelled; only int8 or "
+                          "uint8 tables (int8 or uint8 OFM), int16 interpolated tables (int16 "
+                          "OFM) and int32 tables (int32 OFM) are")
+    if dtype == np.dtype(np.uint8) and clip != CLIP_OFM_PRECISION:
+        raise StreamError(f"activation clip range {clip} with a LUT on a uint8 OFM is not "
+                          "modelled; the model indexes uint8 tables with uint8 values, which "
+                          f"is clip range {CLIP_OFM_PRECISION} there")
     if dtype.itemsize == 2:
         if clip != CLIP_OFM_PRECISION:
             raise StreamError(f"activation clip range {clip} with a LUT on a {dtype} OFM is "
@@ -309,8 +316,9 @@ class ShramInfo:
 
 def apply_lut(mem: Memory, index: np.ndarray | None, slot: int, dtype: np.dtype,
               shram: ShramInfo | None) -> np.ndarray | None:
-    """A 256-entry LUT indexed by an int8 value + 128: int8 entries, or int32 entries for a
-    32-bit OFM (the form Vela's int8 softmax uses for its exponentials); on a 16-bit OFM the
+    """A 256-entry LUT, ``index`` its entries (0-255): entries of the OFM's type on an 8-bit
+    OFM (int8, or uint8, whose table Vela writes in code order), int32 entries for a 32-bit
+    OFM (the form Vela's int8 softmax uses for its exponentials); on a 16-bit OFM the
     interpolated table of ``lut16`` indexed by the int16 value. ``index`` ``None`` (a dry
     run): the table is only recorded as read."""
     if shram is None:
@@ -322,12 +330,12 @@ def apply_lut(mem: Memory, index: np.ndarray | None, slot: int, dtype: np.dtype,
         if raw is None:
             return None
         return lut16.lookup(*lut16.decode(raw), index)
-    entry = np.dtype(np.int32 if np.dtype(dtype).itemsize == 4 else np.int8)
+    entry = np.dtype(np.int32 if np.dtype(dtype).itemsize == 4 else dtype)
     raw = mem.read_bytes(SHRAM_REGION, base, 256 * entry.itemsize, "the LUT")
     if raw is None:
         return None
     table = raw.view(entry.newbyteorder("<")).astype(np.int64)
-    return table[index + 128]
+    return table[index]
 
 
 def scale_stage(acc: np.ndarray, s: ChannelScales, mode: int) -> np.ndarray:

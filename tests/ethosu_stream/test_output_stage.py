@@ -123,6 +123,36 @@ def test_a_lut_on_a_32bit_ofm_is_indexed_with_the_zero_point(pairs, zp, seed):
     assert _ofm(mem, n, np.int32).tolist() == want
 
 
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["int8", "uint8"]), st.integers(0, 255), st.integers(0, 255),
+       st.integers(0, 2**31 - 1))
+def test_an_8bit_lut_is_indexed_from_the_lowest_code_of_the_ofm_type(dtype, z_in, z_out, seed):
+    """A 1x1 average pool (unit scale, Vela's explicit form) through a 256-entry table of the
+    OFM's type, on every code: the index is the code less the IFM zero point plus the OFM's,
+    clamped to the type, less its lowest code (int8: + 128, uint8: the code itself, the order
+    Vela 5.2 writes uint8 tables in)."""
+    from ethosu.vela.operation import ExplicitScaling
+
+    info = np.iinfo(dtype)
+    z_in, z_out = z_in + info.min, z_out + info.min
+    codes = np.arange(info.min, info.max + 1).astype(dtype).reshape(1, 1, 256)
+    npu_type = getattr(api.NpuDataType, dtype.upper())
+    table = np.random.RandomState(seed).randint(info.min, info.max + 1, 256).astype(dtype)
+    op = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+    op.ifm = _fm((1, 1, 256), npu_type, 0, zp=z_in, scale=1.0)
+    op.ofm = _fm((1, 1, 256), npu_type, OFM_BASE, zp=z_out, scale=1.0)
+    op.kernel, op.padding = api.NpuKernel(1, 1), api.NpuPadding(0, 0, 0, 0)
+    op.rounding_mode = api.NpuRoundingMode.TFL
+    op.rescale = ExplicitScaling(False, [0], [1])
+    op.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+    op.activation.lookup_table_index = 0
+    mem = _memory(codes, lut=table.tobytes())
+    run_stream(_words([op]), mem, ACC_NAME)
+    index = np.clip(codes.ravel().astype(np.int64) - z_in + z_out, info.min, info.max)
+    assert _ofm(mem, 256, dtype).tolist() == table[index - info.min].astype(np.int64).tolist()
+
+
 def _int32(v: int) -> int:
     v &= 0xFFFFFFFF
     return v - (1 << 32) if v >> 31 else v
@@ -263,6 +293,24 @@ def test_a_16_bit_lut_the_model_does_not_know_is_refused(activation, message):
     op.ofm = _fm((2, 2, 8), api.NpuDataType.INT16, OFM_BASE)
     mem = _memory(np.zeros(32, np.int8), np.zeros(32, np.int8))
     run_stream(_patched(_words([op]), "NPU_SET_ACTIVATION", 16), mem, ACC_NAME)
+    words = _patched(_words([op]), "NPU_SET_ACTIVATION", activation)
+    with pytest.raises(StreamError, match=message):
+        run_stream(words, mem, ACC_NAME)
+
+
+@pytest.mark.parametrize("dtype,activation,message", [
+    ("UINT8", 16 | 3 << 12, r"activation clip range 3 with a LUT on a uint8 OFM is not "
+                            r"modelled"),
+    ("UINT16", 16, r"a LUT activation on a uint16 OFM is not modelled"),
+])
+def test_an_unsigned_lut_the_model_does_not_know_is_refused(dtype, activation, message):
+    """A uint8 table is indexed by the OFM's own uint8 range (clip range 0, what Vela
+    writes); a LUT on another unsigned OFM is not modelled."""
+    op = _int8_op("ADD")
+    op.ofm = _fm((2, 2, 8), getattr(api.NpuDataType, dtype), OFM_BASE)
+    mem = _memory(np.zeros(32, np.int8), np.zeros(32, np.int8))
+    if dtype == "UINT8":
+        run_stream(_patched(_words([op]), "NPU_SET_ACTIVATION", 16), mem, ACC_NAME)
     words = _patched(_words([op]), "NPU_SET_ACTIVATION", activation)
     with pytest.raises(StreamError, match=message):
         run_stream(words, mem, ACC_NAME)
