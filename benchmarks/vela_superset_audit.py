@@ -237,18 +237,12 @@ GAPS = {
         "TFLite Micro refuses the model (its kernel takes one quantization); no stream form",
     ("RELU6", "requantizing"):
         "exactness: TFLite Micro clamps the codes without requantizing, Vela requantizes",
-    ("LOGISTIC", "uint8"): "emulator only: no uint8 table stream (TFLite Micro has no kernel)",
-    ("TANH", "uint8"): "emulator only: as LOGISTIC",
-    ("LEAKY_RELU", "uint8"): "emulator only: as LOGISTIC",
-    ("HARD_SWISH", "uint8"): "emulator only: as LOGISTIC",
-    ("GELU", "uint8"): "no uint8 table (TFLite Micro has no GELU kernel)",
     ("RSQRT", "int16"):
         "exactness: TFLite Micro's int16 RSQRT is its Newton-Raphson on each code, which no "
         "16-bit NPU table (512 linear intervals) equals; Vela's table is LiteRT's",
     ("SUM", "over depth"): "ours reduces over height and width only",
     ("REDUCE_MAX", "over depth"): "ours reduces over height and width only",
     ("REDUCE_MIN", "over depth"): "ours reduces over height and width only",
-    ("LOGISTIC", "uint8 (U65)"): "as LOGISTIC uint8",
 }
 
 _PREFIX = "it does not compile for the Ethos-U: no operator of the model runs on the Ethos-U "

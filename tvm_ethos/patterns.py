@@ -803,9 +803,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
                         "TFLite's int8 NEG on the codes (compute.quant.neg_lut)")
     elif kind == Op.GELU:
         op.attrs["approximate"] = core.op.name == "relax.nn.gelu_tanh"
-        if (op.in_dtypes[0], op.out_dtype) != ("int8", "int8"):
+        if (op.in_dtypes[0], op.out_dtype) not in (("int8", "int8"), ("uint8", "uint8")):
             problems.append(f"GELU from {op.in_dtypes[0]} to {op.out_dtype}; the exact kernel "
-                            "is TFLite's int8 table (compute.quant.gelu_lut)")
+                            "is TFLite's 8-bit table (compute.quant.gelu_lut)")
     elif kind == Op.RESIZE_BILINEAR:
         _read_resize(op, core, problems)
     elif kind in _DATA_MOVEMENT_READERS:

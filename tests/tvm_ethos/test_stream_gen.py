@@ -122,12 +122,11 @@ def test_arena_layout_never_overlaps_live_tensors():
 def test_an_operator_without_a_stream_is_named():
     import tflite_builder as tb
 
-    # a uint8 LOGISTIC: the NPU's lookup tables are int8
-    x = tb.T([1, 4, 4, 8], "uint8", scale=0.05, zp=120)
-    y = tb.T([1, 4, 4, 8], "uint8", scale=1 / 256, zp=0)
-    with pytest.raises(UnsupportedOperatorError, match="LOGISTIC") as err:
-        generate(subgraph(tb.build([x, y], [0], [1], tb.BO.LOGISTIC)), "ethos-u55-128")
-    assert err.value.kind == "LOGISTIC"
+    # an ADD broadcasting both operands: the NPU broadcasts the second one only
+    model = tb.binary(np.random.RandomState(0), a_shape=(1, 1, 4, 8), b_shape=(1, 4, 1, 8))
+    with pytest.raises(UnsupportedOperatorError, match="ADD: both operands broadcast") as err:
+        generate(subgraph(model), "ethos-u55-128")
+    assert err.value.kind == "ADD"
 
 
 def test_ethos_u85_has_no_stream():

@@ -17,7 +17,9 @@ table: the pool carries the output unit's own int16 sigmoid / tanh
 table (``compute.float_lut16``), loaded as the 512 base-and-slope words of the NPU's 16-bit
 LUT (2 KiB, every SHRAM LUT slot), which interpolates as TFLite does. An int16 LEAKY_RELU
 has no table either: it is two requantizations and their MAX or MIN, or for a negative alpha
-their difference (:func:`leaky_relu16_ops`).
+their difference (:func:`leaky_relu16_ops`). A uint8 LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH or
+GELU is the same pool over a uint8 table, looked up at entry ``code`` (:func:`uint8_table`:
+LiteRT's reference kernels, as TFLite Micro has no uint8 kernel for them).
 
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
@@ -46,6 +48,7 @@ from tvm_ethos.compute.quant import (
     exp_lut,
     f32,
     gelu_lut,
+    leaky_relu_lut,
     log_lut,
     logistic_lut,
     neg_lut,
@@ -59,6 +62,9 @@ SHRAM_REGION = 0x103
 #: operators applied through an int8 lookup table
 LUT_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.ELU, Op.RSQRT, Op.EXP,
              Op.GELU, Op.LOG, Op.NEG)
+#: the table operators with a uint8 -> uint8 table too (LiteRT's reference kernels, which
+#: Vela 5.2 also puts on the NPU as uint8 tables)
+UINT8_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.HARD_SWISH, Op.GELU)
 REQUANTIZE_KINDS = (Op.REQUANTIZE,)
 #: int16 operators the output unit computes itself (its tanh / sigmoid activation is TFLite's
 #: int16 algorithm; Vela's generator scales the input to it as TFLite's prepare does)
@@ -70,17 +76,14 @@ _WORK_ALIGN = 16
 
 
 def table(q) -> np.ndarray:
-    """The 256 int8 output codes of a LUT operator, entry ``code + 128``, or
-    UnsupportedOperatorError saying why the NPU's table cannot express it."""
-    if q.in_dtypes[0] != "int8" or q.out_dtype != "int8":
-        if is_float_table16(q):
-            raise UnsupportedOperatorError(q.tflite_name, "an int16 table has 512 base-and-slope "
-                                           "words, not 256 codes (table16)")
-        raise UnsupportedOperatorError(
-            q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU's lookup tables "
-            "take int8 -> int8 (quantize the tensors to int8)")
+    """The 256 output codes of a LUT operator (int8 -> int8: entry ``code + 128``; uint8 ->
+    uint8, :data:`UINT8_KINDS`: entry ``code``), or UnsupportedOperatorError saying why the
+    NPU's table cannot express it."""
+    dtype = _table_type(q)
     in_q, out_q = (q.in_q[0] if q.in_q else None), q.out_q   # NEG reads no quantization
-    if q.kind == Op.SIGMOID:
+    if dtype == "uint8":
+        values = uint8_table(q)
+    elif q.kind == Op.SIGMOID:
         values = logistic_lut("int8", in_q, out_q)
     elif q.kind == Op.TANH:
         values = tanh_lut("int8", in_q, out_q)
@@ -102,7 +105,48 @@ def table(q) -> np.ndarray:
         values = neg_lut("int8")
     else:
         raise UnsupportedOperatorError(q.tflite_name, "it is not a table operator")
-    return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(np.int8)
+    return np.clip(values.astype(np.int64), q.act_min, q.act_max).astype(dtype)
+
+
+def _table_type(q) -> str:
+    """The type of ``q``'s 256-entry table ("int8" or "uint8"), or UnsupportedOperatorError
+    naming the types the NPU's tables take."""
+    pair = (q.in_dtypes[0], q.out_dtype)
+    if pair == ("int8", "int8") or (pair == ("uint8", "uint8") and q.kind in UINT8_KINDS):
+        return pair[0]
+    if is_float_table16(q):
+        raise UnsupportedOperatorError(q.tflite_name, "an int16 table has 512 base-and-slope "
+                                       "words, not 256 codes (table16)")
+    uint8 = ", ".join(k.tflite_name for k in UINT8_KINDS)
+    raise UnsupportedOperatorError(
+        q.tflite_name, f"{pair[0]} -> {pair[1]}; the NPU's lookup tables take int8 -> int8, "
+        f"or uint8 -> uint8 for {uint8} (quantize the tensors to int8)")
+
+
+def uint8_table(q) -> np.ndarray:
+    """A uint8 LUT operator's output on every code (entry ``code``), before its fused clamp:
+    LiteRT's reference kernel, the definition of a uint8 model (TFLite Micro refuses uint8
+    LOGISTIC, TANH, LEAKY_RELU and HARD_SWISH and has no GELU). It is the "tir" emulator's
+    table (``te_ops._lut_of``): LOGISTIC / TANH / GELU tabulated in float32, LEAKY_RELU with
+    LiteRT's float32 ratios (``compute.quant.leaky_relu_lut``), HARD_SWISH TFLite's int16
+    fixed point. The NPU looks a uint8 code up at its own entry, as Vela 5.2's uint8 tables
+    are written (``ethosu_stream.ops_common.apply_lut``)."""
+    in_q, out_q = q.in_q[0], q.out_q
+    if q.kind == Op.SIGMOID:
+        return logistic_lut("uint8", in_q, out_q)
+    if q.kind == Op.TANH:
+        return tanh_lut("uint8", in_q, out_q)
+    if q.kind == Op.LEAKY_RELU:
+        return leaky_relu_lut("uint8", in_q, out_q, q.attrs["alpha"])
+    if q.kind == Op.HARD_SWISH:
+        try:
+            return hard_swish_lut("uint8", in_q, out_q)
+        except ValueError as err:
+            raise UnsupportedOperatorError("HARD_SWISH", str(err)) from None
+    if q.kind == Op.GELU:
+        return gelu_lut("uint8", in_q, out_q, q.attrs["approximate"])
+    raise UnsupportedOperatorError(q.tflite_name, "no uint8 table (uint8 -> uint8 tables: "
+                                   f"{', '.join(k.tflite_name for k in UINT8_KINDS)})")
 
 
 def is_float_table16(q) -> bool:
