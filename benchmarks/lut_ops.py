@@ -1,4 +1,5 @@
-"""LOGISTIC, TANH, LEAKY_RELU, RSQRT, QUANTIZE and the int16 LEAKY_RELU and RELU6 on the NPU
+"""LOGISTIC, TANH, LEAKY_RELU, RSQRT, QUANTIZE, the int16 LEAKY_RELU and RELU6 and the uint8
+tables (LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH, GELU) on the NPU
 (backends/ethos_u/ops_lut.py) beside Vela 5.2 ``--optimise Size``: one operator on a
 1 x 32 x 32 x 16 map per row, for each accelerator. Ours: whether the stream was generated, its
 NPU operations, DMA bytes and SRAM high water (emulated, the functional model); Vela's: CPU
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "tests" / "tvm_ethos"))
 
+import tflite  # noqa: E402
 import tflite_builder as tb  # noqa: E402
 
 import tvm_ethos  # noqa: E402
@@ -33,10 +35,20 @@ def _quantize(src, dst):
     return tb.build([x, y], [0], [1], tb.BO.QUANTIZE)
 
 
-def _unary(code, dtype, in_q, out_q):
+def _unary(code, dtype, in_q, out_q, options_type=0, options_fn=None):
     x = tb.T(list(SHAPE), dtype, scale=in_q[0], zp=in_q[1])
     y = tb.T(list(SHAPE), dtype, scale=out_q[0], zp=out_q[1])
-    return tb.build([x, y], [0], [1], code)
+    return tb.build([x, y], [0], [1], code, options_type, options_fn)
+
+
+def _gelu_options(b):
+    tflite.GeluOptionsStart(b)
+    tflite.GeluOptionsAddApproximate(b, False)
+    return tflite.GeluOptionsEnd(b)
+
+
+#: uint8 quantizations: LOGISTIC / TANH take the outputs TFLite's uint8 kernels require
+_U8_IN, _U8_OUT = (0.05, 128), (0.04, 120)
 
 
 MODELS = {
@@ -49,6 +61,14 @@ MODELS = {
     "RSQRT": lambda: _unary(tb.BO.RSQRT, "int8", (0.05, -128), (0.04, -128)),
     "QUANTIZE int8->int8": lambda: _quantize(("int8", 0.05, 3), ("int8", 0.02, -7)),
     "QUANTIZE int16->int8": lambda: _quantize(("int16", 0.001, 0), ("int8", 0.05, 2)),
+    "LOGISTIC uint8": lambda: tb.activation("sigmoid", SHAPE, _U8_IN, (1 / 256, 0),
+                                            dtype="uint8"),
+    "TANH uint8": lambda: tb.activation("tanh", SHAPE, _U8_IN, (1 / 128, 128), dtype="uint8"),
+    "LEAKY_RELU uint8": lambda: tb.activation("leaky_relu", SHAPE, _U8_IN, _U8_OUT,
+                                              dtype="uint8"),
+    "HARD_SWISH uint8": lambda: _unary(tb.BO.HARD_SWISH, "uint8", _U8_IN, _U8_OUT),
+    "GELU uint8": lambda: _unary(tb.BO.GELU, "uint8", _U8_IN, _U8_OUT, tb.BOPT.GeluOptions,
+                                 _gelu_options),
 }
 
 
