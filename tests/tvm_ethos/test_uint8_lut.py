@@ -7,6 +7,8 @@ every code through ``ethos-u`` (the tflite-micro host, the NPU's stream on the f
 model) and ``ethos-u,llvm`` (the stream, and the TIR emulator)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -130,6 +132,38 @@ def test_ethos_u_llvm_runs_a_uint8_table_on_the_npu(runtime):
     want = oracle(data, [x])[0]
     np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
 
+
+
+def _uint8_conv_then_logistic(rs) -> bytes:
+    """A uint8 CONV_2D (SAME 3x3, uint8 weights) then a uint8 LOGISTIC over 12 x 12 x 8."""
+    shape = [1, 12, 12, 8]
+    x = tb.T(shape, "uint8", scale=0.05, zp=120)
+    w = tb.T([8, 3, 3, 8], "uint8", scale=0.01, zp=128,
+             data=rs.randint(0, 256, (8, 3, 3, 8)).astype(np.uint8))
+    bias = tb.T([8], "int32", scale=np.float32(0.05 * 0.01), zp=0,
+                data=rs.randint(-2000, 2000, 8).astype(np.int32))
+    y = tb.T(shape, "uint8", scale=0.1, zp=128)
+    z = tb.T(shape, "uint8", scale=1 / 256, zp=0)
+    return tb.serialize([x, w, bias, y, z], [tb._conv_op([0, 1, 2], [3]),
+                                             (tb.BO.LOGISTIC, 0, None, [3], [4])], [0], [4])
+
+
+def test_a_uint8_table_after_a_convolution_in_one_striped_stream():
+    """The planner stripes the LOGISTIC after the convolution: one ``ethos-u`` operator whose
+    stream loads the uint8 table before each stripe's pool, equal to LiteRT."""
+    data = _uint8_conv_then_logistic(np.random.RandomState(7))
+    cm = tvm_ethos.compile(data, "ethos-u -accelerator_config=ethos-u55-128", cache_dir=False)
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}
+    assert len({p.operator for p in cm.placement}) == 1
+    stripes = re.search(r"\(conv 1, pool (\d+)\)", cm.plan_table)
+    assert stripes and int(stripes[1]) > 1, cm.plan_table
+    outs = []
+    for seed in range(2):
+        x = np.random.RandomState(seed).randint(0, 256, (1, 12, 12, 8)).astype(np.uint8)
+        want = oracle(data, [x])[0]
+        np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
+        outs.append(want)
+    assert not np.array_equal(*outs)
 
 @pytest.mark.slow
 @settings(max_examples=12, deadline=None)
