@@ -81,8 +81,10 @@ UINT8 = {
 }
 
 
-@pytest.mark.parametrize("name,config", [(n, "ethos-u55-128") for n in sorted(UINT8)]
-                         + [("sigmoid", "ethos-u65-256")])
+@pytest.mark.parametrize("name,config", [("sigmoid", "ethos-u55-128")] + [
+    pytest.param(n, c, marks=pytest.mark.slow)
+    for n, c in [(n, "ethos-u55-128") for n in sorted(UINT8) if n != "sigmoid"]
+    + [("sigmoid", "ethos-u65-256")]])
 def test_a_uint8_table_is_read_at_the_codes_own_entry(name, config):
     """Vela's uint8 LOGISTIC, TANH, LEAKY_RELU and HARD_SWISH (a table of 256 uint8 entries in
     code order, TFLite Micro having no uint8 kernel for them) on every uint8 code, equal to
