@@ -956,25 +956,32 @@ def _read_pad(op: QOp, ann: dict, problems: list) -> None:
                         "TFLite's kernel copies codes and needs them equal")
 
 
-#: REDUCE_MAX, REDUCE_MIN and SUM: the reductions read as integer operators over H and W
+#: REDUCE_MAX, REDUCE_MIN and SUM: the reductions read as integer operators over H and W,
+#: or over the depth (H, W or both with it: ``REDUCE_AXES``)
 REDUCE_KINDS = (Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM)
+#: the axes of an NHWC tensor the integer kernels reduce
+REDUCE_AXES = ((1, 2), (3,), (1, 3), (2, 3), (1, 2, 3))
 
 
 def _read_reduce(op: QOp, core, problems: list) -> None:
     """REDUCE_MAX / REDUCE_MIN / SUM: the integer kernels reduce H and W of an NHWC int8
-    tensor (TFLite's 8-bit kernels; the NPU's are a pool or a depthwise convolution over the
-    whole input). TFLite's REDUCE_MAX and REDUCE_MIN pick a code and refuse an output
-    quantized unlike the input, so another one is no integer operator."""
+    tensor, or its depth with any of H and W (TFLite's 8-bit kernels; the NPU's are a pool or
+    a convolution over the input, ``ops_reduce``, ``ops_reduce_depth``). TFLite's REDUCE_MAX
+    and REDUCE_MIN pick a code and refuse an output quantized unlike the input, so another
+    one is no integer operator."""
     axes = core.attrs.axis
     rank = len(op.in_shapes[0])
     op.attrs["axis"] = tuple(sorted(int(v) % rank for v in axes)) if axes is not None and rank \
         else None
     op.attrs["keepdims"] = bool(core.attrs.keepdims)
-    if rank != 4 or op.attrs["axis"] != (1, 2):
+    if rank != 4 or op.attrs["axis"] not in REDUCE_AXES:
         problems.append(f"{op.tflite_name} over axes {op.attrs['axis']} of a {rank}-D tensor; "
-                        "the integer kernel reduces height and width of NHWC")
-    # an int16 REDUCE_MAX picks a code as the int8 one does (LiteRT's int16 kernel)
-    int16 = op.kind == Op.REDUCE_MAX and op.in_dtypes[0] == op.out_dtype == "int16"
+                        "the integer kernel reduces height and width of NHWC, or its depth "
+                        "with any of them")
+    # an int16 REDUCE_MAX over height and width picks a code as the int8 one does (LiteRT's
+    # int16 kernel); over the depth the NPU's forms take int8 only
+    int16 = op.kind == Op.REDUCE_MAX and op.in_dtypes[0] == op.out_dtype == "int16" and \
+        op.attrs["axis"] == (1, 2)
     if not int16 and (op.in_dtypes[0] != "int8" or op.out_dtype != "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the "
                         "integer kernel is TFLite's int8 one (int16 too for REDUCE_MAX)")

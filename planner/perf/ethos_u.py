@@ -280,6 +280,41 @@ def _arg_max_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                   ofm_bits=16, lut_bytes=2048)] + [cast] * max(1, part.output.itemsize // 4)
 
 
+def _reduce_over_depth_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """SUM, REDUCE_MAX and REDUCE_MIN over the depth (height, width or both with it: the
+    Part's ``axis``) as the stream runs them (tvm_ethos ``ops_reduce_depth``), Vela 5.2's
+    forms: SUM one convolution into one channel, its kernel the reduced height and width;
+    REDUCE_MAX a max pool over each pixel's channels (one row of C per pixel), then one over
+    the reduced height and width; REDUCE_MIN the same between two lookups of a NOT table
+    (the first a 1x1 pool over the whole input)."""
+    x = part.inputs[0]
+    _, h, w, c = x.shape
+    axes = tuple(part.attr("axis", (3,)))
+    kh, kw = (h if 1 in axes else 1), (w if 2 in axes else 1)
+    bits, act = _bits(x), part.attr("activation")
+    fin, fout = _format(part, "ifm_format"), _format(part, "ofm_format")
+    if part.kind == Op.REDUCE_SUM:
+        ifm = _to4(_input_region(part, 0, out_shape))
+        return [NpuOp(CONV, "Conv2D", ifm, (1, ifm[1] - kh + 1, ifm[2] - kw + 1, 1),
+                      kernel=(kh, kw),
+                      ifm_bits=bits, ofm_bits=_bits(part.output), activation=act,
+                      has_bias=True, ifm_format=fin, ofm_format=fout)]
+    lut = 256 if part.kind == Op.REDUCE_MIN else 0
+    full = (1, h, w, c)
+    ops = [_copy_op(full, full, bits, fin, NHWC, lut=lut)] if lut else []
+    pixels = h * w
+    for start in range(0, pixels, 65536):
+        n = min(65536, pixels - start)
+        ops.append(NpuOp(POOLING, "MaxPool", (1, n, c, 1), (1, n, 1, 1), kernel=(1, c),
+                         ifm_bits=bits, ofm_bits=bits, ifm_format=NHWC, ofm_format=NHWC,
+                         lut_bytes=0 if kh * kw > 1 else lut))
+    if kh * kw > 1:
+        ops.append(NpuOp(POOLING, "MaxPool", (1, h, w, 1), (1, h - kh + 1, w - kw + 1, 1),
+                         kernel=(kh, kw), ifm_bits=bits, ofm_bits=bits, ifm_format=NHWC,
+                         ofm_format=fout, lut_bytes=lut))
+    return ops
+
+
 def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """int8 SOFTMAX along the last axis as Vela lowers it (regor/softmax.cpp: GetGraph8bit):
     a max over the channels; SUB with an exp LUT and a shift over the whole tensor; a sum
@@ -536,6 +571,9 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 
     if kind == Op.ARG_MAX:
         return _arg_max_ops(part, out_shape)
+
+    if kind in (Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN):
+        return _reduce_over_depth_ops(part, out_shape)
 
     if kind in (Op.RESHAPE, Op.TRANSPOSE, Op.DEPTH_TO_SPACE):
         return []  # handled by EthosUPerfModel (free, or memory bound)

@@ -842,6 +842,8 @@ def lower_mean(op, inputs, pool: ConstPool, name="mean"):
     """MEAN over H and W of an NHWC tensor (TFLite reference int8 MEAN, see mean_multiplier),
     and SUM (``op.kind`` REDUCE_SUM): TFLite's int8 SUM is the same rescale of the same sum
     with no element count to fold in (``mean_multiplier`` of one element)."""
+    if op.kind == Op.REDUCE_SUM and 3 in op.attrs.get("axis", ()):
+        return lower_reduce_over_depth(op, inputs, pool, name)
     (x,) = inputs
     n_, h_, w_, c_ = op.in_shapes[0]
     in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
@@ -869,6 +871,8 @@ def lower_mean(op, inputs, pool: ConstPool, name="mean"):
 def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
     """REDUCE_MAX / REDUCE_MIN over H and W of an NHWC tensor: TFLite's int8 kernels pick the
     largest (smallest) code, input and output quantized alike (``patterns._read_reduce``)."""
+    if 3 in op.attrs.get("axis", ()):
+        return lower_reduce_over_depth(op, inputs, pool, name)
     (x,) = inputs
     n_, h_, w_, c_ = op.in_shapes[0]
     reducer = te.max if op.kind == Op.REDUCE_MAX else te.min
@@ -885,6 +889,51 @@ def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
         lambda *i: clamp_cast(acc[i[0], i[-1]], op.act_min, op.act_max, op.out_dtype),
         name=f"{name}_out",
     )
+
+
+def lower_reduce_over_depth(op, inputs, pool: ConstPool, name="reduce"):
+    """SUM, REDUCE_MAX and REDUCE_MIN over the depth of an NHWC int8 tensor, with height,
+    width or both reduced too (``op.attrs["axis"]``, ``patterns._read_reduce``): TFLite's
+    kernels reduce any axes alike, SUM rescaling ``sum(x - zp)`` by ``s_in / s_out`` alone
+    (``mean_multiplier`` of one element), REDUCE_MAX / REDUCE_MIN picking a code. One
+    reduction reading each element once, its kept axes one to one (the part matcher's
+    propagator), then the output's shape (``keepdims`` or not)."""
+    (x,) = inputs
+    n_, h_, w_, c_ = (int(s) for s in op.in_shapes[0])
+    axes = tuple(op.attrs["axis"])
+    rh = te.reduce_axis((0, h_), name="rh") if 1 in axes else None
+    rw = te.reduce_axis((0, w_), name="rw") if 2 in axes else None
+    rc = te.reduce_axis((0, c_), name="rc")
+    red = [a for a in (rh, rw, rc) if a is not None]
+    kept = (n_, 1 if rh is not None else h_, 1 if rw is not None else w_)
+    if op.kind == Op.REDUCE_SUM:
+        in_zp = int(op.in_q[0][1])
+        out_scale, out_zp = _out_q(op)
+        mult, shift = mean_multiplier(f32(op.in_q[0][0]), out_scale, 1)
+        acc = te.compute(kept, lambda n, h, w: te.sum(
+            x[n, h if rh is None else rh, w if rw is None else rw, rc].astype("int32")
+            - _i32(in_zp), axis=red), name=f"{name}_sum")
+
+        def value(n, h, w):
+            return mbqm(acc[n, h, w], mult, shift) + _i32(out_zp)
+    else:
+        reducer = te.max if op.kind == Op.REDUCE_MAX else te.min
+        acc = te.compute(kept, lambda n, h, w: reducer(
+            x[n, h if rh is None else rh, w if rw is None else rw, rc].astype("int32"),
+            axis=red), name=f"{name}_acc")
+
+        def value(n, h, w):
+            return acc[n, h, w]
+    zero = _i32(0)
+    out_axes = [a for a in range(4) if op.attrs.get("keepdims", True) or a not in axes]
+
+    def out_fn(*i):
+        at = dict(zip(out_axes, i))
+        return clamp_cast(value(at.get(0, zero), at.get(1, zero) if rh is None else zero,
+                                at.get(2, zero) if rw is None else zero),
+                          op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(tuple(op.out_shape), out_fn, name=f"{name}_out")
 
 
 def lower_arg_max(op, inputs, pool: ConstPool, name="argmax"):

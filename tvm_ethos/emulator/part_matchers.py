@@ -653,6 +653,8 @@ _DATA_MOVEMENT_PARTS = {
 #: reductions over the whole H and W costed as Vela's MEAN (one pass over the input):
 #: REDUCE_MAX / REDUCE_MIN are a single-window pool and SUM is MEAN's convolution on the NPU
 _GLOBAL_REDUCTIONS = frozenset({Op.MEAN, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM})
+#: the reductions that may reduce the depth (then a Part of their own kind)
+_DEPTH_REDUCTIONS = frozenset({Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM})
 
 
 def _transpose_conv_attrs(layer, act) -> dict:
@@ -704,6 +706,12 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         work = arg_max_work_bytes(arg_max_piece_pixels(*arg_max_rows_cols(x_shape)),
                                   x_shape[-1])
         return Op.ARG_MAX, {WORK_ATTR: WorkMemory(work)}, None
+    if layer is not None and layer.kind in _DEPTH_REDUCTIONS and \
+            3 in tuple(layer.attrs.get("axis") or ()):
+        # its operator's own Part kind (costed as the stream runs it, planner.perf.ethos_u);
+        # the propagator, from the TE reads, takes the whole depth and the reduced height
+        # and width, the kept axes one to one
+        return layer.kind, {"axis": tuple(layer.attrs["axis"]), "activation": act}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None

@@ -28,6 +28,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_lut,
     ops_prelu,
     ops_reduce,
+    ops_reduce_depth,
     ops_resize,
     ops_softmax16,
     ops_squared_difference,
@@ -317,6 +318,19 @@ LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu
 SOFTMAX16 = StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=ops_softmax16.softmax16_ops,
                           work_bytes=ops_softmax16.work_bytes)
 
+#: SUM, REDUCE_MAX and REDUCE_MIN over the depth (``ops_reduce_depth``): SUM one
+#: convolution into one channel, striped as any; REDUCE_MAX / REDUCE_MIN max pools over each
+#: pixel's channels (and over the reduced height and width), over whole tensors
+REDUCE_OVER_DEPTH: dict[Op, StreamEmitter] = {
+    Op.REDUCE_SUM: StreamEmitter(
+        Form.BLOCK, Extent.WHOLE_IF_FLAT, build=ops_reduce_depth.sum_op,
+        constants=ops_reduce_depth.sum_constants,
+        geometry=lambda q: Geometry(*ops_reduce_depth.sum_window(q))),
+    **{op: StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=ops_reduce_depth.min_max_ops,
+                         work_bytes=ops_reduce_depth.work_bytes)
+       for op in (Op.REDUCE_MAX, Op.REDUCE_MIN)},
+}
+
 #: every operator a stream is generated for, and how
 STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.CONV2D: _CONV,
@@ -416,6 +430,11 @@ def takes_ring_operands(op: Op, em: StreamEmitter) -> bool:
         em.ring is not None or em.boxed
 
 
+#: rows of operator forms, beside :data:`STREAM_OPS`' own, whose planner Parts have their
+#: operator's kind: a reduction over the depth (one over height and width is a MEAN Part),
+#: so that the sets below hold a REDUCE_MAX over the depth as its row says
+_PART_FORMS = tuple(REDUCE_OVER_DEPTH.items())
+
 #: operators the planner must keep out of cascades (``planner.device_model.Device.solitary``):
 #: the stream emits them only from and into tensors held whole, so each is a Plan of its own
 #: (which may stripe it, where the row takes stripes). A computation emitted only over whole
@@ -424,7 +443,7 @@ def takes_ring_operands(op: Op, em: StreamEmitter) -> bool:
 #: so stays in the cascades it runs in today; a whole-tensor data movement (TRANSPOSE) sits
 #: between feature maps the planner stripes, so it is in.
 SOLITARY_OPS: frozenset[Op] = frozenset(
-    op for op, em in STREAM_OPS.items()
+    op for op, em in (*STREAM_OPS.items(), *_PART_FORMS)
     if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move))
 
 #: the computations left out of :data:`SOLITARY_OPS` (SOFTMAX, REDUCE_MIN): the planner keeps
@@ -432,7 +451,7 @@ SOLITARY_OPS: frozenset[Op] = frozenset(
 #: (``planner.device_model.Device.whole_output``), so a cascade striped through a 4-D SOFTMAX
 #: becomes Plans around it, and a flat one stays in the cascade that holds it whole
 WHOLE_OUTPUT_OPS: frozenset[Op] = frozenset(
-    op for op, em in STREAM_OPS.items()
+    op for op, em in (*STREAM_OPS.items(), *_PART_FORMS)
     if not takes_ring_operands(op, em) and em.extent is Extent.WHOLE and not op.info.data_move)
 
 
@@ -456,9 +475,12 @@ def planned_work(q) -> WorkMemory | None:
 
 def emitter(q) -> StreamEmitter | None:
     """The table's row of ``q``'s operator (None: no stream is generated for it); an int16
-    LEAKY_RELU is :data:`LEAKY_RELU16`, an int16 SOFTMAX :data:`SOFTMAX16`."""
+    LEAKY_RELU is :data:`LEAKY_RELU16`, an int16 SOFTMAX :data:`SOFTMAX16`, a reduction over
+    the depth its :data:`REDUCE_OVER_DEPTH` row."""
     if ops_lut.is_leaky_relu16(q):
         return LEAKY_RELU16
     if ops_softmax16.is_softmax16(q):
         return SOFTMAX16
+    if ops_reduce_depth.over_depth(q):
+        return REDUCE_OVER_DEPTH[q.kind]
     return STREAM_OPS.get(q.kind)

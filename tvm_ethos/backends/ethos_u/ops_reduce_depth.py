@@ -1,0 +1,256 @@
+"""SUM, REDUCE_MAX and REDUCE_MIN over the depth on the NPU, height, width or both reduced
+with it or kept (``patterns.REDUCE_AXES``), in Vela 5.2's forms.
+
+SUM is one convolution with all-one weights whose kernel spans the reduced height and width
+(1x1 over the depth alone) into one output channel: the NPU subtracts the IFM zero point and
+sums ``x - zp`` over the kernel and every input channel, then rescales by TFLite's
+``s_in / s_out`` multiplier, TFLite's only rounding (``te_ops.lower_reduce_over_depth``).
+It reads only the windows of its output, so it stripes as any convolution.
+
+REDUCE_MAX is a max pool over each pixel's channels: the dense NHWC input read as one row of
+``C`` codes per pixel (IFM ``pixels x C x 1``, kernel ``1 x C``), as Vela's ReduceMax, in
+pieces of at most 65536 pixels (the IFM height register). Reducing height or width too, a
+second max pool whose single window spans them runs over the per-pixel maxima, kept in
+working memory. TFLite's int8 REDUCE_MAX picks a code and requires the output quantized as
+the input, so comparing codes is its kernel.
+
+REDUCE_MIN is ``min(x) = ~max(~x)`` (bitwise NOT reverses the order of the int8 codes), as
+``ops_reduce`` does over height and width: a 1x1 pool looks every code up in the NOT table
+into working memory, then the max pools above run over it, the last one looking its result
+up in the same table (clamped to a fused activation's codes). Vela subtracts from -1 instead;
+either NOT is exact.
+
+The max pools read whole tensors, so these two are emitted over whole tensors only
+(``stream_ops``: the planner computes their output in one stripe).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from ethos_arch.ops import Op
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    SCRATCH_REGION,
+    UnsupportedOperatorError,
+    vela_api,
+)
+from tvm_ethos.compute.quant import f32, quantize_multiplier
+
+#: the reductions this module emits
+KINDS = frozenset({Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN})
+#: the most pixels one max pool over the channels reads: one IFM row per pixel
+MAX_PIXELS = 65536
+#: the deepest input one max pool takes: its kernel is one row of the channels
+MAX_DEPTH = 65536
+#: one convolution's kernel: at most 64 rows and 4096 taps (Vela's dilated kernel limits)
+MAX_CONV_ROWS, MAX_CONV_TAPS = 64, 4096
+#: the sum of a convolution's absolute weights Vela allows (its weight encoder's limit)
+MAX_WEIGHT_SUM = 127 * 65536
+#: one max pool's window: at most 256 rows and 65536 elements
+MAX_POOL_ROWS, MAX_POOL_AREA = 256, 65536
+#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
+_SHRAM_REGION = 0x103
+#: every int8 code's bitwise NOT, entry ``code + 128``
+_NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
+
+
+class DepthReduction(NamedTuple):
+    """One reduction over the depth of an ``h x w x c`` input: its reduced spatial extents
+    (``kh``, ``kw``: the whole height or width where reduced, else 1)."""
+
+    h: int
+    w: int
+    c: int
+    kh: int
+    kw: int
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        """The output's (height, width): 1 along a reduced axis."""
+        return self.h - self.kh + 1, self.w - self.kw + 1
+
+    @property
+    def spatial(self) -> bool:
+        """Whether height or width is reduced with the depth (a second pool for MAX/MIN)."""
+        return self.kh * self.kw > 1
+
+
+def over_depth(q) -> bool:
+    """Whether ``q`` is a SUM, REDUCE_MAX or REDUCE_MIN over the depth of a 4-D tensor."""
+    return q.kind in KINDS and 3 in tuple(q.attrs.get("axis") or ()) and \
+        len(q.in_shapes[0]) == 4
+
+
+def reduction(q) -> DepthReduction:
+    """The :class:`DepthReduction` of ``q`` (:func:`over_depth`)."""
+    axes = tuple(q.attrs.get("axis") or ())
+    _, h, w, c = (int(s) for s in q.in_shapes[0])
+    return DepthReduction(h, w, c, h if 1 in axes else 1, w if 2 in axes else 1)
+
+
+def _sum_scale(q) -> tuple[int, int]:
+    """(multiplier, NPU shift) of TFLite's int8 SUM: ``s_in / s_out`` alone."""
+    m, s = quantize_multiplier(f32(q.in_q[0][0]) / f32(q.out_q[0]))
+    return int(m), 31 - int(s)
+
+
+def refusals(q) -> list[str]:
+    """What the NPU's forms do not take of ``q`` (a :func:`over_depth` reduction), each naming
+    the limit: batch 1; SUM within one convolution's kernel, weights and scale; REDUCE_MAX /
+    REDUCE_MIN within one max pool's kernel."""
+    n = int(q.in_shapes[0][0])
+    if n != 1:
+        return [f"{q.tflite_name} over the depth of a batch of {n}; the NPU reduces batch 1"]
+    r = reduction(q)
+    if q.kind == Op.REDUCE_SUM:
+        out = []
+        if r.kh > MAX_CONV_ROWS or r.kh * r.kw > MAX_CONV_TAPS:
+            out.append(f"SUM over {r.kh}x{r.kw}x{r.c}; one convolution's kernel takes at most "
+                       f"{MAX_CONV_ROWS} rows and {MAX_CONV_TAPS} taps")
+        if r.kh * r.kw * r.c > MAX_WEIGHT_SUM:
+            out.append(f"SUM over {r.kh * r.kw * r.c} elements; one convolution sums at most "
+                       f"{MAX_WEIGHT_SUM}")
+        if q.in_q and q.out_q is not None and not 0 <= _sum_scale(q)[1] <= 63:
+            out.append(f"SUM with scales {q.in_q[0][0]:g} -> {q.out_q[0]:g}; the NPU's shift "
+                       "takes 0 to 63 bits (a ratio of scales within [2**-32, 2**31))")
+        return out
+    out = []
+    if r.c > MAX_DEPTH:
+        out.append(f"{q.tflite_name} over {r.c} channels; one max pool takes at most "
+                   f"{MAX_DEPTH}")
+    if r.kh > MAX_POOL_ROWS or r.kh * r.kw > MAX_POOL_AREA:
+        out.append(f"{q.tflite_name} over {r.kh}x{r.kw} pixels; one max pool takes at most "
+                   f"{MAX_POOL_ROWS} rows and {MAX_POOL_AREA} elements")
+    return out
+
+
+# --- SUM: one convolution
+def sum_op(q, operands: list[FmSlot], ofm: FmSlot):
+    """SUM's convolution from ``operands[0]`` (the input, or a stripe's window of it) into
+    its output's box: all-one weights over the reduced height and width and every channel."""
+    api = vela_api()
+    ifm = operands[0]
+    r = reduction(q)
+    h, w, _ = ifm.shape
+    out = dataclasses.replace(ofm, shape=(h - r.kh + 1, w - r.kw + 1, 1))
+    npu = api.NpuConv2DOperation()
+    npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    npu.ifm, npu.ofm = feature_map(ifm), feature_map(out)
+    npu.activation = activation(q, out)
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.kernel = api.NpuKernel(r.kw, r.kh)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    return npu
+
+
+def sum_constants(q, channels: int) -> tuple:
+    """(all-one OHWI weights, the one output channel's (multiplier, NPU shift)) of SUM's
+    convolution."""
+    r = reduction(q)
+    m, s = _sum_scale(q)
+    if not 0 <= s <= 63:
+        raise UnsupportedOperatorError(q.tflite_name, f"a scale shift of {s}")
+    return np.ones((1, r.kh, r.kw, r.c), np.int16), [(m, s)]
+
+
+def sum_window(q) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int],
+                           tuple[int, int, int, int]]:
+    """SUM's window: (kernel, strides, dilation, padding), the kernel the reduced height and
+    width (``stream_ops.Geometry``)."""
+    r = reduction(q)
+    return (r.kh, r.kw), (1, 1), (1, 1), (0, 0, 0, 0)
+
+
+# --- REDUCE_MAX / REDUCE_MIN: max pools over whole tensors
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def work_bytes(q) -> int:
+    """The working memory of a REDUCE_MAX / REDUCE_MIN over the depth: REDUCE_MIN's NOT of
+    its input, then, where height or width is reduced too, the per-pixel maxima (int8)."""
+    r = reduction(q)
+    flipped = _aligned(r.h * r.w * r.c) if q.kind == Op.REDUCE_MIN else 0
+    return flipped + (r.h * r.w if r.spatial else 0)
+
+
+def _max_pool(q, ifm: FmSlot, ofm: FmSlot, kernel: tuple[int, int]):
+    """A max pool of ``q``'s codes from ``ifm`` into ``ofm``: one window of ``kernel``
+    (height, width) per output element, no padding; its clamp is ``q``'s."""
+    pool = dataclasses.replace(q, kind=Op.MAX_POOL2D, attrs={
+        "pool_size": kernel, "strides": (1, 1), "padding": (0, 0, 0, 0)})
+    return pool_op(pool, ifm, ofm)
+
+
+def _looked_up(npu, table: np.ndarray, em) -> list:
+    """``npu`` looking its output up in ``table`` (DMAed to SHRAM slot 0 just before it: the
+    operations between may use that SHRAM), its block chosen."""
+    api = vela_api()
+    src = em.flash.add(table.astype(np.int8).tobytes())
+    dma = api.NpuDmaOperation(src, api.NpuAddressRange(_SHRAM_REGION, em.lut_address,
+                                                       src.length))
+    npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
+    npu.activation.lookup_table_index = 0
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return [dma, npu]
+
+
+def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The operations of one REDUCE_MAX / REDUCE_MIN over the depth, whole tensors (dense)
+    from ``operands[0]`` into ``ofm``, its working memory at ``em.work``
+    (:func:`work_bytes`)."""
+    api = vela_api()
+    if q.in_q[0] != q.out_q:
+        raise UnsupportedOperatorError(q.tflite_name, "an output quantized unlike its input")
+    r = reduction(q)
+    oh, ow = r.out_hw
+    # codes are what is compared: unit quantization, so no rescale and no zero point moves
+    unit = {"scale": 1.0, "zero_point": 0}
+    x = dataclasses.replace(operands[0], shape=(r.h, r.w, r.c), **unit)
+    y = dataclasses.replace(ofm, shape=(oh, ow, 1), **unit)
+    is_min = q.kind == Op.REDUCE_MIN
+    ops: list = []
+    work = em.work
+    if is_min:
+        flipped = FmSlot(SCRATCH_REGION, work, (r.h, r.w, r.c), "int8", 1.0, 0)
+        negate = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+        negate.ifm, negate.ofm = feature_map(x), feature_map(flipped)
+        negate.kernel = api.NpuKernel(1, 1)
+        negate.padding = api.NpuPadding(0, 0, 0, 0)
+        from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
+
+        negate.rescale = ExplicitScaling(False, [0], [1])   # no rescale: the codes themselves
+        negate.name = "reduce_min_not"
+        ops += _looked_up(negate, _NOT_TABLE, em)
+        negate.block_config = em.block(negate)
+        x, work = flipped, work + _aligned(r.h * r.w * r.c)
+    # the per-pixel maxima: into the output, or into working memory for the second pool
+    maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), "int8", 1.0, 0) if r.spatial else y
+    last = np.clip(_NOT_TABLE, q.act_min, q.act_max)   # the NOT and a fused clamp, as codes
+    pixels = r.h * r.w
+    for start in range(0, pixels, MAX_PIXELS):
+        n = min(MAX_PIXELS, pixels - start)
+        src = dataclasses.replace(x, offset=x.offset + start * r.c, shape=(n, r.c, 1))
+        dst = dataclasses.replace(maxima, offset=maxima.offset + start, shape=(n, 1, 1))
+        pool = _max_pool(q, src, dst, (1, r.c))
+        pool.name = q.kind.value
+        if is_min and not r.spatial:
+            ops += _looked_up(pool, last, em)
+        else:
+            if is_min:   # NOT-ed codes: no clamp before the last pool's table
+                pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+            ops.append(pool)
+        pool.block_config = em.block(pool)
+    if r.spatial:
+        pool = _max_pool(q, maxima, y, (r.kh, r.kw))
+        pool.name = q.kind.value
+        if is_min:
+            ops += _looked_up(pool, last, em)
+        else:
+            ops.append(pool)
+        pool.block_config = em.block(pool)
+    return ops
