@@ -100,7 +100,7 @@ def _sum_scale(q) -> tuple[int, int]:
 
 def refusals(q) -> list[str]:
     """What the NPU's forms do not take of ``q`` (a :func:`over_depth` reduction), each naming
-    the limit: batch 1; SUM within one convolution's kernel, weights and scale; REDUCE_MAX /
+    the limit: batch 1; SUM within one convolution's kernel and weights; REDUCE_MAX /
     REDUCE_MIN within one max pool's kernel."""
     n = int(q.in_shapes[0][0])
     if n != 1:
@@ -114,9 +114,6 @@ def refusals(q) -> list[str]:
         if r.kh * r.kw * r.c > MAX_WEIGHT_SUM:
             out.append(f"SUM over {r.kh * r.kw * r.c} elements; one convolution sums at most "
                        f"{MAX_WEIGHT_SUM}")
-        if q.in_q and q.out_q is not None and not 0 <= _sum_scale(q)[1] <= 63:
-            out.append(f"SUM with scales {q.in_q[0][0]:g} -> {q.out_q[0]:g}; the NPU's shift "
-                       "takes 0 to 63 bits (a ratio of scales within [2**-32, 2**31))")
         return out
     out = []
     if r.c > MAX_DEPTH:
