@@ -240,9 +240,6 @@ GAPS = {
     ("RSQRT", "int16"):
         "exactness: TFLite Micro's int16 RSQRT is its Newton-Raphson on each code, which no "
         "16-bit NPU table (512 linear intervals) equals; Vela's table is LiteRT's",
-    ("SUM", "over depth"): "ours reduces over height and width only",
-    ("REDUCE_MAX", "over depth"): "ours reduces over height and width only",
-    ("REDUCE_MIN", "over depth"): "ours reduces over height and width only",
 }
 
 _PREFIX = "it does not compile for the Ethos-U: no operator of the model runs on the Ethos-U "
