@@ -23,6 +23,7 @@ from planner.graph import part_operator
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u.ops_movement import RING_KINDS
 from tvm_ethos.backends.ethos_u.stream_ops import (
+    REDUCE_OVER_DEPTH,
     SOLITARY_OPS,
     STREAM_OPS,
     WHOLE_OUTPUT_OPS,
@@ -196,8 +197,22 @@ def reduce_min(g: Graph, x: int) -> int:
     return y
 
 
+def reduce_max(g: Graph, x: int) -> int:
+    """REDUCE_MAX over the depth, kept as one channel (quantized as its input)."""
+    n, h, w, _ = g.shape(x)
+    y = _like(g, x, (n, h, w, 1))
+
+    def opts(b):
+        tflite.ReducerOptionsStart(b)
+        tflite.ReducerOptionsAddKeepDims(b, True)
+        return tflite.ReducerOptionsEnd(b)
+
+    g.ops.append((BO.REDUCE_MAX, BOPT.ReducerOptions, opts, [x, _i32(g, [3])], [y]))
+    return y
+
+
 #: computations the stream emits only over their whole output (``WHOLE_OUTPUT_OPS``)
-WHOLE = {"softmax": softmax, "reduce_min": reduce_min}
+WHOLE = {"softmax": softmax, "reduce_min": reduce_min, "reduce_max": reduce_max}
 
 
 def compiled_on_the_npu(data: bytes, **options) -> tuple[tvm_ethos.CompiledModel, dict]:
@@ -250,13 +265,15 @@ def test_any_chain_through_a_whole_output_computation_runs_wholly_on_the_npu(nam
 
 
 def test_the_whole_output_set_is_the_whole_computations_left_out_of_the_solitary_set():
-    """SOFTMAX, REDUCE_MIN and the LSTM: emitted over whole tensors and no data movement,
-    so not solitary (a flat SOFTMAX stays in the cascade that holds it whole), but never
-    striped; the Ethos-U planner device carries the set and the Ethos-N one none."""
-    assert WHOLE_OUTPUT_OPS == {Op.SOFTMAX, Op.REDUCE_MIN, Op.LSTM}
+    """SOFTMAX, REDUCE_MIN, REDUCE_MAX (over the depth: its Part's kind is its own, one over
+    height and width is a MEAN Part) and the LSTM: emitted over whole tensors and no data
+    movement, so not solitary (a flat SOFTMAX stays in the cascade that holds it whole), but
+    never striped; the Ethos-U planner device carries the set and the Ethos-N one none."""
+    assert WHOLE_OUTPUT_OPS == {Op.SOFTMAX, Op.REDUCE_MIN, Op.REDUCE_MAX, Op.LSTM}
     assert not WHOLE_OUTPUT_OPS & SOLITARY_OPS
     for op in WHOLE_OUTPUT_OPS:
-        assert STREAM_OPS[op].extent is Extent.WHOLE and not op.info.data_move
+        em = REDUCE_OVER_DEPTH.get(op, STREAM_OPS[op])
+        assert em.extent is Extent.WHOLE and not op.info.data_move
     u = get_registry().get("ethos-u").planner_device({"accelerator_config": "ethos-u55-128"},
                                                     {"sram": {"size": 1 << 20}})
     assert u.whole_output == WHOLE_OUTPUT_OPS and u.solitary == SOLITARY_OPS
