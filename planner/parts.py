@@ -342,6 +342,48 @@ def arg_max_work_bytes(pixels: int, depth: int) -> int:
     return -(-2 * pixels * depth // 16) * 16 + 2 * pixels
 
 
+#: the reductions an Ethos-U takes over the depth, and the axes of NHWC it reduces with it
+DEPTH_REDUCTIONS = frozenset({Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN})
+DEPTH_REDUCTION_AXES = ((3,), (1, 3), (2, 3), (1, 2, 3))
+
+
+def reduce_over_depth_work_bytes(kind: Op, shape: Sequence[int], axes: Sequence[int]) -> int:
+    """The working memory of an Ethos-U REDUCE_MAX / REDUCE_MIN over the depth of an NHWC
+    ``shape`` (``axes``; tvm_ethos ``ops_reduce_depth``): REDUCE_MIN's bitwise NOT of its
+    input (16-byte aligned), then, where height or width is reduced too, the per-pixel
+    maxima (int8) the last max pool reads. SUM, one convolution, needs none."""
+    if kind == Op.REDUCE_SUM:
+        return 0
+    _, h, w, c = (int(s) for s in shape)
+    flipped = -(-h * w * c // 16) * 16 if kind == Op.REDUCE_MIN else 0
+    spatial = (h if 1 in axes else 1) * (w if 2 in axes else 1) > 1
+    return flipped + (h * w if spatial else 0)
+
+
+def reduce_over_depth(name: str, x: Tensor, kind: Op, axes: Sequence[int],
+                      keepdims: bool = True, output_name: str | None = None) -> Part:
+    """SUM, REDUCE_MAX or REDUCE_MIN over the depth of an NHWC tensor, height, width or both
+    reduced with it (``axes``, :data:`DEPTH_REDUCTION_AXES`): each output element reads its
+    kept axes' own index and the whole of the reduced ones; a REDUCE_MAX / REDUCE_MIN holds
+    its working memory (:func:`reduce_over_depth_work_bytes`) while it runs."""
+    _check_nhwc(x, name)
+    axes = tuple(sorted(int(a) for a in axes))
+    if kind not in DEPTH_REDUCTIONS or axes not in DEPTH_REDUCTION_AXES:
+        raise PlannerError(f"{name}: {kind} over axes {axes}; the planner reduces the depth "
+                           f"(with any of H and W: {DEPTH_REDUCTION_AXES}) by SUM, REDUCE_MAX "
+                           "or REDUCE_MIN")
+    kept = [a for a in range(4) if keepdims or a not in axes]
+    out = Tensor(output_name or f"{name}:0", tuple(1 if a in axes else x.shape[a] for a in kept),
+                 x.dtype)
+    lin = [[int(a == b and a not in axes) for b in kept] for a in range(4)]
+    prop = Propagator.build(lin, [x.shape[a] if a in axes else 0 for a in range(4)], [0] * 4)
+    attrs = {"axis": axes}
+    work = reduce_over_depth_work_bytes(kind, x.shape, axes)
+    if work:
+        attrs[WORK_ATTR] = WorkMemory(work)
+    return Part(name, kind, (x,), out, (prop,), _attrs(**attrs))
+
+
 def arg_max(name: str, x: Tensor, dtype: str = "int32", output_name: str | None = None) -> Part:
     """The index of the largest element along the last axis (TFLite ARG_MAX along the depth):
     each output element reads its whole row of the depth, the other axes one to one; its

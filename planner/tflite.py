@@ -660,6 +660,27 @@ def _mean(ctx: _OpContext) -> None:
     ctx.emit(parts.mean(ctx.name, x, keepdims=keep, output_name=ctx.out_name()))
 
 
+def _reduce_over_depth(kind: Op):
+    """SUM, REDUCE_MAX and REDUCE_MIN over the depth, height, width or both with it: the
+    reductions an Ethos-U takes there (``parts.reduce_over_depth``)."""
+    def handler(ctx: _OpContext) -> None:
+        ctx.expect(2)
+        x = ctx.act(0)
+        axes = ctx.const(1, "axes").reshape(-1)
+        rank = len(x.shape)
+        norm = tuple(sorted({int(a) % rank for a in axes if -rank <= a < rank}))
+        if rank != 4 or norm not in parts.DEPTH_REDUCTION_AXES or \
+                any(not -rank <= a < rank for a in axes):
+            raise ctx.err(f"only a reduction over the depth (with any of H and W) of an NHWC "
+                          f"tensor is supported, got axes {[int(a) for a in axes]} of shape "
+                          f"{list(x.shape)}")
+        opts = ctx.options("ReducerOptions")
+        keep = bool(opts.KeepDims()) if opts is not None else False
+        ctx.emit(parts.reduce_over_depth(ctx.name, x, kind, norm, keep,
+                                         output_name=ctx.out_name()))
+    return handler
+
+
 def _fully_connected(ctx: _OpContext) -> None:
     ctx.expect((2, 3))
     x = ctx.act(0)
@@ -990,6 +1011,9 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "AVERAGE_POOL_2D": _pool("avg"),
     "MAX_POOL_2D": _pool("max"),
     "MEAN": _mean,
+    "SUM": _reduce_over_depth(Op.REDUCE_SUM),
+    "REDUCE_MAX": _reduce_over_depth(Op.REDUCE_MAX),
+    "REDUCE_MIN": _reduce_over_depth(Op.REDUCE_MIN),
     "FULLY_CONNECTED": _fully_connected,
     "ADD": _binary("add", "AddOptions"),
     "SUB": _binary("sub", "SubOptions"),

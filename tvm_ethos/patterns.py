@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.relax.dpl.pattern import is_call_dps_packed, is_const, is_op, is_tuple, wildcard
 
 from ethos_arch.ops import Op, parse_op
+from planner.parts import DEPTH_REDUCTION_AXES
 from tvm_ethos.compute import float_lut16, int16_activation, int16x8, mirror_pad, softmax16
 from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
@@ -960,7 +961,7 @@ def _read_pad(op: QOp, ann: dict, problems: list) -> None:
 #: or over the depth (H, W or both with it: ``REDUCE_AXES``)
 REDUCE_KINDS = (Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM)
 #: the axes of an NHWC tensor the integer kernels reduce
-REDUCE_AXES = ((1, 2), (3,), (1, 3), (2, 3), (1, 2, 3))
+REDUCE_AXES = ((1, 2),) + DEPTH_REDUCTION_AXES
 
 
 def _read_reduce(op: QOp, core, problems: list) -> None:

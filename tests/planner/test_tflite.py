@@ -492,12 +492,13 @@ def test_every_mapped_operator():
     # UNIDIRECTIONAL_SEQUENCE_LSTM: tests/planner/test_lstm_part.py;
     # SQUARED_DIFFERENCE: tests/tvm_ethos/test_tflite_squared_difference.py;
     # BATCH_MATMUL: tests/planner/test_batch_matmul_part.py;
-    # ARG_MAX: tests/tvm_ethos/test_tflite_arg_max.py
+    # ARG_MAX: tests/tvm_ethos/test_tflite_arg_max.py;
+    # SUM, REDUCE_MAX, REDUCE_MIN (over the depth): tests/tvm_ethos/test_tflite_reduce_depth.py
     assert built == (set(SUPPORTED_OPERATORS) - {"PADV2", "RELU_N1_TO_1", "RSQRT", "EXP",
                                                  "GELU", "LOG", "NEG", "RELU_0_TO_1",
                                                  "UNIDIRECTIONAL_SEQUENCE_LSTM",
                                                  "SQUARED_DIFFERENCE", "BATCH_MATMUL",
-                                                 "ARG_MAX"})
+                                                 "ARG_MAX", "SUM", "REDUCE_MAX", "REDUCE_MIN"})
     kinds = collections.Counter(p.kind for p in g.parts)
     assert kinds == {"conv2d": 1, "depthwise_conv2d": 1, "pool": 2, "pad": 1, "resize": 2,
                      "elementwise": 5, "concatenate": 1, "slice": 6, "reshape": 5,

@@ -18,7 +18,11 @@ from test_tflite_reduce import CODES, reduce_model
 
 import tvm_ethos
 from ethos_arch.ops import Op
+from planner.errors import PlannerError
+from planner.parts import reduce_over_depth_work_bytes
 from planner.perf.ethos_u import lower_part
+from planner.tflite import load_tflite
+from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.read_regions import boxes, propagated_region
 from tests.helpers.tflite_oracle import compiled_matches, inputs_for, tflm_oracle
 from tvm_ethos.backends.ethos_u import ops_reduce_depth
@@ -151,33 +155,37 @@ def test_the_llvm_hosts_integer_kernel_is_tflite_micros(name):
 @settings(max_examples=4, deadline=None)
 @given(shape=_shapes, axes=st.sampled_from(DEPTH_AXES), keepdims=st.booleans(),
        name=st.sampled_from(sorted(KINDS)))
-def test_one_part_of_the_operators_kind_reads_what_tflite_reads(shape, axes, keepdims, name):
-    """The part matcher's Part: the operator's kind, every output box reading (propagator)
-    its kept axes' own rows, columns and the whole reduced axes, costed as the stream's
-    operations."""
+def test_both_readers_give_one_part_of_the_operators_kind_reading_the_reduced_axes(
+        shape, axes, keepdims, name):
+    """The compile path's part matcher (from the TE reads) and the TVM-free TFLite reader
+    give one Part of the operator's kind: every output box reads (propagator) its kept axes'
+    own rows and columns and the whole reduced axes, the stream's working memory held,
+    costed as the stream's operations."""
     data = reduce_model(name, shape, axes, keepdims, (0.05, 3), (0.5, 0) if name == "SUM"
                         else None)
-    (lw,) = lowered_of(data)
-    (part,) = match_subgraph(lw).graph.parts
-    assert part.kind == KINDS[name]
-
-    for box in boxes(part.output.shape, np.random.RandomState(len(axes)), 6):
-        got = propagated_region(part.propagators[0], box, tuple(shape))
-        # each output element reads its kept axes' own index and every index of the
-        # reduced ones (a dropped axis kept its one index)
-        at = dict(zip([a for a in range(4) if keepdims or a not in axes], box))
-        want = tuple((0, n) if a in axes else at[a] for a, n in enumerate(shape))
-        assert got == want, (box, got, want)
-    ops = lower_part(part, part.output.shape)
+    graphs = [match_subgraph(lw).graph for lw in lowered_of(data)] + [load_tflite(data)]
+    assert len(graphs) == 2
     h, w, c = shape[1:]
-    if name == "SUM":
-        assert [op.op for op in ops] == ["Conv2D"]
-        assert ops[0].kernel == (h if 1 in axes else 1, w if 2 in axes else 1)
-    else:
-        spatial = (h if 1 in axes else 1) * (w if 2 in axes else 1) > 1
-        assert [op.op for op in ops] == ["MemoryCopy"] * (name == "REDUCE_MIN") + \
-            ["MaxPool"] * (1 + spatial)
-        assert ops[name == "REDUCE_MIN"].kernel == (1, c)
+    spatial = (h if 1 in axes else 1) * (w if 2 in axes else 1) > 1
+    for graph in graphs:
+        (part,) = graph.parts
+        assert part.kind == KINDS[name] and part.attr("axis") == axes
+        assert part.attr(WORK_ATTR) == (WorkMemory(reduce_over_depth_work_bytes(
+            part.kind, shape, axes)) if name != "SUM" and (spatial or name == "REDUCE_MIN")
+            else None)
+        for box in boxes(part.output.shape, np.random.RandomState(len(axes)), 6):
+            got = propagated_region(part.propagators[0], box, tuple(shape))
+            at = dict(zip([a for a in range(4) if keepdims or a not in axes], box))
+            want = tuple((0, n) if a in axes else at[a] for a, n in enumerate(shape))
+            assert got == want, (box, got, want)
+        ops = lower_part(part, part.output.shape)
+        if name == "SUM":
+            assert [op.op for op in ops] == ["Conv2D"]
+            assert ops[0].kernel == (h if 1 in axes else 1, w if 2 in axes else 1)
+        else:
+            assert [op.op for op in ops] == ["MemoryCopy"] * (name == "REDUCE_MIN") + \
+                ["MaxPool"] * (1 + spatial)
+            assert ops[name == "REDUCE_MIN"].kernel == (1, c)
 
 
 @pytest.mark.parametrize("name,shape,axes,why", [
@@ -214,3 +222,14 @@ def test_the_refusals_name_each_limit_the_checks_apply():
         " one max pool takes at most 65536", " one max pool takes at most 256 rows and 65536 "
         "elements"]
     assert ops_reduce_depth.refusals(q(Op.REDUCE_MIN, (1, 256, 256, 65536), (1, 2, 3))) == []
+
+
+def test_the_tflite_reader_refuses_a_reduction_it_has_no_part_for_in_one_line():
+    """The TVM-free reader's Parts reduce the depth; over height and width alone (a MEAN
+    Part on the compile path) it names the axes and what it takes."""
+    data = reduce_model("REDUCE_MAX", (1, 3, 4, 5), (1, 2), True, (0.05, 3))
+    with pytest.raises(PlannerError) as err:
+        load_tflite(data)
+    assert "only a reduction over the depth (with any of H and W) of an NHWC tensor is " \
+        "supported, got axes [1, 2] of shape [1, 3, 4, 5]" in str(err.value)
+    assert "\n" not in str(err.value)

@@ -45,7 +45,14 @@ from tvm.sym import Analyzer
 
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
-from planner.parts import arg_max_piece_pixels, arg_max_rows_cols, arg_max_work_bytes, lstm
+from planner.parts import (
+    DEPTH_REDUCTIONS,
+    arg_max_piece_pixels,
+    arg_max_rows_cols,
+    arg_max_work_bytes,
+    lstm,
+    reduce_over_depth_work_bytes,
+)
 from planner.propagator import Propagator
 from planner.tflite import _vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
@@ -653,8 +660,6 @@ _DATA_MOVEMENT_PARTS = {
 #: reductions over the whole H and W costed as Vela's MEAN (one pass over the input):
 #: REDUCE_MAX / REDUCE_MIN are a single-window pool and SUM is MEAN's convolution on the NPU
 _GLOBAL_REDUCTIONS = frozenset({Op.MEAN, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM})
-#: the reductions that may reduce the depth (then a Part of their own kind)
-_DEPTH_REDUCTIONS = frozenset({Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM})
 
 
 def _transpose_conv_attrs(layer, act) -> dict:
@@ -706,12 +711,15 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         work = arg_max_work_bytes(arg_max_piece_pixels(*arg_max_rows_cols(x_shape)),
                                   x_shape[-1])
         return Op.ARG_MAX, {WORK_ATTR: WorkMemory(work)}, None
-    if layer is not None and layer.kind in _DEPTH_REDUCTIONS and \
+    if layer is not None and layer.kind in DEPTH_REDUCTIONS and \
             3 in tuple(layer.attrs.get("axis") or ()):
-        # its operator's own Part kind (costed as the stream runs it, planner.perf.ethos_u);
-        # the propagator, from the TE reads, takes the whole depth and the reduced height
-        # and width, the kept axes one to one
-        return layer.kind, {"axis": tuple(layer.attrs["axis"]), "activation": act}, None
+        # its operator's own Part kind (costed as the stream runs it, planner.perf.ethos_u),
+        # its working memory held in the plan; the propagator, from the TE reads, takes the
+        # whole depth and the reduced height and width, the kept axes one to one
+        axes = tuple(layer.attrs["axis"])
+        work = reduce_over_depth_work_bytes(layer.kind, x_shape, axes)
+        return layer.kind, {"axis": axes, "activation": act,
+                            **({WORK_ATTR: WorkMemory(work)} if work else {})}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:
         kind, attrs = _DATA_MOVEMENT_PARTS[layer.kind](layer, x_shape, out_shape)
         return kind, attrs, None

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ethos_arch.ops import Op
+from planner.parts import DEPTH_REDUCTIONS, reduce_over_depth_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -40,8 +41,6 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
-#: the reductions this module emits
-KINDS = frozenset({Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN})
 #: the most pixels one max pool over the channels reads: one IFM row per pixel
 MAX_PIXELS = 65536
 #: the deepest input one max pool takes: its kernel is one row of the channels
@@ -81,7 +80,7 @@ class DepthReduction(NamedTuple):
 
 def over_depth(q) -> bool:
     """Whether ``q`` is a SUM, REDUCE_MAX or REDUCE_MIN over the depth of a 4-D tensor."""
-    return q.kind in KINDS and 3 in tuple(q.attrs.get("axis") or ()) and \
+    return q.kind in DEPTH_REDUCTIONS and 3 in tuple(q.attrs.get("axis") or ()) and \
         len(q.in_shapes[0]) == 4
 
 
@@ -169,10 +168,9 @@ def _aligned(n: int) -> int:
 
 def work_bytes(q) -> int:
     """The working memory of a REDUCE_MAX / REDUCE_MIN over the depth: REDUCE_MIN's NOT of
-    its input, then, where height or width is reduced too, the per-pixel maxima (int8)."""
-    r = reduction(q)
-    flipped = _aligned(r.h * r.w * r.c) if q.kind == Op.REDUCE_MIN else 0
-    return flipped + (r.h * r.w if r.spatial else 0)
+    its input, then, where height or width is reduced too, the per-pixel maxima (int8), as
+    the planner holds it (``planner.parts.reduce_over_depth_work_bytes``)."""
+    return reduce_over_depth_work_bytes(q.kind, q.in_shapes[0], tuple(q.attrs["axis"]))
 
 
 def _max_pool(q, ifm: FmSlot, ofm: FmSlot, kernel: tuple[int, int]):
