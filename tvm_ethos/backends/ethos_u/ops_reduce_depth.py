@@ -43,8 +43,6 @@ from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 #: the most pixels one max pool over the channels reads: one IFM row per pixel
 MAX_PIXELS = 65536
-#: the deepest input one max pool takes: its kernel is one row of the channels
-MAX_DEPTH = 65536
 #: one convolution's kernel: at most 64 rows and 4096 taps (Vela's dilated kernel limits)
 MAX_CONV_ROWS, MAX_CONV_TAPS = 64, 4096
 #: the sum of a convolution's absolute weights Vela allows (its weight encoder's limit)
@@ -98,12 +96,11 @@ def _sum_scale(q) -> tuple[int, int]:
 
 
 def refusals(q) -> list[str]:
-    """What the NPU's forms do not take of ``q`` (a :func:`over_depth` reduction), each naming
-    the limit: batch 1; SUM within one convolution's kernel and weights; REDUCE_MAX /
-    REDUCE_MIN within one max pool's kernel."""
-    n = int(q.in_shapes[0][0])
-    if n != 1:
-        return [f"{q.tflite_name} over the depth of a batch of {n}; the NPU reduces batch 1"]
+    """What the NPU's forms do not take of ``q`` (a :func:`over_depth` reduction, of batch 1
+    and every axis within 65535, as the Ethos-U's checks require of every operator: a max
+    pool's kernel then spans any depth), each naming the limit: SUM within one convolution's
+    kernel and weights; REDUCE_MAX / REDUCE_MIN within one max pool's window over the reduced
+    height and width."""
     r = reduction(q)
     if q.kind == Op.REDUCE_SUM:
         out = []
@@ -114,14 +111,10 @@ def refusals(q) -> list[str]:
             out.append(f"SUM over {r.kh * r.kw * r.c} elements; one convolution sums at most "
                        f"{MAX_WEIGHT_SUM}")
         return out
-    out = []
-    if r.c > MAX_DEPTH:
-        out.append(f"{q.tflite_name} over {r.c} channels; one max pool takes at most "
-                   f"{MAX_DEPTH}")
     if r.kh > MAX_POOL_ROWS or r.kh * r.kw > MAX_POOL_AREA:
-        out.append(f"{q.tflite_name} over {r.kh}x{r.kw} pixels; one max pool takes at most "
-                   f"{MAX_POOL_ROWS} rows and {MAX_POOL_AREA} elements")
-    return out
+        return [f"{q.tflite_name} over {r.kh}x{r.kw} pixels; one max pool takes at most "
+                f"{MAX_POOL_ROWS} rows and {MAX_POOL_AREA} elements"]
+    return []
 
 
 # --- SUM: one convolution
