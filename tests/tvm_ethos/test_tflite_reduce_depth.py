@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_models import _opts
 from test_part_matchers import lowered_of
+from test_solitary_movement import _i32, _like, chain, compiled_on_the_npu
 from test_tflite_reduce import CODES, reduce_model
 
 import tvm_ethos
@@ -142,6 +143,40 @@ def test_a_reduction_after_an_add_in_the_least_memory_plan_is_exact(name, axes):
     assert entry["generated"] and entry["realizes_plan"], entry
     if name == "SUM":   # the convolution runs once per stripe of the cascade
         assert entry["commands"]["NPU_OP_CONV"] > 1
+
+
+def _between_convolutions(name: str, axes, seed: int, shape, convs: int) -> bytes:
+    """``convs`` convolutions, ``name`` over ``axes`` (kept 4-D), one more convolution
+    (test_solitary_movement's chain)."""
+
+    def middle(g, x):
+        out = [1 if a in axes else d for a, d in enumerate(g.shape(x))]
+        y = g._add(tb.T(out, "int8", scale=0.9, zp=-3)) if name == "SUM" else \
+            _like(g, x, tuple(out))
+        otype, ofn = _opts("ReducerOptions", KeepDims=True)
+        g.ops.append((CODES[name], otype, ofn, [x, _i32(g, list(axes))], [y]))
+        return y
+
+    return chain(middle, seed, shape, 8, convs)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(name=st.sampled_from(sorted(KINDS)), axes=st.sampled_from(DEPTH_AXES),
+       seed=st.integers(0, 2**16), h=st.integers(4, 24), w=st.integers(2, 16),
+       c=st.integers(2, 16), convs=st.integers(1, 2),
+       budget=st.sampled_from(["smallest", "system", None]))
+def test_a_chain_through_a_reduction_over_the_depth_runs_wholly_on_the_npu(name, axes, seed, h,
+                                                                            w, c, convs,
+                                                                            budget):
+    """Convolutions around it, planned at any budget (SUM striped in their cascades,
+    REDUCE_MAX / REDUCE_MIN computed whole): one stream realizing the plan and touching its
+    peak, exact with TFLite Micro."""
+    data = _between_convolutions(name, axes, seed, (1, h, w, c), convs)
+    cm, _ = compiled_on_the_npu(data, budget=budget)
+    xs = inputs_for(cm.inputs, np.random.RandomState(seed))
+    (got,), (want,) = cm.run(*xs), tflm_oracle(data, xs)
+    assert np.array_equal(got.reshape(want.shape), want)
 
 
 @pytest.mark.parametrize("name", ["SUM", "REDUCE_MIN",
