@@ -81,6 +81,10 @@ def _relu6_requantizing() -> bytes:
     return _one([_x(), _x(q=(0.04, -2))], BO.RELU6, [0], [1])
 
 
+def _relu_requantizing(code) -> bytes:
+    return _one([_x(), _x(q=(0.04, -2))], code, [0], [1])
+
+
 def _strided_slice_depth() -> bytes:
     return _with_params(BO.STRIDED_SLICE, [_i32([0, 0, 0, 0]), _i32([1, 4, 4, 8]),
                                            _i32([1, 1, 1, 2])], (1, 4, 4, 4),
@@ -192,6 +196,9 @@ FORMS = (
     Form("MAXIMUM", "inputs quantized apart", U55, _maximum_requantizing),
     Form("CONCATENATION", "requantizing", U55, _requantizing_concat),
     Form("RELU6", "requantizing", U55, _relu6_requantizing),
+    Form("RELU", "requantizing", U55, lambda: _relu_requantizing(BO.RELU)),
+    Form("RELU_N1_TO_1", "requantizing", U55, lambda: _relu_requantizing(BO.RELU_N1_TO_1)),
+    Form("RELU_0_TO_1", "requantizing", U55, lambda: _relu_requantizing(BO.RELU_0_TO_1)),
     Form("LOGISTIC", "uint8", U55, lambda: tb.activation("sigmoid", in_q=(0.05, 128),
                                                           out_q=(1 / 256, 0), dtype="uint8")),
     Form("TANH", "uint8", U55, lambda: tb.activation("tanh", in_q=(0.05, 128),
@@ -235,8 +242,9 @@ GAPS = {
     ("SUB", "int8 scales TFLM rounds apart"): "exactness: as ADD",
     ("CONCATENATION", "requantizing"):
         "TFLite Micro refuses the model (its kernel takes one quantization); no stream form",
-    ("RELU6", "requantizing"):
-        "exactness: TFLite Micro clamps the codes without requantizing, Vela requantizes",
+    ("RELU_N1_TO_1", "requantizing"):
+        "exactness: LiteRT's kernel rounds a tie of a negative value up, the NPU's TFL "
+        "rounding away from zero (TFLite Micro has no kernel)",
     ("RSQRT", "int16"):
         "exactness: TFLite Micro's int16 RSQRT is its Newton-Raphson on each code, which no "
         "16-bit NPU table (512 linear intervals) equals; Vela's table is LiteRT's",

@@ -44,6 +44,11 @@ TVM's converters):
   is set read through ``permute_dims`` of its last two axes inside the region (the patterns
   read the flags back; the integer kernel is TFLite's, ``te_ops.lower_batch_matmul``); a
   constant operand is the constant of its codes, dequantized in the region;
+* RELU6 (quantized): ``quantize(clip(dequantize(x), 0, 6))`` with the *input's* quantization
+  on both sides: TFLite Micro's kernel clamps the input codes to the codes of 0 and 6 in the
+  input's quantization and writes them under the output's unread (TVM's converter requantizes
+  to the output, which no TFLite Micro kernel does); the result is a RELU6 quantized alike,
+  which the patterns read;
 * ARG_MAX: ``argmax`` of the codes along its constant axis (a positive scale orders the codes
   as their real values), cast to the output's int32 (Relax's ``argmax`` gives int64);
 * UNIDIRECTIONAL_SEQUENCE_LSTM (int8, in the forms the Ethos-U takes): one ``call_dps_packed``
@@ -553,6 +558,16 @@ class EthosOperatorConverter(OperatorConverter):
                               relax.op.nn.relu(relax.op.subtract(one, relax.op.exp(dq)))),
             relax.op.nn.relu(dq))
         return self.quantize(core, out)
+
+    # ------------------------------------------------------------------ RELU6
+    def convert_relu6(self, op):
+        """TFLite Micro's quantized RELU6: the input codes clamped to those of 0 and 6 in the
+        input's quantization, the output's quantization unread (see the module's notes)."""
+        (x,) = self.get_input_tensors(op)
+        if x.qnn_params is None:
+            return super().convert_relu6(op)
+        dq = self.dequantize(self.get_expr(x.tensor_idx), x)
+        return self.quantize(relax.op.clip(dq, min=0, max=6), x)
 
     # ------------------------------------------------------------------ NEG
     def convert_neg(self, op):

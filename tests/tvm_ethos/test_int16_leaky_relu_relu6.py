@@ -8,8 +8,8 @@ for alpha > 1), where that picks the kernel's branch on every code; a negative a
 branch TFLite Micro negates after rounding, is the two requantizations clamped at the zero
 points and their difference (``compute.leaky_relu.negated_branches``). RELU6: TFLite Micro
 clamps the codes to [zp, quantized 6] without requantizing, which the NPU's 1x1 depthwise
-requantization by 1 with that clamp computes; the front door takes it only with the output
-scale the input's.
+requantization by 1 with that clamp computes, whatever the output's quantization (it never
+reads it).
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import tflm_oracle
 from tvm_ethos.compute import leaky_relu
-from tvm_ethos.frontend import operator_support
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -164,14 +163,16 @@ def test_the_llvm_host_and_the_emulator_clamp_an_int16_relu6(target):
     _assert_every_code(cm, model)
 
 
+@pytest.mark.parametrize("target", ["ethos-u", "ethos-u,llvm", "llvm"])
 @pytest.mark.parametrize("out_q", [(0.0007, 0), (0.001, 5)])
-def test_an_int16_relu6_that_would_requantize_stays_refused_by_the_front_door(out_q):
-    """TFLite's RELU6 clamps codes and ignores the output quantization; the host's kernel
-    requantizes, so another output scale or zero point is refused in one line (a TFLite
-    operator for ethos-u)."""
-    (verdict,) = operator_support(relu6_16((0.001, 0), out_q))
-    assert not verdict.importable and "INT16" in verdict.reason, verdict
-    assert "\n" not in verdict.reason
+def test_an_int16_relu6_quantized_unlike_its_input_clamps_the_codes(out_q, target):
+    """TFLite's RELU6 clamps codes and ignores the output quantization: the converter
+    quantizes it with the input's parameters, so the NPU, the emulator and the host all clamp
+    the codes (no requantization) on every input code."""
+    model = relu6_16((0.001, -7), out_q)
+    cm = _compile(model, target)
+    assert set(cm.partition_summary) == {target.split(",")[0]}, cm.partition_summary
+    _assert_every_code(cm, model)
 
 
 CHAIN = [1, 16, 16, 16]

@@ -4,7 +4,8 @@ broadcast operand on either side), quantization and fused activations. MINIMUM /
 inputs are not quantized as the output stay TFLite operators (Vela's constraint), still
 TFLite Micro's results. RELU, RELU6 and RELU_N1_TO_1 standalone: a 1x1 depthwise convolution
 each, against TFLite Micro (RELU_N1_TO_1, which TFLite Micro has no kernel for: LiteRT's
-reference kernels). ABS: one NPU elementwise operation."""
+reference kernels); RELU6 quantized unlike its input clamps the codes as TFLite Micro does
+(every int8 code). ABS: one NPU elementwise operation."""
 from __future__ import annotations
 
 import numpy as np
@@ -176,11 +177,38 @@ def test_relus_on_the_tir_emulator_and_the_host_equal_tflite_micro(kind, shape, 
         _check_relu(data, kind, target, seed)
 
 
-def test_relu6_quantized_unlike_its_input_stays_a_tflite_operator():
-    """TFLite Micro's RELU6 clamps the input codes and does not requantize: the NPU's form
-    (a requantization) would not be its result, so it stays a TFLite operator."""
-    data = relu_model("relu6", (1, 4, 4, 8), (0.05, 3), (0.04, -2))
-    assert _check_relu(data, "relu6", "ethos-u", 0) == ["tflite-micro"]
+EVERY_INT8 = np.arange(-128, 128).astype(np.int8).reshape(1, 4, 8, 8)
+#: scales from those where 6 / scale is a rounding tie (12, 4) to small ones; none above 12
+#: nor a zero point of 127, where the clamp is one code (the emulator's schedule of a RELU6
+#: clamped to one code fails its memory check, in any quantization: not this form's)
+wide_scales = st.one_of(st.sampled_from([12.0, 4.0, 0.8, 2.4]), scales,
+                        st.floats(1e-3, 12).map(lambda v: float(np.float32(v))))
+
+
+def _relu6_requantizing(in_q, out_q, target):
+    """RELU6 with the output quantized unlike the input, on every int8 code: TFLite Micro
+    clamps the codes to those of 0 and 6 in the input's quantization and never reads the
+    output's, so the NPU's 1x1 depthwise form clamps without rescaling."""
+    data = relu_model("relu6", EVERY_INT8.shape, in_q, out_q)
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    (want,) = tflm_oracle(data, [EVERY_INT8])
+    (got,) = cm.run(EVERY_INT8)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+
+
+@pytest.mark.parametrize("target", ["ethos-u", "ethos-u,llvm"])
+def test_relu6_quantized_unlike_its_input_clamps_the_codes_on_the_npu(target):
+    _relu6_requantizing((12.0, -3), (0.04, -2), target)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(in_q=st.tuples(wide_scales, st.integers(-128, 126)), out_q=quant,
+       target=st.sampled_from(["ethos-u", "ethos-u,llvm"]))
+def test_relu6_quantized_unlike_its_input_equals_tflite_micro_on_every_code(in_q, out_q,
+                                                                           target):
+    _relu6_requantizing(in_q, out_q, target)
 
 
 def abs_model(shape, in_q, out_q) -> bytes:

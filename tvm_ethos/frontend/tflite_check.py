@@ -162,14 +162,14 @@ _INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
     """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15; RELU6
-    with the output quantized as the input (TFLite's kernel clamps codes and never
-    requantizes; the patterns read it as a requantization, exact only between equal
-    quantizations); EXP and LOG with zero points 0, which LiteRT's int16 kernels require."""
+    with any output quantization (TFLite's kernel clamps codes and never requantizes, and the
+    converter quantizes it with the input's parameters, ``tflite_converter.convert_relu6``);
+    EXP and LOG with zero points 0, which LiteRT's int16 kernels require."""
     if opname not in _INT16_ELEMENTWISE or {infos[i][1] for i in io} != {7}:
         return False
     out_scale = infos[io[-1]][8]
     if opname == "RELU6":
-        return out_scale is not None and infos[io[-1]][8:10] == infos[io[0]][8:10]
+        return out_scale is not None and infos[io[0]][8] is not None
     if opname in ("EXP", "LOG"):   # LiteRT's int16 kernels take zero points 0 only
         return all(infos[i][8] is not None and infos[i][9] == 0 for i in io)
     return opname not in ("LOGISTIC", "TANH") or (

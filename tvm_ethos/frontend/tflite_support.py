@@ -12,7 +12,7 @@ importer computes them through float32 quantize / dequantize, not TFLite's integ
 arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
 INT16 or of INT16 to INT16 (zero points 0, the output scale 1/32768), ADD, SUB, MUL,
-MINIMUM, MAXIMUM, RELU, RELU6 (the output quantized as the input), LEAKY_RELU, LOGISTIC and
+MINIMUM, MAXIMUM, RELU, RELU6 (any output quantization: it clamps codes), LEAKY_RELU, LOGISTIC and
 TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, and
 TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
 point 0, INT8 weights, an INT32 or INT64 bias), and MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
