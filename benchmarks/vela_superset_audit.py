@@ -71,9 +71,13 @@ def _reduce(code, axes, out_shape, out_q=(0.05, 3)) -> bytes:
                         _opts("ReducerOptions", KeepDims=True), out_q=out_q)
 
 
-def _requantizing_concat() -> bytes:
-    out = T([1, 4, 4, 16], "int8", scale=0.08, zp=-5)
-    return _one([_x(), _x(q=(0.03, -4)), out], BO.CONCATENATION, [0, 1], [2],
+def _requantizing_concat(second=(0.03, -4), out_q=(0.08, -5), dtype="int8") -> bytes:
+    def t(shape, q):
+        return T(shape, dtype, scale=q[0], zp=q[1])
+
+    first = (0.05, 3) if dtype == "int8" else (0.05, 130)
+    return _one([t([1, 4, 4, 8], first), t([1, 4, 4, 8], second), t([1, 4, 4, 16], out_q)],
+                BO.CONCATENATION, [0, 1], [2],
                 _opts("ConcatenationOptions", Axis=3, FusedActivationFunction=0))
 
 
@@ -195,6 +199,10 @@ FORMS = (
     Form("SUB", "int8 scales TFLM rounds apart", U55, _sub_double_rounding),
     Form("MAXIMUM", "inputs quantized apart", U55, _maximum_requantizing),
     Form("CONCATENATION", "requantizing", U55, _requantizing_concat),
+    Form("CONCATENATION", "requantizing, no tie", U55,
+         lambda: _requantizing_concat((0.0731, -9), (0.0917, -5))),
+    Form("CONCATENATION", "requantizing uint8", U55,
+         lambda: _requantizing_concat((0.1131, 128), (0.0917, 120), "uint8")),
     Form("RELU6", "requantizing", U55, _relu6_requantizing),
     Form("RELU", "requantizing", U55, lambda: _relu_requantizing(BO.RELU)),
     Form("RELU_N1_TO_1", "requantizing", U55, lambda: _relu_requantizing(BO.RELU_N1_TO_1)),
@@ -241,7 +249,9 @@ GAPS = {
         "exactness: the NPU rounds the rescaled input once, TFLite Micro twice",
     ("SUB", "int8 scales TFLM rounds apart"): "exactness: as ADD",
     ("CONCATENATION", "requantizing"):
-        "TFLite Micro refuses the model (its kernel takes one quantization); no stream form",
+        "exactness: 0.03 -> 0.08 is a ratio of 3/8, whose ties of negative values LiteRT's "
+        "float32 scaling rounds away from zero and the NPU's rescale up (other scales: on the "
+        "NPU)",
     ("RELU_N1_TO_1", "requantizing"):
         "exactness: LiteRT's kernel rounds a tie of a negative value up, the NPU's TFL "
         "rounding away from zero (TFLite Micro has no kernel)",

@@ -22,7 +22,14 @@ from tvm.relax.dpl.pattern import is_call_dps_packed, is_const, is_op, is_tuple,
 
 from ethos_arch.ops import Op, parse_op
 from planner.parts import DEPTH_REDUCTION_AXES
-from tvm_ethos.compute import float_lut16, int16_activation, int16x8, mirror_pad, softmax16
+from tvm_ethos.compute import (
+    concat_requant,
+    float_lut16,
+    int16_activation,
+    int16x8,
+    mirror_pad,
+    softmax16,
+)
 from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
 from tvm_ethos.compute.lstm import LstmQuantization
@@ -826,8 +833,9 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind == Op.RESHAPE:
         op.out_q = None
     elif kind == Op.CONCATENATE and op.out_q is not None and any(q != op.out_q for q in op.in_q):
-        problems.append(f"concatenation with input quantizations {op.in_q} and output "
-                        f"{op.out_q}; the exact kernel copies codes and needs them equal")
+        why = concat_requant.refusal(op.out_dtype, op.in_q, op.out_q)
+        if why:
+            problems.append(f"requantizing concatenation: {why}")
 
     if "bias_wide" in ann:      # int64 (16x8)
         op.bias = _const_np(ann["bias_wide"])

@@ -322,16 +322,22 @@ def test_resizes_that_are_no_copy_keep_the_emulator_and_say_why(model, reason):
                                   tflm_oracle(model, xs)[0])
 
 
-def test_requantizing_concatenation_stays_on_the_host_with_its_reason():
-    # (int8 CONCATENATION needs equal scales in TFLite itself; uint8 requantizes)
+def test_a_requantizing_concatenation_runs_on_the_npu_and_a_tie_stays_on_the_host():
+    # (LiteRT's uint8 kernel requantizes in float32; the NPU copies with a rescale where that
+    # is the same on every code, tests/tvm_ethos/test_requantizing_concat.py)
     model = concat([(1, 2, 2, 3), (1, 2, 2, 3)], 3, q=(0.05, 130), qs=[(0.05, 130), (0.1, 128)],
                    dtype="uint8")
     cm = _compile(model, "ethos-u55-128")
     (op,) = cm.partition_report.operators
-    assert op.placed_on != "ethos-u"
-    assert any("needs them equal" in r for r in op.rejections["ethos-u"]), op.rejections
+    assert op.placed_on == "ethos-u", op.rejections
     xs = random_inputs(model, np.random.RandomState(1))
     np.testing.assert_array_equal(cm.run(*xs)[0].reshape(1, 2, 2, 6), oracle(model, xs)[0])
+    tie = concat([(1, 2, 2, 3), (1, 2, 2, 3)], 3, q=(0.08, 123), qs=[(0.05, 130), (0.03, 124)],
+                 dtype="uint8")
+    (op,) = _compile(tie, "ethos-u55-128").partition_report.operators
+    assert op.placed_on != "ethos-u"
+    assert any("LiteRT's float32 scaling gives" in r for r in op.rejections["ethos-u"]), \
+        op.rejections
 
 
 def test_strided_slice_with_a_negative_stride_stays_a_tflite_operator_with_its_reason():

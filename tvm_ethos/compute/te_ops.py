@@ -20,6 +20,7 @@ from tvm import te, tirx
 
 from ethos_arch.ops import Op
 from tvm_ethos.compute import (
+    concat_requant,
     fixed_point,
     float_lut16,
     int16_activation,
@@ -1131,7 +1132,23 @@ def lower_reshape(op, inputs, pool: ConstPool, name="reshape"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def _concat_input(op, k: int, x, src):
+    """Element ``src`` of concatenation input ``k`` in the output's codes: the code itself, or
+    for an input quantized unlike the output its rescale rounded once, half up (the NPU's form,
+    ``compute.concat_requant``, which the pattern checked equal to LiteRT's on every code)."""
+    v = x[src]
+    if op.out_q is None or not op.in_q or tuple(op.in_q[k]) == tuple(op.out_q):
+        return v
+    r = concat_requant.rescale(op.in_q[k], op.out_q)
+    lo, hi = dtype_range(op.out_dtype)
+    scaled = mbqm_single_rounding(v.astype("int32") - _i32(r.in_q[1]), r.multiplier,
+                                  31 - r.right_shift)
+    return clamp_cast(scaled + _i32(r.out_q[1]), lo, hi, op.out_dtype)
+
+
 def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
+    """CONCATENATION: each input's codes at its offset along the axis, an input quantized
+    unlike the output requantized (:func:`_concat_input`)."""
     axis = op.attrs["axis"] % len(op.out_shape)
     offsets = np.cumsum([0] + [s[axis] for s in op.in_shapes])
 
@@ -1141,7 +1158,7 @@ def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
         for k in range(len(inputs)):  # the last input whose offset ``i`` reaches
             src = list(idx)
             src[axis] = i - int(offsets[k])
-            v = inputs[k][tuple(src)]
+            v = _concat_input(op, k, inputs[k], tuple(src))
             val = v if val is None else tirx.if_then_else(i >= int(offsets[k]), v, val)
         return val
 

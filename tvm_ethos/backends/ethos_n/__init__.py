@@ -117,6 +117,9 @@ def _concat(q, o):
             f"concatenation along axis {q.attrs['axis']} of a {len(q.out_shape)}-D tensor; Ethos-N "
             "concatenates 4-D tensors along H, W or C"
         ]
+    if q.out_q is not None and any(tuple(iq) != tuple(q.out_q) for iq in q.in_q):
+        return [f"concatenation with input quantizations {q.in_q} and output {q.out_q}; "
+                "Ethos-N's form here copies codes and needs them equal"]
     return []
 
 

@@ -41,6 +41,8 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     UnsupportedOperatorError,
     vela_api,
 )
+from tvm_ethos.compute import concat_requant
+from tvm_ethos.compute.concat_requant import Rescale
 
 #: the largest feature-map dimension the NPU's registers hold
 MAX_DIM = 65536
@@ -100,10 +102,11 @@ def feature_map_of(v: View):
     return _fm(vela_api(), v)
 
 
-def fm_copy_op(src, dst, what: str, block: Callable):
+def fm_copy_op(src, dst, what: str, block: Callable, rescale: Rescale | None = None):
     """A 1x1 MAX pool from NpuFeatureMap ``src`` into ``dst`` (same shape and type; either
     may be a tiled box of a planner's ring), with unit quantization: the identity on the
-    codes. ``block`` picks the block config."""
+    codes; with ``rescale``, the requantizing copy (:func:`_rescaling`). ``block`` picks the
+    block config."""
     api = vela_api()
     for fm in (src, dst):
         fm.quantization = api.NpuQuantization(1.0, 0)
@@ -113,15 +116,32 @@ def fm_copy_op(src, dst, what: str, block: Callable):
     npu.padding = api.NpuPadding(0, 0, 0, 0)
     npu.activation = None
     npu.rounding_mode = api.NpuRoundingMode.TFL
+    if rescale is not None:
+        _rescaling(api, npu, rescale)
     npu.block_config = block(npu)
     npu.name = what.lower()
     return npu
 
 
-def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = False):
+def _rescaling(api, npu, r: Rescale) -> None:
+    """Make the 1x1 pool ``npu`` a requantizing copy: an AVERAGE pool (the NPU scales its
+    sum; a MAX pool's output is unscaled) from the input's zero point to the output's, by
+    the explicit ``r.multiplier / 2**r.right_shift`` rounded once, half up (NATURAL)."""
+    from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
+
+    npu.sub_op_type = api.NpuPoolingOp.AVERAGE
+    npu.ifm.quantization = api.NpuQuantization(r.in_q[0], r.in_q[1])
+    npu.ofm.quantization = api.NpuQuantization(r.out_q[0], r.out_q[1])
+    npu.rescale = ExplicitScaling(False, [r.right_shift], [r.multiplier])
+    npu.rounding_mode = api.NpuRoundingMode.NATURAL
+
+
+def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = False,
+            rescale: Rescale | None = None):
     """A 1x1 MAX pool of ``src`` into ``dst`` with unit quantization: the identity on the
     codes (``upscale``: through the NPU's 2x2 nearest IFM upscaling, ``dst`` twice as high
-    and wide). ``block`` picks the block config."""
+    and wide; ``rescale``: the requantizing copy, :func:`_rescaling`). ``block`` picks the
+    block config."""
     if src.dtype not in COPY_TYPES or src.dtype != dst.dtype:
         raise UnsupportedOperatorError(what, f"a copy from {src.dtype} to {dst.dtype} (the "
                                              f"NPU copies {', '.join(COPY_TYPES)} codes)")
@@ -141,6 +161,8 @@ def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = Fa
     npu.rounding_mode = api.NpuRoundingMode.TFL
     if upscale:
         npu.ifm_upscale = api.NpuResamplingMode.NEAREST
+    if rescale is not None:
+        _rescaling(api, npu, rescale)
     npu.block_config = block(npu)
     npu.name = what.lower()
     return npu
@@ -151,12 +173,14 @@ class Copy:
     """Source box ``src`` written to the output with its element (0, 0, 0) at ``at`` (height,
     width, depth) and its rows / columns ``step`` output rows / columns apart; ``upscale``:
     through the NPU's 2x nearest IFM upscaling, each source element covering 2x2 of the
-    written rows / columns (which are ``step`` apart)."""
+    written rows / columns (which are ``step`` apart); ``rescale``: a requantizing copy
+    (a CONCATENATION input quantized unlike the output)."""
 
     src: View
     at: tuple[int, int, int]
     step: tuple[int, int] = (1, 1)
     upscale: bool = False
+    rescale: Rescale | None = None
 
 
 def _span(origin: int, step: int, n: int, lo: int, hi: int) -> tuple[int, int]:
@@ -192,7 +216,7 @@ def clip(cp: Copy, rows: tuple[int, int], cols: tuple[int, int]) -> list[Copy]:
     if i0 == i1 or j0 == j1:
         return []
     src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
-    return [Copy(src, (y + sy * i0, x + sx * j0, c), cp.step)]
+    return [Copy(src, (y + sy * i0, x + sx * j0, c), cp.step, rescale=cp.rescale)]
 
 
 def _axis3(q, axis: int, rank: int) -> int:
@@ -296,13 +320,22 @@ def split_ring_ops(q, src: Callable, dst: Callable, channels: tuple[int, int],
 
 def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """CONCATENATION: each input written through the output's strides at its offset along
-    ``axis`` (a requantizing concatenation is refused when it is read)."""
+    ``axis``; an input quantized unlike the output requantized on the way (a rescaling copy:
+    the pattern took only quantizations where that is LiteRT's result on every code,
+    ``compute.concat_requant``)."""
     a = _axis3(q, int(q.attrs["axis"]), len(q.out_shape))
     out, at = [], 0
-    for slot in operands:
-        out.append(Copy(dense(slot), _offset3(a, at)))
+    for k, slot in enumerate(operands):
+        out.append(Copy(dense(slot), _offset3(a, at), rescale=_concat_rescale(q, k)))
         at += slot.shape[a]
     return out
+
+
+def _concat_rescale(q, k: int) -> Rescale | None:
+    """The requantization of concatenation input ``k`` (None: quantized as the output)."""
+    if q.out_q is None or len(q.in_q) <= k or tuple(q.in_q[k]) == tuple(q.out_q):
+        return None
+    return concat_requant.rescale(q.in_q[k], q.out_q)
 
 
 def _pads3(q) -> list[tuple[int, int]]:
@@ -806,7 +839,8 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
         f = 2 if cp.upscale else 1
         h, w, c = cp.src.shape
         dst = out.at(*cp.at, (h * f, w * f, c)).every(*cp.step, (h * f, w * f, c))
-        ops.append(copy_op(cp.src, dst, q.tflite_name, block, upscale=cp.upscale))
+        ops.append(copy_op(cp.src, dst, q.tflite_name, block, upscale=cp.upscale,
+                           rescale=cp.rescale))
     return ops
 
 

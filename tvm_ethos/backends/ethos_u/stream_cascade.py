@@ -557,7 +557,7 @@ class _Emitter:
             else:
                 src = self.ring_box(ins[k], box_origin(cp.src, stand[k]), cp.src.shape)
             dst = self.ring_box(out, cp.at, cp.src.shape)
-            ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block))
+            ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block, cp.rescale))
         return ops
 
     def ring_box(self, t, at, shape):
