@@ -252,9 +252,6 @@ GAPS = {
         "exactness: 0.03 -> 0.08 is a ratio of 3/8, whose ties of negative values LiteRT's "
         "float32 scaling rounds away from zero and the NPU's rescale up (other scales: on the "
         "NPU)",
-    ("RELU_N1_TO_1", "requantizing"):
-        "exactness: LiteRT's kernel rounds a tie of a negative value up, the NPU's TFL "
-        "rounding away from zero (TFLite Micro has no kernel)",
     ("RSQRT", "int16"):
         "exactness: TFLite Micro's int16 RSQRT is its Newton-Raphson on each code, which no "
         "16-bit NPU table (512 linear intervals) equals; Vela's table is LiteRT's",

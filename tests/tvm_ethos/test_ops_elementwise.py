@@ -18,6 +18,8 @@ from tflite_builder import BO, BOPT, T
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
+from tvm_ethos.compute.quant import quantize_multiplier
+from tvm_ethos.compute.relu_requant import relu_multiplier
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -209,6 +211,44 @@ def test_relu6_quantized_unlike_its_input_clamps_the_codes_on_the_npu(target):
 def test_relu6_quantized_unlike_its_input_equals_tflite_micro_on_every_code(in_q, out_q,
                                                                            target):
     _relu6_requantizing(in_q, out_q, target)
+
+
+def _litert_relu(kind, in_q, out_q, target):
+    """RELU_N1_TO_1 / RELU_0_TO_1 quantized unlike the input, on every int8 code, against
+    LiteRT's kernel (TFLite Micro has none): a requantization by the float32 quotient of the
+    scales (``compute.relu_requant``), clamped."""
+    code = {"relu_n1_to_1": BO.RELU_N1_TO_1, "relu_0_to_1": BO.RELU_0_TO_1}[kind]
+    tensors = [T(list(EVERY_INT8.shape), "int8", scale=in_q[0], zp=in_q[1]),
+               T(list(EVERY_INT8.shape), "int8", scale=out_q[0], zp=out_q[1])]
+    data = tb.serialize(tensors, [(code, 0, None, [0], [1])], [0], [1])
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    (want,) = oracle(data, [EVERY_INT8])
+    (got,) = cm.run(EVERY_INT8)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+
+
+@pytest.mark.parametrize("target", ["ethos-u", "ethos-u,llvm"])
+def test_relu_n1_to_1_quantized_unlike_its_input_requantizes_on_the_npu(target):
+    """0.05 -> 0.04: 0.05f / 0.04f is 1.25 exactly in float32 (LiteRT's multiplier), not in
+    double (TFLite Micro's RELU's): codes -15, -11, -7, -3 and 1 are ties in one only."""
+    _litert_relu("relu_n1_to_1", (0.05, 3), (0.04, -2), target)
+
+
+def test_litert_relus_take_the_float32_quotient_and_tflite_micros_relu_the_double_one():
+    assert relu_multiplier(0.05, 0.04, "clip(-1,1)") == quantize_multiplier(1.25)
+    assert relu_multiplier(0.05, 0.04, "clip(0,1)") == quantize_multiplier(1.25)
+    assert relu_multiplier(0.05, 0.04, "relu") != quantize_multiplier(1.25)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(["relu_n1_to_1", "relu_0_to_1"]),
+       in_q=st.tuples(scales, st.integers(-128, 127)), out_q=st.tuples(scales, zero_points),
+       target=st.sampled_from(["ethos-u", "ethos-u,llvm"]))
+def test_litert_relus_quantized_unlike_the_input_equal_litert_on_every_code(kind, in_q, out_q,
+                                                                            target):
+    _litert_relu(kind, in_q, out_q, target)
 
 
 def abs_model(shape, in_q, out_q) -> bytes:

@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import oracle
+from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tvm_ethos.frontend import operator_support
 
 pytest.importorskip("ethosu.vela")
@@ -60,12 +60,16 @@ def test_an_int16_relu_0_to_1_is_refused_by_the_front_door_in_one_line():
     assert not verdict.importable and "INT16" in verdict.reason and "\n" not in verdict.reason
 
 
-def test_relu6_still_keeps_its_input_quantization():
-    """Only RELU_0_TO_1 requantizes: TFLite Micro's RELU6 clamps codes, so a RELU6 to another
-    quantization stays a TFLite operator."""
+def test_relu6_to_another_quantization_still_clamps_codes():
+    """Only RELU_0_TO_1 requantizes: TFLite Micro's RELU6 clamps the input codes whatever the
+    output's quantization, so a RELU6 to another quantization runs on the NPU as that clamp
+    (TFLite Micro's result on every code), not as a requantization."""
     x = tb.T([1, 4, 8, 8], "int8", scale=0.05, zp=3)
     y = tb.T([1, 4, 8, 8], "int8", scale=0.03, zp=-5)
     model = tb.serialize([x, y], [(tb.BO.RELU6, 0, None, [0], [1])], [0], [1])
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     (placed,) = cm.placement
-    assert placed.placed_on == "tflite-micro", placed
+    assert placed.placed_on == "ethos-u", placed
+    codes = np.arange(-128, 128, dtype=np.int8).reshape(1, 4, 8, 8)
+    want = tflm_oracle(model, [codes])[0]
+    np.testing.assert_array_equal(cm.run(codes)[0].reshape(want.shape), want)

@@ -51,6 +51,7 @@ from tvm_ethos.compute.quant import (
     round_half_away_f32,
     tanh_lut,
 )
+from tvm_ethos.compute.relu_requant import relu_multiplier
 from tvm_ethos.compute.rsqrt import rsqrt_lut
 from tvm_ethos.host.cpu import x86_avx2, x86_requant
 from tvm_ethos.host.cpu.x86_dot import (
@@ -1106,10 +1107,13 @@ def lower_abs(op, inputs, pool: ConstPool, name="abs"):
 
 
 def lower_requantize(op, inputs, pool: ConstPool, name="requant"):
+    """QUANTIZE between integer types and the standalone RELU family: TFLite's requantization
+    clamped to the activation (a RELU's multiplier as its kernel forms it,
+    ``compute.relu_requant``)."""
     (x,) = inputs
-    s1, z1 = f32(op.in_q[0][0]), int(op.in_q[0][1])
-    so, zo = _out_q(op)
-    m, sh = quantize_multiplier(s1 / so)
+    z1 = int(op.in_q[0][1])
+    zo = _out_q(op)[1]
+    m, sh = relu_multiplier(op.in_q[0][0], op.out_q[0], op.float_activation)
 
     def fn(*idx):
         v = mbqm(x[idx].astype("int32") - _i32(z1), m, sh) + _i32(zo)

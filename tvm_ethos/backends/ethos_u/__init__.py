@@ -62,6 +62,7 @@ from tvm_ethos.backends.npu_common import (
     weight_sum_ok,
 )
 from tvm_ethos.compute import add_sub, float_lut16, int16x8, leaky_relu, squared_difference
+from tvm_ethos.compute.relu_requant import LITERT_CLIPS
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
 
@@ -388,10 +389,6 @@ def _squared_difference(q, o):
     return r
 
 
-#: how read_qop names RELU_0_TO_1's clamp (TVM's converter writes ``clip(x, 0, 1)``)
-RELU_0_TO_1_CLIP = "clip(0,1)"
-
-
 def _same_q(q, o):
     """Vela: MINIMUM / MAXIMUM with both inputs quantized as the OFM (TFLite compares codes)."""
     r = _binary(q, o)
@@ -403,11 +400,13 @@ def _same_q(q, o):
 
 def _relu(q, o):
     """RELU requantizes; TFLite Micro's RELU6 clamps the input codes and keeps their
-    quantization, so RELU6 / RELU_N1_TO_1 only with the output quantized as the input.
-    RELU_0_TO_1 (``clip(0,1)``) has no TFLite Micro kernel; LiteRT's (``QuantizedReluX``)
-    requantizes as RELU does, so it takes any output quantization."""
+    quantization (the converter quantizes it with the input's parameters), so another clamp
+    only with the output quantized as the input. RELU_0_TO_1 (``clip(0,1)``) and RELU_N1_TO_1
+    (``clip(-1,1)``) have no TFLite Micro kernel; LiteRT's (``QuantizedReluX``) requantize as
+    RELU does (their multiplier the float32 quotient, ``compute.relu_requant``), so they take
+    any output quantization."""
     if q.float_activation and q.float_activation.startswith("clip") and q.out_q is not None \
-            and q.float_activation != RELU_0_TO_1_CLIP and tuple(q.in_q[0]) != tuple(q.out_q):
+            and q.float_activation not in LITERT_CLIPS and tuple(q.in_q[0]) != tuple(q.out_q):
         return [f"{q.float_activation} from quantization {q.in_q[0]} to {q.out_q}; the "
                 "output must be quantized as the input"]
     return []

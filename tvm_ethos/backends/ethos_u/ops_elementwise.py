@@ -23,7 +23,8 @@ import numpy as np
 
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, _common
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
-from tvm_ethos.compute.quant import f32, quantize_multiplier
+from tvm_ethos.compute.quant import f32
+from tvm_ethos.compute.relu_requant import relu_multiplier
 
 
 def relu_op(op, ifm: FmSlot, ofm: FmSlot):
@@ -38,9 +39,10 @@ def relu_op(op, ifm: FmSlot, ofm: FmSlot):
 
 
 def relu_constants(op, channels: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """(OHWI unit weights, per-channel (multiplier, NPU shift)) of :func:`relu_op`: TFLite's
-    ``s_in / s_out`` multiplier, as ``te_ops.lower_requantize`` takes it."""
-    m, s = quantize_multiplier(f32(op.in_q[0][0]) / f32(op.out_q[0]))
+    """(OHWI unit weights, per-channel (multiplier, NPU shift)) of :func:`relu_op`: the
+    kernel's ``s_in / s_out`` multiplier (``compute.relu_requant``), as
+    ``te_ops.lower_requantize`` takes it."""
+    m, s = relu_multiplier(op.in_q[0][0], op.out_q[0], op.float_activation)
     if not 0 <= 31 - s <= 63:
         raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {s}")
     return np.ones((channels, 1, 1, 1), np.int16), [(int(m), 31 - int(s))] * channels
