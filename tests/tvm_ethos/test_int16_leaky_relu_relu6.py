@@ -163,8 +163,8 @@ def test_the_llvm_host_and_the_emulator_clamp_an_int16_relu6(target):
     _assert_every_code(cm, model)
 
 
-@pytest.mark.parametrize("target", ["ethos-u", "ethos-u,llvm", "llvm"])
-@pytest.mark.parametrize("out_q", [(0.0007, 0), (0.001, 5)])
+@pytest.mark.parametrize("out_q,target", [((0.0007, 0), "ethos-u"), ((0.001, 5), "ethos-u,llvm"),
+                                          ((0.001, 5), "llvm")])
 def test_an_int16_relu6_quantized_unlike_its_input_clamps_the_codes(out_q, target):
     """TFLite's RELU6 clamps codes and ignores the output quantization: the converter
     quantizes it with the input's parameters, so the NPU, the emulator and the host all clamp

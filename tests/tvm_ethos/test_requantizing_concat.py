@@ -201,7 +201,7 @@ def test_a_cascade_streams_the_requantizing_copies_stripe_by_stripe():
     it, its operands in rings (``stream_cascade``'s ring copies, each requantizing): the
     stream equals the llvm host's kernel (no TFLite runtime takes an int8 requantizing
     concatenation) and touches exactly the plan's peak."""
-    model = concat_between_convs(3, 12, 8, 4, (8, 4))
+    model = concat_between_convs(3, 8, 4, 2, (4, 2))
     target = "ethos-u -accelerator_config=ethos-u65-256,llvm"
     cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False,
                            budget="smallest")
