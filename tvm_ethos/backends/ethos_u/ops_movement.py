@@ -4,7 +4,8 @@ and the resizes that replicate pixels, as strided copies.
 
 None of these operators computes a value: each output element is an input element (or, for
 PAD, the fill code), so each lowers to 1x1 MAX pools with unit quantization (the identity on
-the codes) whose feature maps are *strided views*: a box of a tensor read or written through
+the codes; a CONCATENATION input quantized unlike the output, a 1x1 AVERAGE pool that
+rescales it) whose feature maps are *strided views*: a box of a tensor read or written through
 its own byte strides, at the box's address. A slice is a read through the source's strides, a
 concatenation input a write through the output's, PAD's interior a write at an offset and its
 border boxes copies of fill codes from flash, MIRROR_PAD's every padded band of an axis one
