@@ -297,7 +297,7 @@ def _unwrapped(read: Callable, rows, cols, step) -> list:
 _CONV = StreamEmitter(Form.BLOCK, build=_conv, constants=_own_constants,
                       geometry=_conv_geometry, stageable=True)
 _POOL = StreamEmitter(Form.BLOCK, build=_pool, geometry=_pool_geometry)
-_BINARY = StreamEmitter(Form.BLOCK, build=_binary)
+_BINARY = StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_binary)
 _TABLE = StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_table, before=ops_lut.before)
 _MOVEMENT = StreamEmitter(Form.MOVEMENT, sequence=_movement)
 
@@ -363,9 +363,10 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.SUB: _BINARY,
     Op.MINIMUM: _BINARY,
     Op.MAXIMUM: _BINARY,
-    Op.ABS: StreamEmitter(Form.BLOCK, build=_abs),
+    Op.ABS: StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_abs),
     # a 1x1 depthwise convolution with unit weights
-    Op.RELU: StreamEmitter(Form.BLOCK, build=_relu, constants=ops_elementwise.relu_constants),
+    Op.RELU: StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_relu,
+                           constants=ops_elementwise.relu_constants),
     Op.SIGMOID: _TABLE,
     Op.TANH: _TABLE,
     Op.LEAKY_RELU: _TABLE,
