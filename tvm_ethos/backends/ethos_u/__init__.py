@@ -228,6 +228,17 @@ def _rows_folded(q):
                                out_shape=one(q.out_shape))
 
 
+def _batch_as_rows(q):
+    """An 8-bit SOFTMAX (over the last axis) and a PRELU whose alpha does not vary along the
+    height compute each row from itself: the stream holds their tensors with the batch
+    folded into the height (``npu_ops.shape3``), as Vela takes them, so the common checks
+    see that view, a batch of 1."""
+    if q.kind == Op.SOFTMAX and not ops_softmax16.is_softmax16(q) or \
+            q.kind == Op.PRELU and q.attrs.get("alpha_shape", (1,))[0] == 1:
+        return _rows_folded(q)
+    return q
+
+
 def _as_matrices(q):
     """A BATCH_MATMUL's operands and output are matrices of batches: the stream folds the
     batch dimensions into rows (``ops_batch_matmul``), so the common checks see each tensor
@@ -648,7 +659,8 @@ class EthosUBackend(NpuBackend):
         return LayerSupport(
             CHECKS,
             common=lambda q, o: common_npu_checks(
-                _as_codes(_as_matrices(_as_copy(_as_rows(_as_softmax16_rows(q))))), o,
+                _as_codes(_as_matrices(_as_copy(_as_rows(_as_softmax16_rows(
+                    _batch_as_rows(q)))))), o,
                 act_types=U_TYPES, max_dim=65535, bias_types=BIAS_TYPES),
         )
 
