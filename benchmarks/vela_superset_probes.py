@@ -81,7 +81,9 @@ def unary(code, shape=SHAPE, dtype="int8", q_out=None, options=None) -> bytes:
                 options)
 
 
-def prelu(shape=SHAPE, alpha_shape=(1, 1, 8), dtype="int8") -> bytes:
+def prelu(shape=SHAPE, alpha_shape=None, dtype="int8") -> bytes:
+    """PRELU; alpha one value per channel unless ``alpha_shape`` says otherwise."""
+    alpha_shape = alpha_shape or (1, 1, shape[-1])
     alpha = _t(alpha_shape, dtype, (0.01, 0) if dtype != "uint8" else (0.01, 128),
                _codes(alpha_shape, dtype, 9) // (3 if dtype == "int8" else 1))
     out_q = {"int8": (0.04, -2), "uint8": (0.04, 120), "int16": (2.0**-11, 0)}[dtype]

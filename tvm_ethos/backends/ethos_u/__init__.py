@@ -229,10 +229,10 @@ def _rows_folded(q):
 
 
 def _batch_as_rows(q):
-    """An 8-bit SOFTMAX (over the last axis) and a PRELU whose alpha does not vary along the
-    height compute each row from itself: the stream holds their tensors with the batch
-    folded into the height (``npu_ops.shape3``), as Vela takes them, so the common checks
-    see that view, a batch of 1."""
+    """An 8-bit SOFTMAX computes each row (over the last axis) from itself, over whole
+    tensors (``STREAM_OPS``): the stream holds them with the batch folded into the height
+    (``npu_ops.shape3``), as Vela takes them, so the common checks see that view, a batch
+    of 1. (A PRELU is striped by the plan, whose stripes are rows of one batch: not so.)"""
     if q.kind == Op.SOFTMAX and not ops_softmax16.is_softmax16(q) or \
             q.kind == Op.PRELU and q.attrs.get("alpha_shape", (1,))[0] == 1:
         return _rows_folded(q)
