@@ -31,6 +31,7 @@ from tflite_builder import BO, T  # noqa: E402
 
 import tvm_ethos  # noqa: E402
 from benchmarks.real_models import vela_size  # noqa: E402
+from benchmarks.vela_superset_probes import PROBE_GAPS, PROBES  # noqa: E402
 from tvm_ethos.errors import TvmEthosError  # noqa: E402
 
 U55 = "ethos-u55-128"
@@ -240,7 +241,7 @@ FORMS = (
         "sigmoid", in_q=(0.05, 128), out_q=(1 / 256, 0), dtype="uint8")),
     Form("MEAN", "over depth (U65)", U65, _mean_depth),
     Form("TILE", "batch (U65)", U65, _tile_batch),
-) + _row_models()
+) + _row_models() + tuple(Form(p.operator, p.name, U55, p.build) for p in PROBES)
 
 #: forms where ours leaves more on the CPU than Vela 5.2, and why (the test checks every
 #: other form: ours' CPU operators <= Vela's)
@@ -255,6 +256,7 @@ GAPS = {
     ("RSQRT", "int16"):
         "exactness: TFLite Micro's int16 RSQRT is its Newton-Raphson on each code, which no "
         "16-bit NPU table (512 linear intervals) equals; Vela's table is LiteRT's",
+    **PROBE_GAPS,
 }
 
 _PREFIX = "it does not compile for the Ethos-U: no operator of the model runs on the Ethos-U "

@@ -482,3 +482,44 @@ def _movement() -> list[Probe]:
 
 #: every probe, by row
 PROBES: tuple[Probe, ...] = tuple(_elementwise() + _activations() + _mac() + _movement())
+
+_INT16_IMPORT = ("the importer refuses int16 {} (TVM's converter computes it in float32); no "
+                 "integer int16 form read for it")
+
+#: probes where ours leaves more on the CPU than Vela 5.2, and why
+PROBE_GAPS: dict[tuple[str, str], str] = {
+    **{(op, "constant scalar"): "the planner has no propagator for a 0-d constant operand "
+                                "(compile error); a 1x1x1x1 constant broadcast is taken"
+       for op, _ in _ELEMENTWISE},
+    **{("SQUARED_DIFFERENCE", form): "its seven-operation stream is emitted over 4-D "
+                                     "stripes only; no whole form of rank 1 to 3"
+       for form in ("rank 1", "rank 2", "rank 3", "rank 3 first axis 2")},
+    **{(op, form): _INT16_IMPORT.format(op)
+       for op, form in (("SQUARED_DIFFERENCE", "int16"),
+                        ("SQUARED_DIFFERENCE", "int16 broadcast 1x1x1x8"),
+                        ("RELU_N1_TO_1", "int16"), ("ABS", "int16"), ("PRELU", "int16"),
+                        ("TRANSPOSE_CONV", "int16"), ("RESHAPE", "int16"),
+                        ("SPLIT", "int16"), ("SLICE", "int16"), ("STRIDED_SLICE", "int16"),
+                        ("UNPACK", "int16"), ("PACK", "int16"), ("RESIZE_BILINEAR", "int16"),
+                        ("RESIZE_NEAREST_NEIGHBOR", "int16"))},
+    ("SQUARED_DIFFERENCE", "uint8"):
+        "TVM's converter writes a uint8 SQUARED_DIFFERENCE as a float SUBTRACT; no integer form",
+    ("PRELU", "uint8"): "the importer reads only an int8 alpha (TFLite's int8 kernel)",
+    ("SOFTMAX", "uint8"): "no uint8 SOFTMAX stream (the 8-bit stream's tables are int8's)",
+    **{("CONCATENATION", f"fused {act}"):
+       "TVM's converter writes the fused activation as a CLIP after the concatenation, which "
+       "the TFLite graph has no operator of to keep apart" for act in _ACTS},
+    ("TRANSPOSE_CONV", "uint8"): "TVM's legalization leaves a uint8 conv2d_transpose unbuilt "
+                                 "(compile error)",
+    ("CONV_2D", "dilation 3x2 VALID"): "the stream generator has no form of unequal dilations",
+    ("AVERAGE_POOL_2D", "stride width 4 VALID"):
+        "ours takes strides up to 3; Vela splits a wider stride over the width",
+    ("MEAN", "rank 3"): "ours reduces a 4-D tensor's height and width only",
+    ("MEAN", "over width"): "ours reduces a 4-D tensor's height and width together only",
+    ("SPLIT", "batch 2"): "ours splits only batch 1 (SPLIT's stream reads stripes of one batch)",
+    ("SPLIT_V", "batch 2"): "as SPLIT batch 2",
+    ("SLICE", "batch 2"): "TVM's converter writes it as a SPLIT: as SPLIT batch 2",
+    ("STRIDED_SLICE", "batch 2"): "as SLICE batch 2",
+    ("SLICE", "rank 2"): "the SPLIT it becomes is emitted over 4-D stripes only",
+    ("RESIZE_BILINEAR", "uint8"): "ours takes int8 RESIZE_BILINEAR only",
+}
