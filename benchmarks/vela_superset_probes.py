@@ -491,9 +491,6 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
     **{(op, "constant scalar"): "the planner has no propagator for a 0-d constant operand "
                                 "(compile error); a 1x1x1x1 constant broadcast is taken"
        for op, _ in _ELEMENTWISE},
-    **{("SQUARED_DIFFERENCE", form): "its seven-operation stream is emitted over 4-D "
-                                     "stripes only; no whole form of rank 1 to 3"
-       for form in ("rank 1", "rank 2", "rank 3", "rank 3 first axis 2")},
     **{(op, form): _INT16_IMPORT.format(op)
        for op, form in (("SQUARED_DIFFERENCE", "int16"),
                         ("SQUARED_DIFFERENCE", "int16 broadcast 1x1x1x8"),

@@ -6,6 +6,8 @@ kernels for RELU_N1_TO_1, which TFLite Micro lacks)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.vela_superset_probes import BO, PROBES, binary, prelu, softmax, unary
 from tests.helpers.tflite_oracle import compiled_matches, oracle
@@ -14,9 +16,9 @@ pytest.importorskip("tflite_micro")
 
 TARGET = "ethos-u -accelerator_config=ethos-u55-128"
 _FLAT = ("rank 1", "rank 2", "rank 3", "rank 3 first axis 2")
-_ELEMENTWISE = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "RELU", "RELU6", "RELU_N1_TO_1",
-                "ABS")
-#: the probes this work put on the NPU (SQUARED_DIFFERENCE of rank < 4 stays a gap)
+_ELEMENTWISE = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "RELU",
+                "RELU6", "RELU_N1_TO_1", "ABS")
+#: the probes this work put on the NPU
 TAKEN = [p for p in PROBES if (p.name in _FLAT and p.operator in _ELEMENTWISE)
          or (p.operator, p.name) in {("SOFTMAX", "batch 2"), ("SOFTMAX", "rank 4 batch 2"),
                                      ("PRELU", "batch 2"), ("PRELU", "rank 3 first axis 2")}]
@@ -60,3 +62,26 @@ def test_a_prelu_batch_with_alpha_along_the_height_stays_off_the_npu_saying_why(
     cm = compiled_matches(prelu((2, 4, 4, 8), (4, 1, 1)), TARGET, runs=1)
     (place,) = cm.placement
     assert place.placed_on != "ethos-u" and "batch size 2" in str(place.why), place
+
+
+_CODES = (BO.ADD, BO.SUB, BO.MUL, BO.MAXIMUM, BO.MINIMUM, BO.SQUARED_DIFFERENCE)
+
+
+@st.composite
+def _flat_broadcast(draw):
+    """An elementwise operator over a rank 1 to 3 output, one input broadcast along any of its
+    axes (Vela: one input has the output's shape) and of any rank up to the output's."""
+    out = draw(st.lists(st.integers(1, 6), min_size=1, max_size=3))
+    rank = draw(st.integers(1, len(out)))
+    small = [d if draw(st.booleans()) else 1 for d in out[len(out) - rank:]]
+    shapes = (tuple(out), tuple(small))
+    first, second = shapes if draw(st.booleans()) else shapes[::-1]
+    return draw(st.sampled_from(_CODES)), first, second
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None)
+@given(_flat_broadcast())
+def test_flat_broadcast_elementwise_runs_on_the_npu_as_tflite_micro(case):
+    code, a_shape, b_shape = case
+    _on_the_npu(binary(code, a_shape, b_shape))

@@ -378,7 +378,8 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
                             work_bytes=ops_prelu.prelu_work_bytes, work=ops_prelu.prelu_work),
     # seven operations, each step of TFLite Micro's kernel (ops_squared_difference)
     Op.SQUARED_DIFFERENCE: StreamEmitter(
-        Form.SEQUENCE, sequence=ops_squared_difference.squared_difference_ops,
+        Form.SEQUENCE, Extent.WHOLE_IF_FLAT,
+        sequence=ops_squared_difference.squared_difference_ops,
         work_bytes=ops_squared_difference.squared_difference_work_bytes,
         work=ops_squared_difference.squared_difference_work, boxed=True),
     # per output column a MUL of a's rows by b's column and its REDUCE_SUM, b transposed
