@@ -488,9 +488,6 @@ _INT16_IMPORT = ("the importer refuses int16 {} (TVM's converter computes it in 
 
 #: probes where ours leaves more on the CPU than Vela 5.2, and why
 PROBE_GAPS: dict[tuple[str, str], str] = {
-    **{(op, "constant scalar"): "the planner has no propagator for a 0-d constant operand "
-                                "(compile error); a 1x1x1x1 constant broadcast is taken"
-       for op, _ in _ELEMENTWISE},
     **{(op, form): _INT16_IMPORT.format(op)
        for op, form in (("SQUARED_DIFFERENCE", "int16"),
                         ("SQUARED_DIFFERENCE", "int16 broadcast 1x1x1x8"),

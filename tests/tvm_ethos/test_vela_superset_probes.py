@@ -1,5 +1,6 @@
 """The audit's probes (``benchmarks/vela_superset_probes.py``) that ours now takes as Vela 5.2
-does: elementwise operators of rank 1 to 3 (emitted over whole tensors), an 8-bit SOFTMAX and
+does: elementwise operators of rank 1 to 3 (emitted over whole tensors) or of a constant
+scalar operand (read as ones of the output's rank), an 8-bit SOFTMAX and
 a PRELU of alpha constant along the height with a batch above 1 (the batch folded into the
 height), each an ``ethos-u`` operator whose outputs equal TFLite Micro's (LiteRT's reference
 kernels for RELU_N1_TO_1, which TFLite Micro lacks)."""
@@ -19,7 +20,8 @@ _FLAT = ("rank 1", "rank 2", "rank 3", "rank 3 first axis 2")
 _ELEMENTWISE = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "RELU",
                 "RELU6", "RELU_N1_TO_1", "ABS")
 #: the probes this work put on the NPU
-TAKEN = [p for p in PROBES if (p.name in _FLAT and p.operator in _ELEMENTWISE)
+TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
+                                and p.operator in _ELEMENTWISE)
          or (p.operator, p.name) in {("SOFTMAX", "batch 2"), ("SOFTMAX", "rank 4 batch 2"),
                                      ("PRELU", "batch 2"), ("PRELU", "rank 3 first axis 2")}]
 
@@ -33,6 +35,7 @@ def _on_the_npu(data: bytes, reference=None) -> None:
 @pytest.mark.parametrize("data", [
     pytest.param(lambda: binary(BO.MUL, (2, 4, 8), (4, 1)), id="mul-rank3-broadcast"),
     pytest.param(lambda: unary(BO.RELU, (8,), q_out=(0.04, -2)), id="relu-rank1"),
+    pytest.param(lambda: binary(BO.SUB, b_shape=(), const_b=True), id="sub-constant-scalar"),
     pytest.param(lambda: softmax((2, 4, 4, 8)), id="softmax-batch2"),
     pytest.param(lambda: prelu((2, 4, 4, 8)), id="prelu-batch2"),
 ])

@@ -152,7 +152,13 @@ def lower_function(
         ins = []
         for pos, inp in enumerate(op.inputs):
             if isinstance(inp, tvm.ir.expr.Constant):  # a constant operand (ADD / MUL by a tensor)
-                ins.append(pool.add(f"{name}_in{pos}", inp.value.numpy()))
+                value = inp.value.numpy()
+                if value.ndim == 0 and op.out_shape:
+                    # a scalar: the same broadcast as ones of the output's rank, which the
+                    # planner's propagators and the stream's feature maps have axes for
+                    value = value.reshape((1,) * len(op.out_shape))
+                    op.in_shapes[pos] = value.shape
+                ins.append(pool.add(f"{name}_in{pos}", value))
                 continue
             if folded is not None and pos == 0:  # the PAD's input, the PAD in the padding
                 ins.append(lookup(folded[1]))

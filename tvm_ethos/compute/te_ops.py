@@ -82,8 +82,7 @@ class ConstPool:
         self.states: list[int] = []
 
     def add(self, name: str, array: np.ndarray) -> te.Tensor:
-        # ascontiguousarray makes a 0-d array 1-d: keep a scalar operand's shape
-        array = np.ascontiguousarray(array).reshape(np.shape(array))
+        array = np.ascontiguousarray(array)
         ph = te.placeholder(
             array.shape, dtype=str(array.dtype), name=f"{self.prefix}{len(self.items)}_{name}"
         )
