@@ -421,6 +421,12 @@ def _movement() -> list[Probe]:
                                                         (2, 16, 8))),
         Probe("RESHAPE", "int16", lambda: with_params(BO.RESHAPE, SHAPE, [[1, 16, 8]],
                                                       (1, 16, 8), "int16")),
+        Probe("SQUEEZE", "int16", lambda: _one(
+            [_t((1, 1, 4, 8), "int16"), _t((1, 4, 8), "int16")], BO.SQUEEZE, [0], [1],
+            _opts("SqueezeOptions", SqueezeDims=[1]))),
+        Probe("EXPAND_DIMS", "int16", lambda: with_params(BO.EXPAND_DIMS, (4, 4, 8), [[0]],
+                                                          SHAPE, "int16")),
+        Probe("SPLIT_V", "int16", lambda: split(SHAPE, 3, "int16", sizes=[3, 5])),
         Probe("SQUEEZE", "batch 2", lambda: _one(
             [_t((2, 1, 4, 8)), _t((2, 4, 8))], BO.SQUEEZE, [0], [1],
             _opts("SqueezeOptions", SqueezeDims=[1]))),
@@ -492,10 +498,7 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
        for op, form in (("SQUARED_DIFFERENCE", "int16"),
                         ("SQUARED_DIFFERENCE", "int16 broadcast 1x1x1x8"),
                         ("RELU_N1_TO_1", "int16"), ("ABS", "int16"), ("PRELU", "int16"),
-                        ("TRANSPOSE_CONV", "int16"), ("RESHAPE", "int16"),
-                        ("SPLIT", "int16"), ("SLICE", "int16"), ("STRIDED_SLICE", "int16"),
-                        ("UNPACK", "int16"), ("PACK", "int16"), ("RESIZE_BILINEAR", "int16"),
-                        ("RESIZE_NEAREST_NEIGHBOR", "int16"))},
+                        ("TRANSPOSE_CONV", "int16"), ("RESIZE_BILINEAR", "int16"))},
     ("SQUARED_DIFFERENCE", "uint8"):
         "TVM's converter writes a uint8 SQUARED_DIFFERENCE as a float SUBTRACT; no integer form",
     ("PRELU", "uint8"): "the importer reads only an int8 alpha (TFLite's int8 kernel)",

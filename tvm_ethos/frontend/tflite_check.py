@@ -237,6 +237,24 @@ def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool
     return True
 
 
+#: INT16 operators that copy codes between tensors quantized alike (a reshape, a split, a
+#: slice, PACK / UNPACK, a nearest-neighbour resize): the importer moves the codes themselves
+_INT16_COPIES = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "SLICE",
+                           "STRIDED_SLICE", "PACK", "UNPACK", "RESIZE_NEAREST_NEIGHBOR"})
+
+
+def _int16_copies(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """One of :data:`_INT16_COPIES` whose INT16 inputs and outputs are quantized alike (its
+    other inputs, shapes and positions, are INT32)."""
+    if opname not in _INT16_COPIES or not outs:
+        return False
+    data = [i for i in ins if i >= 0 and infos[i][1] == 7]
+    q = infos[outs[0]][8:10]
+    return bool(data) and q[0] is not None and all(
+        infos[i][1] == 7 and infos[i][8:10] == q for i in outs) and all(
+        infos[i][8:10] == q for i in data)
+
+
 #: INT16 pools and reductions over height and width whose integer kernels the patterns read
 #: exactly: TFLite's int16 MAX_POOL_2D and AVERAGE_POOL_2D (TVM's converter pools the codes
 #: themselves, the average in int32), MEAN (TFLite Micro's multiplier of the sum) and
@@ -552,6 +570,7 @@ class _TfliteChecker:
                 and not _int16_elementwise(opname, io, infos)
                 and not _int16x8_weighted(opname, ins, outs, infos)
                 and not _int16_movement(opname, ins, outs, infos)
+                and not _int16_copies(opname, ins, outs, infos)
                 and not _int16_pooling(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:
