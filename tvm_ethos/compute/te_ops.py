@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from tvm import te, tirx
+from tvm.sym import Analyzer
 
 from ethos_arch.ops import Op
 from tvm_ethos.compute import (
@@ -228,7 +229,20 @@ def mbqm_single_rounding(x, multiplier, shift):
 
 
 def clamp_cast(v, lo: int, hi: int, dtype: str):
-    return tirx.min(tirx.max(v, _i32(lo)), _i32(hi)).astype(dtype)
+    """``v`` clamped to ``[lo, hi]`` (the lower bound first, as TFLite clamps) and cast.
+
+    A clamp can take one value whatever its input: a range of one code (RELU6 at scales above
+    12, a zero point at the top code) or none, or a ``v`` whose codes all lie beyond one bound.
+    TVM's simplifier then folds it to that constant when it makes the PrimFunc, and the TIR
+    stops reading the tensors ``v`` reads, while the NPU reads them (the planner holds them
+    in SRAM, so the emulator's memory check fails; a fused activation's accumulator is left
+    without a consumer). Such a clamp is written as ``(v & 0) + value``, which the simplifier
+    keeps and which is that value for every ``v``."""
+    clamped = tirx.min(tirx.max(v, _i32(lo)), _i32(hi))
+    one = Analyzer().simplify(clamped)
+    if isinstance(one, tirx.IntImm):
+        clamped = tirx.bitwise_and(v.astype("int32"), _i32(0)) + _i32(one.value)
+    return clamped.astype(dtype)
 
 
 def _out_q(op):
