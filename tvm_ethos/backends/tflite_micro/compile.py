@@ -295,7 +295,7 @@ def _partly_taken(cm) -> str:
     report = cm.partition_report if cm is not None else None
     reasons = sorted({r for d in (report.operators if report else ())
                       if d.placed_on != NPU_ID for r in d.rejections.get(NPU_ID, ())})
-    return f"the Ethos-U takes only part of it: {'; '.join(reasons)}" if reasons else ""
+    return f"the Ethos-U rejects {'; '.join(reasons)}" if reasons else ""
 
 
 def _check_options(options: dict) -> None:
