@@ -46,6 +46,7 @@ from tvm_ethos.backends.ethos_u.ops_fc import fc_views
 from tvm_ethos.backends.ethos_u.ops_movement import (
     RING_KINDS,
     movement_ops,
+    split_batch_rows,
     split_origin,
     split_ring_ops,
     split_step,
@@ -254,27 +255,42 @@ def _transpose(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -
 def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> list:
     """One SPLIT stripe, any rows, columns and channels of it: read from the input's box,
     each buffer held whole or in a ring (``box_fm(tensor, rows, cols, quantization)``;
-    a buffer of fewer channels than its tensor folds them as its rows)."""
+    a buffer of fewer channels than its tensor folds them as its rows). A batch above 1 is
+    its tensors' outer rows (``npu_ops.shape3``): each output batch's rows read from its
+    input batch's (``split_batch_rows``); a tensor of fewer than four axes is a box with
+    unit outer axes."""
+    box, full = _four_axes(box), _four_axes(full)
     (b0, b1), (y0, y1), (x0, x1), channels = box
     if (b0, b1) != tuple(full[0]):
         raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
     by, bx, _ = split_origin(q)
     sy, sx = split_step(q)
-
-    def read(rows, cols):
-        """The input box of output ``rows`` x ``cols``: every (sy, sx)-th row and column."""
-        return box_fm(ins[0], (by + sy * rows[0], by + sy * (rows[1] - 1) + 1),
-                      (bx + sx * cols[0], bx + sx * (cols[1] - 1) + 1), None)
-
+    h_out = full[1][1]
+    h_in = int(q.in_shapes[0][1]) if len(q.in_shapes[0]) == 4 else h_out
     ops = []
-    for rows, cols in _unwrapped(read, (y0, y1), (x0, x1), (sy, sx)):
-        ops += split_ring_ops(
-            q, lambda rows=rows, cols=cols: strided_read(
-                read(rows, cols), (sy, sx), (rows[1] - rows[0], cols[1] - cols[0]),
-                q.tflite_name),
-            lambda rows=rows, cols=cols: box_fm(out, rows, cols, None), tuple(channels),
-            block)
+    for k, i in split_batch_rows(q):
+        def read(rows, cols, i=i):
+            """The input box of output ``rows`` x ``cols``: every (sy, sx)-th row and
+            column, in input batch ``i``."""
+            first = i * h_in + by
+            return box_fm(ins[0], (first + sy * rows[0], first + sy * (rows[1] - 1) + 1),
+                          (bx + sx * cols[0], bx + sx * (cols[1] - 1) + 1), None)
+
+        for rows, cols in _unwrapped(read, (y0, y1), (x0, x1), (sy, sx)):
+            ops += split_ring_ops(
+                q, lambda rows=rows, cols=cols, read=read: strided_read(
+                    read(rows, cols), (sy, sx), (rows[1] - rows[0], cols[1] - cols[0]),
+                    q.tflite_name),
+                lambda rows=rows, cols=cols, k=k: box_fm(
+                    out, (k * h_out + rows[0], k * h_out + rows[1]), cols, None),
+                tuple(channels), block)
     return ops
+
+
+def _four_axes(box) -> tuple:
+    """A box of a tensor of fewer than four axes as its 4-D view's (unit outer axes)."""
+    box = tuple(tuple(b) for b in box)
+    return ((0, 1),) * (4 - len(box)) + box
 
 
 def _unwrapped(read: Callable, rows, cols, step) -> list:
