@@ -267,8 +267,11 @@ def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> li
     sy, sx = split_step(q)
     h_out = full[1][1]
     h_in = int(q.in_shapes[0][1]) if len(q.in_shapes[0]) == 4 else h_out
+    batches = split_batch_rows(q)
+    if len(q.in_shapes[0]) == 4 and (len(batches) > 1 or int(q.in_shapes[0][0]) > 1):
+        _batches_held_whole(q, ins[0], out, full, box_fm)
     ops = []
-    for k, i in split_batch_rows(q):
+    for k, i in batches:
         def read(rows, cols, i=i):
             """The input box of output ``rows`` x ``cols``: every (sy, sx)-th row and
             column, in input batch ``i``."""
@@ -285,6 +288,21 @@ def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> li
                     out, (k * h_out + rows[0], k * h_out + rows[1]), cols, None),
                 tuple(channels), block)
     return ops
+
+
+def _batches_held_whole(q, src, dst, full, box_fm: Callable) -> None:
+    """A batch above 1 is read and written as rows of its folded tensor: its buffers must
+    hold every row and column (a ring of fewer channels folds only them), or one batch's
+    rows would land on another's."""
+    n_in, h_in, w_in = (int(d) for d in q.in_shapes[0][:3])
+    for t, rows, cols in ((src, n_in * h_in, w_in),
+                          (dst, full[0][1] * full[1][1], full[2][1])):
+        try:
+            box_fm(t, (0, rows), (0, cols), None)
+        except UnsupportedOperatorError as e:
+            raise UnsupportedOperatorError(
+                q.tflite_name, f"a batch of {full[0][1]} whose buffer is a ring of rows or "
+                               "columns; its batches are rows of whole tensors") from e
 
 
 def _four_axes(box) -> tuple:
@@ -455,14 +473,17 @@ _PART_FORMS = tuple(REDUCE_OVER_DEPTH.items())
 
 #: operators the planner must keep out of cascades (``planner.device_model.Device.solitary``):
 #: the stream emits them only from and into tensors held whole, so each is a Plan of its own
-#: (which may stripe it, where the row takes stripes). A computation emitted only over whole
+#: (which may stripe it, where the row takes stripes). A slice of a batch above 1 too: its
+#: Part names SPLIT only then (``part_matchers``), and its batches are rows of whole
+#: tensors (``_split_ring``). A computation emitted only over whole
 #: tensors (``Extent.WHOLE``: SOFTMAX, REDUCE_MIN) is left out: it ends a network on a flat
 #: or 1x1 tensor, which a cascade holds whole (a flat SOFTMAX after its FULLY_CONNECTED), and
 #: so stays in the cascades it runs in today; a whole-tensor data movement (TRANSPOSE) sits
 #: between feature maps the planner stripes, so it is in.
 SOLITARY_OPS: frozenset[Op] = frozenset(
     op for op, em in (*STREAM_OPS.items(), *_PART_FORMS)
-    if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move))
+    if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move)
+) | {Op.SPLIT}
 
 #: the computations left out of :data:`SOLITARY_OPS` (SOFTMAX, REDUCE_MIN): the planner keeps
 #: them in a cascade only where it computes their whole output in one stripe
