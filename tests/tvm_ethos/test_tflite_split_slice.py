@@ -342,3 +342,34 @@ def test_a_stride_over_the_batch_stays_a_tflite_operator_and_says_why():
     assert placed.placed_on == "tflite-micro"
     assert "stride 2 along axis 0" in str(placed.why), placed
     _exact_with_tflite_micro(model, cm)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [
+    pytest.param(lambda: strided_slice_model((3, 24, 40, 24), [1, 0, 0, 0], [3, 24, 40, 24]),
+                 id="batch-of-3"),
+    pytest.param(lambda: strided_slice_model((2, 48, 40, 16), [0, 1, 0, 0], [2, 47, 40, 16],
+                                             [1, 2, 1, 1]), id="height-stride-2"),
+    pytest.param(lambda: strided_slice_model((2, 48, 40, 16), [0, 0, 3, 0], [2, 48, 40, 16],
+                                             [1, 1, 3, 1]), id="width-stride-3"),
+    pytest.param(lambda: slice_((2, 40, 48, 16), [0, 5, 3, 4], [2, 30, 40, 9]),
+                 id="three-axes"),
+    pytest.param(lambda: slice_((64, 200), [3, 10], [50, 150]), id="rank-2"),
+])
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+def test_striped_slices_of_a_batch_run_on_the_npu_as_planned(model, accelerator):
+    """Larger slices: on the Ethos-U55 the plan stripes those of one axis of a batch (6 to 12
+    stripes), each slice of a batch a Plan of its own (``SOLITARY_OPS``), its copies clipped
+    to each stripe's rows in every batch."""
+    _on_both_hosts(model(), accelerator)
+
+
+@pytest.mark.slow
+def test_cascade_prone_slices_of_a_batch_equal_tflite_micro_wherever_they_run():
+    """Two strided slices of a batch, which the plan once cascaded through a ring of rows
+    (one batch's rows over another's): each is a Plan of its own, every host exact."""
+    model = strided_slice_model((2, 48, 40, 16), [0, 1, 3, 2], [2, 47, 40, 14], [1, 2, 3, 1])
+    for target in ("ethos-u", "ethos-u,llvm"):
+        _exact_with_tflite_micro(model, tvm_ethos.compile(model, target, cache_dir=False))
+    _exact_with_tflite_micro(model, tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False,
+                                                      npu_runtime="stream"))
