@@ -11,11 +11,16 @@ import tflite
 import tflite_builder as tb
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_part_matchers import lowered_of
 from test_stream_movement import strided_slice_model
 
 import tvm_ethos
+from ethos_arch.ops import Op
+from planner.graph import part_operator
 from tests.helpers.tflite_oracle import tflm_oracle, tflm_random_inputs
 from tvm_ethos.backends.ethos_u.ops_movement import channel_runs
+from tvm_ethos.backends.ethos_u.stream_ops import PLANNER_SOLITARY, SOLITARY_OPS
+from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.reports.tflite_ops import operator_kinds
 
 pytest.importorskip("ethosu.vela")
@@ -373,3 +378,16 @@ def test_cascade_prone_slices_of_a_batch_equal_tflite_micro_wherever_they_run():
         _exact_with_tflite_micro(model, tvm_ethos.compile(model, target, cache_dir=False))
     _exact_with_tflite_micro(model, tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False,
                                                       npu_runtime="stream"))
+
+
+@pytest.mark.parametrize("batch, kinds", [(1, {Op.SLICE, Op.RESHAPE}),
+                                          (2, {Op.SPLIT, Op.RESHAPE})])
+def test_only_a_slice_of_a_batch_names_split_which_the_planner_keeps_out_of_cascades(batch,
+                                                                                     kinds):
+    """The Part of a slice of a batch above 1 names SPLIT, in the planner's solitary set
+    (a slice of one batch stays a SLICE Part, cascaded); the importer's identity RESHAPE
+    after it is a RESHAPE Part (never a striped elementwise one)."""
+    model = strided_slice_model((batch, 6, 4, 8), [0, 0, 1, 0], [batch, 6, 4, 8], [1, 2, 1, 1])
+    parts = [p for lw in lowered_of(model) for p in match_subgraph(lw).graph.parts]
+    assert {part_operator(p) for p in parts} == kinds
+    assert Op.SPLIT in PLANNER_SOLITARY and Op.SPLIT not in SOLITARY_OPS

@@ -683,9 +683,9 @@ class EthosUBackend(NpuBackend):
         """What the stream table cannot emit with an operand in a cascade's ring."""
         # lazy: the stream table loads the stream generator's npu_ops; the plugin loads on
         # every tvmc start
-        from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS
+        from tvm_ethos.backends.ethos_u.stream_ops import PLANNER_SOLITARY
 
-        return SOLITARY_OPS
+        return PLANNER_SOLITARY
 
     def planner_work(self, layer):
         """The working memory of the operations the stream table runs ``layer`` as."""

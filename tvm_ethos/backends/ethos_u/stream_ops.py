@@ -473,17 +473,20 @@ _PART_FORMS = tuple(REDUCE_OVER_DEPTH.items())
 
 #: operators the planner must keep out of cascades (``planner.device_model.Device.solitary``):
 #: the stream emits them only from and into tensors held whole, so each is a Plan of its own
-#: (which may stripe it, where the row takes stripes). A slice of a batch above 1 too: its
-#: Part names SPLIT only then (``part_matchers``), and its batches are rows of whole
-#: tensors (``_split_ring``). A computation emitted only over whole
+#: (which may stripe it, where the row takes stripes). A computation emitted only over whole
 #: tensors (``Extent.WHOLE``: SOFTMAX, REDUCE_MIN) is left out: it ends a network on a flat
 #: or 1x1 tensor, which a cascade holds whole (a flat SOFTMAX after its FULLY_CONNECTED), and
 #: so stays in the cascades it runs in today; a whole-tensor data movement (TRANSPOSE) sits
 #: between feature maps the planner stripes, so it is in.
 SOLITARY_OPS: frozenset[Op] = frozenset(
     op for op, em in (*STREAM_OPS.items(), *_PART_FORMS)
-    if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move)
-) | {Op.SPLIT}
+    if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move))
+
+#: the Ethos-U planner device's ``solitary`` set: :data:`SOLITARY_OPS` and SPLIT, whose Part
+#: names it only for a slice of a batch above 1 (``part_matchers``; a slice of one batch is a
+#: SLICE Part, cascaded): the stream copies a batch as rows of whole tensors (``_split_ring``
+#: refuses it in a ring of rows)
+PLANNER_SOLITARY: frozenset[Op] = SOLITARY_OPS | {Op.SPLIT}
 
 #: the computations left out of :data:`SOLITARY_OPS` (SOFTMAX, REDUCE_MIN): the planner keeps
 #: them in a cascade only where it computes their whole output in one stripe
