@@ -513,10 +513,5 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
         "ours takes strides up to 3; Vela splits a wider stride over the width",
     ("MEAN", "rank 3"): "ours reduces a 4-D tensor's height and width only",
     ("MEAN", "over width"): "ours reduces a 4-D tensor's height and width together only",
-    ("SPLIT", "batch 2"): "ours splits only batch 1 (SPLIT's stream reads stripes of one batch)",
-    ("SPLIT_V", "batch 2"): "as SPLIT batch 2",
-    ("SLICE", "batch 2"): "TVM's converter writes it as a SPLIT: as SPLIT batch 2",
-    ("STRIDED_SLICE", "batch 2"): "as SLICE batch 2",
-    ("SLICE", "rank 2"): "the SPLIT it becomes is emitted over 4-D stripes only",
     ("RESIZE_BILINEAR", "uint8"): "ours takes int8 RESIZE_BILINEAR only",
 }

@@ -1,7 +1,8 @@
 """SPLIT, SPLIT_V, SLICE and STRIDED_SLICE on the NPU in a TFLite Micro ``.tflite`` (issue 28):
 a SPLIT's parts are one ``ethos-u`` operator with several outputs, as in Vela's files; a slice
 of some channels cascades in the planned stream; a STRIDED_SLICE with strides over height or
-width is a strided read. Every output is TFLite Micro's, bit for bit, over shapes, axes and
+width is a strided read; a batch above 1 is folded into rows, and a slice of rank 2 or 3
+cascades as a 4-D one. Every output is TFLite Micro's, bit for bit, over shapes, axes and
 quantization (Hypothesis); what stays a TFLite operator says why."""
 
 import numpy as np
@@ -10,11 +11,16 @@ import tflite
 import tflite_builder as tb
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_part_matchers import lowered_of
 from test_stream_movement import strided_slice_model
 
 import tvm_ethos
+from ethos_arch.ops import Op
+from planner.graph import part_operator
 from tests.helpers.tflite_oracle import tflm_oracle, tflm_random_inputs
 from tvm_ethos.backends.ethos_u.ops_movement import channel_runs
+from tvm_ethos.backends.ethos_u.stream_ops import PLANNER_SOLITARY, SOLITARY_OPS
+from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.reports.tflite_ops import operator_kinds
 
 pytest.importorskip("ethosu.vela")
@@ -228,3 +234,160 @@ def test_strided_slice_over_depth_stays_a_tflite_operator_and_says_why():
     assert any("the NPU strides over height or width only" in r
                for r in sliced.rejections["ethos-u"]), sliced.rejections
     _exact_with_tflite_micro(model, host)
+
+
+# --------------------------------------------------------------------- a batch; rank 2 and 3
+def _planned_as_touched(cm) -> None:
+    """Every stream realizes its plan: it touches the SRAM the planner estimated."""
+    for entry in cm.plan_report["streams"].values():
+        assert entry["schedule"] == "plan" and entry["realizes_plan"], entry
+        assert entry["sram_high_water_bytes"] + entry["untouched_top_bytes"] \
+            == entry["planned_peak_bytes"], entry
+
+
+def _on_both_hosts(model: bytes, accelerator: str) -> None:
+    """On the NPU for ``ethos-u`` and, planned, for ``ethos-u,llvm``: TFLite Micro's outputs."""
+    _on_the_npu(model, accelerator)
+    _planned_as_touched(_streamed(model, accelerator))
+
+
+@st.composite
+def _batch_slices(draw, batch=st.integers(2, 3)):
+    """A STRIDED_SLICE of an N x H x W x C tensor: any box, strides over height and width
+    (the NPU's; a stride over the batch or depth stays on the CPU, as in Vela)."""
+    shape = (draw(batch), *draw(st.tuples(st.integers(1, 5), st.integers(1, 5),
+                                          st.integers(1, 8))))
+    begin, end, strides = [], [], []
+    for k, d in enumerate(shape):
+        b = draw(st.integers(0, d - 1))
+        begin.append(b)
+        end.append(draw(st.integers(b + 1, d)))
+        strides.append(draw(st.integers(1, 3)) if k in (1, 2) else 1)
+    return shape, begin, end, strides
+
+
+def _batch_split(axis: int, shape, parts: int, uneven: bool, q) -> bytes:
+    """SPLIT (or, ``uneven``, SPLIT_V) of ``shape`` times ``parts`` along ``axis``."""
+    whole = list(shape)
+    whole[axis] *= parts
+    if uneven and whole[axis] > parts:
+        sizes = [1] * (parts - 1) + [whole[axis] - parts + 1]
+        return tb.split_v(in_shape=tuple(whole), axis=axis, sizes=tuple(sizes), q=q)
+    return tb.split(in_shape=tuple(whole), axis=axis, num=parts, q=q)
+
+
+def _check_batch_slice(sliced, q, accelerator) -> None:
+    shape, begin, end, strides = sliced
+    _on_both_hosts(strided_slice_model(shape, begin, end, strides, q=q), accelerator)
+
+
+def _check_flat_slice(shape, data, q, accelerator) -> None:
+    begin = [data.draw(st.integers(0, d - 1)) for d in shape]
+    size = [data.draw(st.integers(1, d - b)) for d, b in zip(shape, begin)]
+    _on_both_hosts(slice_(shape, begin, size, q=q), accelerator)
+
+
+@settings(max_examples=1, deadline=None)
+@given(sliced=_batch_slices(batch=st.just(2)), q=quantization,
+       accelerator=st.sampled_from(ACCELERATORS))
+@example(sliced=((2, 4, 4, 8), [0, 0, 1, 0], [2, 4, 4, 8], [1, 2, 1, 1]), q=(0.05, 3),
+         accelerator="ethos-u55-128")   # the audit's probe: height every other row
+def test_a_slice_of_a_batch_of_2_runs_on_the_npu_as_planned(sliced, q, accelerator):
+    """A batch folded into rows: the batch a run of rows, the height a copy per batch
+    index, width and depth one read of every row; cascaded slices of several axes."""
+    _check_batch_slice(sliced, q, accelerator)
+
+
+@settings(max_examples=1, deadline=None)
+@given(axis=st.integers(0, 3), parts=st.integers(2, 3), uneven=st.booleans(), q=quantization,
+       accelerator=st.sampled_from(ACCELERATORS))
+def test_a_split_of_a_batch_of_2_is_one_ethos_u_operator(axis, parts, uneven, q, accelerator):
+    model = _batch_split(axis, (2, 2, 3, 4) if axis else (1, 2, 3, 4), parts, uneven, q)
+    _on_both_hosts(model, accelerator)
+    assert _ethos_u_operators(tvm_ethos.compile(model, "ethos-u", cache_dir=False).tflite) \
+        == [(5, parts)]
+
+
+def test_a_slice_of_rank_2_runs_on_the_npu_as_planned():
+    """The audit's probe: two cascaded copies, the first's output a ring of channels."""
+    _on_both_hosts(slice_((4, 8), [1, 2], [2, 5]), "ethos-u55-128")
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(sliced=_batch_slices(), q=quantization, accelerator=st.sampled_from(ACCELERATORS))
+def test_slices_of_a_batch_sweep(sliced, q, accelerator):
+    _check_batch_slice(sliced, q, accelerator)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None)
+@given(axis=st.integers(0, 3), batch=st.integers(2, 3), parts=st.integers(2, 3),
+       uneven=st.booleans(), q=quantization, accelerator=st.sampled_from(ACCELERATORS))
+def test_splits_of_a_batch_sweep(axis, batch, parts, uneven, q, accelerator):
+    shape = (batch if axis else 1, 2, 3, 4)
+    _on_both_hosts(_batch_split(axis, shape, parts, uneven, q), accelerator)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(shape=st.one_of(st.tuples(st.integers(1, 6), st.integers(1, 9)),
+                       st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 8))),
+       data=st.data(), q=quantization, accelerator=st.sampled_from(ACCELERATORS))
+def test_slices_of_rank_2_and_3_sweep(shape, data, q, accelerator):
+    _check_flat_slice(shape, data, q, accelerator)
+
+
+def test_a_stride_over_the_batch_stays_a_tflite_operator_and_says_why():
+    """The NPU strides over height or width: every other batch index stays on the CPU, the
+    placement naming the axis."""
+    model = strided_slice_model((3, 2, 2, 4), [0, 0, 0, 0], [3, 2, 2, 4], [2, 1, 1, 1])
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "stride 2 along axis 0" in str(placed.why), placed
+    _exact_with_tflite_micro(model, cm)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [
+    pytest.param(lambda: strided_slice_model((3, 24, 40, 24), [1, 0, 0, 0], [3, 24, 40, 24]),
+                 id="batch-of-3"),
+    pytest.param(lambda: strided_slice_model((2, 48, 40, 16), [0, 1, 0, 0], [2, 47, 40, 16],
+                                             [1, 2, 1, 1]), id="height-stride-2"),
+    pytest.param(lambda: strided_slice_model((2, 48, 40, 16), [0, 0, 3, 0], [2, 48, 40, 16],
+                                             [1, 1, 3, 1]), id="width-stride-3"),
+    pytest.param(lambda: slice_((2, 40, 48, 16), [0, 5, 3, 4], [2, 30, 40, 9]),
+                 id="three-axes"),
+    pytest.param(lambda: slice_((64, 200), [3, 10], [50, 150]), id="rank-2"),
+])
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+def test_striped_slices_of_a_batch_run_on_the_npu_as_planned(model, accelerator):
+    """Larger slices: on the Ethos-U55 the plan stripes those of one axis of a batch (6 to 12
+    stripes), each slice of a batch a Plan of its own (``SOLITARY_OPS``), its copies clipped
+    to each stripe's rows in every batch."""
+    _on_both_hosts(model(), accelerator)
+
+
+@pytest.mark.slow
+def test_cascade_prone_slices_of_a_batch_equal_tflite_micro_wherever_they_run():
+    """Two strided slices of a batch, which the plan once cascaded through a ring of rows
+    (one batch's rows over another's): each is a Plan of its own, every host exact."""
+    model = strided_slice_model((2, 48, 40, 16), [0, 1, 3, 2], [2, 47, 40, 14], [1, 2, 3, 1])
+    for target in ("ethos-u", "ethos-u,llvm"):
+        _exact_with_tflite_micro(model, tvm_ethos.compile(model, target, cache_dir=False))
+    _exact_with_tflite_micro(model, tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False,
+                                                      npu_runtime="stream"))
+
+
+@pytest.mark.parametrize("batch, kinds", [(1, {Op.SLICE, Op.RESHAPE}),
+                                          (2, {Op.SPLIT, Op.RESHAPE})])
+def test_only_a_slice_of_a_batch_names_split_which_the_planner_keeps_out_of_cascades(batch,
+                                                                                     kinds):
+    """The Part of a slice of a batch above 1 names SPLIT, in the planner's solitary set
+    (a slice of one batch stays a SLICE Part, cascaded); the importer's identity RESHAPE
+    after it is a RESHAPE Part (never a striped elementwise one)."""
+    model = strided_slice_model((batch, 6, 4, 8), [0, 0, 1, 0], [batch, 6, 4, 8], [1, 2, 1, 1])
+    parts = [p for lw in lowered_of(model) for p in match_subgraph(lw).graph.parts]
+    assert {part_operator(p) for p in parts} == kinds
+    assert Op.SPLIT in PLANNER_SOLITARY and Op.SPLIT not in SOLITARY_OPS

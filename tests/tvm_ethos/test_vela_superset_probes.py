@@ -39,7 +39,10 @@ _ELEMENTWISE = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
 TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                 and p.operator in _ELEMENTWISE)
          or (p.operator, p.name) in {("SOFTMAX", "batch 2"), ("SOFTMAX", "rank 4 batch 2"),
-                                     ("PRELU", "batch 2"), ("PRELU", "rank 3 first axis 2")}
+                                     ("PRELU", "batch 2"), ("PRELU", "rank 3 first axis 2"),
+                                     ("SPLIT", "batch 2"), ("SPLIT_V", "batch 2"),
+                                     ("SLICE", "batch 2"), ("STRIDED_SLICE", "batch 2"),
+                                     ("SLICE", "rank 2")}
          or (p.operator in _INT16_COPIES and p.name == "int16")]
 
 

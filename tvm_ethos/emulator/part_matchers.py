@@ -621,14 +621,17 @@ def _part_name(r, layer_of) -> str:
 
 
 def _slice_attrs(layer, x_shape, out_shape) -> tuple[str, dict]:
+    """A slice Part; of a batch above 1 it names its operator (SPLIT), which a device may
+    keep out of cascades (the Ethos-U copies a batch as rows of whole tensors)."""
     begin = [0] * len(x_shape)
     begin[layer.attrs["axis"]] = layer.attrs["begin"]
+    batched = {"op": Op.SPLIT.value} if len(x_shape) == 4 and int(x_shape[0]) > 1 else {}
     stride = layer.attrs.get("stride", 1)
     if stride == 1:
-        return Op.SLICE, {"begin": tuple(begin)}
+        return Op.SLICE, {"begin": tuple(begin), **batched}
     strides = [1] * len(x_shape)
     strides[layer.attrs["axis"]] = stride
-    return Op.SLICE, {"begin": tuple(begin), "steps": tuple(strides)}
+    return Op.SLICE, {"begin": tuple(begin), "steps": tuple(strides), **batched}
 
 
 #: data-movement operators as planner.parts builds them (kind, attrs); their propagators come
@@ -775,6 +778,7 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         op = layer.kind.value if layer is not None and layer.kind.info.binary else "add"
         return Op.ELEMENTWISE, {"op": op, "activation": act}, None
     if all(m.affine for m in maps[:1]) and x_shape == out_shape and \
+            (layer is None or layer.kind != Op.RESHAPE) and \
             amap.propagator([iv.var.name for iv in r.op.axis], x_shape) == \
             Propagator.identity(len(out_shape)):
         op = layer.kind.value if layer is not None else "copy"

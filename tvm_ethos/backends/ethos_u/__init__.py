@@ -189,7 +189,7 @@ def _as_copy(q):
     bytes (``ops_movement.copy_dtype``)."""
     if q.kind == Op.RESHAPE:
         return _unbatched(q)
-    if q.kind in (Op.MIRROR_PAD, Op.TILE):
+    if q.kind in (Op.MIRROR_PAD, Op.TILE) or q.kind == Op.SPLIT and len(q.in_shapes[0]) == 4:
         return _rows_folded(q)
     if q.kind != Op.TRANSPOSE:
         return q
@@ -214,10 +214,10 @@ def _unbatched(q):
 
 
 def _rows_folded(q):
-    """A MIRROR_PAD's or TILE's copies read and write its tensors with every axis before the
-    last two folded into the height (``ops_movement.mirror_pad_copies``, ``tile_copies``: a
-    batch or a 5-D tensor's outer index is rows of the same bytes), so the common checks see
-    that view, a batch of 1."""
+    """A MIRROR_PAD's, TILE's or SPLIT's copies read and write its tensors with every axis
+    before the last two folded into the height (``ops_movement.mirror_pad_copies``,
+    ``tile_copies``, a 4-D ``split_copies``: a batch or a 5-D tensor's outer index is rows
+    of the same bytes), so the common checks see that view, a batch of 1."""
     def one(shape):
         shape = tuple(int(d) for d in shape)
         if len(shape) < 4:
@@ -683,9 +683,9 @@ class EthosUBackend(NpuBackend):
         """What the stream table cannot emit with an operand in a cascade's ring."""
         # lazy: the stream table loads the stream generator's npu_ops; the plugin loads on
         # every tvmc start
-        from tvm_ethos.backends.ethos_u.stream_ops import SOLITARY_OPS
+        from tvm_ethos.backends.ethos_u.stream_ops import PLANNER_SOLITARY
 
-        return SOLITARY_OPS
+        return PLANNER_SOLITARY
 
     def planner_work(self, layer):
         """The working memory of the operations the stream table runs ``layer`` as."""

@@ -235,17 +235,48 @@ def _offset3(axis: int, n: int) -> tuple[int, int, int]:
     return at[0], at[1], at[2]
 
 
+def _splits_batch(q) -> bool:
+    """Whether ``q`` slices the batch of a 4-D tensor (whole rows of its folded view)."""
+    rank = len(q.in_shapes[0])
+    return rank == 4 and int(q.attrs["axis"]) % rank == 0
+
+
 def split_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[Copy]:
     """One SPLIT / SPLIT_V output (or one axis of a slice): every ``stride``-th element of
-    ``[begin, end)`` of ``axis``, read through the input's strides (times the slice's)."""
-    a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
-    sy, sx = split_step(q)
-    src = dense(operands[0]).at(*_offset3(a, int(q.attrs["begin"])), ofm.shape)
-    return [Copy(src.every(sy, sx, ofm.shape), (0, 0, 0))]
+    ``[begin, end)`` of ``axis``, read through the input's strides (times the slice's).
+    A 4-D tensor's batches are its rows' outer index (``npu_ops.shape3``): a slice of the
+    batch is one run of whole rows, a slice of the width or depth the same read over every
+    batch's rows, and a slice of the height one copy per batch index."""
+    src, (sy, sx), (y, x, c) = dense(operands[0]), split_step(q), split_origin(q)
+    batches = split_batch_rows(q)
+    if _splits_batch(q):
+        first = batches[0][1] * (src.shape[0] // int(q.in_shapes[0][0]))
+        return [Copy(src.at(first, 0, 0, ofm.shape), (0, 0, 0))]
+    if len(batches) == 1 or _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0])) != 0:
+        return [Copy(src.at(y, x, c, ofm.shape).every(sy, sx, ofm.shape), (0, 0, 0))]
+    h_in, h_out = src.shape[0] // len(batches), ofm.shape[0] // len(batches)
+    one = (h_out,) + ofm.shape[1:]
+    return [Copy(src.at(i * h_in + y, x, c, one).every(sy, sx, one), (k * h_out, 0, 0))
+            for k, i in batches]
+
+
+def split_batch_rows(q) -> list[tuple[int, int]]:
+    """(output batch, input batch) of each batch a SPLIT output's copies move: every batch
+    to itself, or for a slice of the batch, each output batch from ``begin`` on."""
+    n_out = int(q.out_shape[0]) if len(q.out_shape) == 4 else 1
+    if _splits_batch(q):
+        if int(q.attrs.get("stride", 1)) != 1:
+            raise UnsupportedOperatorError(q.tflite_name, "a stride over the batch (the NPU "
+                                                          "strides over height or width)")
+        return [(k, int(q.attrs["begin"]) + k) for k in range(n_out)]
+    return [(k, k) for k in range(n_out)]
 
 
 def split_origin(q) -> tuple[int, int, int]:
-    """The input element (height, width, depth) a SPLIT output's element (0, 0, 0) is."""
+    """The input element (height, width, depth) a SPLIT output's element (0, 0, 0) is, in
+    its batch (:func:`split_batch_rows`)."""
+    if _splits_batch(q):
+        return 0, 0, 0
     a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
     return _offset3(a, int(q.attrs["begin"]))
 
@@ -253,6 +284,8 @@ def split_origin(q) -> tuple[int, int, int]:
 def split_step(q) -> tuple[int, int]:
     """The input rows and columns between a slice's neighbouring output rows and columns
     (its stride on its axis, height or width; the NPU reads depth densely)."""
+    if _splits_batch(q):
+        return 1, 1
     stride = int(q.attrs.get("stride", 1))
     a = _axis3(q, int(q.attrs["axis"]), len(q.in_shapes[0]))
     if stride != 1 and a == 2:

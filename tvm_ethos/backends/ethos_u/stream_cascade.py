@@ -402,8 +402,10 @@ class _Emitter:
         oshape, odtype = self.dims(out)
         full = tuple((0, s) for s in oshape)
         in_q = list(q.in_q) + [None] * (len(ins) - len(q.in_q))
-        if em.ring is not None and len(oshape) == 4:
-            # one stripe read from the input's box, held whole or in a ring
+        if em.ring is not None and (len(oshape) == 4 and self.dims(ins[0])[0][0] == 1
+                                    or self.in_ring(list(ins) + [out])):
+            # one stripe read from the input's box, held whole or in a ring (a batch of
+            # several or fewer axes held whole: the copies below)
             self.ops += em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block)
             return
         if q.kind in RING_KINDS and len(oshape) == 4 and self.in_ring(list(ins) + [out]):

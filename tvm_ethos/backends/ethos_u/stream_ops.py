@@ -46,6 +46,7 @@ from tvm_ethos.backends.ethos_u.ops_fc import fc_views
 from tvm_ethos.backends.ethos_u.ops_movement import (
     RING_KINDS,
     movement_ops,
+    split_batch_rows,
     split_origin,
     split_ring_ops,
     split_step,
@@ -254,27 +255,60 @@ def _transpose(q, operands: list[FmSlot], ofm: FmSlot, em: Emission, box=None) -
 def _split_ring(q, ins, out, box, full, box_fm: Callable, block: Callable) -> list:
     """One SPLIT stripe, any rows, columns and channels of it: read from the input's box,
     each buffer held whole or in a ring (``box_fm(tensor, rows, cols, quantization)``;
-    a buffer of fewer channels than its tensor folds them as its rows)."""
+    a buffer of fewer channels than its tensor folds them as its rows). A batch above 1 is
+    its tensors' outer rows (``npu_ops.shape3``): each output batch's rows read from its
+    input batch's (``split_batch_rows``); a tensor of fewer than four axes is a box with
+    unit outer axes."""
+    box, full = _four_axes(box), _four_axes(full)
     (b0, b1), (y0, y1), (x0, x1), channels = box
     if (b0, b1) != tuple(full[0]):
         raise UnsupportedOperatorError(q.tflite_name, f"the plan stripes it as {box}")
     by, bx, _ = split_origin(q)
     sy, sx = split_step(q)
-
-    def read(rows, cols):
-        """The input box of output ``rows`` x ``cols``: every (sy, sx)-th row and column."""
-        return box_fm(ins[0], (by + sy * rows[0], by + sy * (rows[1] - 1) + 1),
-                      (bx + sx * cols[0], bx + sx * (cols[1] - 1) + 1), None)
-
+    h_out = full[1][1]
+    h_in = int(q.in_shapes[0][1]) if len(q.in_shapes[0]) == 4 else h_out
+    batches = split_batch_rows(q)
+    if len(q.in_shapes[0]) == 4 and (len(batches) > 1 or int(q.in_shapes[0][0]) > 1):
+        _batches_held_whole(q, ins[0], out, full, box_fm)
     ops = []
-    for rows, cols in _unwrapped(read, (y0, y1), (x0, x1), (sy, sx)):
-        ops += split_ring_ops(
-            q, lambda rows=rows, cols=cols: strided_read(
-                read(rows, cols), (sy, sx), (rows[1] - rows[0], cols[1] - cols[0]),
-                q.tflite_name),
-            lambda rows=rows, cols=cols: box_fm(out, rows, cols, None), tuple(channels),
-            block)
+    for k, i in batches:
+        def read(rows, cols, i=i):
+            """The input box of output ``rows`` x ``cols``: every (sy, sx)-th row and
+            column, in input batch ``i``."""
+            first = i * h_in + by
+            return box_fm(ins[0], (first + sy * rows[0], first + sy * (rows[1] - 1) + 1),
+                          (bx + sx * cols[0], bx + sx * (cols[1] - 1) + 1), None)
+
+        for rows, cols in _unwrapped(read, (y0, y1), (x0, x1), (sy, sx)):
+            ops += split_ring_ops(
+                q, lambda rows=rows, cols=cols, read=read: strided_read(
+                    read(rows, cols), (sy, sx), (rows[1] - rows[0], cols[1] - cols[0]),
+                    q.tflite_name),
+                lambda rows=rows, cols=cols, k=k: box_fm(
+                    out, (k * h_out + rows[0], k * h_out + rows[1]), cols, None),
+                tuple(channels), block)
     return ops
+
+
+def _batches_held_whole(q, src, dst, full, box_fm: Callable) -> None:
+    """A batch above 1 is read and written as rows of its folded tensor: its buffers must
+    hold every row and column (a ring of fewer channels folds only them), or one batch's
+    rows would land on another's."""
+    n_in, h_in, w_in = (int(d) for d in q.in_shapes[0][:3])
+    for t, rows, cols in ((src, n_in * h_in, w_in),
+                          (dst, full[0][1] * full[1][1], full[2][1])):
+        try:
+            box_fm(t, (0, rows), (0, cols), None)
+        except UnsupportedOperatorError as e:
+            raise UnsupportedOperatorError(
+                q.tflite_name, f"a batch of {full[0][1]} whose buffer is a ring of rows or "
+                               "columns; its batches are rows of whole tensors") from e
+
+
+def _four_axes(box) -> tuple:
+    """A box of a tensor of fewer than four axes as its 4-D view's (unit outer axes)."""
+    box = tuple(tuple(b) for b in box)
+    return ((0, 1),) * (4 - len(box)) + box
 
 
 def _unwrapped(read: Callable, rows, cols, step) -> list:
@@ -447,6 +481,12 @@ _PART_FORMS = tuple(REDUCE_OVER_DEPTH.items())
 SOLITARY_OPS: frozenset[Op] = frozenset(
     op for op, em in (*STREAM_OPS.items(), *_PART_FORMS)
     if not takes_ring_operands(op, em) and (em.extent is not Extent.WHOLE or op.info.data_move))
+
+#: the Ethos-U planner device's ``solitary`` set: :data:`SOLITARY_OPS` and SPLIT, whose Part
+#: names it only for a slice of a batch above 1 (``part_matchers``; a slice of one batch is a
+#: SLICE Part, cascaded): the stream copies a batch as rows of whole tensors (``_split_ring``
+#: refuses it in a ring of rows)
+PLANNER_SOLITARY: frozenset[Op] = SOLITARY_OPS | {Op.SPLIT}
 
 #: the computations left out of :data:`SOLITARY_OPS` (SOFTMAX, REDUCE_MIN): the planner keeps
 #: them in a cascade only where it computes their whole output in one stripe
