@@ -47,6 +47,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_reduce_depth,
     ops_softmax16,
     ops_transpose_conv,
+    ops_wide_stride,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
@@ -309,12 +310,24 @@ def _arg_max(q, o):
     return r
 
 
+def _pool_strides(q):
+    """Strides 1..3; an average pool's width stride any (one pool per output column,
+    ``ops_wide_stride``)."""
+    if q.kind != Op.AVG_POOL2D or not ops_wide_stride.wide_stride(q):
+        return _strides(q)
+    sh, sw = q.attrs["strides"]
+    if not 1 <= sh <= 3:
+        return [f"strides {sh}x{sw}; an average pool's height stride must be in the range "
+                "[1, 3] (its width stride may be any)"]
+    return []
+
+
 def _pool(q, o):
     # a pool with a single window (1x1 output, window covering the input) has no effective stride
     single = tuple(q.out_shape[1:3]) == (1, 1) and tuple(q.attrs["pool_size"]) == tuple(
         q.in_shapes[0][1:3]
     )
-    r = [] if single else _strides(q)
+    r = [] if single else _pool_strides(q)
     ph, pw = q.attrs["pool_size"]
     same = any(q.attrs["padding"])
     if q.kind == Op.AVG_POOL2D and same:
