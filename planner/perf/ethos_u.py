@@ -470,7 +470,7 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
             ifm_g = ifm[:3] + (max(1, ifm[3] // groups),)
             ofm_g = ofm[:3] + (max(1, ceil_div(ofm[3], groups)),)
             return [NpuOp(npu, name, ifm_g, ofm_g, **fields)] * min(groups, ofm[3])
-        if whole["stride"][1] > NPU_MAX_STRIDE:
+        if kind == Op.POOL and whole["stride"][1] > NPU_MAX_STRIDE:
             # past the NPU's strides (an average pool's width): one pool per output column,
             # each over its own kernel's columns (tvm_ethos' ops_wide_stride)
             kw = whole["kernel"][1]

@@ -23,8 +23,16 @@ NPU_MAX_STRIDE = 3
 
 def wide_stride(q) -> bool:
     """Whether ``q`` is an average pool whose width stride the NPU cannot take in one
-    operation."""
-    return q.kind == Op.AVG_POOL2D and int(q.attrs["strides"][1]) > NPU_MAX_STRIDE
+    operation (a single window, global pooling, is one operation whatever its strides)."""
+    return q.kind == Op.AVG_POOL2D and int(q.attrs["strides"][1]) > NPU_MAX_STRIDE and \
+        not single_window(q)
+
+
+def single_window(q) -> bool:
+    """Whether the pool ``q`` is one window over its whole input (a 1x1 output): it has no
+    effective stride."""
+    return tuple(q.out_shape[1:3]) == (1, 1) and \
+        tuple(q.attrs["pool_size"]) == tuple(q.in_shapes[0][1:3])
 
 
 def _columns(dst, src, col0: int) -> None:
