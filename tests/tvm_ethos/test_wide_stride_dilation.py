@@ -51,10 +51,11 @@ def _on_the_npu(data: bytes, target: str = TARGET):
 
 
 def _pool_columns(cm, ow: int) -> None:
-    """The stream runs one pool per output column, each one column wide."""
+    """The stream runs one pool per output column, each one column wide (one column has
+    no stride to speak of: a single window, global pooling, keeps its own)."""
     ops = _operations(cm)
     assert [name for name, _ in ops] == ["NPU_OP_POOL"] * ow, ops
-    assert all(k.stride_x == 1 for _, k in ops)
+    assert ow == 1 or all(k.stride_x == 1 for _, k in ops), ops
 
 
 def _spread_kernel(cm, kernel_hw, dilation) -> None:
@@ -157,13 +158,14 @@ def _planned(data: bytes, target: str = "ethos-u"):
     return row
 
 
-@pytest.mark.parametrize("size, stride, padding", [((2, 6), (1, 5), "SAME"),
-                                                   ((3, 4), (2, 4), "VALID")])
-def test_a_striped_cascade_through_the_pool_touches_the_planned_peak(size, stride, padding):
-    """Stripes of the pool's output (some narrower than it) read from the convolution's
-    buffer through its tiles, column by column."""
+@pytest.mark.parametrize("size, stride, padding, out_hw", [((2, 6), (1, 5), "SAME", (24, 8)),
+                                                           ((3, 4), (2, 4), "VALID", (11, 10))])
+def test_a_striped_cascade_through_the_pool_touches_the_planned_peak(size, stride, padding,
+                                                                     out_hw):
+    """Stripes of the pool's output, smaller than it, read from the convolution's buffer
+    through its tiles, column by column."""
     row = _planned(_chain(size, stride, padding, (1, 24, 40, 8)))
-    assert row["stripe"][1:3] != [6 if stride == (2, 4) else 24, 8], row
+    assert row["stripe"][1] * row["stripe"][2] < out_hw[0] * out_hw[1], row
 
 
 @pytest.mark.slow
