@@ -508,9 +508,6 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
        "the TFLite graph has no operator of to keep apart" for act in _ACTS},
     ("TRANSPOSE_CONV", "uint8"): "TVM's legalization leaves a uint8 conv2d_transpose unbuilt "
                                  "(compile error)",
-    ("CONV_2D", "dilation 3x2 VALID"): "the stream generator has no form of unequal dilations",
-    ("AVERAGE_POOL_2D", "stride width 4 VALID"):
-        "ours takes strides up to 3; Vela splits a wider stride over the width",
     ("MEAN", "rank 3"): "ours reduces a 4-D tensor's height and width only",
     ("MEAN", "over width"): "ours reduces a 4-D tensor's height and width together only",
     ("RESIZE_BILINEAR", "uint8"): "ours takes int8 RESIZE_BILINEAR only",

@@ -37,6 +37,7 @@ from typing import Sequence
 from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part
+from planner.npu_dilation import npu_kernel
 from planner.perf import ethos_u_batch as _batched
 from planner.perf import ethos_u_npu
 from planner.perf.base import PerfModel, StripeTerms
@@ -399,6 +400,8 @@ _UNARY_ELEMENTWISE = {"abs": "Abs", "clz": "CLZ", "not": "Not", "neg": "Sub",
 
 
 _WINDOW_KINDS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.POOL)
+#: the largest stride the NPU's kernel register takes along an axis
+NPU_MAX_STRIDE = 3
 
 
 def clear_caches() -> None:
@@ -427,7 +430,9 @@ def _window_fields(part: Part) -> tuple[str, str, dict, int]:
     if part.kind == Op.POOL:
         name = "MaxPool" if part.attr("pool_type") == "max" else "AvgPool"
         return POOLING, name, fields, 1
-    fields.update(dilation=tuple(part.attr("dilation", (1, 1))), has_bias=True)
+    # a dilation above 2 runs as a kernel spread with zero taps (planner.npu_dilation)
+    run = npu_kernel(fields["kernel"], tuple(part.attr("dilation", (1, 1))))
+    fields.update(kernel=run.kernel, dilation=run.dilation, has_bias=True)
     if part.kind == Op.DEPTHWISE_CONV2D:
         return DEPTHWISE, "DepthwiseConv2D", fields, 1
     return CONV, "Conv2D", fields, int(part.attr("groups", 1))
@@ -465,6 +470,14 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
             ifm_g = ifm[:3] + (max(1, ifm[3] // groups),)
             ofm_g = ofm[:3] + (max(1, ceil_div(ofm[3], groups)),)
             return [NpuOp(npu, name, ifm_g, ofm_g, **fields)] * min(groups, ofm[3])
+        if kind == Op.POOL and whole["stride"][1] > NPU_MAX_STRIDE:
+            # past the NPU's strides (an average pool's width): one pool per output column,
+            # each over its own kernel's columns (tvm_ethos' ops_wide_stride)
+            kw = whole["kernel"][1]
+            column = _reshaped(dict(whole, stride=(whole["stride"][0], 1)),
+                               (ifm[0], ifm[1], min(kw, ifm[2]), ifm[3]),
+                               (ofm[0], ofm[1], 1, ofm[3]))
+            return [column] * ofm[2]
         return [_reshaped(whole, ifm, ofm)]
     out_bits = _bits(part.output)
     fin, fout = _format(part, "ifm_format"), _format(part, "ofm_format")

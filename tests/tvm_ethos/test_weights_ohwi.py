@@ -36,7 +36,7 @@ def _ops(draw):
         np.float64, shape, elements=st.floats(-(2.0 ** 40), 2.0 ** 40)))   # truncated alike
     channels = 1 if kind == Op.FULLY_CONNECTED else shape[3]
     zp = draw(st.none() | hnp.arrays(draw(_DTYPES), draw(st.sampled_from([1, channels]))))
-    return SimpleNamespace(kind=kind, weights=weights, w_zp=zp)
+    return SimpleNamespace(kind=kind, weights=weights, w_zp=zp, attrs={})
 
 
 @given(_ops())

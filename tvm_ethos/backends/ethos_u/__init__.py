@@ -5,7 +5,9 @@ tensors of at most 4-D with every dimension in [1, 65535], batch 1; conv2d / dep
 strides 1..3, dilated kernel height <= 64 and dilated kernel area <= 4096, 8-bit constant
 weights whose per-channel sum |w - zp| <= 127 * 65536, an int32 1-D bias (int64 within 40
 bits with int16 activations, TFLite's 16x8 kernels); depthwise depth
-multiplier > 1 only with one input channel; pools with strides 1..3 and kernels up to 256 high
+multiplier > 1 only with one input channel (a dilation past 2 as a kernel spread with zero
+taps); pools with strides 1..3 (an average pool's width stride any: one pool per output
+column) and kernels up to 256 high
 and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
 convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean
 over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting only along dimensions of
@@ -47,6 +49,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_reduce_depth,
     ops_softmax16,
     ops_transpose_conv,
+    ops_wide_stride,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
@@ -309,12 +312,21 @@ def _arg_max(q, o):
     return r
 
 
+def _pool_strides(q):
+    """Strides 1..3; an average pool's width stride any (one pool per output column,
+    ``ops_wide_stride``)."""
+    if q.kind != Op.AVG_POOL2D or not ops_wide_stride.wide_stride(q):
+        return _strides(q)
+    sh, sw = q.attrs["strides"]
+    if not 1 <= sh <= 3:
+        return [f"strides {sh}x{sw}; an average pool's height stride must be in the range "
+                "[1, 3] (its width stride may be any)"]
+    return []
+
+
 def _pool(q, o):
     # a pool with a single window (1x1 output, window covering the input) has no effective stride
-    single = tuple(q.out_shape[1:3]) == (1, 1) and tuple(q.attrs["pool_size"]) == tuple(
-        q.in_shapes[0][1:3]
-    )
-    r = [] if single else _strides(q)
+    r = [] if ops_wide_stride.single_window(q) else _pool_strides(q)
     ph, pw = q.attrs["pool_size"]
     same = any(q.attrs["padding"])
     if q.kind == Op.AVG_POOL2D and same:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ethos_arch.ops import Op
+from planner.npu_dilation import NpuKernel, npu_kernel
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 from tvm_ethos.compute import int16x8
 from tvm_ethos.compute.quant import f32, quantize_multiplier, quantize_multipliers
@@ -177,7 +178,28 @@ def weights_ohwi(op) -> np.ndarray:
     if op.kind == Op.FULLY_CONNECTED:  # (N, K)
         return np.ascontiguousarray((w - zp[0])[:, None, None, :])
     # HWIO, zero point per output channel
-    return np.ascontiguousarray((w - np.broadcast_to(zp, (w.shape[3],))).transpose(3, 0, 1, 2))
+    ohwi = (w - np.broadcast_to(zp, (w.shape[3],))).transpose(3, 0, 1, 2)
+    return np.ascontiguousarray(_spread(ohwi, op))
+
+
+def conv_kernel(op) -> NpuKernel:
+    """The kernel the NPU runs for a convolution (``planner.npu_dilation``): a dilation
+    above 2 spread into zero taps."""
+    return npu_kernel(tuple(int(v) for v in op.weights.shape[:2]),
+                      tuple(op.attrs.get("dilation", (1, 1))))
+
+
+def _spread(ohwi: np.ndarray, op) -> np.ndarray:
+    """OHWI weights with zero taps between the source taps where the NPU's kernel spreads
+    them (a dilation above 2); the weights themselves otherwise."""
+    if op.kind not in (Op.CONV2D, Op.DEPTHWISE_CONV2D):
+        return ohwi
+    k = conv_kernel(op)
+    if k.spread == (1, 1):
+        return ohwi
+    out = np.zeros((ohwi.shape[0], *k.kernel, ohwi.shape[3]), ohwi.dtype)
+    out[:, ::k.spread[0], ::k.spread[1], :] = ohwi
+    return out
 
 
 def conv_op(op, ifm: FmSlot, ofm: FmSlot):
@@ -199,14 +221,8 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
         npu.kernel = api.NpuKernel(1, 1)
         npu.padding = api.NpuPadding(0, 0, 0, 0)
     else:
-        kh, kw = op.weights.shape[:2]
+        (kh, kw), (dh, dw), _ = conv_kernel(op)
         sh, sw = op.attrs["strides"]
-        dh, dw = op.attrs["dilation"]
-        if max(dh, dw) > 2:
-            # the NPU dilates by 1 or 2; Vela splits larger dilations into several operations
-            raise UnsupportedOperatorError(
-                op.tflite_name, f"dilation {dh}x{dw} (the NPU takes 1 or 2)"
-            )
         npu.kernel = api.NpuKernel(kw, kh, sw, sh, dw, dh)
         npu.padding = _padding(op, ifm, ofm, (kh, kw), (dh, dw))
     return npu
@@ -450,7 +466,8 @@ def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
     if isinstance(npu, api.NpuConv2DOperation):   # the weights follow the operation's order
         traversal = npu.block_traversal
-    dilation = tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
+    dilation = conv_kernel(q).dilation[::-1] if q.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D) \
+        else tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
     ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
     enc = api.npu_encode_weights(
         acc, weights_ohwi(q) if weights is None else weights, dilation, ifm_bits,

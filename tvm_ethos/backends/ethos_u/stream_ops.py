@@ -32,6 +32,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_resize,
     ops_softmax16,
     ops_squared_difference,
+    ops_wide_stride,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
@@ -347,6 +348,13 @@ LEAKY_RELU16 = StreamEmitter(Form.SEQUENCE, Extent.STRIPES, sequence=_leaky_relu
                              work_bytes=ops_lut.leaky_relu16_work_bytes,
                              work=ops_lut.leaky_relu16_work, boxed=True)
 
+#: an AVERAGE_POOL_2D with a width stride past 3: one pool per output column
+#: (``ops_wide_stride``), over any stripe's boxes
+WIDE_STRIDE_POOL = StreamEmitter(Form.SEQUENCE, Extent.STRIPES,
+                                 sequence=ops_wide_stride.column_pool_ops,
+                                 geometry=_pool_geometry,
+                                 work_bytes=ops_wide_stride.work_bytes, boxed=True)
+
 #: an int16 SOFTMAX: TFLite Micro's int16 kernel as thirteen operations and two LUT DMAs
 #: (``ops_softmax16``), over the whole tensors, as the 8-bit SOFTMAX
 SOFTMAX16 = StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=ops_softmax16.softmax16_ops,
@@ -518,11 +526,14 @@ def planned_work(q) -> WorkMemory | None:
 def emitter(q) -> StreamEmitter | None:
     """The table's row of ``q``'s operator (None: no stream is generated for it); an int16
     LEAKY_RELU is :data:`LEAKY_RELU16`, an int16 SOFTMAX :data:`SOFTMAX16`, a reduction over
-    the depth its :data:`REDUCE_OVER_DEPTH` row."""
+    the depth its :data:`REDUCE_OVER_DEPTH` row, an average pool with a width stride past
+    3 :data:`WIDE_STRIDE_POOL`."""
     if ops_lut.is_leaky_relu16(q):
         return LEAKY_RELU16
     if ops_softmax16.is_softmax16(q):
         return SOFTMAX16
     if ops_reduce_depth.over_depth(q):
         return REDUCE_OVER_DEPTH[q.kind]
+    if ops_wide_stride.wide_stride(q):
+        return WIDE_STRIDE_POOL
     return STREAM_OPS.get(q.kind)
