@@ -1,0 +1,123 @@
+"""MEAN over the height alone, the width alone or both of a rank-2, 3 or 4 tensor on the
+Ethos-U (``ethos_arch.mean_window``: the reduced axes become the kernel of one depthwise
+convolution over the tensor's NHWC view), as Vela 5.2 takes them: on ``ethos-u`` (the
+tflite-micro host) and ``ethos-u,llvm`` (the generated stream on the functional model), equal
+to TFLite Micro over shapes, axes, keep_dims and quantization, the stream touching exactly the
+SRAM its plan holds; and the MEAN one kernel cannot take refused by name."""
+import numpy as np
+import pytest
+import tflite_builder as tb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
+
+pytest.importorskip("ethosu.vela")
+
+U55 = "ethos-u55-128"
+
+
+def mean_model(shape, axes, keep, dtype="int8", in_q=(0.05, 3), out_q=(0.04, -2)) -> bytes:
+    """One MEAN of a ``dtype`` tensor of ``shape`` over ``axes`` (as written, negative ones
+    too)."""
+    rank = len(shape)
+    reduced = {a % rank for a in axes}
+    out = [1 if i in reduced else d for i, d in enumerate(shape)] if keep else \
+        [d for i, d in enumerate(shape) if i not in reduced]
+    x = tb.T(list(shape), dtype, scale=in_q[0], zp=in_q[1])
+    axis = tb.T([len(axes)], "int32", data=np.array(axes, np.int32))
+    y = tb.T(out, dtype, scale=out_q[0], zp=out_q[1])
+
+    def opts(b):
+        tb.tflite.ReducerOptionsStart(b)
+        tb.tflite.ReducerOptionsAddKeepDims(b, keep)
+        return tb.tflite.ReducerOptionsEnd(b)
+
+    return tb.build([x, axis, y], [0], [2], tb.BO.MEAN, tb.BOPT.ReducerOptions, opts,
+                    op_inputs=[0, 1])
+
+
+def _exact(cm, model, seed, runs=2):
+    """Equal to TFLite Micro (int8); TFLite Micro has no uint8 MEAN: then to LiteRT's
+    reference kernels, whose uint8 MEAN is the same integer arithmetic."""
+    rs = np.random.RandomState(seed)
+    for _ in range(runs):
+        xs = inputs_for(cm.inputs, rs)
+        want = (tflm_oracle if xs[0].dtype == np.int8 else oracle)(model, xs)[0]
+        got = cm.run(*xs)[0]
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def check_both_targets(model, seed=0, config=U55):
+    """On the tflite-micro host every operator is an ``ethos-u`` one; on ``ethos-u,llvm`` the
+    stream is generated, realizes its plan and touches the planned peak; both equal to
+    TFLite Micro."""
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={config}", cache_dir=False)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"], \
+        [(p.placed_on, p.why) for p in cm.placement]
+    _exact(cm, model, seed)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={config},llvm",
+                           npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"], entry
+    assert entry["commands"]["NPU_OP_DEPTHWISE"] == 1
+    assert entry["realizes_plan"]
+    assert entry["sram_high_water_bytes"] == entry["planned_peak_bytes"]
+    _exact(cm, model, seed)
+    assert any(t.startswith("stream ") for t in cm.last_run_stats.trace)
+
+
+@st.composite
+def means(draw, max_dim=9):
+    """A MEAN the Ethos-U takes: the height, the width or both of the NHWC view of a rank-2
+    to 4 tensor (batch 1), axes written as given or counted from the end, any keep_dims, int8
+    or uint8, input and output quantized apart or alike."""
+    rank = draw(st.integers(2, 4))
+    shape = [draw(st.integers(1, max_dim)) for _ in range(rank)]
+    if rank == 4:
+        shape[0] = 1
+    hw = [a for a in (rank - 3, rank - 2) if a >= 0]
+    axes = draw(st.lists(st.sampled_from(hw), min_size=1, max_size=len(hw), unique=True))
+    axes = [a - rank if draw(st.booleans()) else a for a in axes]
+    dtype = draw(st.sampled_from(["int8", "uint8"]))
+    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
+    in_q = (draw(st.floats(0.002, 0.5)), draw(st.integers(lo, hi)))
+    out_q = in_q if draw(st.booleans()) else (draw(st.floats(0.002, 0.5)),
+                                               draw(st.integers(lo, hi)))
+    return tuple(shape), tuple(axes), draw(st.booleans()), dtype, in_q, out_q
+
+
+@settings(max_examples=3, deadline=None)
+@given(case=means(), seed=st.integers(0, 2**16))
+def test_mean_over_height_width_or_both_equals_tflite_micro(case, seed):
+    shape, axes, keep, dtype, in_q, out_q = case
+    check_both_targets(mean_model(shape, axes, keep, dtype, in_q, out_q), seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(case=means(max_dim=20), seed=st.integers(0, 2**16))
+def test_mean_axes_sweep_equals_tflite_micro(case, seed):
+    shape, axes, keep, dtype, in_q, out_q = case
+    check_both_targets(mean_model(shape, axes, keep, dtype, in_q, out_q), seed)
+
+
+def test_rank_3_and_width_alone_as_the_audit_probes_them():
+    # benchmarks/vela_superset_probes.py's MEAN "rank 3" and "over width"
+    check_both_targets(mean_model((4, 4, 8), (0, 1), True))
+    check_both_targets(mean_model((1, 4, 4, 8), (2,), True))
+
+
+def test_more_than_64_rows_over_both_is_one_row_of_their_elements():
+    """65x10 (650 elements): Vela 5.2 reads it as 1x650; so does the stream, in one
+    depthwise convolution."""
+    check_both_targets(mean_model((1, 65, 10, 3), (1, 2), True, in_q=(0.1, -7)),
+                       config="ethos-u65-256")
+
+
+def test_more_than_64_rows_of_the_height_alone_are_refused_by_name():
+    model = mean_model((1, 65, 3, 2), (1,), True)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55}", cache_dir=False)
+    (p,) = cm.placement
+    assert p.placed_on != "ethos-u" and "65x1 mean" in str(p.why) and "64 rows" in str(p.why)
