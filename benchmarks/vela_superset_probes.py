@@ -511,8 +511,6 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
     ("CONV_2D", "dilation 3x2 VALID"): "the stream generator has no form of unequal dilations",
     ("AVERAGE_POOL_2D", "stride width 4 VALID"):
         "ours takes strides up to 3; Vela splits a wider stride over the width",
-    ("MEAN", "rank 3"): "ours reduces a 4-D tensor's height and width only",
-    ("MEAN", "over width"): "ours reduces a 4-D tensor's height and width together only",
     ("SPLIT", "batch 2"): "ours splits only batch 1 (SPLIT's stream reads stripes of one batch)",
     ("SPLIT_V", "batch 2"): "as SPLIT batch 2",
     ("SLICE", "batch 2"): "TVM's converter writes it as a SPLIT: as SPLIT batch 2",
