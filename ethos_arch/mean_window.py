@@ -5,9 +5,10 @@ The NPU runs a MEAN as one depthwise convolution with all-one weights (Vela 5.2'
 on the left, as Vela's ``full_shape(4, ...)`` does, so the axes of a rank-3 tensor are
 height, width, depth and those of a rank-2 tensor width, depth. A MEAN whose reduced axes
 are the height, the width or both of that view is that convolution with a kernel of the
-reduced extents (the kept axis is swept with stride 1). A MEAN over both with more than 64
-rows but at most 4096 elements reads the same bytes as one row of ``h * w`` columns (Vela's
-reshape), which one kernel takes. This module imports nothing of the project: the planner,
+reduced extents (the kept axis is swept with stride 1). A window of the whole height and
+width (both reduced, or a kept axis of extent 1) with more than 64 rows but at most 4096
+elements reads the same bytes as one row of ``h * w`` columns (Vela's reshape), which one
+kernel takes. This module imports nothing of the project: the planner,
 the backend check and the stream generator all read it.
 """
 from __future__ import annotations
@@ -61,8 +62,8 @@ def mean_kernel(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int] | 
 
 def mean_window(shape: Sequence[int], axes: Sequence[int]) -> MeanWindow | None:
     """The window of a MEAN of a tensor of ``shape`` over ``axes`` (None where
-    :func:`mean_kernel` is): more than 64 rows over both height and width within 4096
-    elements are read as one row."""
+    :func:`mean_kernel` is): a window of the whole height and width of more than 64 rows
+    within 4096 elements is read as one row."""
     kernel = mean_kernel(shape, axes)
     if kernel is None:
         return None

@@ -177,10 +177,12 @@ def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """MEAN over H, W or both as Vela lowers it (regor/tflite_graph_optimiser.cpp:
     ConvertMeanOps): depthwise convolutions with the reduced extents as kernel (at most 64
     rows and 4096 taps each; more rows over both within 4096 taps read as one row) writing
-    32-bit sums, ADDs to combine them, and a 32-bit MUL to scale. A tensor of fewer than
-    four axes is its NHWC view (``ethos_arch.mean_window``)."""
+    32-bit sums, ADDs to combine them, and a 32-bit MUL to scale, over the rows and columns
+    an output stripe reads. A tensor of fewer than four axes is its NHWC view
+    (``ethos_arch.mean_window``)."""
     x = part.inputs[0]
-    _, h, w, _ = (1,) * (4 - len(x.shape)) + tuple(x.shape)
+    region = _input_region(part, 0, out_shape)   # what this output stripe reads
+    _, h, w, _ = (1,) * (4 - len(region)) + tuple(region)
     kh, kw = tuple(part.attr("kernel", (h, w)))
     oh, ow = h - kh + 1, w - kw + 1
     oc = out_shape[-1]
