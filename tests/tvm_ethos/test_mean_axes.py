@@ -4,6 +4,7 @@ convolution over the tensor's NHWC view), as Vela 5.2 takes them: on ``ethos-u``
 tflite-micro host) and ``ethos-u,llvm`` (the generated stream on the functional model), equal
 to TFLite Micro over shapes, axes, keep_dims and quantization, the stream touching exactly the
 SRAM its plan holds; and the MEAN one kernel cannot take refused by name."""
+import graph_builder as gb
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -103,12 +104,6 @@ def test_mean_axes_sweep_equals_tflite_micro(case, seed):
     check_both_targets(mean_model(shape, axes, keep, dtype, in_q, out_q), seed)
 
 
-def test_rank_3_and_width_alone_as_the_audit_probes_them():
-    # benchmarks/vela_superset_probes.py's MEAN "rank 3" and "over width"
-    check_both_targets(mean_model((4, 4, 8), (0, 1), True))
-    check_both_targets(mean_model((1, 4, 4, 8), (2,), True))
-
-
 def test_more_than_64_rows_over_both_is_one_row_of_their_elements():
     """65x10 (650 elements): Vela 5.2 reads it as 1x650; so does the stream, in one
     depthwise convolution."""
@@ -121,3 +116,37 @@ def test_more_than_64_rows_of_the_height_alone_are_refused_by_name():
     cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55}", cache_dir=False)
     (p,) = cm.placement
     assert p.placed_on != "ethos-u" and "65x1 mean" in str(p.why) and "64 rows" in str(p.why)
+
+
+def _width_mean(g, x):
+    """A MEAN over the width of ``x`` in ``g`` (graph_builder writes MEANs over H and W)."""
+    n, h, _, c = g.shape(x)
+    axis = g._add(tb.T([1], "int32", data=np.array([2], np.int32)))
+    y = g._act((n, h, 1, c))
+
+    def opts(b):
+        tb.tflite.ReducerOptionsStart(b)
+        tb.tflite.ReducerOptionsAddKeepDims(b, True)
+        return tb.tflite.ReducerOptionsEnd(b)
+
+    g.ops.append((tb.BO.MEAN, tb.BOPT.ReducerOptions, opts, [x, axis], [y]))
+    return y
+
+
+def test_a_width_mean_between_convolutions_is_planned_and_exact():
+    """In a network the MEAN's Part is planned with its neighbours (over its whole output,
+    as the stream runs it) and the stream realizes that plan."""
+    g = gb.Graph(np.random.RandomState(7))
+    x = g.input((1, 8, 8, 4))
+    y = g.conv2d(g.conv2d(_width_mean(g, g.conv2d(x, 6)), 5, kernel=(1, 1)), 3,
+                 kernel=(3, 1))
+    model = g.build([y])
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55}", cache_dir=False)
+    assert {p.placed_on for p in cm.placement} == {"ethos-u"}
+    _exact(cm, model, 0)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55},llvm",
+                           npu_runtime="stream", cache_dir=False)
+    (entry,) = cm.plan_report["streams"].values()
+    assert entry["generated"] and entry["realizes_plan"], entry
+    assert entry["commands"]["NPU_OP_DEPTHWISE"] == 1
+    _exact(cm, model, 0)
