@@ -104,6 +104,25 @@ def test_mean_axes_sweep_equals_tflite_micro(case, seed):
     check_both_targets(mean_model(shape, axes, keep, dtype, in_q, out_q), seed)
 
 
+#: at one kernel's limits: 64 rows, 4096 taps, a 4096-wide row, a 64-row height alone, more
+#: rows over both read as one row, a height alone over a 1-wide width read so too
+LIMITS = {
+    "64x64": ((1, 64, 64, 1), (1, 2)),
+    "width-4096": ((1, 2, 4096, 2), (2,)),
+    "rank-2-4096": ((4096, 3), (0,)),
+    "height-64": ((1, 64, 5, 2), (1,)),
+    "100x40-as-one-row": ((1, 100, 40, 1), (1, 2)),
+    "rank-3-height-200-width-1": ((200, 1, 2), (0,)),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(LIMITS))
+def test_means_at_the_kernel_limits_equal_tflite_micro(case):
+    shape, axes = LIMITS[case]
+    check_both_targets(mean_model(shape, axes, True, in_q=(0.1, -7), out_q=(0.07, 5)))
+
+
 def test_more_than_64_rows_over_both_is_one_row_of_their_elements():
     """65x10 (650 elements): Vela 5.2 reads it as 1x650; so does the stream, in one
     depthwise convolution."""
@@ -111,11 +130,19 @@ def test_more_than_64_rows_over_both_is_one_row_of_their_elements():
                        config="ethos-u65-256")
 
 
-def test_more_than_64_rows_of_the_height_alone_are_refused_by_name():
-    model = mean_model((1, 65, 3, 2), (1,), True)
-    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55}", cache_dir=False)
+@pytest.mark.parametrize("shape,axes,config,why", [
+    ((1, 65, 3, 2), (1,), U55, "65x1 mean"),
+    ((1, 64, 65, 1), (1, 2), "ethos-u65-256", "64x65 mean"),
+], ids=["height-65-rows", "4160-elements-u65"])
+def test_a_mean_one_kernel_cannot_take_is_refused_by_name(shape, axes, config, why):
+    """More than 64 rows of the height alone, or more than 4096 elements (on an Ethos-U65
+    too): Vela splits them into several convolutions and ADDs; ours keeps the TFLite
+    operator and says why."""
+    model = mean_model(shape, axes, True)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={config}", cache_dir=False)
     (p,) = cm.placement
-    assert p.placed_on != "ethos-u" and "65x1 mean" in str(p.why) and "64 rows" in str(p.why)
+    assert p.placed_on != "ethos-u" and why in str(p.why), p.why
+    assert "64 rows and 4096 elements" in str(p.why)
 
 
 def _width_mean(g, x):
