@@ -2,8 +2,9 @@
 Ethos-U (``ethos_arch.mean_window``: the reduced axes become the kernel of one depthwise
 convolution over the tensor's NHWC view), as Vela 5.2 takes them: on ``ethos-u`` (the
 tflite-micro host) and ``ethos-u,llvm`` (the generated stream on the functional model), equal
-to TFLite Micro over shapes, axes, keep_dims and quantization, the stream touching exactly the
-SRAM its plan holds; and the MEAN one kernel cannot take refused by name."""
+to TFLite Micro over shapes, axes, keep_dims, int8 / uint8 / int16 and quantization, the
+stream touching exactly the SRAM its plan holds; and the MEAN one kernel cannot take refused
+by name."""
 import graph_builder as gb
 import numpy as np
 import pytest
@@ -40,12 +41,12 @@ def mean_model(shape, axes, keep, dtype="int8", in_q=(0.05, 3), out_q=(0.04, -2)
 
 
 def _exact(cm, model, seed, runs=2):
-    """Equal to TFLite Micro (int8); TFLite Micro has no uint8 MEAN: then to LiteRT's
+    """Equal to TFLite Micro (int8, int16); TFLite Micro has no uint8 MEAN: then to LiteRT's
     reference kernels, whose uint8 MEAN is the same integer arithmetic."""
     rs = np.random.RandomState(seed)
     for _ in range(runs):
         xs = inputs_for(cm.inputs, rs)
-        want = (tflm_oracle if xs[0].dtype == np.int8 else oracle)(model, xs)[0]
+        want = (oracle if xs[0].dtype == np.uint8 else tflm_oracle)(model, xs)[0]
         got = cm.run(*xs)[0]
         np.testing.assert_array_equal(got.reshape(want.shape), want)
 
@@ -72,8 +73,8 @@ def check_both_targets(model, seed=0, config=U55):
 @st.composite
 def means(draw, max_dim=9):
     """A MEAN the Ethos-U takes: the height, the width or both of the NHWC view of a rank-2
-    to 4 tensor (batch 1), axes written as given or counted from the end, any keep_dims, int8
-    or uint8, input and output quantized apart or alike."""
+    to 4 tensor (batch 1), axes written as given or counted from the end, any keep_dims, int8,
+    uint8 or int16, input and output quantized apart or alike."""
     rank = draw(st.integers(2, 4))
     shape = [draw(st.integers(1, max_dim)) for _ in range(rank)]
     if rank == 4:
@@ -81,11 +82,12 @@ def means(draw, max_dim=9):
     hw = [a for a in (rank - 3, rank - 2) if a >= 0]
     axes = draw(st.lists(st.sampled_from(hw), min_size=1, max_size=len(hw), unique=True))
     axes = [a - rank if draw(st.booleans()) else a for a in axes]
-    dtype = draw(st.sampled_from(["int8", "uint8"]))
-    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
-    in_q = (draw(st.floats(0.002, 0.5)), draw(st.integers(lo, hi)))
-    out_q = in_q if draw(st.booleans()) else (draw(st.floats(0.002, 0.5)),
-                                               draw(st.integers(lo, hi)))
+    dtype = draw(st.sampled_from(["int8", "uint8", "int16"]))
+    info = np.iinfo(dtype)
+    scales = st.floats(1e-4, 0.05) if dtype == "int16" else st.floats(0.002, 0.5)
+    in_q = (draw(scales), draw(st.integers(int(info.min), int(info.max))))
+    out_q = in_q if draw(st.booleans()) else (draw(scales),
+                                               draw(st.integers(int(info.min), int(info.max))))
     return tuple(shape), tuple(axes), draw(st.booleans()), dtype, in_q, out_q
 
 
