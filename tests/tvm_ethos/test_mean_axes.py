@@ -103,7 +103,9 @@ def test_mean_over_height_width_or_both_equals_tflite_micro(case, seed):
 @given(case=means(max_dim=20), seed=st.integers(0, 2**16))
 def test_mean_axes_sweep_equals_tflite_micro(case, seed):
     shape, axes, keep, dtype, in_q, out_q = case
-    check_both_targets(mean_model(shape, axes, keep, dtype, in_q, out_q), seed)
+    model = mean_model(shape, axes, keep, dtype, in_q, out_q)
+    check_both_targets(model, seed)
+    _on_the_hosts_kernel(model, seed)
 
 
 #: at one kernel's limits: 64 rows, 4096 taps, a 4096-wide row, a 64-row height alone, more
@@ -179,3 +181,28 @@ def test_a_width_mean_between_convolutions_is_planned_and_exact():
     assert entry["generated"] and entry["realizes_plan"], entry
     assert entry["commands"]["NPU_OP_DEPTHWISE"] == 1
     _exact(cm, model, 0)
+
+
+def _on_the_hosts_kernel(model, seed=0):
+    """On ``llvm`` alone: the host's integer kernel (``te_ops.lower_mean``), not TVM's
+    float32 path, equal to TFLite Micro."""
+    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(model), "llvm"))
+    assert "MEAN                 -> llvm (kernel)" in report, report
+    _exact(tvm_ethos.compile(model, "llvm", cache_dir=False), model, seed)
+
+
+@settings(max_examples=2, deadline=None)
+@given(case=means(), seed=st.integers(0, 2**16))
+def test_the_llvm_hosts_integer_kernel_takes_them_too(case, seed):
+    shape, axes, keep, dtype, in_q, out_q = case
+    _on_the_hosts_kernel(mean_model(shape, axes, keep, dtype, in_q, out_q), seed)
+
+
+@pytest.mark.parametrize("dtype,q", [("int8", (0.05, 3)), ("int16", (0.002, 11))])
+def test_a_mean_the_npu_refuses_runs_on_the_hosts_integer_kernel(dtype, q):
+    """65 rows of the height alone on ``ethos-u,llvm``: the llvm host's integer kernel."""
+    model = mean_model((1, 65, 3, 2), (1,), True, dtype, in_q=q, out_q=(0.003, -5))
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55},llvm", cache_dir=False)
+    assert cm.partition_summary == {"llvm": 1}, cm.partition_summary
+    _exact(cm, model, 0)
+    _on_the_hosts_kernel(model)
