@@ -206,3 +206,11 @@ def test_a_mean_the_npu_refuses_runs_on_the_hosts_integer_kernel(dtype, q):
     assert cm.partition_summary == {"llvm": 1}, cm.partition_summary
     _exact(cm, model, 0)
     _on_the_hosts_kernel(model)
+
+
+def test_a_batch_of_two_is_refused_for_its_batch_alone():
+    model = mean_model((2, 4, 5, 3), (1, 2), True)
+    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={U55}", cache_dir=False)
+    (p,) = cm.placement
+    assert p.placed_on != "ethos-u" and "batch size 2" in str(p.why), p.why
+    assert "axis" not in str(p.why), p.why

@@ -335,7 +335,9 @@ def _mean(q, o):
     """A MEAN reducing the height, the width or both of its input's NHWC view (rank 2 to 4,
     ``ethos_arch.mean_window``), in one depthwise kernel as ``npu_ops.mean_op`` emits it."""
     axis = q.attrs.get("axis")
-    window = mean_window(q.in_shapes[0], axis or ())
+    shape = tuple(q.in_shapes[0])
+    # a batch above one is refused by the common checks, naming it
+    window = mean_window((1,) + shape[1:] if len(shape) == 4 else shape, axis or ())
     if window is None:
         return [f"mean over axes {axis} of a {len(q.in_shapes[0])}-D tensor; axis indices "
                 "must correspond to height and width (of NHWC, or the first two of a 3-D "
