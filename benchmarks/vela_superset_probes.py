@@ -508,7 +508,5 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
        "the TFLite graph has no operator of to keep apart" for act in _ACTS},
     ("TRANSPOSE_CONV", "uint8"): "TVM's legalization leaves a uint8 conv2d_transpose unbuilt "
                                  "(compile error)",
-    ("MEAN", "rank 3"): "ours reduces a 4-D tensor's height and width only",
-    ("MEAN", "over width"): "ours reduces a 4-D tensor's height and width together only",
     ("RESIZE_BILINEAR", "uint8"): "ours takes int8 RESIZE_BILINEAR only",
 }

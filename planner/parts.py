@@ -169,18 +169,26 @@ def pool2d(name: str, ifm: Tensor, pool_type: str = "max", pool_size=(2, 2), str
                        activation=activation))
 
 
-def mean(name: str, ifm: Tensor, keepdims: bool = True, output_name: str | None = None) -> Part:
-    """Global average over H and W (TFLite MEAN over axes 1, 2), as Vela runs it."""
+def mean(name: str, ifm: Tensor, keepdims: bool = True, output_name: str | None = None,
+         axes: tuple[int, ...] = (1, 2)) -> Part:
+    """Average over H, W or both (TFLite MEAN over ``axes``, a non-empty subset of 1 and 2),
+    as Vela runs it: one window of the reduced extents, swept over a kept axis."""
     _check_nhwc(ifm, name)
+    if not axes or not set(axes) <= {1, 2}:
+        raise PlannerError(f"{name}: a mean reduces H, W or both (axes 1, 2), got {axes}")
     n, h, w, c = ifm.shape
-    out_shape = (n, 1, 1, c) if keepdims else (n, c)
+    kept = [i for i in range(4) if i not in axes]
+    out_shape = tuple(1 if i in axes else d for i, d in enumerate(ifm.shape)) if keepdims \
+        else tuple(ifm.shape[i] for i in kept)
     out = Tensor(output_name or f"{name}:0", out_shape)
-    if keepdims:
-        lin = [[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]
-    else:
-        lin = [[1, 0], [0, 0], [0, 0], [0, 1]]
-    prop = Propagator.build(lin, [0, h, w, 0], [0, 0, 0, 0])
-    return Part(name, Op.MEAN, (ifm,), out, (prop,), _attrs(kernel=(h, w), keepdims=keepdims))
+    cols = list(range(4)) if keepdims else [None if i in axes else kept.index(i)
+                                            for i in range(4)]
+    lin = [[1 if i not in axes and j == cols[i] else 0 for j in range(len(out_shape))]
+           for i in range(4)]
+    prop = Propagator.build(lin, [ifm.shape[i] if i in axes else 0 for i in range(4)],
+                            [0, 0, 0, 0])
+    kernel = (h if 1 in axes else 1, w if 2 in axes else 1)
+    return Part(name, Op.MEAN, (ifm,), out, (prop,), _attrs(kernel=kernel, keepdims=keepdims))
 
 
 def _broadcast_propagator(in_shape: Sequence[int], out_shape: Sequence[int]) -> Propagator:

@@ -651,13 +651,14 @@ def _mean(ctx: _OpContext) -> None:
     x = ctx.act(0)
     axes = ctx.const(1, "axes").reshape(-1)
     rank = len(x.shape)
-    norm = sorted({int(a) % rank for a in axes if -rank <= a < rank})
-    if rank != 4 or norm != [1, 2] or any(not -rank <= a < rank for a in axes):
-        raise ctx.err(f"only a global mean over H and W of an NHWC tensor is supported, got "
+    norm = tuple(sorted({int(a) % rank for a in axes if -rank <= a < rank}))
+    if rank != 4 or not norm or not set(norm) <= {1, 2} or \
+            any(not -rank <= a < rank for a in axes):
+        raise ctx.err(f"only a mean over H, W or both of an NHWC tensor is supported, got "
                       f"axes {[int(a) for a in axes]} of shape {list(x.shape)}")
     opts = ctx.options("ReducerOptions")
     keep = bool(opts.KeepDims()) if opts is not None else False
-    ctx.emit(parts.mean(ctx.name, x, keepdims=keep, output_name=ctx.out_name()))
+    ctx.emit(parts.mean(ctx.name, x, keepdims=keep, output_name=ctx.out_name(), axes=norm))
 
 
 def _reduce_over_depth(kind: Op):

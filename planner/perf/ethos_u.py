@@ -175,28 +175,33 @@ def _lstm_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 
 
 def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
-    """MEAN over H and W as Vela lowers it (regor/tflite_graph_optimiser.cpp:ConvertMeanOps):
-    depthwise convolutions with an H x W kernel (at most 64 rows and 4096 taps each) writing
-    32-bit sums, ADDs to combine them, and a 32-bit MUL to scale."""
+    """MEAN over H, W or both as Vela lowers it (regor/tflite_graph_optimiser.cpp:
+    ConvertMeanOps): depthwise convolutions with the reduced extents as kernel (at most 64
+    rows and 4096 taps each; more rows over both within 4096 taps read as one row) writing
+    32-bit sums, ADDs to combine them, and a 32-bit MUL to scale, over the rows and columns
+    an output stripe reads. A tensor of fewer than four axes is its NHWC view
+    (``ethos_arch.mean_window``)."""
     x = part.inputs[0]
-    n, h, w, c = x.shape
+    region = _input_region(part, 0, out_shape)   # what this output stripe reads
+    _, h, w, _ = (1,) * (4 - len(region)) + tuple(region)
+    kh, kw = tuple(part.attr("kernel", (h, w)))
+    oh, ow = h - kh + 1, w - kw + 1
     oc = out_shape[-1]
-    n_out = out_shape[0]
-    if h > 64 and h * w <= 4096:
-        h, w = 1, h * w
-    rows = min(4096 // w, h, 64) if w <= 4096 else 1
-    count = ceil_div(h, rows)
+    n_out = out_shape[0] if len(x.shape) == 4 else 1
+    if kh > 64 and kh * kw <= 4096 and (oh, ow) == (1, 1):
+        kh, kw = 1, kh * kw
+    rows = min(4096 // kw, kh, 64) if kw <= 4096 else 1
+    count = ceil_div(kh, rows)
     fmt = _format(part, "ifm_format")
+    acc = (n_out, oh, ow, oc)
     ops = []
     for i in range(count):
-        kh = rows if (i < count - 1 or h % rows == 0) else h % rows
-        ops.append(NpuOp(DEPTHWISE, "DepthwiseConv2D", (n_out, kh, w, oc), (n_out, 1, 1, oc),
-                         kernel=(kh, w), ifm_bits=_bits(x), ofm_bits=32, has_bias=True,
+        k = rows if (i < count - 1 or kh % rows == 0) else kh % rows
+        ops.append(NpuOp(DEPTHWISE, "DepthwiseConv2D", (n_out, k + oh - 1, kw + ow - 1, oc),
+                         acc, kernel=(k, kw), ifm_bits=_bits(x), ofm_bits=32, has_bias=True,
                          ifm_format=fmt))
         if i > 0:
-            acc = (n_out, 1, 1, oc)
             ops.append(NpuOp(ELEMENTWISE, "Add", acc, acc, acc, ifm_bits=32, ofm_bits=32))
-    acc = (n_out, 1, 1, oc)
     ops.append(NpuOp(ELEMENTWISE, "Mul", acc, acc, (1, 1, 1, 1), ifm_bits=32,
                      ofm_bits=_bits(part.output), ofm_format=_format(part, "ofm_format")))
     return ops

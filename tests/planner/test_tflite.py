@@ -649,7 +649,7 @@ def test_declared_shape_mismatch_is_caught():
     ("strided", "only positive strides"),
     ("resize", "not an integer upscale"),
     ("align", "align_corners"),
-    ("mean", "global mean over H and W"),
+    ("mean", "mean over H, W or both"),
     ("undefined", "neither a graph input nor the output"),
     ("const_weights", "weights .* must be a constant"),
 ])

@@ -6,6 +6,7 @@ pipeline for the host target. Everything else (float operators) goes through TVM
 """
 from __future__ import annotations
 
+from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
 from tvm_ethos.backends.base import Capabilities, HostOutput, LayerSupport
 from tvm_ethos.backends.base import HostBackend as HostContract
@@ -21,17 +22,27 @@ def _nhwc(q, o):
         r.append("ceil_mode pooling")
     if q.kind == Op.AVG_POOL2D and q.attrs.get("count_include_pad"):
         r.append("average pool counting padding")
-    if q.kind == Op.MEAN and (
-        q.attrs.get("axis") not in ((1, 2), (2, 1)) or len(q.in_shapes[0]) != 4
-    ):
+    if q.kind == Op.MEAN and not _host_mean(q):
         r.append(
             f"mean over axes {q.attrs.get('axis')}; the integer kernel reduces H and W of NHWC"
+            " (or either alone, or the first axes of a 2-D or 3-D tensor)"
         )
     # ARG_MAX writes indices (int32 or int64, ``patterns._read_arg_max``), not codes
     for dt in list(q.in_dtypes) + ([] if q.kind == Op.ARG_MAX else [q.out_dtype]):
         if dt not in ("int8", "uint8", "int16"):
             r.append(f"type {dt}; the integer kernels take int8, uint8 and int16")
     return r
+
+
+def _host_mean(q) -> bool:
+    """H and W of NHWC (any batch), or the height, the width or both of the NHWC view of a
+    2-D to 4-D tensor (``ethos_arch.mean_window``): the reductions ``te_ops.lower_mean``
+    computes as TFLite's integer MEAN."""
+    axis, shape = q.attrs.get("axis"), tuple(q.in_shapes[0])
+    if axis in ((1, 2), (2, 1)) and len(shape) == 4:
+        return True
+    return bool(axis) and len(set(axis)) == len(axis) and \
+        mean_kernel((1,) + shape[1:] if len(shape) == 4 else shape, axis) is not None
 
 
 def _ok(q, o):

@@ -19,6 +19,7 @@ import numpy as np
 from tvm import te, tirx
 from tvm.sym import Analyzer
 
+from ethos_arch.mean_window import normalized_axes
 from ethos_arch.ops import Op
 from tvm_ethos.compute import (
     concat_requant,
@@ -855,33 +856,43 @@ def mean_multiplier(in_scale: float, out_scale: float, num: int) -> tuple[int, i
 
 
 def lower_mean(op, inputs, pool: ConstPool, name="mean"):
-    """MEAN over H and W of an NHWC tensor (TFLite reference int8 MEAN, see mean_multiplier),
-    and SUM (``op.kind`` REDUCE_SUM): TFLite's int8 SUM is the same rescale of the same sum
-    with no element count to fold in (``mean_multiplier`` of one element)."""
+    """MEAN over any axes of the input that keep its depth, TFLite's reference int8 MEAN (see
+    mean_multiplier); height and width of NHWC unless ``op.attrs["axis"]`` names others
+    (``patterns`` normalizes them). SUM (``op.kind`` REDUCE_SUM): TFLite's int8 SUM is the
+    same rescale of the same sum with no element count to fold in (``mean_multiplier`` of
+    one element)."""
     if op.kind == Op.REDUCE_SUM and 3 in op.attrs.get("axis", ()):
         return lower_reduce_over_depth(op, inputs, pool, name)
     (x,) = inputs
-    n_, h_, w_, c_ = op.in_shapes[0]
+    in_shape = [int(s) for s in op.in_shapes[0]]
+    rank = len(in_shape)
+    axes = normalized_axes(op.attrs.get("axis") or (1, 2), rank)
+    kept = [i for i in range(rank) if i not in axes]
     in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
     out_scale, out_zp = _out_q(op)
-    count = 1 if op.kind == Op.REDUCE_SUM else h_ * w_
+    count = 1 if op.kind == Op.REDUCE_SUM else int(np.prod([in_shape[a] for a in axes]))
     mult, shift = mean_multiplier(in_scale, out_scale, count)
-    rh = te.reduce_axis((0, h_), name="rh")
-    rw = te.reduce_axis((0, w_), name="rw")
-    acc = te.compute(
-        (n_, c_),
-        lambda n, c: te.sum(x[n, rh, rw, c].astype("int32") - _i32(in_zp), axis=[rh, rw]),
-        name=f"{name}_sum",
-    )
-    keep = len(op.out_shape) == 4
+    reduced = {a: te.reduce_axis((0, in_shape[a]), name=_REDUCE_AXIS_NAMES.get(a, f"r{a}"))
+               for a in axes}
+
+    def sum_fn(*k):
+        at = dict(zip(kept, k))
+        idx = [reduced[i] if i in reduced else at[i] for i in range(rank)]
+        return te.sum(x[tuple(idx)].astype("int32") - _i32(in_zp), axis=list(reduced.values()))
+
+    acc = te.compute([in_shape[i] for i in kept], sum_fn, name=f"{name}_sum")
+    keep = len(op.out_shape) == rank
 
     def out_fn(*idx):
-        n, c = idx[0], idx[-1]
-        v = mbqm(acc[n, c], mult, shift)
+        v = mbqm(acc[tuple(idx[i] for i in kept) if keep else idx], mult, shift)
         return clamp_cast(v + _i32(out_zp), op.act_min, op.act_max, op.out_dtype)
 
-    assert keep or len(op.out_shape) == 2
+    assert keep or len(op.out_shape) == len(kept)
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
+
+
+#: the reduction axes' names of a MEAN over NHWC height and width
+_REDUCE_AXIS_NAMES = {1: "rh", 2: "rw"}
 
 
 def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):

@@ -43,6 +43,7 @@ from tvm import te, tirx
 from tvm.ir import Range
 from tvm.sym import Analyzer
 
+from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.parts import (
@@ -738,6 +739,12 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         red = reds[-1]
         window = _window_of(r, amap, x_shape, out_shape)
         rk = _reduce_kind(red)
+        kernel = mean_kernel(x_shape, layer.attrs.get("axis") or ()) \
+            if layer is not None and layer.kind == Op.MEAN and not weights else None
+        if kernel is not None:
+            # the reduced extents of its NHWC view (ethos_arch.mean_window), as the stream
+            # runs it; the propagator, from the TE reads, maps the kept axes one to one
+            return Op.MEAN, {"kernel": kernel, "keepdims": len(out_shape) == len(x_shape)}, None
         if len(x_shape) == 4 and len(out_shape) == 4 and window is not None and rk == "sum" \
                 and weights:
             ch = amap.dims[3]

@@ -269,7 +269,8 @@ def _int16_pooling(opname: str, ins: list[int], outs: list[int], infos) -> bool:
     if opname not in _INT16_POOLING or not ins or ins[0] < 0 or len(outs) != 1:
         return False
     x, y = infos[ins[0]], infos[outs[0]]
-    return x[1] == y[1] == 7 and x[8] is not None and y[8] is not None and x[5] == 4
+    return x[1] == y[1] == 7 and x[8] is not None and y[8] is not None and \
+        (x[5] == 4 or opname == "MEAN" and x[5] in (2, 3))
 
 
 @dataclass(frozen=True)

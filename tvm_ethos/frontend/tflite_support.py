@@ -26,6 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
 from tvm_ethos.compute import float_lut16, softmax16
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
@@ -315,7 +316,18 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         return (f"an int16 {op.name} whose axes are computed at run time: tvm-ethos reduces "
                 "int16 over constant axes 1 and 2 (height and width) only")
     rank = x.ShapeLength()
-    if sorted(a % rank if -rank <= a < rank else a for a in axes) != [1, 2]:
+    over_hw = sorted(a % rank if -rank <= a < rank else a for a in axes) == [1, 2]
+    if op.name == "MEAN" and all(-rank <= a < rank for a in axes):
+        # the NPU's MEAN (batch 1) also reduces the height or the width alone, of 2-D and
+        # 3-D tensors too (ethos_arch.mean_window)
+        distinct = len({a % rank for a in axes}) == len(axes)
+        if not over_hw and (not distinct or mean_kernel(x.ShapeAsNumpy(), axes) is None):
+            return (f"an int16 MEAN over axes {axes} of a {rank}-D tensor: the integer kernels "
+                    "reduce height and width of NHWC (axes [1, 2]), the NPU's the height, the "
+                    "width or both of a batch of one (of a 3-D tensor the first two axes, of a "
+                    "2-D one the first); TVM's importer computes other int16 reductions in "
+                    "float32")
+    elif not over_hw:
         return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
                 "kernel reduces height and width of NHWC (axes [1, 2]); TVM's importer "
                 "computes other int16 reductions in float32")

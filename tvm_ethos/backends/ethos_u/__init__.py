@@ -10,7 +10,9 @@ taps); pools with strides 1..3 (an average pool's width stride any: one pool per
 column) and kernels up to 256 high
 and 65536 in area (SAME-padded average pools up to 8x8); per-axis quantization only for
 convolutions and fully connected; a single-window pool (global pooling) has no stride limit; mean
-over H and W with H*W <= 4096 (U55) / 65536; add / mul with broadcasting only along dimensions of
+over H, W or both (of NHWC, a 3-D or 2-D tensor padded to it; one kernel of <= 64 rows, 4096
+taps; more rows over both: one row of H*W, as Vela); add / mul with broadcasting only along
+dimensions of
 size 1; softmax with equal input and output shapes and types (or int8 -> int16), beta >= 0 and
 H*W <= 65535; logistic, tanh, leaky relu and hard swish (a LUT on the NPU; no specific
 constraints); bilinear and nearest resize by one
@@ -33,7 +35,8 @@ import dataclasses
 
 import numpy as np
 
-from ethos_arch.accelerators import DEFAULT_ACCELERATOR, Family, names
+from ethos_arch.accelerators import DEFAULT_ACCELERATOR, names
+from ethos_arch.mean_window import mean_window, window_refusal
 from ethos_arch.ops import Op
 from planner.devices import ETHOS_U55, ETHOS_U65
 from tvm_ethos.backends.base import (
@@ -341,18 +344,18 @@ def _pool(q, o):
 
 
 def _mean(q, o):
-    r = []
+    """A MEAN reducing the height, the width or both of its input's NHWC view (rank 2 to 4,
+    ``ethos_arch.mean_window``), in one depthwise kernel as ``npu_ops.mean_op`` emits it."""
     axis = q.attrs.get("axis")
-    if axis not in ((1, 2), (2, 1)):
-        r.append(f"mean over axes {axis}; axis indices must correspond to height and width")
-    hw = q.in_shapes[0][1] * q.in_shapes[0][2] if len(q.in_shapes[0]) == 4 else 0
-    u55 = str(o.get("accelerator_config", "")).startswith(Family.ETHOS_U55.value)
-    limit = 4096 if u55 else 65536
-    if hw > limit:
-        r.append(
-            f"mean over {hw} elements; the product of height and width must be at most {limit}"
-        )
-    return r
+    shape = tuple(q.in_shapes[0])
+    # a batch above one is refused by the common checks, naming it
+    window = mean_window((1,) + shape[1:] if len(shape) == 4 else shape, axis or ())
+    if window is None:
+        return [f"mean over axes {axis} of a {len(q.in_shapes[0])}-D tensor; axis indices "
+                "must correspond to height and width (of NHWC, or the first two of a 3-D "
+                "tensor)"]
+    why = window_refusal(window)
+    return [why] if why else []
 
 
 def _reduce(q, o):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ethos_arch.mean_window import MeanWindow, mean_window, window_refusal
 from ethos_arch.ops import Op
 from planner.npu_dilation import NpuKernel, npu_kernel
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
@@ -290,23 +291,31 @@ def elementwise_op(op, a: FmSlot, b: FmSlot, ofm: FmSlot):
     return npu
 
 
-def mean_op(op, ifm: FmSlot, ofm: FmSlot):
-    """MEAN over height and width as a depthwise convolution with all-one weights over the
-    whole input (its IFM zero point subtracted by the NPU, as TFLite sums ``x - zp``); the
-    division by the element count lives in the per-channel scale (``mean_scales``), so the
-    only rounding is TFLite's own ``MultiplyByQuantizedMultiplier``."""
-    api = vela_api()
-    if tuple(op.attrs.get("axis", ())) not in ((1, 2), (2, 1)) or len(op.in_shapes[0]) != 4:
+def _mean_window(op) -> MeanWindow:
+    window = mean_window(op.in_shapes[0], op.attrs.get("axis") or ())
+    if window is None:
         raise UnsupportedOperatorError(op.tflite_name, f"mean over axes {op.attrs.get('axis')}")
-    _, h, w, c = (int(s) for s in op.in_shapes[0])
-    if h > 64 or h * w > 4096:
+    why = window_refusal(window)
+    if why:
         # the NPU's kernel limits; Vela splits such a MEAN into several convolutions
-        raise UnsupportedOperatorError(
-            op.tflite_name, f"a {h}x{w} mean (one kernel takes at most 64 rows, 4096 taps)")
+        raise UnsupportedOperatorError(op.tflite_name, why)
+    return window
+
+
+def mean_op(op, ifm: FmSlot, ofm: FmSlot):
+    """MEAN over the height, the width or both of its NHWC view (``ethos_arch.mean_window``)
+    as a depthwise convolution with all-one weights over the reduced extent, stride 1 over
+    a kept one (its IFM zero point subtracted by the NPU, as TFLite sums ``x - zp``); the
+    division by the element count lives in the per-channel scale (``mean_scales``), so the
+    only rounding is TFLite's own ``MultiplyByQuantizedMultiplier``. The view reads the
+    input's bytes as they lie (NHWC), so a reshape of them is free."""
+    api = vela_api()
+    window = _mean_window(op)
+    kh, kw = window.kernel
     npu = api.NpuConvDepthWiseOperation()
-    _common(npu, op, dataclasses.replace(ifm, shape=(h, w, c)),
-            dataclasses.replace(ofm, shape=(1, 1, c)))
-    npu.kernel = api.NpuKernel(w, h)
+    _common(npu, op, dataclasses.replace(ifm, shape=window.view),
+            dataclasses.replace(ofm, shape=window.out_view))
+    npu.kernel = api.NpuKernel(kw, kh)
     npu.padding = api.NpuPadding(0, 0, 0, 0)
     return npu
 
@@ -317,8 +326,8 @@ def mean_scales(op) -> tuple[int, int]:
     # lazy: te_ops loads TVM; the stream generator runs without it
     from tvm_ethos.compute.te_ops import mean_multiplier
 
-    _, h, w, _ = (int(s) for s in op.in_shapes[0])
-    mult, shift = mean_multiplier(f32(op.in_q[0][0]), f32(op.out_q[0]), h * w)
+    count = _mean_window(op).count
+    mult, shift = mean_multiplier(f32(op.in_q[0][0]), f32(op.out_q[0]), count)
     if not 0 <= 31 - shift <= 63:
         raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {shift}")
     return int(mult), 31 - int(shift)
@@ -326,8 +335,8 @@ def mean_scales(op) -> tuple[int, int]:
 
 def mean_weights(op) -> np.ndarray:
     """All-one OHWI weights of the depthwise convolution that sums the mean's window."""
-    _, h, w, c = (int(s) for s in op.in_shapes[0])
-    return np.ones((c, h, w, 1), np.int16)
+    kh, kw = _mean_window(op).kernel
+    return np.ones((int(op.in_shapes[0][-1]), kh, kw, 1), np.int16)
 
 
 def legal_blocks(npu, accelerator) -> list:
