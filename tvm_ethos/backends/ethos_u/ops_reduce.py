@@ -66,7 +66,7 @@ def reduce_sum_constants(op, channels: int) -> tuple:
 #: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
 _SHRAM_REGION = 0x103
 #: every int8 code's bitwise NOT, entry ``code + 128``
-_NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
+NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
 
 
 def reduce_min_work_bytes(q) -> int:
@@ -76,9 +76,10 @@ def reduce_min_work_bytes(q) -> int:
     return h * w * c
 
 
-def _table_lookup(npu, table: np.ndarray, em) -> list:
+def looked_up(npu, table: np.ndarray, em) -> list:
     """``npu`` looking its output up in ``table`` (put in SHRAM slot 0 by the DMA returned
-    before it), its block chosen; zero points 0 and unit scales, so the table sees codes."""
+    just before it: the operations between may use that SHRAM), its block not chosen; zero
+    points 0 and unit scales, so the table sees codes."""
     api = vela_api()
     src = em.flash.add(table.astype(np.int8).tobytes())
     dma = api.NpuDmaOperation(src, api.NpuAddressRange(_SHRAM_REGION, em.lut_address,
@@ -86,23 +87,22 @@ def _table_lookup(npu, table: np.ndarray, em) -> list:
     npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
     npu.activation.lookup_table_index = 0
     npu.rounding_mode = api.NpuRoundingMode.TFL
-    npu.block_config = em.block(npu)
     return [dma, npu]
 
 
-def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
-    """The operations of one REDUCE_MIN: NOT into working memory (``em.work``), then the
-    single-window max pool whose output is NOT-ed (and clamped) by its table."""
+def _table_lookup(npu, table: np.ndarray, em) -> list:
+    """:func:`looked_up`, the block chosen."""
+    ops = looked_up(npu, table, em)
+    npu.block_config = em.block(npu)
+    return ops
+
+
+def not_op(x: FmSlot, flipped: FmSlot):
+    """The 1x1 identity pool from ``x`` into ``flipped`` that, looked up in
+    :data:`NOT_TABLE`, writes each code's NOT: a max pool of the NOTs is the NOT of the
+    minimum."""
     api = vela_api()
     from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
-
-    h, w, c = _hw(q)
-    if q.in_q[0] != q.out_q:
-        raise UnsupportedOperatorError(q.tflite_name, "an output quantized unlike its input")
-    unit = {"scale": 1.0, "zero_point": 0}
-    x = dataclasses.replace(operands[0], shape=(h, w, c), **unit)
-    flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), "int8", 1.0, 0)
-    out = dataclasses.replace(ofm, shape=(1, 1, c), **unit)
 
     negate = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
     negate.ifm, negate.ofm = feature_map(x), feature_map(flipped)
@@ -110,6 +110,21 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     negate.padding = api.NpuPadding(0, 0, 0, 0)
     negate.rescale = ExplicitScaling(False, [0], [1])   # no rescale: the codes themselves
     negate.name = "reduce_min_not"
+    return negate
+
+
+def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
+    """The operations of one REDUCE_MIN: NOT into working memory (``em.work``), then the
+    single-window max pool whose output is NOT-ed (and clamped) by its table."""
+    api = vela_api()
+    h, w, c = _hw(q)
+    if q.in_q[0] != q.out_q:
+        raise UnsupportedOperatorError(q.tflite_name, "an output quantized unlike its input")
+    unit = {"scale": 1.0, "zero_point": 0}
+    x = dataclasses.replace(operands[0], shape=(h, w, c), **unit)
+    flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), "int8", 1.0, 0)
+    out = dataclasses.replace(ofm, shape=(1, 1, c), **unit)
+    negate = not_op(x, flipped)
 
     pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
     pool.ifm, pool.ofm = feature_map(flipped), feature_map(out)
@@ -117,5 +132,5 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     pool.padding = api.NpuPadding(0, 0, 0, 0)
     pool.name = "reduce_min"
     # the zero point moves the fused clamp to codes: ofm codes are the table's entries
-    last = np.clip(_NOT_TABLE, q.act_min, q.act_max)
-    return _table_lookup(negate, _NOT_TABLE, em) + _table_lookup(pool, last, em)
+    last = np.clip(NOT_TABLE, q.act_min, q.act_max)
+    return _table_lookup(negate, NOT_TABLE, em) + _table_lookup(pool, last, em)

@@ -33,6 +33,7 @@ import numpy as np
 from ethos_arch.ops import Op
 from planner.parts import DEPTH_REDUCTIONS, reduce_over_depth_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
+from tvm_ethos.backends.ethos_u.ops_reduce import NOT_TABLE, looked_up, not_op
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     SCRATCH_REGION,
@@ -49,10 +50,6 @@ MAX_CONV_ROWS, MAX_CONV_TAPS = 64, 4096
 MAX_WEIGHT_SUM = 127 * 65536
 #: one max pool's window: at most 256 rows and 65536 elements
 MAX_POOL_ROWS, MAX_POOL_AREA = 256, 65536
-#: base-pointer index of SHRAM as a DMA destination (Vela's ``BASE_PTR_INDEX_MEM2MEM``)
-_SHRAM_REGION = 0x103
-#: every int8 code's bitwise NOT, entry ``code + 128``
-_NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
 
 
 class DepthReduction(NamedTuple):
@@ -174,19 +171,6 @@ def _max_pool(q, ifm: FmSlot, ofm: FmSlot, kernel: tuple[int, int]):
     return pool_op(pool, ifm, ofm)
 
 
-def _looked_up(npu, table: np.ndarray, em) -> list:
-    """``npu`` looking its output up in ``table`` (DMAed to SHRAM slot 0 just before it: the
-    operations between may use that SHRAM), its block chosen."""
-    api = vela_api()
-    src = em.flash.add(table.astype(np.int8).tobytes())
-    dma = api.NpuDmaOperation(src, api.NpuAddressRange(_SHRAM_REGION, em.lut_address,
-                                                       src.length))
-    npu.activation = api.NpuActivation(api.NpuActivationOp.TABLE_LOOKUP)
-    npu.activation.lookup_table_index = 0
-    npu.rounding_mode = api.NpuRoundingMode.TFL
-    return [dma, npu]
-
-
 def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The operations of one REDUCE_MAX / REDUCE_MIN over the depth, whole tensors (dense)
     from ``operands[0]`` into ``ofm``, its working memory at ``em.work``
@@ -205,20 +189,13 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     work = em.work
     if is_min:
         flipped = FmSlot(SCRATCH_REGION, work, (r.h, r.w, r.c), "int8", 1.0, 0)
-        negate = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
-        negate.ifm, negate.ofm = feature_map(x), feature_map(flipped)
-        negate.kernel = api.NpuKernel(1, 1)
-        negate.padding = api.NpuPadding(0, 0, 0, 0)
-        from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
-
-        negate.rescale = ExplicitScaling(False, [0], [1])   # no rescale: the codes themselves
-        negate.name = "reduce_min_not"
-        ops += _looked_up(negate, _NOT_TABLE, em)
+        negate = not_op(x, flipped)
+        ops += looked_up(negate, NOT_TABLE, em)
         negate.block_config = em.block(negate)
         x, work = flipped, work + _aligned(r.h * r.w * r.c)
     # the per-pixel maxima: into the output, or into working memory for the second pool
     maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), "int8", 1.0, 0) if r.spatial else y
-    last = np.clip(_NOT_TABLE, q.act_min, q.act_max)   # the NOT and a fused clamp, as codes
+    last = np.clip(NOT_TABLE, q.act_min, q.act_max)   # the NOT and a fused clamp, as codes
     pixels = r.h * r.w
     for start in range(0, pixels, MAX_PIXELS):
         n = min(MAX_PIXELS, pixels - start)
@@ -227,7 +204,7 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
         pool = _max_pool(q, src, dst, (1, r.c))
         pool.name = q.kind.value
         if is_min and not r.spatial:
-            ops += _looked_up(pool, last, em)
+            ops += looked_up(pool, last, em)
         else:
             if is_min:   # NOT-ed codes: no clamp before the last pool's table
                 pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
@@ -237,7 +214,7 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
         pool = _max_pool(q, maxima, y, (r.kh, r.kw))
         pool.name = q.kind.value
         if is_min:
-            ops += _looked_up(pool, last, em)
+            ops += looked_up(pool, last, em)
         else:
             ops.append(pool)
         pool.block_config = em.block(pool)
