@@ -17,10 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tflite
-import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from operator_models import _opts
+from operator_models import mirror_pad_of as _model
 
 from ethosu_stream.tflite_graph import TfliteGraph
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
@@ -28,16 +27,6 @@ from tests.helpers.vela_cli import vela_compile
 
 REFLECT, SYMMETRIC = tflite.MirrorPadMode.REFLECT, tflite.MirrorPadMode.SYMMETRIC
 SCRATCH = 1  # the region of Vela's scratch arena, where the input and output sit
-
-
-def _model(shape, pads, mode, dtype: str = "int8", zp: int = 3) -> bytes:
-    """One MIRROR_PAD of ``shape`` by the constant ``pads`` ((before, after) per axis)."""
-    out = [d + a + b for d, (a, b) in zip(shape, pads)]
-    x = tb.T(list(shape), dtype, scale=0.05, zp=zp)
-    p = tb.T([len(shape), 2], "int32", data=np.asarray(pads, np.int32))
-    y = tb.T(out, dtype, scale=0.05, zp=zp)
-    otype, ofn = _opts("MirrorPadOptions", Mode=mode)
-    return tb.serialize([x, y, p], [(tb.BO.MIRROR_PAD, otype, ofn, [0, 2], [1])], [0], [1])
 
 
 def _run(model: bytes, x: np.ndarray, config: str = "ethos-u55-128", options=()):

@@ -271,6 +271,16 @@ def mirror_pad() -> bytes:
                         _opts("MirrorPadOptions", Mode=tflite.MirrorPadMode.REFLECT))
 
 
+def mirror_pad_of(shape, pads, mode, dtype: str = "int8", zp: int = 3) -> bytes:
+    """One MIRROR_PAD of ``shape`` by the constant ``pads`` ((before, after) per axis)."""
+    out = [d + a + b for d, (a, b) in zip(shape, pads)]
+    x = T(list(shape), dtype, scale=0.05, zp=zp)
+    p = T([len(shape), 2], "int32", data=np.asarray(pads, np.int32))
+    y = T(out, dtype, scale=0.05, zp=zp)
+    otype, ofn = _opts("MirrorPadOptions", Mode=mode)
+    return tb.serialize([x, y, p], [(BO.MIRROR_PAD, otype, ofn, [0, 2], [1])], [0], [1])
+
+
 def _reduce(code, out_q=Q) -> bytes:
     return _with_params(code, [_i32([1, 2])], (1, 1, 1, 8),
                         _opts("ReducerOptions", KeepDims=True), out_q=out_q)

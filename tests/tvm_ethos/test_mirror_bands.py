@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tflite
-import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from operator_models import _opts
+from operator_models import mirror_pad_of as _model
 from test_solitary_movement import compiled_on_the_npu
 
 from ethosu_stream.feature_map import from_registers
@@ -22,16 +21,6 @@ from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
 from tvm_ethos.backends.ethos_u.mirror_bands import mirror_pad_copies
 
 REFLECT, SYMMETRIC = tflite.MirrorPadMode.REFLECT, tflite.MirrorPadMode.SYMMETRIC
-
-
-def _model(shape, pads, mode, dtype: str = "int8", zp: int = 3) -> bytes:
-    """One MIRROR_PAD of ``shape`` by the constant ``pads`` ((before, after) per axis)."""
-    out = [d + a + b for d, (a, b) in zip(shape, pads)]
-    x = tb.T(list(shape), dtype, scale=0.05, zp=zp)
-    p = tb.T([len(shape), 2], "int32", data=np.asarray(pads, np.int32))
-    y = tb.T(out, dtype, scale=0.05, zp=zp)
-    otype, ofn = _opts("MirrorPadOptions", Mode=mode)
-    return tb.serialize([x, y, p], [(tb.BO.MIRROR_PAD, otype, ofn, [0, 2], [1])], [0], [1])
 
 
 def _run_copies(dims, pads, symmetric: bool, esize: int) -> np.ndarray:
