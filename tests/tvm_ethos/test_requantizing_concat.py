@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tflite
-import tflite_builder as tb
 from graph_builder import Graph
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_stream_movement import concat
 from tflite_builder import BO, BOPT, T
 
 import tvm_ethos
@@ -35,19 +35,7 @@ def quantizations(draw, dtype: str):
 
 def concat_model(shapes, axis: int, qs, out_q, dtype: str) -> bytes:
     """One CONCATENATION of inputs of ``shapes`` quantized ``qs`` into ``out_q``."""
-    ins = [T(list(s), dtype, scale=q[0], zp=q[1]) for s, q in zip(shapes, qs)]
-    out = list(shapes[0])
-    out[axis] = sum(s[axis] for s in shapes)
-    n = len(ins)
-
-    def opts(b):
-        tflite.ConcatenationOptionsStart(b)
-        tflite.ConcatenationOptionsAddAxis(b, axis)
-        return tflite.ConcatenationOptionsEnd(b)
-
-    op = (BO.CONCATENATION, BOPT.ConcatenationOptions, opts, list(range(n)), [n])
-    return tb.serialize(ins + [T(out, dtype, scale=out_q[0], zp=out_q[1])], [op],
-                        list(range(n)), [n])
+    return concat(shapes, axis, q=out_q, qs=qs, dtype=dtype)
 
 
 def reference(xs, axis: int, qs, out_q, dtype: str) -> np.ndarray:
