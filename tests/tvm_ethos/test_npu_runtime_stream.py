@@ -223,11 +223,12 @@ def test_multi_operator_subgraph_streams_at_every_budget(budget):
 def test_a_stream_vela_or_the_npu_cannot_make_keeps_the_emulator(monkeypatch):
     from tvm_ethos.backends.ethos_u import stream_cascade, stream_gen
 
-    dilated = tb.conv2d(np.random.RandomState(0), in_shape=(1, 12, 12, 3), dilation=(3, 3))
-    cm = tvm_ethos.compile(dilated, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
+    # an ADD broadcasting both operands: the NPU broadcasts the second one only
+    both = tb.binary(np.random.RandomState(0), a_shape=(1, 1, 4, 8), b_shape=(1, 4, 1, 8))
+    cm = tvm_ethos.compile(both, "ethos-u,llvm", npu_runtime="stream", cache_dir=False)
     (entry,) = cm.plan_report["streams"].values()
-    assert not entry["generated"] and "dilation 3x3" in entry["reason"]
-    _check(dilated, cm)
+    assert not entry["generated"] and "both operands broadcast" in entry["reason"]
+    _check(both, cm)
 
     def refuse(*_args):
         raise AssertionError("a check inside Vela")
