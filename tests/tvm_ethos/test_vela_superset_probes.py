@@ -42,7 +42,7 @@ TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                      ("PRELU", "batch 2"), ("PRELU", "rank 3 first axis 2"),
                                      ("SPLIT", "batch 2"), ("SPLIT_V", "batch 2"),
                                      ("SLICE", "batch 2"), ("STRIDED_SLICE", "batch 2"),
-                                     ("SLICE", "rank 2")}
+                                     ("SLICE", "rank 2"), ("ABS", "int16")}
          or (p.operator in _INT16_COPIES and p.name == "int16")]
 
 
