@@ -495,9 +495,7 @@ _INT16_IMPORT = ("the importer refuses int16 {} (TVM's converter computes it in 
 #: probes where ours leaves more on the CPU than Vela 5.2, and why
 PROBE_GAPS: dict[tuple[str, str], str] = {
     **{(op, form): _INT16_IMPORT.format(op)
-       for op, form in (("SQUARED_DIFFERENCE", "int16"),
-                        ("SQUARED_DIFFERENCE", "int16 broadcast 1x1x1x8"),
-                        ("PRELU", "int16"),
+       for op, form in (("PRELU", "int16"),
                         ("TRANSPOSE_CONV", "int16"), ("RESIZE_BILINEAR", "int16"))},
     ("RELU_N1_TO_1", "int16"):
         "neither TFLite Micro nor LiteRT has an int16 RELU_N1_TO_1 kernel (LiteRT's: float32, "

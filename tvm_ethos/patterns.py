@@ -783,9 +783,10 @@ def read_qop(kind: Op, ann: dict) -> QOp:
     elif kind == Op.PRELU:
         _read_prelu(op, ann, problems)
     elif kind == Op.SQUARED_DIFFERENCE:
-        if op.in_dtypes != ["int8", "int8"] or op.out_dtype != "int8":
+        if op.in_dtypes not in (["int8", "int8"], ["int16", "int16"]) \
+                or op.out_dtype != op.in_dtypes[0]:
             problems.append(f"SQUARED_DIFFERENCE of {op.in_dtypes} to {op.out_dtype}; the "
-                            "integer kernel is TFLite Micro's int8 one")
+                            "integer kernels are TFLite Micro's int8 and int16 ones")
     elif kind == Op.BATCH_MATMUL:
         _read_batch_matmul(op, ann, problems)
     elif kind == Op.ELU:

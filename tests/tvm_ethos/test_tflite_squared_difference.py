@@ -6,6 +6,8 @@ run against TFLite Micro. Both NPU forms are exact wherever the kernel's int32 l
 not wrap; where it does, the operator stays a TFLite operator."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tflite_builder as tb
@@ -13,6 +15,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from benchmarks.vela_superset_probes import PROBES
 from ethosu_stream.tflite_graph import run_vela_model
 from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
@@ -29,12 +32,13 @@ B = np.tile(np.arange(-128, 128), 256).reshape(1, 256, 256, 1).astype(np.int8)
 
 
 def squared_difference_model(in1_q, in2_q, out_q, a_shape=(1, 256, 256, 1),
-                             b_shape=(1, 256, 256, 1)) -> bytes:
-    """One int8 SQUARED_DIFFERENCE of inputs shaped ``a_shape`` and ``b_shape`` (broadcast)."""
+                             b_shape=(1, 256, 256, 1), dtype="int8") -> bytes:
+    """One SQUARED_DIFFERENCE of ``dtype`` inputs shaped ``a_shape`` and ``b_shape``
+    (broadcast)."""
     out_shape = list(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
-    tensors = [tb.T(list(a_shape), "int8", scale=in1_q[0], zp=in1_q[1]),
-               tb.T(list(b_shape), "int8", scale=in2_q[0], zp=in2_q[1]),
-               tb.T(out_shape, "int8", scale=out_q[0], zp=out_q[1])]
+    tensors = [tb.T(list(a_shape), dtype, scale=in1_q[0], zp=in1_q[1]),
+               tb.T(list(b_shape), dtype, scale=in2_q[0], zp=in2_q[1]),
+               tb.T(out_shape, dtype, scale=out_q[0], zp=out_q[1])]
     return tb.serialize(tensors, [(tb.BO.SQUARED_DIFFERENCE, 0, None, [0, 1], [2])], [0, 1], [2])
 
 
@@ -279,3 +283,125 @@ def test_the_planner_costs_both_broadcast_with_the_expanding_add():
                                    "Mul"], ops
     assert ops[2].ifm2 == (1, 8, 1, 16) and ops[2].ofm == (1, 8, 8, 16)
     assert ops[5].ifm2 == (1, 1, 8, 16)
+
+
+# ------------------------------------------------------------------------------------- int16
+#: TFLite Micro's int16 kernel takes zero points 0 only
+_q16 = st.tuples(_scale((-16, -4)), st.just(0))
+_EXTREMES = np.array([-32768, -32767, -1, 0, 1, 32766, 32767], np.int16)
+
+
+def _int16_inputs(shape, rs) -> np.ndarray:
+    """Uniform int16 codes, the extremes first (every pair of them where both operands hold
+    them along different axes)."""
+    x = rs.randint(-32768, 32768, size=shape).astype(np.int16)
+    flat = x.reshape(-1)
+    flat[:min(len(flat), len(_EXTREMES))] = _EXTREMES[:len(flat)]
+    return x
+
+
+def _int16_matches(data: bytes, target: str, seed: int):
+    """``data`` compiled for ``target``, its outputs on extreme and random codes equal to
+    TFLite Micro's; the compiled model back for placement checks."""
+    cm = tvm_ethos.compile(data, target, cache_dir=False)
+    rs = np.random.RandomState(seed)
+    for _ in range(2):
+        xs = [_int16_inputs(s.shape, rs) for s in cm.inputs]
+        want = tflm_oracle(data, xs)[0]
+        assert np.array_equal(cm.run(*xs)[0].reshape(want.shape), want)
+    return cm
+
+
+@settings(max_examples=10, deadline=None)
+@given(in1_q=_q16, in2_q=_q16, out_q=st.tuples(_scale((-30, -2)), st.just(0)),
+       seed=st.integers(0, 2**16))
+@example(in1_q=(1.0, 0), in2_q=(1.0, 0), out_q=(1e-3, 0), seed=0)   # wraps
+def test_the_int16_numpy_kernel_is_tflite_micro(in1_q, in2_q, out_q, seed):
+    """Every pair of the extremes (and random codes) against TFLite Micro's int16 kernel."""
+    rs = np.random.RandomState(seed)
+    a = np.concatenate([np.repeat(_EXTREMES, len(_EXTREMES)),
+                        rs.randint(-32768, 32768, 4047)]).astype(np.int16).reshape(1, 64, 64, 1)
+    b = np.concatenate([np.tile(_EXTREMES, len(_EXTREMES)),
+                        rs.randint(-32768, 32768, 4047)]).astype(np.int16).reshape(1, 64, 64, 1)
+    data = squared_difference_model(in1_q, in2_q, out_q, a.shape, b.shape, "int16")
+    want = tflm_oracle(data, [a, b])[0]
+    assert np.array_equal(sqd.tflite_micro(a, b, in1_q, in2_q, out_q, dtype="int16"), want)
+
+
+@settings(max_examples=10, deadline=None)
+@given(in1_q=_q16, in2_q=_q16, out_q=st.tuples(_scale((-30, 0)), st.just(0)))
+@example(in1_q=(1.0, 0), in2_q=(1.0, 0), out_q=(1e-3, 0))
+@example(in1_q=(2.0 ** -15, 0), in2_q=(2.0 ** -15, 0), out_q=(2.0 ** -28, 0))
+def test_the_int16_refusal_is_where_the_left_shift_wraps(in1_q, in2_q, out_q):
+    """Brute force over every difference of scaled codes two int16 inputs reach (all of them:
+    each operand's scaled codes form a set, and the differences are that sets' difference):
+    ``npu_refusal`` is empty exactly when no square, shifted left, leaves int32 (where none
+    does, TFLite Micro's kernel and the NPU's 64-bit steps are the same arithmetic)."""
+    codes = np.arange(-32768, 32768, dtype=np.int64)
+    sc = sqd.scales(in1_q, in2_q, out_q, "int16")
+    x1 = np.unique(sqd._scaled(codes, in1_q, sc.input1, "int16"))
+    x2 = np.unique(sqd._scaled(codes, in2_q, sc.input2, "int16"))
+    wraps = False
+    for u in (x1.min(), x1.max()):   # the square is largest at an end of either set
+        d = np.abs(u - x2)
+        wraps |= bool(((d * d) << max(sc.output.shift, 0)).max() >= 1 << 31)
+    why = sqd.npu_refusal(in1_q, in2_q, out_q, dtype="int16")
+    assert (why != "") == wraps, why
+    if not wraps:
+        a, b = codes[:, None][::97], codes[None, :][:, ::89]
+        assert np.array_equal(sqd.tflite_micro(a, b, in1_q, in2_q, out_q, dtype="int16"),
+                              sqd.npu(a, b, in1_q, in2_q, out_q, dtype="int16"))
+
+
+@settings(max_examples=5, deadline=None)
+@given(hwc=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 12)),
+       broadcast=st.sampled_from([None, "first", "second", "both"]), in1_q=_q16,
+       in2_q=_q16, out_q=st.tuples(_scale((-26, -2)), st.just(0)),
+       target=st.sampled_from(["ethos-u", "ethos-u,llvm"]), seed=st.integers(0, 2**16))
+@example(hwc=(4, 4, 8), broadcast="second", in1_q=(3e-4, 0), in2_q=(1e-4, 0),
+         out_q=(2e-3, 0), target="ethos-u", seed=0)   # the audit's "int16 broadcast 1x1x1x8"
+@example(hwc=(4, 4, 8), broadcast=None, in1_q=(2.0 ** -15, 0), in2_q=(2.0 ** -12, 0),
+         out_q=(2.0 ** -20, 0), target="ethos-u,llvm", seed=1)
+def test_int16_is_on_the_npu_exactly(hwc, broadcast, in1_q, in2_q, out_q, target, seed):
+    """The seven operations on int16 codes (eight where both operands broadcast), equal to
+    TFLite Micro's int16 kernel on the extremes and random codes."""
+    assume(not sqd.npu_refusal(in1_q, in2_q, out_q, dtype="int16"))
+    (h, w, c) = hwc
+    full = (1, h, w, c)
+    shapes = {None: (full, full), "first": ((1, 1, 1, c), full),
+              "second": (full, (1, 1, 1, c)), "both": ((1, h, 1, c), (1, 1, w, c))}[broadcast]
+    cm = _int16_matches(squared_difference_model(in1_q, in2_q, out_q, *shapes, dtype="int16"),
+                        target, seed)
+    assert cm.partition_summary == {"ethos-u": 1}
+
+
+def test_int16_the_llvm_host_is_tflite_micro_wrapping_as_it_does():
+    """A wrapping quantization stays a TFLite operator on the Ethos-U, naming the codes; the
+    llvm host runs it, and TFLite Micro's kernel, exactly (its wrap included)."""
+    data = squared_difference_model((1.0, 0), (1.0, 0), (1e-3, 0), (1, 4, 4, 8), (1, 4, 4, 8),
+                                    "int16")
+    report = str(tvm_ethos.partition_report(tvm_ethos.load_model(data), "ethos-u,llvm"))
+    assert "32-bit shift wraps: codes (-32768, 32767)" in report, report
+    assert _int16_matches(data, "ethos-u,llvm", 2).partition_summary == {"llvm": 1}
+    _int16_matches(squared_difference_model((3e-4, 0), (1e-4, 0), (2e-3, 0), (1, 3, 5, 8),
+                                            (1, 1, 1, 8), "int16"), "llvm", 3)
+
+
+def test_int16_with_a_zero_point_is_refused_naming_it():
+    """TFLite Micro's int16 kernel requires zero points 0: the importer names the tensor (the
+    tflite-micro host keeps the operator, as TFLite Micro's prepare then refuses it)."""
+    data = squared_difference_model((3e-4, 5), (1e-4, 0), (2e-3, 0), (1, 4, 4, 8),
+                                    (1, 4, 4, 8), "int16")
+    why = "int16 SQUARED_DIFFERENCE with zero points other than 0 ('t0' 5)"
+    with pytest.raises(tvm_ethos.UnsupportedModelError, match=re.escape(why)):
+        tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    (placed,) = tvm_ethos.compile(data, "ethos-u", cache_dir=False).placement
+    assert placed.placed_on == "tflite-micro" and why in placed.why, placed.why
+
+
+@pytest.mark.parametrize("name", ["int16", "int16 broadcast 1x1x1x8"])
+def test_the_audits_int16_probes_run_on_the_npu_as_tflite_micro(name):
+    """The forms ``benchmarks/vela_superset_audit.py`` found Vela 5.2 taking and ours not."""
+    (probe,) = [p for p in PROBES if (p.operator, p.name) == ("SQUARED_DIFFERENCE", name)]
+    cm = _int16_matches(probe.build(), "ethos-u -accelerator_config=ethos-u55-128", 0)
+    assert [p.placed_on for p in cm.placement] == ["ethos-u"], cm.placement

@@ -1052,12 +1052,13 @@ def lower_add(op, inputs, pool: ConstPool, name="add", vnni: bool = False):
 
 
 def lower_squared_difference(op, inputs, pool: ConstPool, name="squared_difference"):
-    """SQUARED_DIFFERENCE (TFLite Micro's int8 kernel, ``compute.squared_difference``): each
-    offset code widened by ``2**7`` and rescaled to ``2 * max(scale)``, the difference squared
-    in int32 and requantized to the output."""
+    """SQUARED_DIFFERENCE (TFLite Micro's int8 or int16 kernel, ``compute.squared_difference``):
+    each offset code widened (int8 by ``2**7``, int16 not) and rescaled to ``2 * max(scale)``,
+    the difference squared in int32 and requantized to the output."""
     a, b = inputs
-    sc = squared_difference.scales(op.in_q[0], op.in_q[1], op.out_q)
-    widen = _i32(1 << squared_difference.LEFT_SHIFT)
+    dtype = op.in_dtypes[0]
+    sc = squared_difference.scales(op.in_q[0], op.in_q[1], op.out_q, dtype)
+    widen = _i32(1 << squared_difference.left_shift(dtype))
 
     def scaled(t, k, m):
         zp = int(op.in_q[k][1])

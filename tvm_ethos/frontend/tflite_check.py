@@ -154,23 +154,26 @@ def _integer_requantize(opname: str, io: list[int], infos) -> bool:
 
 #: INT16 elementwise operators (and RELU, a requantization; RELU6, a clamp of the codes; ABS,
 #: a requantization of ``|x|``; LEAKY_RELU, a function of one code; LOGISTIC and TANH,
-#: TFLite's int16 table interpolation; EXP and LOG, its interpolated float table) whose
-#: integer kernels the patterns read exactly (every tensor INT16)
+#: TFLite's int16 table interpolation; EXP and LOG, its interpolated float table;
+#: SQUARED_DIFFERENCE, TFLite Micro's int16 kernel) whose integer kernels the patterns read
+#: exactly (every tensor INT16)
 _INT16_ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "RELU", "RELU6",
-                                "ABS", "LEAKY_RELU", "LOGISTIC", "TANH", "EXP", "LOG"})
+                                "ABS", "LEAKY_RELU", "LOGISTIC", "TANH", "EXP", "LOG",
+                                "SQUARED_DIFFERENCE"})
 
 
 def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
     """Every tensor INT16; LOGISTIC and TANH also with TFLite's output scale, 2**-15; RELU6
     with any output quantization (TFLite's kernel clamps codes and never requantizes, and the
     converter quantizes it with the input's parameters, ``tflite_converter.convert_relu6``);
-    EXP, LOG and ABS with zero points 0, which TFLite's int16 kernels require."""
+    EXP, LOG, ABS and SQUARED_DIFFERENCE with zero points 0, which TFLite's int16 kernels
+    require."""
     if opname not in _INT16_ELEMENTWISE or {infos[i][1] for i in io} != {7}:
         return False
     out_scale = infos[io[-1]][8]
     if opname == "RELU6":
         return out_scale is not None and infos[io[0]][8] is not None
-    if opname in ("EXP", "LOG", "ABS"):   # TFLite's int16 kernels take zero points 0 only
+    if opname in ("EXP", "LOG", "ABS", "SQUARED_DIFFERENCE"):   # int16 kernels: zero points 0
         return all(infos[i][8] is not None and infos[i][9] == 0 for i in io)
     return opname not in ("LOGISTIC", "TANH") or (
         out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3)

@@ -69,7 +69,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     out = []
     for op in checked.operators:
         reason = (graph_level_refusal(op) or softmax16_quantization_refusal(checked, op)
-                  or float_table16_refusal(checked, op) or converter_refusal(op)
+                  or float_table16_refusal(checked, op)
+                  or squared_difference16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
@@ -117,6 +118,29 @@ def _quantization(t) -> tuple[float, int] | None:
         return None
     zero_point = int(q.ZeroPointAsNumpy()[0]) if q.ZeroPointLength() else 0
     return float(q.ScaleAsNumpy()[0]), zero_point
+
+
+def squared_difference16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an all-INT16 SQUARED_DIFFERENCE the importer does not read is not in the form
+    TFLite Micro's int16 kernel takes (every zero point 0), naming the tensors in the way;
+    ``""`` for any other operator or form."""
+    from tflite.TensorType import TensorType
+
+    if op.name != "SQUARED_DIFFERENCE" or not op.int16:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    tensors = [graph.Tensors(i) for i in (*op.inputs, *op.outputs) if i >= 0]
+    if any(t.Type() != TensorType.INT16 for t in tensors):
+        return ""
+    quantized = [(t.Name().decode(), _quantization(t)) for t in tensors]
+    off = [f"{name!r} {q[1]}" for name, q in quantized if q is not None and q[1] != 0]
+    if off:
+        return (f"an int16 SQUARED_DIFFERENCE with zero points other than 0 ({', '.join(off)}): "
+                "TFLite Micro's int16 kernel requires 0 (quantize symmetrically)")
+    if any(q is None for _, q in quantized):
+        return ("an int16 SQUARED_DIFFERENCE without quantization; TFLite Micro's int16 "
+                "kernel is quantized")
+    return ""
 
 
 def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:

@@ -405,11 +405,12 @@ def _add_sub(q, o):
 def _squared_difference(q, o):
     """Seven operations (``ops_squared_difference``; eight where both operands broadcast, the
     first expanded to the output's shape), and a quantization on which they are TFLite
-    Micro's kernel for every pair of codes (``compute.squared_difference.npu_refusal``)."""
+    Micro's kernel (int8 or int16) for every pair of codes
+    (``compute.squared_difference.npu_refusal``)."""
     r = _binary(q, o)
     if not r and q.out_q is not None and len(q.in_q) == 2:
         why = squared_difference.npu_refusal(q.in_q[0], q.in_q[1], q.out_q,
-                                             (q.act_min, q.act_max))
+                                             (q.act_min, q.act_max), q.in_dtypes[0])
         if why:
             r.append(why)
     return r

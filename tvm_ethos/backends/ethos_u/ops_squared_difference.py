@@ -1,13 +1,15 @@
-"""SQUARED_DIFFERENCE (int8) as seven NPU operations, each step of TFLite Micro's kernel
-rounded as the kernel rounds it (``compute.squared_difference``):
+"""SQUARED_DIFFERENCE (int8 or int16) as seven NPU operations, each step of TFLite Micro's
+kernel rounded as the kernel rounds it (``compute.squared_difference``):
 
-1. ``wa = (a - zp_a) * 2**7``: a 1x1 average pool into int32 (exact);
+1. ``wa = (a - zp_a) * 2**7`` (int16: ``a * 2**0``, its zero point 0): a 1x1 average pool
+   into int32 (exact);
 2. ``wa = wa * M_a``: an int32 MUL by the constant multiplier, its shift ``31 - shift_a`` (the
    TFL rounding is TFLite's doubling high multiply, then its rounding right shift);
 3. and 4. the same for ``b`` into ``wb``;
 5. ``wa = wa - wb``: an int32 SUB at unit scale, ``wb`` broadcast;
-6. ``wa = wa * wa``: an int32 MUL at unit scale (at most ``(2**6 * 510)**2``: no overflow);
-7. the output: an int32 MUL by the output multiplier into the int8 output, its zero point
+6. ``wa = wa * wa``: an int32 MUL at unit scale (at most ``(2**6 * 510)**2``, int16
+   ``(2**15)**2``: no overflow);
+7. the output: an int32 MUL by the output multiplier into the output, its zero point
    added and the fused activation's clamp.
 
 Where neither operand has the output's shape (both broadcast), the NPU's elementwise
@@ -84,7 +86,10 @@ def squared_difference_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None)
     api = vela_api()
     from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
 
-    sc = squared_difference.scales(q.in_q[0], q.in_q[1], q.out_q)
+    dtype = q.in_dtypes[0]
+    sc = squared_difference.scales(q.in_q[0], q.in_q[1], q.out_q, dtype)
+    widen = 1 << squared_difference.left_shift(dtype)
+    lowest, highest = int(np.iinfo(q.out_dtype).min), int(np.iinfo(q.out_dtype).max)
     multipliers = [sc.input1, sc.input2]
     located = em.place or (lambda fm, slot: None)
     operands = [_stripe_of(x, q, box) for x in operands]
@@ -135,7 +140,7 @@ def squared_difference_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None)
         cast.ifm, cast.ofm = feature_map(operands[k]), feature_map(dst)
         located(cast.ifm, operands[k])
         cast.kernel, cast.padding = api.NpuKernel(1, 1), api.NpuPadding(0, 0, 0, 0)
-        cast.rescale = ExplicitScaling(False, [0], [1 << squared_difference.LEFT_SHIFT])
+        cast.rescale = ExplicitScaling(False, [0], [widen])
         cast.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
         add(cast, f"widen{k}")
         m = multipliers[k]
@@ -156,9 +161,9 @@ def squared_difference_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None)
     out_fm = feature_map(dataclasses.replace(ofm, scale=s_out, zero_point=zp_out))
     located(out_fm, ofm)
     act = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
-    if q.act_min > -128:
+    if q.act_min > lowest:
         act.min = real_bound(q.act_min, s_out, zp_out)
-    if q.act_max < 127:
+    if q.act_max < highest:
         act.max = real_bound(q.act_max, s_out, zp_out)
     mul(feature_map(acc), constant(m.multiplier), out_fm, (m.multiplier, 31 - m.shift),
         "output", act)
