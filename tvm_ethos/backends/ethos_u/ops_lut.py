@@ -306,7 +306,13 @@ def leaky_relu16_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None) 
     located(npu.ifm, ofm)
     located(npu.ofm, ofm)
     ops.append(npu)
-    for npu, name in zip(ops, ("alpha", "identity", "select")):
+    return _named(ops, q, ("alpha", "identity", "select"), block)
+
+
+def _named(ops: list, q, names: tuple[str, ...], block) -> list:
+    """``ops`` (an int16 LEAKY_RELU's three operations), each with its block chosen and its
+    name, ``<kind>_<name>``."""
+    for npu, name in zip(ops, names):
         npu.block_config = block(npu)
         npu.name = f"{q.kind.value}_{name}"
     return ops
@@ -345,10 +351,7 @@ def _negated_alpha_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, block, place=None
     located(npu.ifm2, ofm)
     located(npu.ofm, ofm)
     ops.append(npu)
-    for npu, name in zip(ops, ("alpha", "identity", "negate")):
-        npu.block_config = block(npu)
-        npu.name = f"{q.kind.value}_{name}"
-    return ops
+    return _named(ops, q, ("alpha", "identity", "negate"), block)
 
 
 def requantize_op(q, ifm: FmSlot, ofm: FmSlot):
