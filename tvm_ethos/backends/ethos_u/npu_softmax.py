@@ -1,5 +1,5 @@
-"""An int8 SOFTMAX (to int8, or to int16 as TFLite writes a wider output) as a sequence of NPU
-operations, bit-exact with TFLite's reference kernel.
+"""An 8-bit SOFTMAX (int8 to int8, or to int16 as TFLite writes a wider output; uint8 to uint8)
+as a sequence of NPU operations, bit-exact with TFLite's reference kernel.
 
 The arithmetic is ``fixed_point.softmax_8bit`` step by step; what the NPU offers for it was
 read from Vela 5.2 (``softmax.py`` and the streams of its C++ core): a 256-entry LUT with
@@ -32,7 +32,12 @@ from tvm_ethos.compute import softmax16 as sm16
 SHRAM_REGION = 0x103
 _ALIGN = 16
 #: per output type: (1 / output scale, zero point) of TFLite's 8-bit-input SOFTMAX
-OUTPUT_QUANTIZATION = {"int8": (256, -128), "int16": (65536, -32768)}
+OUTPUT_QUANTIZATION = {"int8": (256, -128), "int16": (65536, -32768), "uint8": (256, 0)}
+#: the (input, output) types of TFLite's 8-bit SOFTMAX kernel the lowering takes: the kernel
+#: reads only differences of input codes (``x - max``), so int8 and uint8 inputs are one
+#: arithmetic, and the output is the rounded quotient plus the output type's lowest code
+#: (LiteRT's reference kernel also writes uint8 to int16, which Vela and TFLite Micro do not)
+TYPES = frozenset({("int8", "int8"), ("int8", "int16"), ("uint8", "uint8")})
 #: rows of n values the sum of exponentials (each at most 2**19 in Q12.19) cannot overflow
 MAX_DEPTH = 4095
 #: per-row int32 maps the lowering keeps (sum, clz, clz - 1, half, the Newton-Raphson's
@@ -47,15 +52,16 @@ def _align(n: int) -> int:
 def geometry(q) -> tuple[int, int]:
     """(rows, depth) of the SOFTMAX, or UnsupportedOperatorError saying why not."""
     shape = tuple(int(s) for s in q.in_shapes[0])
-    if q.in_dtypes[0] != "int8" or q.out_dtype not in OUTPUT_QUANTIZATION:
+    if (q.in_dtypes[0], q.out_dtype) not in TYPES:
         raise UnsupportedOperatorError(
             "SOFTMAX", f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU lowering takes int8 -> "
-            "int8 or int8 -> int16")
+            "int8, int8 -> int16 or uint8 -> uint8")
     scale, zp = q.out_q
     steps, lowest = OUTPUT_QUANTIZATION[q.out_dtype]
     if zp != lowest or abs(float(scale) * steps - 1) > 1e-3:
         raise UnsupportedOperatorError(
-            "SOFTMAX", f"output quantization ({scale}, {zp}); TFLite's int8 -> {q.out_dtype} "
+            "SOFTMAX", f"output quantization ({scale}, {zp}); TFLite's {q.in_dtypes[0]} -> "
+            f"{q.out_dtype} "
             f"SOFTMAX requires (1/{steps}, {lowest})")
     n = shape[-1]
     if n > MAX_DEPTH:
@@ -146,21 +152,23 @@ class _Builder:
 
 def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
                 block_config) -> list:
-    """The NPU operations of one int8 SOFTMAX (to int8 or int16) reading ``ifm`` and writing
-    ``ofm`` (both in
-    the scratch arena), its intermediates at ``work`` (``work_bytes(q)`` bytes)."""
+    """The NPU operations of one 8-bit SOFTMAX (int8 to int8 or int16, uint8 to uint8) reading
+    ``ifm`` and writing ``ofm`` (both in the scratch arena), its intermediates at ``work``
+    (``work_bytes(q)`` bytes). The input is read as codes of its own type with zero point 0:
+    only the differences to the row maximum matter, which are the same for either type."""
     api = vela_api()
     rows, n = geometry(q)
     b = _Builder(api, rows, work, flash, block_config)
     full = (1, rows, n)
-    x = FmSlot(ifm.region, ifm.offset, full, "int8", None, 0)
+    codes = q.in_dtypes[0]
+    x = FmSlot(ifm.region, ifm.offset, full, codes, None, 0)
     exps = b.scratch(full)
     spare = b.scratch(full)  # e >> 12, later the scaled exponentials
-    row_max = b.scratch((1, rows, 1), "int8")
+    row_max = b.scratch((1, rows, 1), codes)
 
     # the row maximum: a max pool across the depth of an R x n x 1 view of the same bytes
-    b.pool("MAX", FmSlot(x.region, x.offset, (rows, n, 1), "int8", None, 0),
-           FmSlot(1, row_max.offset, (rows, 1, 1), "int8", None, 0), n)
+    b.pool("MAX", FmSlot(x.region, x.offset, (rows, n, 1), codes, None, 0),
+           FmSlot(1, row_max.offset, (rows, 1, 1), codes, None, 0), n)
     # exp(x - max) from the LUT: OFM zero point 127 makes d in [-255, 0] index d + 255
     table = fp.exp_table(float(q.in_q[0][0]), float(q.attrs.get("beta", 1.0)))
     src = flash.add(table.astype("<i4").tobytes())
@@ -187,7 +195,7 @@ def softmax_ops(q, ifm: FmSlot, ofm: FmSlot, work: int, flash, lut_address: int,
         b.elementwise("MUL", r, four, scaled, rescale=(1, 0))  # Q4 -> Q2, saturating
         b.elementwise("ADD", est, scaled, spare_est)
         est, spare_est = spare_est, est
-    # num_bits_over_unit + 31 - bits(output): 35 - clz for int8, 27 - clz for int16
+    # num_bits_over_unit + 31 - bits(output): 35 - clz for 8 bits, 27 - clz for int16
     top = 35 - fp.output_shift_drop(q.out_dtype)
     shift = b.elementwise("SUB", clz, b.const(top), b.row(), reverse=True)
     # e * 2x / 2**31 = e * x / 2**30, then the rounding shift to the output
