@@ -15,6 +15,7 @@ from tvm_ethos.frontend.tflite_support import (
     softmax16_quantization_refusal,
     squared_difference16_refusal,
     strided_slice_refusal,
+    undefined_form_refusal,
 )
 
 
@@ -66,7 +67,8 @@ def _checked_model(data: bytes, name: str):
     for op in checked.operators:
         reason = (softmax16_quantization_refusal(checked, op)
                   or float_table16_refusal(checked, op)
-                  or squared_difference16_refusal(checked, op) or converter_refusal(op)
+                  or squared_difference16_refusal(checked, op)
+                  or undefined_form_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if reason:
             where = f"subgraph {op.subgraph} " if op.subgraph else ""

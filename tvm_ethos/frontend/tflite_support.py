@@ -17,17 +17,20 @@ TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero point
 TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
 point 0, INT8 weights, an INT32 or INT64 bias), and MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
 REDUCE_MAX of INT16 into INT16 (the pools quantized alike, the reductions over height and
-width: :func:`int16_pooling_refusal`) (``tflite_check``).
+width: :func:`int16_pooling_refusal`) (``tflite_check``). A form no TFLite kernel defines (a
+uint8 SQUARED_DIFFERENCE: :data:`UNDEFINED_FORMS`) is not importable: it has no result to compute.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
+from planner.tflite_format import TENSOR_TYPES
 from tvm_ethos.compute import float_lut16, softmax16
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import prelu_alpha_codes, prelu_alpha_map
@@ -70,7 +73,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     for op in checked.operators:
         reason = (graph_level_refusal(op) or softmax16_quantization_refusal(checked, op)
                   or float_table16_refusal(checked, op)
-                  or squared_difference16_refusal(checked, op) or converter_refusal(op)
+                  or squared_difference16_refusal(checked, op)
+                  or undefined_form_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
@@ -140,6 +144,35 @@ def squared_difference16_refusal(checked: CheckedModel, op: CheckedOperator) -> 
     if any(q is None for _, q in quantized):
         return ("an int16 SQUARED_DIFFERENCE without quantization; TFLite Micro's int16 "
                 "kernel is quantized")
+    return ""
+
+
+class KernelTypes(NamedTuple):
+    """The tensor types TFLite Micro's and LiteRT's kernels of one operator take."""
+
+    tflite_micro: str
+    litert: str
+
+
+#: operator forms of a tensor type neither TFLite Micro nor LiteRT has a kernel of, so that
+#: nothing defines their result: the importer refuses them (TVM's converter would compute
+#: one in float32: a uint8 SQUARED_DIFFERENCE as a float SUBTRACT and MULTIPLY)
+UNDEFINED_FORMS: dict[tuple[str, str], KernelTypes] = {
+    ("SQUARED_DIFFERENCE", "UINT8"): KernelTypes("float32, int32, int8 and int16",
+                                                 "float32, int32 and int8"),
+}
+
+
+def undefined_form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why ``op`` has no result to compute: a tensor of a type that no TFLite kernel of the
+    operator takes (:data:`UNDEFINED_FORMS`); ``""`` for any other operator or form."""
+    graph = checked.model.Subgraphs(op.subgraph)
+    for i in (*op.inputs, *op.outputs):
+        kind = TENSOR_TYPES.get(graph.Tensors(i).Type(), ("",))[0] if i >= 0 else ""
+        kernels = UNDEFINED_FORMS.get((op.name, kind))
+        if kernels is not None:
+            return (f"a {kind.lower()} {op.name} is defined by no kernel: TFLite Micro's takes "
+                    f"{kernels.tflite_micro}, LiteRT's {kernels.litert} (quantize it to int8)")
     return ""
 
 
