@@ -501,9 +501,10 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
         "neither TFLite Micro nor LiteRT has an int16 RELU_N1_TO_1 kernel (LiteRT's: float32, "
         "uint8 and int8), so nothing defines its result; the importer refuses it",
     ("SQUARED_DIFFERENCE", "uint8"):
-        "TVM's converter writes a uint8 SQUARED_DIFFERENCE as a float SUBTRACT; no integer form",
+        "neither TFLite Micro nor LiteRT has a uint8 SQUARED_DIFFERENCE kernel (TFLite Micro's: "
+        "float32, int32, int8 and int16; LiteRT's: float32, int32 and int8), so nothing "
+        "defines its result; the importer refuses it",
     ("PRELU", "uint8"): "the importer reads only an int8 alpha (TFLite's int8 kernel)",
-    ("SOFTMAX", "uint8"): "no uint8 SOFTMAX stream (the 8-bit stream's tables are int8's)",
     **{("CONCATENATION", f"fused {act}"):
        "TVM's converter writes the fused activation as a CLIP after the concatenation, which "
        "the TFLite graph has no operator of to keep apart" for act in _ACTS},

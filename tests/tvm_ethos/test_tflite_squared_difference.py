@@ -19,7 +19,7 @@ from benchmarks.vela_superset_probes import PROBES
 from ethosu_stream.tflite_graph import run_vela_model
 from planner.perf.ethos_u import lower_part
 from planner.tflite import load_tflite
-from tests.helpers.tflite_oracle import compiled_matches, tflm_oracle
+from tests.helpers.tflite_oracle import compiled_matches, oracle, tflm_accepts, tflm_oracle
 from tests.helpers.vela_cli import VELA, vela_compile
 from tvm_ethos.compute import squared_difference as sqd
 
@@ -405,3 +405,23 @@ def test_the_audits_int16_probes_run_on_the_npu_as_tflite_micro(name):
     (probe,) = [p for p in PROBES if (p.operator, p.name) == ("SQUARED_DIFFERENCE", name)]
     cm = _int16_matches(probe.build(), "ethos-u -accelerator_config=ethos-u55-128", 0)
     assert [p.placed_on for p in cm.placement] == ["ethos-u"], cm.placement
+
+
+# ------------------------------------------------------------------------------------- uint8
+def test_uint8_is_refused_as_no_kernel_defines_it():
+    """Neither TFLite Micro's SQUARED_DIFFERENCE nor LiteRT's takes uint8 (both oracles refuse
+    the model), so no result exists to be exact against: the importer refuses it naming both
+    kernels' types, and the tflite-micro host keeps it a TFLite operator saying why."""
+    data = squared_difference_model((0.05, 128), (0.03, 120), (0.09, 125), (1, 4, 4, 8),
+                                    (1, 4, 4, 8), "uint8")
+    codes = np.arange(128, dtype=np.uint8).reshape(1, 4, 4, 8)
+    with pytest.raises(RuntimeError, match="SquaredDifference only supports"):
+        oracle(data, [codes, codes[..., ::-1].copy()])
+    assert tflm_accepts(data) != "ok"
+    why = ("a uint8 SQUARED_DIFFERENCE is defined by no kernel: TFLite Micro's takes float32, "
+           "int32, int8 and int16, LiteRT's float32, int32 and int8 (quantize it to int8)")
+    with pytest.raises(tvm_ethos.UnsupportedModelError, match=re.escape(why)) as err:
+        tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False)
+    assert "\n" not in str(err.value)
+    (placed,) = tvm_ethos.compile(data, "ethos-u", cache_dir=False).placement
+    assert placed.placed_on == "tflite-micro" and why in placed.why, placed.why
