@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from benchmarks.vela_superset_probes import PROBES
+from ethosu_stream.tflite_graph import run_vela_model
 from tests.helpers.tflite_oracle import oracle, tflm_accepts
+from tests.helpers.vela_cli import VELA, vela_compile
 from tvm_ethos.backends.ethos_u import npu_softmax
 from tvm_ethos.patterns import QOp
 
@@ -65,7 +67,7 @@ def _on_its_target(shape, s_in, z_in, beta, target, seed):
         assert entry["generated"], entry
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(shape=_shapes, s_in=_scales, z_in=st.integers(0, 255), beta=_betas, target=_targets,
        seed=st.integers(0, 2**16))
 @example(shape=(1, 10), s_in=0.05, z_in=128, beta=1.0, target="ethos-u", seed=0)
@@ -93,6 +95,18 @@ def test_the_audits_uint8_probe_runs_on_the_npu_as_litert():
     assert tflm_accepts(data) != "ok"
     cm = _matches(data, "ethos-u -accelerator_config=ethos-u55-128", (1, 10), 0)
     assert [p.placed_on for p in cm.placement] == ["ethos-u"], cm.placement
+
+
+@pytest.mark.skipif(not VELA.exists(), reason="Vela 5.2 (the 'vela' extra) is not installed")
+def test_velas_uint8_stream_on_the_functional_model_is_litert_too():
+    """Vela 5.2's own uint8 SOFTMAX stream, run by our functional model, equals LiteRT as
+    ours does: the functional model reads the uint8 maps as Vela's stream means them."""
+    shape = (2, 4, 5, 40)
+    data = tb.softmax(None, shape=shape, beta=0.5, in_q=(0.3, 200), dtype="uint8")
+    x = _rows(shape, np.random.RandomState(4))
+    got = run_vela_model(vela_compile(data), [x], "ethos-u55-128")[0][0]
+    want = oracle(data, [x])[0]
+    assert np.array_equal(got.reshape(want.shape), want)
 
 
 def test_uint8_to_int16_and_other_output_quantization_are_named():
