@@ -61,8 +61,7 @@ def geometry(q) -> tuple[int, int]:
     if zp != lowest or abs(float(scale) * steps - 1) > 1e-3:
         raise UnsupportedOperatorError(
             "SOFTMAX", f"output quantization ({scale}, {zp}); TFLite's {q.in_dtypes[0]} -> "
-            f"{q.out_dtype} "
-            f"SOFTMAX requires (1/{steps}, {lowest})")
+            f"{q.out_dtype} SOFTMAX requires (1/{steps}, {lowest})")
     n = shape[-1]
     if n > MAX_DEPTH:
         raise UnsupportedOperatorError(
