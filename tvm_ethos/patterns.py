@@ -1072,10 +1072,17 @@ def _read_hard_swish(op: QOp, ann: dict, problems: list) -> None:
             problems.append(f"HARD_SWISH: {why}")
 
 
+#: a PRELU's (input, output, alpha) types with an integer kernel: TFLite Micro's int8 and
+#: int16 ones (each with int8 alpha codes) and LiteRT's uint8 one (TFLite Micro has none)
+PRELU_KERNEL_TYPES = frozenset({("int8", "int8", "int8"), ("int16", "int16", "int8"),
+                                ("uint8", "uint8", "uint8")})
+
+
 def _read_prelu(op: QOp, ann: dict, problems: list) -> None:
     """PRELU: alpha's codes per channel of the last axis, or its map over the height, width
     and depth (``alpha_shape``, ``compute.quant.prelu_alpha``), and its quantization;
-    TFLite's int8 kernel (two multipliers, ``compute.quant.prelu_multipliers``)."""
+    TFLite's integer kernel (two multipliers, ``compute.quant.prelu_multipliers``), one
+    for each of :data:`PRELU_KERNEL_TYPES`."""
     codes = np.asarray(_const_np(ann["alpha"]))
     s, z, _ = _qparams_of_dq(ann["dqa"])
     rank = len(op.in_shapes[0])
@@ -1096,9 +1103,10 @@ def _read_prelu(op: QOp, ann: dict, problems: list) -> None:
         problems.append("PRELU with alpha quantized per channel")
     op.attrs["alpha"] = tuple(int(v) for v in codes.ravel())
     op.attrs["alpha_q"] = (float(s[0]), int(z[0]))
-    if op.in_dtypes[0] != "int8" or op.out_dtype != "int8" or str(codes.dtype) != "int8":
+    if (op.in_dtypes[0], op.out_dtype, str(codes.dtype)) not in PRELU_KERNEL_TYPES:
         problems.append(f"PRELU from {op.in_dtypes[0]} to {op.out_dtype} (alpha "
-                        f"{codes.dtype}); the integer kernel is TFLite's int8 one")
+                        f"{codes.dtype}); the integer kernels are TFLite Micro's int8 and "
+                        "int16 ones (int8 alpha) and LiteRT's uint8 one (uint8 alpha)")
 
 
 def _read_batch_matmul(op: QOp, ann: dict, problems: list) -> None:

@@ -28,6 +28,7 @@ from tvm_ethos.compute import (
     int16_activation,
     int16x8,
     leaky_relu,
+    prelu,
     softmax16,
     squared_difference,
 )
@@ -1417,12 +1418,21 @@ def lower_batch_matmul(op, inputs, pool: ConstPool, name="bmm"):
     return te.compute(out_shape, out_fn, name=f"{name}_out")
 
 
+def _mbqm_wrapping(v, multiplier: int, shift: int):
+    """TFLite's MultiplyByQuantizedMultiplier for a left ``shift`` (``shift > 0``) whose
+    ``v * (1 << shift)`` leaves int32: the product truncated to int32 as the kernel's int32
+    arithmetic wraps it (``compute.prelu``), then the doubling high multiply."""
+    wrapped = (v.astype("int64") * _i64(1 << shift)).astype("int32")
+    return srdhm(wrapped, _i32(multiplier))
+
+
 def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
-    """PRELU (TFLite's int8 kernel): ``v = x - zp_in``; ``v >= 0`` rescaled by ``s_in /
-    s_out``, else ``v * (alpha - zp_alpha)`` by ``s_in * s_alpha / s_out`` (alpha per channel
-    of the last axis, or its map over the height, width and depth of a 4-D input, an axis of 1
-    broadcast: ``compute.quant.prelu_alpha``; ``compute.quant.prelu_multipliers``), plus
-    ``zp_out``, clamped."""
+    """PRELU (TFLite Micro's int8 and int16 kernels, LiteRT's uint8 one): ``v = x - zp_in``;
+    ``v >= 0`` rescaled by ``s_in / s_out``, else ``v * (alpha - zp_alpha)`` by ``s_in *
+    s_alpha / s_out`` (alpha per channel of the last axis, or its map over the height, width
+    and depth of a 4-D input, an axis of 1 broadcast: ``compute.quant.prelu_alpha``;
+    ``compute.quant.prelu_multipliers``), plus ``zp_out``, clamped; a branch whose left shift
+    wraps int32 for some code wraps as the kernel does (``compute.prelu.wrapping_shifts``)."""
     (x,) = inputs
     in_zp = int(op.in_q[0][1])
     a_scale, a_zp = op.attrs["alpha_q"]
@@ -1431,6 +1441,11 @@ def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
     codes = prelu_alpha(op.attrs) if mapped else np.asarray(op.attrs["alpha"])
     alpha = pool.add(f"{name}_alpha", codes.astype(np.int32) - np.int32(a_zp))
     out_zp = int(op.out_q[1])
+    wraps = {w.branch for w in prelu.wrapping_shifts(op.in_dtypes[0], op.in_q[0],
+                                                      (a_scale, a_zp), op.out_q, codes)}
+
+    def scaled(v, m, s, branch):
+        return _mbqm_wrapping(v, m, s) if branch in wraps else mbqm(v, m, s)
 
     def alpha_at(idx):
         if not mapped:
@@ -1439,8 +1454,8 @@ def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
 
     def fn(*idx):
         v = x[idx].astype("int32") - _i32(in_zp)
-        pos = mbqm(v, m1, s1)
-        neg = mbqm(v * alpha_at(idx), m2, s2)
+        pos = scaled(v, m1, s1, "identity")
+        neg = scaled(v * alpha_at(idx), m2, s2, "alpha")
         return clamp_cast(tirx.Select(v >= _i32(0), pos, neg) + _i32(out_zp), op.act_min,
                           op.act_max, op.out_dtype)
 

@@ -179,6 +179,15 @@ def _int16_elementwise(opname: str, io: list[int], infos) -> bool:
         out_scale is not None and abs(out_scale * 32768 - 1) <= 1e-3)
 
 
+def _int16_prelu(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """TFLite Micro's int16 PRELU: INT16 input and output, an INT8 alpha (its kernel reads
+    alpha as int8 codes and refuses any other alpha type), which the patterns read as that
+    integer kernel (``te_ops.lower_prelu``); an INT16 alpha is refused by name
+    (``tflite_support.prelu_type_refusal``)."""
+    return (opname == "PRELU" and len(ins) == 2 and min(ins) >= 0 and len(outs) == 1
+            and [infos[i][1] for i in (ins[0], outs[0], ins[1])] == [7, 7, 9])
+
+
 def _int8_to_int16_softmax(opname: str, ins: list[int], outs: list[int], infos) -> bool:
     """TFLite's SOFTMAX of int8 codes to int16 ones with the output scale TFLite requires
     (1/65536): the 8-bit reference kernel with a wider output, which the importer's patterns
@@ -572,6 +581,7 @@ class _TfliteChecker:
                 and not _int8_to_int16_softmax(opname, ins, outs, infos)
                 and not _int16_softmax(opname, ins, outs, infos)
                 and not _int16_elementwise(opname, io, infos)
+                and not _int16_prelu(opname, ins, outs, infos)
                 and not _int16x8_weighted(opname, ins, outs, infos)
                 and not _int16_movement(opname, ins, outs, infos)
                 and not _int16_copies(opname, ins, outs, infos)

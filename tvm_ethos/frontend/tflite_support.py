@@ -13,7 +13,8 @@ arithmetic, so their results would not be TFLite's. The INT16 forms the patterns
 integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
 INT16 or of INT16 to INT16 (zero points 0, the output scale 1/32768), ADD, SUB, MUL,
 MINIMUM, MAXIMUM, RELU, RELU6 (any output quantization: it clamps codes), LEAKY_RELU, LOGISTIC and
-TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, and
+TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, PRELU
+of INT16 with an INT8 alpha (TFLite Micro's kernel: :func:`prelu_type_refusal`), and
 TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
 point 0, INT8 weights, an INT32 or INT64 bias), and MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
 REDUCE_MAX of INT16 into INT16 (the pools quantized alike, the reductions over height and
@@ -74,7 +75,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
         reason = (graph_level_refusal(op) or softmax16_quantization_refusal(checked, op)
                   or float_table16_refusal(checked, op)
                   or squared_difference16_refusal(checked, op)
-                  or undefined_form_refusal(checked, op) or converter_refusal(op)
+                  or undefined_form_refusal(checked, op)
+                  or prelu_type_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
@@ -173,6 +175,40 @@ def undefined_form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         if kernels is not None:
             return (f"a {kind.lower()} {op.name} is defined by no kernel: TFLite Micro's takes "
                     f"{kernels.tflite_micro}, LiteRT's {kernels.litert} (quantize it to int8)")
+    return ""
+
+
+#: a quantized PRELU's input type -> the alpha type its kernel reads (TFLite Micro's int8 and
+#: int16 kernels, LiteRT's uint8 one: TFLite Micro has none)
+PRELU_ALPHA_TYPES = {"INT8": "INT8", "INT16": "INT8", "UINT8": "UINT8"}
+
+
+def prelu_type_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why a quantized PRELU's tensor types are no kernel's, naming them; ``""`` for any other
+    operator or form. The output must be of the input's type, and alpha of the type the
+    kernel reads: an int16 kernel reads int8 alpha codes (TFLite Micro refuses any other
+    alpha; LiteRT, whose int16 kernel reads the alpha's bytes as int8 codes whatever its
+    type, computes no defined result for an INT16 one), and LiteRT's uint8 kernel reads
+    uint8 codes (an INT8 alpha's bytes read as uint8: no defined result either)."""
+    if op.name != "PRELU" or not op.quantized or len(op.inputs) != 2 or min(op.inputs) < 0 \
+            or len(op.outputs) != 1:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, alpha, y = (TENSOR_TYPES.get(graph.Tensors(i).Type(), ("?",))[0]
+                   for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    want = PRELU_ALPHA_TYPES.get(x)
+    if want is None:
+        return ""
+    if y != x:
+        return (f"a {x} PRELU with a {y} output: TFLite's PRELU kernels write the input's "
+                "type")
+    if alpha != want:
+        kernel = ("TFLite Micro's int16 kernel takes an INT8 alpha only, and LiteRT's reads "
+                  "the alpha's bytes as int8 codes" if x == "INT16" else
+                  "LiteRT's uint8 kernel (TFLite Micro has none) reads the alpha's bytes as "
+                  "uint8 codes" if x == "UINT8" else "TFLite's int8 kernel reads int8 codes")
+        return (f"a {x} PRELU with a {alpha} alpha: {kernel}, so no kernel defines its "
+                f"result (quantize alpha to {want})")
     return ""
 
 
@@ -306,16 +342,18 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 
         x, alpha = graph.Tensors(op.inputs[0]), graph.Tensors(op.inputs[1])
         data = checked.model.Buffers(alpha.Buffer()).DataAsNumpy()
+        codes = {TensorType.INT8: np.int8, TensorType.UINT8: np.uint8}.get(alpha.Type())
         values = None
-        if hasattr(data, "tobytes") and data.size and alpha.Type() == TensorType.INT8:
-            values = np.frombuffer(data.tobytes(), np.int8).reshape(
+        if hasattr(data, "tobytes") and data.size and codes is not None:
+            values = np.frombuffer(data.tobytes(), codes).reshape(
                 [int(d) for d in alpha.ShapeAsNumpy()] if alpha.ShapeLength() else [])
         shape = [int(d) for d in x.ShapeAsNumpy()] if x.ShapeLength() else []
         if values is None or (prelu_alpha_codes(values, shape) is None
                               and prelu_alpha_map(values, shape) is None):
-            return ("a quantized PRELU whose alpha is no constant int8 tensor broadcasting to "
-                    "the input as one value per channel or a map over the height, width and "
-                    "depth of a 4-D input: tvm-ethos takes no alpha varying along the batch")
+            return ("a quantized PRELU whose alpha is no constant tensor of 8-bit codes "
+                    "broadcasting to the input as one value per channel or a map over the "
+                    "height, width and depth of a 4-D input: tvm-ethos takes no alpha varying "
+                    "along the batch")
     if op.name == "SOFTMAX" and not op.int16 and op.inputs[0] >= 0:
         why = _softmax16_refusal(graph, op, table)
         if why:

@@ -67,7 +67,14 @@ from tvm_ethos.backends.npu_common import (
     reshape_rank,
     weight_sum_ok,
 )
-from tvm_ethos.compute import add_sub, float_lut16, int16x8, leaky_relu, squared_difference
+from tvm_ethos.compute import (
+    add_sub,
+    float_lut16,
+    int16x8,
+    leaky_relu,
+    prelu,
+    squared_difference,
+)
 from tvm_ethos.compute.relu_requant import LITERT_CLIPS
 from tvm_ethos.errors import CompileError
 from tvm_ethos.runtime.payloads import register_payload_format
@@ -596,6 +603,16 @@ def _leaky_relu(q, o):
     return [why] if why else []
 
 
+def _prelu(q, o):
+    """Four operations (``ops_prelu``), TFLite's kernel wherever its int32 left shifts do not
+    wrap (``compute.prelu.npu_refusal``)."""
+    if q.out_q is None or not q.in_q or "alpha_q" not in q.attrs:
+        return []
+    why = prelu.npu_refusal(q.in_dtypes[0], q.in_q[0], q.attrs["alpha_q"], q.out_q,
+                            q.attrs["alpha"])
+    return [why] if why else []
+
+
 def _per_axis(q, o):
     """Vela: per-axis quantization only for the convolutions and fully connected."""
     if q.per_channel and q.kind not in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED):
@@ -631,7 +648,7 @@ CHECKS = {
     Op.TANH: _none,
     Op.LEAKY_RELU: _leaky_relu,
     Op.HARD_SWISH: _none,
-    Op.PRELU: _none,
+    Op.PRELU: _prelu,
     Op.BATCH_MATMUL: _batch_matmul,
     Op.ELU: _none,
     Op.RSQRT: _none,

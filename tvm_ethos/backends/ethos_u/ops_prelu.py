@@ -1,5 +1,6 @@
-"""PRELU (int8, alpha one code per channel or a map over the height, width and depth) as four
-NPU operations over the whole tensor.
+"""PRELU (int8 or int16 with int8 alpha codes, uint8 with uint8 ones; alpha one code per
+channel or a map over the height, width and depth) as four NPU operations over the whole
+tensor.
 
 TFLite's kernel takes ``v = x - zp_in`` to ``zp_out + MultiplyByQuantizedMultiplier(v, s_in /
 s_out)`` where ``v >= 0`` and to ``zp_out + MultiplyByQuantizedMultiplier(v * (alpha -
@@ -11,7 +12,8 @@ kernel:
 2. ``neg = t * alpha``: an elementwise MUL by the alpha codes in flash, of shape ``(H|1, W|1,
    C|1)`` (``compute.quant.prelu_alpha``: the NPU broadcasts its second operand along an axis
    of 1, as TFLite broadcasts alpha), its explicit scale TFLite's second multiplier (``v = 0``
-   where ``x >= zp_in``);
+   where ``x >= zp_in``); alpha is held in the input's type (an int16 PRELU's int8 codes
+   widened, the same ``alpha - zp_alpha``), so both operands of the MUL are of one type;
 3. ``pos``: a 1x1 average pool of ``x`` with TFLite's first multiplier (QUANTIZE's
    requantization, ``ops_lut``), clamped below at ``zp_out`` (``zp_out`` where ``x < zp_in``);
 4. ``pos + neg - zp_out``: an elementwise ADD of the two at unit scale (every rescale a power
@@ -19,9 +21,9 @@ kernel:
 
 Every operation reads and writes only its own element, so a planner's stripe (``box``: output
 rows and columns, the tensors held whole) is the same four operations over that box, the
-three intermediates of the box's size one after another in the working memory, which the
-planner holds for the stripe (:func:`prelu_work`). Vela also runs PRELU as a short sequence
-of elementwise operations.
+three intermediates (of the output's type) of the box's size one after another in the
+working memory, which the planner holds for the stripe (:func:`prelu_work`). Vela also runs
+PRELU as a short sequence of elementwise operations.
 """
 from __future__ import annotations
 
@@ -33,18 +35,18 @@ from planner.work_memory import WorkMemory
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.ops_movement import dense, feature_map_of
 from tvm_ethos.backends.ethos_u.stream_base import SCRATCH_REGION, vela_api
-from tvm_ethos.compute.quant import prelu_alpha, prelu_multipliers
+from tvm_ethos.compute.quant import dtype_range, prelu_alpha, prelu_multipliers
 
-#: the int8 maps of one PRELU's intermediates (``t``, ``neg``, ``pos``)
+#: the maps of one PRELU's intermediates (``t``, ``neg``, ``pos``), of the output's type
 _MAPS = 3
 
 
 def prelu_work(q) -> WorkMemory:
-    """The working memory of PRELU: its three int8 maps of the output's size, or of a
+    """The working memory of PRELU: its three maps of the output's size and type, or of a
     stripe's where it runs over stripes (the planner's form), packed one after another so
     that the last byte is one the stream writes (an NHWC feature map needs no alignment
     beyond its element's; the arena layout aligns the block's start)."""
-    return WorkMemory(per_element=_MAPS)
+    return WorkMemory(per_element=_MAPS * np.dtype(q.out_dtype).itemsize)
 
 
 def prelu_work_bytes(q, box: tuple | None = None) -> int:
@@ -79,8 +81,8 @@ def _alpha_fm(api, q, flash, box):
     them."""
     codes = prelu_alpha(q.attrs)
     a_scale, a_zp = q.attrs["alpha_q"]
-    src = flash.add(np.asarray(codes, np.int8).tobytes())
-    alpha = FmSlot(src.region, src.address, codes.shape, "int8", a_scale, a_zp)
+    src = flash.add(np.asarray(codes, q.out_dtype).tobytes())
+    alpha = FmSlot(src.region, src.address, codes.shape, q.out_dtype, a_scale, a_zp)
     ha, wa, ca = codes.shape
     if box is None or (ha == 1 and wa == 1):
         return feature_map(alpha)
@@ -108,9 +110,11 @@ def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     (s_in, zp_in), (s_out, zp_out) = q.in_q[0], q.out_q
     a_scale, a_zp = q.attrs["alpha_q"]
     (m1, sh1), (m2, sh2) = prelu_multipliers(s_in, a_scale, s_out)
-    step = int(np.prod(shape))
-    t, neg, pos = (FmSlot(SCRATCH_REGION, em.work + k * step, shape, "int8", None, 0)
+    dtype = q.out_dtype
+    step = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    t, neg, pos = (FmSlot(SCRATCH_REGION, em.work + k * step, shape, dtype, None, 0)
                    for k in range(_MAPS))
+    lo, hi = dtype_range(dtype)
     ops = []
 
     def add(npu, name: str):
@@ -150,7 +154,7 @@ def prelu_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     total.ifm = feature_map(dataclasses.replace(pos, scale=1.0, zero_point=zp_out))
     total.ifm2 = feature_map(dataclasses.replace(neg, scale=1.0, zero_point=zp_out))
     total.ofm = _box_fm(api, ofm, box, 1.0, zp_out)
-    total.activation = _clamp(api, q.act_min if q.act_min > -128 else None,
-                              q.act_max if q.act_max < 127 else None, 1.0, zp_out)
+    total.activation = _clamp(api, q.act_min if q.act_min > lo else None,
+                              q.act_max if q.act_max < hi else None, 1.0, zp_out)
     add(total, "add")
     return ops
