@@ -4,7 +4,7 @@ scalar operand (read as ones of the output's rank), an 8-bit SOFTMAX and
 a PRELU of alpha constant along the height with a batch above 1 (the batch folded into the
 height), int16 reshapes, splits, slices, PACK / UNPACK and nearest resizes (the codes moved),
 each an ``ethos-u`` operator whose outputs equal TFLite Micro's (LiteRT's reference kernels
-for RELU_N1_TO_1, which TFLite Micro lacks)."""
+for RELU_N1_TO_1 and a uint8 PRELU, which TFLite Micro lacks)."""
 from __future__ import annotations
 
 import pytest
@@ -42,7 +42,8 @@ TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                      ("PRELU", "batch 2"), ("PRELU", "rank 3 first axis 2"),
                                      ("SPLIT", "batch 2"), ("SPLIT_V", "batch 2"),
                                      ("SLICE", "batch 2"), ("STRIDED_SLICE", "batch 2"),
-                                     ("SLICE", "rank 2"), ("ABS", "int16")}
+                                     ("SLICE", "rank 2"), ("ABS", "int16"),
+                                     ("PRELU", "uint8")}
          or (p.operator in _INT16_COPIES and p.name == "int16")]
 
 
@@ -67,8 +68,10 @@ def test_one_form_of_each_fix_runs_on_the_npu_as_tflite_micro(data):
 @pytest.mark.slow
 @pytest.mark.parametrize("probe", TAKEN, ids=[f"{p.operator}-{p.name}" for p in TAKEN])
 def test_every_taken_probe_runs_on_the_npu_as_its_oracle(probe):
-    # TFLite Micro has no RELU_N1_TO_1 kernel: LiteRT's reference kernels are its oracle
-    _on_the_npu(probe.build(), oracle if probe.operator == "RELU_N1_TO_1" else None)
+    # TFLite Micro has no RELU_N1_TO_1 or uint8 PRELU kernel: LiteRT's reference kernels are
+    # their oracle
+    _on_the_npu(probe.build(), oracle if probe.operator == "RELU_N1_TO_1"
+                or (probe.operator, probe.name) == ("PRELU", "uint8") else None)
 
 
 @pytest.mark.slow

@@ -200,15 +200,15 @@ def prelu_type_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     if want is None:
         return ""
     if y != x:
-        return (f"a {x} PRELU with a {y} output: TFLite's PRELU kernels write the input's "
-                "type")
+        return (f"a PRELU of {x} codes with {y} output codes: TFLite's PRELU kernels write "
+                "the input's type")
     if alpha != want:
         kernel = ("TFLite Micro's int16 kernel takes an INT8 alpha only, and LiteRT's reads "
                   "the alpha's bytes as int8 codes" if x == "INT16" else
                   "LiteRT's uint8 kernel (TFLite Micro has none) reads the alpha's bytes as "
                   "uint8 codes" if x == "UINT8" else "TFLite's int8 kernel reads int8 codes")
-        return (f"a {x} PRELU with a {alpha} alpha: {kernel}, so no kernel defines its "
-                f"result (quantize alpha to {want})")
+        return (f"a PRELU of {x} codes with {alpha} alpha codes: {kernel}, so no kernel "
+                f"defines its result (quantize alpha to {want})")
     return ""
 
 
