@@ -258,28 +258,34 @@ def _emission(flash: Flash, work: int) -> Emission:
 
 @settings(max_examples=20, deadline=None)
 @given(h=st.integers(1, 12), w=st.integers(1, 12), c=st.integers(1, 20),
-       whole=st.booleans(), axes=st.tuples(st.booleans(), st.booleans()), data=st.data())
-def test_a_prelu_stripe_touches_the_working_memory_its_part_plans(h, w, c, whole, axes, data):
+       whole=st.booleans(), axes=st.tuples(st.booleans(), st.booleans()),
+       dtype=st.sampled_from(["int8", "int16", "uint8"]), data=st.data())
+def test_a_prelu_stripe_touches_the_working_memory_its_part_plans(h, w, c, whole, axes, dtype,
+                                                                  data):
     """Over any box of its output (a stripe, or all of it), PRELU's four operations touch
     exactly the working memory the planner holds for a stripe of that shape, alpha per
-    channel or a map along the height and / or width (its box read from flash)."""
+    channel or a map along the height and / or width (its box read from flash); three
+    intermediates of the tensors' type (int8, int16 or uint8)."""
     (y0, y1), (x0, x1) = ((0, h), (0, w)) if whole else (_box(data, h), _box(data, w))
     ashape = (h if axes[0] else 1, w if axes[1] else 1, c)
-    alpha = (np.arange(int(np.prod(ashape))) % 200 - 100).astype(np.int8)
-    attrs = {"alpha": alpha, "alpha_q": (0.01, -1)}
+    alpha = np.arange(int(np.prod(ashape))) % 200 - (0 if dtype == "uint8" else 100)
+    zp = {"int8": (3, -1, -2), "int16": (300, -1, -20), "uint8": (131, 120, 97)}[dtype]
+    attrs = {"alpha": alpha, "alpha_q": (0.01, zp[1])}
     if any(axes):
         attrs["alpha_shape"] = ashape
     q = QOp(kind="prelu", inputs=[], in_shapes=[(1, h, w, c), ashape],
-            in_dtypes=["int8", "int8"], out_shape=(1, h, w, c), out_dtype="int8",
-            in_q=[(0.05, 3), (0.01, -1)], out_q=(0.04, -2), attrs=attrs)
-    n = h * w * c
+            in_dtypes=[dtype, "uint8" if dtype == "uint8" else "int8"], out_shape=(1, h, w, c),
+            out_dtype=dtype, in_q=[(0.05, zp[0]), (0.01, zp[1])], out_q=(0.04, zp[2]),
+            attrs=attrs)
+    size = np.dtype(dtype).itemsize
+    n = h * w * c * size
     flash, work = Flash(), 2 * n
-    ops = ops_prelu.prelu_ops(q, [FmSlot(SCRATCH_REGION, 0, (h, w, c), "int8", 0.05, 3)],
-                              FmSlot(SCRATCH_REGION, n, (h, w, c), "int8", 0.04, -2),
+    ops = ops_prelu.prelu_ops(q, [FmSlot(SCRATCH_REGION, 0, (h, w, c), dtype, 0.05, zp[0])],
+                              FmSlot(SCRATCH_REGION, n, (h, w, c), dtype, 0.04, zp[2]),
                               _emission(flash, work), None if whole else ((y0, y1), (x0, x1)))
     stripe = (1, y1 - y0, x1 - x0, c)
     planned = planned_work(q).for_stripe(stripe)
-    assert planned == ops_prelu.prelu_work_bytes(q, stripe) == 3 * math.prod(stripe)
+    assert planned == ops_prelu.prelu_work_bytes(q, stripe) == 3 * size * math.prod(stripe)
     assert _work_touched(ops, flash, work, work + 3 * n) == planned
 
 
