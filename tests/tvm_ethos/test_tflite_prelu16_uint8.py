@@ -24,8 +24,8 @@ pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
 
 #: the alpha type each input type's kernel reads, and the oracle defining it
-ALPHA_TYPE = {"int16": "int8", "uint8": "uint8"}
-ORACLE = {"int16": tflm_oracle, "uint8": oracle}
+ALPHA_TYPE = {"int8": "int8", "int16": "int8", "uint8": "uint8"}
+ORACLE = {"int8": tflm_oracle, "int16": tflm_oracle, "uint8": oracle}
 
 
 def prelu_model(dtype: str, shape, alpha: np.ndarray, in_q, alpha_q, out_q,
@@ -175,22 +175,29 @@ def test_every_input_code_is_exact_on_the_npu(dtype):
     np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want)
 
 
-def test_a_shift_that_wraps_the_kernels_int32_stays_off_the_npu_and_the_host_wraps_too():
-    """Alpha branch multiplier 2**11 (a left shift of 12): the lowest code times alpha's
-    largest offset, 32768 * 127, shifted leaves int32 in TFLite Micro's kernel, which goes on
-    with the wrapped value; the NPU's wider product would not wrap."""
-    alpha = np.array([[[127, -128, 3, 0]]])
-    in_q, alpha_q, out_q = (2.0**-4, 0), (1.0, 0), (2.0**-15, 0)
-    why = prelu_kernel.npu_refusal("int16", in_q, alpha_q, out_q, alpha)
-    assert "wraps for input code -32768 and alpha code 127" in why, why
-    data = prelu_model("int16", (1, 2, 3, 4), alpha, in_q, alpha_q, out_q)
-    cm = _exact(data, "int16", (1, 2, 3, 4), 0, "ethos-u,llvm")
+@pytest.mark.parametrize("dtype, q, alpha, codes", [
+    # alpha multiplier 2**11 (a left shift of 12): -32768 * 127 << 12 leaves int32
+    ("int16", ((2.0**-4, 0), (1.0, 0), (2.0**-15, 0)), [127, -128, 3, 0], (-32768, 127)),
+    # 2**17 (a shift of 18): -128 * 127 << 18 leaves it; the int8 kernel's own form
+    ("int8", ((1.0, 0), (1.0, 0), (2.0**-17, 0)), [127, -128, 3, 0], (-128, 127)),
+    ("uint8", ((1.0, 128), (1.0, 128), (2.0**-17, 128)), [255, 0, 131, 128], (0, 255)),
+])
+def test_a_shift_that_wraps_the_kernels_int32_stays_off_the_npu_and_the_host_wraps_too(
+        dtype, q, alpha, codes):
+    """The lowest code times alpha's largest offset, shifted left, leaves int32 in the
+    kernel, which goes on with the wrapped value; the NPU's wider product would not wrap, so
+    the NPU refuses the quantization and the llvm host's kernel wraps as TFLite's does."""
+    alpha = np.array([[alpha]])
+    why = prelu_kernel.npu_refusal(dtype, *q, alpha)
+    assert f"wraps for input code {codes[0]} and alpha code {codes[1]}" in why, why
+    data = prelu_model(dtype, (1, 2, 3, 4), alpha, *q)
+    cm = _exact(data, dtype, (1, 2, 3, 4), q[0][1], "ethos-u,llvm")
     (decision,) = cm.partition_report.operators
     assert (decision.placed_on, decision.via) == ("llvm", "kernel"), decision
     assert "wraps" in _placed(cm)[1], decision.rejections
-    kept = _exact(data, "int16", (1, 2, 3, 4), 0, "ethos-u")   # TFLite Micro runs it
-    where, why = _placed(kept)
-    assert where == "tflite-micro" and "wraps" in why, why
+    if dtype != "uint8":          # TFLite Micro runs the TFLite operator (it has no uint8 one)
+        where, why = _placed(_exact(data, dtype, (1, 2, 3, 4), q[0][1], "ethos-u"))
+        assert where == "tflite-micro" and "wraps" in why, why
 
 
 @pytest.mark.parametrize("branch, q, wraps", [
