@@ -28,6 +28,7 @@ from tvm_ethos.compute import (
     int16_activation,
     int16x8,
     mirror_pad,
+    resize_bilinear,
     softmax16,
 )
 from tvm_ethos.compute.hard_swish import refusal
@@ -922,9 +923,9 @@ RESIZE_MODES = {
 
 
 def _read_resize(op: QOp, core, problems: list) -> None:
-    """RESIZE_BILINEAR: TFLite's int8 kernel interpolates the integer codes in fixed point
-    (10 fractional bits), so it is exact only for int8 with equal input and output
-    quantization (uint8 runs a float kernel)."""
+    """RESIZE_BILINEAR: TFLite's kernels interpolate the codes themselves, int8 and int16 in
+    fixed point (10 fractional bits), uint8 in float32 (``compute.resize_bilinear``), so they
+    are exact only with equal input and output quantization."""
     a = core.attrs
     mode = str(a.coordinate_transformation_mode)
     op.attrs.update(method=str(a.method), layout=str(a.layout), coordinate_transformation_mode=mode)
@@ -940,14 +941,15 @@ def _read_resize(op: QOp, core, problems: list) -> None:
         problems.append(
             f"resize of a {len(op.in_shapes[0])}-D tensor; the integer kernel takes NHWC"
         )
-    if op.in_dtypes[0] != "int8" or op.out_dtype != "int8":
+    dtypes = resize_bilinear.INTEGER_DTYPES | resize_bilinear.FLOAT_DTYPES
+    if op.in_dtypes[0] not in dtypes or op.out_dtype != op.in_dtypes[0]:
         problems.append(
             f"RESIZE_BILINEAR from {op.in_dtypes[0]} to {op.out_dtype}; "
-            "the exact kernel is TFLite's int8 one"
+            "the exact kernels are TFLite's int8, int16 and uint8 ones (one type in and out)"
         )
     if op.in_q and op.out_q is not None and op.in_q[0] != op.out_q:
         problems.append(f"resize with input quantization {op.in_q[0]} and output {op.out_q}; "
-                        "TFLite's int8 kernel interpolates codes and needs them equal")
+                        "TFLite's kernels interpolate codes and need them equal")
 
 
 def _read_pad(op: QOp, ann: dict, problems: list) -> None:

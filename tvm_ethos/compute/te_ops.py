@@ -29,6 +29,7 @@ from tvm_ethos.compute import (
     int16x8,
     leaky_relu,
     prelu,
+    resize_bilinear,
     softmax16,
     squared_difference,
 )
@@ -1677,9 +1678,12 @@ def _resize_axis(o, in_size: int, out_size: int, align_corners: bool, half_pixel
 
 
 def lower_resize_bilinear(op, inputs, pool: ConstPool, name="resize"):
-    """RESIZE_BILINEAR on int8 codes (``reference_ops::ResizeBilinear`` for int8, which every
-    x86 resolver runs): the four neighbours weighted in int64 with 10-bit fractions each,
-    ``(sum + sign * 2^19) / 2^20`` truncated."""
+    """RESIZE_BILINEAR on int8 or int16 codes (``reference_ops::ResizeBilinearInteger``,
+    which every x86 resolver runs for int8 and LiteRT's for int16): the four neighbours
+    weighted in int64 with 10-bit fractions each, ``(sum + sign * 2^19) / 2^20`` truncated;
+    on uint8 codes LiteRT's float32 kernel (:func:`_lower_resize_bilinear_float`)."""
+    if resize_bilinear.float_kernel(op.in_dtypes[0]):
+        return _lower_resize_bilinear_float(op, inputs, pool, name)
     (x,) = inputs
     _, ih, iw, _ = op.in_shapes[0]
     _, oh, ow, _ = op.out_shape
@@ -1700,6 +1704,31 @@ def lower_resize_bilinear(op, inputs, pool: ConstPool, name="resize"):
         rounded = acc + tirx.Select(acc > _i64(0), _i64(1 << 19), _i64(-(1 << 19)))
         v = tirx.truncdiv(rounded, _i64(1 << 20)).astype("int32")
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(op.out_shape, fn, name=f"{name}_out")
+
+
+def _lower_resize_bilinear_float(op, inputs, pool: ConstPool, name: str):
+    """``reference_ops::ResizeBilinear<uint8_t>``: per axis the two source indices and the
+    float32 weights the kernel forms (``compute.resize_bilinear.float_taps``, tables made at
+    compile time), each code times its two weights, the four products summed in the
+    kernel's order, ``0.5`` added and the sum truncated."""
+    (x,) = inputs
+    _, ih, iw, _ = op.in_shapes[0]
+    _, oh, ow, _ = op.out_shape
+    ac, hp = op.attrs["align_corners"], op.attrs["half_pixel_centers"]
+    ty = resize_bilinear.float_taps(ih, oh, ac, hp)
+    tx = resize_bilinear.float_taps(iw, ow, ac, hp)
+    ylo, yhi, wy0, wy1 = (pool.add(f"{name}_y{k}", a) for k, a in enumerate(ty))
+    xlo, xhi, wx0, wx1 = (pool.add(f"{name}_x{k}", a) for k, a in enumerate(tx))
+
+    def fn(n, y, xx, c):
+        def tap(row, col, wy, wx):
+            return x[n, row[y], col[xx], c].astype("float32") * wy[y] * wx[xx]
+
+        acc = (tap(ylo, xlo, wy0, wx0) + tap(yhi, xlo, wy1, wx0) + tap(ylo, xhi, wy0, wx1)
+               + tap(yhi, xhi, wy1, wx1) + tirx.const(0.5, "float32"))
+        return clamp_cast(acc.astype("int32"), op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 

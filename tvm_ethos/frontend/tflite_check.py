@@ -267,6 +267,17 @@ def _int16_copies(opname: str, ins: list[int], outs: list[int], infos) -> bool:
         infos[i][8:10] == q for i in data)
 
 
+def _int16_bilinear(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """A RESIZE_BILINEAR of INT16 codes into INT16 codes quantized alike: the patterns read
+    LiteRT's int16 kernel, which interpolates the codes in fixed point as its int8 one
+    (``compute.resize_bilinear``); other quantizations are refused by
+    ``tflite_support.resize_bilinear16_refusal``."""
+    if opname != "RESIZE_BILINEAR" or not ins or ins[0] < 0 or len(outs) != 1:
+        return False
+    x, y = infos[ins[0]], infos[outs[0]]
+    return x[1] == y[1] == 7 and x[8] is not None and x[8:10] == y[8:10]
+
+
 #: INT16 pools and reductions over height and width whose integer kernels the patterns read
 #: exactly: TFLite's int16 MAX_POOL_2D and AVERAGE_POOL_2D (TVM's converter pools the codes
 #: themselves, the average in int32), MEAN (TFLite Micro's multiplier of the sum) and
@@ -585,6 +596,7 @@ class _TfliteChecker:
                 and not _int16x8_weighted(opname, ins, outs, infos)
                 and not _int16_movement(opname, ins, outs, infos)
                 and not _int16_copies(opname, ins, outs, infos)
+                and not _int16_bilinear(opname, ins, outs, infos)
                 and not _int16_pooling(opname, ins, outs, infos)))
         for k, i in enumerate(graph_outputs):
             if i not in defined:

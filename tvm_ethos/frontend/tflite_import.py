@@ -13,6 +13,7 @@ from tvm_ethos.frontend.tflite_support import (
     float_table16_refusal,
     form_refusal,
     prelu_type_refusal,
+    resize_bilinear16_refusal,
     softmax16_quantization_refusal,
     squared_difference16_refusal,
     strided_slice_refusal,
@@ -70,7 +71,8 @@ def _checked_model(data: bytes, name: str):
                   or float_table16_refusal(checked, op)
                   or squared_difference16_refusal(checked, op)
                   or undefined_form_refusal(checked, op)
-                  or prelu_type_refusal(checked, op) or converter_refusal(op)
+                  or prelu_type_refusal(checked, op)
+                  or resize_bilinear16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if reason:
             where = f"subgraph {op.subgraph} " if op.subgraph else ""

@@ -76,7 +76,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
                   or float_table16_refusal(checked, op)
                   or squared_difference16_refusal(checked, op)
                   or undefined_form_refusal(checked, op)
-                  or prelu_type_refusal(checked, op) or converter_refusal(op)
+                  or prelu_type_refusal(checked, op)
+                  or resize_bilinear16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
@@ -210,6 +211,23 @@ def prelu_type_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
         return (f"a PRELU of {x} codes with {alpha} alpha codes: {kernel}, so no kernel "
                 f"defines its result (quantize alpha to {want})")
     return ""
+
+
+def resize_bilinear16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an INT16 RESIZE_BILINEAR the importer does not read is not in the form LiteRT's
+    int16 kernel computes exactly (it interpolates the codes, so the output must be quantized
+    as the input), naming both quantizations; ``""`` for any other operator or form."""
+    if op.name != "RESIZE_BILINEAR" or not op.int16:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, y = graph.Tensors(op.inputs[0]), graph.Tensors(op.outputs[0])
+    qx, qy = _quantization(x), _quantization(y)
+    if qx is None or qy is None:
+        return ("an int16 RESIZE_BILINEAR without quantization; TFLite's int16 kernel is "
+                "quantized")
+    return (f"an int16 RESIZE_BILINEAR from {x.Name().decode()!r} quantized {qx} to "
+            f"{y.Name().decode()!r} quantized {qy}: TFLite's int16 kernel interpolates the "
+            "codes, exact only for an output quantized as its input (quantize them alike)")
 
 
 def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
