@@ -495,7 +495,7 @@ _INT16_IMPORT = ("the importer refuses int16 {} (TVM's converter computes it in 
 #: probes where ours leaves more on the CPU than Vela 5.2, and why
 PROBE_GAPS: dict[tuple[str, str], str] = {
     **{(op, form): _INT16_IMPORT.format(op)
-       for op, form in (("TRANSPOSE_CONV", "int16"), ("RESIZE_BILINEAR", "int16"))},
+       for op, form in (("TRANSPOSE_CONV", "int16"),)},
     ("PRELU", "int16"):
         "an int16 PRELU with an int16 alpha (the probe's): TFLite Micro's int16 kernel takes "
         "an int8 alpha only (its prepare refuses this model) and LiteRT's reads the alpha's "
@@ -515,5 +515,4 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
        "the TFLite graph has no operator of to keep apart" for act in _ACTS},
     ("TRANSPOSE_CONV", "uint8"): "TVM's legalization leaves a uint8 conv2d_transpose unbuilt "
                                  "(compile error)",
-    ("RESIZE_BILINEAR", "uint8"): "ours takes int8 RESIZE_BILINEAR only",
 }

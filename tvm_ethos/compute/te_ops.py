@@ -1708,26 +1708,58 @@ def lower_resize_bilinear(op, inputs, pool: ConstPool, name="resize"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
+def _as_f32(d):
+    """The float64 ``d`` rounded to float32's precision (to nearest, ties to even), in integer
+    operations on its bits: the host's code generator may reassociate or fuse floating-point
+    operations (its fast-math flags), never integer ones, so each float32 step of a kernel
+    stays rounded where the kernel rounds it. ``d`` lies in float32's normal range or is 0."""
+    bits = tirx.reinterpret("int64", d)
+    lsb = tirx.bitwise_and(tirx.shift_right(bits, _i64(29)), _i64(1))
+    kept = tirx.shift_right(bits + _i64((1 << 28) - 1) + lsb, _i64(29))
+    return tirx.reinterpret("float64", tirx.shift_left(kept, _i64(29)))
+
+
+def _f32_mul(a, b):
+    """The float32 product of two float32 values held in float64: the float64 product is exact
+    (24 + 24 bits), then rounded as float32 rounds it."""
+    return _as_f32(a * b)
+
+
+def _f32_add(a, b):
+    """The float32 sum of two float32 values held in float64: the float64 sum, rounded again
+    to float32's precision, is the float32 sum (53 bits hold twice 24 bits and two more, so
+    the second rounding never differs from rounding the exact sum)."""
+    return _as_f32(a + b)
+
+
 def _lower_resize_bilinear_float(op, inputs, pool: ConstPool, name: str):
     """``reference_ops::ResizeBilinear<uint8_t>``: per axis the two source indices and the
     float32 weights the kernel forms (``compute.resize_bilinear.float_taps``, tables made at
     compile time), each code times its two weights, the four products summed in the
-    kernel's order, ``0.5`` added and the sum truncated."""
+    kernel's order, ``0.5`` added and the sum truncated; every step a float32 one, held in
+    float64 and rounded by :func:`_as_f32`."""
     (x,) = inputs
     _, ih, iw, _ = op.in_shapes[0]
     _, oh, ow, _ = op.out_shape
     ac, hp = op.attrs["align_corners"], op.attrs["half_pixel_centers"]
-    ty = resize_bilinear.float_taps(ih, oh, ac, hp)
-    tx = resize_bilinear.float_taps(iw, ow, ac, hp)
-    ylo, yhi, wy0, wy1 = (pool.add(f"{name}_y{k}", a) for k, a in enumerate(ty))
-    xlo, xhi, wx0, wx1 = (pool.add(f"{name}_x{k}", a) for k, a in enumerate(tx))
+
+    def tables(axis: str, taps: resize_bilinear.AxisTaps):
+        lo, hi, w_lo, w_hi = taps
+        return (pool.add(f"{name}_{axis}lo", lo), pool.add(f"{name}_{axis}hi", hi),
+                pool.add(f"{name}_{axis}wlo", w_lo), pool.add(f"{name}_{axis}whi", w_hi))
+
+    ylo, yhi, wy0, wy1 = tables("y", resize_bilinear.float_taps(ih, oh, ac, hp))
+    xlo, xhi, wx0, wx1 = tables("x", resize_bilinear.float_taps(iw, ow, ac, hp))
 
     def fn(n, y, xx, c):
         def tap(row, col, wy, wx):
-            return x[n, row[y], col[xx], c].astype("float32") * wy[y] * wx[xx]
+            v = x[n, row[y], col[xx], c].astype("float64")
+            return _f32_mul(_f32_mul(v, wy[y].astype("float64")), wx[xx].astype("float64"))
 
-        acc = (tap(ylo, xlo, wy0, wx0) + tap(yhi, xlo, wy1, wx0) + tap(ylo, xhi, wy0, wx1)
-               + tap(yhi, xhi, wy1, wx1) + tirx.const(0.5, "float32"))
+        acc = tap(ylo, xlo, wy0, wx0)
+        for t in (tap(yhi, xlo, wy1, wx0), tap(ylo, xhi, wy0, wx1), tap(yhi, xhi, wy1, wx1),
+                  tirx.const(0.5, "float64")):
+            acc = _f32_add(acc, t)
         return clamp_cast(acc.astype("int32"), op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")
