@@ -949,7 +949,7 @@ def _read_resize(op: QOp, core, problems: list) -> None:
         )
     if op.in_q and op.out_q is not None and op.in_q[0] != op.out_q:
         problems.append(f"resize with input quantization {op.in_q[0]} and output {op.out_q}; "
-                        "TFLite's kernels interpolate codes and need them equal")
+                        "each of TFLite's kernels interpolates codes and needs them equal")
 
 
 def _read_pad(op: QOp, ann: dict, problems: list) -> None:
