@@ -60,7 +60,9 @@ def _matches(data: bytes, target: str, shape, dtype: str, seed: int):
 
 
 def _q(dtype: str):
-    zp = st.just(0) if dtype == "int16" else st.integers(0, 255)
+    # LiteRT's kernels never read the zero point: TFLite's converter writes int16 ones of 0
+    zp = (st.one_of(st.just(0), st.integers(-32768, 32767)) if dtype == "int16"
+          else st.integers(0, 255))
     return st.tuples(st.floats(1e-5, 1.0), zp)
 
 
@@ -299,3 +301,15 @@ def test_a_nearest_upscale_of_either_type_is_on_the_npu_exactly(hwc, factor, hal
     data = resize_model(dtype, shape, size, q, half_pixel=half_pixel, nearest=True)
     cm = _matches(data, target, shape, dtype, seed)
     assert cm.partition_summary == {"ethos-u": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size,align_corners", [((8, 8), False), ((7, 7), True),
+                                                ((7, 7), False)])
+def test_uint8_on_the_ethos_n_is_litert(size, align_corners):
+    """The Ethos-N takes the uint8 kernel the importer now reads (to 2n or 2n - 1): its
+    emulator runs the host's float32 lowering, equal to LiteRT's kernel."""
+    shape = (1, 4, 4, 8)
+    data = resize_model("uint8", shape, size, (0.05, 128), align_corners)
+    cm = _matches(data, "ethos-n,llvm", shape, "uint8", 0)
+    assert cm.partition_summary == {"ethos-n": 1}
