@@ -235,6 +235,23 @@ def test_planned_or_layer_by_layer_it_streams_exactly(dtype, plan):
         assert np.array_equal(np.asarray(got).reshape(want.shape), want)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,half_pixel", [("int16", False), ("uint8", True),
+                                              ("uint8", False)])
+def test_the_tir_emulator_runs_it_exactly(dtype, half_pixel):
+    """``npu_runtime="tir"``: the Ethos-U subgraph run as the emulator's schedule of the
+    TE lowering (uint8: the float32 taps), planned, equal to the reference."""
+    shape, size = (1, 3, 4, 5), (6, 8)
+    q = (2.0 ** -12, 0) if dtype == "int16" else (0.05, 128)
+    data = resize_model(dtype, shape, size, q, half_pixel=half_pixel)
+    cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False, npu_runtime="tir")
+    assert cm.partition_summary == {"ethos-u": 1}
+    for x in _inputs(shape, dtype, 4):
+        (want,) = oracle(data, [x])
+        (got,) = cm.run(x)
+        assert np.array_equal(np.asarray(got).reshape(want.shape), want)
+
+
 # ------------------------------------------------------------------ the llvm host
 @pytest.mark.slow
 @settings(max_examples=10, deadline=None)
