@@ -12,14 +12,18 @@ import re
 import numpy as np
 import pytest
 import tflite_builder as tb
+import tvm
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from operator_models import _one, _opts
+from tvm import te
 
 import tvm_ethos
 from benchmarks.vela_superset_probes import PROBE_GAPS, PROBES
 from tests.helpers.tflite_oracle import oracle
 from tvm_ethos.compute import resize_bilinear
+from tvm_ethos.compute.te_ops import _f32_add, _f32_mul
+from tvm_ethos.host.cpu.host_cpu import current_target
 
 NPU_TARGETS = ("ethos-u -accelerator_config=ethos-u55-128", "ethos-u,llvm")
 
@@ -139,12 +143,6 @@ def _as_f32_kernel():
     """``te_ops._f32_mul`` and ``te_ops._f32_add`` elementwise over 256 pairs, built for this
     machine's CPU as the llvm host builds its kernels (fast-math flags, fused multiply-adds)."""
     if not _AS_F32:
-        import tvm
-        from tvm import te
-
-        from tvm_ethos.compute.te_ops import _f32_add, _f32_mul
-        from tvm_ethos.host.cpu.host_cpu import current_target
-
         a = te.placeholder((256,), "float64", name="a")
         b = te.placeholder((256,), "float64", name="b")
         mul = te.compute((256,), lambda i: _f32_mul(a[i], b[i]), name="mul")
@@ -163,8 +161,6 @@ def test_the_hosts_float32_steps_round_as_float32(pairs):
     """Each float32 step of the uint8 lowering, taken in float64 and rounded in integer
     operations, is numpy's float32 product and sum (ties to even included), whatever the
     host's code generator fuses or reassociates."""
-    import tvm
-
     a = np.zeros(256, np.float32)
     b = np.zeros(256, np.float32)
     a[: len(pairs)] = [p[0] for p in pairs]
