@@ -326,3 +326,15 @@ def test_uint8_on_the_ethos_n_is_litert(size, align_corners):
     data = resize_model("uint8", shape, size, (0.05, 128), align_corners)
     cm = _matches(data, "ethos-n,llvm", shape, "uint8", 0)
     assert cm.partition_summary == {"ethos-n": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,q", [("int16", (2.0 ** -12, 0)), ("uint8", (0.05, 128))])
+@pytest.mark.parametrize("mode", ["asymmetric", "align_corners", "half_pixel"])
+def test_a_nearest_resize_off_the_npus_factors_runs_on_the_llvm_host_exactly(dtype, q, mode):
+    """3x3 -> 7x5 is no factor: the llvm host's gather of codes, equal to LiteRT's kernel."""
+    shape = (1, 3, 3, 4)
+    data = resize_model(dtype, shape, (7, 5), q, mode == "align_corners", mode == "half_pixel",
+                        nearest=True)
+    cm = _matches(data, "ethos-u,llvm", shape, dtype, 0)
+    assert cm.partition_summary == {"llvm": 1}
