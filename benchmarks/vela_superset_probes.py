@@ -510,9 +510,6 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
         "neither TFLite Micro nor LiteRT has a uint8 SQUARED_DIFFERENCE kernel (TFLite Micro's: "
         "float32, int32, int8 and int16; LiteRT's: float32, int32 and int8), so nothing "
         "defines its result; the importer refuses it",
-    **{("CONCATENATION", f"fused {act}"):
-       "TVM's converter writes the fused activation as a CLIP after the concatenation, which "
-       "the TFLite graph has no operator of to keep apart" for act in _ACTS},
     ("TRANSPOSE_CONV", "uint8"): "TVM's legalization leaves a uint8 conv2d_transpose unbuilt "
                                  "(compile error)",
 }

@@ -287,9 +287,10 @@ def _concat_variants():
 
 def _concat_qdq_variants(max_inputs: int = 8):
     """The importer's quantized CONCATENATION: ``quantize(concat((dequantize(x_i), ...)))``,
-    one variant per number of inputs."""
+    one variant per number of inputs, each first with the ``clip`` TVM's converter writes
+    for a fused activation (the operator's own clamp, as a convolution's), then without."""
     out = []
-    for n in range(max_inputs, 1, -1):
+    for n, clip in itertools.product(range(max_inputs, 1, -1), (True, False)):
         ann = {}
         xs = [wildcard() for _ in range(n)]
         dqs = [_dq(x) for x in xs]
@@ -297,7 +298,7 @@ def _concat_qdq_variants(max_inputs: int = 8):
         for i, (x, dq) in enumerate(zip(xs, dqs)):
             ann[f"x{i}"], ann[f"dq{i}"] = x, dq
         ann["op"] = c
-        ann["root"] = _tail(c, ann, False)
+        ann["root"] = _tail(c, ann, clip)
         out.append((Op.CONCATENATE, ann["root"], ann))
     return out
 

@@ -1180,9 +1180,12 @@ def _concat_input(op, k: int, x, src):
 
 def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
     """CONCATENATION: each input's codes at its offset along the axis, an input quantized
-    unlike the output requantized (:func:`_concat_input`)."""
+    unlike the output requantized (:func:`_concat_input`), then a fused activation's clamp
+    (each of the NPU's copies clamps what it writes)."""
     axis = op.attrs["axis"] % len(op.out_shape)
     offsets = np.cumsum([0] + [s[axis] for s in op.in_shapes])
+    clamped = op.out_dtype in ("int8", "uint8", "int16") and \
+        (op.act_min, op.act_max) != dtype_range(op.out_dtype)
 
     def fn(*idx):
         i = idx[axis]
@@ -1192,7 +1195,7 @@ def lower_concatenate(op, inputs, pool: ConstPool, name="concat"):
             src[axis] = i - int(offsets[k])
             v = _concat_input(op, k, inputs[k], tuple(src))
             val = v if val is None else tirx.if_then_else(i >= int(offsets[k]), v, val)
-        return val
+        return clamp_cast(val, op.act_min, op.act_max, op.out_dtype) if clamped else val
 
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 

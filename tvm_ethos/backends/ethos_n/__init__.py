@@ -30,6 +30,7 @@ from tvm_ethos.backends.npu_common import (
     no_stream_lines,
     reshape_rank,
 )
+from tvm_ethos.compute.quant import dtype_range
 
 BACKEND_ID = "ethos-n"
 #: The variant and tops values: the Ethos-N configurations of the accelerator registry.
@@ -120,6 +121,9 @@ def _concat(q, o):
     if q.out_q is not None and any(tuple(iq) != tuple(q.out_q) for iq in q.in_q):
         return [f"concatenation with input quantizations {q.in_q} and output {q.out_q}; "
                 "Ethos-N's form here copies codes and needs them equal"]
+    if q.out_dtype in ("int8", "uint8") and (q.act_min, q.act_max) != dtype_range(q.out_dtype):
+        return [f"a fused activation clamping the concatenation to codes {q.act_min} to "
+                f"{q.act_max}; Ethos-N's form here copies codes (the clamp stays on the host)"]
     return []
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u import mirror_bands
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, real_bound
 from tvm_ethos.backends.ethos_u.stream_base import (
     SCRATCH_REGION,
     Flash,
@@ -44,6 +44,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.compute import concat_requant
 from tvm_ethos.compute.concat_requant import Rescale
+from tvm_ethos.compute.quant import dtype_range
 
 #: the largest feature-map dimension the NPU's registers hold
 MAX_DIM = 65536
@@ -103,11 +104,12 @@ def feature_map_of(v: View):
     return _fm(vela_api(), v)
 
 
-def fm_copy_op(src, dst, what: str, block: Callable, rescale: Rescale | None = None):
+def fm_copy_op(src, dst, what: str, block: Callable, rescale: Rescale | None = None,
+               clamp: Clamp | None = None):
     """A 1x1 MAX pool from NpuFeatureMap ``src`` into ``dst`` (same shape and type; either
     may be a tiled box of a planner's ring), with unit quantization: the identity on the
-    codes; with ``rescale``, the requantizing copy (:func:`_rescaling`). ``block`` picks the
-    block config."""
+    codes; with ``rescale``, the requantizing copy (:func:`_rescaling`); with ``clamp``, the
+    written codes clamped (:func:`_clamping`). ``block`` picks the block config."""
     api = vela_api()
     for fm in (src, dst):
         fm.quantization = api.NpuQuantization(1.0, 0)
@@ -119,9 +121,30 @@ def fm_copy_op(src, dst, what: str, block: Callable, rescale: Rescale | None = N
     npu.rounding_mode = api.NpuRoundingMode.TFL
     if rescale is not None:
         _rescaling(api, npu, rescale)
+    if clamp is not None:
+        _clamping(api, npu, clamp)
     npu.block_config = block(npu)
     npu.name = what.lower()
     return npu
+
+
+class Clamp(NamedTuple):
+    """The output codes a copy may write, ``lo`` to ``hi``: a fused activation's clamp (a
+    CONCATENATION's RELU, RELU6 or RELU_N1_TO_1, which TFLite applies to the output)."""
+    lo: int
+    hi: int
+
+
+def _clamping(api, npu, clamp: Clamp) -> None:
+    """Give the copy ``npu`` the activation clamp ``clamp`` on its output codes: Vela's
+    generator sets the clamp registers from real bounds quantized by the OFM's quantization
+    (unit for a plain copy, the output's for a requantizing one), so each bound is the real
+    value that quantizes back to its code exactly."""
+    q = npu.ofm.quantization
+    act = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    act.min = real_bound(clamp.lo, q.scale_f32, q.zero_point)
+    act.max = real_bound(clamp.hi, q.scale_f32, q.zero_point)
+    npu.activation = act
 
 
 def _rescaling(api, npu, r: Rescale) -> None:
@@ -138,11 +161,11 @@ def _rescaling(api, npu, r: Rescale) -> None:
 
 
 def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = False,
-            rescale: Rescale | None = None):
+            rescale: Rescale | None = None, clamp: Clamp | None = None):
     """A 1x1 MAX pool of ``src`` into ``dst`` with unit quantization: the identity on the
     codes (``upscale``: through the NPU's 2x2 nearest IFM upscaling, ``dst`` twice as high
-    and wide; ``rescale``: the requantizing copy, :func:`_rescaling`). ``block`` picks the
-    block config."""
+    and wide; ``rescale``: the requantizing copy, :func:`_rescaling`; ``clamp``: the written
+    codes clamped, :func:`_clamping`). ``block`` picks the block config."""
     if src.dtype not in COPY_TYPES or src.dtype != dst.dtype:
         raise UnsupportedOperatorError(what, f"a copy from {src.dtype} to {dst.dtype} (the "
                                              f"NPU copies {', '.join(COPY_TYPES)} codes)")
@@ -164,6 +187,8 @@ def copy_op(src: View, dst: View, what: str, block: Callable, upscale: bool = Fa
         npu.ifm_upscale = api.NpuResamplingMode.NEAREST
     if rescale is not None:
         _rescaling(api, npu, rescale)
+    if clamp is not None:
+        _clamping(api, npu, clamp)
     npu.block_config = block(npu)
     npu.name = what.lower()
     return npu
@@ -175,13 +200,15 @@ class Copy:
     width, depth) and its rows / columns ``step`` output rows / columns apart; ``upscale``:
     through the NPU's 2x nearest IFM upscaling, each source element covering 2x2 of the
     written rows / columns (which are ``step`` apart); ``rescale``: a requantizing copy
-    (a CONCATENATION input quantized unlike the output)."""
+    (a CONCATENATION input quantized unlike the output); ``clamp``: the written codes
+    clamped (a CONCATENATION's fused activation)."""
 
     src: View
     at: tuple[int, int, int]
     step: tuple[int, int] = (1, 1)
     upscale: bool = False
     rescale: Rescale | None = None
+    clamp: Clamp | None = None
 
 
 def _span(origin: int, step: int, n: int, lo: int, hi: int) -> tuple[int, int]:
@@ -194,7 +221,7 @@ def _phases(cp: Copy) -> list[Copy]:
     """An upscaling copy as its four strided writes."""
     y, x, c = cp.at
     sy, sx = cp.step
-    return [Copy(cp.src, (y + sy * dy, x + sx * dx, c), (2 * sy, 2 * sx))
+    return [Copy(cp.src, (y + sy * dy, x + sx * dx, c), (2 * sy, 2 * sx), clamp=cp.clamp)
             for dy in (0, 1) for dx in (0, 1)]
 
 
@@ -210,14 +237,15 @@ def clip(cp: Copy, rows: tuple[int, int], cols: tuple[int, int]) -> list[Copy]:
         if i0 == i1 or j0 == j1:
             return []
         src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
-        return [Copy(src, (y + 2 * i0, x + 2 * j0, c), upscale=True)]
+        return [Copy(src, (y + 2 * i0, x + 2 * j0, c), upscale=True, clamp=cp.clamp)]
     (sy, sx) = cp.step
     (i0, i1), (j0, j1) = _span(y, sy, cp.src.shape[0], y0, y1), _span(x, sx, cp.src.shape[1],
                                                                         x0, x1)
     if i0 == i1 or j0 == j1:
         return []
     src = cp.src.at(i0, j0, 0, (i1 - i0, j1 - j0, cp.src.shape[2]))
-    return [Copy(src, (y + sy * i0, x + sx * j0, c), cp.step, rescale=cp.rescale)]
+    return [Copy(src, (y + sy * i0, x + sx * j0, c), cp.step, rescale=cp.rescale,
+                 clamp=cp.clamp)]
 
 
 def _axis3(q, axis: int, rank: int) -> int:
@@ -356,13 +384,22 @@ def concat_copies(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash) -> list[
     """CONCATENATION: each input written through the output's strides at its offset along
     ``axis``; an input quantized unlike the output requantized on the way (a rescaling copy:
     the pattern took only quantizations where that is LiteRT's result on every code,
-    ``compute.concat_requant``)."""
+    ``compute.concat_requant``); a fused activation clamps every copy's codes."""
     a = _axis3(q, int(q.attrs["axis"]), len(q.out_shape))
-    out, at = [], 0
+    out, at, clamp = [], 0, _concat_clamp(q)
     for k, slot in enumerate(operands):
-        out.append(Copy(dense(slot), _offset3(a, at), rescale=_concat_rescale(q, k)))
+        out.append(Copy(dense(slot), _offset3(a, at), rescale=_concat_rescale(q, k),
+                        clamp=clamp))
         at += slot.shape[a]
     return out
+
+
+def _concat_clamp(q) -> Clamp | None:
+    """The fused activation's clamp of a concatenation's output codes (None: it clamps no
+    code of the type)."""
+    if (q.act_min, q.act_max) == dtype_range(q.out_dtype):
+        return None
+    return Clamp(int(q.act_min), int(q.act_max))
 
 
 def _concat_rescale(q, k: int) -> Rescale | None:
@@ -874,7 +911,7 @@ def movement_ops(q, operands: list[FmSlot], ofm: FmSlot, flash: Flash, block: Ca
         h, w, c = cp.src.shape
         dst = out.at(*cp.at, (h * f, w * f, c)).every(*cp.step, (h * f, w * f, c))
         ops.append(copy_op(cp.src, dst, q.tflite_name, block, upscale=cp.upscale,
-                           rescale=cp.rescale))
+                           rescale=cp.rescale, clamp=cp.clamp))
     return ops
 
 

@@ -559,7 +559,8 @@ class _Emitter:
             else:
                 src = self.ring_box(ins[k], box_origin(cp.src, stand[k]), cp.src.shape)
             dst = self.ring_box(out, cp.at, cp.src.shape)
-            ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block, cp.rescale))
+            ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block, cp.rescale,
+                                  cp.clamp))
         return ops
 
     def ring_box(self, t, at, shape):
