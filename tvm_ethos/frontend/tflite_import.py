@@ -12,6 +12,7 @@ from tvm_ethos.frontend.tflite_support import (
     converter_refusal,
     float_table16_refusal,
     form_refusal,
+    int16_zero_point_refusal,
     prelu_type_refusal,
     resize_bilinear16_refusal,
     softmax16_quantization_refusal,
@@ -63,10 +64,15 @@ def import_tflite(data: bytes, name: str, shape_dict):
 
 def _checked_model(data: bytes, name: str):
     """The ``tflite.Model`` of ``data`` once checked; refused in one line when an operator has
-    no converter (naming it and the target that takes it), else at the check's first
-    finding."""
+    no converter (naming it and the target that takes it; none where TFLite's own kernels
+    refuse it too), else at the check's first finding."""
     checked = check_tflite(data, name)
     for op in checked.operators:
+        where = f"subgraph {op.subgraph} " if op.subgraph else ""
+        invalid = int16_zero_point_refusal(checked, op)
+        if invalid:
+            raise UnsupportedModelError(
+                f"{name}: {where}operator {op.index} ({op.name}) cannot be imported: {invalid}")
         reason = (softmax16_quantization_refusal(checked, op)
                   or float_table16_refusal(checked, op)
                   or squared_difference16_refusal(checked, op)
@@ -75,7 +81,6 @@ def _checked_model(data: bytes, name: str):
                   or resize_bilinear16_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if reason:
-            where = f"subgraph {op.subgraph} " if op.subgraph else ""
             raise UnsupportedModelError(
                 f"{name}: {where}operator {op.index} ({op.name}) cannot be imported: {reason}; "
                 f"no host target (llvm, opencl) runs it; {TFLM_TARGET_HINT}")

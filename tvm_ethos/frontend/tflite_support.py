@@ -73,7 +73,7 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     out = []
     for op in checked.operators:
         reason = (graph_level_refusal(op) or softmax16_quantization_refusal(checked, op)
-                  or float_table16_refusal(checked, op)
+                  or int16_zero_point_refusal(checked, op) or float_table16_refusal(checked, op)
                   or squared_difference16_refusal(checked, op)
                   or undefined_form_refusal(checked, op)
                   or prelu_type_refusal(checked, op)
@@ -228,6 +228,32 @@ def resize_bilinear16_refusal(checked: CheckedModel, op: CheckedOperator) -> str
     return (f"an int16 RESIZE_BILINEAR from {x.Name().decode()!r} quantized {qx} to "
             f"{y.Name().decode()!r} quantized {qy}: TFLite's int16 kernel interpolates the "
             "codes, exact only for an output quantized as its input (quantize them alike)")
+
+
+#: INT16 operators of one input whose TFLite kernels (TFLite Micro's and LiteRT's) fail to
+#: prepare unless the input and the output have zero point 0
+_INT16_SYMMETRIC_UNARY = ("ABS", "EXP", "LOG")
+
+
+def int16_zero_point_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why an INT16 -> INT16 ABS, EXP or LOG with a zero point other than 0 is refused:
+    TFLite's int16 kernels require 0 on both tensors, so no runtime defines its result. Names
+    each tensor in the way and its zero point, and the fix; ``""`` for any other operator or
+    form."""
+    pair = _int16_unary(checked, op, _INT16_SYMMETRIC_UNARY)
+    if pair is None:
+        return ""
+    off = []
+    for role, tensor in zip(("input", "output"), pair):
+        q = _quantization(tensor)
+        if q is not None and q[1] != 0:
+            off.append(f"{role} {tensor.Name().decode()!r} has zero point {q[1]}")
+    if not off:
+        return ""
+    return (f"an int16 {op.name} whose {' and whose '.join(off)}: TFLite's int16 {op.name} "
+            "kernels require zero point 0 on the input and the output; quantize "
+            f"{'it' if len(off) == 1 else 'them'} symmetrically (zero point 0, as TFLite's "
+            "converter quantizes int16 activations)")
 
 
 def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
