@@ -130,6 +130,30 @@ def test_the_tir_emulator_and_the_llvm_host_clamp_as_tflite():
            on="llvm")
 
 
+#: scales where a bound falls on a tie: -1 / 2 and 6 / 12 are -0.5 and 0.5, which TFLite
+#: rounds away from zero
+TIES = [("relu_n1_to_1", 2.0), ("relu6", 12.0)]
+
+
+@pytest.mark.parametrize("act,scale", TIES, ids=[a for a, _ in TIES])
+def test_a_bound_on_a_tie_rounds_as_tflite(act, scale):
+    """The converter quantizes a fused activation's bounds as TFLite's kernels do (float32,
+    half away from zero): the concatenation's, and a convolution's (every operator's)."""
+    q = (scale, 0)
+    _run(SHAPES, 3, [q, q], q, act, "int8", "ethos-u,llvm", 8)
+    g = Graph(np.random.RandomState(1))
+    x = g.input((1, 6, 6, 4))
+    y = g.conv2d(x, 8, act=act)
+    g.tensors[y].scale, g.tensors[y].zp = np.float32([scale]), np.int64([0])
+    conv = g.build([y])
+    xs = [np.random.RandomState(9).randint(-128, 128, size=(1, 6, 6, 4)).astype(np.int8)]
+    want = (oracle if act == "relu_n1_to_1" else tflm_oracle)(conv, xs)[0]
+    assert np.unique(want).size > 1          # the clamp leaves more than one code
+    cm = tvm_ethos.compile(conv, "ethos-u", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 1}, cm.partition_summary
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(want.shape), want)
+
+
 @st.composite
 def fused_cases(draw):
     """Any concatenation the Ethos-U takes (int8 or uint8, 2 to 4 inputs along height, width
