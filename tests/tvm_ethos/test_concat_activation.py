@@ -2,23 +2,26 @@
 Ethos-U as one operator, as Vela 5.2 takes it: each of its copies (a requantizing one too)
 clamps the codes it writes to the activation's bounds in the output's quantization.
 
-TFLite Micro and LiteRT both refuse the model itself (their CONCATENATION kernels require no
-fused activation), so the oracle is what the fused activation means in TFLite's schema: the
-concatenation's codes (``test_requantizing_concat.reference``: LiteRT's scaling where an
-input is quantized unlike the output), then the activation operator quantized as the output
-on both sides, run by TFLite Micro (LiteRT's reference kernels for RELU_N1_TO_1 and for
-uint8, which TFLite Micro's RELU kernels lack)."""
+TFLite Micro and LiteRT both refuse the model itself, so the oracle is the activation
+operator run on the concatenation's codes (``concat_activation_models``; the codes:
+``test_requantizing_concat.reference``, LiteRT's scaling where an input is quantized unlike
+the output)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import tflite
-import tflite_builder as tb
+from concat_activation_models import (
+    ACT_OPS,
+    ACTIVATIONS,
+    activation_oracle,
+    concat_op,
+    fused_concat,
+)
 from graph_builder import Graph
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_requantizing_concat import INT8_CASE, RANGES, quantizations, reference
-from tflite_builder import ACT, BO, BOPT, T
+from tflite_builder import T
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
@@ -26,48 +29,6 @@ from tvm_ethos.compute import concat_requant
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
-
-ACTIVATIONS = ("relu", "relu6", "relu_n1_to_1")
-_ACT_OPS = {"relu": BO.RELU, "relu6": BO.RELU6, "relu_n1_to_1": BO.RELU_N1_TO_1}
-
-
-def _concat_op(n: int, axis: int, act: str | None, ins: list[int], out: int):
-    def opts(b):
-        tflite.ConcatenationOptionsStart(b)
-        tflite.ConcatenationOptionsAddAxis(b, axis)
-        tflite.ConcatenationOptionsAddFusedActivationFunction(b, ACT[act])
-        return tflite.ConcatenationOptionsEnd(b)
-
-    return BO.CONCATENATION, BOPT.ConcatenationOptions, opts, ins, [out]
-
-
-def fused_concat(shapes, axis: int, qs, out_q, act: str, dtype: str = "int8") -> bytes:
-    """One CONCATENATION of inputs of ``shapes`` quantized ``qs`` into ``out_q``, with the
-    fused activation ``act``."""
-    out = list(shapes[0])
-    out[axis] = sum(s[axis] for s in shapes)
-    tensors = [T(list(s), dtype, scale=q[0], zp=q[1]) for s, q in zip(shapes, qs)]
-    tensors.append(T(out, dtype, scale=out_q[0], zp=out_q[1]))
-    n = len(shapes)
-    return tb.serialize(tensors, [_concat_op(n, axis, act, list(range(n)), n)],
-                        list(range(n)), [n])
-
-
-def activation_model(shape, q, act: str, dtype: str = "int8") -> bytes:
-    """The activation alone, quantized ``q`` on both sides: what a fused one applies to the
-    output's codes."""
-    return tb.serialize([T(list(shape), dtype, scale=q[0], zp=q[1]),
-                         T(list(shape), dtype, scale=q[0], zp=q[1])],
-                        [(_ACT_OPS[act], 0, None, [0], [1])], [0], [1])
-
-
-def activation_oracle(codes: np.ndarray, q, act: str) -> np.ndarray:
-    """TFLite's activation of the output codes ``codes`` quantized ``q``: TFLite Micro's
-    kernel, or LiteRT's reference kernel where TFLite Micro has none (RELU_N1_TO_1, uint8)."""
-    model = activation_model(codes.shape, q, act, str(codes.dtype))
-    if act == "relu_n1_to_1" or codes.dtype == np.uint8:
-        return oracle(model, [codes])[0]
-    return tflm_oracle(model, [codes])[0]
 
 
 def _check(model: bytes, xs, want: np.ndarray, target: str, runtime: str = "stream",
@@ -104,14 +65,14 @@ def test_a_fused_activation_runs_on_the_npu_as_one_operator(act, target):
     _run(SHAPES, 3, [Q, Q], Q, act, "int8", target, 0)
 
 
-@pytest.mark.parametrize("act,q", [("relu", (0.05, -128)), ("relu6", (0.01, -128)),
-                                   ("relu_n1_to_1", (1 / 128, 0))],
-                         ids=["relu-zp-lowest", "relu6-past-the-top", "relu-n1-to-1-past-the-ends"])
-def test_a_clamp_that_clamps_nothing_reachable_is_exact_on_the_npu(act, q):
+@pytest.mark.parametrize("act,q,target", [
+    ("relu", (0.05, -128), "ethos-u"), ("relu6", (0.01, -128), "ethos-u,llvm"),
+    ("relu_n1_to_1", (1 / 128, 0), "ethos-u")],
+    ids=["relu-zp-lowest", "relu6-past-the-top", "relu-n1-to-1-past-the-ends"])
+def test_a_clamp_that_clamps_nothing_reachable_is_exact_on_the_npu(act, q, target):
     """Inputs quantized as the output and bounds at or past the type's ends: the clamp is
     the whole range of the type (the copies clamp nothing)."""
-    _run(SHAPES, 3, [q, q], q, act, "int8", "ethos-u", 1)
-    _run(SHAPES, 3, [q, q], q, act, "int8", "ethos-u,llvm", 2)
+    _run(SHAPES, 3, [q, q], q, act, "int8", target, 1)
 
 
 @pytest.mark.parametrize("target", ["ethos-u", "ethos-u,llvm"])
@@ -171,7 +132,7 @@ def fused_cases(draw):
     return shapes, axis, qs, out_q, draw(st.sampled_from(ACTIVATIONS)), dtype
 
 
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=2, deadline=None)
 @given(case=fused_cases(), target=st.sampled_from(["ethos-u", "ethos-u,llvm"]))
 @example(case=([(1, 2, 2, 3), (1, 2, 2, 2)], 3, [(0.05, -128)] * 2, (0.05, -128), "relu",
                "int8"), target="ethos-u")
@@ -200,10 +161,10 @@ def convs_concat_conv(act: str | None, fused: bool) -> bytes:
     shape = list(g.shape(xs[0]))
     shape[3] = sum(g.shape(t)[3] for t in xs)
     y = g._add(T(shape, "int8", scale=q[0], zp=q[1]))
-    g.ops.append(_concat_op(len(xs), 3, act if fused else None, xs, y))
+    g.ops.append(concat_op(3, act if fused else None, xs, y))
     if not fused:
         z = g._add(T(shape, "int8", scale=q[0], zp=q[1]))
-        g.ops.append((_ACT_OPS[act], 0, None, [y], [z]))
+        g.ops.append((ACT_OPS[act], 0, None, [y], [z]))
         y = z
     return g.build([g.conv2d(y, 8)])
 
