@@ -56,7 +56,9 @@ TVM's converters):
   kernel; its emulator runs ``compute.lstm``).
 
 It also dequantizes the INT64 bias of TFLite's 16x8 convolutions and fully connected layers
-(``dequantize``), which TVM's ``dequantize`` refuses.
+(``dequantize``), which TVM's ``dequantize`` refuses, and clips a quantized operator's fused
+RELU, RELU6 or RELU_N1_TO_1 at the codes TFLite's kernels clamp to
+(``convert_qnn_fused_activation_function``).
 """
 from __future__ import annotations
 

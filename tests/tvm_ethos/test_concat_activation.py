@@ -24,6 +24,7 @@ from test_requantizing_concat import INT8_CASE, RANGES, quantizations, reference
 from tflite_builder import T
 
 import tvm_ethos
+from benchmarks.vela_superset_probes import Q_IN, concatenation
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tvm_ethos.compute import concat_requant
 
@@ -146,6 +147,20 @@ def test_a_sample_of_fused_concatenations_equals_tflite(case, target):
        runtime=st.sampled_from(["stream", "tir"]), seed=st.integers(0, 999))
 def test_any_fused_concatenation_equals_tflite(case, target, runtime, seed):
     _run(*case, target, seed, runtime)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_the_audits_probes_run_on_the_npu_as_tflite(act):
+    """benchmarks/vela_superset_probes.py's fused CONCATENATION probes (out of PROBE_GAPS)."""
+    model = concatenation(act=act)
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 1}, cm.partition_summary
+    rs = np.random.RandomState(10)
+    xs = [rs.randint(-128, 128, size=(1, 4, 4, 8)).astype(np.int8) for _ in range(2)]
+    q = Q_IN["int8"]
+    want = activation_oracle(reference(xs, 3, [q, q], q, "int8"), q, act)
+    np.testing.assert_array_equal(cm.run(*xs)[0].reshape(want.shape), want)
 
 
 # ---------------------------------------------------------------- in a cascade
