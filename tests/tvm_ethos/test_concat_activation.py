@@ -76,6 +76,17 @@ def test_a_clamp_that_clamps_nothing_reachable_is_exact_on_the_npu(act, q, targe
     _run(SHAPES, 3, [q, q], q, act, "int8", target, 1)
 
 
+@pytest.mark.parametrize("act,target", [("relu", "ethos-u"), ("relu6", "ethos-u,llvm")])
+def test_an_int16_concatenation_clamps_as_tflite_micro(act, target):
+    """int16 (every tensor quantized alike, zero point 0): the 16-bit copies clamp too. No
+    runtime has an int16 RELU_N1_TO_1 to be its oracle."""
+    q = (2.0**-12, 0)
+    rs = np.random.RandomState(11)
+    xs = [rs.randint(-32768, 32768, size=s).astype(np.int16) for s in SHAPES]
+    want = activation_oracle(np.concatenate(xs, 3), q, act)
+    _check(fused_concat(SHAPES, 3, [q, q], q, act, "int16"), xs, want, target)
+
+
 @pytest.mark.parametrize("target", ["ethos-u", "ethos-u,llvm"])
 def test_a_requantizing_copy_clamps_in_the_outputs_quantization(target):
     dtype, axis, shapes, qs, out_q = INT8_CASE
