@@ -851,13 +851,15 @@ def read_qop(kind: Op, ann: dict) -> QOp:
             problems.append("bias with a non-zero zero point")
     if kind in (Op.CONV2D, Op.FULLY_CONNECTED) and "int16" in (op.in_dtypes[0], op.out_dtype):
         _read_16x8(op, problems)
+    if kind == Op.TRANSPOSE_CONV2D:
+        _read_transpose_conv_kernel(op, problems)
     return op
 
 
 def _read_transpose_conv(op: QOp, ann: dict, problems: list) -> None:
     """A transpose conv's geometry and its weights as HWIO (the conv's layout, so the conv's
-    requantization reads them alike). The exact kernel is TFLite Micro's int8 one: int8
-    activations, symmetric weights, no dilation or groups."""
+    requantization reads them alike): no dilation or groups (the kernel: see
+    :func:`_read_transpose_conv_kernel`)."""
     a = ann["op"].attrs
     op.attrs.update(
         strides=tuple(int(v) for v in a.strides),
@@ -879,12 +881,35 @@ def _read_transpose_conv(op: QOp, ann: dict, problems: list) -> None:
     else:
         w = w.transpose(2, 3, 0, 1)
     op.weights, op.w_scale, op.w_zp, op.w_dtype = np.ascontiguousarray(w), ws, wz, str(w.dtype)
-    if np.any(wz != 0):
+
+
+def _read_transpose_conv_kernel(op: QOp, problems: list) -> None:
+    """Which integer kernel a transpose conv is (read after its bias): TFLite Micro's int8 one
+    (symmetric weights), its 16x8 one (int16 activations with zero points 0, int8 weights,
+    an int64 accumulator with or without a bias: no bias is an int64 zero one) or LiteRT's
+    uint8 one (one weight scale and zero point; TFLite Micro has no uint8 kernel)."""
+    form = (op.in_dtypes[0], op.w_dtype, op.out_dtype)
+    if form == ("uint8", "uint8", "uint8"):
+        if op.per_channel or np.asarray(op.w_zp).size > 1:
+            problems.append("uint8 transpose conv weights quantized per channel; LiteRT's "
+                            "uint8 kernel takes one weight scale and zero point")
+        return
+    if form not in (("int8", "int8", "int8"), ("int16", "int8", "int16")):
+        problems.append(f"transpose conv of {op.in_dtypes[0]} x {op.w_dtype} to {op.out_dtype}; "
+                        "the exact kernels are TFLite Micro's int8 and 16x8 ones and "
+                        "LiteRT's uint8 one")
+        return
+    if np.any(np.asarray(op.w_zp) != 0):
         problems.append("transpose conv weights with a non-zero zero point; TFLite's kernel "
                         "takes symmetric weights")
-    if (op.in_dtypes[0], op.out_dtype, op.w_dtype) != ("int8", "int8", "int8"):
-        problems.append(f"transpose conv of {op.in_dtypes[0]} x {op.w_dtype} to {op.out_dtype}; "
-                        "the exact kernel is TFLite Micro's int8 one")
+    if form[0] == "int16":
+        if op.bias is None:
+            op.bias = np.zeros(op.weights.shape[3], np.int64)
+        elif np.asarray(op.bias).dtype != np.int64:
+            problems.append(f"TRANSPOSE_CONV 16x8 with a {np.asarray(op.bias).dtype} bias; "
+                            "TFLite Micro's kernel reads the bias as int64")
+            return
+        _read_16x8(op, problems)
 
 
 def _read_16x8(op: QOp, problems: list) -> None:

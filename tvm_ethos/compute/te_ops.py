@@ -32,6 +32,7 @@ from tvm_ethos.compute import (
     resize_bilinear,
     softmax16,
     squared_difference,
+    transpose_conv,
 )
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.lstm import lower_lstm
@@ -546,7 +547,9 @@ def lower_transpose_conv2d(op, inputs, pool: ConstPool, name="tconv"):
     """TRANSPOSE_CONV, NHWC activations, HWIO weights: TFLite Micro's int8 kernel scatters
     ``(x - x_zp) * w`` of input row ``i`` and tap ``k`` to output row ``i * stride - pad + k``
     into an int32 buffer; here each output gathers the same products (int32 sums wrap alike
-    in any order), then the conv's bias and per-channel requantization."""
+    in any order), then the conv's bias and per-channel requantization. The 16x8 kernel
+    gathers into int64 (its bias int64), LiteRT's uint8 one subtracts the weights' zero point
+    (``compute.transpose_conv``)."""
     (x,) = inputs
     kh, kw, ci, co = op.weights.shape
     bias = _bias_of(op, co)
@@ -554,6 +557,7 @@ def lower_transpose_conv2d(op, inputs, pool: ConstPool, name="tconv"):
     sh, sw = op.attrs["strides"]
     pt, pl = op.attrs["padding"][0], op.attrs["padding"][1]
     in_zp = int(op.in_q[0][1])
+    w_zp = int(np.asarray(op.w_zp if op.w_zp is not None else 0).ravel()[0])
     w = pool.add(f"{name}_w", op.weights)
     acc_t = _acc_dtype(op)
     rh = te.reduce_axis((0, kh), name="rh")
@@ -567,7 +571,10 @@ def lower_transpose_conv2d(op, inputs, pool: ConstPool, name="tconv"):
                        tw >= 0, tirx.floormod(tw, sw) == 0, iw < w_)
         xv = tirx.if_then_else(hit, x[n, ih, iw, rc].astype(acc_t) - _i32(in_zp).astype(acc_t),
                                tirx.const(0, acc_t))
-        return te.sum(xv * w[rh, rw, rc, oc].astype(acc_t), axis=[rh, rw, rc])
+        wv = w[rh, rw, rc, oc].astype(acc_t)
+        if w_zp:
+            wv = wv - tirx.const(w_zp, acc_t)
+        return te.sum(xv * wv, axis=[rh, rw, rc])
 
     acc = te.compute(tuple(op.out_shape), acc_fn, name=f"{name}_acc")
     return _conv_output(op, acc, pool, name, bias)
@@ -596,7 +603,8 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
     in_scale = f32(op.in_q[0][0])
     out_scale, out_zp = _out_q(op)
     w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
-    mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in w_scale])
+    mult, shift = quantize_multipliers(
+        transpose_conv.real_multipliers(op, in_scale, w_scale, out_scale))
     if _acc_dtype(op) == "int64":
         return output_16x8(op, acc, pool, name, bias, mult, shift)
     b = pool.add(f"{name}_bias", bias)

@@ -227,6 +227,19 @@ def _int16x8_weighted(opname: str, ins: list[int], outs: list[int], infos) -> bo
             and infos[outs[0]][1] == 7 and infos[ins[0]][9] == infos[outs[0]][9] == 0)
 
 
+def _int16x8_transpose_conv(opname: str, ins: list[int], outs: list[int], infos) -> bool:
+    """TFLite Micro's 16x8 TRANSPOSE_CONV: INT16 input and output with zero point 0 (its
+    kernel reads neither zero point), INT8 weights and an INT64 bias or none (it accumulates
+    in int64 either way, scaling with the reduced multiplier, ``compute.int16x8``); the
+    patterns read it as an integer operator. It reads any other bias as INT64 (an INT32 one is
+    no bias it computes with)."""
+    if opname != "TRANSPOSE_CONV" or len(ins) < 3 or min(ins[1:3]) < 0 or len(outs) != 1:
+        return False
+    bias = ins[3] if len(ins) > 3 else -1
+    return ([infos[i][1] for i in ins[1:3]] == [9, 7] and (bias < 0 or infos[bias][1] == 4)
+            and infos[outs[0]][1] == 7 and infos[ins[2]][9] == infos[outs[0]][9] == 0)
+
+
 #: INT16 operators that only move codes: the importer moves the codes themselves (PAD where
 #: the zero point is 0, as TFLite Micro's int16 PAD fills with 0 whatever the zero point;
 #: CONCATENATION where every tensor is quantized alike; MIRROR_PAD quantized as its input)
@@ -594,6 +607,7 @@ class _TfliteChecker:
                 and not _int16_elementwise(opname, io, infos)
                 and not _int16_prelu(opname, ins, outs, infos)
                 and not _int16x8_weighted(opname, ins, outs, infos)
+                and not _int16x8_transpose_conv(opname, ins, outs, infos)
                 and not _int16_movement(opname, ins, outs, infos)
                 and not _int16_copies(opname, ins, outs, infos)
                 and not _int16_bilinear(opname, ins, outs, infos)

@@ -23,7 +23,7 @@ from ethos_arch.mean_window import MeanWindow, mean_window, window_refusal
 from ethos_arch.ops import Op
 from planner.npu_dilation import NpuKernel, npu_kernel
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
-from tvm_ethos.compute import int16x8
+from tvm_ethos.compute import int16x8, transpose_conv
 from tvm_ethos.compute.quant import f32, quantize_multiplier, quantize_multipliers
 from tvm_ethos.errors import CompileError
 
@@ -149,7 +149,8 @@ def conv_scales(op, channels: int) -> list[tuple[int, int]]:
         pairs = [(m, s)] * channels
     else:
         ws = np.broadcast_to(ws, (channels,))
-        mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in ws])
+        mult, shift = quantize_multipliers(
+            transpose_conv.real_multipliers(op, in_scale, ws, out_scale))
         pairs = list(zip(mult.tolist(), shift.tolist()))
     if is_16x8(op):
         # TFLite's int64 requantization: the reduced multiplier, one rounding (NATURAL)
@@ -159,11 +160,12 @@ def conv_scales(op, channels: int) -> list[tuple[int, int]]:
 
 
 def is_16x8(op) -> bool:
-    """A convolution or fully connected with int16 activations and an int64 bias: TFLite's
-    16x8 kernel with its int64 accumulator, which the NPU computes with the reduced scales
-    and NATURAL rounding (``compute.int16x8``). With an int32 bias TFLite rounds as for int8,
-    which the NPU's TFL rounding does with the full scales."""
-    return op.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED) and \
+    """A convolution, fully connected or transpose conv with int16 activations and an int64
+    bias: TFLite's 16x8 kernel with its int64 accumulator, which the NPU computes with the
+    reduced scales and NATURAL rounding (``compute.int16x8``). With an int32 bias TFLite
+    rounds as for int8, which the NPU's TFL rounding does with the full scales."""
+    return op.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED,
+                       Op.TRANSPOSE_CONV2D) and \
         int16x8.wide_accumulator(op.in_dtypes[0], op.bias)
 
 
