@@ -489,13 +489,8 @@ def _movement() -> list[Probe]:
 #: every probe, by row
 PROBES: tuple[Probe, ...] = tuple(_elementwise() + _activations() + _mac() + _movement())
 
-_INT16_IMPORT = ("the importer refuses int16 {} (TVM's converter computes it in float32); no "
-                 "integer int16 form read for it")
-
 #: probes where ours leaves more on the CPU than Vela 5.2, and why
 PROBE_GAPS: dict[tuple[str, str], str] = {
-    **{(op, form): _INT16_IMPORT.format(op)
-       for op, form in (("TRANSPOSE_CONV", "int16"),)},
     ("PRELU", "int16"):
         "an int16 PRELU with an int16 alpha (the probe's): TFLite Micro's int16 kernel takes "
         "an int8 alpha only (its prepare refuses this model) and LiteRT's reads the alpha's "
@@ -510,6 +505,4 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
         "neither TFLite Micro nor LiteRT has a uint8 SQUARED_DIFFERENCE kernel (TFLite Micro's: "
         "float32, int32, int8 and int16; LiteRT's: float32, int32 and int8), so nothing "
         "defines its result; the importer refuses it",
-    ("TRANSPOSE_CONV", "uint8"): "TVM's legalization leaves a uint8 conv2d_transpose unbuilt "
-                                 "(compile error)",
 }

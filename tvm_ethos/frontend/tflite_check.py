@@ -231,8 +231,8 @@ def _int16x8_transpose_conv(opname: str, ins: list[int], outs: list[int], infos)
     """TFLite Micro's 16x8 TRANSPOSE_CONV: INT16 input and output with zero point 0 (its
     kernel reads neither zero point), INT8 weights and an INT64 bias or none (it accumulates
     in int64 either way, scaling with the reduced multiplier, ``compute.int16x8``); the
-    patterns read it as an integer operator. It reads any other bias as INT64 (an INT32 one is
-    no bias it computes with)."""
+    patterns read it as an integer operator. It reads an INT32 bias as INT64 too: no bias it
+    computes with (an INT16 one it widens, but TVM's converter takes none)."""
     if opname != "TRANSPOSE_CONV" or len(ins) < 3 or min(ins[1:3]) < 0 or len(outs) != 1:
         return False
     bias = ins[3] if len(ins) > 3 else -1

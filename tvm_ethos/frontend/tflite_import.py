@@ -18,6 +18,7 @@ from tvm_ethos.frontend.tflite_support import (
     softmax16_quantization_refusal,
     squared_difference16_refusal,
     strided_slice_refusal,
+    transpose_conv_form_refusal,
     undefined_form_refusal,
 )
 
@@ -78,7 +79,8 @@ def _checked_model(data: bytes, name: str):
                   or squared_difference16_refusal(checked, op)
                   or undefined_form_refusal(checked, op)
                   or prelu_type_refusal(checked, op)
-                  or resize_bilinear16_refusal(checked, op) or converter_refusal(op)
+                  or resize_bilinear16_refusal(checked, op)
+                  or transpose_conv_form_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if reason:
             raise UnsupportedModelError(

@@ -16,10 +16,12 @@ MINIMUM, MAXIMUM, RELU, RELU6 (any output quantization: it clamps codes), LEAKY_
 TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, PRELU
 of INT16 with an INT8 alpha (TFLite Micro's kernel: :func:`prelu_type_refusal`), and
 TFLite's 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (INT16 activations with zero
-point 0, INT8 weights, an INT32 or INT64 bias), and MAX_POOL_2D, AVERAGE_POOL_2D, MEAN and
-REDUCE_MAX of INT16 into INT16 (the pools quantized alike, the reductions over height and
-width: :func:`int16_pooling_refusal`) (``tflite_check``). A form no TFLite kernel defines (a
-uint8 SQUARED_DIFFERENCE: :data:`UNDEFINED_FORMS`) is not importable: it has no result to compute.
+point 0, INT8 weights, an INT32 or INT64 bias), its 16x8 TRANSPOSE_CONV (the same with an
+INT64 bias or none: :func:`transpose_conv_form_refusal`), and MAX_POOL_2D, AVERAGE_POOL_2D,
+MEAN and REDUCE_MAX of INT16 into INT16 (the pools quantized alike, the reductions over
+height and width: :func:`int16_pooling_refusal`) (``tflite_check``). A form no TFLite kernel
+defines (a uint8 SQUARED_DIFFERENCE: :data:`UNDEFINED_FORMS`) is not importable: it has no
+result to compute.
 """
 from __future__ import annotations
 
@@ -77,7 +79,8 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
                   or squared_difference16_refusal(checked, op)
                   or undefined_form_refusal(checked, op)
                   or prelu_type_refusal(checked, op)
-                  or resize_bilinear16_refusal(checked, op) or converter_refusal(op)
+                  or resize_bilinear16_refusal(checked, op)
+                  or transpose_conv_form_refusal(checked, op) or converter_refusal(op)
                   or strided_slice_refusal(checked, op) or form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
@@ -254,6 +257,63 @@ def int16_zero_point_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
             "kernels require zero point 0 on the input and the output; quantize "
             f"{'it' if len(off) == 1 else 'them'} symmetrically (zero point 0, as TFLite's "
             "converter quantizes int16 activations)")
+
+
+def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why a TRANSPOSE_CONV of an INT16 or UINT8 input is not in a form an integer kernel
+    computes, naming the tensor in the way: TFLite Micro's 16x8 kernel (INT8 weights, an INT64
+    bias or none, an INT16 output, zero points 0) or LiteRT's uint8 one (UINT8
+    weights of one scale and zero point: it reads no per-channel ones); ``""`` for any other
+    operator or form."""
+    if op.name != "TRANSPOSE_CONV" or len(op.inputs) < 3 or min(op.inputs[1:3]) < 0:
+        return ""
+    graph = checked.model.Subgraphs(op.subgraph)
+    x, w, y = (graph.Tensors(i) for i in (op.inputs[2], op.inputs[1], op.outputs[0]))
+    b = graph.Tensors(op.inputs[3]) if len(op.inputs) > 3 and op.inputs[3] >= 0 else None
+    kind = TENSOR_TYPES[x.Type()][0]
+    if kind == "UINT8":
+        return _transpose_conv_uint8_refusal(w)
+    if kind != "INT16":
+        return ""
+
+    def named(t) -> str:
+        return f"{t.Name().decode()!r} ({TENSOR_TYPES[t.Type()][0]})"
+
+    if TENSOR_TYPES[w.Type()][0] != "INT8":
+        return (f"an int16 TRANSPOSE_CONV with weights {named(w)}: TFLite Micro's 16x8 kernel "
+                "takes INT8 weights")
+    if TENSOR_TYPES[y.Type()][0] != "INT16":
+        return (f"an int16 TRANSPOSE_CONV into {named(y)}: TFLite Micro's 16x8 kernel writes "
+                "INT16")
+    if b is not None and TENSOR_TYPES[b.Type()][0] == "INT16":
+        return (f"an int16 TRANSPOSE_CONV with the bias {named(b)}: TFLite Micro widens it to "
+                "INT64, but TVM's TFLite importer takes an INT32 or INT64 bias (write it as "
+                "INT64)")
+    if b is not None and TENSOR_TYPES[b.Type()][0] != "INT64":
+        return (f"an int16 TRANSPOSE_CONV with the bias {named(b)}: TFLite Micro's 16x8 kernel "
+                "reads its bias as INT64, so this is no bias it computes with (write it as "
+                "INT64)")
+    off = [f"{t.Name().decode()!r} {q[1]}" for t, q in ((x, _quantization(x)),
+                                                        (y, _quantization(y)))
+           if q is not None and q[1] != 0]
+    if off:
+        return (f"an int16 TRANSPOSE_CONV with zero points other than 0 ({', '.join(off)}): "
+                "TFLite's 16x8 kernels require 0 (quantize symmetrically)")
+    return ""
+
+
+def _transpose_conv_uint8_refusal(w) -> str:
+    """Why LiteRT's uint8 TRANSPOSE_CONV kernel does not compute with the weights ``w``."""
+    name = w.Name().decode()
+    if TENSOR_TYPES[w.Type()][0] != "UINT8":
+        return (f"a uint8 TRANSPOSE_CONV with weights {name!r} "
+                f"({TENSOR_TYPES[w.Type()][0]}): LiteRT's uint8 kernel takes UINT8 weights")
+    q = w.Quantization()
+    if q is not None and (q.ScaleLength() > 1 or q.ZeroPointLength() > 1):
+        return (f"a uint8 TRANSPOSE_CONV with weights {name!r} quantized per channel: LiteRT's "
+                "uint8 kernel reads one weight scale and zero point (quantize them per "
+                "tensor)")
+    return ""
 
 
 def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:

@@ -75,9 +75,14 @@ def npu_kernel(q) -> tuple[int, int]:
 
 def npu_weights(q) -> np.ndarray:
     """TFLite's HWIO weights with zero taps after them up to :func:`npu_kernel` (a zero tap
-    adds nothing to the output rows it reaches)."""
-    (kh, kw), w = npu_kernel(q), q.weights
-    return np.pad(w, ((0, kh - w.shape[0]), (0, kw - w.shape[1]), (0, 0), (0, 0)))
+    adds nothing to the output rows it reaches): codes of the weights' zero point, which the
+    stream subtracts (a uint8 kernel's is not 0)."""
+    (kh, kw), w = npu_kernel(q), np.asarray(q.weights)
+    zp = np.asarray(q.w_zp if q.w_zp is not None else 0).ravel()
+    out = np.empty((kh, kw, *w.shape[2:]), w.dtype)
+    out[...] = np.broadcast_to(zp, (w.shape[3],)).astype(w.dtype)
+    out[:w.shape[0], :w.shape[1]] = w
+    return out
 
 
 def conv_padding(q) -> tuple[int, int, int, int]:
