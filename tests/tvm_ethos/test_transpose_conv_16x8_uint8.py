@@ -204,3 +204,23 @@ def test_a_uint8_form_no_kernel_computes_is_refused_naming_the_weights(change, r
     for target in ("llvm", "ethos-u,llvm"):
         with pytest.raises(UnsupportedModelError, match="TRANSPOSE_CONV"):
             tvm_ethos.compile(model, target, cache_dir=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["int16", "uint8"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_striped_plan_of_either_form_is_exact(dtype, k):
+    """The least-memory plan cuts the transpose conv into stripes (each its own window of the
+    upscaled input, the zero-point taps of a kernel below the stride included)."""
+    kw = (dict(bias="int64", bias_range=1 << 30) if dtype == "int16" else
+          dict(in_q=(0.05, 131), out_q=(0.2, 119), w_zp=77, bias="int32"))
+    shape = (1, 24, 20, 16)
+    data = transpose_conv(dtype, np.random.RandomState(3), shape=shape, cout=16,
+                          kernel=(k, k), **kw)
+    cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False, budget="smallest")
+    _on_the_npu(cm, "ethos-u")
+    (row,) = [r for r in cm.plan_report["layers"] if "transpose_conv2d" in r["part"]]
+    assert row["stripes"] > 1, row
+    for x in extreme_inputs(shape, dtype, np.random.RandomState(k)):
+        (got,), (want,) = cm.run(x), ORACLES[dtype](data, [x])
+        assert np.array_equal(got.reshape(want.shape), want)
