@@ -224,3 +224,30 @@ def test_a_striped_plan_of_either_form_is_exact(dtype, k):
     for x in extreme_inputs(shape, dtype, np.random.RandomState(k)):
         (got,), (want,) = cm.run(x), ORACLES[dtype](data, [x])
         assert np.array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, kernel", [("int16", (3, 3)), ("uint8", (1, 2))])
+def test_velas_stream_on_the_functional_model_is_the_oracles(dtype, kernel, tmp_path):
+    """Vela 5.2's stream for the same model (int16: its reduced scales and NATURAL rounding;
+    uint8: its zero-point weights, here with a kernel row below the stride) run on
+    ``ethosu_stream`` equals the oracle: the functional model's forms are the NPU's as Vela
+    programs them."""
+    pytest.importorskip("ethosu.vela")
+    from planner.vela_run import run_vela
+    from tvm_ethos import tflite_run
+
+    kw = (dict(bias="int64", bias_range=1 << 30) if dtype == "int16" else
+          dict(in_q=(0.05, 131), out_q=(0.2, 119), w_zp=77, bias="int32"))
+    shape = (1, 5, 6, 7)
+    model = transpose_conv(dtype, np.random.RandomState(6), shape=shape, cout=5,
+                           kernel=kernel, act="relu", **kw)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(model)
+    data = run_vela(str(path), "ethos-u55-128").tflite
+    assert tflite_run.has_ethos_u(data)
+    prepared = tflite_run.prepare(data, "vela.tflite", None)
+    for x in extreme_inputs(shape, dtype, np.random.RandomState(0)):
+        want = ORACLES[dtype](model, [x])[0]
+        got = np.asarray(tflite_run.run(prepared, [x]).outputs[0]).reshape(want.shape)
+        np.testing.assert_array_equal(got, want)
