@@ -179,13 +179,23 @@ def test_uint8_without_a_bias_scales_by_the_float32_product_as_litert(target):
                                    "('t3' -1)"),
     (dict(weights_dtype="int16"), "an int16 TRANSPOSE_CONV with weights 't1' (INT16): TFLite "
                                   "Micro's 16x8 kernel takes INT8 weights"),
-], ids=["int32-bias", "int16-bias", "input-zero-point", "output-zero-point", "int16-weights"])
+    (dict(w_zp=3), "an int16 TRANSPOSE_CONV with zero points other than 0 ('t1' 3)"),
+    (dict(in_q=(1.0, 0), out_q=(1e-7, 0), w_scales=[0.01]),
+     "an int16 TRANSPOSE_CONV with a 16x8 scale of 2**17 or more: TFLite's int64 "
+     "requantization needs a right shift of at least 1"),
+    (dict(bias_range=1 << 48), "an int16 TRANSPOSE_CONV with a bias beyond 47 bits ('t4')"),
+], ids=["int32-bias", "int16-bias", "input-zero-point", "output-zero-point", "int16-weights",
+        "weights-zero-point", "scale", "bias-47-bits"])
 def test_an_int16_form_no_kernel_computes_is_refused_naming_the_tensor(change, reason):
+    """Refused at the front door in one line, never TVM's unbuilt ``conv2d_transpose``; the
+    tflite-micro host keeps it a TFLite operator, saying why."""
     model = transpose_conv("int16", np.random.RandomState(1), **change)
     (verdict,) = operator_support(model)
     assert not verdict.importable and reason in verdict.reason, verdict.reason
     with pytest.raises(UnsupportedModelError, match="TRANSPOSE_CONV"):
         tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    (placed,) = tvm_ethos.compile(model, "ethos-u", cache_dir=False).placement
+    assert placed.placed_on == "tflite-micro" and reason in placed.why, placed.why
 
 
 @pytest.mark.parametrize("change, reason", [

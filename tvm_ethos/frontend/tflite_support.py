@@ -34,9 +34,9 @@ import numpy as np
 from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
 from planner.tflite_format import TENSOR_TYPES
-from tvm_ethos.compute import float_lut16, softmax16
+from tvm_ethos.compute import float_lut16, int16x8, softmax16
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
-from tvm_ethos.compute.quant import prelu_alpha_codes, prelu_alpha_map
+from tvm_ethos.compute.quant import f32, prelu_alpha_codes, prelu_alpha_map, quantize_multipliers
 from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
 
 #: Where an operator the importer cannot convert can still run: the tflite-micro host (what
@@ -262,7 +262,8 @@ def int16_zero_point_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why a TRANSPOSE_CONV of an INT16 or UINT8 input is not in a form an integer kernel
     computes, naming the tensor in the way: TFLite Micro's 16x8 kernel (INT8 weights, an INT64
-    bias or none, an INT16 output, zero points 0) or LiteRT's uint8 one (UINT8
+    bias or none, an INT16 output, zero points 0, a scale and a bias its int64 requantization
+    takes) or LiteRT's uint8 one (UINT8
     weights of one scale and zero point: it reads no per-channel ones); ``""`` for any other
     operator or form."""
     if op.name != "TRANSPOSE_CONV" or len(op.inputs) < 3 or min(op.inputs[1:3]) < 0:
@@ -293,12 +294,32 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
         return (f"an int16 TRANSPOSE_CONV with the bias {named(b)}: TFLite Micro's 16x8 kernel "
                 "reads its bias as INT64, so this is no bias it computes with (write it as "
                 "INT64)")
-    off = [f"{t.Name().decode()!r} {q[1]}" for t, q in ((x, _quantization(x)),
-                                                        (y, _quantization(y)))
-           if q is not None and q[1] != 0]
+    wq = w.Quantization()
+    off = [f"{t.Name().decode()!r} {zp}" for t, zp in
+           ((x, (_quantization(x) or (0, 0))[1]), (y, (_quantization(y) or (0, 0))[1]),
+            (w, max(np.abs(wq.ZeroPointAsNumpy()), default=0) if wq is not None
+             and wq.ZeroPointLength() else 0)) if zp != 0]
     if off:
         return (f"an int16 TRANSPOSE_CONV with zero points other than 0 ({', '.join(off)}): "
                 "TFLite's 16x8 kernels require 0 (quantize symmetrically)")
+    return _transpose_conv16_scale_refusal(checked.model, x, w, y, b)
+
+
+def _transpose_conv16_scale_refusal(model, x, w, y, b) -> str:
+    """Why TFLite's int64 requantization cannot scale a 16x8 TRANSPOSE_CONV (an output scale
+    so small that its rounding shift vanishes) or sum its bias (beyond 47 bits), or ``""``."""
+    qx, qy, wq = _quantization(x), _quantization(y), w.Quantization()
+    if qx is None or qy is None or wq is None or not wq.ScaleLength():
+        return ""
+    _, shift = quantize_multipliers([f32(qx[0]) * float(s) / f32(qy[0])
+                                     for s in np.asarray(wq.ScaleAsNumpy(), np.float32)])
+    why = int16x8.refusal(shift)
+    if why:
+        return f"an int16 TRANSPOSE_CONV with {why}"
+    bias = _const_ints(model, b) if b is not None else None
+    if bias and max(abs(v) for v in bias) >= 1 << 47:
+        return (f"an int16 TRANSPOSE_CONV with a bias beyond 47 bits ({b.Name().decode()!r}): "
+                "TFLite's int64 requantization takes sums below 2**47")
     return ""
 
 
