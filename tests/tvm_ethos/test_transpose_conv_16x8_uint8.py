@@ -261,3 +261,21 @@ def test_velas_stream_on_the_functional_model_is_the_oracles(dtype, kernel, tmp_
         want = ORACLES[dtype](model, [x])[0]
         got = np.asarray(tflite_run.run(prepared, [x]).outputs[0]).reshape(want.shape)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, bias", [("int16", "int64"), ("int16", None),
+                                         ("uint8", "int32"), ("uint8", None)])
+def test_the_tir_emulator_runs_either_form_exactly(dtype, bias):
+    """``npu_runtime="tir"``: the Ethos-U subgraph run as the emulator's schedule of the TE
+    lowering, planned, equal to the oracle."""
+    kw = (dict(bias_range=1 << 30) if dtype == "int16" else
+          dict(in_q=(0.05, 131), out_q=(0.2, 119), w_zp=77, kernel=(1, 2)))
+    shape = (1, 5, 6, 7)
+    data = transpose_conv(dtype, np.random.RandomState(6), shape=shape, cout=5, act="relu",
+                          bias=bias, **kw)
+    cm = tvm_ethos.compile(data, "ethos-u,llvm", cache_dir=False, npu_runtime="tir")
+    assert cm.partition_summary == {"ethos-u": 1}
+    for x in extreme_inputs(shape, dtype, np.random.RandomState(2)):
+        (got,), (want,) = cm.run(x), ORACLES[dtype](data, [x])
+        assert np.array_equal(np.asarray(got).reshape(want.shape), want)
