@@ -204,11 +204,14 @@ def test_an_int16_form_no_kernel_computes_is_refused_naming_the_tensor(change, r
      "reads one weight scale and zero point"),
     (dict(weights_dtype="int8"), "a uint8 TRANSPOSE_CONV with weights 't1' (INT8): LiteRT's "
                                  "uint8 kernel takes UINT8 weights"),
-], ids=["per-channel", "int8-weights"])
-def test_a_uint8_form_no_kernel_computes_is_refused_naming_the_weights(change, reason):
+    (dict(bias="int64"), "a uint8 TRANSPOSE_CONV with the bias 't4' (INT64): LiteRT's uint8 "
+                         "kernel takes INT32"),
+], ids=["per-channel", "int8-weights", "int64-bias"])
+def test_a_uint8_form_no_kernel_computes_is_refused_naming_the_tensor(change, reason):
     """Refused at the front door in one line, never TVM's unbuilt ``conv2d_transpose``."""
-    model = transpose_conv("uint8", np.random.RandomState(1), in_q=(0.05, 128),
-                           out_q=(0.09, 125), w_zp=120, bias="int32", **change)
+    model = transpose_conv("uint8", np.random.RandomState(1),
+                           **{**dict(in_q=(0.05, 128), out_q=(0.09, 125), w_zp=120,
+                                     bias="int32"), **change})
     (verdict,) = operator_support(model)
     assert not verdict.importable and reason in verdict.reason, verdict.reason
     for target in ("llvm", "ethos-u,llvm"):

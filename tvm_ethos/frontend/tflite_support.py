@@ -273,7 +273,7 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
     b = graph.Tensors(op.inputs[3]) if len(op.inputs) > 3 and op.inputs[3] >= 0 else None
     kind = TENSOR_TYPES[x.Type()][0]
     if kind == "UINT8":
-        return _transpose_conv_uint8_refusal(w)
+        return _transpose_conv_uint8_refusal(w, y, b)
     if kind != "INT16":
         return ""
 
@@ -323,12 +323,17 @@ def _transpose_conv16_scale_refusal(model, x, w, y, b) -> str:
     return ""
 
 
-def _transpose_conv_uint8_refusal(w) -> str:
-    """Why LiteRT's uint8 TRANSPOSE_CONV kernel does not compute with the weights ``w``."""
+def _transpose_conv_uint8_refusal(w, y, b) -> str:
+    """Why LiteRT's uint8 TRANSPOSE_CONV kernel does not compute with the weights ``w``, the
+    output ``y`` and the bias ``b`` (None: none), or ``""``."""
     name = w.Name().decode()
     if TENSOR_TYPES[w.Type()][0] != "UINT8":
         return (f"a uint8 TRANSPOSE_CONV with weights {name!r} "
                 f"({TENSOR_TYPES[w.Type()][0]}): LiteRT's uint8 kernel takes UINT8 weights")
+    for t, want, what in ((y, "UINT8", "output"), (b, "INT32", "bias")):
+        if t is not None and TENSOR_TYPES[t.Type()][0] != want:
+            return (f"a uint8 TRANSPOSE_CONV with the {what} {t.Name().decode()!r} "
+                    f"({TENSOR_TYPES[t.Type()][0]}): LiteRT's uint8 kernel takes {want}")
     q = w.Quantization()
     if q is not None and (q.ScaleLength() > 1 or q.ZeroPointLength() > 1):
         return (f"a uint8 TRANSPOSE_CONV with weights {name!r} quantized per channel: LiteRT's "
