@@ -263,9 +263,8 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
     """Why a TRANSPOSE_CONV of an INT16 or UINT8 input is not in a form an integer kernel
     computes, naming the tensor in the way: TFLite Micro's 16x8 kernel (INT8 weights, an INT64
     bias or none, an INT16 output, zero points 0, a scale and a bias its int64 requantization
-    takes) or LiteRT's uint8 one (UINT8
-    weights of one scale and zero point: it reads no per-channel ones); ``""`` for any other
-    operator or form."""
+    takes) or LiteRT's uint8 one (UINT8 weights of one scale and zero point: it reads no
+    per-channel ones; an INT32 bias, a UINT8 output); ``""`` for any other operator or form."""
     if op.name != "TRANSPOSE_CONV" or len(op.inputs) < 3 or min(op.inputs[1:3]) < 0:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -295,10 +294,11 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
                 "reads its bias as INT64, so this is no bias it computes with (write it as "
                 "INT64)")
     wq = w.Quantization()
-    off = [f"{t.Name().decode()!r} {zp}" for t, zp in
-           ((x, (_quantization(x) or (0, 0))[1]), (y, (_quantization(y) or (0, 0))[1]),
-            (w, max(np.abs(wq.ZeroPointAsNumpy()), default=0) if wq is not None
-             and wq.ZeroPointLength() else 0)) if zp != 0]
+    w_zp = int(np.abs(wq.ZeroPointAsNumpy()).max()) if wq is not None and wq.ZeroPointLength() \
+        else 0
+    zero_points = ((x, (_quantization(x) or (0, 0))[1]), (y, (_quantization(y) or (0, 0))[1]),
+                   (w, w_zp))
+    off = [f"{t.Name().decode()!r} {zp}" for t, zp in zero_points if zp != 0]
     if off:
         return (f"an int16 TRANSPOSE_CONV with zero points other than 0 ({', '.join(off)}): "
                 "TFLite's 16x8 kernels require 0 (quantize symmetrically)")
