@@ -219,6 +219,26 @@ def test_a_uint8_form_no_kernel_computes_is_refused_naming_the_tensor(change, re
             tvm_ethos.compile(model, target, cache_dir=False)
 
 
+def test_int8_weights_of_a_zero_point_are_refused_on_a_host_and_tflite_micro_runs_them():
+    """TFLite Micro reads an int8 TRANSPOSE_CONV's weights as if their zero point were 0; the
+    llvm host refuses the form in one line (it was TVM's unbuilt ``conv2d_transpose``), and
+    on ``ethos-u`` it stays a TFLite operator whose output is TFLite Micro's."""
+    rs = np.random.RandomState(0)
+    model = transpose_conv("int8", rs, weights_dtype="int8", w_zp=3, bias="int32",
+                           in_q=(0.05, 0), out_q=(0.1, 0))
+    reason = "an int8 TRANSPOSE_CONV whose weights 't1' have zero point 3"
+    (verdict,) = operator_support(model)
+    assert not verdict.importable and reason in verdict.reason, verdict.reason
+    for target in ("llvm", "ethos-u,llvm"):
+        with pytest.raises(UnsupportedModelError, match=reason):
+            tvm_ethos.compile(model, target, cache_dir=False)
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro" and reason in placed.why, placed.why
+    x = rs.randint(-128, 128, (1, 4, 4, 4)).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(cm.run([x])[0]), tflm_oracle(model, [x])[0])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["int16", "uint8"])
 @pytest.mark.parametrize("k", [1, 3])

@@ -264,7 +264,8 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
     computes, naming the tensor in the way: TFLite Micro's 16x8 kernel (INT8 weights, an INT64
     bias or none, an INT16 output, zero points 0, a scale and a bias its int64 requantization
     takes) or LiteRT's uint8 one (UINT8 weights of one scale and zero point: it reads no
-    per-channel ones; an INT32 bias, a UINT8 output); ``""`` for any other operator or form."""
+    per-channel ones; an INT32 bias, a UINT8 output), or of an INT8 input whose weights have a
+    zero point; ``""`` for any other operator or form."""
     if op.name != "TRANSPOSE_CONV" or len(op.inputs) < 3 or min(op.inputs[1:3]) < 0:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -273,6 +274,8 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
     kind = TENSOR_TYPES[x.Type()][0]
     if kind == "UINT8":
         return _transpose_conv_uint8_refusal(w, y, b)
+    if kind == "INT8":
+        return _transpose_conv_int8_refusal(w)
     if kind != "INT16":
         return ""
 
@@ -293,16 +296,32 @@ def transpose_conv_form_refusal(checked: CheckedModel, op: CheckedOperator) -> s
         return (f"an int16 TRANSPOSE_CONV with the bias {named(b)}: TFLite Micro's 16x8 kernel "
                 "reads its bias as INT64, so this is no bias it computes with (write it as "
                 "INT64)")
-    wq = w.Quantization()
-    w_zp = int(np.abs(wq.ZeroPointAsNumpy()).max()) if wq is not None and wq.ZeroPointLength() \
-        else 0
     zero_points = ((x, (_quantization(x) or (0, 0))[1]), (y, (_quantization(y) or (0, 0))[1]),
-                   (w, w_zp))
+                   (w, _weight_zero_point(w)))
     off = [f"{t.Name().decode()!r} {zp}" for t, zp in zero_points if zp != 0]
     if off:
         return (f"an int16 TRANSPOSE_CONV with zero points other than 0 ({', '.join(off)}): "
                 "TFLite's 16x8 kernels require 0 (quantize symmetrically)")
     return _transpose_conv16_scale_refusal(checked.model, x, w, y, b)
+
+
+def _weight_zero_point(w) -> int:
+    """The largest magnitude among a weight tensor's zero points (0 where it has none)."""
+    wq = w.Quantization()
+    return int(np.abs(wq.ZeroPointAsNumpy()).max()) if wq is not None and wq.ZeroPointLength() \
+        else 0
+
+
+def _transpose_conv_int8_refusal(w) -> str:
+    """Why an int8 TRANSPOSE_CONV is not computed as TFLite computes it: weights of a zero point
+    other than 0, which TFLite's int8 kernels read as if it were 0 (TVM's converter would
+    subtract it, and its float transpose has no integer kernel), or ``""``."""
+    zp = _weight_zero_point(w)
+    if zp == 0:
+        return ""
+    return (f"an int8 TRANSPOSE_CONV whose weights {w.Name().decode()!r} have zero point {zp}: "
+            "TFLite's int8 kernels take weights of zero point 0 (TFLite Micro reads them as if "
+            "it were 0); quantize the weights symmetrically")
 
 
 def _transpose_conv16_scale_refusal(model, x, w, y, b) -> str:
