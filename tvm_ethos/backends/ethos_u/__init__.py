@@ -54,7 +54,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_transpose_conv,
     ops_wide_stride,
 )
-from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK
+from tvm_ethos.backends.ethos_u.npu_ops import MAX_RANK, pool_strides
 from tvm_ethos.backends.ethos_u.ops_batch_matmul import reduced_depth
 from tvm_ethos.backends.ethos_u.ops_fc import row_plane, rows_of
 from tvm_ethos.backends.ethos_u.ops_movement import copy_dtype
@@ -324,11 +324,13 @@ def _arg_max(q, o):
 
 def _pool_strides(q):
     """Strides 1..3; an average pool's width stride any (one pool per output column,
-    ``ops_wide_stride``)."""
-    if q.kind != Op.AVG_POOL2D or not ops_wide_stride.wide_stride(q):
-        return _strides(q)
+    ``ops_wide_stride``); any stride along an axis of one output element (one window: the
+    NPU steps by 1 there, ``npu_ops.pool_strides``)."""
     sh, sw = q.attrs["strides"]
-    if not 1 <= sh <= 3:
+    eff = pool_strides((sh, sw), tuple(q.out_shape[1:3]))
+    if q.kind != Op.AVG_POOL2D or not ops_wide_stride.wide_stride(q):
+        return [] if all(1 <= s <= 3 for s in eff) else _strides(q)
+    if not 1 <= eff[0] <= 3:
         return [f"strides {sh}x{sw}; an average pool's height stride must be in the range "
                 "[1, 3] (its width stride may be any)"]
     return []

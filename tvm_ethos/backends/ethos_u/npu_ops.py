@@ -242,7 +242,7 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
         ofm = dataclasses.replace(ofm, scale=1.0, zero_point=0)
     npu = _common(api.NpuPoolingOperation(sub), op, ifm, ofm)
     ph, pw = op.attrs["pool_size"]
-    sh, sw = op.attrs["strides"]
+    sh, sw = pool_strides(op.attrs["strides"], ofm.shape[:2])
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
     npu.padding = _padding(op, ifm, ofm, (ph, pw))
     pad = npu.padding
@@ -253,6 +253,18 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
 
         npu.rescale = ExplicitScaling(False, [explicit[1]], [explicit[0]])
     return npu
+
+
+#: the largest stride the NPU's kernel register takes along an axis
+NPU_MAX_STRIDE = 3
+
+
+def pool_strides(strides: tuple[int, int], out_hw: tuple[int, int]) -> tuple[int, int]:
+    """The (height, width) strides a pool's kernel register takes: a stride past the NPU's 3
+    along an axis of one output element is 1, as one window has no next one to step to
+    (the same window, the same arithmetic); any other is the pool's own."""
+    return tuple(1 if int(s) > NPU_MAX_STRIDE and int(n) == 1 else int(s)
+                 for s, n in zip(strides, out_hw))
 
 
 def avg_pool_scale(area: int, padded: bool = False) -> tuple[int, int] | None:

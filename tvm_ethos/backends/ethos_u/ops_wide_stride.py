@@ -14,11 +14,8 @@ from __future__ import annotations
 import dataclasses
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, pool_op
+from tvm_ethos.backends.ethos_u.npu_ops import NPU_MAX_STRIDE, FmSlot, feature_map, pool_op
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError, vela_api
-
-#: the largest stride the NPU's kernel register takes along an axis
-NPU_MAX_STRIDE = 3
 
 
 def wide_stride(q) -> bool:
