@@ -50,6 +50,7 @@ from tvm_ethos.backends.base import (
 from tvm_ethos.backends.ethos_u import (
     ops_argmax,
     ops_reduce_depth,
+    ops_reduce_split,
     ops_softmax16,
     ops_transpose_conv,
     ops_wide_stride,
@@ -363,6 +364,9 @@ def _mean(q, o):
         return [f"mean over axes {axis} of a {len(q.in_shapes[0])}-D tensor; axis indices "
                 "must correspond to height and width (of NHWC, or the first two of a 3-D "
                 "tensor)"]
+    if window_refusal(window) and ops_reduce_split.bands(q) is not None:
+        why = ops_reduce_split.refusal(q)   # the pools of bands of rows
+        return [why] if why else []
     why = window_refusal(window)
     return [why] if why else []
 
@@ -374,6 +378,9 @@ def _reduce(q, o):
         return [f"{q.tflite_name} of a {len(q.in_shapes[0])}-D tensor; the NPU reduces NHWC"]
     if ops_reduce_depth.over_depth(q):   # a convolution or max pools (ops_reduce_depth)
         return ops_reduce_depth.refusals(q)
+    if ops_reduce_split.bands(q) is not None:   # past one kernel: pools of bands of rows
+        why = ops_reduce_split.refusal(q)
+        return [why] if why else []
     _, h, w, _ = q.in_shapes[0]
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and not (h <= 256 and h * w <= 65536):
         return [f"{q.tflite_name} over {h}x{w}; one max pool takes at most 256 rows and 65536 "

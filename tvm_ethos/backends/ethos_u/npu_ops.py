@@ -334,13 +334,14 @@ def mean_op(op, ifm: FmSlot, ofm: FmSlot):
     return npu
 
 
-def mean_scales(op) -> tuple[int, int]:
-    """(multiplier, NPU shift) of TFLite's int8 MEAN, the element count folded into the
-    multiplier as its reference kernel does (``te_ops.mean_multiplier``)."""
+def mean_scales(op, count: int | None = None) -> tuple[int, int]:
+    """(multiplier, NPU shift) of TFLite's int8 MEAN, the element count (``count``, else its
+    one kernel's) folded into the multiplier as its reference kernel does
+    (``te_ops.mean_multiplier``)."""
     # lazy: te_ops loads TVM; the stream generator runs without it
     from tvm_ethos.compute.te_ops import mean_multiplier
 
-    count = _mean_window(op).count
+    count = _mean_window(op).count if count is None else count
     mult, shift = mean_multiplier(f32(op.in_q[0][0]), f32(op.out_q[0]), count)
     if not 0 <= 31 - shift <= 63:
         raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {shift}")

@@ -29,6 +29,7 @@ from tvm_ethos.backends.ethos_u import (
     ops_prelu,
     ops_reduce,
     ops_reduce_depth,
+    ops_reduce_split,
     ops_resize,
     ops_softmax16,
     ops_squared_difference,
@@ -373,6 +374,11 @@ REDUCE_OVER_DEPTH: dict[Op, StreamEmitter] = {
        for op in (Op.REDUCE_MAX, Op.REDUCE_MIN)},
 }
 
+#: SUM, MEAN, REDUCE_MAX and REDUCE_MIN over height and width past one NPU kernel: pools of
+#: bands of rows and their combination (``ops_reduce_split``), over whole tensors
+REDUCE_SPLIT = StreamEmitter(Form.SEQUENCE, Extent.WHOLE, sequence=ops_reduce_split.split_ops,
+                             work_bytes=ops_reduce_split.work_bytes)
+
 #: every operator a stream is generated for, and how
 STREAM_OPS: dict[Op, StreamEmitter] = {
     Op.CONV2D: _CONV,
@@ -527,7 +533,7 @@ def emitter(q) -> StreamEmitter | None:
     """The table's row of ``q``'s operator (None: no stream is generated for it); an int16
     LEAKY_RELU is :data:`LEAKY_RELU16`, an int16 SOFTMAX :data:`SOFTMAX16`, a reduction over
     the depth its :data:`REDUCE_OVER_DEPTH` row, an average pool with a width stride past
-    3 :data:`WIDE_STRIDE_POOL`."""
+    3 :data:`WIDE_STRIDE_POOL`, a reduction past one kernel :data:`REDUCE_SPLIT`."""
     if ops_lut.is_leaky_relu16(q):
         return LEAKY_RELU16
     if ops_softmax16.is_softmax16(q):
@@ -536,4 +542,6 @@ def emitter(q) -> StreamEmitter | None:
         return REDUCE_OVER_DEPTH[q.kind]
     if ops_wide_stride.wide_stride(q):
         return WIDE_STRIDE_POOL
+    if ops_reduce_split.bands(q) is not None:
+        return REDUCE_SPLIT
     return STREAM_OPS.get(q.kind)
