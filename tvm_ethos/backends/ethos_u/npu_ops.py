@@ -242,7 +242,8 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
         ofm = dataclasses.replace(ofm, scale=1.0, zero_point=0)
     npu = _common(api.NpuPoolingOperation(sub), op, ifm, ofm)
     ph, pw = op.attrs["pool_size"]
-    sh, sw = pool_strides(op.attrs["strides"], ofm.shape[:2])
+    whole = tuple(ofm.shape[:2]) == (1, 1) and (ph, pw) == tuple(ifm.shape[:2])
+    sh, sw = pool_strides(op.attrs["strides"], ofm.shape[:2], single_window=whole)
     npu.kernel = api.NpuKernel(pw, ph, sw, sh)
     npu.padding = _padding(op, ifm, ofm, (ph, pw))
     pad = npu.padding
@@ -259,10 +260,15 @@ def pool_op(op, ifm: FmSlot, ofm: FmSlot):
 NPU_MAX_STRIDE = 3
 
 
-def pool_strides(strides: tuple[int, int], out_hw: tuple[int, int]) -> tuple[int, int]:
+def pool_strides(strides: tuple[int, int], out_hw: tuple[int, int],
+                 single_window: bool = False) -> tuple[int, int]:
     """The (height, width) strides a pool's kernel register takes: a stride past the NPU's 3
     along an axis of one output element is 1, as one window has no next one to step to
-    (the same window, the same arithmetic); any other is the pool's own."""
+    (the same window, the same arithmetic); any other is the pool's own. A single window
+    over the whole input (global pooling) keeps its strides as written: the block search
+    reads them, and its stream stays the one it was."""
+    if single_window:
+        return int(strides[0]), int(strides[1])
     return tuple(1 if int(s) > NPU_MAX_STRIDE and int(n) == 1 else int(s)
                  for s, n in zip(strides, out_hw))
 

@@ -5,12 +5,12 @@ One depthwise convolution sums at most 64 rows and 4096 taps, one max pool takes
 rows and 65536 elements (``ops_reduce``, ``npu_ops.mean_op``). Past those a reduction is cut
 into bands of rows, each one pool, and the bands are combined:
 
-* SUM and MEAN (8-bit) are average pools whose scale is the reduction's own: the NPU sums
-  ``x - zp`` over the window and applies one ``MultiplyByQuantizedMultiplier`` of TFLite's
-  multiplier (MEAN's with the element count folded in, ``npu_ops.mean_scales``; SUM's
-  ``s_in / s_out``), the arithmetic of the one-kernel convolution, so one pool is the whole
-  reduction up to 256 rows and 65536 elements. Past that each band's pool writes its exact
-  int32 sum (the identity scale) to working memory and int32 ADDs add them, the last
+* SUM and MEAN (int8, uint8, int16) are average pools whose scale is the reduction's own:
+  the NPU sums ``x - zp`` over the window and applies one ``MultiplyByQuantizedMultiplier``
+  of TFLite's multiplier (MEAN's with the element count folded in, ``npu_ops.mean_scales``;
+  SUM's ``s_in / s_out``), the arithmetic of the one-kernel convolution, so one pool is the
+  whole reduction up to 256 rows and 65536 elements. Past that each band's pool writes its
+  exact int32 sum (the identity scale) to working memory and int32 ADDs add them, the last
   applying the multiplier into the output: the integer sum is the same whichever way it is
   cut, so the one rounding is TFLite's. (Vela 5.2 sums with depthwise convolutions into
   int32, ADDs and a final 32-bit MUL.)
@@ -40,9 +40,11 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
-#: the types whose SUM / MEAN the pools compute (TFLite's 8-bit kernels; int16 MEAN keeps
-#: its one-kernel form)
-SUM_TYPES = ("int8", "uint8")
+#: the types whose SUM / MEAN the pools compute
+SUM_TYPES = ("int8", "uint8", "int16")
+#: the most elements an int16 SUM / MEAN adds: every sum of ``x - zp`` within 32 bits (the
+#: NPU's int32 partial sums saturate)
+MAX_INT16_COUNT = (2**31 - 1) // 65535
 
 
 class Bands(NamedTuple):
@@ -70,20 +72,27 @@ class Bands(NamedTuple):
         return first, min(self.rows, self.kernel[0] - first)
 
 
+def _axes(q) -> tuple[int, ...]:
+    """The reduced axes as written (one axis may be given alone)."""
+    axis = q.attrs.get("axis")
+    return (int(axis),) if isinstance(axis, (int, np.integer)) else tuple(axis or ())
+
+
 def _view_and_kernel(q) -> tuple[tuple[int, int, int], tuple[int, int]] | None:
     """The NHWC view and reduced (rows, columns) of a MEAN over height, width or both of its
     view, or of a SUM / REDUCE_MAX / REDUCE_MIN over the height and width of a 4-D tensor;
     None for any other reduction."""
+    if q.kind not in (Op.MEAN, Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN):
+        return None
     shape = tuple(int(s) for s in q.in_shapes[0])
-    axes = tuple(q.attrs.get("axis") or ())
+    axes = _axes(q)
     if q.kind == Op.MEAN:
         kernel = mean_kernel((1,) + shape[1:] if len(shape) == 4 else shape, axes)
         if kernel is None:
             return None
         view = ((1,) * (4 - len(shape)) + shape)[1:]
         return (view[0], view[1], view[2]), kernel
-    if q.kind in (Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN) and len(shape) == 4 and \
-            sorted(a % 4 for a in axes) == [1, 2]:
+    if len(shape) == 4 and sorted(a % 4 for a in axes) == [1, 2]:
         _, h, w, c = shape
         return (h, w, c), (h, w)
     return None
@@ -93,9 +102,9 @@ def _one_kernel(q, view, kernel) -> bool:
     """Whether the one-operation forms take the window (``ops_reduce``, ``npu_ops.mean_op``)."""
     kh, kw = kernel
     if q.kind == Op.MEAN:
-        window = mean_window((1,) + tuple(q.in_shapes[0])[1:] if len(q.in_shapes[0]) == 4
-                             else q.in_shapes[0], q.attrs.get("axis") or ())
-        return window_refusal(window) is None
+        shape = tuple(q.in_shapes[0])
+        window = mean_window((1,) + shape[1:] if len(shape) == 4 else shape, _axes(q))
+        return window is not None and window_refusal(window) is None
     if q.kind == Op.REDUCE_SUM:
         return kh <= 64 and kh * kw <= 4096
     return kh <= MAX_POOL_ROWS and kh * kw <= MAX_POOL_AREA
@@ -123,7 +132,11 @@ def refusal(q) -> str | None:
                 f"{MAX_POOL_AREA} elements")
     if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] not in SUM_TYPES:
         return (f"a {q.in_dtypes[0]} {q.tflite_name} over {kh}x{kw}; past one kernel of "
-                f"64 rows and 4096 elements the NPU sums only int8 and uint8 in pools")
+                f"64 rows and 4096 elements the pools sum {', '.join(SUM_TYPES)}")
+    if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] == "int16" and \
+            kh * kw > MAX_INT16_COUNT:
+        return (f"an int16 {q.tflite_name} of {kh * kw} elements, whose sum may leave 32 "
+                f"bits; the NPU's int32 partial sums take at most {MAX_INT16_COUNT}")
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and b.count > MAX_POOL_ROWS:
         return (f"{q.tflite_name} over {kh}x{kw}: {b.count} bands of {b.rows} rows; the max "
                 f"pool over their maxima takes at most {MAX_POOL_ROWS}")
