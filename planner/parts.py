@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from ethos_arch.ops import Op
+from ethos_arch.pool_bands import one_pool, pool_bands
 from planner.errors import PlannerError
 from planner.graph import Part, Tensor
 from planner.propagator import Number, Propagator
@@ -359,13 +360,25 @@ def reduce_over_depth_work_bytes(kind: Op, shape: Sequence[int], axes: Sequence[
     """The working memory of an Ethos-U REDUCE_MAX / REDUCE_MIN over the depth of an NHWC
     ``shape`` (``axes``; tvm_ethos ``ops_reduce_depth``): REDUCE_MIN's bitwise NOT of its
     input (16-byte aligned), then, where height or width is reduced too, the per-pixel
-    maxima (int8) the last max pool reads. SUM, one convolution, needs none."""
-    if kind == Op.REDUCE_SUM:
-        return 0
+    maxima (int8) the last max pool reads, and where that window is past one pool's
+    (``ethos_arch.pool_bands``) the maxima of its bands of rows after them (16-byte
+    aligned). SUM, one convolution, needs none; past one convolution's kernel it is average
+    pools of bands into int32 sums of each channel (tvm_ethos ``ops_reduce_split``): three
+    running ones where there is more than one band, and the one its REDUCE_SUM reads."""
     _, h, w, c = (int(s) for s in shape)
+    kh, kw = (h if 1 in axes else 1), (w if 2 in axes else 1)
+    if kind == Op.REDUCE_SUM:
+        if kh <= 64 and kh * kw <= 4096 and kh * kw * c <= 127 * 65536:
+            return 0
+        partial = -(-4 * (h - kh + 1) * (w - kw + 1) * c // 16) * 16
+        return partial * (4 if pool_bands(kh, kw).count > 1 else 1)
     flipped = -(-h * w * c // 16) * 16 if kind == Op.REDUCE_MIN else 0
-    spatial = (h if 1 in axes else 1) * (w if 2 in axes else 1) > 1
-    return flipped + (h * w if spatial else 0)
+    if kh * kw == 1:
+        return flipped
+    if one_pool(kh, kw):
+        return flipped + h * w
+    bands = pool_bands(kh, kw).count * (h - kh + 1) * (w - kw + 1)
+    return flipped + -(-h * w // 16) * 16 + bands
 
 
 def reduce_over_depth(name: str, x: Tensor, kind: Op, axes: Sequence[int],

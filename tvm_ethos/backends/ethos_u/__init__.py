@@ -376,11 +376,11 @@ def _reduce(q, o):
     depthwise convolution in one kernel (at most 64 rows and 4096 taps, as ``mean_op``)."""
     if len(q.in_shapes[0]) != 4:
         return [f"{q.tflite_name} of a {len(q.in_shapes[0])}-D tensor; the NPU reduces NHWC"]
-    if ops_reduce_depth.over_depth(q):   # a convolution or max pools (ops_reduce_depth)
-        return ops_reduce_depth.refusals(q)
     if ops_reduce_split.bands(q) is not None:   # past one kernel: pools of bands of rows
         why = ops_reduce_split.refusal(q)
         return [why] if why else []
+    if ops_reduce_depth.over_depth(q):   # a convolution or max pools (ops_reduce_depth)
+        return ops_reduce_depth.refusals(q)
     _, h, w, _ = q.in_shapes[0]
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and not (h <= 256 and h * w <= 65536):
         return [f"{q.tflite_name} over {h}x{w}; one max pool takes at most 256 rows and 65536 "

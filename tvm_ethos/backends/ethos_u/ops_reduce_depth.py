@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ethos_arch.ops import Op
+from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from planner.parts import DEPTH_REDUCTIONS, reduce_over_depth_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
 from tvm_ethos.backends.ethos_u.ops_reduce import NOT_TABLE, looked_up, not_op
@@ -48,8 +49,6 @@ MAX_PIXELS = 65536
 MAX_CONV_ROWS, MAX_CONV_TAPS = 64, 4096
 #: the sum of a convolution's absolute weights Vela allows (its weight encoder's limit)
 MAX_WEIGHT_SUM = 127 * 65536
-#: one max pool's window: at most 256 rows and 65536 elements
-MAX_POOL_ROWS, MAX_POOL_AREA = 256, 65536
 
 
 class DepthReduction(NamedTuple):
@@ -108,9 +107,11 @@ def refusals(q) -> list[str]:
             out.append(f"SUM over {r.kh * r.kw * r.c} elements; one convolution sums at most "
                        f"{MAX_WEIGHT_SUM}")
         return out
-    if r.kh > MAX_POOL_ROWS or r.kh * r.kw > MAX_POOL_AREA:
+    if not one_pool(r.kh, r.kw) and pool_bands(r.kh, r.kw).count > MAX_POOL_ROWS:
         return [f"{q.tflite_name} over {r.kh}x{r.kw} pixels; one max pool takes at most "
-                f"{MAX_POOL_ROWS} rows and {MAX_POOL_AREA} elements"]
+                f"{MAX_POOL_ROWS} rows and {MAX_POOL_AREA} elements, and the "
+                f"{pool_bands(r.kh, r.kw).count} bands of rows it is cut into more than "
+                f"{MAX_POOL_ROWS}"]
     return []
 
 
@@ -210,6 +211,12 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
                 pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
             ops.append(pool)
         pool.block_config = em.block(pool)
+    if r.spatial and not one_pool(r.kh, r.kw):
+        # per band of rows a max pool into working memory after the maxima, then one over
+        # the bands' (planner.parts.reduce_over_depth_work_bytes)
+        maxima, ops_bands = _banded(q, r, maxima, work + _aligned(r.h * r.w), em)
+        ops += ops_bands
+        r = r._replace(h=maxima.shape[0], kh=maxima.shape[0], kw=1, w=maxima.shape[1])
     if r.spatial:
         pool = _max_pool(q, maxima, y, (r.kh, r.kw))
         pool.name = q.kind.value
@@ -219,3 +226,25 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
             ops.append(pool)
         pool.block_config = em.block(pool)
     return ops
+
+
+def _banded(q, r: DepthReduction, maxima: FmSlot, at: int, em) -> tuple[FmSlot, list]:
+    """The max pools of the bands of rows of the per-pixel ``maxima`` (``ethos_arch.
+    pool_bands``), each into its row of the bands' maxima at ``at``: (those, the pools)."""
+    api = vela_api()
+    bands = pool_bands(r.kh, r.kw)
+    _, ow = r.out_hw
+    out = FmSlot(SCRATCH_REGION, at, (bands.count, ow, 1), "int8", 1.0, 0)
+    ops = []
+    for i in range(bands.count):
+        first = i * bands.rows
+        rows = min(bands.rows, r.kh - first)
+        src = dataclasses.replace(maxima, offset=maxima.offset + first * r.w,
+                                  shape=(rows, r.w, 1))
+        dst = dataclasses.replace(out, offset=at + i * ow, shape=(1, ow, 1))
+        pool = _max_pool(q, src, dst, (rows, r.kw))
+        pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        pool.name = f"{q.kind.value}_band"
+        pool.block_config = em.block(pool)
+        ops.append(pool)
+    return out, ops

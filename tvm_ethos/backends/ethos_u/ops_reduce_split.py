@@ -29,9 +29,15 @@ import numpy as np
 
 from ethos_arch.mean_window import mean_kernel, mean_window, window_refusal
 from ethos_arch.ops import Op
+from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, mean_scales
 from tvm_ethos.backends.ethos_u.ops_reduce import NOT_TABLE, looked_up, not_op
-from tvm_ethos.backends.ethos_u.ops_reduce_depth import MAX_POOL_AREA, MAX_POOL_ROWS
+from tvm_ethos.backends.ethos_u.ops_reduce_depth import (
+    MAX_CONV_ROWS,
+    MAX_CONV_TAPS,
+    MAX_WEIGHT_SUM,
+    over_depth,
+)
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     SCRATCH_REGION,
@@ -45,6 +51,8 @@ SUM_TYPES = ("int8", "uint8", "int16")
 #: the most elements an int16 SUM / MEAN adds: every sum of ``x - zp`` within 32 bits (the
 #: NPU's int32 partial sums saturate)
 MAX_INT16_COUNT = (2**31 - 1) // 65535
+#: the most elements an 8-bit SUM over the whole tensor adds, each ``x - zp`` within 255
+MAX_INT8_COUNT = (2**31 - 1) // 255
 
 
 class Bands(NamedTuple):
@@ -92,10 +100,17 @@ def _view_and_kernel(q) -> tuple[tuple[int, int, int], tuple[int, int]] | None:
             return None
         view = ((1,) * (4 - len(shape)) + shape)[1:]
         return (view[0], view[1], view[2]), kernel
-    if len(shape) == 4 and sorted(a % 4 for a in axes) == [1, 2]:
+    if len(shape) == 4 and sorted(a % 4 for a in axes) in ([1, 2], [1, 2, 3]) and \
+            (q.kind == Op.REDUCE_SUM or not over_depth(q)):
         _, h, w, c = shape
         return (h, w, c), (h, w)
     return None
+
+
+def whole_sum(q) -> bool:
+    """Whether ``q`` is a SUM over height, width and depth (one output element): the band
+    sums of each channel then one REDUCE_SUM over the depth."""
+    return q.kind == Op.REDUCE_SUM and over_depth(q)
 
 
 def _one_kernel(q, view, kernel) -> bool:
@@ -106,8 +121,9 @@ def _one_kernel(q, view, kernel) -> bool:
         window = mean_window((1,) + shape[1:] if len(shape) == 4 else shape, _axes(q))
         return window is not None and window_refusal(window) is None
     if q.kind == Op.REDUCE_SUM:
-        return kh <= 64 and kh * kw <= 4096
-    return kh <= MAX_POOL_ROWS and kh * kw <= MAX_POOL_AREA
+        return kh <= MAX_CONV_ROWS and kh * kw <= MAX_CONV_TAPS and \
+            (not whole_sum(q) or kh * kw * view[2] <= MAX_WEIGHT_SUM)
+    return one_pool(kh, kw)
 
 
 def bands(q) -> Bands | None:
@@ -117,8 +133,7 @@ def bands(q) -> Bands | None:
     if found is None or _one_kernel(q, *found):
         return None
     view, (kh, kw) = found
-    rows = max(1, min(MAX_POOL_ROWS, MAX_POOL_AREA // kw, kh))
-    return Bands(view, (kh, kw), rows)
+    return Bands(view, (kh, kw), pool_bands(kh, kw).rows)
 
 
 def refusal(q) -> str | None:
@@ -133,6 +148,9 @@ def refusal(q) -> str | None:
     if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] not in SUM_TYPES:
         return (f"a {q.in_dtypes[0]} {q.tflite_name} over {kh}x{kw}; past one kernel of "
                 f"64 rows and 4096 elements the pools sum {', '.join(SUM_TYPES)}")
+    if whole_sum(q) and kh * kw * b.view[2] > MAX_INT8_COUNT:
+        return (f"SUM over {kh * kw * b.view[2]} elements, whose sum may leave 32 bits; the "
+                f"NPU's int32 partial sums take at most {MAX_INT8_COUNT}")
     if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] == "int16" and \
             kh * kw > MAX_INT16_COUNT:
         return (f"an int16 {q.tflite_name} of {kh * kw} elements, whose sum may leave 32 "
@@ -155,13 +173,15 @@ def _partial_bytes(b: Bands) -> int:
 
 def work_bytes(q) -> int:
     """The working memory of the pools: SUM / MEAN three int32 partial results (a band's and
-    two running sums) where there is more than one band; REDUCE_MAX the bands' maxima;
-    REDUCE_MIN its input's NOT before them."""
+    two running sums) where there is more than one band, and a SUM over the whole tensor one
+    more, the channels' sums its REDUCE_SUM reads (``planner.parts``' working memory of a
+    reduction over the depth is this); REDUCE_MAX the bands' maxima; REDUCE_MIN its input's
+    NOT before them."""
     b = bands(q)
     if b is None:
         return 0
     if q.kind in (Op.REDUCE_SUM, Op.MEAN):
-        return 3 * _partial_bytes(b) if b.count > 1 else 0
+        return _partial_bytes(b) * ((3 if b.count > 1 else 0) + int(whole_sum(q)))
     flipped = _aligned(int(np.prod(b.view))) if q.kind == Op.REDUCE_MIN else 0
     _, ow, c = b.out_view
     return flipped + _aligned(b.count * ow * c * np.dtype(q.in_dtypes[0]).itemsize)
@@ -199,21 +219,48 @@ def _rows(x: FmSlot, first: int, rows: int) -> FmSlot:
 
 
 def _sum_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
-    """SUM / MEAN: one average pool with the reduction's scale, or per band an average pool
-    of the exact int32 sum and int32 ADDs, the last scaling into the output."""
+    """SUM / MEAN: the banded sums scaled into the output; a SUM over the whole tensor: the
+    channels' int32 sums, then their REDUCE_SUM over the depth scales into the output."""
     from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
 
     api = vela_api()
-    m, shift = _scale(q, b)
-    (kh, kw), oh = b.kernel, b.out_view[0]
+    scale = _scale(q, b)
+    if not whole_sum(q):
+        return _banded_sums(q, b, x, out, scale, em)
+    # after the three slots of the running sums where there are several bands
+    sums = FmSlot(SCRATCH_REGION, em.work + (3 * _partial_bytes(b) if b.count > 1 else 0),
+                  b.out_view, "int32", 1.0, 0)
+    ops = _banded_sums(q, b, x, sums, (1, 0), em)
+    out = dataclasses.replace(out, shape=b.out_view[:2] + (1,))
+    total = _pool(api.NpuPoolingOp.REDUCE_SUM, sums, out, (1, 1), q.kind.value)
+    total.rescale = ExplicitScaling(False, [scale[1]], [scale[0]])
+    total.activation = activation(q, out)
+    total.block_config = em.block(total)
+    return ops + [total]
+
+
+def _banded_sums(q, b: Bands, x: FmSlot, into: FmSlot, scale: tuple[int, int], em) -> list:
+    """One average pool of the window into ``into`` with ``scale`` (multiplier, shift), or
+    per band an average pool of its exact int32 sum (the identity scale) into working memory
+    and int32 ADDs, the last into ``into`` with ``scale``. A scale other than (1, 0) is the
+    output's: it takes the reduction's clamp."""
+    from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
+
+    api = vela_api()
+    kw, oh = b.kernel[1], b.out_view[0]
+
+    def clamp():
+        return activation(q, into) if scale != (1, 0) else \
+            api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+
     if b.count == 1:
-        pool = _pool(api.NpuPoolingOp.AVERAGE, x, out, (kh, kw), q.kind.value)
-        pool.rescale = ExplicitScaling(False, [shift], [m])
-        pool.activation = activation(q, out)
+        pool = _pool(api.NpuPoolingOp.AVERAGE, x, into, b.kernel, q.kind.value)
+        pool.rescale = ExplicitScaling(False, [scale[1]], [scale[0]])
+        pool.activation = clamp()
         pool.block_config = em.block(pool)
         return [pool]
     size = _partial_bytes(b)
-    slots = [FmSlot(SCRATCH_REGION, em.work + k * size, out.shape, "int32", 1.0, 0)
+    slots = [FmSlot(SCRATCH_REGION, em.work + k * size, b.out_view, "int32", 1.0, 0)
              for k in range(3)]
     ops: list = []
     total = None
@@ -229,17 +276,17 @@ def _sum_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
             total = part
             continue
         last = i == b.count - 1
-        into = out if last else (slots[2] if total is not slots[2] else slots[0])
+        dst = into if last else (slots[2] if total is not slots[2] else slots[0])
         add = api.NpuElementWiseOperation(api.NpuElementWiseOp.ADD)
-        add.ifm, add.ifm2, add.ofm = feature_map(total), feature_map(part), feature_map(into)
-        add.rescale = (m, shift) if last else (1, 0)
-        add.activation = activation(q, out) if last else \
+        add.ifm, add.ifm2, add.ofm = feature_map(total), feature_map(part), feature_map(dst)
+        add.rescale = scale if last else (1, 0)
+        add.activation = clamp() if last else \
             api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
         add.rounding_mode = api.NpuRoundingMode.TFL
         add.name = q.kind.value if last else f"{q.kind.value}_add"
         add.block_config = em.block(add)
         ops.append(add)
-        total = into
+        total = dst
     return ops
 
 

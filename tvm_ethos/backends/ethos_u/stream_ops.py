@@ -538,10 +538,10 @@ def emitter(q) -> StreamEmitter | None:
         return LEAKY_RELU16
     if ops_softmax16.is_softmax16(q):
         return SOFTMAX16
+    if ops_reduce_split.bands(q) is not None:
+        return REDUCE_SPLIT
     if ops_reduce_depth.over_depth(q):
         return REDUCE_OVER_DEPTH[q.kind]
     if ops_wide_stride.wide_stride(q):
         return WIDE_STRIDE_POOL
-    if ops_reduce_split.bands(q) is not None:
-        return REDUCE_SPLIT
     return STREAM_OPS.get(q.kind)
