@@ -264,6 +264,17 @@ def mean(shape=(1, 4, 4, 8), axes=(1, 2), dtype="int8", keep=True) -> bytes:
                 op_inputs=[0, 2])
 
 
+def reduce(code, shape, axes, dtype="int8", keep=True) -> bytes:
+    """SUM / REDUCE_MAX / REDUCE_MIN over ``axes`` (REDUCE_MAX / REDUCE_MIN quantized as their
+    input, as TFLite requires; SUM into a wider scale)."""
+    out = [1 if i in axes else d for i, d in enumerate(shape)] if keep else [
+        d for i, d in enumerate(shape) if i not in axes]
+    q_out = (2.0, -2) if code == BO.SUM else Q_IN[dtype]
+    tensors = [_t(shape, dtype), _t(out, dtype, q_out), _i32(list(axes))]
+    return _one(tensors, code, [0], [1], _opts("ReducerOptions", KeepDims=keep),
+                op_inputs=[0, 2])
+
+
 # ------------------------------------------------------------------------ the probes
 _ELEMENTWISE = (("ADD", BO.ADD), ("SUB", BO.SUB), ("MUL", BO.MUL), ("MAXIMUM", BO.MAXIMUM),
                 ("MINIMUM", BO.MINIMUM), ("SQUARED_DIFFERENCE", BO.SQUARED_DIFFERENCE))
@@ -406,6 +417,23 @@ def _mac() -> list[Probe]:
         Probe("MEAN", "no keep_dims", lambda: mean(keep=False)),
         Probe("MEAN", "over width", lambda: mean(axes=(2,))),
         Probe("MEAN", "uint8", lambda: mean(dtype="uint8")),
+    ]
+    # past one NPU operation (Vela splits them): more rows or elements than one kernel
+    forms += [
+        Probe("SUM", "over 100x8", lambda: reduce(BO.SUM, (1, 100, 8, 8), (1, 2))),
+        Probe("SUM", "over 600x4", lambda: reduce(BO.SUM, (1, 600, 4, 8), (1, 2))),
+        Probe("SUM", "over H, W and C, 100 rows",
+              lambda: reduce(BO.SUM, (1, 100, 4, 4), (1, 2, 3))),
+        Probe("REDUCE_MAX", "over 300x4", lambda: reduce(BO.REDUCE_MAX, (1, 300, 4, 8), (1, 2))),
+        Probe("REDUCE_MAX", "over 300 rows and the depth",
+              lambda: reduce(BO.REDUCE_MAX, (1, 300, 4, 8), (1, 3))),
+        Probe("REDUCE_MIN", "over 300x4", lambda: reduce(BO.REDUCE_MIN, (1, 300, 4, 8), (1, 2))),
+        Probe("MEAN", "over 100 rows of the height", lambda: mean((1, 100, 4, 8), (1,))),
+        Probe("MEAN", "over 70x70", lambda: mean((1, 70, 70, 4), (1, 2))),
+        Probe("AVERAGE_POOL_2D", "one output row, stride 5x1",
+              lambda: pool(_AVG, (1, 6, 8, 8), (4, 2), (5, 1))),
+        Probe("MAX_POOL_2D", "one output row, stride 5x2",
+              lambda: pool(_MAX, (1, 6, 8, 8), (4, 2), (5, 2))),
     ]
     return forms
 

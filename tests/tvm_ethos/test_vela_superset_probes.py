@@ -3,8 +3,10 @@ does: elementwise operators of rank 1 to 3 (emitted over whole tensors) or of a 
 scalar operand (read as ones of the output's rank), an 8-bit SOFTMAX and
 a PRELU of alpha constant along the height with a batch above 1 (the batch folded into the
 height), int16 reshapes, splits, slices, PACK / UNPACK and nearest resizes (the codes moved),
-each an ``ethos-u`` operator whose outputs equal TFLite Micro's (LiteRT's reference kernels
-for RELU_N1_TO_1 and a uint8 PRELU, which TFLite Micro lacks)."""
+and reductions and pools past one NPU operation (pools of bands of rows; a pool of one
+output row of any stride along it), each an ``ethos-u`` operator whose outputs equal TFLite
+Micro's (LiteRT's reference kernels for RELU_N1_TO_1 and a uint8 PRELU, which TFLite Micro
+lacks)."""
 from __future__ import annotations
 
 import pytest
@@ -35,6 +37,13 @@ _INT16_COPIES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "SLICE
                  "STRIDED_SLICE", "PACK", "UNPACK", "RESIZE_NEAREST_NEIGHBOR")
 _ELEMENTWISE = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "RELU",
                 "RELU6", "RELU_N1_TO_1", "ABS")
+#: the probes past one NPU operation (issue 28: pools of bands of rows, ``ops_reduce_split``;
+#: a pool's stride along an axis of one output, ``npu_ops.pool_strides``)
+_SPLIT = {("SUM", "over 100x8"), ("SUM", "over 600x4"), ("SUM", "over H, W and C, 100 rows"),
+          ("REDUCE_MAX", "over 300x4"), ("REDUCE_MAX", "over 300 rows and the depth"),
+          ("REDUCE_MIN", "over 300x4"), ("MEAN", "over 100 rows of the height"),
+          ("MEAN", "over 70x70"), ("AVERAGE_POOL_2D", "one output row, stride 5x1"),
+          ("MAX_POOL_2D", "one output row, stride 5x2")}
 #: the probes this work put on the NPU
 TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                 and p.operator in _ELEMENTWISE)
@@ -44,6 +53,7 @@ TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                      ("SLICE", "batch 2"), ("STRIDED_SLICE", "batch 2"),
                                      ("SLICE", "rank 2"), ("ABS", "int16"),
                                      ("PRELU", "uint8")}
+         or (p.operator, p.name) in _SPLIT
          or (p.operator in _INT16_COPIES and p.name == "int16")]
 
 

@@ -21,8 +21,10 @@ filled with the zero point; split (each output a slice; Vela's axis and even-spl
 every valid SPLIT); reshape (of any batch, up to 8-D: an alias of its bytes); concatenate;
 requantize; REDUCE_MAX / REDUCE_MIN over H and W
 (one max pool up to 256 rows and 65536 elements) and SUM (one depthwise convolution up to 64 rows
-and 4096 elements); ARG_MAX along the depth (at most 127 channels, 8-bit codes into int32 or
-int64, any height and width: cut into pieces the registers take);
+and 4096 elements), and past those (MEAN too) pools of bands of rows (``ops_reduce_split``);
+a pool of one output row or column takes any stride along it; ARG_MAX along the depth (at most
+127 channels, 8-bit codes into int32 or int64, any height and width: cut into pieces the
+registers take);
 PRELU and ELU; MIRROR_PAD of any axis of up to 5-D (a batch or an outer index: copies of whole
 inner blocks); REVERSE_V2 (an axis up to 1024) of height, width and depth and TILE (up to
 1024 copies) of any axis; transpose, any permutation of up to 8-D of any batch (int32 too); int8
