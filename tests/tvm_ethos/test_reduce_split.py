@@ -1,7 +1,7 @@
 """Reductions and pools too large for one NPU operation, as Vela 5.2 takes them (issue 28):
 SUM, MEAN, REDUCE_MAX and REDUCE_MIN over more rows or elements than one kernel takes are
 pools of bands of rows and their combination (``ops_reduce_split``; over the depth too:
-SUM over the whole tensor, REDUCE_MAX / REDUCE_MIN's last pool, ``ops_reduce_depth``,
+SUM's channel sums and a REDUCE_SUM, REDUCE_MAX / REDUCE_MIN's last pool, ``ops_reduce_depth``,
 ``ethos_arch.pool_bands``); a pool of one output
 row (or column) takes any stride along it (``npu_ops.pool_strides``). Each equals TFLite
 Micro (LiteRT's reference kernels for uint8 and for int16 REDUCE_MAX, which TFLite Micro
@@ -126,7 +126,7 @@ FORMS = {
     "mean-height-100-width-kept": ("MEAN", (1, 100, 4, 8), (1,), "int8"),
     "max-300x4": ("REDUCE_MAX", (1, 300, 4, 8), (1, 2), "int8"),
     "min-600x3": ("REDUCE_MIN", (1, 600, 3, 5), (1, 2), "int8"),
-    "sum-whole-600x3x5": ("SUM", (1, 600, 3, 5), (1, 2, 3), "int8"),
+    "sum-over-depth-600-rows-width-kept": ("SUM", (1, 600, 3, 5), (1, 3), "int8"),
     "max-over-depth-257-rows-width-kept": ("REDUCE_MAX", (1, 257, 3, 2), (1, 3), "int8"),
 }
 #: more of them, heavier
@@ -138,6 +138,8 @@ MORE_FORMS = {
     "max-int16-300x2": ("REDUCE_MAX", (1, 300, 2, 3), (1, 2), "int16"),
     "max-600x1-depth-300": ("REDUCE_MAX", (1, 600, 1, 300), (1, 2), "int8"),
     "sum-whole-100x4x4-one-pool": ("SUM", (1, 100, 4, 4), (1, 2, 3), "int8"),
+    "sum-whole-600x3x5": ("SUM", (1, 600, 3, 5), (1, 2, 3), "int8"),
+    "sum-over-depth-width-5000-rows-kept": ("SUM", (1, 3, 5000, 2), (2, 3), "int8"),
     "min-whole-300x300x2": ("REDUCE_MIN", (1, 300, 300, 2), (1, 2, 3), "int8"),
     "max-whole-600x200x2": ("REDUCE_MAX", (1, 600, 200, 2), (1, 2, 3), "int8"),
 }
@@ -166,15 +168,15 @@ def _form_is_exact(kind, shape, axes, dtype):
 @st.composite
 def big_reductions(draw):
     """A reduction past one kernel: more than 64 (SUM, MEAN) or 256 (REDUCE_MAX, MIN) rows,
-    over height and width (MEAN: or the height alone; SUM: or the whole tensor; REDUCE_MAX /
-    REDUCE_MIN: or with the depth, the width kept or not), any quantization (REDUCE_MAX /
-    REDUCE_MIN quantized as their input)."""
+    over height and width (MEAN: or the height alone; SUM, REDUCE_MAX, REDUCE_MIN: or with
+    the depth, the width kept or not), any quantization (REDUCE_MAX / REDUCE_MIN quantized as
+    their input)."""
     kind = draw(st.sampled_from(sorted(_CODES)))
     tall = 257 if kind in ("REDUCE_MAX", "REDUCE_MIN") else 65
     h = draw(st.integers(tall, 700))
     w = draw(st.integers(1, 12))
     c = draw(st.integers(1, 6))
-    axes = draw(st.sampled_from({"MEAN": [(1,), (1, 2)], "SUM": [(1, 2), (1, 2, 3)]}.get(
+    axes = draw(st.sampled_from({"MEAN": [(1,), (1, 2)], "SUM": [(1, 2), (1, 2, 3), (1, 3)]}.get(
         kind, [(1, 2), (1, 2, 3), (1, 3)])))
     dtype = draw(st.sampled_from(["int8", "uint8"])) if kind == "MEAN" else "int8"
     info = np.iinfo(dtype)

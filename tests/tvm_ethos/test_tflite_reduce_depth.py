@@ -226,8 +226,10 @@ def test_both_readers_give_one_part_of_the_operators_kind_reading_the_reduced_ax
 
 
 @pytest.mark.parametrize("name,shape,axes,why", [
-    ("SUM", (1, 65, 2, 3), (1, 3),
-     "SUM over 65x1x3; one convolution's kernel takes at most 64 rows and 4096 taps"),
+    # past one convolution its pools' int32 sums (ops_reduce_split) would saturate
+    ("SUM", (1, 200, 1, 65535), (1, 3),
+     "SUM over 13107000 elements, whose sum may leave 32 bits; the NPU's int32 partial sums "
+     "take at most 8421504"),
 ])
 def test_a_reduction_over_the_depth_one_operation_cannot_take_stays_naming_the_limit(
         name, shape, axes, why):

@@ -1,5 +1,5 @@
-"""SUM, MEAN, REDUCE_MAX and REDUCE_MIN over height and width past one NPU kernel, as
-chains of pools.
+"""SUM, MEAN, REDUCE_MAX and REDUCE_MIN over height and width (SUM: with the depth too) past
+one NPU kernel, as chains of pools.
 
 One depthwise convolution sums at most 64 rows and 4096 taps, one max pool takes at most 256
 rows and 65536 elements (``ops_reduce``, ``npu_ops.mean_op``). Past those a reduction is cut
@@ -13,12 +13,15 @@ into bands of rows, each one pool, and the bands are combined:
   exact int32 sum (the identity scale) to working memory and int32 ADDs add them, the last
   applying the multiplier into the output: the integer sum is the same whichever way it is
   cut, so the one rounding is TFLite's. (Vela 5.2 sums with depthwise convolutions into
-  int32, ADDs and a final 32-bit MUL.)
+  int32, ADDs and a final 32-bit MUL.) A SUM over the depth too (past one convolution's 64
+  rows, 4096 taps or 127 x 65536 summed elements, ``ops_reduce_depth``) keeps each
+  channel's int32 sum and ends with one REDUCE_SUM over the depth carrying the multiplier.
 * REDUCE_MAX is a max pool per band into working memory, then one max pool over the bands'
   maxima: the maximum of maxima is the maximum. REDUCE_MIN is REDUCE_MAX between two
   lookups of the bitwise-NOT table (``ops_reduce``: ``min(x) = ~max(~x)``).
 
-Every operation reads and writes whole tensors (``stream_ops``: ``Extent.WHOLE``).
+Every operation reads and writes whole tensors (``stream_ops``: ``Extent.WHOLE``): a plan
+that stripes one keeps its subgraph off the stream, as for the one-kernel MEAN.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from tvm_ethos.backends.ethos_u.ops_reduce_depth import (
     MAX_CONV_TAPS,
     MAX_WEIGHT_SUM,
     over_depth,
+    reduction,
 )
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -51,7 +55,8 @@ SUM_TYPES = ("int8", "uint8", "int16")
 #: the most elements an int16 SUM / MEAN adds: every sum of ``x - zp`` within 32 bits (the
 #: NPU's int32 partial sums saturate)
 MAX_INT16_COUNT = (2**31 - 1) // 65535
-#: the most elements an 8-bit SUM over the whole tensor adds, each ``x - zp`` within 255
+#: the most elements an 8-bit SUM over the depth adds into one output, each ``x - zp``
+#: within 255
 MAX_INT8_COUNT = (2**31 - 1) // 255
 
 
@@ -100,16 +105,18 @@ def _view_and_kernel(q) -> tuple[tuple[int, int, int], tuple[int, int]] | None:
             return None
         view = ((1,) * (4 - len(shape)) + shape)[1:]
         return (view[0], view[1], view[2]), kernel
-    if len(shape) == 4 and sorted(a % 4 for a in axes) in ([1, 2], [1, 2, 3]) and \
-            (q.kind == Op.REDUCE_SUM or not over_depth(q)):
+    if sum_over_depth(q):
+        r = reduction(q)
+        return (r.h, r.w, r.c), (r.kh, r.kw)
+    if len(shape) == 4 and sorted(a % 4 for a in axes) == [1, 2]:
         _, h, w, c = shape
         return (h, w, c), (h, w)
     return None
 
 
-def whole_sum(q) -> bool:
-    """Whether ``q`` is a SUM over height, width and depth (one output element): the band
-    sums of each channel then one REDUCE_SUM over the depth."""
+def sum_over_depth(q) -> bool:
+    """Whether ``q`` is a SUM over the depth (``ops_reduce_depth.over_depth``): past one
+    convolution, the band sums of each channel, then one REDUCE_SUM over the depth."""
     return q.kind == Op.REDUCE_SUM and over_depth(q)
 
 
@@ -122,7 +129,7 @@ def _one_kernel(q, view, kernel) -> bool:
         return window is not None and window_refusal(window) is None
     if q.kind == Op.REDUCE_SUM:
         return kh <= MAX_CONV_ROWS and kh * kw <= MAX_CONV_TAPS and \
-            (not whole_sum(q) or kh * kw * view[2] <= MAX_WEIGHT_SUM)
+            (not sum_over_depth(q) or kh * kw * view[2] <= MAX_WEIGHT_SUM)
     return one_pool(kh, kw)
 
 
@@ -148,7 +155,7 @@ def refusal(q) -> str | None:
     if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] not in SUM_TYPES:
         return (f"a {q.in_dtypes[0]} {q.tflite_name} over {kh}x{kw}; past one kernel of "
                 f"64 rows and 4096 elements the pools sum {', '.join(SUM_TYPES)}")
-    if whole_sum(q) and kh * kw * b.view[2] > MAX_INT8_COUNT:
+    if sum_over_depth(q) and kh * kw * b.view[2] > MAX_INT8_COUNT:
         return (f"SUM over {kh * kw * b.view[2]} elements, whose sum may leave 32 bits; the "
                 f"NPU's int32 partial sums take at most {MAX_INT8_COUNT}")
     if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] == "int16" and \
@@ -167,21 +174,20 @@ def _aligned(n: int) -> int:
 
 def _partial_bytes(b: Bands) -> int:
     """One band's int32 sums, aligned."""
-    _, ow, c = b.out_view
-    return _aligned(ow * c * 4)
+    return _aligned(int(np.prod(b.out_view)) * 4)
 
 
 def work_bytes(q) -> int:
     """The working memory of the pools: SUM / MEAN three int32 partial results (a band's and
-    two running sums) where there is more than one band, and a SUM over the whole tensor one
-    more, the channels' sums its REDUCE_SUM reads (``planner.parts``' working memory of a
+    two running sums) where there is more than one band, and a SUM over the depth one more,
+    the channels' sums its REDUCE_SUM reads (``planner.parts``' working memory of a
     reduction over the depth is this); REDUCE_MAX the bands' maxima; REDUCE_MIN its input's
     NOT before them."""
     b = bands(q)
     if b is None:
         return 0
     if q.kind in (Op.REDUCE_SUM, Op.MEAN):
-        return _partial_bytes(b) * ((3 if b.count > 1 else 0) + int(whole_sum(q)))
+        return _partial_bytes(b) * ((3 if b.count > 1 else 0) + int(sum_over_depth(q)))
     flipped = _aligned(int(np.prod(b.view))) if q.kind == Op.REDUCE_MIN else 0
     _, ow, c = b.out_view
     return flipped + _aligned(b.count * ow * c * np.dtype(q.in_dtypes[0]).itemsize)
@@ -219,13 +225,13 @@ def _rows(x: FmSlot, first: int, rows: int) -> FmSlot:
 
 
 def _sum_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
-    """SUM / MEAN: the banded sums scaled into the output; a SUM over the whole tensor: the
+    """SUM / MEAN: the banded sums scaled into the output; a SUM over the depth: the
     channels' int32 sums, then their REDUCE_SUM over the depth scales into the output."""
     from ethosu.vela.operation import ExplicitScaling  # Vela is the optional 'vela' extra
 
     api = vela_api()
     scale = _scale(q, b)
-    if not whole_sum(q):
+    if not sum_over_depth(q):
         return _banded_sums(q, b, x, out, scale, em)
     # after the three slots of the running sums where there are several bands
     sums = FmSlot(SCRATCH_REGION, em.work + (3 * _partial_bytes(b) if b.count > 1 else 0),
