@@ -135,7 +135,8 @@ def _one_kernel(q, view, kernel) -> bool:
 
 def bands(q) -> Bands | None:
     """The bands of ``q`` where it is a reduction over height and width (MEAN: of its NHWC
-    view) that one NPU kernel cannot take; None where one can, or for other reductions."""
+    view; SUM: with the depth too) that one NPU kernel cannot take; None where one can, or
+    for other reductions."""
     found = _view_and_kernel(q)
     if found is None or _one_kernel(q, *found):
         return None
@@ -162,6 +163,9 @@ def refusal(q) -> str | None:
             kh * kw > MAX_INT16_COUNT:
         return (f"an int16 {q.tflite_name} of {kh * kw} elements, whose sum may leave 32 "
                 f"bits; the NPU's int32 partial sums take at most {MAX_INT16_COUNT}")
+    if q.kind == Op.REDUCE_MIN and q.in_dtypes[0] != "int8":
+        return (f"a {q.in_dtypes[0]} REDUCE_MIN over {kh}x{kw}; its bitwise-NOT table holds "
+                "the 256 int8 codes")
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and b.count > MAX_POOL_ROWS:
         return (f"{q.tflite_name} over {kh}x{kw}: {b.count} bands of {b.rows} rows; the max "
                 f"pool over their maxima takes at most {MAX_POOL_ROWS}")
