@@ -1,0 +1,77 @@
+"""The differential check of one mixed model (mixed_models.py): compiled for the Ethos-U with
+the TFLite Micro host at the default budget and at the least memory the planner can plan it
+in (so it cascades where it can), each written file run as a board runs it (the ``ethos-u``
+operators on the functional model, the rest on TFLite Micro's kernels) against TFLite Micro
+on the source model, output bytes equal; with ``llvm`` also the ``ethos-u,llvm`` package."""
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+import numpy as np
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import inputs_for
+from tvm_ethos.backends.tflite_micro.reference import TflmReference
+
+
+class Budget(enum.Enum):
+    DEFAULT = "default"   # the device's SRAM
+    TIGHT = "tight"       # the largest subgraph's least memory: every part cascaded if it can
+
+
+class Outcome(NamedTuple):
+    """What one model did: the operators per target, whether the tight plan cascaded
+    (a plan of several parts), and the subgraphs' least memory (estimated bytes)."""
+    placed: dict
+    cascaded: bool
+    tight_bytes: int
+    host_reasons: tuple[str, ...]
+
+
+class Mismatch(AssertionError):
+    """The compiled model's output differs from TFLite Micro's."""
+
+
+def _compare(cm, ref: TflmReference, rs, runs: int, what: str) -> None:
+    for k in range(runs):
+        xs = inputs_for(cm.inputs, rs)
+        got, want = cm.run(*xs), ref.run(xs)
+        if len(got) != len(want):
+            raise Mismatch(f"{what}: {len(got)} outputs, TFLite Micro {len(want)}")
+        for g, w in zip(got, want):
+            g = np.asarray(g).reshape(w.shape).astype(np.int64)
+            diff = np.abs(g - w.astype(np.int64))
+            if diff.max() != 0:
+                raise Mismatch(f"{what}, input {k}: {int((diff > 0).sum())} of {diff.size} "
+                               f"codes differ, by up to {int(diff.max())}; first at "
+                               f"{np.argwhere(diff)[0].tolist()}")
+
+
+def _least_memory(cm) -> int:
+    subs = cm.plan_report.get("subgraphs", {}).values()
+    return max((s["smallest_memory_bytes"] for s in subs if s.get("planned")), default=0)
+
+
+def _cascades(cm) -> bool:
+    return any(len(p["parts"]) > 1 for s in cm.plan_report.get("subgraphs", {}).values()
+               for p in s.get("plans", ()))
+
+
+def check(model: bytes, seed: int = 0, runs: int = 2, llvm: bool = False) -> Outcome:
+    """Raise ``Mismatch`` where a compiled form of ``model`` differs from TFLite Micro."""
+    ref = TflmReference(model)
+    rs = np.random.RandomState(seed)
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    _compare(cm, ref, rs, runs, "ethos-u, default budget")
+    tight = _least_memory(cm)
+    cascaded = False
+    if tight:
+        ct = tvm_ethos.compile(model, "ethos-u", cache_dir=False, budget=tight)
+        _compare(ct, ref, rs, runs, f"ethos-u, budget {tight} B")
+        cascaded = _cascades(ct)
+    if llvm:
+        cl = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+        _compare(cl, ref, rs, runs, "ethos-u,llvm")
+    reasons = tuple(f"{p.kind}: {p.why}" for p in cm.placement if p.placed_on != "ethos-u")
+    return Outcome(dict(cm.partition_summary), cascaded, tight, reasons)
