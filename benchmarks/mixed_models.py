@@ -49,7 +49,7 @@ def main(argv=None) -> int:
                     help="every N-th model also on ethos-u,llvm (0: none)")
     a = ap.parse_args(argv)
     kinds, placed, failures = collections.Counter(), collections.Counter(), []
-    hosts, cascaded, seen = collections.Counter(), 0, set()
+    hosts, cascaded, splits, seen = collections.Counter(), 0, 0, set()
     t0 = time.time()
     for i, recipe in enumerate(draw(a.models, a.seed)):
         if recipe in seen:          # hypothesis may draw one twice
@@ -65,12 +65,15 @@ def main(argv=None) -> int:
             continue
         placed.update(out.placed)
         cascaded += out.cascaded
+        splits += out.oracle_split
         hosts.update(r.split(":")[0] + ":" + r.split(":", 1)[1][:400] for r in out.host_reasons)
     n = len(seen)
     print(f"\n{n} models ({a.models} drawn, campaign {a.seed}), {len(failures)} failed, "
           f"{time.time() - t0:.0f} s")
     print(f"tight plans that cascade (a plan of several parts): {cascaded} of "
           f"{n - len(failures)}")
+    print(f"models where TFLite Micro and LiteRT's reference kernels disagree (ours equal to "
+          f"LiteRT's; mixed_run.py): {splits}")
     print("operators placed: " + ", ".join(f"{k} {v}" for k, v in sorted(placed.items())))
     print("\n| operator | drawn |\n| --- | --- |")
     for k, v in sorted(kinds.items()):

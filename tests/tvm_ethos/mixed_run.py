@@ -2,7 +2,14 @@
 the TFLite Micro host at the default budget and at the least memory the planner can plan it
 in (so it cascades where it can), each written file run as a board runs it (the ``ethos-u``
 operators on the functional model, the rest on TFLite Micro's kernels) against TFLite Micro
-on the source model, output bytes equal; with ``llvm`` also the ``ethos-u,llvm`` package."""
+on the source model, output bytes equal; with ``llvm`` also the ``ethos-u,llvm`` package.
+
+One difference is known and told apart: TFLite Micro computes int8 LOGISTIC and TANH in
+gemmlowp's fixed point, LiteRT's reference kernels (and our LUTs) tabulate them in float, and
+the two round a code differently where the input scale is small (1/256: a LOGISTIC's output
+read by a TANH). Where TFLite Micro differs from LiteRT's reference kernels on the source model
+and ours equals LiteRT's, the run counts as an ``oracle_split``, not a mismatch
+(test_mixed_models.py pins the TFLite Micro difference as a strict xfail)."""
 from __future__ import annotations
 
 import enum
@@ -11,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import inputs_for
+from tests.helpers.tflite_oracle import inputs_for, oracle
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
 
 
@@ -22,39 +29,58 @@ class Budget(enum.Enum):
 
 class Outcome(NamedTuple):
     """What one model did: the operators per target, whether the tight plan cascaded
-    (a plan of several parts), and the subgraphs' least memory (estimated bytes)."""
+    (a plan of several parts), the subgraphs' least memory (estimated bytes), why operators
+    stayed on the host, and whether TFLite Micro and LiteRT's reference kernels disagreed on
+    an input (ours then equal to LiteRT's)."""
     placed: dict
     cascaded: bool
     tight_bytes: int
     host_reasons: tuple[str, ...]
+    oracle_split: bool = False
 
 
 class Mismatch(AssertionError):
     """The compiled model's output differs from TFLite Micro's."""
 
 
-def _compare(cm, ref: TflmReference, rs, runs: int, what: str) -> None:
+def _differs(got: list, want: list) -> np.ndarray | None:
+    """The absolute differences of the first output that differs, or None."""
+    for g, w in zip(got, want):
+        diff = np.abs(np.asarray(g).reshape(w.shape).astype(np.int64) - w.astype(np.int64))
+        if diff.max() != 0:
+            return diff
+    return None
+
+
+def _compare(cm, model: bytes, ref: TflmReference, rs, runs: int, what: str) -> bool:
+    """Whether TFLite Micro and LiteRT's reference kernels disagreed (ours equal to LiteRT's);
+    ``Mismatch`` where ours differs otherwise."""
+    split = False
     for k in range(runs):
         xs = inputs_for(cm.inputs, rs)
         got, want = cm.run(*xs), ref.run(xs)
         if len(got) != len(want):
             raise Mismatch(f"{what}: {len(got)} outputs, TFLite Micro {len(want)}")
-        for g, w in zip(got, want):
-            g = np.asarray(g).reshape(w.shape).astype(np.int64)
-            diff = np.abs(g - w.astype(np.int64))
-            if diff.max() != 0:
-                raise Mismatch(f"{what}, input {k}: {int((diff > 0).sum())} of {diff.size} "
-                               f"codes differ, by up to {int(diff.max())}; first at "
-                               f"{np.argwhere(diff)[0].tolist()}")
+        diff = _differs(got, want)
+        if diff is None:
+            continue
+        litert = oracle(model, xs)
+        if _differs(litert, want) is not None and _differs(got, litert) is None:
+            split = True
+            continue
+        raise Mismatch(f"{what}, input {k}: {int((diff > 0).sum())} of {diff.size} "
+                       f"codes differ, by up to {int(diff.max())}; first at "
+                       f"{np.argwhere(diff)[0].tolist()}")
+    return split
 
 
 def _least_memory(cm) -> int:
-    subs = cm.plan_report.get("subgraphs", {}).values()
+    subs = (cm.plan_report or {}).get("subgraphs", {}).values()
     return max((s["smallest_memory_bytes"] for s in subs if s.get("planned")), default=0)
 
 
 def _cascades(cm) -> bool:
-    return any(len(p["parts"]) > 1 for s in cm.plan_report.get("subgraphs", {}).values()
+    return any(len(p["parts"]) > 1 for s in (cm.plan_report or {}).get("subgraphs", {}).values()
                for p in s.get("plans", ()))
 
 
@@ -63,15 +89,15 @@ def check(model: bytes, seed: int = 0, runs: int = 2, llvm: bool = False) -> Out
     ref = TflmReference(model)
     rs = np.random.RandomState(seed)
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
-    _compare(cm, ref, rs, runs, "ethos-u, default budget")
+    split = _compare(cm, model, ref, rs, runs, "ethos-u, default budget")
     tight = _least_memory(cm)
     cascaded = False
     if tight:
         ct = tvm_ethos.compile(model, "ethos-u", cache_dir=False, budget=tight)
-        _compare(ct, ref, rs, runs, f"ethos-u, budget {tight} B")
+        split |= _compare(ct, model, ref, rs, runs, f"ethos-u, budget {tight} B")
         cascaded = _cascades(ct)
     if llvm:
         cl = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
-        _compare(cl, ref, rs, runs, "ethos-u,llvm")
+        split |= _compare(cl, model, ref, rs, runs, "ethos-u,llvm")
     reasons = tuple(f"{p.kind}: {p.why}" for p in cm.placement if p.placed_on != "ethos-u")
-    return Outcome(dict(cm.partition_summary), cascaded, tight, reasons)
+    return Outcome(dict(cm.partition_summary), cascaded, tight, reasons, split)

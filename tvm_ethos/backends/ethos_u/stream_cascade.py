@@ -430,6 +430,12 @@ class _Emitter:
             self.ops += em.sequence(q, operands, ofm, self.emission(step),
                                     stripe_box(q, box, full))
             return
+        if em.form is Form.ALIAS and tuple(box) != full and self.dims(ins[0])[0] == oshape \
+                and len(oshape) == 4 and box[3] == full[3]:
+            # a RESHAPE to its own shape (the importer's after a SLICE) in a cascade whose next
+            # Part reads only part of it: the box copied, as any other stripe
+            self.ops.append(self.box_copy(ins[0], out, box))
+            return
         if em.whole(len(oshape)):
             self.emit_whole(step, q, em, box, full, out, ins, in_q)
             return
@@ -586,6 +592,19 @@ class _Emitter:
         flat = {"shape": (1, 1, n)}
         npu = identity_copy(dataclasses.replace(src, **flat), dataclasses.replace(dst, **flat),
                             "RESHAPE")
+        npu.block_config = self.fallback_block(npu)
+        npu.name = "reshape"
+        return npu
+
+    def box_copy(self, src, out, box):
+        """The identity copy of ``box`` of ``src`` into the same box of ``out`` (a tensor of
+        its shape)."""
+        (_, _), rows, cols, (_, c) = box
+        (_, dtype) = self.dims(out)
+        slot = FmSlot(1, 0, (rows[1] - rows[0], cols[1] - cols[0], c), dtype, None, 0)
+        npu = identity_copy(slot, slot, "RESHAPE")
+        self.place(npu, [(slot, self.box_fm(src, rows, cols, None))],
+                   self.box_fm(out, rows, cols, None), reversed_=False)
         npu.block_config = self.fallback_block(npu)
         npu.name = "reshape"
         return npu

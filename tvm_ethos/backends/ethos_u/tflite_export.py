@@ -232,9 +232,13 @@ class SourceGraph:
         read_outside = {t for i in range(len(self.kinds)) if i not in ops for t in self.reads[i]}
         ins, outs = [], []
         for i in sorted(ops):
-            ins += [t for t in self.reads[i] if t not in written and t not in ins]
-            outs += [t for t in self.writes[i]
-                     if (t in read_outside or t in self.graph_outputs) and t not in outs]
+            # one at a time: an operator may read one tensor twice (``x * x``), still one input
+            for t in self.reads[i]:
+                if t not in written and t not in ins:
+                    ins.append(t)
+            for t in self.writes[i]:
+                if (t in read_outside or t in self.graph_outputs) and t not in outs:
+                    outs.append(t)
         return ins, outs
 
     def numel_dtype(self, t: int) -> tuple[int, int]:
