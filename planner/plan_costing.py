@@ -401,7 +401,7 @@ class PlanCosting:
                 if not t.is_constant and self.staged(t))
         for t, prop in staged:
             win = stripe.propagate(prop, t.shape)
-            buf = list(win.max_spans())
+            buf = [max(1, n) for n in win.max_spans()]   # see plans.py: none read, one held
             if any(win.order):
                 inner = max(win.order)
                 axes = [a for a in range(len(t.shape))

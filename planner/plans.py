@@ -325,7 +325,9 @@ class PlanGenerator(PlanCosting):
                                     - offset[a]) for a in range(rank))
             union = StripeConfig(shape, t.shape, first.strides, first.order, first.stripes,
                                  offset)
-        buf = list(union.max_spans())
+        # at least one element per axis: where no stripe of a consumer reads the tensor (it
+        # reads only a PAD's border) the tensor is still computed, into a buffer nothing reads
+        buf = [max(1, n) for n in union.max_spans()]
         if lockstep and len(wins) == 1:
             cfg = lockstep_config(union, prologue)
             if cfg is not None:

@@ -103,3 +103,17 @@ def test_small_scale_tanh_and_logistic_equal_tflite_micro(kind):
     model, x = _small_scale_activation(kind)
     got = tvm_ethos.compile(model, "ethos-u", cache_dir=False).run(x)[0]
     np.testing.assert_array_equal(got.reshape(x.shape), TflmReference(model).run([x])[0])
+
+
+def test_a_tensor_read_only_through_a_pads_border_compiles_on_ethos_u_llvm():
+    """The second SLICE reads only the PAD's border, so no stripe of the first SLICE's output
+    is ever read: the planner sized its buffer at 0 columns and the schedule folded the
+    tensor modulo 0 (ethos-u,llvm's compile failed: "Divide by zero"). Its buffer is one
+    element now; the stream still refuses the subgraph (a 0-wide stripe), so the tflite-micro
+    host keeps it as TFLite operators."""
+    model = build(Recipe((1, 10, 6, 2), 2, (Step(Kind.SLICE, ((0, 7, 5, 0), (1, 3, 1, 1))),
+                                            Step(Kind.PAD, (2, 0, 2, 2)),
+                                            Step(Kind.SLICE, ((0, 0, 0, 0), (1, 3, 1, 1))))))
+    check(model, llvm=True)
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
