@@ -16,11 +16,10 @@ import enum
 from typing import NamedTuple
 
 import numpy as np
-import tflite
 from graph_builder import Graph
 from hypothesis import strategies as st
 from operator_models import _opts
-from tflite_builder import BO, BOPT, T
+from tflite_builder import BO, T
 
 
 class Kind(enum.Enum):
@@ -329,5 +328,3 @@ def _concat(g: Graph, a: int, b: int) -> int:
     g.ops.append((BO.CONCATENATION, otype, ofn, [a, b], [y]))
     return y
 
-
-__all__ = ["BOPT", "Kind", "Recipe", "Step", "build", "recipes", "tflite"]
