@@ -4,11 +4,11 @@ stream against TFLite Micro (test_mixed_models.py, benchmarks/mixed_models.py).
 
 A model is drawn as a ``Recipe``: an input shape, a seed for weights and quantizations, and
 ``Step``s, each one operator whose parameters were drawn to fit the shape before it. Shapes
-are small, so a model compiles in a second or two. ``build`` writes the recipe with
-``graph_builder.Graph`` (its convolutions, pools, ADD/MUL and MEAN) and the same flatbuffer
-writer for the rest; the quantizations are those TFLite Micro's kernels accept (an average
-pool, a concatenation, a pad or a data movement keeps its input's; LOGISTIC, TANH and SOFTMAX
-the converter's fixed ones).
+are kept small (at most 4096 elements a tensor) so that a sweep covers many models.
+``build`` writes the recipe with ``graph_builder.Graph`` (its convolutions, pools, ADD/MUL and
+MEAN) and the same flatbuffer writer for the rest; the quantizations are those TFLite
+Micro's kernels accept (an average pool, a concatenation, a pad or a data movement keeps its
+input's; LOGISTIC, TANH and SOFTMAX the converter's fixed ones).
 """
 from __future__ import annotations
 
