@@ -17,11 +17,7 @@ from planner.perf.ethos_u_npu import ACCELERATORS, find_block_config
 from tests.helpers.perf_strategies import PROPS, npu_ops
 from tests.helpers.tflite_oracle import oracle, random_inputs
 from tests.tvm_ethos.test_stream_cascade import LAYERS, _chain, _two_convs, compile_on_frontier
-from tvm_ethos.backends.ethos_u.stream_block_agreement import (
-    AGREED_BLOCK,
-    candidate_blocks,
-    config_with_block,
-)
+from tvm_ethos.backends.ethos_u.stream_block_agreement import AGREED_BLOCK, config_with_block
 from tvm_ethos.backends.ethos_u.stream_cascade import _Emitter
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 
@@ -248,56 +244,6 @@ def test_an_operation_keeps_the_block_before_where_that_is_no_slower(monkeypatch
 
     assert changes(_kernel_blocks(agreeing, x)) < changes(_kernel_blocks(own, x))
     assert len(agreeing.driver_payload) < len(own.driver_payload)
-
-
-BLOCKS = st.tuples(st.integers(1, 64), st.integers(1, 64), st.sampled_from([8, 16, 32, 64]))
-
-
-@given(held=BLOCKS, own=BLOCKS)
-@settings(max_examples=25)
-def test_the_whole_block_before_is_tried_first_then_its_height_and_width(held, own):
-    """An operation may take the block of the operation before it whole (no block register
-    written again), else its height and width with the operation's own depth, in that order;
-    never its own block, which needs no agreement."""
-    got = candidate_blocks(held, own)
-    want = [b for b in (held, held[:2] + own[2:]) if b != own]
-    assert got == tuple(dict.fromkeys(want))
-    assert own not in got
-    assert all(b[:2] == held[:2] and b[2] in (held[2], own[2]) for b in got)
-
-
-def _layers(seed, h, w, c, layers):
-    """A chain of (kind, output channels) layers: 3x3 convolutions, depthwise, 1x1."""
-    g = Graph(np.random.RandomState(seed))
-    x = g.input((1, h, w, c))
-    for kind, channels in layers:
-        if kind == "conv3":
-            x = g.conv2d(x, channels, act="relu")
-        elif kind == "dw3":
-            x = g.conv2d(x, 0, depthwise=True, act="relu")
-        else:
-            x = g.conv2d(x, channels, kernel=(1, 1))
-    return g.build([x])
-
-
-def test_a_cascade_keeps_the_block_depth_before_where_that_is_no_slower():
-    """A cascade whose layers' own blocks differ in depth (16 and 32 output channels): where
-    the whole block of the operation before is legal and estimated no slower, the operation
-    runs it, so the block depth register is not written again at the layer switches (with
-    each layer's own depth most operations rewrite it); bit-exact with LiteRT."""
-    model = _layers(0, 16, 16, 8, [("conv3", 16), ("dw3", 0), ("conv1", 32), ("dw3", 0),
-                                   ("conv1", 16)])
-    cm = tvm_ethos.compile(model, f"ethos-u -accelerator_config={ACC_NAME},llvm",
-                           npu_runtime="stream", cache_dir=False, budget="smallest")
-    ((sym, entry),) = cm.plan_report["streams"].items()
-    assert entry["block_configs"].get(AGREED_BLOCK, 0) > 0
-    (x,) = random_inputs(model, np.random.RandomState(3))
-    outs, seen = _blocks_run(cm.program.payloads[sym], x)
-    ref = oracle(model, [x])[0]
-    np.testing.assert_array_equal(outs[0].reshape(ref.shape), ref)
-    depths = [blk[2] for _, blk, _, _, _ in seen]
-    assert len(depths) > 100
-    assert sum(a != b for a, b in zip(depths, depths[1:])) == 0, depths
 
 
 @pytest.mark.parametrize("budget", [None, "4KiB"])

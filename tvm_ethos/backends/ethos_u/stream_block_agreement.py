@@ -1,16 +1,13 @@
-"""An operation runs the block of the operation before it, where the planner's performance
-model estimates that no slower than its own block.
+"""An operation runs the block height and width of the operation before it, where the
+planner's performance model estimates that no slower than its own block.
 
 Vela's register command generator writes a register only when its value changes. In a
 cascade the operations alternate between layers, and each layer's own block writes the
-block registers (``OFM_BLK_HEIGHT_M1``, ``OFM_BLK_WIDTH_M1``, ``OFM_BLK_DEPTH_M1``) again at
-every switch. Often the block of the layer before fits as well: the choice is free where the
-estimated cycles do not grow, and taking it leaves those registers as they are. The whole
-block (height, width and depth) is tried first, then its height and width with the
-operation's own depth; the weights are encoded for the depth the operation runs (once per
-operator and depth), so its outputs do not depend on the choice. A block larger than the
-operation's output along an axis is not taken (the generator's own blocks are clipped to the
-output).
+block registers (``OFM_BLK_HEIGHT_M1``, ``OFM_BLK_WIDTH_M1``) again at every switch. Often
+the block of the layer before fits as well: the choice is free where the estimated cycles do
+not grow, and taking it leaves those registers as they are. The block's depth is kept (the
+weights are encoded for it), and a block larger than the operation's output along an axis is
+not taken (the generator's own blocks are clipped to the output).
 """
 from __future__ import annotations
 
@@ -29,19 +26,6 @@ from planner.perf.ethos_u_npu import (
 #: why an operation runs the block it runs: the one of the operation before it, estimated no
 #: slower than its own (``stream_cascade._Emitter.block_config``)
 AGREED_BLOCK = "planner's estimate: the block of the operation before, no slower"
-
-
-def candidate_blocks(held: tuple[int, int, int], own: tuple[int, int, int]
-                     ) -> tuple[tuple[int, int, int], ...]:
-    """The blocks (height, width, depth) an operation whose own block is ``own`` may take
-    from the operation before it, which ran ``held``, best first: ``held`` itself (no block
-    register written again), then its height and width with ``own``'s depth (the depth
-    register alone written). ``own`` is never among them: it needs no agreement."""
-    out: list[tuple[int, int, int]] = []
-    for block in (tuple(held), tuple(held[:2]) + tuple(own[2:])):
-        if block != tuple(own) and block not in out:
-            out.append(block)
-    return tuple(out)
 
 
 def config_with_block(acc: EthosUAccelerator, op: NpuOp,

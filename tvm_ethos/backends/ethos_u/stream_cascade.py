@@ -83,7 +83,6 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.backends.ethos_u.stream_block_agreement import (
     AGREED_BLOCK,
-    candidate_blocks,
     no_slower,
     within_output,
 )
@@ -180,10 +179,9 @@ class _Emitter:
 
     Each operation's block is the one the planner's performance model (``perf``, the
     device's) costed its stripe with, where Vela lists it as legal for the operation
-    (:func:`~tvm_ethos.backends.ethos_u.npu_ops.chosen_block`), or the block of the
-    operation before (whole, else its height and width) where that is legal and estimated
-    no slower (``stream_block_agreement``: the registers are not written again);
-    ``block_sources``
+    (:func:`~tvm_ethos.backends.ethos_u.npu_ops.chosen_block`), or the height and width of
+    the operation before's where that is legal and estimated no slower
+    (``stream_block_agreement``: the registers are not written again); ``block_sources``
     counts the operations by where their block came from."""
 
     def __init__(self, lw, acc, accelerator, flash, storage, offsets, part_layer, consts,
@@ -200,7 +198,7 @@ class _Emitter:
         self.step_at = None          # (part, box) of the step being emitted
         self.planned: dict = {}      # (part, stripe shape) -> [(NPU class, BlockConfig,
         #                              planner NpuOp, the Part's whole NpuOp or None)]
-        self.held = None             # (height, width, depth): the last operation's block
+        self.held = None             # (height, width) of the block the last operation ran
         self.agreed: dict = {}       # (block key, held) -> the agreeing block, or None
         self.block_sources: dict = {}
         self.blocks: dict = {}
@@ -241,37 +239,35 @@ class _Emitter:
         if traversal is not None:
             npu.block_traversal = traversal
         if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED) and self.held is not None and \
-                self.held != (cfg.height, cfg.width, cfg.depth):
+                self.held != (cfg.height, cfg.width):
             if (key, self.held) not in self.agreed:
                 self.agreed[key, self.held] = self.agreeing_block(npu, cfg)
             agreed = self.agreed[key, self.held]
             if agreed is not None:
                 cfg, why = agreed, AGREED_BLOCK
         self.block_sources[why] = self.block_sources.get(why, 0) + 1
-        self.held = (cfg.height, cfg.width, cfg.depth)
+        self.held = (cfg.height, cfg.width)
         return cfg
 
     def agreeing_block(self, npu, cfg):
         """The block of ``npu`` (an operation of the current step, whose own block is
-        ``cfg``) taken from the block the previous operation ran, whole or its height and
-        width (``candidate_blocks``, in that order): the first that is no larger than
-        ``npu``'s output needs, that Vela's generator takes and that the planner's
-        performance model estimates no slower; else None."""
+        ``cfg``) with the height and width the previous operation ran: where it is no larger
+        than ``npu``'s output needs, Vela's generator takes it and the planner's performance
+        model estimates it no slower; else None."""
         planned = self.planned_op(npu)
         if planned is None or not hasattr(self.perf, "fm_timing"):   # not an Ethos-U model
             return None
         op, whole = planned
-        ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
-        ublock = ACCELERATORS[self.accelerator].ofm_ublock
-        own = (cfg.height, cfg.width, cfg.depth)
-        for other in candidate_blocks(self.held, own):
-            if not within_output(other, ofm, ublock):
-                continue
-            got, why = chosen_block(npu, self.acc, other)
-            if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED) and \
-                    no_slower(self.perf, op, whole, own, other):
-                return got
-        return None
+        ofm = (npu.ofm.shape.height, npu.ofm.shape.width)
+        if not within_output(self.held, ofm, ACCELERATORS[self.accelerator].ofm_ublock[:2]):
+            return None
+        other = self.held + (cfg.depth,)
+        got, why = chosen_block(npu, self.acc, other)
+        if why not in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
+            return None
+        if not no_slower(self.perf, op, whole, (cfg.height, cfg.width, cfg.depth), other):
+            return None
+        return got
 
     def fallback_block(self, npu):
         """The block of an operation the planner does not cost as such (a SOFTMAX's pieces,
@@ -281,7 +277,7 @@ class _Emitter:
         if why in (PLANNER_BLOCK, PLANNER_BLOCK_UNLISTED):
             why = SEARCHED
         self.block_sources[why] = self.block_sources.get(why, 0) + 1
-        self.held = (cfg.height, cfg.width, cfg.depth)
+        self.held = (cfg.height, cfg.width)
         return cfg
 
     def searched_block(self, npu):
