@@ -275,6 +275,59 @@ def reduce(code, shape, axes, dtype="int8", keep=True) -> bytes:
                 op_inputs=[0, 2])
 
 
+def squeeze(dtype="int8") -> bytes:
+    return _one([_t((1, 1, 4, 8), dtype), _t((1, 4, 8), dtype)], BO.SQUEEZE, [0], [1],
+                _opts("SqueezeOptions", SqueezeDims=[1]))
+
+
+def reverse(dtype="int8") -> bytes:
+    """REVERSE_V2 along the width."""
+    return _one([_t(SHAPE, dtype), _t(SHAPE, dtype), _i32([2])], BO.REVERSE_V2, [0], [1],
+                op_inputs=[0, 2])
+
+
+def mirror_pad(dtype="int8") -> bytes:
+    return with_params(BO.MIRROR_PAD, SHAPE, [[[0, 0], [1, 1], [1, 1], [0, 0]]],
+                       (1, 6, 6, 8), dtype, _opts("MirrorPadOptions", Mode=0))
+
+
+def padv2(dtype="int8", fill=5) -> bytes:
+    """PADV2 of height and width with the constant code ``fill``."""
+    pads = _i32([[0, 0], [1, 1], [1, 1], [0, 0]])
+    value = _t((), dtype, data=np.array(fill, dtype))
+    return _one([_t(SHAPE, dtype), _t((1, 6, 6, 8), dtype), pads, value], BO.PADV2, [0], [1],
+                op_inputs=[0, 2, 3])
+
+
+def arg_max(dtype="int8") -> bytes:
+    """ARG_MAX over the depth into int32."""
+    return _one([_t(SHAPE, dtype), T([1, 4, 4], "int32"), _i32([3])], BO.ARG_MAX, [0], [1],
+                _opts("ArgMaxOptions", OutputType=tflite.TensorType.INT32), op_inputs=[0, 2])
+
+
+#: operators that move codes, each built of a given type (every tensor quantized alike)
+COPIES: dict[str, Callable[[str], bytes]] = {
+    "RESHAPE": lambda d: with_params(BO.RESHAPE, SHAPE, [[1, 16, 8]], (1, 16, 8), d),
+    "SQUEEZE": squeeze,
+    "EXPAND_DIMS": lambda d: with_params(BO.EXPAND_DIMS, (4, 4, 8), [[0]], SHAPE, d),
+    "SPLIT": lambda d: split(SHAPE, 3, d),
+    "SPLIT_V": lambda d: split(SHAPE, 3, d, sizes=[3, 5]),
+    "SLICE": lambda d: with_params(BO.SLICE, SHAPE, [[0, 1, 0, 2], [1, 2, 4, 5]],
+                                   (1, 2, 4, 5), d),
+    "STRIDED_SLICE": lambda d: with_params(
+        BO.STRIDED_SLICE, SHAPE, [[0, 0, 1, 0], [1, 4, 4, 8], [1, 2, 1, 1]], (1, 2, 3, 8), d,
+        _opts("StridedSliceOptions")),
+    "PACK": lambda d: pack((1, 4, 8), 1, d),
+    "UNPACK": lambda d: unpack(SHAPE, 1, d),
+    "TRANSPOSE": lambda d: with_params(BO.TRANSPOSE, SHAPE, [[0, 2, 1, 3]], SHAPE, d),
+    "TILE": lambda d: with_params(BO.TILE, SHAPE, [[1, 2, 1, 1]], (1, 8, 4, 8), d),
+    "REVERSE_V2": reverse,
+    "MIRROR_PAD": mirror_pad,
+    "PAD": lambda d: pad(SHAPE, [[0, 0], [1, 1], [1, 1], [0, 0]], d),
+    "CONCATENATION": lambda d: concatenation(dtype=d),
+}
+
+
 # ------------------------------------------------------------------------ the probes
 _ELEMENTWISE = (("ADD", BO.ADD), ("SUB", BO.SUB), ("MUL", BO.MUL), ("MAXIMUM", BO.MAXIMUM),
                 ("MINIMUM", BO.MINIMUM), ("SQUARED_DIFFERENCE", BO.SQUARED_DIFFERENCE))
@@ -514,8 +567,31 @@ def _movement() -> list[Probe]:
     return forms
 
 
+def _dtypes() -> list[Probe]:
+    """The uint8 / int16 forms of Vela 5.2's operators the other probes leave out
+    (benchmarks/dtype_sweep.py lists every form it swept, these among them)."""
+    forms = [Probe(op, "uint8", lambda b=COPIES[op]: b("uint8"))
+             for op in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "SLICE",
+                        "STRIDED_SLICE", "PACK", "UNPACK", "TRANSPOSE", "TILE", "REVERSE_V2",
+                        "MIRROR_PAD")]
+    forms += [
+        Probe("EXP", "int8", lambda: unary(BO.EXP, q_out=Q_OUT["int8"])),
+        Probe("EXP", "uint8", lambda: unary(BO.EXP, dtype="uint8", q_out=Q_OUT["uint8"])),
+        Probe("ARG_MAX", "uint8", lambda: arg_max("uint8")),
+        Probe("QUANTIZE", "uint8 to uint8", lambda: quantize("uint8", "uint8")),
+        Probe("QUANTIZE", "int8 to int8", lambda: quantize("int8", "int8")),
+        Probe("QUANTIZE", "uint8 to int16", lambda: quantize("uint8", "int16")),
+        Probe("QUANTIZE", "int16 to uint8", lambda: quantize("int16", "uint8")),
+        Probe("FULLY_CONNECTED", "int16 batch 2", lambda: fully_connected((2, 32), dtype="int16")),
+        Probe("PADV2", "uint8 constant apart from the zero point", lambda: padv2("uint8")),
+        Probe("PADV2", "int16 constant apart from the zero point", lambda: padv2("int16")),
+    ]
+    return forms
+
+
 #: every probe, by row
-PROBES: tuple[Probe, ...] = tuple(_elementwise() + _activations() + _mac() + _movement())
+PROBES: tuple[Probe, ...] = tuple(_elementwise() + _activations() + _mac() + _movement()
+                                   + _dtypes())
 
 #: probes where ours leaves more on the CPU than Vela 5.2, and why
 PROBE_GAPS: dict[tuple[str, str], str] = {
@@ -533,4 +609,12 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
         "neither TFLite Micro nor LiteRT has a uint8 SQUARED_DIFFERENCE kernel (TFLite Micro's: "
         "float32, int32, int8 and int16; LiteRT's: float32, int32 and int8), so nothing "
         "defines its result; the importer refuses it",
+    ("EXP", "uint8"):
+        "neither TFLite Micro nor LiteRT has a uint8 EXP kernel (TFLite Micro's: float32; "
+        "LiteRT's: float32, int8 and int16), so nothing defines its result; the importer "
+        "refuses it (`tflite_support.UNDEFINED_FORMS`)",
+    ("QUANTIZE", "int16 to uint8"):
+        "neither TFLite Micro nor LiteRT quantizes int16 into uint8 (TFLite Micro's kernel "
+        "refuses it at invoke, LiteRT's at prepare: its int16 input goes to int8, int16 or "
+        "int32), so nothing defines its result; the importer refuses it",
 }

@@ -144,12 +144,17 @@ class Finding:
 
 #: INT16, INT8: a QUANTIZE between them is TFLite's integer Requantize, which the importer's
 #: dequantize -> quantize pair is matched as (patterns' "requantize", integer arithmetic);
-#: TFLite Micro has no UINT8 <-> INT16 QUANTIZE
+#: TFLite Micro has no UINT8 <-> INT16 QUANTIZE; LiteRT's kernel requantizes UINT8 into INT16
+#: the same way (it has none from INT16 into UINT8)
 _REQUANTIZE_TYPES = frozenset({7, 9})
+_UINT8, _INT16 = 3, 7
 
 
 def _integer_requantize(opname: str, io: list[int], infos) -> bool:
-    return opname == "QUANTIZE" and {infos[i][1] for i in io} <= _REQUANTIZE_TYPES
+    if opname != "QUANTIZE":
+        return False
+    types = [infos[i][1] for i in io]
+    return set(types) <= _REQUANTIZE_TYPES or types == [_UINT8, _INT16]
 
 
 #: INT16 elementwise operators (and RELU, a requantization; RELU6, a clamp of the codes; ABS,
@@ -242,14 +247,17 @@ def _int16x8_transpose_conv(opname: str, ins: list[int], outs: list[int], infos)
 
 #: INT16 operators that only move codes: the importer moves the codes themselves (PAD where
 #: the zero point is 0, as TFLite Micro's int16 PAD fills with 0 whatever the zero point;
-#: CONCATENATION where every tensor is quantized alike; MIRROR_PAD quantized as its input)
-_INT16_MOVEMENT = frozenset({"TRANSPOSE", "TILE", "PAD", "CONCATENATION", "MIRROR_PAD"})
+#: CONCATENATION where every tensor is quantized alike; MIRROR_PAD quantized as its input;
+#: PADV2 where its input, output and constant are quantized alike: TFLite's kernel fills with
+#: the constant's code)
+_INT16_MOVEMENT = frozenset({"TRANSPOSE", "TILE", "PAD", "CONCATENATION", "MIRROR_PAD",
+                             "PADV2"})
 
 
 def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool:
-    """A TRANSPOSE, TILE, PAD (zero point 0), CONCATENATION (its tensors quantized alike) or
-    MIRROR_PAD (its output quantized as its input) of INT16 codes: the importer moves the
-    codes themselves, exactly."""
+    """A TRANSPOSE, TILE, PAD (zero point 0), CONCATENATION (its tensors quantized alike),
+    MIRROR_PAD (its output quantized as its input) or PADV2 (its input, output and constant
+    quantized alike) of INT16 codes: the importer moves the codes themselves, exactly."""
     if opname not in _INT16_MOVEMENT or not ins or ins[0] < 0 or infos[ins[0]][1] != 7 \
             or [infos[i][1] for i in outs] != [7]:
         return False
@@ -259,6 +267,10 @@ def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool
         return infos[outs[0]][9] in (0, None) and infos[ins[0]][9] in (0, None)
     if opname == "MIRROR_PAD":
         return infos[ins[0]][8:10] == infos[outs[0]][8:10]
+    if opname == "PADV2":
+        q = infos[outs[0]][8:10]
+        return len(ins) == 3 and ins[2] >= 0 and infos[ins[2]][1] == 7 and q[0] is not None \
+            and infos[ins[0]][8:10] == q and infos[ins[2]][8:10] == q
     return True
 
 

@@ -166,6 +166,7 @@ class KernelTypes(NamedTuple):
 UNDEFINED_FORMS: dict[tuple[str, str], KernelTypes] = {
     ("SQUARED_DIFFERENCE", "UINT8"): KernelTypes("float32, int32, int8 and int16",
                                                  "float32, int32 and int8"),
+    ("EXP", "UINT8"): KernelTypes("float32", "float32, int8 and int16"),
 }
 
 

@@ -520,8 +520,8 @@ def _resize(q, o):
 
 def _pad(q, o):
     """Vela's constraint_pad_shape and constraint_padding_dimensions: a 3-D or 4-D tensor, no
-    batch padding; the NPU pads with the zero point (Vela lists PAD, not PADV2: a PADV2 whose
-    constant is the zero point is a PAD, any other constant stays on the host)."""
+    batch padding; the borders are copies of the fill code from flash, so a PADV2's constant
+    other than the zero point pads as well (Vela 5.2 takes that form too)."""
     r = []
     pads = q.attrs["pad_width"]
     if len(pads) not in (3, 4):
@@ -530,10 +530,6 @@ def _pad(q, o):
         )
     elif len(pads) == 4 and any(pads[0]):
         r.append(f"batch padding {pads[0]}; the pad tensor can only pad height, width and depth")
-    if q.out_q is not None and q.attrs.get("fill") != q.out_q[1]:
-        r.append(
-            f"pad value code {q.attrs.get('fill')}; the NPU pads with the zero point {q.out_q[1]}"
-        )
     return r
 
 
