@@ -111,9 +111,11 @@ def quantize(src="int8", dst="int16") -> bytes:
 
 # ------------------------------------------------------------------------ MAC operators
 def conv(shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dilation=(1, 1),
-         padding="SAME", dtype="int8", act=None, depthwise=False, multiplier=1) -> bytes:
+         padding="SAME", dtype="int8", act=None, depthwise=False, multiplier=1,
+         bias_dtype=None) -> bytes:
     """CONV_2D / DEPTHWISE_CONV_2D of ``dtype`` activations (int16: int8 weights and an int64
-    bias; uint8: uint8 weights of one scale) with the output size TFLite computes."""
+    bias unless ``bias_dtype`` says otherwise; uint8: uint8 weights of one scale) with the
+    output size TFLite computes."""
     rs = np.random.RandomState(11)
     n, h, w, cin = shape
     cout = cin * multiplier if depthwise else cout
@@ -123,7 +125,7 @@ def conv(shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dilation=(1, 
     wzp = np.full(wscale.size, 120 if dtype == "uint8" else 0, np.int64)
     wt = T(wshape, wtype, scale=wscale, zp=wzp, data=_codes(wshape, wtype, 12),
            axis=3 if depthwise else 0)
-    btype = "int64" if dtype == "int16" else "int32"
+    btype = bias_dtype or ("int64" if dtype == "int16" else "int32")
     bscale = np.broadcast_to(np.float32(Q_IN[dtype][0]) * wscale, (cout,)).astype(np.float32)
     bias = T([cout], btype, scale=bscale, zp=np.zeros(cout, np.int64),
              data=rs.randint(-2000, 2000, cout).astype(btype))
@@ -145,12 +147,14 @@ def conv(shape=(1, 8, 8, 4), cout=6, kernel=(3, 3), stride=(1, 1), dilation=(1, 
     return _one([_t(shape, dtype), wt, bias, y], code, [0], [3], options, op_inputs=[0, 1, 2])
 
 
-def fully_connected(shape=(1, 32), n=10, dtype="int8", act=None) -> bytes:
+def fully_connected(shape=(1, 32), n=10, dtype="int8", act=None, bias_dtype=None) -> bytes:
+    """FULLY_CONNECTED (int16: int8 weights and an int64 bias unless ``bias_dtype`` says
+    otherwise)."""
     rs = np.random.RandomState(13)
     wtype = "uint8" if dtype == "uint8" else "int8"
     wt = T([n, shape[-1]], wtype, scale=0.01, zp=120 if dtype == "uint8" else 0,
            data=_codes((n, shape[-1]), wtype, 14))
-    btype = "int64" if dtype == "int16" else "int32"
+    btype = bias_dtype or ("int64" if dtype == "int16" else "int32")
     bias = T([n], btype, scale=Q_IN[dtype][0] * 0.01, zp=0,
              data=rs.randint(-2000, 2000, n).astype(btype))
     y = _t([*shape[:-1], n], dtype, Q_OUT[dtype])
@@ -583,6 +587,12 @@ def _dtypes() -> list[Probe]:
         Probe("QUANTIZE", "uint8 to int16", lambda: quantize("uint8", "int16")),
         Probe("QUANTIZE", "int16 to uint8", lambda: quantize("int16", "uint8")),
         Probe("FULLY_CONNECTED", "int16 batch 2", lambda: fully_connected((2, 32), dtype="int16")),
+        Probe("FULLY_CONNECTED", "int16 int32 bias",
+              lambda: fully_connected(dtype="int16", bias_dtype="int32")),
+        Probe("CONV_2D", "int16 int32 bias", lambda: conv(dtype="int16", bias_dtype="int32")),
+        Probe("DEPTHWISE_CONV_2D", "int16 int32 bias",
+              lambda: conv(dtype="int16", depthwise=True, bias_dtype="int32")),
+        Probe("PADV2", "int8 constant apart from the zero point", lambda: padv2("int8")),
         Probe("PADV2", "uint8 constant apart from the zero point", lambda: padv2("uint8")),
         Probe("PADV2", "int16 constant apart from the zero point", lambda: padv2("int16")),
     ]
@@ -613,6 +623,12 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
         "neither TFLite Micro nor LiteRT has a uint8 EXP kernel (TFLite Micro's: float32; "
         "LiteRT's: float32, int8 and int16), so nothing defines its result; the importer "
         "refuses it (`tflite_support.UNDEFINED_FORMS`)",
+    ("DEPTHWISE_CONV_2D", "int16 int32 bias"):
+        "an int16 DEPTHWISE_CONV_2D with an int32 bias: LiteRT's kernel refuses it (its int16 "
+        "kernel takes an int64 bias) and TFLite Micro's reads the int32 bias's bytes as int64 "
+        "values (past the end of the buffer), so no kernel defines the model's result; the "
+        "importer refuses it (CONV_2D and FULLY_CONNECTED, whose int16 kernels take an int32 "
+        "bias, are on the NPU)",
     ("QUANTIZE", "int16 to uint8"):
         "neither TFLite Micro nor LiteRT quantizes int16 into uint8 (TFLite Micro's kernel "
         "refuses it at invoke, LiteRT's at prepare: its int16 input goes to int8, int16 or "

@@ -3,7 +3,8 @@ operators the audit's probes left out (``vela_superset_probes._dtypes``) that ou
 on the NPU, on ``ethos-u`` and ``ethos-u,llvm``, equal to their oracle on inputs that hold
 each type's extremes: TFLite Micro, or LiteRT's reference kernels where TFLite Micro has no
 kernel of the type (most uint8 movement, EXP, uint8 ARG_MAX and QUANTIZE, uint8 PADV2). The
-forms no kernel defines (a uint8 EXP, an int16 to uint8 QUANTIZE) are refused."""
+forms no kernel defines (a uint8 EXP, an int16 to uint8 QUANTIZE, an int16 depthwise
+convolution with an int32 bias) are refused."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,6 +22,7 @@ from benchmarks.vela_superset_probes import (
     _dtypes,
     _one,
     _t,
+    conv,
     padv2,
     quantize,
     unary,
@@ -35,6 +37,8 @@ TAKEN = [p for p in _dtypes() if (p.operator, p.name) not in PROBE_GAPS]
 #: the taken forms TFLite Micro has a kernel of; LiteRT's reference kernels define the rest
 _TFLM = {("RESHAPE", "uint8"), ("SQUEEZE", "uint8"), ("REVERSE_V2", "uint8"),
          ("QUANTIZE", "int8 to int8"), ("FULLY_CONNECTED", "int16 batch 2"),
+         ("FULLY_CONNECTED", "int16 int32 bias"), ("CONV_2D", "int16 int32 bias"),
+         ("PADV2", "int8 constant apart from the zero point"),
          ("PADV2", "int16 constant apart from the zero point")}
 
 
@@ -133,6 +137,8 @@ def test_uint8_to_int16_quantize_runs_on_the_npu_as_litert():
     pytest.param(lambda: unary(BO.EXP, dtype="uint8", q_out=Q_OUT["uint8"]), "uint8 EXP",
                  id="exp-uint8"),
     pytest.param(lambda: quantize("int16", "uint8"), "INT16", id="quantize-int16-uint8"),
+    pytest.param(lambda: conv(dtype="int16", depthwise=True, bias_dtype="int32"), "INT16",
+                 id="depthwise-int16-int32-bias"),
 ])
 def test_a_form_no_kernel_defines_is_refused_naming_it(data, names):
     (verdict,) = operator_support(data())

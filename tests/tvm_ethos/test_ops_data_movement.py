@@ -16,7 +16,7 @@ TARGETS = ["ethos-u,llvm", "ethos-n,llvm", "llvm"]
 #: name -> (model, where it runs for (ethos-u, ethos-n))
 CASES = {
     "pad_hw": (lambda: tb.pad(), ("ethos-u", "llvm")),
-    "padv2_constant": (lambda: tb.pad(constant=-7, q=(0.1, -5)), ("llvm", "llvm")),
+    "padv2_constant": (lambda: tb.pad(constant=-7, q=(0.1, -5)), ("ethos-u", "llvm")),
     "padv2_zero_point": (
         lambda: tb.pad(constant=3, paddings=((0, 0), (0, 1), (1, 0), (2, 1))),
         ("ethos-u", "llvm"),
@@ -141,8 +141,8 @@ def test_pad_constraints():
     ) == [["batch padding (1, 0); the pad tensor can only pad height, width and depth"]]
     assert _reasons(tb.pad(in_shape=(5, 6), paddings=((1, 1), (2, 0))), "ethos-u,llvm") == [
         ["padding of a 2-D tensor; the pad tensor must have the shape [3,2] or [4,2]"]]
-    assert _reasons(tb.pad(constant=-7, q=(0.1, -5)), "ethos-u,llvm") == [
-        ["pad value code -7; the NPU pads with the zero point -5"]]
+    # the borders are copies of the fill code, whatever the constant
+    assert _reasons(tb.pad(constant=-7, q=(0.1, -5)), "ethos-u,llvm") == [[]]
     assert _reasons(tb.pad(), "ethos-n,llvm") == [["operator PAD is not supported"]]
 
 
