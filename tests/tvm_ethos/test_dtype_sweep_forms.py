@@ -72,14 +72,15 @@ def _on_the_npu_both_targets(data: bytes, reference) -> None:
     assert set(_matches(data, reference, "ethos-u,llvm").partition_summary) == {"ethos-u"}
 
 
-def _reference(key):
+def reference(key: tuple[str, str]):
+    """The oracle of the taken form ``(operator, name)``."""
     return tflm_oracle if key in _TFLM else oracle
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("probe", TAKEN, ids=[f"{p.operator}-{p.name}" for p in TAKEN])
 def test_every_taken_dtype_form_runs_on_the_npu_as_its_oracle(probe):
-    _on_the_npu_both_targets(probe.build(), _reference((probe.operator, probe.name)))
+    _on_the_npu_both_targets(probe.build(), reference((probe.operator, probe.name)))
 
 
 def test_a_padv2_of_a_constant_apart_from_the_zero_point_runs_on_the_npu():

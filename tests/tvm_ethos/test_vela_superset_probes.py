@@ -4,9 +4,10 @@ scalar operand (read as ones of the output's rank), an 8-bit SOFTMAX and
 a PRELU of alpha constant along the height with a batch above 1 (the batch folded into the
 height), int16 reshapes, splits, slices, PACK / UNPACK and nearest resizes (the codes moved),
 and reductions and pools past one NPU operation (pools of bands of rows; a pool of one
-output row of any stride along it), each an ``ethos-u`` operator whose outputs equal TFLite
-Micro's (LiteRT's reference kernels for RELU_N1_TO_1 and a uint8 PRELU, which TFLite Micro
-lacks)."""
+output row of any stride along it), and the dtype sweep's uint8 / int16 forms
+(test_dtype_sweep_forms.TAKEN), each an ``ethos-u`` operator whose outputs equal TFLite
+Micro's (LiteRT's reference kernels for RELU_N1_TO_1, a uint8 PRELU and the sweep's forms
+TFLite Micro lacks)."""
 from __future__ import annotations
 
 import pytest
@@ -27,6 +28,8 @@ from benchmarks.vela_superset_probes import (
     unary,
 )
 from tests.helpers.tflite_oracle import compiled_matches, oracle
+from tests.tvm_ethos.test_dtype_sweep_forms import TAKEN as DTYPE_TAKEN
+from tests.tvm_ethos.test_dtype_sweep_forms import reference as dtype_reference
 from tvm_ethos.frontend.tflite_support import operator_support
 
 pytest.importorskip("tflite_micro")
@@ -54,7 +57,7 @@ TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                      ("SLICE", "rank 2"), ("ABS", "int16"),
                                      ("PRELU", "uint8")}
          or (p.operator, p.name) in _SPLIT
-         or (p.operator in _INT16_COPIES and p.name == "int16")]
+         or (p.operator in _INT16_COPIES and p.name == "int16")] + DTYPE_TAKEN
 
 
 def _on_the_npu(data: bytes, reference=None) -> None:
@@ -78,8 +81,11 @@ def test_one_form_of_each_fix_runs_on_the_npu_as_tflite_micro(data):
 @pytest.mark.slow
 @pytest.mark.parametrize("probe", TAKEN, ids=[f"{p.operator}-{p.name}" for p in TAKEN])
 def test_every_taken_probe_runs_on_the_npu_as_its_oracle(probe):
-    # TFLite Micro has no RELU_N1_TO_1 or uint8 PRELU kernel: LiteRT's reference kernels are
-    # their oracle
+    # TFLite Micro has no RELU_N1_TO_1 or uint8 PRELU kernel (nor most of the dtype sweep's
+    # uint8 ones): LiteRT's reference kernels are their oracle
+    if probe in DTYPE_TAKEN:
+        _on_the_npu(probe.build(), dtype_reference((probe.operator, probe.name)))
+        return
     _on_the_npu(probe.build(), oracle if probe.operator == "RELU_N1_TO_1"
                 or (probe.operator, probe.name) == ("PRELU", "uint8") else None)
 
