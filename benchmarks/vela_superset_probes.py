@@ -578,6 +578,8 @@ def _dtypes() -> list[Probe]:
              for op in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "SLICE",
                         "STRIDED_SLICE", "PACK", "UNPACK", "TRANSPOSE", "TILE", "REVERSE_V2",
                         "MIRROR_PAD")]
+    forms += [Probe(op, "int16", lambda b=COPIES[op]: b("int16"))
+              for op in ("REVERSE_V2", "MIRROR_PAD")]
     forms += [
         Probe("EXP", "int8", lambda: unary(BO.EXP, q_out=Q_OUT["int8"])),
         Probe("EXP", "uint8", lambda: unary(BO.EXP, dtype="uint8", q_out=Q_OUT["uint8"])),

@@ -2,9 +2,9 @@
 operators the audit's probes left out (``vela_superset_probes._dtypes``) that ours takes run
 on the NPU, on ``ethos-u`` and ``ethos-u,llvm``, equal to their oracle on inputs that hold
 each type's extremes: TFLite Micro, or LiteRT's reference kernels where TFLite Micro has no
-kernel of the type (most uint8 movement, EXP, uint8 ARG_MAX and QUANTIZE, uint8 PADV2). The
-forms no kernel defines (a uint8 EXP, an int16 to uint8 QUANTIZE, an int16 depthwise
-convolution with an int32 bias) are refused."""
+kernel of the type (most uint8 movement, int16 MIRROR_PAD, EXP, uint8 ARG_MAX and QUANTIZE,
+uint8 PADV2). The forms no kernel defines (a uint8 EXP, an int16 to uint8 QUANTIZE, an
+int16 depthwise convolution with an int32 bias) are refused."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,6 +36,7 @@ NPU = "ethos-u -accelerator_config=ethos-u55-128"
 TAKEN = [p for p in _dtypes() if (p.operator, p.name) not in PROBE_GAPS]
 #: the taken forms TFLite Micro has a kernel of; LiteRT's reference kernels define the rest
 _TFLM = {("RESHAPE", "uint8"), ("SQUEEZE", "uint8"), ("REVERSE_V2", "uint8"),
+         ("REVERSE_V2", "int16"),
          ("QUANTIZE", "int8 to int8"), ("FULLY_CONNECTED", "int16 batch 2"),
          ("FULLY_CONNECTED", "int16 int32 bias"), ("CONV_2D", "int16 int32 bias"),
          ("PADV2", "int8 constant apart from the zero point"),

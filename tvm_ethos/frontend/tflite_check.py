@@ -275,9 +275,11 @@ def _int16_movement(opname: str, ins: list[int], outs: list[int], infos) -> bool
 
 
 #: INT16 operators that copy codes between tensors quantized alike (a reshape, a split, a
-#: slice, PACK / UNPACK, a nearest-neighbour resize): the importer moves the codes themselves
+#: slice, PACK / UNPACK, a nearest-neighbour resize, a reversal): the importer moves the codes
+#: themselves
 _INT16_COPIES = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "SLICE",
-                           "STRIDED_SLICE", "PACK", "UNPACK", "RESIZE_NEAREST_NEIGHBOR"})
+                           "STRIDED_SLICE", "PACK", "UNPACK", "RESIZE_NEAREST_NEIGHBOR",
+                           "REVERSE_V2"})
 
 
 def _int16_copies(opname: str, ins: list[int], outs: list[int], infos) -> bool:
