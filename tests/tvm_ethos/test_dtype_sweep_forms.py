@@ -138,8 +138,12 @@ def test_uint8_to_int16_quantize_runs_on_the_npu_as_litert():
 @pytest.mark.parametrize("data, names", [
     pytest.param(lambda: unary(BO.EXP, dtype="uint8", q_out=Q_OUT["uint8"]), "uint8 EXP",
                  id="exp-uint8"),
-    pytest.param(lambda: quantize("int16", "uint8"), "INT16", id="quantize-int16-uint8"),
-    pytest.param(lambda: conv(dtype="int16", depthwise=True, bias_dtype="int32"), "INT16",
+    pytest.param(lambda: quantize("int16", "uint8"),
+                 "a QUANTIZE with input type INT16 and output type UINT8 is defined by no kernel",
+                 id="quantize-int16-uint8"),
+    pytest.param(lambda: conv(dtype="int16", depthwise=True, bias_dtype="int32"),
+                 "a DEPTHWISE_CONV_2D with input type INT16 and bias type INT32 is defined by "
+                 "no kernel: LiteRT's int16 kernel refuses an INT32 bias",
                  id="depthwise-int16-int32-bias"),
 ])
 def test_a_form_no_kernel_defines_is_refused_naming_it(data, names):

@@ -170,10 +170,40 @@ UNDEFINED_FORMS: dict[tuple[str, str], KernelTypes] = {
 }
 
 
+#: (operator, input type, type of its other tensor: QUANTIZE's output, DEPTHWISE_CONV_2D's
+#: bias) pairs that both TFLite Micro's and LiteRT's kernels refuse or misread -> why
+UNDEFINED_PAIRS: dict[tuple[str, str, str], str] = {
+    ("QUANTIZE", "INT16", "UINT8"):
+        "TFLite Micro's QUANTIZE refuses an int16 input to uint8 and LiteRT's requantizes an "
+        "int16 input to int8, int16 or int32 only (requantize to int8 or int16)",
+    ("DEPTHWISE_CONV_2D", "INT16", "INT32"):
+        "LiteRT's int16 kernel refuses an INT32 bias and TFLite Micro's reads its bytes as "
+        "INT64 values (write the bias as INT64)",
+}
+
+
+def _other_tensor(op: CheckedOperator) -> int:
+    """The tensor :data:`UNDEFINED_PAIRS` pairs with ``op``'s input: a DEPTHWISE_CONV_2D's
+    bias (-1 when it has none), any other operator's output."""
+    if op.name == "DEPTHWISE_CONV_2D":
+        return op.inputs[2] if len(op.inputs) > 2 else -1
+    return op.outputs[0] if op.outputs else -1
+
+
 def undefined_form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why ``op`` has no result to compute: a tensor of a type that no TFLite kernel of the
-    operator takes (:data:`UNDEFINED_FORMS`); ``""`` for any other operator or form."""
+    operator takes (:data:`UNDEFINED_FORMS`), or a pair of types none takes or reads as
+    written (:data:`UNDEFINED_PAIRS`); ``""`` for any other operator or form."""
     graph = checked.model.Subgraphs(op.subgraph)
+
+    def kind_of(i: int) -> str:
+        return TENSOR_TYPES.get(graph.Tensors(i).Type(), ("",))[0] if i >= 0 else ""
+
+    pair = (op.name, kind_of(op.inputs[0]) if op.inputs else "", kind_of(_other_tensor(op)))
+    if pair in UNDEFINED_PAIRS:
+        role = "bias" if op.name == "DEPTHWISE_CONV_2D" else "output"
+        return (f"a {op.name} with input type {pair[1]} and {role} type {pair[2]} is defined "
+                f"by no kernel: {UNDEFINED_PAIRS[pair]}")
     for i in (*op.inputs, *op.outputs):
         kind = TENSOR_TYPES.get(graph.Tensors(i).Type(), ("",))[0] if i >= 0 else ""
         kernels = UNDEFINED_FORMS.get((op.name, kind))
