@@ -73,36 +73,39 @@ def test_a_reshape_to_its_own_shape_read_in_part_in_a_cascade_streams():
     assert entry["generated"], entry
 
 
-# ----------------------------------------------------- a difference left open: TFLite Micro
-def _small_scale_activation(kind: str) -> tuple[bytes, np.ndarray]:
-    """One int8 TANH or LOGISTIC whose input is quantized as a LOGISTIC's output (1/256,
-    -128), and every input code."""
+# ------------------------------------------- TANH / LOGISTIC at small input scales: which oracle
+def _small_scale_activation(kind: str, in_q: tuple) -> tuple[bytes, np.ndarray]:
+    """One int8 TANH or LOGISTIC on every input code, its output quantized as TFLite requires."""
     codes = np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16, 1)
-    return tb.activation(kind, shape=(1, 16, 16, 1), in_q=(1 / 256, -128)), codes
+    return tb.activation(kind, shape=(1, 16, 16, 1), in_q=in_q), codes
 
 
-@pytest.mark.parametrize("kind", ["tanh", "sigmoid"])
-def test_small_scale_tanh_and_logistic_equal_litert_reference(kind):
-    """Where TFLite Micro and LiteRT's reference kernels disagree (below), ours is LiteRT's:
-    the float table TFLite's prepare builds, which is what the sweep accepts there."""
-    model, x = _small_scale_activation(kind)
-    got = tvm_ethos.compile(model, "ethos-u", cache_dir=False).run(x)[0]
-    np.testing.assert_array_equal(got.reshape(x.shape), oracle(model, [x])[0])
-    assert not np.array_equal(TflmReference(model).run([x])[0], oracle(model, [x])[0])
+#: input quantizations where TFLite Micro's fixed point and LiteRT's float table round a code
+#: differently: a LOGISTIC's output (1/256, -128) read by a TANH or a LOGISTIC, and 1/128
+_SPLIT = [("tanh", (1 / 256, -128)), ("sigmoid", (1 / 256, -128)), ("sigmoid", (1 / 128, 0))]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TFLite Micro computes int8 TANH and LOGISTIC in gemmlowp's fixed point "
-    "(reference_integer_ops), our LUTs tabulate tanhf / 1/(1+expf) as LiteRT's kernels do: "
-    "at input scale 1/256 one code lies on a rounding boundary (TANH of 1/256 is 0.49999 of "
-    "an output step: 0 in the table, 1 in TFLite Micro; LOGISTIC likewise at -126). A table "
-    "of TFLite Micro's fixed point would fix the tflite-micro host and break LiteRT equality "
-    "on ethos-u,llvm: which runtime's rounding the NPU follows is a decision left open"))
-@pytest.mark.parametrize("kind", ["tanh", "sigmoid"])
-def test_small_scale_tanh_and_logistic_equal_tflite_micro(kind):
-    model, x = _small_scale_activation(kind)
-    got = tvm_ethos.compile(model, "ethos-u", cache_dir=False).run(x)[0]
-    np.testing.assert_array_equal(got.reshape(x.shape), TflmReference(model).run([x])[0])
+@pytest.mark.parametrize(("kind", "in_q"), _SPLIT)
+def test_small_scale_tanh_and_logistic_on_the_npu_equal_tflite_micro(kind, in_q):
+    """The NPU's table is TFLite Micro's fixed point (rfcs/0007, the LUT section), on the
+    tflite-micro host and in an ethos-u,llvm package alike; the llvm host's kernel keeps
+    LiteRT's float table, its own reference. The oracles differ here, so each check can fail."""
+    model, x = _small_scale_activation(kind, in_q)
+    tflm, litert = TflmReference(model).run([x])[0], oracle(model, [x])[0]
+    assert not np.array_equal(tflm, litert)
+    for target in ("ethos-u", "ethos-u,llvm"):
+        cm = tvm_ethos.compile(model, target, cache_dir=False)
+        assert cm.partition_summary == {"ethos-u": 1}, (target, cm.partition_summary)
+        np.testing.assert_array_equal(cm.run(x)[0].reshape(x.shape), tflm, err_msg=target)
+    host = tvm_ethos.compile(model, "llvm", cache_dir=False).run(x)[0]
+    np.testing.assert_array_equal(host.reshape(x.shape), litert)
+
+
+def test_a_logistic_feeding_a_tanh_equals_tflite_micro():
+    """The sweep's case: a LOGISTIC whose output (1/256, -128) a TANH reads, both on the NPU."""
+    model = build(Recipe((1, 8, 8, 4), 7, (Step(Kind.LOGISTIC), Step(Kind.TANH))))
+    out = check(model, llvm=True)
+    assert out.placed == {"ethos-u": 2} and not out.oracle_split, out
 
 
 def test_a_tensor_read_only_through_a_pads_border_compiles_on_ethos_u_llvm():

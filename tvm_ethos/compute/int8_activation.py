@@ -30,7 +30,7 @@ from tvm_ethos.compute.fixed_point import (
     rdbpot,
     srdhm,
 )
-from tvm_ethos.compute.quant import INT32_MAX, INT32_MIN
+from tvm_ethos.compute.quant import INT32_MAX, INT32_MIN, logistic_lut, tanh_lut
 
 #: the operator kinds this module computes
 KINDS = (Op.SIGMOID, Op.TANH)
@@ -134,3 +134,16 @@ def tflm_lut(kind: Op, in_q: tuple) -> np.ndarray:
         else:
             out[code + 128] = _code(kind, fn(_scaled_input(x, multiplier, shift)))
     return out
+
+
+def npu_lut(kind: Op, in_q: tuple, out_q: tuple) -> np.ndarray:
+    """The int8 table an Ethos-U subgraph applies for ``kind`` (entry ``code + 128``): TFLite
+    Micro's fixed point (:func:`tflm_lut`), the runtime beside the NPU, where the output is
+    quantized as TFLite requires (:data:`OUTPUT_Q`). TFLite Micro refuses any other LOGISTIC
+    output and writes any other TANH output as if it were (1/128, 0), which is no table of the
+    model's quantization; there the NPU keeps LiteRT's float table, the model's meaning."""
+    want = OUTPUT_Q[kind]
+    if np.float32(out_q[0]) == np.float32(want[0]) and int(out_q[1]) == want[1]:
+        return tflm_lut(kind, in_q)
+    lut = tanh_lut if kind == Op.TANH else logistic_lut
+    return lut("int8", in_q, out_q)

@@ -25,6 +25,7 @@ from tvm_ethos.compute import (
     concat_requant,
     fixed_point,
     float_lut16,
+    int8_activation,
     int16_activation,
     int16x8,
     leaky_relu,
@@ -1361,8 +1362,10 @@ def lower_resize_nearest(op, inputs, pool: ConstPool, name="resize_nn"):
 
 
 # ----------------------------------------------------------------------- lookup tables
-def _lut_of(op) -> np.ndarray:
+def _lut_of(op, tflite_micro: bool = False) -> np.ndarray:
     dtype = op.in_dtypes[0]
+    if tflite_micro and dtype == "int8" and op.kind in int8_activation.KINDS:
+        return int8_activation.npu_lut(op.kind, op.in_q[0], op.out_q)
     if dtype == "int16" and op.kind in int16_activation.KINDS:
         return int16_activation.int16_lut(op.kind, op.in_q[0], op.out_q)
     if dtype == "int16" and op.kind in float_lut16.KINDS:
@@ -1474,16 +1477,18 @@ def lower_prelu(op, inputs, pool: ConstPool, name="prelu"):
     return te.compute(op.out_shape, fn, name=f"{name}_out")
 
 
-def lower_lut(op, inputs, pool: ConstPool, name="lut"):
+def lower_lut(op, inputs, pool: ConstPool, name="lut", tfl_rounding: bool = False):
     """LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH, ELU: a gather from a table of one entry per input
     code (HARD_SWISH's is TFLite's int16 fixed point on each code, ``compute.hard_swish``;
     an int16 LOGISTIC / TANH has 65536 entries, ``compute.int16_activation``).
 
     TFLite tabulates LOGISTIC / TANH at prepare time (float32, see ``quant.logistic_lut``), and
     LEAKY_RELU is a function of one input code too, so a 256-entry table computed at compile
-    time is exact for all inputs; it is how Ethos-U runs these operators (its LUT)."""
+    time is exact for all inputs; it is how Ethos-U runs these operators (its LUT).
+    ``tfl_rounding`` (an Ethos-U subgraph): an int8 LOGISTIC / TANH takes TFLite Micro's
+    fixed-point table (``compute.int8_activation``), as the NPU's LUT does."""
     (x,) = inputs
-    table = _lut_of(op)
+    table = _lut_of(op, tfl_rounding)
     lo = dtype_range(op.in_dtypes[0])[0]
     t = pool.add(f"{name}_table", table)
 
@@ -1838,7 +1843,8 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
     one with AVX2 and no VNNI (``x86_avx2``'s form). ``tfl_rounding``: TFLite Micro's
     arithmetic where it differs from LiteRT's reference kernels, as the Ethos-U's stream
     computes it (an Ethos-U subgraph): FULLY_CONNECTED rounds twice (the NPU's TFL
-    rounding), not once, and an int16 SOFTMAX takes TFLite Micro's tables and multiplier."""
+    rounding), not once, an int16 SOFTMAX takes TFLite Micro's tables and multiplier, and an
+    int8 LOGISTIC / TANH TFLite Micro's fixed-point table."""
     if op.kind in NPU_ONLY_LOWERINGS:
         return NPU_ONLY_LOWERINGS[op.kind](op, inputs, pool, name=name)
     try:
@@ -1846,6 +1852,8 @@ def lower_qop(op, inputs, pool: ConstPool, name: str, vnni: bool = False, avx2: 
     except KeyError:
         raise NotImplementedError(f"no integer lowering for {op.kind}") from None
     if tfl_rounding and fn is lower_fully_connected:
+        return fn(op, inputs, pool, name=name, tfl_rounding=True)
+    if tfl_rounding and fn is lower_lut:
         return fn(op, inputs, pool, name=name, tfl_rounding=True)
     if tfl_rounding and fn is lower_softmax and op.in_dtypes[0] == "int16":
         return lower_softmax16(op, inputs, pool, name=name,

@@ -5,8 +5,9 @@ The activations are functions of one int8 code, so each is a 256-entry table app
 the NPU's LUT activation: the table goes from flash to SHRAM by a DMA, then a 1x1 average pool
 with unit scale and zero points 0 passes every code through unchanged and the output stage
 looks it up (entry ``code + 128``). Every table is TFLite Micro's kernel on each code,
-clamped to the operator's fused activation range: LOGISTIC / TANH are the "tir" emulator's
-(``compute.quant``: float32 with the C library's ``expf`` / ``tanhf``), LEAKY_RELU takes its
+clamped to the operator's fused activation range: LOGISTIC / TANH are TFLite Micro's gemmlowp
+fixed point (``compute.int8_activation``; Vela 5.2 writes LiteRT's float32 tables, which
+differ on a code or two at some input scales), LEAKY_RELU takes its
 multipliers in double as TFLite Micro does (:func:`leaky_relu_table`; the emulator's
 follows LiteRT's float32 ratios), HARD_SWISH is TFLite's int16 fixed point
 (``compute.hard_swish``), ELU TFLite's float32 table (``compute.quant.elu_lut``), RSQRT
@@ -41,7 +42,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     UnsupportedOperatorError,
     vela_api,
 )
-from tvm_ethos.compute import float_lut16, int16_activation, leaky_relu
+from tvm_ethos.compute import float_lut16, int8_activation, int16_activation, leaky_relu
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     elu_lut,
@@ -83,10 +84,8 @@ def table(q) -> np.ndarray:
     in_q, out_q = (q.in_q[0] if q.in_q else None), q.out_q   # NEG reads no quantization
     if dtype == "uint8":
         values = uint8_table(q)
-    elif q.kind == Op.SIGMOID:
-        values = logistic_lut("int8", in_q, out_q)
-    elif q.kind == Op.TANH:
-        values = tanh_lut("int8", in_q, out_q)
+    elif q.kind in int8_activation.KINDS:
+        values = int8_activation.npu_lut(q.kind, in_q, out_q)
     elif q.kind == Op.LEAKY_RELU:
         values = leaky_relu_table(in_q, out_q, q.attrs["alpha"])
     elif q.kind == Op.HARD_SWISH:
