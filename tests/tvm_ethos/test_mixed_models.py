@@ -102,10 +102,21 @@ def test_small_scale_tanh_and_logistic_on_the_npu_equal_tflite_micro(kind, in_q)
 
 
 def test_a_logistic_feeding_a_tanh_equals_tflite_micro():
-    """The sweep's case: a LOGISTIC whose output (1/256, -128) a TANH reads, both on the NPU."""
-    model = build(Recipe((1, 8, 8, 4), 7, (Step(Kind.LOGISTIC), Step(Kind.TANH))))
-    out = check(model, llvm=True)
-    assert out.placed == {"ethos-u": 2} and not out.oracle_split, out
+    """The sweep's case: a LOGISTIC whose output (1/256, -128) a TANH reads, one NPU subgraph.
+    Over every input code the LOGISTIC writes -127, one step above its zero point, where the
+    TANH's two oracles differ (TFLite Micro 1, LiteRT's table 0)."""
+    shape = [1, 16, 16, 1]
+    ts = [tb.T(shape, "int8", scale=0.05, zp=0), tb.T(shape, "int8", scale=1 / 256, zp=-128),
+          tb.T(shape, "int8", scale=1 / 128, zp=0)]
+    model = tb.serialize(ts, [(tb.BO.LOGISTIC, 0, None, [0], [1]),
+                              (tb.BO.TANH, 0, None, [1], [2])], [0], [2])
+    x = np.arange(-128, 128, dtype=np.int8).reshape(shape)
+    want = TflmReference(model).run([x])[0]
+    assert not np.array_equal(want, oracle(model, [x])[0])
+    for target in ("ethos-u", "ethos-u,llvm"):
+        cm = tvm_ethos.compile(model, target, cache_dir=False)
+        assert cm.partition_summary == {"ethos-u": 2}, (target, cm.partition_summary)
+        np.testing.assert_array_equal(cm.run(x)[0].reshape(want.shape), want, err_msg=target)
 
 
 def test_a_tensor_read_only_through_a_pads_border_compiles_on_ethos_u_llvm():
