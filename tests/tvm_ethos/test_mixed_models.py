@@ -88,15 +88,18 @@ _SPLIT = [("tanh", (1 / 256, -128)), ("sigmoid", (1 / 256, -128)), ("sigmoid", (
 @pytest.mark.parametrize(("kind", "in_q"), _SPLIT)
 def test_small_scale_tanh_and_logistic_on_the_npu_equal_tflite_micro(kind, in_q):
     """The NPU's table is TFLite Micro's fixed point (rfcs/0007, the LUT section), on the
-    tflite-micro host and in an ethos-u,llvm package alike; the llvm host's kernel keeps
+    tflite-micro host and in an ethos-u,llvm package alike, in the stream and in the "tir"
+    emulator of the NPU subgraph; the llvm host's kernel keeps
     LiteRT's float table, its own reference. The oracles differ here, so each check can fail."""
     model, x = _small_scale_activation(kind, in_q)
     tflm, litert = TflmReference(model).run([x])[0], oracle(model, [x])[0]
     assert not np.array_equal(tflm, litert)
-    for target in ("ethos-u", "ethos-u,llvm"):
-        cm = tvm_ethos.compile(model, target, cache_dir=False)
+    for target, runtime in (("ethos-u", "stream"), ("ethos-u,llvm", "stream"),
+                            ("ethos-u,llvm", "tir")):
+        cm = tvm_ethos.compile(model, target, npu_runtime=runtime, cache_dir=False)
         assert cm.partition_summary == {"ethos-u": 1}, (target, cm.partition_summary)
-        np.testing.assert_array_equal(cm.run(x)[0].reshape(x.shape), tflm, err_msg=target)
+        np.testing.assert_array_equal(cm.run(x)[0].reshape(x.shape), tflm,
+                                      err_msg=f"{target} ({runtime})")
     host = tvm_ethos.compile(model, "llvm", cache_dir=False).run(x)[0]
     np.testing.assert_array_equal(host.reshape(x.shape), litert)
 
