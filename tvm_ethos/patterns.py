@@ -1020,7 +1020,11 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
     # int16 kernel); over the depth the NPU's forms take int8 only
     int16 = op.kind == Op.REDUCE_MAX and op.in_dtypes[0] == op.out_dtype == "int16" and \
         op.attrs["axis"] == (1, 2)
-    if not int16 and (op.in_dtypes[0] != "int8" or op.out_dtype != "int8"):
+    # a uint8 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does (LiteRT's uint8
+    # kernel; TFLite Micro has none)
+    uint8 = op.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and \
+        op.in_dtypes[0] == op.out_dtype == "uint8"
+    if not (int16 or uint8) and (op.in_dtypes[0] != "int8" or op.out_dtype != "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the "
                         "integer kernel is TFLite's int8 one (int16 too for REDUCE_MAX)")
     if op.kind != Op.REDUCE_SUM and op.out_q is not None and op.in_q and op.in_q[0] != op.out_q:

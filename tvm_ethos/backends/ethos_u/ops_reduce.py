@@ -12,7 +12,8 @@ per-channel scale is MEAN's with an element count of one and the only rounding i
 ``MultiplyByQuantizedMultiplier``.
 
 REDUCE_MIN has no pool of its own: the NPU pools by MAX, AVERAGE or SUM. Bitwise NOT
-(``~v = -1 - v``) maps the int8 codes onto themselves reversing their order, so
+(``~v = -1 - v``; uint8 ``255 - v``) maps the 8-bit codes onto themselves reversing their
+order, so
 ``min(x) = ~max(~x)``, both NOTs a 256-entry table: a 1x1 pool looks every code up in the NOT
 table into working memory (``reduce_min_work_bytes``), then the single-window max pool looks
 its result up in the same table (clamped to a fused activation's codes). Like REDUCE_MAX it
@@ -67,6 +68,18 @@ def reduce_sum_constants(op, channels: int) -> tuple:
 _SHRAM_REGION = 0x103
 #: every int8 code's bitwise NOT, entry ``code + 128``
 NOT_TABLE = np.bitwise_not(np.arange(-128, 128, dtype=np.int64))
+#: every uint8 code's bitwise NOT (``255 - v``, which reverses their order too), entry ``code``
+UINT8_NOT_TABLE = 255 - np.arange(256, dtype=np.int64)
+
+
+def not_table(dtype: str) -> np.ndarray:
+    """The bitwise-NOT table of an 8-bit type's codes, in the order the NPU's 256-entry
+    table is indexed (its least code first)."""
+    tables = {"int8": NOT_TABLE, "uint8": UINT8_NOT_TABLE}
+    if dtype not in tables:
+        raise UnsupportedOperatorError("REDUCE_MIN", f"{dtype} codes; the bitwise-NOT table "
+                                       "holds the 256 codes of int8 or uint8")
+    return tables[dtype]
 
 
 def reduce_min_work_bytes(q) -> int:
@@ -122,7 +135,7 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
         raise UnsupportedOperatorError(q.tflite_name, "an output quantized unlike its input")
     unit = {"scale": 1.0, "zero_point": 0}
     x = dataclasses.replace(operands[0], shape=(h, w, c), **unit)
-    flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), "int8", 1.0, 0)
+    flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), x.dtype, 1.0, 0)
     out = dataclasses.replace(ofm, shape=(1, 1, c), **unit)
     negate = not_op(x, flipped)
 
@@ -132,5 +145,6 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     pool.padding = api.NpuPadding(0, 0, 0, 0)
     pool.name = "reduce_min"
     # the zero point moves the fused clamp to codes: ofm codes are the table's entries
-    last = np.clip(NOT_TABLE, q.act_min, q.act_max)
-    return _table_lookup(negate, NOT_TABLE, em) + _table_lookup(pool, last, em)
+    table = not_table(x.dtype)
+    last = np.clip(table, q.act_min, q.act_max)
+    return _table_lookup(negate, table, em) + _table_lookup(pool, last, em)

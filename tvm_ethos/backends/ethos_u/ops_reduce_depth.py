@@ -34,7 +34,7 @@ from ethos_arch.ops import Op
 from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from planner.parts import DEPTH_REDUCTIONS, reduce_over_depth_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
-from tvm_ethos.backends.ethos_u.ops_reduce import NOT_TABLE, looked_up, not_op
+from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not_op, not_table
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     SCRATCH_REGION,
@@ -189,14 +189,14 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     ops: list = []
     work = em.work
     if is_min:
-        flipped = FmSlot(SCRATCH_REGION, work, (r.h, r.w, r.c), "int8", 1.0, 0)
+        flipped = FmSlot(SCRATCH_REGION, work, (r.h, r.w, r.c), x.dtype, 1.0, 0)
         negate = not_op(x, flipped)
-        ops += looked_up(negate, NOT_TABLE, em)
+        ops += looked_up(negate, not_table(x.dtype), em)
         negate.block_config = em.block(negate)
         x, work = flipped, work + _aligned(r.h * r.w * r.c)
     # the per-pixel maxima: into the output, or into working memory for the second pool
-    maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), "int8", 1.0, 0) if r.spatial else y
-    last = np.clip(NOT_TABLE, q.act_min, q.act_max)   # the NOT and a fused clamp, as codes
+    maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), x.dtype, 1.0, 0) if r.spatial else y
+    last = np.clip(not_table(x.dtype), q.act_min, q.act_max) if is_min else None   # the NOT and a fused clamp, as codes
     pixels = r.h * r.w
     for start in range(0, pixels, MAX_PIXELS):
         n = min(MAX_PIXELS, pixels - start)
@@ -234,7 +234,7 @@ def _banded(q, r: DepthReduction, maxima: FmSlot, at: int, em) -> tuple[FmSlot, 
     api = vela_api()
     bands = pool_bands(r.kh, r.kw)
     _, ow = r.out_hw
-    out = FmSlot(SCRATCH_REGION, at, (bands.count, ow, 1), "int8", 1.0, 0)
+    out = FmSlot(SCRATCH_REGION, at, (bands.count, ow, 1), maxima.dtype, 1.0, 0)
     ops = []
     for i in range(bands.count):
         first = i * bands.rows

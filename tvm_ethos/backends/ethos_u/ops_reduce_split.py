@@ -34,7 +34,7 @@ from ethos_arch.mean_window import mean_kernel, mean_window, window_refusal
 from ethos_arch.ops import Op
 from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, mean_scales
-from tvm_ethos.backends.ethos_u.ops_reduce import NOT_TABLE, looked_up, not_op
+from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not_op, not_table
 from tvm_ethos.backends.ethos_u.ops_reduce_depth import (
     MAX_CONV_ROWS,
     MAX_CONV_TAPS,
@@ -163,9 +163,9 @@ def refusal(q) -> str | None:
             kh * kw > MAX_INT16_COUNT:
         return (f"an int16 {q.tflite_name} of {kh * kw} elements, whose sum may leave 32 "
                 f"bits; the NPU's int32 partial sums take at most {MAX_INT16_COUNT}")
-    if q.kind == Op.REDUCE_MIN and q.in_dtypes[0] != "int8":
+    if q.kind == Op.REDUCE_MIN and q.in_dtypes[0] not in ("int8", "uint8"):
         return (f"a {q.in_dtypes[0]} REDUCE_MIN over {kh}x{kw}; its bitwise-NOT table holds "
-                "the 256 int8 codes")
+                "the 256 codes of int8 or uint8")
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and b.count > MAX_POOL_ROWS:
         return (f"{q.tflite_name} over {kh}x{kw}: {b.count} bands of {b.rows} rows; the max "
                 f"pool over their maxima takes at most {MAX_POOL_ROWS}")
@@ -316,7 +316,7 @@ def _max_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
     if is_min:
         flipped = FmSlot(SCRATCH_REGION, work, b.view, x.dtype, 1.0, 0)
         negate = not_op(x, flipped)
-        ops += looked_up(negate, NOT_TABLE, em)
+        ops += looked_up(negate, not_table(x.dtype), em)
         negate.block_config = em.block(negate)
         x, work = flipped, work + _aligned(int(np.prod(b.view)))
     _, ow, c = b.out_view
@@ -331,7 +331,7 @@ def _max_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
         ops.append(pool)
     pool = _pool(api.NpuPoolingOp.MAX, maxima, out, (b.count, 1), q.kind.value)
     if is_min:
-        ops += looked_up(pool, np.clip(NOT_TABLE, q.act_min, q.act_max), em)
+        ops += looked_up(pool, np.clip(not_table(x.dtype), q.act_min, q.act_max), em)
     else:
         pool.activation = activation(q, out)
         ops.append(pool)

@@ -1,0 +1,85 @@
+"""Issue 28's reductions that Vela 5.2 runs on the NPU beyond the int8 ones: REDUCE_MAX and
+REDUCE_MIN of uint8 codes over height and width, the depth or both (``ops_reduce``,
+``ops_reduce_depth``, ``ops_reduce_split``: a uint8 max pool compares codes as the int8 one
+does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order). Each equals the
+oracle (LiteRT's reference kernels: TFLite Micro has no uint8 REDUCE_MAX / REDUCE_MIN) on
+``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm`` and on the
+``llvm`` host's integer kernel, on random inputs and the extremes (every code the least,
+the greatest, alternating)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tvm_ethos
+from tests.helpers.tflite_oracle import oracle
+from tests.tvm_ethos.test_reduce_split import _exact, check_both_targets, reduce_model
+from tvm_ethos.backends.ethos_u.ops_reduce import not_table
+
+pytest.importorskip("ethosu.vela")
+
+
+def _exact_everywhere(model: bytes, seed: int = 0) -> dict:
+    """Exact on ``ethos-u``, the stream of ``ethos-u,llvm`` and the ``llvm`` host."""
+    entry = check_both_targets(model, seed, oracle)
+    _exact(tvm_ethos.compile(model, "llvm", cache_dir=False), model, seed, oracle)
+    return entry
+
+
+@pytest.mark.parametrize("dtype,least", [("int8", -128), ("uint8", 0)])
+def test_the_not_table_reverses_the_codes_of_its_type(dtype, least):
+    table = not_table(dtype)
+    codes = np.arange(least, least + 256)
+    # entry i is code least + i's NOT: a code of the type, the order reversed, an involution
+    assert sorted(table) == list(codes)
+    assert list(table) == list(codes[::-1])
+    assert all(table[table[i] - least] == codes[i] for i in range(256))
+
+
+def test_the_not_table_of_int16_is_refused_naming_the_types_it_holds():
+    with pytest.raises(tvm_ethos.errors.TvmEthosError, match="int16 codes.*int8 or uint8"):
+        not_table("int16")
+
+
+#: one of each: the single-window pool, the channels' pool with the height, a split
+FORMS = {
+    "min-uint8-8x8-hw": ("REDUCE_MIN", (1, 8, 8, 4), (1, 2), True),
+    "max-uint8-over-depth-and-height": ("REDUCE_MAX", (1, 8, 8, 4), (1, 3), False),
+}
+MORE_FORMS = {
+    "max-uint8-8x8-hw": ("REDUCE_MAX", (1, 8, 8, 4), (1, 2), False),
+    "min-uint8-over-depth": ("REDUCE_MIN", (1, 8, 8, 4), (3,), True),
+    "min-uint8-whole": ("REDUCE_MIN", (1, 8, 8, 4), (1, 2, 3), False),
+    "max-uint8-300x4-bands": ("REDUCE_MAX", (1, 300, 4, 4), (1, 2), True),
+    "min-uint8-300x4-bands": ("REDUCE_MIN", (1, 300, 4, 4), (1, 2), True),
+    "min-uint8-300-rows-and-depth": ("REDUCE_MIN", (1, 300, 3, 2), (1, 3), False),
+}
+
+
+def _uint8_form(kind, shape, axes, keep, seed=0):
+    q = (0.05, 130)
+    model = reduce_model(kind, shape, axes, keep, "uint8", q, q)
+    return _exact_everywhere(model, seed)
+
+
+@pytest.mark.parametrize("case", sorted(FORMS))
+def test_uint8_reduce_min_max_equal_litert(case):
+    _uint8_form(*FORMS[case])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(MORE_FORMS))
+def test_more_uint8_reduce_min_max_equal_litert(case):
+    _uint8_form(*MORE_FORMS[case])
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(kind=st.sampled_from(["REDUCE_MAX", "REDUCE_MIN"]), h=st.integers(1, 300),
+       w=st.integers(1, 9), c=st.integers(1, 6),
+       axes=st.sampled_from([(1, 2), (3,), (1, 3), (2, 3), (1, 2, 3)]), keep=st.booleans(),
+       scale=st.floats(0.002, 0.5), zp=st.integers(0, 255), seed=st.integers(0, 2**16))
+def test_uint8_reductions_of_any_shape_and_quantization_equal_litert(
+        kind, h, w, c, axes, keep, scale, zp, seed):
+    model = reduce_model(kind, (1, h, w, c), axes, keep, "uint8", (scale, zp), (scale, zp))
+    _exact_everywhere(model, seed)
