@@ -196,7 +196,8 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
         x, work = flipped, work + _aligned(r.h * r.w * r.c)
     # the per-pixel maxima: into the output, or into working memory for the second pool
     maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), x.dtype, 1.0, 0) if r.spatial else y
-    last = np.clip(not_table(x.dtype), q.act_min, q.act_max) if is_min else None   # the NOT and a fused clamp, as codes
+    # the NOT and a fused clamp, as codes
+    last = np.clip(not_table(x.dtype), q.act_min, q.act_max) if is_min else None
     pixels = r.h * r.w
     for start in range(0, pixels, MAX_PIXELS):
         n = min(MAX_PIXELS, pixels - start)
