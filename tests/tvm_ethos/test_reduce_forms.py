@@ -1,8 +1,9 @@
-"""Issue 28's reductions that Vela 5.2 runs on the NPU beyond the int8 ones: REDUCE_MAX and
-REDUCE_MIN of uint8 codes over height and width, the depth or both (``ops_reduce``,
-``ops_reduce_depth``, ``ops_reduce_split``: a uint8 max pool compares codes as the int8 one
-does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order). Each equals the
-oracle (LiteRT's reference kernels: TFLite Micro has no uint8 REDUCE_MAX / REDUCE_MIN) on
+"""Issue 28's reductions that Vela 5.2 runs on the NPU beyond the int8 ones: SUM, REDUCE_MAX
+and REDUCE_MIN of uint8 codes over height and width, the depth or both (``ops_reduce``,
+``ops_reduce_depth``, ``ops_reduce_split``: the NPU subtracts a uint8 zero point as an int8
+one, a uint8 max pool compares codes as the int8 one does, and ``255 - v`` is the uint8
+bitwise NOT that reverses their order). Each equals the oracle (LiteRT's reference kernels:
+TFLite Micro has no uint8 SUM, REDUCE_MAX or REDUCE_MIN) on
 ``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm`` and on the
 ``llvm`` host's integer kernel, on random inputs and the extremes (every code the least,
 the greatest, alternating)."""
@@ -45,6 +46,7 @@ def test_the_not_table_of_int16_is_refused_naming_the_types_it_holds():
 FORMS = {
     "min-uint8-8x8-hw": ("REDUCE_MIN", (1, 8, 8, 4), (1, 2), True),
     "max-uint8-over-depth-and-height": ("REDUCE_MAX", (1, 8, 8, 4), (1, 3), False),
+    "sum-uint8-8x8-hw": ("SUM", (1, 8, 8, 4), (1, 2), True),
 }
 MORE_FORMS = {
     "max-uint8-8x8-hw": ("REDUCE_MAX", (1, 8, 8, 4), (1, 2), False),
@@ -53,33 +55,39 @@ MORE_FORMS = {
     "max-uint8-300x4-bands": ("REDUCE_MAX", (1, 300, 4, 4), (1, 2), True),
     "min-uint8-300x4-bands": ("REDUCE_MIN", (1, 300, 4, 4), (1, 2), True),
     "min-uint8-300-rows-and-depth": ("REDUCE_MIN", (1, 300, 3, 2), (1, 3), False),
+    "sum-uint8-over-depth": ("SUM", (1, 8, 8, 4), (3,), False),
+    "sum-uint8-whole": ("SUM", (1, 8, 8, 4), (1, 2, 3), True),
+    "sum-uint8-300x4-bands": ("SUM", (1, 300, 4, 4), (1, 2), True),
+    "sum-uint8-300-rows-and-depth": ("SUM", (1, 300, 3, 5), (1, 3), False),
 }
 
 
 def _uint8_form(kind, shape, axes, keep, seed=0):
     q = (0.05, 130)
-    model = reduce_model(kind, shape, axes, keep, "uint8", q, q)
+    model = reduce_model(kind, shape, axes, keep, "uint8", q, (2.0, 120) if kind == "SUM" else q)
     return _exact_everywhere(model, seed)
 
 
 @pytest.mark.parametrize("case", sorted(FORMS))
-def test_uint8_reduce_min_max_equal_litert(case):
+def test_uint8_reductions_equal_litert(case):
     _uint8_form(*FORMS[case])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(MORE_FORMS))
-def test_more_uint8_reduce_min_max_equal_litert(case):
+def test_more_uint8_reductions_equal_litert(case):
     _uint8_form(*MORE_FORMS[case])
 
 
 @pytest.mark.slow
 @settings(max_examples=12, deadline=None)
-@given(kind=st.sampled_from(["REDUCE_MAX", "REDUCE_MIN"]), h=st.integers(1, 300),
+@given(kind=st.sampled_from(["SUM", "REDUCE_MAX", "REDUCE_MIN"]), h=st.integers(1, 300),
        w=st.integers(1, 9), c=st.integers(1, 6),
        axes=st.sampled_from([(1, 2), (3,), (1, 3), (2, 3), (1, 2, 3)]), keep=st.booleans(),
-       scale=st.floats(0.002, 0.5), zp=st.integers(0, 255), seed=st.integers(0, 2**16))
+       scale=st.floats(0.002, 0.5), zp=st.integers(0, 255), sum_scale=st.floats(0.5, 50),
+       sum_zp=st.integers(0, 255), seed=st.integers(0, 2**16))
 def test_uint8_reductions_of_any_shape_and_quantization_equal_litert(
-        kind, h, w, c, axes, keep, scale, zp, seed):
-    model = reduce_model(kind, (1, h, w, c), axes, keep, "uint8", (scale, zp), (scale, zp))
+        kind, h, w, c, axes, keep, scale, zp, sum_scale, sum_zp, seed):
+    out_q = (sum_scale, sum_zp) if kind == "SUM" else (scale, zp)
+    model = reduce_model(kind, (1, h, w, c), axes, keep, "uint8", (scale, zp), out_q)
     _exact_everywhere(model, seed)
