@@ -998,7 +998,7 @@ def _read_pad(op: QOp, ann: dict, problems: list) -> None:
 #: or over the depth (H, W or both with it: ``REDUCE_AXES``)
 REDUCE_KINDS = (Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_SUM)
 #: the axes of an NHWC tensor the integer kernels reduce
-REDUCE_AXES = ((1, 2),) + DEPTH_REDUCTION_AXES
+REDUCE_AXES = ((1, 2), (1,), (2,)) + DEPTH_REDUCTION_AXES
 
 
 def _read_reduce(op: QOp, core, problems: list) -> None:

@@ -1,9 +1,10 @@
-"""Issue 28's reductions that Vela 5.2 runs on the NPU beyond the int8 ones: SUM, REDUCE_MAX
-and REDUCE_MIN of uint8 codes over height and width, the depth or both (``ops_reduce``,
-``ops_reduce_depth``, ``ops_reduce_split``: the NPU subtracts a uint8 zero point as an int8
-one, a uint8 max pool compares codes as the int8 one does, and ``255 - v`` is the uint8
-bitwise NOT that reverses their order). Each equals the oracle (LiteRT's reference kernels:
-TFLite Micro has no uint8 SUM, REDUCE_MAX or REDUCE_MIN) on
+"""Issue 28's reductions that Vela 5.2 runs on the NPU beyond the int8 ones over height and
+width: SUM, REDUCE_MAX and REDUCE_MIN over the height or the width alone (one window of the
+reduced extent swept along the kept axis, ``ops_reduce``; past one kernel bands of rows,
+``ops_reduce_split``), and of uint8 codes over height and width, the depth or both (the NPU
+subtracts a uint8 zero point as an int8 one, a uint8 max pool compares codes as the int8 one
+does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order). Each equals the
+oracle (TFLite Micro; LiteRT's reference kernels for uint8, which TFLite Micro lacks) on
 ``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm`` and on the
 ``llvm`` host's integer kernel, on random inputs and the extremes (every code the least,
 the greatest, alternating)."""
@@ -13,17 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import oracle
+from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tests.tvm_ethos.test_reduce_split import _exact, check_both_targets, reduce_model
 from tvm_ethos.backends.ethos_u.ops_reduce import not_table
 
 pytest.importorskip("ethosu.vela")
 
 
-def _exact_everywhere(model: bytes, seed: int = 0) -> dict:
+def _exact_everywhere(model: bytes, seed: int = 0, reference=oracle) -> dict:
     """Exact on ``ethos-u``, the stream of ``ethos-u,llvm`` and the ``llvm`` host."""
-    entry = check_both_targets(model, seed, oracle)
-    _exact(tvm_ethos.compile(model, "llvm", cache_dir=False), model, seed, oracle)
+    entry = check_both_targets(model, seed, reference)
+    _exact(tvm_ethos.compile(model, "llvm", cache_dir=False), model, seed, reference)
     return entry
 
 
@@ -91,3 +92,65 @@ def test_uint8_reductions_of_any_shape_and_quantization_equal_litert(
     out_q = (sum_scale, sum_zp) if kind == "SUM" else (scale, zp)
     model = reduce_model(kind, (1, h, w, c), axes, keep, "uint8", (scale, zp), out_q)
     _exact_everywhere(model, seed)
+
+
+# --- over the height or the width alone
+#: SUM's output scale: a sum needs a wider one
+_SUM_Q = {"int8": (2.0, -2), "uint8": (2.0, 120)}
+_IN_Q = {"int8": (0.05, 3), "uint8": (0.05, 130)}
+
+
+def _one_axis(kind, shape, axis, keep, dtype, seed=0, in_q=None, out_q=None):
+    in_q = in_q or _IN_Q[dtype]
+    out_q = in_q if kind != "SUM" else (out_q or _SUM_Q[dtype])
+    model = reduce_model(kind, shape, (axis,), keep, dtype, in_q, out_q)
+    return _exact_everywhere(model, seed, tflm_oracle if dtype == "int8" else oracle)
+
+
+#: each reduction over one axis, one kernel
+ONE_AXIS = {
+    "sum-height": ("SUM", (1, 8, 8, 4), 1, True, "int8"),
+    "max-width": ("REDUCE_MAX", (1, 8, 8, 4), 2, False, "int8"),
+    "min-height": ("REDUCE_MIN", (1, 8, 8, 4), 1, False, "int8"),
+}
+MORE_ONE_AXIS = {
+    "sum-width": ("SUM", (1, 8, 8, 4), 2, False, "int8"),
+    "max-height": ("REDUCE_MAX", (1, 8, 8, 4), 1, True, "int8"),
+    "min-width": ("REDUCE_MIN", (1, 8, 8, 4), 2, True, "int8"),
+    "sum-height-100-rows": ("SUM", (1, 100, 8, 4), 1, True, "int8"),
+    "max-height-300-rows": ("REDUCE_MAX", (1, 300, 4, 4), 1, True, "int8"),
+    "min-height-300-rows": ("REDUCE_MIN", (1, 300, 4, 4), 1, False, "int8"),
+    "sum-width-uint8": ("SUM", (1, 5, 8, 3), 2, True, "uint8"),
+    "min-height-uint8": ("REDUCE_MIN", (1, 5, 8, 3), 1, True, "uint8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_AXIS))
+def test_reductions_over_one_axis_equal_tflite_micro(case):
+    _one_axis(*ONE_AXIS[case])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(MORE_ONE_AXIS))
+def test_more_reductions_over_one_axis_equal_tflite_micro(case):
+    _one_axis(*MORE_ONE_AXIS[case])
+
+
+@st.composite
+def _quantizations(draw, kind, dtype):
+    info = np.iinfo(dtype)
+    in_q = (draw(st.floats(0.002, 0.5)), draw(st.integers(int(info.min), int(info.max))))
+    out_q = (draw(st.floats(0.5, 50)), draw(st.integers(int(info.min), int(info.max))))
+    return in_q, out_q
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), kind=st.sampled_from(["SUM", "REDUCE_MAX", "REDUCE_MIN"]),
+       dtype=st.sampled_from(["int8", "uint8"]), axis=st.sampled_from([1, 2]),
+       h=st.integers(1, 300), w=st.integers(1, 12), c=st.integers(1, 6), keep=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_reductions_over_one_axis_of_any_shape_and_quantization_equal_tflite_micro(
+        data, kind, dtype, axis, h, w, c, keep, seed):
+    in_q, out_q = data.draw(_quantizations(kind, dtype))
+    _one_axis(kind, (1, h, w, c), axis, keep, dtype, seed, in_q, out_q)

@@ -907,10 +907,14 @@ _REDUCE_AXIS_NAMES = {1: "rh", 2: "rw"}
 
 
 def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
-    """REDUCE_MAX / REDUCE_MIN over H and W of an NHWC tensor: TFLite's int8 kernels pick the
-    largest (smallest) code, input and output quantized alike (``patterns._read_reduce``)."""
-    if 3 in op.attrs.get("axis", ()):
+    """REDUCE_MAX / REDUCE_MIN over H and W of an NHWC tensor: TFLite's 8-bit kernels pick
+    the largest (smallest) code, input and output quantized alike (``patterns._read_reduce``).
+    Over H or W alone (or with the depth) each kept axis is one to one, as over the depth."""
+    axes = tuple(op.attrs.get("axis", (1, 2)))
+    if 3 in axes:
         return lower_reduce_over_depth(op, inputs, pool, name)
+    if axes != (1, 2):
+        return _lower_reduce_min_max_one_axis(op, inputs, axes[0], name)
     (x,) = inputs
     n_, h_, w_, c_ = op.in_shapes[0]
     reducer = te.max if op.kind == Op.REDUCE_MAX else te.min
@@ -927,6 +931,29 @@ def lower_reduce_min_max(op, inputs, pool: ConstPool, name="reduce"):
         lambda *i: clamp_cast(acc[i[0], i[-1]], op.act_min, op.act_max, op.out_dtype),
         name=f"{name}_out",
     )
+
+
+def _lower_reduce_min_max_one_axis(op, inputs, axis: int, name: str):
+    """REDUCE_MAX / REDUCE_MIN over the height (``axis`` 1) or the width (2) alone of an NHWC
+    tensor: the largest (smallest) code of each kept position, then the output's shape."""
+    (x,) = inputs
+    n_, h_, w_, c_ = (int(s) for s in op.in_shapes[0])
+    r = te.reduce_axis((0, (h_, w_)[axis - 1]), name=_REDUCE_AXIS_NAMES[axis])
+    reducer = te.max if op.kind == Op.REDUCE_MAX else te.min
+    kept = (n_, 1, w_, c_) if axis == 1 else (n_, h_, 1, c_)
+
+    def reduce_fn(n, h, w, c):
+        at = (n, r, w, c) if axis == 1 else (n, h, r, c)
+        return reducer(x[at].astype("int32"), axis=[r])
+
+    acc = te.compute(kept, reduce_fn, name=f"{name}_acc")
+    keep = len(op.out_shape) == 4
+
+    def out_fn(*i):
+        at = i if keep else i[:axis] + (_i32(0),) + i[axis:]
+        return clamp_cast(acc[at], op.act_min, op.act_max, op.out_dtype)
+
+    return te.compute(tuple(op.out_shape), out_fn, name=f"{name}_out")
 
 
 def lower_reduce_over_depth(op, inputs, pool: ConstPool, name="reduce"):

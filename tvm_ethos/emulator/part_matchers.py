@@ -740,10 +740,14 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         window = _window_of(r, amap, x_shape, out_shape)
         rk = _reduce_kind(red)
         kernel = mean_kernel(x_shape, layer.attrs.get("axis") or ()) \
-            if layer is not None and layer.kind == Op.MEAN and not weights else None
+            if layer is not None and not weights and (layer.kind == Op.MEAN or (
+                layer.kind in _GLOBAL_REDUCTIONS
+                and tuple(layer.attrs.get("axis") or ()) in ((1,), (2,)))) else None
         if kernel is not None:
             # the reduced extents of its NHWC view (ethos_arch.mean_window), as the stream
-            # runs it; the propagator, from the TE reads, maps the kept axes one to one
+            # runs it (SUM, REDUCE_MAX, REDUCE_MIN over the height or the width alone: the
+            # same window, ops_reduce); the propagator, from the TE reads, maps the kept axes
+            # one to one
             return Op.MEAN, {"kernel": kernel, "keepdims": len(out_shape) == len(x_shape)}, None
         if len(x_shape) == 4 and len(out_shape) == 4 and window is not None and rk == "sum" \
                 and weights:

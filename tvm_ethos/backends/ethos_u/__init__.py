@@ -51,6 +51,7 @@ from tvm_ethos.backends.base import (
 )
 from tvm_ethos.backends.ethos_u import (
     ops_argmax,
+    ops_reduce,
     ops_reduce_depth,
     ops_reduce_split,
     ops_softmax16,
@@ -383,7 +384,10 @@ def _reduce(q, o):
         return [why] if why else []
     if ops_reduce_depth.over_depth(q):   # a convolution or max pools (ops_reduce_depth)
         return ops_reduce_depth.refusals(q)
-    _, h, w, _ = q.in_shapes[0]
+    if tuple(q.attrs.get("axis") or ()) not in ops_reduce.SPATIAL_AXES:
+        return [f"{q.tflite_name} over axes {q.attrs.get('axis')}; the NPU reduces the height, "
+                "the width or both of NHWC, or its depth with any of them"]
+    h, w = ops_reduce.reduction_window(q).kernel
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and not (h <= 256 and h * w <= 65536):
         return [f"{q.tflite_name} over {h}x{w}; one max pool takes at most 256 rows and 65536 "
                 "elements"]

@@ -1,11 +1,13 @@
-"""REDUCE_MAX, REDUCE_MIN and SUM over height and width of the whole input on the NPU.
+"""REDUCE_MAX, REDUCE_MIN and SUM over the height, the width or both of an NHWC input on the
+NPU.
 
-REDUCE_MAX is a max pool whose single window is the input's height and width (Vela's form of
-a global max). TFLite's int8 REDUCE_MAX picks a code and requires the output quantized as the
-input (``patterns._read_reduce`` refuses any other), so the pool's comparison of codes is
+REDUCE_MAX is a max pool whose window is the reduced extents (Vela's form of a global max;
+over one axis alone the window sweeps the kept one with stride 1). TFLite's 8-bit
+REDUCE_MAX picks a code and requires the output quantized as the input
+(``patterns._read_reduce`` refuses any other), so the pool's comparison of codes is
 TFLite's.
 
-SUM is MEAN's depthwise convolution with all-one weights over the whole input
+SUM is MEAN's depthwise convolution with all-one weights over the reduced extents
 (``npu_ops.mean_op``, the IFM zero point subtracted by the NPU, as TFLite sums ``x - zp``):
 TFLite's int8 SUM rescales that sum by the ``s_in / s_out`` multiplier alone, so the
 per-channel scale is MEAN's with an element count of one and the only rounding is TFLite's
@@ -22,6 +24,7 @@ requires the output quantized as the input, so codes are what is compared.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,29 +38,49 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 
-def _hw(op) -> tuple[int, int, int]:
-    """(height, width, depth) of a reduction over height and width of an NHWC input."""
-    if tuple(op.attrs.get("axis") or ()) != (1, 2) or len(op.in_shapes[0]) != 4:
+class Window(NamedTuple):
+    """A reduction over the height, the width or both of an NHWC input of ``view`` (height,
+    width, depth): one window of ``kernel`` (rows, columns), the whole of a reduced axis and
+    1 along a kept one, swept with stride 1 along the kept one."""
+
+    view: tuple[int, int, int]
+    kernel: tuple[int, int]
+
+    @property
+    def out_view(self) -> tuple[int, int, int]:
+        (h, w, c), (kh, kw) = self.view, self.kernel
+        return h - kh + 1, w - kw + 1, c
+
+
+#: the axes of an NHWC input whose reduction is one window
+SPATIAL_AXES = ((1,), (2,), (1, 2))
+
+
+def reduction_window(op) -> Window:
+    """The window of a reduction over the height, the width or both of an NHWC input."""
+    axes = tuple(op.attrs.get("axis") or ())
+    if axes not in SPATIAL_AXES or len(op.in_shapes[0]) != 4:
         raise UnsupportedOperatorError(op.tflite_name,
                                        f"a reduction over axes {op.attrs.get('axis')}")
     _, h, w, c = (int(s) for s in op.in_shapes[0])
-    return h, w, c
+    return Window((h, w, c), (h if 1 in axes else 1, w if 2 in axes else 1))
 
 
 def reduce_max_op(op, ifm: FmSlot, ofm: FmSlot):
-    """The max pool of REDUCE_MAX: one window of the whole input, a 1x1 output."""
-    h, w, c = _hw(op)
+    """The max pool of REDUCE_MAX: one window of the reduced extents (the whole input where
+    both are reduced), stride 1 along a kept axis."""
+    win = reduction_window(op)
     pool = dataclasses.replace(op, kind=Op.MAX_POOL2D,
-                               attrs={"pool_size": (h, w), "strides": (1, 1),
+                               attrs={"pool_size": win.kernel, "strides": (1, 1),
                                       "padding": (0, 0, 0, 0)})
-    return pool_op(pool, dataclasses.replace(ifm, shape=(h, w, c)),
-                   dataclasses.replace(ofm, shape=(1, 1, c)))
+    return pool_op(pool, dataclasses.replace(ifm, shape=win.view),
+                   dataclasses.replace(ofm, shape=win.out_view))
 
 
 def reduce_sum_constants(op, channels: int) -> tuple:
     """(all-one weights, per-channel (multiplier, NPU shift)) of SUM's depthwise
     convolution: TFLite's ``s_in / s_out`` multiplier."""
-    _hw(op)
+    reduction_window(op)
     m, s = quantize_multiplier(f32(op.in_q[0][0]) / f32(op.out_q[0]))
     if not 0 <= 31 - s <= 63:
         raise UnsupportedOperatorError(op.tflite_name, f"a scale shift of {s}")
@@ -85,7 +108,7 @@ def not_table(dtype: str) -> np.ndarray:
 def reduce_min_work_bytes(q) -> int:
     """The working memory of REDUCE_MIN: its input's NOT, int8 (every byte written, so that
     a Plan holding it touches all it holds)."""
-    h, w, c = _hw(q)
+    h, w, c = reduction_window(q).view
     return h * w * c
 
 
@@ -130,18 +153,19 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     """The operations of one REDUCE_MIN: NOT into working memory (``em.work``), then the
     single-window max pool whose output is NOT-ed (and clamped) by its table."""
     api = vela_api()
-    h, w, c = _hw(q)
+    win = reduction_window(q)
+    (h, w, c), (kh, kw) = win.view, win.kernel
     if q.in_q[0] != q.out_q:
         raise UnsupportedOperatorError(q.tflite_name, "an output quantized unlike its input")
     unit = {"scale": 1.0, "zero_point": 0}
     x = dataclasses.replace(operands[0], shape=(h, w, c), **unit)
     flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), x.dtype, 1.0, 0)
-    out = dataclasses.replace(ofm, shape=(1, 1, c), **unit)
+    out = dataclasses.replace(ofm, shape=win.out_view, **unit)
     negate = not_op(x, flipped)
 
     pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
     pool.ifm, pool.ofm = feature_map(flipped), feature_map(out)
-    pool.kernel = api.NpuKernel(w, h)
+    pool.kernel = api.NpuKernel(kw, kh)
     pool.padding = api.NpuPadding(0, 0, 0, 0)
     pool.name = "reduce_min"
     # the zero point moves the fused clamp to codes: ofm codes are the table's entries

@@ -93,8 +93,8 @@ def _axes(q) -> tuple[int, ...]:
 
 def _view_and_kernel(q) -> tuple[tuple[int, int, int], tuple[int, int]] | None:
     """The NHWC view and reduced (rows, columns) of a MEAN over height, width or both of its
-    view, or of a SUM / REDUCE_MAX / REDUCE_MIN over the height and width of a 4-D tensor;
-    None for any other reduction."""
+    view, or of a SUM / REDUCE_MAX / REDUCE_MIN over the height, the width or both of a 4-D
+    tensor; None for any other reduction."""
     if q.kind not in (Op.MEAN, Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN):
         return None
     shape = tuple(int(s) for s in q.in_shapes[0])
@@ -108,10 +108,8 @@ def _view_and_kernel(q) -> tuple[tuple[int, int, int], tuple[int, int]] | None:
     if sum_over_depth(q):
         r = reduction(q)
         return (r.h, r.w, r.c), (r.kh, r.kw)
-    if len(shape) == 4 and sorted(a % 4 for a in axes) == [1, 2]:
-        _, h, w, c = shape
-        return (h, w, c), (h, w)
-    return None
+    kernel = mean_kernel(shape, axes) if len(shape) == 4 else None
+    return None if kernel is None else (shape[1:], kernel)
 
 
 def sum_over_depth(q) -> bool:
