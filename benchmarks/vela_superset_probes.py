@@ -268,12 +268,16 @@ def mean(shape=(1, 4, 4, 8), axes=(1, 2), dtype="int8", keep=True) -> bytes:
                 op_inputs=[0, 2])
 
 
+#: a SUM's output (scale, zero point) by type: wider than the input's
+_SUM_Q = {"int8": (2.0, -2), "uint8": (2.0, 120), "int16": (2.0**-6, 0)}
+
+
 def reduce(code, shape, axes, dtype="int8", keep=True) -> bytes:
     """SUM / REDUCE_MAX / REDUCE_MIN over ``axes`` (REDUCE_MAX / REDUCE_MIN quantized as their
     input, as TFLite requires; SUM into a wider scale)."""
     out = [1 if i in axes else d for i, d in enumerate(shape)] if keep else [
         d for i, d in enumerate(shape) if i not in axes]
-    q_out = (2.0, -2) if code == BO.SUM else Q_IN[dtype]
+    q_out = _SUM_Q[dtype] if code == BO.SUM else Q_IN[dtype]
     tensors = [_t(shape, dtype), _t(out, dtype, q_out), _i32(list(axes))]
     return _one(tensors, code, [0], [1], _opts("ReducerOptions", KeepDims=keep),
                 op_inputs=[0, 2])
@@ -492,6 +496,24 @@ def _mac() -> list[Probe]:
         Probe("MAX_POOL_2D", "one output row, stride 5x2",
               lambda: pool(_MAX, (1, 6, 8, 8), (4, 2), (5, 2))),
     ]
+    # the height or the width alone, uint8 and int16 (benchmarks/reduce_sweep.py's gaps)
+    forms += [
+        Probe("SUM", "over the height alone", lambda: reduce(BO.SUM, (1, 8, 8, 4), (1,))),
+        Probe("SUM", "over the width alone",
+              lambda: reduce(BO.SUM, (1, 8, 8, 4), (2,), keep=False)),
+        Probe("SUM", "over 100 rows of the height alone",
+              lambda: reduce(BO.SUM, (1, 100, 8, 4), (1,))),
+        Probe("REDUCE_MIN", "over the width alone",
+              lambda: reduce(BO.REDUCE_MIN, (1, 8, 8, 4), (2,))),
+        Probe("SUM", "uint8", lambda: reduce(BO.SUM, (1, 8, 8, 4), (1, 2), "uint8")),
+        Probe("REDUCE_MAX", "uint8", lambda: reduce(BO.REDUCE_MAX, (1, 8, 8, 4), (1, 2),
+                                                     "uint8")),
+        Probe("REDUCE_MIN", "uint8 over 300x4",
+              lambda: reduce(BO.REDUCE_MIN, (1, 300, 4, 4), (1, 2), "uint8")),
+        Probe("SUM", "int16", lambda: reduce(BO.SUM, (1, 8, 8, 4), (1, 2), "int16")),
+        Probe("REDUCE_MIN", "int16", lambda: reduce(BO.REDUCE_MIN, (1, 8, 8, 4), (1, 2),
+                                                     "int16")),
+    ]
     return forms
 
 
@@ -617,6 +639,15 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
     ("RELU_N1_TO_1", "int16"):
         "neither TFLite Micro nor LiteRT has an int16 RELU_N1_TO_1 kernel (LiteRT's: float32, "
         "uint8 and int8), so nothing defines its result; the importer refuses it",
+    ("SUM", "int16"):
+        "the importer refuses it: TVM's TFLite importer computes an int16 SUM in float32, and "
+        "no integer kernel of ours reads TFLite Micro's int16 SUM (its per-element rescale "
+        "of x - zp) yet; the int8 and uint8 SUM are on the NPU",
+    ("REDUCE_MIN", "int16"):
+        "the importer refuses it: TVM's TFLite importer computes an int16 REDUCE_MIN in "
+        "float32, and the NPU's REDUCE_MIN is min(x) = ~max(~x) through a 256-entry "
+        "bitwise-NOT table, which holds 8-bit codes only (an int16 NOT needs another "
+        "operation: Vela subtracts from -1); the int16 REDUCE_MAX is on the NPU",
     ("SQUARED_DIFFERENCE", "uint8"):
         "neither TFLite Micro nor LiteRT has a uint8 SQUARED_DIFFERENCE kernel (TFLite Micro's: "
         "float32, int32, int8 and int16; LiteRT's: float32, int32 and int8), so nothing "

@@ -3,11 +3,12 @@ does: elementwise operators of rank 1 to 3 (emitted over whole tensors) or of a 
 scalar operand (read as ones of the output's rank), an 8-bit SOFTMAX and
 a PRELU of alpha constant along the height with a batch above 1 (the batch folded into the
 height), int16 reshapes, splits, slices, PACK / UNPACK and nearest resizes (the codes moved),
-and reductions and pools past one NPU operation (pools of bands of rows; a pool of one
-output row of any stride along it), and the dtype sweep's uint8 / int16 forms
-(test_dtype_sweep_forms.TAKEN), each an ``ethos-u`` operator whose outputs equal TFLite
-Micro's (LiteRT's reference kernels for RELU_N1_TO_1, a uint8 PRELU and the sweep's forms
-TFLite Micro lacks)."""
+reductions and pools past one NPU operation (pools of bands of rows; a pool of one
+output row of any stride along it), the dtype sweep's uint8 / int16 forms
+(test_dtype_sweep_forms.TAKEN), and SUM / REDUCE_MAX / REDUCE_MIN over the height or the
+width alone or of uint8 codes, each an ``ethos-u`` operator whose outputs equal TFLite
+Micro's (LiteRT's reference kernels for RELU_N1_TO_1, a uint8 PRELU, the sweep's forms
+TFLite Micro lacks and the uint8 reductions)."""
 from __future__ import annotations
 
 import pytest
@@ -47,6 +48,11 @@ _SPLIT = {("SUM", "over 100x8"), ("SUM", "over 600x4"), ("SUM", "over H, W and C
           ("REDUCE_MIN", "over 300x4"), ("MEAN", "over 100 rows of the height"),
           ("MEAN", "over 70x70"), ("AVERAGE_POOL_2D", "one output row, stride 5x1"),
           ("MAX_POOL_2D", "one output row, stride 5x2")}
+#: the reductions over the height or the width alone, and of uint8 codes (issue 28:
+#: ``ops_reduce.reduction_window``; uint8 the 8-bit kernels, its own NOT table)
+_REDUCE = {("SUM", "over the height alone"), ("SUM", "over the width alone"),
+           ("SUM", "over 100 rows of the height alone"), ("REDUCE_MIN", "over the width alone"),
+           ("SUM", "uint8"), ("REDUCE_MAX", "uint8"), ("REDUCE_MIN", "uint8 over 300x4")}
 #: the probes this work put on the NPU
 TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                 and p.operator in _ELEMENTWISE)
@@ -56,7 +62,7 @@ TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                      ("SLICE", "batch 2"), ("STRIDED_SLICE", "batch 2"),
                                      ("SLICE", "rank 2"), ("ABS", "int16"),
                                      ("PRELU", "uint8")}
-         or (p.operator, p.name) in _SPLIT
+         or (p.operator, p.name) in _SPLIT | _REDUCE
          or (p.operator in _INT16_COPIES and p.name == "int16")] + DTYPE_TAKEN
 
 
@@ -81,13 +87,16 @@ def test_one_form_of_each_fix_runs_on_the_npu_as_tflite_micro(data):
 @pytest.mark.slow
 @pytest.mark.parametrize("probe", TAKEN, ids=[f"{p.operator}-{p.name}" for p in TAKEN])
 def test_every_taken_probe_runs_on_the_npu_as_its_oracle(probe):
-    # TFLite Micro has no RELU_N1_TO_1 or uint8 PRELU kernel (nor most of the dtype sweep's
-    # uint8 ones): LiteRT's reference kernels are their oracle
+    # TFLite Micro has no RELU_N1_TO_1, uint8 PRELU or uint8 reduction kernel (nor most of
+    # the dtype sweep's uint8 ones): LiteRT's reference kernels are their oracle
     if probe in DTYPE_TAKEN:
         _on_the_npu(probe.build(), dtype_reference((probe.operator, probe.name)))
         return
     _on_the_npu(probe.build(), oracle if probe.operator == "RELU_N1_TO_1"
-                or (probe.operator, probe.name) == ("PRELU", "uint8") else None)
+                or (probe.operator, probe.name) == ("PRELU", "uint8")
+                or probe.name.startswith("uint8") and probe.operator in ("SUM", "REDUCE_MAX",
+                                                                          "REDUCE_MIN")
+                else None)
 
 
 @pytest.mark.slow
