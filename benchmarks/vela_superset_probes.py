@@ -639,10 +639,6 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
     ("RELU_N1_TO_1", "int16"):
         "neither TFLite Micro nor LiteRT has an int16 RELU_N1_TO_1 kernel (LiteRT's: float32, "
         "uint8 and int8), so nothing defines its result; the importer refuses it",
-    ("SUM", "int16"):
-        "the importer refuses it: TVM's TFLite importer computes an int16 SUM in float32, and "
-        "no integer kernel of ours reads TFLite Micro's int16 SUM (its per-element rescale "
-        "of x - zp) yet; the int8 and uint8 SUM are on the NPU",
     ("REDUCE_MIN", "int16"):
         "the importer refuses it: TVM's TFLite importer computes an int16 REDUCE_MIN in "
         "float32, and the NPU's REDUCE_MIN is min(x) = ~max(~x) through a 256-entry "

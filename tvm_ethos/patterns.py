@@ -1017,16 +1017,18 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
                         "the integer kernel reduces height and width of NHWC, or its depth "
                         "with any of them")
     # an int16 REDUCE_MAX over height and width picks a code as the int8 one does (LiteRT's
-    # int16 kernel); over the depth the NPU's forms take int8 only
-    int16 = op.kind == Op.REDUCE_MAX and op.in_dtypes[0] == op.out_dtype == "int16" and \
-        op.attrs["axis"] == (1, 2)
+    # int16 kernel), an int16 SUM over them rescales the sum of x - zp as it does (TFLite
+    # Micro's); over the depth the NPU's forms take int8 only
+    int16 = op.in_dtypes[0] == op.out_dtype == "int16" and (
+        op.kind == Op.REDUCE_MAX and op.attrs["axis"] == (1, 2)
+        or op.kind == Op.REDUCE_SUM and op.attrs["axis"] in ((1, 2), (1,), (2,)))
     # a uint8 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does, a uint8 SUM rescales
     # the sum of x - zp as it does (LiteRT's uint8 kernels; TFLite Micro has none)
     uint8 = op.in_dtypes[0] == op.out_dtype == "uint8"
     if not (int16 or uint8) and (op.in_dtypes[0] != "int8" or op.out_dtype != "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the "
                         "integer kernels are TFLite's int8 and uint8 ones (int16 too for "
-                        "REDUCE_MAX)")
+                        "REDUCE_MAX and SUM over height and width)")
     if op.kind != Op.REDUCE_SUM and op.out_q is not None and op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"{op.tflite_name} with input quantization {op.in_q[0]} and output "
                         f"{op.out_q}; TFLite's int8 kernel requires them equal")

@@ -48,11 +48,13 @@ _SPLIT = {("SUM", "over 100x8"), ("SUM", "over 600x4"), ("SUM", "over H, W and C
           ("REDUCE_MIN", "over 300x4"), ("MEAN", "over 100 rows of the height"),
           ("MEAN", "over 70x70"), ("AVERAGE_POOL_2D", "one output row, stride 5x1"),
           ("MAX_POOL_2D", "one output row, stride 5x2")}
-#: the reductions over the height or the width alone, and of uint8 codes (issue 28:
-#: ``ops_reduce.reduction_window``; uint8 the 8-bit kernels, its own NOT table)
+#: the reductions over the height or the width alone, of uint8 codes and an int16 SUM
+#: (issue 28: ``ops_reduce.reduction_window``; uint8 the 8-bit kernels, its own NOT table;
+#: int16 SUM TFLite Micro's kernel, ``tflite_check._int16_pooling``)
 _REDUCE = {("SUM", "over the height alone"), ("SUM", "over the width alone"),
            ("SUM", "over 100 rows of the height alone"), ("REDUCE_MIN", "over the width alone"),
-           ("SUM", "uint8"), ("REDUCE_MAX", "uint8"), ("REDUCE_MIN", "uint8 over 300x4")}
+           ("SUM", "uint8"), ("REDUCE_MAX", "uint8"), ("REDUCE_MIN", "uint8 over 300x4"),
+           ("SUM", "int16")}
 #: the probes this work put on the NPU
 TAKEN = [p for p in PROBES if (p.name in _FLAT + ("constant scalar",)
                                 and p.operator in _ELEMENTWISE)

@@ -562,15 +562,16 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 
 
 def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
-    """Why an INT16 pool, MEAN or REDUCE_MAX (which ``tflite_check`` lets through) is not in
-    the form the integer kernels take, naming what is: TFLite's pools require the output
-    quantized as the input; MEAN and REDUCE_MAX reduce height and width of NHWC (constant
-    axes 1 and 2), and REDUCE_MAX picks a code, so its output is quantized as its input, with
-    zero point 0 (LiteRT's int16 kernel; TFLite Micro has none). TVM's importer would compute
-    any other reduction in float32. ``""`` for any other operator or form."""
+    """Why an INT16 pool, MEAN, SUM or REDUCE_MAX (which ``tflite_check`` lets through) is not
+    in the form the integer kernels take, naming what is: TFLite's pools require the output
+    quantized as the input; MEAN, SUM and REDUCE_MAX reduce height and width of NHWC
+    (constant axes 1 and 2; SUM the height or the width alone too), and REDUCE_MAX picks a
+    code, so its output is quantized as its input, with zero point 0 (LiteRT's int16 kernel;
+    TFLite Micro has none). TVM's importer would compute any other reduction in float32.
+    ``""`` for any other operator or form."""
     from tflite.TensorType import TensorType
 
-    if op.name not in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "REDUCE_MAX") \
+    if op.name not in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "SUM", "REDUCE_MAX") \
             or not op.inputs or min(op.inputs) < 0 or len(op.outputs) != 1:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -592,6 +593,9 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
                 "int16 over constant axes 1 and 2 (height and width) only")
     rank = x.ShapeLength()
     over_hw = sorted(a % rank if -rank <= a < rank else a for a in axes) == [1, 2]
+    # TFLite Micro's int16 SUM over the height or the width alone: the NPU's MEAN window
+    one_axis_sum = op.name == "SUM" and rank == 4 and \
+        sorted(a % 4 if -4 <= a < 4 else a for a in axes) in ([1], [2])
     if op.name == "MEAN" and all(-rank <= a < rank for a in axes):
         # the NPU's MEAN (batch 1) also reduces the height or the width alone, of 2-D and
         # 3-D tensors too (ethos_arch.mean_window)
@@ -602,7 +606,7 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
                     "width or both of a batch of one (of a 3-D tensor the first two axes, of a "
                     "2-D one the first); TVM's importer computes other int16 reductions in "
                     "float32")
-    elif not over_hw:
+    elif not over_hw and not one_axis_sum:
         return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
                 "kernel reduces height and width of NHWC (axes [1, 2]); TVM's importer "
                 "computes other int16 reductions in float32")
