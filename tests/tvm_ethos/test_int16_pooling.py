@@ -125,11 +125,11 @@ def test_int16_reduce_max_is_on_the_npu_equal_to_litert(case, target):
        keepdims=st.booleans())
 def test_the_importer_takes_an_int16_reduction_over_height_and_width_only(name, axes, keepdims):
     """Whatever the axes: imported where they are height and width (negative ones counted
-    from the end; a MEAN's or a SUM's the height or the width alone too, as the NPU takes
-    it), else refused naming them, never computed in float32."""
+    from the end; the height or the width alone too, as the NPU takes it, and a REDUCE_MAX's
+    depth alone), else refused naming them, never computed in float32."""
     (verdict,) = operator_support(reduction(name, (1, 3, 4, 5), tuple(axes), keepdims))
     norm = sorted(a % 4 for a in axes)
-    over_hw = norm == [1, 2] or name in ("MEAN", "SUM") and norm in ([1], [2])
+    over_hw = norm in ([1, 2], [1], [2]) or name == "REDUCE_MAX" and norm == [3]
     assert verdict.importable == over_hw, verdict
     if not over_hw:
         assert f"int16 {name} over axes {list(axes)}" in verdict.reason, verdict.reason

@@ -1,15 +1,15 @@
 """Issue 28's reductions that Vela 5.2 runs on the NPU beyond the int8 ones over height and
 width: SUM, REDUCE_MAX and REDUCE_MIN over the height or the width alone (one window of the
 reduced extent swept along the kept axis, ``ops_reduce``; past one kernel bands of rows,
-``ops_reduce_split``), and of uint8 codes over height and width, the depth or both (the NPU
+``ops_reduce_split``); of uint8 codes over height and width, the depth or both (the NPU
 subtracts a uint8 zero point as an int8 one, a uint8 max pool compares codes as the int8 one
-does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order), and an int16 SUM
-over the height, the width or both (TFLite Micro's int16 kernel, read by the importer as
-MEAN's). Each equals the oracle (TFLite Micro; LiteRT's reference kernels for uint8, which
-TFLite Micro lacks) on
-``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm`` and on the
-``llvm`` host's integer kernel, on random inputs and the extremes (every code the least,
-the greatest, alternating)."""
+does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order); an int16 SUM over
+the height, the width or both (TFLite Micro's int16 kernel, read by the importer as MEAN's);
+an int16 REDUCE_MAX over the height, the width or the depth alone. Each equals the oracle
+(TFLite Micro; LiteRT's reference kernels for uint8 and the int16 REDUCE_MAX, which TFLite
+Micro lacks) on ``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm``
+and on the ``llvm`` host's integer kernel, on random inputs and the extremes (every code
+the least, the greatest, alternating)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -193,3 +193,25 @@ def test_an_int16_sum_over_the_depth_stays_a_tflite_operator_naming_its_axes():
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
     assert "int16 SUM over axes [3] of a 4-D tensor" in placed.why, placed.why
+
+
+# --- int16 REDUCE_MAX over the height, the width or the depth alone (LiteRT's int16 kernel,
+# zero point 0 and the output quantized as the input: TFLite Micro has none)
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(h=st.integers(1, 300), w=st.integers(1, 12), c=st.integers(1, 6),
+       axes=st.sampled_from([(1,), (2,), (3,)]), keep=st.booleans(),
+       scale=st.floats(1e-4, 0.05), seed=st.integers(0, 2**16))
+def test_int16_reduce_max_over_one_axis_equals_litert(h, w, c, axes, keep, scale, seed):
+    q = (scale, 0)
+    model = reduce_model("REDUCE_MAX", (1, h, w, c), axes, keep, "int16", q, q)
+    _exact_everywhere(model, seed, oracle)
+
+
+def test_an_int16_reduce_max_over_the_depth_and_height_stays_a_tflite_operator():
+    q = (2.0**-12, 0)
+    model = reduce_model("REDUCE_MAX", (1, 4, 4, 8), (1, 3), True, "int16", q, q)
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    (placed,) = cm.placement
+    assert placed.placed_on == "tflite-micro"
+    assert "int16 REDUCE_MAX over axes [1, 3] of a 4-D tensor" in placed.why, placed.why

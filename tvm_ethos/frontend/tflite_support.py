@@ -561,11 +561,18 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return ""
 
 
+#: the axes of an NHWC tensor besides height and width (sorted) whose int16 REDUCE_MAX the
+#: integer kernels take: the height, the width or the depth alone (the NPU's maxima of a
+#: reduction over the depth with height or width are held in int8 working memory)
+_INT16_REDUCE_MAX_AXES = ([1], [2], [3])
+
+
 def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why an INT16 pool, MEAN, SUM or REDUCE_MAX (which ``tflite_check`` lets through) is not
     in the form the integer kernels take, naming what is: TFLite's pools require the output
     quantized as the input; MEAN, SUM and REDUCE_MAX reduce height and width of NHWC
-    (constant axes 1 and 2; SUM the height or the width alone too), and REDUCE_MAX picks a
+    (constant axes 1 and 2; SUM and REDUCE_MAX the height or the width alone too, REDUCE_MAX
+    the depth alone), and REDUCE_MAX picks a
     code, so its output is quantized as its input, with zero point 0 (LiteRT's int16 kernel;
     TFLite Micro has none). TVM's importer would compute any other reduction in float32.
     ``""`` for any other operator or form."""
@@ -593,9 +600,11 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
                 "int16 over constant axes 1 and 2 (height and width) only")
     rank = x.ShapeLength()
     over_hw = sorted(a % rank if -rank <= a < rank else a for a in axes) == [1, 2]
-    # TFLite Micro's int16 SUM over the height or the width alone: the NPU's MEAN window
-    one_axis_sum = op.name == "SUM" and rank == 4 and \
-        sorted(a % 4 if -4 <= a < 4 else a for a in axes) in ([1], [2])
+    norm = sorted(a % 4 if -4 <= a < 4 else a for a in axes) if rank == 4 else None
+    # TFLite Micro's int16 SUM over the height or the width alone (the NPU's MEAN window);
+    # LiteRT's int16 REDUCE_MAX over the height, the width or the depth alone (max pools)
+    other_axes = op.name == "SUM" and norm in ([1], [2]) or \
+        op.name == "REDUCE_MAX" and norm in _INT16_REDUCE_MAX_AXES
     if op.name == "MEAN" and all(-rank <= a < rank for a in axes):
         # the NPU's MEAN (batch 1) also reduces the height or the width alone, of 2-D and
         # 3-D tensors too (ethos_arch.mean_window)
@@ -606,10 +615,11 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
                     "width or both of a batch of one (of a 3-D tensor the first two axes, of a "
                     "2-D one the first); TVM's importer computes other int16 reductions in "
                     "float32")
-    elif not over_hw and not one_axis_sum:
+    elif not over_hw and not other_axes:
         return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
-                "kernel reduces height and width of NHWC (axes [1, 2]); TVM's importer "
-                "computes other int16 reductions in float32")
+                "kernel reduces height and width of NHWC (axes [1, 2]; a SUM or REDUCE_MAX "
+                "the height or the width alone too, a REDUCE_MAX the depth alone); TVM's "
+                "importer computes other int16 reductions in float32")
     if op.name == "REDUCE_MAX" and qx != qy:
         return (f"an int16 REDUCE_MAX with input quantization {_shown(qx)} and output "
                 f"{_shown(qy)}: TFLite's kernel picks a code and requires them equal "
