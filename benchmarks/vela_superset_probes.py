@@ -639,11 +639,6 @@ PROBE_GAPS: dict[tuple[str, str], str] = {
     ("RELU_N1_TO_1", "int16"):
         "neither TFLite Micro nor LiteRT has an int16 RELU_N1_TO_1 kernel (LiteRT's: float32, "
         "uint8 and int8), so nothing defines its result; the importer refuses it",
-    ("REDUCE_MIN", "int16"):
-        "the importer refuses it: TVM's TFLite importer computes an int16 REDUCE_MIN in "
-        "float32, and the NPU's REDUCE_MIN is min(x) = ~max(~x) through a 256-entry "
-        "bitwise-NOT table, which holds 8-bit codes only (an int16 NOT needs another "
-        "operation: Vela subtracts from -1); the int16 REDUCE_MAX is on the NPU",
     ("SQUARED_DIFFERENCE", "uint8"):
         "neither TFLite Micro nor LiteRT has a uint8 SQUARED_DIFFERENCE kernel (TFLite Micro's: "
         "float32, int32, int8 and int16; LiteRT's: float32, int32 and int8), so nothing "

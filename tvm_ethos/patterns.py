@@ -1021,7 +1021,7 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
     # Micro's); over the depth the NPU's forms take int8 only
     int16 = op.in_dtypes[0] == op.out_dtype == "int16" and (
         op.kind == Op.REDUCE_MAX and op.attrs["axis"] in ((1, 2), (1,), (2,), (3,))
-        or op.kind == Op.REDUCE_SUM and op.attrs["axis"] in ((1, 2), (1,), (2,)))
+        or op.kind in (Op.REDUCE_SUM, Op.REDUCE_MIN) and op.attrs["axis"] in ((1, 2), (1,), (2,)))
     # a uint8 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does, a uint8 SUM rescales
     # the sum of x - zp as it does (LiteRT's uint8 kernels; TFLite Micro has none)
     uint8 = op.in_dtypes[0] == op.out_dtype == "uint8"

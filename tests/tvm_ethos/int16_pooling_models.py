@@ -42,12 +42,13 @@ def pool(kind: str, shape, window, strides, same: bool, act=None, q=SYMMETRIC,
 
 def reduction(name: str, shape, axes=(1, 2), keepdims=True, q=SYMMETRIC, out_q=None,
               dtype: str = "int16") -> bytes:
-    """One int16 (or ``dtype``) MEAN, SUM or REDUCE_MAX of ``shape`` over the constant ``axes``,
-    output quantized as the input unless ``out_q``."""
+    """One int16 (or ``dtype``) MEAN, SUM, REDUCE_MAX or REDUCE_MIN of ``shape`` over the
+    constant ``axes``, output quantized as the input unless ``out_q``."""
     kept = {a % len(shape) for a in axes}
     out = [1 if a in kept else d for a, d in enumerate(shape)] if keepdims else \
         [d for a, d in enumerate(shape) if a not in kept]
-    code = {"MEAN": BO.MEAN, "REDUCE_MAX": BO.REDUCE_MAX, "SUM": BO.SUM}[name]
+    code = {"MEAN": BO.MEAN, "REDUCE_MAX": BO.REDUCE_MAX, "SUM": BO.SUM,
+            "REDUCE_MIN": BO.REDUCE_MIN}[name]
     ax = T([len(axes)], "int32", data=np.asarray(axes, np.int32))
     return tb.serialize([_t(shape, q, dtype), _t(out, q if out_q is None else out_q, dtype), ax],
                         [(code, *_opts("ReducerOptions", KeepDims=keepdims), [0, 2], [1])],

@@ -120,7 +120,7 @@ def test_int16_reduce_max_is_on_the_npu_equal_to_litert(case, target):
 
 
 @settings(max_examples=20, deadline=None)
-@given(name=st.sampled_from(["MEAN", "SUM", "REDUCE_MAX"]),
+@given(name=st.sampled_from(["MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN"]),
        axes=st.lists(st.integers(-4, 3), min_size=1, max_size=3, unique=True),
        keepdims=st.booleans())
 def test_the_importer_takes_an_int16_reduction_over_height_and_width_only(name, axes, keepdims):

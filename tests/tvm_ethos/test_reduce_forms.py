@@ -5,11 +5,12 @@ reduced extent swept along the kept axis, ``ops_reduce``; past one kernel bands 
 subtracts a uint8 zero point as an int8 one, a uint8 max pool compares codes as the int8 one
 does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order); an int16 SUM over
 the height, the width or both (TFLite Micro's int16 kernel, read by the importer as MEAN's);
-an int16 REDUCE_MAX over the height, the width or the depth alone. Each equals the oracle
-(TFLite Micro; LiteRT's reference kernels for uint8 and the int16 REDUCE_MAX, which TFLite
-Micro lacks) on ``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm``
-and on the ``llvm`` host's integer kernel, on random inputs and the extremes (every code
-the least, the greatest, alternating)."""
+an int16 REDUCE_MAX over the height, the width or the depth alone; an int16 REDUCE_MIN over
+the height, the width or both (its NOT ``-1 - v`` an elementwise SUB from a constant -1, as
+Vela's). Each equals the oracle (TFLite Micro; LiteRT's reference kernels for uint8 and the
+int16 REDUCE_MAX / REDUCE_MIN, which TFLite Micro lacks) on ``ethos-u`` (every operator on
+the NPU), on the stream of ``ethos-u,llvm`` and on the ``llvm`` host's integer kernel, on
+random inputs and the extremes (every code the least, the greatest, alternating)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -215,3 +216,23 @@ def test_an_int16_reduce_max_over_the_depth_and_height_stays_a_tflite_operator()
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
     assert "int16 REDUCE_MAX over axes [1, 3] of a 4-D tensor" in placed.why, placed.why
+
+
+# --- int16 REDUCE_MIN over the height, the width or both: NOT by SUBs from -1 around the
+# max pool (LiteRT's int16 kernel: zero point 0, the output quantized as the input)
+def test_an_int16_reduce_min_equals_litert():
+    q = (2.0**-12, 0)
+    model = reduce_model("REDUCE_MIN", (1, 8, 8, 4), (1, 2), False, "int16", q, q)
+    entry = _exact_everywhere(model, 0, oracle)
+    assert "NPU_OP_ELEMENTWISE" in entry["commands"], entry["commands"]
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(h=st.integers(1, 256), w=st.integers(1, 12), c=st.integers(1, 6),
+       axes=st.sampled_from([(1, 2), (1,), (2,)]), keep=st.booleans(),
+       scale=st.floats(1e-4, 0.05), seed=st.integers(0, 2**16))
+def test_int16_reduce_min_of_any_shape_equals_litert(h, w, c, axes, keep, scale, seed):
+    q = (scale, 0)
+    model = reduce_model("REDUCE_MIN", (1, h, w, c), axes, keep, "int16", q, q)
+    _exact_everywhere(model, seed, oracle)

@@ -308,12 +308,14 @@ def _int16_bilinear(opname: str, ins: list[int], outs: list[int], infos) -> bool
 #: INT16 pools and reductions over height and width whose integer kernels the patterns read
 #: exactly: TFLite's int16 MAX_POOL_2D and AVERAGE_POOL_2D (TVM's converter pools the codes
 #: themselves, the average in int32), MEAN and SUM (TFLite Micro's multiplier of the sum)
-#: and REDUCE_MAX (the largest code)
-_INT16_POOLING = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "SUM", "REDUCE_MAX"})
+#: and REDUCE_MAX / REDUCE_MIN (the largest / smallest code)
+_INT16_POOLING = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "SUM", "REDUCE_MAX",
+                            "REDUCE_MIN"})
 
 
 def _int16_pooling(opname: str, ins: list[int], outs: list[int], infos) -> bool:
-    """A pool, MEAN, SUM or REDUCE_MAX of a quantized 4-D INT16 input into INT16: the patterns read
+    """A pool, MEAN, SUM, REDUCE_MAX or REDUCE_MIN of a quantized 4-D INT16 input into INT16:
+    the patterns read
     its integer kernel (``te_ops``); the quantizations and the axes the kernels take are
     checked by ``tflite_support.int16_pooling_refusal``."""
     if opname not in _INT16_POOLING or not ins or ins[0] < 0 or len(outs) != 1:

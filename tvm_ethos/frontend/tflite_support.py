@@ -578,7 +578,8 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     ``""`` for any other operator or form."""
     from tflite.TensorType import TensorType
 
-    if op.name not in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "SUM", "REDUCE_MAX") \
+    if op.name not in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN", "SUM", "REDUCE_MAX",
+                       "REDUCE_MIN") \
             or not op.inputs or min(op.inputs) < 0 or len(op.outputs) != 1:
         return ""
     graph = checked.model.Subgraphs(op.subgraph)
@@ -603,7 +604,7 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     norm = sorted(a % 4 if -4 <= a < 4 else a for a in axes) if rank == 4 else None
     # TFLite Micro's int16 SUM over the height or the width alone (the NPU's MEAN window);
     # LiteRT's int16 REDUCE_MAX over the height, the width or the depth alone (max pools)
-    other_axes = op.name == "SUM" and norm in ([1], [2]) or \
+    other_axes = op.name in ("SUM", "REDUCE_MIN") and norm in ([1], [2]) or \
         op.name == "REDUCE_MAX" and norm in _INT16_REDUCE_MAX_AXES
     if op.name == "MEAN" and all(-rank <= a < rank for a in axes):
         # the NPU's MEAN (batch 1) also reduces the height or the width alone, of 2-D and
@@ -617,15 +618,15 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
                     "float32")
     elif not over_hw and not other_axes:
         return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
-                "kernel reduces height and width of NHWC (axes [1, 2]; a SUM or REDUCE_MAX "
-                "the height or the width alone too, a REDUCE_MAX the depth alone); TVM's "
-                "importer computes other int16 reductions in float32")
-    if op.name == "REDUCE_MAX" and qx != qy:
-        return (f"an int16 REDUCE_MAX with input quantization {_shown(qx)} and output "
+                "kernel reduces height and width of NHWC (axes [1, 2]; a SUM, REDUCE_MAX or "
+                "REDUCE_MIN the height or the width alone too, a REDUCE_MAX the depth "
+                "alone); TVM's importer computes other int16 reductions in float32")
+    if op.name in ("REDUCE_MAX", "REDUCE_MIN") and qx != qy:
+        return (f"an int16 {op.name} with input quantization {_shown(qx)} and output "
                 f"{_shown(qy)}: TFLite's kernel picks a code and requires them equal "
                 "(quantize the output as the input)")
-    if op.name == "REDUCE_MAX" and qx is not None and qx[1] != 0:
-        return (f"an int16 REDUCE_MAX with zero point {qx[1]}: LiteRT's int16 kernel "
+    if op.name in ("REDUCE_MAX", "REDUCE_MIN") and qx is not None and qx[1] != 0:
+        return (f"an int16 {op.name} with zero point {qx[1]}: LiteRT's int16 kernel "
                 "requires 0 and TFLite Micro has none (quantize symmetrically)")
     return ""
 

@@ -29,8 +29,16 @@ from typing import NamedTuple
 import numpy as np
 
 from ethos_arch.ops import Op
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, mean_weights, pool_op
+from tvm_ethos.backends.ethos_u.npu_ops import (
+    FmSlot,
+    activation,
+    feature_map,
+    mean_weights,
+    pool_op,
+)
 from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    FLASH_REGION,
     SCRATCH_REGION,
     UnsupportedOperatorError,
     vela_api,
@@ -106,10 +114,15 @@ def not_table(dtype: str) -> np.ndarray:
 
 
 def reduce_min_work_bytes(q) -> int:
-    """The working memory of REDUCE_MIN: its input's NOT, int8 (every byte written, so that
-    a Plan holding it touches all it holds)."""
-    h, w, c = reduction_window(q).view
-    return h * w * c
+    """The working memory of REDUCE_MIN: its input's NOT in its own type (every byte
+    written, so that a Plan holding it touches all it holds); int16 the pool's result too,
+    NOT-ed by a last SUB into the output."""
+    win = reduction_window(q)
+    size = np.dtype(q.in_dtypes[0]).itemsize
+    flipped = int(np.prod(win.view)) * size
+    if q.in_dtypes[0] != "int16":
+        return flipped
+    return -(-flipped // ALIGN) * ALIGN + int(np.prod(win.out_view)) * size
 
 
 def looked_up(npu, table: np.ndarray, em) -> list:
@@ -149,9 +162,32 @@ def not_op(x: FmSlot, flipped: FmSlot):
     return negate
 
 
+def flipped_bytes(slot: FmSlot) -> int:
+    """The bytes of a dense feature map."""
+    return int(np.prod(slot.shape)) * np.dtype(slot.dtype).itemsize
+
+
+def _not16_op(x: FmSlot, flipped: FmSlot, em):
+    """The int16 bitwise NOT ``-1 - v`` of ``x`` into ``flipped``: an elementwise SUB of
+    ``x`` from a constant -1 (the operands reversed, the NPU broadcasting the second one),
+    every scale one, so no rescale; ``-1 - v`` of an int16 code is an int16 code."""
+    api = vela_api()
+    src = em.flash.add(np.int16(-1).tobytes())
+    minus_one = FmSlot(FLASH_REGION, src.address, (1, 1, 1), "int16", 1.0, 0)
+    npu = api.NpuElementWiseOperation(api.NpuElementWiseOp.SUB)
+    npu.ifm, npu.ifm2, npu.ofm = feature_map(x), feature_map(minus_one), feature_map(flipped)
+    npu.reversed_operands = True
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+    npu.name = "reduce_min_not"
+    npu.block_config = em.block(npu)
+    return npu
+
+
 def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The operations of one REDUCE_MIN: NOT into working memory (``em.work``), then the
-    single-window max pool whose output is NOT-ed (and clamped) by its table."""
+    single-window max pool whose output is NOT-ed (and clamped) by its table; int16 (no
+    table of 65536 codes) NOT-s with SUBs from -1, the pool's result in working memory."""
     api = vela_api()
     win = reduction_window(q)
     (h, w, c), (kh, kw) = win.view, win.kernel
@@ -161,13 +197,22 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     x = dataclasses.replace(operands[0], shape=(h, w, c), **unit)
     flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), x.dtype, 1.0, 0)
     out = dataclasses.replace(ofm, shape=win.out_view, **unit)
-    negate = not_op(x, flipped)
+    wide = x.dtype == "int16"
+    maxima = FmSlot(SCRATCH_REGION, em.work + -(-flipped_bytes(flipped) // ALIGN) * ALIGN,
+                    win.out_view, x.dtype, 1.0, 0) if wide else out
 
     pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
-    pool.ifm, pool.ofm = feature_map(flipped), feature_map(out)
+    pool.ifm, pool.ofm = feature_map(flipped), feature_map(maxima)
     pool.kernel = api.NpuKernel(kw, kh)
     pool.padding = api.NpuPadding(0, 0, 0, 0)
     pool.name = "reduce_min"
+    if wide:
+        pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        pool.block_config = em.block(pool)
+        last = _not16_op(maxima, out, em)
+        last.activation = activation(q, out)   # a fused clamp, in codes
+        return [_not16_op(x, flipped, em), pool, last]
+    negate = not_op(x, flipped)
     # the zero point moves the fused clamp to codes: ofm codes are the table's entries
     table = not_table(x.dtype)
     last = np.clip(table, q.act_min, q.act_max)
