@@ -19,7 +19,10 @@ order, so
 ``min(x) = ~max(~x)``, both NOTs a 256-entry table: a 1x1 pool looks every code up in the NOT
 table into working memory (``reduce_min_work_bytes``), then the single-window max pool looks
 its result up in the same table (clamped to a fused activation's codes). Like REDUCE_MAX it
-requires the output quantized as the input, so codes are what is compared.
+requires the output quantized as the input, so codes are what is compared. No table holds
+the 65536 int16 codes: an int16 NOT ``-1 - v`` is an elementwise SUB from a constant -1 with
+unit scales (Vela's form), before the pool into working memory and after it into the
+output.
 """
 from __future__ import annotations
 
@@ -113,16 +116,23 @@ def not_table(dtype: str) -> np.ndarray:
     return tables[dtype]
 
 
+def _dense_bytes(shape: tuple[int, ...], dtype: str) -> int:
+    return int(np.prod(shape)) * np.dtype(dtype).itemsize
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
 def reduce_min_work_bytes(q) -> int:
     """The working memory of REDUCE_MIN: its input's NOT in its own type (every byte
     written, so that a Plan holding it touches all it holds); int16 the pool's result too,
     NOT-ed by a last SUB into the output."""
     win = reduction_window(q)
-    size = np.dtype(q.in_dtypes[0]).itemsize
-    flipped = int(np.prod(win.view)) * size
+    flipped = _dense_bytes(win.view, q.in_dtypes[0])
     if q.in_dtypes[0] != "int16":
         return flipped
-    return -(-flipped // ALIGN) * ALIGN + int(np.prod(win.out_view)) * size
+    return _aligned(flipped) + _dense_bytes(win.out_view, q.in_dtypes[0])
 
 
 def looked_up(npu, table: np.ndarray, em) -> list:
@@ -162,11 +172,6 @@ def not_op(x: FmSlot, flipped: FmSlot):
     return negate
 
 
-def flipped_bytes(slot: FmSlot) -> int:
-    """The bytes of a dense feature map."""
-    return int(np.prod(slot.shape)) * np.dtype(slot.dtype).itemsize
-
-
 def _not16_op(x: FmSlot, flipped: FmSlot, em):
     """The int16 bitwise NOT ``-1 - v`` of ``x`` into ``flipped``: an elementwise SUB of
     ``x`` from a constant -1 (the operands reversed, the NPU broadcasting the second one),
@@ -198,7 +203,7 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     flipped = FmSlot(SCRATCH_REGION, em.work, (h, w, c), x.dtype, 1.0, 0)
     out = dataclasses.replace(ofm, shape=win.out_view, **unit)
     wide = x.dtype == "int16"
-    maxima = FmSlot(SCRATCH_REGION, em.work + -(-flipped_bytes(flipped) // ALIGN) * ALIGN,
+    maxima = FmSlot(SCRATCH_REGION, em.work + _aligned(_dense_bytes(win.view, x.dtype)),
                     win.out_view, x.dtype, 1.0, 0) if wide else out
 
     pool = api.NpuPoolingOperation(api.NpuPoolingOp.MAX)
