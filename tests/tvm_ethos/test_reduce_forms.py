@@ -219,7 +219,8 @@ def test_an_int16_reduce_max_over_the_depth_and_height_stays_a_tflite_operator()
 
 
 # --- int16 REDUCE_MIN over the height, the width or both: NOT by SUBs from -1 around the
-# max pool (LiteRT's int16 kernel: zero point 0, the output quantized as the input)
+# max pool, or past one pool its bands (LiteRT's int16 kernel: zero point 0, the output
+# quantized as the input)
 def test_an_int16_reduce_min_equals_litert():
     q = (2.0**-12, 0)
     model = reduce_model("REDUCE_MIN", (1, 8, 8, 4), (1, 2), False, "int16", q, q)
@@ -228,8 +229,16 @@ def test_an_int16_reduce_min_equals_litert():
 
 
 @pytest.mark.slow
+def test_an_int16_reduce_min_past_one_pool_equals_litert():
+    """Bands of rows (``ops_reduce_split``) between the SUBs from -1."""
+    q = (2.0**-12, 0)
+    model = reduce_model("REDUCE_MIN", (1, 600, 3, 5), (1,), True, "int16", q, q)
+    _exact_everywhere(model, 0, oracle)
+
+
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
-@given(h=st.integers(1, 256), w=st.integers(1, 12), c=st.integers(1, 6),
+@given(h=st.integers(1, 700), w=st.integers(1, 12), c=st.integers(1, 6),
        axes=st.sampled_from([(1, 2), (1,), (2,)]), keep=st.booleans(),
        scale=st.floats(1e-4, 0.05), seed=st.integers(0, 2**16))
 def test_int16_reduce_min_of_any_shape_equals_litert(h, w, c, axes, keep, scale, seed):

@@ -172,7 +172,7 @@ def not_op(x: FmSlot, flipped: FmSlot):
     return negate
 
 
-def _not16_op(x: FmSlot, flipped: FmSlot, em):
+def not16_op(x: FmSlot, flipped: FmSlot, em):
     """The int16 bitwise NOT ``-1 - v`` of ``x`` into ``flipped``: an elementwise SUB of
     ``x`` from a constant -1 (the operands reversed, the NPU broadcasting the second one),
     every scale one, so no rescale; ``-1 - v`` of an int16 code is an int16 code."""
@@ -214,9 +214,9 @@ def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list
     if wide:
         pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
         pool.block_config = em.block(pool)
-        last = _not16_op(maxima, out, em)
+        last = not16_op(maxima, out, em)
         last.activation = activation(q, out)   # a fused clamp, in codes
-        return [_not16_op(x, flipped, em), pool, last]
+        return [not16_op(x, flipped, em), pool, last]
     negate = not_op(x, flipped)
     # the zero point moves the fused clamp to codes: ofm codes are the table's entries
     table = not_table(x.dtype)

@@ -18,7 +18,8 @@ into bands of rows, each one pool, and the bands are combined:
   channel's int32 sum and ends with one REDUCE_SUM over the depth carrying the multiplier.
 * REDUCE_MAX is a max pool per band into working memory, then one max pool over the bands'
   maxima: the maximum of maxima is the maximum. REDUCE_MIN is REDUCE_MAX between two
-  lookups of the bitwise-NOT table (``ops_reduce``: ``min(x) = ~max(~x)``).
+  lookups of the bitwise-NOT table (``ops_reduce``: ``min(x) = ~max(~x)``; int16 between
+  two elementwise SUBs from -1, its last pool's result in working memory).
 
 Every operation reads and writes whole tensors (``stream_ops``: ``Extent.WHOLE``): a plan
 that stripes one keeps its subgraph off the stream, as for the one-kernel MEAN.
@@ -34,7 +35,7 @@ from ethos_arch.mean_window import mean_kernel, mean_window, window_refusal
 from ethos_arch.ops import Op
 from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, mean_scales
-from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not_op, not_table
+from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not16_op, not_op, not_table
 from tvm_ethos.backends.ethos_u.ops_reduce_depth import (
     MAX_CONV_ROWS,
     MAX_CONV_TAPS,
@@ -161,9 +162,9 @@ def refusal(q) -> str | None:
             kh * kw > MAX_INT16_COUNT:
         return (f"an int16 {q.tflite_name} of {kh * kw} elements, whose sum may leave 32 "
                 f"bits; the NPU's int32 partial sums take at most {MAX_INT16_COUNT}")
-    if q.kind == Op.REDUCE_MIN and q.in_dtypes[0] not in ("int8", "uint8"):
-        return (f"a {q.in_dtypes[0]} REDUCE_MIN over {kh}x{kw}; its bitwise-NOT table holds "
-                "the 256 codes of int8 or uint8")
+    if q.kind == Op.REDUCE_MIN and q.in_dtypes[0] not in ("int8", "uint8", "int16"):
+        return (f"a {q.in_dtypes[0]} REDUCE_MIN over {kh}x{kw}; its bitwise NOT is a table of "
+                "the 256 codes of int8 or uint8, or an int16 SUB from -1")
     if q.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and b.count > MAX_POOL_ROWS:
         return (f"{q.tflite_name} over {kh}x{kw}: {b.count} bands of {b.rows} rows; the max "
                 f"pool over their maxima takes at most {MAX_POOL_ROWS}")
@@ -184,15 +185,20 @@ def work_bytes(q) -> int:
     two running sums) where there is more than one band, and a SUM over the depth one more,
     the channels' sums its REDUCE_SUM reads (``planner.parts``' working memory of a
     reduction over the depth is this); REDUCE_MAX the bands' maxima; REDUCE_MIN its input's
-    NOT before them."""
+    NOT before them (int16: and the last pool's result, NOT-ed into the output by a SUB)."""
     b = bands(q)
     if b is None:
         return 0
     if q.kind in (Op.REDUCE_SUM, Op.MEAN):
         return _partial_bytes(b) * ((3 if b.count > 1 else 0) + int(sum_over_depth(q)))
-    flipped = _aligned(int(np.prod(b.view))) if q.kind == Op.REDUCE_MIN else 0
+    size = np.dtype(q.in_dtypes[0]).itemsize
+    is_min = q.kind == Op.REDUCE_MIN
+    flipped = _aligned(int(np.prod(b.view)) * size) if is_min else 0
     _, ow, c = b.out_view
-    return flipped + _aligned(b.count * ow * c * np.dtype(q.in_dtypes[0]).itemsize)
+    maxima = b.count * ow * c * size
+    if is_min and q.in_dtypes[0] == "int16":   # the last pool's result before its NOT
+        return flipped + _aligned(maxima) + int(np.prod(b.out_view)) * size
+    return flipped + _aligned(maxima)
 
 
 def _scale(q, b: Bands) -> tuple[int, int]:
@@ -311,12 +317,16 @@ def _max_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
     ops: list = []
     work = em.work
     is_min = q.kind == Op.REDUCE_MIN
+    wide = x.dtype == "int16"   # no table of its codes: NOT by SUBs from -1 (ops_reduce)
     if is_min:
         flipped = FmSlot(SCRATCH_REGION, work, b.view, x.dtype, 1.0, 0)
-        negate = not_op(x, flipped)
-        ops += looked_up(negate, not_table(x.dtype), em)
-        negate.block_config = em.block(negate)
-        x, work = flipped, work + _aligned(int(np.prod(b.view)))
+        if wide:
+            ops.append(not16_op(x, flipped, em))
+        else:
+            negate = not_op(x, flipped)
+            ops += looked_up(negate, not_table(x.dtype), em)
+            negate.block_config = em.block(negate)
+        x, work = flipped, work + _aligned(int(np.prod(b.view)) * np.dtype(x.dtype).itemsize)
     _, ow, c = b.out_view
     maxima = FmSlot(SCRATCH_REGION, work, (b.count, ow, c), x.dtype, 1.0, 0)
     kw = b.kernel[1]
@@ -327,6 +337,14 @@ def _max_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
                      f"{q.kind.value}_band")
         pool.block_config = em.block(pool)
         ops.append(pool)
+    if is_min and wide:
+        last = FmSlot(SCRATCH_REGION, work + _aligned(b.count * ow * c * 2), b.out_view,
+                      x.dtype, 1.0, 0)
+        pool = _pool(api.NpuPoolingOp.MAX, maxima, last, (b.count, 1), q.kind.value)
+        pool.block_config = em.block(pool)
+        negate = not16_op(last, out, em)
+        negate.activation = activation(q, out)   # a fused clamp, in codes
+        return ops + [pool, negate]
     pool = _pool(api.NpuPoolingOp.MAX, maxima, out, (b.count, 1), q.kind.value)
     if is_min:
         ops += looked_up(pool, np.clip(not_table(x.dtype), q.act_min, q.act_max), em)
