@@ -188,7 +188,9 @@ def simulate_plan(graph: PlannerGraph, device: Device, plan: Plan) -> int:
                             f"{t.name}: read [{a_lo}, {a_hi}) on axis {a} is covered by no "
                             f"producer stripe {chunks}")
                 shape.append(max((hi - lo for lo, hi in chunks), default=0))
-        total += t.region_bytes(shape)
+        # a tensor no stripe reads is still computed, into a buffer of at least one element
+        # per axis (PlanGenerator sizes it so)
+        total += t.region_bytes([max(1, n) for n in shape])
     for tc in plan.tensor_configs:
         if tc.copy_region != tc.home_region and tc.tensor not in members:
             total += tc.buffer_bytes     # staging and weight copies: sized by the Plan
