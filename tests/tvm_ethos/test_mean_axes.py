@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from tests.helpers.tflite_oracle import inputs_for, oracle, tflm_oracle
+from tests.tvm_ethos.test_reduce_split import reduce_model
 
 pytest.importorskip("ethosu.vela")
 
@@ -23,21 +24,7 @@ U55 = "ethos-u55-128"
 def mean_model(shape, axes, keep, dtype="int8", in_q=(0.05, 3), out_q=(0.04, -2)) -> bytes:
     """One MEAN of a ``dtype`` tensor of ``shape`` over ``axes`` (as written, negative ones
     too)."""
-    rank = len(shape)
-    reduced = {a % rank for a in axes}
-    out = [1 if i in reduced else d for i, d in enumerate(shape)] if keep else \
-        [d for i, d in enumerate(shape) if i not in reduced]
-    x = tb.T(list(shape), dtype, scale=in_q[0], zp=in_q[1])
-    axis = tb.T([len(axes)], "int32", data=np.array(axes, np.int32))
-    y = tb.T(out, dtype, scale=out_q[0], zp=out_q[1])
-
-    def opts(b):
-        tb.tflite.ReducerOptionsStart(b)
-        tb.tflite.ReducerOptionsAddKeepDims(b, keep)
-        return tb.tflite.ReducerOptionsEnd(b)
-
-    return tb.build([x, axis, y], [0], [2], tb.BO.MEAN, tb.BOPT.ReducerOptions, opts,
-                    op_inputs=[0, 1])
+    return reduce_model("MEAN", shape, axes, keep, dtype, in_q, out_q)
 
 
 def _exact(cm, model, seed, runs=2):
