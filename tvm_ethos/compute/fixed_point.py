@@ -55,6 +55,31 @@ def rdbpot(x: int, exponent: int) -> int:
     return q + (r > half or (r == half and x >= 0))
 
 
+def wrap32(x: int) -> int:
+    """int32 two's-complement wrap-around (gemmlowp's plain add, sub and negate)."""
+    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def srmpot(x: int, exponent: int) -> int:
+    """Saturating rounding multiply by 2**exponent (a negative one divides, rounding as
+    :func:`rdbpot`)."""
+    if exponent <= 0:
+        return rdbpot(x, -exponent)
+    threshold = (1 << (31 - exponent)) - 1
+    if x > threshold:
+        return INT32_MAX
+    if x < -threshold:
+        return INT32_MIN
+    return x << exponent
+
+
+def mbqm(x: int, multiplier: int, shift: int) -> int:
+    """TFLite's ``MultiplyByQuantizedMultiplier`` with double rounding: a left shift, the
+    doubling high multiply, then a rounding right shift."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return rdbpot(srdhm(wrap32(x * (1 << left)), multiplier), right)
+
+
 def _sat(x: int) -> int:
     return max(INT32_MIN, min(INT32_MAX, x))
 

@@ -27,10 +27,13 @@ from tvm_ethos.compute.fixed_point import (
     C48_OVER_17,
     CNEG32_OVER_17,
     exp_on_negative_values,
+    mbqm,
     rdbpot,
     srdhm,
+    srmpot,
+    wrap32,
 )
-from tvm_ethos.compute.quant import INT32_MAX, INT32_MIN, logistic_lut, tanh_lut
+from tvm_ethos.compute.quant import INT32_MAX, logistic_lut, tanh_lut
 
 #: the operator kinds this module computes
 KINDS = (Op.SIGMOID, Op.TANH)
@@ -42,36 +45,15 @@ _ONE_Q2 = 1 << 29       # 1.0 in Q2.29
 _ONE_Q0 = INT32_MAX     # gemmlowp's One() of a Q0.31 (saturated)
 
 
-def _wrap(x: int) -> int:
-    """int32 two's-complement wrap-around (gemmlowp's plain add, sub and negate)."""
-    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _times_pot_saturated(x: int, exponent: int) -> int:
-    """gemmlowp ``SaturatingRoundingMultiplyByPOT`` for a non-negative ``exponent``."""
-    threshold = (1 << (31 - exponent)) - 1
-    if x > threshold:
-        return INT32_MAX
-    if x < -threshold:
-        return INT32_MIN
-    return x << exponent
-
-
 def input_scaling(in_scale: float) -> tuple[int, int, int]:
     """(multiplier, left shift, radius) of TFLite Micro's prepare: ``in_scale`` (a float32,
     widened to double) times 2**27 split by ``frexp`` into a Q31 multiplier and a shift, and
     the radius (``CalculateInputRadius``) beyond which an input saturates."""
     mant, shift = math.frexp(float(np.float32(in_scale)) * (1 << (31 - INPUT_INTEGER_BITS)))
-    multiplier = _wrap(int(math.floor(abs(mant) * (1 << 31) + 0.5)) * (1 if mant >= 0 else -1))
+    multiplier = wrap32(int(math.floor(abs(mant) * (1 << 31) + 0.5)) * (1 if mant >= 0 else -1))
     max_rescaled = ((1 << INPUT_INTEGER_BITS) - 1) * (1 << (31 - INPUT_INTEGER_BITS))
     radius = int(math.floor(max_rescaled / 2.0 ** shift))
     return multiplier, shift, radius
-
-
-def _scaled_input(x: int, multiplier: int, shift: int) -> int:
-    """``MultiplyByQuantizedMultiplier`` (double rounding): ``x`` in Q4.27."""
-    left, right = max(shift, 0), max(-shift, 0)
-    return rdbpot(srdhm(_wrap(x * (1 << left)), multiplier), right)
 
 
 def _half_denominator(a: int) -> int:
@@ -82,10 +64,10 @@ def _half_denominator(a: int) -> int:
 
 def _reciprocal_q2(half_denominator: int) -> int:
     """1 / half_denominator in Q2.29 by gemmlowp's three Newton-Raphson steps."""
-    x = _wrap(C48_OVER_17 + srdhm(half_denominator, CNEG32_OVER_17))
+    x = wrap32(C48_OVER_17 + srdhm(half_denominator, CNEG32_OVER_17))
     for _ in range(3):
-        one_minus = _wrap(_ONE_Q2 - srdhm(half_denominator, x))
-        x = _wrap(x + _times_pot_saturated(srdhm(x, one_minus), 2))
+        one_minus = wrap32(_ONE_Q2 - srdhm(half_denominator, x))
+        x = wrap32(x + srmpot(srdhm(x, one_minus), 2))
     return x
 
 
@@ -93,10 +75,10 @@ def _tanh_q0(a: int) -> int:
     """gemmlowp ``tanh`` of a Q4.27 ``a``, in Q0.31."""
     if a == 0:
         return 0
-    n = a if a < 0 else _wrap(-a)
+    n = a if a < 0 else wrap32(-a)
     e = exp_on_negative_values(n, INPUT_INTEGER_BITS + 1)   # exp(2n): the raw read as Q5.26
-    t = _times_pot_saturated(_wrap(_reciprocal_q2(_half_denominator(e)) - _ONE_Q2), 2)
-    return _wrap(-t) if a < 0 else t
+    t = srmpot(wrap32(_reciprocal_q2(_half_denominator(e)) - _ONE_Q2), 2)
+    return wrap32(-t) if a < 0 else t
 
 
 def _logistic_q0(a: int) -> int:
@@ -104,10 +86,10 @@ def _logistic_q0(a: int) -> int:
     if a == 0:
         return 1 << 30
     positive = a > 0
-    e = exp_on_negative_values(_wrap(-a) if positive else a, INPUT_INTEGER_BITS)
+    e = exp_on_negative_values(wrap32(-a) if positive else a, INPUT_INTEGER_BITS)
     x = _reciprocal_q2(_half_denominator(e))                 # read as Q1.30: x / 2
-    r = _times_pot_saturated(x, 1)
-    return r if positive else _wrap(_ONE_Q0 - r)
+    r = srmpot(x, 1)
+    return r if positive else wrap32(_ONE_Q0 - r)
 
 
 def _code(kind: Op, value_q0: int) -> int:
@@ -132,7 +114,7 @@ def tflm_lut(kind: Op, in_q: tuple) -> np.ndarray:
         elif x >= radius:
             out[code + 128] = 127
         else:
-            out[code + 128] = _code(kind, fn(_scaled_input(x, multiplier, shift)))
+            out[code + 128] = _code(kind, fn(mbqm(x, multiplier, shift)))
     return out
 
 

@@ -21,51 +21,13 @@ import math
 
 import numpy as np
 
-from tvm_ethos.compute.quant import INT32_MAX, INT32_MIN, f32, quantize_multiplier
+from tvm_ethos.compute.fixed_point import mbqm, rdbpot, srdhm, srmpot, wrap32
+from tvm_ethos.compute.quant import INT32_MAX, f32, quantize_multiplier
 
 #: the one quantized type whose RSQRT is a table here (an NPU LUT of 256 entries)
 TYPES = ("int8",)
 #: the kernel's scaling of the intermediate 1 / sqrt(v) ("shift to keep value integer")
 _KSHIFT = 20
-
-
-def _wrap32(x: int) -> int:
-    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _srdhm(a: int, b: int) -> int:
-    """gemmlowp's SaturatingRoundingDoublingHighMul on int32."""
-    if a == b == INT32_MIN:
-        return INT32_MAX
-    ab = a * b
-    num = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-    high = abs(num) >> 31                            # int64 division truncates toward zero
-    return high if num >= 0 else -high
-
-
-def _rdbpot(x: int, exponent: int) -> int:
-    """gemmlowp's RoundingDivideByPOT on int32."""
-    mask = (1 << exponent) - 1
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> exponent) + (1 if (x & mask) > threshold else 0)
-
-
-def _srmpot(x: int, exponent: int) -> int:
-    """gemmlowp's SaturatingRoundingMultiplyByPOT<exponent> on int32."""
-    if exponent <= 0:
-        return _rdbpot(x, -exponent)
-    threshold = (1 << (31 - exponent)) - 1
-    if x > threshold:
-        return INT32_MAX
-    if x < -threshold:
-        return INT32_MIN
-    return x << exponent
-
-
-def _mbqm(x: int, multiplier: int, shift: int) -> int:
-    """TFLite's MultiplyByQuantizedMultiplier (double rounding: the wheel's build)."""
-    left, right = max(shift, 0), max(-shift, 0)
-    return _rdbpot(_srdhm(_wrap32(x * (1 << left)), multiplier), right)
 
 
 def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
@@ -80,15 +42,15 @@ def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
     pairs = ((32 - value.bit_length()) - 1) // 2 - 1
     shift -= pairs
     value <<= 2 * pairs
-    half = _rdbpot(value >> 1, 1)                    # F3 input / 2
+    half = rdbpot(value >> 1, 1)                    # F3 input / 2
     half_three = (1 << 28) + (1 << 27)               # F3 1.5
     x = 1 << 28                                      # F3 1.0
     for _ in range(5):
-        x3 = _srmpot(_srdhm(_srdhm(x, x), x), 6)     # Rescale<3> of an F9
-        x = _srmpot(_wrap32(_srdhm(half_three, x) - _srdhm(half, x3)), 3)
-    x = _srdhm(x, 1518500250)                        # times sqrt(2) / 2 (F0)
+        x3 = srmpot(srdhm(srdhm(x, x), x), 6)     # Rescale<3> of an F9
+        x = srmpot(wrap32(srdhm(half_three, x) - srdhm(half, x3)), 3)
+    x = srdhm(x, 1518500250)                        # times sqrt(2) / 2 (F0)
     if shift < 0:
-        x, shift = _wrap32(x << -shift), 0
+        x, shift = wrap32(x << -shift), 0
     return x, -shift
 
 
@@ -112,6 +74,6 @@ def rsqrt_lut(dtype: str, in_q: tuple, out_q: tuple) -> np.ndarray:
             out[code + 128] = 127
             continue
         m, s = inv_sqrt_multiplier(value)
-        data = _mbqm(1, m, s + _KSHIFT)
-        out[code + 128] = _mbqm(data, multiplier, shift - _KSHIFT) + int(out_q[1])
+        data = mbqm(1, m, s + _KSHIFT)
+        out[code + 128] = mbqm(data, multiplier, shift - _KSHIFT) + int(out_q[1])
     return np.clip(out, -128, 127).astype(np.int8)
