@@ -86,6 +86,12 @@ from tvm_ethos.backends.ethos_u.stream_block_agreement import (
     no_slower,
     within_output,
 )
+from tvm_ethos.backends.ethos_u.stream_channels import (
+    ALL_INPUT_CHANNELS,
+    OWN_WEIGHTS,
+    channel_pieces,
+    own_constants,
+)
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
 from tvm_ethos.backends.ethos_u.stream_lstm import JoinedLstm, joined_ops
@@ -102,6 +108,7 @@ from tvm_ethos.backends.ethos_u.stream_weights import (
     PrefetchFormError,
     Stager,
     WeightPool,
+    channel_slice,
     copy_weights,
     pool_key,
     weight_pool,
@@ -442,7 +449,9 @@ class _Emitter:
         if len(oshape) != 4 or oshape[0] != 1:
             raise UnsupportedOperatorError(q.tflite_name, f"output shape {oshape}")
         (_, _), (y0, y1), (x0, x1), (c0, c1) = box
-        if (c0, c1) != (0, oshape[3]):
+        some_channels = (c0, c1) != (0, oshape[3])
+        if some_channels and (em.form is Form.SEQUENCE or em.stripe_window is not None
+                              or self.stager is not None and step in self.stager.halves):
             raise UnsupportedOperatorError(q.tflite_name, f"the plan computes channels "
                                                           f"[{c0}, {c1}) of a stripe")
         windowed = em.geometry is not None
@@ -488,6 +497,10 @@ class _Emitter:
             return
         if em.before is not None:
             self.ops += em.before(q, self.flash, lut_address(self.accelerator))
+        if some_channels:
+            self.ops += self.channel_range(step, q, em, qs, operands, ofm_fm, (h, w),
+                                           (c0, c1), pad, ofm_slot)
+            return
         npu = em.build(qs, [o[0] for o in operands], ofm_slot)
         self.place(npu, operands, ofm_fm, reversed_=getattr(npu, "reversed_operands", False))
         key = (step, (h, w), tuple(fm.shape for fm in [npu.ifm] if fm), pad)
@@ -501,6 +514,61 @@ class _Emitter:
         else:
             npu.block_config = self.block_config(npu, key)
         self.ops.append(npu)
+
+    def channel_range(self, step: int, q, em, qs, operands, ofm_fm, hw, channels, pad,
+                      ofm_slot: FmSlot) -> list:
+        """The operations of a stripe over output channels ``channels`` only
+        (``stream_channels``): one per piece contiguous in every buffer it touches, the OFM
+        and every operand of the output's depth (but a convolution's IFM, all of whose
+        channels each output channel reads) narrowed to the piece, the weights and scales
+        of its output channels."""
+        depth = ofm_slot.shape[2]   # the output tensor's
+        narrowed = q.kind not in ALL_INPUT_CHANNELS
+        depths = [ofm_fm.shape.depth]
+        for slot, fm in operands:
+            if fm is None:
+                continue
+            if narrowed and slot.shape[2] == depth:
+                depths.append(fm.shape.depth)
+            elif fm.shape.depth != slot.shape[2]:
+                raise UnsupportedOperatorError(
+                    q.tflite_name, f"the plan computes channels [{channels[0]}, "
+                    f"{channels[1]}) of a stripe from an input held in a buffer of "
+                    f"{fm.shape.depth} of its {slot.shape[2]} channels")
+        ops = []
+        for piece in channel_pieces(*channels, depths):
+            n = piece.count
+            pieces = []
+            for slot, fm in operands:
+                if narrowed and slot.shape[2] == depth:
+                    whole = fm if fm is not None else plain_feature_map(slot)
+                    fm = channel_slice(whole, piece.first % whole.shape.depth, n)
+                    slot = dataclasses.replace(slot, shape=slot.shape[:2] + (n,))
+                pieces.append((slot, fm))
+            out_slot = dataclasses.replace(ofm_slot, shape=hw + (n,))
+            npu = em.build(qs, [o[0] for o in pieces], out_slot)
+            self.place(npu, pieces, channel_slice(ofm_fm, piece.first % ofm_fm.shape.depth, n),
+                       reversed_=getattr(npu, "reversed_operands", False))
+            npu.name = q.kind.value
+            key = (step, hw, tuple(fm.shape for fm in [npu.ifm] if fm), pad, piece)
+            if q.kind in OWN_WEIGHTS:
+                self.piece_constants(npu, step, piece, key, *own_constants(qs, piece))
+            elif em.constants is not None:
+                self.piece_constants(npu, step, piece, key, qs, *em.constants(qs, n))
+            else:
+                npu.block_config = self.block_config(npu, key)
+            ops.append(npu)
+        return ops
+
+    def piece_constants(self, npu, step: int, piece, key, q, weights, scales) -> None:
+        """:meth:`constants` of one piece of a channel range: its own encoding, cached by
+        the piece as well."""
+        npu.block_config = self.block_config(npu, key)
+        ck = (step, piece, npu.block_config.depth, getattr(npu, "block_traversal", None))
+        if ck not in self.encoded:
+            attach_constants(npu, q, piece.count, self.acc, self.flash, weights, scales)
+            self.encoded[ck] = (npu.weights, npu.biases)
+        npu.weights, npu.biases = self.encoded[ck]
 
     def emit_whole(self, step: int, q, em, box, full, out, ins, in_q):
         """A step of an operator emitted only over whole tensors, held whole: the plan must
