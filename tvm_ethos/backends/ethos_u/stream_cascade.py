@@ -62,6 +62,7 @@ from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
 from tvm_ethos.backends.ethos_u.ops_movement import (
     RING_KINDS,
     box_origin,
+    channel_runs,
     clip,
     feature_map_of,
     fm_copy_op,
@@ -90,6 +91,7 @@ from tvm_ethos.backends.ethos_u.stream_channels import (
     ALL_INPUT_CHANNELS,
     OWN_WEIGHTS,
     channel_pieces,
+    clip_channels,
     own_constants,
 )
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
@@ -449,6 +451,8 @@ class _Emitter:
         if len(oshape) != 4 or oshape[0] != 1:
             raise UnsupportedOperatorError(q.tflite_name, f"output shape {oshape}")
         (_, _), (y0, y1), (x0, x1), (c0, c1) = box
+        if c0 == c1:   # a CONCATENATION's stripe that reads none of this input's channels
+            return
         some_channels = (c0, c1) != (0, oshape[3])
         if some_channels and (em.form is Form.SEQUENCE or em.stripe_window is not None
                               or self.stager is not None and step in self.stager.halves):
@@ -623,18 +627,33 @@ class _Emitter:
                          str(out.dtype), None, 0)
             self.ring_plans[step] = (stand, ring_copies(q, stand, ofm, self.flash))
         stand, copies = self.ring_plans[step]
-        rows_cols = stripe_box(q, box, full) or (tuple(full[1]), tuple(full[2]))
+        box = tuple(tuple(b) for b in box)
+        channels = box[3]   # a range of them: each copy clipped to it too
+        rows_cols = stripe_box(q, box[:3] + (tuple(full[3]),), full) or \
+            (tuple(full[1]), tuple(full[2]))
+        out_depth = self.storage[out.op.name].shape[2]
         ops = []
         for cp in (part for c in copies for part in clip(c, *rows_cols)):
+            cp = clip_channels(cp, channels)
+            if cp is None:
+                continue
             k = next((k for k, s in enumerate(stand)
                       if s.region <= _STAND_IN and s.region == cp.src.region), None)
+            (h, w, n), (y, x, c) = cp.src.shape, cp.at
             if k is None:   # PAD's fill codes, or a constant operand: in flash
-                src = feature_map_of(cp.src)
+                runs = channel_runs(0, c, n, n, out_depth)
             else:
-                src = self.ring_box(ins[k], box_origin(cp.src, stand[k]), cp.src.shape)
-            dst = self.ring_box(out, cp.at, cp.src.shape)
-            ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block, cp.rescale,
-                                  cp.clamp))
+                sy, sx, sc = box_origin(cp.src, stand[k])
+                runs = channel_runs(sc, c, n, self.storage[ins[k].op.name].shape[2],
+                                    out_depth)
+            for s, d, m in runs:
+                if k is None:
+                    src = feature_map_of(cp.src.at(0, 0, s, (h, w, m)))
+                else:
+                    src = self.ring_box(ins[k], (sy, sx, s), (h, w, m))
+                dst = self.ring_box(out, (y, x, d), (h, w, m))
+                ops.append(fm_copy_op(src, dst, q.tflite_name, self.fallback_block,
+                                      cp.rescale, cp.clamp))
         return ops
 
     def ring_box(self, t, at, shape):

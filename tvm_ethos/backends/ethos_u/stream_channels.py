@@ -17,6 +17,7 @@ import numpy as np
 
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import conv_scales, weights_ohwi
+from tvm_ethos.backends.ethos_u.ops_movement import Copy
 
 #: operators whose output channel ``c`` reads all the input's channels (the rest read their
 #: own channel of every operand that has the output's depth)
@@ -51,3 +52,17 @@ def own_constants(q, piece: ChannelPiece):
     qs = dataclasses.replace(q, bias=None if q.bias is None else q.bias[a:b])
     return (qs, np.ascontiguousarray(weights_ohwi(q)[a:b]),
             list(conv_scales(q, channels))[a:b])
+
+
+def clip_channels(cp: Copy, channels: tuple[int, int]) -> Copy | None:
+    """The part of a dense copy (no step, no upscaling) that writes output channels
+    ``channels``; None where it writes none of them."""
+    c = cp.at[2]
+    h, w, n = cp.src.shape
+    a, b = max(channels[0], c), min(channels[1], c + n)
+    if a >= b:
+        return None
+    if (a, b) == (c, c + n):
+        return cp
+    return dataclasses.replace(cp, src=cp.src.at(0, 0, a - c, (h, w, b - a)),
+                               at=cp.at[:2] + (a,))
