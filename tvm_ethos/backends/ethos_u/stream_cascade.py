@@ -23,7 +23,11 @@ of its Part's output:
   streams (``stream_weights``: copies before the Plan, staged Parts slice by slice); what
   does not fit is read in place from flash;
 * PAD and CONCATENATION are their copies clipped to the step's rows and columns, each box
-  addressed in its buffer, ring or whole (``_Emitter.ring_movement``);
+  addressed in its buffer, ring or whole (``_Emitter.ring_movement``), and to its channels
+  where the step computes only some;
+* a step over a range of output channels (a Part whose next reads only those) is one
+  operation per piece of it contiguous in every buffer it touches (``stream_channels``); an
+  empty range (a CONCATENATION stripe that reads none of an input) is no operation;
 * a RESHAPE planned alone (``planner.aliases``) is its input's bytes: its output gets its
   root's address and no operation; an activation planned alone ``in_place`` gets its root's
   address and its operation, which writes each element over the one it reads;
