@@ -83,6 +83,20 @@ def test_concatenation_stripe_reading_none_of_an_input():
     _on_the_npu(model, llvm=False)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("first, box", [
+    (Step(Kind.LOGISTIC), ((0, 4, 1, 2), (1, 1, 1, 2))),
+    (Step(Kind.CONV, (3, 1, 1, "SAME", None)), ((0, 2, 1, 1), (1, 3, 4, 3))),
+], ids=["second-input", "across-inputs"])
+def test_concatenation_stripe_of_some_channels(first, box):
+    """A SLICE of a CONCATENATION's rows, columns and channels: the CONCATENATION (its
+    buffers whole) copies only the box's channels of each input it reaches, and the
+    convolution computes only the channels of it the box reads."""
+    model = build(Recipe((1, 6, 6, 2), 7, (first, Step(Kind.CONCAT, (None,), 0),
+                                           Step(Kind.SLICE, box), Step(Kind.TANH))))
+    _on_the_npu(model, llvm=True)
+
+
 @st.composite
 def _slices(draw):
     first = draw(st.sampled_from([_CONV, _DEPTHWISE, Step(Kind.LOGISTIC),

@@ -421,7 +421,9 @@ class _Emitter:
             # several or fewer axes held whole: the copies below)
             self.ops += em.ring(q, ins, out, box, full, self.box_fm, self.fallback_block)
             return
-        if q.kind in RING_KINDS and len(oshape) == 4 and self.in_ring(list(ins) + [out]):
+        if q.kind in RING_KINDS and len(oshape) == 4 and (
+                self.in_ring(list(ins) + [out]) or tuple(box[3]) != full[3]):
+            # (a box of some channels: the same copies clipped to them, buffers whole)
             self.ops += self.ring_movement(step, q, ins, out, box, full)
             return
         if em.form is Form.MOVEMENT:  # whole tensors, the stripe's part of the copies
