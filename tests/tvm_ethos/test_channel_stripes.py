@@ -144,3 +144,19 @@ def test_clip_channels_writes_exactly_the_range(at, n, lo, size):
     assert set(range(c, c + got.src.shape[2])) == want
     assert got.at[:2] == (1, 2) and got.src.shape[:2] == (2, 3)
     assert got.src.offset == 1000 + (c - at)   # the same source elements
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape, first, reshape, box", [
+    ((1, 8, 8, 8), Step(Kind.LOGISTIC), (1, 64, 1, 8), ((0, 34, 0, 0), (1, 19, 1, 8))),
+    ((1, 8, 8, 8), Step(Kind.CONV, (8, 1, 1, "SAME", None)), (1, 1, 64, 8),
+     ((0, 0, 5, 0), (1, 1, 19, 8))),
+    ((1, 6, 4, 8), Step(Kind.LOGISTIC), (1, 4, 6, 8), ((0, 1, 0, 0), (1, 2, 6, 8))),
+], ids=["rows-ring-out", "columns-ring-out", "rows-ring-in"])
+def test_reshape_striped_into_a_box(shape, first, reshape, box):
+    """A RESHAPE to another shape whose next reads a box of it (a SLICE of its rows): the
+    box is one run of pixels, copied from the same pixels of its input, each buffer a
+    ring of rows (or, one row tall, of columns) cut where it wraps."""
+    model = build(Recipe(shape, 3, (first, Step(Kind.RESHAPE, (reshape,)), Step(Kind.SLICE, box),
+                                    Step(Kind.TANH))))
+    _on_the_npu(model, llvm=True)

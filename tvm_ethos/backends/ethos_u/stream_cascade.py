@@ -451,6 +451,12 @@ class _Emitter:
             # Part reads only part of it: the box copied, as any other stripe
             self.ops.append(self.box_copy(ins[0], out, box))
             return
+        if em.form is Form.ALIAS and tuple(box) != full and \
+                self.flat_run(ins[0], out, box, full):
+            # a RESHAPE to another shape whose stripe is one run of pixels in NHWC order:
+            # the same pixels of its input, copied
+            self.ops += self.flat_box_copies(ins[0], out, box, oshape)
+            return
         if em.whole(len(oshape)):
             self.emit_whole(step, q, em, box, full, out, ins, in_q)
             return
@@ -701,6 +707,51 @@ class _Emitter:
         npu.block_config = self.fallback_block(npu)
         npu.name = "reshape"
         return npu
+
+    def flat_run(self, src, out, box, full) -> bool:
+        """Whether ``box`` of a 4-D output of one batch is one run of pixels in NHWC order
+        (whole columns and channels, or one row of whole channels) and ``src`` and ``out``
+        are held with whole rows (a ring of rows at most; a tensor of one row, a ring of
+        columns), so that the run is at most a few runs of bytes in each buffer."""
+        sts = [self.storage.get(t.op.name) for t in (src, out)]
+        if len(box) != 4 or full[0] != (0, 1) or any(
+                st is None or st.shape[2] != st.tensor[2]
+                or st.shape[1] != st.tensor[1] and st.tensor[0] != 1 for st in sts) \
+                or sts[0].tensor[2] != sts[1].tensor[2]:
+            return False
+        box = tuple(tuple(b) for b in box)
+        return box[0] == full[0] and box[3] == full[3] and (
+            box[2] == full[2] or box[1][1] - box[1][0] == 1)
+
+    def flat_box_copies(self, src, out, box, oshape) -> list:
+        """Identity copies of ``box`` of a RESHAPE's output (:meth:`flat_run`) from the same
+        pixels of its input ``src``: one per piece contiguous in both buffers (a ring of
+        rows holds pixel ``p`` at row ``(p // width) % rows``)."""
+        (_, _), (y0, y1), (x0, x1), (_, c) = box
+        st_in, st_out = self.storage[src.op.name], self.storage[out.op.name]
+        dtype = self.dims(out)[1]
+        e = np.dtype(dtype).itemsize
+
+        def place(st, p):   # (pixel index in the buffer, pixels left before it wraps)
+            rows, width = st.shape[:2]   # (one row: a ring of columns)
+            at = (p // width) % rows * width + p % width
+            return at, rows * width - at
+
+        first = y0 * oshape[2] + x0
+        end = first + (y1 - y0) * (x1 - x0)
+        ops, p = [], first
+        while p < end:
+            (a, na), (b, nb) = place(st_in, p), place(st_out, p)
+            n = min(end - p, na, nb, 65536)
+            npu = identity_copy(
+                FmSlot(st_in.region, st_in.offset + a * c * e, (1, n, c), dtype, None, 0),
+                FmSlot(st_out.region, st_out.offset + b * c * e, (1, n, c), dtype, None, 0),
+                "RESHAPE")
+            npu.block_config = self.fallback_block(npu)
+            npu.name = "reshape"
+            ops.append(npu)
+            p += n
+        return ops
 
     def box_fm(self, t, rows, cols, qz):
         st = self.storage[t.op.name]
