@@ -26,14 +26,14 @@ from mixed_models import build, recipes  # noqa: E402
 from mixed_run import check  # noqa: E402
 
 
-def draw(count: int, campaign: int) -> list:
+def draw(count: int, campaign: int, wide: bool = False) -> list:
     """``count`` recipes, the same for the same ``campaign``."""
     out = []
 
     @seed(campaign)
     @settings(max_examples=count, database=None, deadline=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
-    @given(recipes())
+    @given(recipes(wide=wide))
     def collect(recipe):
         out.append(recipe)
 
@@ -47,15 +47,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="the campaign: which models are drawn")
     ap.add_argument("--llvm-every", type=int, default=5,
                     help="every N-th model also on ethos-u,llvm (0: none)")
+    ap.add_argument("--wide", action="store_true",
+                    help="issue 28's second set of kinds too, and uint8 / int16 chains")
     a = ap.parse_args(argv)
     kinds, placed, failures = collections.Counter(), collections.Counter(), []
     hosts, cascaded, splits, seen = collections.Counter(), 0, 0, set()
+    dtypes, oracles = collections.Counter(), collections.Counter()
     t0 = time.time()
-    for i, recipe in enumerate(draw(a.models, a.seed)):
+    for i, recipe in enumerate(draw(a.models, a.seed, a.wide)):
         if recipe in seen:          # hypothesis may draw one twice
             continue
         seen.add(recipe)
         kinds.update(s.kind.value for s in recipe.steps)
+        dtypes[recipe.dtype.value] += 1
         llvm = a.llvm_every > 0 and i % a.llvm_every == 0
         try:
             out = check(build(recipe), seed=i, llvm=llvm)
@@ -64,6 +68,7 @@ def main(argv=None) -> int:
             print(f"FAIL {recipe}\n     {failures[-1][1]}", flush=True)
             continue
         placed.update(out.placed)
+        oracles[out.oracle] += 1
         cascaded += out.cascaded
         splits += out.oracle_split
         hosts.update(r.split(":")[0] + ":" + r.split(":", 1)[1][:400] for r in out.host_reasons)
@@ -74,6 +79,9 @@ def main(argv=None) -> int:
           f"{n - len(failures)}")
     print(f"models where TFLite Micro and LiteRT's reference kernels disagree (ours equal to "
           f"LiteRT's; mixed_run.py): {splits}")
+    print("chains by input type: " + ", ".join(f"{k} {v}" for k, v in sorted(dtypes.items())))
+    print("oracles (tflm: TFLite Micro, litert: LiteRT's reference kernels, ethos-u,llvm only): "
+          + ", ".join(f"{k} {v}" for k, v in sorted(oracles.items())))
     print("operators placed: " + ", ".join(f"{k} {v}" for k, v in sorted(placed.items())))
     print("\n| operator | drawn |\n| --- | --- |")
     for k, v in sorted(kinds.items()):
