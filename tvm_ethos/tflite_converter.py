@@ -48,7 +48,8 @@ TVM's converters):
   on both sides: TFLite Micro's kernel clamps the input codes to the codes of 0 and 6 in the
   input's quantization and writes them under the output's unread (TVM's converter requantizes
   to the output, which no TFLite Micro kernel does); the result is a RELU6 quantized alike,
-  which the patterns read;
+  which the patterns read; a uint8 one (no TFLite Micro kernel) requantizes to the output as
+  LiteRT's kernel does;
 * ARG_MAX: ``argmax`` of the codes along its constant axis (a positive scale orders the codes
   as their real values), cast to the output's int32 (Relax's ``argmax`` gives int64);
 * UNIDIRECTIONAL_SEQUENCE_LSTM (int8, in the forms the Ethos-U takes): one ``call_dps_packed``
@@ -607,6 +608,11 @@ class EthosOperatorConverter(OperatorConverter):
         if x.qnn_params is None:
             return super().convert_relu6(op)
         dq = self.dequantize(self.get_expr(x.tensor_idx), x)
+        if self.get_tensor_type_str(x.tensor.Type()) == "uint8":
+            # TFLite Micro has no uint8 RELU6; LiteRT's kernel (QuantizedReluX) requantizes
+            # to the output as RELU_N1_TO_1 does
+            (out,) = self.get_output_tensors(op)
+            return self.quantize(relax.op.clip(dq, min=0, max=6), out)
         return self.quantize(relax.op.clip(dq, min=0, max=6), x)
 
     # ------------------------------------------------------------------ NEG

@@ -10,11 +10,11 @@ import pytest
 import tflite
 import tflite_builder as tb
 from hypothesis import HealthCheck, given, settings
-from mixed_models import Kind, Recipe, Step, build, recipes
+from mixed_models import Dtype, Kind, Recipe, Step, build, recipes
 from mixed_run import check
 
 import tvm_ethos
-from tests.helpers.tflite_oracle import oracle
+from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_accepts
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
 
 pytest.importorskip("ethosu.vela")
@@ -134,3 +134,52 @@ def test_a_tensor_read_only_through_a_pads_border_compiles_on_ethos_u_llvm():
     check(model, llvm=True)
     cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
     assert set(cm.partition_summary) == {"ethos-u"}, cm.partition_summary
+
+
+# ------------------------------------------------- issue 28's second sweep (recipes(wide=True))
+@pytest.mark.parametrize(("in_q", "out_q"), [((0.05, 128), (0.08, 120)),
+                                              ((0.05, 130), (0.04, 128)),
+                                              ((0.1, 100), (0.03, 10))])
+def test_a_uint8_relu6_requantizes_to_its_output_as_litert_does(in_q, out_q):
+    """The sweep's case (a uint8 RELU6 -> SOFTMAX): TFLite Micro has no uint8 RELU6, LiteRT's
+    kernel requantizes the clamped codes to the output's quantization. The converter read
+    every RELU6 as TFLite Micro's int8 one (the input codes clamped, the output quantization
+    unread), so on ``ethos-u,llvm`` and ``llvm`` up to 53 codes of 256 differed. Every code,
+    a scale pair whose float32 and double quotients differ (0.05 -> 0.04) among them."""
+    shape = [1, 16, 16, 1]
+    model = tb.serialize([tb.T(shape, "uint8", scale=in_q[0], zp=in_q[1]),
+                          tb.T(shape, "uint8", scale=out_q[0], zp=out_q[1])],
+                         [(tb.BO.RELU6, 0, None, [0], [1])], [0], [1])
+    x = np.arange(256, dtype=np.uint8).reshape(shape)
+    want = oracle(model, [x])[0]
+    for target in ("ethos-u,llvm", "llvm"):
+        got = tvm_ethos.compile(model, target, cache_dir=False).run(x)[0]
+        np.testing.assert_array_equal(got.reshape(shape), want, err_msg=target)
+
+
+@given(recipes(wide=True))
+@_QUICK
+def test_wide_mixed_models_equal_their_oracle(recipe):
+    """int8, uint8 and int16 chains of every kind, against TFLite Micro (LiteRT's reference
+    kernels where TFLite Micro has none, mixed_run.py)."""
+    check(build(recipe), runs=1)
+
+
+@pytest.mark.slow
+@given(recipes(wide=True))
+@_SWEEP
+def test_wide_mixed_models_equal_their_oracle_sweep(recipe):
+    check(build(recipe), runs=2, llvm=recipe.seed % 4 == 0)
+
+
+@given(recipes(min_ops=6, max_ops=6, wide=True))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_wide_model_has_an_oracle(recipe):
+    """Every drawn form is one a TFLite kernel defines: TFLite Micro runs the model, or
+    LiteRT's reference kernels do (a uint8 chain)."""
+    model = build(recipe)
+    x = random_inputs(model, np.random.RandomState(0))
+    assert len(oracle(model, x)) == 1
+    if recipe.dtype is not Dtype.UINT8 and not any(
+            s.kind is Kind.QUANTIZE and s.args[0] is Dtype.UINT8 for s in recipe.steps):
+        assert tflm_accepts(model) == "ok", recipe
