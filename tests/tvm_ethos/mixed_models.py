@@ -57,6 +57,7 @@ class Kind(enum.Enum):
     REDUCE_MIN = "REDUCE_MIN"
     RELU6 = "RELU6"
     QUANTIZE = "QUANTIZE"
+    FULLY_CONNECTED = "FULLY_CONNECTED"
 
 
 class Dtype(enum.Enum):
@@ -91,21 +92,23 @@ class Recipe(NamedTuple):
 _PAIRS = (Kind.ADD, Kind.SUB, Kind.MUL, Kind.CONCAT, Kind.SQUARED_DIFFERENCE, Kind.MAXIMUM,
           Kind.MINIMUM)
 #: the kinds each chain type draws: those a TFLite kernel defines for it (TFLite Micro's for
-#: int8 and int16; uint8 chains LiteRT's reference kernels, TFLite Micro having few uint8 ones)
+#: int8 and int16, so that TFLite Micro stays their oracle: no int16 MIRROR_PAD, which it has
+#: no kernel for; uint8 chains LiteRT's reference kernels, TFLite Micro having few uint8 ones)
 _BY_DTYPE = {
     Dtype.INT8: frozenset(Kind) - {Kind.SOFTMAX},
     Dtype.INT16: frozenset({Kind.CONV, Kind.DEPTHWISE, Kind.AVG_POOL, Kind.MAX_POOL, Kind.ADD,
                             Kind.SUB, Kind.MUL, Kind.CONCAT, Kind.PAD, Kind.RESHAPE,
                             Kind.TRANSPOSE, Kind.SLICE, Kind.STRIDED_SLICE, Kind.MEAN,
                             Kind.LOGISTIC, Kind.TANH, Kind.LEAKY_RELU, Kind.MAXIMUM,
-                            Kind.MINIMUM, Kind.MIRROR_PAD, Kind.RELU6, Kind.QUANTIZE}),
+                            Kind.MINIMUM, Kind.RELU6, Kind.QUANTIZE, Kind.FULLY_CONNECTED,
+                            Kind.PRELU}),
     Dtype.UINT8: frozenset({Kind.CONV, Kind.DEPTHWISE, Kind.AVG_POOL, Kind.MAX_POOL, Kind.ADD,
                             Kind.SUB, Kind.MUL, Kind.CONCAT, Kind.PAD, Kind.RESHAPE,
                             Kind.TRANSPOSE, Kind.SLICE, Kind.STRIDED_SLICE, Kind.MEAN,
                             Kind.LOGISTIC, Kind.TANH, Kind.LEAKY_RELU, Kind.MAXIMUM,
                             Kind.MINIMUM, Kind.MIRROR_PAD, Kind.RELU6, Kind.QUANTIZE,
                             Kind.RESIZE_BILINEAR, Kind.RESIZE_NEAREST, Kind.PRELU,
-                            Kind.HARD_SWISH}),
+                            Kind.HARD_SWISH, Kind.FULLY_CONNECTED}),
 }
 _LUTS = (Kind.LOGISTIC, Kind.TANH, Kind.HARD_SWISH, Kind.LEAKY_RELU)
 #: LOGISTIC's and TANH's output quantization as TFLite's converter writes it
@@ -136,7 +139,7 @@ def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False):
     if wide:
         kinds += [Kind.PRELU, Kind.SQUARED_DIFFERENCE, Kind.MAXIMUM, Kind.MINIMUM,
                   Kind.MIRROR_PAD, Kind.PADV2, Kind.SUM, Kind.REDUCE_MAX, Kind.REDUCE_MIN,
-                  Kind.RELU6, Kind.QUANTIZE]
+                  Kind.RELU6, Kind.QUANTIZE, Kind.FULLY_CONNECTED]
         if h * w <= 36:
             kinds.append(Kind.TRANSPOSE_CONV)
     if h >= 2 and w >= 2:
@@ -185,6 +188,8 @@ def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False):
         return Step(kind, (draw(st.sampled_from([(1, 2), (1,), (2,), (3,)])),))
     if kind is Kind.PRELU:
         return Step(kind, (draw(st.sampled_from(["channel", "one", "map"])),))
+    if kind is Kind.FULLY_CONNECTED:
+        return Step(kind, (draw(st.integers(1, 12)), draw(st.sampled_from([None, "relu"]))))
     if kind is Kind.QUANTIZE:
         targets = {Dtype.INT8: [Dtype.INT8, Dtype.INT16, Dtype.UINT8],
                    Dtype.INT16: [Dtype.INT16, Dtype.INT8],
@@ -252,6 +257,8 @@ def after(shape, step: Step) -> tuple[int, int, int, int]:
     if k is Kind.TRANSPOSE_CONV:
         cout, _, stride = step.args
         return (n, h * stride, w * stride, cout)
+    if k is Kind.FULLY_CONNECTED:
+        return (n, h, w, step.args[0])
     if k in (Kind.SUM, Kind.REDUCE_MAX, Kind.REDUCE_MIN):
         axes = step.args[0]
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
@@ -301,6 +308,7 @@ class _Graph(Graph):
     ``Graph`` draws them, uint8 around a zero point of 128, int16 with zero point 0 (TFLite's
     16-bit kernels require it)."""
     dtype = Dtype.INT8
+    litert = False
 
     def _act(self, shape) -> int:
         if self.dtype is Dtype.INT8:
@@ -316,6 +324,11 @@ def build(recipe: Recipe) -> bytes:
     """The recipe's model (its flatbuffer)."""
     g = _Graph(np.random.RandomState(recipe.seed))
     g.dtype = recipe.dtype
+    # a model with a uint8 tensor has LiteRT's reference kernels as its oracle, whose int8 and
+    # int16 RELU6 requantize where TFLite Micro's clamp the codes (the NPU's form): there an
+    # int8 / int16 RELU6 keeps its input's quantization, which both read alike
+    g.litert = recipe.dtype is Dtype.UINT8 or any(
+        s.kind is Kind.QUANTIZE and s.args[0] is Dtype.UINT8 for s in recipe.steps)
     x = g.input(recipe.shape)
     made = [x]
     for step in recipe.steps:
@@ -438,7 +451,11 @@ def _apply(g: _Graph, step: Step, made: list[int]) -> int:
         return _transpose_conv(g, x, step)
     if k is Kind.PRELU:
         return _prelu(g, x, step.args[0])
+    if k is Kind.FULLY_CONNECTED:
+        return _fully_connected(g, x, *step.args)
     if k is Kind.RELU6:
+        if g.litert and g.dtype is not Dtype.UINT8:
+            return _unary(g, BO.RELU6, x, None, tuple(_q_of(g, x)))
         return _unary(g, BO.RELU6, x)
     if k is Kind.QUANTIZE:
         g.dtype = step.args[0]
@@ -469,17 +486,37 @@ def _transpose_conv(g: _Graph, x: int, step: Step) -> int:
     return y
 
 
+def _fully_connected(g: _Graph, x: int, cout: int, act) -> int:
+    """FULLY_CONNECTED of every pixel's channels (keep_num_dims), weights as ``_conv2d``'s:
+    per-tensor (TFLite's fully connected kernels take no per-channel weights), int8 (uint8
+    around 128 in a uint8 chain), an int64 bias in an int16 chain."""
+    cin = g.shape(x)[3]
+    u8 = g.dtype is Dtype.UINT8
+    ws = np.float32(g.rs.uniform(0.002, 0.02))
+    data = g.rs.randint(-127, 128, size=(cout, cin))
+    wt = g._add(T([cout, cin], "uint8" if u8 else "int8", scale=ws, zp=128 if u8 else 0,
+                  data=(data + 128).astype(np.uint8) if u8 else data.astype(np.int8)))
+    bdt = "int64" if g.dtype is Dtype.INT16 else "int32"
+    bias = g._add(T([cout], bdt, scale=np.float32(g.tensors[x].scale[0] * ws), zp=0,
+                    data=g.rs.randint(-2000, 2000, size=cout).astype(bdt)))
+    y = g._act(after(g.shape(x), Step(Kind.FULLY_CONNECTED, (cout, act))))
+    otype, ofn = _opts("FullyConnectedOptions", FusedActivationFunction={None: 0, "relu": 1}[act],
+                       KeepNumDims=True)
+    g.ops.append((BO.FULLY_CONNECTED, otype, ofn, [x, wt, bias], [y]))
+    return y
+
+
 def _prelu(g: _Graph, x: int, form: str) -> int:
-    """PRELU with a constant alpha of the chain's type: one per channel, one for all, or a map
-    over height, width and depth."""
+    """PRELU with a constant alpha: one per channel, one for all, or a map over height, width
+    and depth; uint8 in a uint8 chain, else int8 (an int16 chain's alpha too)."""
     n, h, w, c = g.shape(x)
     shape = {"channel": [1, 1, c], "one": [1], "map": [h, w, c]}[form]
     if g.dtype is Dtype.UINT8:
-        zp, lo, hi = int(g.rs.randint(118, 138)), 0, 256
+        adt, zp, lo, hi = "uint8", int(g.rs.randint(118, 138)), 0, 256
     else:
-        zp, lo, hi = int(g.rs.randint(-10, 10)), -128, 128
-    alpha = g._add(T(shape, g.dtype.value, scale=g.rs.uniform(0.002, 0.02), zp=zp,
-                     data=g.rs.randint(lo, hi, size=shape).astype(g.dtype.value)))
+        adt, zp, lo, hi = "int8", int(g.rs.randint(-10, 10)), -128, 128
+    alpha = g._add(T(shape, adt, scale=g.rs.uniform(0.002, 0.02), zp=zp,
+                     data=g.rs.randint(lo, hi, size=shape).astype(adt)))
     y = g._act(g.shape(x))
     g.ops.append((BO.PRELU, 0, None, [x, alpha], [y]))
     return y
@@ -492,6 +529,11 @@ def _const_i32(g: Graph, values: np.ndarray) -> int:
 def _requantize_as(g: Graph, t: int, like: int) -> None:
     """Give the (not yet read) tensor ``t`` the quantization of ``like``."""
     g.tensors[t].scale, g.tensors[t].zp = g.tensors[like].scale, g.tensors[like].zp
+
+
+def _q_of(g: Graph, x: int) -> tuple[float, int]:
+    t = g.tensors[x]
+    return float(t.scale[0]), int(t.zp[0])
 
 
 def _same_quantization(g: Graph, a: int, b: int) -> bool:
