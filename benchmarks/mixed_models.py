@@ -1,7 +1,12 @@
 """Random multi-operator int8 models through the Ethos-U stream against TFLite Micro (issue 28's
 operators mixed: tests/tvm_ethos/mixed_models.py draws them, mixed_run.py checks one).
 
-    python benchmarks/mixed_models.py --models 300 [--seed 1] [--llvm-every 5]
+    python benchmarks/mixed_models.py --models 300 [--seed 1] [--llvm-every 5] [--wide]
+
+``--wide`` draws issue 28's second set too (PRELU, SQUARED_DIFFERENCE, MAXIMUM / MINIMUM,
+MIRROR_PAD, PADV2, TRANSPOSE_CONV, SUM / REDUCE_MAX / REDUCE_MIN, RELU6, QUANTIZE,
+FULLY_CONNECTED) and int8, uint8 or int16 chains; a model TFLite Micro has no kernel for (most
+uint8 ones) is judged by LiteRT's reference kernels as an ``ethos-u,llvm`` package only.
 
 Each model is compiled for ``ethos-u`` (the TFLite Micro host) at the default budget and at its
 largest subgraph's least memory (estimated by the planner), both files run on the functional

@@ -931,13 +931,6 @@ class EthosOperatorConverter(OperatorConverter):
             opts.Init(table.Bytes, table.Pos)
             keep = bool(opts.KeepNumDims())
         elements = int(np.prod(in_shape, dtype=np.int64))
-        if keep and len(in_shape) > 2 and in_shape[-1] == depth and elements > depth \
-                and self.has_expr(x.tensor_idx):
-            # kept dimensions of several rows: TVM's matmul of the N-D input is no form the
-            # NPU's part matchers know (planning failed on an opaque part); the same rows as
-            # a 2-D fully connected layer, its result read back with the kept dimensions
-            out_shape = [int(d) for d in self.get_tensor_shape(self.get_output_tensors(op)[0])]
-            return relax.op.reshape(self._rows_of(op, x, elements // depth, depth), out_shape)
         if keep or in_shape[-1:] == [depth] or not self.has_expr(x.tensor_idx):
             # rows of the right depth already: TVM's matmul keeps the leading dimensions,
             # the same rows as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
@@ -945,13 +938,9 @@ class EthosOperatorConverter(OperatorConverter):
         if depth <= 0 or elements % depth:
             raise _refuse(f"FULLY_CONNECTED input of shape {in_shape} ({elements} elements) "
                           f"does not split into rows of the weights' depth {depth}")
-        return self._rows_of(op, x, elements // depth, depth)
-
-    def _rows_of(self, op, x, rows: int, depth: int):
-        """TVM's FULLY_CONNECTED of ``x`` read as ``[rows, depth]``."""
         name = get_tensor_name(self.subgraph, x.tensor_idx)
         original = self.exp_tab.get_expr(name)
-        self.exp_tab.set_expr(name, relax.op.reshape(original, (rows, depth)),
+        self.exp_tab.set_expr(name, relax.op.reshape(original, (elements // depth, depth)),
                               force_override=True)
         try:
             return super().convert_fully_connected(op)

@@ -18,6 +18,7 @@ import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_accepts
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
 from tvm_ethos.emulator.schedule import MemoryMismatchError
+from tvm_ethos.errors import CompileError
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -188,16 +189,17 @@ def test_every_wide_model_has_an_oracle(recipe):
         assert tflm_accepts(model) == "ok", recipe
 
 
-def test_a_fully_connected_keeping_its_dimensions_over_several_rows_goes_to_the_npu():
-    """The sweep's case: FULLY_CONNECTED with keep_num_dims over a 1x5x4x3 input (20 rows).
-    TVM's converter multiplied the 4-D input as it is, a part no matcher knows (``opaque``):
-    planning failed, so ``ethos-u,llvm`` did not compile and the tflite-micro host kept the
-    operator. The converter reads the rows as a 2-D layer now, its result reshaped back."""
-    for dtype in (Dtype.INT8, Dtype.INT16):
-        model = build(Recipe((1, 5, 4, 3), 7, (Step(Kind.FULLY_CONNECTED, (6, "relu")),
-                                               Step(Kind.TANH)), dtype))
-        out = check(model, llvm=dtype is Dtype.INT8)
-        assert out.placed == {"ethos-u": 2}, (dtype, out.host_reasons)
+@pytest.mark.xfail(strict=True, raises=CompileError, reason=(
+    "issue 28 (open): FULLY_CONNECTED with keep_num_dims over several rows of a 4-D input: "
+    "TVM's converter multiplies the 4-D input as it is, a part no matcher knows ('opaque'), "
+    "so planning fails and ethos-u,llvm does not compile (the tflite-micro host keeps the "
+    "operator). Reading the rows as a 2-D layer reshaped back compiles, but then meets the "
+    "RESHAPE -> FULLY_CONNECTED -> RESHAPE wrong answer at the least memory (below)"))
+def test_a_fully_connected_keeping_its_dimensions_over_several_rows_compiles_on_ethos_u_llvm():
+    """The wide sweep's case: an int8 FULLY_CONNECTED (keep_num_dims) of a 1x5x4x3 input."""
+    model = build(Recipe((1, 5, 4, 3), 7, (Step(Kind.FULLY_CONNECTED, (6, "relu")),
+                                           Step(Kind.TANH))))
+    check(model, llvm=True)
 
 
 def _reshape_fc_reshape() -> bytes:
