@@ -92,8 +92,9 @@ class Recipe(NamedTuple):
 _PAIRS = (Kind.ADD, Kind.SUB, Kind.MUL, Kind.CONCAT, Kind.SQUARED_DIFFERENCE, Kind.MAXIMUM,
           Kind.MINIMUM)
 #: the kinds each chain type draws: those a TFLite kernel defines for it (TFLite Micro's for
-#: int8 and int16, so that TFLite Micro stays their oracle: no int16 MIRROR_PAD, which it has
-#: no kernel for; uint8 chains LiteRT's reference kernels, TFLite Micro having few uint8 ones)
+#: int8 and int16, so that TFLite Micro stays their oracle: no int16 MIRROR_PAD, REDUCE_MAX or
+#: REDUCE_MIN, which it has no kernel for; uint8 chains LiteRT's reference kernels, TFLite
+#: Micro having few uint8 ones)
 _BY_DTYPE = {
     Dtype.INT8: frozenset(Kind) - {Kind.SOFTMAX},
     Dtype.INT16: frozenset({Kind.CONV, Kind.DEPTHWISE, Kind.AVG_POOL, Kind.MAX_POOL, Kind.ADD,
@@ -101,14 +102,15 @@ _BY_DTYPE = {
                             Kind.TRANSPOSE, Kind.SLICE, Kind.STRIDED_SLICE, Kind.MEAN,
                             Kind.LOGISTIC, Kind.TANH, Kind.LEAKY_RELU, Kind.MAXIMUM,
                             Kind.MINIMUM, Kind.RELU6, Kind.QUANTIZE, Kind.FULLY_CONNECTED,
-                            Kind.PRELU}),
+                            Kind.PRELU, Kind.SUM}),
     Dtype.UINT8: frozenset({Kind.CONV, Kind.DEPTHWISE, Kind.AVG_POOL, Kind.MAX_POOL, Kind.ADD,
                             Kind.SUB, Kind.MUL, Kind.CONCAT, Kind.PAD, Kind.RESHAPE,
                             Kind.TRANSPOSE, Kind.SLICE, Kind.STRIDED_SLICE, Kind.MEAN,
                             Kind.LOGISTIC, Kind.TANH, Kind.LEAKY_RELU, Kind.MAXIMUM,
                             Kind.MINIMUM, Kind.MIRROR_PAD, Kind.RELU6, Kind.QUANTIZE,
                             Kind.RESIZE_BILINEAR, Kind.RESIZE_NEAREST, Kind.PRELU,
-                            Kind.HARD_SWISH, Kind.FULLY_CONNECTED}),
+                            Kind.HARD_SWISH, Kind.FULLY_CONNECTED, Kind.SUM, Kind.REDUCE_MAX,
+                            Kind.REDUCE_MIN}),
 }
 _LUTS = (Kind.LOGISTIC, Kind.TANH, Kind.HARD_SWISH, Kind.LEAKY_RELU)
 #: LOGISTIC's and TANH's output quantization as TFLite's converter writes it

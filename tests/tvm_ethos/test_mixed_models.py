@@ -250,3 +250,33 @@ def test_a_slice_of_a_reshaped_slice_compiles_on_ethos_u_llvm():
         Step(Kind.RESHAPE, ((1, 2, 4, 1),)),
         Step(Kind.STRIDED_SLICE, ((0, 0, 0, 0), (1, 1, 1, 1), (1, 1, 1, 1))))))
     check(model, llvm=True)
+
+
+@pytest.mark.xfail(strict=True, raises=CompileError, reason=(
+    "issue 28 (open): MINIMUM(x, x) then MINIMUM of that result with itself does not "
+    "compile on ethos-u,llvm ('the composite ethos-u.minimum ... computes lv2, which no "
+    "binding of the module it was fused from computes'; MAXIMUM alike; the tflite-micro host "
+    "keeps both operators); the cause is not found yet"))
+def test_two_minimums_each_reading_one_tensor_twice_compile_on_ethos_u_llvm():
+    """The wide sweep's case (campaign 5, uint8), shrunk: int8."""
+    model = build(Recipe((1, 6, 10, 3), 9, (Step(Kind.MINIMUM, (None,), 0),
+                                            Step(Kind.MINIMUM, (None,), 1))))
+    cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 2}, cm.partition_summary
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=MemoryMismatchError, reason=(
+    "issue 28 (open): a uint8 SUM over the depth after a 2x nearest upscale, a 1x1 "
+    "convolution and a RESHAPE does not compile as an ethos-u,llvm package: the schedule "
+    "allocates 882 B of NPU SRAM where the proposal predicts 1050 B; not shrunk further "
+    "(without the upscale it compiles), the cause is not found yet"))
+def test_a_uint8_sum_over_the_depth_after_an_upscale_compiles_on_ethos_u_llvm():
+    """The wide sweep's case (campaign 5), as drawn."""
+    model = build(Recipe((1, 5, 7, 5), 12478, (
+        Step(Kind.RESIZE_NEAREST, (2, False, False)),
+        Step(Kind.CONV, (7, 1, 1, "VALID", "relu")),
+        Step(Kind.RESHAPE, ((1, 14, 10, 7),)),
+        Step(Kind.SUM, ((3,),)),
+        Step(Kind.RESHAPE, ((1, 10, 14, 1),))), Dtype.UINT8))
+    check(model)
