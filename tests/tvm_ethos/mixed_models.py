@@ -131,10 +131,14 @@ def _spatial(shape) -> bool:
 
 
 @st.composite
-def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False):
+def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False,
+          litert: bool = False):
     """A step that fits ``shape`` (and the shape after it) of a ``dtype`` chain; ``history``
     the (shape, dtype) pairs so far; ``wide`` draws the kinds added for issue 28's second
-    sweep (PRELU, SQUARED_DIFFERENCE, ..., QUANTIZE) too."""
+    sweep (PRELU, SQUARED_DIFFERENCE, ..., QUANTIZE) too; ``litert``: the model is LiteRT's
+    to judge (a uint8 chain), so none of the int8 / int16 forms whose LiteRT kernel computes
+    otherwise than TFLite Micro's (SUM, MEAN, and LOGISTIC / TANH at some scales), which the
+    NPU follows."""
     n, h, w, c = shape
     kinds = [Kind.CONV, Kind.DEPTHWISE, Kind.ADD, Kind.SUB, Kind.MUL, Kind.CONCAT, Kind.PAD,
              Kind.RESHAPE, Kind.TRANSPOSE, Kind.SLICE, Kind.STRIDED_SLICE, Kind.MEAN, *_LUTS]
@@ -160,6 +164,8 @@ def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False):
                                                Kind.REDUCE_MAX, Kind.REDUCE_MIN,
                                                Kind.MIRROR_PAD)]
     kinds = [k for k in kinds if k in _BY_DTYPE[dtype]]
+    if litert and dtype is not Dtype.UINT8:
+        kinds = [k for k in kinds if k not in (Kind.SUM, Kind.MEAN, Kind.LOGISTIC, Kind.TANH)]
     kind = draw(st.sampled_from(kinds))
     if kind in (Kind.CONV, Kind.DEPTHWISE):
         k = draw(st.sampled_from([1, 3]) if min(h, w) >= 3 else st.just(1))
@@ -197,7 +203,9 @@ def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False):
     if kind is Kind.FULLY_CONNECTED:
         return Step(kind, (draw(st.integers(1, 12)), draw(st.sampled_from([None, "relu"]))))
     if kind is Kind.QUANTIZE:
-        targets = {Dtype.INT8: [Dtype.INT8, Dtype.INT16, Dtype.UINT8],
+        # no int8 -> uint8: a uint8 tensor makes the model LiteRT's to judge, and the int8
+        # steps before it were drawn for TFLite Micro's
+        targets = {Dtype.INT8: [Dtype.INT8, Dtype.INT16],
                    Dtype.INT16: [Dtype.INT16, Dtype.INT8],
                    Dtype.UINT8: [Dtype.INT8]}[dtype]
         return Step(kind, (draw(st.sampled_from(targets)),))
@@ -292,7 +300,7 @@ def recipes(draw, min_ops: int = 2, max_ops: int = 6, wide: bool = False) -> Rec
     softmax = draw(st.booleans())
     history, steps, cur, cur_dtype = [(shape, dtype)], [], shape, dtype
     for i in range(count - int(softmax)):
-        step = draw(_step(cur, history, cur_dtype, wide))
+        step = draw(_step(cur, history, cur_dtype, wide, dtype is Dtype.UINT8))
         nxt = after(cur, step)
         if np.prod(nxt) > 4096:     # keep models small: a step that grows past that is
             continue                # left out
@@ -303,7 +311,7 @@ def recipes(draw, min_ops: int = 2, max_ops: int = 6, wide: bool = False) -> Rec
     if softmax:
         steps.append(Step(Kind.SOFTMAX))
     if len(steps) < min_ops:
-        filler = Kind.HARD_SWISH if cur_dtype is not Dtype.INT16 else Kind.TANH
+        filler = Kind.HARD_SWISH if cur_dtype is not Dtype.INT16 else Kind.RELU6
         steps += [Step(filler)] * (min_ops - len(steps))
     return Recipe(shape, draw(st.integers(0, 2**16)), tuple(steps), dtype)
 
