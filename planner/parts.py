@@ -16,7 +16,7 @@ from typing import Sequence
 from ethos_arch.ops import Op
 from ethos_arch.pool_bands import one_pool, pool_bands
 from planner.errors import PlannerError
-from planner.graph import Part, Tensor
+from planner.graph import DTYPE_BYTES, Part, Tensor
 from planner.propagator import Number, Propagator
 from planner.work_memory import WORK_ATTR, WorkMemory
 
@@ -356,14 +356,16 @@ DEPTH_REDUCTIONS = frozenset({Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN})
 DEPTH_REDUCTION_AXES = ((3,), (1, 3), (2, 3), (1, 2, 3))
 
 
-def reduce_over_depth_work_bytes(kind: Op, shape: Sequence[int], axes: Sequence[int]) -> int:
+def reduce_over_depth_work_bytes(kind: Op, shape: Sequence[int], axes: Sequence[int],
+                                  dtype: str = "int8") -> int:
     """The working memory of an Ethos-U REDUCE_MAX / REDUCE_MIN over the depth of an NHWC
-    ``shape`` (``axes``; tvm_ethos ``ops_reduce_depth``): REDUCE_MIN's bitwise NOT of its
-    input (16-byte aligned), then, where height or width is reduced too, the per-pixel
-    maxima (int8) the last max pool reads, and where that window is past one pool's
-    (``ethos_arch.pool_bands``) the maxima of its bands of rows after them (16-byte
-    aligned). SUM, one convolution, needs none; past one convolution's kernel it is average
-    pools of bands into int32 sums of each channel (tvm_ethos ``ops_reduce_split``): three
+    ``shape`` of ``dtype`` codes (``axes``; tvm_ethos ``ops_reduce_depth``): REDUCE_MIN's
+    bitwise NOT of its input (16-byte aligned), then, where height or width is reduced too,
+    the per-pixel maxima (codes of the input's type) the last max pool reads, and where that
+    window is past one pool's (``ethos_arch.pool_bands``) the maxima of its bands of rows
+    after them (16-byte aligned); an int16 REDUCE_MIN the last pool's result after those
+    (16-byte aligned). SUM, one convolution, needs none; past one convolution's kernel it is
+    average pools of bands into int32 sums of each channel (tvm_ethos ``ops_reduce_split``): three
     running ones where there is more than one band, and the one its REDUCE_SUM reads."""
     _, h, w, c = (int(s) for s in shape)
     kh, kw = (h if 1 in axes else 1), (w if 2 in axes else 1)
@@ -372,13 +374,19 @@ def reduce_over_depth_work_bytes(kind: Op, shape: Sequence[int], axes: Sequence[
             return 0
         partial = -(-4 * (h - kh + 1) * (w - kw + 1) * c // 16) * 16
         return partial * (4 if pool_bands(kh, kw).count > 1 else 1)
-    flipped = -(-h * w * c // 16) * 16 if kind == Op.REDUCE_MIN else 0
+    size = DTYPE_BYTES[dtype]
+    flipped = -(-h * w * c * size // 16) * 16 if kind == Op.REDUCE_MIN else 0
     if kh * kw == 1:
-        return flipped
-    if one_pool(kh, kw):
-        return flipped + h * w
-    bands = pool_bands(kh, kw).count * (h - kh + 1) * (w - kw + 1)
-    return flipped + -(-h * w // 16) * 16 + bands
+        work = flipped
+    elif one_pool(kh, kw):
+        work = flipped + h * w * size
+    else:
+        bands = pool_bands(kh, kw).count * (h - kh + 1) * (w - kw + 1) * size
+        work = flipped + -(-h * w * size // 16) * 16 + bands
+    if kind == Op.REDUCE_MIN and size > 1:
+        # no NOT table of 16-bit codes: the last pool's result, NOT-ed into the output
+        return -(-work // 16) * 16 + (h - kh + 1) * (w - kw + 1) * size
+    return work
 
 
 def reduce_over_depth(name: str, x: Tensor, kind: Op, axes: Sequence[int],
@@ -399,7 +407,7 @@ def reduce_over_depth(name: str, x: Tensor, kind: Op, axes: Sequence[int],
     lin = [[int(a == b and a not in axes) for b in kept] for a in range(4)]
     prop = Propagator.build(lin, [x.shape[a] if a in axes else 0 for a in range(4)], [0] * 4)
     attrs = {"axis": axes}
-    work = reduce_over_depth_work_bytes(kind, x.shape, axes)
+    work = reduce_over_depth_work_bytes(kind, x.shape, axes, x.dtype)
     if work:
         attrs[WORK_ATTR] = WorkMemory(work)
     return Part(name, kind, (x,), out, (prop,), _attrs(**attrs))

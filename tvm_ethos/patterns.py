@@ -1016,12 +1016,12 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
         problems.append(f"{op.tflite_name} over axes {op.attrs['axis']} of a {rank}-D tensor; "
                         "the integer kernel reduces height and width of NHWC, or its depth "
                         "with any of them")
-    # an int16 REDUCE_MAX over height and width picks a code as the int8 one does (LiteRT's
-    # int16 kernel), an int16 SUM over them rescales the sum of x - zp as it does (TFLite
-    # Micro's); over the depth the NPU's forms take int8 only
+    # an int16 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does (LiteRT's int16
+    # kernel), over any of the axes; an int16 SUM over height and width rescales the sum of
+    # x - zp as it does (TFLite Micro's); over the depth the NPU's SUM takes 8-bit only
     int16 = op.in_dtypes[0] == op.out_dtype == "int16" and (
-        op.kind == Op.REDUCE_MAX and op.attrs["axis"] in ((1, 2), (1,), (2,), (3,))
-        or op.kind in (Op.REDUCE_SUM, Op.REDUCE_MIN) and op.attrs["axis"] in ((1, 2), (1,), (2,)))
+        op.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and op.attrs["axis"] in REDUCE_AXES
+        or op.kind == Op.REDUCE_SUM and op.attrs["axis"] in ((1, 2), (1,), (2,)))
     # a uint8 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does, a uint8 SUM rescales
     # the sum of x - zp as it does (LiteRT's uint8 kernels; TFLite Micro has none)
     uint8 = op.in_dtypes[0] == op.out_dtype == "uint8"

@@ -5,18 +5,21 @@ reduced extent swept along the kept axis, ``ops_reduce``; past one kernel bands 
 subtracts a uint8 zero point as an int8 one, a uint8 max pool compares codes as the int8 one
 does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order); an int16 SUM over
 the height, the width or both (TFLite Micro's int16 kernel, read by the importer as MEAN's);
-an int16 REDUCE_MAX over the height, the width or the depth alone; an int16 REDUCE_MIN over
-the height, the width or both (its NOT ``-1 - v`` an elementwise SUB from a constant -1, as
-Vela's). Each equals the oracle (TFLite Micro; LiteRT's reference kernels for uint8 and the
-int16 REDUCE_MAX / REDUCE_MIN, which TFLite Micro lacks) on ``ethos-u`` (every operator on
-the NPU), on the stream of ``ethos-u,llvm`` and on the ``llvm`` host's integer kernel, on
-random inputs and the extremes (every code the least, the greatest, alternating)."""
+an int16 REDUCE_MAX over the height, the width or the depth with any of them; an int16
+REDUCE_MIN over the height, the width, both or the depth with any of them (its NOT ``-1 - v``
+an elementwise SUB from a constant -1, as Vela's). Each equals the oracle (TFLite Micro;
+LiteRT's reference kernels for uint8 and the int16 REDUCE_MAX / REDUCE_MIN, which TFLite
+Micro lacks) on ``ethos-u`` (every operator on the NPU), on the stream of ``ethos-u,llvm`` and
+on the ``llvm`` host's integer kernel, on random inputs and the extremes (every code the
+least, the greatest, alternating)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from ethos_arch.ops import Op
+from planner.parts import reduce_over_depth_work_bytes
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tests.tvm_ethos.test_reduce_split import _exact, check_both_targets, reduce_model
 from tvm_ethos.backends.ethos_u.ops_reduce import not_table
@@ -209,13 +212,60 @@ def test_int16_reduce_max_over_one_axis_equals_litert(h, w, c, axes, keep, scale
     _exact_everywhere(model, seed, oracle)
 
 
-def test_an_int16_reduce_max_over_the_depth_and_height_stays_a_tflite_operator():
-    q = (2.0**-12, 0)
-    model = reduce_model("REDUCE_MAX", (1, 4, 4, 8), (1, 3), True, "int16", q, q)
-    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
-    (placed,) = cm.placement
-    assert placed.placed_on == "tflite-micro"
-    assert "int16 REDUCE_MAX over axes [1, 3] of a 4-D tensor" in placed.why, placed.why
+# --- int16 REDUCE_MAX / REDUCE_MIN over the depth with the height, the width or both (the
+# per-pixel maxima in int16 working memory; REDUCE_MIN between SUBs from -1)
+def _int16_over_depth(kind, shape, axes, keep, scale=2.0**-12, seed=0) -> dict:
+    q = (scale, 0)
+    model = reduce_model(kind, shape, axes, keep, "int16", q, q)
+    return _exact_everywhere(model, seed, oracle)
+
+
+def test_an_int16_reduce_min_over_the_depth_and_height_equals_litert():
+    entry = _int16_over_depth("REDUCE_MIN", (1, 8, 8, 4), (1, 3), True)
+    assert "NPU_OP_ELEMENTWISE" in entry["commands"], entry["commands"]
+
+
+#: past one pool (bands of rows), and every axis with the depth
+INT16_OVER_DEPTH = {
+    "max-depth-and-height": ("REDUCE_MAX", (1, 8, 8, 4), (1, 3), True),
+    "max-depth-and-width": ("REDUCE_MAX", (1, 8, 8, 4), (2, 3), False),
+    "max-whole-300-rows": ("REDUCE_MAX", (1, 300, 4, 4), (1, 2, 3), True),
+    "min-depth": ("REDUCE_MIN", (1, 5, 7, 3), (3,), False),
+    "min-whole": ("REDUCE_MIN", (1, 8, 8, 4), (1, 2, 3), False),
+    "min-300-rows-and-depth": ("REDUCE_MIN", (1, 300, 3, 5), (1, 3), False),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(INT16_OVER_DEPTH))
+def test_more_int16_reductions_over_the_depth_equal_litert(case):
+    _int16_over_depth(*INT16_OVER_DEPTH[case])
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(kind=st.sampled_from(["REDUCE_MAX", "REDUCE_MIN"]), h=st.integers(1, 300),
+       w=st.integers(1, 9), c=st.integers(1, 6),
+       axes=st.sampled_from([(3,), (1, 3), (2, 3), (1, 2, 3)]), keep=st.booleans(),
+       scale=st.floats(1e-4, 0.05), seed=st.integers(0, 2**16))
+def test_int16_reduce_max_and_min_over_the_depth_of_any_shape_equal_litert(
+        kind, h, w, c, axes, keep, scale, seed):
+    _int16_over_depth(kind, (1, h, w, c), axes, keep, scale, seed)
+
+
+def test_int16_working_memory_over_the_depth_counts_two_bytes_a_code():
+    """The per-pixel maxima, the bands' maxima and the NOT are int16 codes; an int16
+    REDUCE_MIN holds its last pool's result too. 8-bit codes keep one byte each."""
+    assert reduce_over_depth_work_bytes(Op.REDUCE_MAX, (1, 8, 8, 4), (1, 3)) == 64
+    assert reduce_over_depth_work_bytes(Op.REDUCE_MAX, (1, 8, 8, 4), (1, 3), "int16") == 128
+    # NOT 8*8*4*2 = 512, maxima 128, the result 8 codes (aligned after 640)
+    assert reduce_over_depth_work_bytes(Op.REDUCE_MIN, (1, 8, 8, 4), (1, 3), "int16") == \
+        512 + 128 + 16
+    assert reduce_over_depth_work_bytes(Op.REDUCE_MIN, (1, 8, 8, 4), (1, 3), "uint8") == \
+        256 + 64
+    # 300 rows: two bands of rows after the 16-byte aligned per-pixel maxima
+    assert reduce_over_depth_work_bytes(Op.REDUCE_MAX, (1, 300, 4, 4), (1, 2, 3),
+                                        "int16") == 2400 + 2 * 2
 
 
 # --- int16 REDUCE_MIN over the height, the width or both: NOT by SUBs from -1 around the

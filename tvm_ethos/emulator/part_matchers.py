@@ -721,7 +721,7 @@ def _classify(r, stages, ins, acts, maps, layer, const_names):
         # its working memory held in the plan; the propagator, from the TE reads, takes the
         # whole depth and the reduced height and width, the kept axes one to one
         axes = tuple(layer.attrs["axis"])
-        work = reduce_over_depth_work_bytes(layer.kind, x_shape, axes)
+        work = reduce_over_depth_work_bytes(layer.kind, x_shape, axes, str(acts[0].dtype))
         return layer.kind, {"axis": axes, "activation": act,
                             **({WORK_ATTR: WorkMemory(work)} if work else {})}, None
     if layer is not None and layer.kind in _DATA_MOVEMENT_PARTS:

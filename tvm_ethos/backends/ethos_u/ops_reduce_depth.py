@@ -18,7 +18,9 @@ REDUCE_MIN is ``min(x) = ~max(~x)`` (bitwise NOT reverses the order of the int8 
 ``ops_reduce`` does over height and width: a 1x1 pool looks every code up in the NOT table
 into working memory, then the max pools above run over it, the last one looking its result
 up in the same table (clamped to a fused activation's codes). Vela subtracts from -1 instead;
-either NOT is exact.
+either NOT is exact. int16 codes (no table of 65536 entries) are NOT-ed by that SUB
+(``ops_reduce.not16_op``): into working memory before the pools, and from the last pool's
+result, held in working memory, into the output with the fused clamp.
 
 The max pools read whole tensors, so these two are emitted over whole tensors only
 (``stream_ops``: the planner computes their output in one stripe).
@@ -34,7 +36,7 @@ from ethos_arch.ops import Op
 from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from planner.parts import DEPTH_REDUCTIONS, reduce_over_depth_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
-from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not_op, not_table
+from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not16_op, not_op, not_table
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     SCRATCH_REGION,
@@ -159,9 +161,11 @@ def _aligned(n: int) -> int:
 
 def work_bytes(q) -> int:
     """The working memory of a REDUCE_MAX / REDUCE_MIN over the depth: REDUCE_MIN's NOT of
-    its input, then, where height or width is reduced too, the per-pixel maxima (int8), as
-    the planner holds it (``planner.parts.reduce_over_depth_work_bytes``)."""
-    return reduce_over_depth_work_bytes(q.kind, q.in_shapes[0], tuple(q.attrs["axis"]))
+    its input, then, where height or width is reduced too, the per-pixel maxima (codes of
+    the input's type), as the planner holds it (``planner.parts.
+    reduce_over_depth_work_bytes``)."""
+    return reduce_over_depth_work_bytes(q.kind, q.in_shapes[0], tuple(q.attrs["axis"]),
+                                        q.in_dtypes[0])
 
 
 def _max_pool(q, ifm: FmSlot, ofm: FmSlot, kernel: tuple[int, int]):
@@ -186,46 +190,63 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     x = dataclasses.replace(operands[0], shape=(r.h, r.w, r.c), **unit)
     y = dataclasses.replace(ofm, shape=(oh, ow, 1), **unit)
     is_min = q.kind == Op.REDUCE_MIN
+    size = np.dtype(x.dtype).itemsize
+    # int16 has no NOT table (65536 codes): SUBs from -1 around the pools, the last pool's
+    # result at the end of working memory
+    wide = is_min and x.dtype == "int16"
+    result = FmSlot(SCRATCH_REGION, em.work + work_bytes(q) - oh * ow * size, (oh, ow, 1),
+                    x.dtype, 1.0, 0) if wide else y
     ops: list = []
     work = em.work
     if is_min:
         flipped = FmSlot(SCRATCH_REGION, work, (r.h, r.w, r.c), x.dtype, 1.0, 0)
-        negate = not_op(x, flipped)
-        ops += looked_up(negate, not_table(x.dtype), em)
-        negate.block_config = em.block(negate)
-        x, work = flipped, work + _aligned(r.h * r.w * r.c)
-    # the per-pixel maxima: into the output, or into working memory for the second pool
-    maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), x.dtype, 1.0, 0) if r.spatial else y
+        if wide:
+            ops.append(not16_op(x, flipped, em))
+        else:
+            negate = not_op(x, flipped)
+            ops += looked_up(negate, not_table(x.dtype), em)
+            negate.block_config = em.block(negate)
+        x, work = flipped, work + _aligned(r.h * r.w * r.c * size)
+    # the per-pixel maxima: into the result, or into working memory for the second pool
+    maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), x.dtype, 1.0, 0) if r.spatial \
+        else result
     # the NOT and a fused clamp, as codes
-    last = np.clip(not_table(x.dtype), q.act_min, q.act_max) if is_min else None
+    last = np.clip(not_table(x.dtype), q.act_min, q.act_max) if is_min and not wide else None
     pixels = r.h * r.w
     for start in range(0, pixels, MAX_PIXELS):
         n = min(MAX_PIXELS, pixels - start)
-        src = dataclasses.replace(x, offset=x.offset + start * r.c, shape=(n, r.c, 1))
-        dst = dataclasses.replace(maxima, offset=maxima.offset + start, shape=(n, 1, 1))
+        src = dataclasses.replace(x, offset=x.offset + start * r.c * size, shape=(n, r.c, 1))
+        dst = dataclasses.replace(maxima, offset=maxima.offset + start * size,
+                                  shape=(n, 1, 1))
         pool = _max_pool(q, src, dst, (1, r.c))
         pool.name = q.kind.value
-        if is_min and not r.spatial:
+        if last is not None and not r.spatial:
             ops += looked_up(pool, last, em)
         else:
-            if is_min:   # NOT-ed codes: no clamp before the last pool's table
+            if is_min:   # NOT-ed codes: no clamp before the last NOT
                 pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
             ops.append(pool)
         pool.block_config = em.block(pool)
     if r.spatial and not one_pool(r.kh, r.kw):
         # per band of rows a max pool into working memory after the maxima, then one over
         # the bands' (planner.parts.reduce_over_depth_work_bytes)
-        maxima, ops_bands = _banded(q, r, maxima, work + _aligned(r.h * r.w), em)
+        maxima, ops_bands = _banded(q, r, maxima, work + _aligned(r.h * r.w * size), em)
         ops += ops_bands
         r = r._replace(h=maxima.shape[0], kh=maxima.shape[0], kw=1, w=maxima.shape[1])
     if r.spatial:
-        pool = _max_pool(q, maxima, y, (r.kh, r.kw))
+        pool = _max_pool(q, maxima, result, (r.kh, r.kw))
         pool.name = q.kind.value
-        if is_min:
+        if last is not None:
             ops += looked_up(pool, last, em)
         else:
+            if wide:
+                pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
             ops.append(pool)
         pool.block_config = em.block(pool)
+    if wide:
+        negate = not16_op(result, y, em)
+        negate.activation = activation(q, y)   # a fused clamp, in codes
+        ops.append(negate)
     return ops
 
 
@@ -235,14 +256,15 @@ def _banded(q, r: DepthReduction, maxima: FmSlot, at: int, em) -> tuple[FmSlot, 
     api = vela_api()
     bands = pool_bands(r.kh, r.kw)
     _, ow = r.out_hw
+    size = np.dtype(maxima.dtype).itemsize
     out = FmSlot(SCRATCH_REGION, at, (bands.count, ow, 1), maxima.dtype, 1.0, 0)
     ops = []
     for i in range(bands.count):
         first = i * bands.rows
         rows = min(bands.rows, r.kh - first)
-        src = dataclasses.replace(maxima, offset=maxima.offset + first * r.w,
+        src = dataclasses.replace(maxima, offset=maxima.offset + first * r.w * size,
                                   shape=(rows, r.w, 1))
-        dst = dataclasses.replace(out, offset=at + i * ow, shape=(1, ow, 1))
+        dst = dataclasses.replace(out, offset=at + i * ow * size, shape=(1, ow, 1))
         pool = _max_pool(q, src, dst, (rows, r.kw))
         pool.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
         pool.name = f"{q.kind.value}_band"
