@@ -1002,11 +1002,11 @@ REDUCE_AXES = ((1, 2), (1,), (2,)) + DEPTH_REDUCTION_AXES
 
 
 def _read_reduce(op: QOp, core, problems: list) -> None:
-    """REDUCE_MAX / REDUCE_MIN / SUM: the integer kernels reduce H and W of an NHWC int8 or
-    uint8 tensor, or its depth with any of H and W (TFLite's 8-bit kernels; the NPU's are a pool or
-    a convolution over the input, ``ops_reduce``, ``ops_reduce_depth``). TFLite's REDUCE_MAX
-    and REDUCE_MIN pick a code and refuse an output quantized unlike the input, so another
-    one is no integer operator."""
+    """REDUCE_MAX / REDUCE_MIN / SUM: the integer kernels reduce H and W of an NHWC int8,
+    uint8 or int16 tensor, or its depth with any of H and W (TFLite's kernels; the NPU's are
+    a pool or a convolution over the input, ``ops_reduce``, ``ops_reduce_depth``). TFLite's
+    REDUCE_MAX and REDUCE_MIN pick a code and refuse an output quantized unlike the input, so
+    another one is no integer operator."""
     axes = core.attrs.axis
     rank = len(op.in_shapes[0])
     op.attrs["axis"] = tuple(sorted(int(v) % rank for v in axes)) if axes is not None and rank \
@@ -1017,18 +1017,15 @@ def _read_reduce(op: QOp, core, problems: list) -> None:
                         "the integer kernel reduces height and width of NHWC, or its depth "
                         "with any of them")
     # an int16 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does (LiteRT's int16
-    # kernel), over any of the axes; an int16 SUM over height and width rescales the sum of
-    # x - zp as it does (TFLite Micro's); over the depth the NPU's SUM takes 8-bit only
-    int16 = op.in_dtypes[0] == op.out_dtype == "int16" and (
-        op.kind in (Op.REDUCE_MAX, Op.REDUCE_MIN) and op.attrs["axis"] in REDUCE_AXES
-        or op.kind == Op.REDUCE_SUM and op.attrs["axis"] in ((1, 2), (1,), (2,)))
+    # kernel), an int16 SUM rescales the sum of x - zp as it does (TFLite Micro's), over
+    # any of the axes
+    int16 = op.in_dtypes[0] == op.out_dtype == "int16" and op.attrs["axis"] in REDUCE_AXES
     # a uint8 REDUCE_MAX / REDUCE_MIN picks a code as the int8 one does, a uint8 SUM rescales
     # the sum of x - zp as it does (LiteRT's uint8 kernels; TFLite Micro has none)
     uint8 = op.in_dtypes[0] == op.out_dtype == "uint8"
     if not (int16 or uint8) and (op.in_dtypes[0] != "int8" or op.out_dtype != "int8"):
         problems.append(f"{op.tflite_name} from {op.in_dtypes[0]} to {op.out_dtype}; the "
-                        "integer kernels are TFLite's int8 and uint8 ones (int16 too for "
-                        "REDUCE_MAX and SUM over height and width)")
+                        "integer kernels are TFLite's int8, uint8 and int16 ones")
     if op.kind != Op.REDUCE_SUM and op.out_q is not None and op.in_q and op.in_q[0] != op.out_q:
         problems.append(f"{op.tflite_name} with input quantization {op.in_q[0]} and output "
                         f"{op.out_q}; TFLite's int8 kernel requires them equal")

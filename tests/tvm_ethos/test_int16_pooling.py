@@ -125,12 +125,12 @@ def test_int16_reduce_max_is_on_the_npu_equal_to_litert(case, target):
        keepdims=st.booleans())
 def test_the_importer_takes_an_int16_reduction_over_height_and_width_only(name, axes, keepdims):
     """Whatever the axes: imported where they are height and width (negative ones counted
-    from the end; the height or the width alone too, as the NPU takes it, and a REDUCE_MAX's
-    or REDUCE_MIN's depth with any of them), else refused naming them, never computed in
-    float32."""
+    from the end; the height or the width alone too, as the NPU takes it, and a SUM's,
+    REDUCE_MAX's or REDUCE_MIN's depth with any of them), else refused naming them, never
+    computed in float32."""
     (verdict,) = operator_support(reduction(name, (1, 3, 4, 5), tuple(axes), keepdims))
     norm = sorted(a % 4 for a in axes)
-    over_hw = norm in ([1, 2], [1], [2]) or name in ("REDUCE_MAX", "REDUCE_MIN") and \
+    over_hw = norm in ([1, 2], [1], [2]) or name != "MEAN" and \
         norm in ([3], [1, 3], [2, 3], [1, 2, 3])
     assert verdict.importable == over_hw, verdict
     if not over_hw:

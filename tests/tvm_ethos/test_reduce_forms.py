@@ -4,7 +4,7 @@ reduced extent swept along the kept axis, ``ops_reduce``; past one kernel bands 
 ``ops_reduce_split``); of uint8 codes over height and width, the depth or both (the NPU
 subtracts a uint8 zero point as an int8 one, a uint8 max pool compares codes as the int8 one
 does, and ``255 - v`` is the uint8 bitwise NOT that reverses their order); an int16 SUM over
-the height, the width or both (TFLite Micro's int16 kernel, read by the importer as MEAN's);
+the height, the width, both or the depth with any of them (TFLite Micro's int16 kernel);
 an int16 REDUCE_MAX over the height, the width or the depth with any of them; an int16
 REDUCE_MIN over the height, the width, both or the depth with any of them (its NOT ``-1 - v``
 an elementwise SUB from a constant -1, as Vela's). Each equals the oracle (TFLite Micro;
@@ -191,12 +191,45 @@ def test_int16_sums_of_any_shape_and_quantization_equal_tflite_micro(
     _int16_sum((1, h, w, c), axes, keep, in_q, out_q, seed)
 
 
-def test_an_int16_sum_over_the_depth_stays_a_tflite_operator_naming_its_axes():
-    model = reduce_model("SUM", (1, 4, 4, 8), (3,), True, "int16", (2.0**-12, 0), (2.0**-9, 0))
+# --- int16 SUM over the depth with any of H and W: one convolution (past one kernel the
+# pools of bands, ops_reduce_split), as TFLite Micro's int16 kernel rescales sum(x - zp)
+INT16_SUMS_OVER_DEPTH = {
+    "depth": ((1, 8, 8, 4), (3,), True),
+    "whole": ((1, 8, 8, 4), (1, 2, 3), False),
+    "depth-and-height-zero-points": ((1, 5, 7, 3), (1, 3), False, (0.003, -77), (0.7, 1234)),
+    "300-rows-and-depth": ((1, 300, 3, 5), (1, 3), False),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(INT16_SUMS_OVER_DEPTH))
+def test_int16_sums_over_the_depth_equal_tflite_micro(case):
+    _int16_sum(*INT16_SUMS_OVER_DEPTH[case])
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(h=st.integers(1, 300), w=st.integers(1, 9), c=st.integers(1, 12),
+       axes=st.sampled_from([(3,), (1, 3), (2, 3), (1, 2, 3)]), keep=st.booleans(),
+       in_q=st.tuples(st.floats(1e-4, 0.05), st.integers(-32768, 32767)),
+       out_q=st.tuples(st.floats(1e-3, 2.0), st.integers(-32768, 32767)),
+       seed=st.integers(0, 2**16))
+def test_int16_sums_over_the_depth_of_any_shape_and_quantization_equal_tflite_micro(
+        h, w, c, axes, keep, in_q, out_q, seed):
+    _int16_sum((1, h, w, c), axes, keep, in_q, out_q, seed)
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 4, 4, 3000), (1, 2, 3)),
+                                         ((1, 300, 100, 2), (1, 2, 3))],
+                         ids=["one-convolution", "bands"])
+def test_an_int16_sum_whose_sum_may_leave_32_bits_stays_a_tflite_operator_naming_it(
+        shape, axes):
+    """TFLite Micro adds int16 codes in int32: past 32768 of them the NPU's sum differs."""
+    model = reduce_model("SUM", shape, axes, True, "int16", (2.0**-12, 0), (2.0**-9, 0))
     cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro"
-    assert "int16 SUM over axes [3] of a 4-D tensor" in placed.why, placed.why
+    assert "whose sum may leave 32 bits" in placed.why and "32768" in placed.why, placed.why
 
 
 # --- int16 REDUCE_MAX over the height, the width or the depth alone (LiteRT's int16 kernel,

@@ -561,8 +561,8 @@ def form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     return ""
 
 
-#: the axes of an NHWC tensor besides height and width (sorted) whose int16 REDUCE_MAX /
-#: REDUCE_MIN the integer kernels take: the height, the width, or the depth with any of them
+#: the axes of an NHWC tensor besides height and width (sorted) whose int16 SUM, REDUCE_MAX
+#: and REDUCE_MIN the integer kernels take: the height, the width, or the depth with any of them
 _INT16_REDUCE_MAX_AXES = ([1], [2], [3], [1, 3], [2, 3], [1, 2, 3])
 
 
@@ -570,8 +570,8 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     """Why an INT16 pool, MEAN, SUM or REDUCE_MAX (which ``tflite_check`` lets through) is not
     in the form the integer kernels take, naming what is: TFLite's pools require the output
     quantized as the input; MEAN, SUM and REDUCE_MAX reduce height and width of NHWC
-    (constant axes 1 and 2; SUM and REDUCE_MAX the height or the width alone too, REDUCE_MAX
-    the depth alone), and REDUCE_MAX picks a
+    (constant axes 1 and 2; SUM, REDUCE_MAX and REDUCE_MIN the height or the width alone
+    too, or the depth with any of them), and REDUCE_MAX picks a
     code, so its output is quantized as its input, with zero point 0 (LiteRT's int16 kernel;
     TFLite Micro has none). TVM's importer would compute any other reduction in float32.
     ``""`` for any other operator or form."""
@@ -601,10 +601,10 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     rank = x.ShapeLength()
     over_hw = sorted(a % rank if -rank <= a < rank else a for a in axes) == [1, 2]
     norm = sorted(a % 4 if -4 <= a < 4 else a for a in axes) if rank == 4 else None
-    # TFLite Micro's int16 SUM over the height or the width alone (the NPU's MEAN window);
-    # LiteRT's int16 REDUCE_MAX over the height, the width or the depth alone (max pools)
-    other_axes = op.name == "SUM" and norm in ([1], [2]) or \
-        op.name in ("REDUCE_MAX", "REDUCE_MIN") and norm in _INT16_REDUCE_MAX_AXES
+    # TFLite Micro's int16 SUM and LiteRT's int16 REDUCE_MAX / REDUCE_MIN over the height or
+    # the width alone, or the depth with any of them
+    other_axes = op.name in ("SUM", "REDUCE_MAX", "REDUCE_MIN") and \
+        norm in _INT16_REDUCE_MAX_AXES
     if op.name == "MEAN" and all(-rank <= a < rank for a in axes):
         # the NPU's MEAN (batch 1) also reduces the height or the width alone, of 2-D and
         # 3-D tensors too (ethos_arch.mean_window)
@@ -618,9 +618,8 @@ def int16_pooling_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
     elif not over_hw and not other_axes:
         return (f"an int16 {op.name} over axes {axes} of a {rank}-D tensor: the integer "
                 "kernel reduces height and width of NHWC (axes [1, 2]; a SUM, REDUCE_MAX or "
-                "REDUCE_MIN the height or the width alone too, a REDUCE_MAX or REDUCE_MIN the "
-                "depth with any of them); TVM's importer computes other int16 reductions in "
-                "float32")
+                "REDUCE_MIN the height or the width alone too, or the depth with any of "
+                "them); TVM's importer computes other int16 reductions in float32")
     if op.name in ("REDUCE_MAX", "REDUCE_MIN") and qx != qy:
         return (f"an int16 {op.name} with input quantization {_shown(qx)} and output "
                 f"{_shown(qy)}: TFLite's kernel picks a code and requires them equal "

@@ -51,6 +51,8 @@ MAX_PIXELS = 65536
 MAX_CONV_ROWS, MAX_CONV_TAPS = 64, 4096
 #: the sum of a convolution's absolute weights Vela allows (its weight encoder's limit)
 MAX_WEIGHT_SUM = 127 * 65536
+#: the most int16 codes one SUM adds: every sum of ``x - zp`` within TFLite Micro's int32
+MAX_INT16_SUM = (2**31 - 1) // 65535
 
 
 class DepthReduction(NamedTuple):
@@ -108,6 +110,10 @@ def refusals(q) -> list[str]:
         if r.kh * r.kw * r.c > MAX_WEIGHT_SUM:
             out.append(f"SUM over {r.kh * r.kw * r.c} elements; one convolution sums at most "
                        f"{MAX_WEIGHT_SUM}")
+        if q.in_dtypes[0] == "int16" and r.kh * r.kw * r.c > MAX_INT16_SUM:
+            out.append(f"an int16 SUM over {r.kh * r.kw * r.c} elements, whose sum may leave "
+                       f"32 bits (TFLite Micro's int32 sum); the NPU adds at most "
+                       f"{MAX_INT16_SUM} int16 codes")
         return out
     if not one_pool(r.kh, r.kw) and pool_bands(r.kh, r.kw).count > MAX_POOL_ROWS:
         return [f"{q.tflite_name} over {r.kh}x{r.kw} pixels; one max pool takes at most "

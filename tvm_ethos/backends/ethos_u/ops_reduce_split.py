@@ -158,9 +158,10 @@ def refusal(q) -> str | None:
     if sum_over_depth(q) and kh * kw * b.view[2] > MAX_INT8_COUNT:
         return (f"SUM over {kh * kw * b.view[2]} elements, whose sum may leave 32 bits; the "
                 f"NPU's int32 partial sums take at most {MAX_INT8_COUNT}")
+    count = kh * kw * (b.view[2] if sum_over_depth(q) else 1)
     if q.kind in (Op.REDUCE_SUM, Op.MEAN) and q.in_dtypes[0] == "int16" and \
-            kh * kw > MAX_INT16_COUNT:
-        return (f"an int16 {q.tflite_name} of {kh * kw} elements, whose sum may leave 32 "
+            count > MAX_INT16_COUNT:
+        return (f"an int16 {q.tflite_name} of {count} elements, whose sum may leave 32 "
                 f"bits; the NPU's int32 partial sums take at most {MAX_INT16_COUNT}")
     if q.kind == Op.REDUCE_MIN and q.in_dtypes[0] not in ("int8", "uint8", "int16"):
         return (f"a {q.in_dtypes[0]} REDUCE_MIN over {kh}x{kw}; its bitwise NOT is a table of "
