@@ -21,8 +21,9 @@ MAX_KERNEL_TAPS = 4096
 
 
 class MeanWindow(NamedTuple):
-    """A MEAN as one NPU depthwise convolution: ``view`` the (height, width, depth) the NPU
-    reads its input as, ``kernel`` (rows, columns) the window it sums; the output is
+    """A MEAN as one NPU depthwise convolution (and a SUM, REDUCE_MAX or REDUCE_MIN over the
+    height or the width as one window, ``ops_reduce``): ``view`` the (height, width, depth) the
+    NPU reads its input as, ``kernel`` (rows, columns) the window it sums; the output is
     ``out_view`` (a reduced axis becomes 1, a kept one is swept)."""
 
     view: tuple[int, int, int]

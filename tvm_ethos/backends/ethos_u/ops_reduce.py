@@ -27,10 +27,10 @@ output.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
 
 import numpy as np
 
+from ethos_arch.mean_window import MeanWindow
 from ethos_arch.ops import Op
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
@@ -48,33 +48,19 @@ from tvm_ethos.backends.ethos_u.stream_base import (
 )
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
-
-class Window(NamedTuple):
-    """A reduction over the height, the width or both of an NHWC input of ``view`` (height,
-    width, depth): one window of ``kernel`` (rows, columns), the whole of a reduced axis and
-    1 along a kept one, swept with stride 1 along the kept one."""
-
-    view: tuple[int, int, int]
-    kernel: tuple[int, int]
-
-    @property
-    def out_view(self) -> tuple[int, int, int]:
-        (h, w, c), (kh, kw) = self.view, self.kernel
-        return h - kh + 1, w - kw + 1, c
-
-
 #: the axes of an NHWC input whose reduction is one window
 SPATIAL_AXES = ((1,), (2,), (1, 2))
 
 
-def reduction_window(op) -> Window:
-    """The window of a reduction over the height, the width or both of an NHWC input."""
+def reduction_window(op) -> MeanWindow:
+    """The window of a reduction over the height, the width or both of an NHWC input (a
+    MEAN's window: the whole of a reduced axis, 1 along a kept one, swept along it)."""
     axes = tuple(op.attrs.get("axis") or ())
     if axes not in SPATIAL_AXES or len(op.in_shapes[0]) != 4:
         raise UnsupportedOperatorError(op.tflite_name,
                                        f"a reduction over axes {op.attrs.get('axis')}")
     _, h, w, c = (int(s) for s in op.in_shapes[0])
-    return Window((h, w, c), (h if 1 in axes else 1, w if 2 in axes else 1))
+    return MeanWindow((h, w, c), (h if 1 in axes else 1, w if 2 in axes else 1))
 
 
 def reduce_max_op(op, ifm: FmSlot, ofm: FmSlot):
