@@ -175,6 +175,14 @@ def not16_op(x: FmSlot, flipped: FmSlot, em):
     return npu
 
 
+def negated(x: FmSlot, flipped: FmSlot, em) -> list:
+    """The operations writing the NOT of ``x`` into ``flipped``, blocks chosen: an int16
+    SUB from -1 (:func:`not16_op`), an 8-bit identity pool looked up in the NOT table."""
+    if x.dtype == "int16":
+        return [not16_op(x, flipped, em)]
+    return _table_lookup(not_op(x, flipped), not_table(x.dtype), em)
+
+
 def reduce_min_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     """The operations of one REDUCE_MIN: NOT into working memory (``em.work``), then the
     single-window max pool whose output is NOT-ed (and clamped) by its table; int16 (no

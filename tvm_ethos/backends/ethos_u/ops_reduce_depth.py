@@ -36,7 +36,7 @@ from ethos_arch.ops import Op
 from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from planner.parts import DEPTH_REDUCTIONS, reduce_over_depth_work_bytes
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, pool_op
-from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not16_op, not_op, not_table
+from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, negated, not16_op, not_table
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     SCRATCH_REGION,
@@ -206,12 +206,7 @@ def min_max_ops(q, operands: list[FmSlot], ofm: FmSlot, em, box=None) -> list:
     work = em.work
     if is_min:
         flipped = FmSlot(SCRATCH_REGION, work, (r.h, r.w, r.c), x.dtype, 1.0, 0)
-        if wide:
-            ops.append(not16_op(x, flipped, em))
-        else:
-            negate = not_op(x, flipped)
-            ops += looked_up(negate, not_table(x.dtype), em)
-            negate.block_config = em.block(negate)
+        ops += negated(x, flipped, em)
         x, work = flipped, work + _aligned(r.h * r.w * r.c * size)
     # the per-pixel maxima: into the result, or into working memory for the second pool
     maxima = FmSlot(SCRATCH_REGION, work, (r.h, r.w, 1), x.dtype, 1.0, 0) if r.spatial \

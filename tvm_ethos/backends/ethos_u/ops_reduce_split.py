@@ -35,7 +35,7 @@ from ethos_arch.mean_window import mean_kernel, mean_window, window_refusal
 from ethos_arch.ops import Op
 from ethos_arch.pool_bands import MAX_POOL_AREA, MAX_POOL_ROWS, one_pool, pool_bands
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, activation, feature_map, mean_scales
-from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, not16_op, not_op, not_table
+from tvm_ethos.backends.ethos_u.ops_reduce import looked_up, negated, not16_op, not_table
 from tvm_ethos.backends.ethos_u.ops_reduce_depth import (
     MAX_CONV_ROWS,
     MAX_CONV_TAPS,
@@ -321,12 +321,7 @@ def _max_ops(q, b: Bands, x: FmSlot, out: FmSlot, em) -> list:
     wide = x.dtype == "int16"   # no table of its codes: NOT by SUBs from -1 (ops_reduce)
     if is_min:
         flipped = FmSlot(SCRATCH_REGION, work, b.view, x.dtype, 1.0, 0)
-        if wide:
-            ops.append(not16_op(x, flipped, em))
-        else:
-            negate = not_op(x, flipped)
-            ops += looked_up(negate, not_table(x.dtype), em)
-            negate.block_config = em.block(negate)
+        ops += negated(x, flipped, em)
         x, work = flipped, work + _aligned(int(np.prod(b.view)) * np.dtype(x.dtype).itemsize)
     _, ow, c = b.out_view
     maxima = FmSlot(SCRATCH_REGION, work, (b.count, ow, c), x.dtype, 1.0, 0)
