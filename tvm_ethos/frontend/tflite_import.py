@@ -9,17 +9,9 @@ from tvm_ethos.frontend.tflite_check import check_tflite
 from tvm_ethos.frontend.tflite_support import (
     GRAPH_LEVEL_OPERATORS,
     TFLM_TARGET_HINT,
-    converter_refusal,
-    float_table16_refusal,
-    form_refusal,
     int16_zero_point_refusal,
-    prelu_type_refusal,
-    resize_bilinear16_refusal,
+    kernel_form_refusal,
     softmax16_quantization_refusal,
-    squared_difference16_refusal,
-    strided_slice_refusal,
-    transpose_conv_form_refusal,
-    undefined_form_refusal,
 )
 
 
@@ -75,13 +67,7 @@ def _checked_model(data: bytes, name: str):
             raise UnsupportedModelError(
                 f"{name}: {where}operator {op.index} ({op.name}) cannot be imported: {invalid}")
         reason = (softmax16_quantization_refusal(checked, op)
-                  or float_table16_refusal(checked, op)
-                  or squared_difference16_refusal(checked, op)
-                  or undefined_form_refusal(checked, op)
-                  or prelu_type_refusal(checked, op)
-                  or resize_bilinear16_refusal(checked, op)
-                  or transpose_conv_form_refusal(checked, op) or converter_refusal(op)
-                  or strided_slice_refusal(checked, op) or form_refusal(checked, op))
+                  or kernel_form_refusal(checked, op))
         if reason:
             raise UnsupportedModelError(
                 f"{name}: {where}operator {op.index} ({op.name}) cannot be imported: {reason}; "

@@ -75,18 +75,23 @@ def support_of(checked: CheckedModel) -> tuple[OperatorSupport, ...]:
     out = []
     for op in checked.operators:
         reason = (graph_level_refusal(op) or softmax16_quantization_refusal(checked, op)
-                  or int16_zero_point_refusal(checked, op) or float_table16_refusal(checked, op)
-                  or squared_difference16_refusal(checked, op)
-                  or undefined_form_refusal(checked, op)
-                  or prelu_type_refusal(checked, op)
-                  or resize_bilinear16_refusal(checked, op)
-                  or transpose_conv_form_refusal(checked, op) or converter_refusal(op)
-                  or strided_slice_refusal(checked, op) or form_refusal(checked, op))
+                  or int16_zero_point_refusal(checked, op) or kernel_form_refusal(checked, op))
         if not reason:
             found = checked.operator_findings(op)
             reason = found[0].message if found else ""
         out.append(OperatorSupport(op.subgraph, op.index, op.name, not reason, reason))
     return tuple(out)
+
+
+def kernel_form_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
+    """Why the importer cannot convert ``op`` as a TFLite kernel computes it (a form no kernel
+    defines, one TVM's converter computes otherwise, or one it has no converter for), or
+    ``""``: the refusals :func:`support_of` and the importer share, in the order they ask."""
+    return (float_table16_refusal(checked, op) or squared_difference16_refusal(checked, op)
+            or undefined_form_refusal(checked, op) or prelu_type_refusal(checked, op)
+            or resize_bilinear16_refusal(checked, op)
+            or transpose_conv_form_refusal(checked, op) or converter_refusal(op)
+            or strided_slice_refusal(checked, op) or form_refusal(checked, op))
 
 
 def softmax16_quantization_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
