@@ -5,14 +5,14 @@ from the TFLite graph, one operator each.
 Every other NPU operator reaches the stream through the importer (``compile.py`` cuts a
 group of importable operators out and compiles it). An operator of :data:`GRAPH_NPU_OPERATORS`
 never goes through Relax: its entry's ``check`` says whether the NPU takes this instance
-(``""``) or why not, its ``emit`` writes its command stream. A later operator of that kind
-(SVDF, ...) is one more row of the table.
+(``""``) or why not, its ``emit`` writes its command stream. Each kind (an LSTM, an SVDF)
+is one row of the table.
 """
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from tvm_ethos.backends.ethos_u import ops_lstm
+from tvm_ethos.backends.ethos_u import ops_lstm, ops_svdf, stream_svdf
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_lstm import planned_lstm_stream
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
@@ -57,6 +57,39 @@ def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
                                                          stream.planned_peak, PLANNED_ALONE))
 
 
+def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
+               shared: dict) -> GraphPart:
+    svdf = ops_svdf.read_svdf(graph, index)
+    x, state, y = ops_svdf.svdf_tensors(graph, index)
+    names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in (x, state, y))
+    near = {t: stream_svdf.Neighbour(*shared[t], _kept(graph, t, shared))
+            for t in (x, y) if t in shared}
+    arena = stream_svdf.SvdfArena.of(svdf, near.get(x), near.get(y))
+    payload = stream_svdf.svdf_payload(svdf, accelerator, names, arena)
+    return GraphPart(payload, (x, state), (y,), _report(name, payload, None))
+
+
+def _kept(graph: SourceGraph, t: int, shared: dict) -> tuple[tuple[int, int], ...]:
+    """(offset, bytes) in the stretch of the ethos-u operator holding ``t`` of the variable
+    tensors it keeps between invocations (an SVDF's or LSTM's states, the operators writing
+    or reading ``t`` whose variable tensors ``shared`` places in a stretch of that size):
+    the SVDF's stretch must not cover them."""
+    kept = set()
+    for i in range(len(graph.kinds)):
+        if t not in graph.reads[i] and t not in graph.writes[i]:
+            continue
+        for v in graph.all_inputs(i):
+            if v >= 0 and v in shared and graph.g.Tensors(v).IsVariable() and \
+                    shared[v][1] == shared[t][1]:
+                n, kind = graph.numel_dtype(v)
+                kept.add((shared[v][0], n * _ITEM_BYTES.get(kind, 4)))
+    return tuple(sorted(kept))
+
+
+#: bytes of an element of the TFLite types a state may have (int8, int16, int32)
+_ITEM_BYTES = {9: 1, 7: 2, 2: 4}
+
+
 #: why a graph-level operator has no cascade
 NOT_PLANNED = "a graph-level NPU operator: one stream of its own, no cascade to plan"
 #: how a graph-level operator with a planner Part (an LSTM) is planned
@@ -93,6 +126,7 @@ def format_report(report: dict) -> str:
 #: graph-level NPU operators by TFLite builtin name
 GRAPH_NPU_OPERATORS: dict[str, GraphNpuOperator] = {
     ops_lstm.KIND: GraphNpuOperator(ops_lstm.KIND, ops_lstm.refusal, _lstm_emit),
+    ops_svdf.KIND: GraphNpuOperator(ops_svdf.KIND, ops_svdf.refusal, _svdf_emit),
 }
 
 

@@ -1,0 +1,288 @@
+"""An SVDF (``ops_svdf.Svdf``) as one Ethos-U command stream, the step TFLite Micro's integer
+kernel computes, for all batches at once:
+
+1. the state shift: a 1x1 pool copies every row's values 1..memory-1 into a scratch buffer,
+   a second copies them back one value to the left (two copies: the NPU gives no order to
+   an operation reading and writing one buffer, and the DMA takes only 16-byte aligned
+   addresses and lengths);
+2. the new column: a FULLY_CONNECTED of the input with ``weights_feature`` into an int16
+   buffer, at TFLite Micro's ``effective_scale_1``, its output zero point the state's and
+   its clamp the state type's range shifted by it, so each value is ``zp + clamp(r)``
+   exactly as TFLite Micro forms it before storing it;
+3. a 1x1 pool copies the low byte of each of those int16 values (a strided int8 view) into
+   the state's last column (strided by ``memory``): the byte TFLite Micro's int8 store
+   keeps, also where ``zp + clamp(r)`` leaves the int8 range;
+4. the time step, the rank sum, the bias and the output requantization as one
+   FULLY_CONNECTED of the whole state (``filters * memory`` values a batch, less the
+   state's zero point) into ``units`` outputs: unit ``u``'s weights are the
+   ``weights_time`` rows of its ``rank`` filters and zero elsewhere, its bias TFLite Micro's,
+   its multiplier ``effective_scale_2``, the output's zero point, the int8 range.
+
+The state is the operator's variable tensor: an input of the ``ethos-u`` operator that the
+stream updates in place in the scratch arena, so it carries over between invocations as on
+a board. :class:`SvdfArena` keeps it clear of the neighbouring ``ethos-u`` operators'
+stretches, and theirs out of its own.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import NamedTuple
+
+import numpy as np
+
+from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config, feature_map, real_bound
+from tvm_ethos.backends.ethos_u.ops_svdf import KIND, Svdf
+from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
+from tvm_ethos.backends.ethos_u.stream_base import (
+    ALIGN,
+    SCRATCH_REGION,
+    Flash,
+    UnsupportedOperatorError,
+    npu_accelerator,
+    vela_api,
+)
+from tvm_ethos.compute.quant import quantize_multiplier
+
+
+class Neighbour(NamedTuple):
+    """An ethos-u operator sharing a tensor with the SVDF: that tensor's offset in its
+    stretch, the stretch's bytes, and the (offset, bytes) in its stretch of what it keeps
+    between invocations (its own states), which the SVDF's stretch must not cover."""
+
+    offset: int
+    stretch_bytes: int
+    keeps: tuple[tuple[int, int], ...] = ()
+
+
+class SvdfArena(NamedTuple):
+    """Offsets in the SVDF's stretch of the scratch arena: its input, output and state
+    (int8), the new column (int16, one value a filter and batch) and the shift's scratch
+    (int8, ``memory - 1`` values a filter and batch); ``bytes`` the stretch's size."""
+
+    input: int
+    output: int
+    state: int
+    column: int
+    shifted: int
+    bytes: int
+
+    @classmethod
+    def of(cls, svdf: Svdf, input_from: Neighbour | None = None,
+           output_to: Neighbour | None = None) -> "SvdfArena":
+        """The first layout that keeps the state out of the neighbours' stretches and what
+        they keep out of the SVDF's: the input lowest, then the working buffers, the
+        state and the output highest (a chain of such stretches, each starting at the
+        tensor the one before ends with, climbs the arena with every state between its
+        own operator's input and output, where no other stretch of the chain reaches);
+        else the state above everything, the neighbours' stretches included;
+        UnsupportedOperatorError where neither does."""
+        sizes = _Sizes.of(svdf)
+        for layout in (_chained, _state_on_top):
+            arena = layout(sizes, input_from, output_to)
+            if _clear(arena, sizes, input_from, output_to):
+                return arena
+        raise UnsupportedOperatorError(KIND, "no layout of its stretch keeps its state clear "
+                                       "of the ethos-u operators beside it and theirs of it")
+
+
+class _Sizes(NamedTuple):
+    input: int
+    output: int
+    state: int
+    column: int
+    shifted: int
+
+    @classmethod
+    def of(cls, svdf: Svdf) -> "_Sizes":
+        b, f = svdf.batches, svdf.filters
+        return cls(b * svdf.input_size, b * svdf.units, b * svdf.state_size, 2 * b * f,
+                   b * f * (svdf.memory - 1))
+
+
+def _up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _stretch(at: int, theirs: Neighbour | None) -> tuple[int, int] | None:
+    """A neighbour's stretch [lo, hi) in the SVDF's offsets, its shared tensor at ``at``."""
+    return None if theirs is None else (at - theirs.offset,
+                                        at - theirs.offset + theirs.stretch_bytes)
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _phase(theirs: Neighbour | None) -> int:
+    """Where a shared tensor starts modulo ALIGN: as in the neighbour's stretch, so that both
+    stretches start aligned."""
+    return theirs.offset % ALIGN if theirs else 0
+
+
+def _at_or_above(low: int, phase: int) -> int:
+    """The least offset >= ``low`` at ``phase`` modulo ALIGN."""
+    return low + (phase - low) % ALIGN
+
+
+def _chained(sizes: _Sizes, input_from: Neighbour | None,
+             output_to: Neighbour | None) -> SvdfArena:
+    """Input, working buffers, state, output, upwards; the state above the writer's stretch
+    and the output high enough that the reader's stretch starts above the state."""
+    x = _phase(input_from)
+    col = _up(x + sizes.input)
+    shifted = _up(col + sizes.column)
+    state = _up(shifted + sizes.shifted)
+    if input_from is not None:
+        state = max(state, _up(_stretch(x, input_from)[1]))
+    low = state + sizes.state + (output_to.offset if output_to else 0)
+    y = _at_or_above(low, _phase(output_to))
+    return SvdfArena(x, y, state, col, shifted, y + sizes.output)
+
+
+def _state_on_top(sizes: _Sizes, input_from: Neighbour | None,
+                  output_to: Neighbour | None) -> SvdfArena:
+    """Input, output, working buffers, then the state above the neighbours' stretches."""
+    x = _phase(input_from)
+    y = _at_or_above(x + sizes.input, _phase(output_to))
+    col = _up(y + sizes.output)
+    shifted = _up(col + sizes.column)
+    ends = [_up(shifted + sizes.shifted)] + [
+        s[1] for s in (_stretch(x, input_from), _stretch(y, output_to)) if s]
+    state = _up(max(ends))
+    return SvdfArena(x, y, state, col, shifted, state + sizes.state)
+
+
+def _clear(arena: SvdfArena, sizes: _Sizes, input_from: Neighbour | None,
+           output_to: Neighbour | None) -> bool:
+    """Whether no neighbour's stretch covers the state and the SVDF's stretch covers
+    nothing a neighbour keeps."""
+    mine = (arena.state, arena.state + sizes.state)
+    for at, theirs in ((arena.input, input_from), (arena.output, output_to)):
+        if theirs is None:
+            continue
+        if _overlap(mine, _stretch(at, theirs)):
+            return False
+        base = at - theirs.offset
+        if any(_overlap((base + off, base + off + n), (0, arena.bytes))
+               for off, n in theirs.keeps):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------ the stream
+def _view(slot: FmSlot, strides: tuple[int, int] | None = None):
+    """The NPU feature map of ``slot``, NHWC with (row, column) byte strides where given."""
+    fm = feature_map(slot)
+    if strides is not None:
+        api = vela_api()
+        fm.strides = api.NpuShape3D(strides[0], strides[1], np.dtype(slot.dtype).itemsize)
+    return fm
+
+
+class _Emitter:
+    def __init__(self, svdf: Svdf, accelerator: str, arena: SvdfArena, flash: Flash):
+        self.svdf, self.arena, self.flash = svdf, arena, flash
+        self.api = vela_api()
+        self.acc = npu_accelerator(accelerator)
+        self.ops: list = []
+
+    def copy(self, ifm, ofm, name: str) -> None:
+        """A 1x1 average pool at scale 1: the values unchanged."""
+        from ethosu.vela.operation import ExplicitScaling
+
+        api = self.api
+        npu = api.NpuPoolingOperation(api.NpuPoolingOp.AVERAGE)
+        npu.ifm, npu.ofm = ifm, ofm
+        npu.kernel = api.NpuKernel(1, 1)
+        npu.padding = api.NpuPadding(0, 0, 0, 0)
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        npu.rescale = ExplicitScaling(False, [0], [1])
+        npu.block_config = block_config(npu, self.acc)
+        npu.name = f"svdf {name}"
+        self.ops.append(npu)
+
+    def fully_connected(self, ifm: FmSlot, ofm: FmSlot, weights: np.ndarray, bias: np.ndarray,
+                        scale: float, activation, name: str) -> None:
+        """``weights`` (outputs, inputs) of raw codes, ``bias`` int32 per output, TFLite
+        Micro's multiplier of ``scale``."""
+        api = self.api
+        npu = api.NpuConv2DOperation()
+        npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
+        npu.kernel = api.NpuKernel(1, 1)
+        npu.padding = api.NpuPadding(0, 0, 0, 0)
+        npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
+        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu.activation = activation
+        npu.block_config = block_config(npu, self.acc)
+        enc = api.npu_encode_weights(
+            self.acc, weights.astype(np.int16)[:, None, None, :], (1, 1), 8,
+            npu.block_config.depth, False, api.NpuBlockTraversal.DEPTH_FIRST)
+        m, s = quantize_multiplier(scale)
+        entries = b"".join(bytes(api.npu_encode_bias(np.int64(v), int(m), 31 - int(s)))
+                           for v in bias.tolist())
+        npu.weights, npu.biases = [self.flash.add(enc)], [self.flash.add(entries)]
+        npu.name = f"svdf {name}"
+        self.ops.append(npu)
+
+    def step(self) -> None:
+        api, svdf, a = self.api, self.svdf, self.arena
+        b, f, m = svdf.batches, svdf.filters, svdf.memory
+        rows = b * f   # one state row a filter and batch
+        unit = 1.0
+        if m > 1:
+            old = FmSlot(SCRATCH_REGION, a.state + 1, (1, rows, m - 1), "int8", unit, 0)
+            tmp = FmSlot(SCRATCH_REGION, a.shifted, (1, rows, m - 1), "int8", unit, 0)
+            new = FmSlot(SCRATCH_REGION, a.state, (1, rows, m - 1), "int8", unit, 0)
+            self.copy(_view(old, (rows * m, m)), _view(tmp), "shift out")
+            self.copy(_view(tmp), _view(new, (rows * m, m)), "shift back")
+        zp = svdf.state_q.zero_point
+        x = FmSlot(SCRATCH_REGION, a.input, (1, b, svdf.input_size), "int8",
+                   svdf.input_q.scale, svdf.input_q.zero_point)
+        col = FmSlot(SCRATCH_REGION, a.column, (1, b, f), "int16", unit, zp)
+        clamp = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
+        clamp.min, clamp.max = real_bound(zp - 128, unit, zp), real_bound(zp + 127, unit, zp)
+        self.fully_connected(x, col, svdf.weights_feature, np.zeros(f, np.int64),
+                             svdf.feature_scale, clamp, "feature")
+        low = FmSlot(SCRATCH_REGION, a.column, (1, rows, 1), "int8", unit, 0)
+        last = FmSlot(SCRATCH_REGION, a.state + m - 1, (1, rows, 1), "int8", unit, 0)
+        self.copy(_view(low, (2 * rows, 2)), _view(last, (rows * m, m)), "new column")
+        state = FmSlot(SCRATCH_REGION, a.state, (1, b, svdf.state_size), "int8",
+                       svdf.state_q.scale, zp)
+        out = FmSlot(SCRATCH_REGION, a.output, (1, b, svdf.units), "int8",
+                     svdf.output_q.scale, svdf.output_q.zero_point)
+        self.fully_connected(state, out, time_weights(svdf), svdf.bias, svdf.time_scale,
+                             api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU), "time")
+
+
+def time_weights(svdf: Svdf) -> np.ndarray:
+    """(units, filters * memory): unit ``u`` reads its ``rank`` filters' rows of the state
+    with their ``weights_time`` rows, every other value with weight 0."""
+    out = np.zeros((svdf.units, svdf.filters, svdf.memory), np.int16)
+    for u in range(svdf.units):
+        rows = slice(u * svdf.rank, (u + 1) * svdf.rank)
+        out[u, rows] = svdf.weights_time[rows]
+    return out.reshape(svdf.units, svdf.state_size)
+
+
+def svdf_payload(svdf: Svdf, accelerator: str, names: tuple[str, str, str],
+                 arena: SvdfArena) -> EthosUPayload:
+    """The payload of one SVDF step for ``accelerator`` laid out as ``arena``; ``names`` are
+    the source tensors' names of its input, state and output. Inputs are (input, state),
+    the state updated in place; the output is the operator's."""
+    api = vela_api()
+    acc = npu_accelerator(accelerator)
+    flash = Flash()
+    emitter = _Emitter(svdf, accelerator, arena, flash)
+    emitter.step()
+    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
+        words = api.npu_generate_register_command_stream(emitter.ops, acc)
+        payload = api.npu_create_driver_payload(words, acc)
+    b = svdf.batches
+    ins = (ArenaTensor(names[0], (b, svdf.input_size), "int8", arena.input),
+           ArenaTensor(names[1], (b, svdf.state_size), "int8", arena.state))
+    outs = (ArenaTensor(names[2], (b, svdf.units), "int8", arena.output),)
+    sizes = _Sizes.of(svdf)
+    return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena.bytes, 0, ins,
+                         outs, work_bytes=_up(sizes.column) + sizes.shifted)
