@@ -13,7 +13,7 @@ TFLite Micro's step (``EvalIntegerSvdfReference``), per batch:
   activation).
 
 Both requantizations use the multipliers TFLite Micro's prepare computes: the scales'
-expression in float32, widened to double, ``QuantizeMultiplier``'d. What the stream cannot
+expression in double precision, ``QuantizeMultiplier``'d. What the stream cannot
 reproduce bit for bit is refused by name (the operator then stays a TFLite operator): a
 float SVDF, an int16 state (its ``weights_time`` are int16, and the NPU's weights are 8-bit),
 a state whose type differs from ``weights_time``'s (TFLite Micro then reads one as the
@@ -72,10 +72,11 @@ class Svdf:
         return self.filters * self.memory
 
 
-def _f32_ratio(a: float, b: float, c: float) -> float:
-    """``a * b / c`` in float32 (TFLite Micro's prepare multiplies float scales), as a
-    double."""
-    return float(np.float32(np.float32(a) * np.float32(b)) / np.float32(c))
+def _scale_ratio(a: float, b: float, c: float) -> float:
+    """``a * b / c`` of three float32 scales in double precision, as TFLite Micro's prepare
+    computes an effective scale (each scale widened first: in float32 the product of
+    0.37's multiplier and 225 rounds to 84 where TFLite Micro gives 83)."""
+    return float(np.float32(a)) * float(np.float32(b)) / float(np.float32(c))
 
 
 def read_svdf(graph, index: int) -> Svdf:
@@ -163,8 +164,8 @@ def read_svdf(graph, index: int) -> Svdf:
     input_q, state_q, output_q = quant(x, "the input"), quant(s, "the state"), \
         quant(y, "the output")
     s_wf, s_wt = quant(wf, "weights_feature").scale, quant(wt, "weights_time").scale
-    feature_scale = _f32_ratio(input_q.scale, s_wf, state_q.scale)
-    time_scale = _f32_ratio(state_q.scale, s_wt, output_q.scale)
+    feature_scale = _scale_ratio(input_q.scale, s_wf, state_q.scale)
+    time_scale = _scale_ratio(state_q.scale, s_wt, output_q.scale)
     for what, scale in (("input x weights_feature / state", feature_scale),
                         ("state x weights_time / output", time_scale)):
         if not 0.0 < scale < 1.0:
