@@ -39,6 +39,10 @@ _TYPE_NAMES = {0: "float32", 2: "int32", 3: "uint8", 7: "int16", 9: "int8"}
 #: the largest magnitude of one int8 weight times one state or input code less its zero point
 _TERM = 128 * 255
 _INT32_MAX = 2 ** 31 - 1
+#: the most values an NPU operation reads along one axis (its 16-bit size registers): the
+#: time step reads a batch's whole state as one FULLY_CONNECTED's depth, the copies the
+#: state's rows as one width
+_NPU_AXIS = 65536
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,12 @@ def read_svdf(graph, index: int) -> Svdf:
         refuse(f"shapes {list(shape(wf))}, {list(shape(b))}, {list(shape(s))}, "
                f"{list(shape(y))} do not fit {batches} batches of {input_size} inputs, "
                f"{filters} filters of memory {memory}, rank {rank}")
+    for what, n in (("a batch's state (filters x memory)", filters * memory),
+                    ("the state's rows (batches x filters)", batches * filters),
+                    ("the input", input_size)):
+        if n > _NPU_AXIS:
+            refuse(f"{what} holds {n:,} values; an NPU operation reads at most "
+                   f"{_NPU_AXIS:,} along one axis")
     input_q, state_q, output_q = quant(x, "the input"), quant(s, "the state"), \
         quant(y, "the output")
     s_wf, s_wt = quant(wf, "weights_feature").scale, quant(wt, "weights_time").scale
