@@ -140,7 +140,7 @@ def test_a_wrong_plan_is_caught():
     # without a prologue: no longer the compile path's default, so in the slow suite
     pytest.param("resnet8_cifar", LOCKSTEP, marks=pytest.mark.slow),
     pytest.param("mobilenet_v1_0.25_96", LOCKSTEP, marks=pytest.mark.slow),
-    ("resnet8_cifar", PROLOGUE),
+    pytest.param("resnet8_cifar", PROLOGUE, marks=pytest.mark.slow),
     pytest.param("mobilenet_v1_0.25_96", PROLOGUE, marks=pytest.mark.slow),
     ("ds_cnn_kws", PROLOGUE)])
 def test_lockstep_rings_allocate_what_they_plan_and_compute_exactly(name, options):

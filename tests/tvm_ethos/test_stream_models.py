@@ -123,9 +123,14 @@ def _check_windows(reads, fed):
     assert found == set(range(len(fed)))
 
 
+#: the default suite runs each model on one configuration and each configuration once; every
+#: other pair is in the slow suite
+DEFAULT_PAIRS = {("mobilenet_v1_0.25_96", "ethos-u55-128"), ("ds_cnn_kws", "ethos-u55-256"),
+                 ("resnet8_cifar", "ethos-u65-256")}
+
+
 @pytest.mark.parametrize("name, config", [
-    pytest.param(n, c, marks=pytest.mark.slow)
-    if n == "mobilenet_v1_0.25_96" and c != "ethos-u55-128" else (n, c)
+    (n, c) if (n, c) in DEFAULT_PAIRS else pytest.param(n, c, marks=pytest.mark.slow)
     for n in MODELS for c in CONFIGS])
 def test_model_runs_wholly_through_its_stream(compiled, name, config):
     cm = compiled(name, config)

@@ -114,7 +114,8 @@ def test_structure_matches_velas_own_file(residual, config, tmp_path):
     _assert_structure_like_velas(cm, ours, vela, config)
 
 
-@pytest.mark.parametrize("name", ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96"])
+@pytest.mark.parametrize("name", ["resnet8_cifar", "ds_cnn_kws", pytest.param(
+    "mobilenet_v1_0.25_96", marks=pytest.mark.slow)])
 def test_shipped_model_exports_like_velas_file(name, tmp_path):
     """A whole shipped model (SOFTMAX, and the MobileNet's MEAN and RESHAPE, included) as one
     ethos-u operator: Vela's structure, and bit-exact on the functional model with LiteRT on
