@@ -257,7 +257,18 @@ def _relu_variants():
     return out
 
 
+def _wide_q(pre, ann):
+    """A quantize into int32 as the importer writes it (``astype(round(pre / scale) +
+    zero_point)``: TVM's quantize takes no int32; ``tflite_converter``)."""
+    scale, zero = is_const(), is_const()
+    ann.update(wide_q_scale=scale, wide_q_zero=zero)
+    scaled = is_op("relax.round")(is_op("relax.divide")(pre, scale))
+    return is_op("relax.astype")(is_op("relax.add")(scaled, zero))
+
+
 def _requantize_variants():
+    """QUANTIZE between integer types: a dequantize then a quantize (and the converter's
+    clip), or into int32 the wide quantize (TFLite's int32 tensors take no fused clamp)."""
     out = []
     for clip in (True, False):
         ann = {}
@@ -267,6 +278,12 @@ def _requantize_variants():
         root = _tail(dqx, ann, clip)
         ann["root"] = root
         out.append((Op.REQUANTIZE, root, ann))
+    ann = {}
+    x = wildcard()
+    dqx = _dq(x)
+    ann.update(x0=x, dq0=dqx, op=dqx)
+    ann["root"] = _wide_q(dqx, ann)
+    out.append((Op.REQUANTIZE, ann["root"], ann))
     return out
 
 
@@ -662,7 +679,12 @@ def read_qop(kind: Op, ann: dict) -> QOp:
         if s.size != 1:
             problems.append("per-channel quantization of the output")
         op.out_q = (float(s[0]), int(z[0]))
+    if "wide_q_scale" in ann:
+        op.out_q = (float(np.float32(_const_np(ann["wide_q_scale"]))),
+                    int(_const_np(ann["wide_q_zero"])))
     qmin, qmax = dtype_range(out_dtype) if out_dtype in ("int8", "uint8", "int16") else (-128, 127)
+    if "wide_q_scale" in ann:
+        qmin, qmax = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
     op.act_min, op.act_max = qmin, qmax
     if "clip" in ann:
         lo, hi = _clip_bounds(ann["clip"])

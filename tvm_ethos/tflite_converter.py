@@ -285,6 +285,21 @@ class EthosOperatorConverter(OperatorConverter):
                           "TFLite's 16x8 kernels take 0")
         return relax.op.multiply(relax.op.astype(expr, "float32"), tensor.qnn_params["scale"])
 
+    def quantize(self, expr, tensor_to_quantize):
+        """TVM's quantize, and into an INT32 tensor (which TVM's ``quantize`` does not take)
+        ``astype(round(expr / scale) + zero_point, "int32")``: the patterns read that form
+        (``patterns``' wide quantize) as TFLite's integer requantization into int32."""
+        if self.get_tensor_type_str(tensor_to_quantize.tensor.Type()) != "int32":
+            return super().quantize(expr, tensor_to_quantize)
+        q = tensor_to_quantize.qnn_params
+        zero = np.asarray(q["zero_point"].value.numpy())
+        if zero.size != 1 or np.asarray(q["scale"].value.numpy()).size != 1:
+            raise _refuse("per-channel quantization of an INT32 output; TFLite's QUANTIZE "
+                          "writes one scale and zero point")
+        scaled = relax.op.round(relax.op.divide(expr, q["scale"]))
+        shifted = relax.op.add(scaled, relax.const(float(zero.ravel()[0]), "float32"))
+        return relax.op.astype(shifted, "int32")
+
     # ------------------------------------------------------------------ helpers
     def _qparams(self, tensor) -> tuple[float, int] | None:
         q = tensor.qnn_params

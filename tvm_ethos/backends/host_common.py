@@ -27,8 +27,10 @@ def _nhwc(q, o):
             f"mean over axes {q.attrs.get('axis')}; the integer kernel reduces H and W of NHWC"
             " (or either alone, or the first axes of a 2-D or 3-D tensor)"
         )
-    # ARG_MAX writes indices (int32 or int64, ``patterns._read_arg_max``), not codes
-    for dt in list(q.in_dtypes) + ([] if q.kind == Op.ARG_MAX else [q.out_dtype]):
+    # ARG_MAX writes indices (int32 or int64, ``patterns._read_arg_max``), not codes; a
+    # QUANTIZE into int32 (``patterns``' wide quantize) TFLite's int32 requantization
+    wide = q.kind == Op.ARG_MAX or (q.kind == Op.REQUANTIZE and q.out_dtype == "int32")
+    for dt in list(q.in_dtypes) + ([] if wide else [q.out_dtype]):
         if dt not in ("int8", "uint8", "int16"):
             r.append(f"type {dt}; the integer kernels take int8, uint8 and int16")
     return r

@@ -145,16 +145,17 @@ class Finding:
 #: INT16, INT8: a QUANTIZE between them is TFLite's integer Requantize, which the importer's
 #: dequantize -> quantize pair is matched as (patterns' "requantize", integer arithmetic);
 #: TFLite Micro has no UINT8 <-> INT16 QUANTIZE; LiteRT's kernel requantizes UINT8 into INT16
-#: the same way (it has none from INT16 into UINT8)
+#: the same way (it has none from INT16 into UINT8); INT16 into INT32 both kernels requantize
+#: alike too, which the importer writes as its wide quantize (``tflite_converter.quantize``)
 _REQUANTIZE_TYPES = frozenset({7, 9})
-_UINT8, _INT16 = 3, 7
+_UINT8, _INT16, _INT32 = 3, 7, 2
 
 
 def _integer_requantize(opname: str, io: list[int], infos) -> bool:
     if opname != "QUANTIZE":
         return False
     types = [infos[i][1] for i in io]
-    return set(types) <= _REQUANTIZE_TYPES or types == [_UINT8, _INT16]
+    return set(types) <= _REQUANTIZE_TYPES or types in ([_UINT8, _INT16], [_INT16, _INT32])
 
 
 #: INT16 elementwise operators (and RELU, a requantization; RELU6, a clamp of the codes; ABS,

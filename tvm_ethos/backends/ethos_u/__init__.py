@@ -77,6 +77,7 @@ from tvm_ethos.compute import (
     int16x8,
     leaky_relu,
     prelu,
+    requantize32,
     squared_difference,
 )
 from tvm_ethos.compute.relu_requant import LITERT_CLIPS
@@ -584,6 +585,23 @@ def _none(q, o):
     return []
 
 
+def _requantize(q, o):
+    """A QUANTIZE into int32: the pool's int32 OFM where it is TFLite Micro's kernel
+    (``compute.requantize32``); between 8- and 16-bit types every quantization."""
+    if q.out_dtype != "int32":
+        return []
+    why = requantize32.npu_refusal(q.in_dtypes[0], q.in_q[0], q.out_q)
+    return [why] if why else []
+
+
+def _as_wide_codes(q):
+    """A QUANTIZE into int32 writes TFLite's int32 requantization: the common checks see its
+    output as its input's type (``_requantize`` holds the int32 output's own rules)."""
+    if q.kind != Op.REQUANTIZE or q.out_dtype != "int32":
+        return q
+    return dataclasses.replace(q, out_dtype=q.in_dtypes[0])
+
+
 def _split(q, o):
     """Vela's constraint_stridedslice_stride_values: a stride over height or width only (the
     NPU reads a feature map's rows and columns through strides, its depth densely)."""
@@ -674,7 +692,7 @@ CHECKS = {
     Op.REVERSE: _reverse,
     Op.TILE: _tile,
     Op.SPLIT: _split,
-    Op.REQUANTIZE: _none,
+    Op.REQUANTIZE: _requantize,
     Op.RESHAPE: _reshape,
     Op.CONCATENATE: _none,
     Op.TRANSPOSE: _transpose,
@@ -703,8 +721,8 @@ class EthosUBackend(NpuBackend):
         return LayerSupport(
             CHECKS,
             common=lambda q, o: common_npu_checks(
-                _as_codes(_as_matrices(_as_copy(_as_rows(_as_softmax16_rows(
-                    _batch_as_rows(q)))))), o,
+                _as_wide_codes(_as_codes(_as_matrices(_as_copy(_as_rows(_as_softmax16_rows(
+                    _batch_as_rows(q))))))), o,
                 act_types=U_TYPES, max_dim=65535, bias_types=BIAS_TYPES),
         )
 

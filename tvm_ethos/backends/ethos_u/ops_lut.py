@@ -25,7 +25,9 @@ LiteRT's reference kernels, as TFLite Micro has no uint8 kernel for them).
 QUANTIZE between integer types is TFLite's ``Requantize``: ``MultiplyByQuantizedMultiplier(x -
 zp_in, M, s) + zp_out`` with ``(M, s)`` quantized from ``scale_in / scale_out`` in double. It is a
 1x1 average pool whose explicit OFM scale is ``(M, 31 - s)`` in the TFL rounding mode, which is
-that double rounding (Vela also turns QUANTIZE into an average pool).
+that double rounding (Vela also turns QUANTIZE into an average pool). Into int32 (from int16)
+the pool writes an int32 OFM, which takes no zero point: ``compute.requantize32`` says where
+that is TFLite Micro's kernel (Vela 5.2 keeps every QUANTIZE into int32 on the CPU).
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     UnsupportedOperatorError,
     vela_api,
 )
-from tvm_ethos.compute import float_lut16, int8_activation, int16_activation, leaky_relu
+from tvm_ethos.compute import (
+    float_lut16,
+    int8_activation,
+    int16_activation,
+    leaky_relu,
+    requantize32,
+)
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.quant import (
     elu_lut,
@@ -185,12 +193,16 @@ def hard_swish_table(in_q: tuple, out_q: tuple) -> np.ndarray:
 def requantize_scale(q) -> tuple[int, int]:
     """The NPU's (multiplier, right shift) of a requantization: TFLite's
     ``QuantizeMultiplier(scale_in / scale_out)`` as ``(M, 31 - shift)``."""
-    for dtype in (q.in_dtypes[0], q.out_dtype):
+    wide = q.out_dtype == "int32" and q.in_dtypes[0] in requantize32.INPUT_TYPES
+    for dtype in (q.in_dtypes[0], *(() if wide else (q.out_dtype,))):
         if dtype not in _REQUANT_TYPES:
             raise UnsupportedOperatorError(
                 q.tflite_name, f"{q.in_dtypes[0]} -> {q.out_dtype}; the NPU requantizes "
-                f"between {', '.join(_REQUANT_TYPES)} (float tensors stay on the host)")
-    # TFLite saturates the shift to [-31, 30], so 31 - shift fits the NPU's six bits
+                f"between {', '.join(_REQUANT_TYPES)} and from "
+                f"{', '.join(requantize32.INPUT_TYPES)} into int32 (float tensors stay on the "
+                "host)")
+    # TFLite saturates the shift to [-31, 30], so 31 - shift fits the NPU's six bits; an int32
+    # OFM (int16 in, ``compute.requantize32``) takes the same scale, and no zero point
     m, shift = quantize_multiplier(f32(q.in_q[0][0]) / f32(q.out_q[0]))
     return m, 31 - shift
 
