@@ -33,9 +33,12 @@ def widest_left_shift(in_dtype: str, zero_point: int) -> int:
     """The largest left shift of ``x - zero_point`` that keeps every code of ``in_dtype`` within
     int32."""
     lo, hi = dtype_range(in_dtype)
-    reach = max(hi - zero_point, zero_point - lo)
+
+    def fits(shift: int) -> bool:
+        return (lo - zero_point) << shift >= _INT32_MIN and (hi - zero_point) << shift <= _INT32_MAX
+
     shift = 0
-    while (reach << (shift + 1)) <= _INT32_MAX:
+    while fits(shift + 1):
         shift += 1
     return shift
 
@@ -55,7 +58,7 @@ def npu_refusal(in_dtype: str, in_q: tuple[float, int], out_q: tuple[float, int]
     widest = widest_left_shift(in_dtype, in_q[1])
     if shift > widest:
         return (f"a QUANTIZE into int32 whose scales ({in_q[0]:g} -> {out_q[0]:g}) make "
-                f"TFLite Micro's kernel shift x - {in_q[1]} left by {shift} bits in int32, "
+                f"TFLite Micro's kernel shift (x - {in_q[1]}) left by {shift} bits in int32, "
                 f"which wraps for the input's extreme codes where the NPU's product does not "
                 f"(an output scale of at least the input's / 2**{widest - 1} keeps it within "
                 "32 bits)")
