@@ -272,20 +272,29 @@ class _Converter:
         if not indices and info.dtype not in _ACTIVATION_DTYPES and info.index not in self.moved:
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) is {info.type_name}; "
                            "the NPU runs int8, uint8 or int16 activations only (int32: read "
-                           "and written by TRANSPOSEs only)")
+                           "and written by TRANSPOSEs only, or an output a QUANTIZE of int16 "
+                           "writes)")
         return info.dtype
 
     def moved_only(self, ops, op_io) -> set[int]:
         """The :data:`_MOVED_DTYPES` tensors that only :data:`_MOVERS` read or write, as
-        their data input or output: the NPU copies their bytes."""
-        others = set()
+        their data input or output: the NPU copies their bytes; and the int32 outputs of a
+        QUANTIZE of int16 that no operator reads: the NPU writes them (an int32 OFM)."""
+        others, written = set(), set()
         for op, (ins, outs) in zip(ops, op_io):
-            if self.opname(op)[0] not in _MOVERS:
+            name = self.opname(op)[0]
+            if name == "QUANTIZE" and ins and ins[0] >= 0 \
+                    and self.tinfo[ins[0]].dtype == "int16":
+                written.update(outs)
+                others.update(ins)
+            elif name not in _MOVERS:
                 others.update(ins + outs)
             else:
                 others.update(ins[1:])   # a permutation is no moved tensor
-        return {i for i, info in enumerate(self.tinfo)
-                if info.dtype in _MOVED_DTYPES and i not in others}
+        read = {i for ins, _ in op_io for i in ins}
+        wide = {i for i in written if self.tinfo[i].dtype == "int32" and i not in read}
+        return wide | {i for i, info in enumerate(self.tinfo)
+                       if info.dtype in _MOVED_DTYPES and i not in others | written}
 
     # -- conversion ---------------------------------------------------------------------------
     def convert(self) -> PlannerGraph:

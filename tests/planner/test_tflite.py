@@ -725,3 +725,20 @@ def test_an_int32_tensor_only_transposes_touch_is_planned_and_any_other_refused(
     m.ops[1]["inputs"] = [t]
     m.tensors[y]["shape"] = list(m.tensors[t]["shape"])
     one_line_error(m.build(), r"tensor 't' .* is INT32; .*read and written by TRANSPOSEs only")
+
+
+def test_a_quantize_of_int16_into_an_int32_output_is_planned_and_its_reader_refused():
+    """The NPU writes an int16 QUANTIZE's int32 output (an int32 OFM), four bytes an element;
+    an operator reading that int32 tensor stays refused."""
+    m = ModelSpec()
+    x = m.input("x", (1, 4, 4, 8), TT.INT16)
+    y = m.tensor("y", (1, 4, 4, 8), TT.INT32)
+    m.op(BO.QUANTIZE, [x], [y])
+    m.outputs = [y]
+    g = load_tflite(m.build())
+    assert [(p.attr("op"), p.output.dtype, p.output.itemsize) for p in g.parts] == [
+        ("quantize", "int32", 4)]
+    z = m.tensor("z", (1, 4, 4, 8), TT.INT32)
+    m.op(BO.RELU, [y], [z])
+    m.outputs = [z]
+    one_line_error(m.build(), r"tensor 'y' .* is INT32; .*a QUANTIZE of int16 writes")

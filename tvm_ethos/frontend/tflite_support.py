@@ -10,7 +10,8 @@ for it, takes its quantized form when it is quantized, and the flatbuffer check 
 about it or the tensors it reads and writes. INT16 activations are not importable: TVM's
 importer computes them through float32 quantize / dequantize, not TFLite's integer
 arithmetic, so their results would not be TFLite's. The INT16 forms the patterns read as
-integer operators are importable: a QUANTIZE between INT8 and INT16, a SOFTMAX of INT8 to
+integer operators are importable: a QUANTIZE between INT8 and INT16 or of INT16 into INT32, a
+SOFTMAX of INT8 to
 INT16 or of INT16 to INT16 (zero points 0, the output scale 1/32768), ADD, SUB, MUL,
 MINIMUM, MAXIMUM, RELU, RELU6 (any output quantization: it clamps codes), LEAKY_RELU, LOGISTIC and
 TANH with every tensor INT16, EXP and LOG with every tensor INT16 and zero points 0, PRELU
