@@ -292,7 +292,9 @@ def _reduce_over_depth_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     forms: SUM one convolution into one channel, its kernel the reduced height and width;
     REDUCE_MAX a max pool over each pixel's channels (one row of C per pixel), then one over
     the reduced height and width; REDUCE_MIN the same between two lookups of a NOT table
-    (the first a 1x1 pool over the whole input)."""
+    (the first a 1x1 pool over the whole input), or for int16 codes (no table of 65536
+    entries) between two elementwise SUBs from a constant -1 (``ops_reduce.negated``): one
+    over the whole input, one over the output, the pools looking nothing up."""
     x = part.inputs[0]
     _, h, w, c = x.shape
     axes = tuple(part.attr("axis", (3,)))
@@ -305,9 +307,13 @@ def _reduce_over_depth_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                       kernel=(kh, kw),
                       ifm_bits=bits, ofm_bits=_bits(part.output), activation=act,
                       has_bias=True, ifm_format=fin, ofm_format=fout)]
-    lut = 256 if part.kind == Op.REDUCE_MIN else 0
+    wide = part.kind == Op.REDUCE_MIN and bits == 16
+    lut = 256 if part.kind == Op.REDUCE_MIN and not wide else 0
     full = (1, h, w, c)
+    out = (1, h - kh + 1, w - kw + 1, 1)
     ops = [_copy_op(full, full, bits, fin, NHWC, lut=lut)] if lut else []
+    if wide:
+        ops.append(_not16_op(full, fin, NHWC))
     pixels = h * w
     for start in range(0, pixels, 65536):
         n = min(65536, pixels - start)
@@ -315,10 +321,19 @@ def _reduce_over_depth_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
                          ifm_bits=bits, ofm_bits=bits, ifm_format=NHWC, ofm_format=NHWC,
                          lut_bytes=0 if kh * kw > 1 else lut))
     if kh * kw > 1:
-        ops.append(NpuOp(POOLING, "MaxPool", (1, h, w, 1), (1, h - kh + 1, w - kw + 1, 1),
+        ops.append(NpuOp(POOLING, "MaxPool", (1, h, w, 1), out,
                          kernel=(kh, kw), ifm_bits=bits, ofm_bits=bits, ifm_format=NHWC,
-                         ofm_format=fout, lut_bytes=lut))
+                         ofm_format=NHWC if wide else fout, lut_bytes=lut))
+    if wide:
+        ops.append(_not16_op(out, NHWC, fout))
     return ops
+
+
+def _not16_op(shape: Shape4, fmt_in: str, fmt_out: str) -> NpuOp:
+    """The int16 NOT ``-1 - v``: an elementwise SUB of the map from a constant -1 in flash
+    (tvm_ethos ``ops_reduce.not16_op``)."""
+    return NpuOp(ELEMENTWISE, "Sub", shape, shape, (1, 1, 1, 1), ifm_bits=16, ofm_bits=16,
+                 ifm_format=fmt_in, ifm2_const=True, ifm2_format=NHWC, ofm_format=fmt_out)
 
 
 def _softmax_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:

@@ -20,6 +20,9 @@ from hypothesis import strategies as st
 import tvm_ethos
 from ethos_arch.ops import Op
 from planner.parts import reduce_over_depth_work_bytes
+from planner.perf.ethos_u import lower_part
+from planner.perf.ethos_u_npu import ELEMENTWISE, POOLING
+from planner.tflite import load_tflite
 from tests.helpers.tflite_oracle import oracle, tflm_oracle
 from tests.tvm_ethos.test_reduce_split import _exact, check_both_targets, reduce_model
 from tvm_ethos.backends.ethos_u.ops_reduce import not_table
@@ -256,6 +259,25 @@ def _int16_over_depth(kind, shape, axes, keep, scale=2.0**-12, seed=0) -> dict:
 def test_an_int16_reduce_min_over_the_depth_and_height_equals_litert():
     entry = _int16_over_depth("REDUCE_MIN", (1, 8, 8, 4), (1, 3), True)
     assert "NPU_OP_ELEMENTWISE" in entry["commands"], entry["commands"]
+
+
+@pytest.mark.parametrize("axes", [(1, 3)])
+def test_the_estimate_of_an_int16_reduce_min_over_the_depth_prices_the_streams_operations(
+        axes):
+    """No NOT table of int16 codes: the stream NOTs by SUBs from -1 around its max pools
+    (``ops_reduce.negated``), and the planner's estimate prices those SUBs, no table lookup."""
+    q = (2.0**-12, 0)
+    model = reduce_model("REDUCE_MIN", (1, 6, 5, 11), axes, True, "int16", q, q)
+    commands = check_both_targets(model, 0, oracle)["commands"]
+    pools = 1 + (1 in axes)
+    assert commands.get("NPU_OP_ELEMENTWISE") == 2 and commands.get("NPU_OP_POOL") == pools
+    assert "NPU_OP_DMA_START" not in commands, commands
+    (part,) = load_tflite(model).parts
+    ops = lower_part(part, part.output.shape)
+    assert [(o.npu, o.op) for o in ops] == [(ELEMENTWISE, "Sub")] + \
+        [(POOLING, "MaxPool")] * pools + [(ELEMENTWISE, "Sub")], ops
+    assert all(o.lut_bytes == 0 and o.ifm_bits == o.ofm_bits == 16 for o in ops), ops
+    assert ops[0].ifm2_const and ops[-1].ifm2_const
 
 
 #: past one pool (bands of rows), and every axis with the depth
