@@ -957,9 +957,11 @@ def _lower_reduce_min_max_one_axis(op, inputs, axis: int, name: str):
 
 
 def lower_reduce_over_depth(op, inputs, pool: ConstPool, name="reduce"):
-    """SUM, REDUCE_MAX and REDUCE_MIN over the depth of an NHWC int8 tensor, with height,
-    width or both reduced too (``op.attrs["axis"]``, ``patterns._read_reduce``): TFLite's
-    kernels reduce any axes alike, SUM rescaling ``sum(x - zp)`` by ``s_in / s_out`` alone
+    """SUM, REDUCE_MAX and REDUCE_MIN over the depth of an NHWC tensor of int8, uint8 or
+    int16 codes, with height, width or both reduced too (``op.attrs["axis"]``,
+    ``patterns._read_reduce``): TFLite's kernels (TFLite Micro's; LiteRT's for uint8 and the
+    int16 REDUCE_MAX / REDUCE_MIN, which TFLite Micro lacks) reduce any axes alike and every
+    type alike, SUM rescaling ``sum(x - zp)`` in int32 by ``s_in / s_out`` alone
     (``mean_multiplier`` of one element), REDUCE_MAX / REDUCE_MIN picking a code. One
     reduction reading each element once, its kept axes one to one (the part matcher's
     propagator), then the output's shape (``keepdims`` or not)."""
