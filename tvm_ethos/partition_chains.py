@@ -8,8 +8,11 @@ chain is three operators, each taken as it is (Vela 5.2 runs one through 6-D on 
 Relax cannot tell them apart; the ``.tflite`` the module came from can: its graph names each
 operator's builtin. A 6-D chain is the model's own when the source has as many RESHAPE ->
 TRANSPOSE -> RESHAPE operator chains of its form (shapes and permutation) as ``main`` has
-chains of it, so no other operator (a DEPTH_TO_SPACE) wrote one of them. Without its source
-(an ONNX or torch model, a module read back in another process) every chain stays whole.
+chains of it, so no other operator (a DEPTH_TO_SPACE) wrote one of them. Likewise a
+permutation of a reshape outside such a chain is the model's own TRANSPOSE when the source
+has as many TRANSPOSEs of a RESHAPE's output of its form as ``main`` has permutations of a
+reshape of it. Without its source (an ONNX or torch model, a module read back in another
+process) every chain stays whole and every permutation of a reshape is tied.
 """
 from __future__ import annotations
 
@@ -48,7 +51,8 @@ class ChainVerdict(NamedTuple):
 def chain_verdict(mod) -> ChainVerdict:
     """The :class:`ChainVerdict` of ``mod["main"]``: every chain through 6-D held but the
     model's own (:func:`source_chains` of the source), and every permutation of a reshape
-    tied but an own chain's."""
+    tied but the model's own: an own chain's, or a TRANSPOSE of a RESHAPE
+    (:func:`source_pairs`)."""
     func = mod["main"]
     chains = six_d_chains(func)
     own: set[str] = set()
@@ -62,7 +66,36 @@ def chain_verdict(mod) -> ChainVerdict:
     reshapes = frozenset(b.var.name for block in func.body.blocks for b in block.bindings
                          if isinstance(b.value, relax.Call)
                          and getattr(b.value.op, "name", "") == "relax.reshape")
+    in_chains = {chain.transpose for chain in chains}
+    pairs = [(form, name) for form, name in reshape_permutations(func)
+             if name not in in_chains]
+    data = source_of(mod) if pairs and data is None else data
+    if pairs and data is not None:
+        in_source = source_pairs(data)
+        in_main = Counter(form for form, _ in pairs)
+        own |= {name for form, name in pairs if in_main[form] == in_source[form]}
     return ChainVerdict(held, reshapes, frozenset(own))
+
+
+def reshape_permutations(func: relax.Function) -> list[tuple[ChainForm, str]]:
+    """Every bound ``permute_dims`` of a bound ``reshape`` in ``func``, in binding order: its
+    form (the reshape's input and output shapes and the permutation; no output shape) and its
+    binding's name."""
+    var2val = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    out = []
+    for var, value in var2val.items():
+        if not (isinstance(value, relax.Call)
+                and getattr(value.op, "name", "") == "relax.permute_dims"):
+            continue
+        src = var2val.get(value.args[0])
+        if not (isinstance(src, relax.Call) and getattr(src.op, "name", "") == "relax.reshape"):
+            continue
+        mid = _static_shape(value.args[0])
+        axes = value.attrs.axes
+        perm = tuple(int(a) for a in axes) if axes is not None else tuple(range(len(mid)))[::-1]
+        start = _static_shape(src.args[0])
+        out.append((ChainForm(start, mid, perm, ()), var.name))
+    return out
 
 
 def source_chains(data: bytes) -> Counter[ChainForm]:
@@ -101,6 +134,43 @@ def source_chains(data: bytes) -> Counter[ChainForm]:
                     == mid_out:
                 out[ChainForm(shape(start), shape(src), perm,
                               shape(int(g.Operators(k).Outputs(0))))] += 1
+    return out
+
+
+def _static_shape(expr) -> tuple:
+    """``expr``'s shape, its symbolic dimensions as they are (no source shape equals one)."""
+    dims = expr.ty.shape.values
+    return tuple(int(d) if isinstance(d, int) or hasattr(d, "value") else d for d in dims)
+
+
+def source_pairs(data: bytes) -> Counter[ChainForm]:
+    """How many TRANSPOSE operators of a RESHAPE's output the first subgraph of the
+    ``.tflite`` ``data`` has, by form (:func:`reshape_permutations`' forms)."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    g = model.Subgraphs(0)
+    kinds, writer = [], {}
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        kinds.append(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
+        for t in op.OutputsAsNumpy() if op.OutputsLength() else ():
+            writer[int(t)] = i
+
+    def shape(t: int) -> tuple[int, ...]:
+        return tuple(int(d) for d in g.Tensors(t).ShapeAsNumpy()) \
+            if g.Tensors(t).ShapeLength() else ()
+
+    out: Counter[ChainForm] = Counter()
+    for j, kind in enumerate(kinds):
+        op = g.Operators(j)
+        if kind != tflite.BuiltinOperator.TRANSPOSE or op.InputsLength() < 2:
+            continue
+        src = int(op.Inputs(0))
+        first = writer.get(src)
+        perm = _constant_ints(model, g, int(op.Inputs(1)))
+        if first is None or kinds[first] != tflite.BuiltinOperator.RESHAPE or perm is None:
+            continue
+        out[ChainForm(shape(int(g.Operators(first).Inputs(0))), shape(src), perm, ())] += 1
     return out
 
 
