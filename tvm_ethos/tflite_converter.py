@@ -285,18 +285,23 @@ class EthosOperatorConverter(OperatorConverter):
                           "TFLite's 16x8 kernels take 0")
         return relax.op.multiply(relax.op.astype(expr, "float32"), tensor.qnn_params["scale"])
 
-    def quantize(self, expr, tensor_to_quantize):
-        """TVM's quantize, and into an INT32 tensor (which TVM's ``quantize`` does not take)
-        ``astype(round(expr / scale) + zero_point, "int32")``: the patterns read that form
-        (``patterns``' wide quantize) as TFLite's integer requantization into int32."""
-        if self.get_tensor_type_str(tensor_to_quantize.tensor.Type()) != "int32":
-            return super().quantize(expr, tensor_to_quantize)
-        q = tensor_to_quantize.qnn_params
+    def convert_quantize(self, op):
+        """TVM's QUANTIZE, and of integer codes into INT32 (which TVM's ``quantize`` does not
+        take) ``astype(round(dequantize(x) / scale) + zero_point, "int32")``: the patterns
+        read that form (``patterns``' wide quantize) as TFLite's integer requantization into
+        int32 (``tflite_check`` admits it from INT16 only)."""
+        (x,) = self.get_input_tensors(op)
+        (out,) = self.get_output_tensors(op)
+        if self.get_tensor_type_str(out.tensor.Type()) != "int32" or \
+                self.get_tensor_type_str(x.tensor.Type()) == "float32":
+            return super().convert_quantize(op)
+        dq = self.dequantize(self.get_tensor_expr(x), x)
+        q = out.qnn_params
         zero = np.asarray(q["zero_point"].value.numpy())
         if zero.size != 1 or np.asarray(q["scale"].value.numpy()).size != 1:
             raise _refuse("per-channel quantization of an INT32 output; TFLite's QUANTIZE "
                           "writes one scale and zero point")
-        scaled = relax.op.round(relax.op.divide(expr, q["scale"]))
+        scaled = relax.op.round(relax.op.divide(dq, q["scale"]))
         shifted = relax.op.add(scaled, relax.const(float(zero.ravel()[0]), "float32"))
         return relax.op.astype(shifted, "int32")
 
