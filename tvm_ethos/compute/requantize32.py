@@ -4,7 +4,7 @@ form of it is that kernel.
 TFLite Micro's kernel (``Requantize``) computes ``MultiplyByQuantizedMultiplier(x - zp_in, M,
 shift) + zp_out`` in int32, ``(M, shift)`` quantized in double from ``scale_in / scale_out``:
 a left shift by ``max(shift, 0)``, the doubling high multiply (ties up), a rounding right
-shift by ``max(-shift, 0)`` (ties away from zero), then the clamp to int32, which cannot bind.
+shift by ``max(-shift, 0)`` (ties away from zero), then ``+ zp_out`` and the clamp to int32.
 
 The NPU's form is one 1x1 average pool with an int32 OFM whose explicit scale is ``(M, 31 -
 shift)`` in the TFL rounding mode: the same roundings on a product that never wraps. The two
