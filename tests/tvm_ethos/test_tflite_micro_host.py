@@ -272,8 +272,8 @@ def test_a_trained_model_runs_as_tflite_micro_runs_it(name, accelerator):
     kept = {p.kind for p in cm.placement if p.placed_on == "tflite-micro"}
     if name in ("hello_world_int8", "person_detect", "trained_lstm_int8"):
         assert kept == set()   # wholly on the NPU, as Vela does (the LSTM: ops_lstm)
-    if name == "keyword_scrambled_8bit":   # its SVDFs' states carried on the NPU (stream_svdf)
-        assert kept == {"QUANTIZE"}
+    if name == "keyword_scrambled_8bit":   # its SVDFs' states carried on the NPU (stream_svdf),
+        assert kept == set()               # its int16 -> int32 QUANTIZE an int32 pool
     _assert_equals_tflm(cm, source, runs=3 if accelerator == "ethos-u55-128" else 20)
 
 
