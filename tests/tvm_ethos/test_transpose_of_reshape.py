@@ -4,12 +4,14 @@ permutation to its reshape unless the source shows it is the model's own (as man
 of a RESHAPE of its form as ``main`` has permutations of a reshape of it:
 ``partition_chains.source_pairs``). Was: every TRANSPOSE of a RESHAPE went to the host, so a
 model with another TRANSPOSE on the NPU could not be written ("which is which cannot be told
-from the source") and stayed on TFLite Micro whole."""
+from the source") and stayed on TFLite Micro whole. Where a kind still runs on both sides,
+the refusal names why the Ethos-U rejects the host's and what to change."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tflite_builder as tb
+from test_tflite_export import _conv_on_both_sides
 from tflite_builder import BO, T
 from tvm import relax
 
@@ -72,3 +74,15 @@ def test_without_its_source_the_permutation_stays_tied_and_the_file_names_what_t
     msg = str(err.value)
     assert "1 of the source's 2 TRANSPOSE operators run on the host" in msg, msg
     assert "takes every TRANSPOSE or none" in msg and "\n" not in msg, msg
+
+
+def test_a_kind_on_both_sides_is_refused_naming_why_the_ethos_u_rejects_its_host_ones(
+        tmp_path):
+    cm = tvm_ethos.compile(_conv_on_both_sides(), "ethos-u,llvm", cache_dir=False)
+    with pytest.raises(UnsupportedModelError) as err:
+        cm.export_tflite(tmp_path / "m.tflite")
+    msg = str(err.value)
+    assert "1 of the source's 2 CONV_2D operators run on the host and the rest on the " \
+        "Ethos-U (the Ethos-U rejects strides 4x4; stride values must be in the range " \
+        "[1, 3])" in msg, msg
+    assert "takes every CONV_2D or none" in msg, msg

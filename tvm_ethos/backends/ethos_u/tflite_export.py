@@ -262,7 +262,7 @@ def _npu_groups(cm, graph: SourceGraph, npu, known: dict) -> dict[str, tuple]:
         if source_kinds[kind] != n:
             raise UnsupportedModelError(
                 f"{n} of the source's {source_kinds[kind]} {kind} operators run on the host "
-                f"{_rejected_for(cm, kind)}and the rest on the Ethos-U; which is which cannot "
+                f"and the rest on the Ethos-U{_rejected_for(cm, kind)}; which is which cannot "
                 "be told from the source, so the model cannot be written with host operators "
                 f"(change the model so that the Ethos-U takes every {kind} or none)"
             )
@@ -300,11 +300,11 @@ def _npu_groups(cm, graph: SourceGraph, npu, known: dict) -> dict[str, tuple]:
 
 def _rejected_for(cm, kind: str) -> str:
     """Why the Ethos-U rejected the host operators of ``kind`` (the partition report's
-    reasons, each once), as words before the rest of a sentence; "" where it gave none."""
+    reasons, each once), as words after a clause; "" where it gave none."""
     reasons = sorted({r for op in (cm.report.operators if cm.report else [])
                       if op.placed_on != BACKEND and op.tflite_name == kind
                       for r in op.rejections.get(BACKEND, ())})
-    return f"(the Ethos-U rejects {'; '.join(reasons)}) " if reasons else ""
+    return f" (the Ethos-U rejects {'; '.join(reasons)})" if reasons else ""
 
 
 def _connected(graph: SourceGraph, ops: list[int]) -> list[set[int]]:
