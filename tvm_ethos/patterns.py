@@ -13,7 +13,6 @@ generators see exactly what the checks saw.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,46 +34,10 @@ from tvm_ethos.compute.hard_swish import refusal
 from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
 from tvm_ethos.compute.lstm import LstmQuantization
 from tvm_ethos.compute.quant import dtype_range, f32, quantize_multipliers, quantize_value
+from tvm_ethos.qop import QOp
 
 # kinds whose exact kernel is TFLite's 8-bit table-based one (tvm_ethos/compute/te_ops.py)
 TABLE_KINDS = (Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.SOFTMAX, Op.ELU)
-
-
-@dataclass
-class QOp:
-    """One quantized operator read from a QDQ region."""
-
-    kind: Op
-    inputs: list  # relax Exprs of the integer activation inputs
-    in_shapes: list[tuple]
-    in_dtypes: list[str]
-    out_shape: tuple
-    out_dtype: str
-    in_q: list[tuple[float, int]] = field(default_factory=list)  # (scale, zero point) per input
-    out_q: tuple[float, int] | None = None
-    weights: np.ndarray | None = None  # conv: HWIO (groups folded in I); fc: (N, K)
-    w_scale: np.ndarray | None = None  # per output channel (or one value)
-    w_zp: np.ndarray | None = None
-    w_dtype: str | None = None
-    bias: np.ndarray | None = None  # int32 per output channel
-    bias_scale: np.ndarray | None = None
-    attrs: dict = field(default_factory=dict)
-    act_min: int = -128
-    act_max: int = 127
-    float_activation: str | None = None
-    problems: list[str] = field(default_factory=list)  # what could not be read (always a rejection)
-
-    def __post_init__(self) -> None:
-        # a kind given by its name (a test, a hand-built operator) is read into its Op here
-        self.kind = parse_op(self.kind, "QOp.kind")
-
-    @property
-    def tflite_name(self) -> str:
-        return self.kind.tflite_name
-
-    @property
-    def per_channel(self) -> bool:
-        return self.w_scale is not None and np.asarray(self.w_scale).size > 1
 
 
 # ------------------------------------------------------------------ pattern construction

@@ -78,6 +78,8 @@ FORBIDDEN = {"ethos_arch": PROJECT[1:] + ("tvm", "tvm_ffi"),
 
 _HELP = "keeps tvmc --help fast: the module loads on every tvmc start, this import on use"
 _TVM = "loads TVM, which only building or running a model needs"
+_LSTM = ("an LSTM planned with its neighbours goes through TVM's importer; a .tflite compile "
+         "without one loads no TVM (tvm_ethos.tflite_direct)")
 #: (importer, imported) -> why the import sits inside a function: the public edge (the CLI,
 #: ``import tvm_ethos``, a plugin loaded at every tvmc start) and optional extras. Everything
 #: else imports at the top of its file, so the graph the tools read is the real one.
@@ -120,8 +122,6 @@ LAZY = {
     ("tvm_ethos.backends.ethos_u.stream_run", "ethosu_stream.accelerator"): _HELP,
     ("tvm_ethos.backends.ethos_u.stream_run", "ethosu_stream.memory"): _HELP,
     ("tvm_ethos.backends.ethos_u.stream_run", "ethosu_stream.tflite_custom_op"): _HELP,
-    ("tvm_ethos.backends.ethos_u.npu_ops", "tvm_ethos.compute.te_ops"):
-        "te_ops loads TVM; the stream generator runs without it",
     ("tvm_ethos.backends.host_common", "tvm_ethos.compute.te_ops"): _HELP + " (and " + _TVM + ")",
     ("tvm_ethos.backends.llvm", "tvm_ethos.host.cpu.host_cpu"): _HELP + " (and " + _TVM + ")",
     ("tvm_ethos.backends.opencl", "tvm_ethos.host.opencl.gpu_schedule"):
@@ -129,6 +129,10 @@ LAZY = {
     ("tvm_ethos.backends.npu_common", "tvm_ethos.pipeline.codegen"):
         "the emulator codegen loads TVM when RunCodegen first calls it",
     ("tvm_ethos.backends.tflite_micro", "tvm_ethos.backends.tflite_micro.compile"): _HELP,
+    ("tvm_ethos.backends.tflite_micro.lstm_cascade", "tvm_ethos.emulator.part_matchers"): _LSTM,
+    ("tvm_ethos.backends.tflite_micro.lstm_cascade", "tvm_ethos.frontend"): _LSTM,
+    ("tvm_ethos.backends.tflite_micro.lstm_cascade", "tvm_ethos.partition"): _LSTM,
+    ("tvm_ethos.backends.tflite_micro.lstm_cascade", "tvm_ethos.pipeline.npu_subgraphs"): _LSTM,
     ("tvm_ethos.frontend.tflite_import", "tvm_ethos.tflite_converter"):
         "the converter subclasses TVM's TFLite importer, an optional extra (tflite)",
     ("tvm_ethos.frontend.tflite_support", "tvm_ethos.tflite_converter"):

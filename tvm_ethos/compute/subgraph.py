@@ -13,37 +13,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-import numpy as np
 import tvm
 from tvm import relax, te
 
+from tvm_ethos.compute.lowered import LoweredSubgraph
 from tvm_ethos.compute.pad_fold import FOLD_INTO, fold_pad
 from tvm_ethos.compute.te_ops import ConstPool, lower_qop
 from tvm_ethos.errors import CompileError
 from tvm_ethos.patterns import QOp, qop_from_composite
 
 NPU_FUNC_ATTRS = {"op_pattern": 8, "tirx.is_scheduled": True}
-
-
-@dataclass
-class LoweredSubgraph:
-    symbol: str
-    primfunc: "tvm.tirx.PrimFunc | None"  # unscheduled; None: lowered with_primfunc=False
-    consts: list[np.ndarray]
-    num_inputs: int
-    layers: list[QOp] = field(default_factory=list)
-    tensors: dict = field(default_factory=dict)  # TE tensors by layer name, for part matchers
-    outputs: list = field(default_factory=list)
-    input_tensors: list = field(default_factory=list)  # TE placeholders of the activation inputs
-    const_tensors: list = field(default_factory=list)  # TE placeholders of ``consts``, same order
-    #: per layer, the TE tensors it reads in operand order (inputs, constants or earlier
-    #: layers' outputs): the dataflow a command-stream generator walks
-    layer_inputs: list = field(default_factory=list)
-    #: positions in ``consts`` of the variables the kernel writes back in place (an LSTM's
-    #: states, ``ConstPool.add_state``): their arrays are the reset values
-    state_consts: tuple[int, ...] = ()
 
 
 def _te_placeholder(var: relax.Var, name: str):

@@ -33,7 +33,6 @@ from tvm_ethos.compute import (
     resize_bilinear,
     softmax16,
     squared_difference,
-    transpose_conv,
 )
 from tvm_ethos.compute.hard_swish import hard_swish_lut
 from tvm_ethos.compute.lstm import lower_lstm
@@ -53,11 +52,18 @@ from tvm_ethos.compute.quant import (
     prelu_alpha,
     prelu_multipliers,
     quantize_multiplier,
-    quantize_multipliers,
     round_half_away_f32,
     tanh_lut,
 )
 from tvm_ethos.compute.relu_requant import relu_multiplier
+from tvm_ethos.compute.requant_constants import acc_dtype as _acc_dtype
+from tvm_ethos.compute.requant_constants import bias_of as _bias_of
+from tvm_ethos.compute.requant_constants import (
+    conv_multipliers,
+    fc_multipliers,
+    mean_multiplier,
+)
+from tvm_ethos.compute.requant_constants import out_q as _out_q
 from tvm_ethos.compute.rsqrt import rsqrt_lut
 from tvm_ethos.host.cpu import x86_avx2, x86_requant
 from tvm_ethos.host.cpu.x86_dot import (
@@ -248,10 +254,6 @@ def clamp_cast(v, lo: int, hi: int, dtype: str):
     if isinstance(one, tirx.IntImm):
         clamped = tirx.bitwise_and(v.astype("int32"), _i32(0)) + _i32(one.value)
     return clamped.astype(dtype)
-
-
-def _out_q(op):
-    return f32(op.out_q[0]), int(op.out_q[1])
 
 
 # ----------------------------------------------------------------------- convolution
@@ -600,12 +602,8 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
     multiplier and shift, the output zero point and the activation clamp. ``one_shift`` (the
     AVX-512 host kernels, whose vector units shift 64-bit lanes by per-lane amounts):
     :func:`mbqm_one_shift`, the same int32 in fewer instructions."""
-    co = op.weights.shape[3]
-    in_scale = f32(op.in_q[0][0])
-    out_scale, out_zp = _out_q(op)
-    w_scale = np.broadcast_to(np.asarray(op.w_scale, dtype=np.float32), (co,))
-    mult, shift = quantize_multipliers(
-        transpose_conv.real_multipliers(op, in_scale, w_scale, out_scale))
+    _, out_zp = _out_q(op)
+    mult, shift = conv_multipliers(op)
     if _acc_dtype(op) == "int64":
         return output_16x8(op, acc, pool, name, bias, mult, shift)
     b = pool.add(f"{name}_bias", bias)
@@ -627,18 +625,6 @@ def _conv_output(op, acc, pool: ConstPool, name: str, bias: np.ndarray,
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)
 
     return te.compute(op.out_shape, out_fn, name=f"{name}_out")
-
-
-def _acc_dtype(op) -> str:
-    """int64 for TFLite's 16x8 kernels with an int64 bias (``int16x8.wide_accumulator``),
-    else int32 (an int32 bias with int16 activations too, as TFLite's kernel)."""
-    return "int64" if int16x8.wide_accumulator(op.in_dtypes[0], op.bias) else "int32"
-
-
-def _bias_of(op, channels: int) -> np.ndarray:
-    """The bias in the accumulator's type (zeros without one)."""
-    dtype = np.int64 if _acc_dtype(op) == "int64" else np.int32
-    return op.bias.astype(dtype) if op.bias is not None else np.zeros((channels,), dtype)
 
 
 #: the name suffix of the low 16 bits of a 16x8 bias beyond 32 bits (:func:`output_16x8`):
@@ -726,15 +712,9 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
     with ``avx2``, in ``x86_avx2``'s."""
     (x,) = inputs
     nout, k = op.weights.shape
-    in_scale, in_zp = f32(op.in_q[0][0]), int(op.in_q[0][1])
-    out_scale, out_zp = _out_q(op)
-    ws = np.asarray(op.w_scale, dtype=np.float32).ravel()
-    if ws.size > 1:  # per-channel: PopulateConvolutionQuantizationParams (double products)
-        mult, shift = quantize_multipliers([in_scale * float(s) / out_scale for s in ws])
-    else:  # per-tensor: GetQuantizedConvolutionMultipler (the product is taken in float32)
-        real = float(np.float32(in_scale) * np.float32(ws[0])) / out_scale
-        m, s = quantize_multiplier(real)
-        mult, shift = np.full((nout,), m, np.int32), np.full((nout,), s, np.int32)
+    in_zp = int(op.in_q[0][1])
+    _, out_zp = _out_q(op)
+    mult, shift = fc_multipliers(op)
     w_zp = int(np.asarray(op.w_zp).ravel()[0])
     bias = _bias_of(op, nout)
     in_shape = op.in_shapes[0]
@@ -850,20 +830,6 @@ def lower_max_pool2d(op, inputs, pool: ConstPool, name="maxpool"):
         lambda *i: clamp_cast(acc[i], op.act_min, op.act_max, op.out_dtype),
         name=f"{name}_out",
     )
-
-
-def mean_multiplier(in_scale: float, out_scale: float, num: int) -> tuple[int, int]:
-    """(multiplier, shift) of TFLite's int8 MEAN with the element count folded in.
-
-    TFLite's reference MEAN (``QuantizedMeanOrSum`` with the multiplier/shift that
-    ``PrepareMeanOrSum`` derives from ``input_scale / output_scale``) does not divide the
-    rescaled sum by ``num`` with rounding: it divides the Q31 multiplier itself,
-    ``(multiplier << k) / num`` truncated, ``k = min(floor(log2 num), 32, 31 + shift)``, and
-    applies a single ``MultiplyByQuantizedMultiplier(sum, multiplier', shift - k)``. The
-    same path is taken whether or not the input and output quantization are equal."""
-    mult, shift = quantize_multiplier(in_scale / out_scale)
-    k = min(int(num).bit_length() - 1, 32, 31 + shift)
-    return int((mult << k) // num), int(shift - k)
 
 
 def lower_mean(op, inputs, pool: ConstPool, name="mean"):

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
-import numpy as np
 from tvm import te, tirx
 from tvm.ir import Range
 from tvm.sym import Analyzer
@@ -59,6 +58,7 @@ from planner.tflite import _vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tvm_ethos.compute.lstm import STATE_CONST_SUFFIXES
 from tvm_ethos.errors import CompileError
+from tvm_ethos.qop import activation_name as _activation_name
 
 FEATURE_MAP_DTYPES = ("int8", "uint8", "int16")
 #: constants the NPU carries in its bias/scale stream (not separate planner tensors; the low
@@ -317,18 +317,6 @@ def _topo(outputs) -> list:
     for t in outputs:
         visit(t)
     return order
-
-
-def _activation_name(layer) -> str | None:
-    if layer is None:
-        return None
-    info = np.iinfo(layer.out_dtype) if layer.out_dtype in ("int8", "uint8", "int16") else None
-    if info is None or (layer.act_min <= info.min and layer.act_max >= info.max):
-        return None
-    zp = int(layer.out_q[1]) if layer.out_q is not None else 0
-    if layer.act_min == zp and layer.act_max >= info.max:
-        return "relu"
-    return "clip"
 
 
 def _compose(root, stages_by_name: dict) -> dict[str, list[AccessMap]]:

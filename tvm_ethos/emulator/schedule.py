@@ -58,19 +58,18 @@ from tvm_ethos.emulator.line_buffer import (
     with_opaque_iterators,
 )
 from tvm_ethos.emulator.part_matchers import to_affine
+from tvm_ethos.emulator.planned_memory import (  # noqa: F401 - MemoryMismatchError: its API
+    ACC_SCOPE,
+    DTYPE_BYTES,
+    SRAM_SCOPE,
+    MemoryMismatchError,
+    planned_bytes,
+)
 from tvm_ethos.errors import CompileError
-
-SRAM_SCOPE = "global.npu_sram"
-ACC_SCOPE = "local"
-DTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4}
 
 
 class UnrealizableScheduleError(CompileError):
     """A Proposal uses a buffering mode this scheduler cannot express exactly in TensorIR."""
-
-
-class MemoryMismatchError(CompileError):
-    """The scheduled TIR allocates other bytes than the Plan predicts."""
 
 
 @dataclass
@@ -615,28 +614,6 @@ def _allocated_bytes(mod) -> dict:
     res = s_tir.analysis.calculate_allocated_bytes(low["main"])
     res = res.get("main", res) if hasattr(res, "get") else res
     return {str(k): int(v) for k, v in dict(res).items()}
-
-
-def planned_bytes(match, proposal) -> dict:
-    """What the Proposal predicts the scheduled TIR allocates, per scope: the Plans' buffers
-    (intermediates, weight copies) and the tensors between Plans in SRAM; one accumulator
-    element per reduction stage in ``local``."""
-    outputs = {t.name for t in match.graph.outputs}
-    sram = sum(p.memory_bytes for p in proposal.plans)
-    for plan in proposal.plans:
-        out = plan.output
-        if out not in outputs:
-            sram += match.graph.tensor(out).bytes
-    local = 0
-    for mp in match.parts:
-        for s in mp.stages:
-            local += DTYPE_BYTES.get(str(s.dtype), 4)
-    res = {}
-    if sram:
-        res[SRAM_SCOPE] = sram
-    if local:
-        res[ACC_SCOPE] = local
-    return res
 
 
 def measure(lowered, match, proposal, scheduled_func, device=None,

@@ -18,25 +18,21 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from planner.api import select
-from planner.budgets import SIZE_SOURCE
-from planner.errors import PlannerError
-from planner.proposals import ProposalSearch
-from planner.report import layer_rows
-from planner.size_choice import size_objective
 from tvm_ethos.backends.registry import get_backend
 from tvm_ethos.emulator import schedule as S
 from tvm_ethos.emulator.part_matchers import match_subgraph
-from tvm_ethos.errors import CompileError, MemoryBudgetError
+from tvm_ethos.pipeline.matched_plan import (
+    layer_entries,
+    plan_matched,
+    planned_allocation,
+    subgraph_plan,
+)
 from tvm_ethos.pipeline.npu_subgraphs import lower_npu_subgraphs, npu_functions
 from tvm_ethos.pipeline.planning import PlanningOptions, budget_for
 from tvm_ethos.pipeline.report import (
-    PlannedAllocation,
     PlannedSubgraph,
     PlanReport,
-    SubgraphPlan,
     UnplannedSubgraph,
-    jsonable,
 )
 
 
@@ -84,16 +80,9 @@ def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
         for sym in sorted(have, key=_natural):
             lw = have[sym]
             match = match_subgraph(lw, sym, work=get_backend(spec.backend_id).planner_work)
-            try:
-                search = ProposalSearch(match.graph, device, opts.planner)
-            except PlannerError as err:
-                raise CompileError(f"planning NPU subgraph {sym} ({spec.backend_id}, "
-                                   f"{device.name}) failed: {err}") from None
-            try:
-                proposal = select(search, budget, whence)
-            except PlannerError as err:
-                raise MemoryBudgetError(f"NPU subgraph {sym} ({spec.backend_id}, {device.name}): "
-                                        f"{err}", budget, search.frontier[0][0], sym) from None
+            planned_one = plan_matched(match.graph, sym, spec.backend_id, device, opts, budget,
+                                       whence)
+            proposal = planned_one.proposal
             if schedule:
                 func = S.apply_proposal(lw, match, proposal, device)
                 result = S.measure(lw, match, proposal, func, device, tvm_count=False)
@@ -102,30 +91,14 @@ def plan_subgraphs(pmod, tl, opts: PlanningOptions, devices: dict,
             else:
                 result = planned_allocation(match, proposal)
             planned[sym] = PlannedSubgraph(match, proposal, device)
-            objective = size_objective(proposal, search) if whence == SIZE_SOURCE else None
-            subgraphs[sym] = SubgraphPlan(
-                spec.backend_id, device.name, budget, whence, proposal.memory_bytes,
-                proposal.cycles, tuple((m, c) for m, c in search.frontier), result,
-                objective)
-            for row in layer_rows(match.graph, proposal):
-                row = dict(row)
-                row["cascade"] = cascade + row["cascade"]
-                row["subgraph"] = sym
-                layers.append(jsonable(row))
+            subgraphs[sym] = subgraph_plan(planned_one, spec.backend_id, device, budget, whence,
+                                           result)
+            layers.extend(layer_entries(match.graph, proposal, sym, cascade))
             cascade += len(proposal.plans)
             peak = max(peak or 0, proposal.memory_bytes)
             cycles = (cycles or 0) + proposal.cycles
     report = PlanReport(True, opts.key(), subgraphs, tuple(layers), peak, cycles, device_names)
     return NpuPlan(report, scheduled, planned)
-
-
-def planned_allocation(match, proposal) -> PlannedAllocation:
-    """What ``proposal`` allocates, as ``schedule.measure`` reports its planned side."""
-    return PlannedAllocation(
-        S.planned_bytes(match, proposal), proposal.memory_bytes,
-        tuple({"parts": list(plan.parts), "planned_bytes": plan.memory_bytes,
-               "stripes": plan.spec.stripe.total_stripes, "buffering": plan.spec.label(),
-               "weights": plan.spec.weights} for plan in proposal.plans))
 
 
 def _natural(sym: str):

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from planner.budgets import budget_line
 from planner.device_model import Device
@@ -20,8 +20,10 @@ from planner.proposals import Proposal
 from planner.report import kib, table_lines, total_line
 from planner.size_choice import SizeObjective
 from tvm_ethos.backends.registry import get_backend
-from tvm_ethos.emulator.part_matchers import MatchResult
-from tvm_ethos.emulator.schedule import ScheduledSubgraph
+
+if TYPE_CHECKING:  # the types only: the report loads without TVM (tvm_ethos.tflite_direct)
+    from tvm_ethos.emulator.part_matchers import MatchResult
+    from tvm_ethos.emulator.schedule import ScheduledSubgraph
 
 
 class PlannedSubgraph(NamedTuple):

@@ -25,6 +25,7 @@ from planner.npu_dilation import NpuKernel, npu_kernel
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 from tvm_ethos.compute import int16x8, transpose_conv
 from tvm_ethos.compute.quant import f32, quantize_multiplier, quantize_multipliers
+from tvm_ethos.compute.requant_constants import mean_multiplier
 from tvm_ethos.errors import CompileError
 
 
@@ -343,10 +344,7 @@ def mean_op(op, ifm: FmSlot, ofm: FmSlot):
 def mean_scales(op, count: int | None = None) -> tuple[int, int]:
     """(multiplier, NPU shift) of TFLite's int8 MEAN, the element count (``count``, else its
     one kernel's) folded into the multiplier as its reference kernel does
-    (``te_ops.mean_multiplier``)."""
-    # lazy: te_ops loads TVM; the stream generator runs without it
-    from tvm_ethos.compute.te_ops import mean_multiplier
-
+    (``requant_constants.mean_multiplier``, which ``te_ops`` applies too)."""
     count = _mean_window(op).count if count is None else count
     mult, shift = mean_multiplier(f32(op.in_q[0][0]), f32(op.out_q[0]), count)
     if not 0 <= 31 - shift <= 63:

@@ -37,15 +37,11 @@ from tvm_ethos.backends.ethos_u.stream_run import stream_report
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
 from tvm_ethos.backends.registry import get_backend
 from tvm_ethos.backends.tflite_micro.cut import Cut
-from tvm_ethos.emulator.part_matchers import match_subgraph
 from tvm_ethos.errors import CompileError, TvmEthosError
-from tvm_ethos.frontend import load_model
-from tvm_ethos.partition import partition
-from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants
-from tvm_ethos.pipeline.plan import planned_allocation
+from tvm_ethos.pipeline.matched_plan import planned_allocation
 from tvm_ethos.pipeline.planning import budget_for, check_devices, planning_options
 from tvm_ethos.pipeline.report import PlanReport, StreamReport, SubgraphPlan, jsonable
-from tvm_ethos.pipeline.streams import check_stream_memory
+from tvm_ethos.pipeline.subgraph_stream import check_stream_memory
 from tvm_ethos.targets import parse_targets
 
 
@@ -90,6 +86,13 @@ def lstm_group(graph: SourceGraph, index: int, cut: Cut, first: bool, target: st
     Ethos-U with the llvm host, with ``options``) as one operator, the LSTM ``first`` or
     last (:func:`lstm_side`); an error (a CompileError, or the compile's own error) naming
     what is in the way."""
+    # lazy: the group goes through TVM's importer; a .tflite compile without an LSTM beside
+    # a group never loads TVM (tvm_ethos.tflite_direct)
+    from tvm_ethos.emulator.part_matchers import match_subgraph
+    from tvm_ethos.frontend import load_model
+    from tvm_ethos.partition import partition
+    from tvm_ethos.pipeline.npu_subgraphs import attach_npu_constants
+
     lstm = ops_lstm.read_lstm(graph, index)
     seq, h, c = ops_lstm.state_and_sequence_tensors(graph, index)
     own = seq if first else graph.writes[index][0]   # the LSTM's sequence the group lacks
