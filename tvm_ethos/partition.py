@@ -30,6 +30,7 @@ from tvm.relax.expr import _update_type
 from ethos_arch.ops import Op, parse_op
 from tvm_ethos.backends.base import SubgraphView
 from tvm_ethos.backends.registry import get_registry
+from tvm_ethos.compute.lowered import subgraph_symbol
 from tvm_ethos.errors import UnsupportedModelError
 from tvm_ethos.partition_chains import ChainVerdict, chain_verdict
 from tvm_ethos.partition_extern import (
@@ -383,7 +384,7 @@ def partition(mod, target="ethos-n,llvm", **options):
         for gv, func in _codegen_functions(mod, spec.backend_id):
             if func.attrs is not None and "tvm_ethos.subgraph" in func.attrs:
                 continue
-            sym = f"tvm_ethos_{spec.backend_id.replace('-', '_')}_sg{counter}"
+            sym = subgraph_symbol(spec.backend_id, counter)
             counter += 1
             func = func.with_attr("global_symbol", sym).with_attr("tvm_ethos.subgraph", sym)
             mod[gv] = func

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from tflite.ActivationFunctionType import ActivationFunctionType
 from tvm import relax
 from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter, get_tensor_name
 
@@ -76,10 +75,9 @@ from tvm_ethos.compute.lstm import PACKED_NAME as LSTM_PACKED_NAME
 from tvm_ethos.compute.lstm import LstmQuantization
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import (
-    dtype_range,
+    fused_activation_codes,
     prelu_alpha_codes,
     prelu_alpha_map,
-    round_half_away_f32,
 )
 from tvm_ethos.patterns import NEAREST_MODES
 
@@ -179,11 +177,6 @@ def _with_output_padding(expr, in_hw: list[int], kernel_hw: list[int], declared:
 
 #: the real bounds (low, high; None: the type's top) of the fused activations TFLite's
 #: ``CalculateActivationRangeQuantized`` quantizes
-_FUSED_BOUNDS = {ActivationFunctionType.RELU: (0.0, None),
-                 ActivationFunctionType.RELU6: (0.0, 6.0),
-                 ActivationFunctionType.RELU_N1_TO_1: (-1.0, 1.0)}
-
-
 class EthosOperatorConverter(OperatorConverter):
     """``OperatorConverter`` that also takes the quantized data-movement operators."""
 
@@ -231,21 +224,11 @@ class EthosOperatorConverter(OperatorConverter):
         type). TVM's converter divides in double and rounds half to even, which moves a bound
         that falls on a tie (RELU_N1_TO_1 at scale 2, RELU6 at scale 12). Any other
         activation goes to TVM's converter."""
-        bounds = _FUSED_BOUNDS.get(fused_activation_fn)
-        if bounds is None:
+        codes = fused_activation_codes(fused_activation_fn, scale, zero_point, dtype)
+        if codes is None:
             return super().convert_qnn_fused_activation_function(
                 expr, fused_activation_fn, scale, zero_point, dtype)
-        qmin, qmax = dtype_range(dtype)
-
-        def code(f: float) -> int:   # past the type (a tiny scale): the type's end
-            with np.errstate(over="ignore", invalid="ignore"):
-                steps = round_half_away_f32(np.float32(f) / np.float32(scale))
-            return int(zero_point) + int(np.clip(steps, qmin - int(zero_point),
-                                                 qmax - int(zero_point)))
-
-        lo, hi = bounds
-        return relax.op.clip(expr, min=float(max(qmin, code(lo))),
-                             max=float(qmax if hi is None else min(qmax, code(hi))))
+        return relax.op.clip(expr, min=float(codes[0]), max=float(codes[1]))
 
     # ------------------------------------------------------------------ bias quantization
     def get_input_tensors(self, op):

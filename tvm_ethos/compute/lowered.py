@@ -30,3 +30,8 @@ class LoweredSubgraph:
     #: positions in ``consts`` of the variables the kernel writes back in place (an LSTM's
     #: states, ``ConstPool.add_state``): their arrays are the reset values
     state_consts: tuple[int, ...] = ()
+
+
+def subgraph_symbol(backend_id: str, index: int) -> str:
+    """The symbol of a module's ``index``-th NPU subgraph of ``backend_id``."""
+    return f"tvm_ethos_{backend_id.replace('-', '_')}_sg{index}"

@@ -286,3 +286,29 @@ def batch_matmul_multiplier(op) -> tuple[int, int]:
     real = float(f32(op.in_q[0][0]) * f32(op.in_q[1][0])) / float(f32(op.out_q[0]))
     m, s = quantize_multiplier(real)
     return int(m), int(s)
+
+
+#: TFLite's fused activations (``ActivationFunctionType``) that clamp to a real range:
+#: RELU (1), RELU_N1_TO_1 (2) and RELU6 (3), (low, high; None: none)
+FUSED_BOUNDS = {1: (0.0, None), 3: (0.0, 6.0), 2: (-1.0, 1.0)}
+
+
+def fused_activation_codes(fused_activation_fn: int, scale: float, zero_point: int,
+                           dtype: str) -> tuple[int, int] | None:
+    """The codes a quantized operator's fused RELU, RELU6 or RELU_N1_TO_1 clamps to, as
+    TFLite's kernels compute them (``CalculateActivationRangeQuantized``: ``zero_point +
+    round(f / scale)``, divided in float32 and rounded half away from zero, within the type);
+    None for any other activation."""
+    bounds = FUSED_BOUNDS.get(int(fused_activation_fn))
+    if bounds is None:
+        return None
+    qmin, qmax = dtype_range(dtype)
+
+    def code(f: float) -> int:   # past the type (a tiny scale): the type's end
+        with np.errstate(over="ignore", invalid="ignore"):
+            steps = round_half_away_f32(np.float32(f) / np.float32(scale))
+        return int(zero_point) + int(np.clip(steps, qmin - int(zero_point),
+                                             qmax - int(zero_point)))
+
+    lo, hi = bounds
+    return max(qmin, code(lo)), qmax if hi is None else min(qmax, code(hi))

@@ -415,6 +415,12 @@ def float_table16_refusal(checked: CheckedModel, op: CheckedOperator) -> str:
 #: int8 LSTM for the Ethos-U of a package: ``tflite_converter.NPU_ONLY_OPS``); the
 #: tflite-micro host takes them from the TFLite graph itself (graph_operators.py)
 GRAPH_LEVEL_OPERATORS = frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM"})
+#: operators TVM's converter converts, quantized too, known without asking it (which imports
+#: TVM): those the TVM-free .tflite path reads (tvm_ethos.tflite_direct); a test checks the
+#: converter's own lists hold them
+CONVERTED_QUANTIZED = frozenset({"ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D",
+                                 "FULLY_CONNECTED", "MAX_POOL_2D", "MEAN", "RESHAPE",
+                                 "SOFTMAX"})
 
 
 def graph_level_refusal(op: CheckedOperator) -> str:
@@ -432,11 +438,12 @@ def converter_refusal(op: CheckedOperator) -> str:
     or ``""``."""
     if op.name.startswith("CUSTOM"):
         return f"{op.name} is a custom operator, which the TFLite importer has no converter for"
-    names, quantized = _converter_names()
-    if op.name not in names:
-        return f"TVM's TFLite importer has no converter for {op.name}"
-    if op.quantized and op.name not in quantized:
-        return f"TVM's TFLite importer does not convert a quantized {op.name}"
+    if op.name not in CONVERTED_QUANTIZED:   # asking the converter imports TVM
+        names, quantized = _converter_names()
+        if op.name not in names:
+            return f"TVM's TFLite importer has no converter for {op.name}"
+        if op.quantized and op.name not in quantized:
+            return f"TVM's TFLite importer does not convert a quantized {op.name}"
     if op.int16 and op.name not in GRAPH_LEVEL_OPERATORS:   # an LSTM's int16 cell state
         return (f"{op.name} has INT16 tensors; the TFLite importer computes them in float32, "
                 "not with TFLite's integer arithmetic")

@@ -33,6 +33,8 @@ from tvm_ethos.pipeline.planning import planning_options
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 from tvm_ethos.stages import stage
 from tvm_ethos.targets import parse_targets
+from tvm_ethos.tflite_direct.group import compile_group
+from tvm_ethos.tflite_direct.operators import Declined
 from tvm_ethos.tflite_source import source_of
 
 BACKEND_ID = "tflite-micro"
@@ -259,6 +261,10 @@ def _npu_groups(data, graph, refusals, target, options, why, split=frozenset(),
             cut = cut_model(data, graph, ops)
             cm = None
             try:
+                direct = compile_group(cut.data, target, options)
+                if not isinstance(direct, Declined):   # the group without TVM
+                    done[ops] = (cut, direct, direct.parts, direct.taken)
+                    return done[ops]
                 cm = _compile_group(cut.data, target, options)
                 done[ops] = (cut, cm) + npu_parts(cm, cut.data)
             except TvmEthosError as err:
