@@ -5,8 +5,8 @@ by the functions the TVM path's plan and stream stages call (``pipeline.matched_
 makes of the same group.
 
 The group is taken only where the TVM path would make one Ethos-U subgraph of it: every
-operator read, each one the Ethos-U's own checks accept, one input and one output, and a
-plan asked for. Anything else is :class:`~tvm_ethos.tflite_direct.operators.Declined` and
+operator read, each one the Ethos-U's own checks accept, one output, and a plan asked
+for. Anything else is :class:`~tvm_ethos.tflite_direct.operators.Declined` and
 goes through TVM.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tvm_ethos.pipeline.planning import budget_for, check_devices, planning_opti
 from tvm_ethos.pipeline.report import PlannedSubgraph, PlanReport
 from tvm_ethos.pipeline.subgraph_stream import subgraph_stream
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS
+from tvm_ethos.stages import stage
 from tvm_ethos.targets import parse_targets
 from tvm_ethos.tflite_direct.lowering import lower_layers
 from tvm_ethos.tflite_direct.operators import Declined, read_layers
@@ -57,9 +58,10 @@ def compile_group(data: bytes, target: str, options: dict) -> DirectGroup | Decl
     graph = SourceGraph(read_source(data))
     ops = tuple(range(len(graph.kinds)))
     ins, outs = graph.boundary(set(ops))
-    if len(ins) != 1 or len(outs) != 1:
-        return Declined(f"{len(ins)} inputs and {len(outs)} outputs (one of each is read)")
-    layers = read_layers(graph, ops)
+    if len(outs) != 1:
+        return Declined(f"{len(outs)} outputs (one is read)")
+    with stage("read without TVM"):
+        layers = read_layers(graph, ops)
     if isinstance(layers, Declined):
         return layers
     tl = parse_targets(target, {})
@@ -77,15 +79,18 @@ def compile_group(data: bytes, target: str, options: dict) -> DirectGroup | Decl
     if device is None:
         return Declined(f"the planner has no model of {spec}")
     sym = subgraph_symbol(spec.backend_id, 0)
-    lw = lower_layers(layers, ins, outs, sym)
-    match = planner_graph(lw, backend.planner_work)
+    with stage("lower without TVM"):
+        lw = lower_layers(layers, ins, outs, sym)
+        match = planner_graph(lw, backend.planner_work)
     budget, whence = budget_for(opts, device)
-    planned = plan_matched(match.graph, sym, spec.backend_id, device, opts, budget, whence)
+    with stage("plan"):
+        planned = plan_matched(match.graph, sym, spec.backend_id, device, opts, budget, whence)
     proposal = planned.proposal
     sub = subgraph_plan(planned, spec.backend_id, device, budget, whence,
                         planned_allocation(match, proposal))
-    stream = subgraph_stream(backend, sym, lw, spec.options,
-                             PlannedSubgraph(match, proposal, device), sub)
+    with stage("streams"):
+        stream = subgraph_stream(backend, sym, lw, spec.options,
+                                 PlannedSubgraph(match, proposal, device), sub)
     if stream.payload is None:
         return Declined("no stream was written for it")
     report = PlanReport(True, opts.key(), {sym: sub},
@@ -93,4 +98,4 @@ def compile_group(data: bytes, target: str, options: dict) -> DirectGroup | Decl
                         proposal.memory_bytes, proposal.cycles,
                         {spec.backend_id: device.name}).with_streams({sym: stream.report})
     return DirectGroup(report.to_json(), [(GroupSubgraph(sym), stream.payload)],
-                       {sym: (ops, (ins[0],), (outs[0],))})
+                       {sym: (ops, tuple(ins), tuple(outs))})

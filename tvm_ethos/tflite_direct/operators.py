@@ -27,11 +27,12 @@ from tvm_ethos.qop import QOp
 
 #: TensorType of int8, int32
 _INT8, _INT32 = 9, 2
-#: ActivationFunctionType: NONE, RELU, RELU6
-_NONE, _RELU, _RELU6 = 0, 1, 3
-#: the fused activations read as the TVM path reads them, by operator family
-_WEIGHTED_ACTS = (_NONE, _RELU, _RELU6)
-_ADD_ACTS = (_NONE, _RELU)
+#: ActivationFunctionType: NONE, RELU, RELU_N1_TO_1, RELU6
+_NONE, _RELU, _RELU_N1_TO_1, _RELU6 = 0, 1, 2, 3
+#: the fused activations read as the TVM path reads them: a weighted operator clips its
+#: codes (``fused_activation_codes``), an ADD its real result before the quantize
+_WEIGHTED_ACTS = (_NONE, _RELU, _RELU_N1_TO_1, _RELU6)
+_ADD_ACTS = {_NONE: None, _RELU: (0.0, None), _RELU_N1_TO_1: (-1.0, 1.0), _RELU6: (0.0, 6.0)}
 
 
 class Declined(NamedTuple):
@@ -282,9 +283,13 @@ def _add(reader: _Reader, op) -> DirectLayer | Declined:
     if fused not in _ADD_ACTS:
         return Declined("its fused activation")
     q = _qop(Op.ADD, reader, [a, b], reader.shape(a), in_q, out_q)
-    if fused == _RELU:   # the importer's float RELU before the output's quantize
-        q.float_activation = "relu"
-        q.act_min = max(q.act_min, quantize_value(0.0, *out_q))
+    bounds = _ADD_ACTS[fused]
+    if bounds is not None:   # the importer's float RELU or clip before the quantize
+        lo, hi = bounds
+        q.float_activation = "relu" if hi is None else f"clip({lo:g},{hi:g})"
+        q.act_min = max(q.act_min, quantize_value(lo, *out_q))
+        if hi is not None:
+            q.act_max = min(q.act_max, quantize_value(hi, *out_q))
     return _checked(reader, q, [a, b], out)
 
 
