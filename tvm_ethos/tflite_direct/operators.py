@@ -108,10 +108,13 @@ def read_layers(graph: SourceGraph, ops) -> list[DirectLayer] | Declined:
     layers = []
     for i in sorted(ops):
         kind = graph.kinds[i]
-        read = _READERS.get(kind)
-        if read is None:
+        entry = _READERS.get(kind)
+        if entry is None:
             return Declined(f"{kind} is not read without TVM")
-        made = read(reader, graph.g.Operators(i))
+        n_in, options, read = entry
+        op = graph.g.Operators(i)
+        got = _operands(reader, op, n_in, options) if n_in else None
+        made = got if isinstance(got, Declined) else read(reader, op, got)
         if isinstance(made, Declined):
             return Declined(f"{kind} (operator {i}): {made.why}")
         layers.append(made)
@@ -119,15 +122,26 @@ def read_layers(graph: SourceGraph, ops) -> list[DirectLayer] | Declined:
 
 
 # ---------------------------------------------------------------------- one operator each
-def _io(reader: _Reader, op, n_in: int):
-    """The activation inputs' and the output's (tensor, quantization) pairs, the inputs'
-    first ``n_in`` operands; None unless all are per-tensor int8."""
+class _Operands(NamedTuple):
+    """An operator's activation inputs and output (source tensors), their quantization and
+    its options table."""
+
+    ins: list[int]
+    out: int
+    in_q: list[tuple[float, int]]
+    out_q: tuple[float, int]
+    opts: object
+
+
+def _operands(reader: _Reader, op, n_in: int, options) -> _Operands | Declined:
+    """The first ``n_in`` operands (activations) and the output, unless one is not an int8
+    tensor quantized per tensor; ``options``: the options table's class."""
     ins = [int(t) for t in op.InputsAsNumpy()[:n_in]]
     out = int(op.OutputsAsNumpy()[0])
     qs = [reader.activation_q(t) for t in ins + [out]]
     if any(q is None for q in qs) or any(graph_constant(reader, t) for t in ins):
-        return None
-    return ins, out, qs[:-1], qs[-1]
+        return Declined("not int8 per tensor")
+    return _Operands(ins, out, qs[:-1], qs[-1], reader.options(op, options))
 
 
 def graph_constant(reader: _Reader, t: int) -> bool:
@@ -182,82 +196,59 @@ def _bias_operand(op) -> int | None:
     return int(ts[2]) if len(ts) > 2 and ts[2] >= 0 else None
 
 
-def _conv(reader: _Reader, op) -> DirectLayer | Declined:
-    io = _io(reader, op, 1)
-    if io is None:
-        return Declined("not int8 per tensor")
-    (x,), out, in_q, out_q = io
-    opts = reader.options(op, tflite.Conv2DOptions)
-    w = int(op.InputsAsNumpy()[1])
-    co, kh, kw, ci = reader.declared(w)
-    dilation = (int(opts.DilationHFactor()), int(opts.DilationWFactor()))
-    if len(reader.shape(x)) != 4 or reader.shape(x)[3] != ci:
-        return Declined("a grouped or non-NHWC convolution")
-    if opts.FusedActivationFunction() not in _WEIGHTED_ACTS:
-        return Declined("its fused activation")
-    strides, padding, (oh, ow) = _window(reader, x, opts, (kh, kw), dilation)
-    q = _qop(Op.CONV2D, reader, [x], (1, oh, ow, co), in_q, out_q)
-    why = _weights(reader, q, w, _bias_operand(op), co)
-    if why:
-        return why
-    q.weights = np.ascontiguousarray(reader.data(w, np.int8).transpose(1, 2, 3, 0))
-    q.attrs.update(strides=strides, padding=padding, dilation=dilation, groups=1,
-                   data_layout="NHWC", kernel_layout="HWIO", out_layout="NHWC")
-    _clamp(q, opts.FusedActivationFunction())
-    return _checked(reader, q, [x], out)
+def _convolution(depthwise: bool):
+    """CONV_2D (OHWI weights) or DEPTHWISE_CONV_2D ((1, KH, KW, C) weights: multiplier 1, or
+    one input channel, which the importer makes a plain convolution)."""
+
+    def read(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
+        (x,), out, in_q, out_q, opts = got
+        w = int(op.InputsAsNumpy()[1])
+        lead, kh, kw, last = reader.declared(w)
+        channels = reader.shape(x)[3] if len(reader.shape(x)) == 4 else None
+        if depthwise:   # TFLite's (1, KH, KW, C) as HWOI (KH, KW, 1, C), or HWIO of one input
+            co, kind = last, Op.CONV2D if channels == 1 else Op.DEPTHWISE_CONV2D
+            weights_at = (1, 2, 0, 3)
+            if lead != 1 or channels not in (1, co):
+                return Declined("a depth multiplier other than 1 of more than one channel")
+        else:           # OHWI as HWIO
+            co, kind, weights_at = lead, Op.CONV2D, (1, 2, 3, 0)
+            if channels != last:
+                return Declined("a grouped or non-NHWC convolution")
+        fused = opts.FusedActivationFunction()
+        if fused not in _WEIGHTED_ACTS:
+            return Declined("its fused activation")
+        dilation = (int(opts.DilationHFactor()), int(opts.DilationWFactor()))
+        strides, padding, (oh, ow) = _window(reader, x, opts, (kh, kw), dilation)
+        q = _qop(kind, reader, [x], (1, oh, ow, co), in_q, out_q)
+        why = _weights(reader, q, w, _bias_operand(op), co)
+        if why:
+            return why
+        q.weights = np.ascontiguousarray(reader.data(w, np.int8).transpose(*weights_at))
+        q.attrs.update(strides=strides, padding=padding, dilation=dilation,
+                       groups=co if kind == Op.DEPTHWISE_CONV2D else 1, data_layout="NHWC",
+                       kernel_layout="HWOI" if kind == Op.DEPTHWISE_CONV2D else "HWIO",
+                       out_layout="NHWC")
+        if kind == Op.DEPTHWISE_CONV2D:
+            q.attrs["depth_multiplier"] = 1
+        _clamp(q, fused)
+        return _checked(reader, q, [x], out)
+
+    return read
 
 
-def _depthwise(reader: _Reader, op) -> DirectLayer | Declined:
-    io = _io(reader, op, 1)
-    if io is None:
-        return Declined("not int8 per tensor")
-    (x,), out, in_q, out_q = io
-    opts = reader.options(op, tflite.DepthwiseConv2DOptions)
-    w = int(op.InputsAsNumpy()[1])
-    one, kh, kw, co = reader.declared(w)
-    channels = reader.shape(x)[3] if len(reader.shape(x)) == 4 else None
-    # one input channel: the importer's plain convolution of (KH, KW, 1, C) HWIO weights
-    kind = Op.CONV2D if channels == 1 else Op.DEPTHWISE_CONV2D
-    if one != 1 or channels not in (1, co):
-        return Declined("a depth multiplier other than 1 of more than one channel")
-    if opts.FusedActivationFunction() not in _WEIGHTED_ACTS:
-        return Declined("its fused activation")
-    dilation = (int(opts.DilationHFactor()), int(opts.DilationWFactor()))
-    strides, padding, (oh, ow) = _window(reader, x, opts, (kh, kw), dilation)
-    q = _qop(kind, reader, [x], (1, oh, ow, co), in_q, out_q)
-    why = _weights(reader, q, w, _bias_operand(op), co)
-    if why:
-        return why
-    # TFLite's (1, KH, KW, C) as the importer's HWOI (KH, KW, 1, C), or HWIO of one input
-    q.weights = np.ascontiguousarray(reader.data(w, np.int8).transpose(1, 2, 0, 3))
-    if kind == Op.CONV2D:
-        q.attrs.update(strides=strides, padding=padding, dilation=dilation, groups=1,
-                       data_layout="NHWC", kernel_layout="HWIO", out_layout="NHWC")
-    else:
-        q.attrs.update(strides=strides, padding=padding, dilation=dilation, groups=co,
-                       data_layout="NHWC", kernel_layout="HWOI", out_layout="NHWC",
-                       depth_multiplier=1)
-    _clamp(q, opts.FusedActivationFunction())
-    return _checked(reader, q, [x], out)
-
-
-def _fully_connected(reader: _Reader, op) -> DirectLayer | Declined:
-    io = _io(reader, op, 1)
-    if io is None:
-        return Declined("not int8 per tensor")
-    (x,), out, in_q, out_q = io
-    opts = reader.options(op, tflite.FullyConnectedOptions)
+def _fully_connected(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
+    (x,), out, in_q, out_q, opts = got
     w = int(op.InputsAsNumpy()[1])
     units, depth = reader.declared(w)
     x_shape = reader.shape(x)
     if opts is not None and (opts.WeightsFormat() != 0 or opts.KeepNumDims()):
         return Declined("its weights format or kept dimensions")
-    if len(x_shape) != 4 or x_shape[:3] != (1, 1, 1) or x_shape[3] != depth:
-        return Declined(f"an input of shape {x_shape}, not one 1x1x1 row of the depth")
+    if len(x_shape) not in (2, 4) or any(d != 1 for d in x_shape[:-1]) or x_shape[-1] != depth:
+        return Declined(f"an input of shape {x_shape}, not one row of the depth")
     fused = opts.FusedActivationFunction() if opts is not None else _NONE
     if fused not in _WEIGHTED_ACTS:
         return Declined("its fused activation")
-    q = _qop(Op.FULLY_CONNECTED, reader, [x], x_shape[:3] + (units,), in_q, out_q)
+    q = _qop(Op.FULLY_CONNECTED, reader, [x], x_shape[:-1] + (units,), in_q, out_q)
     why = _weights(reader, q, w, _bias_operand(op), units)
     if why:
         return why
@@ -271,12 +262,8 @@ def _fully_connected(reader: _Reader, op) -> DirectLayer | Declined:
     return DirectLayer(q, (x,), out)
 
 
-def _add(reader: _Reader, op) -> DirectLayer | Declined:
-    io = _io(reader, op, 2)
-    if io is None:
-        return Declined("not int8 per tensor")
-    (a, b), out, in_q, out_q = io
-    opts = reader.options(op, tflite.AddOptions)
+def _add(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
+    (a, b), out, in_q, out_q, opts = got
     fused = opts.FusedActivationFunction() if opts is not None else _NONE
     if reader.shape(a) != reader.shape(b) or len(reader.shape(a)) != 4 or a == b:
         return Declined("operands of other shapes (a broadcast) or one operand twice")
@@ -294,12 +281,8 @@ def _add(reader: _Reader, op) -> DirectLayer | Declined:
 
 
 def _pool(kind: Op):
-    def read(reader: _Reader, op) -> DirectLayer | Declined:
-        io = _io(reader, op, 1)
-        if io is None:
-            return Declined("not int8 per tensor")
-        (x,), out, in_q, out_q = io
-        opts = reader.options(op, tflite.Pool2DOptions)
+    def read(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
+        (x,), out, in_q, out_q, opts = got
         if in_q[0] != out_q:
             return Declined("an output quantized unlike its input")
         if opts.FusedActivationFunction() != _NONE:
@@ -321,12 +304,8 @@ def _pool(kind: Op):
     return read
 
 
-def _mean(reader: _Reader, op) -> DirectLayer | Declined:
-    io = _io(reader, op, 1)
-    if io is None:
-        return Declined("not int8 per tensor")
-    (x,), out, in_q, out_q = io
-    opts = reader.options(op, tflite.ReducerOptions)
+def _mean(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
+    (x,), out, in_q, out_q, opts = got
     axes_t = int(op.InputsAsNumpy()[1])
     x_shape = reader.shape(x)
     if not graph_constant(reader, axes_t) or len(x_shape) != 4:
@@ -339,7 +318,7 @@ def _mean(reader: _Reader, op) -> DirectLayer | Declined:
     return _checked(reader, q, [x], out)
 
 
-def _reshape(reader: _Reader, op) -> DirectLayer | Declined:
+def _reshape(reader: _Reader, op, got: None) -> DirectLayer | Declined:
     x, out = int(op.InputsAsNumpy()[0]), int(op.OutputsAsNumpy()[0])
     if reader.tensor(x).Type() != _INT8 or graph_constant(reader, x):
         return Declined("not an int8 activation")
@@ -352,12 +331,8 @@ def _reshape(reader: _Reader, op) -> DirectLayer | Declined:
     return DirectLayer(q, (x,), out)
 
 
-def _softmax(reader: _Reader, op) -> DirectLayer | Declined:
-    io = _io(reader, op, 1)
-    if io is None:
-        return Declined("not int8 per tensor")
-    (x,), out, in_q, out_q = io
-    opts = reader.options(op, tflite.SoftmaxOptions)
+def _softmax(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
+    (x,), out, in_q, out_q, opts = got
     x_shape = reader.shape(x)
     if any(d != 1 for d in x_shape[:-1]):
         return Declined("more than one row")
@@ -380,14 +355,16 @@ def _checked(reader: _Reader, q: QOp, ins, out: int) -> DirectLayer | Declined:
     return DirectLayer(q, tuple(ins), out)
 
 
+#: per builtin: how many activation operands (None: read by the reader itself), its options
+#: table, its reader
 _READERS = {
-    "CONV_2D": _conv,
-    "DEPTHWISE_CONV_2D": _depthwise,
-    "FULLY_CONNECTED": _fully_connected,
-    "ADD": _add,
-    "AVERAGE_POOL_2D": _pool(Op.AVG_POOL2D),
-    "MAX_POOL_2D": _pool(Op.MAX_POOL2D),
-    "MEAN": _mean,
-    "RESHAPE": _reshape,
-    "SOFTMAX": _softmax,
+    "CONV_2D": (1, tflite.Conv2DOptions, _convolution(depthwise=False)),
+    "DEPTHWISE_CONV_2D": (1, tflite.DepthwiseConv2DOptions, _convolution(depthwise=True)),
+    "FULLY_CONNECTED": (1, tflite.FullyConnectedOptions, _fully_connected),
+    "ADD": (2, tflite.AddOptions, _add),
+    "AVERAGE_POOL_2D": (1, tflite.Pool2DOptions, _pool(Op.AVG_POOL2D)),
+    "MAX_POOL_2D": (1, tflite.Pool2DOptions, _pool(Op.MAX_POOL2D)),
+    "MEAN": (1, tflite.ReducerOptions, _mean),
+    "RESHAPE": (None, None, _reshape),
+    "SOFTMAX": (1, tflite.SoftmaxOptions, _softmax),
 }

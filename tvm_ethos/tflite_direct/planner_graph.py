@@ -90,13 +90,16 @@ def _depthwise(q: QOp, x_shape, out_shape):
 
 
 def _fully_connected(q: QOp, x_shape, out_shape):
-    # one 1x1x1 row: a 1x1 convolution, as Vela runs it
+    # one row: 2-D, or 1x1x1 on NHWC tensors, a 1x1 convolution (as Vela runs it)
     units, depth = q.weights.shape
-    window = {"kernel": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0, 0, 0)}
-    props = [_prop([_row(4, None, 0, e) for e in x_shape], (0, 0, 0, 0)),
-             _prop([_row(4, 3, 1, 0), _row(4, None, 0, depth)], (0, 0)),
-             _bias()]
+    n = len(out_shape)
+    props = [_prop([_row(n, None, 0, e) for e in x_shape], (0,) * n),
+             _prop([_row(n, n - 1, 1, 0), _row(n, None, 0, depth)], (0, 0)),
+             _prop([_row(n, n - 1, 1, 0)], (0,))]
     shapes = [(units, depth), (units,)]
+    if n == 2:
+        return Op.FULLY_CONNECTED, {"activation": activation_name(q)}, props, shapes
+    window = {"kernel": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0, 0, 0)}
     return Op.CONV2D, dict(window, groups=1, activation=activation_name(q)), props, shapes
 
 
