@@ -102,12 +102,11 @@ def test_a_form_it_does_not_read_is_declined():
 @pytest.mark.slow
 @pytest.mark.parametrize("builder,taken", [
     ("conv2d", True), ("depthwise", True), ("avg_pool", True), ("max_pool", True),
-    ("mean", True), ("softmax", True), ("add", True), ("fully_connected", False),
+    ("mean", True), ("softmax", True), ("add", True), ("fully_connected", True),
     ("reshape", False)])
 def test_one_operator_models_match_the_tvm_path(builder, taken, monkeypatch):
-    """rfcs/0010's one-operator models of the kinds it reads: taken without TVM (a 2-D
-    FULLY_CONNECTED and a RESHAPE that regroups axes are declined), and the same bytes as
-    through TVM."""
+    """rfcs/0010's one-operator models of the kinds it reads: taken without TVM (a RESHAPE
+    that regroups axes is declined), and the same bytes as through TVM."""
     data = getattr(operator_models, builder)()
     assert isinstance(_taken(data), DirectGroup) is taken
     _same(data, monkeypatch)
