@@ -185,3 +185,27 @@ def test_random_additions_match_the_tvm_path(data, monkeypatch):
     made = _taken(data)
     assert isinstance(made, DirectGroup) or "Ethos-U rejects" in made.why, made
     _same(data, monkeypatch)
+
+
+@st.composite
+def _reductions(draw):
+    """A random int8 MEAN over H and W, or SOFTMAX of one row (2-D or 1x1x1xN)."""
+    rs = np.random.RandomState(draw(st.integers(0, 2**16)))
+    if draw(st.booleans()):
+        shape = (1, draw(st.integers(1, 8)), draw(st.integers(1, 8)), draw(st.integers(1, 24)))
+        return tb.mean(rs, in_shape=shape)
+    n = draw(st.integers(2, 40))
+    shape = draw(st.sampled_from([(1, n), (1, 1, 1, n)]))
+    return tb.softmax(rs, shape=shape, beta=draw(st.sampled_from([1.0, 0.5, 2.0])))
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(data=_reductions())
+def test_random_means_and_softmaxes_match_the_tvm_path(data, monkeypatch):
+    """Every MEAN and SOFTMAX form it reads: taken without TVM (unless the Ethos-U's checks
+    reject it), the TVM path's bytes."""
+    made = _taken(data)
+    assert isinstance(made, DirectGroup) or "Ethos-U rejects" in made.why, made
+    _same(data, monkeypatch)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from planner.errors import PlannerError
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, read_source
 from tvm_ethos.backends.registry import get_backend
 from tvm_ethos.compute.lowered import subgraph_symbol
@@ -81,7 +82,10 @@ def compile_group(data: bytes, target: str, options: dict) -> DirectGroup | Decl
     sym = subgraph_symbol(spec.backend_id, 0)
     with stage("lower without TVM"):
         lw = lower_layers(layers, ins, outs, sym)
-        match = planner_graph(lw, backend.planner_work)
+        try:
+            match = planner_graph(lw, backend.planner_work)
+        except PlannerError as err:   # a graph the planner refuses: TVM's path says why
+            return Declined(f"its planner graph: {err}")
     budget, whence = budget_for(opts, device)
     with stage("plan"):
         planned = plan_matched(match.graph, sym, spec.backend_id, device, opts, budget, whence)

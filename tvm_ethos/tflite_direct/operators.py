@@ -202,6 +202,8 @@ def _convolution(depthwise: bool):
 
     def read(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
         (x,), out, in_q, out_q, opts = got
+        if opts is None:
+            return Declined("no options table")
         w = int(op.InputsAsNumpy()[1])
         lead, kh, kw, last = reader.declared(w)
         channels = reader.shape(x)[3] if len(reader.shape(x)) == 4 else None
@@ -283,8 +285,8 @@ def _add(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
 def _pool(kind: Op):
     def read(reader: _Reader, op, got: _Operands) -> DirectLayer | Declined:
         (x,), out, in_q, out_q, opts = got
-        if in_q[0] != out_q:
-            return Declined("an output quantized unlike its input")
+        if opts is None or in_q[0] != out_q:
+            return Declined("no options table, or an output quantized unlike its input")
         if opts.FusedActivationFunction() != _NONE:
             return Declined("its fused activation")
         kernel = (int(opts.FilterHeight()), int(opts.FilterWidth()))
