@@ -1,7 +1,7 @@
 """The TFLite operators of one NPU group read as the QOps the TVM path's importer and
 ``patterns`` make of them, without TVM: the int8 forms of CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED, ADD, AVERAGE_POOL_2D, MAX_POOL_2D, MEAN, RESHAPE and SOFTMAX that the three
-models of issue 27 (and the other shipped ones) are made of.
+FULLY_CONNECTED, ADD, AVERAGE_POOL_2D, MAX_POOL_2D, MEAN, RESHAPE and SOFTMAX that
+convolutional classifiers are made of.
 
 A form this reader does not know exactly as the TVM path reads it (another type, a fused
 activation or a shape it has not been checked on) is a :class:`Declined` naming it: the
