@@ -155,36 +155,12 @@ def _windowed(draw):
                      act=draw(_ACTS), depthwise=kind == "depthwise")
 
 
-@pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(data=_windowed())
-def test_random_windowed_operators_match_the_tvm_path(data, monkeypatch):
-    """Every windowed form it reads: taken without TVM (unless the Ethos-U's checks reject
-    it, then both paths go through TVM), the TVM path's bytes."""
-    made = _taken(data)
-    assert isinstance(made, DirectGroup) or "Ethos-U rejects" in made.why, made
-    _same(data, monkeypatch)
-
-
 @st.composite
 def _added(draw):
     """A random int8 ADD of two feature maps of one shape, with any fused activation."""
     rs = np.random.RandomState(draw(st.integers(0, 2**16)))
     shape = (1, draw(st.integers(1, 9)), draw(st.integers(1, 9)), draw(st.integers(1, 20)))
     return tb.binary(rs, "add", a_shape=shape, b_shape=shape, act=draw(_ACTS))
-
-
-@pytest.mark.slow
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                HealthCheck.function_scoped_fixture])
-@given(data=_added())
-def test_random_additions_match_the_tvm_path(data, monkeypatch):
-    """Every ADD it reads, its fused activation included: taken without TVM (unless the
-    Ethos-U's checks reject it, then both paths go through TVM), the TVM path's bytes."""
-    made = _taken(data)
-    assert isinstance(made, DirectGroup) or "Ethos-U rejects" in made.why, made
-    _same(data, monkeypatch)
 
 
 @st.composite
@@ -200,12 +176,13 @@ def _reductions(draw):
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
-@given(data=_reductions())
-def test_random_means_and_softmaxes_match_the_tvm_path(data, monkeypatch):
-    """Every MEAN and SOFTMAX form it reads: taken without TVM (unless the Ethos-U's checks
-    reject it), the TVM path's bytes."""
+@given(data=st.one_of(_windowed(), _added(), _reductions()))
+def test_random_forms_match_the_tvm_path(data, monkeypatch):
+    """Every form it reads (convolutions, pools, ADDs with any fused activation, MEANs,
+    SOFTMAXes): taken without TVM (unless the Ethos-U's checks reject it, then both paths go
+    through TVM), the TVM path's bytes."""
     made = _taken(data)
     assert isinstance(made, DirectGroup) or "Ethos-U rejects" in made.why, made
     _same(data, monkeypatch)
