@@ -17,6 +17,7 @@ from svdf_models import NONE, SvdfCase, svdf_cases, svdf_model, svdf_stack
 
 import tvm_ethos
 from benchmarks.real_models import vela_size
+from ethosu_stream.tflite_graph import TfliteGraph
 from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u import stream_svdf
 from tvm_ethos.backends.ethos_u.ops_svdf import read_svdf
@@ -270,10 +271,12 @@ def test_a_state_of_another_type_than_weights_time_is_refused_by_name():
 @given(case=_CASES, data=st.data())
 def test_the_state_lies_clear_of_the_neighbours_and_theirs_of_it(case, data):
     """For any neighbours (the writer of its input, the reader of its output: where the
-    shared tensor lies in their stretches, how long those are, what they keep), the layout
-    puts every tensor at the neighbour's phase, inside the stretch, apart from each other,
-    the state out of the neighbours' stretches and what they keep out of its own; or it
-    refuses by name."""
+    shared tensor lies in their stretches, how long those are, what they keep) and any
+    floor (where the states placed before it start, relative to its input), the layout
+    puts every tensor at the neighbour's phase, inside the stretch, the input, the state
+    and the working buffers apart (the output may lie over the working buffers, done with
+    when the last operation writes it), the state out of the neighbours' stretches and
+    under the floor, and nothing it writes over what they keep; or it refuses by name."""
     svdf = read_svdf(SourceGraph(read_source(svdf_model(case))), 0)
     sizes = stream_svdf._Sizes.of(svdf)
 
@@ -287,19 +290,28 @@ def test_the_state_lies_clear_of_the_neighbours_and_theirs_of_it(case, data):
         return stream_svdf.Neighbour(offset, size, tuple(keeps))
 
     before, after = neighbour(sizes.input), neighbour(sizes.output)
+    floor = data.draw(st.none() | st.integers(-4000, 4000))
     try:
-        arena = stream_svdf.SvdfArena.of(svdf, before, after)
+        arena = stream_svdf.SvdfArena.of(svdf, before, after, floor)
     except UnsupportedOperatorError as err:
         assert "keeps its state clear" in str(err)
         return
+    assert arena.column == arena.shifted   # the new column over the shift's buffer
     spans = {"input": (arena.input, sizes.input), "output": (arena.output, sizes.output),
-             "state": (arena.state, sizes.state), "column": (arena.column, sizes.column),
-             "shifted": (arena.shifted, sizes.shifted)}
+             "state": (arena.state, sizes.state), "work": (arena.column, sizes.work)}
     for name, (at, n) in spans.items():
         assert 0 <= at and at + n <= arena.bytes, name
-    live = sorted((at, at + n) for at, n in spans.values() if n)
-    assert all(a[1] <= b[0] for a, b in zip(live, live[1:])), live
+    apart = [(at, at + n) for name, (at, n) in spans.items() if n and name != "output"]
+    apart.sort()
+    assert all(a[1] <= b[0] for a, b in zip(apart, apart[1:])), apart
+    y = (arena.output, arena.output + sizes.output)
+    for name in ("input", "state"):
+        at, n = spans[name]
+        assert y[1] <= at or at + n <= y[0], name
     state = (arena.state, arena.state + sizes.state)
+    if floor is not None:
+        assert state[1] <= arena.input + floor
+    written = [state, y, (arena.column, arena.column + sizes.work)]
     for at, theirs in ((arena.input, before), (arena.output, after)):
         if theirs is None:
             continue
@@ -307,4 +319,33 @@ def test_the_state_lies_clear_of_the_neighbours_and_theirs_of_it(case, data):
         base = at - theirs.offset
         assert state[1] <= base or base + theirs.stretch_bytes <= state[0]
         for off, n in theirs.keeps:
-            assert base + off + n <= 0 or arena.bytes <= base + off
+            assert all(base + off + n <= lo or hi <= base + off for lo, hi in written)
+
+
+def test_the_shift_goes_a_few_rows_at_a_time_as_tflite_micro_shifts():
+    """A state of 64 rows of memory 10 (576 bytes to shift) goes in three pairs of copies,
+    the last of fewer rows, through a buffer of at most SHIFT_BUFFER_BYTES: four
+    invocations equal TFLite Micro's."""
+    case = SvdfCase(batches=2, input_size=5, units=16, rank=2, memory=10, seed=9)
+    svdf = read_svdf(SourceGraph(read_source(svdf_model(case))), 0)
+    rows = stream_svdf.shift_rows(svdf)
+    assert 1 < -(-svdf.batches * svdf.filters // rows) and (64 % rows)
+    assert stream_svdf._Sizes.of(svdf).shifted <= stream_svdf.SHIFT_BUFFER_BYTES
+    _assert_runs_as_tflm(svdf_model(case), runs=4, seed=9)
+
+
+def test_svdfs_in_a_row_share_their_working_buffers():
+    """Four SVDFs in a row, a FULLY_CONNECTED between two: the file's arena (emulated, the
+    functional model's high-water mark) holds every state but less than every SVDF's
+    working buffers besides (the shift's and the new column's bytes lie where each SVDF's
+    tensors pass, the same for all), and the outputs equal TFLite Micro's."""
+    first = SvdfCase(batches=1, units=6, rank=1, memory=24, seed=5)
+    data = svdf_stack(first, (6, 6, 6), 1)
+    graph = SourceGraph(read_source(data))
+    svdfs = [read_svdf(graph, i) for i, k in enumerate(graph.kinds) if k == "SVDF"]
+    states = sum(s.batches * s.state_size for s in svdfs)
+    work = sum(stream_svdf._Sizes.of(s).work for s in svdfs)
+    cm = _assert_runs_as_tflm(data, runs=3)
+    x = np.zeros(cm.inputs[0].shape, np.int8)
+    arena = TfliteGraph(cm.tflite, "ethos-u55-128").run([x])[1].high_water[1]
+    assert states <= arena < states + work, (arena, states, work)

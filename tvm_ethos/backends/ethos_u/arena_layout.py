@@ -8,7 +8,10 @@ stretch is written: at the time each of its IFMs is written (by a TFLite operato
 the run for a graph input) and while the operator itself runs. An IFM read again after its
 operator (a model input that a TFLite operator or a later ethos-u operator reads too) must
 lie where the operator's stream writes nothing: where the stream's written spans are known
-(``NpuStep.writes``) that is checked, else the stream is taken to write its whole stretch.
+(``NpuStep.writes``) that is checked, else the stream is taken to write its whole stretch;
+so is a variable tensor (an SVDF's or LSTM's state, live from one invocation to the next)
+that a stretch covers and does not write, and any tensor the stretch of an operator with
+a state covers and does not write.
 An operator none of whose IFMs is placed yet starts at the lowest offset where that holds
 (the stretch of an operator whose results are all consumed is free again), fresh space after
 every stretch at the latest. A layout that breaks the rule is refused by name rather than
@@ -181,7 +184,9 @@ def _check_stream(placed, written, last_read, step, k, base, names,
                   persistent=frozenset()) -> None:
     """While step ``k`` runs, its stream writes anywhere in its stretch: no tensor still to
     be read after it may lie there, its own IFMs included (but a persistent one, which its
-    stream updates in place)."""
+    stream updates in place; and where the stream's written spans are known and miss it,
+    another operator's persistent one, or any tensor where the step has a state of its own:
+    an SVDF's stretch reaches over the states and tensors of the chain before it)."""
     mine = {x.tensor for x in step.ifms + step.ofms}
     for x in step.ifms:
         if last_read.get(x.tensor, -1) > k and x.tensor not in persistent and \
@@ -194,7 +199,9 @@ def _check_stream(placed, written, last_read, step, k, base, names,
                 f"and {how}; the model cannot be written", step.name)
     for t, (a, n) in placed.items():
         if t not in mine and _live(t, k, written, last_read) and last_read.get(t, -1) > k \
-                and _overlap(a, n, base, step.scratch_bytes):
+                and _overlap(a, n, base, step.scratch_bytes) and not (
+                    (t in persistent or mine & persistent) and step.writes is not None
+                    and not _overwritten(step.writes, Slot(t, a - base, n))):
             raise LayoutRefusal(
                 f"ethos-u operator {step.name}: its stream would overwrite tensor "
                 f"{names.get(t, t)!r} while it is still to be read; the model cannot be "

@@ -1,14 +1,16 @@
 """An SVDF (``ops_svdf.Svdf``) as one Ethos-U command stream, the step TFLite Micro's integer
 kernel computes, for all batches at once:
 
-1. the state shift: a 1x1 pool copies every row's values 1..memory-1 into a scratch buffer,
+1. the state shift: a 1x1 pool copies some rows' values 1..memory-1 into a scratch buffer,
    a second copies them back one value to the left (two copies: the NPU gives no order to
    an operation reading and writing one buffer, and the DMA takes only 16-byte aligned
-   addresses and lengths);
+   addresses and lengths), as many rows at a time as :func:`shift_rows` says, so that the
+   buffer holds what one pair of copies needs rather than the whole state;
 2. the new column: a FULLY_CONNECTED of the input with ``weights_feature`` into an int16
-   buffer, at TFLite Micro's ``effective_scale_1``, its output zero point the state's and
-   its clamp the state type's range shifted by it, so each value is ``zp + clamp(r)``
-   exactly as TFLite Micro forms it before storing it;
+   buffer over the shift's (free again once the shift is done), at TFLite Micro's
+   ``effective_scale_1``, its output zero point the state's and its clamp the state type's
+   range shifted by it, so each value is ``zp + clamp(r)`` exactly as TFLite Micro forms
+   it before storing it;
 3. a 1x1 pool copies the low byte of each of those int16 values (a strided int8 view) into
    the state's last column (strided by ``memory``): the byte TFLite Micro's int8 store
    keeps, also where ``zp + clamp(r)`` leaves the int8 range;
@@ -21,7 +23,7 @@ kernel computes, for all batches at once:
 The state is the operator's variable tensor: an input of the ``ethos-u`` operator that the
 stream updates in place in the scratch arena, so it carries over between invocations as on
 a board. :class:`SvdfArena` keeps it clear of the neighbouring ``ethos-u`` operators'
-stretches, and theirs out of its own.
+stretches and of the states placed before it, and its writes off what they keep.
 """
 from __future__ import annotations
 
@@ -48,17 +50,32 @@ from tvm_ethos.compute.quant import quantize_multiplier
 class Neighbour(NamedTuple):
     """An ethos-u operator sharing a tensor with the SVDF: that tensor's offset in its
     stretch, the stretch's bytes, and the (offset, bytes) in its stretch of what it keeps
-    between invocations (its own states), which the SVDF's stretch must not cover."""
+    between invocations (its own states), which the SVDF's stream must not write."""
 
     offset: int
     stretch_bytes: int
     keeps: tuple[tuple[int, int], ...] = ()
 
 
+#: the bytes the state shift's buffer may take before the shift goes fewer rows at a time
+#: (where the new column's int16 buffer, which lies over it, is larger, that size)
+SHIFT_BUFFER_BYTES = 256
+
+
+def shift_rows(svdf: Svdf) -> int:
+    """State rows one pair of shift copies moves (0: a memory of 1, nothing to shift): as
+    many as fit :data:`SHIFT_BUFFER_BYTES` or the new column's buffer, one at least."""
+    rows, m = svdf.batches * svdf.filters, svdf.memory
+    if m == 1:
+        return 0
+    return max(1, min(rows, max(SHIFT_BUFFER_BYTES, 2 * rows) // (m - 1)))
+
+
 class SvdfArena(NamedTuple):
     """Offsets in the SVDF's stretch of the scratch arena: its input, output and state
     (int8), the new column (int16, one value a filter and batch) and the shift's scratch
-    (int8, ``memory - 1`` values a filter and batch); ``bytes`` the stretch's size."""
+    (int8, ``memory - 1`` values a row for :func:`shift_rows` rows); ``bytes`` the
+    stretch's size."""
 
     input: int
     output: int
@@ -69,18 +86,25 @@ class SvdfArena(NamedTuple):
 
     @classmethod
     def of(cls, svdf: Svdf, input_from: Neighbour | None = None,
-           output_to: Neighbour | None = None) -> "SvdfArena":
-        """The first layout that keeps the state out of the neighbours' stretches and what
-        they keep out of the SVDF's: the input lowest, then the working buffers, the
-        state and the output highest (a chain of such stretches, each starting at the
-        tensor the one before ends with, climbs the arena with every state between its
-        own operator's input and output, where no other stretch of the chain reaches);
-        else the state above everything, the neighbours' stretches included;
-        UnsupportedOperatorError where neither does."""
+           output_to: Neighbour | None = None, floor: int | None = None) -> "SvdfArena":
+        """The first layout that keeps the state out of the neighbours' stretches and off
+        the states placed before it, and the SVDF's writes off what the neighbours keep.
+        ``floor``: where the lowest state placed so far starts, relative to the input's
+        address (None: none known). First the state below everything (the neighbours'
+        stretches and ``floor``), the input, the working buffers and the output above: a
+        chain of SVDFs stacks its states downwards, each under the ones before, while
+        every SVDF's working buffers lie where the chain's tensors pass, the same bytes
+        for all of them (the stretch covers the states before its own, which its stream
+        does not write); then the input lowest, the working buffers, the state and the
+        output highest (a chain of such stretches climbs the arena, every state between
+        its own operator's input and output); else the state above everything, the
+        neighbours' stretches included; UnsupportedOperatorError where none does."""
         sizes = _Sizes.of(svdf)
-        for layout in (_chained, _state_on_top):
-            arena = layout(sizes, input_from, output_to)
-            if _clear(arena, sizes, input_from, output_to):
+        layouts = (_stacked(sizes, input_from, output_to, floor),
+                   _chained(sizes, input_from, output_to),
+                   _state_on_top(sizes, input_from, output_to))
+        for arena in layouts:
+            if _clear(arena, sizes, input_from, output_to, floor):
                 return arena
         raise UnsupportedOperatorError(KIND, "no layout of its stretch keeps its state clear "
                                        "of the ethos-u operators beside it and theirs of it")
@@ -97,7 +121,12 @@ class _Sizes(NamedTuple):
     def of(cls, svdf: Svdf) -> "_Sizes":
         b, f = svdf.batches, svdf.filters
         return cls(b * svdf.input_size, b * svdf.units, b * svdf.state_size, 2 * b * f,
-                   b * f * (svdf.memory - 1))
+                   shift_rows(svdf) * (svdf.memory - 1))
+
+    @property
+    def work(self) -> int:
+        """The shift's buffer and the new column over it."""
+        return max(self.column, self.shifted)
 
 
 def _up(n: int) -> int:
@@ -125,19 +154,34 @@ def _at_or_above(low: int, phase: int) -> int:
     return low + (phase - low) % ALIGN
 
 
+def _stacked(sizes: _Sizes, input_from: Neighbour | None, output_to: Neighbour | None,
+             floor: int | None) -> SvdfArena:
+    """The state lowest, under the neighbours' stretches and ``floor``; above it (past the
+    states before it) the input, the working buffers, the output over them (it is written
+    last, from the state alone)."""
+    x = _phase(input_from)   # offsets from here on are relative to the stretch's start
+    work = _up(x + sizes.input)
+    y = _at_or_above(work, _phase(output_to))
+    top = max(work + sizes.work, y + sizes.output)
+    ceiling = min([x] + [s[0] for s in (_stretch(x, input_from), _stretch(y, output_to)) if s]
+                  + ([x + floor] if floor is not None else []))
+    state = (ceiling - sizes.state) // ALIGN * ALIGN
+    shift = -state   # the state starts the stretch
+    return SvdfArena(x + shift, y + shift, 0, work + shift, work + shift, top + shift)
+
+
 def _chained(sizes: _Sizes, input_from: Neighbour | None,
              output_to: Neighbour | None) -> SvdfArena:
     """Input, working buffers, state, output, upwards; the state above the writer's stretch
     and the output high enough that the reader's stretch starts above the state."""
     x = _phase(input_from)
     col = _up(x + sizes.input)
-    shifted = _up(col + sizes.column)
-    state = _up(shifted + sizes.shifted)
+    state = _up(col + sizes.work)
     if input_from is not None:
         state = max(state, _up(_stretch(x, input_from)[1]))
     low = state + sizes.state + (output_to.offset if output_to else 0)
     y = _at_or_above(low, _phase(output_to))
-    return SvdfArena(x, y, state, col, shifted, y + sizes.output)
+    return SvdfArena(x, y, state, col, col, y + sizes.output)
 
 
 def _state_on_top(sizes: _Sizes, input_from: Neighbour | None,
@@ -146,26 +190,29 @@ def _state_on_top(sizes: _Sizes, input_from: Neighbour | None,
     x = _phase(input_from)
     y = _at_or_above(x + sizes.input, _phase(output_to))
     col = _up(y + sizes.output)
-    shifted = _up(col + sizes.column)
-    ends = [_up(shifted + sizes.shifted)] + [
+    ends = [_up(col + sizes.work)] + [
         s[1] for s in (_stretch(x, input_from), _stretch(y, output_to)) if s]
     state = _up(max(ends))
-    return SvdfArena(x, y, state, col, shifted, state + sizes.state)
+    return SvdfArena(x, y, state, col, col, state + sizes.state)
 
 
 def _clear(arena: SvdfArena, sizes: _Sizes, input_from: Neighbour | None,
-           output_to: Neighbour | None) -> bool:
-    """Whether no neighbour's stretch covers the state and the SVDF's stretch covers
-    nothing a neighbour keeps."""
+           output_to: Neighbour | None, floor: int | None) -> bool:
+    """Whether no neighbour's stretch covers the state, the state lies under ``floor``
+    (where given), and the SVDF's stream writes nothing a neighbour keeps."""
     mine = (arena.state, arena.state + sizes.state)
+    if floor is not None and mine[1] > arena.input + floor:
+        return False
+    written = [(at, at + n) for at, n in ((arena.column, sizes.work), mine,
+                                          (arena.output, sizes.output)) if n]
     for at, theirs in ((arena.input, input_from), (arena.output, output_to)):
         if theirs is None:
             continue
         if _overlap(mine, _stretch(at, theirs)):
             return False
         base = at - theirs.offset
-        if any(_overlap((base + off, base + off + n), (0, arena.bytes))
-               for off, n in theirs.keeps):
+        if any(_overlap((base + off, base + off + n), w)
+               for off, n in theirs.keeps for w in written):
             return False
     return True
 
@@ -231,12 +278,15 @@ class _Emitter:
         b, f, m = svdf.batches, svdf.filters, svdf.memory
         rows = b * f   # one state row a filter and batch
         unit = 1.0
-        if m > 1:
-            old = FmSlot(SCRATCH_REGION, a.state + 1, (1, rows, m - 1), "int8", unit, 0)
-            tmp = FmSlot(SCRATCH_REGION, a.shifted, (1, rows, m - 1), "int8", unit, 0)
-            new = FmSlot(SCRATCH_REGION, a.state, (1, rows, m - 1), "int8", unit, 0)
-            self.copy(_view(old, (rows * m, m)), _view(tmp), "shift out")
-            self.copy(_view(tmp), _view(new, (rows * m, m)), "shift back")
+        step = shift_rows(svdf)
+        for first in range(0, rows, step) if step else ():
+            n = min(step, rows - first)
+            at = a.state + first * m
+            old = FmSlot(SCRATCH_REGION, at + 1, (1, n, m - 1), "int8", unit, 0)
+            tmp = FmSlot(SCRATCH_REGION, a.shifted, (1, n, m - 1), "int8", unit, 0)
+            new = FmSlot(SCRATCH_REGION, at, (1, n, m - 1), "int8", unit, 0)
+            self.copy(_view(old, (n * m, m)), _view(tmp), "shift out")
+            self.copy(_view(tmp), _view(new, (n * m, m)), "shift back")
         zp = svdf.state_q.zero_point
         x = FmSlot(SCRATCH_REGION, a.input, (1, b, svdf.input_size), "int8",
                    svdf.input_q.scale, svdf.input_q.zero_point)
@@ -283,6 +333,5 @@ def svdf_payload(svdf: Svdf, accelerator: str, names: tuple[str, str, str],
     ins = (ArenaTensor(names[0], (b, svdf.input_size), "int8", arena.input),
            ArenaTensor(names[1], (b, svdf.state_size), "int8", arena.state))
     outs = (ArenaTensor(names[2], (b, svdf.units), "int8", arena.output),)
-    sizes = _Sizes.of(svdf)
     return EthosUPayload(accelerator, bytes(payload), bytes(flash.data), arena.bytes, 0, ins,
-                         outs, work_bytes=_up(sizes.column) + sizes.shifted)
+                         outs, work_bytes=_Sizes.of(svdf).work)

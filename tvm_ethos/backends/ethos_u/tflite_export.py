@@ -411,19 +411,21 @@ class _Layout:
                  for n in self.order]
         read_later = [set(self.graph.graph_outputs).union(*reads[k + 1:])
                       for k in range(len(reads))]
+        g = self.graph.g
         steps = []
         for k, node in enumerate(self.order):
             if isinstance(node, str):
                 _, ifms, ofms = self.groups[node]
                 p = payloads[node]
-                # an input read again after it must lie where the stream writes nothing:
-                # what it writes is found only then (a dry run of the stream)
-                writes = arena_writes(p) if read_later[k] & set(ifms) else None
+                # an input read again after it must lie where the stream writes nothing,
+                # and a stream with a state may cover the states of others it does not
+                # write: what it writes is found only then (a dry run of the stream)
+                writes = arena_writes(p) if read_later[k] & set(ifms) or any(
+                    g.Tensors(t).IsVariable() for t in ifms) else None
                 steps.append(NpuStep(node, _slots(ifms, p.inputs), _slots(ofms, p.outputs),
                                      p.scratch_bytes, writes))
             else:
                 steps.append(CpuStep(reads[k], tuple(self.graph.writes[node])))
-        g = self.graph.g
         names = {t: (g.Tensors(t).Name() or b"").decode() for s in steps
                  if isinstance(s, NpuStep) for t in (x.tensor for x in s.ifms + s.ofms)}
         variables = frozenset(t for s in steps if isinstance(s, NpuStep) for t in

@@ -57,6 +57,24 @@ def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
                                                          stream.planned_peak, PLANNED_ALONE))
 
 
+class FloorAt(NamedTuple):
+    """The key in ``shared`` of what an SVDF records of its output tensor for the SVDFs
+    after it (:class:`Floor`)."""
+
+    tensor: int
+
+
+class Floor(NamedTuple):
+    """Where the lowest SVDF state placed so far starts, relative to the address of the
+    tensor it is recorded for (an SVDF's output), and that tensor's offset in the stretch
+    of the ethos-u operator reading it and that stretch's bytes (None: no such operator
+    held it): an SVDF reading what that operator writes finds the floor from them."""
+
+    below: int
+    reader_offset: int | None
+    reader_bytes: int | None
+
+
 def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
                shared: dict) -> GraphPart:
     svdf = ops_svdf.read_svdf(graph, index)
@@ -64,9 +82,42 @@ def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
     names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in (x, state, y))
     near = {t: stream_svdf.Neighbour(*shared[t], _kept(graph, t, shared))
             for t in (x, y) if t in shared}
-    arena = stream_svdf.SvdfArena.of(svdf, near.get(x), near.get(y))
+    floor = _floor(graph, x, shared)
+    arena = stream_svdf.SvdfArena.of(svdf, near.get(x), near.get(y), floor)
     payload = stream_svdf.svdf_payload(svdf, accelerator, names, arena)
+    lowest = arena.state - arena.input if floor is None else min(floor,
+                                                                 arena.state - arena.input)
+    reader = near.get(y)
+    shared[FloorAt(y)] = Floor(lowest + arena.input - arena.output,
+                               reader.offset if reader else None,
+                               reader.stretch_bytes if reader else None)
     return GraphPart(payload, (x, state), (y,), _report(name, payload, None))
+
+
+def _floor(graph: SourceGraph, x: int, shared: dict) -> int | None:
+    """Where the lowest state of the SVDFs before the one reading ``x`` starts, relative to
+    ``x``'s address: recorded with ``x`` where an SVDF wrote it, else found through the
+    ethos-u operator writing ``x`` from an earlier SVDF's output (the nearest such output
+    upstream, read by an operator whose stretch is as long as the writer's, as
+    :func:`_kept` tells stretches apart); None where no SVDF came before."""
+    if FloorAt(x) in shared:
+        return shared[FloorAt(x)].below
+    if x not in shared:
+        return None
+    seen, todo = {x}, [x]
+    while todo:
+        t = todo.pop(0)
+        for i in range(len(graph.kinds)):
+            if t not in graph.writes[i] or graph_operator(graph, i) is not None:
+                continue
+            for r in graph.reads[i]:
+                rec = shared.get(FloorAt(r))
+                if rec is not None and rec.reader_bytes == shared[x][1]:
+                    return rec.below + rec.reader_offset - shared[x][0]
+                if r not in seen:
+                    seen.add(r)
+                    todo.append(r)
+    return None
 
 
 def _kept(graph: SourceGraph, t: int, shared: dict) -> tuple[tuple[int, int], ...]:
