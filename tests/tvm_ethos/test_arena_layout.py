@@ -68,3 +68,23 @@ def test_an_input_its_stream_writes_over_is_refused_naming_the_operator():
                        "and its stream writes over it") as err:
         arena_bases(steps, {2}, NAMES)
     assert err.value.operator == "A"
+
+
+def _stateful(writes):
+    """A (input t0, state t5) then B reading A's result t1 (state t6): B's stretch starts
+    80 bytes under A's and reaches over A's state (16..80) to its result."""
+    a = NpuStep("A", (Slot(0, 0, 16), Slot(5, 16, 64)), (Slot(1, 80, 16),), 96,
+                ((16, 96),))
+    b = NpuStep("B", (Slot(1, 160, 16), Slot(6, 0, 64)), (Slot(2, 176, 16),), 192, writes)
+    return [a, b]
+
+
+def test_a_stretch_may_cover_a_state_its_stream_does_not_write():
+    # B writes its state (0..64) and its result (176..192): A's state stays intact from
+    # one invocation to the next; a stream whose writes are unknown, or reach it, may not
+    steps = _stateful(((0, 64), (176, 192)))
+    assert arena_bases(steps, {2}, NAMES, frozenset({5, 6})) == {"A": 80, "B": 0}
+    for writes in (None, ((0, 64), (100, 120), (176, 192))):
+        with pytest.raises(UnsupportedModelError, match="B: its stream would overwrite "
+                                                        "tensor 't5'"):
+            arena_bases(_stateful(writes), {2}, NAMES, frozenset({5, 6}))
