@@ -271,12 +271,13 @@ def test_a_state_of_another_type_than_weights_time_is_refused_by_name():
 @given(case=_CASES, data=st.data())
 def test_the_state_lies_clear_of_the_neighbours_and_theirs_of_it(case, data):
     """For any neighbours (the writer of its input, the reader of its output: where the
-    shared tensor lies in their stretches, how long those are, what they keep) and any
-    floor (where the states placed before it start, relative to its input), the layout
-    puts every tensor at the neighbour's phase, inside the stretch, the input, the state
-    and the working buffers apart (the output may lie over the working buffers, done with
-    when the last operation writes it), the state out of the neighbours' stretches and
-    under the floor, and nothing it writes over what they keep; or it refuses by name."""
+    shared tensor lies in their stretches, how long those are, what they keep), any floor
+    (where the states placed before it start, relative to its input) and whether its input
+    is read after it, the layout puts every tensor at the neighbour's phase, inside the
+    stretch, the input, the state and the working buffers apart (the output may lie over
+    the working buffers, done with when the last operation writes it, and over the input
+    where nothing reads it after), the state out of the neighbours' stretches and under the
+    floor, and nothing it writes over what they keep; or it refuses by name."""
     svdf = read_svdf(SourceGraph(read_source(svdf_model(case))), 0)
     sizes = stream_svdf._Sizes.of(svdf)
 
@@ -291,8 +292,9 @@ def test_the_state_lies_clear_of_the_neighbours_and_theirs_of_it(case, data):
 
     before, after = neighbour(sizes.input), neighbour(sizes.output)
     floor = data.draw(st.none() | st.integers(-4000, 4000))
+    kept = data.draw(st.booleans())
     try:
-        arena = stream_svdf.SvdfArena.of(svdf, before, after, floor)
+        arena = stream_svdf.SvdfArena.of(svdf, before, after, floor, kept)
     except UnsupportedOperatorError as err:
         assert "keeps its state clear" in str(err)
         return
@@ -305,7 +307,7 @@ def test_the_state_lies_clear_of_the_neighbours_and_theirs_of_it(case, data):
     apart.sort()
     assert all(a[1] <= b[0] for a, b in zip(apart, apart[1:])), apart
     y = (arena.output, arena.output + sizes.output)
-    for name in ("input", "state"):
+    for name in ("input", "state") if kept else ("state",):
         at, n = spans[name]
         assert y[1] <= at or at + n <= y[0], name
     state = (arena.state, arena.state + sizes.state)
@@ -349,3 +351,13 @@ def test_svdfs_in_a_row_share_their_working_buffers():
     x = np.zeros(cm.inputs[0].shape, np.int8)
     arena = TfliteGraph(cm.tflite, "ethos-u55-128").run([x])[1].high_water[1]
     assert states <= arena < states + work, (arena, states, work)
+
+
+def test_the_output_lies_over_an_input_nothing_reads_after():
+    """The input is done with once the new column is formed; the output, written last,
+    takes its place unless something reads the input after the SVDF."""
+    svdf = read_svdf(SourceGraph(read_source(svdf_model(SvdfCase(input_size=20)))), 0)
+    free = stream_svdf.SvdfArena.of(svdf, input_kept=False)
+    kept = stream_svdf.SvdfArena.of(svdf)
+    assert free.output == free.input
+    assert kept.output >= kept.input + svdf.batches * svdf.input_size

@@ -86,12 +86,15 @@ class SvdfArena(NamedTuple):
 
     @classmethod
     def of(cls, svdf: Svdf, input_from: Neighbour | None = None,
-           output_to: Neighbour | None = None, floor: int | None = None) -> "SvdfArena":
+           output_to: Neighbour | None = None, floor: int | None = None,
+           input_kept: bool = True) -> "SvdfArena":
         """The first layout that keeps the state out of the neighbours' stretches and off
         the states placed before it, and the SVDF's writes off what the neighbours keep.
         ``floor``: where the lowest state placed so far starts, relative to the input's
-        address (None: none known). First the state below everything (the neighbours'
-        stretches and ``floor``), the input, the working buffers and the output above: a
+        address (None: none known); ``input_kept``: whether anything reads the input
+        after the SVDF (else the output may lie over it). First the state below
+        everything (the neighbours' stretches and ``floor``), the input, the working
+        buffers and the output above: a
         chain of SVDFs stacks its states downwards, each under the ones before, while
         every SVDF's working buffers lie where the chain's tensors pass, the same bytes
         for all of them (the stretch covers the states before its own, which its stream
@@ -100,7 +103,7 @@ class SvdfArena(NamedTuple):
         its own operator's input and output); else the state above everything, the
         neighbours' stretches included; UnsupportedOperatorError where none does."""
         sizes = _Sizes.of(svdf)
-        layouts = (_stacked(sizes, input_from, output_to, floor),
+        layouts = (_stacked(sizes, input_from, output_to, floor, input_kept),
                    _chained(sizes, input_from, output_to),
                    _state_on_top(sizes, input_from, output_to))
         for arena in layouts:
@@ -155,13 +158,13 @@ def _at_or_above(low: int, phase: int) -> int:
 
 
 def _stacked(sizes: _Sizes, input_from: Neighbour | None, output_to: Neighbour | None,
-             floor: int | None) -> SvdfArena:
+             floor: int | None, input_kept: bool) -> SvdfArena:
     """The state lowest, under the neighbours' stretches and ``floor``; above it (past the
     states before it) the input, the working buffers, the output over them (it is written
-    last, from the state alone)."""
+    last, from the state alone), and over the input too where nothing reads it after."""
     x = _phase(input_from)   # offsets from here on are relative to the stretch's start
     work = _up(x + sizes.input)
-    y = _at_or_above(work, _phase(output_to))
+    y = _at_or_above(work if input_kept else x, _phase(output_to))
     top = max(work + sizes.work, y + sizes.output)
     ceiling = min([x] + [s[0] for s in (_stretch(x, input_from), _stretch(y, output_to)) if s]
                   + ([x + floor] if floor is not None else []))

@@ -83,7 +83,9 @@ def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
     near = {t: stream_svdf.Neighbour(*shared[t], _kept(graph, t, shared))
             for t in (x, y) if t in shared}
     floor = _floor(graph, x, shared)
-    arena = stream_svdf.SvdfArena.of(svdf, near.get(x), near.get(y), floor)
+    kept = x in graph.graph_outputs or any(x in graph.reads[i] for i in range(len(graph.kinds))
+                                           if i != index)
+    arena = stream_svdf.SvdfArena.of(svdf, near.get(x), near.get(y), floor, kept)
     payload = stream_svdf.svdf_payload(svdf, accelerator, names, arena)
     lowest = arena.state - arena.input if floor is None else min(floor,
                                                                  arena.state - arena.input)
