@@ -5,6 +5,10 @@ operators of Vela 5.2 ``--optimise Size`` and whether every operator Vela puts o
 ours (issue 28's "partition like Vela, or better"), the SRAM the file's streams touched on the
 functional model (emulated) against Vela Size's "Total SRAM used", the bytes the streams' DMA
 commands move in one inference against those of Vela Size's own streams (both emulated),
+the arena a TFLite Micro application gives each file in all, ours and Vela Size's (the
+ethos-u operators' arena plus what the CPU operators' tensors, states and scratch need:
+``benchmarks/tflm_arena.py`` gives the rule; Vela's SRAM figure leaves out the states and
+scratch of the operators it keeps on the CPU),
 whether the outputs equal TFLite Micro's interpreter on the source on N random inputs (plus
 tflite-micro's two test images for person_detect; where the source ends in a SOFTMAX that
 TFLite Micro's kernel aborts on, as MobileNetV1-224's, its interpreter up to the logits and
@@ -37,6 +41,8 @@ import numpy as np
 from tvm_ethos.reports.tflite_ops import operator_kinds
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.tflm_arena import tflm_arena  # noqa: E402
 
 ACCELERATORS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 IMAGES = {"person_detect": ("person.bmp", "no_person.bmp")}
@@ -138,13 +144,16 @@ def one(model: str, accelerator: str, runs: int, budget: str, vela_file: str = "
             fast = max(fast, stats.high_water.get(2, 0))
             dma = max(dma, _dma(stats))
         out["dma"] = dma
+        out["tflm"] = tflm_arena(graph).total
     except Exception as err:   # a runner that cannot run the file: reported, not raised
         out.update(equal=None, why=f"the file: {type(err).__name__}: "
                                    f"{str(err).splitlines()[0][:70]}")
         return out
     if vela_tflite:
         try:
-            out["vela_dma"] = _dma(TfliteGraph(vela_tflite, accelerator).run(inputs[0])[1])
+            vela_graph = TfliteGraph(vela_tflite, accelerator)
+            out["vela_dma"] = _dma(vela_graph.run(inputs[0])[1])
+            out["vela_tflm"] = tflm_arena(vela_graph).total
         except Exception as err:   # the functional model cannot run Vela's file: no figure
             out["vela_note"] = (f"Vela's file on the functional model: {type(err).__name__}: "
                                 f"{str(err).splitlines()[0][:60]}")
@@ -207,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     head = (f"{'model':<28} {'accelerator':<14} {'compiled':>8} {'NPU':>4} {'CPU':>4} "
             f"{'Vela CPU':>8} {'<=Vela':>6} {'NPU>=Vela':>9} {'arena B':>9} {'fast B':>8} "
             f"{'SRAM KiB':>9} {'Vela KiB':>9} {'<=Vela':>6} {'DMA B':>9} {'Vela DMA B':>10} "
-            f"{'<=Vela':>6} {'=TFLM':>6} {'compile s':>9}  notes")
+            f"{'<=Vela':>6} {'TFLM B':>7} {'Vela TFLM B':>11} {'<=Vela':>6} {'=TFLM':>6} "
+            f"{'compile s':>9}  notes")
     print(head)
     print("-" * len(head))
     for model in models:
@@ -223,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                 done = "no" if r.get("compiled") is False else "crash"
                 print(f"{name:<28} {acc:<14} {done:>8} {'':>4} {'':>4} {_n(vela_cpu):>8} "
                       f"{'':>6} {'':>9} {'':>9} {'':>8} {'':>9} {_kib(vela.get('sram')):>9} "
-                      f"{'':>6} {'':>9} {'':>10} {'':>6} {'':>6} {'':>9}  "
+                      f"{'':>6} {'':>9} {'':>10} {'':>6} {'':>7} {'':>11} {'':>6} {'':>6} "
+                      f"{'':>9}  "
                       f"{r.get('why', '')}")
                 continue
             sram = (r["fast"] if acc.startswith("ethos-u65") else r["arena"]) \
@@ -250,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{_kib(vela.get('sram')):>9} "
                   f"{_le(None if sram is None else sram / 1024, vela.get('sram'), 0.005):>6} "
                   f"{_n(r.get('dma')):>9} {_n(r.get('vela_dma')):>10} "
-                  f"{_le(r.get('dma'), r.get('vela_dma')):>6} {eq:>6} "
+                  f"{_le(r.get('dma'), r.get('vela_dma')):>6} {_n(r.get('tflm')):>7} "
+                  f"{_n(r.get('vela_tflm')):>11} {_le(r.get('tflm'), r.get('vela_tflm')):>6} "
+                  f"{eq:>6} "
                   f"{r['seconds']:>9.1f}  {'; '.join(notes)}", flush=True)
     print("\nSRAM: emulated (the functional model's high-water marks over every run) of the "
           "ethos-u operators' arena; the tensors of operators kept as TFLite operators are "
@@ -262,7 +275,12 @@ def main(argv: list[str] | None = None) -> int:
           "Vela's summary's CPU operators. NPU>=Vela: every source operator Vela puts on the "
           "NPU is on ours (Vela's CPU operators matched to the source by kind and output "
           "shape, in order). DMA: bytes the streams' DMA commands moved in one inference, "
-          "ours and Vela Size's .tflite, both run on the functional model (emulated).")
+          "ours and Vela Size's .tflite, both run on the functional model (emulated). TFLM: "
+          "the arena a TFLite Micro application gives the file in all (the ethos-u "
+          "operators' arena as the file lays it out, plus the CPU operators' states and the "
+          "largest CPU operator's tensors and scratch outside it, as TFLite Micro's "
+          "allocator plans each; benchmarks/tflm_arena.py), ours and Vela Size's; on an "
+          "Ethos-U65 that arena is DRAM and the fast scratch is apart.")
     return 0
 
 

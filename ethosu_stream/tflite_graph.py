@@ -243,6 +243,12 @@ class _CpuOperator:
         except RuntimeError as exc:
             raise StreamError(f"TFLite Micro refuses {self.name}: {exc}") from None
 
+    @property
+    def interpreter(self):
+        """TFLite Micro's interpreter of this operator alone (what its allocator reports
+        of the operator, for one)."""
+        return self._it
+
     def run(self, values: dict) -> list[np.ndarray]:
         for i, t in enumerate(self.inputs):
             if t not in values:

@@ -17,6 +17,7 @@ from svdf_models import NONE, SvdfCase, svdf_cases, svdf_model, svdf_stack
 
 import tvm_ethos
 from benchmarks.real_models import vela_size
+from benchmarks.tflm_arena import tflm_arena
 from ethosu_stream.tflite_graph import TfliteGraph
 from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u import stream_svdf
@@ -162,15 +163,21 @@ def _with_svdf_outputs(source: bytes) -> bytes:
 
 def test_keyword_scrambled_runs_its_svdfs_on_the_npu():
     """Its seven SVDFs on the NPU (Vela 5.2 keeps them on the CPU), and its int16 -> int32
-    QUANTIZE (test_quantize32.py): nothing stays on the CPU, where Vela's keeps 8; the
-    file's output equals TFLite Micro's over two invocations (four, and every SVDF's output,
-    under slow)."""
+    QUANTIZE (test_quantize32.py): nothing stays on the CPU, where Vela's keeps 8, in no
+    more TFLite Micro arena in all than Vela Size's file (its SRAM plus its SVDFs' states
+    and scratch on the CPU); the file's output equals TFLite Micro's over two invocations
+    (four, and every SVDF's output, under slow)."""
     path = model_path("tflite-micro/keyword_scrambled_8bit")
     source = path.read_bytes()
     cm = tvm_ethos.compile(path, "ethos-u", cache_dir=False)
     kept = [p.kind for p in cm.placement if p.placed_on != "ethos-u"]
     assert kept == [], cm.placement_table
-    assert len(kept) < vela_size(str(path), "ethos-u55-128")["cpu"] == 8
+    vela = vela_size(str(path), "ethos-u55-128")
+    assert len(kept) < vela["cpu"] == 8
+    ours = tflm_arena(TfliteGraph(cm.tflite, "ethos-u55-128"))
+    theirs = tflm_arena(TfliteGraph(vela["tflite"], "ethos-u55-128"))
+    assert theirs.states == 5120 and ours.states == 0
+    assert ours.total <= theirs.total, (ours, theirs)
     _assert_file_runs_as_tflm(cm, source, runs=2)
 
 
@@ -232,6 +239,26 @@ def test_variants_the_stream_does_not_reproduce_stay_tflite_operators(variant, w
             interpreter.invoke()
             want = interpreter.get_output(0)
             assert np.array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
+def test_the_tflm_arena_of_an_svdf_on_the_cpu_is_its_state_tensors_and_scratch():
+    """An SVDF TFLite Micro runs (an int16 one, which stays on the CPU): its state is the
+    file's persistent arena (filters x memory int16 values a batch), the rest its
+    input, output and the two int32 scratch buffers its kernel asks for (a value a filter
+    and batch, a value a unit and batch), each 16-byte aligned, as TFLite Micro's
+    SVDF kernel and planner lay them out."""
+    case = SvdfCase(batches=2, input_size=5, units=3, rank=2, memory=7, state_dtype="int16",
+                    state_zp=0)
+    cm = tvm_ethos.compile(svdf_model(case), "ethos-u", cache_dir=False)
+    assert cm.partition_summary == {"tflite-micro": 1}
+    b, f, u = case.batches, case.units * case.rank, case.units
+
+    def up(n):
+        return -(-n // 16) * 16
+
+    assert tflm_arena(TfliteGraph(cm.tflite, "ethos-u55-128")) == (
+        0, up(2 * b * f * case.memory), up(b * case.input_size) + up(b * u) + up(4 * b * f)
+        + up(4 * b * u))
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
