@@ -94,7 +94,7 @@ def _held(fused: tvm.IRModule, source_vars: dict, is_new) -> set[str]:
 
 def _pick(found: list[str], mine: str | None, own: str, taken: set[str], held: set[str]) -> str:
     """Which of the equal source bindings ``found`` a composite's binding stands for: the one
-    whose variable it is (``mine``), where no call took it yet; else, among those no call took
+    whose variable it is (``mine``), where no binding took it yet; else, among those none took
     and whose variable the fusion did not keep elsewhere, the one of its name (``own``), else
     the first. A composite's output is named afresh, and a function shared by equal composites
     carries the first call's variables, so for them only structure tells, and only the
@@ -145,12 +145,14 @@ def source_names(fused: tvm.IRModule, source: tvm.IRModule, is_new) -> SourceNam
                     f"computes {_name(ib.var)}, which no binding of the module it was fused "
                     "from computes, so its operator cannot be named in the partition report")
             names[ib.var] = _pick(found, source_vars.get(ib.var), _name(ib.var), taken, held)
+            # taken at once: a composite reading one tensor twice (MINIMUM(x, x)) holds two
+            # equal bindings, each standing for its own source binding
+            taken.add(names[ib.var])
         call, _ = _output_call(func)
         root = next((ib.var for ib in _bindings(func) if ib.value.same_as(call)), None)
         if root is None or root not in names:
             raise CompileError(f"the composite {func.attrs['Composite']} called by "
                                f"{_name(b.var)} has no output call to name")
         outer[b.var] = names[root]
-        taken.update(names[ib.var] for ib in _bindings(func) if ib.var in names)
         inner[b.var] = names
     return SourceNames(outer, inner)

@@ -16,6 +16,7 @@ import tflite
 import tflite_builder as tb
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mixed_models import Dtype, Kind, Recipe, Step, build
 from test_partition_rejected_matches import assert_report_is_the_module
 
 import tvm_ethos
@@ -114,3 +115,21 @@ def test_one_of_two_equal_reshapes_taken_is_named_and_exact(case):
 @given(case=_d2s_and_chains())
 def test_one_of_two_equal_reshapes_taken_is_named_and_exact_many(case):
     test_one_of_two_equal_reshapes_taken_is_named_and_exact.hypothesis.inner_test(case)
+
+
+# ------------------------------------------------ one tensor read twice, by two equal composites
+@pytest.mark.parametrize("kind", [Kind.MINIMUM, Kind.MAXIMUM])
+@settings(max_examples=3, deadline=None)
+@given(dtype=st.sampled_from(list(Dtype)), seed=st.integers(0, 2**16),
+       shape=st.tuples(st.just(1), st.integers(1, 4), st.integers(1, 4), st.integers(1, 3)))
+def test_two_equal_composites_each_reading_one_tensor_twice_are_named(kind, dtype, seed, shape):
+    """``op(x, x)`` then ``op(y, y)`` of its result, quantized as its input (so the two
+    composites are equal, and ``FuseOpsByPattern`` shares one function between them): each
+    dequantizes its one input twice, two equal bindings in one composite. The second call's
+    two were both named after the same source binding, its operator then read a binding no
+    source binding computes, and ``ethos-u,llvm`` did not compile (issue 28). Every operator
+    is on the NPU, named once, each composite computing what it is named after."""
+    model = build(Recipe(shape, seed, (Step(kind, (None,), 0), Step(kind, (None,), 1)), dtype))
+    _, report = assert_report_is_the_module(tvm_ethos.load_model(model), "ethos-u,llvm")
+    assert [(op.tflite_name, op.placed_on) for op in report.operators] == [
+        (kind.value, "ethos-u")] * 2, str(report)
