@@ -44,8 +44,11 @@ import math
 from dataclasses import dataclass, field
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, te, tirx
 from tvm.ir import Range
+from tvm.sym import Analyzer
+from tvm.tirx import IndexMap
 
 from planner.aliases import aliased_outputs
 from planner.line_buffer import LineBufferError, line_timing
@@ -66,6 +69,9 @@ from tvm_ethos.emulator.planned_memory import (  # noqa: F401 - MemoryMismatchEr
     planned_bytes,
 )
 from tvm_ethos.errors import CompileError
+
+#: ``Schedule.annotate_buffer_access`` without its Python check (see ``_read_as_planned``)
+_ANNOTATE_BUFFER_ACCESS = tvm.get_global_func("s_tir.schedule.ScheduleAnnotateBufferAccess")
 
 
 class UnrealizableScheduleError(CompileError):
@@ -234,6 +240,7 @@ def apply_proposal(lowered, match, proposal, device=None):
     def blk(t):
         return sch.get_sblock(t.op.name)
 
+    _read_as_planned(sch, match)
     # 1. weight copies: cache_read before anything moves, so the copy stays before its Plan
     consts = {t.op.name for t in lowered.const_tensors}
     copy_block = {}   # (plan index, constant) -> the copy block
@@ -312,6 +319,68 @@ def apply_proposal(lowered, match, proposal, device=None):
         for mp, tc in rolling:
             _lockstep(sch, mp, step, computed[mp.part.name], tc, prologue)
     return sch.mod["main"]
+
+
+def _whole_axes(prop, shape) -> list[int]:
+    """The input axes a propagator reads whole whatever the output stripe: no output
+    coordinate moves them, and the window spans the extent from 0."""
+    return [d for d in range(prop.input_dims)
+            if not any(prop.transform[d][:-1]) and prop.transform[d][-1] == shape[d]
+            and prop.offset[d] == 0]
+
+
+def _same(expr, new) -> bool:
+    """Whether a region bound ``expr`` is already ``new`` (an int or an expression)."""
+    if isinstance(new, int):
+        return isinstance(expr, tirx.IntImm) and int(expr) == new
+    return tvm_ffi.structural_equal(expr, new)
+
+
+def _read_as_planned(sch, match) -> None:
+    """Make every block read its feature maps where its Part's propagator says
+    (``explicit_read_region``), so that ``compute_at`` computes the windows the planner
+    planned. TVM relaxes a block's read region as written, a RESHAPE's flattened index
+    (``floordiv`` / ``floormod``) included, where the matcher simplified it first, with the
+    iterators' ranges (``part_matchers.stage_reads``):
+
+    * an axis the matcher found affine only once simplified (a RESHAPE that only moves axes)
+      TVM relaxes, unsimplified, to the whole extent: the producer then computed more rows
+      than its planned ring holds, and they overwrote one another; each index is read here
+      as the matcher simplified it;
+    * an axis the matcher found no affine map for is planned whole, and the producer's buffer
+      holds it whole; TVM's relaxation can be tighter (one element of a one-element stripe),
+      and the schedule computed, and allocated, less than planned; it is read whole here."""
+    for mp in match.parts:
+        if isinstance(mp.root.op, te.ExternOp):
+            continue   # computed whole already (``_with_extern_regions``)
+        for x, prop in zip(mp.part.inputs, mp.part.propagators):
+            if x.is_constant:
+                continue
+            whole = _whole_axes(prop, x.shape)
+            for s in [mp.root] + mp.stages:
+                if all(t.op.name != x.name for t in s.op.input_tensors):
+                    continue
+                b = sch.get_sblock(s.op.name)
+                block = sch.get(b)
+                idx = _read_index(sch, b, x.name)
+                region = block.reads[idx].region
+                ana = Analyzer()
+                for iv in block.iter_vars:
+                    if int(iv.dom.extent) > 1:   # as ``stage_reads`` binds them
+                        ana.bind(iv.var, iv.dom)
+                bounds = []
+                for d, r in enumerate(region):
+                    if d in whole:
+                        bounds += [0, x.shape[d]]
+                    else:
+                        bounds += [ana.simplify(r.min), ana.simplify(r.min + r.extent)]
+                old = [e for r in region for e in (r.min, r.min + r.extent)]
+                if all(_same(o, n) for o, n in zip(old, bounds)):
+                    continue
+                # (``Schedule.annotate_buffer_access`` asks one range per block iterator,
+                # which a reduction's block or a reshape between ranks does not have)
+                iters = [iv.var for iv in block.iter_vars]
+                _ANNOTATE_BUFFER_ACCESS(sch, b, idx, 0, IndexMap(iters, bounds, None))
 
 
 def _line_timing(graph, plan, configs, parts):
