@@ -256,10 +256,8 @@ def test_two_minimums_each_reading_one_tensor_twice_compile_on_ethos_u_llvm():
     gave both of its equal dequantizes one source binding, and the compile failed."""
     model = build(Recipe((1, 6, 10, 3), 9, (Step(Kind.MINIMUM, (None,), 0),
                                             Step(Kind.MINIMUM, (None,), 1))))
-    out = check(model, llvm=True)
+    out = check(model, llvm=True)   # ethos-u,llvm too (test_partition_equal_bindings: placed)
     assert out.placed == {"ethos-u": 2} and not out.host_reasons, out.host_reasons
-    cm = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False)
-    assert cm.partition_summary == {"ethos-u": 2}, cm.partition_summary
 
 
 @pytest.mark.slow
