@@ -280,8 +280,8 @@ def test_a_uint8_sum_over_the_depth_after_an_upscale_compiles_on_ethos_u_llvm():
     "and column (3x3 of a 2x2 output) to the CONV's input, 4x3 rows and columns of the "
     "SUB(x, x) before it, where the CONV computes its 2x2 and reads 3x3; the schedule "
     "allocates 203 B of NPU SRAM where the Proposal predicts 218 B on ethos-u,llvm (the "
-    "tflite-micro host compiles it, its stream touching less than planned). The planner "
-    "would clip a compute stripe to its tensor before propagating it, a plan change"))
+    "tflite-micro host compiles it). The planner would clip a compute stripe to its tensor "
+    "before propagating it, a plan change"))
 def test_a_pool_padding_past_a_strided_convolution_compiles_on_ethos_u_llvm():
     """The sweep's case (campaign 11)."""
     model = build(Recipe((1, 7, 6, 5), 758, (

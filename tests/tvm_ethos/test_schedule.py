@@ -431,7 +431,7 @@ def test_a_reshape_in_a_cascade_computes_what_it_plans(recipe):
     axes (the second example, rows read as columns), TVM relaxed its index to every row of
     the input: the producer computed 5 rows into its planned ring of 2 and the output was
     wrong. A RESHAPE that reads an axis through a ``floordiv`` is left out: the planner
-    rounds that window up (the next test)."""
+    rounds that window up (``test_a_window_read_through_a_floordiv_allocates_what_it_plans``)."""
     lw, match = subgraph_of(build(recipe))
     assume(not _fractional(match))
     device = planning_device("ethos-u55-128")
