@@ -12,6 +12,11 @@ synthetic chains and residual graphs get the second file.
 Exit status 1 when any file differs (each difference is named on one line). ``--ignore KEY``
 (repeatable) compares the JSON with every KEY left out of both sides: a change that only adds
 a reported field (``estimated_stream_bytes``) proves every other value unchanged.
+
+The candidate count (``plan_candidates``) is information, not a result: it is printed, old
+and new, where it changed, and never makes a file differ (what it counts changed with the
+bounded walks, rfcs/0001). Every other value (the frontier, the chosen Proposal, its memory,
+cycles, Plans, stripes and reports, every frontier Proposal in full) is compared.
 """
 from __future__ import annotations
 
@@ -93,13 +98,26 @@ def main() -> int:
                 continue
             with open(path) as f:
                 old = f.read()
-            same = old == text if not args.ignore else \
-                _without(old, args.ignore) == _without(text, args.ignore)
+            ignored = [*args.ignore, INFORMATION]
+            same = _without(old, ignored) == _without(text, ignored)
             differ += not same
-            print(f"{'same' if same else 'DIFFERS'}  {os.path.basename(path)}")
+            counts = [_counts(t) for t in (old, text)]
+            note = f"  ({INFORMATION} {counts[0]} -> {counts[1]})" \
+                if counts[0] != counts[1] else ""
+            print(f"{'same' if same else 'DIFFERS'}  {os.path.basename(path)}{note}")
     if args.check:
         print("all identical" if not differ else f"{differ} file(s) differ")
     return 1 if differ else 0
+
+
+#: Printed where it changed, never compared.
+INFORMATION = "plan_candidates"
+
+
+def _counts(text: str) -> list:
+    """The candidate counts of ``text``'s JSON lines (None for a line without one)."""
+    return [json.loads(line).get(INFORMATION) if line.strip().startswith("{") else None
+            for line in text.splitlines() if line.strip()]
 
 
 def _without(text: str, keys: list[str]):

@@ -33,6 +33,7 @@ from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.point_sets import PointSet, culled, extended, merged, staged_frontier
 from planner.stream_estimate import plan_stream
 from planner.stripes import StripeConfig, unchecked_config
+from planner.walk_bound import SinkBound
 from planner.whole_on_a_tie import whole_on_a_tie
 
 # Members bound once: read through their Enum class, each costs a Python-level lookup, and
@@ -423,13 +424,19 @@ class PlanGenerator(PlanCosting):
                 for mem, cyc, (spec, copied) in zip(*points):
                     yield start, mem + stage, cyc, RawSpec(spec, copied)
 
-    def interval_frontiers(self, end: int) -> tuple[int, dict[int, list[FrontierPoint]]]:
+    def interval_frontiers(self, end: int, bound: SinkBound | None = None
+                           ) -> tuple[int, dict[int, list[FrontierPoint]]]:
         """(candidate count, {start: Pareto frontier}) for every
         interval ending at ``end``: the frontiers of ``candidates`` culled per interval, with
-        the same points and tie-breaks, but built for the survivors only."""
+        the same points and tie-breaks, but built for the survivors only.
+
+        With a ``bound`` (one process, the DP of every earlier sink done) each frontier is
+        recorded in it as it is made, and the walk stops a group whose future it bounds: the
+        frontiers then lack only points that can never enter the DP's frontier at ``end``
+        (rfcs/0001, "Bounded walks"); the count is of the points the walk made."""
         count = 0
         by_start: dict[int, list] = {}
-        for start, point_sets in self._walk(end):
+        for start, point_sets in self._walk(end, bound):
             count += sum(len(points.memory) for _, points in point_sets)
             if len(point_sets) == 1:        # one group: already a Pareto set, shifted
                 stage, points = point_sets[0]
@@ -439,11 +446,14 @@ class PlanGenerator(PlanCosting):
                 front = staged_frontier(point_sets)
             # named once culled: most candidates are not (built with tuple.__new__, as
             # NamedTuple._make does, without a Python-level __new__ call per point)
-            by_start[start] = [_new(FrontierPoint, (mem, cyc, _new(RawSpec, raw)))
-                               for mem, cyc, raw in front]
+            points = by_start[start] = [_new(FrontierPoint, (mem, cyc, _new(RawSpec, raw)))
+                                        for mem, cyc, raw in front]
+            if bound is not None:
+                bound.found(start, [pt[0] for pt in points], [pt[1] for pt in points])
         return count, by_start
 
-    def _walk(self, end: int) -> Iterator[tuple[int, list[tuple[int, PointSet]]]]:
+    def _walk(self, end: int, bound: SinkBound | None = None
+              ) -> Iterator[tuple[int, list[tuple[int, PointSet]]]]:
         """(start, [(weight staging bytes, Pareto set) of each group]) for the intervals
         ``[start, end]``, start descending; a point is (memory, cycles, (spec, Parts copied))
         without the group's staging buffer, held in columns (``point_sets``).
@@ -460,6 +470,9 @@ class PlanGenerator(PlanCosting):
         Weight placement is chosen per Part: streaming a Part's weights from their home on
         every stripe, or copying them to SRAM once (when the Part runs several stripes and
         both placements are allowed). That knapsack is carried exactly by the Pareto sets.
+
+        ``bound`` (``interval_frontiers``): once a start is yielded, a group none of whose
+        descendants can enter the DP's frontier (``SinkBound.ends``) is not extended.
         """
         sink = self.topo[end]
         groups: dict = {}
@@ -481,6 +494,9 @@ class PlanGenerator(PlanCosting):
         elif groups:
             yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
         while groups:
+            if bound is not None:
+                groups = {k: v for k, v in groups.items()
+                          if not bound.ends(i, k[3] + v[1].memory[0], v[1].cycles[-1])}
             step = next(steps, None)
             if step is None:
                 return
@@ -494,6 +510,11 @@ class PlanGenerator(PlanCosting):
                 if ext is None:
                     continue
                 stripe, options, cfg_stage = ext
+                if bound is not None and any(dm < 0 or dc < 0 for dm, dc, _ in options):
+                    raise PlannerError(f"internal: extending a walk over {name} would lower "
+                                       f"its memory or cycles ({options[0][:2]}); the bounded "
+                                       "walk needs costs that only grow (ProposalSearch "
+                                       "prune=False walks without the bound)")
                 new_compute = {q: stripe if q == name else compute[q] for q in open_parts}
                 key = (mode, granule, tuple(new_compute.values()), max(stage, cfg_stage))
                 grow = extended(points, options)

@@ -38,6 +38,7 @@ from planner.plan import Plan
 from planner.plans import PlanGenerator, make_spec
 from planner.sink_walks import default_workers, interval_frontiers
 from planner.stream_estimate import stream_bytes
+from planner.walk_bound import SinkBound
 
 
 @dataclass(frozen=True)
@@ -175,16 +176,28 @@ def _collector_paused():
 
 
 class ProposalSearch:
-    """Runs the DP and keeps what is needed to rebuild any frontier Proposal."""
+    """Runs the DP and keeps what is needed to rebuild any frontier Proposal.
+
+    ``plan_candidates``: the (Plan, prefix) candidates on every prefix's frontier, plain
+    and prefetching: the same whether the walks were bounded, on one process or several."""
 
     def __init__(self, graph: PlannerGraph, device: Device,
-                 options: PlannerOptions | None = None, workers: int | None = None) -> None:
+                 options: PlannerOptions | None = None, workers: int | None = None,
+                 prune: bool = True) -> None:
+        """``prune``: on one process, stop the walks whose every future Plan a Proposal
+        already found beats (``walk_bound``): the same frontier and Proposals, with less
+        work; False walks everything (the definition the bounded search is tested against).
+        Several processes walk unbounded: their walks run before the DP that bounds them."""
         if not graph.parts:
             raise PlannerError("the graph has no parts to plan")
         if workers is not None and (type(workers) is not int or workers < 1):
             raise PlannerError(f"workers must be an integer >= 1 (processes for the search), "
                                f"got {workers!r}")
+        if not isinstance(prune, bool):
+            raise PlannerError(f"prune must be True or False (whether to bound the walks), "
+                               f"got {prune!r}")
         self.workers = default_workers(len(graph.parts)) if workers is None else workers
+        self.prune = prune
         self.graph = graph
         self.device = device
         self.options = options or PlannerOptions()
@@ -203,10 +216,19 @@ class ProposalSearch:
         # the same fronts as int64 (memory, cycles) columns, while every value fits
         columns: list | None = [(np.zeros(1, np.int64), np.zeros(1, np.int64))]
         pre_columns: list = [(np.zeros(0, np.int64), np.zeros(0, np.int64))]
-        for j, (count, by_start) in enumerate(interval_frontiers(self.gen, self.workers)):
-            self.plan_candidates += count
+        def bound_of(j: int) -> SinkBound | None:
+            # the prefix fronts as columns up to the sink (the DP of every earlier sink is
+            # done when the walk of ``j`` starts); none once the DP runs on lists
+            if columns is None:
+                return None
+            lowest = max(0, j - self.options.max_plan_size + 1)
+            live = _LiveAt(base, own[j], j, 0 if may_alias(topo[j], self.graph) else own[j])
+            return SinkBound(lowest, j, [m for m, _ in columns], [c for _, c in columns],
+                             [live[s] if s >= lowest else 0 for s in range(j + 1)])
+
+        bounded = bound_of if self.prune and self.workers <= 1 else None
+        for j, (_, by_start) in enumerate(interval_frontiers(self.gen, self.workers, bounded)):
             variants = self.gen.prefetch_variants(j)
-            self.plan_candidates += len(variants)
             live = _LiveAt(base, own[j], j, 0 if may_alias(topo[j], self.graph) else own[j])
             step = None
             if columns is not None:
@@ -223,6 +245,11 @@ class ProposalSearch:
             if columns is not None:
                 columns.append(arrays[0])
                 pre_columns.append(arrays[1])
+        # What the search kept, not what it walked: the bounded walk makes fewer points than
+        # the unbounded, and one process bounds while several do not, so only the fronts,
+        # the same either way, give a count that is the same for the same model and options.
+        self.plan_candidates = sum(len(f) for f in self.fronts[1:]) + \
+            sum(len(f) for f in self.prefetch_fronts[1:])
 
     def _sink_on_arrays(self, j: int, by_start: dict, variants: list, live: _LiveAt,
                         columns: list, pre_columns: list) -> tuple:

@@ -251,7 +251,7 @@ def _warm_costs_here(gen: PlanGenerator) -> None:
     gen.warm_costs(todo)
 
 
-def interval_frontiers(gen: PlanGenerator, workers: int):
+def interval_frontiers(gen: PlanGenerator, workers: int, bound_of=None):
     """(count, {start: plan frontier}) per sink, in sink order, whatever the worker count:
     every sink's result depends on that sink alone, so the results, and the Proposals, are
     the same with one process or several. With several, the costs are computed first
@@ -259,7 +259,10 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
     SinkClaims) and send each sink's result as soon as it is walked; this process yields
     every result, its own or a child's, as soon as it is next in order, so the caller's DP
     overlaps the walks (with the children's results sent at their end, the DP of their
-    sinks, the back of the graph, would all come after the walks)."""
+    sinks, the back of the graph, would all come after the walks).
+
+    ``bound_of(j)`` (one process only): the ``walk_bound.SinkBound`` of sink ``j``'s walk,
+    asked for when that walk starts, after the caller's DP has taken every earlier sink."""
     n = len(gen.topo)
     workers = min(workers, n)
     if workers <= 1:
@@ -267,7 +270,8 @@ def interval_frontiers(gen: PlanGenerator, workers: int):
         # then costs each Part's stripes in batches, not one at a time.
         warm_costs(gen, 1)
         for j in range(n):
-            yield _sink_frontiers(gen, j)
+            yield gen.interval_frontiers(j, bound_of(j)) if bound_of is not None \
+                else _sink_frontiers(gen, j)
         return
     warm_costs(gen, workers)
     _mark("costs in")
