@@ -291,11 +291,11 @@ def test_the_collector_is_paused_during_a_search_only(monkeypatch):
     seen = []
     real = proposals.interval_frontiers
 
-    def watched(gen, workers):
+    def watched(gen, workers, bound_of=None):
         seen.append(gc.isenabled())
         if len(seen) == 3:
             raise PlannerError("a search that fails")
-        yield from real(gen, workers)
+        yield from real(gen, workers, bound_of)
 
     monkeypatch.setattr(proposals, "interval_frontiers", watched)
     from tests.helpers.mobilenet import mobilenet_v1
