@@ -439,6 +439,19 @@ class PlanCosting:
         """Requests with equal keys cost the same (same Part signature and stripe)."""
         return self._signature(part), stripe
 
+    def least_cycles(self) -> list[int]:
+        """Per position of the topological order: the fewest cycles, in either weight
+        placement, of any stripe its Part's signature has been costed in (0 where none):
+        once every request of the walks is costed (``warm_costs``), no extension over that
+        Part costs fewer (``walk_bound``)."""
+        least: dict[int, int] = {}
+        for key, both in self._cost_cache.items():
+            if len(key) == 2:           # (signature, stripe): (streamed, copied) cycles
+                low = min(both)
+                if low < least.get(key[0], low + 1):
+                    least[key[0]] = low
+        return [least.get(self._signature(p), 0) for p in self.topo]
+
     def warm_cost(self, part: Part, stripe: StripeConfig) -> tuple:
         """Cost one request (both weight placements, and whether every stripe reads the
         weights once) and return the values for ``adopt_cost`` of another generator."""

@@ -510,11 +510,8 @@ class PlanGenerator(PlanCosting):
                 if ext is None:
                     continue
                 stripe, options, cfg_stage = ext
-                if bound is not None and any(dm < 0 or dc < 0 for dm, dc, _ in options):
-                    raise PlannerError(f"internal: extending a walk over {name} would lower "
-                                       f"its memory or cycles ({options[0][:2]}); the bounded "
-                                       "walk needs costs that only grow (ProposalSearch "
-                                       "prune=False walks without the bound)")
+                if bound is not None:
+                    bound.check(i, options)
                 new_compute = {q: stripe if q == name else compute[q] for q in open_parts}
                 key = (mode, granule, tuple(new_compute.values()), max(stage, cfg_stage))
                 grow = extended(points, options)

@@ -216,15 +216,20 @@ class ProposalSearch:
         # the same fronts as int64 (memory, cycles) columns, while every value fits
         columns: list | None = [(np.zeros(1, np.int64), np.zeros(1, np.int64))]
         pre_columns: list = [(np.zeros(0, np.int64), np.zeros(0, np.int64))]
+        floors: list[int] = []
+
         def bound_of(j: int) -> SinkBound | None:
             # the prefix fronts as columns up to the sink (the DP of every earlier sink is
-            # done when the walk of ``j`` starts); none once the DP runs on lists
+            # done when the walk of ``j`` starts); none once the DP runs on lists. Every
+            # request is costed before the first walk: the floors are read then.
             if columns is None:
                 return None
+            if not floors:
+                floors.extend(self.gen.least_cycles())
             lowest = max(0, j - self.options.max_plan_size + 1)
             live = _LiveAt(base, own[j], j, 0 if may_alias(topo[j], self.graph) else own[j])
             return SinkBound(lowest, j, [m for m, _ in columns], [c for _, c in columns],
-                             [live[s] if s >= lowest else 0 for s in range(j + 1)])
+                             [live[s] if s >= lowest else 0 for s in range(j + 1)], floors)
 
         bounded = bound_of if self.prune and self.workers <= 1 else None
         for j, (_, by_start) in enumerate(interval_frontiers(self.gen, self.workers, bounded)):

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.errors import PlannerError
 from planner.pareto import INT64_SAFE, frontier_order
 
 
@@ -25,17 +26,21 @@ class SinkBound:
     ``prefix_memory[s]`` / ``prefix_cycles[s]``: the DP frontier of the prefix ending before
     ``s`` as int64 columns (memory ascending), for every ``s`` from ``lowest`` (the first
     start the walk may reach) to the sink; ``live[s]``: the boundary bytes the DP adds to a
-    Plan starting at ``s``. ``found`` records what the walk yielded at a start; ``ends``
-    answers for a group's future."""
+    Plan starting at ``s``; ``floors[i]``: no extension over the Part at ``i`` costs fewer
+    cycles (``PlanCosting.least_cycles``; the walk checks it, ``check``). ``found`` records
+    what the walk yielded at a start; ``ends`` answers for a group's future."""
 
     def __init__(self, lowest: int, sink: int, prefix_memory: Sequence[np.ndarray],
-                 prefix_cycles: Sequence[np.ndarray], live: Sequence[int]) -> None:
+                 prefix_cycles: Sequence[np.ndarray], live: Sequence[int],
+                 floors: Sequence[int]) -> None:
         self._prefix_memory = prefix_memory
         self._prefix_cycles = prefix_cycles
         self._live = live
         self._lowest = lowest
+        self._floors = floors
         # For a group at start s, its descendants start at s' in [lowest, s - 1]: the least
-        # boundary bytes and the fastest prefix there, as running minima from ``lowest``.
+        # boundary bytes there, and the least of (fastest prefix at s' + the floors of the
+        # Parts s' .. s - 1), as running minima from ``lowest``.
         self._least_live: dict[int, float] = {}
         self._least_cycles: dict[int, float] = {}
         live_min = cycles_min = math.inf
@@ -43,6 +48,7 @@ class SinkBound:
             self._least_live[s + 1] = live_min = min(live_min, live[s])
             if len(prefix_cycles[s]):
                 cycles_min = min(cycles_min, int(prefix_cycles[s][-1]))
+            cycles_min += floors[s]
             self._least_cycles[s + 1] = cycles_min
         self._stair_memory: list[int] = []
         self._stair_cycles: list[int] = []
@@ -84,3 +90,14 @@ class SinkBound:
         least_memory = memory + self._least_live[start]
         k = bisect_right(self._stair_memory, least_memory) - 1
         return k >= 0 and self._stair_cycles[k] < cycles + self._least_cycles[start]
+
+    def check(self, i: int, options: Sequence[tuple]) -> None:
+        """PlannerError unless an extension over the Part at ``i`` with these placement
+        ``options`` ((memory, cycles, Parts copied)) adds no negative memory and no fewer
+        cycles than its floor: what ``ends`` assumes of every extension."""
+        for memory, cycles, _ in options:
+            if memory < 0 or cycles < self._floors[i]:
+                raise PlannerError(
+                    f"internal: an extension over the Part at {i} adds {memory} bytes and "
+                    f"{cycles} cycles, below what the bounded walk assumes (0 bytes, "
+                    f"{self._floors[i]} cycles); ProposalSearch(prune=False) walks unbounded")

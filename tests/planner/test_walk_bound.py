@@ -3,10 +3,12 @@ unbounded walks, with fewer points walked."""
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import plans
+from planner.errors import PlannerError
 from planner.options import PlannerOptions
 from planner.pareto import INT64_SAFE
 from planner.proposals import ProposalSearch
@@ -77,10 +79,10 @@ def test_the_bound_stops_walks_on_a_network(monkeypatch):
     assert bounded < unbounded / 2
 
 
-def _bound(live=(0, 0, 0), prefix=((0,), (0,))) -> SinkBound:
+def _bound(live=(0, 0, 0), prefix=((0,), (0,)), floors=(0, 0, 0)) -> SinkBound:
     """A sink at 2 whose walks may reach start 0, every prefix front ``prefix``."""
     memory, cycles = (np.array(x, np.int64) for x in prefix)
-    return SinkBound(0, 2, [memory] * 3, [cycles] * 3, list(live))
+    return SinkBound(0, 2, [memory] * 3, [cycles] * 3, list(live), list(floors))
 
 
 def test_a_group_ends_only_when_a_found_candidate_is_strictly_better():
@@ -95,6 +97,22 @@ def test_a_group_ends_only_when_a_found_candidate_is_strictly_better():
     assert not bound.ends(2, 24, 120)      # (29, 130): a tie is kept
     assert not bound.ends(2, 23, 1000)     # (28, 1010): nothing found that small
     assert not bound.ends(0, 1000, 1000)   # start 0: no descendants to bound
+
+
+def test_the_parts_still_to_extend_over_add_their_floors():
+    bound = _bound(prefix=((0,), (100,)), floors=(7, 30, 0))
+    bound.found(2, [10], [50])             # the candidate (10, 150)
+    # from start 2 a descendant starts at 1 (the Part at 1: 30 cycles or more) or at 0
+    # (both Parts: 37 or more), after a prefix of 100 cycles: at least c + 130
+    assert bound.ends(2, 10, 21)           # 151 > 150
+    assert not bound.ends(2, 10, 20)       # 150: a tie
+    # from start 1 a descendant starts at 0 only: at least c + 107
+    assert bound.ends(1, 10, 44) and not bound.ends(1, 10, 43)
+    with pytest.raises(PlannerError, match="below what the bounded walk assumes"):
+        bound.check(1, [(0, 30, ()), (5, 29, ("p1",))])
+    with pytest.raises(PlannerError, match="-1 bytes"):
+        bound.check(0, [(-1, 7, ())])
+    bound.check(1, [(0, 30, ())])
 
 
 def test_values_past_the_safe_range_switch_the_bound_off():
