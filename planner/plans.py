@@ -495,8 +495,9 @@ class PlanGenerator(PlanCosting):
             yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
         while groups:
             if bound is not None:
-                groups = {k: v for k, v in groups.items()
-                          if not bound.ends(i, k[3] + v[1].memory[0], v[1].cycles[-1])}
+                kept = {k: (v[0], bound.trimmed(i, k[3], v[1])) for k, v in groups.items()
+                        if not bound.ends(i, k[3] + v[1].memory[0], v[1].cycles[-1])}
+                groups = {k: v for k, v in kept.items() if v[1].memory}
             step = next(steps, None)
             if step is None:
                 return

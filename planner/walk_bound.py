@@ -18,6 +18,11 @@ import numpy as np
 
 from planner.errors import PlannerError
 from planner.pareto import INT64_SAFE, frontier_order
+from planner.point_sets import PointSet
+
+#: Groups of fewer points are not trimmed point by point: the arrays cost more than the
+#: points would.
+TRIM_MIN = 16
 
 
 class SinkBound:
@@ -52,6 +57,7 @@ class SinkBound:
             self._least_cycles[s + 1] = cycles_min
         self._stair_memory: list[int] = []
         self._stair_cycles: list[int] = []
+        self._arrays: tuple | None = None
         self._on = True
 
     def found(self, start: int, memory: Sequence[int], cycles: Sequence[int]) -> None:
@@ -79,6 +85,7 @@ class SinkBound:
         keep = frontier_order(memory_all, cycles_all)
         self._stair_memory = memory_all[keep].tolist()
         self._stair_cycles = cycles_all[keep].tolist()
+        self._arrays = None
 
     def ends(self, start: int, memory: int, cycles: int) -> bool:
         """Whether no Plan the group at ``start`` may still extend to can enter the DP's
@@ -90,6 +97,39 @@ class SinkBound:
         least_memory = memory + self._least_live[start]
         k = bisect_right(self._stair_memory, least_memory) - 1
         return k >= 0 and self._stair_cycles[k] < cycles + self._least_cycles[start]
+
+    def trimmed(self, start: int, stage: int, points: PointSet) -> PointSet:
+        """``points`` (a group's Pareto set at ``start``, ``stage`` its weight staging bytes)
+        without the points whose every descendant ``ends`` would stop: the same test, point
+        by point, on arrays (the group's other points and their futures are untouched). An
+        empty set: the whole group can stop."""
+        if not self._on or start <= self._lowest or len(points.memory) < TRIM_MIN or \
+                not self._stair_memory:
+            return points
+        memory, cycles = np.array(points.memory), np.array(points.cycles)
+        floor = self._least_cycles[start]
+        if memory.dtype != np.int64 or cycles.dtype != np.int64 or \
+                int(memory[-1]) + stage + self._least_live[start] >= INT64_SAFE // 4 or \
+                int(cycles[0]) >= INT64_SAFE // 4 or \
+                (floor != math.inf and floor >= INT64_SAFE // 4):
+            return points
+        stair_memory, stair_cycles = self._stair_array()
+        fits = np.searchsorted(stair_memory, memory + (stage + self._least_live[start]),
+                               "right") - 1
+        beaten = fits >= 0
+        if floor != math.inf:       # else no descendant has a prefix: every fit beats it
+            beaten &= stair_cycles[np.maximum(fits, 0)] < cycles + floor
+        if not beaten.any():
+            return points
+        keep = np.flatnonzero(~beaten).tolist()
+        return PointSet([points.memory[k] for k in keep], [points.cycles[k] for k in keep],
+                        [points.payloads[k] for k in keep])
+
+    def _stair_array(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = (np.array(self._stair_memory, np.int64),
+                            np.array(self._stair_cycles, np.int64))
+        return self._arrays
 
     def check(self, i: int, options: Sequence[tuple]) -> None:
         """PlannerError unless an extension over the Part at ``i`` with these placement

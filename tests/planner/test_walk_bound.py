@@ -7,10 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner import plans
+from planner import plans, walk_bound
 from planner.errors import PlannerError
 from planner.options import PlannerOptions
 from planner.pareto import INT64_SAFE
+from planner.point_sets import PointSet
 from planner.proposals import ProposalSearch
 from planner.walk_bound import SinkBound
 from tests.helpers.simple_device import simple_device
@@ -38,19 +39,25 @@ def _everything(search: ProposalSearch) -> tuple:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs(max_parts=10, min_parts=5), st.sampled_from(["sram", "dram"]), st.integers(2, 16),
        st.booleans(), st.sampled_from([None, 2]), st.sampled_from([("flash", "sram"),
-                                                                   ("flash",)]))
+                                                                   ("flash",)]),
+       st.sampled_from([1, walk_bound.TRIM_MIN]))
 def test_bounded_walks_give_the_unbounded_results(g, io_region, max_plan_size, prefetch,
-                                                  thinned, placements):
+                                                  thinned, placements, trim_min):
     """Over random graphs, devices and options: every prefix's frontier, plain and
     prefetching, with its tie-breaks, every frontier Proposal and every budget's choice are
-    the same whether the walks are bounded or not. (Graphs of 5 Parts or more: on most of
-    them the bound stops some walk.)"""
+    the same whether the walks are bounded or not, groups trimmed point by point or not.
+    (Graphs of 5 Parts or more: on most of them the bound stops some walk.)"""
     device = simple_device(io_region)
     if prefetch:
         device = dataclasses.replace(device, weight_prefetch=True)
     options = dataclasses.replace(SMALL, max_plan_size=max_plan_size, thin_frontier=thinned,
                                   weight_prefetch=prefetch, weight_placements=placements)
-    bounded = ProposalSearch(g, device, options, workers=1)
+    shipped = walk_bound.TRIM_MIN
+    walk_bound.TRIM_MIN = trim_min          # 1: every group trimmed point by point
+    try:
+        bounded = ProposalSearch(g, device, options, workers=1)
+    finally:
+        walk_bound.TRIM_MIN = shipped
     unbounded = ProposalSearch(g, device, options, workers=1, prune=False)
     assert _everything(bounded) == _everything(unbounded)
 
@@ -113,6 +120,21 @@ def test_the_parts_still_to_extend_over_add_their_floors():
     with pytest.raises(PlannerError, match="-1 bytes"):
         bound.check(0, [(-1, 7, ())])
     bound.check(1, [(0, 30, ())])
+
+
+def test_a_group_is_trimmed_of_the_points_whose_futures_are_beaten(monkeypatch):
+    monkeypatch.setattr(walk_bound, "TRIM_MIN", 1)
+    bound = _bound(live=(3, 3, 0), prefix=((0,), (100,)))
+    bound.found(2, [10], [50])             # the candidate (10, 150)
+    # a group at start 2 with 2 staging bytes: its descendants need (m + 5, c + 100)
+    small = PointSet([1, 3, 4, 9], [60, 55, 49, 30], ["a", "b", "c", "d"])
+    # (6, 160), (8, 155), (9, 149): nothing found that small; (14, 130): faster than found
+    assert bound.trimmed(2, 2, small) == small
+    points = PointSet([5, 6, 9], [55, 51, 50], ["b", "c", "d"])
+    # (10, 155) and (11, 151) are beaten by (10, 150); (14, 150) is a tie, kept
+    assert bound.trimmed(2, 2, points) == PointSet([9], [50], ["d"])
+    assert bound.trimmed(0, 2, points) == points       # start 0: nothing to bound
+    assert bound.trimmed(2, 2, PointSet([5], [51], ["e"])) == PointSet([], [], [])
 
 
 def test_values_past_the_safe_range_switch_the_bound_off():
