@@ -495,9 +495,7 @@ class PlanGenerator(PlanCosting):
             yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
         while groups:
             if bound is not None:
-                kept = {k: (v[0], bound.trimmed(i, k[3], v[1])) for k, v in groups.items()
-                        if not bound.ends(i, k[3] + v[1].memory[0], v[1].cycles[-1])}
-                groups = {k: v for k, v in kept.items() if v[1].memory}
+                self._bounded(bound, i, groups)
             step = next(steps, None)
             if step is None:
                 return
@@ -524,6 +522,26 @@ class PlanGenerator(PlanCosting):
             groups = {k: (c, merged(sets)) for k, (c, sets) in grown.items()}
             if groups:
                 yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
+
+    @staticmethod
+    def _bounded(bound: SinkBound, i: int, groups: dict) -> None:
+        """Drop from ``groups`` (the walk's, at start ``i``) those the bound stops, and trim
+        the others' points, in place: a group's key holds stripes whose hashes are Python
+        calls, so the groups are not copied into a new dict."""
+        changed = []
+        for key, (compute, points) in groups.items():
+            stage = key[3]
+            if bound.ends(i, stage + points.memory[0], points.cycles[-1]):
+                changed.append((key, None))
+                continue
+            trimmed = bound.trimmed(i, stage, points)
+            if trimmed is not points:
+                changed.append((key, (compute, trimmed) if trimmed.memory else None))
+        for key, value in changed:
+            if value is None:
+                del groups[key]
+            else:
+                groups[key] = value
 
     def _steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
         """(position, Part, its consumers, their names, the open Parts after it) for each Part
