@@ -494,11 +494,11 @@ class PlanGenerator(PlanCosting):
         elif groups:
             yield i, [(stage, points) for (_, _, _, stage), (_, points) in groups.items()]
         while groups:
-            if bound is not None:
-                self._bounded(bound, i, groups)
             step = next(steps, None)
             if step is None:
                 return
+            if bound is not None:       # only where the walk goes on
+                self._bounded(bound, i, groups)
             i, p, cons, readers, open_parts = step
             grown: dict = {}
             name = p.name

@@ -58,13 +58,25 @@ class SinkBound:
         self._stair_memory: list[int] = []
         self._stair_cycles: list[int] = []
         self._arrays: tuple | None = None
+        self._pending: list[tuple] = []
         self._on = True
 
     def found(self, start: int, memory: Sequence[int], cycles: Sequence[int]) -> None:
         """Record the interval frontier yielded at ``start`` (memory without the boundary
         bytes, ascending): each point paired with the fastest prefix that fits its memory is
-        a candidate of the DP at this sink. Values past int64's safe range switch the bound
-        off for the rest of the walk (stopping nothing is always safe)."""
+        a candidate of the DP at this sink. Kept aside until the walk next asks (``ends``,
+        ``trimmed``): the last start of a walk asks nothing."""
+        self._pending.append((start, memory, cycles))
+
+    def _merge(self) -> None:
+        """Add the pending frontiers' candidates to the staircase. Values past int64's safe
+        range switch the bound off for the rest of the walk (stopping nothing is always
+        safe)."""
+        pending, self._pending = self._pending, []
+        for start, memory, cycles in pending:
+            self._add(start, memory, cycles)
+
+    def _add(self, start: int, memory: Sequence[int], cycles: Sequence[int]) -> None:
         if not self._on or not len(memory):
             return
         a_memory, a_cycles = self._prefix_memory[start], self._prefix_cycles[start]
@@ -92,6 +104,8 @@ class SinkBound:
         frontier: ``memory`` (with its weight staging) and ``cycles`` are the least of any of
         its points, and a found candidate is no larger than the least any descendant's
         Proposal can need and strictly faster than the fastest it can run."""
+        if self._pending:
+            self._merge()
         if not self._on or start <= self._lowest:
             return False
         least_memory = memory + self._least_live[start]
@@ -103,6 +117,8 @@ class SinkBound:
         without the points whose every descendant ``ends`` would stop: the same test, point
         by point, on arrays (the group's other points and their futures are untouched). An
         empty set: the whole group can stop."""
+        if self._pending:
+            self._merge()
         if not self._on or start <= self._lowest or len(points.memory) < TRIM_MIN or \
                 not self._stair_memory:
             return points
