@@ -125,6 +125,7 @@ class Op(StrEnum):
     SOFTMAX = "softmax"
     # recurrent
     LSTM = "lstm"
+    SVDF = "svdf"
     # resampling
     RESIZE_BILINEAR = "resize_bilinear"
     RESIZE_NEAREST = "resize_nearest"
@@ -202,6 +203,8 @@ _INFO: dict[Op, OpInfo] = {
     Op.SOFTMAX: OpInfo("SOFTMAX", vela="Softmax"),
     Op.LSTM: OpInfo("UNIDIRECTIONAL_SEQUENCE_LSTM", has_weights=True,
                     vela="UnidirectionalSequenceLstm"),
+    # Vela's Svdf names no weights (it keeps the operator on the CPU)
+    Op.SVDF: OpInfo("SVDF", vela="Svdf"),
     Op.RESIZE_BILINEAR: OpInfo("RESIZE_BILINEAR", _B.POOLING, vela="ResizeBilinear"),
     Op.RESIZE_NEAREST: OpInfo("RESIZE_NEAREST_NEIGHBOR", _B.POOLING, data_move=True,
                               vela="ResizeNearestNeighbor"),
@@ -228,7 +231,7 @@ _INFO: dict[Op, OpInfo] = {
 PART_OPS: frozenset[Op] = frozenset({
     Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED, Op.POOL, Op.MEAN, Op.ELEMENTWISE,
     Op.UNARY, Op.CONCATENATE, Op.RESHAPE, Op.TRANSPOSE, Op.RESIZE, Op.PAD, Op.SLICE,
-    Op.SOFTMAX, Op.DEPTH_TO_SPACE, Op.LSTM, Op.BATCH_MATMUL, Op.ARG_MAX, Op.OPAQUE})
+    Op.SOFTMAX, Op.DEPTH_TO_SPACE, Op.LSTM, Op.SVDF, Op.BATCH_MATMUL, Op.ARG_MAX, Op.OPAQUE})
 
 
 class UnknownOpError(ValueError):

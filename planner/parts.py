@@ -563,6 +563,63 @@ def lstm_work_bytes(cells: int) -> int:
     return 4 * _lstm_up(2 * cells) + 2 * cells
 
 
+#: bytes of its state an SVDF's Ethos-U stream may shift through one buffer before it shifts
+#: fewer rows at a time (where the new column's int16 buffer, which lies over it, is larger,
+#: that many)
+SVDF_SHIFT_BUFFER_BYTES = 256
+
+
+def svdf_shift_rows(rows: int, memory: int) -> int:
+    """State rows one pair of the stream's shift copies moves (0: a memory of 1, nothing to
+    shift): as many as fit :data:`SVDF_SHIFT_BUFFER_BYTES` or the new column's buffer (two
+    bytes a row), one at least."""
+    if memory == 1:
+        return 0
+    return max(1, min(rows, max(SVDF_SHIFT_BUFFER_BYTES, 2 * rows) // (memory - 1)))
+
+
+def svdf_work_bytes(batches: int, filters: int, memory: int) -> int:
+    """Bytes of an SVDF's working memory while it runs, besides its input, output and
+    state: the new column (int16, a value a filter and batch) written over the shift's
+    buffer (``memory - 1`` bytes for each of :func:`svdf_shift_rows` rows), as the Ethos-U
+    stream lays them out: the larger of the two."""
+    rows = batches * filters
+    return max(2 * rows, svdf_shift_rows(rows, memory) * (memory - 1))
+
+
+def svdf(name: str, x: Tensor, units: int, rank: int, memory: int,
+         weight_compression: float = 1.0, output_name: str | None = None) -> Part:
+    """An int8 SVDF over ``x`` (batches, input size) into (batches, ``units``): ``units *
+    rank`` filters, each remembering ``memory`` steps in the int8 state (the operator's
+    variable tensor, so ``state_bytes``, persistent). Every output value reads the whole
+    state, which the step shifts as a whole before adding the input's new column, so any
+    box of the output needs the whole input. Its constants are what the Ethos-U stream
+    reads: ``weights_feature`` (filters, input size) and the time step's weights, the
+    ``weights_time`` rows of each unit's filters spread over the whole state (units,
+    filters x memory), and the bias. ``work`` is the stream's working memory
+    (:func:`svdf_work_bytes`)."""
+    if len(x.shape) != 2:
+        raise PlannerError(f"{name}: an SVDF reads (batches, input size); {x.name!r} has "
+                           f"shape {x.shape}")
+    if units < 1 or rank < 1 or memory < 1:
+        raise PlannerError(f"{name}: an SVDF needs at least one unit, a rank and a memory of "
+                           f"1; got units={units}, rank={rank}, memory={memory}")
+    batches, size = x.shape
+    filters = units * rank
+    out = Tensor(output_name or f"{name}:0", (batches, units), x.dtype)
+    feature = Tensor(f"{name}:weights_feature", (filters, size), "int8", True,
+                     weight_compression)
+    time = Tensor(f"{name}:weights_time", (units, filters * memory), "int8", True,
+                  weight_compression)
+    bias = Tensor(f"{name}:bias", (units,), "int32", True)
+    inputs = (x, feature, time, bias)
+    props = tuple(Propagator.build([[0, 0] for _ in t.shape], list(t.shape),
+                                   [0] * len(t.shape)) for t in inputs)
+    return Part(name, Op.SVDF, inputs, out, props,
+                _attrs(units=units, rank=rank, memory=memory,
+                       state_bytes=batches * filters * memory,
+                       **{WORK_ATTR: WorkMemory(svdf_work_bytes(batches, filters, memory))}))
+
 def lstm(name: str, x: Tensor, cells: int, time_major: bool = False,
          weight_compression: float = 1.0, output_name: str | None = None) -> Part:
     """A UNIDIRECTIONAL_SEQUENCE_LSTM over the int8 sequence ``x``, (batch, time, features)

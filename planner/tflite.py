@@ -866,6 +866,38 @@ def _unidirectional_sequence_lstm(ctx: _OpContext) -> None:
                         output_name=ctx.out_name()))
 
 
+def _svdf(ctx: _OpContext) -> None:
+    # inputs: 0 the input, 1 weights_feature, 2 weights_time, 3 the bias, 4 the state (a
+    # variable tensor); the forms the Ethos-U stream takes (an int8 input, state and
+    # weights_time, a bias), the rest refused by name
+    ctx.expect(5)
+    x = ctx.act(0)
+    dtype = ctx.c.tinfo[ctx.ins[0]].dtype
+    if dtype != "int8":
+        raise ctx.err(f"its input is {dtype}; the planner plans int8 SVDFs")
+    if len(x.shape) != 2:
+        raise ctx.err(f"its input has shape {list(x.shape)}; an SVDF reads (batches, "
+                      "input size)")
+    feature = ctx.const_info(1, "weights_feature")
+    time = ctx.const_info(2, "weights_time")
+    ctx.const_info(3, "the bias (TFLite Micro's prepare reads its scale)")
+    if ctx.ins[4] < 0 or not ctx.c.tinfo[ctx.ins[4]].variable:
+        raise ctx.err("its state (input 4) is not a variable tensor")
+    state = ctx.c.tinfo[ctx.ins[4]]
+    if time.dtype != "int8" or state.dtype != "int8":
+        raise ctx.err(f"its weights_time and state are {time.type_name} and "
+                      f"{state.type_name}; the NPU's weights are 8-bit, so the planner plans "
+                      "an int8 state")
+    opts = ctx.options("SVDFOptions")
+    rank = int(opts.Rank()) if opts is not None else 0
+    filters, memory = time.shape if len(time.shape) == 2 else (0, 0)
+    if rank < 1 or filters < 1 or filters % rank or feature.shape != (filters, x.shape[1]):
+        raise ctx.err(f"weights_feature {list(feature.shape)}, weights_time "
+                      f"{list(time.shape)} and rank {rank} do not make filters of the input's "
+                      f"{x.shape[1]} values that the rank divides")
+    ctx.emit(parts.svdf(ctx.name, x, filters // rank, rank, memory,
+                        weight_compression=ctx.c.wc, output_name=ctx.out_name()))
+
 def _unary(op: str) -> Callable[[_OpContext], None]:
     def handler(ctx: _OpContext) -> None:
         ctx.expect(1)
@@ -1042,6 +1074,7 @@ _HANDLERS: dict[str, Callable[[_OpContext], None]] = {
     "TRANSPOSE": _transpose,
     "SOFTMAX": _softmax,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _unidirectional_sequence_lstm,
+    "SVDF": _svdf,
     "BATCH_MATMUL": _batch_matmul,
     "LOGISTIC": _unary("sigmoid"),
     "TANH": _unary("tanh"),

@@ -38,6 +38,7 @@ from ethos_arch.ops import Op
 from planner.errors import PlannerError
 from planner.graph import Part
 from planner.npu_dilation import npu_kernel
+from planner.parts import svdf_shift_rows
 from planner.perf import ethos_u_batch as _batched
 from planner.perf import ethos_u_npu
 from planner.perf.base import PerfModel, StripeTerms
@@ -173,6 +174,31 @@ def _lstm_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
              elementwise("Mul", 16, 8), _copy_op(row, row, 8, NHWC, NHWC)]
     return step * (int(out_shape[0]) * int(out_shape[1]))
 
+
+def _svdf_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
+    """An SVDF as its Ethos-U stream runs it, for the stripe's batches: pairs of 1x1 pools
+    shifting the state's rows one value left, a few rows at a time
+    (:func:`planner.parts.svdf_shift_rows`), the FULLY_CONNECTED of the input into the new
+    column (int16), the pool copying its low bytes into the state's last column, and the
+    time step's FULLY_CONNECTED of the whole state into the stripe's units."""
+    x = part.inputs[0]
+    batches, size = x.shape
+    units, rank, memory = part.attr("units"), part.attr("rank"), part.attr("memory")
+    filters = units * rank
+    b, u = int(out_shape[0]), int(out_shape[1])
+    rows = b * filters
+    step = svdf_shift_rows(batches * filters, memory)
+    ops = []
+    for first in range(0, rows, step) if step else ():
+        shifted = (1, 1, min(step, rows - first), memory - 1)
+        ops += [_copy_op(shifted, shifted, 8, NHWC, NHWC)] * 2
+    ops.append(NpuOp(CONV, "FullyConnected", (1, 1, b, size), (1, 1, b, filters), ifm_bits=8,
+                     ofm_bits=16, has_bias=True, ifm_format=NHWC, ofm_format=NHWC))
+    column = (1, 1, rows, 1)
+    ops.append(_copy_op(column, column, 8, NHWC, NHWC))
+    ops.append(NpuOp(CONV, "FullyConnected", (1, 1, b, filters * memory), (1, 1, b, u),
+                     ifm_bits=8, ofm_bits=8, has_bias=True, ifm_format=NHWC, ofm_format=NHWC))
+    return ops
 
 def _mean_ops(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """MEAN over H, W or both as Vela lowers it (regor/tflite_graph_optimiser.cpp:
@@ -598,6 +624,9 @@ def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
 
     if kind == Op.LSTM:
         return _lstm_ops(part, out_shape)
+
+    if kind == Op.SVDF:
+        return _svdf_ops(part, out_shape)
 
     if kind == Op.BATCH_MATMUL:
         return _batch_matmul_ops(part, out_shape)

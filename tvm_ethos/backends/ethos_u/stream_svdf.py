@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from planner.parts import SVDF_SHIFT_BUFFER_BYTES, svdf_shift_rows
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config, feature_map, real_bound
 from tvm_ethos.backends.ethos_u.ops_svdf import KIND, Svdf
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
@@ -59,16 +60,14 @@ class Neighbour(NamedTuple):
 
 #: the bytes the state shift's buffer may take before the shift goes fewer rows at a time
 #: (where the new column's int16 buffer, which lies over it, is larger, that size)
-SHIFT_BUFFER_BYTES = 256
+SHIFT_BUFFER_BYTES = SVDF_SHIFT_BUFFER_BYTES
 
 
 def shift_rows(svdf: Svdf) -> int:
-    """State rows one pair of shift copies moves (0: a memory of 1, nothing to shift): as
-    many as fit :data:`SHIFT_BUFFER_BYTES` or the new column's buffer, one at least."""
-    rows, m = svdf.batches * svdf.filters, svdf.memory
-    if m == 1:
-        return 0
-    return max(1, min(rows, max(SHIFT_BUFFER_BYTES, 2 * rows) // (m - 1)))
+    """State rows one pair of shift copies moves (0: a memory of 1, nothing to shift): the
+    planner's :func:`~planner.parts.svdf_shift_rows`, so that its Part prices and holds what
+    the stream does."""
+    return svdf_shift_rows(svdf.batches * svdf.filters, svdf.memory)
 
 
 class SvdfArena(NamedTuple):
