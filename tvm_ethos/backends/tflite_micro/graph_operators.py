@@ -17,6 +17,7 @@ from tvm_ethos.backends.ethos_u.payload import EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_lstm import planned_lstm_stream
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.ethos_u.stream_run import stream_report
+from tvm_ethos.backends.ethos_u.svdf_plan import SvdfEstimate, plan_svdf
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
 
 
@@ -93,7 +94,9 @@ def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
     shared[FloorAt(y)] = Floor(lowest + arena.input - arena.output,
                                reader.offset if reader else None,
                                reader.stretch_bytes if reader else None)
-    return GraphPart(payload, (x, state), (y,), _report(name, payload, None))
+    estimate = plan_svdf(svdf, accelerator)
+    return GraphPart(payload, (x, state), (y,),
+                     _report(name, payload, estimate.memory_bytes, PLANNED_APART, estimate))
 
 
 def _floor(graph: SourceGraph, x: int, shared: dict) -> int | None:
@@ -148,30 +151,46 @@ NOT_PLANNED = "a graph-level NPU operator: one stream of its own, no cascade to 
 #: how a graph-level operator with a planner Part (an LSTM) is planned
 PLANNED_ALONE = ("a graph-level NPU operator: its stream emitted from its own Plan, its "
                  "neighbours planned apart")
+#: how a graph-level operator planned for its estimates alone (an SVDF) is planned
+PLANNED_APART = ("a graph-level NPU operator: planned alone for its estimates, its stream "
+                 "laid out beside its neighbours")
 
 
 def _report(name: str, payload: EthosUPayload, planned_peak: int | None,
-            reason: str = NOT_PLANNED) -> dict:
+            reason: str = NOT_PLANNED, estimate: SvdfEstimate | None = None) -> dict:
     """A plan report of one stream written from the graph: its arena (an LSTM's states,
     sequences and gate buffers) is its peak, so a merged report's memory peak counts it;
     its stream entry holds the planner's peak for the operator alone (None where the
     planner has none) beside what the stream touched; ``reason`` says how it was planned
-    (:data:`NOT_PLANNED`, :data:`PLANNED_ALONE`)."""
-    return {"planned": False, "graph_operator": True, "cycles": None,
+    (:data:`NOT_PLANNED`, :data:`PLANNED_ALONE`, :data:`PLANNED_APART`). ``estimate``: the
+    plan's cycles and MACs, which the report's cycles (and so a merged report's total) and
+    its subgraph entry's ``macs`` carry (estimated)."""
+    sub = {"planned": False, "backend": "ethos-u", "reason": reason,
+           "peak_memory_bytes": payload.scratch_bytes}
+    if estimate is not None:
+        sub.update(device=estimate.device, cycles=estimate.cycles, macs=estimate.macs,
+                   planned_peak_bytes=estimate.memory_bytes)
+    return {"planned": False, "graph_operator": True,
+            "cycles": estimate.cycles if estimate is not None else None,
             "peak_memory_bytes": payload.scratch_bytes, "layers": [],
-            "subgraphs": {name: {"planned": False, "backend": "ethos-u", "reason": reason,
-                                 "peak_memory_bytes": payload.scratch_bytes}},
+            "subgraphs": {name: sub},
             "streams": {name: stream_report(payload, planned_peak)}}
 
 
 def format_report(report: dict) -> str:
-    """The plan-table lines of a graph-level operator's report: why it has no plan, its
-    arena, what its stream did on the functional model."""
+    """The plan-table lines of a graph-level operator's report: how it was planned (the
+    plan's estimates where it has them), its arena, what its stream did on the functional
+    model."""
     out = []
     for name, sub in report["subgraphs"].items():
-        how = "planned alone" if sub["reason"] == PLANNED_ALONE else "not planned"
+        how = "planned alone" if sub["reason"] in (PLANNED_ALONE, PLANNED_APART) \
+            else "not planned"
         out.append(f"{name} on ethos-u: {how} ({sub['reason']}); arena "
                    f"{sub['peak_memory_bytes']:,} B (its inputs, outputs and working buffers)")
+        if "cycles" in sub:
+            out.append(f"   plan on {sub['device']}: {sub['cycles']:,} NPU cycles, "
+                       f"{sub['macs']:,} MACs, peak {sub['planned_peak_bytes']:,} B (its "
+                       "input, output, state and working buffers; estimated)")
         out.extend(stream_report_lines(report["streams"][name]))
     return "\n".join(out)
 
