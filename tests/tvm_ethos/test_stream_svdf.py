@@ -25,6 +25,8 @@ from tvm_ethos.backends.ethos_u.ops_svdf import read_svdf
 from tvm_ethos.backends.ethos_u.stream_base import ALIGN, UnsupportedOperatorError
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, read_source
 from tvm_ethos.compute.quant import quantize_multiplier
+from tvm_ethos.reports import vela_summary
+from tvm_ethos.vela_options import read_system
 
 runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 pytest.importorskip("ethosu.vela")
@@ -179,6 +181,28 @@ def test_keyword_scrambled_runs_its_svdfs_on_the_npu():
     assert theirs.states == 5120 and ours.states == 0
     assert ours.total <= theirs.total, (ours, theirs)
     _assert_file_runs_as_tflm(cm, source, runs=2)
+    _assert_svdfs_are_planned(cm, source)
+
+
+def _assert_svdfs_are_planned(cm, source: bytes) -> None:
+    """Every SVDF planned alone (none "not planned"): its report carries its plan's cycles
+    and MACs (estimated; the MACs those the functional model counts running its stream),
+    the report's total cycles and Vela's summary count them (estimated)."""
+    svdf_lines = [line for line in cm.plan_table.splitlines() if "_svdf on ethos-u" in line]
+    assert len(svdf_lines) == 7 and all("planned alone" in line for line in svdf_lines)
+    assert "not planned" not in cm.plan_table
+    rep = cm.plan_report
+    svdfs = {name: sub for name, sub in rep["subgraphs"].items() if name.endswith("_svdf")}
+    assert len(svdfs) == 7
+    for name, sub in svdfs.items():
+        assert sub["cycles"] > 0 and sub["macs"] == rep["streams"][name]["macs"], name
+    assert rep["cycles"] == sum(sub["cycles"] for sub in rep["subgraphs"].values())
+    summary, _ = vela_summary.summarize(cm, "keyword_scrambled_8bit", source,
+                                        read_system("ethos-u55-128"))
+    assert summary.cycles == rep["cycles"]
+    macs = sum(sub["macs"] for sub in svdfs.values())
+    assert summary.graph_operator_macs == macs
+    assert f"Graph-level operators' macs (estimated)  {macs:12d} MACs/batch" in summary.text()
 
 
 @pytest.mark.slow
