@@ -490,13 +490,14 @@ def test_every_mapped_operator():
     # RSQRT, EXP, GELU, LOG, NEG, RELU_0_TO_1: tests/tvm_ethos/test_rsqrt.py,
     # test_tflite_exp_gelu_log.py (EXP, GELU, LOG, NEG) and test_tflite_relu_0_to_1.py;
     # UNIDIRECTIONAL_SEQUENCE_LSTM: tests/planner/test_lstm_part.py;
+    # SVDF: tests/planner/test_svdf_part.py;
     # SQUARED_DIFFERENCE: tests/tvm_ethos/test_tflite_squared_difference.py;
     # BATCH_MATMUL: tests/planner/test_batch_matmul_part.py;
     # ARG_MAX: tests/tvm_ethos/test_tflite_arg_max.py;
     # SUM, REDUCE_MAX, REDUCE_MIN (over the depth): tests/tvm_ethos/test_tflite_reduce_depth.py
     assert built == (set(SUPPORTED_OPERATORS) - {"PADV2", "RELU_N1_TO_1", "RSQRT", "EXP",
                                                  "GELU", "LOG", "NEG", "RELU_0_TO_1",
-                                                 "UNIDIRECTIONAL_SEQUENCE_LSTM",
+                                                 "UNIDIRECTIONAL_SEQUENCE_LSTM", "SVDF",
                                                  "SQUARED_DIFFERENCE", "BATCH_MATMUL",
                                                  "ARG_MAX", "SUM", "REDUCE_MAX", "REDUCE_MIN"})
     kinds = collections.Counter(p.kind for p in g.parts)
