@@ -23,12 +23,16 @@ PART = "svdf"
 
 class SvdfEstimate(NamedTuple):
     """The planner's least-memory Plan of the SVDF alone on ``device``: its cycles and MACs
-    and that proposal's peak (estimated)."""
+    and that proposal's peak (estimated), and whether the plan's SRAM is the arena (else an
+    Ethos-U65's fast scratch, where the plan holds only the working buffers: the input,
+    output and state live with the network's inputs and outputs in the arena, and the
+    stream keeps its working buffers there too)."""
 
     device: str
     cycles: int
     macs: int
     memory_bytes: int
+    sram_is_arena: bool
 
 
 def plan_svdf(svdf: Svdf, accelerator: str) -> SvdfEstimate:
@@ -43,4 +47,5 @@ def plan_svdf(svdf: Svdf, accelerator: str) -> SvdfEstimate:
     (plan,) = proposal.plans
     macs = sum(s.executions * device.perf.macs(part, s.stripe.shape)
                for s in plan.part_schedules)
-    return SvdfEstimate(accelerator, proposal.cycles, macs, proposal.memory_bytes)
+    return SvdfEstimate(accelerator, proposal.cycles, macs, proposal.memory_bytes,
+                        device.io_region == device.fm_region)

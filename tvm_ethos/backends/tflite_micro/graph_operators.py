@@ -95,8 +95,9 @@ def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
                                reader.offset if reader else None,
                                reader.stretch_bytes if reader else None)
     estimate = plan_svdf(svdf, accelerator)
+    peak = estimate.memory_bytes if estimate.sram_is_arena else None
     return GraphPart(payload, (x, state), (y,),
-                     _report(name, payload, estimate.memory_bytes, PLANNED_APART, estimate))
+                     _report(name, payload, peak, PLANNED_APART, estimate))
 
 
 def _floor(graph: SourceGraph, x: int, shared: dict) -> int | None:
@@ -169,7 +170,8 @@ def _report(name: str, payload: EthosUPayload, planned_peak: int | None,
            "peak_memory_bytes": payload.scratch_bytes}
     if estimate is not None:
         sub.update(device=estimate.device, cycles=estimate.cycles, macs=estimate.macs,
-                   planned_peak_bytes=estimate.memory_bytes)
+                   planned_peak_bytes=estimate.memory_bytes,
+                   sram_is_arena=estimate.sram_is_arena)
     return {"planned": False, "graph_operator": True,
             "cycles": estimate.cycles if estimate is not None else None,
             "peak_memory_bytes": payload.scratch_bytes, "layers": [],
@@ -188,9 +190,12 @@ def format_report(report: dict) -> str:
         out.append(f"{name} on ethos-u: {how} ({sub['reason']}); arena "
                    f"{sub['peak_memory_bytes']:,} B (its inputs, outputs and working buffers)")
         if "cycles" in sub:
+            held = ("its input, output, state and working buffers" if sub["sram_is_arena"]
+                    else "the fast scratch its working buffers would take; its stream keeps "
+                    "them in the arena")
             out.append(f"   plan on {sub['device']}: {sub['cycles']:,} NPU cycles, "
-                       f"{sub['macs']:,} MACs, peak {sub['planned_peak_bytes']:,} B (its "
-                       "input, output, state and working buffers; estimated)")
+                       f"{sub['macs']:,} MACs, peak {sub['planned_peak_bytes']:,} B ({held}; "
+                       "estimated)")
         out.extend(stream_report_lines(report["streams"][name]))
     return "\n".join(out)
 
