@@ -22,6 +22,7 @@ The NPU subgraphs run on an emulator: their TE, with TFLite-exact integer arithm
 the host. Design record: rfcs/0002-byoc-and-backends.md.
 """
 from tvm_ethos._version import __version__
+from tvm_ethos.after_import import after_import
 from tvm_ethos.errors import (
     BackendError,
     CompileError,
@@ -96,4 +97,6 @@ def _register_codegens():
     register_codegens()
 
 
-_register_codegens()
+# the codegens are tvm_ffi's global functions: registered once tvm_ffi loads (by the user's
+# import tvm or a TVM path of ours), so a compile that takes no TVM path never loads it
+after_import("tvm_ffi", _register_codegens)

@@ -2,9 +2,11 @@
 
 TVM's ``RunCodegen`` looks each ``Codegen`` attribute up as the global function
 ``relax.ext.<name>``; a user who imports tvm_ethos and then drives TVM directly must find them
-registered, so :func:`register_codegens` runs when ``tvm_ethos`` is imported. It asks the backend
-registry (so a plugin NPU's codegen registers too) and needs only ``tvm_ffi``: the codegen
-itself (``tvm_ethos.pipeline.codegen``, which imports all of TVM) loads when RunCodegen first calls.
+registered, so ``import tvm_ethos`` has :func:`register_codegens` run as soon as ``tvm_ffi`` is
+loaded (at once if it is; else right after its first import, by ``import tvm`` or a TVM path of
+ours: a compile that takes no TVM path never loads it). It asks the backend registry (so a
+plugin NPU's codegen registers too) and needs only ``tvm_ffi``: the codegen itself
+(``tvm_ethos.pipeline.codegen``, which imports all of TVM) loads when RunCodegen first calls.
 
 ``tvm.compile``'s default Relax pipeline does not run ``RunCodegen``, and cannot lower a module
 whose NPU subgraphs still hold their local composite functions. So :func:`partition_for` does

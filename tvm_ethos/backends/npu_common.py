@@ -3,7 +3,6 @@ NPUs' memory capabilities."""
 from __future__ import annotations
 
 import numpy as np
-import tvm_ffi
 
 from tvm_ethos.backends.base import Capabilities, EmulatorLowering
 from tvm_ethos.backends.base import NpuBackend as NpuContract
@@ -64,7 +63,7 @@ _REGISTERED: set[str] = set()
 
 def _ext(functions, options, constant_names):
     # lazy: the emulator codegen imports all of TVM; it loads when RunCodegen first calls, so
-    # importing tvm_ethos (and tvmc --help) registers codegens with tvm_ffi alone
+    # registering the codegens needs tvm_ffi alone
     from tvm_ethos.pipeline.codegen import _npu_ext
 
     return _npu_ext(functions, options, constant_names)
@@ -74,6 +73,10 @@ def register_ext(name: str) -> None:
     """Register ``relax.ext.<name>`` as the NPU emulator codegen (idempotent)."""
     if name in _REGISTERED:
         return
+    # lazy: tvm_ethos registers once tvm_ffi is loaded (tvm_ethos/after_import.py); the backend
+    # loads on every compile, a .tflite compile without TVM included, which needs no tvm_ffi
+    import tvm_ffi
+
     tvm_ffi.register_global_func(f"relax.ext.{name}", _ext, override=True)
     _REGISTERED.add(name)
 
