@@ -53,7 +53,9 @@ class _ThenLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         self._loader.exec_module(module)
-        self._then()
+        then, self._then = self._then, None   # once, should the module be executed again
+        if then is not None:
+            then()
 
     def __getattr__(self, attr):   # resource readers, get_data, is_package: the loader's own
         return getattr(self._loader, attr)
