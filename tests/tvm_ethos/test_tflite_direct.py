@@ -58,8 +58,7 @@ def _taken(data: bytes, **options) -> DirectGroup | Declined:
 
 def test_a_resnet8_compile_imports_no_tvm():
     """``tvm_ethos.compile(path, "ethos-u")`` of ResNet-8 in a fresh process: the file is
-    written and no ``tvm`` module is loaded (tvm_ffi, which registers the codegens when
-    tvm_ethos is imported, is TVM's FFI library, not TVM)."""
+    written and no ``tvm`` module is loaded (test_startup.py: nor tvm_ffi, through tvmc)."""
     code = (
         "import sys, tvm_ethos\n"
         f"tm = tvm_ethos.compile({str(model_path('resnet8_cifar'))!r}, target='ethos-u')\n"

@@ -1,6 +1,6 @@
 """The runtime runs a cached package without TVM: importing its modules imports no tvm (nor
-pyopencl, loaded on first use), so TVM stays a compile-time dependency (rfcs/0003). (``import
-tvm_ethos`` itself loads the small ``tvm_ffi`` to register the codegens, tvm_ethos/byoc.py.)"""
+pyopencl, loaded on first use), so TVM stays a compile-time dependency (rfcs/0003). (Nor
+``tvm_ffi``: the codegens register once it loads, tvm_ethos/after_import.py.)"""
 from __future__ import annotations
 
 import os
