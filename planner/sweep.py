@@ -26,8 +26,6 @@ import inspect
 import math
 import multiprocessing
 import os
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -35,6 +33,7 @@ from planner.api import load_graph, parse_size
 from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.options import PlannerOptions
+from planner.progress import Progress
 from planner.proposals import ProposalSearch
 from planner.vela_run import VELA_MODES, vela_available, vela_point
 
@@ -211,58 +210,6 @@ def _connect(scheduler):
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PlannerError(f"cannot connect to the Dask scheduler at {scheduler!r}: "
                            f"{msg}") from None
-
-
-class Progress:
-    """A tqdm bar on stderr that appears only once work has run for ``delay`` seconds; a
-    thread refreshes it so the elapsed time moves while a long task runs. Only on a terminal:
-    in a log file or a pipe a bar is carriage-return noise, so it stays off there."""
-
-    def __init__(self, total: int | None, desc: str, enabled: bool = True,
-                 delay: float = 1.0, unit: str = "task") -> None:
-        self.total, self.desc, self.unit, self.delay = total, desc, unit, delay
-        self.enabled = enabled
-        self.n = 0
-        self.postfix = ""
-        self._bar = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = None
-
-    def __enter__(self) -> "Progress":
-        self.enabled = self.enabled and getattr(sys.stderr, "isatty", lambda: False)()
-        if self.enabled:
-            self._thread = threading.Thread(target=self._tick, daemon=True)
-            self._thread.start()
-        return self
-
-    def _tick(self) -> None:
-        if self._stop.wait(self.delay):
-            return
-        from tqdm import tqdm  # lazy: optional extra (tqdm)
-        with self._lock:
-            fmt = None if self.total else "{desc}: {elapsed}{postfix}"
-            self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr,
-                             bar_format=fmt, leave=False, dynamic_ncols=True)
-            self._bar.update(self.n)
-        while not self._stop.wait(0.5):   # keep the elapsed time moving
-            with self._lock:
-                self._bar.refresh()
-
-    def update(self, n: int = 1, postfix: str = "") -> None:
-        with self._lock:
-            self.n += n
-            if self._bar is not None:
-                if postfix:
-                    self._bar.set_postfix_str(postfix, refresh=False)
-                self._bar.update(n)
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._bar is not None:
-            self._bar.close()
 
 
 def run_sweep(models, configs, budgets, *, io_region: str = "sram",

@@ -31,6 +31,7 @@ from typing import Callable
 from planner.budgets import BUDGET_HELP, budget_line, resolve_budget
 from planner.devices import get_device
 from planner.errors import PlannerError
+from planner.progress import Progress
 from tvm_ethos._version import __version__
 from tvm_ethos.backends.base import HostBackend, NpuBackend
 from tvm_ethos.backends.registry import get_registry
@@ -283,7 +284,6 @@ def _plan_one(model, device, budget, io_region, options, progress) -> None:
     from planner.api import plan
     from planner.options import PlannerOptions
     from planner.report import layer_table
-    from planner.sweep import Progress
     with Progress(None, f"planning {os.path.basename(model)} on {device}", enabled=progress):
         t0 = time.perf_counter()
         result = plan(model, device, budget=budget, io_region=io_region,

@@ -24,6 +24,7 @@ import time
 
 import tvm_ethos
 from planner.budgets import BUDGET_HELP
+from planner.progress import Progress
 from tvm_ethos import vela_options
 from tvm_ethos.backends.base import HostBackend, HostOutput
 from tvm_ethos.backends.registry import get_backend, get_registry
@@ -257,8 +258,7 @@ def _run(args) -> int:
         options["fallback_mode"] = args.fallback_mode
 
     skip_tvm_device_backends(targets)
-    # lazy: keeps tvmc --help fast (progress bar, compile stages load on use)
-    from planner.sweep import Progress
+    # lazy: keeps tvmc --help fast (the compile stages load on use)
     from tvm_ethos import stages
 
     name = os.path.basename(args.model)

@@ -20,6 +20,7 @@ import zipfile
 import numpy as np
 
 import tvm_ethos
+from planner.progress import Progress
 from tvm_ethos import tflite_run
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.cli import CliError, register, require_file, require_writable
@@ -186,9 +187,6 @@ def run(args) -> int:
     if args.accelerator_config is not None:
         raise CliError("--accelerator-config chooses the Ethos-U of a .tflite; a package "
                        "keeps the one it was compiled for")
-    # lazy: keeps tvmc --help fast (the progress bar loads on use)
-    from planner.sweep import Progress
-
     runtime = {} if args.fallback_mode is None else {"fallback_mode": args.fallback_mode}
     if args.npu_runtime is not None:
         runtime["npu_runtime"] = args.npu_runtime
@@ -219,9 +217,6 @@ def run_tflite(args) -> int:
         if value:
             raise CliError(f"{flag} applies to a package; {args.package} is a .tflite (its "
                            "NPU part runs as its command stream, the rest on the host)")
-    # lazy: keeps tvmc --help fast (the progress bar loads on use)
-    from planner.sweep import Progress
-
     with open(args.package, "rb") as f:
         data = f.read()
     model = tflite_run.prepare(data, args.package, args.accelerator_config)
