@@ -101,8 +101,10 @@ class Part:
     """One NPU operation: its inputs (activations and constants), one output, propagators.
 
     Invariants: one Propagator per input, each mapping the output's rank to its input's
-    rank; ``attrs`` (what a performance model needs: kernel, strides, activation, ...) is a
-    tuple of (key, value) pairs sorted by key, so that Parts stay hashable and deterministic.
+    rank, each input axis moved by at most one output axis (``Propagator.one_driver_per_axis``
+    widens a propagator given with several); ``attrs`` (what a performance model needs:
+    kernel, strides, activation, ...) is a tuple of (key, value) pairs sorted by key, so that
+    Parts stay hashable and deterministic.
     ``kind`` is an :class:`~ethos_arch.ops.Op`, or the name of an operator the planner knows
     only by its whole-input dependence (an opaque Part read from JSON, :func:`part_kind`).
     """
@@ -123,6 +125,10 @@ class Part:
                     f"part {self.name!r}: propagator for {t.name!r} maps "
                     f"{p.output_dims}->{p.input_dims} dims, tensors are "
                     f"{len(self.output.shape)}->{len(t.shape)}")
+        # the planner's stripes and windows follow one output axis per input axis
+        object.__setattr__(self, "propagators", tuple(
+            p.one_driver_per_axis(self.output.shape, t.shape)
+            for t, p in zip(self.inputs, self.propagators)))
         items = self.attrs.items() if isinstance(self.attrs, Mapping) else self.attrs
         object.__setattr__(self, "attrs", tuple(sorted(items)))
 

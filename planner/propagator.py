@@ -156,6 +156,49 @@ class Propagator:
             object.__setattr__(self, "_int_maps", out)
         return out
 
+    def one_driver_per_axis(self, out_shape: Sequence[int],
+                            in_shape: Sequence[int]) -> "Propagator":
+        """This propagator with every input axis moved by at most one output axis, reading
+        at least what this one reads.
+
+        A reshape that merges axes reads, along one input axis, a mixed-radix sum of several
+        output axes (row ``4*h + w`` of a 20-row tensor reshaped to 5x4). The stripe and
+        window arithmetic (``drivers``, ``driving_axis``, ``planner.windows.window``) follows
+        one output axis per input axis, so a second term would be dropped from every stripe's
+        window and stride. Here the output axis of the largest coefficient (the outermost of
+        a mixed radix) among those longer than one element keeps driving and every other term
+        counts as if its output axis ran over its whole extent ``E`` (the constant grows by
+        ``coefficient * E``): exact where those axes are not striped, a superset of the rows
+        read where they are. A negative term (a reversal) reads the whole input axis
+        instead."""
+        rows = self._rows()
+        if all(len(terms) <= 1 for terms, _ in rows):
+            return self
+        if len(out_shape) != self.output_dims or len(in_shape) != self.input_dims:
+            raise PlannerError(f"propagator maps {self.output_dims}->{self.input_dims} dims; "
+                               f"shapes {tuple(out_shape)} -> {tuple(in_shape)} do not fit it")
+        lin, const, offset = [], [], []
+        for i, (terms, k) in enumerate(rows):
+            row = [0] * self.output_dims
+            if len(terms) <= 1:
+                for j, c in terms:
+                    row[j] = c
+                lin.append(row)
+                const.append(k)
+                offset.append(self.offset[i])
+                continue
+            if any(c < 0 for _, c in terms):
+                lin.append(row)
+                const.append(int(in_shape[i]))
+                offset.append(0)
+                continue
+            d, c_d = max(terms, key=lambda t: (int(out_shape[t[0]]) > 1, t[1], -t[0]))
+            row[d] = c_d
+            lin.append(row)
+            const.append(k + sum(c * int(out_shape[j]) for j, c in terms if j != d))
+            offset.append(self.offset[i])
+        return Propagator.build(lin, const, offset)
+
     def driving_axis(self, i: int) -> int | None:
         """The output axis whose position moves input axis ``i`` (None if it never moves)."""
         row = self.transform[i]
