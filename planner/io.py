@@ -115,7 +115,8 @@ def graph_to_json(g: PlannerGraph) -> dict:
                 {"transform": [[_enc_number(x, f"{where}.propagators[{j}].transform")
                                 for x in row] for row in prop.transform],
                  "offset": [_enc_number(x, f"{where}.propagators[{j}].offset")
-                            for x in prop.offset]}
+                            for x in prop.offset],
+                 **({"whole_axes": list(prop.whole_axes)} if prop.whole_axes else {})}
                 for j, prop in enumerate(p.propagators)],
             "attrs": {k: _enc_attr(v, f"{where}.attrs.{k}") for k, v in p.attrs},
         })
@@ -559,15 +560,17 @@ def _full_part(d: Mapping, where: str, ctx: _Ctx) -> Part:
     for j, pd in enumerate(_list(d["propagators"], f"{where}.propagators")):
         w = f"{where}.propagators[{j}]"
         pd = _obj(pd, w)
-        _keys(pd, w, ("transform", "offset"), ("transform", "offset"))
+        _keys(pd, w, ("transform", "offset", "whole_axes"), ("transform", "offset"))
         rows = _list(pd["transform"], f"{w}.transform")
         transform = tuple(tuple(_number(x, f"{w}.transform[{r}][{c}]")
                                 for c, x in enumerate(_list(row, f"{w}.transform[{r}]")))
                           for r, row in enumerate(rows))
         offset = tuple(_number(x, f"{w}.offset[{i}]")
                        for i, x in enumerate(_list(pd["offset"], f"{w}.offset")))
+        whole = tuple(_int(x, f"{w}.whole_axes[{i}]")
+                      for i, x in enumerate(_list(pd.get("whole_axes", []), f"{w}.whole_axes")))
         try:
-            props.append(Propagator(transform, offset))
+            props.append(Propagator(transform, offset, whole))
         except ValueError as e:
             raise _fail(w, str(e), {"transform": pd["transform"], "offset": pd["offset"]}) \
                 from None

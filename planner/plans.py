@@ -307,6 +307,14 @@ class PlanGenerator(PlanCosting):
                   granule: int, lockstep: bool = False):
         """Compute config and buffer of an intermediate tensor; None if it cannot be held."""
         wins = self._windows(t, cons, compute)
+        for q, k, _ in wins:
+            # a window over a merged axis is more than a stripe reads unless the stripe
+            # covers the axes folded into it: a buffer sized by it would not be the one a
+            # schedule of the exact reads holds
+            st = compute[q.name]
+            if not q.propagators[k].covers_whole_axes(
+                    [st.axis_ranges(a) for a in range(len(st.shape))], q.output.shape):
+                return None
         prologue = None
         if lockstep and self.options.lockstep_rolling == "prologue":
             # lockstep with a prologue: consumers' steps aligned on the sink's

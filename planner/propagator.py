@@ -31,9 +31,13 @@ class Propagator:
     Invariants: ``transform`` is (input_dims + 1) rows of (output_dims + 1) entries, its last
     row the augmentation row; ``offset`` has one entry per input dimension; every entry is an
     int, or a Fraction that is not an integer (exact integers are stored as ints).
+    ``whole_axes`` (sorted output axes) are those a window reads every position of, whatever
+    the stripe (the terms ``one_driver_per_axis`` folded): the window is exact only for a
+    stripe that covers each of them whole.
     """
     transform: tuple[tuple[Number, ...], ...]
     offset: tuple[Number, ...]
+    whole_axes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         rows = len(self.transform)
@@ -51,6 +55,11 @@ class Propagator:
             self, "transform", tuple(tuple(_norm(Fraction(v)) for v in r) for r in self.transform)
         )
         object.__setattr__(self, "offset", tuple(_norm(Fraction(v)) for v in self.offset))
+        whole = tuple(sorted({int(a) for a in self.whole_axes}))
+        if any(not 0 <= a < cols - 1 for a in whole):
+            raise PlannerError(f"propagator whole_axes {whole} name axes outside its "
+                               f"{cols - 1} output dims")
+        object.__setattr__(self, "whole_axes", whole)
 
     def __hash__(self) -> int:
         h = self.__dict__.get("_hash")
@@ -170,14 +179,14 @@ class Propagator:
         counts as if its output axis ran over its whole extent ``E`` (the constant grows by
         ``coefficient * E``): exact where those axes are not striped, a superset of the rows
         read where they are. A negative term (a reversal) reads the whole input axis
-        instead."""
+        instead. The output axes no longer driving are the result's ``whole_axes``."""
         rows = self._rows()
         if all(len(terms) <= 1 for terms, _ in rows):
             return self
         if len(out_shape) != self.output_dims or len(in_shape) != self.input_dims:
             raise PlannerError(f"propagator maps {self.output_dims}->{self.input_dims} dims; "
                                f"shapes {tuple(out_shape)} -> {tuple(in_shape)} do not fit it")
-        lin, const, offset = [], [], []
+        lin, const, offset, whole = [], [], [], set()
         for i, (terms, k) in enumerate(rows):
             row = [0] * self.output_dims
             if len(terms) <= 1:
@@ -191,13 +200,23 @@ class Propagator:
                 lin.append(row)
                 const.append(int(in_shape[i]))
                 offset.append(0)
+                whole.update(j for j, _ in terms)
                 continue
             d, c_d = max(terms, key=lambda t: (int(out_shape[t[0]]) > 1, t[1], -t[0]))
             row[d] = c_d
             lin.append(row)
             const.append(k + sum(c * int(out_shape[j]) for j, c in terms if j != d))
             offset.append(self.offset[i])
-        return Propagator.build(lin, const, offset)
+            whole.update(j for j, _ in terms if j != d)
+        built = Propagator.build(lin, const, offset)
+        return Propagator(built.transform, built.offset, tuple(whole | set(self.whole_axes)))
+
+    def covers_whole_axes(self, ranges: Sequence[tuple[tuple[int, int], ...]],
+                          out_shape: Sequence[int]) -> bool:
+        """Whether every stripe, ``ranges[a]`` its [lo, hi) per output axis, covers each of
+        ``whole_axes`` whole: only then are this propagator's windows what is read, not more
+        (a schedule computing the exact region would hold less than the plan)."""
+        return all(ranges[a] == ((0, int(out_shape[a])),) for a in self.whole_axes)
 
     def driving_axis(self, i: int) -> int | None:
         """The output axis whose position moves input axis ``i`` (None if it never moves)."""

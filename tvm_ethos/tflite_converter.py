@@ -920,7 +920,10 @@ class EthosOperatorConverter(OperatorConverter):
         """TFLite reads FULLY_CONNECTED's input as ``[elements / depth, depth]`` whatever its
         shape (``depth``: the weights' second dimension); TVM's converter multiplies the input
         as it is, which fails when its last dimension is not the depth (a 1x25x20x8 input
-        against 4000-deep weights). Such an input is reshaped first (exact on int8 codes)."""
+        against 4000-deep weights), and multiplies several rows of an input of more than two
+        dimensions as they are (a 1x5x4x3 input), an operation no NPU Part is. Such an input
+        is reshaped to its rows first (exact on codes), and with keep_num_dims the product
+        reshaped back to the input's leading dimensions."""
         from tflite.FullyConnectedOptions import FullyConnectedOptions
 
         inputs = self.get_input_tensors(op)
@@ -934,21 +937,32 @@ class EthosOperatorConverter(OperatorConverter):
             opts.Init(table.Bytes, table.Pos)
             keep = bool(opts.KeepNumDims())
         elements = int(np.prod(in_shape, dtype=np.int64))
-        if keep or in_shape[-1:] == [depth] or not self.has_expr(x.tensor_idx):
-            # rows of the right depth already: TVM's matmul keeps the leading dimensions,
-            # the same rows as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
+        rows = elements // depth if depth > 0 else 0
+        several = len(in_shape) > 2 and rows > 1
+        if not self.has_expr(x.tensor_idx) or (in_shape[-1:] == [depth] and not several) or \
+                (keep and in_shape[-1:] != [depth]):
+            # one row of the right depth already: TVM's matmul keeps the leading dimensions,
+            # the same row as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
             return super().convert_fully_connected(op)
         if depth <= 0 or elements % depth:
             raise _refuse(f"FULLY_CONNECTED input of shape {in_shape} ({elements} elements) "
                           f"does not split into rows of the weights' depth {depth}")
         name = get_tensor_name(self.subgraph, x.tensor_idx)
         original = self.exp_tab.get_expr(name)
-        self.exp_tab.set_expr(name, relax.op.reshape(original, (elements // depth, depth)),
+        self.exp_tab.set_expr(name, relax.op.reshape(original, (rows, depth)),
                               force_override=True)
         try:
-            return super().convert_fully_connected(op)
+            out = super().convert_fully_connected(op)
         finally:
             self.exp_tab.set_expr(name, original, force_override=True)
+        if keep:
+            # keep_num_dims: the rows back in the input's leading dimensions (in place of
+            # TVM's reshape to the rows' own shape)
+            if isinstance(out, relax.Call) and out.op == tvm.ir.Op.get("relax.reshape"):
+                out = out.args[0]
+            units = int(self.get_tensor_shape(w)[0])
+            out = relax.op.reshape(out, in_shape[:-1] + [units])
+        return out
 
 
 def lstm_constants(lstm: Lstm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

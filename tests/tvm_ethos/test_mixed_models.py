@@ -189,17 +189,20 @@ def test_every_wide_model_has_an_oracle(recipe):
         assert tflm_accepts(model) == "ok", recipe
 
 
-@pytest.mark.xfail(strict=True, raises=CompileError, reason=(
-    "issue 28 (open): FULLY_CONNECTED with keep_num_dims over several rows of a 4-D input: "
-    "TVM's converter multiplies the 4-D input as it is, a part no matcher knows ('opaque'), "
-    "so planning fails and ethos-u,llvm does not compile (the tflite-micro host keeps the "
-    "operator). Reading the rows as a 2-D layer reshaped back compiles, but then meets the "
-    "RESHAPE -> FULLY_CONNECTED -> RESHAPE wrong answer at the least memory (below)"))
 def test_a_fully_connected_keeping_its_dimensions_over_several_rows_compiles_on_ethos_u_llvm():
-    """The wide sweep's case: an int8 FULLY_CONNECTED (keep_num_dims) of a 1x5x4x3 input."""
+    """The wide sweep's case: an int8 FULLY_CONNECTED (keep_num_dims) of a 1x5x4x3 input.
+    TVM's converter multiplied the 4-D input as it is, a part no matcher knows, so planning
+    failed on ethos-u,llvm; it reads the rows as a 2-D layer reshaped back now, which on the
+    NPU is a reshape splitting rows (tests/planner/test_merged_axis_propagators.py)."""
     model = build(Recipe((1, 5, 4, 3), 7, (Step(Kind.FULLY_CONNECTED, (6, "relu")),
                                            Step(Kind.TANH))))
-    check(model, llvm=True)
+    out = check(model, llvm=True)
+    assert out.placed == {"ethos-u": 2} and not out.host_reasons, out
+    tight = tvm_ethos.compile(model, "ethos-u,llvm", cache_dir=False, budget=out.tight_bytes)
+    assert set(tight.partition_summary) == {"ethos-u"} and _cascades(tight), tight.plan_table
+    x = np.random.RandomState(1).randint(-128, 128, size=(1, 5, 4, 3)).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(tight.run(x)[0]).reshape(1, 5, 4, 6),
+                                  TflmReference(model).run([x])[0])
 
 
 def _reshape_fc_reshape() -> bytes:
