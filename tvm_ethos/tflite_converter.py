@@ -938,11 +938,13 @@ class EthosOperatorConverter(OperatorConverter):
             keep = bool(opts.KeepNumDims())
         elements = int(np.prod(in_shape, dtype=np.int64))
         rows = elements // depth if depth > 0 else 0
-        several = len(in_shape) > 2 and rows > 1
+        # rows in more than the batch axis (a batch of 1x1 pixels is a 1x1 convolution)
+        several = len(in_shape) > 2 and rows > 1 and \
+            not (len(in_shape) == 4 and in_shape[1:3] == [1, 1])
         if not self.has_expr(x.tensor_idx) or (in_shape[-1:] == [depth] and not several) or \
                 (keep and in_shape[-1:] != [depth]):
-            # one row of the right depth already: TVM's matmul keeps the leading dimensions,
-            # the same row as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
+            # rows of the right depth as a Part takes them: TVM's matmul keeps the leading
+            # dimensions, the same rows as TFLite's (a 4-D pooled input gives [1, 1, 1, units])
             return super().convert_fully_connected(op)
         if depth <= 0 or elements % depth:
             raise _refuse(f"FULLY_CONNECTED input of shape {in_shape} ({elements} elements) "
