@@ -311,8 +311,8 @@ class PlanGenerator(PlanCosting):
             # a window over a merged axis is more than a stripe reads unless the stripe
             # covers the axes folded into it: a buffer sized by it would not be the one a
             # schedule of the exact reads holds
-            st = compute[q.name]
-            if not q.propagators[k].covers_whole_axes(
+            prop, st = q.propagators[k], compute[q.name]
+            if prop.whole_axes and not prop.covers_whole_axes(
                     [st.axis_ranges(a) for a in range(len(st.shape))], q.output.shape):
                 return None
         prologue = None
