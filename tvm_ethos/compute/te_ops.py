@@ -762,8 +762,9 @@ def lower_fully_connected(op, inputs, pool: ConstPool, name="fc", vnni: bool = F
             row = row * d + i
         v = acc[row, o] + b[o]
         # TFLite Micro's FULLY_CONNECTED rounds twice, LiteRT's int8 one once; int16
-        # activations (16x8 with an int32 bias) follow TFLite Micro, the 16x8 oracle
-        twice = tfl_rounding or op.in_dtypes[0] == "int16"
+        # activations (16x8 with an int32 bias) follow TFLite Micro, the 16x8 oracle; uint8
+        # LiteRT's kernel (once) on the NPU too, TFLite Micro having none
+        twice = (tfl_rounding and op.in_dtypes[0] != "uint8") or op.in_dtypes[0] == "int16"
         requant = mbqm if twice else mbqm_single_rounding
         v = requant(v, m_t[o], s_t[o]) + _i32(out_zp)
         return clamp_cast(v, op.act_min, op.act_max, op.out_dtype)

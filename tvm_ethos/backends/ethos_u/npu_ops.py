@@ -221,7 +221,10 @@ def conv_op(op, ifm: FmSlot, ofm: FmSlot):
     if op.kind == Op.FULLY_CONNECTED:
         # TFLite Micro's FULLY_CONNECTED rounds twice (MultiplyByQuantizedMultiplier), as the
         # NPU's TFL rounding does (and Vela's streams): the Ethos-U subgraph's "tir" emulator
-        # rounds so too (te_ops.lower_qop's tfl_rounding)
+        # rounds so too (te_ops.lower_qop's tfl_rounding). TFLite Micro has no uint8 one:
+        # LiteRT's kernel defines it, one rounding (ties up), the NPU's NATURAL
+        if op.in_dtypes[0] == "uint8":
+            npu.rounding_mode = api.NpuRoundingMode.NATURAL
         npu.kernel = api.NpuKernel(1, 1)
         npu.padding = api.NpuPadding(0, 0, 0, 0)
     else:
