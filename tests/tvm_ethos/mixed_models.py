@@ -146,10 +146,7 @@ def _step(draw, shape, history, dtype: Dtype = Dtype.INT8, wide: bool = False,
         kinds += [Kind.PRELU, Kind.SQUARED_DIFFERENCE, Kind.MAXIMUM, Kind.MINIMUM,
                   Kind.MIRROR_PAD, Kind.PADV2, Kind.SUM, Kind.REDUCE_MAX, Kind.REDUCE_MIN,
                   Kind.RELU6, Kind.QUANTIZE]
-        if h * w == 1:
-            # one row: FULLY_CONNECTED over several rows (keep_num_dims) fails to plan on
-            # ethos-u,llvm (test_mixed_models' strict xfail)
-            kinds.append(Kind.FULLY_CONNECTED)
+        kinds.append(Kind.FULLY_CONNECTED)
         if h * w <= 36:
             kinds.append(Kind.TRANSPOSE_CONV)
     if h >= 2 and w >= 2:
