@@ -18,7 +18,6 @@ import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_accepts
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
 from tvm_ethos.emulator.schedule import MemoryMismatchError
-from tvm_ethos.errors import CompileError
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
