@@ -11,7 +11,7 @@ from mixed_models import Kind, Recipe, Step, build
 import tvm_ethos
 from planner.options import PlannerOptions
 from planner.proposals import ProposalSearch
-from planner.simulate import SimulationError, simulate
+from planner.simulate import simulate
 from tvm_ethos.backends.planner_device import planning_device
 from tvm_ethos.emulator import schedule as S
 from tvm_ethos.emulator.part_matchers import match_subgraph
@@ -468,19 +468,15 @@ def test_a_window_read_through_a_floordiv_allocates_what_it_plans():
     check_proposal(lw, match, device, ProposalSearch(match.graph, device, RECOMPUTE).proposal(0))
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationError, reason=(
-    "issue 28 (open, h-rsfc's cause): a RESHAPE that merges rows (1x7x2x4 -> 1x2x7x4) reads "
-    "input row (7 * row + column) // 2, two output axes moving one input axis, and the "
-    "planner's stripes follow only the first: its two smallest Proposals cascade the "
-    "CONCATENATION's 2-row stripes into the RESHAPE's and read rows no producer stripe "
-    "covers (planner.simulate)"))
 def test_a_reshape_merging_rows_in_a_cascade_reads_what_its_producer_computes():
     """Every Proposal on the frontier of CONCATENATION(x, x) -> RESHAPE (the wide sweep's
     wrong answer, campaign 2, shrunk) is one the planner's simulator accepts, allocates what
-    it plans and computes exactly. Before the schedule read each block as its Part says
-    (``_read_as_planned``) TVM computed the rows the RESHAPE really reads into the
-    CONCATENATION's planned ring of 2 and overran it: at the least memory ethos-u,llvm's
-    output differed from TFLite Micro's."""
+    it plans and computes exactly. The RESHAPE reads input row (7 * row + column) // 2: before
+    the planner counted the second term whole (``Propagator.one_driver_per_axis``) its two
+    smallest Proposals read rows no producer stripe covers; before the schedule read each
+    block as its Part says (``_read_as_planned``) TVM computed the rows the RESHAPE really
+    reads into the CONCATENATION's planned ring of 2 and overran it: at the least memory
+    ethos-u,llvm's output differed from TFLite Micro's."""
     lw, match = subgraph_of(build(Recipe((1, 7, 2, 2), 15, (
         Step(Kind.CONCAT, (None,), 0), Step(Kind.RESHAPE, ((1, 2, 7, 4),))))))
     device = planning_device("ethos-u55-128")
