@@ -94,6 +94,19 @@ def real_bound(q: int, scale: float, zero_point: int) -> float:
     raise CompileError(f"no real activation bound quantizes to {q} at scale {scale}")
 
 
+def fully_connected_op(api, ifm: FmSlot, ofm: FmSlot):
+    """The NpuConv2DOperation a graph-level stream (an LSTM's, an SVDF's) runs a
+    FULLY_CONNECTED as: a 1x1 kernel without padding, depth first, TFLite's rounding; its
+    caller sets the activation, block and weights."""
+    npu = api.NpuConv2DOperation()
+    npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
+    npu.kernel = api.NpuKernel(1, 1)
+    npu.padding = api.NpuPadding(0, 0, 0, 0)
+    npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
+    npu.rounding_mode = api.NpuRoundingMode.TFL
+    return npu
+
+
 def activation(op, out: FmSlot):
     api = vela_api()
     act = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)

@@ -34,8 +34,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, feature_map, real_bound
+from tvm_ethos.backends.ethos_u.npu_ops import (
+    FmSlot,
+    feature_map,
+    fully_connected_op,
+    real_bound,
+)
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
+from tvm_ethos.backends.ethos_u.source_operator import source_operator
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     SCRATCH_REGION,
@@ -261,12 +267,7 @@ def read_lstm(graph, index: int) -> Lstm:
     import tflite
 
     g, model = graph.g, graph.model
-    op = g.Operators(index)
-    name = f"operator {index} ({KIND})"
-    if graph.kinds[index] != KIND:
-        raise UnsupportedOperatorError(name, f"it is a {graph.kinds[index]}")
-    ins = [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
-    ins += [-1] * (24 - len(ins))
+    op, name, ins, _ = source_operator(graph, index, KIND, 24)
 
     def refuse(why: str):
         raise UnsupportedOperatorError(name, why)
@@ -428,12 +429,7 @@ class _Emitter:
     def fully_connected(self, key, ifm: FmSlot, weights: np.ndarray, w_scale: float,
                         bias: np.ndarray | None, ofm: FmSlot) -> None:
         api = self.api
-        npu = api.NpuConv2DOperation()
-        npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
-        npu.kernel = api.NpuKernel(1, 1)
-        npu.padding = api.NpuPadding(0, 0, 0, 0)
-        npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
-        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu = fully_connected_op(api, ifm, ofm)
         npu.activation = api.NpuActivation(api.NpuActivationOp.NONE_OR_RELU)
         npu.block_config = self.block(npu)
         if key not in self._constants:

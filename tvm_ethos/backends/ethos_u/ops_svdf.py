@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvm_ethos.backends.ethos_u.ops_lstm import Quant
+from tvm_ethos.backends.ethos_u.source_operator import source_operator
 from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
 
 KIND = "SVDF"
@@ -89,13 +90,7 @@ def read_svdf(graph, index: int) -> Svdf:
     import tflite
 
     g, model = graph.g, graph.model
-    op = g.Operators(index)
-    name = f"operator {index} ({KIND})"
-    if graph.kinds[index] != KIND:
-        raise UnsupportedOperatorError(name, f"it is a {graph.kinds[index]}")
-    ins = [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
-    ins += [-1] * (5 - len(ins))
-    outs = [int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else []
+    op, name, ins, outs = source_operator(graph, index, KIND, 5)
 
     def refuse(why: str):
         raise UnsupportedOperatorError(name, why)

@@ -34,7 +34,13 @@ from typing import NamedTuple
 import numpy as np
 
 from planner.parts import SVDF_SHIFT_BUFFER_BYTES, svdf_shift_rows
-from tvm_ethos.backends.ethos_u.npu_ops import FmSlot, block_config, feature_map, real_bound
+from tvm_ethos.backends.ethos_u.npu_ops import (
+    FmSlot,
+    block_config,
+    feature_map,
+    fully_connected_op,
+    real_bound,
+)
 from tvm_ethos.backends.ethos_u.ops_svdf import KIND, Svdf
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
 from tvm_ethos.backends.ethos_u.stream_base import (
@@ -257,12 +263,7 @@ class _Emitter:
         """``weights`` (outputs, inputs) of raw codes, ``bias`` int32 per output, TFLite
         Micro's multiplier of ``scale``."""
         api = self.api
-        npu = api.NpuConv2DOperation()
-        npu.ifm, npu.ofm = feature_map(ifm), feature_map(ofm)
-        npu.kernel = api.NpuKernel(1, 1)
-        npu.padding = api.NpuPadding(0, 0, 0, 0)
-        npu.block_traversal = api.NpuBlockTraversal.DEPTH_FIRST
-        npu.rounding_mode = api.NpuRoundingMode.TFL
+        npu = fully_connected_op(api, ifm, ofm)
         npu.activation = activation
         npu.block_config = block_config(npu, self.acc)
         enc = api.npu_encode_weights(
