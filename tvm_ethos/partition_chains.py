@@ -102,21 +102,7 @@ def source_chains(data: bytes) -> Counter[ChainForm]:
     """How many RESHAPE -> TRANSPOSE -> RESHAPE chains of operators the first subgraph of the
     ``.tflite`` ``data`` has, by form (one per RESHAPE reading a TRANSPOSE of a RESHAPE's
     output, as Relax counts its chains)."""
-    model = tflite.Model.GetRootAsModel(data, 0)
-    g = model.Subgraphs(0)
-    kinds, writer, readers = [], {}, {}
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        kinds.append(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
-        for t in op.OutputsAsNumpy() if op.OutputsLength() else ():
-            writer[int(t)] = i
-        for t in op.InputsAsNumpy() if op.InputsLength() else ():
-            readers.setdefault(int(t), []).append(i)
-
-    def shape(t: int) -> tuple[int, ...]:
-        return tuple(int(d) for d in g.Tensors(t).ShapeAsNumpy()) \
-            if g.Tensors(t).ShapeLength() else ()
+    model, g, kinds, writer, readers = _operators(data)
 
     out: Counter[ChainForm] = Counter()
     for j, kind in enumerate(kinds):
@@ -132,8 +118,8 @@ def source_chains(data: bytes) -> Counter[ChainForm]:
         for k in readers.get(mid_out, ()):
             if kinds[k] == tflite.BuiltinOperator.RESHAPE and int(g.Operators(k).Inputs(0)) \
                     == mid_out:
-                out[ChainForm(shape(start), shape(src), perm,
-                              shape(int(g.Operators(k).Outputs(0))))] += 1
+                out[ChainForm(_shape(g, start), _shape(g, src), perm,
+                              _shape(g, int(g.Operators(k).Outputs(0))))] += 1
     return out
 
 
@@ -146,19 +132,7 @@ def _static_shape(expr) -> tuple:
 def source_pairs(data: bytes) -> Counter[ChainForm]:
     """How many TRANSPOSE operators of a RESHAPE's output the first subgraph of the
     ``.tflite`` ``data`` has, by form (:func:`reshape_permutations`' forms)."""
-    model = tflite.Model.GetRootAsModel(data, 0)
-    g = model.Subgraphs(0)
-    kinds, writer = [], {}
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        kinds.append(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
-        for t in op.OutputsAsNumpy() if op.OutputsLength() else ():
-            writer[int(t)] = i
-
-    def shape(t: int) -> tuple[int, ...]:
-        return tuple(int(d) for d in g.Tensors(t).ShapeAsNumpy()) \
-            if g.Tensors(t).ShapeLength() else ()
+    model, g, kinds, writer, _ = _operators(data)
 
     out: Counter[ChainForm] = Counter()
     for j, kind in enumerate(kinds):
@@ -170,8 +144,30 @@ def source_pairs(data: bytes) -> Counter[ChainForm]:
         perm = _constant_ints(model, g, int(op.Inputs(1)))
         if first is None or kinds[first] != tflite.BuiltinOperator.RESHAPE or perm is None:
             continue
-        out[ChainForm(shape(int(g.Operators(first).Inputs(0))), shape(src), perm, ())] += 1
+        out[ChainForm(_shape(g, int(g.Operators(first).Inputs(0))), _shape(g, src), perm, ())] += 1
     return out
+
+
+def _operators(data: bytes):
+    """(model, first subgraph, each operator's builtin code, the operator writing each tensor,
+    the operators reading each tensor) of the ``.tflite`` ``data``."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    g = model.Subgraphs(0)
+    kinds, writer, readers = [], {}, {}
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        kinds.append(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
+        for t in op.OutputsAsNumpy() if op.OutputsLength() else ():
+            writer[int(t)] = i
+        for t in op.InputsAsNumpy() if op.InputsLength() else ():
+            readers.setdefault(int(t), []).append(i)
+    return model, g, kinds, writer, readers
+
+
+def _shape(g, t: int) -> tuple[int, ...]:
+    return tuple(int(d) for d in g.Tensors(t).ShapeAsNumpy()) if g.Tensors(t).ShapeLength() \
+        else ()
 
 
 def _constant_ints(model, g, t: int) -> tuple[int, ...] | None:
