@@ -29,6 +29,18 @@ def _floor(x: Number) -> int:
     return math.floor(x)
 
 
+def _rows_read(start: Number, lin: Number, const: Number, rows: int) -> int:
+    """How many input rows ``rows`` consecutive output rows read through a fractional
+    coefficient (a ``floordiv``: an upscale, a RESHAPE merging axes), the first of them at
+    ``start`` = ``lin * c0 + offset``: the union of the single rows' windows, from
+    ``floor(start)`` to ``floor(start + lin * (rows - 1))`` plus one row's window, where
+    ``lin * rows + const`` rounded up also counts a stripe straddling one more row. Only an
+    axis of one stripe is counted so: stripes of several share one shape, which the rolling
+    and lockstep buffers (``planner.lockstep``) step through rounded up."""
+    first = start - math.floor(start)
+    return math.floor(first + lin * (rows - 1)) + math.ceil(lin + const)
+
+
 @lru_cache(maxsize=500_000)
 def _axis_ranges(offset: Number, stride: Number, shape: int, stripes: int, extent: int
                  ) -> tuple[tuple[int, int], ...]:
@@ -181,11 +193,12 @@ class StripeConfig:
         if prop.input_dims != len(input_shape):
             raise PlannerError(f"propagator produces {prop.input_dims} dims, input tensor has "
                                f"{len(input_shape)}")
+        src = _clipped_single_stripes(self)
         maps = prop.integer_axis_maps()
-        if maps is not None and all(type(x) is int for x in self.offset) and \
-                all(type(x) is int for x in self.strides):
-            return self._propagate_integers(maps, input_shape)
-        return self._propagate_exact(prop, input_shape)
+        if maps is not None and all(type(x) is int for x in src.offset) and \
+                all(type(x) is int for x in src.strides):
+            return src._propagate_integers(maps, input_shape)
+        return src._propagate_exact(prop, input_shape)
 
     def _propagate_exact(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
         """``_propagate`` for any propagator and positions (Fractions included)."""
@@ -217,6 +230,12 @@ class StripeConfig:
                 # below the scaled exact start, so the window starts L earlier and is L longer.
                 offset[i] = offset[i] - lin
                 raw_shape[i] = raw_shape[i] + lin
+                continue
+            if n == 1 and not _is_int(lin) and \
+                    sum(1 for v in prop.transform[i][:-1] if v != 0) == 1:
+                # one stripe, at a known row: the rows it reads, exactly
+                raw_shape[i] = min(raw_shape[i], _rows_read(offset[i], lin, prop.const(i),
+                                                            self.shape[j]))
         shape = tuple(max(1, x if type(x) is int else math.ceil(x)) for x in raw_shape)
         offset = tuple(offset)
         fixed_strides = tuple(s if n > 1 else shp for s, n, shp in zip(strides, stripes, shape))
@@ -271,6 +290,36 @@ def unchecked_config(shape: tuple[int, ...], extent: tuple[int, ...],
     sc.__dict__.update(shape=shape, extent=extent, strides=strides, order=order,
                        stripes=stripes, offset=offset)
     return sc
+
+
+def _clipped_single_stripes(sc: StripeConfig) -> StripeConfig:
+    """``sc`` with each axis of one stripe cut to the rows of its tensor it covers.
+
+    A Part computes only rows of its output tensor: a stripe reaching past the tensor (a
+    consumer's padding) computes its clipped range, and reads only what that range reads. A
+    stride above the kernel makes the difference: a stride-2 1x1 convolution computing its 2
+    output rows reads rows 0 and 2 of its input, not the 4 its unclipped 3-row stripe would
+    span. An axis of several stripes keeps one shape for all of them; there the clipped
+    stripes differ and the interior ones, unclipped, set the window. An axis whose stripe
+    covers no row of the tensor is kept as it is (nothing computed, one element held).
+    """
+    cut = None
+    for a, n in enumerate(sc.stripes):
+        if n != 1:
+            continue
+        lo = math.floor(sc.offset[a])
+        hi = lo + sc.shape[a]
+        lo_c, hi_c = max(lo, 0), min(hi, sc.extent[a])
+        if hi_c <= lo_c or (lo_c, hi_c) == (lo, hi):
+            continue
+        if cut is None:
+            cut = [list(sc.shape), list(sc.strides), list(sc.offset)]
+        cut[0][a] = cut[1][a] = hi_c - lo_c
+        cut[2][a] = lo_c
+    if cut is None:
+        return sc
+    return unchecked_config(tuple(cut[0]), sc.extent, tuple(cut[1]), sc.order, sc.stripes,
+                            tuple(cut[2]))
 
 
 @lru_cache(maxsize=200_000)

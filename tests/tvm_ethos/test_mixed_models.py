@@ -17,7 +17,6 @@ from operator_models import _opts
 import tvm_ethos
 from tests.helpers.tflite_oracle import oracle, random_inputs, tflm_accepts
 from tvm_ethos.backends.tflite_micro.reference import TflmReference
-from tvm_ethos.emulator.schedule import MemoryMismatchError
 
 pytest.importorskip("ethosu.vela")
 pytest.importorskip("tflite_micro")
@@ -276,16 +275,13 @@ def test_a_uint8_sum_over_the_depth_after_an_upscale_compiles_on_ethos_u_llvm():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=MemoryMismatchError, reason=(
-    "issue 28 (open): a SAME 2x2 pool's window past the bottom and right of a stride-2 1x1 "
-    "CONV's output: the planner propagates the CONV's compute stripe with that padding row "
-    "and column (3x3 of a 2x2 output) to the CONV's input, 4x3 rows and columns of the "
-    "SUB(x, x) before it, where the CONV computes its 2x2 and reads 3x3; the schedule "
-    "allocates 203 B of NPU SRAM where the Proposal predicts 218 B on ethos-u,llvm (the "
-    "tflite-micro host compiles it). The planner would clip a compute stripe to its tensor "
-    "before propagating it, a plan change"))
 def test_a_pool_padding_past_a_strided_convolution_compiles_on_ethos_u_llvm():
-    """The sweep's case (campaign 11)."""
+    """The sweep's case (campaign 11): a SAME 2x2 pool's window reaches past the bottom and
+    right of a stride-2 1x1 CONV's 2x2 output. The CONV computes its 2x2 and reads 3x3 of
+    the SUB(x, x) before it, so the planner must propagate the CONV's stripe clipped to its
+    tensor, not with the pool's padding row and column (3x3, which reads 4x3): else the
+    schedule allocates less than planned (MemoryMismatchError; issue 28,
+    ``tests/planner/test_exact_windows.py``)."""
     model = build(Recipe((1, 7, 6, 5), 758, (
         Step(Kind.DEPTHWISE, (5, 1, 2, "VALID", "relu")), Step(Kind.SUB, (None,), 1),
         Step(Kind.CONV, (12, 1, 2, "SAME", "relu")), Step(Kind.AVG_POOL, (2, 1, "SAME")))))

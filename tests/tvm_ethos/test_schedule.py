@@ -431,7 +431,8 @@ def test_a_reshape_in_a_cascade_computes_what_it_plans(recipe):
     axes (the second example, rows read as columns), TVM relaxed its index to every row of
     the input: the producer computed 5 rows into its planned ring of 2 and the output was
     wrong. A RESHAPE that reads an axis through a ``floordiv`` is left out: the planner
-    rounds that window up (``test_a_window_read_through_a_floordiv_allocates_what_it_plans``)."""
+    counts such a window exactly for one stripe only, and rounds it up for several
+    (``test_a_window_read_through_a_floordiv_allocates_what_it_plans``)."""
     lw, match = subgraph_of(build(recipe))
     assume(not _fractional(match))
     device = planning_device("ethos-u55-128")
@@ -450,15 +451,12 @@ def test_a_reshape_in_a_cascade_computes_what_it_plans_many(recipe):
     test_a_reshape_in_a_cascade_computes_what_it_plans.hypothesis.inner_test(recipe)
 
 
-@pytest.mark.xfail(strict=True, raises=S.MemoryMismatchError, reason=(
-    "issue 28 (open): a window read through a floordiv (a RESHAPE merging rows into columns, "
-    "a RESIZE_NEAREST upscale) is planned rounded up ('a stripe may straddle one more "
-    "element', planner.stripes), where TVM computes the rows the box really reads: a 1x1 "
-    "CONV of 2x2x3 -> RESHAPE to 1x4x3 -> SLICE of 2 columns of one channel plans 2 rows of "
-    "the CONV's output and computes 1 (planned 8 B, scheduled 6 B; ethos-u,llvm fails so at "
-    "the least memory, 22 B). Either the planner counts a floordiv window exactly or the "
-    "schedule computes the rounded-up window; neither is done yet"))
 def test_a_window_read_through_a_floordiv_allocates_what_it_plans():
+    """A 1x1 CONV of 2x2x3 -> RESHAPE to 1x4x3 -> SLICE of 2 columns of one channel: the
+    RESHAPE reads the CONV's rows through a ``floordiv`` (column w reads row w // 2), and the
+    2 columns read 1 row, which TVM computes. The planner must count that one-stripe window
+    exactly, not rounded up ('a stripe may straddle one more element') to 2 rows, or the
+    schedule allocates less than planned (issue 28)."""
     recipe = Recipe((1, 2, 2, 3), 0, (
         Step(Kind.CONV, (3, 1, 1, "VALID", None)), Step(Kind.RESHAPE, ((1, 1, 4, 3),)),
         Step(Kind.SLICE, ((0, 0, 0, 0), (1, 1, 2, 1)))))
