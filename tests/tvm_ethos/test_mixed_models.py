@@ -348,3 +348,15 @@ def test_a_uint8_leaky_relu_then_two_maximums_each_reading_one_tensor_twice():
         Step(Kind.LEAKY_RELU, (0.2,)), Step(Kind.MAXIMUM, (None,), 1),
         Step(Kind.MAXIMUM, (None,), 2)), Dtype.UINT8)))
     assert out.placed == {"ethos-u": 3} and out.oracle == "litert", out
+
+
+def test_a_mirror_pad_between_a_clamp_and_a_softmax_streams_on_the_npu():
+    """The wide sweep's case (seed 991): the BLOCKDEP guard around a MIRROR_PAD's backwards
+    bands measured the span of a feature map that leaves its strides to Vela's generator
+    (``blockdep_guard._span``), failed, and all three operators stayed on TFLite Micro with
+    an AttributeError for a reason."""
+    model = build(Recipe((1, 9, 4, 3), 991, (
+        Step(Kind.RELU6), Step(Kind.MIRROR_PAD, (2, 0, 1, 2, False)), Step(Kind.SOFTMAX))))
+    cm = tvm_ethos.compile(model, "ethos-u", cache_dir=False)
+    assert cm.partition_summary == {"ethos-u": 3}, cm.placement_table
+    check(model, llvm=True)

@@ -20,12 +20,19 @@ from tvm_ethos.backends.ethos_u.stream_base import vela_api
 
 
 def _span(fm) -> tuple[int, int, int]:
-    """(region, lowest byte, highest byte + 1) any element of ``fm`` may occupy."""
+    """(region, lowest byte, highest byte + 1) any element of ``fm`` may occupy; a feature
+    map without strides has the ones Vela's generator gives it (``get_strides``)."""
+    # lazy: Vela loads with the first stream, as in _guarded_blockdep
+    from ethosu.vela.register_command_stream_util import get_strides
+
     esize = fm.data_type.size_in_bytes()
     h, w, c = fm.shape.height, fm.shape.width, fm.shape.depth
-    reach = [(h - 1) * fm.strides.height, (w - 1) * fm.strides.width]
+    strides = get_strides(fm)
+    reach = [(h - 1) * strides.height, (w - 1) * strides.width]
+    depth = c * esize if fm.layout == vela_api().NpuLayout.NHWC \
+        else (c - 1) // 16 * strides.depth + 16 * esize
     low = sum(min(0, r) for r in reach)
-    high = sum(max(0, r) for r in reach) + c * esize
+    high = sum(max(0, r) for r in reach) + depth
     used = fm.tiles.addresses[:1] + [a for a in fm.tiles.addresses[1:] if a]
     return fm.region, min(used) + low, max(used) + high
 
