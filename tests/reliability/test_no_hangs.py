@@ -232,15 +232,27 @@ def test_full_form_window_attributes_have_their_count():
         graph_from_json(doc)
 
 
-@pytest.mark.parametrize("row,col,value", [(3, 2, -7), (2, 1, 5)])
-def test_a_propagator_row_moves_with_one_output_axis_forwards(row, col, value):
-    """A negative coefficient, or an input axis moved by two output axes: the search assumed
-    neither, and the simulator found the Plan reading rows no stripe produced."""
+def test_a_propagator_row_moves_with_its_output_axes_forwards():
+    """A negative coefficient: the search assumes none, and the simulator found the Plan
+    reading rows no stripe produced."""
     doc = graph_to_json(load_tflite(tb.conv2d(np.random.RandomState(0))))
-    doc["parts"][0]["propagators"][0]["transform"][row][col] = value
-    with pytest.raises(PlannerError, match=rf"propagator 0, transform row {row} .*at most one "
+    doc["parts"][0]["propagators"][0]["transform"][3][2] = -7
+    with pytest.raises(PlannerError, match=r"propagator 0, transform row 3 .*at most one "
                                            "output axis, forwards"):
         graph_from_json(doc)
+
+
+def test_an_input_axis_moved_by_two_output_axes_reads_the_second_whole():
+    """An input axis moved by two output axes (a RESHAPE merging rows) is driven by the one of
+    the larger coefficient; the other is counted over its whole extent and recorded, so no
+    stripe reads rows its producer did not compute (``Propagator.one_driver_per_axis``)."""
+    doc = graph_to_json(load_tflite(tb.conv2d(np.random.RandomState(0))))
+    rows = doc["parts"][0]["propagators"][0]["transform"]
+    rows[2][1] = 5
+    folded = graph_from_json(doc).parts[0].propagators[0]
+    assert folded.whole_axes == (2,)
+    assert folded.transform[2][1] == 5 and folded.transform[2][2] == 0
+    assert folded.transform[2][-1] > rows[2][-1], folded.transform   # the whole width
 
 
 def test_a_propagator_window_reads_at_least_one_row():

@@ -24,7 +24,7 @@ from tvm_ethos.backends.ethos_u.stream_plan import (
     run_buffer_shapes,
     step_loop_length,
 )
-from tvm_ethos.pipeline import streams
+from tvm_ethos.pipeline import subgraph_stream
 
 pytest.importorskip("ethosu.vela")
 
@@ -132,7 +132,7 @@ def test_forced_runs_in_a_larger_arena_are_bit_exact(run, monkeypatch):
 
     monkeypatch.setattr(stream_cascade, "longest_runs", unbounded)
     # the arena is past the plan's peak here, which the compile otherwise refuses
-    monkeypatch.setattr(streams, "check_stream_memory", lambda sym, entry: None)
+    monkeypatch.setattr(subgraph_stream, "check_stream_memory", lambda sym, entry: None)
     cm = tvm_ethos.compile(model, TARGET, npu_runtime="stream", cache_dir=False,
                            budget="smallest")
     assert _stream(cm)["generated"]

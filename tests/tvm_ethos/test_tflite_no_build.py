@@ -18,6 +18,7 @@ from tvm_ethos.backends.tflite_micro import compile as tflm_compile
 from tvm_ethos.cli_compile import TVM_BACKEND_AUTOLOAD, skip_tvm_device_backends
 from tvm_ethos.emulator import schedule
 from tvm_ethos.targets import parse_targets
+from tvm_ethos.tflite_direct.operators import Declined
 
 pytest.importorskip("ethosu.vela")
 
@@ -30,6 +31,11 @@ def _refuse_build(*_args, **_kwargs):
 
 def _refuse_schedule(*_args, **_kwargs):
     raise AssertionError("emulator TIR was scheduled for a .tflite output")
+
+
+def _through_tvm(*_args, **_kwargs) -> Declined:
+    """The TVM-free path declining every group, so that the group goes through TVM."""
+    return Declined("this test compiles through TVM")
 
 
 def _unscheduled(subgraph: dict) -> dict:
@@ -48,10 +54,11 @@ def person():
 
 @pytest.fixture(scope="module")
 def written(person):
-    """person_detect compiled to a .tflite with every library build and TIR schedule refused:
-    (the model, the stages heard in order)."""
+    """person_detect compiled through TVM to a .tflite with every library build and TIR
+    schedule refused: (the model, the stages heard in order)."""
     heard: list[str] = []
     mp = pytest.MonkeyPatch()
+    mp.setattr(tflm_compile, "compile_group", _through_tvm)
     mp.setattr(tvm, "compile", _refuse_build)
     mp.setattr(tvm.tirx, "build", _refuse_build)
     mp.setattr(schedule, "apply_proposal", _refuse_schedule)
@@ -73,10 +80,22 @@ def test_a_tflite_output_builds_no_library(written):
     assert heard.index("plan") < heard.index("streams") < heard.index("write")
 
 
+def test_the_path_without_tvm_writes_the_same_file(written, person):
+    """The default compile, which takes person_detect's group without TVM
+    (``tvm_ethos.tflite_direct``), writes the bytes and the plan the TVM path writes."""
+    heard: list[str] = []
+    with stages.listening(lambda name, _s: heard.append(name)):
+        direct = tvm_ethos.compile_tflite(person, "ethos-u", accelerator_config=ACCEL)
+    assert "read without TVM" in heard and "import" not in heard
+    assert direct.tflite == written[0].tflite
+    assert direct.plan_report == written[0].plan_report
+
+
 def test_the_file_is_the_one_the_full_build_writes(written, person, monkeypatch):
     """The group compiled by ``tvm_ethos.compile`` (emulator and host library built, as
     before) writes the very same bytes."""
     heard: list[str] = []
+    monkeypatch.setattr(tflm_compile, "compile_group", _through_tvm)
     monkeypatch.setattr(tflm_compile, "_compile_group", lambda data, target, options:
                         tvm_ethos.compile(data, target=target, **options))
     with stages.listening(lambda name, _s: heard.append(name)):
