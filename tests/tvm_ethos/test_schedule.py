@@ -414,6 +414,17 @@ def _fractional(match) -> bool:
                for row in prop.transform for v in row)
 
 
+def _check_every_recompute_proposal(lw, match) -> None:
+    """Every RECOMPUTE Proposal of the frontier on an Ethos-U55-128 allocates what it plans
+    and computes what the unscheduled kernel computes."""
+    device = planning_device("ethos-u55-128")
+    search = ProposalSearch(match.graph, device, RECOMPUTE)
+    xs = inputs_of(lw)
+    reference = run(lw.primfunc, lw, xs)
+    for k in range(len(search.frontier)):
+        check_proposal(lw, match, device, search.proposal(k), reference, xs)
+
+
 @example(recipe=Recipe((1, 1, 2, 3), 0, (
     Step(Kind.CONV, (3, 1, 1, "VALID", None)), Step(Kind.RESHAPE, ((1, 2, 1, 3),)),
     Step(Kind.SLICE, ((0, 0, 0, 0), (1, 1, 1, 1))))))
@@ -435,12 +446,7 @@ def test_a_reshape_in_a_cascade_computes_what_it_plans(recipe):
     (``test_a_window_read_through_a_floordiv_allocates_what_it_plans``)."""
     lw, match = subgraph_of(build(recipe))
     assume(not _fractional(match))
-    device = planning_device("ethos-u55-128")
-    search = ProposalSearch(match.graph, device, RECOMPUTE)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
-    for k in range(len(search.frontier)):
-        check_proposal(lw, match, device, search.proposal(k), reference, xs)
+    _check_every_recompute_proposal(lw, match)
 
 
 @pytest.mark.slow
@@ -477,9 +483,4 @@ def test_a_reshape_merging_rows_in_a_cascade_reads_what_its_producer_computes():
     ethos-u,llvm's output differed from TFLite Micro's."""
     lw, match = subgraph_of(build(Recipe((1, 7, 2, 2), 15, (
         Step(Kind.CONCAT, (None,), 0), Step(Kind.RESHAPE, ((1, 2, 7, 4),))))))
-    device = planning_device("ethos-u55-128")
-    search = ProposalSearch(match.graph, device, RECOMPUTE)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
-    for k in range(len(search.frontier)):
-        check_proposal(lw, match, device, search.proposal(k), reference, xs)
+    _check_every_recompute_proposal(lw, match)

@@ -233,6 +233,19 @@ def _assert_file_runs_as_tflm(cm, source: bytes, runs: int = 4) -> None:
             assert np.array_equal(got.reshape(want.shape), want), j
 
 
+def _assert_kept_runs_as_tflm(cm, data: bytes, seed: int, runs: int = 3) -> None:
+    """The first output of ``runs`` int8 inputs in a row equal to TFLite Micro's on ``data``
+    (the SVDF kept as a TFLite operator carries its state over as TFLite Micro does)."""
+    interpreter = runtime.Interpreter.from_bytes(data, arena_size=_TFLM_ARENA)
+    rs = np.random.RandomState(seed)
+    for _ in range(runs):
+        x = rs.randint(-128, 128, size=cm.inputs[0].shape).astype(np.int8)
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        want = interpreter.get_output(0)
+        assert np.array_equal(cm.run(x)[0].reshape(want.shape), want)
+
+
 REFUSED = [  # (variant, words of the reason, whether TFLite Micro runs the model)
     (dict(state_dtype="int16", state_zp=0), "the NPU's weights are 8-bit", True),
     (dict(no_bias=True), "no bias", False),
@@ -255,14 +268,7 @@ def test_variants_the_stream_does_not_reproduce_stay_tflite_operators(variant, w
         placed.why
     assert "\n" not in placed.why
     if tflm_runs:
-        interpreter = runtime.Interpreter.from_bytes(data, arena_size=_TFLM_ARENA)
-        rs = np.random.RandomState(1)
-        for _ in range(3):
-            x = rs.randint(-128, 128, size=cm.inputs[0].shape).astype(np.int8)
-            interpreter.set_input(x, 0)
-            interpreter.invoke()
-            want = interpreter.get_output(0)
-            assert np.array_equal(cm.run(x)[0].reshape(want.shape), want)
+        _assert_kept_runs_as_tflm(cm, data, seed=1)
 
 
 def test_the_tflm_arena_of_an_svdf_on_the_cpu_is_its_state_tensors_and_scratch():
@@ -294,14 +300,7 @@ def test_any_int16_svdf_stays_a_tflite_operator_as_tflite_micro_runs_it(case):
     cm = tvm_ethos.compile(data, "ethos-u", cache_dir=False)
     (placed,) = cm.placement
     assert placed.placed_on == "tflite-micro" and "8-bit" in placed.why
-    interpreter = runtime.Interpreter.from_bytes(data, arena_size=_TFLM_ARENA)
-    rs = np.random.RandomState(case.seed)
-    for _ in range(3):
-        x = rs.randint(-128, 128, size=cm.inputs[0].shape).astype(np.int8)
-        interpreter.set_input(x, 0)
-        interpreter.invoke()
-        want = interpreter.get_output(0)
-        assert np.array_equal(cm.run(x)[0].reshape(want.shape), want)
+    _assert_kept_runs_as_tflm(cm, data, seed=case.seed)
 
 
 def test_a_state_of_another_type_than_weights_time_is_refused_by_name():
