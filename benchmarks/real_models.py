@@ -2,10 +2,11 @@
 ``ethos-u``: NPU groups as ``ethos-u`` operators, the rest kept as TFLite operators), per
 accelerator: whether it compiles, operators on the NPU / kept on the CPU against the CPU
 operators of Vela 5.2 ``--optimise Size`` and whether every operator Vela puts on the NPU is on
-ours (issue 28's "partition like Vela, or better"), the SRAM the file's streams touched on the
-functional model (emulated) against Vela Size's "Total SRAM used", the bytes the streams' DMA
-commands move in one inference against those of Vela Size's own streams (both emulated),
-the arena a TFLite Micro application gives each file in all, ours and Vela Size's (the
+ours (issue 28's "partition like Vela, or better"), the ethos-u operators' arena the streams
+touched on the functional model (emulated), the SRAM the application touches with each file
+(``sram_touched``) ours against Vela Size's, Vela's own "Total SRAM used", the bytes the
+streams' DMA commands move in one inference against those of Vela Size's own streams (both
+emulated), the arena a TFLite Micro application gives each file in all, ours and Vela Size's (the
 ethos-u operators' arena plus what the CPU operators' tensors, states and scratch need:
 ``benchmarks/tflm_arena.py`` gives the rule; Vela's SRAM figure leaves out the states and
 scratch of the operators it keeps on the CPU),
@@ -20,9 +21,7 @@ a test.
                                    [--budget smallest|SIZE|system|none|vela]
 
 Each (model, accelerator) runs in a process of its own, so one that crashes an interpreter
-reports as such instead of ending the table. SRAM is the arena on an Ethos-U55 (Vela's
-Shared_Sram) and the fast scratch on an Ethos-U65 (Vela's Dedicated_Sram: its SRAM holds the
-fast scratch, the arena lives in DRAM).
+reports as such instead of ending the table.
 """
 from __future__ import annotations
 
@@ -215,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     head = (f"{'model':<28} {'accelerator':<14} {'compiled':>8} {'NPU':>4} {'CPU':>4} "
             f"{'Vela CPU':>8} {'<=Vela':>6} {'NPU>=Vela':>9} {'arena B':>9} {'fast B':>8} "
-            f"{'SRAM KiB':>9} {'Vela KiB':>9} {'<=Vela':>6} {'DMA B':>9} {'Vela DMA B':>10} "
+            f"{'SRAM B':>9} {'Vela SRAM B':>11} {'<=Vela':>6} {'Vela rep KiB':>12} "
+            f"{'DMA B':>9} {'Vela DMA B':>10} "
             f"{'<=Vela':>6} {'TFLM B':>7} {'Vela TFLM B':>11} {'<=Vela':>6} {'=TFLM':>6} "
             f"{'compile s':>9}  notes")
     print(head)
@@ -232,13 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             if not r.get("compiled"):
                 done = "no" if r.get("compiled") is False else "crash"
                 print(f"{name:<28} {acc:<14} {done:>8} {'':>4} {'':>4} {_n(vela_cpu):>8} "
-                      f"{'':>6} {'':>9} {'':>9} {'':>8} {'':>9} {_kib(vela.get('sram')):>9} "
-                      f"{'':>6} {'':>9} {'':>10} {'':>6} {'':>7} {'':>11} {'':>6} {'':>6} "
+                      f"{'':>6} {'':>9} {'':>9} {'':>8} {'':>9} {'':>11} {'':>6} "
+                      f"{_kib(vela.get('sram')):>12} "
+                      f"{'':>9} {'':>10} {'':>6} {'':>7} {'':>11} {'':>6} {'':>6} "
                       f"{'':>9}  "
                       f"{r.get('why', '')}")
                 continue
-            sram = (r["fast"] if acc.startswith("ethos-u65") else r["arena"]) \
-                if "arena" in r else None
+            sram, vela_sram = sram_touched(acc, r, vela)
             eq = {True: f"yes/{r.get('inputs')}", False: "NO", None: "-"}[r.get("equal")]
             not_taken = r.get("not_taken")
             superset = "" if "not_taken" not in r else \
@@ -257,17 +257,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<28} {acc:<14} {'yes':>8} {r['npu']:>4} {r['kept']:>4} "
                   f"{_n(vela_cpu):>8} {_le(r['kept'], vela_cpu):>6} {superset:>9} "
                   f"{_n(r.get('arena')):>9} {_n(r.get('fast')):>8} "
-                  f"{'' if sram is None else f'{sram / 1024:.1f}':>9} "
-                  f"{_kib(vela.get('sram')):>9} "
-                  f"{_le(None if sram is None else sram / 1024, vela.get('sram'), 0.005):>6} "
+                  f"{_n(sram):>9} {_n(vela_sram):>11} {_le(sram, vela_sram):>6} "
+                  f"{_kib(vela.get('sram')):>12} "
                   f"{_n(r.get('dma')):>9} {_n(r.get('vela_dma')):>10} "
                   f"{_le(r.get('dma'), r.get('vela_dma')):>6} {_n(r.get('tflm')):>7} "
                   f"{_n(r.get('vela_tflm')):>11} {_le(r.get('tflm'), r.get('vela_tflm')):>6} "
                   f"{eq:>6} "
                   f"{r['seconds']:>9.1f}  {'; '.join(notes)}", flush=True)
-    print("\nSRAM: emulated (the functional model's high-water marks over every run) of the "
-          "ethos-u operators' arena; the tensors of operators kept as TFLite operators are "
-          "placed by TFLite Micro's planner and not counted. Vela's is its own report. =TFLM: "
+    print("\narena: emulated (the functional model's high-water marks over every run) of the "
+          "ethos-u operators' arena. SRAM: the SRAM the application touches, ours and Vela "
+          "Size's file alike: on an Ethos-U55 (Shared_Sram) the whole TFLite Micro arena "
+          "(TFLM below: the ethos-u operators' arena as the file lays it out plus what the "
+          "operators kept on the CPU need, as their states live in SRAM too), on an Ethos-U65 "
+          "(Dedicated_Sram) the fast scratch (ours emulated, Vela's its report). Vela rep: "
+          "Vela's own \"Total SRAM used\", which leaves out its CPU operators. =TFLM: "
           "outputs equal TFLite Micro's on every input (random ones, plus the test images "
           "where the model has them; TFLite Micro up to the logits and its SOFTMAX "
           "arithmetic after, where its kernel aborts on the model's SOFTMAX). CPU: "
@@ -282,6 +285,17 @@ def main(argv: list[str] | None = None) -> int:
           "allocator plans each; benchmarks/tflm_arena.py), ours and Vela Size's; on an "
           "Ethos-U65 that arena is DRAM and the fast scratch is apart.")
     return 0
+
+
+def sram_touched(accelerator: str, ours: dict, vela: dict) -> tuple[int | None, int | None]:
+    """The SRAM the application touches with our file and with Vela Size's, in bytes: on an
+    Ethos-U55 (Shared_Sram: TFLite Micro's whole arena lies in SRAM) the whole arena, the
+    operators kept on the CPU included, so a model whose operators Vela keeps on the CPU
+    and ours runs on the NPU is compared whole; on an Ethos-U65 (Dedicated_Sram: the arena
+    is DRAM) the fast scratch, Vela's from its report. None where unknown."""
+    if accelerator.startswith("ethos-u65"):
+        return ours.get("fast"), None if "sram" not in vela else round(vela["sram"] * 1024)
+    return ours.get("tflm"), ours.get("vela_tflm")
 
 
 def _le(ours, vela, slack=0) -> str:

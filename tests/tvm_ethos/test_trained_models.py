@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tflite_micro.python.tflite_micro import runtime
 
 import tvm_ethos
+from benchmarks.real_models import vela_size
 from tests.helpers.models import MODELS_DIR
 from tests.helpers.tflite_oracle import oracle, tflm_oracle, tflm_random_inputs
 from tests.helpers.tflite_split import (
@@ -232,6 +233,36 @@ def test_vela_compiled_model_refused_in_one_line():
     with pytest.raises(UnsupportedModelError, match="already compiled for Ethos-U") as err:
         tvm_ethos.load_model(trained("person_detect_vela"))
     assert "\n" not in str(err.value)
+
+
+def test_vela_compiled_model_compiles_for_ethos_u_as_it_is(tmp_path):
+    """A file whose NPU part is compiled already (tflite-micro's person_detect_vela): compiling
+    it for the ethos-u target keeps its ethos-u operator as it is, as Vela does (Vela counts
+    it a CPU operator; so does the placement), and the file written runs as the source."""
+    source = trained("person_detect_vela")
+    cm = tvm_ethos.compile(source, "ethos-u", cache_dir=False)
+    assert cm.tflite == source
+    assert [(p.kind, p.placed_on) for p in cm.placement] == [("ethos-u", "tflite-micro")]
+    assert "compiled for Ethos-U already" in cm.placement[0].why
+    assert "compiled already, kept as it is" in cm.plan_table
+    out = tmp_path / "kept.tflite"
+    rc, text, err = _tvmc(["compile", str(TRAINED / "person_detect_vela.tflite"), "--target",
+                           "ethos-u", "-o", str(out), "--no-progress"])
+    assert rc == 0 and out.read_bytes() == source, err
+    rc, text, err = _tvmc(["run", str(out), "--fill-mode", "ones"])
+    assert rc == 0 and "1 ethos-u operator emulated" in text, (text, err)
+
+
+def test_model_partly_compiled_by_vela_names_what_the_npu_would_take():
+    """Vela Size's keyword_scrambled_8bit keeps its SVDFs on the CPU beside its ethos-u
+    operators; our NPU takes SVDFs, but a new stream cannot share the old streams' offline
+    arena plan: one line naming the operators, and what to compile instead."""
+    vela = vela_size(str(TRAINED / "keyword_scrambled_8bit.tflite"), "ethos-u55-128")
+    with pytest.raises(UnsupportedModelError) as err:
+        tvm_ethos.compile(vela["tflite"], "ethos-u", cache_dir=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "already compiled for Ethos-U" in msg, msg
+    assert "(SVDF)" in msg and "compile the original .tflite" in msg, msg
 
 
 def _tvmc(argv):

@@ -127,8 +127,22 @@ _PARAMETER_INPUTS = {"MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,), "REDUCE_MIN"
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
 
 
-#: The custom operator Vela and tvm-ethos's TFLite export put an NPU command stream in.
-ETHOS_U_CUSTOM_CODE = b"ethos-u"
+#: The operator name (as :class:`CheckedOperator` gives it) of the custom operator Vela and
+#: tvm-ethos's TFLite export put an NPU command stream in.
+ETHOS_U_OPERATOR = "CUSTOM 'ethos-u'"
+#: Its inputs TFLite Micro allocates (the scratch and fast scratch arenas): written by no
+#: operator, yet defined.
+_ETHOS_U_ARENA_INPUTS = (2, 3)
+
+
+def already_compiled(op_name: str) -> str:
+    """Why an ``ethos-u`` operator is not imported (``""`` for any other operator): its
+    command stream is compiled already. A path that keeps TFLite operators keeps it as it is
+    (Vela does the same); a Relax import cannot hold it."""
+    if op_name != ETHOS_U_OPERATOR:
+        return ""
+    return ("an 'ethos-u' operator is compiled for Ethos-U already (its custom operator holds "
+            "an NPU command stream, as Vela and tvm-ethos's .tflite output write it)")
 
 
 @dataclass(frozen=True)
@@ -508,13 +522,6 @@ class _TfliteChecker:
                                f"deprecated_builtin_code {deprecated}")
             custom = oc.string(6)
             oc.scalar(8, _I32, 4)
-            if code == 32 and custom == ETHOS_U_CUSTOM_CODE:
-                raise self.unsupported(
-                    "the model is already compiled for Ethos-U (its 'ethos-u' custom operator "
-                    "holds an NPU command stream, as Vela and tvm-ethos's --output-format "
-                    "tflite write it); run it with TFLite Micro and the Ethos-U driver on the "
-                    "device, or compile the original .tflite and run the package with "
-                    "'tvmc run'")
             if code not in self._ops:
                 raise self.unsupported(f"operator code {c} is builtin operator {code}, which "
                                        "this TFLite schema does not define")
@@ -579,7 +586,8 @@ class _TfliteChecker:
                 if i is None:
                     continue
                 used.add(i)
-                if i not in defined:
+                if i not in defined and not (opname == ETHOS_U_OPERATOR
+                                             and k in _ETHOS_U_ARENA_INPUTS):
                     raise self.bad(f"{where}{what} reads tensor {i} ({infos[i][0]!r}), which is "
                                    "no graph input, constant or output of an earlier operator")
             if opname in _COMPUTED_INPUT0 and ins and ins[0] >= 0 and infos[ins[0]][6]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tvm_ethos.errors import OptionError, UnsupportedModelError
 from tvm_ethos.frontend.messages import one_line
 from tvm_ethos.frontend.relax_module import finish, with_output_specs
-from tvm_ethos.frontend.tflite_check import check_tflite
+from tvm_ethos.frontend.tflite_check import already_compiled, check_tflite
 from tvm_ethos.frontend.tflite_support import (
     GRAPH_LEVEL_OPERATORS,
     TFLM_TARGET_HINT,
@@ -60,6 +60,13 @@ def _checked_model(data: bytes, name: str):
     no converter (naming it and the target that takes it; none where TFLite's own kernels
     refuse it too), else at the check's first finding."""
     checked = check_tflite(data, name)
+    if any(already_compiled(op.name) for op in checked.operators):
+        raise UnsupportedModelError(
+            f"{name}: the model is already compiled for Ethos-U (its 'ethos-u' custom operator "
+            "holds an NPU command stream, as Vela and tvm-ethos's .tflite output write it): "
+            "'tvmc run' runs it on the functional model; compiling it for the ethos-u target "
+            "(a TFLite Micro file) keeps that operator as it is, or compile the original "
+            ".tflite for a package")
     for op in checked.operators:
         where = f"subgraph {op.subgraph} " if op.subgraph else ""
         invalid = int16_zero_point_refusal(checked, op)

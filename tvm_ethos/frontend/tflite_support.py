@@ -38,7 +38,12 @@ from planner.tflite_format import TENSOR_TYPES
 from tvm_ethos.compute import float_lut16, int16x8, softmax16
 from tvm_ethos.compute.mirror_pad import kernel_refusal as mirror_pad_refusal
 from tvm_ethos.compute.quant import f32, prelu_alpha_codes, prelu_alpha_map, quantize_multipliers
-from tvm_ethos.frontend.tflite_check import CheckedModel, CheckedOperator, check_tflite
+from tvm_ethos.frontend.tflite_check import (
+    CheckedModel,
+    CheckedOperator,
+    already_compiled,
+    check_tflite,
+)
 
 #: Where an operator the importer cannot convert can still run: the tflite-micro host (what
 #: ``ethos-u`` alone in a target list means) puts it on the NPU from the TFLite graph where a
@@ -437,7 +442,8 @@ def converter_refusal(op: CheckedOperator) -> str:
     """Why TVM's converter cannot take ``op`` at all (its kind, its quantized or INT16 form),
     or ``""``."""
     if op.name.startswith("CUSTOM"):
-        return f"{op.name} is a custom operator, which the TFLite importer has no converter for"
+        return already_compiled(op.name) or (
+            f"{op.name} is a custom operator, which the TFLite importer has no converter for")
     if op.name not in CONVERTED_QUANTIZED:   # asking the converter imports TVM
         names, quantized = _converter_names()
         if op.name not in names:

@@ -139,6 +139,10 @@ def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: st
               for t, a in zip(groups[name][1] + groups[name][2], p.inputs + p.outputs)}
     graph_parts = _graph_parts(graph, refusals, accelerator, len(plans), why, shared,
                                set(joined))
+    compiled = [i for i, kind in enumerate(graph.kinds) if kind == NPU_ID]
+    if compiled:
+        return _compiled_already(data, target, accelerator, graph, compiled, groups,
+                                 graph_parts, why)
     with stage("write"):
         try:
             written_file = write_tflite(data, npu + [(n, p.payload) for _, n, p in graph_parts],
@@ -167,6 +171,27 @@ def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: st
         for i in range(len(graph.kinds)))
     return TfliteMicroModel(written_file, target, accelerator, placement, tuple(plans),
                             dict(npu))
+
+
+def _compiled_already(data: bytes, target: str, accelerator: str, graph, compiled: list,
+                      groups: dict, graph_parts: list, why: dict) -> TfliteMicroModel:
+    """A source that holds ``ethos-u`` operators already (Vela's output, or ours): written
+    as it is, those operators kept as they are, as Vela does. Its ethos-u operators place
+    their tensors by the file's offline arena plan, which a new ethos-u operator's plan
+    would have to share: where the NPU would take other operators too, refused, naming
+    them."""
+    taken = sorted({i for ops, _, _ in groups.values() for i in ops}
+                   | {i for i, _, _ in graph_parts})
+    if taken:
+        raise UnsupportedModelError(
+            f"the model holds operators already compiled for Ethos-U (operator "
+            f"{', '.join(map(str, compiled))}: 'ethos-u') and operators the NPU would take "
+            f"beside them ({', '.join(f'{i} ({graph.kinds[i]})' for i in taken)}); "
+            "compiling them would need one arena plan for old and new streams: compile the "
+            "original .tflite instead")
+    placement = tuple(Placement(i, graph.kinds[i], BACKEND_ID, "", why.get(i, ""))
+                      for i in range(len(graph.kinds)))
+    return TfliteMicroModel(bytes(data), target, accelerator, placement, (), {})
 
 
 def _joined_lstms(graph, refusals, written, target: str, options: dict, why: dict) -> dict:

@@ -127,7 +127,11 @@ class TfliteMicroModel(CompiledModel):
             return format_report(r) if r.get("graph_operator") else format_table(r)
 
         if not self.plan_reports:
-            return "no operator on the Ethos-U: nothing to plan"
+            kept = sum(p.kind == "ethos-u" for p in self.placement)
+            return ("no operator on the Ethos-U: nothing to plan" if not kept else
+                    f"no new operator on the Ethos-U: the model's {kept} ethos-u "
+                    f"operator{'s are' if kept > 1 else ' is'} compiled already, kept as "
+                    f"{'they are' if kept > 1 else 'it is'}")
         if len(self.plan_reports) == 1:
             return table(self.plan_reports[0])
         return "\n\n".join(f"NPU group {i}:\n{table(r)}"
