@@ -41,8 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ethosu_stream.registers import RegisterState, decode_stream  # noqa: E402
 from ethosu_stream.run import KERNEL_OPERATIONS  # noqa: E402
-from ethosu_stream.tflite_custom_op import read_ethos_u_ops  # noqa: E402
-from tvm_ethos.tflite_run import accelerator_of  # noqa: E402
+from ethosu_stream.tflite_custom_op import payload_accelerator, read_ethos_u_ops  # noqa: E402
 
 #: register groups, the first whose key occurs in a command's name taking it
 GROUPS = (
@@ -217,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         vela = f.read()
     print(table(count(ours), count(vela), args.registers))
     if args.unread:
-        accelerator = args.accelerator or accelerator_of(ours) or accelerator_of(vela)
+        accelerator = args.accelerator or payload_accelerator(ours) or payload_accelerator(vela)
         if accelerator is None:
             ap.error("the files do not name their Ethos-U: give --accelerator")
         print()

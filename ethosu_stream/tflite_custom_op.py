@@ -11,6 +11,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from ethos_arch.accelerators import by_config_id
+
 from .accelerator import accelerator_info
 from .errors import StreamError
 from .memory import SHRAM_REGION, Memory
@@ -90,6 +92,27 @@ def command_words(payload: bytes) -> np.ndarray:
             raise StreamError(f"driver payload word {i}: unknown driver action {kind}")
         i += 3 if kind == _DA_CONFIG else 1
     raise StreamError("the driver payload holds no command stream")
+
+
+def payload_accelerator(data: bytes) -> str | None:
+    """The accelerator the first ``ethos-u`` operator of the ``.tflite`` ``data`` was built
+    for, from its driver payload's config word (the product, U55 or U65, and the MACs per
+    cycle, which the Ethos-U driver checks against the hardware before it runs a stream), or
+    None where the file does not say (no ``ethos-u`` operator, no or an unknown config)."""
+    model = parse_model(data)
+    g = model.Subgraphs(0)
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).CustomCode() != CUSTOM_CODE:
+            continue
+        buf = model.Buffers(g.Tensors(op.Inputs(0)).Buffer())
+        words = np.frombuffer(buf.DataAsNumpy().tobytes(), "<u4") if buf.DataLength() else []
+        if len(words) < 3 or int(words[0]) != _FOURCC or int(words[1]) & 0xFF != _DA_CONFIG:
+            return None
+        config = int(words[2])
+        found = by_config_id(config >> 28, config & 0xF)
+        return None if found is None else found.name
+    return None
 
 
 @dataclass(frozen=True)

@@ -458,6 +458,16 @@ def collector_paused():
 
 def main(argv: list[str] | None = None) -> int:
     """Run tvmc; returns the exit status (argparse's own exits become return values)."""
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()   # here, not at exit, where a closed pipe is no longer caught
+        return rc
+    except BrokenPipeError:   # the reader left (`tvmc compile ... | head`): stop writing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141   # what a shell reports for a process ended by SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
     atexit.unregister(freeze_at_exit)   # once, however often main runs in one process
     atexit.register(freeze_at_exit)
     parser = build_parser()

@@ -13,17 +13,14 @@ from typing import NamedTuple
 import numpy as np
 import tflite
 
-from ethos_arch.accelerators import by_config_id
 from ethosu_stream.accelerator import ACCELERATORS as MODELLED
-from ethosu_stream.tflite_custom_op import CUSTOM_CODE
+from ethosu_stream.tflite_custom_op import CUSTOM_CODE, payload_accelerator
 from ethosu_stream.tflite_graph import TfliteGraph
 from tvm_ethos.cli import CliError
 from tvm_ethos.vela_options import vela_installed
 
 #: TFLite's file identifier, at bytes 4..8 of every flatbuffer model.
 TFLITE_MAGIC = b"TFL3"
-_COP1 = int.from_bytes(b"COP1", "little")
-_DA_CONFIG = 0x01
 _DTYPES = {9: "int8", 3: "uint8", 7: "int16", 2: "int32", 0: "float32", 4: "int64"}
 
 
@@ -38,26 +35,6 @@ def is_tflite(path: str) -> bool:
     with open(path, "rb") as f:
         head = f.read(8)
     return head[4:8] == TFLITE_MAGIC
-
-
-def accelerator_of(data: bytes) -> str | None:
-    """The accelerator the first ``ethos-u`` operator's driver payload was built for, or None
-    where the file does not say (no ``ethos-u`` operator, an unknown config)."""
-    model = tflite.Model.GetRootAsModel(data, 0)
-    g = model.Subgraphs(0)
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        if model.OperatorCodes(op.OpcodeIndex()).CustomCode() != CUSTOM_CODE:
-            continue
-        buf = model.Buffers(g.Tensors(op.Inputs(0)).Buffer())
-        words = np.frombuffer(buf.DataAsNumpy().tobytes(), "<u4") if buf.DataLength() else []
-        if len(words) < 3 or int(words[0]) != _COP1 or int(words[1]) & 0xFF != _DA_CONFIG:
-            return None
-        config = int(words[2])
-        # (product, log2 MACs per cycle) in a driver payload's config word -> accelerator
-        found = by_config_id(config >> 28, config & 0xF)
-        return None if found is None else found.name
-    return None
 
 
 def has_ethos_u(data: bytes) -> bool:
@@ -99,7 +76,7 @@ class Prepared(NamedTuple):
 def prepare(data: bytes, path: str, accelerator: str | None) -> Prepared:
     """The file ready to run; a CliError naming what is wrong otherwise."""
     try:
-        ethos_u, found, specs = has_ethos_u(data), accelerator_of(data), inputs_of(data)
+        ethos_u, found, specs = has_ethos_u(data), payload_accelerator(data), inputs_of(data)
     except Exception as err:   # a damaged flatbuffer fails anywhere in the generated readers
         raise CliError(f"{path} is not a readable TFLite model ({type(err).__name__}: "
                        f"{' '.join(str(err).split())})") from None

@@ -323,6 +323,22 @@ def test_compile_help_does_not_import_tvm():
     assert res.returncode == 0, res.stderr[-2000:]
 
 
+def test_a_reader_that_leaves_early_ends_tvmc_quietly(tmp_path):
+    """`tvmc compile ... | head -1`: the pipe closes before tvmc writes its report; it stops
+    with a shell's SIGPIPE status and no traceback, the file written."""
+    out = tmp_path / "m.tflite"
+    argv = ["compile", str(model_path("tflite-micro/hello_world_int8")), "--target", "ethos-u",
+            "-o", str(out), "--no-progress"]
+    p = subprocess.Popen([sys.executable, "-c", "from tvm_ethos.cli import main; "
+                          f"import sys; sys.exit(main({argv!r}))"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    p.stdout.close()   # before tvmc has imported enough to write anything
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 141 and "Traceback" not in err, err
+    assert out.stat().st_size > 0
+
+
 # ----------------------------------------------------------------------------- demo
 
 

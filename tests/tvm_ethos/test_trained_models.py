@@ -20,6 +20,7 @@ from tflite_micro.python.tflite_micro import runtime
 
 import tvm_ethos
 from benchmarks.real_models import vela_size
+from ethosu_stream.tflite_custom_op import payload_accelerator
 from tests.helpers.models import MODELS_DIR
 from tests.helpers.tflite_oracle import oracle, tflm_oracle, tflm_random_inputs
 from tests.helpers.tflite_split import (
@@ -240,17 +241,33 @@ def test_vela_compiled_model_compiles_for_ethos_u_as_it_is(tmp_path):
     it for the ethos-u target keeps its ethos-u operator as it is, as Vela does (Vela counts
     it a CPU operator; so does the placement), and the file written runs as the source."""
     source = trained("person_detect_vela")
-    cm = tvm_ethos.compile(source, "ethos-u", cache_dir=False)
+    built_for = payload_accelerator(source)
+    assert built_for == "ethos-u55-256"    # as ../shared/models/README.md says
+    cm = tvm_ethos.compile(source, f"ethos-u -accelerator_config={built_for}", cache_dir=False)
     assert cm.tflite == source
     assert [(p.kind, p.placed_on) for p in cm.placement] == [("ethos-u", "tflite-micro")]
     assert "compiled for Ethos-U already" in cm.placement[0].why
     assert "compiled already, kept as it is" in cm.plan_table
     out = tmp_path / "kept.tflite"
     rc, text, err = _tvmc(["compile", str(TRAINED / "person_detect_vela.tflite"), "--target",
-                           "ethos-u", "-o", str(out), "--no-progress"])
+                           f"ethos-u -accelerator_config={built_for}", "-o", str(out),
+                           "--no-progress"])
     assert rc == 0 and out.read_bytes() == source, err
     rc, text, err = _tvmc(["run", str(out), "--fill-mode", "ones"])
     assert rc == 0 and "1 ethos-u operator emulated" in text, (text, err)
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+def test_vela_compiled_model_for_another_accelerator_is_refused(accelerator):
+    """Its stream is for an ethos-u55-256 (the driver payload's config word), which the
+    Ethos-U driver checks against the hardware: kept for another accelerator it would never
+    run, so the compile says so in one line and names both ways out."""
+    with pytest.raises(UnsupportedModelError) as err:
+        tvm_ethos.compile(trained("person_detect_vela"),
+                          f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "for ethos-u55-256" in msg and accelerator in msg, msg
+    assert "-accelerator_config=ethos-u55-256" in msg and "original .tflite" in msg, msg
 
 
 def test_model_partly_compiled_by_vela_names_what_the_npu_would_take():

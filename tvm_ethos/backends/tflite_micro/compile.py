@@ -13,6 +13,7 @@ groups, so a model TVM's importer refuses in part still compiles.
 """
 from __future__ import annotations
 
+from ethosu_stream.tflite_custom_op import payload_accelerator
 from planner.errors import PlannerError
 from tvm_ethos.backends.ethos_u.arena_layout import InputOverwritten, LayoutRefusal
 from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
@@ -189,6 +190,14 @@ def _compiled_already(data: bytes, target: str, accelerator: str, graph, compile
             f"beside them ({', '.join(f'{i} ({graph.kinds[i]})' for i in taken)}); "
             "compiling them would need one arena plan for old and new streams: compile the "
             "original .tflite instead")
+    built_for = payload_accelerator(data)
+    if built_for is not None and built_for != accelerator:
+        raise UnsupportedModelError(
+            f"the model is compiled for Ethos-U already, for {built_for} (its ethos-u "
+            f"operator's driver payload says so, and the Ethos-U driver refuses it on another "
+            f"accelerator); the target asks for {accelerator}: compile it with "
+            f"'-accelerator_config={built_for}' to keep it as it is, or compile the original "
+            f".tflite for {accelerator}")
     placement = tuple(Placement(i, graph.kinds[i], BACKEND_ID, "", why.get(i, ""))
                       for i in range(len(graph.kinds)))
     return TfliteMicroModel(bytes(data), target, accelerator, placement, (), {})
