@@ -70,9 +70,10 @@ def vela_size(model: str, accelerator: str) -> dict:
 def vela_cpu_indices(source: bytes, vela_tflite: bytes) -> set[int] | None:
     """The indices in ``source`` of the operators Vela left on the CPU: Vela copies them in
     source order with their kind and output shape, so each is matched to the next source
-    operator of that kind and shape. None when one cannot be matched."""
+    operator of that kind and shape; an ``ethos-u`` operator of the source (compiled
+    already) is one Vela keeps too. None when one cannot be matched."""
     src = operator_kinds(source)
-    kept, at = set(), 0
+    kept, at = {i for i, (kind, _) in enumerate(src) if kind == "ethos-u"}, 0
     for kind, shape in operator_kinds(vela_tflite):
         if kind == "ethos-u":
             continue
@@ -156,6 +157,9 @@ def one(model: str, accelerator: str, runs: int, budget: str, vela_file: str = "
         except Exception as err:   # the functional model cannot run Vela's file: no figure
             out["vela_note"] = (f"Vela's file on the functional model: {type(err).__name__}: "
                                 f"{str(err).splitlines()[0][:60]}")
+    if cm.tflite == source:   # compiled already, written as it is: no reference runs it
+        return dict(out, inputs=len(inputs), arena=arena, fast=fast, equal=None,
+                    why="written as it is (its ethos-u operator compiled already)")
     out.update(inputs=len(inputs), arena=arena, fast=fast, equal=None,
                why="TFLite Micro's interpreter died on the source model")
     print(json.dumps(out), flush=True)
