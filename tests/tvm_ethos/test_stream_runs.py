@@ -127,8 +127,8 @@ def test_forced_runs_in_a_larger_arena_are_bit_exact(run, monkeypatch):
     monkeypatch.setattr(stream_plan, "_run_lengths", lambda loop: [min(run, loop)])
     real = stream_cascade.longest_runs
 
-    def unbounded(graph, proposal, buffers, shapes, peak, fixed=frozenset()):
-        return real(graph, proposal, buffers, shapes, None, fixed)
+    def unbounded(graph, proposal, buffers, shapes, peak, fixed=frozenset(), layout=None):
+        return real(graph, proposal, buffers, shapes, None, fixed)   # its own layout
 
     monkeypatch.setattr(stream_cascade, "longest_runs", unbounded)
     # the arena is past the plan's peak here, which the compile otherwise refuses
@@ -173,8 +173,8 @@ def test_the_runs_taken_fit_the_peak_and_a_longer_one_would_not(budget):
     seen = []
     real = stream_cascade.longest_runs
 
-    def spy(graph, proposal, buffers, shapes, peak, fixed=frozenset()):
-        out = real(graph, proposal, buffers, shapes, peak, fixed)
+    def spy(graph, proposal, buffers, shapes, peak, fixed=frozenset(), layout=None):
+        out = real(graph, proposal, buffers, shapes, peak, fixed, layout)
         seen.append((graph, proposal, buffers, shapes, peak, out))
         return out
 

@@ -1060,7 +1060,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
                 layout = arena_layout(buffers, proposal.memory_bytes)
                 if joined is None:
                     runs, buffers, shapes, layout = longest_runs(
-                        graph, proposal, buffers, shapes, proposal.memory_bytes)
+                        graph, proposal, buffers, shapes, proposal.memory_bytes, layout=layout)
             except LayoutError:
                 if not any(p.copied or p.staged for p in pools.values()):
                     raise

@@ -304,12 +304,12 @@ class ArenaLayout:
                     if b.kind in kinds and b.nbytes), default=0)
 
 
-def _first_fit(buffers: list[Buffer], key, lowest=None, placed=None) -> tuple[dict, int]:
-    """First fit in ``key`` order; ``lowest(b)``: the lowest offset ``b`` may take; ``placed``:
-    (offset, bytes, first, last) blocks already there."""
-    placed = list(placed or [])
+def _first_fit(ordered: list[Buffer], lowest=None, placed=()) -> tuple[dict, int]:
+    """First fit in the order of ``ordered``; ``lowest(b)``: the lowest offset ``b`` may take;
+    ``placed``: (offset, bytes, first, last) blocks already there."""
+    placed = list(placed)
     offsets: dict = {}
-    for b in sorted(buffers, key=key):
+    for b in ordered:
         live = sorted((o, s) for o, s, lo, hi in placed if not (hi < b.first or lo > b.last))
         off = lowest(b) if lowest else 0
         for o, s in live:
@@ -322,6 +322,10 @@ def _first_fit(buffers: list[Buffer], key, lowest=None, placed=None) -> tuple[di
         offsets[b.name] = off
     size = max((o + s for o, s, _, _ in placed), default=0)
     return offsets, size
+
+
+def _names(ordered: list[Buffer]) -> tuple[str, ...]:
+    return tuple(b.name for b in ordered)
 
 
 def arena_layout(buffers: list[Buffer], peak: int | None, search: bool = True) -> ArenaLayout:
@@ -365,13 +369,19 @@ def arena_layout(buffers: list[Buffer], peak: int | None, search: bool = True) -
     if weights and peak is not None:
         # the touched buffers first fit down from the peak (their highest byte is the peak),
         # then the reserved weights first fit into what they leave
+        pairs: set = set()   # (touched order, weights order) of every key tried
         for key in orders[1:]:
-            down, span = _first_fit(touched, key)
+            ordered, weights_order = sorted(touched, key=key), sorted(weights, key=key)
+            pair = (_names(ordered), _names(weights_order))
+            if pair in pairs:   # an order met again places every block as before
+                continue
+            pairs.add(pair)
+            down, span = _first_fit(ordered)
             if span > peak:
                 continue
             offsets = {n: peak - o - b.nbytes for b in touched for n, o in [(b.name, down[b.name])]}
             blocks = [(offsets[b.name], b.nbytes, b.first, b.last) for b in touched]
-            low, size = _first_fit(weights, key, placed=blocks)
+            low, size = _first_fit(weights_order, placed=blocks)
             layout = ArenaLayout(dict(offsets, **low), list(buffers), peak)
             if size <= peak and layout.top() == peak and layout.aligned():
                 return layout
@@ -400,8 +410,14 @@ def arena_layout(buffers: list[Buffer], peak: int | None, search: bool = True) -
             # plan's peak does not count
             yield from ((buffers, lambda b, key=key: (-b.align, key(b)), None) for key in orders)
 
+    fitted: set = set()   # (lowest, order) of every attempt made
     for group, key, lowest in tried():
-        offsets, size = _first_fit(group, key, lowest)
+        ordered = sorted(group, key=key)
+        attempt = (lowest, _names(ordered))
+        if attempt in fitted:   # the same layout as before: it neither fitted better nor ended
+            continue
+        fitted.add(attempt)
+        offsets, size = _first_fit(ordered, lowest)
         if lowest is not None or "__weights_floor" in offsets:
             base = offsets.pop("__weights_floor", 0)
             stacked: dict = {}
@@ -449,14 +465,17 @@ def _run_lengths(loop: int) -> list[int]:
 
 
 def longest_runs(graph, proposal, buffers: list[Buffer], shapes: dict, peak: int,
-                 fixed=frozenset()) -> tuple[dict[int, int], list[Buffer], dict, ArenaLayout]:
+                 fixed=frozenset(), layout: ArenaLayout | None = None
+                 ) -> tuple[dict[int, int], list[Buffer], dict, ArenaLayout]:
     """Each Plan's longest run (:func:`plan_steps`) whose rings, grown for it
     (:func:`run_buffer_shapes`), still leave a first-fit layout of ``buffers`` within ``peak``
     bytes; Plans in order, each keeping the room the ones before it took. A run makes
     consecutive operations the same layer's, which write only the addresses that change: a
     shorter stream, in the memory the plan already has. ``fixed``: Plans kept in their order
-    (run 1). Returns the runs, the buffers and buffer shapes grown for them and their layout."""
-    layout = arena_layout(buffers, peak)
+    (run 1); ``layout``: ``arena_layout(buffers, peak)``, where the caller has made it.
+    Returns the runs, the buffers and buffer shapes grown for them and their layout."""
+    if layout is None:
+        layout = arena_layout(buffers, peak)
     runs: dict[int, int] = {}
     shapes = dict(shapes)
     for k, plan in enumerate(proposal.plans):
