@@ -50,6 +50,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 KIND = "UNIDIRECTIONAL_SEQUENCE_LSTM"
@@ -571,6 +572,7 @@ def operand_slots(lstm: Lstm, arena: LstmArena, regions: Regions = Regions()
                    q_h.zero_point))
 
 
+@generator
 def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
                  arena: LstmArena, ops: list, flash: Flash, schedule: str = "plan",
                  fast_scratch_bytes: int = 0) -> EthosUPayload:

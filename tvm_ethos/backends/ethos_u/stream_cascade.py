@@ -101,6 +101,7 @@ from tvm_ethos.backends.ethos_u.stream_channels import (
 from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
 from tvm_ethos.backends.ethos_u.stream_lstm import JoinedLstm, joined_ops
+from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
@@ -1005,6 +1006,7 @@ def _joined_ops(joined: JoinedLstm, part, storage: dict, state: tuple[int, int],
                       layout.offsets[f"{part.name}:work"], flash, accelerator)
 
 
+@generator
 def generate_planned(lw, accelerator: str, match, proposal, device=None,
                      joined: JoinedLstm | None = None) -> EthosUPayload:
     """The command stream of ``lw`` executing ``proposal`` (see the module docstring);

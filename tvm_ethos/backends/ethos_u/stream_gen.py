@@ -43,6 +43,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.backends.ethos_u.stream_ops import Emission, Form, emitter
 
 
@@ -127,6 +128,7 @@ def output_source(lw, t):
     return t
 
 
+@generator
 def generate(lw, accelerator: str) -> EthosUPayload:
     """The command stream and memory of one lowered NPU subgraph, layer by layer (a planned
     subgraph's is ``stream_cascade.generate_planned``)."""

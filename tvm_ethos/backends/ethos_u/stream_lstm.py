@@ -43,6 +43,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     lut_address,
     npu_accelerator,
 )
+from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.backends.ethos_u.stream_ops import (
     SOLITARY_OPS,
     STREAM_OPS,
@@ -96,6 +97,7 @@ def plan_blocks(plan: Plan) -> LstmBlocks:
     return LstmBlocks(*(configs[n] for n in names))
 
 
+@generator
 def planned_lstm_stream(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
                         input_from: Neighbour | None = None,
                         output_to: Neighbour | None = None) -> LstmStream:

@@ -51,6 +51,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.compute.quant import quantize_multiplier
 
 
@@ -319,6 +320,7 @@ def time_weights(svdf: Svdf) -> np.ndarray:
     return out.reshape(svdf.units, svdf.state_size)
 
 
+@generator
 def svdf_payload(svdf: Svdf, accelerator: str, names: tuple[str, str, str],
                  arena: SvdfArena) -> EthosUPayload:
     """The payload of one SVDF step for ``accelerator`` laid out as ``arena``; ``names`` are
