@@ -137,6 +137,8 @@ class PlanGenerator(PlanCosting):
         self._step_cache: dict = {}
         self._specs_cache: dict[int, list[PlanSpec]] = {}
         self._interior_cache: dict = {}
+        self._junction_ids: dict = {}
+        self._junction_of: dict[int, int] = {}
 
     # ----- stripe candidates ---------------------------------------------------------------
     def sink_configs(self, t: Tensor) -> list[StripeConfig]:
@@ -317,10 +319,15 @@ class PlanGenerator(PlanCosting):
                 return None
         prologue = None
         if lockstep and self.options.lockstep_rolling == "prologue":
-            # lockstep with a prologue: consumers' steps aligned on the sink's
-            ws, prologue = aligned_windows([w for _, _, w in wins],
-                                           [prologue_of(compute[q.name]) for q, _, _ in wins])
-            wins = [(q, k, w) for (q, k, _), w in zip(wins, ws)]
+            # lockstep with a prologue: consumers' steps aligned on the sink's (one window is
+            # aligned on itself)
+            if len(wins) == 1:
+                prologue = prologue_of(compute[wins[0][0].name])
+            else:
+                ws, prologue = aligned_windows([w for _, _, w in wins],
+                                               [prologue_of(compute[q.name])
+                                                for q, _, _ in wins])
+                wins = [(q, k, w) for (q, k, _), w in zip(wins, ws)]
         first = wins[0][2]
         for _, _, w in wins[1:]:
             if (w.strides, w.stripes, w.order) != (first.strides, first.stripes, first.order):
@@ -584,8 +591,10 @@ class PlanGenerator(PlanCosting):
         readers of that Part's output compute ``reads`` extends over it; None if it cannot
         (no interior buffer, or a stripe the device does not compute the Part in,
         ``Device.computes``). Memoised: the answer depends on nothing else (no cost), and
-        walks from many sinks, and the costing pre-walk (``cost_requests``), repeat it."""
-        key = (i, mode, granule, reads)
+        walks from many sinks, and the costing pre-walk (``cost_requests``), repeat it; keyed
+        on the position's ``_junction`` rather than the position, so that repeated blocks
+        share it."""
+        key = (self._junction(i), mode, granule, reads)
         hit = self._interior_cache.get(key, self)
         if hit is self:
             p = self.topo[i]
@@ -594,6 +603,23 @@ class PlanGenerator(PlanCosting):
             hit = self._interior_cache[key] = \
                 None if res is None or not self.device.computes(p, res[0]) else (res[0], res[2])
         return hit
+
+    def _junction(self, i: int) -> int:
+        """A small int naming everything ``_interior_config`` reads of the Part at ``i`` and
+        its output's consumers but their names: the Part's and each consumer's signature
+        (``_signature``: shapes, propagators, attributes), which of a consumer's inputs the
+        Part's output is, and that output's bytes per element. Positions with equal ones
+        (identical layers one after another) hold their output in the same buffers."""
+        jid = self._junction_of.get(i)
+        if jid is None:
+            t = self.topo[i].output
+            full = (self._signature(self.topo[i]), t.itemsize, t.compression_ratio,
+                    tuple((self._signature(q),
+                           tuple(k for k, x in enumerate(q.inputs) if x.name == t.name))
+                          for q in self.graph.consumers(t)))
+            jid = self._junction_of[i] = self._junction_ids.setdefault(
+                full, len(self._junction_ids))
+        return jid
 
     def _extension(self, i: int, mode: Buffering, granule: int, reads: tuple, cons: tuple,
                    compute: dict, spec: PlanSpec):
