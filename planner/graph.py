@@ -45,12 +45,13 @@ class Tensor:
                                f"got {self.compression_ratio}")
 
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
-        if h is None:
+        try:            # kept once computed (see StripeConfig.__hash__)
+            return self._hash
+        except AttributeError:
             h = hash((self.name, self.shape, self.dtype, self.is_constant,
                       self.compression_ratio))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     @property
     def itemsize(self) -> int:
@@ -134,12 +135,13 @@ class Part:
 
     def __hash__(self) -> int:
         # Parts key every cost cache: hash once, not on every lookup.
-        h = self.__dict__.get("_hash")
-        if h is None:
+        try:
+            return self._hash
+        except AttributeError:
             h = hash((self.name, self.kind, self.inputs, self.output, self.propagators,
                       self.attrs))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:

@@ -50,11 +50,12 @@ class LockstepStripes(StripeConfig):
     def __hash__(self) -> int:
         # Kept once computed, like StripeConfig's: the search's memos hash these configs
         # hundreds of thousands of times.
-        h = self.__dict__.get("_lockstep_hash")
-        if h is None:
+        try:
+            return self._lockstep_hash
+        except AttributeError:
             h = hash((StripeConfig.__hash__(self), self.rolling_axis, self.prologue))
             object.__setattr__(self, "_lockstep_hash", h)
-        return h
+            return h
 
     def work_ranges(self, axis: int) -> tuple[tuple[int, int], ...]:
         """The rows computed at each step along ``axis`` (the windows, trimmed on the rolling

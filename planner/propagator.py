@@ -62,11 +62,12 @@ class Propagator:
         object.__setattr__(self, "whole_axes", whole)
 
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
-        if h is None:
+        try:            # kept once computed (see StripeConfig.__hash__)
+            return self._hash
+        except AttributeError:
             h = hash((self.transform, self.offset))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     @property
     def input_dims(self) -> int:

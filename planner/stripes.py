@@ -123,12 +123,15 @@ class StripeConfig:
         return math.prod(self.stripes)
 
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
-        if h is None:
+        # Kept once computed, read as an attribute (the search's memos hash configs hundreds
+        # of thousands of times, and a plain attribute read is the cheapest way back to it).
+        try:
+            return self._hash
+        except AttributeError:
             h = hash((self.shape, self.extent, self.strides, self.order, self.stripes,
                       self.offset))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     def axis_ranges(self, axis: int) -> tuple[tuple[int, int], ...]:
         """The clipped [lo, hi) range of each stripe along ``axis`` (empty ranges kept)."""
