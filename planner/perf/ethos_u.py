@@ -493,6 +493,35 @@ def _reshaped(fields: dict, ifm: Shape4, ofm: Shape4) -> NpuOp:
     return op
 
 
+def lower_stripes(part: Part, shapes: Sequence[tuple[int, ...]]) -> list[list[NpuOp]]:
+    """``[lower_part(part, shape) for shape in shapes]`` for stripe shapes of ints, each
+    at least 1: the planner's costing lowers thousands of stripe shapes at once. A
+    convolution, depthwise or pooling Part of one operation per stripe (no groups, no
+    per-column pools) over 4-D tensors read through integer maps is lowered here in one
+    loop, without lower_part's per-call checks and dispatch; any other Part, or shape, by
+    lower_part."""
+    if part.kind not in _WINDOW_KINDS or len(part.output.shape) != 4 or \
+            len(part.inputs[0].shape) != 4:
+        return [lower_part(part, shape) for shape in shapes]
+    _, _, _, groups, whole = _window_op(part)
+    maps = part.propagators[0].integer_axis_maps()
+    if groups > 1 or maps is None or \
+            (part.kind == Op.POOL and whole["stride"][1] > NPU_MAX_STRIDE):
+        return [lower_part(part, shape) for shape in shapes]
+    full, out_full = part.inputs[0].shape, part.output.shape
+    out = []
+    for shape in shapes:
+        if type(shape) is not tuple or len(shape) != 4 or min(shape) < 1:
+            out.append(lower_part(part, shape))      # (which names what is wrong)
+            continue
+        # _input_region's integer sums, clipped to the input
+        ifm = full if shape == out_full else \
+            tuple(max(1, min(const if j is None else lin * shape[j] + const, f))
+                  for (j, lin, const, _), f in zip(maps, full))
+        out.append([_reshaped(whole, ifm, shape)])
+    return out
+
+
 def lower_part(part: Part, out_shape: Sequence[int]) -> list[NpuOp]:
     """The NPU operations Vela would emit to compute one output stripe of ``part``.
 
@@ -836,7 +865,7 @@ class EthosUPerfModel(PerfModel):
                        if 0 not in shape and (sig, shape) not in summaries})
         if not todo:
             return
-        lowered = [lower_part(part, shape) for shape in todo]
+        lowered = lower_stripes(part, todo)
         flat = [op for ops in lowered for op in ops]
         own = None if self.block_policy == _PART else \
             _batched.find_block_configs(self.accelerator, flat)

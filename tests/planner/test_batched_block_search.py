@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,6 +29,8 @@ from planner.perf.ethos_u import (
     EthosUPerfModel,
     NpuOp,
     find_block_config,
+    lower_part,
+    lower_stripes,
 )
 from planner.perf.ethos_u_batch import find_block_configs
 from planner.plans import clear_caches
@@ -129,3 +132,47 @@ def test_summarised_one_row_convolutions_equal_one_stripe_at_a_time(h, w, c, oc,
     for shape in shapes:
         fresh = EthosUPerfModel(accelerator, block_policy=policy)
         assert batched.stripe_summary(part, shape) == fresh.stripe_summary(part, shape)
+
+
+@st.composite
+def window_parts(draw):
+    """Convolutions, depthwise convolutions and pools past ``nhwc_parts``' settings: groups,
+    dilations (past 2: a spread kernel), pools wider than the NPU's stride, unequal
+    paddings."""
+    h, w = draw(st.integers(1, 20)), draw(st.integers(1, 40))
+    c = draw(st.sampled_from([2, 4, 8]))
+    x = Tensor("x", (1, h, w, c))
+    pad = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    kind = draw(st.sampled_from(["conv2d", "depthwise_conv2d", "pool"]))
+    try:
+        if kind == "conv2d":
+            return parts.conv2d("p", x, draw(st.sampled_from([2, 4, 8])),
+                                kernel=draw(st.sampled_from([1, 3])),
+                                strides=draw(st.sampled_from([1, 2])),
+                                dilation=draw(st.sampled_from([1, 2, 3])), padding=pad,
+                                groups=draw(st.sampled_from([1, 2])))
+        if kind == "depthwise_conv2d":
+            return parts.depthwise_conv2d("p", x, kernel=3, dilation=draw(st.sampled_from(
+                [1, 2, 3])), padding=pad)
+        k = draw(st.sampled_from([(2, 2), (1, 5), (3, 6)]))
+        return parts.pool2d("p", x, "avg", pool_size=k, strides=k, padding=(0, 0, 0, 0))
+    except PlannerError:
+        return parts.pool2d("p", x, "max", pool_size=1, strides=1)
+
+
+@PROPS
+@given(part=st.one_of(nhwc_parts(), window_parts()), data=st.data())
+def test_lowered_stripes_equal_one_stripe_at_a_time(part, data):
+    """``lower_stripes`` lowers a batch of stripe shapes (the whole output's among them) to
+    the operations ``lower_part`` gives each, whatever the Part."""
+    shapes = [tuple(sub_shape(data.draw, part.output.shape))
+              for _ in range(data.draw(st.integers(0, 6)))]
+    shapes.insert(data.draw(st.integers(0, len(shapes))), part.output.shape)
+    assert lower_stripes(part, shapes) == [lower_part(part, s) for s in shapes]
+
+
+def test_lowering_a_bad_stripe_in_a_batch_names_it():
+    """A stripe with an empty axis is refused as ``lower_part`` refuses it."""
+    part = parts.conv2d("p", Tensor("x", (1, 8, 8, 4)), 4, kernel=3, padding=(1, 1, 1, 1))
+    with pytest.raises(PlannerError, match="empty axis"):
+        lower_stripes(part, [(1, 2, 8, 4), (1, 0, 8, 4)])
