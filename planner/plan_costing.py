@@ -464,16 +464,13 @@ class PlanCosting:
         """``warm_cost`` of each request, in order, with every stripe shape they need
         summarised first, Part by Part, by the performance model in one batch where it can
         (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
-        shapes: dict[Part, set] = {}
         runs: dict[Part, set] = {}
         for p, stripe in requests:
-            counted = stripe.count_stripes()
-            shapes.setdefault(p, set()).update(counted)
             b2b = stripe.total_stripes > 1
-            runs.setdefault(p, set()).update((shape, b2b) for shape in counted)
-        for p, wanted in shapes.items():
-            self.device.perf.summarise_stripes(p, wanted)
-            self._batch_stripe_cycles(p, runs[p])
+            runs.setdefault(p, set()).update((shape, b2b) for shape in stripe.count_stripes())
+        for p, wanted in runs.items():
+            self.device.perf.summarise_stripes(p, {shape for shape, _ in wanted})
+            self._batch_stripe_cycles(p, wanted)
         return [self._warm_summed(p, stripe) for p, stripe in requests]
 
     def _warm_summed(self, part: Part, stripe: StripeConfig) -> tuple:
@@ -484,7 +481,8 @@ class PlanCosting:
         that part_cost makes per stripe shape."""
         sig = self._signature(part)
         key = (sig, stripe)
-        if key not in self._cost_cache:
+        both = self._cost_cache.get(key)
+        if both is None:
             b2b = stripe.total_stripes > 1
             shape_cache, fill_cache = self._shape_cache, self._fill_cache
             streamed = copied = fill = 0
@@ -498,9 +496,11 @@ class PlanCosting:
                 copied += n * hit[1]
                 if b2b:
                     fill = max(fill, fill_cache[sig, shape])
-            self._cost_cache[key] = (streamed + fill,
-                                     copied + fill + self._copy_cycles(part, sig))
-        return self.warm_cost(part, stripe)
+            both = self._cost_cache[key] = (streamed + fill,
+                                            copied + fill + self._copy_cycles(part, sig))
+        # warm_cost's other half (its part_cost would find ``both`` here)
+        self.weight_stage_bytes(part, stripe)
+        return both, self._cost_cache.get(("once", sig, stripe))
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
         """Take what ``warm_cost(part, stripe)`` returned in another process (forked from

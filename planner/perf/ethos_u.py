@@ -908,7 +908,9 @@ class EthosUPerfModel(PerfModel):
         as the four methods)."""
         if part.kind in self._UNSUMMARISED:
             return super().stripe_terms(part, shapes, back_to_back)
-        summaries = [self.stripe_summary(part, s) for s in shapes]
+        # (summarise_stripes has just made most of them: read them by the signature, once)
+        sig, made = self._lowering_signature(part), self._summaries
+        summaries = [made.get((sig, s)) or self.stripe_summary(part, s) for s in shapes]
         rate = self.fm_timing.read_bytes_per_cycle
         return StripeTerms(
             [s.cycles for s in summaries],
