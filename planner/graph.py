@@ -6,6 +6,7 @@ what the operator does, only how its output stripes depend on its inputs.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -168,6 +169,11 @@ class Part:
     def performance(self, model: Any, out_shape: Sequence[int]) -> int:
         """Estimated compute cycles of one stripe of ``out_shape`` on a device's model."""
         return model.compute_cycles(self, tuple(out_shape))
+
+    def with_attrs(self, **extra: Any) -> "Part":
+        """This Part with ``extra`` attrs added or replaced: what a constructor does not take
+        (a concatenation's activation, a leaky relu's alpha, a feature map's layout)."""
+        return dataclasses.replace(self, attrs={**dict(self.attrs), **extra})
 
 
 @dataclass(frozen=True)

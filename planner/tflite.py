@@ -25,7 +25,7 @@ import dataclasses
 import math
 import os
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from planner.tflite_format import (
     describe_decoding_error,
     enum_names,
 )
+from planner.vela_layouts import vela_layouts
 
 if TYPE_CHECKING:  # pragma: no cover
     import tflite as _tflite_t
@@ -332,7 +333,7 @@ class _Converter:
                                "operator")
             outputs.append(self.values[i])
         inputs = tuple(self.values[i] for i in graph_in)
-        graph = PlannerGraph(_vela_layouts(self.parts, inputs, outputs), inputs,
+        graph = PlannerGraph(vela_layouts(self.parts, inputs, outputs), inputs,
                              tuple(outputs), self.graph_name)
         try:
             check_graph(graph)      # window attributes and sizes, before any planning
@@ -484,53 +485,6 @@ class _OpContext:
 
     def sub_name(self, what: str) -> str:
         return self.c.part_name(f"{self.name}/{what}")
-
-
-def _vela_layouts(parts_: Sequence[Part], inputs: Sequence[Tensor],
-                  outputs: Sequence[Tensor]) -> tuple[Part, ...]:
-    """Mark the feature maps Vela keeps in NHWC (Part attrs ``ifm_format``, ``ifm2_format``,
-    ``ofm_format`` = ``"NHWC"``); the rest are NHCWB16, Vela's intermediate layout.
-
-    As Vela 5.2.0 lays them out (``--verbose-allocation``, "Format" column, on the shipped
-    models): the network's inputs and outputs (the CPU reads and writes them); both sides of
-    a RESHAPE/SQUEEZE, which Vela turns into an alias of the same bytes; the outputs of
-    FULLY_CONNECTED and the input of SOFTMAX (1-D rows). The flatten a FULLY_CONNECTED does
-    implicitly (the ``<part>/reshape`` Part) is folded into the FC's read and keeps the
-    NHCWB16 of the map it flattens. The layout changes burst efficiency, hence NPU cycles
-    (``planner/perf/ethos_u.py``); the Ethos-N model ignores these attrs.
-    """
-    nhwc = {t.name for t in inputs} | {t.name for t in outputs}
-    consumers: dict[str, list[Part]] = {}
-    for p in parts_:
-        for t in p.inputs:
-            consumers.setdefault(t.name, []).append(p)
-    for p in parts_:
-        if p.kind == Op.RESHAPE:
-            users = consumers.get(p.output.name, [])
-            if users and all(q.kind == Op.FULLY_CONNECTED for q in users):
-                continue
-            nhwc.update((p.inputs[0].name, p.output.name))
-        elif p.kind == Op.FULLY_CONNECTED:
-            nhwc.add(p.output.name)
-        elif p.kind == Op.SOFTMAX:
-            nhwc.add(p.inputs[0].name)
-    out = []
-    for p in parts_:
-        extra = {}
-        for key, k in (("ifm_format", 0), ("ifm2_format", 1)):
-            if k < len(p.inputs) and not p.inputs[k].is_constant and p.inputs[k].name in nhwc:
-                extra[key] = "NHWC"
-        if p.output.name in nhwc:
-            extra["ofm_format"] = "NHWC"
-        out.append(_with_attrs(p, **extra) if extra else p)
-    return tuple(out)
-
-
-def _with_attrs(part: Part, **extra: Any) -> Part:
-    """Add attrs a constructor does not take (concatenate's activation, leaky relu's alpha)."""
-    attrs = dict(part.attrs)
-    attrs.update(extra)
-    return dataclasses.replace(part, attrs=tuple(sorted(attrs.items())))
 
 
 def _padding(ctx: _OpContext, opts, h: int, w: int, k: tuple[int, int], s: tuple[int, int],
@@ -752,7 +706,7 @@ def _concatenation(ctx: _OpContext) -> None:
     part = parts.concatenate(ctx.name, xs, axis=axis, output_name=ctx.out_name())
     act = ctx.fused(opts)
     if act is not None:
-        part = _with_attrs(part, activation=act)
+        part = part.with_attrs(activation=act)
     ctx.emit(part)
 
 
@@ -795,7 +749,7 @@ def _resize(method: str, options: str) -> Callable[[_OpContext], None]:
                                     [0, 2 - fh, 2 - fw, 0], [0, 0, 0, 0])
             part = dataclasses.replace(part, propagators=(prop,))
         if method == "bilinear":
-            part = _with_attrs(part, half_pixel_centers=half)
+            part = part.with_attrs(half_pixel_centers=half)
         ctx.emit(part)
     return handler
 
@@ -905,7 +859,7 @@ def _unary(op: str) -> Callable[[_OpContext], None]:
         part = parts.unary(ctx.name, x, op=op, output_name=ctx.out_name())
         if op == "leaky_relu":
             opts = ctx.options("LeakyReluOptions")
-            part = _with_attrs(part, alpha=float(opts.Alpha()) if opts is not None else 0.0)
+            part = part.with_attrs(alpha=float(opts.Alpha()) if opts is not None else 0.0)
         ctx.emit(part)
     return handler
 

@@ -54,7 +54,7 @@ from planner.parts import (
     reduce_over_depth_work_bytes,
 )
 from planner.propagator import Propagator
-from planner.tflite import _vela_layouts
+from planner.vela_layouts import vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tvm_ethos.compute.lstm import STATE_CONST_SUFFIXES
 from tvm_ethos.errors import CompileError
@@ -539,7 +539,7 @@ def match_subgraph(lowered, name: str | None = None,
     parts.sort(key=lambda mp: rank.get(_name(mp.root), len(rank)))
     ins_t = tuple(ptensor(t) for t in inputs)
     outs_t = tuple(ptensor(t) for t in lowered.outputs)
-    laid = _vela_layouts([mp.part for mp in parts], ins_t, outs_t)
+    laid = vela_layouts([mp.part for mp in parts], ins_t, outs_t)
     for mp, p in zip(parts, laid):
         mp.part = p
     graph = PlannerGraph(tuple(mp.part for mp in parts), ins_t, outs_t,

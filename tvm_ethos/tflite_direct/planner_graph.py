@@ -16,7 +16,7 @@ from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
-from planner.tflite import _vela_layouts
+from planner.vela_layouts import vela_layouts
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tvm_ethos.compute.lowered import LoweredSubgraph
 from tvm_ethos.qop import QOp, activation_name
@@ -182,7 +182,7 @@ def planner_graph(lw: LoweredSubgraph,
     parts = _post_order(parts, lw)
     ins_t = tuple(ptensor(t) for t in lw.input_tensors)
     outs_t = tuple(ptensor(t) for t in lw.outputs)
-    laid = _vela_layouts([dp.part for dp in parts], ins_t, outs_t)
+    laid = vela_layouts([dp.part for dp in parts], ins_t, outs_t)
     parts = [dp._replace(part=p) for dp, p in zip(parts, laid)]
     graph = PlannerGraph(tuple(dp.part for dp in parts), ins_t, outs_t, lw.symbol)
     return DirectMatch(graph, tuple(parts))
