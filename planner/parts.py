@@ -1,11 +1,9 @@
 """Part constructors, one per NPU operator kind, with exact NHWC propagators.
 
 Each constructor computes the output shape, creates the constant tensors the operation reads
-(weights, bias) and derives the propagator of every input from the operator's arithmetic:
-an output stripe of height ``h`` starting at row ``o`` of a window operator with kernel ``k``,
-stride ``s``, dilation ``d`` and top padding ``p`` reads input rows
-``[o*s - p, o*s - p + (h-1)*s + d*(k-1) + 1)``, i.e. linear ``s``, constant
-``d*(k-1) + 1 - s``, offset ``-p``.
+(weights, bias) and derives the propagator of every input from the operator's arithmetic,
+the rules a window, a constant along the output channels and a whole-input read share with
+the TVM-free compile path living in :mod:`planner.layer_propagators`.
 """
 from __future__ import annotations
 
@@ -15,9 +13,10 @@ from typing import Sequence
 
 from ethos_arch.ops import Op
 from ethos_arch.pool_bands import one_pool, pool_bands
+from planner import layer_propagators
 from planner.errors import PlannerError
 from planner.graph import DTYPE_BYTES, Part, Tensor
-from planner.propagator import Number, Propagator
+from planner.propagator import Propagator
 from planner.work_memory import WORK_ATTR, WorkMemory
 
 ACTIVATIONS = (None, "relu", "relu6", "relu_n1_to_1", "tanh", "sigmoid", "leaky_relu", "clip")
@@ -67,35 +66,6 @@ def same_padding(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
-def _window_propagator(out_channels_map: tuple[Number, Number], in_c: int, k: tuple[int, int],
-                       s: tuple[int, int], d: tuple[int, int],
-                       pads: tuple[int, int, int, int]) -> Propagator:
-    """NHWC -> NHWC for conv/pool windows; the channel row is (linear, constant)."""
-    ch_lin, ch_const = out_channels_map
-    lin = [
-        [1, 0, 0, 0],
-        [0, s[0], 0, 0],
-        [0, 0, s[1], 0],
-        [0, 0, 0, ch_lin],
-    ]
-    const = [0, d[0] * (k[0] - 1) + 1 - s[0], d[1] * (k[1] - 1) + 1 - s[1], ch_const]
-    return Propagator.build(lin, const, [0, -pads[0], -pads[1], 0])
-
-
-def _slice_along_channels(shape: Sequence[int], channel_axis: int) -> Propagator:
-    """Output NHWC -> a constant whose ``channel_axis`` follows the output channels."""
-    lin, const = [], []
-    for i, n in enumerate(shape):
-        row = [0, 0, 0, 1 if i == channel_axis else 0]
-        lin.append(row)
-        const.append(0 if i == channel_axis else n)
-    return Propagator.build(lin, const, [0] * len(shape))
-
-
-def _bias_propagator() -> Propagator:
-    return Propagator.build([[0, 0, 0, 1]], [0], [0])
-
-
 def _attrs(**kw) -> tuple:
     return tuple(sorted(kw.items()))
 
@@ -120,11 +90,11 @@ def conv2d(name: str, ifm: Tensor, out_channels: int, kernel=(1, 1), strides=(1,
     ch = (0, c) if groups == 1 else (Fraction(icg, ocg), 0)
     weights = Tensor(f"{name}:weights", (out_channels, k[0], k[1], icg), "int8", True,
                      weight_compression)
-    inputs, props = [ifm, weights], [_window_propagator(ch, c, k, s, d, p),
-                                     _slice_along_channels(weights.shape, 0)]
+    inputs, props = [ifm, weights], [layer_propagators.window(k, s, d, p, ch),
+                                     layer_propagators.along_channels(weights.shape, 0, 4)]
     if bias:
         inputs.append(Tensor(f"{name}:bias", (out_channels,), "int32", True))
-        props.append(_bias_propagator())
+        props.append(layer_propagators.along_channels((out_channels,), 0, 4))
     return Part(name, Op.CONV2D, tuple(inputs), out, tuple(props),
                 _attrs(kernel=k, strides=s, dilation=d, padding=p, groups=groups,
                        activation=activation))
@@ -144,11 +114,11 @@ def depthwise_conv2d(name: str, ifm: Tensor, kernel=(3, 3), strides=(1, 1), dila
     out = Tensor(output_name or f"{name}:0", (n, oh, ow, c * m))
     ch = (1, 0) if m == 1 else (Fraction(1, m), 1 - Fraction(1, m))
     weights = Tensor(f"{name}:weights", (1, k[0], k[1], c * m), "int8", True, weight_compression)
-    inputs, props = [ifm, weights], [_window_propagator(ch, c, k, s, d, p),
-                                     _slice_along_channels(weights.shape, 3)]
+    inputs, props = [ifm, weights], [layer_propagators.window(k, s, d, p, ch),
+                                     layer_propagators.along_channels(weights.shape, 3, 4)]
     if bias:
         inputs.append(Tensor(f"{name}:bias", (c * m,), "int32", True))
-        props.append(_bias_propagator())
+        props.append(layer_propagators.along_channels((c * m,), 0, 4))
     return Part(name, Op.DEPTHWISE_CONV2D, tuple(inputs), out, tuple(props),
                 _attrs(kernel=k, strides=s, dilation=d, padding=p, depth_multiplier=m,
                        activation=activation))
@@ -165,7 +135,8 @@ def pool2d(name: str, ifm: Tensor, pool_type: str = "max", pool_size=(2, 2), str
     oh = window_out(h, k[0], s[0], 1, p[0], p[2])
     ow = window_out(w, k[1], s[1], 1, p[1], p[3])
     out = Tensor(output_name or f"{name}:0", (n, oh, ow, c))
-    return Part(name, Op.POOL, (ifm,), out, (_window_propagator((1, 0), c, k, s, (1, 1), p),),
+    prop = layer_propagators.window(k, s, (1, 1), p, (1, 0))
+    return Part(name, Op.POOL, (ifm,), out, (prop,),
                 _attrs(pool_type=pool_type, kernel=k, strides=s, padding=p,
                        activation=activation))
 
@@ -290,10 +261,10 @@ def fully_connected(name: str, ifm: Tensor, units: int, activation: str | None =
     weights = Tensor(f"{name}:weights", (units, k), "int8", True, weight_compression)
     inputs = [ifm, weights]
     props = [Propagator.build([[1, 0], [0, 0]], [0, k], [0, 0]),
-             Propagator.build([[0, 1], [0, 0]], [0, k], [0, 0])]
+             layer_propagators.along_channels(weights.shape, 0, 2)]
     if bias:
         inputs.append(Tensor(f"{name}:bias", (units,), "int32", True))
-        props.append(Propagator.build([[0, 1]], [0], [0]))
+        props.append(layer_propagators.along_channels((units,), 0, 2))
     return Part(name, Op.FULLY_CONNECTED, tuple(inputs), out, tuple(props),
                 _attrs(activation=activation))
 
@@ -462,8 +433,7 @@ def opaque(name: str, kind: Op | str, x: Tensor, out_shape: Sequence[int],
            output_name: str | None = None, **attrs) -> Part:
     """An operator whose output stripes each need the whole input (reshape, transpose...)."""
     out = Tensor(output_name or f"{name}:0", tuple(out_shape))
-    lin = [[0] * len(out_shape) for _ in x.shape]
-    prop = Propagator.build(lin, list(x.shape), [0] * len(x.shape))
+    prop = layer_propagators.whole(x.shape, len(out_shape))
     return Part(name, kind, (x,), out, (prop,), _attrs(**attrs))
 
 
@@ -613,8 +583,7 @@ def svdf(name: str, x: Tensor, units: int, rank: int, memory: int,
                   weight_compression)
     bias = Tensor(f"{name}:bias", (units,), "int32", True)
     inputs = (x, feature, time, bias)
-    props = tuple(Propagator.build([[0, 0] for _ in t.shape], list(t.shape),
-                                   [0] * len(t.shape)) for t in inputs)
+    props = tuple(layer_propagators.whole(t.shape, 2) for t in inputs)
     return Part(name, Op.SVDF, inputs, out, props,
                 _attrs(units=units, rank=rank, memory=memory,
                        state_bytes=batches * filters * memory,
@@ -640,8 +609,7 @@ def lstm(name: str, x: Tensor, cells: int, time_major: bool = False,
                      weight_compression)
     bias = Tensor(f"{name}:bias", (4, cells), "int32", True)
     inputs = (x, weights, bias)
-    props = tuple(Propagator.build([[0, 0, 0] for _ in t.shape], list(t.shape),
-                                   [0] * len(t.shape)) for t in inputs)
+    props = tuple(layer_propagators.whole(t.shape, 3) for t in inputs)
     return Part(name, Op.LSTM, inputs, out, props,
                 _attrs(cells=cells, time_major=time_major, batches=batches, steps=steps,
                        state_bytes=lstm_state_bytes(batches, cells),
