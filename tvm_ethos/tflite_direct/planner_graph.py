@@ -1,19 +1,22 @@
 """A lowered group (``lowering``) as the planner's ``PlannerGraph``, without TVM: the Parts
 ``emulator.part_matchers`` derives from the TE graph of the same layers (names, kinds,
-attributes, propagators, constant layouts and order), written down per layer kind from the
-access each ``te_ops`` lowering makes, for the kinds ``operators`` reads.
+attributes, propagators, constant layouts and order), for the kinds ``operators`` reads.
 
-Per output axis ``o`` of a window of kernel ``k``, stride ``s``, dilation ``d`` and leading
-padding ``p``, an input axis reads ``[s o - p, s o - p + d (k - 1) + 1)``: the propagator
-row ``(s at o, d (k - 1) + 1 - s)``, offset ``-p``. An axis of extent one that the lowering
-reads at a fixed index (an ADD's broadcast batch, a row of SOFTMAX, an axis a RESHAPE drops)
-is the constant row of extent one."""
+A layer whose reads are those of ``planner.tflite``'s Part is that Part, built by the same
+``planner.parts`` constructor over the lowering's tensors (convolutions, pools, MEAN,
+SOFTMAX of one row); the others take their propagators from the same rules
+(``planner.layer_propagators``) where they share them. Where the lowering reads an axis of
+extent one at a fixed index (an ADD's batch, the axes a RESHAPE adds or drops, a FULLY
+CONNECTED's leading axes), its propagator has the constant row of extent one that the TE
+graph gives, which ``planner.tflite``'s Parts (whose rows follow the output axis there) do
+not share."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
 from ethos_arch.mean_window import mean_kernel
 from ethos_arch.ops import Op
+from planner import layer_propagators, parts
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.propagator import Propagator
 from planner.vela_layouts import vela_layouts
@@ -40,62 +43,44 @@ class DirectMatch(NamedTuple):
     parts: tuple[DirectPart, ...]
 
 
-def _row(n: int, at: int | None, coeff: int, const: int) -> tuple[int, ...]:
-    """A propagator row over ``n`` output axes: ``coeff`` at axis ``at`` (None: none)."""
-    return tuple(coeff if j == at else 0 for j in range(n)) + (const,)
+def _of(part: Part) -> tuple:
+    """What a layer's Part carries besides its tensors, from the Part ``planner.parts`` builds
+    of it: kind, attrs, propagators and the shapes of its constants (their planner layout)."""
+    return (part.kind, dict(part.attrs), list(part.propagators),
+            [t.shape for t in part.inputs if t.is_constant])
 
 
-def _prop(rows, offset) -> Propagator:
-    n = len(rows[0]) - 1
-    return Propagator(tuple(rows) + (_row(n, None, 0, 1),), tuple(offset))
+def _units_fixed(x_shape, out_shape) -> Propagator:
+    """Each axis of extent one read at index 0, the others one to one with the output's
+    axes of more than one element, in order: an ADD of two maps of one shape, a RESHAPE that
+    adds or drops axes of one."""
+    kept = iter(d for d, e in enumerate(out_shape) if e != 1)
+    follows = [None if e == 1 else next(kept) for e in x_shape]
+    lin = [[int(j == d) for j in range(len(out_shape))] for d in follows]
+    return Propagator.build(lin, [int(d is None) for d in follows], [0] * len(x_shape))
 
 
-def _window(q: QOp, kernel, strides, dilation, channel_row) -> Propagator:
-    pt, pl = q.attrs["padding"][0], q.attrs["padding"][1]
-    rows = [_row(4, 0, 1, 0)]
-    for axis, (k, s, d) in enumerate(zip(kernel, strides, dilation), start=1):
-        rows.append(_row(4, axis, s, d * (k - 1) + 1 - s))
-    rows.append(channel_row)
-    return _prop(rows, (0, -pt, -pl, 0))
+def _conv(name: str, q: QOp, x: Tensor, out_shape):
+    kh, kw, _, co = q.weights.shape
+    return _of(parts.conv2d(name, x, co, (kh, kw), q.attrs["strides"], q.attrs["dilation"],
+                            q.attrs["padding"], activation=activation_name(q)))
 
 
-def _bias() -> Propagator:
-    return _prop([_row(4, 3, 1, 0)], (0,))
+def _depthwise(name: str, q: QOp, x: Tensor, out_shape):
+    kh, kw = q.weights.shape[:2]
+    return _of(parts.depthwise_conv2d(name, x, (kh, kw), q.attrs["strides"],
+                                      q.attrs["dilation"], q.attrs["padding"],
+                                      activation=activation_name(q)))
 
 
-def _conv(q: QOp, x_shape, out_shape):
-    kh, kw, cpg, co = q.weights.shape
-    window = {"kernel": (kh, kw), "strides": q.attrs["strides"],
-              "dilation": q.attrs["dilation"], "padding": q.attrs["padding"]}
-    props = [_window(q, (kh, kw), q.attrs["strides"], q.attrs["dilation"],
-                     _row(4, None, 0, cpg)),
-             _prop([_row(4, 3, 1, 0), _row(4, None, 0, kh), _row(4, None, 0, kw),
-                    _row(4, None, 0, cpg)], (0, 0, 0, 0)),
-             _bias()]
-    shapes = [(co, kh, kw, cpg), (co,)]
-    return Op.CONV2D, dict(window, groups=1, activation=activation_name(q)), props, shapes
-
-
-def _depthwise(q: QOp, x_shape, out_shape):
-    kh, kw, _, c = q.weights.shape
-    window = {"kernel": (kh, kw), "strides": q.attrs["strides"],
-              "dilation": q.attrs["dilation"], "padding": q.attrs["padding"]}
-    props = [_window(q, (kh, kw), q.attrs["strides"], q.attrs["dilation"], _row(4, 3, 1, 0)),
-             _prop([_row(4, None, 0, 1), _row(4, None, 0, kh), _row(4, None, 0, kw),
-                    _row(4, 3, 1, 0)], (0, 0, 0, 0)),
-             _bias()]
-    shapes = [(1, kh, kw, c), (c,)]
-    attrs = dict(window, depth_multiplier=1, activation=activation_name(q))
-    return Op.DEPTHWISE_CONV2D, attrs, props, shapes
-
-
-def _fully_connected(q: QOp, x_shape, out_shape):
-    # one row: 2-D, or 1x1x1 on NHWC tensors, a 1x1 convolution (as Vela runs it)
+def _fully_connected(name: str, q: QOp, x: Tensor, out_shape):
+    # one row: 2-D, or 1x1x1 on NHWC tensors, a 1x1 convolution (as Vela runs it); the
+    # lowering reads the row at index 0 of its leading axes, so the whole input
     units, depth = q.weights.shape
     n = len(out_shape)
-    props = [_prop([_row(n, None, 0, e) for e in x_shape], (0,) * n),
-             _prop([_row(n, n - 1, 1, 0), _row(n, None, 0, depth)], (0, 0)),
-             _prop([_row(n, n - 1, 1, 0)], (0,))]
+    props = [layer_propagators.whole(x.shape, n),
+             layer_propagators.along_channels((units, depth), 0, n),
+             layer_propagators.along_channels((units,), 0, n)]
     shapes = [(units, depth), (units,)]
     if n == 2:
         return Op.FULLY_CONNECTED, {"activation": activation_name(q)}, props, shapes
@@ -103,40 +88,33 @@ def _fully_connected(q: QOp, x_shape, out_shape):
     return Op.CONV2D, dict(window, groups=1, activation=activation_name(q)), props, shapes
 
 
-def _pool(q: QOp, x_shape, out_shape):
-    kernel, strides = q.attrs["pool_size"], q.attrs["strides"]
-    props = [_window(q, kernel, strides, (1, 1), _row(4, 3, 1, 0))]
-    attrs = {"pool_type": "max" if q.kind == Op.MAX_POOL2D else "avg", "kernel": kernel,
-             "strides": strides, "padding": q.attrs["padding"], "activation": activation_name(q)}
-    return Op.POOL, attrs, props, []
+def _pool(name: str, q: QOp, x: Tensor, out_shape):
+    return _of(parts.pool2d(name, x, "max" if q.kind == Op.MAX_POOL2D else "avg",
+                            q.attrs["pool_size"], q.attrs["strides"], q.attrs["padding"],
+                            activation_name(q)))
 
 
-def _mean(q: QOp, x_shape, out_shape):
-    props = [_prop([_row(4, 0, 1, 0), _row(4, None, 0, x_shape[1]),
-                    _row(4, None, 0, x_shape[2]), _row(4, 3, 1, 0)], (0, 0, 0, 0))]
-    attrs = {"kernel": mean_kernel(x_shape, q.attrs["axis"]), "keepdims": True}
-    return Op.MEAN, attrs, props, []
+def _mean(name: str, q: QOp, x: Tensor, out_shape):
+    kind, attrs, props, shapes = _of(parts.mean(name, x, keepdims=True,
+                                                axes=tuple(q.attrs["axis"])))
+    # the kernel as the stream reads it: none of a batch above one (the Ethos-U's checks
+    # refuse that MEAN before its group is planned)
+    return kind, dict(attrs, kernel=mean_kernel(x.shape, q.attrs["axis"])), props, shapes
 
 
-def _elementwise(q: QOp, x_shape, out_shape):
-    n = len(out_shape)
-    prop = _prop([_row(n, None, 0, 1) if e == 1 else _row(n, d, 1, 0)
-                  for d, e in enumerate(x_shape)], (0,) * n)
+def _elementwise(name: str, q: QOp, x: Tensor, out_shape):
+    prop = _units_fixed(x.shape, out_shape)
     return Op.ELEMENTWISE, {"op": q.kind.value, "activation": activation_name(q)}, \
         [prop, prop], []
 
 
-def _softmax(q: QOp, x_shape, out_shape):
-    n = len(out_shape)
-    rows = [_row(n, None, 0, 1) for _ in x_shape[:-1]] + [_row(n, None, 0, x_shape[-1])]
-    return Op.SOFTMAX, {"beta": q.attrs.get("beta", 1.0)}, [_prop(rows, (0,) * n)], []
+def _softmax(name: str, q: QOp, x: Tensor, out_shape):
+    # one row (operators reads no other): its whole input, as the lowering reads it
+    return _of(parts.softmax(name, x, q.attrs.get("beta", 1.0)))
 
 
-def _reshape(q: QOp, x_shape, out_shape):
-    n = len(out_shape)
-    kept = iter(d for d, e in enumerate(out_shape) if e != 1)
-    rows = [_row(n, None, 0, 1) if e == 1 else _row(n, next(kept), 1, 0) for e in x_shape]
-    return Op.RESHAPE, {}, [_prop(rows, (0,) * len(x_shape))], []
+def _reshape(name: str, q: QOp, x: Tensor, out_shape):
+    return Op.RESHAPE, {}, [_units_fixed(x.shape, out_shape)], []
 
 
 _PARTS: dict[Op, Callable] = {
@@ -164,34 +142,34 @@ def planner_graph(lw: LoweredSubgraph,
         layer = c.name.split("_", 1)[1].rsplit("_", 1)[0]
         if c.name.endswith(("_w", "_bias")):
             consts_of.setdefault(layer, []).append(c)
-    parts = []
+    made = []
     for (name, out), q, ins in zip(lw.tensors.items(), lw.layers, lw.layer_inputs):
-        kind, attrs, props, shapes = _PARTS[q.kind](q, tuple(q.in_shapes[0]),
-                                                    tuple(q.out_shape))
+        acts = list(reversed(ins)) if q.kind == Op.ADD else list(ins)   # as TE reads them
+        inputs = [ptensor(t) for t in acts]
+        output = ptensor(out)
+        kind, attrs, props, shapes = _PARTS[q.kind](name, q, inputs[0], tuple(q.out_shape))
         needs = work(q) if work is not None and WORK_ATTR not in attrs else None
         if needs is not None:
             attrs = dict(attrs, **{WORK_ATTR: needs})
-        acts = list(reversed(ins)) if q.kind == Op.ADD else list(ins)   # as TE reads them
-        inputs = [ptensor(t) for t in acts] + [
-            ptensor(c, shape, constant=True)
-            for c, shape in zip(consts_of.get(name, []), shapes)]
+        inputs += [ptensor(c, shape, constant=True)
+                   for c, shape in zip(consts_of.get(name, []), shapes)]
         stages = tuple(GraphTensor(f"{name}_{s}", tuple(q.out_shape), "int32")
                        for s in INTERNAL_STAGES[q.kind])
-        part = Part(name, kind, tuple(inputs), ptensor(out), tuple(props), attrs)
-        parts.append(DirectPart(part, out, stages))
-    parts = _post_order(parts, lw)
+        part = Part(name, kind, tuple(inputs), output, tuple(props), attrs)
+        made.append(DirectPart(part, out, stages))
+    made = _post_order(made, lw)
     ins_t = tuple(ptensor(t) for t in lw.input_tensors)
     outs_t = tuple(ptensor(t) for t in lw.outputs)
-    laid = vela_layouts([dp.part for dp in parts], ins_t, outs_t)
-    parts = [dp._replace(part=p) for dp, p in zip(parts, laid)]
-    graph = PlannerGraph(tuple(dp.part for dp in parts), ins_t, outs_t, lw.symbol)
-    return DirectMatch(graph, tuple(parts))
+    laid = vela_layouts([dp.part for dp in made], ins_t, outs_t)
+    made = [dp._replace(part=p) for dp, p in zip(made, laid)]
+    graph = PlannerGraph(tuple(dp.part for dp in made), ins_t, outs_t, lw.symbol)
+    return DirectMatch(graph, tuple(made))
 
 
-def _post_order(parts: list[DirectPart], lw: LoweredSubgraph) -> list[DirectPart]:
+def _post_order(made: list[DirectPart], lw: LoweredSubgraph) -> list[DirectPart]:
     """The Parts in the order the emulator's TIR runs them (``match_subgraph``): the TE
     graph's post-order from the outputs, each layer's operands in the order it reads them."""
-    by_output = {dp.root.name: (dp, ins) for dp, ins in zip(parts, lw.layer_inputs)}
+    by_output = {dp.root.name: (dp, ins) for dp, ins in zip(made, lw.layer_inputs)}
     order, seen = [], set()
 
     def visit(name: str) -> None:
