@@ -39,3 +39,14 @@ def whole(in_shape: Sequence[int], out_rank: int) -> Propagator:
     """Every box of an output of ``out_rank`` axes reads the whole input of ``in_shape``."""
     return Propagator.build([[0] * out_rank for _ in in_shape], list(in_shape),
                             [0] * len(in_shape))
+
+
+def reduction(in_shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> Propagator:
+    """A reduction over ``axes`` (MEAN, SUM, REDUCE_MAX, REDUCE_MIN): each output element
+    reads the whole of the reduced axes and its own index of the kept ones, which an output
+    without ``keepdims`` lists without the reduced axes between them."""
+    rank = len(in_shape)
+    kept = [a for a in range(rank) if keepdims or a not in axes]
+    lin = [[int(a == b and a not in axes) for b in kept] for a in range(rank)]
+    return Propagator.build(lin, [n if a in axes else 0 for a, n in enumerate(in_shape)],
+                            [0] * rank)

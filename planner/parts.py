@@ -2,8 +2,8 @@
 
 Each constructor computes the output shape, creates the constant tensors the operation reads
 (weights, bias) and derives the propagator of every input from the operator's arithmetic,
-the rules a window, a constant along the output channels and a whole-input read share with
-the TVM-free compile path living in :mod:`planner.layer_propagators`.
+the rules of a window, a constant along the output channels, a reduction and a whole-input
+read living in :mod:`planner.layer_propagators`, which the TVM-free compile path shares.
 """
 from __future__ import annotations
 
@@ -153,12 +153,7 @@ def mean(name: str, ifm: Tensor, keepdims: bool = True, output_name: str | None 
     out_shape = tuple(1 if i in axes else d for i, d in enumerate(ifm.shape)) if keepdims \
         else tuple(ifm.shape[i] for i in kept)
     out = Tensor(output_name or f"{name}:0", out_shape)
-    cols = list(range(4)) if keepdims else [None if i in axes else kept.index(i)
-                                            for i in range(4)]
-    lin = [[1 if i not in axes and j == cols[i] else 0 for j in range(len(out_shape))]
-           for i in range(4)]
-    prop = Propagator.build(lin, [ifm.shape[i] if i in axes else 0 for i in range(4)],
-                            [0, 0, 0, 0])
+    prop = layer_propagators.reduction(ifm.shape, axes, keepdims)
     kernel = (h if 1 in axes else 1, w if 2 in axes else 1)
     return Part(name, Op.MEAN, (ifm,), out, (prop,), _attrs(kernel=kernel, keepdims=keepdims))
 
@@ -375,8 +370,7 @@ def reduce_over_depth(name: str, x: Tensor, kind: Op, axes: Sequence[int],
     kept = [a for a in range(4) if keepdims or a not in axes]
     out = Tensor(output_name or f"{name}:0", tuple(1 if a in axes else x.shape[a] for a in kept),
                  x.dtype)
-    lin = [[int(a == b and a not in axes) for b in kept] for a in range(4)]
-    prop = Propagator.build(lin, [x.shape[a] if a in axes else 0 for a in range(4)], [0] * 4)
+    prop = layer_propagators.reduction(x.shape, axes, keepdims)
     attrs = {"axis": axes}
     work = reduce_over_depth_work_bytes(kind, x.shape, axes, x.dtype)
     if work:

@@ -1,6 +1,8 @@
 """The shared propagator rules of a layer's Part (``planner.layer_propagators``) against brute
 force: for any output box, the input box a propagator gives is the smallest box holding every
 element the operator's arithmetic reads for that output box."""
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -68,3 +70,24 @@ def test_a_whole_read_is_the_whole_input_for_every_box(shape, out_rank, data):
     extent = data.draw(st.tuples(*[st.integers(1, 5)] * out_rank))
     prop = layer_propagators.whole(shape, out_rank)
     assert _box(prop, start, extent) == ((0,) * len(shape), tuple(shape))
+
+
+@given(data=st.data(), rank=st.integers(1, 4), keepdims=st.booleans())
+def test_a_reduction_reads_its_kept_indices_and_the_whole_reduced_axes(data, rank, keepdims):
+    """Output element o of a reduction over ``axes`` reads input elements whose kept axes are
+    o's (in order, the reduced ones left out without ``keepdims``), any index of the reduced."""
+    shape = data.draw(st.tuples(*[st.integers(1, 4)] * rank))
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, rank - 1), min_size=1))))
+    out_shape = [1 if a in axes else n for a, n in enumerate(shape) if keepdims or a not in axes]
+    if not out_shape:
+        return
+    start = tuple(data.draw(st.integers(0, n - 1)) for n in out_shape)
+    extent = tuple(data.draw(st.integers(1, n - s)) for s, n in zip(start, out_shape))
+    kept = [a for a in range(rank) if keepdims or a not in axes]
+    read = []
+    for o in itertools.product(*[range(s, s + e) for s, e in zip(start, extent)]):
+        at = dict(zip(kept, o))
+        read += itertools.product(*[range(shape[a]) if a in axes else [at[a]]
+                                    for a in range(rank)])
+    prop = layer_propagators.reduction(shape, axes, keepdims)
+    assert _box(prop, start, extent) == _hull(read)
