@@ -22,6 +22,7 @@ import argparse
 import atexit
 import contextlib
 import gc
+import importlib
 import os
 import sys
 import time
@@ -348,8 +349,8 @@ def _sweep(args, devices, options) -> int:
 # The command table. compile and run live in their own modules, which register themselves
 # (after importing the helpers above); build_parser imports them.
 
-#: Modules that register subcommands when imported (they must not import TVM at module level).
-SUBCOMMAND_MODULES = ("tvm_ethos.cli_compile", "tvm_ethos.cli_run")
+#: The module that registers each subcommand when imported (none imports TVM at module level).
+SUBCOMMAND_MODULES = {"compile": "tvm_ethos.cli_compile", "run": "tvm_ethos.cli_run"}
 
 register("plan", "plan a model for an NPU with the cascading planner (no TVM needed)",
          _plan_arguments, _plan_run,
@@ -364,24 +365,50 @@ register("plan", "plan a model for an NPU with the cascading planner (no TVM nee
 # ---------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    import importlib
-
-    for module in SUBCOMMAND_MODULES:
-        importlib.import_module(module)
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """tvmc's parser. With ``command`` (a registered subcommand, or one of
+    :data:`SUBCOMMAND_MODULES`) only that subcommand's parser is built, so the modules only the
+    others need (and what they import) stay unloaded; without it, every subcommand's (``tvmc
+    --help``, a misspelt command's list of choices)."""
+    known = command in SUBCOMMANDS or command in SUBCOMMAND_MODULES
+    for name, module in SUBCOMMAND_MODULES.items():
+        if not known or name == command:
+            importlib.import_module(module)
     ap = _Parser(prog=PROG, description="tvm-ethos: compile networks for Arm Ethos NPUs with "
                                         "TVM, and plan their memory with the cascading planner.")
-    ap.add_argument("--version", action="version", version=version_line())
+    ap.add_argument("--version", action=_VersionAction)
     ap.add_argument("-v", "--verbose", action="count", default=0,
                     help="log what tvm-ethos does to stderr (-v: steps, -vv: details)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, sc in SUBCOMMANDS.items():
+        if known and name != command:
+            continue
         p = sub.add_parser(name, help=sc.help, description=sc.description or sc.help)
         p.add_argument("-v", "--verbose", dest="sub_verbose", action="count", default=0,
                        help="log what tvm-ethos does to stderr (-v: steps, -vv: details)")
         sc.add_arguments(p)
     return ap
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The subcommand a command line names: its first word that is not an option (tvmc's own
+    options, ``-v`` and ``--version``, take no value), None when there is none."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, with its line made only when asked for: it reads the installed TVM's
+    metadata, which no other run of tvmc needs."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show program's version number and exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
 
 
 def version_line() -> str:
@@ -470,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     atexit.unregister(freeze_at_exit)   # once, however often main runs in one process
     atexit.register(freeze_at_exit)
-    parser = build_parser()
+    parser = build_parser(named_command(sys.argv[1:] if argv is None else argv))
     try:
         args, extra = parser.parse_known_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2, one line already printed)

@@ -11,9 +11,12 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers.models import model_path
 from tvm_ethos.after_import import after_import
+from tvm_ethos.cli import build_parser, named_command
 
 #: the project's packages, whose modules the bound counts
 PROJECT = ("tvm_ethos", "planner", "ethosu_stream", "ethos_arch")
@@ -29,6 +32,8 @@ NOT_LOADED = ("tvm", "tvm_ffi", "torch", "onnx", "onnxruntime", "tflite_micro",
 NOT_LOADED_PROJECT = ("tvm_ethos.byoc", "tvm_ethos.partition", "tvm_ethos.pipeline.driver",
                       "tvm_ethos.pipeline.codegen", "tvm_ethos.tflite_converter",
                       "tvm_ethos.compute.te_ops", "tvm_ethos.emulator.part_matchers")
+#: modules only another subcommand needs (tvmc builds the parser of the one it runs)
+NOT_LOADED_OTHER_SUBCOMMANDS = ("tvm_ethos.cli_run", "tvm_ethos.tflite_run")
 
 _SCRIPT = textwrap.dedent("""
     import json, sys
@@ -63,6 +68,12 @@ def test_a_tflite_compile_loads_no_tvm_nor_the_tvm_paths(resnet8_compile):
     assert [m for m in NOT_LOADED_PROJECT if m in loaded] == []
 
 
+def test_a_tflite_compile_loads_no_other_subcommand(resnet8_compile):
+    loaded = resnet8_compile["loaded"]
+    assert "tvm_ethos.cli_compile" in loaded
+    assert [m for m in NOT_LOADED_OTHER_SUBCOMMANDS if m in loaded] == []
+
+
 def test_a_tflite_compile_loads_a_bounded_number_of_project_modules(resnet8_compile):
     project = [m for m in resnet8_compile["loaded"] if m.split(".")[0] in PROJECT]
     assert "tvm_ethos.tflite_direct.group" in project   # the path it should take
@@ -91,3 +102,23 @@ def test_after_import_runs_once_after_the_module_executes(tmp_path, monkeypatch)
     after_import("startup_probe_mod", lambda: seen.append("now"))
     assert seen == [7, "now"]
     monkeypatch.delitem(sys.modules, "startup_probe_mod")
+
+
+_TOP_OPTIONS = st.sampled_from(["-v", "--verbose", "-vv"])
+_COMMAND_LINES = st.sampled_from([
+    ["compile", "m.tflite", "--target", "ethos-u", "-o", "out.tflite", "-q"],
+    ["compile", "m.tflite", "--target", "ethos-u,llvm", "--budget", "300KiB", "-v"],
+    ["plan", "m.tflite", "--target", "ethos-u", "--jobs", "1", "--no-vela"],
+    ["run", "m.tar", "--no-progress"],
+])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(_TOP_OPTIONS, max_size=2), _COMMAND_LINES)
+def test_the_parser_of_the_named_subcommand_parses_as_the_whole_parser(options, line):
+    """tvmc builds only the parser of the subcommand its command line names: what that
+    parser reads is what the parser of every subcommand reads."""
+    argv = options + line
+    assert named_command(argv) == line[0]
+    assert (vars(build_parser(named_command(argv)).parse_known_args(argv)[0])
+            == vars(build_parser().parse_known_args(argv)[0]))
