@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,28 +20,16 @@ from tvm_ethos.backends.ethos_u.tflite_export import export_tflite_bytes
 from tvm_ethos.backends.registry import get_backend, get_registry
 from tvm_ethos.errors import ModelLoadError, OptionError, TvmEthosError
 from tvm_ethos.frontend import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
-from tvm_ethos.package import (
-    CONSTANTS,
-    FORMAT_VERSION,
-    LIBRARY,
-    META,
-    PROGRAM,
-    VerifiedPackage,
-    package_bytes,
-    verify_package,
-    verify_package_bytes,
-    write_package,
-)
 from tvm_ethos.pipeline.planning import planning_options
 from tvm_ethos.runtime import cache as model_cache
-from tvm_ethos.runtime.executor import Executor
 from tvm_ethos.runtime.host_cpu import check_host_cpu, read_cpu_record
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
-from tvm_ethos.runtime.program import PROGRAM_VERSION
 from tvm_ethos.targets import parse_targets
 from tvm_ethos.tflite_source import source_of
 
-_META, _LIB, _PROGRAM, _CONSTANTS = META, LIBRARY, PROGRAM, CONSTANTS
+if TYPE_CHECKING:
+    from tvm_ethos.package import VerifiedPackage
+
 log = logging.getLogger(__name__)
 
 
@@ -162,6 +151,10 @@ class CompiledModel:
             if self.program is None:
                 raise TvmEthosError("this compiled model has no executor program")
             lib = self._library if self._library is not None else self.executable.mod
+            # lazy: start-up; the executor (its threads, memories, OpenCL) loads when a model
+            # runs, not for a compile
+            from tvm_ethos.runtime.executor import Executor
+
             self._executor = Executor(self.program, lib, **self.runtime_options)
         return self._executor
 
@@ -247,13 +240,14 @@ class CompiledModel:
         from (TVM cannot export a module loaded from a shared library), so saving it again gives
         the same file, byte for byte."""
         path = os.fspath(path)
-        write_package(path, self._package_members())
+        _package().write_package(path, self._package_members())
         return path
 
     def _package_members(self) -> list[tuple[str, bytes]]:
         """The package's members in their fixed order (tvm_ethos/package.py writes them)."""
+        package = _package()
         meta = {
-            "format_version": FORMAT_VERSION,
+            "format_version": package.FORMAT_VERSION,
             "targets": self.targets,
             "report": self.report.to_json() if self.report is not None else None,
             "inputs": [[s.name, list(s.shape), s.dtype] for s in self.inputs],
@@ -264,19 +258,19 @@ class CompiledModel:
         if self.cpu_record is not None:
             meta["host_cpu"] = self.cpu_record.to_json()
         members = [
-            (_LIB, self._library_bytes()),
-            (_META, json.dumps(meta, sort_keys=True).encode()),
+            (package.LIBRARY, self._library_bytes()),
+            (package.META, json.dumps(meta, sort_keys=True).encode()),
         ]
         if self.program is not None:  # the executor's subgraphs, edges' tensors, constants
-            members += [(_PROGRAM, self.program.to_json().encode()),
-                        (_CONSTANTS, self.program.constants_blob())]
+            members += [(package.PROGRAM, self.program.to_json().encode()),
+                        (package.CONSTANTS, self.program.constants_blob())]
         return members
 
     def _library_bytes(self) -> bytes:
         if self._saved_library is None:
             tmp = tempfile.mkdtemp(prefix="tvm_ethos_save_")
             try:
-                lib = os.path.join(tmp, _LIB)
+                lib = os.path.join(tmp, _package().LIBRARY)
                 self.executable.export_library(lib)
                 with open(lib, "rb") as f:
                     self._saved_library = f.read()
@@ -324,7 +318,7 @@ def load(path, **runtime_options) -> CompiledModel:
     if not os.path.exists(path):
         raise ModelLoadError(f"compiled model not found: {path}")
     log.info("loading %s (its shared library runs in this process)", path)
-    return load_members(verify_package(path), path, runtime_options)
+    return load_members(_package().verify_package(path), path, runtime_options)
 
 
 def load_members(pkg: VerifiedPackage, path: str, runtime_options: dict) -> CompiledModel:
@@ -335,6 +329,7 @@ def load_members(pkg: VerifiedPackage, path: str, runtime_options: dict) -> Comp
     # lazy: partition loads TVM; TVM loads when a model is built or run, not on import
     from tvm_ethos.partition import PartitionReport
 
+    library = _package().LIBRARY
     meta = pkg.meta
     record = read_cpu_record(dict(meta.extra), path)
     check_host_cpu(record, path)   # before its code is loaded: SIGILL otherwise
@@ -347,9 +342,9 @@ def load_members(pkg: VerifiedPackage, path: str, runtime_options: dict) -> Comp
                 cg.register()
     tmp = tempfile.mkdtemp(prefix="tvm_ethos_load_")
     try:
-        with open(os.path.join(tmp, _LIB), "wb") as f:
+        with open(os.path.join(tmp, library), "wb") as f:
             f.write(pkg.library)
-        lib = tvm.runtime.load_module(os.path.join(tmp, _LIB))
+        lib = tvm.runtime.load_module(os.path.join(tmp, library))
     except Exception as err:
         raise ModelLoadError(f"{path}: cannot load the executable: {err}") from None
     finally:
@@ -434,10 +429,14 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     check_target_options(target, options)
     key = None
     if cache_dir is not None:
+        package = _package()
+        # lazy: start-up, as _package (package.py loads it)
+        from tvm_ethos.runtime.program import PROGRAM_VERSION
+
         tl0 = parse_targets(target, dict(options))  # errors before any hashing
         try:
             key = model_cache.cache_key(mod, str(tl0), dict(options, _planning=plan_opts.key()),
-                                        (FORMAT_VERSION, PROGRAM_VERSION),
+                                        (package.FORMAT_VERSION, PROGRAM_VERSION),
                                         cpu=_cpu_record_for(tl0).to_json())
         except TypeError:
             cache_dir = None  # a model object we cannot hash (e.g. a torch program): no caching
@@ -447,7 +446,7 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
         if hit is not None:
             path = model_cache.entry_path(cache_dir, key)
             try:
-                cm = load_members(verify_package_bytes(hit, path), path, runtime_opts)
+                cm = load_members(package.verify_package_bytes(hit, path), path, runtime_opts)
                 cm.from_cache, cm.cache_path = True, path
                 cm.source_tflite = _tflite_source(mod)
                 log.info("loaded from the cache: %s", path)
@@ -461,9 +460,20 @@ def compile(mod, target: str = "ethos-n,llvm", **options) -> CompiledModel:  # n
     log.info("compiled for %s in %.1f s: %s", cm.targets, time.perf_counter() - t0,
              ", ".join(f"{t} {n}" for t, n in cm.partition_summary.items()))
     if cache_dir is not None:
-        cm.cache_path = model_cache.store(cache_dir, key, package_bytes(cm._package_members()))
+        cm.cache_path = model_cache.store(cache_dir, key,
+                                          package.package_bytes(cm._package_members()))
         log.info("stored in the cache: %s", cm.cache_path)
     return cm
+
+
+def _package():
+    """tvm_ethos/package.py, imported when a package is written, read or cached: a compile to
+    a ``.tflite`` never needs it, nor the executor program format and the archive modules it
+    loads (start-up)."""
+    # lazy: start-up (see the docstring)
+    from tvm_ethos import package
+
+    return package
 
 
 def _host_backend(target) -> HostBackend | None:

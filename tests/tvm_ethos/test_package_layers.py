@@ -78,6 +78,8 @@ FORBIDDEN = {"ethos_arch": PROJECT[1:] + ("tvm", "tvm_ffi"),
 
 _HELP = "keeps tvmc --help fast: the module loads on every tvmc start, this import on use"
 _TVM = "loads TVM, which only building or running a model needs"
+_PACKAGE = ("a .tflite compile writes no package and runs nothing: the package format and the "
+            "executor load where a package is written, read or run (test_startup guards it)")
 _LSTM = ("an LSTM planned with its neighbours goes through TVM's importer; a .tflite compile "
          "without one loads no TVM (tvm_ethos.tflite_direct)")
 #: (importer, imported) -> why the import sits inside a function: the public edge (the CLI,
@@ -103,6 +105,9 @@ LAZY = {
     ("tvm_ethos.compiler", "tvm_ethos.pipeline.driver"): _TVM,
     ("tvm_ethos.compiler", "tvm_ethos.host.cpu.cpu_schedule"): _TVM,
     ("tvm_ethos.compiler", "tvm_ethos.host.cpu.host_cpu"): _TVM,
+    ("tvm_ethos.compiler", "tvm_ethos.package"): _PACKAGE,
+    ("tvm_ethos.compiler", "tvm_ethos.runtime.program"): _PACKAGE,
+    ("tvm_ethos.compiler", "tvm_ethos.runtime.executor"): _PACKAGE,
     ("tvm_ethos.cli", "planner.option_flags"): _HELP,
     ("tvm_ethos.cli", "planner.api"): _HELP,
     ("tvm_ethos.cli", "planner.options"): _HELP,

@@ -32,8 +32,10 @@ NOT_LOADED = ("tvm", "tvm_ffi", "torch", "onnx", "onnxruntime", "tflite_micro",
 NOT_LOADED_PROJECT = ("tvm_ethos.byoc", "tvm_ethos.partition", "tvm_ethos.pipeline.driver",
                       "tvm_ethos.pipeline.codegen", "tvm_ethos.tflite_converter",
                       "tvm_ethos.compute.te_ops", "tvm_ethos.emulator.part_matchers")
-#: modules only another subcommand needs (tvmc builds the parser of the one it runs)
-NOT_LOADED_OTHER_SUBCOMMANDS = ("tvm_ethos.cli_run", "tvm_ethos.tflite_run")
+#: modules only another subcommand needs (tvmc builds the parser of the one it runs), and
+#: those of packages and of running a model, which tvm_ethos.compiler imports where used
+NOT_LOADED_DEFERRED = ("tvm_ethos.cli_run", "tvm_ethos.tflite_run", "tvm_ethos.package",
+                       "tvm_ethos.runtime.program", "tvm_ethos.runtime.executor")
 
 _SCRIPT = textwrap.dedent("""
     import json, sys
@@ -68,10 +70,10 @@ def test_a_tflite_compile_loads_no_tvm_nor_the_tvm_paths(resnet8_compile):
     assert [m for m in NOT_LOADED_PROJECT if m in loaded] == []
 
 
-def test_a_tflite_compile_loads_no_other_subcommand(resnet8_compile):
+def test_a_tflite_compile_loads_no_other_subcommand_nor_package_nor_executor(resnet8_compile):
     loaded = resnet8_compile["loaded"]
-    assert "tvm_ethos.cli_compile" in loaded
-    assert [m for m in NOT_LOADED_OTHER_SUBCOMMANDS if m in loaded] == []
+    assert "tvm_ethos.cli_compile" in loaded and "tvm_ethos.compiler" in loaded
+    assert [m for m in NOT_LOADED_DEFERRED if m in loaded] == []
 
 
 def test_a_tflite_compile_loads_a_bounded_number_of_project_modules(resnet8_compile):
