@@ -2,6 +2,8 @@
 for a model, and the bit-exact comparison of a compiled model against it."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tests.helpers.tflite_split import needs_split, split_before_softmax
@@ -134,14 +136,51 @@ def tflm_accepts(data: bytes) -> str:
         for k in range(n_out):
             it.get_output(k)
     except Exception as err:      # noqa: BLE001 - any refusal is the verdict
-        return f"refused: {type(err).__name__}: {str(err).strip()[:200]}"
+        return _refused(err)
     return "ok"
+
+
+def litert_accepts(data: bytes) -> str:
+    """:func:`tflm_accepts` for LiteRT's reference kernels (BUILTIN_REF): the reference for
+    the operators TFLite Micro has no kernel of (GELU, the uint8 tables)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    try:
+        it = Interpreter(model_content=bytes(data),
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+        it.invoke()
+        for d in it.get_output_details():
+            it.get_tensor(d["index"])
+    except Exception as err:      # noqa: BLE001 - any refusal is the verdict
+        return _refused(err)
+    return "ok"
+
+
+def _refused(err: Exception) -> str:
+    return f"refused: {type(err).__name__}: {str(err).strip()[:200]}"
+
+
+#: What TFLite Micro logs when its op resolver has no kernel for a builtin operator.
+_NO_KERNEL = re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'")
+#: How :func:`tflm_verdicts` starts the verdict on such a model.
+NO_KERNEL = "no kernel"
+
+
+def runs(verdict: str) -> bool:
+    """Whether a verdict of :func:`tflm_verdicts` says the model runs: on TFLite Micro or,
+    where TFLite Micro has no kernel for one of its builtin operators, on LiteRT's."""
+    return verdict == "ok" or (verdict.startswith(NO_KERNEL) and verdict.endswith("LiteRT: ok"))
 
 
 def tflm_verdicts(cases: list[bytes], timeout: float = 20.0) -> list[str]:
     """:func:`tflm_accepts` of each case, in worker processes: a case whose worker dies is
     ``"crash"``, one that gives no verdict within ``timeout`` seconds ``"hang"``; a new worker
-    takes the next case."""
+    takes the next case. A model TFLite Micro refuses for want of a builtin operator's kernel
+    is ``"no kernel: OP; LiteRT: <litert_accepts>"`` (:func:`runs` reads it): a missing kernel
+    says nothing about the model."""
     import select
     import subprocess
     import sys
@@ -179,15 +218,26 @@ def tflm_verdicts(cases: list[bytes], timeout: float = 20.0) -> list[str]:
 
 
 def _worker(folder: str, start: int, stop: int) -> None:
+    import os
     import sys
+    import tempfile
     from pathlib import Path
 
     from tflite_micro.python.tflite_micro import runtime  # noqa: F401  (imported before READY)
 
+    log = tempfile.TemporaryFile()          # TFLite Micro's log (its stderr) of each case
+    os.dup2(log.fileno(), 2)
     sys.stdout.write("READY\n")
     sys.stdout.flush()
     for k in range(start, stop):
-        verdict = tflm_accepts(Path(folder, f"{k}.tflite").read_bytes())
+        data = Path(folder, f"{k}.tflite").read_bytes()
+        log.seek(0)
+        log.truncate()
+        verdict = tflm_accepts(data)
+        log.seek(0)
+        missing = _NO_KERNEL.search(log.read().decode("utf-8", "replace"))
+        if verdict != "ok" and missing:
+            verdict = f"{NO_KERNEL}: {missing[1]}; LiteRT: {litert_accepts(data)}"
         sys.stdout.write("V " + verdict.replace("\n", " ") + "\n")
         sys.stdout.flush()
 
