@@ -2,6 +2,9 @@
 (UNIDIRECTIONAL_SEQUENCE_LSTM -> RESHAPE -> FULLY_CONNECTED -> SOFTMAX): TFLite Micro and
 ``load_model`` judge each, and must agree (``front_door_cases.disagreement``).
 
+* An operator's intermediate tensor that holds data (the LSTM's five have shape [0]; a
+  scalar, or a type TFLite Micro cannot size): TFLite Micro's allocator refuses the model, so
+  the check does, naming the operator, the intermediate and the shape it expects.
 * An operator TFLite Micro has no kernel for (the SOFTMAX's code made GELU's): LiteRT's
   reference kernels are the judge, and they run it.
 """
@@ -15,6 +18,7 @@ from tests.helpers.tflite_oracle import NO_KERNEL, runs, tflm_verdicts
 from tests.reliability.front_door_cases import TRAINED_DIR, disagreement, front_door
 
 GELU = 150
+STRING, VARIANT = 5, 14
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +31,30 @@ def lstm():
         pytest.skip(f"{path} not available (set TVM_ETHOS_MODELS)")
     data = path.read_bytes()
     return data, tflite.Model.GetRootAs(data, 0)
+
+
+def _intermediates(model) -> list[int]:
+    sg = model.Subgraphs(0)
+    ops = [sg.Operators(o) for o in range(sg.OperatorsLength())]
+    return [op.Intermediates(k) for op in ops for k in range(op.IntermediatesLength())]
+
+
+def _with_rank_zero(data: bytes, model, t: int) -> bytes:
+    """``data`` with tensor ``t``'s shape vector emptied (a scalar)."""
+    ten = model.Subgraphs(0).Tensors(t)
+    d = bytearray(data)
+    struct.pack_into("<I", d, ten._tab.Vector(ten._tab.Offset(4)) - 4, 0)
+    return bytes(d)
+
+
+def _with_type(data: bytes, model, t: int, ttype: int) -> bytes:
+    """``data`` with tensor ``t``'s (stored) type field set to ``ttype``."""
+    ten = model.Subgraphs(0).Tensors(t)
+    slot = ten._tab.Offset(6)
+    assert slot, f"tensor {t} stores no type field"
+    d = bytearray(data)
+    d[ten._tab.Pos + slot] = ttype
+    return bytes(d)
 
 
 def _with_builtin_code(data: bytes, model, code: int, builtin: int) -> bytes:
@@ -46,6 +74,27 @@ def _judged(cases: list[bytes]):
         assert disagreement(tflm, ours) is None, (tflm, ours)
         out.append((tflm, ours))
     return out
+
+
+def test_intermediate_holding_data_is_refused_as_tflite_micro_refuses_it(lstm):
+    data, model = lstm
+    mids = _intermediates(model)
+    assert len(mids) == 5
+    # the one intermediate whose type is stored (INT8): the others default to FLOAT32
+    typed = [t for t in mids if model.Subgraphs(0).Tensors(t)._tab.Offset(6)]
+    cases = ([data] + [_with_rank_zero(data, model, t) for t in mids]
+             + [_with_type(data, model, t, tt) for t in typed for tt in (STRING, VARIANT)])
+    (seed_tflm, seed_ours), *mutated = _judged(cases)
+    assert runs(seed_tflm) and seed_ours.outcome == "validated"
+    labels = [(k, t) for k, t in enumerate(mids)] + [(mids.index(t), t) for t in typed
+                                                      for _ in (STRING, VARIANT)]
+    for (k, t), (tflm, ours) in zip(labels, mutated):
+        assert not runs(tflm), tflm
+        assert ours.outcome == "UnsupportedModelError", ours
+        name = model.Subgraphs(0).Tensors(t).Name().decode()
+        assert (f"operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM) intermediate {k} (tensor {t}, "
+                f"{name!r})") in ours.message, ours.message
+        assert "expected" in ours.message and "such as [0]" in ours.message, ours.message
 
 
 def test_operator_without_a_tflite_micro_kernel_is_judged_by_litert(lstm):

@@ -125,6 +125,8 @@ _PARAMETER_INPUTS = {"MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,), "REDUCE_MIN"
                      "TRANSPOSE": (1,), "STRIDED_SLICE": (1, 2, 3), "SLICE": (1, 2)}
 # Types TVM's TFLite importer has a Relax dtype for.
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
+# Types TFLite Micro has no element size for (``TfLiteTypeSizeOf``): STRING, VARIANT.
+_UNSIZED_TYPES = frozenset({5, 14})
 
 
 #: The operator name (as :class:`CheckedOperator` gives it) of the custom operator Vela and
@@ -614,6 +616,8 @@ class _TfliteChecker:
             op.vector(14, 1)                                     # custom_options
             op.vector(18, 1)                                     # mutating_variable_inputs
             mids = [index(i, f"{what} intermediate {k}") for k, i in enumerate(op.ints(20))]
+            for k, i in enumerate(mids):
+                self.check_intermediate(f"{where}{what} intermediate {k}", i, infos[i])
             opts = self.check_options(op, o, opname, where)
             if opname in _SAME_TYPE:
                 self.check_types(what, where, opname, ins, outs, infos, o)
@@ -659,6 +663,20 @@ class _TfliteChecker:
                     f"{where}tensor {i} ({info[0]!r}) is {TENSOR_TYPES[info[1]][0]} but has no "
                     "quantization parameters; tvm-ethos imports float models and fully "
                     "quantized (int8 / int16) models only", tensor=i)
+
+    def check_intermediate(self, what: str, t: int, info: tuple) -> None:
+        """TFLite Micro gives an operator's intermediate tensors no memory: its allocator
+        refuses the model unless each one holds zero bytes, a shape with a 0 dimension (a
+        missing shape is a scalar) of a type it knows the size of."""
+        name, ttype, shape = info[0], info[1], list(info[7])
+        label = f"{what} (tensor {t}, {name!r})"
+        if ttype in _UNSIZED_TYPES:
+            raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]}, which TFLite Micro cannot "
+                           "size; expected a numeric type with an empty shape such as [0]")
+        if math.prod(shape) != 0:
+            raise self.bad(f"{label} has shape {shape}, which holds data; TFLite Micro "
+                           "allocates no intermediate tensor: expected an empty shape such "
+                           "as [0]")
 
     def check_softmax_beta(self, what, where, opts, in_scale: float, o: int) -> None:
         """TFLite's integer SOFTMAX scales input differences by ``beta * scale * 2^26`` as a
