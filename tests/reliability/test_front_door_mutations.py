@@ -5,6 +5,8 @@
 * An operator's intermediate tensor that holds data (the LSTM's five have shape [0]; a
   scalar, or a type TFLite Micro cannot size): TFLite Micro's allocator refuses the model, so
   the check does, naming the operator, the intermediate and the shape it expects.
+* An LSTM whose output is not of its input's type (int8): TFLite Micro's kernel fails to
+  prepare, and the LSTM's form check refuses it.
 * An operator TFLite Micro has no kernel for (the SOFTMAX's code made GELU's): LiteRT's
   reference kernels are the judge, and they run it.
 """
@@ -18,7 +20,7 @@ from tests.helpers.tflite_oracle import NO_KERNEL, runs, tflm_verdicts
 from tests.reliability.front_door_cases import TRAINED_DIR, disagreement, front_door
 
 GELU = 150
-STRING, VARIANT = 5, 14
+STRING, VARIANT, INT32, UINT8 = 5, 14, 2, 3
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +106,19 @@ def test_operator_without_a_tflite_micro_kernel_is_judged_by_litert(lstm):
     (tflm, ours), = _judged([_with_builtin_code(data, model, softmax, GELU)])
     assert tflm.startswith(f"{NO_KERNEL}: GELU; LiteRT: "), tflm
     assert runs(tflm) and ours.outcome == "validated", (tflm, ours)
+
+
+def test_lstm_output_of_another_type_is_refused_as_tflite_micro_refuses_it(lstm):
+    """TFLite Micro's LSTM writes its input's type (int8 here): another output type fails its
+    Prepare, and the LSTM's form check (``ops_lstm.read_lstm``) refuses it, naming it."""
+    data, model = lstm
+    out = model.Subgraphs(0).Operators(0).Outputs(0)
+    types = {INT32: "int32", UINT8: "uint8"}
+    cases = [_with_type(data, model, out, tt) for tt in types]
+    for data, tflm, got in zip(cases, tflm_verdicts(cases), types.values()):
+        ours = front_door(data, full=True)
+        assert disagreement(tflm, ours) is None, (tflm, ours)
+        assert not runs(tflm), tflm
+        assert ours.outcome == "UnsupportedModelError", ours
+        assert (f"operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM): the output is {got}; "
+                "TFLite Micro's LSTM writes its input's type, int8") in ours.message, ours

@@ -268,7 +268,7 @@ def read_lstm(graph, index: int) -> Lstm:
     import tflite
 
     g, model = graph.g, graph.model
-    op, name, ins, _ = source_operator(graph, index, KIND, 24)
+    op, name, ins, outs = source_operator(graph, index, KIND, 24)
 
     def refuse(why: str):
         raise UnsupportedOperatorError(name, why)
@@ -323,6 +323,10 @@ def read_lstm(graph, index: int) -> Lstm:
         if got != want:
             refuse(f"{what} is {_TYPE_NAMES.get(got, got)}; the stream takes int8 "
                    "activations with an int16 cell state")
+    got = g.Tensors(outs[0]).Type()
+    if got != _INT8:                    # TFLite Micro's kernel writes the input's type
+        refuse(f"the output is {_TYPE_NAMES.get(got, got)}; TFLite Micro's LSTM writes its "
+               "input's type, int8")
     for pos in _INPUT_WEIGHTS + _RECURRENT_WEIGHTS:
         if tensor(pos).Type() != _INT8:
             refuse(f"weights {pos} are {_TYPE_NAMES.get(tensor(pos).Type())}, not int8")
