@@ -7,6 +7,8 @@
   the check does, naming the operator, the intermediate and the shape it expects.
 * An LSTM whose output is not of its input's type (int8): TFLite Micro's kernel fails to
   prepare, and the LSTM's form check refuses it.
+* A RESHAPE whose output is not of its input's type: TFLite Micro's Prepare refuses it, so
+  the check does (as for the other operators that copy or compute in one type).
 * An operator TFLite Micro has no kernel for (the SOFTMAX's code made GELU's): LiteRT's
   reference kernels are the judge, and they run it.
 """
@@ -18,6 +20,9 @@ import pytest
 
 from tests.helpers.tflite_oracle import NO_KERNEL, runs, tflm_verdicts
 from tests.reliability.front_door_cases import TRAINED_DIR, disagreement, front_door
+from tvm_ethos.backends.ethos_u.ops_lstm import read_lstm
+from tvm_ethos.backends.ethos_u.stream_base import UnsupportedOperatorError
+from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph, read_source
 
 GELU = 150
 STRING, VARIANT, INT32, UINT8 = 5, 14, 2, 3
@@ -110,7 +115,8 @@ def test_operator_without_a_tflite_micro_kernel_is_judged_by_litert(lstm):
 
 def test_lstm_output_of_another_type_is_refused_as_tflite_micro_refuses_it(lstm):
     """TFLite Micro's LSTM writes its input's type (int8 here): another output type fails its
-    Prepare, and the LSTM's form check (``ops_lstm.read_lstm``) refuses it, naming it."""
+    Prepare; the LSTM's form check (``ops_lstm.read_lstm``) refuses it, naming it (in this
+    model the RESHAPE reading it refuses the mixed types first)."""
     data, model = lstm
     out = model.Subgraphs(0).Operators(0).Outputs(0)
     types = {INT32: "int32", UINT8: "uint8"}
@@ -118,7 +124,20 @@ def test_lstm_output_of_another_type_is_refused_as_tflite_micro_refuses_it(lstm)
     for data, tflm, got in zip(cases, tflm_verdicts(cases), types.values()):
         ours = front_door(data, full=True)
         assert disagreement(tflm, ours) is None, (tflm, ours)
-        assert not runs(tflm), tflm
-        assert ours.outcome == "UnsupportedModelError", ours
-        assert (f"operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM): the output is {got}; "
-                "TFLite Micro's LSTM writes its input's type, int8") in ours.message, ours
+        assert not runs(tflm) and ours.outcome == "UnsupportedModelError", (tflm, ours)
+        with pytest.raises(UnsupportedOperatorError) as err:
+            read_lstm(SourceGraph(read_source(data)), 0)
+        assert str(err.value).endswith(
+            f"operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM): the output is {got}; TFLite Micro's "
+            "LSTM writes its input's type, int8"), err.value
+
+
+def test_reshape_mixing_types_is_refused_as_tflite_micro_refuses_it(lstm):
+    """TFLite Micro's RESHAPE copies bytes: its Prepare wants the output of the input's type."""
+    data, model = lstm
+    out = model.Subgraphs(0).Operators(1).Outputs(0)
+    cases = [_with_type(data, model, out, tt) for tt in (INT32, UINT8)]
+    for tflm, ours in _judged(cases):
+        assert not runs(tflm) and ours.outcome == "UnsupportedModelError", (tflm, ours)
+        assert "operator 1 (RESHAPE) mixes tensor types" in ours.message, ours
+

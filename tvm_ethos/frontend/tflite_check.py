@@ -114,7 +114,7 @@ _ACT_BIAS = {0: (0,), 9: (2,), 3: (2,), 7: (2, 4)}       # INT32 bias; INT16 may
 _WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 _SAME_TYPE = frozenset(_WEIGHTED + (
     "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM",
-    "SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU",
+    "SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU", "RESHAPE",
     "HARD_SWISH", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "CONCATENATION", "PAD", "PADV2",
     "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
     "SPLIT", "SPLIT_V", "SQUEEZE", "TRANSPOSE", "STRIDED_SLICE", "SLICE"))
@@ -122,7 +122,8 @@ _SAME_TYPE = frozenset(_WEIGHTED + (
 _PARAMETER_INPUTS = {"MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,), "REDUCE_MIN": (1,),
                      "PAD": (1,), "PADV2": (1,), "RESIZE_BILINEAR": (1,),
                      "RESIZE_NEAREST_NEIGHBOR": (1,), "SPLIT": (0,), "SPLIT_V": (1, 2),
-                     "TRANSPOSE": (1,), "STRIDED_SLICE": (1, 2, 3), "SLICE": (1, 2)}
+                     "TRANSPOSE": (1,), "STRIDED_SLICE": (1, 2, 3), "SLICE": (1, 2),
+                     "RESHAPE": (1,)}
 # Types TVM's TFLite importer has a Relax dtype for.
 _IMPORTABLE_TYPES = {0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 15}
 # Types TFLite Micro has no element size for (``TfLiteTypeSizeOf``): STRING, VARIANT.
