@@ -9,6 +9,8 @@
   prepare, and the LSTM's form check refuses it.
 * A RESHAPE whose output is not of its input's type: TFLite Micro's Prepare refuses it, so
   the check does (as for the other operators that copy or compute in one type).
+* Another schema version: TFLite Micro's interpreter runs it, so it is no invalid file
+  (an UnsupportedModelError, not a ModelLoadError).
 * An operator TFLite Micro has no kernel for (the SOFTMAX's code made GELU's): LiteRT's
   reference kernels are the judge, and they run it.
 """
@@ -141,3 +143,14 @@ def test_reshape_mixing_types_is_refused_as_tflite_micro_refuses_it(lstm):
         assert not runs(tflm) and ours.outcome == "UnsupportedModelError", (tflm, ours)
         assert "operator 1 (RESHAPE) mixes tensor types" in ours.message, ours
 
+
+def test_another_schema_version_is_no_invalid_file(lstm):
+    """TFLite Micro's interpreter runs a model whatever its schema version says: tvm-ethos
+    does not import it, but does not call it invalid either."""
+    data, model = lstm
+    d = bytearray(data)
+    struct.pack_into("<I", d, model._tab.Pos + model._tab.Offset(4), 2)
+    ((tflm, ours),) = _judged([bytes(d)])
+    assert runs(tflm), tflm
+    assert ours.outcome == "UnsupportedModelError", ours
+    assert "schema version 2, expected 3" in ours.message, ours

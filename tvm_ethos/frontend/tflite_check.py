@@ -2,11 +2,11 @@
 
 It walks the whole flatbuffer once, with bounds checks: every table, vector and string a reader
 touches, every index, shape, type, quantization parameter and the options of the operators the
-NPUs take. A file that cannot be read (truncated, corrupt, another schema version) fails with a
+NPUs take. A file that cannot be read (truncated, corrupt) fails with a
 :class:`~tvm_ethos.errors.ModelLoadError` naming what is wrong; a readable file whose content
-contradicts the schema or itself (an index out of range, a NaN scale) or that tvm-ethos cannot
-import (no quantization on an int8 tensor, a dynamic or absurd shape) with an
-:class:`~tvm_ethos.errors.UnsupportedModelError`.
+contradicts the schema or itself (another schema version, an index out of range, a NaN scale)
+or that tvm-ethos cannot import (no quantization on an int8 tensor, a dynamic or absurd shape)
+with an :class:`~tvm_ethos.errors.UnsupportedModelError`.
 The rules are listed in rfcs/0006-reliability.md. The format facts it shares with the planner's
 reader (identifier, TensorTypes, what counts as truncated) live in planner/tflite_format.py.
 
@@ -497,7 +497,8 @@ class _TfliteChecker:
         model = _Table(self.data, _U32(self.data, 0)[0])
         version = model.scalar(4, _U32, 4)
         if version != 3:
-            raise self.invalid(f"schema version {version}, expected 3")
+            # TFLite Micro's interpreter reads the file whatever the version says
+            raise self.bad(f"schema version {version}, expected 3")
         # the description, the signatures and the subgraphs' names are read by neither TFLite
         # Micro nor TVM's importer: damage there is no reason to refuse a model
         model.vector(14, 4)                                      # metadata_buffer
