@@ -154,3 +154,23 @@ def test_another_schema_version_is_no_invalid_file(lstm):
     assert runs(tflm), tflm
     assert ours.outcome == "UnsupportedModelError", ours
     assert "schema version 2, expected 3" in ours.message, ours
+
+
+def test_fully_connected_bias_scale_off_the_product_is_refused_as_tflite_micro_refuses_it(lstm):
+    """TFLite Micro's FULLY_CONNECTED with one weight scale refuses a bias scale further than
+    0.02 x the output scale from input scale x weight scale, and runs any nearer one."""
+    data, model = lstm
+    bias = model.Subgraphs(0).Tensors(model.Subgraphs(0).Operators(2).Inputs(2))
+    q = bias.Quantization()
+    pos = q._tab.Vector(q._tab.Offset(8))
+    product = struct.unpack_from("<f", data, pos)[0]     # the converter wrote the product
+    cases = []
+    for scale in (2 * product, 1.0):
+        d = bytearray(data)
+        struct.pack_into("<f", d, pos, scale)
+        cases.append(bytes(d))
+    (near_tflm, near_ours), (far_tflm, far_ours) = _judged(cases)
+    assert runs(near_tflm) and near_ours.outcome == "validated", (near_tflm, near_ours)
+    assert not runs(far_tflm) and far_ours.outcome == "UnsupportedModelError", (far_tflm, far_ours)
+    assert "operator 2 (FULLY_CONNECTED): bias scale 1 is not input scale x weight scale" in \
+        far_ours.message, far_ours

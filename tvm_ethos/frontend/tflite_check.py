@@ -627,6 +627,8 @@ class _TfliteChecker:
                 self.check_softmax_beta(what, where, opts, infos[ins[0]][8], o)
             if opname in _WEIGHTED:
                 self.check_weighted(what, where, opname, opts, ins, infos, o)
+            if opname == "FULLY_CONNECTED":
+                self.check_fc_bias_scale(what, where, ins, outs, infos, o)
             io = [i for i in ins + outs if i >= 0]
             touched.update(io, mids)
             self.operators.append(CheckedOperator(
@@ -743,6 +745,22 @@ class _TfliteChecker:
                     f"disagree with depth_multiplier {m} (TVM's importer needs "
                     f"[1, kh, kw, channels * depth_multiplier])", operator=o)
 
+    def check_fc_bias_scale(self, what, where, ins, outs, infos, o) -> None:
+        """TFLite Micro's quantized FULLY_CONNECTED with one weight scale adds its bias at
+        input scale x weight scale, and refuses to prepare (``GetQuantizedConvolutionMultipler``)
+        unless the bias's own scale (0 when it has none) is that product to within 0.02 of the
+        output scale."""
+        if len(ins) < 3 or ins[2] < 0:
+            return
+        x, w, b, y = infos[ins[0]], infos[ins[1]], infos[ins[2]], infos[outs[0]]
+        if x[8] is None or w[8] is None or y[8] is None or w[10] != 1:
+            return
+        product, bias = x[8] * w[8], b[8] or 0.0
+        if abs(product - bias) / y[8] > 0.02:
+            self.refuse(f"{where}{what}: bias scale {bias:.6g} is not input scale x weight "
+                        f"scale ({product:.6g}); TFLite Micro's FULLY_CONNECTED needs them "
+                        f"equal to within 0.02 x the output scale ({y[8]:.6g})", operator=o)
+
     def check_operands(self, what, where, opname, operands, ins, outs, infos, o) -> None:
         four_d, constant, ranks = operands
         for k in four_d:
@@ -808,19 +826,19 @@ class _TfliteChecker:
             raise self.bad(f"{label} is a constant of shape {shape.tolist()} {tname}, which "
                            f"needs {elements * itemsize} bytes, but its buffer holds {stored}")
         q = ten.table(12)
-        scale, zero = (self.check_quantization(q, label, ttype, shape, t) if q is not None
-                       else (None, 0))
+        scale, zero, n_scales = (self.check_quantization(q, label, ttype, shape, t)
+                                 if q is not None else (None, 0, 0))
         variable = bool(ten.scalar(14, _U8, 1))
         has_shape = ten.ref(4) is not None
         # (name, type, quantized, has a shape, defined without a producer, rank, constant, shape,
-        # first scale or None, first zero point)
+        # first scale or None, first zero point, number of scales)
         return (name, ttype, scale is not None, has_shape, bool(stored) or variable, len(shape),
-                bool(stored), tuple(shape.tolist()), scale, zero)
+                bool(stored), tuple(shape.tolist()), scale, zero, n_scales)
 
     def check_quantization(self, q: _Table, label: str, ttype: int, shape, t: int
-                           ) -> tuple[float | None, int]:
-        """The quantization's first scale (None: not quantized) and zero point, once
-        checked."""
+                           ) -> tuple[float | None, int, int]:
+        """The quantization's first scale (None: not quantized), zero point and number of
+        scales, once checked."""
         import numpy as np
 
         s0, n_scale = q.vector(8, 4)
@@ -832,7 +850,7 @@ class _TfliteChecker:
         if n_scale == 0:
             if n_zp:
                 raise self.bad(f"{label} has {n_zp} zero points but no scales")
-            return None, 0
+            return None, 0, 0
         if n_zp != n_scale:
             raise self.bad(f"{label} has {n_scale} quantization scales but {n_zp} zero points")
         scale = np.frombuffer(self.data, "<f4", n_scale, s0)
@@ -866,7 +884,7 @@ class _TfliteChecker:
             if out.any():
                 raise self.bad(f"{label} is {TENSOR_TYPES[ttype][0]} with zero point(s) "
                                f"{zp[out][:4].tolist()} outside [{lim[0]}, {lim[1]}]")
-        return float(scale[0]), int(zp[0])
+        return float(scale[0]), int(zp[0]), n_scale
 
     def check_options(self, op: _Table, o: int, opname: str, where: str):
         kind = op.scalar(10, _U8, 1)
