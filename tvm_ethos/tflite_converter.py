@@ -688,6 +688,7 @@ class EthosOperatorConverter(OperatorConverter):
         """TVM's float GELU (``gelu``, or ``gelu_tanh`` for the approximate form) on the
         dequantized input, quantized to the output; the patterns read it as TFLite's table
         (``compute.quant.gelu_lut``)."""
+        from tflite.BuiltinOptions import BuiltinOptions
         from tflite.GeluOptions import GeluOptions
 
         (x,) = self.get_input_tensors(op)
@@ -695,9 +696,11 @@ class EthosOperatorConverter(OperatorConverter):
             return super().convert_gelu(op)
         (out,) = self.get_output_tensors(op)
         opts, table = GeluOptions(), op.BuiltinOptions()
-        if table is not None:
+        # options of another type are not read, as TFLite's parser reads none (exact form)
+        own = table is not None and op.BuiltinOptionsType() == BuiltinOptions.GeluOptions
+        if own:
             opts.Init(table.Bytes, table.Pos)
-        approximate = table is not None and opts.Approximate()
+        approximate = own and opts.Approximate()
         gelu = relax.op.nn.gelu_tanh if approximate else relax.op.nn.gelu
         dq = self.bb.emit(self.dequantize(self.get_expr(x.tensor_idx), x))
         return self.quantize(gelu(dq), out)

@@ -141,6 +141,21 @@ def test_the_llvm_host_gathers_from_the_gelu_table(approximate):
     _runs_every_code(cm, model)
 
 
+def test_a_gelu_carrying_another_operators_options_is_the_exact_form_as_litert():
+    """LiteRT reads a GELU's options only when they are GeluOptions; a GELU carrying a
+    SOFTMAX's (a beta whose first byte is not 0, where GeluOptions keeps its flag) is the
+    exact form, not the tanh one those bytes would say."""
+    beta = float(np.frombuffer(np.array([1, 0, 128, 63], np.uint8).tobytes(), np.float32)[0])
+    x = tb.T([1, 4, 8, 8], "int8", scale=0.03, zp=-10)
+    y = tb.T([1, 4, 8, 8], "int8", scale=0.02, zp=-60)
+    otype, ofn = _opts("SoftmaxOptions", Beta=beta)
+    model = tb.serialize([x, y], [(tb.BO.GELU, otype, ofn, [0], [1])], [0], [1])
+    exact = gelu_lut("int8", (0.03, -10), (0.02, -60), False)
+    assert not np.array_equal(exact, gelu_lut("int8", (0.03, -10), (0.02, -60), True))
+    cm = tvm_ethos.compile(model, "llvm", cache_dir=False)
+    _runs_every_code(cm, model)
+
+
 def test_the_planner_reads_gelu_as_a_lut_part():
     graph = load_tflite(gelu_model((0.05, 3), (0.04, -2), False, shape=(1, 4, 8, 8)))
     (part,) = graph.parts
