@@ -2,6 +2,9 @@
 operations share those registers and the emitter does not write them again; the functional
 model computes exactly what it did with every base written."""
 
+import copy
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +17,14 @@ from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u import stream_cascade
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
 from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
-from tvm_ethos.backends.ethos_u.stream_compact import Strides, Tiles, unread_from, unread_strides
+from tvm_ethos.backends.ethos_u.stream_compact import (
+    ROLES,
+    Strides,
+    Tiles,
+    reuse_unread_registers,
+    unread_from,
+    unread_strides,
+)
 from tvm_ethos.demo_person import image_input
 
 pytest.importorskip("ethosu.vela")
@@ -90,6 +100,58 @@ def test_strides_a_box_does_not_step_keep_their_value(own, prev, h, w, c):
     assert got.height == (prev.height if h == 1 else own.height)
     assert got.width == (prev.width if w == 1 else own.width)
     assert unread_strides(own, None, h, w) == own
+
+
+def _registers(op) -> list:
+    """The tile and stride registers the generator writes for ``op``'s feature maps."""
+    from ethosu.vela.register_command_stream_util import get_strides
+
+    out = []
+    for role in ROLES:
+        fm = getattr(op, role, None)
+        if fm is not None:
+            t = fm.tiles
+            out.append((role, t.height_0, t.height_1, t.width_0, tuple(t.addresses),
+                        tuple(get_strides(fm))))
+    return out
+
+
+_box = st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 4),  # buffer h, w, c
+                 st.integers(0, 12), st.integers(0, 12), st.integers(0, 1 << 12),  # y0, x0, base
+                 st.integers(1, 6), st.integers(1, 6), st.booleans())  # box h, w; strides left
+
+
+@given(ops=st.lists(st.tuples(_box, _box, st.none() | _box), min_size=1, max_size=5))
+@settings(max_examples=150, deadline=None)
+def test_strides_left_to_the_generator_are_compacted_as_given_ones(ops):
+    """A feature map whose strides Vela's generator fills in (a SOFTMAX's or a pool's) keeps
+    the registers its box does not read exactly as the same feature map with those strides
+    written out: the operation list leaving them out and the one giving them end with the
+    same register values."""
+    from ethosu.vela.register_command_stream_util import get_strides
+
+    api = vela_api()
+    left, given_ = [], []
+    for boxes in ops:
+        op_left, op_given = SimpleNamespace(), SimpleNamespace()
+        for role, box in zip(ROLES, boxes):
+            if box is None:
+                continue
+            bh, bw, c, y0, x0, base, h, w, leave = box
+            h, w = min(h, bh), min(w, bw)
+            fm = feature_map(api, _Storage(base, (bh, bw, c), (64, 64, c), "int8"),
+                             (y0, y0 + h), (x0, x0 + w), 1, None, 0)
+            written = copy.copy(fm)
+            if leave:
+                fm.strides = None
+                written.strides = get_strides(fm)
+            setattr(op_left, role, fm)
+            setattr(op_given, role, written)
+        left.append(op_left)
+        given_.append(op_given)
+    reuse_unread_registers(api, left)
+    reuse_unread_registers(api, given_)
+    assert [_registers(op) for op in left] == [_registers(op) for op in given_]
 
 
 def _every_base(a0, a1, a2, a3, wraps_rows, wraps_cols):

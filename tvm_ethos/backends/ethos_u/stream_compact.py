@@ -44,16 +44,21 @@ class Strides(NamedTuple):
 def reuse_unread_registers(api, ops: list) -> None:
     """Give each operation's feature maps, in stream order, the previous values of the tile
     and stride registers their boxes do not read (``ops`` is changed in place; feature maps
-    are copied before they are changed, as operations may share them)."""
+    are copied before they are changed, as operations may share them). A feature map that
+    leaves its strides to Vela's generator is taken with the strides the generator gives it,
+    so operations of every kind (a SOFTMAX's, a pool's) keep the values before too."""
+    # lazy: Vela is the 'vela' extra, loaded with the first stream (stream_base.vela_api)
+    from ethosu.vela.register_command_stream_util import get_strides
+
     tiles_held: dict[str, Tiles] = {}
     strides_held: dict[str, Strides] = {}
     for op in ops:
         for role in ROLES:
             fm = getattr(op, role, None)
-            if fm is None or fm.tiles is None or fm.shape is None or fm.strides is None:
+            if fm is None or fm.tiles is None or fm.shape is None:
                 continue
             h, w = fm.shape.height, fm.shape.width
-            t, s = fm.tiles, fm.strides
+            t, s = fm.tiles, get_strides(fm)
             own = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
             own_strides = Strides(s.height, s.width, s.depth)
             tiles = tiles_held[role] = unread_from(own, tiles_held.get(role), h, w)
