@@ -18,8 +18,14 @@ only to check them, and not BLOCKDEP (how far an operation may overlap the one b
 it does not model); the Linux driver's command-stream validator also reads IFM_DEPTH_M1 for
 every operation. So writes counted here are not all free to drop.
 
+``--sizes`` also counts the NPU kernel operations by their bytes (each with every command
+since the kernel operation before it, DMAs and waits included): a stripe continuing the
+layer of the operation before writes little more than its feature maps' base addresses
+(20-28 B), an operation switching layer writes that layer's shapes, strides, weights and
+quantization too. Bytes per operation follow from how many of each a plan makes.
+
   python benchmarks/stream_registers.py OURS.tflite VELA.tflite [--accelerator NAME]
-      [--registers] [--unread]
+      [--registers] [--unread] [--sizes]
 
 ``benchmarks/compile_speed.py --out DIR`` leaves both files for each model it measures:
 ``DIR/tvmc/Size/NAME.tflite`` and ``DIR/vela/Size/NAME_vela.tflite`` (``Performance`` for
@@ -191,6 +197,44 @@ def table(ours: StreamCount, vela: StreamCount, registers: bool) -> str:
     return "\n".join(lines)
 
 
+#: (upper bound in bytes, label) of the ``--sizes`` rows; the last row takes the rest
+SIZE_ROWS = ((28, "<= 28 B (base addresses)"), (64, "29-64 B"), (128, "65-128 B"),
+             (None, "> 128 B"))
+
+
+def stream_operation_bytes(words) -> list[int]:
+    """The bytes of each NPU kernel operation of one command stream, in stream order: its own
+    command and every command since the kernel operation before it (the commands after the
+    last kernel operation belong to none)."""
+    out = []
+    pending = 0
+    for cmd in decode_stream(words):
+        pending += 8 if cmd.is_cmd1 else 4
+        if cmd.name in KERNEL_OPERATIONS:
+            out.append(pending)
+            pending = 0
+    return out
+
+
+def operation_bytes(data: bytes) -> list[int]:
+    """``stream_operation_bytes`` of every ``ethos-u`` operator's stream in ``data``."""
+    return [n for op in read_ethos_u_ops(data) for n in stream_operation_bytes(op.words)]
+
+
+def sizes_table(ours: list[int], vela: list[int]) -> str:
+    """Operations and their bytes per row of ``SIZE_ROWS``, ours beside Vela's."""
+    def row_of(n: int) -> str:
+        return next(label for bound, label in SIZE_ROWS if bound is None or n <= bound)
+
+    head = f"{'bytes per operation':26} {'ours ops':>8} {'bytes':>8} {'Vela ops':>8} {'bytes':>8}"
+    lines = [head, "-" * len(head)]
+    for _, label in SIZE_ROWS:
+        o = [n for n in ours if row_of(n) == label]
+        v = [n for n in vela if row_of(n) == label]
+        lines.append(f"{label:26} {len(o):>8} {sum(o):>8,} {len(v):>8} {sum(v):>8,}")
+    return "\n".join(lines)
+
+
 def unread_table(ours: Counter, vela: Counter) -> str:
     head = f"{'register, next operation':44} {'ours':>6} {'Vela':>6}"
     lines = ["writes no operation read before the next write (functional model, zero inputs)",
@@ -209,12 +253,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--registers", action="store_true", help="also one row per command")
     ap.add_argument("--unread", action="store_true",
                     help="also the writes no operation reads (runs the streams)")
+    ap.add_argument("--sizes", action="store_true",
+                    help="also the operations counted by their bytes")
     args = ap.parse_args(argv)
     with open(args.ours, "rb") as f:
         ours = f.read()
     with open(args.vela, "rb") as f:
         vela = f.read()
     print(table(count(ours), count(vela), args.registers))
+    if args.sizes:
+        print()
+        print(sizes_table(operation_bytes(ours), operation_bytes(vela)))
     if args.unread:
         accelerator = args.accelerator or payload_accelerator(ours) or payload_accelerator(vela)
         if accelerator is None:
