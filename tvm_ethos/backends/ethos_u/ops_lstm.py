@@ -50,6 +50,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
@@ -588,6 +589,7 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
     sequence."""
     api = vela_api()
     acc = npu_accelerator(accelerator)
+    reuse_unread_registers(api, ops)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
         words = api.npu_generate_register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)

@@ -43,6 +43,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.backends.ethos_u.stream_ops import Emission, Form, emitter
 
@@ -201,6 +202,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         ops.append(npu)
     if not ops:
         raise UnsupportedOperatorError("an empty subgraph", "it computes nothing on the NPU")
+    reuse_unread_registers(api, ops)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
         words = register_command_stream(ops, acc)
         payload = api.npu_create_driver_payload(words, acc)

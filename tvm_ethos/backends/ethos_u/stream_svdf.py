@@ -51,6 +51,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
+from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.compute.quant import quantize_multiplier
 
@@ -331,6 +332,7 @@ def svdf_payload(svdf: Svdf, accelerator: str, names: tuple[str, str, str],
     flash = Flash()
     emitter = _Emitter(svdf, accelerator, arena, flash)
     emitter.step()
+    reuse_unread_registers(api, emitter.ops)
     with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
         words = api.npu_generate_register_command_stream(emitter.ops, acc)
         payload = api.npu_create_driver_payload(words, acc)
