@@ -8,7 +8,8 @@ from conftest import model_path, oracle, random_inputs
 
 import tvm_ethos
 
-MODELS = ["resnet8_cifar", "ds_cnn_kws", "mobilenet_v1_0.25_96",
+MODELS = ["resnet8_cifar", "ds_cnn_kws",
+          pytest.param("mobilenet_v1_0.25_96", marks=pytest.mark.slow),
           pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow)]
 PARTITION_FOR = {"ethos-u": "partition_for_ethos_u", "ethos-n": "partition_for_ethos_n"}
 

@@ -230,7 +230,8 @@ def line_buffer_rings(match, plan):
 
 
 @pytest.mark.parametrize("name", [
-    "resnet8_cifar", pytest.param("mobilenet_v1_0.25_96", marks=pytest.mark.slow), "ds_cnn_kws"])
+    pytest.param("resnet8_cifar", marks=pytest.mark.slow),
+    pytest.param("mobilenet_v1_0.25_96", marks=pytest.mark.slow), "ds_cnn_kws"])
 def test_line_buffer_cascades_allocate_what_they_plan_and_compute_exactly(name):
     """Demand-driven rolling buffers filled a row at a time, realized as line-buffer cascades
     (tvm_ethos.emulator.line_buffer): the smallest, a middle and the fastest Proposal allocate
