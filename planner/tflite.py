@@ -428,6 +428,18 @@ class _OpContext:
                            "of an earlier operator")
         return t
 
+    def int8_input(self, what: str, planned: str, rank: int, reads: str) -> Tensor:
+        """Input 0 as an int8 activation of ``rank`` axes (a recurrent operator's sequence or
+        input), else refused saying what the planner plans (``planned``) and what the
+        operator ``reads``."""
+        x = self.act(0)
+        dtype = self.c.tinfo[self.ins[0]].dtype
+        if dtype != "int8":
+            raise self.err(f"its {what} is {dtype}; the planner plans {planned}")
+        if len(x.shape) != rank:
+            raise self.err(f"its {what} has shape {list(x.shape)}; {reads}")
+        return x
+
     def operand(self, k: int) -> Tensor:
         """Input ``k``, activation or constant (constants become ``<part>:const<k>``)."""
         if k < len(self.ins) and self.ins[k] >= 0 and self.c.tinfo[self.ins[k]].constant:
@@ -803,13 +815,8 @@ def _unidirectional_sequence_lstm(ctx: _OpContext) -> None:
     # inputs: 0 the sequence, 1-4 input weights, 5-8 recurrent weights, 9-11 peepholes,
     # 12-15 biases, 16-17 projection, 18-19 the states (variable tensors), 20-23 layer norm
     ctx.expect((20, 24))
-    x = ctx.act(0)
-    dtype = ctx.c.tinfo[ctx.ins[0]].dtype
-    if dtype != "int8":
-        raise ctx.err(f"its sequence is {dtype}; the planner plans int8 LSTMs (int16 cell)")
-    if len(x.shape) != 3:
-        raise ctx.err(f"its sequence has shape {list(x.shape)}; an LSTM reads "
-                      "(batch, time, features)")
+    x = ctx.int8_input("sequence", "int8 LSTMs (int16 cell)", 3,
+                       "an LSTM reads (batch, time, features)")
     weights = ctx.const_info(1, "the input gate's weights (no input gate: CIFG is not planned)")
     if ctx.const_info(16, "projection weights", optional=True) is not None:
         raise ctx.err("a projection layer (the output would not be the cell state's size)")
@@ -825,13 +832,7 @@ def _svdf(ctx: _OpContext) -> None:
     # variable tensor); the forms the Ethos-U stream takes (an int8 input, state and
     # weights_time, a bias), the rest refused by name
     ctx.expect(5)
-    x = ctx.act(0)
-    dtype = ctx.c.tinfo[ctx.ins[0]].dtype
-    if dtype != "int8":
-        raise ctx.err(f"its input is {dtype}; the planner plans int8 SVDFs")
-    if len(x.shape) != 2:
-        raise ctx.err(f"its input has shape {list(x.shape)}; an SVDF reads (batches, "
-                      "input size)")
+    x = ctx.int8_input("input", "int8 SVDFs", 2, "an SVDF reads (batches, input size)")
     feature = ctx.const_info(1, "weights_feature")
     time = ctx.const_info(2, "weights_time")
     ctx.const_info(3, "the bias (TFLite Micro's prepare reads its scale)")
