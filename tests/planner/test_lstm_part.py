@@ -21,6 +21,7 @@ from planner.stripes import StripeConfig
 from planner.tflite import load_tflite
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.models import model_path
+from tests.helpers.stateful_plans import assert_planned_alone_with_its_state
 
 _SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SIZES = st.tuples(st.integers(1, 3), st.integers(1, 6), st.integers(1, 40), st.integers(1, 24),
@@ -70,18 +71,8 @@ def test_an_lstm_is_a_plan_of_its_own_and_the_simulator_agrees(sizes, units):
     g.add(parts.fully_connected("fc", rows, units))
     graph = g.build()
     device = get_device("ethos-u55-128")
-    search = ProposalSearch(graph, device)
-    for k in range(len(search.frontier)):
-        prop = search.proposal(k)
-        assert simulate(graph, device, prop).peak_bytes == prop.memory_bytes
-        for plan in prop.plans:
-            held = {tc.tensor: tc.buffer_bytes for tc in plan.tensor_configs}
-            assert held["lstm:state"] == lstm.attr("state_bytes")
-            if "lstm" in plan.parts:
-                assert plan.parts == ("lstm",)
-                assert held["lstm:work"] == lstm.attr(WORK_ATTR).fixed
-            else:
-                assert "lstm:work" not in held
+    assert_planned_alone_with_its_state(graph, device, "lstm", lstm.attr("state_bytes"),
+                                        lstm.attr(WORK_ATTR).fixed)
 
 
 @_SETTINGS

@@ -17,11 +17,11 @@ from planner.devices import get_device
 from planner.errors import PlannerError
 from planner.graph import GraphBuilder, Tensor
 from planner.proposals import ProposalSearch
-from planner.simulate import simulate
 from planner.stripes import StripeConfig
 from planner.tflite import load_tflite
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.models import model_path
+from tests.helpers.stateful_plans import assert_planned_alone_with_its_state
 
 _SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: batches, input size, units, rank, memory
@@ -67,18 +67,8 @@ def test_an_svdf_is_a_plan_of_its_own_and_the_simulator_agrees(sizes, units, dev
     g.add(parts.fully_connected("fc", g.add(svdf), units))
     graph = g.build()
     dev = get_device(device)
-    search = ProposalSearch(graph, dev)
-    for k in range(len(search.frontier)):
-        prop = search.proposal(k)
-        assert simulate(graph, dev, prop).peak_bytes == prop.memory_bytes
-        for plan in prop.plans:
-            held = {tc.tensor: tc.buffer_bytes for tc in plan.tensor_configs}
-            assert held["svdf:state"] == b * u * r * m
-            if "svdf" in plan.parts:
-                assert plan.parts == ("svdf",)
-                assert held["svdf:work"] == svdf.attr(WORK_ATTR).fixed
-            else:
-                assert "svdf:work" not in held
+    assert_planned_alone_with_its_state(graph, dev, "svdf", b * u * r * m,
+                                        svdf.attr(WORK_ATTR).fixed)
 
 
 def test_keyword_scrambled_plans_in_one_planner_run():
