@@ -14,7 +14,7 @@ from ethosu_stream.feature_map import FeatureMap
 from ethosu_stream.registers import decode_stream
 from ethosu_stream.tflite_custom_op import read_ethos_u_ops
 from tests.helpers.models import model_path
-from tvm_ethos.backends.ethos_u import stream_cascade
+from tvm_ethos.backends.ethos_u import stream_cascade, stream_payload
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
 from tvm_ethos.backends.ethos_u.stream_cascade import _Storage, feature_map
 from tvm_ethos.backends.ethos_u.stream_compact import (
@@ -175,7 +175,7 @@ def pair():
                                        budget="smallest")
     mp = pytest.MonkeyPatch()
     mp.setattr(stream_cascade, "tile_addresses", _every_base)
-    mp.setattr(stream_cascade, "reuse_unread_registers", lambda api, ops: None)
+    mp.setattr(stream_payload, "reuse_unread_registers", lambda api, ops: None)
     try:
         full = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
                                         budget="smallest")

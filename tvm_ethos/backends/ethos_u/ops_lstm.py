@@ -26,9 +26,7 @@ TFLite operator.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -50,8 +48,8 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
-from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_memo import generator
+from tvm_ethos.backends.ethos_u.stream_payload import driver_payload
 from tvm_ethos.compute.quant import f32, quantize_multiplier
 
 KIND = "UNIDIRECTIONAL_SEQUENCE_LSTM"
@@ -587,12 +585,8 @@ def lstm_payload(lstm: Lstm, accelerator: str, names: tuple[str, str, str, str],
     state, cell state and output. Inputs are (input, hidden state, cell state), in the arena
     where the stream updates the states in place; the output is the whole output
     sequence."""
-    api = vela_api()
     acc = npu_accelerator(accelerator)
-    reuse_unread_registers(api, ops)
-    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        words = api.npu_generate_register_command_stream(ops, acc)
-        payload = api.npu_create_driver_payload(words, acc)
+    payload = driver_payload(ops, acc)
     a = arena
     n = lstm.cells
     ins = (ArenaTensor(names[0], lstm.sequence_shape(lstm.features), "int8", a.input),

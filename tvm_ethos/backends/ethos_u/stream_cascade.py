@@ -38,9 +38,7 @@ of its Part's output:
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 
 import numpy as np
 
@@ -50,7 +48,6 @@ from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
 from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
 from planner.work_memory import work_tensor
-from tvm_ethos.backends.ethos_u.blockdep_guard import register_command_stream
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -98,11 +95,11 @@ from tvm_ethos.backends.ethos_u.stream_channels import (
     clip_channels,
     own_constants,
 )
-from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
 from tvm_ethos.backends.ethos_u.stream_lstm import JoinedLstm, joined_ops
 from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
+from tvm_ethos.backends.ethos_u.stream_payload import driver_payload
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
     LayoutError,
@@ -1160,10 +1157,7 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
     touched_top = max([layout.top(touched)] + [layout.offsets[pool_key(k)] + used
                                                 for k, used in copied.pool_used.items()]
                       + [at + n for at, n in stager.touched])
-    reuse_unread_registers(api, em.ops)
-    with contextlib.redirect_stdout(io.StringIO()):
-        words = register_command_stream(em.ops, acc)
-        payload = api.npu_create_driver_payload(words, acc)
+    payload = driver_payload(em.ops, acc)
 
     def arena(t) -> ArenaTensor:
         name = t.op.name if fast_bytes and not io_apart else output_source(lw, t).op.name

@@ -19,13 +19,10 @@ Vela is the ``vela`` extra, imported lazily (``stream_base.vela_api``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 
 import numpy as np
 
-from tvm_ethos.backends.ethos_u.blockdep_guard import register_command_stream
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     attach_constants,
@@ -41,11 +38,10 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     UnsupportedOperatorError,
     lut_address,
     npu_accelerator,
-    vela_api,
 )
-from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_memo import generator
 from tvm_ethos.backends.ethos_u.stream_ops import Emission, Form, emitter
+from tvm_ethos.backends.ethos_u.stream_payload import driver_payload
 
 
 def _key(t) -> str:
@@ -133,7 +129,6 @@ def output_source(lw, t):
 def generate(lw, accelerator: str) -> EthosUPayload:
     """The command stream and memory of one lowered NPU subgraph, layer by layer (a planned
     subgraph's is ``stream_cascade.generate_planned``)."""
-    api = vela_api()
     acc = npu_accelerator(accelerator)
     for q in lw.layers:  # before any weight is encoded
         if emitter(q) is None:
@@ -202,10 +197,7 @@ def generate(lw, accelerator: str) -> EthosUPayload:
         ops.append(npu)
     if not ops:
         raise UnsupportedOperatorError("an empty subgraph", "it computes nothing on the NPU")
-    reuse_unread_registers(api, ops)
-    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        words = register_command_stream(ops, acc)
-        payload = api.npu_create_driver_payload(words, acc)
+    payload = driver_payload(ops, acc)
 
     def arena(t) -> ArenaTensor:
         src = output_source(lw, t)

@@ -27,8 +27,6 @@ stretches and of the states placed before it, and its writes off what they keep.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 from typing import NamedTuple
 
 import numpy as np
@@ -51,8 +49,8 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     npu_accelerator,
     vela_api,
 )
-from tvm_ethos.backends.ethos_u.stream_compact import reuse_unread_registers
 from tvm_ethos.backends.ethos_u.stream_memo import generator
+from tvm_ethos.backends.ethos_u.stream_payload import driver_payload
 from tvm_ethos.compute.quant import quantize_multiplier
 
 
@@ -327,15 +325,11 @@ def svdf_payload(svdf: Svdf, accelerator: str, names: tuple[str, str, str],
     """The payload of one SVDF step for ``accelerator`` laid out as ``arena``; ``names`` are
     the source tensors' names of its input, state and output. Inputs are (input, state),
     the state updated in place; the output is the operator's."""
-    api = vela_api()
     acc = npu_accelerator(accelerator)
     flash = Flash()
     emitter = _Emitter(svdf, accelerator, arena, flash)
     emitter.step()
-    reuse_unread_registers(api, emitter.ops)
-    with contextlib.redirect_stdout(io.StringIO()):  # Vela's notes on its default config
-        words = api.npu_generate_register_command_stream(emitter.ops, acc)
-        payload = api.npu_create_driver_payload(words, acc)
+    payload = driver_payload(emitter.ops, acc)
     b = svdf.batches
     ins = (ArenaTensor(names[0], (b, svdf.input_size), "int8", arena.input),
            ArenaTensor(names[1], (b, svdf.state_size), "int8", arena.state))
