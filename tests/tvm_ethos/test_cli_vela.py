@@ -342,6 +342,57 @@ def test_network_macs_are_velas(name, tmp_path):
         assert sum(op.macs for op in read_operators(f.read())) == int(row["nn_macs"])
 
 
+def velas_per_layer(model, out_dir, original: str, nng: str) -> list[int]:
+    """The MAC counts of Vela 5.2's per-layer rows (ethos-u55-128) that its NPU runs for the
+    model's ``original`` operators as ``nng`` operations."""
+    run_vela(model, out_dir, ["--accelerator-config", "ethos-u55-128", "--verbose-performance"])
+    (name,) = [f for f in os.listdir(out_dir) if f.endswith("_per-layer.csv")]
+    return [int(r["MAC Count"]) for r in read_csv(os.path.join(out_dir, name))
+            if (r["Original Operator"].strip(), r["NNG Operator"].strip(),
+                r["Target"].strip()) == (original, nng, "NPU")]
+
+
+def test_a_quantize_counts_as_velas(tmp_path):
+    """keyword_scrambled_8bit's first QUANTIZE, which Vela runs on its NPU (it keeps the
+    last one on the CPU), counts one MAC per output element, as Vela's row for it."""
+    path = model_path("tflite-micro/keyword_scrambled_8bit")
+    (velas,) = velas_per_layer(path, tmp_path, "Quantize", "Quantize")
+    with open(path, "rb") as f:
+        first = next(op for op in read_operators(f.read()) if op.builtin == "QUANTIZE")
+    assert first.macs == velas > 0
+
+
+def test_an_lstm_counts_its_gates_products_as_velas(tmp_path):
+    """trained_lstm_int8's LSTM counts what Vela's own LSTM counts in its fully connected
+    operations (4 gates x 2 products x 28 steps), not the 1x1 pools Vela adds."""
+    path = model_path("tflite-micro/trained_lstm_int8")
+    velas = velas_per_layer(path, tmp_path, "UnidirectionalSequenceLstm", "FullyConnected")
+    with open(path, "rb") as f:
+        (lstm,) = [op for op in read_operators(f.read())
+                   if op.builtin == "UNIDIRECTIONAL_SEQUENCE_LSTM"]
+    assert len(velas) == 4 * 2 * 28
+    assert lstm.macs == sum(velas) > 0
+
+
+@pytest.mark.parametrize("name", ["tflite-micro/keyword_scrambled_8bit",
+                                  "tflite-micro/trained_lstm_int8"])
+def test_every_estimated_cycle_is_on_its_operators_row(name, tmp_path):
+    """Graph-level operators (the SVDFs, each planned alone; an LSTM planned with its
+    neighbours) and the NPU groups between them: every operator's per-layer row holds its
+    own Part and estimate, and the rows add up to the summary's cycles."""
+    network = os.path.basename(name)
+    rc, _, err = call(["compile", str(model_path(name)), "--target", "ethos-u",
+                       "--accelerator-config", "ethos-u55-128", "--verbose-performance",
+                       "--output-dir", str(tmp_path)])
+    assert rc == 0, err
+    rows = read_csv(tmp_path / f"{network}_per-layer.csv")
+    (summary,) = read_csv(tmp_path / f"{network}_summary_Ethos_U55_High_End_Embedded.csv")
+    assert all(r["Target"] == "NPU" and r["Part"] and int(r["Op Cycles"]) > 0 for r in rows)
+    assert sum(int(r["Op Cycles"]) for r in rows) == int(summary["cycles_total"])
+    assert all(int(r["MAC Count"]) > 0 for r in rows if r["Original Operator"] in
+               ("Svdf", "UnidirectionalSequenceLstm", "Quantize"))
+
+
 @pytest.fixture(scope="module")
 def systems():
     from tvm_ethos.vela_options import read_system

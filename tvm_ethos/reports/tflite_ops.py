@@ -80,8 +80,13 @@ def _shape(g, t: int) -> tuple[int, ...]:
 def vela_macs(builtin: str, g, op) -> int:
     """Vela's MAC count of one operator: kernel area x input depth x output elements for a
     convolution or fully connected layer, kernel area x output elements for a depthwise
-    convolution, a pool and a MEAN (which Vela turns into one), two passes over the input for
-    an int8 SOFTMAX (its max and its sum), none for element-wise and data-movement operators."""
+    convolution, a pool and a MEAN (which Vela turns into one), one per output element for a
+    QUANTIZE (a 1x1 pool to Vela), two passes over the input for an int8 SOFTMAX (its max and
+    its sum), none for element-wise and data-movement operators. An LSTM counts its gates'
+    matrix products, every step (input x input weights, hidden state x recurrent weights);
+    Vela's count of its own LSTM adds the 1x1 pools its decomposition runs (clamps, a tanh
+    and copies: 3,400 of 116,540 MACs on tflite-micro's trained_lstm_int8, Vela 5.2), which
+    are not the network's."""
     ofm = _shape(g, op.Outputs(0)) if op.OutputsLength() else ()
     ofm_elems = math.prod(ofm) if ofm else 0
     if builtin == "CONV_2D":
@@ -103,4 +108,12 @@ def vela_macs(builtin: str, g, op) -> int:
         return max(1, math.prod(ifm) // max(1, ofm_elems)) * ofm_elems if ifm else 0
     if builtin == "SOFTMAX":
         return 2 * ofm_elems
+    if builtin == "QUANTIZE":
+        return ofm_elems
+    if builtin == "UNIDIRECTIONAL_SEQUENCE_LSTM":
+        # inputs 1-4: input-to-gate weights (cells x features), 5-8: recurrent (cells x
+        # outputs), an absent gate's -1; one product of each per step of each batch
+        weights = [op.Inputs(i) for i in range(1, 9) if op.Inputs(i) >= 0]
+        steps = math.prod(_shape(g, op.Inputs(0))[:-1])
+        return steps * sum(math.prod(_shape(g, t)) for t in weights)
     return 0

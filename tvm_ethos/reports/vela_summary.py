@@ -26,8 +26,10 @@ from tvm_ethos.vela_options import MEMORIES, VelaSystem
 #: Vela's display names of its memories (``MemArea.display_name``), by identifier.
 _DISPLAY = {"sram": "SRAM", "dram": "DRAM", "on_chip_flash": "On-chip Flash",
             "off_chip_flash": "Off-chip Flash"}
-#: The planner's part-name suffix for a TFLite operator where the two spell it differently.
-_ALIASES = {"averagepool2d": "avgpool2d"}
+#: The planner's part-name suffix for a TFLite operator where the two spell it differently
+#: (a QUANTIZE is the planner's requantize; an LSTM's Part is named for its kind alone).
+_ALIASES = {"averagepool2d": "avgpool2d", "requantize": "quantize",
+            "unidirectionalsequencelstm": "lstm"}
 _ALIGN = 16
 
 
@@ -99,22 +101,25 @@ def placements(ops: list[TfliteOperator], decisions, backend: str = "ethos-u"
 
 def layers(ops: list[TfliteOperator], plan_layers: list[dict],
            placed: list[bool | None] | None = None) -> list[Layer]:
-    """The model's operators beside the plan's layers. The plan's parts are the NPU
-    operators in the model's order, so each is matched with the next operator of its kind
-    (the planner names a part ``l<i>_<kind>``) that ``placed`` (:func:`placements`) does not
-    put on the host. An operator is an NPU one where ``placed`` says so, or where it is
+    """The model's operators beside the plan's layers. Within one kind (the planner names a
+    part ``l<i>_<kind>``, a graph-level operator's row its kind alone) the plan's parts are
+    that kind's NPU operators in the model's order, so the k-th part of a kind is matched
+    with the k-th operator of that kind that ``placed`` (:func:`placements`) does not put
+    on the host. Matching kind by kind, not in one walk, keeps rows that a report lists
+    out of the model's order (the graph-level operators' after the NPU groups') on their
+    own operators. An operator is an NPU one where ``placed`` says so, or where it is
     unknown and a part matched it."""
     placed = list(placed) if placed is not None else [None] * len(ops)
-    j = 0
+    queues: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        if placed[i] is not False:
+            queues.setdefault(_norm(op.builtin), []).append(i)
     matched: dict[int, dict] = {}
     for layer in plan_layers:
-        kind = _norm(layer["part"].split("_", 1)[1] if "_" in layer["part"] else layer["part"])
-        k = j
-        while k < len(ops) and (placed[k] is False or _norm(ops[k].builtin) != kind):
-            k += 1
-        if k < len(ops):
-            matched[k] = layer
-            j = k + 1
+        part = layer["part"]
+        queue = queues.get(_norm(part.split("_", 1)[1] if "_" in part else part))
+        if queue:
+            matched[queue.pop(0)] = layer
     rows = []
     for i, op in enumerate(ops):
         npu = placed[i] if placed[i] is not None else i in matched
@@ -279,20 +284,23 @@ PER_LAYER_COLUMNS = ("Original Operator", "Target", "Op Cycles", "Network% (cycl
 def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
     """The per-layer CSV's rows: every operator of the model, keyed by Vela's ``Name`` (its
     output tensor's name); cycles are the planner's estimates, MACs Vela's count (the
-    recomputed ones are the summary's, counted on the functional model). ``Util% (MAC)`` is
+    recomputed ones are the summary's, counted on the functional model; a graph-level
+    operator's, which Vela keeps on the CPU, its plan's, estimated). ``Util% (MAC)`` is
     against the accelerator's MACs per cycle (the number its name ends in, as Vela's)."""
     macs_per_cycle = int(summary.system.accelerator.rsplit("-", 1)[1])
+    all_macs = summary.nn_macs + summary.graph_operator_macs
     out = []
     for r in rows:
         p = r.plan or {}
         cycles = p.get("cycles", 0) or 0
+        macs = p.get("macs", r.op.macs)   # a graph-level operator's: its plan's (estimated)
         stripe = p.get("stripe")
         out.append({
             "Original Operator": r.op.vela_name, "Target": r.target, "Op Cycles": cycles,
             "Network% (cycles)": 100 * cycles / summary.cycles if summary.cycles else 0.0,
-            "MAC Count": r.op.macs,
-            "Network% (MAC)": 100 * r.op.macs / summary.nn_macs if summary.nn_macs else 0.0,
-            "Util% (MAC)": (100 * r.op.macs / (cycles * macs_per_cycle) if cycles else 0.0),
+            "MAC Count": macs,
+            "Network% (MAC)": 100 * macs / all_macs if all_macs else 0.0,
+            "Util% (MAC)": (100 * macs / (cycles * macs_per_cycle) if cycles else 0.0),
             "Name": r.op.name, "Part": p.get("part", ""), "Cascade": p.get("cascade", ""),
             "Stripe": "x".join(map(str, stripe)) if stripe else "",
             "Stripes": p.get("stripes", ""), "Buffer": p.get("buffer", ""),

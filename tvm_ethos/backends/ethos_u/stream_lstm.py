@@ -59,10 +59,12 @@ PART = "lstm"
 class LstmStream(NamedTuple):
     """The LSTM's payload and the planner's peak it is held to: the arena's blocks, or on
     an Ethos-U65, whose plan's SRAM is the fast scratch, the working memory there (the
-    sequences and the states, which persist, stay in the arena)."""
+    sequences and the states, which persist, stay in the arena); and its Plan's cycles
+    (estimated)."""
 
     payload: EthosUPayload
     planned_peak: int
+    cycles: int
 
 
 class LstmPlan(NamedTuple):
@@ -118,7 +120,7 @@ def planned_lstm_stream(lstm: Lstm, accelerator: str, names: tuple[str, str, str
     ops = STREAM_OPS[Op.LSTM].sequence(lstm, operands, ofm, emission)
     payload = lstm_payload(lstm, accelerator, names, arena, ops, flash,
                            fast_scratch_bytes=blocks.work if fast else 0)
-    return LstmStream(payload, planned.memory_bytes)
+    return LstmStream(payload, planned.memory_bytes, planned.plan.cycles)
 
 
 class JoinedLstm(NamedTuple):

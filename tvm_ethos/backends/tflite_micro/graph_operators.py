@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from tvm_ethos.backends.ethos_u import ops_lstm, ops_svdf, stream_svdf
+from tvm_ethos.backends.ethos_u import ops_lstm, ops_svdf, stream_lstm, stream_svdf, svdf_plan
 from tvm_ethos.backends.ethos_u.payload import EthosUPayload
-from tvm_ethos.backends.ethos_u.stream_lstm import planned_lstm_stream
 from tvm_ethos.backends.ethos_u.stream_report_lines import stream_report_lines
 from tvm_ethos.backends.ethos_u.stream_run import stream_report
-from tvm_ethos.backends.ethos_u.svdf_plan import SvdfEstimate, plan_svdf
+from tvm_ethos.backends.ethos_u.svdf_plan import SvdfEstimate
 from tvm_ethos.backends.ethos_u.tflite_export import SourceGraph
 
 
@@ -52,10 +51,11 @@ def _lstm_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
     ofms = tuple(graph.writes[index][:1])
     names = tuple((graph.g.Tensors(t).Name() or b"").decode() for t in ifms + ofms)
     near = {t: ops_lstm.Neighbour(*shared[t]) for t in (ifms[0], ofms[0]) if t in shared}
-    stream = planned_lstm_stream(lstm, accelerator, names, near.get(ifms[0]),
+    stream = stream_lstm.planned_lstm_stream(lstm, accelerator, names, near.get(ifms[0]),
                                  near.get(ofms[0]))
-    return GraphPart(stream.payload, ifms, ofms, _report(name, stream.payload,
-                                                         stream.planned_peak, PLANNED_ALONE))
+    report = _report(name, stream.payload, stream.planned_peak, PLANNED_ALONE,
+                     layer=_layer_row(name, stream_lstm.PART, stream.cycles))
+    return GraphPart(stream.payload, ifms, ofms, report)
 
 
 class FloorAt(NamedTuple):
@@ -94,10 +94,12 @@ def _svdf_emit(graph: SourceGraph, index: int, accelerator: str, name: str,
     shared[FloorAt(y)] = Floor(lowest + arena.input - arena.output,
                                reader.offset if reader else None,
                                reader.stretch_bytes if reader else None)
-    estimate = plan_svdf(svdf, accelerator)
+    estimate = svdf_plan.plan_svdf(svdf, accelerator)
     peak = estimate.memory_bytes if estimate.sram_is_arena else None
     return GraphPart(payload, (x, state), (y,),
-                     _report(name, payload, peak, PLANNED_APART, estimate))
+                     _report(name, payload, peak, PLANNED_APART, estimate,
+                             _layer_row(name, svdf_plan.PART, estimate.cycles,
+                                        estimate.macs)))
 
 
 def _floor(graph: SourceGraph, x: int, shared: dict) -> int | None:
@@ -157,15 +159,30 @@ PLANNED_APART = ("a graph-level NPU operator: planned alone for its estimates, i
                  "laid out beside its neighbours")
 
 
+def _layer_row(name: str, part: str, cycles: int, macs: int | None = None) -> dict:
+    """The plan report's layer row of a graph-level operator: its Part's name and kind, its
+    cycles (estimated) and its subgraph, the keys of a planned Part's row
+    (``planner.report.layer_rows``) that the per-layer reports read, so that they give the
+    operator its own cycles (its subgraph is not planned, so no plan table prints the row);
+    ``macs``: its plan's (estimated), where Vela's count of the operator
+    (:func:`tvm_ethos.reports.tflite_ops.vela_macs`) leaves it out."""
+    row = {"part": part, "operator": part, "cycles": cycles, "subgraph": name}
+    if macs is not None:
+        row["macs"] = macs
+    return row
+
+
 def _report(name: str, payload: EthosUPayload, planned_peak: int | None,
-            reason: str = NOT_PLANNED, estimate: SvdfEstimate | None = None) -> dict:
+            reason: str = NOT_PLANNED, estimate: SvdfEstimate | None = None,
+            layer: dict | None = None) -> dict:
     """A plan report of one stream written from the graph: its arena (an LSTM's states,
     sequences and gate buffers) is its peak, so a merged report's memory peak counts it;
     its stream entry holds the planner's peak for the operator alone (None where the
     planner has none) beside what the stream touched; ``reason`` says how it was planned
     (:data:`NOT_PLANNED`, :data:`PLANNED_ALONE`, :data:`PLANNED_APART`). ``estimate``: the
-    plan's cycles and MACs, which the report's cycles (and so a merged report's total) and
-    its subgraph entry's ``macs`` carry (estimated)."""
+    plan's cycles and MACs, which its subgraph entry's ``macs`` carries (estimated);
+    ``layer``: the operator's layer row (:func:`_layer_row`), whose cycles are the
+    report's (and so count in a merged report's total)."""
     sub = {"planned": False, "backend": "ethos-u", "reason": reason,
            "peak_memory_bytes": payload.scratch_bytes}
     if estimate is not None:
@@ -173,8 +190,9 @@ def _report(name: str, payload: EthosUPayload, planned_peak: int | None,
                    planned_peak_bytes=estimate.memory_bytes,
                    sram_is_arena=estimate.sram_is_arena)
     return {"planned": False, "graph_operator": True,
-            "cycles": estimate.cycles if estimate is not None else None,
-            "peak_memory_bytes": payload.scratch_bytes, "layers": [],
+            "cycles": layer["cycles"] if layer is not None else None,
+            "peak_memory_bytes": payload.scratch_bytes,
+            "layers": [layer] if layer is not None else [],
             "subgraphs": {name: sub},
             "streams": {name: stream_report(payload, planned_peak)}}
 
