@@ -391,6 +391,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return ap
 
 
+#: the options that print a parser's help
+HELP_OPTIONS = frozenset(("-h", "--help"))
+
+
+def plugin_options(extra: list[str]) -> bool:
+    """Whether the words the parser did not take may be a plugin backend's
+    ``--target-<id>-<key>`` (the registry looks for plugins only when needed, and a parser
+    has the options of the backends registered when it was built): it looks for them, and
+    says whether it found any, so that a parser built again takes their options."""
+    if not any(a.startswith("--target-") for a in extra):
+        return False
+    reg = get_registry()
+    before = reg.known_ids()
+    return reg.ids() != before
+
+
 def named_command(argv: list[str]) -> str | None:
     """The subcommand a command line names: its first word that is not an option (tvmc's own
     options, ``-v`` and ``--version``, take no value), None when there is none."""
@@ -497,9 +513,15 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     atexit.unregister(freeze_at_exit)   # once, however often main runs in one process
     atexit.register(freeze_at_exit)
-    parser = build_parser(named_command(sys.argv[1:] if argv is None else argv))
+    words = sys.argv[1:] if argv is None else argv
+    if HELP_OPTIONS.intersection(words):   # the help lists the plugin targets' options too
+        get_registry().ids()
+    parser = build_parser(named_command(words))
     try:
         args, extra = parser.parse_known_args(argv)
+        if plugin_options(extra):
+            parser = build_parser(named_command(words))
+            args, extra = parser.parse_known_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2, one line already printed)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     if extra:   # named by the subcommand, with a hint where the option could be a target's

@@ -125,12 +125,12 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
                 key, _, val = tok.lstrip("-").partition("=")
                 opts[key.replace("-", "_")] = _convert(val)
             specs.append(TargetSpec(name, opts))
-    known = sorted(registry.ids())
     seen = set()
     for spec in specs:
         if not registry.is_registered(spec.backend_id):
             raise TargetError(
-                f"unknown target {spec.backend_id!r}; known targets: {', '.join(known)}"
+                f"unknown target {spec.backend_id!r}; known targets: "
+                f"{', '.join(sorted(registry.ids()))}"
             )
         if spec.backend_id in seen:
             raise TargetError(f"target {spec.backend_id!r} appears twice in {target!r}")
@@ -139,8 +139,8 @@ def parse_targets(target, options: dict | None = None, registry=None) -> TargetL
         specs.append(TargetSpec(TFLITE_MICRO))
     backends = [registry.get(s.backend_id) for s in specs]
     hosts = [b.backend_id for b in backends if b.capabilities().is_host]
-    host_names = sorted(b for b in known if registry.get(b).capabilities().is_host)
     if not backends[-1].capabilities().is_host:
+        host_names = sorted(b for b in registry.ids() if registry.get(b).capabilities().is_host)
         raise TargetError(
             f"target list {target!r} has no host target at the end: the last target must be one of "
             f"{', '.join(host_names)} (it runs what the accelerators reject), e.g. "

@@ -190,3 +190,79 @@ def test_third_party_from_entry_point(tmp_path, monkeypatch, fresh_registry):
     assert cm.partition_report.operators[0].rejections["acme-picky"] == [
         "optimize_subgraph failed: acme refuses every subgraph"]
     assert_bit_exact(cm, model, n_inputs=2)
+
+
+def test_builtins_come_in_the_installed_metadata_order(fresh_registry):
+    """The built-ins register without the metadata being read, in the order the metadata
+    lists them (the order of ids, so of every message listing targets)."""
+    from importlib import metadata
+
+    listed = [ep.name for ep in metadata.entry_points(group=R.ENTRY_POINT_GROUP)
+              if ep.name in R.BUILTIN_ENTRY_POINTS]
+    assert listed, "tvm-ethos's entry points are not installed"
+    assert R.get_registry().known_ids() == listed
+
+
+_OPTION = '''
+from tvm_ethos.backends.base import OptionSpec
+
+AcmeBackend.options_schema = lambda self: {"mode": OptionSpec("fast", ("fast", "slow"),
+                                                              help="acme's mode")}
+'''
+
+
+@pytest.fixture
+def acme_on_path(tmp_path, monkeypatch, fresh_registry):
+    """acme-npu, with one option (``mode``), in TVM_ETHOS_BACKEND_PATH."""
+    plugin = tmp_path / "Acme_Npu_backend.py"
+    write_plugin(plugin, "acme-npu", tmp_path / "acme.loaded")
+    plugin.write_text(plugin.read_text() + _OPTION)
+    monkeypatch.setenv(R.PATH_ENV, str(tmp_path))
+    return tmp_path
+
+
+def test_plugins_are_looked_for_when_first_needed(acme_on_path):
+    reg = R.get_registry()
+    assert reg.known_ids() == list(R.BUILTIN_ENTRY_POINTS)   # the built-ins: no scan yet
+    assert reg.is_registered("ethos-u") and "acme-npu" not in reg.known_ids()
+    assert reg.is_registered("acme-npu")                      # not registered: looked for
+    assert reg.known_ids()[-1] == "acme-npu" and reg.ids() == reg.known_ids()
+
+
+@pytest.mark.parametrize("first_needed", ["ids", "get"])
+def test_a_plugin_looked_for_late_is_registered_as_one_looked_for_at_once(acme_on_path,
+                                                                         first_needed):
+    eager = R.BackendRegistry()
+    eager.load_plugins()
+    reg = R.get_registry()
+    if first_needed == "ids":
+        reg.ids()
+    else:
+        reg.get("acme-npu")
+    assert reg.ids() == eager.ids()
+    assert [reg.source_of(b) == eager.source_of(b) for b in reg.ids()] == \
+        [b not in R.BUILTIN_ENTRY_POINTS for b in reg.ids()]   # built-ins: "built-in ..."
+
+
+def _tvmc(argv, capsys):
+    from tvm_ethos.cli import main
+
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_tvmc_compile_takes_a_plugins_target_option(acme_on_path, capsys):
+    """A plugin's --target-<id>-<key> is one of tvmc compile's options, though the
+    registry looks for plugins only when needed: listed by --help, and read (here refused:
+    acme-npu is not in --target) where given."""
+    rc, out, _ = _tvmc(["compile", "--help"], capsys)
+    assert rc == 0 and "--target-acme-npu-mode" in out
+    R.reset_registry()
+    model = acme_on_path / "m.tflite"
+    model.write_bytes(b"")
+    rc, _, err = _tvmc(["compile", str(model), "--target", "ethos-u",
+                        "--target-acme-npu-mode=slow", "-o", str(acme_on_path / "o.tflite")],
+                       capsys)
+    assert (rc, err) == (2, "tvmc compile: error: --target-acme-npu-mode is an option of target "
+                            "'acme-npu', which is not in --target 'ethos-u'\n")

@@ -39,14 +39,19 @@ NOT_LOADED_DEFERRED = ("tvm_ethos.cli_run", "tvm_ethos.tflite_run", "tvm_ethos.p
 
 _SCRIPT = textwrap.dedent("""
     import json, sys
+    from importlib import metadata
+    scans = []   # reads of every installed distribution's entry points (plugin backends)
+    entry_points = metadata.entry_points
+    metadata.entry_points = lambda *a, **k: scans.append(k) or entry_points(*a, **k)
     from tvm_ethos.cli import main
     status = main(["compile", sys.argv[1], "--target", "ethos-u", "--output-format", "tflite",
                    "-o", sys.argv[2], "-q", "--no-progress"])
-    loaded = sorted(sys.modules)
+    loaded, looked_for_plugins = sorted(sys.modules), len(scans)
     import tvm_ffi   # what import tvm loads first; the codegens register once it has loaded
     codegens = [bid for bid in ("ethos-u", "ethos-n")
                 if tvm_ffi.get_global_func(f"relax.ext.{bid}", allow_missing=True) is not None]
-    print(json.dumps({"status": status, "loaded": loaded, "codegens": codegens}))
+    print(json.dumps({"status": status, "loaded": loaded, "codegens": codegens,
+                      "scans": looked_for_plugins}))
 """)
 
 
@@ -82,6 +87,10 @@ def test_a_tflite_compile_loads_a_bounded_number_of_project_modules(resnet8_comp
     assert len(project) <= MAX_PROJECT_MODULES, (
         f"{len(project)} project modules on the .tflite path, at most {MAX_PROJECT_MODULES}: "
         "keep modules it does not call off it (rfcs/0009)")
+
+
+def test_a_tflite_compile_for_built_in_targets_looks_for_no_plugin(resnet8_compile):
+    assert resnet8_compile["scans"] == 0
 
 
 def test_the_codegens_register_when_tvm_is_imported_after_tvm_ethos(resnet8_compile):

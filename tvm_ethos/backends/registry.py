@@ -19,6 +19,11 @@ Rules (seed 002, Arm NN's backend guide, applied to Python):
   ``<vendor>_<name>_backend.py`` with an optional ``.<digits>`` version chain
   (``Acme_Npu_backend.py.1.2``) are loaded; ``<vendor>`` and ``<name>`` are alphanumeric.
   Symlinks are followed; a file reached twice (same canonical path) loads once.
+* The process-wide registry (:func:`get_registry`) registers the built-in backends at once and
+  looks for plugins (entry points, then ``TVM_ETHOS_BACKEND_PATH``) only when asked for every
+  backend (``ids``) or for one that is not registered: a command that names built-in targets
+  only does not read every installed distribution's entry points. A built-in id wins over a
+  plugin's, as it does when both come from the scan.
 * A rejected plugin is logged with the reason (logger ``tvm_ethos.backends``), recorded in
   ``BackendRegistry.rejected``, and never registered: its factory is never called.
 """
@@ -41,13 +46,14 @@ log = logging.getLogger("tvm_ethos.backends")
 ENTRY_POINT_GROUP = "tvm_ethos.backends"
 PATH_ENV = "TVM_ETHOS_BACKEND_PATH"
 
-#: The built-in backends, exactly as setup.py declares them in ``entry_points``; used through
-#: the same loader when tvm-ethos runs from a source tree without installed metadata.
+#: The built-in backends, as setup.py declares them in ``entry_points``, in the order the
+#: installed metadata lists them (by name), which is the order ``ids`` gives them in; loaded
+#: through the entry-point loader without reading the installed metadata.
 BUILTIN_ENTRY_POINTS = {
     "ethos-n": "tvm_ethos.backends.ethos_n:plugin",
     "ethos-u": "tvm_ethos.backends.ethos_u:plugin",
-    "opencl": "tvm_ethos.backends.opencl:plugin",
     "llvm": "tvm_ethos.backends.llvm:plugin",
+    "opencl": "tvm_ethos.backends.opencl:plugin",
     "tflite-micro": "tvm_ethos.backends.tflite_micro:plugin",
 }
 
@@ -105,6 +111,8 @@ class BackendRegistry:
         self._entries: dict[str, _Entry] = {}
         self.rejected: list[Rejection] = []
         self._loaded_files: set[str] = set()
+        #: plugins not looked for yet (:func:`get_registry`'s registry): done on first need
+        self._plugins_pending = False
 
     # ------------------------------------------------------------ registration
     def register(self, backend_id, factory, version=None, source: str = "api") -> bool:
@@ -153,9 +161,18 @@ class BackendRegistry:
 
     # ------------------------------------------------------------ queries
     def ids(self) -> list[str]:
+        """Every registered backend id, plugins included."""
+        self._load_pending_plugins()
+        return list(self._entries)
+
+    def known_ids(self) -> list[str]:
+        """The ids registered so far, without looking for plugins not looked for yet (the
+        built-in backends, at least)."""
         return list(self._entries)
 
     def is_registered(self, backend_id: str) -> bool:
+        if backend_id not in self._entries:
+            self._load_pending_plugins()
         return backend_id in self._entries
 
     def source_of(self, backend_id: str) -> str:
@@ -163,6 +180,8 @@ class BackendRegistry:
 
     def get(self, backend_id: str) -> Backend:
         """Create the backend object (a light factory product, as in Arm NN)."""
+        if backend_id not in self._entries:
+            self._load_pending_plugins()
         try:
             entry = self._entries[backend_id]
         except KeyError:
@@ -236,17 +255,27 @@ class BackendRegistry:
             if (name, value) in seen:
                 continue
             seen.add((name, value))
-            if self.is_registered(name) and self.source_of(name).endswith(value):
-                continue
-            try:
-                mod_name, _, obj_path = value.partition(":")
-                obj = importlib.import_module(mod_name)
-                for part in filter(None, obj_path.split(".")):
-                    obj = getattr(obj, part)
-            except Exception as err:
-                self._reject(source, name, f"cannot import {value}: {type(err).__name__}: {err}")
-                continue
-            self.register_plugin(obj, source=source, expected_id=name)
+            self._load_entry(name, value, source)
+
+    def load_builtins(self):
+        """The built-in backends (:data:`BUILTIN_ENTRY_POINTS`), without reading the installed
+        metadata."""
+        for name, value in BUILTIN_ENTRY_POINTS.items():
+            self._load_entry(name, value, f"built-in {name} = {value}")
+
+    def _load_entry(self, name: str, value: str, source: str) -> None:
+        """Import the plugin object ``value`` (``module:attr``) and register it as ``name``."""
+        if name in self._entries and self.source_of(name).endswith(value):
+            return
+        try:
+            mod_name, _, obj_path = value.partition(":")
+            obj = importlib.import_module(mod_name)
+            for part in filter(None, obj_path.split(".")):
+                obj = getattr(obj, part)
+        except Exception as err:
+            self._reject(source, name, f"cannot import {value}: {type(err).__name__}: {err}")
+            return
+        self.register_plugin(obj, source=source, expected_id=name)
 
     def load_path(self, path_list: str | None = None):
         if path_list is None:
@@ -300,20 +329,27 @@ class BackendRegistry:
         self.register_plugin(module, source=full)
 
     def load_plugins(self):
+        self._plugins_pending = False
         self.load_entry_points()
         self.load_path()
+
+    def _load_pending_plugins(self) -> None:
+        if self._plugins_pending:
+            self.load_plugins()
 
 
 _REGISTRY: BackendRegistry | None = None
 
 
 def get_registry() -> BackendRegistry:
-    """The process-wide registry, with entry points and TVM_ETHOS_BACKEND_PATH loaded once."""
+    """The process-wide registry: the built-in backends, with the entry points and
+    TVM_ETHOS_BACKEND_PATH loaded once, when first needed (see the module's docstring)."""
     global _REGISTRY
     if _REGISTRY is None:
         reg = BackendRegistry()
         _REGISTRY = reg
-        reg.load_plugins()
+        reg.load_builtins()
+        reg._plugins_pending = True
     return _REGISTRY
 
 
