@@ -60,10 +60,12 @@ OUTPUT_FORMATS = ("package", "tflite")
 
 
 def target_option_table() -> dict[str, dict[str, str]]:
-    """``{backend id: {option: help}}`` from the registered backends' option schemas."""
+    """``{backend id: {option: help}}`` from the registered backends' option schemas (the
+    plugins' once looked for: ``tvm_ethos.cli`` does when the command line may give their
+    options)."""
     reg = get_registry()
     table = {}
-    for bid in sorted(reg.ids()):
+    for bid in sorted(reg.known_ids()):
         table[bid] = {key: _option_help(spec)
                       for key, spec in reg.get(bid).options_schema().items()}
     return table
@@ -312,7 +314,9 @@ def _run(args) -> int:
 def vela_reports(args, cm, system, quiet: bool = False) -> None:
     """Vela's summary (printed; ``--output-dir``: its CSV), ``--verbose-performance``'s
     per-layer table and CSV, ``--verbose-allocation``'s buffers, for the Ethos-U part
-    (``quiet``: the files only, and the line naming them)."""
+    (``quiet``: the files only, and the line naming them; none asked for: nothing to do)."""
+    if quiet and args.output_dir is None and not args.verbose_performance:
+        return
     with open(args.model, "rb") as f:
         source = f.read()
     network = os.path.splitext(os.path.basename(args.model))[0]

@@ -91,11 +91,13 @@ def read_system(accelerator: str, system_config: str | None = None,
     (``Ethos_U55_High_End_Embedded`` / ``Shared_Sram``, ``Ethos_U65_Client_Server`` /
     ``Dedicated_Sram_384KB``), ``config_files`` (resolved paths) read as a group, or Vela's
     own ``Arm/vela.ini`` without them. A name no file defines is a CliError listing those
-    that are."""
+    that are. Vela's defaults throughout are Vela's default architecture, which Vela builds
+    once per process (``create_default_arch``) and its register generator uses too."""
     from ethosu.vela.architecture_features import (
         CONFIG_FILES_PATH,
         Accelerator,
         ArchitectureFeatures,
+        create_default_arch,
     )
     from ethosu.vela.errors import VelaError
     from ethosu.vela.tensor import MemArea, TensorPurpose
@@ -104,15 +106,18 @@ def read_system(accelerator: str, system_config: str | None = None,
         raise CliError(f"--accelerator-config {accelerator!r}: Vela knows "
                        f"{', '.join(Accelerator.member_list())}")
     files = list(config_files) or [os.path.join(CONFIG_FILES_PATH, "Arm", "vela.ini")]
+    defaults = (not config_files and system_config is None and memory_mode is None
+                and arena_cache_size is None)
     quiet = io.StringIO()   # Vela prints "Warning: No system configuration specified" to stdout
     try:
         with contextlib.redirect_stdout(quiet):
-            arch = ArchitectureFeatures(
-                vela_config_files=list(config_files) or None,
-                system_config=system_config or _DEFAULT,
-                memory_mode=memory_mode or _DEFAULT, accelerator_config=accelerator,
-                max_blockdep=ArchitectureFeatures.MAX_BLOCKDEP, verbose_config=False,
-                arena_cache_size=arena_cache_size)
+            arch = create_default_arch(Accelerator(accelerator)) if defaults else \
+                ArchitectureFeatures(
+                    vela_config_files=list(config_files) or None,
+                    system_config=system_config or _DEFAULT,
+                    memory_mode=memory_mode or _DEFAULT, accelerator_config=accelerator,
+                    max_blockdep=ArchitectureFeatures.MAX_BLOCKDEP, verbose_config=False,
+                    arena_cache_size=arena_cache_size)
     except VelaError as err:
         raise CliError(_vela_message(err, files, system_config, memory_mode)) from None
     except (ValueError, KeyError, configparser.Error) as err:   # a value Vela cannot read

@@ -534,3 +534,16 @@ def test_tvmc_run_refuses_a_damaged_tflite(same_flags, tmp_path):
     cut.write_bytes((same_flags["vela"] / "ds_cnn_kws_vela.tflite").read_bytes()[:3000])
     rc, _, err = call(["run", str(cut)])
     one_line_error(rc, err, "run", "is not a readable TFLite model")
+
+
+@pytest.mark.parametrize("acc", ["ethos-u55-32", "ethos-u55-128", "ethos-u65-256", "ethos-u85-512"])
+def test_the_default_system_is_velas_default_architecture_read_again(acc):
+    """Vela's defaults read from Vela's default architecture (built once per process, and
+    shared with its register generator) describe the same system as an architecture built
+    for them, naming the defaults."""
+    from ethosu.vela.architecture_features import ArchitectureFeatures
+
+    from tvm_ethos.vela_options import read_system
+
+    default = ArchitectureFeatures.DEFAULT_CONFIG
+    assert read_system(acc) == read_system(acc, system_config=default, memory_mode=default)
