@@ -510,18 +510,24 @@ def main(argv: list[str] | None = None) -> int:
         return 141   # what a shell reports for a process ended by SIGPIPE
 
 
-def _main(argv: list[str] | None) -> int:
-    atexit.unregister(freeze_at_exit)   # once, however often main runs in one process
-    atexit.register(freeze_at_exit)
+def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command line read by the parser of the subcommand it names: (arguments, the words
+    it did not take); argparse's SystemExit for --help and usage errors."""
     words = sys.argv[1:] if argv is None else argv
     if HELP_OPTIONS.intersection(words):   # the help lists the plugin targets' options too
         get_registry().ids()
-    parser = build_parser(named_command(words))
+    args, extra = build_parser(named_command(words)).parse_known_args(argv)
+    if plugin_options(extra):
+        args, extra = build_parser(named_command(words)).parse_known_args(argv)
+    return args, extra
+
+
+def _main(argv: list[str] | None) -> int:
+    atexit.unregister(freeze_at_exit)   # once, however often main runs in one process
+    atexit.register(freeze_at_exit)
     try:
-        args, extra = parser.parse_known_args(argv)
-        if plugin_options(extra):
-            parser = build_parser(named_command(words))
-            args, extra = parser.parse_known_args(argv)
+        with collector_paused():   # building the parser imports the subcommand's modules
+            args, extra = _parse(argv)
     except SystemExit as e:  # --help (0) or a usage error (2, one line already printed)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     if extra:   # named by the subcommand, with a hint where the option could be a target's
