@@ -79,6 +79,9 @@ def _range_sizes(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], 
     return tuple(sorted(sizes.items()))
 
 
+_new_counter = Counter.__new__
+
+
 @dataclass(frozen=True)
 class StripeConfig:
     """How a tensor is cut into stripes and in which order they run (the module doc above).
@@ -176,8 +179,10 @@ class StripeConfig:
             else:
                 sizes = _range_sizes(self.work_ranges(a))
             combos = [(shape + (size,), n * k) for shape, n in combos for size, k in sizes]
-        out = Counter()
-        dict.update(out, combos)    # the shapes are distinct: no counting to do
+        # the shapes are distinct: no counting to do (nor Counter.__init__'s Python-level
+        # update to run: the costing counts thousands of configs)
+        out = _new_counter(Counter)
+        dict.update(out, combos)
         return out
 
     def propagate(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
@@ -196,12 +201,23 @@ class StripeConfig:
         if prop.input_dims != len(input_shape):
             raise PlannerError(f"propagator produces {prop.input_dims} dims, input tensor has "
                                f"{len(input_shape)}")
-        src = _clipped_single_stripes(self)
         maps = prop.integer_axis_maps()
+        if maps is not None and self._integer_positions():
+            return self._propagate_integers(maps, input_shape)
+        src = _clipped_single_stripes(self)
         if maps is not None and all(type(x) is int for x in src.offset) and \
                 all(type(x) is int for x in src.strides):
             return src._propagate_integers(maps, input_shape)
         return src._propagate_exact(prop, input_shape)
+
+    def _integer_positions(self) -> bool:
+        """Whether every offset and stride is an int (kept on the config once found: the
+        walks propagate the same configs through several propagators)."""
+        found = self.__dict__.get("_ints")
+        if found is None:
+            found = self.__dict__["_ints"] = all(type(x) is int for x in self.offset) and \
+                all(type(x) is int for x in self.strides)
+        return found
 
     def _propagate_exact(self, prop: Propagator, input_shape: Sequence[int]) -> "StripeConfig":
         """``_propagate`` for any propagator and positions (Fractions included)."""
@@ -248,8 +264,11 @@ class StripeConfig:
     def _propagate_integers(self, maps, input_shape: Sequence[int]) -> "StripeConfig":
         """``_propagate`` when the propagator and this config's positions are all integers
         (``Propagator.integer_axis_maps``): no floored starts to widen, no rounding; the
-        same fields in less than half the time."""
+        same fields in less than half the time. An axis of one stripe is clipped to the
+        tensor as it is read (``_clipped_single_stripes``, without building the clipped
+        config)."""
         shape, strides, order, stripes, offset = [], [], [], [], []
+        own_shape, own_offset, own_stripes = self.shape, self.offset, self.stripes
         for j, lin, const, off in maps:
             if j is None:
                 size = max(1, const)
@@ -259,15 +278,24 @@ class StripeConfig:
                 stripes.append(1)
                 offset.append(off)
                 continue
-            size = max(1, lin * self.shape[j] + const)
-            shape.append(size)
-            offset.append(lin * self.offset[j] + off)
-            n = self.stripes[j]
+            n = own_stripes[j]
             if n == 1:
+                lo = own_offset[j]
+                hi = lo + own_shape[j]
+                lo_c, hi_c = max(lo, 0), min(hi, self.extent[j])
+                rows = hi_c - lo_c if hi_c > lo_c else hi - lo
+                if hi_c <= lo_c:
+                    lo_c = lo
+                size = max(1, lin * rows + const)
+                shape.append(size)
+                offset.append(lin * lo_c + off)
                 strides.append(size)
                 order.append(0)
                 stripes.append(1)
             else:
+                size = max(1, lin * own_shape[j] + const)
+                shape.append(size)
+                offset.append(lin * own_offset[j] + off)
                 strides.append(lin * self.strides[j])
                 order.append(self.order[j])
                 stripes.append(n)
