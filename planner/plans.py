@@ -31,6 +31,7 @@ from planner.perf import ethos_u
 from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacement
 from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.point_sets import PointSet, culled, extended, merged, staged_frontier
+from planner.propagator import Propagator
 from planner.stream_estimate import plan_stream
 from planner.stripes import StripeConfig, unchecked_config
 from planner.walk_bound import SinkBound
@@ -139,6 +140,7 @@ class PlanGenerator(PlanCosting):
         self._interior_cache: dict = {}
         self._junction_ids: dict = {}
         self._junction_of: dict[int, int] = {}
+        self._readers_of: dict = {}
 
     # ----- stripe candidates ---------------------------------------------------------------
     def sink_configs(self, t: Tensor) -> list[StripeConfig]:
@@ -298,12 +300,24 @@ class PlanGenerator(PlanCosting):
 
     def _windows(self, t: Tensor, cons: tuple[Part, ...], compute: dict
                  ) -> list[tuple[Part, int, StripeConfig]]:
-        out = []
-        for q in cons:
-            for k, (inp, prop) in enumerate(zip(q.inputs, q.propagators)):
-                if inp.name == t.name:
-                    out.append((q, k, compute[q.name].propagate(prop, t.shape)))
-        return out
+        """(consumer, input index, window it reads of ``t`` per stripe) for every input of
+        ``cons`` that is ``t``."""
+        shape = t.shape
+        return [(q, k, compute[q.name].propagate(prop, shape))
+                for q, k, prop in self._readers(t, cons)]
+
+    def _readers(self, t: Tensor, cons: tuple[Part, ...]
+                 ) -> tuple[tuple[Part, int, Propagator], ...]:
+        """(consumer, input index, propagator) of every input of ``cons`` (``t``'s
+        consumers, as every caller passes) that is ``t``, found once per tensor: every
+        interior buffer the walks size asks."""
+        hit = self._readers_of.get(t.name)
+        if hit is None:
+            hit = self._readers_of[t.name] = tuple(
+                (q, k, prop) for q in cons
+                for k, (inp, prop) in enumerate(zip(q.inputs, q.propagators))
+                if inp.name == t.name)
+        return hit
 
     def _interior(self, t: Tensor, cons: tuple[Part, ...], compute: dict, rolling: bool,
                   granule: int, lockstep: bool = False):
