@@ -189,16 +189,16 @@ class PlanCosting:
                 for t, prop in zip(part.inputs, part.propagators))
         return hit
 
-    def _batch_stripe_cycles(self, part: Part, wanted: set[tuple[tuple[int, ...], bool]]
-                             ) -> None:
-        """Fill ``_stripe_cycles``' memos for the (stripe shape, back to back) pairs in
-        ``wanted`` not costed yet, the memory side of all of them on arrays
+    def _batch_stripe_cycles(self, part: Part, alone: set[tuple[int, ...]],
+                             back_to_back: set[tuple[int, ...]]) -> None:
+        """Fill ``_stripe_cycles``' memos for the stripe shapes run alone and those run back
+        to back with others not costed yet, the memory side of all of them on arrays
         (planner.stripe_batch, the same values); where the arrays could not be exact, left
         for ``_stripe_cycles`` to cost one by one."""
         sig = self._signature(part)
         perf = self.device.perf
-        for b2b in (False, True):
-            shapes = sorted(s for s, b in wanted if b is b2b and 0 not in s and
+        for b2b, wanted in ((False, alone), (True, back_to_back)):
+            shapes = sorted(s for s in wanted if 0 not in s and
                             (sig, s, b2b) not in self._shape_cache)
             if not shapes:
                 continue
@@ -464,13 +464,17 @@ class PlanCosting:
         """``warm_cost`` of each request, in order, with every stripe shape they need
         summarised first, Part by Part, by the performance model in one batch where it can
         (``perf.summarise_stripes``: the Ethos-U block searches vectorised over stripes)."""
-        runs: dict[Part, set] = {}
+        # per Part, the stripe shapes of its requests of one stripe and of several (the
+        # counts' keys added in C, not a (shape, back to back) pair built per shape)
+        runs: dict[Part, tuple[set, set]] = {}
         for p, stripe in requests:
-            b2b = stripe.total_stripes > 1
-            runs.setdefault(p, set()).update((shape, b2b) for shape in stripe.count_stripes())
-        for p, wanted in runs.items():
-            self.device.perf.summarise_stripes(p, {shape for shape, _ in wanted})
-            self._batch_stripe_cycles(p, wanted)
+            sets = runs.get(p)
+            if sets is None:
+                sets = runs[p] = (set(), set())
+            sets[stripe.total_stripes > 1].update(stripe.count_stripes())
+        for p, (alone, b2b) in runs.items():
+            self.device.perf.summarise_stripes(p, alone | b2b)
+            self._batch_stripe_cycles(p, alone, b2b)
         return [self._warm_summed(p, stripe) for p, stripe in requests]
 
     def _warm_summed(self, part: Part, stripe: StripeConfig) -> tuple:

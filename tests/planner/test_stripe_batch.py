@@ -26,7 +26,8 @@ def _batched_equals_scalar(g, device) -> tuple[int, int]:
                                          for shape in stripe.count_stripes() if 0 not in shape)
     for p, wanted in runs.items():
         gen.device.perf.summarise_stripes(p, {shape for shape, _ in wanted})
-        gen._batch_stripe_cycles(p, wanted)
+        gen._batch_stripe_cycles(p, {shape for shape, b2b in wanted if not b2b},
+                                 {shape for shape, b2b in wanted if b2b})
     asked = {(gen._signature(p), shape, b2b) for p, wanted in runs.items() for shape, b2b in wanted}
     scalar = PlanGenerator(g, device, PlannerOptions())
     by_sig = {gen._signature(p): p for p, _ in requests}
