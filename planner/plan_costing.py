@@ -29,6 +29,9 @@ from planner.work_memory import stripe_work_bytes, work_tensor
 # these are read on the hot paths.
 _FLASH, _SRAM = WeightPlacement.FLASH, WeightPlacement.SRAM
 
+#: ``_batched_shapes``' table of a signature none of whose shapes were batched (read only)
+_NO_SHAPES: dict = {}
+
 
 class PlanCosting:
     """Costs Parts, their weights and their staging for one graph on one device, with the
@@ -59,6 +62,10 @@ class PlanCosting:
         self._shape_cache: dict = {}
         self._idle_cache: dict = {}
         self._fill_cache: dict = {}      # (signature, stripe shape): fill/drain cycles
+        #: (signature, back to back): {stripe shape: (streamed, copied, fill/drain cycles,
+        #: weight fetches or 0 where not known)} of the shapes ``_batch_stripe_cycles``
+        #: costed, for ``_warm_summed``'s sums and ``_reads_weights_once``
+        self._batched_shapes: dict = {}
         self._copy_cache: dict = {}      # signature: cycles of copying its weights to SRAM
         self._stage_cache: dict = {}     # (signature, stripe) or signature: staging bytes
         self._inputs_cache: dict = {}    # signature: _stripe_inputs
@@ -221,13 +228,17 @@ class PlanCosting:
                                              fetches, self.weight_home, self.fm)
             if got is None:
                 return
-            for shape, cycles, idle, fill in zip(shapes, got[0], got[1], fills.tolist()):
+            table = self._batched_shapes.setdefault((sig, b2b), {})
+            weight_fetches = fetches.tolist() if moved.weights else [0] * len(shapes)
+            for shape, cycles, idle, fill, fetch in zip(shapes, got[0], got[1], fills.tolist(),
+                                                        weight_fetches):
                 self._shape_cache[sig, shape, b2b] = cycles
                 self._idle_cache[sig, shape, b2b] = idle
                 if b2b:
                     self._fill_cache[sig, shape] = fill
+                table[shape] = (cycles[0], cycles[1], fill if b2b else 0, fetch)
             if moved.weights:
-                self._fetch_cache.update(zip(((sig, s) for s in shapes), fetches.tolist()))
+                self._fetch_cache.update(zip(((sig, s) for s in shapes), weight_fetches))
 
     def _stripe_output(self, part: Part, sig: int) -> tuple:
         """(the region whose port writes ``part``'s output, whether it is staged out through
@@ -325,11 +336,23 @@ class PlanCosting:
         key = ("once", sig, stripe)
         hit = self._cost_cache.get(key)
         if hit is None:
-            # the fetches of the shapes _batch_stripe_cycles costed, else the model's
+            # the fetches of the shapes _batch_stripe_cycles costed (its table for this
+            # signature first: one lookup keyed by the shape alone), else the model's
             fetches, perf = self._fetch_cache, self.device.perf
-            hit = self._cost_cache[key] = all(
-                (fetches.get((sig, shape)) or perf.weight_fetches(part, shape)) <= 1
-                for shape in stripe.count_stripes() if 0 not in shape)
+            table = self._batched_shapes.get((sig, stripe.total_stripes > 1), _NO_SHAPES)
+            hit = True
+            for shape in stripe.count_stripes():
+                row = table.get(shape)
+                if row is None:
+                    if 0 in shape:
+                        continue
+                    fetch = fetches.get((sig, shape))
+                else:
+                    fetch = row[3]
+                if (fetch or perf.weight_fetches(part, shape)) > 1:
+                    hit = False
+                    break
+            self._cost_cache[key] = hit
         return hit
 
     # ----- weights prefetched across Plans -------------------------------------------------
@@ -488,18 +511,20 @@ class PlanCosting:
         both = self._cost_cache.get(key)
         if both is None:
             b2b = stripe.total_stripes > 1
-            shape_cache, fill_cache = self._shape_cache, self._fill_cache
+            # one lookup per shape, keyed by the shape alone (``_batched_shapes``)
+            table = self._batched_shapes.get((sig, b2b), _NO_SHAPES)
             streamed = copied = fill = 0
             for shape, n in stripe.count_stripes().items():
-                if 0 in shape:
-                    continue
-                hit = shape_cache.get((sig, shape, b2b))
+                hit = table.get(shape)
                 if hit is None:
+                    if 0 in shape:
+                        continue
                     return self.warm_cost(part, stripe)
-                streamed += n * hit[0]
-                copied += n * hit[1]
-                if b2b:
-                    fill = max(fill, fill_cache[sig, shape])
+                f, c, d, _ = hit
+                streamed += n * f
+                copied += n * c
+                if d > fill:
+                    fill = d
             both = self._cost_cache[key] = (streamed + fill,
                                             copied + fill + self._copy_cycles(part, sig))
         # warm_cost's other half (its part_cost would find ``both`` here)
