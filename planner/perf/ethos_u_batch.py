@@ -323,10 +323,17 @@ def _estimate_many(model, op: NpuOp, s: _Stripes, cfg: BlockConfig, whole: NpuOp
     else:
         ao = np.maximum(ao_compute, 0.0)
     uc_all = np.broadcast_to(uc, n_h.shape)
-    mac = np.array([_mac_cycles_of(acc, op, cfg, ic, ibc, ubc, nh, nw, nc, cap_stalls)
-                    for ic, ibc, ubc, nh, nw, nc in zip(
-                        s.ic.tolist(), s.ibc.tolist(), uc_all.tolist(), n_h.tolist(),
-                        n_w.tolist(), n_c.tolist())], dtype=np.float64)
+    # Stripes of one Part mostly fill their blocks alike: of the (IFM depth, blocks) rows,
+    # few are distinct, so each distinct row's cycles are worked out once.
+    mac_of: dict[tuple, int] = {}
+    macs = []
+    for row in zip(s.ic.tolist(), s.ibc.tolist(), uc_all.tolist(), n_h.tolist(),
+                   n_w.tolist(), n_c.tolist()):
+        cycles = mac_of.get(row)
+        if cycles is None:
+            cycles = mac_of[row] = _mac_cycles_of(acc, op, cfg, *row, cap_stalls)
+        macs.append(cycles)
+    mac = np.array(macs, dtype=np.float64)
     ifm_elements = np.minimum(s.n, 1) * np.minimum(s.ih, s.ibh) * np.minimum(s.iw, s.ibw) * \
         np.minimum(s.ic, s.ibc)
     tx = _transfer_bytes_many(acc, True, fm.burst, op.ifm_format, op.ifm_bits, s.ibw, s.ibc,
