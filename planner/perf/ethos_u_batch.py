@@ -226,17 +226,22 @@ def _search_chunk(shared: _Shared, ops: list[NpuOp], top_h: int, top_w: int, n_h
             best_cov = min(covs)
             choice[s] = [t for t, c in zip(ties, covs) if c == best_cov][-1]
     out: list[BlockConfig | None] = []
-    for s, (b, c) in enumerate(zip(best.tolist(), choice)):
+    # one (immutable) config per distinct cell chosen: many stripes choose the same block
+    made: dict[int, BlockConfig] = {}
+    for b, c in zip(best.tolist(), choice):
         if b == math.inf:
             out.append(None)
             continue
-        di, rest = divmod(c, plane)
-        hi, wi = divmod(rest, top_w)
-        d = int(dd[di, 0, 0])
-        out.append(BlockConfig((int(hh[hi, 0]), int(ww[0, wi]), d),
-                               (int(ib_h[hi, 0]), int(ib_w[0, wi]),
-                                d if g.equal_depth else g.ifm_block_depth),
-                               g.traversal, g.acc_bits))
+        cfg = made.get(c)
+        if cfg is None:
+            di, rest = divmod(c, plane)
+            hi, wi = divmod(rest, top_w)
+            d = int(dd[di, 0, 0])
+            cfg = made[c] = BlockConfig((int(hh[hi, 0]), int(ww[0, wi]), d),
+                                        (int(ib_h[hi, 0]), int(ib_w[0, wi]),
+                                         d if g.equal_depth else g.ifm_block_depth),
+                                        g.traversal, g.acc_bits)
+        out.append(cfg)
     return out
 
 
