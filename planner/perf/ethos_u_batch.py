@@ -51,6 +51,8 @@ _BATCHED = (CONV, DEPTHWISE, POOLING, REDUCE_SUM)
 # these are read on every stripe summary.
 _PART, _STRIPE = BlockPolicy.PART, BlockPolicy.STRIPE
 
+_new = object.__new__
+
 
 def _group_key(acc: EthosUAccelerator, op: NpuOp) -> tuple | None:
     """Everything the block search reads of ``op`` besides its OFM and IFM height, width and
@@ -430,5 +432,17 @@ def summarise_window_stripes(model, whole: NpuOp, whole_cfg: BlockConfig,
     else:
         fetches = np.ones_like(s.oh)
     access = _fm_access_many(model, op, s)
-    return [StripeSummary(*row) for row in zip(cycles.tolist(), fill.tolist(), macs.tolist(),
-                                               fetches.tolist(), access.tolist())]
+    return [_summary(*row) for row in zip(cycles.tolist(), fill.tolist(), macs.tolist(),
+                                          fetches.tolist(), access.tolist())]
+
+
+def _summary(cycles: int, fill_drain: int, macs: int, fetches: int, access: int
+             ) -> StripeSummary:
+    """``StripeSummary(cycles, fill_drain, macs, fetches, access)`` without the frozen
+    dataclass's checked per-field assignments (as ``ethos_u._reshaped`` builds NpuOps): a
+    model summarises thousands of stripes, and its fields here are the arrays' ints."""
+    summary = _new(StripeSummary)
+    fields = summary.__dict__
+    fields["cycles"], fields["fill_drain_cycles"], fields["macs"], fields["weight_fetches"], \
+        fields["fm_access_bytes"] = cycles, fill_drain, macs, fetches, access
+    return summary
