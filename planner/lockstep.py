@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from planner.propagator import Propagator
-from planner.stripes import StripeConfig, _axis_ranges, _is_int, unchecked_config
+from planner.stripes import StripeConfig, _axis_ranges, _is_int, range_sizes, unchecked_config
 from planner.windows import window
 
 
@@ -64,6 +64,14 @@ class LockstepStripes(StripeConfig):
             return self.axis_ranges(axis)
         return _trimmed_ranges(self.axis_ranges(axis))
 
+    def work_sizes(self, axis: int) -> tuple[tuple[int, int], ...]:
+        """``work_ranges`` counted (``StripeConfig.work_sizes``), the rolling axis's memoised
+        on its scalars too."""
+        if axis != self.rolling_axis:
+            return StripeConfig.work_sizes(self, axis)
+        return _trimmed_sizes(self.offset[axis], self.strides[axis], self.shape[axis],
+                              self.stripes[axis], self.extent[axis])
+
     def to_json(self) -> dict:
         return dict(super().to_json(), rolling_axis=self.rolling_axis, prologue=self.prologue)
 
@@ -77,6 +85,14 @@ def _trimmed_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int
         out.append((start, max(start, hi)))
         prev_hi = hi
     return tuple(out)
+
+
+@lru_cache(maxsize=200_000)
+def _trimmed_sizes(offset, stride, shape: int, stripes: int, extent: int
+                   ) -> tuple[tuple[int, int], ...]:
+    """(rows computed, how many steps compute that many) along a lockstep producer's
+    rolling axis of these scalars (``LockstepStripes.work_sizes``)."""
+    return range_sizes(_trimmed_ranges(_axis_ranges(offset, stride, shape, stripes, extent)))
 
 
 def prologue_of(config: StripeConfig) -> int:
@@ -265,5 +281,5 @@ def aligned_windows(windows: list[StripeConfig], prologues: list[int]
 def clear_caches() -> None:
     """Forget this module's memos of trimmed ranges and rings, so a benchmark times a cold
     search."""
-    _trimmed_ranges.cache_clear()
-    _ring_of.cache_clear()
+    for fn in (_trimmed_ranges, _trimmed_sizes, _ring_of):
+        fn.cache_clear()

@@ -64,14 +64,10 @@ def _axis_max_span(offset: Number, stride: Number, shape: int, stripes: int, ext
 def _axis_sizes(offset: Number, stride: Number, shape: int, stripes: int, extent: int
                 ) -> tuple[tuple[int, int], ...]:
     """(clipped stripe size, how many stripes have it) along one axis, sizes ascending."""
-    sizes: dict[int, int] = {}
-    for lo, hi in _axis_ranges(offset, stride, shape, stripes, extent):
-        sizes[hi - lo] = sizes.get(hi - lo, 0) + 1
-    return tuple(sorted(sizes.items()))
+    return range_sizes(_axis_ranges(offset, stride, shape, stripes, extent))
 
 
-@lru_cache(maxsize=200_000)
-def _range_sizes(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+def range_sizes(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
     """(size, how many ranges have it) of ``ranges``, sizes ascending."""
     sizes: dict[int, int] = {}
     for lo, hi in ranges:
@@ -162,6 +158,14 @@ class StripeConfig:
         rolling producer computes less: planner.lockstep)."""
         return self.axis_ranges(axis)
 
+    def work_sizes(self, axis: int) -> tuple[tuple[int, int], ...]:
+        """(rows computed, how many stripes compute that many) along ``axis``, sizes
+        ascending: ``work_ranges`` counted, memoised on the axis's scalars (not on its
+        ranges, a tuple as long as the stripe count, hashed at every lookup). A subclass
+        that overrides ``work_ranges`` overrides this with it."""
+        return _axis_sizes(self.offset[axis], self.strides[axis], self.shape[axis],
+                           self.stripes[axis], self.extent[axis])
+
     def count_stripes(self) -> Counter:
         """How many stripes of each clipped shape there are (the edges make smaller ones), by
         the rows computed (``work_ranges``)."""
@@ -171,13 +175,8 @@ class StripeConfig:
         # Each axis has few distinct clipped sizes (the edges), so the shapes are the product
         # of the per-axis sizes, each distinct, counted by the product of the per-axis counts.
         combos: list[tuple[tuple[int, ...], int]] = [((), 1)]
-        plain = type(self).work_ranges is StripeConfig.work_ranges
         for a in range(len(self.shape)):
-            if plain:   # memoised per axis
-                sizes = _axis_sizes(self.offset[a], self.strides[a], self.shape[a],
-                                    self.stripes[a], self.extent[a])
-            else:
-                sizes = _range_sizes(self.work_ranges(a))
+            sizes = self.work_sizes(a)
             combos = [(shape + (size,), n * k) for shape, n in combos for size, k in sizes]
         # the shapes are distinct: no counting to do (nor Counter.__init__'s Python-level
         # update to run: the costing counts thousands of configs)
@@ -366,6 +365,6 @@ def _propagate(sc: StripeConfig, prop: Propagator, input_shape: tuple[int, ...])
 def clear_caches() -> None:
     """Forget this module's memos (stripe ranges, spans, counts, propagations), so a benchmark
     times a cold search."""
-    for fn in (_axis_ranges, _axis_max_span, _axis_sizes, _range_sizes, _count_stripes,
+    for fn in (_axis_ranges, _axis_max_span, _axis_sizes, _count_stripes,
                _propagate):
         fn.cache_clear()

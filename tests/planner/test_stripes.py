@@ -173,3 +173,22 @@ def test_rolled_axis_is_the_ring_of_the_readers_windows(reader, lin, const, off,
         chunk = min(h, span)
         assert _rolled_axis(reader, b, lin, const, off, extent, h) == \
             (chunk,) + ring_rows(wins, chunk, extent)
+
+
+@settings(max_examples=200)
+@given(stripe_configs(), st.data())
+def test_lockstep_counts_are_the_work_ranges_counted(sc, data):
+    """A lockstep producer's count_stripes (memoised per axis on its scalars) counts the
+    rows each step computes: along its rolling axis only those past the previous step's
+    window (``work_ranges``), along the others its whole stripes."""
+    import itertools
+    from collections import Counter
+
+    from planner.lockstep import LockstepStripes
+    axis = data.draw(st.integers(-1, len(sc.shape) - 1))
+    cfg = LockstepStripes(sc.shape, sc.extent, sc.strides, sc.order, sc.stripes, sc.offset,
+                          rolling_axis=axis, prologue=data.draw(st.integers(0, 3)))
+    per_axis = [[hi - lo for lo, hi in cfg.work_ranges(a)] for a in range(len(sc.shape))]
+    assert cfg.count_stripes() == Counter(itertools.product(*per_axis))
+    for a, sizes in enumerate(per_axis):
+        assert cfg.work_sizes(a) == tuple(sorted(Counter(sizes).items()))
