@@ -509,6 +509,7 @@ def lower_stripes(part: Part, shapes: Sequence[tuple[int, ...]]) -> list[list[Np
             (part.kind == Op.POOL and whole["stride"][1] > NPU_MAX_STRIDE):
         return [lower_part(part, shape) for shape in shapes]
     full, out_full = part.inputs[0].shape, part.output.shape
+    rows = [(j, lin, const, f) for (j, lin, const, _), f in zip(maps, full)]
     out = []
     for shape in shapes:
         if type(shape) is not tuple or len(shape) != 4 or min(shape) < 1:
@@ -516,8 +517,8 @@ def lower_stripes(part: Part, shapes: Sequence[tuple[int, ...]]) -> list[list[Np
             continue
         # _input_region's integer sums, clipped to the input
         ifm = full if shape == out_full else \
-            tuple(max(1, min(const if j is None else lin * shape[j] + const, f))
-                  for (j, lin, const, _), f in zip(maps, full))
+            tuple([max(1, min(const if j is None else lin * shape[j] + const, f))
+                   for j, lin, const, f in rows])
         out.append([_reshaped(whole, ifm, shape)])
     return out
 
