@@ -21,6 +21,7 @@ from planner.graph import Part, PlannerGraph, Tensor
 from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.plan import Buffering, PlanSpec, WeightPlacement
+from planner.propagator import Propagator
 from planner.stripes import StripeConfig, _axis_ranges
 from planner.windows import ring_rows, window
 from planner.work_memory import stripe_work_bytes, work_tensor
@@ -411,18 +412,23 @@ class PlanCosting:
     def _constant_bytes(part: Part) -> int:
         return sum(t.bytes for _, t in part.constant_inputs)
 
+    def staged_inputs(self, p: Part) -> tuple[tuple[Tensor, Propagator], ...]:
+        """(input, propagator) of each of ``p``'s inputs staged through SRAM from its home
+        (``staged``); most Parts have none: found once per Part."""
+        staged = self._staged_inputs.get(p.name)
+        if staged is None:
+            staged = self._staged_inputs[p.name] = tuple(
+                (t, prop) for t, prop in zip(p.inputs, p.propagators)
+                if not t.is_constant and self.staged(t))
+        return staged
+
     def _input_staging(self, p: Part, stripe: StripeConfig, spec: PlanSpec, build: bool
                        ) -> tuple[int, list[TensorConfig]]:
         """SRAM staging for ``p``'s inputs homed in DRAM (network inputs, so always at the
         Plan's boundary): a ring of the rows ``p`` reads, plus one chunk in flight so the DMA
         of the next rows overlaps compute (double buffering)."""
         total, cfgs = 0, []
-        staged = self._staged_inputs.get(p.name)
-        if staged is None:      # most Parts have none: found once per Part
-            staged = self._staged_inputs[p.name] = tuple(
-                (t, prop) for t, prop in zip(p.inputs, p.propagators)
-                if not t.is_constant and self.staged(t))
-        for t, prop in staged:
+        for t, prop in self.staged_inputs(p):
             win = stripe.propagate(prop, t.shape)
             buf = [max(1, n) for n in win.max_spans()]   # see plans.py: none read, one held
             if any(win.order):

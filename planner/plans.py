@@ -505,9 +505,16 @@ class PlanGenerator(PlanCosting):
         """
         sink = self.topo[end]
         groups: dict = {}
+        # a sink's placements depend on its spec's stripe, and on its granule only where it
+        # stages an input (``_input_staging``): the modes of one stripe share them
+        placed: dict = {}
+        by_granule = bool(self.staged_inputs(sink))
         for spec in self.specs(end):
-            pts = [(m, c, spec, copied) for m, c, copied in
-                   self._placements(sink, spec.stripe, spec, True, 0, 0, ())]
+            at = (spec.stripe, spec.granule) if by_granule else spec.stripe
+            options = placed.get(at)
+            if options is None:
+                options = placed[at] = self._placements(sink, spec.stripe, spec, True, 0, 0, ())
+            pts = [(m, c, spec, copied) for m, c, copied in options]
             # the staging buffer (a max over the Parts) is part of the group: equal in it
             key = (spec.mode, spec.granule, spec.stripe,
                    self.weight_stage_bytes(sink, spec.stripe))

@@ -100,3 +100,29 @@ def test_repeated_layers_share_one_junction():
     assert ids[0] == ids[2] == ids[4]          # each depthwise, read by a pointwise
     assert ids[1] == ids[3] != ids[5]          # the last pointwise has no reader
     assert ids[0] != ids[1]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_parts=5), st.sampled_from(MODES), st.sampled_from(["sram", "dram"]))
+def test_sink_placements_shared_between_modes_are_the_plain_ones(g, options, io_region):
+    """The first groups of every walk (its sink alone), whose weight placements the modes
+    of one stripe share where the sink stages no input, hold each spec's placements as a
+    fresh generator computes them for that spec."""
+    from planner.point_sets import culled
+    gen = PlanGenerator(g, simple_device(io_region), options)
+    fresh = PlanGenerator(g, simple_device(io_region), options)
+    for end in range(len(gen.topo)):
+        walk = gen._walk(end)
+        first = next(walk, None)
+        if first is None:
+            continue
+        start, groups = first
+        sink = fresh.topo[end]
+        want = []
+        for spec in fresh.specs(end):
+            pts = [(m, c, spec, copied) for m, c, copied in
+                   fresh._placements(sink, spec.stripe, spec, True, 0, 0, ())]
+            want.append((fresh.weight_stage_bytes(sink, spec.stripe), culled(pts)))
+        assert start == end
+        if len(gen.topo) > 1:
+            assert groups == want
