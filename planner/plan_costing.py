@@ -74,6 +74,7 @@ class PlanCosting:
         self._fetch_cache: dict = {}     # (signature, stripe shape): perf.weight_fetches
         self._staged_cache: dict = {}    # tensor name: staged
         self._staged_inputs: dict = {}   # Part name: its (input, propagator) pairs staged
+        self._weight_bytes_of: dict = {}  # Part name: bytes of its constants
 
     # ----- where tensors live --------------------------------------------------------------
     def home_of(self, t: Tensor) -> str:
@@ -561,13 +562,25 @@ class PlanCosting:
             stage += 2 * p.output.region_bytes(biggest)
         allowed = self.options.weight_placements
         copyable = stripe.total_stripes > 1 and bool(p.constant_inputs)
+        streamed = self.part_cost(p, stripe, _FLASH)
         out = []
         if _FLASH in allowed or not copyable:
-            out.append((mem0 + stage, cyc0 + self.part_cost(p, stripe, _FLASH), copied))
+            out.append((mem0 + stage, cyc0 + streamed, copied))
         if _SRAM in allowed and copyable:
-            out.append((mem0 + stage + self.weight_copy_bytes(p, stripe, _SRAM),
-                        cyc0 + self.part_cost(p, stripe, _SRAM), copied + (p.name,)))
+            # part_cost(p, stripe, SRAM) and weight_copy_bytes(p, stripe, SRAM), read off
+            # their memos: the stripe runs several stripes, so its weights copy once
+            out.append((mem0 + stage + self._weight_bytes(p),
+                        cyc0 + self._cost_cache[self._signature(p), stripe][1],
+                        copied + (p.name,)))
         return out
+
+    def _weight_bytes(self, part: Part) -> int:
+        """Bytes of ``part``'s constants, once per Part: every extension over a Part that
+        may copy its weights asks."""
+        hit = self._weight_bytes_of.get(part.name)
+        if hit is None:
+            hit = self._weight_bytes_of[part.name] = self._constant_bytes(part)
+        return hit
 
 
 
