@@ -141,6 +141,7 @@ class PlanGenerator(PlanCosting):
         self._junction_ids: dict = {}
         self._junction_of: dict[int, int] = {}
         self._readers_of: dict = {}
+        self._steps_cache: dict[int, tuple[list, Iterator]] = {}
 
     # ----- stripe candidates ---------------------------------------------------------------
     def sink_configs(self, t: Tensor) -> list[StripeConfig]:
@@ -580,6 +581,25 @@ class PlanGenerator(PlanCosting):
                 groups[key] = value
 
     def _steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
+        """``_walk_steps(end)``, each step found once per sink: the request walk
+        (``cost_requests``) and the walk both go over them. Found as far as a walk asks
+        (a walk whose groups all end stops early), kept for the next. Their lists are
+        shared: never changed."""
+        memo = self._steps_cache.get(end)
+        if memo is None:
+            memo = self._steps_cache[end] = ([], self._walk_steps(end))
+        found, more = memo
+        k = 0
+        while True:
+            if k == len(found):
+                step = next(more, None)
+                if step is None:
+                    return
+                found.append(step)
+            yield found[k]
+            k += 1
+
+    def _walk_steps(self, end: int) -> Iterator[tuple[int, Part, tuple, list, list]]:
         """(position, Part, its consumers, their names, the open Parts after it) for each Part
         a backward walk from ``end`` may extend over, nearest first; it stops at the plan size
         limit, at a Part whose output leaves the interval (read later, or a network

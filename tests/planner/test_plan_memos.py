@@ -126,3 +126,18 @@ def test_sink_placements_shared_between_modes_are_the_plain_ones(g, options, io_
         assert start == end
         if len(gen.topo) > 1:
             assert groups == want
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(repeated_blocks(), graphs(max_parts=8, min_parts=3)), st.data())
+def test_walk_steps_kept_per_sink_are_the_plain_ones(g, data):
+    """The steps of a sink's walks, kept as far as a walk went and then found on, are the
+    steps found afresh, whichever walk stopped where."""
+    gen = PlanGenerator(g, simple_device(), PlannerOptions(max_plan_size=4))
+    fresh = PlanGenerator(g, simple_device(), PlannerOptions(max_plan_size=4))
+    for end in range(len(gen.topo)):
+        plain = list(fresh._walk_steps(end))
+        for _ in range(data.draw(st.integers(0, 3))):        # walks that stop early
+            stop = data.draw(st.integers(0, len(plain)))
+            assert [step for _, step in zip(range(stop), gen._steps(end))] == plain[:stop]
+        assert list(gen._steps(end)) == plain
