@@ -322,9 +322,8 @@ class PlanCosting:
         if hit is None:
             # The stages depend on the stripe only through whether they are needed at all
             # (weight_stages): their bytes are found once per signature.
-            if self.device.weights_read_in_place and stripe is not None and \
-                    part.constant_inputs and self.device.weight_region != self.device.fm_region \
-                    and self._reads_weights_once(part, stripe):
+            if stripe is not None and self._weights_in_place(part) and \
+                    self._reads_weights_once(part, stripe):
                 hit = 0
             else:
                 hit = self._stage_cache.get(sig)
@@ -332,6 +331,12 @@ class PlanCosting:
                     hit = self._stage_cache[sig] = sum(n for _, _, n in self.weight_stages(part))
             self._stage_cache[key] = hit
         return hit
+
+    def _weights_in_place(self, part: Part) -> bool:
+        """Whether ``weight_stage_bytes`` asks ``_reads_weights_once`` of ``part``'s
+        stripes: it has weights, homed outside the feature-map region and read in place."""
+        return bool(self.device.weights_read_in_place and part.constant_inputs and
+                    self.device.weight_region != self.device.fm_region)
 
     def _reads_weights_once(self, part: Part, stripe: StripeConfig) -> bool:
         sig = self._signature(part)
@@ -518,8 +523,12 @@ class PlanCosting:
         both = self._cost_cache.get(key)
         if both is None:
             b2b = stripe.total_stripes > 1
-            # one lookup per shape, keyed by the shape alone (``_batched_shapes``)
+            # one lookup per shape, keyed by the shape alone (``_batched_shapes``); where
+            # weight_stage_bytes will ask whether every stripe reads the weights once
+            # (``_reads_weights_once``), that is found in the same pass
             table = self._batched_shapes.get((sig, b2b), _NO_SHAPES)
+            once = self._weights_in_place(part)
+            perf = self.device.perf
             streamed = copied = fill = 0
             for shape, n in stripe.count_stripes().items():
                 hit = table.get(shape)
@@ -527,13 +536,17 @@ class PlanCosting:
                     if 0 in shape:
                         continue
                     return self.warm_cost(part, stripe)
-                f, c, d, _ = hit
+                f, c, d, fetch = hit
                 streamed += n * f
                 copied += n * c
                 if d > fill:
                     fill = d
+                if once and (fetch or perf.weight_fetches(part, shape)) > 1:
+                    once = False
             both = self._cost_cache[key] = (streamed + fill,
                                             copied + fill + self._copy_cycles(part, sig))
+            if self._weights_in_place(part):
+                self._cost_cache.setdefault(("once", sig, stripe), once)
         # warm_cost's other half (its part_cost would find ``both`` here)
         self.weight_stage_bytes(part, stripe)
         return both, self._cost_cache.get(("once", sig, stripe))
