@@ -154,6 +154,51 @@ def test_strides_left_to_the_generator_are_compacted_as_given_ones(ops):
     assert [_registers(op) for op in left] == [_registers(op) for op in given_]
 
 
+def _changes(values: list) -> int:
+    return sum(a != b for a, b in zip(values, values[1:])) + bool(values)
+
+
+@given(ops=st.lists(st.tuples(_box, _box, st.none() | _box), min_size=1, max_size=7))
+@settings(max_examples=200, deadline=None)
+def test_a_tile_size_written_is_one_the_boxes_after_it_accept(ops):
+    """Tile sizes chosen ahead (``stretched``): every box still addresses each of its
+    elements where its own registers do (brute force), and no tile-size register changes
+    more often than when each write takes the box's own value (the previous rule)."""
+    api = vela_api()
+    compact, boxes = [], []
+    for op_boxes in ops:
+        op = SimpleNamespace()
+        for role, box in zip(ROLES, op_boxes):
+            if box is None:
+                continue
+            bh, bw, c, y0, x0, base, h, w, _ = box
+            h, w = min(h, bh), min(w, bw)
+            fm = feature_map(api, _Storage(base, (bh, bw, c), (64, 64, c), "int8"),
+                             (y0, y0 + h), (x0, x0 + w), 1, None, 0)
+            setattr(op, role, fm)
+            boxes.append((len(compact), role, fm))
+        compact.append(op)
+    reuse_unread_registers(api, compact)
+    before: dict = {}   # the previous rule, per role: the registers held
+    sizes = {role: ([], []) for role in ROLES}   # (chosen ahead, previous rule) per role
+    for k, role, own_fm in boxes:
+        fm = getattr(compact[k], role)
+        t, o = fm.tiles, own_fm.tiles
+        h, w, c = fm.shape.height, fm.shape.width, fm.shape.depth
+        own = Tiles(o.height_0, o.height_1, o.width_0, tuple(o.addresses))
+        got = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
+        s = Strides(fm.strides.height, fm.strides.width, fm.strides.depth)
+        ys, xs, cs = np.meshgrid(np.arange(h), np.arange(w), np.arange(c), indexing="ij")
+        np.testing.assert_array_equal(_fm(got, s).addresses(ys, xs, cs),
+                                      _fm(own, s).addresses(ys, xs, cs))
+        before[role] = unread_from(own, before.get(role), h, w)
+        sizes[role][0].append(got[:3])
+        sizes[role][1].append(before[role][:3])
+    for ahead, previous in sizes.values():
+        for r in range(3):
+            assert _changes([v[r] for v in ahead]) <= _changes([v[r] for v in previous])
+
+
 def _every_base(a0, a1, a2, a3, wraps_rows, wraps_cols):
     """The bases as they were written before compaction: all four, reached or not."""
     return [a0, a1, a2, a3]

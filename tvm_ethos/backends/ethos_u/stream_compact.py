@@ -14,10 +14,19 @@ written again.
 Which tiles a box reaches follows the addressing rule of Vela and of the functional model
 (``ethosu_stream.feature_map.FeatureMap.addresses``): columns at or past ``width_0`` are
 tile 1 (tile 3 from row ``height_1``), the others below ``height_0`` tile 2.
+
+A tile size that must be written takes a value the operations after it accept too, where
+one exists: a box that does not wrap needs only ``height_0`` (``width_0``, tile 1's
+``height_1``) at least its own height (width), so the largest such need over the run of
+operations up to the next one that needs another exact value is written once for the run
+(:func:`stretched`), rather than each box's own height at each operation that needs more
+than the one before it.
 """
 from __future__ import annotations
 
 import copy
+import itertools
+from collections.abc import Iterable
 from typing import NamedTuple
 
 #: the feature-map attributes of an NpuOperation, one register set each
@@ -31,6 +40,46 @@ class Tiles(NamedTuple):
     height_1: int
     width_0: int
     addresses: tuple[int, int, int, int]
+
+
+class Need(NamedTuple):
+    """What one operation accepts in a tile-size register: at least ``least``, and exactly
+    ``exact`` where that is not None (a register the box does not read: ``least`` 0)."""
+
+    least: int
+    exact: int | None = None
+
+    def accepts(self, value: int) -> bool:
+        return value >= self.least and (self.exact is None or value == self.exact)
+
+
+def needs(own: Tiles, h: int, w: int) -> tuple[Need, Need, Need]:
+    """What an ``h`` x ``w`` box whose own tile registers are ``own`` accepts in ``height_0``,
+    ``height_1`` and ``width_0``: a size the box reaches past is exact, one it stays within
+    at least the box's extent, tile 1's height anything where tile 1 is not reached."""
+    def size(value: int, extent: int) -> Need:
+        return Need(extent) if value >= extent else Need(value, value)
+
+    height_1 = size(own.height_1, h) if own.width_0 < w else Need(0)
+    return size(own.height_0, h), height_1, size(own.width_0, w)
+
+
+def stretched(ahead: Iterable[Need]) -> int | None:
+    """The value accepted by the longest run of ``ahead`` (the operations from the one that
+    must write the register, in stream order), the least such; None where the first
+    accepts anything."""
+    least, exact = 0, None
+    for need in ahead:
+        lo = max(least, need.least)
+        if need.exact is not None and exact is not None and need.exact != exact:
+            break
+        ex = exact if need.exact is None else need.exact
+        if ex is not None and ex < lo:
+            break
+        least, exact = lo, ex
+    if exact is not None:
+        return exact
+    return least or None
 
 
 class Strides(NamedTuple):
@@ -52,16 +101,32 @@ def reuse_unread_registers(api, ops: list) -> None:
 
     tiles_held: dict[str, Tiles] = {}
     strides_held: dict[str, Strides] = {}
+    # per role, in stream order: (operation index, own tiles, the box's needs)
+    boxes: dict[str, list] = {role: [] for role in ROLES}
+    for i, op in enumerate(ops):
+        for role in ROLES:
+            fm = getattr(op, role, None)
+            if fm is None or fm.tiles is None or fm.shape is None:
+                continue
+            t = fm.tiles
+            own = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
+            boxes[role].append((i, own, needs(own, fm.shape.height, fm.shape.width)))
+    at = dict.fromkeys(ROLES, 0)     # per role, the next of its boxes
     for op in ops:
         for role in ROLES:
             fm = getattr(op, role, None)
             if fm is None or fm.tiles is None or fm.shape is None:
                 continue
             h, w = fm.shape.height, fm.shape.width
-            t, s = fm.tiles, get_strides(fm)
-            own = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
+            s = get_strides(fm)
+            k = at[role]
+            at[role] += 1
+            _, own, need = boxes[role][k]
+            prev = tiles_held.get(role)
             own_strides = Strides(s.height, s.width, s.depth)
-            tiles = tiles_held[role] = unread_from(own, tiles_held.get(role), h, w)
+            written = None if prev is not None and all(
+                n.accepts(v) for n, v in zip(need, prev)) else _written(own, boxes[role], k)
+            tiles = tiles_held[role] = unread_from(own, prev, h, w, written)
             strides = strides_held[role] = unread_strides(own_strides, strides_held.get(role),
                                                           h, w, _stride_multiple(api, fm))
             if tiles != own or strides != own_strides:
@@ -70,6 +135,17 @@ def reuse_unread_registers(api, ops: list) -> None:
                                           list(tiles.addresses))
                 fm.strides = api.NpuShape3D(*strides)
                 setattr(op, role, fm)
+
+
+def _written(own: Tiles, boxes: list, k: int) -> Tiles:
+    """The tile sizes box ``k`` of ``boxes`` (one role's, in stream order), whose registers
+    are ``own``, writes where it must write them: each the value the longest run of the
+    boxes from it accepts."""
+    sizes = [stretched(n[r] for _, _, n in itertools.islice(boxes, k, None))
+             for r in range(3)]
+    height_0, height_1, width_0 = (own[r] if v is None else v
+                                   for r, v in zip((0, 1, 2), sizes))
+    return Tiles(height_0, height_1, width_0, own.addresses)
 
 
 def _stride_multiple(api, fm) -> int:
@@ -93,18 +169,24 @@ def unread_strides(own: Strides, prev: Strides | None, h: int, w: int,
     return Strides(height, width, own.depth)
 
 
-def unread_from(own: Tiles, prev: Tiles | None, h: int, w: int) -> Tiles:
+def unread_from(own: Tiles, prev: Tiles | None, h: int, w: int,
+                written: Tiles | None = None) -> Tiles:
     """``own``'s tile registers for an ``h`` x ``w`` box, those the box does not read taken
-    from ``prev`` (the registers' current values; None: nothing written yet)."""
+    from ``prev`` (the registers' current values; None: nothing written yet); a size that
+    must change takes ``written``'s (default ``own``'s; any size the box accepts as
+    ``needs`` says, e.g. :func:`stretched`'s)."""
+    if written is None:
+        written = own
     if prev is None:
-        return own
-    width_0 = prev.width_0 if own.width_0 >= w and prev.width_0 >= w else own.width_0
-    height_0 = prev.height_0 if own.height_0 >= h and prev.height_0 >= h else own.height_0
+        return written._replace(addresses=own.addresses)
+    width_0 = prev.width_0 if own.width_0 >= w and prev.width_0 >= w else written.width_0
+    height_0 = prev.height_0 if own.height_0 >= h and prev.height_0 >= h \
+        else written.height_0
     right = width_0 < w                       # tile 1 reached
     if not right or (own.height_1 >= h and prev.height_1 >= h):
         height_1 = prev.height_1
     else:
-        height_1 = own.height_1
+        height_1 = written.height_1
     reached = (True, right, height_0 < h, right and height_1 < h)
     addresses = tuple(a if r else p for a, p, r in zip(own.addresses, prev.addresses, reached))
     return Tiles(height_0, height_1, width_0, addresses)
