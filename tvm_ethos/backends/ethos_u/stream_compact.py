@@ -25,7 +25,6 @@ than the one before it.
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -57,11 +56,17 @@ def needs(own: Tiles, h: int, w: int) -> tuple[Need, Need, Need]:
     """What an ``h`` x ``w`` box whose own tile registers are ``own`` accepts in ``height_0``,
     ``height_1`` and ``width_0``: a size the box reaches past is exact, one it stays within
     at least the box's extent, tile 1's height anything where tile 1 is not reached."""
-    def size(value: int, extent: int) -> Need:
-        return Need(extent) if value >= extent else Need(value, value)
+    height_1 = _size_need(own.height_1, h) if own.width_0 < w else _ANY
+    return _size_need(own.height_0, h), height_1, _size_need(own.width_0, w)
 
-    height_1 = size(own.height_1, h) if own.width_0 < w else Need(0)
-    return size(own.height_0, h), height_1, size(own.width_0, w)
+
+_ANY = Need(0)
+
+
+def _size_need(value: int, extent: int) -> Need:
+    """A tile size ``value`` for a box of ``extent``: at least the extent where the box
+    stays within it, else exactly ``value``."""
+    return Need(extent) if value >= extent else Need(value, value)
 
 
 def stretched(ahead: Iterable[Need]) -> int | None:
@@ -101,16 +106,13 @@ def reuse_unread_registers(api, ops: list) -> None:
 
     tiles_held: dict[str, Tiles] = {}
     strides_held: dict[str, Strides] = {}
-    # per role, in stream order: (operation index, own tiles, the box's needs)
+    # per role, in stream order: the feature maps whose registers are compacted
     boxes: dict[str, list] = {role: [] for role in ROLES}
-    for i, op in enumerate(ops):
+    for op in ops:
         for role in ROLES:
             fm = getattr(op, role, None)
-            if fm is None or fm.tiles is None or fm.shape is None:
-                continue
-            t = fm.tiles
-            own = Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
-            boxes[role].append((i, own, needs(own, fm.shape.height, fm.shape.width)))
+            if fm is not None and fm.tiles is not None and fm.shape is not None:
+                boxes[role].append(fm)
     at = dict.fromkeys(ROLES, 0)     # per role, the next of its boxes
     for op in ops:
         for role in ROLES:
@@ -121,12 +123,11 @@ def reuse_unread_registers(api, ops: list) -> None:
             s = get_strides(fm)
             k = at[role]
             at[role] += 1
-            _, own, need = boxes[role][k]
+            own = _own(fm)
             prev = tiles_held.get(role)
             own_strides = Strides(s.height, s.width, s.depth)
-            written = None if prev is not None and all(
-                n.accepts(v) for n, v in zip(need, prev)) else _written(own, boxes[role], k)
-            tiles = tiles_held[role] = unread_from(own, prev, h, w, written)
+            tiles = tiles_held[role] = unread_from(own, prev, h, w,
+                                                   _written(own, prev, boxes[role], k))
             strides = strides_held[role] = unread_strides(own_strides, strides_held.get(role),
                                                           h, w, _stride_multiple(api, fm))
             if tiles != own or strides != own_strides:
@@ -137,15 +138,41 @@ def reuse_unread_registers(api, ops: list) -> None:
                 setattr(op, role, fm)
 
 
-def _written(own: Tiles, boxes: list, k: int) -> Tiles:
-    """The tile sizes box ``k`` of ``boxes`` (one role's, in stream order), whose registers
-    are ``own``, writes where it must write them: each the value the longest run of the
-    boxes from it accepts."""
-    sizes = [stretched(n[r] for _, _, n in itertools.islice(boxes, k, None))
-             for r in range(3)]
-    height_0, height_1, width_0 = (own[r] if v is None else v
-                                   for r, v in zip((0, 1, 2), sizes))
-    return Tiles(height_0, height_1, width_0, own.addresses)
+def _fits(own: int, held: int, extent: int) -> bool:
+    """Whether a tile size ``held`` does for a box of ``extent`` whose own size is ``own``."""
+    return held == own or (own >= extent and held >= extent)
+
+
+def _own(fm) -> Tiles:
+    t = fm.tiles
+    return Tiles(t.height_0, t.height_1, t.width_0, tuple(t.addresses))
+
+
+def _needs(fm) -> tuple[Need, Need, Need]:
+    return needs(_own(fm), fm.shape.height, fm.shape.width)
+
+
+def _written(own: Tiles, prev: Tiles | None, boxes: list, k: int) -> Tiles:
+    """The tile sizes feature map ``k`` of ``boxes`` (one role's, in stream order), whose
+    registers are ``own``, writes where it must write them: each the value the longest run
+    of the boxes from it accepts. Only a register the value held (``prev``) does not do for
+    is looked ahead for: the run then ends where the next box must write it again, so the
+    runs looked over never overlap."""
+    fm = boxes[k]
+    h, w = fm.shape.height, fm.shape.width
+    if prev is not None and _fits(own.height_0, prev.height_0, h) and \
+            _fits(own.width_0, prev.width_0, w) and \
+            (own.width_0 >= w or _fits(own.height_1, prev.height_1, h)):
+        return own     # nothing to write: every size held does (``needs``, unallocated)
+    need = needs(own, h, w)
+    sizes = []
+    for r in range(3):
+        if prev is not None and need[r].accepts(prev[r]):
+            sizes.append(prev[r])
+            continue
+        v = stretched(_needs(boxes[i])[r] for i in range(k, len(boxes)))
+        sizes.append(own[r] if v is None else v)
+    return Tiles(*sizes, own.addresses)
 
 
 def _stride_multiple(api, fm) -> int:
