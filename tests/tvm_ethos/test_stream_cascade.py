@@ -154,29 +154,6 @@ def test_a_cascade_whose_ring_wraps_is_bit_exact(budget):
         np.testing.assert_array_equal(plain.run(x)[0], cm.run(x)[0])
 
 
-@given(data=st.data())
-@settings(max_examples=3, deadline=None)
-def test_any_ring_phase_computes_the_same(data):
-    """Every ring of the plan rotated by any phase (drawn per ring and axis in place of
-    ``ring_phase.best_phase``'s): the stream still computes LiteRT's outputs, at the plan's
-    peak."""
-    from tvm_ethos.backends.ethos_u import stream_cascade
-
-    model = _two_convs()
-    target = "ethos-u -accelerator_config=ethos-u55-128,llvm"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(stream_cascade, "best_phase",
-                   lambda extent, spans: data.draw(st.integers(0, extent - 1)))
-        cm = tvm_ethos.compile(model, target, npu_runtime="stream", cache_dir=False,
-                               budget="smallest")
-    (entry,) = cm.plan_report["streams"].values()
-    assert entry["schedule"] == "plan"
-    assert entry["scratch_high_water_bytes"] == entry["planned_peak_bytes"]
-    (x,) = random_inputs(model, np.random.RandomState(5))
-    ref = oracle(model, [x])[0]
-    np.testing.assert_array_equal(cm.run(x)[0].reshape(ref.shape), ref)
-
-
 LAYERS = st.sampled_from(["conv3", "conv3s2", "dw3", "conv1", "avg3", "max2"])
 
 

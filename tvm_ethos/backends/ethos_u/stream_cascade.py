@@ -8,11 +8,8 @@ of its Part's output:
   tensor, and its padding only what the window reaches past the tensor's edges (a stripe
   inside the tensor has none);
 * every tensor lives where ``stream_plan.arena_layout`` puts it: the tensors between Plans
-  whole, a Plan's intermediates in their planned buffers, folded ``(row + phase) % rows``
-  along every axis the buffer is shorter on (the ring addressing the TensorIR schedule uses,
-  rotated: the phase of each ring and axis is the one under which the fewest of the boxes
-  the stream addresses in it wrap, ``ring_phase``; the steps are emitted once to list those
-  boxes, then again with the rings rotated). A box that
+  whole, a Plan's intermediates in their planned buffers, folded ``row % rows`` along every
+  axis the buffer is shorter on (the ring addressing the TensorIR schedule uses). A box that
   wraps a ring is one feature map in up to four tiles (``NpuTileBox``): tile 2 holds the rows
   past the ring's end, tiles 1 and 3 the columns. The layout is the plan's SRAM: the arena
   (region 1) on an Ethos-U55, the fast scratch (region 2) on an Ethos-U65, whose arena then
@@ -74,7 +71,6 @@ from tvm_ethos.backends.ethos_u.ops_movement import (
     stripe_box,
 )
 from tvm_ethos.backends.ethos_u.payload import ArenaTensor, EthosUPayload
-from tvm_ethos.backends.ethos_u.ring_phase import best_phase
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
     FAST_SCRATCH_REGION,
@@ -143,16 +139,10 @@ class _Storage:
     tensor: tuple[int, int, int]
     dtype: str
     region: int = SCRATCH_REGION
-    #: the slots of the buffer's row 0 and column 0 (``ring_phase``)
-    phase: tuple[int, int] = (0, 0)
 
     @property
     def whole(self) -> bool:
         return self.shape == self.tensor
-
-    def slot(self, y: int, x: int) -> tuple[int, int]:
-        """The buffer's row and column holding the tensor's element (``y``, ``x``)."""
-        return (y + self.phase[0]) % self.shape[0], (x + self.phase[1]) % self.shape[1]
 
 
 def _window(o0, o1, k, s, d, before, extent):
@@ -185,7 +175,7 @@ def feature_map(api, st: _Storage, rows, cols, region: int, scale, zero_point):
         raise UnsupportedOperatorError("a ring", f"a {h}x{w} box in a {bh}x{bw} buffer")
     fm = plain_feature_map(FmSlot(region, st.offset, (h, w, c), st.dtype, scale, zero_point))
     sy, sx = bw * c * e, c * e
-    ry, rx = st.slot(y0, x0)
+    ry, rx = y0 % bh, x0 % bw
     h0, w0 = min(h, bh - ry), min(w, bw - rx)
     base = st.offset
     fm.tiles = api.NpuTileBox(h0, h0 if w0 < w else 0, w0,
@@ -228,8 +218,6 @@ class _Emitter:
         self.ring_plans: dict = {}   # step -> (stand-in operand slots, whole-tensor copies)
         self.te_dims: dict = {}      # TE tensor name -> (shape, dtype): see :meth:`dims`
         self.work_bytes: dict = {}   # step -> bytes of its working memory (_work_bytes)
-        self.ring_spans: dict = {}   # ring's tensor -> [(rows, cols)] of the boxes addressed
-        self.unrotated: set = set()  # tensors some operation addresses as runs of pixels
         self.ops: list = []
 
     def dims(self, t) -> tuple[tuple[int, ...], str]:
@@ -736,18 +724,15 @@ class _Emitter:
     def flat_box_copies(self, src, out, box, oshape) -> list:
         """Identity copies of ``box`` of a RESHAPE's output (:meth:`flat_run`) from the same
         pixels of its input ``src``: one per piece contiguous in both buffers (a ring of
-        rows holds pixel ``p`` at row ``(p // width + phase) % rows``)."""
+        rows holds pixel ``p`` at row ``(p // width) % rows``)."""
         (_, _), (y0, y1), (x0, x1), (_, c) = box
         st_in, st_out = self.storage[src.op.name], self.storage[out.op.name]
-        # runs of pixels, split where they wrap: such rings are not rotated for boxes
-        self.unrotated.update(t.op.name for t in (src, out))
         dtype = self.dims(out)[1]
         e = np.dtype(dtype).itemsize
 
         def place(st, p):   # (pixel index in the buffer, pixels left before it wraps)
             rows, width = st.shape[:2]   # (one row: a ring of columns)
-            ry, rx = st.slot(*divmod(p, st.tensor[1]))
-            at = ry * width + rx
+            at = (p // width) % rows * width + p % width
             return at, rows * width - at
 
         first = y0 * oshape[2] + x0
@@ -768,8 +753,6 @@ class _Emitter:
 
     def box_fm(self, t, rows, cols, qz):
         st = self.storage[t.op.name]
-        if not st.whole:
-            self.ring_spans.setdefault(t.op.name, []).append((rows, cols))
         return feature_map(self.api, st, rows, cols, st.region,
                            qz[0] if qz else None, qz[1] if qz else 0)
 
@@ -840,19 +823,6 @@ def move_region(ops, src: int, dst: int) -> None:
             if ranges:
                 setattr(npu, name, [r._replace(region=dst) if r.region == src else r
                                     for r in ranges])
-
-
-def _phased(storage: dict, spans: dict) -> dict:
-    """``storage`` with each ring rotated (``ring_phase``) so that the fewest of the boxes
-    ``spans`` lists for it (tensor -> [(rows, cols)]) wrap its rows, and its columns."""
-    out = dict(storage)
-    for name, boxes in spans.items():
-        st = storage[name]
-        phase = (best_phase(st.shape[0], [rows for rows, _ in boxes]),
-                 best_phase(st.shape[1], [cols for _, cols in boxes]))
-        if phase != st.phase:
-            out[name] = dataclasses.replace(st, phase=phase)
-    return out
 
 
 def _io_in_fast_scratch(em, lw, layout) -> tuple[dict, int]:
@@ -1143,42 +1113,30 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
         t, st = graph.tensor(name), storage[root]
         storage[name] = _Storage(st.offset, shape3(t.shape, name), shape3(t.shape, name),
                                  st.dtype, st.region)
+    flash = Flash()
     consts = {t.op.name: a for t, a in zip(lw.const_tensors, lw.consts)}
+    stager = Stager(api, flash, acc, {
+        part_layer[pool.staged]: (k,) + pool.halves(layout.offsets[pool_key(k)])
+        for k, pool in pools.items() if pool.staged})
+    em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer, consts,
+                  stager, graph, device.perf)
+    em.work_bytes = work
+    plan_starts: dict = {}
+    part_ops: dict = {}
     alias_parts = {p.name for p in graph.parts
                    if p.output.name in aliased and not in_place(p, graph)}
-
-    def emitted(storage: dict):
-        """Every step's operations with the tensors held in ``storage``: (emitter, flash,
-        stager, first operation of each Plan, operations of each (Plan, Part))."""
-        flash = Flash()
-        stager = Stager(api, flash, acc, {
-            part_layer[pool.staged]: (k,) + pool.halves(layout.offsets[pool_key(k)])
-            for k, pool in pools.items() if pool.staged})
-        em = _Emitter(lw, acc, accelerator, flash, storage, layout.offsets, part_layer,
-                      consts, stager, graph, device.perf)
-        em.work_bytes = work
-        plan_starts: dict = {}
-        part_ops: dict = {}
-        for s in steps:
-            plan_starts.setdefault(s.plan, len(em.ops))
-            first = len(em.ops)
-            if s.part in alias_parts:   # no operation: its output is its input's bytes
-                continue
-            if lstm_part is not None and s.part == lstm_part.name:
-                em.ops += _joined_ops(joined, lstm_part, storage, lstm_state, layout, flash,
-                                      accelerator)
-                continue
-            em.emit(s.part, s.box)
-            part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
-        em.step_at = None
-        return em, flash, stager, plan_starts, part_ops
-
-    em, flash, stager, plan_starts, part_ops = emitted(storage)
-    phased = _phased(storage, {k: v for k, v in em.ring_spans.items()
-                               if k not in em.unrotated})
-    if phased != storage:   # the rings rotated so fewer boxes wrap: emitted again
-        storage = phased
-        em, flash, stager, plan_starts, part_ops = emitted(storage)
+    for s in steps:
+        plan_starts.setdefault(s.plan, len(em.ops))
+        first = len(em.ops)
+        if s.part in alias_parts:   # no operation: its output is its input's bytes
+            continue
+        if lstm_part is not None and s.part == lstm_part.name:
+            em.ops += _joined_ops(joined, lstm_part, storage, lstm_state, layout, flash,
+                                  accelerator)
+            continue
+        em.emit(s.part, s.box)
+        part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
+    em.step_at = None
     em.ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
     # an in-place output is its root's bytes (``planner.aliases.in_place``)
     io_offsets = dict(layout.offsets, **{n: layout.offsets[r] for n, r in aliased.items()
