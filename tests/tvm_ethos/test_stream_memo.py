@@ -79,30 +79,3 @@ def test_the_file_is_the_same_without_the_memo(vela_searches, monkeypatch):
     without = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL).tflite
     assert with_memo == without
     assert 0 < searched < len(vela_searches) - searched
-
-
-def test_a_stream_emitted_twice_encodes_each_volume_once(monkeypatch):
-    """resnet8 at Size, whose rings rotate (its steps emitted twice): with the memo no weight
-    volume is encoded twice for the same settings, without it the second emission encodes
-    them again; the file is the same."""
-    import tvm_ethos
-
-    api = vela_api()
-    real = api.npu_encode_weights
-    encoded = []
-
-    def counted(acc, weights, *settings):
-        encoded.append((weights.shape, weights.tobytes(), settings))
-        return real(acc, weights, *settings)
-
-    monkeypatch.setattr(api, "npu_encode_weights", counted)
-    data = model_path("resnet8_cifar").read_bytes()
-    with_memo = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
-                                         budget="size").tflite
-    once = len(encoded)
-    assert len(set(encoded)) == once
-    monkeypatch.setattr(npu_ops, "remembered", lambda table, key, ask: ask())
-    without = tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL,
-                                       budget="size").tflite
-    assert with_memo == without
-    assert len(encoded) - once > once

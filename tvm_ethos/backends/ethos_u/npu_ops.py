@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import io
 from dataclasses import dataclass
 
@@ -512,15 +511,10 @@ def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
     dilation = conv_kernel(q).dilation[::-1] if q.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D) \
         else tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
     ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
-    volume = np.ascontiguousarray(weights_ohwi(q) if weights is None else weights)
-    settings = (acc, tuple(dilation), ifm_bits, npu.block_config.depth, depthwise, traversal)
-    # the same volume encoded again (a stream emitted twice, stream_cascade's ring phases)
-    # is Vela's same answer: asked once per generation
-    enc = remembered(
-        "encoded weights",
-        lambda: settings + (volume.shape, str(volume.dtype),
-                            hashlib.blake2b(volume.tobytes(), digest_size=16).digest()),
-        lambda: api.npu_encode_weights(acc, volume, *settings[1:]))
+    enc = api.npu_encode_weights(
+        acc, weights_ohwi(q) if weights is None else weights, dilation, ifm_bits,
+        npu.block_config.depth, depthwise, traversal,
+    )
     npu.weights = [flash.add(enc)]
     bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
     npu.biases = [flash.add(bias_entries(bias, scales or conv_scales(q, channels)))]
