@@ -137,12 +137,9 @@ def test_strides_left_to_the_generator_are_compacted_as_given_ones(ops):
         for role, box in zip(ROLES, boxes):
             if box is None:
                 continue
-            bh, bw, c, y0, x0, base, h, w, leave = box
-            h, w = min(h, bh), min(w, bw)
-            fm = feature_map(api, _Storage(base, (bh, bw, c), (64, 64, c), "int8"),
-                             (y0, y0 + h), (x0, x0 + w), 1, None, 0)
+            fm = _box_feature_map(api, box)
             written = copy.copy(fm)
-            if leave:
+            if box[-1]:     # left to the generator
                 fm.strides = None
                 written.strides = get_strides(fm)
             setattr(op_left, role, fm)
@@ -152,6 +149,14 @@ def test_strides_left_to_the_generator_are_compacted_as_given_ones(ops):
     reuse_unread_registers(api, left)
     reuse_unread_registers(api, given_)
     assert [_registers(op) for op in left] == [_registers(op) for op in given_]
+
+
+def _box_feature_map(api, box):
+    """The feature map of a drawn box (``_box``) of a 64x64 tensor in its ring buffer."""
+    bh, bw, c, y0, x0, base, h, w, _ = box
+    h, w = min(h, bh), min(w, bw)
+    return feature_map(api, _Storage(base, (bh, bw, c), (64, 64, c), "int8"),
+                       (y0, y0 + h), (x0, x0 + w), 1, None, 0)
 
 
 def _changes(values: list) -> int:
@@ -171,10 +176,7 @@ def test_a_tile_size_written_is_one_the_boxes_after_it_accept(ops):
         for role, box in zip(ROLES, op_boxes):
             if box is None:
                 continue
-            bh, bw, c, y0, x0, base, h, w, _ = box
-            h, w = min(h, bh), min(w, bw)
-            fm = feature_map(api, _Storage(base, (bh, bw, c), (64, 64, c), "int8"),
-                             (y0, y0 + h), (x0, x0 + w), 1, None, 0)
+            fm = _box_feature_map(api, box)
             setattr(op, role, fm)
             boxes.append((len(compact), role, fm))
         compact.append(op)
