@@ -30,8 +30,9 @@ def compiled_cases() -> list[tuple[Case, Path]]:
             for e in m["cases"] if e["status"] == "ok"]
 
 
-def source_model(case: Case) -> Path:
-    return MODELS_DIR / f"{case.model}.tflite"
+def source_model(case: Case | str) -> Path:
+    """The shipped model a case was compiled from (the case, or its ``model``)."""
+    return MODELS_DIR / f"{case if isinstance(case, str) else case.model}.tflite"
 
 
 def tflm(data: bytes):
