@@ -9,9 +9,11 @@ budget below the smallest Proposal's memory) or returns a Proposal that
 
 The same checks run on the frontier's smallest-memory Proposal. Any other exception fails.
 
-The examples are derandomized (the same 600 every run, so ``make test`` is repeatable);
-``PLANNER_FUZZ_RANDOM=1`` explores new ones and ``PLANNER_FUZZ_EXAMPLES`` sets how many, e.g.
-``PLANNER_FUZZ_RANDOM=1 PLANNER_FUZZ_EXAMPLES=5000 pytest tests/reliability/test_fuzz_planner.py``.
+The examples are derandomized (the same ones every run, so ``make test`` is repeatable): 150
+in the default suite, 600 in the slow one; ``PLANNER_FUZZ_RANDOM=1`` explores new ones and
+``PLANNER_FUZZ_EXAMPLES`` sets how many the slow campaign draws, e.g.
+``PLANNER_FUZZ_RANDOM=1 PLANNER_FUZZ_EXAMPLES=5000 pytest -m slow -k campaign
+tests/reliability/test_fuzz_planner.py``.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ from tests.helpers.planner_strategies import (
 )
 
 EXAMPLES = int(os.environ.get("PLANNER_FUZZ_EXAMPLES", "600"))
+#: the default suite's share: enough to draw every kind of graph, device and budget
+DEFAULT_EXAMPLES = min(EXAMPLES, 150)
 RANDOM = bool(os.environ.get("PLANNER_FUZZ_RANDOM"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
@@ -102,13 +106,32 @@ def _fractional_offset_chain():
 _FRACTIONAL = _fractional_offset_chain()
 
 
-@FUZZ
-@given(graph=planner_graphs(), dev_name=st.sampled_from(DEVICES),
-       io=st.sampled_from(("sram", "dram")), options=planner_options(), budget_spec=BUDGETS,
-       as_text=st.booleans())
-@example(graph=_FRACTIONAL[0], dev_name="simple", io="sram", options=_FRACTIONAL[2],
-         budget_spec=None, as_text=False)
+def _campaign(max_examples: int):
+    """The fuzz campaign's cases: ``max_examples`` drawn ones and the fractional-offset chain."""
+    def cases(test):
+        return settings(FUZZ, max_examples=max_examples)(given(
+            graph=planner_graphs(), dev_name=st.sampled_from(DEVICES),
+            io=st.sampled_from(("sram", "dram")), options=planner_options(),
+            budget_spec=BUDGETS, as_text=st.booleans())(example(
+                graph=_FRACTIONAL[0], dev_name="simple", io="sram", options=_FRACTIONAL[2],
+                budget_spec=None, as_text=False)(test)))
+    return cases
+
+
+@_campaign(DEFAULT_EXAMPLES)
 def test_planner_fuzz(graph, dev_name, io, options, budget_spec, as_text):
+    check_case(graph, dev_name, io, options, budget_spec, as_text)
+
+
+@pytest.mark.slow
+@_campaign(EXAMPLES)
+def test_planner_fuzz_campaign(graph, dev_name, io, options, budget_spec, as_text):
+    check_case(graph, dev_name, io, options, budget_spec, as_text)
+
+
+def check_case(graph, dev_name, io, options, budget_spec, as_text) -> None:
+    """Plan one drawn case and check what the planner returns (or raises) against the rules
+    above."""
     dev = device(dev_name, io)
     event(f"parts: {len(graph.parts) // 3 * 3}-{len(graph.parts) // 3 * 3 + 2}")
     event(f"kinds: {len({p.kind for p in graph.parts})} distinct")
