@@ -52,14 +52,18 @@ def prefix(lw, n):
     )
 
 
-def emulate(lw, xs):
+def emulator(lw):
+    """The "tir" emulator of ``lw`` built once: a function of the inputs to the outputs."""
     lib = tvm.tirx.build(tvm.IRModule({"main": lw.primfunc}), target="llvm", pipeline=PIPELINE_NAME)
-    args = [tvm.runtime.tensor(x) for x in xs] + [tvm.runtime.tensor(c) for c in lw.consts]
-    outs = [
-        tvm.runtime.tensor(np.zeros([int(s) for s in o.shape], str(o.dtype))) for o in lw.outputs
-    ]
-    lib(*(args + outs))
-    return [o.numpy() for o in outs]
+    consts = [tvm.runtime.tensor(c) for c in lw.consts]
+
+    def emulate(xs):
+        outs = [tvm.runtime.tensor(np.zeros([int(s) for s in o.shape], str(o.dtype)))
+                for o in lw.outputs]
+        lib(*([tvm.runtime.tensor(x) for x in xs] + consts + outs))
+        return [o.numpy() for o in outs]
+
+    return emulate
 
 
 def inputs_of(lw, seed):
@@ -73,11 +77,13 @@ def inputs_of(lw, seed):
 # the operators before the final SOFTMAX (the emulator's SOFTMAX is TFLite's float kernel,
 # the stream's the reference fixed-point one: whole models are checked against LiteRT in
 # test_stream_models.py); ds_cnn_kws's random weights saturate its pool to one output for
-# every input, so it stops at the last conv
+# every input, so it stops at the last conv. Each model on one configuration in the default
+# suite (test_stream_models.py runs the U65's and the U55-256's whole streams there too), the
+# others slow.
 CASES = [
     ("resnet8_cifar", "ethos-u55-128", 14),
-    ("ds_cnn_kws", "ethos-u55-128", 9),
-    ("resnet8_cifar", "ethos-u65-256", 14),
+    pytest.param("ds_cnn_kws", "ethos-u55-128", 9, marks=pytest.mark.slow),
+    pytest.param("resnet8_cifar", "ethos-u65-256", 14, marks=pytest.mark.slow),
     ("ds_cnn_kws", "ethos-u55-256", 9),
 ]
 
@@ -88,11 +94,12 @@ def test_stream_bit_exact_with_the_emulator(name, accelerator, n):
     assert {q.kind for q in lw.layers} >= {"conv2d"}
     payload = generate(lw, accelerator)
     assert payload.driver_payload[:4] == b"COP1"
+    emulate = emulator(lw)
     outs = []
     for seed in (0, 1):
         xs = inputs_of(lw, seed)
         got, stats = run_payload(payload, xs)
-        (ref,) = emulate(lw, xs)
+        (ref,) = emulate(xs)
         np.testing.assert_array_equal(got[0].reshape(ref.shape), ref)
         assert stats.macs > 0 and stats.high_water[1] <= payload.scratch_bytes
         outs.append(ref)
