@@ -64,6 +64,23 @@ def inputs_of(lw, seed=0):
             for t in lw.input_tensors]
 
 
+_REFERENCES = {}
+
+
+def unscheduled(name, seed=0):
+    """A shipped model's inputs of ``seed`` and what its unscheduled kernel computes on them,
+    read-only: the reference several tests check their schedules against, built and run once
+    a module."""
+    if (name, seed) not in _REFERENCES:
+        lw, _ = subgraph(name)
+        xs = inputs_of(lw, seed)
+        outs = run(lw.primfunc, lw, xs)
+        for a in xs + outs:
+            a.setflags(write=False)
+        _REFERENCES[name, seed] = xs, outs
+    return _REFERENCES[name, seed]
+
+
 def check_proposal(lw, match, device, proposal, reference=None, xs=None):
     func = S.apply_proposal(lw, match, proposal, device)
     res = S.measure(lw, match, proposal, func, device)
@@ -83,8 +100,7 @@ def built_and_run(name, options):
     lw, match = subgraph(name)
     device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, options)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
+    xs, reference = unscheduled(name)
     n = len(search.frontier)
     for k in sorted({0, n // 2, n - 1}):
         proposal = search.proposal(k)
@@ -98,8 +114,7 @@ def test_scheduled_memory_equals_plan_and_outputs_equal():
     lw, match = subgraph("resnet8_cifar")
     device = planning_device("ethos-u55-128")
     search = ProposalSearch(match.graph, device, RECOMPUTE)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
+    xs, reference = unscheduled("resnet8_cifar")
     for k in (0, len(search.frontier) - 1):
         proposal = search.proposal(k)
         res = check_proposal(lw, match, device, proposal, reference, xs)
@@ -191,9 +206,8 @@ def test_a_ring_one_row_short_computes_wrong_outputs(options):
     if options is PROLOGUE:
         assert any(getattr(ps.stripe, "prologue", 0) for p in proposal.plans
                    for ps in p.part_schedules)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
-    assert not np.array_equal(run(lw.primfunc, lw, inputs_of(lw, seed=1))[0], reference[0])
+    xs, reference = unscheduled("resnet8_cifar")
+    assert not np.array_equal(unscheduled("resnet8_cifar", seed=1)[1][0], reference[0])
     k, plan = next((k, p) for k, p in enumerate(proposal.plans) if p.spec.mode == "lockstep")
     axis = {match.part(ps.part).part.output.name: getattr(ps.stripe, "rolling_axis", None)
             for ps in plan.part_schedules}
@@ -279,8 +293,7 @@ def test_a_line_buffer_ring_one_row_short_computes_wrong_outputs(monkeypatch):
     timing = line_buffer.line_timing(match.graph, plan)
     monkeypatch.setattr(S, "line_timing", lambda graph, p: timing)
     func = S.apply_proposal(lw, match, short, device)
-    xs = inputs_of(lw)
-    reference = run(lw.primfunc, lw, xs)
+    xs, reference = unscheduled("resnet8_cifar")
     got = run(func, lw, xs)
     assert any(not np.array_equal(g, r) for g, r in zip(got, reference))
 
