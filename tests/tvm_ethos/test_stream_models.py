@@ -252,7 +252,9 @@ def test_a_tight_budget_streams_its_own_plan(compiled):
 
 @pytest.mark.parametrize("options, modes", [
     ({"rolling_granules": (), "lockstep_rolling": False}, {"recompute"}),
-    ({"rolling_granules": (), "lockstep_rolling": True}, {"recompute", "lockstep"}),
+    # without a prologue: no longer the compile path's default, so in the slow suite
+    pytest.param({"rolling_granules": (), "lockstep_rolling": True}, {"recompute", "lockstep"},
+                 marks=pytest.mark.slow),
     ({"rolling_granules": (), "lockstep_rolling": "prologue"}, {"recompute", "lockstep"}),
 ], ids=["recompute", "lockstep", "lockstep-prologue"])
 def test_every_cascade_form_streams_its_plan(options, modes):
