@@ -632,10 +632,10 @@ def test_avx2_tile_fits_the_registers_and_divides_the_width(width):
     assert columns * vectors + vectors + 1 <= 16
 
 
-@pytest.mark.parametrize("name", [
+@pytest.mark.parametrize("name", [   # the MobileNets' depthwise-separable layers are ds_cnn's
     "ds_cnn_kws",
     "resnet8_cifar",
-    "mobilenet_v1_0.25_96",
+    pytest.param("mobilenet_v1_0.25_96", marks=pytest.mark.slow),
     pytest.param("mobilenet_v1_1.0_224", marks=pytest.mark.slow),
 ])
 def test_shipped_models_on_avx2_bit_exact(name, monkeypatch):
