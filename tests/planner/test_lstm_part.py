@@ -21,7 +21,7 @@ from planner.stripes import StripeConfig
 from planner.tflite import load_tflite
 from planner.work_memory import WORK_ATTR, WorkMemory
 from tests.helpers.models import model_path
-from tests.helpers.stateful_plans import assert_planned_alone_with_its_state
+from tests.helpers.stateful_plans import assert_planned_alone_with_its_state, simulated_frontier
 
 _SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SIZES = st.tuples(st.integers(1, 3), st.integers(1, 6), st.integers(1, 40), st.integers(1, 24),
@@ -90,10 +90,7 @@ def test_the_states_live_with_the_network_s_inputs_where_the_sram_is_apart(sizes
     g.add(parts.fully_connected("fc", rows, units))
     graph = g.build()
     device = get_device("ethos-u65-256", io_region="dram")
-    search = ProposalSearch(graph, device)
-    for k in range(len(search.frontier)):
-        prop = search.proposal(k)
-        assert simulate(graph, device, prop).peak_bytes == prop.memory_bytes
+    for prop in simulated_frontier(graph, device):
         for plan in prop.plans:
             homes = {tc.tensor: tc.home_region for tc in plan.tensor_configs}
             assert homes["lstm:state"] == "dram"
