@@ -389,6 +389,9 @@ def test_every_estimated_cycle_is_on_its_operators_row(name, tmp_path):
     (summary,) = read_csv(tmp_path / f"{network}_summary_Ethos_U55_High_End_Embedded.csv")
     assert all(r["Target"] == "NPU" and r["Part"] and int(r["Op Cycles"]) > 0 for r in rows)
     assert sum(int(r["Op Cycles"]) for r in rows) == int(summary["cycles_total"])
+    # each row names the ethos-u operator that runs it, and a Part once within it
+    owned = [(r["NPU Operator"], r["Part"]) for r in rows]
+    assert all(op for op, _ in owned) and len(set(owned)) == len(owned)
     assert all(int(r["MAC Count"]) > 0 for r in rows if r["Original Operator"] in
                ("Svdf", "UnidirectionalSequenceLstm", "Quantize"))
 
@@ -456,6 +459,26 @@ def test_each_plan_layer_is_matched_with_its_own_operator(ops):
     assert [r.op for r in rows] == tops
     assert [r.plan["src"] for r in rows if r.plan] == planned
     assert [r.target for r in rows] == ["NPU" if on else "CPU" for _, on in ops]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(0, 3)), min_size=1,
+                max_size=20), st.randoms(use_true_random=False))
+def test_each_part_is_matched_within_its_own_npu_operator(ops, rnd):
+    """Where the model says which ethos-u operator runs each source operator, each subgraph's
+    parts (numbered from l0 in every subgraph) land on that subgraph's operators, whatever
+    order the report lists the subgraphs in."""
+    tops = [TfliteOperator(i, k, k, f"t{i}", i + 1) for i, (k, _) in enumerate(ops)]
+    owners = [f"g{g}" for _, g in ops]
+    by_group: dict[str, list[int]] = {}
+    for i, o in enumerate(owners):
+        by_group.setdefault(o, []).append(i)
+    groups = list(by_group)
+    rnd.shuffle(groups)
+    plan = [{"part": f"l{j}_{_PART.get(ops[i][0], ops[i][0].lower())}", "subgraph": g,
+             "src": i} for g in groups for j, i in enumerate(by_group[g])]
+    rows = layers(tops, plan, [True] * len(ops), owners)
+    assert [r.plan["src"] for r in rows] == list(range(len(ops)))
 
 
 class Decision(NamedTuple):

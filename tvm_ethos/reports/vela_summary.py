@@ -100,24 +100,29 @@ def placements(ops: list[TfliteOperator], decisions, backend: str = "ethos-u"
 
 
 def layers(ops: list[TfliteOperator], plan_layers: list[dict],
-           placed: list[bool | None] | None = None) -> list[Layer]:
+           placed: list[bool | None] | None = None,
+           owners: list[str] | None = None) -> list[Layer]:
     """The model's operators beside the plan's layers. Within one kind (the planner names a
     part ``l<i>_<kind>``, a graph-level operator's row its kind alone) the plan's parts are
     that kind's NPU operators in the model's order, so the k-th part of a kind is matched
     with the k-th operator of that kind that ``placed`` (:func:`placements`) does not put
     on the host. Matching kind by kind, not in one walk, keeps rows that a report lists
     out of the model's order (the graph-level operators' after the NPU groups') on their
-    own operators. An operator is an NPU one where ``placed`` says so, or where it is
+    own operators. Where ``owners`` names the NPU operator (the plan's subgraph) each
+    operator runs in, a part is matched only within its own subgraph, whatever the order of
+    the subgraphs. An operator is an NPU one where ``placed`` says so, or where it is
     unknown and a part matched it."""
     placed = list(placed) if placed is not None else [None] * len(ops)
-    queues: dict[str, list[int]] = {}
+    owner = list(owners) if owners is not None else [None] * len(ops)
+    queues: dict[tuple[str | None, str], list[int]] = {}
     for i, op in enumerate(ops):
         if placed[i] is not False:
-            queues.setdefault(_norm(op.builtin), []).append(i)
+            queues.setdefault((owner[i], _norm(op.builtin)), []).append(i)
     matched: dict[int, dict] = {}
     for layer in plan_layers:
         part = layer["part"]
-        queue = queues.get(_norm(part.split("_", 1)[1] if "_" in part else part))
+        kind = _norm(part.split("_", 1)[1] if "_" in part else part)
+        queue = queues.get((layer.get("subgraph") if owners is not None else None, kind))
         if queue:
             matched[queue.pop(0)] = layer
     rows = []
@@ -236,6 +241,15 @@ def _vela_accelerator(name: str) -> str:
     return accelerator(name).vela_name
 
 
+def _owners(cm, ops: list[TfliteOperator]) -> list[str] | None:
+    """The ethos-u operator (plan subgraph) each of ``ops`` runs in, where the compiled model
+    records it per source operator (a TFLite Micro file's placement); else None."""
+    placement = getattr(cm, "placement", None)
+    if placement is None or len(placement) != len(ops):
+        return None
+    return [p.operator for p in placement]
+
+
 def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summary,
                                                                              list[Layer]]:
     """The summary and per-layer rows of ``cm``, compiled from the TFLite model ``source``."""
@@ -245,7 +259,7 @@ def summarize(cm, network: str, source: bytes, system: VelaSystem) -> tuple[Summ
     placed = placements(ops, cm.report.operators) if cm.report is not None else None
     rows = layers(ops, [row for row in rep.get("layers", [])
                         if (rep.get("subgraphs", {}).get(row["subgraph"], {})
-                            .get("backend") == "ethos-u")], placed)
+                            .get("backend") == "ethos-u")], placed, _owners(cm, ops))
     payloads = getattr(cm.program, "payloads", None) or {}
     ar = arena(payloads)
     generated = [s for s in streams.values() if s.get("generated")]
@@ -278,7 +292,8 @@ def _region(r: str) -> str:
 #: Vela's per-layer columns that exist here, then tvm-ethos's.
 PER_LAYER_COLUMNS = ("Original Operator", "Target", "Op Cycles", "Network% (cycles)",
                      "MAC Count", "Network% (MAC)", "Util% (MAC)", "Name",
-                     "Part", "Cascade", "Stripe", "Stripes", "Buffer", "Region", "Bytes")
+                     "NPU Operator", "Part", "Cascade", "Stripe", "Stripes", "Buffer", "Region",
+                     "Bytes")
 
 
 def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
@@ -286,7 +301,9 @@ def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
     output tensor's name); cycles are the planner's estimates, MACs Vela's count (the
     recomputed ones are the summary's, counted on the functional model; a graph-level
     operator's, which Vela keeps on the CPU, its plan's, estimated). ``Util% (MAC)`` is
-    against the accelerator's MACs per cycle (the number its name ends in, as Vela's)."""
+    against the accelerator's MACs per cycle (the number its name ends in, as Vela's).
+    ``NPU Operator`` names the ethos-u operator (the plan table's subgraph) that runs the
+    layer: Part and Cascade are counted within it."""
     macs_per_cycle = int(summary.system.accelerator.rsplit("-", 1)[1])
     all_macs = summary.nn_macs + summary.graph_operator_macs
     out = []
@@ -301,7 +318,8 @@ def per_layer_rows(rows: list[Layer], summary: Summary) -> list[dict]:
             "MAC Count": macs,
             "Network% (MAC)": 100 * macs / all_macs if all_macs else 0.0,
             "Util% (MAC)": (100 * macs / (cycles * macs_per_cycle) if cycles else 0.0),
-            "Name": r.op.name, "Part": p.get("part", ""), "Cascade": p.get("cascade", ""),
+            "Name": r.op.name, "NPU Operator": p.get("subgraph", ""),
+            "Part": p.get("part", ""), "Cascade": p.get("cascade", ""),
             "Stripe": "x".join(map(str, stripe)) if stripe else "",
             "Stripes": p.get("stripes", ""), "Buffer": p.get("buffer", ""),
             "Region": p.get("region", ""), "Bytes": p.get("bytes", "")})
@@ -330,7 +348,8 @@ def per_layer_text(rows: list[dict]) -> str:
     after Vela's; cycles estimated)."""
     cols = [("Original Operator", 20), ("Target", 6), ("Op Cycles", 10),
             ("Network% (cycles)", 17), ("MAC Count", 10), ("Network% (MAC)", 14),
-            ("Util% (MAC)", 12), ("Part", 24), ("Stripe", 14), ("Buffer", 9), ("Name", 0)]
+            ("Util% (MAC)", 12), ("NPU Operator", 26), ("Part", 24), ("Stripe", 14),
+            ("Buffer", 9), ("Name", 0)]
     lines = [" ".join(f"{c:<{w}}" if w else c for c, w in cols),
              " ".join("-" * (w or 20) for _, w in cols)]
     for r in rows:
@@ -338,8 +357,9 @@ def per_layer_text(rows: list[dict]) -> str:
         for c, w in cols:
             v = r[c]
             v = f"{v:.2f}" if isinstance(v, float) else str(v)
-            cells.append((f"{v:>{w}}" if c not in ("Original Operator", "Target", "Part",
-                                                   "Stripe", "Buffer") else f"{v:<{w}}")
+            cells.append((f"{v:>{w}}" if c not in ("Original Operator", "Target",
+                                                   "NPU Operator", "Part", "Stripe",
+                                                   "Buffer") else f"{v:<{w}}")
                          if w else v)
         lines.append(" ".join(cells))
     return "Per-layer performance (Op Cycles estimated by the planner)\n" + "\n".join(lines)

@@ -161,21 +161,32 @@ class TfliteMicroModel(CompiledModel):
 
 
 def merged_plan_report(reports: tuple) -> dict | None:
-    """One plan report of the NPU groups' (``g<i>_`` before each group's subgraph names, as
-    the ethos-u operators are named): layers and streams side by side, cycles added, the
-    peak the largest group's."""
-    if len(reports) <= 1:
-        return reports[0] if reports else None
+    """One plan report of the NPU groups, each group's subgraph names prefixed ``g<i>_`` as
+    its ethos-u operator is named (:class:`Placement`'s ``operator``), one group's too:
+    layers and streams side by side, cycles added, the peak the largest group's."""
+    if not reports:
+        return None
+    named = [_named(r, f"g{i}_") for i, r in enumerate(reports)]
+    if len(named) == 1:
+        return named[0]
     out: dict = {"planned": any(r.get("planned") for r in reports),
                  "cycles": sum(r.get("cycles") or 0 for r in reports),
                  "peak_memory_bytes": max(r.get("peak_memory_bytes") or 0 for r in reports),
                  "layers": [], "subgraphs": {}, "streams": {}}
-    for i, r in enumerate(reports):
-        out["layers"] += [dict(row, subgraph=f"g{i}_{row['subgraph']}")
-                          for row in r.get("layers", [])]
-        for key in ("subgraphs", "streams"):
-            out[key].update((f"g{i}_{k}", v) for k, v in (r.get(key) or {}).items())
+    for r in named:
+        out["layers"] += r["layers"]
+        out["subgraphs"].update(r["subgraphs"])
+        out["streams"].update(r["streams"])
     return out
+
+
+def _named(report: dict, prefix: str) -> dict:
+    """``report`` with ``prefix`` before each of its subgraph names."""
+    return dict(report,
+                layers=[dict(row, subgraph=prefix + row["subgraph"])
+                        for row in report.get("layers", [])],
+                **{key: {prefix + k: v for k, v in (report.get(key) or {}).items()}
+                   for key in ("subgraphs", "streams")})
 
 
 def _specs(g, indices) -> list[IOSpec]:
