@@ -627,8 +627,7 @@ class _TfliteChecker:
                 self.check_softmax_beta(what, where, opts, infos[ins[0]][8], o)
             if opname in _WEIGHTED:
                 self.check_weighted(what, where, opname, opts, ins, infos, o)
-            if opname == "FULLY_CONNECTED":
-                self.check_fc_bias_scale(what, where, ins, outs, infos, o)
+                self.check_bias_scale(what, where, opname, ins, outs, infos, o)
             io = [i for i in ins + outs if i >= 0]
             touched.update(io, mids)
             self.operators.append(CheckedOperator(
@@ -745,21 +744,29 @@ class _TfliteChecker:
                     f"disagree with depth_multiplier {m} (TVM's importer needs "
                     f"[1, kh, kw, channels * depth_multiplier])", operator=o)
 
-    def check_fc_bias_scale(self, what, where, ins, outs, infos, o) -> None:
-        """TFLite Micro's quantized FULLY_CONNECTED with one weight scale adds its bias at
-        input scale x weight scale, and refuses to prepare (``GetQuantizedConvolutionMultipler``)
-        unless the bias's own scale (0 when it has none) is that product to within 0.02 of the
-        output scale."""
+    def check_bias_scale(self, what, where, opname, ins, outs, infos, o) -> None:
+        """TFLite's kernels add a bias at input scale x weight scale and refuse to prepare
+        (``GetQuantizedConvolutionMultipler``, in LiteRT and TFLite Micro alike) unless the
+        bias's own scale (0 when it has none) is that product to within 0.02 of the output
+        scale: a quantized FULLY_CONNECTED with one weight scale, and a CONV_2D or
+        DEPTHWISE_CONV_2D of uint8 (the legacy form; int8 and int16 convolutions are not
+        checked)."""
         if len(ins) < 3 or ins[2] < 0:
             return
         x, w, b, y = infos[ins[0]], infos[ins[1]], infos[ins[2]], infos[outs[0]]
-        if x[8] is None or w[8] is None or y[8] is None or w[10] != 1:
+        if x[8] is None or w[8] is None or y[8] is None:
+            return
+        if opname == "FULLY_CONNECTED" and w[10] != 1:
+            return
+        if opname != "FULLY_CONNECTED" and x[1] != 3:         # UINT8
             return
         product, bias = x[8] * w[8], b[8] or 0.0
         if abs(product - bias) / y[8] > 0.02:
+            kernel = ("TFLite Micro's FULLY_CONNECTED" if opname == "FULLY_CONNECTED"
+                      else f"TFLite's uint8 {opname}")
             self.refuse(f"{where}{what}: bias scale {bias:.6g} is not input scale x weight "
-                        f"scale ({product:.6g}); TFLite Micro's FULLY_CONNECTED needs them "
-                        f"equal to within 0.02 x the output scale ({y[8]:.6g})", operator=o)
+                        f"scale ({product:.6g}); {kernel} needs them equal to within 0.02 x "
+                        f"the output scale ({y[8]:.6g})", operator=o)
 
     def check_operands(self, what, where, opname, operands, ins, outs, infos, o) -> None:
         four_d, constant, ranks = operands
