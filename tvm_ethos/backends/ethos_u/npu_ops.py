@@ -22,6 +22,7 @@ import numpy as np
 from ethos_arch.mean_window import MeanWindow, mean_window, window_refusal
 from ethos_arch.ops import Op
 from planner.npu_dilation import NpuKernel, npu_kernel
+from tvm_ethos.backends.ethos_u.shram_layouts import fitting_layout
 from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
 from tvm_ethos.backends.ethos_u.stream_memo import remembered
 from tvm_ethos.compute import int16x8, transpose_conv
@@ -452,16 +453,12 @@ def generator_accepts(npu, accelerator, block: tuple[int, int, int]) -> bool:
     """Whether Vela's register generator takes ``block`` (height, width, depth) for ``npu``:
     its own check (``get_arch_block_config``: a multiple of the micro-block that fits the
     shared buffer), which every block it writes must pass."""
-    from ethosu.vela.register_command_stream_generator import get_arch_block_config
-
     api = vela_api()
     saved = getattr(npu, "block_config", None)
     npu.block_config = api.NpuShape3D(*block)
     traversal = getattr(npu, "block_traversal", None) or api.NpuBlockTraversal.DEPTH_FIRST
     try:
-        return get_arch_block_config(npu, traversal, _architecture(accelerator)) is not None
-    except AssertionError:
-        return False
+        return fitting_layout(npu, traversal, _architecture(accelerator)) is not None
     finally:
         npu.block_config = saved
 
