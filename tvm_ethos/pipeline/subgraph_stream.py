@@ -10,6 +10,7 @@ from typing import NamedTuple
 from tvm_ethos.backends.base import NpuBackend
 from tvm_ethos.emulator.planned_memory import MemoryMismatchError
 from tvm_ethos.errors import CompileError
+from tvm_ethos.pipeline.frozen_heap import frozen_heap
 from tvm_ethos.pipeline.report import PlannedSubgraph, StreamReport, SubgraphPlan, jsonable
 
 
@@ -25,13 +26,15 @@ def subgraph_stream(backend: NpuBackend, sym: str, lowered, options: dict,
                     planned: PlannedSubgraph | None, sub) -> SubgraphStream:
     """The command stream of NPU subgraph ``sym`` (``lowered``, with the target's
     ``options``) executing ``planned``; ``sub``: its plan report entry (a SubgraphPlan, or
-    None). A stream the generator refuses is a report that says why."""
+    None). A stream the generator refuses is a report that says why. The objects the compile
+    holds already stay out of the garbage collector's passes meanwhile (``frozen_heap``)."""
     sub_json = jsonable(sub.to_json()) if isinstance(sub, SubgraphPlan) else {}
     try:
-        payload = backend.command_stream(lowered, options, planned)
-        if payload is None:
-            return SubgraphStream(None, None)
-        figures = backend.stream_report(payload, sub_json.get("peak_memory_bytes"))
+        with frozen_heap():
+            payload = backend.command_stream(lowered, options, planned)
+            if payload is None:
+                return SubgraphStream(None, None)
+            figures = backend.stream_report(payload, sub_json.get("peak_memory_bytes"))
     except CompileError as err:
         return SubgraphStream(None, StreamReport.refused(str(err)))
     # a stream generated from the plan executes its schedule within the plan's peak
