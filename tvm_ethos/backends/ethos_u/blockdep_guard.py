@@ -10,6 +10,12 @@ overlap: a band read right after the band it reads was written would start befor
 write had finished. Around the API call, an operation whose input overlaps such an output
 (or whose own input runs backwards over the previous output) gets BLOCKDEP 0, the value that
 waits for the whole previous operation; streams without negative strides are Vela's own.
+
+Vela's BLOCKDEP walks the first blocks of the operation against the last blocks of the one
+before, comparing their address ranges; a plan's stripes repeat the same pair of operations
+(the same layers on the same buffers, a ring's slots coming round again) many times. The
+value depends only on what ``calc_blockdep`` reads of the pair (:func:`blockdep_key`), so
+within a stream generation (``stream_memo``) each distinct pair is worked out once.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import contextlib
 from collections.abc import Iterator
 
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
+from tvm_ethos.backends.ethos_u.stream_memo import remembered
 
 
 def _span(fm) -> tuple[int, int, int]:
@@ -58,6 +65,43 @@ def reads_backwards_output(prev_op, op) -> bool:
     return False
 
 
+def _fm_key(fm) -> tuple | None:
+    """What Vela's address ranges of ``fm`` depend on: region, element type, layout, shape,
+    tiles and strides."""
+    if fm is None:
+        return None
+    t, s = fm.tiles, fm.strides
+    return (fm.region, fm.data_type, fm.layout, (fm.shape.height, fm.shape.width, fm.shape.depth),
+            (t.height_0, t.height_1, t.width_0, tuple(t.addresses)),
+            None if s is None else (s.height, s.width, s.depth))
+
+
+def _lut(op) -> bool:
+    return op.activation is not None and \
+        op.activation.op_type == vela_api().NpuActivationOp.TABLE_LOOKUP
+
+
+def _shape(shape) -> tuple[int, int, int] | None:
+    return None if shape is None else (shape.height, shape.width, shape.depth)
+
+
+def blockdep_key(arch, prev_op, op) -> tuple:
+    """Everything Vela's ``calc_blockdep(arch, prev_op, op)`` reads: the configuration, a
+    LUT on either operation, the previous OFM and this operation's IFM and (unless a scalar)
+    IFM2 with their addresses, both blocks, this operation's kind, OFM shape, padding and
+    kernel."""
+    if prev_op is None:
+        return (arch.accelerator_config, None)
+    k = op.kernel
+    ifm2 = op.ifm2 if op.ifm2 is not None and op.ifm2_scalar is None else None
+    return (arch.accelerator_config, _lut(prev_op), _lut(op), _fm_key(prev_op.ofm),
+            _fm_key(op.ifm), _fm_key(ifm2), _shape(prev_op.block_config),
+            _shape(op.block_config), op.op_type, _shape(op.ofm.shape),
+            None if op.padding is None else tuple(op.padding),
+            None if k is None else (k.width, k.height, k.stride_x, k.stride_y, k.dilation_x,
+                                    k.dilation_y))
+
+
 @contextlib.contextmanager
 def _guarded_blockdep() -> Iterator[None]:
     from ethosu.vela import register_command_stream_generator as generator
@@ -67,7 +111,8 @@ def _guarded_blockdep() -> Iterator[None]:
     def blockdep(arch, prev_op, npu_op) -> int:
         if reads_backwards_output(prev_op, npu_op):
             return 0
-        return vela_blockdep(arch, prev_op, npu_op)
+        return remembered("blockdep", lambda: blockdep_key(arch, prev_op, npu_op),
+                          lambda: vela_blockdep(arch, prev_op, npu_op))
 
     generator.calc_blockdep = blockdep
     try:
@@ -79,7 +124,7 @@ def _guarded_blockdep() -> Iterator[None]:
 def register_command_stream(ops: list, accelerator) -> list[int]:
     """``npu_generate_register_command_stream(ops, accelerator)`` of Vela's API, each
     operation that reads what the operation before it wrote through a negative stride
-    waiting for it (BLOCKDEP 0)."""
+    waiting for it (BLOCKDEP 0), each distinct pair's BLOCKDEP worked out once."""
     api = vela_api()
     with _guarded_blockdep():
         return api.npu_generate_register_command_stream(ops, accelerator)

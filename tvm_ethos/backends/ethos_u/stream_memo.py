@@ -4,9 +4,11 @@ generation only.
 A plan's stripes repeat a few operation shapes many times, and each operation asks Vela's
 block search (``npu_find_block_configs``) which blocks are legal for it; the answer depends
 only on what the search reads of the operation (``npu_ops.legal_blocks`` names it), so
-equal questions are answered once. The answers live in a :class:`StreamMemo` while one
-stream is generated (:func:`generating`, on each generator's entry point), so nothing grows
-from one compile to the next; outside a generation every question goes to Vela.
+equal questions are answered once; so are the shared-buffer layouts (``shram_layouts``) and
+BLOCKDEP values (``blockdep_guard``) Vela's register generator works out. The answers live
+in a :class:`StreamMemo` while one stream is generated (:func:`generating`, on each
+generator's entry point), so nothing grows from one compile to the next; outside a
+generation every question goes to Vela.
 
 The memo is reached through a context variable rather than an argument: the block search
 is asked from every operator's builder (``ops_*``, through ``Emission.block``), which would
