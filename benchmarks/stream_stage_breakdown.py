@@ -86,8 +86,13 @@ def instrument(cpu: Counter, calls: Counter) -> None:
                     setattr(mod, attr, wrapped)
 
 
-def breakdown(models_dir: str, names: list[str], repeat: int) -> dict[str, dict[str, tuple]]:
-    """{model: {row: (median CPU seconds, calls)}}."""
+def breakdown(models_dir: str, names: list[str], repeat: int,
+              optimise: str = "Performance") -> dict[str, dict[str, tuple]]:
+    """{model: {row: (median CPU seconds, calls)}}; ``optimise``: Vela's ``--optimise``
+    (``Size`` compiles for the plan of least memory, as ``tvmc --optimise Size`` does)."""
+    from planner.budgets import SIZE
+
+    options = {"budget": SIZE} if optimise == "Size" else {}
     import tvm_ethos
     import tvm_ethos.tflite_direct.group  # noqa: F401  (imports the stage by name)
 
@@ -103,7 +108,7 @@ def breakdown(models_dir: str, names: list[str], repeat: int) -> dict[str, dict[
             cpu.clear()
             calls.clear()
             forget()
-            tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL)
+            tvm_ethos.compile_tflite(data, "ethos-u", accelerator_config=ACCEL, **options)
             if k:   # the first loads Vela's modules
                 runs.append((dict(cpu), dict(calls)))
         rows = {row: (statistics.median(r[0].get(row, 0.0) for r in runs),
@@ -131,7 +136,8 @@ if __name__ == "__main__":
         os.path.dirname(__file__), "..", "..", "shared", "models")))
     ap.add_argument("--only", nargs="*", choices=sorted(MODELS), default=list(MODELS))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--optimise", choices=("Performance", "Size"), default="Performance")
     a = ap.parse_args()
     code = os.path.dirname(os.path.dirname(importlib.import_module("tvm_ethos").__file__))
-    print(f"code: {code}")
-    print(table(breakdown(a.models, a.only, a.repeat)))
+    print(f"code: {code}, --optimise {a.optimise}")
+    print(table(breakdown(a.models, a.only, a.repeat, a.optimise)))
