@@ -156,11 +156,16 @@ def _unchecked_lockstep(region: StripeConfig, stripes: tuple[int, ...], offset: 
                         rolling_axis: int, prologue: int) -> LockstepStripes:
     """A LockstepStripes of ``region``'s fields but ``stripes`` and ``offset``, built without
     the dataclass's checks (like ``stripes.unchecked_config``): its fields come from a checked
-    config of the same rank, and the walks build thousands of these."""
+    config of the same rank, and the walks build thousands of these. Both its hashes (the
+    StripeConfig fields' and its own) are kept from the start, as ``unchecked_config``
+    keeps its one."""
     sc = object.__new__(LockstepStripes)
+    fields_hash = hash((region.shape, region.extent, region.strides, region.order, stripes,
+                        offset))
     sc.__dict__.update(shape=region.shape, extent=region.extent, strides=region.strides,
                        order=region.order, stripes=stripes, offset=offset,
-                       rolling_axis=rolling_axis, prologue=prologue)
+                       rolling_axis=rolling_axis, prologue=prologue, _hash=fields_hash,
+                       _lockstep_hash=hash((fields_hash, rolling_axis, prologue)))
     return sc
 
 

@@ -315,10 +315,14 @@ def unchecked_config(shape: tuple[int, ...], extent: tuple[int, ...],
                      strides: tuple[Number, ...], order: tuple[int, ...],
                      stripes: tuple[int, ...], offset: tuple[Number, ...]) -> StripeConfig:
     """A StripeConfig built without ``__init__``'s checks (a third of the time), for the
-    search's hot paths, which derive every field from a checked config of the same rank."""
+    search's hot paths, which derive every field from a checked config of the same rank.
+    Its hash is kept from the start (the value ``__hash__`` keeps once asked): the search
+    hashes nearly every config it builds, and the first ``__hash__`` of a config, which
+    misses the kept value and catches the AttributeError, costs several times a build."""
     sc = object.__new__(StripeConfig)
     sc.__dict__.update(shape=shape, extent=extent, strides=strides, order=order,
-                       stripes=stripes, offset=offset)
+                       stripes=stripes, offset=offset,
+                       _hash=hash((shape, extent, strides, order, stripes, offset)))
     return sc
 
 

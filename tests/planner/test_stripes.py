@@ -192,3 +192,21 @@ def test_lockstep_counts_are_the_work_ranges_counted(sc, data):
     assert cfg.count_stripes() == Counter(itertools.product(*per_axis))
     for a, sizes in enumerate(per_axis):
         assert cfg.work_sizes(a) == tuple(sorted(Counter(sizes).items()))
+
+
+@settings(max_examples=200)
+@given(stripe_configs(), st.integers(-1, 2), st.integers(0, 3))
+def test_unchecked_configs_keep_the_hash_a_checked_one_computes(sc, axis, prologue):
+    """The hashes the unchecked constructors keep from the start equal those a config built
+    through ``__init__`` computes when first asked, for plain and lockstep configs, so the
+    memos find a config whichever way it was built."""
+    from planner.lockstep import LockstepStripes, _unchecked_lockstep
+    from planner.stripes import unchecked_config
+    fields = (sc.shape, sc.extent, sc.strides, sc.order, sc.stripes, sc.offset)
+    fast = unchecked_config(*fields)
+    assert fast == sc and hash(fast) == hash(StripeConfig(*fields))
+    rolling = min(axis, len(sc.shape) - 1)
+    lock = _unchecked_lockstep(sc, sc.stripes, sc.offset, rolling, prologue)
+    checked = LockstepStripes(*fields, rolling_axis=rolling, prologue=prologue)
+    assert lock == checked and hash(lock) == hash(checked)
+    assert StripeConfig.__hash__(lock) == StripeConfig.__hash__(checked) == hash(sc)
