@@ -72,6 +72,14 @@ class LockstepStripes(StripeConfig):
         return _trimmed_sizes(self.offset[axis], self.strides[axis], self.shape[axis],
                               self.stripes[axis], self.extent[axis])
 
+    def _every_work_sizes(self) -> list[tuple[tuple[int, int], ...]]:
+        """``work_sizes`` of every axis (``StripeConfig._every_work_sizes``), the rolling
+        axis's trimmed."""
+        sizes = StripeConfig._every_work_sizes(self)
+        if 0 <= self.rolling_axis < len(sizes):
+            sizes[self.rolling_axis] = self.work_sizes(self.rolling_axis)
+        return sizes
+
     def to_json(self) -> dict:
         return dict(super().to_json(), rolling_axis=self.rolling_axis, prologue=self.prologue)
 

@@ -147,9 +147,8 @@ class StripeConfig:
         """Per axis, the longest clipped stripe: what a buffer holding one stripe needs."""
         spans = self.__dict__.get("_spans")
         if spans is None:
-            spans = tuple(_axis_max_span(self.offset[a], self.strides[a], self.shape[a],
-                                         self.stripes[a], self.extent[a])
-                          for a in range(len(self.shape)))
+            spans = tuple(map(_axis_max_span, self.offset, self.strides, self.shape,
+                              self.stripes, self.extent))
             object.__setattr__(self, "_spans", spans)
         return spans
 
@@ -166,6 +165,12 @@ class StripeConfig:
         return _axis_sizes(self.offset[axis], self.strides[axis], self.shape[axis],
                            self.stripes[axis], self.extent[axis])
 
+    def _every_work_sizes(self) -> list[tuple[tuple[int, int], ...]]:
+        """``work_sizes`` of every axis, in one pass over the fields (``_count`` asks for
+        all of them). A subclass that overrides ``work_sizes`` overrides this with it."""
+        return list(map(_axis_sizes, self.offset, self.strides, self.shape, self.stripes,
+                        self.extent))
+
     def count_stripes(self) -> Counter:
         """How many stripes of each clipped shape there are (the edges make smaller ones), by
         the rows computed (``work_ranges``)."""
@@ -175,8 +180,7 @@ class StripeConfig:
         # Each axis has few distinct clipped sizes (the edges), so the shapes are the product
         # of the per-axis sizes, each distinct, counted by the product of the per-axis counts.
         combos: list[tuple[tuple[int, ...], int]] = [((), 1)]
-        for a in range(len(self.shape)):
-            sizes = self.work_sizes(a)
+        for sizes in self._every_work_sizes():
             combos = [(shape + (size,), n * k) for shape, n in combos for size, k in sizes]
         # the shapes are distinct: no counting to do (nor Counter.__init__'s Python-level
         # update to run: the costing counts thousands of configs)

@@ -210,3 +210,20 @@ def test_unchecked_configs_keep_the_hash_a_checked_one_computes(sc, axis, prolog
     checked = LockstepStripes(*fields, rolling_axis=rolling, prologue=prologue)
     assert lock == checked and hash(lock) == hash(checked)
     assert StripeConfig.__hash__(lock) == StripeConfig.__hash__(checked) == hash(sc)
+
+
+@settings(max_examples=200)
+@given(stripe_configs(), st.data())
+def test_every_axis_work_sizes_at_once_equal_each_axis_asked(sc, data):
+    """``_every_work_sizes`` (one pass over the fields, what count_stripes reads) answers
+    ``work_sizes`` of each axis, for plain configs and lockstep ones rolling along any axis
+    or none; ``max_spans`` is the longest stripe of every axis's clipped ranges."""
+    from planner.lockstep import LockstepStripes
+    rank = len(sc.shape)
+    cfg = LockstepStripes(sc.shape, sc.extent, sc.strides, sc.order, sc.stripes, sc.offset,
+                          rolling_axis=data.draw(st.integers(-1, rank - 1)),
+                          prologue=data.draw(st.integers(0, 3)))
+    for config in (sc, cfg):
+        assert config._every_work_sizes() == [config.work_sizes(a) for a in range(rank)]
+        assert config.max_spans() == tuple(max(hi - lo for lo, hi in config.axis_ranges(a))
+                                           for a in range(rank))
