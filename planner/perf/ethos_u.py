@@ -862,7 +862,7 @@ class EthosUPerfModel(PerfModel):
             return
         sig = self._lowering_signature(part)
         summaries = self._summaries
-        todo = sorted({shape for shape in (tuple(int(x) for x in s) for s in shapes)
+        todo = sorted({shape for shape in (tuple(map(int, s)) for s in shapes)
                        if 0 not in shape and (sig, shape) not in summaries})
         if not todo:
             return
