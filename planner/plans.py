@@ -40,6 +40,7 @@ from planner.whole_on_a_tie import whole_on_a_tie
 # Members bound once: read through their Enum class, each costs a Python-level lookup, and
 # these are read on the hot paths.
 _ROLLING, _LOCKSTEP, _SRAM = Buffering.ROLLING, Buffering.LOCKSTEP, WeightPlacement.SRAM
+_RING_BUFFER, _WINDOW_BUFFER = BufferMode.ROLLING, BufferMode.RECOMPUTE
 
 _new = tuple.__new__
 
@@ -365,7 +366,7 @@ class PlanGenerator(PlanCosting):
                 q, k, _ = wins[0]
                 buf[cfg.rolling_axis] = lockstep_ring(cfg, compute[q.name], q.propagators[k],
                                                       t.shape[cfg.rolling_axis])
-                return cfg, tuple(buf), t.region_bytes(buf), BufferMode.ROLLING
+                return cfg, tuple(buf), t.region_bytes(buf), _RING_BUFFER
         axis = None
         if rolling and len(wins) == 1 and any(union.order):
             inner = max(union.order)
@@ -377,7 +378,7 @@ class PlanGenerator(PlanCosting):
                 return None
             if prologue is not None:   # windows held whole, stepping with the prologue
                 union = with_prologue(union, prologue)
-            return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
+            return union, tuple(buf), t.region_bytes(buf), _WINDOW_BUFFER
         q, k, _ = wins[0]
         prop = q.propagators[k]
         b = prop.driving_axis(axis)
@@ -385,14 +386,14 @@ class PlanGenerator(PlanCosting):
         if not self.options.rolling_mixed and (lin <= 0 or lin != int(lin)):
             return None
         if lin <= 0:
-            return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
+            return union, tuple(buf), t.region_bytes(buf), _WINDOW_BUFFER
         h, rows, lo, hi = _rolled_axis(compute[q.name], b, lin, prop.const(axis),
                                        prop.offset[axis], t.shape[axis],
                                        granule or max(1, math.floor(union.strides[axis])))
         if hi <= lo:          # the consumer's windows all fall in padding: nothing to roll
             if not self.options.rolling_mixed:
                 return None
-            return union, tuple(buf), t.region_bytes(buf), BufferMode.RECOMPUTE
+            return union, tuple(buf), t.region_bytes(buf), _WINDOW_BUFFER
         n = -(-(hi - lo) // h)
         shape, strides, stripes, offset = (list(union.shape), list(union.strides),
                                            list(union.stripes), list(union.offset))
@@ -402,7 +403,7 @@ class PlanGenerator(PlanCosting):
         cfg = unchecked_config(tuple(shape), t.shape, tuple(strides), union.order,
                                tuple(stripes), tuple(offset))
         buf[axis] = rows
-        return cfg, tuple(buf), t.region_bytes(buf), BufferMode.ROLLING
+        return cfg, tuple(buf), t.region_bytes(buf), _RING_BUFFER
 
     def specs(self, end: int) -> list[PlanSpec]:
         """The stripe and buffering choices tried for intervals ending at ``end``.
@@ -425,18 +426,22 @@ class PlanGenerator(PlanCosting):
         sink = self.topo[end]
         positive = [g for g in self.options.rolling_granules if g > 0]
         smallest = min(positive) if positive else (0 if self.options.rolling_granules else None)
+        # the modes of each kind of stripe, found once per sink rather than once per stripe
+        whole = [(Buffering.RECOMPUTE, 0)]
+        tiled = [(Buffering.ROLLING, smallest)] if smallest is not None else \
+            self._windowed_modes()[:1] or [(Buffering.RECOMPUTE, 0)]
+        if smallest is not None and not self.options.rolling_mixed:
+            tiled += self._windowed_modes()[:1]
+        others = self.modes()
         for stripe in self.sink_configs(sink.output):
             if not self.device.computes(sink, stripe):
                 continue
             if stripe.total_stripes == 1:
-                modes = [(Buffering.RECOMPUTE, 0)]
+                modes = whole
             elif len(stripe.shape) == 4 and stripe.stripes[2] > 1 and stripe.stripes[1] > 1:
-                modes = [(Buffering.ROLLING, smallest)] if smallest is not None else \
-                    self._windowed_modes()[:1] or [(Buffering.RECOMPUTE, 0)]
-                if smallest is not None and not self.options.rolling_mixed:
-                    modes += self._windowed_modes()[:1]
+                modes = tiled
             else:
-                modes = self.modes()
+                modes = others
             for mode, g in modes:
                 yield PlanSpec(stripe, mode, g, ())
 
