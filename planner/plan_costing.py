@@ -320,16 +320,20 @@ class PlanCosting:
         key = (sig, stripe)
         hit = self._stage_cache.get(key)
         if hit is None:
-            # The stages depend on the stripe only through whether they are needed at all
-            # (weight_stages): their bytes are found once per signature.
-            if stripe is not None and self._weights_in_place(part) and \
-                    self._reads_weights_once(part, stripe):
-                hit = 0
-            else:
-                hit = self._stage_cache.get(sig)
-                if hit is None:
-                    hit = self._stage_cache[sig] = sum(n for _, _, n in self.weight_stages(part))
-            self._stage_cache[key] = hit
+            hit = self._stage_cache[key] = self._stage_bytes(
+                part, sig, stripe is not None and self._weights_in_place(part) and
+                self._reads_weights_once(part, stripe))
+        return hit
+
+    def _stage_bytes(self, part: Part, sig: int, reads_once: bool) -> int:
+        """``weight_stage_bytes`` once it is known whether every stripe of the config reads
+        the weights in place once (``reads_once``: then none are staged). The stages depend
+        on the config only through that, so their bytes are found once per signature."""
+        if reads_once:
+            return 0
+        hit = self._stage_cache.get(sig)
+        if hit is None:
+            hit = self._stage_cache[sig] = sum(n for _, _, n in self.weight_stages(part))
         return hit
 
     def _weights_in_place(self, part: Part) -> bool:
@@ -527,7 +531,7 @@ class PlanCosting:
             # weight_stage_bytes will ask whether every stripe reads the weights once
             # (``_reads_weights_once``), that is found in the same pass
             table = self._batched_shapes.get((sig, b2b), _NO_SHAPES)
-            once = self._weights_in_place(part)
+            once = in_place = self._weights_in_place(part)
             perf = self.device.perf
             streamed = copied = fill = 0
             for shape, n in stripe.count_stripes().items():
@@ -545,11 +549,20 @@ class PlanCosting:
                     once = False
             both = self._cost_cache[key] = (streamed + fill,
                                             copied + fill + self._copy_cycles(part, sig))
-            if self._weights_in_place(part):
+            if in_place:
                 self._cost_cache.setdefault(("once", sig, stripe), once)
-        # warm_cost's other half (its part_cost would find ``both`` here)
-        self.weight_stage_bytes(part, stripe)
-        return both, self._cost_cache.get(("once", sig, stripe))
+        else:
+            in_place = self._weights_in_place(part)
+        once = self._cost_cache.get(("once", sig, stripe))
+        # warm_cost's other half (its part_cost would find ``both`` here): the staging bytes,
+        # read off what was just found of the weights' fetches where that is known
+        if key not in self._stage_cache:
+            if in_place and once is None:
+                self.weight_stage_bytes(part, stripe)      # (finds ``once`` and keeps it)
+                once = self._cost_cache.get(("once", sig, stripe))
+            else:
+                self._stage_cache[key] = self._stage_bytes(part, sig, in_place and once)
+        return both, once
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:
         """Take what ``warm_cost(part, stripe)`` returned in another process (forked from
