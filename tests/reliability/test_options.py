@@ -38,9 +38,18 @@ def _host_of():
 
 
 # ------------------------------------------------------------------------ tvm_ethos.compile
+class _Stranger:
+    """A value of no type any option takes. Its repr is fixed, unlike a bare ``object()``'s
+    (an address), so every process collects the same test ids: pytest-xdist refuses to run
+    when its workers' collections differ."""
+
+    def __repr__(self) -> str:
+        return "<_Stranger>"
+
+
 def _bad_values(spec):
     """Values every option of this schema entry must refuse."""
-    bad = [True, None, object()]
+    bad = [True, None, _Stranger()]
     if spec.allowed is not None:
         sample = spec.allowed[0]
         bad += ["no-such-value", 12345] if isinstance(sample, str) else [3.5, -7, 99999, "x"]
