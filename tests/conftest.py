@@ -13,6 +13,7 @@ import pytest
 from hypothesis import settings
 
 from tests.helpers.models import MODELS_DIR
+from tests.helpers.stable_ids import ids_with_an_address, unstable_ids_error
 
 #: the environment variable that picks the Hypothesis profile, and its values
 HYPOTHESIS_PROFILE_VAR = "TVM_ETHOS_HYPOTHESIS"
@@ -37,6 +38,13 @@ def _hypothesis_profile() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     """Load the profile before any test module is collected."""
     settings.load_profile(_hypothesis_profile())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse ids that differ between processes, serial runs too (tests/helpers/stable_ids)."""
+    unstable = ids_with_an_address(item.nodeid for item in items)
+    if unstable:
+        raise pytest.UsageError(unstable_ids_error(unstable))
 
 
 @pytest.fixture(scope="session")
