@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.param_variants import neighbourhoods
 from tvm_ethos.backends.ethos_u import blockdep_guard, stream_memo
 from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
 
@@ -80,17 +81,9 @@ def build(p: dict):
     return prev, op
 
 
-def variants(base: dict):
-    """``base``'s parameters with one of them (any) set to any of its values."""
-    return st.sampled_from(sorted(PARAMS)).flatmap(
-        lambda k: st.sampled_from(PARAMS[k]).map(lambda v: dict(base, **{k: v})))
-
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(ACCELS),
-       st.fixed_dictionaries({k: st.sampled_from(v) for k, v in PARAMS.items()}).flatmap(
-           lambda base: st.lists(variants(base), min_size=8, max_size=24).map(
-               lambda pairs: [base] + pairs)))
+@given(st.sampled_from(ACCELS), neighbourhoods(PARAMS))
 def test_every_blockdep_is_vela_s_own(accel, params):
     arch = create_default_arch(Accelerator.from_npu_accelerator(npu_accelerator(accel)))
     pairs = [build(p) for p in params]

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.param_variants import neighbourhoods
 from tvm_ethos.backends.ethos_u import shram_layouts, stream_memo
 from tvm_ethos.backends.ethos_u.npu_ops import FmSlot
 from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
@@ -30,8 +31,8 @@ def _fm(api, h, w, c, dtype, scaled, at):
 
 
 #: each parameter of a drawn operation and the values it takes; the operations asked in one
-#: generation differ from one another in a parameter or two (:func:`variants`), which is where
-#: a question that left out what Vela reads would be answered wrongly
+#: generation differ from one another in a parameter or two (``param_variants``), which is
+#: where a question that left out what Vela reads would be answered wrongly
 PARAMS = {
     "kind": ("conv", "depthwise", "pool", "reduce_sum", "add"),
     "traversal": ("DEPTH_FIRST", "PART_KERNEL_FIRST"), "pool": ("MAX", "AVERAGE"),
@@ -43,11 +44,6 @@ PARAMS = {
     "block_w": (2, 4, 8), "block_d": (8, 16, 32),
 }
 
-
-def variants(base: dict):
-    """``base``'s parameters with one of them (any) set to any of its values."""
-    return st.sampled_from(sorted(PARAMS)).flatmap(
-        lambda k: st.sampled_from(PARAMS[k]).map(lambda v: dict(base, **{k: v})))
 
 
 def build(p: dict):
@@ -99,10 +95,7 @@ def _vela(op, traversal, arch):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(ACCELS),
-       st.fixed_dictionaries({k: st.sampled_from(v) for k, v in PARAMS.items()}).flatmap(
-           lambda base: st.lists(variants(base), min_size=8, max_size=24).map(
-               lambda ops: [base] + ops)))
+@given(st.sampled_from(ACCELS), neighbourhoods(PARAMS))
 def test_every_answer_is_vela_s_own(accel, params):
     """Asked in turn within one generation, each operation gets the answer Vela's function
     gives it alone: no two operations with different answers share a question."""
