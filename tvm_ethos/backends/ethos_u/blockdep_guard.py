@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from tvm_ethos.backends.ethos_u.stream_base import vela_api
+from tvm_ethos.backends.ethos_u.stream_base import fm_shape, kernel_key, shape3d, uses_lut, vela_api
 from tvm_ethos.backends.ethos_u.stream_memo import remembered
 
 
@@ -71,18 +71,9 @@ def _fm_key(fm) -> tuple | None:
     if fm is None:
         return None
     t, s = fm.tiles, fm.strides
-    return (fm.region, fm.data_type, fm.layout, (fm.shape.height, fm.shape.width, fm.shape.depth),
+    return (fm.region, fm.data_type, fm.layout, shape3d(fm.shape),
             (t.height_0, t.height_1, t.width_0, tuple(t.addresses)),
             None if s is None else (s.height, s.width, s.depth))
-
-
-def _lut(op) -> bool:
-    return op.activation is not None and \
-        op.activation.op_type == vela_api().NpuActivationOp.TABLE_LOOKUP
-
-
-def _shape(shape) -> tuple[int, int, int] | None:
-    return None if shape is None else (shape.height, shape.width, shape.depth)
 
 
 def blockdep_key(arch, prev_op, op) -> tuple:
@@ -92,14 +83,11 @@ def blockdep_key(arch, prev_op, op) -> tuple:
     kernel."""
     if prev_op is None:
         return (arch.accelerator_config, None)
-    k = op.kernel
     ifm2 = op.ifm2 if op.ifm2 is not None and op.ifm2_scalar is None else None
-    return (arch.accelerator_config, _lut(prev_op), _lut(op), _fm_key(prev_op.ofm),
-            _fm_key(op.ifm), _fm_key(ifm2), _shape(prev_op.block_config),
-            _shape(op.block_config), op.op_type, _shape(op.ofm.shape),
-            None if op.padding is None else tuple(op.padding),
-            None if k is None else (k.width, k.height, k.stride_x, k.stride_y, k.dilation_x,
-                                    k.dilation_y))
+    return (arch.accelerator_config, uses_lut(prev_op), uses_lut(op), _fm_key(prev_op.ofm),
+            _fm_key(op.ifm), _fm_key(ifm2), shape3d(prev_op.block_config),
+            shape3d(op.block_config), op.op_type, fm_shape(op.ofm),
+            None if op.padding is None else tuple(op.padding), kernel_key(op.kernel))
 
 
 @contextlib.contextmanager

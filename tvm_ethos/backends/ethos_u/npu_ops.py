@@ -23,7 +23,14 @@ from ethos_arch.mean_window import MeanWindow, mean_window, window_refusal
 from ethos_arch.ops import Op
 from planner.npu_dilation import NpuKernel, npu_kernel
 from tvm_ethos.backends.ethos_u.shram_layouts import fitting_layout
-from tvm_ethos.backends.ethos_u.stream_base import Flash, UnsupportedOperatorError, vela_api
+from tvm_ethos.backends.ethos_u.stream_base import (
+    Flash,
+    UnsupportedOperatorError,
+    fm_shape,
+    kernel_key,
+    uses_lut,
+    vela_api,
+)
 from tvm_ethos.backends.ethos_u.stream_memo import remembered
 from tvm_ethos.compute import int16x8, transpose_conv
 from tvm_ethos.compute.quant import f32, quantize_multiplier, quantize_multipliers
@@ -400,21 +407,12 @@ def _block_search_key(npu, accelerator) -> tuple:
     upscaling, the IFM's element width, the kernel, a LUT and whether every feature map is
     quantized."""
     api = vela_api()
-
-    def shape(fm):
-        return None if fm is None else (fm.shape.height, fm.shape.width, fm.shape.depth)
-
-    k = npu.kernel
-    act = npu.activation
     return (accelerator, type(npu).__name__, getattr(npu, "sub_op_type", None),
             getattr(npu, "block_traversal", None) if isinstance(npu, api.NpuConv2DOperation)
             else None,
-            shape(npu.ifm), shape(npu.ifm2), shape(npu.ofm),
+            fm_shape(npu.ifm), fm_shape(npu.ifm2), fm_shape(npu.ofm),
             getattr(npu, "ifm2_scalar", None) is not None, npu.ifm_upscale,
-            npu.ifm.data_type.size_in_bits(),
-            None if k is None else (k.width, k.height, k.stride_x, k.stride_y, k.dilation_x,
-                                    k.dilation_y),
-            act is not None and act.op_type == api.NpuActivationOp.TABLE_LOOKUP,
+            npu.ifm.data_type.size_in_bits(), kernel_key(npu.kernel), uses_lut(npu),
             all(fm is None or fm.quantization is not None for fm in (npu.ifm, npu.ifm2, npu.ofm)))
 
 

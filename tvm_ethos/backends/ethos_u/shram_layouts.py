@@ -16,12 +16,8 @@ import contextlib
 import functools
 from collections.abc import Hashable, Iterator
 
-from tvm_ethos.backends.ethos_u.stream_base import vela_api
+from tvm_ethos.backends.ethos_u.stream_base import fm_shape, kernel_key, shape3d, uses_lut
 from tvm_ethos.backends.ethos_u.stream_memo import remembered
-
-
-def _shape(fm) -> tuple[int, int, int] | None:
-    return None if fm is None else (fm.shape.height, fm.shape.width, fm.shape.depth)
 
 
 def _scaled(fm) -> bool:
@@ -33,18 +29,13 @@ def layout_key(npu, traversal, arch) -> Hashable:
     the operation's class and pooling kind, the traversal, the IFM upscaling, a LUT, whether
     every feature map has a scale, the IFM's element width, the IFM, IFM2 (unless a scalar)
     and OFM shapes, a scalar IFM2, the block and the kernel."""
-    api = vela_api()
-    act, k, block = npu.activation, npu.kernel, npu.block_config
     ifm2 = npu.ifm2 if npu.ifm2 is not None and npu.ifm2_scalar is None else None
     fms = [fm for fm in (npu.ifm, npu.ofm, npu.ifm2) if fm is not None]
     return (arch.accelerator_config, type(npu).__name__, getattr(npu, "sub_op_type", None),
-            traversal, npu.ifm_upscale,
-            act is not None and act.op_type == api.NpuActivationOp.TABLE_LOOKUP,
-            all(_scaled(fm) for fm in fms), npu.ifm.data_type.size_in_bits(),
-            _shape(npu.ifm), _shape(ifm2), npu.ifm2_scalar is not None, _shape(npu.ofm),
-            None if block is None else (block.height, block.width, block.depth),
-            None if k is None else (k.width, k.height, k.stride_x, k.stride_y, k.dilation_x,
-                                    k.dilation_y))
+            traversal, npu.ifm_upscale, uses_lut(npu), all(_scaled(fm) for fm in fms),
+            npu.ifm.data_type.size_in_bits(), fm_shape(npu.ifm), fm_shape(ifm2),
+            npu.ifm2_scalar is not None, fm_shape(npu.ofm), shape3d(npu.block_config),
+            kernel_key(npu.kernel))
 
 
 @functools.cache

@@ -37,6 +37,29 @@ def vela_api():
     return api
 
 
+def shape3d(shape) -> tuple[int, int, int] | None:
+    """An ``NpuShape3D`` (a shape or block) as a key: (height, width, depth), or None."""
+    return None if shape is None else (shape.height, shape.width, shape.depth)
+
+
+def fm_shape(fm) -> tuple[int, int, int] | None:
+    """A feature map's shape as a key, or None where there is no feature map."""
+    return None if fm is None else shape3d(fm.shape)
+
+
+def kernel_key(k) -> tuple[int, ...] | None:
+    """An ``NpuKernel`` as a key: size, strides and dilation, or None."""
+    return None if k is None else (k.width, k.height, k.stride_x, k.stride_y, k.dilation_x,
+                                   k.dilation_y)
+
+
+def uses_lut(npu) -> bool:
+    """Whether an operation's activation is a table lookup (it uses the shared buffer's LUT
+    banks)."""
+    act = npu.activation
+    return act is not None and act.op_type == vela_api().NpuActivationOp.TABLE_LOOKUP
+
+
 def npu_accelerator(accelerator: str):
     if accelerator not in STREAM_ACCELERATORS:
         raise UnsupportedOperatorError(

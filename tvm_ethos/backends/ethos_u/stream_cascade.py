@@ -81,6 +81,7 @@ from tvm_ethos.backends.ethos_u.stream_base import (
     lut_address,
     npu_accelerator,
     sram_region,
+    uses_lut,
     vela_api,
 )
 from tvm_ethos.backends.ethos_u.stream_block_agreement import (
@@ -304,8 +305,7 @@ class _Emitter:
 
         ifm2 = getattr(npu, "ifm2", None)
         k = npu.kernel
-        lut = npu.activation is not None and \
-            npu.activation.op_type == api.NpuActivationOp.TABLE_LOOKUP
+        lut = uses_lut(npu)
         op = NpuOp(cls, type(npu).__name__, shape4(npu.ifm), shape4(npu.ofm),
                    ifm2=shape4(ifm2) if ifm2 is not None else (
                        (1, 1, 1, 1) if getattr(npu, "ifm2_scalar", None) is not None else None),
