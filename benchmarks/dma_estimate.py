@@ -29,8 +29,7 @@ from ethosu_stream.tflite_custom_op import command_words  # noqa: E402
 from planner import stream_estimate  # noqa: E402
 from planner.devices import get_device  # noqa: E402
 from planner.dma_estimate import dma_bytes  # noqa: E402
-from planner.plan_costing import PlanCosting  # noqa: E402
-from planner.staged_slices import slice_loads  # noqa: E402
+from planner.staged_slices import slice_count, slice_loads  # noqa: E402
 from tvm_ethos.backends.ethos_u import stream_cascade, stream_weights  # noqa: E402
 from tvm_ethos.backends.ethos_u.stream_base import FLASH_REGION  # noqa: E402
 
@@ -48,7 +47,7 @@ def estimated_slice_loads(plans, graph) -> int:
             continue
         ps = next(s for s in plan.part_schedules if s.part == staged)
         steps = sum(n for shape, n in ps.stripe.count_stripes().items() if 0 not in shape)
-        slices = -(-by_name[staged].output.shape[-1] // PlanCosting.WEIGHT_SLICE_CHANNELS)
+        slices = slice_count(by_name[staged].output.shape[-1])
         total += slice_loads(slices, steps)
     return total
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 from planner.device_model import Device
 from planner.graph import PlannerGraph
 from planner.plan import Plan
-from planner.plan_costing import PlanCosting
-from planner.staged_slices import channel_loads
+from planner.staged_slices import SLICE_CHANNELS, channel_loads
 from planner.stream_estimate import has_stream, staged_part
 
 
@@ -38,7 +37,7 @@ def plan_dma_bytes(plan: Plan, graph: PlannerGraph, device: Device) -> int:
         elif part.name == staged:
             steps = sum(n for shape, n in ps.stripe.count_stripes().items() if 0 not in shape)
             channels = part.output.shape[-1]
-            loads = channel_loads(channels, PlanCosting.WEIGHT_SLICE_CHANNELS, steps)
+            loads = channel_loads(channels, SLICE_CHANNELS, steps)
             total += weights * loads // channels
     return total
 

@@ -3,7 +3,10 @@ their home or copied to SRAM (or prefetched under the previous Plan), and the SR
 tensors homed in DRAM.
 
 A Part's cycles per stripe are the slower of its compute (the device's PerfModel) and each
-memory port's traffic (the MemoryRegion bandwidths), plus the stripe's issue overhead. Costs
+memory port's traffic (the MemoryRegion bandwidths), plus the stripe's issue overhead, once per
+NPU operation: a convolution whose weights are staged runs each stripe as one operation per
+weight slice (``planner.staged_slices``), so its weights streamed cost more operations than
+copied whole. Costs
 are cached per Part *signature* (everything the costing reads of a Part but its name), so
 identical layers under other names share them, and they can be computed ahead of the walks in
 other processes (``warm_costs``, ``adopt_cost``).
@@ -22,6 +25,7 @@ from planner.memory import BufferMode, TensorConfig
 from planner.options import PlannerOptions
 from planner.plan import Buffering, PlanSpec, WeightPlacement
 from planner.propagator import Propagator
+from planner.staged_slices import SLICE_CHANNELS, STAGEABLE_KINDS, slice_count
 from planner.stripes import StripeConfig, _axis_ranges
 from planner.windows import ring_rows, window
 from planner.work_memory import stripe_work_bytes, work_tensor
@@ -122,7 +126,8 @@ class PlanCosting:
                     copied += n * c
                     if b2b:     # found by _stripe_cycles(b2b=True) just now, or before
                         fill = max(fill, self._fill_cache[sig, shape])
-            streamed += fill
+            streamed += fill + self._slice_cycles(part, stripe,
+                                                  self.weight_stage_bytes(part, stripe))
             copied += fill + self._copy_cycles(part, sig)
             both = self._cost_cache[key] = (streamed, copied)
         return both[1] if weights == _SRAM and stripe.total_stripes > 1 else both[0]
@@ -259,6 +264,19 @@ class PlanCosting:
             hit = self._copy_cache[sig] = self.weight_copy_cycles(part)
         return hit
 
+    def _slice_cycles(self, part: Part, stripe: StripeConfig, staging: int) -> int:
+        """The issue overhead of the operations a Part whose weights are staged (``staging``
+        bytes of SRAM for them) runs beyond one per stripe: a convolution's stripe runs as
+        one operation per weight slice. Charged with its weights streamed; copied whole, a
+        stripe is one operation."""
+        if not staging or part.kind not in STAGEABLE_KINDS:
+            return 0
+        extra = slice_count(part.output.shape[-1]) - 1
+        if not extra:
+            return 0
+        ops = sum(n for shape, n in stripe.count_stripes().items() if 0 not in shape)
+        return ops * extra * self.device.perf.stripe_overhead_cycles(part)
+
     def _signature(self, part: Part) -> int:
         """Parts that cost the same whatever their names (repeated blocks share costs) share
         a signature; it is a small int so that the cost caches' keys hash cheaply."""
@@ -279,21 +297,18 @@ class PlanCosting:
             return 0
         return sum(t.bytes for _, t in part.constant_inputs)
 
-    #: Output channels per streamed weight slice: the NPU consumes weights in OFM-depth
-    #: slices (Vela's block depths are multiples of 16) staged in SRAM. A Plan has one staging
-    #: double buffer, sized for its largest slice pair: the NPU runs one command at a time, and
-    #: the DMA fills one half with the next command's slice while the other half is read.
-    #: It is counted whatever the weight placement chosen (a Part whose weights are copied
-    #: needs no slice; counting it anyway keeps the term a function of the Plan's stripes,
-    #: which the search keeps in the key of its groups of walks so the DP stays exact).
-    WEIGHT_SLICE_CHANNELS = 16
-
     def weight_stages(self, part: Part, stripe: StripeConfig | None = None
                       ) -> list[tuple[Tensor, tuple[int, ...], int]]:
         """(constant, slice shape, bytes) staged in SRAM for a Part whose weights stream from
-        outside the feature-map region: two slices of WEIGHT_SLICE_CHANNELS output channels
-        (or of all of them, if fewer). None when the NPU reads the weight stream in place
-        (``Device.weights_read_in_place``) and every stripe of ``stripe`` reads it once
+        outside the feature-map region: two slices of ``SLICE_CHANNELS`` output channels (or
+        of all of them, if fewer). A Plan has one staging double buffer, sized for
+        its largest slice pair: the NPU runs one command at a time, and the DMA fills one half
+        with the next command's slice while the other half is read. It is counted whatever the
+        weight placement chosen (a Part whose weights are copied needs no slice; counting it
+        anyway keeps the term a function of the Plan's stripes, which the search keeps in the
+        key of its groups of walks so the DP stays exact). None when the NPU reads the weight
+        stream in place (``Device.weights_read_in_place``) and every stripe of ``stripe`` reads
+        it once
         (``perf.weight_fetches`` = 1: one OFM block in H x W): staging only saves re-reading
         the weights from their home for every OFM block, which is what Vela's unbuffered
         weights cost ("Weight buffer = 0 bytes (None)": flash read per OFM block, no SRAM)."""
@@ -303,13 +318,13 @@ class PlanCosting:
                 self._reads_weights_once(part, stripe):
             return []
         oc = part.output.shape[-1]
-        share = min(oc, self.WEIGHT_SLICE_CHANNELS) / oc
+        share = min(oc, SLICE_CHANNELS) / oc
         out = []
         for _, t in part.constant_inputs:
             shape = list(t.shape)   # the output-channel axis: first (OHWI), last (depthwise)
             axis = 0 if t.shape[0] == oc else (len(shape) - 1 if t.shape[-1] == oc else None)
             if axis is not None:
-                shape[axis] = min(oc, self.WEIGHT_SLICE_CHANNELS)
+                shape[axis] = min(oc, SLICE_CHANNELS)
             out.append((t, tuple(shape), 2 * math.ceil(t.bytes * share)))
         return out
 
@@ -409,8 +424,10 @@ class PlanCosting:
             memory = stage + self._constant_bytes(p)
             cycles = sram + self.weight_copy_cycles(p)
         else:
-            memory = stage + self.weight_stage_bytes(p, whole)
-            cycles = flash
+            staging = self.weight_stage_bytes(p, whole)
+            memory = stage + staging
+            slicing = self._slice_cycles(p, whole, staging)   # the weight port idle meanwhile
+            cycles, idle = flash + slicing, idle + slicing
         credit = 0
         if prefetch_next:
             nxt = self.topo[j + 1]
@@ -547,21 +564,21 @@ class PlanCosting:
                     fill = d
                 if once and (fetch or perf.weight_fetches(part, shape)) > 1:
                     once = False
-            both = self._cost_cache[key] = (streamed + fill,
-                                            copied + fill + self._copy_cycles(part, sig))
             if in_place:
                 self._cost_cache.setdefault(("once", sig, stripe), once)
-        else:
-            in_place = self._weights_in_place(part)
+            # warm_cost's other half: the staging bytes, read off what was just found of the
+            # weights' fetches
+            staging = self._stage_cache.get(key)
+            if staging is None:
+                staging = self._stage_cache[key] = self._stage_bytes(part, sig,
+                                                                     in_place and once)
+            both = self._cost_cache[key] = (
+                streamed + fill + self._slice_cycles(part, stripe, staging),
+                copied + fill + self._copy_cycles(part, sig))
         once = self._cost_cache.get(("once", sig, stripe))
-        # warm_cost's other half (its part_cost would find ``both`` here): the staging bytes,
-        # read off what was just found of the weights' fetches where that is known
-        if key not in self._stage_cache:
-            if in_place and once is None:
-                self.weight_stage_bytes(part, stripe)      # (finds ``once`` and keeps it)
-                once = self._cost_cache.get(("once", sig, stripe))
-            else:
-                self._stage_cache[key] = self._stage_bytes(part, sig, in_place and once)
+        if key not in self._stage_cache:      # part_cost found ``both`` without the staging
+            self.weight_stage_bytes(part, stripe)
+            once = self._cost_cache.get(("once", sig, stripe))
         return both, once
 
     def adopt_cost(self, part: Part, stripe: StripeConfig, value: tuple) -> None:

@@ -2,8 +2,8 @@
 the rule the stream follows (``tvm_ethos.backends.ethos_u.stream_weights.Stager``) and the
 planner's estimates count (``planner.dma_estimate``, ``planner.stream_estimate``).
 
-A staged Part runs each of its operations (one per stripe) as slices of
-``PlanCosting.WEIGHT_SLICE_CHANNELS`` output channels, each reading its weight slice from one
+A staged Part runs each of its operations (one per stripe) as slices of :data:`SLICE_CHANNELS`
+output channels, each its own NPU operation reading its weight slice from one
 half of the buffer. The halves keep the slices last loaded into them for the whole Plan, and
 a slice a half still holds is read there with no DMA. Every other operation runs its slices
 backwards, so it begins with the two slices the operation before ended with: an operation
@@ -13,6 +13,20 @@ Walking three or more slices forwards every time would hold nothing a later oper
 first, and reload all ``S``.
 """
 from __future__ import annotations
+
+from ethos_arch.ops import Op
+
+#: Output channels per slice: the NPU consumes weights in OFM-depth slices (Vela's block
+#: depths are multiples of 16).
+SLICE_CHANNELS = 16
+#: Part kinds whose staged weights the stream splits into output-channel slices (the
+#: convolutions); any other staged Part reads its weights whole.
+STAGEABLE_KINDS = (Op.CONV2D, Op.DEPTHWISE_CONV2D)
+
+
+def slice_count(channels: int) -> int:
+    """Slices (operations) a staged Part's stripe of ``channels`` output channels runs as."""
+    return -(-channels // SLICE_CHANNELS)
 
 
 def slice_order(slices: int, operation: int) -> range:

@@ -5,7 +5,7 @@ A Plan's stream (``tvm_ethos.backends.ethos_u.stream_cascade``) is one NPU opera
 of each Part (its work boxes: ``StripeConfig.count_stripes``, empty ones skipped), as many as
 the performance model lowers the Part to (``perf.ethos_u.lower_part``), the Plan's staged Part
 (the convolution whose weights stream through the staging double buffer) split into slices
-of ``PlanCosting.WEIGHT_SLICE_CHANNELS`` output channels, each after the DMAs of its weight
+of ``staged_slices.SLICE_CHANNELS`` output channels, each after the DMAs of its weight
 and bias slices unless a half of the buffer still holds them (``planner.staged_slices``);
 copied Parts' weights and biases are two DMAs before the Plan. Vela's register command
 generator writes only the registers whose value changed since the operation before, so what
@@ -19,7 +19,6 @@ tolerance.
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 from ethos_arch.ops import Op
@@ -27,8 +26,7 @@ from planner.device_model import Device
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.perf.ethos_u import lower_part
 from planner.plan import Plan
-from planner.plan_costing import PlanCosting
-from planner.staged_slices import slice_loads
+from planner.staged_slices import STAGEABLE_KINDS, slice_count, slice_loads
 
 #: The driver payload's header, the stream's first settings and its final stop (bytes).
 STREAM_BASE_BYTES = 64
@@ -63,9 +61,6 @@ CASCADE_WIDTH_TILE_BYTES = 16
 SLICE_WEIGHT_BYTES = 20
 #: A DMA: source, destination, length and start, with the waits before its reader.
 DMA_BYTES = 24
-
-#: Part kinds whose staged weights stream_cascade splits into output-channel slices.
-_STAGEABLE = (Op.CONV2D, Op.DEPTHWISE_CONV2D)
 
 
 class StreamEstimate(NamedTuple):
@@ -183,11 +178,11 @@ def staged_part(plan: Plan, by_name: dict[str, Part]) -> str | None:
         if tc.double_buffer and tc.copy_region != tc.home_region:
             staged = constants.get(tc.tensor, staged)
     if staged is None or staged in plan.spec.weights or \
-            by_name[staged].kind not in _STAGEABLE:
+            by_name[staged].kind not in STAGEABLE_KINDS:
         return None
     return staged
 
 
 def _slices(part: Part) -> int:
     """Output-channel slices of a staged Part's operations."""
-    return math.ceil(part.output.shape[-1] / PlanCosting.WEIGHT_SLICE_CHANNELS)
+    return slice_count(part.output.shape[-1])

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from planner import parts
+from planner import parts, staged_slices
 from planner.devices import DEVICE_NAMES, get_device
 from planner.errors import PlannerError
 from planner.graph import Part, Tensor
@@ -543,9 +543,48 @@ def test_part_cost_pays_fill_and_drain_once_per_part(rows):
     cfg = StripeConfig.tiled(conv.output.shape, stripe, (0, 1, 0, 0))
     copy = sum(device.region("flash").read_cycles(t.bytes) for _, t in conv.constant_inputs)
     assert gen.part_cost(conv, cfg, "sram") == expected + copy
+    # one stripe: its weights, read again per OFM block, are staged, and the stripe runs as
+    # one operation per weight slice (test_staged_slices_each_pay_the_issue_overhead)
     whole = StripeConfig.whole(conv.output.shape)
+    assert gen.weight_stage_bytes(conv, whole) > 0
     assert gen.part_cost(conv, whole, "flash") == \
-        model.compute_cycles(conv, conv.output.shape) + model.stripe_overhead_cycles(conv)
+        model.compute_cycles(conv, conv.output.shape) + \
+        staged_slices.slice_count(128) * model.stripe_overhead_cycles(conv)
+
+
+@settings(max_examples=40, deadline=None)
+@given(depth=st.integers(1, 80), rows=st.sampled_from([1, 2, 4, 8]),
+       kind=st.sampled_from(["depthwise", "conv"]), device=st.sampled_from(DEVICE_NAMES))
+def test_staged_slices_each_pay_the_issue_overhead(depth, rows, kind, device):
+    """A convolution whose weights are staged runs each stripe as one NPU operation per
+    weight slice (the stream's rule, planner.staged_slices), so its weights streamed cost
+    the issue overhead once per slice operation; copied whole to SRAM, once per stripe. The
+    difference between the two placements' cycles is exactly that, whatever the memories
+    cost, once the copy's own cycles are taken out; with nothing staged there is none."""
+    from planner.graph import GraphBuilder
+    from planner.options import PlannerOptions
+    from planner.plans import PlanGenerator
+    from planner.stripes import StripeConfig
+    b = GraphBuilder("one")
+    x = b.input("in", (1, 16, 16, 8 if kind == "conv" else depth))
+    op = parts.depthwise_conv2d("c", x, 3, padding=1) if kind == "depthwise" else \
+        parts.conv2d("c", x, depth, 3, padding=1)
+    g = b.build([b.add(op)])
+    dev = get_device(device)
+    gen = PlanGenerator(g, dev, PlannerOptions())
+    conv = g.parts[0]
+    cfg = StripeConfig.tiled(conv.output.shape, (1, rows, 16, depth), (0, 1, 0, 0))
+    # the same stripes with one slice's worth of issue overhead: the cost without slicing
+    staged = gen.weight_stage_bytes(conv, cfg) > 0
+    slices = staged_slices.slice_count(depth) if staged else 1
+    streamed = gen.part_cost(conv, cfg, "flash")
+    ops = cfg.total_stripes
+    overhead = dev.perf.stripe_overhead_cycles(conv)
+    gen2 = PlanGenerator(g, dev, PlannerOptions())
+    gen2._slice_cycles = lambda *a: 0       # the same costing, each stripe one operation
+    assert streamed - gen2.part_cost(conv, cfg, "flash") == ops * (slices - 1) * overhead
+    if cfg.total_stripes > 1:      # copied whole: one operation per stripe
+        assert gen.part_cost(conv, cfg, "sram") == gen2.part_cost(conv, cfg, "sram")
 
 
 @pytest.mark.parametrize("device", DEVICE_NAMES)

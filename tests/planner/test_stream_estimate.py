@@ -15,7 +15,6 @@ from planner.graph import GraphBuilder
 from planner.options import PlannerOptions
 from planner.perf.ethos_u import lower_part
 from planner.plan import Buffering, PlanSpec
-from planner.plan_costing import PlanCosting
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
 from planner.stripes import StripeConfig
@@ -148,7 +147,7 @@ def test_a_proposal_counts_its_plans_and_every_work_box(g):
             copies = 2 * sum(bool(n) for part, n in ops.items() if part in plan.spec.weights)
             staged = stream_estimate.staged_part(plan, by_name)
             slices = 1 if staged is None else \
-                math.ceil(by_name[staged].output.shape[-1] / PlanCosting.WEIGHT_SLICE_CHANNELS)
+                staged_slices.slice_count(by_name[staged].output.shape[-1])
             extra = 0 if staged is None else (slices - 1) * ops[staged]
             assert est.operations == sum(ops.values()) + extra
             assert est.dmas == copies + (0 if staged is None else

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import tvm_ethos
 from planner.options import PlannerOptions
-from planner.staged_slices import slice_loads
+from planner.staged_slices import SLICE_CHANNELS, slice_loads
 from tests.helpers.models import model_path
 from tvm_ethos.backends.ethos_u.stream_run import run_payload
 
@@ -160,7 +160,6 @@ def test_staged_weights_are_dmad_slice_by_slice_into_the_staging_buffer():
     it put in the arena (the bytes the report counts), the high-water mark still the plan's
     peak and the output bit-exact with BUILTIN_REF."""
     from tests.tvm_ethos.test_stream_models import _streams_its_plan
-    from tvm_ethos.backends.ethos_u.stream_weights import Stager
 
     name = "ds_cnn_kws"
     cm = tvm_ethos.compile(str(model_path(name)), "ethos-u -accelerator_config=ethos-u55-128,llvm",
@@ -183,7 +182,7 @@ def test_staged_weights_are_dmad_slice_by_slice_into_the_staging_buffer():
                     assert last[base][0] == n        # what the last DMA there wrote, whole
                     src = last[base][1]
                     assert mem.read_bytes(1, base, n).tobytes() == payload.flash[src:src + n]
-                    assert state.param("OFM_DEPTH_M1") + 1 <= Stager.SLICE_CHANNELS
+                    assert state.param("OFM_DEPTH_M1") + 1 <= SLICE_CHANNELS
                     sram_reads += 1
 
     run_payload(payload, [np.zeros([int(s) for s in cm.inputs[0].shape], np.int8)], keep)

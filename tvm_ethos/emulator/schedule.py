@@ -53,7 +53,7 @@ from tvm.tirx import IndexMap
 from planner.aliases import aliased_outputs
 from planner.line_buffer import LineBufferError, line_timing
 from planner.memory import BufferMode
-from planner.plan_costing import PlanCosting
+from planner.staged_slices import SLICE_CHANNELS
 from planner.work_memory import is_work_tensor
 from tvm_ethos.emulator.line_buffer import (
     LineBufferScheduleError,
@@ -470,10 +470,6 @@ def _stage_weights(sch, plan, parts, staged, step, copy_block, plan_index):
         if slice_loop is not None:
             sch.compute_at(second, slice_loop, preserve_unit_loops=True)
             sch.compute_at(first, slice_loop, preserve_unit_loops=True)
-
-
-#: The slice the planner costs (one definition: the schedule must stage what was costed).
-SLICE_CHANNELS = PlanCosting.WEIGHT_SLICE_CHANNELS
 
 
 def _slice_loop(sch, loops, axis, width, extent, outer):

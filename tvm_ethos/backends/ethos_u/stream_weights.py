@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ethos_arch.ops import Op
-from planner.staged_slices import slice_order
+from planner.staged_slices import SLICE_CHANNELS, slice_order
 from tvm_ethos.backends.ethos_u.npu_ops import attach_constants, conv_scales, weights_ohwi
 from tvm_ethos.backends.ethos_u.stream_base import (
     ALIGN,
@@ -205,9 +205,6 @@ class Stager:
     before ended with (a Part of one or two slices loads them once per Plan). A slice whose
     encoded weights exceed a half is read in place from flash."""
 
-    #: output channels per slice: the planner's (``PlanCosting.WEIGHT_SLICE_CHANNELS``)
-    SLICE_CHANNELS = 16
-
     def __init__(self, api, flash, acc, halves: dict):
         """``halves``: layer step -> (Plan, (offset A, offset B), bytes of a half)."""
         self.api, self.flash, self.acc, self.halves = api, flash, acc, halves
@@ -232,13 +229,13 @@ class Stager:
             self.constants[step] = (weights_ohwi(q), conv_scales(q, channels))
         ohwi, scales = self.constants[step]
         out = []
-        starts = range(0, channels, self.SLICE_CHANNELS)
+        starts = range(0, channels, SLICE_CHANNELS)
         # every other stripe walks the slices backwards: it begins with the two slices the
         # halves still hold from the stripe before (the rule the planner's estimates count)
         stripe = self.stripes.get(step, 0)
         self.stripes[step] = stripe + 1
         for c0 in (starts[k] for k in slice_order(len(starts), stripe)):
-            n = min(self.SLICE_CHANNELS, channels - c0)
+            n = min(SLICE_CHANNELS, channels - c0)
             op = _shallow(npu)
             op.ofm = channel_slice(npu.ofm, c0, n)
             if depthwise:
