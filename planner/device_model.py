@@ -31,6 +31,10 @@ class Device:
     #: Plan stages in SRAM only weights a stripe would read more than once
     #: (``perf.weight_fetches``); False: weights always reach the NPU through SRAM (Ethos-N).
     weights_read_in_place: bool = False
+    #: A convolution whose weights are staged runs each stripe as one NPU operation per
+    #: weight slice, each with its own issue overhead (Ethos-U's command stream:
+    #: ``planner.staged_slices``); False: a stripe is one operation whatever its weights.
+    sliced_staging: bool = False
     #: The weight DMA may run ahead by one operation: while an unstriped Part runs, its idle
     #: weight-memory port copies the next Part's weights into SRAM, hiding that copy
     #: (Vela's weight pre-buffering; rfcs/0001 appendix, "Weights prefetched across Parts").

@@ -134,8 +134,8 @@ def _build(name: str, io_region: str, sram_size: int | None) -> Device:
         # An LSTM's stream runs every step over its whole sequences, and an SVDF's over its
         # whole state, so each is a Plan alone.
         return Device(name, "ethos-u", perf, regions, fm_region="sram", weight_region=weights,
-                      io_region=io_region, weights_read_in_place=True, weight_prefetch=True,
-                      solitary=frozenset({Op.LSTM, Op.SVDF}))
+                      io_region=io_region, weights_read_in_place=True, sliced_staging=True,
+                      weight_prefetch=True, solitary=frozenset({Op.LSTM, Op.SVDF}))
     regions = _n78_regions(name, sram_size)
     return Device(name, "ethos-n", EthosNPerfModel(name), regions, fm_region="sram",
                   weight_region="dram", io_region=io_region)

@@ -269,7 +269,7 @@ class PlanCosting:
         bytes of SRAM for them) runs beyond one per stripe: a convolution's stripe runs as
         one operation per weight slice. Charged with its weights streamed; copied whole, a
         stripe is one operation."""
-        if not staging or part.kind not in STAGEABLE_KINDS:
+        if not staging or not self.device.sliced_staging or part.kind not in STAGEABLE_KINDS:
             return 0
         extra = slice_count(part.output.shape[-1]) - 1
         if not extra:
