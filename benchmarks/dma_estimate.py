@@ -42,7 +42,7 @@ def estimated_slice_loads(plans, graph) -> int:
     by_name = {p.name: p for p in graph.parts}
     total = 0
     for plan in plans:
-        staged = stream_estimate.staged_part(plan, by_name)
+        staged = stream_estimate.staged_part(plan, graph)
         if staged is None:
             continue
         ps = next(s for s in plan.part_schedules if s.part == staged)

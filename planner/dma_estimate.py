@@ -26,11 +26,10 @@ def plan_dma_bytes(plan: Plan, graph: PlannerGraph, device: Device) -> int:
     """Estimated weight bytes ``plan``'s DMA commands move (0 off Ethos-U)."""
     if not has_stream(device):
         return 0
-    by_name = {p.name: p for p in graph.parts}
-    staged = staged_part(plan, by_name)
+    staged = staged_part(plan, graph)
     total = 0
     for ps in plan.part_schedules:
-        part = by_name[ps.part]
+        part = graph.part(ps.part)
         weights = sum(t.bytes for _, t in part.constant_inputs)
         if part.name in plan.spec.weights:
             total += weights

@@ -235,7 +235,9 @@ class PlannerGraph:
         by_name = {p.name: p for p in self.parts}
         object.__setattr__(self, "_index", {
             "producers": producers, "consumers": consumers, "tensors": tensors,
-            "topo": tuple(by_name[n] for n in topo),
+            "topo": tuple(by_name[n] for n in topo), "by_name": by_name,
+            "constant_readers": {t.name: p.name for p in self.parts for t in p.inputs
+                                 if t.is_constant},
         })
 
     def producer(self, tensor: Tensor | str) -> Part | None:
@@ -245,6 +247,17 @@ class PlannerGraph:
     def consumers(self, tensor: Tensor | str) -> tuple[Part, ...]:
         name = tensor if isinstance(tensor, str) else tensor.name
         return tuple(self._index["consumers"].get(name, ()))
+
+    def part(self, name: str) -> Part:
+        try:
+            return self._index["by_name"][name]
+        except KeyError:
+            raise PlannerError(f"no part named {name!r}") from None
+
+    def constant_reader(self, name: str) -> str | None:
+        """The name of the Part reading constant tensor ``name`` (the last in ``parts``
+        where several do); None for a tensor no Part reads as a constant."""
+        return self._index["constant_readers"].get(name)
 
     def tensor(self, name: str) -> Tensor:
         try:

@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 from typing import Iterator, NamedTuple
 
-from planner import lockstep, plan_costing, stripes
+from planner import lockstep, plan_costing, stream_estimate, stripes
 from planner.device_model import Device
 from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
@@ -32,7 +32,6 @@ from planner.plan import Buffering, PartSchedule, Plan, PlanSpec, WeightPlacemen
 from planner.plan_costing import PlanCosting, _rolled_axis
 from planner.point_sets import PointSet, culled, extended, merged, staged_frontier
 from planner.propagator import Propagator
-from planner.stream_estimate import plan_stream
 from planner.stripes import StripeConfig, unchecked_config
 from planner.walk_bound import SinkBound
 from planner.whole_on_a_tie import whole_on_a_tie
@@ -297,8 +296,8 @@ class PlanGenerator(PlanCosting):
             memory += nbytes
         plan = Plan(start, end, tuple(p.name for p in parts), out.name, spec,
                     tuple(configs), tuple(reversed(schedules)), memory, cycles)
-        return replace(plan, estimated_stream_bytes=plan_stream(plan, self.graph,
-                                                                self.device).bytes)
+        stream = stream_estimate.plan_stream(plan, self.graph, self.device)
+        return replace(plan, estimated_stream_bytes=stream.bytes)
 
     def _windows(self, t: Tensor, cons: tuple[Part, ...], compute: dict
                  ) -> list[tuple[Part, int, StripeConfig]]:
@@ -732,5 +731,6 @@ def clear_caches() -> None:
     lockstep.clear_caches()
     plan_costing.clear_caches()
     stripes.clear_caches()
+    stream_estimate.clear_caches()
     ethos_u.clear_caches()
 

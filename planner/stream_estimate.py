@@ -19,6 +19,7 @@ tolerance.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from ethos_arch.ops import Op
@@ -88,17 +89,16 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
     step is followed by the first's): what differs between the two is written again."""
     if not has_stream(device):
         return NO_STREAM
-    by_name = {p.name: p for p in graph.parts}
-    staged = staged_part(plan, by_name)
+    staged = staged_part(plan, graph)
     runs = []       # (Part, steps, operations, cut along the width) of each Part that emits any
     for ps in plan.part_schedules:
-        part = by_name[ps.part]
+        part = graph.part(ps.part)
         slices = _slices(part) if part.name == staged else 1
         steps = part_ops = 0
         for shape, n in ps.stripe.count_stripes().items():
             if 0 in shape:
                 continue
-            per_step = len(lower_part(part, shape))
+            per_step = _operations(part, shape)
             steps += n * (per_step > 0)
             part_ops += n * per_step * slices
         if part_ops:
@@ -168,17 +168,29 @@ def stream_bytes(plans: tuple[Plan, ...], graph: PlannerGraph, device: Device) -
     return STREAM_BASE_BYTES + sum(plan.estimated_stream_bytes for plan in plans)
 
 
-def staged_part(plan: Plan, by_name: dict[str, Part]) -> str | None:
-    """The Part whose weights stream through the Plan's staging double buffer, sliced (as
-    ``stream_weights.weight_pool`` picks it): the reader of a double-buffered constant held
-    outside its home, when it is a convolution whose weights are not copied whole."""
-    constants = {t.name: p.name for p in by_name.values() for t in p.inputs if t.is_constant}
+@lru_cache(maxsize=1 << 14)
+def _operations(part: Part, shape: tuple[int, ...]) -> int:
+    """NPU operations one stripe of ``part`` lowers to, memoised: the estimate is made for
+    every Plan built, and at ``--optimise Size`` that is the whole frontier's."""
+    return len(lower_part(part, shape))
+
+
+def clear_caches() -> None:
+    """Forget the memo of operation counts, so a benchmark times a cold search."""
+    _operations.cache_clear()
+
+
+def staged_part(plan: Plan, graph: PlannerGraph) -> str | None:
+    """The Part of ``graph`` whose weights stream through the Plan's staging double buffer,
+    sliced (as ``stream_weights.weight_pool`` picks it): the reader of a double-buffered
+    constant held outside its home, when it is a convolution whose weights are not copied
+    whole."""
     staged = None
     for tc in plan.tensor_configs:
         if tc.double_buffer and tc.copy_region != tc.home_region:
-            staged = constants.get(tc.tensor, staged)
+            staged = graph.constant_reader(tc.tensor) or staged
     if staged is None or staged in plan.spec.weights or \
-            by_name[staged].kind not in STAGEABLE_KINDS:
+            graph.part(staged).kind not in STAGEABLE_KINDS:
         return None
     return staged
 
