@@ -264,18 +264,26 @@ class PlanCosting:
             hit = self._copy_cache[sig] = self.weight_copy_cycles(part)
         return hit
 
-    def _slice_cycles(self, part: Part, stripe: StripeConfig, staging: int) -> int:
-        """The issue overhead of the operations a Part whose weights are staged (``staging``
-        bytes of SRAM for them) runs beyond one per stripe: a convolution's stripe runs as
-        one operation per weight slice. Charged with its weights streamed; copied whole, a
-        stripe is one operation."""
+    def operations_per_stripe(self, part: Part, staging: int) -> int:
+        """The operations the costing charges each stripe of ``part`` with its weights
+        streamed, ``staging`` bytes of SRAM staging them: one per weight slice where the
+        device runs a staged convolution slice by slice, else one. (In a Plan of several
+        such Parts the stream stages only the one it sized the buffer for, and the others
+        read their weights in place, one operation per stripe; the costing charges each as
+        if staged, as it does their weights' reads.)"""
         if not staging or not self.device.sliced_staging or part.kind not in STAGEABLE_KINDS:
-            return 0
-        extra = slice_count(part.output.shape[-1]) - 1
+            return 1
+        return slice_count(part.output.shape[-1])
+
+    def _slice_cycles(self, part: Part, stripe: StripeConfig, staging: int) -> int:
+        """The issue overhead of the operations ``part`` runs beyond one per stripe with its
+        weights streamed (``operations_per_stripe``); copied whole, a stripe is one
+        operation."""
+        extra = self.operations_per_stripe(part, staging) - 1
         if not extra:
             return 0
-        ops = sum(n for shape, n in stripe.count_stripes().items() if 0 not in shape)
-        return ops * extra * self.device.perf.stripe_overhead_cycles(part)
+        stripes = sum(n for shape, n in stripe.count_stripes().items() if 0 not in shape)
+        return stripes * extra * self.device.perf.stripe_overhead_cycles(part)
 
     def _signature(self, part: Part) -> int:
         """Parts that cost the same whatever their names (repeated blocks share costs) share

@@ -164,6 +164,32 @@ def test_a_device_without_a_command_stream_reports_none():
         assert all(p.estimated_stream_bytes == 0 for p in proposal.plans)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(height=st.integers(2, 32), rows=st.integers(1, 32), width=st.sampled_from([2, 4, 8]),
+       channels=st.integers(1, 80), copied=st.booleans(),
+       device=st.sampled_from(["ethos-u55-128", "ethos-u65-256"]))
+def test_the_costing_charges_the_operations_the_stream_runs(height, rows, width, channels,
+                                                             copied, device):
+    """The issue overhead the costing charges a one-convolution Plan is for as many NPU
+    operations as its stream runs (the estimate's count, which the tests above hold to the
+    streams written): one per stripe, times its weight slices where they are staged; copied
+    whole, one per stripe."""
+    g = _one_conv(height, channels)
+    dev = get_device(device)
+    gen = PlanGenerator(g, dev, PlannerOptions())
+    conv = g.parts[0]
+    stripe = StripeConfig.tiled(conv.output.shape, (1, min(rows, height), width, channels),
+                                (0, 1, 1, 0))
+    copied = copied and stripe.total_stripes > 1       # (one stripe never copies)
+    plan = gen.build(0, 0, PlanSpec(stripe, Buffering.RECOMPUTE, 0,
+                                    weights=(conv.name,) if copied else ()))
+    per = 1 if copied else \
+        gen.operations_per_stripe(conv, gen.weight_stage_bytes(conv, stripe))
+    assert stream_estimate.plan_stream(plan, g, dev).operations == stripe.total_stripes * per
+    assert (per > 1) == (not copied and channels > staged_slices.SLICE_CHANNELS and
+                         gen.weight_stage_bytes(conv, stripe) > 0)
+
+
 def test_the_estimate_is_reported_and_leaves_the_frontier_as_it_was(monkeypatch):
     """The estimate is reported (JSON of Plans, Proposals, the plan result) and is not part of
     the objective: the frontier is the one found when every Plan's estimate is left out."""
