@@ -225,8 +225,10 @@ def goal_breakdown(model_path: str, config: str = "ethos-u55-128", share: float 
     Part unstriped and Vela's Size figures for the layer (thousands of cycles).
 
     *steady*: the stripes' NPU cycles less their fill and drain; *fill/drain*: paid once per
-    Part of several stripes; *overhead*: ``stripe_overhead_cycles``; *transfers*: what the
-    memory ports add where they, not the NPU, decide a stripe, plus one-off weight copies;
+    Part of several stripes; *overhead*: ``stripe_overhead_cycles`` per NPU operation (a
+    staged convolution's stripe runs one per weight slice: ``operations_per_stripe``);
+    *transfers*: what the memory ports add where they, not the NPU, decide a stripe, plus
+    one-off weight copies;
     *recompute*: the part of *steady* that recomputes halos (stripes' elements beyond the
     whole output's, at the whole layer's rate)."""
     graph = load_tflite(model_path)
@@ -258,7 +260,9 @@ def goal_breakdown(model_path: str, config: str = "ethos-u55-128", share: float 
                          for sh, n in shapes)
             fill = (max(perf.fill_drain_cycles(p, sh) for sh, _ in shapes) if many else
                     sum(perf.fill_drain_cycles(p, sh) for sh, _ in shapes))
-            ovh = sum(n for _, n in shapes) * perf.stripe_overhead_cycles(p)
+            ops = 1 if p.name in plan.spec.weights else \
+                gen.operations_per_stripe(p, gen.weight_stage_bytes(p, ps.stripe))
+            ovh = sum(n for _, n in shapes) * ops * perf.stripe_overhead_cycles(p)
             elems = sum(n * math.prod(sh) for sh, n in shapes) / math.prod(p.output.shape)
             recomp = round((elems - 1) * perf.compute_cycles(p, p.output.shape))
             whole = gen.part_cost(p, StripeConfig.whole(p.output.shape), "flash")
