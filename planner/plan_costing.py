@@ -3,13 +3,12 @@ their home or copied to SRAM (or prefetched under the previous Plan), and the SR
 tensors homed in DRAM.
 
 A Part's cycles per stripe are the slower of its compute (the device's PerfModel) and each
-memory port's traffic (the MemoryRegion bandwidths), plus the stripe's issue overhead, once per
-NPU operation: a convolution whose weights are staged runs each stripe as one operation per
-weight slice (``planner.staged_slices``), so its weights streamed cost more operations than
-copied whole. Costs
-are cached per Part *signature* (everything the costing reads of a Part but its name), so
-identical layers under other names share them, and they can be computed ahead of the walks in
-other processes (``warm_costs``, ``adopt_cost``).
+memory port's traffic (the MemoryRegion bandwidths), plus the issue overhead of each NPU
+operation: a convolution whose weights are staged runs each stripe as one operation per weight
+slice (``planner.staged_slices``), so its weights streamed cost more operations than copied
+whole. Costs are cached per Part *signature* (everything the costing reads of a Part but its
+name), so identical layers under other names share them, and they can be computed ahead of
+the walks in other processes (``warm_costs``, ``adopt_cost``).
 """
 from __future__ import annotations
 
@@ -309,17 +308,18 @@ class PlanCosting:
                       ) -> list[tuple[Tensor, tuple[int, ...], int]]:
         """(constant, slice shape, bytes) staged in SRAM for a Part whose weights stream from
         outside the feature-map region: two slices of ``SLICE_CHANNELS`` output channels (or
-        of all of them, if fewer). A Plan has one staging double buffer, sized for
-        its largest slice pair: the NPU runs one command at a time, and the DMA fills one half
-        with the next command's slice while the other half is read. It is counted whatever the
-        weight placement chosen (a Part whose weights are copied needs no slice; counting it
-        anyway keeps the term a function of the Plan's stripes, which the search keeps in the
-        key of its groups of walks so the DP stays exact). None when the NPU reads the weight
-        stream in place (``Device.weights_read_in_place``) and every stripe of ``stripe`` reads
-        it once
-        (``perf.weight_fetches`` = 1: one OFM block in H x W): staging only saves re-reading
-        the weights from their home for every OFM block, which is what Vela's unbuffered
-        weights cost ("Weight buffer = 0 bytes (None)": flash read per OFM block, no SRAM)."""
+        of all of them, if fewer). A Plan has one staging double buffer, sized for its largest
+        slice pair: the NPU runs one command at a time, and the DMA fills one half with the
+        next command's slice while the other half is read. It is counted whatever the weight
+        placement chosen (a Part whose weights are copied needs no slice; counting it anyway
+        keeps the term a function of the Plan's stripes, which the search keeps in the key of
+        its groups of walks so the DP stays exact).
+
+        None when the NPU reads the weight stream in place (``Device.weights_read_in_place``)
+        and every stripe of ``stripe`` reads it once (``perf.weight_fetches`` = 1: one OFM
+        block in H x W): staging only saves re-reading the weights from their home for every
+        OFM block, which is what Vela's unbuffered weights cost ("Weight buffer = 0 bytes
+        (None)": flash read per OFM block, no SRAM)."""
         if not part.constant_inputs or self.device.weight_region == self.device.fm_region:
             return []
         if self.device.weights_read_in_place and stripe is not None and \
