@@ -205,6 +205,9 @@ class ProposalSearch:
         self.fronts: list[Sequence[_Point]] = []
         self.prefetch_fronts: list[Sequence[_Point]] = []   # prefixes that prefetched the next
         self.plan_candidates = 0
+        #: (start, end, raw spec): the Plan built for it; frontier Proposals share most of
+        #: their Plans, and the ``size`` rule rebuilds many Proposals
+        self._built: dict[tuple, Plan] = {}
         with _collector_paused():
             self._run()
 
@@ -352,9 +355,17 @@ class ProposalSearch:
             pts.append(pt)
             fronts = self.prefetch_fronts if pt.prev_state else self.fronts
             pt = fronts[pt.prev][pt.prev_index]
-        plans = tuple(self.gen.build(p.start, p.end, make_spec(p.spec)) for p in reversed(pts))
+        plans = tuple(self._plan(p) for p in reversed(pts))
         return Proposal(plans, top.memory, top.cycles,
                         stream_bytes(plans, self.graph, self.device))
+
+    def _plan(self, pt: _Point) -> Plan:
+        """The Plan of frontier point ``pt``, built once (Plans are immutable)."""
+        key = (pt.start, pt.end, pt.spec)
+        hit = self._built.get(key)
+        if hit is None:
+            hit = self._built[key] = self.gen.build(pt.start, pt.end, make_spec(pt.spec))
+        return hit
 
     def select(self, budget: int | None = None) -> Proposal:
         """The fastest Proposal whose peak memory fits ``budget`` (the fastest overall if

@@ -108,6 +108,11 @@ def test_every_proposal_covers_each_part_once_and_fits(g):
     with pytest.raises(PlannerError) as err:
         search.select(front[0][0] - 1)
     assert str(front[0][0]) in str(err.value) and str(front[0][0] - 1) in str(err.value)
+    # a search builds each Plan once and shares it between Proposals: rebuilt in the other
+    # order by a fresh search, every Proposal is the same
+    fresh = ProposalSearch(g, device, SMALL)
+    for k in reversed(range(len(front))):
+        assert fresh.proposal(k) == search.proposal(k)
 
 
 def test_frontier_is_monotone_and_fastest_is_default():
