@@ -1,4 +1,5 @@
-"""The one exception type the planner raises for bad input or an impossible request."""
+"""The one exception type the planner raises for bad input or an impossible request, and the
+two kinds of it the TFLite front door (:mod:`planner.tflite_check`) raises."""
 
 
 class PlannerError(ValueError):
@@ -6,3 +7,13 @@ class PlannerError(ValueError):
 
     A ValueError subclass so callers that validate inputs generically still catch it.
     """
+
+
+class InvalidModelError(PlannerError):
+    """The model file cannot be read: truncated, corrupt, or content no TFLite runtime takes
+    (``tvm_ethos`` raises it as its ModelLoadError)."""
+
+
+class UnimportableModelError(PlannerError):
+    """The file is a readable model whose content contradicts the schema or itself, or that
+    tvm-ethos cannot import (``tvm_ethos`` raises it as its UnsupportedModelError)."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from tvm_ethos.errors import OptionError, UnsupportedModelError
 from tvm_ethos.frontend.messages import one_line
 from tvm_ethos.frontend.relax_module import finish, with_output_specs
-from tvm_ethos.frontend.tflite_check import already_compiled, check_tflite
+from tvm_ethos.frontend.tflite_check import already_compiled, check_tflite, refusing_findings
 from tvm_ethos.frontend.tflite_support import (
-    GRAPH_LEVEL_OPERATORS,
     TFLM_TARGET_HINT,
     int16_zero_point_refusal,
     kernel_form_refusal,
@@ -79,20 +78,10 @@ def _checked_model(data: bytes, name: str):
             raise UnsupportedModelError(
                 f"{name}: {where}operator {op.index} ({op.name}) cannot be imported: {reason}; "
                 f"no host target (llvm, opencl) runs it; {TFLM_TARGET_HINT}")
-    findings = _read_findings(checked)
+    findings = refusing_findings(checked)
     if findings:
         raise UnsupportedModelError(f"{name}: {findings[0].message}")
     return checked.model
-
-
-def _read_findings(checked):
-    """The check's findings less those about an LSTM's intermediate tensors (empty shapes
-    in TFLite's converter's files), which no kernel reads: the LSTM's converter reads its
-    weights, biases and quantization only (``tflite_converter.convert_quantized_lstm``)."""
-    unread = {(op.subgraph, t) for op in checked.operators
-              if op.name in GRAPH_LEVEL_OPERATORS for t in op.intermediates}
-    return [f for f in checked.findings
-            if not (f.operator is None and (f.subgraph, f.tensor) in unread)]
 
 
 def _single_scale_axis_zero(model, data: bytes) -> bytes:
