@@ -16,6 +16,9 @@ Conventions:
   (an ADD of a constant, a constant in a CONCATENATION) become ``<part>:const<i>``.
 * Every computed output shape is checked against the shape the model declares, so a
   wrong padding or propagator cannot pass silently.
+* A file is read only once it passes the front door (:func:`planner.tflite_check.front_door`,
+  the rules ``tvmc compile`` applies): a model compile refuses is refused here with the same
+  message, never planned.
 * Anything that cannot be planned (an unsupported operator, float tensors, dynamic shapes, a
   damaged file) raises :class:`~planner.errors.PlannerError` with a one-line message.
 """
@@ -35,12 +38,12 @@ from planner.errors import PlannerError
 from planner.graph import Part, PlannerGraph, Tensor
 from planner.limits import MAX_AXIS, check_graph
 from planner.propagator import Propagator
+from planner.tflite_check import front_door, source_label
 from planner.tflite_format import (
     DECODING_ERRORS,
     FILE_IDENTIFIER,
     TENSOR_TYPES,
     Truncated,
-    check_external_buffer,
     describe_decoding_error,
     enum_names,
 )
@@ -161,14 +164,9 @@ class _Converter:
         tfl = _tfl()
         self.tfl = tfl
         self.names = enum_names(tfl.BuiltinOperator)
-        if model.SubgraphsLength() < 1:
-            raise self.err("the model has no subgraph")
-        if model.Version() != 3:
-            raise self.err(f"unsupported TFLite schema version {model.Version()} (expected 3)")
         self.sg = model.Subgraphs(0)
         self.graph_name = name or (_string(self.sg._tab, _SLOT_SUBGRAPH_NAME) or b"").decode(
             "utf-8", "replace") or "tflite"
-        self._check_buffers()
         self.tinfo = [self._read_tensor(i) for i in range(self.sg.TensorsLength())]
         self.values: dict[int, Tensor] = {}
         self.parts: list[Part] = []
@@ -185,40 +183,17 @@ class _Converter:
         return self.err(f"operator {index} ({opname}): {msg}")
 
     # -- reading ------------------------------------------------------------------------------
-    def _check_buffers(self) -> None:
-        """Touch every buffer so a truncated file fails here rather than with odd weights."""
-        n = len(self.data)
-        for j in range(self.model.BuffersLength()):
-            b = self.model.Buffers(j)
-            if b.DataLength():
-                b.DataAsNumpy()  # np.frombuffer raises if the vector runs past the end
-            check_external_buffer(j, b.Offset(), b.Size(), n)
-
     def _read_tensor(self, i: int) -> _TInfo:
         t = self.sg.Tensors(i)
         raw = _string(t._tab, _SLOT_TENSOR_NAME) or b""
         sig = None if t.ShapeSignatureIsNone() else _ints(t.ShapeSignatureAsNumpy())
         buf = t.Buffer()
         constant = False
-        if 0 < buf < self.model.BuffersLength():
+        if buf > 0:     # the front door checked the index and the buffer's size
             b = self.model.Buffers(buf)
             constant = b.DataLength() > 0 or b.Offset() > 1
-        elif buf >= self.model.BuffersLength() and buf != 0:
-            raise self.err(f"tensor {i} refers to buffer {buf}, the model has "
-                           f"{self.model.BuffersLength()}")
-        info = _TInfo(i, raw.decode("utf-8", "replace"), _ints(t.ShapeAsNumpy()), sig,
+        return _TInfo(i, raw.decode("utf-8", "replace"), _ints(t.ShapeAsNumpy()), sig,
                       t.Type(), buf, constant, bool(t.IsVariable()))
-        if constant and info.dtype is not None and t.Sparsity() is None and \
-                all(d >= 1 for d in info.shape):
-            # weights are never read, so a buffer that disagrees with its shape (a damaged
-            # file) would otherwise be planned by the shape alone
-            b = self.model.Buffers(buf)
-            held = b.Size() if b.Offset() > 1 else b.DataLength()
-            need = math.prod(info.shape) * np.dtype(_NUMPY[info.dtype]).itemsize
-            if held != need:
-                raise self.err(f"constant tensor {info.raw_name!r} holds {held} bytes, its shape "
-                               f"{list(info.shape)} of {info.type_name} needs {need}")
-        return info
 
     def info(self, i: int, who: str = "") -> _TInfo:
         if not 0 <= i < len(self.tinfo):
@@ -1097,7 +1072,9 @@ def _run(build: Callable[[], PlannerGraph], where: str) -> PlannerGraph:
 
 def graph_from_tflite_model(model: "_tflite_t.Model", *, weight_compression: float = 1.0,
                             name: str | None = None) -> PlannerGraph:
-    """Convert an already parsed ``tflite.Model`` (its main subgraph, index 0).
+    """Convert an already parsed ``tflite.Model`` (its main subgraph, index 0), once its
+    bytes pass the front door (:func:`planner.tflite_check.front_door`, its messages naming
+    ``<model>``).
 
     Args:
         model: a ``tflite.Model`` root table (``tflite.Model.GetRootAs(buf)``).
@@ -1107,7 +1084,12 @@ def graph_from_tflite_model(model: "_tflite_t.Model", *, weight_compression: flo
     """
     wc = _check_compression(weight_compression)
     data = model._tab.Bytes
-    return _run(lambda: _Converter(model, data, wc, name, "").convert(), "")
+
+    def build() -> PlannerGraph:
+        front_door(bytes(data), "<model>")
+        return _Converter(model, data, wc, name, "").convert()
+
+    return _run(build, "")
 
 
 def load_tflite(source: ModelSource, *, weight_compression: float = 1.0,
@@ -1123,7 +1105,9 @@ def load_tflite(source: ModelSource, *, weight_compression: float = 1.0,
     Raises:
         PlannerError: the file cannot be read, is not a valid TFLite flatbuffer, or uses an
             operator, type or shape the planner does not support. The message is one line and
-            names the operator and its index, or what is wrong with the file.
+            names the operator and its index, or what is wrong with the file. What the front
+            door refuses (an InvalidModelError or UnimportableModelError) is worded as
+            ``tvmc compile`` words it, after the path as given (``<bytes>`` for bytes).
     """
     wc = _check_compression(weight_compression)
     if name is not None and not isinstance(name, str):
@@ -1144,4 +1128,10 @@ def load_tflite(source: ModelSource, *, weight_compression: float = 1.0,
         if name is None:
             stem = os.path.basename(path)
             name = stem[:-len(".tflite")] if stem.endswith(".tflite") else stem
-    return _run(lambda: _Converter(_parse(data, where), data, wc, name, where).convert(), where)
+
+    def build() -> PlannerGraph:
+        _parse(data, where)
+        checked = front_door(data, source_label(source))
+        return _Converter(checked.model, data, wc, name, where).convert()
+
+    return _run(build, where)
