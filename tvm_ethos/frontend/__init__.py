@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from planner.tflite_check import source_label
 from planner.tflite_format import FILE_IDENTIFIER
 from tvm_ethos.errors import ModelLoadError, OptionError, UnsupportedModelError
 from tvm_ethos.frontend.onnx_import import import_onnx
@@ -72,7 +73,8 @@ def load_model(path_or_module: Any, shape_dict: dict | None = None, example_inpu
             data = path.read_bytes()
         except OSError as err:
             raise ModelLoadError(f"cannot read model file {path}: {err.strerror}") from None
-        return _load_bytes(data, name=str(path), suffix=path.suffix.lower(), shape_dict=shape_dict)
+        return _load_bytes(data, name=source_label(obj), suffix=path.suffix.lower(),
+                           shape_dict=shape_dict)
     mod_name = type(obj).__module__ or ""
     if mod_name.startswith("onnx"):
         return import_onnx(obj, "<onnx.ModelProto>", shape_dict)

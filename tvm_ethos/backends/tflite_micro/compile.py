@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ethosu_stream.tflite_custom_op import payload_accelerator
 from planner.errors import PlannerError
+from planner.tflite_check import source_label
 from tvm_ethos.backends.ethos_u.arena_layout import InputOverwritten, LayoutRefusal
 from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
 from tvm_ethos.backends.ethos_u.tflite_export import (
@@ -65,10 +66,10 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
     _check_options(options)
     npu_target = f"{tl.targets[0]},llvm"
     accelerator = str(tl.options_of(NPU_ID)["accelerator_config"])
+    with stage("importer check"):   # the front door first: the graph's reader trusts the file
+        refusals = import_refusals(data, source_label(model))
     source = read_source(data)
     graph = SourceGraph(source)
-    with stage("importer check"):
-        refusals = import_refusals(data)
     split: tuple[frozenset[int], ...] = ()
     host: dict[int, str] = {}
     attempts: dict[tuple, object] = {}

@@ -54,10 +54,12 @@ def cut_model(data: bytes, graph: SourceGraph, ops) -> Cut:
     return Cut(out, ops, tuple(order))
 
 
-def import_refusals(data: bytes) -> list[str | None]:
+def import_refusals(data: bytes, name: str = "<bytes>") -> list[str | None]:
     """Per operator of the model's subgraph, None where the importer converts it, else why
-    not (the frontend's own verdict, ``tflite_support.operator_support``)."""
-    return [None if s.importable else s.reason for s in operator_support(data) if s.subgraph == 0]
+    not (the frontend's own verdict, ``tflite_support.operator_support``); ``name`` (the
+    model's path, as ``load_model`` names it) begins the error of a file it refuses."""
+    return [None if s.importable else s.reason for s in operator_support(data, name)
+            if s.subgraph == 0]
 
 
 def npu_candidates(graph: SourceGraph, importable: list[bool]) -> list[tuple[int, ...]]:
