@@ -47,16 +47,26 @@ def seed_models() -> list[tuple[str, bytes]]:
 def mutated(seeds: list[tuple[str, bytes]], n: int, campaign: int = 0
             ) -> list[tuple[str, bytes]]:
     """``n`` semantic mutations of the valid seeds, a pure function of ``campaign``."""
-    valid = [(name, data) for name, data in seeds if "/" not in name and "vela" not in name]
+    valid = valid_seeds(seeds)
     layouts = {name: layout(data) for name, data in valid}
-    out = []
-    for k in range(n):
-        rng = random.Random(zlib.crc32(f"front-door {campaign} {k}".encode()))
-        name, data = rng.choice(valid)
-        fn = rng.choice(SEMANTIC)
-        d, desc = fn(rng, bytearray(data), layouts[name])
-        out.append((f"{name} [{fn.__name__[2:]}: {desc}]", bytes(d)))
-    return out
+    return [mutation(valid, layouts, k, campaign) for k in range(n)]
+
+
+def valid_seeds(seeds: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The seeds :func:`mutated` mutates: the trained, shipped and builder models as they
+    are (no defect, no ethos-u operator)."""
+    return [(name, data) for name, data in seeds if "/" not in name and "vela" not in name]
+
+
+def mutation(valid: list[tuple[str, bytes]], layouts: dict, k: int, campaign: int = 0
+             ) -> tuple[str, bytes]:
+    """Case ``k`` of :func:`mutated`'s ``campaign`` (``layouts``: each valid seed's
+    ``layout``): its name (the seed and the mutation) and its bytes."""
+    rng = random.Random(zlib.crc32(f"front-door {campaign} {k}".encode()))
+    name, data = rng.choice(valid)
+    fn = rng.choice(SEMANTIC)
+    d, desc = fn(rng, bytearray(data), layouts[name])
+    return f"{name} [{fn.__name__[2:]}: {desc}]", bytes(d)
 
 
 @dataclass(frozen=True)
