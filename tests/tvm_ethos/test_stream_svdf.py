@@ -44,6 +44,7 @@ def _assert_runs_as_tflm(data: bytes, accelerator: str = "ethos-u55-128", runs: 
     interpreter gives it. The compiled model is returned."""
     cm = tvm_ethos.compile(data, f"ethos-u -accelerator_config={accelerator}", cache_dir=False)
     assert set(cm.partition_summary) == {"ethos-u"}, cm.placement_table
+    _assert_placed_as_reported(cm)
     rs = np.random.RandomState(seed)
     spec = cm.inputs[0]
     xs = inputs or [rs.randint(-128, 128, size=spec.shape).astype(np.int8)
@@ -64,6 +65,17 @@ def _assert_runs_as_tflm(data: bytes, accelerator: str = "ethos-u55-128", runs: 
     want = fresh.get_output(0)
     assert np.array_equal(cm.run(xs[0])[0].reshape(want.shape), want)
     return cm
+
+
+def _assert_placed_as_reported(cm) -> None:
+    """Every SVDF on the NPU says how it runs there, as its plan report does (a graph-level
+    NPU operator planned alone, ``svdf_plan``), not why TVM's importer has no converter."""
+    svdfs = [p for p in cm.placement if p.kind == "SVDF"]
+    assert svdfs
+    for p in svdfs:
+        reason = cm.plan_report["subgraphs"][p.operator]["reason"]
+        assert p.why == reason and "planned alone" in p.why, (p, reason)
+        assert "refuse" not in p.why, p
 
 
 _CASES = svdf_cases(input_size=24, units=8, memory=10)

@@ -26,7 +26,7 @@ from tvm_ethos.backends.ethos_u.tflite_export import (
 )
 from tvm_ethos.backends.registry import get_registry
 from tvm_ethos.backends.tflite_micro.cut import cut_model, import_refusals, npu_candidates
-from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator
+from tvm_ethos.backends.tflite_micro.graph_operators import graph_operator, how_it_runs
 from tvm_ethos.backends.tflite_micro.lstm_cascade import lstm_group, lstm_side
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS, compile_streams
@@ -93,6 +93,11 @@ class _Split(Exception):
         self.operators = operators
 
 
+def _importer_refuses(reason: str) -> str:
+    """An operator's placement note where TVM's importer has no converter for it."""
+    return f"the importer refuses it: {reason}"
+
+
 class _Host(Exception):
     """An NPU group's ethos-u operator has no place in the arena beside the others (a tensor
     two of them share sits at offsets their streams cannot both reach): the group's
@@ -108,7 +113,7 @@ def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: st
     """The written model, every operator of a set in ``split`` an NPU group of its own and
     those of ``host`` TFLite operators for its reason (``_npu_groups``); ``attempts``: the
     group compiles made so far, by operators."""
-    why = {i: f"the importer refuses it: {r}" for i, r in enumerate(refusals) if r}
+    why = {i: _importer_refuses(r) for i, r in enumerate(refusals) if r}
     npu: list[tuple] = []
     groups: dict[str, tuple] = {}
     plans = []
@@ -165,6 +170,8 @@ def _placed(data, graph, refusals, target: str, npu_target: str, accelerator: st
             written_file = write_tflite(data, npu, groups)
     npu += [(n, p.payload) for _, n, p in graph_parts]
     groups.update((n, ((i,), p.ifms, p.ofms)) for i, n, p in graph_parts)
+    for i, _, p in graph_parts:   # on the NPU after all: how it runs there, then what befell it
+        why[i] = how_it_runs(p) + why[i].removeprefix(_importer_refuses(refusals[i]))
     plans += [p.plan_report for _, _, p in graph_parts]
     owner = {i: name for name, (ops, _, _) in groups.items() for i in ops}
     placement = tuple(

@@ -197,6 +197,13 @@ def _report(name: str, payload: EthosUPayload, planned_peak: int | None,
             "streams": {name: stream_report(payload, planned_peak)}}
 
 
+def how_it_runs(part: GraphPart) -> str:
+    """How the NPU runs a graph-level operator (its report's one reason, e.g.
+    :data:`PLANNED_APART`): what its placement says."""
+    (sub,) = part.plan_report["subgraphs"].values()
+    return sub["reason"]
+
+
 def format_report(report: dict) -> str:
     """The plan-table lines of a graph-level operator's report: how it was planned (the
     plan's estimates where it has them), its arena, what its stream did on the functional

@@ -20,7 +20,9 @@ _DTYPES = {9: "int8", 3: "uint8", 7: "int16", 2: "int32", 0: "float32"}
 
 class Placement(NamedTuple):
     """Where source operator ``index`` runs: ``ethos-u`` (in ethos-u operator ``operator``)
-    or ``tflite-micro`` (copied unchanged; ``why`` says why the NPU does not run it)."""
+    or ``tflite-micro`` (copied unchanged; ``why`` says why the NPU does not run it). An
+    operator the Ethos-U takes from the TFLite graph on its own (an SVDF, an LSTM: a
+    graph-level NPU operator) has ``why`` say how it runs there, as its plan report does."""
 
     index: int
     kind: str
