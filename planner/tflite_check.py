@@ -23,12 +23,15 @@ imports; :func:`front_door` raises the first one that counts (:func:`refusing_fi
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import NamedTuple
+
+import numpy as np
 
 from planner.errors import InvalidModelError, UnimportableModelError
 from planner.tflite_format import (
@@ -271,8 +274,6 @@ class _Table:
         return p + 4, length
 
     def ints(self, slot: int):
-        import numpy as np
-
         start, length = self.vector(slot, 4)
         return np.frombuffer(self.d, "<i4", length, start) if length else np.zeros(0, "<i4")
 
@@ -296,7 +297,7 @@ class _TfliteChecker:
     """The checks, over :class:`_Table` reads (slot numbers from tensorflow/lite/schema.fbs)."""
 
     def __init__(self, data: bytes, name: str):
-        import tflite
+        import tflite  # lazy: planner imports without the tflite package (planner.tflite._tfl)
 
         self.tfl = tflite
         self.data = data
@@ -669,8 +670,6 @@ class _TfliteChecker:
                            ) -> tuple[float | None, int, int]:
         """The quantization's first scale (None: not quantized), zero point and number of
         scales, once checked."""
-        import numpy as np
-
         s0, n_scale = q.vector(8, 4)
         z0, n_zp = q.vector(10, 8)
         q.vector(4, 4), q.vector(6, 4)                           # min, max
@@ -757,8 +756,6 @@ def _accessors(cls) -> tuple[str, ...]:
     """Zero-argument field accessors of a generated flatbuffer table class."""
     got = _ACCESSORS.get(cls)
     if got is None:
-        import inspect
-
         got = tuple(n for n, f in inspect.getmembers(cls, inspect.isfunction)
                     if n[0].isupper() and not n.startswith(("GetRootAs", "Init"))
                     and list(inspect.signature(f).parameters) == ["self"])
