@@ -41,7 +41,6 @@ from planner.propagator import Propagator
 from planner.tflite_check import front_door, source_label
 from planner.tflite_format import (
     DECODING_ERRORS,
-    FILE_IDENTIFIER,
     TENSOR_TYPES,
     Truncated,
     describe_decoding_error,
@@ -1046,19 +1045,6 @@ def _check_compression(weight_compression: float) -> float:
     return wc
 
 
-def _parse(data: bytes | memoryview, where: str):
-    """The root Model table, after the checks that make random bytes fail cleanly."""
-    if len(data) == 0:
-        raise PlannerError(f"{where}empty file: not a TFLite flatbuffer")
-    if len(data) < 8:
-        raise PlannerError(f"{where}not a TFLite flatbuffer: only {len(data)} bytes")
-    ident = bytes(data[4:8])
-    if ident != FILE_IDENTIFIER:
-        raise PlannerError(f"{where}not a TFLite flatbuffer: file identifier is {ident!r}, "
-                           f"expected {FILE_IDENTIFIER!r}")
-    return _tfl().Model.GetRootAs(data, 0)
-
-
 def _run(build: Callable[[], PlannerGraph], where: str) -> PlannerGraph:
     """Turn every low-level decoding failure into a PlannerError about the file."""
     try:
@@ -1130,7 +1116,6 @@ def load_tflite(source: ModelSource, *, weight_compression: float = 1.0,
             name = stem[:-len(".tflite")] if stem.endswith(".tflite") else stem
 
     def build() -> PlannerGraph:
-        _parse(data, where)
         checked = front_door(data, source_label(source))
         return _Converter(checked.model, data, wc, name, where).convert()
 

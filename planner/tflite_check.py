@@ -35,6 +35,7 @@ import numpy as np
 
 from planner.errors import InvalidModelError, UnimportableModelError
 from planner.tflite_format import (
+    FILE_IDENTIFIER,
     TENSOR_TYPES,
     Truncated,
     check_external_buffer,
@@ -772,6 +773,16 @@ def source_label(source: object) -> str:
     return "<bytes>"
 
 
+def check_identifier(data: bytes, name: str) -> None:
+    """Whether ``data`` is a TFLite file at all: not empty, the flatbuffer identifier at
+    bytes 4..8; an InvalidModelError naming ``name`` otherwise."""
+    if not data:
+        raise InvalidModelError(f"{name}: the file is empty")
+    if data[4:8] != FILE_IDENTIFIER:
+        raise InvalidModelError(f"{name}: not a TFLite flatbuffer (file identifier "
+                                f"{bytes(data[4:8])!r}, expected {FILE_IDENTIFIER!r})")
+
+
 def check_tflite(data: bytes, name: str) -> CheckedModel:
     """Walk the flatbuffer and check it: an InvalidModelError when the file is invalid
     (damaged, or content no TFLite runtime takes), an UnimportableModelError when its content
@@ -798,8 +809,10 @@ def refusing_findings(checked: CheckedModel) -> tuple[Finding, ...]:
 
 
 def front_door(data: bytes, name: str) -> CheckedModel:
-    """:func:`check_tflite`, and the first of :func:`refusing_findings` raised as an
-    UnimportableModelError: every rule a model must pass before either reader converts it."""
+    """:func:`check_identifier`, :func:`check_tflite`, and the first of
+    :func:`refusing_findings` raised as an UnimportableModelError: every rule a model must
+    pass before either reader converts it."""
+    check_identifier(data, name)
     checked = check_tflite(data, name)
     refusing = refusing_findings(checked)
     if refusing:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-__all__ = ["FILE_IDENTIFIER", "TENSOR_TYPES", "Truncated", "DECODING_ERRORS",
+__all__ = ["FILE_IDENTIFIER", "TFLITE_SUFFIXES", "TENSOR_TYPES", "Truncated", "DECODING_ERRORS",
            "enum_names", "check_external_buffer", "describe_decoding_error"]
 
 #: The flatbuffer file identifier at bytes 4..8 of every TFLite model.
 FILE_IDENTIFIER = b"TFL3"
+#: The suffixes of a file that says it is a TFLite model (one without the identifier is refused
+#: as no TFLite flatbuffer, not tried as another format).
+TFLITE_SUFFIXES = frozenset({".tflite", ".tfl", ".lite"})
 
 #: TensorType (tensorflow/lite/schema.fbs) -> (name, bytes per element; None where the width
 #: varies or is below a byte).

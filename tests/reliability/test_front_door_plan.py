@@ -42,9 +42,11 @@ from tvm_ethos.frontend.tflite_check import check_tflite, refusing_findings
 #: indices below pick among them)
 _SEEDS = 17
 
-#: (rule, the case breaking it: a builder defect's name or a campaign index, words of the
-#: front door's message). Files no runtime reads:
+#: (rule, the case breaking it: its bytes, a builder defect's name or a campaign index, words
+#: of the front door's message). Files no runtime reads:
 INVALID = [
+    ("a file at all", b"", "the file is empty"),
+    ("TFLite identifier", bytes(16), "not a TFLite flatbuffer (file identifier b'\\x00"),
     ("vector past the end", 5, "a vector of 2147483647 elements at byte 436 runs past"),
     ("vtable outside the file", 34, "the vtable of the table at byte 540 lies outside"),
     ("reference past the end", 134, "a reference at byte 500 points past the end"),
@@ -118,6 +120,8 @@ def _defects() -> dict[str, bytes]:
 
 
 def _case(case) -> bytes:
+    if isinstance(case, bytes):
+        return case
     if isinstance(case, str):
         return _defects()[case]
     valid, layouts = _campaign()

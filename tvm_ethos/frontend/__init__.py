@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from planner.tflite_check import source_label
-from planner.tflite_format import FILE_IDENTIFIER
+from planner.tflite_format import FILE_IDENTIFIER, TFLITE_SUFFIXES
 from tvm_ethos.errors import ModelLoadError, OptionError, UnsupportedModelError
 from tvm_ethos.frontend.onnx_import import import_onnx
 from tvm_ethos.frontend.relax_module import OUTPUT_NAMES_ATTR, OUTPUT_SHAPES_ATTR
+from tvm_ethos.frontend.tflite_check import check_identifier
 from tvm_ethos.frontend.tflite_import import import_tflite
 from tvm_ethos.frontend.tflite_support import OperatorSupport, operator_support
 from tvm_ethos.frontend.torch_import import import_torch, is_torch_object
@@ -37,7 +38,6 @@ from tvm_ethos.tflite_source import keep_source
 __all__ = ["load_model", "operator_support", "OperatorSupport", "OUTPUT_NAMES_ATTR",
            "OUTPUT_SHAPES_ATTR"]
 
-_TFLITE_SUFFIXES = {".tflite", ".tfl", ".lite"}
 _ONNX_SUFFIXES = {".onnx"}
 _TORCH_SUFFIXES = {".pt2", ".pt", ".pth"}
 
@@ -109,15 +109,10 @@ def _check_shape_dict(shape_dict):
 
 
 def _load_bytes(data: bytes, name: str, suffix: str, shape_dict):
-    if len(data) == 0:
-        raise ModelLoadError(f"{name}: the file is empty")
     if len(data) >= 8 and data[4:8] == FILE_IDENTIFIER:
         return keep_source(import_tflite(data, name, shape_dict), data)
-    if suffix in _TFLITE_SUFFIXES:
-        raise ModelLoadError(
-            f"{name}: not a TFLite flatbuffer (file identifier {data[4:8]!r}, "
-            f"expected {FILE_IDENTIFIER!r})"
-        )
+    if not data or suffix in TFLITE_SUFFIXES:
+        check_identifier(data, name)   # raises: empty, or no TFLite identifier
     if suffix in _ONNX_SUFFIXES:
         return import_onnx(data, name, shape_dict)
     if suffix in _TORCH_SUFFIXES or data[:2] == b"PK":

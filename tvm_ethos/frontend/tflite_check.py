@@ -22,8 +22,8 @@ from planner.tflite_check import (
 )
 from tvm_ethos.errors import ModelLoadError, UnsupportedModelError
 
-__all__ = ["CheckedModel", "CheckedOperator", "Finding", "already_compiled", "check_tflite",
-           "refusing_findings", "validate_tflite", "ETHOS_U_OPERATOR"]
+__all__ = ["CheckedModel", "CheckedOperator", "Finding", "already_compiled", "check_identifier",
+           "check_tflite", "refusing_findings", "validate_tflite", "ETHOS_U_OPERATOR"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,14 @@ def check_tflite(data: bytes, name: str) -> CheckedModel:
                                 int16=_int16_unread(op, checked.tensors[op.subgraph]))
                 for op in checked.operators)
     return dataclasses.replace(checked, operators=ops)
+
+
+def check_identifier(data: bytes, name: str) -> None:
+    """:func:`planner.tflite_check.check_identifier` with tvm-ethos's ModelLoadError."""
+    try:
+        front_door.check_identifier(data, name)
+    except InvalidModelError as err:
+        raise ModelLoadError(str(err)) from None
 
 
 def validate_tflite(data: bytes, name: str):

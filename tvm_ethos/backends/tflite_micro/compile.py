@@ -13,9 +13,13 @@ groups, so a model TVM's importer refuses in part still compiles.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ethosu_stream.tflite_custom_op import payload_accelerator
 from planner.errors import PlannerError
 from planner.tflite_check import source_label
+from planner.tflite_format import TFLITE_SUFFIXES
 from tvm_ethos.backends.ethos_u.arena_layout import InputOverwritten, LayoutRefusal
 from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
 from tvm_ethos.backends.ethos_u.tflite_export import (
@@ -31,6 +35,7 @@ from tvm_ethos.backends.tflite_micro.lstm_cascade import lstm_group, lstm_side
 from tvm_ethos.backends.tflite_micro.model import Placement, TfliteMicroModel
 from tvm_ethos.compiler import COMPILE_OPTIONS, compile_streams
 from tvm_ethos.errors import OptionError, TargetError, TvmEthosError, UnsupportedModelError
+from tvm_ethos.frontend.tflite_check import check_identifier
 from tvm_ethos.pipeline.planning import planning_options
 from tvm_ethos.runtime.options import RUNTIME_OPTIONS, check_runtime_options
 from tvm_ethos.stages import stage
@@ -57,6 +62,9 @@ def compile_tflite(model, target="ethos-u,tflite-micro", **options) -> TfliteMic
         raise TargetError(f"target {tl} for a TFLite Micro file: the tflite-micro host takes "
                           "one accelerator, ethos-u ('ethos-u' or 'ethos-u,tflite-micro')")
     data = source_of(model)
+    if data is None and isinstance(model, (str, os.PathLike)) and os.path.isfile(model) \
+            and Path(model).suffix.lower() in TFLITE_SUFFIXES:
+        check_identifier(Path(model).read_bytes(), source_label(model))   # raises: why not
     if data is None:
         raise TargetError(
             "the tflite-micro host keeps a .tflite's other operators as TFLite operators, so "
