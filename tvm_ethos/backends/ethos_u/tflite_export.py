@@ -31,6 +31,7 @@ import numpy as np
 
 from ethosu_stream.relocate import relocate
 from ethosu_stream.tflite_custom_op import command_words
+from planner.tflite_format import DECODING_ERRORS
 from tvm_ethos.backends.ethos_u.arena_layout import CpuStep, NpuStep, Slot, arena_bases
 from tvm_ethos.backends.ethos_u.stream_base import npu_accelerator, vela_api
 from tvm_ethos.backends.ethos_u.stream_run import arena_writes
@@ -511,8 +512,18 @@ def source_tensor(graph: SourceGraph, t: int) -> Tensor:
     shape = tuple(int(d) for d in src.ShapeAsNumpy()) if src.ShapeLength() else ()
     buf = graph.model.Buffers(src.Buffer())
     data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
-    return Tensor((src.Name() or b"").decode(), shape, src.Type(), data, src.Quantization(),
+    return Tensor(_name(src), shape, src.Type(), data, src.Quantization(),
                   variable=bool(src.IsVariable()))
+
+
+def _name(src) -> str:
+    """A source tensor's name; ``""`` where it cannot be read (its string runs past the end
+    of the file, which the front door lets through for the operators TFLite Micro keeps:
+    TFLite Micro reads no names, so the copy goes without it)."""
+    try:
+        return (src.Name() or b"").decode()
+    except DECODING_ERRORS:
+        return ""
 
 
 def _slots(tensors, arena) -> tuple[Slot, ...]:
