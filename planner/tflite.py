@@ -1072,7 +1072,7 @@ def graph_from_tflite_model(model: "_tflite_t.Model", *, weight_compression: flo
     data = model._tab.Bytes
 
     def build() -> PlannerGraph:
-        front_door(bytes(data), "<model>")
+        front_door(bytes(data), "<model>", compiled=False)
         return _Converter(model, data, wc, name, "").convert()
 
     return _run(build, "")
@@ -1116,7 +1116,7 @@ def load_tflite(source: ModelSource, *, weight_compression: float = 1.0,
             name = stem[:-len(".tflite")] if stem.endswith(".tflite") else stem
 
     def build() -> PlannerGraph:
-        checked = front_door(data, source_label(source))
+        checked = front_door(data, source_label(source), compiled=False)
         return _Converter(checked.model, data, wc, name, where).convert()
 
     return _run(build, where)

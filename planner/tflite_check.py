@@ -808,12 +808,22 @@ def refusing_findings(checked: CheckedModel) -> tuple[Finding, ...]:
                  if not (f.operator is None and (f.subgraph, f.tensor) in unread))
 
 
-def front_door(data: bytes, name: str) -> CheckedModel:
+def front_door(data: bytes, name: str, *, compiled: bool = True) -> CheckedModel:
     """:func:`check_identifier`, :func:`check_tflite`, and the first of
     :func:`refusing_findings` raised as an UnimportableModelError: every rule a model must
-    pass before either reader converts it."""
+    pass before either reader converts it. ``compiled=False``: a model holding an
+    ``ethos-u`` operator (a command stream compiled already, whose tensors break the rules
+    for layers) is refused first, naming it, for a reader that cannot keep the operator as
+    it is (the planner's)."""
     check_identifier(data, name)
     checked = check_tflite(data, name)
+    if not compiled:
+        op = next((op for op in checked.operators if op.name == ETHOS_U_OPERATOR), None)
+        if op is not None:
+            raise UnimportableModelError(
+                f"{name}: the model is compiled for Ethos-U already (operator {op.index} is "
+                "an 'ethos-u' operator holding an NPU command stream, as Vela and tvm-ethos's "
+                ".tflite output write it): plan the .tflite it was compiled from")
     refusing = refusing_findings(checked)
     if refusing:
         raise UnimportableModelError(f"{name}: {refusing[0].message}")

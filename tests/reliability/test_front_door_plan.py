@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from planner.errors import InvalidModelError, PlannerError, UnimportableModelError
 from planner.tflite import load_tflite
+from tests.helpers.models import model_path
 from tests.reliability.front_door_cases import mutation, seed_models, valid_seeds
 from tests.reliability.tflite_mutator import builder_models, layout
 from tvm_ethos.cli import main
@@ -176,6 +177,22 @@ def test_plan_refuses_what_the_importer_cannot_take_with_compile_s_line(tmp_path
     rc, compiled = _tvmc("compile", str(tmp_path / "model.tflite"), "--target", "ethos-u",
                          "--no-progress", "-o", str(tmp_path / "out.tflite"))
     assert rc == 0 and "Traceback" not in compiled, compiled
+
+
+def test_plan_refuses_a_compiled_file_naming_what_to_plan(tmp_path):
+    """A .tflite Vela compiled (person_detect's, shipped) holds an 'ethos-u' operator whose
+    command-stream tensor breaks the rules for layers; the planner cannot plan the operator,
+    and says so first, naming the file to plan instead: one line, exit 2, not the tensor
+    rule its stream tensor breaks."""
+    path = model_path("tflite-micro/person_detect_vela")
+    rc, err = _tvmc("plan", str(path), "--target", "ethos-u", "--no-progress", "--no-vela")
+    assert rc == 2
+    line = _line(err, "plan")
+    assert line.startswith(f"{path}: the model is compiled for Ethos-U already"), line
+    assert "operator 0 is an 'ethos-u' operator" in line and \
+        "plan the .tflite it was compiled from" in line, line
+    with pytest.raises(UnimportableModelError, match="compiled for Ethos-U already"):
+        load_tflite(path.read_bytes())
 
 
 def _front_door(data: bytes) -> tuple[type | None, str]:
