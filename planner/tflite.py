@@ -114,7 +114,6 @@ class _TInfo:
     index: int
     raw_name: str
     shape: tuple[int, ...]
-    signature: tuple[int, ...] | None
     type_code: int
     buffer: int
     constant: bool
@@ -185,13 +184,12 @@ class _Converter:
     def _read_tensor(self, i: int) -> _TInfo:
         t = self.sg.Tensors(i)
         raw = _string(t._tab, _SLOT_TENSOR_NAME) or b""
-        sig = None if t.ShapeSignatureIsNone() else _ints(t.ShapeSignatureAsNumpy())
         buf = t.Buffer()
         constant = False
         if buf > 0:     # the front door checked the index and the buffer's size
             b = self.model.Buffers(buf)
             constant = b.DataLength() > 0 or b.Offset() > 1
-        return _TInfo(i, raw.decode("utf-8", "replace"), _ints(t.ShapeAsNumpy()), sig,
+        return _TInfo(i, raw.decode("utf-8", "replace"), _ints(t.ShapeAsNumpy()),
                       t.Type(), buf, constant, bool(t.IsVariable()))
 
     def info(self, i: int, who: str = "") -> _TInfo:
@@ -220,9 +218,9 @@ class _Converter:
         return np.frombuffer(raw, dtype=_NUMPY[dtype]).reshape(info.shape)
 
     def check_shape(self, info: _TInfo) -> None:
-        if info.signature is not None and any(s < 0 for s in info.signature):
-            raise self.err(f"tensor {info.raw_name!r} (index {info.index}) has a dynamic shape "
-                           f"(signature {list(info.signature)})")
+        # a static shape whose signature leaves an axis open (a batch converted as dynamic)
+        # is planned at its shape, as TFLite Micro and TVM's importer run it; a shape left
+        # open the front door refuses
         if not info.shape:
             raise self.err(f"tensor {info.raw_name!r} (index {info.index}) has an unknown or "
                            "scalar shape")
