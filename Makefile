@@ -5,6 +5,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 MODELS ?= ../shared/models
 PYTEST_ARGS ?=
+# make test runs on XDIST pytest-xdist workers: one per core (CI has 2), at most 4, not
+# `-n auto`: every worker imports TVM, collects the whole suite and compiles its own models, so
+# a 64-core box would pay that 64 times in start-up and memory. XDIST=0 (or 1) runs serially
+# in this one process. --dist loadfile keeps each test file on one worker, so a module's shared
+# fixtures (compiled models, oracles) are built once, not once per worker (rfcs/0006, 7).
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+XDIST ?= $(shell n=$(NPROC); echo $$(( n < 4 ? n : 4 )))
+XDIST_ARGS := $(if $(filter-out 0 1,$(XDIST)),-n $(XDIST) --dist loadfile)
 
 .PHONY: install corpus test test-slow test-torch lint demo demo-planner bench clean
 
@@ -25,10 +33,10 @@ corpus: install
 	TVM_ETHOS_MODELS=$(abspath $(MODELS)) $(PY) tools/build_corpus.py --build $(CORPUS_BUILD)
 
 test: install corpus
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q -m "not slow" $(XDIST_ARGS) $(PYTEST_ARGS) tests
 
 test-slow: install corpus
-	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q -m slow $(XDIST_ARGS) $(PYTEST_ARGS) tests
 
 # ruff.toml holds the rules (pycodestyle, pyflakes, import order; 100 columns).
 lint: install

@@ -29,6 +29,8 @@ setup(
     ],
     extras_require={
         "test": ["onnx", "pytest", "hypothesis", "ai-edge-litert",
+                 # make test's workers, one per core (-n, --dist loadfile: the Makefile)
+                 "pytest-xdist>=3.5,<4",
                  # the ONNX QDQ oracle (tests/tvm_ethos/test_import_onnx_torch.py)
                  "onnxruntime",
                  # notebooks/ executed by tests/tvm_ethos/test_notebook.py
