@@ -1,5 +1,6 @@
 """The compiled-model cache (seed 003): a second compile of the same inputs loads from the cache."""
 import hashlib
+import multiprocessing
 import os
 import stat
 import time
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tvm_ethos
+from tests.helpers.cache_writer import store_many
 from tvm_ethos.runtime import cache as model_cache
 
 
@@ -176,24 +178,15 @@ def test_cli_reports_an_untrusted_cache_in_one_line(tmp_path, model, capsys, mon
     assert len(err) == 1 and "writable by group or others" in err[0]
 
 
-def _store_many(args):
-    d, key, package, n = args
-    for _ in range(n):
-        model_cache.store(d, key, package)
-    return True
-
-
 def test_concurrent_writers_never_leave_half_an_entry(tmp_path):
     """Four processes store the same key (two different packages) while this one reads it:
-    every read is a whole entry, and no temporary file is left."""
-    import multiprocessing as mp
-
+    every read is a whole entry, and no temporary file is left. The writers are spawned, not
+    forked: a fork of a process running other threads (a pytest-xdist worker's) can deadlock."""
     d = str(tmp_path / "c")
     model_cache.ensure_dir(d)
     packages = [os.urandom(1 << 20), os.urandom(1 << 20)]
-    ctx = mp.get_context("fork")
-    with ctx.Pool(4) as pool:
-        res = pool.map_async(_store_many, [(d, "k", packages[i % 2], 20) for i in range(4)])
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        res = pool.map_async(store_many, [(d, "k", packages[i % 2], 20) for i in range(4)])
         with warnings.catch_warnings():
             warnings.simplefilter("error", model_cache.CacheWarning)   # a half entry fails
             while not res.ready():
