@@ -2,8 +2,10 @@
 children named in the parent, one process where forking cannot pay."""
 import multiprocessing
 import os
+import re
 import threading
 from dataclasses import replace
+from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from planner.errors import PlannerError
 from planner.options import PlannerOptions
 from planner.plans import PlanGenerator
 from planner.proposals import ProposalSearch
+from tests.helpers.fresh_process import in_fresh_process
 from tests.helpers.simple_device import simple_device
 from tests.helpers.strategies import graphs
 
@@ -25,18 +28,38 @@ def _everything(search):
             [search.proposal(k).to_json() for k in range(len(search.frontier))])
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_forked_workers_give_the_one_process_result(workers):
-    """Children walk contiguous runs of sinks and take from each other's runs when done; the
-    merged result (frontier, every Proposal, candidate count) is the one-process result."""
+# The tests that make the search fork (workers=2 or more) run it in a fresh process
+# (tests/helpers/fresh_process.py): forking is safe only from a process without other threads.
+
+def _one_and_many(workers: int) -> tuple:
     from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 4)
     one = ProposalSearch(g, simple_device("dram"), SMALL, workers=1)
     many = ProposalSearch(g, simple_device("dram"), SMALL, workers=workers)
-    assert _everything(many) == _everything(one)
+    return _everything(one), _everything(many)
 
 
-def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
+@pytest.mark.parametrize("workers", [2, 3])
+def test_forked_workers_give_the_one_process_result(workers):
+    """Children walk contiguous runs of sinks and take from each other's runs when done; the
+    merged result (frontier, every Proposal, candidate count) is the one-process result."""
+    one, many = in_fresh_process(_one_and_many, workers)
+    assert many == one
+
+
+def _what_remains(search: Callable[[], object]) -> tuple[str | None, int, int]:
+    """The error ``search()`` raised (type: message, or None), and the threads and child
+    processes it left behind."""
+    threads = threading.active_count()
+    try:
+        search()
+        error = None
+    except Exception as e:    # noqa: BLE001 - handed to the test, which names what it wants
+        error = f"{type(e).__name__}: {e}"
+    return error, threading.active_count() - threads, len(multiprocessing.active_children())
+
+
+def _failing_walk() -> tuple[str | None, int, int]:
     from planner import sink_walks
     from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
@@ -48,15 +71,19 @@ def test_a_failing_walk_worker_raises_its_error_in_the_parent(monkeypatch):
             raise PlannerError(f"sink {j} failed on purpose")
         return real(gen, j)
 
-    monkeypatch.setattr(sink_walks, "_sink_frontiers", failing)
-    before = threading.active_count()
-    with pytest.raises(PlannerError, match="failed on purpose"):
-        ProposalSearch(g, simple_device(), SMALL, workers=2)
-    assert threading.active_count() == before        # the results' reader is gone too
-    assert not multiprocessing.active_children()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sink_walks, "_sink_frontiers", failing)
+        return _what_remains(lambda: ProposalSearch(g, simple_device(), SMALL, workers=2))
 
 
-def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch):
+def test_a_failing_walk_worker_raises_its_error_in_the_parent():
+    error, threads_left, children_left = in_fresh_process(_failing_walk)
+    assert error is not None and re.fullmatch(r"PlannerError: sink \d+ failed on purpose", error)
+    assert threads_left == 0        # the results' reader is gone too
+    assert children_left == 0
+
+
+def _failing_and_dying_costing() -> list[str | None]:
     from planner import sink_walks
     from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 2)
@@ -64,19 +91,23 @@ def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent(monkeypatch)
     def failing(gen, inbox):   # only forked costing children run this
         raise ValueError("costing failed on purpose")
 
-    monkeypatch.setattr(sink_walks, "_cost_fed", failing)
-    with pytest.raises(ValueError, match="costing failed on purpose"):
-        ProposalSearch(g, simple_device(), SMALL, workers=2)
+    errors = []
+    for costing in (failing, lambda gen, inbox: os._exit(3)):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(sink_walks, "_cost_fed", costing)
+            errors.append(_what_remains(
+                lambda: ProposalSearch(g, simple_device(), SMALL, workers=2))[0])
+    return errors
 
-    monkeypatch.setattr(sink_walks, "_cost_fed", lambda gen, inbox: os._exit(3))
-    with pytest.raises(PlannerError, match="died without a result.*workers=1"):
-        ProposalSearch(g, simple_device(), SMALL, workers=2)
+
+def test_a_costing_worker_that_fails_or_dies_is_named_in_the_parent():
+    failed, died = in_fresh_process(_failing_and_dying_costing)
+    assert failed == "ValueError: costing failed on purpose"
+    assert died is not None and re.fullmatch(r"PlannerError: .*died without a result.*workers=1",
+                                             died)
 
 
-def test_walk_workers_stream_sinks_and_leave_no_thread_or_child(monkeypatch):
-    """A walk worker sends each sink as soon as it is walked (the parent reads them on a
-    thread), not all at the end; when the search ends, that thread and the children are
-    gone, so the next search may fork again (default_workers wants a single thread)."""
+def _streamed_walks() -> tuple:
     from planner import sink_walks
     from tests.helpers.mobilenet import mobilenet_v1
     g = mobilenet_v1(96, 0.25, 4)
@@ -90,14 +121,24 @@ def test_walk_workers_stream_sinks_and_leave_no_thread_or_child(monkeypatch):
                 arrivals.put(item)
         real(streams, Seen())
 
-    monkeypatch.setattr(sink_walks, "_read_streams", counting)
-    before = threading.active_count()
-    many = ProposalSearch(g, simple_device("dram"), SMALL, workers=2)
+    searches = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sink_walks, "_read_streams", counting)
+        left = _what_remains(lambda: searches.append(
+            ProposalSearch(g, simple_device("dram"), SMALL, workers=2)))
+    one = ProposalSearch(g, simple_device("dram"), SMALL, workers=1)
+    return sent, left, _everything(searches[0]) if searches else None, _everything(one)
+
+
+def test_walk_workers_stream_sinks_and_leave_no_thread_or_child():
+    """A walk worker sends each sink as soon as it is walked (the parent reads them on a
+    thread), not all at the end; when the search ends, that thread and the children are
+    gone, so the next search may fork again (default_workers wants a single thread)."""
+    sent, (error, threads_left, children_left), many, one = in_fresh_process(_streamed_walks)
+    assert error is None
     assert sent and sent[-1] is None and len(set(sent[:-1])) == len(sent) - 1 > 1
-    assert threading.active_count() == before
-    assert not multiprocessing.active_children()
-    assert _everything(many) == _everything(ProposalSearch(g, simple_device("dram"), SMALL,
-                                                           workers=1))
+    assert threads_left == 0 and children_left == 0
+    assert many == one
 
 
 def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkeypatch):
