@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from . import isolated_decode
 from .vela_defs import mlw_codec
 
 _SUBKERNEL_MAX = 8  # Vela's ArchitectureFeatures.SubKernelMax height and width
@@ -73,48 +74,21 @@ _decoded: dict[bytes, np.ndarray] = {}
 
 def _decode_isolated(stream: bytes) -> np.ndarray:
     """``mlw_codec.decode`` ends the whole process (C ``exit``) on a stream that runs out of
-    bits, so a stream from an untrusted command stream is decoded in a forked child; a
-    failure becomes a ValueError. Results are memoised by content."""
+    bits, so a stream from an untrusted command stream is decoded in another process
+    (``isolated_decode``); a failure becomes a ValueError. Results are memoised by content."""
     key = hashlib.sha256(stream).digest()
     if key in _decoded:
         return _decoded[key]
     if not hasattr(os, "fork"):  # pragma: no cover - no fork: decode in-process
         out = np.asarray(mlw_codec().decode(bytearray(stream)), np.int64)
     else:
-        out = _decode_in_child(stream)
+        values = isolated_decode.decode(stream)
+        if values is None:
+            raise ValueError("the weight stream does not decode (mlw_codec runs out of bits or "
+                             "rejects it): WEIGHT_BASE/WEIGHT_LENGTH do not point at an encoded "
+                             "stream")
+        out = np.frombuffer(values, np.int16).astype(np.int64)
     if len(_decoded) >= 1024:
         _decoded.clear()
     _decoded[key] = out
     return out
-
-
-def _decode_in_child(stream: bytes) -> np.ndarray:
-    codec = mlw_codec()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: decode, send int16 values, exit without running parent cleanup
-        status = 0
-        try:
-            os.close(read_end)
-            devnull = os.open(os.devnull, os.O_WRONLY)  # the codec prints its complaint
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            data = np.asarray(codec.decode(bytearray(stream)), np.int16).tobytes()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_end, view):]
-        except BaseException:
-            status = 2
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    chunks = []
-    with os.fdopen(read_end, "rb") as f:
-        while chunk := f.read(1 << 16):
-            chunks.append(chunk)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise ValueError("the weight stream does not decode (mlw_codec runs out of bits or "
-                         "rejects it): WEIGHT_BASE/WEIGHT_LENGTH do not point at an encoded "
-                         "stream")
-    return np.frombuffer(b"".join(chunks), np.int16).astype(np.int64)
