@@ -108,7 +108,9 @@ def test_import_registers_npu_codegens():
 
 
 def test_plugin_npu_codegen_registered_through_registry():
-    """A plugin NPU's codegen registers as ``relax.ext.<its id>`` through the registry."""
+    """A plugin NPU's codegen registers as ``relax.ext.<its id>`` through the registry. TVM's
+    registry is the process's: the id is this test's own (test_registry's plugin compiles as
+    acme-npu, and under pytest-xdist that file may run first in the same process)."""
     import tvm
 
     from tvm_ethos.backends.base import BACKEND_API_VERSION
@@ -117,7 +119,7 @@ def test_plugin_npu_codegen_registered_through_registry():
     from tvm_ethos.byoc import register_codegens
 
     class AcmeNpu(EthosUBackend):
-        backend_id = "acme-npu"
+        backend_id = "byoc-test-npu"
 
     class Broken(EthosUBackend):
         backend_id = "broken-npu"
@@ -126,11 +128,11 @@ def test_plugin_npu_codegen_registered_through_registry():
             raise RuntimeError("no codegen")
 
     reg = BackendRegistry()
-    assert reg.register("acme-npu", AcmeNpu, version=BACKEND_API_VERSION)
+    assert reg.register("byoc-test-npu", AcmeNpu, version=BACKEND_API_VERSION)
     assert reg.register("broken-npu", Broken, version=BACKEND_API_VERSION)
-    assert tvm.get_global_func("relax.ext.acme-npu", allow_missing=True) is None
-    assert register_codegens(reg) == ["acme-npu"]  # the broken one is logged, not raised
-    assert tvm.get_global_func("relax.ext.acme-npu", allow_missing=True) is not None
+    assert tvm.get_global_func("relax.ext.byoc-test-npu", allow_missing=True) is None
+    assert register_codegens(reg) == ["byoc-test-npu"]  # the broken one is logged, not raised
+    assert tvm.get_global_func("relax.ext.byoc-test-npu", allow_missing=True) is not None
 
 
 def test_bad_option_is_one_clear_error():
