@@ -535,19 +535,16 @@ class _TfliteChecker:
         if not weighted or not types:
             return None
         act = types.pop()
-        w = infos[ins[1]].type
-        if w not in _ACT_WEIGHTS.get(act, (w,)):
-            return self.refuse(
-                f"{where}{what}: {TENSOR_TYPES[act][0]} activations with "
-                f"{TENSOR_TYPES[w][0]} weights; TFLite's {opname} takes "
-                f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_WEIGHTS[act])}", operator=o)
+        operands = [(_ACT_WEIGHTS, ins[1], "{} weights")]
         if len(ins) > 2 and ins[2] >= 0:
-            b = infos[ins[2]].type
-            if b not in _ACT_BIAS.get(act, (b,)):
+            operands.append((_ACT_BIAS, ins[2], "a {} bias"))
+        for allowed, i, noun in operands:
+            got = infos[i].type
+            if got not in allowed.get(act, (got,)):
                 return self.refuse(
-                    f"{where}{what}: {TENSOR_TYPES[act][0]} activations with a "
-                    f"{TENSOR_TYPES[b][0]} bias; TFLite's {opname} takes "
-                    f"{' or '.join(TENSOR_TYPES[t][0] for t in _ACT_BIAS[act])}", operator=o)
+                    f"{where}{what}: {TENSOR_TYPES[act][0]} activations with "
+                    f"{noun.format(TENSOR_TYPES[got][0])}; TFLite's {opname} takes "
+                    f"{' or '.join(TENSOR_TYPES[t][0] for t in allowed[act])}", operator=o)
         return None
 
     def check_weighted(self, what, where, opname, opts, ins, infos, o) -> None:
