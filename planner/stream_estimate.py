@@ -90,10 +90,10 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
     if not has_stream(device):
         return NO_STREAM
     staged = staged_part(plan, graph)
-    runs = []       # (Part, steps, operations, cut along the width) of each Part that emits any
-    for ps in plan.part_schedules:
+    runs = []       # (Part, steps, operations, cut along the width, weight slices) of each
+    for ps in plan.part_schedules:          # Part that emits any
         part = graph.part(ps.part)
-        slices = _slices(part) if part.name == staged else 1
+        slices = slice_count(part.output.shape[-1]) if part.name == staged else 1
         steps = part_ops = 0
         for shape, n in ps.stripe.count_stripes().items():
             if 0 in shape:
@@ -102,9 +102,9 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
             steps += n * (per_step > 0)
             part_ops += n * per_step * slices
         if part_ops:
-            runs.append((part, steps, part_ops, _width_striped(ps.stripe)))
+            runs.append((part, steps, part_ops, _width_striped(ps.stripe), slices))
     ops = repeats = dmas = nbytes = 0
-    for k, (part, steps, part_ops, width_striped) in enumerate(runs):
+    for k, (part, steps, part_ops, width_striped, slices) in enumerate(runs):
         # within a step its operations (slices, a multi-operation lowering) follow each
         # other; its steps follow each other only where it runs alone
         rep = part_ops - 1 if len(runs) == 1 else part_ops - steps
@@ -115,7 +115,7 @@ def plan_stream(plan: Plan, graph: PlannerGraph, device: Device) -> StreamEstima
             cascaded * (_cascade_bytes(runs[k - 1][0], part) +
                         CASCADE_WIDTH_TILE_BYTES * width_striped)
         if part.name == staged:    # its slices' DMAs, but none of a slice a half holds
-            dmas += slice_loads(_slices(part), part_ops // _slices(part))
+            dmas += slice_loads(slices, part_ops // slices)
             nbytes += SLICE_WEIGHT_BYTES * rep
         if part.name in plan.spec.weights:
             dmas += 2
@@ -194,7 +194,3 @@ def staged_part(plan: Plan, graph: PlannerGraph) -> str | None:
         return None
     return staged
 
-
-def _slices(part: Part) -> int:
-    """Output-channel slices of a staged Part's operations."""
-    return slice_count(part.output.shape[-1])
