@@ -8,6 +8,7 @@ import multiprocessing
 from typing import Any, Callable
 
 from planner.errors import PlannerError
+from planner.progress import paused_for_fork
 
 
 def _run(fn: Callable, args: tuple, conn) -> None:
@@ -37,7 +38,8 @@ class Forked:
     def start(self, fn: Callable, *args: Any) -> None:
         recv, send = self.ctx.Pipe(duplex=False)
         proc = self.ctx.Process(target=_run, args=(fn, args, send), daemon=True)
-        proc.start()
+        with paused_for_fork():     # a progress bar's thread holds no lock the child copies
+            proc.start()
         send.close()
         self._children.append((proc, recv))
 

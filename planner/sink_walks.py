@@ -22,6 +22,7 @@ import time
 from planner.errors import PlannerError
 from planner.forked import Forked
 from planner.plans import PlanGenerator, frontiers_from_wire, frontiers_to_wire
+from planner.progress import refresher_threads
 
 #: When a list, a search on several processes appends (event, time.perf_counter()) to it at
 #: the end of each of its phases, as this process sees them (benchmarks/planner_speed.py
@@ -74,11 +75,12 @@ def default_workers(parts: int) -> int:
     process (a pool's worker already shares the cores out) and runs no other thread (a fork
     copies only the forking thread, and whatever lock another one holds stays held in the
     child: a notebook kernel, an inference thread pool; rfcs/0004 spawns for the same
-    reason), and the graph has at least PARALLEL_MIN_PARTS Parts. The worker count never
-    changes a result, only the time it takes."""
+    reason) but progress bars' refreshers, which stop while it forks
+    (``progress.paused_for_fork``), and the graph has at least PARALLEL_MIN_PARTS Parts.
+    The worker count never changes a result, only the time it takes."""
     if parts < PARALLEL_MIN_PARTS or _usable_cpus() < 2 or \
             multiprocessing.parent_process() is not None or \
-            threading.active_count() > 1 or \
+            threading.active_count() - refresher_threads() > 1 or \
             "fork" not in multiprocessing.get_all_start_methods() or \
             _idle_cores() < IDLE_CORE_NEEDED:
         return 1
