@@ -477,7 +477,7 @@ class PlanGenerator(PlanCosting):
                 front = zip([mem + stage for mem in points.memory], points.cycles,
                             points.payloads)
             else:
-                front = staged_frontier(point_sets)
+                front = zip(*staged_frontier(point_sets))
             # named once culled: most candidates are not (built with tuple.__new__, as
             # NamedTuple._make does, without a Python-level __new__ call per point)
             points = by_start[start] = [_new(FrontierPoint, (mem, cyc, _new(RawSpec, raw)))

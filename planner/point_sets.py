@@ -12,12 +12,9 @@ before it, so of identical points the first listed is kept.
 from __future__ import annotations
 
 import math
-from itertools import chain
 from typing import NamedTuple, Sequence
 
-import numpy as np
-
-from planner.pareto import INT64_SAFE, frontier, frontier_order
+from planner.pareto import frontier
 
 
 class PointSet(NamedTuple):
@@ -40,9 +37,14 @@ def merged(sets: Sequence[PointSet]) -> PointSet:
     """The Pareto set of the points of ``sets`` listed one set after another."""
     if len(sets) == 1:
         return sets[0]
-    memory = [m for s in sets for m in s.memory]
-    cycles = [c for s in sets for c in s.cycles]
-    payloads = [p for s in sets for p in s.payloads]
+    return _culled_columns([m for s in sets for m in s.memory], [c for s in sets for c in s.cycles],
+                           [p for s in sets for p in s.payloads])
+
+
+def _culled_columns(memory: list, cycles: list, payloads: list) -> PointSet:
+    """The Pareto set of the points (memory[k], cycles[k], payloads[k]) by ``frontier``'s
+    rule: sorted by (memory, cycles, k), so equal points keep their listed order, each kept
+    when it is faster than every point before it."""
     out_m, out_c, out_p = [], [], []
     best = math.inf
     for m, c, k in sorted(zip(memory, cycles, range(len(memory)))):
@@ -123,27 +125,16 @@ def extended(points: PointSet, options: list) -> PointSet:
     return PointSet(out_m, out_c, out_p)
 
 
-def staged_frontier(sets: Sequence[tuple[int, PointSet]]) -> list[tuple[int, int, tuple]]:
-    """(memory, cycles, payload) of the Pareto set of every point of ``sets`` ((staging
-    bytes added to each of its points' memory, PointSet), listed set by set): culled on
-    int64 arrays (``pareto.frontier_order``, the same rule), each survivor's payload looked
-    up in its set; on Python lists where a value is not an int64 within
-    ``pareto.INT64_SAFE``."""
-    lengths = [len(s.memory) for _, s in sets]
-    stages = [stage for stage, _ in sets]
-    memory = np.array(list(chain.from_iterable(s.memory for _, s in sets)))
-    cycles = np.array(list(chain.from_iterable(s.cycles for _, s in sets)))
-    if len(memory) == 0 or memory.dtype != np.int64 or cycles.dtype != np.int64 or \
-            any(type(x) is not int for x in stages) or \
-            max(abs(int(memory.max())), abs(int(memory.min()))) + max(map(abs, stages)) \
-            >= INT64_SAFE:
-        return frontier([(m + stage, c, p) for stage, s in sets
-                         for m, c, p in zip(s.memory, s.cycles, s.payloads)])
-    memory += np.repeat(np.array(stages, np.int64), lengths)
-    keep = frontier_order(memory, cycles)
-    firsts = np.cumsum([0] + lengths)
-    owner = np.searchsorted(firsts, keep, "right") - 1
-    payloads = [s.payloads for _, s in sets]
-    return [(m, c, payloads[g][k])
-            for m, c, g, k in zip(memory[keep].tolist(), cycles[keep].tolist(),
-                                  owner.tolist(), (keep - firsts[owner]).tolist())]
+def staged_frontier(sets: Sequence[tuple[int, PointSet]]) -> PointSet:
+    """The Pareto set of every point of ``sets`` ((staging bytes added to each of its points'
+    memory, PointSet), listed set by set), by ``frontier``'s rule. Sorted as Python lists:
+    the sets are short runs already in memory order, which the list sort merges faster than
+    arrays are built from them and culled."""
+    memory: list = []
+    cycles: list = []
+    payloads: list = []
+    for stage, s in sets:
+        memory += [m + stage for m in s.memory] if stage else s.memory
+        cycles += s.cycles
+        payloads += s.payloads
+    return _culled_columns(memory, cycles, payloads)
