@@ -274,14 +274,17 @@ class PlanCosting:
             return 1
         return slice_count(part.output.shape[-1])
 
-    def _slice_cycles(self, part: Part, stripe: StripeConfig, staging: int) -> int:
+    def _slice_cycles(self, part: Part, stripe: StripeConfig, staging: int,
+                      stripes: int | None = None) -> int:
         """The issue overhead of the operations ``part`` runs beyond one per stripe with its
         weights streamed (``operations_per_stripe``); copied whole, a stripe is one
-        operation."""
+        operation. ``stripes``: how many stripes of ``stripe`` compute anything, where the
+        caller has counted them already (``_warm_summed``)."""
         extra = self.operations_per_stripe(part, staging) - 1
         if not extra:
             return 0
-        stripes = sum(n for shape, n in stripe.count_stripes().items() if 0 not in shape)
+        if stripes is None:
+            stripes = sum(n for shape, n in stripe.count_stripes().items() if 0 not in shape)
         return stripes * extra * self.device.perf.stripe_overhead_cycles(part)
 
     def _signature(self, part: Part) -> int:
@@ -558,7 +561,7 @@ class PlanCosting:
             table = self._batched_shapes.get((sig, b2b), _NO_SHAPES)
             once = in_place = self._weights_in_place(part)
             perf = self.device.perf
-            streamed = copied = fill = 0
+            streamed = copied = fill = computed = 0
             for shape, n in stripe.count_stripes().items():
                 hit = table.get(shape)
                 if hit is None:
@@ -568,6 +571,7 @@ class PlanCosting:
                 f, c, d, fetch = hit
                 streamed += n * f
                 copied += n * c
+                computed += n
                 if d > fill:
                     fill = d
                 if once and (fetch or perf.weight_fetches(part, shape)) > 1:
@@ -581,7 +585,7 @@ class PlanCosting:
                 staging = self._stage_cache[key] = self._stage_bytes(part, sig,
                                                                      in_place and once)
             both = self._cost_cache[key] = (
-                streamed + fill + self._slice_cycles(part, stripe, staging),
+                streamed + fill + self._slice_cycles(part, stripe, staging, computed),
                 copied + fill + self._copy_cycles(part, sig))
         once = self._cost_cache.get(("once", sig, stripe))
         if key not in self._stage_cache:      # part_cost found ``both`` without the staging
