@@ -138,6 +138,7 @@ class PlanGenerator(PlanCosting):
         self._step_cache: dict = {}
         self._specs_cache: dict[int, list[PlanSpec]] = {}
         self._interior_cache: dict = {}
+        self._placed: dict = {}
         self._junction_ids: dict = {}
         self._junction_of: dict[int, int] = {}
         self._readers_of: dict = {}
@@ -681,10 +682,24 @@ class PlanGenerator(PlanCosting):
             else:
                 p = self.topo[i]
                 stripe, nbytes = cfg
-                hit = (stripe, self._placements(p, stripe, spec, False, nbytes, 0, ()),
+                hit = (stripe, self._interior_placements(p, stripe, spec, nbytes),
                        self.weight_stage_bytes(p, stripe))
             self._step_cache[key] = hit
         return hit
+
+    def _interior_placements(self, p: Part, stripe: StripeConfig, spec: PlanSpec, nbytes: int
+                             ) -> list[tuple[int, int, tuple[str, ...]]]:
+        """``_placements`` of an interior Part whose output buffer holds ``nbytes``: found
+        once per signature and stripe (and granule, where the Part stages an input), as
+        Parts of one signature cost the same, then shifted by the buffer and named for
+        ``p``. Walks reach the same stripe of repeated layers at many positions."""
+        key = (self._signature(p), stripe, spec.granule if self.staged_inputs(p) else None)
+        base = self._placed.get(key)
+        if base is None:
+            base = self._placed[key] = [(m, c, bool(copied)) for m, c, copied in
+                                        self._placements(p, stripe, spec, False, 0, 0, ())]
+        name = (p.name,)
+        return [(m + nbytes, c, name if copies else ()) for m, c, copies in base]
 
     # ----- costing ahead of the walk (to spread it over processes) ----------------------------
     def cost_requests(self, end: int) -> list[tuple[Part, StripeConfig]]:

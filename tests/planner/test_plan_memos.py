@@ -141,3 +141,28 @@ def test_walk_steps_kept_per_sink_are_the_plain_ones(g, data):
             stop = data.draw(st.integers(0, len(plain)))
             assert [step for _, step in zip(range(stop), gen._steps(end))] == plain[:stop]
         assert list(gen._steps(end)) == plain
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(repeated_blocks(), graphs(max_parts=8, min_parts=3)),
+       st.sampled_from(MODES), st.sampled_from(["sram", "dram"]))
+def test_extension_placements_shared_between_positions_are_the_plain_ones(g, options,
+                                                                           io_region):
+    """Every extension a walk makes holds the weight placements that ``_placements``
+    computes afresh for its Part, stripe, spec and buffer bytes, though positions of one
+    signature share them (``_interior_placements``)."""
+    gen = PlanGenerator(g, simple_device(io_region), options)
+    asked = []
+    memoised = gen._interior_placements
+
+    def recording(p, stripe, spec, nbytes):
+        got = memoised(p, stripe, spec, nbytes)
+        asked.append((got, p, stripe, spec, nbytes))
+        return got
+
+    gen._interior_placements = recording
+    for j in range(len(gen.topo)):
+        gen.interval_frontiers(j)
+    fresh = PlanGenerator(g, simple_device(io_region), options)
+    for got, p, stripe, spec, nbytes in asked:
+        assert got == fresh._placements(p, stripe, spec, False, nbytes, 0, ())
