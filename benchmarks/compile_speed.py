@@ -10,6 +10,11 @@ for (the SRAM on an Ethos-U55), at Vela's default and ``--optimise Size``. Wall 
 CPU time (user + system) are both shown: on a shared machine the wall time also counts
 waiting for a core.
 
+``--vela-legacy`` also times Vela 5.2's own Python compiler (``--debug-force-legacy-core``,
+which Vela keeps beside Regor, its C++ default), interleaved with the others: the peer that
+generates streams through the same Python code our compile calls (``ethosu.vela``'s register
+generator and weight encoder).
+
 ``--before OTHER_CHECKOUT`` also compiles each model with another tree's tvmc, as often as
 ours and interleaved with ours, and shows its wall and CPU time, stage breakdown, stream
 bytes per NPU operation and arena beside ours (a change measured before and after in the
@@ -17,7 +22,7 @@ same run).
 
   python benchmarks/compile_speed.py [--models /work/shared/models] [--repeat 3]
       [--out out/compile_speed] [--only resnet8_cifar] [--no-size] [--code OTHER_CHECKOUT]
-      [--before OTHER_CHECKOUT]
+      [--before OTHER_CHECKOUT] [--vela-legacy]
 """
 from __future__ import annotations
 
@@ -43,10 +48,10 @@ ACCEL = "ethos-u55-128"
 STAGE_LINE = re.compile(r"stage (?P<name>[\w .-]+?): (?P<s>[0-9.]+) s")
 
 
-def _vela_cmd(model: str, out_dir: str, optimise: str) -> list[str]:
+def _vela_cmd(model: str, out_dir: str, optimise: str, legacy: bool = False) -> list[str]:
     vela = os.path.join(os.path.dirname(sys.executable), "vela")
     return [vela, model, "--accelerator-config", ACCEL, "--optimise", optimise,
-            "--output-dir", out_dir]
+            "--output-dir", out_dir] + (["--debug-force-legacy-core"] if legacy else [])
 
 
 def _tvmc_cmd(model: str, out_file: str, optimise: str) -> list[str]:
@@ -119,7 +124,8 @@ def npu_operations(words) -> int:
 
 
 def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
-            size: bool, code: str | None = None, before: str | None = None) -> list[dict]:
+            size: bool, code: str | None = None, before: str | None = None,
+            legacy: bool = False) -> list[dict]:
     rows = []
     models_dir, out = os.path.abspath(models_dir), os.path.abspath(out)
     env = _env(code, os.path.join(out, "pycache"))
@@ -141,6 +147,8 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
                 warm = True
             vela_t, vela_c, ours_t, ours_c, ours_err = [], [], [], [], []
             before_t, before_c, before_err = [], [], []
+            legacy_t, legacy_c = [], []
+            ldir = os.path.join(out, "vela-legacy", optimise)
             bfile = os.path.join(out, "before", optimise, name + ".tflite")
             if env_before is not None:
                 os.makedirs(os.path.dirname(bfile), exist_ok=True)
@@ -148,6 +156,10 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
                 wall, cpu, _err = _timed(_vela_cmd(model, vdir, optimise), env)
                 vela_t.append(wall)
                 vela_c.append(cpu)
+                if legacy:
+                    wall, cpu, _err = _timed(_vela_cmd(model, ldir, optimise, True), env)
+                    legacy_t.append(wall)
+                    legacy_c.append(cpu)
                 wall, cpu, err = _timed(_tvmc_cmd(model, ofile, optimise), env)
                 ours_t.append(wall)
                 ours_c.append(cpu)
@@ -176,7 +188,9 @@ def measure(models_dir: str, out: str, repeat: int, only: list[str] | None,
                          "stages": with_outside(stages(ours_err[mid]), ours_t[mid]),
                          "vela_bytes": vb, "vela_ops": vops, "ours_bytes": ob, "ours_ops": oops,
                          "before_bytes": bb, "before_ops": bops, "vela_sram": vsram,
-                         "ours_sram": osram, "before_sram": bsram, **before})
+                         "ours_sram": osram, "before_sram": bsram, **before,
+                         **({"legacy_s": statistics.median(legacy_t),
+                             "legacy_cpu": statistics.median(legacy_c)} if legacy else {})})
     return rows
 
 
@@ -216,6 +230,17 @@ def table(rows: list[dict]) -> str:
                 lines.append(f"{r['model']:<22} {r['optimise']:<11} {r['before_s']:>8.2f} "
                              f"{r['ours_s']:>7.2f} {r['before_cpu']:>10.2f} "
                              f"{r['ours_cpu']:>8.2f}")
+    if any("legacy_s" in r for r in rows):
+        lines.append("")
+        lines.append("Vela 5.2's Python core (--debug-force-legacy-core), in the same run:")
+        lines.append(f"{'model':<22} {'optimise':<11} {'legacy s':>8} {'ours s':>7} {'x':>5} "
+                     f"{'legacy cpu':>10} {'ours cpu':>8} {'x':>5}  (wall and CPU, medians)")
+        for r in rows:
+            if "legacy_s" in r:
+                lines.append(f"{r['model']:<22} {r['optimise']:<11} {r['legacy_s']:>8.2f} "
+                             f"{r['ours_s']:>7.2f} {r['ours_s'] / r['legacy_s']:>5.2f} "
+                             f"{r['legacy_cpu']:>10.2f} {r['ours_cpu']:>8.2f} "
+                             f"{r['ours_cpu'] / max(r['legacy_cpu'], 1e-9):>5.2f}")
     for label, key in (("our", "stages"), ("before's", "before_stages")):
         if not any(r.get(key) for r in rows):
             continue
@@ -240,7 +265,9 @@ if __name__ == "__main__":
                     help="the source tree tvmc runs from (another checkout, to compare)")
     ap.add_argument("--before", default=None,
                     help="another checkout whose stream bytes are shown beside ours")
+    ap.add_argument("--vela-legacy", action="store_true",
+                    help="also time Vela's Python core (--debug-force-legacy-core)")
     a = ap.parse_args()
     out = a.out or tempfile.mkdtemp(prefix="compile_speed_")
     print(table(measure(a.models, out, a.repeat, a.only, not a.no_size, a.code,
-                      a.before)))
+                      a.before, a.vela_legacy)))
