@@ -69,22 +69,26 @@ def _idle_cores() -> float:
         return float(_usable_cpus())
 
 
-def default_workers(parts: int) -> int:
-    """Two processes when that can pay and forking is safe, one otherwise: when fork is
+def second_process_pays() -> bool:
+    """Whether forking a second process for some work can pay and is safe: fork is
     available, two CPUs are usable and a core is idle (IDLE_CORE_NEEDED), this is the main
     process (a pool's worker already shares the cores out) and runs no other thread (a fork
     copies only the forking thread, and whatever lock another one holds stays held in the
     child: a notebook kernel, an inference thread pool; rfcs/0004 spawns for the same
     reason) but progress bars' refreshers, which stop while it forks
-    (``progress.paused_for_fork``), and the graph has at least PARALLEL_MIN_PARTS Parts.
-    The worker count never changes a result, only the time it takes."""
-    if parts < PARALLEL_MIN_PARTS or _usable_cpus() < 2 or \
-            multiprocessing.parent_process() is not None or \
-            threading.active_count() - refresher_threads() > 1 or \
-            "fork" not in multiprocessing.get_all_start_methods() or \
-            _idle_cores() < IDLE_CORE_NEEDED:
-        return 1
-    return 2
+    (``progress.paused_for_fork``). The plan search asks it (``default_workers``), and so
+    does the stream generation's weight encoding (``tvm_ethos.backends.ethos_u.encode_ahead``)."""
+    return _usable_cpus() >= 2 and multiprocessing.parent_process() is None and \
+        threading.active_count() - refresher_threads() <= 1 and \
+        "fork" in multiprocessing.get_all_start_methods() and \
+        _idle_cores() >= IDLE_CORE_NEEDED
+
+
+def default_workers(parts: int) -> int:
+    """Two processes when that can pay and forking is safe (``second_process_pays``) and the
+    graph has at least PARALLEL_MIN_PARTS Parts, one otherwise. The worker count never
+    changes a result, only the time it takes."""
+    return 2 if parts >= PARALLEL_MIN_PARTS and second_process_pays() else 1
 
 
 class SinkClaims:
