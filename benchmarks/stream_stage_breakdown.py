@@ -130,14 +130,20 @@ def table(result: dict[str, dict[str, tuple]]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def model_arguments(description: str, repeat: int) -> argparse.ArgumentParser:
+    """The options of the benchmarks that compile MODELS in-process: --models, --only,
+    --repeat and --optimise."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--models", default=os.environ.get("TVM_ETHOS_MODELS", os.path.join(
         os.path.dirname(__file__), "..", "..", "shared", "models")))
     ap.add_argument("--only", nargs="*", choices=sorted(MODELS), default=list(MODELS))
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=repeat)
     ap.add_argument("--optimise", choices=("Performance", "Size"), default="Performance")
-    a = ap.parse_args()
+    return ap
+
+
+if __name__ == "__main__":
+    a = model_arguments(__doc__.splitlines()[0], 3).parse_args()
     code = os.path.dirname(os.path.dirname(importlib.import_module("tvm_ethos").__file__))
     print(f"code: {code}, --optimise {a.optimise}")
     print(table(breakdown(a.models, a.only, a.repeat, a.optimise)))

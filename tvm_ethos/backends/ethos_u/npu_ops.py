@@ -22,6 +22,7 @@ import numpy as np
 from ethos_arch.mean_window import MeanWindow, mean_window, window_refusal
 from ethos_arch.ops import Op
 from planner.npu_dilation import NpuKernel, npu_kernel
+from tvm_ethos.backends.ethos_u.encode_ahead import EncodeRequest, encode_request
 from tvm_ethos.backends.ethos_u.shram_layouts import fitting_layout
 from tvm_ethos.backends.ethos_u.stream_base import (
     Flash,
@@ -491,6 +492,18 @@ def chosen_block(npu, accelerator, wanted: tuple[int, int, int] | None):
     return largest_block(configs), NOT_LEGAL
 
 
+def weights_request(q, acc, block_depth: int, depthwise: bool, traversal,
+                    weights=None) -> EncodeRequest:
+    """The encoding of ``q``'s weights (``weights``, default its own) for a block of
+    ``block_depth`` channels: what :func:`attach_constants` encodes, and what a generation
+    predicts before its emission (``encode_ahead``)."""
+    dilation = conv_kernel(q).dilation[::-1] if q.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D) \
+        else tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
+    ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
+    return EncodeRequest(acc, weights_ohwi(q) if weights is None else weights,
+                         tuple(dilation), ifm_bits, block_depth, depthwise, traversal)
+
+
 def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
                       scales=None) -> None:
     """Block config first (the encoding depends on its depth and a convolution's
@@ -503,13 +516,8 @@ def attach_constants(npu, q, channels: int, acc, flash: Flash, weights=None,
     traversal = api.NpuBlockTraversal.DEPTH_FIRST
     if isinstance(npu, api.NpuConv2DOperation):   # the weights follow the operation's order
         traversal = npu.block_traversal
-    dilation = conv_kernel(q).dilation[::-1] if q.kind in (Op.CONV2D, Op.DEPTHWISE_CONV2D) \
-        else tuple(q.attrs.get("dilation", (1, 1)))[::-1]  # (x, y)
-    ifm_bits = np.dtype(q.in_dtypes[0]).itemsize * 8
-    enc = api.npu_encode_weights(
-        acc, weights_ohwi(q) if weights is None else weights, dilation, ifm_bits,
-        npu.block_config.depth, depthwise, traversal,
-    )
+    enc = encode_request(weights_request(q, acc, npu.block_config.depth, depthwise,
+                                         traversal, weights))
     npu.weights = [flash.add(enc)]
     bias = q.bias.astype(np.int64) if q.bias is not None else np.zeros(channels, np.int64)
     npu.biases = [flash.add(bias_entries(bias, scales or conv_scales(q, channels)))]

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tvm_ethos.backends.ethos_u.encode_ahead import encode_weights
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     feature_map,
@@ -438,7 +439,7 @@ class _Emitter:
         npu.block_config = self.block(npu)
         if key not in self._constants:
             cells = weights.shape[0]
-            enc = api.npu_encode_weights(
+            enc = encode_weights(
                 self.acc, weights.astype(np.int16)[:, None, None, :], (1, 1), 8,
                 npu.block_config.depth, False, api.NpuBlockTraversal.DEPTH_FIRST)
             # TFLite Micro's FULLY_CONNECTED multiplier: the scales' product in float32

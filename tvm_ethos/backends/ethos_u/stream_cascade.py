@@ -48,6 +48,12 @@ from planner.errors import PlannerError
 from planner.perf.ethos_u import lower_part
 from planner.perf.ethos_u_npu import ACCELERATORS, NpuOp, find_block_config
 from planner.work_memory import work_tensor
+from tvm_ethos.backends.ethos_u.encode_ahead import (
+    AHEAD_MIN_REQUEST,
+    EncodeRequest,
+    encoding_ahead,
+    worth_ahead,
+)
 from tvm_ethos.backends.ethos_u.npu_ops import (
     PLANNER_BLOCK,
     PLANNER_BLOCK_UNLISTED,
@@ -57,6 +63,7 @@ from tvm_ethos.backends.ethos_u.npu_ops import (
     block_config,
     chosen_block,
     shape3,
+    weights_request,
 )
 from tvm_ethos.backends.ethos_u.npu_ops import feature_map as plain_feature_map
 from tvm_ethos.backends.ethos_u.ops_lstm import KIND as LSTM
@@ -99,7 +106,13 @@ from tvm_ethos.backends.ethos_u.stream_channels import (
 from tvm_ethos.backends.ethos_u.stream_gen import output_source, work_key
 from tvm_ethos.backends.ethos_u.stream_lstm import JoinedLstm, joined_ops
 from tvm_ethos.backends.ethos_u.stream_memo import generator
-from tvm_ethos.backends.ethos_u.stream_ops import POINTWISE, Emission, Form, emitter
+from tvm_ethos.backends.ethos_u.stream_ops import (
+    POINTWISE,
+    Emission,
+    Form,
+    emitter,
+    operator_constants,
+)
 from tvm_ethos.backends.ethos_u.stream_payload import driver_payload
 from tvm_ethos.backends.ethos_u.stream_plan import (
     Buffer,
@@ -333,17 +346,26 @@ class _Emitter:
         configs = self.planned_step(npu)
         if len(configs) != 1:
             return None, None
-        ub = ACCELERATORS[self.accelerator].ofm_ublock
         ofm = (npu.ofm.shape.height, npu.ofm.shape.width, npu.ofm.shape.depth)
-        cfg = configs[0][0]
-        return (tuple(-(-min(b, o) // u) * u for b, o, u in zip(cfg.ofm_block, ofm, ub)),
-                cfg.traversal)
+        return self.clipped(configs[0][0], ofm), configs[0][0].traversal
+
+    def clipped(self, cfg, ofm) -> tuple[int, int, int]:
+        """The OFM block of the planner's ``cfg`` clipped to ``ofm`` (height, width, depth)
+        as Vela lists blocks: rounded up to the micro-block."""
+        ub = ACCELERATORS[self.accelerator].ofm_ublock
+        return tuple(-(-min(b, o) // u) * u for b, o, u in zip(cfg.ofm_block, ofm, ub))
 
     def planned_step(self, npu) -> list:
         """[(BlockConfig, planner NpuOp, the Part's whole NpuOp or None)] of the operations
         of ``npu``'s class in the planner's lowering of the current step ([] when there is
         no model)."""
         part, box = self.step_at
+        cls = _NPU_CLASS.get(type(npu).__name__)
+        return [(cfg, op, w) for c, cfg, op, w in self.planned_box(part, box) if c == cls]
+
+    def planned_box(self, part: str, box) -> list:
+        """[(class, BlockConfig, planner NpuOp, the Part's whole NpuOp or None)] of the
+        planner's lowering of ``box`` of ``part`` ([] when there is no model)."""
         if self.perf is None or part not in self.parts:
             return []
         shape = tuple(hi - lo for lo, hi in box)
@@ -359,8 +381,38 @@ class _Emitter:
                 wholes = [None] * len(ops)
             self.planned[part, shape] = [(op.npu, b.config, op, w)
                                          for op, b, w in zip(ops, costs, wholes)]
-        cls = _NPU_CLASS.get(type(npu).__name__)
-        return [(cfg, op, w) for c, cfg, op, w in self.planned[part, shape] if c == cls]
+        return self.planned[part, shape]
+
+    def predicted_requests(self, steps) -> list[EncodeRequest]:
+        """The whole-weights encodings the emission of ``steps`` is expected to ask for
+        first, one per Part of at least AHEAD_MIN_REQUEST weights: a convolution or
+        FULLY_CONNECTED whose weights are not staged encodes its own weights at the block
+        depth and traversal its Part was planned with (:meth:`block_config`). A block the
+        emission then checks and changes makes the prediction wrong, which costs time,
+        never bytes (``encode_ahead``)."""
+        api, out, seen = self.api, [], set()
+        for s in steps:
+            step = self.part_layer.get(s.part)
+            if step is None or s.part in seen:
+                continue
+            seen.add(s.part)
+            q = self.layers[step]
+            em = emitter(q)
+            if q.weights is None or q.weights.size < AHEAD_MIN_REQUEST or \
+                    em.constants is not operator_constants or \
+                    (self.stager is not None and step in self.stager.halves):
+                continue
+            planned = [(c, cfg, op) for c, cfg, op, _ in self.planned_box(s.part, s.box)
+                       if c in ("conv", "depthwise")]
+            if len(planned) != 1:
+                continue
+            c, cfg, op = planned[0]
+            depth = self.clipped(cfg, op.ofm[1:])[2]
+            traversal = api.NpuBlockTraversal.PART_KERNEL_FIRST \
+                if c == "conv" and cfg.traversal == "part_kernel" else \
+                api.NpuBlockTraversal.DEPTH_FIRST
+            out.append(weights_request(q, self.acc, depth, c == "depthwise", traversal))
+        return out
 
     def planned_op(self, npu):
         """(planner NpuOp, the Part's whole NpuOp or None) of ``npu`` in the current step, or
@@ -1125,17 +1177,18 @@ def generate_planned(lw, accelerator: str, match, proposal, device=None,
     part_ops: dict = {}
     alias_parts = {p.name for p in graph.parts
                    if p.output.name in aliased and not in_place(p, graph)}
-    for s in steps:
-        plan_starts.setdefault(s.plan, len(em.ops))
-        first = len(em.ops)
-        if s.part in alias_parts:   # no operation: its output is its input's bytes
-            continue
-        if lstm_part is not None and s.part == lstm_part.name:
-            em.ops += _joined_ops(joined, lstm_part, storage, lstm_state, layout, flash,
-                                  accelerator)
-            continue
-        em.emit(s.part, s.box)
-        part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
+    with encoding_ahead(worth_ahead(em.predicted_requests(steps))):
+        for s in steps:
+            plan_starts.setdefault(s.plan, len(em.ops))
+            first = len(em.ops)
+            if s.part in alias_parts:   # no operation: its output is its input's bytes
+                continue
+            if lstm_part is not None and s.part == lstm_part.name:
+                em.ops += _joined_ops(joined, lstm_part, storage, lstm_state, layout, flash,
+                                      accelerator)
+                continue
+            em.emit(s.part, s.box)
+            part_ops.setdefault((s.plan, s.part), []).extend(em.ops[first:])
     em.step_at = None
     em.ops, copied = copy_weights(api, em.ops, plan_starts, part_ops, pools, layout.offsets)
     # an in-place output is its root's bytes (``planner.aliases.in_place``)

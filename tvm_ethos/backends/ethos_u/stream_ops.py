@@ -207,7 +207,7 @@ def _reduce_max(q, operands: list[FmSlot], ofm: FmSlot):
 
 
 # --- constants: (q, channels) -> (weights, scales)
-def _own_constants(q, channels: int) -> tuple[None, None]:
+def operator_constants(q, channels: int) -> tuple[None, None]:
     """The operator's own weights and requantization scales."""
     return None, None
 
@@ -330,7 +330,7 @@ def _unwrapped(read: Callable, rows, cols, step) -> list:
     return [(rows, cols)]
 
 
-_CONV = StreamEmitter(Form.BLOCK, build=_conv, constants=_own_constants,
+_CONV = StreamEmitter(Form.BLOCK, build=_conv, constants=operator_constants,
                       geometry=_conv_geometry, stageable=True)
 _POOL = StreamEmitter(Form.BLOCK, build=_pool, geometry=_pool_geometry)
 _BINARY = StreamEmitter(Form.BLOCK, Extent.WHOLE_IF_FLAT, build=_binary)
@@ -389,7 +389,7 @@ STREAM_OPS: dict[Op, StreamEmitter] = {
         constants=transpose_conv_constants, stripe_window=transpose_conv_window),
     # a 1x1 convolution over the rows x K IFM (ops_fc)
     Op.FULLY_CONNECTED: StreamEmitter(Form.BLOCK, Extent.WHOLE, build=_conv,
-                                      constants=_own_constants, views=fc_views),
+                                      constants=operator_constants, views=fc_views),
     Op.AVG_POOL2D: _POOL,
     Op.MAX_POOL2D: _POOL,
     # one depthwise convolution with constant weights

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from planner.parts import SVDF_SHIFT_BUFFER_BYTES, svdf_shift_rows
+from tvm_ethos.backends.ethos_u.encode_ahead import encode_weights
 from tvm_ethos.backends.ethos_u.npu_ops import (
     FmSlot,
     block_config,
@@ -266,7 +267,7 @@ class _Emitter:
         npu = fully_connected_op(api, ifm, ofm)
         npu.activation = activation
         npu.block_config = block_config(npu, self.acc)
-        enc = api.npu_encode_weights(
+        enc = encode_weights(
             self.acc, weights.astype(np.int16)[:, None, None, :], (1, 1), 8,
             npu.block_config.depth, False, api.NpuBlockTraversal.DEPTH_FIRST)
         m, s = quantize_multiplier(scale)
