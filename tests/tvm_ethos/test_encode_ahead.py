@@ -77,12 +77,15 @@ def _every_child() -> dict:
     for kind in ("encodes", "is wrong", "dies", "raises"):
         encode_ahead._child = child
         out[kind] = _ahead(kind)
+    encode_ahead._child = child
+    out["asked twice"] = _asked_twice()
     return out
 
 
 @pytest.fixture(scope="module")
 def children() -> dict:
-    """``_ahead`` for every child, in one fresh process (each start costs a second)."""
+    """``_ahead`` for every child, and ``_asked_twice``, in one fresh process (each start
+    costs a second)."""
     return in_fresh_process(_every_child)
 
 
@@ -95,9 +98,9 @@ def test_the_bytes_are_one_process_s_whatever_the_child_does(children, child):
     assert taken == (4 if child == "encodes" else 0)
 
 
-def test_a_prediction_asked_for_twice_is_encoded_here_the_second_time():
+def test_a_prediction_asked_for_twice_is_encoded_here_the_second_time(children):
     """Two equal requests: the child's bytes are taken once, and the other encoded here."""
-    same, log = in_fresh_process(_asked_twice)
+    same, log = children["asked twice"]
     assert same and log == [(1, 1)]
 
 
@@ -157,3 +160,29 @@ def test_the_guard_s_no_encodes_everything_here(monkeypatch, why):
         assert multiprocessing.active_children() == []
         assert _asked(small) == [r.encode() for r in small]
     assert encode_ahead.TAKEN == []
+
+
+def _model_both_ways(name: str) -> tuple:
+    """(the .tflite compiled with everything encoded here, compiled with the child forced
+    on, [(predicted, taken)] of the second)."""
+    import tvm_ethos
+    from tests.helpers.models import model_path
+    from tvm_ethos.backends.ethos_u import encode_ahead
+    data = model_path(name).read_bytes()
+    out = []
+    for ahead in (False, True):
+        encode_ahead.second_process_pays = lambda ahead=ahead: ahead
+        encode_ahead.TAKEN = log = []
+        out.append(tvm_ethos.compile_tflite(data, "ethos-u",
+                                            accelerator_config="ethos-u55-128").tflite)
+    return out[0], out[1], log
+
+
+@pytest.mark.slow
+def test_mobilenet_s_predictions_are_the_encodings_its_emission_asks_for():
+    """The plan's predictions (``_Emitter.predicted_requests``) are what the emission asks:
+    every one is taken from the child, and the file is the one-process file."""
+    inline, ahead, log = in_fresh_process(_model_both_ways, "mobilenet_v1_1.0_224")
+    assert ahead == inline
+    ((predicted, taken),) = log
+    assert predicted >= 1 and taken == predicted

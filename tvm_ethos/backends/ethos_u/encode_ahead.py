@@ -28,13 +28,16 @@ from planner.forked import Forked
 from planner.sink_walks import second_process_pays
 from tvm_ethos.backends.ethos_u.stream_base import vela_api
 
-#: A request is predicted only with at least this many weights: a smaller one takes a few
-#: tens of milliseconds here (the encoder takes about 0.15 us a weight), less than sending
-#: it back and the child's copy-on-write pages cost.
+#: A request is predicted only with at least this many weights. The child's encodings are
+#: the critical path (it has the largest, and this process emits meanwhile): a smaller
+#: request would add to them and, asked for earlier in the emission than the child reaches
+#: it, keep this process waiting for what it would encode here in a few tens of
+#: milliseconds (the encoder takes about 0.2 us a weight).
 AHEAD_MIN_REQUEST = 400_000
 
 #: The child is forked only when the predicted requests have at least this many weights in
-#: all: below it the fork and the child's start-up take much of what it saves.
+#: all (about 0.2 s of encoding): below it the fork, the child's start-up and the second
+#: core's slower running (two busy vCPUs run slower than one) take much of what it saves.
 AHEAD_MIN_WEIGHTS = 1_000_000
 
 #: When a list, each generation that forked a child appends (predicted, taken from the
