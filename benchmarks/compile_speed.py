@@ -198,6 +198,23 @@ def _per(b: int, n: int) -> str:
     return f"{b / n:6.0f}" if n else f"{'-':>6}"
 
 
+def _beside(rows: list[dict], peer: str, title: str) -> list[str]:
+    """Lines comparing ours with ``peer``'s wall and CPU medians (the rows' ``PEER_s`` and
+    ``PEER_cpu``), where the rows have them."""
+    rows = [r for r in rows if f"{peer}_s" in r]
+    if not rows:
+        return []
+    lines = ["", title,
+             f"{'model':<22} {'optimise':<11} {peer + ' s':>10} {'ours s':>7} {'x':>5} "
+             f"{peer + ' cpu':>12} {'ours cpu':>8} {'x':>5}  (wall and CPU, medians)"]
+    for r in rows:
+        wall, cpu = r[f"{peer}_s"], r[f"{peer}_cpu"]
+        lines.append(f"{r['model']:<22} {r['optimise']:<11} {wall:>10.2f} {r['ours_s']:>7.2f} "
+                     f"{r['ours_s'] / wall:>5.2f} {cpu:>12.2f} {r['ours_cpu']:>8.2f} "
+                     f"{r['ours_cpu'] / max(cpu, 1e-9):>5.2f}")
+    return lines
+
+
 def table(rows: list[dict]) -> str:
     before = any(r.get("before_bytes") is not None for r in rows)
     head = (f"{'model':<22} {'optimise':<11} {'Vela s':>7} {'ours s':>7} {'x':>6} "
@@ -221,26 +238,9 @@ def table(rows: list[dict]) -> str:
             line += (f" {bb:>15,} {bops:>5} {_per(bb, bops)} {bsram:>8,}" if bb is not None
                      else f" {'-':>15} {'-':>5} {'-':>6} {'-':>8}")
         lines.append(line)
-    if any("before_s" in r for r in rows):
-        lines.append("")
-        lines.append(f"{'model':<22} {'optimise':<11} {'before s':>8} {'ours s':>7} "
-                     f"{'before cpu':>10} {'ours cpu':>8}  (wall and CPU, medians)")
-        for r in rows:
-            if "before_s" in r:
-                lines.append(f"{r['model']:<22} {r['optimise']:<11} {r['before_s']:>8.2f} "
-                             f"{r['ours_s']:>7.2f} {r['before_cpu']:>10.2f} "
-                             f"{r['ours_cpu']:>8.2f}")
-    if any("legacy_s" in r for r in rows):
-        lines.append("")
-        lines.append("Vela 5.2's Python core (--debug-force-legacy-core), in the same run:")
-        lines.append(f"{'model':<22} {'optimise':<11} {'legacy s':>8} {'ours s':>7} {'x':>5} "
-                     f"{'legacy cpu':>10} {'ours cpu':>8} {'x':>5}  (wall and CPU, medians)")
-        for r in rows:
-            if "legacy_s" in r:
-                lines.append(f"{r['model']:<22} {r['optimise']:<11} {r['legacy_s']:>8.2f} "
-                             f"{r['ours_s']:>7.2f} {r['ours_s'] / r['legacy_s']:>5.2f} "
-                             f"{r['legacy_cpu']:>10.2f} {r['ours_cpu']:>8.2f} "
-                             f"{r['ours_cpu'] / max(r['legacy_cpu'], 1e-9):>5.2f}")
+    lines += _beside(rows, "before", "the other checkout (--before), in the same run:")
+    lines += _beside(rows, "legacy",
+                     "Vela 5.2's Python core (--debug-force-legacy-core), in the same run:")
     for label, key in (("our", "stages"), ("before's", "before_stages")):
         if not any(r.get(key) for r in rows):
             continue
