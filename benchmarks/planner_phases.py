@@ -42,7 +42,7 @@ def _load(tree: str) -> dict:
     if not mods["api"].__file__.startswith(os.path.abspath(tree) + os.sep):
         raise SystemExit(f"{tree} has no planner package of its own "
                          f"(imported {mods['api'].__file__}); name a repository root")
-    # one process: the default forks a second one where a core is idle
+    # one process: an older tree's default forks a second one where a core is idle
     mods["proposals"].default_workers = lambda parts: 1
     return mods
 

@@ -5,8 +5,8 @@ Prints CPU seconds (``time.process_time`` plus the forked workers' CPU from
 of cold searches, seconds per Part, and the ratio to the goals (issue 2): MobileNetV1 in at
 most 0.5 s on 2 cores; seconds per Part flat within 2x from 30 to 3000 Parts. MobileNetV1 is
 searched with two processes and, as the peer measured in the same run (the two taking turns),
-with one; the synthetic graphs with ``--workers`` (default 1). The default worker count of
-the planner (two where a core is idle, planner.sink_walks.default_workers) is printed.
+with one; the synthetic graphs with ``--workers`` (default 1). The planner's default is one
+process (``ProposalSearch``).
 Cold: the module memos are cleared and the device (with its performance model's caches) is
 built afresh before every search, so each one pays what a fresh process pays.
 The CPU of MobileNetV1's costing phase alone (``costing_cpu``: every distinct request the
@@ -46,7 +46,7 @@ from planner.errors import PlannerError  # noqa: E402
 from planner.options import PlannerOptions  # noqa: E402
 from planner.plans import PlanGenerator, clear_caches  # noqa: E402
 from planner.proposals import ProposalSearch  # noqa: E402
-from planner.sink_walks import default_workers, distinct_cost_requests  # noqa: E402
+from planner.sink_walks import distinct_cost_requests  # noqa: E402
 from planner.tflite import load_tflite  # noqa: E402
 from tests.helpers.models import MODELS_DIR  # noqa: E402
 
@@ -61,7 +61,7 @@ BUDGETS = ("system", "300KiB", "smallest")
 
 #: Run in a subprocess whose PYTHONPATH is the tree measured: only the planner's public API
 #: (load_tflite, get_device, plan, the memo clearers), which every tree compared has. One
-#: process: the default would fork a second one only where a core is idle, so its time
+#: process: an older tree's default forks a second one where a core is idle, so its time
 #: would follow the machine's load rather than the code.
 _MEASURE = """
 import json, sys, time
@@ -237,7 +237,6 @@ def main() -> int:
         return 0
     rows = []
     g = load_tflite(os.path.join(args.models, "mobilenet_v1_1.0_224.tflite"))
-    default = default_workers(len(g.parts))
     mobilenet = {}
     for workers, (cpu, wall, s) in zip((2, 1), timed(g, args.device, args.repeat, (2, 1))):
         mobilenet[workers] = (cpu, wall)
@@ -274,8 +273,8 @@ def main() -> int:
     cpu1, wall1 = mobilenet[1]
     print(f"MobileNetV1-224, two processes: {wall:.3f} s wall ({cpu:.3f} s cpu) = "
           f"{wall / GOAL_SECONDS:.2f}x the {GOAL_SECONDS} s goal; one process: {wall1:.3f} s "
-          f"wall ({cpu1:.3f} s cpu); two/one wall {wall / wall1:.2f}; the planner's default "
-          f"at the start: {default} process(es)")
+          f"wall ({cpu1:.3f} s cpu); two/one wall {wall / wall1:.2f}; the planner's default: "
+          "one process")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Forked helper processes for the plan search: run callables in children that inherit the
 parent's state (graph, caches) copy-on-write, read their results back in start order, and
 make sure none outlives the search. POSIX only (``fork``); callers fall back to one process
-where it is missing (``planner.sink_walks.default_workers``)."""
+where it is missing (``planner.sink_walks.second_process_pays``)."""
 from __future__ import annotations
 
 import multiprocessing

@@ -2,12 +2,13 @@
 module of its own: tvmc compile and run show it without loading the sweep's machinery (its
 process pools, Dask, Vela reference points).
 
-A bar on a terminal keeps its elapsed time moving from a thread of its own, and the plan
-search forks its workers only from a process that runs one thread (a fork copies only the
-forking thread; a lock another thread held, stderr's among them, stays held in the child for
-good). So a bar's thread stops while the process forks (:func:`paused_for_fork`) and starts
-again after: the search still forks under a bar, which the thread would otherwise forbid
-(:func:`refresher_threads` says how many running threads are such pausable ones).
+A bar on a terminal keeps its elapsed time moving from a thread of its own, and tvm-ethos
+forks (a plan search asked for several processes, the weights encoded ahead) only from a
+process that runs one thread (a fork copies only the forking thread; a lock another thread
+held, stderr's among them, stays held in the child for good). So a bar's thread stops while
+the process forks (:func:`paused_for_fork`) and starts again after: work still forks under a
+bar, which the thread would otherwise forbid (:func:`refresher_threads` says how many running
+threads are such pausable ones).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from planner.options import PlannerOptions
 from planner.pareto import INT64_SAFE, combine, combine_segments, frontier, frontier_order, thin
 from planner.plan import Plan
 from planner.plans import PlanGenerator, make_spec
-from planner.sink_walks import default_workers, interval_frontiers
+from planner.sink_walks import interval_frontiers
 from planner.stream_estimate import stream_bytes
 from planner.walk_bound import SinkBound
 
@@ -187,7 +187,11 @@ class ProposalSearch:
         """``prune``: on one process, stop the walks whose every future Plan a Proposal
         already found beats (``walk_bound``): the same frontier and Proposals, with less
         work; False walks everything (the definition the bounded search is tested against).
-        Several processes walk unbounded: their walks run before the DP that bounds them."""
+        Several processes walk unbounded: their walks run before the DP that bounds them.
+        ``workers``: processes for the search, one by default. The bound saves about what a
+        second process would, without its second core (rfcs/0001, "One process by default"),
+        so a second one only adds CPU; a caller with cores to spare may still ask for more,
+        which never changes a result."""
         if not graph.parts:
             raise PlannerError("the graph has no parts to plan")
         if workers is not None and (type(workers) is not int or workers < 1):
@@ -196,7 +200,7 @@ class ProposalSearch:
         if not isinstance(prune, bool):
             raise PlannerError(f"prune must be True or False (whether to bound the walks), "
                                f"got {prune!r}")
-        self.workers = default_workers(len(graph.parts)) if workers is None else workers
+        self.workers = 1 if workers is None else workers
         self.prune = prune
         self.graph = graph
         self.device = device

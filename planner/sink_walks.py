@@ -52,10 +52,6 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-#: Below this many Parts a search is short and the forks, the pickling and the children's
-#: cold memos would take much of what a split saves (rfcs/0001, performance notes).
-PARALLEL_MIN_PARTS = 16
-
 #: A second process pays only with a core to run on: the 1-minute load average must leave at
 #: least this much of one idle (``usable CPUs - load``): on busy cores two processes are
 #: slower than one (rfcs/0001).
@@ -76,19 +72,13 @@ def second_process_pays() -> bool:
     copies only the forking thread, and whatever lock another one holds stays held in the
     child: a notebook kernel, an inference thread pool; rfcs/0004 spawns for the same
     reason) but progress bars' refreshers, which stop while it forks
-    (``progress.paused_for_fork``). The plan search asks it (``default_workers``), and so
-    does the stream generation's weight encoding (``tvm_ethos.backends.ethos_u.encode_ahead``)."""
+    (``progress.paused_for_fork``). The stream generation's weight encoding asks it
+    (``tvm_ethos.backends.ethos_u.encode_ahead``); the plan search runs on one process unless
+    its caller asks for more (``ProposalSearch(workers=...)``)."""
     return _usable_cpus() >= 2 and multiprocessing.parent_process() is None and \
         threading.active_count() - refresher_threads() <= 1 and \
         "fork" in multiprocessing.get_all_start_methods() and \
         _idle_cores() >= IDLE_CORE_NEEDED
-
-
-def default_workers(parts: int) -> int:
-    """Two processes when that can pay and forking is safe (``second_process_pays``) and the
-    graph has at least PARALLEL_MIN_PARTS Parts, one otherwise. The worker count never
-    changes a result, only the time it takes."""
-    return 2 if parts >= PARALLEL_MIN_PARTS and second_process_pays() else 1
 
 
 class SinkClaims:
@@ -326,6 +316,6 @@ def interval_frontiers(gen: PlanGenerator, workers: int, bound_of=None):
             forked.results()
     finally:
         # The reader ends when the children have (done, or terminated on an error): no
-        # thread of the search outlives it (default_workers forks only from one thread).
+        # thread of the search outlives it (a fork is safe only from one thread).
         if reader is not None:
             reader.join()

@@ -133,7 +133,7 @@ def _streamed_walks() -> tuple:
 def test_walk_workers_stream_sinks_and_leave_no_thread_or_child():
     """A walk worker sends each sink as soon as it is walked (the parent reads them on a
     thread), not all at the end; when the search ends, that thread and the children are
-    gone, so the next search may fork again (default_workers wants a single thread)."""
+    gone, so the next search may fork again (a fork wants a single thread)."""
     sent, (error, threads_left, children_left), many, one = in_fresh_process(_streamed_walks)
     assert error is None
     assert sent and sent[-1] is None and len(set(sent[:-1])) == len(sent) - 1 > 1
@@ -141,36 +141,46 @@ def test_walk_workers_stream_sinks_and_leave_no_thread_or_child():
     assert many == one
 
 
-def test_small_graphs_busy_cores_threads_and_pool_workers_use_one_process(monkeypatch):
+def test_a_second_process_is_forked_only_onto_an_idle_core_from_one_thread(monkeypatch):
     from planner import sink_walks
-    from planner.sink_walks import PARALLEL_MIN_PARTS, default_workers
+    from planner.sink_walks import second_process_pays
     monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))
     # threads already running (tests that ran before in this process may leave some: dask's
-    # offload thread, tqdm's monitor) do not count: only the thread this test starts does
+    # offload thread) do not count: only the thread this test starts does
     runner, count = threading.active_count() - 1, threading.active_count
     monkeypatch.setattr(threading, "active_count", lambda: count() - runner)
-    assert default_workers(PARALLEL_MIN_PARTS) == 2
-    assert default_workers(PARALLEL_MIN_PARTS - 1) == 1
+    assert second_process_pays()
     monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))      # cores busy
-    assert default_workers(PARALLEL_MIN_PARTS) == 1
+    assert not second_process_pays()
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert default_workers(PARALLEL_MIN_PARTS) == 1                  # not forked
+        assert not second_process_pays()                                 # not forked
     finally:
         stop.set()
         other.join()
-    assert default_workers(PARALLEL_MIN_PARTS) == 2
+    assert second_process_pays()
     # idle, but a pool's worker (not forked here: a fork of a process with other threads, as a
     # pytest-xdist worker is, can deadlock on a lock one of them held)
     with monkeypatch.context() as m:
         m.setattr(multiprocessing, "parent_process", lambda: object())
-        assert default_workers(10 * PARALLEL_MIN_PARTS) == 1
+        assert not second_process_pays()
     monkeypatch.setattr(sink_walks, "_usable_cpus", lambda: 1)
-    assert default_workers(10 * PARALLEL_MIN_PARTS) == 1
+    assert not second_process_pays()
+
+
+def test_the_search_runs_on_one_process_unless_asked(monkeypatch):
+    """The bound prunes only one process's walks, and saves about what a second process
+    would: the default is one process, even with an idle core; ``workers`` asks for more."""
+    from planner import sink_walks
+    from tests.helpers.mobilenet import mobilenet_v1
+    monkeypatch.setattr(sink_walks, "second_process_pays", lambda: True)
+    g = mobilenet_v1(96, 0.25, 4)
+    assert ProposalSearch(g, simple_device("dram"), SMALL).workers == 1
+    assert ProposalSearch(g, simple_device("dram"), SMALL, workers=2).workers == 2
 
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, "2", True])
