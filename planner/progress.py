@@ -34,7 +34,6 @@ class Progress:
         self.total, self.desc, self.unit, self.delay = total, desc, unit, delay
         self.enabled = enabled
         self.n = 0
-        self.postfix = ""
         self._bar = None
         self._shows_at = 0.0
         self._stop = threading.Event()
